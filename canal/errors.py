@@ -1,0 +1,105 @@
+"""One exception hierarchy for everything pycanal raises on purpose.
+
+Every message says what was wrong and, where there is one, what to do about it. Messages never contain
+credentials: code that formats a message from a config uses its redacted forms.
+"""
+
+from __future__ import annotations
+
+
+class CanalError(Exception):
+    """Root of every error pycanal raises on purpose."""
+
+
+class ConfigError(CanalError, ValueError):
+    """A configuration value is missing, malformed or inconsistent. Nothing was started or changed."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class FilterError(ConfigError):
+    """A table or field filter expression (canal's regex syntax) does not compile."""
+
+
+class PositionError(CanalError, ValueError):
+    """A binlog position or its JSON form is malformed."""
+
+
+class ParseError(CanalError):
+    """The binlog could not be read or decoded."""
+
+
+class SourceError(ParseError):
+    """The binlog source (server, files, fake) failed or refused a request."""
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+class SourceUnreachableError(SourceError):
+    """The MySQL/MariaDB server could not be reached or refused the login."""
+
+
+class BinlogPurgedError(SourceError):
+    """The requested binlog position no longer exists on the server (MySQL errno 1236)."""
+
+
+class ServerNotReadyError(SourceError):
+    """The server is reachable but not set up for capture (binlog format, row image, grants)."""
+
+
+class StoreError(CanalError):
+    """The event store refused an operation (closed, wrong sequence)."""
+
+
+class StoreClosedError(StoreError):
+    """The store was stopped while a caller waited on it."""
+
+
+class MetaError(CanalError):
+    """A cursor, subscription or batch mark could not be read, written or matched."""
+
+
+class UnknownBatchError(MetaError, KeyError):
+    """A batch id that is not outstanding for this client (never handed out, or already acked/rolled back)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class BatchOrderError(MetaError):
+    """A batch id acked out of order: batches must be acked in the order they were handed out."""
+
+
+class FencedWriteError(MetaError):
+    """A cursor write was rejected because this process no longer owns the destination."""
+
+
+class ServerError(CanalError):
+    """The embedded server refused a call."""
+
+
+class UnknownDestinationError(ServerError, KeyError):
+    """No destination of that name is configured or started."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class NotSubscribedError(ServerError):
+    """The client identity has not subscribed to the destination."""
+
+
+class NotRunningError(ServerError):
+    """The destination is not running in this process (stopped, standing by, or lost ZooKeeper)."""
+
+
+class HAError(CanalError):
+    """ZooKeeper coordination failed."""
+
+
+class ServiceError(CanalError):
+    """A private test/demo service (MariaDB, ZooKeeper) could not be started."""

@@ -1,0 +1,298 @@
+"""Binlog positions: where an entry is, where a consumer's cursor is, and what one batch spans.
+
+Ordering. Positions are ordered by journal number (the numeric suffix of ``mysql-bin.000042``), then by offset
+inside that file. The remaining fields only break ties, so the order is total and consistent with equality.
+
+JSON forms. ``to_dict``/``from_dict`` use canal's field names (``journalName``, ``position``, ``serverId``, ...) so
+the documents read the same as canal's; :class:`LogPosition` additionally reads and writes canal's own cursor
+document (``{"@type": ..., "identity": {...}, "postion": {...}}`` -- canal's spelling) and adds ``rowsDone``, which
+canal ignores. These forms are stable: changing them breaks persisted cursors.
+
+Cursor semantics. A cursor names an *anchor* -- the transaction boundary a restart begins from -- and how many
+row entries of the transaction after it were already acked:
+
+* ``included=True``: the event at ``position`` (a transaction end or a DDL) was consumed; resume after it.
+* ``included=False``: nothing at ``position`` was consumed yet; resume at it.
+* ``rows_done=N``: skip the first N row entries of the transaction that begins at the resume point. This is how
+  a restart inside a large transaction redelivers nothing that was acked (canal redelivers the whole transaction).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from functools import total_ordering
+from typing import Any
+
+import attrs
+
+from canal.errors import PositionError
+
+_SUFFIX = re.compile(r"(\d+)$")
+
+
+def journal_number(journal_name: str | None) -> int:
+    """The numeric suffix of a binlog file name (``mysql-bin.000042`` -> 42); -1 when there is none."""
+    if not journal_name:
+        return -1
+    match = _SUFFIX.search(journal_name)
+    return int(match.group(1)) if match else -1
+
+
+def _opt_int(value: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            return int(value)
+        raise PositionError(f"position field {field!r} must be an integer, got {value!r}")
+    return value
+
+
+@total_ordering
+@attrs.frozen(slots=True, eq=True, order=False)
+class EntryPosition:
+    """A point in a server's binlog: file and offset of an event, with its time, server and GTID.
+
+    ``timestamp`` is the event's execute time in milliseconds since the epoch. ``gtid`` is the GTID set executed
+    up to and including this point (MySQL ``uuid:1-5`` or MariaDB ``0-1-5`` form), or a single GTID, as the source
+    provides it.
+    """
+
+    journal_name: str | None = None
+    position: int | None = None
+    timestamp: int | None = None
+    server_id: int | None = None
+    gtid: str | None = None
+    included: bool = False
+
+    @property
+    def journal_number(self) -> int:
+        return journal_number(self.journal_name)
+
+    def sort_key(self) -> tuple[int, str, int, int, int, str, bool]:
+        return (
+            journal_number(self.journal_name),
+            self.journal_name or "",
+            -1 if self.position is None else self.position,
+            -1 if self.timestamp is None else self.timestamp,
+            -1 if self.server_id is None else self.server_id,
+            self.gtid or "",
+            self.included,
+        )
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, EntryPosition):
+            return NotImplemented
+        return self.sort_key() < other.sort_key()
+
+    def with_included(self, included: bool = True) -> EntryPosition:
+        return attrs.evolve(self, included=included)
+
+    def to_dict(self) -> dict[str, Any]:
+        """canal's JSON field names; absent values are omitted."""
+        out: dict[str, Any] = {}
+        if self.journal_name is not None:
+            out["journalName"] = self.journal_name
+        if self.position is not None:
+            out["position"] = self.position
+        if self.timestamp is not None:
+            out["timestamp"] = self.timestamp
+        if self.server_id is not None:
+            out["serverId"] = self.server_id
+        if self.gtid:
+            out["gtid"] = self.gtid
+        out["included"] = self.included
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EntryPosition:
+        if not isinstance(data, Mapping):
+            raise PositionError(f"an entry position must be a JSON object, got {data!r}")
+        journal = data.get("journalName")
+        if journal is not None and not isinstance(journal, str):
+            raise PositionError(f"position field 'journalName' must be a string, got {journal!r}")
+        gtid = data.get("gtid")
+        if gtid is not None and not isinstance(gtid, str):
+            raise PositionError(f"position field 'gtid' must be a string, got {gtid!r}")
+        included = data.get("included", False)
+        if not isinstance(included, bool):
+            raise PositionError(f"position field 'included' must be true or false, got {included!r}")
+        return cls(
+            journal_name=journal,
+            position=_opt_int(data.get("position"), "position"),
+            timestamp=_opt_int(data.get("timestamp"), "timestamp"),
+            server_id=_opt_int(data.get("serverId"), "serverId"),
+            gtid=gtid or None,
+            included=included,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> EntryPosition:
+        return cls.from_dict(_loads(text))
+
+    def __str__(self) -> str:
+        where = f"{self.journal_name}:{self.position}" if self.journal_name else f"@{self.position}"
+        extra = f" gtid={self.gtid}" if self.gtid else ""
+        return f"{where}{' (consumed)' if self.included else ''}{extra}"
+
+
+@attrs.frozen(slots=True)
+class LogIdentity:
+    """Which server a position belongs to: its address and the slave id we dumped with (-1 when unknown)."""
+
+    source_address: str | None = None  # "host:port", "fake://name" or a directory for local files
+    slave_id: int = -1
+
+    def to_dict(self) -> dict[str, Any]:
+        host, port = _split_address(self.source_address)
+        address: dict[str, Any] = {"address": host, "port": port}
+        return {"slaveId": self.slave_id, "sourceAddress": address}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LogIdentity:
+        if not isinstance(data, Mapping):
+            raise PositionError(f"a log identity must be a JSON object, got {data!r}")
+        slave_id = _opt_int(data.get("slaveId", -1), "slaveId")
+        source = data.get("sourceAddress")
+        address: str | None = None
+        if isinstance(source, Mapping):
+            host = source.get("address") or source.get("hostString")
+            port = source.get("port")
+            if host is not None:
+                address = f"{host}:{port}" if port not in (None, 0, -1) else str(host)
+        elif isinstance(source, str):
+            address = source
+        return cls(source_address=address, slave_id=-1 if slave_id is None else slave_id)
+
+
+def _split_address(address: str | None) -> tuple[str | None, int]:
+    if address is None:
+        return None, 0
+    host, sep, port = address.rpartition(":")
+    if sep and port.isdigit() and "://" not in address:
+        return host, int(port)
+    return address, 0
+
+
+_CANAL_LOG_POSITION_TYPE = "com.alibaba.otter.canal.protocol.position.LogPosition"
+
+
+@total_ordering
+@attrs.frozen(slots=True, eq=True, order=False)
+class LogPosition:
+    """A persisted position: the server it belongs to, the anchor position, and rows already done after it.
+
+    Used for consumer cursors and for the parser's restart point. Ordered by ``position`` then ``rows_done``.
+    """
+
+    identity: LogIdentity = attrs.field(factory=LogIdentity)
+    position: EntryPosition = attrs.field(factory=EntryPosition)
+    rows_done: int = attrs.field(default=0)
+
+    @rows_done.validator
+    def _check_rows(self, _attr: attrs.Attribute[int], value: int) -> None:
+        if value < 0:
+            raise PositionError(f"rows_done must be >= 0, got {value}")
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, LogPosition):
+            return NotImplemented
+        return (self.position, self.rows_done, self.identity.source_address or "", self.identity.slave_id) < (
+            other.position,
+            other.rows_done,
+            other.identity.source_address or "",
+            other.identity.slave_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """canal's cursor document (its field is spelled ``postion``) plus ``rowsDone``."""
+        return {
+            "@type": _CANAL_LOG_POSITION_TYPE,
+            "identity": self.identity.to_dict(),
+            "postion": self.position.to_dict(),
+            "rowsDone": self.rows_done,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LogPosition:
+        if not isinstance(data, Mapping):
+            raise PositionError(f"a log position must be a JSON object, got {data!r}")
+        raw = data.get("postion", data.get("position"))
+        if raw is None:
+            raise PositionError("a log position document needs a 'postion' object (canal's spelling)")
+        rows = _opt_int(data.get("rowsDone", 0), "rowsDone") or 0
+        identity = data.get("identity")
+        return cls(
+            identity=LogIdentity.from_dict(identity) if identity is not None else LogIdentity(),
+            position=EntryPosition.from_dict(raw),
+            rows_done=rows,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LogPosition:
+        return cls.from_dict(_loads(text))
+
+
+@attrs.frozen(slots=True)
+class PositionRange:
+    """What one batch spans, and what acking it means for the cursor.
+
+    * ``start`` / ``end``: positions of the first and last entry of the batch.
+    * ``ack``: the last transaction end or DDL in the batch (``included=True``), canal's "safe to persist" point;
+      None when the whole batch lies inside one transaction.
+    * ``cursor`` / ``rows_done``: the resume point after the batch is acked -- the anchor of the transaction the
+      batch ends in and the number of its row entries handed out up to the end of the batch. Always set.
+    """
+
+    start: EntryPosition
+    end: EntryPosition
+    ack: EntryPosition | None
+    cursor: EntryPosition
+    rows_done: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start.to_dict(),
+            "end": self.end.to_dict(),
+            "ack": None if self.ack is None else self.ack.to_dict(),
+            "cursor": self.cursor.to_dict(),
+            "rowsDone": self.rows_done,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PositionRange:
+        if not isinstance(data, Mapping):
+            raise PositionError(f"a position range must be a JSON object, got {data!r}")
+        try:
+            ack = data.get("ack")
+            return cls(
+                start=EntryPosition.from_dict(data["start"]),
+                end=EntryPosition.from_dict(data["end"]),
+                ack=None if ack is None else EntryPosition.from_dict(ack),
+                cursor=EntryPosition.from_dict(data["cursor"]),
+                rows_done=_opt_int(data.get("rowsDone", 0), "rowsDone") or 0,
+            )
+        except KeyError as missing:
+            raise PositionError(f"a position range needs field {missing}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> PositionRange:
+        return cls.from_dict(_loads(text))
+
+
+def _loads(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise PositionError(f"not a JSON position document: {exc}") from None

@@ -1,0 +1,382 @@
+"""The change model handed to consumers: entries, row changes, rows, columns, messages.
+
+Field names are canal's (``CanalEntry``) in snake_case. Rows are stored as tuples of values against one shared,
+immutable :class:`TableSchema`; :class:`Column` objects are views built on access, so the decoder never allocates an
+object per cell.
+
+Values are typed Python objects: ``int`` (unsigned columns in their unsigned range), ``Decimal``, ``float``, ``str``
+(decoded with the column's charset), ``bytes``, ``datetime``/``date``/``time``/``timedelta`` with microseconds
+(TIMESTAMP values are UTC-aware datetimes), JSON as Python objects, ENUM as its label, SET as a ``frozenset`` of
+labels, BIT as ``int``, GEOMETRY as WKB ``bytes``. Zero dates that Python cannot represent stay ``str``, as pymysql
+returns them. :attr:`Column.text` renders canal's string form of each value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from canal.position import EntryPosition
+
+
+class EntryType(enum.IntEnum):
+    """canal's ``EntryType`` with its protobuf numbers."""
+
+    TRANSACTIONBEGIN = 1
+    ROWDATA = 2
+    TRANSACTIONEND = 3
+    HEARTBEAT = 4
+    GTIDLOG = 5
+
+
+class EventType(enum.IntEnum):
+    """canal's ``EventType`` with its protobuf numbers."""
+
+    INSERT = 1
+    UPDATE = 2
+    DELETE = 3
+    CREATE = 4
+    ALTER = 5
+    ERASE = 6
+    QUERY = 7
+    TRUNCATE = 8
+    RENAME = 9
+    CINDEX = 10
+    DINDEX = 11
+    GTID = 12
+    XACOMMIT = 13
+    XAROLLBACK = 14
+    MHEARTBEAT = 15
+
+    @property
+    def is_dml(self) -> bool:
+        return self in _DML
+
+    @property
+    def is_ddl(self) -> bool:
+        return self in _DDL
+
+
+_DML = frozenset({EventType.INSERT, EventType.UPDATE, EventType.DELETE})
+_DDL = frozenset(
+    {
+        EventType.CREATE,
+        EventType.ALTER,
+        EventType.ERASE,
+        EventType.TRUNCATE,
+        EventType.RENAME,
+        EventType.CINDEX,
+        EventType.DINDEX,
+    }
+)
+
+
+class SqlType(enum.IntEnum):
+    """The JDBC ``java.sql.Types`` numbers canal reports as ``sqlType``."""
+
+    BIT = -7
+    TINYINT = -6
+    SMALLINT = 5
+    INTEGER = 4
+    BIGINT = -5
+    FLOAT = 6
+    REAL = 7
+    DOUBLE = 8
+    DECIMAL = 3
+    CHAR = 1
+    VARCHAR = 12
+    LONGVARCHAR = -1
+    DATE = 91
+    TIME = 92
+    TIMESTAMP = 93
+    BINARY = -2
+    VARBINARY = -3
+    LONGVARBINARY = -4
+    BLOB = 2004
+    CLOB = 2005
+    NULL = 0
+    OTHER = 1111
+
+
+@attrs.frozen(slots=True)
+class ColumnMeta:
+    """One column of a table as the binlog (and the schema) describe it."""
+
+    name: str
+    sql_type: int = SqlType.OTHER  # JDBC type number
+    mysql_type: str = ""  # as in SHOW CREATE TABLE, e.g. "decimal(10,2)", "int(10) unsigned"
+    is_key: bool = False
+    unsigned: bool = False
+    nullable: bool = True
+    charset: str | None = None  # Python codec name for text columns, None for binary/numeric
+    fsp: int = 0  # fractional seconds precision of temporal columns
+    labels: tuple[str, ...] = ()  # ENUM / SET labels in definition order
+
+
+@attrs.frozen(slots=True)
+class TableSchema:
+    """The immutable column layout shared by every row of a table at one schema version."""
+
+    schema: str
+    table: str
+    columns: tuple[ColumnMeta, ...]
+    names: tuple[str, ...] = attrs.field(init=False)
+    key_indexes: tuple[int, ...] = attrs.field(init=False)
+    _index: Mapping[str, int] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        names = tuple(c.name for c in self.columns)
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "key_indexes", tuple(i for i, c in enumerate(self.columns) if c.is_key))
+        object.__setattr__(self, "_index", {n: i for i, n in enumerate(names)})
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    def index_of(self, name: str) -> int:
+        """The position of a column by name; raises KeyError naming the table when absent."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise KeyError(f"{self.full_name} has no column {name!r} (columns: {', '.join(self.names)})") from None
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+
+@attrs.frozen(slots=True)
+class Column:
+    """A view of one cell: built on access from a row tuple and its :class:`ColumnMeta`."""
+
+    index: int
+    name: str
+    sql_type: int
+    mysql_type: str
+    is_key: bool
+    updated: bool
+    is_null: bool
+    value: Any
+
+    @property
+    def text(self) -> str:
+        """canal's string form of the value (``""`` for NULL)."""
+        return render_text(self.value)
+
+
+def _java_double(value: float) -> str:
+    """Java's ``Double.toString``: canal renders FLOAT/DOUBLE columns with it (shortest round-trip digits)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        text = repr(value)
+        return text if "." in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) - 1 + exponent
+    mantissa = text[0] + "." + (text[1:] or "0")
+    return f"{'-' if sign else ''}{mantissa}E{power}"
+
+
+def _render_timedelta(value: dt.timedelta) -> str:
+    total_us = value // dt.timedelta(microseconds=1)
+    sign = "-" if total_us < 0 else ""
+    total_us = abs(total_us)
+    seconds, micros = divmod(total_us, 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    frac = f".{micros:06d}" if micros else ""
+    return f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}{frac}"
+
+
+def render_text(value: Any) -> str:
+    """canal's text form of a typed value: what ``Column.getValue()`` holds in canal for the same cell."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        # canal turns binary values into a String with ISO-8859-1, one char per byte
+        return bytes(value).decode("latin-1")
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        return f"{text}.{value.microsecond:06d}" if value.microsecond else text
+    if isinstance(value, dt.date):
+        return value.strftime("%Y-%m-%d")
+    if isinstance(value, dt.time):
+        text = value.strftime("%H:%M:%S")
+        return f"{text}.{value.microsecond:06d}" if value.microsecond else text
+    if isinstance(value, dt.timedelta):
+        return _render_timedelta(value)
+    if isinstance(value, frozenset | set):
+        return ",".join(sorted(str(v) for v in value))
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+    return str(value)
+
+
+@attrs.frozen(slots=True)
+class RowData:
+    """One changed row: the before image (UPDATE, DELETE) and the after image (INSERT, UPDATE).
+
+    Images are tuples of values in the order of ``table.columns`` (pycanal requires FULL row images).
+    """
+
+    table: TableSchema
+    before: tuple[Any, ...] | None = None
+    after: tuple[Any, ...] | None = None
+
+    def _columns(self, image: tuple[Any, ...] | None, compare_to: tuple[Any, ...] | None, after: bool) -> list[Column]:
+        # canal flags `updated` on after-image columns only: all of them for an INSERT, changed ones for an UPDATE
+        if image is None:
+            return []
+        cols = []
+        for i, (meta, value) in enumerate(zip(self.table.columns, image, strict=True)):
+            updated = after and (compare_to is None or compare_to[i] != value)
+            cols.append(
+                Column(i, meta.name, meta.sql_type, meta.mysql_type, meta.is_key, updated, value is None, value)
+            )
+        return cols
+
+    @property
+    def before_columns(self) -> list[Column]:
+        return self._columns(self.before, self.after, after=False)
+
+    @property
+    def after_columns(self) -> list[Column]:
+        return self._columns(self.after, self.before, after=True)
+
+    def before_dict(self) -> dict[str, Any]:
+        return {} if self.before is None else dict(zip(self.table.names, self.before, strict=True))
+
+    def after_dict(self) -> dict[str, Any]:
+        return {} if self.after is None else dict(zip(self.table.names, self.after, strict=True))
+
+    def updated_names(self) -> list[str]:
+        """Columns whose value differs between before and after (UPDATE only; every column for INSERT)."""
+        if self.after is None:
+            return []
+        if self.before is None:
+            return list(self.table.names)
+        return [n for n, b, a in zip(self.table.names, self.before, self.after, strict=True) if b != a]
+
+    def key(self) -> tuple[Any, ...]:
+        """Primary-key values: from the after image, or the before image of a DELETE."""
+        image = self.after if self.after is not None else self.before
+        if image is None:
+            return ()
+        return tuple(image[i] for i in self.table.key_indexes)
+
+
+@attrs.frozen(slots=True)
+class Header:
+    """canal's ``Header``: where an entry came from and what it is about."""
+
+    log_file: str
+    log_offset: int
+    server_id: int = 0
+    execute_time: int = 0  # milliseconds since the epoch
+    schema: str = ""
+    table: str = ""
+    event_type: EventType = EventType.QUERY
+    event_length: int = 0
+    gtid: str | None = None
+    props: Mapping[str, str] = attrs.field(factory=dict)
+
+    @property
+    def next_offset(self) -> int:
+        return self.log_offset + self.event_length
+
+
+@attrs.frozen(slots=True)
+class RowChange:
+    """canal's ``RowChange``: the rows of one row event, or one DDL / query statement."""
+
+    event_type: EventType
+    rows: Sequence[RowData] = ()
+    is_ddl: bool = False
+    sql: str = ""
+    ddl_schema: str = ""
+    table_id: int = 0
+    table: TableSchema | None = None
+
+
+@attrs.frozen(slots=True)
+class Entry:
+    """canal's ``Entry``: one transaction begin/end, row change, DDL or heartbeat, with its position.
+
+    ``anchor`` and ``rows_done`` place the entry for cursors (see :mod:`canal.position`): the boundary a restart
+    after this entry resumes from, and how many row entries of the open transaction lie at or before it.
+    """
+
+    header: Header
+    entry_type: EntryType
+    row_change: RowChange | None = None
+    thread_id: int | None = None  # TRANSACTIONBEGIN
+    xid: int | None = None  # TRANSACTIONEND
+    anchor: EntryPosition | None = None
+    rows_done: int = 0
+
+    @property
+    def position(self) -> EntryPosition:
+        h = self.header
+        return EntryPosition(h.log_file, h.log_offset, h.execute_time, h.server_id, h.gtid)
+
+    @property
+    def is_boundary(self) -> bool:
+        """A transaction end or a DDL: a point a cursor may name as fully consumed."""
+        if self.entry_type is EntryType.TRANSACTIONEND:
+            return True
+        rc = self.row_change
+        return self.entry_type is EntryType.ROWDATA and rc is not None and rc.is_ddl
+
+    @property
+    def byte_size(self) -> int:
+        """The size the store accounts for in MEMSIZE mode: the binlog event's length, as canal does."""
+        return self.header.event_length
+
+    def iter_rows(self) -> Iterator[RowData]:
+        return iter(self.row_change.rows) if self.row_change is not None else iter(())
+
+
+@attrs.frozen(slots=True)
+class Message:
+    """A batch handed to a consumer: ``id`` is -1 when there was nothing to hand out."""
+
+    id: int
+    entries: Sequence[Entry] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+
+EMPTY_MESSAGE_ID = -1
