@@ -1,0 +1,126 @@
+"""Normalized binlog events: the small set the converter consumes, whatever the source.
+
+Every source -- the MySQL/MariaDB dump, local binlog files, :class:`canal.testing.FakeMysql` -- yields these, so the
+converter, the transaction buffer and start-position finding are written once. Row events arrive already decoded:
+``RowsEvent.rows`` holds :class:`~canal.protocol.RowData` against the table's shared :class:`TableSchema`.
+
+Positions: ``offset`` is where the event starts in ``log_file`` and ``next_offset`` where the next one starts (the
+binlog header's ``log_pos``); dumping from ``offset`` re-reads this event, from ``next_offset`` the one after it.
+``timestamp`` is the event header's time in whole seconds since the epoch (the binlog's resolution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from canal.protocol import EventType, RowData, TableSchema
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class BinlogEvent:
+    """Fields every event has."""
+
+    log_file: str
+    offset: int
+    next_offset: int
+    timestamp: int
+    server_id: int
+
+    @property
+    def length(self) -> int:
+        """Bytes this event occupies in the binlog (0 for artificial events)."""
+        return max(self.next_offset - self.offset, 0)
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class RotateEvent(BinlogEvent):
+    """The binlog continues in ``next_file`` at ``next_position``.
+
+    ``artificial`` marks the fake rotate a server sends first on every dump (timestamp 0, not in the file).
+    """
+
+    next_file: str
+    next_position: int = 4
+    artificial: bool = False
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class FormatDescriptionEvent(BinlogEvent):
+    """The first real event of every binlog file."""
+
+    binlog_version: int = 4
+    server_version: str = ""
+    checksum: bool = False
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class TableMapEvent(BinlogEvent):
+    """Binds ``table_id`` to a table layout for the row events that follow it in the same statement."""
+
+    table_id: int
+    schema: str
+    table: str
+    table_schema: TableSchema
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class RowsEvent(BinlogEvent):
+    """Decoded rows of one write/update/delete rows event."""
+
+    event_type: EventType  # INSERT, UPDATE or DELETE
+    table_id: int
+    table: TableSchema
+    rows: Sequence[RowData]
+    end_of_statement: bool = True
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class QueryEvent(BinlogEvent):
+    """A statement: ``BEGIN``, ``COMMIT`` (non-transactional engines), a DDL, or a DML logged as a statement."""
+
+    schema: str  # the session's current database ("" when none)
+    sql: str
+    thread_id: int = 0
+    error_code: int = 0
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class XidEvent(BinlogEvent):
+    """The commit of a transaction."""
+
+    xid: int
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class GtidEvent(BinlogEvent):
+    """The GTID of the transaction that follows.
+
+    MySQL: ``uuid:gno``, followed by BEGIN (or a DDL query). MariaDB: ``domain-server-seq``; it replaces BEGIN
+    unless ``standalone`` (a DDL or other statement outside a transaction follows).
+    """
+
+    gtid: str
+    mariadb: bool = False
+    standalone: bool = False
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class GtidSetEvent(BinlogEvent):
+    """At the start of a file: the GTID set executed before it (MySQL previous-GTIDs, MariaDB GTID list)."""
+
+    gtid_set: str
+    mariadb: bool = False
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class HeartbeatEvent(BinlogEvent):
+    """Sent by the server while the dump is idle; ``log_file``/``offset`` are the server's current coordinates."""
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class IgnoredEvent(BinlogEvent):
+    """Any other event (annotate rows, checkpoints, incidents, ...): only its position matters."""
+
+    type_code: int

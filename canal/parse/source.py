@@ -1,0 +1,80 @@
+"""The binlog source protocol: what the parser asks of a server (real, file-based or fake).
+
+Everything above this line -- conversion, transaction buffering, start-position finding, retries -- is written once
+against :class:`BinlogSource`. A source reports failures with :class:`~canal.errors.SourceError` (``errno`` set to the
+server's error number where there is one) and a purged position with :class:`~canal.errors.BinlogPurgedError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from canal.parse.events import BinlogEvent
+from canal.position import EntryPosition
+
+
+@attrs.frozen(slots=True)
+class BinlogFile:
+    """One file of ``SHOW BINARY LOGS``."""
+
+    name: str
+    size: int
+
+
+@attrs.frozen(slots=True)
+class DumpRequest:
+    """Where a dump starts and how it behaves.
+
+    Either ``journal_name`` + ``position`` (file and offset of an event start, 4 for the start of a file) or
+    ``gtid_set`` (dump everything not in the set). ``blocking=False`` ends the dump cleanly at the current end of the
+    binlog; a blocking dump waits for new events and yields a :class:`~canal.parse.events.HeartbeatEvent` every
+    ``heartbeat_period_s`` while idle.
+    """
+
+    journal_name: str | None = None
+    position: int = 4
+    gtid_set: str | None = None
+    blocking: bool = True
+    heartbeat_period_s: float = 1.0
+
+
+@runtime_checkable
+class BinlogSource(Protocol):
+    """A server the parser can read a binlog from."""
+
+    @property
+    def address(self) -> str:
+        """The server's identity for positions: ``host:port``, ``fake://NAME`` or ``file://DIR``."""
+        ...
+
+    @property
+    def is_mariadb(self) -> bool: ...
+
+    def open(self) -> None:
+        """Connect (idempotent). Raises SourceUnreachableError when the server cannot be reached."""
+        ...
+
+    def close(self) -> None:
+        """Disconnect; an iterator returned by :meth:`dump` in another thread stops with SourceError soon after."""
+        ...
+
+    def server_id(self) -> int: ...
+
+    def master_status(self) -> EntryPosition:
+        """The current end of the binlog: file, offset, and the executed GTID set (``gtid``) if any."""
+        ...
+
+    def binlog_files(self) -> list[BinlogFile]:
+        """``SHOW BINARY LOGS``: the files still on the server, oldest first."""
+        ...
+
+    def dump(self, request: DumpRequest) -> Iterator[BinlogEvent]:
+        """Stream events from the requested start. Close the iterator (or the source) to stop a blocking dump."""
+        ...
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run a statement on a side connection (detecting/heartbeat SQL, status queries)."""
+        ...
