@@ -1,0 +1,147 @@
+"""The change model: shared table schemas, column views built on access, canal's text rendering."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from canal.position import EntryPosition
+from canal.protocol import (
+    ColumnMeta,
+    Entry,
+    EntryType,
+    EventType,
+    Header,
+    Message,
+    RowChange,
+    RowData,
+    SqlType,
+    TableSchema,
+    render_text,
+)
+
+ORDERS = TableSchema(
+    "shop",
+    "orders",
+    (
+        ColumnMeta("id", SqlType.INTEGER, "int(11)", is_key=True, nullable=False),
+        ColumnMeta("amount", SqlType.DECIMAL, "decimal(10,2)"),
+        ColumnMeta("note", SqlType.VARCHAR, "varchar(20)", charset="utf-8"),
+    ),
+)
+
+
+def test_table_schema_derives_names_and_keys() -> None:
+    assert ORDERS.names == ("id", "amount", "note")
+    assert ORDERS.key_indexes == (0,)
+    assert ORDERS.index_of("note") == 2
+    assert ORDERS.full_name == "shop.orders"
+    with pytest.raises(KeyError, match=r"shop\.orders has no column 'nope'"):
+        ORDERS.index_of("nope")
+
+
+def test_rows_share_one_schema_and_build_columns_on_access() -> None:
+    before = (1, Decimal("9.99"), "a")
+    after = (1, Decimal("5.00"), "a")
+    row = RowData(ORDERS, before, after)
+    assert row.before_dict() == {"id": 1, "amount": Decimal("9.99"), "note": "a"}
+    assert row.after_dict()["amount"] == Decimal("5.00")
+    cols = row.after_columns
+    assert [c.name for c in cols] == ["id", "amount", "note"]
+    assert [c.updated for c in cols] == [False, True, False]
+    assert cols[0].is_key and not cols[1].is_key
+    assert [c.updated for c in row.before_columns] == [False, False, False]
+    assert row.updated_names() == ["amount"]
+    assert row.key() == (1,)
+
+
+def test_insert_marks_every_column_updated_and_delete_none() -> None:
+    insert = RowData(ORDERS, None, (2, None, "x"))
+    assert all(c.updated for c in insert.after_columns)
+    assert insert.after_columns[1].is_null
+    assert insert.before_columns == []
+    delete = RowData(ORDERS, (2, None, "x"), None)
+    assert delete.after_columns == []
+    assert delete.key() == (2,)
+    assert not any(c.updated for c in delete.before_columns)
+
+
+def test_values_are_immutable() -> None:
+    row = RowData(ORDERS, None, (1, Decimal(1), "a"))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        row.after = None  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, ""),
+        (True, "1"),
+        (-(2**63), "-9223372036854775808"),
+        (2**64 - 1, "18446744073709551615"),
+        (Decimal("-12.50"), "-12.50"),
+        (Decimal("1E+3"), "1000"),
+        (1.5, "1.5"),
+        (1e7, "1.0E7"),
+        (1.0e-5, "1.0E-5"),
+        (123456789.0, "1.23456789E8"),
+        (float("nan"), "NaN"),
+        (-0.0, "-0.0"),
+        ("héllo", "héllo"),
+        (b"\x00\xff", "\x00\xff"),
+        (dt.date(2024, 2, 29), "2024-02-29"),
+        (dt.datetime(2024, 1, 2, 3, 4, 5), "2024-01-02 03:04:05"),
+        (dt.datetime(2024, 1, 2, 3, 4, 5, 120), "2024-01-02 03:04:05.000120"),
+        (dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))), "2024-01-02 01:04:05"),
+        (dt.timedelta(hours=-838, minutes=-59, seconds=-59), "-838:59:59"),
+        (dt.timedelta(seconds=1, microseconds=500), "00:00:01.000500"),
+        (frozenset({"b", "a"}), "a,b"),
+        ({"k": [1, 2]}, '{"k": [1, 2]}'),
+        ("0000-00-00 00:00:00", "0000-00-00 00:00:00"),
+    ],
+)
+def test_text_renders_canal_string_form(value: object, text: str) -> None:
+    assert render_text(value) == text
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_double_text_round_trips_like_java(value: float) -> None:
+    text = render_text(value)
+    assert float(text) == value  # Java's Double.toString is a shortest round-trip form too
+    assert "." in text
+
+
+def test_column_text_uses_render() -> None:
+    row = RowData(ORDERS, None, (1, Decimal("9.90"), None))
+    assert [c.text for c in row.after_columns] == ["1", "9.90", ""]
+
+
+def test_entry_position_and_boundaries() -> None:
+    header = Header("mysql-bin.000002", 400, server_id=3, execute_time=1_700_000_000_000, event_length=31)
+    end = Entry(header, EntryType.TRANSACTIONEND, xid=77)
+    assert end.is_boundary
+    assert end.position == EntryPosition("mysql-bin.000002", 400, 1_700_000_000_000, 3)
+    assert header.next_offset == 431
+    assert end.byte_size == 31
+    ddl = Entry(header, EntryType.ROWDATA, RowChange(EventType.ALTER, is_ddl=True, sql="ALTER TABLE t ADD c INT"))
+    assert ddl.is_boundary
+    rows = Entry(header, EntryType.ROWDATA, RowChange(EventType.INSERT, rows=[RowData(ORDERS, None, (1, None, None))]))
+    assert not rows.is_boundary
+    assert len(list(rows.iter_rows())) == 1
+    assert EventType.INSERT.is_dml and EventType.RENAME.is_ddl and not EventType.QUERY.is_ddl
+
+
+def test_message_is_empty_with_id_minus_one() -> None:
+    empty = Message(-1)
+    assert empty.is_empty and len(empty) == 0
+    assert list(Message(3, [Entry(Header("f", 4), EntryType.HEARTBEAT)])) != []
+
+
+def test_enums_carry_canal_protobuf_numbers() -> None:
+    assert EntryType.ROWDATA == 2 and EntryType.GTIDLOG == 5
+    assert EventType.INSERT == 1 and EventType.MHEARTBEAT == 15 and EventType.DINDEX == 11
