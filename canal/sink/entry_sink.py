@@ -1,0 +1,103 @@
+"""The entry sink: drops heartbeats, applies the transaction-entry filter and canal's empty-transaction policy,
+and puts what is left into the store, blocking (in bounded waits, so stop() is honoured) while the store is full.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+from canal.errors import StoreClosedError
+from canal.log import destination_logger
+from canal.protocol import Entry, EntryType
+
+# canal's EntryEventSink defaults: let one empty transaction through every 5 s of binlog time or every 8192 of
+# them, so cursors and the log position keep advancing when every row of a busy stream is filtered out.
+EMPTY_TRANSACTION_INTERVAL_MS = 5_000
+EMPTY_TRANSACTION_THRESHOLD = 8_192
+_TXN_MARKERS = (EntryType.TRANSACTIONBEGIN, EntryType.TRANSACTIONEND)
+
+
+class PutTarget(Protocol):
+    """What the sink needs of a store."""
+
+    def put(self, entries: Sequence[Entry], timeout: float | None = None) -> bool: ...
+
+
+class EntrySink:
+    """Filters one parser's hand-offs and puts them into the store."""
+
+    def __init__(
+        self,
+        store: PutTarget,
+        *,
+        destination: str = "",
+        filter_transaction_entry: bool = False,
+        filter_empty_transaction: bool = True,
+        empty_transaction_interval_ms: int = EMPTY_TRANSACTION_INTERVAL_MS,
+        empty_transaction_threshold: int = EMPTY_TRANSACTION_THRESHOLD,
+        put_wait_s: float = 0.2,
+    ) -> None:
+        self._store = store
+        self._filter_transaction_entry = filter_transaction_entry
+        self._filter_empty = filter_empty_transaction
+        self._empty_interval_ms = empty_transaction_interval_ms
+        self._empty_threshold = empty_transaction_threshold
+        self._put_wait_s = put_wait_s
+        self._stopped = threading.Event()
+        self._empty_count = 0
+        self._empty_last_ms: int | None = None
+        self._log = destination_logger(__name__, destination)
+        # counters for metrics
+        self.entries_put = 0
+        self.empty_transactions_dropped = 0
+        self.heartbeats = 0
+        self.last_heartbeat_ms = 0
+
+    def stop(self) -> None:
+        """Wake a sink() blocked on a full store; it raises StoreClosedError."""
+        self._stopped.set()
+
+    def reset(self) -> None:
+        """Allow sinking again after stop() (a restarted instance reuses its sink)."""
+        self._stopped.clear()
+
+    def sink(self, entries: Sequence[Entry]) -> None:
+        """Put one hand-off (a whole transaction, or part of a large one) into the store."""
+        kept: list[Entry] = []
+        has_rows = False
+        for entry in entries:
+            kind = entry.entry_type
+            if kind is EntryType.HEARTBEAT:
+                self.heartbeats += 1
+                self.last_heartbeat_ms = entry.header.execute_time
+                continue
+            if self._filter_transaction_entry and kind in _TXN_MARKERS:
+                continue
+            has_rows = has_rows or kind is EntryType.ROWDATA
+            kept.append(entry)
+        if not kept:
+            return
+        if not has_rows and self._filter_empty and self._skip_empty(kept[0].header.execute_time):
+            self.empty_transactions_dropped += 1
+            return
+        self._put(kept)
+
+    def _skip_empty(self, execute_ms: int) -> bool:
+        if self._empty_last_ms is None:
+            self._empty_last_ms = execute_ms
+        self._empty_count += 1
+        recent = abs(execute_ms - self._empty_last_ms) <= self._empty_interval_ms
+        if self._empty_count <= self._empty_threshold and recent:
+            return True
+        self._empty_count = 0
+        self._empty_last_ms = execute_ms
+        return False
+
+    def _put(self, entries: list[Entry]) -> None:
+        while not self._stopped.is_set():
+            if self._store.put(entries, timeout=self._put_wait_s):
+                self.entries_put += len(entries)
+                return
+        raise StoreClosedError("the sink was stopped while waiting for room in the store; the entries were not stored")
