@@ -1,0 +1,8 @@
+"""High availability through ZooKeeper: running monitors, cluster registration and fenced writes."""
+
+from __future__ import annotations
+
+from canal.ha.monitors import ClientRunningMonitor, ClusterRegistration, ServerRunningMonitor
+from canal.ha.running import RunningMonitor, fenced_set
+
+__all__ = ["ClientRunningMonitor", "ClusterRegistration", "RunningMonitor", "ServerRunningMonitor", "fenced_set"]

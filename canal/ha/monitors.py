@@ -1,0 +1,139 @@
+"""canal's two running monitors and cluster registration, on top of :class:`~canal.ha.running.RunningMonitor`.
+
+* :class:`ServerRunningMonitor`: who runs a destination (``/otter/canal/destinations/{dest}/running``).
+* :class:`ClientRunningMonitor`: who consumes a destination's client id (``.../{clientId}/running``).
+* :class:`ClusterRegistration`: the ephemeral ``cluster/{ip:port}`` nodes that say which servers are up, recreated
+  whenever ZooKeeper gives this process a new session.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+from kazoo.protocol.states import KazooState
+
+from canal.ha import paths
+from canal.ha.running import ActiveCallback, RunningMonitor, StandbyCallback
+from canal.log import destination_logger
+
+
+class ServerRunningMonitor(RunningMonitor):
+    """Competes for running a destination; canal's node content ``{"cid", "address", "active"}``."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        destination: str,
+        address: str,
+        *,
+        on_active: ActiveCallback,
+        on_standby: StandbyCallback,
+        cid: int = 1,
+        delay_s: float = 5.0,
+    ) -> None:
+        super().__init__(
+            client,
+            paths.server_running(destination),
+            {"cid": cid, "address": address},
+            epoch_path=paths.server_epoch(destination),
+            on_active=on_active,
+            on_standby=on_standby,
+            delay_s=delay_s,
+            destination=destination,
+        )
+        self.destination = destination
+        self.address = address
+
+
+class ClientRunningMonitor(RunningMonitor):
+    """Competes for consuming ``client_id`` of a destination; canal's content ``{"clientId", "address", "active"}``."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        destination: str,
+        client_id: int,
+        address: str,
+        *,
+        on_active: ActiveCallback,
+        on_standby: StandbyCallback,
+        delay_s: float = 5.0,
+    ) -> None:
+        super().__init__(
+            client,
+            paths.client_running(destination, client_id),
+            {"clientId": client_id, "address": address},
+            epoch_path=paths.client_epoch(destination, client_id),
+            on_active=on_active,
+            on_standby=on_standby,
+            delay_s=delay_s,
+            destination=destination,
+        )
+        self.destination = destination
+        self.client_id = client_id
+
+
+class ClusterRegistration:
+    """Keeps ``/otter/canal/cluster/{address}`` and each ``destinations/{dest}/cluster/{address}`` alive."""
+
+    def __init__(self, client: KazooClient, address: str, destinations: Iterable[str] = ()) -> None:
+        self._client = client
+        self.address = address
+        self._destinations: set[str] = set(destinations)
+        self._lock = threading.Lock()
+        self._started = False
+        self._log = destination_logger(__name__, ",".join(sorted(self._destinations)) or "-")
+
+    def _nodes(self) -> list[str]:
+        with self._lock:
+            dests = sorted(self._destinations)
+        return [paths.cluster_member(self.address)] + [paths.destination_cluster_member(d, self.address) for d in dests]
+
+    def _register(self, node: str) -> None:
+        try:
+            self._client.create(node, b"", ephemeral=True, makepath=True)
+        except NodeExistsError:
+            _data, stat = self._client.get(node)
+            if stat.ephemeralOwner != (self._client.client_id or (0,))[0]:
+                # left over from our previous session until it expires: replace it with one of this session
+                self._client.delete(node)
+                self._client.create(node, b"", ephemeral=True, makepath=True)
+
+    def _register_all(self) -> None:
+        for node in self._nodes():
+            try:
+                self._register(node)
+            except Exception:  # a connection drop mid-way: the next CONNECTED registers again
+                self._log.warning("could not register %s in ZooKeeper; will retry on reconnect", node, exc_info=True)
+                return
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED and self._started:
+            self._client.handler.spawn(self._register_all)
+
+    def start(self) -> None:
+        self._started = True
+        self._client.add_listener(self._on_state)
+        self._register_all()
+
+    def add(self, destination: str) -> None:
+        with self._lock:
+            self._destinations.add(destination)
+        if self._started:
+            self._register(paths.destination_cluster_member(destination, self.address))
+
+    def remove(self, destination: str) -> None:
+        with self._lock:
+            self._destinations.discard(destination)
+        if self._started:
+            self._client.delete(paths.destination_cluster_member(destination, self.address))
+
+    def stop(self) -> None:
+        self._started = False
+        self._client.remove_listener(self._on_state)
+        for node in self._nodes():
+            if self._client.exists(node):
+                self._client.delete(node)

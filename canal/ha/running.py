@@ -1,0 +1,345 @@
+"""Competing for an ephemeral "running" node in ZooKeeper, without split brain.
+
+:class:`RunningMonitor` is the mechanism behind canal's ServerRunningMonitor (who runs a destination) and
+ClientRunningMonitor (who consumes a destination's client id). Several processes create the same ephemeral node; the
+one whose create succeeds is active, the others stand by and watch it. When it disappears, its former owner competes
+again at once and the others after ``delay_s`` (canal's anti-flapping delay). A clean :meth:`RunningMonitor.release`
+first marks the node ``active: false``, so watchers compete at once instead of waiting out the delay.
+
+What canal does not do, and this does:
+
+* On a SUSPENDED ZooKeeper session the active side stops serving at once (``on_standby`` is called synchronously from
+  the connection listener, so it must only flip flags), because another process may take over as soon as the session
+  expires on the server, which this process cannot observe while disconnected.
+* On RECONNECTED (same session) it serves again only if the node still belongs to its session; on LOST it stands by
+  and competes again with its new session.
+* Every activation gets a fencing token: the new version of a persistent ``epoch`` node, bumped in a ZooKeeper
+  transaction that also checks the running node is still ours. Writes fenced with the token (see
+  :func:`fenced_set`) fail once anyone else has been activated since, so a paused or partitioned former owner cannot
+  move a cursor.
+
+All ZooKeeper work runs on one worker thread per monitor, in order; kazoo's own threads only enqueue.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.protocol.states import KazooState, ZnodeStat
+from kazoo.recipe.watchers import DataWatch
+
+from canal.errors import FencedWriteError, HAError, NotRunningError
+from canal.log import destination_logger
+
+ActiveCallback = Callable[[int], None]
+StandbyCallback = Callable[[str], None]
+
+
+class RunningMonitor:
+    """One process's side of the competition for ``path``.
+
+    ``data`` is what this process writes into the node (JSON); ``address`` in it identifies this process, so a
+    former owner recognises its own node after a restart of its session. ``on_active(token)`` is called on the
+    worker thread when this process becomes active; ``on_standby(reason)`` when it stops being active (from the
+    connection listener on SUSPENDED, so it must not block there).
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        path: str,
+        data: dict[str, Any],
+        *,
+        epoch_path: str,
+        on_active: ActiveCallback,
+        on_standby: StandbyCallback,
+        delay_s: float = 5.0,
+        destination: str = "",
+    ) -> None:
+        self._client = client
+        self.path = path
+        self.epoch_path = epoch_path
+        self._data = dict(data)
+        self._address = str(data.get("address", ""))
+        self._on_active = on_active
+        self._on_standby = on_standby
+        self.delay_s = delay_s
+        self._log = destination_logger(__name__, destination)
+        self._tasks: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+        self._active = threading.Event()
+        self._token: int | None = None
+        self._running = False
+        self._released = False
+        self._lost = False
+        self._last_seen: dict[str, Any] | None = None
+        self._watch: DataWatch | None = None
+        self.activations = 0
+        self.attempts = 0  # finished attempts to create the node (tests await the first one)
+
+    # -- public state
+    @property
+    def is_active(self) -> bool:
+        return self._active.is_set()
+
+    @property
+    def token(self) -> int | None:
+        """The fencing token of the current activation (None while standing by)."""
+        return self._token if self._active.is_set() else None
+
+    @property
+    def active_data(self) -> dict[str, Any] | None:
+        """The running node's content as last seen (whoever owns it)."""
+        return self._last_seen
+
+    def check_active(self) -> int:
+        """The current token, or NotRunningError when this process is not the active one."""
+        token = self.token
+        if token is None:
+            raise NotRunningError(f"this process does not run {self.path} (standing by or disconnected from ZooKeeper)")
+        return token
+
+    def wait_active(self, timeout: float | None = None) -> bool:
+        return self._active.wait(timeout)
+
+    # -- lifecycle
+    def start(self) -> None:
+        with self._lock:
+            if self._running:
+                return
+            self._running = True
+            self._released = False
+        self._worker = threading.Thread(target=self._work, name=f"running-monitor:{self.path}", daemon=True)
+        self._worker.start()
+        self._client.add_listener(self._on_state)
+        self._watch = DataWatch(self._client, self.path, self._on_data)
+        self._tasks.put(self._compete)
+
+    def stop(self) -> None:
+        """Release (if active) and stop competing."""
+        with self._lock:
+            if not self._running:
+                return
+        self._call(self._release_now)
+        with self._lock:
+            self._running = False
+            if self._timer is not None:
+                self._timer.cancel()
+        self._client.remove_listener(self._on_state)
+        self._tasks.put(None)
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._worker.join(10)
+
+    def release(self) -> None:
+        """Hand over on purpose: stop serving, free the node, and stay out until :meth:`rejoin`."""
+        self._call(self._release_now)
+
+    def rejoin(self) -> None:
+        """Compete again after a :meth:`release`."""
+        with self._lock:
+            self._released = False
+        self._tasks.put(self._compete)
+
+    # -- worker
+    def _call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the worker thread and wait for it."""
+        if self._worker is None or not self._worker.is_alive() or threading.current_thread() is self._worker:
+            fn()
+            return
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def task() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # handed back to the caller
+                errors.append(exc)
+            finally:
+                done.set()
+
+        self._tasks.put(task)
+        done.wait()
+        if errors:
+            raise errors[0]
+
+    def _work(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            try:
+                task()
+            except Exception:
+                self._log.exception("running monitor task failed for %s", self.path)
+
+    def _schedule_compete(self, delay: float) -> None:
+        with self._lock:
+            if not self._running or self._released:
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(delay, lambda: self._tasks.put(self._compete))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _compete(self) -> None:
+        if not self._running or self._released or self._active.is_set() or not self._client.connected:
+            return
+        try:
+            self._try_create()
+        finally:
+            self.attempts += 1
+
+    def _try_create(self) -> None:
+        body = json.dumps({**self._data, "active": True}, separators=(",", ":")).encode()
+        try:
+            self._client.create(self.path, body, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            try:
+                raw, stat = self._client.get(self.path)
+            except NoNodeError:  # vanished between create and get: try again now
+                self._tasks.put(self._compete)
+                return
+            self._last_seen = _parse(raw)
+            if stat.ephemeralOwner == self._session_id():
+                self._activate(stat)
+            return
+        _raw, stat = self._client.get(self.path)
+        self._last_seen = _parse(_raw)
+        self._activate(stat)
+
+    def _activate(self, running_stat: ZnodeStat) -> None:
+        token = self._bump_epoch(running_stat)
+        if token is None:
+            return
+        self._token = token
+        self.activations += 1
+        self._active.set()
+        self._log.info("became active for %s (fencing token %d)", self.path, token)
+        self._on_active(token)
+
+    def _bump_epoch(self, running_stat: ZnodeStat) -> int | None:
+        self._client.ensure_path(self.epoch_path)
+        for _ in range(10):
+            _data, epoch = self._client.get(self.epoch_path)
+            tx = self._client.transaction()
+            tx.check(self.path, running_stat.version)
+            tx.set_data(self.epoch_path, b"", version=epoch.version)
+            results = tx.commit()
+            if not any(isinstance(r, Exception) for r in results):
+                new_stat = results[1]
+                return int(new_stat.version)
+            if isinstance(results[0], BadVersionError | NoNodeError):
+                return None  # the running node changed under us: not ours any more
+            # otherwise the epoch moved between get and commit (another activation racing): read it again
+        raise HAError(f"could not bump the fencing epoch {self.epoch_path}: too much contention")
+
+    def _standby(self, reason: str) -> None:
+        # called from kazoo's thread (SUSPENDED, LOST) and the worker: exactly one caller sees the transition
+        with self._lock:
+            if not self._active.is_set():
+                return
+            self._active.clear()
+            self._token = None
+        self._log.warning("stopped serving %s: %s", self.path, reason)
+        self._on_standby(reason)
+
+    def _release_now(self) -> None:
+        with self._lock:
+            self._released = True
+            if self._timer is not None:
+                self._timer.cancel()
+        was_active = self._active.is_set()
+        self._standby("released")
+        if not was_active or not self._client.connected:
+            return
+        try:
+            raw, stat = self._client.get(self.path)
+            if stat.ephemeralOwner != self._session_id():
+                return
+            released = json.dumps({**_parse(raw), "active": False}, separators=(",", ":")).encode()
+            # mark the hand-over first so watchers compete at once, then free the node
+            self._client.set(self.path, released, version=stat.version)
+            self._client.delete(self.path, version=stat.version + 1)
+        except (NoNodeError, BadVersionError):
+            pass
+
+    # -- kazoo callbacks (kazoo threads: flip flags, enqueue, return)
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.SUSPENDED:
+            self._standby("ZooKeeper connection suspended")
+        elif state == KazooState.LOST:
+            self._lost = True
+            self._standby("ZooKeeper session lost")
+        elif state == KazooState.CONNECTED:
+            # after LOST this is a new session: the node died with the old one; otherwise check it is still ours
+            self._lost = False
+            self._tasks.put(self._compete)
+
+    def _on_data(self, data: bytes | None, stat: ZnodeStat | None, *_event: Any) -> None:
+        if stat is None:
+            self._tasks.put(self._on_deleted)
+            return
+        seen = _parse(data or b"")
+        self._last_seen = seen
+        if self._active.is_set() and stat.ephemeralOwner != self._session_id():
+            self._tasks.put(lambda: self._standby("the running node belongs to another process"))
+
+    def _on_deleted(self) -> None:
+        last = self._last_seen
+        self._standby("the running node was deleted")
+        if not self._running or self._released:
+            return
+        former_owner = last is not None and str(last.get("address", "")) == self._address
+        clean_handover = last is not None and last.get("active") is False
+        if former_owner or clean_handover:
+            self._compete()
+        else:
+            self._schedule_compete(self.delay_s)
+
+    def _session_id(self) -> int:
+        cid = self._client.client_id
+        return int(cid[0]) if cid else -1
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def fenced_set(client: KazooClient, path: str, value: bytes, *, epoch_path: str, token: int) -> None:
+    """Write ``value`` to ``path`` only if no other process was activated since ``token`` was issued.
+
+    One ZooKeeper transaction: check the epoch node's version equals ``token``, then set (or create) ``path``.
+    Raises :class:`~canal.errors.FencedWriteError` and writes nothing when the check fails.
+    """
+    for _ in range(3):
+        exists = client.exists(path) is not None
+        tx = client.transaction()
+        tx.check(epoch_path, token)
+        if exists:
+            tx.set_data(path, value)
+        else:
+            tx.create(path, value)
+        check, write = tx.commit()
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            raise FencedWriteError(
+                f"write to {path} rejected: fencing token {token} is stale (another process took over)"
+            )
+        if not isinstance(write, Exception):
+            return
+        if not isinstance(write, NodeExistsError | NoNodeError):
+            raise HAError(f"fenced write to {path} failed: {write!r}")
+        # the node appeared or vanished between exists() and commit: go again with the right operation
+    raise HAError(f"fenced write to {path} kept racing with creation/deletion of the node")

@@ -1,0 +1,213 @@
+"""Running monitors on a real ZooKeeper: one active at a time, hand-over, fencing, suspension stops serving."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from canal.errors import FencedWriteError, NotRunningError
+from canal.ha import ClientRunningMonitor, ClusterRegistration, ServerRunningMonitor, fenced_set, paths
+from canal.testing.plugin import ZooKeeperChroot
+from canal.testing.services import ZooKeeperServer
+
+pytestmark = pytest.mark.integration
+
+
+class Recorder:
+    """Collects a monitor's callbacks and lets a test await them."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self.cond = threading.Condition()
+
+    def active(self, token: int) -> None:
+        with self.cond:
+            self.events.append(("active", token))
+            self.cond.notify_all()
+
+    def standby(self, reason: str) -> None:
+        with self.cond:
+            self.events.append(("standby", reason))
+            self.cond.notify_all()
+
+    def wait_for(self, kind: str, count: int = 1, timeout: float = 15.0) -> Any:
+        with self.cond:
+            ok = self.cond.wait_for(lambda: sum(1 for k, _ in self.events if k == kind) >= count, timeout)
+            assert ok, f"no {kind!r} #{count} within {timeout}s: {self.events}"
+            return [v for k, v in self.events if k == kind][count - 1]
+
+
+def server_monitor(client: KazooClient, address: str, rec: Recorder, delay: float = 0.3) -> ServerRunningMonitor:
+    return ServerRunningMonitor(client, "example", address, on_active=rec.active, on_standby=rec.standby, delay_s=delay)
+
+
+@pytest.fixture
+def three(zookeeper: ZooKeeperChroot) -> Iterator[list[tuple[KazooClient, Recorder, ServerRunningMonitor]]]:
+    out = []
+    for i in range(3):
+        client = zookeeper.client(timeout=2.0)
+        rec = Recorder()
+        out.append((client, rec, server_monitor(client, f"127.0.0.1:{11111 + i}", rec)))
+    yield out
+    for _, _, mon in out:
+        mon.stop()
+
+
+def wait_until(predicate: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def test_exactly_one_process_runs_a_destination(
+    three: list[tuple[KazooClient, Recorder, ServerRunningMonitor]],
+) -> None:
+    for _, _, mon in three:
+        mon.start()
+    wait_until(lambda: sum(m.is_active for _, _, m in three) == 1)
+    active = next(m for _, _, m in three if m.is_active)
+    client = three[0][0]
+    raw, _stat = client.get(paths.server_running("example"))
+    data = json.loads(raw)
+    assert data == {"cid": 1, "address": active.address, "active": True}  # canal's node content
+    standby = next(m for _, _, m in three if not m.is_active)
+    with pytest.raises(NotRunningError):
+        standby.check_active()
+    assert active.check_active() == active.token
+
+
+def test_release_hands_over_at_once_and_old_token_is_fenced(
+    three: list[tuple[KazooClient, Recorder, ServerRunningMonitor]],
+) -> None:
+    for _, _, mon in three:
+        mon.delay_s = 30.0  # a non-owner would wait this long after a crash; a clean release must not
+        mon.start()
+    wait_until(lambda: any(m.is_active for _, _, m in three))
+    client, rec, first = next(t for t in three if t[2].is_active)
+    old_token = first.check_active()
+    cursor = "/otter/canal/destinations/example/1001/cursor"
+    client.ensure_path("/otter/canal/destinations/example/1001")
+    fenced_set(client, cursor, b"from-first", epoch_path=first.epoch_path, token=old_token)
+
+    started = time.monotonic()
+    first.release()
+    rec.wait_for("standby")
+    wait_until(lambda: any(m.is_active for _, _, m in three if m is not first))
+    assert time.monotonic() - started < 10.0
+    assert not first.is_active
+    second = next(m for _, _, m in three if m.is_active)
+    assert second.check_active() > old_token
+
+    with pytest.raises(FencedWriteError):
+        fenced_set(client, cursor, b"late-write", epoch_path=first.epoch_path, token=old_token)
+    assert client.get(cursor)[0] == b"from-first"
+    fenced_set(client, cursor, b"from-second", epoch_path=second.epoch_path, token=second.check_active())
+    assert client.get(cursor)[0] == b"from-second"
+
+
+def test_crash_of_the_active_is_taken_over_after_the_delay(zookeeper: ZooKeeperChroot) -> None:
+    doomed_client = zookeeper.client(timeout=2.0)
+    survivor_client = zookeeper.client(timeout=2.0)
+    rec_a, rec_b = Recorder(), Recorder()
+    a = server_monitor(doomed_client, "127.0.0.1:1", rec_a, delay=0.5)
+    a.start()
+    rec_a.wait_for("active")
+    b = server_monitor(survivor_client, "127.0.0.1:2", rec_b, delay=0.5)
+    b.start()
+    try:
+        assert not b.is_active
+        # the active process dies: its session closes, the ephemeral node goes, the standby takes over
+        doomed_client.stop()
+        doomed_client.close()
+        token = rec_b.wait_for("active")
+        assert token >= 1 and b.is_active
+    finally:
+        b.stop()
+
+
+def test_former_owner_regrabs_at_once_after_its_node_is_deleted(zookeeper: ZooKeeperChroot) -> None:
+    client = zookeeper.client(timeout=2.0)
+    other = zookeeper.client(timeout=2.0)
+    rec, rec_other = Recorder(), Recorder()
+    mine = server_monitor(client, "127.0.0.1:7", rec, delay=30.0)
+    theirs = server_monitor(other, "127.0.0.1:8", rec_other, delay=30.0)
+    mine.start()
+    first = rec.wait_for("active")
+    theirs.start()
+    wait_until(lambda: theirs.attempts >= 1)  # it has seen the node taken
+    try:
+        other.delete(paths.server_running("example"))  # e.g. an operator removed it
+        rec.wait_for("standby")
+        second = rec.wait_for("active", count=2, timeout=10.0)  # far less than the 30 s others must wait
+        assert second > first
+        assert not theirs.is_active
+    finally:
+        theirs.stop()
+        mine.stop()
+
+
+def test_suspended_session_stops_serving_at_once_and_resumes_only_as_owner() -> None:
+    with ZooKeeperServer() as zk:
+        client = KazooClient(hosts=zk.hosts, timeout=4.0)
+        client.start(10)
+        rec = Recorder()
+        mon = server_monitor(client, "127.0.0.1:9", rec)
+        try:
+            mon.start()
+            first = rec.wait_for("active")
+            zk.pause()  # the connection stalls: kazoo reports SUSPENDED
+            reason = rec.wait_for("standby", timeout=20)
+            assert "suspended" in reason
+            with pytest.raises(NotRunningError):
+                mon.check_active()
+            zk.resume()  # same session comes back: the node is still ours, so it serves again with a new token
+            second = rec.wait_for("active", count=2, timeout=20)
+            assert second > first
+        finally:
+            if zk.is_paused:
+                zk.resume()
+            mon.stop()
+            client.stop()
+            client.close()
+
+
+def test_client_running_monitor_allows_one_consumer_per_client_id(zookeeper: ZooKeeperChroot) -> None:
+    recs = [Recorder(), Recorder()]
+    mons = [
+        ClientRunningMonitor(
+            zookeeper.client(timeout=2.0), "example", 1001, f"10.0.0.{i}:1", on_active=r.active, on_standby=r.standby
+        )
+        for i, r in enumerate(recs)
+    ]
+    for m in mons:
+        m.start()
+    try:
+        wait_until(lambda: sum(m.is_active for m in mons) == 1)
+        active = next(m for m in mons if m.is_active)
+        raw, _ = zookeeper.client().get(paths.client_running("example", 1001))
+        assert json.loads(raw)["clientId"] == 1001
+        active.release()
+        wait_until(lambda: any(m.is_active for m in mons if m is not active))
+    finally:
+        for m in mons:
+            m.stop()
+
+
+def test_cluster_registration_is_ephemeral_and_recreated(zookeeper: ZooKeeperChroot) -> None:
+    client = zookeeper.client(timeout=2.0)
+    reg = ClusterRegistration(client, "127.0.0.1:11111", ["example"])
+    reg.start()
+    observer = zookeeper.client()
+    assert observer.get_children(paths.CLUSTER_ROOT) == ["127.0.0.1:11111"]
+    assert observer.get_children(paths.destination_cluster("example")) == ["127.0.0.1:11111"]
+    reg.add("other")
+    assert observer.exists(paths.destination_cluster_member("other", "127.0.0.1:11111"))
+    reg.stop()
+    assert observer.get_children(paths.CLUSTER_ROOT) == []
