@@ -1,0 +1,955 @@
+"""Table maps and the fast row decoder.
+
+A TABLE_MAP event describes one table's columns in binlog terms (types, type metadata, null flags and, with
+``binlog_row_metadata=FULL``, names, signedness, charsets, ENUM/SET labels and the primary key).
+:func:`parse_table_map` turns its body into a :class:`TableDecoder`: the immutable
+:class:`~canal.protocol.TableSchema` built once, and row-image decoders generated as Python source specialised to
+that table's column types and compiled with :func:`compile` -- one straight-line function per (event kind, present
+columns), with runs of fixed-width non-null columns read by one precompiled :class:`struct.Struct` and the null
+bitmap read as one integer. Decoders are cached by the table map's bytes, so a table map repeated for every
+statement costs one dict lookup.
+
+Value conversions (what ``SELECT`` through pymysql returns for the same cell, with these documented differences):
+
+* TIMESTAMP -> UTC-aware ``datetime``; SET -> ``frozenset`` of labels; ENUM -> label ``str``; BIT -> ``int``;
+  GEOMETRY -> WKB ``bytes`` (the 4-byte SRID prefix the server stores is stripped: ``ST_AsBinary(col)``).
+* FLOAT -> the ``float`` of its 6-significant-digit rendering, as the server prints FLOAT columns.
+* Zero or invalid dates (``0000-00-00``, ``2020-00-00 ...``) -> the ``str`` the server prints, like pymysql.
+* BINARY(n) -> padded with zero bytes to n (the binlog stores it stripped); CHAR -> trailing spaces stripped.
+* JSON: MariaDB's JSON is an alias of LONGTEXT that the binlog cannot tell from LONGTEXT, so MariaDB JSON columns
+  arrive as ``str`` exactly as ``SELECT`` returns them (``json.loads`` them if you need objects). MySQL's binary
+  JSON type (type 245) is decoded to Python objects.
+"""
+
+from __future__ import annotations
+
+import codecs
+import datetime as dt
+import json
+import logging
+import struct
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import attrs
+import pymysql.charset
+
+from canal.errors import ParseError
+from canal.parse.mysql.packets import read_lenenc
+from canal.protocol import ColumnMeta, RowData, SqlType, TableSchema
+
+log = logging.getLogger(__name__)
+
+# binlog column types
+T_DECIMAL = 0
+T_TINY = 1
+T_SHORT = 2
+T_LONG = 3
+T_FLOAT = 4
+T_DOUBLE = 5
+T_NULL = 6
+T_TIMESTAMP = 7
+T_LONGLONG = 8
+T_INT24 = 9
+T_DATE = 10
+T_TIME = 11
+T_DATETIME = 12
+T_YEAR = 13
+T_NEWDATE = 14
+T_VARCHAR = 15
+T_BIT = 16
+T_TIMESTAMP2 = 17
+T_DATETIME2 = 18
+T_TIME2 = 19
+T_JSON = 245
+T_NEWDECIMAL = 246
+T_ENUM = 247
+T_SET = 248
+T_TINY_BLOB = 249
+T_MEDIUM_BLOB = 250
+T_LONG_BLOB = 251
+T_BLOB = 252
+T_VAR_STRING = 253
+T_STRING = 254
+T_GEOMETRY = 255
+
+_NUMERIC = frozenset({T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_FLOAT, T_DOUBLE, T_LONGLONG, T_INT24, T_NEWDECIMAL})
+_BLOBS = frozenset({T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_BLOB})
+_CHARACTER = frozenset({T_STRING, T_VAR_STRING, T_VARCHAR, *_BLOBS})
+
+# optional metadata field types (binlog_row_metadata)
+_OM_SIGNEDNESS = 1
+_OM_DEFAULT_CHARSET = 2
+_OM_COLUMN_CHARSET = 3
+_OM_COLUMN_NAME = 4
+_OM_SET_STR_VALUE = 5
+_OM_ENUM_STR_VALUE = 6
+_OM_GEOMETRY_TYPE = 7
+_OM_SIMPLE_PRIMARY_KEY = 8
+_OM_PRIMARY_KEY_WITH_PREFIX = 9
+_OM_ENUM_AND_SET_DEFAULT_CHARSET = 10
+_OM_ENUM_AND_SET_COLUMN_CHARSET = 11
+
+BINARY_COLLATION = 63
+_GEOMETRY_NAMES = (
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+)
+
+
+def _latin1_errors(exc: UnicodeError) -> tuple[str, int]:
+    # MySQL's latin1 is cp1252 with the five bytes cp1252 leaves undefined mapped to the same code points
+    assert isinstance(exc, UnicodeDecodeError)
+    return "".join(chr(b) for b in exc.object[exc.start : exc.end]), exc.end
+
+
+codecs.register_error("canal-latin1", _latin1_errors)
+
+
+def collation_codec(collation_id: int | None) -> str | None:
+    """The Python codec for a MySQL/MariaDB collation id; None for binary (and for unknown ids: utf-8)."""
+    if collation_id is None:
+        return "utf-8"
+    if collation_id == BINARY_COLLATION:
+        return None
+    try:
+        cs = pymysql.charset.charset_by_id(collation_id)
+    except KeyError:
+        return "utf-8"
+    enc: str = cs.encoding
+    if enc in ("utf8", "utf8mb3", "utf8mb4"):
+        return "utf-8"
+    try:
+        return codecs.lookup(enc).name
+    except LookupError:
+        return "utf-8"
+
+
+def _mbmaxlen(codec: str | None) -> int:
+    return {"utf-8": 4, "gbk": 2, "gb2312": 2, "gb18030": 4, "big5": 2, "ujis": 3, "sjis": 2, "euc_kr": 2}.get(
+        codec or "", 1
+    )
+
+
+@attrs.define(slots=True)
+class BinlogColumn:
+    """One column as the table map describes it (mutable while the table map is parsed)."""
+
+    index: int
+    type: int  # the real type (ENUM/SET resolved from a STRING column's metadata)
+    nullable: bool
+    length: int = 0  # VARCHAR/CHAR max bytes, BLOB length-prefix bytes, ENUM/SET storage bytes, BIT bytes
+    precision: int = 0
+    scale: int = 0
+    fsp: int = 0
+    bits: int = 0
+    unsigned: bool = False
+    collation: int | None = None
+    name: str | None = None
+    labels: tuple[str, ...] = ()
+    geometry_type: int = 0
+    is_key: bool = False
+
+
+@attrs.frozen(slots=True)
+class FallbackColumn:
+    """What an information_schema lookup provides when the binlog carries no column names."""
+
+    name: str
+    is_key: bool = False
+    labels: tuple[str, ...] = ()
+    unsigned: bool | None = None
+    column_type: str = ""
+
+
+SchemaLookup = Callable[[str, str], Sequence[FallbackColumn] | None]
+
+
+# --- value helpers used by generated code -------------------------------------------------------------------------
+
+_UTC = dt.UTC
+_date = dt.date
+_datetime = dt.datetime
+_timedelta = dt.timedelta
+_fromtimestamp = dt.datetime.fromtimestamp
+_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+
+
+def decimal_size(precision: int, scale: int) -> int:
+    intg = precision - scale
+    return (intg // 9) * 4 + _DIG2BYTES[intg % 9] + (scale // 9) * 4 + _DIG2BYTES[scale % 9]
+
+
+def make_decimal_reader(precision: int, scale: int) -> Callable[[bytes], Decimal]:
+    """A function decoding the binlog's packed DECIMAL(precision, scale) bytes."""
+    intg = precision - scale
+    size = decimal_size(precision, scale)
+    # groups from the most significant end: (bytes, is_fraction, digits)
+    groups: list[tuple[int, bool, int]] = []
+    if intg % 9:
+        groups.append((_DIG2BYTES[intg % 9], False, intg % 9))
+    groups += [(4, False, 9)] * (intg // 9)
+    groups += [(4, True, 9)] * (scale // 9)
+    if scale % 9:
+        groups.append((_DIG2BYTES[scale % 9], True, scale % 9))
+    total_bits = size * 8
+    sign_bit = 1 << (total_bits - 1)
+    all_ones = (1 << total_bits) - 1
+    int_parts: list[tuple[int, int, int]] = []  # (shift, mask, multiplier)
+    frac_parts: list[tuple[int, int, int]] = []
+    shift = total_bits
+    int_digits_after = intg
+    frac_digits_after = scale
+    for nbytes, is_frac, digits in groups:
+        shift -= nbytes * 8
+        if is_frac:
+            frac_digits_after -= digits
+            # a partial trailing group holds `digits` digits: value scaled by 10**remaining
+            frac_parts.append((shift, (1 << (nbytes * 8)) - 1, 10**frac_digits_after))
+        else:
+            int_digits_after -= digits
+            int_parts.append((shift, (1 << (nbytes * 8)) - 1, 10**int_digits_after))
+    fmt = f"{{}}{{}}.{{:0{scale}d}}" if scale else "{}{}"
+    from_bytes = int.from_bytes
+
+    def read(raw: bytes) -> Decimal:
+        v = from_bytes(raw, "big")
+        neg = not (v & sign_bit)
+        v ^= sign_bit
+        if neg:
+            v ^= all_ones
+        ip = 0
+        for s, m, mul in int_parts:
+            ip += ((v >> s) & m) * mul
+        if scale:
+            fp = 0
+            for s, m, mul in frac_parts:
+                fp += ((v >> s) & m) * mul
+            return Decimal(fmt.format("-" if neg else "", ip, fp))
+        return Decimal(fmt.format("-" if neg else "", ip))
+
+    return read
+
+
+def _fmt_zero_datetime(y: int, mo: int, d: int, h: int, mi: int, s: int, us: int, fsp: int) -> str:
+    text = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}"
+    if fsp:
+        text += "." + f"{us:06d}"[:fsp]
+    return text
+
+
+def read_date(v: int) -> dt.date | str:
+    try:
+        return _date(v >> 9, (v >> 5) & 15, v & 31)
+    except ValueError:
+        return f"{v >> 9:04d}-{(v >> 5) & 15:02d}-{v & 31:02d}"
+
+
+def make_datetime2_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
+    fbytes = (fsp + 1) // 2
+    fshift = fbytes * 8
+    fmask = (1 << fshift) - 1
+    fmul = {0: 0, 1: 10000, 2: 100, 3: 1}[fbytes]
+    off = 0x8000000000
+
+    def read(v: int) -> dt.datetime | str:
+        us = (v & fmask) * fmul if fbytes else 0
+        ip = (v >> fshift) - off
+        ym = ip >> 22
+        try:
+            return _datetime(
+                ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us
+            )
+        except ValueError:
+            return _fmt_zero_datetime(
+                ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us, fsp
+            )
+
+    return read
+
+
+def make_timestamp2_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
+    fbytes = (fsp + 1) // 2
+    fshift = fbytes * 8
+    fmask = (1 << fshift) - 1
+    fmul = {0: 0, 1: 10000, 2: 100, 3: 1}[fbytes]
+    zero = _fmt_zero_datetime(0, 0, 0, 0, 0, 0, 0, fsp)
+
+    def read(v: int) -> dt.datetime | str:
+        secs = v >> fshift
+        us = (v & fmask) * fmul
+        if not secs and not us:
+            return zero
+        t = _fromtimestamp(secs, _UTC)
+        return t.replace(microsecond=us) if us else t
+
+    return read
+
+
+def make_time2_reader(fsp: int) -> Callable[[bytes], dt.timedelta]:
+    fbytes = (fsp + 1) // 2
+
+    def unpack(packed: int) -> dt.timedelta:
+        neg = packed < 0
+        if neg:
+            packed = -packed
+        hms = packed >> 24
+        frac = packed & 0xFFFFFF
+        td = _timedelta(
+            hours=(hms >> 12) & 0x3FF, minutes=(hms >> 6) & 63, seconds=hms & 63, microseconds=frac
+        )
+        return -td if neg else td
+
+    if fbytes == 0:
+
+        def read0(raw: bytes) -> dt.timedelta:
+            return unpack((int.from_bytes(raw, "big") - 0x800000) << 24)
+
+        return read0
+    if fbytes == 1:
+
+        def read1(raw: bytes) -> dt.timedelta:
+            ip = int.from_bytes(raw[:3], "big") - 0x800000
+            frac = int.from_bytes(raw[3:4], "big", signed=True)
+            if ip < 0 and frac:
+                ip += 1
+                frac -= 0x100
+            return unpack((ip << 24) + frac * 10000)
+
+        return read1
+    if fbytes == 2:
+
+        def read2(raw: bytes) -> dt.timedelta:
+            ip = int.from_bytes(raw[:3], "big") - 0x800000
+            frac = int.from_bytes(raw[3:5], "big", signed=True)
+            if ip < 0 and frac:
+                ip += 1
+                frac -= 0x10000
+            return unpack((ip << 24) + frac * 100)
+
+        return read2
+
+    def read3(raw: bytes) -> dt.timedelta:
+        return unpack(int.from_bytes(raw, "big") - 0x800000000000)
+
+    return read3
+
+
+def read_old_time(v: int) -> dt.timedelta:
+    neg = v < 0
+    v = abs(v)
+    td = _timedelta(hours=v // 10000, minutes=(v // 100) % 100, seconds=v % 100)
+    return -td if neg else td
+
+
+def read_old_datetime(v: int) -> dt.datetime | str:
+    d, t = divmod(v, 1000000)
+    y, md = divmod(d, 10000)
+    mo, dd = divmod(md, 100)
+    h, ms = divmod(t, 10000)
+    mi, s = divmod(ms, 100)
+    try:
+        return _datetime(y, mo, dd, h, mi, s)
+    except ValueError:
+        return _fmt_zero_datetime(y, mo, dd, h, mi, s, 0, 0)
+
+
+def read_old_timestamp(v: int) -> dt.datetime | str:
+    if not v:
+        return "0000-00-00 00:00:00"
+    return _fromtimestamp(v, _UTC)
+
+
+def read_float(v: float) -> float:
+    return float(f"{v:.6g}")
+
+
+def make_set_reader(labels: tuple[str, ...]) -> Callable[[int], frozenset[str]]:
+    cache: dict[int, frozenset[str]] = {}
+
+    def read(mask: int) -> frozenset[str]:
+        try:
+            return cache[mask]
+        except KeyError:
+            value = frozenset(label for i, label in enumerate(labels) if mask >> i & 1)
+            if len(cache) < 4096:
+                cache[mask] = value
+            return value
+
+    return read
+
+
+# --- MySQL binary JSON ---------------------------------------------------------------------------------------------
+
+_JSON_SMALL_OBJ, _JSON_LARGE_OBJ, _JSON_SMALL_ARR, _JSON_LARGE_ARR = 0, 1, 2, 3
+_JSON_LITERAL, _JSON_INT16, _JSON_UINT16, _JSON_INT32, _JSON_UINT32 = 4, 5, 6, 7, 8
+_JSON_INT64, _JSON_UINT64, _JSON_DOUBLE, _JSON_STRING, _JSON_OPAQUE = 9, 10, 11, 12, 15
+
+
+def _json_lenvar(buf: bytes, pos: int) -> tuple[int, int]:
+    n = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n, pos
+        shift += 7
+
+
+def _json_value(t: int, buf: bytes, pos: int, end: int) -> Any:
+    if t in (_JSON_SMALL_OBJ, _JSON_LARGE_OBJ, _JSON_SMALL_ARR, _JSON_LARGE_ARR):
+        large = t in (_JSON_LARGE_OBJ, _JSON_LARGE_ARR)
+        obj = t in (_JSON_SMALL_OBJ, _JSON_LARGE_OBJ)
+        w = 4 if large else 2
+        fmt = "<I" if large else "<H"
+        count = struct.unpack_from(fmt, buf, pos)[0]
+        base = pos
+        p = pos + 2 * w
+        keys: list[str] = []
+        if obj:
+            for _ in range(count):
+                koff = struct.unpack_from(fmt, buf, p)[0]
+                klen = struct.unpack_from("<H", buf, p + w)[0]
+                keys.append(buf[base + koff : base + koff + klen].decode("utf-8"))
+                p += w + 2
+        values = []
+        for _ in range(count):
+            vt = buf[p]
+            if vt == _JSON_LITERAL or vt in (_JSON_INT16, _JSON_UINT16) or (large and vt in (_JSON_INT32, _JSON_UINT32)):
+                values.append(_json_inline(vt, buf, p + 1))
+            else:
+                voff = struct.unpack_from(fmt, buf, p + 1)[0]
+                values.append(_json_value(vt, buf, base + voff, end))
+            p += 1 + w
+        return dict(zip(keys, values, strict=True)) if obj else values
+    if t == _JSON_LITERAL:
+        return _json_inline(t, buf, pos)
+    if t == _JSON_INT16:
+        return struct.unpack_from("<h", buf, pos)[0]
+    if t == _JSON_UINT16:
+        return struct.unpack_from("<H", buf, pos)[0]
+    if t == _JSON_INT32:
+        return struct.unpack_from("<i", buf, pos)[0]
+    if t == _JSON_UINT32:
+        return struct.unpack_from("<I", buf, pos)[0]
+    if t == _JSON_INT64:
+        return struct.unpack_from("<q", buf, pos)[0]
+    if t == _JSON_UINT64:
+        return struct.unpack_from("<Q", buf, pos)[0]
+    if t == _JSON_DOUBLE:
+        return struct.unpack_from("<d", buf, pos)[0]
+    if t == _JSON_STRING:
+        n, p = _json_lenvar(buf, pos)
+        return buf[p : p + n].decode("utf-8")
+    if t == _JSON_OPAQUE:
+        n, p = _json_lenvar(buf, pos + 1)
+        return buf[p : p + n].decode("utf-8", "replace")
+    raise ParseError(f"unknown MySQL JSON value type {t}")
+
+
+def _json_inline(t: int, buf: bytes, pos: int) -> Any:
+    if t == _JSON_LITERAL:
+        return {0: None, 1: True, 2: False}[buf[pos]]
+    return _json_value(t, buf, pos, len(buf))
+
+
+def read_mysql_json(raw: bytes) -> Any:
+    if not raw:
+        return None
+    return _json_value(raw[0], raw, 1, len(raw))
+
+
+# --- table map parsing --------------------------------------------------------------------------------------------
+
+
+def _read_bitmap_msb(buf: bytes, pos: int, end: int) -> list[bool]:
+    out: list[bool] = []
+    for b in buf[pos:end]:
+        for i in range(7, -1, -1):
+            out.append(bool(b >> i & 1))
+    return out
+
+
+def _read_str_list(buf: bytes, pos: int, end: int) -> list[tuple[str, ...]]:
+    lists: list[tuple[str, ...]] = []
+    while pos < end:
+        count, pos = read_lenenc(buf, pos)
+        values = []
+        for _ in range(count):
+            n, pos = read_lenenc(buf, pos)
+            values.append(bytes(buf[pos : pos + n]).decode("utf-8", "replace"))
+            pos += n
+        lists.append(tuple(values))
+    return lists
+
+
+def _read_charsets(buf: bytes, pos: int, end: int, default: bool) -> tuple[int | None, dict[int, int], list[int]]:
+    if default:
+        dflt, pos = read_lenenc(buf, pos)
+        pairs: dict[int, int] = {}
+        while pos < end:
+            idx, pos = read_lenenc(buf, pos)
+            coll, pos = read_lenenc(buf, pos)
+            pairs[idx] = coll
+        return dflt, pairs, []
+    ids = []
+    while pos < end:
+        coll, pos = read_lenenc(buf, pos)
+        ids.append(coll)
+    return None, {}, ids
+
+
+@attrs.define(slots=True)
+class TableMapInfo:
+    table_id: int
+    schema: str
+    table: str
+    columns: list[BinlogColumn]
+    has_names: bool
+
+
+def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) -> TableMapInfo:
+    """Parse a TABLE_MAP event from its post-header at ``pos`` to ``end`` (checksum excluded)."""
+    table_id = int.from_bytes(buf[pos : pos + table_id_len], "little")
+    pos += table_id_len + 2  # flags
+    n = buf[pos]
+    schema = bytes(buf[pos + 1 : pos + 1 + n]).decode("utf-8")
+    pos += n + 2
+    n = buf[pos]
+    table = bytes(buf[pos + 1 : pos + 1 + n]).decode("utf-8")
+    pos += n + 2
+    ncols, pos = read_lenenc(buf, pos)
+    types = list(buf[pos : pos + ncols])
+    pos += ncols
+    meta_len, pos = read_lenenc(buf, pos)
+    meta_end = pos + meta_len
+    cols: list[BinlogColumn] = []
+    for i, t in enumerate(types):
+        c = BinlogColumn(index=i, type=t, nullable=False)
+        if t in (T_FLOAT, T_DOUBLE, T_BLOB, T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_GEOMETRY, T_JSON):
+            c.length = buf[pos]
+            pos += 1
+        elif t in (T_TIMESTAMP2, T_DATETIME2, T_TIME2):
+            c.fsp = buf[pos]
+            pos += 1
+        elif t in (T_VARCHAR, T_VAR_STRING):
+            c.length = buf[pos] | (buf[pos + 1] << 8)
+            pos += 2
+        elif t == T_NEWDECIMAL:
+            c.precision, c.scale = buf[pos], buf[pos + 1]
+            pos += 2
+        elif t == T_BIT:
+            c.bits = buf[pos + 1] * 8 + buf[pos]
+            c.length = (c.bits + 7) // 8
+            pos += 2
+        elif t in (T_STRING, T_ENUM, T_SET):
+            b0, b1 = buf[pos], buf[pos + 1]
+            pos += 2
+            if b0 & 0x30 != 0x30 and b0:
+                c.type = b0 | 0x30
+                c.length = b1 | (((b0 & 0x30) ^ 0x30) << 4)
+            else:
+                c.type = b0 or t
+                c.length = b1
+        cols.append(c)
+    pos = meta_end
+    nb = (ncols + 7) // 8
+    nulls = int.from_bytes(buf[pos : pos + nb], "little")
+    pos += nb
+    for c in cols:
+        c.nullable = bool(nulls >> c.index & 1)
+
+    numeric = [c for c in cols if c.type in _NUMERIC]
+    character = [c for c in cols if c.type in _CHARACTER]
+    enumset = [c for c in cols if c.type in (T_ENUM, T_SET)]
+    has_names = False
+    while pos < end:
+        ftype = buf[pos]
+        flen, pos = read_lenenc(buf, pos + 1)
+        fend = pos + flen
+        if ftype == _OM_SIGNEDNESS:
+            for c, flag in zip(numeric, _read_bitmap_msb(buf, pos, fend), strict=False):
+                c.unsigned = flag
+        elif ftype in (_OM_DEFAULT_CHARSET, _OM_ENUM_AND_SET_DEFAULT_CHARSET):
+            target = character if ftype == _OM_DEFAULT_CHARSET else enumset
+            dflt, pairs, _ = _read_charsets(buf, pos, fend, True)
+            for i, c in enumerate(target):
+                c.collation = pairs.get(i, dflt)
+        elif ftype in (_OM_COLUMN_CHARSET, _OM_ENUM_AND_SET_COLUMN_CHARSET):
+            target = character if ftype == _OM_COLUMN_CHARSET else enumset
+            _, _, ids = _read_charsets(buf, pos, fend, False)
+            for c, coll in zip(target, ids, strict=False):
+                c.collation = coll
+        elif ftype == _OM_COLUMN_NAME:
+            p = pos
+            for c in cols:
+                ln, p = read_lenenc(buf, p)
+                c.name = bytes(buf[p : p + ln]).decode("utf-8")
+                p += ln
+            has_names = True
+        elif ftype in (_OM_SET_STR_VALUE, _OM_ENUM_STR_VALUE):
+            want = T_SET if ftype == _OM_SET_STR_VALUE else T_ENUM
+            for c, labels in zip([c for c in cols if c.type == want], _read_str_list(buf, pos, fend), strict=False):
+                c.labels = labels
+        elif ftype == _OM_GEOMETRY_TYPE:
+            p = pos
+            for c in cols:
+                if c.type == T_GEOMETRY and p < fend:
+                    c.geometry_type, p = read_lenenc(buf, p)
+        elif ftype == _OM_SIMPLE_PRIMARY_KEY:
+            p = pos
+            while p < fend:
+                idx, p = read_lenenc(buf, p)
+                if idx < ncols:
+                    cols[idx].is_key = True
+        elif ftype == _OM_PRIMARY_KEY_WITH_PREFIX:
+            p = pos
+            while p < fend:
+                idx, p = read_lenenc(buf, p)
+                _, p = read_lenenc(buf, p)
+                if idx < ncols:
+                    cols[idx].is_key = True
+        pos = fend
+    return TableMapInfo(table_id, schema, table, cols, has_names)
+
+
+# --- schema -------------------------------------------------------------------------------------------------------
+
+_INT_TYPES = {
+    T_TINY: ("tinyint", 4, 3, SqlType.TINYINT),
+    T_SHORT: ("smallint", 6, 5, SqlType.SMALLINT),
+    T_INT24: ("mediumint", 9, 8, SqlType.INTEGER),
+    T_LONG: ("int", 11, 10, SqlType.INTEGER),
+    T_LONGLONG: ("bigint", 20, 20, SqlType.BIGINT),
+}
+_TEXT_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
+
+
+def _column_meta(c: BinlogColumn, fb: FallbackColumn | None) -> ColumnMeta:
+    t = c.type
+    unsigned = c.unsigned if fb is None or fb.unsigned is None else fb.unsigned
+    codec = collation_codec(c.collation) if t in _CHARACTER or t in (T_ENUM, T_SET) else None
+    labels = c.labels or (fb.labels if fb is not None else ())
+    name = c.name if c.name is not None else (fb.name if fb is not None else f"UNKNOWN_COL{c.index}")
+    is_key = c.is_key or (fb.is_key if fb is not None else False)
+    sql_type: int = SqlType.OTHER
+    fsp = 0
+    if t in _INT_TYPES:
+        base, w, uw, sql_type = _INT_TYPES[t]
+        mysql_type = f"{base}({uw}) unsigned" if unsigned else f"{base}({w})"
+    elif t == T_FLOAT:
+        mysql_type, sql_type = "float", SqlType.REAL
+    elif t == T_DOUBLE:
+        mysql_type, sql_type = "double", SqlType.DOUBLE
+    elif t in (T_NEWDECIMAL, T_DECIMAL):
+        mysql_type, sql_type = f"decimal({c.precision},{c.scale})", SqlType.DECIMAL
+        if unsigned:
+            mysql_type += " unsigned"
+    elif t == T_YEAR:
+        mysql_type, sql_type = "year(4)", SqlType.DATE
+    elif t in (T_DATE, T_NEWDATE):
+        mysql_type, sql_type = "date", SqlType.DATE
+    elif t in (T_DATETIME, T_DATETIME2, T_TIMESTAMP, T_TIMESTAMP2, T_TIME, T_TIME2):
+        fsp = c.fsp
+        base = {T_DATETIME: "datetime", T_DATETIME2: "datetime", T_TIME: "time", T_TIME2: "time"}.get(t, "timestamp")
+        mysql_type = f"{base}({fsp})" if fsp else base
+        sql_type = SqlType.TIME if base == "time" else SqlType.TIMESTAMP
+    elif t == T_BIT:
+        mysql_type, sql_type = f"bit({c.bits})", SqlType.BIT
+    elif t in (T_ENUM, T_SET):
+        kind = "enum" if t == T_ENUM else "set"
+        mysql_type = kind + "(" + ",".join("'" + lb.replace("'", "''") + "'" for lb in labels) + ")"
+        sql_type = SqlType.CHAR
+    elif t in (T_VARCHAR, T_VAR_STRING):
+        if codec is None:
+            mysql_type, sql_type = f"varbinary({c.length})", SqlType.VARBINARY
+        else:
+            mysql_type, sql_type = f"varchar({c.length // _mbmaxlen(codec)})", SqlType.VARCHAR
+    elif t == T_STRING:
+        if codec is None:
+            mysql_type, sql_type = f"binary({c.length})", SqlType.BINARY
+        else:
+            mysql_type, sql_type = f"char({c.length // _mbmaxlen(codec)})", SqlType.CHAR
+    elif t in _BLOBS:
+        size = _TEXT_NAMES.get(c.length, "")
+        if codec is None:
+            mysql_type, sql_type = f"{size}blob", SqlType.BLOB if c.length > 1 else SqlType.VARBINARY
+            if c.length > 1:
+                sql_type = SqlType.LONGVARBINARY if c.length >= 3 else SqlType.BLOB
+        else:
+            mysql_type, sql_type = f"{size}text", SqlType.CLOB if c.length > 1 else SqlType.VARCHAR
+            if c.length >= 3:
+                sql_type = SqlType.LONGVARCHAR
+    elif t == T_JSON:
+        mysql_type, sql_type = "json", SqlType.LONGVARCHAR
+    elif t == T_GEOMETRY:
+        mysql_type, sql_type = _GEOMETRY_NAMES[c.geometry_type % 8], SqlType.BINARY
+    elif t == T_NULL:
+        mysql_type, sql_type = "null", SqlType.NULL
+    else:
+        mysql_type = f"type{t}"
+    if fb is not None and fb.column_type:
+        mysql_type = fb.column_type
+    return ColumnMeta(
+        name=name,
+        sql_type=int(sql_type),
+        mysql_type=mysql_type,
+        is_key=is_key,
+        unsigned=unsigned,
+        nullable=c.nullable,
+        charset=codec,
+        fsp=fsp,
+        labels=labels,
+    )
+
+
+# --- code generation ----------------------------------------------------------------------------------------------
+
+_FIXED: dict[int, tuple[str, str, int]] = {  # type -> (signed fmt, unsigned fmt, size)
+    T_TINY: ("b", "B", 1),
+    T_SHORT: ("h", "H", 2),
+    T_LONG: ("i", "I", 4),
+    T_LONGLONG: ("q", "Q", 8),
+    T_FLOAT: ("f", "f", 4),
+    T_DOUBLE: ("d", "d", 8),
+    T_YEAR: ("B", "B", 1),
+}
+
+
+class _CodeGen:
+    """Builds the Python source of one table's row decoders."""
+
+    def __init__(self, cols: list[BinlogColumn], schema: TableSchema) -> None:
+        self.cols = cols
+        self.schema = schema
+        self.ns: dict[str, Any] = {"RowData": RowData, "T": schema, "_from_bytes": int.from_bytes}
+        self._n = 0
+
+    def const(self, value: Any, prefix: str = "K") -> str:
+        self._n += 1
+        name = f"{prefix}{self._n}"
+        self.ns[name] = value
+        return name
+
+    def column(self, c: BinlogColumn, var: str) -> list[str]:
+        """Lines reading column ``c`` (known non-null) into ``var`` and advancing ``p``."""
+        t = c.type
+        codec = collation_codec(c.collation)
+        if t in _FIXED:
+            fmt, ufmt, size = _FIXED[t]
+            s = self.const(struct.Struct("<" + (ufmt if c.unsigned else fmt)), "S")
+            lines = [f"{var}, = {s}.unpack_from(b, p)", f"p += {size}"]
+            return lines + self.post(c, var)
+        if t == T_INT24:
+            return [f"{var} = _from_bytes(b[p:p + 3], 'little', signed={not c.unsigned}); p += 3"]
+        if t == T_NEWDECIMAL:
+            size = decimal_size(c.precision, c.scale)
+            f = self.const(make_decimal_reader(c.precision, c.scale), "D")
+            return [f"{var} = {f}(b[p:p + {size}]); p += {size}"]
+        if t in (T_DATE, T_NEWDATE):
+            f = self.const(read_date, "F")
+            return [f"{var} = {f}(b[p] | b[p + 1] << 8 | b[p + 2] << 16); p += 3"]
+        if t == T_DATETIME2:
+            n = 5 + (c.fsp + 1) // 2
+            f = self.const(make_datetime2_reader(c.fsp), "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + {n}], 'big')); p += {n}"]
+        if t == T_TIMESTAMP2:
+            n = 4 + (c.fsp + 1) // 2
+            f = self.const(make_timestamp2_reader(c.fsp), "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + {n}], 'big')); p += {n}"]
+        if t == T_TIME2:
+            n = 3 + (c.fsp + 1) // 2
+            f = self.const(make_time2_reader(c.fsp), "F")
+            return [f"{var} = {f}(b[p:p + {n}]); p += {n}"]
+        if t == T_TIME:
+            f = self.const(read_old_time, "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + 3], 'little', signed=True)); p += 3"]
+        if t == T_DATETIME:
+            f = self.const(read_old_datetime, "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + 8], 'little')); p += 8"]
+        if t == T_TIMESTAMP:
+            f = self.const(read_old_timestamp, "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + 4], 'little')); p += 4"]
+        if t in (T_VARCHAR, T_VAR_STRING, T_STRING):
+            if c.length > 255:
+                lines = [f"n = b[p] | b[p + 1] << 8; p += 2"]
+            else:
+                lines = ["n = b[p]; p += 1"]
+            if codec is None:
+                if t == T_STRING:
+                    lines.append(f"{var} = b[p:p + n].ljust({c.length}, b'\\x00'); p += n")
+                else:
+                    lines.append(f"{var} = b[p:p + n]; p += n")
+            else:
+                errors = ", 'canal-latin1'" if codec == "cp1252" else ""
+                strip = ".rstrip(' ')" if t == T_STRING else ""
+                lines.append(f"{var} = b[p:p + n].decode({codec!r}{errors}){strip}; p += n")
+            return lines
+        if t in _BLOBS or t in (T_JSON, T_GEOMETRY):
+            L = c.length
+            if L == 1:
+                lines = ["n = b[p]; p += 1"]
+            elif L == 2:
+                lines = ["n = b[p] | b[p + 1] << 8; p += 2"]
+            else:
+                lines = [f"n = _from_bytes(b[p:p + {L}], 'little'); p += {L}"]
+            if t == T_GEOMETRY:
+                lines.append(f"{var} = b[p + 4:p + n]; p += n")
+            elif t == T_JSON:
+                f = self.const(read_mysql_json, "F")
+                lines.append(f"{var} = {f}(b[p:p + n]); p += n")
+            elif codec is None:
+                lines.append(f"{var} = b[p:p + n]; p += n")
+            else:
+                errors = ", 'canal-latin1'" if codec == "cp1252" else ""
+                lines.append(f"{var} = b[p:p + n].decode({codec!r}{errors}); p += n")
+            return lines
+        if t == T_ENUM:
+            labels = self.const(("", *c.labels), "L")
+            if c.length == 1:
+                idx = "b[p]"
+            else:
+                idx = "(b[p] | b[p + 1] << 8)"
+            return [f"x = {idx}", f"{var} = {labels}[x] if x < len({labels}) else ''; p += {c.length}"]
+        if t == T_SET:
+            f = self.const(make_set_reader(c.labels), "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + {c.length}], 'little')); p += {c.length}"]
+        if t == T_BIT:
+            return [f"{var} = _from_bytes(b[p:p + {c.length}], 'big'); p += {c.length}"]
+        if t == T_NULL:
+            return [f"{var} = None"]
+        raise ParseError(
+            f"column {c.index} of {self.schema.full_name} has binlog type {t}, which pycanal cannot decode"
+        )
+
+    def post(self, c: BinlogColumn, var: str) -> list[str]:
+        if c.type == T_YEAR:
+            return [f"if {var}: {var} += 1900"]
+        if c.type == T_FLOAT:
+            f = self.const(read_float, "F")
+            return [f"{var} = {f}({var})"]
+        return []
+
+    def image(self, present: list[int], suffix: str) -> tuple[list[str], str]:
+        """Lines reading one row image of the ``present`` columns; returns (lines, tuple expression)."""
+        cols = [self.cols[i] for i in present]
+        nb = (len(cols) + 7) // 8
+        names = [f"v{c.index}{suffix}" for c in cols]
+        full = [f"v{i}{suffix}" if i in present else "None" for i in range(len(self.cols))]
+        tup = "(" + ", ".join(full) + ("," if len(full) == 1 else "") + ")"
+        if nb == 1:
+            lines = [f"nulls = b[p]; p += 1"]
+        else:
+            lines = [f"nulls = _from_bytes(b[p:p + {nb}], 'little'); p += {nb}"]
+        # fast path: no NULL in this image -> runs of fixed-width columns in one struct
+        fast = self._runs(cols, names, lambda c: True)
+        slow: list[str] = []
+        for bit, (c, var) in enumerate(zip(cols, names, strict=True)):
+            body = self.column(c, var)
+            if c.nullable:
+                slow.append(f"if nulls & {1 << bit}:")
+                slow.append(f"    {var} = None")
+                slow.append("else:")
+                slow += ["    " + ln for ln in body]
+            else:
+                slow += body
+        if any(c.nullable for c in cols):
+            lines.append("if not nulls:")
+            lines += ["    " + ln for ln in fast]
+            lines.append("else:")
+            lines += ["    " + ln for ln in slow]
+        else:
+            lines += fast
+        return lines, tup
+
+    def _runs(self, cols: list[BinlogColumn], names: list[str], ok: Callable[[BinlogColumn], bool]) -> list[str]:
+        lines: list[str] = []
+        run: list[tuple[BinlogColumn, str]] = []
+
+        def flush() -> None:
+            if not run:
+                return
+            if len(run) == 1:
+                lines.extend(self.column(*run[0]))
+            else:
+                fmt = "<" + "".join(
+                    _FIXED[c.type][1 if c.unsigned else 0] for c, _ in run
+                )
+                s = self.const(struct.Struct(fmt), "S")
+                size = struct.calcsize(fmt)
+                lines.append(", ".join(v for _, v in run) + f", = {s}.unpack_from(b, p)")
+                lines.append(f"p += {size}")
+                for c, v in run:
+                    lines.extend(self.post(c, v))
+            run.clear()
+
+        for c, var in zip(cols, names, strict=True):
+            if c.type in _FIXED and ok(c):
+                run.append((c, var))
+            else:
+                flush()
+                lines.extend(self.column(c, var))
+        flush()
+        return lines
+
+    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> Callable[..., list[RowData]]:
+        """``decode(b, p, end) -> list[RowData]`` for one rows event kind ('w', 'u', 'd')."""
+        src = ["def decode(b, p, end):", "    out = []", "    append = out.append", "    while p < end:"]
+        img, tup = self.image(present, "")
+        src += ["        " + ln for ln in img]
+        if kind == "u":
+            assert present2 is not None
+            img2, tup2 = self.image(present2, "_a")
+            src += ["        " + ln for ln in img2]
+            src.append(f"        append(RowData(T, {tup}, {tup2}))")
+        elif kind == "w":
+            src.append(f"        append(RowData(T, None, {tup}))")
+        else:
+            src.append(f"        append(RowData(T, {tup}, None))")
+        src.append("    return out")
+        code = "\n".join(src)
+        ns = dict(self.ns)
+        exec(compile(code, f"<canal rows decoder {self.schema.full_name} {kind}>", "exec"), ns)
+        fn: Callable[..., list[RowData]] = ns["decode"]
+        fn.__source__ = code  # type: ignore[attr-defined]
+        return fn
+
+
+class TableDecoder:
+    """One table map: its schema and its (lazily generated) row decoders."""
+
+    __slots__ = ("_decoders", "_gen", "columns", "schema", "table_id")
+
+    def __init__(self, info: TableMapInfo, fallback: Sequence[FallbackColumn] | None = None) -> None:
+        self.table_id = info.table_id
+        self.columns = info.columns
+        fb: list[FallbackColumn | None] = [None] * len(info.columns)
+        if fallback is not None and len(fallback) == len(info.columns):
+            fb = list(fallback)
+        self.schema = TableSchema(
+            info.schema, info.table, tuple(_column_meta(c, f) for c, f in zip(info.columns, fb, strict=True))
+        )
+        self._gen = _CodeGen(info.columns, self.schema)
+        self._decoders: dict[tuple[str, bytes, bytes], Callable[..., list[RowData]]] = {}
+
+    def decoder(self, kind: str, present: bytes, present2: bytes = b"") -> Callable[..., list[RowData]]:
+        key = (kind, present, present2)
+        fn = self._decoders.get(key)
+        if fn is None:
+            ncols = len(self.columns)
+
+            def bits(bm: bytes) -> list[int]:
+                return [i for i in range(ncols) if bm[i >> 3] >> (i & 7) & 1]
+
+            fn = self._gen.rows_function(kind, bits(present), bits(present2) if kind == "u" else None)
+            self._decoders[key] = fn
+        return fn

@@ -1,0 +1,453 @@
+"""The MySQL/MariaDB binlog source: a replica connection (pymysql) with our own dump loop and decoder.
+
+Never reconnects on its own: any failure during a dump ends the iterator with :class:`~canal.errors.SourceError`
+(``errno`` 2013 for a lost connection, or the server's error number), and the parser's retry policy decides what
+to do. Purged or unknown positions (errno 1236) raise :class:`~canal.errors.BinlogPurgedError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pymysql.err
+
+from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError, SourceUnreachableError
+from canal.parse.events import BinlogEvent
+from canal.parse.mysql import packets as P
+from canal.parse.mysql.binlog import EventParser
+from canal.parse.mysql.decoder import FallbackColumn
+from canal.parse.source import BinlogFile, DumpRequest
+from canal.position import EntryPosition
+
+log = logging.getLogger(__name__)
+
+CR_SERVER_LOST = 2013
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+_ACCESS_DENIED = frozenset({1044, 1045, 1698, 1251})
+
+
+def parse_address(address: str, default_port: int = 3306) -> tuple[str, int]:
+    """``host:port`` (or ``[v6]:port``, or ``host``) -> (host, port)."""
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        return host, int(rest.lstrip(":") or default_port)
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        return address, default_port
+    return host, int(port)
+
+
+def default_slave_id(address: str, server_id: int | None = None) -> int:
+    """A stable replica id derived from this host, process and the server address (never the server's own id)."""
+    seed = f"{socket.gethostname()}:{os.getpid()}:{address}".encode()
+    sid = 0x10000 + zlib.crc32(seed) % 0x7FFE0000
+    if server_id is not None and sid == server_id:
+        sid += 1
+    return sid
+
+
+def _errno(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0]
+    return None
+
+
+class MysqlBinlogSource:
+    """A MySQL or MariaDB server read over the replication protocol (implements ``BinlogSource``).
+
+    ``address`` is ``host:port``; the user needs REPLICATION SLAVE, REPLICATION CLIENT and SELECT (MariaDB also
+    BINLOG MONITOR). ``slave_id`` defaults to :func:`default_slave_id`. ``verify_checksum`` checks every event's
+    CRC32 (costs ~2% CPU). ``schema_fallback`` lets table maps without column names (``binlog_row_metadata`` below
+    FULL) take names from information_schema, with a warning.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        username: str,
+        password: str,
+        *,
+        slave_id: int | None = None,
+        charset: str = "utf8mb4",
+        connect_timeout: float = 10.0,
+        read_timeout: float | None = None,
+        verify_checksum: bool = False,
+        schema_fallback: bool = True,
+    ) -> None:
+        self._address = address
+        self._host, self._port = parse_address(address)
+        self._username = username
+        self._password = password
+        self._slave_id = slave_id
+        self._charset = charset
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._verify_checksum = verify_checksum
+        self._schema_fallback = schema_fallback
+        self._side: pymysql.connections.Connection | None = None
+        self._is_mariadb = False
+        self._server_id: int | None = None
+        self._version = ""
+        self._lock = threading.RLock()
+        self._dumps: set[pymysql.connections.Connection] = set()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"MysqlBinlogSource(address={self._address!r}, username={self._username!r}, slave_id={self._slave_id})"
+
+    # -- BinlogSource --------------------------------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    @property
+    def is_mariadb(self) -> bool:
+        self._side_connection()
+        return self._is_mariadb
+
+    @property
+    def slave_id(self) -> int:
+        if self._slave_id is None:
+            self._slave_id = default_slave_id(self._address, self.server_id())
+        return self._slave_id
+
+    def _connect(self) -> pymysql.connections.Connection:
+        try:
+            return pymysql.connect(
+                host=self._host,
+                port=self._port,
+                user=self._username,
+                password=self._password,
+                charset=self._charset,
+                connect_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+                autocommit=True,
+            )
+        except pymysql.err.MySQLError as e:
+            code = _errno(e)
+            what = "refused the login of" if code in _ACCESS_DENIED else "could not be reached as"
+            msg = str(e.args[1]) if len(e.args) > 1 else str(e)
+            if self._password and self._password not in f"{self._username}{self._address}":
+                msg = msg.replace(self._password, "***")
+            raise SourceUnreachableError(
+                f"MySQL server {self._address} {what} user {self._username!r}: {msg}", errno=code
+            ) from None
+        except OSError as e:
+            raise SourceUnreachableError(f"MySQL server {self._address} could not be reached: {e}", errno=2003) from None
+
+    def _side_connection(self) -> pymysql.connections.Connection:
+        with self._lock:
+            if self._side is None:
+                self._closed = False
+                conn = self._connect()
+                with conn.cursor() as cur:
+                    cur.execute("SELECT VERSION(), @@server_id")
+                    row = cur.fetchone()
+                assert row is not None
+                self._version = str(row[0])
+                self._is_mariadb = "mariadb" in self._version.lower()
+                self._server_id = int(row[1])
+                self._side = conn
+            return self._side
+
+    def open(self) -> None:
+        conn = self._side_connection()
+        variables = self._variables(conn, "binlog_format", "binlog_row_image", "log_bin")
+        if variables.get("log_bin", "ON").upper() not in ("ON", "1"):
+            raise ServerNotReadyError(
+                f"{self._address} has no binary log: start the server with log-bin=mysql-bin (my.cnf [mysqld])"
+            )
+        fmt = variables.get("binlog_format", "").upper()
+        if fmt != "ROW":
+            raise ServerNotReadyError(
+                f"{self._address} has binlog_format={fmt}; pycanal needs ROW: run SET GLOBAL binlog_format='ROW' "
+                "(and put binlog_format=ROW in my.cnf [mysqld])"
+            )
+        image = variables.get("binlog_row_image", "FULL").upper()
+        if image != "FULL":
+            raise ServerNotReadyError(
+                f"{self._address} has binlog_row_image={image}; pycanal needs FULL: run SET GLOBAL "
+                "binlog_row_image='FULL' (and put binlog_row_image=FULL in my.cnf [mysqld])"
+            )
+
+    def _variables(self, conn: pymysql.connections.Connection, *names: str) -> dict[str, str]:
+        like = " OR ".join(f"Variable_name = '{n}'" for n in names)
+        rows = self._run(conn, f"SHOW GLOBAL VARIABLES WHERE {like}")
+        return {str(r[0]).lower(): str(r[1]) for r in rows}
+
+    def _run(self, conn: pymysql.connections.Connection, sql: str) -> list[tuple[Any, ...]]:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return list(cur.fetchall())
+        except pymysql.err.MySQLError as e:
+            if _errno(e) in (CR_SERVER_LOST, 2006, 2003):
+                with self._lock:
+                    if self._side is conn:
+                        self._side = None
+            raise SourceError(f"{self._address}: {sql!r} failed: {e}", errno=_errno(e)) from None
+        except OSError as e:
+            with self._lock:
+                if self._side is conn:
+                    self._side = None
+            raise SourceError(f"{self._address}: {sql!r} failed: {e}", errno=CR_SERVER_LOST) from None
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        return self._run(self._side_connection(), sql)
+
+    def server_id(self) -> int:
+        self._side_connection()
+        assert self._server_id is not None
+        return self._server_id
+
+    def master_status(self) -> EntryPosition:
+        conn = self._side_connection()
+        try:
+            rows = self._run(conn, "SHOW MASTER STATUS")
+        except SourceError:
+            rows = self._run(conn, "SHOW BINARY LOG STATUS")
+        if not rows:
+            raise ServerNotReadyError(f"{self._address}: SHOW MASTER STATUS is empty (binary logging off?)")
+        file, pos = str(rows[0][0]), int(rows[0][1])
+        if self._is_mariadb:
+            gtid = self._run(conn, "SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+        else:
+            gtid = self._run(conn, "SELECT @@GLOBAL.gtid_executed")[0][0]
+        gtid_text = str(gtid).replace("\n", "") if gtid else None
+        return EntryPosition(file, pos, None, self._server_id, gtid_text or None)
+
+    def binlog_files(self) -> list[BinlogFile]:
+        return [BinlogFile(str(r[0]), int(r[1])) for r in self.query("SHOW BINARY LOGS")]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            dumps = list(self._dumps)
+            side, self._side = self._side, None
+        for conn in dumps:
+            sock = getattr(conn, "_sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        if side is not None:
+            try:
+                side.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                side._force_close()
+
+    def __enter__(self) -> MysqlBinlogSource:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema fallback -------------------------------------------------------------------------------------------
+
+    def _lookup_columns(self, schema: str, table: str) -> list[FallbackColumn] | None:
+        try:
+            rows = self.query(
+                "SELECT COLUMN_NAME, COLUMN_KEY, COLUMN_TYPE FROM information_schema.COLUMNS "
+                f"WHERE TABLE_SCHEMA = {pymysql.converters.escape_string(schema)!r} "
+                f"AND TABLE_NAME = {pymysql.converters.escape_string(table)!r} ORDER BY ORDINAL_POSITION"
+            )
+        except SourceError:
+            return None
+        out = []
+        for name, key, ctype in rows:
+            ctype = str(ctype)
+            labels: tuple[str, ...] = ()
+            if ctype.startswith(("enum(", "set(")):
+                inner = ctype[ctype.index("(") + 1 : -1]
+                labels = tuple(x[1:-1].replace("''", "'") for x in _split_labels(inner))
+            out.append(
+                FallbackColumn(
+                    name=str(name),
+                    is_key=str(key) == "PRI",
+                    labels=labels,
+                    unsigned=("unsigned" in ctype) if not ctype.startswith(("enum", "set")) else None,
+                    column_type=ctype,
+                )
+            )
+        return out
+
+    # -- dump ---------------------------------------------------------------------------------------------------------
+
+    def dump(self, request: DumpRequest) -> Iterator[BinlogEvent]:
+        self._side_connection()
+        slave_id = self.slave_id
+        conn = self._connect()
+        with self._lock:
+            if self._closed:
+                conn.close()
+                raise SourceError(f"{self._address}: source is closed", errno=CR_SERVER_LOST)
+            self._dumps.add(conn)
+        return self._dump(conn, request, slave_id)
+
+    def _where(self, request: DumpRequest) -> str:
+        if request.gtid_set is not None:
+            return f"GTID set {request.gtid_set!r}"
+        return f"{request.journal_name}:{request.position}"
+
+    def _dump(self, conn: pymysql.connections.Connection, request: DumpRequest, slave_id: int) -> Iterator[BinlogEvent]:
+        try:
+            try:
+                checksum = self._prepare_dump(conn, request, slave_id)
+            except pymysql.err.MySQLError as e:
+                raise self._error(e, request) from None
+            except OSError as e:
+                raise SourceError(f"{self._address}: dump setup failed: {e}", errno=CR_SERVER_LOST) from None
+            parser = EventParser(
+                request.journal_name or "",
+                checksum=checksum,
+                verify_checksum=self._verify_checksum,
+                schema_lookup=self._lookup_columns if self._schema_fallback else None,
+            )
+            if request.journal_name:
+                parser.position = request.position
+            yield from self._read_events(conn, parser, request)
+        finally:
+            with self._lock:
+                self._dumps.discard(conn)
+            conn._force_close()
+
+    def _prepare_dump(self, conn: pymysql.connections.Connection, request: DumpRequest, slave_id: int) -> bool:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.binlog_checksum")
+            row = cur.fetchone()
+            alg = str(row[0]).upper() if row and row[0] is not None else "NONE"
+            cur.execute("SET @master_binlog_checksum = @@GLOBAL.binlog_checksum")
+            period_ns = int(max(request.heartbeat_period_s, 0.001) * 1e9)
+            cur.execute(f"SET @master_heartbeat_period = {period_ns}")
+            if self._is_mariadb:
+                cur.execute(f"SET @mariadb_slave_capability = {P.MARIA_SLAVE_CAPABILITY_GTID}")
+                if request.gtid_set is not None:
+                    cur.execute("SET @slave_connect_state = %s", (request.gtid_set,))
+                    cur.execute("SET @slave_gtid_strict_mode = 0")
+                    cur.execute("SET @slave_gtid_ignore_duplicates = 0")
+            else:
+                cur.execute("SET @slave_uuid = UUID()")
+        host = socket.gethostname()
+        conn._execute_command(P.COM_REGISTER_SLAVE, P.register_slave_packet(slave_id, host, self._username, 0))
+        self._read_ok(conn)
+        flags = 0 if request.blocking else P.BINLOG_DUMP_NON_BLOCK
+        if request.gtid_set is not None and not self._is_mariadb:
+            conn._execute_command(P.COM_BINLOG_DUMP_GTID, P.binlog_dump_gtid_packet(slave_id, request.gtid_set, flags))
+        elif request.gtid_set is not None:
+            conn._execute_command(P.COM_BINLOG_DUMP, P.binlog_dump_packet("", 4, slave_id, flags))
+        else:
+            if not request.journal_name:
+                raise SourceError(f"{self._address}: a dump needs a journal name or a GTID set")
+            conn._execute_command(
+                P.COM_BINLOG_DUMP, P.binlog_dump_packet(request.journal_name, request.position, slave_id, flags)
+            )
+        return alg == "CRC32"
+
+    def _read_ok(self, conn: pymysql.connections.Connection) -> None:
+        data = self._read_payload(conn)
+        if data[0] == 0xFF:
+            self._raise_error_packet(data)
+
+    def _read_payload(self, conn: pymysql.connections.Connection) -> bytes:
+        read = conn._read_bytes
+        header = read(4)
+        length = header[0] | header[1] << 8 | header[2] << 16
+        conn._next_seq_id = (header[3] + 1) % 256
+        data = read(length)
+        if length == 0xFFFFFF:
+            parts = [data]
+            while length == 0xFFFFFF:
+                header = read(4)
+                length = header[0] | header[1] << 8 | header[2] << 16
+                parts.append(read(length))
+            data = b"".join(parts)
+        return bytes(data)
+
+    def _raise_error_packet(self, data: bytes) -> None:
+        (code,) = struct.unpack_from("<H", data, 1)
+        msg = data[9:].decode("utf-8", "replace") if data[3:4] == b"#" else data[3:].decode("utf-8", "replace")
+        raise pymysql.err.OperationalError(code, msg)
+
+    def _read_events(
+        self, conn: pymysql.connections.Connection, parser: EventParser, request: DumpRequest
+    ) -> Iterator[BinlogEvent]:
+        read = conn._read_bytes
+        parse = parser.parse
+        while True:
+            try:
+                header = read(4)
+                length = header[0] | header[1] << 8 | header[2] << 16
+                data = read(length)
+                if length == 0xFFFFFF:
+                    parts = [data]
+                    while length == 0xFFFFFF:
+                        header = read(4)
+                        length = header[0] | header[1] << 8 | header[2] << 16
+                        parts.append(read(length))
+                    data = b"".join(parts)
+            except pymysql.err.MySQLError as e:
+                raise self._error(e, request) from None
+            except OSError as e:
+                raise SourceError(
+                    f"{self._address}: binlog dump connection lost: {e}", errno=CR_SERVER_LOST
+                ) from None
+            first = data[0]
+            if first == 0:
+                yield parse(data, 1)
+            elif first == 0xFE and length < 9:
+                return  # EOF: a non-blocking dump reached the end of the binlog
+            elif first == 0xFF:
+                try:
+                    self._raise_error_packet(data)
+                except pymysql.err.MySQLError as e:
+                    raise self._error(e, request) from None
+            else:
+                raise SourceError(f"{self._address}: unexpected packet 0x{first:02x} in the binlog dump", errno=2027)
+
+    def _error(self, exc: pymysql.err.MySQLError, request: DumpRequest) -> SourceError:
+        code = _errno(exc)
+        text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+        if self._closed:
+            return SourceError(f"{self._address}: binlog dump stopped: source closed", errno=code or CR_SERVER_LOST)
+        if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+            return BinlogPurgedError(
+                f"{self._address} cannot send the binlog from {self._where(request)}: {text}", errno=code
+            )
+        return SourceError(f"{self._address}: binlog dump failed: {text}", errno=code or CR_SERVER_LOST)
+
+
+def _split_labels(inner: str) -> list[str]:
+    out: list[str] = []
+    cur = ""
+    quoted = False
+    i = 0
+    while i < len(inner):
+        ch = inner[i]
+        if ch == "'":
+            if quoted and i + 1 < len(inner) and inner[i + 1] == "'":
+                cur += "''"
+                i += 2
+                continue
+            quoted = not quoted
+            cur += ch
+        elif ch == "," and not quoted:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    if cur:
+        out.append(cur)
+    return out
