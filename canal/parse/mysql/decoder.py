@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
-import json
 import logging
 import struct
 from collections.abc import Callable, Sequence
@@ -317,7 +316,7 @@ def make_time2_reader(fsp: int) -> Callable[[bytes], dt.timedelta]:
 
         def read1(raw: bytes) -> dt.timedelta:
             ip = int.from_bytes(raw[:3], "big") - 0x800000
-            frac = int.from_bytes(raw[3:4], "big", signed=True)
+            frac = raw[3]
             if ip < 0 and frac:
                 ip += 1
                 frac -= 0x100
@@ -328,7 +327,7 @@ def make_time2_reader(fsp: int) -> Callable[[bytes], dt.timedelta]:
 
         def read2(raw: bytes) -> dt.timedelta:
             ip = int.from_bytes(raw[:3], "big") - 0x800000
-            frac = int.from_bytes(raw[3:5], "big", signed=True)
+            frac = raw[3] << 8 | raw[4]
             if ip < 0 and frac:
                 ip += 1
                 frac -= 0x10000
@@ -781,7 +780,7 @@ class _CodeGen:
             return [f"{var} = {f}(_from_bytes(b[p:p + 4], 'little')); p += 4"]
         if t in (T_VARCHAR, T_VAR_STRING, T_STRING):
             if c.length > 255:
-                lines = [f"n = b[p] | b[p + 1] << 8; p += 2"]
+                lines = ["n = b[p] | b[p + 1] << 8; p += 2"]
             else:
                 lines = ["n = b[p]; p += 1"]
             if codec is None:
@@ -847,7 +846,7 @@ class _CodeGen:
         full = [f"v{i}{suffix}" if i in present else "None" for i in range(len(self.cols))]
         tup = "(" + ", ".join(full) + ("," if len(full) == 1 else "") + ")"
         if nb == 1:
-            lines = [f"nulls = b[p]; p += 1"]
+            lines = ["nulls = b[p]; p += 1"]
         else:
             lines = [f"nulls = _from_bytes(b[p:p + {nb}], 'little'); p += {nb}"]
         # fast path: no NULL in this image -> runs of fixed-width columns in one struct

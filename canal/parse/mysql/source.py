@@ -244,7 +244,7 @@ class MysqlBinlogSource:
         if side is not None:
             try:
                 side.close()
-            except Exception:  # noqa: BLE001 - closing a broken connection
+            except Exception:
                 side._force_close()
 
     def __enter__(self) -> MysqlBinlogSource:
