@@ -1,0 +1,419 @@
+"""canal's table and field filters.
+
+Table filters (``canal.instance.filter.regex`` / ``filter.black.regex``, a client's subscribe filter) are canal's
+``AviaterRegexFilter``: a comma-separated list of Perl regular expressions, each matched case-insensitively against
+the whole of ``"schema.table"``. Commas inside ``{}``, ``[]`` or ``()`` do not split (``order_\\d{1,2}`` is one
+pattern); spaces around the patterns are dropped. An unescaped ``.`` is a regex dot, as in canal: ``test.a`` also
+matches ``testxa``; write ``test\\.a`` for the literal dot. A doubled backslash before a dot (``test\\\\..*``, the
+way canal's properties-file examples spell it) is read as an escaped dot. An empty filter matches every table when it
+is a white list and no table when it is a black list.
+
+Field filters (``canal.instance.filter.field`` / ``filter.black.field``) are ``schema.table:col1/col2,...``: exact
+(case-insensitive) table names, each with the columns to keep (white) or to drop (black). As in canal, a table's
+white list wins over its black list, and primary-key columns are not kept unless listed.
+
+Matching results are memoized per (schema, table), table projections per :class:`TableSchema` object; both memos
+are bounded.
+"""
+
+from __future__ import annotations
+
+import abc
+import operator
+import re
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from canal.errors import FilterError
+from canal.protocol import RowData, TableSchema
+
+__all__ = [
+    "FieldFilter",
+    "NameFilter",
+    "TableFilter",
+    "TableFilters",
+    "compile_field_filter",
+    "compile_table_filter",
+    "split_patterns",
+]
+
+_MEMO_MAX = 65536
+_MATCH_ALL = frozenset({r".*\..*", ".*", ".+"})  # after _normalize
+_FLAGS = re.IGNORECASE | re.DOTALL  # canal: CASE_INSENSITIVE | SINGLELINE
+
+
+def split_patterns(text: str) -> list[str]:
+    """Split a filter at commas outside ``{}``, ``[]`` and ``()`` (backslash escapes respected); trim; drop empties."""
+    parts: list[str] = []
+    depth = {"{": 0, "[": 0, "(": 0}
+    closers = {"}": "{", "]": "[", ")": "("}
+    start = 0
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in depth:
+            depth[c] += 1
+        elif c in closers:
+            opener = closers[c]
+            if depth[opener] > 0:
+                depth[opener] -= 1
+        elif c == "," and not any(depth.values()):
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _normalize(pattern: str) -> str:
+    # canal's docs spell an escaped dot as `\\.` because properties files unescape it; a regex with a literal
+    # backslash before any character is meaningless for a table name, so read `\\.` as `\.`
+    return pattern.replace("\\\\.", "\\.")
+
+
+class NameFilter(abc.ABC):
+    """Something that says whether a table (schema, table) is selected."""
+
+    @abc.abstractmethod
+    def matches(self, schema: str, table: str) -> bool:
+        """Whether ``schema.table`` is selected."""
+
+    def narrowed(self, other: NameFilter) -> NameFilter:
+        """A filter that selects a table only when this one and ``other`` both do."""
+        return _AllOf((self, other))
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class TableFilter(NameFilter):
+    """One compiled canal regex filter. Build it with :func:`compile_table_filter`."""
+
+    text: str
+    patterns: tuple[str, ...]
+    _match: Callable[[str], bool] = attrs.field(alias="_match")
+    match_empty: bool = True
+    _memo: dict[tuple[str, str], bool] = attrs.field(factory=dict, init=False)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.patterns
+
+    @property
+    def matches_all(self) -> bool:
+        """True when the filter selects every table (empty white list, or a ``.*\\..*`` pattern)."""
+        return (self.is_empty and self.match_empty) or any(_normalize(p) in _MATCH_ALL for p in self.patterns)
+
+    def matches(self, schema: str, table: str) -> bool:
+        key = (schema, table)
+        memo = self._memo
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        result = self.matches_name(f"{schema}.{table}")
+        if len(memo) >= _MEMO_MAX:
+            memo.clear()
+        memo[key] = result
+        return result
+
+    def matches_name(self, full_name: str) -> bool:
+        """Match a ready-made ``schema.table`` string (not memoized)."""
+        if not self.patterns:
+            return self.match_empty
+        return self._match(full_name)
+
+    def __repr__(self) -> str:
+        return f"TableFilter({self.text!r})"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def compile_table_filter(text: str | None, key: str = "filter", *, match_empty: bool = True) -> TableFilter:
+    """Compile a canal table filter; a pattern Python's ``re`` rejects raises FilterError naming ``key`` and it.
+
+    ``match_empty`` is what an empty filter answers: True for white lists (``filter.regex``, a client filter),
+    False for black lists (``filter.black.regex``).
+    """
+    text = text or ""
+    patterns = tuple(split_patterns(text))
+    compiled: list[re.Pattern[str]] = []
+    for p in patterns:
+        try:
+            compiled.append(re.compile(_normalize(p), _FLAGS))
+        except (re.error, OverflowError, RecursionError) as e:
+            raise FilterError(
+                f"{key}: pattern '{p}' is not a valid regular expression ({e}); patterns are comma-separated "
+                r"regexes over 'schema.table', e.g. 'test\..*,shop\.orders'",
+                key=key,
+            ) from None
+    match: Callable[[str], bool]
+    if any(_normalize(p) in _MATCH_ALL for p in patterns):
+        match = _always
+    elif len(compiled) == 1:
+        match = _fullmatcher(compiled[0])
+    elif all(c.groups == 0 for c in compiled):
+        try:
+            combined = re.compile("|".join(f"(?:{c.pattern})" for c in compiled), _FLAGS)
+        except re.error:  # e.g. inline global flags inside one pattern
+            match = _any_fullmatch(tuple(compiled))
+        else:
+            match = _fullmatcher(combined)
+    else:  # groups: back-references would be renumbered in one combined regex
+        match = _any_fullmatch(tuple(compiled))
+    return TableFilter(text, patterns, _match=match, match_empty=match_empty)
+
+
+def _always(_: str) -> bool:
+    return True
+
+
+def _fullmatcher(rx: re.Pattern[str]) -> Callable[[str], bool]:
+    fullmatch = rx.fullmatch
+
+    def match(name: str) -> bool:
+        return fullmatch(name) is not None
+
+    return match
+
+
+def _any_fullmatch(compiled: tuple[re.Pattern[str], ...]) -> Callable[[str], bool]:
+    def match(name: str) -> bool:
+        return any(c.fullmatch(name) is not None for c in compiled)
+
+    return match
+
+
+@attrs.define(slots=True, eq=False)
+class _AllOf(NameFilter):
+    parts: tuple[NameFilter, ...]
+
+    def matches(self, schema: str, table: str) -> bool:
+        return all(p.matches(schema, table) for p in self.parts)
+
+
+@attrs.define(slots=True, eq=False)
+class _AnyOf(NameFilter):
+    parts: tuple[NameFilter, ...]
+
+    def matches(self, schema: str, table: str) -> bool:
+        return any(p.matches(schema, table) for p in self.parts)
+
+
+_EVERYTHING = compile_table_filter("", "filter", match_empty=True)
+_NOTHING = compile_table_filter("", "black_filter", match_empty=False)
+
+
+@attrs.define(slots=True, eq=False)
+class TableFilters:
+    """A white and a black filter together: a table is included when white matches and black does not.
+
+    ``narrowed`` combines an instance's filters with a client's: both white filters must match and neither black
+    one may (canal instead let the client filter replace the instance filter).
+    """
+
+    white: NameFilter = _EVERYTHING
+    black: NameFilter = _NOTHING
+    _memo: dict[tuple[str, str], bool] = attrs.field(factory=dict, init=False, repr=False)
+
+    @classmethod
+    def from_strings(
+        cls,
+        white: str | None = "",
+        black: str | None = "",
+        *,
+        white_key: str = "filter_regex",
+        black_key: str = "black_regex",
+    ) -> TableFilters:
+        return cls(
+            compile_table_filter(white, white_key, match_empty=True),
+            compile_table_filter(black, black_key, match_empty=False),
+        )
+
+    def includes(self, schema: str, table: str) -> bool:
+        key = (schema, table)
+        memo = self._memo
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        result = self.white.matches(schema, table) and not self.black.matches(schema, table)
+        if len(memo) >= _MEMO_MAX:
+            memo.clear()
+        memo[key] = result
+        return result
+
+    def matches(self, schema: str, table: str) -> bool:
+        """Alias of :meth:`includes`, so a TableFilters can stand where a filter is expected."""
+        return self.includes(schema, table)
+
+    def narrowed(self, other: TableFilters | NameFilter | None) -> TableFilters:
+        """These filters further restricted by ``other`` (a client's filter, or another white/black pair)."""
+        if other is None:
+            return self
+        if isinstance(other, TableFilters):
+            white = _narrow_white(self.white, other.white)
+            black = _widen_black(self.black, other.black)
+            return TableFilters(white, black)
+        return TableFilters(_narrow_white(self.white, other), self.black)
+
+
+def _narrow_white(a: NameFilter, b: NameFilter) -> NameFilter:
+    if isinstance(b, TableFilter) and b.matches_all:
+        return a
+    if isinstance(a, TableFilter) and a.matches_all:
+        return b
+    return _AllOf((a, b))
+
+
+def _widen_black(a: NameFilter, b: NameFilter) -> NameFilter:
+    if isinstance(b, TableFilter) and b.is_empty and not b.match_empty:
+        return a
+    if isinstance(a, TableFilter) and a.is_empty and not a.match_empty:
+        return b
+    return _AnyOf((a, b))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# field filters
+
+
+@attrs.frozen(slots=True)
+class _Projection:
+    indexes: tuple[int, ...]
+    table: TableSchema
+    take: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+
+
+def _taker(indexes: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    if not indexes:
+        return lambda image: ()
+    if len(indexes) == 1:
+        i = indexes[0]
+        return lambda image: (image[i],)
+    getter = operator.itemgetter(*indexes)
+    return getter
+
+
+def _parse_field_spec(text: str | None, key: str) -> dict[str, frozenset[str]]:
+    spec: dict[str, set[str]] = {}
+    for raw in (text or "").split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        table, sep, cols = entry.partition(":")
+        table = table.strip()
+        columns = [c.strip() for c in cols.split("/") if c.strip()]
+        if not sep or ":" in cols or not columns or "." not in table or table.startswith(".") or table.endswith("."):
+            raise FilterError(
+                f"{key}: entry {entry!r} is not 'schema.table:col1/col2' (a comma-separated list of those)", key=key
+            )
+        spec.setdefault(table.casefold(), set()).update(c.casefold() for c in columns)
+    return {k: frozenset(v) for k, v in spec.items()}
+
+
+class FieldFilter:
+    """Which columns of which tables to deliver: canal's field white list and black list together."""
+
+    __slots__ = ("_cache", "exclude", "include")
+
+    def __init__(
+        self,
+        include: Mapping[str, Iterable[str]] | None = None,
+        exclude: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        self.include: Mapping[str, frozenset[str]] = {
+            k.casefold(): frozenset(c.casefold() for c in v) for k, v in (include or {}).items()
+        }
+        self.exclude: Mapping[str, frozenset[str]] = {
+            k.casefold(): frozenset(c.casefold() for c in v) for k, v in (exclude or {}).items()
+        }
+        self._cache: dict[int, tuple[weakref.ref[TableSchema], _Projection | None]] = {}
+
+    @classmethod
+    def parse(
+        cls,
+        include: str | None = "",
+        exclude: str | None = "",
+        *,
+        include_key: str = "field_filter",
+        exclude_key: str = "black_field_filter",
+    ) -> FieldFilter:
+        """From canal's ``filter.field`` / ``filter.black.field`` strings; malformed entries raise FilterError."""
+        return cls(_parse_field_spec(include, include_key), _parse_field_spec(exclude, exclude_key))
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.include and not self.exclude
+
+    def keep_indexes(self, table: TableSchema) -> tuple[int, ...] | None:
+        """The indexes of the columns to keep, or None when the table is delivered whole."""
+        proj = self._projection(table)
+        return None if proj is None else proj.indexes
+
+    def project_schema(self, table: TableSchema) -> TableSchema:
+        """The narrowed schema rows of ``table`` are delivered with (the same object when nothing is dropped)."""
+        proj = self._projection(table)
+        return table if proj is None else proj.table
+
+    def project(self, row: RowData) -> RowData:
+        """The row with only the kept columns, against the (cached, shared) projected schema."""
+        proj = self._projection(row.table)
+        if proj is None:
+            return row
+        take = proj.take
+        return RowData(
+            proj.table,
+            None if row.before is None else take(row.before),
+            None if row.after is None else take(row.after),
+        )
+
+    def _projection(self, table: TableSchema) -> _Projection | None:
+        if not self.include and not self.exclude:
+            return None
+        cache = self._cache
+        ident = id(table)
+        entry = cache.get(ident)
+        if entry is not None and entry[0]() is table:
+            return entry[1]
+        proj = self._compute(table)
+        if len(cache) >= 4096:
+            cache.clear()
+
+        def forget(_: object, ident: int = ident) -> None:
+            current = cache.get(ident)
+            if current is not None and current[0]() is None:
+                cache.pop(ident, None)
+
+        cache[ident] = (weakref.ref(table, forget), proj)
+        return proj
+
+    def _compute(self, table: TableSchema) -> _Projection | None:
+        full = f"{table.schema}.{table.table}".casefold()
+        keep = self.include.get(full)
+        if keep:
+            indexes = tuple(i for i, n in enumerate(table.names) if n.casefold() in keep)
+        else:
+            drop = self.exclude.get(full)
+            if not drop:
+                return None
+            indexes = tuple(i for i, n in enumerate(table.names) if n.casefold() not in drop)
+        if len(indexes) == len(table.columns):
+            return None
+        narrowed = TableSchema(table.schema, table.table, tuple(table.columns[i] for i in indexes))
+        return _Projection(indexes, narrowed, _taker(indexes))
+
+
+def compile_field_filter(
+    include: str | None = "",
+    exclude: str | None = "",
+    *,
+    include_key: str = "field_filter",
+    exclude_key: str = "black_field_filter",
+) -> FieldFilter:
+    """Same as :meth:`FieldFilter.parse`; config.py calls it to validate the two settings."""
+    return FieldFilter.parse(include, exclude, include_key=include_key, exclude_key=exclude_key)
