@@ -194,6 +194,12 @@ def test_defaults_include_everything() -> None:
     assert fs.includes("any", "thing")
 
 
+def test_empty_black_list_excludes_nothing_however_compiled() -> None:
+    fs = TableFilters(compile_table_filter(r"shop\..*"), compile_table_filter(""))
+    assert fs.includes("shop", "orders")
+    assert not fs.includes("crm", "orders")
+
+
 def test_black_only() -> None:
     fs = TableFilters.from_strings(r".*\..*", r"mysql\..*")
     assert fs.includes("shop", "orders")

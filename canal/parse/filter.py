@@ -221,6 +221,11 @@ class TableFilters:
     black: NameFilter = _NOTHING
     _memo: dict[tuple[str, str], bool] = attrs.field(factory=dict, init=False, repr=False)
 
+    def __attrs_post_init__(self) -> None:
+        # an empty black list excludes nothing, however it was compiled
+        if isinstance(self.black, TableFilter) and self.black.is_empty and self.black.match_empty:
+            self.black = _NOTHING
+
     @classmethod
     def from_strings(
         cls,
