@@ -1,0 +1,242 @@
+"""pytest plugin (entry point ``pytest11: pycanal``): private MariaDB and ZooKeeper fixtures.
+
+Installed with pycanal, so any test suite can use the fixtures without a conftest. Servers start lazily, the first time
+a test asks for one, and are stopped by pid when the session (or the test, for ``mariadb_factory``) ends.
+
+Fixtures:
+
+- ``mariadb_server`` (session): a :class:`~canal.testing.services.MariaDBServer` with server id 1.
+- ``mariadb`` (function): a :class:`MariaDBDatabase`, a fresh database on ``mariadb_server``, dropped afterwards.
+- ``mariadb_factory`` (function): a :class:`MariaDBFactory`; ``mariadb_factory(server_id=None, replica_of=None, **kw)``
+  starts another server (a replica with ``replica_of=``); everything it started is stopped after the test.
+- ``zookeeper_server`` (session): a :class:`~canal.testing.services.ZooKeeperServer`.
+- ``zookeeper`` (function): a :class:`ZooKeeperChroot`, a fresh chroot on ``zookeeper_server``; ``.client()`` gives
+  started kazoo clients inside it, stopped after the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import re
+import secrets
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+
+from canal.testing.services import MariaDBServer, ZooKeeperServer
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+    from pymysql.connections import Connection  # type: ignore[import-untyped,unused-ignore]
+
+__all__ = ["MariaDBDatabase", "MariaDBFactory", "ZooKeeperChroot"]
+
+_LOG = logging.getLogger(__name__)
+
+_server_ids = itertools.count(100)  # for mariadb_factory servers; the session server is 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "integration: needs real MariaDB / ZooKeeper services")
+
+
+def _ensure_running(server: MariaDBServer | ZooKeeperServer) -> None:
+    """Bring a session server back if an earlier test paused or killed it."""
+    if server.is_paused:
+        server.resume()
+    if not server.is_running:
+        _LOG.warning("%r was found stopped; restarting it", server)
+        server.restart()
+
+
+def _name_for(request: pytest.FixtureRequest) -> str:
+    slug = re.sub(r"\W+", "_", request.node.name).strip("_").lower()[:32]
+    return f"t_{slug}_{secrets.token_hex(4)}"
+
+
+@attrs.define(frozen=True)
+class MariaDBDatabase:
+    """One test's database on a private MariaDB server."""
+
+    server: MariaDBServer
+    database: str
+
+    @property
+    def host(self) -> str:
+        return self.server.host
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:PORT``, the form canal's master address takes."""
+        return self.server.address
+
+    @property
+    def user(self) -> str:
+        """The capture user (SELECT, REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR)."""
+        return self.server.user
+
+    @property
+    def password(self) -> str:
+        return self.server.password
+
+    def connect(self, *, root: bool = True, **kwargs: Any) -> Connection:
+        """A new autocommit pymysql connection to this database (as root unless ``root=False``)."""
+        return self.server.connect(self.database, root=root, **kwargs)
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement as root in this database; the rows it returned."""
+        return self.server.execute(sql, params, database=self.database)
+
+
+class MariaDBFactory:
+    """Starts extra MariaDB servers for one test and stops them all afterwards (replicas before masters)."""
+
+    def __init__(self) -> None:
+        self.servers: list[MariaDBServer] = []
+
+    def __call__(
+        self,
+        server_id: int | None = None,
+        replica_of: MariaDBServer | None = None,
+        port: int | None = None,
+        extra_args: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> MariaDBServer:
+        """Start and return a :class:`MariaDBServer`; ``server_id`` defaults to a fresh id (100, 101, ...)."""
+        if server_id is None:
+            server_id = next(_server_ids)
+        server = MariaDBServer(server_id=server_id, replica_of=replica_of, port=port, extra_args=extra_args, **kwargs)
+        self.servers.append(server)
+        server.start()
+        return server
+
+    def stop_all(self) -> None:
+        for server in reversed(self.servers):
+            try:
+                server.stop()
+            except Exception:
+                _LOG.exception("could not stop %r", server)
+        self.servers.clear()
+
+
+@attrs.define
+class ZooKeeperChroot:
+    """One test's chroot on a private ZooKeeper server."""
+
+    server: ZooKeeperServer
+    chroot: str
+    _clients: list[KazooClient] = attrs.field(factory=list, repr=False)
+
+    @property
+    def hosts(self) -> str:
+        """A kazoo hosts string with the chroot: ``127.0.0.1:PORT/pycanal-<hex>``."""
+        return f"{self.server.hosts}{self.chroot}"
+
+    def client(self, timeout: float = 10.0, **kwargs: Any) -> KazooClient:
+        """A started KazooClient rooted at the chroot (``timeout`` is the session timeout, seconds); stopped and closed
+        after the test."""
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self.hosts, timeout=timeout, **kwargs)
+        self._clients.append(client)
+        client.start(timeout=max(10.0, timeout))
+        return client
+
+    def close(self) -> None:
+        """Stop and close every client made by :meth:`client`."""
+        for client in self._clients:
+            with contextlib.suppress(Exception):
+                client.stop()
+            with contextlib.suppress(Exception):
+                client.close()
+        self._clients.clear()
+
+
+@pytest.fixture(scope="session")
+def mariadb_server() -> Iterator[MariaDBServer]:
+    """One private MariaDB server (server id 1) for the whole session."""
+    server = MariaDBServer(server_id=1)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def mariadb(mariadb_server: MariaDBServer, request: pytest.FixtureRequest) -> Iterator[MariaDBDatabase]:
+    """A fresh database on the session MariaDB server, dropped after the test."""
+    _ensure_running(mariadb_server)
+    db = MariaDBDatabase(server=mariadb_server, database=_name_for(request))
+    mariadb_server.execute(f"CREATE DATABASE `{db.database}`")
+    try:
+        yield db
+    finally:
+        if mariadb_server.is_paused:
+            mariadb_server.resume()
+        if mariadb_server.is_running:
+            try:
+                mariadb_server.execute(f"DROP DATABASE IF EXISTS `{db.database}`")
+            except Exception:
+                _LOG.exception("could not drop database %s", db.database)
+
+
+@pytest.fixture
+def mariadb_factory() -> Iterator[MariaDBFactory]:
+    """``mariadb_factory(server_id=None, replica_of=None, **kw)`` starts a MariaDBServer; all stopped after the test."""
+    factory = MariaDBFactory()
+    try:
+        yield factory
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    """One private ZooKeeper server for the whole session."""
+    server = ZooKeeperServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zookeeper(zookeeper_server: ZooKeeperServer) -> Iterator[ZooKeeperChroot]:
+    """A fresh chroot (``/pycanal-<hex>``) on the session ZooKeeper server; its clients are stopped after the test."""
+    from kazoo.client import KazooClient
+
+    _ensure_running(zookeeper_server)
+    chroot = ZooKeeperChroot(server=zookeeper_server, chroot=f"/pycanal-{secrets.token_hex(6)}")
+    admin = KazooClient(hosts=zookeeper_server.hosts, timeout=10.0)
+    admin.start(timeout=10.0)
+    try:
+        admin.ensure_path(chroot.chroot)
+    finally:
+        admin.stop()
+        admin.close()
+    try:
+        yield chroot
+    finally:
+        chroot.close()
+        if zookeeper_server.is_paused:
+            zookeeper_server.resume()
+        if zookeeper_server.is_running:
+            admin = KazooClient(hosts=zookeeper_server.hosts, timeout=10.0)
+            try:
+                admin.start(timeout=10.0)
+                admin.delete(chroot.chroot, recursive=True)
+            except Exception:
+                _LOG.warning("could not delete chroot %s", chroot.chroot, exc_info=True)
+            finally:
+                admin.stop()
+                admin.close()
