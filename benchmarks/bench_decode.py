@@ -65,7 +65,8 @@ def build_workload(server: MariaDBServer) -> str:
             for i in range(start, start + BATCH):
                 values.append(
                     f"({i}, {i * 7919 - 10**12}, 'name-{i:08d}', {(i % 100000) / 100:.2f}, "
-                    f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:{i % 60:02d}.{i % 999999:06d}', "
+                    f"'2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:{i % 60:02d}:{i % 60:02d}"
+                    f".{i % 999999:06d}', "
                     f"'note {i} {'x' * (i % 40)}', '{('new', 'paid', 'shipped', 'closed')[i % 4]}', {i / 7:.6f}, "
                     f"x'{(i % 65536):04x}deadbeef', {'NULL' if i % 2 else i})"
                 )

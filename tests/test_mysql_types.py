@@ -82,8 +82,12 @@ COLUMNS: list[tuple[str, str, list[str]]] = [
     (
         "g",
         "GEOMETRY",
-        ["ST_GeomFromText('POINT(0 0)')", "ST_GeomFromText('LINESTRING(0 0,1 1,2 3)')", "NULL",
-         "ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 0))')"],
+        [
+            "ST_GeomFromText('POINT(0 0)')",
+            "ST_GeomFromText('LINESTRING(0 0,1 1,2 3)')",
+            "NULL",
+            "ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 0))')",
+        ],
     ),
     ("pt", "POINT", ["ST_GeomFromText('POINT(1 2)')", "ST_GeomFromText('POINT(-1.5 2.25)')", "NULL", "NULL"]),
 ]
@@ -151,13 +155,19 @@ def test_every_type_matches_select(mariadb: Any) -> None:
         events = list(source.dump(DumpRequest(start_file, start_pos, blocking=False)))
     finally:
         source.close()
-    rows = [(ev.event_type, r) for ev in events if isinstance(ev, RowsEvent) and ev.table.table == "types" for r in ev.rows]
+    rows = [
+        (ev.event_type, r) for ev in events if isinstance(ev, RowsEvent) and ev.table.table == "types" for r in ev.rows
+    ]
     maps = [ev for ev in events if isinstance(ev, TableMapEvent) and ev.table == "types"]
     assert maps
     assert [t for t, _ in rows] == [EventType.INSERT] * 4 + [EventType.UPDATE] * 4 + [EventType.DELETE] * 4
 
     def check(image: dict[str, Any], expected: dict[str, Any], what: str) -> None:
-        mismatches = {k: (image[k], expected[k]) for k in expected if image[k] != expected[k] or type(image[k]) is not type(expected[k])}
+        mismatches = {
+            k: (image[k], expected[k])
+            for k in expected
+            if image[k] != expected[k] or type(image[k]) is not type(expected[k])
+        }
         assert not mismatches, f"{what}: (decoded, selected) differ: {mismatches}"
 
     for _, r in rows[:4]:

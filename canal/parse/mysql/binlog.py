@@ -107,7 +107,7 @@ class EventParser:
 
     def parse(self, buf: bytes, start: int = 0) -> BinlogEvent:
         """Parse the event whose header begins at ``buf[start]`` (the buffer may hold more after it)."""
-        timestamp, type_code, server_id, size, log_pos, flags = _HEADER.unpack_from(buf, start)
+        timestamp, type_code, server_id, size, log_pos, _flags = _HEADER.unpack_from(buf, start)
         end = start + size
         if type_code == P.FORMAT_DESCRIPTION_EVENT:
             # the checksum algorithm byte sits before the (possible) CRC at the end of this event
@@ -148,7 +148,9 @@ class EventParser:
     # -- handlers ------------------------------------------------------------------------------------------------------
 
     def _ignored(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
-        return IgnoredEvent(log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, type_code=t)
+        return IgnoredEvent(
+            log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, type_code=t
+        )
 
     def _rotate(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         (position,) = _U64.unpack_from(b, p)
@@ -304,7 +306,9 @@ class EventParser:
 
     def _previous_gtids(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         text = P.decode_mysql_gtid_set(bytes(b[p:end]))
-        return GtidSetEvent(log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid_set=text)
+        return GtidSetEvent(
+            log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid_set=text
+        )
 
     def _mariadb_gtid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         seq, domain, flags = struct.unpack_from("<QIB", b, p)

@@ -32,7 +32,7 @@ from decimal import Decimal
 from typing import Any
 
 import attrs
-import pymysql.charset
+import pymysql.charset  # type: ignore[import-untyped]
 
 from canal.errors import ParseError
 from canal.parse.mysql.packets import read_lenenc
@@ -263,9 +263,7 @@ def make_datetime2_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
         ip = (v >> fshift) - off
         ym = ip >> 22
         try:
-            return _datetime(
-                ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us
-            )
+            return _datetime(ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us)
         except ValueError:
             return _fmt_zero_datetime(
                 ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us, fsp
@@ -301,9 +299,7 @@ def make_time2_reader(fsp: int) -> Callable[[bytes], dt.timedelta]:
             packed = -packed
         hms = packed >> 24
         frac = packed & 0xFFFFFF
-        td = _timedelta(
-            hours=(hms >> 12) & 0x3FF, minutes=(hms >> 6) & 63, seconds=hms & 63, microseconds=frac
-        )
+        td = _timedelta(hours=(hms >> 12) & 0x3FF, minutes=(hms >> 6) & 63, seconds=hms & 63, microseconds=frac)
         return -td if neg else td
 
     if fbytes == 0:
@@ -423,7 +419,11 @@ def _json_value(t: int, buf: bytes, pos: int, end: int) -> Any:
         values = []
         for _ in range(count):
             vt = buf[p]
-            if vt == _JSON_LITERAL or vt in (_JSON_INT16, _JSON_UINT16) or (large and vt in (_JSON_INT32, _JSON_UINT32)):
+            if (
+                vt == _JSON_LITERAL
+                or vt in (_JSON_INT16, _JSON_UINT16)
+                or (large and vt in (_JSON_INT32, _JSON_UINT32))
+            ):
                 values.append(_json_inline(vt, buf, p + 1))
             else:
                 voff = struct.unpack_from(fmt, buf, p + 1)[0]
@@ -779,10 +779,7 @@ class _CodeGen:
             f = self.const(read_old_timestamp, "F")
             return [f"{var} = {f}(_from_bytes(b[p:p + 4], 'little')); p += 4"]
         if t in (T_VARCHAR, T_VAR_STRING, T_STRING):
-            if c.length > 255:
-                lines = ["n = b[p] | b[p + 1] << 8; p += 2"]
-            else:
-                lines = ["n = b[p]; p += 1"]
+            lines = ["n = b[p] | b[p + 1] << 8; p += 2"] if c.length > 255 else ["n = b[p]; p += 1"]
             if codec is None:
                 if t == T_STRING:
                     lines.append(f"{var} = b[p:p + n].ljust({c.length}, b'\\x00'); p += n")
@@ -814,10 +811,7 @@ class _CodeGen:
             return lines
         if t == T_ENUM:
             labels = self.const(("", *c.labels), "L")
-            if c.length == 1:
-                idx = "b[p]"
-            else:
-                idx = "(b[p] | b[p + 1] << 8)"
+            idx = "b[p]" if c.length == 1 else "(b[p] | b[p + 1] << 8)"
             return [f"x = {idx}", f"{var} = {labels}[x] if x < len({labels}) else ''; p += {c.length}"]
         if t == T_SET:
             f = self.const(make_set_reader(c.labels), "F")
@@ -845,10 +839,7 @@ class _CodeGen:
         names = [f"v{c.index}{suffix}" for c in cols]
         full = [f"v{i}{suffix}" if i in present else "None" for i in range(len(self.cols))]
         tup = "(" + ", ".join(full) + ("," if len(full) == 1 else "") + ")"
-        if nb == 1:
-            lines = ["nulls = b[p]; p += 1"]
-        else:
-            lines = [f"nulls = _from_bytes(b[p:p + {nb}], 'little'); p += {nb}"]
+        lines = ["nulls = b[p]; p += 1"] if nb == 1 else [f"nulls = _from_bytes(b[p:p + {nb}], 'little'); p += {nb}"]
         # fast path: no NULL in this image -> runs of fixed-width columns in one struct
         fast = self._runs(cols, names, lambda c: True)
         slow: list[str] = []
@@ -880,9 +871,7 @@ class _CodeGen:
             if len(run) == 1:
                 lines.extend(self.column(*run[0]))
             else:
-                fmt = "<" + "".join(
-                    _FIXED[c.type][1 if c.unsigned else 0] for c, _ in run
-                )
+                fmt = "<" + "".join(_FIXED[c.type][1] if c.unsigned else _FIXED[c.type][0] for c, _ in run)
                 s = self.const(struct.Struct(fmt), "S")
                 size = struct.calcsize(fmt)
                 lines.append(", ".join(v for _, v in run) + f", = {s}.unpack_from(b, p)")

@@ -1,3 +1,5 @@
 """placeholder"""
+
+
 class LocalBinlogSource:  # pragma: no cover
     pass

@@ -124,8 +124,8 @@ def encode_mysql_gtid_set(gtid_set: str) -> bytes:
     for sid_bytes, intervals in sids:
         out.append(sid_bytes)
         out.append(_U64.pack(len(intervals)))
-        for a, b in intervals:
-            out.append(struct.pack("<qq", a, b))
+        for lo, hi in intervals:
+            out.append(struct.pack("<qq", lo, hi))
     return b"".join(out)
 
 

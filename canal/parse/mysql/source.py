@@ -7,6 +7,7 @@ to do. Purged or unknown positions (errno 1236) raise :class:`~canal.errors.Binl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -16,8 +17,8 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-import pymysql
-import pymysql.err
+import pymysql  # type: ignore[import-untyped]
+import pymysql.err  # type: ignore[import-untyped]
 
 from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError, SourceUnreachableError
 from canal.parse.events import BinlogEvent
@@ -143,7 +144,9 @@ class MysqlBinlogSource:
                 f"MySQL server {self._address} {what} user {self._username!r}: {msg}", errno=code
             ) from None
         except OSError as e:
-            raise SourceUnreachableError(f"MySQL server {self._address} could not be reached: {e}", errno=2003) from None
+            raise SourceUnreachableError(
+                f"MySQL server {self._address} could not be reached: {e}", errno=2003
+            ) from None
 
     def _side_connection(self) -> pymysql.connections.Connection:
         with self._lock:
@@ -237,10 +240,8 @@ class MysqlBinlogSource:
         for conn in dumps:
             sock = getattr(conn, "_sock", None)
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
         if side is not None:
             try:
                 side.close()
@@ -400,9 +401,7 @@ class MysqlBinlogSource:
             except pymysql.err.MySQLError as e:
                 raise self._error(e, request) from None
             except OSError as e:
-                raise SourceError(
-                    f"{self._address}: binlog dump connection lost: {e}", errno=CR_SERVER_LOST
-                ) from None
+                raise SourceError(f"{self._address}: binlog dump connection lost: {e}", errno=CR_SERVER_LOST) from None
             first = data[0]
             if first == 0:
                 yield parse(data, 1)
