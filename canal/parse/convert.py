@@ -1,0 +1,483 @@
+"""Normalized binlog events -> :class:`~canal.protocol.Entry` objects (canal's ``LogEventConvert``).
+
+One :class:`EntryConverter` per dump connection. It turns BEGIN / XID / COMMIT into TRANSACTIONBEGIN /
+TRANSACTIONEND entries, each rows event into one ROWDATA entry (after the table and field filters), DDL statements
+into ROWDATA entries with ``is_ddl`` and other statements into QUERY row changes, and stamps every entry with its
+cursor placement (``anchor`` + ``rows_done``, see :mod:`canal.position`):
+
+* the anchor of a transaction is the boundary before it: the previous transaction end or DDL (``included=True``),
+  or, for the first transaction of a dump, the dump's start position (``included=False`` unless the dump resumed
+  from a consumed boundary);
+* ``rows_done`` counts the ROWDATA entries of the open transaction up to and including the entry (0 on BEGIN);
+* a boundary entry (transaction end, DDL) is its own anchor (``included=True``) with ``rows_done=0``.
+
+Resuming from a cursor (``reset(start, rows_done=N)``) suppresses the boundary the cursor names (when ``included``),
+and the BEGIN and first N ROWDATA entries of the transaction that follows, so exactly what was handed off before is
+not produced again. Filters are applied per rows event; no per-row work is done unless a field filter projects the
+rows of that table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import attrs
+
+from canal.config import FilterFlags
+from canal.errors import ParseError
+from canal.parse.ddl import DdlResult, QueryKind, classify_ddl
+from canal.parse.events import (
+    BinlogEvent,
+    GtidEvent,
+    GtidSetEvent,
+    HeartbeatEvent,
+    QueryEvent,
+    RotateEvent,
+    RowsEvent,
+    TableMapEvent,
+    XidEvent,
+)
+from canal.parse.filter import FieldFilter, TableFilters
+from canal.position import EntryPosition
+from canal.protocol import Entry, EntryType, EventType, Header, RowChange
+
+
+@attrs.frozen(slots=True)
+class ConvertOptions:
+    """Everything that changes what the converter emits."""
+
+    tables: TableFilters | None = None  # None: every table
+    fields: FieldFilter | None = None  # None: every column
+    flags: FilterFlags = attrs.field(factory=FilterFlags)
+    gtid_mode: bool = False
+
+
+class NeedTransactionBeginError(ParseError):
+    """The dump started inside a transaction (rows or a commit arrived before its BEGIN).
+
+    The parser moves the start back to that transaction's BEGIN and dumps again (canal's ``needTransactionPosition``).
+    """
+
+    def __init__(self, message: str, *, start: EntryPosition) -> None:
+        super().__init__(message)
+        self.start = start
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GTID sets
+
+
+_MYSQL_INTERVAL = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+class GtidSet:
+    """A mutable executed-GTID set: MySQL ``uuid:1-5:7,uuid2:1-3`` or MariaDB ``domain-server-seq,...``."""
+
+    __slots__ = ("_mariadb", "_mariadb_domains", "_mysql")
+
+    def __init__(self, text: str | None = None, *, mariadb: bool | None = None) -> None:
+        self._mysql: dict[str, list[list[int]]] = {}
+        self._mariadb_domains: dict[int, tuple[int, int]] = {}
+        text = (text or "").strip()
+        if mariadb is None:
+            mariadb = bool(text) and ":" not in text
+        self._mariadb = mariadb
+        if text:
+            for part in text.replace("\n", "").split(","):
+                part = part.strip()
+                if part:
+                    self._add_text(part)
+
+    @property
+    def is_mariadb(self) -> bool:
+        return self._mariadb
+
+    def _add_text(self, part: str) -> None:
+        if self._mariadb:
+            domain, server, seq = (int(x) for x in part.split("-"))
+            self._set_mariadb(domain, server, seq)
+            return
+        uuid, _, rest = part.partition(":")
+        uuid = uuid.strip().lower()
+        for interval in rest.split(":"):
+            match = _MYSQL_INTERVAL.match(interval.strip())
+            if match is None:
+                raise ParseError(f"malformed GTID set element {part!r}")
+            lo = int(match.group(1))
+            hi = int(match.group(2) or lo)
+            self._add_interval(uuid, lo, hi)
+
+    def _set_mariadb(self, domain: int, server: int, seq: int) -> None:
+        current = self._mariadb_domains.get(domain)
+        if current is None or seq >= current[1]:
+            self._mariadb_domains[domain] = (server, seq)
+
+    def _add_interval(self, uuid: str, lo: int, hi: int) -> None:
+        intervals = self._mysql.setdefault(uuid, [])
+        if intervals and intervals[-1][1] + 1 >= lo >= intervals[-1][0]:
+            # the common case: the next transaction of the newest interval
+            intervals[-1][1] = max(intervals[-1][1], hi)
+            return
+        intervals.append([lo, hi])
+        intervals.sort()
+        merged: list[list[int]] = []
+        for a, b in intervals:
+            if merged and a <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        self._mysql[uuid] = merged
+
+    def add(self, gtid: str) -> None:
+        """Add one executed GTID (``uuid:n`` or ``domain-server-seq``)."""
+        if not self._mysql and not self._mariadb_domains:
+            self._mariadb = ":" not in gtid
+        self._add_text(gtid)
+
+    def copy(self) -> GtidSet:
+        other = GtidSet(mariadb=self._mariadb)
+        other._mysql = {k: [list(i) for i in v] for k, v in self._mysql.items()}
+        other._mariadb_domains = dict(self._mariadb_domains)
+        return other
+
+    def __str__(self) -> str:
+        if self._mariadb:
+            return ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(self._mariadb_domains.items()))
+        parts = []
+        for uuid in sorted(self._mysql):
+            spans = ":".join(str(a) if a == b else f"{a}-{b}" for a, b in self._mysql[uuid])
+            parts.append(f"{uuid}:{spans}")
+        return ",".join(parts)
+
+    def __bool__(self) -> bool:
+        return bool(self._mysql or self._mariadb_domains)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the converter
+
+
+class EntryConverter:
+    """Stateful event -> entry conversion for one dump (``reset`` it for every new dump)."""
+
+    def __init__(self, options: ConvertOptions | None = None) -> None:
+        self.options = options or ConvertOptions()
+        self._start = EntryPosition()
+        self._anchor = EntryPosition()
+        self._anchor_filled = True
+        self._rows = 0
+        self._in_txn = False
+        self._txn_gtid: str | None = None
+        self._pending_gtid: str | None = None
+        self._executed: GtidSet | None = None
+        self._skip_event: tuple[str | None, int | None] | None = None
+        self._skip_begin = False
+        self._skip_rows = 0
+        self._seen_data = False
+
+    # -- state ----------------------------------------------------------------------------------------------------
+
+    @property
+    def anchor(self) -> EntryPosition:
+        """The boundary the current (or next) transaction resumes from."""
+        return self._anchor
+
+    @property
+    def rows_done(self) -> int:
+        return self._rows
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_txn
+
+    def reset(self, start: EntryPosition, rows_done: int = 0) -> None:
+        """Begin a new dump at ``start`` (a dump start or a consumed boundary), skipping ``rows_done`` rows."""
+        self._start = start
+        self._anchor = start
+        self._anchor_filled = start.timestamp is not None and start.server_id is not None
+        self._rows = 0
+        self._in_txn = False
+        self._txn_gtid = None
+        self._pending_gtid = None
+        self._executed = GtidSet(start.gtid) if self.options.gtid_mode and start.gtid else None
+        self._skip_event = (start.journal_name, start.position) if start.included and start.position else None
+        self._skip_begin = rows_done > 0
+        self._skip_rows = rows_done
+        self._seen_data = False
+
+    def _fill_anchor(self, event: BinlogEvent) -> None:
+        # the first real event gives a dump start its time and server (used by timestamp fallbacks after a switch)
+        self._anchor_filled = True
+        if event.timestamp <= 0:
+            self._anchor_filled = False
+            return
+        anchor = self._anchor
+        self._anchor = attrs.evolve(
+            anchor,
+            timestamp=anchor.timestamp if anchor.timestamp is not None else event.timestamp * 1000,
+            server_id=anchor.server_id if anchor.server_id is not None else event.server_id,
+        )
+
+    def _boundary_position(self, event: BinlogEvent) -> EntryPosition:
+        gtid = str(self._executed) if self.options.gtid_mode and self._executed else None
+        return EntryPosition(
+            journal_name=event.log_file,
+            position=event.offset,
+            timestamp=event.timestamp * 1000,
+            server_id=event.server_id,
+            gtid=gtid,
+            included=True,
+        )
+
+    def _header(
+        self,
+        event: BinlogEvent,
+        event_type: EventType,
+        schema: str = "",
+        table: str = "",
+        gtid: str | None = None,
+    ) -> Header:
+        return Header(
+            log_file=event.log_file,
+            log_offset=event.offset,
+            server_id=event.server_id,
+            execute_time=event.timestamp * 1000,
+            schema=schema,
+            table=table,
+            event_type=event_type,
+            event_length=event.length,
+            gtid=gtid,
+        )
+
+    # -- conversion -----------------------------------------------------------------------------------------------
+
+    def convert(self, event: BinlogEvent) -> Entry | None:
+        """The entry for one event, or None (filtered out, already handed off, or nothing to emit)."""
+        if not self._anchor_filled and not isinstance(event, HeartbeatEvent | RotateEvent):
+            self._fill_anchor(event)
+        if isinstance(event, RowsEvent):
+            return self._rows_event(event)
+        if isinstance(event, TableMapEvent):
+            return None
+        if isinstance(event, XidEvent):
+            return self._end(event, xid=event.xid)
+        if isinstance(event, QueryEvent):
+            return self._query(event)
+        if isinstance(event, GtidEvent):
+            return self._gtid(event)
+        if isinstance(event, GtidSetEvent):
+            if self.options.gtid_mode and not self._executed:
+                self._executed = GtidSet(event.gtid_set, mariadb=event.mariadb)
+            return None
+        if isinstance(event, HeartbeatEvent):
+            return self.heartbeat(event)
+        return None
+
+    def heartbeat(self, event: BinlogEvent) -> Entry:
+        """A HEARTBEAT entry placed at the current cursor (the sink drops it before the store)."""
+        return Entry(
+            header=self._header(event, EventType.MHEARTBEAT),
+            entry_type=EntryType.HEARTBEAT,
+            anchor=self._anchor,
+            rows_done=self._rows,
+        )
+
+    def _is_skipped_boundary(self, event: BinlogEvent) -> bool:
+        skip = self._skip_event
+        if skip is None:
+            return False
+        if event.log_file == skip[0] and event.offset == skip[1]:
+            self._skip_event = None
+            return True
+        return False
+
+    def _outside_transaction(self, event: BinlogEvent, what: str) -> None:
+        if not self._seen_data:
+            raise NeedTransactionBeginError(
+                f"the dump started inside a transaction: {what} at {event.log_file}:{event.offset} before its BEGIN",
+                start=self._start,
+            )
+
+    def _begin(self, event: BinlogEvent, thread_id: int) -> Entry | None:
+        self._seen_data = True
+        self._in_txn = True
+        self._rows = 0
+        self._txn_gtid = self._pending_gtid
+        self._pending_gtid = None
+        if self._skip_begin:
+            self._skip_begin = False
+            return None
+        return Entry(
+            header=self._header(event, EventType.QUERY, gtid=self._txn_gtid),
+            entry_type=EntryType.TRANSACTIONBEGIN,
+            thread_id=thread_id,
+            anchor=self._anchor,
+            rows_done=0,
+        )
+
+    def _end(self, event: BinlogEvent, xid: int) -> Entry | None:
+        if self._is_skipped_boundary(event):
+            self._seen_data = True
+            self._close_txn(keep_skip=True)
+            return None
+        if not self._in_txn:
+            self._outside_transaction(event, "a transaction end")
+        self._seen_data = True
+        gtid = self._txn_gtid
+        self._close_txn()
+        position = self._boundary_position(event)
+        self._anchor = position
+        self._anchor_filled = True
+        return Entry(
+            header=self._header(event, EventType.QUERY, gtid=gtid),
+            entry_type=EntryType.TRANSACTIONEND,
+            xid=xid,
+            anchor=position,
+            rows_done=0,
+        )
+
+    def _close_txn(self, keep_skip: bool = False) -> None:
+        self._in_txn = False
+        self._rows = 0
+        self._txn_gtid = None
+        if not keep_skip:  # the transaction a resume skipped into is over
+            self._skip_begin = False
+            self._skip_rows = 0
+
+    def _gtid(self, event: GtidEvent) -> Entry | None:
+        if self._executed is not None or self.options.gtid_mode:
+            if self._executed is None:
+                self._executed = GtidSet(mariadb=event.mariadb)
+            self._executed.add(event.gtid)
+        if self._is_skipped_boundary(event):
+            return None
+        self._pending_gtid = event.gtid
+        if event.mariadb and not event.standalone:
+            # MariaDB: the GTID event opens the transaction (no BEGIN query follows)
+            return self._begin(event, thread_id=0)
+        return None
+
+    def _rows_event(self, event: RowsEvent) -> Entry | None:
+        if not self._in_txn:
+            self._outside_transaction(event, "a rows event")
+        self._seen_data = True
+        options = self.options
+        table = event.table
+        flags = options.flags
+        if flags.rows:
+            return None
+        kind = event.event_type
+        if (
+            (flags.dml_insert and kind is EventType.INSERT)
+            or (flags.dml_update and kind is EventType.UPDATE)
+            or (flags.dml_delete and kind is EventType.DELETE)
+        ):
+            return None
+        tables = options.tables
+        if tables is not None and not tables.matches(table.schema, table.table):
+            return None
+        rows = event.rows
+        fields = options.fields
+        if fields is not None:
+            projected = fields.project_schema(table)
+            if projected is not table:
+                rows = [fields.project(r) for r in rows]
+                table = projected
+        self._rows += 1
+        if self._skip_rows:
+            self._skip_rows -= 1
+            return None
+        return Entry(
+            header=self._header(event, event.event_type, table.schema, table.table, self._txn_gtid),
+            entry_type=EntryType.ROWDATA,
+            row_change=RowChange(event_type=event.event_type, rows=rows, table_id=event.table_id, table=table),
+            anchor=self._anchor,
+            rows_done=self._rows,
+        )
+
+    def _query(self, event: QueryEvent) -> Entry | None:
+        results = classify_ddl(event.sql, event.schema or None)
+        kind = results[0].kind
+        if kind is QueryKind.BEGIN or kind is QueryKind.XA_START:
+            if self._is_skipped_boundary(event):
+                return None
+            return self._begin(event, event.thread_id)
+        if kind is QueryKind.COMMIT or kind is QueryKind.ROLLBACK or kind is QueryKind.XA_END:
+            return self._end(event, xid=0)
+        if kind is QueryKind.XA_COMMIT or kind is QueryKind.XA_ROLLBACK:
+            if not self._in_txn:
+                # the second phase of an XA transaction: a boundary of its own
+                event_type = EventType.XACOMMIT if kind is QueryKind.XA_COMMIT else EventType.XAROLLBACK
+                self._seen_data = True
+                return self._boundary_statement(event, event_type, False, None)
+            return self._end(event, xid=0)
+        if kind.is_transaction_control:  # SAVEPOINT, XA PREPARE: nothing to deliver
+            return None
+        return self._statement(event, results)
+
+    def _statement(self, event: QueryEvent, results: Sequence[DdlResult]) -> Entry | None:
+        first = results[0]
+        event_type = first.event_type
+        flag = first.kind.filter_flag
+        flags = self.options.flags
+        dropped = (
+            (flag == "dml" and flags.query_dml)
+            or (flag == "ddl" and flags.query_ddl)
+            or (flag == "dcl" and flags.query_dcl)
+            or not self._tables_pass(results)
+        )
+        if self._in_txn:
+            # a statement inside a transaction (statement-format DML, ...): a row entry, not a boundary
+            self._seen_data = True
+            if dropped:
+                return None
+            self._rows += 1
+            if self._skip_rows:
+                self._skip_rows -= 1
+                return None
+            return Entry(
+                header=self._header(event, event_type, first.schema or "", first.table or "", self._txn_gtid),
+                entry_type=EntryType.ROWDATA,
+                row_change=RowChange(event_type=event_type, sql=event.sql, ddl_schema=event.schema, is_ddl=False),
+                anchor=self._anchor,
+                rows_done=self._rows,
+            )
+        # outside a transaction: a DDL (or DCL, or other statement) -- a boundary in its own right
+        self._seen_data = True
+        return self._boundary_statement(event, event_type, dropped, first)
+
+    def _boundary_statement(
+        self, event: QueryEvent, event_type: EventType, dropped: bool, first: DdlResult | None
+    ) -> Entry | None:
+        skipped = self._is_skipped_boundary(event)
+        gtid = self._pending_gtid
+        self._pending_gtid = None
+        position = self._boundary_position(event)
+        self._anchor = position
+        self._anchor_filled = True
+        self._close_txn(keep_skip=skipped)
+        if skipped or dropped:
+            return None
+        schema = (first.schema if first is not None else None) or event.schema
+        return Entry(
+            header=self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid),
+            entry_type=EntryType.ROWDATA,
+            row_change=RowChange(
+                event_type=event_type,
+                sql=event.sql,
+                ddl_schema=event.schema,
+                is_ddl=first.is_ddl if first is not None else True,
+            ),
+            anchor=position,
+            rows_done=0,
+        )
+
+    def _tables_pass(self, results: Sequence[DdlResult]) -> bool:
+        tables = self.options.tables
+        if tables is None:
+            return True
+        named = [r for r in results if r.table and r.kind is not QueryKind.DCL]
+        if not named:
+            return True
+        return any(tables.matches(r.schema or "", r.table or "") for r in named)

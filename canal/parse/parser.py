@@ -1,0 +1,424 @@
+"""The event parser: one thread per destination that finds the start, dumps, converts, buffers and hands off.
+
+canal's ``AbstractEventParser`` / ``MysqlEventParser``, with these differences:
+
+* failures back off exponentially with jitter, bounded by ``RetryConfig.max_attempts`` (canal sleeps 10-20 s and
+  retries forever); every reconnect resumes from the last position handed off -- in memory, so nothing is lost or
+  handed twice whatever the log-position manager does -- including "the first N rows of this transaction";
+* a purged binlog (errno 1236) becomes a :class:`~canal.errors.BinlogPurgedError` naming the position after
+  ``purge_threshold`` attempts, or, with ``reset_on_purge``, a loudly logged restart from the current position;
+* a fatal error is kept in :attr:`EventParser.error`, logged and passed to ``on_error``, never swallowed.
+
+Idle dumps yield server heartbeats every ``detecting.interval_s``; each becomes a HEARTBEAT entry for the sink (which
+drops it). With ``detecting.enable`` a second thread runs ``detecting.sql`` every interval on a side connection;
+``retry_threshold`` consecutive failures switch to the other configured server when ``ha_switch`` is on, and the
+dump on the new server starts by time (the last handed-off time minus ``fallback_interval_s``).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+from canal.config import InstanceConfig, MasterConfig
+from canal.errors import BinlogPurgedError, CanalError, FencedWriteError, SourceError
+from canal.log import destination_logger
+from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
+from canal.parse.filter import FieldFilter, TableFilters
+from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
+from canal.parse.source import BinlogSource
+from canal.parse.start_position import (
+    StartPosition,
+    align_to_transaction,
+    find_start_position,
+    master_status_start,
+)
+from canal.parse.transaction import LogPositionManagerLike, Sink, TransactionBuffer
+from canal.position import LogIdentity, LogPosition
+from canal.protocol import Entry
+
+SourceFactory = Callable[[MasterConfig], BinlogSource]
+ErrorCallback = Callable[[BaseException], None]
+
+
+class _Interrupted(Exception):
+    """The dump was interrupted on purpose (stop or master/standby switch)."""
+
+
+class EventParser:
+    """Reads one destination's binlog on its own thread and hands whole transactions to ``sink``.
+
+    ``source_factory(master_config)`` builds an unopened :class:`BinlogSource` for the master or the standby.
+    ``sink(entries)`` blocks until the entries are stored (it may raise; the parser then retries from the last
+    handed-off position). After each hand-off the restart point goes to ``log_position_manager``.
+    """
+
+    def __init__(
+        self,
+        destination: str,
+        config: InstanceConfig,
+        source_factory: SourceFactory,
+        sink: Sink,
+        log_position_manager: LogPositionManagerLike,
+        *,
+        on_error: ErrorCallback | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.destination = destination
+        self.config = config
+        self.source_factory = source_factory
+        self.sink = sink
+        self.log_position_manager = log_position_manager
+        self.on_error = on_error
+        self._log = destination_logger(__name__, destination)
+        self._retry = RetryState(config.retry, rng or random.Random())
+        options = ConvertOptions(
+            tables=TableFilters.from_strings(config.filter_regex, config.black_regex),
+            fields=None
+            if not (config.field_filter or config.black_field_filter)
+            else FieldFilter.parse(config.field_filter, config.black_field_filter),
+            flags=config.filter_flags,
+            gtid_mode=config.gtid_mode,
+        )
+        self._converter = EntryConverter(options)
+        self._buffer = TransactionBuffer(
+            destination,
+            self._hand_off,
+            log_position_manager,
+            transaction_size=config.transaction_size,
+            on_recorded=self._recorded,
+        )
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # cuts a backoff short (a switch)
+        self._thread: threading.Thread | None = None
+        self._detector: threading.Thread | None = None
+        self._source: BinlogSource | None = None
+        self._active: MasterConfig = config.master
+        self._resume: LogPosition | None = None
+        self._reset_to_master = False
+        self._interrupt_reason: str | None = None
+        self._started = False
+        self._done = threading.Event()
+        self.reconnects = 0
+        self.switches = 0
+        self.last_error: BaseException | None = None
+        self.error: BaseException | None = None
+        self.handed_off = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    @property
+    def is_started(self) -> bool:
+        return self._started
+
+    @property
+    def is_running(self) -> bool:
+        """The parser thread is alive (started, not stopped, no fatal error)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and self.error is None
+
+    @property
+    def active_master(self) -> MasterConfig:
+        """The server dumped from now (the master, or the standby after a switch)."""
+        return self._active
+
+    @property
+    def position(self) -> LogPosition | None:
+        """The restart point: the last position handed off (or the first start position)."""
+        return self._resume
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._stop.clear()
+        self._done.clear()
+        self.error = None
+        self._resume = self.log_position_manager.get_latest_position(self.destination)
+        self._started = True
+        self._thread = threading.Thread(target=self._run, name=f"canal-parser-{self.destination}", daemon=True)
+        self._thread.start()
+        if self.config.detecting.enable:
+            self._detector = threading.Thread(
+                target=self._detect, name=f"canal-detecting-{self.destination}", daemon=True
+            )
+            self._detector.start()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop the thread: closes the source so a blocked dump ends promptly. A blocking sink must be released by
+        its owner (stopping the store does)."""
+        if not self._started:
+            return
+        self._started = False
+        self._stop.set()
+        self._wake.set()
+        self._close_source("stop")
+        current = threading.current_thread()
+        for thread in (self._thread, self._detector):
+            if thread is not None and thread is not current:
+                thread.join(timeout)
+                if thread.is_alive():
+                    self._log.warning(
+                        "thread %s did not end within %s s (a sink still blocking?)", thread.name, timeout
+                    )
+        self._thread = None
+        self._detector = None
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the parser thread ends (stop or fatal error); True if it did."""
+        return self._done.wait(timeout)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- the dump loop --------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            first = True
+            while not self._stop.is_set():
+                if not first:
+                    self.reconnects += 1
+                first = False
+                try:
+                    self._dump_once()
+                except _Interrupted as why:
+                    if self._stop.is_set():
+                        break
+                    self._log.info("dump interrupted (%s); reconnecting", why)
+                except Exception as exc:
+                    if self._stop.is_set():
+                        break
+                    self._failed(exc)
+        except BaseException as exc:
+            self._fatal(exc)
+        finally:
+            self._done.set()
+
+    def _failed(self, exc: Exception) -> None:
+        """A failed dump: decide between retrying (after a backoff) and giving up (raise)."""
+        self.last_error = exc
+        if self._interrupt_reason is not None:
+            # a switch closed the source under the dump: not a failure
+            reason, self._interrupt_reason = self._interrupt_reason, None
+            self._log.info("dump interrupted (%s); reconnecting", reason)
+            return
+        if isinstance(exc, FencedWriteError):
+            raise exc
+        if isinstance(exc, NeedTransactionBeginError):
+            self._log.warning("%s; moving the start back to its transaction", exc)
+            self._need_begin = True
+            return
+        if is_purged(exc):
+            where = self._describe_resume()
+            if self._retry.purge(where):
+                if self.config.retry.reset_on_purge:
+                    self._log.error(
+                        "BINLOG PURGED: position %s is no longer on %s (errno %d); resetting to the current master "
+                        "position -- the changes in between are LOST",
+                        where,
+                        self._active.address,
+                        PURGED_ERRNO,
+                    )
+                    self._resume = None
+                    self._reset_to_master = True
+                    self._retry.clear_purge()
+                    return
+                raise BinlogPurgedError(
+                    f"binlog position {where} is no longer on {self._active.address} (purged, errno {PURGED_ERRNO}); "
+                    "set a newer start position, or enable reset_on_purge to restart from the current position",
+                    errno=PURGED_ERRNO,
+                ) from exc
+            purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
+            self._log.warning("binlog position %s purged (%s); retrying in %.2f s", where, exc, purge_delay)
+            self._backoff(purge_delay)
+            return
+        delay = self._retry.failure()
+        if delay is None:
+            raise exc
+        self._log.warning(
+            "dump from %s failed (%s: %s); retry %d in %.2f s",
+            self._active.address,
+            type(exc).__name__,
+            exc,
+            self._retry.failures,
+            delay,
+        )
+        self._backoff(delay)
+
+    def _backoff(self, delay: float) -> None:
+        self._wake.clear()
+        if self._stop.is_set():
+            return
+        self._wake.wait(delay)  # set by stop() and by a switch
+
+    def _fatal(self, exc: BaseException) -> None:
+        self.error = exc
+        self.last_error = exc
+        self._log.error("parser stopped by a fatal error: %s: %s", type(exc).__name__, exc)
+        if self.on_error is not None:
+            try:
+                self.on_error(exc)
+            except Exception:
+                self._log.exception("the on_error callback failed")
+
+    _need_begin = False
+
+    def _describe_resume(self) -> str:
+        resume = self._resume
+        if resume is None:
+            return "(the configured start)"
+        return str(resume.position) + (f" +{resume.rows_done} rows" if resume.rows_done else "")
+
+    def _dump_once(self) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                raise _Interrupted("stop")
+            active = self._active
+            source = self.source_factory(active)
+            self._source = source
+        try:
+            source.open()
+            start = self._find_start(source, active)
+            if self._resume is None:
+                # nothing handed off yet: a reconnect must come back here, not to a newer master position
+                self._resume = LogPosition(self._identity(source), start.position, start.rows_done)
+            self._log.info("dumping from %s at %s", source.address, start)
+            self._converter.reset(start.position, start.rows_done)
+            self._buffer.clear()
+            self._buffer.identity = self._identity(source)
+            request = start.dump_request(heartbeat_period_s=self.config.detecting.interval_s)
+            convert = self._converter.convert
+            add = self._buffer.add
+            stop = self._stop
+            for event in source.dump(request):
+                entry = convert(event)
+                if entry is not None:
+                    add(entry)
+                if stop.is_set():
+                    raise _Interrupted("stop")
+            if stop.is_set():
+                raise _Interrupted("stop")
+            if self._interrupt_reason is not None:
+                reason, self._interrupt_reason = self._interrupt_reason, None
+                raise _Interrupted(reason)
+            raise SourceError(f"the dump from {source.address} ended")
+        finally:
+            with self._lock:
+                self._source = None
+            try:
+                source.close()
+            except Exception as exc:  # a broken connection may fail to close; it is dropped either way
+                self._log.debug("closing the source failed: %s", exc)
+
+    def _identity(self, source: BinlogSource) -> LogIdentity:
+        return LogIdentity(source.address, self.config.slave_id if self.config.slave_id is not None else -1)
+
+    def _find_start(self, source: BinlogSource, active: MasterConfig) -> StartPosition:
+        if self._reset_to_master:
+            self._reset_to_master = False
+            return master_status_start(source, "reset after a purged binlog: master status")
+        start = find_start_position(
+            source,
+            saved=self._resume,
+            configured=active,
+            gtid_mode=self.config.gtid_mode,
+            fallback_interval_s=self.config.fallback_interval_s,
+            log=self._log,
+        )
+        if self._need_begin:
+            self._need_begin = False
+            moved = align_to_transaction(source, start, self._log)
+            if moved.position == start.position:
+                raise CanalError(f"the dump start {start} lies inside a transaction whose start cannot be found")
+            self._resume = LogPosition(self._identity(source), moved.position, 0)
+            return moved
+        return start
+
+    # -- hand-off -------------------------------------------------------------------------------------------------
+
+    def _hand_off(self, entries: list[Entry]) -> None:
+        self.sink(entries)
+        self.handed_off += len(entries)
+
+    def _recorded(self, position: LogPosition) -> None:
+        self._resume = position
+        self._retry.progress()
+
+    # -- detecting and the master/standby switch -----------------------------------------------------------------
+
+    def _close_source(self, reason: str) -> None:
+        with self._lock:
+            source = self._source
+        if source is not None:
+            try:
+                source.close()
+            except Exception as exc:
+                self._log.debug("closing the source (%s) failed: %s", reason, exc)
+
+    def switch(self) -> MasterConfig:
+        """Switch to the other configured server now (as a detecting failure would); returns the new one."""
+        standby = self.config.standby
+        if standby is None:
+            raise CanalError(f"destination {self.destination!r} has no standby to switch to")
+        with self._lock:
+            self._active = standby if self._active is self.config.master else self.config.master
+            new = self._active
+            self._interrupt_reason = f"switch to {new.address}"
+            self.switches += 1
+        self._log.warning("switching the dump to %s", new.address)
+        self._wake.set()
+        self._close_source("switch")
+        return new
+
+    def _detect(self) -> None:
+        detecting = self.config.detecting
+        failures = 0
+        side: BinlogSource | None = None
+        side_for: MasterConfig | None = None
+        try:
+            while not self._stop.wait(detecting.interval_s):
+                active = self._active
+                try:
+                    if side is None or side_for is not active:
+                        if side is not None:
+                            side.close()
+                        side, side_for = self.source_factory(active), active
+                        side.open()
+                    side.query(detecting.sql)
+                    failures = 0
+                except Exception as exc:
+                    failures += 1
+                    if side is not None:
+                        try:
+                            side.close()
+                        except Exception as close_exc:
+                            self._log.debug("closing the detecting connection failed: %s", close_exc)
+                    side = None
+                    self._log.warning(
+                        "detecting %r on %s failed (%d/%d): %s",
+                        detecting.sql,
+                        active.address,
+                        failures,
+                        detecting.retry_threshold,
+                        exc,
+                    )
+                    if failures >= detecting.retry_threshold:
+                        failures = 0
+                        if detecting.ha_switch and self.config.standby is not None:
+                            self.switch()
+        finally:
+            if side is not None:
+                try:
+                    side.close()
+                except Exception as exc:
+                    self._log.debug("closing the detecting connection failed: %s", exc)

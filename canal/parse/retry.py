@@ -1,0 +1,61 @@
+"""The parser's failure policy: bounded, jittered reconnect backoff and purged-binlog detection.
+
+canal sleeps a blind 10-20 s after any dump error and retries forever. Here each consecutive failure waits
+``RetryConfig.backoff_s(n)`` (exponential, capped, jittered), ``max_attempts`` consecutive failures end the parser
+with the last error, and any progress (entries handed off) resets the count. A purged binlog (errno 1236) repeated
+``purge_threshold`` times at the same position becomes a :class:`~canal.errors.BinlogPurgedError` naming the position,
+or -- with ``reset_on_purge`` -- a reset to the server's current position.
+"""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+
+from canal.config import RetryConfig
+from canal.errors import BinlogPurgedError, SourceError
+
+PURGED_ERRNO = 1236
+
+
+def is_purged(exc: BaseException) -> bool:
+    """A purged/unknown binlog position: BinlogPurgedError, or a SourceError with MySQL errno 1236."""
+    return isinstance(exc, BinlogPurgedError) or (isinstance(exc, SourceError) and exc.errno == PURGED_ERRNO)
+
+
+@attrs.define
+class RetryState:
+    """Consecutive-failure bookkeeping for one parser."""
+
+    config: RetryConfig
+    rng: random.Random = attrs.field(factory=random.Random)
+    failures: int = 0  # consecutive failures since the last progress
+    purged: int = 0  # consecutive purge errors at ``purged_at``
+    purged_at: str | None = None
+
+    def progress(self) -> None:
+        """Entries were handed off: the connection works, start counting afresh."""
+        self.failures = 0
+        self.purged = 0
+        self.purged_at = None
+
+    def failure(self) -> float | None:
+        """Count a failure; the delay before the next attempt, or None when ``max_attempts`` is exhausted."""
+        self.failures += 1
+        limit = self.config.max_attempts
+        if limit is not None and self.failures >= limit:
+            return None
+        return self.config.backoff_s(self.failures, self.rng)
+
+    def purge(self, where: str) -> bool:
+        """Count a purge error at ``where``; True once it happened ``purge_threshold`` times in a row there."""
+        if where != self.purged_at:
+            self.purged_at = where
+            self.purged = 0
+        self.purged += 1
+        return self.purged >= self.config.purge_threshold
+
+    def clear_purge(self) -> None:
+        self.purged = 0
+        self.purged_at = None

@@ -1,0 +1,119 @@
+"""The transaction buffer: whole transactions (or ordered parts of big ones) to the sink, then the restart point.
+
+canal's ``EventTransactionBuffer`` + ``TransactionFlushCallback``. Entries are collected until a boundary (a
+transaction end or a DDL) and handed to the sink in one call; a transaction of more than ``transaction_size`` entries
+is handed off in parts of at most that many entries, in order. After every successful hand-off the position a
+restart must begin from is recorded in the log-position manager: the last boundary handed off, or -- after a part of
+a transaction -- that transaction's anchor with the number of its row entries already handed off (``rows_done``), so a
+restart resumes exactly after the last handed-off entry.
+
+A part never ends with a TRANSACTIONBEGIN: a cursor cannot say "the BEGIN was handed off but no row", so the BEGIN is
+kept for the next part. Heartbeats flush what is buffered and then go to the sink on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from canal.position import LogIdentity, LogPosition
+from canal.protocol import Entry, EntryType
+
+Sink = Callable[[list[Entry]], None]
+
+
+class LogPositionManagerLike(Protocol):
+    """The parser's restart-point store (``canal.parse.log_position.LogPositionManager``)."""
+
+    def get_latest_position(self, destination: str) -> LogPosition | None: ...
+
+    def persist_position(self, destination: str, position: LogPosition) -> None: ...
+
+
+def restart_position(entries: list[Entry], identity: LogIdentity) -> LogPosition | None:
+    """Where to restart after ``entries`` were handed off: the placement of the last non-heartbeat entry."""
+    for entry in reversed(entries):
+        if entry.entry_type is EntryType.HEARTBEAT or entry.anchor is None:
+            continue
+        return LogPosition(identity=identity, position=entry.anchor, rows_done=entry.rows_done)
+    return None
+
+
+class TransactionBuffer:
+    """Buffers converted entries and hands whole transactions (or parts) to ``sink``.
+
+    ``sink`` blocks until the entries are stored and may raise; on a raise nothing is recorded and the buffered
+    entries are kept until :meth:`clear` (the parser clears and re-reads from the last recorded position).
+    """
+
+    def __init__(
+        self,
+        destination: str,
+        sink: Sink,
+        position_manager: LogPositionManagerLike | None = None,
+        *,
+        transaction_size: int = 1024,
+        identity: LogIdentity | None = None,
+        on_recorded: Callable[[LogPosition], None] | None = None,
+    ) -> None:
+        if transaction_size < 1:
+            raise ValueError(f"transaction_size must be >= 1, got {transaction_size}")
+        self.destination = destination
+        self.sink = sink
+        self.position_manager = position_manager
+        self.transaction_size = transaction_size
+        self.identity = identity or LogIdentity()
+        self.on_recorded = on_recorded
+        self._buffer: list[Entry] = []
+        self.last_position: LogPosition | None = None
+        self.handoffs = 0
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    def clear(self) -> None:
+        """Drop what was not handed off (after a failed dump; it will be read again)."""
+        self._buffer.clear()
+
+    def add(self, entry: Entry) -> None:
+        kind = entry.entry_type
+        if kind is EntryType.HEARTBEAT:
+            self.flush()
+            if not self._buffer:
+                self.sink([entry])
+            return
+        buffer = self._buffer
+        if kind is EntryType.TRANSACTIONBEGIN and buffer:
+            # an unterminated transaction before it (a dump that started mid-transaction): hand it off as it is
+            self._hand_off(len(buffer))
+        buffer.append(entry)
+        if entry.is_boundary or len(buffer) >= self.transaction_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand off everything buffered, in parts of at most ``transaction_size``, keeping a trailing BEGIN."""
+        buffer = self._buffer
+        while buffer:
+            count = min(len(buffer), self.transaction_size)
+            if buffer[count - 1].entry_type is EntryType.TRANSACTIONBEGIN:
+                if count > 1:
+                    count -= 1
+                elif len(buffer) > 1:
+                    count = 2  # transaction_size 1: the BEGIN goes with the entry after it
+                else:
+                    return
+            self._hand_off(count)
+
+    def _hand_off(self, count: int) -> None:
+        part = self._buffer[:count]
+        self.sink(part)
+        del self._buffer[:count]
+        self.handoffs += 1
+        position = restart_position(part, self.identity)
+        if position is not None:
+            # in memory first: if persisting fails, the parser still knows what was handed off
+            self.last_position = position
+            if self.on_recorded is not None:
+                self.on_recorded(position)
+            if self.position_manager is not None:
+                self.position_manager.persist_position(self.destination, position)

@@ -1,0 +1,229 @@
+"""The converter: entries, headers, cursor stamps (anchor + rows_done), filters, DDL, GTIDs, resume skipping."""
+
+from __future__ import annotations
+
+import pytest
+from test_parser_helpers import UUID, MiniMysql
+
+from canal.config import FilterFlags
+from canal.parse.convert import ConvertOptions, EntryConverter, GtidSet, NeedTransactionBeginError
+from canal.parse.events import BinlogEvent, QueryEvent, RowsEvent, XidEvent
+from canal.parse.filter import FieldFilter, TableFilters
+from canal.position import EntryPosition
+from canal.protocol import Entry, EntryType, EventType
+
+START = EntryPosition("mysql-bin.000001", 4)
+
+
+def convert_all(
+    events: list[BinlogEvent], options: ConvertOptions | None = None, start: EntryPosition = START, rows_done: int = 0
+) -> list[Entry]:
+    conv = EntryConverter(options)
+    conv.reset(start, rows_done)
+    out = []
+    for event in events:
+        entry = conv.convert(event)
+        if entry is not None:
+            out.append(entry)
+    return out
+
+
+def two_transactions() -> MiniMysql:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(1, 10, "a"), (2, 20, "b")]), ("insert", "shop.users", [(1, "x")])])
+    db.advance_clock(5)
+    db.execute("ALTER TABLE orders ADD COLUMN c INT")
+    db.transaction([("delete", "shop.orders", [(1, 10, "a")])])
+    return db
+
+
+def test_entries_headers_and_cursor_stamps() -> None:
+    db = two_transactions()
+    events = db.all_events()
+    entries = convert_all(events)
+    kinds = [(e.entry_type, e.header.event_type) for e in entries]
+    assert kinds == [
+        (EntryType.TRANSACTIONBEGIN, EventType.QUERY),
+        (EntryType.ROWDATA, EventType.INSERT),
+        (EntryType.ROWDATA, EventType.INSERT),
+        (EntryType.TRANSACTIONEND, EventType.QUERY),
+        (EntryType.ROWDATA, EventType.ALTER),
+        (EntryType.TRANSACTIONBEGIN, EventType.QUERY),
+        (EntryType.ROWDATA, EventType.DELETE),
+        (EntryType.TRANSACTIONEND, EventType.QUERY),
+    ]
+    begin, rows1, rows2, end, ddl, begin2, rows3, _end2 = entries
+    # header fields come from the event
+    rows_event = next(e for e in events if isinstance(e, RowsEvent))
+    assert rows1.header.log_file == "mysql-bin.000001"
+    assert rows1.header.log_offset == rows_event.offset
+    assert rows1.header.event_length == rows_event.length > 0
+    assert rows1.header.execute_time == rows_event.timestamp * 1000
+    assert rows1.header.server_id == 1
+    assert (rows1.header.schema, rows1.header.table) == ("shop", "orders")
+    assert rows1.row_change is not None and len(rows1.row_change.rows) == 2
+    assert rows1.row_change.table_id == rows_event.table_id
+    assert begin.thread_id == 42
+    xid = next(e for e in events if isinstance(e, XidEvent))
+    assert end.xid == xid.xid and end.header.log_offset == xid.offset
+    # cursor stamps: the first transaction is anchored at the dump start (not consumed)
+    assert [e.rows_done for e in entries] == [0, 1, 2, 0, 0, 0, 1, 0]
+    assert begin.anchor is not None and begin.anchor.journal_name == START.journal_name
+    assert begin.anchor.position == 4 and not begin.anchor.included
+    assert rows1.anchor == rows2.anchor == begin.anchor
+    # a boundary is its own anchor, consumed
+    assert end.anchor == EntryPosition("mysql-bin.000001", xid.offset, xid.timestamp * 1000, 1, None, True)
+    assert ddl.anchor is not None and ddl.anchor.position == ddl.header.log_offset and ddl.anchor.included
+    assert begin2.anchor == rows3.anchor == ddl.anchor
+    assert end.is_boundary and ddl.is_boundary and not rows1.is_boundary
+
+
+def test_dump_start_anchor_gets_time_and_server_of_first_event() -> None:
+    db = two_transactions()
+    entries = convert_all(db.all_events())
+    anchor = entries[0].anchor
+    assert anchor is not None
+    assert anchor.timestamp == db.all_events()[0].timestamp * 1000 and anchor.server_id == 1
+
+
+def test_ddl_entry() -> None:
+    db = MiniMysql()
+    db.execute("ALTER TABLE orders ADD COLUMN c INT", schema="shop")
+    db.execute("CREATE TABLE other.t (id INT)", schema="shop")
+    db.execute("GRANT SELECT ON *.* TO 'u'@'%'", schema="")
+    entries = convert_all(db.all_events())
+    alter, create, grant = entries
+    assert alter.row_change is not None and alter.row_change.is_ddl
+    assert alter.row_change.event_type is EventType.ALTER
+    assert alter.row_change.sql == "ALTER TABLE orders ADD COLUMN c INT"
+    assert alter.row_change.ddl_schema == "shop"
+    assert (alter.header.schema, alter.header.table) == ("shop", "orders")
+    assert (create.header.schema, create.header.table, create.header.event_type) == ("other", "t", EventType.CREATE)
+    assert grant.header.event_type is EventType.QUERY and grant.is_boundary
+
+
+def test_statement_inside_a_transaction_is_a_row_entry() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.users", [(1, "a")])], statements=["INSERT INTO shop.log VALUES (1)"])
+    entries = convert_all(db.all_events())
+    assert [e.entry_type for e in entries] == [
+        EntryType.TRANSACTIONBEGIN,
+        EntryType.ROWDATA,
+        EntryType.ROWDATA,
+        EntryType.TRANSACTIONEND,
+    ]
+    stmt = entries[1]
+    assert stmt.row_change is not None and not stmt.row_change.is_ddl
+    assert stmt.header.event_type is EventType.INSERT and stmt.row_change.sql.startswith("INSERT")
+    assert [e.rows_done for e in entries] == [0, 1, 2, 0]
+
+
+def test_table_filters() -> None:
+    db = two_transactions()
+    events = db.all_events()
+    white = convert_all(events, ConvertOptions(tables=TableFilters.from_strings(r"shop\.users", "")))
+    tables = [e.header.table for e in white if e.entry_type is EntryType.ROWDATA]
+    assert tables == ["users"]  # orders rows and the orders DDL are filtered
+    black = convert_all(events, ConvertOptions(tables=TableFilters.from_strings(r".*\..*", r"shop\.orders")))
+    assert [e.header.table for e in black if e.entry_type is EntryType.ROWDATA] == ["users"]
+    # filtered rows are not counted; the boundary still moves the anchor
+    rows = [e for e in white if e.entry_type is EntryType.ROWDATA]
+    assert rows[0].rows_done == 1
+    begin2 = [e for e in white if e.entry_type is EntryType.TRANSACTIONBEGIN][1]
+    ddl_event = next(e for e in events if isinstance(e, QueryEvent) and e.sql.startswith("ALTER"))
+    assert begin2.anchor is not None and begin2.anchor.position == ddl_event.offset
+
+
+def test_field_filters_project_rows() -> None:
+    db = two_transactions()
+    options = ConvertOptions(fields=FieldFilter.parse("shop.orders:id/note", "shop.users:name"))
+    entries = convert_all(db.all_events(), options)
+    orders = entries[1]
+    assert orders.row_change is not None
+    assert orders.row_change.table is not None and orders.row_change.table.names == ("id", "note")
+    assert [r.after for r in orders.row_change.rows] == [(1, "a"), (2, "b")]
+    users = entries[2]
+    assert users.row_change is not None and [r.after_dict() for r in users.row_change.rows] == [{"id": 1}]
+    deleted = entries[6]
+    assert deleted.row_change is not None and [r.before for r in deleted.row_change.rows] == [(1, "a")]
+
+
+def test_filter_flags() -> None:
+    db = two_transactions()
+    db.transaction([("insert", "shop.users", [(9, "z")])], statements=["UPDATE shop.log SET x = 1"])
+    events = db.all_events()
+    no_ddl = convert_all(events, ConvertOptions(flags=FilterFlags(query_ddl=True)))
+    assert not any(e.row_change is not None and e.row_change.is_ddl for e in no_ddl)
+    no_rows = convert_all(events, ConvertOptions(flags=FilterFlags(rows=True)))
+    assert not any(e.entry_type is EntryType.ROWDATA and e.row_change and e.row_change.rows for e in no_rows)
+    no_dml = convert_all(events, ConvertOptions(flags=FilterFlags(query_dml=True)))
+    assert not any(e.row_change is not None and e.row_change.sql.startswith("UPDATE") for e in no_dml)
+    assert any(e.row_change is not None and e.row_change.sql.startswith("UPDATE") for e in convert_all(events))
+    no_insert = convert_all(events, ConvertOptions(flags=FilterFlags(dml_insert=True)))
+    assert [
+        e.header.event_type
+        for e in no_insert
+        if e.entry_type is EntryType.ROWDATA and e.row_change and e.row_change.rows
+    ] == [EventType.DELETE]
+    grants = MiniMysql()
+    grants.execute("GRANT SELECT ON *.* TO 'u'@'%'")
+    assert convert_all(grants.all_events(), ConvertOptions(flags=FilterFlags(query_dcl=True))) == []
+    assert len(convert_all(grants.all_events())) == 1
+
+
+def test_gtid_in_header_and_executed_set_in_gtid_mode() -> None:
+    db = MiniMysql(gtid=True)
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")])])
+    db.execute("CREATE TABLE shop.t (id INT)")
+    db.transaction([("insert", "shop.orders", [(2, 1, "a")])])
+    plain = convert_all(db.all_events())
+    assert [e.header.gtid for e in plain] == [f"{UUID}:1"] * 3 + [f"{UUID}:2"] + [f"{UUID}:3"] * 3
+    assert all(e.anchor is not None and e.anchor.gtid is None for e in plain)
+    gtid = convert_all(db.all_events(), ConvertOptions(gtid_mode=True))
+    ends = [e for e in gtid if e.is_boundary]
+    assert [e.anchor.gtid for e in ends if e.anchor] == [f"{UUID}:1", f"{UUID}:1-2", f"{UUID}:1-3"]
+
+
+def test_resume_skips_the_consumed_boundary_begin_and_rows() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")])])
+    db.transaction([("insert", "shop.orders", [(i, i, "x")]) for i in range(2, 7)])
+    events = db.all_events()
+    full = convert_all(events)
+    end1 = full[2]
+    assert end1.entry_type is EntryType.TRANSACTIONEND and end1.anchor is not None
+    # resume after the first transaction with "3 rows of the next one done"
+    tail = convert_all([e for e in events if e.offset >= end1.header.log_offset], start=end1.anchor, rows_done=3)
+    expected = [e for e in full[3:] if not (e.entry_type is EntryType.TRANSACTIONBEGIN or 0 < e.rows_done <= 3)]
+    assert tail == expected
+    assert [e.rows_done for e in tail] == [4, 5, 0]
+    # resume at the consumed boundary itself with nothing done: everything after it, nothing before
+    assert convert_all([e for e in events if e.offset >= end1.header.log_offset], start=end1.anchor) == full[3:]
+
+
+def test_start_inside_a_transaction_is_detected() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")]), ("insert", "shop.orders", [(2, 1, "a")])])
+    events = db.all_events()
+    rows = [e for e in events if isinstance(e, RowsEvent)]
+    start = EntryPosition("mysql-bin.000001", rows[1].offset)
+    with pytest.raises(NeedTransactionBeginError) as info:
+        convert_all([e for e in events if e.offset >= rows[1].offset], start=start)
+    assert info.value.start == start
+
+
+def test_gtid_set_arithmetic() -> None:
+    s = GtidSet(f"{UUID}:1-5:7")
+    s.add(f"{UUID}:6")
+    s.add("aaaaaaaa-71ca-11e1-9e33-c80aa9429562:3")
+    assert str(s) == f"{UUID}:1-7,aaaaaaaa-71ca-11e1-9e33-c80aa9429562:3"
+    s.add(f"{UUID}:9")
+    assert str(s).startswith(f"{UUID}:1-7:9")
+    m = GtidSet("0-1-5,1-2-3")
+    m.add("0-1-6")
+    m.add("2-1-1")
+    assert str(m) == "0-1-6,1-2-3,2-1-1" and m.is_mariadb
+    empty = GtidSet()
+    assert not empty
+    empty.add("0-1-1")
+    assert str(empty) == "0-1-1"
