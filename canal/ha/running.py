@@ -37,6 +37,7 @@ from kazoo.recipe.watchers import DataWatch
 from canal.errors import FencedWriteError, HAError, NotRunningError
 from canal.log import destination_logger
 
+RELEASED = b"<released>"
 ActiveCallback = Callable[[int], None]
 StandbyCallback = Callable[[str], None]
 
@@ -227,12 +228,13 @@ class RunningMonitor:
         self._on_active(token)
 
     def _bump_epoch(self, running_stat: ZnodeStat) -> int | None:
+        # the epoch node holds the owner's address (or RELEASED after a clean hand-over); its version is the token
         self._client.ensure_path(self.epoch_path)
         for _ in range(10):
             _data, epoch = self._client.get(self.epoch_path)
             tx = self._client.transaction()
             tx.check(self.path, running_stat.version)
-            tx.set_data(self.epoch_path, b"", version=epoch.version)
+            tx.set_data(self.epoch_path, self._address.encode(), version=epoch.version)
             results = tx.commit()
             if not any(isinstance(r, Exception) for r in results):
                 new_stat = results[1]
@@ -262,14 +264,17 @@ class RunningMonitor:
         if not was_active or not self._client.connected:
             return
         try:
-            raw, stat = self._client.get(self.path)
+            _raw, stat = self._client.get(self.path)
             if stat.ephemeralOwner != self._session_id():
                 return
-            released = json.dumps({**_parse(raw), "active": False}, separators=(",", ":")).encode()
-            # mark the hand-over first so watchers compete at once, then free the node
-            self._client.set(self.path, released, version=stat.version)
-            self._client.delete(self.path, version=stat.version + 1)
-        except (NoNodeError, BadVersionError):
+            # say "clean hand-over" where watchers will read it after the node is gone (a watch may never see an
+            # intermediate write), which also invalidates our own token; then free the node
+            tx = self._client.transaction()
+            tx.check(self.path, stat.version)
+            tx.set_data(self.epoch_path, RELEASED)
+            tx.delete(self.path, version=stat.version)
+            tx.commit()
+        except NoNodeError:
             pass
 
     # -- kazoo callbacks (kazoo threads: flip flags, enqueue, return)
@@ -288,19 +293,31 @@ class RunningMonitor:
         if stat is None:
             self._tasks.put(self._on_deleted)
             return
-        seen = _parse(data or b"")
-        self._last_seen = seen
+        self._last_seen = _parse(data or b"")
         if self._active.is_set() and stat.ephemeralOwner != self._session_id():
-            self._tasks.put(lambda: self._standby("the running node belongs to another process"))
+            self._tasks.put(self._verify_owner)
+
+    def _verify_owner(self) -> None:
+        """Stand by unless the node, read now, is this session's (watch notifications can arrive late)."""
+        stat = self._client.exists(self.path)
+        if stat is None or stat.ephemeralOwner != self._session_id():
+            self._standby("the running node belongs to another process")
 
     def _on_deleted(self) -> None:
-        last = self._last_seen
+        stat = self._client.exists(self.path)
+        if stat is not None:  # a late notification: the node exists again
+            if stat.ephemeralOwner != self._session_id():
+                self._standby("the running node belongs to another process")
+            return
         self._standby("the running node was deleted")
         if not self._running or self._released:
             return
-        former_owner = last is not None and str(last.get("address", "")) == self._address
-        clean_handover = last is not None and last.get("active") is False
-        if former_owner or clean_handover:
+        try:
+            last_owner, _ = self._client.get(self.epoch_path)
+        except NoNodeError:
+            last_owner = b""
+        # canal: the former owner competes at once, others wait out the delay; a clean hand-over needs no delay
+        if last_owner in (RELEASED, self._address.encode()):
             self._compete()
         else:
             self._schedule_compete(self.delay_s)
