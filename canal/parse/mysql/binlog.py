@@ -107,7 +107,7 @@ class EventParser:
 
     def parse(self, buf: bytes, start: int = 0) -> BinlogEvent:
         """Parse the event whose header begins at ``buf[start]`` (the buffer may hold more after it)."""
-        timestamp, type_code, server_id, size, log_pos, _flags = _HEADER.unpack_from(buf, start)
+        timestamp, type_code, server_id, size, log_pos, flags = _HEADER.unpack_from(buf, start)
         end = start + size
         if type_code == P.FORMAT_DESCRIPTION_EVENT:
             # the checksum algorithm byte sits before the (possible) CRC at the end of this event
@@ -116,14 +116,18 @@ class EventParser:
         if self.checksum:
             if self.verify_checksum:
                 (crc,) = _U32.unpack_from(buf, end - 4)
-                if zlib.crc32(buf[start : end - 4]) != crc:
+                body = buf[start : end - 4]
+                if type_code == P.FORMAT_DESCRIPTION_EVENT and flags & 1:
+                    # the server sets LOG_EVENT_BINLOG_IN_USE_F in an open file after computing the checksum
+                    body = body[:17] + bytes([body[17] & 0xFE]) + body[18:]
+                if zlib.crc32(body) != crc:
                     raise ParseError(f"checksum mismatch in event at {self.log_file}:{log_pos - size}")
             end -= 4
-        if log_pos:
+        if log_pos and not flags & P.LOG_EVENT_ARTIFICIAL_F:
             offset = log_pos - size
             next_offset = log_pos
-        else:  # artificial events carry no position
-            offset = next_offset = self.position
+        else:  # artificial events (sent by the server, not in the file) occupy no bytes
+            offset = next_offset = log_pos or self.position
         handler = self._handlers.get(type_code)
         if handler is None:
             if type_code in _UNSUPPORTED:

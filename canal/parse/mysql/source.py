@@ -344,6 +344,8 @@ class MysqlBinlogSource:
         conn._execute_command(P.COM_REGISTER_SLAVE, P.register_slave_packet(slave_id, host, self._username, 0))
         self._read_ok(conn)
         flags = 0 if request.blocking else P.BINLOG_DUMP_NON_BLOCK
+        if self._is_mariadb:
+            flags |= P.BINLOG_SEND_ANNOTATE_ROWS_EVENT  # the same events as the files hold
         if request.gtid_set is not None and not self._is_mariadb:
             conn._execute_command(P.COM_BINLOG_DUMP_GTID, P.binlog_dump_gtid_packet(slave_id, request.gtid_set, flags))
         elif request.gtid_set is not None:

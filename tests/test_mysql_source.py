@@ -1,0 +1,223 @@
+"""MysqlBinlogSource against a private MariaDB: dumps by position and GTID, end of a non-blocking dump, heartbeats,
+errors (purged position, unreachable server, bad login, wrong binlog settings, lost connection, close from another
+thread), and LocalBinlogSource yielding the same events as the network dump of the same binlog."""
+
+from __future__ import annotations
+
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError, SourceUnreachableError
+from canal.parse.events import (
+    BinlogEvent,
+    FormatDescriptionEvent,
+    GtidEvent,
+    HeartbeatEvent,
+    QueryEvent,
+    RotateEvent,
+    RowsEvent,
+    TableMapEvent,
+    XidEvent,
+)
+from canal.parse.mysql import LocalBinlogSource, MysqlBinlogSource
+from canal.parse.mysql.packets import decode_mysql_gtid_set, encode_mysql_gtid_set
+from canal.parse.source import BinlogSource, DumpRequest
+from canal.protocol import EventType
+
+pytestmark = pytest.mark.integration
+
+
+def _source(db: Any, **kw: Any) -> MysqlBinlogSource:
+    src = MysqlBinlogSource(db.address, db.user, db.password, **kw)
+    src.open()
+    return src
+
+
+def _status(db: Any) -> tuple[str, int]:
+    row = db.execute("SHOW MASTER STATUS")[0]
+    return str(row[0]), int(row[1])
+
+
+def _rows(events: list[BinlogEvent], table: str) -> list[tuple[EventType, dict[str, Any], dict[str, Any]]]:
+    return [
+        (ev.event_type, r.before_dict(), r.after_dict())
+        for ev in events
+        if isinstance(ev, RowsEvent) and ev.table.table == table
+        for r in ev.rows
+    ]
+
+
+def test_dump_from_position_yields_positioned_events_and_ends_cleanly(mariadb: Any) -> None:
+    src = _source(mariadb)
+    assert isinstance(src, BinlogSource)
+    assert src.is_mariadb and src.server_id() == 1 and src.slave_id != 1
+    assert mariadb.password not in repr(src)
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20))")
+    file, pos = _status(mariadb)
+    conn = mariadb.connect()
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO t VALUES (1, 9.99, 'a'), (2, 1.50, NULL)")
+        cur.execute("UPDATE t SET note = 'b' WHERE id = 1")
+        cur.execute("DELETE FROM t WHERE id = 2")
+        cur.execute("COMMIT")
+    conn.close()
+    end = src.master_status()
+    assert end.journal_name == file and end.position > pos and end.gtid
+    try:
+        events = list(src.dump(DumpRequest(file, pos, blocking=False)))
+    finally:
+        src.close()
+    first = events[0]
+    assert isinstance(first, RotateEvent) and first.artificial and first.next_file == file
+    assert isinstance(events[1], FormatDescriptionEvent) and events[1].checksum
+    real = [ev for ev in events if ev.length > 0]
+    assert real[0].offset == pos
+    for a, b in zip(real, real[1:], strict=False):
+        assert b.offset == a.next_offset, (a, b)
+    assert real[-1].next_offset == end.position
+    assert any(isinstance(ev, GtidEvent) and ev.mariadb and not ev.standalone for ev in events)
+    assert isinstance(real[-1], XidEvent)
+    assert _rows(events, "t") == [
+        (EventType.INSERT, {}, {"id": 1, "amount": Decimal("9.99"), "note": "a"}),
+        (EventType.INSERT, {}, {"id": 2, "amount": Decimal("1.50"), "note": None}),
+        (
+            EventType.UPDATE,
+            {"id": 1, "amount": Decimal("9.99"), "note": "a"},
+            {"id": 1, "amount": Decimal("9.99"), "note": "b"},
+        ),
+        (EventType.DELETE, {"id": 2, "amount": Decimal("1.50"), "note": None}, {}),
+    ]
+    maps = [ev for ev in events if isinstance(ev, TableMapEvent)]
+    assert maps and maps[0].table_schema.key_indexes == (0,)
+
+
+def test_mariadb_gtid_dump_starts_after_the_given_state(mariadb: Any) -> None:
+    mariadb.execute("CREATE TABLE g (id INT PRIMARY KEY)")
+    mariadb.execute("INSERT INTO g VALUES (1)")
+    src = _source(mariadb)
+    try:
+        state = src.master_status().gtid
+        assert state
+        mariadb.execute("INSERT INTO g VALUES (2)")
+        mariadb.execute("INSERT INTO g VALUES (3)")
+        events = list(src.dump(DumpRequest(gtid_set=state, blocking=False)))
+    finally:
+        src.close()
+    gtids = [ev.gtid for ev in events if isinstance(ev, GtidEvent)]
+    domain, server, seq = state.split(",")[-1].split("-")
+    assert gtids[:2] == [f"{domain}-{server}-{int(seq) + 1}", f"{domain}-{server}-{int(seq) + 2}"]
+    assert [a["id"] for _, _, a in _rows(events, "g")] == [2, 3]
+
+
+def test_blocking_dump_sends_heartbeats_and_close_interrupts_it(mariadb: Any) -> None:
+    src = _source(mariadb)
+    file, pos = _status(mariadb)
+    it = src.dump(DumpRequest(file, pos, blocking=True, heartbeat_period_s=0.1))
+    deadline = time.monotonic() + 10
+    beat = None
+    for ev in it:
+        if isinstance(ev, HeartbeatEvent):
+            beat = ev
+            break
+        assert time.monotonic() < deadline
+    assert beat is not None and beat.log_file == file and beat.offset >= pos
+    closer = threading.Thread(target=src.close)
+    closer.start()
+    with pytest.raises(SourceError) as info:
+        for _ in it:
+            pass
+    closer.join()
+    assert info.value.errno == 2013
+
+
+def test_purged_position_raises_with_the_position(mariadb: Any) -> None:
+    src = _source(mariadb)
+    try:
+        with pytest.raises(BinlogPurgedError) as info:
+            list(src.dump(DumpRequest("mysql-bin.999999", 4, blocking=False)))
+    finally:
+        src.close()
+    assert info.value.errno == 1236
+    assert "mysql-bin.999999:4" in str(info.value)
+
+
+def test_unreachable_and_bad_login(mariadb: Any) -> None:
+    with pytest.raises(SourceUnreachableError):
+        MysqlBinlogSource("127.0.0.1:1", "u", "p", connect_timeout=2).open()
+    secret = "Sup3rS3cretPw"
+    with pytest.raises(SourceUnreachableError) as info:
+        MysqlBinlogSource(mariadb.address, mariadb.user, secret).open()
+    assert secret not in str(info.value) and info.value.errno == 1045
+
+
+def test_statement_binlog_is_refused_with_the_fix(mariadb_factory: Any) -> None:
+    server = mariadb_factory(extra_args=["--binlog-format=STATEMENT"])
+    src = MysqlBinlogSource(server.address, server.user, server.password)
+    with pytest.raises(ServerNotReadyError) as info:
+        src.open()
+    src.close()
+    assert "SET GLOBAL binlog_format='ROW'" in str(info.value)
+
+
+def test_lost_connection_ends_the_dump_without_reconnecting(mariadb_factory: Any) -> None:
+    server = mariadb_factory()
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+    server.execute("INSERT INTO d.t VALUES (1)")
+    src = MysqlBinlogSource(server.address, server.user, server.password)
+    src.open()
+    it = src.dump(DumpRequest("mysql-bin.000001", 4, blocking=True, heartbeat_period_s=0.1))
+    seen: list[BinlogEvent] = []
+    with pytest.raises(SourceError) as info:
+        for ev in it:
+            seen.append(ev)
+            if isinstance(ev, HeartbeatEvent) and server.is_running:
+                server.kill()
+    src.close()
+    assert info.value.errno == 2013
+    inserts = [r for r in _rows(seen, "t") if r[0] is EventType.INSERT]
+    assert len(inserts) == 1  # no silent replay from the start
+
+
+def test_local_files_yield_the_same_events_as_the_network(mariadb: Any) -> None:
+    mariadb.execute("FLUSH BINARY LOGS")
+    file, _ = _status(mariadb)
+    mariadb.execute(
+        "CREATE TABLE f (id INT PRIMARY KEY, name VARCHAR(20), at DATETIME(6), tags SET('a','b'), blob_ BLOB)"
+    )
+    for i in range(20):
+        mariadb.execute(f"INSERT INTO f VALUES ({i}, 'n{i}', '2024-01-02 03:04:05.{i:06d}', 'a,b', x'00{i:02x}')")
+    mariadb.execute("UPDATE f SET name = CONCAT(name, '!') WHERE id < 10")
+    mariadb.execute("DELETE FROM f WHERE id >= 15")
+    mariadb.execute("FLUSH BINARY LOGS")  # the rows span a complete file ending in a rotate
+    mariadb.execute("INSERT INTO f VALUES (100, 'next file', NULL, '', NULL)")
+    src = _source(mariadb)
+    try:
+        net = [ev for ev in src.dump(DumpRequest(file, 4, blocking=False)) if ev.length > 0]
+    finally:
+        src.close()
+    datadir = Path(mariadb.server.datadir)
+    local = LocalBinlogSource(datadir)
+    local.open()
+    assert local.address == f"file://{datadir}" and local.is_mariadb and local.server_id() == 1
+    assert [f.name for f in local.binlog_files()] == [f.name for f in src.binlog_files()]
+    files = list(local.dump(DumpRequest(file, 4, blocking=False)))
+    local.close()
+    assert len(_rows(files, "f")) == 20 + 10 + 5 + 1
+    assert files[: len(net)] == net
+    assert any(isinstance(ev, QueryEvent) and "CREATE TABLE f" in ev.sql for ev in files)
+    # a dump from the middle of a file starts at that event
+    mid = next(ev for ev in net if isinstance(ev, TableMapEvent))
+    again = list(LocalBinlogSource(datadir).dump(DumpRequest(mid.log_file, mid.offset, blocking=False)))
+    assert isinstance(again[0], FormatDescriptionEvent) and again[0].length == 0 and again[1] == mid
+
+
+def test_gtid_set_encoding_round_trips() -> None:
+    text = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,4e11fa47-71ca-11e1-9e33-c80aa9429562:10"
+    assert decode_mysql_gtid_set(encode_mysql_gtid_set(text)) == text
