@@ -4,6 +4,7 @@ thread), and LocalBinlogSource yielding the same events as the network dump of t
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from decimal import Decimal
@@ -78,7 +79,7 @@ def test_dump_from_position_yields_positioned_events_and_ends_cleanly(mariadb: A
     assert isinstance(events[1], FormatDescriptionEvent) and events[1].checksum
     real = [ev for ev in events if ev.length > 0]
     assert real[0].offset == pos
-    for a, b in zip(real, real[1:], strict=False):
+    for a, b in itertools.pairwise(real):
         assert b.offset == a.next_offset, (a, b)
     assert real[-1].next_offset == end.position
     assert any(isinstance(ev, GtidEvent) and ev.mariadb and not ev.standalone for ev in events)

@@ -203,8 +203,7 @@ class LocalBinlogSource:
                         rotated_to = ev.next_file
                         position = ev.next_position
                         break
-            if rotated_to is None:
-                return
+            assert rotated_to is not None
             name = rotated_to
             if not (self._dir / name).exists():
                 if not request.blocking:
