@@ -42,6 +42,7 @@ import attrs
 
 from canal.errors import ConfigError, FilterError
 from canal.log import destination_logger
+from canal.parse.filter import FieldFilter, TableFilters
 
 __all__ = [
     "DEFAULT_FILTER_REGEX",
@@ -54,11 +55,8 @@ __all__ = [
     "RetryConfig",
     "ServerConfig",
     "StoreConfig",
-    "TableFilter",
-    "compile_table_filter",
     "format_properties",
     "load_conf_dir",
-    "parse_field_filter",
     "parse_properties",
     "resolve_placeholders",
 ]
@@ -420,124 +418,6 @@ class RetryConfig:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _split_top_level(text: str) -> list[str]:
-    """Split canal's comma-separated pattern list, ignoring commas inside ``{}``, ``()``, ``[]`` and after ``\\``.
-
-    canal splits on every comma, which breaks ``a{1,3}``; for patterns without such commas the result is the same.
-    """
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    in_class = False
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            current.append(text[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            if ch == "]":
-                in_class = False
-        elif ch == "[":
-            in_class = True
-        elif ch in "({":
-            depth += 1
-        elif ch in ")}":
-            depth = max(0, depth - 1)
-        elif ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-            i += 1
-            continue
-        current.append(ch)
-        i += 1
-    parts.append("".join(current))
-    return [p.strip() for p in parts if p.strip()]
-
-
-@attrs.frozen(slots=True)
-class TableFilter:
-    """A compiled canal table filter: the list of patterns of ``text``.
-
-    :meth:`matches` is true when any pattern matches the whole ``schema.table`` name, case-insensitively (canal's
-    semantics). An empty filter matches nothing; by canal's convention an empty *include* filter means "all tables"
-    and an empty *exclude* filter means "none" -- callers apply that (see :attr:`is_empty`).
-    """
-
-    text: str
-    patterns: tuple[re.Pattern[str], ...] = attrs.field(repr=False, eq=False)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.patterns
-
-    def matches(self, name: str) -> bool:
-        """Whether ``schema.table`` matches any pattern."""
-        return any(p.fullmatch(name) for p in self.patterns)
-
-    def matches_table(self, schema: str, table: str) -> bool:
-        return self.matches(f"{schema}.{table}")
-
-
-def compile_table_filter(text: str, key: str = "canal.instance.filter.regex") -> TableFilter:
-    """Compile canal's table filter syntax -- a comma-separated list of Perl regexes on ``schema.table``, each
-    compiled with :data:`re.IGNORECASE` and matched against the whole name -- into a :class:`TableFilter`.
-
-    This is the one place the syntax is checked; the parser's filter module uses it (or replaces it keeping this
-    contract). Raises :class:`~canal.errors.FilterError` naming ``key`` and the bad pattern.
-    """
-    if not isinstance(text, str):
-        raise FilterError(f"invalid {key} = {text!r}: must be a string", key=key)
-    patterns: list[re.Pattern[str]] = []
-    for part in _split_top_level(text):
-        try:
-            patterns.append(re.compile(part, re.IGNORECASE))
-        except re.error as exc:
-            raise FilterError(
-                f"invalid {key}: pattern {part!r} does not compile: {exc.msg} at position {exc.pos}", key=key
-            ) from None
-    return TableFilter(text=text, patterns=tuple(patterns))
-
-
-def parse_field_filter(text: str, key: str = "canal.instance.filter.field") -> Mapping[str, tuple[str, ...]]:
-    """Parse canal's field filter syntax ``schema.table:col1/col2,schema2.table2:col3`` into a read-only mapping
-    ``{"schema.table": ("col1", "col2"), ...}``. Table names are literal (not regexes) and lower-cased, since MySQL
-    names compare case-insensitively here as in canal; columns keep their spelling. An empty text gives an empty
-    mapping. Raises :class:`~canal.errors.FilterError` naming ``key`` and the bad entry.
-    """
-    if not isinstance(text, str):
-        raise FilterError(f"invalid {key} = {text!r}: must be a string", key=key)
-    result: dict[str, tuple[str, ...]] = {}
-    for entry in (e.strip() for e in text.split(",")):
-        if not entry:
-            continue
-
-        def bad(reason: str, entry: str = entry) -> FilterError:
-            return FilterError(
-                f"invalid {key}: entry {entry!r} {reason} (expected schema.table:col1/col2,...)", key=key
-            )
-
-        table, sep, cols_text = entry.partition(":")
-        if not sep:
-            raise bad("has no ':'")
-        if ":" in cols_text:
-            raise bad("has more than one ':'")
-        schema, dot, name = table.strip().partition(".")
-        if not dot or not schema.strip() or not name.strip():
-            raise bad("does not name schema.table")
-        cols = tuple(c.strip() for c in cols_text.split("/"))
-        if not cols or any(not c for c in cols):
-            raise bad("has an empty column name")
-        if len({c.lower() for c in cols}) != len(cols):
-            raise bad("repeats a column")
-        table_key = f"{schema.strip()}.{name.strip()}".lower()
-        if table_key in result:
-            raise bad("names a table twice")
-        result[table_key] = cols
-    return MappingProxyType(result)
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # instance
 # --------------------------------------------------------------------------------------------------------------------
@@ -633,10 +513,9 @@ def _to_path_str(value: object) -> object:
 class InstanceConfig:
     """Everything one destination needs: source, filters, store, meta and parser policy.
 
-    ``filter_regex``/``black_regex`` use canal's table filter syntax (:func:`compile_table_filter`);
-    ``field_filter``/``black_field_filter`` canal's field filter syntax (:func:`parse_field_filter`). Both are checked
-    on construction; the compiled forms are :attr:`table_filter`, :attr:`table_black_filter`, :attr:`field_filters`
-    and :attr:`black_field_filters`.
+    ``filter_regex``/``black_regex`` use canal's table filter syntax and ``field_filter``/``black_field_filter``
+    canal's field filter syntax (both implemented in :mod:`canal.parse.filter`). Both are checked on construction;
+    the compiled forms are :attr:`table_filters` and :attr:`field_filters`.
 
     ``meta_mode`` ``file`` needs ``meta_dir`` (canal's ``canal.file.data.dir``: the file meta manager keeps
     ``{meta_dir}/{destination}/meta.dat``); ``zookeeper`` and ``period-mixed`` need ``zk_hosts``. ``flush_period_s``
@@ -684,41 +563,27 @@ class InstanceConfig:
         factory=RetryConfig, validator=_check(lambda v: isinstance(v, RetryConfig), "must be a RetryConfig")
     )
 
-    _table_filter: TableFilter = attrs.field(init=False, repr=False, eq=False)
-    _table_black_filter: TableFilter = attrs.field(init=False, repr=False, eq=False)
-    _field_filters: Mapping[str, tuple[str, ...]] = attrs.field(init=False, repr=False, eq=False)
-    _black_field_filters: Mapping[str, tuple[str, ...]] = attrs.field(init=False, repr=False, eq=False)
+    _table_filters: TableFilters = attrs.field(init=False, repr=False, eq=False)
+    _field_filters: FieldFilter = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "_table_filter", compile_table_filter(self.filter_regex, "filter_regex"))
-        set_(self, "_table_black_filter", compile_table_filter(self.black_regex, "black_regex"))
-        set_(self, "_field_filters", parse_field_filter(self.field_filter, "field_filter"))
-        set_(self, "_black_field_filters", parse_field_filter(self.black_field_filter, "black_field_filter"))
+        set_(self, "_table_filters", TableFilters.from_strings(self.filter_regex, self.black_regex))
+        set_(self, "_field_filters", FieldFilter.parse(self.field_filter, self.black_field_filter))
         if self.meta_mode is MetaMode.FILE and self.meta_dir is None:
             raise _FieldError("InstanceConfig", "meta_dir", None, "meta_mode 'file' needs meta_dir")
         if self.meta_mode in (MetaMode.ZOOKEEPER, MetaMode.PERIOD_MIXED) and self.zk_hosts is None:
             raise _FieldError("InstanceConfig", "zk_hosts", None, f"meta_mode {self.meta_mode.value!r} needs zk_hosts")
 
     @property
-    def table_filter(self) -> TableFilter:
-        """The compiled include filter (``filter_regex``)."""
-        return self._table_filter
+    def table_filters(self) -> TableFilters:
+        """``filter_regex`` and ``black_regex`` compiled: ``table_filters.includes(schema, table)``."""
+        return self._table_filters
 
     @property
-    def table_black_filter(self) -> TableFilter:
-        """The compiled exclude filter (``black_regex``)."""
-        return self._table_black_filter
-
-    @property
-    def field_filters(self) -> Mapping[str, tuple[str, ...]]:
-        """``field_filter`` parsed: ``{"schema.table": (columns to keep, ...)}``."""
+    def field_filters(self) -> FieldFilter:
+        """``field_filter`` and ``black_field_filter`` compiled."""
         return self._field_filters
-
-    @property
-    def black_field_filters(self) -> Mapping[str, tuple[str, ...]]:
-        """``black_field_filter`` parsed: ``{"schema.table": (columns to drop, ...)}``."""
-        return self._black_field_filters
 
     def redacted(self) -> dict[str, Any]:
         """A JSON-friendly dict of every setting, safe to log: passwords are ``'***'``."""
@@ -1402,7 +1267,7 @@ def _build(cls: Callable[..., _T], keys: Mapping[str, str], props: _Props, **kwa
         key = keys.get(exc.key or "")
         if key is None:
             raise
-        raise FilterError(str(exc).replace(f"invalid {exc.key}", f"invalid {key}", 1), key=key) from None
+        raise FilterError(str(exc).replace(f"{exc.key}:", f"{key}:", 1), key=key) from None
 
 
 _SPRING_XML_MODES: Final = {

@@ -23,14 +23,13 @@ from canal.config import (
     RetryConfig,
     ServerConfig,
     StoreConfig,
-    compile_table_filter,
     format_properties,
     load_conf_dir,
-    parse_field_filter,
     parse_properties,
     resolve_placeholders,
 )
 from canal.errors import ConfigError, FilterError
+from canal.parse.filter import FieldFilter, compile_table_filter
 
 DATA = Path(__file__).parent / "data" / "canal_conf"
 EXAMPLE = DATA / "example" / "instance.properties"
@@ -70,8 +69,8 @@ def test_design_example_constructs() -> None:
     assert cfg.retry == RetryConfig()
     assert cfg.fallback_interval_s == 60
     assert cfg.transaction_size == 1024
-    assert cfg.table_filter.matches("shop.orders")
-    assert cfg.table_black_filter.is_empty
+    assert cfg.table_filters.includes("shop", "orders")
+    assert cfg.table_filters.black.matches("any", "table") is False
 
 
 def test_full_design_signature() -> None:
@@ -106,13 +105,13 @@ def test_full_design_signature() -> None:
     assert cfg.standby is not None
     assert (cfg.standby.host, cfg.standby.port) == ("::1", 3307)
     assert cfg.meta_mode is MetaMode.PERIOD_MIXED
-    assert cfg.table_filter.matches("SHOP.Orders")
-    assert cfg.table_filter.matches("test.t_123")  # the comma inside {1,3} does not split the list
-    assert not cfg.table_filter.matches("test.t_1234")
-    assert not cfg.table_filter.matches("shopx.orders")
-    assert cfg.table_black_filter.matches_table("mysql", "slave_relay_log_info")
-    assert cfg.field_filters == {"shop.orders": ("id", "amount")}
-    assert cfg.black_field_filters == {"shop.users": ("password_hash",)}
+    assert cfg.table_filters.includes("SHOP", "Orders")
+    assert cfg.table_filters.includes("test", "t_123")  # the comma inside {1,3} does not split the list
+    assert not cfg.table_filters.includes("test", "t_1234")
+    assert not cfg.table_filters.includes("shopx", "orders")
+    assert not cfg.table_filters.includes("mysql", "slave_relay_log_info")  # white would match, black excludes
+    assert cfg.field_filters.include == {"shop.orders": frozenset({"id", "amount"})}
+    assert cfg.field_filters.exclude == {"shop.users": frozenset({"password_hash"})}
     assert cfg.store.max_bytes == 1024 * 512
 
 
@@ -204,22 +203,22 @@ def test_bad_regex_raises_filter_error(field: str, pattern: str) -> None:
 
 
 def test_compile_table_filter() -> None:
-    flt = compile_table_filter(r" shop\..* , test\.t1,, ")
+    flt = compile_table_filter(r" shop\..* , test\.t1,, ", "canal.instance.filter.regex")
     assert len(flt.patterns) == 2
-    assert flt.matches("Shop.Anything") and flt.matches("TEST.T1")
-    assert not flt.matches("test.t10")  # whole-name match, as canal's
+    assert flt.matches("Shop", "Anything") and flt.matches("TEST", "T1")
+    assert not flt.matches("test", "t10")  # whole-name match, as canal's
     assert compile_table_filter("").is_empty
     with pytest.raises(FilterError, match=r"canal\.instance\.filter\.regex.*'\(\)\)'"):
-        compile_table_filter("a\\.b,())")
+        compile_table_filter("a\\.b,())", "canal.instance.filter.regex")
 
 
 @pytest.mark.parametrize(
     "text",
-    ["shop.orders", "shop.orders:", "orders:id", "shop.:id", "shop.orders:id//name", "a.b:id,a.b:x", "a.b:c:d"],
+    ["shop.orders", "shop.orders:", "orders:id", "shop.:id", "shop.orders:id//name", "a.b:c:d"],
 )
 def test_bad_field_filter(text: str) -> None:
     with pytest.raises(FilterError) as info:
-        parse_field_filter(text, "canal.instance.filter.field")
+        FieldFilter.parse(text, "", include_key="canal.instance.filter.field")
     assert info.value.key == "canal.instance.filter.field"
     with pytest.raises(ConfigError) as info2:
         _inst(black_field_filter=text)
@@ -227,12 +226,12 @@ def test_bad_field_filter(text: str) -> None:
 
 
 def test_field_filter_parses() -> None:
-    parsed = parse_field_filter("test1.t_product:id/subject/keywords, Test2.T_Company:id/name/contact/ch")
-    assert parsed == {
-        "test1.t_product": ("id", "subject", "keywords"),
-        "test2.t_company": ("id", "name", "contact", "ch"),
+    parsed = FieldFilter.parse("test1.t_product:id/subject/keywords, Test2.T_Company:id/name/contact/ch")
+    assert parsed.include == {
+        "test1.t_product": frozenset({"id", "subject", "keywords"}),
+        "test2.t_company": frozenset({"id", "name", "contact", "ch"}),
     }
-    assert parse_field_filter("") == {}
+    assert FieldFilter.parse("").is_empty
 
 
 def test_timestamp_in_seconds_is_warned(caplog: pytest.LogCaptureFixture) -> None:
@@ -306,8 +305,8 @@ def test_canal_example_instance_properties() -> None:
     assert cfg.charset == "utf8mb4"  # UTF-8
     assert cfg.filter_regex == r".*\..*"
     assert cfg.black_regex == r"mysql\.slave_.*"
-    assert cfg.table_black_filter.matches("mysql.slave_master_info")
-    assert cfg.field_filter == "" and cfg.field_filters == {}
+    assert not cfg.table_filters.includes("mysql", "slave_master_info")
+    assert cfg.field_filter == "" and cfg.field_filters.is_empty
     assert cfg.meta_mode is MetaMode.MEMORY  # no canal.properties given
     assert cfg.store == StoreConfig()
     # the text itself works too, and as a str path
@@ -535,8 +534,8 @@ def test_all_instance_keys() -> None:
     assert cfg.standby is not None and cfg.standby.fake_name == "standby" and cfg.standby.username == "repl"
     assert cfg.standby.gtid == "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5"
     assert (cfg.charset, cfg.gtid_mode, cfg.slave_id) == ("gbk", True, 1234)
-    assert cfg.field_filters == {"test1.t_product": ("id", "subject")}
-    assert cfg.black_field_filters == {"test2.t_company": ("contact",)}
+    assert cfg.field_filters.include == {"test1.t_product": frozenset({"id", "subject"})}
+    assert cfg.field_filters.exclude == {"test2.t_company": frozenset({"contact"})}
     assert cfg.filter_flags == FilterFlags(
         query_dml=True, query_ddl=True, query_dcl=True, rows=True, table_error=True, transaction_entry=True,
         dml_delete=True,

@@ -148,7 +148,7 @@ def compile_table_filter(text: str | None, key: str = "filter", *, match_empty: 
             compiled.append(re.compile(_normalize(p), _FLAGS))
         except (re.error, OverflowError, RecursionError) as e:
             raise FilterError(
-                f"{key}: pattern '{p}' is not a valid regular expression ({e}); patterns are comma-separated "
+                f"{key}: pattern {p!r} is not a valid regular expression ({e}); patterns are comma-separated "
                 r"regexes over 'schema.table', e.g. 'test\..*,shop\.orders'",
                 key=key,
             ) from None
@@ -305,20 +305,34 @@ def _taker(indexes: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, .
 
 
 def _parse_field_spec(text: str | None, key: str) -> dict[str, frozenset[str]]:
-    spec: dict[str, set[str]] = {}
+    """canal's ``schema.table:col1/col2,schema2.table2:col3``; table names are literal and compared case-insensitively.
+
+    Stricter than canal, which silently skips malformed entries: every mistake raises FilterError. A table named
+    twice gets the union of its columns (canal keeps the last entry).
+    """
+    spec: dict[str, frozenset[str]] = {}
     for raw in (text or "").split(","):
         entry = raw.strip()
         if not entry:
             continue
+
+        def bad(reason: str, entry: str = entry) -> FilterError:
+            return FilterError(f"{key}: entry {entry!r} {reason} (expected 'schema.table:col1/col2,...')", key=key)
+
         table, sep, cols = entry.partition(":")
-        table = table.strip()
-        columns = [c.strip() for c in cols.split("/") if c.strip()]
-        if not sep or ":" in cols or not columns or "." not in table or table.startswith(".") or table.endswith("."):
-            raise FilterError(
-                f"{key}: entry {entry!r} is not 'schema.table:col1/col2' (a comma-separated list of those)", key=key
-            )
-        spec.setdefault(table.casefold(), set()).update(c.casefold() for c in columns)
-    return {k: frozenset(v) for k, v in spec.items()}
+        if not sep:
+            raise bad("has no ':'")
+        if ":" in cols:
+            raise bad("has more than one ':'")
+        schema, dot, name = table.strip().partition(".")
+        if not dot or not schema.strip() or not name.strip():
+            raise bad("does not name schema.table")
+        columns = [c.strip().casefold() for c in cols.split("/")]
+        if any(not c for c in columns):
+            raise bad("has an empty column name")
+        table_key = f"{schema.strip()}.{name.strip()}".casefold()
+        spec[table_key] = spec.get(table_key, frozenset()) | frozenset(columns)  # repeated tables add up
+    return spec
 
 
 class FieldFilter:
