@@ -147,7 +147,7 @@ def test_bad_regex_names_key_and_pattern() -> None:
     assert isinstance(err, ConfigError)
     assert err.key == "canal.instance.filter.regex"
     assert "canal.instance.filter.regex" in str(err)
-    assert r"bad[\..*" in str(err)
+    assert repr(r"bad[\..*") in str(err)
     with pytest.raises(FilterError, match="black_regex"):
         compile_table_filter("a(b", "black_regex", match_empty=False)
     with pytest.raises(FilterError, match=r"\*\*"):
