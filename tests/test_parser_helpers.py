@@ -67,6 +67,7 @@ class MiniMysql:
         self._table_id = 100
         self._file_no = 0
         self.dumps = 0
+        self.epoch = 0  # bumped to drop every open connection
         self._new_file()
 
     # -- writing ----------------------------------------------------------------------------------------------
@@ -174,10 +175,18 @@ class MiniMysql:
         """Another server takes over the address: a new binlog with its own files."""
         with self.cond:
             self.server_id = server_id
+            self.epoch += 1
             self.files = []
             self.purged = set()
             self._file_no = 0
             self._new_file()
+            self._notify()
+
+    def crash(self) -> None:
+        """The server goes down: open connections drop, new ones are refused."""
+        with self.cond:
+            self.down = True
+            self.epoch += 1
             self._notify()
 
     def fail_after(self, events: int) -> None:
@@ -207,6 +216,7 @@ class MiniConnection:
         self.server = server
         self.closed = False
         self.opened = False
+        self.epoch = server.epoch
 
     @property
     def address(self) -> str:
@@ -221,6 +231,7 @@ class MiniConnection:
             raise SourceUnreachableError(f"{self.address} is down", errno=2003)
         self.opened = True
         self.closed = False
+        self.epoch = self.server.epoch
 
     def close(self) -> None:
         with self.server.cond:
@@ -304,6 +315,8 @@ class MiniConnection:
                 while True:
                     if self.closed:
                         raise SourceError("connection closed", errno=2013)
+                    if self.epoch != s.epoch:
+                        raise SourceError("connection lost: the server went away", errno=2013)
                     events = s.file(journal)
                     while index < len(events) and events[index].offset < position:
                         index += 1

@@ -1,0 +1,96 @@
+"""The transaction buffer: whole transactions, ordered parts of big ones, restart positions after each hand-off."""
+
+from __future__ import annotations
+
+import pytest
+from test_parser_helpers import CollectingSink, MemoryPositions, MiniMysql
+
+from canal.parse.convert import EntryConverter
+from canal.parse.events import HeartbeatEvent
+from canal.parse.transaction import TransactionBuffer
+from canal.position import EntryPosition, LogIdentity, LogPosition
+from canal.protocol import Entry, EntryType
+
+IDENTITY = LogIdentity("fake://mini-m", 7)
+
+
+def entries_of(db: MiniMysql) -> list[Entry]:
+    conv = EntryConverter()
+    conv.reset(EntryPosition("mysql-bin.000001", 4))
+    return [e for e in map(conv.convert, db.all_events()) if e is not None]
+
+
+def run(entries: list[Entry], size: int) -> tuple[CollectingSink, MemoryPositions, TransactionBuffer]:
+    sink = CollectingSink()
+    positions = MemoryPositions()
+    buffer = TransactionBuffer("example", sink, positions, transaction_size=size, identity=IDENTITY)
+    for entry in entries:
+        buffer.add(entry)
+    return sink, positions, buffer
+
+
+def test_whole_transactions_are_handed_off_at_their_end() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")]), ("insert", "shop.orders", [(2, 1, "a")])])
+    db.execute("CREATE TABLE shop.t (id INT)")
+    entries = entries_of(db)
+    sink, positions, buffer = run(entries, 1024)
+    assert [len(b) for b in sink.batches] == [4, 1]
+    assert sink.entries == entries
+    end, ddl = entries[3], entries[4]
+    assert positions.history == [
+        LogPosition(IDENTITY, end.anchor or EntryPosition(), 0),
+        LogPosition(IDENTITY, ddl.anchor or EntryPosition(), 0),
+    ]
+    assert buffer.last_position == positions.history[-1] and len(buffer) == 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 100])
+def test_big_transactions_go_in_ordered_parts_with_rows_done(size: int) -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(i, i, "x")]) for i in range(6)])  # BEGIN + 6 rows + END
+    entries = entries_of(db)
+    sink, positions, _ = run(entries, size)
+    assert sink.entries == entries
+    assert all(len(b) <= max(size, 2) for b in sink.batches)
+    assert all(b[-1].entry_type is not EntryType.TRANSACTIONBEGIN for b in sink.batches)
+    # after each part: the transaction's anchor and the rows handed so far; after the end: the end itself
+    for batch, recorded in zip(sink.batches, positions.history, strict=True):
+        last = batch[-1]
+        assert recorded == LogPosition(IDENTITY, last.anchor or EntryPosition(), last.rows_done)
+    assert positions.history[-1].rows_done == 0 and positions.history[-1].position.included
+    if size < len(entries):
+        assert any(p.rows_done > 0 for p in positions.history)
+
+
+def test_a_failing_sink_records_nothing_and_keeps_the_entries() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")])])
+    entries = entries_of(db)
+    sink = CollectingSink()
+    sink.fail_next = 1
+    positions = MemoryPositions()
+    buffer = TransactionBuffer("example", sink, positions, identity=IDENTITY)
+    buffer.add(entries[0])
+    buffer.add(entries[1])
+    with pytest.raises(RuntimeError):
+        buffer.add(entries[2])
+    assert positions.history == [] and buffer.last_position is None and len(buffer) == 3
+    buffer.clear()
+    assert len(buffer) == 0
+
+
+def test_heartbeats_go_alone_and_record_nothing() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")])])
+    entries = entries_of(db)
+    conv = EntryConverter()
+    hb = conv.heartbeat(HeartbeatEvent(log_file="mysql-bin.000001", offset=9, next_offset=9, timestamp=0, server_id=1))
+    sink, positions, _ = run([*entries, hb], 1024)
+    assert sink.batches[-1] == [hb]
+    assert len(positions.history) == 1
+
+
+def test_transaction_size_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        TransactionBuffer("example", CollectingSink(), transaction_size=0)

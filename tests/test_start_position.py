@@ -1,0 +1,204 @@
+"""Start-position finding: every branch of canal's findStartPosition, on the BinlogSource protocol."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from test_parser_helpers import UUID, MiniMysql
+
+from canal.config import MasterConfig
+from canal.parse.events import BinlogEvent, GtidEvent, QueryEvent, RowsEvent, XidEvent
+from canal.parse.start_position import find_start_position, search_file, transaction_begin
+from canal.position import EntryPosition, LogIdentity, LogPosition
+
+T0 = 1_700_000_000
+
+
+def timeline(gtid: bool = False) -> MiniMysql:
+    """Transactions at T0+10, T0+20, T0+30 (file 1) and T0+40, T0+50 (file 2)."""
+    db = MiniMysql(clock=T0, gtid=gtid)
+    for i in range(1, 6):
+        db.clock = T0 + 10 * i
+        db.transaction([("insert", "shop.orders", [(i, i, "x")])])
+        if i == 3:
+            db.rotate()
+    return db
+
+
+def find(db: MiniMysql, *, saved: LogPosition | None = None, configured: MasterConfig | None = None, **kw: Any) -> Any:
+    conn = db.connect()
+    conn.open()
+    return find_start_position(conn, saved=saved, configured=configured, **kw)
+
+
+def events_of(db: MiniMysql, kind: type[BinlogEvent], file_no: int = 1) -> list[Any]:
+    return [e for e in db.file(f"mysql-bin.{file_no:06d}") if isinstance(e, kind)]
+
+
+def begins(db: MiniMysql, file_no: int = 1) -> list[QueryEvent]:
+    return [e for e in events_of(db, QueryEvent, file_no) if e.sql == "BEGIN"]
+
+
+def test_nothing_configured_starts_at_master_status() -> None:
+    db = timeline()
+    start = find(db)
+    assert start.position.journal_name == "mysql-bin.000002"
+    assert start.position.position == db.file("mysql-bin.000002")[-1].next_offset
+    assert not start.position.included and start.rows_done == 0 and start.gtid_set is None
+    assert "master status" in start.reason
+
+
+def test_saved_position_on_the_same_server_is_used_with_its_rows_done() -> None:
+    db = timeline()
+    xid = events_of(db, XidEvent)[1]
+    anchor = EntryPosition(xid.log_file, xid.offset, xid.timestamp * 1000, 1, None, True)
+    saved = LogPosition(LogIdentity(db.address, -1), anchor, rows_done=3)
+    start = find(
+        db, saved=saved, configured=MasterConfig(address=db.address, journal_name="mysql-bin.000001", position=4)
+    )
+    assert start.position == anchor and start.rows_done == 3 and start.reason == "saved position"
+
+
+def test_saved_position_from_another_address_searches_by_time_minus_fallback() -> None:
+    old = timeline()
+    new = timeline()
+    xid = events_of(old, XidEvent, 2)[0]  # the T0+40 transaction
+    saved = LogPosition(
+        LogIdentity(old.address.replace("m", "old"), -1),
+        EntryPosition(xid.log_file, xid.offset, (T0 + 40) * 1000, 1, None, True),
+    )
+    start = find(new, saved=saved, fallback_interval_s=15)
+    # T0+25: the last boundary before it is the end of the T0+20 transaction
+    end = events_of(new, XidEvent)[1]
+    assert start.position == EntryPosition("mysql-bin.000001", end.next_offset, (T0 + 20) * 1000, 1)
+    assert start.rows_done == 0 and "switch" in start.reason
+
+
+def test_server_id_change_behind_one_address_searches_by_time() -> None:
+    db = timeline()
+    xid = events_of(db, XidEvent, 2)[1]
+    saved = LogPosition(
+        LogIdentity(db.address, -1),
+        EntryPosition(xid.log_file, xid.offset, (T0 + 50) * 1000, 1, None, True),
+        rows_done=2,
+    )
+    db.failover(server_id=2)
+    for i in range(6):
+        db.clock = T0 + 5 + 10 * i
+        db.transaction([("insert", "shop.orders", [(i, i, "y")])])
+    start = find(db, saved=saved, fallback_interval_s=0)
+    # the new server's transactions are at T0+5 ... T0+55: the last one before T0+50 is at T0+45 (its BEGIN is first)
+    begin = begins(db)[4]
+    end = events_of(db, XidEvent)[4]
+    assert begin.timestamp == T0 + 45
+    assert start.position.position == end.next_offset and start.rows_done == 0
+    assert "server id" in start.reason
+
+
+def test_configured_file_and_offset() -> None:
+    db = timeline()
+    begin = begins(db)[1]
+    start = find(
+        db, configured=MasterConfig(address=db.address, journal_name="mysql-bin.000001", position=begin.offset)
+    )
+    assert start.position == EntryPosition("mysql-bin.000001", begin.offset) and start.aligned
+
+
+def test_configured_offset_inside_a_transaction_moves_back_to_its_begin() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")]), ("insert", "shop.orders", [(2, 1, "b")])])
+    rows = events_of(db, RowsEvent)
+    start = find(
+        db, configured=MasterConfig(address=db.address, journal_name="mysql-bin.000001", position=rows[1].offset)
+    )
+    assert start.position.position == begins(db)[0].offset
+    assert transaction_begin(db.connect(), "mysql-bin.000001", rows[0].offset) == begins(db)[0].offset
+
+
+def test_configured_offset_inside_a_gtid_transaction_moves_back_to_its_gtid_event() -> None:
+    db = timeline(gtid=True)
+    rows = events_of(db, RowsEvent)
+    gtids = events_of(db, GtidEvent)
+    start = find(
+        db, configured=MasterConfig(address=db.address, journal_name="mysql-bin.000001", position=rows[2].offset)
+    )
+    assert start.position.position == gtids[2].offset
+
+
+def test_configured_file_and_timestamp_searches_that_file() -> None:
+    db = timeline()
+    start = find(
+        db, configured=MasterConfig(address=db.address, journal_name="mysql-bin.000001", timestamp=(T0 + 30) * 1000)
+    )
+    end = events_of(db, XidEvent)[1]
+    assert start.position == EntryPosition("mysql-bin.000001", end.next_offset, (T0 + 20) * 1000, 1)
+    # nothing before the timestamp in that file: the file's start
+    early = find(
+        db, configured=MasterConfig(address=db.address, journal_name="mysql-bin.000002", timestamp=(T0 + 5) * 1000)
+    )
+    assert early.position == EntryPosition("mysql-bin.000002", 4)
+
+
+def test_configured_file_only_starts_at_its_beginning() -> None:
+    db = timeline()
+    start = find(db, configured=MasterConfig(address=db.address, journal_name="mysql-bin.000002"))
+    assert start.position == EntryPosition("mysql-bin.000002", 4)
+
+
+def test_configured_timestamp_searches_files_newest_first() -> None:
+    db = timeline()
+    in_second = find(db, configured=MasterConfig(address=db.address, timestamp=(T0 + 45) * 1000))
+    assert in_second.position.journal_name == "mysql-bin.000002"
+    assert in_second.position.position == events_of(db, XidEvent, 2)[0].next_offset
+    # the first transaction of file 2 is after T0+35: found in file 1, after its last transaction
+    in_first = find(db, configured=MasterConfig(address=db.address, timestamp=(T0 + 35) * 1000))
+    assert in_first.position.journal_name == "mysql-bin.000001"
+    assert in_first.position.position == events_of(db, XidEvent)[2].next_offset
+    # exactly at a transaction's time: that transaction is included
+    exact = find(db, configured=MasterConfig(address=db.address, timestamp=(T0 + 20) * 1000))
+    assert exact.position.position == events_of(db, XidEvent)[0].next_offset
+    # before everything: the oldest file still there
+    db.purge_to("mysql-bin.000002")
+    oldest = find(db, configured=MasterConfig(address=db.address, timestamp=(T0 + 1) * 1000))
+    assert oldest.position == EntryPosition("mysql-bin.000002", 4)
+
+
+def test_the_standby_uses_its_own_configured_position() -> None:
+    db = timeline()
+    other = MasterConfig(address="fake://elsewhere", journal_name="mysql-bin.000002", position=4)
+    start = find(db, configured=other)  # not this server's config: ignored
+    assert "master status" in start.reason
+
+
+def test_timestamp_search_begin_before_and_end_after() -> None:
+    db = MiniMysql(clock=T0)
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")])])
+    db.clock = T0 + 10
+    db.execute("CREATE TABLE shop.t (id INT)")
+    ddl = events_of(db, QueryEvent)[-1]
+    assert search_file(db.connect(), "mysql-bin.000001", (T0 + 11) * 1000) == EntryPosition(
+        "mysql-bin.000001", ddl.next_offset, (T0 + 10) * 1000, 1
+    )
+    assert search_file(db.connect(), "mysql-bin.000001", T0 * 1000) is None
+
+
+def test_gtid_mode_branches() -> None:
+    db = timeline(gtid=True)
+    saved = LogPosition(
+        LogIdentity("fake://other", -1),
+        EntryPosition("mysql-bin.000001", 500, T0 * 1000, 1, f"{UUID}:1-2", True),
+        rows_done=1,
+    )
+    start = find(db, saved=saved, gtid_mode=True)
+    assert start.gtid_set == f"{UUID}:1-2" and start.rows_done == 1 and "gtid" in start.reason
+    req = start.dump_request()
+    assert req.gtid_set == f"{UUID}:1-2" and req.journal_name is None
+    # no saved position: the configured GTID set
+    configured = MasterConfig(address=db.address, gtid=f"{UUID}:1-3")
+    assert find(db, configured=configured, gtid_mode=True).gtid_set == f"{UUID}:1-3"
+    # a saved position without a GTID set (written before GTID mode) falls back to file/position
+    plain = LogPosition(LogIdentity(db.address, -1), EntryPosition("mysql-bin.000001", 4, T0 * 1000, 1))
+    fallback = find(db, saved=plain, gtid_mode=True)
+    assert fallback.gtid_set is None and fallback.position == plain.position
+    # outside GTID mode the GTID is ignored
+    assert find(db, configured=configured).gtid_set is None
