@@ -54,7 +54,7 @@ def _rows(events: list[BinlogEvent], table: str) -> list[tuple[EventType, dict[s
 
 
 def test_dump_from_position_yields_positioned_events_and_ends_cleanly(mariadb: Any) -> None:
-    src = _source(mariadb)
+    src = _source(mariadb, verify_checksum=True)
     assert isinstance(src, BinlogSource)
     assert src.is_mariadb and src.server_id() == 1 and src.slave_id != 1
     assert mariadb.password not in repr(src)
@@ -222,3 +222,33 @@ def test_local_files_yield_the_same_events_as_the_network(mariadb: Any) -> None:
 def test_gtid_set_encoding_round_trips() -> None:
     text = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,4e11fa47-71ca-11e1-9e33-c80aa9429562:10"
     assert decode_mysql_gtid_set(encode_mysql_gtid_set(text)) == text
+
+
+def test_minimal_metadata_falls_back_to_information_schema_with_one_warning(
+    mariadb_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=MINIMAL"])
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.m (k INT UNSIGNED, id INT PRIMARY KEY, e ENUM('x','y'), s SET('p','q'))")
+    server.execute("INSERT INTO d.m VALUES (4294967295, 1, 'y', 'p,q')")
+    server.execute("INSERT INTO d.m VALUES (0, 2, 'x', '')")
+    src = MysqlBinlogSource(server.address, server.user, server.password)
+    src.open()
+    with caplog.at_level("WARNING", logger="canal.parse.mysql.binlog"):
+        try:
+            events = list(src.dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
+        finally:
+            src.close()
+    rows = [r for ev in events if isinstance(ev, RowsEvent) for r in ev.rows]
+    assert [r.after_dict() for r in rows] == [
+        {"k": 4294967295, "id": 1, "e": "y", "s": frozenset({"p", "q"})},
+        {"k": 0, "id": 2, "e": "x", "s": frozenset()},
+    ]
+    assert rows[0].table.key_indexes == (1,)
+    warnings = [r for r in caplog.records if "binlog_row_metadata" in r.getMessage()]
+    assert len(warnings) == 1 and "d.m" in warnings[0].getMessage()
+    # local files have no information_schema: the names stay unknown, the values are still decoded
+    files = list(LocalBinlogSource(server.datadir).dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
+    local_rows = [r for ev in files if isinstance(ev, RowsEvent) for r in ev.rows]
+    assert local_rows[0].table.names[0] == "UNKNOWN_COL0" and local_rows[0].after is not None
+    assert local_rows[0].after[0] == 4294967295

@@ -923,6 +923,9 @@ class TableDecoder:
         fb: list[FallbackColumn | None] = [None] * len(info.columns)
         if fallback is not None and len(fallback) == len(info.columns):
             fb = list(fallback)
+            for c, f in zip(info.columns, fallback, strict=True):
+                if not c.labels and f.labels and c.type in (T_ENUM, T_SET):
+                    c.labels = f.labels
         self.schema = TableSchema(
             info.schema, info.table, tuple(_column_meta(c, f) for c, f in zip(info.columns, fb, strict=True))
         )

@@ -1,0 +1,100 @@
+"""Unit tests of the binlog row decoder's value readers (no server)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+from decimal import Decimal
+
+import pytest
+
+from canal.parse.mysql.decoder import (
+    decimal_size,
+    make_datetime2_reader,
+    make_decimal_reader,
+    make_time2_reader,
+    read_date,
+    read_mysql_json,
+)
+
+
+def _pack_decimal(text: str, precision: int, scale: int) -> bytes:
+    """Encode like the server: groups of 9 digits, sign by inverting every byte, top bit flipped."""
+    dig2bytes = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+    neg = text.startswith("-")
+    ip, _, fp = text.lstrip("-").partition(".")
+    intg = precision - scale
+    ip = ip.rjust(intg, "0")
+    fp = fp.ljust(scale, "0")
+    out = b""
+    lead = intg % 9
+    if lead:
+        out += int(ip[:lead]).to_bytes(dig2bytes[lead], "big")
+    for i in range(lead, intg, 9):
+        out += int(ip[i : i + 9]).to_bytes(4, "big")
+    for i in range(0, scale - scale % 9, 9):
+        out += int(fp[i : i + 9]).to_bytes(4, "big")
+    if scale % 9:
+        out += int(fp[scale - scale % 9 :]).to_bytes(dig2bytes[scale % 9], "big")
+    raw = bytearray(out)
+    raw[0] ^= 0x80
+    if neg:
+        raw = bytearray(b ^ 0xFF for b in raw)
+    assert len(raw) == decimal_size(precision, scale)
+    return bytes(raw)
+
+
+@pytest.mark.parametrize(
+    ("text", "precision", "scale"),
+    [
+        ("0.00", 5, 2),
+        ("-999.99", 5, 2),
+        ("12345678901234567890", 20, 0),
+        ("-1", 1, 0),
+        ("-" + "9" * 35 + "." + "9" * 30, 65, 30),
+        ("0.000000000000000000000000000001", 65, 30),
+        ("-123456789.123456789", 18, 9),
+        ("1.5", 10, 1),
+    ],
+)
+def test_decimal_reader(text: str, precision: int, scale: int) -> None:
+    value = make_decimal_reader(precision, scale)(_pack_decimal(text, precision, scale))
+    assert value == Decimal(text)
+    assert value.as_tuple().exponent == -scale
+
+
+def test_dates_and_times() -> None:
+    assert read_date(2024 << 9 | 2 << 5 | 29) == dt.date(2024, 2, 29)
+    assert read_date(0) == "0000-00-00"
+    ym = 2024 * 13 + 5
+    packed = (0x8000000000 + (ym << 22 | 6 << 17 | 7 << 12 | 8 << 6 | 9)) << 24 | 123456
+    assert make_datetime2_reader(6)(packed) == dt.datetime(2024, 5, 6, 7, 8, 9, 123456)
+    assert make_datetime2_reader(0)(0x8000000000) == "0000-00-00 00:00:00"
+    # TIME(6) -00:00:00.000001
+    raw = (0x800000000000 - 1).to_bytes(6, "big")
+    assert make_time2_reader(6)(raw) == -dt.timedelta(microseconds=1)
+    # TIME(0) 838:59:59
+    raw = (0x800000 + (838 << 12 | 59 << 6 | 59)).to_bytes(3, "big")
+    assert make_time2_reader(0)(raw) == dt.timedelta(hours=838, minutes=59, seconds=59)
+
+
+def test_mysql_binary_json() -> None:
+    # {"a": 1, "b": [true, "xy"]}
+    arr = struct.pack("<HH", 2, 4 + 3 + 3 + 3) + bytes([4, 1, 0]) + bytes([12]) + struct.pack("<H", 10) + b"\x02xy"
+    keys = b"ab"
+    header = 4 + 2 * 4 + 2 * 3
+    arr_off = header + len(keys)
+    obj = (
+        struct.pack("<HH", 2, arr_off + len(arr))
+        + struct.pack("<HH", header, 1)
+        + struct.pack("<HH", header + 1, 1)
+        + bytes([5])
+        + struct.pack("<H", 1)
+        + bytes([2])
+        + struct.pack("<H", arr_off)
+        + keys
+        + arr
+    )
+    assert read_mysql_json(b"\x00" + obj) == {"a": 1, "b": [True, "xy"]}
+    assert read_mysql_json(b"\x0c\x03abc") == "abc"
+    assert read_mysql_json(b"\x04\x00") is None
