@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Self
@@ -44,6 +45,29 @@ SourceFactory = Callable[[MasterConfig], BinlogSource]
 ErrorCallback = Callable[[BaseException], None]
 
 
+def default_source_factory(config: InstanceConfig) -> SourceFactory:
+    """Sources for ``config``'s servers: ``fake://NAME`` -> the registered FakeMysql, else MySQL/MariaDB."""
+
+    def make(master: MasterConfig) -> BinlogSource:
+        if master.is_fake:
+            from canal.testing.fake import fake_source
+
+            return fake_source(master.address)
+        from canal.parse.mysql.source import MysqlBinlogSource
+
+        return MysqlBinlogSource(
+            master.address,
+            master.username,
+            master.password,
+            slave_id=config.slave_id,
+            charset=config.charset,
+            connect_timeout=config.retry.connect_timeout_s,
+            read_timeout=config.retry.read_timeout_s,
+        )
+
+    return make
+
+
 class _Interrupted(Exception):
     """The dump was interrupted on purpose (stop or master/standby switch)."""
 
@@ -51,7 +75,8 @@ class _Interrupted(Exception):
 class EventParser:
     """Reads one destination's binlog on its own thread and hands whole transactions to ``sink``.
 
-    ``source_factory(master_config)`` builds an unopened :class:`BinlogSource` for the master or the standby.
+    ``source_factory(master_config)`` builds an unopened :class:`BinlogSource` for the master or the standby (None:
+    :func:`default_source_factory`).
     ``sink(entries)`` blocks until the entries are stored (it may raise; the parser then retries from the last
     handed-off position). After each hand-off the restart point goes to ``log_position_manager``.
     """
@@ -60,7 +85,7 @@ class EventParser:
         self,
         destination: str,
         config: InstanceConfig,
-        source_factory: SourceFactory,
+        source_factory: SourceFactory | None,
         sink: Sink,
         log_position_manager: LogPositionManagerLike,
         *,
@@ -69,7 +94,7 @@ class EventParser:
     ) -> None:
         self.destination = destination
         self.config = config
-        self.source_factory = source_factory
+        self.source_factory = source_factory or default_source_factory(config)
         self.sink = sink
         self.log_position_manager = log_position_manager
         self.on_error = on_error
@@ -96,6 +121,9 @@ class EventParser:
         self._wake = threading.Event()  # cuts a backoff short (a switch)
         self._thread: threading.Thread | None = None
         self._detector: threading.Thread | None = None
+        self._watchdog: threading.Thread | None = None
+        self._last_read = time.monotonic()
+        self._dumping = False
         self._source: BinlogSource | None = None
         self._active: MasterConfig = config.master
         self._resume: LogPosition | None = None
@@ -141,6 +169,8 @@ class EventParser:
         self._started = True
         self._thread = threading.Thread(target=self._run, name=f"canal-parser-{self.destination}", daemon=True)
         self._thread.start()
+        self._watchdog = threading.Thread(target=self._watch, name=f"canal-watchdog-{self.destination}", daemon=True)
+        self._watchdog.start()
         if self.config.detecting.enable:
             self._detector = threading.Thread(
                 target=self._detect, name=f"canal-detecting-{self.destination}", daemon=True
@@ -157,7 +187,7 @@ class EventParser:
         self._wake.set()
         self._close_source("stop")
         current = threading.current_thread()
-        for thread in (self._thread, self._detector):
+        for thread in (self._thread, self._detector, self._watchdog):
             if thread is not None and thread is not current:
                 thread.join(timeout)
                 if thread.is_alive():
@@ -166,6 +196,7 @@ class EventParser:
                     )
         self._thread = None
         self._detector = None
+        self._watchdog = None
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the parser thread ends (stop or fatal error); True if it did."""
@@ -296,11 +327,15 @@ class EventParser:
             self._converter.reset(start.position, start.rows_done)
             self._buffer.clear()
             self._buffer.identity = self._identity(source)
-            request = start.dump_request(heartbeat_period_s=self.config.detecting.interval_s)
+            request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
             convert = self._converter.convert
             add = self._buffer.add
             stop = self._stop
+            clock = time.monotonic
+            self._last_read = clock()
+            self._dumping = True
             for event in source.dump(request):
+                self._last_read = clock()
                 entry = convert(event)
                 if entry is not None:
                     add(entry)
@@ -313,12 +348,22 @@ class EventParser:
                 raise _Interrupted(reason)
             raise SourceError(f"the dump from {source.address} ended")
         finally:
+            self._dumping = False
             with self._lock:
                 self._source = None
             try:
                 source.close()
             except Exception as exc:  # a broken connection may fail to close; it is dropped either way
                 self._log.debug("closing the source failed: %s", exc)
+
+    def _heartbeat_period(self) -> float:
+        """Idle dumps get a server heartbeat (and the sink a HEARTBEAT entry) this often: the detecting interval,
+        or the retry heartbeat period if shorter, and always well inside the read timeout."""
+        period = self.config.detecting.interval_s
+        retry = self.config.retry
+        if retry.heartbeat_period_s > 0:
+            period = min(period, retry.heartbeat_period_s)
+        return min(period, retry.read_timeout_s / 2)
 
     def _identity(self, source: BinlogSource) -> LogIdentity:
         return LogIdentity(source.address, self.config.slave_id if self.config.slave_id is not None else -1)
@@ -346,8 +391,15 @@ class EventParser:
 
     # -- hand-off -------------------------------------------------------------------------------------------------
 
+    _in_sink = False
+
     def _hand_off(self, entries: list[Entry]) -> None:
-        self.sink(entries)
+        self._in_sink = True
+        try:
+            self.sink(entries)
+        finally:
+            self._in_sink = False
+            self._last_read = time.monotonic()
         self.handed_off += len(entries)
 
     def _recorded(self, position: LogPosition) -> None:
@@ -379,6 +431,20 @@ class EventParser:
         self._wake.set()
         self._close_source("switch")
         return new
+
+    def _watch(self) -> None:
+        """Close a dump that received nothing (not even a heartbeat) for ``read_timeout_s``: a dead connection."""
+        timeout = self.config.retry.read_timeout_s
+        tick = min(timeout / 4, 1.0)
+        while not self._stop.wait(tick):
+            if not self._dumping:
+                continue
+            idle = time.monotonic() - self._last_read
+            # the sink may block (a full store): only a dump waiting on the server counts as stalled
+            if idle > timeout and not self._in_sink:
+                self._log.warning("nothing received from %s for %.1f s: reconnecting", self._active.address, idle)
+                self._last_read = time.monotonic()
+                self._close_source("read timeout")
 
     def _detect(self) -> None:
         detecting = self.config.detecting
