@@ -170,6 +170,7 @@ _HOST_RE: Final = re.compile(
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
 )
 _FAKE_PREFIX: Final = "fake://"
+_FILE_PREFIX: Final = "file://"
 _FAKE_NAME_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
@@ -204,6 +205,8 @@ def _address_problem(address: object) -> str | None:
         if not _FAKE_NAME_RE.fullmatch(address[len(_FAKE_PREFIX) :]):
             return "fake://NAME needs a NAME of letters, digits, '_', '.', '-'"
         return None
+    if address.startswith(_FILE_PREFIX):
+        return None if address[len(_FILE_PREFIX) :] else "file://DIR needs the directory holding the binlog files"
     try:
         _split_address(address)
     except ValueError as exc:
@@ -245,7 +248,8 @@ def _opt_strip(value: object) -> object:
 class MasterConfig:
     """The MySQL/MariaDB server to replicate from.
 
-    ``address`` is ``host:port`` (``[v6addr]:port`` for IPv6) or ``fake://NAME``, which names the in-memory
+    ``address`` is ``host:port`` (``[v6addr]:port`` for IPv6), ``file://DIR`` (a directory of binlog files) or
+    ``fake://NAME``, which names the in-memory
     :class:`canal.testing.FakeMysql` registered under NAME in this process. The start position is optional:
     ``journal_name`` (+ ``position``, an offset in that file), or ``timestamp`` (milliseconds since the epoch, canal's
     unit), or ``gtid`` (a GTID set, used when the instance runs in GTID mode); with none of them the parser starts
@@ -277,14 +281,21 @@ class MasterConfig:
         return self.address[len(_FAKE_PREFIX) :] if self.is_fake else None
 
     @property
+    def is_local(self) -> bool:
+        """Whether the address names a directory of binlog files (``file://DIR``)."""
+        return self.address.startswith(_FILE_PREFIX)
+
+    @property
     def host(self) -> str:
-        """Host part of the address (the fake name for ``fake://``)."""
+        """Host part of the address (the fake name for ``fake://``, the directory for ``file://``)."""
+        if self.is_local:
+            return self.address[len(_FILE_PREFIX) :]
         return self.fake_name or _split_address(self.address)[0]
 
     @property
     def port(self) -> int:
-        """Port of the address (0 for ``fake://``)."""
-        return 0 if self.is_fake else _split_address(self.address)[1]
+        """Port of the address (0 for ``fake://`` and ``file://``)."""
+        return 0 if self.is_fake or self.is_local else _split_address(self.address)[1]
 
     def redacted(self) -> dict[str, Any]:
         """A JSON-friendly dict for logs: the password is ``'***'``."""
