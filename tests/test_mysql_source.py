@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError, SourceUnreachableError
+from canal.errors import BinlogPurgedError, ParseError, ServerNotReadyError, SourceError, SourceUnreachableError
 from canal.parse.events import (
     BinlogEvent,
     FormatDescriptionEvent,
@@ -252,3 +252,17 @@ def test_minimal_metadata_falls_back_to_information_schema_with_one_warning(
     local_rows = [r for ev in files if isinstance(ev, RowsEvent) for r in ev.rows]
     assert local_rows[0].table.names[0] == "UNKNOWN_COL0" and local_rows[0].after is not None
     assert local_rows[0].after[0] == 4294967295
+
+
+def test_old_mariadb_fractional_temporal_format_is_refused_clearly(mariadb_factory: Any) -> None:
+    server = mariadb_factory(extra_args=["--mysql56-temporal-format=OFF"])
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.o (id INT PRIMARY KEY, plain DATETIME, frac DATETIME(3))")
+    server.execute("INSERT INTO d.o VALUES (1, '2020-01-02 03:04:05', '2020-01-02 03:04:05.678')")
+    src = MysqlBinlogSource(server.address, server.user, server.password)
+    src.open()
+    try:
+        with pytest.raises(ParseError, match=r"frac \(datetime\(3\).*mysql56_temporal_format=ON"):
+            list(src.dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
+    finally:
+        src.close()

@@ -59,6 +59,9 @@ _UNSUPPORTED = {
 }
 
 
+_LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
+
+
 class EventParser:
     """Parses one binlog stream's events in order.
 
@@ -244,6 +247,9 @@ class EventParser:
                         info.table,
                         "taken" if fallback is not None else "NOT found (UNKNOWN_COLn used)",
                     )
+            legacy = [c for c in info.columns if c.type in _LEGACY_TEMPORAL]
+            if legacy and self.schema_lookup is not None:
+                self._check_legacy_temporal(info.schema, info.table, [c.index for c in legacy])
             dec = TableDecoder(info, fallback)
             if len(self._map_cache) > 4096:
                 self._map_cache.clear()
@@ -260,6 +266,21 @@ class EventParser:
             table=dec.schema.table,
             table_schema=dec.schema,
         )
+
+    def _check_legacy_temporal(self, schema: str, table: str, indexes: list[int]) -> None:
+        # MariaDB's pre-10.1 fractional temporal formats (mysql56_temporal_format=OFF when the column was created)
+        # are logged as plain DATETIME/TIME/TIMESTAMP without their precision: their length cannot be known
+        assert self.schema_lookup is not None
+        found = self.schema_lookup(schema, table)
+        if not found:
+            return
+        for i in indexes:
+            if i < len(found) and "(" in found[i].column_type:
+                raise ParseError(
+                    f"column {found[i].name} ({found[i].column_type}) of {schema}.{table} uses MariaDB's old "
+                    "fractional-seconds format, which the binlog does not describe; rebuild the table with "
+                    "SET GLOBAL mysql56_temporal_format=ON; ALTER TABLE ... FORCE"
+                )
 
     def _rows(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         kind, event_type, v2 = _ROWS_KINDS[t]
