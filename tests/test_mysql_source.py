@@ -233,8 +233,8 @@ def test_minimal_metadata_falls_back_to_information_schema_with_one_warning(
     server.execute("INSERT INTO d.m VALUES (4294967295, 1, 'y', 'p,q')")
     server.execute("INSERT INTO d.m VALUES (0, 2, 'x', '')")
     src = MysqlBinlogSource(server.address, server.user, server.password)
-    src.open()
-    with caplog.at_level("WARNING", logger="canal.parse.mysql.binlog"):
+    with caplog.at_level("WARNING"):
+        src.open()
         try:
             events = list(src.dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
         finally:
@@ -246,7 +246,10 @@ def test_minimal_metadata_falls_back_to_information_schema_with_one_warning(
     ]
     assert rows[0].table.key_indexes == (1,)
     warnings = [r for r in caplog.records if "binlog_row_metadata" in r.getMessage()]
-    assert len(warnings) == 1 and "d.m" in warnings[0].getMessage()
+    opening = [r for r in warnings if r.name == "canal.parse.mysql.source"]
+    per_table = [r for r in warnings if r.name == "canal.parse.mysql.binlog"]
+    assert len(opening) == 1 and "SET GLOBAL binlog_row_metadata='FULL'" in opening[0].getMessage()
+    assert len(per_table) == 1 and "d.m" in per_table[0].getMessage()
     # local files have no information_schema: the names stay unknown, the values are still decoded
     files = list(LocalBinlogSource(server.datadir).dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
     local_rows = [r for ev in files if isinstance(ev, RowsEvent) for r in ev.rows]
@@ -265,4 +268,24 @@ def test_old_mariadb_fractional_temporal_format_is_refused_clearly(mariadb_facto
         with pytest.raises(ParseError, match=r"frac \(datetime\(3\).*mysql56_temporal_format=ON"):
             list(src.dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
     finally:
+        src.close()
+
+
+def test_a_paused_server_ends_a_blocking_dump_after_the_idle_timeout(mariadb_factory: Any) -> None:
+    server = mariadb_factory()
+    src = MysqlBinlogSource(server.address, server.user, server.password, read_timeout=1.0)
+    src.open()
+    file, pos = _status(server)
+    it = src.dump(DumpRequest(file, pos, blocking=True, heartbeat_period_s=0.1))
+    try:
+        with pytest.raises(SourceError) as info:
+            for ev in it:
+                if isinstance(ev, HeartbeatEvent) and not server.is_paused:
+                    server.pause()
+                    paused_at = time.monotonic()
+        assert info.value.errno == 2013
+        assert time.monotonic() - paused_at < 5
+    finally:
+        if server.is_paused:
+            server.resume()
         src.close()

@@ -80,7 +80,7 @@ class MysqlBinlogSource:
         slave_id: int | None = None,
         charset: str = "utf8mb4",
         connect_timeout: float = 10.0,
-        read_timeout: float | None = None,
+        read_timeout: float | None = None,  # dump idle timeout; default max(4 heartbeats, 10 s)
         verify_checksum: bool = False,
         schema_fallback: bool = True,
     ) -> None:
@@ -99,6 +99,7 @@ class MysqlBinlogSource:
         self._server_id: int | None = None
         self._version = ""
         self._lock = threading.RLock()
+        self._query_lock = threading.Lock()  # the side connection serves one statement at a time
         self._dumps: set[pymysql.connections.Connection] = set()
         self._closed = False
 
@@ -165,7 +166,9 @@ class MysqlBinlogSource:
 
     def open(self) -> None:
         conn = self._side_connection()
-        variables = self._variables(conn, "binlog_format", "binlog_row_image", "log_bin")
+        variables = self._variables(
+            conn, "binlog_format", "binlog_row_image", "log_bin", "binlog_row_metadata", "mysql56_temporal_format"
+        )
         if variables.get("log_bin", "ON").upper() not in ("ON", "1"):
             raise ServerNotReadyError(
                 f"{self._address} has no binary log: start the server with log-bin=mysql-bin (my.cnf [mysqld])"
@@ -182,6 +185,21 @@ class MysqlBinlogSource:
                 f"{self._address} has binlog_row_image={image}; pycanal needs FULL: run SET GLOBAL "
                 "binlog_row_image='FULL' (and put binlog_row_image=FULL in my.cnf [mysqld])"
             )
+        metadata = variables.get("binlog_row_metadata", "FULL").upper()
+        if metadata != "FULL":
+            log.warning(
+                "%s has binlog_row_metadata=%s: column names, keys and ENUM/SET labels will come from "
+                "information_schema at read time, which is wrong for rows written before a later DDL. "
+                "Run SET GLOBAL binlog_row_metadata='FULL' (and put binlog_row_metadata=FULL in my.cnf [mysqld])",
+                self._address,
+                metadata,
+            )
+        if variables.get("mysql56_temporal_format", "ON").upper() not in ("ON", "1"):
+            log.warning(
+                "%s has mysql56_temporal_format=OFF: tables created now with fractional-second temporal columns "
+                "cannot be decoded from the binlog. Run SET GLOBAL mysql56_temporal_format=ON",
+                self._address,
+            )
 
     def _variables(self, conn: pymysql.connections.Connection, *names: str) -> dict[str, str]:
         like = " OR ".join(f"Variable_name = '{n}'" for n in names)
@@ -190,7 +208,7 @@ class MysqlBinlogSource:
 
     def _run(self, conn: pymysql.connections.Connection, sql: str) -> list[tuple[Any, ...]]:
         try:
-            with conn.cursor() as cur:
+            with self._query_lock, conn.cursor() as cur:
                 cur.execute(sql)
                 return list(cur.fetchall())
         except pymysql.err.MySQLError as e:
@@ -287,25 +305,33 @@ class MysqlBinlogSource:
     # -- dump ---------------------------------------------------------------------------------------------------------
 
     def dump(self, request: DumpRequest) -> Iterator[BinlogEvent]:
+        if request.gtid_set is None and not request.journal_name:
+            raise SourceError(f"{self._address}: a dump needs a journal name or a GTID set")
         self._side_connection()
-        slave_id = self.slave_id
-        conn = self._connect()
-        with self._lock:
-            if self._closed:
-                conn.close()
-                raise SourceError(f"{self._address}: source is closed", errno=CR_SERVER_LOST)
-            self._dumps.add(conn)
-        return self._dump(conn, request, slave_id)
+        return self._dump(request, self.slave_id)
 
     def _where(self, request: DumpRequest) -> str:
         if request.gtid_set is not None:
             return f"GTID set {request.gtid_set!r}"
         return f"{request.journal_name}:{request.position}"
 
-    def _dump(self, conn: pymysql.connections.Connection, request: DumpRequest, slave_id: int) -> Iterator[BinlogEvent]:
+    def _idle_timeout(self, request: DumpRequest) -> float:
+        if self._read_timeout is not None:
+            return self._read_timeout
+        return max(4 * request.heartbeat_period_s, 10.0)
+
+    def _dump(self, request: DumpRequest, slave_id: int) -> Iterator[BinlogEvent]:
+        conn = self._connect()
+        with self._lock:
+            if self._closed:
+                conn.close()
+                raise SourceError(f"{self._address}: source is closed", errno=CR_SERVER_LOST)
+            self._dumps.add(conn)
         try:
             try:
                 checksum = self._prepare_dump(conn, request, slave_id)
+                # a server that stops sending (hung, paused, network partition) sends no heartbeats either
+                conn._sock.settimeout(self._idle_timeout(request))
             except pymysql.err.MySQLError as e:
                 raise self._error(e, request) from None
             except OSError as e:
