@@ -652,3 +652,20 @@ def test_registry() -> None:
             src.open()
     finally:
         a.unregister()
+
+
+def test_fake_mysql_fixture(fake_mysql: FakeMysql) -> None:
+    assert lookup_fake(fake_mysql.address) is fake_mysql
+    assert fake_mysql.address.startswith("fake://t_test_fake_mysql_fixture")
+    assert fake_mysql.binlog_files()[0].name == "mysql-bin.000001"
+
+
+@pytest.mark.parametrize("fake_mysql", [{"mariadb": True, "gtid": True}], indirect=True)
+def test_fake_mysql_fixture_parametrized(fake_mysql: FakeMysql) -> None:
+    assert fake_mysql.is_mariadb and fake_mysql.gtid_enabled
+
+
+def test_exported_from_canal_testing() -> None:
+    import canal.testing
+
+    assert canal.testing.FakeMysql is FakeMysql

@@ -12,6 +12,9 @@ Fixtures:
 - ``zookeeper_server`` (session): a :class:`~canal.testing.services.ZooKeeperServer`.
 - ``zookeeper`` (function): a :class:`ZooKeeperChroot`, a fresh chroot on ``zookeeper_server``; ``.client()`` gives
   started kazoo clients inside it, stopped after the test.
+- ``fake_mysql`` (function): a fresh :class:`~canal.testing.fake.FakeMysql` (no server needed) registered under a
+  unique name (``fake_mysql.address`` is ``fake://NAME``), unregistered afterwards. Give it FakeMysql keyword
+  arguments with ``@pytest.mark.parametrize("fake_mysql", [{"mariadb": True}], indirect=True)``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
+from canal.testing.fake import FakeMysql
 from canal.testing.services import MariaDBServer, ZooKeeperServer
 
 if TYPE_CHECKING:
@@ -240,3 +244,12 @@ def zookeeper(zookeeper_server: ZooKeeperServer) -> Iterator[ZooKeeperChroot]:
             finally:
                 admin.stop()
                 admin.close()
+
+
+@pytest.fixture
+def fake_mysql(request: pytest.FixtureRequest) -> Iterator[FakeMysql]:
+    """A fresh in-memory FakeMysql for this test; indirect parametrization passes FakeMysql keyword arguments."""
+    kwargs: dict[str, Any] = dict(getattr(request, "param", None) or {})
+    kwargs.setdefault("name", _name_for(request))
+    with FakeMysql(**kwargs) as fake:
+        yield fake
