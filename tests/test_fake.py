@@ -669,3 +669,27 @@ def test_exported_from_canal_testing() -> None:
     import canal.testing
 
     assert canal.testing.FakeMysql is FakeMysql
+
+
+def test_blocking_dump_follows_a_rotation(fake: FakeMysql) -> None:
+    dump = fake.source().dump(DumpRequest(fake.current_file, fake.end, heartbeat_period_s=60))
+    with dump:
+        assert names([next(dump), next(dump)]) == ["RotateEvent", "FormatDescriptionEvent"]
+        fake.rotate()
+        ev = fake.insert("shop.orders", order(1))
+        got = [next(dump) for _ in range(3 + len(ev))]
+        own, artificial, fde = got[:3]
+        assert isinstance(own, RotateEvent) and not own.artificial and own.log_file == "mysql-bin.000001"
+        assert isinstance(artificial, RotateEvent) and artificial.artificial
+        assert isinstance(fde, FormatDescriptionEvent) and fde.log_file == "mysql-bin.000002" and fde.offset == 4
+        assert got[3:] == ev
+
+
+def test_mariadb_status_queries(mfake: FakeMysql) -> None:
+    mfake.insert("shop.orders", order(1))
+    src = mfake.source()
+    assert src.is_mariadb
+    assert src.query("SELECT @@gtid_binlog_pos, @@GLOBAL.gtid_current_pos") == [("0-1-2", "0-1-2")]
+    assert src.query("SHOW MASTER STATUS") == [("mysql-bin.000001", mfake.end, "", "")]
+    assert src.query("SHOW BINARY LOGS") == [("mysql-bin.000001", mfake.end)]
+    assert "MariaDB" in src.query("SELECT VERSION()")[0][0]

@@ -155,3 +155,11 @@ def test_no_primary_key_table(fake: FakeMysql) -> None:
     rows = next(e for e in ev if isinstance(e, RowsEvent))
     assert rows.rows[0].before == ("a", 1)
     assert fake.rows("log") == [{"msg": "b", "n": 2}]
+
+
+def test_names_starting_with_digits_and_quoted_names(fake: FakeMysql) -> None:
+    fake.execute("CREATE TABLE shop.2024_orders (`order id` INT PRIMARY KEY, `select` VARCHAR(3) DEFAULT 1.5)")
+    assert fake.tables() == ["shop.2024_orders"]
+    assert fake.table("shop.2024_orders").names == ("order id", "select")
+    fake.insert("`shop`.`2024_orders`", {"order id": 1, "select": "a"})
+    assert fake.rows("shop.2024_orders") == [{"order id": 1, "select": "a"}]
