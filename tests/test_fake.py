@@ -693,3 +693,36 @@ def test_mariadb_status_queries(mfake: FakeMysql) -> None:
     assert src.query("SHOW MASTER STATUS") == [("mysql-bin.000001", mfake.end, "", "")]
     assert src.query("SHOW BINARY LOGS") == [("mysql-bin.000001", mfake.end)]
     assert "MariaDB" in src.query("SELECT VERSION()")[0][0]
+
+
+def test_concurrent_readers_see_the_whole_binlog_in_order(fake: FakeMysql) -> None:
+    total = 150
+    results: list[list[BinlogEvent]] = [[] for _ in range(3)]
+    errors: list[BaseException] = []
+
+    def reader(into: list[BinlogEvent]) -> None:
+        try:
+            with fake.source().dump(DumpRequest("mysql-bin.000001", 4, heartbeat_period_s=60)) as dump:
+                xids = 0
+                for e in dump:
+                    into.append(e)
+                    xids += isinstance(e, XidEvent)
+                    if xids == total:
+                        return
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader, args=(r,)) for r in results]
+    for t in threads:
+        t.start()
+    for i in range(total):
+        fake.insert("shop.orders", order(i))
+        if i % 40 == 39:
+            fake.rotate()
+    for t in threads:
+        t.join(timeout=10)
+    assert not errors and not any(t.is_alive() for t in threads)
+    stored = [e for e in fake.events() if not isinstance(e, RotateEvent)]
+    for got in results:
+        seen = [e for e in real(got) if not isinstance(e, RotateEvent)]
+        assert seen == stored
