@@ -390,7 +390,7 @@ def test_random_workloads_with_random_failures_give_the_reference(
             sink.wait_ends(ends_in(fake))
         assert parser.error is None
         assert [key(e) for e in sink.data()] == [key(e) for e in ref]
-        if sink_failures or (failures and failures[0] < len(fake.events())):
+        if sink_failures:
             assert parser.reconnects >= 1
     finally:
         fake.unregister()
