@@ -58,12 +58,14 @@ def test_dump_from_position_yields_positioned_events_and_ends_cleanly(mariadb: A
     assert isinstance(src, BinlogSource)
     assert src.is_mariadb and src.server_id() == 1 and src.slave_id != 1
     assert mariadb.password not in repr(src)
-    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20))")
+    mariadb.execute(
+        "CREATE TABLE t (id INT PRIMARY KEY, qty SMALLINT UNSIGNED NOT NULL, amount DECIMAL(10,2), note VARCHAR(20))"
+    )
     file, pos = _status(mariadb)
     conn = mariadb.connect()
     with conn.cursor() as cur:
         cur.execute("BEGIN")
-        cur.execute("INSERT INTO t VALUES (1, 9.99, 'a'), (2, 1.50, NULL)")
+        cur.execute("INSERT INTO t VALUES (1, 65535, 9.99, 'a'), (2, 7, 1.50, NULL)")
         cur.execute("UPDATE t SET note = 'b' WHERE id = 1")
         cur.execute("DELETE FROM t WHERE id = 2")
         cur.execute("COMMIT")
@@ -85,14 +87,14 @@ def test_dump_from_position_yields_positioned_events_and_ends_cleanly(mariadb: A
     assert any(isinstance(ev, GtidEvent) and ev.mariadb and not ev.standalone for ev in events)
     assert isinstance(real[-1], XidEvent)
     assert _rows(events, "t") == [
-        (EventType.INSERT, {}, {"id": 1, "amount": Decimal("9.99"), "note": "a"}),
-        (EventType.INSERT, {}, {"id": 2, "amount": Decimal("1.50"), "note": None}),
+        (EventType.INSERT, {}, {"id": 1, "qty": 65535, "amount": Decimal("9.99"), "note": "a"}),
+        (EventType.INSERT, {}, {"id": 2, "qty": 7, "amount": Decimal("1.50"), "note": None}),
         (
             EventType.UPDATE,
-            {"id": 1, "amount": Decimal("9.99"), "note": "a"},
-            {"id": 1, "amount": Decimal("9.99"), "note": "b"},
+            {"id": 1, "qty": 65535, "amount": Decimal("9.99"), "note": "a"},
+            {"id": 1, "qty": 65535, "amount": Decimal("9.99"), "note": "b"},
         ),
-        (EventType.DELETE, {"id": 2, "amount": Decimal("1.50"), "note": None}, {}),
+        (EventType.DELETE, {"id": 2, "qty": 7, "amount": Decimal("1.50"), "note": None}, {}),
     ]
     maps = [ev for ev in events if isinstance(ev, TableMapEvent)]
     assert maps and maps[0].table_schema.key_indexes == (0,)
@@ -289,3 +291,28 @@ def test_a_paused_server_ends_a_blocking_dump_after_the_idle_timeout(mariadb_fac
         if server.is_paused:
             server.resume()
         src.close()
+
+
+def test_local_files_saved_with_mariadb_binlog_raw(mariadb: Any, tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    binary = shutil.which("mariadb-binlog")
+    if binary is None:
+        pytest.skip("mariadb-binlog is not installed")
+    mariadb.execute("FLUSH BINARY LOGS")
+    file, _ = _status(mariadb)
+    mariadb.execute("CREATE TABLE r (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.execute("INSERT INTO r VALUES (1, 'one'), (2, 'two')")
+    mariadb.execute("FLUSH BINARY LOGS")
+    subprocess.run(
+        [binary, "--read-from-remote-server", f"--host={mariadb.host}", f"--port={mariadb.port}", "--user=root",
+         "--raw", f"--result-file={tmp_path}/", file],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    local = LocalBinlogSource(tmp_path)
+    events = list(local.dump(DumpRequest(file, 4, blocking=False)))
+    assert [a for _, _, a in _rows(events, "r")] == [{"id": 1, "v": "one"}, {"id": 2, "v": "two"}]
+    assert isinstance(events[-1], RotateEvent) and not events[-1].artificial
