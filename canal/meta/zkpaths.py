@@ -1,0 +1,66 @@
+"""canal's ZooKeeper layout (``ZookeeperPathUtils``)::
+
+/otter/canal/cluster/{ip:port}
+/otter/canal/destinations/{dest}/running               server running node (ephemeral)
+/otter/canal/destinations/{dest}/cluster/{ip:port}
+/otter/canal/destinations/{dest}/parse                 parser log position
+/otter/canal/destinations/{dest}/{clientId}            a subscription
+/otter/canal/destinations/{dest}/{clientId}/filter
+/otter/canal/destinations/{dest}/{clientId}/cursor
+/otter/canal/destinations/{dest}/{clientId}/running    client running node (ephemeral)
+/otter/canal/destinations/{dest}/{clientId}/mark/{batchId:010d}
+"""
+
+from __future__ import annotations
+
+from canal.client import ClientIdentity, validate_destination
+
+CANAL_ROOT = "/otter/canal"
+DESTINATIONS_ROOT = f"{CANAL_ROOT}/destinations"
+CLUSTER_ROOT = f"{CANAL_ROOT}/cluster"
+
+
+def destination_path(destination: str) -> str:
+    return f"{DESTINATIONS_ROOT}/{validate_destination(destination)}"
+
+
+def parse_path(destination: str) -> str:
+    return f"{destination_path(destination)}/parse"
+
+
+def destination_running_path(destination: str) -> str:
+    return f"{destination_path(destination)}/running"
+
+
+def destination_cluster_path(destination: str, node: str | None = None) -> str:
+    base = f"{destination_path(destination)}/cluster"
+    return base if node is None else f"{base}/{node}"
+
+
+def client_path(client: ClientIdentity) -> str:
+    return f"{destination_path(client.destination)}/{client.client_id}"
+
+
+def filter_path(client: ClientIdentity) -> str:
+    return f"{client_path(client)}/filter"
+
+
+def cursor_path(client: ClientIdentity) -> str:
+    return f"{client_path(client)}/cursor"
+
+
+def client_running_path(client: ClientIdentity) -> str:
+    return f"{client_path(client)}/running"
+
+
+def mark_root_path(client: ClientIdentity) -> str:
+    return f"{client_path(client)}/mark"
+
+
+def mark_node_name(batch_id: int) -> str:
+    """canal pads batch ids to 10 digits, like ZooKeeper's sequential suffix."""
+    return f"{batch_id:010d}"
+
+
+def mark_path(client: ClientIdentity, batch_id: int) -> str:
+    return f"{mark_root_path(client)}/{mark_node_name(batch_id)}"
