@@ -1,0 +1,451 @@
+"""One destination, embedded: parser -> sink -> store, with meta, and the get / ack / rollback API.
+
+canal's ``CanalInstanceWithManager`` plus the per-destination half of ``CanalServerWithEmbedded``. The store is the
+only hand-off between the parser thread and the consumers; consumer calls on one instance are serialised (canal
+synchronises on the instance too). Semantics are canal's, with DESIGN.md's improvements:
+
+* a client filter narrows the instance filter (canal's replaced it);
+* ``rollback(batch_id)`` rewinds exactly that batch and the ones after it;
+* a cursor is row-exact inside a transaction, so a restart redelivers nothing that was acked;
+* unknown, duplicate or out-of-order batch ids raise a typed error and change nothing.
+
+One client id consumes a destination at a time (the store has one read cursor, as canal's has); subscribing a second
+client id while another is subscribed raises :class:`~canal.errors.ServerError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import attrs
+
+from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
+from canal.config import InstanceConfig, MetaMode
+from canal.errors import NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
+from canal.log import destination_logger
+from canal.meta import FileMetaManager, MemoryMetaManager, MetaManager, PeriodMixedMetaManager, ZooKeeperMetaManager
+from canal.meta.fence import Fence
+from canal.parse.filter import TableFilters, compile_table_filter
+from canal.parse.log_position import (
+    FailbackLogPositionManager,
+    LogPositionManager,
+    MemoryLogPositionManager,
+    MetaLogPositionManager,
+)
+from canal.parse.parser import EventParser, SourceFactory
+from canal.parse.sources import source_factory as default_source_factory
+from canal.position import LogIdentity, LogPosition
+from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message
+from canal.sink import EntrySink
+from canal.store import MemoryEventStore
+
+
+@attrs.frozen(slots=True)
+class InstanceMetrics:
+    """A snapshot of one destination's counters (``Instance.metrics()``)."""
+
+    destination: str
+    running: bool
+    put_sequence: int
+    get_sequence: int
+    ack_sequence: int
+    store_entries: int
+    store_bytes: int
+    rows_per_s: float  # row changes handed out per second, over the last minute
+    delay_get_ms: int | None  # now minus the execute time of the last entry handed out
+    delay_ack_ms: int | None  # now minus the execute time of the last entry acked
+    reconnects: int
+    errors: int  # fatal parser errors (each stops the destination)
+    last_error: str | None  # the last error, fatal or retried
+
+    def as_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.define(slots=True)
+class _Batch:
+    start_seq: int
+    end_seq: int
+    rows: int
+    last_execute_ms: int
+
+
+class _RateWindow:
+    """Rows handed out per second over a sliding window of whole seconds."""
+
+    def __init__(self, window_s: int = 60) -> None:
+        self._window = window_s
+        self._buckets: OrderedDict[int, int] = OrderedDict()
+
+    def add(self, rows: int, now: float) -> None:
+        second = int(now)
+        self._buckets[second] = self._buckets.get(second, 0) + rows
+        while self._buckets and next(iter(self._buckets)) <= second - self._window:
+            self._buckets.popitem(last=False)
+
+    def rate(self, now: float) -> float:
+        second = int(now)
+        total = sum(n for s, n in self._buckets.items() if s > second - self._window)
+        first = next(iter(self._buckets), second)
+        span = max(1, min(self._window, second - first + 1))
+        return total / span
+
+
+def build_meta(config: InstanceConfig, *, fence: Fence | None = None) -> MetaManager:
+    """The meta manager ``config.meta_mode`` names."""
+    mode = config.meta_mode
+    if mode is MetaMode.MEMORY:
+        return MemoryMetaManager()
+    if mode is MetaMode.FILE:
+        assert config.meta_dir is not None  # checked by InstanceConfig
+        return FileMetaManager(Path(config.meta_dir), flush_period_s=config.flush_period_s)
+    assert config.zk_hosts is not None  # checked by InstanceConfig
+    zk = ZooKeeperMetaManager(config.zk_hosts, fence=fence)
+    if mode is MetaMode.ZOOKEEPER:
+        return zk
+    return PeriodMixedMetaManager(zk, flush_period_s=config.flush_period_s)
+
+
+def _rows_of(entries: Sequence[Entry]) -> int:
+    return sum(len(e.row_change.rows) for e in entries if e.row_change is not None and not e.row_change.is_ddl)
+
+
+class Instance:
+    """One destination: ``with Instance(cfg) as inst: msg = inst.get(100, timeout=1.0)``.
+
+    Every consumer call takes an optional ``client``; the default is canal's client 1001 of this destination,
+    subscribed on start. Components can be injected (tests, the HA server); by default they follow the config.
+    """
+
+    def __init__(
+        self,
+        config: InstanceConfig,
+        *,
+        meta: MetaManager | None = None,
+        log_positions: LogPositionManager | None = None,
+        source_factory: SourceFactory | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.destination = config.destination
+        self._log = destination_logger(__name__, self.destination)
+        self._own_meta = meta is None
+        self.meta: MetaManager = meta if meta is not None else build_meta(config)
+        # canal's choice for the embedded server: restart where the parser last handed off while this process
+        # lives, else where the slowest subscribed client acked
+        self.log_positions: LogPositionManager = log_positions or FailbackLogPositionManager(
+            MemoryLogPositionManager(), MetaLogPositionManager(self.meta)
+        )
+        store_cfg = config.store
+        self.store = MemoryEventStore(
+            buffer_size=store_cfg.buffer_size,
+            memory_unit=store_cfg.memory_unit,
+            batch_mode=store_cfg.batch_mode.value,
+            ddl_isolation=store_cfg.ddl_isolation,
+            destination=self.destination,
+        )
+        self.sink = EntrySink(
+            self.store,
+            destination=self.destination,
+            filter_transaction_entry=config.filter_flags.transaction_entry,
+        )
+        self._on_error = on_error
+        self.parser = EventParser(
+            self.destination,
+            config,
+            source_factory or default_source_factory(config),
+            self.sink.sink,
+            self.log_positions,
+            on_error=self._parser_failed,
+        )
+        self.default_client = ClientIdentity(self.destination, DEFAULT_CLIENT_ID)
+        self._lock = threading.RLock()  # serialises consumer calls, like canal's synchronized(instance)
+        self._batches: dict[int, _Batch] = {}
+        self._client_filters: dict[int, TableFilters] = {}
+        self._started = False
+        self._errors = 0
+        self._rates = _RateWindow()
+        self._last_get_ms: int | None = None
+        self._last_ack_ms: int | None = None
+
+    # -- construction helpers ------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_properties(
+        cls, path_or_text: str | os.PathLike[str], *, canal_properties: Any = None, **kwargs: Any
+    ) -> Instance:
+        """An instance from canal's ``instance.properties`` (and optionally ``canal.properties``)."""
+        return cls(InstanceConfig.from_properties(path_or_text, canal_properties=canal_properties), **kwargs)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    @property
+    def is_started(self) -> bool:
+        return self._started
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self.meta.start()
+            self.log_positions.start()
+            self.store.start()
+            self.sink.reset()
+            if not self.meta.has_subscribe(self.default_client) and not self._subscribed_clients():
+                self.meta.subscribe(self.default_client)
+            for client in self._subscribed_clients():
+                self._client_filters[client.client_id] = self._narrowed(client.filter)
+            self.parser.start()
+            self._started = True
+            self._log.info("started (master %s)", self.config.master.redacted().get("address"))
+
+    def stop(self) -> None:
+        """Stop the parser, drop what the store holds (unacked batches are redelivered after a restart), flush meta."""
+        with self._lock:
+            if not self._started:
+                return
+            self._started = False
+            self.sink.stop()  # release a parser blocked on a full store
+            self.parser.stop()
+            self.store.stop()
+            self._batches.clear()
+            self.log_positions.stop()
+            if self._own_meta:
+                self.meta.stop()
+            self._log.info("stopped")
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _parser_failed(self, error: BaseException) -> None:
+        self._errors += 1
+        self._log.error("parser stopped on a fatal error: %s", error)
+        if self._on_error is not None:
+            self._on_error(error)
+
+    # -- subscriptions -------------------------------------------------------------------------------------------
+
+    def _subscribed_clients(self) -> list[ClientIdentity]:
+        return self.meta.list_all_subscribe_info(self.destination)
+
+    def _narrowed(self, client_filter: str) -> TableFilters:
+        if not client_filter:
+            return self.config.table_filters
+        return self.config.table_filters.narrowed(compile_table_filter(client_filter, "filter"))
+
+    def _client(self, client: ClientIdentity | None) -> ClientIdentity:
+        if client is None:
+            return self.default_client
+        if client.destination != self.destination:
+            raise ServerError(
+                f"client {client} belongs to destination {client.destination!r}, not {self.destination!r}"
+            )
+        return client
+
+    def subscribe(self, filter: str = "", client: ClientIdentity | None = None) -> None:
+        """Subscribe (or re-subscribe with a new filter). The filter narrows the instance filter."""
+        with self._lock:
+            me = self._client(client).with_filter(filter)
+            narrowed = self._narrowed(filter)  # a bad regex raises here, before anything changes
+            others = [c for c in self._subscribed_clients() if c.client_id != me.client_id]
+            if others:
+                raise ServerError(
+                    f"destination {self.destination!r} is consumed by client {others[0].client_id}; "
+                    f"unsubscribe it before subscribing client {me.client_id}"
+                )
+            self.meta.subscribe(me)
+            self._client_filters[me.client_id] = narrowed
+
+    def unsubscribe(self, client: ClientIdentity | None = None) -> None:
+        with self._lock:
+            me = self._client(client)
+            self._require_subscribed(me)
+            self.meta.unsubscribe(me)
+            self._client_filters.pop(me.client_id, None)
+            if self._started:
+                self.store.rollback()
+            self._batches.clear()
+
+    def _require_subscribed(self, client: ClientIdentity) -> None:
+        if not self.meta.has_subscribe(client):
+            raise NotSubscribedError(f"client {client} has not subscribed to destination {self.destination!r}")
+
+    def _require_running(self) -> None:
+        if not self._started:
+            raise NotRunningError(f"destination {self.destination!r} is not running in this process")
+        error = self.parser.error
+        if error is not None:
+            raise NotRunningError(f"destination {self.destination!r} stopped on an error: {error}") from error
+
+    # -- the consumer API ----------------------------------------------------------------------------------------
+
+    def get_without_ack(
+        self, batch_size: int = 1000, timeout: float | None = None, client: ClientIdentity | None = None
+    ) -> Message:
+        """The next batch, left outstanding until :meth:`ack` or :meth:`rollback`.
+
+        ``timeout`` None returns at once; <= 0 blocks until a full batch; > 0 waits up to that many seconds and
+        returns what is there. An empty message has id -1.
+        """
+        if batch_size <= 0:
+            raise ServerError(f"batch_size must be positive, got {batch_size}")
+        with self._lock:
+            me = self._client(client)
+            self._require_running()
+            self._require_subscribed(me)
+            events = self.store.get(batch_size, timeout)
+            if events.is_empty or events.range is None:
+                return Message(EMPTY_MESSAGE_ID, ())
+            batch_id = self.meta.add_batch(me, events.range)
+            entries = self._client_view(me, events.entries)
+            last_ms = events.entries[-1].header.execute_time
+            self._batches[batch_id] = _Batch(events.start_seq, events.end_seq, _rows_of(entries), last_ms)
+            self._last_get_ms = last_ms
+            self._rates.add(self._batches[batch_id].rows, time.time())
+            return Message(batch_id, entries)
+
+    def _client_view(self, client: ClientIdentity, entries: Sequence[Entry]) -> Sequence[Entry]:
+        narrowed = self._client_filters.get(client.client_id)
+        if narrowed is None or narrowed is self.config.table_filters:
+            return entries
+        kept = []
+        for entry in entries:
+            if entry.entry_type is EntryType.ROWDATA:
+                h = entry.header
+                if h.table and not narrowed.includes(h.schema, h.table):
+                    continue
+            kept.append(entry)
+        return kept
+
+    def ack(self, batch_id: int, client: ClientIdentity | None = None) -> None:
+        """Confirm a batch: the cursor moves past it and the store frees it. Batches are acked in order."""
+        with self._lock:
+            me = self._client(client)
+            self._require_running()
+            self._require_subscribed(me)
+            batch = self._batches.get(batch_id)
+            position_range = self.meta.remove_batch(me, batch_id)  # raises on unknown / out-of-order ids
+            if batch is None:  # a mark this process did not hand out (left over from before a restart)
+                raise UnknownBatchError(f"batch {batch_id} of client {me} was not handed out by this process")
+            del self._batches[batch_id]
+            master = self.parser.active_master
+            cursor = LogPosition(
+                LogIdentity(master.address, self.config.slave_id or -1),
+                position_range.cursor,
+                position_range.rows_done,
+            )
+            self.meta.update_cursor(me, cursor)
+            self.store.ack(batch.end_seq)
+            self._last_ack_ms = batch.last_execute_ms
+
+    def rollback(self, batch_id: int | None = None, client: ClientIdentity | None = None) -> None:
+        """Hand out again: every outstanding batch (no id), or batch ``batch_id`` and every one after it."""
+        with self._lock:
+            me = self._client(client)
+            self._require_running()
+            self._require_subscribed(me)
+            if batch_id is None:
+                self.meta.clear_all_batchs(me)
+                self.store.rollback()
+                self._batches.clear()
+                return
+            batch = self._batches.get(batch_id)
+            if batch is None or self.meta.get_batch(me, batch_id) is None:
+                raise UnknownBatchError(f"batch {batch_id} is not outstanding for client {me}")
+            removed = self.meta.remove_batchs_from(me, batch_id)
+            for bid in removed:
+                self._batches.pop(bid, None)
+            self.store.rollback(batch.start_seq - 1)
+
+    def get(
+        self, batch_size: int = 1000, timeout: float | None = None, client: ClientIdentity | None = None
+    ) -> Message:
+        """Get and ack in one call."""
+        with self._lock:
+            msg = self.get_without_ack(batch_size, timeout, client)
+            if msg.id != EMPTY_MESSAGE_ID:
+                self.ack(msg.id, client)
+            return msg
+
+    def list_batch_ids(self, client: ClientIdentity | None = None) -> list[int]:
+        """Outstanding batch ids, oldest first."""
+        with self._lock:
+            return list(self.meta.list_all_batchs(self._client(client)))
+
+    def get_cursor(self, client: ClientIdentity | None = None) -> LogPosition | None:
+        return self.meta.get_cursor(self._client(client))
+
+    @contextlib.contextmanager
+    def batch(
+        self, batch_size: int = 1000, timeout: float | None = None, client: ClientIdentity | None = None
+    ) -> Iterator[Message]:
+        """``with inst.batch(100, timeout=1.0) as msg:`` acks on normal exit, rolls back on an exception."""
+        msg = self.get_without_ack(batch_size, timeout, client)
+        try:
+            yield msg
+        except BaseException:
+            if msg.id != EMPTY_MESSAGE_ID and self._started:
+                self.rollback(msg.id, client)
+            raise
+        if msg.id != EMPTY_MESSAGE_ID:
+            self.ack(msg.id, client)
+
+    def messages(
+        self, batch_size: int = 1000, timeout: float = 1.0, client: ClientIdentity | None = None
+    ) -> Iterator[Message]:
+        """Non-empty messages for a simple loop, until the instance stops.
+
+        A message is acked when the loop asks for the next one; leaving the loop (``break`` or an exception) rolls
+        the current message back, so it is delivered again.
+        """
+        while self._started:
+            msg = self.get_without_ack(batch_size, timeout, client)
+            if msg.id == EMPTY_MESSAGE_ID:
+                continue
+            try:
+                yield msg
+            except GeneratorExit:
+                if self._started:
+                    self.rollback(msg.id, client)
+                raise
+            self.ack(msg.id, client)
+
+    def __iter__(self) -> Iterator[Message]:
+        return self.messages()
+
+    # -- metrics -------------------------------------------------------------------------------------------------
+
+    def metrics(self) -> InstanceMetrics:
+        stats = self.store.stats()
+        now = time.time()
+        now_ms = int(now * 1000)
+        error = self.parser.error or self.parser.last_error
+        return InstanceMetrics(
+            destination=self.destination,
+            running=self._started and self.parser.error is None,
+            put_sequence=stats.put_sequence,
+            get_sequence=stats.get_sequence,
+            ack_sequence=stats.ack_sequence,
+            store_entries=stats.entries_held,
+            store_bytes=stats.bytes_held,
+            rows_per_s=self._rates.rate(now),
+            delay_get_ms=None if self._last_get_ms is None else now_ms - self._last_get_ms,
+            delay_ack_ms=None if self._last_ack_ms is None else now_ms - self._last_ack_ms,
+            reconnects=self.parser.reconnects,
+            errors=self._errors,
+            last_error=None if error is None else f"{type(error).__name__}: {error}",
+        )
