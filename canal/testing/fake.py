@@ -108,9 +108,12 @@ consumer has caught up, without sleeping.
 SELECT VERSION(), SELECT UNIX_TIMESTAMP(), SHOW CREATE TABLE and SELECT * FROM t; anything else raises SourceError
 errno 1064.
 
-Threads: one writer (the test) and any number of dump readers in other threads. Not modeled: statement-based DML,
-XA, multi-domain MariaDB writes, binlog compression, table contents of tables without a primary key holding
-identical rows.
+Threads: one writer (the test) and any number of dump readers in other threads. In pytest, the ``fake_mysql`` fixture
+(``canal.testing.plugin``) gives each test a fresh, uniquely named fake.
+
+Not modeled: statement-based DML, XA, multi-domain MariaDB writes, binlog compression, MySQL's Anonymous_GTID events
+(gtid off) and MariaDB's Annotate_rows events, MariaDB's artificial GTID list at the start of a GTID dump, and tables
+without a primary key holding identical rows. A fake lives in one process: a Spark reader process cannot see it.
 """
 
 from __future__ import annotations
