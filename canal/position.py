@@ -71,11 +71,11 @@ class EntryPosition:
     def journal_number(self) -> int:
         return journal_number(self.journal_name)
 
-    def sort_key(self) -> tuple[int, str, int, int, int, str, bool]:
+    def sort_key(self) -> tuple[int, int, str, int, int, str, bool]:
         return (
             journal_number(self.journal_name),
-            self.journal_name or "",
             -1 if self.position is None else self.position,
+            self.journal_name or "",
             -1 if self.timestamp is None else self.timestamp,
             -1 if self.server_id is None else self.server_id,
             self.gtid or "",
