@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from test_parser_helpers import CollectingSink, MemoryPositions, key
 
 from canal.config import DetectingConfig, FilterFlags, InstanceConfig, MasterConfig, RetryConfig
-from canal.errors import BinlogPurgedError
-from canal.parse.convert import EntryConverter
+from canal.errors import BinlogPurgedError, FencedWriteError
+from canal.parse.convert import EntryConverter, NeedTransactionBeginError
+from canal.parse.events import RowsEvent
 from canal.parse.parser import EventParser
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType, EventType
@@ -111,8 +112,8 @@ def workload(fake: FakeMysql) -> None:
         tx.update("shop.users", {"id": 1}, {"name": "bea"})
 
 
-def reference(build: Callable[[FakeMysql], None], **kw: Any) -> list[Entry]:
-    fake = fresh()
+def reference(build: Callable[[FakeMysql], None], fake_kw: dict[str, Any] | None = None, **kw: Any) -> list[Entry]:
+    fake = fresh(**(fake_kw or {}))
     try:
         build(fake)
         entries, _ = run(cfg(fake, **kw), ends_in(fake))
@@ -121,23 +122,37 @@ def reference(build: Callable[[FakeMysql], None], **kw: Any) -> list[Entry]:
         fake.unregister()
 
 
+MODES: dict[str, tuple[dict[str, Any], bool]] = {
+    "file-position": ({}, False),
+    "mysql-gtid": ({"gtid": True}, True),
+    "mariadb-gtid": ({"mariadb": True}, True),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("transaction_size", [1024, 3])
-def test_a_crash_at_every_event_index_resumes_exactly(transaction_size: int) -> None:
-    ref = reference(workload, transaction_size=transaction_size)
+def test_a_crash_at_every_event_index_resumes_exactly(transaction_size: int, mode: str) -> None:
+    fake_kw, gtid_mode = MODES[mode]
+    ref = reference(workload, fake_kw, transaction_size=transaction_size, gtid_mode=gtid_mode)
     assert sum(1 for e in ref if e.entry_type is EntryType.ROWDATA and e.rows_done > 3) > 0
-    probe = fresh()
+    assert all(e.header.gtid for e in ref) == gtid_mode
+    probe = fresh(**fake_kw)
     workload(probe)
     total = len(probe.events()) + 4  # + artificial rotates / format descriptions of the dump
     probe.unregister()
     for i in range(total):
-        fake = fresh()
+        fake = fresh(**fake_kw)
         try:
             workload(fake)
             fake.fail_after(events=i)
-            entries, parser = run(cfg(fake, transaction_size=transaction_size), ends_in(fake))
+            config = cfg(fake, transaction_size=transaction_size, gtid_mode=gtid_mode)
+            entries, parser = run(config, ends_in(fake))
             assert [key(e) for e in entries] == [key(e) for e in ref], f"crash after {i} events"
             if i < total - 4:
                 assert parser.reconnects >= 1
+            if gtid_mode and 8 < i < total - 4:
+                # after the first hand-off a resume goes by the executed GTID set, not by file and offset
+                assert fake.dump_requests[-1].gtid_set is not None
         finally:
             fake.unregister()
 
@@ -394,3 +409,41 @@ def test_random_workloads_with_random_failures_give_the_reference(
             assert parser.reconnects >= 1
     finally:
         fake.unregister()
+
+
+def test_a_cursor_inside_a_transaction_moves_back_to_its_begin(fakes: Callable[..., FakeMysql]) -> None:
+    ref = reference(workload)
+    fake = fakes()
+    workload(fake)
+    rows = [e for e in fake.events() if isinstance(e, RowsEvent)]
+    inside = rows[3]  # the second insert of the second transaction
+    cursor = LogPosition(LogIdentity(fake.address, -1), EntryPosition(inside.log_file, inside.offset))
+    entries, parser = run(cfg(fake), 3, positions=MemoryPositions(cursor))  # this one, a DDL, the last
+    begin = [
+        e
+        for e in ref
+        if e.entry_type is EntryType.TRANSACTIONBEGIN
+        and (e.header.log_file, e.header.log_offset) < (inside.log_file, inside.offset)
+    ][-1]
+    assert begin != next(e for e in ref if e.entry_type is EntryType.TRANSACTIONBEGIN)
+    expected = ref[ref.index(begin) :]
+    assert [(e.entry_type, e.header.log_file, e.header.log_offset) for e in entries] == [
+        (e.entry_type, e.header.log_file, e.header.log_offset) for e in expected
+    ]
+    assert entries[0].anchor is not None and entries[0].anchor.position == begin.header.log_offset
+    assert parser.reconnects == 1 and isinstance(parser.last_error, NeedTransactionBeginError)
+
+
+def test_a_fenced_position_write_is_fatal(fakes: Callable[..., FakeMysql]) -> None:
+    fake = fakes()
+    workload(fake)
+
+    class Fenced(MemoryPositions):
+        def persist_position(self, destination: str, position: LogPosition) -> None:
+            raise FencedWriteError("another process owns the destination")
+
+    errors: list[BaseException] = []
+    parser = EventParser("example", cfg(fake), None, CollectingSink(), Fenced(), on_error=errors.append)
+    with parser:
+        assert parser.join(10)
+    assert isinstance(parser.error, FencedWriteError) and errors == [parser.error]

@@ -409,7 +409,8 @@ def key(entry: Entry) -> tuple[Any, ...]:
         entry.header.log_file,
         entry.header.log_offset,
         entry.header.event_type,
-        entry.header.gtid,
+        # the transaction number only: two fakes of different names have different server uuids
+        None if entry.header.gtid is None else entry.header.gtid.rsplit(":", 1)[-1],
         None if rc is None else (tuple(rc.rows), rc.sql, rc.is_ddl),
         None if anchor is None else (anchor.journal_name, anchor.position, anchor.included),
         entry.rows_done,

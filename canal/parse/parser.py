@@ -238,9 +238,9 @@ class EventParser:
     def _failed(self, exc: Exception) -> None:
         """A failed dump: decide between retrying (after a backoff) and giving up (raise)."""
         self.last_error = exc
-        if self._interrupt_reason is not None:
+        reason = self._take_interrupt()
+        if reason is not None:
             # a switch closed the source under the dump: not a failure
-            reason, self._interrupt_reason = self._interrupt_reason, None
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
         if isinstance(exc, FencedWriteError):
@@ -286,6 +286,11 @@ class EventParser:
         )
         self._backoff(delay)
 
+    def _take_interrupt(self) -> str | None:
+        with self._lock:
+            reason, self._interrupt_reason = self._interrupt_reason, None
+        return reason
+
     def _backoff(self, delay: float) -> None:
         self._wake.clear()
         if self._stop.is_set():
@@ -315,6 +320,7 @@ class EventParser:
             if self._stop.is_set():
                 raise _Interrupted("stop")
             active = self._active
+            self._interrupt_reason = None  # a switch during a backoff is already taken into account
             source = self.source_factory(active)
             self._source = source
         try:
@@ -343,8 +349,8 @@ class EventParser:
                     raise _Interrupted("stop")
             if stop.is_set():
                 raise _Interrupted("stop")
-            if self._interrupt_reason is not None:
-                reason, self._interrupt_reason = self._interrupt_reason, None
+            reason = self._take_interrupt()
+            if reason is not None:
                 raise _Interrupted(reason)
             raise SourceError(f"the dump from {source.address} ended")
         finally:
