@@ -227,3 +227,14 @@ def test_gtid_set_arithmetic() -> None:
     assert not empty
     empty.add("0-1-1")
     assert str(empty) == "0-1-1"
+
+
+def test_positions_carry_the_binlog_owners_server_id_headers_the_events() -> None:
+    # in a replication chain a server's binlog holds events with the originating server's id
+    db = MiniMysql(server_id=5)
+    db.transaction([("insert", "shop.orders", [(1, 1, "a")])])
+    conv = EntryConverter()
+    conv.reset(START, server_id=1)
+    entries = [e for e in map(conv.convert, db.all_events()) if e is not None]
+    assert {e.header.server_id for e in entries} == {5}
+    assert {e.anchor.server_id for e in entries if e.anchor is not None} == {1}

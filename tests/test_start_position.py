@@ -163,13 +163,6 @@ def test_configured_timestamp_searches_files_newest_first() -> None:
     assert oldest.position == EntryPosition("mysql-bin.000002", 4)
 
 
-def test_the_standby_uses_its_own_configured_position() -> None:
-    db = timeline()
-    other = MasterConfig(address="fake://elsewhere", journal_name="mysql-bin.000002", position=4)
-    start = find(db, configured=other)  # not this server's config: ignored
-    assert "master status" in start.reason
-
-
 def test_timestamp_search_begin_before_and_end_after() -> None:
     db = MiniMysql(clock=T0)
     db.transaction([("insert", "shop.orders", [(1, 1, "a")])])

@@ -175,6 +175,7 @@ class EntryConverter:
         self._skip_begin = False
         self._skip_rows = 0
         self._seen_data = False
+        self._source_server_id: int | None = None
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -191,8 +192,13 @@ class EntryConverter:
     def in_transaction(self) -> bool:
         return self._in_txn
 
-    def reset(self, start: EntryPosition, rows_done: int = 0) -> None:
-        """Begin a new dump at ``start`` (a dump start or a consumed boundary), skipping ``rows_done`` rows."""
+    def reset(self, start: EntryPosition, rows_done: int = 0, *, server_id: int | None = None) -> None:
+        """Begin a new dump at ``start`` (a dump start or a consumed boundary), skipping ``rows_done`` rows.
+
+        ``server_id`` is the id of the server whose binlog is read; positions carry it (not the id of each event,
+        which in a replication chain is the originating server's) so a server change can be told apart.
+        """
+        self._source_server_id = server_id
         self._start = start
         self._anchor = start
         self._anchor_filled = start.timestamp is not None and start.server_id is not None
@@ -216,7 +222,9 @@ class EntryConverter:
         self._anchor = attrs.evolve(
             anchor,
             timestamp=anchor.timestamp if anchor.timestamp is not None else event.timestamp * 1000,
-            server_id=anchor.server_id if anchor.server_id is not None else event.server_id,
+            server_id=anchor.server_id
+            if anchor.server_id is not None
+            else (self._source_server_id if self._source_server_id is not None else event.server_id),
         )
 
     def _boundary_position(self, event: BinlogEvent) -> EntryPosition:
@@ -225,7 +233,7 @@ class EntryConverter:
             journal_name=event.log_file,
             position=event.offset,
             timestamp=event.timestamp * 1000,
-            server_id=event.server_id,
+            server_id=self._source_server_id if self._source_server_id is not None else event.server_id,
             gtid=gtid,
             included=True,
         )

@@ -330,7 +330,7 @@ class EventParser:
                 # nothing handed off yet: a reconnect must come back here, not to a newer master position
                 self._resume = LogPosition(self._identity(source), start.position, start.rows_done)
             self._log.info("dumping from %s at %s", source.address, start)
-            self._converter.reset(start.position, start.rows_done)
+            self._converter.reset(start.position, start.rows_done, server_id=source.server_id())
             self._buffer.clear()
             self._buffer.identity = self._identity(source)
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())

@@ -94,7 +94,11 @@ def find_start_position(
     fallback_interval_s: float = 60,
     log: DestinationAdapter | None = None,
 ) -> StartPosition:
-    """The position to dump from on ``source`` (opened), following canal's branches (module docstring)."""
+    """The position to dump from on ``source`` (opened), following canal's branches (module docstring).
+
+    ``saved`` is the latest restart point (any server); ``configured`` the configured position of the server
+    ``source`` connects to (the master's or the standby's config, whichever is being dumped).
+    """
     if gtid_mode:
         if saved is not None:
             if saved.position.gtid:
@@ -149,8 +153,6 @@ def _from_saved(
 
 
 def _from_config(source: BinlogSource, configured: StartConfig | None, log: DestinationAdapter | None) -> StartPosition:
-    if configured is None or configured.address != source.address:
-        configured = None
     journal = configured.journal_name if configured is not None else None
     offset = configured.position if configured is not None else None
     timestamp = configured.timestamp if configured is not None else None
