@@ -46,26 +46,10 @@ ErrorCallback = Callable[[BaseException], None]
 
 
 def default_source_factory(config: InstanceConfig) -> SourceFactory:
-    """Sources for ``config``'s servers: ``fake://NAME`` -> the registered FakeMysql, else MySQL/MariaDB."""
+    """Sources by address scheme (``fake://``, ``file://``, ``host:port``): :func:`canal.parse.sources.source_factory`."""
+    from canal.parse.sources import source_factory
 
-    def make(master: MasterConfig) -> BinlogSource:
-        if master.is_fake:
-            from canal.testing.fake import fake_source
-
-            return fake_source(master.address)
-        from canal.parse.mysql.source import MysqlBinlogSource
-
-        return MysqlBinlogSource(
-            master.address,
-            master.username,
-            master.password,
-            slave_id=config.slave_id,
-            charset=config.charset,
-            connect_timeout=config.retry.connect_timeout_s,
-            read_timeout=config.retry.read_timeout_s,
-        )
-
-    return make
+    return source_factory(config)
 
 
 class _Interrupted(Exception):
