@@ -46,7 +46,7 @@ ErrorCallback = Callable[[BaseException], None]
 
 
 def default_source_factory(config: InstanceConfig) -> SourceFactory:
-    """Sources by address scheme (``fake://``, ``file://``, ``host:port``): :func:`canal.parse.sources.source_factory`."""
+    """Sources by address scheme (fake://, file://, host:port): :func:`canal.parse.sources.source_factory`."""
     from canal.parse.sources import source_factory
 
     return source_factory(config)
