@@ -219,6 +219,7 @@ def test_file_meta_is_never_corrupt_whenever_killed(tmp_path: Path) -> None:
         with FileMetaManager(tmp_path, flush_period_s=None) as mgr:
             got = mgr.get_cursor(ClientIdentity("example"))
             assert got == DestinationSnapshot.from_dict(on_disk).cursor_of(1001)
+        assert os.listdir(tmp_path / "example") == ["meta.dat"]  # a killed write's temp file is cleaned up
 
 
 def _zk_cursors(hosts: str) -> dict[int, LogPosition | None]:

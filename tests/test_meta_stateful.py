@@ -349,7 +349,7 @@ def _with_zk(base: type[MetaMachine], zk: KazooClient) -> type[RuleBasedStateMac
 
 @pytest.mark.integration
 def test_zookeeper_meta_matches_model(zookeeper: Any) -> None:
-    _run(_with_zk(ZooKeeperMachine, zookeeper.client()), 25, 30)
+    _run(_with_zk(ZooKeeperMachine, zookeeper.client()), 15, 30)
 
 
 @pytest.mark.integration

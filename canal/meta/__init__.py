@@ -16,7 +16,7 @@ from canal.meta.fence import Fence, ZkFence, fenced_commit, resolve_fence
 from canal.meta.file import FileMetaManager
 from canal.meta.memory import MemoryMetaManager
 from canal.meta.period import PeriodMixedMetaManager
-from canal.meta.persist import PeriodicFlusher, read_json, write_json_atomic
+from canal.meta.persist import PeriodicFlusher, read_json, remove_stale_temp_files, write_json_atomic
 from canal.meta.zookeeper import ZooKeeperMetaManager
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "ZooKeeperMetaManager",
     "fenced_commit",
     "read_json",
+    "remove_stale_temp_files",
     "resolve_fence",
     "write_json_atomic",
 ]

@@ -15,7 +15,7 @@ from canal.errors import MetaError
 from canal.meta.base import CorruptMetaError
 from canal.meta.buffered import BufferedMetaManager, FlushListener
 from canal.meta.core import DestinationSnapshot
-from canal.meta.persist import read_json, write_json_atomic
+from canal.meta.persist import read_json, remove_stale_temp_files, write_json_atomic
 
 META_FILE_NAME = "meta.dat"
 
@@ -54,6 +54,7 @@ class FileMetaManager(BufferedMetaManager):
 
     def _load(self, destination: str) -> DestinationSnapshot:
         path = self.path_of(destination)
+        remove_stale_temp_files(path)
         document = read_json(path)
         if document is None:
             return DestinationSnapshot(destination)

@@ -48,6 +48,18 @@ def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
         raise MetaError(f"cannot write {target}: {exc.strerror or exc}") from exc
 
 
+def remove_stale_temp_files(path: str | os.PathLike[str]) -> int:
+    """Delete temporary files a killed writer of ``path`` left behind; return how many. Call before the first write
+    of a process, never while another process may be writing ``path``."""
+    target = Path(path)
+    removed = 0
+    for stale in target.parent.glob(f".{target.name}.tmp-*"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+            removed += 1
+    return removed
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
