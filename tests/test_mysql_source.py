@@ -306,8 +306,16 @@ def test_local_files_saved_with_mariadb_binlog_raw(mariadb: Any, tmp_path: Path)
     mariadb.execute("INSERT INTO r VALUES (1, 'one'), (2, 'two')")
     mariadb.execute("FLUSH BINARY LOGS")
     subprocess.run(
-        [binary, "--read-from-remote-server", f"--host={mariadb.host}", f"--port={mariadb.port}", "--user=root",
-         "--raw", f"--result-file={tmp_path}/", file],
+        [
+            binary,
+            "--read-from-remote-server",
+            f"--host={mariadb.host}",
+            f"--port={mariadb.port}",
+            "--user=root",
+            "--raw",
+            f"--result-file={tmp_path}/",
+            file,
+        ],
         check=True,
         capture_output=True,
         timeout=30,
@@ -316,3 +324,26 @@ def test_local_files_saved_with_mariadb_binlog_raw(mariadb: Any, tmp_path: Path)
     events = list(local.dump(DumpRequest(file, 4, blocking=False)))
     assert [a for _, _, a in _rows(events, "r")] == [{"id": 1, "v": "one"}, {"id": 2, "v": "two"}]
     assert isinstance(events[-1], RotateEvent) and not events[-1].artificial
+
+
+def test_mariadb_compressed_binlog_events(mariadb_factory: Any) -> None:
+    server = mariadb_factory(extra_args=["--log-bin-compress=ON", "--log-bin-compress-min-len=10"])
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.z (id INT PRIMARY KEY, body TEXT)")
+    server.execute("INSERT INTO d.z VALUES (1, REPEAT('compress me ', 200)), (2, 'short')")
+    server.execute("UPDATE d.z SET body = 'changed' WHERE id = 1")
+    src = MysqlBinlogSource(server.address, server.user, server.password)
+    src.open()
+    try:
+        events = list(src.dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
+    finally:
+        src.close()
+    assert {ev.type_code for ev in events if type(ev).__name__ == "IgnoredEvent"}.isdisjoint(range(165, 172))
+    rows = _rows(events, "z")
+    assert rows[0] == (EventType.INSERT, {}, {"id": 1, "body": "compress me " * 200})
+    assert rows[2] == (
+        EventType.UPDATE,
+        {"id": 1, "body": "compress me " * 200},
+        {"id": 1, "body": "changed"},
+    )
+    assert any(isinstance(ev, QueryEvent) and ev.sql.startswith("CREATE TABLE d.z") for ev in events)

@@ -45,17 +45,37 @@ _ROWS_KINDS = {
     P.WRITE_ROWS_EVENT_V2: ("w", EventType.INSERT, True),
     P.UPDATE_ROWS_EVENT_V2: ("u", EventType.UPDATE, True),
     P.DELETE_ROWS_EVENT_V2: ("d", EventType.DELETE, True),
+    # MariaDB log_bin_compress=ON: the row images are zlib-compressed
+    P.WRITE_ROWS_COMPRESSED_EVENT_V1: ("w", EventType.INSERT, False),
+    P.UPDATE_ROWS_COMPRESSED_EVENT_V1: ("u", EventType.UPDATE, False),
+    P.DELETE_ROWS_COMPRESSED_EVENT_V1: ("d", EventType.DELETE, False),
+    P.WRITE_ROWS_COMPRESSED_EVENT: ("w", EventType.INSERT, True),
+    P.UPDATE_ROWS_COMPRESSED_EVENT: ("u", EventType.UPDATE, True),
+    P.DELETE_ROWS_COMPRESSED_EVENT: ("d", EventType.DELETE, True),
 }
+_COMPRESSED_ROWS = frozenset(range(P.WRITE_ROWS_COMPRESSED_EVENT_V1, P.DELETE_ROWS_COMPRESSED_EVENT + 1))
+
+
+def mariadb_uncompress(buf: bytes, where: str) -> bytes:
+    """A MariaDB compressed binlog payload: a header byte (0x80 | algorithm << 4 | length bytes), the uncompressed
+    length big-endian, then the zlib stream."""
+    head = buf[0]
+    if not head & 0x80 or (head >> 4) & 0x07 != 0:
+        raise ParseError(f"unknown MariaDB binlog compression header 0x{head:02x} in event at {where}")
+    lenlen = head & 0x07
+    size = int.from_bytes(buf[1 : 1 + lenlen], "big")
+    try:
+        data = zlib.decompress(buf[1 + lenlen :])
+    except zlib.error as e:
+        raise ParseError(f"corrupt compressed event at {where}: {e}") from None
+    if len(data) != size:
+        raise ParseError(f"compressed event at {where} inflates to {len(data)} bytes, expected {size}")
+    return data
+
+
 _UNSUPPORTED = {
     P.TRANSACTION_PAYLOAD_EVENT: "MySQL compressed transaction payloads (binlog_transaction_compression=ON)",
     P.PARTIAL_UPDATE_ROWS_EVENT: "MySQL partial JSON updates (binlog_row_value_options=PARTIAL_JSON)",
-    P.QUERY_COMPRESSED_EVENT: "MariaDB compressed binlog events (log_bin_compress=ON)",
-    P.WRITE_ROWS_COMPRESSED_EVENT: "MariaDB compressed binlog events (log_bin_compress=ON)",
-    P.UPDATE_ROWS_COMPRESSED_EVENT: "MariaDB compressed binlog events (log_bin_compress=ON)",
-    P.DELETE_ROWS_COMPRESSED_EVENT: "MariaDB compressed binlog events (log_bin_compress=ON)",
-    P.WRITE_ROWS_COMPRESSED_EVENT_V1: "MariaDB compressed binlog events (log_bin_compress=ON)",
-    P.UPDATE_ROWS_COMPRESSED_EVENT_V1: "MariaDB compressed binlog events (log_bin_compress=ON)",
-    P.DELETE_ROWS_COMPRESSED_EVENT_V1: "MariaDB compressed binlog events (log_bin_compress=ON)",
 }
 
 
@@ -93,6 +113,7 @@ class EventParser:
             P.ROTATE_EVENT: self._rotate,
             P.FORMAT_DESCRIPTION_EVENT: self._fde,
             P.QUERY_EVENT: self._query,
+            P.QUERY_COMPRESSED_EVENT: self._query,
             P.XID_EVENT: self._xid,
             P.TABLE_MAP_EVENT: self._table_map,
             P.GTID_LOG_EVENT: self._mysql_gtid,
@@ -210,7 +231,10 @@ class EventParser:
         p += 13 + status_len
         schema = bytes(b[p : p + schema_len]).decode("utf-8", "replace")
         p += schema_len + 1
-        sql = bytes(b[p:end]).decode("utf-8", "replace")
+        if t == P.QUERY_COMPRESSED_EVENT:
+            sql = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}").decode("utf-8", "replace")
+        else:
+            sql = bytes(b[p:end]).decode("utf-8", "replace")
         return QueryEvent(
             log_file=self.log_file,
             offset=off,
@@ -306,6 +330,9 @@ class EventParser:
                 f"rows event at {self.log_file}:{off} refers to table id {table_id} with no table map before it "
                 "(a dump started inside a statement?)"
             )
+        if t in _COMPRESSED_ROWS:
+            b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
+            p, end = 0, len(b)
         rows = dec.decoder(kind, bytes(present), bytes(present2))(b, p, end)
         return RowsEvent(
             log_file=self.log_file,
