@@ -375,7 +375,7 @@ def build(steps: list[tuple[str, int]]) -> Callable[[FakeMysql], None]:
     return apply
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=workloads(),
     size=st.integers(1, 6),

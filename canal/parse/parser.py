@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Self
 
 from canal.config import InstanceConfig, MasterConfig
-from canal.errors import BinlogPurgedError, CanalError, FencedWriteError, SourceError
+from canal.errors import BinlogPurgedError, CanalError, FencedWriteError, SourceError, StoreClosedError
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
 from canal.parse.filter import FieldFilter, TableFilters
@@ -229,6 +229,11 @@ class EventParser:
             return
         if isinstance(exc, FencedWriteError):
             raise exc
+        if isinstance(exc, StoreClosedError):
+            # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
+            self._log.debug("the store was closed under the parser; waiting for stop")
+            self._backoff(self.config.retry.max_backoff_s)
+            return
         if isinstance(exc, NeedTransactionBeginError):
             self._log.warning("%s; moving the start back to its transaction", exc)
             self._need_begin = True
