@@ -347,3 +347,21 @@ def test_mariadb_compressed_binlog_events(mariadb_factory: Any) -> None:
         {"id": 1, "body": "changed"},
     )
     assert any(isinstance(ev, QueryEvent) and ev.sql.startswith("CREATE TABLE d.z") for ev in events)
+
+
+def test_events_larger_than_one_packet(mariadb: Any) -> None:
+    mariadb.server.execute("SET GLOBAL max_allowed_packet = 64 * 1024 * 1024")
+    mariadb.execute("CREATE TABLE big (id INT PRIMARY KEY, body LONGBLOB)")
+    file, pos = _status(mariadb)
+    conn = mariadb.connect()  # a new session sees the new max_allowed_packet
+    payload = bytes(range(256)) * (17 * 4096 + 3)  # ~17.8 MB: one binlog event spans two protocol packets
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO big VALUES (1, %s)", (payload,))
+    conn.close()
+    src = _source(mariadb)
+    try:
+        events = list(src.dump(DumpRequest(file, pos, blocking=False)))
+    finally:
+        src.close()
+    rows = _rows(events, "big")
+    assert len(rows) == 1 and rows[0][2]["body"] == payload
