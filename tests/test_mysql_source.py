@@ -365,3 +365,19 @@ def test_events_larger_than_one_packet(mariadb: Any) -> None:
         src.close()
     rows = _rows(events, "big")
     assert len(rows) == 1 and rows[0][2]["body"] == payload
+
+
+def test_concurrent_dumps_of_one_source_do_not_end_each_other(mariadb: Any) -> None:
+    src = _source(mariadb)
+    file, pos = _status(mariadb)
+    first = src.dump(DumpRequest(file, pos, blocking=True, heartbeat_period_s=0.1))
+    second = src.dump(DumpRequest(file, pos, blocking=True, heartbeat_period_s=0.1))
+    try:
+        for it in (first, second, first, second):
+            deadline = time.monotonic() + 10
+            for ev in it:
+                if isinstance(ev, HeartbeatEvent):
+                    break
+                assert time.monotonic() < deadline
+    finally:
+        src.close()

@@ -101,6 +101,7 @@ class MysqlBinlogSource:
         self._lock = threading.RLock()
         self._query_lock = threading.Lock()  # the side connection serves one statement at a time
         self._dumps: set[pymysql.connections.Connection] = set()
+        self._dump_ids: dict[int, int] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -326,7 +327,13 @@ class MysqlBinlogSource:
             if self._closed:
                 conn.close()
                 raise SourceError(f"{self._address}: source is closed", errno=CR_SERVER_LOST)
+            # the server ends an older dump registered with the same id: concurrent dumps of one source get their own
+            # (the first keeps the configured id, so a restarted process still replaces its stale registration)
+            taken = set(self._dump_ids.values())
+            while slave_id in taken:
+                slave_id = slave_id + 1 if slave_id < 0xFFFFFFFF else 1
             self._dumps.add(conn)
+            self._dump_ids[id(conn)] = slave_id
         try:
             try:
                 checksum = self._prepare_dump(conn, request, slave_id)
@@ -348,6 +355,7 @@ class MysqlBinlogSource:
         finally:
             with self._lock:
                 self._dumps.discard(conn)
+                self._dump_ids.pop(id(conn), None)
             conn._force_close()
 
     def _prepare_dump(self, conn: pymysql.connections.Connection, request: DumpRequest, slave_id: int) -> bool:
