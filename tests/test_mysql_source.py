@@ -381,3 +381,22 @@ def test_concurrent_dumps_of_one_source_do_not_end_each_other(mariadb: Any) -> N
                 assert time.monotonic() < deadline
     finally:
         src.close()
+
+
+def test_server_without_checksums(mariadb_factory: Any) -> None:
+    server = mariadb_factory(extra_args=["--binlog-checksum=NONE"])
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.n (id INT PRIMARY KEY, v VARCHAR(5))")
+    server.execute("INSERT INTO d.n VALUES (1, 'a')")
+    src = MysqlBinlogSource(server.address, server.user, server.password, verify_checksum=True)
+    src.open()
+    try:
+        events = list(src.dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
+    finally:
+        src.close()
+    fde = next(ev for ev in events if isinstance(ev, FormatDescriptionEvent))
+    assert not fde.checksum
+    assert _rows(events, "n") == [(EventType.INSERT, {}, {"id": 1, "v": "a"})]
+    local = list(LocalBinlogSource(server.datadir).dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
+    net = [ev for ev in events if ev.length > 0]
+    assert local[: len(net)] == net
