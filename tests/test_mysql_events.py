@@ -1,0 +1,107 @@
+"""The event parser on hand-built MySQL-format events (paths a MariaDB server never produces): v2 rows events with
+extra data, MySQL GTID and previous-GTIDs events, heartbeat v2, checksum verification, unsupported events."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+import zlib
+
+import pytest
+
+from canal.errors import ParseError
+from canal.parse.events import GtidEvent, GtidSetEvent, HeartbeatEvent, IgnoredEvent, RowsEvent, TableMapEvent
+from canal.parse.mysql import EventParser
+from canal.parse.mysql import packets as P
+from canal.protocol import EventType
+
+SID = uuid.UUID("3e11fa47-71ca-11e1-9e33-c80aa9429562")
+
+
+def _event(type_code: int, body: bytes, log_pos: int, *, checksum: bool = False) -> bytes:
+    size = 19 + len(body) + (4 if checksum else 0)
+    raw = struct.pack("<IBIIIH", 1_700_000_000, type_code, 7, size, log_pos, 0) + body
+    return raw + struct.pack("<I", zlib.crc32(raw)) if checksum else raw
+
+
+def _lenenc_str(s: bytes) -> bytes:
+    return bytes([len(s)]) + s
+
+
+def _table_map(table_id: int) -> bytes:
+    # id INT UNSIGNED NOT NULL (primary key), name VARCHAR(10) utf8mb4 NULL
+    meta = struct.pack("<H", 40)
+    optional = (
+        bytes([1, 1, 0b10000000])  # signedness: the first numeric column is unsigned
+        + bytes([2, 1, 45])  # default charset utf8mb4_general_ci
+        + bytes([4, 8])
+        + _lenenc_str(b"id")
+        + _lenenc_str(b"name")  # fmt: skip
+        + bytes([8, 1, 0])  # simple primary key: column 0
+    )
+    return (
+        table_id.to_bytes(6, "little")
+        + b"\x01\x00"
+        + _lenenc_str(b"shop")
+        + b"\x00"  # fmt: skip
+        + _lenenc_str(b"orders")
+        + b"\x00"  # fmt: skip
+        + bytes([2, 3, 15])
+        + bytes([len(meta)])
+        + meta  # fmt: skip
+        + bytes([0b10])
+        + optional
+    )
+
+
+def _rows_v2(table_id: int, rows: list[tuple[int, bytes | None]]) -> bytes:
+    body = table_id.to_bytes(6, "little") + b"\x01\x00"  # STMT_END_F
+    body += struct.pack("<H", 2 + 3) + b"\x00\x01\x00"  # extra data: length (self-inclusive) + 3 bytes
+    body += bytes([2, 0b11])
+    for id_, name in rows:
+        body += bytes([0b10 if name is None else 0])
+        body += struct.pack("<I", id_)
+        if name is not None:
+            body += bytes([len(name)]) + name
+    return body
+
+
+def test_mysql_events() -> None:
+    parser = EventParser("binlog.000007", verify_checksum=True, checksum=True)
+    tm = parser.parse(_event(P.TABLE_MAP_EVENT, _table_map(91), 200, checksum=True))
+    assert isinstance(tm, TableMapEvent) and tm.offset == 200 - tm.length
+    cols = tm.table_schema.columns
+    assert [c.name for c in cols] == ["id", "name"] and cols[0].is_key and cols[0].unsigned
+    assert cols[0].mysql_type == "int(10) unsigned" and cols[1].mysql_type == "varchar(10)"
+    rows = parser.parse(
+        _event(P.WRITE_ROWS_EVENT_V2, _rows_v2(91, [(4294967295, "é".encode()), (1, None)]), 300, checksum=True)
+    )
+    assert isinstance(rows, RowsEvent) and rows.event_type is EventType.INSERT and rows.end_of_statement
+    assert [r.after for r in rows.rows] == [(4294967295, "é"), (1, None)]
+
+    gtid_body = b"\x01" + SID.bytes + struct.pack("<Q", 42) + b"\x02" + bytes(16)
+    gtid = parser.parse(_event(P.GTID_LOG_EVENT, gtid_body, 400, checksum=True))
+    assert isinstance(gtid, GtidEvent) and gtid.gtid == f"{SID}:42" and not gtid.mariadb
+
+    gtid_set = f"{SID}:1-41:43"
+    prev = parser.parse(_event(P.PREVIOUS_GTIDS_LOG_EVENT, P.encode_mysql_gtid_set(gtid_set), 500, checksum=True))
+    assert isinstance(prev, GtidSetEvent) and prev.gtid_set == gtid_set
+
+    hb_body = bytes([1, 13]) + b"binlog.000008" + bytes([2, 3, 0xFC]) + struct.pack("<H", 1234)
+    hb = parser.parse(_event(P.HEARTBEAT_LOG_EVENT_V2, hb_body, 0, checksum=True))
+    assert isinstance(hb, HeartbeatEvent) and hb.log_file == "binlog.000008" and hb.offset == 1234
+
+    other = parser.parse(_event(P.INTVAR_EVENT, b"\x02" + bytes(8), 600, checksum=True))
+    assert isinstance(other, IgnoredEvent) and other.type_code == P.INTVAR_EVENT
+
+
+def test_corrupt_checksum_and_unsupported_events_raise() -> None:
+    parser = EventParser("binlog.000001", checksum=True, verify_checksum=True)
+    raw = bytearray(_event(P.XID_EVENT, struct.pack("<Q", 5), 100, checksum=True))
+    raw[20] ^= 0xFF
+    with pytest.raises(ParseError, match="checksum mismatch"):
+        parser.parse(bytes(raw))
+    with pytest.raises(ParseError, match="binlog_transaction_compression"):
+        parser.parse(_event(P.TRANSACTION_PAYLOAD_EVENT, bytes(10), 200, checksum=True))
+    with pytest.raises(ParseError, match="no table map"):
+        parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(5, [(1, b"x")]), 300, checksum=True))
