@@ -36,19 +36,19 @@ def _table_map(table_id: int) -> bytes:
         + bytes([2, 1, 45])  # default charset utf8mb4_general_ci
         + bytes([4, 8])
         + _lenenc_str(b"id")
-        + _lenenc_str(b"name")  # fmt: skip
+        + _lenenc_str(b"name")
         + bytes([8, 1, 0])  # simple primary key: column 0
     )
     return (
         table_id.to_bytes(6, "little")
         + b"\x01\x00"
         + _lenenc_str(b"shop")
-        + b"\x00"  # fmt: skip
+        + b"\x00"
         + _lenenc_str(b"orders")
-        + b"\x00"  # fmt: skip
+        + b"\x00"
         + bytes([2, 3, 15])
         + bytes([len(meta)])
-        + meta  # fmt: skip
+        + meta
         + bytes([0b10])
         + optional
     )
