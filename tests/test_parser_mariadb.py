@@ -3,6 +3,7 @@ a dropped connection, GTID mode."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -128,3 +129,37 @@ def test_gtid_mode_resumes_by_gtid(mariadb: Any) -> None:
     with EventParser("example", _config(mariadb, gtid_mode=True), None, sink2, positions):
         sink2.wait_ends(1)
     assert [after["id"] for _, after in _rows(sink2.data())] == [5, 6]
+
+
+def test_start_by_timestamp_searches_the_real_binlog_files(mariadb_factory: Any) -> None:
+    server = mariadb_factory()
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(20))")
+    base = int(time.time()) + 1000  # binlog times come from the session's timestamp
+    conn = server.connect("d")
+    try:
+        with conn.cursor() as cur:
+            for i, offset in enumerate((10, 20, 30), start=1):
+                if i == 3:
+                    cur.execute("FLUSH BINARY LOGS")
+                cur.execute(f"SET timestamp = {base + offset}")
+                cur.execute("BEGIN")
+                cur.execute("INSERT INTO t VALUES (%s, %s)", (i, f"at+{offset}"))
+                cur.execute("COMMIT")
+    finally:
+        conn.close()
+    config = InstanceConfig(
+        destination="example",
+        master=MasterConfig(
+            address=server.address, username=server.user, password=server.password, timestamp=(base + 20) * 1000
+        ),
+        filter_regex=r"d\..*",
+        retry=RetryConfig(initial_backoff_s=0.01, max_backoff_s=0.05, max_attempts=5),
+    )
+    sink = CollectingSink()
+    with EventParser("example", config, None, sink, MemoryPositions()):
+        sink.wait_ends(2)
+    data = sink.data()
+    assert [after["id"] for _, after in _rows(data)] == [2, 3]
+    assert data[0].entry_type is EntryType.TRANSACTIONBEGIN and data[0].header.execute_time == (base + 20) * 1000
+    assert {e.header.log_file for e in data} == {"mysql-bin.000001", "mysql-bin.000002"}
