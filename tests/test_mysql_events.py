@@ -105,3 +105,8 @@ def test_corrupt_checksum_and_unsupported_events_raise() -> None:
         parser.parse(_event(P.TRANSACTION_PAYLOAD_EVENT, bytes(10), 200, checksum=True))
     with pytest.raises(ParseError, match="no table map"):
         parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(5, [(1, b"x")]), 300, checksum=True))
+
+
+def test_gtid_set_encoding_round_trips() -> None:
+    text = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,4e11fa47-71ca-11e1-9e33-c80aa9429562:10"
+    assert P.decode_mysql_gtid_set(P.encode_mysql_gtid_set(text)) == text

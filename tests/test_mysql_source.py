@@ -26,7 +26,6 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.mysql import LocalBinlogSource, MysqlBinlogSource
-from canal.parse.mysql.packets import decode_mysql_gtid_set, encode_mysql_gtid_set
 from canal.parse.source import BinlogSource, DumpRequest
 from canal.protocol import EventType
 
@@ -219,11 +218,6 @@ def test_local_files_yield_the_same_events_as_the_network(mariadb: Any) -> None:
     mid = next(ev for ev in net if isinstance(ev, TableMapEvent))
     again = list(LocalBinlogSource(datadir).dump(DumpRequest(mid.log_file, mid.offset, blocking=False)))
     assert isinstance(again[0], FormatDescriptionEvent) and again[0].length == 0 and again[1] == mid
-
-
-def test_gtid_set_encoding_round_trips() -> None:
-    text = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,4e11fa47-71ca-11e1-9e33-c80aa9429562:10"
-    assert decode_mysql_gtid_set(encode_mysql_gtid_set(text)) == text
 
 
 def test_minimal_metadata_falls_back_to_information_schema_with_one_warning(
