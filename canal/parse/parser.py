@@ -317,11 +317,11 @@ class EventParser:
             start = self._find_start(source, active)
             if self._resume is None:
                 # nothing handed off yet: a reconnect must come back here, not to a newer master position
-                self._resume = LogPosition(self._identity(source), start.position, start.rows_done)
+                self._resume = LogPosition(self._identity(active), start.position, start.rows_done)
             self._log.info("dumping from %s at %s", source.address, start)
             self._converter.reset(start.position, start.rows_done, server_id=source.server_id())
             self._buffer.clear()
-            self._buffer.identity = self._identity(source)
+            self._buffer.identity = self._identity(active)
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
             convert = self._converter.convert
             add = self._buffer.add
@@ -360,8 +360,9 @@ class EventParser:
             period = min(period, retry.heartbeat_period_s)
         return min(period, retry.read_timeout_s / 2)
 
-    def _identity(self, source: BinlogSource) -> LogIdentity:
-        return LogIdentity(source.address, self.config.slave_id if self.config.slave_id is not None else -1)
+    def _identity(self, server: MasterConfig) -> LogIdentity:
+        """Positions name the server by its configured address (as consumer cursors do), not the source's form."""
+        return LogIdentity(server.address, self.config.slave_id if self.config.slave_id is not None else -1)
 
     def _find_start(self, source: BinlogSource, active: MasterConfig) -> StartPosition:
         if self._reset_to_master:
@@ -369,6 +370,7 @@ class EventParser:
             return master_status_start(source, "reset after a purged binlog: master status")
         start = find_start_position(
             source,
+            address=active.address,
             saved=self._resume,
             configured=active,
             gtid_mode=self.config.gtid_mode,
@@ -380,7 +382,7 @@ class EventParser:
             moved = align_to_transaction(source, start, self._log)
             if moved.position == start.position:
                 raise CanalError(f"the dump start {start} lies inside a transaction whose start cannot be found")
-            self._resume = LogPosition(self._identity(source), moved.position, 0)
+            self._resume = LogPosition(self._identity(active), moved.position, 0)
             return moved
         return start
 

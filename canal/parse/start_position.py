@@ -93,11 +93,13 @@ def find_start_position(
     gtid_mode: bool = False,
     fallback_interval_s: float = 60,
     log: DestinationAdapter | None = None,
+    address: str | None = None,
 ) -> StartPosition:
     """The position to dump from on ``source`` (opened), following canal's branches (module docstring).
 
     ``saved`` is the latest restart point (any server); ``configured`` the configured position of the server
-    ``source`` connects to (the master's or the standby's config, whichever is being dumped).
+    ``source`` connects to (the master's or the standby's config, whichever is being dumped). ``address`` names that
+    server as saved positions do (default: ``source.address``).
     """
     if gtid_mode:
         if saved is not None:
@@ -107,16 +109,16 @@ def find_start_position(
             return StartPosition(EntryPosition(gtid=configured.gtid), 0, configured.gtid, "configured gtid set")
 
     if saved is not None:
-        return _from_saved(source, saved, fallback_interval_s, log)
+        return _from_saved(source, address or source.address, saved, fallback_interval_s, log)
     return _from_config(source, configured, log)
 
 
 def _from_saved(
-    source: BinlogSource, saved: LogPosition, fallback_interval_s: float, log: DestinationAdapter | None
+    source: BinlogSource, address: str, saved: LogPosition, fallback_interval_s: float, log: DestinationAdapter | None
 ) -> StartPosition:
     pos = saved.position
     fallback_ms = int(fallback_interval_s * 1000)
-    if saved.identity.source_address not in (None, source.address):
+    if saved.identity.source_address not in (None, address):
         # a switch to another server: its file names and offsets mean nothing here; go by time
         if pos.timestamp is None:
             _warn(
@@ -130,7 +132,7 @@ def _from_saved(
             log,
             "switched from %s to %s: searching by time %d ms minus the fallback interval",
             saved.identity.source_address,
-            source.address,
+            address,
             pos.timestamp,
         )
         return find_by_timestamp(source, pos.timestamp - fallback_ms, reason="switch: timestamp - fallback", log=log)
