@@ -185,7 +185,7 @@ class LocalBinlogSource:
                         if not request.blocking:
                             return
                         now = time.monotonic()
-                        if now - last_activity >= request.heartbeat_period_s:
+                        if 0 < request.heartbeat_period_s <= now - last_activity:
                             last_activity = now
                             yield HeartbeatEvent(
                                 log_file=name,

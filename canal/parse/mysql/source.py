@@ -364,8 +364,9 @@ class MysqlBinlogSource:
             row = cur.fetchone()
             alg = str(row[0]).upper() if row and row[0] is not None else "NONE"
             cur.execute("SET @master_binlog_checksum = @@GLOBAL.binlog_checksum")
-            period_ns = int(max(request.heartbeat_period_s, 0.001) * 1e9)
-            cur.execute(f"SET @master_heartbeat_period = {period_ns}")
+            if request.heartbeat_period_s > 0:  # 0: no heartbeats
+                period_ns = int(max(request.heartbeat_period_s, 0.001) * 1e9)
+                cur.execute(f"SET @master_heartbeat_period = {period_ns}")
             if self._is_mariadb:
                 cur.execute(f"SET @mariadb_slave_capability = {P.MARIA_SLAVE_CAPABILITY_GTID}")
                 if request.gtid_set is not None:
