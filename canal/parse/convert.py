@@ -385,6 +385,10 @@ class EntryConverter:
         tables = options.tables
         if tables is not None and not tables.matches(table.schema, table.table):
             return None
+        self._rows += 1
+        if self._skip_rows:
+            self._skip_rows -= 1
+            return None
         rows = event.rows
         fields = options.fields
         if fields is not None:
@@ -392,10 +396,6 @@ class EntryConverter:
             if projected is not table:
                 rows = [fields.project(r) for r in rows]
                 table = projected
-        self._rows += 1
-        if self._skip_rows:
-            self._skip_rows -= 1
-            return None
         return Entry(
             header=self._header(event, event.event_type, table.schema, table.table, self._txn_gtid),
             entry_type=EntryType.ROWDATA,
