@@ -394,3 +394,28 @@ def test_server_without_checksums(mariadb_factory: Any) -> None:
     local = list(LocalBinlogSource(server.datadir).dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
     net = [ev for ev in events if ev.length > 0]
     assert local[: len(net)] == net
+
+
+def test_local_blocking_dump_follows_the_growing_file(mariadb: Any) -> None:
+    mariadb.execute("CREATE TABLE grow (id INT PRIMARY KEY)")
+    file, pos = _status(mariadb)
+    local = LocalBinlogSource(mariadb.server.datadir)
+    local.open()
+    it = local.dump(DumpRequest(file, pos, blocking=True, heartbeat_period_s=0.1))
+    first = next(it)
+    assert isinstance(first, FormatDescriptionEvent) and first.length == 0
+    beat = next(it)
+    assert isinstance(beat, HeartbeatEvent) and beat.log_file == file and beat.offset == pos
+    mariadb.execute("INSERT INTO grow VALUES (7)")
+    deadline = time.monotonic() + 10
+    seen: list[BinlogEvent] = []
+    for ev in it:
+        seen.append(ev)
+        if isinstance(ev, XidEvent):
+            break
+        assert time.monotonic() < deadline
+    assert [a for _, _, a in _rows(seen, "grow")] == [{"id": 7}]
+    threading.Thread(target=local.close).start()
+    with pytest.raises(SourceError):
+        for _ in it:
+            pass
