@@ -195,3 +195,12 @@ def test_gtid_mode_branches() -> None:
     assert fallback.gtid_set is None and fallback.position == plain.position
     # outside GTID mode the GTID is ignored
     assert find(db, configured=configured).gtid_set is None
+
+
+def test_switch_without_a_saved_time_uses_this_servers_configured_position() -> None:
+    db = timeline()
+    saved = LogPosition(LogIdentity("fake://old-master", -1), EntryPosition("mysql-bin.000007", 1234))
+    configured = MasterConfig(address=db.address, journal_name="mysql-bin.000002")
+    start = find(db, saved=saved, configured=configured, address=db.address)
+    assert start.position == EntryPosition("mysql-bin.000002", 4)
+    assert "master status" in find(db, saved=saved, address=db.address).reason

@@ -109,25 +109,32 @@ def find_start_position(
             return StartPosition(EntryPosition(gtid=configured.gtid), 0, configured.gtid, "configured gtid set")
 
     if saved is not None:
-        return _from_saved(source, address or source.address, saved, fallback_interval_s, log)
+        return _from_saved(source, address or source.address, saved, configured, fallback_interval_s, log)
     return _from_config(source, configured, log)
 
 
 def _from_saved(
-    source: BinlogSource, address: str, saved: LogPosition, fallback_interval_s: float, log: DestinationAdapter | None
+    source: BinlogSource,
+    address: str,
+    saved: LogPosition,
+    configured: StartConfig | None,
+    fallback_interval_s: float,
+    log: DestinationAdapter | None,
 ) -> StartPosition:
     pos = saved.position
     fallback_ms = int(fallback_interval_s * 1000)
     if saved.identity.source_address not in (None, address):
         # a switch to another server: its file names and offsets mean nothing here; go by time
         if pos.timestamp is None:
+            # nothing was read on the old server yet (a start without time): this server's configured position
             _warn(
                 log,
-                "saved position %s of %s has no timestamp; starting at the current master position",
+                "saved position %s of %s has no timestamp; using the configured position of %s",
                 pos,
                 saved.identity.source_address,
+                address,
             )
-            return master_status_start(source, "switch without a timestamp: master status")
+            return _from_config(source, configured, log)
         _warn(
             log,
             "switched from %s to %s: searching by time %d ms minus the fallback interval",
