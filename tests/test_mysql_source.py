@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from canal.errors import BinlogPurgedError, ParseError, ServerNotReadyError, SourceError, SourceUnreachableError
+from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError, SourceUnreachableError
 from canal.parse.events import (
     BinlogEvent,
     FormatDescriptionEvent,
@@ -253,18 +253,50 @@ def test_minimal_metadata_falls_back_to_information_schema_with_one_warning(
     assert local_rows[0].after[0] == 4294967295
 
 
-def test_old_mariadb_fractional_temporal_format_is_refused_clearly(mariadb_factory: Any) -> None:
+def test_old_mariadb_fractional_temporal_format_decodes_with_information_schema(mariadb_factory: Any) -> None:
+    import datetime as dt
+
     server = mariadb_factory(extra_args=["--mysql56-temporal-format=OFF"])
     server.execute("CREATE DATABASE d")
-    server.execute("CREATE TABLE d.o (id INT PRIMARY KEY, plain DATETIME, frac DATETIME(3))")
-    server.execute("INSERT INTO d.o VALUES (1, '2020-01-02 03:04:05', '2020-01-02 03:04:05.678')")
+    cols = {
+        "plain": ("DATETIME", ["'2020-01-02 03:04:05'", "'0000-00-00 00:00:00'"]),
+        "d1": ("DATETIME(1)", ["'2020-01-02 03:04:05.6'", "'9999-12-31 23:59:59.9'"]),
+        "d3": ("DATETIME(3)", ["'1000-01-01 00:00:00.001'", "'0000-00-00 00:00:00'"]),
+        "d6": ("DATETIME(6)", ["'1999-12-31 23:59:59.999999'", "'2000-02-29 12:00:00.000001'"]),
+        "t0": ("TIME", ["'-01:02:03'", "'838:59:59'"]),
+        "t2": ("TIME(2)", ["'-12:34:56.78'", "'00:00:00.01'"]),
+        "t4": ("TIME(4)", ["'-838:59:58.9999'", "'-00:00:00.0001'"]),
+        "t6": ("TIME(6)", ["'838:59:58.999999'", "'-00:00:01.5'"]),
+        "s0": ("TIMESTAMP NULL", ["'2022-02-02 02:02:02'", "NULL"]),
+        "s3": ("TIMESTAMP(3) NULL", ["'2038-01-19 03:14:07.999'", "'1970-01-01 00:00:01.001'"]),
+        "s5": ("TIMESTAMP(5) NULL", ["'2001-01-01 00:00:00.00001'", "'0000-00-00 00:00:00'"]),
+    }
+    defs = ", ".join(f"{n} {d}" for n, (d, _) in cols.items())
+    server.execute(f"CREATE TABLE d.o (id INT PRIMARY KEY, {defs})")
+    conn = server.connect("d")
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = '', time_zone = '+00:00'")
+        for i in range(2):
+            cur.execute(f"INSERT INTO o VALUES ({i}, {', '.join(v[i] for _, v in cols.values())})")
+        cur.execute(f"SELECT id, {', '.join(cols)} FROM o ORDER BY id")
+        selected = [
+            {
+                "id": r[0],
+                **{
+                    n: (v.replace(tzinfo=dt.UTC) if n.startswith("s") and isinstance(v, dt.datetime) else v)
+                    for n, v in zip(cols, r[1:], strict=True)
+                },
+            }
+            for r in cur.fetchall()
+        ]
+    conn.close()
     src = MysqlBinlogSource(server.address, server.user, server.password)
     src.open()
     try:
-        with pytest.raises(ParseError, match=r"frac \(datetime\(3\).*mysql56_temporal_format=ON"):
-            list(src.dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
+        events = list(src.dump(DumpRequest("mysql-bin.000001", 4, blocking=False)))
     finally:
         src.close()
+    assert [a for _, _, a in _rows(events, "o")] == selected
 
 
 def test_a_paused_server_ends_a_blocking_dump_after_the_idle_timeout(mariadb_factory: Any) -> None:

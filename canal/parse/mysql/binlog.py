@@ -8,6 +8,7 @@ description event), the post-header lengths, and the table maps by table id.
 from __future__ import annotations
 
 import logging
+import re
 import struct
 import zlib
 from collections.abc import Callable
@@ -27,7 +28,13 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.mysql import packets as P
-from canal.parse.mysql.decoder import FallbackColumn, SchemaLookup, TableDecoder, parse_table_map_body
+from canal.parse.mysql.decoder import (
+    BinlogColumn,
+    FallbackColumn,
+    SchemaLookup,
+    TableDecoder,
+    parse_table_map_body,
+)
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import EventType
 
@@ -80,6 +87,7 @@ _UNSUPPORTED = {
 
 
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
+_FSP = re.compile(r"^(?:datetime|time|timestamp)\((\d)\)")
 
 
 class EventParser:
@@ -273,7 +281,7 @@ class EventParser:
                     )
             legacy = [c for c in info.columns if c.type in _LEGACY_TEMPORAL]
             if legacy and self.schema_lookup is not None:
-                self._check_legacy_temporal(info.schema, info.table, [c.index for c in legacy])
+                self._resolve_legacy_temporal(info.schema, info.table, legacy)
             dec = TableDecoder(info, fallback)
             if len(self._map_cache) > 4096:
                 self._map_cache.clear()
@@ -291,20 +299,19 @@ class EventParser:
             table_schema=dec.schema,
         )
 
-    def _check_legacy_temporal(self, schema: str, table: str, indexes: list[int]) -> None:
+    def _resolve_legacy_temporal(self, schema: str, table: str, legacy: list[BinlogColumn]) -> None:
         # MariaDB's pre-10.1 fractional temporal formats (mysql56_temporal_format=OFF when the column was created)
-        # are logged as plain DATETIME/TIME/TIMESTAMP without their precision: their length cannot be known
+        # are logged as plain DATETIME/TIME/TIMESTAMP without their precision: take it from information_schema
         assert self.schema_lookup is not None
         found = self.schema_lookup(schema, table)
         if not found:
             return
-        for i in indexes:
-            if i < len(found) and "(" in found[i].column_type:
-                raise ParseError(
-                    f"column {found[i].name} ({found[i].column_type}) of {schema}.{table} uses MariaDB's old "
-                    "fractional-seconds format, which the binlog does not describe; rebuild the table with "
-                    "SET GLOBAL mysql56_temporal_format=ON; ALTER TABLE ... FORCE"
-                )
+        for c in legacy:
+            if c.index < len(found):
+                match = _FSP.search(found[c.index].column_type)
+                if match and int(match.group(1)) > 0:
+                    c.hires = True
+                    c.fsp = int(match.group(1))
 
     def _rows(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         kind, event_type, v2 = _ROWS_KINDS[t]

@@ -155,6 +155,7 @@ class BinlogColumn:
     labels: tuple[str, ...] = ()
     geometry_type: int = 0
     is_key: bool = False
+    hires: bool = False  # MariaDB's pre-10.1 fractional DATETIME/TIME/TIMESTAMP format (fsp from information_schema)
 
 
 @attrs.frozen(slots=True)
@@ -341,6 +342,63 @@ def make_time2_reader(fsp: int) -> Callable[[bytes], dt.timedelta]:
         return unpack(int.from_bytes(raw, "big") - 0x800000000000)
 
     return read3
+
+
+_DATETIME_HIRES_BYTES = (5, 6, 6, 7, 7, 7, 8)
+_TIME_HIRES_BYTES = (3, 4, 4, 5, 5, 5, 6)
+_SEC_PART_BYTES = (0, 1, 1, 2, 2, 3, 3)
+
+
+def make_mariadb_datetime_hires_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
+    """MariaDB's own DATETIME(fsp) format (columns created with mysql56_temporal_format=OFF)."""
+    scale = 10 ** (6 - fsp)
+
+    def read(v: int) -> dt.datetime | str:
+        packed, us = divmod(v * scale, 1_000_000)
+        packed, s = divmod(packed, 60)
+        packed, mi = divmod(packed, 60)
+        packed, h = divmod(packed, 24)
+        packed, d = divmod(packed, 32)
+        y, mo = divmod(packed, 13)
+        try:
+            return _datetime(y, mo, d, h, mi, s, us)
+        except ValueError:
+            return _fmt_zero_datetime(y, mo, d, h, mi, s, us, fsp)
+
+    return read
+
+
+def make_mariadb_time_hires_reader(fsp: int) -> Callable[[int], dt.timedelta]:
+    """MariaDB's own TIME(fsp) format: microseconds shifted to fsp digits, offset by a zero point."""
+    scale = 10 ** (6 - fsp)
+    zero = (3020399 + 1) * 1_000_000 // scale  # TIME_MAX_VALUE_SECONDS + 1
+
+    def read(v: int) -> dt.timedelta:
+        packed = (v - zero) * scale
+        if packed < 0:
+            secs, us = divmod(-packed, 1_000_000)
+            return -_timedelta(seconds=secs, microseconds=us)
+        secs, us = divmod(packed, 1_000_000)
+        return _timedelta(seconds=secs, microseconds=us)
+
+    return read
+
+
+def make_mariadb_timestamp_hires_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
+    """MariaDB's own TIMESTAMP(fsp) format: 4 bytes of seconds, then the fraction in fsp digits."""
+    shift = _SEC_PART_BYTES[fsp] * 8
+    scale = 10 ** (6 - fsp)
+    zero = _fmt_zero_datetime(0, 0, 0, 0, 0, 0, 0, fsp)
+
+    def read(v: int) -> dt.datetime | str:
+        secs = v >> shift
+        us = (v & ((1 << shift) - 1)) * scale
+        if not secs and not us:
+            return zero
+        t = _fromtimestamp(secs, _UTC)
+        return t.replace(microsecond=us) if us else t
+
+    return read
 
 
 def read_old_time(v: int) -> dt.timedelta:
@@ -802,6 +860,18 @@ class _CodeGen:
             n = 3 + (c.fsp + 1) // 2
             f = self.const(make_time2_reader(c.fsp), "F")
             return [f"{var} = {f}(b[p:p + {n}]); p += {n}"]
+        if c.hires and t == T_DATETIME:
+            n = _DATETIME_HIRES_BYTES[c.fsp]
+            f = self.const(make_mariadb_datetime_hires_reader(c.fsp), "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + {n}], 'big')); p += {n}"]
+        if c.hires and t == T_TIME:
+            n = _TIME_HIRES_BYTES[c.fsp]
+            f = self.const(make_mariadb_time_hires_reader(c.fsp), "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + {n}], 'big')); p += {n}"]
+        if c.hires and t == T_TIMESTAMP:
+            n = 4 + _SEC_PART_BYTES[c.fsp]
+            f = self.const(make_mariadb_timestamp_hires_reader(c.fsp), "F")
+            return [f"{var} = {f}(_from_bytes(b[p:p + {n}], 'big')); p += {n}"]
         if t == T_TIME:
             f = self.const(read_old_time, "F")
             return [f"{var} = {f}(_from_bytes(b[p:p + 3], 'little', signed=True)); p += 3"]

@@ -207,10 +207,12 @@ class MysqlBinlogSource:
         rows = self._run(conn, f"SHOW GLOBAL VARIABLES WHERE {like}")
         return {str(r[0]).lower(): str(r[1]) for r in rows}
 
-    def _run(self, conn: pymysql.connections.Connection, sql: str) -> list[tuple[Any, ...]]:
+    def _run(
+        self, conn: pymysql.connections.Connection, sql: str, args: tuple[Any, ...] | None = None
+    ) -> list[tuple[Any, ...]]:
         try:
             with self._query_lock, conn.cursor() as cur:
-                cur.execute(sql)
+                cur.execute(sql, args)
                 return list(cur.fetchall())
         except pymysql.err.MySQLError as e:
             if _errno(e) in (CR_SERVER_LOST, 2006, 2003):
@@ -278,10 +280,11 @@ class MysqlBinlogSource:
 
     def _lookup_columns(self, schema: str, table: str) -> list[FallbackColumn] | None:
         try:
-            rows = self.query(
+            rows = self._run(
+                self._side_connection(),
                 "SELECT COLUMN_NAME, COLUMN_KEY, COLUMN_TYPE FROM information_schema.COLUMNS "
-                f"WHERE TABLE_SCHEMA = {pymysql.converters.escape_string(schema)!r} "
-                f"AND TABLE_NAME = {pymysql.converters.escape_string(table)!r} ORDER BY ORDINAL_POSITION"
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                (schema, table),
             )
         except SourceError:
             return None
