@@ -19,6 +19,10 @@ Value conversions (what ``SELECT`` through pymysql returns for the same cell, wi
 * JSON: MariaDB's JSON is an alias of LONGTEXT that the binlog cannot tell from LONGTEXT, so MariaDB JSON columns
   arrive as ``str`` exactly as ``SELECT`` returns them (``json.loads`` them if you need objects). MySQL's binary
   JSON type (type 245) is decoded to Python objects.
+* Temporal formats: MySQL 5.6+/MariaDB 10.1+ DATETIME2/TIME2/TIMESTAMP2 (any fsp) and the classic pre-5.6 formats.
+  Columns created on MariaDB with ``mysql56_temporal_format=OFF`` and a fractional precision use MariaDB's own
+  format, which the table map logs as a classic type without its precision: the network source takes the precision
+  from information_schema (local files cannot, and will misread such columns).
 """
 
 from __future__ import annotations

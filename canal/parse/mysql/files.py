@@ -4,7 +4,8 @@ The files may be copied from a server's datadir or saved with ``mariadb-binlog -
 Only the transport differs from :class:`~canal.parse.mysql.source.MysqlBinlogSource`: every event is parsed and
 every row decoded by the same code. Column names come from the table maps, so the files must have been written with
 ``binlog_row_metadata=FULL`` (there is no information_schema to fall back on); otherwise columns are named
-``UNKNOWN_COLn``.
+``UNKNOWN_COLn``. For the same reason, fractional-second temporal columns created on MariaDB with
+``mysql56_temporal_format=OFF`` cannot be read from files.
 """
 
 from __future__ import annotations
