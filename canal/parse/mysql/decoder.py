@@ -748,14 +748,11 @@ def _column_meta(c: BinlogColumn, fb: FallbackColumn | None) -> ColumnMeta:
             mysql_type, sql_type = f"char({c.length // _mbmaxlen(codec)})", SqlType.CHAR
     elif t in _BLOBS:
         size = _TEXT_NAMES.get(c.length, "")
+        # as canal reports them: every TEXT is a CLOB, every BLOB a BLOB
         if codec is None:
-            mysql_type, sql_type = f"{size}blob", SqlType.BLOB if c.length > 1 else SqlType.VARBINARY
-            if c.length > 1:
-                sql_type = SqlType.LONGVARBINARY if c.length >= 3 else SqlType.BLOB
+            mysql_type, sql_type = f"{size}blob", SqlType.BLOB
         else:
-            mysql_type, sql_type = f"{size}text", SqlType.CLOB if c.length > 1 else SqlType.VARCHAR
-            if c.length >= 3:
-                sql_type = SqlType.LONGVARCHAR
+            mysql_type, sql_type = f"{size}text", SqlType.CLOB
     elif t == T_JSON:
         mysql_type, sql_type = "json", SqlType.LONGVARCHAR
     elif t == T_GEOMETRY:
