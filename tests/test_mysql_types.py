@@ -195,6 +195,11 @@ def test_every_type_matches_select(mariadb: Any) -> None:
     assert cols["e"].labels == ("a", "b", "c d") and cols["s"].labels == ("x", "y", "z")
     assert cols["dt6"].fsp == 6 and cols["dt6"].mysql_type == "datetime(6)"
     assert not cols["id"].nullable and cols["ti"].nullable
+    assert (cols["tx"].mysql_type, cols["tx"].sql_type) == ("text", SqlType.CLOB)
+    assert (cols["lt"].mysql_type, cols["mb"].mysql_type) == ("longtext", "mediumblob")
+    assert (cols["bl"].mysql_type, cols["bl"].sql_type) == ("blob", SqlType.BLOB)
+    assert cols["tm4"].mysql_type == "time(4)" and cols["ts6"].sql_type == SqlType.TIMESTAMP
+    assert cols["pt"].mysql_type == "point" and cols["g"].mysql_type == "geometry"
     assert isinstance(rows[1][1].after_dict()["d65"], Decimal)
 
 
