@@ -83,6 +83,7 @@ def mariadb_uncompress(buf: bytes, where: str) -> bytes:
 _UNSUPPORTED = {
     P.TRANSACTION_PAYLOAD_EVENT: "MySQL compressed transaction payloads (binlog_transaction_compression=ON)",
     P.PARTIAL_UPDATE_ROWS_EVENT: "MySQL partial JSON updates (binlog_row_value_options=PARTIAL_JSON)",
+    P.START_ENCRYPTION_EVENT: "encrypted binlog files (encrypt_binlog=ON; read them through the server instead)",
 }
 
 
