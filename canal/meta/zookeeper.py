@@ -13,6 +13,8 @@ write then commits only together with the fence check, or raises :class:`~canal.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -31,7 +33,13 @@ from canal.position import LogPosition, PositionRange
 
 _T = TypeVar("_T")
 
-_RETRIES = 8  # optimistic retries when another writer changes a node between our read and our write
+_RETRIES = 64  # optimistic retries when another writer changes a node between our read and our write
+
+
+def _contention_backoff(attempt: int) -> None:
+    """A short, jittered pause before retrying an optimistic write that lost a race (not synchronisation)."""
+    if attempt:
+        time.sleep(random.uniform(0, min(0.05, 0.001 * attempt)))
 
 
 @contextmanager
@@ -96,7 +104,8 @@ class ZooKeeperClientOwner(Lifecycle):
         """
         zk = self.zk
         with zk_errors(f"write {path}"):
-            for _ in range(_RETRIES):
+            for attempt in range(_RETRIES):
+                _contention_backoff(attempt)
                 if parent_must_exist is not None:
                     if zk.exists(parent_must_exist) is None:
                         raise ClientNotSubscribedError(
@@ -253,7 +262,8 @@ class ZooKeeperMetaManager(ZooKeeperClientOwner):
         root = zkpaths.mark_root_path(client)
         owner = zkpaths.client_path(client)
         with zk_errors(f"add a batch mark for {client}"):
-            for _ in range(_RETRIES):
+            for attempt in range(_RETRIES):
+                _contention_backoff(attempt)
                 try:
                     raw, stat = zk.get(root)
                 except NoNodeError:
