@@ -28,7 +28,7 @@ CHILD = r"""
 import faulthandler, json, signal, sys, threading, time
 faulthandler.register(signal.SIGUSR1)
 from canal.client import ClientIdentity
-from canal.meta import FileMetaManager, PeriodMixedMetaManager, ZooKeeperMetaManager
+from canal.meta import DestinationSnapshot, FileMetaManager, PeriodMixedMetaManager, ZooKeeperMetaManager
 from canal.position import EntryPosition, LogIdentity, LogPosition
 
 kind, target, mode, period = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -51,7 +51,20 @@ def position(i):
                        EntryPosition("mysql-bin.%06d" % (1 + i // 100), 4 + i, 1700000000000 + i, 1, None, True),
                        i % 3)
 
-if kind == "file":
+if kind == "zk":  # writes through: every update is a flush
+    mgr = ZooKeeperMetaManager(target)
+    mgr.start()
+    clients = [ClientIdentity("example", 1001, "shop\\..*"), ClientIdentity("example", 1002)]
+    for client in clients:
+        mgr.subscribe(client)
+    i = 0
+    while True:
+        i += 1
+        cursors = {1001: position(i), 1002: position(i // 2)}
+        for client in clients:
+            mgr.update_cursor(client, cursors[client.client_id])
+        on_flush(DestinationSnapshot("example", tuple(clients), cursors))
+elif kind == "file":
     class Tracing(FileMetaManager):
         def _write(self, snapshot, previous):
             emit(event="writing", doc=snapshot.to_dict())
@@ -157,8 +170,8 @@ def cursor_index(doc: dict[str, Any]) -> int:
 
 
 def kill_between_flushes(kind: str, target: str, acked_flushes: int = 5) -> dict[str, Any]:
-    """Let the child flush ``acked_flushes`` times, kill it while it is blocked after the next flush with newer
-    cursors in memory; return the last flushed document."""
+    """Let the child flush ``acked_flushes`` times, kill it while it is blocked after the next flush (with newer
+    cursors in memory, unless it writes through); return the last flushed document."""
     child = Child(kind, target, "handshake", 0.01)
     try:
         flushed = 0
@@ -169,9 +182,10 @@ def kill_between_flushes(kind: str, target: str, acked_flushes: int = 5) -> dict
                 break
             child.go()
         last = event["doc"]
-        # the child keeps updating memory while its flusher waits for us: newer, unflushed cursors exist
-        updated = child.until("updated")
-        assert 4 + updated["i"] > cursor_index(last)
+        if kind != "zk":
+            # the child keeps updating memory while its flusher waits for us: newer, unflushed cursors exist
+            updated = child.until("updated")
+            assert 4 + updated["i"] > cursor_index(last)
         child.kill()
         return last
     finally:
@@ -234,6 +248,13 @@ def test_period_mixed_meta_holds_the_last_flush_after_sigkill(zookeeper: Any) ->
     assert _zk_cursors(zookeeper.hosts) == {1001: snapshot.cursor_of(1001), 1002: snapshot.cursor_of(1002)}
     with ZooKeeperMetaManager(zookeeper.hosts) as zk:
         assert zk.list_all_subscribe_info("example")[0].filter == r"shop\..*"
+
+
+@pytest.mark.integration
+def test_zookeeper_meta_holds_the_last_write_after_sigkill(zookeeper: Any) -> None:
+    last = kill_between_flushes("zk", zookeeper.hosts)
+    snapshot = DestinationSnapshot.from_dict(last)
+    assert _zk_cursors(zookeeper.hosts) == {1001: snapshot.cursor_of(1001), 1002: snapshot.cursor_of(1002)}
 
 
 @pytest.mark.integration

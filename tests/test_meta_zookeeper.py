@@ -216,6 +216,20 @@ def test_hosts_string_owns_its_client(zookeeper: Any) -> None:
         _ = mgr.zk
 
 
+def test_an_unreachable_server_is_a_meta_error_and_leaves_nothing_running() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here
+    before = threading.active_count()
+    mgr = ZooKeeperMetaManager(f"127.0.0.1:{port}", timeout_s=1.0)
+    with pytest.raises(MetaError, match="connect"):
+        mgr.start()
+    assert not mgr.is_started
+    assert threading.active_count() <= before
+
+
 def test_zookeeper_failures_are_meta_errors(zookeeper: Any) -> None:
     kz = zookeeper.client()
     mgr = ZooKeeperMetaManager(kz)

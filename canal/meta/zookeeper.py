@@ -75,8 +75,14 @@ class ZooKeeperClientOwner(Lifecycle):
     def _on_start(self) -> None:
         if self._hosts is not None:
             client = KazooClient(hosts=self._hosts, timeout=self._timeout_s)
-            with zk_errors(f"connect to {self._hosts}"):
-                client.start(timeout=self._timeout_s)
+            try:
+                with zk_errors(f"connect to {self._hosts}"):
+                    client.start(timeout=self._timeout_s)
+            except BaseException:
+                with suppress(Exception):
+                    client.stop()
+                client.close()
+                raise
             self._zk = client
 
     def _on_stop(self) -> None:
