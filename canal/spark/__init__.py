@@ -1,0 +1,40 @@
+"""PySpark integration: the ``canal`` streaming source, a ``foreachBatch`` helper and an idempotent Delta mirror.
+
+* :func:`register` -- ``spark.readStream.format("canal")`` (:mod:`canal.spark.source`);
+* :func:`run_batches` -- an instance embedded in the driver, batch by batch into ``fn(df, batch_id)``;
+* :class:`DeltaMirror` / :func:`compare` -- one Delta table per source table, MERGEd once per batch id;
+* :func:`project` -- one table's change rows as typed columns.
+
+pyspark, pyarrow and deltalake are imported only when used (the ``spark`` extra).
+"""
+
+from __future__ import annotations
+
+from canal.spark.batches import RunStats, run_batches
+from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
+from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorError, alter_columns, compare
+from canal.spark.project import project
+from canal.spark.source import CanalStreamReader, SourceError, Spool, close_sessions, config_from_options, register
+
+__all__ = [
+    "CHANGE_SCHEMA_DDL",
+    "INITIAL_OFFSET",
+    "ApplyResult",
+    "CanalStreamReader",
+    "Comparison",
+    "DeltaMirror",
+    "MirrorError",
+    "RunStats",
+    "SourceError",
+    "Spool",
+    "alter_columns",
+    "arrow_schema",
+    "close_sessions",
+    "compare",
+    "config_from_options",
+    "entries_to_batch",
+    "position_id",
+    "project",
+    "register",
+    "run_batches",
+]

@@ -1,0 +1,175 @@
+"""``foreachBatch`` for an instance embedded in the driver: pull, hand a DataFrame to ``fn``, ack after it returns.
+
+:func:`run_batches` names each batch by the binlog position of its last entry (:func:`~canal.spark.changes.position_id`:
+``journal_number << 32 | offset``), so ids increase and mean the same thing after a restart. With a ``journal``
+file, the id of a batch is recorded before ``fn`` runs and cleared after the ack; after a crash between ``fn``'s write
+and the ack, the instance redelivers from its acked cursor and the first batch is cut to end exactly at the recorded
+position -- the same entries under the same id, which an idempotent sink (e.g.
+:class:`~canal.spark.mirror.DeltaMirror`, which skips ids it has committed) recognises as already written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from canal.instance import Instance
+from canal.protocol import EMPTY_MESSAGE_ID, Entry
+from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, position_id
+
+
+@attrs.define(slots=True)
+class RunStats:
+    """What :func:`run_batches` did."""
+
+    batches: int = 0  # fn calls
+    rows: int = 0  # change rows handed to fn
+    entries: int = 0
+    decode_s: float = 0.0  # waiting for / pulling entries and turning them into Arrow
+    spark_s: float = 0.0  # building DataFrames
+    fn_s: float = 0.0  # inside fn
+    batch_ids: list[int] = attrs.field(factory=list)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class _Puller:
+    """Messages from the instance, consumed entry by entry; a message is acked once all its entries are done."""
+
+    def __init__(self, instance: Instance, batch_size: int, timeout: float) -> None:
+        self.instance = instance
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.buffer: deque[list[Any]] = deque()  # [message id, remaining entries]
+
+    def _fetch(self) -> bool:
+        msg = self.instance.get_without_ack(self.batch_size, self.timeout)
+        if msg.id == EMPTY_MESSAGE_ID:
+            return False
+        self.buffer.append([msg.id, list(msg.entries)])
+        return True
+
+    def take(self, until_id: int | None, deadline: float | None) -> tuple[list[Entry], list[int]]:
+        """Entries for one batch and the message ids to ack after it; empty when nothing arrived in time."""
+        if not self.buffer and not self._fetch():
+            return [], []
+        entries: list[Entry]
+        ids: list[int]
+        if until_id is None:
+            entries = [e for _mid, rest in self.buffer for e in rest]
+            ids = [mid for mid, _rest in self.buffer]
+            self.buffer.clear()
+            return entries, ids
+        # cut at until_id: fetch until an entry at or past it is buffered
+        while position_id(self.buffer[-1][1][-1]) < until_id:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            self._fetch()
+        entries = []
+        ids = []
+        while self.buffer:
+            mid, rest = self.buffer[0]
+            cut = len(rest)
+            for i, entry in enumerate(rest):
+                if position_id(entry) > until_id:
+                    cut = i
+                    break
+            entries.extend(rest[:cut])
+            if cut < len(rest):
+                self.buffer[0][1] = rest[cut:]
+                break
+            ids.append(mid)
+            self.buffer.popleft()
+        return entries, ids
+
+    def ack(self, ids: list[int]) -> None:
+        for mid in ids:
+            self.instance.ack(mid)
+
+
+def run_batches(
+    instance: Instance,
+    spark: Any,
+    fn: Callable[[Any, int], Any],
+    *,
+    batch_size: int = 4096,
+    timeout: float = 1.0,
+    journal: str | os.PathLike[str] | None = None,
+    max_batches: int | None = None,
+    stop: threading.Event | None = None,
+    idle_stop_s: float | None = None,
+    until: Callable[[], bool] | None = None,
+) -> RunStats:
+    """Pull batches from a started ``instance`` and call ``fn(df, batch_id)`` with each; ack after ``fn`` returns.
+
+    ``df`` has the change-row schema (:data:`~canal.spark.changes.CHANGE_SCHEMA_DDL`); batches without change rows
+    (only transaction boundaries or heartbeats) are acked without calling ``fn``. An exception from ``fn`` leaves
+    the batch unacked and propagates (the instance redelivers it after :meth:`Instance.rollback` or a restart).
+    Stops after ``max_batches`` calls, when ``stop`` is set, when ``until()`` is true, or after ``idle_stop_s``
+    seconds without data. ``journal`` (a file path) makes the first batch after a crash identical to the one that was
+    in flight (see the module docstring).
+    """
+    stats = RunStats()
+    puller = _Puller(instance, batch_size, timeout)
+    journal_path = None if journal is None else Path(journal)
+    pending: int | None = None
+    if journal_path is not None and journal_path.exists():
+        with contextlib.suppress(ValueError, OSError):
+            pending = json.loads(journal_path.read_text()).get("pending")
+    idle_since = time.monotonic()
+    destination = instance.destination
+    while True:
+        if stop is not None and stop.is_set():
+            break
+        if until is not None and until():
+            break
+        if max_batches is not None and stats.batches >= max_batches:
+            break
+        began = time.perf_counter()
+        deadline = None if pending is None else time.monotonic() + 30.0
+        entries, ack_ids = puller.take(pending, deadline)
+        if not entries and not ack_ids:
+            stats.decode_s += time.perf_counter() - began
+            if idle_stop_s is not None and time.monotonic() - idle_since > idle_stop_s:
+                break
+            continue
+        idle_since = time.monotonic()
+        pending = None
+        stats.entries += len(entries)
+        batch_id = position_id(entries[-1])
+        rows = entries_to_batch(entries, destination, 0)
+        decoded = time.perf_counter()
+        stats.decode_s += decoded - began
+        if rows.num_rows:
+            import pyarrow as pa
+
+            df = spark.createDataFrame(pa.Table.from_batches([rows]), schema=CHANGE_SCHEMA_DDL)
+            built = time.perf_counter()
+            stats.spark_s += built - decoded
+            if journal_path is not None:
+                _write_json(journal_path, {"pending": batch_id})
+            fn(df, batch_id)
+            stats.fn_s += time.perf_counter() - built
+            stats.batches += 1
+            stats.rows += rows.num_rows
+            stats.batch_ids.append(batch_id)
+        puller.ack(ack_ids)
+        if journal_path is not None and rows.num_rows:
+            _write_json(journal_path, {"done": batch_id})
+    return stats

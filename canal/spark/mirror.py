@@ -1,0 +1,448 @@
+"""A Delta Lake mirror of source tables, applied idempotently per batch (``deltalake``, no JVM needed).
+
+``DeltaMirror(root)`` keeps one Delta table per source table under ``root/{schema}.{table}``. :meth:`apply` takes one
+batch of change rows (:mod:`canal.spark.changes`) and, per table:
+
+* reduces the batch to the last change per primary key (deletes delete, inserts and updates upsert the full after
+  image -- pycanal requires FULL row images);
+* applies DDL: ``ALTER TABLE ... ADD [COLUMN]`` / ``DROP [COLUMN]`` evolve the table schema (added columns are
+  null in existing rows: a DEFAULT that MySQL fills in without logging rows is not backfilled), TRUNCATE and DROP
+  TABLE empty it; new columns seen in row images are added by the MERGE (``merge_schema``);
+* commits one MERGE together with the app transaction ``(app_id, batch_id)``
+  (``CommitProperties(app_transactions=[Transaction(app_id, version=batch_id)])``), and skips the table when
+  ``transaction_version(app_id) >= batch_id`` -- a batch replayed after a crash is applied at most once per table.
+
+Batch ids must increase: Spark's micro-batch ids do, and so do :func:`canal.spark.run_batches`' position-derived ids.
+A DataFrame handed to ``foreachBatch`` can be passed straight in: ``query.foreachBatch(mirror)``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from canal.errors import CanalError
+from canal.protocol import render_text
+from canal.spark.types import arrow_type, typed_array
+
+OP_COLUMN = "_canal_op"
+
+
+class MirrorError(CanalError):
+    """A batch cannot be mirrored (e.g. a table without a primary key)."""
+
+
+@attrs.define(slots=True)
+class TableStats:
+    applied: int = 0  # batches applied
+    skipped: int = 0  # batches skipped as already applied
+    upserts: int = 0
+    deletes: int = 0
+    changes: int = 0  # change rows seen (before the last-per-key reduction)
+
+
+@attrs.define(slots=True)
+class ApplyResult:
+    batch_id: int
+    tables: dict[str, str] = attrs.field(factory=dict)  # table -> "applied" | "skipped"
+    rows: int = 0
+    merge_s: float = 0.0
+    prepare_s: float = 0.0
+
+
+@attrs.define(slots=True)
+class _TablePlan:
+    schema: str
+    table: str
+    changes: dict[str, tuple[bool, str | None, str]] = attrs.field(factory=dict)  # key -> (delete, after, columns)
+    layout: str | None = None
+    ddl: list[tuple[str, str]] = attrs.field(factory=list)  # (type, sql) in order
+    truncate: bool = False
+    rows: int = 0
+
+
+_ALTER = re.compile(r"^\s*alter\s+(?:online\s+|ignore\s+)*table\s+(?:if\s+exists\s+)?\S+\s+(.*)$", re.I | re.S)
+_ADD = re.compile(
+    r"^add\s+(?:column\s+)?(?:if\s+not\s+exists\s+)?(`(?:[^`]|``)+`|\w+)\s+(.+?)"
+    r"(?:\s+(?:first|after\s+\S+))?\s*$",
+    re.I | re.S,
+)
+_DROP = re.compile(r"^drop\s+(?:column\s+)?(?:if\s+exists\s+)?(`(?:[^`]|``)+`|\w+)\s*$", re.I | re.S)
+_NOT_COLUMN = re.compile(r"^(?:primary|key|index|unique|constraint|foreign|fulltext|spatial|check|partition)\b", re.I)
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur, quote = [], 0, [], ""
+    for ch in text:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def alter_columns(sql: str) -> list[tuple[str, str, str]]:
+    """``("add", name, type)`` / ``("drop", name, "")`` clauses of an ALTER TABLE statement, in order."""
+    match = _ALTER.match(sql.strip().rstrip(";"))
+    if not match:
+        return []
+    out: list[tuple[str, str, str]] = []
+    for clause in _split_top(match.group(1)):
+        add = _ADD.match(clause)
+        if add and not _NOT_COLUMN.match(clause[3:].strip()):
+            type_text = add.group(2).strip()
+            out.append(("add", _unquote(add.group(1)), type_text.split()[0] if type_text else "text"))
+            continue
+        drop = _DROP.match(clause)
+        if drop and not _NOT_COLUMN.match(clause[4:].strip()):
+            out.append(("drop", _unquote(drop.group(1)), ""))
+    return out
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _to_arrow_table(changes: Any) -> Any:
+    import pyarrow as pa
+
+    if isinstance(changes, pa.Table):
+        return changes
+    if isinstance(changes, pa.RecordBatch):
+        return pa.Table.from_batches([changes])
+    if isinstance(changes, Sequence) and all(isinstance(b, pa.RecordBatch) for b in changes):
+        return pa.Table.from_batches(list(changes)) if changes else None
+    if hasattr(changes, "toArrow"):  # a Spark DataFrame
+        return changes.toArrow()
+    raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
+
+
+class DeltaMirror:
+    """One Delta table per source table under ``root``; ``mirror(df, batch_id)`` applies a batch idempotently."""
+
+    def __init__(
+        self, root: str | Path, *, app_id: str = "pycanal-mirror", tables: Iterable[str] | None = None
+    ) -> None:
+        self.root = Path(root)
+        self.app_id = app_id
+        self.only = None if tables is None else frozenset(tables)
+        self.stats: dict[str, TableStats] = {}
+        self.history: list[ApplyResult] = []
+
+    # -- paths and versions --------------------------------------------------------------------------------------
+
+    def table_path(self, schema: str, table: str) -> Path:
+        return self.root / f"{schema}.{table}"
+
+    def table_names(self) -> list[str]:
+        """``schema.table`` of every mirrored table that exists."""
+        from deltalake import DeltaTable
+
+        if not self.root.exists():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and DeltaTable.is_deltatable(str(p)))
+
+    def version(self, schema: str, table: str) -> int | None:
+        """The last batch id applied to a table (its Delta app-transaction version), None if none."""
+        from deltalake import DeltaTable
+
+        path = self.table_path(schema, table)
+        if not DeltaTable.is_deltatable(str(path)):
+            return None
+        version: int | None = DeltaTable(str(path)).transaction_version(self.app_id)
+        return version
+
+    def committed_batch_ids(self, schema: str, table: str) -> list[int]:
+        """Every batch id committed to a table, in commit order (read from the Delta log's ``txn`` actions)."""
+        log = self.table_path(schema, table) / "_delta_log"
+        ids: list[int] = []
+        if not log.exists():
+            return ids
+        for path in sorted(log.glob("*.json")):
+            for line in path.read_text().splitlines():
+                if not line.strip():
+                    continue
+                action = json.loads(line)
+                txn = action.get("txn")
+                if txn and txn.get("appId") == self.app_id:
+                    ids.append(int(txn["version"]))
+        return ids
+
+    def read(self, schema: str, table: str) -> Any:
+        """The mirror of one table as a pyarrow Table."""
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(self.table_path(schema, table))).to_pyarrow_table()
+
+    # -- applying ------------------------------------------------------------------------------------------------
+
+    def __call__(self, changes: Any, batch_id: int) -> None:
+        """``foreachBatch`` entry point."""
+        self.apply(changes, batch_id)
+
+    def apply(self, changes: Any, batch_id: int) -> ApplyResult:
+        """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) as batch ``batch_id``."""
+        began = time.perf_counter()
+        result = ApplyResult(batch_id)
+        table = _to_arrow_table(changes)
+        if table is None or table.num_rows == 0:
+            self.history.append(result)
+            return result
+        plans = self._plan(table)
+        result.rows = table.num_rows
+        result.prepare_s = time.perf_counter() - began
+        for name, plan in plans.items():
+            stats = self.stats.setdefault(name, TableStats())
+            stats.changes += plan.rows
+            merge_began = time.perf_counter()
+            applied = self._apply_table(plan, batch_id, stats)
+            result.merge_s += time.perf_counter() - merge_began
+            result.tables[name] = "applied" if applied else "skipped"
+        self.history.append(result)
+        return result
+
+    def _plan(self, table: Any) -> dict[str, _TablePlan]:
+        import pyarrow.compute as pc
+
+        if table.num_rows > 1:
+            table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
+        cols = {n: table.column(n).to_pylist() for n in ("schema", "table", "type", "is_ddl", "sql", "keys")}
+        after = table.column("after").to_pylist()
+        layouts = table.column("columns").to_pylist()
+        plans: dict[str, _TablePlan] = {}
+        schemas, tables, types, ddls, sqls, keys = (
+            cols["schema"],
+            cols["table"],
+            cols["type"],
+            cols["is_ddl"],
+            cols["sql"],
+            cols["keys"],
+        )
+        for i in range(table.num_rows):
+            full = f"{schemas[i]}.{tables[i]}"
+            if self.only is not None and full not in self.only:
+                continue
+            if not tables[i]:
+                continue
+            plan = plans.get(full)
+            if plan is None:
+                plan = plans[full] = _TablePlan(schemas[i], tables[i])
+            plan.rows += 1
+            if ddls[i]:
+                kind = types[i]
+                if kind in ("TRUNCATE", "ERASE"):
+                    plan.changes.clear()
+                    plan.truncate = True
+                plan.ddl.append((kind, sqls[i] or ""))
+                continue
+            layout = layouts[i]
+            key = keys[i]
+            if key is None or layout is None:
+                continue
+            if key == "{}":
+                raise MirrorError(f"{full} has no primary key; the mirror needs one to apply updates and deletes")
+            plan.layout = layout
+            if types[i] == "DELETE":
+                plan.changes.pop(key, None)
+                plan.changes[key] = (True, None, layout)
+            else:
+                plan.changes.pop(key, None)  # keep dict order = order of last change
+                plan.changes[key] = (False, after[i], layout)
+        return plans
+
+    def _source(self, plan: _TablePlan) -> tuple[Any, list[str]]:
+        import pyarrow as pa
+
+        assert plan.layout is not None
+        layout = json.loads(plan.layout)
+        names = [c[0] for c in layout]
+        key_names = [c[0] for c in layout if c[2]]
+        values: dict[str, list[str | None]] = {n: [] for n in names}
+        ops: list[str] = []
+        for key, (delete, after, _layout) in plan.changes.items():
+            image: dict[str, str | None]
+            if delete:
+                image = json.loads(key)
+            else:
+                assert after is not None
+                image = json.loads(after)
+            for n in names:
+                values[n].append(image.get(n))
+            ops.append("d" if delete else "u")
+        arrays = [typed_array(values[n], arrow_type(t)) for n, t, _k in layout]
+        arrays.append(pa.array(ops, type=pa.string()))
+        return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN]), key_names
+
+    def _apply_table(self, plan: _TablePlan, batch_id: int, stats: TableStats) -> bool:
+        import pyarrow.compute as pc
+        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+        path = str(self.table_path(plan.schema, plan.table))
+        exists = DeltaTable.is_deltatable(path)
+        if exists:
+            dt = DeltaTable(path)
+            done = dt.transaction_version(self.app_id)
+            if done is not None and done >= batch_id:
+                stats.skipped += 1
+                return False
+        commit = CommitProperties(app_transactions=[Transaction(self.app_id, version=batch_id)])
+        if exists:
+            self._apply_ddl(path, plan)
+        if plan.layout is None:
+            # DDL only: record the batch so a replay skips it
+            if DeltaTable.is_deltatable(path):
+                dt = DeltaTable(path)
+                write_deltalake(dt, dt.to_pyarrow_table().slice(0, 0), mode="append", commit_properties=commit)
+            stats.applied += 1
+            return True
+        source, key_names = self._source(plan)
+        if not key_names:
+            raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
+        upserts = source.filter(pc.equal(source.column(OP_COLUMN), "u"))
+        stats.upserts += upserts.num_rows
+        stats.deletes += source.num_rows - upserts.num_rows
+        if not DeltaTable.is_deltatable(path):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            write_deltalake(path, upserts.drop_columns([OP_COLUMN]), mode="append", commit_properties=commit)
+            stats.applied += 1
+            return True
+        dt = DeltaTable(path)
+        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key_names)
+        (
+            dt.merge(
+                source,
+                predicate=predicate,
+                source_alias="s",
+                target_alias="t",
+                merge_schema=True,
+                commit_properties=commit,
+            )
+            .when_matched_delete(predicate=f"s.{OP_COLUMN} = 'd'")
+            .when_matched_update_all(predicate=f"s.{OP_COLUMN} = 'u'", except_cols=[OP_COLUMN])
+            .when_not_matched_insert_all(predicate=f"s.{OP_COLUMN} = 'u'", except_cols=[OP_COLUMN])
+            .execute()
+        )
+        stats.applied += 1
+        return True
+
+    def _apply_ddl(self, path: str, plan: _TablePlan) -> None:
+        from deltalake import DeltaTable, write_deltalake
+
+        if plan.truncate:
+            DeltaTable(path).delete()
+        for kind, sql in plan.ddl:
+            if kind != "ALTER":
+                continue
+            for action, name, type_text in alter_columns(sql):
+                dt = DeltaTable(path)
+                data = dt.to_pyarrow_table()
+                if action == "add" and name not in data.column_names:
+                    import pyarrow as pa
+
+                    target = arrow_type(type_text)
+                    data = data.append_column(pa.field(name, target), pa.nulls(data.num_rows, type=target))
+                    write_deltalake(dt, data, mode="overwrite", schema_mode="overwrite")
+                elif action == "drop" and name in data.column_names:
+                    write_deltalake(dt, data.drop_columns([name]), mode="overwrite", schema_mode="overwrite")
+
+
+# -- comparing ---------------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class Comparison:
+    """The outcome of :func:`compare`: equal when nothing is missing, extra or different and the columns agree."""
+
+    table: str
+    source_rows: int
+    mirror_rows: int
+    missing: tuple[Any, ...]  # keys in the source, not in the mirror
+    extra: tuple[Any, ...]  # keys in the mirror, not in the source
+    different: tuple[Any, ...]  # keys whose values differ
+    column_mismatch: tuple[str, ...]  # columns in one side only
+
+    @property
+    def equal(self) -> bool:
+        return not (self.missing or self.extra or self.different or self.column_mismatch)
+
+    def __str__(self) -> str:
+        if self.equal:
+            return f"{self.table}: {self.source_rows} rows equal"
+        return (
+            f"{self.table}: source {self.source_rows} rows, mirror {self.mirror_rows}; "
+            f"missing {list(self.missing)[:5]}, extra {list(self.extra)[:5]}, "
+            f"different {list(self.different)[:5]}, columns {list(self.column_mismatch)}"
+        )
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return render_text(value)
+    return render_text(value)
+
+
+def compare(
+    mirror_table: Any,
+    rows_from_select: Sequence[Mapping[str, Any]],
+    key: Sequence[str],
+    *,
+    name: str = "",
+) -> Comparison:
+    """Compare a mirror (a path, a ``DeltaTable`` or a pyarrow Table) with ``SELECT *`` rows (dicts, e.g. from a
+    pymysql ``DictCursor``), cell by cell in canal's text form. ``key`` names the primary-key columns."""
+    import pyarrow as pa
+
+    if isinstance(mirror_table, str | Path):
+        from deltalake import DeltaTable
+
+        mirror_table = DeltaTable(str(mirror_table))
+    if not isinstance(mirror_table, pa.Table):
+        mirror_table = mirror_table.to_pyarrow_table()
+    mirror_rows = mirror_table.to_pylist()
+    mirror_cols = set(mirror_table.column_names)
+    source_cols = set(rows_from_select[0].keys()) if rows_from_select else mirror_cols
+    columns = sorted(mirror_cols & source_cols)
+
+    def keyed(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str | None, ...], dict[str, str | None]]:
+        return {tuple(_text(r[k]) for k in key): {c: _text(r.get(c)) for c in columns} for r in rows}
+
+    src = keyed(rows_from_select)
+    mir = keyed(mirror_rows)
+    missing = tuple(sorted((k for k in src if k not in mir), key=str))
+    extra = tuple(sorted((k for k in mir if k not in src), key=str))
+    different = tuple(sorted((k for k in src if k in mir and src[k] != mir[k]), key=str))
+    return Comparison(
+        table=name,
+        source_rows=len(src),
+        mirror_rows=len(mir),
+        missing=missing,
+        extra=extra,
+        different=different,
+        column_mismatch=tuple(sorted(mirror_cols ^ source_cols)) if rows_from_select else (),
+    )

@@ -1,0 +1,388 @@
+"""The ``canal`` PySpark streaming data source.
+
+```python
+canal.spark.register(spark)
+changes = (spark.readStream.format("canal")
+           .option("master.address", "127.0.0.1:3306").option("master.user", "canal")
+           .option("master.password", "canal").option("destination", "shop")
+           .option("filter.regex", r"shop\\..*").option("spool.dir", checkpoint + ".canal-spool")
+           .load())
+changes.writeStream.foreachBatch(DeltaMirror(root)).option("checkpointLocation", checkpoint).start()
+```
+
+Options (strings, as Spark passes them): ``properties`` (path to an ``instance.properties``) and/or the short keys
+``destination``, ``master.address``, ``master.user``, ``master.password``, ``master.journal.name``,
+``master.position``, ``master.gtid``, ``filter.regex``, ``filter.black.regex``, ``meta.dir`` (file meta mode);
+any ``canal.*`` / ``pycanal.*`` key is passed through as a properties key. Reader settings: ``spool.dir`` (required
+unless ``meta.dir`` is set; put it next to the checkpoint), ``batch.size`` (entries per instance get, default 4096),
+``max.entries`` (entries per micro-batch, default 50000), ``read.timeout`` (seconds the first get waits, default 0.5).
+
+How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
+:class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
+options. ``read(start)`` pulls entries (``get_without_ack``), writes the batch's rows *and* end offset to the spool
+file named by ``start`` (Arrow IPC, written atomically), then returns them. ``commit(end)`` acks the instance batches
+up to ``end`` and deletes their spool files.
+
+Exactly-once replay. The Spark checkpoint is the authority on positions: whenever ``read(start)`` finds the instance
+somewhere other than ``start`` (a new runner process, a restart), it restarts the instance at the cursor ``start``
+names (row-exact inside a transaction). A batch Spark planned but did not commit is replayed from the spool --
+``readBetweenOffsets(start, end)`` and a repeated ``read(start)`` both return exactly the spooled rows and end offset,
+so a replay never depends on how the binlog happens to be cut into batches the second time.
+
+Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` records the master's current binlog position; reads stop at
+the first entry past it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from canal.config import InstanceConfig
+from canal.errors import CanalError
+from canal.instance import Instance, build_meta
+from canal.parse.log_position import FailbackLogPositionManager, MemoryLogPositionManager, MetaLogPositionManager
+from canal.position import EntryPosition
+from canal.protocol import EMPTY_MESSAGE_ID
+from canal.spark.changes import (
+    INITIAL_OFFSET,
+    Offset,
+    arrow_schema,
+    canonical,
+    cursor_key,
+    cursor_of,
+    entries_to_batch,
+    has_position,
+    offset_of,
+)
+
+_SHORT_KEYS = {
+    "destination": "canal.instance.destination",
+    "master.address": "canal.instance.master.address",
+    "master.user": "canal.instance.dbUsername",
+    "master.username": "canal.instance.dbUsername",
+    "master.password": "canal.instance.dbPassword",
+    "master.journal.name": "canal.instance.master.journal.name",
+    "master.position": "canal.instance.master.position",
+    "master.timestamp": "canal.instance.master.timestamp",
+    "master.gtid": "canal.instance.master.gtid",
+    "filter.regex": "canal.instance.filter.regex",
+    "filter.black.regex": "canal.instance.filter.black.regex",
+    "meta.dir": "canal.file.data.dir",
+    "slave.id": "canal.instance.mysql.slaveId",
+}
+_READER_KEYS = frozenset({"properties", "spool.dir", "batch.size", "max.entries", "read.timeout", "path"})
+
+
+class SourceError(CanalError):
+    """The canal Spark source cannot do what Spark asked (bad options, a missing spool file)."""
+
+
+def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
+    """The instance config the source options name."""
+    props: dict[str, str] = {}
+    for key, value in options.items():
+        k = key.lower() if key.lower() in _SHORT_KEYS or key.lower() in _READER_KEYS else key
+        if k in _READER_KEYS:
+            continue
+        if k in _SHORT_KEYS:
+            props[_SHORT_KEYS[k]] = value
+            if k == "meta.dir":
+                props.setdefault("pycanal.meta.mode", "file")
+        elif k.startswith(("canal.", "pycanal.")):
+            props[k] = value
+        else:
+            raise SourceError(f"unknown canal source option {key!r}")
+    text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())
+    path = options.get("properties")
+    if path:
+        base = Path(path).read_text()
+        text = base + "\n" + text
+        return InstanceConfig.from_properties(text, destination=props.get("canal.instance.destination"))
+    return InstanceConfig.from_properties(text)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _options_key(options: Mapping[str, str]) -> str:
+    return json.dumps(sorted((k.lower(), v) for k, v in options.items()))
+
+
+# -- the spool -----------------------------------------------------------------------------------------------------
+
+
+class Spool:
+    """Batches as Arrow IPC files named by their start offset, written atomically; the end offset in the metadata."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def path_for(self, start: Offset) -> Path:
+        digest = hashlib.sha1(canonical(start).encode()).hexdigest()[:16]
+        return self.root / f"{int(start.get('batch', 0)):012d}-{digest}.arrow"
+
+    def write(self, start: Offset, end: Offset, batch: Any) -> None:
+        import pyarrow as pa
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.path_for(start)
+        tmp = path.with_name(path.name + ".tmp")
+        schema = batch.schema.with_metadata({b"start": canonical(start).encode(), b"end": canonical(end).encode()})
+        with open(tmp, "wb") as fh:
+            with pa.ipc.new_file(fh, schema) as writer:
+                writer.write_batch(batch)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def read(self, start: Offset) -> tuple[Any, Offset] | None:
+        """``(record batch, end offset)`` spooled for ``start``, None when there is none."""
+        import pyarrow as pa
+
+        path = self.path_for(start)
+        if not path.exists():
+            return None
+        with pa.memory_map(str(path)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        meta = table.schema.metadata or {}
+        end_offset: Offset = json.loads(meta[b"end"])
+        table = table.replace_schema_metadata(None).combine_chunks()
+        batches = table.to_batches()
+        return (batches[0] if batches else _empty_batch()), end_offset
+
+    def discard_through(self, end: Offset) -> None:
+        """Delete the files of batches that end at or before ``end``."""
+        if not self.root.exists():
+            return
+        limit = int(end.get("batch", 0))
+        for path in self.root.glob("*.arrow"):
+            try:
+                start_batch = int(path.name.split("-", 1)[0])
+            except ValueError:
+                continue
+            if start_batch < limit:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+
+def _empty_batch() -> Any:
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+
+
+# -- the embedded instance, in the process that runs the reader ----------------------------------------------------
+
+
+class _Session:
+    """An instance and where its stream stands, for one set of options in this process."""
+
+    def __init__(self, config: InstanceConfig) -> None:
+        self.config = config
+        self.lock = threading.RLock()
+        self.instance: Instance | None = None
+        self.meta: Any = None
+        self.pos: Offset | None = None  # the offset after the last entry handed out by the instance
+        self.outstanding: list[tuple[int, Offset]] = []  # instance batch ids handed out, with their end offsets
+
+    def open_at(self, start: Offset) -> Instance:
+        """(Re)start the instance so that its next entry is the first one after ``start``."""
+        self.close()
+        meta = build_meta(self.config)
+        memory = MemoryLogPositionManager()
+        if has_position(start):
+            memory.start()
+            memory.persist_position(self.config.destination, cursor_of(start))
+        positions = FailbackLogPositionManager(memory, MetaLogPositionManager(meta))
+        instance = Instance(self.config, meta=meta, log_positions=positions)
+        instance.start()
+        if has_position(start):
+            # the saved cursor follows the checkpoint: what Spark has durably passed
+            with contextlib.suppress(CanalError):
+                meta.update_cursor(instance.default_client, cursor_of(start))
+        self.instance, self.meta, self.pos, self.outstanding = instance, meta, dict(start), []
+        return instance
+
+    def close(self) -> None:
+        instance, meta = self.instance, self.meta
+        self.instance, self.meta, self.pos, self.outstanding = None, None, None, []
+        if instance is not None:
+            with contextlib.suppress(Exception):
+                instance.stop()
+        if meta is not None:
+            with contextlib.suppress(Exception):
+                meta.stop()
+
+
+_SESSIONS: dict[str, _Session] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _session(options: Mapping[str, str]) -> _Session:
+    key = _options_key(options)
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None:
+            session = _SESSIONS[key] = _Session(config_from_options(options))
+        return session
+
+
+def close_sessions() -> None:
+    """Stop every instance this process embeds for the source (also run at exit)."""
+    with _SESSIONS_LOCK:
+        sessions = list(_SESSIONS.values())
+        _SESSIONS.clear()
+    for session in sessions:
+        session.close()
+
+
+atexit.register(close_sessions)
+
+
+# -- the reader logic, independent of pyspark ----------------------------------------------------------------------
+
+
+class CanalStreamReader:
+    """The logic of the ``canal`` source's reader; :mod:`canal.spark.datasource` wraps it in pyspark's classes."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = {str(k): str(v) for k, v in options.items()}
+        lower = {k.lower(): v for k, v in self.options.items()}
+        spool_dir = lower.get("spool.dir")
+        if not spool_dir:
+            meta_dir = lower.get("meta.dir")
+            if not meta_dir:
+                raise SourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
+            spool_dir = str(Path(meta_dir) / "spark-spool")
+        self.spool = Spool(spool_dir)
+        self.batch_size = int(lower.get("batch.size", "4096"))
+        self.max_entries = int(lower.get("max.entries", "50000"))
+        self.read_timeout = float(lower.get("read.timeout", "0.5"))
+        self.destination = config_from_options(self.options).destination  # validates the options early
+        self.target: EntryPosition | None = None  # Trigger.AvailableNow
+
+    def initialOffset(self) -> Offset:
+        return dict(INITIAL_OFFSET)
+
+    def read(self, start: Offset) -> tuple[Iterator[Any], Offset]:
+        spooled = self.spool.read(start)
+        if spooled is not None:
+            spooled_batch, spooled_end = spooled
+            return iter([spooled_batch] if spooled_batch.num_rows else []), spooled_end
+        batch_no = int(start.get("batch", 0)) + 1
+        session = _session(self.options)
+        with session.lock:
+            if session.instance is None or session.pos is None or cursor_key(session.pos) != cursor_key(start):
+                session.open_at(start)
+            instance = session.instance
+            assert instance is not None
+            entries: list[Any] = []
+            end: Offset | None = None
+            timeout: float | None = self.read_timeout
+            partial = False
+            while len(entries) < self.max_entries and not partial:
+                msg = instance.get_without_ack(min(self.batch_size, self.max_entries - len(entries)), timeout)
+                timeout = None
+                if msg.id == EMPTY_MESSAGE_ID:
+                    break
+                for entry in msg.entries:
+                    if self.target is not None and _at_or_past(entry.position, self.target):
+                        partial = True
+                        break
+                    entries.append(entry)
+                    placed = offset_of(entry, batch_no)
+                    if placed is not None:
+                        end = placed
+                if not partial:
+                    session.outstanding.append((msg.id, dict(end) if end is not None else dict(start)))
+            if end is None or cursor_key(end) == cursor_key(start):
+                end = dict(start)
+            # entries past an AvailableNow target were handed out but not returned: reopen on the next read
+            session.pos = None if partial else end
+        if end is start or canonical(end) == canonical(start):
+            return iter([]), start
+        batch = entries_to_batch(entries, self.destination, batch_no)
+        self.spool.write(start, end, batch)
+        return iter([batch] if batch.num_rows else []), end
+
+    def readBetweenOffsets(self, start: Offset, end: Offset) -> Iterator[Any]:
+        batches = []
+        current = start
+        for _ in range(1_000_000):
+            if canonical(current) == canonical(end):
+                break
+            spooled = self.spool.read(current)
+            if spooled is None:
+                raise SourceError(
+                    f"no spooled batch starts at {canonical(current)} in {self.spool.root}: cannot replay "
+                    f"{canonical(start)} .. {canonical(end)} deterministically"
+                )
+            batch, current = spooled
+            if batch.num_rows:
+                batches.append(batch)
+        return iter(batches)
+
+    def commit(self, end: Offset) -> None:
+        session = _SESSIONS.get(_options_key(self.options))
+        if session is not None:
+            with session.lock:
+                instance = session.instance
+                while session.outstanding and cursor_key(session.outstanding[0][1]) <= cursor_key(end):
+                    batch_id, _end = session.outstanding.pop(0)
+                    if instance is not None:
+                        try:
+                            instance.ack(batch_id)
+                        except CanalError:
+                            session.outstanding.clear()
+                            break
+        self.spool.discard_through(end)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = _master_position(config_from_options(self.options))
+
+    def stop(self) -> None:
+        close_sessions()
+
+
+def _at_or_past(position: EntryPosition, target: EntryPosition) -> bool:
+    return (position.journal_number, position.position or 0) >= (target.journal_number, target.position or 0)
+
+
+def _master_position(config: InstanceConfig) -> EntryPosition | None:
+    """The master's current binlog position (where an AvailableNow run stops)."""
+    from canal.parse.sources import source_factory
+
+    source = source_factory(config)(config.master)
+    try:
+        source.open()
+        status: EntryPosition = source.master_status()
+        return status
+    finally:
+        with contextlib.suppress(Exception):
+            source.close()
+
+
+# -- pyspark glue ----------------------------------------------------------------------------------------------------
+
+
+def register(spark: Any) -> None:
+    """Register the ``canal`` data source with a SparkSession."""
+    from canal.spark.datasource import CanalDataSource
+
+    spark.dataSource.register(CanalDataSource)

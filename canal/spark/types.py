@@ -1,0 +1,95 @@
+"""MySQL column types to Arrow / Spark types, and canal text back to typed Arrow arrays."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+_DECIMAL = re.compile(r"^(?:decimal|numeric|dec|fixed)\s*(?:\((\d+)\s*(?:,\s*(\d+))?\))?", re.I)
+_INTS = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint")
+_BINARY = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
+
+
+def base_type(mysql_type: str) -> str:
+    return re.split(r"[\s(]", mysql_type.strip().lower(), maxsplit=1)[0]
+
+
+def arrow_type(mysql_type: str) -> Any:
+    """The Arrow type a mirror stores a MySQL column type as.
+
+    Integers are int64 (BIGINT UNSIGNED decimal(20,0)), DECIMAL(p,s) decimal128(p,s), FLOAT/DOUBLE float64,
+    DATE date32, DATETIME/TIMESTAMP timestamp[us] (naive; TIMESTAMP in UTC), binary strings binary, YEAR/BIT int64;
+    everything else (text, ENUM, SET, JSON, TIME, GEOMETRY as text) string.
+    """
+    import pyarrow as pa
+
+    text = mysql_type.strip().lower()
+    base = base_type(text)
+    if base in _INTS:
+        if base == "bigint" and "unsigned" in text:
+            return pa.decimal128(20, 0)
+        return pa.int64()
+    if base in ("decimal", "numeric", "dec", "fixed"):
+        match = _DECIMAL.match(text)
+        precision = int(match.group(1)) if match and match.group(1) else 10
+        scale = int(match.group(2)) if match and match.group(2) else 0
+        if precision > 38:
+            return pa.string()
+        return pa.decimal128(precision, scale)
+    if base in ("float", "double", "real"):
+        return pa.float64()
+    if base == "date":
+        return pa.date32()
+    if base in ("datetime", "timestamp"):
+        return pa.timestamp("us")
+    if base in ("year", "bit", "bool", "boolean"):
+        return pa.int64()
+    if base in _BINARY:
+        return pa.binary()
+    return pa.string()
+
+
+def typed_array(texts: Sequence[str | None], target: Any) -> Any:
+    """canal text values as an Arrow array of ``target`` type; values that do not parse (zero dates) become null."""
+    import pyarrow as pa
+
+    if pa.types.is_binary(target):
+        return pa.array([None if t is None else t.encode("latin-1") for t in texts], type=target)
+    strings = pa.array(texts, type=pa.string())
+    if pa.types.is_string(target):
+        return strings
+    try:
+        return strings.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        out = []
+        for t in texts:
+            try:
+                out.append(None if t is None else pa.array([t], type=pa.string()).cast(target)[0].as_py())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                out.append(None)
+        return pa.array(out, type=target)
+
+
+def spark_type_sql(mysql_type: str) -> str:
+    """The Spark SQL type name for a MySQL column type (same mapping as :func:`arrow_type`)."""
+    text = mysql_type.strip().lower()
+    base = base_type(text)
+    if base in _INTS:
+        return "DECIMAL(20,0)" if base == "bigint" and "unsigned" in text else "BIGINT"
+    if base in ("decimal", "numeric", "dec", "fixed"):
+        match = _DECIMAL.match(text)
+        precision = int(match.group(1)) if match and match.group(1) else 10
+        scale = int(match.group(2)) if match and match.group(2) else 0
+        return "STRING" if precision > 38 else f"DECIMAL({precision},{scale})"
+    if base in ("float", "double", "real"):
+        return "DOUBLE"
+    if base == "date":
+        return "DATE"
+    if base in ("datetime", "timestamp"):
+        return "TIMESTAMP_NTZ"
+    if base in ("year", "bit", "bool", "boolean"):
+        return "BIGINT"
+    if base in _BINARY:
+        return "BINARY"
+    return "STRING"
