@@ -1,0 +1,236 @@
+"""``canal check``: is a MySQL/MariaDB server ready for capture? One OK/FAIL line per check, with the fix."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import pymysql  # type: ignore[import-untyped]
+
+from canal.cli.common import CliError, add_source_arguments, load_instance_config
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "check",
+        help="check a server is ready for capture",
+        description="Check that a MySQL/MariaDB server is set up for binlog capture: binlog enabled, "
+        "binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL (MariaDB >= 10.5, MySQL >= 8.0.1), "
+        "binlog compression off, server_id set, and the user's grants (REPLICATION SLAVE, REPLICATION CLIENT / "
+        "BINLOG MONITOR, SELECT). Prints one line per check and the statement that fixes a failed one. "
+        "Exit status 0 only when every check passes.",
+    )
+    add_source_arguments(p, destination=False)
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="S", help="seconds (default 10)")
+    p.set_defaults(run=run)
+
+
+@attrs.frozen
+class Check:
+    name: str
+    status: str  # OK, FAIL or SKIP
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:<4} {self.name}: {self.detail}"
+        return f"{text} -- fix: {self.fix}" if self.fix and self.status == "FAIL" else text
+
+
+@attrs.frozen
+class ServerFacts:
+    """What the checks look at, read once from the server."""
+
+    version: str
+    variables: Mapping[str, str]
+    grants: Sequence[str]
+    current_user: str
+
+    @property
+    def is_mariadb(self) -> bool:
+        return "mariadb" in self.version.lower()
+
+    @property
+    def version_tuple(self) -> tuple[int, int, int]:
+        match = re.match(r"(\d+)\.(\d+)\.(\d+)", self.version)
+        return (int(match[1]), int(match[2]), int(match[3])) if match else (0, 0, 0)
+
+
+_VARIABLES = (
+    "log_bin",
+    "binlog_format",
+    "binlog_row_image",
+    "binlog_row_metadata",
+    "server_id",
+    "log_bin_compress",
+    "binlog_transaction_compression",
+)
+
+
+def read_facts(conn: Any) -> ServerFacts:
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION(), CURRENT_USER()")
+        version, current_user = cur.fetchone()
+        names = ", ".join(f"'{n}'" for n in _VARIABLES)
+        cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+        variables = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+        cur.execute("SHOW GRANTS")
+        grants = [str(row[0]) for row in cur.fetchall()]
+    return ServerFacts(str(version), variables, grants, str(current_user))
+
+
+def _account(current_user: str) -> str:
+    user, _, host = current_user.rpartition("@")
+    return f"'{user}'@'{host}'" if user else f"'{current_user}'"
+
+
+def _setting(name: str, want: str, facts: ServerFacts, *, quote: bool = True) -> Check:
+    have = facts.variables.get(name)
+    if have is None:
+        return Check(name, "FAIL", "the server does not report it", f"set {name} = {want} in my.cnf [mysqld]")
+    if have.upper() == want.upper():
+        return Check(name, "OK", have)
+    value = f"'{want}'" if quote else want
+    return Check(
+        name,
+        "FAIL",
+        f"{have}, must be {want}",
+        f"SET GLOBAL {name} = {value}; and in my.cnf [mysqld]: {name} = {want} (new connections see it; restart "
+        "capture)",
+    )
+
+
+def _global_privileges(grants: Sequence[str]) -> tuple[set[str], set[str]]:
+    """(privileges ON *.*, 'db' names with SELECT); ALL PRIVILEGES expands to everything."""
+    on_all: set[str] = set()
+    select_dbs: set[str] = set()
+    for grant in grants:
+        match = re.match(r"GRANT (.+?) ON (\S+) TO ", grant, re.IGNORECASE | re.DOTALL)
+        if not match:
+            continue
+        privileges = {p.strip().upper() for p in match[1].split(",")}
+        target = match[2]
+        if target == "*.*":
+            on_all |= privileges
+        elif "SELECT" in privileges or "ALL PRIVILEGES" in privileges:
+            select_dbs.add(target)
+    return on_all, select_dbs
+
+
+def check_grants(facts: ServerFacts) -> list[Check]:
+    on_all, select_dbs = _global_privileges(facts.grants)
+    everything = "ALL PRIVILEGES" in on_all or "ALL" in on_all
+    account = _account(facts.current_user)
+    major, minor, _patch = facts.version_tuple
+    monitor_name = "BINLOG MONITOR" if facts.is_mariadb and (major, minor) >= (10, 5) else "REPLICATION CLIENT"
+    needed = [
+        ("REPLICATION SLAVE", {"REPLICATION SLAVE", "REPLICATION REPLICA"}, "to request the binlog dump"),
+        (monitor_name, {"REPLICATION CLIENT", "BINLOG MONITOR"}, "for SHOW MASTER STATUS / SHOW BINARY LOGS"),
+    ]
+    out = []
+    for name, accepted, why in needed:
+        if everything or on_all & accepted:
+            out.append(Check(f"grant {name}", "OK", f"{account} has it"))
+        else:
+            fix = f"GRANT {name} ON *.* TO {account};"
+            out.append(Check(f"grant {name}", "FAIL", f"{account} lacks it ({why})", fix))
+    if everything or "SELECT" in on_all:
+        out.append(Check("grant SELECT", "OK", f"{account} has it on *.*"))
+    elif select_dbs:
+        shown = ", ".join(sorted(select_dbs))
+        out.append(Check("grant SELECT", "OK", f"{account} has it on {shown} only (enough for those tables)"))
+    else:
+        out.append(
+            Check("grant SELECT", "FAIL", f"{account} lacks it (table metadata)", f"GRANT SELECT ON *.* TO {account};")
+        )
+    return out
+
+
+def run_checks(facts: ServerFacts) -> list[Check]:
+    checks: list[Check] = []
+    log_bin = facts.variables.get("log_bin", "OFF").upper()
+    if log_bin in ("ON", "1"):
+        checks.append(Check("log_bin", "OK", "ON"))
+    else:
+        checks.append(
+            Check(
+                "log_bin",
+                "FAIL",
+                f"{log_bin}: the binary log is disabled",
+                "in my.cnf [mysqld]: log_bin = mysql-bin, then restart the server",
+            )
+        )
+    checks.append(_setting("binlog_format", "ROW", facts))
+    checks.append(_setting("binlog_row_image", "FULL", facts))
+    major, minor, patch = facts.version_tuple
+    has_metadata = (major, minor) >= (10, 5) if facts.is_mariadb else (major, minor, patch) >= (8, 0, 1)
+    if "binlog_row_metadata" in facts.variables or has_metadata:
+        checks.append(_setting("binlog_row_metadata", "FULL", facts))
+    else:
+        checks.append(
+            Check("binlog_row_metadata", "SKIP", f"not available on {facts.version}; column names come from the schema")
+        )
+    compression = "log_bin_compress" if facts.is_mariadb else "binlog_transaction_compression"
+    if compression in facts.variables:
+        checks.append(_setting(compression, "OFF", facts, quote=False))
+    server_id = facts.variables.get("server_id", "0")
+    if server_id.isdigit() and int(server_id) > 0:
+        checks.append(Check("server_id", "OK", server_id))
+    else:
+        checks.append(
+            Check(
+                "server_id",
+                "FAIL",
+                f"{server_id}: a server with server_id 0 refuses replicas",
+                "SET GLOBAL server_id = 1; and in my.cnf [mysqld]: server_id = 1",
+            )
+        )
+    checks.extend(check_grants(facts))
+    return checks
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_instance_config(args)
+    master = config.master
+    if master.is_fake or master.is_local:
+        raise CliError(f"check needs a MySQL/MariaDB server address (host:port), not {master.address}")
+    try:
+        conn = pymysql.connect(
+            host=master.host,
+            port=master.port,
+            user=master.username,
+            password=master.password,
+            connect_timeout=args.connect_timeout,
+            read_timeout=args.connect_timeout,
+        )
+    except pymysql.err.MySQLError as exc:
+        code = exc.args[0] if exc.args else None
+        fix = (
+            "check the user and password, and that the user may connect from this host"
+            if code == 1045
+            else f"is the server running and reachable at {master.address}?"
+        )
+        print(Check("connect", "FAIL", f"{master.username}@{master.address}: {_reason(exc)}", fix).line())
+        return 1
+    try:
+        facts = read_facts(conn)
+    finally:
+        conn.close()
+    checks = [Check("connect", "OK", f"{master.username}@{master.address}, {facts.version}"), *run_checks(facts)]
+    for check in checks:
+        print(check.line())
+    failed = [c for c in checks if c.status == "FAIL"]
+    if failed:
+        print(f"{len(failed)} of {len(checks)} checks failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _reason(exc: pymysql.err.MySQLError) -> str:
+    if len(exc.args) >= 2:
+        return f"({exc.args[0]}) {exc.args[1]}"
+    return str(exc)

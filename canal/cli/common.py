@@ -1,0 +1,186 @@
+"""Shared pieces of the ``canal`` command line: secrets, source selection, position arguments, output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import getpass
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from canal.config import InstanceConfig, MasterConfig
+from canal.errors import CanalError, ConfigError, PositionError
+
+PASSWORD_ENV = "CANAL_PASSWORD"
+DEFAULT_DESTINATION = "example"
+
+_MASK = "***"
+
+
+class Secrets:
+    """Every credential the command line saw, so that no output or error message can show one."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+
+    def add(self, value: str | None) -> None:
+        if value:
+            self._values.add(value)
+
+    def redact(self, text: str) -> str:
+        for value in sorted(self._values, key=len, reverse=True):
+            text = text.replace(value, _MASK)
+        return text
+
+
+SECRETS = Secrets()
+
+
+class CliError(CanalError):
+    """A command-line usage problem found after argument parsing (exit status 2, one line on stderr)."""
+
+
+# -- source selection ------------------------------------------------------------------------------------------------
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, *, destination: bool = True) -> None:
+    group = parser.add_argument_group(
+        "source", "either --properties (canal's instance.properties) or --address with --user and --password"
+    )
+    group.add_argument("--properties", metavar="FILE", help="canal instance.properties of the destination")
+    group.add_argument(
+        "--address", metavar="HOST:PORT", help="the MySQL/MariaDB server (also fake://NAME or file://DIR)"
+    )
+    group.add_argument("--user", metavar="USER", help="the capture user (default: canal)")
+    group.add_argument(
+        "--password",
+        metavar="PASSWORD",
+        nargs="?",
+        const="",
+        default=None,
+        help=f"its password; without a value it is asked for; default: ${PASSWORD_ENV}. Never printed",
+    )
+    if destination:
+        group.add_argument(
+            "--destination",
+            metavar="NAME",
+            help=f"destination name (default: from the properties, else {DEFAULT_DESTINATION!r})",
+        )
+
+
+def resolve_password(args: argparse.Namespace) -> str | None:
+    """--password VALUE, --password (prompt), else $CANAL_PASSWORD, else None."""
+    password: str | None = args.password
+    if password == "":
+        password = getpass.getpass("password: ")
+    elif password is None:
+        password = os.environ.get(PASSWORD_ENV)
+    SECRETS.add(password)
+    return password
+
+
+def load_instance_config(args: argparse.Namespace) -> InstanceConfig:
+    """The instance config named by the source arguments (--properties, or --address/--user/--password)."""
+    password = resolve_password(args)
+    destination: str | None = getattr(args, "destination", None)
+    if args.properties:
+        path = Path(args.properties)
+        if not path.is_file():
+            raise CliError(f"--properties {args.properties}: no such file")
+        config = InstanceConfig.from_properties(path, destination=destination)
+        SECRETS.add(config.master.password)
+        if config.standby is not None:
+            SECRETS.add(config.standby.password)
+        master = config.master
+        changes: dict[str, Any] = {}
+        if args.address:
+            changes["address"] = args.address
+        if args.user:
+            changes["username"] = args.user
+        if password is not None:
+            changes["password"] = password
+        if changes:
+            config = attrs.evolve(config, master=attrs.evolve(master, **changes))
+        return config
+    if not args.address:
+        raise CliError("name the source: --properties FILE, or --address HOST:PORT --user USER [--password]")
+    master = MasterConfig(
+        address=args.address,
+        username=args.user or "canal",
+        password=password if password is not None else "",
+    )
+    return InstanceConfig(destination=destination or DEFAULT_DESTINATION, master=master)
+
+
+# -- positions -------------------------------------------------------------------------------------------------------
+
+_FILE_POSITION = re.compile(r"^(?P<file>[\w.-]+\.\d+)(?::(?P<offset>\d+))?$")
+
+
+@attrs.frozen
+class StartSpec:
+    """A parsed ``--from``: a file (+ offset), a timestamp (ms since the epoch), or now (all None)."""
+
+    journal_name: str | None = None
+    position: int | None = None
+    timestamp_ms: int | None = None
+
+    @property
+    def is_now(self) -> bool:
+        return self.journal_name is None and self.timestamp_ms is None
+
+    def apply(self, master: MasterConfig) -> MasterConfig:
+        """The master config with this start position instead of its own."""
+        return attrs.evolve(
+            master, journal_name=self.journal_name, position=self.position, timestamp=self.timestamp_ms, gtid=None
+        )
+
+
+def parse_timestamp(text: str) -> int:
+    """ISO 8601 (a date, or date and time; no offset means local time) to milliseconds since the epoch."""
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise PositionError(
+            f"{text!r} is not an ISO 8601 time (e.g. 2024-01-02T03:04:05 or 2024-01-02T03:04:05+00:00)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.astimezone()  # local time, as `date` reads it
+    return int(when.timestamp() * 1000)
+
+
+def parse_start(text: str) -> StartSpec:
+    """``now``, ``mysql-bin.000003[:4]`` or an ISO 8601 time."""
+    value = text.strip()
+    if value.lower() == "now":
+        return StartSpec()
+    match = _FILE_POSITION.match(value)
+    if match:
+        offset = match.group("offset")
+        return StartSpec(journal_name=match.group("file"), position=4 if offset is None else int(offset))
+    try:
+        return StartSpec(timestamp_ms=parse_timestamp(value))
+    except PositionError:
+        raise PositionError(
+            f"--from {text!r}: give a binlog position (mysql-bin.000003:4), an ISO 8601 time "
+            "(2024-01-02T03:04:05) or now"
+        ) from None
+
+
+def parse_hosts(text: str) -> str:
+    if not text.strip():
+        raise ConfigError("--zk needs ZooKeeper hosts, e.g. 127.0.0.1:2181")
+    return text.strip()
+
+
+def out() -> TextIO:
+    return sys.stdout
+
+
+def err() -> TextIO:
+    return sys.stderr

@@ -1,0 +1,174 @@
+"""``canal position show|set``: a client's cursor in a file meta directory or in ZooKeeper."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from canal.cli.common import CliError, add_source_arguments, load_instance_config, parse_hosts, parse_timestamp
+from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
+from canal.errors import HAError, PositionError, SourceError
+from canal.ha.running import RELEASED
+from canal.meta import FileMetaManager, MetaManager, ZooKeeperMetaManager
+from canal.parse.sources import open_source
+from canal.parse.start_position import StartPosition, align_to_transaction, find_by_timestamp
+from canal.position import EntryPosition, LogIdentity, LogPosition
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "position",
+        help="show or set a client's cursor",
+        description="Show or set the cursor of a destination's client (where its next get resumes), kept in a file "
+        "meta directory (canal's file-instance: DIR/{destination}/meta.dat) or in ZooKeeper (canal's layout).",
+    )
+    psub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    show = psub.add_parser(
+        "show",
+        help="print the cursor JSON",
+        description="Print the client's cursor as canal's "
+        "cursor JSON (one line). Exit status 1 when the client has no cursor.",
+    )
+    _add_meta_arguments(show)
+    show.set_defaults(run=run_show)
+
+    set_ = psub.add_parser(
+        "set",
+        help="set the cursor",
+        description="Set the client's cursor: --file/--offset (a transaction boundary; with a source the offset is "
+        "moved back to its transaction's start), --timestamp (resolved against the source to the last transaction "
+        "boundary before it) or --json (a cursor document as 'show' prints it; - reads stdin). Stop the consumers "
+        "of the destination first: a running one overwrites the cursor with its own.",
+    )
+    _add_meta_arguments(set_)
+    what = set_.add_mutually_exclusive_group(required=True)
+    what.add_argument("--file", metavar="BINLOG", help="binlog file name, e.g. mysql-bin.000003")
+    what.add_argument("--timestamp", metavar="TIME", help="ISO 8601 time (local time unless an offset is given)")
+    what.add_argument("--json", dest="document", metavar="DOC", help="a cursor JSON document, or - for stdin")
+    set_.add_argument("--offset", type=int, metavar="N", help="offset in --file (default 4, the file's start)")
+    set_.add_argument("--force", action="store_true", help="ZooKeeper: set even while a server runs the destination")
+    add_source_arguments(set_, destination=False)
+    set_.set_defaults(run=run_set)
+
+
+def _add_meta_arguments(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--meta-dir", metavar="DIR", help="file meta directory (canal.file.data.dir)")
+    where.add_argument("--zk", metavar="HOSTS", help="ZooKeeper hosts, e.g. 127.0.0.1:2181[/chroot]")
+    p.add_argument("--destination", default="example", metavar="NAME", help="destination (default: example)")
+    p.add_argument("--client-id", type=int, default=DEFAULT_CLIENT_ID, metavar="ID", help="client id (default 1001)")
+
+
+@contextlib.contextmanager
+def _meta(args: argparse.Namespace) -> Iterator[MetaManager]:
+    manager: MetaManager
+    if args.meta_dir:
+        manager = FileMetaManager(args.meta_dir, flush_period_s=None)
+    else:
+        manager = ZooKeeperMetaManager(parse_hosts(args.zk))
+    with manager:
+        yield manager
+
+
+def _where(args: argparse.Namespace) -> str:
+    return f"meta dir {args.meta_dir}" if args.meta_dir else f"ZooKeeper {args.zk}"
+
+
+def run_show(args: argparse.Namespace) -> int:
+    client = ClientIdentity(args.destination, args.client_id)
+    with _meta(args) as meta:
+        cursor = meta.get_cursor(client)
+    if cursor is None:
+        print(f"canal position show: client {client} has no cursor in {_where(args)}", file=sys.stderr)
+        return 1
+    print(cursor.to_json())
+    return 0
+
+
+def _cursor_from_args(args: argparse.Namespace) -> LogPosition:
+    if args.document is not None:
+        if args.offset is not None:
+            raise CliError("--offset goes with --file, not --json")
+        text = sys.stdin.read() if args.document == "-" else args.document
+        return LogPosition.from_json(text)
+    has_source = bool(args.properties or args.address)
+    if args.file is not None:
+        offset = 4 if args.offset is None else args.offset
+        if offset < 4:
+            raise PositionError(f"--offset must be at least 4 (a binlog file's first event), got {offset}")
+        start = StartPosition(EntryPosition(args.file, offset), reason="canal position set", aligned=False)
+        if not has_source:
+            return LogPosition(LogIdentity(), start.position)
+        return _with_source(args, lambda source: align_to_transaction(source, start, None))
+    if args.offset is not None:
+        raise CliError("--offset goes with --file")
+    ms = parse_timestamp(args.timestamp)
+    if not has_source:
+        raise CliError(
+            "--timestamp is resolved against the server: add --properties FILE or --address HOST:PORT --user USER"
+        )
+    return _with_source(args, lambda source: find_by_timestamp(source, ms, reason="canal position set"))
+
+
+def _with_source(args: argparse.Namespace, find: Any) -> LogPosition:
+    config = load_instance_config(args)
+    source = open_source(config.master, config)
+    try:
+        source.open()
+        start: StartPosition = find(source)
+        return LogPosition(LogIdentity(source.address, -1), start.position, start.rows_done)
+    finally:
+        with contextlib.suppress(SourceError, OSError):
+            source.close()
+
+
+def _check_not_running(args: argparse.Namespace) -> None:
+    if not args.zk or args.force:
+        return
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import KazooException
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from canal.ha import paths
+
+    zk = KazooClient(hosts=parse_hosts(args.zk), timeout=10.0)
+    try:
+        zk.start(timeout=10.0)
+        try:
+            data, _ = zk.get(paths.server_running(args.destination))
+        except KazooException:
+            return
+    except KazooTimeoutError:
+        raise HAError(f"cannot connect to ZooKeeper at {args.zk}") from None
+    finally:
+        zk.stop()
+        zk.close()
+    if not data or data == RELEASED:
+        return
+    try:
+        owner = json.loads(data).get("address", "?")
+    except (ValueError, AttributeError):
+        owner = "?"
+    raise CliError(
+        f"destination {args.destination!r} is running on {owner}: stop it first (its cursor would be overwritten), "
+        "or pass --force"
+    )
+
+
+def run_set(args: argparse.Namespace) -> int:
+    client = ClientIdentity(args.destination, args.client_id)
+    cursor = _cursor_from_args(args)
+    _check_not_running(args)
+    with _meta(args) as meta:
+        if not meta.has_subscribe(client):
+            meta.subscribe(client)
+        meta.update_cursor(client, cursor)
+        if isinstance(meta, FileMetaManager):
+            meta.flush()
+    print(cursor.to_json())
+    return 0

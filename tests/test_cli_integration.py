@@ -1,0 +1,182 @@
+"""``canal check`` against real MariaDB servers and ``canal ha status`` / ``canal position`` against ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from canal.cli import main
+from canal.client import ClientIdentity
+from canal.ha import ClusterRegistration, ServerRunningMonitor
+from canal.meta import ZooKeeperMetaManager
+from canal.position import EntryPosition, LogIdentity, LogPosition
+from canal.testing.plugin import MariaDBDatabase, MariaDBFactory, ZooKeeperChroot
+
+pytestmark = pytest.mark.integration
+
+ADDRESS = "10.1.2.3:11111"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out.splitlines(), captured.err
+
+
+def by_check(lines: list[str]) -> dict[str, str]:
+    """{check name: its line}."""
+    out = {}
+    for line in lines:
+        status, rest = line.split(" ", 1)
+        assert status in ("OK", "FAIL", "SKIP"), line
+        out[rest.strip().split(":", 1)[0]] = line
+    return out
+
+
+# -- check -----------------------------------------------------------------------------------------------------------
+
+
+def test_check_passes_on_a_capture_ready_server(mariadb: MariaDBDatabase, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "check", "--address", mariadb.address, "--user", mariadb.user, "--password",
+                         mariadb.password)  # fmt: skip
+    checks = by_check(out)
+    assert code == 0, out
+    for name in ("connect", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "server_id",
+                 "grant REPLICATION SLAVE", "grant BINLOG MONITOR", "grant SELECT"):  # fmt: skip
+        assert checks[name].startswith("OK "), checks[name]
+    assert mariadb.password not in "\n".join(out) + err
+
+
+def test_check_names_the_fix_on_a_statement_binlog(
+    mariadb_factory: MariaDBFactory, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = mariadb_factory(extra_args=["--binlog-format=STATEMENT", "--binlog-row-metadata=MINIMAL"])
+    monkeypatch.setenv("CANAL_PASSWORD", server.password)
+    code, out, err = run(capsys, "check", "--address", server.address, "--user", server.user)
+    checks = by_check(out)
+    assert code == 1
+    assert checks["binlog_format"].startswith("FAIL binlog_format: STATEMENT, must be ROW")
+    assert "SET GLOBAL binlog_format = 'ROW';" in checks["binlog_format"]
+    assert "my.cnf [mysqld]: binlog_format = ROW" in checks["binlog_format"]
+    assert checks["binlog_row_metadata"].startswith("FAIL")
+    assert "SET GLOBAL binlog_row_metadata = 'FULL';" in checks["binlog_row_metadata"]
+    assert checks["binlog_row_image"].startswith("OK")
+    assert "2 of " in err
+    assert server.password not in "\n".join(out) + err
+
+
+def test_check_names_missing_grants(mariadb: MariaDBDatabase, capsys: pytest.CaptureFixture[str]) -> None:
+    user, password = "weak_" + mariadb.database[-8:], "weak-pass-123"
+    mariadb.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+    try:
+        mariadb.execute(f"GRANT SELECT ON `{mariadb.database}`.* TO '{user}'@'%'")
+        code, out, _err = run(capsys, "check", "--address", mariadb.address, "--user", user, "--password", password)
+        checks = by_check(out)
+        assert code == 1
+        assert f"GRANT REPLICATION SLAVE ON *.* TO '{user}'@'%';" in checks["grant REPLICATION SLAVE"]
+        assert f"GRANT BINLOG MONITOR ON *.* TO '{user}'@'%';" in checks["grant BINLOG MONITOR"]
+        assert checks["grant SELECT"].startswith("OK")  # SELECT on the test database only is reported, not failed
+        assert password not in "\n".join(out)
+    finally:
+        mariadb.execute(f"DROP USER '{user}'@'%'")
+
+
+def test_check_wrong_password(mariadb: MariaDBDatabase, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = "definitely-wrong-secret"
+    code, out, err = run(capsys, "check", "--address", mariadb.address, "--user", mariadb.user, "--password", wrong)
+    assert code == 1
+    assert out[0].startswith("FAIL connect:") and "1045" in out[0] and "check the user and password" in out[0]
+    assert wrong not in "\n".join(out) + err
+
+
+# -- ha status and position in ZooKeeper -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def running(zookeeper: ZooKeeperChroot) -> Any:
+    """A destination 'example' run by ADDRESS (a ServerRunningMonitor), registered, with a cursor for client 1001."""
+    zk: KazooClient = zookeeper.client()
+    active = threading.Event()
+    monitor = ServerRunningMonitor(zk, "example", ADDRESS, on_active=lambda token: active.set(),
+                                   on_standby=lambda reason: active.clear(), delay_s=0)  # fmt: skip
+    registration = ClusterRegistration(zk, ADDRESS, ["example"])
+    monitor.start()
+    registration.start()
+    assert monitor.wait_active(10)
+    with ZooKeeperMetaManager(zk) as meta:
+        client = ClientIdentity("example", 1001)
+        meta.subscribe(client)
+        meta.update_cursor(client, LogPosition(LogIdentity("10.0.0.9:3306"), EntryPosition("mysql-bin.000007", 1234)))
+    yield monitor
+    registration.stop()
+    monitor.stop()
+
+
+def test_ha_status(
+    zookeeper: ZooKeeperChroot, running: ServerRunningMonitor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _err = run(capsys, "ha", "status", "--zk", zookeeper.hosts)
+    assert code == 0
+    text = "\n".join(out)
+    assert out[0] == f"cluster: {ADDRESS}"
+    assert "destination example" in out
+    assert f"  running: {ADDRESS} " in text and '"active":true' in text
+    assert f"  members: {ADDRESS}" in out
+    client_line = next(line for line in out if line.startswith("  client 1001"))
+    assert '"journalName":"mysql-bin.000007"' in client_line and '"position":1234' in client_line
+
+    code, out, _ = run(capsys, "ha", "status", "--zk", zookeeper.hosts, "--destination", "example", "--json")
+    doc = json.loads("\n".join(out))
+    (dest,) = doc["destinations"]
+    assert dest["running"]["address"] == ADDRESS
+    assert dest["clients"][0]["cursor"]["postion"]["position"] == 1234
+
+    running.stop()  # hands the destination over: nobody runs it
+    code, out, _ = run(capsys, "ha", "status", "--zk", zookeeper.hosts)
+    assert "  running: nobody" in out or "  running: nobody (released)" in out
+
+
+def test_position_in_zookeeper_refuses_while_running(
+    zookeeper: ZooKeeperChroot, running: ServerRunningMonitor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "position", "show", "--zk", zookeeper.hosts)
+    assert code == 0 and json.loads(out[0])["postion"]["position"] == 1234
+    args = ("position", "set", "--zk", zookeeper.hosts, "--file", "mysql-bin.000008")
+    code, _out, err = run(capsys, *args)
+    assert code == 2 and f"running on {ADDRESS}" in err
+    code, _out, _ = run(capsys, *args, "--force")
+    assert code == 0
+    code, out, _ = run(capsys, "position", "show", "--zk", zookeeper.hosts)
+    assert json.loads(out[0])["postion"] == {"journalName": "mysql-bin.000008", "position": 4, "included": False}
+
+
+def test_ha_status_unreachable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run(capsys, "ha", "status", "--zk", "127.0.0.1:1", "--timeout", "0.5")
+    assert code == 2 and "cannot connect to ZooKeeper" in err
+
+
+# -- tail against a real server --------------------------------------------------------------------------------------
+
+
+def test_tail_real_server(mariadb: MariaDBDatabase, capsys: pytest.CaptureFixture[str]) -> None:
+    mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20))")
+    file, pos = mariadb.server.execute("SHOW MASTER STATUS")[0][:2]
+    mariadb.execute("INSERT INTO orders VALUES (1, 9.99, 'a'), (2, 1.50, NULL)")
+    mariadb.execute("UPDATE orders SET amount = 5 WHERE id = 1")
+    code, out, err = run(
+        capsys, "tail", "--address", mariadb.address, "--user", mariadb.user, "--password", mariadb.password,
+        "--from", f"{file}:{pos}", "--filter", rf"{mariadb.database}\..*", "--limit", "3", "--timeout", "20",
+    )  # fmt: skip
+    assert code == 0, err
+    rows = [line.split(" ", 2)[2] for line in out]
+    table = f"{mariadb.database}.orders"
+    assert rows == [
+        f"INSERT {table} id=1 amount=9.99 note='a'",
+        f"INSERT {table} id=2 amount=1.50 note=NULL",
+        f"UPDATE {table} id=1 amount: 9.99 -> 5.00",
+    ]
+    assert mariadb.password not in err

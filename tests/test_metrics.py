@@ -1,0 +1,122 @@
+"""The Prometheus exporter: scraped over HTTP on 127.0.0.1, values match ``Instance.metrics()``."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.instance import Instance
+from canal.metrics import CanalCollector, MissingExtraError, start_http_server
+from canal.server import EmbeddedServer
+from canal.testing.fake import FakeMysql
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeMysql]:
+    fake = FakeMysql(name=f"metrics{next(_names)}", server_id=1)
+    fake.execute("CREATE TABLE shop.orders (id INT PRIMARY KEY, amount DECIMAL(10,2))")
+    for i in range(10):
+        fake.insert("shop.orders", {"id": i, "amount": Decimal(i)})
+    yield fake
+    fake.unregister()
+
+
+def config(fake: FakeMysql, destination: str = "example") -> InstanceConfig:
+    return InstanceConfig(
+        destination=destination,
+        master=MasterConfig(address=fake.address, journal_name="mysql-bin.000001", position=4),
+        store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=1024),
+    )
+
+
+def consume(inst: Instance, entries: int) -> None:
+    """Get and ack until ``entries`` entries were handed out (a short get timeout bounds each wait)."""
+    got = 0
+    deadline = time.monotonic() + 20
+    while got < entries:
+        assert time.monotonic() < deadline
+        msg = inst.get_without_ack(entries - got, timeout=0.05)
+        if msg.id != -1:
+            got += len(msg.entries)
+            inst.ack(msg.id)
+
+
+def scrape(url: str) -> dict[tuple[str, str], float]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, sample.labels.get("destination", ""))] = sample.value
+    return out
+
+
+def test_exporter_values_match_instance_metrics(fake: FakeMysql) -> None:
+    with Instance(config(fake)) as inst:
+        consume(inst, 12)
+        held = inst.get_without_ack(3, timeout=1.0)  # outstanding: get sequence ahead of ack sequence
+        assert len(held.entries) == 3
+        with start_http_server(0, instances=inst) as exporter:
+            assert exporter.host == "127.0.0.1"
+            assert exporter.url == f"http://127.0.0.1:{exporter.port}/metrics"
+            before = inst.metrics()
+            samples = scrape(exporter.url)
+            after = inst.metrics()
+    assert before.get_sequence - before.ack_sequence == 3
+    d = "example"
+    exact = {
+        "canal_instance_running": 1.0,
+        "canal_instance_put_sequence": before.put_sequence,
+        "canal_instance_get_sequence": before.get_sequence,
+        "canal_instance_ack_sequence": before.ack_sequence,
+        "canal_instance_store_entries": before.store_entries,
+        "canal_instance_store_bytes": before.store_bytes,
+        "canal_instance_reconnects_total": before.reconnects,
+        "canal_instance_errors_total": before.errors,
+    }
+    for name, value in exact.items():
+        assert samples[(name, d)] == value, name
+    assert before.put_sequence == after.put_sequence  # nothing new arrived while scraping
+    assert before.delay_get_ms is not None and before.delay_ack_ms is not None
+    assert after.delay_get_ms is not None and after.delay_ack_ms is not None
+    assert before.delay_get_ms / 1000 <= samples[("canal_instance_delay_get_seconds", d)] <= after.delay_get_ms / 1000
+    assert before.delay_ack_ms / 1000 <= samples[("canal_instance_delay_ack_seconds", d)] <= after.delay_ack_ms / 1000
+    rate = samples[("canal_instance_rows_per_second", d)]
+    assert min(before.rows_per_s, after.rows_per_s) <= rate <= max(before.rows_per_s, after.rows_per_s)
+    assert rate > 0
+
+
+def test_exporter_over_an_embedded_server(fake: FakeMysql) -> None:
+    with EmbeddedServer() as server:
+        server.start_destination(config(fake, "one"))
+        server.start_destination(config(fake, "two"))
+        consume(server.instance("one"), 5)
+        with start_http_server(0, server=server) as exporter:
+            samples = scrape(exporter.url)
+        metrics = server.metrics()
+    assert samples[("canal_instance_ack_sequence", "one")] == metrics["one"].ack_sequence
+    assert samples[("canal_instance_ack_sequence", "two")] == metrics["two"].ack_sequence
+    assert metrics["one"].ack_sequence - metrics["two"].ack_sequence == 5
+    assert ("canal_instance_delay_ack_seconds", "two") not in samples  # nothing acked yet: no series
+    assert samples[("canal_instance_running", "two")] == 1.0
+
+
+def test_collector_without_prometheus_client_names_the_extra(fake: FakeMysql, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(MissingExtraError, match=r"pycanal\[prometheus\]"):
+        CanalCollector(Instance(config(fake)))
+
+
+def test_start_http_server_needs_one_source(fake: FakeMysql) -> None:
+    with pytest.raises(TypeError, match="exactly one"):
+        start_http_server(0)
