@@ -362,3 +362,13 @@ def test_periodic_flusher_logs_a_failure_streak_once(caplog: pytest.LogCaptureFi
     assert sum("recovered" in m for m in messages) == 1
     with pytest.raises(ValueError):
         PeriodicFlusher(flush, 0, name="bad")
+
+
+def test_a_failing_flush_listener_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def on_flush(snapshot: DestinationSnapshot) -> None:
+        raise RuntimeError("listener broke")
+
+    with FileMetaManager(tmp_path, flush_period_s=None, on_flush=on_flush) as mgr:
+        mgr.subscribe(ClientIdentity("example"))  # written, listener fails, subscribe still succeeds
+        assert read_json(mgr.path_of("example"))["clientDatas"][0]["clientIdentity"]["clientId"] == 1001
+    assert any("[example] meta flush listener failed" in r.getMessage() for r in caplog.records)

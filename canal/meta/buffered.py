@@ -19,7 +19,8 @@ from canal.meta.memory import MemoryMetaManager
 from canal.meta.persist import PeriodicFlusher
 
 FlushListener = Callable[[DestinationSnapshot], None]
-"""Called after a destination was written, with the snapshot now persisted (tests and monitoring)."""
+"""Called after a destination was written, with the snapshot now persisted (tests and monitoring). It runs under
+the flush lock, so reports arrive in write order; keep it short. Its exceptions are logged, not raised."""
 
 
 class BufferedMetaManager(MemoryMetaManager):
@@ -95,5 +96,8 @@ class BufferedMetaManager(MemoryMetaManager):
             self._persisted[destination] = snapshot
             log = destination_logger(__name__, destination)
             log.debug("meta flushed: %d client(s)", len(snapshot.clients))
-        if self._on_flush is not None:
-            self._on_flush(snapshot)
+            if self._on_flush is not None:  # under the flush lock: reports come in write order
+                try:
+                    self._on_flush(snapshot)
+                except Exception:
+                    log.exception("meta flush listener failed")

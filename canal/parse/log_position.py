@@ -41,7 +41,8 @@ from canal.position import LogPosition
 PARSE_FILE_NAME = "parse.dat"
 
 PositionFlushListener = Callable[[str, LogPosition], None]
-"""Called after a destination's position was written (tests and monitoring)."""
+"""Called after a destination's position was written (tests and monitoring), under the flush lock; its exceptions
+are logged, not raised."""
 
 __all__ = [
     "PARSE_FILE_NAME",
@@ -292,9 +293,13 @@ class BufferedLogPositionManager(Lifecycle):
                     continue
                 with self._lock:
                     self._persisted[destination] = position
-                destination_logger(__name__, destination).debug("log position flushed: %s", position.position)
+                log = destination_logger(__name__, destination)
+                log.debug("log position flushed: %s", position.position)
                 if self._on_flush is not None:
-                    self._on_flush(destination, position)
+                    try:
+                        self._on_flush(destination, position)
+                    except Exception:
+                        log.exception("log position flush listener failed")
         if errors:
             raise errors[0]
 
