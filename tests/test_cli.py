@@ -15,6 +15,7 @@ import pytest
 
 import canal.cli.tail as tail_mod
 from canal.cli import main
+from canal.cli.check import Check, ServerFacts, run_checks
 from canal.cli.common import parse_start
 from canal.errors import PositionError
 from canal.testing.fake import FakeMysql
@@ -369,3 +370,59 @@ def test_position_set_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 2 and "at least 4" in err
     code, _, err = run(capsys, "position", "set", "--meta-dir", meta, "--file", "a", "--json", "{}")
     assert code == 2  # argparse: mutually exclusive
+
+
+# -- check logic (no server: facts as MySQL and MariaDB versions report them) ---------------------------------------
+
+GOOD_VARS = {
+    "log_bin": "ON",
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_metadata": "FULL",
+    "server_id": "1",
+}
+
+
+def facts(version: str, variables: dict[str, str], grants: list[str], user: str = "canal@%") -> ServerFacts:
+    return ServerFacts(version, variables, grants, user)
+
+
+def statuses(checks: list[Check]) -> dict[str, str]:
+    return {c.name: c.status for c in checks}
+
+
+def test_check_mysql8_all_good_and_partial_json() -> None:
+    grants = ["GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `canal`@`%`"]
+    variables = {**GOOD_VARS, "binlog_transaction_compression": "OFF", "binlog_row_value_options": ""}
+    checks = run_checks(facts("8.0.36", variables, grants))
+    assert all(c.status == "OK" for c in checks), [c.line() for c in checks if c.status != "OK"]
+    assert "grant REPLICATION CLIENT" in statuses(checks)
+
+    variables |= {"binlog_row_value_options": "PARTIAL_JSON", "binlog_transaction_compression": "ON"}
+    bad = {c.name: c for c in run_checks(facts("8.0.36", variables, grants))}
+    assert bad["binlog_row_value_options"].status == "FAIL"
+    assert "SET GLOBAL binlog_row_value_options = ''" in bad["binlog_row_value_options"].line()
+    assert "SET GLOBAL binlog_transaction_compression = OFF;" in bad["binlog_transaction_compression"].line()
+
+
+def test_check_old_versions_skip_row_metadata() -> None:
+    variables = {k: v for k, v in GOOD_VARS.items() if k != "binlog_row_metadata"}
+    grants = ["GRANT ALL PRIVILEGES ON *.* TO 'canal'@'%' WITH GRANT OPTION"]
+    for version in ("5.7.44-log", "10.4.32-MariaDB"):
+        checks = statuses(run_checks(facts(version, variables, grants)))
+        assert checks["binlog_row_metadata"] == "SKIP"
+        assert "FAIL" not in checks.values()
+    # 10.4 has no BINLOG MONITOR: the fix names REPLICATION CLIENT
+    lines = [
+        c.line() for c in run_checks(facts("10.4.32-MariaDB", variables, ["GRANT USAGE ON *.* TO 'u'@'h'"], "u@h"))
+    ]
+    assert "FAIL grant REPLICATION CLIENT: 'u'@'h' lacks it (for SHOW MASTER STATUS / SHOW BINARY LOGS) -- fix: " \
+           "GRANT REPLICATION CLIENT ON *.* TO 'u'@'h';" in lines  # fmt: skip
+    assert any(line.startswith("FAIL grant SELECT") and "GRANT SELECT ON *.* TO 'u'@'h';" in line for line in lines)
+
+
+def test_check_binlog_off_and_server_id_zero() -> None:
+    variables = {**GOOD_VARS, "log_bin": "OFF", "server_id": "0"}
+    lines = {c.name: c.line() for c in run_checks(facts("10.11.6-MariaDB", variables, []))}
+    assert lines["log_bin"].startswith("FAIL") and "log_bin = mysql-bin" in lines["log_bin"]
+    assert "SET GLOBAL server_id = 1;" in lines["server_id"]

@@ -68,6 +68,7 @@ _VARIABLES = (
     "server_id",
     "log_bin_compress",
     "binlog_transaction_compression",
+    "binlog_row_value_options",
 )
 
 
@@ -177,6 +178,19 @@ def run_checks(facts: ServerFacts) -> list[Check]:
     compression = "log_bin_compress" if facts.is_mariadb else "binlog_transaction_compression"
     if compression in facts.variables:
         checks.append(_setting(compression, "OFF", facts, quote=False))
+    partial = facts.variables.get("binlog_row_value_options")
+    if partial is not None and not facts.is_mariadb:
+        if partial.strip():
+            checks.append(
+                Check(
+                    "binlog_row_value_options",
+                    "FAIL",
+                    f"{partial}: partial JSON updates leave the after image incomplete",
+                    "SET GLOBAL binlog_row_value_options = ''; and in my.cnf [mysqld]: binlog_row_value_options = ''",
+                )
+            )
+        else:
+            checks.append(Check("binlog_row_value_options", "OK", "'' (full JSON images)"))
     server_id = facts.variables.get("server_id", "0")
     if server_id.isdigit() and int(server_id) > 0:
         checks.append(Check("server_id", "OK", server_id))
