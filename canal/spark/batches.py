@@ -38,6 +38,16 @@ class RunStats:
     spark_s: float = 0.0  # building DataFrames
     fn_s: float = 0.0  # inside fn
     batch_ids: list[int] = attrs.field(factory=list)
+    last_file: str | None = None  # binlog file of the last entry handled
+    last_next_offset: int = 0  # offset just past the last entry handled (compare with SHOW MASTER STATUS)
+
+    def reached(self, file: str, offset: int) -> bool:
+        """Whether every event before ``file:offset`` was handled (and acked)."""
+        from canal.position import journal_number
+
+        if self.last_file is None:
+            return False
+        return (journal_number(self.last_file), self.last_next_offset) >= (journal_number(file), offset)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -71,6 +81,8 @@ class _Puller:
             return [], []
         entries: list[Entry]
         ids: list[int]
+        if until_id is not None and position_id(self.buffer[0][1][0]) > until_id:
+            until_id = None  # the recorded batch was acked before the crash: nothing to cut
         if until_id is None:
             entries = [e for _mid, rest in self.buffer for e in rest]
             ids = [mid for mid, _rest in self.buffer]
@@ -114,14 +126,14 @@ def run_batches(
     max_batches: int | None = None,
     stop: threading.Event | None = None,
     idle_stop_s: float | None = None,
-    until: Callable[[], bool] | None = None,
+    until: Callable[[RunStats], bool] | None = None,
 ) -> RunStats:
     """Pull batches from a started ``instance`` and call ``fn(df, batch_id)`` with each; ack after ``fn`` returns.
 
     ``df`` has the change-row schema (:data:`~canal.spark.changes.CHANGE_SCHEMA_DDL`); batches without change rows
     (only transaction boundaries or heartbeats) are acked without calling ``fn``. An exception from ``fn`` leaves
     the batch unacked and propagates (the instance redelivers it after :meth:`Instance.rollback` or a restart).
-    Stops after ``max_batches`` calls, when ``stop`` is set, when ``until()`` is true, or after ``idle_stop_s``
+    Stops after ``max_batches`` calls, when ``stop`` is set, when ``until(stats)`` is true, or after ``idle_stop_s``
     seconds without data. ``journal`` (a file path) makes the first batch after a crash identical to the one that was
     in flight (see the module docstring).
     """
@@ -137,7 +149,7 @@ def run_batches(
     while True:
         if stop is not None and stop.is_set():
             break
-        if until is not None and until():
+        if until is not None and until(stats):
             break
         if max_batches is not None and stats.batches >= max_batches:
             break
@@ -170,6 +182,8 @@ def run_batches(
             stats.rows += rows.num_rows
             stats.batch_ids.append(batch_id)
         puller.ack(ack_ids)
+        last = entries[-1].header
+        stats.last_file, stats.last_next_offset = last.log_file, last.next_offset
         if journal_path is not None and rows.num_rows:
             _write_json(journal_path, {"done": batch_id})
     return stats

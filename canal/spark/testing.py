@@ -78,3 +78,109 @@ def no_batch_twice(mirror: DeltaMirror, schema: str, tables: Sequence[str]) -> d
             raise AssertionError(f"{schema}.{table}: batch ids committed twice or out of order: {ids}")
         out[table] = ids
     return out
+
+
+SHOP_TABLES = ("customers", "orders", "order_items")
+SHOP_DDL = (
+    "CREATE TABLE {db}.customers (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, email VARCHAR(80), "
+    "city VARCHAR(30), created DATETIME(6) NOT NULL)",
+    "CREATE TABLE {db}.orders (id INT PRIMARY KEY, customer_id INT NOT NULL, status VARCHAR(12) NOT NULL, "
+    "total DECIMAL(12,2) NOT NULL, placed DATETIME NOT NULL, note TEXT)",
+    "CREATE TABLE {db}.order_items (order_id INT NOT NULL, line INT NOT NULL, sku VARCHAR(16) NOT NULL, "
+    "qty INT NOT NULL, price DECIMAL(10,2) NOT NULL, PRIMARY KEY (order_id, line))",
+)
+
+
+class ShopWorkload:
+    """A deterministic shop workload: transactions of inserts, updates and deletes, and one ADD COLUMN."""
+
+    def __init__(self, conn: Any, db: str, seed: int = 7) -> None:
+        import random
+
+        self.conn = conn
+        self.db = db
+        self.rng = random.Random(seed)
+        self.customers: list[int] = []
+        self.orders: dict[int, int] = {}  # order id -> lines
+        self.next_customer = 1
+        self.next_order = 1
+        self.changes = 0  # row changes written
+        self.altered = False
+
+    def create(self) -> None:
+        with self.conn.cursor() as cur:
+            for ddl in SHOP_DDL:
+                cur.execute(ddl.format(db=f"`{self.db}`"))
+
+    def alter(self) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute(f"ALTER TABLE `{self.db}`.customers ADD COLUMN tier VARCHAR(10) NULL")
+        self.altered = True
+
+    def transaction(self) -> int:
+        """One transaction; the number of row changes it made."""
+        rng, db = self.rng, f"`{self.db}`"
+        made = 0
+        with self.conn.cursor() as cur:
+            cur.execute("BEGIN")
+            roll = rng.random()
+            if roll < 0.25 or len(self.customers) < 5:
+                rows = []
+                for _ in range(rng.randint(1, 5)):
+                    cid = self.next_customer
+                    self.next_customer += 1
+                    self.customers.append(cid)
+                    rows.append((cid, f"customer {cid}", f"c{cid}@example.com", rng.choice(["Paris", "Lyon", "Oslo"])))
+                cur.executemany(
+                    f"INSERT INTO {db}.customers (id, name, email, city, created) VALUES (%s,%s,%s,%s,NOW(6))", rows
+                )
+                made += len(rows)
+            elif roll < 0.65:
+                oid = self.next_order
+                self.next_order += 1
+                lines = rng.randint(1, 4)
+                items = [
+                    (oid, n, f"SKU-{rng.randint(1, 500)}", rng.randint(1, 9), rng.randint(100, 9999) / 100)
+                    for n in range(1, lines + 1)
+                ]
+                total = sum(q * p for _o, _n, _s, q, p in items)
+                cur.execute(
+                    f"INSERT INTO {db}.orders VALUES (%s,%s,'new',%s,NOW(),NULL)",
+                    (oid, rng.choice(self.customers), round(total, 2)),
+                )
+                cur.executemany(f"INSERT INTO {db}.order_items VALUES (%s,%s,%s,%s,%s)", items)
+                self.orders[oid] = lines
+                made += 1 + lines
+            elif roll < 0.85 and self.orders:
+                oid = rng.choice(list(self.orders))
+                made += cur.execute(
+                    f"UPDATE {db}.orders SET status=%s, note=%s WHERE id=%s",
+                    (rng.choice(["paid", "shipped", "done"]), f"note {rng.randint(1, 99)}", oid),
+                )
+                made += cur.execute(f"UPDATE {db}.order_items SET qty=qty+1 WHERE order_id=%s AND line=1", (oid,))
+            elif roll < 0.93 and self.orders:
+                oid = rng.choice(list(self.orders))
+                made += cur.execute(f"DELETE FROM {db}.order_items WHERE order_id=%s", (oid,))
+                made += cur.execute(f"DELETE FROM {db}.orders WHERE id=%s", (oid,))
+                del self.orders[oid]
+            else:
+                cid = rng.choice(self.customers)
+                if self.altered:
+                    made += cur.execute(
+                        f"UPDATE {db}.customers SET city=%s, tier=%s WHERE id=%s",
+                        (rng.choice(["Rome", "Kyiv", "Porto"]), rng.choice(["gold", "basic"]), cid),
+                    )
+                else:
+                    made += cur.execute(
+                        f"UPDATE {db}.customers SET city=%s WHERE id=%s", (rng.choice(["Rome", "Kyiv", "Porto"]), cid)
+                    )
+            cur.execute("COMMIT")
+        self.changes += made
+        return made
+
+
+def master_position(conn: Any) -> tuple[str, int]:
+    with conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+        return str(row[0]), int(row[1])
