@@ -59,6 +59,14 @@ class StoreClosedError(StoreError):
     """The store was stopped while a caller waited on it."""
 
 
+class StoreSequenceError(StoreError, ValueError):
+    """An ack named a sequence the store cannot ack (beyond what was handed out, or already acked). Nothing changed."""
+
+
+class StoreBatchTooLargeError(StoreError, ValueError):
+    """A batch holds more entries than the store has slots, so it could never be put. Nothing changed."""
+
+
 class MetaError(CanalError):
     """A cursor, subscription or batch mark could not be read, written or matched."""
 

@@ -1,0 +1,524 @@
+"""The in-memory ring-buffer event store (canal's ``MemoryEventStoreWithBuffer``, with exact limits).
+
+Layout. A preallocated list of ``buffer_size`` slots (a power of two) holds the entries; sequence ``s`` lives in slot
+``s & (buffer_size - 1)``. A parallel list holds, per slot, the cumulative byte count of every entry put up to and
+including that one, so the bytes of any run of entries is a subtraction, a MEMSIZE batch cut is a binary search, and
+``ack`` frees its bytes in O(1). Puts and acks are slice assignments; nothing on the hot path loops over entries in
+Python except one ``map`` over the incoming batch for its sizes and a backward scan of a handed-out batch for its last
+transaction boundary.
+
+Limits. The store never holds more than ``buffer_size`` entries, and in MEMSIZE mode never more than
+``buffer_size * memory_unit`` bytes, counting the incoming batch (canal checks before adding and may overshoot; we do
+not). A batch is put atomically -- all of it or none. Two oversized cases:
+
+* a batch of more than ``buffer_size`` entries can never fit: ``put``/``try_put`` raise
+  :class:`~canal.errors.StoreBatchTooLargeError` at once and change nothing;
+* a batch of more than ``buffer_size * memory_unit`` bytes (MEMSIZE) is accepted only when the store is empty (every
+  entry acked), alone. This is the one case where the byte limit is exceeded; it cannot deadlock, because consumers
+  drain and ack the store, and while a put waits for space a blocking ``get`` hands out partial batches.
+
+Threads. One lock and two conditions on it (not-full for the producer, not-empty for consumers). Designed for one
+producer thread and any number of consumer threads; concurrent producers are safe but their batches interleave.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
+from types import TracebackType
+from typing import cast
+
+from canal.errors import ConfigError, StoreBatchTooLargeError, StoreClosedError, StoreSequenceError
+from canal.log import destination_logger
+from canal.position import EntryPosition, PositionRange
+from canal.protocol import Entry, EntryType
+from canal.store.base import INIT_SEQUENCE, BatchMode, Events, StoreStats
+
+_ROWDATA = EntryType.ROWDATA
+
+
+def _is_ddl(entry: Entry) -> bool:
+    rc = entry.row_change
+    return entry.entry_type is _ROWDATA and rc is not None and rc.is_ddl
+
+
+def _position(entry: Entry, included: bool) -> EntryPosition:
+    # Entry.position with ``included`` set, without the cost of attrs.evolve
+    h = entry.header
+    return EntryPosition(h.log_file, h.log_offset, h.execute_time, h.server_id, h.gtid, included)
+
+
+def position_range(entries: Sequence[Entry]) -> PositionRange:
+    """The :class:`PositionRange` of a non-empty batch (see :class:`~canal.store.base.Events` for the rules)."""
+    last = entries[-1]
+    end = _position(last, False)
+    start = end if len(entries) == 1 else _position(entries[0], False)
+    ack: EntryPosition | None = None
+    last_is_boundary = last.is_boundary
+    if last_is_boundary:
+        ack = _position(last, True)
+    else:
+        for i in range(len(entries) - 2, -1, -1):
+            entry = entries[i]
+            if entry.is_boundary:
+                ack = _position(entry, True)
+                break
+    cursor = last.anchor
+    if cursor is None:
+        cursor = ack if last_is_boundary and ack is not None else end
+    return PositionRange(start, end, ack, cursor, last.rows_done)
+
+
+class MemoryEventStore:
+    """A bounded in-memory ring buffer of entries with put / get / ack sequences. See the module docstring.
+
+    ``buffer_size`` entries (a power of two) and, in MEMSIZE mode, ``buffer_size * memory_unit`` bytes of capacity;
+    ``batch_mode`` decides how ``get(batch_size)`` counts; with ``ddl_isolation`` a DDL entry is always handed out
+    alone. ``destination`` only names the store in log records.
+    """
+
+    def __init__(
+        self,
+        buffer_size: int = 16384,
+        memory_unit: int = 1024,
+        batch_mode: BatchMode | str = BatchMode.MEMSIZE,
+        ddl_isolation: bool = False,
+        destination: str = "",
+    ) -> None:
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size <= 0:
+            raise ConfigError(f"buffer_size must be a positive integer, got {buffer_size!r}", key="buffer_size")
+        if buffer_size & (buffer_size - 1):
+            raise ConfigError(f"buffer_size must be a power of two (e.g. 16384), got {buffer_size}", key="buffer_size")
+        if isinstance(memory_unit, bool) or not isinstance(memory_unit, int) or memory_unit <= 0:
+            raise ConfigError(f"memory_unit must be a positive integer, got {memory_unit!r}", key="memory_unit")
+        try:
+            mode = BatchMode.parse(batch_mode)
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="batch_mode") from None
+        self._size = buffer_size
+        self._mask = buffer_size - 1
+        self._unit = memory_unit
+        self._mode = mode
+        self._memsize = mode is BatchMode.MEMSIZE
+        self._byte_capacity = buffer_size * memory_unit
+        self._ddl_isolation = bool(ddl_isolation)
+        self._destination = destination
+        self._log = destination_logger(__name__, destination)
+        self._lock = threading.Lock()
+        self._not_full = threading.Condition(self._lock)
+        self._not_empty = threading.Condition(self._lock)
+        self._put_waiters = 0
+        self._get_waiters = 0
+        self._started = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._buf: list[Entry | None] = [None] * self._size
+        self._cum: list[int] = [0] * self._size
+        self._put = self._get = self._ack = INIT_SEQUENCE
+        self._put_mem = self._get_mem = self._ack_mem = 0
+        self._starved = False  # the last put attempt found no room (cleared by the next successful put)
+        self._latest: EntryPosition | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start the store. Starting a stopped store gives an empty store with its sequences back at -1."""
+        with self._lock:
+            if self._started:
+                return
+            self._reset()
+            self._started = True
+        self._log.debug(
+            "store started: %d entries, %s, batch mode %s", self._size, self._byte_capacity, self._mode.name
+        )
+
+    def stop(self) -> None:
+        """Stop the store: drop every entry and wake every blocked caller with StoreClosedError."""
+        with self._lock:
+            if not self._started:
+                return
+            self._started = False
+            self._buf = [None] * self._size
+            self._not_full.notify_all()
+            self._not_empty.notify_all()
+        self._log.debug("store stopped")
+
+    @property
+    def is_started(self) -> bool:
+        return self._started
+
+    def __enter__(self) -> MemoryEventStore:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _closed(self) -> StoreClosedError:
+        name = f" of destination {self._destination!r}" if self._destination else ""
+        return StoreClosedError(f"the event store{name} is not running (stopped or never started)")
+
+    # ------------------------------------------------------------------ put
+
+    def put(self, entries: Sequence[Entry], timeout: float | None = None) -> bool:
+        """Append ``entries`` atomically, waiting while they do not fit.
+
+        ``timeout`` None waits as long as it takes; 0 (or less) does not wait; a positive value waits up to that
+        many seconds. Returns False when the batch was not put because the time ran out. Raises
+        StoreBatchTooLargeError for a batch of more than ``buffer_size`` entries, StoreClosedError when the store
+        is not running or stops while waiting.
+        """
+        n = len(entries)
+        if n > self._size:
+            raise self._too_large(n)
+        if not n:
+            if not self._started:
+                raise self._closed()
+            return True
+        # Entry.byte_size (the binlog event length), read inline: a property call per entry costs twice as much
+        sizes = [entry.header.event_length for entry in entries]
+        batch_bytes = sum(sizes)
+        latest = entries[-1].position
+        with self._lock:
+            if not self._started:
+                raise self._closed()
+            if not self._fits(n, batch_bytes):
+                self._starve()
+                if timeout is not None and timeout <= 0:
+                    return False
+                deadline = None if timeout is None else time.monotonic() + timeout
+                self._put_waiters += 1
+                try:
+                    while True:
+                        if deadline is None:
+                            self._not_full.wait()
+                        else:
+                            remaining = deadline - time.monotonic()
+                            if remaining <= 0:
+                                return False
+                            self._not_full.wait(remaining)
+                        if not self._started:
+                            raise self._closed()
+                        if self._fits(n, batch_bytes):
+                            break
+                finally:
+                    self._put_waiters -= 1
+            self._write(entries, n, sizes, latest)
+        return True
+
+    def try_put(self, entries: Sequence[Entry]) -> bool:
+        """Append ``entries`` atomically if they fit now; False (nothing put) when they do not. Never blocks."""
+        return self.put(entries, 0)
+
+    def _too_large(self, n: int) -> StoreBatchTooLargeError:
+        return StoreBatchTooLargeError(
+            f"a batch of {n} entries can never fit a store of {self._size} entries; "
+            "put smaller batches or raise buffer_size"
+        )
+
+    def _fits(self, n: int, batch_bytes: int) -> bool:
+        if self._put - self._ack + n > self._size:
+            return False
+        if not self._memsize:
+            return True
+        # an oversized batch (more bytes than the whole store) goes in alone, into an empty store
+        return self._put_mem - self._ack_mem + batch_bytes <= self._byte_capacity or self._put == self._ack
+
+    def _starve(self) -> None:
+        # consumers blocked for a full batch must not wait for one that cannot arrive: hand out what is there
+        self._starved = True
+        if self._get_waiters:
+            self._not_empty.notify_all()
+
+    def _write(self, entries: Sequence[Entry], n: int, sizes: list[int], latest: EntryPosition) -> None:
+        sizes[0] += self._put_mem
+        cums = list(accumulate(sizes))
+        s = (self._put + 1) & self._mask
+        e = s + n
+        buf = self._buf
+        cum = self._cum
+        if e <= self._size:
+            buf[s:e] = entries
+            cum[s:e] = cums
+        else:
+            k = self._size - s
+            buf[s:] = entries[:k]
+            buf[: n - k] = entries[k:]
+            cum[s:] = cums[:k]
+            cum[: n - k] = cums[k:]
+        self._put += n
+        self._put_mem = cums[-1]
+        self._latest = latest
+        self._starved = False
+        if self._get_waiters:
+            self._not_empty.notify_all()
+
+    # ------------------------------------------------------------------ get
+
+    def get(self, batch_size: int, timeout: float | None = None) -> Events:
+        """Hand out the next batch after the get sequence.
+
+        A batch is ``batch_size`` entries (ITEMSIZE) or the entries that fit in ``batch_size * memory_unit`` bytes,
+        at least one (MEMSIZE); with ``ddl_isolation`` a DDL ends the batch before it and is then handed out alone.
+        ``timeout`` None returns at once with what is there (possibly nothing); <= 0 waits for a full batch;
+        > 0 waits up to that many seconds for a full batch, then returns what is there (possibly nothing).
+        A wait also ends when a producer is waiting for room (the store is full): a full batch could not arrive
+        then, so the entries that are there are handed out. The :class:`Events` result documents the range.
+        """
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        with self._lock:
+            if not self._started:
+                raise self._closed()
+            if timeout is not None and not self._ready(batch_size):
+                self._wait_ready(batch_size, timeout)
+            start = self._get + 1
+            avail = self._put - self._get
+            if avail <= 0:
+                return Events([], None, start, self._get)
+            if self._memsize:
+                n = self._cut_bytes(start, batch_size * self._unit)
+            else:
+                n = batch_size if batch_size < avail else avail
+            s = start & self._mask
+            e = s + n
+            entries = self._buf[s:e] if e <= self._size else self._buf[s:] + self._buf[: e - self._size]
+            if self._ddl_isolation:
+                for i, entry in enumerate(cast("list[Entry]", entries)):
+                    if _is_ddl(entry):
+                        n = i or 1
+                        del entries[n:]
+                        break
+            end = start + n - 1
+            self._get = end
+            self._get_mem = self._cum[end & self._mask]
+        batch = cast("list[Entry]", entries)  # slots between ack and put are never None
+        return Events(batch, position_range(batch), start, end)
+
+    def _ready(self, batch_size: int) -> bool:
+        unread = self._put - self._get
+        if unread <= 0:
+            return False
+        if self._memsize:
+            if self._put_mem - self._get_mem >= batch_size * self._unit:
+                return True
+        elif unread >= batch_size:
+            return True
+        if self._starved:
+            return True
+        if self._ddl_isolation:
+            # a DDL cuts the batch short anyway: no point waiting for more
+            buf, mask = self._buf, self._mask
+            for seq in range(self._get + 1, self._put + 1):
+                entry = buf[seq & mask]
+                if entry is not None and _is_ddl(entry):
+                    return True
+        return False
+
+    def _wait_ready(self, batch_size: int, timeout: float) -> None:
+        self._get_waiters += 1
+        try:
+            if timeout <= 0:
+                while True:
+                    self._not_empty.wait()
+                    if not self._started:
+                        raise self._closed()
+                    if self._ready(batch_size):
+                        return
+            deadline = time.monotonic() + timeout
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._not_empty.wait(remaining)
+                if not self._started:
+                    raise self._closed()
+                if self._ready(batch_size):
+                    return
+        finally:
+            self._get_waiters -= 1
+
+    def _cut_bytes(self, start: int, budget: int) -> int:
+        """How many unread entries from ``start`` fit in ``budget`` bytes (at least one)."""
+        limit = self._get_mem + budget
+        cum = self._cum
+        size = self._size
+        s0 = start & self._mask
+        s1 = self._put & self._mask
+        if s0 <= s1:
+            n = bisect_right(cum, limit, s0, s1 + 1) - s0
+        elif cum[size - 1] <= limit:
+            n = size - s0 + bisect_right(cum, limit, 0, s1 + 1)
+        else:
+            n = bisect_right(cum, limit, s0, size) - s0
+        return n if n > 0 else 1
+
+    # ------------------------------------------------------------------ ack / rollback / clear
+
+    def ack(self, end_seq: int) -> None:
+        """Confirm every entry up to sequence ``end_seq`` (inclusive): free its room and drop the references.
+
+        Acking the current ack sequence again does nothing. A sequence beyond the get sequence (not handed out)
+        or below the ack sequence (already acked) raises StoreSequenceError and changes nothing.
+        """
+        with self._lock:
+            if not self._started:
+                raise self._closed()
+            ack = self._ack
+            if end_seq > self._get or end_seq < ack:
+                raise StoreSequenceError(
+                    f"cannot ack sequence {end_seq}: only {ack + 1}..{self._get} are handed out and not acked"
+                )
+            n = end_seq - ack
+            if not n:
+                return
+            s = (ack + 1) & self._mask
+            e = s + n
+            buf = self._buf
+            if e <= self._size:
+                buf[s:e] = [None] * n
+            else:
+                buf[s:] = [None] * (self._size - s)
+                buf[: e - self._size] = [None] * (e - self._size)
+            self._ack = end_seq
+            self._ack_mem = self._cum[end_seq & self._mask]
+            if self._put_waiters:
+                self._not_full.notify_all()
+
+    def rollback(self, to_seq: int | None = None) -> None:
+        """Rewind the get sequence so entries handed out and not acked are handed out again.
+
+        ``to_seq`` None rewinds to the ack sequence (everything outstanding). Otherwise the get sequence becomes
+        ``to_seq`` (``ack_sequence <= to_seq <= get_sequence``): the batch starting at ``to_seq + 1`` and every one
+        after it are handed out again. Any other value raises StoreSequenceError and changes nothing.
+        """
+        with self._lock:
+            if not self._started:
+                raise self._closed()
+            ack = self._ack
+            if to_seq is None:
+                to_seq = ack
+            elif to_seq < ack or to_seq > self._get:
+                raise StoreSequenceError(
+                    f"cannot roll back to sequence {to_seq}: it must lie between the ack sequence {ack} "
+                    f"and the get sequence {self._get}"
+                )
+            if to_seq == self._get:
+                return
+            self._get = to_seq
+            self._get_mem = self._ack_mem if to_seq == ack else self._cum[to_seq & self._mask]
+            if self._get_waiters:
+                self._not_empty.notify_all()
+
+    def clear(self) -> None:
+        """Drop every entry held (handed out or not). Sequences stay monotonic: get and ack jump to put, so acking
+        a batch handed out before the clear raises StoreSequenceError (or does nothing if it ended at put)."""
+        with self._lock:
+            if not self._started:
+                raise self._closed()
+            self._buf[:] = [None] * self._size
+            self._get = self._ack = self._put
+            self._get_mem = self._ack_mem = self._put_mem
+            if self._put_waiters:
+                self._not_full.notify_all()
+
+    # ------------------------------------------------------------------ positions and sizes
+
+    def first_position(self) -> EntryPosition | None:
+        """Position of the first entry not yet acked (handed out or not); None when the store holds nothing."""
+        with self._lock:
+            if self._put == self._ack:
+                return None
+            entry = self._buf[(self._ack + 1) & self._mask]
+        return None if entry is None else entry.position
+
+    def latest_position(self) -> EntryPosition | None:
+        """Position of the last entry put (even if already acked); None before the first put since start."""
+        return self._latest
+
+    @property
+    def buffer_size(self) -> int:
+        return self._size
+
+    @property
+    def memory_unit(self) -> int:
+        return self._unit
+
+    @property
+    def batch_mode(self) -> BatchMode:
+        return self._mode
+
+    @property
+    def ddl_isolation(self) -> bool:
+        return self._ddl_isolation
+
+    @property
+    def byte_capacity(self) -> int | None:
+        """``buffer_size * memory_unit`` in MEMSIZE mode; None in ITEMSIZE mode (bytes counted, not limited)."""
+        return self._byte_capacity if self._memsize else None
+
+    @property
+    def put_sequence(self) -> int:
+        return self._put
+
+    @property
+    def get_sequence(self) -> int:
+        return self._get
+
+    @property
+    def ack_sequence(self) -> int:
+        return self._ack
+
+    @property
+    def size(self) -> int:
+        """Entries held: put and not yet acked."""
+        with self._lock:
+            return self._put - self._ack
+
+    @property
+    def bytes_held(self) -> int:
+        """Bytes of the entries held (``Entry.byte_size``), counted in both batch modes."""
+        with self._lock:
+            return self._put_mem - self._ack_mem
+
+    @property
+    def unread(self) -> int:
+        """Entries put and not yet handed out."""
+        with self._lock:
+            return self._put - self._get
+
+    @property
+    def waiting_producers(self) -> int:
+        """Threads blocked in put, waiting for room."""
+        return self._put_waiters
+
+    @property
+    def waiting_consumers(self) -> int:
+        """Threads blocked in get, waiting for a full batch."""
+        return self._get_waiters
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            return StoreStats(
+                put_sequence=self._put,
+                get_sequence=self._get,
+                ack_sequence=self._ack,
+                put_bytes=self._put_mem,
+                get_bytes=self._get_mem,
+                ack_bytes=self._ack_mem,
+                buffer_size=self._size,
+                byte_capacity=self._byte_capacity if self._memsize else None,
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryEventStore(buffer_size={self._size}, memory_unit={self._unit}, batch_mode={self._mode.name}, "
+            f"ddl_isolation={self._ddl_isolation}, destination={self._destination!r}, put={self._put}, "
+            f"get={self._get}, ack={self._ack})"
+        )
