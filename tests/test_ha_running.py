@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from canal.client import ClientIdentity
 from canal.errors import FencedWriteError, NotRunningError
-from canal.ha import ClientRunningMonitor, ClusterRegistration, ServerRunningMonitor, fenced_set, paths
+from canal.ha import ClientRunningMonitor, ClusterRegistration, ServerRunningMonitor
+from canal.meta import zkpaths
+from canal.meta.fence import ZkFence, fenced_commit
 from canal.testing.plugin import ZooKeeperChroot
 from canal.testing.services import ZooKeeperServer
 
@@ -74,7 +77,7 @@ def test_exactly_one_process_runs_a_destination(
     wait_until(lambda: sum(m.is_active for _, _, m in three) == 1)
     active = next(m for _, _, m in three if m.is_active)
     client = three[0][0]
-    raw, _stat = client.get(paths.server_running("example"))
+    raw, _stat = client.get(zkpaths.destination_running_path("example"))
     data = json.loads(raw)
     assert data == {"cid": 1, "address": active.address, "active": True}  # canal's node content
     standby = next(m for _, _, m in three if not m.is_active)
@@ -93,8 +96,12 @@ def test_release_hands_over_at_once_and_old_token_is_fenced(
     client, rec, first = next(t for t in three if t[2].is_active)
     old_token = first.check_active()
     cursor = "/otter/canal/destinations/example/1001/cursor"
-    client.ensure_path("/otter/canal/destinations/example/1001")
-    fenced_set(client, cursor, b"from-first", epoch_path=first.epoch_path, token=old_token)
+    client.ensure_path(cursor)
+
+    def write(value: bytes, monitor: ServerRunningMonitor, token: int) -> None:
+        fenced_commit(client, ZkFence(monitor.epoch_path, token), [lambda t: t.set_data(cursor, value)])
+
+    write(b"from-first", first, old_token)
 
     started = time.monotonic()
     first.release()
@@ -106,9 +113,9 @@ def test_release_hands_over_at_once_and_old_token_is_fenced(
     assert second.check_active() > old_token
 
     with pytest.raises(FencedWriteError):
-        fenced_set(client, cursor, b"late-write", epoch_path=first.epoch_path, token=old_token)
+        write(b"late-write", first, old_token)
     assert client.get(cursor)[0] == b"from-first"
-    fenced_set(client, cursor, b"from-second", epoch_path=second.epoch_path, token=second.check_active())
+    write(b"from-second", second, second.check_active())
     assert client.get(cursor)[0] == b"from-second"
 
 
@@ -143,7 +150,7 @@ def test_former_owner_regrabs_at_once_after_its_node_is_deleted(zookeeper: ZooKe
     theirs.start()
     wait_until(lambda: theirs.attempts >= 1)  # it has seen the node taken
     try:
-        other.delete(paths.server_running("example"))  # e.g. an operator removed it
+        other.delete(zkpaths.destination_running_path("example"))  # e.g. an operator removed it
         rec.wait_for("standby")
         second = rec.wait_for("active", count=2, timeout=10.0)  # far less than the 30 s others must wait
         assert second > first
@@ -191,7 +198,7 @@ def test_client_running_monitor_allows_one_consumer_per_client_id(zookeeper: Zoo
     try:
         wait_until(lambda: sum(m.is_active for m in mons) == 1)
         active = next(m for m in mons if m.is_active)
-        raw, _ = zookeeper.client().get(paths.client_running("example", 1001))
+        raw, _ = zookeeper.client().get(zkpaths.client_running_path(ClientIdentity("example", 1001)))
         assert json.loads(raw)["clientId"] == 1001
         active.release()
         wait_until(lambda: any(m.is_active for m in mons if m is not active))
@@ -205,9 +212,9 @@ def test_cluster_registration_is_ephemeral_and_recreated(zookeeper: ZooKeeperChr
     reg = ClusterRegistration(client, "127.0.0.1:11111", ["example"])
     reg.start()
     observer = zookeeper.client()
-    assert observer.get_children(paths.CLUSTER_ROOT) == ["127.0.0.1:11111"]
-    assert observer.get_children(paths.destination_cluster("example")) == ["127.0.0.1:11111"]
+    assert observer.get_children(zkpaths.CLUSTER_ROOT) == ["127.0.0.1:11111"]
+    assert observer.get_children(zkpaths.destination_cluster_path("example")) == ["127.0.0.1:11111"]
     reg.add("other")
-    assert observer.exists(paths.destination_cluster_member("other", "127.0.0.1:11111"))
+    assert observer.exists(zkpaths.destination_cluster_path("other", "127.0.0.1:11111"))
     reg.stop()
-    assert observer.get_children(paths.CLUSTER_ROOT) == []
+    assert observer.get_children(zkpaths.CLUSTER_ROOT) == []

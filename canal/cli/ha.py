@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 from canal.cli.common import parse_hosts
+from canal.client import ClientIdentity
 from canal.errors import HAError
-from canal.ha import paths
 from canal.ha.running import RELEASED
+from canal.meta import zkpaths
 
 
 def add_parser(sub: Any) -> None:
@@ -60,31 +61,31 @@ def collect_status(zk: Any, only: str | None) -> dict[str, Any]:
         except NoNodeError:
             return []
 
-    names = [only] if only is not None else children(paths.DESTINATIONS_ROOT)
+    names = [only] if only is not None else children(zkpaths.DESTINATIONS_ROOT)
     destinations = []
     for name in names:
         clients = []
-        for child in children(paths.destination(name)):
+        for child in children(zkpaths.destination_path(name)):
             if not child.isdigit():
                 continue
             client_id = int(child)
             clients.append(
                 {
                     "client_id": client_id,
-                    "running": _node_json(get(paths.client_running(name, client_id))),
-                    "cursor": _node_json(get(paths.client_cursor(name, client_id))),
-                    "filter": (get(paths.client_filter(name, client_id)) or b"").decode() or None,
+                    "running": _node_json(get(zkpaths.client_running_path(ClientIdentity(name, client_id)))),
+                    "cursor": _node_json(get(zkpaths.cursor_path(ClientIdentity(name, client_id)))),
+                    "filter": (get(zkpaths.filter_path(ClientIdentity(name, client_id))) or b"").decode() or None,
                 }
             )
         destinations.append(
             {
                 "destination": name,
-                "running": _node_json(get(paths.server_running(name))),
-                "cluster": children(paths.destination_cluster(name)),
+                "running": _node_json(get(zkpaths.destination_running_path(name))),
+                "cluster": children(zkpaths.destination_cluster_path(name)),
                 "clients": clients,
             }
         )
-    return {"cluster": children(paths.CLUSTER_ROOT), "destinations": destinations}
+    return {"cluster": children(zkpaths.CLUSTER_ROOT), "destinations": destinations}
 
 
 def _compact(value: Any) -> str:

@@ -134,13 +134,13 @@ def _check_not_running(args: argparse.Namespace) -> None:
     from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from canal.ha import paths
+    from canal.meta import zkpaths
 
     zk = KazooClient(hosts=parse_hosts(args.zk), timeout=10.0)
     try:
         zk.start(timeout=10.0)
         try:
-            data, _ = zk.get(paths.server_running(args.destination))
+            data, _ = zk.get(zkpaths.destination_running_path(args.destination))
         except KazooException:
             return
     except KazooTimeoutError:

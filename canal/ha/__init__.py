@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from canal.ha.monitors import ClientRunningMonitor, ClusterRegistration, ServerRunningMonitor
-from canal.ha.running import RunningMonitor, fenced_set
+from canal.ha.running import RunningMonitor
 
-__all__ = ["ClientRunningMonitor", "ClusterRegistration", "RunningMonitor", "ServerRunningMonitor", "fenced_set"]
+__all__ = ["ClientRunningMonitor", "ClusterRegistration", "RunningMonitor", "ServerRunningMonitor"]

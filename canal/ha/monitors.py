@@ -15,9 +15,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
 
-from canal.ha import paths
+from canal.client import ClientIdentity
 from canal.ha.running import ActiveCallback, RunningMonitor, StandbyCallback
 from canal.log import destination_logger
+from canal.meta import zkpaths
 
 
 class ServerRunningMonitor(RunningMonitor):
@@ -36,9 +37,9 @@ class ServerRunningMonitor(RunningMonitor):
     ) -> None:
         super().__init__(
             client,
-            paths.server_running(destination),
+            zkpaths.destination_running_path(destination),
             {"cid": cid, "address": address},
-            epoch_path=paths.server_epoch(destination),
+            epoch_path=zkpaths.destination_epoch_path(destination),
             on_active=on_active,
             on_standby=on_standby,
             delay_s=delay_s,
@@ -64,9 +65,9 @@ class ClientRunningMonitor(RunningMonitor):
     ) -> None:
         super().__init__(
             client,
-            paths.client_running(destination, client_id),
+            zkpaths.client_running_path(ClientIdentity(destination, client_id)),
             {"clientId": client_id, "address": address},
-            epoch_path=paths.client_epoch(destination, client_id),
+            epoch_path=zkpaths.client_epoch_path(ClientIdentity(destination, client_id)),
             on_active=on_active,
             on_standby=on_standby,
             delay_s=delay_s,
@@ -90,7 +91,9 @@ class ClusterRegistration:
     def _nodes(self) -> list[str]:
         with self._lock:
             dests = sorted(self._destinations)
-        return [paths.cluster_member(self.address)] + [paths.destination_cluster_member(d, self.address) for d in dests]
+        return [zkpaths.cluster_member_path(self.address)] + [
+            zkpaths.destination_cluster_path(d, self.address) for d in dests
+        ]
 
     def _register(self, node: str) -> None:
         try:
@@ -123,13 +126,13 @@ class ClusterRegistration:
         with self._lock:
             self._destinations.add(destination)
         if self._started:
-            self._register(paths.destination_cluster_member(destination, self.address))
+            self._register(zkpaths.destination_cluster_path(destination, self.address))
 
     def remove(self, destination: str) -> None:
         with self._lock:
             self._destinations.discard(destination)
         if self._started:
-            self._client.delete(paths.destination_cluster_member(destination, self.address))
+            self._client.delete(zkpaths.destination_cluster_path(destination, self.address))
 
     def stop(self) -> None:
         self._started = False

@@ -14,9 +14,9 @@ What canal does not do, and this does:
 * On RECONNECTED (same session) it serves again only if the node still belongs to its session; on LOST it stands by
   and competes again with its new session.
 * Every activation gets a fencing token: the new version of a persistent ``epoch`` node, bumped in a ZooKeeper
-  transaction that also checks the running node is still ours. Writes fenced with the token (see
-  :func:`fenced_set`) fail once anyone else has been activated since, so a paused or partitioned former owner cannot
-  move a cursor.
+  transaction that also checks the running node is still ours. Writes fenced with
+  ``ZkFence(epoch_path, token)`` (:mod:`canal.meta.fence`) fail once anyone else has been activated since, so a
+  paused or partitioned former owner cannot move a cursor.
 
 All ZooKeeper work runs on one worker thread per monitor, in order; kazoo's own threads only enqueue.
 """
@@ -30,11 +30,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import DataWatch
 
-from canal.errors import FencedWriteError, HAError, NotRunningError
+from canal.errors import HAError, NotRunningError
 from canal.log import destination_logger
 
 RELEASED = b"<released>"
@@ -333,30 +333,3 @@ def _parse(raw: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def fenced_set(client: KazooClient, path: str, value: bytes, *, epoch_path: str, token: int) -> None:
-    """Write ``value`` to ``path`` only if no other process was activated since ``token`` was issued.
-
-    One ZooKeeper transaction: check the epoch node's version equals ``token``, then set (or create) ``path``.
-    Raises :class:`~canal.errors.FencedWriteError` and writes nothing when the check fails.
-    """
-    for _ in range(3):
-        exists = client.exists(path) is not None
-        tx = client.transaction()
-        tx.check(epoch_path, token)
-        if exists:
-            tx.set_data(path, value)
-        else:
-            tx.create(path, value)
-        check, write = tx.commit()
-        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
-            raise FencedWriteError(
-                f"write to {path} rejected: fencing token {token} is stale (another process took over)"
-            )
-        if not isinstance(write, Exception):
-            return
-        if not isinstance(write, NodeExistsError | NoNodeError):
-            raise HAError(f"fenced write to {path} failed: {write!r}")
-        # the node appeared or vanished between exists() and commit: go again with the right operation
-    raise HAError(f"fenced write to {path} kept racing with creation/deletion of the node")

@@ -64,3 +64,18 @@ def mark_node_name(batch_id: int) -> str:
 
 def mark_path(client: ClientIdentity, batch_id: int) -> str:
     return f"{mark_root_path(client)}/{mark_node_name(batch_id)}"
+
+
+def cluster_member_path(address: str) -> str:
+    """``/otter/canal/cluster/{ip:port}``: a running server (ephemeral)."""
+    return f"{CLUSTER_ROOT}/{address}"
+
+
+def destination_epoch_path(destination: str) -> str:
+    """pycanal's addition: the version of this persistent node is the server running monitor's fencing token."""
+    return f"{destination_path(destination)}/epoch"
+
+
+def client_epoch_path(client: ClientIdentity) -> str:
+    """pycanal's addition: the client running monitor's fencing token (the version of this node)."""
+    return f"{client_path(client)}/epoch"
