@@ -444,3 +444,41 @@ def test_fixtures_work_from_an_outside_test_suite(tmp_path: Path) -> None:
         assert services.process_state(pid) is None, f"server pid {pid} outlived the pytest session"
     for directory in recorded["dirs"]:
         assert not Path(directory).exists()
+
+
+@integration
+def test_a_taken_port_is_reported_or_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+
+        fixed = MariaDBServer(port=taken)
+        with pytest.raises(ServiceError, match=f"port {taken} is in use"):
+            fixed.start()
+        assert fixed.workdir is None and fixed not in services.live_services()
+
+        # A port picked automatically but taken before the server binds it: start() retries on another one.
+        real_free_port = services.free_port
+        ports = iter([taken])
+        monkeypatch.setattr(services, "free_port", lambda host="127.0.0.1": next(ports, None) or real_free_port())
+        with ZooKeeperServer() as server:
+            assert server.port != taken
+            assert server.four_letter_word("ruok") == "imok"
+
+
+def test_stale_directories_of_dead_processes_are_swept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(services.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(services, "_swept", False)
+    child = subprocess.Popen(["true"])
+    child.wait()
+    me = os.getpid()
+    stale, live, foreign = tmp_path / "pycanal-mariadb-stale", tmp_path / "pycanal-zookeeper-live", tmp_path / "other"
+    for directory in (stale, live, foreign):
+        directory.mkdir()
+    (stale / "owner").write_text(f"{child.pid} 1 {child.pid} 1\n")
+    (live / "owner").write_text(f"{child.pid} 1 {me} {services._start_time(me)}\n")  # the server still runs
+    (foreign / "owner").write_text(f"{child.pid} 1\n")
+    services._sweep_stale_workdirs()
+    assert not stale.exists()
+    assert live.exists() and foreign.exists()

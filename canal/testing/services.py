@@ -528,7 +528,13 @@ class MariaDBServer(_Service):
             return False
         try:
             conn = pymysql.connect(
-                host=self.host, port=self.port, user=self.root_user, password=self.root_password, connect_timeout=2
+                host=self.host,
+                port=self.port,
+                user=self.root_user,
+                password=self.root_password,
+                connect_timeout=2,
+                read_timeout=1,  # whatever listens there may never send a handshake
+                write_timeout=1,
             )
         except pymysql.err.MySQLError:
             return False

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Installs what pycanal needs to run its tests and demo; idempotent and quick when nothing changed.
+#  - system packages mariadb-server, zookeeper, default-jre-headless (only those missing; their services are
+#    not started: pycanal runs its own private servers)
+#  - .venv (Python >= 3.11) with pycanal installed editable with the dev and spark extras, reinstalled only when
+#    pyproject.toml changed since the last install
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+have_file_or_cmd() {  # NAME [PATH...]: true if NAME is on PATH or any PATH exists
+    local name=$1; shift
+    command -v "$name" >/dev/null 2>&1 && return 0
+    local path
+    for path in "$@"; do [[ -e $path ]] && return 0; done
+    return 1
+}
+
+PYTHON=${PYTHON:-}
+python_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
+if [[ -z $PYTHON ]]; then
+    for candidate in python3 python3.13 python3.12 python3.11; do
+        if command -v "$candidate" >/dev/null 2>&1 && python_ok "$candidate"; then PYTHON=$candidate; break; fi
+    done
+fi
+
+missing=()
+have_file_or_cmd mariadbd /usr/sbin/mariadbd || missing+=(mariadb-server)
+have_file_or_cmd mariadb-install-db || missing+=(mariadb-server)
+[[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
+have_file_or_cmd java || missing+=(default-jre-headless)
+if [[ -z $PYTHON ]]; then
+    missing+=(python3 python3-venv)
+elif [[ ! -x .venv/bin/python ]] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
+
+if ((${#missing[@]})); then
+    mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+    command -v apt-get >/dev/null 2>&1 || { log "missing ${missing[*]} and no apt-get: install them by hand"; exit 1; }
+    sudo=()
+    if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+    log "installing ${missing[*]}"
+    # Keep Debian's maintainer scripts from starting system services while installing (the usual policy-rc.d hook).
+    policy=/usr/sbin/policy-rc.d
+    added_policy=0
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+        "${sudo[@]}" chmod +x "$policy"
+        added_policy=1
+    fi
+    cleanup_policy() { if ((added_policy)); then "${sudo[@]}" rm -f "$policy"; fi; }
+    trap cleanup_policy EXIT
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -q
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+    cleanup_policy
+    trap - EXIT
+    if [[ -z $PYTHON ]]; then PYTHON=python3; fi
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    python_ok "$PYTHON" || { log "$PYTHON is older than 3.11"; exit 1; }
+    log "creating .venv with $("$PYTHON" --version)"
+    "$PYTHON" -m venv .venv
+fi
+
+stamp=.venv/.pycanal-install-stamp
+want=$(sha256sum < pyproject.toml | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    log "installing pycanal (editable, extras dev and spark) into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e '.[dev,spark]'
+    printf '%s\n' "$want" > "$stamp"
+fi
