@@ -69,8 +69,12 @@ fi
 stamp=.venv/.pycanal-install-stamp
 want=$(sha256sum < pyproject.toml | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-    log "installing pycanal (editable, extras dev and spark) into .venv"
-    .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[dev,spark]'
+    log "installing pycanal (editable, extras dev and spark) into .venv (log: .venv/pip-install.log)"
+    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[dev,spark]'; } \
+        > .venv/pip-install.log 2>&1; then
+        tail -n 40 .venv/pip-install.log >&2
+        log "pip install failed; full log in .venv/pip-install.log"
+        exit 1
+    fi
     printf '%s\n' "$want" > "$stamp"
 fi

@@ -255,8 +255,16 @@ def test_kill_is_a_crash_and_restart_recovers(mariadb_factory: MariaDBFactory) -
 
 
 @integration
-def test_pause_stalls_and_resume_continues(mariadb_factory: MariaDBFactory) -> None:
-    server = mariadb_factory()
+def test_custom_capture_user_and_pause_resume(mariadb_factory: MariaDBFactory) -> None:
+    server = mariadb_factory(user="capture", password="it's a \\ test")
+    conn = server.connect(root=False)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT CURRENT_USER()")
+            assert cur.fetchone() == ("capture@%",)
+    finally:
+        conn.close()
+
     pid = server.pid
     assert pid is not None
     server.pause()

@@ -149,6 +149,11 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def _sql_quote(text: str) -> str:
+    """``text`` made safe inside a single-quoted SQL string literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
 def _wait_port_open(host: str, port: int, timeout: float) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -465,7 +470,7 @@ class MariaDBServer(_Service):
                 "FLUSH PRIVILEGES;\n"
                 "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';\n"
                 "GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;\n"
-                f"CREATE USER '{self.user}'@'%' IDENTIFIED BY '{self.password}';\n"
+                f"CREATE USER '{self.user}'@'%' IDENTIFIED BY '{_sql_quote(self.password)}';\n"
                 "GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR "
                 f"ON *.* TO '{self.user}'@'%';\n"
                 f"CREATE USER '{self.replication_user}'@'%' IDENTIFIED BY '{self.replication_password}';\n"
