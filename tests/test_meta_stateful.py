@@ -344,11 +344,11 @@ def _run(machine: type[RuleBasedStateMachine], examples: int, steps: int) -> Non
 
 
 def test_memory_meta_matches_model() -> None:
-    _run(MemoryMachine, 150, 40)
+    _run(MemoryMachine, 100, 40)
 
 
 def test_file_meta_matches_model() -> None:
-    _run(FileMachine, 80, 40)
+    _run(FileMachine, 50, 40)
 
 
 def _with_zk(base: type[MetaMachine], zk: KazooClient) -> type[RuleBasedStateMachine]:
@@ -359,7 +359,7 @@ def _with_zk(base: type[MetaMachine], zk: KazooClient) -> type[RuleBasedStateMac
 
 @pytest.mark.integration
 def test_zookeeper_meta_matches_model(zookeeper: Any) -> None:
-    _run(_with_zk(ZooKeeperMachine, zookeeper.client()), 15, 30)
+    _run(_with_zk(ZooKeeperMachine, zookeeper.client()), 12, 30)
 
 
 @pytest.mark.integration
