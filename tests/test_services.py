@@ -305,6 +305,27 @@ def test_start_failure_shows_the_log_and_leaves_nothing() -> None:
     assert server not in services.live_services()
 
 
+@integration
+def test_install_failure_is_reported() -> None:
+    server = MariaDBServer(install_args=("--no-such-install-option-pycanal",))
+    with pytest.raises(ServiceError, match="mariadb-install-db failed"):
+        server.start()
+    assert server.workdir is None and server not in services.live_services()
+
+
+@integration
+def test_fresh_servers_are_independent(mariadb_factory: MariaDBFactory) -> None:
+    first, second = mariadb_factory(), mariadb_factory()
+    assert first.datadir != second.datadir and first.password != second.password
+    first.execute("CREATE DATABASE only_here")
+    assert ("only_here",) not in second.execute("SHOW DATABASES")
+    assert first.execute("SELECT COUNT(*) FROM mysql.user WHERE user = %s", (first.user,)) == [(1,)]
+    assert second.execute("SHOW BINARY LOGS")[0][0] == "mysql-bin.000001"
+    # Users are made with sql_log_bin=0: the binlog holds nothing but what the tests write.
+    events = " ".join(str(e[5]) for e in second.execute("SHOW BINLOG EVENTS IN 'mysql-bin.000001'"))
+    assert "CREATE USER" not in events.upper() and "GRANT" not in events.upper()
+
+
 # -- ZooKeeper ------------------------------------------------------------------------------------------------------
 
 
