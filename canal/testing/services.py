@@ -133,6 +133,11 @@ def _sweep_stale_workdirs() -> None:
         if pairs and not any(_alive(pid, ticks) for pid, ticks in pairs):
             _LOG.info("removing %s, left behind by a process that no longer exists", workdir)
             shutil.rmtree(workdir, ignore_errors=True)
+    # Half-made datadir templates of processes killed while running mariadb-install-db.
+    for staging in (Path(tempfile.gettempdir()) / f"pycanal.cache-{os.geteuid()}").glob("staging-*"):
+        with contextlib.suppress(OSError):
+            if time.time() - staging.stat().st_mtime > 600:
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def _find_executable(name: str, what: str) -> str:
@@ -398,6 +403,11 @@ class MariaDBServer(_Service):
     REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR); a replication user is kept for replicas. With
     ``replica_of`` the server replicates from that (started) master from the start of its first binlog, with
     ``log_slave_updates``. Binlog files are ``mysql-bin.NNNNNN`` in :attr:`datadir`.
+
+    A new server's datadir is a copy of a template that ``mariadb-install-db`` makes once per MariaDB build and
+    ``install_args`` (kept under the temporary directory); the capture and replication users are created at the first
+    start with ``sql_log_bin=0``, so the binlog holds only what is written afterwards. ``extra_args`` are appended to
+    the ``mariadbd`` command line.
     """
 
     kind: ClassVar[str] = "mariadb"
