@@ -1,95 +1,378 @@
-"""End-to-end demo (``python -m canal.demo``, run by ``scripts/demo.sh``).
+"""End-to-end demo (``python -m canal.demo``, run by ``scripts/demo.sh``): a shop database mirrored into Delta Lake.
 
-For now it starts a private MariaDB and ZooKeeper, shows that both answer (server version, binlog status, a row
-written to the binlog, a ZooKeeper node written and read back), prints a summary and stops them, leaving no process
-behind. Exit status 0 on success, 1 if a service could not be started or did not behave.
+1. starts a private MariaDB (ROW binlog) and ZooKeeper (which keeps the canal cursor);
+2. creates ``shop.customers``, ``shop.orders`` and ``shop.order_items`` and runs a workload generator: transactions
+   of inserts, updates and deletes, and one ``ALTER TABLE customers ADD COLUMN tier``;
+3. meanwhile a Spark structured-streaming query reads the ``canal`` source and mirrors every table into its own Delta
+   table (``DeltaMirror``: MERGE per table, committed with the micro-batch id as an app transaction);
+4. part-way through, the process that runs the canal reader (``python_streaming_source_runner``) is SIGKILLed; the
+   query fails and is restarted from the same checkpoint -- the checkpoint, the spool and the cursor make it exact;
+5. when the workload is done and mirrored, compares each Delta table with ``SELECT *`` of its source, prints a summary
+   (rows, changes, throughput, lag), writes ``demo-throughput-lag.png`` and stops everything.
+
+Exit status 0 when every mirror equals its table, 1 otherwise (or when a service could not start).
+Options: ``--seconds`` (workload duration, default 40), ``--rate`` (transactions per second, default 80),
+``--out DIR`` (where the chart and the Delta tables go; default a temporary directory, the chart copied to the
+current directory), ``--no-kill``.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
+import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
 
 from canal.errors import ServiceError
 from canal.testing.services import MariaDBServer, ZooKeeperServer, process_state
 
 _LOG = logging.getLogger(__name__)
+DB = "shop"
 
 
 def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def run() -> dict[str, object]:
-    """Start both services, exercise them, stop them; the figures shown in the summary."""
-    from kazoo.client import KazooClient
+@attrs.define(slots=True)
+class BatchPoint:
+    at: float  # seconds since the query first started
+    batch_id: int
+    rows: int
+    lag_ms: int | None
+    merge_s: float
 
-    summary: dict[str, object] = {}
-    began = time.monotonic()
-    with MariaDBServer(server_id=1) as mariadb:
-        summary["mariadb_ready_s"] = round(mariadb.ready_seconds or 0.0, 2)
-        version = mariadb.execute("SELECT VERSION()")[0][0]
-        _say(f"MariaDB {version} on {mariadb.address} (pid {mariadb.pid}), ready in {summary['mariadb_ready_s']} s")
-        for name in ("binlog_format", "binlog_row_image", "binlog_row_metadata"):
-            _say(f"  {name} = {mariadb.variable(name)}")
-        mariadb.execute("CREATE DATABASE demo")
-        mariadb.execute("CREATE TABLE demo.orders (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20))")
-        mariadb.execute("INSERT INTO demo.orders VALUES (1, 9.99, 'hello binlog')")
-        conn = mariadb.connect(root=False)  # the capture user, as canal would log in
+
+@attrs.define(slots=True)
+class DemoResult:
+    ok: bool = False
+    tables: list[dict[str, Any]] = attrs.field(factory=list)
+    points: list[BatchPoint] = attrs.field(factory=list)
+    transactions: int = 0
+    changes: int = 0
+    restarts: int = 0
+    killed_pid: int | None = None
+    elapsed_s: float = 0.0
+    chart: Path | None = None
+    duplicate_batches: list[str] = attrs.field(factory=list)
+
+
+class _Workload(threading.Thread):
+    def __init__(self, work: Any, seconds: float, rate: float) -> None:
+        super().__init__(name="demo-workload", daemon=True)
+        self.work = work
+        self.seconds = seconds
+        self.rate = rate
+        self.stop_event = threading.Event()
+        self.transactions = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
         try:
-            with conn.cursor() as cur:
-                cur.execute("SHOW MASTER STATUS")
-                log_file, log_pos = cur.fetchone()[:2]
-                cur.execute(f"SHOW BINLOG EVENTS IN '{log_file}'")
-                events = [row[2] for row in cur.fetchall()]
-        finally:
-            conn.close()
-        rows_events = sum(1 for e in events if e.startswith("Write_rows"))
-        _say(f"  binlog {log_file}:{log_pos}: {len(events)} events, {rows_events} row event (read as {mariadb.user!r})")
-        summary.update(mariadb_version=version, binlog=f"{log_file}:{log_pos}", row_events=rows_events)
+            began = time.monotonic()
+            altered = False
+            while not self.stop_event.is_set():
+                elapsed = time.monotonic() - began
+                if elapsed >= self.seconds:
+                    break
+                if not altered and elapsed >= self.seconds / 2:
+                    self.work.alter()
+                    altered = True
+                self.work.transaction()
+                self.transactions += 1
+                # pace to `rate` transactions per second (rate control, not synchronisation)
+                ahead = self.transactions / self.rate - (time.monotonic() - began)
+                if ahead > 0:
+                    self.stop_event.wait(ahead)
+            if not altered:
+                self.work.alter()
+        except BaseException as exc:
+            self.error = exc
 
-        with ZooKeeperServer() as zookeeper:
-            summary["zookeeper_ready_s"] = round(zookeeper.ready_seconds or 0.0, 2)
-            _say(f"ZooKeeper on {zookeeper.hosts} (pid {zookeeper.pid}), ready in {summary['zookeeper_ready_s']} s")
-            client = KazooClient(hosts=zookeeper.hosts, timeout=2.0)
-            client.start(timeout=10)
-            try:
-                path = "/otter/canal/destinations/example/running"
-                client.create(path, b'{"active":true,"address":"127.0.0.1:11111","cid":1}', makepath=True)
-                data, stat = client.get(path)
-                _say(f"  created and read back {path}: {data.decode()} (version {stat.version})")
-                summary["zookeeper_node"] = data.decode()
-            finally:
-                client.stop()
-                client.close()
-            pids = [mariadb.pid, zookeeper.pid]
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+
+def _chart(points: Sequence[BatchPoint], kill_at: float | None, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        _say("matplotlib is not installed: no chart")
+        return None
+    buckets: dict[int, int] = {}
+    for p in points:
+        buckets[int(p.at)] = buckets.get(int(p.at), 0) + p.rows
+    if not buckets:
+        return None
+    seconds = list(range(min(buckets), max(buckets) + 1))
+    fig, ax1 = plt.subplots(figsize=(9, 4.5))
+    ax1.bar(seconds, [buckets.get(s, 0) for s in seconds], color="#4c72b0", label="rows mirrored / s")
+    ax1.set_xlabel("seconds since the query started")
+    ax1.set_ylabel("rows per second", color="#4c72b0")
+    ax2 = ax1.twinx()
+    lagged = [p for p in points if p.lag_ms is not None]
+    ax2.plot([p.at for p in lagged], [(p.lag_ms or 0) / 1000 for p in lagged], color="#dd8452", marker=".", label="lag")
+    ax2.set_ylabel("lag behind the master (s)", color="#dd8452")
+    if kill_at is not None:
+        ax1.axvline(kill_at, color="red", linestyle="--")
+        ax1.annotate("reader SIGKILLed", (kill_at, ax1.get_ylim()[1] * 0.9), color="red")
+    ax1.set_title("pycanal: MariaDB -> Spark (canal source) -> Delta mirror")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run(
+    *,
+    seconds: float = 40.0,
+    rate: float = 80.0,
+    out_dir: Path | None = None,
+    kill: bool = True,
+    chart: bool = True,
+    progress: bool = True,
+    spark: Any = None,
+) -> DemoResult:
+    """Run the demo; the figures for the summary. A given ``spark`` session is used and left running."""
+    from canal.spark import DeltaMirror, register
+    from canal.spark.testing import (
+        SHOP_TABLES,
+        ShopWorkload,
+        compare_tables,
+        local_spark,
+        master_position,
+        source_runner_pids,
+    )
+
+    result = DemoResult()
+    work_dir = Path(tempfile.mkdtemp(prefix="pycanal-demo-")) if out_dir is None else out_dir
+    work_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = work_dir / "checkpoint"
+    began = time.monotonic()
+    with MariaDBServer(server_id=1) as mariadb, ZooKeeperServer() as zookeeper:
+        _say(f"MariaDB on {mariadb.address} (pid {mariadb.pid}), ZooKeeper on {zookeeper.hosts} (pid {zookeeper.pid})")
+        conn = mariadb.connect()
+        start = master_position(conn)
+        mariadb.execute(f"CREATE DATABASE {DB}")
+        work = ShopWorkload(mariadb.connect(DB), DB, seed=11)
+        work.create()
+        _say(f"created {', '.join(f'{DB}.{t}' for t in SHOP_TABLES)}; capture starts at {start[0]}:{start[1]}")
+
+        own_spark = spark is None
+        if spark is None:
+            spark = local_spark("pycanal-demo", extra={"spark.ui.showConsoleProgress": "false"})
+        try:
+            if own_spark:
+                spark.sparkContext.setLogLevel("OFF")
+            register(spark)
+            mirror = DeltaMirror(work_dir / "mirror")
+            options = {
+                "destination": DB,
+                "master.address": mariadb.address,
+                "master.user": mariadb.user,
+                "master.password": mariadb.password,
+                "master.journal.name": start[0],
+                "master.position": str(start[1]),
+                "filter.regex": rf"{DB}\..*",
+                "meta.mode": "zookeeper",
+                "zk.servers": zookeeper.hosts,
+                "spool.dir": str(work_dir / "checkpoint.canal-spool"),
+                "max.entries": "20000",
+                "read.timeout": "0.2",
+            }
+            t0 = time.monotonic()
+            lock = threading.Lock()
+
+            def mirror_batch(df: Any, batch_id: int) -> None:
+                import pyarrow.compute as pc
+
+                table = df.toArrow()
+                applied = mirror.apply(table, batch_id)
+                now = time.time()
+                lag = None
+                if table.num_rows:
+                    newest = pc.max(table.column("execute_time")).as_py()
+                    lag = int((now - newest.timestamp()) * 1000) if newest is not None else None
+                with lock:
+                    result.points.append(
+                        BatchPoint(time.monotonic() - t0, batch_id, table.num_rows, lag, applied.merge_s)
+                    )
+
+            def start_query() -> Any:
+                return (
+                    spark.readStream.format("canal")
+                    .options(**options)
+                    .load()
+                    .writeStream.queryName("shop_mirror")
+                    .foreachBatch(mirror_batch)
+                    .option("checkpointLocation", str(checkpoint))
+                    .start()
+                )
+
+            def kill_reader() -> float | None:
+                runners = source_runner_pids()
+                if not runners:
+                    return None
+                result.killed_pid = runners[0]
+                os.kill(runners[0], signal.SIGKILL)
+                _say(f"  !! SIGKILL to the canal reader (python_streaming_source_runner, pid {runners[0]})")
+                return time.monotonic() - t0
+
+            query = start_query()
+            workload = _Workload(work, seconds, rate)
+            workload.start()
+            ticker = threading.Event()
+            kill_at: float | None = None
+            last_print = 0.0
+            while workload.is_alive():
+                ticker.wait(0.25)
+                if kill and kill_at is None and time.monotonic() - t0 >= seconds * 0.45 and result.points:
+                    kill_at = kill_reader()
+                if not query.isActive:
+                    error = query.exception()  # the failure is expected after the kill
+                    why = type(error).__name__ if error else "no error"
+                    _say(f"  query stopped ({why}); restarting it from {checkpoint}")
+                    result.restarts += 1
+                    query = start_query()
+                if progress and time.monotonic() - last_print >= 2.0:
+                    last_print = time.monotonic()
+                    with lock:
+                        rows = sum(p.rows for p in result.points)
+                        lag_ms = result.points[-1].lag_ms if result.points else None
+                        batches = len(result.points)
+                    _say(
+                        f"  t={last_print - t0:5.1f}s  transactions {workload.transactions:6d}  "
+                        f"changes {work.changes:7d}  mirrored {rows:7d} rows in {batches:4d} batches  "
+                        f"lag {'-' if lag_ms is None else f'{lag_ms / 1000:.1f}s'}"
+                    )
+            if workload.error is not None:
+                raise ServiceError(f"the workload failed: {workload.error}")
+            result.transactions = workload.transactions
+            result.changes = work.changes
+            _say(f"workload done: {result.transactions} transactions, {result.changes} row changes; draining")
+            deadline = time.monotonic() + 120
+            comparisons: list[Any] = []
+            while True:
+                if kill and kill_at is None and result.points:
+                    kill_at = kill_reader()  # the workload was too short to kill the reader while it ran
+                    with contextlib.suppress(Exception):
+                        query.awaitTermination(60)
+                if not query.isActive:
+                    _say("  query stopped; restarting it from the checkpoint")
+                    result.restarts += 1
+                    query = start_query()
+                try:
+                    query.processAllAvailable()
+                except Exception as exc:  # the query died under processAllAvailable: restart it
+                    _say(f"  query failed ({type(exc).__name__}); restarting it from the checkpoint")
+                    continue
+                comparisons = compare_tables(conn, mirror, DB, SHOP_TABLES)
+                if all(c.equal for c in comparisons) or time.monotonic() > deadline:
+                    break
+            query.stop()
+            result.elapsed_s = time.monotonic() - t0
+            for table, comparison in zip(SHOP_TABLES, comparisons, strict=True):
+                stats = mirror.stats.get(f"{DB}.{table}")
+                ids = mirror.committed_batch_ids(DB, table)
+                if ids != sorted(set(ids)):
+                    result.duplicate_batches.append(table)
+                result.tables.append(
+                    {
+                        "table": f"{DB}.{table}",
+                        "source_rows": comparison.source_rows,
+                        "mirror_rows": comparison.mirror_rows,
+                        "changes": stats.changes if stats else 0,
+                        "batches": len(ids),
+                        "skipped": stats.skipped if stats else 0,
+                        "equal": comparison.equal,
+                        "detail": str(comparison),
+                    }
+                )
+            result.ok = all(t["equal"] for t in result.tables) and not result.duplicate_batches
+            if chart:
+                png = _chart(result.points, kill_at, work_dir / "demo-throughput-lag.png")
+                if png is not None and out_dir is None:
+                    shutil.copy(png, Path.cwd() / png.name)
+                    png = Path.cwd() / png.name
+                result.chart = png
+        finally:
+            if own_spark:
+                spark.stop()
+        conn.close()
+        pids = [mariadb.pid, zookeeper.pid]
     left = [pid for pid in pids if pid is not None and process_state(pid) not in (None, "Z")]
     if left:
         raise ServiceError(f"demo servers still running after stop: pids {left}")
-    if rows_events != 1:
-        raise ServiceError(f"expected 1 row event in the binlog, found {rows_events}: {events}")
-    summary["total_s"] = round(time.monotonic() - began, 2)
-    return summary
+    if out_dir is None:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    result.elapsed_s = max(result.elapsed_s, 0.0)
+    _LOG.debug("demo took %.1f s", time.monotonic() - began)
+    return result
+
+
+def summary(result: DemoResult) -> str:
+    lines = [
+        f"{'table':<18} {'source rows':>11} {'mirror rows':>11} {'changes':>8} {'batches':>8} {'skipped':>8}  result"
+    ]
+    for t in result.tables:
+        lines.append(
+            f"{t['table']:<18} {t['source_rows']:>11} {t['mirror_rows']:>11} {t['changes']:>8} {t['batches']:>8} "
+            f"{t['skipped']:>8}  {'EQUAL' if t['equal'] else 'DIFFERS: ' + t['detail']}"
+        )
+    rows = sum(p.rows for p in result.points)
+    busy = [p for p in result.points if p.rows]
+    span = (busy[-1].at - busy[0].at) if len(busy) > 1 else 0.0
+    lags = [p.lag_ms / 1000 for p in result.points if p.lag_ms is not None]
+    lines.append(
+        f"{result.transactions} transactions, {result.changes} row changes; {rows} row changes mirrored in "
+        f"{len(result.points)} micro-batches over {result.elapsed_s:.1f} s "
+        f"({rows / span if span else 0:.0f} rows/s while busy); lag p50 {_percentile(lags, 0.5):.1f} s, "
+        f"p95 {_percentile(lags, 0.95):.1f} s, max {max(lags, default=0):.1f} s"
+    )
+    lines.append(
+        f"reader process killed: pid {result.killed_pid}; query restarts: {result.restarts}; "
+        f"batches committed twice: {', '.join(result.duplicate_batches) or 'none'}"
+    )
+    if result.chart is not None:
+        lines.append(f"chart: {result.chart}")
+    lines.append("mirrors EQUAL their source tables" if result.ok else "MIRROR MISMATCH")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; 0 on success."""
-    del argv  # no options yet
+    """Run the demo; 0 when every mirror equals its source table."""
+    parser = argparse.ArgumentParser(prog="python -m canal.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=40.0, help="workload duration")
+    parser.add_argument("--rate", type=float, default=80.0, help="transactions per second")
+    parser.add_argument("--out", type=Path, default=None, help="keep the chart and the Delta tables here")
+    parser.add_argument("--no-kill", action="store_true", help="do not kill the reader process")
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        summary = run()
+        result = run(seconds=args.seconds, rate=args.rate, out_dir=args.out, kill=not args.no_kill)
     except ServiceError as exc:
         _say(f"demo failed: {exc}")
         return 1
-    _say(
-        "summary: "
-        f"MariaDB ready in {summary['mariadb_ready_s']} s, ZooKeeper ready in {summary['zookeeper_ready_s']} s, "
-        f"binlog {summary['binlog']} with {summary['row_events']} row event, "
-        f"demo took {summary['total_s']} s; both servers stopped."
-    )
-    return 0
+    _say(summary(result))
+    return 0 if result.ok else 1
 
 
 if __name__ == "__main__":

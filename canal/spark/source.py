@@ -78,6 +78,27 @@ _SHORT_KEYS = {
     "meta.dir": "canal.file.data.dir",
     "slave.id": "canal.instance.mysql.slaveId",
 }
+# Spark lower-cases option names; canal's camelCase keys are restored from this table
+_CAMEL_KEYS = {
+    k.lower(): k
+    for k in (
+        "canal.instance.connectionCharset",
+        "canal.instance.dbPassword",
+        "canal.instance.dbUsername",
+        "canal.instance.defaultDatabaseName",
+        "canal.instance.detecting.heartbeatHaEnable",
+        "canal.instance.enableDruid",
+        "canal.instance.fallbackIntervalInSeconds",
+        "canal.instance.memory.rawEntry",
+        "canal.instance.mysql.slaveId",
+        "canal.instance.network.soTimeout",
+        "canal.instance.pwdPublicKey",
+        "canal.serverMode",
+        "canal.withoutNetty",
+        "canal.zkServers",
+    )
+}
+_SHORT_KEYS.update({"zk.servers": "canal.zkServers", "meta.mode": "pycanal.meta.mode"})
 _READER_KEYS = frozenset({"properties", "spool.dir", "batch.size", "max.entries", "read.timeout", "path"})
 
 
@@ -89,7 +110,7 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
     """The instance config the source options name."""
     props: dict[str, str] = {}
     for key, value in options.items():
-        k = key.lower() if key.lower() in _SHORT_KEYS or key.lower() in _READER_KEYS else key
+        k = key.lower()
         if k in _READER_KEYS:
             continue
         if k in _SHORT_KEYS:
@@ -97,7 +118,7 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
             if k == "meta.dir":
                 props.setdefault("pycanal.meta.mode", "file")
         elif k.startswith(("canal.", "pycanal.")):
-            props[k] = value
+            props[_CAMEL_KEYS.get(k, key if key.lower() != key else k)] = value
         else:
             raise SourceError(f"unknown canal source option {key!r}")
     text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())

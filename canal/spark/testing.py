@@ -184,3 +184,24 @@ def master_position(conn: Any) -> tuple[str, int]:
         cur.execute("SHOW MASTER STATUS")
         row = cur.fetchone()
         return str(row[0]), int(row[1])
+
+
+RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+def source_runner_pids() -> list[int]:
+    """Pids of live ``python_streaming_source_runner`` processes (the processes that run our reader)."""
+    from canal.testing.services import process_state
+
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if RUNNER_MODULE in cmdline and process_state(int(entry)) not in (None, "Z"):
+            out.append(int(entry))
+    return sorted(out)
