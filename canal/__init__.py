@@ -5,6 +5,19 @@ Import name ``canal``; distribution ``pycanal``. The public API is re-exported h
 
 from __future__ import annotations
 
+from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
+from canal.config import (
+    BatchMode,
+    DetectingConfig,
+    FilterFlags,
+    InstanceConfig,
+    MasterConfig,
+    MetaMode,
+    RetryConfig,
+    ServerConfig,
+    StoreConfig,
+    load_conf_dir,
+)
 from canal.errors import (
     BatchOrderError,
     BinlogPurgedError,
@@ -24,6 +37,7 @@ from canal.errors import (
     UnknownBatchError,
     UnknownDestinationError,
 )
+from canal.instance import Instance, InstanceMetrics
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange
 from canal.protocol import (
     Column,
@@ -38,41 +52,57 @@ from canal.protocol import (
     SqlType,
     TableSchema,
 )
+from canal.server import EmbeddedServer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_CLIENT_ID",
+    "BatchMode",
     "BatchOrderError",
     "BinlogPurgedError",
     "CanalError",
+    "ClientIdentity",
     "Column",
     "ColumnMeta",
     "ConfigError",
+    "DetectingConfig",
+    "EmbeddedServer",
     "Entry",
     "EntryPosition",
     "EntryType",
     "EventType",
     "FilterError",
+    "FilterFlags",
     "HAError",
     "Header",
+    "Instance",
+    "InstanceConfig",
+    "InstanceMetrics",
     "LogIdentity",
     "LogPosition",
+    "MasterConfig",
     "Message",
     "MetaError",
+    "MetaMode",
     "NotRunningError",
     "NotSubscribedError",
     "ParseError",
     "PositionError",
     "PositionRange",
+    "RetryConfig",
     "RowChange",
     "RowData",
+    "ServerConfig",
     "ServerError",
     "SourceError",
     "SourceUnreachableError",
     "SqlType",
+    "StoreConfig",
     "StoreError",
     "TableSchema",
     "UnknownBatchError",
     "UnknownDestinationError",
     "__version__",
+    "load_conf_dir",
 ]
