@@ -32,8 +32,11 @@ transaction after it -- plus ``batch``, a counter of non-empty batches. The curs
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
+from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
 from canal.position import EntryPosition, LogIdentity, LogPosition, journal_number
@@ -180,18 +183,78 @@ def position_id(entry: Entry) -> int:
 # -- rows ----------------------------------------------------------------------------------------------------------
 
 
-class _TableCodec:
-    """Per-table-layout helpers: the ``columns`` JSON, names, key indexes."""
+def _enc_int(v: Any) -> str:
+    return f'"{v}"'
 
-    __slots__ = ("columns_json", "key_indexes", "key_names", "names")
+
+def _enc_str(v: Any) -> str:
+    return _encode_str(v)
+
+
+def _enc_decimal(v: Any) -> str:
+    return f'"{v:f}"'
+
+
+def _enc_datetime(v: dt.datetime) -> str:
+    if v.tzinfo is not None:
+        v = v.astimezone(dt.UTC).replace(tzinfo=None)
+    return '"' + v.isoformat(" ") + '"'
+
+
+def _enc_date(v: dt.date) -> str:
+    return '"' + v.isoformat() + '"'
+
+
+def _enc_other(v: Any) -> str:
+    return _encode_str(render_text(v))
+
+
+_ENCODERS: dict[type, Callable[[Any], str]] = {
+    int: _enc_int,
+    str: _enc_str,
+    Decimal: _enc_decimal,
+    dt.datetime: _enc_datetime,
+    dt.date: _enc_date,
+}
+
+
+class _TableCodec:
+    """Per-table-layout helpers: the ``columns`` JSON, key names, and a fast JSON encoder for row images."""
+
+    __slots__ = ("columns_json", "key_indexes", "key_names", "key_prefixes", "names", "prefixes")
 
     def __init__(self, table: TableSchema) -> None:
         self.names = table.names
         self.key_indexes = table.key_indexes
         self.key_names = tuple(table.names[i] for i in table.key_indexes)
+        self.prefixes = tuple(_encode_str(n) + ":" for n in table.names)
+        self.key_prefixes = tuple(self.prefixes[i] for i in table.key_indexes)
         self.columns_json = json.dumps(
             [[c.name, c.mysql_type, c.is_key] for c in table.columns], separators=(",", ":"), ensure_ascii=False
         )
+
+    def image(self, image: Sequence[Any] | None) -> str | None:
+        """A row image as a JSON object of canal text (SQL NULL as null), built without json.dumps."""
+        if image is None:
+            return None
+        get = _ENCODERS.get
+        parts = []
+        for prefix, v in zip(self.prefixes, image, strict=True):
+            if v is None:
+                parts.append(prefix + "null")
+            else:
+                parts.append(prefix + get(type(v), _enc_other)(v))
+        return "{" + ",".join(parts) + "}"
+
+    def keys(self, image: Sequence[Any] | None) -> str | None:
+        if image is None:
+            return None
+        get = _ENCODERS.get
+        parts = []
+        for prefix, i in zip(self.key_prefixes, self.key_indexes, strict=True):
+            v = image[i]
+            parts.append(prefix + ("null" if v is None else get(type(v), _enc_other)(v)))
+        return "{" + ",".join(parts) + "}"
 
 
 _CODECS: dict[int, tuple[TableSchema, _TableCodec]] = {}
@@ -206,16 +269,6 @@ def _codec(table: TableSchema) -> _TableCodec:
     codec = _TableCodec(table)
     _CODECS[id(table)] = (table, codec)
     return codec
-
-
-def _image_json(names: Sequence[str], image: Sequence[Any] | None) -> str | None:
-    if image is None:
-        return None
-    return json.dumps(
-        {n: (None if v is None else render_text(v)) for n, v in zip(names, image, strict=True)},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
 
 
 def entries_to_columns(
@@ -242,7 +295,6 @@ def entries_to_columns(
         c_cols,
     ) = (cols[n] for n in COLUMN_NAMES)
     seq = (batch << SEQ_BITS) + first_index
-    dumps = json.dumps
     for entry in entries:
         rc = entry.row_change
         if entry.entry_type is not EntryType.ROWDATA or rc is None:
@@ -273,7 +325,6 @@ def entries_to_columns(
         type_name = rc.event_type.name
         for i, row in enumerate(rc.rows):
             codec = _codec(row.table)
-            names = codec.names
             image = row.after if row.after is not None else row.before
             c_dest.append(destination)
             c_seq.append(seq)
@@ -288,21 +339,9 @@ def entries_to_columns(
             c_off.append(h.log_offset)
             c_idx.append(i)
             c_gtid.append(h.gtid)
-            if image is None:
-                c_keys.append(None)
-            else:
-                c_keys.append(
-                    dumps(
-                        {
-                            n: (None if image[k] is None else render_text(image[k]))
-                            for n, k in zip(codec.key_names, codec.key_indexes, strict=True)
-                        },
-                        separators=(",", ":"),
-                        ensure_ascii=False,
-                    )
-                )
-            c_before.append(_image_json(names, row.before))
-            c_after.append(_image_json(names, row.after))
+            c_keys.append(codec.keys(image))
+            c_before.append(codec.image(row.before))
+            c_after.append(codec.image(row.after))
             c_cols.append(codec.columns_json)
     return cols
 
