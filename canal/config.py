@@ -530,7 +530,8 @@ class InstanceConfig:
 
     ``meta_mode`` ``file`` needs ``meta_dir`` (canal's ``canal.file.data.dir``: the file meta manager keeps
     ``{meta_dir}/{destination}/meta.dat``); ``zookeeper`` and ``period-mixed`` need ``zk_hosts``. ``flush_period_s``
-    is how often the file and period-mixed managers persist. ``slave_id`` None lets the parser pick one.
+    is how often the file and period-mixed managers persist; 0 writes through (an ack returns once its cursor is
+    persisted, so a crash never redelivers an acked batch). ``slave_id`` None lets the parser pick one.
     """
 
     destination: str = attrs.field(validator=_validate_destination)
@@ -563,7 +564,7 @@ class InstanceConfig:
     meta_mode: MetaMode = attrs.field(default=MetaMode.MEMORY, converter=_to_meta_mode)
     meta_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
     zk_hosts: str | None = attrs.field(default=None, converter=_opt_strip, validator=_validate_zk)
-    flush_period_s: float = attrs.field(default=1.0, validator=_positive_number)
+    flush_period_s: float = attrs.field(default=1.0, validator=_non_negative_number)
     detecting: DetectingConfig = attrs.field(
         factory=DetectingConfig,
         validator=_check(lambda v: isinstance(v, DetectingConfig), "must be a DetectingConfig"),

@@ -372,3 +372,21 @@ def test_a_failing_flush_listener_is_logged_not_raised(tmp_path: Path, caplog: p
         mgr.subscribe(ClientIdentity("example"))  # written, listener fails, subscribe still succeeds
         assert read_json(mgr.path_of("example"))["clientDatas"][0]["clientIdentity"]["clientId"] == 1001
     assert any("[example] meta flush listener failed" in r.getMessage() for r in caplog.records)
+
+
+def test_file_meta_with_a_zero_period_writes_every_cursor_through(tmp_path: Path) -> None:
+    from canal.meta.persist import read_json
+
+    meta = FileMetaManager(tmp_path, flush_period_s=0)
+    meta.start()
+    try:
+        client = ClientIdentity("example")
+        meta.subscribe(client)
+        for offset in (4, 120, 999):
+            cursor = LogPosition(position=EntryPosition("mysql-bin.000001", offset), rows_done=offset % 7)
+            meta.update_cursor(client, cursor)
+            # on disk already, without a flush or a stop: a SIGKILL now loses nothing that was acked
+            document = read_json(meta.path_of("example"))
+            assert LogPosition.from_dict(document["clientDatas"][0]["cursor"]) == cursor
+    finally:
+        meta.stop()

@@ -4,7 +4,8 @@ The base of :class:`~canal.meta.file.FileMetaManager` and :class:`~canal.meta.pe
 semantics come from the in-memory :class:`~canal.meta.core.MetaCore`; subclasses only say how to load one
 destination's :class:`~canal.meta.core.DestinationSnapshot` and how to write one. A destination is written only when
 its snapshot differs from what was last loaded or written (dirty), every ``flush_period_s`` seconds on a background
-thread, on :meth:`flush`, and on ``stop()``. Batch marks are never persisted, as in canal.
+thread, on :meth:`flush`, and on ``stop()``. ``flush_period_s=0`` writes through: every subscription or cursor
+change is persisted before the call returns. Batch marks are never persisted, as in canal.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from canal.client import ClientIdentity
 from canal.errors import MetaError
 from canal.log import destination_logger
 from canal.meta.core import DestinationSnapshot, Loader
 from canal.meta.memory import MemoryMetaManager
 from canal.meta.persist import PeriodicFlusher
+from canal.position import LogPosition
 
 FlushListener = Callable[[DestinationSnapshot], None]
 """Called after a destination was written, with the snapshot now persisted (tests and monitoring). It runs under
@@ -31,7 +34,9 @@ class BufferedMetaManager(MemoryMetaManager):
         self._flush_lock = threading.RLock()
         self._on_flush = on_flush
         super().__init__()
-        self._flusher = PeriodicFlusher(self._flush_all, flush_period_s, name=f"{type(self).__name__}-flush")
+        self._write_through = flush_period_s == 0
+        period = None if self._write_through else flush_period_s
+        self._flusher = PeriodicFlusher(self._flush_all, period, name=f"{type(self).__name__}-flush")
 
     # -- to implement
 
@@ -69,6 +74,21 @@ class BufferedMetaManager(MemoryMetaManager):
             self._core.clear()
             self._persisted.clear()
             self._close()
+
+    def subscribe(self, client: ClientIdentity) -> None:
+        super().subscribe(client)
+        if self._write_through:
+            self._flush_destination(client.destination)
+
+    def unsubscribe(self, client: ClientIdentity) -> None:
+        super().unsubscribe(client)
+        if self._write_through:
+            self._flush_destination(client.destination)
+
+    def update_cursor(self, client: ClientIdentity, position: LogPosition) -> None:
+        super().update_cursor(client, position)
+        if self._write_through:
+            self._flush_destination(client.destination)
 
     def flush(self) -> None:
         """Write every dirty destination now."""
