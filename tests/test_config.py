@@ -164,7 +164,7 @@ def test_configs_are_frozen_and_hashable() -> None:
         (lambda: _inst(meta_mode="zookeeper"), "zk_hosts", "None"),
         (lambda: _inst(meta_mode="period-mixed"), "zk_hosts", "None"),
         (lambda: _inst(zk_hosts="zk 1:2181"), "zk_hosts", "zk 1"),
-        (lambda: _inst(flush_period_s=0), "flush_period_s", "0"),
+        (lambda: _inst(flush_period_s=-1), "flush_period_s", "-1"),
         (lambda: _inst(transaction_size=-1), "transaction_size", "-1"),
         (lambda: _inst(fallback_interval_s=-1), "fallback_interval_s", "-1"),
     ],
