@@ -188,6 +188,33 @@ def test_memsize_cut_across_the_ring_end(maker: EntryMaker) -> None:
         assert store.stats().get_bytes == 60 + sum(n for n in (10, 20, 30, 40, 50, 60))
 
 
+def test_memsize_cut_inside_the_first_part_of_a_wrapped_run(maker: EntryMaker) -> None:
+    with MemoryEventStore(8, memory_unit=100) as store:
+        store.put([maker.make("R", 10) for _ in range(5)])
+        store.ack(store.get(100).end_seq)
+        batch = [maker.make("R", n) for n in (40, 40, 40, 10, 10)]  # slots 5, 6, 7, 0, 1
+        store.put(batch)
+        assert list(store.get(1).entries) == batch[:2]  # 80; a third would make 120
+        assert list(store.get(1).entries) == batch[2:]  # 40 + 10 + 10, across the end of the ring
+
+
+def test_memsize_cut_of_a_long_unread_run(maker: EntryMaker) -> None:
+    with MemoryEventStore(1024, memory_unit=1) as store:
+        small = [maker.make("R", 1) for _ in range(600)]
+        big = maker.make("R", 100)
+        store.put([*small, big])
+        got = store.get(300)  # the cut lies in the second block of running sums
+        assert list(got.entries) == small[:300] and store.stats().get_bytes == 300
+        store.rollback()
+        got = store.get(344)
+        assert list(got.entries) == small[:344] and store.stats().get_bytes == 344
+        got = store.get(300)  # 256 small ones fit (one block of sums), the big one would make 356
+        assert list(got.entries) == small[344:] and store.stats().get_bytes == 600
+        assert list(store.get(1).entries) == [big]
+        store.rollback(279)
+        assert store.stats().get_bytes == 280 and len(store.get(1000)) == 321
+
+
 def test_ddl_isolation(maker: EntryMaker) -> None:
     with MemoryEventStore(16, batch_mode="ITEMSIZE", ddl_isolation=True) as store:
         entries = [maker.make("R"), maker.make("E"), maker.make("D"), maker.make("D"), maker.make("B")]

@@ -15,7 +15,7 @@ from canal.protocol import Entry
 from canal.store import BatchMode, MemoryEventStore
 
 KINDS = st.sampled_from("BRRRREDH")
-ITEM = st.tuples(KINDS, st.integers(0, 400), st.booleans(), st.integers(0, 5))
+ITEM = st.tuples(KINDS, st.one_of(st.integers(0, 60), st.integers(0, 400)), st.booleans(), st.integers(0, 5))
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -83,7 +83,7 @@ class StoreMachine(RuleBasedStateMachine):
                 self.batch_of[self.put] = self.puts
             self.latest = batch[-1].position
 
-    @rule(batch_size=st.integers(1, 20))
+    @rule(batch_size=st.one_of(st.integers(1, 3), st.integers(1, 20)))
     def get(self, batch_size: int) -> None:
         unread = [self.entries[q] for q in range(self.get + 1, self.put + 1)]
         n = model_cut(unread, batch_size, self.memsize, self.unit, self.ddl)
@@ -166,6 +166,6 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 StoreMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=200, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestStoreMachine = StoreMachine.TestCase

@@ -1,11 +1,12 @@
 """The in-memory ring-buffer event store (canal's ``MemoryEventStoreWithBuffer``, with exact limits).
 
 Layout. A preallocated list of ``buffer_size`` slots (a power of two) holds the entries; sequence ``s`` lives in slot
-``s & (buffer_size - 1)``. A parallel list holds, per slot, the cumulative byte count of every entry put up to and
-including that one, so the bytes of any run of entries is a subtraction, a MEMSIZE batch cut is a binary search, and
-``ack`` frees its bytes in O(1). Puts and acks are slice assignments; nothing on the hot path loops over entries in
-Python except one ``map`` over the incoming batch for its sizes and a backward scan of a handed-out batch for its last
-transaction boundary.
+``s & (buffer_size - 1)``. A parallel list holds each slot's byte size, and running byte totals are kept for the put,
+get and ack sequences. Puts and acks are slice assignments; the only per-entry Python work on the hot path is one
+comprehension over the incoming batch for its sizes. A get hands out a slice; when everything unread fits the byte
+budget (the usual case for a consumer that keeps up) its cut is O(1), otherwise a binary search over running sums of
+the entries it hands out. Acking what was handed out frees its bytes in O(1). The position range of a batch is
+computed from its first and last entry and a backward scan for its last transaction boundary.
 
 Limits. The store never holds more than ``buffer_size`` entries, and in MEMSIZE mode never more than
 ``buffer_size * memory_unit`` bytes, counting the incoming batch (canal checks before adding and may overshoot; we do
@@ -117,7 +118,7 @@ class MemoryEventStore:
 
     def _reset(self) -> None:
         self._buf: list[Entry | None] = [None] * self._size
-        self._cum: list[int] = [0] * self._size
+        self._sizes: list[int] = [0] * self._size
         self._put = self._get = self._ack = INIT_SEQUENCE
         self._put_mem = self._get_mem = self._ack_mem = 0
         self._starved = False  # the last put attempt found no room (cleared by the next successful put)
@@ -209,7 +210,7 @@ class MemoryEventStore:
                             break
                 finally:
                     self._put_waiters -= 1
-            self._write(entries, n, sizes, latest)
+            self._write(entries, n, sizes, batch_bytes, latest)
         return True
 
     def try_put(self, entries: Sequence[Entry]) -> bool:
@@ -236,24 +237,23 @@ class MemoryEventStore:
         if self._get_waiters:
             self._not_empty.notify_all()
 
-    def _write(self, entries: Sequence[Entry], n: int, sizes: list[int], latest: EntryPosition) -> None:
-        sizes[0] += self._put_mem
-        cums = list(accumulate(sizes))
+    def _write(
+        self, entries: Sequence[Entry], n: int, sizes: list[int], batch_bytes: int, latest: EntryPosition
+    ) -> None:
         s = (self._put + 1) & self._mask
         e = s + n
         buf = self._buf
-        cum = self._cum
         if e <= self._size:
             buf[s:e] = entries
-            cum[s:e] = cums
+            self._sizes[s:e] = sizes
         else:
             k = self._size - s
             buf[s:] = entries[:k]
             buf[: n - k] = entries[k:]
-            cum[s:] = cums[:k]
-            cum[: n - k] = cums[k:]
+            self._sizes[s:] = sizes[:k]
+            self._sizes[: n - k] = sizes[k:]
         self._put += n
-        self._put_mem = cums[-1]
+        self._put_mem += batch_bytes
         self._latest = latest
         self._starved = False
         if self._get_waiters:
@@ -283,21 +283,27 @@ class MemoryEventStore:
             if avail <= 0:
                 return Events([], None, start, self._get)
             if self._memsize:
-                n = self._cut_bytes(start, batch_size * self._unit)
+                n, nbytes = self._cut_bytes(start, avail, batch_size * self._unit)
+            elif batch_size < avail:
+                n = batch_size
+                nbytes = -1
             else:
-                n = batch_size if batch_size < avail else avail
+                n = avail
+                nbytes = self._put_mem - self._get_mem
             s = start & self._mask
             e = s + n
             entries = self._buf[s:e] if e <= self._size else self._buf[s:] + self._buf[: e - self._size]
             if self._ddl_isolation:
                 for i, entry in enumerate(cast("list[Entry]", entries)):
                     if _is_ddl(entry):
-                        n = i or 1
-                        del entries[n:]
+                        if (i or 1) < n:
+                            n = i or 1
+                            nbytes = -1
+                            del entries[n:]
                         break
             end = start + n - 1
             self._get = end
-            self._get_mem = self._cum[end & self._mask]
+            self._get_mem += nbytes if nbytes >= 0 else self._bytes_of(start, n)
         batch = cast("list[Entry]", entries)  # slots between ack and put are never None
         return Events(batch, position_range(batch), start, end)
 
@@ -344,20 +350,41 @@ class MemoryEventStore:
         finally:
             self._get_waiters -= 1
 
-    def _cut_bytes(self, start: int, budget: int) -> int:
-        """How many unread entries from ``start`` fit in ``budget`` bytes (at least one)."""
-        limit = self._get_mem + budget
-        cum = self._cum
+    def _cut_bytes(self, start: int, avail: int, budget: int) -> tuple[int, int]:
+        """How many of the ``avail`` unread entries from ``start`` fit in ``budget`` bytes (at least one), and their
+        bytes."""
+        unread_bytes = self._put_mem - self._get_mem
+        if unread_bytes <= budget:
+            return avail, unread_bytes
+        sizes = self._sizes
+        mask = self._mask
         size = self._size
-        s0 = start & self._mask
-        s1 = self._put & self._mask
-        if s0 <= s1:
-            n = bisect_right(cum, limit, s0, s1 + 1) - s0
-        elif cum[size - 1] <= limit:
-            n = size - s0 + bisect_right(cum, limit, 0, s1 + 1)
-        else:
-            n = bisect_right(cum, limit, s0, size) - s0
-        return n if n > 0 else 1
+        taken = 0
+        total = 0
+        chunk = 256
+        while taken < avail:
+            s = (start + taken) & mask
+            k = min(avail - taken, size - s, chunk)
+            sums = list(accumulate(sizes[s : s + k]))
+            i = bisect_right(sums, budget - total)
+            if i < k:
+                if i:
+                    return taken + i, total + sums[i - 1]
+                if taken:
+                    return taken, total
+                return 1, sizes[s]  # the first entry alone is over budget: it goes out alone
+            taken += k
+            total += sums[-1]
+            chunk *= 2
+        return taken, total  # not reached: the unread bytes exceed the budget
+
+    def _bytes_of(self, first: int, n: int) -> int:
+        """Bytes of the ``n`` entries from sequence ``first``."""
+        s = first & self._mask
+        e = s + n
+        if e <= self._size:
+            return sum(self._sizes[s:e])
+        return sum(self._sizes[s:]) + sum(self._sizes[: e - self._size])
 
     # ------------------------------------------------------------------ ack / rollback / clear
 
@@ -386,8 +413,8 @@ class MemoryEventStore:
             else:
                 buf[s:] = [None] * (self._size - s)
                 buf[: e - self._size] = [None] * (e - self._size)
+            self._ack_mem = self._get_mem if end_seq == self._get else self._ack_mem + self._bytes_of(ack + 1, n)
             self._ack = end_seq
-            self._ack_mem = self._cum[end_seq & self._mask]
             if self._put_waiters:
                 self._not_full.notify_all()
 
@@ -412,7 +439,7 @@ class MemoryEventStore:
             if to_seq == self._get:
                 return
             self._get = to_seq
-            self._get_mem = self._ack_mem if to_seq == ack else self._cum[to_seq & self._mask]
+            self._get_mem = self._ack_mem + self._bytes_of(ack + 1, to_seq - ack)
             if self._get_waiters:
                 self._not_empty.notify_all()
 
