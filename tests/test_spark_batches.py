@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig  # noqa: E402
-from canal.instance import Instance  # noqa: E402
-from canal.spark import DeltaMirror, RunStats, run_batches  # noqa: E402
-from canal.spark.testing import (  # noqa: E402
+from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.instance import Instance
+from canal.spark import DeltaMirror, RunStats, run_batches
+from canal.spark.testing import (
     SHOP_TABLES,
     ShopWorkload,
     compare_tables,

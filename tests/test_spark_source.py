@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,16 +18,17 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
-from canal.spark import DeltaMirror, register  # noqa: E402
-from canal.spark.testing import (  # noqa: E402
+from canal.spark import DeltaMirror, register
+from canal.spark.testing import (
     SHOP_TABLES,
     ShopWorkload,
     compare_tables,
     local_spark,
     master_position,
     no_batch_twice,
+    source_runner_pids,
 )
-from canal.testing.services import process_state  # noqa: E402
+from canal.testing.services import process_state
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -51,7 +53,7 @@ def source_options(mariadb: Any, start: tuple[str, int], spool: Path) -> dict[st
         "spool.dir": str(spool),
         "canal.instance.memory.batch.mode": "ITEMSIZE",
         "batch.size": "50",
-        "max.entries": "150",
+        "max.entries": "100",
         "read.timeout": "0.2",
     }
 
@@ -87,7 +89,7 @@ def run_workload(conn: Any, db: str, n: int, *, seed: int = 5, alter_at: int | N
 def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spark: Any, tmp_path: Path) -> None:
     conn = mariadb.connect()
     start = master_position(conn)
-    run_workload(conn, mariadb.database, 80, alter_at=40)
+    run_workload(conn, mariadb.database, 150, alter_at=40)  # >= 450 entries: >= 5 batches of <= 100
     checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
     options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
     seen: dict[int, list[list[Any]]] = {}
@@ -116,5 +118,132 @@ def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spar
         v == "skipped" for v in [r for r in mirror.history if r.batch_id == 2][1].tables.values()
     )
     assert len(seen) > 3
+    no_batch_twice(mirror, mariadb.database, SHOP_TABLES)
+    conn.close()
+
+
+def test_reader_process_killed_after_the_write(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+    conn = mariadb.connect()
+    start = master_position(conn)
+    run_workload(conn, mariadb.database, 80, alter_at=30)
+    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
+    options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
+    killed: list[int] = []
+
+    def kill_reader_on_batch_2(df: Any, batch_id: int) -> None:
+        mirror(df, batch_id)
+        if batch_id == 2 and not killed:
+            runners = source_runner_pids()
+            assert len(runners) == 1, runners
+            os.kill(runners[0], signal.SIGKILL)
+            killed.append(runners[0])
+
+    query = start_query(spark, options, checkpoint, kill_reader_on_batch_2)
+    with pytest.raises(Exception):  # noqa: B017 - the query fails once its reader process is gone
+        query.awaitTermination(120)
+    assert killed and not query.isActive
+    _wait_gone(killed, 30)
+    applied_before = {t: mirror.committed_batch_ids(mariadb.database, t) for t in SHOP_TABLES}
+    assert any(2 in ids for ids in applied_before.values())
+
+    query = start_query(spark, options, checkpoint, mirror)
+    try:
+        wait_mirrored(query, conn, mirror, mariadb.database)
+        # more changes after the restart flow through the new reader too
+        with conn.cursor() as cur:
+            cur.execute(f"UPDATE `{mariadb.database}`.orders SET status='late' WHERE id % 5 = 0")
+        wait_mirrored(query, conn, mirror, mariadb.database)
+    finally:
+        query.stop()
+    ids = no_batch_twice(mirror, mariadb.database, SHOP_TABLES)
+    assert max(max(v, default=-1) for v in ids.values()) > 2
+    conn.close()
+
+
+def _wait_gone(pids: list[int], deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
+    while any(process_state(p) not in (None, "Z") for p in pids):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"processes still alive: {[p for p in pids if process_state(p) not in (None, 'Z')]}")
+        time.sleep(0.05)  # polling an external process's state with a deadline
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+DRIVER = textwrap.dedent(
+    """
+    import json, sys, threading
+    from pathlib import Path
+    from canal.spark import DeltaMirror, register
+    from canal.spark.testing import local_spark
+
+    options, checkpoint, mirror_root, marker = json.loads(sys.argv[1])
+    spark = local_spark("pycanal-driver")
+    register(spark)
+    mirror = DeltaMirror(mirror_root)
+    hang = threading.Event()
+
+    def apply(df, batch_id):
+        mirror(df, batch_id)
+        if batch_id == 2:
+            Path(marker).write_text(str(batch_id))
+            hang.wait()  # written, not committed: the test SIGKILLs this driver here
+
+    query = (spark.readStream.format("canal").options(**options).load()
+             .writeStream.foreachBatch(apply).option("checkpointLocation", checkpoint).start())
+    query.awaitTermination()
+    """
+)
+
+
+def test_driver_killed_then_restarted_from_the_checkpoint(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+    conn = mariadb.connect()
+    start = master_position(conn)
+    run_workload(conn, mariadb.database, 80, alter_at=50)
+    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
+    options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
+    marker = tmp_path / "written"
+    args = json.dumps([options, str(checkpoint), str(mirror.root), str(marker)])
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            assert driver.poll() is None, "the driver exited before batch 2"
+            assert time.monotonic() < deadline, "the driver did not reach batch 2"
+            time.sleep(0.05)  # polling an external process with a deadline
+        family = _children(driver.pid)
+        family += [c for p in list(family) for c in _children(p)]
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+        _wait_gone(family, 60)  # the JVM exits when its Python driver dies; the reader follows
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert 2 in mirror.committed_batch_ids(mariadb.database, "orders") + mirror.committed_batch_ids(
+        mariadb.database, "customers"
+    ) + mirror.committed_batch_ids(mariadb.database, "order_items")
+
+    query = start_query(spark, options, checkpoint, mirror)
+    try:
+        wait_mirrored(query, conn, mirror, mariadb.database)
+    finally:
+        query.stop()
+    # batch 2 was replayed (not committed by the dead driver) and skipped by every table that had it
+    assert any(r.batch_id == 2 and set(r.tables.values()) == {"skipped"} for r in mirror.history)
     no_batch_twice(mirror, mariadb.database, SHOP_TABLES)
     conn.close()
