@@ -16,7 +16,7 @@ _CREATE = re.compile(
     re.I | re.S,
 )
 _NOT_COLUMN = re.compile(r"^(?:primary|key|index|unique|constraint|foreign|fulltext|spatial|check|period)\b", re.I)
-_NAME = re.compile(r"^(`(?:[^`]|``)+`|\w+)\s+(\S+(?:\s*\([^)]*\))?(?:\s+unsigned)?)", re.I | re.S)
+_NAME = re.compile(r"^(`(?:[^`]|``)+`|\w+)\s+(\w+(?:\s*\([^)]*\))?(?:\s+unsigned)?)", re.I | re.S)
 
 
 def parse_create_table(ddl: str) -> tuple[str | None, str, list[tuple[str, str]]]:

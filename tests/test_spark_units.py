@@ -1,0 +1,224 @@
+"""Smaller pieces of canal.spark: DDL parsing, offsets, the spool, DDL in the mirror, project(), AvailableNow."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("deltalake")
+
+from canal.config import InstanceConfig, MasterConfig
+from canal.instance import Instance
+from canal.position import EntryPosition
+from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
+from canal.spark import DeltaMirror, Spool, alter_columns, entries_to_batch, project, register
+from canal.spark.changes import INITIAL_OFFSET, arrow_schema, cursor_key, offset_of
+from canal.spark.project import parse_create_table
+from canal.spark.source import config_from_options
+from canal.spark.testing import compare_tables, local_spark, master_position
+
+pytestmark = [pytest.mark.spark]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    session = local_spark("pycanal-tests")
+    register(session)
+    yield session
+    session.stop()
+
+
+def test_alter_columns_parses_add_and_drop_clauses() -> None:
+    sql = "ALTER TABLE shop.c ADD COLUMN tier VARCHAR(10) NULL AFTER city, DROP COLUMN `old``x`, ADD INDEX i (a, b)"
+    assert alter_columns(sql) == [("add", "tier", "VARCHAR(10)"), ("drop", "old`x", "")]
+    assert alter_columns("ALTER TABLE t ADD PRIMARY KEY (id), DROP INDEX k") == []
+    assert alter_columns("CREATE TABLE t (id INT)") == []
+
+
+def test_parse_create_table() -> None:
+    schema, table, cols = parse_create_table(
+        "CREATE TABLE IF NOT EXISTS `shop`.`orders` (id INT PRIMARY KEY, total DECIMAL(12, 2) NOT NULL, "
+        "n BIGINT UNSIGNED, PRIMARY KEY (id), KEY k (total)) ENGINE=InnoDB"
+    )
+    assert (schema, table) == ("shop", "orders")
+    assert cols == [("id", "INT"), ("total", "DECIMAL(12, 2)"), ("n", "BIGINT UNSIGNED")]
+
+
+def _entry(offset: int, rows_done: int, anchor_offset: int, rows: list[RowData]) -> Entry:
+    header = Header("mysql-bin.000002", offset, 1, 1_700_000_000_000, "shop", "t", EventType.INSERT, 40)
+    anchor = EntryPosition("mysql-bin.000002", anchor_offset, 1_700_000_000_000, 1, None, True)
+    return Entry(header, EntryType.ROWDATA, RowChange(EventType.INSERT, rows), anchor=anchor, rows_done=rows_done)
+
+
+TABLE = TableSchema(
+    "shop",
+    "t",
+    (
+        ColumnMeta("id", mysql_type="int(11)", is_key=True),
+        ColumnMeta("amount", mysql_type="decimal(10,2)"),
+        ColumnMeta("note", mysql_type="varchar(20)"),
+    ),
+)
+
+
+def test_offsets_are_json_native_and_ordered() -> None:
+    e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), 'a "q"'))])
+    e2 = _entry(600, 2, 400, [RowData(TABLE, after=(2, None, None))])
+    o1, o2 = offset_of(e1, 1), offset_of(e2, 1)
+    assert o1 is not None and o2 is not None
+    assert json.loads(json.dumps(o1)) == o1
+    assert cursor_key(INITIAL_OFFSET) < cursor_key(o1) < cursor_key(o2)
+    batch = entries_to_batch([e1, e2], "dest", 3)
+    assert batch.schema.equals(arrow_schema())
+    rows = batch.to_pylist()
+    assert [r["seq"] for r in rows] == [3 << 32, (3 << 32) + 1]
+    assert json.loads(rows[0]["after"]) == {"id": "1", "amount": "2.50", "note": 'a "q"'}
+    assert json.loads(rows[1]["after"]) == {"id": "2", "amount": None, "note": None}
+    assert json.loads(rows[0]["keys"]) == {"id": "1"}
+    assert json.loads(rows[0]["columns"]) == [
+        ["id", "int(11)", True],
+        ["amount", "decimal(10,2)", False],
+        ["note", "varchar(20)", False],
+    ]
+
+
+def test_spool_round_trip_and_discard(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])
+    start, end = dict(INITIAL_OFFSET), offset_of(e1, 1)
+    assert end is not None
+    batch = entries_to_batch([e1], "dest", 1)
+    spool.write(start, end, batch)
+    got = spool.read(start)
+    assert got is not None and got[1] == end and got[0].equals(batch)
+    assert spool.read(end) is None
+    spool.discard_through(end)
+    assert spool.read(start) is None
+
+
+def test_options_restore_canal_key_case() -> None:
+    cfg = config_from_options(
+        {
+            "destination": "d",
+            "master.address": "127.0.0.1:3306",
+            "canal.zkservers": "127.0.0.1:2181",
+            "meta.mode": "zookeeper",
+            "canal.instance.dbusername": "u",
+            "spool.dir": "/tmp/x",
+        }
+    )
+    assert cfg.zk_hosts == "127.0.0.1:2181" and cfg.master.username == "u" and cfg.meta_mode.value == "zookeeper"
+
+
+@pytest.mark.integration
+def test_mirror_applies_drop_column_and_truncate(mariadb: Any, tmp_path: Path) -> None:
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x VARCHAR(5), y INT)")
+        cur.execute(f"CREATE TABLE `{db}`.b (id INT PRIMARY KEY, v DATETIME(3))")
+        cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s, %s)", [(i, f"x{i}", i) for i in range(10)])
+        cur.executemany(f"INSERT INTO `{db}`.b VALUES (%s, '2024-01-02 03:04:05.678')", [(i,) for i in range(5)])
+    cfg = InstanceConfig(
+        destination="d",
+        master=MasterConfig(mariadb.address, mariadb.user, mariadb.password, journal_name=start[0], position=start[1]),
+        filter_regex=rf"{db}\..*",
+    )
+    mirror = DeltaMirror(tmp_path / "m")
+
+    def drain(inst: Instance, batch_id: int, until: tuple[str, int]) -> None:
+        entries: list[Entry] = []
+        while not entries or (entries[-1].header.log_file, entries[-1].header.next_offset) < until:
+            msg = inst.get(1000, timeout=5.0)
+            assert msg.entries, "no entries arrived"
+            entries.extend(msg.entries)
+        mirror.apply(entries_to_batch(entries, "d", batch_id), batch_id)
+
+    with Instance(cfg) as inst:
+        drain(inst, 1, master_position(conn))
+        assert all(c.equal for c in compare_tables(conn, mirror, db, ["a", "b"]))
+        with conn.cursor() as cur:  # DDL only, no row after it: the mirror must still follow
+            cur.execute(f"ALTER TABLE `{db}`.a DROP COLUMN y")
+            cur.execute(f"TRUNCATE TABLE `{db}`.b")
+        drain(inst, 2, master_position(conn))
+        assert "y" not in mirror.read(db, "a").column_names
+        assert mirror.read(db, "b").num_rows == 0
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO `{db}`.b VALUES (7, '2025-01-01 00:00:00')")
+            cur.execute(f"UPDATE `{db}`.a SET x = 'z' WHERE id < 3")
+        drain(inst, 3, master_position(conn))
+    for c in compare_tables(conn, mirror, db, ["a", "b"]):
+        assert c.equal, str(c)
+    assert mirror.committed_batch_ids(db, "a") == [1, 2, 3] and mirror.committed_batch_ids(db, "b") == [1, 2, 3]
+    # a replayed batch is skipped
+    assert mirror.apply(entries_to_batch([], "d", 3), 3).tables == {}
+    conn.close()
+
+
+def test_project_types_one_table(spark: Any) -> None:
+    rows = [RowData(TABLE, after=(1, Decimal("2.50"), "a")), RowData(TABLE, after=(2, None, "b"))]
+    batch = entries_to_batch([_entry(500, 2, 400, rows)], "dest", 1)
+    import pyarrow as pa
+
+    df = spark.createDataFrame(pa.Table.from_batches([batch]))
+    typed = project(df, TABLE)
+    assert [f.name for f in typed.schema.fields] == ["op", "seq", "execute_time", "id", "amount", "note"]
+    assert typed.schema["amount"].dataType.simpleString() == "decimal(10,2)"
+    got = sorted((r.id, r.amount, r.note) for r in typed.collect())
+    assert got == [(1, Decimal("2.50"), "a"), (2, None, "b")]
+    same = project(df, "CREATE TABLE shop.t (id INT, amount DECIMAL(10,2), note VARCHAR(20))").collect()
+    assert sorted((r.id, r.amount, r.note) for r in same) == got
+    assert project(df, TABLE, table="shop.other").count() == 0
+
+
+@pytest.mark.integration
+def test_trigger_available_now_stops_at_the_master_position(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x INT)")
+        cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s)", [(i, i) for i in range(50)])
+    options = {
+        "destination": "d",
+        "master.address": mariadb.address,
+        "master.user": mariadb.user,
+        "master.password": mariadb.password,
+        "master.journal.name": start[0],
+        "master.position": str(start[1]),
+        "filter.regex": rf"{db}\..*",
+        "spool.dir": str(tmp_path / "ckpt.canal-spool"),
+        "max.entries": "10",
+    }
+    mirror = DeltaMirror(tmp_path / "m")
+
+    def run_once() -> None:
+        query = (
+            spark.readStream.format("canal")
+            .options(**options)
+            .load()
+            .writeStream.foreachBatch(mirror)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(120)  # finishes by itself
+
+    run_once()
+    assert all(c.equal for c in compare_tables(conn, mirror, db, ["a"]))
+    first = len(mirror.history)
+    with conn.cursor() as cur:
+        cur.execute(f"UPDATE `{db}`.a SET x = x + 100 WHERE id < 25")
+        cur.execute(f"DELETE FROM `{db}`.a WHERE id >= 40")
+    run_once()
+    assert len(mirror.history) > first
+    for c in compare_tables(conn, mirror, db, ["a"]):
+        assert c.equal, str(c)
+    conn.close()
