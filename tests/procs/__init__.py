@@ -1,0 +1,1 @@
+"""Programs the tests run as separate OS processes (to SIGKILL them)."""
