@@ -269,7 +269,8 @@ class MemoryEventStore:
         ``timeout`` None returns at once with what is there (possibly nothing); <= 0 waits for a full batch;
         > 0 waits up to that many seconds for a full batch, then returns what is there (possibly nothing).
         A wait also ends when a producer is waiting for room (the store is full): a full batch could not arrive
-        then, so the entries that are there are handed out. The :class:`Events` result documents the range.
+        then, so the entries that are there are handed out. (A consumer whose own unacked batches fill the store
+        waits forever for a full batch: ack or roll back first.) The :class:`Events` result documents the range.
         """
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
