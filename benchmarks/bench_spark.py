@@ -100,6 +100,7 @@ def baseline_decode(server: Any, start: tuple[str, int], end: tuple[str, int]) -
 
 def run(inserts: int, updates: int, deletes: int, max_entries: int) -> dict[str, Any]:
     from canal.spark import DeltaMirror, register
+    from canal.spark.mirror import MIRROR_COLUMNS
     from canal.spark.testing import local_spark, master_position
     from canal.testing.services import MariaDBServer
 
@@ -126,7 +127,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int) -> dict[str,
 
             def apply(df: Any, batch_id: int) -> None:
                 began = time.perf_counter()
-                table = df.toArrow()
+                table = df.select(*MIRROR_COLUMNS).toArrow()  # what DeltaMirror(df, id) does
                 fetched = time.perf_counter()
                 result = mirror.apply(table, batch_id)
                 batches.append(

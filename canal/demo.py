@@ -12,8 +12,8 @@
 
 Exit status 0 when every mirror equals its table, 1 otherwise (or when a service could not start).
 Options: ``--seconds`` (workload duration, default 40), ``--rate`` (transactions per second, default 80),
-``--out DIR`` (where the chart and the Delta tables go; default a temporary directory, the chart copied to the
-current directory), ``--no-kill``.
+``--out DIR`` (where the chart and the Delta tables go; default a temporary directory, removed at the end, the chart
+kept as ``$TMPDIR/pycanal-demo-throughput-lag.png``), ``--no-kill``.
 """
 
 from __future__ import annotations
@@ -310,8 +310,9 @@ def run(
             if chart:
                 png = _chart(result.points, kill_at, work_dir / "demo-throughput-lag.png")
                 if png is not None and out_dir is None:
-                    shutil.copy(png, Path.cwd() / png.name)
-                    png = Path.cwd() / png.name
+                    kept = Path(tempfile.gettempdir()) / "pycanal-demo-throughput-lag.png"
+                    shutil.copy(png, kept)
+                    png = kept
                 result.chart = png
         finally:
             if own_spark:
@@ -342,7 +343,7 @@ def summary(result: DemoResult) -> str:
     span = (busy[-1].at - busy[0].at) if len(busy) > 1 else 0.0
     lags = [p.lag_ms / 1000 for p in result.points if p.lag_ms is not None]
     lines.append(
-        f"{result.transactions} transactions, {result.changes} row changes; {rows} row changes mirrored in "
+        f"{result.transactions} transactions, {result.changes} row changes; {rows} change rows through foreachBatch in "
         f"{len(result.points)} micro-batches over {result.elapsed_s:.1f} s "
         f"({rows / span if span else 0:.0f} rows/s while busy); lag p50 {_percentile(lags, 0.5):.1f} s, "
         f"p95 {_percentile(lags, 0.95):.1f} s, max {max(lags, default=0):.1f} s"

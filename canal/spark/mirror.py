@@ -127,6 +127,19 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
+    "seq",
+    "schema",
+    "table",
+    "type",
+    "is_ddl",
+    "sql",
+    "keys",
+    "after",
+    "columns",
+)
+
+
 def _to_arrow_table(changes: Any) -> Any:
     import pyarrow as pa
 
@@ -136,8 +149,8 @@ def _to_arrow_table(changes: Any) -> Any:
         return pa.Table.from_batches([changes])
     if isinstance(changes, Sequence) and all(isinstance(b, pa.RecordBatch) for b in changes):
         return pa.Table.from_batches(list(changes)) if changes else None
-    if hasattr(changes, "toArrow"):  # a Spark DataFrame
-        return changes.toArrow()
+    if hasattr(changes, "toArrow"):  # a Spark DataFrame: only the columns the mirror reads cross over
+        return changes.select(*MIRROR_COLUMNS).toArrow()
     raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
 
 
