@@ -120,10 +120,25 @@ def _mask_repr(_value: object) -> str:
 
 
 class BatchMode(enum.StrEnum):
-    """How the store counts a batch: by entry count (ITEMSIZE) or by memory units of ``memory_unit`` bytes."""
+    """How ``get(batch_size)`` and the store's capacity are counted (canal's ``canal.instance.memory.batch.mode``).
+
+    * ``ITEMSIZE``: a batch is ``batch_size`` entries; the store is bounded by ``buffer_size`` entries.
+    * ``MEMSIZE``: a batch is up to ``batch_size * memory_unit`` bytes of entries (always at least one entry); the
+      store is bounded by ``buffer_size`` entries *and* ``buffer_size * memory_unit`` bytes.
+    """
 
     MEMSIZE = "MEMSIZE"
     ITEMSIZE = "ITEMSIZE"
+
+    @classmethod
+    def parse(cls, value: BatchMode | str) -> BatchMode:
+        """A BatchMode from itself or its name, case-insensitively (``"memsize"``)."""
+        if isinstance(value, BatchMode):
+            return value
+        try:
+            return cls[str(value).strip().upper()]
+        except KeyError:
+            raise ValueError(f"batch mode must be ITEMSIZE or MEMSIZE, got {value!r}") from None
 
 
 class MetaMode(enum.StrEnum):

@@ -148,7 +148,7 @@ class Instance:
         self.store = MemoryEventStore(
             buffer_size=store_cfg.buffer_size,
             memory_unit=store_cfg.memory_unit,
-            batch_mode=store_cfg.batch_mode.value,
+            batch_mode=store_cfg.batch_mode,
             ddl_isolation=store_cfg.ddl_isolation,
             destination=self.destination,
         )

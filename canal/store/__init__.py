@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from canal.store.base import INIT_SEQUENCE, BatchMode, Events, EventStore, StoreStats
+from canal.config import BatchMode
+from canal.store.base import INIT_SEQUENCE, Events, EventStore, StoreStats
 from canal.store.memory import MemoryEventStore, position_range
 
 __all__ = [

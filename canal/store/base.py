@@ -14,7 +14,6 @@ the space (and the references) of the entries up to ``seq``.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -24,28 +23,6 @@ from canal.position import EntryPosition, PositionRange
 from canal.protocol import Entry
 
 INIT_SEQUENCE = -1
-
-
-class BatchMode(enum.Enum):
-    """How ``get(batch_size)`` and the store's capacity are counted (canal's ``canal.instance.memory.batch.mode``).
-
-    * ``ITEMSIZE``: a batch is ``batch_size`` entries; the store is bounded by ``buffer_size`` entries.
-    * ``MEMSIZE``: a batch is up to ``batch_size * memory_unit`` bytes of entries (always at least one entry); the
-      store is bounded by ``buffer_size`` entries *and* ``buffer_size * memory_unit`` bytes.
-    """
-
-    ITEMSIZE = "ITEMSIZE"
-    MEMSIZE = "MEMSIZE"
-
-    @classmethod
-    def parse(cls, value: BatchMode | str) -> BatchMode:
-        """A BatchMode from itself or its name, case-insensitively (``"memsize"``)."""
-        if isinstance(value, BatchMode):
-            return value
-        try:
-            return cls[str(value).strip().upper()]
-        except KeyError:
-            raise ValueError(f"batch mode must be ITEMSIZE or MEMSIZE, got {value!r}") from None
 
 
 @attrs.frozen(slots=True)

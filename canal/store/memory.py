@@ -32,11 +32,12 @@ from itertools import accumulate
 from types import TracebackType
 from typing import cast
 
+from canal.config import BatchMode
 from canal.errors import ConfigError, StoreBatchTooLargeError, StoreClosedError, StoreSequenceError
 from canal.log import destination_logger
 from canal.position import EntryPosition, PositionRange
 from canal.protocol import Entry, EntryType
-from canal.store.base import INIT_SEQUENCE, BatchMode, Events, StoreStats
+from canal.store.base import INIT_SEQUENCE, Events, StoreStats
 
 _ROWDATA = EntryType.ROWDATA
 
