@@ -15,7 +15,8 @@ Options (strings, as Spark passes them): ``properties`` (path to an ``instance.p
 ``master.position``, ``master.gtid``, ``filter.regex``, ``filter.black.regex``, ``meta.dir`` (file meta mode);
 any ``canal.*`` / ``pycanal.*`` key is passed through as a properties key. Reader settings: ``spool.dir`` (required
 unless ``meta.dir`` is set; put it next to the checkpoint), ``batch.size`` (entries per instance get, default 4096),
-``max.entries`` (entries per micro-batch, default 50000), ``read.timeout`` (seconds the first get waits, default 0.5).
+``max.entries`` (entries per micro-batch, default 50000), ``read.timeout`` (seconds a read waits when nothing is
+there yet, default 0.5).
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
@@ -315,11 +316,14 @@ class CanalStreamReader:
             assert instance is not None
             entries: list[Any] = []
             end: Offset | None = None
-            timeout: float | None = self.read_timeout
+            waited = False
             partial = False
             while len(entries) < self.max_entries and not partial:
-                msg = instance.get_without_ack(min(self.batch_size, self.max_entries - len(entries)), timeout)
-                timeout = None
+                size = min(self.batch_size, self.max_entries - len(entries))
+                msg = instance.get_without_ack(size, None)  # what is there now
+                if msg.id == EMPTY_MESSAGE_ID and not entries and not waited:
+                    waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
+                    msg = instance.get_without_ack(size, self.read_timeout)
                 if msg.id == EMPTY_MESSAGE_ID:
                     break
                 for entry in msg.entries:
