@@ -222,3 +222,18 @@ def test_trigger_available_now_stops_at_the_master_position(mariadb: Any, spark:
     for c in compare_tables(conn, mirror, db, ["a"]):
         assert c.equal, str(c)
     conn.close()
+
+
+def test_options_from_a_properties_file_with_overrides(tmp_path: Path) -> None:
+    props = tmp_path / "instance.properties"
+    props.write_text(
+        "canal.instance.destination=fromfile\n"
+        "canal.instance.master.address=127.0.0.1:3306\n"
+        "canal.instance.dbUsername=canal\n"
+        "canal.instance.filter.regex=shop\\\\..*\n"
+    )
+    cfg = config_from_options({"properties": str(props), "master.address": "127.0.0.1:3307", "spool.dir": "/x"})
+    assert cfg.destination == "fromfile" and cfg.master.address == "127.0.0.1:3307"
+    assert cfg.filter_regex == r"shop\..*" and cfg.master.username == "canal"
+    with pytest.raises(Exception, match="unknown canal source option"):
+        config_from_options({"destination": "d", "master.address": "127.0.0.1:3306", "bogus": "1"})

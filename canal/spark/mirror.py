@@ -413,11 +413,7 @@ class Comparison:
 
 
 def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return render_text(value)
-    return render_text(value)
+    return None if value is None else render_text(value)
 
 
 def compare(
