@@ -28,8 +28,8 @@ from typing import Any, Self
 import attrs
 
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
-from canal.config import InstanceConfig, MetaMode
-from canal.errors import NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
+from canal.config import InstanceConfig, MasterConfig, MetaMode
+from canal.errors import ConfigError, NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
 from canal.log import destination_logger
 from canal.meta import FileMetaManager, MemoryMetaManager, MetaManager, PeriodMixedMetaManager, ZooKeeperMetaManager
 from canal.meta.fence import Fence
@@ -44,7 +44,7 @@ from canal.parse.parser import EventParser, SourceFactory
 from canal.parse.sources import source_factory as default_source_factory
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message
-from canal.sink import EntrySink
+from canal.sink import EntrySink, GroupSink
 from canal.store import MemoryEventStore
 
 
@@ -114,6 +114,76 @@ def build_meta(config: InstanceConfig, *, fence: Fence | None = None) -> MetaMan
     return PeriodMixedMetaManager(zk, flush_period_s=config.flush_period_s)
 
 
+def member_destination(destination: str, index: int) -> str:
+    """The name member ``index`` of a group instance uses for its parser's log position and its log records."""
+    return f"{destination}#member{index}"
+
+
+class ParserGroup:
+    """The parsers of a group instance (:meth:`Instance.group`) behind the one-parser face the Instance uses.
+
+    Member ``i`` dumps ``members[i]`` on its own thread with its own restart point (``member_destination(dest, i)``
+    in the shared log-position manager) and hands off through ``GroupSink.member(i)``; the group sink merges the
+    hand-offs in time order into the instance's entry sink, keeping transactions whole.
+    """
+
+    def __init__(
+        self,
+        config: InstanceConfig,
+        members: Sequence[MasterConfig],
+        source_factory: SourceFactory | None,
+        downstream: Callable[[Sequence[Entry]], None],
+        log_positions: LogPositionManager,
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        if not members:
+            raise ConfigError("a group instance needs at least one member master", key="members")
+        self.members = tuple(members)
+        self.group_sink = GroupSink(downstream, len(self.members), heartbeat_clock=lambda: int(time.time() * 1000))
+        self.parsers: list[EventParser] = []
+        for index, master in enumerate(self.members):
+            slave_id = None if config.slave_id is None else config.slave_id + index
+            member_config = attrs.evolve(config, master=master, standby=None, slave_id=slave_id)
+            self.parsers.append(
+                EventParser(
+                    member_destination(config.destination, index),
+                    member_config,
+                    source_factory or default_source_factory(member_config),
+                    self.group_sink.member(index),
+                    log_positions,
+                    on_error=on_error,
+                )
+            )
+
+    def start(self) -> None:
+        self.group_sink.reset()
+        for parser in self.parsers:
+            parser.start()
+
+    def stop(self) -> None:
+        self.group_sink.stop()  # release members waiting for their turn
+        for parser in self.parsers:
+            parser.stop()
+
+    @property
+    def error(self) -> BaseException | None:
+        """The first member's fatal error: the merge cannot go on without that member."""
+        return next((p.error for p in self.parsers if p.error is not None), None)
+
+    @property
+    def last_error(self) -> BaseException | None:
+        return next((p.last_error for p in self.parsers if p.last_error is not None), None)
+
+    @property
+    def reconnects(self) -> int:
+        return sum(p.reconnects for p in self.parsers)
+
+    @property
+    def active_master(self) -> MasterConfig:
+        """The first member: a group cursor is not a position on one server (see :meth:`Instance.group`)."""
+        return self.parsers[0].active_master
+
+
 def _rows_of(entries: Sequence[Entry]) -> int:
     return sum(len(e.row_change.rows) for e in entries if e.row_change is not None and not e.row_change.is_ddl)
 
@@ -133,6 +203,7 @@ class Instance:
         log_positions: LogPositionManager | None = None,
         source_factory: SourceFactory | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        members: Sequence[MasterConfig] | None = None,
     ) -> None:
         self.config = config
         self.destination = config.destination
@@ -141,8 +212,10 @@ class Instance:
         self.meta: MetaManager = meta if meta is not None else build_meta(config)
         # canal's choice for the embedded server: restart where the parser last handed off while this process
         # lives, else where the slowest subscribed client acked
-        self.log_positions: LogPositionManager = log_positions or FailbackLogPositionManager(
-            MemoryLogPositionManager(), MetaLogPositionManager(self.meta)
+        self.log_positions: LogPositionManager = log_positions or (
+            FailbackLogPositionManager(MemoryLogPositionManager(), MetaLogPositionManager(self.meta))
+            if members is None
+            else MemoryLogPositionManager()  # a consumer cursor is a position on one member only: not a restart point
         )
         store_cfg = config.store
         self.store = MemoryEventStore(
@@ -158,14 +231,20 @@ class Instance:
             filter_transaction_entry=config.filter_flags.transaction_entry,
         )
         self._on_error = on_error
-        self.parser = EventParser(
-            self.destination,
-            config,
-            source_factory or default_source_factory(config),
-            self.sink.sink,
-            self.log_positions,
-            on_error=self._parser_failed,
-        )
+        self.parser: EventParser | ParserGroup
+        if members is None:
+            self.parser = EventParser(
+                self.destination,
+                config,
+                source_factory or default_source_factory(config),
+                self.sink.sink,
+                self.log_positions,
+                on_error=self._parser_failed,
+            )
+        else:
+            self.parser = ParserGroup(
+                config, members, source_factory, self.sink.sink, self.log_positions, self._parser_failed
+            )
         self.default_client = ClientIdentity(self.destination, DEFAULT_CLIENT_ID)
         self._lock = threading.RLock()  # serialises consumer calls, like canal's synchronized(instance)
         self._batches: dict[int, _Batch] = {}
@@ -184,6 +263,31 @@ class Instance:
     ) -> Instance:
         """An instance from canal's ``instance.properties`` (and optionally ``canal.properties``)."""
         return cls(InstanceConfig.from_properties(path_or_text, canal_properties=canal_properties), **kwargs)
+
+    @classmethod
+    def group(cls, config: InstanceConfig, members: Sequence[MasterConfig], **kwargs: Any) -> Instance:
+        """canal's group mode: several masters (e.g. shards on several servers) merged into this one destination.
+
+        Each member master gets its own parser thread (``config`` with ``master`` replaced, no standby, and
+        ``slave_id + index`` when ``slave_id`` is set) and its own restart point, named
+        :func:`member_destination` ``(destination, index)`` in the log-position manager. A
+        :class:`~canal.sink.GroupSink` merges their transactions into the one store in execute-time order, each
+        transaction whole (a large one split by ``transaction_size`` keeps the others waiting until its end). An idle
+        member lets the others pass with its heartbeats, so merged changes wait up to one heartbeat period
+        (``min(detecting.interval_s, retry.heartbeat_period_s)``) for an idle member: lower it for low latency. The
+        consumer API is the Instance's. ``config.master`` is not dumped; pass it among ``members`` if wanted.
+
+        Restarts (the same limits as canal's group mode): the store, batches and consumer cursors are as for one
+        master, but a cursor names a position on one member's server, so it cannot say where the *other* members
+        stand. By default (memory log positions, cleared on ``stop()``) every start dumps each member from its
+        configured start -- ``journal_name``/``position``, ``timestamp`` or ``gtid`` in its MasterConfig, else the
+        server's current position: a restart delivers again what came after the configured starts (or skips what
+        was written while stopped, without one). A ``log_positions`` manager that persists (e.g.
+        :class:`~canal.parse.log_position.FileLogPositionManager`) resumes each member after what it had handed to
+        the store, which skips what was in the store but not acked when the instance stopped. Exact
+        resumption needs per-member cursors, which neither canal nor this group mode keeps.
+        """
+        return cls(config, members=members, **kwargs)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
