@@ -151,7 +151,32 @@ def run(
     progress: bool = True,
     spark: Any = None,
 ) -> DemoResult:
-    """Run the demo; the figures for the summary. A given ``spark`` session is used and left running."""
+    """Run the demo; the figures for the summary. A given ``spark`` session is used and left running.
+
+    Without ``out_dir`` the work directory is temporary and removed at the end (also on failure); the chart is kept
+    as ``$TMPDIR/pycanal-demo-throughput-lag.png``.
+    """
+    args: dict[str, Any] = {"seconds": seconds, "rate": rate, "kill": kill, "chart": chart, "progress": progress}
+    if out_dir is not None:
+        return _run(out_dir=out_dir, spark=spark, **args)
+    work_dir = Path(tempfile.mkdtemp(prefix="pycanal-demo-"))
+    try:
+        return _run(out_dir=work_dir, spark=spark, keep_chart=True, **args)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _run(
+    *,
+    seconds: float = 40.0,
+    rate: float = 80.0,
+    out_dir: Path | None = None,
+    kill: bool = True,
+    chart: bool = True,
+    progress: bool = True,
+    spark: Any = None,
+    keep_chart: bool = False,
+) -> DemoResult:
     from canal.spark import DeltaMirror, register
     from canal.spark.testing import (
         SHOP_TABLES,
@@ -164,7 +189,7 @@ def run(
 
     result = DemoResult()
     work_dir = Path(tempfile.mkdtemp(prefix="pycanal-demo-")) if out_dir is None else out_dir
-    work_dir.mkdir(parents=True, exist_ok=True)
+    work_dir.mkdir(parents=True, exist_ok=True)  # removed by run() when it made it
     checkpoint = work_dir / "checkpoint"
     began = time.monotonic()
     with MariaDBServer(server_id=1) as mariadb, ZooKeeperServer() as zookeeper:
@@ -285,7 +310,8 @@ def run(
                     _say(f"  query failed ({type(exc).__name__}); restarting it from the checkpoint")
                     continue
                 comparisons = compare_tables(conn, mirror, DB, SHOP_TABLES)
-                if all(c.equal for c in comparisons) or time.monotonic() > deadline:
+                killed_or_not_asked = not kill or kill_at is not None
+                if (all(c.equal for c in comparisons) and killed_or_not_asked) or time.monotonic() > deadline:
                     break
             query.stop()
             result.elapsed_s = time.monotonic() - t0
@@ -309,7 +335,7 @@ def run(
             result.ok = all(t["equal"] for t in result.tables) and not result.duplicate_batches
             if chart:
                 png = _chart(result.points, kill_at, work_dir / "demo-throughput-lag.png")
-                if png is not None and out_dir is None:
+                if png is not None and keep_chart:
                     kept = Path(tempfile.gettempdir()) / "pycanal-demo-throughput-lag.png"
                     shutil.copy(png, kept)
                     png = kept
@@ -322,8 +348,6 @@ def run(
     left = [pid for pid in pids if pid is not None and process_state(pid) not in (None, "Z")]
     if left:
         raise ServiceError(f"demo servers still running after stop: pids {left}")
-    if out_dir is None:
-        shutil.rmtree(work_dir, ignore_errors=True)
     result.elapsed_s = max(result.elapsed_s, 0.0)
     _LOG.debug("demo took %.1f s", time.monotonic() - began)
     return result
