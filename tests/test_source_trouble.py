@@ -117,6 +117,10 @@ class Workload:
                 conn._force_close()
 
     def close(self) -> None:
+        """Stop the writer thread (if any) and drop the connection."""
+        self.stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
         self._drop_connection()
 
     # planning: statements and the changes they make, against a copy of the model
@@ -393,7 +397,6 @@ def _survive(
             assert parser.error is None
     finally:
         sink.release()
-        workload.stop.set()
         workload.close()
     data = sink.data()
     expected = workload.changes()

@@ -157,6 +157,5 @@ def test_the_parser_switches_to_the_standby_by_time_minus_the_fallback_interval(
             FALLBACK_S,
         )
     finally:
-        workload.stop.set()
         workload.close()
         promoted.close()
