@@ -218,3 +218,59 @@ def test_cluster_registration_is_ephemeral_and_recreated(zookeeper: ZooKeeperChr
     assert observer.exists(zkpaths.destination_cluster_path("other", "127.0.0.1:11111"))
     reg.stop()
     assert observer.get_children(zkpaths.CLUSTER_ROOT) == []
+
+
+def test_a_failed_activation_gives_the_node_up_so_a_standby_takes_over(zookeeper: ZooKeeperChroot) -> None:
+    """If on_active raises (e.g. the instance cannot start), the process must not sit on the running node."""
+    failures: list[int] = []
+
+    def broken_active(token: int) -> None:
+        failures.append(token)
+        raise RuntimeError("instance could not start")
+
+    rec_a, rec_b = Recorder(), Recorder()
+    a = ServerRunningMonitor(
+        zookeeper.client(timeout=2.0),
+        "example",
+        "127.0.0.1:1",
+        on_active=broken_active,
+        on_standby=rec_a.standby,
+        delay_s=30.0,
+    )
+    b = server_monitor(zookeeper.client(timeout=2.0), "127.0.0.1:2", rec_b, delay=30.0)
+    a.start()
+    try:
+        wait_until(lambda: bool(failures))
+        b.start()
+        token = rec_b.wait_for("active", timeout=10.0)  # at once: far less than the 30 s delay
+        assert token > failures[0]
+        assert not a.is_active and a.token is None
+    finally:
+        b.stop()
+        a.stop()
+
+
+def test_a_failed_activation_is_retried_after_the_delay(zookeeper: ZooKeeperChroot) -> None:
+    rec = Recorder()
+    calls: list[int] = []
+
+    def fails_once(token: int) -> None:
+        calls.append(token)
+        if len(calls) == 1:
+            raise RuntimeError("instance could not start")
+        rec.active(token)
+
+    mon = ServerRunningMonitor(
+        zookeeper.client(timeout=2.0),
+        "example",
+        "127.0.0.1:1",
+        on_active=fails_once,
+        on_standby=rec.standby,
+        delay_s=0.3,
+    )
+    mon.start()
+    try:
+        token = rec.wait_for("active", timeout=10.0)
+        assert token > calls[0] and mon.is_active
+    finally:
+        mon.stop()

@@ -80,6 +80,7 @@ class RunningMonitor:
         self._token: int | None = None
         self._running = False
         self._released = False
+        self._retry_pending = False  # a failed activation released the node; compete again after the delay
         self._lost = False
         self._last_seen: dict[str, Any] | None = None
         self._watch: DataWatch | None = None
@@ -141,6 +142,7 @@ class RunningMonitor:
 
     def release(self) -> None:
         """Hand over on purpose: stop serving, free the node, and stay out until :meth:`rejoin`."""
+        self._retry_pending = False
         self._call(self._release_now)
 
     def rejoin(self) -> None:
@@ -225,7 +227,23 @@ class RunningMonitor:
         self.activations += 1
         self._active.set()
         self._log.info("became active for %s (fencing token %d)", self.path, token)
-        self._on_active(token)
+        try:
+            self._on_active(token)
+        except Exception:
+            # holding the node without serving would keep every standby out: hand it over, try again after the delay
+            self._log.exception("activation failed for %s; releasing it, retrying in %.1fs", self.path, self.delay_s)
+            self._release_now()
+            self._retry_pending = True
+            retry = threading.Timer(self.delay_s, self._retry_after_failed_activation)
+            retry.daemon = True
+            retry.start()
+
+    def _retry_after_failed_activation(self) -> None:
+        with self._lock:
+            if not self._running or not self._retry_pending:  # stopped, or released on purpose meanwhile
+                return
+            self._retry_pending = False
+        self.rejoin()
 
     def _bump_epoch(self, running_stat: ZnodeStat) -> int | None:
         # the epoch node holds the owner's address (or RELEASED after a clean hand-over); its version is the token
