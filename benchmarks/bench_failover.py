@@ -15,12 +15,15 @@ watches the running node in ZooKeeper, which splits each failover into
   and starting the instance);
 * ``first_batch``: serving -> first non-empty batch (the instance connects to MariaDB and dumps from the cursor).
 
-About ``ha_delay_s``: canal makes standbys wait 5 s after the running node vanishes (only the former owner may
-compete at once), to ride out a flapping ZooKeeper connection of the owner. A standby cannot tell a crash from a
-flap by looking at the node -- both end in a session expiry -- so the library keeps canal's 5 s default, and this
-benchmark passes a small delay (``--ha-delay``, default 0.1 s), as a deployment that prefers fast failover would.
-A baseline of ``--baseline-runs`` runs with canal's default 5 s is measured in the same invocation. A clean
-``release()`` needs no delay at all (tests/test_ha_processes.py).
+About ``ha_delay_s``: canal makes standbys wait 5 s after the running node vanishes (only the former owner competes
+at once). Skipping that wait would be *safe* here -- fencing tokens keep a returning former owner from serving or
+moving a cursor -- but the wait is about stability: the node also vanishes when the owner's session expires in a
+short network flap, and the delay lets the former owner re-grab it instead of the destination migrating (a new dump
+from the cursor, unacked batches handed out again) on every blip. A standby cannot tell a crash from a flap (both
+are a session expiry of someone else), so it cannot skip the delay selectively. The library keeps canal's 5 s; this
+benchmark passes a small delay (``--ha-delay``, default 0.1 s), as a deployment preferring fast failover would, and
+measures ``--baseline-runs`` runs with canal's 5 s in the same invocation. A clean ``release()`` needs no delay at
+all (tests/test_ha_processes.py).
 
 Writes ``benchmarks/results/bench_failover.json``; the last line is ``RESULT median_s=... max_s=...`` (the failover
 times of the main runs).
@@ -229,9 +232,11 @@ def main() -> None:
         "zookeeper_tick_ms": 500,
         "ha_delay_s": args.ha_delay,
         "ha_delay_note": (
-            "standbys were given a small ha_delay_s; the library default stays canal's 5 s (anti-flapping: a standby "
-            "cannot tell a crashed owner from a flapping one, both end in a session expiry). The baseline below uses "
-            "5 s. A clean release() hands over with no delay at all."
+            "standbys were given a small ha_delay_s; the library default stays canal's 5 s. Skipping the delay is safe "
+            "(fencing tokens stop a returning former owner) but would migrate the destination on every short flap of "
+            "the owner's connection; a standby cannot tell a crash from a flap (both are a session expiry), so the "
+            "anti-flapping delay stays and deployments choose it. Baseline below: canal's 5 s. A clean release() "
+            "hands over with no delay."
         ),
         "runs": results,
         "summary": summary(results),
