@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +17,11 @@ from canal.spark.testing import (
     SHOP_TABLES,
     ShopWorkload,
     compare_tables,
-    local_spark,
     master_position,
     no_batch_twice,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = local_spark("pycanal-tests")
-    yield session
-    session.stop()
 
 
 class Crash(Exception):

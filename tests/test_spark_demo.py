@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,17 +11,10 @@ pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
 from canal import demo
-from canal.spark.testing import local_spark, source_runner_pids
+from canal.spark.testing import source_runner_pids
 from canal.testing.services import process_state
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = local_spark("pycanal-tests")
-    yield session
-    session.stop()
 
 
 def test_demo_reduced(spark: Any, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ from canal.spark.testing import (
     SHOP_TABLES,
     ShopWorkload,
     compare_tables,
-    local_spark,
     master_position,
     no_batch_twice,
     source_runner_pids,
@@ -31,14 +29,6 @@ from canal.spark.testing import (
 from canal.testing.services import process_state
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = local_spark("pycanal-tests")
-    register(session)
-    yield session
-    session.stop()
 
 
 def source_options(mariadb: Any, start: tuple[str, int], spool: Path) -> dict[str, str]:

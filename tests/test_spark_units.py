@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,21 +16,13 @@ from canal.config import InstanceConfig, MasterConfig
 from canal.instance import Instance
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark import DeltaMirror, Spool, alter_columns, entries_to_batch, project, register
+from canal.spark import DeltaMirror, Spool, alter_columns, entries_to_batch, project
 from canal.spark.changes import INITIAL_OFFSET, arrow_schema, cursor_key, offset_of
 from canal.spark.project import parse_create_table
 from canal.spark.source import config_from_options
-from canal.spark.testing import compare_tables, local_spark, master_position
+from canal.spark.testing import compare_tables, master_position
 
 pytestmark = [pytest.mark.spark]
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = local_spark("pycanal-tests")
-    register(session)
-    yield session
-    session.stop()
 
 
 def test_alter_columns_parses_add_and_drop_clauses() -> None:
