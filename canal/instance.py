@@ -9,6 +9,9 @@ synchronises on the instance too). Semantics are canal's, with DESIGN.md's impro
 * a cursor is row-exact inside a transaction, so a restart redelivers nothing that was acked;
 * unknown, duplicate or out-of-order batch ids raise a typed error and change nothing.
 
+:meth:`Instance.group` builds canal's group mode: one parser per member master, merged in time order by a
+:class:`~canal.sink.GroupSink` into this one store (restart semantics in its docstring).
+
 One client id consumes a destination at a time (the store has one read cursor, as canal's has); subscribing a second
 client id while another is subscribed raises :class:`~canal.errors.ServerError`.
 """
