@@ -79,6 +79,7 @@ class _Batch:
     end_seq: int
     rows: int
     last_execute_ms: int
+    source: LogIdentity  # the server the parser read from when the batch was handed out
 
 
 class _RateWindow:
@@ -420,7 +421,8 @@ class Instance:
             batch_id = self.meta.add_batch(me, events.range)
             entries = self._client_view(me, events.entries)
             last_ms = events.entries[-1].header.execute_time
-            self._batches[batch_id] = _Batch(events.start_seq, events.end_seq, _rows_of(entries), last_ms)
+            source = LogIdentity(self.parser.active_master.address, self.config.slave_id or -1)
+            self._batches[batch_id] = _Batch(events.start_seq, events.end_seq, _rows_of(entries), last_ms, source)
             self._last_get_ms = last_ms
             self._rates.add(self._batches[batch_id].rows, time.time())
             return Message(batch_id, entries)
@@ -449,12 +451,7 @@ class Instance:
             if batch is None:  # a mark this process did not hand out (left over from before a restart)
                 raise UnknownBatchError(f"batch {batch_id} of client {me} was not handed out by this process")
             del self._batches[batch_id]
-            master = self.parser.active_master
-            cursor = LogPosition(
-                LogIdentity(master.address, self.config.slave_id or -1),
-                position_range.cursor,
-                position_range.rows_done,
-            )
+            cursor = LogPosition(batch.source, position_range.cursor, position_range.rows_done)
             self.meta.update_cursor(me, cursor)
             self.store.ack(batch.end_seq)
             self._last_ack_ms = batch.last_execute_ms
