@@ -145,8 +145,18 @@ def test_sigkill_the_active_process_ten_times(
         takeovers: list[float] = []
         for _ in range(10):
             want = rng.choice([1, 2, 4, 10, 40])  # early in the backlog, or after it caught up
-            for _ in range(want):
-                next_event(lambda n, line, a=active: n == a and line.startswith("A "), 30, f"an ack by {active}")
+            acks = 0
+            while acks < want:
+                # follow a takeover that was not ours (e.g. the active's session expired under load)
+                name, line = next_event(
+                    lambda n, line, a=active: line.startswith("S ") or (n == a and line.startswith("A ")),
+                    30,
+                    f"an ack by {active}",
+                )
+                if line.startswith("S "):
+                    active = name
+                else:
+                    acks += 1
             # a random point: right after an ack line, or a little later (inside get, D line or ack)
             if rng.random() < 0.6:
                 time.sleep(rng.uniform(0, 0.03))  # picks the kill moment only
@@ -303,7 +313,8 @@ def test_sigstopped_active_serves_nothing_after_sigcont_and_its_late_ack_is_fenc
         took_over_after = time.monotonic() - stopped_at
         token2 = int(answer.split()[1])
         assert token2 > token1
-        assert took_over_after >= SESSION_TIMEOUT_S * 0.8  # not before the first's session could have expired
+        # not before the first's session could have expired (ZooKeeper counts from its last ping, ~timeout/3 apart)
+        assert took_over_after >= SESSION_TIMEOUT_S * 0.6
 
         # the new owner gets the first's outstanding batch again (it was never acked) and acks it
         batch2, ids2 = got_ids(second.command("get 3 5.0"))
