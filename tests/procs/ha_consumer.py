@@ -2,7 +2,7 @@
 
 Usage: python -m tests.procs.ha_consumer '{"zk_hosts": ..., "address": ..., "mysql": ..., "user": ..., "password": ...,
 "table_regex": ..., "journal": ..., "position": ..., "log": ..., "seed": ..., "mode": "loop" | "script",
-"ha_delay_s": 0.5, "zk_timeout_s": 2.0, "destination": "ha"}'
+"ha_delay_s": 0.5, "zk_timeout_s": 2.0, "destination": "ha"[, "break": [...]]}' ("break": see break_ha)
 
 Times are ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for every process on a Linux host).
 
@@ -16,7 +16,7 @@ stdout: "W" once standing by or serving, "S <token> <t>" on serving, "G <token> 
 of a serving interval was handed out, "A <batch>" after each ack, "I" while idle.
 
 mode "script" (the SIGSTOP and release tests) -- one command per stdin line, one answer per stdout line:
-    wait_active            -> "ACTIVE <token>" (blocks until this process is active)
+    wait_active            -> "ACTIVE <token>" (blocks until this process is active and its instance serves)
     get <n> <timeout>      -> "GOT <batch> <id> ..." | "EMPTY" | "ERR <error class>"
     ack <batch>            -> "ACKED" | "ERR <error class>"
     release                -> "RELEASED"
