@@ -300,18 +300,23 @@ class Instance:
         return self._started
 
     def start(self) -> None:
+        """Start meta, the store and the parser. A failure part-way stops what was started, then propagates."""
         with self._lock:
             if self._started:
                 return
-            self.meta.start()
-            self.log_positions.start()
-            self.store.start()
-            self.sink.reset()
-            if not self.meta.has_subscribe(self.default_client) and not self._subscribed_clients():
-                self.meta.subscribe(self.default_client)
-            for client in self._subscribed_clients():
-                self._client_filters[client.client_id] = self._narrowed(client.filter)
-            self.parser.start()
+            try:
+                self.meta.start()
+                self.log_positions.start()
+                self.store.start()
+                self.sink.reset()
+                if not self.meta.has_subscribe(self.default_client) and not self._subscribed_clients():
+                    self.meta.subscribe(self.default_client)
+                for client in self._subscribed_clients():
+                    self._client_filters[client.client_id] = self._narrowed(client.filter)
+                self.parser.start()
+            except BaseException:
+                self._shut_down()
+                raise
             self._started = True
             self._log.info("started (master %s)", self.config.master.redacted().get("address"))
 
@@ -321,14 +326,19 @@ class Instance:
             if not self._started:
                 return
             self._started = False
-            self.sink.stop()  # release a parser blocked on a full store
-            self.parser.stop()
-            self.store.stop()
-            self._batches.clear()
-            self.log_positions.stop()
-            if self._own_meta:
-                self.meta.stop()
+            self._shut_down()
             self._log.info("stopped")
+
+    def _shut_down(self) -> None:
+        # every step is a no-op on a component that is not started, so this also undoes a partial start
+        self.sink.stop()  # release a parser blocked on a full store
+        self.parser.stop()
+        if self.store.is_started:
+            self.store.stop()
+        self._batches.clear()
+        self.log_positions.stop()
+        if self._own_meta:
+            self.meta.stop()
 
     def __enter__(self) -> Self:
         self.start()

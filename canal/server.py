@@ -69,7 +69,12 @@ class _HaDestination:
             ZooKeeperMetaManager(self._zk, fence=self._fence), flush_period_s=self.config.flush_period_s
         )
         instance = Instance(self.config, meta=meta)
-        instance.start()
+        try:
+            instance.start()
+        except BaseException:
+            # the monitor gives the node up and retries later; leave nothing of this attempt running
+            self._stop_instance(instance, "a failed start")
+            raise
         with self._lock:
             self.instance = instance
         self.serving.set()

@@ -311,3 +311,17 @@ def test_ddl_entries_are_delivered(fake: FakeMysql) -> None:
     last_orders = [e for m in got for e in m if e.header.table == "orders" and e.header.event_type is EventType.INSERT]
     assert last_orders[-1].row_change is not None
     assert last_orders[-1].row_change.rows[0].after_dict()["extra"] == 5
+
+
+def test_a_failed_start_stops_what_it_had_started(fake: FakeMysql) -> None:
+    from canal.parse.log_position import MemoryLogPositionManager
+
+    class Broken(MemoryLogPositionManager):
+        def _on_start(self) -> None:
+            raise RuntimeError("disk on fire")
+
+    inst = Instance(config(fake), log_positions=Broken())
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        inst.start()
+    assert not inst.is_started and not inst.meta.is_started and not inst.store.is_started
+    assert not inst.parser.is_started
