@@ -81,10 +81,7 @@ class RunningMonitor:
         self._running = False
         self._released = False
         self._retry_pending = False  # a failed activation released the node; compete again after the delay
-        self._lost = False
-        self._last_seen: dict[str, Any] | None = None
         self._watch: DataWatch | None = None
-        self.activations = 0
         self.attempts = 0  # finished attempts to create the node (tests await the first one)
 
     # -- public state
@@ -96,11 +93,6 @@ class RunningMonitor:
     def token(self) -> int | None:
         """The fencing token of the current activation (None while standing by)."""
         return self._token if self._active.is_set() else None
-
-    @property
-    def active_data(self) -> dict[str, Any] | None:
-        """The running node's content as last seen (whoever owns it)."""
-        return self._last_seen
 
     def check_active(self) -> int:
         """The current token, or NotRunningError when this process is not the active one."""
@@ -206,25 +198,22 @@ class RunningMonitor:
         try:
             self._client.create(self.path, body, ephemeral=True, makepath=True)
         except NodeExistsError:
-            try:
-                raw, stat = self._client.get(self.path)
-            except NoNodeError:  # vanished between create and get: try again now
+            stat = self._client.exists(self.path)
+            if stat is None:  # vanished between create and the read: try again now
                 self._tasks.put(self._compete)
                 return
-            self._last_seen = _parse(raw)
             if stat.ephemeralOwner == self._session_id():
                 self._activate(stat)
             return
-        _raw, stat = self._client.get(self.path)
-        self._last_seen = _parse(_raw)
-        self._activate(stat)
+        stat = self._client.exists(self.path)
+        if stat is not None:  # else it vanished already (session trouble): the next CONNECTED competes again
+            self._activate(stat)
 
     def _activate(self, running_stat: ZnodeStat) -> None:
         token = self._bump_epoch(running_stat)
         if token is None:
             return
         self._token = token
-        self.activations += 1
         self._active.set()
         self._log.info("became active for %s (fencing token %d)", self.path, token)
         try:
@@ -300,18 +289,15 @@ class RunningMonitor:
         if state == KazooState.SUSPENDED:
             self._standby("ZooKeeper connection suspended")
         elif state == KazooState.LOST:
-            self._lost = True
             self._standby("ZooKeeper session lost")
         elif state == KazooState.CONNECTED:
             # after LOST this is a new session: the node died with the old one; otherwise check it is still ours
-            self._lost = False
             self._tasks.put(self._compete)
 
     def _on_data(self, data: bytes | None, stat: ZnodeStat | None, *_event: Any) -> None:
         if stat is None:
             self._tasks.put(self._on_deleted)
             return
-        self._last_seen = _parse(data or b"")
         if self._active.is_set() and stat.ephemeralOwner != self._session_id():
             self._tasks.put(self._verify_owner)
 
@@ -343,11 +329,3 @@ class RunningMonitor:
     def _session_id(self) -> int:
         cid = self._client.client_id
         return int(cid[0]) if cid else -1
-
-
-def _parse(raw: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(raw or b"{}")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
