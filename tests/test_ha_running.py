@@ -22,12 +22,16 @@ from canal.testing.services import ZooKeeperServer
 pytestmark = pytest.mark.integration
 
 
+# every monitor callback notifies this one condition, so a test awaits any transition instead of polling
+CHANGED = threading.Condition()
+
+
 class Recorder:
     """Collects a monitor's callbacks and lets a test await them."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
-        self.cond = threading.Condition()
+        self.cond = CHANGED
 
     def active(self, token: int) -> None:
         with self.cond:
@@ -63,6 +67,13 @@ def three(zookeeper: ZooKeeperChroot) -> Iterator[list[tuple[KazooClient, Record
 
 
 def wait_until(predicate: Any, timeout: float = 15.0) -> None:
+    """Await a state that a monitor callback brings about (callbacks run after the monitor's state changed)."""
+    with CHANGED:
+        assert CHANGED.wait_for(predicate, timeout), "condition not reached in time"
+
+
+def poll_until(predicate: Any, timeout: float = 15.0) -> None:
+    """For the one state no callback announces (a finished, unsuccessful attempt to take the node)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
@@ -148,7 +159,7 @@ def test_former_owner_regrabs_at_once_after_its_node_is_deleted(zookeeper: ZooKe
     mine.start()
     first = rec.wait_for("active")
     theirs.start()
-    wait_until(lambda: theirs.attempts >= 1)  # it has seen the node taken
+    poll_until(lambda: theirs.attempts >= 1)  # it has seen the node taken
     try:
         other.delete(zkpaths.destination_running_path("example"))  # e.g. an operator removed it
         rec.wait_for("standby")
@@ -225,7 +236,9 @@ def test_a_failed_activation_gives_the_node_up_so_a_standby_takes_over(zookeeper
     failures: list[int] = []
 
     def broken_active(token: int) -> None:
-        failures.append(token)
+        with CHANGED:
+            failures.append(token)
+            CHANGED.notify_all()
         raise RuntimeError("instance could not start")
 
     rec_a, rec_b = Recorder(), Recorder()
