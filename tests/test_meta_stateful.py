@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kazoo.client import KazooClient
+from test_log_position import run_machine
 
 from canal.client import ClientIdentity
 from canal.errors import BatchOrderError, UnknownBatchError
@@ -331,24 +331,12 @@ class PeriodMixedMachine(MetaMachine):
         self.persist_all()
 
 
-def _run(machine: type[RuleBasedStateMachine], examples: int, steps: int) -> None:
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=examples,
-            stateful_step_count=steps,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-        ),
-    )
-
-
 def test_memory_meta_matches_model() -> None:
-    _run(MemoryMachine, 100, 40)
+    run_machine(MemoryMachine, 100, 40)
 
 
 def test_file_meta_matches_model() -> None:
-    _run(FileMachine, 50, 40)
+    run_machine(FileMachine, 50, 40)
 
 
 def _with_zk(base: type[MetaMachine], zk: KazooClient) -> type[RuleBasedStateMachine]:
@@ -359,9 +347,9 @@ def _with_zk(base: type[MetaMachine], zk: KazooClient) -> type[RuleBasedStateMac
 
 @pytest.mark.integration
 def test_zookeeper_meta_matches_model(zookeeper: Any) -> None:
-    _run(_with_zk(ZooKeeperMachine, zookeeper.client()), 12, 30)
+    run_machine(_with_zk(ZooKeeperMachine, zookeeper.client()), 12, 30)
 
 
 @pytest.mark.integration
 def test_period_mixed_meta_matches_model(zookeeper: Any) -> None:
-    _run(_with_zk(PeriodMixedMachine, zookeeper.client()), 40, 30)
+    run_machine(_with_zk(PeriodMixedMachine, zookeeper.client()), 40, 30)
