@@ -218,16 +218,15 @@ def render_text(value: Any) -> str:
     if isinstance(value, bytes | bytearray | memoryview):
         # canal turns binary values into a String with ISO-8859-1, one char per byte
         return bytes(value).decode("latin-1")
+    # isoformat, not strftime: it pads years below 1000 to four digits as MySQL does, and adds the six
+    # fraction digits only when there is a fraction
     if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.UTC).replace(tzinfo=None)
-        text = value.strftime("%Y-%m-%d %H:%M:%S")
-        return f"{text}.{value.microsecond:06d}" if value.microsecond else text
+        moment: dt.datetime = value if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
+        return moment.isoformat(" ")
     if isinstance(value, dt.date):
-        return value.strftime("%Y-%m-%d")
+        return value.isoformat()
     if isinstance(value, dt.time):
-        text = value.strftime("%H:%M:%S")
-        return f"{text}.{value.microsecond:06d}" if value.microsecond else text
+        return value.replace(tzinfo=None).isoformat()
     if isinstance(value, dt.timedelta):
         return _render_timedelta(value)
     if isinstance(value, frozenset | set):

@@ -41,6 +41,7 @@ from typing import Any
 
 from canal.position import EntryPosition, LogIdentity, LogPosition, journal_number
 from canal.protocol import Entry, EntryType, TableSchema, render_text
+from canal.spark.types import base_type
 
 CHANGE_SCHEMA_DDL = (
     "destination STRING, seq BIGINT, schema STRING, table STRING, type STRING, is_ddl BOOLEAN, sql STRING, "
@@ -181,6 +182,11 @@ def position_id(entry: Entry) -> int:
 
 
 # -- rows ----------------------------------------------------------------------------------------------------------
+#
+# Row images become JSON text on the reader's hot path (one call per image), so each table layout gets an encoder
+# generated for it: the image is unpacked into locals and formatted with one ``%`` into a template holding the quoted
+# column names. Each cell takes a fast branch for the Python type its MySQL type decodes to and falls back to the
+# generic per-type encoders for anything else, so a surprising value is still rendered correctly, just slower.
 
 
 def _enc_int(v: Any) -> str:
@@ -193,6 +199,12 @@ def _enc_str(v: Any) -> str:
 
 def _enc_decimal(v: Any) -> str:
     return f'"{v:f}"'
+
+
+def _enc_float(v: float) -> str:
+    if 1e-3 <= abs(v) < 1e7:  # Java prints these like Python's repr, which always has a "." in this range
+        return '"' + repr(v) + '"'
+    return '"' + render_text(v) + '"'
 
 
 def _enc_datetime(v: dt.datetime) -> str:
@@ -213,48 +225,81 @@ _ENCODERS: dict[type, Callable[[Any], str]] = {
     int: _enc_int,
     str: _enc_str,
     Decimal: _enc_decimal,
+    float: _enc_float,
     dt.datetime: _enc_datetime,
     dt.date: _enc_date,
 }
 
 
-class _TableCodec:
-    """Per-table-layout helpers: the ``columns`` JSON, key names, and a fast JSON encoder for row images."""
+def _enc_any(v: Any) -> str:
+    return _ENCODERS.get(type(v), _enc_other)(v)
 
-    __slots__ = ("columns_json", "key_indexes", "key_names", "key_prefixes", "names", "prefixes")
+
+# the fast branch per MySQL base type: (guard, expression) on the cell variable {v}; {s} is a spare local
+_INT_CELL = ("type({v}) is int", "'\"%d\"' % {v}")
+_TEXT_CELL = ("type({v}) is str", "E({v})")
+_DATETIME_CELL = ("type({v}) is DT and {v}.tzinfo is None", "'\"' + {v}.isoformat(' ') + '\"'")
+_FAST_CELLS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"), _INT_CELL),
+    **dict.fromkeys(("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum"), _TEXT_CELL),
+    # str() of a binlog DECIMAL is its plain digits unless tiny enough for exponent notation
+    **dict.fromkeys(("decimal", "numeric"), ("type({v}) is D and 'E' not in ({s} := str({v}))", "'\"' + {s} + '\"'")),
+    **dict.fromkeys(("float", "double"), ("type({v}) is float", "F({v})")),
+    "datetime": _DATETIME_CELL,
+    "timestamp": _DATETIME_CELL,
+    "date": ("type({v}) is DA", "'\"' + {v}.isoformat() + '\"'"),
+}
+_GENERATED_GLOBALS = {"E": _encode_str, "F": _enc_float, "G": _enc_any, "D": Decimal, "DT": dt.datetime, "DA": dt.date}
+
+
+def _object_encoder(
+    names: Sequence[str], mysql_types: Sequence[str], indexes: Sequence[int], width: int
+) -> Callable[[Sequence[Any]], str]:
+    """A function rendering the cells at ``indexes`` of a ``width``-long image as a JSON object keyed by ``names``
+    (a ``ValueError`` for an image of another width)."""
+    template = "{" + ",".join(_encode_str(n).replace("%", "%%") + ":%s" for n in names) + "}"
+    cells = []
+    for i, mysql_type in zip(indexes, mysql_types, strict=True):
+        var = f"v{i}"
+        fast = _FAST_CELLS.get(base_type(mysql_type))
+        if fast is None:
+            cells.append(f"('null' if {var} is None else G({var}))")
+        else:
+            guard, expr = (part.format(v=var, s=f"s{i}") for part in fast)
+            cells.append(f"('null' if {var} is None else {expr} if {guard} else G({var}))")
+    used = set(indexes)
+    unpack = ", ".join(f"v{i}" if i in used else "_" for i in range(width))
+    source = (
+        f"def encode(image):\n    {unpack}, = image\n    return {template!r} % ({''.join(c + ', ' for c in cells)})\n"
+    )
+    namespace: dict[str, Any] = dict(_GENERATED_GLOBALS)
+    exec(compile(source, "<canal.spark.changes encoder>", "exec"), namespace)
+    encode: Callable[[Sequence[Any]], str] = namespace["encode"]
+    return encode
+
+
+class _TableCodec:
+    """Per-table-layout helpers: the ``columns`` JSON and JSON encoders for row images and their keys."""
+
+    __slots__ = ("_image", "_keys", "columns_json")
 
     def __init__(self, table: TableSchema) -> None:
-        self.names = table.names
-        self.key_indexes = table.key_indexes
-        self.key_names = tuple(table.names[i] for i in table.key_indexes)
-        self.prefixes = tuple(_encode_str(n) + ":" for n in table.names)
-        self.key_prefixes = tuple(self.prefixes[i] for i in table.key_indexes)
+        types = [c.mysql_type for c in table.columns]
+        width = len(table.columns)
+        self._image = _object_encoder(table.names, types, range(width), width)
+        keys = table.key_indexes
+        self._keys = _object_encoder([table.names[i] for i in keys], [types[i] for i in keys], keys, width)
         self.columns_json = json.dumps(
             [[c.name, c.mysql_type, c.is_key] for c in table.columns], separators=(",", ":"), ensure_ascii=False
         )
 
     def image(self, image: Sequence[Any] | None) -> str | None:
-        """A row image as a JSON object of canal text (SQL NULL as null), built without json.dumps."""
-        if image is None:
-            return None
-        get = _ENCODERS.get
-        parts = []
-        for prefix, v in zip(self.prefixes, image, strict=True):
-            if v is None:
-                parts.append(prefix + "null")
-            else:
-                parts.append(prefix + get(type(v), _enc_other)(v))
-        return "{" + ",".join(parts) + "}"
+        """A row image as a JSON object of canal text (SQL NULL as null)."""
+        return None if image is None else self._image(image)
 
     def keys(self, image: Sequence[Any] | None) -> str | None:
-        if image is None:
-            return None
-        get = _ENCODERS.get
-        parts = []
-        for prefix, i in zip(self.key_prefixes, self.key_indexes, strict=True):
-            v = image[i]
-            parts.append(prefix + ("null" if v is None else get(type(v), _enc_other)(v)))
-        return "{" + ",".join(parts) + "}"
+        """The primary-key cells of an image as a JSON object."""
+        return None if image is None else self._keys(image)
 
 
 _CODECS: dict[int, tuple[TableSchema, _TableCodec]] = {}
@@ -271,96 +316,91 @@ def _codec(table: TableSchema) -> _TableCodec:
     return codec
 
 
-def entries_to_columns(
-    entries: Iterable[Entry], destination: str, batch: int, first_index: int = 0
-) -> dict[str, list[Any]]:
-    """Change rows of ``entries`` as column lists (see the module docstring), ``seq`` numbered from ``first_index``."""
-    cols: dict[str, list[Any]] = {name: [] for name in COLUMN_NAMES}
-    (
-        c_dest,
-        c_seq,
-        c_schema,
-        c_table,
-        c_type,
-        c_ddl,
-        c_sql,
-        c_time,
-        c_file,
-        c_off,
-        c_idx,
-        c_gtid,
-        c_keys,
-        c_before,
-        c_after,
-        c_cols,
-    ) = (cols[n] for n in COLUMN_NAMES)
-    seq = (batch << SEQ_BITS) + first_index
+# Entry-level fields (one value per binlog event) are collected once per entry and spread over the entry's rows
+# with one ``take`` per column in pyarrow; only keys and images are built per row.
+_ENTRY_FIELDS = (
+    "schema",
+    "table",
+    "type",
+    "is_ddl",
+    "sql",
+    "execute_time",
+    "log_file",
+    "log_offset",
+    "gtid",
+    "columns",
+)
+
+
+def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, first_index: int = 0) -> Any:
+    """Change rows of ``entries`` (see the module docstring) as one pyarrow RecordBatch in :func:`arrow_schema`,
+    ``seq`` numbered from ``batch << SEQ_BITS | first_index``."""
+    import numpy as np
+    import pyarrow as pa
+
+    per_entry: dict[str, list[Any]] = {name: [] for name in _ENTRY_FIELDS}
+    e_schema, e_table, e_type, e_ddl, e_sql, e_time, e_file, e_off, e_gtid, e_cols = per_entry.values()
+    counts: list[int] = []
+    keys: list[str | None] = []
+    before: list[str | None] = []
+    after: list[str | None] = []
     for entry in entries:
         rc = entry.row_change
         if entry.entry_type is not EntryType.ROWDATA or rc is None:
             continue
         h = entry.header
-        micros = h.execute_time * 1000
-        if rc.is_ddl or not rc.event_type.is_dml:
-            if not rc.is_ddl:
-                continue  # a DML statement in statement form (QUERY): nothing to mirror
-            c_dest.append(destination)
-            c_seq.append(seq)
-            seq += 1
-            c_schema.append(rc.ddl_schema or h.schema)
-            c_table.append(h.table)
-            c_type.append(rc.event_type.name)
-            c_ddl.append(True)
-            c_sql.append(rc.sql)
-            c_time.append(micros)
-            c_file.append(h.log_file)
-            c_off.append(h.log_offset)
-            c_idx.append(0)
-            c_gtid.append(h.gtid)
-            c_keys.append(None)
-            c_before.append(None)
-            c_after.append(None)
-            c_cols.append(None)
-            continue
-        type_name = rc.event_type.name
-        for i, row in enumerate(rc.rows):
-            codec = _codec(row.table)
-            image = row.after if row.after is not None else row.before
-            c_dest.append(destination)
-            c_seq.append(seq)
-            seq += 1
-            c_schema.append(h.schema)
-            c_table.append(h.table)
-            c_type.append(type_name)
-            c_ddl.append(False)
-            c_sql.append(None)
-            c_time.append(micros)
-            c_file.append(h.log_file)
-            c_off.append(h.log_offset)
-            c_idx.append(i)
-            c_gtid.append(h.gtid)
-            c_keys.append(codec.keys(image))
-            c_before.append(codec.image(row.before))
-            c_after.append(codec.image(row.after))
-            c_cols.append(codec.columns_json)
-    return cols
-
-
-def columns_to_batch(cols: Mapping[str, list[Any]]) -> Any:
-    """A pyarrow RecordBatch in :func:`arrow_schema` from :func:`entries_to_columns` output."""
-    import pyarrow as pa
+        if rc.is_ddl:
+            e_schema.append(rc.ddl_schema or h.schema)
+            e_ddl.append(True)
+            e_sql.append(rc.sql)
+            e_cols.append(None)
+            counts.append(1)
+            keys.append(None)
+            before.append(None)
+            after.append(None)
+        elif rc.event_type.is_dml and rc.rows:
+            table = rc.rows[0].table
+            codec = _codec(table)
+            for row in rc.rows:
+                if row.table is not table:  # one row event has one table map; guard anyway
+                    table, codec = row.table, _codec(row.table)
+                image = row.after if row.after is not None else row.before
+                keys.append(codec.keys(image))
+                before.append(codec.image(row.before))
+                after.append(codec.image(row.after))
+            e_schema.append(h.schema)
+            e_ddl.append(False)
+            e_sql.append(None)
+            e_cols.append(codec.columns_json)
+            counts.append(len(rc.rows))
+        else:
+            continue  # a DML statement in statement form (QUERY), or an empty row event: nothing to mirror
+        e_table.append(h.table)
+        e_type.append(rc.event_type.name)
+        e_time.append(h.execute_time * 1000)
+        e_file.append(h.log_file)
+        e_off.append(h.log_offset)
+        e_gtid.append(h.gtid)
 
     schema = arrow_schema()
-    arrays = []
-    for field in schema:
-        values = cols[field.name]
-        if field.name == "execute_time":
-            arrays.append(pa.array(values, type=pa.int64()).cast(field.type))
-        else:
-            arrays.append(pa.array(values, type=field.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, first_index: int = 0) -> Any:
-    """Change rows of ``entries`` as one pyarrow RecordBatch."""
-    return columns_to_batch(entries_to_columns(entries, destination, batch, first_index))
+    n_rows = len(keys)
+    counts_np = np.asarray(counts, dtype=np.int64)
+    spread = pa.array(np.repeat(np.arange(len(counts), dtype=np.int64), counts_np))
+    starts = np.cumsum(counts_np) - counts_np
+    row_index = np.arange(n_rows, dtype=np.int64) - np.repeat(starts, counts_np)
+    first = (batch << SEQ_BITS) + first_index
+    arrays: dict[str, Any] = {
+        "destination": pa.array([destination], pa.string()).take(pa.array(np.zeros(n_rows, dtype=np.int64))),
+        "seq": pa.array(np.arange(first, first + n_rows, dtype=np.int64)),
+        "row_index": pa.array(row_index.astype(np.int32)),
+        "keys": pa.array(keys, pa.string()),
+        "before": pa.array(before, pa.string()),
+        "after": pa.array(after, pa.string()),
+    }
+    for name, values in per_entry.items():
+        field = schema.field(name)
+        column = (
+            pa.array(values, pa.int64()).cast(field.type) if name == "execute_time" else pa.array(values, field.type)
+        )
+        arrays[name] = column.take(spread)
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)

@@ -1,0 +1,128 @@
+"""Change rows: the generated per-layout encoders against a plain model (``render_text`` per cell, ``json.dumps``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyarrow")
+
+from canal.position import EntryPosition
+from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema, render_text
+from canal.spark.changes import COLUMN_NAMES, SEQ_BITS, arrow_schema, entries_to_batch
+
+# MySQL types whose encoders take a fast branch, and one that does not (bit)
+MYSQL_TYPES = (
+    "int(11)",
+    "bigint(20) unsigned",
+    "varchar(20)",
+    "text",
+    "decimal(30,10)",
+    "double",
+    "float",
+    "datetime(6)",
+    "timestamp",
+    "date",
+    "bit(8)",
+    "enum('a','b')",
+)
+
+# any value may arrive in any column: a fast branch must fall back correctly on a surprising type
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.text(),
+    st.decimals(allow_nan=False, allow_infinity=False, places=None),
+    st.floats(),
+    st.datetimes(),
+    st.datetimes(timezones=st.just(dt.UTC)),
+    st.dates(),
+    st.times(),
+    st.binary(max_size=8),
+)
+NAMES = st.text(min_size=1, max_size=6)
+
+
+def model_object(names: list[str], image: tuple[Any, ...]) -> dict[str, Any]:
+    return {n: None if v is None else render_text(v) for n, v in zip(names, image, strict=True)}
+
+
+@st.composite
+def layouts_and_images(draw: st.DrawFn) -> tuple[TableSchema, list[tuple[Any, ...]]]:
+    names = draw(st.lists(NAMES, min_size=1, max_size=6, unique=True))
+    types = [draw(st.sampled_from(MYSQL_TYPES)) for _ in names]
+    keys = draw(st.lists(st.booleans(), min_size=len(names), max_size=len(names)))
+    table = TableSchema(
+        "s", "t", tuple(ColumnMeta(n, mysql_type=t, is_key=k) for n, t, k in zip(names, types, keys, strict=True))
+    )
+    images = draw(st.lists(st.tuples(*[VALUES for _ in names]), min_size=1, max_size=5))
+    return table, images
+
+
+def _entry(table: TableSchema, rows: list[RowData], event: EventType = EventType.UPDATE) -> Entry:
+    header = Header("mysql-bin.000003", 900, 1, 1_700_000_000_000, table.schema, table.table, event, 40)
+    anchor = EntryPosition("mysql-bin.000003", 800, 1_700_000_000_000, 1, None, True)
+    return Entry(header, EntryType.ROWDATA, RowChange(event, rows), anchor=anchor, rows_done=len(rows))
+
+
+@settings(max_examples=300, deadline=None)
+@given(layouts_and_images())
+def test_row_images_render_every_cell_as_canal_text(case: tuple[TableSchema, list[tuple[Any, ...]]]) -> None:
+    table, images = case
+    rows = [RowData(table, before=img, after=img[::-1] if len(set(map(type, img))) == 1 else img) for img in images]
+    batch = entries_to_batch([_entry(table, rows)], "d", 2, 5)
+    names = list(table.names)
+    key_names = [names[i] for i in table.key_indexes]
+    for row, out in zip(rows, batch.to_pylist(), strict=True):
+        assert row.after is not None and row.before is not None
+        assert json.loads(out["after"]) == model_object(names, row.after)
+        assert json.loads(out["before"]) == model_object(names, row.before)
+        assert json.loads(out["keys"]) == {k: v for k, v in model_object(names, row.after).items() if k in key_names}
+        assert json.loads(out["columns"]) == [[c.name, c.mysql_type, c.is_key] for c in table.columns]
+
+
+def test_an_image_of_another_width_is_refused() -> None:
+    table = TableSchema("s", "t", (ColumnMeta("id", mysql_type="int", is_key=True), ColumnMeta("v")))
+    with pytest.raises(ValueError):
+        entries_to_batch([_entry(table, [RowData(table, after=(1, 2, 3))], EventType.INSERT)], "d", 1)
+
+
+def test_entry_fields_spread_over_rows_and_ddl_rows_stand_alone() -> None:
+    t1 = TableSchema("s", "t", (ColumnMeta("id", mysql_type="int", is_key=True), ColumnMeta("x", mysql_type="double")))
+    rows1 = [RowData(t1, after=(i, i / 7)) for i in range(3)]
+    ddl_header = Header("mysql-bin.000003", 950, 1, 1_700_000_001_000, "s", "t", EventType.ALTER, 40)
+    ddl = Entry(
+        ddl_header,
+        EntryType.ROWDATA,
+        RowChange(EventType.ALTER, is_ddl=True, sql="ALTER TABLE t ADD y INT", ddl_schema="s"),
+        anchor=EntryPosition("mysql-bin.000003", 950, 1_700_000_001_000, 1, None, False),
+    )
+    heartbeat = Entry(ddl_header, EntryType.HEARTBEAT)
+    rows2 = [RowData(t1, before=(7, None)), RowData(t1, before=(8, Decimal("1.5")))]
+    batch = entries_to_batch(
+        [_entry(t1, rows1, EventType.INSERT), heartbeat, ddl, _entry(t1, rows2, EventType.DELETE)], "dest", 4, 10
+    )
+    assert batch.schema.equals(arrow_schema()) and batch.schema.names == list(COLUMN_NAMES)
+    out = batch.to_pylist()
+    assert [r["seq"] for r in out] == [(4 << SEQ_BITS) + 10 + i for i in range(6)]
+    assert [r["type"] for r in out] == ["INSERT"] * 3 + ["ALTER"] + ["DELETE"] * 2
+    assert [r["row_index"] for r in out] == [0, 1, 2, 0, 0, 1]
+    assert [r["log_offset"] for r in out] == [900] * 3 + [950] + [900] * 2
+    assert {r["destination"] for r in out} == {"dest"}
+    assert out[3]["is_ddl"] and out[3]["sql"] == "ALTER TABLE t ADD y INT" and out[3]["columns"] is None
+    assert out[3]["execute_time"] == dt.datetime(2023, 11, 14, 22, 13, 21, tzinfo=dt.UTC)
+    assert json.loads(out[2]["after"]) == {"id": "2", "x": render_text(2 / 7)} and out[2]["before"] is None
+    assert out[5]["after"] is None and json.loads(out[5]["before"]) == {"id": "8", "x": "1.5"}
+    assert json.loads(out[4]["keys"]) == {"id": "7"}
+
+
+def test_an_empty_batch_has_the_schema() -> None:
+    batch = entries_to_batch([], "d", 1)
+    assert batch.num_rows == 0 and batch.schema.equals(arrow_schema())
