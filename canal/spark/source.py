@@ -16,13 +16,15 @@ Options (strings, as Spark passes them): ``properties`` (path to an ``instance.p
 any ``canal.*`` / ``pycanal.*`` key is passed through as a properties key. Reader settings: ``spool.dir`` (required
 unless ``meta.dir`` is set; put it next to the checkpoint), ``batch.size`` (entries per instance get, default 4096),
 ``max.entries`` (entries per micro-batch, default 50000), ``read.timeout`` (seconds a read waits when nothing is
-there yet, default 0.5).
+there yet, default 0.5), ``prefetch`` (default true: prepare the next batch while Spark runs this one).
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
 options. ``read(start)`` pulls entries (``get_without_ack``), writes the batch's rows *and* end offset to the spool
 file named by ``start`` (Arrow IPC, written atomically), then returns them. ``commit(end)`` acks the instance batches
-up to ``end`` and deletes their spool files.
+up to ``end`` and deletes their spool files. With ``prefetch``, as soon as ``read`` returns, a thread prepares (and
+spools) the batch after it from what the instance already holds, so decoding and encoding overlap Spark's work on
+the current batch; the next ``read`` finds it ready.
 
 Exactly-once replay. The Spark checkpoint is the authority on positions: whenever ``read(start)`` finds the instance
 somewhere other than ``start`` (a new runner process, a restart), it restarts the instance at the cursor ``start``
@@ -49,6 +51,7 @@ from typing import Any
 from canal.config import InstanceConfig
 from canal.errors import CanalError
 from canal.instance import Instance, build_meta
+from canal.log import destination_logger
 from canal.parse.log_position import FailbackLogPositionManager, MemoryLogPositionManager, MetaLogPositionManager
 from canal.position import EntryPosition
 from canal.protocol import EMPTY_MESSAGE_ID
@@ -100,7 +103,7 @@ _CAMEL_KEYS = {
     )
 }
 _SHORT_KEYS.update({"zk.servers": "canal.zkServers", "meta.mode": "pycanal.meta.mode"})
-_READER_KEYS = frozenset({"properties", "spool.dir", "batch.size", "max.entries", "read.timeout", "path"})
+_READER_KEYS = frozenset({"properties", "spool.dir", "batch.size", "max.entries", "read.timeout", "prefetch", "path"})
 
 
 class SourceError(CanalError):
@@ -222,6 +225,22 @@ class _Session:
         self.meta: Any = None
         self.pos: Offset | None = None  # the offset after the last entry handed out by the instance
         self.outstanding: list[tuple[int, Offset]] = []  # instance batch ids handed out, with their end offsets
+        self.prefetcher: threading.Thread | None = None  # preparing the batch after the last one returned
+        self.prefetched: tuple[str, Any, Offset] | None = None  # (canonical start, record batch, end offset)
+
+    def finish_prefetch(self) -> None:
+        """Wait for the batch being prepared in the background, if any."""
+        thread = self.prefetcher
+        if thread is not None:
+            thread.join()
+            self.prefetcher = None
+
+    def take_prefetched(self, start: Offset) -> tuple[Any, Offset] | None:
+        """The batch prepared in the background for ``start`` (consumed), None if there is none."""
+        prefetched, self.prefetched = self.prefetched, None
+        if prefetched is None or prefetched[0] != canonical(start):
+            return None
+        return prefetched[1], prefetched[2]
 
     def open_at(self, start: Offset) -> Instance:
         """(Re)start the instance so that its next entry is the first one after ``start``."""
@@ -242,8 +261,10 @@ class _Session:
         return instance
 
     def close(self) -> None:
+        if self.prefetcher is not threading.current_thread():
+            self.finish_prefetch()
         instance, meta = self.instance, self.meta
-        self.instance, self.meta, self.pos, self.outstanding = None, None, None, []
+        self.instance, self.meta, self.pos, self.outstanding, self.prefetched = None, None, None, [], None
         if instance is not None:
             with contextlib.suppress(Exception):
                 instance.stop()
@@ -296,6 +317,7 @@ class CanalStreamReader:
         self.batch_size = int(lower.get("batch.size", "4096"))
         self.max_entries = int(lower.get("max.entries", "50000"))
         self.read_timeout = float(lower.get("read.timeout", "0.5"))
+        self.prefetch = lower.get("prefetch", "true").strip().lower() not in ("false", "0", "no")
         self.destination = config_from_options(self.options).destination  # validates the options early
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
 
@@ -303,12 +325,26 @@ class CanalStreamReader:
         return dict(INITIAL_OFFSET)
 
     def read(self, start: Offset) -> tuple[Iterator[Any], Offset]:
-        spooled = self.spool.read(start)
+        session = _session(self.options)
+        session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
+        spooled = session.take_prefetched(start) or self.spool.read(start)
         if spooled is not None:
             spooled_batch, spooled_end = spooled
+            self._prefetch(session, spooled_end)
             return iter([spooled_batch] if spooled_batch.num_rows else []), spooled_end
+        prepared = self._prepare(session, start, wait=True)
+        if prepared is None:
+            return iter([]), start
+        batch, end = prepared
+        self._prefetch(session, end)
+        return iter([batch] if batch.num_rows else []), end
+
+    def _prepare(self, session: _Session, start: Offset, *, wait: bool) -> tuple[Any, Offset] | None:
+        """Pull the entries after ``start``, turn them into a batch and spool it; None when nothing came.
+
+        ``wait``: when nothing is there yet, wait up to ``read.timeout`` for a first instance batch.
+        """
         batch_no = int(start.get("batch", 0)) + 1
-        session = _session(self.options)
         with session.lock:
             if session.instance is None or session.pos is None or cursor_key(session.pos) != cursor_key(start):
                 session.open_at(start)
@@ -316,7 +352,7 @@ class CanalStreamReader:
             assert instance is not None
             entries: list[Any] = []
             end: Offset | None = None
-            waited = False
+            waited = not wait
             partial = False
             while len(entries) < self.max_entries and not partial:
                 size = min(self.batch_size, self.max_entries - len(entries))
@@ -340,11 +376,39 @@ class CanalStreamReader:
                 end = dict(start)
             # entries past an AvailableNow target were handed out but not returned: reopen on the next read
             session.pos = None if partial else end
-        if end is start or canonical(end) == canonical(start):
-            return iter([]), start
+        if canonical(end) == canonical(start):
+            return None
         batch = entries_to_batch(entries, self.destination, batch_no)
         self.spool.write(start, end, batch)
-        return iter([batch] if batch.num_rows else []), end
+        return batch, end
+
+    def _prefetch(self, session: _Session, start: Offset) -> None:
+        """Prepare the batch after ``start`` in a thread while Spark runs the current one (``prefetch`` option).
+
+        Only from what the instance holds already (no waiting), and only when the instance stands at ``start``. The
+        prepared batch is spooled like any other, so whether or not it is asked for, a read of ``start`` -- in this
+        process or after a restart -- returns exactly it.
+        """
+        if not self.prefetch or session.instance is None or session.pos is None:
+            return
+        if cursor_key(session.pos) != cursor_key(start):
+            return
+
+        def prepare() -> None:
+            try:
+                prepared = self._prepare(session, start, wait=False)
+            except Exception:  # the next read starts over from its own start and reports what is wrong
+                destination_logger(__name__, self.destination).warning(
+                    "preparing the next batch failed; the next read reopens the instance", exc_info=True
+                )
+                with session.lock:
+                    session.pos = None
+                return
+            if prepared is not None:
+                session.prefetched = (canonical(start), prepared[0], prepared[1])
+
+        session.prefetcher = threading.Thread(target=prepare, name="canal-spark-prefetch", daemon=True)
+        session.prefetcher.start()
 
     def readBetweenOffsets(self, start: Offset, end: Offset) -> Iterator[Any]:
         batches = []
