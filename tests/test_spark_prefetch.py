@@ -74,7 +74,7 @@ def read_until(r: CanalStreamReader, start: Offset, want: int) -> tuple[list[tup
 
 def test_prefetched_batches_are_the_stream_in_order_and_spooled(fake: FakeMysql, tmp_path: Path) -> None:
     r = reader(fake, tmp_path / "spool", prefetch=True)
-    got, end = read_until(r, dict(INITIAL_OFFSET), ROWS)
+    got, _ = read_until(r, dict(INITIAL_OFFSET), ROWS)
     assert ids([b for _, b, _ in got]) == list(range(ROWS))
     seqs = [s for _, b, _ in got for s in b.column("seq").to_pylist()]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
