@@ -29,7 +29,7 @@ import attrs
 
 from canal.errors import CanalError
 from canal.protocol import render_text
-from canal.spark.types import arrow_type, typed_array
+from canal.spark.types import arrow_type, typed_array, typed_strings
 
 OP_COLUMN = "_canal_op"
 
@@ -60,11 +60,16 @@ class ApplyResult:
 class _TablePlan:
     schema: str
     table: str
-    changes: dict[str, tuple[bool, str | None, str]] = attrs.field(factory=dict)  # key -> (delete, after, columns)
+    # the last change per key (raw ``keys`` text) in the order of those last changes: DELETE flags, keys, after
+    # images (Arrow arrays of equal length; None until the planner sets them)
+    deletes: Any = None
+    keys: Any = None
+    after: Any = None
     layout: str | None = None
     ddl: list[tuple[str, str]] = attrs.field(factory=list)  # (type, sql) in order
     truncate: bool = False
     rows: int = 0
+    source_s: float = 0.0  # time spent building the MERGE source (part of the batch's prepare time)
 
 
 _ALTER = re.compile(r"^\s*alter\s+(?:online\s+|ignore\s+)*table\s+(?:if\s+exists\s+)?\S+\s+(.*)$", re.I | re.S)
@@ -154,6 +159,88 @@ def _to_arrow_table(changes: Any) -> Any:
     raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
 
 
+def _ascending(seq: Any) -> bool:
+    """Whether ``seq`` is already in (non-decreasing) order, so the stable sort would keep every row in place."""
+    import pyarrow.compute as pc
+
+    if seq.null_count:
+        return False
+    in_order: bool | None = pc.all(pc.less_equal(seq.slice(0, len(seq) - 1), seq.slice(1))).as_py()
+    return bool(in_order)
+
+
+def _any(mask: Any) -> bool:
+    import pyarrow.compute as pc
+
+    return pc.any(mask).as_py() is True
+
+
+def _all(mask: Any) -> bool:
+    import pyarrow.compute as pc
+
+    return pc.all(mask).as_py() is not False
+
+
+def _positions(n: int) -> Any:
+    """``0 .. n-1`` as an int64 Arrow array, built in C."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.subtract(pc.cumulative_sum(pa.nulls(n, pa.int64()).fill_null(1)), 1)
+
+
+_BLOCK = 1 << 20  # pyarrow.json's default block size; a block must hold the longest image
+
+
+def _parse_images(texts: Any, layout: Any) -> list[Any] | None:
+    """The layout's columns of JSON images (one object of canal text per value), typed, parsed by pyarrow.json;
+    None when the images or the layout are outside what this path reproduces exactly -- the caller then parses them
+    in Python. pyarrow.json rejects duplicate names, non-string values, and everything ``json.loads`` rejects, so
+    what it accepts reads the same; a null image or one that is not a lone object (checked by the first character
+    and the row count) goes to Python."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    n = len(texts)
+    if n == 0 or texts.null_count:
+        return None
+    if not isinstance(layout, list) or not all(
+        isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and isinstance(c[1], str) for c in layout
+    ):
+        return None
+    names = [c[0] for c in layout]
+    if len(set(names)) != len(names):
+        return None
+    if not pc.all(pc.starts_with(texts, "{")).as_py():
+        # every line then yields at least one row or an error, so n rows means one object per image
+        return None
+    longest = pc.max(pc.binary_length(texts)).as_py()
+    if longest >= (1 << 30):
+        return None
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    # each image followed by a newline, all in one fresh data buffer: that buffer is the newline-delimited text
+    wide = pa.large_string()  # 64-bit offsets: a batch's images may exceed 2 GiB together
+    lines = pc.binary_join_element_wise(texts.cast(wide), pa.scalar("", wide), pa.scalar("\n", wide))
+    _validity, offsets_buffer, data = lines.buffers()
+    offsets = pa.Array.from_buffers(pa.int64(), n + 1, [None, offsets_buffer], offset=lines.offset)
+    start, end = offsets[0].as_py(), offsets[n].as_py()
+    joined = data.slice(start, end - start)
+    schema = pa.schema([pa.field(name, pa.string()) for name in names])
+    try:
+        parsed = pj.read_json(
+            pa.BufferReader(joined),
+            read_options=pj.ReadOptions(block_size=max(_BLOCK, 2 * (longest + 1))),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+    except pa.ArrowException:
+        return None
+    if parsed.num_rows != n:
+        return None
+    return [typed_strings(parsed.column(name), arrow_type(type_text)) for name, type_text, _key in layout]
+
+
 class DeltaMirror:
     """One Delta table per source table under ``root``; ``mirror(df, batch_id)`` applies a batch idempotently."""
 
@@ -233,82 +320,158 @@ class DeltaMirror:
             stats.changes += plan.rows
             merge_began = time.perf_counter()
             applied = self._apply_table(plan, batch_id, stats)
-            result.merge_s += time.perf_counter() - merge_began
+            # building the MERGE source happens in _apply_table (only for tables not skipped) but is preparation
+            result.merge_s += time.perf_counter() - merge_began - plan.source_s
+            result.prepare_s += plan.source_s
             result.tables[name] = "applied" if applied else "skipped"
         self.history.append(result)
         return result
 
     def _plan(self, table: Any) -> dict[str, _TablePlan]:
+        """Reduce a batch to per-table plans with Arrow kernels; only DDL rows (few) are looked at in Python.
+
+        The outcome is that of walking the rows in ``seq`` order (ties in arrival order): a row belongs to the table
+        ``f"{schema}.{table}"`` (rows without a table name, and tables outside ``tables=``, are dropped); DDL rows are
+        kept in order and TRUNCATE/ERASE forgets the table's earlier DML rows; DML rows with null keys or columns
+        are ignored; the table layout is its last DML row's ``columns``; per ``keys`` text the last change wins.
+        """
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        if table.num_rows > 1:
-            table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
-        cols = {n: table.column(n).to_pylist() for n in ("schema", "table", "type", "is_ddl", "sql", "keys")}
-        after = table.column("after").to_pylist()
-        layouts = table.column("columns").to_pylist()
-        plans: dict[str, _TablePlan] = {}
-        schemas, tables, types, ddls, sqls, keys = (
-            cols["schema"],
-            cols["table"],
-            cols["type"],
-            cols["is_ddl"],
-            cols["sql"],
-            cols["keys"],
+        table = table.select(list(MIRROR_COLUMNS))
+        if table.num_rows > 1 and not _ascending(table.column("seq")):
+            table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
+        names = table.column("table")
+        named = pc.fill_null(pc.not_equal(names, ""), False)
+        if not _all(named):
+            table = table.filter(named)
+        # the plan name exactly as f"{schema}.{table}" spells it (a null schema reads "None"), so rows whose names
+        # collide share a plan as they always have
+        full = pc.binary_join_element_wise(
+            table.column("schema"), table.column("table"), ".", null_handling="replace", null_replacement="None"
         )
-        for i in range(table.num_rows):
-            full = f"{schemas[i]}.{tables[i]}"
-            if self.only is not None and full not in self.only:
-                continue
-            if not tables[i]:
-                continue
-            plan = plans.get(full)
-            if plan is None:
-                plan = plans[full] = _TablePlan(schemas[i], tables[i])
-            plan.rows += 1
-            if ddls[i]:
-                kind = types[i]
+        if self.only is not None:
+            chosen = pc.is_in(full, value_set=pa.array(sorted(self.only), type=pa.string()))
+            if not _all(chosen):
+                table = table.filter(chosen)
+                full = full.filter(chosen)
+        n = table.num_rows
+        plans: dict[str, _TablePlan] = {}
+        if n == 0:
+            return plans
+        if isinstance(full, pa.ChunkedArray):
+            full = full.combine_chunks()
+        # dictionary order is first appearance, which is the order plans are applied in
+        encoded = pc.dictionary_encode(full)
+        full_names: list[str] = encoded.dictionary.to_pylist()
+        tid = encoded.indices.cast(pa.int64())
+        pos = _positions(n)
+        per_table = pa.table({"tid": tid, "pos": pos}).group_by("tid").aggregate([("pos", "min"), ("pos", "count")])
+        firsts = per_table.column("pos_min")
+        heads = pa.table(
+            {
+                "tid": per_table.column("tid"),
+                "schema": table.column("schema").take(firsts),
+                "table": table.column("table").take(firsts),
+                "rows": per_table.column("pos_count"),
+            }
+        ).sort_by("tid")
+        for t, schema, name, rows in zip(*(heads.column(c).to_pylist() for c in heads.column_names), strict=True):
+            plan = plans[full_names[t]] = _TablePlan(schema, name)
+            plan.rows = rows
+        by_tid = list(plans.values())
+
+        is_ddl = pc.fill_null(table.column("is_ddl"), False)
+        truncated_at: dict[int, int] = {}
+        if _any(is_ddl):
+            at = pc.indices_nonzero(is_ddl)
+            ddl_rows = zip(
+                at.to_pylist(),
+                tid.take(at).to_pylist(),
+                table.column("type").take(at).to_pylist(),
+                table.column("sql").take(at).to_pylist(),
+                strict=True,
+            )
+            for row, t, kind, sql in ddl_rows:
+                plan = by_tid[t]
                 if kind in ("TRUNCATE", "ERASE"):
-                    plan.changes.clear()
+                    truncated_at[t] = row
                     plan.truncate = True
-                plan.ddl.append((kind, sqls[i] or ""))
-                continue
-            layout = layouts[i]
-            key = keys[i]
-            if key is None or layout is None:
-                continue
-            if key == "{}":
-                raise MirrorError(f"{full} has no primary key; the mirror needs one to apply updates and deletes")
-            plan.layout = layout
-            if types[i] == "DELETE":
-                plan.changes.pop(key, None)
-                plan.changes[key] = (True, None, layout)
-            else:
-                plan.changes.pop(key, None)  # keep dict order = order of last change
-                plan.changes[key] = (False, after[i], layout)
+                plan.ddl.append((kind, sql or ""))
+
+        keys = table.column("keys")
+        dml = pc.and_(pc.invert(is_ddl), pc.and_(pc.is_valid(keys), pc.is_valid(table.column("columns"))))
+        if not _any(dml):
+            return plans
+        keyless = pc.and_(dml, pc.fill_null(pc.equal(keys, "{}"), False))
+        if _any(keyless):
+            full = full_names[tid[pc.indices_nonzero(keyless)[0].as_py()].as_py()]  # the first such row's table
+            raise MirrorError(f"{full} has no primary key; the mirror needs one to apply updates and deletes")
+        rows = pa.table({"tid": tid, "pos": pos, "keys": keys}).filter(dml)
+        # the layout is the last DML row's, even one a later TRUNCATE discards
+        last_rows = rows.group_by("tid").aggregate([("pos", "max")])
+        layouts = table.column("columns").take(last_rows.column("pos_max")).to_pylist()
+        for t, layout in zip(last_rows.column("tid").to_pylist(), layouts, strict=True):
+            by_tid[t].layout = layout
+        if truncated_at:
+            cut = pa.array([truncated_at.get(t, -1) for t in range(len(by_tid))], type=pa.int64())
+            rows = rows.filter(pc.greater(rows.column("pos"), cut.take(rows.column("tid"))))
+        last = rows.group_by(["tid", "keys"]).aggregate([("pos", "max")])
+        last = last.select(["tid", "pos_max"]).sort_by([("tid", "ascending"), ("pos_max", "ascending")])
+        kept = table.select(["type", "keys", "after"]).take(last.column("pos_max"))
+        deletes = pc.fill_null(pc.equal(kept.column("type"), "DELETE"), False)
+        counts = last.group_by("tid").aggregate([("pos_max", "count")]).sort_by("tid")
+        offset = 0
+        for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "pos_max_count")), strict=True):
+            plan = by_tid[t]
+            plan.deletes = deletes.slice(offset, count)
+            plan.keys = kept.column("keys").slice(offset, count)
+            plan.after = kept.column("after").slice(offset, count)
+            offset += count
         return plans
 
     def _source(self, plan: _TablePlan) -> tuple[Any, list[str]]:
+        """The MERGE source: the plan's last changes as typed columns plus the operation column."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         assert plan.layout is not None
         layout = json.loads(plan.layout)
         names = [c[0] for c in layout]
         key_names = [c[0] for c in layout if c[2]]
+        if plan.deletes is None:
+            deletes, keys, after = pa.array([], pa.bool_()), pa.array([], pa.string()), pa.array([], pa.string())
+        else:
+            deletes, keys, after = plan.deletes, plan.keys, plan.after
+        columns = _parse_images(pc.if_else(deletes, keys, after), layout)
+        if columns is None:
+            return self._source_slow(layout, deletes, keys, after), key_names
+        arrays = [*columns, pc.if_else(deletes, "d", "u")]
+        arrays = [a if isinstance(a, pa.ChunkedArray) else pa.chunked_array([a]) for a in arrays]
+        return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN]), key_names
+
+    @staticmethod
+    def _source_slow(layout: Any, deletes: Any, keys: Any, after: Any) -> Any:
+        """The MERGE source built in Python, value by value: for the layouts and images the Arrow path does not
+        take on (odd JSON, duplicate names, null images), with their original outcome, errors included."""
+        import pyarrow as pa
+
+        names = [c[0] for c in layout]
         values: dict[str, list[str | None]] = {n: [] for n in names}
         ops: list[str] = []
-        for key, (delete, after, _layout) in plan.changes.items():
+        for delete, key, image_text in zip(deletes.to_pylist(), keys.to_pylist(), after.to_pylist(), strict=True):
             image: dict[str, str | None]
             if delete:
                 image = json.loads(key)
             else:
-                assert after is not None
-                image = json.loads(after)
+                assert image_text is not None
+                image = json.loads(image_text)
             for n in names:
                 values[n].append(image.get(n))
             ops.append("d" if delete else "u")
         arrays = [typed_array(values[n], arrow_type(t)) for n, t, _k in layout]
         arrays.append(pa.array(ops, type=pa.string()))
-        return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN]), key_names
+        return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN])
 
     def _apply_table(self, plan: _TablePlan, batch_id: int, stats: TableStats) -> bool:
         import pyarrow.compute as pc
@@ -332,7 +495,9 @@ class DeltaMirror:
                 write_deltalake(dt, dt.to_pyarrow_table().slice(0, 0), mode="append", commit_properties=commit)
             stats.applied += 1
             return True
+        source_began = time.perf_counter()
         source, key_names = self._source(plan)
+        plan.source_s = time.perf_counter() - source_began
         if not key_names:
             raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
         upserts = source.filter(pc.equal(source.column(OP_COLUMN), "u"))

@@ -56,19 +56,55 @@ def typed_array(texts: Sequence[str | None], target: Any) -> Any:
 
     if pa.types.is_binary(target):
         return pa.array([None if t is None else t.encode("latin-1") for t in texts], type=target)
-    strings = pa.array(texts, type=pa.string())
+    return typed_strings(pa.array(texts, type=pa.string()), target)
+
+
+def typed_strings(strings: Any, target: Any) -> Any:
+    """:func:`typed_array` for canal text already in an Arrow string array (or chunked array), without a trip
+    through Python objects: same values, same nulls for text that does not parse, binary as latin-1 bytes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_binary(target):
+        # ASCII text is its own latin-1 encoding, so the UTF-8 bytes can be reinterpreted in place; other text
+        # takes the per-value path, which also raises like typed_array for characters beyond latin-1
+        if strings.null_count == len(strings) or pc.all(pc.string_is_ascii(strings)).as_py():
+            return strings.cast(target)
+        texts: list[str | None] = strings.to_pylist()
+        return typed_array(texts, target)
     if pa.types.is_string(target):
         return strings
     try:
         return strings.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        out = []
-        for t in texts:
-            try:
-                out.append(None if t is None else pa.array([t], type=pa.string()).cast(target)[0].as_py())
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                out.append(None)
-        return pa.array(out, type=target)
+        if isinstance(strings, pa.ChunkedArray):
+            strings = strings.combine_chunks()
+        return _cast_or_null(strings, target)
+
+
+_SMALL = 32  # below this many values a failed cast is retried value by value instead of by halves
+
+
+def _cast_or_null(strings: Any, target: Any) -> Any:
+    """Cast, nulling exactly the values whose own cast fails. Casts are value by value, so casting halves until
+    they succeed gives the same values as casting each value alone, with a few casts for a few bad values."""
+    import pyarrow as pa
+
+    try:
+        return strings.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    if len(strings) > _SMALL:
+        half = len(strings) // 2
+        parts = [_cast_or_null(strings.slice(0, half), target), _cast_or_null(strings.slice(half), target)]
+        return pa.concat_arrays(parts)
+    out: list[Any] = []
+    for i in range(len(strings)):
+        try:
+            out.append(strings.slice(i, 1).cast(target)[0].as_py())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            out.append(None)
+    return pa.array(out, type=target)
 
 
 def spark_type_sql(mysql_type: str) -> str:

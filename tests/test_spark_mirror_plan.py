@@ -1,0 +1,377 @@
+"""DeltaMirror's Arrow planning and source building against a row-by-row model of a batch.
+
+The model walks the change rows in ``seq`` order with plain dicts (the mirror's documented semantics) and converts
+canal text with Python's own parsers; the mirror does the same work with Arrow kernels and ``pyarrow.json``. Random
+batches (several tables, small key spaces, TRUNCATE/ERASE, ALTER, null values, odd names, images with missing or
+extra names, rows arriving out of order, several record batches) must plan to the same per-table changes, and a few
+must leave the same rows in Delta.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from canal.spark.mirror import OP_COLUMN, DeltaMirror, MirrorError
+from canal.spark.types import typed_array, typed_strings
+
+Row = dict[str, Any]
+
+ARROW_SCHEMA = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("schema", pa.string()),
+        ("table", pa.string()),
+        ("type", pa.string()),
+        ("is_ddl", pa.bool_()),
+        ("sql", pa.string()),
+        ("keys", pa.string()),
+        ("after", pa.string()),
+        ("columns", pa.string()),
+    ]
+)
+
+# -- canal text by MySQL type, and the value the mirror should store for it (parsed without Arrow) -------------------
+
+
+def _datetime(text: str) -> dt.datetime | None:
+    return None if text.startswith("0000") else dt.datetime.fromisoformat(text)
+
+
+def _date(text: str) -> dt.date | None:
+    return None if text.startswith("0000") else dt.date.fromisoformat(text)
+
+
+_datetimes = st.datetimes(min_value=dt.datetime(1970, 1, 1), max_value=dt.datetime(2100, 1, 1))
+TYPES: dict[str, tuple[st.SearchStrategy[str], Callable[[str], Any]]] = {
+    "int(11)": (st.integers(-(2**31), 2**31 - 1).map(str), int),
+    "bigint(20) unsigned": (st.integers(0, 2**64 - 1).map(str), Decimal),
+    "decimal(8,2)": (
+        st.decimals(min_value=-999999, max_value=999999, places=2, allow_nan=False).map(str),
+        Decimal,
+    ),
+    "datetime": (
+        st.one_of(
+            _datetimes.map(lambda d: d.isoformat(" ", timespec="seconds")),
+            _datetimes.map(lambda d: d.isoformat(" ", timespec="microseconds")),
+            st.just("0000-00-00 00:00:00"),
+        ),
+        _datetime,
+    ),
+    "date": (st.one_of(st.dates().map(dt.date.isoformat), st.just("0000-00-00")), _date),
+    "varchar(20)": (st.text(max_size=6), str),
+    "varbinary(8)": (st.binary(max_size=5).map(lambda b: b.decode("latin-1")), lambda t: t.encode("latin-1")),
+}
+
+# column names that need JSON escaping or are not ASCII; Delta rejects " ,;{}()\n\t=" in names and deltalake's
+# MERGE a backtick, so those only go through planning
+DELTA_NAMES = ["c", 'q"uote', "back\\slash", "ünï", "日本", "x\u2028y", "dot.ted", "😀", "_canal"]
+NAMES = [*DELTA_NAMES, "tick`", "a b", "tab\t", ""]
+TABLES = [("db", "t"), ("db", "tä"), ("db2", "t"), ("db", 'we"ird')]
+
+
+@dataclass
+class Spec:
+    schema: str
+    table: str
+    layout: list[list[Any]]  # [name, mysql_type, is_key]
+
+    @property
+    def full(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    @property
+    def keys(self) -> list[str]:
+        return [c[0] for c in self.layout if c[2]]
+
+
+@st.composite
+def specs(draw: st.DrawFn, names: list[str] = NAMES) -> list[Spec]:
+    chosen = draw(st.lists(st.sampled_from(TABLES), min_size=1, max_size=3, unique=True))
+    out = []
+    for schema, table in chosen:
+        key = [["id", "int(11)", True]]
+        if draw(st.booleans()):
+            key.append([draw(st.sampled_from(["k", "ké", 'k"'])), "varchar(20)", True])
+        columns = draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True))
+        types = [draw(st.sampled_from(sorted(TYPES))) for _ in columns]
+        out.append(Spec(schema, table, key + [[n, t, False] for n, t in zip(columns, types, strict=True)]))
+    return out
+
+
+def _image_text(draw: st.DrawFn, image: dict[str, str | None]) -> str:
+    """An after image as some JSON encoder might write it (the mirror must read them all alike)."""
+    form = draw(st.integers(0, 9))
+    if form == 0:
+        return json.dumps(image, ensure_ascii=True)
+    if form == 1:
+        return json.dumps(image, ensure_ascii=False, separators=(", ", ": "))
+    if form == 2 and image:  # a repeated name: the last one counts (json.loads) -- Arrow refuses, Python reads
+        name = next(iter(image))
+        return '{"' + name.replace("\\", "\\\\").replace('"', '\\"') + '":"junk",' + json.dumps(image)[1:]
+    if form == 3:  # leading whitespace: fine JSON that the Arrow path leaves to Python
+        return " " + json.dumps(image)
+    return json.dumps(image, ensure_ascii=False, separators=(",", ":"))
+
+
+@st.composite
+def batches(draw: st.DrawFn, specs_: list[Spec], first_seq: int = 1) -> list[Row]:
+    rows: list[Row] = []
+    for seq in range(first_seq, first_seq + draw(st.integers(1, 40))):
+        spec = draw(st.sampled_from(specs_))
+        columns = json.dumps(spec.layout)
+        base: Row = {"seq": seq, "schema": spec.schema, "table": spec.table, "is_ddl": False, "sql": None}
+        kind = draw(st.sampled_from(["INSERT"] * 4 + ["UPDATE"] * 4 + ["DELETE"] * 3 + ["DDL", "ODD"]))
+        if kind == "DDL":
+            ddl = draw(st.sampled_from(["TRUNCATE", "ERASE", "ALTER", "CREATE"]))
+            sql = None if ddl == "CREATE" else f"{ddl} TABLE x"
+            rows.append(base | {"type": ddl, "is_ddl": True, "sql": sql, "keys": None, "after": None, "columns": None})
+            continue
+        if kind == "ODD":  # rows the mirror ignores, and a row of another table (no name)
+            odd = draw(st.sampled_from(["null keys", "null columns", "no table"]))
+            row = base | {"type": "INSERT", "keys": '{"id":"1"}', "after": '{"id":"1"}', "columns": columns}
+            if odd == "null keys":
+                row["keys"] = None
+            elif odd == "null columns":
+                row["columns"] = None
+            else:
+                row["table"] = draw(st.sampled_from(["", None]))
+            rows.append(row)
+            continue
+        key = {"id": str(draw(st.integers(0, 4)))}
+        for name in spec.keys[1:]:
+            key[name] = draw(st.sampled_from(["a", "b"]))
+        image: dict[str, str | None] = dict(key)
+        for name, type_text, is_key in spec.layout:
+            if not is_key:
+                image[name] = draw(st.none() | TYPES[type_text][0])
+        if draw(st.integers(0, 9)) == 0:  # an image without some column: null there
+            image.pop(draw(st.sampled_from([c[0] for c in spec.layout if not c[2]])))
+        if draw(st.integers(0, 9)) == 0:  # an image with a column the layout does not have: ignored
+            image["not in layout"] = draw(st.sampled_from(["1", None]))
+        keys_text = json.dumps(key, ensure_ascii=False, separators=(",", ":"))
+        after = None if kind == "DELETE" else _image_text(draw, image)
+        rows.append(base | {"type": kind, "keys": keys_text, "after": after, "columns": columns})
+    return rows
+
+
+def to_table(rows: list[Row], data: st.DataObject) -> pa.Table:
+    """The rows as Arrow, shuffled (the mirror orders by seq) and cut into a few record batches."""
+    shuffled = data.draw(st.permutations(rows)) if data.draw(st.booleans()) else rows
+    table = pa.Table.from_pylist(shuffled, schema=ARROW_SCHEMA)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=3)))
+    pieces = [table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    return pa.concat_tables([p for p in pieces if p.num_rows] or [table])
+
+
+# -- the model -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelPlan:
+    schema: str
+    table: str
+    rows: int = 0
+    layout: str | None = None
+    ddl: list[tuple[str, str]] = field(default_factory=list)
+    truncate: bool = False
+    changes: dict[str, tuple[bool, str | None]] = field(default_factory=dict)  # keys text -> (delete, after)
+
+
+def model_plan(rows: list[Row], only: frozenset[str] | None = None) -> dict[str, ModelPlan]:
+    plans: dict[str, ModelPlan] = {}
+    for row in sorted(rows, key=lambda r: r["seq"]):
+        full = f"{row['schema']}.{row['table']}"
+        if not row["table"] or (only is not None and full not in only):
+            continue
+        plan = plans.setdefault(full, ModelPlan(row["schema"], row["table"]))
+        plan.rows += 1
+        if row["is_ddl"]:
+            if row["type"] in ("TRUNCATE", "ERASE"):
+                plan.changes.clear()
+                plan.truncate = True
+            plan.ddl.append((row["type"], row["sql"] or ""))
+        elif row["keys"] is not None and row["columns"] is not None:
+            plan.layout = row["columns"]
+            plan.changes.pop(row["keys"], None)
+            plan.changes[row["keys"]] = (row["type"] == "DELETE", row["after"])
+    return plans
+
+
+def typed_row(layout: list[list[Any]], image: dict[str, str | None]) -> Row:
+    out: Row = {}
+    for name, type_text, _key in layout:
+        text = image.get(name)
+        out[name] = None if text is None else TYPES[type_text][1](text)
+    return out
+
+
+def model_source(plan: ModelPlan) -> list[Row]:
+    assert plan.layout is not None
+    layout = json.loads(plan.layout)
+    out = []
+    for keys, (delete, after) in plan.changes.items():
+        image = json.loads(keys if delete else after or "")
+        out.append(typed_row(layout, image) | {OP_COLUMN: "d" if delete else "u"})
+    return out
+
+
+# -- planning without Delta ------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_plan_and_source_match_the_model(data: st.DataObject) -> None:
+    specs_ = data.draw(specs())
+    rows = data.draw(batches(specs_))
+    only = None
+    if data.draw(st.integers(0, 4)) == 0:
+        only = frozenset(data.draw(st.lists(st.sampled_from([s.full for s in specs_]), max_size=2)))
+    mirror = DeltaMirror("/nonexistent", tables=only)
+    plans = mirror._plan(to_table(rows, data))
+    expected = model_plan(rows, only)
+    assert list(plans) == list(expected)
+    for name, want in expected.items():
+        got = plans[name]
+        assert (got.schema, got.table, got.rows) == (want.schema, want.table, want.rows)
+        assert (got.layout, got.ddl, got.truncate) == (want.layout, want.ddl, want.truncate)
+        if want.layout is None:
+            assert got.deletes is None
+            continue
+        source, key_names = mirror._source(got)
+        assert key_names == [c[0] for c in json.loads(want.layout) if c[2]]
+        assert source.column_names[-1] == OP_COLUMN
+        assert source.to_pylist() == model_source(want)
+        if got.deletes is not None:  # the Python path, kept for odd images, agrees with the Arrow path
+            slow = mirror._source_slow(json.loads(want.layout), got.deletes, got.keys, got.after)
+            assert slow.equals(source.combine_chunks()) or slow.to_pylist() == source.to_pylist()
+
+
+def test_truncate_drops_only_the_changes_before_it() -> None:
+    layout = json.dumps([["id", "int(11)", True], ["v", "varchar(9)", False]])
+    base = {"schema": "s", "table": "t", "sql": None, "columns": layout}
+
+    def dml(seq: int, kind: str, key: int, value: str | None) -> Row:
+        after = None if kind == "DELETE" else json.dumps({"id": str(key), "v": value})
+        return base | {"seq": seq, "type": kind, "is_ddl": False, "keys": json.dumps({"id": str(key)}), "after": after}
+
+    rows = [
+        dml(1, "INSERT", 1, "before"),
+        dml(2, "INSERT", 2, "before"),
+        base | {"seq": 3, "type": "TRUNCATE", "is_ddl": True, "sql": "TRUNCATE t", "keys": None, "after": None},
+        dml(4, "INSERT", 2, "after"),
+        dml(5, "DELETE", 3, None),
+    ]
+    table = pa.Table.from_pylist(rows[::-1], schema=ARROW_SCHEMA)  # out of order: planned by seq
+    plan = DeltaMirror("/nonexistent")._plan(table)["s.t"]
+    assert plan.truncate and plan.ddl == [("TRUNCATE", "TRUNCATE t")] and plan.rows == 5
+    source, _keys = DeltaMirror._source(DeltaMirror("/nonexistent"), plan)
+    assert source.to_pylist() == [{"id": 2, "v": "after", OP_COLUMN: "u"}, {"id": 3, "v": None, OP_COLUMN: "d"}]
+
+
+def test_a_keyless_row_names_its_table() -> None:
+    layout = json.dumps([["v", "int(11)", False]])
+    rows = [
+        {"seq": 2, "schema": "s", "table": "b", "type": "INSERT", "keys": "{}", "after": '{"v":"1"}'},
+        {"seq": 1, "schema": "s", "table": "a", "type": "INSERT", "keys": "{}", "after": '{"v":"1"}'},
+        {"seq": 0, "schema": "s", "table": "c", "type": "INSERT", "keys": "{}", "after": None},
+    ]
+    rows = [r | {"is_ddl": False, "sql": None, "columns": None if r["table"] == "c" else layout} for r in rows]
+    with pytest.raises(MirrorError, match=r"^s\.a has no primary key"):
+        DeltaMirror("/nonexistent")._plan(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA))
+    # outside tables= it does not matter
+    assert list(DeltaMirror("/nonexistent", tables=["s.c"])._plan(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)))
+
+
+@pytest.mark.parametrize(
+    ("texts", "target", "want"),
+    [
+        (
+            ["2024-01-02 03:04:05", "0000-00-00 00:00:00", None],
+            pa.timestamp("us"),
+            [dt.datetime(2024, 1, 2, 3, 4, 5), None, None],
+        ),
+        (["1.5", "x", "2"] * 40, pa.decimal128(4, 1), [Decimal("1.5"), None, Decimal("2")] * 40),
+        (["ab", None, "\xff\x00"], pa.binary(), [b"ab", None, b"\xff\x00"]),
+        (["ab", None], pa.binary(), [b"ab", None]),
+        (["é", None], pa.string(), ["é", None]),
+    ],
+)
+def test_typed_strings_is_typed_array_from_arrow(texts: list[str | None], target: Any, want: list[Any]) -> None:
+    assert typed_array(texts, target).to_pylist() == want
+    chunked = pa.chunked_array([pa.array(texts[:1], pa.string()), pa.array(texts[1:], pa.string())])
+    assert typed_strings(chunked, target).to_pylist() == want
+    assert typed_strings(pa.array(texts, pa.string()), target).to_pylist() == want
+
+
+def test_binary_beyond_latin1_raises_like_typed_array() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        typed_array(["ā"], pa.binary())
+    with pytest.raises(UnicodeEncodeError):
+        typed_strings(pa.array(["ā"]), pa.binary())
+
+
+# -- a few round trips through Delta ---------------------------------------------------------------------------------
+
+
+def _rows_of(table: pa.Table, keys: list[str]) -> list[Row]:
+    return sorted(table.to_pylist(), key=lambda r: tuple(str(r[k]) for k in keys))
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_delta_contents_match_the_model(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    root: Path = tmp_path_factory.mktemp("mirror")
+    specs_ = data.draw(specs(DELTA_NAMES))
+    mirror = DeltaMirror(root)
+    state: dict[str, dict[str, Row]] = {s.full: {} for s in specs_}
+    seq = 1
+    for batch_id in range(data.draw(st.integers(1, 3))):
+        rows = [r for r in data.draw(batches(specs_, seq)) if r["type"] != "ALTER"]  # no schema changes here
+        seq += len(rows) + 1
+        mirror.apply(to_table(rows, data), batch_id)
+        for row in sorted(rows, key=lambda r: r["seq"]):
+            if not row["table"]:
+                continue
+            spec = next(s for s in specs_ if s.schema == row["schema"] and s.table == row["table"])
+            table_state = state[spec.full]
+            if row["type"] in ("TRUNCATE", "ERASE"):
+                table_state.clear()
+            elif not row["is_ddl"] and row["keys"] is not None and row["columns"] is not None:
+                if row["type"] == "DELETE":
+                    table_state.pop(row["keys"], None)
+                else:
+                    table_state[row["keys"]] = typed_row(spec.layout, json.loads(row["after"]))
+    for spec in specs_:
+        want = sorted(state[spec.full].values(), key=lambda r: tuple(str(r[k]) for k in spec.keys))
+        if not (root / spec.full).exists():
+            assert want == []
+            continue
+        got = mirror.read(spec.schema, spec.table)
+        assert _rows_of(got, spec.keys) == want
+
+
+def test_images_take_the_arrow_path_unless_odd() -> None:
+    from canal.spark.mirror import _parse_images
+
+    layout = [["id", "int(11)", True], ['q"', "varchar(5)", False], ["d", "date", False]]
+    plain = pa.array(['{"id":"1","q\\"":"é","d":"0000-00-00"}', '{"id":"2","extra":{"x":1}}'])
+    columns = _parse_images(plain, layout)
+    assert columns is not None
+    assert [c.to_pylist() for c in columns] == [[1, 2], ["é", None], [None, None]]
+    for odd in ['{"id":"1","id":"2"}', ' {"id":"1"}', '{"id":1}', '{"id":"1"} {"id":"2"}']:
+        assert _parse_images(pa.array([odd, '{"id":"3"}']), layout) is None, odd
+    assert _parse_images(pa.array(['{"id":"1"}', None]), layout) is None
+    assert _parse_images(plain, [*layout, ["id", "int(11)", False]]) is None  # a name twice: Python's outcome
