@@ -103,7 +103,9 @@ def baseline_decode(server: Any, start: tuple[str, int], end: tuple[str, int]) -
     return {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
 
 
-def stream_once(spark: Any, server: Any, start: tuple[str, int], work: Path, total_rows: int, max_entries: int) -> Any:
+def stream_once(
+    spark: Any, server: Any, start: tuple[str, int], work: Path, total_rows: int, max_entries: int, buffer_size: int
+) -> Any:
     """Mirror the workload's binlog into a new Delta mirror under ``work`` with one streaming query; per-batch
     figures and the query's progress reports."""
     from canal.spark import DeltaMirror
@@ -136,7 +138,7 @@ def stream_once(spark: Any, server: Any, start: tuple[str, int], work: Path, tot
         "master.position": str(start[1]),
         "filter.regex": r"bench\..*",
         "spool.dir": str(work / "checkpoint.canal-spool"),
-        "canal.instance.memory.buffer.size": "65536",
+        "canal.instance.memory.buffer.size": str(buffer_size),
         "canal.instance.memory.batch.mode": "ITEMSIZE",
         "batch.size": "1024",
         "max.entries": str(max_entries),
@@ -162,7 +164,7 @@ def stream_once(spark: Any, server: Any, start: tuple[str, int], work: Path, tot
     return began, batches, progress, mirror
 
 
-def run(inserts: int, updates: int, deletes: int, max_entries: int) -> dict[str, Any]:
+def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size: int) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position
     from canal.testing.services import MariaDBServer
@@ -187,9 +189,11 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int) -> dict[str,
         try:
             register(spark)
             t0 = time.perf_counter()
-            stream_once(spark, server, start, work / "warmup", total_rows, max_entries)
+            stream_once(spark, server, start, work / "warmup", total_rows, max_entries, buffer_size)
             print(f"warm-up run (JVM JIT, Python workers): {time.perf_counter() - t0:.1f} s")
-            began, batches, progress, mirror = stream_once(spark, server, start, work / "run", total_rows, max_entries)
+            began, batches, progress, mirror = stream_once(
+                spark, server, start, work / "run", total_rows, max_entries, buffer_size
+            )
         finally:
             spark.stop()
         mirrored = mirror.read("bench", "t").num_rows
@@ -214,6 +218,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int) -> dict[str,
         "workload": {"inserts": inserts, "updates": updates, "deletes": deletes, "columns": 10, "changes": changes},
         "micro_batches": len(batches),
         "max_entries": max_entries,
+        "buffer_size": buffer_size,
         "rows_per_batch": round(steady_rows / max(1, len(steady))),
         "steady_rows": steady_rows,
         "steady_wall_s": round(steady_wall, 3),
@@ -247,8 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--updates", type=int, default=50_000)
     parser.add_argument("--deletes", type=int, default=30_000)
     parser.add_argument("--max-entries", type=int, default=1000, help="binlog entries per micro-batch")
+    parser.add_argument(
+        "--buffer-size", type=int, default=16384, help="instance store size in entries (canal's default)"
+    )
     args = parser.parse_args(argv)
-    out = run(args.inserts, args.updates, args.deletes, args.max_entries)
+    out = run(args.inserts, args.updates, args.deletes, args.max_entries, args.buffer_size)
     print(json.dumps(out, indent=2))
     results = ROOT / "results"
     results.mkdir(exist_ok=True)
