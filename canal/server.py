@@ -284,18 +284,36 @@ class EmbeddedServer:
         if slot.instance is not None:
             slot.instance.stop()
 
-    def instance(self, destination: str) -> Instance:
-        """The running instance of a destination, starting a lazy one; NotRunningError while standing by."""
+    def _started_slot(self, destination: str) -> _Slot:
+        """The slot of a destination, started if lazy (under HA: competing for the running node)."""
         with self._lock:
             if not self._started:
                 raise ServerError("the embedded server is not started")
             slot = self._slot(destination)
             if slot.ha is None and (slot.instance is None or not slot.instance.is_started):
                 self._start_slot(destination, slot)
-            if slot.ha is not None:
-                return slot.ha.active_instance()
-            assert slot.instance is not None
-            return slot.instance
+            return slot
+
+    def instance(self, destination: str) -> Instance:
+        """The running instance of a destination, starting a lazy one; NotRunningError while standing by."""
+        slot = self._started_slot(destination)
+        if slot.ha is not None:
+            return slot.ha.active_instance()
+        assert slot.instance is not None
+        return slot.instance
+
+    def wait_serving(self, destination: str, timeout: float | None = None) -> bool:
+        """Wait until this process serves ``destination``; whether it does.
+
+        Without HA a destination serves once started (a lazy one is started here), so this returns True at once.
+        Under HA it waits until this process holds the running node *and* its instance has started -- False after
+        ``timeout`` seconds (None: no limit) while another process holds it or ZooKeeper cannot be reached. It is a
+        snapshot: a suspended session can stop the serving right after (calls then raise NotRunningError).
+        """
+        slot = self._started_slot(destination)
+        if slot.ha is None:
+            return True
+        return slot.ha.serving.wait(timeout)
 
     def running_monitor(self, destination: str) -> ServerRunningMonitor | None:
         slot = self._slot(destination)

@@ -76,7 +76,7 @@ def loop(server: EmbeddedServer, client: ClientIdentity, log: Log, rng: random.R
             if current is not None:
                 log(f"E {current} {t_get}")
                 current = None
-            monitor.wait_active(0.05)  # standing by: wake up as soon as this process is activated
+            server.wait_serving(client.destination, 0.05)  # standing by: wake up as soon as this process serves
             continue
         token = monitor.token
         if token is None:  # lost the node while the get ran: the batch cannot be acked; next get says so
@@ -120,8 +120,7 @@ def script(server: EmbeddedServer, client: ClientIdentity) -> None:
         cmd, *args = line.split()
         try:
             if cmd == "wait_active":  # active and serving (the instance is built just after activation)
-                while not (monitor.wait_active(0.05) and server.is_started(client.destination)):
-                    pass
+                server.wait_serving(client.destination)
                 say(f"ACTIVE {monitor.token}")
             elif cmd == "get":
                 msg = server.get_without_ack(client, int(args[0]), timeout=float(args[1]))
