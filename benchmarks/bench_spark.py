@@ -8,8 +8,9 @@ Stages: ``decode`` -- reading and decoding the binlog into change rows: the read
 while Spark runs the current one (``prefetch``), so it is reported as what it costs on its own, from the baseline
 below; ``read_wait`` -- the part of it Spark still waited for (its ``latestOffset`` duration); ``spark`` -- the rest of
 each micro-batch outside the MERGE (planning, Arrow transfer, ``toArrow``, WAL/commit logs); ``merge`` -- preparing
-and running the Delta MERGE. Baseline in the same run: the same binlog decoded into change rows by an Instance in
-this process, without Spark.
+and running the Delta MERGE. The stages overlap (the reader works on the next batch meanwhile), so their times add
+up to more than the wall time; the slowest of them bounds the throughput. Baseline in the same run: the same
+binlog decoded into change rows by an Instance in this process, without Spark.
 
 Warm-up, as benchmark harnesses do: the whole pipeline first runs once over the workload into a scratch mirror (JVM
 JIT, Python workers); the measured run is a new query, reader process and instance over the same binlog. Steady state
