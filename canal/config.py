@@ -1131,7 +1131,8 @@ _TRUE: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "off", "0"})
 
 
-def _parse_bool(text: str) -> bool:
+def parse_bool(text: str) -> bool:
+    """canal's boolean spellings (true/yes/on/1, false/no/off/0, any case); ValueError for anything else."""
     lowered = text.lower()
     if lowered in _TRUE:
         return True
@@ -1160,7 +1161,7 @@ def _parse_slave_id(text: str) -> int | None:
 
 _INT: Final = _Kind(_parse_int, _fmt_number, "an integer")
 _FLOAT: Final = _Kind(_parse_float, _fmt_number, "a number")
-_BOOL: Final = _Kind(_parse_bool, lambda v: "true" if v else "false", "true or false")
+_BOOL: Final = _Kind(parse_bool, lambda v: "true" if v else "false", "true or false")
 _STR: Final = _Kind(lambda s: s, str, "a string")
 _MS: Final = _Kind(_parse_ms, _fmt_ms, "a number of milliseconds")
 _SLAVE_ID: Final = _Kind(_parse_slave_id, lambda v: "0" if v is None else str(v), "an integer")
@@ -1472,7 +1473,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
 
 def _parse_bool_or_error(text: str, key: str) -> bool:
     try:
-        return _parse_bool(text)
+        return parse_bool(text)
     except ValueError:
         raise ConfigError(f"invalid {key} = {text!r}: expected true or false", key=key) from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowC
 from canal.spark import DeltaMirror, Spool, alter_columns, entries_to_batch, project
 from canal.spark.changes import INITIAL_OFFSET, arrow_schema, cursor_key, offset_of
 from canal.spark.project import parse_create_table
-from canal.spark.source import config_from_options
+from canal.spark.source import CanalStreamReader, SourceError, config_from_options
 from canal.spark.testing import compare_tables, master_position
 
 pytestmark = [pytest.mark.spark]
@@ -228,3 +229,22 @@ def test_options_from_a_properties_file_with_overrides(tmp_path: Path) -> None:
     assert cfg.filter_regex == r"shop\..*" and cfg.master.username == "canal"
     with pytest.raises(Exception, match="unknown canal source option"):
         config_from_options({"destination": "d", "master.address": "127.0.0.1:3306", "bogus": "1"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("batch.size", "many"),
+        ("max.entries", "0"),
+        ("read.timeout", "-1"),
+        ("read.timeout", "nan"),
+        ("prefetch", "maybe"),
+    ],
+)
+def test_bad_reader_options_are_refused_by_name(tmp_path: Path, key: str, value: str) -> None:
+    options = {"destination": "d", "master.address": "127.0.0.1:3306", "spool.dir": str(tmp_path / "spool"), key: value}
+    with pytest.raises(SourceError, match=rf"{re.escape(key)} = '{re.escape(value)}'"):
+        CanalStreamReader(options)
+    assert not (tmp_path / "spool").exists()
+    good = CanalStreamReader({**options, key: {"prefetch": "off"}.get(key, "2")})
+    assert good.prefetch is (key != "prefetch")

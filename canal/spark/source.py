@@ -44,11 +44,11 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from canal.config import InstanceConfig
+from canal.config import InstanceConfig, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance, build_meta
 from canal.log import destination_logger
@@ -104,6 +104,9 @@ _CAMEL_KEYS = {
 }
 _SHORT_KEYS.update({"zk.servers": "canal.zkServers", "meta.mode": "pycanal.meta.mode"})
 _READER_KEYS = frozenset({"properties", "spool.dir", "batch.size", "max.entries", "read.timeout", "prefetch", "path"})
+
+
+_T = TypeVar("_T")
 
 
 class SourceError(CanalError):
@@ -314,10 +317,10 @@ class CanalStreamReader:
                 raise SourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
             spool_dir = str(Path(meta_dir) / "spark-spool")
         self.spool = Spool(spool_dir)
-        self.batch_size = int(lower.get("batch.size", "4096"))
-        self.max_entries = int(lower.get("max.entries", "50000"))
-        self.read_timeout = float(lower.get("read.timeout", "0.5"))
-        self.prefetch = lower.get("prefetch", "true").strip().lower() not in ("false", "0", "no")
+        self.batch_size = _reader_option(lower, "batch.size", "4096", int)
+        self.max_entries = _reader_option(lower, "max.entries", "50000", int)
+        self.read_timeout = _reader_option(lower, "read.timeout", "0.5", float)
+        self.prefetch = _reader_option(lower, "prefetch", "true", parse_bool)
         self.destination = config_from_options(self.options).destination  # validates the options early
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
 
@@ -447,6 +450,19 @@ class CanalStreamReader:
 
     def stop(self) -> None:
         close_sessions()
+
+
+def _reader_option(options: Mapping[str, str], key: str, default: str, parse: Callable[[str], _T]) -> _T:
+    """A reader option parsed by ``parse``; numbers must be positive. SourceError names the option otherwise."""
+    text = options.get(key, default).strip()
+    try:
+        value = parse(text)
+    except ValueError:
+        value = None
+    if value is None or (not isinstance(value, bool) and isinstance(value, int | float) and not value > 0):
+        expected = "true or false" if parse is parse_bool else f"a positive {getattr(parse, '__name__', 'number')}"
+        raise SourceError(f"canal source option {key} = {text!r}: expected {expected}")
+    return value
 
 
 def _at_or_past(position: EntryPosition, target: EntryPosition) -> bool:
