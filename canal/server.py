@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -20,8 +20,8 @@ import attrs
 from kazoo.client import KazooClient
 
 from canal.client import ClientIdentity
-from canal.config import InstanceConfig, ServerConfig, load_conf_dir
-from canal.errors import NotRunningError, ServerError, UnknownDestinationError
+from canal.config import InstanceConfig, MasterConfig, ServerConfig, load_conf_dir
+from canal.errors import ConfigError, NotRunningError, ServerError, UnknownDestinationError
 from canal.ha import ClusterRegistration, ServerRunningMonitor
 from canal.instance import Instance, InstanceMetrics
 from canal.log import destination_logger
@@ -43,8 +43,15 @@ def default_server_address() -> str:
 class _HaDestination:
     """One destination under a running monitor: an Instance exists only while this process is active."""
 
-    def __init__(self, server: EmbeddedServer, config: InstanceConfig, zk: KazooClient) -> None:
+    def __init__(
+        self,
+        server: EmbeddedServer,
+        config: InstanceConfig,
+        zk: KazooClient,
+        members: tuple[MasterConfig, ...] | None = None,
+    ) -> None:
         self.config = config
+        self.members = members
         self._server = server
         self._zk = zk
         self._log = destination_logger(__name__, config.destination)
@@ -68,7 +75,7 @@ class _HaDestination:
         meta = PeriodMixedMetaManager(
             ZooKeeperMetaManager(self._zk, fence=self._fence), flush_period_s=self.config.flush_period_s
         )
-        instance = Instance(self.config, meta=meta)
+        instance = Instance(self.config, meta=meta, members=self.members)
         try:
             instance.start()
         except BaseException:
@@ -129,6 +136,7 @@ class _HaDestination:
 class _Slot:
     config: InstanceConfig
     lazy: bool
+    members: tuple[MasterConfig, ...] | None = None  # a group destination's masters
     instance: Instance | None = None
     ha: _HaDestination | None = None
 
@@ -225,12 +233,19 @@ class EmbeddedServer:
         with self._lock:
             return sorted(self._slots)
 
-    def add_destination(self, config: InstanceConfig, *, lazy: bool = True) -> None:
-        """Register a destination; it starts on first use (``lazy``) or with the server."""
+    def add_destination(
+        self, config: InstanceConfig, *, lazy: bool = True, members: Sequence[MasterConfig] | None = None
+    ) -> None:
+        """Register a destination; it starts on first use (``lazy``) or with the server.
+
+        ``members``: a group destination -- several masters merged into it, as :meth:`Instance.group` describes.
+        """
         with self._lock:
             if config.destination in self._slots:
                 raise ServerError(f"destination {config.destination!r} is already configured")
-            self._slots[config.destination] = slot = _Slot(config, lazy)
+            if members is not None and not members:
+                raise ConfigError("a group destination needs at least one member master", key="members")
+            self._slots[config.destination] = slot = _Slot(config, lazy, None if members is None else tuple(members))
             if self._started and not lazy:
                 self._start_slot(config.destination, slot)
 
@@ -266,13 +281,13 @@ class EmbeddedServer:
     def _start_slot(self, name: str, slot: _Slot) -> None:
         if self._zk is not None:
             if slot.ha is None:
-                slot.ha = _HaDestination(self, slot.config, self._zk)
+                slot.ha = _HaDestination(self, slot.config, self._zk, slot.members)
                 slot.ha.start()
                 if self._registration is not None:
                     self._registration.add(name)
             return
         if slot.instance is None:
-            slot.instance = Instance(slot.config)
+            slot.instance = Instance(slot.config, members=slot.members)
         slot.instance.start()
 
     def _stop_slot(self, slot: _Slot) -> None:

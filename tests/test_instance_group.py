@@ -9,10 +9,12 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from canal.client import ClientIdentity
 from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.errors import ConfigError, NotRunningError
 from canal.instance import Instance, ParserGroup, member_destination
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
+from canal.server import EmbeddedServer
 from canal.sink import EntrySink, GroupSink
 from canal.testing.fake import FakeMysql
 
@@ -174,3 +176,26 @@ def test_group_instance_stops_serving_when_a_member_fails(fakes: list[FakeMysql]
         with pytest.raises(NotRunningError):
             inst.get(10, timeout=0.05)  # the merge cannot go on without the failed member
         assert inst.metrics().errors == 1 and not inst.metrics().running
+
+
+def test_embedded_server_hosts_a_group_destination(fakes: list[FakeMysql]) -> None:
+    for i in range(6):
+        fakes[i % 2].set_clock(1_700_000_000 + i)
+        fakes[i % 2].insert("shop.orders", {"id": i, "v": "x"})
+    cfg, members = _config(fakes)
+    server = EmbeddedServer()
+    with pytest.raises(ConfigError):
+        server.add_destination(cfg, members=[])
+    assert server.destinations == []  # the refused destination left nothing behind
+    server.add_destination(cfg, members=members)
+    client = ClientIdentity("grouped", 1001)
+    with server:
+        server.subscribe(client)
+        assert isinstance(server.instance("grouped").parser, ParserGroup)
+        seen: list[int] = []
+        deadline = time.monotonic() + 10
+        while len(seen) < 6:
+            assert time.monotonic() < deadline
+            msg = server.get(client, 50, timeout=0.05)
+            seen += [e.header.server_id for e in msg.entries if e.entry_type is EntryType.TRANSACTIONBEGIN]
+        assert seen == [11, 22] * 3  # both masters, merged in time order
