@@ -32,6 +32,15 @@ class DumpRequest:
     ``gtid_set`` (dump everything not in the set). ``blocking=False`` ends the dump cleanly at the current end of the
     binlog; a blocking dump waits for new events and yields a :class:`~canal.parse.events.HeartbeatEvent` every
     ``heartbeat_period_s`` while idle.
+
+    ``decode_rows=False`` is for readers that only need a binlog's structure (transaction boundaries, statements,
+    GTIDs, offsets, times), such as the start-position search: decoding row images is most of the cost of reading a
+    binlog, and they never look at them. A source that honours it yields every
+    :class:`~canal.parse.events.RowsEvent` and :class:`~canal.parse.events.TableMapEvent` as an
+    :class:`~canal.parse.events.IgnoredEvent` (the binlog type code, offsets, timestamp and server id unchanged), so
+    the stream keeps one event per binlog event and contiguous offsets; every other event is exactly as with
+    ``decode_rows=True``. A source may ignore the flag and decode anyway, so such a reader must skip row events and
+    table maps whichever form they take.
     """
 
     journal_name: str | None = None
@@ -39,6 +48,7 @@ class DumpRequest:
     gtid_set: str | None = None
     blocking: bool = True
     heartbeat_period_s: float = 1.0
+    decode_rows: bool = True
 
 
 @runtime_checkable

@@ -15,7 +15,9 @@ The branches, in order (see :func:`find_start_position`):
    * nothing: the current end of the binlog (``SHOW MASTER STATUS``).
 
 The timestamp search reads each file from its start with a non-blocking dump and stops at the first transaction
-boundary at or after the timestamp, so it costs one file read per file searched, newest first.
+boundary at or after the timestamp, so it costs one file read per file searched, newest first. Both scans dump with
+``decode_rows=False``: they only look at GTID, query, XID and rotate events, offsets and times, and decoding row images
+would be most of the cost of reading a file.
 """
 
 from __future__ import annotations
@@ -208,8 +210,12 @@ def find_by_timestamp(
 
 
 def _file_events(source: BinlogSource, journal: str, position: int = BINLOG_START) -> Iterator[BinlogEvent]:
-    """The events of one file from ``position`` (non-blocking), ending at its last event."""
-    events = source.dump(DumpRequest(journal_name=journal, position=position, blocking=False))
+    """The events of one file from ``position`` (non-blocking), ending at its last event.
+
+    Row events and table maps come undecoded (or decoded, from a source that ignores ``decode_rows``): callers must
+    not look at them.
+    """
+    events = source.dump(DumpRequest(journal_name=journal, position=position, blocking=False, decode_rows=False))
     try:
         for event in events:
             if isinstance(event, RotateEvent) and (event.artificial or event.timestamp == 0):

@@ -95,6 +95,8 @@ end; a blocking one waits on a condition variable, wakes as soon as something is
 HeartbeatEvent (at the dump's current file and offset, length 0) after every ``heartbeat_period_s`` of idleness.
 ``dump.close()`` (from any thread) ends it with StopIteration; ``source.close()`` ends the source's dumps with
 SourceError errno 2013.
+``DumpRequest(decode_rows=False)`` yields table maps and rows events as IgnoredEvent (type codes as the real server
+writes them), like the real sources.
 
 Failure injection: :meth:`~FakeMysql.fail_after` (the next dump drops with errno 2013 after N events, counting every
 event it yields), :meth:`~FakeMysql.refuse` (the next k open/dump attempts fail with an errno),
@@ -146,6 +148,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.mysql import packets as P
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition, journal_number
 from canal.protocol import ColumnMeta, EventType, RowData, SqlType, TableSchema
@@ -1313,6 +1316,8 @@ class FakeDump(Iterator[BinlogEvent]):
                 event = self._step()
                 now = time.monotonic()
                 if event is not None:
+                    if not self.request.decode_rows and isinstance(event, (RowsEvent, TableMapEvent)):
+                        event = _undecoded(event, fake._mariadb)
                     self._yielded += 1
                     self._idle_since = now
                     return event
@@ -1372,6 +1377,29 @@ class FakeDump(Iterator[BinlogEvent]):
                 next_position=4,
                 artificial=True,
             )
+
+
+_ROWS_TYPE_CODES = {  # MariaDB writes v1 rows events, MySQL v2
+    (EventType.INSERT, True): P.WRITE_ROWS_EVENT_V1,
+    (EventType.UPDATE, True): P.UPDATE_ROWS_EVENT_V1,
+    (EventType.DELETE, True): P.DELETE_ROWS_EVENT_V1,
+    (EventType.INSERT, False): P.WRITE_ROWS_EVENT_V2,
+    (EventType.UPDATE, False): P.UPDATE_ROWS_EVENT_V2,
+    (EventType.DELETE, False): P.DELETE_ROWS_EVENT_V2,
+}
+
+
+def _undecoded(event: RowsEvent | TableMapEvent, mariadb: bool) -> IgnoredEvent:
+    """What a real source yields for a table map or rows event when a dump asks for no rows (DumpRequest)."""
+    code = P.TABLE_MAP_EVENT if isinstance(event, TableMapEvent) else _ROWS_TYPE_CODES[event.event_type, mariadb]
+    return IgnoredEvent(
+        log_file=event.log_file,
+        offset=event.offset,
+        next_offset=event.next_offset,
+        timestamp=event.timestamp,
+        server_id=event.server_id,
+        type_code=code,
+    )
 
 
 class FakeBinlogSource:

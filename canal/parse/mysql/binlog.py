@@ -97,6 +97,10 @@ class EventParser:
     ``schema_lookup`` (network sources only) supplies column names from information_schema for table maps that
     carry none (``binlog_row_metadata`` below FULL); it is consulted once per table map and warned about once per
     table.
+
+    ``decode_rows=False`` (``DumpRequest.decode_rows``) turns table maps and rows events into
+    :class:`IgnoredEvent`: the row images are never decoded nor decompressed, and table maps neither build decoders
+    nor query ``schema_lookup``, since nothing will use them.
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class EventParser:
         checksum: bool = False,
         verify_checksum: bool = False,
         schema_lookup: SchemaLookup | None = None,
+        decode_rows: bool = True,
     ) -> None:
         self.log_file = log_file
         self.position = 4
@@ -135,6 +140,10 @@ class EventParser:
         }
         for code in _ROWS_KINDS:
             self._handlers[code] = self._rows
+        if not decode_rows:
+            # swapping handlers leaves the per-event path of a decoding parser without any extra test
+            for code in (P.TABLE_MAP_EVENT, *_ROWS_KINDS):
+                self._handlers[code] = self._ignored
 
     # -- entry point -------------------------------------------------------------------------------------------------
 

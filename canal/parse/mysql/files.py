@@ -153,7 +153,7 @@ class LocalBinlogSource:
         return self._dump(start, request)
 
     def _dump(self, name: str, request: DumpRequest) -> Iterator[BinlogEvent]:
-        parser = EventParser(name, verify_checksum=self._verify)
+        parser = EventParser(name, verify_checksum=self._verify, decode_rows=request.decode_rows)
         position = request.position
         last_activity = time.monotonic()
         while True:

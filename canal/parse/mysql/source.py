@@ -351,6 +351,7 @@ class MysqlBinlogSource:
                 checksum=checksum,
                 verify_checksum=self._verify_checksum,
                 schema_lookup=self._lookup_columns if self._schema_fallback else None,
+                decode_rows=request.decode_rows,
             )
             if request.journal_name:
                 parser.position = request.position
