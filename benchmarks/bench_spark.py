@@ -167,7 +167,7 @@ def stream_once(
 
 def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size: int) -> dict[str, Any]:
     from canal.spark import register
-    from canal.spark.testing import local_spark, master_position
+    from canal.spark.testing import local_spark, master_position, stop_spark
     from canal.testing.services import MariaDBServer
 
     with MariaDBServer(server_id=1) as server, tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
@@ -196,7 +196,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
                 spark, server, start, work / "run", total_rows, max_entries, buffer_size
             )
         finally:
-            spark.stop()
+            stop_spark(spark)
         mirrored = mirror.read("bench", "t").num_rows
         expected = inserts - deletes
         if mirrored != expected:

@@ -185,6 +185,7 @@ def _run(
         local_spark,
         master_position,
         source_runner_pids,
+        stop_spark,
     )
 
     result = DemoResult()
@@ -202,8 +203,10 @@ def _run(
         _say(f"created {', '.join(f'{DB}.{t}' for t in SHOP_TABLES)}; capture starts at {start[0]}:{start[1]}")
 
         own_spark = spark is None
+        jvm_pid: int | None = None
         if spark is None:
             spark = local_spark("pycanal-demo", extra={"spark.ui.showConsoleProgress": "false"})
+            jvm_pid = getattr(getattr(spark.sparkContext._gateway, "proc", None), "pid", None)
         try:
             if own_spark:
                 spark.sparkContext.setLogLevel("OFF")
@@ -342,9 +345,9 @@ def _run(
                 result.chart = png
         finally:
             if own_spark:
-                spark.stop()
+                stop_spark(spark)
         conn.close()
-        pids = [mariadb.pid, zookeeper.pid]
+        pids = [mariadb.pid, zookeeper.pid, jvm_pid]
     left = [pid for pid in pids if pid is not None and process_state(pid) not in (None, "Z")]
     if left:
         raise ServiceError(f"demo servers still running after stop: pids {left}")

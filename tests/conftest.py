@@ -13,9 +13,9 @@ def spark() -> Iterator[Any]:
     """One local SparkSession for the whole run (NOTES: start-up costs ~4.5 s), with the ``canal`` source registered."""
     pytest.importorskip("pyspark")
     from canal.spark import register
-    from canal.spark.testing import local_spark
+    from canal.spark.testing import local_spark, stop_spark
 
     session = local_spark("pycanal-tests")
     register(session)
     yield session
-    session.stop()
+    stop_spark(session)  # the JVM too: no process outlives the run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -31,6 +32,37 @@ def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, s
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def stop_spark(spark: Any, timeout_s: float = 30.0) -> None:
+    """Stop a SparkSession made by :func:`local_spark` *and* its JVM, waiting until the JVM process is gone.
+
+    ``spark.stop()`` leaves the JVM running until this Python process exits; the JVM ends when its stdin closes
+    (PySpark's gateway reads it to notice a dead driver), so closing it ends the JVM now. Killed after ``timeout_s``.
+    A later :func:`local_spark` starts a new JVM.
+    """
+    import subprocess
+
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    if proc is None:
+        return
+    with contextlib.suppress(OSError):
+        if proc.stdin is not None:
+            proc.stdin.close()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def select_all(conn: Any, schema: str, table: str) -> list[dict[str, Any]]:
