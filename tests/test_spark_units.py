@@ -19,6 +19,7 @@ from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror, Spool, alter_columns, entries_to_batch, project
 from canal.spark.changes import INITIAL_OFFSET, arrow_schema, cursor_key, offset_of
+from canal.spark.mirror import MirrorError
 from canal.spark.project import parse_create_table
 from canal.spark.source import CanalStreamReader, SourceError, config_from_options
 from canal.spark.testing import compare_tables, master_position
@@ -248,3 +249,23 @@ def test_bad_reader_options_are_refused_by_name(tmp_path: Path, key: str, value:
     assert not (tmp_path / "spool").exists()
     good = CanalStreamReader({**options, key: {"prefetch": "off"}.get(key, "2")})
     assert good.prefetch is (key != "prefetch")
+
+
+def test_vacuum_deletes_rewritten_files_and_replays_are_still_skipped(tmp_path: Path) -> None:
+    mirror = DeltaMirror(tmp_path / "mirror")
+    for batch_id in (1, 2, 3):  # every MERGE rewrites the table's file
+        rows = [RowData(TABLE, after=(i, Decimal(batch_id), f"b{batch_id}")) for i in range(5)]
+        mirror.apply(entries_to_batch([_entry(500 + batch_id, 5, 400, rows)], "d", batch_id), batch_id)
+
+    def data_files() -> list[str]:
+        return sorted(p.name for p in mirror.table_path("shop", "t").glob("*.parquet"))
+
+    before = data_files()
+    with pytest.raises(MirrorError):
+        mirror.vacuum(-1)
+    assert mirror.vacuum(168) == {"shop.t": 0}  # everything is younger than a week
+    deleted = mirror.vacuum(0)
+    assert deleted["shop.t"] > 0 and len(data_files()) == len(before) - deleted["shop.t"]
+    assert sorted(r["note"] for r in mirror.read("shop", "t").to_pylist()) == ["b3"] * 5
+    replay = [RowData(TABLE, after=(0, Decimal(9), "replayed"))]
+    assert mirror.apply(entries_to_batch([_entry(503, 5, 400, replay)], "d", 3), 3).tables == {"shop.t": "skipped"}

@@ -298,6 +298,27 @@ class DeltaMirror:
 
         return DeltaTable(str(self.table_path(schema, table))).to_pyarrow_table()
 
+    def vacuum(self, retention_hours: int = 168) -> dict[str, int]:
+        """Delete the data files of every mirrored table that no table version of the last ``retention_hours``
+        still references (each MERGE rewrites the files it touches; the old ones stay for time travel until now).
+
+        Returns the number of files deleted per table. Replays are still recognised afterwards: the applied batch
+        ids live in the Delta log, which vacuum does not touch. Below Delta's 168-hour default, readers of older
+        versions lose them -- which a mirror that only reads its latest version does not mind.
+        """
+        from deltalake import DeltaTable
+
+        if retention_hours < 0:
+            raise MirrorError(f"retention_hours must be >= 0, got {retention_hours}")
+        deleted: dict[str, int] = {}
+        for name in self.table_names():
+            table = DeltaTable(str(self.root / name))
+            files = table.vacuum(
+                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=retention_hours >= 168
+            )
+            deleted[name] = len(files)
+        return deleted
+
     # -- applying ------------------------------------------------------------------------------------------------
 
     def __call__(self, changes: Any, batch_id: int) -> None:
