@@ -149,6 +149,7 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.mysql import packets as P
+from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition, journal_number
 from canal.protocol import ColumnMeta, EventType, RowData, SqlType, TableSchema
@@ -397,14 +398,7 @@ _KNOWN = frozenset(
         "timestamp",
         "year",
         "json",
-        "geometry",
-        "point",
-        "linestring",
-        "polygon",
-        "multipoint",
-        "multilinestring",
-        "multipolygon",
-        "geometrycollection",
+        *GEOMETRY_TYPE_NAMES,
         "uuid",
         "inet4",
         "inet6",
@@ -414,18 +408,7 @@ INT_TYPES = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint": 8}
 _INT_WIDTH = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10), "bigint": (20, 20)}
 TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
 BLOB_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
-GEOMETRY_TYPES = frozenset(
-    [
-        "geometry",
-        "point",
-        "linestring",
-        "polygon",
-        "multipoint",
-        "multilinestring",
-        "multipolygon",
-        "geometrycollection",
-    ]
-)
+GEOMETRY_TYPES = frozenset(GEOMETRY_TYPE_NAMES)
 _TEMPORAL = frozenset({"time", "datetime", "timestamp"})
 
 _CHARSET_CODECS = {

@@ -39,6 +39,7 @@ import attrs
 import pymysql.charset  # type: ignore[import-untyped]
 
 from canal.errors import ParseError
+from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import ColumnMeta, RowData, SqlType, TableSchema
 
@@ -95,16 +96,6 @@ _OM_ENUM_AND_SET_DEFAULT_CHARSET = 10
 _OM_ENUM_AND_SET_COLUMN_CHARSET = 11
 
 BINARY_COLLATION = 63
-_GEOMETRY_NAMES = (
-    "geometry",
-    "point",
-    "linestring",
-    "polygon",
-    "multipoint",
-    "multilinestring",
-    "multipolygon",
-    "geometrycollection",
-)
 
 
 def _latin1_errors(exc: UnicodeError) -> tuple[str, int]:
@@ -756,7 +747,7 @@ def _column_meta(c: BinlogColumn, fb: FallbackColumn | None) -> ColumnMeta:
     elif t == T_JSON:
         mysql_type, sql_type = "json", SqlType.LONGVARCHAR
     elif t == T_GEOMETRY:
-        mysql_type, sql_type = _GEOMETRY_NAMES[c.geometry_type % 8], SqlType.BINARY
+        mysql_type, sql_type = GEOMETRY_TYPE_NAMES[c.geometry_type % 8], SqlType.BINARY
     elif t == T_NULL:
         mysql_type, sql_type = "null", SqlType.NULL
     else:
