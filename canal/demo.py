@@ -158,25 +158,26 @@ def run(
     """
     args: dict[str, Any] = {"seconds": seconds, "rate": rate, "kill": kill, "chart": chart, "progress": progress}
     if out_dir is not None:
-        return _run(out_dir=out_dir, spark=spark, **args)
+        return _run(work_dir=out_dir, spark=spark, **args)
     work_dir = Path(tempfile.mkdtemp(prefix="pycanal-demo-"))
     try:
-        return _run(out_dir=work_dir, spark=spark, keep_chart=True, **args)
+        return _run(work_dir=work_dir, spark=spark, keep_chart=True, **args)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def _run(
     *,
-    seconds: float = 40.0,
-    rate: float = 80.0,
-    out_dir: Path | None = None,
-    kill: bool = True,
-    chart: bool = True,
-    progress: bool = True,
-    spark: Any = None,
+    seconds: float,
+    rate: float,
+    work_dir: Path,
+    kill: bool,
+    chart: bool,
+    progress: bool,
+    spark: Any,
     keep_chart: bool = False,
 ) -> DemoResult:
+    # run() owns the defaults and the temporary work directory; this is the demo itself
     from canal.spark import DeltaMirror, register
     from canal.spark.testing import (
         SHOP_TABLES,
@@ -189,7 +190,6 @@ def _run(
     )
 
     result = DemoResult()
-    work_dir = Path(tempfile.mkdtemp(prefix="pycanal-demo-")) if out_dir is None else out_dir
     work_dir.mkdir(parents=True, exist_ok=True)  # removed by run() when it made it
     checkpoint = work_dir / "checkpoint"
     began = time.monotonic()
