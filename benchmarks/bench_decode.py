@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import platform
 import pstats
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
+
+from result_file import write_result
 
 from canal.parse.events import RowsEvent
 from canal.parse.mysql import MysqlBinlogSource
@@ -33,7 +33,6 @@ INSERTS = 140_000
 UPDATES = 40_000
 DELETES = 20_000
 BATCH = 1000
-RESULTS = Path(__file__).resolve().parent / "results" / "bench_decode.json"
 
 DDL = """CREATE TABLE bench.t (
     id INT PRIMARY KEY,
@@ -178,8 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("bench_decode", result)
     print(f"ours {ours_m:,.0f} rows/s, PMR {pmr_m:,.0f} rows/s, ratio {ratio:.2f}")
     print(f"RESULT ratio={ratio:.2f} ours_rows_per_s={ours_m:.0f} pmr_rows_per_s={pmr_m:.0f}")
     return 0

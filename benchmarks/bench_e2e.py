@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from bench_decode import DELETES, INSERTS, UPDATES, build_workload, run_pmr
+from result_file import write_result
 
 from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType
 from canal.testing.services import MariaDBServer
 
-RESULTS = Path(__file__).resolve().parent / "results" / "bench_e2e.json"
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = INSERTS + UPDATES + DELETES
 STORE = StoreConfig(buffer_size=16384, memory_unit=1024, batch_mode="MEMSIZE")  # canal's defaults
@@ -404,8 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("bench_e2e", result)
     print(f"e2e {ours_m:,.0f} rows/s, PMR {pmr_m:,.0f} rows/s, ratio {ratio:.2f}; total {result['seconds']}s")
     print(f"RESULT ratio={ratio:.2f} p99_ms={latency['p99_ms']} rss_delta_mb={rss['delta_mb']}")
     return 0

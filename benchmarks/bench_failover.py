@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kazoo.client import KazooClient  # noqa: E402
+from result_file import write_result  # noqa: E402
 
 from canal.meta import zkpaths  # noqa: E402
 from canal.testing.services import MariaDBServer, ZooKeeperServer  # noqa: E402
@@ -246,9 +247,7 @@ def main() -> None:
         "goal_met": median_s <= goal_s,
         "baseline_canal_delay_5s": {"runs": baseline, "summary": summary(baseline) if baseline else {}},
     }
-    out = ROOT / "benchmarks" / "results" / "bench_failover.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
+    write_result("bench_failover", doc)
     print(json.dumps(doc["summary"]))
     if baseline:
         baseline_median = statistics.median(r["failover_s"] for r in baseline)

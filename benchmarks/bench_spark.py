@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
+from result_file import write_result
+
 TABLE_DDL = (
     "CREATE TABLE bench.t (id BIGINT PRIMARY KEY, c1 INT NOT NULL, c2 BIGINT, c3 VARCHAR(32), c4 VARCHAR(64), "
     "c5 DECIMAL(12,2), c6 DOUBLE, c7 DATETIME, c8 DATE, c9 TINYINT)"
@@ -259,9 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = run(args.inserts, args.updates, args.deletes, args.max_entries, args.buffer_size)
     print(json.dumps(out, indent=2))
-    results = ROOT / "results"
-    results.mkdir(exist_ok=True)
-    (results / "bench_spark.json").write_text(json.dumps(out, indent=2) + "\n")
+    write_result("bench_spark", out)
     print(
         f"RESULT rows_per_s={out['rows_per_s']} decode_s={out['decode_s']} read_wait_s={out['read_wait_s']} "
         f"spark_s={out['spark_s']} merge_s={out['merge_s']}"

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime as dt
-import json
 import platform
 import statistics
 import sys
@@ -35,6 +34,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from result_file import write_result  # noqa: E402
 
 from canal.position import EntryPosition  # noqa: E402
 from canal.protocol import (  # noqa: E402
@@ -250,9 +251,7 @@ def main() -> None:
             measure(cold_entries, batch, max(3, args.reps // 3)),
         )
         result["cold"] = cold
-    out = ROOT / "benchmarks" / "results" / "bench_store.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    write_result("bench_store", result, sort_keys=True)
     rate = hot["entries_per_s"]
     print(
         f"RESULT ratio={hot['ratio']:.3f} store_entries_per_s={rate['store_memsize']:.0f} "
