@@ -25,8 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import attrs
 
@@ -48,6 +47,7 @@ from canal.parse.sources import source_factory as default_source_factory
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message
 from canal.sink import EntrySink, GroupSink
+from canal.start_stop import StartStopContext
 from canal.store import MemoryEventStore
 
 
@@ -192,7 +192,7 @@ def _rows_of(entries: Sequence[Entry]) -> int:
     return sum(len(e.row_change.rows) for e in entries if e.row_change is not None and not e.row_change.is_ddl)
 
 
-class Instance:
+class Instance(StartStopContext):
     """One destination: ``with Instance(cfg) as inst: msg = inst.get(100, timeout=1.0)``.
 
     Every consumer call takes an optional ``client``; the default is canal's client 1001 of this destination,
@@ -339,15 +339,6 @@ class Instance:
         self.log_positions.stop()
         if self._own_meta:
             self.meta.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def _parser_failed(self, error: BaseException) -> None:
         self._errors += 1

@@ -13,8 +13,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import attrs
 from kazoo.client import KazooClient
@@ -29,6 +28,7 @@ from canal.meta import PeriodMixedMetaManager, ZooKeeperMetaManager
 from canal.meta.fence import ZkFence
 from canal.position import LogPosition
 from canal.protocol import Message
+from canal.start_stop import StartStopContext
 
 
 def default_server_address() -> str:
@@ -141,7 +141,7 @@ class _Slot:
     ha: _HaDestination | None = None
 
 
-class EmbeddedServer:
+class EmbeddedServer(StartStopContext):
     """``server = EmbeddedServer(); server.start(); server.start_destination(cfg)``.
 
     ``zk_hosts`` turns on HA: destinations run only in the process holding their running node. ``address`` names
@@ -216,15 +216,6 @@ class EmbeddedServer:
                 self._zk.close()
                 self._zk = None
             self._started = False
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- destinations --------------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Protocol, Self, runtime_checkable
 from canal.client import ClientIdentity
 from canal.errors import MetaError
 from canal.position import LogPosition, PositionRange
+from canal.start_stop import StartStopContext
 
 
 class ClientNotSubscribedError(MetaError):
@@ -35,7 +36,7 @@ class MetaNotStartedError(MetaError):
     """A meta or log-position manager was used before ``start()`` or after ``stop()``."""
 
 
-class Lifecycle:
+class Lifecycle(StartStopContext):
     """canal's lifecycle shape: ``start()`` / ``stop()`` / ``is_started``, and a context manager.
 
     Subclasses override :meth:`_on_start` and :meth:`_on_stop`. Starting a started component or stopping a stopped
@@ -73,15 +74,6 @@ class Lifecycle:
     def _require_started(self) -> None:
         if not self._started:
             raise MetaNotStartedError(f"{type(self).__name__} is not started: call start() first")
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 @runtime_checkable

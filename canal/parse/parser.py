@@ -21,8 +21,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Self
 
 from canal.config import InstanceConfig, MasterConfig
 from canal.errors import BinlogPurgedError, CanalError, FencedWriteError, SourceError, StoreClosedError
@@ -40,6 +38,7 @@ from canal.parse.start_position import (
 from canal.parse.transaction import LogPositionManagerLike, Sink, TransactionBuffer
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import Entry
+from canal.start_stop import StartStopContext
 
 SourceFactory = Callable[[MasterConfig], BinlogSource]
 ErrorCallback = Callable[[BaseException], None]
@@ -56,7 +55,7 @@ class _Interrupted(Exception):
     """The dump was interrupted on purpose (stop or master/standby switch)."""
 
 
-class EventParser:
+class EventParser(StartStopContext):
     """Reads one destination's binlog on its own thread and hands whole transactions to ``sink``.
 
     ``source_factory(master_config)`` builds an unopened :class:`BinlogSource` for the master or the standby (None:
@@ -185,15 +184,6 @@ class EventParser:
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the parser thread ends (stop or fatal error); True if it did."""
         return self._done.wait(timeout)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- the dump loop --------------------------------------------------------------------------------------------
 

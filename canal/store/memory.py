@@ -29,7 +29,6 @@ import time
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
-from types import TracebackType
 from typing import cast
 
 from canal.config import BatchMode
@@ -37,6 +36,7 @@ from canal.errors import ConfigError, StoreBatchTooLargeError, StoreClosedError,
 from canal.log import destination_logger
 from canal.position import EntryPosition, PositionRange
 from canal.protocol import Entry, EntryType
+from canal.start_stop import StartStopContext
 from canal.store.base import INIT_SEQUENCE, Events, StoreStats
 
 _ROWDATA = EntryType.ROWDATA
@@ -74,7 +74,7 @@ def position_range(entries: Sequence[Entry]) -> PositionRange:
     return PositionRange(start, end, ack, cursor, last.rows_done)
 
 
-class MemoryEventStore:
+class MemoryEventStore(StartStopContext):
     """A bounded in-memory ring buffer of entries with put / get / ack sequences. See the module docstring.
 
     ``buffer_size`` entries (a power of two) and, in MEMSIZE mode, ``buffer_size * memory_unit`` bytes of capacity;
@@ -152,15 +152,6 @@ class MemoryEventStore:
     @property
     def is_started(self) -> bool:
         return self._started
-
-    def __enter__(self) -> MemoryEventStore:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def _closed(self) -> StoreClosedError:
         name = f" of destination {self._destination!r}" if self._destination else ""
