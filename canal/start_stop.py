@@ -1,4 +1,4 @@
-"""The context-manager half of canal's start/stop lifecycle, shared by every component that has one.
+"""canal's start/stop lifecycle as an interface, and its context-manager half as a mixin.
 
 ``with component:`` starts it and stops it when the block ends, however it ends. Each component keeps its own
 ``start()`` / ``stop()`` (locking, partial-start cleanup and errors differ between them); only this part is the same.
@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self
 
 
 class StartStopContext:
@@ -27,3 +27,20 @@ class StartStopContext:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class StartStopComponent(Protocol):
+    """The lifecycle members the manager interfaces (meta, log positions) share."""
+
+    @property
+    def is_started(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...

@@ -15,13 +15,12 @@ client's cursor and marks, as canal's ZooKeeper manager does.
 from __future__ import annotations
 
 import threading
-from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from canal.client import ClientIdentity
 from canal.errors import MetaError
 from canal.position import LogPosition, PositionRange
-from canal.start_stop import StartStopContext
+from canal.start_stop import StartStopComponent, StartStopContext
 
 
 class ClientNotSubscribedError(MetaError):
@@ -77,22 +76,9 @@ class Lifecycle(StartStopContext):
 
 
 @runtime_checkable
-class MetaManager(Protocol):
+class MetaManager(StartStopComponent, Protocol):
     """Subscriptions, cursors and batch marks of the clients of one or more destinations (canal's
     ``CanalMetaManager``)."""
-
-    @property
-    def is_started(self) -> bool: ...
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def __enter__(self) -> Self: ...
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None: ...
 
     # -- subscriptions
     def subscribe(self, client: ClientIdentity) -> None:

@@ -23,8 +23,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from kazoo.client import KazooClient
 
@@ -37,6 +36,7 @@ from canal.meta.fence import Fence
 from canal.meta.persist import PeriodicFlusher, read_json, remove_stale_temp_files, write_json_atomic
 from canal.meta.zookeeper import ZooKeeperClientOwner
 from canal.position import LogPosition
+from canal.start_stop import StartStopComponent
 
 PARSE_FILE_NAME = "parse.dat"
 
@@ -59,21 +59,8 @@ __all__ = [
 
 
 @runtime_checkable
-class LogPositionManager(Protocol):
+class LogPositionManager(StartStopComponent, Protocol):
     """The parser's restart point per destination (canal's ``CanalLogPositionManager``)."""
-
-    @property
-    def is_started(self) -> bool: ...
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def __enter__(self) -> Self: ...
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None: ...
 
     def get_latest_position(self, destination: str) -> LogPosition | None: ...
 
