@@ -149,6 +149,7 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.mysql import packets as P
+from canal.parse.mysql.charsets import charset_named
 from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition, journal_number
@@ -411,49 +412,9 @@ BLOB_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob",
 GEOMETRY_TYPES = frozenset(GEOMETRY_TYPE_NAMES)
 _TEMPORAL = frozenset({"time", "datetime", "timestamp"})
 
-_CHARSET_CODECS = {
-    "utf8mb4": "utf-8",
-    "utf8mb3": "utf-8",
-    "utf8": "utf-8",
-    "latin1": "cp1252",
-    "ascii": "ascii",
-    "ucs2": "utf-16-be",
-    "utf16": "utf-16-be",
-    "utf16le": "utf-16-le",
-    "utf32": "utf-32-be",
-    "cp1250": "cp1250",
-    "cp1251": "cp1251",
-    "cp1256": "cp1256",
-    "cp1257": "cp1257",
-    "gbk": "gbk",
-    "gb2312": "gb2312",
-    "gb18030": "gb18030",
-    "big5": "big5",
-    "sjis": "shift_jis",
-    "cp932": "cp932",
-    "ujis": "euc_jp",
-    "eucjpms": "euc_jp",
-    "euckr": "euc_kr",
-    "koi8r": "koi8_r",
-    "koi8u": "koi8_u",
-    "greek": "iso8859_7",
-    "hebrew": "iso8859_8",
-    "latin2": "iso8859_2",
-    "latin5": "iso8859_9",
-    "latin7": "iso8859_13",
-    "tis620": "tis_620",
-    "cp850": "cp850",
-    "cp852": "cp852",
-    "cp866": "cp866",
-}
-
-
 def charset_codec(charset: str) -> str | None:
-    """The Python codec for a MySQL charset name (None for ``binary``)."""
-    cs = charset.lower()
-    if cs == "binary":
-        return None
-    return _CHARSET_CODECS.get(cs, "utf-8")
+    """The Python codec for a MySQL charset name (None for ``binary``), as the binlog decoder uses it."""
+    return charset_named(charset).codec
 
 
 @attrs.frozen(slots=True)

@@ -36,9 +36,9 @@ from decimal import Decimal
 from typing import Any
 
 import attrs
-import pymysql.charset  # type: ignore[import-untyped]
 
 from canal.errors import ParseError
+from canal.parse.mysql.charsets import charset_of_collation
 from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import ColumnMeta, RowData, SqlType, TableSchema
@@ -95,7 +95,6 @@ _OM_PRIMARY_KEY_WITH_PREFIX = 9
 _OM_ENUM_AND_SET_DEFAULT_CHARSET = 10
 _OM_ENUM_AND_SET_COLUMN_CHARSET = 11
 
-BINARY_COLLATION = 63
 
 
 def _latin1_errors(exc: UnicodeError) -> tuple[str, int]:
@@ -105,31 +104,6 @@ def _latin1_errors(exc: UnicodeError) -> tuple[str, int]:
 
 
 codecs.register_error("canal-latin1", _latin1_errors)
-
-
-def collation_codec(collation_id: int | None) -> str | None:
-    """The Python codec for a MySQL/MariaDB collation id; None for binary (and for unknown ids: utf-8)."""
-    if collation_id is None:
-        return "utf-8"
-    if collation_id == BINARY_COLLATION:
-        return None
-    try:
-        cs = pymysql.charset.charset_by_id(collation_id)
-    except KeyError:
-        return "utf-8"
-    enc: str = cs.encoding
-    if enc in ("utf8", "utf8mb3", "utf8mb4"):
-        return "utf-8"
-    try:
-        return codecs.lookup(enc).name
-    except LookupError:
-        return "utf-8"
-
-
-def _mbmaxlen(codec: str | None) -> int:
-    return {"utf-8": 4, "gbk": 2, "gb2312": 2, "gb18030": 4, "big5": 2, "ujis": 3, "sjis": 2, "euc_kr": 2}.get(
-        codec or "", 1
-    )
 
 
 @attrs.define(slots=True)
@@ -695,7 +669,8 @@ _TEXT_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
 def _column_meta(c: BinlogColumn, fb: FallbackColumn | None) -> ColumnMeta:
     t = c.type
     unsigned = c.unsigned if fb is None or fb.unsigned is None else fb.unsigned
-    codec = collation_codec(c.collation) if t in _CHARACTER or t in (T_ENUM, T_SET) else None
+    charset = charset_of_collation(c.collation)
+    codec = charset.codec if t in _CHARACTER or t in (T_ENUM, T_SET) else None
     labels = c.labels or (fb.labels if fb is not None else ())
     name = c.name if c.name is not None else (fb.name if fb is not None else f"UNKNOWN_COL{c.index}")
     is_key = c.is_key or (fb.is_key if fb is not None else False)
@@ -731,12 +706,12 @@ def _column_meta(c: BinlogColumn, fb: FallbackColumn | None) -> ColumnMeta:
         if codec is None:
             mysql_type, sql_type = f"varbinary({c.length})", SqlType.VARBINARY
         else:
-            mysql_type, sql_type = f"varchar({c.length // _mbmaxlen(codec)})", SqlType.VARCHAR
+            mysql_type, sql_type = f"varchar({c.length // charset.maxlen})", SqlType.VARCHAR
     elif t == T_STRING:
         if codec is None:
             mysql_type, sql_type = f"binary({c.length})", SqlType.BINARY
         else:
-            mysql_type, sql_type = f"char({c.length // _mbmaxlen(codec)})", SqlType.CHAR
+            mysql_type, sql_type = f"char({c.length // charset.maxlen})", SqlType.CHAR
     elif t in _BLOBS:
         size = _TEXT_NAMES.get(c.length, "")
         # as canal reports them: every TEXT is a CLOB, every BLOB a BLOB
@@ -825,7 +800,7 @@ class _CodeGen:
     def column(self, c: BinlogColumn, var: str) -> list[str]:
         """Lines reading column ``c`` (known non-null) into ``var`` and advancing ``p``."""
         t = c.type
-        codec = collation_codec(c.collation)
+        codec = charset_of_collation(c.collation).codec
         if t in _FIXED:
             fmt, ufmt, size = _FIXED[t]
             s = self.const(struct.Struct("<" + (ufmt if c.unsigned else fmt)), "S")
