@@ -72,6 +72,7 @@ COLUMNS: list[tuple[str, str, list[str]]] = [
     ("tl", "TEXT CHARACTER SET latin1", ["'x€'", "'Ž'", "NULL", "''"]),
     ("vg", "VARCHAR(20) CHARACTER SET gbk", ["'中文'", "'汉字abc'", "NULL", "''"]),
     ("tg", "TEXT CHARACTER SET gbk", ["'汉字'", "REPEAT('中', 1000)", "NULL", "''"]),
+    ("v3", "VARCHAR(20) CHARACTER SET utf8mb3", ["'ü€'", "'abc'", "NULL", "''"]),
     ("u16", "VARCHAR(20) CHARACTER SET utf16", ["'ü€😀'", "'abc'", "NULL", "''"]),
     ("c16", "CHAR(100) CHARACTER SET utf16", ["'😀'", "'x'", "NULL", "''"]),
     ("u2", "VARCHAR(20) CHARACTER SET ucs2", ["'ü€'", "'abc'", "NULL", "''"]),
@@ -205,6 +206,9 @@ def test_every_type_matches_select(mariadb: Any) -> None:
     assert cols["d65"].mysql_type == "decimal(65,30)" and cols["d65"].sql_type == SqlType.DECIMAL
     assert cols["vc"].mysql_type == "varchar(300)" and cols["vc"].charset == "utf-8"
     assert cols["vl"].charset == "cp1252" and cols["vg"].charset == "gbk"
+    # declared lengths come back from byte lengths divided by each charset's widest character
+    assert cols["v3"].mysql_type == "varchar(20)" and cols["c16"].mysql_type == "char(100)"
+    assert cols["u16"].charset == "utf-16-be" and cols["ej"].charset == "euc_jp" and cols["mr"].charset == "mac-roman"
     assert cols["bn"].charset is None and cols["bn"].mysql_type == "binary(6)"
     assert cols["e"].labels == ("a", "b", "c d") and cols["s"].labels == ("x", "y", "z")
     assert cols["dt6"].fsp == 6 and cols["dt6"].mysql_type == "datetime(6)"
