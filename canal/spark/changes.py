@@ -43,31 +43,29 @@ from canal.position import EntryPosition, LogIdentity, LogPosition, journal_numb
 from canal.protocol import Entry, EntryType, TableSchema, render_text
 from canal.spark.types import base_type
 
-CHANGE_SCHEMA_DDL = (
-    "destination STRING, seq BIGINT, schema STRING, table STRING, type STRING, is_ddl BOOLEAN, sql STRING, "
-    "execute_time TIMESTAMP, log_file STRING, log_offset BIGINT, row_index INT, gtid STRING, keys STRING, "
-    "before STRING, after STRING, columns STRING"
+_COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table in the module docstring
+    ("destination", "STRING"),
+    ("seq", "BIGINT"),
+    ("schema", "STRING"),
+    ("table", "STRING"),
+    ("type", "STRING"),
+    ("is_ddl", "BOOLEAN"),
+    ("sql", "STRING"),
+    ("execute_time", "TIMESTAMP"),
+    ("log_file", "STRING"),
+    ("log_offset", "BIGINT"),
+    ("row_index", "INT"),
+    ("gtid", "STRING"),
+    ("keys", "STRING"),
+    ("before", "STRING"),
+    ("after", "STRING"),
+    ("columns", "STRING"),
 )
+
+CHANGE_SCHEMA_DDL = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
 """The change-row schema as a Spark DDL string."""
 
-COLUMN_NAMES: tuple[str, ...] = (
-    "destination",
-    "seq",
-    "schema",
-    "table",
-    "type",
-    "is_ddl",
-    "sql",
-    "execute_time",
-    "log_file",
-    "log_offset",
-    "row_index",
-    "gtid",
-    "keys",
-    "before",
-    "after",
-    "columns",
-)
+COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in _COLUMNS)
 
 SEQ_BITS = 32
 """``seq = batch << SEQ_BITS | index``: at most 2**32 rows per batch."""
@@ -91,26 +89,14 @@ def arrow_schema() -> Any:
     """The change-row schema as a pyarrow schema, as Spark expects Python data sources to return it."""
     import pyarrow as pa
 
-    return pa.schema(
-        [
-            pa.field("destination", pa.string()),
-            pa.field("seq", pa.int64()),
-            pa.field("schema", pa.string()),
-            pa.field("table", pa.string()),
-            pa.field("type", pa.string()),
-            pa.field("is_ddl", pa.bool_()),
-            pa.field("sql", pa.string()),
-            pa.field("execute_time", pa.timestamp("us", tz="UTC")),
-            pa.field("log_file", pa.string()),
-            pa.field("log_offset", pa.int64()),
-            pa.field("row_index", pa.int32()),
-            pa.field("gtid", pa.string()),
-            pa.field("keys", pa.string()),
-            pa.field("before", pa.string()),
-            pa.field("after", pa.string()),
-            pa.field("columns", pa.string()),
-        ]
-    )
+    arrow_types = {
+        "STRING": pa.string(),
+        "BIGINT": pa.int64(),
+        "INT": pa.int32(),
+        "BOOLEAN": pa.bool_(),
+        "TIMESTAMP": pa.timestamp("us", tz="UTC"),  # Spark's TIMESTAMP: an instant, read in the session time zone
+    }
+    return pa.schema([pa.field(name, arrow_types[sql_type]) for name, sql_type in _COLUMNS])
 
 
 # -- offsets -------------------------------------------------------------------------------------------------------
