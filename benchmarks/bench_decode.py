@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import platform
 import pstats
 import statistics
-import sys
 import time
 from typing import Any
 
@@ -173,9 +171,6 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": round(ratio, 2),
         "ours_rounds": [round(x) for x in ours],
         "pmr_rounds": [round(x) for x in pmr],
-        "python": sys.version.split()[0],
-        "machine": platform.machine(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     write_result("bench_decode", result)
     print(f"ours {ours_m:,.0f} rows/s, PMR {pmr_m:,.0f} rows/s, ratio {ratio:.2f}")

@@ -19,7 +19,6 @@ import argparse
 import cProfile
 import json
 import os
-import platform
 import pstats
 import statistics
 import subprocess
@@ -399,10 +398,6 @@ def main(argv: list[str] | None = None) -> int:
         "rss": rss,
         "goals": {"ratio": ">= 2.5", "p99_ms": "< 50", "rss_delta_mb": "< 50"},
         "seconds": round(time.perf_counter() - started, 1),
-        "python": sys.version.split()[0],
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     write_result("bench_e2e", result)
     print(f"e2e {ours_m:,.0f} rows/s, PMR {pmr_m:,.0f} rows/s, ratio {ratio:.2f}; total {result['seconds']}s")

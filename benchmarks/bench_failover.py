@@ -32,9 +32,7 @@ times of the main runs).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import platform
 import queue
 import statistics
 import sys
@@ -225,9 +223,6 @@ def main() -> None:
     goal_s = args.session_timeout + 1.0
     doc: dict[str, Any] = {
         "benchmark": "bench_failover",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()} {platform.node()}",
         "what": "SIGKILL of the active HA process -> first non-empty batch handed out by the new active",
         "session_timeout_s": args.session_timeout,
         "zookeeper_tick_ms": 500,

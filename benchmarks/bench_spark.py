@@ -23,9 +23,7 @@ Prints the figures and ends with ``RESULT rows_per_s=... decode_s=... read_wait_
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -242,9 +240,6 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
             }
             for b in batches
         ],
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 

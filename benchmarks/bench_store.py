@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime as dt
-import platform
 import statistics
 import sys
 import threading
@@ -238,8 +237,6 @@ def main() -> None:
         "working_set": len(working),
         "batch": batch,
         "repetitions": args.reps,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
         **hot,
     }
     del working, stream
