@@ -307,7 +307,7 @@ def _to_ssl_mode(value: SslMode | str | None) -> SslMode | None:
 
 def _to_tls_versions(value: object) -> object:
     if isinstance(value, str):
-        value = [v for v in value.split(",")]
+        value = [v for v in value.split(",") if v.strip()]
     if isinstance(value, list | tuple):
         named = {v.lower(): v for v in TLS_VERSIONS}
         out = []
@@ -1591,9 +1591,9 @@ def _ssl_from_props(props: _Props, prefix: str) -> SslConfig:
     """canal's ``canal.instance.{prefix}.sslMode`` / ``tlsVersions`` / key store keys as an :class:`SslConfig`.
 
     Absent ``sslMode`` means PREFERRED, as everywhere in pycanal (the MySQL client's default; canal's is DISABLED,
-    which differs only against a server that offers TLS, and then in pycanal's favour). PEM stores map onto ``ca`` and ``cert`` (whose file may
-    hold the private key too, else ``pycanal.{prefix}.ssl.key`` names it); Java stores raise ConfigError saying how
-    to convert them.
+    which differs only against a server that offers TLS, and then in pycanal's favour). PEM stores map onto ``ca``
+    and ``cert`` (whose file may hold the private key too, else ``pycanal.{prefix}.ssl.key`` names it); Java stores
+    raise ConfigError saying how to convert them.
     """
     mode_key = f"canal.instance.{prefix}.sslMode"
     versions_key = f"canal.instance.{prefix}.tlsVersions"

@@ -48,6 +48,7 @@ def test_check_passes_on_a_capture_ready_server(mariadb: MariaDBDatabase, capsys
     for name in ("connect", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "server_id",
                  "grant REPLICATION SLAVE", "grant BINLOG MONITOR", "grant SELECT"):  # fmt: skip
         assert checks[name].startswith("OK "), checks[name]
+    assert checks["tls"] == "OK   tls: not encrypted (sslMode PREFERRED)"  # the session server offers no TLS
     assert mariadb.password not in "\n".join(out) + err
 
 

@@ -192,7 +192,7 @@ def _connect_error(
     text = _redact(str(exc.args[1]) if len(exc.args) > 1 else str(exc), password, f"{user}{address}")
     cause = getattr(exc, "original_exception", None)
     if isinstance(cause, ssl.SSLCertVerificationError):
-        detail = cause.verify_message or _reason(cause)
+        detail = (cause.verify_message or _reason(cause)).rstrip(".")
         if "hostname" in detail.lower() or "ip address mismatch" in detail.lower():
             fix = (
                 f"the certificate does not name {conn.host!r}: connect by a name it holds, or use sslMode VERIFY_CA "
