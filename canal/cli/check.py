@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import pymysql  # type: ignore[import-untyped]
 
 from canal.cli.common import CliError, add_source_arguments, load_instance_config
-from canal.errors import SourceUnreachableError, TlsError
+from canal.errors import SourceError, SourceUnreachableError, TlsError
 from canal.parse.mysql.connect import TlsState, open_connection, tls_state
 
 
@@ -245,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         state = tls_state(conn, master.ssl.mode)
         facts = read_facts(conn)
+    except pymysql.err.MySQLError as exc:  # after the login: a lost connection, a limit, a statement refused
+        raise SourceError(f"reading the settings of {master.address} failed: {exc}", errno=exc.args[0]) from None
     finally:
         conn.close()
     checks = [

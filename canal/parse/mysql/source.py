@@ -34,7 +34,11 @@ from canal.position import EntryPosition
 log = logging.getLogger(__name__)
 
 CR_SERVER_LOST = 2013
+CR_SERVER_GONE_ERROR = 2006
+CR_CONN_HOST_ERROR = 2003
+ER_PARSE_ERROR = 1064
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+_LOST = frozenset({CR_SERVER_LOST, CR_SERVER_GONE_ERROR, CR_CONN_HOST_ERROR})
 
 
 def parse_address(address: str, default_port: int = 3306) -> tuple[str, int]:
@@ -221,11 +225,13 @@ class MysqlBinlogSource:
                 cur.execute(sql, args)
                 return list(cur.fetchall())
         except pymysql.err.MySQLError as e:
-            if _errno(e) in (CR_SERVER_LOST, 2006, 2003):
+            code = _errno(e)
+            if code in _LOST or isinstance(e, pymysql.err.InterfaceError):  # InterfaceError: pymysql closed it
+                code = code if code in _LOST else CR_SERVER_LOST
                 with self._lock:
                     if self._side is conn:
                         self._side = None
-            raise SourceError(f"{self._address}: {sql!r} failed: {e}", errno=_errno(e)) from None
+            raise SourceError(f"{self._address}: {sql!r} failed: {e}", errno=code) from None
         except OSError as e:
             with self._lock:
                 if self._side is conn:
@@ -244,8 +250,10 @@ class MysqlBinlogSource:
         conn = self._side_connection()
         try:
             rows = self._run(conn, "SHOW MASTER STATUS")
-        except SourceError:
-            rows = self._run(conn, "SHOW BINARY LOG STATUS")
+        except SourceError as e:
+            if e.errno != ER_PARSE_ERROR:  # a lost connection or a missing grant is that error, not a syntax question
+                raise
+            rows = self._run(conn, "SHOW BINARY LOG STATUS")  # MySQL 8.4 removed SHOW MASTER STATUS
         if not rows:
             raise ServerNotReadyError(f"{self._address}: SHOW MASTER STATUS is empty (binary logging off?)")
         file, pos = str(rows[0][0]), int(rows[0][1])
@@ -267,12 +275,14 @@ class MysqlBinlogSource:
         for conn in dumps:
             sock = getattr(conn, "_sock", None)
             if sock is not None:
+                # only wakes the dump's reader, which then ends with "source closed"; a socket its thread has closed
+                # already raises OSError here, and there is nothing left to wake
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
         if side is not None:
             try:
-                side.close()
-            except Exception:
+                side.close()  # sends COM_QUIT, which a broken or already closed connection cannot
+            except (pymysql.err.Error, OSError):
                 side._force_close()
 
     def __enter__(self) -> MysqlBinlogSource:
@@ -285,15 +295,29 @@ class MysqlBinlogSource:
     # -- schema fallback -------------------------------------------------------------------------------------------
 
     def _lookup_columns(self, schema: str, table: str) -> list[FallbackColumn] | None:
+        """The table's columns from information_schema ([] for a table it does not show).
+
+        A failed query is never taken for "no columns": the decoder would cache UNKNOWN_COLn names (or a wrong
+        fractional precision) for the table. A side connection the server dropped while the dump ran (wait_timeout)
+        is replaced once; any other failure propagates and ends the dump, which the parser retries.
+        """
+        sql = (
+            "SELECT COLUMN_NAME, COLUMN_KEY, COLUMN_TYPE FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
+        )
         try:
-            rows = self._run(
-                self._side_connection(),
-                "SELECT COLUMN_NAME, COLUMN_KEY, COLUMN_TYPE FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-                (schema, table),
+            rows = self._run(self._side_connection(), sql, (schema, table))
+        except SourceError as e:
+            if e.errno not in _LOST:
+                raise
+            log.info(
+                "%s: the side connection was lost (%s); reconnecting for %s.%s's columns",
+                self._address,
+                e,
+                schema,
+                table,
             )
-        except SourceError:
-            return None
+            rows = self._run(self._side_connection(), sql, (schema, table))
         out = []
         for name, key, ctype in rows:
             ctype = str(ctype)
