@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import string
 from pathlib import Path
 
@@ -250,4 +251,17 @@ def test_cli_ssl_arguments_override_the_properties(tmp_path: Path, monkeypatch: 
     assert cli("--properties", str(props)).master.ssl == SslConfig(mode="VERIFY_IDENTITY", ca="/etc/ca.pem")
     assert cli("--properties", str(props), "--ssl-mode", "REQUIRED").master.ssl == SslConfig(
         mode="REQUIRED", ca="/etc/ca.pem"
+    )
+
+
+def test_the_readme_properties_example_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    (block,) = re.findall(r"```properties\n(.*?)```", readme, re.S)
+    monkeypatch.setenv("CANAL_CLIENT_KEY_PASSWORD", "from-the-environment")
+    assert load(block).master.ssl == SslConfig(
+        mode="VERIFY_IDENTITY",
+        ca="/etc/canal/ca.pem",
+        cert="/etc/canal/client.pem",
+        key_password="from-the-environment",
+        tls_versions=("TLSv1.2", "TLSv1.3"),
     )
