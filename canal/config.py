@@ -1517,6 +1517,8 @@ _SSL_SUFFIXES: Final = (
     "clientCertificateKeyStorePassword",
 )
 _SSL_KEY_SUFFIX: Final = "ssl.key"  # pycanal.{master,standby}.ssl.key: a client key in its own PEM file
+SSL_PROPERTY_KEYS: Final = tuple(f"canal.instance.{p}.{s}" for p in ("master", "standby") for s in _SSL_SUFFIXES)
+"""canal's TLS keys (camelCase, as canal spells them), for readers of lower-cased option names (Spark)."""
 # canal reads Java key stores; Python's ssl reads PEM. The store types that have no PEM reading say how to convert.
 _STORE_SUFFIXES: Final = {
     ".pem": "PEM",
@@ -1760,7 +1762,7 @@ _USED_KEYS: Final = frozenset(
     "canal.instance.global.spring.xml",
     "canal.instance.enableDruid",
     "pycanal.meta.mode",
-    *(f"canal.instance.{p}.{suffix}" for p in ("master", "standby") for suffix in _SSL_SUFFIXES),
+    *SSL_PROPERTY_KEYS,
     *(f"pycanal.{p}.{_SSL_KEY_SUFFIX}" for p in ("master", "standby")),
 }
 

@@ -265,3 +265,20 @@ def test_the_readme_properties_example_loads(monkeypatch: pytest.MonkeyPatch) ->
         key_password="from-the-environment",
         tls_versions=("TLSv1.2", "TLSv1.3"),
     )
+
+
+def test_spark_options_carry_the_tls_keys() -> None:
+    # Spark lower-cases option names: canal's camelCase TLS keys must still be recognised
+    pytest.importorskip("pyspark")
+    from canal.spark.source import config_from_options
+
+    options = {
+        "destination": "d",
+        "master.address": "127.0.0.1:3306",
+        "canal.instance.master.sslMode": "VERIFY_IDENTITY",
+        "canal.instance.master.trustCertificateKeyStoreUrl": "file:/etc/canal/ca.pem",
+        "canal.instance.master.tlsVersions": "TLSv1.3",
+    }
+    lowered = {k.lower(): v for k, v in options.items()}
+    expected = SslConfig(mode="VERIFY_IDENTITY", ca="/etc/canal/ca.pem", tls_versions=("TLSv1.3",))
+    assert config_from_options(lowered).master.ssl == expected
