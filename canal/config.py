@@ -20,6 +20,9 @@ ZooKeeper meta manager behind a periodic flush), ``memory-instance.xml`` and ``g
 pycanal adds a few keys of its own, all under ``pycanal.``: ``pycanal.meta.mode`` (memory | file | zookeeper |
 period-mixed, overrides the spring xml) and ``pycanal.retry.*`` (see :class:`RetryConfig`).
 
+TLS to the master comes from canal's ``canal.instance.{master,standby}.sslMode``, ``tlsVersions`` and key-store keys
+(:class:`SslConfig`; PEM files only: Java JKS/PKCS12 stores raise ConfigError saying how to convert them).
+
 Keys pycanal knowingly does not use (tsdb, rds, mq, network buffers, parallel parser, admin, ...) are logged at debug;
 any other unknown key is warned about once per process.
 """
