@@ -20,6 +20,9 @@ ZooKeeper meta manager behind a periodic flush), ``memory-instance.xml`` and ``g
 pycanal adds a few keys of its own, all under ``pycanal.``: ``pycanal.meta.mode`` (memory | file | zookeeper |
 period-mixed, overrides the spring xml) and ``pycanal.retry.*`` (see :class:`RetryConfig`).
 
+TLS to the master comes from canal's ``canal.instance.{master,standby}.sslMode``, ``tlsVersions`` and key-store keys
+(:class:`SslConfig`; PEM files only: Java JKS/PKCS12 stores raise ConfigError saying how to convert them).
+
 Keys pycanal knowingly does not use (tsdb, rds, mq, network buffers, parallel parser, admin, ...) are logged at debug;
 any other unknown key is warned about once per process.
 """
@@ -36,7 +39,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import attrs
 
@@ -54,6 +57,8 @@ __all__ = [
     "MetaMode",
     "RetryConfig",
     "ServerConfig",
+    "SslConfig",
+    "SslMode",
     "StoreConfig",
     "format_properties",
     "load_conf_dir",
@@ -259,6 +264,138 @@ def _opt_strip(value: object) -> object:
     return value
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# TLS to the master
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class SslMode(enum.StrEnum):
+    """How a connection to the master uses TLS: the MySQL client's ``--ssl-mode`` names and meaning (canal's
+    ``canal.instance.master.sslMode``).
+
+    * ``DISABLED``: never encrypted.
+    * ``PREFERRED``: TLS when the server offers it, plain only when it does not; the server is not verified.
+    * ``REQUIRED``: TLS or no connection; the server's certificate is not verified.
+    * ``VERIFY_CA``: TLS, and the server's certificate must chain to a trusted CA (``SslConfig.ca``, else the
+      system's trust store).
+    * ``VERIFY_IDENTITY``: as VERIFY_CA, and the certificate must name the host of the master's address.
+    """
+
+    DISABLED = "DISABLED"
+    PREFERRED = "PREFERRED"
+    REQUIRED = "REQUIRED"
+    VERIFY_CA = "VERIFY_CA"
+    VERIFY_IDENTITY = "VERIFY_IDENTITY"
+
+    @property
+    def requires_tls(self) -> bool:
+        """Whether a connection that is not encrypted must fail."""
+        return self in (SslMode.REQUIRED, SslMode.VERIFY_CA, SslMode.VERIFY_IDENTITY)
+
+    @property
+    def verifies(self) -> bool:
+        """Whether the server's certificate is checked against the trusted CAs."""
+        return self in (SslMode.VERIFY_CA, SslMode.VERIFY_IDENTITY)
+
+
+TLS_VERSIONS: Final = ("TLSv1.2", "TLSv1.3")
+"""The TLS versions pycanal speaks (canal's default ``tlsVersions``); TLSv1 and TLSv1.1 are insecure and refused."""
+
+
+def _to_ssl_mode(value: SslMode | str | None) -> SslMode | None:
+    if value is None:
+        return None
+    return _enum_converter(SslMode, "SslConfig", "mode")(value)
+
+
+def _to_tls_versions(value: object) -> object:
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    if isinstance(value, list | tuple):
+        named = {v.lower(): v for v in TLS_VERSIONS}
+        out = []
+        for item in value:
+            text = item.strip() if isinstance(item, str) else item
+            out.append(named.get(text.lower(), text) if isinstance(text, str) else text)
+        return tuple(out)
+    return value
+
+
+def _validate_tls_versions(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, tuple) or not all(v in TLS_VERSIONS for v in value):
+        raise _FieldError(
+            type(inst).__name__, attr.name, value, "must name TLSv1.2 and/or TLSv1.3 (older versions are insecure)"
+        )
+
+
+_opt_path = _check(lambda v: v is None or (isinstance(v, str) and v.strip() != ""), "must be None or a file path")
+
+
+def _opt_path_str(value: object) -> object:
+    value = _to_path_str(value)
+    return value.strip() or None if isinstance(value, str) else value
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class SslConfig:
+    """TLS to one master (MySQL client semantics; see :class:`SslMode`).
+
+    ``ca`` is a PEM file of the CA certificates to trust (VERIFY_CA / VERIFY_IDENTITY; None: the system's trust
+    store). ``cert`` is a PEM file with the client certificate (and its chain), for servers that require one; its
+    private key is in ``key`` or in the same file, encrypted with ``key_password`` if it is. ``tls_versions`` limits the
+    versions offered (canal's ``tlsVersions``; empty: TLSv1.2 and TLSv1.3). ``mode`` defaults, as in the MySQL client,
+    to VERIFY_CA when a ``ca`` is given, else PREFERRED. Files are read when a connection is opened, so a renewed
+    certificate is picked up at the next reconnect. The key password is never shown.
+    """
+
+    mode: SslMode = attrs.field(default=None, converter=_to_ssl_mode)
+    ca: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    cert: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    key: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    key_password: str | None = attrs.field(
+        default=None,
+        repr=lambda v: "None" if v is None else repr(_MASK),
+        validator=_check(lambda v: v is None or isinstance(v, str), "must be None or a string"),
+        metadata={"secret": True},
+    )
+    tls_versions: tuple[str, ...] = attrs.field(
+        default=(), converter=_to_tls_versions, validator=_validate_tls_versions
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if cast("SslMode | None", self.mode) is None:  # not given: the MySQL client's default for these files
+            object.__setattr__(self, "mode", SslMode.VERIFY_CA if self.ca is not None else SslMode.PREFERRED)
+        if self.key is not None and self.cert is None:
+            raise _FieldError("SslConfig", "key", self.key, "a private key needs its certificate (cert)")
+        if self.key_password is not None and self.cert is None:
+            raise _FieldError("SslConfig", "key_password", self.key_password, "needs cert", secret=True)
+        if self.ca is not None and self.mode in (SslMode.PREFERRED, SslMode.REQUIRED):
+            _warn_once(
+                f"ssl-ca-unused:{self.mode}",
+                "SslConfig(mode=%s) does not verify the server, so ca=%s is not used: use VERIFY_CA or "
+                "VERIFY_IDENTITY to check the server's certificate",
+                self.mode.value,
+                self.ca,
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether connections try TLS at all (every mode but DISABLED)."""
+        return self.mode is not SslMode.DISABLED
+
+    def redacted(self) -> dict[str, Any]:
+        """A JSON-friendly dict for logs: the key password is ``'***'``."""
+        return _redacted(self)
+
+
+def _to_ssl_config(value: object) -> object:
+    if isinstance(value, SslMode | str):
+        return SslConfig(mode=value)
+    if value is None:
+        return SslConfig()
+    return value
+
+
 @attrs.frozen(slots=True)
 class MasterConfig:
     """The MySQL/MariaDB server to replicate from.
@@ -269,6 +406,11 @@ class MasterConfig:
     ``journal_name`` (+ ``position``, an offset in that file), or ``timestamp`` (milliseconds since the epoch, canal's
     unit), or ``gtid`` (a GTID set, used when the instance runs in GTID mode); with none of them the parser starts
     from the stored cursor, else from the server's current position. The password is never shown.
+
+    ``ssl`` is how connections to this server use TLS (an :class:`SslConfig`, or just a mode name such as
+    ``"VERIFY_IDENTITY"``); the default is the MySQL client's, PREFERRED. It applies to every connection pycanal opens
+    to the server (the binlog dump, metadata queries, detecting, ``canal check``) and is ignored for ``fake://`` and
+    ``file://``.
     """
 
     address: str = attrs.field(converter=_strip_str, validator=_validate_address)
@@ -278,6 +420,11 @@ class MasterConfig:
     position: int | None = attrs.field(default=None, validator=_opt_non_negative_int)
     timestamp: int | None = attrs.field(default=None, validator=_validate_timestamp)
     gtid: str | None = attrs.field(default=None, converter=_opt_strip, validator=_opt_str)
+    ssl: SslConfig = attrs.field(
+        factory=SslConfig,
+        converter=_to_ssl_config,
+        validator=_check(lambda v: isinstance(v, SslConfig), "must be an SslConfig or an SslMode name"),
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.journal_name is not None and re.search(r"[\s/\\]", self.journal_name):
@@ -679,6 +826,7 @@ class InstanceConfig:
         for prefix, master in (("master", self.master), ("standby", self.standby)):
             if master is not None:
                 values.update(_format_fields(master, _master_spec(prefix)))
+                values.update(_format_ssl(master.ssl, prefix, include_password=include_password))
         values["canal.instance.dbUsername"] = self.master.username
         if include_password:
             values["canal.instance.dbPassword"] = self.master.password
@@ -1371,15 +1519,133 @@ _SSL_SUFFIXES: Final = (
     "clientCertificateKeyStoreUrl",
     "clientCertificateKeyStorePassword",
 )
+_SSL_KEY_SUFFIX: Final = "ssl.key"  # pycanal.{master,standby}.ssl.key: a client key in its own PEM file
+SSL_PROPERTY_KEYS: Final = tuple(f"canal.instance.{p}.{s}" for p in ("master", "standby") for s in _SSL_SUFFIXES)
+"""canal's TLS keys (camelCase, as canal spells them), for readers of lower-cased option names (Spark)."""
+# canal reads Java key stores; Python's ssl reads PEM. The store types that have no PEM reading say how to convert.
+_STORE_SUFFIXES: Final = {
+    ".pem": "PEM",
+    ".crt": "PEM",
+    ".cer": "PEM",
+    ".jks": "JKS",
+    ".p12": "PKCS12",
+    ".pfx": "PKCS12",
+}
+_STORE_CONVERSIONS: Final = {
+    ("trust", "JKS"): "keytool -exportcert -rfc -keystore STORE -alias ALIAS > ca.pem",
+    ("trust", "PKCS12"): "openssl pkcs12 -in STORE -nokeys -out ca.pem",
+    ("client", "JKS"): "keytool -importkeystore -srckeystore STORE -destkeystore client.p12 -deststoretype PKCS12, "
+    "then openssl pkcs12 -in client.p12 -out client.pem",
+    ("client", "PKCS12"): "openssl pkcs12 -in STORE -out client.pem",
+}
+
+
+def _store_path(props: _Props, prefix: str, kind: str) -> tuple[str | None, str | None]:
+    """(PEM path, password) of canal's ``{kind}CertificateKeyStore*`` keys; ConfigError for a store that is not PEM."""
+    base = f"canal.instance.{prefix}.{kind}CertificateKeyStore"
+    url_key, type_key, password_key = base + "Url", base + "Type", base + "Password"
+    url = props.get(url_key)
+    password = props.get(password_key) or None
+    if not url:
+        if password is not None:
+            raise ConfigError(f"invalid {password_key} = '***': there is no {url_key}", key=password_key)
+        return None, None
+    path = _file_url_path(url, url_key)
+    store_type = (props.get(type_key) or "").strip().upper()
+    named = bool(store_type)
+    if not named:
+        store_type = _STORE_SUFFIXES.get(os.path.splitext(path)[1].lower(), "")
+        if not store_type:
+            raise ConfigError(
+                f"{url_key} = {url!r}: set {type_key} (PEM; Java JKS and PKCS12 stores must be converted to PEM)",
+                key=type_key,
+            )
+    if store_type != "PEM":
+        how = _STORE_CONVERSIONS.get((kind, store_type))
+        hint = f"; convert it: {how}" if how else ""
+        what = f"invalid {type_key} = {store_type!r} ({url_key} = {url!r})" if named else f"{url_key} = {url!r}"
+        raise ConfigError(
+            f"{what}: a {store_type} store cannot be read, pycanal reads PEM files only (with {type_key}=PEM){hint}",
+            key=type_key if named else url_key,
+        )
+    if kind == "trust" and password is not None:
+        raise ConfigError(
+            f"invalid {password_key} = '***': a PEM trust store has no password; remove the key", key=password_key
+        )
+    return path, password
+
+
+def _file_url_path(url: str, key: str) -> str:
+    """The path of canal's key store URL: ``file:/path``, ``file:///path`` or a plain path (percent-decoded)."""
+    from urllib.parse import unquote
+
+    text = url.strip()
+    if text.lower().startswith("file://"):
+        rest = text[len("file://") :]
+        if not rest.startswith("/"):
+            raise ConfigError(f"invalid {key} = {url!r}: a file URL names a local path (file:///path)", key=key)
+        return unquote(rest)
+    if text.lower().startswith("file:"):
+        return unquote(text[len("file:") :])
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", text):
+        raise ConfigError(f"invalid {key} = {url!r}: only local files (file:/path) can be read", key=key)
+    return text
+
+
+def _ssl_from_props(props: _Props, prefix: str) -> SslConfig:
+    """canal's ``canal.instance.{prefix}.sslMode`` / ``tlsVersions`` / key store keys as an :class:`SslConfig`.
+
+    Absent ``sslMode`` means PREFERRED, as everywhere in pycanal (the MySQL client's default; canal's is DISABLED,
+    which differs only against a server that offers TLS, and then in pycanal's favour). PEM stores map onto ``ca``
+    and ``cert`` (whose file may hold the private key too, else ``pycanal.{prefix}.ssl.key`` names it); Java stores
+    raise ConfigError saying how to convert them.
+    """
+    mode_key = f"canal.instance.{prefix}.sslMode"
+    versions_key = f"canal.instance.{prefix}.tlsVersions"
+    key_key = f"pycanal.{prefix}.{_SSL_KEY_SUFFIX}"
+    keys = {
+        "mode": mode_key,
+        "tls_versions": versions_key,
+        "key": key_key,
+        "key_password": f"canal.instance.{prefix}.clientCertificateKeyStorePassword",
+    }
+    ca, _ = _store_path(props, prefix, "trust")
+    cert, key_password = _store_path(props, prefix, "client")
+    return _build(
+        SslConfig,
+        keys,
+        props,
+        mode=props.get(mode_key) or SslMode.PREFERRED,
+        ca=ca,
+        cert=cert,
+        key=props.get(key_key) or None,
+        key_password=key_password,
+        tls_versions=props.get(versions_key) or (),
+    )
+
+
+def _format_ssl(ssl: SslConfig, prefix: str, *, include_password: bool) -> dict[str, str]:
+    from urllib.parse import quote
+
+    base = f"canal.instance.{prefix}."
+    values = {base + "sslMode": ssl.mode.value}
+    if ssl.tls_versions:
+        values[base + "tlsVersions"] = ",".join(ssl.tls_versions)
+    if ssl.ca is not None:
+        values[base + "trustCertificateKeyStoreType"] = "PEM"
+        values[base + "trustCertificateKeyStoreUrl"] = "file:" + quote(ssl.ca)
+    if ssl.cert is not None:
+        values[base + "clientCertificateKeyStoreType"] = "PEM"
+        values[base + "clientCertificateKeyStoreUrl"] = "file:" + quote(ssl.cert)
+        if ssl.key_password is not None and include_password:
+            values[base + "clientCertificateKeyStorePassword"] = ssl.key_password
+    if ssl.key is not None:
+        values[f"pycanal.{prefix}.{_SSL_KEY_SUFFIX}"] = ssl.key
+    return values
 
 
 def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_dir: str | None) -> InstanceConfig:
     log = destination_logger(__name__, dest)
-    for prefix in ("master", "standby"):
-        key = f"canal.instance.{prefix}.sslMode"
-        mode = (props.get(key) or "DISABLED").upper()
-        if mode not in ("DISABLED", "PREFERRED"):
-            raise ConfigError(f"invalid {key} = {mode!r}: TLS to the master is not supported yet", key=key)
     druid_key = "canal.instance.enableDruid"
     druid = props.get(druid_key)
     if druid and _parse_bool_or_error(druid, druid_key):
@@ -1403,7 +1669,8 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
             masters[prefix] = None
             continue
         keys = {field: key for field, key, _ in (*spec, *_CREDENTIAL_SPEC)}
-        masters[prefix] = _build(MasterConfig, keys, props, **credentials, **fields)
+        ssl = _ssl_from_props(props, prefix)
+        masters[prefix] = _build(MasterConfig, keys, props, **credentials, **fields, ssl=ssl)
 
     def sub(cls: Callable[..., _T], spec: _Spec) -> _T:
         return _build(cls, {field: key for field, key, _ in spec}, props, **_read_fields(props, spec))
@@ -1498,6 +1765,8 @@ _USED_KEYS: Final = frozenset(
     "canal.instance.global.spring.xml",
     "canal.instance.enableDruid",
     "pycanal.meta.mode",
+    *SSL_PROPERTY_KEYS,
+    *(f"pycanal.{p}.{_SSL_KEY_SUFFIX}" for p in ("master", "standby")),
 }
 
 # keys canal has that pycanal knowingly does not use (logged at debug)
@@ -1554,11 +1823,10 @@ def _report_keys(keys: Iterable[str], dest: str | None, destinations: tuple[str,
     for key in keys:
         if key in _USED_KEYS:
             continue
-        ssl = any(key == f"canal.instance.{p}.{s}" for p in ("master", "standby") for s in _SSL_SUFFIXES)
         per_dest = any(
             key == f"canal.instance.{d}.{suffix}" for d in destinations for suffix in _PER_DESTINATION_SUFFIXES
         )
-        if ssl or per_dest or key in _IGNORED_KEYS or key.startswith(_IGNORED_PREFIXES):
+        if per_dest or key in _IGNORED_KEYS or key.startswith(_IGNORED_PREFIXES):
             logger.debug("%s: key %s is not used by pycanal", source, key)
             continue
         where = f" (destination {dest})" if dest else ""

@@ -43,6 +43,13 @@ class SourceUnreachableError(SourceError):
     """The MySQL/MariaDB server could not be reached or refused the login."""
 
 
+class TlsError(SourceUnreachableError):
+    """A connection to the server could not be secured as configured: the server offers no TLS although the mode
+    requires it, the TLS handshake failed, or the server's certificate did not verify (untrusted CA, wrong host name).
+    Nothing was sent to the server after the failure; the password never travels over an unverified channel that the
+    mode forbids."""
+
+
 class BinlogPurgedError(SourceError):
     """The requested binlog position no longer exists on the server (MySQL errno 1236)."""
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.security import make_digest_acl
 
 from canal.cli import main
 from canal.client import ClientIdentity
@@ -48,6 +49,7 @@ def test_check_passes_on_a_capture_ready_server(mariadb: MariaDBDatabase, capsys
     for name in ("connect", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "server_id",
                  "grant REPLICATION SLAVE", "grant BINLOG MONITOR", "grant SELECT"):  # fmt: skip
         assert checks[name].startswith("OK "), checks[name]
+    assert checks["tls"] == "OK   tls: not encrypted (sslMode PREFERRED)"  # the session server offers no TLS
     assert mariadb.password not in "\n".join(out) + err
 
 
@@ -91,6 +93,21 @@ def test_check_wrong_password(mariadb: MariaDBDatabase, capsys: pytest.CaptureFi
     assert code == 1
     assert out[0].startswith("FAIL connect:") and "1045" in out[0] and "check the user and password" in out[0]
     assert wrong not in "\n".join(out) + err
+
+
+def test_check_a_failure_after_the_login_is_a_clear_error(
+    mariadb: MariaDBDatabase, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a query refused after a successful login used to escape as a pymysql traceback
+    user = f"lim_{mariadb.database[-8:]}"
+    mariadb.server.execute("CREATE USER %s@'%%' IDENTIFIED BY 'lim-pw' WITH MAX_QUERIES_PER_HOUR 2", (user,))
+    monkeypatch.setenv("CANAL_PASSWORD", "lim-pw")
+    try:
+        code, _out, err = run(capsys, "check", "--address", mariadb.address, "--user", user)
+    finally:
+        mariadb.server.execute("DROP USER %s@'%%'", (user,))
+    assert code == 2
+    assert f"canal check: error: reading the settings of {mariadb.address} failed: (1226," in err
 
 
 # -- ha status and position in ZooKeeper -----------------------------------------------------------------------------
@@ -152,6 +169,23 @@ def test_position_in_zookeeper_refuses_while_running(
     assert code == 0
     code, out, _ = run(capsys, "position", "show", "--zk", zookeeper.hosts)
     assert json.loads(out[0])["postion"] == {"journalName": "mysql-bin.000008", "position": 4, "included": False}
+
+
+def test_position_set_refuses_when_the_running_node_cannot_be_read(
+    zookeeper: ZooKeeperChroot, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a running node this client may not read (another tool's ACL) used to count as "not running"
+    zk: KazooClient = zookeeper.client()
+    path = "/otter/canal/destinations/example/running"
+    zk.ensure_path("/otter/canal/destinations/example")
+    zk.add_auth("digest", "other:pw")
+    zk.create(path, b'{"address":"10.9.9.9:11111"}', acl=[make_digest_acl("other", "pw", all=True)])
+    args = ("position", "set", "--zk", zookeeper.hosts, "--file", "mysql-bin.000008")
+    code, _out, err = run(capsys, *args)
+    assert code == 2 and "NoAuthError" in err and "--force" in err
+    assert not zk.exists("/otter/canal/destinations/example/1001")  # no cursor was written
+    code, _out, _ = run(capsys, *args, "--force")
+    assert code == 0 and zk.exists("/otter/canal/destinations/example/1001/cursor")
 
 
 def test_ha_status_unreachable(capsys: pytest.CaptureFixture[str]) -> None:

@@ -433,7 +433,7 @@ def test_server_config_from_properties() -> None:
         ("canal.auto.reset.latest.pos.mode", "sometimes"),
         ("canal.instance.network.soTimeout", "-3"),
         ("pycanal.retry.max.attempts", "0"),
-        ("canal.instance.master.sslMode", "REQUIRED"),
+        ("canal.instance.master.sslMode", "SOMETIMES"),
         ("canal.instance.enableDruid", "true"),
     ],
 )

@@ -451,3 +451,37 @@ def test_local_blocking_dump_follows_the_growing_file(mariadb: Any) -> None:
     with pytest.raises(SourceError):
         for _ in it:
             pass
+
+
+def test_a_dropped_side_connection_does_not_cost_the_column_names(mariadb_factory: Any) -> None:
+    # binlog_row_metadata=MINIMAL: names come from information_schema over the side connection; a side connection the
+    # server dropped meanwhile (wait_timeout, a KILL) used to give UNKNOWN_COLn names for the rest of the dump
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=MINIMAL"])
+    server.execute("CREATE DATABASE d")
+    server.execute("CREATE TABLE d.k (id INT PRIMARY KEY, v VARCHAR(5))")
+    start = _status(server)
+    server.execute("INSERT INTO d.k VALUES (1, 'a')")
+    src = _source(server)
+    try:
+        (side_id,) = server.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (server.user,))
+        server.execute("KILL CONNECTION %s", (side_id[0],))
+        events = list(src.dump(DumpRequest(*start, blocking=False)))
+    finally:
+        src.close()
+    assert [after for _type, _before, after in _rows(events, "k")] == [{"id": 1, "v": "a"}]
+
+
+def test_master_status_names_a_missing_grant(mariadb: Any) -> None:
+    # SHOW MASTER STATUS failing for a reason other than its syntax (MySQL 8.4 renamed it) is reported as it is
+    user, password = f"nogrant_{mariadb.database[-8:]}", "nogrant-pw"
+    mariadb.server.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (user, password))
+    try:
+        src = MysqlBinlogSource(mariadb.address, user, password)
+        try:
+            with pytest.raises(SourceError, match=r"'SHOW MASTER STATUS' failed.*privilege") as info:
+                src.master_status()
+        finally:
+            src.close()
+        assert info.value.errno == 1227
+    finally:
+        mariadb.server.execute("DROP USER %s@'%%'", (user,))

@@ -12,6 +12,8 @@ import attrs
 import pymysql  # type: ignore[import-untyped]
 
 from canal.cli.common import CliError, add_source_arguments, load_instance_config
+from canal.errors import SourceError, SourceUnreachableError, TlsError
+from canal.parse.mysql.connect import TlsState, open_connection, tls_state
 
 
 def add_parser(sub: Any) -> None:
@@ -21,7 +23,8 @@ def add_parser(sub: Any) -> None:
         description="Check that a MySQL/MariaDB server is set up for binlog capture: binlog enabled, "
         "binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL (MariaDB >= 10.5, MySQL >= 8.0.1), "
         "binlog compression off, server_id set, and the user's grants (REPLICATION SLAVE, REPLICATION CLIENT / "
-        "BINLOG MONITOR, SELECT). Prints one line per check and the statement that fixes a failed one. "
+        "BINLOG MONITOR, SELECT); it also reports whether the connection uses TLS, with its version and cipher. "
+        "Prints one line per check and the statement that fixes a failed one. "
         "Exit status 0 only when every check passes.",
     )
     add_source_arguments(p, destination=False)
@@ -207,34 +210,51 @@ def run_checks(facts: ServerFacts) -> list[Check]:
     return checks
 
 
+def tls_check(state: TlsState) -> Check:
+    """The ``tls`` line: the version and cipher, or that the connection is plain (which the mode allowed: a mode
+    that requires TLS fails at connect instead)."""
+    return Check("tls", "OK", state.describe())
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_instance_config(args)
     master = config.master
     if master.is_fake or master.is_local:
         raise CliError(f"check needs a MySQL/MariaDB server address (host:port), not {master.address}")
     try:
-        conn = pymysql.connect(
+        conn = open_connection(
+            address=master.address,
             host=master.host,
             port=master.port,
             user=master.username,
             password=master.password,
+            ssl_config=master.ssl,
+            charset=config.charset,
             connect_timeout=args.connect_timeout,
             read_timeout=args.connect_timeout,
         )
-    except pymysql.err.MySQLError as exc:
-        code = exc.args[0] if exc.args else None
-        fix = (
-            "check the user and password, and that the user may connect from this host"
-            if code == 1045
-            else f"is the server running and reachable at {master.address}?"
-        )
-        print(Check("connect", "FAIL", f"{master.username}@{master.address}: {_reason(exc)}", fix).line())
+    except SourceUnreachableError as exc:
+        if isinstance(exc, TlsError):
+            name, fix = "tls", "fix the server's certificate or the ssl settings (see the message)"
+        elif exc.errno in (1044, 1045, 1698):
+            name, fix = "connect", "check the user and password, and that the user may connect from this host"
+        else:
+            name, fix = "connect", f"is the server running and reachable at {master.address}?"
+        errno = f" (errno {exc.errno})" if exc.errno is not None else ""
+        print(Check(name, "FAIL", f"{master.username}@{master.address}: {exc}{errno}", fix).line())
         return 1
     try:
+        state = tls_state(conn, master.ssl.mode)
         facts = read_facts(conn)
+    except pymysql.err.MySQLError as exc:  # after the login: a lost connection, a limit, a statement refused
+        raise SourceError(f"reading the settings of {master.address} failed: {exc}", errno=exc.args[0]) from None
     finally:
         conn.close()
-    checks = [Check("connect", "OK", f"{master.username}@{master.address}, {facts.version}"), *run_checks(facts)]
+    checks = [
+        Check("connect", "OK", f"{master.username}@{master.address}, {facts.version}"),
+        tls_check(state),
+        *run_checks(facts),
+    ]
     for check in checks:
         print(check.line())
     failed = [c for c in checks if c.status == "FAIL"]
@@ -242,9 +262,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(failed)} of {len(checks)} checks failed", file=sys.stderr)
         return 1
     return 0
-
-
-def _reason(exc: pymysql.err.MySQLError) -> str:
-    if len(exc.args) >= 2:
-        return f"({exc.args[0]}) {exc.args[1]}"
-    return str(exc)

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from canal.config import InstanceConfig, MasterConfig
+from canal.config import InstanceConfig, MasterConfig, SslConfig, SslMode
 from canal.errors import CanalError, ConfigError, PositionError
 
 PASSWORD_ENV = "CANAL_PASSWORD"
@@ -65,6 +65,17 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, destination: bool =
         default=None,
         help=f"its password; without a value it is asked for; default: ${PASSWORD_ENV}. Never printed",
     )
+    group.add_argument(
+        "--ssl-mode",
+        metavar="MODE",
+        type=str.upper,
+        choices=[m.value for m in SslMode],
+        help="TLS to the server: DISABLED, PREFERRED (default), REQUIRED, VERIFY_CA or VERIFY_IDENTITY "
+        "(overrides sslMode of --properties)",
+    )
+    group.add_argument("--ssl-ca", metavar="PEM", help="CA certificates to verify the server with (implies VERIFY_CA)")
+    group.add_argument("--ssl-cert", metavar="PEM", help="client certificate (the file may hold its key too)")
+    group.add_argument("--ssl-key", metavar="PEM", help="client private key, if not in --ssl-cert")
     if destination:
         group.add_argument(
             "--destination",
@@ -104,6 +115,9 @@ def load_instance_config(args: argparse.Namespace) -> InstanceConfig:
             changes["username"] = args.user
         if password is not None:
             changes["password"] = password
+        ssl = _ssl_arguments(args, master.ssl)
+        if ssl is not master.ssl:
+            changes["ssl"] = ssl
         if changes:
             config = attrs.evolve(config, master=attrs.evolve(master, **changes))
         return config
@@ -113,8 +127,28 @@ def load_instance_config(args: argparse.Namespace) -> InstanceConfig:
         address=args.address,
         username=args.user or "canal",
         password=password if password is not None else "",
+        ssl=_ssl_arguments(args, SslConfig()),
     )
     return InstanceConfig(destination=destination or DEFAULT_DESTINATION, master=master)
+
+
+def _ssl_arguments(args: argparse.Namespace, base: SslConfig) -> SslConfig:
+    """``base`` with the --ssl-* arguments given on the command line applied (``base`` itself when none were)."""
+    given = {
+        field: value
+        for field, value in (
+            ("mode", getattr(args, "ssl_mode", None)),
+            ("ca", getattr(args, "ssl_ca", None)),
+            ("cert", getattr(args, "ssl_cert", None)),
+            ("key", getattr(args, "ssl_key", None)),
+        )
+        if value is not None
+    }
+    if not given:
+        return base
+    if "ca" in given and "mode" not in given and not base.mode.verifies:
+        given["mode"] = SslMode.VERIFY_CA  # as the MySQL client: a CA without a mode means verify against it
+    return attrs.evolve(base, **given)
 
 
 # -- positions -------------------------------------------------------------------------------------------------------

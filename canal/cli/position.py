@@ -123,6 +123,7 @@ def _with_source(args: argparse.Namespace, find: Any) -> LogPosition:
         start: StartPosition = find(source)
         return LogPosition(LogIdentity(source.address, -1), start.position, start.rows_done)
     finally:
+        # the position is found (or its error is on its way out); a connection that fails to close changes neither
         with contextlib.suppress(SourceError, OSError):
             source.close()
 
@@ -131,18 +132,24 @@ def _check_not_running(args: argparse.Namespace) -> None:
     if not args.zk or args.force:
         return
     from kazoo.client import KazooClient
-    from kazoo.exceptions import KazooException
+    from kazoo.exceptions import KazooException, NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
 
     from canal.meta import zkpaths
 
     zk = KazooClient(hosts=parse_hosts(args.zk), timeout=10.0)
+    path = zkpaths.destination_running_path(args.destination)
     try:
         zk.start(timeout=10.0)
         try:
-            data, _ = zk.get(zkpaths.destination_running_path(args.destination))
-        except KazooException:
-            return
+            data, _ = zk.get(path)
+        except NoNodeError:
+            return  # nobody runs the destination
+        except KazooException as exc:  # not knowing is not "not running": the cursor could be overwritten under it
+            raise HAError(
+                f"cannot read {path} to check that destination {args.destination!r} is not running "
+                f"({type(exc).__name__}); pass --force to set the position anyway"
+            ) from None
     except KazooTimeoutError:
         raise HAError(f"cannot connect to ZooKeeper at {args.zk}") from None
     finally:

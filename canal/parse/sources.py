@@ -40,10 +40,10 @@ def open_source(master: MasterConfig, config: InstanceConfig) -> BinlogSource:
         charset=config.charset,
         connect_timeout=config.retry.connect_timeout_s,
         read_timeout=config.retry.read_timeout_s,
+        ssl=master.ssl,
     )
 
 
 def source_factory(config: InstanceConfig) -> SourceFactoryType:
     """The parser's ``source_factory`` for this instance."""
     return lambda master: open_source(master, config)
-

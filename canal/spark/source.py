@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from canal.config import InstanceConfig, parse_bool
+from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance, build_meta
 from canal.log import destination_logger
@@ -86,6 +86,7 @@ _SHORT_KEYS = {
 _CAMEL_KEYS = {
     k.lower(): k
     for k in (
+        *SSL_PROPERTY_KEYS,
         "canal.instance.connectionCharset",
         "canal.instance.dbPassword",
         "canal.instance.dbUsername",

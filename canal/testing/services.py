@@ -23,6 +23,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -30,12 +31,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import pymysql  # type: ignore[import-untyped]
 from pymysql.connections import Connection  # type: ignore[import-untyped]
 
 from canal.errors import ServiceError
+
+if TYPE_CHECKING:
+    from canal.testing.tls import TlsFiles
 
 __all__ = [
     "SETUP_COMMAND",
@@ -408,6 +412,10 @@ class MariaDBServer(_Service):
     ``install_args`` (kept under the temporary directory); the capture and replication users are created at the first
     start with ``sql_log_bin=0``, so the binlog holds only what is written afterwards. ``extra_args`` are appended to
     the ``mariadbd`` command line.
+
+    ``tls`` (a :class:`~canal.testing.tls.TlsFiles`, e.g. ``make_certificates(d).server()``) makes the server offer
+    TLS with that CA, certificate and key; ``require_secure_transport`` then refuses unencrypted connections. The
+    root connections of :meth:`connect` and :meth:`execute` use TLS trusting that CA (without checking the host name).
     """
 
     kind: ClassVar[str] = "mariadb"
@@ -425,9 +433,13 @@ class MariaDBServer(_Service):
         user: str = "canal",
         password: str | None = None,
         install_args: Sequence[str] = (),
+        tls: TlsFiles | None = None,
+        require_secure_transport: bool = False,
     ) -> None:
         if not re.fullmatch(r"\w{1,32}", user):
             raise ValueError(f"user must be 1-32 word characters, got {user!r}")
+        if require_secure_transport and tls is None:
+            raise ValueError("require_secure_transport needs tls= (the server's CA, certificate and key)")
         if replica_of is not None and server_id == replica_of.server_id:
             raise ValueError(f"a replica needs its own server id; {server_id} is the master's")
         super().__init__(port)
@@ -435,6 +447,8 @@ class MariaDBServer(_Service):
         self.replica_of = replica_of
         self.extra_args = tuple(extra_args)
         self.install_args = tuple(install_args)  # mariadbd options that must hold from the first boot on
+        self.tls = tls
+        self.require_secure_transport = require_secure_transport
         self.user = user
         self.password = password if password is not None else secrets.token_hex(12)
         self.root_user = "root"
@@ -548,6 +562,10 @@ class MariaDBServer(_Service):
         ]
         if self.replica_of is not None:
             command.append("--log-slave-updates")
+        if self.tls is not None:
+            command += [f"--ssl-ca={self.tls.ca}", f"--ssl-cert={self.tls.cert}", f"--ssl-key={self.tls.key}"]
+        if self.require_secure_transport:
+            command.append("--require-secure-transport=ON")
         command.extend(self.extra_args)
         return command
 
@@ -563,6 +581,7 @@ class MariaDBServer(_Service):
                 connect_timeout=2,
                 read_timeout=1,  # whatever listens there may never send a handshake
                 write_timeout=1,
+                **self._ssl_args(),
             )
         except pymysql.err.MySQLError:
             return False
@@ -607,10 +626,18 @@ class MariaDBServer(_Service):
         if not master.is_running:
             raise ServiceError(f"cannot replicate from {master!r}: it is not running")
         first_log = master.execute("SHOW BINARY LOGS")[0][0]
+        tls = ", MASTER_SSL=1, MASTER_SSL_CA=%s" if master.tls is not None else ""
         self.execute(
             "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
-            "MASTER_LOG_FILE=%s, MASTER_LOG_POS=4, MASTER_CONNECT_RETRY=1",
-            (master.host, master.port, master.replication_user, master.replication_password, first_log),
+            f"MASTER_LOG_FILE=%s, MASTER_LOG_POS=4, MASTER_CONNECT_RETRY=1{tls}",
+            (
+                master.host,
+                master.port,
+                master.replication_user,
+                master.replication_password,
+                first_log,
+                *([str(master.tls.ca)] if master.tls is not None else []),
+            ),
         )
         self.execute("START SLAVE")
         deadline = time.monotonic() + timeout
@@ -637,9 +664,22 @@ class MariaDBServer(_Service):
             "autocommit": True,
             "charset": "utf8mb4",
             "connect_timeout": 10,
+            **self._ssl_args(),
         }
         params.update(kwargs)
         return pymysql.connect(**params)
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """A client TLS context trusting this server's CA (host name unchecked); needs ``tls``."""
+        if self.tls is None:
+            raise ServiceError(f"{self!r} was started without tls")
+        context = ssl.create_default_context(cafile=str(self.tls.ca))
+        context.check_hostname = False
+        return context
+
+    def _ssl_args(self) -> dict[str, Any]:
+        # explicit either way: pymysql's own default (TLS when offered, since 1.2) is not what a test should rely on
+        return {"ssl": self.client_ssl_context()} if self.tls is not None else {"ssl_disabled": True}
 
     def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None, *, database: str | None = None

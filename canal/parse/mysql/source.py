@@ -15,15 +15,18 @@ import struct
 import threading
 import zlib
 from collections.abc import Iterator
+from ssl import SSLContext
 from typing import Any
 
 import pymysql  # type: ignore[import-untyped]
 import pymysql.err  # type: ignore[import-untyped]
 
-from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError, SourceUnreachableError
+from canal.config import SslConfig
+from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError
 from canal.parse.events import BinlogEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventParser
+from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tls_state
 from canal.parse.mysql.decoder import FallbackColumn
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
@@ -31,8 +34,11 @@ from canal.position import EntryPosition
 log = logging.getLogger(__name__)
 
 CR_SERVER_LOST = 2013
+CR_SERVER_GONE_ERROR = 2006
+CR_CONN_HOST_ERROR = 2003
+ER_PARSE_ERROR = 1064
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
-_ACCESS_DENIED = frozenset({1044, 1045, 1698, 1251})
+_LOST = frozenset({CR_SERVER_LOST, CR_SERVER_GONE_ERROR, CR_CONN_HOST_ERROR})
 
 
 def parse_address(address: str, default_port: int = 3306) -> tuple[str, int]:
@@ -68,7 +74,8 @@ class MysqlBinlogSource:
     ``address`` is ``host:port``; the user needs REPLICATION SLAVE, REPLICATION CLIENT and SELECT (MariaDB also
     BINLOG MONITOR). ``slave_id`` defaults to :func:`default_slave_id`. ``verify_checksum`` checks every event's
     CRC32 (costs ~2% CPU). ``schema_fallback`` lets table maps without column names (``binlog_row_metadata`` below
-    FULL) take names from information_schema, with a warning.
+    FULL) take names from information_schema, with a warning. ``ssl`` is how every connection to the server uses TLS
+    (default: the MySQL client's PREFERRED); see :mod:`canal.parse.mysql.connect`.
     """
 
     def __init__(
@@ -83,6 +90,7 @@ class MysqlBinlogSource:
         read_timeout: float | None = None,  # dump idle timeout; default max(4 heartbeats, 10 s)
         verify_checksum: bool = False,
         schema_fallback: bool = True,
+        ssl: SslConfig | None = None,
     ) -> None:
         self._address = address
         self._host, self._port = parse_address(address)
@@ -94,6 +102,8 @@ class MysqlBinlogSource:
         self._read_timeout = read_timeout
         self._verify_checksum = verify_checksum
         self._schema_fallback = schema_fallback
+        self._ssl = ssl if ssl is not None else SslConfig()
+        self._ssl_context: SSLContext | None = None  # made at the first connection, shared by all of them
         self._side: pymysql.connections.Connection | None = None
         self._is_mariadb = False
         self._server_id: int | None = None
@@ -105,7 +115,10 @@ class MysqlBinlogSource:
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"MysqlBinlogSource(address={self._address!r}, username={self._username!r}, slave_id={self._slave_id})"
+        return (
+            f"MysqlBinlogSource(address={self._address!r}, username={self._username!r}, slave_id={self._slave_id}, "
+            f"ssl={self._ssl.mode.value})"
+        )
 
     # -- BinlogSource --------------------------------------------------------------------------------------------------
 
@@ -125,30 +138,27 @@ class MysqlBinlogSource:
         return self._slave_id
 
     def _connect(self) -> pymysql.connections.Connection:
-        try:
-            return pymysql.connect(
-                host=self._host,
-                port=self._port,
-                user=self._username,
-                password=self._password,
-                charset=self._charset,
-                connect_timeout=self._connect_timeout,
-                read_timeout=self._read_timeout,
-                autocommit=True,
-            )
-        except pymysql.err.MySQLError as e:
-            code = _errno(e)
-            what = "refused the login of" if code in _ACCESS_DENIED else "could not be reached as"
-            msg = str(e.args[1]) if len(e.args) > 1 else str(e)
-            if self._password and self._password not in f"{self._username}{self._address}":
-                msg = msg.replace(self._password, "***")
-            raise SourceUnreachableError(
-                f"MySQL server {self._address} {what} user {self._username!r}: {msg}", errno=code
-            ) from None
-        except OSError as e:
-            raise SourceUnreachableError(
-                f"MySQL server {self._address} could not be reached: {e}", errno=2003
-            ) from None
+        with self._lock:
+            if self._ssl_context is None and self._ssl.enabled:
+                self._ssl_context = ssl_context(self._ssl)
+            context = self._ssl_context
+        return open_connection(
+            address=self._address,
+            host=self._host,
+            port=self._port,
+            user=self._username,
+            password=self._password,
+            ssl_config=self._ssl,
+            context=context,
+            charset=self._charset,
+            connect_timeout=self._connect_timeout,
+            read_timeout=self._read_timeout,
+        )
+
+    @property
+    def tls(self) -> TlsState:
+        """How the side connection (and so every connection of this source) is protected; connects if needed."""
+        return tls_state(self._side_connection(), self._ssl.mode)
 
     def _side_connection(self) -> pymysql.connections.Connection:
         with self._lock:
@@ -215,11 +225,13 @@ class MysqlBinlogSource:
                 cur.execute(sql, args)
                 return list(cur.fetchall())
         except pymysql.err.MySQLError as e:
-            if _errno(e) in (CR_SERVER_LOST, 2006, 2003):
+            code = _errno(e)
+            if code in _LOST or isinstance(e, pymysql.err.InterfaceError):  # InterfaceError: pymysql closed it
+                code = code if code in _LOST else CR_SERVER_LOST
                 with self._lock:
                     if self._side is conn:
                         self._side = None
-            raise SourceError(f"{self._address}: {sql!r} failed: {e}", errno=_errno(e)) from None
+            raise SourceError(f"{self._address}: {sql!r} failed: {e}", errno=code) from None
         except OSError as e:
             with self._lock:
                 if self._side is conn:
@@ -238,8 +250,10 @@ class MysqlBinlogSource:
         conn = self._side_connection()
         try:
             rows = self._run(conn, "SHOW MASTER STATUS")
-        except SourceError:
-            rows = self._run(conn, "SHOW BINARY LOG STATUS")
+        except SourceError as e:
+            if e.errno != ER_PARSE_ERROR:  # a lost connection or a missing grant is that error, not a syntax question
+                raise
+            rows = self._run(conn, "SHOW BINARY LOG STATUS")  # MySQL 8.4 removed SHOW MASTER STATUS
         if not rows:
             raise ServerNotReadyError(f"{self._address}: SHOW MASTER STATUS is empty (binary logging off?)")
         file, pos = str(rows[0][0]), int(rows[0][1])
@@ -261,12 +275,14 @@ class MysqlBinlogSource:
         for conn in dumps:
             sock = getattr(conn, "_sock", None)
             if sock is not None:
+                # only wakes the dump's reader, which then ends with "source closed"; a socket its thread has closed
+                # already raises OSError here, and there is nothing left to wake
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
         if side is not None:
             try:
-                side.close()
-            except Exception:
+                side.close()  # sends COM_QUIT, which a broken or already closed connection cannot
+            except (pymysql.err.Error, OSError):
                 side._force_close()
 
     def __enter__(self) -> MysqlBinlogSource:
@@ -279,15 +295,29 @@ class MysqlBinlogSource:
     # -- schema fallback -------------------------------------------------------------------------------------------
 
     def _lookup_columns(self, schema: str, table: str) -> list[FallbackColumn] | None:
+        """The table's columns from information_schema ([] for a table it does not show).
+
+        A failed query is never taken for "no columns": the decoder would cache UNKNOWN_COLn names (or a wrong
+        fractional precision) for the table. A side connection the server dropped while the dump ran (wait_timeout)
+        is replaced once; any other failure propagates and ends the dump, which the parser retries.
+        """
+        sql = (
+            "SELECT COLUMN_NAME, COLUMN_KEY, COLUMN_TYPE FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
+        )
         try:
-            rows = self._run(
-                self._side_connection(),
-                "SELECT COLUMN_NAME, COLUMN_KEY, COLUMN_TYPE FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-                (schema, table),
+            rows = self._run(self._side_connection(), sql, (schema, table))
+        except SourceError as e:
+            if e.errno not in _LOST:
+                raise
+            log.info(
+                "%s: the side connection was lost (%s); reconnecting for %s.%s's columns",
+                self._address,
+                e,
+                schema,
+                table,
             )
-        except SourceError:
-            return None
+            rows = self._run(self._side_connection(), sql, (schema, table))
         out = []
         for name, key, ctype in rows:
             ctype = str(ctype)

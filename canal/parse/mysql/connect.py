@@ -1,0 +1,250 @@
+"""The one way pycanal opens a connection to a MySQL/MariaDB server: the binlog dump, the side connection for
+positions, metadata and detecting, and ``canal check`` all come through :func:`open_connection`.
+
+TLS follows the configured :class:`~canal.config.SslMode` with the MySQL client's meaning, never pymysql's defaults
+(which changed in pymysql 1.2 from "never" to "when offered"). Failures are typed: :class:`~canal.errors.TlsError`
+when the connection cannot be secured as configured, :class:`~canal.errors.SourceUnreachableError` for anything else
+that stops the login. No message contains the password.
+
+pymysql internals used here, and nowhere else, each watched by ``tests/test_tls.py``:
+
+* PREFERRED: pymysql (>= 1.2) negotiates TLS opportunistically when given no TLS arguments (``Connection.ssl`` true,
+  ``_ssl_required`` false); our context replaces its default one (``Connection.ctx``) before the handshake, so the
+  configured TLS versions and client certificate apply. Older pymysql releases continue in plain text when TLS was
+  asked for and the server offers none, which is why pycanal needs pymysql >= 1.2.
+* Whether an open connection is encrypted, and how, is read from its socket (``Connection._sock``).
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+from typing import Any
+
+import attrs
+import pymysql  # type: ignore[import-untyped]
+import pymysql.err  # type: ignore[import-untyped]
+from pymysql.connections import Connection  # type: ignore[import-untyped]
+from pymysql.constants import CLIENT  # type: ignore[import-untyped]
+
+from canal.config import TLS_VERSIONS, SslConfig, SslMode
+from canal.errors import CanalError, ConfigError, SourceUnreachableError, TlsError
+
+log = logging.getLogger(__name__)
+
+CR_CONN_HOST_ERROR = 2003
+CR_SSL_CONNECTION_ERROR = 2026
+ER_SECURE_TRANSPORT_REQUIRED = 3159  # MySQL 5.7+ with require_secure_transport=ON
+ACCESS_DENIED = frozenset({1044, 1045, 1698, 1251})
+
+_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+assert set(_VERSIONS) == set(TLS_VERSIONS)
+
+_plain_noted: set[str] = set()
+_plain_lock = threading.Lock()
+
+
+@attrs.frozen
+class TlsState:
+    """How an open connection is protected: the TLS version and cipher, or None for both when it is plain."""
+
+    mode: SslMode
+    version: str | None = None
+    cipher: str | None = None
+
+    @property
+    def encrypted(self) -> bool:
+        return self.version is not None
+
+    def describe(self) -> str:
+        """``TLSv1.3, TLS_AES_256_GCM_SHA384 (sslMode VERIFY_IDENTITY)`` or ``not encrypted (sslMode DISABLED)``."""
+        what = f"{self.version}, {self.cipher}" if self.encrypted else "not encrypted"
+        return f"{what} (sslMode {self.mode.value})"
+
+
+def ssl_context(config: SslConfig) -> ssl.SSLContext | None:
+    """The client TLS context for ``config`` (None for DISABLED). Reads the CA, certificate and key files now;
+    a file that cannot be read or parsed raises ConfigError naming the SslConfig field."""
+    mode = config.mode
+    if mode is SslMode.DISABLED:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    versions = [_VERSIONS[v] for v in (config.tls_versions or TLS_VERSIONS)]
+    context.minimum_version = min(versions)
+    context.maximum_version = max(versions)
+    if mode.verifies:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.check_hostname = mode is SslMode.VERIFY_IDENTITY
+        if config.ca is not None:
+            try:
+                context.load_verify_locations(cafile=config.ca)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                raise ConfigError(
+                    f"invalid SslConfig.ca = {config.ca!r}: cannot read CA certificates from it: {_reason(exc)}",
+                    key="ssl.ca",
+                ) from None
+        else:
+            context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    else:
+        # PREFERRED and REQUIRED encrypt without authenticating the server, as the MySQL client does
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if config.cert is not None:
+        try:
+            context.load_cert_chain(config.cert, keyfile=config.key, password=config.key_password)
+        except (OSError, ValueError) as exc:
+            files = config.cert if config.key is None else f"{config.cert} and {config.key}"
+            raise ConfigError(
+                f"invalid SslConfig.cert: cannot load the client certificate and key from {files}: {_reason(exc)}",
+                key="ssl.cert",
+            ) from None
+    return context
+
+
+def open_connection(
+    *,
+    address: str,
+    host: str,
+    port: int,
+    user: str,
+    password: str,
+    ssl_config: SslConfig,
+    context: ssl.SSLContext | None = None,
+    charset: str = "utf8mb4",
+    connect_timeout: float = 10.0,
+    read_timeout: float | None = None,
+    autocommit: bool = True,
+) -> Connection:
+    """A logged-in pymysql connection to ``host:port`` with TLS as ``ssl_config`` says.
+
+    ``context`` is a context :func:`ssl_context` made earlier for the same config (a source makes one and reuses it);
+    ``address`` is how messages name the server. Raises TlsError or SourceUnreachableError (errno set).
+    """
+    mode = ssl_config.mode
+    if context is None:
+        context = ssl_context(ssl_config)
+    kwargs: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "user": user,
+        "password": password,
+        "charset": charset,
+        "connect_timeout": connect_timeout,
+        "read_timeout": read_timeout,
+        "autocommit": autocommit,
+        "defer_connect": True,
+    }
+    if mode is SslMode.DISABLED or context is None:
+        kwargs["ssl_disabled"] = True
+    elif mode.requires_tls:
+        kwargs["ssl"] = context  # pymysql refuses to continue if the server offers no TLS
+    conn = Connection(**kwargs)
+    if mode is SslMode.PREFERRED and context is not None:
+        _prefer_tls(conn, context)
+    try:
+        conn.connect()
+    except pymysql.err.MySQLError as exc:
+        raise _connect_error(exc, conn, address, user, password, mode) from None
+    state = tls_state(conn, mode)
+    if mode.requires_tls and not state.encrypted:
+        # defence in depth: pymysql >= 1.2 already refused before logging in
+        conn.close()
+        raise TlsError(
+            f"MySQL server {address}: the connection is not encrypted although sslMode is {mode}", errno=2026
+        )
+    if not state.encrypted and mode is SslMode.PREFERRED:
+        with _plain_lock:
+            first = address not in _plain_noted
+            _plain_noted.add(address)
+        if first:
+            log.warning(
+                "MySQL server %s offers no TLS: connected unencrypted (sslMode PREFERRED); set sslMode REQUIRED or "
+                "stronger to refuse this",
+                address,
+            )
+    log.debug("connected to %s as %r: %s", address, user, state.describe())
+    return conn
+
+
+def tls_state(conn: Connection, mode: SslMode) -> TlsState:
+    """Whether and how ``conn`` is encrypted."""
+    sock = getattr(conn, "_sock", None)
+    if isinstance(sock, ssl.SSLSocket):
+        cipher = sock.cipher()
+        return TlsState(mode, sock.version(), cipher[0] if cipher else None)
+    return TlsState(mode)
+
+
+def _prefer_tls(conn: Connection, context: ssl.SSLContext) -> None:
+    if getattr(conn, "ssl", None) is not True or getattr(conn, "_ssl_required", None) is not False:
+        raise CanalError(
+            f"pymysql {pymysql.__version__} negotiates TLS differently from the 1.2 releases pycanal was built "
+            "for, so sslMode PREFERRED cannot be honoured: install pymysql>=1.2,<2, or choose DISABLED or REQUIRED"
+        )
+    conn.ctx = context
+
+
+def _connect_error(
+    exc: pymysql.err.MySQLError, conn: Connection, address: str, user: str, password: str, mode: SslMode
+) -> SourceUnreachableError:
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    text = _redact(str(exc.args[1]) if len(exc.args) > 1 else str(exc), password, f"{user}{address}")
+    cause = getattr(exc, "original_exception", None)
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        detail = (cause.verify_message or _reason(cause)).rstrip(".")
+        if "hostname" in detail.lower() or "ip address mismatch" in detail.lower():
+            fix = (
+                f"the certificate does not name {conn.host!r}: connect by a name it holds, or use sslMode VERIFY_CA "
+                "to check the CA only"
+            )
+        else:
+            fix = "give the CA that signed the server's certificate (SslConfig.ca / trustCertificateKeyStoreUrl)"
+        return TlsError(
+            f"MySQL server {address}: its TLS certificate did not verify (sslMode {mode}): {detail}; {fix}",
+            errno=code,
+        )
+    if isinstance(cause, ssl.SSLError):
+        return TlsError(
+            f"MySQL server {address}: the TLS handshake failed (sslMode {mode}): {_reason(cause)}", errno=code
+        )
+    if code == CR_SSL_CONNECTION_ERROR:
+        return TlsError(
+            f"MySQL server {address} offers no TLS, but sslMode is {mode}: enable TLS on the server (ssl_cert, "
+            f"ssl_key) or lower the mode ({text})",
+            errno=code,
+        )
+    if code == ER_SECURE_TRANSPORT_REQUIRED:
+        return TlsError(
+            f"MySQL server {address} requires TLS (require_secure_transport=ON) and refused the unencrypted "
+            f"login of user {user!r}: set sslMode REQUIRED or stronger",
+            errno=code,
+        )
+    if code in ACCESS_DENIED:
+        hint = ""
+        offers_tls = bool(getattr(conn, "server_capabilities", 0) & CLIENT.SSL)
+        if offers_tls and mode is SslMode.DISABLED:  # every other mode encrypts when the server offers TLS
+            # MariaDB answers a plain login under require_secure_transport=ON with a bare "access denied"
+            hint = (
+                "; the connection was not encrypted although the server offers TLS: if it sets "
+                "require_secure_transport=ON, set sslMode REQUIRED or stronger"
+            )
+        return SourceUnreachableError(
+            f"MySQL server {address} refused the login of user {user!r}: {text}{hint}", errno=code
+        )
+    return SourceUnreachableError(f"MySQL server {address} could not be reached as user {user!r}: {text}", errno=code)
+
+
+def _redact(text: str, password: str, allowed: str) -> str:
+    # a password that is part of the user or address would mask those too; messages never hold it otherwise
+    if password and password not in allowed:
+        return text.replace(password, "***")
+    return text
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return f"{exc.reason} ({exc.library})" if exc.library else str(exc.reason)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
