@@ -89,8 +89,10 @@ def read_type(c: Cursor) -> ColumnType:
             unsigned = False
         elif up == "ZEROFILL":
             zerofill = unsigned = True
-        elif (up in ("CHARACTER", "CHAR") and c.up(1) == "SET") or up == "CHARSET":
+        elif up == "CHARSET" or (up in ("CHARACTER", "CHAR") and c.up(1) == "SET"):
             c.next()
+            if up != "CHARSET":
+                c.next()  # SET
             charset = _charset_name(c)
             continue
         elif up == "COLLATE":
