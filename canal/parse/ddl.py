@@ -44,6 +44,7 @@ from canal.sql import (
     DropIndex,
     DropIndexStatement,
     DropTable,
+    Grant,
     OtherAction,
     OtherStatement,
     QueryKind,
@@ -133,7 +134,7 @@ class _Classifier:
             return self.query(QueryKind.DDL, stmt.name)
         if isinstance(stmt, DmlStatement):
             return [self.table(_DML_EVENTS[stmt.verb], stmt.table, QueryKind.DML)]
-        if isinstance(stmt, TransactionStatement):
+        if isinstance(stmt, TransactionStatement | Grant):
             return self.query(stmt.kind)
         if isinstance(stmt, OtherStatement):
             return self.query(stmt.kind, stmt.schema)

@@ -23,7 +23,10 @@ version comments (the statement inside is lost), falls back to an opaque command
 
 from __future__ import annotations
 
+import functools
+
 from canal.errors import SqlError
+from canal.sql.columns import read_type
 from canal.sql.cursor import Cursor
 from canal.sql.reader import TRACKED, read_statements
 from canal.sql.statements import (
@@ -53,6 +56,7 @@ from canal.sql.statements import (
     DropTable,
     Expression,
     ForeignKeyDef,
+    Grant,
     IndexColumn,
     IndexDef,
     ModifyColumn,
@@ -104,6 +108,7 @@ __all__ = [
     "DropTable",
     "Expression",
     "ForeignKeyDef",
+    "Grant",
     "IndexColumn",
     "IndexDef",
     "ModifyColumn",
@@ -123,6 +128,7 @@ __all__ = [
     "TruncateTable",
     "Unreadable",
     "quote_name",
+    "read_column_type",
     "read_statement",
     "read_statements",
     "read_table_name",
@@ -135,6 +141,24 @@ def read_statement(sql: str, *, strict: bool = True) -> Statement:
     if not statements:
         raise SqlError(f"no statement in {sql[:60]!r}", offset=0)
     return statements[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def read_column_type(text: str, *, strict: bool = True) -> ColumnType:
+    """A data type alone (``int(10) unsigned``, ``decimal(12,2)``, ``enum('a','b')``, as information_schema and
+    ColumnMeta.mysql_type show them). SqlError when it cannot be read; ``strict=False`` gives instead a type whose
+    ``base`` is the text's first word in lower case and nothing else."""
+    c = Cursor(text)
+    try:
+        column_type = read_type(c)
+        if not c.at_end():
+            raise c.error("expected only a data type")
+    except SqlError:
+        if strict:
+            raise
+        first = text.strip().split("(", 1)[0].split(None, 1)
+        return ColumnType(text, first[0].lower() if first else "")
+    return column_type
 
 
 def read_table_name(text: str) -> TableName:

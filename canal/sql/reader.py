@@ -33,6 +33,7 @@ from canal.sql.statements import (
     DropDatabase,
     DropIndexStatement,
     DropTable,
+    Grant,
     IndexDef,
     OtherStatement,
     QueryKind,
@@ -561,7 +562,31 @@ class _Reader:
         return TransactionStatement(kind, c.text_from(start))
 
     def grant(self) -> Statement:
-        return OtherStatement(QueryKind.DCL, "GRANT")
+        c = self.c
+        privileges: list[str] = []
+        words: list[str] = []
+        while not c.at_end() and c.up() != "ON":
+            tok = c.next()
+            if tok.up == ",":
+                privileges.append(" ".join(words))
+                words = []
+            elif tok.up == "(":  # a column list: SELECT (a, b)
+                c.pos -= 1
+                c.skip_tolerant()
+            elif tok.kind == WORD:
+                words.append(tok.up)
+            else:
+                return OtherStatement(QueryKind.DCL, "GRANT")
+        if not c.accept("ON") or not words:
+            return OtherStatement(QueryKind.DCL, "GRANT")
+        privileges.append(" ".join(words))
+        c.accept("TABLE", "FUNCTION", "PROCEDURE", "PACKAGE")
+        start = c.pos
+        while not c.at_end() and c.up() != "TO":
+            c.next()
+        if c.up() != "TO" or c.pos == start:
+            return OtherStatement(QueryKind.DCL, "GRANT")
+        return Grant(tuple(privileges), c.text_from(start))
 
     def revoke(self) -> Statement:
         return OtherStatement(QueryKind.DCL, "REVOKE")

@@ -42,6 +42,7 @@ __all__ = [
     "DropTable",
     "Expression",
     "ForeignKeyDef",
+    "Grant",
     "IndexColumn",
     "IndexDef",
     "ModifyColumn",
@@ -586,6 +587,18 @@ class TransactionStatement:
 
 
 @attrs.frozen(slots=True)
+class Grant:
+    """GRANT privileges ON target TO ...: ``privileges`` upper-cased (``"REPLICATION SLAVE"``, ``"ALL PRIVILEGES"``;
+    column lists dropped), ``target`` as written (``*.*``, ```shop`.*``, ``shop.orders``). A GRANT of roles (no ON)
+    reads as an OtherStatement."""
+
+    privileges: tuple[str, ...]
+    target: str
+
+    kind = QueryKind.DCL
+
+
+@attrs.frozen(slots=True)
 class OtherStatement:
     """Any other statement: ``verb`` is its head upper-cased (``"CREATE VIEW"``, ``"GRANT"``, ``"SET"``, ``"USE"``),
     ``schema`` the database it names (a view's or routine's schema, USE's database), if any."""
@@ -621,6 +634,7 @@ Statement: TypeAlias = (
     | DropIndexStatement
     | DmlStatement
     | TransactionStatement
+    | Grant
     | OtherStatement
     | Unreadable
 )
