@@ -32,7 +32,8 @@ from canal.sql.tables import TableElements, opens_index, read_element, read_tabl
 
 __all__ = ["read_alter_actions"]
 
-_POSITION: Final = frozenset({"FIRST", "AFTER"})
+# where a column definition in ALTER TABLE ends besides ',': its position, or partition options
+_COLUMN_END: Final = frozenset({"FIRST", "AFTER", "PARTITION", "REMOVE"})
 # actions that change no column and are read up to the next top-level comma
 _OTHER_HEADS: Final = frozenset(
     {
@@ -132,7 +133,7 @@ def _read_action(c: Cursor) -> list[AlterAction]:
         c.accept("COLUMN")
         if_exists = c.accept_seq("IF", "EXISTS")
         old = c.ident("a column name") if up == "CHANGE" else None
-        column = read_column(c, _POSITION)
+        column = read_column(c, _COLUMN_END)
         first, after = _position(c)
         if old is None:
             return [ModifyColumn(column, first, after, if_exists)]
@@ -194,7 +195,7 @@ def _add(c: Cursor) -> list[AlterAction]:
                 break
         c.expect(")")
         return _added(elements, if_not_exists)
-    col = read_column(c, _POSITION)
+    col = read_column(c, _COLUMN_END)
     first, after = _position(c)
     return [AddColumn(col, first, after, if_not_exists)]
 

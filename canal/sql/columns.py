@@ -7,7 +7,7 @@ from typing import Any, Final
 import attrs
 
 from canal.sql.cursor import Cursor
-from canal.sql.lexer import STRING, WORD
+from canal.sql.lexer import WORD
 from canal.sql.statements import CheckDef, ColumnDef, Expression, ForeignKeyDef
 from canal.sql.types import ColumnType
 
@@ -220,21 +220,23 @@ def read_column(c: Cursor, stop: frozenset[str] = frozenset()) -> ColumnDef:
 
 
 def _skip_attribute(c: Cursor, word: str) -> None:
-    """An attribute that changes neither type nor layout: ``WORD``, ``WORD [=] value``, ``WORD (...)``, or
-    ``WITH[OUT] SYSTEM VERSIONING``."""
+    """An attribute that changes neither type nor layout: COLUMN_FORMAT x, STORAGE x, WITH[OUT] SYSTEM VERSIONING,
+    COMPRESSED[=method], [SECONDARY_]ENGINE_ATTRIBUTE [=] 'x', NOT SECONDARY, or an engine-defined ``NAME = value``.
+    Any other word is an error: it may mean something this reader does not know."""
     if word in ("WITH", "WITHOUT"):
         c.expect_seq("SYSTEM", "VERSIONING")
-        return
-    if c.up() == "(":
-        c.skip_group()
-        return
-    if c.up() == "=":
-        c.next()
+    elif word in ("COLUMN_FORMAT", "STORAGE"):
         c.word_or_string()
+    elif word == "NOT":
+        c.expect("SECONDARY")
+    elif word == "COMPRESSED" and c.up() != "=":
         return
-    tok = c.peek()
-    if word in ("COLUMN_FORMAT", "STORAGE") or (tok.kind == STRING and word.endswith("ATTRIBUTE")):
+    elif word.endswith("ENGINE_ATTRIBUTE") or c.up() == "=":
+        c.accept_equals()
         c.word_or_string()
+    else:
+        c.pos -= 1
+        raise c.error("unknown column attribute")
 
 
 def read_check(c: Cursor, name: str | None) -> CheckDef:

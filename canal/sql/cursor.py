@@ -299,6 +299,9 @@ class Cursor:
             return nxt.text
         if tok.text.isdigit():
             return int(tok.text)
+        mantissa, e, exponent = tok.text.lower().partition("e")
+        if e and mantissa.isdigit() and exponent.isdigit():  # 1e3 (a signed exponent is a NUMBER token)
+            return float(tok.text)
         if up.startswith("0X") and len(up) > 2:
             try:
                 return int(up[2:], 16)

@@ -158,9 +158,10 @@ def read_element(c: Cursor, into: TableElements, stop: frozenset[str] = frozense
     """One element of a table body into ``into``; returns the IF NOT EXISTS flag of a key (False otherwise)."""
     up = c.up()
     constraint = None
+    constraint_if_not_exists = False
     if up == "CONSTRAINT":
         c.next()
-        c.accept_seq("IF", "NOT", "EXISTS")
+        constraint_if_not_exists = c.accept_seq("IF", "NOT", "EXISTS")
         if c.up() not in ("PRIMARY", "UNIQUE", "FOREIGN", "CHECK"):
             constraint = c.ident("a constraint name")
         up = c.up()
@@ -169,13 +170,13 @@ def read_element(c: Cursor, into: TableElements, stop: frozenset[str] = frozense
     if opens_index(c):
         index, if_not_exists = read_index(c, constraint)
         into.indexes.append(index)
-        return if_not_exists
+        return if_not_exists or constraint_if_not_exists
     if up == "FOREIGN":
         c.next()
         c.expect("KEY")
         fk, if_not_exists = read_foreign_key(c, constraint)
         into.foreign_keys.append(fk)
-        return if_not_exists
+        return if_not_exists or constraint_if_not_exists
     if up == "CHECK":
         c.next()
         into.checks.append(read_check(c, constraint))
