@@ -13,10 +13,8 @@ from hypothesis import strategies as st
 
 from canal.errors import SqlError
 from canal.sql import (
-    AddCheck,
     AddColumn,
-    AddForeignKey,
-    AddIndex,
+    AddKey,
     AlterColumn,
     AlterDatabase,
     AlterOption,
@@ -29,14 +27,12 @@ from canal.sql import (
     CreateTable,
     DmlStatement,
     DropColumn,
-    DropConstraint,
     DropDatabase,
-    DropIndex,
     DropIndexStatement,
-    DropPrimaryKey,
+    DropKey,
     DropTable,
     Grant,
-    ModifyColumn,
+    IndexDef,
     OtherAction,
     OtherStatement,
     QueryKind,
@@ -288,12 +284,12 @@ ALTERS: list[tuple[str, list[Any]]] = [
     ("ADD c INT NOT NULL FIRST", [AddColumn(_col("c INT NOT NULL"), first=True)]),
     ("ADD COLUMN IF NOT EXISTS `c` INT AFTER `b`", [AddColumn(_col("`c` INT"), after="b", if_not_exists=True)]),
     ("ADD (a INT, b VARCHAR(3))", [AddColumn(_col("a INT")), AddColumn(_col("b VARCHAR(3)"))]),
-    ("ADD COLUMN (a INT, INDEX (a))", [AddColumn(_col("a INT")), AddIndex(_index("INDEX (a)"))]),
+    ("ADD COLUMN (a INT, INDEX (a))", [AddColumn(_col("a INT")), AddKey(_index("INDEX (a)"))]),
     ("DROP COLUMN c", [DropColumn("c")]),
     ("DROP c", [DropColumn("c")]),
     ("DROP COLUMN IF EXISTS c RESTRICT", [DropColumn("c", if_exists=True)]),
-    ("MODIFY c BIGINT", [ModifyColumn(_col("c BIGINT"))]),
-    ("MODIFY COLUMN IF EXISTS c BIGINT AFTER a", [ModifyColumn(_col("c BIGINT"), after="a", if_exists=True)]),
+    ("MODIFY c BIGINT", [ChangeColumn("c", _col("c BIGINT"))]),
+    ("MODIFY COLUMN IF EXISTS c BIGINT AFTER a", [ChangeColumn("c", _col("c BIGINT"), after="a", if_exists=True)]),
     ("CHANGE b bb INT FIRST", [ChangeColumn("b", _col("bb INT"), first=True)]),
     ("CHANGE COLUMN IF EXISTS b b TEXT", [ChangeColumn("b", _col("b TEXT"), if_exists=True)]),
     ("RENAME COLUMN a TO b", [RenameColumn("a", "b")]),
@@ -301,17 +297,17 @@ ALTERS: list[tuple[str, list[Any]]] = [
     ("ALTER COLUMN a SET DEFAULT 5", [AlterColumn("a", default=_col("a INT DEFAULT 5").default)]),
     ("ALTER a DROP DEFAULT", [AlterColumn("a", drop_default=True)]),
     ("ALTER COLUMN a SET INVISIBLE", [AlterColumn("a", visible=False)]),
-    ("ADD PRIMARY KEY (id)", [AddIndex(_index("PRIMARY KEY (id)"))]),
-    ("ADD CONSTRAINT IF NOT EXISTS u1 UNIQUE (a)", [AddIndex(_index("CONSTRAINT u1 UNIQUE (a)"), True)]),
-    ("ADD INDEX IF NOT EXISTS i (a)", [AddIndex(_index("INDEX i (a)"), True)]),
-    ("ADD FOREIGN KEY (a) REFERENCES p (id)", [AddForeignKey(_fk("FOREIGN KEY (a) REFERENCES p (id)"))]),
-    ("ADD CHECK (a > 0)", [AddCheck(_table("CHECK (a > 0)").checks[0])]),
-    ("DROP PRIMARY KEY", [DropPrimaryKey()]),
-    ("DROP INDEX i", [DropIndex("i")]),
-    ("DROP KEY IF EXISTS i", [DropIndex("i", if_exists=True)]),
-    ("DROP FOREIGN KEY fk", [DropConstraint("FOREIGN KEY", "fk")]),
-    ("DROP CHECK c1", [DropConstraint("CHECK", "c1")]),
-    ("DROP CONSTRAINT IF EXISTS c1", [DropConstraint("CONSTRAINT", "c1", if_exists=True)]),
+    ("ADD PRIMARY KEY (id)", [AddKey(_index("PRIMARY KEY (id)"))]),
+    ("ADD CONSTRAINT IF NOT EXISTS u1 UNIQUE (a)", [AddKey(_index("CONSTRAINT u1 UNIQUE (a)"), True)]),
+    ("ADD INDEX IF NOT EXISTS i (a)", [AddKey(_index("INDEX i (a)"), True)]),
+    ("ADD FOREIGN KEY (a) REFERENCES p (id)", [AddKey(_fk("FOREIGN KEY (a) REFERENCES p (id)"))]),
+    ("ADD CHECK (a > 0)", [AddKey(_table("CHECK (a > 0)").checks[0])]),
+    ("DROP PRIMARY KEY", [DropKey("PRIMARY KEY")]),
+    ("DROP INDEX i", [DropKey("INDEX", "i")]),
+    ("DROP KEY IF EXISTS i", [DropKey("INDEX", "i", if_exists=True)]),
+    ("DROP FOREIGN KEY fk", [DropKey("FOREIGN KEY", "fk")]),
+    ("DROP CHECK c1", [DropKey("CHECK", "c1")]),
+    ("DROP CONSTRAINT IF EXISTS c1", [DropKey("CONSTRAINT", "c1", if_exists=True)]),
     ("RENAME INDEX a TO b", [RenameIndex("a", "b")]),
     ("RENAME KEY a TO b", [RenameIndex("a", "b")]),
     ("RENAME TO s.t2", [RenameTo(T("s", "t2"))]),
@@ -717,7 +713,7 @@ def _action(draw: st.DrawFn) -> tuple[str, Any]:
             verb = draw(st.sampled_from(["ADD", "ADD COLUMN", "add column if not exists"]))
             return f"{verb} {text}{where}", (AddColumn, expected, first, after)
         if kind == "modify":
-            return f"MODIFY COLUMN {text}{where}", (ModifyColumn, expected, first, after)
+            return f"MODIFY COLUMN {text}{where}", (ChangeColumn, expected, first, after, expected["name"])
         return f"CHANGE {written} {text}{where}", (ChangeColumn, expected, first, after, name)
     if kind == "drop":
         return f"DROP COLUMN {written}", DropColumn(name)
@@ -727,7 +723,7 @@ def _action(draw: st.DrawFn) -> tuple[str, Any]:
     if kind == "index":
         return f"ADD INDEX {written} (a, b)", ("index", name)
     if kind == "dropindex":
-        return f"DROP INDEX {written}", DropIndex(name)
+        return f"DROP INDEX {written}", DropKey("INDEX", name)
     if kind == "convert":
         return "CONVERT TO CHARACTER SET latin1", ConvertCharset("latin1")
     return f"RENAME TO {written}", RenameTo(T(None, name))
@@ -741,8 +737,9 @@ def test_alter_table_round_trip(actions: list[tuple[str, Any]]) -> None:
     assert isinstance(stmt, AlterTable) and len(stmt.actions) == len(actions)
     for action, (_, expected) in zip(stmt.actions, actions, strict=True):
         if isinstance(expected, tuple) and expected[0] == "index":
-            assert isinstance(action, AddIndex) and action.index.name == expected[1]
-            assert action.index.column_names == ("a", "b")
+            assert isinstance(action, AddKey) and isinstance(action.key, IndexDef)
+            assert action.key.name == expected[1]
+            assert action.key.column_names == ("a", "b")
         elif isinstance(expected, tuple):
             cls, column, first, after, *old = expected
             assert isinstance(action, cls)

@@ -29,34 +29,8 @@ from typing import Final
 import attrs
 
 from canal.protocol import EventType
-from canal.sql import (
-    AddIndex,
-    AlterAction,
-    AlterDatabase,
-    AlterOption,
-    AlterTable,
-    CreateDatabase,
-    CreateIndex,
-    CreateTable,
-    DmlStatement,
-    DropConstraint,
-    DropDatabase,
-    DropIndex,
-    DropIndexStatement,
-    DropTable,
-    Grant,
-    OtherAction,
-    OtherStatement,
-    QueryKind,
-    RenameTable,
-    RenameTo,
-    SetTableOptions,
-    Statement,
-    TableName,
-    TransactionStatement,
-    TruncateTable,
-    read_statements,
-)
+from canal.sql import QueryKind, Statement, TableName, read_statements
+from canal.sql import statements as st
 
 __all__ = ["DdlResult", "QueryKind", "classify_ddl", "query_kind", "xa_xid"]
 
@@ -116,27 +90,27 @@ class _Classifier:
         return DdlResult(event_type, schema, name.name, kind=kind)
 
     def results(self, stmt: Statement) -> list[DdlResult]:
-        if isinstance(stmt, CreateTable):
+        if isinstance(stmt, st.CreateTable):
             return [self.table(EventType.CREATE, stmt.table)]
-        if isinstance(stmt, AlterTable):
+        if isinstance(stmt, st.AlterTable):
             return self.alter(stmt)
-        if isinstance(stmt, DropTable):
+        if isinstance(stmt, st.DropTable):
             return [self.table(EventType.ERASE, name) for name in stmt.tables]
-        if isinstance(stmt, RenameTable):
+        if isinstance(stmt, st.RenameTable):
             return [self.rename(old, new) for old, new in stmt.pairs]
-        if isinstance(stmt, TruncateTable):
+        if isinstance(stmt, st.TruncateTable):
             return [self.table(EventType.TRUNCATE, stmt.table)]
-        if isinstance(stmt, CreateIndex):
+        if isinstance(stmt, st.CreateIndex):
             return [self.table(EventType.CINDEX, stmt.table)]
-        if isinstance(stmt, DropIndexStatement):
+        if isinstance(stmt, st.DropIndexStatement):
             return [self.table(EventType.DINDEX, stmt.table)]
-        if isinstance(stmt, CreateDatabase | DropDatabase | AlterDatabase):
+        if isinstance(stmt, st.CreateDatabase | st.DropDatabase | st.AlterDatabase):
             return self.query(QueryKind.DDL, stmt.name)
-        if isinstance(stmt, DmlStatement):
+        if isinstance(stmt, st.DmlStatement):
             return [self.table(_DML_EVENTS[stmt.verb], stmt.table, QueryKind.DML)]
-        if isinstance(stmt, TransactionStatement | Grant):
+        if isinstance(stmt, st.TransactionStatement | st.Grant):
             return self.query(stmt.kind)
-        if isinstance(stmt, OtherStatement):
+        if isinstance(stmt, st.OtherStatement):
             return self.query(stmt.kind, stmt.schema)
         event_type = _UNREADABLE_EVENTS.get(stmt.verb)
         if event_type is None:
@@ -147,19 +121,19 @@ class _Classifier:
         was, now = old.qualified(self.default), new.qualified(self.default)
         return DdlResult(EventType.RENAME, now.schema, now.name, was.schema, was.name, QueryKind.DDL)
 
-    def alter(self, stmt: AlterTable) -> list[DdlResult]:
+    def alter(self, stmt: st.AlterTable) -> list[DdlResult]:
         table = stmt.table.qualified(self.default)
         has_options = False
         found: list[DdlResult] = []
         for action in stmt.actions:
-            if isinstance(action, SetTableOptions):
+            if isinstance(action, st.SetTableOptions):
                 has_options = True
-            elif isinstance(action, RenameTo):
+            elif isinstance(action, st.RenameTo):
                 new = action.table
                 # an unqualified new name goes to the default schema (canal's rule), else stays in the table's own
                 new_schema = new.schema if new.schema is not None else (self.default or table.schema)
                 found.append(DdlResult(EventType.RENAME, new_schema, new.name, table.schema, table.name, QueryKind.DDL))
-            elif not isinstance(action, AlterOption):
+            elif not isinstance(action, st.AlterOption):
                 found.append(DdlResult(_alter_event(action), table.schema, table.name, kind=QueryKind.DDL))
         results: list[DdlResult] = []
         if has_options or not found:
@@ -170,12 +144,12 @@ class _Classifier:
         return results
 
 
-def _alter_event(action: AlterAction) -> EventType:
-    if isinstance(action, AddIndex):
+def _alter_event(action: st.AlterAction) -> EventType:
+    if isinstance(action, st.AddKey) and isinstance(action.key, st.IndexDef):
         return EventType.CINDEX
-    if isinstance(action, DropIndex) or (isinstance(action, DropConstraint) and action.kind == "CONSTRAINT"):
+    if isinstance(action, st.DropKey) and action.kind in ("INDEX", "CONSTRAINT"):
         return EventType.DINDEX
-    if isinstance(action, OtherAction) and action.error is not None:
+    if isinstance(action, st.OtherAction) and action.error is not None:
         # an action the reader could not read: judge by its first words, as canal's parser would
         verb, _, what = action.head.partition(" ")
         if verb == "ADD" and what in _INDEX_HEADS:
@@ -228,6 +202,6 @@ def query_kind(sql: str) -> QueryKind:
 def xa_xid(sql: str) -> str | None:
     """The xid text of an XA statement (``X'..',X'..',1`` or a quoted string), as canal's ``XA_XID`` prop; else None."""
     statements = read_statements(sql, strict=False)
-    if statements and isinstance(statements[0], TransactionStatement):
+    if statements and isinstance(statements[0], st.TransactionStatement):
         return statements[0].xid
     return None

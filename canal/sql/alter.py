@@ -8,20 +8,18 @@ from canal.errors import SqlError
 from canal.sql.columns import read_column
 from canal.sql.cursor import Cursor
 from canal.sql.statements import (
-    AddCheck,
     AddColumn,
-    AddForeignKey,
-    AddIndex,
+    AddKey,
     AlterAction,
     AlterColumn,
     AlterOption,
     ChangeColumn,
+    CheckDef,
     ConvertCharset,
     DropColumn,
-    DropConstraint,
-    DropIndex,
-    DropPrimaryKey,
-    ModifyColumn,
+    DropKey,
+    ForeignKeyDef,
+    IndexDef,
     OtherAction,
     RenameColumn,
     RenameIndex,
@@ -135,9 +133,7 @@ def _read_action(c: Cursor) -> list[AlterAction]:
         old = c.ident("a column name") if up == "CHANGE" else None
         column = read_column(c, _COLUMN_END)
         first, after = _position(c)
-        if old is None:
-            return [ModifyColumn(column, first, after, if_exists)]
-        return [ChangeColumn(old, column, first, after, if_exists)]
+        return [ChangeColumn(column.name if old is None else old, column, first, after, if_exists)]
     if up == "RENAME":
         return [_rename(c)]
     if up == "ALTER":
@@ -207,9 +203,8 @@ def _other_from_previous(c: Cursor) -> OtherAction:
 
 def _added(elements: TableElements, if_not_exists: bool) -> list[AlterAction]:
     out: list[AlterAction] = [AddColumn(col, if_not_exists=if_not_exists) for col in elements.columns]
-    out.extend(AddIndex(index, if_not_exists) for index in elements.indexes)
-    out.extend(AddForeignKey(fk, if_not_exists) for fk in elements.foreign_keys)
-    out.extend(AddCheck(check) for check in elements.checks)
+    keys: list[IndexDef | ForeignKeyDef | CheckDef] = [*elements.indexes, *elements.foreign_keys, *elements.checks]
+    out.extend(AddKey(key, if_not_exists) for key in keys)
     out.extend(OtherAction("ADD PERIOD", "ADD " + text) for text in elements.periods)
     return out
 
@@ -219,17 +214,17 @@ def _drop(c: Cursor) -> AlterAction:
     if c.up() in ("PARTITION", "SYSTEM", "PERIOD"):
         return _other_from_previous(c)
     if c.accept_seq("PRIMARY", "KEY"):
-        return DropPrimaryKey()
+        return DropKey("PRIMARY KEY")
+    kind = None
     if c.accept("INDEX", "KEY"):
-        if_exists = c.accept_seq("IF", "EXISTS")
-        return DropIndex(c.ident("an index name"), if_exists)
-    if c.accept_seq("FOREIGN", "KEY"):
-        if_exists = c.accept_seq("IF", "EXISTS")
-        return DropConstraint("FOREIGN KEY", c.ident("a constraint name"), if_exists)
-    if c.up() in ("CHECK", "CONSTRAINT"):
+        kind = "INDEX"
+    elif c.accept_seq("FOREIGN", "KEY"):
+        kind = "FOREIGN KEY"
+    elif c.up() in ("CHECK", "CONSTRAINT"):
         kind = c.next().up
+    if kind is not None:
         if_exists = c.accept_seq("IF", "EXISTS")
-        return DropConstraint(kind, c.ident("a constraint name"), if_exists)
+        return DropKey(kind, c.ident("a key or constraint name"), if_exists)
     c.accept("COLUMN")
     if_exists = c.accept_seq("IF", "EXISTS")
     name = c.ident("a column name")

@@ -70,9 +70,9 @@ def read_type(c: Cursor) -> ColumnType:
     labels: tuple[str, ...] = ()
     if c.up() == "(":
         if base in _LABELLED:
-            labels = _labels(c)
+            labels = c.paren_list(lambda: c.string("an ENUM/SET label"))
         else:
-            params = _params(c)
+            params = c.paren_list(lambda: c.integer("a type parameter"))
     if word in ("BOOL", "BOOLEAN") and not params:
         params = (1,)
     if base == "float" and len(params) == 1:  # FLOAT(p): a FLOAT up to 24 bits of precision, else a DOUBLE
@@ -127,24 +127,6 @@ def read_type(c: Cursor) -> ColumnType:
 def _charset_name(c: Cursor) -> str:
     c.accept_equals()
     return c.word_or_string("a character set").lower()
-
-
-def _params(c: Cursor) -> tuple[int, ...]:
-    c.expect("(")
-    values = [c.integer("a type parameter")]
-    while c.accept(","):
-        values.append(c.integer("a type parameter"))
-    c.expect(")")
-    return tuple(values)
-
-
-def _labels(c: Cursor) -> tuple[str, ...]:
-    c.expect("(")
-    labels = [c.string("an ENUM/SET label")]
-    while c.accept(","):
-        labels.append(c.string("an ENUM/SET label"))
-    c.expect(")")
-    return tuple(labels)
 
 
 def read_column(c: Cursor, stop: frozenset[str] = frozenset()) -> ColumnDef:

@@ -3,14 +3,17 @@ names, literals, expressions, balanced groups, and the typed error for text that
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Final
+from typing import Final, TypeVar
 
 from canal.errors import SqlError
 from canal.sql.lexer import DSTRING, END, NUMBER, PUNCT, QUOTED, STRING, WORD, Token, TokenStream
 from canal.sql.statements import Expression, Literal, TableName
 
 __all__ = ["Cursor"]
+
+_T = TypeVar("_T")
 
 _OPERATOR_CHARS: Final = frozenset("+-*/%|&^<>=!~")
 _WORD_OPERATORS: Final = frozenset({"AND", "OR", "XOR", "DIV", "MOD"})
@@ -151,12 +154,16 @@ class Cursor:
 
     def name_list(self) -> tuple[str, ...]:
         """``(a, b, ...)``: a parenthesized list of names."""
+        return self.paren_list(lambda: self.ident("a column name"))
+
+    def paren_list(self, item: Callable[[], _T]) -> tuple[_T, ...]:
+        """``(item, item, ...)``: one or more items read by ``item``, in parentheses."""
         self.expect("(")
-        names = [self.ident("a column name")]
+        items = [item()]
         while self.accept(","):
-            names.append(self.ident("a column name"))
+            items.append(item())
         self.expect(")")
-        return tuple(names)
+        return tuple(items)
 
     # -- literals -----------------------------------------------------------------------------------------------------
 

@@ -121,17 +121,10 @@ class _Reader:
     def skip_statement(self) -> None:
         """Skip to just after the next ``;`` outside parentheses (or to the end)."""
         c = self.c
-        depth = 0
-        while True:
-            tok = c.next()
-            if tok is END:
+        while c.peek() is not END:
+            if c.accept(";"):
                 return
-            if tok.up == "(":
-                depth += 1
-            elif tok.up == ")":
-                depth = max(0, depth - 1)
-            elif tok.up == ";" and depth == 0:
-                return
+            c.skip_tolerant()
 
     def statement(self) -> Statement:
         c = self.c
@@ -217,20 +210,30 @@ class _Reader:
         name = c.opt_table_name()
         return OtherStatement(kind, f"{verb} {obj}", name.schema if name is not None else None)
 
+    def other_object(self, verb: str, obj: str) -> Statement:
+        """CREATE / ALTER / DROP of anything but a table, an index or a database."""
+        if obj in _DCL_OBJECTS:
+            return OtherStatement(QueryKind.DCL, f"{verb} {obj}")
+        if obj in _NAMED_OBJECTS:
+            return self.named_object(verb, obj)
+        if verb == "DROP":
+            return OtherStatement(QueryKind.OTHER if obj == "PREPARE" else QueryKind.DDL, f"DROP {obj}".strip())
+        self.stop = True  # an object this reader does not know may have a compound body
+        return OtherStatement(QueryKind.DDL, f"{verb} {obj}".strip())
+
     def index_table(self, first: int) -> TableName | None:
         """For a lenient read of CREATE/DROP INDEX that failed: the table after the top-level ON, if any."""
+        self.c.pos = first
+        return self.c.opt_table_name() if self.skip_to("ON") else None
+
+    def skip_to(self, *words: str) -> bool:
+        """Move just past the next ``words`` outside parentheses in this statement; False (at its end) if none."""
         c = self.c
-        c.pos = first
-        depth = 0
         while not c.at_end():
-            tok = c.next()
-            if tok.up == "(":
-                depth += 1
-            elif tok.up == ")":
-                depth -= 1
-            elif depth == 0 and tok.kind == WORD and tok.up == "ON":
-                return c.opt_table_name()
-        return None
+            if c.accept_seq(*words):
+                return True
+            c.skip_tolerant()
+        return False
 
     # -- CREATE / ALTER / DROP ----------------------------------------------------------------------------------------
 
@@ -264,12 +267,7 @@ class _Reader:
                 return Unreadable(QueryKind.DDL, "CREATE INDEX", self.index_table(first), str(exc))
         if obj in ("DATABASE", "SCHEMA"):
             return self.create_database("OR REPLACE" in mods)
-        if obj in _DCL_OBJECTS:
-            return OtherStatement(QueryKind.DCL, f"CREATE {obj}")
-        if obj in _NAMED_OBJECTS:
-            return self.named_object("CREATE", obj)
-        self.stop = True
-        return OtherStatement(QueryKind.DDL, f"CREATE {obj}".strip())
+        return self.other_object("CREATE", obj)
 
     def create_index(self, mods: set[str]) -> CreateIndex:
         c = self.c
@@ -341,12 +339,7 @@ class _Reader:
             if tok.kind in (QUOTED, DSTRING) or (tok.kind == WORD and tok.up not in _ALTER_DB_OPTION_WORDS):
                 db = c.opt_ident()
             return AlterDatabase(db, self.options())
-        if obj in _DCL_OBJECTS:
-            return OtherStatement(QueryKind.DCL, f"ALTER {obj}")
-        if obj in _NAMED_OBJECTS:
-            return self.named_object("ALTER", obj)
-        self.stop = True
-        return OtherStatement(QueryKind.DDL, f"ALTER {obj}".strip())
+        return self.other_object("ALTER", obj)
 
     def drop(self) -> Statement:
         c = self.c
@@ -388,13 +381,7 @@ class _Reader:
             if db is None:
                 return self.missing_name("DROP DATABASE", "a database name")
             return DropDatabase(db, if_exists)
-        if obj in _DCL_OBJECTS:
-            return OtherStatement(QueryKind.DCL, f"DROP {obj}")
-        if obj in _NAMED_OBJECTS:
-            return self.named_object("DROP", obj)
-        if obj == "PREPARE":
-            return OtherStatement(QueryKind.OTHER, "DROP PREPARE")
-        return OtherStatement(QueryKind.DDL, f"DROP {obj}".strip())
+        return self.other_object("DROP", obj)
 
     def rename(self) -> Statement:
         c = self.c
@@ -473,17 +460,7 @@ class _Reader:
         c = self.c
         if not c.accept("DATA", "XML"):
             return OtherStatement(QueryKind.OTHER, "LOAD")
-        depth = 0
-        while not c.at_end():
-            tok = c.next()
-            if tok.up == "(":
-                depth += 1
-            elif tok.up == ")":
-                depth -= 1
-            elif depth == 0 and tok.up == "INTO" and c.up() == "TABLE":
-                c.next()
-                return DmlStatement("INSERT", c.opt_table_name())
-        return DmlStatement("INSERT", None)
+        return DmlStatement("INSERT", c.opt_table_name() if self.skip_to("INTO", "TABLE") else None)
 
     def with_(self) -> Statement:
         c = self.c
@@ -492,30 +469,15 @@ class _Reader:
             if c.opt_ident() is None:
                 return OtherStatement(QueryKind.OTHER, "WITH")
             if c.up() == "(":
-                self.skip_parens()
+                c.skip_tolerant()
             if not c.accept("AS") or c.up() != "(":
                 return OtherStatement(QueryKind.OTHER, "WITH")
-            self.skip_parens()
+            c.skip_tolerant()
             if not c.accept(","):
                 break
         if c.up() in ("UPDATE", "DELETE", "INSERT", "REPLACE"):
             return self.statement()
         return OtherStatement(QueryKind.OTHER, "WITH")
-
-    def skip_parens(self) -> None:
-        """At ``(``: skip past its ``)``, or to the end of an unbalanced text."""
-        c = self.c
-        depth = 0
-        while True:
-            tok = c.next()
-            if tok is END:
-                return
-            if tok.up == "(":
-                depth += 1
-            elif tok.up == ")":
-                depth -= 1
-                if depth <= 0:
-                    return
 
     # -- transaction control and the rest -----------------------------------------------------------------------------
 

@@ -16,10 +16,8 @@ import attrs
 from canal.sql.types import ColumnType
 
 __all__ = [
-    "AddCheck",
     "AddColumn",
-    "AddForeignKey",
-    "AddIndex",
+    "AddKey",
     "AlterAction",
     "AlterColumn",
     "AlterDatabase",
@@ -34,18 +32,15 @@ __all__ = [
     "CreateTable",
     "DmlStatement",
     "DropColumn",
-    "DropConstraint",
     "DropDatabase",
-    "DropIndex",
     "DropIndexStatement",
-    "DropPrimaryKey",
+    "DropKey",
     "DropTable",
     "Expression",
     "ForeignKeyDef",
     "Grant",
     "IndexColumn",
     "IndexDef",
-    "ModifyColumn",
     "OtherAction",
     "OtherStatement",
     "QueryKind",
@@ -328,15 +323,10 @@ class DropColumn:
 
 
 @attrs.frozen(slots=True)
-class ModifyColumn:
-    column: ColumnDef
-    first: bool = False
-    after: str | None = None
-    if_exists: bool = False
-
-
-@attrs.frozen(slots=True)
 class ChangeColumn:
+    """CHANGE [COLUMN] old new_definition, or MODIFY [COLUMN] definition (which is CHANGE with ``old_name`` the
+    column's own name): the column's new definition, at its place or FIRST / AFTER another."""
+
     old_name: str
     column: ColumnDef
     first: bool = False
@@ -362,43 +352,21 @@ class AlterColumn:
 
 
 @attrs.frozen(slots=True)
-class AddIndex:
-    """ADD PRIMARY KEY / UNIQUE / INDEX / FULLTEXT / SPATIAL (with or without CONSTRAINT)."""
+class AddKey:
+    """ADD a key or constraint: PRIMARY KEY / UNIQUE / INDEX / FULLTEXT / SPATIAL (an IndexDef, with or without
+    CONSTRAINT), FOREIGN KEY (a ForeignKeyDef) or CHECK (a CheckDef)."""
 
-    index: IndexDef
+    key: IndexDef | ForeignKeyDef | CheckDef
     if_not_exists: bool = False
 
 
 @attrs.frozen(slots=True)
-class AddForeignKey:
-    foreign_key: ForeignKeyDef
-    if_not_exists: bool = False
-
-
-@attrs.frozen(slots=True)
-class AddCheck:
-    check: CheckDef
-
-
-@attrs.frozen(slots=True)
-class DropPrimaryKey:
-    pass
-
-
-@attrs.frozen(slots=True)
-class DropIndex:
-    """DROP {INDEX|KEY} name."""
-
-    name: str
-    if_exists: bool = False
-
-
-@attrs.frozen(slots=True)
-class DropConstraint:
-    """DROP FOREIGN KEY / CHECK / CONSTRAINT name: ``kind`` is FOREIGN KEY, CHECK or CONSTRAINT."""
+class DropKey:
+    """DROP PRIMARY KEY, DROP {INDEX|KEY} name, DROP FOREIGN KEY name, DROP CHECK name, DROP CONSTRAINT name:
+    ``kind`` is PRIMARY KEY (``name`` None), INDEX, FOREIGN KEY, CHECK or CONSTRAINT."""
 
     kind: str
-    name: str
+    name: str | None = None
     if_exists: bool = False
 
 
@@ -452,16 +420,11 @@ class OtherAction:
 AlterAction: TypeAlias = (
     AddColumn
     | DropColumn
-    | ModifyColumn
     | ChangeColumn
     | RenameColumn
     | AlterColumn
-    | AddIndex
-    | AddForeignKey
-    | AddCheck
-    | DropPrimaryKey
-    | DropIndex
-    | DropConstraint
+    | AddKey
+    | DropKey
     | RenameIndex
     | RenameTo
     | ConvertCharset

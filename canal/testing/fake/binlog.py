@@ -12,18 +12,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from canal.parse.events import (
-    BinlogEvent,
-    FormatDescriptionEvent,
-    GtidEvent,
-    GtidSetEvent,
-    IgnoredEvent,
-    QueryEvent,
-    RotateEvent,
-    RowsEvent,
-    TableMapEvent,
-    XidEvent,
-)
+from canal.parse import events as ev
 from canal.parse.source import BinlogFile
 from canal.position import journal_number
 from canal.protocol import EventType, RowData, TableSchema
@@ -34,7 +23,7 @@ from canal.testing.fake.gtid import MariaGtids, MysqlGtids, Tag, format_mariadb_
 
 __all__ = ["MARIADB_VERSION", "MYSQL_VERSION", "BinlogWriter", "LogFile", "RowsStatement"]
 
-_E = TypeVar("_E", bound=BinlogEvent)
+_E = TypeVar("_E", bound=ev.BinlogEvent)
 
 _HEADER = 19  # binlog event header
 _CRC = 4  # CRC32 checksum at the end of every event (binlog_checksum=CRC32, the default)
@@ -47,7 +36,7 @@ class LogFile:
     name: str
     mysql_gtids: MysqlGtids  # executed GTIDs before this file (its previous-GTIDs)
     mariadb_gtids: MariaGtids  # the GTID list at the start of this file
-    events: list[BinlogEvent] = attrs.Factory(list)
+    events: list[ev.BinlogEvent] = attrs.Factory(list)
     tags: list[Tag | None] = attrs.Factory(list)
     starts: dict[int, int] = attrs.Factory(dict)  # event offset -> index in events
     end: int = 4
@@ -66,38 +55,28 @@ class RowsStatement:
     timestamp: int
 
 
+@attrs.define(kw_only=True, eq=False)
 class BinlogWriter:
     """The binlog files of one fake server and the GTID state they carry."""
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        server_id: int,
-        mariadb: bool,
-        gtid: bool,
-        domain_id: int,
-        basename: str,
-        max_binlog_size: int,
-        max_rows_event_size: int,
-        thread_id: int,
-        clock: Callable[[], int],
-    ) -> None:
-        self.name = name
-        self.server_id = server_id
-        self.mariadb = mariadb
-        self.gtid = gtid or mariadb
-        self.domain_id = domain_id
-        self.basename = basename
-        self.max_binlog_size = max_binlog_size
-        self.max_rows_event_size = max_rows_event_size
-        self.thread_id = thread_id
-        self._clock = clock
-        self.xid = 1000
-        self.mysql_gtids: MysqlGtids = {}
-        self.mariadb_gtids: MariaGtids = {}
-        self.files: list[LogFile] = []
-        self.file_seq = 0
+    name: str
+    server_id: int
+    mariadb: bool
+    gtid: bool
+    domain_id: int
+    basename: str
+    max_binlog_size: int
+    max_rows_event_size: int
+    thread_id: int
+    clock: Callable[[], int]  # the server's clock in whole seconds
+    xid: int = 1000
+    mysql_gtids: MysqlGtids = attrs.Factory(dict)
+    mariadb_gtids: MariaGtids = attrs.Factory(dict)
+    files: list[LogFile] = attrs.Factory(list)
+    file_seq: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        self.gtid = self.gtid or self.mariadb  # MariaDB always has GTIDs
         self.new_file()
 
     # -- GTIDs --------------------------------------------------------------------------------------------------------
@@ -157,23 +136,24 @@ class BinlogWriter:
         self.file_seq += 1
         name = f"{self.basename}.{self.file_seq:06d}"
         self.files.append(LogFile(name, {k: list(v) for k, v in self.mysql_gtids.items()}, dict(self.mariadb_gtids)))
-        ts = self._clock()
+        ts = self.clock()
         if self.mariadb:
-            self.emit(FormatDescriptionEvent, 256 - 4, None, ts, server_version=MARIADB_VERSION, checksum=True)
+            self.emit(ev.FormatDescriptionEvent, 256 - 4, None, ts, server_version=MARIADB_VERSION, checksum=True)
             size = _HEADER + 4 + 16 * len(self.mariadb_gtids) + _CRC
-            self.emit(GtidSetEvent, size, None, ts, gtid_set=format_mariadb_gtid_pos(self.mariadb_gtids), mariadb=True)
-            self.emit(IgnoredEvent, _HEADER + 4 + len(name) + _CRC, None, ts, type_code=161)  # binlog checkpoint
+            gtid_list = format_mariadb_gtid_pos(self.mariadb_gtids)
+            self.emit(ev.GtidSetEvent, size, None, ts, gtid_set=gtid_list, mariadb=True)
+            self.emit(ev.IgnoredEvent, _HEADER + 4 + len(name) + _CRC, None, ts, type_code=161)  # binlog checkpoint
         else:
-            self.emit(FormatDescriptionEvent, 122, None, ts, server_version=MYSQL_VERSION, checksum=True)
+            self.emit(ev.FormatDescriptionEvent, 122, None, ts, server_version=MYSQL_VERSION, checksum=True)
             if self.gtid:
                 size = _HEADER + 8 + sum(16 + 8 + 16 * len(v) for v in self.mysql_gtids.values()) + _CRC
-                self.emit(GtidSetEvent, size, None, ts, gtid_set=format_mysql_gtid_set(self.mysql_gtids))
+                self.emit(ev.GtidSetEvent, size, None, ts, gtid_set=format_mysql_gtid_set(self.mysql_gtids))
 
     def close_file(self) -> None:
         log = self.files[-1]
         following = f"{self.basename}.{self.file_seq + 1:06d}"
         size = _HEADER + 8 + len(following) + _CRC
-        self.emit(RotateEvent, size, None, self._clock(), next_file=following, next_position=4)
+        self.emit(ev.RotateEvent, size, None, self.clock(), next_file=following, next_position=4)
         log.closed = True
 
     def rotate(self) -> str:
@@ -232,19 +212,19 @@ class BinlogWriter:
         text, tag = self._next_gtid()
         size = _HEADER + (19 if self.mariadb else 60) + _CRC
         self.emit(
-            GtidEvent, size, tag, timestamp, gtid=text, mariadb=self.mariadb, standalone=standalone and self.mariadb
+            ev.GtidEvent, size, tag, timestamp, gtid=text, mariadb=self.mariadb, standalone=standalone and self.mariadb
         )
         return tag
 
-    def _query_event(self, tag: Tag | None, timestamp: int, schema: str, sql: str) -> QueryEvent:
+    def _query_event(self, tag: Tag | None, timestamp: int, schema: str, sql: str) -> ev.QueryEvent:
         size = _HEADER + 13 + 26 + len(schema.encode()) + 1 + len(sql.encode()) + _CRC
-        return self.emit(QueryEvent, size, tag, timestamp, schema=schema, sql=sql, thread_id=self.thread_id)
+        return self.emit(ev.QueryEvent, size, tag, timestamp, schema=schema, sql=sql, thread_id=self.thread_id)
 
-    def write_statement(self, schema: str, sql: str) -> list[BinlogEvent]:
+    def write_statement(self, schema: str, sql: str) -> list[ev.BinlogEvent]:
         """A statement outside any transaction: [GTID] query; returns the events written."""
         log = self.files[-1]
         first = len(log.events)
-        ts = self._clock()
+        ts = self.clock()
         tag = self._gtid_event(ts, standalone=True)
         self._query_event(tag, ts, schema, sql)
         if tag is not None:
@@ -253,7 +233,7 @@ class BinlogWriter:
         self.maybe_rotate()
         return events
 
-    def write_transaction(self, statements: Sequence[RowsStatement], database: str) -> list[BinlogEvent]:
+    def write_transaction(self, statements: Sequence[RowsStatement], database: str) -> list[ev.BinlogEvent]:
         """[GTID] BEGIN, a table map and rows events per statement, XID; returns the events written."""
         log = self.files[-1]
         first = len(log.events)
@@ -264,7 +244,7 @@ class BinlogWriter:
         for stmt in statements:
             self._write_rows(tag, stmt)
         self.xid += 1
-        self.emit(XidEvent, _HEADER + 8 + _CRC, tag, self._clock(), xid=self.xid)
+        self.emit(ev.XidEvent, _HEADER + 8 + _CRC, tag, self.clock(), xid=self.xid)
         if tag is not None:
             self._record_gtid(tag)
         events = log.events[first:]
@@ -277,7 +257,7 @@ class BinlogWriter:
         names = sum(len(c.name.encode()) + 1 for c in schema.columns)
         map_size = _HEADER + 8 + len(t.db) + 2 + len(t.name) + 2 + 1 + n + 1 + 2 * n + (n + 7) // 8 + names + 3
         self.emit(
-            TableMapEvent,
+            ev.TableMapEvent,
             map_size + _CRC,
             tag,
             stmt.timestamp,
@@ -304,7 +284,7 @@ class BinlogWriter:
         chunks.append((rows, size))
         for i, (chunk, chunk_size) in enumerate(chunks):
             self.emit(
-                RowsEvent,
+                ev.RowsEvent,
                 chunk_size,
                 tag,
                 stmt.timestamp,

@@ -15,7 +15,7 @@ import attrs
 from canal.protocol import TableSchema
 from canal.sql import (
     AddColumn,
-    AddIndex,
+    AddKey,
     AlterTable,
     ChangeColumn,
     ConvertCharset,
@@ -23,9 +23,9 @@ from canal.sql import (
     CreateTable,
     DropColumn,
     DropDatabase,
-    DropPrimaryKey,
+    DropKey,
     DropTable,
-    ModifyColumn,
+    IndexDef,
     RenameColumn,
     RenameTable,
     RenameTo,
@@ -263,13 +263,13 @@ class Catalog:
                 if d.primary:
                     primary = [d.name]
                 place(d, action.first, action.after, None)
-            elif isinstance(action, AddIndex):
-                if action.index.kind == "PRIMARY":
-                    if primary:
-                        raise FakeMysqlError(f"Multiple primary key defined in {key}")
-                    primary = list(action.index.column_names)
-            elif isinstance(action, DropPrimaryKey):
-                primary = []
+            elif isinstance(action, AddKey) and isinstance(action.key, IndexDef) and action.key.kind == "PRIMARY":
+                if primary:
+                    raise FakeMysqlError(f"Multiple primary key defined in {key}")
+                primary = list(action.key.column_names)
+            elif isinstance(action, DropKey):
+                if action.kind == "PRIMARY KEY":
+                    primary = []
             elif isinstance(action, DropColumn):
                 i = find(action.name)
                 if i is None:
@@ -280,8 +280,8 @@ class Catalog:
                 dropped = cols.pop(i)
                 origin.pop(dropped.name, None)
                 primary = [p for p in primary if p != dropped.name]
-            elif isinstance(action, ModifyColumn | ChangeColumn):
-                old = action.old_name if isinstance(action, ChangeColumn) else action.column.name
+            elif isinstance(action, ChangeColumn):
+                old = action.old_name
                 if action.if_exists and find(old) is None:
                     continue
                 d = self._materialize_charset(from_definition(action.column), charset)

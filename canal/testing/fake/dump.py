@@ -221,14 +221,8 @@ _ROWS_TYPE_CODES = {  # MariaDB writes v1 rows events, MySQL v2
 def _undecoded(event: RowsEvent | TableMapEvent, mariadb: bool) -> IgnoredEvent:
     """What a real source yields for a table map or rows event when a dump asks for no rows (DumpRequest)."""
     code = P.TABLE_MAP_EVENT if isinstance(event, TableMapEvent) else _ROWS_TYPE_CODES[event.event_type, mariadb]
-    return IgnoredEvent(
-        log_file=event.log_file,
-        offset=event.offset,
-        next_offset=event.next_offset,
-        timestamp=event.timestamp,
-        server_id=event.server_id,
-        type_code=code,
-    )
+    header = {field.name: getattr(event, field.name) for field in attrs.fields(BinlogEvent)}  # file, offsets, ...
+    return IgnoredEvent(**header, type_code=code)
 
 
 def locate_file(

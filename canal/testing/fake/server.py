@@ -518,26 +518,24 @@ class FakeMysql:
 
     def stall(self) -> None:
         """Dumps yield nothing, not even heartbeats, until :meth:`unstall` or until they are closed."""
-        with self._cond:
-            self._faults.stalled = True
-            self._cond.notify_all()
+        self._set_faults(stalled=True)
 
     def unstall(self) -> None:
-        with self._cond:
-            self._faults.stalled = False
-            self._cond.notify_all()
+        self._set_faults(stalled=False)
 
     def down(self) -> None:
         """The server becomes unreachable: connect/dump/query raise SourceUnreachableError (errno 2003) and open
         dumps drop with SourceError errno 2013."""
-        with self._cond:
-            self._faults.down = True
-            self._cond.notify_all()
+        self._set_faults(down=True)
 
     def up(self) -> None:
+        self._set_faults(down=False)
+
+    def _set_faults(self, **changes: bool) -> None:
         with self._cond:
-            self._faults.down = False
-            self._cond.notify_all()
+            for name, value in changes.items():
+                setattr(self._faults, name, value)
+            self._cond.notify_all()  # waiting dumps look again
 
     @property
     def is_down(self) -> bool:
