@@ -4,6 +4,7 @@ hypothesis round trip (random CREATE / ALTER statements from a grammar, written 
 from __future__ import annotations
 
 import contextlib
+import doctest
 from decimal import Decimal
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import canal.sql
 from canal.errors import SqlError
 from canal.sql import (
     AddColumn,
@@ -58,6 +60,11 @@ T = TableName
 def _one(sql: str) -> Any:
     (stmt,) = read_statements(sql)
     return stmt
+
+
+def test_module_example_runs() -> None:
+    result = doctest.testmod(canal.sql)
+    assert result.attempted >= 3 and result.failed == 0
 
 
 # -- every statement kind ---------------------------------------------------------------------------------------------
