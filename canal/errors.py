@@ -31,6 +31,15 @@ class ParseError(CanalError):
     """The binlog could not be read or decoded."""
 
 
+class SqlError(ParseError, ValueError):
+    """A statement the schema must follow (CREATE/ALTER/DROP/RENAME/TRUNCATE TABLE, indexes, databases) cannot be
+    read. ``offset`` is where in the statement reading stopped."""
+
+    def __init__(self, message: str, *, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
 class SourceError(ParseError):
     """The binlog source (server, files, fake) failed or refused a request."""
 

@@ -14,6 +14,7 @@ import pymysql  # type: ignore[import-untyped]
 from canal.cli.common import CliError, add_source_arguments, load_instance_config
 from canal.errors import SourceError, SourceUnreachableError, TlsError
 from canal.parse.mysql.connect import TlsState, open_connection, tls_state
+from canal.sql import Grant, read_statements
 
 
 def add_parser(sub: Any) -> None:
@@ -112,12 +113,12 @@ def _global_privileges(grants: Sequence[str]) -> tuple[set[str], set[str]]:
     """(privileges ON *.*, 'db' names with SELECT); ALL PRIVILEGES expands to everything."""
     on_all: set[str] = set()
     select_dbs: set[str] = set()
-    for grant in grants:
-        match = re.match(r"GRANT (.+?) ON (\S+) TO ", grant, re.IGNORECASE | re.DOTALL)
-        if not match:
+    for text in grants:
+        grant = next(iter(read_statements(text, strict=False)), None)
+        if not isinstance(grant, Grant):
             continue
-        privileges = {p.strip().upper() for p in match[1].split(",")}
-        target = match[2]
+        privileges = set(grant.privileges)
+        target = grant.target
         if target == "*.*":
             on_all |= privileges
         elif "SELECT" in privileges or "ALL PRIVILEGES" in privileges:

@@ -26,6 +26,7 @@ import attrs
 
 from canal.config import FilterFlags
 from canal.errors import ParseError
+from canal.parse.boundary import Boundary, query_boundary
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl
 from canal.parse.events import (
     BinlogEvent,
@@ -407,20 +408,19 @@ class EntryConverter:
     def _query(self, event: QueryEvent) -> Entry | None:
         results = classify_ddl(event.sql, event.schema or None)
         kind = results[0].kind
-        if kind is QueryKind.BEGIN or kind is QueryKind.XA_START:
+        boundary = query_boundary(kind, self._in_txn)
+        if boundary is Boundary.BEGIN:
             if self._is_skipped_boundary(event):
                 return None
             return self._begin(event, event.thread_id)
-        if kind is QueryKind.COMMIT or kind is QueryKind.ROLLBACK or kind is QueryKind.XA_END:
+        if boundary is Boundary.END:
             return self._end(event, xid=0)
-        if kind is QueryKind.XA_COMMIT or kind is QueryKind.XA_ROLLBACK:
-            if not self._in_txn:
-                # the second phase of an XA transaction: a boundary of its own
-                event_type = EventType.XACOMMIT if kind is QueryKind.XA_COMMIT else EventType.XAROLLBACK
-                self._seen_data = True
-                return self._boundary_statement(event, event_type, False, None)
-            return self._end(event, xid=0)
-        if kind.is_transaction_control:  # SAVEPOINT, XA PREPARE: nothing to deliver
+        if boundary is Boundary.XA_OUTCOME:
+            # the second phase of an XA transaction: a boundary of its own
+            event_type = EventType.XACOMMIT if kind is QueryKind.XA_COMMIT else EventType.XAROLLBACK
+            self._seen_data = True
+            return self._boundary_statement(event, event_type, False, None)
+        if boundary is Boundary.CONTROL:  # SAVEPOINT, XA PREPARE: nothing to deliver
             return None
         return self._statement(event, results)
 

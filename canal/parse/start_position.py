@@ -28,8 +28,8 @@ from typing import Protocol
 import attrs
 
 from canal.log import DestinationAdapter
-from canal.parse.ddl import QueryKind, query_kind
-from canal.parse.events import BinlogEvent, GtidEvent, QueryEvent, RotateEvent, XidEvent
+from canal.parse.boundary import Boundary, event_boundary
+from canal.parse.events import BinlogEvent, GtidEvent, RotateEvent
 from canal.parse.source import BinlogSource, DumpRequest
 from canal.position import EntryPosition, LogPosition
 
@@ -231,22 +231,6 @@ def _file_events(source: BinlogSource, journal: str, position: int = BINLOG_STAR
             close()
 
 
-def _is_begin(event: BinlogEvent) -> bool:
-    if isinstance(event, GtidEvent):
-        return event.mariadb and not event.standalone
-    return isinstance(event, QueryEvent) and query_kind(event.sql) in (QueryKind.BEGIN, QueryKind.XA_START)
-
-
-def _is_end(event: BinlogEvent) -> bool:
-    if isinstance(event, XidEvent):
-        return True
-    return isinstance(event, QueryEvent) and query_kind(event.sql) in (
-        QueryKind.COMMIT,
-        QueryKind.ROLLBACK,
-        QueryKind.XA_END,
-    )
-
-
 def search_file(source: BinlogSource, journal: str, timestamp_ms: int) -> EntryPosition | None:
     """In one file, the last transaction start or end before the first boundary at/after ``timestamp_ms``.
 
@@ -260,9 +244,10 @@ def search_file(source: BinlogSource, journal: str, timestamp_ms: int) -> EntryP
         if isinstance(event, GtidEvent) and not (event.mariadb and not event.standalone):
             gtid_offset = event.offset
             continue
-        begin = _is_begin(event)
-        end = not begin and in_txn and _is_end(event)
-        standalone = not begin and not in_txn and isinstance(event, QueryEvent) and not _is_end(event)
+        boundary = event_boundary(event, in_txn)
+        begin = boundary is Boundary.BEGIN
+        end = in_txn and boundary is Boundary.END
+        standalone = not in_txn and boundary in (Boundary.STATEMENT, Boundary.XA_OUTCOME)
         if not (begin or end or standalone):
             continue
         if event.timestamp * 1000 >= timestamp_ms:
@@ -292,9 +277,10 @@ def transaction_begin(source: BinlogSource, journal: str, position: int) -> int:
         if isinstance(event, GtidEvent) and not (event.mariadb and not event.standalone):
             gtid_offset = event.offset
             continue
-        if _is_begin(event):
+        boundary = event_boundary(event, begin_offset is not None)
+        if boundary is Boundary.BEGIN:
             begin_offset = gtid_offset if gtid_offset is not None else event.offset
-        elif _is_end(event) or isinstance(event, QueryEvent):
+        elif boundary is Boundary.END:
             begin_offset = None
         gtid_offset = None
     return begin_offset if begin_offset is not None else position

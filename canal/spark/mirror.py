@@ -19,7 +19,6 @@ A DataFrame handed to ``foreachBatch`` can be passed straight in: ``query.foreac
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ import attrs
 from canal.errors import CanalError
 from canal.protocol import render_text
 from canal.spark.types import arrow_type, typed_array, typed_strings
+from canal.sql import AddColumn, AlterTable, DropColumn, read_statements
 
 OP_COLUMN = "_canal_op"
 
@@ -72,59 +72,22 @@ class _TablePlan:
     source_s: float = 0.0  # time spent building the MERGE source (part of the batch's prepare time)
 
 
-_ALTER = re.compile(r"^\s*alter\s+(?:online\s+|ignore\s+)*table\s+(?:if\s+exists\s+)?\S+\s+(.*)$", re.I | re.S)
-_ADD = re.compile(
-    r"^add\s+(?:column\s+)?(?:if\s+not\s+exists\s+)?(`(?:[^`]|``)+`|\w+)\s+(.+?)"
-    r"(?:\s+(?:first|after\s+\S+))?\s*$",
-    re.I | re.S,
-)
-_DROP = re.compile(r"^drop\s+(?:column\s+)?(?:if\s+exists\s+)?(`(?:[^`]|``)+`|\w+)\s*$", re.I | re.S)
-_NOT_COLUMN = re.compile(r"^(?:primary|key|index|unique|constraint|foreign|fulltext|spatial|check|partition)\b", re.I)
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur, quote = [], 0, [], ""
-    for ch in text:
-        if quote:
-            cur.append(ch)
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    if "".join(cur).strip():
-        parts.append("".join(cur).strip())
-    return parts
-
-
-def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
-
-
 def alter_columns(sql: str) -> list[tuple[str, str, str]]:
-    """``("add", name, type)`` / ``("drop", name, "")`` clauses of an ALTER TABLE statement, in order."""
-    match = _ALTER.match(sql.strip().rstrip(";"))
-    if not match:
-        return []
+    """``("add", name, type)`` / ``("drop", name, "")`` clauses of an ALTER TABLE statement, in order.
+
+    The statement is read by :mod:`canal.sql` (leniently: what cannot be read adds and drops nothing, and the MERGE
+    still adds columns it meets in row images); ``type`` is the column's type as written (``VARCHAR(10)``,
+    ``BIGINT UNSIGNED``). Any other statement gives none.
+    """
     out: list[tuple[str, str, str]] = []
-    for clause in _split_top(match.group(1)):
-        add = _ADD.match(clause)
-        if add and not _NOT_COLUMN.match(clause[3:].strip()):
-            type_text = add.group(2).strip()
-            out.append(("add", _unquote(add.group(1)), type_text.split()[0] if type_text else "text"))
+    for stmt in read_statements(sql, strict=False):
+        if not isinstance(stmt, AlterTable):
             continue
-        drop = _DROP.match(clause)
-        if drop and not _NOT_COLUMN.match(clause[4:].strip()):
-            out.append(("drop", _unquote(drop.group(1)), ""))
+        for action in stmt.actions:
+            if isinstance(action, AddColumn):
+                out.append(("add", action.column.name, action.column.type.text))
+            elif isinstance(action, DropColumn):
+                out.append(("drop", action.name, ""))
     return out
 
 

@@ -2,38 +2,21 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from canal.protocol import TableSchema
-from canal.spark.mirror import _split_top, _unquote
 from canal.spark.types import spark_type_sql
-
-_CREATE = re.compile(
-    r"^\s*create\s+(?:or\s+replace\s+)?(?:temporary\s+)?table\s+(?:if\s+not\s+exists\s+)?"
-    r"((?:`(?:[^`]|``)+`|\w+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|\w+))?)\s*\((.*)\)[^)]*$",
-    re.I | re.S,
-)
-_NOT_COLUMN = re.compile(r"^(?:primary|key|index|unique|constraint|foreign|fulltext|spatial|check|period)\b", re.I)
-_NAME = re.compile(r"^(`(?:[^`]|``)+`|\w+)\s+(\w+(?:\s*\([^)]*\))?(?:\s+unsigned)?)", re.I | re.S)
+from canal.sql import CreateTable, SqlError, read_statement
 
 
 def parse_create_table(ddl: str) -> tuple[str | None, str, list[tuple[str, str]]]:
-    """``(schema, table, [(column, mysql_type), ...])`` of a ``CREATE TABLE`` statement."""
-    match = _CREATE.match(ddl.strip().rstrip(";"))
-    if not match:
-        raise ValueError(f"not a CREATE TABLE statement: {ddl[:80]!r}")
-    parts = [_unquote(p.strip()) for p in re.split(r"\s*\.\s*(?=(?:[^`]*`[^`]*`)*[^`]*$)", match.group(1))]
-    schema, table = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
-    columns = []
-    for clause in _split_top(match.group(2)):
-        if _NOT_COLUMN.match(clause):
-            continue
-        col = _NAME.match(clause)
-        if col:
-            columns.append((_unquote(col.group(1)), re.sub(r"\s+", " ", col.group(2))))
-    return schema, table, columns
+    """``(schema, table, [(column, mysql_type), ...])`` of a ``CREATE TABLE`` statement, read by :mod:`canal.sql`
+    (``mysql_type`` as written, e.g. ``DECIMAL(12, 2)``); SqlError (a ValueError) for anything else."""
+    stmt = read_statement(ddl)
+    if not isinstance(stmt, CreateTable) or not stmt.columns:
+        raise SqlError(f"not a CREATE TABLE statement with columns: {ddl[:80]!r}", offset=0)
+    return stmt.table.schema, stmt.table.name, [(c.name, c.type.text) for c in stmt.columns]
 
 
 def project(

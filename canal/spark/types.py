@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-_DECIMAL = re.compile(r"^(?:decimal|numeric|dec|fixed)\s*(?:\((\d+)\s*(?:,\s*(\d+))?\))?", re.I)
+from canal.sql import read_column_type
+
 _INTS = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint")
 _BINARY = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
 
 
 def base_type(mysql_type: str) -> str:
-    return re.split(r"[\s(]", mysql_type.strip().lower(), maxsplit=1)[0]
+    """The lower-case type name of a column type text (synonyms resolved by :mod:`canal.sql`: integer -> int)."""
+    return read_column_type(mysql_type, strict=False).base
+
+
+def _decimal_digits(mysql_type: str) -> tuple[int, int]:
+    """DECIMAL precision and scale, with MySQL's defaults (10, 0)."""
+    column_type = read_column_type(mysql_type, strict=False)
+    return column_type.precision or 10, column_type.scale or 0
 
 
 def arrow_type(mysql_type: str) -> Any:
@@ -31,9 +38,7 @@ def arrow_type(mysql_type: str) -> Any:
             return pa.decimal128(20, 0)
         return pa.int64()
     if base in ("decimal", "numeric", "dec", "fixed"):
-        match = _DECIMAL.match(text)
-        precision = int(match.group(1)) if match and match.group(1) else 10
-        scale = int(match.group(2)) if match and match.group(2) else 0
+        precision, scale = _decimal_digits(text)
         if precision > 38:
             return pa.string()
         return pa.decimal128(precision, scale)
@@ -114,9 +119,7 @@ def spark_type_sql(mysql_type: str) -> str:
     if base in _INTS:
         return "DECIMAL(20,0)" if base == "bigint" and "unsigned" in text else "BIGINT"
     if base in ("decimal", "numeric", "dec", "fixed"):
-        match = _DECIMAL.match(text)
-        precision = int(match.group(1)) if match and match.group(1) else 10
-        scale = int(match.group(2)) if match and match.group(2) else 0
+        precision, scale = _decimal_digits(text)
         return "STRING" if precision > 38 else f"DECIMAL({precision},{scale})"
     if base in ("float", "double", "real"):
         return "DOUBLE"

@@ -8,7 +8,6 @@ description event), the post-header lengths, and the table maps by table id.
 from __future__ import annotations
 
 import logging
-import re
 import struct
 import zlib
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from canal.parse.mysql.decoder import (
 )
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import EventType
+from canal.sql import read_column_type
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,6 @@ _UNSUPPORTED = {
 
 
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
-_FSP = re.compile(r"^(?:datetime|time|timestamp)\((\d)\)")
 
 
 class EventParser:
@@ -318,10 +317,10 @@ class EventParser:
             return
         for c in legacy:
             if c.index < len(found):
-                match = _FSP.search(found[c.index].column_type)
-                if match and int(match.group(1)) > 0:
+                fsp = read_column_type(found[c.index].column_type, strict=False).fsp
+                if fsp:
                     c.hires = True
-                    c.fsp = int(match.group(1))
+                    c.fsp = fsp
 
     def _rows(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         kind, event_type, v2 = _ROWS_KINDS[t]

@@ -1,17 +1,10 @@
-"""The spatial column type names, shared by the row decoder and the fake server so both name them alike."""
+"""The spatial column type names, shared by the row decoder and the fake server so both name them alike.
+
+They belong to the SQL reader's type names (:mod:`canal.sql.types`), which reads them in column definitions.
+"""
 
 from __future__ import annotations
 
-from typing import Final
+from canal.sql.types import GEOMETRY_TYPE_NAMES
 
-# Indexed by the geometry type code a table map's optional metadata carries (0 = plain GEOMETRY).
-GEOMETRY_TYPE_NAMES: Final = (
-    "geometry",
-    "point",
-    "linestring",
-    "polygon",
-    "multipoint",
-    "multilinestring",
-    "multipolygon",
-    "geometrycollection",
-)
+__all__ = ["GEOMETRY_TYPE_NAMES"]
