@@ -21,6 +21,7 @@ from canal.cli import main
 from canal.config import InstanceConfig, MasterConfig, RetryConfig, SslConfig, SslMode
 from canal.errors import CanalError, ConfigError, SourceUnreachableError, TlsError
 from canal.instance import Instance
+from canal.parse.mysql import connect
 from canal.parse.mysql.connect import open_connection, ssl_context
 from canal.parse.mysql.source import MysqlBinlogSource
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType
@@ -157,8 +158,10 @@ def test_required_refuses_a_server_without_tls(mariadb: MariaDBDatabase) -> None
 
 
 def test_preferred_encrypts_when_offered_and_falls_back_when_not(
-    server: MariaDBServer, mariadb: MariaDBDatabase, caplog: pytest.LogCaptureFixture
+    server: MariaDBServer, mariadb: MariaDBDatabase, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the fallback is logged once per address per process: forget what earlier tests' connections noted
+    monkeypatch.setattr(connect, "_plain_noted", set())
     with source(server, SslConfig(mode="PREFERRED")) as src:
         assert src.tls.encrypted
     caplog.set_level(logging.WARNING, logger="canal.parse.mysql.connect")
