@@ -171,8 +171,20 @@ def _fmt_zero_datetime(y: int, mo: int, d: int, h: int, mi: int, s: int, us: int
 def read_date(v: int) -> dt.date | str:
     try:
         return _date(v >> 9, (v >> 5) & 15, v & 31)
-    except ValueError:
+    except ValueError:  # a zero or invalid date the server stored (sql_mode): its text, as SELECT shows it
+        _check_date(v >> 9, (v >> 5) & 15)
         return f"{v >> 9:04d}-{(v >> 5) & 15:02d}-{v & 31:02d}"
+
+
+def _check_date(y: int, mo: int) -> None:
+    # the server stores zero and invalid days, never a month past 12 nor a year past 9999: those are corrupt bytes
+    if mo > 12 or y > 9999:
+        raise ValueError(f"impossible date {y:04d}-{mo:02d}")
+
+
+def _check_time(h: int, mi: int, s: int, us: int) -> None:
+    if h > 23 or mi > 59 or s > 59 or us > 999_999:
+        raise ValueError(f"impossible time of day {h:02d}:{mi:02d}:{s:02d}.{us}")
 
 
 def make_datetime2_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
@@ -188,7 +200,9 @@ def make_datetime2_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
         ym = ip >> 22
         try:
             return _datetime(ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us)
-        except ValueError:
+        except ValueError:  # a zero or invalid date: its text (an impossible time is corrupt bytes)
+            _check_date(ym // 13, ym % 13)
+            _check_time((ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us)
             return _fmt_zero_datetime(
                 ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us, fsp
             )
@@ -279,7 +293,9 @@ def make_mariadb_datetime_hires_reader(fsp: int) -> Callable[[int], dt.datetime 
         y, mo = divmod(packed, 13)
         try:
             return _datetime(y, mo, d, h, mi, s, us)
-        except ValueError:
+        except ValueError:  # a zero or invalid date: its text (an impossible time is corrupt bytes)
+            _check_date(y, mo)
+            _check_time(h, mi, s, us)
             return _fmt_zero_datetime(y, mo, d, h, mi, s, us, fsp)
 
     return read
@@ -333,7 +349,9 @@ def read_old_datetime(v: int) -> dt.datetime | str:
     mi, s = divmod(ms, 100)
     try:
         return _datetime(y, mo, dd, h, mi, s)
-    except ValueError:
+    except ValueError:  # a zero or invalid date: its text (an impossible time is corrupt bytes)
+        _check_date(y, mo)
+        _check_time(h, mi, s, 0)
         return _fmt_zero_datetime(y, mo, dd, h, mi, s, 0, 0)
 
 
@@ -360,7 +378,7 @@ def make_set_reader(labels: tuple[str, ...]) -> Callable[[int], frozenset[str]]:
     def read(mask: int) -> frozenset[str]:
         try:
             return cache[mask]
-        except KeyError:
+        except KeyError:  # not cached yet
             value = frozenset(label for i, label in enumerate(labels) if mask >> i & 1)
             if len(cache) < 4096:
                 cache[mask] = value

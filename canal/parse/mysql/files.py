@@ -86,8 +86,10 @@ class LocalBinlogSource:
             try:
                 with path.open("rb") as f:
                     magic = f.read(4)
-            except OSError:
+            except FileNotFoundError:  # purged between listing and opening: gone, nothing to read
                 return False
+            except OSError as e:  # unreadable: it may be a binlog, and skipping it would skip its changes
+                raise SourceError(f"cannot read {path} (a binlog file?): {e.strerror or e}") from None
             if len(magic) < 4:
                 return False
             self._known[path.name] = magic == P.BINLOG_MAGIC
