@@ -127,6 +127,7 @@ _REFUSED = {
     ),
 }
 
+_HEARTBEATS = frozenset({P.HEARTBEAT_LOG_EVENT, P.HEARTBEAT_LOG_EVENT_V2})
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
 _FSP = re.compile(r"^(?:datetime|time|timestamp)\((\d)\)")
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
@@ -258,7 +259,7 @@ class EventParser:
                     )
             end -= 4
         if log_pos and not flags & P.LOG_EVENT_ARTIFICIAL_F:
-            if log_pos < size:
+            if log_pos < size and type_code not in _HEARTBEATS:  # a heartbeat's position is the server's, not its own
                 raise ParseError(
                     f"{event_name(type_code)} at {self.log_file}:{self.position} ends at {log_pos}, before its own "
                     f"{size} bytes"
@@ -451,7 +452,7 @@ class EventParser:
         server_version = bytes(b[p + 2 : p + 52]).split(b"\x00", 1)[0].decode("ascii", "replace")
         header_len = b[p + 56]
         if version != 4 or header_len != P.EVENT_HEADER_LEN:
-            raise ParseError(f"unsupported binlog v{version} with {header_len}-byte event headers (v4 and 19 expected)")
+            raise ValueError(f"unsupported binlog v{version} with {header_len}-byte event headers (v4 and 19 expected)")
         post = b[p + _FDE_FIXED : end - 1 if _checksum_aware(server_version) else end]  # minus the algorithm byte
         # post-header lengths are indexed by event type - 1
         table_id_len = self.table_id_len

@@ -42,6 +42,11 @@ class LocalBinlogSource:
 
     A non-blocking dump ends at the end of the newest file; a blocking one follows the files as they grow (or as new
     ones appear), yielding a :class:`HeartbeatEvent` every ``heartbeat_period_s`` while idle.
+
+    An event cut short at the end of the newest file is one the server is still writing: a non-blocking dump ends
+    before it, a blocking one waits for the rest. Once a newer file exists, such a remainder is a truncated or corrupt
+    file and a :class:`~canal.errors.ParseError`. Events are checked against their header's position and (with
+    ``verify_checksum``, the default) their CRC32 before they are decoded.
     """
 
     def __init__(self, directory: str | Path, *, verify_checksum: bool = True) -> None:
