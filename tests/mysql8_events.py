@@ -74,9 +74,10 @@ def table_map(
     columns: Sequence[tuple[str, int, bytes, bool]],
     *,
     primary_key: Sequence[int] = (0,),
+    collation: int | None = None,
 ) -> bytes:
     """A TABLE_MAP body: ``columns`` are (name, binlog type, type metadata, nullable), with FULL optional metadata
-    (column names and the primary key)."""
+    (column names, the primary key, and ``collation`` as the character columns' default: 63 makes BLOBs binary)."""
     types = bytes(t for _, t, _, _ in columns)
     meta = b"".join(m for _, _, m, _ in columns)
     nulls = 0
@@ -85,6 +86,8 @@ def table_map(
     names = b"".join(lenenc(len(n.encode())) + n.encode() for n, _, _, _ in columns)
     keys = b"".join(lenenc(i) for i in primary_key)
     optional = bytes([4]) + lenenc(len(names)) + names + bytes([8]) + lenenc(len(keys)) + keys
+    if collation is not None:
+        optional += bytes([2]) + lenenc(len(lenenc(collation))) + lenenc(collation)
     return (
         table_id.to_bytes(6, "little")
         + b"\x01\x00"
