@@ -969,25 +969,30 @@ def load_conf_dir(path: str | os.PathLike[str]) -> tuple[ServerConfig, dict[str,
     against its working directory ``{conf}/../bin`` (so canal's ``../conf`` means the conf directory).
     """
     conf = Path(path)
-    if conf.is_file():
+    if _is_file(conf):
         conf = conf.parent
     canal_file = conf / "canal.properties"
-    if not canal_file.is_file():
+    if not _is_file(canal_file):
         raise ConfigError(f"no canal.properties in {os.fspath(conf)!r}", key="canal.properties")
     base_dir = os.path.normpath(os.fspath(conf.parent / "bin"))
     text, _path = _read_source(canal_file)
     server = _server_from_raw(parse_properties(text), base_dir, os.path.normpath(os.fspath(conf)))
     names = list(server.destinations)
     for name in names:
-        if not (conf / name / "instance.properties").is_file():
+        if not _is_file(conf / name / "instance.properties"):
             raise ConfigError(
                 f"invalid canal.destinations = {','.join(names)!r}: no {name}/instance.properties in "
                 f"{os.fspath(conf)!r}",
                 key="canal.destinations",
             )
     if server.auto_scan:
-        for child in sorted(conf.iterdir()):
-            if child.name not in names and (child / "instance.properties").is_file():
+        try:
+            children = sorted(conf.iterdir())
+        except OSError as exc:
+            what = exc.strerror or exc
+            raise ConfigError(f"cannot list {os.fspath(conf)!r}: {what}", key="canal.auto.scan") from None
+        for child in children:
+            if child.name not in names and _is_file(child / "instance.properties"):
                 if _DESTINATION_RE.fullmatch(child.name):
                     names.append(child.name)
                 else:
@@ -1487,6 +1492,14 @@ def _resolve_dir(value: Any, base: str | None, conf_alias: str | None = None, co
     return os.path.normpath(os.path.join(base, value))
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a readable-looking file; a name the OS rejects (too long, a NUL byte) is not one."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _read_source(path_or_text: str | os.PathLike[str]) -> tuple[str, Path | None]:
     """(text, path): a str with a newline, or with ``=``/``:`` that is not an existing file, is the text itself."""
     if isinstance(path_or_text, str) and (
@@ -1498,6 +1511,8 @@ def _read_source(path_or_text: str | os.PathLike[str]) -> tuple[str, Path | None
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read {os.fspath(path)!r}: {exc.strerror or exc}", key=os.fspath(path)) from None
+    except ValueError as exc:  # a NUL byte: no file has that name
+        raise ConfigError(f"cannot read {os.fspath(path)!r}: {exc}", key=os.fspath(path)) from None
     try:
         return data.decode("utf-8-sig"), path
     except UnicodeDecodeError:

@@ -7,12 +7,15 @@ object per cell.
 Values are typed Python objects: ``int`` (unsigned columns in their unsigned range), ``Decimal``, ``float``, ``str``
 (decoded with the column's charset), ``bytes``, ``datetime``/``date``/``time``/``timedelta`` with microseconds
 (TIMESTAMP values are UTC-aware datetimes), JSON as Python objects, ENUM as its label, SET as a ``frozenset`` of
-labels, BIT as ``int``, GEOMETRY as WKB ``bytes``. Zero dates that Python cannot represent stay ``str``, as pymysql
-returns them. :attr:`Column.text` renders canal's string form of each value.
+labels, BIT as ``int``, GEOMETRY as WKB ``bytes``, MySQL 9's VECTOR as a ``list`` of ``float``. MySQL's binary JSON
+may also hold ``Decimal``, ``date``, ``datetime``, ``timedelta`` and :class:`JsonOpaque` values. Zero dates that
+Python cannot represent stay ``str``, as pymysql returns them. :attr:`Column.text` renders canal's string form of
+each value.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import enum
 import json
@@ -171,6 +174,47 @@ class Column:
         return render_text(self.value)
 
 
+@attrs.frozen(slots=True)
+class JsonOpaque:
+    """A value of another MySQL type inside a MySQL JSON document (MySQL's "opaque" JSON values: a BLOB, BIT,
+    YEAR, GEOMETRY ...): the MySQL field type number and the bytes. Rendered as MySQL prints it,
+    ``"base64:type<N>:<base64 of the bytes>"``."""
+
+    field_type: int
+    data: bytes
+
+
+def json_text(value: Any) -> str:
+    """A JSON value as MySQL prints it (``{"a": 1, "b": [true, "x"]}``), including the values only MySQL's JSON has:
+    DECIMAL as a number with its scale, DATE/DATETIME/TIME as strings (``"2024-05-06 07:08:09.000000"``), opaque
+    values as ``"base64:typeN:..."``."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int | float | str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, dict):
+        items = (f"{json.dumps(str(k), ensure_ascii=False)}: {json_text(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(json_text(v) for v in value) + "]"
+    if isinstance(value, dt.datetime):
+        return '"' + value.replace(tzinfo=None).isoformat(" ", timespec="microseconds") + '"'
+    if isinstance(value, dt.date):
+        return '"' + value.isoformat() + '"'
+    if isinstance(value, dt.timedelta):
+        text = _render_timedelta(value)
+        return '"' + (text if "." in text else text + ".000000") + '"'
+    if isinstance(value, JsonOpaque):
+        return f'"base64:type{value.field_type}:{base64.b64encode(value.data).decode("ascii")}"'
+    raise TypeError(f"{type(value).__name__} is not a MySQL JSON value")
+
+
 def _java_double(value: float) -> str:
     """Java's ``Double.toString``: canal renders FLOAT/DOUBLE columns with it (shortest round-trip digits)."""
     if math.isnan(value):
@@ -232,7 +276,7 @@ def render_text(value: Any) -> str:
     if isinstance(value, frozenset | set):
         return ",".join(sorted(str(v) for v in value))
     if isinstance(value, dict | list):
-        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+        return json_text(value)
     return str(value)
 
 

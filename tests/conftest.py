@@ -19,3 +19,11 @@ def spark() -> Iterator[Any]:
     register(session)
     yield session
     stop_spark(session)  # the JVM too: no process outlives the run
+
+
+@pytest.fixture(scope="session")
+def binlog_corpus() -> Any:
+    """Binlog files a private MariaDB wrote for a varied workload (:mod:`binlog_corpus`), recorded once a session."""
+    from binlog_corpus import record_corpus
+
+    return record_corpus()

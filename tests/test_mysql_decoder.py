@@ -8,14 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from canal.parse.mysql.decoder import (
-    decimal_size,
-    make_datetime2_reader,
-    make_decimal_reader,
-    make_time2_reader,
-    read_date,
-    read_mysql_json,
-)
+from canal.parse.mysql.decoder import make_datetime2_reader, make_time2_reader, read_date
+from canal.parse.mysql.json_binary import read_mysql_json
+from canal.parse.mysql.packed_decimal import decimal_size, make_decimal_reader
 
 
 def _pack_decimal(text: str, precision: int, scale: int) -> bytes:

@@ -9,7 +9,9 @@ cursor placement (``anchor`` + ``rows_done``, see :mod:`canal.position`):
   or, for the first transaction of a dump, the dump's start position (``included=False`` unless the dump resumed
   from a consumed boundary);
 * ``rows_done`` counts the ROWDATA entries of the open transaction up to and including the entry (0 on BEGIN);
-* a boundary entry (transaction end, DDL) is its own anchor (``included=True``) with ``rows_done=0``.
+* a boundary entry (transaction end, DDL) is its own anchor (``included=True``) with ``rows_done=0`` -- except the
+  end of a MySQL compressed transaction, which sits at its payload's end and occupies no bytes: it is resumed at
+  (``included=False``), so the resume starts with the next event and skips nothing.
 
 Resuming from a cursor (``reset(start, rows_done=N)``) suppresses the boundary the cursor names (when ``included``),
 and the BEGIN and first N ROWDATA entries of the transaction that follows, so exactly what was handed off before is
@@ -70,15 +72,17 @@ class NeedTransactionBeginError(ParseError):
 
 
 _MYSQL_INTERVAL = re.compile(r"^(\d+)(?:-(\d+))?$")
+_GTID_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 
 
 class GtidSet:
-    """A mutable executed-GTID set: MySQL ``uuid:1-5:7,uuid2:1-3`` or MariaDB ``domain-server-seq,...``."""
+    """A mutable executed-GTID set: MySQL ``uuid:1-5:7,uuid2:1-3`` (MySQL 8.3 tags too: ``uuid:1-5:tag:1-3``) or
+    MariaDB ``domain-server-seq,...``."""
 
     __slots__ = ("_mariadb", "_mariadb_domains", "_mysql")
 
     def __init__(self, text: str | None = None, *, mariadb: bool | None = None) -> None:
-        self._mysql: dict[str, list[list[int]]] = {}
+        self._mysql: dict[tuple[str, str], list[list[int]]] = {}  # (uuid, tag) -> intervals
         self._mariadb_domains: dict[int, tuple[int, int]] = {}
         text = (text or "").strip()
         if mariadb is None:
@@ -101,21 +105,26 @@ class GtidSet:
             return
         uuid, _, rest = part.partition(":")
         uuid = uuid.strip().lower()
-        for interval in rest.split(":"):
-            match = _MYSQL_INTERVAL.match(interval.strip())
-            if match is None:
+        tag = ""
+        for token in rest.split(":"):
+            token = token.strip()
+            match = _MYSQL_INTERVAL.match(token)
+            if match is not None:
+                lo = int(match.group(1))
+                hi = int(match.group(2) or lo)
+                self._add_interval((uuid, tag), lo, hi)
+            elif _GTID_TAG.fullmatch(token):
+                tag = token.lower()
+            else:
                 raise ParseError(f"malformed GTID set element {part!r}")
-            lo = int(match.group(1))
-            hi = int(match.group(2) or lo)
-            self._add_interval(uuid, lo, hi)
 
     def _set_mariadb(self, domain: int, server: int, seq: int) -> None:
         current = self._mariadb_domains.get(domain)
         if current is None or seq >= current[1]:
             self._mariadb_domains[domain] = (server, seq)
 
-    def _add_interval(self, uuid: str, lo: int, hi: int) -> None:
-        intervals = self._mysql.setdefault(uuid, [])
+    def _add_interval(self, source: tuple[str, str], lo: int, hi: int) -> None:
+        intervals = self._mysql.setdefault(source, [])
         if intervals and intervals[-1][1] + 1 >= lo >= intervals[-1][0]:
             # the common case: the next transaction of the newest interval
             intervals[-1][1] = max(intervals[-1][1], hi)
@@ -128,10 +137,10 @@ class GtidSet:
                 merged[-1][1] = max(merged[-1][1], b)
             else:
                 merged.append([a, b])
-        self._mysql[uuid] = merged
+        self._mysql[source] = merged
 
     def add(self, gtid: str) -> None:
-        """Add one executed GTID (``uuid:n`` or ``domain-server-seq``)."""
+        """Add one executed GTID (``uuid:n``, ``uuid:tag:n`` or ``domain-server-seq``)."""
         if not self._mysql and not self._mariadb_domains:
             self._mariadb = ":" not in gtid
         self._add_text(gtid)
@@ -145,11 +154,11 @@ class GtidSet:
     def __str__(self) -> str:
         if self._mariadb:
             return ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(self._mariadb_domains.items()))
-        parts = []
-        for uuid in sorted(self._mysql):
-            spans = ":".join(str(a) if a == b else f"{a}-{b}" for a, b in self._mysql[uuid])
-            parts.append(f"{uuid}:{spans}")
-        return ",".join(parts)
+        parts: dict[str, list[str]] = {}  # uuid -> its untagged spans, then each tag and its spans
+        for uuid, tag in sorted(self._mysql):
+            spans = ":".join(str(a) if a == b else f"{a}-{b}" for a, b in self._mysql[(uuid, tag)])
+            parts.setdefault(uuid, []).append(f"{tag}:{spans}" if tag else spans)
+        return ",".join(f"{uuid}:{':'.join(pieces)}" for uuid, pieces in parts.items())
 
     def __bool__(self) -> bool:
         return bool(self._mysql or self._mariadb_domains)
@@ -236,7 +245,8 @@ class EntryConverter:
             timestamp=event.timestamp * 1000,
             server_id=self._source_server_id if self._source_server_id is not None else event.server_id,
             gtid=gtid,
-            included=True,
+            # the end of a compressed transaction occupies no bytes (it sits at its payload's end): resume there
+            included=event.next_offset > event.offset,
         )
 
     def _header(

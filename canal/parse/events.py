@@ -6,6 +6,9 @@ converter, the transaction buffer and start-position finding are written once. R
 
 Positions: ``offset`` is where the event starts in ``log_file`` and ``next_offset`` where the next one starts (the
 binlog header's ``log_pos``); dumping from ``offset`` re-reads this event, from ``next_offset`` the one after it.
+An event with ``offset == next_offset`` occupies no bytes of its own: an artificial event the server sends, or the
+last event of a MySQL compressed transaction (:class:`TransactionPayloadEvent`), which is placed at the end of its
+payload -- a transaction boundary there is resumed *at* that position, since there is nothing to skip.
 ``timestamp`` is the event header's time in whole seconds since the epoch (the binlog's resolution).
 """
 
@@ -124,3 +127,16 @@ class IgnoredEvent(BinlogEvent):
     """Any other event (annotate rows, checkpoints, incidents, ...): only its position matters."""
 
     type_code: int
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class TransactionPayloadEvent(BinlogEvent):
+    """A MySQL compressed transaction (``binlog_transaction_compression=ON``): the BEGIN ... COMMIT events of one
+    transaction in one event. Sources never yield it: they yield the events :meth:`EventParser.expand
+    <canal.parse.mysql.binlog.EventParser.expand>` decodes from it, each at the payload's position (``offset``
+    and ``next_offset`` of the payload), except the last, which sits at the payload's end (``offset ==
+    next_offset``)."""
+
+    compression: int  # 0 zstd, 255 none
+    payload: bytes
+    uncompressed_size: int

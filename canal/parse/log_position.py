@@ -268,15 +268,15 @@ class BufferedLogPositionManager(Lifecycle):
         self._flush_all()
 
     def _flush_all(self) -> None:
-        errors: list[MetaError] = []
+        errors: list[tuple[str, MetaError]] = []
         with self._flush_lock:
             with self._lock:
                 pending = [(d, p) for d, p in self._positions.items() if self._persisted.get(d) != p]
             for destination, position in pending:
                 try:
                     self._store(destination, position)
-                except MetaError as exc:
-                    errors.append(exc)
+                except MetaError as exc:  # the other destinations are still flushed; this one stays pending
+                    errors.append((destination, exc))
                     continue
                 with self._lock:
                     self._persisted[destination] = position
@@ -285,10 +285,12 @@ class BufferedLogPositionManager(Lifecycle):
                 if self._on_flush is not None:
                     try:
                         self._on_flush(destination, position)
-                    except Exception:
+                    except Exception:  # a listener (tests, monitoring) must not undo a write that happened
                         log.exception("log position flush listener failed")
         if errors:
-            raise errors[0]
+            for destination, other in errors[1:]:  # raised below is the first; the others are said here
+                destination_logger(__name__, destination).warning("log position flush failed: %s", other)
+            raise errors[0][1]
 
 
 class FileLogPositionManager(BufferedLogPositionManager):

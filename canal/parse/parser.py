@@ -401,7 +401,7 @@ class EventParser(StartStopContext):
         if source is not None:
             try:
                 source.close()
-            except Exception as exc:
+            except Exception as exc:  # closing only cuts a dump short; the dump itself reports and retries
                 self._log.debug("closing the source (%s) failed: %s", reason, exc)
 
     def switch(self) -> MasterConfig:
@@ -454,7 +454,7 @@ class EventParser(StartStopContext):
                     if side is not None:
                         try:
                             side.close()
-                        except Exception as close_exc:
+                        except Exception as close_exc:  # a failed probe's connection is dropped either way
                             self._log.debug("closing the detecting connection failed: %s", close_exc)
                     side = None
                     self._log.warning(
@@ -473,5 +473,5 @@ class EventParser(StartStopContext):
             if side is not None:
                 try:
                     side.close()
-                except Exception as exc:
+                except Exception as exc:  # the detector is ending; its connection is dropped either way
                     self._log.debug("closing the detecting connection failed: %s", exc)

@@ -3,14 +3,36 @@
 Shared by the network dump and local binlog files -- only the transport differs. The parser keeps the state a
 binlog stream carries: the current file name, whether events end with a CRC32 checksum (from the format
 description event), the post-header lengths, and the table maps by table id.
+
+Hostile or broken bytes: every event must fill exactly the bytes its transport delivered (the packet, or the file
+record its header declares), its CRC32 is checked before its body is read (``verify_checksum``), and a body that does
+not decode -- a length past its end, an impossible count, a row image that does not end where the event ends --
+raises :class:`~canal.errors.ParseError` naming the event type, the file and the offset. No other exception type
+leaves :meth:`EventParser.parse`, nothing is allocated beyond what the event holds, and nothing loops or recurses
+without bound. With checksums verified, a corrupted event is never decoded, so no corrupted row is delivered.
+
+Event types: an event that could carry changes pycanal cannot decode (statement-based LOAD DATA, pre-GA rows
+events, encrypted files, incidents, any type this parser does not know unless the server flagged it ignorable) stops
+the dump with a ``ParseError`` naming it: never skipped while the cursor moves past it. The types ignored on purpose
+are listed in ``_IGNORED`` with the reason.
+
+MySQL 8 compressed transactions (``TRANSACTION_PAYLOAD_EVENT``, zstd) come out of :meth:`EventParser.parse` whole;
+the sources expand them with :meth:`EventParser.expand` into the events they hold.
 """
 
 from __future__ import annotations
 
+import io
 import logging
+import re
 import struct
+import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
+
+import attrs
+import zstandard
 
 from canal.errors import ParseError
 from canal.parse.events import (
@@ -24,6 +46,7 @@ from canal.parse.events import (
     RotateEvent,
     RowsEvent,
     TableMapEvent,
+    TransactionPayloadEvent,
     XidEvent,
 )
 from canal.parse.mysql import packets as P
@@ -34,7 +57,7 @@ from canal.parse.mysql.decoder import (
     TableDecoder,
     parse_table_map_body,
 )
-from canal.parse.mysql.packets import read_lenenc
+from canal.parse.mysql.packets import event_name, read_lenenc
 from canal.protocol import EventType
 from canal.sql import read_column_type
 
@@ -52,6 +75,8 @@ _ROWS_KINDS = {
     P.WRITE_ROWS_EVENT_V2: ("w", EventType.INSERT, True),
     P.UPDATE_ROWS_EVENT_V2: ("u", EventType.UPDATE, True),
     P.DELETE_ROWS_EVENT_V2: ("d", EventType.DELETE, True),
+    # MySQL binlog_row_value_options=PARTIAL_JSON: an update whose after image may hold JSON diffs
+    P.PARTIAL_UPDATE_ROWS_EVENT: ("p", EventType.UPDATE, True),
     # MariaDB log_bin_compress=ON: the row images are zlib-compressed
     P.WRITE_ROWS_COMPRESSED_EVENT_V1: ("w", EventType.INSERT, False),
     P.UPDATE_ROWS_COMPRESSED_EVENT_V1: ("u", EventType.UPDATE, False),
@@ -62,36 +87,92 @@ _ROWS_KINDS = {
 }
 _COMPRESSED_ROWS = frozenset(range(P.WRITE_ROWS_COMPRESSED_EVENT_V1, P.DELETE_ROWS_COMPRESSED_EVENT + 1))
 
+# Exceptions a handler raises on bytes that do not decode; parse() turns them into a ParseError naming the event.
+_MALFORMED = (IndexError, KeyError, ValueError, OverflowError, struct.error, zlib.error, zstandard.ZstdError)
+
+# Event types that carry nothing pycanal delivers, ignored on purpose (their position still advances the cursor).
+_IGNORED = {
+    P.START_EVENT_V3: "the v3 file header (pre-5.0 servers)",
+    P.STOP_EVENT: "the server stopped; the next file follows",
+    P.INTVAR_EVENT: "AUTO_INCREMENT context of a statement-based query (rows arrive as rows events)",
+    P.RAND_EVENT: "RAND() seed of a statement-based query",
+    P.USER_VAR_EVENT: "user variable of a statement-based query",
+    P.SLAVE_EVENT: "never written by any server",
+    P.IGNORABLE_LOG_EVENT: "flagged ignorable by the server",
+    P.ROWS_QUERY_LOG_EVENT: "the statement text beside its rows (binlog_rows_query_log_events)",
+    P.ANONYMOUS_GTID_LOG_EVENT: "a transaction without GTID (gtid_mode=OFF): no GTID to record",
+    P.TRANSACTION_CONTEXT_EVENT: "group replication certification data",
+    P.VIEW_CHANGE_EVENT: "group replication membership change",
+    # XA END (a query event) closes the transaction's entries; the prepare marker carries no rows
+    P.XA_PREPARE_LOG_EVENT: "the XA PREPARE marker after XA END",
+    P.ANNOTATE_ROWS_EVENT: "the statement text beside its rows (MariaDB binlog_annotate_row_events)",
+    P.BINLOG_CHECKPOINT_EVENT: "MariaDB crash-recovery checkpoint",
+}
+
+# Event types that carry changes pycanal cannot decode: the dump stops there, naming the event.
+_REFUSED = {
+    P.START_ENCRYPTION_EVENT: "encrypted binlog files (encrypt_binlog=ON) cannot be read; read them through the server",
+    P.INCIDENT_EVENT: "the server logged an incident: changes may be missing from the binlog at this point (a "
+    "replica stops here too); check the source, then restart the capture after this position",
+    **dict.fromkeys(
+        (P.LOAD_EVENT, P.CREATE_FILE_EVENT, P.APPEND_BLOCK_EVENT, P.EXEC_LOAD_EVENT, P.DELETE_FILE_EVENT),
+        "statement-based LOAD DATA events carry rows pycanal cannot decode; use binlog_format=ROW",
+    ),
+    **dict.fromkeys(
+        (P.NEW_LOAD_EVENT, P.BEGIN_LOAD_QUERY_EVENT, P.EXECUTE_LOAD_QUERY_EVENT),
+        "statement-based LOAD DATA events carry rows pycanal cannot decode; use binlog_format=ROW",
+    ),
+    **dict.fromkeys(
+        (P.PRE_GA_WRITE_ROWS_EVENT, P.PRE_GA_UPDATE_ROWS_EVENT, P.PRE_GA_DELETE_ROWS_EVENT),
+        "pre-GA rows events (MySQL 5.1.0-5.1.15) are not supported",
+    ),
+}
+
+_HEARTBEATS = frozenset({P.HEARTBEAT_LOG_EVENT, P.HEARTBEAT_LOG_EVENT_V2})
+_LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_FDE_FIXED = 57  # binlog version, server version, create timestamp, header length
+_PAYLOAD_ZSTD, _PAYLOAD_NONE = 0, 255
+_CHUNK = 1 << 20  # decompressed payload is read in pieces: memory follows the bytes that really exist
+
 
 def mariadb_uncompress(buf: bytes, where: str) -> bytes:
     """A MariaDB compressed binlog payload: a header byte (0x80 | algorithm << 4 | length bytes), the uncompressed
     length big-endian, then the zlib stream."""
     head = buf[0]
-    if not head & 0x80 or (head >> 4) & 0x07 != 0:
+    if not head & 0x80 or (head >> 4) & 0x07 != 0 or not 1 <= head & 0x07 <= 4:
         raise ParseError(f"unknown MariaDB binlog compression header 0x{head:02x} in event at {where}")
     lenlen = head & 0x07
     size = int.from_bytes(buf[1 : 1 + lenlen], "big")
     try:
-        data = zlib.decompress(buf[1 + lenlen :])
+        # max_length: never inflate past the declared size (a corrupt stream cannot claim more memory than that)
+        inflater = zlib.decompressobj()
+        data = inflater.decompress(buf[1 + lenlen :], size + 1)
     except zlib.error as e:
         raise ParseError(f"corrupt compressed event at {where}: {e}") from None
     if len(data) != size:
-        raise ParseError(f"compressed event at {where} inflates to {len(data)} bytes, expected {size}")
+        raise ParseError(f"compressed event at {where} inflates to {len(data)}+ bytes, expected {size}")
     return data
 
 
-_UNSUPPORTED = {
-    P.TRANSACTION_PAYLOAD_EVENT: "MySQL compressed transaction payloads (binlog_transaction_compression=ON)",
-    P.PARTIAL_UPDATE_ROWS_EVENT: "MySQL partial JSON updates (binlog_row_value_options=PARTIAL_JSON)",
-    P.START_ENCRYPTION_EVENT: "encrypted binlog files (encrypt_binlog=ON; read them through the server instead)",
-}
+def _checksum_aware(server_version: str) -> bool:
+    """Whether a format description event carries the checksum algorithm byte and 4 checksum bytes: written by
+    MySQL 5.6.1+ or MariaDB 5.3+ (whatever ``binlog_checksum`` says)."""
+    match = _VERSION.match(server_version)
+    if match is None:
+        return True  # no version: a modern server
+    version = tuple(int(x) for x in match.groups())
+    return version >= ((5, 3, 0) if "mariadb" in server_version.lower() else (5, 6, 1))
 
 
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
+Handler = Callable[[bytes, int, int, int, int, int, int, int], BinlogEvent]
 
 
 class EventParser:
     """Parses one binlog stream's events in order.
+
+    ``verify_checksum`` checks each event's CRC32 (when the stream has checksums) before its body is read.
 
     ``schema_lookup`` (network sources only) supplies column names from information_schema for table maps that
     carry none (``binlog_row_metadata`` below FULL); it is consulted once per table map and warned about once per
@@ -122,7 +203,7 @@ class EventParser:
         self._warned: set[tuple[str, str]] = set()
         self._rows_post = {P.WRITE_ROWS_EVENT_V1: 8, P.WRITE_ROWS_EVENT_V2: 10}
         self.server_version = ""
-        self._handlers: dict[int, Callable[[bytes, int, int, int, int, int, int, int], BinlogEvent]] = {
+        self._handlers: dict[int, Handler] = {
             P.ROTATE_EVENT: self._rotate,
             P.FORMAT_DESCRIPTION_EVENT: self._fde,
             P.QUERY_EVENT: self._query,
@@ -130,15 +211,18 @@ class EventParser:
             P.XID_EVENT: self._xid,
             P.TABLE_MAP_EVENT: self._table_map,
             P.GTID_LOG_EVENT: self._mysql_gtid,
-            P.ANONYMOUS_GTID_LOG_EVENT: self._ignored,
+            P.GTID_TAGGED_LOG_EVENT: self._mysql_tagged_gtid,
             P.PREVIOUS_GTIDS_LOG_EVENT: self._previous_gtids,
             P.MARIADB_GTID_EVENT: self._mariadb_gtid,
             P.MARIADB_GTID_LIST_EVENT: self._mariadb_gtid_list,
             P.HEARTBEAT_LOG_EVENT: self._heartbeat,
             P.HEARTBEAT_LOG_EVENT_V2: self._heartbeat_v2,
+            P.TRANSACTION_PAYLOAD_EVENT: self._transaction_payload,
         }
         for code in _ROWS_KINDS:
             self._handlers[code] = self._rows
+        for code in _IGNORED:
+            self._handlers[code] = self._ignored
         if not decode_rows:
             # swapping handlers leaves the per-event path of a decoding parser without any extra test
             for code in (P.TABLE_MAP_EVENT, *_ROWS_KINDS):
@@ -147,48 +231,193 @@ class EventParser:
     # -- entry point -------------------------------------------------------------------------------------------------
 
     def parse(self, buf: bytes, start: int = 0) -> BinlogEvent:
-        """Parse the event whose header begins at ``buf[start]`` (the buffer may hold more after it)."""
+        """Parse the one event that fills ``buf[start:]`` (the packet without its status byte, or the file record).
+
+        Any failure is a :class:`ParseError` naming the event and its position (``self.position``, where the
+        previous event ended, until the header's own position can be trusted).
+        """
+        n = len(buf) - start
+        if n < P.EVENT_HEADER_LEN:
+            raise ParseError(f"truncated event at {self.log_file}:{self.position}: {n} bytes, less than a header")
         timestamp, type_code, server_id, size, log_pos, flags = _HEADER.unpack_from(buf, start)
+        if size != n:
+            raise ParseError(
+                f"{event_name(type_code)} at {self.log_file}:{self.position} declares {size} bytes but {n} arrived "
+                "(a corrupt or cut event)"
+            )
         end = start + size
         if type_code == P.FORMAT_DESCRIPTION_EVENT:
-            # the checksum algorithm byte sits before the (possible) CRC at the end of this event
-            alg = buf[end - 5] if size >= P.EVENT_HEADER_LEN + 57 + 5 else 0
-            self.checksum = alg == 1
-        if self.checksum:
+            end = self._fde_checksum(buf, start, end, flags)
+        elif self.checksum:
+            if size < P.EVENT_HEADER_LEN + 4:
+                raise ParseError(f"{event_name(type_code)} at {self.log_file}:{self.position} too short for its CRC32")
             if self.verify_checksum:
-                (crc,) = _U32.unpack_from(buf, end - 4)
-                body = buf[start : end - 4]
-                if type_code == P.FORMAT_DESCRIPTION_EVENT and flags & 1:
-                    # the server sets LOG_EVENT_BINLOG_IN_USE_F in an open file after computing the checksum
-                    body = body[:17] + bytes([body[17] & 0xFE]) + body[18:]
-                if zlib.crc32(body) != crc:
-                    raise ParseError(f"checksum mismatch in event at {self.log_file}:{log_pos - size}")
+                crc = _U32.unpack_from(buf, end - 4)[0]
+                if zlib.crc32(memoryview(buf)[start : end - 4]) != crc:
+                    raise ParseError(
+                        f"checksum mismatch in {event_name(type_code)} at {self.log_file}:{self.position}: the "
+                        "event is corrupt"
+                    )
             end -= 4
         if log_pos and not flags & P.LOG_EVENT_ARTIFICIAL_F:
+            if log_pos < size and type_code not in _HEARTBEATS:  # a heartbeat's position is the server's, not its own
+                raise ParseError(
+                    f"{event_name(type_code)} at {self.log_file}:{self.position} ends at {log_pos}, before its own "
+                    f"{size} bytes"
+                )
             offset = log_pos - size
             next_offset = log_pos
         else:  # artificial events (sent by the server, not in the file) occupy no bytes
             offset = next_offset = log_pos or self.position
-        handler = self._handlers.get(type_code)
-        if handler is None:
-            if type_code in _UNSUPPORTED:
-                raise ParseError(
-                    f"{_UNSUPPORTED[type_code]} are not supported (event at {self.log_file}:{offset}); "
-                    "turn the setting off on the server"
-                )
-            ev: BinlogEvent = IgnoredEvent(
-                log_file=self.log_file,
-                offset=offset,
-                next_offset=next_offset,
-                timestamp=timestamp,
-                server_id=server_id,
-                type_code=type_code,
-            )
-        else:
-            ev = handler(buf, start + P.EVENT_HEADER_LEN, end, timestamp, server_id, offset, next_offset, type_code)
+        try:
+            handler = self._handlers.get(type_code)
+            if handler is None:
+                ev = self._unhandled(type_code, flags, timestamp, server_id, offset, next_offset)
+            else:
+                ev = handler(buf, start + P.EVENT_HEADER_LEN, end, timestamp, server_id, offset, next_offset, type_code)
+        except _MALFORMED as e:
+            raise ParseError(f"malformed {event_name(type_code)} at {self.log_file}:{offset}: {e}") from e
         if log_pos and type_code != P.ROTATE_EVENT:
             self.position = log_pos
         return ev
+
+    def _fde_checksum(self, buf: bytes, start: int, end: int, flags: int) -> int:
+        """A format description event says whether the events after it carry checksums; its own checksum area
+        (algorithm byte + 4 bytes) is present whenever its server is checksum-aware. Returns the body's end."""
+        body = start + P.EVENT_HEADER_LEN
+        server_version = bytes(buf[body + 2 : body + 52]).split(b"\x00", 1)[0].decode("ascii", "replace")
+        if not _checksum_aware(server_version):
+            self.checksum = False
+            return end
+        if end - body < _FDE_FIXED + 5:
+            raise ParseError(f"format description event at {self.log_file}:{self.position} is too short")
+        alg = buf[end - 5]
+        if alg not in (0, 1):
+            raise ParseError(
+                f"format description event at {self.log_file}:{self.position} names checksum algorithm {alg} "
+                "(0 none and 1 CRC32 exist): a corrupt event"
+            )
+        self.checksum = alg == 1
+        # "the FD event is always checksummed" (MySQL and MariaDB): its CRC32 is there even when the events after it
+        # carry none, so a flipped algorithm byte is caught too
+        if self.verify_checksum:
+            raw = bytearray(buf[start : end - 4])
+            # the server sets LOG_EVENT_BINLOG_IN_USE_F in an open file after computing the checksum
+            raw[17] &= 0xFE
+            if zlib.crc32(raw) != _U32.unpack_from(buf, end - 4)[0]:
+                raise ParseError(
+                    f"checksum mismatch in FORMAT_DESCRIPTION_EVENT at {self.log_file}:{self.position}: corrupt"
+                )
+        return end - 4
+
+    def _unhandled(self, t: int, flags: int, ts: int, sid: int, off: int, nxt: int) -> BinlogEvent:
+        if t in _REFUSED:
+            raise ParseError(f"{event_name(t)} at {self.log_file}:{off}: {_REFUSED[t]}")
+        if flags & P.LOG_EVENT_IGNORABLE_F:
+            return IgnoredEvent(
+                log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, type_code=t
+            )
+        raise ParseError(
+            f"unknown binlog {event_name(t)} at {self.log_file}:{off}, not flagged ignorable: it may carry changes "
+            "pycanal cannot read, so the dump stops here (is the server newer than this pycanal?)"
+        )
+
+    # -- compressed transactions -------------------------------------------------------------------------------------
+
+    def expand(self, payload: TransactionPayloadEvent) -> Iterator[BinlogEvent]:
+        """The events of a MySQL compressed transaction, decompressed as they are read (memory holds one inner
+        event at a time). Inner events carry no checksum (the payload's was checked); each is placed at the payload
+        (``offset``/``next_offset`` of the payload), the last -- the transaction's end -- at the payload's end, so a
+        cursor after it resumes with the next event. ``ParseError`` naming the payload on any malformed content."""
+        where = f"{self.log_file}:{payload.offset}"
+        try:
+            reader: BinaryIO | Any
+            if payload.compression == _PAYLOAD_ZSTD:
+                reader = zstandard.ZstdDecompressor().stream_reader(payload.payload, read_across_frames=True)
+            else:
+                reader = io.BytesIO(payload.payload)
+            left = payload.uncompressed_size
+            pending: BinlogEvent | None = None
+            while True:
+                header = _read_exact(reader, P.EVENT_HEADER_LEN)
+                if not header:
+                    break
+                if len(header) < P.EVENT_HEADER_LEN:
+                    raise ValueError("the payload ends inside an event header")
+                size = _U32.unpack_from(header, 9)[0]
+                if not P.EVENT_HEADER_LEN <= size <= left:
+                    raise ValueError(f"an inner event of {size} bytes with {left} bytes of payload left")
+                body = _read_exact(reader, size - P.EVENT_HEADER_LEN)
+                if len(body) < size - P.EVENT_HEADER_LEN:
+                    raise ValueError("the payload ends inside an event")
+                left -= size
+                event = self._parse_inner(header + body, payload)
+                if pending is not None:
+                    yield pending
+                pending = event
+            if left:
+                raise ValueError(f"the payload holds {left} bytes fewer than it declares")
+            if not isinstance(pending, XidEvent | QueryEvent):
+                raise ValueError("the compressed transaction does not end with its commit")
+            yield attrs.evolve(pending, offset=payload.next_offset, next_offset=payload.next_offset)
+        except _MALFORMED as e:
+            raise ParseError(f"malformed compressed transaction (TRANSACTION_PAYLOAD_EVENT) at {where}: {e}") from e
+
+    def _parse_inner(self, raw: bytes, payload: TransactionPayloadEvent) -> BinlogEvent:
+        timestamp, t, server_id, size, _log_pos, flags = _HEADER.unpack_from(raw, 0)
+        if t in (P.FORMAT_DESCRIPTION_EVENT, P.ROTATE_EVENT, P.TRANSACTION_PAYLOAD_EVENT):
+            raise ValueError(f"{event_name(t)} inside a compressed transaction")
+        off, nxt = payload.offset, payload.next_offset
+        handler = self._handlers.get(t)
+        if handler is None:
+            return self._unhandled(t, flags, timestamp, server_id, off, nxt)
+        return handler(raw, P.EVENT_HEADER_LEN, size, timestamp, server_id, off, nxt, t)
+
+    def _transaction_payload(
+        self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int
+    ) -> BinlogEvent:
+        # a header of (type, length, value) fields, each a length-encoded integer, up to an end mark (type 0)
+        compression, size, uncompressed = _PAYLOAD_NONE, None, None
+        while True:
+            field, p = read_lenenc(b, p)
+            if field == 0:
+                break
+            length, p = read_lenenc(b, p)
+            if p + length > end:
+                raise ValueError(f"payload header field {field} overruns the event")
+            if field in (1, 2, 3):
+                value, after = read_lenenc(b, p)
+                if after != p + length:
+                    raise ValueError(f"payload header field {field} is {after - p} bytes, declared {length}")
+                if field == 1:
+                    size = value
+                elif field == 2:
+                    compression = value
+                else:
+                    uncompressed = value
+            p += length  # an unknown field: skipped, as MySQL does
+        payload = bytes(b[p:end])
+        if size is not None and size != len(payload):
+            raise ValueError(f"the payload is {len(payload)} bytes, its header says {size}")
+        if compression not in (_PAYLOAD_ZSTD, _PAYLOAD_NONE):
+            raise ParseError(
+                f"compressed transaction at {self.log_file}:{off} uses compression type {compression}; pycanal "
+                "reads zstd (0) and none (255)"
+            )
+        if compression == _PAYLOAD_NONE:
+            uncompressed = len(payload)
+        if uncompressed is None:
+            raise ValueError("a zstd payload without its uncompressed size")
+        return TransactionPayloadEvent(
+            log_file=self.log_file,
+            offset=off,
+            next_offset=nxt,
+            timestamp=ts,
+            server_id=sid,
+            compression=compression,
+            payload=payload,
+            uncompressed_size=uncompressed,
+        )
 
     # -- handlers ------------------------------------------------------------------------------------------------------
 
@@ -200,6 +429,8 @@ class EventParser:
     def _rotate(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         (position,) = _U64.unpack_from(b, p)
         name = bytes(b[p + 8 : end]).decode()
+        if not name or position < 4:
+            raise ValueError(f"rotate to {name!r}:{position}")
         artificial = ts == 0 or nxt == off
         if artificial:
             off = nxt = position
@@ -221,15 +452,22 @@ class EventParser:
         (version,) = _U16.unpack_from(b, p)
         server_version = bytes(b[p + 2 : p + 52]).split(b"\x00", 1)[0].decode("ascii", "replace")
         header_len = b[p + 56]
-        if header_len != P.EVENT_HEADER_LEN:
-            raise ParseError(f"unsupported binlog event header length {header_len} (binlog v{version})")
-        post = b[p + 57 : end - 1]  # the last byte is the checksum algorithm
+        if version != 4 or header_len != P.EVENT_HEADER_LEN:
+            raise ValueError(f"unsupported binlog v{version} with {header_len}-byte event headers (v4 and 19 expected)")
+        post = b[p + _FDE_FIXED : end - 1 if _checksum_aware(server_version) else end]  # minus the algorithm byte
         # post-header lengths are indexed by event type - 1
+        table_id_len = self.table_id_len
         if len(post) >= P.TABLE_MAP_EVENT:
-            self.table_id_len = 4 if post[P.TABLE_MAP_EVENT - 1] == 6 else 6
+            table_id_len = 4 if post[P.TABLE_MAP_EVENT - 1] == 6 else 6
+        rows_post = dict(self._rows_post)
         for code in (P.WRITE_ROWS_EVENT_V1, P.WRITE_ROWS_EVENT_V2):
             if len(post) >= code:
-                self._rows_post[code] = post[code - 1]
+                rows_post[code] = post[code - 1]
+        # the table id (4 or 6 bytes) and 2 flag bytes, + the 2-byte extra-data length in v2
+        if rows_post[P.WRITE_ROWS_EVENT_V1] != table_id_len + 2 or rows_post[P.WRITE_ROWS_EVENT_V2] != 10:
+            raise ValueError(f"rows event post-header lengths {rows_post} do not fit {table_id_len}-byte table ids")
+        self.table_id_len = table_id_len
+        self._rows_post = rows_post
         self.server_version = server_version
         self.tables.clear()
         return FormatDescriptionEvent(
@@ -246,6 +484,9 @@ class EventParser:
     def _query(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         thread_id, _exec, schema_len, error_code, status_len = _QUERY_POST.unpack_from(b, p)
         p += 13 + status_len
+        if p + schema_len + 1 > end:
+            raise ValueError("status variables and schema name overrun the event")
+        # statement text is not row data: a byte the client's charset put there that is not UTF-8 is replaced
         schema = bytes(b[p : p + schema_len]).decode("utf-8", "replace")
         p += schema_len + 1
         if t == P.QUERY_COMPRESSED_EVENT:
@@ -265,6 +506,8 @@ class EventParser:
         )
 
     def _xid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
+        if end - p != 8:
+            raise ValueError(f"an XID of {end - p} bytes")
         (xid,) = _U64.unpack_from(b, p)
         return XidEvent(log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, xid=xid)
 
@@ -318,38 +561,55 @@ class EventParser:
         for c in legacy:
             if c.index < len(found):
                 fsp = read_column_type(found[c.index].column_type, strict=False).fsp
-                if fsp:
+                if fsp and 0 < fsp <= 6:
                     c.hires = True
                     c.fsp = fsp
 
     def _rows(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         kind, event_type, v2 = _ROWS_KINDS[t]
         tid_len = self.table_id_len
+        post = self._rows_post[P.WRITE_ROWS_EVENT_V2 if v2 else P.WRITE_ROWS_EVENT_V1]
+        if end - p < post:
+            raise ValueError("shorter than its post-header")
         table_id = int.from_bytes(b[p : p + tid_len], "little")
         flags = b[p + tid_len] | b[p + tid_len + 1] << 8
-        p += self._rows_post[P.WRITE_ROWS_EVENT_V2 if v2 else P.WRITE_ROWS_EVENT_V1]
+        p += post
         if v2:
             # the extra-data block starts with its own 2-byte length (included in it)
             extra = b[p - 2] | b[p - 1] << 8
+            if extra < 2 or p + extra - 2 > end:
+                raise ValueError(f"extra-data length {extra}")
             p += extra - 2
         ncols, p = read_lenenc(b, p)
-        nb = (ncols + 7) >> 3
-        present = b[p : p + nb]
-        p += nb
-        present2 = b""
-        if kind == "u":
-            present2 = b[p : p + nb]
-            p += nb
         dec = self.tables.get(table_id)
         if dec is None:
             raise ParseError(
                 f"rows event at {self.log_file}:{off} refers to table id {table_id} with no table map before it "
                 "(a dump started inside a statement?)"
             )
+        if ncols != len(dec.columns):
+            raise ParseError(
+                f"{event_name(t)} at {self.log_file}:{off} has {ncols} columns, the table map of "
+                f"{dec.schema.full_name} {len(dec.columns)}: a corrupt event"
+            )
+        nb = (ncols + 7) >> 3
+        present = bytes(b[p : p + nb])
+        p += nb
+        present2 = b""
+        if kind in "up":
+            present2 = bytes(b[p : p + nb])
+            p += nb
+        if p > end:
+            raise ValueError("column bitmaps overrun the event")
         if t in _COMPRESSED_ROWS:
             b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
             p, end = 0, len(b)
-        rows = dec.decoder(kind, bytes(present), bytes(present2))(b, p, end)
+        try:
+            rows = dec.decoder(kind, present, present2)(b, p, end)
+        except _MALFORMED as e:
+            raise ParseError(
+                f"malformed {event_name(t)} of {dec.schema.full_name} at {self.log_file}:{off}: {e}"
+            ) from e
         return RowsEvent(
             log_file=self.log_file,
             offset=off,
@@ -364,21 +624,58 @@ class EventParser:
         )
 
     def _mysql_gtid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
-        import uuid
-
+        # flags, the source UUID, the transaction number; logical clock and timestamps after them
+        if end - p < 25:
+            raise ValueError(f"a GTID event body of {end - p} bytes")
         sid_text = str(uuid.UUID(bytes=bytes(b[p + 1 : p + 17])))
-        (gno,) = _U64.unpack_from(b, p + 17)
+        (gno,) = struct.unpack_from("<q", b, p + 17)
+        if gno < 1:
+            raise ValueError(f"GTID number {gno}")
         return GtidEvent(
             log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid=f"{sid_text}:{gno}"
         )
 
+    def _mysql_tagged_gtid(
+        self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int
+    ) -> BinlogEvent:
+        # MySQL 8.3+ (tagged GTIDs): a mysql::serialization message whose first fields are the flags, the source
+        # UUID (16 one-byte integers), the transaction number and the tag; the fields after them are not needed
+        _version, p = _varlen(b, p, end)
+        _size, p = _varlen(b, p, end)
+        _last_non_ignorable, p = _varlen(b, p, end)
+        p = _serialized_field(b, p, end, 0)
+        _flags, p = _varlen(b, p, end)
+        p = _serialized_field(b, p, end, 1)
+        raw = bytearray()
+        for _ in range(16):
+            byte, p = _varlen(b, p, end)
+            if byte > 0xFF:
+                raise ValueError("tagged GTID UUID byte over 255")
+            raw.append(byte)
+        source = uuid.UUID(bytes=bytes(raw))
+        p = _serialized_field(b, p, end, 2)
+        gno, p = _varlen(b, p, end, signed=True)
+        if gno < 1:
+            raise ValueError(f"GTID number {gno}")
+        p = _serialized_field(b, p, end, 3)
+        n, p = _varlen(b, p, end)
+        if n > 32 or p + n > end:
+            raise ValueError(f"a GTID tag of {n} bytes")
+        tag = bytes(b[p : p + n]).decode("ascii")
+        if tag and not P.GTID_TAG.fullmatch(tag):
+            raise ValueError(f"malformed GTID tag {tag!r}")
+        gtid = f"{source}:{tag.lower()}:{gno}" if tag else f"{source}:{gno}"
+        return GtidEvent(log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid=gtid)
+
     def _previous_gtids(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
-        text = P.decode_mysql_gtid_set(bytes(b[p:end]))
+        text = P.decode_mysql_gtid_set(b, p, end)
         return GtidSetEvent(
             log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid_set=text
         )
 
     def _mariadb_gtid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
+        if p + 13 > end:
+            raise ValueError("a MariaDB GTID event cut short")
         seq, domain, flags = struct.unpack_from("<QIB", b, p)
         return GtidEvent(
             log_file=self.log_file,
@@ -397,6 +694,8 @@ class EventParser:
         (count,) = _U32.unpack_from(b, p)
         count &= 0x0FFFFFFF
         p += 4
+        if p + 16 * count > end:
+            raise ValueError(f"a GTID list of {count} entries in {end - p} bytes")
         parts = []
         for _ in range(count):
             domain, server, seq = struct.unpack_from("<IIQ", b, p)
@@ -423,9 +722,54 @@ class EventParser:
         while p < end:
             ftype = b[p]
             flen, p = read_lenenc(b, p + 1)
+            if p + flen > end:
+                raise ValueError(f"heartbeat field {ftype} overruns the event")
             if ftype == 1:
                 name = bytes(b[p : p + flen]).decode("utf-8", "replace")
             elif ftype == 2:
                 pos, _ = read_lenenc(b, p)
             p += flen
         return HeartbeatEvent(log_file=name, offset=pos, next_offset=pos, timestamp=ts, server_id=sid)
+
+
+def _varlen(buf: bytes, pos: int, end: int, *, signed: bool = False) -> tuple[int, int]:
+    """One mysql::serialization variable-length integer: the count of trailing 1 bits of the first byte, plus one,
+    is its length in bytes (1-9); the value follows those bits, little-endian. Signed values keep the sign in the
+    lowest bit."""
+    if pos >= end:
+        raise ValueError("a serialized integer runs past the event")
+    first = buf[pos]
+    size = 1
+    while size < 9 and first >> (size - 1) & 1:
+        size += 1
+    if pos + size > end:
+        raise ValueError("a serialized integer runs past the event")
+    if size == 9:
+        value = int.from_bytes(buf[pos + 1 : pos + 9], "little")
+    else:
+        value = (first >> size) | int.from_bytes(buf[pos + 1 : pos + size], "little") << (8 - size)
+    if signed:
+        value = ~(value >> 1) if value & 1 else value >> 1
+    return value, pos + size
+
+
+def _serialized_field(buf: bytes, pos: int, end: int, want: int) -> int:
+    """Past the id of the next field of a mysql::serialization message, which must be ``want``."""
+    got, pos = _varlen(buf, pos, end)
+    if got != want:
+        raise ValueError(f"serialized field {got} where field {want} was due")
+    return pos
+
+
+def _read_exact(reader: Any, n: int) -> bytes:
+    """Up to ``n`` bytes from a (decompressing) reader, fewer only at its end; read in pieces so that a declared
+    size never allocates more than the bytes that arrive."""
+    parts = []
+    left = n
+    while left:
+        piece = reader.read(min(left, _CHUNK))
+        if not piece:
+            break
+        parts.append(piece)
+        left -= len(piece)
+    return b"".join(parts)

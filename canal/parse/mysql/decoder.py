@@ -9,6 +9,10 @@ columns), with runs of fixed-width non-null columns read by one precompiled :cla
 bitmap read as one integer. Decoders are cached by the table map's bytes, so a table map repeated for every
 statement costs one dict lookup.
 
+Malformed bytes raise ``ValueError``/``IndexError``/``struct.error`` here (never a silently shortened value: a row
+image must end exactly at the event's end), which the event parser turns into a :class:`~canal.errors.ParseError`
+naming the event; the checks cost nothing per cell.
+
 Value conversions (what ``SELECT`` through pymysql returns for the same cell, with these documented differences):
 
 * TIMESTAMP -> UTC-aware ``datetime``; SET -> ``frozenset`` of labels; ENUM -> label ``str``; BIT -> ``int``;
@@ -18,7 +22,10 @@ Value conversions (what ``SELECT`` through pymysql returns for the same cell, wi
 * BINARY(n) -> padded with zero bytes to n (the binlog stores it stripped); CHAR -> trailing spaces stripped.
 * JSON: MariaDB's JSON is an alias of LONGTEXT that the binlog cannot tell from LONGTEXT, so MariaDB JSON columns
   arrive as ``str`` exactly as ``SELECT`` returns them (``json.loads`` them if you need objects). MySQL's binary
-  JSON type (type 245) is decoded to Python objects.
+  JSON type (type 245) is decoded to Python objects (:mod:`canal.parse.mysql.json_binary`), and a MySQL partial
+  update (``PARTIAL_UPDATE_ROWS_EVENT``) has its JSON diffs applied to the before image: the after image is always
+  the whole document.
+* VECTOR (MySQL 9) -> ``list`` of ``float`` (its float32 values).
 * Temporal formats: MySQL 5.6+/MariaDB 10.1+ DATETIME2/TIME2/TIMESTAMP2 (any fsp) and the classic pre-5.6 formats.
   Columns created on MariaDB with ``mysql56_temporal_format=OFF`` and a fractional precision use MariaDB's own
   format, which the table map logs as a classic type without its precision: the network source takes the precision
@@ -32,14 +39,14 @@ import datetime as dt
 import logging
 import struct
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from typing import Any
 
 import attrs
 
-from canal.errors import ParseError
 from canal.parse.mysql.charsets import charset_of_collation
 from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
+from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
+from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import ColumnMeta, RowData, SqlType, TableSchema
 
@@ -66,6 +73,7 @@ T_BIT = 16
 T_TIMESTAMP2 = 17
 T_DATETIME2 = 18
 T_TIME2 = 19
+T_VECTOR = 242  # MySQL 9
 T_JSON = 245
 T_NEWDECIMAL = 246
 T_ENUM = 247
@@ -81,6 +89,11 @@ T_GEOMETRY = 255
 _NUMERIC = frozenset({T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_FLOAT, T_DOUBLE, T_LONGLONG, T_INT24, T_NEWDECIMAL})
 _BLOBS = frozenset({T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_BLOB})
 _CHARACTER = frozenset({T_STRING, T_VAR_STRING, T_VARCHAR, *_BLOBS})
+# types whose table-map metadata is empty
+_NO_METADATA = frozenset(
+    {T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_NULL, T_TIMESTAMP, T_LONGLONG, T_INT24, T_DATE, T_TIME, T_DATETIME, T_YEAR}
+    | {T_NEWDATE}
+)
 
 # optional metadata field types (binlog_row_metadata)
 _OM_SIGNEDNESS = 1
@@ -148,71 +161,6 @@ _date = dt.date
 _datetime = dt.datetime
 _timedelta = dt.timedelta
 _fromtimestamp = dt.datetime.fromtimestamp
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
-
-
-def decimal_size(precision: int, scale: int) -> int:
-    intg = precision - scale
-    return (intg // 9) * 4 + _DIG2BYTES[intg % 9] + (scale // 9) * 4 + _DIG2BYTES[scale % 9]
-
-
-def make_decimal_reader(precision: int, scale: int) -> Callable[[bytes], Decimal]:
-    """A function decoding the binlog's packed DECIMAL(precision, scale) bytes."""
-    intg = precision - scale
-    size = decimal_size(precision, scale)
-    # groups from the most significant end: (bytes, is_fraction, digits)
-    groups: list[tuple[int, bool, int]] = []
-    if intg % 9:
-        groups.append((_DIG2BYTES[intg % 9], False, intg % 9))
-    groups += [(4, False, 9)] * (intg // 9)
-    groups += [(4, True, 9)] * (scale // 9)
-    if scale % 9:
-        groups.append((_DIG2BYTES[scale % 9], True, scale % 9))
-    total_bits = size * 8
-    sign_bit = 1 << (total_bits - 1)
-    all_ones = (1 << total_bits) - 1
-    int_parts: list[tuple[int, int, int]] = []  # (shift, mask, multiplier)
-    frac_parts: list[tuple[int, int, int]] = []
-    shift = total_bits
-    int_digits_after = intg
-    frac_digits_after = scale
-    for nbytes, is_frac, digits in groups:
-        shift -= nbytes * 8
-        if is_frac:
-            frac_digits_after -= digits
-            # a partial trailing group holds `digits` digits: value scaled by 10**remaining
-            frac_parts.append((shift, (1 << (nbytes * 8)) - 1, 10**frac_digits_after))
-        else:
-            int_digits_after -= digits
-            int_parts.append((shift, (1 << (nbytes * 8)) - 1, 10**int_digits_after))
-
-    def expr(parts: list[tuple[int, int, int]]) -> str:
-        terms = []
-        for s, m, mul in parts:
-            term = f"(v >> {s})" if s else "v"
-            if s + m.bit_length() < total_bits or s == 0:
-                term = f"({term} & {m})"
-            terms.append(f"{term} * {mul}" if mul != 1 else term)
-        return " + ".join(terms) or "0"
-
-    text = f"{{{expr(int_parts)}}}"
-    if scale:
-        text += f".{{{expr(frac_parts)}:0{scale}d}}"
-    src = (
-        "def read(raw):\n"
-        "    v = _from_bytes(raw, 'big')\n"
-        f"    if v & {sign_bit}:\n"
-        f"        v ^= {sign_bit}\n"
-        f"        return _Decimal(f'{text}')\n"
-        f"    v ^= {all_ones ^ sign_bit}\n"
-        f"    return _Decimal(f'-{text}')\n"
-    )
-    ns: dict[str, Any] = {"_from_bytes": int.from_bytes, "_Decimal": Decimal}
-    exec(compile(src, f"<canal decimal({precision},{scale}) reader>", "exec"), ns)
-    read: Callable[[bytes], Decimal] = ns["read"]
-    return read
-
-
 def _fmt_zero_datetime(y: int, mo: int, d: int, h: int, mi: int, s: int, us: int, fsp: int) -> str:
     text = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}"
     if fsp:
@@ -223,8 +171,20 @@ def _fmt_zero_datetime(y: int, mo: int, d: int, h: int, mi: int, s: int, us: int
 def read_date(v: int) -> dt.date | str:
     try:
         return _date(v >> 9, (v >> 5) & 15, v & 31)
-    except ValueError:
+    except ValueError:  # a zero or invalid date the server stored (sql_mode): its text, as SELECT shows it
+        _check_date(v >> 9, (v >> 5) & 15)
         return f"{v >> 9:04d}-{(v >> 5) & 15:02d}-{v & 31:02d}"
+
+
+def _check_date(y: int, mo: int) -> None:
+    # the server stores zero and invalid days, never a month past 12 nor a year past 9999: those are corrupt bytes
+    if mo > 12 or y > 9999:
+        raise ValueError(f"impossible date {y:04d}-{mo:02d}")
+
+
+def _check_time(h: int, mi: int, s: int, us: int) -> None:
+    if h > 23 or mi > 59 or s > 59 or us > 999_999:
+        raise ValueError(f"impossible time of day {h:02d}:{mi:02d}:{s:02d}.{us}")
 
 
 def make_datetime2_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
@@ -240,7 +200,9 @@ def make_datetime2_reader(fsp: int) -> Callable[[int], dt.datetime | str]:
         ym = ip >> 22
         try:
             return _datetime(ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us)
-        except ValueError:
+        except ValueError:  # a zero or invalid date: its text (an impossible time is corrupt bytes)
+            _check_date(ym // 13, ym % 13)
+            _check_time((ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us)
             return _fmt_zero_datetime(
                 ym // 13, ym % 13, (ip >> 17) & 31, (ip >> 12) & 31, (ip >> 6) & 63, ip & 63, us, fsp
             )
@@ -331,7 +293,9 @@ def make_mariadb_datetime_hires_reader(fsp: int) -> Callable[[int], dt.datetime 
         y, mo = divmod(packed, 13)
         try:
             return _datetime(y, mo, d, h, mi, s, us)
-        except ValueError:
+        except ValueError:  # a zero or invalid date: its text (an impossible time is corrupt bytes)
+            _check_date(y, mo)
+            _check_time(h, mi, s, us)
             return _fmt_zero_datetime(y, mo, d, h, mi, s, us, fsp)
 
     return read
@@ -385,7 +349,9 @@ def read_old_datetime(v: int) -> dt.datetime | str:
     mi, s = divmod(ms, 100)
     try:
         return _datetime(y, mo, dd, h, mi, s)
-    except ValueError:
+    except ValueError:  # a zero or invalid date: its text (an impossible time is corrupt bytes)
+        _check_date(y, mo)
+        _check_time(h, mi, s, 0)
         return _fmt_zero_datetime(y, mo, dd, h, mi, s, 0, 0)
 
 
@@ -393,6 +359,13 @@ def read_old_timestamp(v: int) -> dt.datetime | str:
     if not v:
         return "0000-00-00 00:00:00"
     return _fromtimestamp(v, _UTC)
+
+
+def read_vector(raw: bytes) -> list[float]:
+    """MySQL 9's VECTOR: little-endian float32 values."""
+    if len(raw) % 4:
+        raise ValueError(f"VECTOR value of {len(raw)} bytes (a multiple of 4 expected)")
+    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
 
 
 def read_float(v: float) -> float:
@@ -405,99 +378,13 @@ def make_set_reader(labels: tuple[str, ...]) -> Callable[[int], frozenset[str]]:
     def read(mask: int) -> frozenset[str]:
         try:
             return cache[mask]
-        except KeyError:
+        except KeyError:  # not cached yet
             value = frozenset(label for i, label in enumerate(labels) if mask >> i & 1)
             if len(cache) < 4096:
                 cache[mask] = value
             return value
 
     return read
-
-
-# --- MySQL binary JSON ---------------------------------------------------------------------------------------------
-
-_JSON_SMALL_OBJ, _JSON_LARGE_OBJ, _JSON_SMALL_ARR, _JSON_LARGE_ARR = 0, 1, 2, 3
-_JSON_LITERAL, _JSON_INT16, _JSON_UINT16, _JSON_INT32, _JSON_UINT32 = 4, 5, 6, 7, 8
-_JSON_INT64, _JSON_UINT64, _JSON_DOUBLE, _JSON_STRING, _JSON_OPAQUE = 9, 10, 11, 12, 15
-
-
-def _json_lenvar(buf: bytes, pos: int) -> tuple[int, int]:
-    n = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return n, pos
-        shift += 7
-
-
-def _json_value(t: int, buf: bytes, pos: int, end: int) -> Any:
-    if t in (_JSON_SMALL_OBJ, _JSON_LARGE_OBJ, _JSON_SMALL_ARR, _JSON_LARGE_ARR):
-        large = t in (_JSON_LARGE_OBJ, _JSON_LARGE_ARR)
-        obj = t in (_JSON_SMALL_OBJ, _JSON_LARGE_OBJ)
-        w = 4 if large else 2
-        fmt = "<I" if large else "<H"
-        count = struct.unpack_from(fmt, buf, pos)[0]
-        base = pos
-        p = pos + 2 * w
-        keys: list[str] = []
-        if obj:
-            for _ in range(count):
-                koff = struct.unpack_from(fmt, buf, p)[0]
-                klen = struct.unpack_from("<H", buf, p + w)[0]
-                keys.append(buf[base + koff : base + koff + klen].decode("utf-8"))
-                p += w + 2
-        values = []
-        for _ in range(count):
-            vt = buf[p]
-            if (
-                vt == _JSON_LITERAL
-                or vt in (_JSON_INT16, _JSON_UINT16)
-                or (large and vt in (_JSON_INT32, _JSON_UINT32))
-            ):
-                values.append(_json_inline(vt, buf, p + 1))
-            else:
-                voff = struct.unpack_from(fmt, buf, p + 1)[0]
-                values.append(_json_value(vt, buf, base + voff, end))
-            p += 1 + w
-        return dict(zip(keys, values, strict=True)) if obj else values
-    if t == _JSON_LITERAL:
-        return _json_inline(t, buf, pos)
-    if t == _JSON_INT16:
-        return struct.unpack_from("<h", buf, pos)[0]
-    if t == _JSON_UINT16:
-        return struct.unpack_from("<H", buf, pos)[0]
-    if t == _JSON_INT32:
-        return struct.unpack_from("<i", buf, pos)[0]
-    if t == _JSON_UINT32:
-        return struct.unpack_from("<I", buf, pos)[0]
-    if t == _JSON_INT64:
-        return struct.unpack_from("<q", buf, pos)[0]
-    if t == _JSON_UINT64:
-        return struct.unpack_from("<Q", buf, pos)[0]
-    if t == _JSON_DOUBLE:
-        return struct.unpack_from("<d", buf, pos)[0]
-    if t == _JSON_STRING:
-        n, p = _json_lenvar(buf, pos)
-        return buf[p : p + n].decode("utf-8")
-    if t == _JSON_OPAQUE:
-        n, p = _json_lenvar(buf, pos + 1)
-        return buf[p : p + n].decode("utf-8", "replace")
-    raise ParseError(f"unknown MySQL JSON value type {t}")
-
-
-def _json_inline(t: int, buf: bytes, pos: int) -> Any:
-    if t == _JSON_LITERAL:
-        return {0: None, 1: True, 2: False}[buf[pos]]
-    return _json_value(t, buf, pos, len(buf))
-
-
-def read_mysql_json(raw: bytes) -> Any:
-    if not raw:
-        return None
-    return _json_value(raw[0], raw, 1, len(raw))
 
 
 # --- table map parsing --------------------------------------------------------------------------------------------
@@ -550,7 +437,12 @@ class TableMapInfo:
 
 
 def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) -> TableMapInfo:
-    """Parse a TABLE_MAP event from its post-header at ``pos`` to ``end`` (checksum excluded)."""
+    """Parse a TABLE_MAP event from its post-header at ``pos`` to ``end`` (checksum excluded).
+
+    Raises ``ValueError`` (or ``IndexError`` for a body cut short) when the body cannot describe a table: counts and
+    lengths beyond the event, type metadata no server writes (DECIMAL(0,0), fsp 7, BIT(65), ...), metadata of
+    another length than the column types need.
+    """
     table_id = int.from_bytes(buf[pos : pos + table_id_len], "little")
     pos += table_id_len + 2  # flags
     n = buf[pos]
@@ -560,29 +452,45 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
     table = bytes(buf[pos + 1 : pos + 1 + n]).decode("utf-8")
     pos += n + 2
     ncols, pos = read_lenenc(buf, pos)
+    if not 1 <= ncols <= end - pos:
+        raise ValueError(f"table map of {schema}.{table} declares {ncols} columns")
     types = list(buf[pos : pos + ncols])
     pos += ncols
     meta_len, pos = read_lenenc(buf, pos)
     meta_end = pos + meta_len
+    if meta_end + (ncols + 7) // 8 > end:
+        raise ValueError(f"table map of {schema}.{table}: {meta_len} bytes of column metadata overrun the event")
     cols: list[BinlogColumn] = []
+    known = True
     for i, t in enumerate(types):
         c = BinlogColumn(index=i, type=t, nullable=False)
-        if t in (T_FLOAT, T_DOUBLE, T_BLOB, T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_GEOMETRY, T_JSON):
+        if t in (T_FLOAT, T_DOUBLE):
+            pos += 1
+        elif t in (T_BLOB, T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_GEOMETRY, T_JSON, T_VECTOR):
             c.length = buf[pos]
             pos += 1
+            if not 1 <= c.length <= 4:
+                raise ValueError(f"column {i} of {schema}.{table}: a {c.length}-byte length prefix")
         elif t in (T_TIMESTAMP2, T_DATETIME2, T_TIME2):
             c.fsp = buf[pos]
             pos += 1
+            if c.fsp > 6:
+                raise ValueError(f"column {i} of {schema}.{table}: fractional precision {c.fsp}")
         elif t in (T_VARCHAR, T_VAR_STRING):
             c.length = buf[pos] | (buf[pos + 1] << 8)
             pos += 2
         elif t == T_NEWDECIMAL:
             c.precision, c.scale = buf[pos], buf[pos + 1]
             pos += 2
+            check_decimal_shape(c.precision, c.scale)
         elif t == T_BIT:
+            if buf[pos] > 7 or buf[pos + 1] > 8:
+                raise ValueError(f"column {i} of {schema}.{table}: BIT metadata {buf[pos]},{buf[pos + 1]}")
             c.bits = buf[pos + 1] * 8 + buf[pos]
             c.length = (c.bits + 7) // 8
             pos += 2
+            if not 1 <= c.bits <= 64:
+                raise ValueError(f"column {i} of {schema}.{table}: BIT({c.bits})")
         elif t in (T_STRING, T_ENUM, T_SET):
             b0, b1 = buf[pos], buf[pos + 1]
             pos += 2
@@ -592,7 +500,14 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
             else:
                 c.type = b0 or t
                 c.length = b1
+            if (c.type == T_ENUM and c.length not in (1, 2)) or (c.type == T_SET and not 1 <= c.length <= 8):
+                raise ValueError(f"column {i} of {schema}.{table}: {c.length}-byte ENUM/SET")
+        elif t not in _NO_METADATA:
+            known = False  # its metadata length is unknown: the decoder refuses the column if rows need it
         cols.append(c)
+    if known and pos != meta_end:
+        need = pos - meta_end + meta_len
+        raise ValueError(f"table map of {schema}.{table}: {meta_len} bytes of column metadata, its types need {need}")
     pos = meta_end
     nb = (ncols + 7) // 8
     nulls = int.from_bytes(buf[pos : pos + nb], "little")
@@ -608,6 +523,8 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
         ftype = buf[pos]
         flen, pos = read_lenenc(buf, pos + 1)
         fend = pos + flen
+        if fend > end:
+            raise ValueError(f"table map of {schema}.{table}: optional metadata field {ftype} overruns the event")
         if ftype == _OM_SIGNEDNESS:
             for c, flag in zip(numeric, _read_bitmap_msb(buf, pos, fend), strict=False):
                 c.unsigned = flag
@@ -627,6 +544,8 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
                 ln, p = read_lenenc(buf, p)
                 c.name = bytes(buf[p : p + ln]).decode("utf-8")
                 p += ln
+            if p > fend:
+                raise ValueError(f"table map of {schema}.{table}: column names overrun their field")
             has_names = True
         elif ftype in (_OM_SET_STR_VALUE, _OM_ENUM_STR_VALUE):
             want = T_SET if ftype == _OM_SET_STR_VALUE else T_ENUM
@@ -723,6 +642,9 @@ def _column_meta(c: BinlogColumn, fb: FallbackColumn | None) -> ColumnMeta:
         mysql_type, sql_type = "json", SqlType.LONGVARCHAR
     elif t == T_GEOMETRY:
         mysql_type, sql_type = GEOMETRY_TYPE_NAMES[c.geometry_type % 8], SqlType.BINARY
+    elif t == T_VECTOR:
+        # the table map does not carry the declared dimension: the type is named without it
+        mysql_type, sql_type = "vector", SqlType.OTHER
     elif t == T_NULL:
         mysql_type, sql_type = "null", SqlType.NULL
     else:
@@ -790,6 +712,7 @@ class _CodeGen:
             **_ROWDATA_SETTERS,
         }
         self._n = 0
+        self._partial: _PartialImage | None = None
 
     def const(self, value: Any, prefix: str = "K") -> str:
         self._n += 1
@@ -860,7 +783,9 @@ class _CodeGen:
                 strip = ".rstrip(' ')" if t == T_STRING else ""
                 lines.append(f"{var} = b[p:p + n].decode({codec!r}{errors}){strip}; p += n")
             return lines
-        if t in _BLOBS or t in (T_JSON, T_GEOMETRY):
+        if t == T_JSON and self._partial is not None:
+            return self._partial_json(c, var, self._partial)
+        if t in _BLOBS or t in (T_JSON, T_GEOMETRY, T_VECTOR):
             L = c.length
             if L == 1:
                 lines = ["n = b[p]; p += 1"]
@@ -872,6 +797,9 @@ class _CodeGen:
                 lines.append(f"{var} = b[p + 4:p + n]; p += n")
             elif t == T_JSON:
                 f = self.const(read_mysql_json, "F")
+                lines.append(f"{var} = {f}(b[p:p + n]); p += n")
+            elif t == T_VECTOR:
+                f = self.const(read_vector, "F")
                 lines.append(f"{var} = {f}(b[p:p + n]); p += n")
             elif codec is None:
                 lines.append(f"{var} = b[p:p + n]; p += n")
@@ -890,9 +818,24 @@ class _CodeGen:
             return [f"{var} = _from_bytes(b[p:p + {c.length}], 'big'); p += {c.length}"]
         if t == T_NULL:
             return [f"{var} = None"]
-        raise ParseError(
-            f"column {c.index} of {self.schema.full_name} has binlog type {t}, which pycanal cannot decode"
-        )
+        raise ValueError(f"column {c.index} of {self.schema.full_name} has binlog type {t}, which pycanal cannot read")
+
+    def _partial_json(self, c: BinlogColumn, var: str, partial: _PartialImage) -> list[str]:
+        """A JSON column of a partial update's after image: the full document, or (its partial bit set) a diff of
+        the before image's document (MySQL's ``Json_diff_vector``: a 4-byte length, then the diffs)."""
+        saved, self._partial = self._partial, None
+        try:
+            full = self.column(c, var)
+        finally:
+            self._partial = saved
+        bit = 1 << partial.json_ordinal[c.index]
+        if c.index in partial.before_present:
+            f = self.const(apply_json_diff, "F")
+            diff = ["n = _from_bytes(b[p:p + 4], 'little'); p += 4", f"{var} = {f}(v{c.index}, b[p:p + n]); p += n"]
+        else:
+            why = self.const(f"partial JSON update of column {c.index} without it in the before image", "K")
+            diff = [f"raise ValueError({why})"]
+        return [f"if pbits & {bit}:", *("    " + ln for ln in diff), "else:", *("    " + ln for ln in full)]
 
     def post(self, c: BinlogColumn, var: str) -> list[str]:
         if c.type == T_YEAR:
@@ -965,19 +908,32 @@ class _CodeGen:
         return lines
 
     def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> Callable[..., list[RowData]]:
-        """``decode(b, p, end) -> list[RowData]`` for one rows event kind ('w', 'u', 'd')."""
+        """``decode(b, p, end) -> list[RowData]`` for one rows event kind: 'w', 'u', 'd', or 'p' (a MySQL partial
+        update: an update whose after image may hold JSON diffs). The images must fill ``b[p:end]`` exactly: a last
+        row that runs past ``end`` raises ``ValueError`` (its bytes were misread)."""
+        if not present or (kind in "up" and not present2):
+            raise ValueError(f"rows event of {self.schema.full_name} with no column in its row image")
         src = ["def decode(b, p, end):", "    out = []", "    append = out.append", "    while p < end:"]
         img, tup = self.image(present, "")
         src += ["        " + ln for ln in img]
-        if kind == "u":
+        if kind in "up":
             assert present2 is not None
-            img2, tup2 = self.image(present2, "_a")
+            if kind == "p":
+                json_cols = [c.index for c in self.cols if c.type == T_JSON]
+                self._partial = _PartialImage({i: n for n, i in enumerate(json_cols)}, frozenset(present))
+                src += ["        " + ln for ln in self._value_options((len(json_cols) + 7) // 8)]
+            try:
+                img2, tup2 = self.image(present2, "_a")
+            finally:
+                self._partial = None
             src += ["        " + ln for ln in img2]
             src += _make_row(tup, tup2)
         elif kind == "w":
             src += _make_row("None", tup)
         else:
             src += _make_row(tup, "None")
+        src.append("    if p != end:")
+        src.append("        raise ValueError(f'the last row image ends {p - end} bytes past the event')")
         src.append("    return out")
         code = "\n".join(src)
         ns = dict(self.ns)
@@ -985,6 +941,32 @@ class _CodeGen:
         fn: Callable[..., list[RowData]] = ns["decode"]
         fn.__source__ = code  # type: ignore[attr-defined]
         return fn
+
+    def _value_options(self, partial_bytes: int) -> list[str]:
+        """A partial update's after image starts with MySQL's value options (a length-encoded integer; bit 0:
+        PARTIAL_JSON) and, when set, one bit per JSON column of the table: that column holds a diff."""
+        lenenc = self.const(read_lenenc, "F")
+        return [
+            f"vo, p = {lenenc}(b, p)",
+            "if vo & ~1:",
+            "    raise ValueError(f'unknown binlog_row_value_options bits {vo:#x} in a partial update')",
+            "if vo:",
+            f"    pbits = _from_bytes(b[p:p + {partial_bytes}], 'little'); p += {partial_bytes}",
+            "else:",
+            "    pbits = 0",
+        ]
+
+
+@attrs.frozen
+class _PartialImage:
+    """While a partial update's after image is generated: each JSON column's ordinal among the table's JSON columns
+    (its bit in the partial bitmap), and the columns the before image holds (a diff applies to one of them)."""
+
+    json_ordinal: dict[int, int]
+    before_present: frozenset[int]
+
+
+_MAX_DECODERS = 64  # per table map: present-column bitmaps vary only with hostile or unusual (MINIMAL) images
 
 
 class TableDecoder:
@@ -1016,6 +998,8 @@ class TableDecoder:
             def bits(bm: bytes) -> list[int]:
                 return [i for i in range(ncols) if bm[i >> 3] >> (i & 7) & 1]
 
-            fn = self._gen.rows_function(kind, bits(present), bits(present2) if kind == "u" else None)
+            fn = self._gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
+            if len(self._decoders) >= _MAX_DECODERS:
+                self._decoders.clear()
             self._decoders[key] = fn
         return fn

@@ -10,6 +10,7 @@ every row decoded by the same code. Column names come from the table maps, so th
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -20,7 +21,13 @@ from typing import Any, BinaryIO
 import attrs
 
 from canal.errors import BinlogPurgedError, ParseError, SourceError, SourceUnreachableError
-from canal.parse.events import BinlogEvent, FormatDescriptionEvent, HeartbeatEvent, RotateEvent
+from canal.parse.events import (
+    BinlogEvent,
+    FormatDescriptionEvent,
+    HeartbeatEvent,
+    RotateEvent,
+    TransactionPayloadEvent,
+)
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventParser
 from canal.parse.source import BinlogFile, DumpRequest
@@ -35,6 +42,11 @@ class LocalBinlogSource:
 
     A non-blocking dump ends at the end of the newest file; a blocking one follows the files as they grow (or as new
     ones appear), yielding a :class:`HeartbeatEvent` every ``heartbeat_period_s`` while idle.
+
+    An event cut short at the end of the newest file is one the server is still writing: a non-blocking dump ends
+    before it, a blocking one waits for the rest. Once a newer file exists, such a remainder is a truncated or corrupt
+    file and a :class:`~canal.errors.ParseError`. Events are checked against their header's position and (with
+    ``verify_checksum``, the default) their CRC32 before they are decoded.
     """
 
     def __init__(self, directory: str | Path, *, verify_checksum: bool = True) -> None:
@@ -79,8 +91,10 @@ class LocalBinlogSource:
             try:
                 with path.open("rb") as f:
                     magic = f.read(4)
-            except OSError:
+            except FileNotFoundError:  # purged between listing and opening: gone, nothing to read
                 return False
+            except OSError as e:  # unreadable: it may be a binlog, and skipping it would skip its changes
+                raise SourceError(f"cannot read {path} (a binlog file?): {e.strerror or e}") from None
             if len(magic) < 4:
                 return False
             self._known[path.name] = magic == P.BINLOG_MAGIC
@@ -93,13 +107,13 @@ class LocalBinlogSource:
         with path.open("rb") as f:
             parser = EventParser(path.name)
             if f.read(4) != P.BINLOG_MAGIC:
-                raise ParseError(f"{path} is not a binlog file (bad magic number)")
+                raise ParseError(f"{path} is not a binlog file (bad magic number at {path.name}:0)")
             data = self._read_event(f, path)
             if data is None:
-                raise ParseError(f"{path} has no format description event")
+                raise ParseError(f"{path} has no whole format description event at {path.name}:4")
             ev = parser.parse(data)
             if not isinstance(ev, FormatDescriptionEvent):
-                raise ParseError(f"{path} does not start with a format description event")
+                raise ParseError(f"{path} does not start with a format description event at {path.name}:4")
             return ev
 
     def server_id(self) -> int:
@@ -122,20 +136,39 @@ class LocalBinlogSource:
 
     @staticmethod
     def _read_event(f: BinaryIO, path: Path) -> bytes | None:
-        """The next whole event, or None at the (current) end of the file; the file is left before a partial one."""
+        """The next whole event, or None at the (current) end of the file; the file is left before a partial one.
+
+        A declared size is trusted only as far as the file holds bytes: nothing is read (or allocated) for an event
+        that is not all there yet. A size no event can have is a :class:`ParseError` at once.
+        """
         start = f.tell()
         header = f.read(P.EVENT_HEADER_LEN)
         if len(header) < P.EVENT_HEADER_LEN:
             f.seek(start)
             return None
         size = int.from_bytes(header[9:13], "little")
-        if size < P.EVENT_HEADER_LEN:
+        if not P.EVENT_HEADER_LEN <= size <= P.MAX_EVENT_SIZE:
             raise ParseError(f"corrupt event header at {path.name}:{start} (size {size})")
+        if start + size > os.fstat(f.fileno()).st_size:
+            f.seek(start)
+            return None
         body = f.read(size - P.EVENT_HEADER_LEN)
         if len(body) < size - P.EVENT_HEADER_LEN:
             f.seek(start)
             return None
         return header + body
+
+    @staticmethod
+    def _check_position(data: bytes, start: int, path: Path) -> None:
+        # a server writes each event's end offset into its header (modulo 2^32 past 4 GiB): a record whose header
+        # says otherwise was not written there (no checksum needed to see it)
+        log_pos = int.from_bytes(data[13:17], "little")
+        flags = data[17] | data[18] << 8
+        if log_pos and not flags & P.LOG_EVENT_ARTIFICIAL_F and log_pos != (start + len(data)) & 0xFFFFFFFF:
+            raise ParseError(
+                f"event at {path.name}:{start} says it ends at {log_pos}, but it ends at {start + len(data)}: "
+                "a corrupt file"
+            )
 
     def dump(self, request: DumpRequest) -> Iterator[BinlogEvent]:
         if request.gtid_set is not None:
@@ -160,12 +193,12 @@ class LocalBinlogSource:
             path = self._dir / name
             with path.open("rb") as f:
                 if f.read(4) != P.BINLOG_MAGIC:
-                    raise ParseError(f"{path} is not a binlog file (bad magic number)")
+                    raise ParseError(f"{path} is not a binlog file (bad magic number at {path.name}:0)")
                 parser.log_file = name
                 parser.position = 4
                 fde = self._read_event(f, path)
                 if fde is None:
-                    raise ParseError(f"{path} has no format description event")
+                    raise ParseError(f"{path} has no whole format description event at {path.name}:4")
                 ev = parser.parse(fde)
                 if position <= 4:
                     yield ev
@@ -181,6 +214,7 @@ class LocalBinlogSource:
                     if data is None:
                         nxt = self._next_file(name)
                         if nxt is not None:
+                            self._check_complete(f, path)
                             rotated_to = nxt  # crashed server: no rotate event at the end of the file
                             break
                         if not request.blocking:
@@ -198,7 +232,13 @@ class LocalBinlogSource:
                         self._closed.wait(_POLL_S)
                         continue
                     last_activity = time.monotonic()
+                    start = f.tell() - len(data)
+                    self._check_position(data, start, path)
+                    parser.position = start
                     ev = parser.parse(data)
+                    if isinstance(ev, TransactionPayloadEvent):
+                        yield from parser.expand(ev)
+                        continue
                     yield ev
                     if isinstance(ev, RotateEvent) and not ev.artificial:
                         rotated_to = ev.next_file
@@ -213,6 +253,22 @@ class LocalBinlogSource:
                     if self._closed.wait(_POLL_S):
                         raise SourceError(f"{self.address}: dump stopped: source closed", errno=2013)
             position = 4
+
+    @staticmethod
+    def _check_complete(f: BinaryIO, path: Path) -> None:
+        """A file followed by a newer one is complete: bytes after its last whole event are a cut or corrupt event,
+        never skipped silently."""
+        here = f.tell()
+        size = os.fstat(f.fileno()).st_size
+        if here < size:
+            header = f.read(P.EVENT_HEADER_LEN)
+            f.seek(here)
+            declared = int.from_bytes(header[9:13], "little") if len(header) == P.EVENT_HEADER_LEN else None
+            raise ParseError(
+                f"{path.name} ends inside an event at {path.name}:{here} ({size - here} bytes left"
+                + (f", {declared} declared" if declared is not None else "")
+                + ") although a newer binlog file exists: the file is truncated or corrupt"
+            )
 
     def _next_file(self, name: str) -> str | None:
         num = journal_number(name)

@@ -1,13 +1,15 @@
-"""Wire-level helpers shared by the binlog parser and the replication connection: length-encoded integers,
-replication command packets, GTID-set encoding, event type codes.
+"""Wire-level helpers shared by the binlog parser and the replication connection: the packet layer, length-encoded
+integers, replication command packets, GTID-set encoding (classic and MySQL 8.3's tagged form), event type codes.
 
 Formats follow the MySQL client/server protocol and binlog documentation (and MariaDB's KB for its additions).
 """
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
+from collections.abc import Callable
 
 # --- commands ---------------------------------------------------------------------------------------------------
 COM_BINLOG_DUMP = 0x12
@@ -27,23 +29,43 @@ QUERY_EVENT = 2
 STOP_EVENT = 3
 ROTATE_EVENT = 4
 INTVAR_EVENT = 5
+LOAD_EVENT = 6
+SLAVE_EVENT = 7
+CREATE_FILE_EVENT = 8
+APPEND_BLOCK_EVENT = 9
+EXEC_LOAD_EVENT = 10
+DELETE_FILE_EVENT = 11
+NEW_LOAD_EVENT = 12
+RAND_EVENT = 13
+USER_VAR_EVENT = 14
 FORMAT_DESCRIPTION_EVENT = 15
 XID_EVENT = 16
+BEGIN_LOAD_QUERY_EVENT = 17
+EXECUTE_LOAD_QUERY_EVENT = 18
 TABLE_MAP_EVENT = 19
+PRE_GA_WRITE_ROWS_EVENT = 20
+PRE_GA_UPDATE_ROWS_EVENT = 21
+PRE_GA_DELETE_ROWS_EVENT = 22
 WRITE_ROWS_EVENT_V1 = 23
 UPDATE_ROWS_EVENT_V1 = 24
 DELETE_ROWS_EVENT_V1 = 25
 INCIDENT_EVENT = 26
 HEARTBEAT_LOG_EVENT = 27
+IGNORABLE_LOG_EVENT = 28
+ROWS_QUERY_LOG_EVENT = 29
 WRITE_ROWS_EVENT_V2 = 30
 UPDATE_ROWS_EVENT_V2 = 31
 DELETE_ROWS_EVENT_V2 = 32
 GTID_LOG_EVENT = 33
 ANONYMOUS_GTID_LOG_EVENT = 34
 PREVIOUS_GTIDS_LOG_EVENT = 35
+TRANSACTION_CONTEXT_EVENT = 36
+VIEW_CHANGE_EVENT = 37
+XA_PREPARE_LOG_EVENT = 38
 PARTIAL_UPDATE_ROWS_EVENT = 39
 TRANSACTION_PAYLOAD_EVENT = 40
 HEARTBEAT_LOG_EVENT_V2 = 41
+GTID_TAGGED_LOG_EVENT = 42
 # MariaDB
 ANNOTATE_ROWS_EVENT = 160
 BINLOG_CHECKPOINT_EVENT = 161
@@ -61,25 +83,41 @@ DELETE_ROWS_COMPRESSED_EVENT = 171
 EVENT_HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log_pos, flags
 EVENT_HEADER_LEN = 19
 LOG_EVENT_ARTIFICIAL_F = 0x20
+LOG_EVENT_IGNORABLE_F = 0x80  # a replica that does not know the event type may skip it
 BINLOG_MAGIC = b"\xfebin"
+MAX_EVENT_SIZE = 1 << 30  # max_allowed_packet's ceiling: no server sends a larger event to a replica
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
+EVENT_NAMES = {
+    code: name
+    for name, code in list(globals().items())
+    if re.fullmatch(r"[A-Z][A-Z0-9_]*_EVENT(?:_V\d)?", name) and isinstance(code, int)
+}
+
+
+def event_name(type_code: int) -> str:
+    """The event type's constant name for messages (``WRITE_ROWS_EVENT_V2``), or ``event type 123``."""
+    return EVENT_NAMES.get(type_code) or f"event type {type_code}"
+
 
 def read_lenenc(buf: bytes, pos: int) -> tuple[int, int]:
-    """A length-encoded integer at ``pos``: (value, position after it)."""
+    """A length-encoded integer at ``pos``: (value, position after it). ``ValueError`` for the NULL (0xFB) and error
+    (0xFF) prefixes, ``IndexError`` when the buffer ends inside the integer."""
     first = buf[pos]
     if first < 0xFB:
         return first, pos + 1
-    if first == 0xFC:
-        return buf[pos + 1] | (buf[pos + 2] << 8), pos + 3
-    if first == 0xFD:
-        return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
-    if first == 0xFE:
-        return _U64.unpack_from(buf, pos + 1)[0], pos + 9
-    raise ValueError(f"bad length-encoded integer prefix 0x{first:02x} at {pos}")
+    width = _LENENC_WIDTH.get(first)
+    if width is None:
+        raise ValueError(f"bad length-encoded integer prefix 0x{first:02x} at {pos}")
+    if pos + 1 + width > len(buf):
+        raise IndexError(f"length-encoded integer at {pos} runs past its buffer")
+    return int.from_bytes(buf[pos + 1 : pos + 1 + width], "little"), pos + 1 + width
+
+
+_LENENC_WIDTH = {0xFC: 2, 0xFD: 3, 0xFE: 8}
 
 
 def register_slave_packet(server_id: int, host: str, user: str, port: int) -> bytes:
@@ -104,48 +142,116 @@ def binlog_dump_packet(file: str, position: int, server_id: int, flags: int) -> 
     return struct.pack("<IHI", position & 0xFFFFFFFF, flags, server_id) + file.encode()
 
 
-def encode_mysql_gtid_set(gtid_set: str) -> bytes:
-    """A MySQL GTID set (``uuid:1-5:7,uuid2:3``) in the binary form of COM_BINLOG_DUMP_GTID / previous-GTIDs."""
-    sids: list[tuple[bytes, list[tuple[int, int]]]] = []
+GTID_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")  # MySQL 8.3+ tagged GTIDs: uuid:tag:gno
+_GTID_FORMAT_TAGGED = 1
+_INTERVAL = re.compile(r"(\d+)(?:-(\d+))?")
+
+
+def parse_mysql_gtid_set(gtid_set: str) -> list[tuple[uuid.UUID, str, list[tuple[int, int]]]]:
+    """A MySQL GTID set's text (``uuid:1-5:7,uuid2:3``, tags ``uuid:1-5:tag:1-3``) as (uuid, tag, [(first, last)])
+    entries, tags lowercased. ``ValueError`` for malformed text."""
+    entries: list[tuple[uuid.UUID, str, list[tuple[int, int]]]] = []
     for part in gtid_set.replace("\n", "").split(","):
         part = part.strip()
         if not part:
             continue
-        sid, *ranges = part.split(":")
-        intervals = []
-        for r in ranges:
-            if "-" in r:
-                a, b = r.split("-", 1)
-                intervals.append((int(a), int(b) + 1))
+        sid_text, *tokens = part.split(":")
+        sid = uuid.UUID(sid_text.strip())
+        tag = ""
+        intervals: list[tuple[int, int]] = []
+        for token in (t.strip() for t in tokens):
+            match = _INTERVAL.fullmatch(token)
+            if match is not None:
+                first = int(match.group(1))
+                last = int(match.group(2) or first)
+                if not 1 <= first <= last < 1 << 63:
+                    raise ValueError(f"bad GTID interval {token!r} in {part!r}")
+                intervals.append((first, last))
+            elif GTID_TAG.fullmatch(token):
+                if intervals or tag:
+                    entries.append((sid, tag, intervals))
+                tag, intervals = token.lower(), []
             else:
-                intervals.append((int(r), int(r) + 1))
-        sids.append((uuid.UUID(sid).bytes, intervals))
-    out = [_U64.pack(len(sids))]
-    for sid_bytes, intervals in sids:
-        out.append(sid_bytes)
+                raise ValueError(f"malformed GTID set element {part!r}")
+        entries.append((sid, tag, intervals))
+    return entries
+
+
+def encode_mysql_gtid_set(gtid_set: str) -> bytes:
+    """A MySQL GTID set in the binary form of COM_BINLOG_DUMP_GTID / previous-GTIDs: classic, or MySQL 8.3's tagged
+    format when any GTID has a tag (the sid count framed by format bytes, a tag before each entry's intervals)."""
+    entries = parse_mysql_gtid_set(gtid_set)
+    tagged = any(tag for _, tag, _ in entries)
+    # tagged: the count between two format bytes, so an old reader sees an impossible count rather than a wrong one
+    head = (_GTID_FORMAT_TAGGED << 56 | len(entries) << 8 | _GTID_FORMAT_TAGGED) if tagged else len(entries)
+    out = [_U64.pack(head)]
+    for sid, tag, intervals in entries:
+        out.append(sid.bytes)
+        if tagged:
+            out.append(bytes([len(tag) << 1]) + tag.encode("ascii"))
         out.append(_U64.pack(len(intervals)))
-        for lo, hi in intervals:
-            out.append(struct.pack("<qq", lo, hi))
+        for first, last in intervals:
+            out.append(struct.pack("<qq", first, last + 1))
     return b"".join(out)
 
 
-def decode_mysql_gtid_set(buf: bytes, pos: int = 0) -> str:
-    """The binary GTID set of a previous-GTIDs event as text."""
-    (n_sids,) = _U64.unpack_from(buf, pos)
+def decode_mysql_gtid_set(buf: bytes, pos: int = 0, end: int | None = None) -> str:
+    """The binary GTID set of a previous-GTIDs event (classic or tagged) as text. ``ValueError`` when the counts do
+    not fit the bytes."""
+    end = len(buf) if end is None else end
+    if end - pos < 8:
+        raise ValueError("GTID set shorter than its count")
+    (head,) = _U64.unpack_from(buf, pos)
     pos += 8
-    parts = []
+    fmt = head >> 56
+    if fmt == _GTID_FORMAT_TAGGED:
+        if head & 0xFF != _GTID_FORMAT_TAGGED:
+            raise ValueError(f"malformed tagged GTID set header 0x{head:016x}")
+        n_sids = (head >> 8) & ((1 << 48) - 1)
+    elif fmt == 0:
+        n_sids = head
+    else:
+        raise ValueError(f"unknown GTID set format {fmt}")
+    if n_sids > (end - pos) // 24:
+        raise ValueError(f"GTID set of {n_sids} sources in {end - pos} bytes")
+    text: list[str] = []  # "uuid:ranges" elements; a tagged entry of the same uuid continues the element
+    last_sid = None
     for _ in range(n_sids):
+        if end - pos < 16:
+            raise ValueError("GTID set entry cut short")
         sid = str(uuid.UUID(bytes=bytes(buf[pos : pos + 16])))
         pos += 16
+        tag = ""
+        if fmt == _GTID_FORMAT_TAGGED:
+            if pos >= end or buf[pos] & 1 or buf[pos] >> 1 > 32:
+                raise ValueError("malformed GTID tag length")
+            n = buf[pos] >> 1
+            tag = bytes(buf[pos + 1 : pos + 1 + n]).decode("ascii")
+            if n and not GTID_TAG.fullmatch(tag):
+                raise ValueError(f"malformed GTID tag {tag!r}")
+            pos += 1 + n
+        if end - pos < 8:
+            raise ValueError("GTID set entry cut short")
         (n_int,) = _U64.unpack_from(buf, pos)
         pos += 8
+        if n_int > (end - pos) // 16:
+            raise ValueError(f"GTID set entry of {n_int} intervals in {end - pos} bytes")
         ranges = []
         for _ in range(n_int):
             a, b = struct.unpack_from("<qq", buf, pos)
             pos += 16
+            if not 0 < a < b:
+                raise ValueError(f"bad GTID interval [{a}, {b})")
             ranges.append(str(a) if b == a + 1 else f"{a}-{b - 1}")
-        parts.append(":".join([sid, *ranges]))
-    return ",".join(parts)
+        piece = ":".join(([tag] if tag else []) + ranges)
+        if sid == last_sid and text:
+            text[-1] += ":" + piece if piece else ""
+        else:
+            text.append(f"{sid}:{piece}" if piece else sid)
+            last_sid = sid
+    if pos != end:
+        raise ValueError(f"{end - pos} bytes after the GTID set")
+    return ",".join(text)
 
 
 def binlog_dump_gtid_packet(server_id: int, gtid_set: str, flags: int) -> bytes:
@@ -157,3 +263,44 @@ def binlog_dump_gtid_packet(server_id: int, gtid_set: str, flags: int) -> bytes:
         + _U32.pack(len(data))
         + data
     )
+
+
+# --- the client/server packet layer --------------------------------------------------------------------------------
+
+MAX_PACKET_CHUNK = 0xFFFFFF  # a payload this long continues in the next packet
+
+
+def read_packet(read: Callable[[int], bytes], seq: int, limit: int = MAX_EVENT_SIZE + 1) -> tuple[bytes, int]:
+    """One logical packet of the client/server protocol: (payload, the sequence id the next packet must carry).
+
+    ``read(n)`` returns exactly ``n`` bytes or raises (pymysql's ``Connection._read_bytes``). Payloads of 16 MiB - 1
+    continue in the next packet and are joined. ``ValueError`` when a packet carries another sequence id than ``seq``
+    (the stream lost its framing) or the joined payload would exceed ``limit`` bytes; memory is bounded by ``limit``
+    and by what actually arrived, never by a declared length alone.
+    """
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        header = read(4)
+        length = header[0] | header[1] << 8 | header[2] << 16
+        if header[3] != seq:
+            raise ValueError(f"packet sequence id {header[3]} where {seq} was due")
+        seq = (seq + 1) & 0xFF
+        total += length
+        if total > limit:
+            raise ValueError(f"a packet of more than {limit} bytes")
+        parts.append(read(length) if length else b"")
+        if length < MAX_PACKET_CHUNK:
+            break
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    return bytes(data), seq
+
+
+def parse_error_packet(data: bytes) -> tuple[int, str]:
+    """An ERR packet (0xFF, error code, optional ``#`` + SQL state, message) as (code, message); a packet too short
+    to hold a code is reported as a protocol error (2027, CR_MALFORMED_PACKET)."""
+    if len(data) < 3:
+        return 2027, f"malformed error packet {data.hex()}"
+    (code,) = _U16.unpack_from(data, 1)
+    text = data[9:] if data[3:4] == b"#" else data[3:]
+    return code, text.decode("utf-8", "replace")

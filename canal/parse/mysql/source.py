@@ -11,7 +11,6 @@ import contextlib
 import logging
 import os
 import socket
-import struct
 import threading
 import zlib
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ import pymysql.err  # type: ignore[import-untyped]
 
 from canal.config import SslConfig
 from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError
-from canal.parse.events import BinlogEvent
+from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventParser
 from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tls_state
@@ -72,10 +71,11 @@ class MysqlBinlogSource:
     """A MySQL or MariaDB server read over the replication protocol (implements ``BinlogSource``).
 
     ``address`` is ``host:port``; the user needs REPLICATION SLAVE, REPLICATION CLIENT and SELECT (MariaDB also
-    BINLOG MONITOR). ``slave_id`` defaults to :func:`default_slave_id`. ``verify_checksum`` checks every event's
-    CRC32 (costs ~2% CPU). ``schema_fallback`` lets table maps without column names (``binlog_row_metadata`` below
-    FULL) take names from information_schema, with a warning. ``ssl`` is how every connection to the server uses TLS
-    (default: the MySQL client's PREFERRED); see :mod:`canal.parse.mysql.connect`.
+    BINLOG MONITOR). ``slave_id`` defaults to :func:`default_slave_id`. ``verify_checksum`` (on by default)
+    checks every event's CRC32 before its body is read, so a corrupted event never becomes rows (its cost is within
+    the noise of ``benchmarks/bench_decode.py``). ``schema_fallback`` lets table maps without column names
+    (``binlog_row_metadata`` below FULL) take names from information_schema, with a warning. ``ssl`` is how every
+    connection to the server uses TLS (default: the MySQL client's PREFERRED); see :mod:`canal.parse.mysql.connect`.
     """
 
     def __init__(
@@ -88,7 +88,7 @@ class MysqlBinlogSource:
         charset: str = "utf8mb4",
         connect_timeout: float = 10.0,
         read_timeout: float | None = None,  # dump idle timeout; default max(4 heartbeats, 10 s)
-        verify_checksum: bool = False,
+        verify_checksum: bool = True,
         schema_fallback: bool = True,
         ssl: SslConfig | None = None,
     ) -> None:
@@ -433,60 +433,71 @@ class MysqlBinlogSource:
             self._raise_error_packet(data)
 
     def _read_payload(self, conn: pymysql.connections.Connection) -> bytes:
-        read = conn._read_bytes
-        header = read(4)
-        length = header[0] | header[1] << 8 | header[2] << 16
-        conn._next_seq_id = (header[3] + 1) % 256
-        data = read(length)
-        if length == 0xFFFFFF:
-            parts = [data]
-            while length == 0xFFFFFF:
-                header = read(4)
-                length = header[0] | header[1] << 8 | header[2] << 16
-                parts.append(read(length))
-            data = b"".join(parts)
-        return bytes(data)
+        try:
+            data, conn._next_seq_id = P.read_packet(conn._read_bytes, conn._next_seq_id)
+        except ValueError as e:
+            raise SourceError(f"{self._address}: malformed reply: {e}", errno=2027) from None
+        if not data:
+            raise SourceError(f"{self._address}: empty reply packet", errno=2027)
+        return data
 
     def _raise_error_packet(self, data: bytes) -> None:
-        (code,) = struct.unpack_from("<H", data, 1)
-        msg = data[9:].decode("utf-8", "replace") if data[3:4] == b"#" else data[3:].decode("utf-8", "replace")
+        code, msg = P.parse_error_packet(data)
         raise pymysql.err.OperationalError(code, msg)
 
     def _read_events(
         self, conn: pymysql.connections.Connection, parser: EventParser, request: DumpRequest
     ) -> Iterator[BinlogEvent]:
         read = conn._read_bytes
+        read_packet = P.read_packet
         parse = parser.parse
+        seq = conn._next_seq_id
         while True:
             try:
-                header = read(4)
-                length = header[0] | header[1] << 8 | header[2] << 16
-                data = read(length)
-                if length == 0xFFFFFF:
-                    parts = [data]
-                    while length == 0xFFFFFF:
-                        header = read(4)
-                        length = header[0] | header[1] << 8 | header[2] << 16
-                        parts.append(read(length))
-                    data = b"".join(parts)
+                data, seq = read_packet(read, seq)
             except pymysql.err.MySQLError as e:
-                raise self._error(e, request) from None
+                raise self._error(e, request, parser) from None
             except OSError as e:
-                raise SourceError(f"{self._address}: binlog dump connection lost: {e}", errno=CR_SERVER_LOST) from None
+                raise SourceError(
+                    f"{self._address}: binlog dump connection lost after {parser.log_file}:{parser.position}: {e}",
+                    errno=CR_SERVER_LOST,
+                ) from None
+            except ValueError as e:  # the stream lost its framing: nothing after this point can be trusted
+                raise SourceError(
+                    f"{self._address}: malformed packet in the binlog dump after {parser.log_file}:{parser.position}: "
+                    f"{e}",
+                    errno=2027,
+                ) from None
+            if not data:
+                raise SourceError(
+                    f"{self._address}: empty packet in the binlog dump after {parser.log_file}:{parser.position}",
+                    errno=2027,
+                )
             first = data[0]
             if first == 0:
-                yield parse(data, 1)
-            elif first == 0xFE and length < 9:
+                ev = parse(data, 1)
+                if ev.__class__ is TransactionPayloadEvent:
+                    assert isinstance(ev, TransactionPayloadEvent)
+                    yield from parser.expand(ev)
+                else:
+                    yield ev
+            elif first == 0xFE and len(data) < 9:
                 return  # EOF: a non-blocking dump reached the end of the binlog
             elif first == 0xFF:
                 try:
                     self._raise_error_packet(data)
                 except pymysql.err.MySQLError as e:
-                    raise self._error(e, request) from None
+                    raise self._error(e, request, parser) from None
             else:
-                raise SourceError(f"{self._address}: unexpected packet 0x{first:02x} in the binlog dump", errno=2027)
+                raise SourceError(
+                    f"{self._address}: unexpected packet 0x{first:02x} in the binlog dump after "
+                    f"{parser.log_file}:{parser.position}",
+                    errno=2027,
+                )
 
-    def _error(self, exc: pymysql.err.MySQLError, request: DumpRequest) -> SourceError:
+    def _error(
+        self, exc: pymysql.err.MySQLError, request: DumpRequest, parser: EventParser | None = None
+    ) -> SourceError:
         code = _errno(exc)
         text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
         if self._closed:
@@ -495,7 +506,8 @@ class MysqlBinlogSource:
             return BinlogPurgedError(
                 f"{self._address} cannot send the binlog from {self._where(request)}: {text}", errno=code
             )
-        return SourceError(f"{self._address}: binlog dump failed: {text}", errno=code or CR_SERVER_LOST)
+        where = f" after {parser.log_file}:{parser.position}" if parser is not None else ""
+        return SourceError(f"{self._address}: binlog dump failed{where}: {text}", errno=code or CR_SERVER_LOST)
 
 
 def _split_labels(inner: str) -> list[str]:
