@@ -2,7 +2,7 @@
 
 canal's ``CanalInstanceWithManager`` plus the per-destination half of ``CanalServerWithEmbedded``. The store is the
 only hand-off between the parser thread and the consumers; consumer calls on one instance are serialised (canal
-synchronises on the instance too). Semantics are canal's, with DESIGN.md's improvements:
+synchronises on the instance too). Semantics are canal's, with these improvements (docs/architecture.md):
 
 * a client filter narrows the instance filter (canal's replaced it);
 * ``rollback(batch_id)`` rewinds exactly that batch and the ones after it;
@@ -24,31 +24,24 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
+from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
-from canal.config import InstanceConfig, MasterConfig, MetaMode
-from canal.errors import ConfigError, NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
+from canal.config import InstanceConfig, MasterConfig
+from canal.errors import NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
 from canal.log import destination_logger
-from canal.meta import FileMetaManager, MemoryMetaManager, MetaManager, PeriodMixedMetaManager, ZooKeeperMetaManager
+from canal.meta import MetaManager
+from canal.meta.core import check_known, check_remove
 from canal.meta.fence import Fence
 from canal.parse.filter import TableFilters, compile_table_filter
-from canal.parse.log_position import (
-    FailbackLogPositionManager,
-    LogPositionManager,
-    MemoryLogPositionManager,
-    MetaLogPositionManager,
-)
+from canal.parse.log_position import LogPositionManager
 from canal.parse.parser import EventParser, SourceFactory
-from canal.parse.sources import source_factory as default_source_factory
-from canal.position import LogIdentity, LogPosition
+from canal.position import LogPosition, PositionRange
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message
-from canal.sink import EntrySink, GroupSink
 from canal.start_stop import StartStopContext
-from canal.store import MemoryEventStore
 
 
 @attrs.frozen(slots=True)
@@ -73,15 +66,6 @@ class InstanceMetrics:
         return attrs.asdict(self)
 
 
-@attrs.define(slots=True)
-class _Batch:
-    start_seq: int
-    end_seq: int
-    rows: int
-    last_execute_ms: int
-    source: LogIdentity  # the server the parser read from when the batch was handed out
-
-
 class _RateWindow:
     """Rows handed out per second over a sliding window of whole seconds."""
 
@@ -103,91 +87,6 @@ class _RateWindow:
         return total / span
 
 
-def build_meta(config: InstanceConfig, *, fence: Fence | None = None) -> MetaManager:
-    """The meta manager ``config.meta_mode`` names."""
-    mode = config.meta_mode
-    if mode is MetaMode.MEMORY:
-        return MemoryMetaManager()
-    if mode is MetaMode.FILE:
-        assert config.meta_dir is not None  # checked by InstanceConfig
-        return FileMetaManager(Path(config.meta_dir), flush_period_s=config.flush_period_s)
-    assert config.zk_hosts is not None  # checked by InstanceConfig
-    zk = ZooKeeperMetaManager(config.zk_hosts, fence=fence)
-    if mode is MetaMode.ZOOKEEPER:
-        return zk
-    return PeriodMixedMetaManager(zk, flush_period_s=config.flush_period_s)
-
-
-def member_destination(destination: str, index: int) -> str:
-    """The name member ``index`` of a group instance uses for its parser's log position and its log records."""
-    return f"{destination}#member{index}"
-
-
-class ParserGroup:
-    """The parsers of a group instance (:meth:`Instance.group`) behind the one-parser face the Instance uses.
-
-    Member ``i`` dumps ``members[i]`` on its own thread with its own restart point (``member_destination(dest, i)``
-    in the shared log-position manager) and hands off through ``GroupSink.member(i)``; the group sink merges the
-    hand-offs in time order into the instance's entry sink, keeping transactions whole.
-    """
-
-    def __init__(
-        self,
-        config: InstanceConfig,
-        members: Sequence[MasterConfig],
-        source_factory: SourceFactory | None,
-        downstream: Callable[[Sequence[Entry]], None],
-        log_positions: LogPositionManager,
-        on_error: Callable[[BaseException], None],
-    ) -> None:
-        if not members:
-            raise ConfigError("a group instance needs at least one member master", key="members")
-        self.members = tuple(members)
-        self.group_sink = GroupSink(downstream, len(self.members), heartbeat_clock=lambda: int(time.time() * 1000))
-        self.parsers: list[EventParser] = []
-        for index, master in enumerate(self.members):
-            slave_id = None if config.slave_id is None else config.slave_id + index
-            member_config = attrs.evolve(config, master=master, standby=None, slave_id=slave_id)
-            self.parsers.append(
-                EventParser(
-                    member_destination(config.destination, index),
-                    member_config,
-                    source_factory or default_source_factory(member_config),
-                    self.group_sink.member(index),
-                    log_positions,
-                    on_error=on_error,
-                )
-            )
-
-    def start(self) -> None:
-        self.group_sink.reset()
-        for parser in self.parsers:
-            parser.start()
-
-    def stop(self) -> None:
-        self.group_sink.stop()  # release members waiting for their turn
-        for parser in self.parsers:
-            parser.stop()
-
-    @property
-    def error(self) -> BaseException | None:
-        """The first member's fatal error: the merge cannot go on without that member."""
-        return next((p.error for p in self.parsers if p.error is not None), None)
-
-    @property
-    def last_error(self) -> BaseException | None:
-        return next((p.last_error for p in self.parsers if p.last_error is not None), None)
-
-    @property
-    def reconnects(self) -> int:
-        return sum(p.reconnects for p in self.parsers)
-
-    @property
-    def active_master(self) -> MasterConfig:
-        """The first member: a group cursor is not a position on one server (see :meth:`Instance.group`)."""
-        return self.parsers[0].active_master
-
-
 def _rows_of(entries: Sequence[Entry]) -> int:
     return sum(len(e.row_change.rows) for e in entries if e.row_change is not None and not e.row_change.is_ddl)
 
@@ -203,55 +102,39 @@ class Instance(StartStopContext):
         self,
         config: InstanceConfig,
         *,
+        start: LogPosition | None = None,
         meta: MetaManager | None = None,
         log_positions: LogPositionManager | None = None,
         source_factory: SourceFactory | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         members: Sequence[MasterConfig] | None = None,
+        zk: Any = None,
+        fence: Fence | None = None,
     ) -> None:
         self.config = config
         self.destination = config.destination
         self._log = destination_logger(__name__, self.destination)
-        self._own_meta = meta is None
-        self.meta: MetaManager = meta if meta is not None else build_meta(config)
-        # canal's choice for the embedded server: restart where the parser last handed off while this process
-        # lives, else where the slowest subscribed client acked
-        self.log_positions: LogPositionManager = log_positions or (
-            FailbackLogPositionManager(MemoryLogPositionManager(), MetaLogPositionManager(self.meta))
-            if members is None
-            else MemoryLogPositionManager()  # a consumer cursor is a position on one member only: not a restart point
+        parts = assemble(
+            config,
+            self._parser_failed,
+            start=start,
+            meta=meta,
+            log_positions=log_positions,
+            source_factory=source_factory,
+            members=members,
+            zk=zk,
+            fence=fence,
         )
-        store_cfg = config.store
-        self.store = MemoryEventStore(
-            buffer_size=store_cfg.buffer_size,
-            memory_unit=store_cfg.memory_unit,
-            batch_mode=store_cfg.batch_mode,
-            ddl_isolation=store_cfg.ddl_isolation,
-            destination=self.destination,
-        )
-        self.sink = EntrySink(
-            self.store,
-            destination=self.destination,
-            filter_transaction_entry=config.filter_flags.transaction_entry,
-        )
+        self.meta: MetaManager = parts.meta
+        self._own_meta = parts.own_meta
+        self.log_positions: LogPositionManager = parts.log_positions
+        self.store = parts.store
+        self.sink = parts.sink
+        self.parser: EventParser | ParserGroup = parts.parser
+        self._start_cursor = parts.start
         self._on_error = on_error
-        self.parser: EventParser | ParserGroup
-        if members is None:
-            self.parser = EventParser(
-                self.destination,
-                config,
-                source_factory or default_source_factory(config),
-                self.sink.sink,
-                self.log_positions,
-                on_error=self._parser_failed,
-            )
-        else:
-            self.parser = ParserGroup(
-                config, members, source_factory, self.sink.sink, self.log_positions, self._parser_failed
-            )
         self.default_client = ClientIdentity(self.destination, DEFAULT_CLIENT_ID)
         self._lock = threading.RLock()  # serialises consumer calls, like canal's synchronized(instance)
-        self._batches: dict[int, _Batch] = {}
         self._client_filters: dict[int, TableFilters] = {}
         self._started = False
         self._errors = 0
@@ -267,6 +150,11 @@ class Instance(StartStopContext):
     ) -> Instance:
         """An instance from canal's ``instance.properties`` (and optionally ``canal.properties``)."""
         return cls(InstanceConfig.from_properties(path_or_text, canal_properties=canal_properties), **kwargs)
+
+    @classmethod
+    def at(cls, config: InstanceConfig, start: LogPosition, **kwargs: Any) -> Instance:
+        """An instance whose first entry is the first one after cursor ``start`` (see :mod:`canal.assembly`)."""
+        return cls(config, start=start, **kwargs)
 
     @classmethod
     def group(cls, config: InstanceConfig, members: Sequence[MasterConfig], **kwargs: Any) -> Instance:
@@ -300,7 +188,12 @@ class Instance(StartStopContext):
         return self._started
 
     def start(self) -> None:
-        """Start meta, the store and the parser. A failure part-way stops what was started, then propagates."""
+        """Start meta, the store and the parser. A failure part-way stops what was started, then propagates.
+
+        Batch marks left by an earlier run (a crash, or another process that held the destination) are dropped:
+        what they cover was never acked, so it is delivered again from the cursor (canal's semantics). With a start
+        cursor, it becomes the default client's cursor before the parser starts.
+        """
         with self._lock:
             if self._started:
                 return
@@ -313,6 +206,11 @@ class Instance(StartStopContext):
                     self.meta.subscribe(self.default_client)
                 for client in self._subscribed_clients():
                     self._client_filters[client.client_id] = self._narrowed(client.filter)
+                    if self.meta.batch_ids(client):
+                        self._log.info("rolling back batches of client %s left by an earlier run", client.client_id)
+                        self.meta.clear_all_batchs(client)
+                if self._start_cursor is not None:
+                    self.meta.update_cursor(self.default_client, self._start_cursor)
                 self.parser.start()
             except BaseException:
                 self._shut_down()
@@ -335,7 +233,6 @@ class Instance(StartStopContext):
         self.parser.stop()
         if self.store.is_started:
             self.store.stop()
-        self._batches.clear()
         self.log_positions.stop()
         if self._own_meta:
             self.meta.stop()
@@ -387,7 +284,6 @@ class Instance(StartStopContext):
             self._client_filters.pop(me.client_id, None)
             if self._started:
                 self.store.rollback()
-            self._batches.clear()
 
     def _require_subscribed(self, client: ClientIdentity) -> None:
         if not self.meta.has_subscribe(client):
@@ -419,13 +315,11 @@ class Instance(StartStopContext):
             events = self.store.get(batch_size, timeout)
             if events.is_empty or events.range is None:
                 return Message(EMPTY_MESSAGE_ID, ())
-            batch_id = self.meta.add_batch(me, events.range)
+            batch_id = self.meta.add_batch(me, events.range)  # the mark carries the batch's server and sequences
             entries = self._client_view(me, events.entries)
             last_ms = events.entries[-1].header.execute_time
-            source = LogIdentity(self.parser.active_master.address, self.config.slave_id or -1)
-            self._batches[batch_id] = _Batch(events.start_seq, events.end_seq, _rows_of(entries), last_ms, source)
             self._last_get_ms = last_ms
-            self._rates.add(self._batches[batch_id].rows, time.time())
+            self._rates.add(_rows_of(entries), time.time())
             return Message(batch_id, entries)
 
     def _client_view(self, client: ClientIdentity, entries: Sequence[Entry]) -> Sequence[Entry]:
@@ -442,20 +336,33 @@ class Instance(StartStopContext):
         return kept
 
     def ack(self, batch_id: int, client: ClientIdentity | None = None) -> None:
-        """Confirm a batch: the cursor moves past it and the store frees it. Batches are acked in order."""
+        """Confirm a batch: the cursor moves past it and the store frees it. Batches are acked in order.
+
+        Every check comes before the first change: an unknown, out-of-order or foreign batch id raises and changes
+        nothing. The cursor is written before the mark is removed, so a failed write (e.g. fenced) leaves the batch
+        outstanding and the cursor where it was.
+        """
         with self._lock:
             me = self._client(client)
             self._require_running()
             self._require_subscribed(me)
-            batch = self._batches.get(batch_id)
-            position_range = self.meta.remove_batch(me, batch_id)  # raises on unknown / out-of-order ids
-            if batch is None:  # a mark this process did not hand out (left over from before a restart)
-                raise UnknownBatchError(f"batch {batch_id} of client {me} was not handed out by this process")
-            del self._batches[batch_id]
-            cursor = LogPosition(batch.source, position_range.cursor, position_range.rows_done)
-            self.meta.update_cursor(me, cursor)
-            self.store.ack(batch.end_seq)
-            self._last_ack_ms = batch.last_execute_ms
+            mark = self._outstanding(me, batch_id)
+            outstanding = self.meta.batch_ids(me)
+            check_remove(me, outstanding, batch_id)
+            assert mark.seqs is not None and mark.identity is not None  # checked by _outstanding
+            self.meta.update_cursor(me, LogPosition(mark.identity, mark.cursor, mark.rows_done))
+            self.meta.remove_batch(me, batch_id)
+            self.store.ack(mark.seqs[1])
+            self._last_ack_ms = mark.end.timestamp
+
+    def _outstanding(self, client: ClientIdentity, batch_id: int) -> PositionRange:
+        """The mark of batch ``batch_id``, which this process must have handed out."""
+        mark = self.meta.get_batch(client, batch_id)
+        if mark is None:
+            check_known(client, self.meta.batch_ids(client), batch_id)  # raises, naming what is outstanding
+        if mark is None or mark.seqs is None or mark.identity is None:
+            raise UnknownBatchError(f"batch {batch_id} of client {client} was not handed out by this process")
+        return mark
 
     def rollback(self, batch_id: int | None = None, client: ClientIdentity | None = None) -> None:
         """Hand out again: every outstanding batch (no id), or batch ``batch_id`` and every one after it."""
@@ -466,15 +373,11 @@ class Instance(StartStopContext):
             if batch_id is None:
                 self.meta.clear_all_batchs(me)
                 self.store.rollback()
-                self._batches.clear()
                 return
-            batch = self._batches.get(batch_id)
-            if batch is None or self.meta.get_batch(me, batch_id) is None:
-                raise UnknownBatchError(f"batch {batch_id} is not outstanding for client {me}")
-            removed = self.meta.remove_batchs_from(me, batch_id)
-            for bid in removed:
-                self._batches.pop(bid, None)
-            self.store.rollback(batch.start_seq - 1)
+            mark = self._outstanding(me, batch_id)
+            assert mark.seqs is not None  # checked by _outstanding
+            self.meta.remove_batchs_from(me, batch_id)
+            self.store.rollback(mark.seqs[0] - 1)
 
     def get(
         self, batch_size: int = 1000, timeout: float | None = None, client: ClientIdentity | None = None

@@ -250,6 +250,14 @@ class PositionRange:
       None when the whole batch lies inside one transaction.
     * ``cursor`` / ``rows_done``: the resume point after the batch is acked -- the anchor of the transaction the
       batch ends in and the number of its row entries handed out up to the end of the batch. Always set.
+    * ``identity``: the server the batch's last entry was read from, carried with the entries from the parser's
+      hand-off (so a batch stored before a master/standby switch names the old server). None for a range built
+      from entries alone (the store adds it when it hands the batch out).
+    * ``seqs``: the store sequences ``(first, last)`` of the batch in the process that handed it out (what acking
+      or rolling back the batch frees or rewinds there). None in a mark this process did not hand out.
+
+    The JSON form is canal's batch mark (``start``, ``end``, ``ack``, ``cursor``) plus ``rowsDone``, ``identity``
+    and ``seqs``, which canal ignores.
     """
 
     start: EntryPosition
@@ -257,15 +265,22 @@ class PositionRange:
     ack: EntryPosition | None
     cursor: EntryPosition
     rows_done: int = 0
+    identity: LogIdentity | None = None
+    seqs: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "start": self.start.to_dict(),
             "end": self.end.to_dict(),
             "ack": None if self.ack is None else self.ack.to_dict(),
             "cursor": self.cursor.to_dict(),
             "rowsDone": self.rows_done,
         }
+        if self.identity is not None:
+            out["identity"] = self.identity.to_dict()
+        if self.seqs is not None:
+            out["seqs"] = list(self.seqs)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PositionRange:
@@ -273,12 +288,15 @@ class PositionRange:
             raise PositionError(f"a position range must be a JSON object, got {data!r}")
         try:
             ack = data.get("ack")
+            identity = data.get("identity")
             return cls(
                 start=EntryPosition.from_dict(data["start"]),
                 end=EntryPosition.from_dict(data["end"]),
                 ack=None if ack is None else EntryPosition.from_dict(ack),
                 cursor=EntryPosition.from_dict(data["cursor"]),
                 rows_done=_opt_int(data.get("rowsDone", 0), "rowsDone") or 0,
+                identity=None if identity is None else LogIdentity.from_dict(identity),
+                seqs=_seqs(data.get("seqs")),
             )
         except KeyError as missing:
             raise PositionError(f"a position range needs field {missing}") from None
@@ -289,6 +307,19 @@ class PositionRange:
     @classmethod
     def from_json(cls, text: str | bytes) -> PositionRange:
         return cls.from_dict(_loads(text))
+
+
+def _seqs(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        and value[0] <= value[1]
+    ):
+        return value[0], value[1]
+    raise PositionError(f"position range field 'seqs' must be [first, last] store sequences, got {value!r}")
 
 
 def _loads(text: str | bytes) -> Any:

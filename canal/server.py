@@ -24,7 +24,6 @@ from canal.errors import ConfigError, NotRunningError, ServerError, UnknownDesti
 from canal.ha import ClusterRegistration, ServerRunningMonitor
 from canal.instance import Instance, InstanceMetrics
 from canal.log import destination_logger
-from canal.meta import PeriodMixedMetaManager, ZooKeeperMetaManager
 from canal.meta.fence import ZkFence
 from canal.position import LogPosition
 from canal.protocol import Message
@@ -72,10 +71,7 @@ class _HaDestination:
         return None if token is None else ZkFence(self.monitor.epoch_path, token)
 
     def _activate(self, token: int) -> None:
-        meta = PeriodMixedMetaManager(
-            ZooKeeperMetaManager(self._zk, fence=self._fence), flush_period_s=self.config.flush_period_s
-        )
-        instance = Instance(self.config, meta=meta, members=self.members)
+        instance = Instance(self.config, members=self.members, zk=self._zk, fence=self._fence)
         try:
             instance.start()
         except BaseException:
@@ -98,7 +94,6 @@ class _HaDestination:
     def _stop_instance(self, instance: Instance, reason: str) -> None:
         try:
             instance.stop()
-            instance.meta.stop()
         except Exception as exc:  # a fenced flush after losing the node is expected
             self._log.warning("instance stopped after %s; final meta flush refused: %s", reason, exc)
 

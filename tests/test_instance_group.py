@@ -9,10 +9,11 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from canal.assembly import ParserGroup, member_destination
 from canal.client import ClientIdentity
 from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.errors import ConfigError, NotRunningError
-from canal.instance import Instance, ParserGroup, member_destination
+from canal.instance import Instance
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.server import EmbeddedServer
 from canal.sink import EntrySink, GroupSink
@@ -49,7 +50,7 @@ class _Store:
     def __init__(self) -> None:
         self.items: list[Entry] = []
 
-    def put(self, entries: Sequence[Entry], timeout: float | None = None) -> bool:
+    def put(self, entries: Sequence[Entry], timeout: float | None = None, origin: object = None) -> bool:
         self.items.extend(entries)
         return True
 

@@ -27,7 +27,7 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.source import BinlogFile, DumpRequest
-from canal.position import EntryPosition, LogPosition
+from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, RowData, SqlType, TableSchema
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -370,14 +370,16 @@ class CollectingSink:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.batches: list[list[Entry]] = []
+        self.origins: list[LogIdentity] = []
         self.fail_next = 0
 
-    def __call__(self, entries: list[Entry]) -> None:
+    def __call__(self, entries: list[Entry], origin: LogIdentity) -> None:
         with self.cond:
             if self.fail_next:
                 self.fail_next -= 1
                 raise RuntimeError("sink refused (injected)")
             self.batches.append(list(entries))
+            self.origins.append(origin)
             self.cond.notify_all()
 
     @property

@@ -40,7 +40,7 @@ class ListStore:
         self.cond = threading.Condition()
         self.blocked = threading.Event()
 
-    def put(self, entries: Sequence[Entry], timeout: float | None = None) -> bool:
+    def put(self, entries: Sequence[Entry], timeout: float | None = None, origin: object = None) -> bool:
         with self.cond:
             if len(self.items) + len(entries) > self.capacity:
                 self.blocked.set()
@@ -158,15 +158,15 @@ def test_group_member_waits_for_an_idle_member_until_its_heartbeat() -> None:
     passed = threading.Event()
 
     def first() -> None:
-        group.member(0)(txn(1000))
+        group.member(0)(txn(1000), None)
         passed.set()
 
     t = threading.Thread(target=first)
     t.start()
     assert not passed.wait(0.2)  # member 1 has said nothing yet: member 0 cannot know it is first
-    group.member(1)(heartbeat(999))
+    group.member(1)(heartbeat(999), None)
     assert not passed.wait(0.2)  # a heartbeat before t=1000 does not settle it
-    group.member(1)(heartbeat(1001))
+    group.member(1)(heartbeat(1001), None)
     assert passed.wait(5)
     t.join()
     assert len(store.items) == 3
@@ -179,7 +179,7 @@ def test_group_stop_and_leave_release_waiters() -> None:
 
     def blocked() -> None:
         try:
-            group.member(0)(txn(5))
+            group.member(0)(txn(5), None)
         except StoreClosedError as exc:
             errors.append(exc)
 

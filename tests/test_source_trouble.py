@@ -32,6 +32,7 @@ from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryCon
 from canal.errors import BinlogPurgedError, NotRunningError, SourceError
 from canal.instance import Instance
 from canal.parse.parser import EventParser
+from canal.position import LogIdentity
 from canal.protocol import Entry, EntryType
 from canal.testing.services import MariaDBServer
 
@@ -307,8 +308,8 @@ class HoldingSink(CollectingSink):
         self.held = threading.Event()
         self._release = threading.Event()
 
-    def __call__(self, entries: list[Entry]) -> None:
-        super().__call__(entries)
+    def __call__(self, entries: list[Entry], origin: LogIdentity) -> None:
+        super().__call__(entries, origin)
         if not self.held.is_set() and _inside_big(entries):
             self.held.set()
             assert self._release.wait(60), "the test never released the sink"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -11,10 +12,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from test_store_support import EntryMaker, model_cut, model_range
 
 from canal.errors import StoreBatchTooLargeError, StoreSequenceError
+from canal.position import LogIdentity
 from canal.protocol import Entry
 from canal.store import BatchMode, MemoryEventStore
 
 KINDS = st.sampled_from("BRRRREDH")
+ORIGIN = st.sampled_from([None, LogIdentity("master:3306", 7), LogIdentity("standby:3306", 7)])
 ITEM = st.tuples(KINDS, st.one_of(st.integers(0, 60), st.integers(0, 400)), st.booleans(), st.integers(0, 5))
 
 
@@ -25,6 +28,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.store: MemoryEventStore | None = None
         self.entries: dict[int, Entry] = {}  # seq -> entry, for every entry not yet acked (the model holds them)
         self.batch_of: dict[int, int] = {}  # seq -> id of the put that brought it
+        self.origin_of: dict[int, LogIdentity | None] = {}  # seq -> the server it was put with
         self.gone: list[weakref.ref[Entry]] = []  # acked / cleared entries: nobody may keep them alive
         self.put = self.get = self.ack = -1
         self.puts = 0
@@ -61,19 +65,19 @@ class StoreMachine(RuleBasedStateMachine):
             out.append(self.maker.make(kind, length, anchor, rows))
         return out
 
-    @rule(items=st.lists(ITEM, min_size=0, max_size=20), blocking_api=st.booleans())
-    def put(self, items: list[tuple[str, int, bool, int]], blocking_api: bool) -> None:
+    @rule(items=st.lists(ITEM, min_size=0, max_size=20), blocking_api=st.booleans(), origin=ORIGIN)
+    def put(self, items: list[tuple[str, int, bool, int]], blocking_api: bool, origin: LogIdentity | None) -> None:
         batch = self._make(items)
         n = len(batch)
         if n > self.size:
             with pytest.raises(StoreBatchTooLargeError):
-                self.s.put(batch, timeout=0) if blocking_api else self.s.try_put(batch)
+                self.s.put(batch, timeout=0, origin=origin) if blocking_api else self.s.try_put(batch, origin)
             return
         held = self.put - self.ack
         batch_bytes = sum(e.byte_size for e in batch)
         byte_ok = not self.memsize or self._held_bytes() + batch_bytes <= self.size * self.unit or held == 0
         fits = n == 0 or (held + n <= self.size and byte_ok)
-        ok = self.s.put(batch, timeout=0) if blocking_api else self.s.try_put(batch)
+        ok = self.s.put(batch, timeout=0, origin=origin) if blocking_api else self.s.try_put(batch, origin)
         assert ok == fits
         if ok and n:
             self.puts += 1
@@ -81,6 +85,7 @@ class StoreMachine(RuleBasedStateMachine):
                 self.put += 1
                 self.entries[self.put] = e
                 self.batch_of[self.put] = self.puts
+                self.origin_of[self.put] = origin
             self.latest = batch[-1].position
 
     @rule(batch_size=st.one_of(st.integers(1, 3), st.integers(1, 20)))
@@ -95,7 +100,11 @@ class StoreMachine(RuleBasedStateMachine):
         assert len(events.entries) == n
         assert all(a is b for a, b in zip(events.entries, unread[:n], strict=True))
         assert events.end_seq == self.get + n
-        assert events.range == model_range(unread[:n])
+        # the range names the server its last entry was put with, and the batch's store sequences
+        last = self.get + n
+        assert events.range == attrs.evolve(
+            model_range(unread[:n]), identity=self.origin_of[last], seqs=(self.get + 1, last)
+        )
         if self.memsize and n > 1:
             assert sum(e.byte_size for e in events.entries) <= batch_size * self.unit
         if self.ddl and any(e.is_boundary and e.row_change is not None and e.row_change.is_ddl for e in unread[:n]):

@@ -118,6 +118,10 @@ class MetaManager(StartStopComponent, Protocol):
 
     def get_first_batch(self, client: ClientIdentity) -> PositionRange | None: ...
 
+    def batch_ids(self, client: ClientIdentity) -> list[int]:
+        """Outstanding mark ids, oldest first (without reading the marks)."""
+        ...
+
     def get_last_batch(self, client: ClientIdentity) -> PositionRange | None: ...
 
     def list_all_batchs(self, client: ClientIdentity) -> dict[int, PositionRange]:

@@ -264,6 +264,11 @@ class MetaCore:
             assert marks is not None
             return {i: marks.ranges.pop(i) for i in ids if i >= batch_id}
 
+    def batch_ids(self, client: ClientIdentity) -> list[int]:
+        with self._lock:
+            marks = self._marks.get(client)
+            return [] if marks is None else marks.ids()
+
     def get_first_batch(self, client: ClientIdentity) -> PositionRange | None:
         with self._lock:
             marks = self._marks.get(client)

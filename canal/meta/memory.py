@@ -70,6 +70,10 @@ class MemoryMetaManager(Lifecycle):
         self._require_started()
         return self._core.remove_batchs_from(client, batch_id)
 
+    def batch_ids(self, client: ClientIdentity) -> list[int]:
+        self._require_started()
+        return self._core.batch_ids(client)
+
     def get_first_batch(self, client: ClientIdentity) -> PositionRange | None:
         self._require_started()
         return self._core.get_first_batch(client)

@@ -348,6 +348,10 @@ class ZooKeeperMetaManager(ZooKeeperClientOwner):
                 result[bid] = _decode(data, path, PositionRange.from_json)
         return result
 
+    def batch_ids(self, client: ClientIdentity) -> list[int]:
+        self._require_started()
+        return self._mark_ids(client)
+
     def get_first_batch(self, client: ClientIdentity) -> PositionRange | None:
         self._require_started()
         for bid in self._mark_ids(client):

@@ -60,7 +60,7 @@ class EventParser(StartStopContext):
 
     ``source_factory(master_config)`` builds an unopened :class:`BinlogSource` for the master or the standby (None:
     :func:`default_source_factory`).
-    ``sink(entries)`` blocks until the entries are stored (it may raise; the parser then retries from the last
+    ``sink(entries, origin)`` blocks until the entries are stored (it may raise; the parser then retries from the last
     handed-off position). After each hand-off the restart point goes to ``log_position_manager``.
     """
 
@@ -380,10 +380,10 @@ class EventParser(StartStopContext):
 
     _in_sink = False
 
-    def _hand_off(self, entries: list[Entry]) -> None:
+    def _hand_off(self, entries: list[Entry], origin: LogIdentity) -> None:
         self._in_sink = True
         try:
-            self.sink(entries)
+            self.sink(entries, origin)
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()

@@ -19,7 +19,9 @@ from typing import Protocol
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 
-Sink = Callable[[list[Entry]], None]
+Sink = Callable[[list[Entry], LogIdentity], None]
+"""``sink(entries, origin)``: one hand-off and the server it was read from (carried with the entries into the store,
+so a batch names its server however the parser has switched since)."""
 
 
 class LogPositionManagerLike(Protocol):
@@ -80,7 +82,7 @@ class TransactionBuffer:
         if kind is EntryType.HEARTBEAT:
             self.flush()
             if not self._buffer:
-                self.sink([entry])
+                self.sink([entry], self.identity)
             return
         buffer = self._buffer
         if kind is EntryType.TRANSACTIONBEGIN and buffer:
@@ -106,7 +108,7 @@ class TransactionBuffer:
 
     def _hand_off(self, count: int) -> None:
         part = self._buffer[:count]
-        self.sink(part)
+        self.sink(part, self.identity)
         del self._buffer[:count]
         self.handoffs += 1
         position = restart_position(part, self.identity)

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from canal.errors import StoreClosedError
 from canal.log import destination_logger
+from canal.position import LogIdentity
 from canal.protocol import Entry, EntryType
 
 # canal's EntryEventSink defaults: let one empty transaction through every 5 s of binlog time or every 8192 of
@@ -22,7 +23,9 @@ _TXN_MARKERS = (EntryType.TRANSACTIONBEGIN, EntryType.TRANSACTIONEND)
 class PutTarget(Protocol):
     """What the sink needs of a store."""
 
-    def put(self, entries: Sequence[Entry], timeout: float | None = None) -> bool: ...
+    def put(
+        self, entries: Sequence[Entry], timeout: float | None = None, origin: LogIdentity | None = None
+    ) -> bool: ...
 
 
 class EntrySink:
@@ -63,8 +66,8 @@ class EntrySink:
         """Allow sinking again after stop() (a restarted instance reuses its sink)."""
         self._stopped.clear()
 
-    def sink(self, entries: Sequence[Entry]) -> None:
-        """Put one hand-off (a whole transaction, or part of a large one) into the store."""
+    def sink(self, entries: Sequence[Entry], origin: LogIdentity | None = None) -> None:
+        """Put one hand-off (a whole transaction, or part of a large one) read from ``origin`` into the store."""
         kept: list[Entry] = []
         has_rows = False
         for entry in entries:
@@ -82,7 +85,7 @@ class EntrySink:
         if not has_rows and self._filter_empty and self._skip_empty(kept[0].header.execute_time):
             self.empty_transactions_dropped += 1
             return
-        self._put(kept)
+        self._put(kept, origin)
 
     def _skip_empty(self, execute_ms: int) -> bool:
         if self._empty_last_ms is None:
@@ -95,9 +98,9 @@ class EntrySink:
         self._empty_last_ms = execute_ms
         return False
 
-    def _put(self, entries: list[Entry]) -> None:
+    def _put(self, entries: list[Entry], origin: LogIdentity | None) -> None:
         while not self._stopped.is_set():
-            if self._store.put(entries, timeout=self._put_wait_s):
+            if self._store.put(entries, timeout=self._put_wait_s, origin=origin):
                 self.entries_put += len(entries)
                 return
         raise StoreClosedError("the sink was stopped while waiting for room in the store; the entries were not stored")

@@ -20,7 +20,10 @@ import threading
 from collections.abc import Callable, Sequence
 
 from canal.errors import StoreClosedError
+from canal.position import LogIdentity
 from canal.protocol import Entry, EntryType
+
+MemberSink = Callable[[Sequence[Entry], LogIdentity | None], None]
 
 
 class GroupSink:
@@ -28,7 +31,7 @@ class GroupSink:
 
     def __init__(
         self,
-        downstream: Callable[[Sequence[Entry]], None],
+        downstream: MemberSink,
         members: int,
         *,
         heartbeat_clock: Callable[[], int] | None = None,
@@ -55,11 +58,15 @@ class GroupSink:
     def members(self) -> int:
         return len(self._latest_ms)
 
-    def member(self, index: int) -> Callable[[Sequence[Entry]], None]:
+    def member(self, index: int) -> MemberSink:
         """The sink callable for parser number ``index``."""
         if not 0 <= index < len(self._latest_ms):
             raise IndexError(f"group sink member {index} does not exist (members: {len(self._latest_ms)})")
-        return lambda entries: self.sink(index, entries)
+
+        def member_sink(entries: Sequence[Entry], origin: LogIdentity | None = None) -> None:
+            self.sink(index, entries, origin)
+
+        return member_sink
 
     def leave(self, index: int) -> None:
         """Member ``index`` stopped for good: nobody waits for it any more."""
@@ -84,7 +91,7 @@ class GroupSink:
             if other != index and active
         )
 
-    def sink(self, index: int, entries: Sequence[Entry]) -> None:
+    def sink(self, index: int, entries: Sequence[Entry], origin: LogIdentity | None = None) -> None:
         if not entries:
             return
         stamp = entries[0].header.execute_time
@@ -105,7 +112,7 @@ class GroupSink:
             if self._stopped:
                 raise StoreClosedError("the group sink was stopped")
             try:
-                self._downstream(entries)
+                self._downstream(entries, origin)
             except BaseException:
                 # the member's parser re-reads from its last recorded position; others must not wait on it
                 if self._owner == index:

@@ -50,9 +50,8 @@ from typing import Any, TypeVar
 
 from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, parse_bool
 from canal.errors import CanalError
-from canal.instance import Instance, build_meta
+from canal.instance import Instance
 from canal.log import destination_logger
-from canal.parse.log_position import FailbackLogPositionManager, MemoryLogPositionManager, MetaLogPositionManager
 from canal.position import EntryPosition
 from canal.protocol import EMPTY_MESSAGE_ID
 from canal.spark.changes import (
@@ -249,18 +248,10 @@ class _Session:
     def open_at(self, start: Offset) -> Instance:
         """(Re)start the instance so that its next entry is the first one after ``start``."""
         self.close()
-        meta = build_meta(self.config)
-        memory = MemoryLogPositionManager()
-        if has_position(start):
-            memory.start()
-            memory.persist_position(self.config.destination, cursor_of(start))
-        positions = FailbackLogPositionManager(memory, MetaLogPositionManager(meta))
-        instance = Instance(self.config, meta=meta, log_positions=positions)
+        # the saved cursor follows the checkpoint (what Spark has durably passed); a failed write fails the start
+        instance = Instance.at(self.config, cursor_of(start)) if has_position(start) else Instance(self.config)
         instance.start()
-        if has_position(start):
-            # the saved cursor follows the checkpoint: what Spark has durably passed
-            with contextlib.suppress(CanalError):
-                meta.update_cursor(instance.default_client, cursor_of(start))
+        meta = instance.meta
         self.instance, self.meta, self.pos, self.outstanding = instance, meta, dict(start), []
         return instance
 
@@ -432,18 +423,36 @@ class CanalStreamReader:
         return iter(batches)
 
     def commit(self, end: Offset) -> None:
+        """Ack the instance batches up to ``end`` (Spark has written them) and drop their spool files.
+
+        A failed ack fails the commit, and with it the query, with a :class:`SourceError`: the batch is still
+        outstanding and the spool keeps it, so nothing is lost. The instance is closed, so the next ``read``
+        restarts it at the offset Spark's checkpoint holds (as after a restart of the runner process).
+        """
         session = _SESSIONS.get(_options_key(self.options))
+        failed: tuple[int, CanalError] | None = None
         if session is not None:
             with session.lock:
                 instance = session.instance
-                while session.outstanding and cursor_key(session.outstanding[0][1]) <= cursor_key(end):
-                    batch_id, _end = session.outstanding.pop(0)
-                    if instance is not None:
-                        try:
-                            instance.ack(batch_id)
-                        except CanalError:
-                            session.outstanding.clear()
-                            break
+                while instance is not None and session.outstanding:
+                    batch_id, batch_end = session.outstanding[0]
+                    if cursor_key(batch_end) > cursor_key(end):
+                        break
+                    try:
+                        instance.ack(batch_id)
+                    except CanalError as refused:
+                        failed = batch_id, refused
+                        break
+                    session.outstanding.pop(0)
+        if session is not None and failed is not None:
+            batch_id, exc = failed
+            log = destination_logger(__name__, self.destination)
+            log.error("ack of batch %d failed; closing the instance: %s", batch_id, exc)
+            session.close()  # outside the lock: it waits for a prefetch, which takes the lock
+            raise SourceError(
+                f"commit of {canonical(end)} failed: the ack of instance batch {batch_id} was refused "
+                f"({type(exc).__name__}: {exc}); the rows stay spooled and are read again from the checkpoint"
+            ) from exc
         self.spool.discard_through(end)
 
     def prepareForTriggerAvailableNow(self) -> None:

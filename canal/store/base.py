@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from canal.position import EntryPosition, PositionRange
+from canal.position import EntryPosition, LogIdentity, PositionRange
 from canal.protocol import Entry
 
 INIT_SEQUENCE = -1
@@ -38,7 +38,8 @@ class Events:
     * ``start`` / ``end``: the positions of the first and last entry;
     * ``ack``: the position (``included=True``) of the last transaction end or DDL in the batch, None if none;
     * ``cursor`` / ``rows_done``: from the last entry of the batch -- ``cursor`` is its ``anchor`` (or, when it has
-      none, its own position with ``included`` = whether it is a boundary) and ``rows_done`` its ``rows_done``.
+      none, its own position with ``included`` = whether it is a boundary) and ``rows_done`` its ``rows_done``;
+    * ``identity``: the ``origin`` the last entry was put with; ``seqs``: ``(start_seq, end_seq)``.
     """
 
     entries: Sequence[Entry]
@@ -97,11 +98,12 @@ class EventStore(Protocol):
     @property
     def is_started(self) -> bool: ...
 
-    def put(self, entries: Sequence[Entry], timeout: float | None = None) -> bool:
-        """Append a batch atomically, waiting for space (None: forever); False when ``timeout`` ran out."""
+    def put(self, entries: Sequence[Entry], timeout: float | None = None, origin: LogIdentity | None = None) -> bool:
+        """Append a batch read from server ``origin`` atomically, waiting for space (None: forever); False when
+        ``timeout`` ran out."""
         ...
 
-    def try_put(self, entries: Sequence[Entry]) -> bool:
+    def try_put(self, entries: Sequence[Entry], origin: LogIdentity | None = None) -> bool:
         """Append a batch atomically if it fits now; never blocks."""
         ...
 

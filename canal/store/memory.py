@@ -34,7 +34,7 @@ from typing import cast
 from canal.config import BatchMode
 from canal.errors import ConfigError, StoreBatchTooLargeError, StoreClosedError, StoreSequenceError
 from canal.log import destination_logger
-from canal.position import EntryPosition, PositionRange
+from canal.position import EntryPosition, LogIdentity, PositionRange
 from canal.protocol import Entry, EntryType
 from canal.start_stop import StartStopContext
 from canal.store.base import INIT_SEQUENCE, Events, StoreStats
@@ -53,7 +53,9 @@ def _position(entry: Entry, included: bool) -> EntryPosition:
     return EntryPosition(h.log_file, h.log_offset, h.execute_time, h.server_id, h.gtid, included)
 
 
-def position_range(entries: Sequence[Entry]) -> PositionRange:
+def position_range(
+    entries: Sequence[Entry], identity: LogIdentity | None = None, seqs: tuple[int, int] | None = None
+) -> PositionRange:
     """The :class:`PositionRange` of a non-empty batch (see :class:`~canal.store.base.Events` for the rules)."""
     last = entries[-1]
     end = _position(last, False)
@@ -71,7 +73,7 @@ def position_range(entries: Sequence[Entry]) -> PositionRange:
     cursor = last.anchor
     if cursor is None:
         cursor = ack if last_is_boundary and ack is not None else end
-    return PositionRange(start, end, ack, cursor, last.rows_done)
+    return PositionRange(start, end, ack, cursor, last.rows_done, identity, seqs)
 
 
 class MemoryEventStore(StartStopContext):
@@ -124,6 +126,9 @@ class MemoryEventStore(StartStopContext):
         self._put_mem = self._get_mem = self._ack_mem = 0
         self._starved = False  # the last put attempt found no room (cleared by the next successful put)
         self._latest: EntryPosition | None = None
+        # where each run of entries from one server begins: (first sequence, origin), oldest first. Origins change
+        # only on a master/standby switch, so this stays a list of one or two.
+        self._origins: list[tuple[int, LogIdentity | None]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,8 +164,10 @@ class MemoryEventStore(StartStopContext):
 
     # ------------------------------------------------------------------ put
 
-    def put(self, entries: Sequence[Entry], timeout: float | None = None) -> bool:
+    def put(self, entries: Sequence[Entry], timeout: float | None = None, origin: LogIdentity | None = None) -> bool:
         """Append ``entries`` atomically, waiting while they do not fit.
+
+        ``origin`` is the server they were read from; a batch handed out names the origin of its last entry.
 
         ``timeout`` None waits as long as it takes; 0 (or less) does not wait; a positive value waits up to that
         many seconds. Returns False when the batch was not put because the time ran out. Raises
@@ -202,12 +209,12 @@ class MemoryEventStore(StartStopContext):
                             break
                 finally:
                     self._put_waiters -= 1
-            self._write(entries, n, sizes, batch_bytes, latest)
+            self._write(entries, n, sizes, batch_bytes, latest, origin)
         return True
 
-    def try_put(self, entries: Sequence[Entry]) -> bool:
+    def try_put(self, entries: Sequence[Entry], origin: LogIdentity | None = None) -> bool:
         """Append ``entries`` atomically if they fit now; False (nothing put) when they do not. Never blocks."""
-        return self.put(entries, 0)
+        return self.put(entries, 0, origin)
 
     def _too_large(self, n: int) -> StoreBatchTooLargeError:
         return StoreBatchTooLargeError(
@@ -230,8 +237,17 @@ class MemoryEventStore(StartStopContext):
             self._not_empty.notify_all()
 
     def _write(
-        self, entries: Sequence[Entry], n: int, sizes: list[int], batch_bytes: int, latest: EntryPosition
+        self,
+        entries: Sequence[Entry],
+        n: int,
+        sizes: list[int],
+        batch_bytes: int,
+        latest: EntryPosition,
+        origin: LogIdentity | None,
     ) -> None:
+        origins = self._origins
+        if not origins or origins[-1][1] != origin:
+            origins.append((self._put + 1, origin))
         s = (self._put + 1) & self._mask
         e = s + n
         buf = self._buf
@@ -297,8 +313,15 @@ class MemoryEventStore(StartStopContext):
             end = start + n - 1
             self._get = end
             self._get_mem += nbytes if nbytes >= 0 else self._bytes_of(start, n)
+            origin = self._origin_of(end)
         batch = cast("list[Entry]", entries)  # slots between ack and put are never None
-        return Events(batch, position_range(batch), start, end)
+        return Events(batch, position_range(batch, origin, (start, end)), start, end)
+
+    def _origin_of(self, seq: int) -> LogIdentity | None:
+        for first, origin in reversed(self._origins):
+            if first <= seq:
+                return origin
+        return None
 
     def _ready(self, batch_size: int) -> bool:
         unread = self._put - self._get
@@ -408,6 +431,9 @@ class MemoryEventStore(StartStopContext):
                 buf[: e - self._size] = [None] * (e - self._size)
             self._ack_mem = self._get_mem if end_seq == self._get else self._ack_mem + self._bytes_of(ack + 1, n)
             self._ack = end_seq
+            origins = self._origins
+            while len(origins) > 1 and origins[1][0] <= end_seq + 1:
+                del origins[0]  # every entry of the oldest run is acked
             if self._put_waiters:
                 self._not_full.notify_all()
 
@@ -445,6 +471,7 @@ class MemoryEventStore(StartStopContext):
             self._buf[:] = [None] * self._size
             self._get = self._ack = self._put
             self._get_mem = self._ack_mem = self._put_mem
+            del self._origins[:-1]  # the next put starts a run unless it comes from the same server
             if self._put_waiters:
                 self._not_full.notify_all()
 
