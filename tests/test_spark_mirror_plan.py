@@ -36,6 +36,7 @@ ARROW_SCHEMA = pa.schema(
         ("is_ddl", pa.bool_()),
         ("sql", pa.string()),
         ("keys", pa.string()),
+        ("old_keys", pa.string()),
         ("after", pa.string()),
         ("columns", pa.string()),
     ]
@@ -130,7 +131,9 @@ def batches(draw: st.DrawFn, specs_: list[Spec], first_seq: int = 1) -> list[Row
     for seq in range(first_seq, first_seq + draw(st.integers(1, 40))):
         spec = draw(st.sampled_from(specs_))
         columns = json.dumps(spec.layout)
-        base: Row = {"seq": seq, "schema": spec.schema, "table": spec.table, "is_ddl": False, "sql": None}
+        base: Row = {
+            "seq": seq, "schema": spec.schema, "table": spec.table, "is_ddl": False, "sql": None, "old_keys": None
+        }
         kind = draw(st.sampled_from(["INSERT"] * 4 + ["UPDATE"] * 4 + ["DELETE"] * 3 + ["DDL", "ODD"]))
         if kind == "DDL":
             ddl = draw(st.sampled_from(["TRUNCATE", "ERASE", "ALTER", "CREATE"]))
@@ -161,7 +164,12 @@ def batches(draw: st.DrawFn, specs_: list[Spec], first_seq: int = 1) -> list[Row
             image["not in layout"] = draw(st.sampled_from(["1", None]))
         keys_text = json.dumps(key, ensure_ascii=False, separators=(",", ":"))
         after = None if kind == "DELETE" else _image_text(draw, image)
-        rows.append(base | {"type": kind, "keys": keys_text, "after": after, "columns": columns})
+        row = base | {"type": kind, "keys": keys_text, "after": after, "columns": columns}
+        if kind == "UPDATE" and draw(st.integers(0, 2)) == 0:  # the update changed the primary key
+            old_id = (int(key["id"]) + draw(st.integers(1, 4))) % 5
+            old = dict(key, id=str(old_id))
+            row["old_keys"] = json.dumps(old, ensure_ascii=False, separators=(",", ":"))
+        rows.append(row)
     return rows
 
 
@@ -203,6 +211,9 @@ def model_plan(rows: list[Row], only: frozenset[str] | None = None) -> dict[str,
             plan.ddl.append((row["type"], row["sql"] or ""))
         elif row["keys"] is not None and row["columns"] is not None:
             plan.layout = row["columns"]
+            if row["old_keys"] is not None:  # a changed primary key: the old row goes
+                plan.changes.pop(row["old_keys"], None)
+                plan.changes[row["old_keys"]] = (True, None)
             plan.changes.pop(row["keys"], None)
             plan.changes[row["keys"]] = (row["type"] == "DELETE", row["after"])
     return plans
@@ -350,6 +361,8 @@ def test_delta_contents_match_the_model(tmp_path_factory: pytest.TempPathFactory
             if row["type"] in ("TRUNCATE", "ERASE"):
                 table_state.clear()
             elif not row["is_ddl"] and row["keys"] is not None and row["columns"] is not None:
+                if row["old_keys"] is not None:
+                    table_state.pop(row["old_keys"], None)
                 if row["type"] == "DELETE":
                     table_state.pop(row["keys"], None)
                 else:

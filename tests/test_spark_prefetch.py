@@ -16,8 +16,9 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
+from canal.errors import MetaError
 from canal.spark.changes import INITIAL_OFFSET, Offset, canonical
-from canal.spark.source import CanalStreamReader, Spool, _session, close_sessions
+from canal.spark.source import CanalStreamReader, SourceError, Spool, _session, close_sessions
 from canal.testing.fake import FakeMysql
 
 ROWS = 60
@@ -121,3 +122,30 @@ def test_prefetch_off_gives_the_same_rows(fake: FakeMysql, tmp_path: Path) -> No
     without, _ = read_until(reader(fake, tmp_path / "b", prefetch=False), dict(INITIAL_OFFSET), ROWS)
     assert ids([b for _, b, _ in with_prefetch]) == ids([b for _, b, _ in without]) == list(range(ROWS))
     assert not _session(reader(fake, tmp_path / "b", prefetch=False).options).prefetched
+
+
+def test_a_refused_ack_fails_the_commit_and_loses_nothing(
+    fake: FakeMysql, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ack failure surfaces as a SourceError (the query fails); the batch stays spooled and outstanding, and
+    the next read -- from the offset Spark's checkpoint holds -- delivers every row after it."""
+    r = reader(fake, tmp_path / "spool", prefetch=False)
+    got, _ = read_until(r, dict(INITIAL_OFFSET), 10)
+    first_start, first_batch, first_end = got[0]
+    session = _session(r.options)
+    assert session.instance is not None
+    owed = list(session.outstanding)
+
+    def refuse(*_args: Any) -> None:
+        raise MetaError("the meta store refused the cursor write (injected)")
+
+    monkeypatch.setattr(session.instance.meta, "update_cursor", refuse)
+    with pytest.raises(SourceError, match="refused"):
+        r.commit(first_end)
+    assert session.instance is None  # closed: the next read restarts at the checkpoint's offset
+    assert owed and session.outstanding == []
+    spooled = Spool(tmp_path / "spool").read(first_start)
+    assert spooled is not None and spooled[0].equals(first_batch)  # kept: commit did not discard it
+    monkeypatch.undo()
+    rest, _ = read_until(r, first_end, ROWS - len(ids([first_batch])))
+    assert ids([first_batch]) + ids([b for _, b, _ in rest]) == list(range(ROWS))

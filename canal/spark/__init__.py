@@ -10,7 +10,7 @@ pyspark, pyarrow and deltalake are imported only when used (the ``spark`` extra)
 
 from __future__ import annotations
 
-from canal.spark.batches import RunStats, run_batches
+from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
 from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorError, alter_columns, compare
 from canal.spark.project import project
@@ -23,6 +23,7 @@ __all__ = [
     "CanalStreamReader",
     "Comparison",
     "DeltaMirror",
+    "JournalError",
     "MirrorError",
     "RunStats",
     "SourceError",

@@ -10,7 +10,6 @@ position -- the same entries under the same id, which an idempotent sink (e.g.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from canal.errors import CanalError
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, Entry
 from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, position_id
@@ -115,6 +115,32 @@ class _Puller:
             self.instance.ack(mid)
 
 
+class JournalError(CanalError):
+    """The ``run_batches`` journal cannot be read: the batch in flight before a crash is unknown, so the first batch
+    cannot be guaranteed identical to it. Nothing was consumed; fix or remove the file (losing that guarantee)."""
+
+
+def _read_journal(path: Path) -> int | None:
+    """The id of the batch that was in flight when the last run stopped, None when there was none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise JournalError(f"cannot read the run_batches journal {path}: {exc}") from exc
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise JournalError(f"the run_batches journal {path} is not JSON ({exc}): {text[:80]!r}") from None
+    if isinstance(document, dict) and len(document) == 1:
+        (state, batch_id), = document.items()
+        if state in ("pending", "done") and isinstance(batch_id, int) and not isinstance(batch_id, bool):
+            return batch_id if state == "pending" else None
+    raise JournalError(
+        f"the run_batches journal {path} holds {text[:80]!r}; expected {{\"pending\": id}} or {{\"done\": id}}"
+    )
+
+
 def run_batches(
     instance: Instance,
     spark: Any,
@@ -141,9 +167,8 @@ def run_batches(
     puller = _Puller(instance, batch_size, timeout)
     journal_path = None if journal is None else Path(journal)
     pending: int | None = None
-    if journal_path is not None and journal_path.exists():
-        with contextlib.suppress(ValueError, OSError):
-            pending = json.loads(journal_path.read_text()).get("pending")
+    if journal_path is not None:
+        pending = _read_journal(journal_path)
     idle_since = time.monotonic()
     destination = instance.destination
     while True:

@@ -19,7 +19,10 @@ log_file           string      binlog file of the event
 log_offset         bigint      offset of the event in that file
 row_index          int         index of the row inside its row event
 gtid               string      the event's GTID when the master has them
-keys               string      primary-key values, JSON object name -> text
+keys               string      primary-key values, JSON object name -> text (of the after image; the before
+                               image for a DELETE)
+old_keys           string      for an UPDATE that changed the primary key: the key before it (the mirror deletes
+                               that row); null otherwise
 before, after      string      row images, JSON object name -> text (null when the image does not exist)
 columns            string      JSON list of ``[name, mysql_type, is_key]`` for DML rows
 =================  ==========  =================================================================================
@@ -57,6 +60,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table
     ("row_index", "INT"),
     ("gtid", "STRING"),
     ("keys", "STRING"),
+    ("old_keys", "STRING"),
     ("before", "STRING"),
     ("after", "STRING"),
     ("columns", "STRING"),
@@ -328,6 +332,7 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
     e_schema, e_table, e_type, e_ddl, e_sql, e_time, e_file, e_off, e_gtid, e_cols = per_entry.values()
     counts: list[int] = []
     keys: list[str | None] = []
+    old_keys: list[str | None] = []
     before: list[str | None] = []
     after: list[str | None] = []
     for entry in entries:
@@ -342,6 +347,7 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             e_cols.append(None)
             counts.append(1)
             keys.append(None)
+            old_keys.append(None)
             before.append(None)
             after.append(None)
         elif rc.event_type.is_dml and rc.rows:
@@ -350,8 +356,14 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             for row in rc.rows:
                 if row.table is not table:  # one row event has one table map; guard anyway
                     table, codec = row.table, _codec(row.table)
-                image = row.after if row.after is not None else row.before
-                keys.append(codec.keys(image))
+                if row.after is not None:
+                    key = codec.keys(row.after)
+                    old_key = None if row.before is None else codec.keys(row.before)
+                    old_keys.append(None if old_key == key else old_key)
+                else:
+                    key = codec.keys(row.before)
+                    old_keys.append(None)
+                keys.append(key)
                 before.append(codec.image(row.before))
                 after.append(codec.image(row.after))
             e_schema.append(h.schema)
@@ -380,6 +392,7 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
         "seq": pa.array(np.arange(first, first + n_rows, dtype=np.int64)),
         "row_index": pa.array(row_index.astype(np.int32)),
         "keys": pa.array(keys, pa.string()),
+        "old_keys": pa.array(old_keys, pa.string()),
         "before": pa.array(before, pa.string()),
         "after": pa.array(after, pa.string()),
     }

@@ -4,7 +4,8 @@
 batch of change rows (:mod:`canal.spark.changes`) and, per table:
 
 * reduces the batch to the last change per primary key (deletes delete, inserts and updates upsert the full after
-  image -- pycanal requires FULL row images);
+  image -- pycanal requires FULL row images); an update that changed the primary key (``old_keys``) also deletes
+  the old key, so the mirror follows key changes, swaps and changed-then-deleted rows;
 * applies DDL: ``ALTER TABLE ... ADD [COLUMN]`` / ``DROP [COLUMN]`` evolve the table schema (added columns are
   null in existing rows: a DEFAULT that MySQL fills in without logging rows is not backfilled), TRUNCATE and DROP
   TABLE empty it; new columns seen in row images are added by the MERGE (``merge_schema``);
@@ -103,6 +104,7 @@ MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
     "is_ddl",
     "sql",
     "keys",
+    "old_keys",
     "after",
     "columns",
 )
@@ -397,20 +399,38 @@ class DeltaMirror:
         layouts = table.column("columns").take(last_rows.column("pos_max")).to_pylist()
         for t, layout in zip(last_rows.column("tid").to_pylist(), layouts, strict=True):
             by_tid[t].layout = layout
+        # Each change at row ``pos`` gets order 2*pos+1. An UPDATE that changed the primary key also deletes its old
+        # key, just before it (order 2*pos): MySQL keeps keys unique after every row, so walking the changes in
+        # order and keeping the last one per key gives the source's final rows, also for keys changed twice,
+        # swapped through a third value, or changed and then deleted.
+        changes = pa.table({"tid": tid, "order": pc.add(pc.multiply(pos, 2), 1), "keys": keys}).filter(dml)
+        old_keys = table.column("old_keys")
+        moved = pc.and_(dml, pc.is_valid(old_keys))
+        if _any(moved):
+            old = pa.table(
+                {"tid": tid.filter(moved), "order": pc.multiply(pos.filter(moved), 2), "keys": old_keys.filter(moved)}
+            )
+            changes = pa.concat_tables([changes, old.cast(changes.schema)])
         if truncated_at:
-            cut = pa.array([truncated_at.get(t, -1) for t in range(len(by_tid))], type=pa.int64())
-            rows = rows.filter(pc.greater(rows.column("pos"), cut.take(rows.column("tid"))))
-        last = rows.group_by(["tid", "keys"]).aggregate([("pos", "max")])
-        last = last.select(["tid", "pos_max"]).sort_by([("tid", "ascending"), ("pos_max", "ascending")])
-        kept = table.select(["type", "keys", "after"]).take(last.column("pos_max"))
-        deletes = pc.fill_null(pc.equal(kept.column("type"), "DELETE"), False)
-        counts = last.group_by("tid").aggregate([("pos_max", "count")]).sort_by("tid")
+            cut = pa.array([2 * truncated_at.get(t, -1) for t in range(len(by_tid))], type=pa.int64())
+            changes = changes.filter(pc.greater(changes.column("order"), cut.take(changes.column("tid"))))
+        # the last change per (table, key); orders are unique, and an even order is an old key's delete
+        winners = changes.group_by(["tid", "keys"]).aggregate([("order", "max")])
+        winners = winners.sort_by([("tid", "ascending"), ("order_max", "ascending")])
+        order = winners.column("order_max")
+        old_key = pc.equal(pc.bit_wise_and(order, 1), 0)
+        at = pc.shift_right(order, 1)  # the change row (for an old key's delete: the UPDATE's row)
+        updated = pc.fill_null(pc.not_equal(table.column("type").take(at), "DELETE"), True)
+        deletes = pc.or_(old_key, pc.invert(updated))
+        kept_keys = winners.column("keys")
+        kept_after = pc.if_else(old_key, pa.scalar(None, pa.string()), table.column("after").take(at))
+        counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
         offset = 0
-        for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "pos_max_count")), strict=True):
+        for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
             plan = by_tid[t]
             plan.deletes = deletes.slice(offset, count)
-            plan.keys = kept.column("keys").slice(offset, count)
-            plan.after = kept.column("after").slice(offset, count)
+            plan.keys = kept_keys.slice(offset, count)
+            plan.after = kept_after.slice(offset, count)
             offset += count
         return plans
 
