@@ -17,8 +17,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from canal.errors import ServiceError
-from canal.testing import MariaDBServer, ZooKeeperServer, services
+from canal.testing import MariaDBServer, ZooKeeperServer
 from canal.testing.plugin import MariaDBDatabase, MariaDBFactory, ZooKeeperChroot
+from canal.testing.services import process as services
 
 integration = pytest.mark.integration
 
