@@ -287,3 +287,57 @@ def test_a_failed_activation_is_retried_after_the_delay(zookeeper: ZooKeeperChro
         assert token > calls[0] and mon.is_active
     finally:
         mon.stop()
+
+
+class FlakyClient:
+    """A real kazoo client whose first ``failures`` creates raise ConnectionLoss (as a flaky network does)."""
+
+    def __init__(self, client: KazooClient, failures: int) -> None:
+        self._client = client
+        self.failures = failures
+        self.creates = 0
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        from kazoo.exceptions import ConnectionLoss
+
+        self.creates += 1
+        if self.creates <= self.failures:
+            raise ConnectionLoss("injected connection loss")
+        return self._client.create(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_failed_compete_step_is_retried_until_it_succeeds(zookeeper: ZooKeeperChroot) -> None:
+    """ConnectionLoss inside the compete step used to be logged and dropped: no watch fires for a node nobody
+    holds, so the standby never competed again and the destination stayed unserved."""
+    rec = Recorder()
+    flaky = FlakyClient(zookeeper.client(timeout=2.0), failures=3)
+    mon = server_monitor(flaky, "127.0.0.1:2", rec)  # type: ignore[arg-type]
+    mon.start()
+    try:
+        rec.wait_for("active", timeout=10.0)
+        assert mon.is_active and flaky.creates == 4
+    finally:
+        mon.stop()
+
+
+def test_a_standby_whose_compete_fails_still_takes_over(zookeeper: ZooKeeperChroot) -> None:
+    """The active one releases while the standby's ZooKeeper calls fail: the standby keeps trying and takes over."""
+    rec_a, rec_b = Recorder(), Recorder()
+    a = server_monitor(zookeeper.client(timeout=2.0), "127.0.0.1:3", rec_a)
+    a.start()
+    rec_a.wait_for("active")
+    flaky = FlakyClient(zookeeper.client(timeout=2.0), failures=0)
+    b = server_monitor(flaky, "127.0.0.1:4", rec_b)  # type: ignore[arg-type]
+    b.start()
+    try:
+        wait_until(lambda: b.attempts >= 1)  # b found the node taken and stands by
+        flaky.failures = flaky.creates + 2  # its next two creates fail
+        a.release()
+        token = rec_b.wait_for("active", timeout=10.0)
+        assert b.is_active and flaky.creates >= flaky.failures + 1 and token > 0
+    finally:
+        b.stop()
+        a.stop()

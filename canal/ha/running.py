@@ -38,6 +38,8 @@ from canal.errors import HAError, NotRunningError
 from canal.log import destination_logger
 
 RELEASED = b"<released>"
+RETRY_FIRST_S = 0.05  # a failed monitor step is retried after this, doubling up to RETRY_MAX_S
+RETRY_MAX_S = 2.0
 ActiveCallback = Callable[[int], None]
 StandbyCallback = Callable[[str], None]
 
@@ -166,14 +168,36 @@ class RunningMonitor:
             raise errors[0]
 
     def _work(self) -> None:
+        failures: dict[Callable[[], None], int] = {}  # consecutive failures of each step
         while True:
             task = self._tasks.get()
             if task is None:
                 return
             try:
                 task()
-            except Exception:
-                self._log.exception("running monitor task failed for %s", self.path)
+            except Exception as exc:
+                # A failed step (e.g. ConnectionLoss while competing) is retried until it succeeds or the monitor
+                # stops: dropping it could leave a standby that never competes again, and the destination unserved.
+                count = failures[task] = failures.get(task, 0) + 1
+                delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (count - 1))
+                self._log.warning(
+                    "running monitor step %s failed for %s (attempt %d), retrying in %.2fs: %s: %s",
+                    getattr(task, "__name__", task), self.path, count, delay, type(exc).__name__, exc,
+                )
+                self._retry_later(task, delay)
+            else:
+                failures.pop(task, None)
+
+    def _retry_later(self, task: Callable[[], None], delay: float) -> None:
+        def enqueue() -> None:
+            with self._lock:
+                running = self._running
+            if running:
+                self._tasks.put(task)
+
+        timer = threading.Timer(delay, enqueue)
+        timer.daemon = True
+        timer.start()
 
     def _schedule_compete(self, delay: float) -> None:
         with self._lock:
