@@ -121,6 +121,11 @@ class NotRunningError(ServerError):
     """The destination is not running in this process (stopped, standing by, or lost ZooKeeper)."""
 
 
+class OwnershipLostError(NotRunningError):
+    """This process could not prove it still owns the destination (another process was activated since, or
+    ZooKeeper could not confirm it): the call was not applied -- nothing handed out, no cursor written."""
+
+
 class HAError(CanalError):
     """ZooKeeper coordination failed."""
 

@@ -110,6 +110,7 @@ class Instance(StartStopContext):
         members: Sequence[MasterConfig] | None = None,
         zk: Any = None,
         fence: Fence | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.destination = config.destination
@@ -133,6 +134,10 @@ class Instance(StartStopContext):
         self.parser: EventParser | ParserGroup = parts.parser
         self._start_cursor = parts.start
         self._on_error = on_error
+        # proves this process may still act for the destination (the HA server's ZooKeeper ownership check); called
+        # after a get's wait and before an ack or rollback changes anything, so a process that was paused while
+        # another took over hands out nothing and writes nothing
+        self._guard = guard
         self.default_client = ClientIdentity(self.destination, DEFAULT_CLIENT_ID)
         self._lock = threading.RLock()  # serialises consumer calls, like canal's synchronized(instance)
         self._client_filters: dict[int, TableFilters] = {}
@@ -315,6 +320,12 @@ class Instance(StartStopContext):
             events = self.store.get(batch_size, timeout)
             if events.is_empty or events.range is None:
                 return Message(EMPTY_MESSAGE_ID, ())
+            if self._guard is not None:
+                try:
+                    self._guard()
+                except BaseException:
+                    self.store.rollback(events.start_seq - 1)  # not handed out: put back as it was
+                    raise
             batch_id = self.meta.add_batch(me, events.range)  # the mark carries the batch's server and sequences
             entries = self._client_view(me, events.entries)
             last_ms = events.entries[-1].header.execute_time
@@ -349,6 +360,8 @@ class Instance(StartStopContext):
             mark = self._outstanding(me, batch_id)
             outstanding = self.meta.batch_ids(me)
             check_remove(me, outstanding, batch_id)
+            if self._guard is not None:
+                self._guard()
             assert mark.seqs is not None and mark.identity is not None  # checked by _outstanding
             self.meta.update_cursor(me, LogPosition(mark.identity, mark.cursor, mark.rows_done))
             self.meta.remove_batch(me, batch_id)
@@ -371,10 +384,14 @@ class Instance(StartStopContext):
             self._require_running()
             self._require_subscribed(me)
             if batch_id is None:
+                if self._guard is not None:
+                    self._guard()
                 self.meta.clear_all_batchs(me)
                 self.store.rollback()
                 return
             mark = self._outstanding(me, batch_id)
+            if self._guard is not None:
+                self._guard()
             assert mark.seqs is not None  # checked by _outstanding
             self.meta.remove_batchs_from(me, batch_id)
             self.store.rollback(mark.seqs[0] - 1)

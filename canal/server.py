@@ -71,7 +71,9 @@ class _HaDestination:
         return None if token is None else ZkFence(self.monitor.epoch_path, token)
 
     def _activate(self, token: int) -> None:
-        instance = Instance(self.config, members=self.members, zk=self._zk, fence=self._fence)
+        instance = Instance(
+            self.config, members=self.members, zk=self._zk, fence=self._fence, guard=self.monitor.confirm_owner
+        )
         try:
             instance.start()
         except BaseException:

@@ -30,11 +30,12 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import DataWatch
 
-from canal.errors import HAError, NotRunningError
+from canal.errors import HAError, NotRunningError, OwnershipLostError
 from canal.log import destination_logger
 
 RELEASED = b"<released>"
@@ -95,6 +96,30 @@ class RunningMonitor:
     def token(self) -> int | None:
         """The fencing token of the current activation (None while standing by)."""
         return self._token if self._active.is_set() else None
+
+    def confirm_owner(self) -> None:
+        """Prove with a ZooKeeper round trip that this process still owns the node, or raise OwnershipLostError.
+
+        The owner holds the running node with its current session and no one has been activated since (the epoch
+        node's version is still this activation's token). A process that was paused (SIGSTOP, a long GC, a frozen
+        VM) learns of a lost session only some time after it resumes; this check lets it refuse to act meanwhile.
+        """
+        token = self.token
+        if token is None:
+            raise OwnershipLostError(f"this process does not own {self.path}; the call was not applied")
+        try:
+            _data, epoch = self._client.get(self.epoch_path)
+            running = self._client.exists(self.path)
+        except (KazooException, KazooTimeoutError) as exc:
+            raise OwnershipLostError(
+                f"cannot confirm that this process still owns {self.path} ({type(exc).__name__}: {exc}); "
+                "the call was not applied"
+            ) from exc
+        if epoch.version != token or running is None or running.ephemeralOwner != self._session_id():
+            raise OwnershipLostError(
+                f"this process no longer owns {self.path}: another process was activated since (fencing token "
+                f"{token}, epoch now {epoch.version}); the call was not applied"
+            )
 
     def check_active(self) -> int:
         """The current token, or NotRunningError when this process is not the active one."""

@@ -77,10 +77,14 @@ class Child:
 
     def command(self, cmd: str, timeout: float = 30.0) -> str:
         """script mode: send one command, return its one answer line."""
+        self.send(cmd)
+        return self.expect(lambda line: True, timeout, f"answer to {cmd}")
+
+    def send(self, cmd: str) -> None:
+        """script mode: send one command without waiting for its answer (read it later with :meth:`expect`)."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(cmd + "\n")
         self.proc.stdin.flush()
-        return self.expect(lambda line: True, timeout, f"answer to {cmd}")
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
