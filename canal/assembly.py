@@ -58,7 +58,7 @@ def build_meta(config: InstanceConfig, *, zk: Any = None, fence: Fence | None = 
     if zk is None:
         assert config.zk_hosts is not None  # checked by InstanceConfig
         zk = config.zk_hosts
-    zookeeper = ZooKeeperMetaManager(zk, fence=fence)
+    zookeeper = ZooKeeperMetaManager(zk, fence=fence, auth=config.zk_auth)
     if mode is MetaMode.ZOOKEEPER:
         return zookeeper
     return PeriodMixedMetaManager(zookeeper, flush_period_s=config.flush_period_s)

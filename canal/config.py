@@ -119,6 +119,44 @@ def _mask_repr(_value: object) -> str:
     return repr(_MASK)
 
 
+_ZK_AUTH_SCHEMES = ("digest",)
+
+
+@attrs.frozen(slots=True)
+class ZkAuth:
+    """A ZooKeeper authentication: ``scheme`` (``digest``) and its credential (``user:password``)."""
+
+    scheme: str
+    credential: str = attrs.field(repr=lambda _value: "'***'")
+
+    def __attrs_post_init__(self) -> None:
+        if self.scheme not in _ZK_AUTH_SCHEMES:
+            raise ConfigError(
+                f"ZooKeeper auth scheme {self.scheme!r} is not supported (use one of {_ZK_AUTH_SCHEMES})"
+            )
+        user, sep, password = self.credential.partition(":")
+        if not sep or not user or not password:
+            raise ConfigError("a ZooKeeper digest credential must be 'user:password' (both non-empty)")
+
+    @classmethod
+    def parse(cls, value: ZkAuth | tuple[str, str] | str) -> ZkAuth:
+        """From a ZkAuth, a ``(scheme, credential)`` pair or ``"scheme:user:password"`` text."""
+        if isinstance(value, ZkAuth):
+            return value
+        if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value):
+            return cls(value[0], value[1])
+        if isinstance(value, str):
+            scheme, sep, credential = value.partition(":")
+            if sep:
+                return cls(scheme.strip(), credential)
+        raise ConfigError("ZooKeeper auth must be ('digest', 'user:password') or 'digest:user:password'")
+
+
+def to_zk_auth(value: ZkAuth | tuple[str, str] | str | None) -> ZkAuth | None:
+    """attrs converter for ``zk_auth`` settings."""
+    return None if value is None or value == "" else ZkAuth.parse(value)
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # enums
 # --------------------------------------------------------------------------------------------------------------------
@@ -726,6 +764,11 @@ class InstanceConfig:
     meta_mode: MetaMode = attrs.field(default=MetaMode.MEMORY, converter=_to_meta_mode)
     meta_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
     zk_hosts: str | None = attrs.field(default=None, converter=_opt_strip, validator=_validate_zk)
+    # ZooKeeper authentication ("digest", "user:password"): the session authenticates and pycanal's nodes get an ACL
+    # (canal.meta.zkclient); key pycanal.zookeeper.auth = digest:user:password. Never shown.
+    zk_auth: ZkAuth | None = attrs.field(
+        default=None, converter=to_zk_auth, repr=_mask_repr, metadata={"secret": True}
+    )
     flush_period_s: float = attrs.field(default=1.0, validator=_non_negative_number)
     detecting: DetectingConfig = attrs.field(
         factory=DetectingConfig,
@@ -840,6 +883,8 @@ class InstanceConfig:
             values["canal.file.data.dir"] = self.meta_dir
         if self.zk_hosts is not None:
             values["canal.zkServers"] = self.zk_hosts
+        if self.zk_auth is not None and include_password:
+            values[ZK_AUTH_KEY] = f"{self.zk_auth.scheme}:{self.zk_auth.credential}"
         values[_flush_key(self.meta_mode)] = _fmt_ms(self.flush_period_s)
         return format_properties(values)
 
@@ -884,6 +929,11 @@ class ServerConfig:
 
     destinations: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple, validator=_validate_destinations)
     zk_hosts: str | None = attrs.field(default=None, converter=_opt_strip, validator=_validate_zk)
+    # ZooKeeper authentication ("digest", "user:password"): the session authenticates and pycanal's nodes get an ACL
+    # (canal.meta.zkclient); key pycanal.zookeeper.auth = digest:user:password. Never shown.
+    zk_auth: ZkAuth | None = attrs.field(
+        default=None, converter=to_zk_auth, repr=_mask_repr, metadata={"secret": True}
+    )
     zk_flush_period_s: float = attrs.field(default=1.0, validator=_positive_number)
     file_data_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
     file_flush_period_s: float = attrs.field(default=1.0, validator=_positive_number)
@@ -1222,7 +1272,8 @@ def resolve_placeholders(
 # loading helpers
 # --------------------------------------------------------------------------------------------------------------------
 
-_SECRET_KEY_RE: Final = re.compile(r"pass(?:word|wd)?|secret|accesskey|token|pwd", re.IGNORECASE)
+_SECRET_KEY_RE: Final = re.compile(r"pass(?:word|wd)?|secret|accesskey|token|pwd|zookeeper\.auth", re.IGNORECASE)
+ZK_AUTH_KEY: Final = "pycanal.zookeeper.auth"  # digest:user:password
 
 
 def _is_secret_key(key: str) -> bool:
@@ -1391,6 +1442,7 @@ _INSTANCE_SPEC: Final[_Spec] = (
 _SERVER_SPEC: Final[_Spec] = (
     ("destinations", "canal.destinations", _LIST),
     ("zk_hosts", "canal.zkServers", _STR),
+    ("zk_auth", ZK_AUTH_KEY, _STR),
     ("zk_flush_period_s", "canal.zookeeper.flush.period", _MS),
     ("file_data_dir", "canal.file.data.dir", _STR),
     ("file_flush_period_s", "canal.file.flush.period", _MS),
@@ -1725,6 +1777,9 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
     zk = props.get("canal.zkServers")
     if zk:
         kwargs["zk_hosts"] = zk
+    zk_auth = props.get(ZK_AUTH_KEY)
+    if zk_auth:
+        kwargs["zk_auth"] = zk_auth
     flush_key = _flush_key(meta_mode)
     flush = _read_fields(props, (("flush_period_s", flush_key, _MS),))
     kwargs.update(flush)
@@ -1732,6 +1787,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
         {
             "meta_dir": "canal.file.data.dir",
             "zk_hosts": "canal.zkServers",
+            "zk_auth": ZK_AUTH_KEY,
             "flush_period_s": flush_key,
             "destination": "canal.instance.destination",
         }

@@ -19,12 +19,13 @@ import attrs
 from kazoo.client import KazooClient
 
 from canal.client import ClientIdentity
-from canal.config import InstanceConfig, MasterConfig, ServerConfig, load_conf_dir
+from canal.config import InstanceConfig, MasterConfig, ServerConfig, ZkAuth, load_conf_dir, to_zk_auth
 from canal.errors import ConfigError, NotRunningError, ServerError, UnknownDestinationError
 from canal.ha import ClusterRegistration, ServerRunningMonitor
 from canal.instance import Instance, InstanceMetrics
 from canal.log import destination_logger
 from canal.meta.fence import ZkFence
+from canal.meta.zkclient import make_client
 from canal.position import LogPosition
 from canal.protocol import Message
 from canal.start_stop import StartStopContext
@@ -142,7 +143,8 @@ class EmbeddedServer(StartStopContext):
     """``server = EmbeddedServer(); server.start(); server.start_destination(cfg)``.
 
     ``zk_hosts`` turns on HA: destinations run only in the process holding their running node. ``address`` names
-    this process in ZooKeeper (default ``host:pid``).
+    this process in ZooKeeper (default ``host:pid``). ``zk_auth`` (``("digest", "user:password")``) authenticates
+    the session and protects every node pycanal creates with an ACL (:mod:`canal.meta.zkclient`).
     """
 
     def __init__(
@@ -152,8 +154,10 @@ class EmbeddedServer(StartStopContext):
         address: str | None = None,
         ha_delay_s: float = 5.0,
         zk_timeout_s: float = 10.0,
+        zk_auth: ZkAuth | tuple[str, str] | str | None = None,
     ) -> None:
         self.zk_hosts = zk_hosts
+        self._zk_auth = to_zk_auth(zk_auth)  # never shown (ZkAuth masks the credential)
         self.address = address or default_server_address()
         self.ha_delay_s = ha_delay_s
         self._zk_timeout_s = zk_timeout_s
@@ -168,7 +172,11 @@ class EmbeddedServer(StartStopContext):
     def from_conf_dir(cls, path: str | os.PathLike[str], **kwargs: Any) -> EmbeddedServer:
         """A server with the destinations of a canal conf dir: ``canal.properties`` + ``{dest}/instance.properties``."""
         server_config, instances = load_conf_dir(path)
-        server = cls(zk_hosts=kwargs.pop("zk_hosts", server_config.zk_hosts), **kwargs)
+        server = cls(
+            zk_hosts=kwargs.pop("zk_hosts", server_config.zk_hosts),
+            zk_auth=kwargs.pop("zk_auth", server_config.zk_auth),
+            **kwargs,
+        )
         server.server_config = server_config
         for config in instances.values():
             server.add_destination(config, lazy=True)
@@ -190,7 +198,7 @@ class EmbeddedServer(StartStopContext):
             if self._started:
                 return
             if self.zk_hosts:
-                self._zk = KazooClient(hosts=self.zk_hosts, timeout=self._zk_timeout_s)
+                self._zk = make_client(self.zk_hosts, self._zk_timeout_s, self._zk_auth)
                 self._zk.start(timeout=self._zk_timeout_s)
                 self._registration = ClusterRegistration(self._zk, self.address)
                 self._registration.start()

@@ -11,6 +11,7 @@ from canal.client import ClientIdentity
 from canal.errors import HAError
 from canal.ha.running import RELEASED
 from canal.meta import zkpaths
+from canal.meta.zkclient import make_client
 
 
 def add_parser(sub: Any) -> None:
@@ -119,12 +120,11 @@ def format_status(status: dict[str, Any]) -> list[str]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from kazoo.client import KazooClient
     from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
     hosts = parse_hosts(args.zk)
-    zk = KazooClient(hosts=hosts, timeout=args.timeout, read_only=True)
+    zk = make_client(hosts, args.timeout, read_only=True)  # reads only: the nodes are world-readable
     try:
         try:
             zk.start(timeout=args.timeout)

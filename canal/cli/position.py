@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 from canal.cli.common import CliError, add_source_arguments, load_instance_config, parse_hosts, parse_timestamp
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
+from canal.config import to_zk_auth
 from canal.errors import HAError, PositionError, SourceError
 from canal.ha.running import RELEASED
 from canal.meta import FileMetaManager, MetaManager, ZooKeeperMetaManager
+from canal.meta.zkclient import make_client
 from canal.parse.sources import open_source
 from canal.parse.start_position import StartPosition, align_to_transaction, find_by_timestamp
 from canal.position import EntryPosition, LogIdentity, LogPosition
@@ -60,6 +63,12 @@ def _add_meta_arguments(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--meta-dir", metavar="DIR", help="file meta directory (canal.file.data.dir)")
     where.add_argument("--zk", metavar="HOSTS", help="ZooKeeper hosts, e.g. 127.0.0.1:2181[/chroot]")
+    p.add_argument(
+        "--zk-auth",
+        metavar="SCHEME:CREDENTIAL",
+        default=os.environ.get("PYCANAL_ZK_AUTH"),
+        help="ZooKeeper authentication, e.g. digest:user:password (default: $PYCANAL_ZK_AUTH)",
+    )
     p.add_argument("--destination", default="example", metavar="NAME", help="destination (default: example)")
     p.add_argument("--client-id", type=int, default=DEFAULT_CLIENT_ID, metavar="ID", help="client id (default 1001)")
 
@@ -70,7 +79,7 @@ def _meta(args: argparse.Namespace) -> Iterator[MetaManager]:
     if args.meta_dir:
         manager = FileMetaManager(args.meta_dir, flush_period_s=None)
     else:
-        manager = ZooKeeperMetaManager(parse_hosts(args.zk))
+        manager = ZooKeeperMetaManager(parse_hosts(args.zk), auth=to_zk_auth(args.zk_auth))
     with manager:
         yield manager
 
@@ -131,13 +140,12 @@ def _with_source(args: argparse.Namespace, find: Any) -> LogPosition:
 def _check_not_running(args: argparse.Namespace) -> None:
     if not args.zk or args.force:
         return
-    from kazoo.client import KazooClient
     from kazoo.exceptions import KazooException, NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
 
     from canal.meta import zkpaths
 
-    zk = KazooClient(hosts=parse_hosts(args.zk), timeout=10.0)
+    zk = make_client(parse_hosts(args.zk), 10.0, to_zk_auth(args.zk_auth))
     path = zkpaths.destination_running_path(args.destination)
     try:
         zk.start(timeout=10.0)

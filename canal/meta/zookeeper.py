@@ -24,11 +24,13 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.handlers.threading import KazooTimeoutError
 
 from canal.client import ClientIdentity
+from canal.config import ZkAuth
 from canal.errors import CanalError, MetaError, PositionError, UnknownBatchError
 from canal.meta import zkpaths
 from canal.meta.base import ClientNotSubscribedError, CorruptMetaError, Lifecycle
 from canal.meta.core import check_known, check_new_id, check_remove, sorted_ids
 from canal.meta.fence import Fence, TxnOp, fenced_commit
+from canal.meta.zkclient import make_client
 from canal.position import LogPosition, PositionRange
 
 _T = TypeVar("_T")
@@ -56,8 +58,9 @@ def zk_errors(what: str) -> Iterator[None]:
 class ZooKeeperClientOwner(Lifecycle):
     """A component that uses a kazoo client: borrows a given one, or creates, starts and closes its own."""
 
-    def __init__(self, zk: KazooClient | str, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, zk: KazooClient | str, *, timeout_s: float = 10.0, auth: ZkAuth | None = None) -> None:
         super().__init__()
+        self._auth = auth  # for a client of its own
         if isinstance(zk, str):
             self._hosts: str | None = zk
             self._zk: KazooClient | None = None
@@ -74,7 +77,7 @@ class ZooKeeperClientOwner(Lifecycle):
 
     def _on_start(self) -> None:
         if self._hosts is not None:
-            client = KazooClient(hosts=self._hosts, timeout=self._timeout_s)
+            client = make_client(self._hosts, self._timeout_s, self._auth)
             try:
                 with zk_errors(f"connect to {self._hosts}"):
                     client.start(timeout=self._timeout_s)
@@ -159,8 +162,15 @@ class ZooKeeperMetaManager(ZooKeeperClientOwner):
     writes (see :mod:`canal.meta.fence`).
     """
 
-    def __init__(self, zk: KazooClient | str, *, fence: Fence | None = None, timeout_s: float = 10.0) -> None:
-        super().__init__(zk, timeout_s=timeout_s)
+    def __init__(
+        self,
+        zk: KazooClient | str,
+        *,
+        fence: Fence | None = None,
+        timeout_s: float = 10.0,
+        auth: ZkAuth | None = None,
+    ) -> None:
+        super().__init__(zk, timeout_s=timeout_s, auth=auth)
         self._fence = fence
 
     @property
