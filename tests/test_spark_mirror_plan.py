@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canal.spark.mirror import OP_COLUMN, DeltaMirror, MirrorError
-from canal.spark.types import typed_array, typed_strings
+from canal.spark.mirror import OP_COLUMN, DeltaMirror
+from canal.spark.types import MirrorError, MirrorTypeError, typed_array, typed_strings
 
 Row = dict[str, Any]
 
@@ -248,7 +248,7 @@ def test_plan_and_source_match_the_model(data: st.DataObject) -> None:
     only = None
     if data.draw(st.integers(0, 4)) == 0:
         only = frozenset(data.draw(st.lists(st.sampled_from([s.full for s in specs_]), max_size=2)))
-    mirror = DeltaMirror("/nonexistent", tables=only)
+    mirror = DeltaMirror("/nonexistent", tables=only, zero_dates="null")  # the model reads zero dates as null
     plans = mirror._plan(to_table(rows, data))
     expected = model_plan(rows, only)
     assert list(plans) == list(expected)
@@ -264,7 +264,7 @@ def test_plan_and_source_match_the_model(data: st.DataObject) -> None:
         assert source.column_names[-1] == OP_COLUMN
         assert source.to_pylist() == model_source(want)
         if got.deletes is not None:  # the Python path, kept for odd images, agrees with the Arrow path
-            slow = mirror._source_slow(json.loads(want.layout), got.deletes, got.keys, got.after)
+            slow = mirror._source_slow(json.loads(want.layout), got.deletes, got.keys, got.after, "null")
             assert slow.equals(source.combine_chunks()) or slow.to_pylist() == source.to_pylist()
 
 
@@ -312,24 +312,54 @@ def test_a_keyless_row_names_its_table() -> None:
             pa.timestamp("us"),
             [dt.datetime(2024, 1, 2, 3, 4, 5), None, None],
         ),
-        (["1.5", "x", "2"] * 40, pa.decimal128(4, 1), [Decimal("1.5"), None, Decimal("2")] * 40),
+        (["2024-01-02", "2024-00-00"] * 40, pa.date32(), [dt.date(2024, 1, 2), None] * 40),
         (["ab", None, "\xff\x00"], pa.binary(), [b"ab", None, b"\xff\x00"]),
         (["ab", None], pa.binary(), [b"ab", None]),
         (["é", None], pa.string(), ["é", None]),
     ],
 )
 def test_typed_strings_is_typed_array_from_arrow(texts: list[str | None], target: Any, want: list[Any]) -> None:
-    assert typed_array(texts, target).to_pylist() == want
+    """With zero_dates='null' (the explicit choice) zero dates are NULL; everything else converts exactly."""
+    assert typed_array(texts, target, "null").to_pylist() == want
     chunked = pa.chunked_array([pa.array(texts[:1], pa.string()), pa.array(texts[1:], pa.string())])
-    assert typed_strings(chunked, target).to_pylist() == want
-    assert typed_strings(pa.array(texts, pa.string()), target).to_pylist() == want
+    assert typed_strings(chunked, target, "null").to_pylist() == want
+    assert typed_strings(pa.array(texts, pa.string()), target, "null").to_pylist() == want
 
 
-def test_binary_beyond_latin1_raises_like_typed_array() -> None:
-    with pytest.raises(UnicodeEncodeError):
-        typed_array(["ā"], pa.binary())
-    with pytest.raises(UnicodeEncodeError):
-        typed_strings(pa.array(["ā"]), pa.binary())
+@pytest.mark.parametrize(
+    ("texts", "target", "bad"),
+    [
+        (["1.5", "x", "2"] * 40, pa.decimal128(4, 1), "'x'"),
+        (["1.55"], pa.decimal128(4, 1), "'1.55'"),  # would round
+        (["123456789012345678901"], pa.decimal128(20, 0), "123456789012345678901"),  # 21 digits
+        (["9223372036854775808"], pa.int64(), "9223372036854775808"),
+        (["2024-13-01"], pa.date32(), "2024-13-01"),
+        (["0000-00-00 00:00:00"], pa.timestamp("us"), "zero date"),  # the default: zero dates are errors
+        (["ā"], pa.binary(), "latin-1"),
+    ],
+)
+def test_a_value_that_does_not_convert_is_an_error_never_null(texts: list[str], target: Any, bad: str) -> None:
+    for convert in (
+        lambda: typed_array(texts, target),
+        lambda: typed_strings(pa.array(texts, pa.string()), target),
+        lambda: typed_strings(pa.chunked_array([pa.array(texts, pa.string())]), target),
+    ):
+        with pytest.raises(MirrorTypeError, match=bad):
+            convert()
+
+
+def test_the_mirror_names_table_column_and_value_and_writes_nothing(tmp_path: Path) -> None:
+    layout = json.dumps([["id", "int(11)", True], ["d", "date", False]])
+    row = {"seq": 1, "schema": "s", "table": "t", "type": "INSERT", "is_ddl": False, "sql": None}
+    rows = [row | {"keys": '{"id":"1"}', "after": '{"id":"1","d":"0000-00-00"}', "columns": layout, "old_keys": None}]
+    mirror = DeltaMirror(tmp_path)
+    with pytest.raises(MirrorTypeError, match=r"^s\.t: column 'd': zero date '0000-00-00'"):
+        mirror.apply(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), 1)
+    assert not (tmp_path / "s.t").exists()  # nothing written
+    DeltaMirror(tmp_path, zero_dates="null").apply(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), 1)
+    assert DeltaMirror(tmp_path).read("s", "t").to_pylist() == [{"id": 1, "d": None}]
+    with pytest.raises(MirrorError, match="zero_dates"):
+        DeltaMirror(tmp_path, zero_dates="string")  # type: ignore[arg-type]
 
 
 # -- a few round trips through Delta ---------------------------------------------------------------------------------
@@ -346,7 +376,7 @@ def _rows_of(table: pa.Table, keys: list[str]) -> list[Row]:
 def test_delta_contents_match_the_model(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
     root: Path = tmp_path_factory.mktemp("mirror")
     specs_ = data.draw(specs(DELTA_NAMES))
-    mirror = DeltaMirror(root)
+    mirror = DeltaMirror(root, zero_dates="null")
     state: dict[str, dict[str, Row]] = {s.full: {} for s in specs_}
     seq = 1
     for batch_id in range(data.draw(st.integers(1, 3))):
@@ -381,7 +411,7 @@ def test_images_take_the_arrow_path_unless_odd() -> None:
 
     layout = [["id", "int(11)", True], ['q"', "varchar(5)", False], ["d", "date", False]]
     plain = pa.array(['{"id":"1","q\\"":"é","d":"0000-00-00"}', '{"id":"2","extra":{"x":1}}'])
-    columns = _parse_images(plain, layout)
+    columns = _parse_images(plain, layout, "null")
     assert columns is not None
     assert [c.to_pylist() for c in columns] == [[1, 2], ["é", None], [None, None]]
     for odd in ['{"id":"1","id":"2"}', ' {"id":"1"}', '{"id":1}', '{"id":"1"} {"id":"2"}']:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
-from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorError, alter_columns, compare
+from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, alter_columns, compare
 from canal.spark.project import project
 from canal.spark.source import CanalStreamReader, SourceError, Spool, close_sessions, config_from_options, register
+from canal.spark.types import MirrorError, MirrorTypeError
 
 __all__ = [
     "CHANGE_SCHEMA_DDL",
@@ -25,6 +26,7 @@ __all__ = [
     "DeltaMirror",
     "JournalError",
     "MirrorError",
+    "MirrorTypeError",
     "RunStats",
     "SourceError",
     "Spool",

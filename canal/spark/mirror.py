@@ -27,16 +27,11 @@ from typing import Any
 
 import attrs
 
-from canal.errors import CanalError
 from canal.protocol import render_text
-from canal.spark.types import arrow_type, typed_array, typed_strings
+from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AddColumn, AlterTable, DropColumn, read_statements
 
 OP_COLUMN = "_canal_op"
-
-
-class MirrorError(CanalError):
-    """A batch cannot be mirrored (e.g. a table without a primary key)."""
 
 
 @attrs.define(slots=True)
@@ -157,7 +152,15 @@ def _positions(n: int) -> Any:
 _BLOCK = 1 << 20  # pyarrow.json's default block size; a block must hold the longest image
 
 
-def _parse_images(texts: Any, layout: Any) -> list[Any] | None:
+def _typed_column(name: str, convert: Any) -> Any:
+    """``convert()`` with the column named in a MirrorTypeError."""
+    try:
+        return convert()
+    except MirrorTypeError as exc:
+        raise MirrorTypeError(f"column {name!r}: {exc}") from None
+
+
+def _parse_images(texts: Any, layout: Any, zero_dates: ZeroDates = "error") -> list[Any] | None:
     """The layout's columns of JSON images (one object of canal text per value), typed, parsed by pyarrow.json;
     None when the images or the layout are outside what this path reproduces exactly -- the caller then parses them
     in Python. pyarrow.json rejects duplicate names, non-string values, and everything ``json.loads`` rejects, so
@@ -203,16 +206,27 @@ def _parse_images(texts: Any, layout: Any) -> list[Any] | None:
         return None
     if parsed.num_rows != n:
         return None
-    return [typed_strings(parsed.column(name), arrow_type(type_text)) for name, type_text, _key in layout]
+    return [
+        _typed_column(name, lambda n=name, t=type_text: typed_strings(parsed.column(n), arrow_type(t), zero_dates))
+        for name, type_text, _key in layout
+    ]
 
 
 class DeltaMirror:
     """One Delta table per source table under ``root``; ``mirror(df, batch_id)`` applies a batch idempotently."""
 
     def __init__(
-        self, root: str | Path, *, app_id: str = "pycanal-mirror", tables: Iterable[str] | None = None
+        self,
+        root: str | Path,
+        *,
+        app_id: str = "pycanal-mirror",
+        tables: Iterable[str] | None = None,
+        zero_dates: ZeroDates = "error",
     ) -> None:
+        if zero_dates not in ("error", "null"):
+            raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
         self.root = Path(root)
+        self.zero_dates: ZeroDates = zero_dates
         self.app_id = app_id
         self.only = None if tables is None else frozenset(tables)
         self.stats: dict[str, TableStats] = {}
@@ -435,7 +449,14 @@ class DeltaMirror:
         return plans
 
     def _source(self, plan: _TablePlan) -> tuple[Any, list[str]]:
-        """The MERGE source: the plan's last changes as typed columns plus the operation column."""
+        """The MERGE source: the plan's last changes as typed columns plus the operation column; a value that does
+        not convert exactly is a MirrorTypeError naming the table, the column and the value."""
+        try:
+            return self._typed_source(plan)
+        except MirrorTypeError as exc:
+            raise MirrorTypeError(f"{plan.schema}.{plan.table}: {exc}") from None
+
+    def _typed_source(self, plan: _TablePlan) -> tuple[Any, list[str]]:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -447,15 +468,15 @@ class DeltaMirror:
             deletes, keys, after = pa.array([], pa.bool_()), pa.array([], pa.string()), pa.array([], pa.string())
         else:
             deletes, keys, after = plan.deletes, plan.keys, plan.after
-        columns = _parse_images(pc.if_else(deletes, keys, after), layout)
+        columns = _parse_images(pc.if_else(deletes, keys, after), layout, self.zero_dates)
         if columns is None:
-            return self._source_slow(layout, deletes, keys, after), key_names
+            return self._source_slow(layout, deletes, keys, after, self.zero_dates), key_names
         arrays = [*columns, pc.if_else(deletes, "d", "u")]
         arrays = [a if isinstance(a, pa.ChunkedArray) else pa.chunked_array([a]) for a in arrays]
         return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN]), key_names
 
     @staticmethod
-    def _source_slow(layout: Any, deletes: Any, keys: Any, after: Any) -> Any:
+    def _source_slow(layout: Any, deletes: Any, keys: Any, after: Any, zero_dates: ZeroDates = "error") -> Any:
         """The MERGE source built in Python, value by value: for the layouts and images the Arrow path does not
         take on (odd JSON, duplicate names, null images), with their original outcome, errors included."""
         import pyarrow as pa
@@ -473,7 +494,10 @@ class DeltaMirror:
             for n in names:
                 values[n].append(image.get(n))
             ops.append("d" if delete else "u")
-        arrays = [typed_array(values[n], arrow_type(t)) for n, t, _k in layout]
+        arrays = [
+            _typed_column(n, lambda n=n, t=t: typed_array(values[n], arrow_type(t), zero_dates))
+            for n, t, _k in layout
+        ]
         arrays.append(pa.array(ops, type=pa.string()))
         return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN])
 

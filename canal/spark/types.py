@@ -1,14 +1,55 @@
-"""MySQL column types to Arrow / Spark types, and canal text back to typed Arrow arrays."""
+"""MySQL column types to Arrow / Spark types, and canal text back to typed Arrow arrays -- exactly or not at all.
+
+The mapping (:func:`arrow_type`, :func:`spark_type_sql`) holds every value of the MySQL type: integers int64, but
+BIGINT UNSIGNED and BIT(64) decimal(20,0); DECIMAL(p,s) decimal128(p,s) up to 38 digits, beyond that (up to
+DECIMAL(65,30)) its exact text; FLOAT/DOUBLE float64; DATE date32; DATETIME/TIMESTAMP timestamp[us] (naive;
+TIMESTAMP in UTC); TIME as text (-838:59:59 .. 838:59:59 fits no Arrow time type); binary strings, BLOBs and spatial
+types (WKB as MySQL stores it) binary; text, ENUM, SET and JSON string.
+
+A value that does not convert is never turned into NULL: the batch fails with :class:`MirrorTypeError`, naming
+the table, column and value. The one choice is MySQL's zero dates ('0000-00-00', '2020-00-00 ...') in DATE,
+DATETIME and TIMESTAMP columns, which no date type holds: ``zero_dates="error"`` (the default) fails the batch,
+``zero_dates="null"`` stores them as NULL -- an explicit, lossy choice (``DeltaMirror(root, zero_dates="null")``).
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
+from canal.errors import CanalError
 from canal.sql import read_column_type
 
 _INTS = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint")
 _BINARY = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
+_SPATIAL = (
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+)
+ZeroDates = Literal["error", "null"]
+_ZERO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+class MirrorError(CanalError):
+    """A batch cannot be mirrored (e.g. a table without a primary key)."""
+
+
+class MirrorTypeError(MirrorError, ValueError):
+    """A value does not convert exactly to its column's Arrow type; nothing of the batch was written."""
+
+
+def is_zero_date(text: str) -> bool:
+    """MySQL's zero date or a date with a zero month or day ('0000-00-00', '2020-00-15 10:00:00')."""
+    if not _ZERO_DATE.match(text):
+        return False
+    return text[:4] == "0000" or text[5:7] == "00" or text[8:10] == "00"
 
 
 def base_type(mysql_type: str) -> str:
@@ -25,9 +66,7 @@ def _decimal_digits(mysql_type: str) -> tuple[int, int]:
 def arrow_type(mysql_type: str) -> Any:
     """The Arrow type a mirror stores a MySQL column type as.
 
-    Integers are int64 (BIGINT UNSIGNED decimal(20,0)), DECIMAL(p,s) decimal128(p,s), FLOAT/DOUBLE float64,
-    DATE date32, DATETIME/TIMESTAMP timestamp[us] (naive; TIMESTAMP in UTC), binary strings binary, YEAR/BIT int64;
-    everything else (text, ENUM, SET, JSON, TIME, GEOMETRY as text) string.
+    See the module docstring.
     """
     import pyarrow as pa
 
@@ -48,25 +87,36 @@ def arrow_type(mysql_type: str) -> Any:
         return pa.date32()
     if base in ("datetime", "timestamp"):
         return pa.timestamp("us")
+    if base == "bit" and _bit_width(text) == 64:
+        return pa.decimal128(20, 0)
     if base in ("year", "bit", "bool", "boolean"):
         return pa.int64()
-    if base in _BINARY:
+    if base in _BINARY or base in _SPATIAL:
         return pa.binary()
     return pa.string()
 
 
-def typed_array(texts: Sequence[str | None], target: Any) -> Any:
-    """canal text values as an Arrow array of ``target`` type; values that do not parse (zero dates) become null."""
+def _bit_width(mysql_type: str) -> int:
+    column_type = read_column_type(mysql_type, strict=False)
+    return column_type.length or 1
+
+
+def typed_array(texts: Sequence[str | None], target: Any, zero_dates: ZeroDates = "error") -> Any:
+    """canal text values as an Arrow array of ``target`` type, value for value; :class:`MirrorTypeError` for a value
+    that does not convert (zero dates: see the module docstring)."""
     import pyarrow as pa
 
     if pa.types.is_binary(target):
-        return pa.array([None if t is None else t.encode("latin-1") for t in texts], type=target)
-    return typed_strings(pa.array(texts, type=pa.string()), target)
+        try:
+            return pa.array([None if t is None else t.encode("latin-1") for t in texts], type=target)
+        except UnicodeEncodeError as exc:
+            raise MirrorTypeError(f"value {exc.object!r} is not binary text (a character beyond latin-1)") from None
+    return typed_strings(pa.array(texts, type=pa.string()), target, zero_dates)
 
 
-def typed_strings(strings: Any, target: Any) -> Any:
+def typed_strings(strings: Any, target: Any, zero_dates: ZeroDates = "error") -> Any:
     """:func:`typed_array` for canal text already in an Arrow string array (or chunked array), without a trip
-    through Python objects: same values, same nulls for text that does not parse, binary as latin-1 bytes."""
+    through Python objects: the same values, the same errors, binary as latin-1 bytes."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -84,15 +134,15 @@ def typed_strings(strings: Any, target: Any) -> Any:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         if isinstance(strings, pa.ChunkedArray):
             strings = strings.combine_chunks()
-        return _cast_or_null(strings, target)
+        return _cast_exact(strings, target, zero_dates)
 
 
 _SMALL = 32  # below this many values a failed cast is retried value by value instead of by halves
 
 
-def _cast_or_null(strings: Any, target: Any) -> Any:
-    """Cast, nulling exactly the values whose own cast fails. Casts are value by value, so casting halves until
-    they succeed gives the same values as casting each value alone, with a few casts for a few bad values."""
+def _cast_exact(strings: Any, target: Any, zero_dates: ZeroDates) -> Any:
+    """Cast value by value semantics, found by halves: a value whose own cast fails is a zero date turned into NULL
+    (only with ``zero_dates="null"`` and a date target) or a :class:`MirrorTypeError`."""
     import pyarrow as pa
 
     try:
@@ -101,14 +151,26 @@ def _cast_or_null(strings: Any, target: Any) -> Any:
         pass
     if len(strings) > _SMALL:
         half = len(strings) // 2
-        parts = [_cast_or_null(strings.slice(0, half), target), _cast_or_null(strings.slice(half), target)]
+        parts = [
+            _cast_exact(strings.slice(0, half), target, zero_dates),
+            _cast_exact(strings.slice(half), target, zero_dates),
+        ]
         return pa.concat_arrays(parts)
+    dated = pa.types.is_date(target) or pa.types.is_timestamp(target)
     out: list[Any] = []
     for i in range(len(strings)):
         try:
             out.append(strings.slice(i, 1).cast(target)[0].as_py())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            out.append(None)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            text = strings[i].as_py()
+            if dated and is_zero_date(text):
+                if zero_dates == "null":
+                    out.append(None)
+                    continue
+                raise MirrorTypeError(
+                    f"zero date {text!r} fits no {target} column; mirror with zero_dates='null' to store it as NULL"
+                ) from None
+            raise MirrorTypeError(f"value {text!r} does not convert to {target}: {exc}") from None
     return pa.array(out, type=target)
 
 
@@ -127,8 +189,10 @@ def spark_type_sql(mysql_type: str) -> str:
         return "DATE"
     if base in ("datetime", "timestamp"):
         return "TIMESTAMP_NTZ"
+    if base == "bit" and _bit_width(text) == 64:
+        return "DECIMAL(20,0)"
     if base in ("year", "bit", "bool", "boolean"):
         return "BIGINT"
-    if base in _BINARY:
+    if base in _BINARY or base in _SPATIAL:
         return "BINARY"
     return "STRING"

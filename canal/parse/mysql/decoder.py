@@ -398,17 +398,30 @@ def _read_bitmap_msb(buf: bytes, pos: int, end: int) -> list[bool]:
     return out
 
 
-def _read_str_list(buf: bytes, pos: int, end: int) -> list[tuple[str, ...]]:
-    lists: list[tuple[str, ...]] = []
+def _read_str_list(buf: bytes, pos: int, end: int) -> list[tuple[bytes, ...]]:
+    """ENUM/SET labels as bytes: their charset (ENUM_AND_SET_*_CHARSET) follows them in the table map."""
+    lists: list[tuple[bytes, ...]] = []
     while pos < end:
         count, pos = read_lenenc(buf, pos)
         values = []
         for _ in range(count):
             n, pos = read_lenenc(buf, pos)
-            values.append(bytes(buf[pos : pos + n]).decode("utf-8", "replace"))
+            values.append(bytes(buf[pos : pos + n]))
             pos += n
         lists.append(tuple(values))
     return lists
+
+
+def _decode_labels(c: BinlogColumn, raw: tuple[bytes, ...], where: str) -> tuple[str, ...]:
+    """ENUM/SET labels in the column's charset (utf8mb4 when the table map names none); never guessed."""
+    charset = charset_of_collation(c.collation)
+    codec = charset.codec or "latin-1"
+    try:
+        return tuple(label.decode(codec) for label in raw)
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"table map of {where}: an ENUM/SET label of column {c.index} is not {charset.name} text: {exc}"
+        ) from None
 
 
 def _read_charsets(buf: bytes, pos: int, end: int, default: bool) -> tuple[int | None, dict[int, int], list[int]]:
@@ -518,6 +531,7 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
     numeric = [c for c in cols if c.type in _NUMERIC]
     character = [c for c in cols if c.type in _CHARACTER]
     enumset = [c for c in cols if c.type in (T_ENUM, T_SET)]
+    raw_labels: dict[int, tuple[bytes, ...]] = {}
     has_names = False
     while pos < end:
         ftype = buf[pos]
@@ -549,8 +563,8 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
             has_names = True
         elif ftype in (_OM_SET_STR_VALUE, _OM_ENUM_STR_VALUE):
             want = T_SET if ftype == _OM_SET_STR_VALUE else T_ENUM
-            for c, labels in zip([c for c in cols if c.type == want], _read_str_list(buf, pos, fend), strict=False):
-                c.labels = labels
+            for c, raw in zip([c for c in cols if c.type == want], _read_str_list(buf, pos, fend), strict=False):
+                raw_labels[c.index] = raw
         elif ftype == _OM_GEOMETRY_TYPE:
             p = pos
             for c in cols:
@@ -570,6 +584,9 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
                 if idx < ncols:
                     cols[idx].is_key = True
         pos = fend
+    for c in cols:
+        if c.index in raw_labels:
+            c.labels = _decode_labels(c, raw_labels[c.index], f"{schema}.{table}")
     return TableMapInfo(table_id, schema, table, cols, has_names)
 
 
