@@ -42,6 +42,7 @@ import atexit
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -104,6 +105,8 @@ _CAMEL_KEYS = {
 }
 _SHORT_KEYS.update({"zk.servers": "canal.zkServers", "meta.mode": "pycanal.meta.mode"})
 _READER_KEYS = frozenset({"properties", "spool.dir", "batch.size", "max.entries", "read.timeout", "prefetch", "path"})
+
+_LOG = logging.getLogger(__name__)
 
 
 _T = TypeVar("_T")
@@ -171,6 +174,8 @@ class Spool:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        # make the rename durable where the file system supports a directory fsync (some do not: then the rename
+        # is as durable as that file system makes it, and a lost file is re-read from the binlog, never wrong)
         with contextlib.suppress(OSError):
             fd = os.open(self.root, os.O_RDONLY)
             try:
@@ -185,10 +190,16 @@ class Spool:
         path = self.path_for(start)
         if not path.exists():
             return None
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_file(source).read_all()
-        meta = table.schema.metadata or {}
-        end_offset: Offset = json.loads(meta[b"end"])
+        try:
+            with pa.memory_map(str(path)) as source:
+                table = pa.ipc.open_file(source).read_all()
+            meta = table.schema.metadata or {}
+            end_offset: Offset = json.loads(meta[b"end"])
+        except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
+            raise SourceError(
+                f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
+                "replayed identically; remove it only if Spark has not planned that batch"
+            ) from None
         table = table.replace_schema_metadata(None).combine_chunks()
         batches = table.to_batches()
         return (batches[0] if batches else _empty_batch()), end_offset
@@ -202,10 +213,12 @@ class Spool:
             try:
                 start_batch = int(path.name.split("-", 1)[0])
             except ValueError:
-                continue
+                continue  # not a spool file of ours: leave it alone
             if start_batch < limit:
-                with contextlib.suppress(OSError):
+                try:
                     path.unlink()
+                except OSError as exc:  # a committed batch's file: never read again (Spark replays only past it)
+                    _LOG.warning("could not delete spent spool file %s: %s", path, exc)
 
 
 def _empty_batch() -> Any:
@@ -260,12 +273,12 @@ class _Session:
             self.finish_prefetch()
         instance, meta = self.instance, self.meta
         self.instance, self.meta, self.pos, self.outstanding, self.prefetched = None, None, None, [], None
+        del meta  # the instance's own meta: instance.stop() stops it
         if instance is not None:
-            with contextlib.suppress(Exception):
+            try:
                 instance.stop()
-        if meta is not None:
-            with contextlib.suppress(Exception):
-                meta.stop()
+            except Exception as exc:  # closing must go on (a new instance replaces it); say what went wrong
+                destination_logger(__name__, instance.destination).warning("stopping the instance failed: %s", exc)
 
 
 _SESSIONS: dict[str, _Session] = {}
@@ -489,7 +502,7 @@ def _master_position(config: InstanceConfig) -> EntryPosition | None:
         status: EntryPosition = source.master_status()
         return status
     finally:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # the status was read (or its error is propagating); closing is cleanup
             source.close()
 
 
