@@ -44,8 +44,8 @@ from typing import Any, Final, TypeVar, cast
 import attrs
 
 from canal.errors import ConfigError, FilterError
+from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
-from canal.parse.filter import FieldFilter, TableFilters
 
 __all__ = [
     "DEFAULT_FILTER_REGEX",
@@ -725,7 +725,7 @@ class InstanceConfig:
     """Everything one destination needs: source, filters, store, meta and parser policy.
 
     ``filter_regex``/``black_regex`` use canal's table filter syntax and ``field_filter``/``black_field_filter``
-    canal's field filter syntax (both implemented in :mod:`canal.parse.filter`). Both are checked on construction;
+    canal's field filter syntax (both implemented in :mod:`canal.filter`). Both are checked on construction;
     the compiled forms are :attr:`table_filters` and :attr:`field_filters`.
 
     ``meta_mode`` ``file`` needs ``meta_dir`` (canal's ``canal.file.data.dir``: the file meta manager keeps

@@ -32,11 +32,11 @@ from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
 from canal.config import InstanceConfig, MasterConfig
 from canal.errors import NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
+from canal.filter import TableFilters, compile_table_filter
 from canal.log import destination_logger
 from canal.meta import MetaManager
 from canal.meta.core import check_known, check_remove
 from canal.meta.fence import Fence
-from canal.parse.filter import TableFilters, compile_table_filter
 from canal.parse.log_position import LogPositionManager
 from canal.parse.parser import EventParser, SourceFactory
 from canal.position import LogPosition, PositionRange

@@ -29,7 +29,7 @@ from canal.config import (
     resolve_placeholders,
 )
 from canal.errors import ConfigError, FilterError
-from canal.parse.filter import FieldFilter, compile_table_filter
+from canal.filter import FieldFilter, compile_table_filter
 
 DATA = Path(__file__).parent / "data" / "canal_conf"
 EXAMPLE = DATA / "example" / "instance.properties"

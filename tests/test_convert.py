@@ -6,9 +6,9 @@ import pytest
 from test_parser_helpers import UUID, MiniMysql
 
 from canal.config import FilterFlags
+from canal.filter import FieldFilter, TableFilters
 from canal.parse.convert import ConvertOptions, EntryConverter, GtidSet, NeedTransactionBeginError
 from canal.parse.events import BinlogEvent, QueryEvent, RowsEvent, XidEvent
-from canal.parse.filter import FieldFilter, TableFilters
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType
 

@@ -22,7 +22,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
-from canal.parse.mysql import EventParser, LocalBinlogSource, MysqlBinlogSource
+from canal.parse.mysql import EventDecoder, LocalBinlogSource, MysqlBinlogSource
 from canal.parse.mysql import packets as P
 from canal.parse.source import BinlogFile, BinlogSource, DumpRequest
 from canal.parse.start_position import (
@@ -158,7 +158,7 @@ def test_parser_without_rows_never_decodes_nor_looks_up_columns() -> None:
     def lookup(schema: str, table: str) -> None:
         raise AssertionError(f"schema lookup of {schema}.{table} with decode_rows=False")
 
-    parser = EventParser("binlog.000007", checksum=True, verify_checksum=True, schema_lookup=lookup, decode_rows=False)
+    parser = EventDecoder("binlog.000007", checksum=True, verify_checksum=True, schema_lookup=lookup, decode_rows=False)
     # a table map without column names: a decoding parser would ask schema_lookup for them
     named = _table_map(91)
     nameless = named[: named.index(b"\x02\x01\x01\x80") + 1]  # up to the null bitmap: no optional metadata

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canal.errors import ConfigError, FilterError
-from canal.parse.filter import (
+from canal.filter import (
     FieldFilter,
     TableFilters,
     compile_field_filter,
@@ -155,7 +155,7 @@ def test_bad_regex_names_key_and_pattern() -> None:
 
 
 def test_memo_is_bounded_and_correct() -> None:
-    from canal.parse import filter as filter_module
+    from canal import filter as filter_module
 
     f = compile_table_filter(r"s\.t\d+")
     for i in range(filter_module._MEMO_MAX + 10):

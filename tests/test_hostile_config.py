@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from canal import config as C
 from canal.config import InstanceConfig, ServerConfig, format_properties, load_conf_dir, parse_properties
 from canal.errors import ConfigError, FilterError
-from canal.parse.filter import FieldFilter, TableFilters, compile_table_filter
+from canal.filter import FieldFilter, TableFilters, compile_table_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # re's "possible nested set" on odd patterns
 

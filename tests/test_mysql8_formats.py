@@ -38,7 +38,7 @@ from canal.errors import ParseError
 from canal.instance import Instance
 from canal.parse.convert import ConvertOptions, EntryConverter, GtidSet
 from canal.parse.events import BinlogEvent, GtidEvent, GtidSetEvent, IgnoredEvent, QueryEvent, RowsEvent, XidEvent
-from canal.parse.mysql import EventParser, LocalBinlogSource, MysqlBinlogSource
+from canal.parse.mysql import EventDecoder, LocalBinlogSource, MysqlBinlogSource
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.json_binary import read_mysql_json
 from canal.parse.source import DumpRequest
@@ -59,13 +59,13 @@ def _order(id_: int, note: str | None) -> bytes:
     return b"\x00" + struct.pack("<i", id_) + bytes([len(data)]) + data
 
 
-def _parser() -> EventParser:
-    parser = EventParser(FILE, verify_checksum=True)
+def _parser() -> EventDecoder:
+    parser = EventDecoder(FILE, verify_checksum=True)
     parser.parse(M.fde())
     return parser
 
 
-def _parse(parser: EventParser, type_code: int, body: bytes, log_pos: int = 1000) -> BinlogEvent:
+def _parse(parser: EventDecoder, type_code: int, body: bytes, log_pos: int = 1000) -> BinlogEvent:
     return parser.parse(M.event(type_code, body, log_pos))
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from canal.errors import ParseError
 from canal.parse.events import GtidEvent, GtidSetEvent, HeartbeatEvent, IgnoredEvent, RowsEvent, TableMapEvent
-from canal.parse.mysql import EventParser
+from canal.parse.mysql import EventDecoder
 from canal.parse.mysql import packets as P
 from canal.protocol import EventType
 
@@ -67,7 +67,7 @@ def _rows_v2(table_id: int, rows: list[tuple[int, bytes | None]]) -> bytes:
 
 
 def test_mysql_events() -> None:
-    parser = EventParser("binlog.000007", verify_checksum=True, checksum=True)
+    parser = EventDecoder("binlog.000007", verify_checksum=True, checksum=True)
     tm = parser.parse(_event(P.TABLE_MAP_EVENT, _table_map(91), 200, checksum=True))
     assert isinstance(tm, TableMapEvent) and tm.offset == 200 - tm.length
     cols = tm.table_schema.columns
@@ -96,7 +96,7 @@ def test_mysql_events() -> None:
 
 
 def test_corrupt_checksum_and_unsupported_events_raise() -> None:
-    parser = EventParser("binlog.000001", checksum=True, verify_checksum=True)
+    parser = EventDecoder("binlog.000001", checksum=True, verify_checksum=True)
     raw = bytearray(_event(P.XID_EVENT, struct.pack("<Q", 5), 100, checksum=True))
     raw[20] ^= 0xFF
     with pytest.raises(ParseError, match="checksum mismatch"):

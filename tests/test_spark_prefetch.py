@@ -18,7 +18,7 @@ pytest.importorskip("pyarrow")
 
 from canal.errors import MetaError
 from canal.spark.changes import INITIAL_OFFSET, Offset, canonical
-from canal.spark.source import CanalStreamReader, SourceError, Spool, _session, close_sessions
+from canal.spark.source import CanalStreamReader, SparkSourceError, Spool, _session, close_sessions
 from canal.testing.fake import FakeMysql
 
 ROWS = 60
@@ -127,7 +127,7 @@ def test_prefetch_off_gives_the_same_rows(fake: FakeMysql, tmp_path: Path) -> No
 def test_a_refused_ack_fails_the_commit_and_loses_nothing(
     fake: FakeMysql, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ack failure surfaces as a SourceError (the query fails); the batch stays spooled and outstanding, and
+    """The ack failure surfaces as a SparkSourceError (the query fails); the batch stays spooled and outstanding, and
     the next read -- from the offset Spark's checkpoint holds -- delivers every row after it."""
     r = reader(fake, tmp_path / "spool", prefetch=False)
     got, _ = read_until(r, dict(INITIAL_OFFSET), 10)
@@ -140,7 +140,7 @@ def test_a_refused_ack_fails_the_commit_and_loses_nothing(
         raise MetaError("the meta store refused the cursor write (injected)")
 
     monkeypatch.setattr(session.instance.meta, "update_cursor", refuse)
-    with pytest.raises(SourceError, match="refused"):
+    with pytest.raises(SparkSourceError, match="refused"):
         r.commit(first_end)
     assert session.instance is None  # closed: the next read restarts at the checkpoint's offset
     assert owed and session.outstanding == []

@@ -21,7 +21,7 @@ from canal.spark import DeltaMirror, Spool, alter_columns, entries_to_batch, pro
 from canal.spark.changes import INITIAL_OFFSET, arrow_schema, cursor_key, offset_of
 from canal.spark.mirror import MirrorError
 from canal.spark.project import parse_create_table
-from canal.spark.source import CanalStreamReader, SourceError, config_from_options
+from canal.spark.source import CanalStreamReader, SparkSourceError, config_from_options
 from canal.spark.testing import compare_tables, master_position
 
 pytestmark = [pytest.mark.spark]
@@ -244,7 +244,7 @@ def test_options_from_a_properties_file_with_overrides(tmp_path: Path) -> None:
 )
 def test_bad_reader_options_are_refused_by_name(tmp_path: Path, key: str, value: str) -> None:
     options = {"destination": "d", "master.address": "127.0.0.1:3306", "spool.dir": str(tmp_path / "spool"), key: value}
-    with pytest.raises(SourceError, match=rf"{re.escape(key)} = '{re.escape(value)}'"):
+    with pytest.raises(SparkSourceError, match=rf"{re.escape(key)} = '{re.escape(value)}'"):
         CanalStreamReader(options)
     assert not (tmp_path / "spool").exists()
     good = CanalStreamReader({**options, key: {"prefetch": "off"}.get(key, "2")})

@@ -24,9 +24,9 @@ from canal.cli.common import add_source_arguments, load_instance_config, parse_s
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
 from canal.config import BatchMode, InstanceConfig, MetaMode
 from canal.errors import SourceError
+from canal.filter import TableFilter, compile_table_filter
 from canal.instance import Instance
 from canal.meta import FileMetaManager
-from canal.parse.filter import TableFilter, compile_table_filter
 from canal.parse.sources import open_source
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Message, RowData, render_text
 

@@ -28,6 +28,7 @@ import attrs
 
 from canal.config import FilterFlags
 from canal.errors import ParseError
+from canal.filter import FieldFilter, TableFilters
 from canal.parse.boundary import Boundary, query_boundary
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl
 from canal.parse.events import (
@@ -41,7 +42,6 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
-from canal.parse.filter import FieldFilter, TableFilters
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
 

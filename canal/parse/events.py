@@ -132,8 +132,8 @@ class IgnoredEvent(BinlogEvent):
 @attrs.frozen(slots=True, kw_only=True)
 class TransactionPayloadEvent(BinlogEvent):
     """A MySQL compressed transaction (``binlog_transaction_compression=ON``): the BEGIN ... COMMIT events of one
-    transaction in one event. Sources never yield it: they yield the events :meth:`EventParser.expand
-    <canal.parse.mysql.binlog.EventParser.expand>` decodes from it, each at the payload's position (``offset``
+    transaction in one event. Sources never yield it: they yield the events :meth:`EventDecoder.expand
+    <canal.parse.mysql.binlog.EventDecoder.expand>` decodes from it, each at the payload's position (``offset``
     and ``next_offset`` of the payload), except the last, which sits at the payload's end (``offset ==
     next_offset``)."""
 

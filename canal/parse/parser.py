@@ -24,9 +24,9 @@ from collections.abc import Callable
 
 from canal.config import InstanceConfig, MasterConfig
 from canal.errors import BinlogPurgedError, CanalError, FencedWriteError, SourceError, StoreClosedError
+from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
-from canal.parse.filter import FieldFilter, TableFilters
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.source import BinlogSource
 from canal.parse.start_position import (

@@ -1,6 +1,6 @@
 """PySpark integration: the ``canal`` streaming source, a ``foreachBatch`` helper and an idempotent Delta mirror.
 
-* :func:`register` -- ``spark.readStream.format("canal")`` (:mod:`canal.spark.source`);
+* :func:`register` -- ``spark.readStream.format("canal")`` (:mod:`canal.spark.source`, :mod:`canal.spark.registration`);
 * :func:`run_batches` -- an instance embedded in the driver, batch by batch into ``fn(df, batch_id)``;
 * :class:`DeltaMirror` / :func:`compare` -- one Delta table per source table, MERGEd once per batch id;
 * :func:`project` -- one table's change rows as typed columns.
@@ -14,7 +14,8 @@ from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
 from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, alter_columns, compare
 from canal.spark.project import project
-from canal.spark.source import CanalStreamReader, SourceError, Spool, close_sessions, config_from_options, register
+from canal.spark.registration import register
+from canal.spark.source import CanalStreamReader, SparkSourceError, Spool, close_sessions, config_from_options
 from canal.spark.types import MirrorError, MirrorTypeError
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
     "MirrorError",
     "MirrorTypeError",
     "RunStats",
-    "SourceError",
+    "SparkSourceError",
     "Spool",
     "alter_columns",
     "arrow_schema",

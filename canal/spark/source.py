@@ -112,7 +112,7 @@ _LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
-class SourceError(CanalError):
+class SparkSourceError(CanalError):
     """The canal Spark source cannot do what Spark asked (bad options, a missing spool file)."""
 
 
@@ -130,7 +130,7 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
         elif k.startswith(("canal.", "pycanal.")):
             props[_CAMEL_KEYS.get(k, key if key.lower() != key else k)] = value
         else:
-            raise SourceError(f"unknown canal source option {key!r}")
+            raise SparkSourceError(f"unknown canal source option {key!r}")
     text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())
     path = options.get("properties")
     if path:
@@ -196,7 +196,7 @@ class Spool:
             meta = table.schema.metadata or {}
             end_offset: Offset = json.loads(meta[b"end"])
         except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
-            raise SourceError(
+            raise SparkSourceError(
                 f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
                 "replayed identically; remove it only if Spark has not planned that batch"
             ) from None
@@ -319,7 +319,7 @@ class CanalStreamReader:
         if not spool_dir:
             meta_dir = lower.get("meta.dir")
             if not meta_dir:
-                raise SourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
+                raise SparkSourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
             spool_dir = str(Path(meta_dir) / "spark-spool")
         self.spool = Spool(spool_dir)
         self.batch_size = _reader_option(lower, "batch.size", "4096", int)
@@ -426,7 +426,7 @@ class CanalStreamReader:
                 break
             spooled = self.spool.read(current)
             if spooled is None:
-                raise SourceError(
+                raise SparkSourceError(
                     f"no spooled batch starts at {canonical(current)} in {self.spool.root}: cannot replay "
                     f"{canonical(start)} .. {canonical(end)} deterministically"
                 )
@@ -438,7 +438,7 @@ class CanalStreamReader:
     def commit(self, end: Offset) -> None:
         """Ack the instance batches up to ``end`` (Spark has written them) and drop their spool files.
 
-        A failed ack fails the commit, and with it the query, with a :class:`SourceError`: the batch is still
+        A failed ack fails the commit, and with it the query, with a :class:`SparkSourceError`: the batch is still
         outstanding and the spool keeps it, so nothing is lost. The instance is closed, so the next ``read``
         restarts it at the offset Spark's checkpoint holds (as after a restart of the runner process).
         """
@@ -462,7 +462,7 @@ class CanalStreamReader:
             log = destination_logger(__name__, self.destination)
             log.error("ack of batch %d failed; closing the instance: %s", batch_id, exc)
             session.close()  # outside the lock: it waits for a prefetch, which takes the lock
-            raise SourceError(
+            raise SparkSourceError(
                 f"commit of {canonical(end)} failed: the ack of instance batch {batch_id} was refused "
                 f"({type(exc).__name__}: {exc}); the rows stay spooled and are read again from the checkpoint"
             ) from exc
@@ -476,7 +476,7 @@ class CanalStreamReader:
 
 
 def _reader_option(options: Mapping[str, str], key: str, default: str, parse: Callable[[str], _T]) -> _T:
-    """A reader option parsed by ``parse``; numbers must be positive. SourceError names the option otherwise."""
+    """A reader option parsed by ``parse``; numbers must be positive. SparkSourceError names the option otherwise."""
     text = options.get(key, default).strip()
     try:
         value = parse(text)
@@ -484,7 +484,7 @@ def _reader_option(options: Mapping[str, str], key: str, default: str, parse: Ca
         value = None
     if value is None or (not isinstance(value, bool) and isinstance(value, int | float) and not value > 0):
         expected = "true or false" if parse is parse_bool else f"a positive {getattr(parse, '__name__', 'number')}"
-        raise SourceError(f"canal source option {key} = {text!r}: expected {expected}")
+        raise SparkSourceError(f"canal source option {key} = {text!r}: expected {expected}")
     return value
 
 
@@ -504,13 +504,3 @@ def _master_position(config: InstanceConfig) -> EntryPosition | None:
     finally:
         with contextlib.suppress(Exception):  # the status was read (or its error is propagating); closing is cleanup
             source.close()
-
-
-# -- pyspark glue ----------------------------------------------------------------------------------------------------
-
-
-def register(spark: Any) -> None:
-    """Register the ``canal`` data source with a SparkSession."""
-    from canal.spark.datasource import CanalDataSource
-
-    spark.dataSource.register(CanalDataSource)

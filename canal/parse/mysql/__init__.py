@@ -1,5 +1,5 @@
 """MySQL/MariaDB binlog sources: the replication-protocol dump and local binlog files, sharing one event parser
-(:class:`EventParser`, bytes in, :mod:`canal.parse.events` out) and one generated row decoder
+(:class:`EventDecoder`, bytes in, :mod:`canal.parse.events` out) and one generated row decoder
 (:mod:`canal.parse.mysql.decoder`).
 
 ```python
@@ -14,8 +14,8 @@ files = LocalBinlogSource("/var/lib/mysql")                  # file://DIR, same 
 ```
 """
 
-from canal.parse.mysql.binlog import EventParser
+from canal.parse.mysql.binlog import EventDecoder
 from canal.parse.mysql.files import LocalBinlogSource
 from canal.parse.mysql.source import MysqlBinlogSource, default_slave_id
 
-__all__ = ["EventParser", "LocalBinlogSource", "MysqlBinlogSource", "default_slave_id"]
+__all__ = ["EventDecoder", "LocalBinlogSource", "MysqlBinlogSource", "default_slave_id"]

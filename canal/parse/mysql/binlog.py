@@ -8,7 +8,7 @@ Hostile or broken bytes: every event must fill exactly the bytes its transport d
 record its header declares), its CRC32 is checked before its body is read (``verify_checksum``), and a body that does
 not decode -- a length past its end, an impossible count, a row image that does not end where the event ends --
 raises :class:`~canal.errors.ParseError` naming the event type, the file and the offset. No other exception type
-leaves :meth:`EventParser.parse`, nothing is allocated beyond what the event holds, and nothing loops or recurses
+leaves :meth:`EventDecoder.parse`, nothing is allocated beyond what the event holds, and nothing loops or recurses
 without bound. With checksums verified, a corrupted event is never decoded, so no corrupted row is delivered.
 
 Event types: an event that could carry changes pycanal cannot decode (statement-based LOAD DATA, pre-GA rows
@@ -16,8 +16,8 @@ events, encrypted files, incidents, any type this parser does not know unless th
 the dump with a ``ParseError`` naming it: never skipped while the cursor moves past it. The types ignored on purpose
 are listed in ``_IGNORED`` with the reason.
 
-MySQL 8 compressed transactions (``TRANSACTION_PAYLOAD_EVENT``, zstd) come out of :meth:`EventParser.parse` whole;
-the sources expand them with :meth:`EventParser.expand` into the events they hold.
+MySQL 8 compressed transactions (``TRANSACTION_PAYLOAD_EVENT``, zstd) come out of :meth:`EventDecoder.parse` whole;
+the sources expand them with :meth:`EventDecoder.expand` into the events they hold.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 
 Handler = Callable[[bytes, int, int, int, int, int, int, int], BinlogEvent]
 
 
-class EventParser:
+class EventDecoder:
     """Parses one binlog stream's events in order.
 
     ``verify_checksum`` checks each event's CRC32 (when the stream has checksums) before its body is read.

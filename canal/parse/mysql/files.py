@@ -29,7 +29,7 @@ from canal.parse.events import (
     TransactionPayloadEvent,
 )
 from canal.parse.mysql import packets as P
-from canal.parse.mysql.binlog import EventParser
+from canal.parse.mysql.binlog import EventDecoder
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition, journal_number
 
@@ -105,7 +105,7 @@ class LocalBinlogSource:
 
     def _first_fde(self, path: Path) -> FormatDescriptionEvent:
         with path.open("rb") as f:
-            parser = EventParser(path.name)
+            parser = EventDecoder(path.name)
             if f.read(4) != P.BINLOG_MAGIC:
                 raise ParseError(f"{path} is not a binlog file (bad magic number at {path.name}:0)")
             data = self._read_event(f, path)
@@ -186,7 +186,7 @@ class LocalBinlogSource:
         return self._dump(start, request)
 
     def _dump(self, name: str, request: DumpRequest) -> Iterator[BinlogEvent]:
-        parser = EventParser(name, verify_checksum=self._verify, decode_rows=request.decode_rows)
+        parser = EventDecoder(name, verify_checksum=self._verify, decode_rows=request.decode_rows)
         position = request.position
         last_activity = time.monotonic()
         while True:

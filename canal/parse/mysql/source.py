@@ -24,7 +24,7 @@ from canal.config import SslConfig
 from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError
 from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
-from canal.parse.mysql.binlog import EventParser
+from canal.parse.mysql.binlog import EventDecoder
 from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tls_state
 from canal.parse.mysql.decoder import FallbackColumn
 from canal.parse.source import BinlogFile, DumpRequest
@@ -376,7 +376,7 @@ class MysqlBinlogSource:
                 raise self._error(e, request) from None
             except OSError as e:
                 raise SourceError(f"{self._address}: dump setup failed: {e}", errno=CR_SERVER_LOST) from None
-            parser = EventParser(
+            parser = EventDecoder(
                 request.journal_name or "",
                 checksum=checksum,
                 verify_checksum=self._verify_checksum,
@@ -446,7 +446,7 @@ class MysqlBinlogSource:
         raise pymysql.err.OperationalError(code, msg)
 
     def _read_events(
-        self, conn: pymysql.connections.Connection, parser: EventParser, request: DumpRequest
+        self, conn: pymysql.connections.Connection, parser: EventDecoder, request: DumpRequest
     ) -> Iterator[BinlogEvent]:
         read = conn._read_bytes
         read_packet = P.read_packet
@@ -496,7 +496,7 @@ class MysqlBinlogSource:
                 )
 
     def _error(
-        self, exc: pymysql.err.MySQLError, request: DumpRequest, parser: EventParser | None = None
+        self, exc: pymysql.err.MySQLError, request: DumpRequest, parser: EventDecoder | None = None
     ) -> SourceError:
         code = _errno(exc)
         text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
