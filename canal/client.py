@@ -7,7 +7,8 @@ filter are the same client, as in canal, so re-subscribing with a new filter rep
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 import attrs
 
@@ -19,14 +20,16 @@ DEFAULT_CLIENT_ID = 1001
 _MAX_CLIENT_ID = 32767  # canal stores client ids as a Java short
 
 
+DESTINATION_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.#-]{0,127}")
+"""The one destination-name rule: it names a ZooKeeper node and a directory (``#`` for a group member's name)."""
+
+
 def validate_destination(destination: str) -> str:
-    """Check that ``destination`` can name a ZooKeeper node and a directory; return it unchanged."""
-    if not isinstance(destination, str) or not destination:
-        raise ConfigError(f"a destination must be a non-empty string, got {destination!r}", key="destination")
-    if "/" in destination or "\\" in destination or destination in (".", "..") or "\x00" in destination:
+    """Check ``destination`` against :data:`DESTINATION_RE`; return it unchanged."""
+    if not isinstance(destination, str) or not DESTINATION_RE.fullmatch(destination):
         raise ConfigError(
-            f"destination {destination!r} may not contain '/' or '\\' or be '.' or '..' "
-            "(it names a ZooKeeper node and a directory)",
+            f"destination {destination!r} must be 1-128 letters, digits, '_', '.', '-' starting with a letter, "
+            "digit or '_' (it names a ZooKeeper node and a directory)",
             key="destination",
         )
     return destination

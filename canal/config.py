@@ -43,6 +43,8 @@ from typing import Any, Final, TypeVar, cast
 
 import attrs
 
+from canal.address import split_address
+from canal.client import DESTINATION_RE
 from canal.errors import ConfigError, FilterError
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
@@ -224,36 +226,9 @@ def _to_meta_mode(value: MetaMode | str) -> MetaMode:
 # master address
 # --------------------------------------------------------------------------------------------------------------------
 
-_HOST_RE: Final = re.compile(
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
-)
 _FAKE_PREFIX: Final = "fake://"
 _FILE_PREFIX: Final = "file://"
 _FAKE_NAME_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-
-
-def _split_address(address: str) -> tuple[str, int]:
-    """``host:port`` / ``[v6]:port`` -> (host, port); raises ValueError with a reason."""
-    text = address.strip()
-    if text.startswith("["):
-        end = text.find("]")
-        if end < 0 or not text[end + 1 :].startswith(":"):
-            raise ValueError("expected host:port, e.g. 127.0.0.1:3306 or [::1]:3306")
-        host, port_text = text[1:end], text[end + 2 :]
-        if not host or not re.fullmatch(r"[0-9A-Fa-f:.%A-Za-z]+", host) or ":" not in host:
-            raise ValueError("bad IPv6 host")
-    else:
-        host, sep, port_text = text.rpartition(":")
-        if not sep or not host:
-            raise ValueError("expected host:port, e.g. 127.0.0.1:3306, or fake://NAME")
-        if not _HOST_RE.fullmatch(host):
-            raise ValueError(f"bad host name {host!r}")
-    if not port_text.isdigit():
-        raise ValueError(f"port {port_text!r} is not a number")
-    port = int(port_text)
-    if not 1 <= port <= 65535:
-        raise ValueError(f"port {port} is out of range 1..65535")
-    return host, port
 
 
 def _address_problem(address: object) -> str | None:
@@ -266,7 +241,7 @@ def _address_problem(address: object) -> str | None:
     if address.startswith(_FILE_PREFIX):
         return None if address[len(_FILE_PREFIX) :] else "file://DIR needs the directory holding the binlog files"
     try:
-        _split_address(address)
+        split_address(address)
     except ValueError as exc:
         return str(exc)
     return None
@@ -490,12 +465,12 @@ class MasterConfig:
         """Host part of the address (the fake name for ``fake://``, the directory for ``file://``)."""
         if self.is_local:
             return self.address[len(_FILE_PREFIX) :]
-        return self.fake_name or _split_address(self.address)[0]
+        return self.fake_name or split_address(self.address)[0]
 
     @property
     def port(self) -> int:
         """Port of the address (0 for ``fake://`` and ``file://``)."""
-        return 0 if self.is_fake or self.is_local else _split_address(self.address)[1]
+        return 0 if self.is_fake or self.is_local else split_address(self.address)[1]
 
     def redacted(self) -> dict[str, Any]:
         """A JSON-friendly dict for logs: the password is ``'***'``."""
@@ -633,7 +608,6 @@ class RetryConfig:
 # instance
 # --------------------------------------------------------------------------------------------------------------------
 
-_DESTINATION_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 # MySQL/MariaDB character set names; the converter also accepts Java charset names (canal's connectionCharset).
 _CHARSET_NAMES: Final = (
@@ -701,7 +675,7 @@ def _validate_zk(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
 
 
 def _validate_destination(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, str) or not _DESTINATION_RE.fullmatch(value):
+    if not isinstance(value, str) or not DESTINATION_RE.fullmatch(value):
         raise _FieldError(
             type(inst).__name__,
             attr.name,
@@ -898,7 +872,7 @@ def _validate_destinations(inst: Any, attr: attrs.Attribute[Any], value: Any) ->
     if not isinstance(value, tuple):
         raise _FieldError(type(inst).__name__, attr.name, value, "must be a tuple of destination names")
     for name in value:
-        if not isinstance(name, str) or not _DESTINATION_RE.fullmatch(name):
+        if not isinstance(name, str) or not DESTINATION_RE.fullmatch(name):
             raise _FieldError(type(inst).__name__, attr.name, value, f"{name!r} is not a valid destination name")
     if len(set(value)) != len(value):
         raise _FieldError(type(inst).__name__, attr.name, value, "names a destination twice")
@@ -1043,7 +1017,7 @@ def load_conf_dir(path: str | os.PathLike[str]) -> tuple[ServerConfig, dict[str,
             raise ConfigError(f"cannot list {os.fspath(conf)!r}: {what}", key="canal.auto.scan") from None
         for child in children:
             if child.name not in names and _is_file(child / "instance.properties"):
-                if _DESTINATION_RE.fullmatch(child.name):
+                if DESTINATION_RE.fullmatch(child.name):
                     names.append(child.name)
                 else:
                     logger.warning("ignoring %s: %r is not a valid destination name", child, child.name)

@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from canal.address import host_and_port
 from canal.errors import PositionError
 
 _SUFFIX = re.compile(r"(\d+)$")
@@ -149,7 +150,7 @@ class LogIdentity:
     slave_id: int = -1
 
     def to_dict(self) -> dict[str, Any]:
-        host, port = _split_address(self.source_address)
+        host, port = host_and_port(self.source_address)
         address: dict[str, Any] = {"address": host, "port": port}
         return {"slaveId": self.slave_id, "sourceAddress": address}
 
@@ -164,19 +165,13 @@ class LogIdentity:
             host = source.get("address") or source.get("hostString")
             port = source.get("port")
             if host is not None:
-                address = f"{host}:{port}" if port not in (None, 0, -1) else str(host)
+                host = str(host)
+                if ":" in host and "://" not in host and not host.startswith("["):
+                    host = f"[{host}]"  # an IPv6 address: bracketed, so the port stays readable
+                address = f"{host}:{port}" if port not in (None, 0, -1) else host
         elif isinstance(source, str):
             address = source
         return cls(source_address=address, slave_id=-1 if slave_id is None else slave_id)
-
-
-def _split_address(address: str | None) -> tuple[str | None, int]:
-    if address is None:
-        return None, 0
-    host, sep, port = address.rpartition(":")
-    if sep and port.isdigit() and "://" not in address:
-        return host, int(port)
-    return address, 0
 
 
 _CANAL_LOG_POSITION_TYPE = "com.alibaba.otter.canal.protocol.position.LogPosition"

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "canal.protocol",
             "canal.client",
             "canal.filter",
+            "canal.address",
         ),
     ),
     ("sql", ("canal.sql",)),

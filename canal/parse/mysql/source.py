@@ -20,6 +20,7 @@ from typing import Any
 import pymysql  # type: ignore[import-untyped]
 import pymysql.err  # type: ignore[import-untyped]
 
+from canal.address import split_address
 from canal.config import SslConfig
 from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError
 from canal.parse.events import BinlogEvent, TransactionPayloadEvent
@@ -38,17 +39,6 @@ CR_CONN_HOST_ERROR = 2003
 ER_PARSE_ERROR = 1064
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 _LOST = frozenset({CR_SERVER_LOST, CR_SERVER_GONE_ERROR, CR_CONN_HOST_ERROR})
-
-
-def parse_address(address: str, default_port: int = 3306) -> tuple[str, int]:
-    """``host:port`` (or ``[v6]:port``, or ``host``) -> (host, port)."""
-    if address.startswith("["):
-        host, _, rest = address[1:].partition("]")
-        return host, int(rest.lstrip(":") or default_port)
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        return address, default_port
-    return host, int(port)
 
 
 def default_slave_id(address: str, server_id: int | None = None) -> int:
@@ -93,7 +83,7 @@ class MysqlBinlogSource:
         ssl: SslConfig | None = None,
     ) -> None:
         self._address = address
-        self._host, self._port = parse_address(address)
+        self._host, self._port = split_address(address, 3306)
         self._username = username
         self._password = password
         self._slave_id = slave_id
