@@ -7,7 +7,8 @@ from test_parser_helpers import UUID, MiniMysql
 
 from canal.config import FilterFlags
 from canal.filter import FieldFilter, TableFilters
-from canal.parse.convert import ConvertOptions, EntryConverter, GtidSet, NeedTransactionBeginError
+from canal.gtid import GtidSet
+from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
 from canal.parse.events import BinlogEvent, QueryEvent, RowsEvent, XidEvent
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "canal.client",
             "canal.filter",
             "canal.address",
+            "canal.gtid",
         ),
     ),
     ("sql", ("canal.sql",)),

@@ -35,8 +35,9 @@ from mysql_wire import event_packets, serving
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.errors import ParseError
+from canal.gtid import GtidSet, decode_mysql_gtid_set, encode_mysql_gtid_set
 from canal.instance import Instance
-from canal.parse.convert import ConvertOptions, EntryConverter, GtidSet
+from canal.parse.convert import ConvertOptions, EntryConverter
 from canal.parse.events import BinlogEvent, GtidEvent, GtidSetEvent, IgnoredEvent, QueryEvent, RowsEvent, XidEvent
 from canal.parse.mysql import EventDecoder, LocalBinlogSource, MysqlBinlogSource
 from canal.parse.mysql import packets as P
@@ -109,7 +110,7 @@ def _mysql8_file(events: list[tuple[int, bytes]], *, checksum: bool = True) -> t
 def _compressed_file(compression: str = "zstd") -> tuple[bytes, list[int]]:
     return _mysql8_file(
         [
-            (P.PREVIOUS_GTIDS_LOG_EVENT, P.encode_mysql_gtid_set(f"{SOURCE}:1-9")),
+            (P.PREVIOUS_GTIDS_LOG_EVENT, encode_mysql_gtid_set(f"{SOURCE}:1-9")),
             (P.GTID_LOG_EVENT, M.gtid_body(SOURCE, 10)),
             (P.TRANSACTION_PAYLOAD_EVENT, M.transaction_payload(_inner_transaction(1), compression=compression)),
             (P.GTID_LOG_EVENT, M.gtid_body(SOURCE, 11)),
@@ -455,7 +456,7 @@ def test_mysql8_gtid_events_and_previous_gtids() -> None:
     tagged = _parse(parser, P.GTID_TAGGED_LOG_EVENT, M.tagged_gtid_body(SOURCE, "Batch_7", 1 << 40), 1100)
     assert isinstance(tagged, GtidEvent) and tagged.gtid == f"{SOURCE}:batch_7:{1 << 40}"
     text = f"{SOURCE}:1-41:43:batch_7:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:tb:10"
-    prev = _parse(parser, P.PREVIOUS_GTIDS_LOG_EVENT, P.encode_mysql_gtid_set(text), 1200)
+    prev = _parse(parser, P.PREVIOUS_GTIDS_LOG_EVENT, encode_mysql_gtid_set(text), 1200)
     assert isinstance(prev, GtidSetEvent) and prev.gtid_set == text
     anonymous = _parse(parser, P.ANONYMOUS_GTID_LOG_EVENT, M.gtid_body(uuid.UUID(int=0), 1), 1300)
     assert isinstance(anonymous, IgnoredEvent)
@@ -467,7 +468,7 @@ def test_tagged_gtids_join_the_executed_set() -> None:
     executed.add(f"{SOURCE}:batch_7:6")
     executed.add(f"{SOURCE}:other:1")
     assert str(executed) == f"{SOURCE}:1-42:batch_7:1-6:other:1"
-    assert P.decode_mysql_gtid_set(P.encode_mysql_gtid_set(str(executed))) == str(executed)
+    assert decode_mysql_gtid_set(encode_mysql_gtid_set(str(executed))) == str(executed)
 
 
 @given(
@@ -488,7 +489,7 @@ def test_gtid_sets_round_trip_through_their_binary_form(entries: list[tuple[uuid
             for gno in (first, first + extra):
                 executed.add(f"{source}:{tag}:{gno}" if tag else f"{source}:{gno}")
     text = str(executed)
-    assert P.decode_mysql_gtid_set(P.encode_mysql_gtid_set(text)) == text
+    assert decode_mysql_gtid_set(encode_mysql_gtid_set(text)) == text
     assert str(GtidSet(text)) == text
 
 

@@ -10,6 +10,7 @@ import zlib
 import pytest
 
 from canal.errors import ParseError
+from canal.gtid import decode_mysql_gtid_set, encode_mysql_gtid_set
 from canal.parse.events import GtidEvent, GtidSetEvent, HeartbeatEvent, IgnoredEvent, RowsEvent, TableMapEvent
 from canal.parse.mysql import EventDecoder
 from canal.parse.mysql import packets as P
@@ -84,7 +85,7 @@ def test_mysql_events() -> None:
     assert isinstance(gtid, GtidEvent) and gtid.gtid == f"{SID}:42" and not gtid.mariadb
 
     gtid_set = f"{SID}:1-41:43"
-    prev = parser.parse(_event(P.PREVIOUS_GTIDS_LOG_EVENT, P.encode_mysql_gtid_set(gtid_set), 500, checksum=True))
+    prev = parser.parse(_event(P.PREVIOUS_GTIDS_LOG_EVENT, encode_mysql_gtid_set(gtid_set), 500, checksum=True))
     assert isinstance(prev, GtidSetEvent) and prev.gtid_set == gtid_set
 
     hb_body = bytes([1, 13]) + b"binlog.000008" + bytes([2, 3, 0xFC]) + struct.pack("<H", 1234)
@@ -109,4 +110,4 @@ def test_corrupt_checksum_and_unsupported_events_raise() -> None:
 
 def test_gtid_set_encoding_round_trips() -> None:
     text = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,4e11fa47-71ca-11e1-9e33-c80aa9429562:10"
-    assert P.decode_mysql_gtid_set(P.encode_mysql_gtid_set(text)) == text
+    assert decode_mysql_gtid_set(encode_mysql_gtid_set(text)) == text

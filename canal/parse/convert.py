@@ -21,7 +21,6 @@ rows of that table.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import attrs
@@ -29,6 +28,7 @@ import attrs
 from canal.config import FilterFlags
 from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
+from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl
 from canal.parse.events import (
@@ -65,103 +65,6 @@ class NeedTransactionBeginError(ParseError):
     def __init__(self, message: str, *, start: EntryPosition) -> None:
         super().__init__(message)
         self.start = start
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# GTID sets
-
-
-_MYSQL_INTERVAL = re.compile(r"^(\d+)(?:-(\d+))?$")
-_GTID_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
-
-
-class GtidSet:
-    """A mutable executed-GTID set: MySQL ``uuid:1-5:7,uuid2:1-3`` (MySQL 8.3 tags too: ``uuid:1-5:tag:1-3``) or
-    MariaDB ``domain-server-seq,...``."""
-
-    __slots__ = ("_mariadb", "_mariadb_domains", "_mysql")
-
-    def __init__(self, text: str | None = None, *, mariadb: bool | None = None) -> None:
-        self._mysql: dict[tuple[str, str], list[list[int]]] = {}  # (uuid, tag) -> intervals
-        self._mariadb_domains: dict[int, tuple[int, int]] = {}
-        text = (text or "").strip()
-        if mariadb is None:
-            mariadb = bool(text) and ":" not in text
-        self._mariadb = mariadb
-        if text:
-            for part in text.replace("\n", "").split(","):
-                part = part.strip()
-                if part:
-                    self._add_text(part)
-
-    @property
-    def is_mariadb(self) -> bool:
-        return self._mariadb
-
-    def _add_text(self, part: str) -> None:
-        if self._mariadb:
-            domain, server, seq = (int(x) for x in part.split("-"))
-            self._set_mariadb(domain, server, seq)
-            return
-        uuid, _, rest = part.partition(":")
-        uuid = uuid.strip().lower()
-        tag = ""
-        for token in rest.split(":"):
-            token = token.strip()
-            match = _MYSQL_INTERVAL.match(token)
-            if match is not None:
-                lo = int(match.group(1))
-                hi = int(match.group(2) or lo)
-                self._add_interval((uuid, tag), lo, hi)
-            elif _GTID_TAG.fullmatch(token):
-                tag = token.lower()
-            else:
-                raise ParseError(f"malformed GTID set element {part!r}")
-
-    def _set_mariadb(self, domain: int, server: int, seq: int) -> None:
-        current = self._mariadb_domains.get(domain)
-        if current is None or seq >= current[1]:
-            self._mariadb_domains[domain] = (server, seq)
-
-    def _add_interval(self, source: tuple[str, str], lo: int, hi: int) -> None:
-        intervals = self._mysql.setdefault(source, [])
-        if intervals and intervals[-1][1] + 1 >= lo >= intervals[-1][0]:
-            # the common case: the next transaction of the newest interval
-            intervals[-1][1] = max(intervals[-1][1], hi)
-            return
-        intervals.append([lo, hi])
-        intervals.sort()
-        merged: list[list[int]] = []
-        for a, b in intervals:
-            if merged and a <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        self._mysql[source] = merged
-
-    def add(self, gtid: str) -> None:
-        """Add one executed GTID (``uuid:n``, ``uuid:tag:n`` or ``domain-server-seq``)."""
-        if not self._mysql and not self._mariadb_domains:
-            self._mariadb = ":" not in gtid
-        self._add_text(gtid)
-
-    def copy(self) -> GtidSet:
-        other = GtidSet(mariadb=self._mariadb)
-        other._mysql = {k: [list(i) for i in v] for k, v in self._mysql.items()}
-        other._mariadb_domains = dict(self._mariadb_domains)
-        return other
-
-    def __str__(self) -> str:
-        if self._mariadb:
-            return ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(self._mariadb_domains.items()))
-        parts: dict[str, list[str]] = {}  # uuid -> its untagged spans, then each tag and its spans
-        for uuid, tag in sorted(self._mysql):
-            spans = ":".join(str(a) if a == b else f"{a}-{b}" for a, b in self._mysql[(uuid, tag)])
-            parts.setdefault(uuid, []).append(f"{tag}:{spans}" if tag else spans)
-        return ",".join(f"{uuid}:{':'.join(pieces)}" for uuid, pieces in parts.items())
-
-    def __bool__(self) -> bool:
-        return bool(self._mysql or self._mariadb_domains)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ import attrs
 import zstandard
 
 from canal.errors import ParseError
+from canal.gtid import GTID_TAG, decode_mysql_gtid_set
 from canal.parse.events import (
     BinlogEvent,
     FormatDescriptionEvent,
@@ -662,13 +663,13 @@ class EventDecoder:
         if n > 32 or p + n > end:
             raise ValueError(f"a GTID tag of {n} bytes")
         tag = bytes(b[p : p + n]).decode("ascii")
-        if tag and not P.GTID_TAG.fullmatch(tag):
+        if tag and not GTID_TAG.fullmatch(tag):
             raise ValueError(f"malformed GTID tag {tag!r}")
         gtid = f"{source}:{tag.lower()}:{gno}" if tag else f"{source}:{gno}"
         return GtidEvent(log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid=gtid)
 
     def _previous_gtids(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
-        text = P.decode_mysql_gtid_set(b, p, end)
+        text = decode_mysql_gtid_set(b, p, end)
         return GtidSetEvent(
             log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid_set=text
         )

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import struct
-import uuid
 from collections.abc import Callable
+
+from canal.gtid import encode_mysql_gtid_set
 
 # --- commands ---------------------------------------------------------------------------------------------------
 COM_BINLOG_DUMP = 0x12
@@ -140,118 +141,6 @@ def register_slave_packet(server_id: int, host: str, user: str, port: int) -> by
 def binlog_dump_packet(file: str, position: int, server_id: int, flags: int) -> bytes:
     """COM_BINLOG_DUMP payload (without the command byte)."""
     return struct.pack("<IHI", position & 0xFFFFFFFF, flags, server_id) + file.encode()
-
-
-GTID_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")  # MySQL 8.3+ tagged GTIDs: uuid:tag:gno
-_GTID_FORMAT_TAGGED = 1
-_INTERVAL = re.compile(r"(\d+)(?:-(\d+))?")
-
-
-def parse_mysql_gtid_set(gtid_set: str) -> list[tuple[uuid.UUID, str, list[tuple[int, int]]]]:
-    """A MySQL GTID set's text (``uuid:1-5:7,uuid2:3``, tags ``uuid:1-5:tag:1-3``) as (uuid, tag, [(first, last)])
-    entries, tags lowercased. ``ValueError`` for malformed text."""
-    entries: list[tuple[uuid.UUID, str, list[tuple[int, int]]]] = []
-    for part in gtid_set.replace("\n", "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        sid_text, *tokens = part.split(":")
-        sid = uuid.UUID(sid_text.strip())
-        tag = ""
-        intervals: list[tuple[int, int]] = []
-        for token in (t.strip() for t in tokens):
-            match = _INTERVAL.fullmatch(token)
-            if match is not None:
-                first = int(match.group(1))
-                last = int(match.group(2) or first)
-                if not 1 <= first <= last < 1 << 63:
-                    raise ValueError(f"bad GTID interval {token!r} in {part!r}")
-                intervals.append((first, last))
-            elif GTID_TAG.fullmatch(token):
-                if intervals or tag:
-                    entries.append((sid, tag, intervals))
-                tag, intervals = token.lower(), []
-            else:
-                raise ValueError(f"malformed GTID set element {part!r}")
-        entries.append((sid, tag, intervals))
-    return entries
-
-
-def encode_mysql_gtid_set(gtid_set: str) -> bytes:
-    """A MySQL GTID set in the binary form of COM_BINLOG_DUMP_GTID / previous-GTIDs: classic, or MySQL 8.3's tagged
-    format when any GTID has a tag (the sid count framed by format bytes, a tag before each entry's intervals)."""
-    entries = parse_mysql_gtid_set(gtid_set)
-    tagged = any(tag for _, tag, _ in entries)
-    # tagged: the count between two format bytes, so an old reader sees an impossible count rather than a wrong one
-    head = (_GTID_FORMAT_TAGGED << 56 | len(entries) << 8 | _GTID_FORMAT_TAGGED) if tagged else len(entries)
-    out = [_U64.pack(head)]
-    for sid, tag, intervals in entries:
-        out.append(sid.bytes)
-        if tagged:
-            out.append(bytes([len(tag) << 1]) + tag.encode("ascii"))
-        out.append(_U64.pack(len(intervals)))
-        for first, last in intervals:
-            out.append(struct.pack("<qq", first, last + 1))
-    return b"".join(out)
-
-
-def decode_mysql_gtid_set(buf: bytes, pos: int = 0, end: int | None = None) -> str:
-    """The binary GTID set of a previous-GTIDs event (classic or tagged) as text. ``ValueError`` when the counts do
-    not fit the bytes."""
-    end = len(buf) if end is None else end
-    if end - pos < 8:
-        raise ValueError("GTID set shorter than its count")
-    (head,) = _U64.unpack_from(buf, pos)
-    pos += 8
-    fmt = head >> 56
-    if fmt == _GTID_FORMAT_TAGGED:
-        if head & 0xFF != _GTID_FORMAT_TAGGED:
-            raise ValueError(f"malformed tagged GTID set header 0x{head:016x}")
-        n_sids = (head >> 8) & ((1 << 48) - 1)
-    elif fmt == 0:
-        n_sids = head
-    else:
-        raise ValueError(f"unknown GTID set format {fmt}")
-    if n_sids > (end - pos) // 24:
-        raise ValueError(f"GTID set of {n_sids} sources in {end - pos} bytes")
-    text: list[str] = []  # "uuid:ranges" elements; a tagged entry of the same uuid continues the element
-    last_sid = None
-    for _ in range(n_sids):
-        if end - pos < 16:
-            raise ValueError("GTID set entry cut short")
-        sid = str(uuid.UUID(bytes=bytes(buf[pos : pos + 16])))
-        pos += 16
-        tag = ""
-        if fmt == _GTID_FORMAT_TAGGED:
-            if pos >= end or buf[pos] & 1 or buf[pos] >> 1 > 32:
-                raise ValueError("malformed GTID tag length")
-            n = buf[pos] >> 1
-            tag = bytes(buf[pos + 1 : pos + 1 + n]).decode("ascii")
-            if n and not GTID_TAG.fullmatch(tag):
-                raise ValueError(f"malformed GTID tag {tag!r}")
-            pos += 1 + n
-        if end - pos < 8:
-            raise ValueError("GTID set entry cut short")
-        (n_int,) = _U64.unpack_from(buf, pos)
-        pos += 8
-        if n_int > (end - pos) // 16:
-            raise ValueError(f"GTID set entry of {n_int} intervals in {end - pos} bytes")
-        ranges = []
-        for _ in range(n_int):
-            a, b = struct.unpack_from("<qq", buf, pos)
-            pos += 16
-            if not 0 < a < b:
-                raise ValueError(f"bad GTID interval [{a}, {b})")
-            ranges.append(str(a) if b == a + 1 else f"{a}-{b - 1}")
-        piece = ":".join(([tag] if tag else []) + ranges)
-        if sid == last_sid and text:
-            text[-1] += ":" + piece if piece else ""
-        else:
-            text.append(f"{sid}:{piece}" if piece else sid)
-            last_sid = sid
-    if pos != end:
-        raise ValueError(f"{end - pos} bytes after the GTID set")
-    return ",".join(text)
 
 
 def binlog_dump_gtid_packet(server_id: int, gtid_set: str, flags: int) -> bytes:

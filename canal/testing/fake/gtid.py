@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from canal import gtid as gtid_text
 from canal.errors import SourceError
 
 __all__ = [
@@ -38,35 +38,21 @@ def merge(intervals: Iterable[tuple[int, int]]) -> Intervals:
 
 
 def parse_mysql_gtid_set(text: str) -> dict[str, list[tuple[int, int]]]:
-    """``uuid:1-5:7,uuid2:3`` -> {uuid: [(1, 5), (7, 7)], uuid2: [(3, 3)]} (uuids lowercased, intervals merged)."""
+    """``uuid:1-5:7,uuid2:3`` -> {uuid: [(1, 5), (7, 7)], uuid2: [(3, 3)]} (read by :mod:`canal.gtid`; the fake
+    has no tagged GTIDs). A malformed set is the server's error 1772."""
     out: dict[str, list[tuple[int, int]]] = {}
-    for part in text.replace("\n", "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        sid, *ranges = part.split(":")
-        sid = sid.strip().lower()
-        try:
-            uuid.UUID(sid)
-            for rng in ranges:
-                a, _, b = rng.strip().partition("-")
-                start = int(a)
-                end = int(b) if b else start
-                if start < 1 or end < start:
-                    raise ValueError(rng)
-                out.setdefault(sid, []).append((start, end))
-        except ValueError:
-            raise SourceError(f"Malformed GTID set specification {text!r}", errno=1772) from None
+    try:
+        for sid, tag, intervals in gtid_text.parse_mysql_gtid_set(text):
+            if tag:
+                raise ValueError("tagged GTIDs")
+            out.setdefault(str(sid), []).extend(intervals)
+    except ValueError:
+        raise SourceError(f"Malformed GTID set specification {text!r}", errno=1772) from None
     return {k: merge(v) for k, v in out.items()}
 
 
-def format_mysql_gtid_set(gtids: Mapping[str, Sequence[tuple[int, int]]]) -> str:
-    parts = []
-    for sid in sorted(gtids):
-        if gtids[sid]:
-            ranges = ":".join(f"{s}-{e}" if e != s else str(s) for s, e in gtids[sid])
-            parts.append(f"{sid}:{ranges}")
-    return ",".join(parts)
+format_mysql_gtid_set = gtid_text.format_mysql_gtid_set
+format_mariadb_gtid_pos = gtid_text.format_mariadb_gtid_pos
 
 
 def mysql_contains(gtids: Mapping[str, Sequence[tuple[int, int]]], sid: str, gno: int) -> bool:
@@ -82,19 +68,8 @@ def mysql_subset(a: Mapping[str, Sequence[tuple[int, int]]], b: Mapping[str, Seq
 
 
 def parse_mariadb_gtid_pos(text: str) -> dict[int, tuple[int, int]]:
-    """``0-1-5,1-2-9`` -> {0: (1, 5), 1: (2, 9)}: per replication domain, the server id and seq_no of its last GTID."""
-    out: dict[int, tuple[int, int]] = {}
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            d, s, q = (int(x) for x in part.split("-"))
-        except ValueError:
-            raise SourceError(f"Malformed GTID position {text!r}: expected domain-server-seq", errno=1236) from None
-        out[d] = (s, q)
-    return out
-
-
-def format_mariadb_gtid_pos(state: Mapping[int, tuple[int, int]]) -> str:
-    return ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(state.items()))
+    """``0-1-5,1-2-9`` -> {0: (1, 5), 1: (2, 9)} (read by :mod:`canal.gtid`); malformed text is error 1236."""
+    try:
+        return gtid_text.parse_mariadb_gtid_pos(text)
+    except ValueError:
+        raise SourceError(f"Malformed GTID position {text!r}: expected domain-server-seq", errno=1236) from None
