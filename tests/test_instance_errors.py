@@ -6,7 +6,6 @@ the subscriptions, the store's sequences, and what the next ``get`` hands out.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -31,17 +30,13 @@ from canal.position import LogIdentity, LogPosition, PositionRange
 from canal.protocol import EntryType, Message
 from canal.testing.fake import FakeMysql
 
-_names = itertools.count()
-
 
 @pytest.fixture
-def fake() -> Iterator[FakeMysql]:
-    fake = FakeMysql(name=f"errs{next(_names)}", server_id=1)
-    fake.execute("CREATE TABLE shop.orders (id INT PRIMARY KEY, amount DECIMAL(10,2))")
-    for i in range(40):
-        fake.insert("shop.orders", {"id": i, "amount": Decimal(i)})
-    yield fake
-    fake.unregister()
+def fake(fake_mysql: FakeMysql) -> FakeMysql:
+    fake_mysql.execute("CREATE TABLE shop.orders (id INT PRIMARY KEY, amount DECIMAL(10,2))")
+    for i in range(40):  # one transaction each: several entries per batch
+        fake_mysql.insert("shop.orders", {"id": i, "amount": Decimal(i)})
+    return fake_mysql
 
 
 def _config(fake: FakeMysql) -> InstanceConfig:

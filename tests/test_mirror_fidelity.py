@@ -18,11 +18,10 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
-from canal.instance import Instance
+from canal.config import InstanceConfig, StoreConfig
 from canal.protocol import render_text
-from canal.spark import DeltaMirror, MirrorTypeError, RunStats, run_batches
-from canal.spark.testing import master_position
+from canal.spark import DeltaMirror, MirrorTypeError
+from canal.spark.testing import master_position, run_caught_up
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -93,28 +92,12 @@ def _insert(cur: Any, db: str, table: str, row: tuple[Any, ...]) -> None:
 def _config(mariadb: Any, start: tuple[str, int], meta_dir: Path) -> InstanceConfig:
     return InstanceConfig(
         destination="fidelity",
-        master=MasterConfig(
-            address=mariadb.address,
-            username=mariadb.user,
-            password=mariadb.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
+        master=mariadb.master(start),
         filter_regex=rf"{mariadb.database}\..*",
         store=StoreConfig(batch_mode="ITEMSIZE"),
         meta_mode="file",
         meta_dir=str(meta_dir),
     )
-
-
-def _run(conn: Any, cfg: InstanceConfig, spark: Any, mirror: DeltaMirror) -> None:
-    end = master_position(conn)
-
-    def done(stats: RunStats) -> bool:
-        return stats.reached(*end)
-
-    with Instance(cfg) as inst:
-        run_batches(inst, spark, mirror, batch_size=500, timeout=0.5, until=done)
 
 
 def _value(column: str, value: Any) -> Any:
@@ -170,7 +153,7 @@ def test_every_type_at_its_limits_lands_exactly(mariadb: Any, spark: Any, tmp_pa
             for row in rows:
                 _insert(cur, db, table, row)
     conn.commit()
-    _run(conn, cfg, spark, mirror)
+    run_caught_up(conn, cfg, spark, mirror)
     for table in TABLES:
         _assert_equal(conn, mirror, db, table)
 
@@ -192,7 +175,7 @@ def test_every_type_at_its_limits_lands_exactly(mariadb: Any, spark: Any, tmp_pa
                     "g = ST_GeomFromText('POLYGON((0 0, 1 0, 1 1, 0 0))'), p = ST_GeomFromText('POINT(9 9)') "
                     "WHERE id = x'01'")
     conn.commit()
-    _run(conn, cfg, spark, mirror)
+    run_caught_up(conn, cfg, spark, mirror)
     for table in TABLES:
         _assert_equal(conn, mirror, db, table)
 
@@ -203,7 +186,7 @@ def test_every_type_at_its_limits_lands_exactly(mariadb: Any, spark: Any, tmp_pa
         cur.execute(f"DELETE FROM {db}.texts WHERE id = 'b'")
         cur.execute(f"DELETE FROM {db}.bins WHERE id = x'00ff'")
     conn.commit()
-    _run(conn, cfg, spark, mirror)
+    run_caught_up(conn, cfg, spark, mirror)
     for table in TABLES:
         _assert_equal(conn, mirror, db, table)
     conn.close()
@@ -223,11 +206,11 @@ def test_zero_dates_fail_the_batch_by_name_unless_stored_as_null(mariadb: Any, s
     conn.commit()
     strict = DeltaMirror(tmp_path / "strict")
     with pytest.raises(MirrorTypeError, match=rf"{db}\.zeros: column 'd': zero date '0000-00-00'"):
-        _run(conn, cfg, spark, strict)
+        run_caught_up(conn, cfg, spark, strict)
     assert not strict.table_path(db, "zeros").exists()
 
     lenient = DeltaMirror(tmp_path / "lenient", zero_dates="null")
-    _run(conn, _config(mariadb, start, tmp_path / "meta2"), spark, lenient)
+    run_caught_up(conn, _config(mariadb, start, tmp_path / "meta2"), spark, lenient)
     rows = sorted(lenient.read(db, "zeros").to_pylist(), key=lambda r: r["id"])
     assert rows == [
         {"id": 1, "d": None, "dt": dt.datetime(2024, 1, 2, 3, 4, 5, 6)},

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, StoreConfig
 from canal.instance import Instance
 from canal.spark import DeltaMirror, RunStats, run_batches
 from canal.spark.testing import (
@@ -31,13 +31,7 @@ class Crash(Exception):
 def _config(mariadb: Any, start: tuple[str, int], meta_dir: Path) -> InstanceConfig:
     return InstanceConfig(
         destination="shop",
-        master=MasterConfig(
-            address=mariadb.address,
-            username=mariadb.user,
-            password=mariadb.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
+        master=mariadb.master(start),
         filter_regex=rf"{mariadb.database}\..*",
         store=StoreConfig(batch_mode="ITEMSIZE"),
         meta_mode="file",

@@ -15,10 +15,9 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
-from canal.instance import Instance
-from canal.spark import DeltaMirror, RunStats, run_batches
-from canal.spark.testing import compare_tables, master_position
+from canal.config import InstanceConfig, StoreConfig
+from canal.spark import DeltaMirror
+from canal.spark.testing import compare_tables, master_position, run_caught_up
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -28,28 +27,12 @@ TABLES = ("items", "pairs")
 def _config(mariadb: Any, start: tuple[str, int], meta_dir: Path) -> InstanceConfig:
     return InstanceConfig(
         destination="keys",
-        master=MasterConfig(
-            address=mariadb.address,
-            username=mariadb.user,
-            password=mariadb.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
+        master=mariadb.master(start),
         filter_regex=rf"{mariadb.database}\..*",
         store=StoreConfig(batch_mode="ITEMSIZE"),
         meta_mode="file",
         meta_dir=str(meta_dir),
     )
-
-
-def _run(conn: Any, cfg: InstanceConfig, spark: Any, mirror: DeltaMirror, batch_size: int) -> None:
-    end = master_position(conn)
-
-    def done(stats: RunStats) -> bool:
-        return stats.reached(*end)
-
-    with Instance(cfg) as inst:
-        run_batches(inst, spark, mirror, batch_size=batch_size, timeout=0.5, until=done)
 
 
 def _equal(conn: Any, mirror: DeltaMirror, database: str) -> None:
@@ -69,7 +52,7 @@ def test_key_changes_leave_the_mirror_equal_to_the_source(mariadb: Any, spark: A
         cur.executemany(f"INSERT INTO {db}.items VALUES (%s, %s, %s)", [(i, f"n{i}", i) for i in range(1, 9)])
         cur.executemany(f"INSERT INTO {db}.pairs VALUES (%s, %s, %s)", [(1, "x", 1), (1, "y", 2), (2, "x", 3)])
     conn.commit()
-    _run(conn, cfg, spark, mirror, batch_size=1000)
+    run_caught_up(conn, cfg, spark, mirror, batch_size=1000)
     _equal(conn, mirror, db)
 
     # everything below lands in one batch: the mirror must reduce it in binlog order
@@ -86,7 +69,7 @@ def test_key_changes_leave_the_mirror_equal_to_the_source(mariadb: Any, spark: A
         cur.execute(f"UPDATE {db}.pairs SET b = 'z', v = 9 WHERE a = 1 AND b = 'x'")  # composite key
         cur.execute(f"UPDATE {db}.pairs SET a = 3 WHERE a = 2")
     conn.commit()
-    _run(conn, cfg, spark, mirror, batch_size=1000)
+    run_caught_up(conn, cfg, spark, mirror, batch_size=1000)
     _equal(conn, mirror, db)
     with conn.cursor() as cur:
         cur.execute(f"SELECT id FROM {db}.items ORDER BY id")
@@ -96,7 +79,7 @@ def test_key_changes_leave_the_mirror_equal_to_the_source(mariadb: Any, spark: A
     with conn.cursor() as cur:
         cur.execute(f"UPDATE {db}.items SET id = 11 WHERE id = 1")
     conn.commit()
-    _run(conn, cfg, spark, mirror, batch_size=1)
+    run_caught_up(conn, cfg, spark, mirror, batch_size=1)
     _equal(conn, mirror, db)
     assert sorted(r["id"] for r in mirror.read(db, "items").to_pylist()) == [4, 5, 11, 107, 108, 1002, 2003]
     conn.close()

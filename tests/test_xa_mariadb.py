@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from canal.config import InstanceConfig, MasterConfig
+from canal.config import InstanceConfig
 from canal.instance import Instance
 from canal.protocol import EntryType, EventType
 from canal.spark.testing import master_position
@@ -30,13 +30,7 @@ def test_xa_commit_and_rollback_are_delivered_in_binlog_order(mariadb: Any) -> N
         cur.execute(f"INSERT INTO `{db}`.t VALUES (4)")
     config = InstanceConfig(
         destination="xa",
-        master=MasterConfig(
-            address=mariadb.address,
-            username=mariadb.user,
-            password=mariadb.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
+        master=mariadb.master(start),
         filter_regex=rf"{db}\..*",
     )
     seen: list[tuple[EntryType, EventType | None, Any]] = []

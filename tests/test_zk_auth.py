@@ -7,9 +7,7 @@ credential never appears in reprs or log records.
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -29,17 +27,14 @@ SECRET = "s3cr3t-pw"
 AUTH = ("digest", f"canal:{SECRET}")
 DEST = "authed"
 CLIENT = ClientIdentity(DEST, 1001)
-_names = itertools.count()
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeMysql]:
-    fake = FakeMysql(name=f"zkauth{next(_names)}", server_id=1)
-    fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, amount DECIMAL(10,2))")
-    for i in range(6):
-        fake.insert("shop.t", {"id": i, "amount": Decimal(i)})
-    yield fake
-    fake.unregister()
+def fake(fake_mysql: FakeMysql) -> FakeMysql:
+    fake_mysql.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, amount DECIMAL(10,2))")
+    for i in range(6):  # one transaction each: several entries per batch
+        fake_mysql.insert("shop.t", {"id": i, "amount": Decimal(i)})
+    return fake_mysql
 
 
 def _config(fake: FakeMysql) -> InstanceConfig:

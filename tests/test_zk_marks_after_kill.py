@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from canal.client import ClientIdentity
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EntryType, Message
 from canal.testing.plugin import MariaDBDatabase, ZooKeeperChroot
@@ -30,13 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _config(mariadb: MariaDBDatabase, zookeeper: ZooKeeperChroot, start: tuple[str, int]) -> InstanceConfig:
     return InstanceConfig(
         destination="marks",
-        master=MasterConfig(
-            address=mariadb.address,
-            username=mariadb.user,
-            password=mariadb.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
+        master=mariadb.master(start),
         filter_regex=rf"{mariadb.database}\.t",
         meta_mode="zookeeper",
         zk_hosts=zookeeper.hosts,

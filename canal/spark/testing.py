@@ -8,6 +8,9 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from canal.config import InstanceConfig
+from canal.instance import Instance
+from canal.spark.batches import RunStats, run_batches
 from canal.spark.mirror import Comparison, DeltaMirror, compare
 
 
@@ -216,6 +219,14 @@ def master_position(conn: Any) -> tuple[str, int]:
         cur.execute("SHOW MASTER STATUS")
         row = cur.fetchone()
         return str(row[0]), int(row[1])
+
+
+def run_caught_up(conn: Any, config: InstanceConfig, spark: Any, fn: Any, batch_size: int = 500) -> RunStats:
+    """Run an instance of ``config`` through :func:`~canal.spark.run_batches` into ``fn`` until it has handled
+    everything the master (``conn``) had written when called."""
+    end = master_position(conn)
+    with Instance(config) as inst:
+        return run_batches(inst, spark, fn, batch_size=batch_size, timeout=0.5, until=lambda stats: stats.reached(*end))
 
 
 RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"

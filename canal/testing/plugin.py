@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from kazoo.client import KazooClient
     from pymysql.connections import Connection  # type: ignore[import-untyped,unused-ignore]
 
+    from canal.config import MasterConfig
+
 __all__ = ["MariaDBDatabase", "MariaDBFactory", "ZooKeeperChroot"]
 
 _LOG = logging.getLogger(__name__)
@@ -90,6 +92,20 @@ class MariaDBDatabase:
     @property
     def password(self) -> str:
         return self.server.password
+
+    def master(self, start: Sequence[Any] | None = None) -> MasterConfig:
+        """A MasterConfig for this server with the capture user, starting at ``(journal, position)`` (e.g. a row of
+        ``SHOW MASTER STATUS``) or, without ``start``, at the server's position now."""
+        from canal.config import MasterConfig
+
+        journal, position = start[:2] if start is not None else self.execute("SHOW MASTER STATUS")[0][:2]
+        return MasterConfig(
+            address=self.address,
+            username=self.user,
+            password=self.password,
+            journal_name=str(journal),
+            position=int(position),
+        )
 
     def connect(self, *, root: bool = True, **kwargs: Any) -> Connection:
         """A new autocommit pymysql connection to this database (as root unless ``root=False``)."""
