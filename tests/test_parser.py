@@ -16,8 +16,8 @@ from test_parser_helpers import (
     standard_workload,
 )
 
-from canal.config import DetectingConfig, FilterFlags, InstanceConfig, RetryConfig
-from canal.errors import BinlogPurgedError, SourceUnreachableError
+from canal.config import DetectingConfig, FilterFlags, InstanceConfig, MasterConfig, RetryConfig
+from canal.errors import BinlogPurgedError, ConfigError, SourceUnreachableError
 from canal.parse.convert import EntryConverter
 from canal.parse.parser import EventParser
 from canal.position import EntryPosition, LogIdentity, LogPosition
@@ -307,3 +307,24 @@ def test_stop_ends_a_blocked_dump_promptly() -> None:
     assert parser.is_started and not parser.join(0.05)
     parser.stop(timeout=5)
     assert parser.join(0) and not parser.is_started and parser.error is None
+
+
+def test_a_config_error_from_the_source_is_fatal_at_once() -> None:
+    """A bad setting (e.g. an unreadable CA file) does not heal by retrying: the parser stops on the first one."""
+    db = MiniMysql()
+    errors: list[BaseException] = []
+    got = threading.Event()
+
+    def on_error(exc: BaseException) -> None:
+        errors.append(exc)
+        got.set()
+
+    def broken(_master: MasterConfig) -> Any:
+        raise ConfigError("cannot read the CA file /nonexistent/ca.pem", key="ssl.ca")
+
+    cfg = config(db, retry=fast_retry())
+    parser = EventParser("example", cfg, broken, CollectingSink(), MemoryPositions(), on_error=on_error)
+    with parser:
+        assert got.wait(10) and parser.join(10)
+    assert isinstance(parser.error, ConfigError) and errors == [parser.error]
+    assert parser.reconnects == 0 and not parser.is_running

@@ -23,7 +23,14 @@ import time
 from collections.abc import Callable
 
 from canal.config import InstanceConfig, MasterConfig
-from canal.errors import BinlogPurgedError, CanalError, FencedWriteError, SourceError, StoreClosedError
+from canal.errors import (
+    BinlogPurgedError,
+    CanalError,
+    ConfigError,
+    FencedWriteError,
+    SourceError,
+    StoreClosedError,
+)
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
@@ -217,8 +224,8 @@ class EventParser(StartStopContext):
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
-        if isinstance(exc, FencedWriteError):
-            raise exc
+        if isinstance(exc, FencedWriteError | ConfigError):
+            raise exc  # a fenced write or a bad setting (e.g. an unreadable CA file) does not heal by retrying
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
             self._log.debug("the store was closed under the parser; waiting for stop")
