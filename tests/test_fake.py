@@ -726,3 +726,17 @@ def test_concurrent_readers_see_the_whole_binlog_in_order(fake: FakeMysql) -> No
     for got in results:
         seen = [e for e in real(got) if not isinstance(e, RotateEvent)]
         assert seen == stored
+
+
+def test_decimal_65_30_at_its_limits_and_mysql_rounding() -> None:
+    """MariaDB stores DECIMAL(65,30) values of 65 digits and rounds half away from zero; so does the fake (it used
+    to raise decimal.InvalidOperation beyond 28 digits)."""
+    big = Decimal("9" * 35 + "." + "9" * 30)
+    with FakeMysql(name="decimals") as fake:
+        fake.execute("CREATE TABLE shop.d (id INT PRIMARY KEY, v DECIMAL(65,30), r DECIMAL(4,2))")
+        events = fake.insert("shop.d", {"id": 1, "v": big, "r": Decimal("1.235")})
+        fake.insert("shop.d", {"id": 2, "v": Decimal("-" + str(big)), "r": Decimal("-1.235")})
+        rows = [e for e in events if isinstance(e, RowsEvent)]
+        assert rows and rows[0].rows[0].after == (1, big, Decimal("1.24"))
+        with pytest.raises(FakeMysqlError, match="digits"):
+            fake.insert("shop.d", {"id": 3, "v": Decimal("1" + "0" * 35), "r": 0})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any
 
 import attrs
@@ -23,6 +23,8 @@ INT_TYPES = INTEGER_TYPES
 _INT_WIDTH = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10), "bigint": (20, 20)}
 GEOMETRY_TYPES = frozenset(GEOMETRY_TYPE_NAMES)
 _TEMPORAL = TEMPORAL_TYPES
+
+_DECIMAL_CONTEXT = Context(prec=100, rounding=ROUND_HALF_UP)
 
 
 def charset_codec(charset: str) -> str | None:
@@ -255,7 +257,9 @@ def coerce(col: ColDef, value: Any, table: str, table_charset: str, mariadb: boo
             raise bad("not a number") from None
         prec = col.params[0] if col.params else 10
         scale = col.params[1] if len(col.params) > 1 else 0
-        d = d.quantize(Decimal(1).scaleb(-scale))
+        # MySQL keeps up to 65 digits and rounds half away from zero; the default context (28 digits, half even)
+        # would raise InvalidOperation for DECIMAL(65,30) values and round differently
+        d = d.quantize(Decimal(1).scaleb(-scale), context=_DECIMAL_CONTEXT)
         if len(d.as_tuple().digits) > prec and d != 0:
             raise bad(f"more than {prec} digits")
         if col.unsigned and d < 0:
