@@ -16,23 +16,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canal import config as C
 from canal.config import InstanceConfig, ServerConfig, format_properties, load_conf_dir, parse_properties
+from canal.config import keys as K
 from canal.errors import ConfigError, FilterError
 from canal.filter import FieldFilter, TableFilters, compile_table_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # re's "possible nested set" on odd patterns
 
 _SPECS = (
-    C._INSTANCE_SPEC,
-    C._SERVER_SPEC,
-    C._STORE_SPEC,
-    C._DETECTING_SPEC,
-    C._FLAGS_SPEC,
-    C._RETRY_SPEC,
-    C._CREDENTIAL_SPEC,
-    C._master_spec("canal.instance.master"),
-    C._master_spec("canal.instance.standby"),
+    K._INSTANCE_SPEC,
+    K._SERVER_SPEC,
+    K._STORE_SPEC,
+    K._DETECTING_SPEC,
+    K._FLAGS_SPEC,
+    K._RETRY_SPEC,
+    K._CREDENTIAL_SPEC,
+    K._master_spec("canal.instance.master"),
+    K._master_spec("canal.instance.standby"),
 )
 CANAL_KEYS = sorted({key for spec in _SPECS for _, key, _ in spec})
 SECRET = "S3cr3t-7f0b6e2d9c"

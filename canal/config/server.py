@@ -1,0 +1,160 @@
+"""The server's configuration (:class:`ServerConfig`, ``canal.properties``) and whole canal ``conf/`` directories."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from canal.client import DESTINATION_RE
+from canal.config.fields import (
+    _bool,
+    _check,
+    _FieldError,
+    _is_int,
+    _mask_repr,
+    _opt_non_negative_int,
+    _opt_strip,
+    _positive_number,
+    _redacted,
+    _str,
+    _strip_str,
+    _to_path_str,
+    _validate_meta_dir,
+    _validate_zk,
+)
+from canal.config.keys import (
+    _SERVER_SPEC,
+    _build,
+    _meta_mode_from_xml,
+    _Props,
+    _read_fields,
+    _read_source,
+    _report_keys,
+    _resolve_dir,
+)
+from canal.config.properties import parse_properties
+from canal.config.settings import MetaMode, ZkAuth, _to_meta_mode, to_zk_auth
+
+# --------------------------------------------------------------------------------------------------------------------
+# server
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _validate_destinations(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, tuple):
+        raise _FieldError(type(inst).__name__, attr.name, value, "must be a tuple of destination names")
+    for name in value:
+        if not isinstance(name, str) or not DESTINATION_RE.fullmatch(name):
+            raise _FieldError(type(inst).__name__, attr.name, value, f"{name!r} is not a valid destination name")
+    if len(set(value)) != len(value):
+        raise _FieldError(type(inst).__name__, attr.name, value, "names a destination twice")
+
+
+def _to_tuple(value: object) -> object:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+def _frozen_mapping(value: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen(slots=True)
+class ServerConfig:
+    """canal.properties globals: destinations, ZooKeeper, meta defaults and this server's identity for HA.
+
+    ``ip``/``register_ip``/``port`` form the address this process registers under
+    ``/otter/canal/destinations/{dest}/cluster/{ip:port}`` (an empty ip: the HA module picks the local address).
+    ``meta_mode`` is the global default (``canal.instance.global.spring.xml``); ``destination_meta_modes`` holds
+    per-destination overrides (``canal.instance.{dest}.spring.xml``). ``properties`` keeps every raw key
+    (hidden from repr) so instance loading sees canal.properties defaults.
+    """
+
+    destinations: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple, validator=_validate_destinations)
+    zk_hosts: str | None = attrs.field(default=None, converter=_opt_strip, validator=_validate_zk)
+    # ZooKeeper authentication ("digest", "user:password"): the session authenticates and pycanal's nodes get an ACL
+    # (canal.meta.zkclient); key pycanal.zookeeper.auth = digest:user:password. Never shown.
+    zk_auth: ZkAuth | None = attrs.field(
+        default=None, converter=to_zk_auth, repr=_mask_repr, metadata={"secret": True}
+    )
+    zk_flush_period_s: float = attrs.field(default=1.0, validator=_positive_number)
+    file_data_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
+    file_flush_period_s: float = attrs.field(default=1.0, validator=_positive_number)
+    meta_mode: MetaMode = attrs.field(default=MetaMode.MEMORY, converter=_to_meta_mode)
+    destination_meta_modes: Mapping[str, MetaMode] = attrs.field(factory=dict, converter=_frozen_mapping)
+    conf_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
+    auto_scan: bool = attrs.field(default=True, validator=_bool)
+    auto_scan_interval_s: float = attrs.field(default=5, validator=_positive_number)
+    auto_reset_latest_pos: bool = attrs.field(default=False, validator=_bool)
+    canal_id: int | None = attrs.field(default=None, validator=_opt_non_negative_int)
+    ip: str = attrs.field(default="", converter=_strip_str, validator=_str)
+    register_ip: str = attrs.field(default="", converter=_strip_str, validator=_str)
+    port: int = attrs.field(
+        default=11111, validator=_check(lambda v: _is_int(v) and 0 < v < 65536, "must be a port in 1..65535")
+    )
+    base_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
+    properties: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping, repr=False, eq=False)
+
+    def meta_mode_for(self, destination: str) -> MetaMode:
+        """The meta mode of ``destination``: its own spring xml if set, else the global one."""
+        return self.destination_meta_modes.get(destination, self.meta_mode)
+
+    @property
+    def registration_address(self) -> str:
+        """``ip:port`` registered for HA (``register_ip`` before ``ip``); the ip part may be empty."""
+        return f"{self.register_ip or self.ip}:{self.port}"
+
+    def redacted(self) -> dict[str, Any]:
+        """A JSON-friendly dict, safe to log (raw properties are left out)."""
+        return _redacted(self)
+
+    @classmethod
+    def from_properties(
+        cls, path_or_text: str | os.PathLike[str], *, base_dir: str | os.PathLike[str] | None = None
+    ) -> ServerConfig:
+        """Build from canal's ``canal.properties`` (a path, or the text itself). Relative directories are resolved
+        against ``base_dir`` (canal's working directory) when given."""
+        text, _path = _read_source(path_or_text)
+        return _server_from_raw(parse_properties(text), None if base_dir is None else os.fspath(base_dir), None)
+
+
+def _server_from_raw(raw: dict[str, str], base: str | None, conf_dir: str | None) -> ServerConfig:
+    props = _Props(dict(raw))
+    kwargs = _read_fields(props, _SERVER_SPEC)
+    destinations = kwargs.get("destinations", ())
+    destinations = destinations if isinstance(destinations, str) else ()
+    names = tuple(d.strip() for d in destinations.split(",") if d.strip()) if destinations else ()
+    per_dest: dict[str, MetaMode] = {}
+    for dest in names:
+        key = f"canal.instance.{dest}.spring.xml"
+        xml = props.get(key)
+        if xml:
+            per_dest[dest] = _meta_mode_from_xml(xml, key)
+    xml_key = "canal.instance.global.spring.xml"
+    global_xml = props.get(xml_key)
+    if global_xml:
+        kwargs["meta_mode"] = _meta_mode_from_xml(global_xml, xml_key)
+    alias = props.get("canal.conf.dir") or None
+    if conf_dir is not None:
+        kwargs["conf_dir"] = conf_dir
+    elif "conf_dir" in kwargs:
+        kwargs["conf_dir"] = _resolve_dir(kwargs["conf_dir"], base)
+    if "file_data_dir" in kwargs:
+        kwargs["file_data_dir"] = _resolve_dir(kwargs["file_data_dir"], base, alias, kwargs.get("conf_dir"))
+    _report_keys(raw, None, names, "canal.properties")
+    return _build(
+        ServerConfig,
+        {field: key for field, key, _ in _SERVER_SPEC} | {"meta_mode": xml_key},
+        props,
+        destination_meta_modes=per_dest,
+        base_dir=base,
+        properties=raw,
+        **kwargs,
+    )

@@ -1,0 +1,464 @@
+"""The settings that make up an instance's configuration: ZooKeeper auth, the enums, TLS, the master, the store,
+detecting, the filter flags and the retry policy."""
+
+from __future__ import annotations
+
+import enum
+import random
+import re
+from collections.abc import Callable
+from typing import Any, Final, TypeVar, cast
+
+import attrs
+
+from canal.address import split_address
+from canal.config.fields import (
+    _FAKE_PREFIX,
+    _FILE_PREFIX,
+    _MASK,
+    _bool,
+    _check,
+    _FieldError,
+    _is_int,
+    _is_number,
+    _mask_repr,
+    _non_negative_number,
+    _opt_non_negative_int,
+    _opt_str,
+    _opt_strip,
+    _positive_int,
+    _positive_number,
+    _redacted,
+    _str,
+    _strip_str,
+    _to_path_str,
+    _validate_address,
+    _validate_timestamp,
+    _warn_once,
+)
+from canal.errors import ConfigError
+
+_ZK_AUTH_SCHEMES = ("digest",)
+
+
+@attrs.frozen(slots=True)
+class ZkAuth:
+    """A ZooKeeper authentication: ``scheme`` (``digest``) and its credential (``user:password``)."""
+
+    scheme: str
+    credential: str = attrs.field(repr=lambda _value: "'***'")
+
+    def __attrs_post_init__(self) -> None:
+        if self.scheme not in _ZK_AUTH_SCHEMES:
+            raise ConfigError(
+                f"ZooKeeper auth scheme {self.scheme!r} is not supported (use one of {_ZK_AUTH_SCHEMES})"
+            )
+        user, sep, password = self.credential.partition(":")
+        if not sep or not user or not password:
+            raise ConfigError("a ZooKeeper digest credential must be 'user:password' (both non-empty)")
+
+    @classmethod
+    def parse(cls, value: ZkAuth | tuple[str, str] | str) -> ZkAuth:
+        """From a ZkAuth, a ``(scheme, credential)`` pair or ``"scheme:user:password"`` text."""
+        if isinstance(value, ZkAuth):
+            return value
+        if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value):
+            return cls(value[0], value[1])
+        if isinstance(value, str):
+            scheme, sep, credential = value.partition(":")
+            if sep:
+                return cls(scheme.strip(), credential)
+        raise ConfigError("ZooKeeper auth must be ('digest', 'user:password') or 'digest:user:password'")
+
+
+def to_zk_auth(value: ZkAuth | tuple[str, str] | str | None) -> ZkAuth | None:
+    """attrs converter for ``zk_auth`` settings."""
+    return None if value is None or value == "" else ZkAuth.parse(value)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# enums
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class BatchMode(enum.StrEnum):
+    """How ``get(batch_size)`` and the store's capacity are counted (canal's ``canal.instance.memory.batch.mode``).
+
+    * ``ITEMSIZE``: a batch is ``batch_size`` entries; the store is bounded by ``buffer_size`` entries.
+    * ``MEMSIZE``: a batch is up to ``batch_size * memory_unit`` bytes of entries (always at least one entry); the
+      store is bounded by ``buffer_size`` entries *and* ``buffer_size * memory_unit`` bytes.
+    """
+
+    MEMSIZE = "MEMSIZE"
+    ITEMSIZE = "ITEMSIZE"
+
+    @classmethod
+    def parse(cls, value: BatchMode | str) -> BatchMode:
+        """A BatchMode from itself or its name, case-insensitively (``"memsize"``)."""
+        if isinstance(value, BatchMode):
+            return value
+        try:
+            return cls[str(value).strip().upper()]
+        except KeyError:
+            raise ValueError(f"batch mode must be ITEMSIZE or MEMSIZE, got {value!r}") from None
+
+
+class MetaMode(enum.StrEnum):
+    """Where cursors, subscriptions and batch marks live."""
+
+    MEMORY = "memory"
+    FILE = "file"
+    ZOOKEEPER = "zookeeper"
+    PERIOD_MIXED = "period-mixed"
+
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+
+def _enum_converter(enum_cls: type[_E], owner: str, field: str) -> Callable[[_E | str], _E]:
+    choices = " | ".join(m.value for m in enum_cls)
+
+    def convert(value: _E | str) -> _E:
+        if isinstance(value, enum_cls):
+            return value
+        if isinstance(value, str):
+            wanted = value.strip().lower()
+            for member in enum_cls:
+                if member.value.lower() == wanted or member.name.lower() == wanted.replace("-", "_"):
+                    return member
+        raise _FieldError(owner, field, value, f"must be one of {choices}")
+
+    return convert
+
+
+def _to_batch_mode(value: BatchMode | str) -> BatchMode:
+    return _enum_converter(BatchMode, "StoreConfig", "batch_mode")(value)
+
+
+def _to_meta_mode(value: MetaMode | str) -> MetaMode:
+    return _enum_converter(MetaMode, "InstanceConfig", "meta_mode")(value)
+
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# TLS to the master
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class SslMode(enum.StrEnum):
+    """How a connection to the master uses TLS: the MySQL client's ``--ssl-mode`` names and meaning (canal's
+    ``canal.instance.master.sslMode``).
+
+    * ``DISABLED``: never encrypted.
+    * ``PREFERRED``: TLS when the server offers it, plain only when it does not; the server is not verified.
+    * ``REQUIRED``: TLS or no connection; the server's certificate is not verified.
+    * ``VERIFY_CA``: TLS, and the server's certificate must chain to a trusted CA (``SslConfig.ca``, else the
+      system's trust store).
+    * ``VERIFY_IDENTITY``: as VERIFY_CA, and the certificate must name the host of the master's address.
+    """
+
+    DISABLED = "DISABLED"
+    PREFERRED = "PREFERRED"
+    REQUIRED = "REQUIRED"
+    VERIFY_CA = "VERIFY_CA"
+    VERIFY_IDENTITY = "VERIFY_IDENTITY"
+
+    @property
+    def requires_tls(self) -> bool:
+        """Whether a connection that is not encrypted must fail."""
+        return self in (SslMode.REQUIRED, SslMode.VERIFY_CA, SslMode.VERIFY_IDENTITY)
+
+    @property
+    def verifies(self) -> bool:
+        """Whether the server's certificate is checked against the trusted CAs."""
+        return self in (SslMode.VERIFY_CA, SslMode.VERIFY_IDENTITY)
+
+
+TLS_VERSIONS: Final = ("TLSv1.2", "TLSv1.3")
+"""The TLS versions pycanal speaks (canal's default ``tlsVersions``); TLSv1 and TLSv1.1 are insecure and refused."""
+
+
+def _to_ssl_mode(value: SslMode | str | None) -> SslMode | None:
+    if value is None:
+        return None
+    return _enum_converter(SslMode, "SslConfig", "mode")(value)
+
+
+def _to_tls_versions(value: object) -> object:
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    if isinstance(value, list | tuple):
+        named = {v.lower(): v for v in TLS_VERSIONS}
+        out = []
+        for item in value:
+            text = item.strip() if isinstance(item, str) else item
+            out.append(named.get(text.lower(), text) if isinstance(text, str) else text)
+        return tuple(out)
+    return value
+
+
+def _validate_tls_versions(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, tuple) or not all(v in TLS_VERSIONS for v in value):
+        raise _FieldError(
+            type(inst).__name__, attr.name, value, "must name TLSv1.2 and/or TLSv1.3 (older versions are insecure)"
+        )
+
+
+_opt_path = _check(lambda v: v is None or (isinstance(v, str) and v.strip() != ""), "must be None or a file path")
+
+
+def _opt_path_str(value: object) -> object:
+    value = _to_path_str(value)
+    return value.strip() or None if isinstance(value, str) else value
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class SslConfig:
+    """TLS to one master (MySQL client semantics; see :class:`SslMode`).
+
+    ``ca`` is a PEM file of the CA certificates to trust (VERIFY_CA / VERIFY_IDENTITY; None: the system's trust
+    store). ``cert`` is a PEM file with the client certificate (and its chain), for servers that require one; its
+    private key is in ``key`` or in the same file, encrypted with ``key_password`` if it is. ``tls_versions`` limits the
+    versions offered (canal's ``tlsVersions``; empty: TLSv1.2 and TLSv1.3). ``mode`` defaults, as in the MySQL client,
+    to VERIFY_CA when a ``ca`` is given, else PREFERRED. Files are read when a connection is opened, so a renewed
+    certificate is picked up at the next reconnect. The key password is never shown.
+    """
+
+    mode: SslMode = attrs.field(default=None, converter=_to_ssl_mode)
+    ca: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    cert: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    key: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    key_password: str | None = attrs.field(
+        default=None,
+        repr=lambda v: "None" if v is None else repr(_MASK),
+        validator=_check(lambda v: v is None or isinstance(v, str), "must be None or a string"),
+        metadata={"secret": True},
+    )
+    tls_versions: tuple[str, ...] = attrs.field(
+        default=(), converter=_to_tls_versions, validator=_validate_tls_versions
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if cast("SslMode | None", self.mode) is None:  # not given: the MySQL client's default for these files
+            object.__setattr__(self, "mode", SslMode.VERIFY_CA if self.ca is not None else SslMode.PREFERRED)
+        if self.key is not None and self.cert is None:
+            raise _FieldError("SslConfig", "key", self.key, "a private key needs its certificate (cert)")
+        if self.key_password is not None and self.cert is None:
+            raise _FieldError("SslConfig", "key_password", self.key_password, "needs cert", secret=True)
+        if self.ca is not None and self.mode in (SslMode.PREFERRED, SslMode.REQUIRED):
+            _warn_once(
+                f"ssl-ca-unused:{self.mode}",
+                "SslConfig(mode=%s) does not verify the server, so ca=%s is not used: use VERIFY_CA or "
+                "VERIFY_IDENTITY to check the server's certificate",
+                self.mode.value,
+                self.ca,
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether connections try TLS at all (every mode but DISABLED)."""
+        return self.mode is not SslMode.DISABLED
+
+    def redacted(self) -> dict[str, Any]:
+        """A JSON-friendly dict for logs: the key password is ``'***'``."""
+        return _redacted(self)
+
+
+def _to_ssl_config(value: object) -> object:
+    if isinstance(value, SslMode | str):
+        return SslConfig(mode=value)
+    if value is None:
+        return SslConfig()
+    return value
+
+
+@attrs.frozen(slots=True)
+class MasterConfig:
+    """The MySQL/MariaDB server to replicate from.
+
+    ``address`` is ``host:port`` (``[v6addr]:port`` for IPv6), ``file://DIR`` (a directory of binlog files) or
+    ``fake://NAME``, which names the in-memory
+    :class:`canal.testing.FakeMysql` registered under NAME in this process. The start position is optional:
+    ``journal_name`` (+ ``position``, an offset in that file), or ``timestamp`` (milliseconds since the epoch, canal's
+    unit), or ``gtid`` (a GTID set, used when the instance runs in GTID mode); with none of them the parser starts
+    from the stored cursor, else from the server's current position. The password is never shown.
+
+    ``ssl`` is how connections to this server use TLS (an :class:`SslConfig`, or just a mode name such as
+    ``"VERIFY_IDENTITY"``); the default is the MySQL client's, PREFERRED. It applies to every connection pycanal opens
+    to the server (the binlog dump, metadata queries, detecting, ``canal check``) and is ignored for ``fake://`` and
+    ``file://``.
+    """
+
+    address: str = attrs.field(converter=_strip_str, validator=_validate_address)
+    username: str = attrs.field(default="canal", validator=_str)
+    password: str = attrs.field(default="canal", repr=_mask_repr, validator=_str, metadata={"secret": True})
+    journal_name: str | None = attrs.field(default=None, converter=_opt_strip, validator=_opt_str)
+    position: int | None = attrs.field(default=None, validator=_opt_non_negative_int)
+    timestamp: int | None = attrs.field(default=None, validator=_validate_timestamp)
+    gtid: str | None = attrs.field(default=None, converter=_opt_strip, validator=_opt_str)
+    ssl: SslConfig = attrs.field(
+        factory=SslConfig,
+        converter=_to_ssl_config,
+        validator=_check(lambda v: isinstance(v, SslConfig), "must be an SslConfig or an SslMode name"),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.journal_name is not None and re.search(r"[\s/\\]", self.journal_name):
+            raise _FieldError("MasterConfig", "journal_name", self.journal_name, "must be a binlog file name")
+        if self.position is not None and self.journal_name is None:
+            raise _FieldError("MasterConfig", "position", self.position, "a position needs journal_name (its file)")
+
+    @property
+    def is_fake(self) -> bool:
+        """Whether the address names an in-memory FakeMysql (``fake://NAME``)."""
+        return self.address.startswith(_FAKE_PREFIX)
+
+    @property
+    def fake_name(self) -> str | None:
+        """NAME of ``fake://NAME``, else None."""
+        return self.address[len(_FAKE_PREFIX) :] if self.is_fake else None
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the address names a directory of binlog files (``file://DIR``)."""
+        return self.address.startswith(_FILE_PREFIX)
+
+    @property
+    def host(self) -> str:
+        """Host part of the address (the fake name for ``fake://``, the directory for ``file://``)."""
+        if self.is_local:
+            return self.address[len(_FILE_PREFIX) :]
+        return self.fake_name or split_address(self.address)[0]
+
+    @property
+    def port(self) -> int:
+        """Port of the address (0 for ``fake://`` and ``file://``)."""
+        return 0 if self.is_fake or self.is_local else split_address(self.address)[1]
+
+    def redacted(self) -> dict[str, Any]:
+        """A JSON-friendly dict for logs: the password is ``'***'``."""
+        return _redacted(self)
+
+
+@attrs.frozen(slots=True)
+class StoreConfig:
+    """The bounded ring-buffer event store (canal's MemoryEventStoreWithBuffer)."""
+
+    buffer_size: int = attrs.field(
+        default=16384,
+        validator=_check(lambda v: _is_int(v) and v > 0 and v & (v - 1) == 0, "must be a power of two, e.g. 16384"),
+    )
+    memory_unit: int = attrs.field(default=1024, validator=_positive_int)
+    batch_mode: BatchMode = attrs.field(default=BatchMode.MEMSIZE, converter=_to_batch_mode)
+    ddl_isolation: bool = attrs.field(default=False, validator=_bool)
+
+    @property
+    def max_bytes(self) -> int:
+        """The byte bound of the store in MEMSIZE mode: ``buffer_size * memory_unit``."""
+        return self.buffer_size * self.memory_unit
+
+    def redacted(self) -> dict[str, Any]:
+        return _redacted(self)
+
+
+@attrs.frozen(slots=True)
+class DetectingConfig:
+    """canal's heartbeat detection: run ``sql`` on the master every ``interval_s`` seconds; after ``retry_threshold``
+    consecutive failures and with ``ha_switch``, switch to the standby master."""
+
+    enable: bool = attrs.field(default=False, validator=_bool)
+    sql: str = attrs.field(
+        default="SELECT 1",
+        converter=_strip_str,
+        validator=_check(lambda v: isinstance(v, str) and v != "", "must be a non-empty SQL statement"),
+    )
+    interval_s: float = attrs.field(default=3, validator=_positive_number)
+    retry_threshold: int = attrs.field(default=3, validator=_positive_int)
+    ha_switch: bool = attrs.field(default=False, validator=_bool)
+
+    def redacted(self) -> dict[str, Any]:
+        return _redacted(self)
+
+
+@attrs.frozen(slots=True)
+class FilterFlags:
+    """canal's event filter switches; True drops that kind of event. All default to False.
+
+    ``query_dml``/``query_ddl``/``query_dcl``: drop statement (QUERY) events of that class; ``rows``: drop row data;
+    ``table_error``: skip tables whose metadata cannot be read instead of failing; ``transaction_entry``: drop
+    TRANSACTIONBEGIN/END entries; ``dml_insert``/``dml_update``/``dml_delete``: drop row changes of that type.
+    """
+
+    query_dml: bool = attrs.field(default=False, validator=_bool)
+    query_ddl: bool = attrs.field(default=False, validator=_bool)
+    query_dcl: bool = attrs.field(default=False, validator=_bool)
+    rows: bool = attrs.field(default=False, validator=_bool)
+    table_error: bool = attrs.field(default=False, validator=_bool)
+    transaction_entry: bool = attrs.field(default=False, validator=_bool)
+    dml_insert: bool = attrs.field(default=False, validator=_bool)
+    dml_update: bool = attrs.field(default=False, validator=_bool)
+    dml_delete: bool = attrs.field(default=False, validator=_bool)
+
+    def redacted(self) -> dict[str, Any]:
+        return _redacted(self)
+
+
+@attrs.frozen(slots=True)
+class RetryConfig:
+    """The parser's reconnect, purged-binlog and idle policy.
+
+    Reconnects back off exponentially: attempt ``n`` (1-based) waits ``min(max_backoff_s, initial_backoff_s *
+    multiplier ** (n - 1))``, spread by +-``jitter`` (a fraction) -- see :meth:`backoff_s`. ``max_attempts``
+    consecutive failures end the parser with the last error (None: retry forever).
+
+    A purged binlog (MySQL errno 1236) is declared after ``purge_threshold`` consecutive 1236 errors at the same
+    position. Then, with ``reset_on_purge`` (canal's ``canal.auto.reset.latest.pos.mode``), the parser drops the lost
+    position and restarts from the server's current position -- the changes in between are lost; without it (the
+    default) it stops with :class:`~canal.errors.BinlogPurgedError`.
+
+    ``connect_timeout_s`` bounds a connection attempt; the dump connection is considered dead when nothing (not even a
+    heartbeat) arrived for ``read_timeout_s`` (canal's ``canal.instance.network.soTimeout``); ``heartbeat_period_s``
+    is the master heartbeat period asked of the server (0 disables), and must be below ``read_timeout_s``.
+    """
+
+    initial_backoff_s: float = attrs.field(default=0.1, validator=_positive_number)
+    max_backoff_s: float = attrs.field(default=5.0, validator=_positive_number)
+    multiplier: float = attrs.field(
+        default=2.0, validator=_check(lambda v: _is_number(v) and v >= 1, "must be a number >= 1")
+    )
+    jitter: float = attrs.field(
+        default=0.2, validator=_check(lambda v: _is_number(v) and 0 <= v <= 1, "must be a fraction in 0..1")
+    )
+    max_attempts: int | None = attrs.field(
+        default=None, validator=_check(lambda v: v is None or (_is_int(v) and v > 0), "must be None or >= 1")
+    )
+    purge_threshold: int = attrs.field(default=3, validator=_positive_int)
+    reset_on_purge: bool = attrs.field(default=False, validator=_bool)
+    connect_timeout_s: float = attrs.field(default=10.0, validator=_positive_number)
+    read_timeout_s: float = attrs.field(default=30.0, validator=_positive_number)
+    heartbeat_period_s: float = attrs.field(default=15.0, validator=_non_negative_number)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_backoff_s < self.initial_backoff_s:
+            raise _FieldError("RetryConfig", "max_backoff_s", self.max_backoff_s, "must be >= initial_backoff_s")
+        if self.heartbeat_period_s >= self.read_timeout_s:
+            raise _FieldError(
+                "RetryConfig", "heartbeat_period_s", self.heartbeat_period_s, "must be below read_timeout_s"
+            )
+
+    def backoff_s(self, attempt: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before reconnect ``attempt`` (1-based), jittered with ``rng`` (default: ``random``)."""
+        exponent = max(0, attempt - 1)
+        try:
+            base = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier**exponent)
+        except OverflowError:
+            base = self.max_backoff_s
+        if self.jitter == 0:
+            return base
+        spread = (rng or random).uniform(-self.jitter, self.jitter)
+        return max(0.0, min(self.max_backoff_s, base * (1 + spread)))
+
+    def redacted(self) -> dict[str, Any]:
+        return _redacted(self)
+
+
