@@ -202,7 +202,8 @@ def test_every_type_matches_select(mariadb: Any) -> None:
     assert schema.key_indexes == (0,)
     cols = {c.name: c for c in schema.columns}
     assert cols["biu"].unsigned and not cols["bi"].unsigned
-    assert cols["biu"].mysql_type == "bigint(20) unsigned" and cols["biu"].sql_type == SqlType.BIGINT
+    # canal's rule (canal.sql.types.canal_sql_type): unsigned integers one size wider, BIGINT UNSIGNED a DECIMAL
+    assert cols["biu"].mysql_type == "bigint(20) unsigned" and cols["biu"].sql_type == SqlType.DECIMAL
     assert cols["d65"].mysql_type == "decimal(65,30)" and cols["d65"].sql_type == SqlType.DECIMAL
     assert cols["vc"].mysql_type == "varchar(300)" and cols["vc"].charset == "utf-8"
     assert cols["vl"].charset == "cp1252" and cols["vg"].charset == "gbk"
@@ -313,3 +314,20 @@ def test_random_values_match_select(mariadb: Any) -> None:
     assert len(decoded) == 300
     for row_id, expected in selected.items():
         assert decoded[row_id] == expected, row_id
+
+
+def test_the_decoder_and_the_fake_name_types_by_one_rule() -> None:
+    """canal's JDBC types (RowsLogBuffer's, as LogEventConvert adjusts them), one table for the decoder and fake."""
+    from canal.sql.types import canal_sql_type
+
+    assert [canal_sql_type(b, unsigned=True) for b in ("tinyint", "smallint", "mediumint", "int", "bigint")] == [
+        SqlType.SMALLINT,
+        SqlType.INTEGER,
+        SqlType.INTEGER,
+        SqlType.BIGINT,
+        SqlType.DECIMAL,
+    ]
+    assert canal_sql_type("year") == SqlType.VARCHAR and canal_sql_type("enum") == SqlType.INTEGER
+    assert canal_sql_type("set") == SqlType.BIT and canal_sql_type("json") == SqlType.VARCHAR
+    assert canal_sql_type("varbinary") == canal_sql_type("geometry") == canal_sql_type("blob") == SqlType.BLOB
+    assert canal_sql_type("longtext") == SqlType.CLOB and canal_sql_type("text", binary=True) == SqlType.BLOB

@@ -14,6 +14,8 @@ from typing import Final
 
 import attrs
 
+from canal.protocol import SqlType
+
 __all__ = [
     "BLOB_TYPES",
     "GEOMETRY_TYPE_NAMES",
@@ -22,6 +24,7 @@ __all__ = [
     "TEMPORAL_TYPES",
     "TEXT_TYPES",
     "ColumnType",
+    "canal_sql_type",
 ]
 
 # Indexed by the geometry type code a table map's optional metadata carries (0 = plain GEOMETRY).
@@ -130,3 +133,56 @@ class ColumnType:
     def holds_text(self) -> bool:
         """Whether values are character strings in a charset (CHAR, VARCHAR, TEXT types, ENUM, SET)."""
         return self.base in TEXT_TYPES or self.base in ("enum", "set")
+
+
+# The JDBC type number (java.sql.Types) canal reports for a column: the type canal's row decoder (RowsLogBuffer)
+# gives the value, as its converter (LogEventConvert) adjusts it -- unsigned integers one size wider, every binary
+# string, BLOB and geometry BLOB, every TEXT CLOB. The decoder and the fake both name types through this table.
+_SQL_TYPES: Final = {
+    "decimal": SqlType.DECIMAL,
+    "float": SqlType.REAL,
+    "double": SqlType.DOUBLE,
+    "bit": SqlType.BIT,
+    "date": SqlType.DATE,
+    "time": SqlType.TIME,
+    "datetime": SqlType.TIMESTAMP,
+    "timestamp": SqlType.TIMESTAMP,
+    "year": SqlType.VARCHAR,  # canal passes YEAR as text
+    "enum": SqlType.INTEGER,  # the index
+    "set": SqlType.BIT,  # the bitmap
+    "json": SqlType.VARCHAR,
+    "char": SqlType.CHAR,
+    "varchar": SqlType.VARCHAR,
+    "vector": SqlType.OTHER,
+    "null": SqlType.NULL,
+}
+_INT_SQL_TYPES: Final = {
+    "tinyint": SqlType.TINYINT,
+    "smallint": SqlType.SMALLINT,
+    "mediumint": SqlType.INTEGER,
+    "int": SqlType.INTEGER,
+    "bigint": SqlType.BIGINT,
+}
+_UNSIGNED_INT_SQL_TYPES: Final = {
+    "tinyint": SqlType.SMALLINT,
+    "smallint": SqlType.INTEGER,
+    "mediumint": SqlType.INTEGER,
+    "int": SqlType.BIGINT,
+    "bigint": SqlType.DECIMAL,
+}
+
+
+def canal_sql_type(base: str, *, unsigned: bool = False, binary: bool = False) -> int:
+    """The JDBC type number canal reports for a column of type ``base`` (``ColumnType.base``); ``binary`` for a
+    CHAR/VARCHAR/TEXT column in the binary character set (a BINARY, VARBINARY or BLOB in all but name)."""
+    if base in INTEGER_TYPES:
+        return (_UNSIGNED_INT_SQL_TYPES if unsigned else _INT_SQL_TYPES)[base]
+    if base in ("char", "varchar") and binary:
+        return SqlType.BLOB
+    if base in _SQL_TYPES:
+        return _SQL_TYPES[base]
+    if base in ("binary", "varbinary") or base in BLOB_TYPES or base in GEOMETRY_TYPE_NAMES:
+        return SqlType.BLOB
+    if base in TEXT_TYPES:
+        return SqlType.BLOB if binary else SqlType.CLOB
+    return SqlType.OTHER

@@ -52,7 +52,8 @@ from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
-from canal.protocol import ColumnMeta, RowData, SqlType, TableSchema
+from canal.protocol import ColumnMeta, RowData, TableSchema
+from canal.sql.types import canal_sql_type
 
 log = logging.getLogger(__name__)
 
@@ -596,12 +597,12 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
 
 # --- schema -------------------------------------------------------------------------------------------------------
 
-_INT_TYPES = {
-    T_TINY: ("tinyint", 4, 3, SqlType.TINYINT),
-    T_SHORT: ("smallint", 6, 5, SqlType.SMALLINT),
-    T_INT24: ("mediumint", 9, 8, SqlType.INTEGER),
-    T_LONG: ("int", 11, 10, SqlType.INTEGER),
-    T_LONGLONG: ("bigint", 20, 20, SqlType.BIGINT),
+_INT_TYPES = {  # type -> (name, display width, unsigned display width)
+    T_TINY: ("tinyint", 4, 3),
+    T_SHORT: ("smallint", 6, 5),
+    T_INT24: ("mediumint", 9, 8),
+    T_LONG: ("int", 11, 10),
+    T_LONGLONG: ("bigint", 20, 20),
 }
 _TEXT_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
 
@@ -614,67 +615,57 @@ def _column_meta(c: BinlogColumn, fb: FallbackColumn | None) -> ColumnMeta:
     labels = c.labels or (fb.labels if fb is not None else ())
     name = c.name if c.name is not None else (fb.name if fb is not None else f"UNKNOWN_COL{c.index}")
     is_key = c.is_key or (fb.is_key if fb is not None else False)
-    sql_type: int = SqlType.OTHER
     fsp = 0
     if t in _INT_TYPES:
-        base, w, uw, sql_type = _INT_TYPES[t]
+        base, w, uw = _INT_TYPES[t]
         mysql_type = f"{base}({uw}) unsigned" if unsigned else f"{base}({w})"
     elif t == T_FLOAT:
-        mysql_type, sql_type = "float", SqlType.REAL
+        mysql_type = "float"
     elif t == T_DOUBLE:
-        mysql_type, sql_type = "double", SqlType.DOUBLE
+        mysql_type = "double"
     elif t in (T_NEWDECIMAL, T_DECIMAL):
-        mysql_type, sql_type = f"decimal({c.precision},{c.scale})", SqlType.DECIMAL
+        mysql_type = f"decimal({c.precision},{c.scale})"
         if unsigned:
             mysql_type += " unsigned"
     elif t == T_YEAR:
-        mysql_type, sql_type = "year(4)", SqlType.DATE
+        mysql_type = "year(4)"
     elif t in (T_DATE, T_NEWDATE):
-        mysql_type, sql_type = "date", SqlType.DATE
+        mysql_type = "date"
     elif t in (T_DATETIME, T_DATETIME2, T_TIMESTAMP, T_TIMESTAMP2, T_TIME, T_TIME2):
         fsp = c.fsp
         base = {T_DATETIME: "datetime", T_DATETIME2: "datetime", T_TIME: "time", T_TIME2: "time"}.get(t, "timestamp")
         mysql_type = f"{base}({fsp})" if fsp else base
-        sql_type = SqlType.TIME if base == "time" else SqlType.TIMESTAMP
     elif t == T_BIT:
-        mysql_type, sql_type = f"bit({c.bits})", SqlType.BIT
+        mysql_type = f"bit({c.bits})"
     elif t in (T_ENUM, T_SET):
         kind = "enum" if t == T_ENUM else "set"
         mysql_type = kind + "(" + ",".join("'" + lb.replace("'", "''") + "'" for lb in labels) + ")"
-        sql_type = SqlType.CHAR
     elif t in (T_VARCHAR, T_VAR_STRING):
-        if codec is None:
-            mysql_type, sql_type = f"varbinary({c.length})", SqlType.VARBINARY
-        else:
-            mysql_type, sql_type = f"varchar({c.length // charset.maxlen})", SqlType.VARCHAR
+        mysql_type = f"varbinary({c.length})" if codec is None else f"varchar({c.length // charset.maxlen})"
     elif t == T_STRING:
-        if codec is None:
-            mysql_type, sql_type = f"binary({c.length})", SqlType.BINARY
-        else:
-            mysql_type, sql_type = f"char({c.length // charset.maxlen})", SqlType.CHAR
+        mysql_type = f"binary({c.length})" if codec is None else f"char({c.length // charset.maxlen})"
     elif t in _BLOBS:
         size = _TEXT_NAMES.get(c.length, "")
         # as canal reports them: every TEXT is a CLOB, every BLOB a BLOB
-        if codec is None:
-            mysql_type, sql_type = f"{size}blob", SqlType.BLOB
-        else:
-            mysql_type, sql_type = f"{size}text", SqlType.CLOB
+        mysql_type = f"{size}blob" if codec is None else f"{size}text"
     elif t == T_JSON:
-        mysql_type, sql_type = "json", SqlType.LONGVARCHAR
+        mysql_type = "json"
     elif t == T_GEOMETRY:
-        mysql_type, sql_type = GEOMETRY_TYPE_NAMES[c.geometry_type % 8], SqlType.BINARY
+        mysql_type = GEOMETRY_TYPE_NAMES[c.geometry_type % 8]
     elif t == T_VECTOR:
         # the table map does not carry the declared dimension: the type is named without it
-        mysql_type, sql_type = "vector", SqlType.OTHER
+        mysql_type = "vector"
     elif t == T_NULL:
-        mysql_type, sql_type = "null", SqlType.NULL
+        mysql_type = "null"
     else:
         mysql_type = f"type{t}"
+    # canal's JDBC type, from the type as the binlog describes it (information_schema's name may say more)
+    sql_type = canal_sql_type(mysql_type.split("(", 1)[0].split(" ", 1)[0], unsigned=unsigned and t in _INT_TYPES)
     if fb is not None and fb.column_type:
         mysql_type = fb.column_type
     return ColumnMeta(
         name=name,
-        sql_type=int(sql_type),
+        sql_type=sql_type,
         mysql_type=mysql_type,
         is_key=is_key,
         unsigned=unsigned,

@@ -14,9 +14,17 @@ from typing import Any
 import attrs
 
 from canal.parse.mysql.charsets import charset_named
-from canal.protocol import ColumnMeta, SqlType
+from canal.protocol import ColumnMeta
 from canal.sql import ColumnDef, quote_name
-from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, KNOWN_TYPES, TEMPORAL_TYPES, TEXT_TYPES
+from canal.sql.types import (
+    BLOB_TYPES,
+    GEOMETRY_TYPE_NAMES,
+    INTEGER_TYPES,
+    KNOWN_TYPES,
+    TEMPORAL_TYPES,
+    TEXT_TYPES,
+    canal_sql_type,
+)
 from canal.testing.fake.errors import FakeMysqlError
 
 INT_TYPES = INTEGER_TYPES
@@ -124,49 +132,8 @@ def mysql_type_text(col: ColDef, mariadb: bool) -> str:
 
 
 def sql_type_of(col: ColDef, charset: str | None) -> int:
-    """The JDBC type number canal reports for a column (canal widens unsigned integers one step)."""
-    b = col.base
-    if b in INT_TYPES:
-        if col.unsigned:
-            return {
-                "tinyint": SqlType.SMALLINT,
-                "smallint": SqlType.INTEGER,
-                "mediumint": SqlType.INTEGER,
-                "int": SqlType.BIGINT,
-                "bigint": SqlType.DECIMAL,
-            }[b]
-        return {
-            "tinyint": SqlType.TINYINT,
-            "smallint": SqlType.SMALLINT,
-            "mediumint": SqlType.INTEGER,
-            "int": SqlType.INTEGER,
-            "bigint": SqlType.BIGINT,
-        }[b]
-    simple = {
-        "decimal": SqlType.DECIMAL,
-        "float": SqlType.REAL,
-        "double": SqlType.DOUBLE,
-        "bit": SqlType.BIT,
-        "date": SqlType.DATE,
-        "time": SqlType.TIME,
-        "datetime": SqlType.TIMESTAMP,
-        "timestamp": SqlType.TIMESTAMP,
-        "year": SqlType.VARCHAR,
-        "enum": SqlType.INTEGER,
-        "set": SqlType.BIT,
-        "json": SqlType.LONGVARCHAR,
-    }
-    if b in simple:
-        return simple[b]
-    if b in ("char", "varchar"):
-        if charset == "binary":
-            return SqlType.BLOB
-        return SqlType.CHAR if b == "char" else SqlType.VARCHAR
-    if b.endswith("text"):
-        return SqlType.BLOB if charset == "binary" else SqlType.CLOB
-    if b in BLOB_TYPES or b in GEOMETRY_TYPES:
-        return SqlType.BLOB
-    return SqlType.OTHER
+    """The JDBC type number canal reports for a column (:func:`canal.sql.types.canal_sql_type`, the decoder's rule)."""
+    return canal_sql_type(col.base, unsigned=col.unsigned, binary=charset == "binary")
 
 
 def column_meta(col: ColDef, *, is_key: bool, table_charset: str, mariadb: bool) -> ColumnMeta:
