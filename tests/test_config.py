@@ -761,3 +761,26 @@ def test_instance_config_round_trips_through_properties(cfg: InstanceConfig) -> 
     without = InstanceConfig.from_properties(cfg.to_properties())
     assert without == attrs.evolve(cfg, master=attrs.evolve(cfg.master, password="canal"),
                                    standby=cfg.standby and attrs.evolve(cfg.standby, password="canal"))  # fmt: skip
+
+
+def test_each_canal_key_is_declared_once_on_its_field() -> None:
+    """A setting's canal key is written once, in its attrs field's metadata; loaders, writers and the report of
+    unknown keys derive from it (a key two settings share is declared by one and referenced by the other)."""
+    import attrs
+
+    from canal.config import fields, keys
+
+    source = "".join(path.read_text() for path in Path(keys.__file__).parent.glob("*.py"))
+    declared = {
+        field.metadata["canal_key"]
+        for cls in fields.KEYED_CLASSES
+        for field in attrs.fields(cls)
+        if "canal_key" in field.metadata
+    }
+    assert {cls.__name__ for cls in fields.KEYED_CLASSES} >= {"InstanceConfig", "ServerConfig", "MasterConfig"}
+    assert len(declared) > 50
+    repeated = {key: source.count(f'"{key}"') for key in declared if source.count(f'"{key}"') > 1}
+    assert repeated == {}
+    # every declared key is known (no "unknown key" warning for it)
+    for prefix in ("master", "standby"):
+        assert {k.format(prefix=prefix) for k in declared} <= keys._used_keys()

@@ -432,11 +432,15 @@ def test_a_get_waiting_when_the_active_froze_hands_out_nothing_after_sigcont(
 
         first.signal(signal.SIGCONT)
         answer = first.expect(lambda line: True, 60, "the answer to the waiting get")
-        assert answer.split()[:2] in (
-            ["ERR", "OwnershipLostError"],
-            ["ERR", "NotRunningError"],
-            ["ERR", "StoreClosedError"],
-        ) or answer == "EMPTY", f"the frozen process handed out rows the new owner had acked: {answer}"
+        assert (
+            answer.split()[:2]
+            in (
+                ["ERR", "OwnershipLostError"],
+                ["ERR", "NotRunningError"],
+                ["ERR", "StoreClosedError"],
+            )
+            or answer == "EMPTY"
+        ), f"the frozen process handed out rows the new owner had acked: {answer}"
         assert zk_cursor(zookeeper) == acked_cursor
         assert first.command("token") == "TOKEN None" or first.command("get 3 1.0").startswith("ERR")
     finally:

@@ -23,18 +23,7 @@ from canal.filter import FieldFilter, TableFilters, compile_table_filter
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # re's "possible nested set" on odd patterns
 
-_SPECS = (
-    K._INSTANCE_SPEC,
-    K._SERVER_SPEC,
-    K._STORE_SPEC,
-    K._DETECTING_SPEC,
-    K._FLAGS_SPEC,
-    K._RETRY_SPEC,
-    K._CREDENTIAL_SPEC,
-    K._master_spec("canal.instance.master"),
-    K._master_spec("canal.instance.standby"),
-)
-CANAL_KEYS = sorted({key for spec in _SPECS for _, key, _ in spec})
+CANAL_KEYS = sorted(K._used_keys())  # every key pycanal reads, as its setting classes declare them
 SECRET = "S3cr3t-7f0b6e2d9c"
 
 _tricky = st.sampled_from(

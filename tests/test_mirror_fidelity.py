@@ -46,8 +46,22 @@ BIT_WIDTHS = {"b1": 1, "b17": 17, "b64": 64}
 ROWS: dict[str, list[tuple[Any, ...]]] = {
     "ints": [
         (0, -128, 0, -32768, 0, -(2**31), 0, -(2**63), 0, 0, 0, 0, 1901, 0),
-        (2**64 - 1, 127, 255, 32767, 2**24 - 1, 2**31 - 1, 2**32 - 1, 2**63 - 1, 2**64 - 1, 1, 2**17 - 1, 2**64 - 1,
-         2155, 1),
+        (
+            2**64 - 1,
+            127,
+            255,
+            32767,
+            2**24 - 1,
+            2**31 - 1,
+            2**32 - 1,
+            2**63 - 1,
+            2**64 - 1,
+            1,
+            2**17 - 1,
+            2**64 - 1,
+            2155,
+            1,
+        ),
         (7, None, None, None, None, None, None, None, None, None, None, None, None, None),
     ],
     "nums": [
@@ -56,15 +70,43 @@ ROWS: dict[str, list[tuple[Any, ...]]] = {
         (3, "0." + "0" * 29 + "1", "0", "0.01", 0.0, 5e-324),
     ],
     "times": [
-        (1, "9999-12-31 23:59:59.999999", "9999-12-31 23:59:59", "9999-12-31", "2038-01-19 03:14:07.999999",
-         "838:59:59.000000", "838:59:59"),
-        (2, "1000-01-01 00:00:00.000000", "1000-01-01 00:00:00", "1000-01-01", "1970-01-01 00:00:01.000000",
-         "-838:59:59.000000", "-838:59:59"),
+        (
+            1,
+            "9999-12-31 23:59:59.999999",
+            "9999-12-31 23:59:59",
+            "9999-12-31",
+            "2038-01-19 03:14:07.999999",
+            "838:59:59.000000",
+            "838:59:59",
+        ),
+        (
+            2,
+            "1000-01-01 00:00:00.000000",
+            "1000-01-01 00:00:00",
+            "1000-01-01",
+            "1970-01-01 00:00:01.000000",
+            "-838:59:59.000000",
+            "-838:59:59",
+        ),
         (3, "2024-02-29 12:34:56.000001", None, None, None, "-00:00:00.000001", "00:00:00"),
     ],
     "texts": [
-        ("a", "😀🎉 𝄞", "café ÿ", "中文字", "中文字", "日本語", "ÅΩ€", "𝄞 ok", "🎉", "Привет", "x" * 70000, "ü", "x,z",
-         '{"k": [1, 2.5, "é"]}'),
+        (
+            "a",
+            "😀🎉 𝄞",
+            "café ÿ",
+            "中文字",
+            "中文字",
+            "日本語",
+            "ÅΩ€",
+            "𝄞 ok",
+            "🎉",
+            "Привет",
+            "x" * 70000,
+            "ü",
+            "x,z",
+            '{"k": [1, 2.5, "é"]}',
+        ),
         ("b", "", "", "", "", "", "", "", "", "", "", "a", "", "null"),
         ("c", None, None, None, None, None, None, None, None, None, None, None, None, None),
     ],
@@ -159,21 +201,32 @@ def test_every_type_at_its_limits_lands_exactly(mariadb: Any, spark: Any, tmp_pa
 
     # update every column, the primary key included: the limits move to other rows
     with conn.cursor() as cur:
-        cur.execute(f"UPDATE {db}.ints SET id = id - 1, ti = -ti - 1, bu = 2 * 0 + 18446744073709551614, b64 = b64 - 1 "
-                    "WHERE id = 18446744073709551615")
-        cur.execute(f"UPDATE {db}.ints SET id = 5, ti = 1, tu = 2, si = 3, mu = 4, i = 5, iu = 6, bi = 7, bu = 8, "
-                    "b1 = 1, b17 = 9, b64 = 18446744073709551615, y = 2000, bo = 1 WHERE id = 7")
-        cur.execute(f"UPDATE {db}.nums SET id = 20, d65 = -d65, d38 = d38 / 3, d10 = -d10, f = 2.5, dbl = -dbl "
-                    "WHERE id = 2")
-        cur.execute(f"UPDATE {db}.times SET id = 30, dt6 = '1000-01-01 00:00:00.000001', dt0 = NULL, "
-                    "d = '2000-02-29', ts = '2038-01-19 03:14:07.000000', t6 = '-838:59:58.999999', t0 = '12:00:00' "
-                    "WHERE id = 1")
-        cur.execute(f"UPDATE {db}.texts SET id = 'z', emoji = '👍', latin = 'é', gbk = '字', big5 = '字', "
-                    "ujis = '語', ucs2 = 'Ω', u16 = '😀', u32 = '𝄞', cp1251 = 'Я', txt = 'short', en = 'b', "
-                    "st = 'x,y,z', js = '[]' WHERE id = 'a'")
-        cur.execute(f"UPDATE {db}.bins SET id = x'ff', b4 = x'01020304', vb = x'00', empty = x'', big = x'00', "
-                    "g = ST_GeomFromText('POLYGON((0 0, 1 0, 1 1, 0 0))'), p = ST_GeomFromText('POINT(9 9)') "
-                    "WHERE id = x'01'")
+        cur.execute(
+            f"UPDATE {db}.ints SET id = id - 1, ti = -ti - 1, bu = 2 * 0 + 18446744073709551614, b64 = b64 - 1 "
+            "WHERE id = 18446744073709551615"
+        )
+        cur.execute(
+            f"UPDATE {db}.ints SET id = 5, ti = 1, tu = 2, si = 3, mu = 4, i = 5, iu = 6, bi = 7, bu = 8, "
+            "b1 = 1, b17 = 9, b64 = 18446744073709551615, y = 2000, bo = 1 WHERE id = 7"
+        )
+        cur.execute(
+            f"UPDATE {db}.nums SET id = 20, d65 = -d65, d38 = d38 / 3, d10 = -d10, f = 2.5, dbl = -dbl WHERE id = 2"
+        )
+        cur.execute(
+            f"UPDATE {db}.times SET id = 30, dt6 = '1000-01-01 00:00:00.000001', dt0 = NULL, "
+            "d = '2000-02-29', ts = '2038-01-19 03:14:07.000000', t6 = '-838:59:58.999999', t0 = '12:00:00' "
+            "WHERE id = 1"
+        )
+        cur.execute(
+            f"UPDATE {db}.texts SET id = 'z', emoji = '👍', latin = 'é', gbk = '字', big5 = '字', "
+            "ujis = '語', ucs2 = 'Ω', u16 = '😀', u32 = '𝄞', cp1251 = 'Я', txt = 'short', en = 'b', "
+            "st = 'x,y,z', js = '[]' WHERE id = 'a'"
+        )
+        cur.execute(
+            f"UPDATE {db}.bins SET id = x'ff', b4 = x'01020304', vb = x'00', empty = x'', big = x'00', "
+            "g = ST_GeomFromText('POLYGON((0 0, 1 0, 1 1, 0 0))'), p = ST_GeomFromText('POINT(9 9)') "
+            "WHERE id = x'01'"
+        )
     conn.commit()
     run_caught_up(conn, cfg, spark, mirror)
     for table in TABLES:

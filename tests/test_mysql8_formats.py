@@ -193,7 +193,9 @@ def test_an_instance_restarted_inside_a_compressed_transaction_delivers_each_row
 
     def rows(entries: Any) -> list[tuple[Any, ...]]:
         return [
-            (r.before, r.after) for e in entries if e.entry_type is EntryType.ROWDATA and e.row_change
+            (r.before, r.after)
+            for e in entries
+            if e.entry_type is EntryType.ROWDATA and e.row_change
             for r in e.row_change.rows
         ]
 

@@ -132,7 +132,12 @@ def batches(draw: st.DrawFn, specs_: list[Spec], first_seq: int = 1) -> list[Row
         spec = draw(st.sampled_from(specs_))
         columns = json.dumps(spec.layout)
         base: Row = {
-            "seq": seq, "schema": spec.schema, "table": spec.table, "is_ddl": False, "sql": None, "old_keys": None
+            "seq": seq,
+            "schema": spec.schema,
+            "table": spec.table,
+            "is_ddl": False,
+            "sql": None,
+            "old_keys": None,
         }
         kind = draw(st.sampled_from(["INSERT"] * 4 + ["UPDATE"] * 4 + ["DELETE"] * 3 + ["DDL", "ODD"]))
         if kind == "DDL":

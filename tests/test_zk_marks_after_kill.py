@@ -26,7 +26,6 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
 
 
-
 def _config(mariadb: MariaDBDatabase, zookeeper: ZooKeeperChroot, start: tuple[str, int]) -> InstanceConfig:
     return InstanceConfig(
         destination="marks",

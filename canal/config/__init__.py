@@ -34,9 +34,9 @@ any other unknown key is warned about once per process.
 """
 
 from canal.config.conf_dir import load_conf_dir
-from canal.config.fields import DEFAULT_FILTER_REGEX
+from canal.config.fields import DEFAULT_FILTER_REGEX, ZK_AUTH_KEY
 from canal.config.instance import InstanceConfig
-from canal.config.keys import SSL_PROPERTY_KEYS, ZK_AUTH_KEY, parse_bool
+from canal.config.keys import SSL_PROPERTY_KEYS, parse_bool
 from canal.config.properties import format_properties, parse_properties, resolve_placeholders
 from canal.config.server import ServerConfig
 from canal.config.settings import (

@@ -10,6 +10,7 @@ from canal.client import DESTINATION_RE
 from canal.config.instance import InstanceConfig
 from canal.config.keys import (
     _is_file,
+    _key,
     _read_source,
 )
 from canal.config.properties import parse_properties
@@ -40,16 +41,16 @@ def load_conf_dir(path: str | os.PathLike[str]) -> tuple[ServerConfig, dict[str,
     for name in names:
         if not _is_file(conf / name / "instance.properties"):
             raise ConfigError(
-                f"invalid canal.destinations = {','.join(names)!r}: no {name}/instance.properties in "
+                f"invalid {_key(ServerConfig, 'destinations')} = {','.join(names)!r}: no {name}/instance.properties in "
                 f"{os.fspath(conf)!r}",
-                key="canal.destinations",
+                key=_key(ServerConfig, "destinations"),
             )
     if server.auto_scan:
         try:
             children = sorted(conf.iterdir())
         except OSError as exc:
             what = exc.strerror or exc
-            raise ConfigError(f"cannot list {os.fspath(conf)!r}: {what}", key="canal.auto.scan") from None
+            raise ConfigError(f"cannot list {os.fspath(conf)!r}: {what}", key=_key(ServerConfig, "auto_scan")) from None
         for child in children:
             if child.name not in names and _is_file(child / "instance.properties"):
                 if DESTINATION_RE.fullmatch(child.name):
@@ -63,5 +64,3 @@ def load_conf_dir(path: str | os.PathLike[str]) -> tuple[ServerConfig, dict[str,
         for name in names
     }
     return server, instances
-
-

@@ -10,7 +10,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -72,7 +72,6 @@ def _mask_repr(_value: object) -> str:
     return repr(_MASK)
 
 
-
 # --------------------------------------------------------------------------------------------------------------------
 # master address
 # --------------------------------------------------------------------------------------------------------------------
@@ -126,7 +125,6 @@ def _opt_strip(value: object) -> object:
         value = value.strip()
         return value or None
     return value
-
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -256,3 +254,38 @@ def _warn_once(token: str, msg: str, *args: object) -> None:
             return
         _warned.add(token)
     logger.warning(msg, *args)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# canal's key of a setting, declared once on its attrs field
+# --------------------------------------------------------------------------------------------------------------------
+
+ZK_AUTH_KEY: Final = "pycanal.zookeeper.auth"
+"""pycanal's key for ZooKeeper authentication, ``digest:user:password``."""
+
+KEYED_CLASSES: Final[list[type]] = []
+"""The setting classes whose fields declare canal keys (:func:`keyed`), in import order; ``canal.config.keys``
+derives the key tables and the set of known keys from them."""
+
+
+def canal_key(key: str, kind: str = "str", *, custom: bool = False, secret: bool = False) -> dict[str, Any]:
+    """attrs field metadata naming a setting's ``.properties`` key and how its text reads and writes.
+
+    ``key`` may hold ``{prefix}`` (``master`` / ``standby``); ``kind`` names a kind of ``canal.config.keys``
+    (``int``, ``float``, ``bool``, ``str``, ``ms``, ...). ``custom``: the loader reads and writes the key itself (a
+    directory resolved against canal's working directory, a key chosen by the meta mode), but the key is still known
+    and errors are reported under it.
+    """
+    metadata: dict[str, Any] = {"canal_key": key, "canal_kind": kind, "canal_custom": custom}
+    if secret:
+        metadata["secret"] = True
+    return metadata
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def keyed(cls: _C) -> _C:
+    """Class decorator: ``cls``'s fields declare canal keys (see :func:`canal_key`)."""
+    KEYED_CLASSES.append(cls)
+    return cls

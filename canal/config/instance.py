@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from canal.config.fields import (
     _MYSQL_CHARSETS,
     DEFAULT_FILTER_REGEX,
+    ZK_AUTH_KEY,
     _bool,
     _check,
     _FieldError,
@@ -27,23 +28,23 @@ from canal.config.fields import (
     _validate_destination,
     _validate_meta_dir,
     _validate_zk,
+    canal_key,
+    keyed,
 )
 from canal.config.keys import (
     _CREDENTIAL_SPEC,
     _DETECTING_SPEC,
     _FLAGS_SPEC,
-    _INSTANCE_SPEC,
     _MS,
     _RETRY_SPEC,
     _STORE_SPEC,
     _T,
-    ZK_AUTH_KEY,
     _build,
-    _destinations_of,
-    _flush_key,
     _fmt_ms,
     _format_fields,
     _format_ssl,
+    _key,
+    _key_names,
     _master_spec,
     _meta_mode_from_xml,
     _parse_bool_or_error,
@@ -53,6 +54,7 @@ from canal.config.keys import (
     _report_keys,
     _resolve_dir,
     _Spec,
+    _spec_of,
     _ssl_from_props,
 )
 from canal.config.properties import format_properties, parse_properties
@@ -76,6 +78,7 @@ from canal.log import destination_logger
 logger = logging.getLogger(__name__)
 
 
+@keyed
 @attrs.frozen(slots=True)
 class InstanceConfig:
     """Everything one destination needs: source, filters, store, meta and parser policy.
@@ -90,7 +93,9 @@ class InstanceConfig:
     persisted, so a crash never redelivers an acked batch). ``slave_id`` None lets the parser pick one.
     """
 
-    destination: str = attrs.field(validator=_validate_destination)
+    destination: str = attrs.field(
+        validator=_validate_destination, metadata=canal_key("canal.instance.destination", "str", custom=True)
+    )
     master: MasterConfig = attrs.field(
         validator=_check(lambda v: isinstance(v, MasterConfig), "must be a MasterConfig")
     )
@@ -100,17 +105,27 @@ class InstanceConfig:
     slave_id: int | None = attrs.field(
         default=None,
         validator=_check(lambda v: v is None or (_is_int(v) and 0 < v < 2**32), "must be None or in 1..4294967295"),
+        metadata=canal_key("canal.instance.mysql.slaveId", "slave_id"),
     )
     charset: str = attrs.field(
         default="utf8mb4",
         converter=_to_charset,
         validator=_check(lambda v: v in _MYSQL_CHARSETS, "must be a MySQL character set name, e.g. utf8mb4"),
+        metadata=canal_key("canal.instance.connectionCharset", "str"),
     )
-    gtid_mode: bool = attrs.field(default=False, validator=_bool)
-    filter_regex: str = attrs.field(default=DEFAULT_FILTER_REGEX, validator=_str)
-    black_regex: str = attrs.field(default="", validator=_str)
-    field_filter: str = attrs.field(default="", validator=_str)
-    black_field_filter: str = attrs.field(default="", validator=_str)
+    gtid_mode: bool = attrs.field(default=False, validator=_bool, metadata=canal_key("canal.instance.gtidon", "bool"))
+    filter_regex: str = attrs.field(
+        default=DEFAULT_FILTER_REGEX, validator=_str, metadata=canal_key("canal.instance.filter.regex", "str")
+    )
+    black_regex: str = attrs.field(
+        default="", validator=_str, metadata=canal_key("canal.instance.filter.black.regex", "str")
+    )
+    field_filter: str = attrs.field(
+        default="", validator=_str, metadata=canal_key("canal.instance.filter.field", "str")
+    )
+    black_field_filter: str = attrs.field(
+        default="", validator=_str, metadata=canal_key("canal.instance.filter.black.field", "str")
+    )
     filter_flags: FilterFlags = attrs.field(
         factory=FilterFlags, validator=_check(lambda v: isinstance(v, FilterFlags), "must be a FilterFlags")
     )
@@ -118,20 +133,39 @@ class InstanceConfig:
         factory=StoreConfig, validator=_check(lambda v: isinstance(v, StoreConfig), "must be a StoreConfig")
     )
     meta_mode: MetaMode = attrs.field(default=MetaMode.MEMORY, converter=_to_meta_mode)
-    meta_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
-    zk_hosts: str | None = attrs.field(default=None, converter=_opt_strip, validator=_validate_zk)
+    meta_dir: str | None = attrs.field(
+        default=None,
+        converter=_to_path_str,
+        validator=_validate_meta_dir,
+        metadata=canal_key(_key(ServerConfig, "file_data_dir"), "str", custom=True),
+    )
+    zk_hosts: str | None = attrs.field(
+        default=None,
+        converter=_opt_strip,
+        validator=_validate_zk,
+        metadata=canal_key(_key(ServerConfig, "zk_hosts"), "str", custom=True),
+    )
     # ZooKeeper authentication ("digest", "user:password"): the session authenticates and pycanal's nodes get an ACL
     # (canal.meta.zkclient); key pycanal.zookeeper.auth = digest:user:password. Never shown.
     zk_auth: ZkAuth | None = attrs.field(
-        default=None, converter=to_zk_auth, repr=_mask_repr, metadata={"secret": True}
+        default=None,
+        converter=to_zk_auth,
+        repr=_mask_repr,
+        metadata=canal_key(ZK_AUTH_KEY, "str", custom=True, secret=True),
     )
     flush_period_s: float = attrs.field(default=1.0, validator=_non_negative_number)
     detecting: DetectingConfig = attrs.field(
         factory=DetectingConfig,
         validator=_check(lambda v: isinstance(v, DetectingConfig), "must be a DetectingConfig"),
     )
-    fallback_interval_s: float = attrs.field(default=60, validator=_non_negative_number)
-    transaction_size: int = attrs.field(default=1024, validator=_positive_int)
+    fallback_interval_s: float = attrs.field(
+        default=60,
+        validator=_non_negative_number,
+        metadata=canal_key("canal.instance.fallbackIntervalInSeconds", "float"),
+    )
+    transaction_size: int = attrs.field(
+        default=1024, validator=_positive_int, metadata=canal_key("canal.instance.transaction.size", "int")
+    )
     retry: RetryConfig = attrs.field(
         factory=RetryConfig, validator=_check(lambda v: isinstance(v, RetryConfig), "must be a RetryConfig")
     )
@@ -196,23 +230,23 @@ class InstanceConfig:
         props = _Props(merged)
         dest = destination
         if dest is None:
-            dest = props.get("canal.instance.destination") or None
+            dest = props.get(_key(InstanceConfig, "destination")) or None
         if dest is None and path is not None:
             dest = path.resolve().parent.name
         if not dest:
             raise ConfigError(
                 "no destination: pass destination=..., set canal.instance.destination, or load from "
                 "conf/{destination}/instance.properties",
-                key="canal.instance.destination",
+                key=_key(InstanceConfig, "destination"),
             )
-        props.raw["canal.instance.destination"] = dest
+        props.raw[_key(InstanceConfig, "destination")] = dest
         _report_keys(instance_props, dest, _destinations_of(props, dest), "instance.properties")
         if global_props and not isinstance(canal_properties, ServerConfig):
             _report_keys(global_props, dest, _destinations_of(props, dest), "canal.properties")
         conf_dir = canal_properties.conf_dir if isinstance(canal_properties, ServerConfig) else None
         base = None if base_dir is None else os.fspath(base_dir)
         if conf_dir is None and base is not None:
-            conf_dir = _resolve_dir(props.get("canal.conf.dir") or None, base)
+            conf_dir = _resolve_dir(props.get(_key(ServerConfig, "conf_dir")) or None, base)
         return _instance_from_props(props, dest, base, conf_dir)
 
     def to_properties(self, *, include_password: bool = False) -> str:
@@ -221,29 +255,45 @@ class InstanceConfig:
         The password is written only with ``include_password=True``. ``from_properties`` of the result gives an
         equal config (with the password when it was included).
         """
-        values: dict[str, str] = {"canal.instance.destination": self.destination}
+        values: dict[str, str] = {_key(InstanceConfig, "destination"): self.destination}
         for prefix, master in (("master", self.master), ("standby", self.standby)):
             if master is not None:
                 values.update(_format_fields(master, _master_spec(prefix)))
                 values.update(_format_ssl(master.ssl, prefix, include_password=include_password))
-        values["canal.instance.dbUsername"] = self.master.username
-        if include_password:
-            values["canal.instance.dbPassword"] = self.master.password
+        credentials = _format_fields(self.master, _CREDENTIAL_SPEC)
+        if not include_password:
+            credentials.pop(_key(MasterConfig, "password"))
+        values.update(credentials)
         values.update(_format_fields(self, _INSTANCE_SPEC))
         values.update(_format_fields(self.filter_flags, _FLAGS_SPEC))
         values.update(_format_fields(self.store, _STORE_SPEC))
         values.update(_format_fields(self.detecting, _DETECTING_SPEC))
         values.update(_format_fields(self.retry, _RETRY_SPEC))
         values["pycanal.meta.mode"] = self.meta_mode.value
+        keys = _key_names(InstanceConfig)
         if self.meta_dir is not None:
-            values["canal.file.data.dir"] = self.meta_dir
+            values[keys["meta_dir"]] = self.meta_dir
         if self.zk_hosts is not None:
-            values["canal.zkServers"] = self.zk_hosts
+            values[keys["zk_hosts"]] = self.zk_hosts
         if self.zk_auth is not None and include_password:
-            values[ZK_AUTH_KEY] = f"{self.zk_auth.scheme}:{self.zk_auth.credential}"
+            values[keys["zk_auth"]] = f"{self.zk_auth.scheme}:{self.zk_auth.credential}"
         values[_flush_key(self.meta_mode)] = _fmt_ms(self.flush_period_s)
         return format_properties(values)
 
+
+_INSTANCE_SPEC: Final = _spec_of(InstanceConfig)
+
+
+def _flush_key(mode: MetaMode) -> str:
+    """The key of the flush period of ``mode``'s meta manager (ZooKeeper's or the file's)."""
+    field = "zk_flush_period_s" if mode in (MetaMode.ZOOKEEPER, MetaMode.PERIOD_MIXED) else "file_flush_period_s"
+    return _key(ServerConfig, field)
+
+
+def _destinations_of(props: _Props, dest: str) -> tuple[str, ...]:
+    """``dest`` and the destinations canal.properties lists (for per-destination keys)."""
+    raw = props.raw.get(_key(ServerConfig, "destinations"), "")
+    return (dest, *(d.strip() for d in raw.split(",") if d.strip()))
 
 
 def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_dir: str | None) -> InstanceConfig:
@@ -282,7 +332,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
     detecting = sub(DetectingConfig, _DETECTING_SPEC)
     retry = sub(RetryConfig, _RETRY_SPEC)
 
-    keys = {field: key for field, key, _ in _INSTANCE_SPEC}
+    keys = _key_names(InstanceConfig)
     kwargs = _read_fields(props, _INSTANCE_SPEC)
     mode_key: str | None = "pycanal.meta.mode"
     mode_value: MetaMode | str = MetaMode.MEMORY
@@ -304,29 +354,23 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
     if mode_key is not None:
         keys["meta_mode"] = mode_key
 
-    data_dir = props.get("canal.file.data.dir")
+    data_dir = props.get(keys["meta_dir"])
     if not data_dir and meta_mode is MetaMode.FILE and base_dir is not None:
         data_dir = "../conf"  # canal's default, relative to its working directory
     if data_dir:
-        kwargs["meta_dir"] = _resolve_dir(data_dir, base_dir, props.get("canal.conf.dir") or "../conf", conf_dir)
-    zk = props.get("canal.zkServers")
+        kwargs["meta_dir"] = _resolve_dir(
+            data_dir, base_dir, props.get(_key(ServerConfig, "conf_dir")) or "../conf", conf_dir
+        )
+    zk = props.get(keys["zk_hosts"])
     if zk:
         kwargs["zk_hosts"] = zk
-    zk_auth = props.get(ZK_AUTH_KEY)
+    zk_auth = props.get(keys["zk_auth"])
     if zk_auth:
         kwargs["zk_auth"] = zk_auth
     flush_key = _flush_key(meta_mode)
     flush = _read_fields(props, (("flush_period_s", flush_key, _MS),))
     kwargs.update(flush)
-    keys.update(
-        {
-            "meta_dir": "canal.file.data.dir",
-            "zk_hosts": "canal.zkServers",
-            "zk_auth": ZK_AUTH_KEY,
-            "flush_period_s": flush_key,
-            "destination": "canal.instance.destination",
-        }
-    )
+    keys["flush_period_s"] = flush_key
     config = _build(
         InstanceConfig,
         keys,
@@ -342,5 +386,3 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
     )
     log.debug("loaded instance config %s", config.redacted())
     return config
-
-

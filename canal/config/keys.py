@@ -1,5 +1,9 @@
-"""canal's keys: how each setting reads from and writes to ``.properties`` (kinds, the key tables), meta modes from
-spring xml names, directories and sources, TLS key stores, and the report of unknown keys."""
+"""canal's keys: how each setting reads from and writes to ``.properties``.
+
+Each setting declares its key once, in its attrs field's metadata (:func:`~canal.config.fields.canal_key`); the key
+tables (``_STORE_SPEC``, :func:`_master_spec`, ...) and the set of known keys are derived from those declarations.
+Also here: the kinds (how a key's text parses and formats), meta modes from spring xml names, directories and
+sources, TLS key stores, and the report of unknown keys."""
 
 from __future__ import annotations
 
@@ -10,9 +14,20 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from canal.config.fields import _MASK, _FieldError, _warn_once
+import attrs
+
+from canal.config.fields import _MASK, KEYED_CLASSES, _FieldError, _warn_once
 from canal.config.properties import resolve_placeholders
-from canal.config.settings import MetaMode, SslConfig, SslMode
+from canal.config.settings import (
+    DetectingConfig,
+    FilterFlags,
+    MasterConfig,
+    MetaMode,
+    RetryConfig,
+    SslConfig,
+    SslMode,
+    StoreConfig,
+)
 from canal.errors import ConfigError, FilterError
 
 logger = logging.getLogger(__name__)
@@ -22,7 +37,6 @@ logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------------------------------
 
 _SECRET_KEY_RE: Final = re.compile(r"pass(?:word|wd)?|secret|accesskey|token|pwd|zookeeper\.auth", re.IGNORECASE)
-ZK_AUTH_KEY: Final = "pycanal.zookeeper.auth"  # digest:user:password
 
 
 def _is_secret_key(key: str) -> bool:
@@ -124,94 +138,60 @@ _ENUM: Final = _Kind(lambda s: s, lambda v: str(v.value), "a name")
 _LIST: Final = _Kind(lambda s: s, lambda v: ",".join(v), "a comma-separated list")
 
 _Spec = tuple[tuple[str, str, _Kind], ...]
+"""(field, canal key, kind) of each setting of one class that a loader reads and writes generically."""
+
+_KINDS: Final = {
+    "int": _INT,
+    "float": _FLOAT,
+    "bool": _BOOL,
+    "str": _STR,
+    "ms": _MS,
+    "slave_id": _SLAVE_ID,
+    "opt_int": _OPT_INT,
+    "opt_str": _OPT_STR,
+    "enum": _ENUM,
+    "list": _LIST,
+}
+_PREFIXES: Final = ("master", "standby")
+
+
+def _spec_of(cls: type, *, prefix: str | None = None, custom: bool = False) -> _Spec:
+    """The key table of ``cls``, derived from the :func:`~canal.config.fields.canal_key` metadata of its fields.
+
+    With ``prefix``, the fields whose key holds ``{prefix}`` (a master's or standby's own keys), filled in; without,
+    the others. ``custom`` adds the keys the loader reads itself.
+    """
+    spec = []
+    for field in attrs.fields(cls):
+        template = field.metadata.get("canal_key")
+        if template is None or (field.metadata["canal_custom"] and not custom):
+            continue
+        if ("{prefix}" in template) != (prefix is not None):
+            continue
+        spec.append((field.name, template.format(prefix=prefix), _KINDS[field.metadata["canal_kind"]]))
+    return tuple(spec)
 
 
 def _master_spec(prefix: str) -> _Spec:
-    base = f"canal.instance.{prefix}."
-    return (
-        ("address", base + "address", _STR),
-        ("journal_name", base + "journal.name", _OPT_STR),
-        ("position", base + "position", _OPT_INT),
-        ("timestamp", base + "timestamp", _OPT_INT),
-        ("gtid", base + "gtid", _OPT_STR),
-    )
+    """The keys of the master (``prefix`` ``master``) or the standby (``standby``)."""
+    return _spec_of(MasterConfig, prefix=prefix)
 
 
-_CREDENTIAL_SPEC: Final[_Spec] = (
-    ("username", "canal.instance.dbUsername", _STR),
-    ("password", "canal.instance.dbPassword", _STR),
-)
-_STORE_SPEC: Final[_Spec] = (
-    ("buffer_size", "canal.instance.memory.buffer.size", _INT),
-    ("memory_unit", "canal.instance.memory.buffer.memunit", _INT),
-    ("batch_mode", "canal.instance.memory.batch.mode", _ENUM),
-    ("ddl_isolation", "canal.instance.get.ddl.isolation", _BOOL),
-)
-_DETECTING_SPEC: Final[_Spec] = (
-    ("enable", "canal.instance.detecting.enable", _BOOL),
-    ("sql", "canal.instance.detecting.sql", _STR),
-    ("interval_s", "canal.instance.detecting.interval.time", _FLOAT),
-    ("retry_threshold", "canal.instance.detecting.retry.threshold", _INT),
-    ("ha_switch", "canal.instance.detecting.heartbeatHaEnable", _BOOL),
-)
-_FLAGS_SPEC: Final[_Spec] = (
-    ("query_dml", "canal.instance.filter.query.dml", _BOOL),
-    ("query_ddl", "canal.instance.filter.query.ddl", _BOOL),
-    ("query_dcl", "canal.instance.filter.query.dcl", _BOOL),
-    ("rows", "canal.instance.filter.rows", _BOOL),
-    ("table_error", "canal.instance.filter.table.error", _BOOL),
-    ("transaction_entry", "canal.instance.filter.transaction.entry", _BOOL),
-    ("dml_insert", "canal.instance.filter.dml.insert", _BOOL),
-    ("dml_update", "canal.instance.filter.dml.update", _BOOL),
-    ("dml_delete", "canal.instance.filter.dml.delete", _BOOL),
-)
-_RETRY_SPEC: Final[_Spec] = (
-    ("initial_backoff_s", "pycanal.retry.backoff.initial", _FLOAT),
-    ("max_backoff_s", "pycanal.retry.backoff.max", _FLOAT),
-    ("multiplier", "pycanal.retry.backoff.multiplier", _FLOAT),
-    ("jitter", "pycanal.retry.jitter", _FLOAT),
-    ("max_attempts", "pycanal.retry.max.attempts", _OPT_INT),
-    ("purge_threshold", "pycanal.retry.purge.threshold", _INT),
-    ("reset_on_purge", "canal.auto.reset.latest.pos.mode", _BOOL),
-    ("connect_timeout_s", "pycanal.retry.connect.timeout", _FLOAT),
-    ("read_timeout_s", "canal.instance.network.soTimeout", _FLOAT),
-    ("heartbeat_period_s", "pycanal.retry.heartbeat.period", _FLOAT),
-)
-_INSTANCE_SPEC: Final[_Spec] = (
-    ("slave_id", "canal.instance.mysql.slaveId", _SLAVE_ID),
-    ("charset", "canal.instance.connectionCharset", _STR),
-    ("gtid_mode", "canal.instance.gtidon", _BOOL),
-    ("filter_regex", "canal.instance.filter.regex", _STR),
-    ("black_regex", "canal.instance.filter.black.regex", _STR),
-    ("field_filter", "canal.instance.filter.field", _STR),
-    ("black_field_filter", "canal.instance.filter.black.field", _STR),
-    ("fallback_interval_s", "canal.instance.fallbackIntervalInSeconds", _FLOAT),
-    ("transaction_size", "canal.instance.transaction.size", _INT),
-)
-_SERVER_SPEC: Final[_Spec] = (
-    ("destinations", "canal.destinations", _LIST),
-    ("zk_hosts", "canal.zkServers", _STR),
-    ("zk_auth", ZK_AUTH_KEY, _STR),
-    ("zk_flush_period_s", "canal.zookeeper.flush.period", _MS),
-    ("file_data_dir", "canal.file.data.dir", _STR),
-    ("file_flush_period_s", "canal.file.flush.period", _MS),
-    ("conf_dir", "canal.conf.dir", _STR),
-    ("auto_scan", "canal.auto.scan", _BOOL),
-    ("auto_scan_interval_s", "canal.auto.scan.interval", _FLOAT),
-    ("auto_reset_latest_pos", "canal.auto.reset.latest.pos.mode", _BOOL),
-    ("canal_id", "canal.id", _INT),
-    ("ip", "canal.ip", _STR),
-    ("register_ip", "canal.register.ip", _STR),
-    ("port", "canal.port", _INT),
-)
+_CREDENTIAL_SPEC: Final = _spec_of(MasterConfig)  # shared by master and standby (canal.instance.dbUsername, ...)
+_STORE_SPEC: Final = _spec_of(StoreConfig)
+_DETECTING_SPEC: Final = _spec_of(DetectingConfig)
+_FLAGS_SPEC: Final = _spec_of(FilterFlags)
+_RETRY_SPEC: Final = _spec_of(RetryConfig)
 
 
-def _flush_key(mode: MetaMode) -> str:
-    return (
-        "canal.zookeeper.flush.period"
-        if mode in (MetaMode.ZOOKEEPER, MetaMode.PERIOD_MIXED)
-        else ("canal.file.flush.period")
-    )
+def _key(cls: type, field: str) -> str:
+    """The canal key ``cls.field`` declares."""
+    return _key_names(cls)[field]
+
+
+def _key_names(cls: type) -> dict[str, str]:
+    """field -> canal key of every keyed field of ``cls`` (custom ones too), for re-keying a field's error."""
+    return {field: key for field, key, _ in _spec_of(cls, custom=True)}
 
 
 def _read_fields(props: _Props, spec: _Spec) -> dict[str, Any]:
@@ -318,11 +298,6 @@ def _read_source(path_or_text: str | os.PathLike[str]) -> tuple[str, Path | None
         return data.decode("utf-8-sig"), path
     except UnicodeDecodeError:
         return data.decode("latin-1"), path  # java.util.Properties.load's encoding
-
-
-def _destinations_of(props: _Props, dest: str) -> tuple[str, ...]:
-    raw = props.raw.get("canal.destinations", "")
-    return (dest, *(d.strip() for d in raw.split(",") if d.strip()))
 
 
 _SSL_SUFFIXES: Final = (
@@ -460,7 +435,6 @@ def _format_ssl(ssl: SslConfig, prefix: str, *, include_password: bool) -> dict[
     return values
 
 
-
 def _parse_bool_or_error(text: str, key: str) -> bool:
     try:
         return parse_bool(text)
@@ -468,29 +442,27 @@ def _parse_bool_or_error(text: str, key: str) -> bool:
         raise ConfigError(f"invalid {key} = {text!r}: expected true or false", key=key) from None
 
 
-# keys pycanal reads; everything in these specs is "known"
-_USED_KEYS: Final = frozenset(
-    key
-    for spec in (
-        _master_spec("master"),
-        _master_spec("standby"),
-        _CREDENTIAL_SPEC,
-        _STORE_SPEC,
-        _DETECTING_SPEC,
-        _FLAGS_SPEC,
-        _RETRY_SPEC,
-        _INSTANCE_SPEC,
-        _SERVER_SPEC,
-    )
-    for _field, key, _kind in spec
-) | {
-    "canal.instance.destination",
-    "canal.instance.global.spring.xml",
-    "canal.instance.enableDruid",
-    "pycanal.meta.mode",
-    *SSL_PROPERTY_KEYS,
-    *(f"pycanal.{p}.{_SSL_KEY_SUFFIX}" for p in ("master", "standby")),
-}
+# keys pycanal reads besides those its setting classes declare
+_OTHER_USED_KEYS: Final = frozenset(
+    {
+        "canal.instance.global.spring.xml",
+        "canal.instance.enableDruid",
+        "pycanal.meta.mode",
+        *SSL_PROPERTY_KEYS,
+        *(f"pycanal.{p}.{_SSL_KEY_SUFFIX}" for p in _PREFIXES),
+    }
+)
+
+
+def _used_keys() -> frozenset[str]:
+    """Every key pycanal reads: the keys declared by the setting classes (:data:`~canal.config.fields.KEYED_CLASSES`)
+    and a few read directly."""
+    keys = set(_OTHER_USED_KEYS)
+    for cls in KEYED_CLASSES:
+        for prefix in (None, *_PREFIXES):
+            keys.update(key for _, key, _ in _spec_of(cls, prefix=prefix, custom=True))
+    return frozenset(keys)
+
 
 # keys canal has that pycanal knowingly does not use (logged at debug)
 _IGNORED_KEYS: Final = frozenset(
@@ -529,10 +501,12 @@ _IGNORED_PREFIXES: Final = (
 )
 _PER_DESTINATION_SUFFIXES: Final = ("spring.xml", "mode", "lazy", "manager.address")
 
+
 def _report_keys(keys: Iterable[str], dest: str | None, destinations: tuple[str, ...], source: str) -> None:
     """Warn (once per key per process) about unknown keys; debug-log the ones pycanal knowingly ignores."""
+    used = _used_keys()
     for key in keys:
-        if key in _USED_KEYS:
+        if key in used:
             continue
         per_dest = any(
             key == f"canal.instance.{d}.{suffix}" for d in destinations for suffix in _PER_DESTINATION_SUFFIXES
@@ -542,5 +516,3 @@ def _report_keys(keys: Iterable[str], dest: str | None, destinations: tuple[str,
             continue
         where = f" (destination {dest})" if dest else ""
         _warn_once(f"unknown-key:{key}", "%s%s: unknown key %s is ignored", source, where, key)
-
-

@@ -220,5 +220,3 @@ def resolve_placeholders(
         out.append(found)
         i = end + 1
     return "".join(out)
-
-

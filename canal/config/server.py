@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from canal.client import DESTINATION_RE
 from canal.config.fields import (
+    ZK_AUTH_KEY,
     _bool,
     _check,
     _FieldError,
@@ -25,19 +26,23 @@ from canal.config.fields import (
     _to_path_str,
     _validate_meta_dir,
     _validate_zk,
+    canal_key,
+    keyed,
 )
 from canal.config.keys import (
-    _SERVER_SPEC,
     _build,
+    _key,
+    _key_names,
     _meta_mode_from_xml,
     _Props,
     _read_fields,
     _read_source,
     _report_keys,
     _resolve_dir,
+    _spec_of,
 )
 from canal.config.properties import parse_properties
-from canal.config.settings import MetaMode, ZkAuth, _to_meta_mode, to_zk_auth
+from canal.config.settings import MetaMode, RetryConfig, ZkAuth, _to_meta_mode, to_zk_auth
 
 # --------------------------------------------------------------------------------------------------------------------
 # server
@@ -66,6 +71,7 @@ def _frozen_mapping(value: Mapping[str, str]) -> Mapping[str, str]:
     return MappingProxyType(dict(value))
 
 
+@keyed
 @attrs.frozen(slots=True)
 class ServerConfig:
     """canal.properties globals: destinations, ZooKeeper, meta defaults and this server's identity for HA.
@@ -77,27 +83,58 @@ class ServerConfig:
     (hidden from repr) so instance loading sees canal.properties defaults.
     """
 
-    destinations: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple, validator=_validate_destinations)
-    zk_hosts: str | None = attrs.field(default=None, converter=_opt_strip, validator=_validate_zk)
+    destinations: tuple[str, ...] = attrs.field(
+        default=(),
+        converter=_to_tuple,
+        validator=_validate_destinations,
+        metadata=canal_key("canal.destinations", "list"),
+    )
+    zk_hosts: str | None = attrs.field(
+        default=None, converter=_opt_strip, validator=_validate_zk, metadata=canal_key("canal.zkServers", "str")
+    )
     # ZooKeeper authentication ("digest", "user:password"): the session authenticates and pycanal's nodes get an ACL
     # (canal.meta.zkclient); key pycanal.zookeeper.auth = digest:user:password. Never shown.
     zk_auth: ZkAuth | None = attrs.field(
-        default=None, converter=to_zk_auth, repr=_mask_repr, metadata={"secret": True}
+        default=None,
+        converter=to_zk_auth,
+        repr=_mask_repr,
+        metadata=canal_key(ZK_AUTH_KEY, "str", secret=True),
     )
-    zk_flush_period_s: float = attrs.field(default=1.0, validator=_positive_number)
-    file_data_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
-    file_flush_period_s: float = attrs.field(default=1.0, validator=_positive_number)
+    zk_flush_period_s: float = attrs.field(
+        default=1.0, validator=_positive_number, metadata=canal_key("canal.zookeeper.flush.period", "ms")
+    )
+    file_data_dir: str | None = attrs.field(
+        default=None,
+        converter=_to_path_str,
+        validator=_validate_meta_dir,
+        metadata=canal_key("canal.file.data.dir", "str"),
+    )
+    file_flush_period_s: float = attrs.field(
+        default=1.0, validator=_positive_number, metadata=canal_key("canal.file.flush.period", "ms")
+    )
     meta_mode: MetaMode = attrs.field(default=MetaMode.MEMORY, converter=_to_meta_mode)
     destination_meta_modes: Mapping[str, MetaMode] = attrs.field(factory=dict, converter=_frozen_mapping)
-    conf_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
-    auto_scan: bool = attrs.field(default=True, validator=_bool)
-    auto_scan_interval_s: float = attrs.field(default=5, validator=_positive_number)
-    auto_reset_latest_pos: bool = attrs.field(default=False, validator=_bool)
-    canal_id: int | None = attrs.field(default=None, validator=_opt_non_negative_int)
-    ip: str = attrs.field(default="", converter=_strip_str, validator=_str)
-    register_ip: str = attrs.field(default="", converter=_strip_str, validator=_str)
+    conf_dir: str | None = attrs.field(
+        default=None, converter=_to_path_str, validator=_validate_meta_dir, metadata=canal_key("canal.conf.dir", "str")
+    )
+    auto_scan: bool = attrs.field(default=True, validator=_bool, metadata=canal_key("canal.auto.scan", "bool"))
+    auto_scan_interval_s: float = attrs.field(
+        default=5, validator=_positive_number, metadata=canal_key("canal.auto.scan.interval", "float")
+    )
+    auto_reset_latest_pos: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key(_key(RetryConfig, "reset_on_purge"), "bool")
+    )
+    canal_id: int | None = attrs.field(
+        default=None, validator=_opt_non_negative_int, metadata=canal_key("canal.id", "int")
+    )
+    ip: str = attrs.field(default="", converter=_strip_str, validator=_str, metadata=canal_key("canal.ip", "str"))
+    register_ip: str = attrs.field(
+        default="", converter=_strip_str, validator=_str, metadata=canal_key("canal.register.ip", "str")
+    )
     port: int = attrs.field(
-        default=11111, validator=_check(lambda v: _is_int(v) and 0 < v < 65536, "must be a port in 1..65535")
+        default=11111,
+        validator=_check(lambda v: _is_int(v) and 0 < v < 65536, "must be a port in 1..65535"),
+        metadata=canal_key("canal.port", "int"),
     )
     base_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
     properties: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping, repr=False, eq=False)
@@ -125,6 +162,9 @@ class ServerConfig:
         return _server_from_raw(parse_properties(text), None if base_dir is None else os.fspath(base_dir), None)
 
 
+_SERVER_SPEC: Final = _spec_of(ServerConfig)
+
+
 def _server_from_raw(raw: dict[str, str], base: str | None, conf_dir: str | None) -> ServerConfig:
     props = _Props(dict(raw))
     kwargs = _read_fields(props, _SERVER_SPEC)
@@ -141,7 +181,7 @@ def _server_from_raw(raw: dict[str, str], base: str | None, conf_dir: str | None
     global_xml = props.get(xml_key)
     if global_xml:
         kwargs["meta_mode"] = _meta_mode_from_xml(global_xml, xml_key)
-    alias = props.get("canal.conf.dir") or None
+    alias = props.get(_key(ServerConfig, "conf_dir")) or None
     if conf_dir is not None:
         kwargs["conf_dir"] = conf_dir
     elif "conf_dir" in kwargs:
@@ -151,7 +191,7 @@ def _server_from_raw(raw: dict[str, str], base: str | None, conf_dir: str | None
     _report_keys(raw, None, names, "canal.properties")
     return _build(
         ServerConfig,
-        {field: key for field, key, _ in _SERVER_SPEC} | {"meta_mode": xml_key},
+        _key_names(ServerConfig) | {"meta_mode": xml_key},
         props,
         destination_meta_modes=per_dest,
         base_dir=base,

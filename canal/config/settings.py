@@ -35,6 +35,8 @@ from canal.config.fields import (
     _validate_address,
     _validate_timestamp,
     _warn_once,
+    canal_key,
+    keyed,
 )
 from canal.errors import ConfigError
 
@@ -50,9 +52,7 @@ class ZkAuth:
 
     def __attrs_post_init__(self) -> None:
         if self.scheme not in _ZK_AUTH_SCHEMES:
-            raise ConfigError(
-                f"ZooKeeper auth scheme {self.scheme!r} is not supported (use one of {_ZK_AUTH_SCHEMES})"
-            )
+            raise ConfigError(f"ZooKeeper auth scheme {self.scheme!r} is not supported (use one of {_ZK_AUTH_SCHEMES})")
         user, sep, password = self.credential.partition(":")
         if not sep or not user or not password:
             raise ConfigError("a ZooKeeper digest credential must be 'user:password' (both non-empty)")
@@ -137,7 +137,6 @@ def _to_batch_mode(value: BatchMode | str) -> BatchMode:
 
 def _to_meta_mode(value: MetaMode | str) -> MetaMode:
     return _enum_converter(MetaMode, "InstanceConfig", "meta_mode")(value)
-
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -272,6 +271,7 @@ def _to_ssl_config(value: object) -> object:
     return value
 
 
+@keyed
 @attrs.frozen(slots=True)
 class MasterConfig:
     """The MySQL/MariaDB server to replicate from.
@@ -289,13 +289,34 @@ class MasterConfig:
     ``file://``.
     """
 
-    address: str = attrs.field(converter=_strip_str, validator=_validate_address)
-    username: str = attrs.field(default="canal", validator=_str)
-    password: str = attrs.field(default="canal", repr=_mask_repr, validator=_str, metadata={"secret": True})
-    journal_name: str | None = attrs.field(default=None, converter=_opt_strip, validator=_opt_str)
-    position: int | None = attrs.field(default=None, validator=_opt_non_negative_int)
-    timestamp: int | None = attrs.field(default=None, validator=_validate_timestamp)
-    gtid: str | None = attrs.field(default=None, converter=_opt_strip, validator=_opt_str)
+    address: str = attrs.field(
+        converter=_strip_str, validator=_validate_address, metadata=canal_key("canal.instance.{prefix}.address", "str")
+    )
+    username: str = attrs.field(default="canal", validator=_str, metadata=canal_key("canal.instance.dbUsername", "str"))
+    password: str = attrs.field(
+        default="canal",
+        repr=_mask_repr,
+        validator=_str,
+        metadata=canal_key("canal.instance.dbPassword", "str", secret=True),
+    )
+    journal_name: str | None = attrs.field(
+        default=None,
+        converter=_opt_strip,
+        validator=_opt_str,
+        metadata=canal_key("canal.instance.{prefix}.journal.name", "opt_str"),
+    )
+    position: int | None = attrs.field(
+        default=None, validator=_opt_non_negative_int, metadata=canal_key("canal.instance.{prefix}.position", "opt_int")
+    )
+    timestamp: int | None = attrs.field(
+        default=None, validator=_validate_timestamp, metadata=canal_key("canal.instance.{prefix}.timestamp", "opt_int")
+    )
+    gtid: str | None = attrs.field(
+        default=None,
+        converter=_opt_strip,
+        validator=_opt_str,
+        metadata=canal_key("canal.instance.{prefix}.gtid", "opt_str"),
+    )
     ssl: SslConfig = attrs.field(
         factory=SslConfig,
         converter=_to_ssl_config,
@@ -340,6 +361,7 @@ class MasterConfig:
         return _redacted(self)
 
 
+@keyed
 @attrs.frozen(slots=True)
 class StoreConfig:
     """The bounded ring-buffer event store (canal's MemoryEventStoreWithBuffer)."""
@@ -347,10 +369,19 @@ class StoreConfig:
     buffer_size: int = attrs.field(
         default=16384,
         validator=_check(lambda v: _is_int(v) and v > 0 and v & (v - 1) == 0, "must be a power of two, e.g. 16384"),
+        metadata=canal_key("canal.instance.memory.buffer.size", "int"),
     )
-    memory_unit: int = attrs.field(default=1024, validator=_positive_int)
-    batch_mode: BatchMode = attrs.field(default=BatchMode.MEMSIZE, converter=_to_batch_mode)
-    ddl_isolation: bool = attrs.field(default=False, validator=_bool)
+    memory_unit: int = attrs.field(
+        default=1024, validator=_positive_int, metadata=canal_key("canal.instance.memory.buffer.memunit", "int")
+    )
+    batch_mode: BatchMode = attrs.field(
+        default=BatchMode.MEMSIZE,
+        converter=_to_batch_mode,
+        metadata=canal_key("canal.instance.memory.batch.mode", "enum"),
+    )
+    ddl_isolation: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.get.ddl.isolation", "bool")
+    )
 
     @property
     def max_bytes(self) -> int:
@@ -361,25 +392,36 @@ class StoreConfig:
         return _redacted(self)
 
 
+@keyed
 @attrs.frozen(slots=True)
 class DetectingConfig:
     """canal's heartbeat detection: run ``sql`` on the master every ``interval_s`` seconds; after ``retry_threshold``
     consecutive failures and with ``ha_switch``, switch to the standby master."""
 
-    enable: bool = attrs.field(default=False, validator=_bool)
+    enable: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.detecting.enable", "bool")
+    )
     sql: str = attrs.field(
         default="SELECT 1",
         converter=_strip_str,
         validator=_check(lambda v: isinstance(v, str) and v != "", "must be a non-empty SQL statement"),
+        metadata=canal_key("canal.instance.detecting.sql", "str"),
     )
-    interval_s: float = attrs.field(default=3, validator=_positive_number)
-    retry_threshold: int = attrs.field(default=3, validator=_positive_int)
-    ha_switch: bool = attrs.field(default=False, validator=_bool)
+    interval_s: float = attrs.field(
+        default=3, validator=_positive_number, metadata=canal_key("canal.instance.detecting.interval.time", "float")
+    )
+    retry_threshold: int = attrs.field(
+        default=3, validator=_positive_int, metadata=canal_key("canal.instance.detecting.retry.threshold", "int")
+    )
+    ha_switch: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.detecting.heartbeatHaEnable", "bool")
+    )
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)
 
 
+@keyed
 @attrs.frozen(slots=True)
 class FilterFlags:
     """canal's event filter switches; True drops that kind of event. All default to False.
@@ -389,20 +431,37 @@ class FilterFlags:
     TRANSACTIONBEGIN/END entries; ``dml_insert``/``dml_update``/``dml_delete``: drop row changes of that type.
     """
 
-    query_dml: bool = attrs.field(default=False, validator=_bool)
-    query_ddl: bool = attrs.field(default=False, validator=_bool)
-    query_dcl: bool = attrs.field(default=False, validator=_bool)
-    rows: bool = attrs.field(default=False, validator=_bool)
-    table_error: bool = attrs.field(default=False, validator=_bool)
-    transaction_entry: bool = attrs.field(default=False, validator=_bool)
-    dml_insert: bool = attrs.field(default=False, validator=_bool)
-    dml_update: bool = attrs.field(default=False, validator=_bool)
-    dml_delete: bool = attrs.field(default=False, validator=_bool)
+    query_dml: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.query.dml", "bool")
+    )
+    query_ddl: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.query.ddl", "bool")
+    )
+    query_dcl: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.query.dcl", "bool")
+    )
+    rows: bool = attrs.field(default=False, validator=_bool, metadata=canal_key("canal.instance.filter.rows", "bool"))
+    table_error: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.table.error", "bool")
+    )
+    transaction_entry: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.transaction.entry", "bool")
+    )
+    dml_insert: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.dml.insert", "bool")
+    )
+    dml_update: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.dml.update", "bool")
+    )
+    dml_delete: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.dml.delete", "bool")
+    )
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)
 
 
+@keyed
 @attrs.frozen(slots=True)
 class RetryConfig:
     """The parser's reconnect, purged-binlog and idle policy.
@@ -421,22 +480,42 @@ class RetryConfig:
     is the master heartbeat period asked of the server (0 disables), and must be below ``read_timeout_s``.
     """
 
-    initial_backoff_s: float = attrs.field(default=0.1, validator=_positive_number)
-    max_backoff_s: float = attrs.field(default=5.0, validator=_positive_number)
+    initial_backoff_s: float = attrs.field(
+        default=0.1, validator=_positive_number, metadata=canal_key("pycanal.retry.backoff.initial", "float")
+    )
+    max_backoff_s: float = attrs.field(
+        default=5.0, validator=_positive_number, metadata=canal_key("pycanal.retry.backoff.max", "float")
+    )
     multiplier: float = attrs.field(
-        default=2.0, validator=_check(lambda v: _is_number(v) and v >= 1, "must be a number >= 1")
+        default=2.0,
+        validator=_check(lambda v: _is_number(v) and v >= 1, "must be a number >= 1"),
+        metadata=canal_key("pycanal.retry.backoff.multiplier", "float"),
     )
     jitter: float = attrs.field(
-        default=0.2, validator=_check(lambda v: _is_number(v) and 0 <= v <= 1, "must be a fraction in 0..1")
+        default=0.2,
+        validator=_check(lambda v: _is_number(v) and 0 <= v <= 1, "must be a fraction in 0..1"),
+        metadata=canal_key("pycanal.retry.jitter", "float"),
     )
     max_attempts: int | None = attrs.field(
-        default=None, validator=_check(lambda v: v is None or (_is_int(v) and v > 0), "must be None or >= 1")
+        default=None,
+        validator=_check(lambda v: v is None or (_is_int(v) and v > 0), "must be None or >= 1"),
+        metadata=canal_key("pycanal.retry.max.attempts", "opt_int"),
     )
-    purge_threshold: int = attrs.field(default=3, validator=_positive_int)
-    reset_on_purge: bool = attrs.field(default=False, validator=_bool)
-    connect_timeout_s: float = attrs.field(default=10.0, validator=_positive_number)
-    read_timeout_s: float = attrs.field(default=30.0, validator=_positive_number)
-    heartbeat_period_s: float = attrs.field(default=15.0, validator=_non_negative_number)
+    purge_threshold: int = attrs.field(
+        default=3, validator=_positive_int, metadata=canal_key("pycanal.retry.purge.threshold", "int")
+    )
+    reset_on_purge: bool = attrs.field(
+        default=False, validator=_bool, metadata=canal_key("canal.auto.reset.latest.pos.mode", "bool")
+    )
+    connect_timeout_s: float = attrs.field(
+        default=10.0, validator=_positive_number, metadata=canal_key("pycanal.retry.connect.timeout", "float")
+    )
+    read_timeout_s: float = attrs.field(
+        default=30.0, validator=_positive_number, metadata=canal_key("canal.instance.network.soTimeout", "float")
+    )
+    heartbeat_period_s: float = attrs.field(
+        default=15.0, validator=_non_negative_number, metadata=canal_key("pycanal.retry.heartbeat.period", "float")
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.max_backoff_s < self.initial_backoff_s:
@@ -460,5 +539,3 @@ class RetryConfig:
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)
-
-

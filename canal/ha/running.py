@@ -207,7 +207,12 @@ class RunningMonitor:
                 delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (count - 1))
                 self._log.warning(
                     "running monitor step %s failed for %s (attempt %d), retrying in %.2fs: %s: %s",
-                    getattr(task, "__name__", task), self.path, count, delay, type(exc).__name__, exc,
+                    getattr(task, "__name__", task),
+                    self.path,
+                    count,
+                    delay,
+                    type(exc).__name__,
+                    exc,
                 )
                 self._retry_later(task, delay)
             else:

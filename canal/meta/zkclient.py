@@ -32,9 +32,7 @@ class _RedactAuth(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if isinstance(args, tuple) and any(isinstance(a, Auth) for a in args):
-            record.args = tuple(
-                Auth(a.auth_type, a.scheme, "***") if isinstance(a, Auth) else a for a in args
-            )
+            record.args = tuple(Auth(a.auth_type, a.scheme, "***") if isinstance(a, Auth) else a for a in args)
         return True
 
 

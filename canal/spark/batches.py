@@ -133,11 +133,11 @@ def _read_journal(path: Path) -> int | None:
     except ValueError as exc:
         raise JournalError(f"the run_batches journal {path} is not JSON ({exc}): {text[:80]!r}") from None
     if isinstance(document, dict) and len(document) == 1:
-        (state, batch_id), = document.items()
+        ((state, batch_id),) = document.items()
         if state in ("pending", "done") and isinstance(batch_id, int) and not isinstance(batch_id, bool):
             return batch_id if state == "pending" else None
     raise JournalError(
-        f"the run_batches journal {path} holds {text[:80]!r}; expected {{\"pending\": id}} or {{\"done\": id}}"
+        f'the run_batches journal {path} holds {text[:80]!r}; expected {{"pending": id}} or {{"done": id}}'
     )
 
 

@@ -495,8 +495,7 @@ class DeltaMirror:
                 values[n].append(image.get(n))
             ops.append("d" if delete else "u")
         arrays = [
-            _typed_column(n, lambda n=n, t=t: typed_array(values[n], arrow_type(t), zero_dates))
-            for n, t, _k in layout
+            _typed_column(n, lambda n=n, t=t: typed_array(values[n], arrow_type(t), zero_dates)) for n, t, _k in layout
         ]
         arrays.append(pa.array(ops, type=pa.string()))
         return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN])

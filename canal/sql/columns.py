@@ -258,4 +258,3 @@ def _reference_action(c: Cursor) -> str:
         if c.accept_seq(*action.split()):
             return action
     raise c.error("expected RESTRICT, CASCADE, SET NULL, NO ACTION or SET DEFAULT")
-

@@ -283,9 +283,7 @@ def read_create_table(
         like = c.table_name("the table to copy")
         if paren:
             c.expect(")")
-        return CreateTable(
-            table, like=like, if_not_exists=if_not_exists, temporary=temporary, or_replace=or_replace
-        )
+        return CreateTable(table, like=like, if_not_exists=if_not_exists, temporary=temporary, or_replace=or_replace)
     elements = TableElements()
     if c.up() == "(" and c.up(1) not in ("SELECT", "WITH", "VALUES", "TABLE", "("):
         c.next()
@@ -338,4 +336,3 @@ def _read_partitioning(c: Cursor) -> str:
         else:
             c.next()
     return c.text_from(start)
-

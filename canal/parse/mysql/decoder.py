@@ -114,7 +114,6 @@ _OM_ENUM_AND_SET_DEFAULT_CHARSET = 10
 _OM_ENUM_AND_SET_COLUMN_CHARSET = 11
 
 
-
 def _latin1_errors(exc: UnicodeError) -> tuple[str, int]:
     # MySQL's latin1 is cp1252 with the five bytes cp1252 leaves undefined mapped to the same code points
     assert isinstance(exc, UnicodeDecodeError)
@@ -166,6 +165,8 @@ _date = dt.date
 _datetime = dt.datetime
 _timedelta = dt.timedelta
 _fromtimestamp = dt.datetime.fromtimestamp
+
+
 def _fmt_zero_datetime(y: int, mo: int, d: int, h: int, mi: int, s: int, us: int, fsp: int) -> str:
     text = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}"
     if fsp:

@@ -364,4 +364,3 @@ def _array_leg(inner: str, text: str) -> int | _Last:
         if rest.startswith("-") and rest[1:].isdigit():
             return _Last(int(rest[1:]))
     raise ValueError(f"JSON path {text!r} has an unsupported array leg [{inner}]")
-

@@ -263,6 +263,7 @@ def locate_file(
     fde = attrs.evolve(log.events[0], offset=0, next_offset=0)  # artificial: log_pos 0, as on the wire
     return log, index, position, [fde]
 
+
 def locate_gtid(writer: BinlogWriter, text: str) -> tuple[LogFile, Callable[[Tag], bool]]:
     """Where a dump from a GTID set starts: the file, and which transactions to skip."""
     if writer.mariadb:
@@ -298,6 +299,7 @@ def locate_gtid(writer: BinlogWriter, text: str) -> tuple[LogFile, Callable[[Tag
         return mysql_contains(wanted, tag[0], tag[1])
 
     return start, skip
+
 
 def _locate_mariadb(writer: BinlogWriter, text: str) -> tuple[LogFile, Callable[[Tag], bool]]:
     wanted = parse_mariadb_gtid_pos(text)

@@ -155,4 +155,3 @@ class FakeTransaction:
                         f"but the row holds {current[i]!r}"
                     )
         return key, current
-

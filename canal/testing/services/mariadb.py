@@ -1,6 +1,5 @@
 """A private MariaDB server (see :mod:`canal.testing.services`)."""
 
-
 from __future__ import annotations
 
 import contextlib

@@ -1,7 +1,6 @@
 """What every private server shares: free ports, liveness from ``/proc``, the child process's life cycle, and the
 sweep of work directories left by killed test runs."""
 
-
 from __future__ import annotations
 
 import atexit

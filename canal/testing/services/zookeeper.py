@@ -1,6 +1,5 @@
 """A private ZooKeeper server (see :mod:`canal.testing.services`)."""
 
-
 from __future__ import annotations
 
 import os
