@@ -484,7 +484,14 @@ class CreateDatabase:
 
     @property
     def charset(self) -> str | None:
+        """The database's declared default character set (lower case), if any."""
         value = _option(self.options, "CHARSET")
+        return None if value is None else value.lower()
+
+    @property
+    def collation(self) -> str | None:
+        """The database's declared default collation (lower case), if any."""
+        value = _option(self.options, "COLLATE")
         return None if value is None else value.lower()
 
 

@@ -60,7 +60,9 @@ The model
   CHARACTER SET/COLLATE, ENUM/SET labels; defaults are ignored), CREATE [OR REPLACE] TABLE ... LIKE, ALTER TABLE
   ADD/DROP/MODIFY/CHANGE/RENAME COLUMN (FIRST/AFTER, IF [NOT] EXISTS, the ``ADD (a ..., b ...)`` list form), ADD/DROP
   PRIMARY KEY, RENAME TO, CONVERT TO CHARACTER SET, DEFAULT CHARSET, DROP TABLE, TRUNCATE, RENAME TABLE, CREATE/DROP
-  DATABASE. Rows carry the :class:`~canal.protocol.TableSchema` current when they were
+  DATABASE. A table without a declared charset takes its database's (CREATE DATABASE ... CHARACTER SET), else the
+  server's: ``FakeMysql(charset=...)``, MySQL 8's ``utf8mb4`` by default (MariaDB before 11.6 defaults to ``latin1``;
+  pass it to match such a server). Rows carry the :class:`~canal.protocol.TableSchema` current when they were
   written, so rows before an ALTER keep the old layout. Existing rows follow an ALTER (new columns get NULL or the
   type's implicit default).
 * **Rows and values.** Values are checked against the column types loosely and normalized as a decoder returns

@@ -88,10 +88,12 @@ def _charset_of_collation(collation: str | None) -> str | None:
 class Catalog:
     """Databases and tables; not thread-safe by itself (the server holds its lock around every call)."""
 
-    def __init__(self, *, mariadb: bool, database: str) -> None:
+    def __init__(self, *, mariadb: bool, database: str, charset: str = _DEFAULT_CHARSET) -> None:
         self.mariadb = mariadb
+        self.charset = charset  # the server's character_set_server: a database's default charset
         self.database = database  # the session's current database (USE)
         self.databases: set[str] = {database} if database else set()
+        self.database_charsets: dict[str, str] = {}  # declared by CREATE DATABASE ... CHARACTER SET / COLLATE
         self.tables: dict[str, Table] = {}
         self.next_table_id = 108
 
@@ -162,6 +164,9 @@ class Catalog:
             self._create_table(stmt, full)
         elif isinstance(stmt, CreateDatabase):
             self.databases.add(stmt.name)
+            declared = stmt.charset or _charset_of_collation(stmt.collation)
+            if declared is not None:
+                self.database_charsets[stmt.name] = declared
             return stmt.name, text
         elif isinstance(stmt, AlterTable):
             self._alter_table(stmt, full, text)
@@ -171,6 +176,7 @@ class Catalog:
             for key in [k for k, t in self.tables.items() if t.db == stmt.name]:
                 del self.tables[key]
             self.databases.discard(stmt.name)
+            self.database_charsets.pop(stmt.name, None)
             return stmt.name, text
         elif isinstance(stmt, TruncateTable):
             t = self.tables.get(full(stmt.table))
@@ -201,7 +207,9 @@ class Catalog:
             return
         if stmt.as_select is not None:
             raise FakeMysqlError("CREATE TABLE ... SELECT is not modeled by FakeMysql")
-        charset = stmt.charset or _charset_of_collation(stmt.collation) or _DEFAULT_CHARSET
+        # a table's default charset is its database's, which is the server's unless CREATE DATABASE declared one
+        default = self.database_charsets.get(db_name, self.charset)
+        charset = stmt.charset or _charset_of_collation(stmt.collation) or default
         columns = [self._materialize_charset(from_definition(c), charset) for c in stmt.columns]
         declared = [index for index in stmt.indexes if index.kind == "PRIMARY"]
         if len(declared) > 1:

@@ -131,9 +131,11 @@ def mysql_type_text(col: ColDef, mariadb: bool) -> str:
     return text
 
 
-def sql_type_of(col: ColDef, charset: str | None) -> int:
-    """The JDBC type number canal reports for a column (:func:`canal.sql.types.canal_sql_type`, the decoder's rule)."""
-    return canal_sql_type(col.base, unsigned=col.unsigned, binary=charset == "binary")
+def sql_type_of(col: ColDef, charset: str | None, *, mariadb: bool = False) -> int:
+    """The JDBC type number canal reports for a column (:func:`canal.sql.types.canal_sql_type`, the decoder's rule).
+    MariaDB's JSON is a LONGTEXT column: its binlog type, and so its JDBC type, is LONGTEXT's (CLOB)."""
+    base = "longtext" if mariadb and col.base == "json" else col.base
+    return canal_sql_type(base, unsigned=col.unsigned, binary=charset == "binary")
 
 
 def column_meta(col: ColDef, *, is_key: bool, table_charset: str, mariadb: bool) -> ColumnMeta:
@@ -141,7 +143,7 @@ def column_meta(col: ColDef, *, is_key: bool, table_charset: str, mariadb: bool)
     fsp = col.params[0] if col.base in _TEMPORAL and col.params else 0
     return ColumnMeta(
         name=col.name,
-        sql_type=int(sql_type_of(col, cs)),
+        sql_type=int(sql_type_of(col, cs, mariadb=mariadb)),
         mysql_type=mysql_type_text(col, mariadb),
         is_key=is_key,
         unsigned=col.unsigned,

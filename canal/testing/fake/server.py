@@ -62,6 +62,7 @@ class FakeMysql:
         domain_id: int = 0,
         thread_id: int = 8,
         register: bool = True,
+        charset: str = "utf8mb4",
     ) -> None:
         if not NAME_PATTERN.match(name):
             raise FakeMysqlError(f"a FakeMysql name must match {NAME_PATTERN.pattern}, got {name!r}")
@@ -72,7 +73,7 @@ class FakeMysql:
         self._clock = _epoch_seconds(start_time)
         self._mariadb = mariadb
         self._domain_id = domain_id
-        self._catalog = Catalog(mariadb=mariadb, database=database)
+        self._catalog = Catalog(mariadb=mariadb, database=database, charset=charset)
         self._log = BinlogWriter(
             name=name,
             server_id=server_id,
