@@ -20,6 +20,8 @@ import pytest
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType
+from canal.sql import read_column_type
+from canal.sql.types import python_type
 from canal.testing.fake import FakeMysql
 from canal.testing.plugin import MariaDBDatabase
 
@@ -232,6 +234,7 @@ def test_fake_and_mariadb_give_identical_entries(mariadb: MariaDBDatabase) -> No
         master = MasterConfig(address=fake.address, journal_name="mysql-bin.000001", position=4)
         from_fake = _entries(_config(master, schema), _is_last_ddl)
 
+    _check_python_types(from_mariadb)
     got_fake, got_mariadb = _view(from_fake), _view(from_mariadb)
     # the fake logs CREATE DATABASE first; MariaDB's database was created before the start position
     got_fake = [v for v in got_fake if not (len(v) > 4 and v[4] is True and str(v[5]).startswith("CREATE DATABASE"))]
@@ -239,6 +242,19 @@ def test_fake_and_mariadb_give_identical_entries(mariadb: MariaDBDatabase) -> No
         assert a == b, f"entry {i} ({a[:4]}) differs at {_first_difference(a, b)}"
     assert len(got_fake) == len(got_mariadb)
     assert len(got_fake) > 20
+
+
+def _check_python_types(entries: Sequence[Entry]) -> None:
+    """Every value is of the Python type the type model names for its column (canal.sql.types.python_type)."""
+    checked = 0
+    for e in entries:
+        for r in e.iter_rows():
+            for c in (*r.before_columns, *r.after_columns):
+                if c.value is not None:
+                    expected = python_type(read_column_type(c.mysql_type), mariadb=True)
+                    assert isinstance(c.value, expected), (c.name, c.mysql_type, type(c.value), expected)
+                    checked += 1
+    assert checked > 100
 
 
 def _first_difference(a: Any, b: Any, path: str = "") -> str:

@@ -331,3 +331,40 @@ def test_the_decoder_and_the_fake_name_types_by_one_rule() -> None:
     assert canal_sql_type("set") == SqlType.BIT and canal_sql_type("json") == SqlType.VARCHAR
     assert canal_sql_type("varbinary") == canal_sql_type("geometry") == canal_sql_type("blob") == SqlType.BLOB
     assert canal_sql_type("longtext") == SqlType.CLOB and canal_sql_type("text", binary=True) == SqlType.BLOB
+
+
+@pytest.mark.parametrize(
+    ("type_text", "arrow", "spark", "python"),
+    [
+        ("int(11)", "int64", "BIGINT", int),
+        ("bigint(20) unsigned", "decimal128(20, 0)", "DECIMAL(20,0)", int),
+        ("bit(64)", "decimal128(20, 0)", "DECIMAL(20,0)", int),
+        ("bit(9)", "int64", "BIGINT", int),
+        ("decimal(65,30)", "string", "STRING", Decimal),
+        ("decimal(10,2) unsigned", "decimal128(10, 2)", "DECIMAL(10,2)", Decimal),
+        ("double", "double", "DOUBLE", float),
+        ("year(4)", "int64", "BIGINT", int),
+        ("date", "date32[day]", "DATE", dt.date),
+        ("timestamp(6)", "timestamp[us]", "TIMESTAMP_NTZ", dt.datetime),
+        ("time(2)", "string", "STRING", dt.timedelta),
+        ("varchar(20)", "string", "STRING", str),
+        ("varchar(20) character set binary", "binary", "BINARY", bytes),
+        ("longblob", "binary", "BINARY", bytes),
+        ("point", "binary", "BINARY", bytes),
+        ("set('a','b')", "string", "STRING", frozenset),
+        ("enum('a','b')", "string", "STRING", str),
+        ("longtext", "string", "STRING", str),
+    ],
+)
+def test_one_type_model_names_the_python_arrow_and_spark_types(
+    type_text: str, arrow: str, spark: str, python: type
+) -> None:
+    """The type model (canal.sql.types) gives a column type's Python value type and the exact stored type that the
+    Spark side's Arrow and Spark SQL types both come from."""
+    pytest.importorskip("pyarrow")
+    from canal.spark.types import arrow_type, spark_type_sql
+    from canal.sql import read_column_type
+    from canal.sql.types import python_type
+
+    assert (str(arrow_type(type_text)), spark_type_sql(type_text)) == (arrow, spark)
+    assert python_type(read_column_type(type_text)) is python

@@ -1,10 +1,11 @@
 """MySQL column types to Arrow / Spark types, and canal text back to typed Arrow arrays -- exactly or not at all.
 
-The mapping (:func:`arrow_type`, :func:`spark_type_sql`) holds every value of the MySQL type: integers int64, but
-BIGINT UNSIGNED and BIT(64) decimal(20,0); DECIMAL(p,s) decimal128(p,s) up to 38 digits, beyond that (up to
-DECIMAL(65,30)) its exact text; FLOAT/DOUBLE float64; DATE date32; DATETIME/TIMESTAMP timestamp[us] (naive;
-TIMESTAMP in UTC); TIME as text (-838:59:59 .. 838:59:59 fits no Arrow time type); binary strings, BLOBs and spatial
-types (WKB as MySQL stores it) binary; text, ENUM, SET and JSON string.
+The mapping (:func:`arrow_type`, :func:`spark_type_sql`) is the type model's :func:`canal.sql.types.stored_type`,
+which holds every value of the MySQL type: integers int64, but BIGINT UNSIGNED and BIT(64) decimal(20,0); DECIMAL(p,s)
+decimal128(p,s) up to 38 digits, beyond that (up to DECIMAL(65,30)) its exact text; FLOAT/DOUBLE float64; DATE
+date32; DATETIME/TIMESTAMP timestamp[us] (naive; TIMESTAMP in UTC); TIME as text (-838:59:59 .. 838:59:59 fits no
+Arrow time type); binary strings, BLOBs and spatial types (WKB as MySQL stores it) binary; text, ENUM, SET and JSON
+string.
 
 A value that does not convert is never turned into NULL: the batch fails with :class:`MirrorTypeError`, naming
 the table, column and value. The one choice is MySQL's zero dates ('0000-00-00', '2020-00-00 ...') in DATE,
@@ -16,23 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from canal.errors import CanalError
 from canal.sql import read_column_type
+from canal.sql.types import stored_type
 
-_INTS = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint")
-_BINARY = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
-_SPATIAL = (
-    "geometry",
-    "point",
-    "linestring",
-    "polygon",
-    "multipoint",
-    "multilinestring",
-    "multipolygon",
-    "geometrycollection",
-)
 ZeroDates = Literal["error", "null"]
 _ZERO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
@@ -57,48 +47,22 @@ def base_type(mysql_type: str) -> str:
     return read_column_type(mysql_type, strict=False).base
 
 
-def _decimal_digits(mysql_type: str) -> tuple[int, int]:
-    """DECIMAL precision and scale, with MySQL's defaults (10, 0)."""
-    column_type = read_column_type(mysql_type, strict=False)
-    return column_type.precision or 10, column_type.scale or 0
-
-
 def arrow_type(mysql_type: str) -> Any:
-    """The Arrow type a mirror stores a MySQL column type as.
-
-    See the module docstring.
-    """
+    """The Arrow type a mirror stores a MySQL column type as (:func:`canal.sql.types.stored_type`)."""
     import pyarrow as pa
 
-    text = mysql_type.strip().lower()
-    base = base_type(text)
-    if base in _INTS:
-        if base == "bigint" and "unsigned" in text:
-            return pa.decimal128(20, 0)
-        return pa.int64()
-    if base in ("decimal", "numeric", "dec", "fixed"):
-        precision, scale = _decimal_digits(text)
-        if precision > 38:
-            return pa.string()
-        return pa.decimal128(precision, scale)
-    if base in ("float", "double", "real"):
-        return pa.float64()
-    if base == "date":
-        return pa.date32()
-    if base in ("datetime", "timestamp"):
-        return pa.timestamp("us")
-    if base == "bit" and _bit_width(text) == 64:
-        return pa.decimal128(20, 0)
-    if base in ("year", "bit", "bool", "boolean"):
-        return pa.int64()
-    if base in _BINARY or base in _SPATIAL:
-        return pa.binary()
-    return pa.string()
-
-
-def _bit_width(mysql_type: str) -> int:
-    column_type = read_column_type(mysql_type, strict=False)
-    return column_type.length or 1
+    stored = stored_type(read_column_type(mysql_type, strict=False))
+    if stored.kind == "decimal":
+        return pa.decimal128(stored.precision, stored.scale)
+    simple = {
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "date": pa.date32(),
+        "timestamp": pa.timestamp("us"),
+        "binary": pa.binary(),
+        "string": pa.string(),
+    }
+    return simple[stored.kind]
 
 
 def typed_array(texts: Sequence[str | None], target: Any, zero_dates: ZeroDates = "error") -> Any:
@@ -174,25 +138,20 @@ def _cast_exact(strings: Any, target: Any, zero_dates: ZeroDates) -> Any:
     return pa.array(out, type=target)
 
 
+_SPARK_TYPES: Final = {
+    "int64": "BIGINT",
+    "float64": "DOUBLE",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP_NTZ",
+    "binary": "BINARY",
+    "string": "STRING",
+}
+
+
 def spark_type_sql(mysql_type: str) -> str:
-    """The Spark SQL type name for a MySQL column type (same mapping as :func:`arrow_type`)."""
-    text = mysql_type.strip().lower()
-    base = base_type(text)
-    if base in _INTS:
-        return "DECIMAL(20,0)" if base == "bigint" and "unsigned" in text else "BIGINT"
-    if base in ("decimal", "numeric", "dec", "fixed"):
-        precision, scale = _decimal_digits(text)
-        return "STRING" if precision > 38 else f"DECIMAL({precision},{scale})"
-    if base in ("float", "double", "real"):
-        return "DOUBLE"
-    if base == "date":
-        return "DATE"
-    if base in ("datetime", "timestamp"):
-        return "TIMESTAMP_NTZ"
-    if base == "bit" and _bit_width(text) == 64:
-        return "DECIMAL(20,0)"
-    if base in ("year", "bit", "bool", "boolean"):
-        return "BIGINT"
-    if base in _BINARY or base in _SPATIAL:
-        return "BINARY"
-    return "STRING"
+    """The Spark SQL type name for a MySQL column type (the same :func:`canal.sql.types.stored_type` as
+    :func:`arrow_type`)."""
+    stored = stored_type(read_column_type(mysql_type, strict=False))
+    if stored.kind == "decimal":
+        return f"DECIMAL({stored.precision},{stored.scale})"
+    return _SPARK_TYPES[stored.kind]

@@ -24,7 +24,10 @@ __all__ = [
     "TEMPORAL_TYPES",
     "TEXT_TYPES",
     "ColumnType",
+    "StoredType",
     "canal_sql_type",
+    "python_type",
+    "stored_type",
 ]
 
 # Indexed by the geometry type code a table map's optional metadata carries (0 = plain GEOMETRY).
@@ -186,3 +189,88 @@ def canal_sql_type(base: str, *, unsigned: bool = False, binary: bool = False) -
     if base in TEXT_TYPES:
         return SqlType.BLOB if binary else SqlType.CLOB
     return SqlType.OTHER
+
+
+# -- values: the Python type a decoder returns, and the exact type a mirror stores ------------------------------------
+
+_DECIMAL_MAX_EXACT: Final = 38  # the widest decimal Arrow's decimal128 (and Spark's DECIMAL) holds
+
+
+@attrs.frozen(slots=True)
+class StoredType:
+    """The type that holds every value of a MySQL column type exactly in a columnar store (Arrow, Spark, Delta).
+
+    ``kind`` is one of ``int64``, ``decimal`` (with ``precision`` and ``scale``), ``float64``, ``date``,
+    ``timestamp`` (microseconds, no time zone; TIMESTAMP values in UTC), ``binary`` or ``string``. Integers are int64,
+    but BIGINT UNSIGNED and BIT(64) decimal(20,0); DECIMAL(p,s) decimal up to 38 digits, its exact text beyond
+    (up to DECIMAL(65,30)); TIME is text (-838:59:59 .. 838:59:59 fits no time type); binary strings, BLOBs and
+    geometries (WKB) binary; text, ENUM, SET and JSON string.
+    """
+
+    kind: str
+    precision: int = 0
+    scale: int = 0
+
+
+_INT64: Final = StoredType("int64")
+_UNSIGNED_64: Final = StoredType("decimal", 20, 0)
+
+
+def stored_type(column_type: ColumnType) -> StoredType:
+    """The :class:`StoredType` of a column type (as :func:`canal.sql.read_column_type` returns it)."""
+    base = column_type.base
+    if base in INTEGER_TYPES:
+        return _UNSIGNED_64 if base == "bigint" and column_type.unsigned else _INT64
+    if base == "decimal":
+        precision, scale = column_type.precision or 10, column_type.scale or 0
+        return StoredType("string") if precision > _DECIMAL_MAX_EXACT else StoredType("decimal", precision, scale)
+    if base in ("float", "double"):
+        return StoredType("float64")
+    if base == "date":
+        return StoredType("date")
+    if base in ("datetime", "timestamp"):
+        return StoredType("timestamp")
+    if base == "bit":
+        return _UNSIGNED_64 if (column_type.length or 1) == 64 else _INT64
+    if base == "year":
+        return _INT64
+    if base in BLOB_TYPES or base in GEOMETRY_TYPE_NAMES or (base in TEXT_TYPES and column_type.charset == "binary"):
+        return StoredType("binary")
+    return StoredType("string")
+
+
+def python_type(column_type: ColumnType, *, mariadb: bool = True) -> type:
+    """The Python type of a non-NULL value the row decoder (and the fake) returns for a column type.
+
+    Integers, BIT and YEAR ``int``; DECIMAL ``Decimal``; FLOAT/DOUBLE ``float``; DATE ``date``; DATETIME and
+    TIMESTAMP ``datetime`` (TIMESTAMP UTC-aware); TIME ``timedelta``; text and ENUM ``str`` (text in the binary
+    charset ``bytes``); SET ``frozenset``; binary strings, BLOBs and geometries ``bytes``; JSON ``str`` on MariaDB
+    (a LONGTEXT), MySQL's binary JSON decoded to ``object`` (dict, list, str, number, bool or None).
+    """
+    import datetime as dt
+    from decimal import Decimal
+
+    base = column_type.base
+    if base in INTEGER_TYPES or base in ("bit", "year"):
+        return int
+    simple: dict[str, type] = {
+        "decimal": Decimal,
+        "float": float,
+        "double": float,
+        "date": dt.date,
+        "datetime": dt.datetime,
+        "timestamp": dt.datetime,
+        "time": dt.timedelta,
+        "enum": str,
+        "set": frozenset,
+        "uuid": str,
+        "inet4": str,
+        "inet6": str,
+    }
+    if base in simple:
+        return simple[base]
+    if base in TEXT_TYPES:
+        return bytes if column_type.charset == "binary" else str
+    if base == "json":
+        return str if mariadb else object
+    return bytes
