@@ -421,6 +421,11 @@ class DetectingConfig:
         return _redacted(self)
 
 
+def _filter_flag(suffix: str) -> Any:
+    """A FilterFlags switch: off by default, canal's key ``canal.instance.filter.{suffix}``."""
+    return attrs.field(default=False, validator=_bool, metadata=canal_key(f"canal.instance.filter.{suffix}", "bool"))
+
+
 @keyed
 @attrs.frozen(slots=True)
 class FilterFlags:
@@ -431,31 +436,15 @@ class FilterFlags:
     TRANSACTIONBEGIN/END entries; ``dml_insert``/``dml_update``/``dml_delete``: drop row changes of that type.
     """
 
-    query_dml: bool = attrs.field(
-        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.query.dml", "bool")
-    )
-    query_ddl: bool = attrs.field(
-        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.query.ddl", "bool")
-    )
-    query_dcl: bool = attrs.field(
-        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.query.dcl", "bool")
-    )
-    rows: bool = attrs.field(default=False, validator=_bool, metadata=canal_key("canal.instance.filter.rows", "bool"))
-    table_error: bool = attrs.field(
-        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.table.error", "bool")
-    )
-    transaction_entry: bool = attrs.field(
-        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.transaction.entry", "bool")
-    )
-    dml_insert: bool = attrs.field(
-        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.dml.insert", "bool")
-    )
-    dml_update: bool = attrs.field(
-        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.dml.update", "bool")
-    )
-    dml_delete: bool = attrs.field(
-        default=False, validator=_bool, metadata=canal_key("canal.instance.filter.dml.delete", "bool")
-    )
+    query_dml: bool = _filter_flag("query.dml")
+    query_ddl: bool = _filter_flag("query.ddl")
+    query_dcl: bool = _filter_flag("query.dcl")
+    rows: bool = _filter_flag("rows")
+    table_error: bool = _filter_flag("table.error")
+    transaction_entry: bool = _filter_flag("transaction.entry")
+    dml_insert: bool = _filter_flag("dml.insert")
+    dml_update: bool = _filter_flag("dml.update")
+    dml_delete: bool = _filter_flag("dml.delete")
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)

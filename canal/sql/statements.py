@@ -255,6 +255,11 @@ def _option(options: tuple[TableOption, ...], name: str) -> str | None:
     return found
 
 
+def _lower_option(options: tuple[TableOption, ...], name: str) -> str | None:
+    value = _option(options, name)
+    return None if value is None else value.lower()
+
+
 # -- statements -------------------------------------------------------------------------------------------------------
 
 
@@ -291,14 +296,12 @@ class CreateTable:
     @property
     def charset(self) -> str | None:
         """The table's declared default character set (lower case), if any."""
-        value = _option(self.options, "CHARSET")
-        return None if value is None else value.lower()
+        return _lower_option(self.options, "CHARSET")
 
     @property
     def collation(self) -> str | None:
         """The table's declared default collation (lower case), if any."""
-        value = _option(self.options, "COLLATE")
-        return None if value is None else value.lower()
+        return _lower_option(self.options, "COLLATE")
 
     def option(self, name: str) -> str | None:
         """The value of a table option by its upper-case name (ENGINE, COMMENT, AUTO_INCREMENT, ...)."""
@@ -485,14 +488,12 @@ class CreateDatabase:
     @property
     def charset(self) -> str | None:
         """The database's declared default character set (lower case), if any."""
-        value = _option(self.options, "CHARSET")
-        return None if value is None else value.lower()
+        return _lower_option(self.options, "CHARSET")
 
     @property
     def collation(self) -> str | None:
         """The database's declared default collation (lower case), if any."""
-        value = _option(self.options, "COLLATE")
-        return None if value is None else value.lower()
+        return _lower_option(self.options, "COLLATE")
 
 
 @attrs.frozen(slots=True)
