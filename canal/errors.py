@@ -40,6 +40,17 @@ class SqlError(ParseError, ValueError):
         self.offset = offset
 
 
+class SchemaError(ParseError):
+    """A table's schema cannot be known exactly: a DDL statement that does not apply to the schema history (an unknown
+    table or column, a type that is not MySQL's), or a table map that does not match the history (its column count or
+    types). ``table`` (``db.table``) and ``position`` (``file:offset``) name where, when known."""
+
+    def __init__(self, message: str, *, table: str | None = None, position: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+        self.position = position
+
+
 class SourceError(ParseError):
     """The binlog source (server, files, fake) failed or refused a request."""
 

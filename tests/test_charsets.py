@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from canal.parse.mysql.charsets import CHARSETS, COLLATION_CHARSETS, charset_named, charset_of_collation
+from canal.sql.charsets import CHARSETS, COLLATION_CHARSETS, charset_named, charset_of_collation
 
 
 def test_every_charset_has_a_python_codec_under_its_normal_name() -> None:

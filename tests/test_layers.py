@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("sql", ("canal.sql",)),
+    ("schema", ("canal.schema",)),
     ("config", ("canal.config", "canal.filter")),
     ("storage", ("canal.meta", "canal.store")),
     ("parse", ("canal.parse",)),

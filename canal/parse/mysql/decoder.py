@@ -47,12 +47,12 @@ from typing import Any
 
 import attrs
 
-from canal.parse.mysql.charsets import charset_of_collation
 from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import ColumnMeta, RowData, TableSchema
+from canal.sql.charsets import charset_of_collation
 from canal.sql.types import canal_sql_type
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,6 @@
-"""The fake server's column model: a column definition resolved for the catalog, the type text and JDBC type it
-reports, and how values are checked, normalized (as a decoder returns them) and sized in a rows event.
-
-Definitions are read by the one SQL reader (:mod:`canal.sql`); :func:`from_definition` resolves one.
+"""The fake server's values: how a value is checked against its column and normalized as a decoder returns it, the
+implicit default a new NOT NULL column gives existing rows, and a value's size in a rows event. Columns themselves
+are :class:`canal.schema.TableColumn` (the schema catalog's model).
 """
 
 from __future__ import annotations
@@ -11,167 +10,26 @@ import json
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any
 
-import attrs
-
-from canal.parse.mysql.charsets import charset_named
-from canal.protocol import ColumnMeta
-from canal.sql import ColumnDef, quote_name
-from canal.sql.types import (
-    BLOB_TYPES,
-    GEOMETRY_TYPE_NAMES,
-    INTEGER_TYPES,
-    KNOWN_TYPES,
-    TEMPORAL_TYPES,
-    TEXT_TYPES,
-    canal_sql_type,
-)
+from canal.schema import TableColumn, effective_charset, mysql_type_text
+from canal.schema.columns import charset_codec
+from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEMPORAL_TYPES, TEXT_TYPES
 from canal.testing.fake.errors import FakeMysqlError
 
 INT_TYPES = INTEGER_TYPES
-_INT_WIDTH = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10), "bigint": (20, 20)}
 GEOMETRY_TYPES = frozenset(GEOMETRY_TYPE_NAMES)
-_TEMPORAL = TEMPORAL_TYPES
 
 _DECIMAL_CONTEXT = Context(prec=100, rounding=ROUND_HALF_UP)
-
-
-def charset_codec(charset: str) -> str | None:
-    """The Python codec for a MySQL charset name (None for ``binary``), as the binlog decoder uses it."""
-    return charset_named(charset).codec
-
-
-@attrs.frozen(slots=True)
-class ColDef:
-    """One column as the catalog keeps it: the type resolved, nullability decided."""
-
-    name: str
-    base: str  # normalized lowercase base type: "int", "varchar", "decimal", ...
-    params: tuple[int, ...] = ()
-    labels: tuple[str, ...] = ()
-    unsigned: bool = False
-    zerofill: bool = False
-    nullable: bool = True
-    charset: str | None = None  # the MySQL charset declared on the column (None: the table's)
-    primary: bool = False  # inline PRIMARY KEY
-
-    def renamed(self, name: str) -> ColDef:
-        return attrs.evolve(self, name=name)
-
-
-def from_definition(col: ColumnDef) -> ColDef:
-    """A column definition read by the SQL reader, resolved: FakeMysqlError for a type the fake does not model."""
-    t = col.type
-    if t.base not in KNOWN_TYPES:
-        raise FakeMysqlError(f"unknown column type {t.text!r} for column {col.name!r}")
-    if t.base in ("enum", "set") and not t.labels:
-        raise FakeMysqlError(f"{t.base.upper()} column {col.name!r} needs its labels")
-    charset = t.charset
-    if charset is None and t.collation is not None:
-        charset = "binary" if t.collation == "binary" else t.collation.split("_", 1)[0]
-    return ColDef(
-        col.name,
-        t.base,
-        t.params,
-        t.labels,
-        t.unsigned,
-        t.zerofill,
-        col.is_nullable,
-        charset,
-        col.primary_key,
-    )
-
-
-def effective_charset(col: ColDef, table_charset: str) -> str | None:
-    """The column's MySQL charset when it holds text (None for numbers, temporals and binary types)."""
-    if col.base in TEXT_TYPES or col.base in ("enum", "set"):
-        return col.charset or table_charset
-    if col.base == "json":
-        return "utf8mb4"
-    return None
-
-
-def _quote_label(label: str) -> str:
-    return "'" + label.replace("'", "''") + "'"
-
-
-def mysql_type_text(col: ColDef, mariadb: bool) -> str:
-    """The type as ``SHOW CREATE TABLE`` prints it (MariaDB keeps integer display widths, MySQL 8 drops them)."""
-    b, p = col.base, col.params
-    if b in INT_TYPES:
-        if mariadb:
-            text = f"{b}({p[0] if p else _INT_WIDTH[b][1 if col.unsigned else 0]})"
-        else:
-            text = "tinyint(1)" if b == "tinyint" and p == (1,) else b
-    elif b == "decimal":
-        prec = p[0] if p else 10
-        scale = p[1] if len(p) > 1 else 0
-        text = f"decimal({prec},{scale})"
-    elif b in ("float", "double"):
-        text = f"{b}({p[0]},{p[1]})" if len(p) > 1 else b
-    elif b in ("bit", "char", "binary"):
-        text = f"{b}({p[0] if p else 1})"
-    elif b in ("varchar", "varbinary"):
-        if not p:
-            raise FakeMysqlError(f"column {col.name!r}: {b.upper()} needs a length")
-        text = f"{b}({p[0]})"
-    elif b in ("enum", "set"):
-        text = f"{b}({','.join(_quote_label(x) for x in col.labels)})"
-    elif b in _TEMPORAL:
-        text = f"{b}({p[0]})" if p and p[0] else b
-    elif b == "year":
-        text = "year(4)" if mariadb else "year"
-    elif b == "json" and mariadb:
-        text = "longtext"
-    else:
-        text = b
-    if col.unsigned and (b in INT_TYPES or b in ("decimal", "float", "double")):
-        text += " unsigned"
-    if col.zerofill:
-        text += " zerofill"
-    return text
-
-
-def sql_type_of(col: ColDef, charset: str | None, *, mariadb: bool = False) -> int:
-    """The JDBC type number canal reports for a column (:func:`canal.sql.types.canal_sql_type`, the decoder's rule).
-    MariaDB's JSON is a LONGTEXT column: its binlog type, and so its JDBC type, is LONGTEXT's (CLOB)."""
-    base = "longtext" if mariadb and col.base == "json" else col.base
-    return canal_sql_type(base, unsigned=col.unsigned, binary=charset == "binary")
-
-
-def column_meta(col: ColDef, *, is_key: bool, table_charset: str, mariadb: bool) -> ColumnMeta:
-    cs = effective_charset(col, table_charset)
-    fsp = col.params[0] if col.base in _TEMPORAL and col.params else 0
-    return ColumnMeta(
-        name=col.name,
-        sql_type=int(sql_type_of(col, cs, mariadb=mariadb)),
-        mysql_type=mysql_type_text(col, mariadb),
-        is_key=is_key,
-        unsigned=col.unsigned,
-        nullable=col.nullable and not is_key,
-        charset=None if cs is None else charset_codec(cs),
-        fsp=fsp,
-        labels=col.labels,
-    )
-
-
-def column_sql(col: ColDef, table_charset: str, mariadb: bool) -> str:
-    """A column definition as SHOW CREATE TABLE would print it."""
-    text = f"{quote_name(col.name)} {mysql_type_text(col, mariadb)}"
-    if col.charset and col.charset != table_charset and effective_charset(col, table_charset) is not None:
-        text += f" CHARACTER SET {col.charset}"
-    text += "" if col.nullable and not col.primary else " NOT NULL"
-    return text
 
 
 # -- values ---------------------------------------------------------------------------------------------------------
 
 
-def _int_range(col: ColDef) -> tuple[int, int]:
+def _int_range(col: TableColumn) -> tuple[int, int]:
     bits = INT_TYPES[col.base] * 8
     return (0, 2**bits - 1) if col.unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
 
-def implicit_default(col: ColDef) -> Any:
+def implicit_default(col: TableColumn) -> Any:
     """The value MySQL gives existing rows for a new NOT NULL column without a usable default."""
     b = col.base
     if col.nullable:
@@ -196,7 +54,7 @@ def implicit_default(col: ColDef) -> Any:
     return None
 
 
-def coerce(col: ColDef, value: Any, table: str, table_charset: str, mariadb: bool) -> Any:
+def coerce(col: TableColumn, value: Any, table: str, table_charset: str, mariadb: bool) -> Any:
     """Check a value against its column, loosely, and return it as a decoder would produce it."""
     where = f"{table}.{col.name} ({mysql_type_text(col, mariadb)})"
 
@@ -342,7 +200,7 @@ def coerce(col: ColDef, value: Any, table: str, table_charset: str, mariadb: boo
 _FIXED_SIZES = {"float": 4, "double": 8, "date": 3, "year": 1}
 
 
-def value_size(col: ColDef, value: Any) -> int:
+def value_size(col: TableColumn, value: Any) -> int:
     """Bytes a value takes in a rows event (an estimate good enough for realistic offsets)."""
     if value is None:
         return 0
@@ -356,7 +214,7 @@ def value_size(col: ColDef, value: Any) -> int:
         return (prec + 8) // 9 * 4
     if b == "bit":
         return ((col.params[0] if col.params else 1) + 7) // 8
-    if b in _TEMPORAL:
+    if b in TEMPORAL_TYPES:
         fsp = col.params[0] if col.params else 0
         return {"time": 3, "datetime": 5, "timestamp": 4}[b] + (fsp + 1) // 2
     if b == "enum":

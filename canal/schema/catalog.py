@@ -1,0 +1,387 @@
+"""A schema catalog: databases and their tables' layouts, changed by the DDL statements the SQL reader reads.
+
+The one place pycanal applies DDL to table layouts: the schema history follows the binlog with it, and the fake
+server keeps its tables with it, so a consumer's unit tests see schema changes exactly as production does.
+
+:meth:`SchemaCatalog.apply` computes a statement's whole effect before it replaces anything: a statement that does
+not apply (an unknown table or column, a duplicate name, a type that is not MySQL's) raises
+:class:`~canal.errors.SchemaError` and changes nothing. It returns what changed (:class:`TableChange`), so a holder of
+rows (the fake) can carry them over: for an ALTER, which old column each new column was.
+
+What it models: CREATE TABLE (columns, types, UNSIGNED/ZEROFILL, NOT NULL, PRIMARY KEY inline or as a constraint,
+CHARACTER SET/COLLATE on columns, tables and databases, ENUM/SET labels), CREATE [OR REPLACE] TABLE ... LIKE, ALTER
+TABLE ADD/DROP/MODIFY/CHANGE/RENAME COLUMN (FIRST/AFTER, IF [NOT] EXISTS), ADD/DROP PRIMARY KEY, RENAME TO, CONVERT TO
+CHARACTER SET, DEFAULT CHARSET, DROP TABLE, RENAME TABLE (several pairs), TRUNCATE, CREATE/DROP DATABASE. Defaults,
+indexes other than the primary key, checks and table options do not change a layout and are not kept. CREATE TABLE
+... SELECT and temporary tables are not modeled: the caller decides (the history ignores temporary tables and takes
+a CREATE ... SELECT's layout from the server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Literal
+
+import attrs
+
+from canal.errors import SchemaError
+from canal.protocol import TableSchema
+from canal.schema.columns import TableColumn, column_meta, column_sql, effective_charset, resolve_column
+from canal.sql import (
+    AddColumn,
+    AddKey,
+    AlterTable,
+    ChangeColumn,
+    ConvertCharset,
+    CreateDatabase,
+    CreateTable,
+    DropColumn,
+    DropDatabase,
+    DropKey,
+    DropTable,
+    IndexDef,
+    RenameColumn,
+    RenameTable,
+    RenameTo,
+    SetTableOptions,
+    Statement,
+    TableName,
+    TruncateTable,
+    quote_name,
+)
+
+__all__ = ["DEFAULT_CHARSET", "SchemaCatalog", "TableChange", "TableDef"]
+
+DEFAULT_CHARSET = "utf8mb4"
+"""MySQL 8's ``character_set_server`` (MariaDB before 11.6 defaults to latin1)."""
+
+
+def _charset_of_collation(collation: str | None) -> str | None:
+    if collation is None:
+        return None
+    return "binary" if collation == "binary" else collation.split("_", 1)[0]
+
+
+@attrs.frozen(slots=True)
+class TableDef:
+    """One table's layout: its columns in order, its primary key (column names) and its default charset."""
+
+    db: str
+    name: str
+    columns: tuple[TableColumn, ...]
+    primary: tuple[str, ...]
+    charset: str
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.db}.{self.name}"
+
+    def table_schema(self, *, mariadb: bool) -> TableSchema:
+        """The :class:`~canal.protocol.TableSchema` a decoder reports for rows of this layout."""
+        primary = set(self.primary)
+        metas = tuple(
+            column_meta(c, is_key=c.name in primary, table_charset=self.charset, mariadb=mariadb) for c in self.columns
+        )
+        return TableSchema(self.db, self.name, metas)
+
+    def show_create(self, *, mariadb: bool) -> str:
+        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, default charset)."""
+        lines = [column_sql(c, self.charset, mariadb) for c in self.columns]
+        if self.primary:
+            lines.append("PRIMARY KEY (" + ",".join(quote_name(p) for p in self.primary) + ")")
+        body = ",\n  ".join(lines)
+        return f"CREATE TABLE {quote_name(self.name)} (\n  {body}\n) ENGINE=InnoDB DEFAULT CHARSET={self.charset}"
+
+
+@attrs.frozen(slots=True)
+class TableChange:
+    """What one statement did to one table.
+
+    ``kind`` is ``create``, ``alter``, ``drop``, ``rename`` or ``truncate``; ``old`` / ``new`` are the ``db.table``
+    names before and after (None where there is none). For ``alter``, ``origin`` maps each column of the new layout to
+    the column it was before (None for a new column).
+    """
+
+    kind: Literal["create", "alter", "drop", "rename", "truncate"]
+    old: str | None
+    new: str | None
+    origin: Mapping[str, str | None] = attrs.field(factory=dict)
+
+
+class SchemaCatalog:
+    """Databases and table layouts; not thread-safe by itself.
+
+    ``charset`` is the server's default charset (``character_set_server``): a database's default unless CREATE
+    DATABASE declares one, and a table's unless CREATE TABLE or its database does. ``database`` is the session's
+    current database (USE), for unqualified names.
+    """
+
+    def __init__(self, *, charset: str = DEFAULT_CHARSET, database: str = "") -> None:
+        self.charset = charset
+        self.database = database
+        self.databases: dict[str, str | None] = {database: None} if database else {}  # name -> declared charset
+        self.tables: dict[str, TableDef] = {}  # "db.table" -> layout
+
+    # -- reading ------------------------------------------------------------------------------------------------------
+
+    def full_name(self, db: str | None, name: str) -> str:
+        db = db if db is not None else self.database
+        if not db:
+            raise SchemaError(f"No database selected for table {name!r}: qualify it (db.table) or USE a database")
+        return f"{db}.{name}"
+
+    def get(self, db: str, name: str) -> TableDef | None:
+        """The layout of ``db.name``, or None."""
+        return self.tables.get(f"{db}.{name}")
+
+    def __iter__(self) -> Iterator[TableDef]:
+        return iter(self.tables.values())
+
+    def copy(self) -> SchemaCatalog:
+        """An independent catalog with the same state (layouts are immutable and shared)."""
+        other = SchemaCatalog(charset=self.charset, database=self.database)
+        other.databases = dict(self.databases)
+        other.tables = dict(self.tables)
+        return other
+
+    def use(self, database: str) -> None:
+        self.database = database
+        self.databases.setdefault(database, None)
+
+    # -- DDL ----------------------------------------------------------------------------------------------------------
+
+    def apply(self, stmt: Statement, session: str | None = None) -> list[TableChange]:
+        """Apply one statement read by :func:`canal.sql.read_statement` in session database ``session`` (None: the
+        catalog's current database); what changed. Raises SchemaError before changing anything. Statements that change
+        no layout (views, routines, grants, indexes, ...) change nothing and return []."""
+        sess = session if session else (self.database or None)
+
+        def full(name: TableName) -> str:
+            return self.full_name(name.schema if name.schema is not None else sess, name.name)
+
+        if isinstance(stmt, CreateTable):
+            return self._create_table(stmt, full)
+        if isinstance(stmt, AlterTable):
+            return self._alter_table(stmt, full)
+        if isinstance(stmt, DropTable):
+            return self._drop_tables(stmt, full)
+        if isinstance(stmt, RenameTable):
+            return self._rename_tables(stmt, full)
+        if isinstance(stmt, TruncateTable):
+            key = full(stmt.table)
+            if key not in self.tables:
+                raise SchemaError(f"Table {key!r} doesn't exist", table=key)
+            return [TableChange("truncate", key, key)]
+        if isinstance(stmt, CreateDatabase):
+            # databases are lenient: a table may live in a database the catalog never saw created (a bootstrap
+            # reads tables, and the fake lets tests skip CREATE DATABASE); the binlog holds only what succeeded
+            declared = stmt.charset or _charset_of_collation(stmt.collation)
+            changes = self._drop_database(stmt.name) if stmt.or_replace else []
+            if stmt.or_replace or stmt.name not in self.databases:
+                self.databases[stmt.name] = declared
+            return changes
+        if isinstance(stmt, DropDatabase):
+            return self._drop_database(stmt.name)
+        return []
+
+    def _drop_database(self, name: str) -> list[TableChange]:
+        dropped = [key for key, t in self.tables.items() if t.db == name]
+        for key in dropped:
+            del self.tables[key]
+        self.databases.pop(name, None)
+        return [TableChange("drop", key, None) for key in dropped]
+
+    def _database_charset(self, db: str) -> str:
+        return self.databases.get(db) or self.charset
+
+    def _check(self, db: str, name: str, columns: tuple[TableColumn, ...], primary: tuple[str, ...]) -> None:
+        names = [c.name.lower() for c in columns]
+        if len(set(names)) != len(names):
+            raise SchemaError(
+                f"Duplicate column name in {db}.{name}: {[c.name for c in columns]}", table=f"{db}.{name}"
+            )
+        for p in primary:
+            if p.lower() not in names:
+                raise SchemaError(f"Key column {p!r} doesn't exist in table {db}.{name}", table=f"{db}.{name}")
+
+    @staticmethod
+    def _materialize_charset(col: TableColumn, table_charset: str) -> TableColumn:
+        # a text column's charset is fixed when it is defined: a later change of the table's default does not move it
+        if col.charset is None and effective_charset(col, table_charset) is not None and col.base != "json":
+            return attrs.evolve(col, charset=table_charset)
+        return col
+
+    def _table(self, db: str, name: str, columns: list[TableColumn], primary: list[str], cs: str) -> TableDef:
+        keyed = {p.lower() for p in primary}
+        cols = tuple(attrs.evolve(c, nullable=False) if c.name.lower() in keyed else c for c in columns)
+        names = {c.name.lower(): c.name for c in cols}
+        keys = tuple(names.get(p.lower(), p) for p in primary)
+        self._check(db, name, cols, keys)
+        return TableDef(db, name, cols, keys, cs)
+
+    def _create_table(self, stmt: CreateTable, full: Callable[[TableName], str]) -> list[TableChange]:
+        key = full(stmt.table)
+        db_name = key.split(".", 1)[0]
+        name = stmt.table.name
+        if stmt.temporary:
+            return []  # a session's own table: never in the binlog's row events as a table of the schema
+        exists = key in self.tables
+        if exists and not stmt.or_replace:
+            if stmt.if_not_exists:
+                return []
+            raise SchemaError(f"Table {key!r} already exists", table=key)
+        if stmt.like is not None:
+            src = self.tables.get(full(stmt.like))
+            if src is None:
+                raise SchemaError(f"Table {full(stmt.like)!r} doesn't exist", table=full(stmt.like))
+            table = TableDef(db_name, name, src.columns, src.primary, src.charset)
+        else:
+            if stmt.as_select is not None:
+                raise SchemaError(
+                    f"CREATE TABLE {key} ... SELECT: its columns come from the query, which is not modeled", table=key
+                )
+            charset = stmt.charset or _charset_of_collation(stmt.collation) or self._database_charset(db_name)
+            columns = [self._materialize_charset(resolve_column(c), charset) for c in stmt.columns]
+            declared = [index for index in stmt.indexes if index.kind == "PRIMARY"]
+            primary = list(declared[0].column_names) if declared else [c.name for c in columns if c.primary]
+            table = self._table(db_name, name, columns, primary, charset)
+        changes = [TableChange("drop", key, None)] if exists else []
+        self.tables[key] = table
+        return [*changes, TableChange("create", None, key)]
+
+    def _alter_table(self, stmt: AlterTable, full: Callable[[TableName], str]) -> list[TableChange]:
+        key = full(stmt.table)
+        t = self.tables.get(key)
+        if t is None:
+            if stmt.if_exists:
+                return []
+            raise SchemaError(f"Table {key!r} doesn't exist", table=key)
+        cols = list(t.columns)
+        origin: dict[str, str | None] = {c.name: c.name for c in cols}  # new column -> the old column it was
+        primary = list(t.primary)
+        charset = t.charset
+        new_db, new_name = t.db, t.name
+
+        def find(col_name: str) -> int | None:
+            for i, c in enumerate(cols):
+                if c.name.lower() == col_name.lower():
+                    return i
+            return None
+
+        def index_of(col_name: str) -> int:
+            i = find(col_name)
+            if i is None:
+                raise SchemaError(f"Unknown column {col_name!r} in {key}", table=key)
+            return i
+
+        def place(col: TableColumn, first: bool, after: str | None, replace: int | None) -> None:
+            if replace is not None:
+                cols.pop(replace)
+            if first:
+                cols.insert(0, col)
+            elif after is not None:
+                cols.insert(index_of(after) + 1, col)
+            elif replace is not None:
+                cols.insert(replace, col)
+            else:
+                cols.append(col)
+
+        def same(a: str, b: str) -> bool:
+            return a.lower() == b.lower()
+
+        for action in stmt.actions:
+            if isinstance(action, AddColumn):
+                d = self._materialize_charset(resolve_column(action.column), charset)
+                if find(d.name) is not None:
+                    if action.if_not_exists:
+                        continue
+                    raise SchemaError(f"Duplicate column name {d.name!r} in {key}", table=key)
+                origin[d.name] = None
+                if d.primary:
+                    primary = [d.name]
+                place(d, action.first, action.after, None)
+            elif isinstance(action, AddKey) and isinstance(action.key, IndexDef) and action.key.kind == "PRIMARY":
+                if primary:
+                    if action.if_not_exists:
+                        continue
+                    raise SchemaError(f"Multiple primary key defined in {key}", table=key)
+                primary = [n for n in action.key.column_names if n is not None]
+            elif isinstance(action, DropKey):
+                if action.kind == "PRIMARY KEY":
+                    primary = []
+            elif isinstance(action, DropColumn):
+                i = find(action.name)
+                if i is None:
+                    if action.if_exists:
+                        continue
+                    index_of(action.name)
+                    continue
+                dropped = cols.pop(i)
+                origin.pop(dropped.name, None)
+                primary = [p for p in primary if not same(p, dropped.name)]
+            elif isinstance(action, ChangeColumn):
+                old = action.old_name
+                if action.if_exists and find(old) is None:
+                    continue
+                i = index_of(old)
+                previous = cols[i]
+                d = self._materialize_charset(resolve_column(action.column), charset)
+                origin[d.name] = origin.pop(previous.name, None)
+                primary = [d.name if same(p, previous.name) else p for p in primary]
+                if d.primary:
+                    primary = [d.name]
+                place(d, action.first, action.after, i)
+            elif isinstance(action, RenameColumn):
+                if action.if_exists and find(action.old_name) is None:
+                    continue
+                i = index_of(action.old_name)
+                prev = cols[i]
+                cols[i] = prev.renamed(action.new_name)
+                origin[action.new_name] = origin.pop(prev.name, None)
+                primary = [action.new_name if same(p, prev.name) else p for p in primary]
+            elif isinstance(action, RenameTo):
+                new_db = action.table.schema if action.table.schema is not None else t.db
+                new_name = action.table.name
+            elif isinstance(action, ConvertCharset):
+                charset = action.charset
+                cols = [attrs.evolve(c, charset=charset) if c.charset is not None else c for c in cols]
+            elif isinstance(action, SetTableOptions):
+                for option in action.options:
+                    if option.name == "CHARSET":
+                        charset = option.value.lower()
+            # ALTER COLUMN ... DEFAULT, indexes, checks, ENGINE=, ALGORITHM=, LOCK=, FORCE, ...: the layout stays
+        new_key = f"{new_db}.{new_name}"
+        if new_key != key and new_key in self.tables:
+            raise SchemaError(f"Table {new_key!r} already exists", table=new_key)
+        table = self._table(new_db, new_name, cols, primary, charset)
+        del self.tables[key]
+        self.tables[new_key] = table
+        return [TableChange("alter", key, new_key, origin)]
+
+    def _drop_tables(self, stmt: DropTable, full: Callable[[TableName], str]) -> list[TableChange]:
+        if stmt.temporary:
+            return []
+        keys = [full(name) for name in stmt.tables]
+        missing = [k for k in keys if k not in self.tables]
+        if missing and not stmt.if_exists:
+            raise SchemaError(f"Unknown table {', '.join(missing)}", table=missing[0])
+        changes = [TableChange("drop", k, None) for k in keys if k in self.tables]
+        for k in keys:
+            self.tables.pop(k, None)
+        return changes
+
+    def _rename_tables(self, stmt: RenameTable, full: Callable[[TableName], str]) -> list[TableChange]:
+        tables = dict(self.tables)
+        changes = []
+        for old, new in stmt.pairs:
+            src, dst = full(old), full(new)
+            t = tables.pop(src, None)
+            if t is None:
+                raise SchemaError(f"Table {src!r} doesn't exist", table=src)
+            if dst in tables:
+                raise SchemaError(f"Table {dst!r} already exists", table=dst)
+            ddb = dst.split(".", 1)[0]
+            tables[dst] = attrs.evolve(t, db=ddb, name=new.name)
+            changes.append(TableChange("rename", src, dst))
+        self.tables = tables
+        return changes
