@@ -20,7 +20,7 @@ a CREATE ... SELECT's layout from the server).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Literal
+from typing import Final, Literal
 
 import attrs
 
@@ -49,6 +49,7 @@ from canal.sql import (
     TruncateTable,
     quote_name,
 )
+from canal.sql.charsets import charset_named
 
 __all__ = ["DEFAULT_CHARSET", "SchemaCatalog", "TableChange", "TableDef"]
 
@@ -60,6 +61,23 @@ def _charset_of_collation(collation: str | None) -> str | None:
     if collation is None:
         return None
     return "binary" if collation == "binary" else collation.split("_", 1)[0]
+
+
+# the TEXT types by the bytes they hold; CONVERT TO CHARACTER SET picks the smallest that keeps a column's characters
+_TEXT_BYTES: Final = (("tinytext", 255), ("text", 65535), ("mediumtext", 16777215), ("longtext", 4294967295))
+
+
+def _converted(col: TableColumn, charset: str) -> TableColumn:
+    """``col`` after CONVERT TO CHARACTER SET ``charset``: a TEXT column whose characters no longer fit in its type
+    (more bytes per character) becomes the smallest TEXT type that holds them, as the server does."""
+    old = charset_named(col.charset or charset).maxlen
+    new = charset_named(charset).maxlen
+    sizes = dict(_TEXT_BYTES)
+    if col.base in sizes and new > old:
+        needed = sizes[col.base] // old * new
+        base = next((name for name, size in _TEXT_BYTES if size >= needed), "longtext")
+        return attrs.evolve(col, base=base, params=(), charset=charset)
+    return attrs.evolve(col, charset=charset)
 
 
 @attrs.frozen(slots=True)
@@ -111,13 +129,15 @@ class TableChange:
 class SchemaCatalog:
     """Databases and table layouts; not thread-safe by itself.
 
+    ``mariadb`` says whose DDL semantics apply where MySQL and MariaDB differ (MariaDB's JSON is a LONGTEXT).
     ``charset`` is the server's default charset (``character_set_server``): a database's default unless CREATE
     DATABASE declares one, and a table's unless CREATE TABLE or its database does. ``database`` is the session's
     current database (USE), for unqualified names.
     """
 
-    def __init__(self, *, charset: str = DEFAULT_CHARSET, database: str = "") -> None:
+    def __init__(self, *, charset: str = DEFAULT_CHARSET, database: str = "", mariadb: bool = False) -> None:
         self.charset = charset
+        self.mariadb = mariadb
         self.database = database
         self.databases: dict[str, str | None] = {database: None} if database else {}  # name -> declared charset
         self.tables: dict[str, TableDef] = {}  # "db.table" -> layout
@@ -139,7 +159,7 @@ class SchemaCatalog:
 
     def copy(self) -> SchemaCatalog:
         """An independent catalog with the same state (layouts are immutable and shared)."""
-        other = SchemaCatalog(charset=self.charset, database=self.database)
+        other = SchemaCatalog(charset=self.charset, database=self.database, mariadb=self.mariadb)
         other.databases = dict(self.databases)
         other.tables = dict(self.tables)
         return other
@@ -344,7 +364,11 @@ class SchemaCatalog:
                 new_name = action.table.name
             elif isinstance(action, ConvertCharset):
                 charset = action.charset
-                cols = [attrs.evolve(c, charset=charset) if c.charset is not None else c for c in cols]
+                # MariaDB's JSON is a LONGTEXT and converts with the text columns; MySQL's JSON has no charset
+                cols = [
+                    _converted(c, charset) if c.charset is not None or (self.mariadb and c.base == "json") else c
+                    for c in cols
+                ]
             elif isinstance(action, SetTableOptions):
                 for option in action.options:
                     if option.name == "CHARSET":

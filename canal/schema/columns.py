@@ -80,7 +80,7 @@ def effective_charset(col: TableColumn, table_charset: str) -> str | None:
     if col.base in TEXT_TYPES or col.base in ("enum", "set"):
         return col.charset or table_charset
     if col.base == "json":
-        return "utf8mb4"
+        return col.charset or "utf8mb4"  # MariaDB's JSON is a LONGTEXT: CONVERT TO CHARACTER SET moves it
     return None
 
 

@@ -74,7 +74,7 @@ class Catalog:
 
     def __init__(self, *, mariadb: bool, database: str, charset: str) -> None:
         self.mariadb = mariadb
-        self.schemas = SchemaCatalog(charset=charset, database=database)
+        self.schemas = SchemaCatalog(charset=charset, database=database, mariadb=mariadb)
         self.tables: dict[str, Table] = {}
         self.next_table_id = 108
 
