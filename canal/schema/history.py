@@ -1,0 +1,524 @@
+"""The schema history: every table's layout at any binlog position (canal's table-meta TSDB, Debezium's schema
+history).
+
+Row events name their table but, unless the server logs ``binlog_row_metadata=FULL`` (MySQL 8 and MariaDB default to
+MINIMAL / NO_LOG), not its columns. Reading the columns from ``information_schema`` when the row is decoded gives the
+schema of *now*, which is wrong for every row written before a later ALTER. The history instead follows the binlog:
+
+* **bootstrap**: on a destination's first start, the layouts of all tables (``information_schema``, every schema but
+  the server's own) are taken as a snapshot valid from the dump's start position (see the parser for how it proves
+  that no DDL lies between that position and the moment the layouts were read);
+* **apply**: each DDL query event is applied to a :class:`~canal.schema.SchemaCatalog` (the one DDL code) and recorded
+  with its position *before* any entry after it is handed to the store, so a consumer can never have acked past a DDL
+  the history does not hold (a crash between the DDL and its record restarts before the DDL, which is read again);
+* **rewind**: a dump that (re)starts at position P sees the schema as of P: the latest snapshot at or before P plus
+  the records before P; records at or after P are dropped (they are read again);
+* **compaction**: every ``snapshot_every`` records a snapshot of the whole catalog is taken; snapshots and records
+  older than ``expire_s`` (by event time) are dropped, keeping the newest snapshot before that horizon.
+
+A DDL the catalog cannot apply (an ALTER of a table it never saw, CREATE TABLE ... SELECT) does not stop the stream:
+the table is marked unknown from that position, and only a row event of that table that needs names from the
+history fails, with :class:`~canal.errors.SchemaError` naming the table, the position and the recovery.
+
+Persisted as one JSON document (:meth:`SchemaHistory.to_json`) through a :class:`HistoryStore`: in memory, or a file
+beside the destination's file meta.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import attrs
+
+from canal.errors import SchemaError, SqlError
+from canal.position import EntryPosition
+from canal.protocol import TableSchema
+from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
+from canal.schema.columns import TableColumn, mysql_type_text
+from canal.sql import (
+    AlterTable,
+    CreateDatabase,
+    CreateTable,
+    DropDatabase,
+    DropTable,
+    RenameTable,
+    Statement,
+    TruncateTable,
+    read_statement,
+)
+
+__all__ = [
+    "FileHistoryStore",
+    "HistoryStore",
+    "MemoryHistoryStore",
+    "SchemaColumn",
+    "SchemaHistory",
+    "layout_statement",
+]
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION: Final = 1
+_LAYOUT_STATEMENTS: Final = (
+    CreateTable,
+    AlterTable,
+    DropTable,
+    RenameTable,
+    TruncateTable,
+    CreateDatabase,
+    DropDatabase,
+)
+RECOVERY: Final = (
+    "recover with `canal schema rebuild --destination D --at FILE:POS` at a position after which the server's current "
+    "schema holds (e.g. the cursor, if no DDL followed it), or set binlog_row_metadata=FULL on the server"
+)
+
+
+def layout_statement(sql: str) -> Statement | None:
+    """The statement of ``sql`` if it can change a table layout (CREATE/ALTER/DROP/RENAME/TRUNCATE TABLE,
+    CREATE/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
+    try:
+        stmt = read_statement(sql, strict=False)
+    except SqlError:
+        return None
+    return stmt if isinstance(stmt, _LAYOUT_STATEMENTS) else None
+
+
+@attrs.frozen(slots=True)
+class SchemaColumn:
+    """What a row decoder takes from the history for one column of a table map without names."""
+
+    name: str
+    is_key: bool
+    labels: tuple[str, ...]
+    unsigned: bool | None
+    column_type: str
+
+
+class HistoryStore(Protocol):
+    """Where a history's JSON document lives."""
+
+    def load(self) -> str | None: ...
+
+    def save(self, text: str) -> None: ...
+
+
+class MemoryHistoryStore:
+    """Keeps the document in this process (memory meta: a restart starts a new history)."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def load(self) -> str | None:
+        return self.text
+
+    def save(self, text: str) -> None:
+        self.text = text
+
+
+class FileHistoryStore:
+    """One file, replaced atomically (write to a temporary file, fsync, rename) so a crash leaves the old or the new
+    document, never a torn one."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"FileHistoryStore({os.fspath(self.path)!r})"
+
+    def load(self) -> str | None:
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def save(self, text: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".schema-", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+@attrs.frozen(slots=True)
+class _Record:
+    position: EntryPosition  # the DDL event's own position
+    after: EntryPosition  # where the next event starts: the state after the DDL applies from here
+    schema: str  # the session database it ran in
+    sql: str
+
+
+@attrs.frozen(slots=True)
+class _Snapshot:
+    position: EntryPosition  # the first event position the state applies to
+    catalog: SchemaCatalog = attrs.field(eq=False)
+    unknown: Mapping[str, str] = attrs.field(eq=False)  # db.table -> why its layout is unknown
+
+
+def _after(position: EntryPosition, next_offset: int | None) -> EntryPosition:
+    """The position just after an event (where the state after it applies)."""
+    if next_offset is None or position.position is None:
+        return position
+    return attrs.evolve(position, position=next_offset, included=False)
+
+
+class SchemaHistory:
+    """Table layouts over binlog positions for one destination (see the module).
+
+    ``mariadb`` selects MariaDB's spelling of types (integer display widths, JSON as LONGTEXT). Thread-safe: the
+    parser thread applies and rewinds while readers (``canal schema show``) ask for layouts.
+    """
+
+    def __init__(
+        self,
+        store: HistoryStore | None = None,
+        *,
+        mariadb: bool = True,
+        snapshot_every: int = 1000,
+        expire_s: float = 360 * 3600,
+        destination: str = "",
+    ) -> None:
+        if snapshot_every < 1:
+            raise ValueError("snapshot_every must be >= 1")
+        self.store: HistoryStore = store if store is not None else MemoryHistoryStore()
+        self.mariadb = mariadb
+        self.snapshot_every = snapshot_every
+        self.expire_s = expire_s
+        self.destination = destination
+        self._lock = threading.RLock()
+        self._snapshots: list[_Snapshot] = []
+        self._records: list[_Record] = []
+        self._catalog = SchemaCatalog(mariadb=mariadb)
+        self._unknown: dict[str, str] = {}
+        self._position: EntryPosition | None = None  # the state applies to events from here on
+        self.version = 0  # bumped on every change of the current state (decoders rebuild what they derived)
+        text = self.store.load()
+        if text:
+            self._load(text)
+
+    # -- state --------------------------------------------------------------------------------------------------------
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the history holds nothing yet (a first start bootstraps it)."""
+        with self._lock:
+            return not self._snapshots
+
+    @property
+    def position(self) -> EntryPosition | None:
+        """Where the current state applies from: after the last DDL applied, or the bootstrap / rewind position."""
+        return self._position
+
+    @property
+    def records(self) -> int:
+        return len(self._records)
+
+    @property
+    def snapshots(self) -> int:
+        return len(self._snapshots)
+
+    def table(self, db: str, name: str) -> TableDef | None:
+        """The current layout of ``db.name`` (None: no such table); SchemaError if it is unknown since a DDL."""
+        with self._lock:
+            why = self._unknown.get(f"{db}.{name}")
+            if why is not None:
+                raise SchemaError(f"the layout of {db}.{name} is unknown: {why}; {RECOVERY}", table=f"{db}.{name}")
+            return self._catalog.get(db, name)
+
+    def columns(self, db: str, name: str) -> list[SchemaColumn] | None:
+        """The current columns of ``db.name`` for a row decoder (None: the history has no such table)."""
+        table = self.table(db, name)
+        if table is None:
+            return None
+        primary = {p.lower() for p in table.primary}
+        return [
+            SchemaColumn(
+                name=c.name,
+                is_key=c.name.lower() in primary,
+                labels=c.labels,
+                unsigned=c.unsigned if c.base not in ("enum", "set") else None,
+                column_type=mysql_type_text(c, self.mariadb),
+            )
+            for c in table.columns
+        ]
+
+    def table_schema(self, db: str, name: str) -> TableSchema | None:
+        table = self.table(db, name)
+        return None if table is None else table.table_schema(mariadb=self.mariadb)
+
+    def at(self, position: EntryPosition) -> SchemaCatalog:
+        """The catalog as an event at ``position`` sees it (a copy; the history is unchanged)."""
+        with self._lock:
+            catalog, _unknown = self._state_at(position)
+            return catalog
+
+    # -- changes ------------------------------------------------------------------------------------------------------
+
+    def bootstrap(self, position: EntryPosition, catalog: SchemaCatalog) -> None:
+        """Start the history over: ``catalog`` holds the layouts valid for events at ``position`` and after."""
+        with self._lock:
+            snapshot = _Snapshot(position, catalog.copy(), {})
+            self._snapshots = [snapshot]
+            self._records = []
+            self._catalog = catalog.copy()
+            self._unknown = {}
+            self._position = position
+            self.version += 1
+            self._save()
+        log.info(
+            "destination %s: schema history bootstrapped at %s with %d tables",
+            self.destination,
+            position,
+            len(catalog.tables),
+            extra={"destination": self.destination},
+        )
+
+    def rewind(self, position: EntryPosition) -> None:
+        """Make the current state the one events at ``position`` see; records at or after it are dropped (a dump
+        that starts there reads them again)."""
+        with self._lock:
+            if not self._snapshots:
+                return
+            dropped = [r for r in self._records if not r.position < position]
+            catalog, unknown = self._state_at(position)
+            if dropped:
+                self._records = [r for r in self._records if r.position < position]
+                self._snapshots = [s for s in self._snapshots if not position < s.position] or self._snapshots[:1]
+            self._catalog, self._unknown, self._position = catalog, unknown, position
+            self.version += 1
+            if dropped:
+                self._save()
+
+    def apply(self, position: EntryPosition, schema: str, sql: str, *, next_offset: int | None = None) -> bool:
+        """Apply a query event's statement at ``position`` (its own position; ``next_offset`` where the next event
+        starts) run in session database ``schema``; whether it changed the history. Persisted before it returns."""
+        stmt = layout_statement(sql)
+        if stmt is None:
+            return False
+        with self._lock:
+            if not self._snapshots:
+                return False  # nothing to change yet: the bootstrap will read the layouts this statement made
+            if self._position is not None and position < self._position:
+                return False  # already in the state (a bootstrap or snapshot taken after it)
+            self._apply(self._catalog, self._unknown, stmt, schema, position)
+            after = _after(position, next_offset)
+            self._records.append(_Record(position, after, schema, sql))
+            self._position = after
+            self.version += 1
+            if self._records_after_newest_snapshot() >= self.snapshot_every:
+                self._compact(after)
+            self._save()
+            return True
+
+    def _records_after_newest_snapshot(self) -> int:
+        newest = self._snapshots[-1].position
+        return sum(1 for r in self._records if not r.position < newest)
+
+    def _apply(
+        self,
+        catalog: SchemaCatalog,
+        unknown: dict[str, str],
+        stmt: Statement,
+        schema: str,
+        position: EntryPosition,
+    ) -> list[TableChange]:
+        try:
+            changes = catalog.apply(stmt, schema or None)
+        except SchemaError as exc:
+            table = exc.table or "?"
+            unknown[table] = f"{exc} (a DDL at {position} the history cannot apply)"
+            catalog.tables.pop(table, None)
+            log.warning(
+                "destination %s: schema history cannot apply the DDL at %s (%s); rows of %s need FULL binlog row "
+                "metadata from here on",
+                self.destination,
+                position,
+                exc,
+                table,
+                extra={"destination": self.destination},
+            )
+            return []
+        for change in changes:
+            for name in (change.old, change.new):
+                if name is not None:
+                    unknown.pop(name, None)
+        return changes
+
+    def _state_at(self, position: EntryPosition | None) -> tuple[SchemaCatalog, dict[str, str]]:
+        """The state events at ``position`` see (None: after every record)."""
+        base = self._snapshots[0]
+        for snapshot in self._snapshots:
+            if position is None or not position < snapshot.position:
+                base = snapshot
+        catalog, unknown = base.catalog.copy(), dict(base.unknown)
+        for record in self._records:
+            if record.position < base.position:
+                continue
+            if position is not None and not record.position < position:
+                break
+            stmt = layout_statement(record.sql)
+            if stmt is not None:
+                self._apply(catalog, unknown, stmt, record.schema, record.position)
+        return catalog, unknown
+
+    def _compact(self, position: EntryPosition) -> None:
+        """A snapshot of the current state at ``position``; what expired before the newest time is dropped."""
+        self._snapshots.append(_Snapshot(position, self._catalog.copy(), dict(self._unknown)))
+        newest = position.timestamp
+        if newest is None:
+            return
+        horizon = newest - int(self.expire_s * 1000)
+        keep_from = 0
+        for i, snapshot in enumerate(self._snapshots):
+            if snapshot.position.timestamp is not None and snapshot.position.timestamp <= horizon:
+                keep_from = i  # the newest snapshot at or before the horizon stays: positions after it need it
+        self._snapshots = self._snapshots[keep_from:]
+        first = self._snapshots[0].position
+        self._records = [r for r in self._records if not r.position < first]
+
+    # -- persistence --------------------------------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        with self._lock:
+            doc = {
+                "version": FORMAT_VERSION,
+                "mariadb": self.mariadb,
+                "snapshots": [
+                    {
+                        "position": s.position.to_dict(),
+                        "catalog": _catalog_to_dict(s.catalog),
+                        "unknown": dict(s.unknown),
+                    }
+                    for s in self._snapshots
+                ],
+                "records": [
+                    {"position": r.position.to_dict(), "after": r.after.to_dict(), "schema": r.schema, "sql": r.sql}
+                    for r in self._records
+                ],
+            }
+            return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+    def _save(self) -> None:
+        self.store.save(self.to_json())
+
+    def _load(self, text: str) -> None:
+        try:
+            doc = json.loads(text)
+            if doc.get("version") != FORMAT_VERSION:
+                raise SchemaError(f"schema history format {doc.get('version')!r} is not {FORMAT_VERSION}")
+            self.mariadb = bool(doc.get("mariadb", self.mariadb))
+            self._snapshots = [
+                _Snapshot(
+                    EntryPosition.from_dict(s["position"]),
+                    _catalog_from_dict(s["catalog"], self.mariadb),
+                    dict(s.get("unknown", {})),
+                )
+                for s in doc["snapshots"]
+            ]
+            self._records = [
+                _Record(
+                    EntryPosition.from_dict(r["position"]),
+                    EntryPosition.from_dict(r["after"]),
+                    str(r["schema"]),
+                    str(r["sql"]),
+                )
+                for r in doc["records"]
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"the schema history document in {self.store!r} is damaged: {exc}") from None
+        if self._snapshots:
+            self._catalog, self._unknown = self._state_at(None)
+            self._position = self._records[-1].after if self._records else self._snapshots[-1].position
+
+
+def _column_to_dict(c: TableColumn) -> dict[str, Any]:
+    return attrs.asdict(c, recurse=False) | {"params": list(c.params), "labels": list(c.labels)}
+
+
+def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
+    return {
+        "charset": catalog.charset,
+        "databases": dict(catalog.databases),
+        "tables": [
+            {
+                "db": t.db,
+                "name": t.name,
+                "charset": t.charset,
+                "primary": list(t.primary),
+                "columns": [_column_to_dict(c) for c in t.columns],
+            }
+            for t in catalog
+        ],
+    }
+
+
+def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
+    catalog = SchemaCatalog(charset=str(doc["charset"]), mariadb=mariadb)
+    catalog.databases = {str(k): v for k, v in doc["databases"].items()}
+    for t in doc["tables"]:
+        columns = tuple(
+            TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"])}) for c in t["columns"]
+        )
+        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]))
+        catalog.tables[table.full_name] = table
+    return catalog
+
+
+def catalog_from_columns(rows: Sequence[Sequence[Any]], *, charset: str, mariadb: bool) -> SchemaCatalog:
+    """A catalog from ``information_schema`` rows (see :data:`BOOTSTRAP_SQL`)."""
+    from canal.sql import read_column_type
+
+    catalog = SchemaCatalog(charset=charset, mariadb=mariadb)
+    columns: dict[str, list[TableColumn]] = {}
+    primary: dict[str, list[str]] = {}
+    charsets: dict[str, str] = {}
+    for db, table, name, column_type, nullable, key, column_charset, table_collation in rows:
+        full = f"{db}.{table}"
+        ct = read_column_type(str(column_type), strict=False)
+        columns.setdefault(full, []).append(
+            TableColumn(
+                str(name),
+                ct.base,
+                ct.params,
+                ct.labels,
+                ct.unsigned,
+                ct.zerofill,
+                str(nullable) == "YES",
+                None if column_charset is None else str(column_charset),
+            )
+        )
+        if str(key) == "PRI":
+            primary.setdefault(full, []).append(str(name))
+        if table_collation:
+            charsets[full] = str(table_collation).split("_", 1)[0]
+        catalog.databases.setdefault(str(db), None)
+    for full, cols in columns.items():
+        db, _, table = full.partition(".")
+        catalog.tables[full] = TableDef(
+            db, table, tuple(cols), tuple(primary.get(full, ())), charsets.get(full, charset)
+        )
+    return catalog
+
+
+BOOTSTRAP_SQL: Final = (
+    "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE, c.COLUMN_KEY, "
+    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
+    "ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
+    "WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_SCHEMA NOT IN "
+    "('mysql', 'information_schema', 'performance_schema', 'sys') "
+    "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION"
+)
+"""One query for every table's columns (the server's own schemas aside): the history's bootstrap."""

@@ -1,0 +1,166 @@
+"""The schema history against a simple model: the state at any position is the bootstrap catalog with every DDL
+before that position applied, in order -- through snapshots, compaction, rewinds and reloads from its store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from canal.errors import SchemaError
+from canal.position import EntryPosition
+from canal.schema import SchemaCatalog
+from canal.schema.history import FileHistoryStore, MemoryHistoryStore, SchemaHistory, layout_statement
+from canal.sql import read_statement
+
+DB = "app"
+TABLES = ["t1", "t2", "t3"]
+COLUMNS = ["a", "b", "c"]
+
+
+def pos(offset: int, journal: str = "mysql-bin.000001") -> EntryPosition:
+    return EntryPosition(journal_name=journal, position=offset, timestamp=1_700_000_000_000 + offset)
+
+
+def bootstrap_catalog() -> SchemaCatalog:
+    catalog = SchemaCatalog(charset="utf8mb4", database=DB, mariadb=True)
+    catalog.apply(read_statement("CREATE TABLE t1 (id INT PRIMARY KEY, a VARCHAR(5))"), DB)
+    return catalog
+
+
+ddl = st.one_of(
+    st.builds(lambda t, c: f"ALTER TABLE {t} ADD COLUMN {c} INT", st.sampled_from(TABLES), st.sampled_from(COLUMNS)),
+    st.builds(lambda t, c: f"ALTER TABLE {t} DROP COLUMN {c}", st.sampled_from(TABLES), st.sampled_from(COLUMNS)),
+    st.builds(
+        lambda t, c, d: f"ALTER TABLE {t} CHANGE {c} {d} BIGINT FIRST",
+        st.sampled_from(TABLES),
+        st.sampled_from(COLUMNS),
+        st.sampled_from(COLUMNS),
+    ),
+    st.builds(lambda t: f"CREATE TABLE IF NOT EXISTS {t} (id INT PRIMARY KEY, a TEXT)", st.sampled_from(TABLES)),
+    st.builds(lambda t, u: f"RENAME TABLE {t} TO {u}", st.sampled_from(TABLES), st.sampled_from(TABLES)),
+    st.builds(lambda t: f"DROP TABLE IF EXISTS {t}", st.sampled_from(TABLES)),
+    st.just("INSERT INTO t1 VALUES (1, 'x')"),  # not a layout statement: never recorded
+)
+
+action = st.one_of(
+    st.tuples(st.just("ddl"), ddl),
+    st.tuples(st.just("rewind"), st.integers(0, 40)),
+    st.tuples(st.just("reload"), st.none()),
+    st.tuples(st.just("check"), st.integers(0, 40)),
+)
+
+
+class Model:
+    """The history's meaning, without snapshots: (position, sql) in order; a state is a replay from the bootstrap."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[int, str]] = []
+
+    def state_at(self, offset: int | None) -> tuple[dict[str, Any], set[str]]:
+        catalog = bootstrap_catalog()
+        unknown: set[str] = set()
+        for at, sql in self.statements:
+            if offset is not None and at >= offset:
+                break
+            stmt = layout_statement(sql)
+            if stmt is None:
+                continue
+            try:
+                changes = catalog.apply(stmt, DB)
+            except SchemaError as exc:
+                unknown.add(exc.table or "?")
+                catalog.tables.pop(exc.table or "?", None)
+                continue
+            for change in changes:
+                unknown.discard(change.old or "")
+                unknown.discard(change.new or "")
+        return dict(catalog.tables), unknown
+
+
+def history_state(history: SchemaHistory, offset: int | None) -> tuple[dict[str, Any], set[str]]:
+    if offset is None:
+        tables: dict[str, Any] = {}
+        unknown: set[str] = set()
+        for name in {f"{DB}.{t}" for t in TABLES}:
+            try:
+                table = history.table(DB, name.split(".")[1])
+            except SchemaError:
+                unknown.add(name)
+                continue
+            if table is not None:
+                tables[name] = table
+        return tables, unknown
+    return dict(history.at(pos(offset)).tables), set()
+
+
+@settings(max_examples=150, deadline=None)
+@given(actions=st.lists(action, max_size=30), snapshot_every=st.integers(1, 4))
+def test_the_history_equals_a_replay_of_its_ddl(actions: list[tuple[str, Any]], snapshot_every: int) -> None:
+    store = MemoryHistoryStore()
+    history = SchemaHistory(store, snapshot_every=snapshot_every)
+    history.bootstrap(pos(4), bootstrap_catalog())
+    model = Model()
+    offset = 10
+    for kind, arg in actions:
+        if kind == "ddl":
+            history.apply(pos(offset), DB, arg, next_offset=offset + 1)
+            if layout_statement(arg) is not None:
+                model.statements.append((offset, arg))
+            offset += 2
+        elif kind == "rewind":
+            target = max(4, min(arg, offset))
+            history.rewind(pos(target))
+            model.statements = [(at, sql) for at, sql in model.statements if at < target]
+            offset = max(target, 10) if target % 2 == 0 else target + 1
+        elif kind == "reload":
+            history = SchemaHistory(store, snapshot_every=snapshot_every)
+        else:
+            at = max(4, arg)
+            tables, _unknown = model.state_at(at)
+            assert history_state(history, at)[0] == tables, f"at {at}"
+        assert history_state(history, None) == model.state_at(None)
+
+
+def test_compaction_drops_what_expired_and_keeps_what_positions_after_the_horizon_need(tmp_path: Any) -> None:
+    store = FileHistoryStore(tmp_path / "schema.json")
+    history = SchemaHistory(store, snapshot_every=2, expire_s=10)
+    history.bootstrap(pos(4), bootstrap_catalog())
+    for i in range(10):
+        at = 100 + i * 1000  # one DDL per simulated second
+        history.apply(pos(at), DB, f"ALTER TABLE t1 ADD COLUMN c{i} INT", next_offset=at + 1)
+    for i in range(10, 40):
+        at = 100 + i * 1000
+        history.apply(pos(at), DB, f"ALTER TABLE t1 ADD COLUMN c{i} INT", next_offset=at + 1)
+    assert history.snapshots < 10 and history.records < 25
+    reloaded = SchemaHistory(store)
+    t1 = reloaded.table(DB, "t1")
+    assert t1 is not None and [c.name for c in t1.columns][-1] == "c39" and len(t1.columns) == 42
+    # positions inside the horizon still resolve exactly
+    inside = reloaded.at(pos(100 + 35 * 1000))
+    assert [c.name for c in inside.tables[f"{DB}.t1"].columns][-1] == "c34"
+
+
+def test_a_ddl_the_history_cannot_apply_marks_the_table_unknown_until_it_is_created_again() -> None:
+    history = SchemaHistory()
+    history.bootstrap(pos(4), bootstrap_catalog())
+    assert history.apply(pos(10), DB, "ALTER TABLE t1 DROP COLUMN nope", next_offset=11)
+    with pytest.raises(SchemaError, match=r"app\.t1.*unknown.*canal schema rebuild") as caught:
+        history.columns(DB, "t1")
+    assert caught.value.table == "app.t1"
+    assert history.table(DB, "t2") is None  # another table: simply not there
+    history.apply(pos(20), DB, "CREATE TABLE t1 (id INT PRIMARY KEY)", next_offset=21)
+    assert [c.name for c in history.columns(DB, "t1") or []] == ["id"]
+    history.rewind(pos(15))
+    with pytest.raises(SchemaError):
+        history.columns(DB, "t1")
+
+
+def test_a_damaged_document_is_a_typed_error(tmp_path: Any) -> None:
+    path = tmp_path / "schema.json"
+    path.write_text('{"version": 1, "snapshots": [{"position": 3}]}')
+    with pytest.raises(SchemaError, match="damaged"):
+        SchemaHistory(FileHistoryStore(path))
+    assert path.read_text().startswith('{"version": 1')  # untouched
