@@ -33,6 +33,7 @@ from canal.parse.log_position import (
 from canal.parse.parser import EventParser, SourceFactory
 from canal.parse.sources import source_factory as default_source_factory
 from canal.position import LogPosition
+from canal.schema.history import SchemaHistory
 from canal.sink import EntrySink, GroupSink
 from canal.sink.group_sink import MemberSink
 from canal.store import MemoryEventStore
@@ -62,6 +63,20 @@ def build_meta(config: InstanceConfig, *, zk: Any = None, fence: Fence | None = 
     if mode is MetaMode.ZOOKEEPER:
         return zookeeper
     return PeriodMixedMetaManager(zookeeper, flush_period_s=config.flush_period_s)
+
+
+def build_schema_history(config: InstanceConfig, meta: MetaManager) -> SchemaHistory | None:
+    """The destination's schema history, persisted with its meta (None: ``schema_history.enable`` is off)."""
+    settings = config.schema_history
+    if not settings.enable:
+        return None
+    return SchemaHistory(
+        meta.schema_history_store(config.destination),
+        snapshot_every=settings.snapshot_ddls,
+        snapshot_interval_s=settings.snapshot_interval_h * 3600,
+        expire_s=settings.snapshot_expire_h * 3600,
+        destination=config.destination,
+    )
 
 
 def member_destination(destination: str, index: int) -> str:
@@ -196,6 +211,7 @@ def assemble(
             sink.sink,
             log_positions,
             on_error=on_error,
+            schema_history=build_schema_history(config, meta),
         )
     else:
         parser = ParserGroup(config, members, source_factory, sink.sink, log_positions, on_error)

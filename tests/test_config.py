@@ -594,14 +594,15 @@ def test_resolve_placeholders_nested() -> None:
 def test_unknown_key_warned_once(caplog: pytest.LogCaptureFixture) -> None:
     unknown = f"canal.instance.frobnicate{uuid.uuid4().hex}"
     caplog.set_level(logging.DEBUG, logger="canal.config")
-    text = props(**{unknown.replace(".", "__"): SECRET, "canal.instance.tsdb.enable": "true"})
+    text = props(**{unknown.replace(".", "__"): SECRET, "canal.instance.tsdb.dbUsername": "canal"})
     load(text)
     load(text)
     InstanceConfig.from_properties(text, destination="another")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and unknown in r.getMessage()]
     assert len(warnings) == 1
     assert SECRET not in warnings[0].getMessage()
-    tsdb = [r for r in caplog.records if "canal.instance.tsdb.enable" in r.getMessage()]
+    # canal's tsdb database keys are knowingly unused (pycanal keeps the history with the meta): debug only
+    tsdb = [r for r in caplog.records if "canal.instance.tsdb.dbUsername" in r.getMessage()]
     assert tsdb and all(r.levelno == logging.DEBUG for r in tsdb)
 
 
@@ -784,3 +785,19 @@ def test_each_canal_key_is_declared_once_on_its_field() -> None:
     # every declared key is known (no "unknown key" warning for it)
     for prefix in ("master", "standby"):
         assert {k.format(prefix=prefix) for k in declared} <= keys._used_keys()
+
+
+def test_schema_history_settings_read_canal_tsdb_keys() -> None:
+    text = props(
+        canal__instance__tsdb__enable="false",
+        canal__instance__tsdb__snapshot__interval="6",
+        canal__instance__tsdb__snapshot__expire="48",
+        pycanal__schema__snapshot__ddls="50",
+    )
+    config = load(text)
+    assert (config.schema_history.enable, config.schema_history.snapshot_interval_h) == (False, 6)
+    assert (config.schema_history.snapshot_expire_h, config.schema_history.snapshot_ddls) == (48, 50)
+    assert InstanceConfig.from_properties(config.to_properties(), destination="example") == config
+    with pytest.raises(ConfigError, match=r"canal\.instance\.tsdb\.snapshot\.expire") as caught:
+        load(props(canal__instance__tsdb__snapshot__expire="-1"))
+    assert caught.value.key == "canal.instance.tsdb.snapshot.expire"

@@ -37,6 +37,7 @@ from canal.config.keys import (
     _FLAGS_SPEC,
     _MS,
     _RETRY_SPEC,
+    _SCHEMA_HISTORY_SPEC,
     _STORE_SPEC,
     _T,
     _build,
@@ -65,6 +66,7 @@ from canal.config.settings import (
     MasterConfig,
     MetaMode,
     RetryConfig,
+    SchemaHistoryConfig,
     StoreConfig,
     ZkAuth,
     _enum_converter,
@@ -169,6 +171,10 @@ class InstanceConfig:
     retry: RetryConfig = attrs.field(
         factory=RetryConfig, validator=_check(lambda v: isinstance(v, RetryConfig), "must be a RetryConfig")
     )
+    schema_history: SchemaHistoryConfig = attrs.field(
+        factory=SchemaHistoryConfig,
+        validator=_check(lambda v: isinstance(v, SchemaHistoryConfig), "must be a SchemaHistoryConfig"),
+    )
 
     _table_filters: TableFilters = attrs.field(init=False, repr=False, eq=False)
     _field_filters: FieldFilter = attrs.field(init=False, repr=False, eq=False)
@@ -269,6 +275,7 @@ class InstanceConfig:
         values.update(_format_fields(self.store, _STORE_SPEC))
         values.update(_format_fields(self.detecting, _DETECTING_SPEC))
         values.update(_format_fields(self.retry, _RETRY_SPEC))
+        values.update(_format_fields(self.schema_history, _SCHEMA_HISTORY_SPEC))
         values["pycanal.meta.mode"] = self.meta_mode.value
         keys = _key_names(InstanceConfig)
         if self.meta_dir is not None:
@@ -331,6 +338,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
     store = sub(StoreConfig, _STORE_SPEC)
     detecting = sub(DetectingConfig, _DETECTING_SPEC)
     retry = sub(RetryConfig, _RETRY_SPEC)
+    schema_history = sub(SchemaHistoryConfig, _SCHEMA_HISTORY_SPEC)
 
     keys = _key_names(InstanceConfig)
     kwargs = _read_fields(props, _INSTANCE_SPEC)
@@ -382,6 +390,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
         store=store,
         detecting=detecting,
         retry=retry,
+        schema_history=schema_history,
         **kwargs,
     )
     log.debug("loaded instance config %s", config.redacted())

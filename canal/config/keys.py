@@ -24,6 +24,7 @@ from canal.config.settings import (
     MasterConfig,
     MetaMode,
     RetryConfig,
+    SchemaHistoryConfig,
     SslConfig,
     SslMode,
     StoreConfig,
@@ -182,6 +183,7 @@ _STORE_SPEC: Final = _spec_of(StoreConfig)
 _DETECTING_SPEC: Final = _spec_of(DetectingConfig)
 _FLAGS_SPEC: Final = _spec_of(FilterFlags)
 _RETRY_SPEC: Final = _spec_of(RetryConfig)
+_SCHEMA_HISTORY_SPEC: Final = _spec_of(SchemaHistoryConfig)
 
 
 def _key(cls: type, field: str) -> str:

@@ -528,3 +528,32 @@ class RetryConfig:
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)
+
+
+@keyed
+@attrs.frozen(slots=True)
+class SchemaHistoryConfig:
+    """The schema history (canal's table-meta TSDB): every table's layout at any binlog position, so rows are named
+    right whatever ``binlog_row_metadata`` the server logs. On by default (canal's ``canal.instance.tsdb.enable``).
+
+    It is persisted with the destination's meta. A snapshot of all layouts is taken every ``snapshot_ddls`` DDLs or
+    when the newest one is ``snapshot_interval_h`` hours old (by binlog event time; canal's
+    ``canal.instance.tsdb.snapshot.interval``); snapshots and DDLs older than ``snapshot_expire_h`` hours are dropped
+    (``canal.instance.tsdb.snapshot.expire``): a restart at a cursor older than that cannot be served exactly.
+    Off, table maps without names take them from information_schema now, with a warning (wrong for rows written before
+    a later DDL).
+    """
+
+    enable: bool = attrs.field(default=True, validator=_bool, metadata=canal_key("canal.instance.tsdb.enable", "bool"))
+    snapshot_interval_h: float = attrs.field(
+        default=24, validator=_positive_number, metadata=canal_key("canal.instance.tsdb.snapshot.interval", "float")
+    )
+    snapshot_expire_h: float = attrs.field(
+        default=360, validator=_positive_number, metadata=canal_key("canal.instance.tsdb.snapshot.expire", "float")
+    )
+    snapshot_ddls: int = attrs.field(
+        default=1000, validator=_positive_int, metadata=canal_key("pycanal.schema.snapshot.ddls", "int")
+    )
+
+    def redacted(self) -> dict[str, Any]:
+        return _redacted(self)

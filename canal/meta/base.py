@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 from canal.client import ClientIdentity
 from canal.errors import MetaError
 from canal.position import LogPosition, PositionRange
+from canal.schema.history import HistoryStore
 from canal.start_stop import StartStopComponent, StartStopContext
 
 
@@ -99,6 +100,11 @@ class MetaManager(StartStopComponent, Protocol):
     def get_cursor(self, client: ClientIdentity) -> LogPosition | None: ...
 
     def update_cursor(self, client: ClientIdentity, position: LogPosition) -> None: ...
+
+    # -- schema history
+    def schema_history_store(self, destination: str) -> HistoryStore:
+        """Where ``destination``'s schema history document lives, beside its cursors (same medium, same fence)."""
+        ...
 
     # -- batch marks
     def add_batch(self, client: ClientIdentity, position_range: PositionRange, batch_id: int | None = None) -> int:

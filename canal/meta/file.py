@@ -16,8 +16,10 @@ from canal.meta.base import CorruptMetaError
 from canal.meta.buffered import BufferedMetaManager, FlushListener
 from canal.meta.core import DestinationSnapshot
 from canal.meta.persist import read_json, remove_stale_temp_files, write_json_atomic
+from canal.schema.history import FileHistoryStore, HistoryStore
 
 META_FILE_NAME = "meta.dat"
+SCHEMA_HISTORY_FILE_NAME = "schema_history.json"
 
 
 class FileMetaManager(BufferedMetaManager):
@@ -39,6 +41,10 @@ class FileMetaManager(BufferedMetaManager):
     @property
     def data_dir(self) -> Path:
         return self._dir
+
+    def schema_history_store(self, destination: str) -> HistoryStore:
+        """``{data_dir}/{destination}/schema_history.json``, replaced atomically on every change."""
+        return FileHistoryStore(self._dir / validate_destination(destination) / SCHEMA_HISTORY_FILE_NAME)
 
     def path_of(self, destination: str) -> Path:
         """The meta document of ``destination``."""

@@ -6,6 +6,7 @@ from canal.client import ClientIdentity
 from canal.meta.base import Lifecycle
 from canal.meta.core import Loader, MetaCore
 from canal.position import LogPosition, PositionRange
+from canal.schema.history import HistoryStore, MemoryHistoryStore
 
 
 class MemoryMetaManager(Lifecycle):
@@ -17,6 +18,11 @@ class MemoryMetaManager(Lifecycle):
     def __init__(self) -> None:
         super().__init__()
         self._core = MetaCore(self._loader())
+        self._histories: dict[str, MemoryHistoryStore] = {}
+
+    def schema_history_store(self, destination: str) -> HistoryStore:
+        """In this process only (memory meta): the history lives as long as this manager."""
+        return self._histories.setdefault(destination, MemoryHistoryStore())
 
     def _loader(self) -> Loader | None:
         return None

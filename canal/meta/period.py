@@ -15,6 +15,7 @@ from canal.meta.base import ClientNotSubscribedError
 from canal.meta.buffered import BufferedMetaManager, FlushListener
 from canal.meta.core import DestinationSnapshot
 from canal.meta.zookeeper import ZooKeeperMetaManager
+from canal.schema.history import HistoryStore
 
 
 class PeriodMixedMetaManager(BufferedMetaManager):
@@ -37,6 +38,10 @@ class PeriodMixedMetaManager(BufferedMetaManager):
     @property
     def zk_manager(self) -> ZooKeeperMetaManager:
         return self._zk_manager
+
+    def schema_history_store(self, destination: str) -> HistoryStore:
+        """In ZooKeeper, written through at once (a DDL is rare; the next owner must find it)."""
+        return self._zk_manager.schema_history_store(destination)
 
     def _open(self) -> None:
         if not self._zk_manager.is_started:

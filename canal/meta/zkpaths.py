@@ -28,6 +28,11 @@ def parse_path(destination: str) -> str:
     return f"{destination_path(destination)}/parse"
 
 
+def schema_history_path(destination: str) -> str:
+    """pycanal's node for the destination's schema history (zlib-compressed JSON)."""
+    return f"{destination_path(destination)}/schema_history"
+
+
 def destination_running_path(destination: str) -> str:
     return f"{destination_path(destination)}/running"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -137,6 +138,40 @@ class ZooKeeperClientOwner(Lifecycle):
             raise MetaError(f"ZooKeeper write of {path} kept racing with other writers; gave up")
 
 
+class ZooKeeperHistoryStore:
+    """A destination's schema history document in ZooKeeper (``.../destinations/{dest}/schema_history``), written
+    through the meta manager's client and fence (a stale owner cannot overwrite it), zlib-compressed: ZooKeeper
+    nodes hold at most 1 MB and a history of many tables compresses about tenfold."""
+
+    def __init__(self, manager: ZooKeeperMetaManager, destination: str) -> None:
+        self._manager = manager
+        self._path = zkpaths.schema_history_path(destination)
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperHistoryStore({self._path!r})"
+
+    def load(self) -> str | None:
+        data = self._manager._read(self._path)
+        if not data:
+            return None
+        try:
+            return zlib.decompress(data).decode("utf-8")
+        except (zlib.error, UnicodeDecodeError) as exc:
+            raise CorruptMetaError(f"ZooKeeper node {self._path} does not hold a schema history: {exc}") from None
+
+    def save(self, text: str) -> None:
+        data = zlib.compress(text.encode("utf-8"), 6)
+        if len(data) > _MAX_NODE_BYTES:
+            raise MetaError(
+                f"the schema history of {self._path} is {len(data)} bytes compressed, over ZooKeeper's node limit; "
+                "lower canal.instance.tsdb.snapshot.expire or pycanal.schema.snapshot.ddls"
+            )
+        self._manager._write_fenced(self._path, data, self._manager.fence, parent_must_exist=None)
+
+
+_MAX_NODE_BYTES = 1_000_000
+
+
 def _mark_create_ops(root: str, counter: bytes, version: int, path: str, data: bytes) -> list[TxnOp]:
     def advance(txn: Any) -> object:
         return txn.set_data(root, counter, version=version)
@@ -176,6 +211,10 @@ class ZooKeeperMetaManager(ZooKeeperClientOwner):
     @property
     def fence(self) -> Fence | None:
         return self._fence
+
+    def schema_history_store(self, destination: str) -> ZooKeeperHistoryStore:
+        """Where ``destination``'s schema history lives (beside its cursors, behind the same fence)."""
+        return ZooKeeperHistoryStore(self, destination)
 
     def set_fence(self, fence: Fence | None) -> None:
         """Guard every later cursor write with ``fence`` (None: unguarded)."""

@@ -299,6 +299,8 @@ class EntryConverter:
         tables = options.tables
         if tables is not None and not tables.matches(table.schema, table.table):
             return None
+        if event.schema_error is not None:
+            raise event.schema_error  # a captured table whose columns cannot be known exactly: never misnamed rows
         self._rows += 1
         if self._skip_rows:
             self._skip_rows -= 1

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from canal.errors import SchemaError
 from canal.protocol import EventType, RowData, TableSchema
 
 
@@ -77,6 +78,9 @@ class RowsEvent(BinlogEvent):
     table: TableSchema
     rows: Sequence[RowData]
     end_of_statement: bool = True
+    # the table's columns could not be known exactly (schema history): raised by the converter if the table is
+    # captured, so a filtered table never stops the stream
+    schema_error: SchemaError | None = None
 
 
 @attrs.frozen(slots=True, kw_only=True)

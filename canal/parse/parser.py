@@ -28,13 +28,16 @@ from canal.errors import (
     CanalError,
     ConfigError,
     FencedWriteError,
+    SchemaError,
     SourceError,
     StoreClosedError,
 )
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
+from canal.parse.events import QueryEvent
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
+from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.source import BinlogSource
 from canal.parse.start_position import (
     StartPosition,
@@ -45,6 +48,7 @@ from canal.parse.start_position import (
 from canal.parse.transaction import LogPositionManagerLike, Sink, TransactionBuffer
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import Entry
+from canal.schema.history import SchemaHistory
 from canal.start_stop import StartStopContext
 
 SourceFactory = Callable[[MasterConfig], BinlogSource]
@@ -81,6 +85,7 @@ class EventParser(StartStopContext):
         *,
         on_error: ErrorCallback | None = None,
         rng: random.Random | None = None,
+        schema_history: SchemaHistory | None = None,
     ) -> None:
         self.destination = destination
         self.config = config
@@ -89,6 +94,7 @@ class EventParser(StartStopContext):
         self.log_position_manager = log_position_manager
         self.on_error = on_error
         self._log = destination_logger(__name__, destination)
+        self._schemas = None if schema_history is None else SchemaTracker(schema_history, self._log)
         self._retry = RetryState(config.retry, rng or random.Random())
         options = ConvertOptions(
             tables=TableFilters.from_strings(config.filter_regex, config.black_regex),
@@ -224,8 +230,10 @@ class EventParser(StartStopContext):
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
-        if isinstance(exc, FencedWriteError | ConfigError):
-            raise exc  # a fenced write or a bad setting (e.g. an unreadable CA file) does not heal by retrying
+        if isinstance(exc, FencedWriteError | ConfigError | SchemaError):
+            # a fenced write, a bad setting (e.g. an unreadable CA file) or a schema the history cannot know does
+            # not heal by retrying
+            raise exc
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
             self._log.debug("the store was closed under the parser; waiting for stop")
@@ -320,6 +328,9 @@ class EventParser(StartStopContext):
             self._buffer.clear()
             self._buffer.identity = self._identity(active)
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
+            schemas = self._schemas
+            if schemas is not None:
+                request = schemas.prepare(source, start, request)
             convert = self._converter.convert
             add = self._buffer.add
             stop = self._stop
@@ -328,6 +339,8 @@ class EventParser(StartStopContext):
             self._dumping = True
             for event in source.dump(request):
                 self._last_read = clock()
+                if schemas is not None and event.__class__ is QueryEvent:
+                    schemas.observe(event)
                 entry = convert(event)
                 if entry is not None:
                     add(entry)

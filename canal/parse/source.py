@@ -14,6 +14,8 @@ import attrs
 
 from canal.parse.events import BinlogEvent
 from canal.position import EntryPosition
+from canal.schema import SchemaCatalog
+from canal.schema.history import ColumnSource
 
 
 @attrs.frozen(slots=True)
@@ -33,6 +35,10 @@ class DumpRequest:
     binlog; a blocking dump waits for new events and yields a :class:`~canal.parse.events.HeartbeatEvent` every
     ``heartbeat_period_s`` while idle.
 
+    ``schema`` is where table maps without column names (``binlog_row_metadata`` below FULL) take them: the
+    destination's schema history (strict), or None for the source's own fallback (a server's information_schema,
+    read now).
+
     ``decode_rows=False`` is for readers that only need a binlog's structure (transaction boundaries, statements,
     GTIDs, offsets, times), such as the start-position search: decoding row images is most of the cost of reading a
     binlog, and they never look at them. A source that honours it yields every
@@ -49,6 +55,7 @@ class DumpRequest:
     blocking: bool = True
     heartbeat_period_s: float = 1.0
     decode_rows: bool = True
+    schema: ColumnSource | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @runtime_checkable
@@ -87,4 +94,19 @@ class BinlogSource(Protocol):
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a statement on a side connection (detecting/heartbeat SQL, status queries)."""
+        ...
+
+
+@runtime_checkable
+class SchemaReader(Protocol):
+    """A source that can tell its tables' layouts now (a server; not a directory of binlog files): what the schema
+    history bootstraps from."""
+
+    @property
+    def logs_column_names(self) -> bool:
+        """Whether its table maps carry column names (``binlog_row_metadata=FULL``)."""
+        ...
+
+    def schema_catalog(self) -> SchemaCatalog:
+        """Every table's layout now (the server's own schemas aside)."""
         ...

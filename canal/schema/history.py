@@ -55,6 +55,7 @@ from canal.sql import (
 )
 
 __all__ = [
+    "ColumnSource",
     "FileHistoryStore",
     "HistoryStore",
     "MemoryHistoryStore",
@@ -100,6 +101,21 @@ class SchemaColumn:
     labels: tuple[str, ...]
     unsigned: bool | None
     column_type: str
+
+
+class ColumnSource(Protocol):
+    """Where a row decoder takes the columns of a table map that carries no names.
+
+    ``strict``: a table it does not know, or a table map whose column count or types differ from what it returns, is
+    a :class:`~canal.errors.SchemaError` (the schema history) rather than ``UNKNOWN_COLn`` names with a warning
+    (``information_schema`` now). ``version`` changes whenever what it returns may have changed, so decoders built
+    from an older answer are rebuilt.
+    """
+
+    strict: bool
+    version: int
+
+    def columns(self, db: str, table: str) -> Sequence[SchemaColumn] | None: ...
 
 
 class HistoryStore(Protocol):
@@ -168,6 +184,12 @@ class _Snapshot:
     unknown: Mapping[str, str] = attrs.field(eq=False)  # db.table -> why its layout is unknown
 
 
+def _k(position: EntryPosition) -> tuple[int, int, bool]:
+    """Binlog order: file number, offset, and ``included`` (the event there consumed: what follows it comes after).
+    Times, server ids and GTIDs do not order a history (EntryPosition's own order breaks ties with them)."""
+    return (position.journal_number, -1 if position.position is None else position.position, position.included)
+
+
 def _after(position: EntryPosition, next_offset: int | None) -> EntryPosition:
     """The position just after an event (where the state after it applies)."""
     if next_offset is None or position.position is None:
@@ -179,8 +201,11 @@ class SchemaHistory:
     """Table layouts over binlog positions for one destination (see the module).
 
     ``mariadb`` selects MariaDB's spelling of types (integer display widths, JSON as LONGTEXT). Thread-safe: the
-    parser thread applies and rewinds while readers (``canal schema show``) ask for layouts.
+    parser thread applies and rewinds while readers (``canal schema show``) ask for layouts. A strict
+    :class:`ColumnSource` for the row decoder.
     """
+
+    strict = True
 
     def __init__(
         self,
@@ -188,6 +213,7 @@ class SchemaHistory:
         *,
         mariadb: bool = True,
         snapshot_every: int = 1000,
+        snapshot_interval_s: float | None = None,
         expire_s: float = 360 * 3600,
         destination: str = "",
     ) -> None:
@@ -196,6 +222,7 @@ class SchemaHistory:
         self.store: HistoryStore = store if store is not None else MemoryHistoryStore()
         self.mariadb = mariadb
         self.snapshot_every = snapshot_every
+        self.snapshot_interval_s = snapshot_interval_s
         self.expire_s = expire_s
         self.destination = destination
         self._lock = threading.RLock()
@@ -205,9 +232,14 @@ class SchemaHistory:
         self._unknown: dict[str, str] = {}
         self._position: EntryPosition | None = None  # the state applies to events from here on
         self.version = 0  # bumped on every change of the current state (decoders rebuild what they derived)
-        text = self.store.load()
-        if text:
-            self._load(text)
+        self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            text = self.store.load()
+            if text:
+                self._load(text)
+            self._loaded = True
 
     # -- state --------------------------------------------------------------------------------------------------------
 
@@ -215,31 +247,40 @@ class SchemaHistory:
     def is_empty(self) -> bool:
         """Whether the history holds nothing yet (a first start bootstraps it)."""
         with self._lock:
+            self._ensure_loaded()
             return not self._snapshots
 
     @property
     def position(self) -> EntryPosition | None:
         """Where the current state applies from: after the last DDL applied, or the bootstrap / rewind position."""
-        return self._position
+        with self._lock:
+            self._ensure_loaded()
+            return self._position
 
     @property
     def records(self) -> int:
-        return len(self._records)
+        with self._lock:
+            self._ensure_loaded()
+            return len(self._records)
 
     @property
     def snapshots(self) -> int:
-        return len(self._snapshots)
+        with self._lock:
+            self._ensure_loaded()
+            return len(self._snapshots)
 
     def table(self, db: str, name: str) -> TableDef | None:
         """The current layout of ``db.name`` (None: no such table); SchemaError if it is unknown since a DDL."""
         with self._lock:
+            self._ensure_loaded()
             why = self._unknown.get(f"{db}.{name}")
             if why is not None:
                 raise SchemaError(f"the layout of {db}.{name} is unknown: {why}; {RECOVERY}", table=f"{db}.{name}")
             return self._catalog.get(db, name)
 
     def columns(self, db: str, name: str) -> list[SchemaColumn] | None:
-        """The current columns of ``db.name`` for a row decoder (None: the history has no such table)."""
+        """The current columns of ``db.name`` for a row decoder (None: the history has no such table);
+        SchemaError if its layout is unknown since a DDL."""
         table = self.table(db, name)
         if table is None:
             return None
@@ -262,6 +303,7 @@ class SchemaHistory:
     def at(self, position: EntryPosition) -> SchemaCatalog:
         """The catalog as an event at ``position`` sees it (a copy; the history is unchanged)."""
         with self._lock:
+            self._ensure_loaded()
             catalog, _unknown = self._state_at(position)
             return catalog
 
@@ -270,6 +312,8 @@ class SchemaHistory:
     def bootstrap(self, position: EntryPosition, catalog: SchemaCatalog) -> None:
         """Start the history over: ``catalog`` holds the layouts valid for events at ``position`` and after."""
         with self._lock:
+            self._loaded = True  # what the store held is replaced
+            self.mariadb = catalog.mariadb
             snapshot = _Snapshot(position, catalog.copy(), {})
             self._snapshots = [snapshot]
             self._records = []
@@ -290,13 +334,16 @@ class SchemaHistory:
         """Make the current state the one events at ``position`` see; records at or after it are dropped (a dump
         that starts there reads them again)."""
         with self._lock:
+            self._ensure_loaded()
             if not self._snapshots:
                 return
-            dropped = [r for r in self._records if not r.position < position]
+            dropped = [r for r in self._records if not _k(r.position) < _k(position)]
             catalog, unknown = self._state_at(position)
             if dropped:
-                self._records = [r for r in self._records if r.position < position]
-                self._snapshots = [s for s in self._snapshots if not position < s.position] or self._snapshots[:1]
+                self._records = [r for r in self._records if _k(r.position) < _k(position)]
+                self._snapshots = [s for s in self._snapshots if not _k(position) < _k(s.position)] or self._snapshots[
+                    :1
+                ]
             self._catalog, self._unknown, self._position = catalog, unknown, position
             self.version += 1
             if dropped:
@@ -309,23 +356,37 @@ class SchemaHistory:
         if stmt is None:
             return False
         with self._lock:
+            self._ensure_loaded()
             if not self._snapshots:
                 return False  # nothing to change yet: the bootstrap will read the layouts this statement made
-            if self._position is not None and position < self._position:
+            if self._position is not None and _k(position) < _k(self._position):
                 return False  # already in the state (a bootstrap or snapshot taken after it)
             self._apply(self._catalog, self._unknown, stmt, schema, position)
             after = _after(position, next_offset)
             self._records.append(_Record(position, after, schema, sql))
             self._position = after
             self.version += 1
-            if self._records_after_newest_snapshot() >= self.snapshot_every:
+            if self._snapshot_due(after):
                 self._compact(after)
             self._save()
             return True
 
+    def _snapshot_due(self, position: EntryPosition) -> bool:
+        """Every ``snapshot_every`` records, or when the newest snapshot is ``snapshot_interval_s`` old."""
+        if self._records_after_newest_snapshot() >= self.snapshot_every:
+            return True
+        newest = self._snapshots[-1].position.timestamp
+        interval = self.snapshot_interval_s
+        return (
+            interval is not None
+            and newest is not None
+            and position.timestamp is not None
+            and position.timestamp - newest >= interval * 1000
+        )
+
     def _records_after_newest_snapshot(self) -> int:
         newest = self._snapshots[-1].position
-        return sum(1 for r in self._records if not r.position < newest)
+        return sum(1 for r in self._records if not _k(r.position) < _k(newest))
 
     def _apply(
         self,
@@ -361,13 +422,13 @@ class SchemaHistory:
         """The state events at ``position`` see (None: after every record)."""
         base = self._snapshots[0]
         for snapshot in self._snapshots:
-            if position is None or not position < snapshot.position:
+            if position is None or not _k(position) < _k(snapshot.position):
                 base = snapshot
         catalog, unknown = base.catalog.copy(), dict(base.unknown)
         for record in self._records:
-            if record.position < base.position:
+            if _k(record.position) < _k(base.position):
                 continue
-            if position is not None and not record.position < position:
+            if position is not None and not _k(record.position) < _k(position):
                 break
             stmt = layout_statement(record.sql)
             if stmt is not None:
@@ -387,12 +448,13 @@ class SchemaHistory:
                 keep_from = i  # the newest snapshot at or before the horizon stays: positions after it need it
         self._snapshots = self._snapshots[keep_from:]
         first = self._snapshots[0].position
-        self._records = [r for r in self._records if not r.position < first]
+        self._records = [r for r in self._records if not _k(r.position) < _k(first)]
 
     # -- persistence --------------------------------------------------------------------------------------------------
 
     def to_json(self) -> str:
         with self._lock:
+            self._ensure_loaded()
             doc = {
                 "version": FORMAT_VERSION,
                 "mariadb": self.mariadb,
@@ -522,3 +584,9 @@ BOOTSTRAP_SQL: Final = (
     "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION"
 )
 """One query for every table's columns (the server's own schemas aside): the history's bootstrap."""
+
+BOOTSTRAP_DATABASES_SQL: Final = (
+    "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "
+    "('mysql', 'information_schema', 'performance_schema', 'sys')"
+)
+"""The databases and their default charsets (a table created later without a charset takes its database's)."""

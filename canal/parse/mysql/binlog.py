@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 import attrs
 import zstandard
 
-from canal.errors import ParseError
+from canal.errors import ParseError, SchemaError
 from canal.gtid import GTID_TAG, decode_mysql_gtid_set
 from canal.parse.events import (
     BinlogEvent,
@@ -53,13 +53,14 @@ from canal.parse.events import (
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.decoder import (
     BinlogColumn,
-    FallbackColumn,
-    SchemaLookup,
     TableDecoder,
+    TableMapInfo,
     parse_table_map_body,
+    schema_mismatch,
 )
 from canal.parse.mysql.packets import event_name, read_lenenc
 from canal.protocol import EventType
+from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn
 from canal.sql import read_column_type
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ class EventDecoder:
         *,
         checksum: bool = False,
         verify_checksum: bool = False,
-        schema_lookup: SchemaLookup | None = None,
+        schema_lookup: ColumnSource | None = None,
         decode_rows: bool = True,
     ) -> None:
         self.log_file = log_file
@@ -515,27 +516,29 @@ class EventDecoder:
     def _table_map(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         key = bytes(b[p:end])
         dec = self._map_cache.get(key)
+        lookup = self.schema_lookup
+        if (
+            dec is not None
+            and dec.lookup_version is not None
+            and lookup is not None
+            and dec.lookup_version != lookup.version
+        ):
+            dec = None  # a DDL since: the names it took may have changed
         if dec is None:
             info = parse_table_map_body(key, 0, len(key), self.table_id_len)
-            fallback: list[FallbackColumn] | None = None
-            if not info.has_names and self.schema_lookup is not None:
-                found = self.schema_lookup(info.schema, info.table)
-                if found is not None and len(found) == len(info.columns):
-                    fallback = list(found)
-                if (info.schema, info.table) not in self._warned:
-                    self._warned.add((info.schema, info.table))
-                    log.warning(
-                        "binlog table map of %s.%s carries no column names (binlog_row_metadata is not FULL): "
-                        "names %s from information_schema now; rows written before a later DDL may get wrong "
-                        "names. Set binlog_row_metadata=FULL on the server.",
-                        info.schema,
-                        info.table,
-                        "taken" if fallback is not None else "NOT found (UNKNOWN_COLn used)",
-                    )
+            fallback: list[SchemaColumn] | None = None
+            problem: SchemaError | None = None
+            version: int | None = None
+            if not info.has_names and lookup is not None:
+                version = lookup.version
+                if lookup.strict:
+                    fallback, problem = self._history_columns(info, f"{self.log_file}:{off}")
+                else:
+                    fallback = self._current_columns(info)
             legacy = [c for c in info.columns if c.type in _LEGACY_TEMPORAL]
-            if legacy and self.schema_lookup is not None:
+            if legacy and lookup is not None and not lookup.strict:
                 self._resolve_legacy_temporal(info.schema, info.table, legacy)
-            dec = TableDecoder(info, fallback)
+            dec = TableDecoder(info, fallback, problem=problem, lookup_version=version)
             if len(self._map_cache) > 4096:
                 self._map_cache.clear()
             self._map_cache[key] = dec
@@ -552,11 +555,50 @@ class EventDecoder:
             table_schema=dec.schema,
         )
 
+    def _history_columns(self, info: TableMapInfo, where: str) -> tuple[list[SchemaColumn] | None, SchemaError | None]:
+        """Names from the schema history, checked against the table map: a table it does not hold, or one whose
+        columns differ, gets no names and the SchemaError its captured rows will raise."""
+        assert self.schema_lookup is not None
+        full = f"{info.schema}.{info.table}"
+        try:
+            found = self.schema_lookup.columns(info.schema, info.table)
+        except SchemaError as exc:
+            return None, SchemaError(f"{exc} (rows at {where})", table=full, position=where)
+        if found is None:
+            why = "the schema history has no such table"
+        else:
+            why = schema_mismatch(info.columns, found) or ""
+            if not why:
+                return list(found), None
+        return None, SchemaError(
+            f"the table map of {full} at {where} carries no column names and does not match the schema history: "
+            f"{why}; {RECOVERY}",
+            table=full,
+            position=where,
+        )
+
+    def _current_columns(self, info: TableMapInfo) -> list[SchemaColumn] | None:
+        """Names from information_schema now (the schema history is off), with a warning once per table."""
+        assert self.schema_lookup is not None
+        found = self.schema_lookup.columns(info.schema, info.table)
+        fallback = list(found) if found is not None and len(found) == len(info.columns) else None
+        if (info.schema, info.table) not in self._warned:
+            self._warned.add((info.schema, info.table))
+            log.warning(
+                "binlog table map of %s.%s carries no column names (binlog_row_metadata is not FULL) and the schema "
+                "history is off: names %s from information_schema now; rows written before a later DDL may get "
+                "wrong names. Turn the schema history on, or set binlog_row_metadata=FULL on the server.",
+                info.schema,
+                info.table,
+                "taken" if fallback is not None else "NOT found (UNKNOWN_COLn used)",
+            )
+        return fallback
+
     def _resolve_legacy_temporal(self, schema: str, table: str, legacy: list[BinlogColumn]) -> None:
         # MariaDB's pre-10.1 fractional temporal formats (mysql56_temporal_format=OFF when the column was created)
         # are logged as plain DATETIME/TIME/TIMESTAMP without their precision: take it from information_schema
         assert self.schema_lookup is not None
-        found = self.schema_lookup(schema, table)
+        found = self.schema_lookup.columns(schema, table)
         if not found:
             return
         for c in legacy:
@@ -622,6 +664,7 @@ class EventDecoder:
             table=dec.schema,
             rows=rows,
             end_of_statement=bool(flags & 1),
+            schema_error=dec.problem,
         )
 
     def _mysql_gtid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:

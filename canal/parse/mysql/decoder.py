@@ -47,13 +47,17 @@ from typing import Any
 
 import attrs
 
+from canal.errors import SchemaError
 from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import ColumnMeta, RowData, TableSchema
+from canal.schema.history import SchemaColumn
+from canal.sql import read_column_type
 from canal.sql.charsets import charset_of_collation
-from canal.sql.types import canal_sql_type
+from canal.sql.types import BLOB_TYPES, TEXT_TYPES, canal_sql_type
+from canal.sql.types import GEOMETRY_TYPE_NAMES as _GEOMETRIES
 
 log = logging.getLogger(__name__)
 
@@ -142,20 +146,6 @@ class BinlogColumn:
     geometry_type: int = 0
     is_key: bool = False
     hires: bool = False  # MariaDB's pre-10.1 fractional DATETIME/TIME/TIMESTAMP format (fsp from information_schema)
-
-
-@attrs.frozen(slots=True)
-class FallbackColumn:
-    """What an information_schema lookup provides when the binlog carries no column names."""
-
-    name: str
-    is_key: bool = False
-    labels: tuple[str, ...] = ()
-    unsigned: bool | None = None
-    column_type: str = ""
-
-
-SchemaLookup = Callable[[str, str], Sequence[FallbackColumn] | None]
 
 
 # --- value helpers used by generated code -------------------------------------------------------------------------
@@ -608,7 +598,7 @@ _INT_TYPES = {  # type -> (name, display width, unsigned display width)
 _TEXT_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
 
 
-def _column_meta(c: BinlogColumn, fb: FallbackColumn | None) -> ColumnMeta:
+def _column_meta(c: BinlogColumn, fb: SchemaColumn | None) -> ColumnMeta:
     t = c.type
     unsigned = c.unsigned if fb is None or fb.unsigned is None else fb.unsigned
     charset = charset_of_collation(c.collation)
@@ -982,15 +972,76 @@ class _PartialImage:
 _MAX_DECODERS = 64  # per table map: present-column bitmaps vary only with hostile or unusual (MINIMAL) images
 
 
+_BLOBS = frozenset({T_BLOB, T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB})
+_STRINGS = frozenset({T_VARCHAR, T_VAR_STRING, T_STRING})
+# the binlog types a column of each declared type is logged as (old and new temporal formats; ENUM and SET as
+# themselves or as the STRING they are stored in)
+_LOGGED_AS: dict[str, frozenset[int]] = {
+    "tinyint": frozenset({T_TINY}),
+    "smallint": frozenset({T_SHORT}),
+    "mediumint": frozenset({T_INT24}),
+    "int": frozenset({T_LONG}),
+    "bigint": frozenset({T_LONGLONG}),
+    "decimal": frozenset({T_NEWDECIMAL, T_DECIMAL}),
+    "float": frozenset({T_FLOAT}),
+    "double": frozenset({T_DOUBLE}),
+    "bit": frozenset({T_BIT}),
+    "year": frozenset({T_YEAR}),
+    "date": frozenset({T_DATE, T_NEWDATE}),
+    "time": frozenset({T_TIME, T_TIME2}),
+    "datetime": frozenset({T_DATETIME, T_DATETIME2}),
+    "timestamp": frozenset({T_TIMESTAMP, T_TIMESTAMP2}),
+    "char": frozenset({T_STRING}),
+    "binary": frozenset({T_STRING}),
+    "varchar": frozenset({T_VARCHAR, T_VAR_STRING}),
+    "varbinary": frozenset({T_VARCHAR, T_VAR_STRING}),
+    "enum": frozenset({T_ENUM, T_STRING}),
+    "set": frozenset({T_SET, T_STRING}),
+    "json": frozenset({T_JSON}) | _BLOBS,
+    **{name: _BLOBS for name in (*TEXT_TYPES - {"char", "varchar"}, *BLOB_TYPES - {"binary", "varbinary"})},
+    **{name: frozenset({T_GEOMETRY}) for name in _GEOMETRIES},
+}
+_BLOB_LENGTH_BYTES = {"tinytext": 1, "tinyblob": 1, "text": 2, "blob": 2, "mediumtext": 3, "mediumblob": 3}
+
+
+def schema_mismatch(columns: Sequence[BinlogColumn], found: Sequence[SchemaColumn]) -> str | None:
+    """Why a table map's columns are not the ones a schema history gives (count, types, DECIMAL digits, TEXT/BLOB
+    size), or None when they match."""
+    if len(columns) != len(found):
+        return f"the binlog has {len(columns)} columns, the schema history {len(found)}"
+    for c, f in zip(columns, found, strict=True):
+        declared = read_column_type(f.column_type, strict=False)
+        allowed = _LOGGED_AS.get(declared.base)
+        if allowed is not None and c.type not in allowed:
+            return f"column {c.index + 1} ({f.name} {f.column_type}) is logged as binlog type {c.type}"
+        if c.type == T_NEWDECIMAL and declared.base == "decimal":
+            digits = (declared.precision or 10, declared.scale or 0)
+            if (c.precision, c.scale) != digits:
+                return f"column {c.index + 1} ({f.name} {f.column_type}) is DECIMAL({c.precision},{c.scale})"
+        size = _BLOB_LENGTH_BYTES.get(declared.base, 4 if declared.base in ("longtext", "longblob") else None)
+        if c.type in _BLOBS and size is not None and declared.base != "json" and c.length != size:
+            return f"column {c.index + 1} ({f.name} {f.column_type}) has a {c.length}-byte length in the binlog"
+    return None
+
+
 class TableDecoder:
     """One table map: its schema and its (lazily generated) row decoders."""
 
-    __slots__ = ("_decoders", "_gen", "columns", "schema", "table_id")
+    __slots__ = ("_decoders", "_gen", "columns", "lookup_version", "problem", "schema", "table_id")
 
-    def __init__(self, info: TableMapInfo, fallback: Sequence[FallbackColumn] | None = None) -> None:
+    def __init__(
+        self,
+        info: TableMapInfo,
+        fallback: Sequence[SchemaColumn] | None = None,
+        *,
+        problem: SchemaError | None = None,
+        lookup_version: int | None = None,
+    ) -> None:
         self.table_id = info.table_id
         self.columns = info.columns
-        fb: list[FallbackColumn | None] = [None] * len(info.columns)
+        self.problem = problem  # the columns could not be known exactly: rows of a captured table must not pass
+        self.lookup_version = lookup_version  # the ColumnSource version the names came from (None: the binlog)
+        fb: list[SchemaColumn | None] = [None] * len(info.columns)
         if fallback is not None and len(fallback) == len(info.columns):
             fb = list(fallback)
             for c, f in zip(info.columns, fallback, strict=True):

@@ -186,7 +186,9 @@ class LocalBinlogSource:
         return self._dump(start, request)
 
     def _dump(self, name: str, request: DumpRequest) -> Iterator[BinlogEvent]:
-        parser = EventDecoder(name, verify_checksum=self._verify, decode_rows=request.decode_rows)
+        parser = EventDecoder(
+            name, verify_checksum=self._verify, decode_rows=request.decode_rows, schema_lookup=request.schema
+        )
         position = request.position
         last_activity = time.monotonic()
         while True:

@@ -27,9 +27,10 @@ from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventDecoder
 from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tls_state
-from canal.parse.mysql.decoder import FallbackColumn
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
+from canal.schema import SchemaCatalog
+from canal.schema.history import BOOTSTRAP_DATABASES_SQL, BOOTSTRAP_SQL, SchemaColumn, catalog_from_columns
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ class MysqlBinlogSource:
     BINLOG MONITOR). ``slave_id`` defaults to :func:`default_slave_id`. ``verify_checksum`` (on by default)
     checks every event's CRC32 before its body is read, so a corrupted event never becomes rows (its cost is within
     the noise of ``benchmarks/bench_decode.py``). ``schema_fallback`` lets table maps without column names
-    (``binlog_row_metadata`` below FULL) take names from information_schema, with a warning. ``ssl`` is how every
+    (``binlog_row_metadata`` below FULL) take names from information_schema, with a warning, when the dump request
+    brings no schema history (``DumpRequest.schema``). ``ssl`` is how every
     connection to the server uses TLS (default: the MySQL client's PREFERRED); see :mod:`canal.parse.mysql.connect`.
     """
 
@@ -103,6 +105,7 @@ class MysqlBinlogSource:
         self._dumps: set[pymysql.connections.Connection] = set()
         self._dump_ids: dict[int, int] = {}
         self._closed = False
+        self._logs_column_names = True  # binlog_row_metadata, read by open()
 
     def __repr__(self) -> str:
         return (
@@ -187,11 +190,11 @@ class MysqlBinlogSource:
                 "binlog_row_image='FULL' (and put binlog_row_image=FULL in my.cnf [mysqld])"
             )
         metadata = variables.get("binlog_row_metadata", "FULL").upper()
+        self._logs_column_names = metadata == "FULL"
         if metadata != "FULL":
-            log.warning(
-                "%s has binlog_row_metadata=%s: column names, keys and ENUM/SET labels will come from "
-                "information_schema at read time, which is wrong for rows written before a later DDL. "
-                "Run SET GLOBAL binlog_row_metadata='FULL' (and put binlog_row_metadata=FULL in my.cnf [mysqld])",
+            log.info(
+                "%s has binlog_row_metadata=%s: column names, keys and ENUM/SET labels come from the schema history "
+                "(or, with the history off, from information_schema at read time)",
                 self._address,
                 metadata,
             )
@@ -230,6 +233,21 @@ class MysqlBinlogSource:
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return self._run(self._side_connection(), sql)
+
+    @property
+    def logs_column_names(self) -> bool:
+        """Whether table maps carry column names (``binlog_row_metadata=FULL``, read when the source opened)."""
+        return self._logs_column_names
+
+    def schema_catalog(self) -> SchemaCatalog:
+        """Every table's layout now, from information_schema in one query (the server's own schemas aside)."""
+        conn = self._side_connection()
+        charset = str(self._run(conn, "SELECT @@character_set_server")[0][0])
+        rows = self._run(conn, BOOTSTRAP_SQL)
+        catalog = catalog_from_columns(rows, charset=charset, mariadb=self._is_mariadb)
+        for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
+            catalog.databases[str(name)] = None if db_charset is None else str(db_charset)
+        return catalog
 
     def server_id(self) -> int:
         self._side_connection()
@@ -284,7 +302,12 @@ class MysqlBinlogSource:
 
     # -- schema fallback -------------------------------------------------------------------------------------------
 
-    def _lookup_columns(self, schema: str, table: str) -> list[FallbackColumn] | None:
+    # a ColumnSource for table maps without names when the dump request brings no schema history: information_schema
+    # now, not strict (names with a warning), never changing version (the decoder keeps what it built)
+    strict = False
+    version = 0
+
+    def columns(self, schema: str, table: str) -> list[SchemaColumn] | None:
         """The table's columns from information_schema ([] for a table it does not show).
 
         A failed query is never taken for "no columns": the decoder would cache UNKNOWN_COLn names (or a wrong
@@ -316,7 +339,7 @@ class MysqlBinlogSource:
                 inner = ctype[ctype.index("(") + 1 : -1]
                 labels = tuple(x[1:-1].replace("''", "'") for x in _split_labels(inner))
             out.append(
-                FallbackColumn(
+                SchemaColumn(
                     name=str(name),
                     is_key=str(key) == "PRI",
                     labels=labels,
@@ -370,7 +393,7 @@ class MysqlBinlogSource:
                 request.journal_name or "",
                 checksum=checksum,
                 verify_checksum=self._verify_checksum,
-                schema_lookup=self._lookup_columns if self._schema_fallback else None,
+                schema_lookup=request.schema if request.schema is not None else self if self._schema_fallback else None,
                 decode_rows=request.decode_rows,
             )
             if request.journal_name:

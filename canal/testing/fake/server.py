@@ -12,6 +12,7 @@ from canal.parse.events import BinlogEvent, RotateEvent
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
+from canal.schema import SchemaCatalog
 from canal.sql import DmlStatement, OtherStatement, SqlError, TransactionStatement, read_statements
 from canal.testing.fake import source as registry
 from canal.testing.fake.binlog import MARIADB_VERSION, MYSQL_VERSION, BinlogWriter
@@ -328,6 +329,11 @@ class FakeMysql:
         """The current schema of a table (``db.table``, or ``table`` in the current database)."""
         with self._lock:
             return self._catalog.table(name).schema
+
+    def schema_catalog(self) -> SchemaCatalog:
+        """A copy of the table layouts now (what a schema history bootstraps from)."""
+        with self._lock:
+            return self._catalog.schemas.copy()
 
     def tables(self) -> list[str]:
         with self._lock:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 from canal.errors import SourceUnreachableError
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
+from canal.schema import SchemaCatalog
 
 if TYPE_CHECKING:
     from canal.testing.fake.dump import FakeDump
@@ -114,6 +115,15 @@ class FakeBinlogSource:
         dump = self.fake._open_dump(self, request)
         self._dumps.append(dump)
         return dump
+
+    @property
+    def logs_column_names(self) -> bool:
+        """A fake's table maps always name their columns (``binlog_row_metadata=FULL``)."""
+        return True
+
+    def schema_catalog(self) -> SchemaCatalog:
+        """The fake's table layouts now (its catalog is the schema history's)."""
+        return self.fake.schema_catalog()
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return self.fake.query(sql)

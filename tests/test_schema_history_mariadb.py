@@ -1,0 +1,205 @@
+"""Rows are named as they were when written, whatever ``binlog_row_metadata`` the server logs (MINIMAL, NO_LOG, FULL).
+
+A private MariaDB runs with the metadata setting under test. A destination starts once (its schema history is
+bootstrapped and persisted with its file meta), then a workload interleaves DML with every kind of layout change --
+a column added in the middle, one dropped, one renamed, a type changed, the table renamed, dropped and created again
+with other columns -- while a writer records, after each statement, the row as ``SELECT`` returns it. The destination
+then reads it all from before the first DDL: every row must carry the names and values it had when written. Restarts
+at cursors between the DDLs must give the same rows from there on.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.errors import NotRunningError, SchemaError
+from canal.instance import Instance
+from canal.position import EntryPosition, LogIdentity, LogPosition
+from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, EventType
+from canal.testing.plugin import MariaDBFactory
+from canal.testing.services import MariaDBServer
+
+pytestmark = pytest.mark.integration
+
+Row = tuple[str, str, dict[str, Any]]  # (table, INSERT/UPDATE/DELETE, the row's values by name)
+
+
+def _config(server: MariaDBServer, meta_dir: Path, start: tuple[str, int] | None = None) -> InstanceConfig:
+    journal, position = start if start is not None else server.execute("SHOW MASTER STATUS")[0][:2]
+    return InstanceConfig(
+        destination="history",
+        master=MasterConfig(
+            address=server.address,
+            username=server.user,
+            password=server.password,
+            journal_name=str(journal),
+            position=int(position),
+        ),
+        filter_regex=r"app\..*",
+        meta_mode="file",
+        meta_dir=str(meta_dir),
+        flush_period_s=0,
+        store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=1024),
+    )
+
+
+def _rows(entries: list[Entry]) -> list[Row]:
+    out: list[Row] = []
+    for e in entries:
+        if e.entry_type is not EntryType.ROWDATA or e.row_change is None or e.row_change.is_ddl:
+            continue
+        for r in e.iter_rows():
+            image = r.before_dict() if e.header.event_type is EventType.DELETE else r.after_dict()
+            out.append((e.header.table, e.header.event_type.name, image))
+    return out
+
+
+def _consume(inst: Instance, want: int, limit_s: float = 60.0) -> list[Row]:
+    """Rows until ``want`` arrived, each batch acked (the cursor moves as a consumer's would)."""
+    entries: list[Entry] = []
+    deadline = time.monotonic() + limit_s
+    while len(_rows(entries)) < want:
+        assert time.monotonic() < deadline, f"timed out with {len(_rows(entries))} of {want} rows"
+        error = inst.parser.error
+        if error is not None:
+            raise error
+        msg = inst.get_without_ack(100, timeout=1.0)
+        if msg.id != EMPTY_MESSAGE_ID:
+            entries.extend(msg.entries)
+            inst.ack(msg.id)
+    return _rows(entries)
+
+
+class Writer:
+    """Runs the workload, recording each changed row as SELECT returns it and the binlog end after each DDL."""
+
+    def __init__(self, server: MariaDBServer) -> None:
+        self.server = server
+        self.rows: list[Row] = []
+        self.after_ddl: list[tuple[str, int]] = []  # SHOW MASTER STATUS after each DDL
+        self.rows_before_ddl: list[int] = []  # how many rows were written before each DDL
+
+    def ddl(self, sql: str) -> None:
+        self.rows_before_ddl.append(len(self.rows))
+        self.server.execute(sql)
+        journal, position = self.server.execute("SHOW MASTER STATUS")[0][:2]
+        self.after_ddl.append((str(journal), int(position)))
+
+    def _select(self, table: str, key: str, value: Any) -> dict[str, Any]:
+        conn = self.server.connect("app")
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT * FROM `{table}` WHERE `{key}` = %s", (value,))
+                names = [d[0] for d in cur.description]
+                found = cur.fetchall()
+                assert len(found) == 1
+                return dict(zip(names, found[0], strict=True))
+        finally:
+            conn.close()
+
+    def write(self, table: str, kind: str, sql: str, key: str, value: Any) -> None:
+        if kind == "DELETE":
+            self.rows.append((table, kind, self._select(table, key, value)))
+        self.server.execute(sql, database="app")
+        if kind != "DELETE":
+            self.rows.append((table, kind, self._select(table, key, value)))
+
+
+def _workload(w: Writer) -> None:
+    w.write("t", "INSERT", "INSERT INTO t VALUES (1, 'one', 10)", "id", 1)
+    w.ddl("ALTER TABLE app.t ADD COLUMN c VARCHAR(5) AFTER id")
+    w.write("t", "INSERT", "INSERT INTO t (id, c, a, b) VALUES (2, 'cc', 'two', 20)", "id", 2)
+    w.write("t", "UPDATE", "UPDATE t SET b = 11, c = 'c1' WHERE id = 1", "id", 1)
+    w.ddl("ALTER TABLE app.t DROP COLUMN a")
+    w.write("t", "INSERT", "INSERT INTO t (id, c, b) VALUES (3, 'c3', 30)", "id", 3)
+    w.ddl("ALTER TABLE app.t RENAME COLUMN b TO bb")
+    w.write("t", "UPDATE", "UPDATE t SET bb = 21 WHERE id = 2", "id", 2)
+    w.ddl("ALTER TABLE app.t MODIFY bb BIGINT")
+    w.write("t", "INSERT", "INSERT INTO t (id, c, bb) VALUES (4, 'c4', 1099511627776)", "id", 4)
+    w.ddl("RENAME TABLE app.t TO app.t2")
+    w.write("t2", "INSERT", "INSERT INTO t2 (id, c, bb) VALUES (5, 'c5', 50)", "id", 5)
+    w.write("t2", "DELETE", "DELETE FROM t2 WHERE id = 1", "id", 1)
+    w.ddl("DROP TABLE app.t2")
+    w.ddl("CREATE TABLE app.t2 (k VARCHAR(3) NOT NULL PRIMARY KEY, v DOUBLE, n INT)")
+    w.write("t2", "INSERT", "INSERT INTO t2 VALUES ('a', 1.5, 7)", "k", "a")
+    w.write("t2", "UPDATE", "UPDATE t2 SET n = 8 WHERE k = 'a'", "k", "a")
+
+
+@pytest.mark.parametrize("metadata", ["MINIMAL", "NO_LOG", "FULL"])
+def test_rows_carry_the_names_they_were_written_with(
+    mariadb_factory: MariaDBFactory, tmp_path: Path, metadata: str
+) -> None:
+    server = mariadb_factory(extra_args=[f"--binlog-row-metadata={metadata}"])
+    assert server.execute("SELECT @@binlog_row_metadata")[0][0] == metadata
+    server.execute("CREATE DATABASE app")
+    server.execute("CREATE TABLE app.t (id INT NOT NULL PRIMARY KEY, a VARCHAR(10), b INT)")
+    config = _config(server, tmp_path)
+
+    # first start: the history is bootstrapped (here, at the start) and persisted with the file meta
+    inst = Instance(config)
+    inst.start()
+    try:
+        server.execute("INSERT INTO app.t VALUES (0, 'zero', 0)")
+        assert _consume(inst, 1) == [("t", "INSERT", {"id": 0, "a": "zero", "b": 0})]
+    finally:
+        inst.stop()
+    assert (tmp_path / "history" / "schema_history.json").is_file()
+    acked_before_ddl = server.execute("SHOW MASTER STATUS")[0][:2]
+
+    writer = Writer(server)
+    _workload(writer)
+
+    # from before all the DDL (the acked cursor): every row as it was written
+    inst = Instance(config)
+    inst.start()
+    try:
+        assert _consume(inst, len(writer.rows)) == writer.rows
+    finally:
+        inst.stop()
+
+    # restarts at cursors between the DDLs: the same rows from there on
+    identity = LogIdentity(server.address, -1)
+    for i in (1, 3, 5):
+        journal, position = writer.after_ddl[i]
+        cursor = LogPosition(identity, EntryPosition(journal, position, included=False))
+        inst = Instance.at(config, cursor)
+        inst.start()
+        try:
+            expected = writer.rows[writer.rows_before_ddl[i] :]
+            assert _consume(inst, len(expected)) == expected, f"from after DDL {i}"
+        finally:
+            inst.stop()
+    assert acked_before_ddl is not None
+
+
+def test_a_start_before_ddl_without_a_history_is_refused_when_the_binlog_names_nothing(
+    mariadb_factory: MariaDBFactory, tmp_path: Path
+) -> None:
+    """A first start at a past position with DDL since, on a server that logs no names: a typed error naming the
+    DDL, and no history written; never rows named by the later schema."""
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=MINIMAL"])
+    server.execute("CREATE DATABASE app")
+    server.execute("CREATE TABLE app.t (id INT NOT NULL PRIMARY KEY, a VARCHAR(10), b INT)")
+    start = server.execute("SHOW MASTER STATUS")[0][:2]
+    server.execute("INSERT INTO app.t VALUES (1, 'one', 1)")
+    server.execute("ALTER TABLE app.t DROP COLUMN a")
+    inst = Instance(_config(server, tmp_path, (str(start[0]), int(start[1]))))
+    inst.start()
+    try:
+        deadline = time.monotonic() + 30
+        with pytest.raises(NotRunningError) as stopped:
+            while True:  # get blocks for its timeout, then says whether the destination still runs
+                assert time.monotonic() < deadline, "the start was not refused"
+                msg = inst.get_without_ack(10, timeout=0.5)
+                assert not _rows(list(msg.entries)), "rows were delivered"
+    finally:
+        inst.stop()
+    error = stopped.value.__cause__
+    assert isinstance(error, SchemaError)
+    assert "DROP COLUMN a" in str(error) and "canal schema rebuild" in str(error)
+    assert not (tmp_path / "history" / "schema_history.json").exists()
