@@ -46,8 +46,9 @@ DDL = """CREATE TABLE bench.t (
 ) CHARACTER SET utf8mb4"""
 
 
-def build_workload(server: MariaDBServer) -> str:
-    """Write the workload; returns the first binlog file (the dump start)."""
+def build_workload(server: MariaDBServer, table: str = "bench.t") -> str:
+    """Write the workload into ``table`` (in a new binlog file; the database ``bench`` is created if missing);
+    returns that binlog file (the dump start)."""
     conn = server.connect()
     with conn.cursor() as cur:
         cur.execute("FLUSH BINARY LOGS")
@@ -55,8 +56,8 @@ def build_workload(server: MariaDBServer) -> str:
         row = cur.fetchone()
         assert row is not None
         first = str(row[0])
-        cur.execute("CREATE DATABASE bench")
-        cur.execute(DDL)
+        cur.execute("CREATE DATABASE IF NOT EXISTS bench")
+        cur.execute(DDL.replace("bench.t", table))
         for start in range(0, INSERTS, BATCH):
             values = []
             for i in range(start, start + BATCH):
@@ -68,15 +69,15 @@ def build_workload(server: MariaDBServer) -> str:
                     f"x'{(i % 65536):04x}deadbeef', {'NULL' if i % 2 else i})"
                 )
             cur.execute("BEGIN")
-            cur.execute("INSERT INTO bench.t VALUES " + ",".join(values))
+            cur.execute(f"INSERT INTO {table} VALUES " + ",".join(values))
             cur.execute("COMMIT")
         for start in range(0, UPDATES, BATCH):
             cur.execute(
-                "UPDATE bench.t SET amount = amount + 1, state = 'paid', maybe = id "
+                f"UPDATE {table} SET amount = amount + 1, state = 'paid', maybe = id "
                 f"WHERE id >= {start} AND id < {start + BATCH}"
             )
         for start in range(INSERTS - DELETES, INSERTS, BATCH):
-            cur.execute(f"DELETE FROM bench.t WHERE id >= {start} AND id < {start + BATCH}")
+            cur.execute(f"DELETE FROM {table} WHERE id >= {start} AND id < {start + BATCH}")
     conn.close()
     return first
 

@@ -327,3 +327,34 @@ def test_period_mixed_flush_is_fenced(kz: KazooClient) -> None:
     assert not mixed.is_started and not zk_meta.is_started
     with ZooKeeperMetaManager(kz) as view:
         assert view.get_cursor(client) == cursor(1)
+
+
+def test_schema_history_lives_beside_the_cursors_compressed_and_fenced(
+    kz: KazooClient, zk_meta: ZooKeeperMetaManager
+) -> None:
+
+    from canal.schema import SchemaCatalog
+    from canal.schema.history import SchemaHistory
+    from canal.sql import read_statement
+
+    catalog = SchemaCatalog(database="app", mariadb=True)
+    for i in range(300):  # a history that would not fit a node uncompressed... compresses well below the limit
+        catalog.apply(read_statement(f"CREATE TABLE t{i} (id INT PRIMARY KEY, name VARCHAR(64), note TEXT)"))
+    history = SchemaHistory(zk_meta.schema_history_store("example"))
+    history.bootstrap(EntryPosition("mysql-bin.000001", 4), catalog)
+    history.apply(EntryPosition("mysql-bin.000001", 100), "app", "ALTER TABLE t1 ADD COLUMN b INT", next_offset=150)
+    data, _ = kz.get(f"{DEST}/schema_history")
+    assert len(data) < len(history.to_json()) / 5  # zlib
+    again = SchemaHistory(zk_meta.schema_history_store("example"))  # another process, same ZooKeeper
+    assert [c.name for c in again.columns("app", "t1") or []] == ["id", "name", "note", "b"]
+
+    kz.create(f"{DEST}/running", b'{"cid":1}', makepath=True)
+    zk_meta.set_fence((f"{DEST}/running", kz.exists(f"{DEST}/running").version))
+    kz.set(f"{DEST}/running", b'{"cid":2}')  # another process owns the destination now
+    with pytest.raises(FencedWriteError):
+        history.apply(EntryPosition("mysql-bin.000001", 200), "app", "DROP TABLE t2", next_offset=250)
+    assert kz.get(f"{DEST}/schema_history")[0] == data  # nothing written
+    assert history.table("app", "t2") is not None and history.records == 1  # nor changed in memory
+    kz.set(f"{DEST}/schema_history", b"not zlib")
+    with pytest.raises(MetaError, match="schema history"):
+        _ = SchemaHistory(zk_meta.schema_history_store("example")).is_empty

@@ -10,6 +10,11 @@ at cursors between the DDLs must give the same rows from there on.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -203,3 +208,100 @@ def test_a_start_before_ddl_without_a_history_is_refused_when_the_binlog_names_n
     assert isinstance(error, SchemaError)
     assert "DROP COLUMN a" in str(error) and "canal schema rebuild" in str(error)
     assert not (tmp_path / "history" / "schema_history.json").exists()
+
+
+def test_a_kill_between_a_ddl_and_its_history_write_restarts_exactly(
+    mariadb_factory: MariaDBFactory, tmp_path: Path
+) -> None:
+    """The consumer process is SIGKILLed when its history is about to record an ALTER it read; the restart reads the
+    ALTER again from the cursor (nothing after the DDL was handed off before it was recorded), so every row after
+    the cursor is named as written and no acked row comes twice."""
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=MINIMAL"])
+    server.execute("CREATE DATABASE app")
+    server.execute("CREATE TABLE app.t (id INT NOT NULL PRIMARY KEY, a VARCHAR(10), b INT)")
+    journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
+    args = {
+        "address": server.address,
+        "user": server.user,
+        "password": server.password,
+        "journal": str(journal),
+        "position": int(position),
+        "meta_dir": str(tmp_path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.procs.schema_crash_consumer", json.dumps(args)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    acked: list[dict[str, Any]] = []
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "I"  # running: the history is bootstrapped
+        server.execute("INSERT INTO app.t VALUES (1, 'one', 10)")
+        line = proc.stdout.readline()
+        assert line.startswith("R"), line
+        acked.append(json.loads(line[2:]))
+        server.execute("ALTER TABLE app.t ADD COLUMN c VARCHAR(5) FIRST, DROP COLUMN a")
+        server.execute("INSERT INTO app.t VALUES ('cc', 2, 20)")
+        for line in proc.stdout:  # until it dies at the ALTER's history write
+            if line.startswith("R"):
+                acked.append(json.loads(line[2:]))
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert acked == [{"table": "t", "values": {"id": 1, "a": "one", "b": 10}}]
+    history = json.loads((tmp_path / "history" / "schema_history.json").read_text())
+    assert history["records"] == []  # killed before the ALTER was recorded
+
+    inst = Instance(_config(server, tmp_path))
+    inst.start()
+    try:
+        assert _consume(inst, 1) == [("t", "INSERT", {"c": "cc", "id": 2, "b": 20})]
+    finally:
+        inst.stop()
+    history = json.loads((tmp_path / "history" / "schema_history.json").read_text())
+    assert [r["sql"] for r in history["records"]] == ["ALTER TABLE app.t ADD COLUMN c VARCHAR(5) FIRST, DROP COLUMN a"]
+
+
+def test_schema_cli_shows_rebuilds_and_dumps(
+    mariadb_factory: MariaDBFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from canal.cli import main
+
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=MINIMAL"])
+    server.execute("CREATE DATABASE app")
+    server.execute("CREATE TABLE app.t (id INT NOT NULL PRIMARY KEY, a VARCHAR(10))")
+    meta = ["--meta-dir", str(tmp_path / "meta"), "--destination", "history"]
+    source = ["--address", server.address, "--user", server.user, "--password", server.password]
+
+    assert main(["schema", "show", *meta]) == 1  # no history yet
+    assert "has no schema history" in capsys.readouterr().err
+
+    start = server.execute("SHOW MASTER STATUS")[0][:2]
+    at = f"{start[0]}:{start[1]}"
+    server.execute("ALTER TABLE app.t ADD COLUMN b INT")
+    after = server.execute("SHOW MASTER STATUS")[0][:2]
+
+    # the layouts now do not hold before the ALTER: refused, nothing written
+    assert main(["schema", "rebuild", *meta, "--at", at, *source]) == 2
+    assert "ALTER TABLE app.t ADD COLUMN b INT" in capsys.readouterr().err
+    assert not (tmp_path / "meta" / "history" / "schema_history.json").exists()
+
+    assert main(["schema", "rebuild", *meta, "--at", f"{after[0]}:{after[1]}", *source]) == 0
+    assert "rebuilt" in capsys.readouterr().out
+    assert main(["schema", "show", *meta, "--table", "app.t"]) == 0
+    shown = capsys.readouterr().out
+    assert "-- app.t" in shown and "`b` int(11)" in shown and "PRIMARY KEY (`id`)" in shown
+
+    # dump, then rebuild another destination from the file (for binlog files with no server to ask)
+    snapshot = tmp_path / "schema.json"
+    assert main(["schema", "dump", "--out", str(snapshot), *source]) == 0
+    other = ["--meta-dir", str(tmp_path / "meta"), "--destination", "files"]
+    assert main(["schema", "rebuild", *other, "--at", "mysql-bin.000001:4", "--snapshot", str(snapshot)]) == 0
+    capsys.readouterr()
+    assert main(["schema", "show", *other, "--at", "mysql-bin.000001:4"]) == 0
+    assert "`b` int(11)" in capsys.readouterr().out
+    assert server.password not in (tmp_path / "schema.json").read_text()

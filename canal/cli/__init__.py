@@ -22,6 +22,7 @@ from canal import __version__
 from canal.cli import check as check
 from canal.cli import ha as ha
 from canal.cli import position as position
+from canal.cli import schema as schema
 from canal.cli import tail as tail
 from canal.cli.common import SECRETS
 from canal.errors import CanalError
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     position.add_parser(sub)
     check.add_parser(sub)
     ha.add_parser(sub)
+    schema.add_parser(sub)
     return parser
 
 

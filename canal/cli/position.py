@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
         description="Print the client's cursor as canal's "
         "cursor JSON (one line). Exit status 1 when the client has no cursor.",
     )
-    _add_meta_arguments(show)
+    add_meta_arguments(show)
     show.set_defaults(run=run_show)
 
     set_ = psub.add_parser(
@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
         "boundary before it) or --json (a cursor document as 'show' prints it; - reads stdin). Stop the consumers "
         "of the destination first: a running one overwrites the cursor with its own.",
     )
-    _add_meta_arguments(set_)
+    add_meta_arguments(set_)
     what = set_.add_mutually_exclusive_group(required=True)
     what.add_argument("--file", metavar="BINLOG", help="binlog file name, e.g. mysql-bin.000003")
     what.add_argument("--timestamp", metavar="TIME", help="ISO 8601 time (local time unless an offset is given)")
@@ -59,7 +59,8 @@ def add_parser(sub: Any) -> None:
     set_.set_defaults(run=run_set)
 
 
-def _add_meta_arguments(p: argparse.ArgumentParser) -> None:
+def add_meta_arguments(p: argparse.ArgumentParser, *, client: bool = True) -> None:
+    """--meta-dir or --zk (with --zk-auth), --destination and, with ``client``, --client-id."""
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--meta-dir", metavar="DIR", help="file meta directory (canal.file.data.dir)")
     where.add_argument("--zk", metavar="HOSTS", help="ZooKeeper hosts, e.g. 127.0.0.1:2181[/chroot]")
@@ -70,11 +71,15 @@ def _add_meta_arguments(p: argparse.ArgumentParser) -> None:
         help="ZooKeeper authentication, e.g. digest:user:password (default: $PYCANAL_ZK_AUTH)",
     )
     p.add_argument("--destination", default="example", metavar="NAME", help="destination (default: example)")
-    p.add_argument("--client-id", type=int, default=DEFAULT_CLIENT_ID, metavar="ID", help="client id (default 1001)")
+    if client:
+        p.add_argument(
+            "--client-id", type=int, default=DEFAULT_CLIENT_ID, metavar="ID", help="client id (default 1001)"
+        )
 
 
 @contextlib.contextmanager
-def _meta(args: argparse.Namespace) -> Iterator[MetaManager]:
+def meta_manager(args: argparse.Namespace) -> Iterator[MetaManager]:
+    """The meta manager --meta-dir or --zk names, started."""
     manager: MetaManager
     if args.meta_dir:
         manager = FileMetaManager(args.meta_dir, flush_period_s=None)
@@ -90,7 +95,7 @@ def _where(args: argparse.Namespace) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     client = ClientIdentity(args.destination, args.client_id)
-    with _meta(args) as meta:
+    with meta_manager(args) as meta:
         cursor = meta.get_cursor(client)
     if cursor is None:
         print(f"canal position show: client {client} has no cursor in {_where(args)}", file=sys.stderr)
@@ -137,7 +142,8 @@ def _with_source(args: argparse.Namespace, find: Any) -> LogPosition:
             source.close()
 
 
-def _check_not_running(args: argparse.Namespace) -> None:
+def check_not_running(args: argparse.Namespace) -> None:
+    """CliError when a server runs the destination (ZooKeeper's running node), unless --force."""
     if not args.zk or args.force:
         return
     from kazoo.exceptions import KazooException, NoNodeError
@@ -178,8 +184,8 @@ def _check_not_running(args: argparse.Namespace) -> None:
 def run_set(args: argparse.Namespace) -> int:
     client = ClientIdentity(args.destination, args.client_id)
     cursor = _cursor_from_args(args)
-    _check_not_running(args)
-    with _meta(args) as meta:
+    check_not_running(args)
+    with meta_manager(args) as meta:
         if not meta.has_subscribe(client):
             meta.subscribe(client)
         meta.update_cursor(client, cursor)

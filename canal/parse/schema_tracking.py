@@ -32,7 +32,7 @@ from canal.position import EntryPosition
 from canal.schema import SchemaCatalog
 from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
 
-__all__ = ["SchemaTracker"]
+__all__ = ["SchemaTracker", "first_layout_ddl", "read_layouts"]
 
 _READ_ATTEMPTS: Final = 5
 
@@ -83,11 +83,11 @@ class SchemaTracker:
                 at,
             )
             return
-        catalog, read_at = self._read_layouts(source, source)
+        catalog, read_at = read_layouts(source, self._log)
         if not start.position.journal_name or start.gtid_set:
             history.bootstrap(read_at, catalog)
             return
-        ddl = self._first_layout_ddl(source, start.position, read_at)
+        ddl = first_layout_ddl(source, start.position, read_at)
         if ddl is None:
             history.bootstrap(start.position, catalog)
             return
@@ -106,40 +106,49 @@ class SchemaTracker:
         )
         history.bootstrap(read_at, catalog)
 
-    def _read_layouts(self, source: BinlogSource, reader: SchemaReader) -> tuple[SchemaCatalog, EntryPosition]:
-        """The layouts now and a position they hold at: no DDL between the master status before and after the read."""
-        for _attempt in range(_READ_ATTEMPTS):
-            before = source.master_status()
-            catalog = reader.schema_catalog()
-            after = source.master_status()
-            ddl = self._first_layout_ddl(source, before, after)
-            if ddl is None:
-                return catalog, EntryPosition(before.journal_name, before.position, before.timestamp, before.server_id)
-            self._log.info("%s ran while the table layouts were read; reading them again", ddl)
-        raise SchemaError(
-            f"DDL kept running on {source.address} while the schema history read the table layouts "
-            f"({_READ_ATTEMPTS} attempts); start again when no DDL runs"
-        )
 
-    def _first_layout_ddl(self, source: BinlogSource, start: EntryPosition, end: EntryPosition) -> str | None:
-        """The first statement in [start, end) that changes a table layout, described, or None."""
-        if not start.journal_name or not (_key(start) < _key(end)):
-            return None
-        request = DumpRequest(start.journal_name, start.position or 4, blocking=False, decode_rows=False)
-        events = source.dump(request)
-        try:
-            for event in events:
-                if event.offset == 0:
-                    continue  # an artificial event (a dump's first rotate)
-                at = (EntryPosition(event.log_file, event.offset).journal_number, event.offset)
-                if not at < _key(end):
-                    return None
-                if start.included and at == _key(start):
-                    continue  # consumed already
-                if isinstance(event, QueryEvent) and layout_statement(event.sql) is not None:
-                    return f"the DDL {event.sql[:200]!r} at {event.log_file}:{event.offset}"
-        finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
+def read_layouts(
+    source: BinlogSource, log: logging.LoggerAdapter[logging.Logger] | None = None
+) -> tuple[SchemaCatalog, EntryPosition]:
+    """The source's table layouts now and a position they hold at: no DDL ran between the master status taken before
+    and after reading them (else they are read again, up to a few times; then SchemaError)."""
+    if not isinstance(source, SchemaReader):
+        raise SchemaError(f"{source.address} cannot tell its tables' layouts (a directory of binlog files)")
+    for _attempt in range(_READ_ATTEMPTS):
+        before = source.master_status()
+        catalog = source.schema_catalog()
+        after = source.master_status()
+        ddl = first_layout_ddl(source, before, after)
+        if ddl is None:
+            return catalog, EntryPosition(before.journal_name, before.position, before.timestamp, before.server_id)
+        if log is not None:
+            log.info("%s ran while the table layouts were read; reading them again", ddl)
+    raise SchemaError(
+        f"DDL kept running on {source.address} while the schema history read the table layouts "
+        f"({_READ_ATTEMPTS} attempts); start again when no DDL runs"
+    )
+
+
+def first_layout_ddl(source: BinlogSource, start: EntryPosition, end: EntryPosition) -> str | None:
+    """The first statement in [start, end) of the source's binlog that changes a table layout, described, or None.
+    Reads the binlog's structure only (no row decoding)."""
+    if not start.journal_name or not (_key(start) < _key(end)):
         return None
+    request = DumpRequest(start.journal_name, start.position or 4, blocking=False, decode_rows=False)
+    events = source.dump(request)
+    try:
+        for event in events:
+            if event.offset == 0:
+                continue  # an artificial event (a dump's first rotate)
+            at = (EntryPosition(event.log_file, event.offset).journal_number, event.offset)
+            if not at < _key(end):
+                return None
+            if start.included and at == _key(start):
+                continue  # consumed already
+            if isinstance(event, QueryEvent) and layout_statement(event.sql) is not None:
+                return f"the DDL {event.sql[:200]!r} at {event.log_file}:{event.offset}"
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+    return None

@@ -26,12 +26,13 @@ beside the destination's file meta.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -234,6 +235,32 @@ class SchemaHistory:
         self.version = 0  # bumped on every change of the current state (decoders rebuild what they derived)
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
 
+    @contextlib.contextmanager
+    def _all_or_nothing(self) -> Iterator[None]:
+        """A change whose persisting fails (a fenced or failed write) leaves the history as it was."""
+        saved = (
+            self._catalog.copy(),
+            dict(self._unknown),
+            list(self._records),
+            list(self._snapshots),
+            self._position,
+            self.version,
+            self.mariadb,
+        )
+        try:
+            yield
+        except BaseException:
+            (
+                self._catalog,
+                self._unknown,
+                self._records,
+                self._snapshots,
+                self._position,
+                self.version,
+                self.mariadb,
+            ) = saved
+            raise
+
     def _ensure_loaded(self) -> None:
         if not self._loaded:
             text = self.store.load()
@@ -311,7 +338,7 @@ class SchemaHistory:
 
     def bootstrap(self, position: EntryPosition, catalog: SchemaCatalog) -> None:
         """Start the history over: ``catalog`` holds the layouts valid for events at ``position`` and after."""
-        with self._lock:
+        with self._lock, self._all_or_nothing():
             self._loaded = True  # what the store held is replaced
             self.mariadb = catalog.mariadb
             snapshot = _Snapshot(position, catalog.copy(), {})
@@ -335,15 +362,18 @@ class SchemaHistory:
         that starts there reads them again)."""
         with self._lock:
             self._ensure_loaded()
+            self._rewind(position)
+
+    def _rewind(self, position: EntryPosition) -> None:
+        with self._all_or_nothing():
             if not self._snapshots:
                 return
             dropped = [r for r in self._records if not _k(r.position) < _k(position)]
             catalog, unknown = self._state_at(position)
             if dropped:
                 self._records = [r for r in self._records if _k(r.position) < _k(position)]
-                self._snapshots = [s for s in self._snapshots if not _k(position) < _k(s.position)] or self._snapshots[
-                    :1
-                ]
+                kept = [s for s in self._snapshots if not _k(position) < _k(s.position)]
+                self._snapshots = kept or self._snapshots[:1]
             self._catalog, self._unknown, self._position = catalog, unknown, position
             self.version += 1
             if dropped:
@@ -357,6 +387,12 @@ class SchemaHistory:
             return False
         with self._lock:
             self._ensure_loaded()
+            return self._apply_statement(stmt, position, schema, sql, next_offset)
+
+    def _apply_statement(
+        self, stmt: Statement, position: EntryPosition, schema: str, sql: str, next_offset: int | None
+    ) -> bool:
+        with self._all_or_nothing():
             if not self._snapshots:
                 return False  # nothing to change yet: the bootstrap will read the layouts this statement made
             if self._position is not None and _k(position) < _k(self._position):
