@@ -137,7 +137,7 @@ def _workload(w: Writer) -> None:
 
 @pytest.mark.parametrize("metadata", ["MINIMAL", "NO_LOG", "FULL"])
 def test_rows_carry_the_names_they_were_written_with(
-    mariadb_factory: MariaDBFactory, tmp_path: Path, metadata: str
+    mariadb_factory: MariaDBFactory, tmp_path: Path, metadata: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = mariadb_factory(extra_args=[f"--binlog-row-metadata={metadata}"])
     assert server.execute("SELECT @@binlog_row_metadata")[0][0] == metadata
@@ -180,6 +180,8 @@ def test_rows_carry_the_names_they_were_written_with(
         finally:
             inst.stop()
     assert acked_before_ddl is not None
+    # with FULL metadata every table map is checked against the history: it followed every DDL, so no repair
+    assert not [r for r in caplog.records if "differs from the schema history" in r.getMessage()]
 
 
 def test_a_start_before_ddl_without_a_history_is_refused_when_the_binlog_names_nothing(
@@ -305,3 +307,39 @@ def test_schema_cli_shows_rebuilds_and_dumps(
     assert main(["schema", "show", *other, "--at", "mysql-bin.000001:4"]) == 0
     assert "`b` int(11)" in capsys.readouterr().out
     assert server.password not in (tmp_path / "schema.json").read_text()
+
+
+def test_with_full_metadata_the_binlog_wins_and_repairs_the_history(
+    mariadb_factory: MariaDBFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from canal.schema.history import FileHistoryStore, SchemaHistory
+
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=FULL"])
+    server.execute("CREATE DATABASE app")
+    server.execute("CREATE TABLE app.t (id INT NOT NULL PRIMARY KEY, a VARCHAR(10), b INT)")
+    config = _config(server, tmp_path)
+    inst = Instance(config)
+    inst.start()
+    try:
+        server.execute("INSERT INTO app.t VALUES (0, 'zero', 0)")
+        assert len(_consume(inst, 1)) == 1
+    finally:
+        inst.stop()
+    # the history goes wrong (as if it had missed a DDL): it believes b was dropped just after the start
+    store = FileHistoryStore(tmp_path / "history" / "schema_history.json")
+    wrong = SchemaHistory(store)
+    journal, start = config.master.journal_name, config.master.position
+    assert journal is not None and start is not None
+    wrong.apply(EntryPosition(journal, start + 1), "app", "ALTER TABLE app.t DROP COLUMN b", next_offset=start + 2)
+    assert [c.name for c in wrong.columns("app", "t") or []] == ["id", "a"]
+
+    server.execute("INSERT INTO app.t VALUES (1, 'one', 1)")
+    inst = Instance(config)
+    inst.start()
+    try:
+        assert _consume(inst, 1) == [("t", "INSERT", {"id": 1, "a": "one", "b": 1})]  # named by the binlog
+    finally:
+        inst.stop()
+    assert [r for r in caplog.records if "differs from the schema history" in r.getMessage()]
+    repaired = SchemaHistory(store)
+    assert [c.name for c in repaired.columns("app", "t") or []] == ["id", "a", "b"]

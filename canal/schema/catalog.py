@@ -102,13 +102,15 @@ class TableDef:
         )
         return TableSchema(self.db, self.name, metas)
 
-    def show_create(self, *, mariadb: bool) -> str:
-        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, default charset)."""
+    def show_create(self, *, mariadb: bool, qualified: bool = False) -> str:
+        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, default charset); ``qualified`` names
+        it with its database."""
         lines = [column_sql(c, self.charset, mariadb) for c in self.columns]
         if self.primary:
             lines.append("PRIMARY KEY (" + ",".join(quote_name(p) for p in self.primary) + ")")
         body = ",\n  ".join(lines)
-        return f"CREATE TABLE {quote_name(self.name)} (\n  {body}\n) ENGINE=InnoDB DEFAULT CHARSET={self.charset}"
+        name = f"{quote_name(self.db)}.{quote_name(self.name)}" if qualified else quote_name(self.name)
+        return f"CREATE TABLE {name} (\n  {body}\n) ENGINE=InnoDB DEFAULT CHARSET={self.charset}"
 
 
 @attrs.frozen(slots=True)

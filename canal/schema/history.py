@@ -118,6 +118,11 @@ class ColumnSource(Protocol):
 
     def columns(self, db: str, table: str) -> Sequence[SchemaColumn] | None: ...
 
+    def repair(self, position: EntryPosition, table: TableDef) -> bool:
+        """A strict source only: the binlog names ``table``'s columns (FULL metadata) and they differ from what it
+        holds; take the binlog's layout from ``position`` on. Whether it changed anything."""
+        ...
+
 
 class HistoryStore(Protocol):
     """Where a history's JSON document lives."""
@@ -322,6 +327,19 @@ class SchemaHistory:
             )
             for c in table.columns
         ]
+
+    def repair(self, position: EntryPosition, table: TableDef) -> bool:
+        """The binlog (FULL metadata) names ``table`` differently from the history: the binlog wins from
+        ``position`` on, recorded as a ``CREATE OR REPLACE TABLE`` of its layout (so rewinds and reloads see it).
+        Positions before the history's start are left alone (the history never held them)."""
+        with self._lock:
+            self._ensure_loaded()
+            sql = table.show_create(mariadb=self.mariadb, qualified=True).replace(
+                "CREATE TABLE", "CREATE OR REPLACE TABLE", 1
+            )
+            stmt = layout_statement(sql)
+            assert stmt is not None
+            return self._apply_statement(stmt, position, table.db, sql, position.position)
 
     def table_schema(self, db: str, name: str) -> TableSchema | None:
         table = self.table(db, name)

@@ -55,12 +55,14 @@ from canal.parse.mysql.decoder import (
     BinlogColumn,
     TableDecoder,
     TableMapInfo,
+    binlog_layout,
     parse_table_map_body,
     schema_mismatch,
 )
 from canal.parse.mysql.packets import event_name, read_lenenc
+from canal.position import EntryPosition
 from canal.protocol import EventType
-from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn
+from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn, SchemaHistory
 from canal.sql import read_column_type
 
 log = logging.getLogger(__name__)
@@ -539,6 +541,8 @@ class EventDecoder:
             if legacy and lookup is not None and not lookup.strict:
                 self._resolve_legacy_temporal(info.schema, info.table, legacy)
             dec = TableDecoder(info, fallback, problem=problem, lookup_version=version)
+            if info.has_names and lookup is not None and lookup.strict:
+                self._cross_check(info, dec, off)
             if len(self._map_cache) > 4096:
                 self._map_cache.clear()
             self._map_cache[key] = dec
@@ -576,6 +580,34 @@ class EventDecoder:
             table=full,
             position=where,
         )
+
+    def _cross_check(self, info: TableMapInfo, dec: TableDecoder, off: int) -> None:
+        """A table map with names (FULL metadata) against the schema history: the binlog wins; a divergence is
+        logged and repairs the history (from this position on)."""
+        assert self.schema_lookup is not None
+        try:
+            found = self.schema_lookup.columns(info.schema, info.table)
+        except SchemaError:
+            found = None  # unknown since a DDL it could not apply: the binlog tells it now
+        names = [m.name for m in dec.schema.columns]
+        if found is not None and [f.name for f in found] == names and schema_mismatch(info.columns, found) is None:
+            return
+        previous = None
+        if found is not None and isinstance(self.schema_lookup, SchemaHistory):
+            previous = self.schema_lookup.table(info.schema, info.table)
+        layout = binlog_layout(info, dec.schema, previous)
+        where = EntryPosition(self.log_file, off)
+        if self.schema_lookup.repair(where, layout):
+            why = "it has no such table" if found is None else schema_mismatch(info.columns, found) or "other names"
+            log.warning(
+                "the table map of %s.%s at %s:%d differs from the schema history (%s); the binlog wins: the history "
+                "takes its layout from here on",
+                info.schema,
+                info.table,
+                self.log_file,
+                off,
+                why,
+            )
 
     def _current_columns(self, info: TableMapInfo) -> list[SchemaColumn] | None:
         """Names from information_schema now (the schema history is off), with a warning once per table."""

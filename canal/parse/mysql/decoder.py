@@ -53,6 +53,7 @@ from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import ColumnMeta, RowData, TableSchema
+from canal.schema import TableColumn, TableDef
 from canal.schema.history import SchemaColumn
 from canal.sql import read_column_type
 from canal.sql.charsets import charset_of_collation
@@ -1002,6 +1003,31 @@ _LOGGED_AS: dict[str, frozenset[int]] = {
     **{name: frozenset({T_GEOMETRY}) for name in _GEOMETRIES},
 }
 _BLOB_LENGTH_BYTES = {"tinytext": 1, "tinyblob": 1, "text": 2, "blob": 2, "mediumtext": 3, "mediumblob": 3}
+
+
+def binlog_layout(info: TableMapInfo, schema: TableSchema, previous: TableDef | None) -> TableDef:
+    """The layout a table map with names (FULL metadata) describes, as a schema history keeps it: types as the
+    decoder names them, column charsets from their collations, the table's default charset from ``previous``."""
+    columns = []
+    for c, meta in zip(info.columns, schema.columns, strict=True):
+        declared = read_column_type(meta.mysql_type, strict=False)
+        text = c.type in _CHARACTER or c.type in (T_ENUM, T_SET)
+        charset = charset_of_collation(c.collation).name if text and c.collation is not None else None
+        columns.append(
+            TableColumn(
+                meta.name,
+                declared.base,
+                declared.params,
+                declared.labels,
+                declared.unsigned,
+                False,
+                c.nullable and not meta.is_key,
+                charset,
+            )
+        )
+    primary = tuple(m.name for m in schema.columns if m.is_key)
+    default = previous.charset if previous is not None else "utf8mb4"
+    return TableDef(info.schema, info.table, tuple(columns), primary, default)
 
 
 def schema_mismatch(columns: Sequence[BinlogColumn], found: Sequence[SchemaColumn]) -> str | None:

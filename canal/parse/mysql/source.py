@@ -29,7 +29,7 @@ from canal.parse.mysql.binlog import EventDecoder
 from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tls_state
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
-from canal.schema import SchemaCatalog
+from canal.schema import SchemaCatalog, TableDef
 from canal.schema.history import BOOTSTRAP_DATABASES_SQL, BOOTSTRAP_SQL, SchemaColumn, catalog_from_columns
 
 log = logging.getLogger(__name__)
@@ -306,6 +306,9 @@ class MysqlBinlogSource:
     # now, not strict (names with a warning), never changing version (the decoder keeps what it built)
     strict = False
     version = 0
+
+    def repair(self, position: EntryPosition, table: TableDef) -> bool:
+        return False  # information_schema is read, never written
 
     def columns(self, schema: str, table: str) -> list[SchemaColumn] | None:
         """The table's columns from information_schema ([] for a table it does not show).
