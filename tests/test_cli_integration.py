@@ -65,7 +65,9 @@ def test_check_names_the_fix_on_a_statement_binlog(
     assert "SET GLOBAL binlog_format = 'ROW';" in checks["binlog_format"]
     assert "my.cnf [mysqld]: binlog_format = ROW" in checks["binlog_format"]
     # any binlog_row_metadata works: below FULL the schema history names the rows
-    assert checks["binlog_row_metadata"] == "OK   binlog_row_metadata: MINIMAL: column names come from the schema history"
+    assert (
+        checks["binlog_row_metadata"] == "OK   binlog_row_metadata: MINIMAL: column names come from the schema history"
+    )
     assert checks["binlog_row_image"].startswith("OK")
     assert "1 of " in err
     assert server.password not in "\n".join(out) + err

@@ -17,7 +17,7 @@ from canal.config import InstanceConfig, MasterConfig
 from canal.instance import Instance
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark import DeltaMirror, Spool, alter_columns, entries_to_batch, project
+from canal.spark import DeltaMirror, Spool, entries_to_batch, project
 from canal.spark.changes import INITIAL_OFFSET, arrow_schema, cursor_key, offset_of
 from canal.spark.mirror import MirrorError
 from canal.spark.project import parse_create_table
@@ -27,11 +27,34 @@ from canal.spark.testing import compare_tables, master_position
 pytestmark = [pytest.mark.spark]
 
 
-def test_alter_columns_parses_add_and_drop_clauses() -> None:
-    sql = "ALTER TABLE shop.c ADD COLUMN tier VARCHAR(10) NULL AFTER city, DROP COLUMN `old``x`, ADD INDEX i (a, b)"
-    assert alter_columns(sql) == [("add", "tier", "VARCHAR(10)"), ("drop", "old`x", "")]
-    assert alter_columns("ALTER TABLE t ADD PRIMARY KEY (id), DROP INDEX k") == []
-    assert alter_columns("CREATE TABLE t (id INT)") == []
+def test_evolution_follows_each_kind_of_column_change_through_the_schema_catalog() -> None:
+    """A mirror table's layout after a batch's DDL comes from the one DDL code: renames keep their data (origin),
+    moves reorder, added columns are new, declared types are Arrow types, RENAME TABLE moves the table."""
+    import pyarrow as pa
+
+    from canal.spark.evolution import plan_evolution
+
+    ddl = [
+        (3, "ALTER TABLE t ADD COLUMN tier VARCHAR(10) AFTER id, DROP COLUMN `old``x`"),
+        (5, "ALTER TABLE t RENAME COLUMN a TO b, MODIFY id BIGINT UNSIGNED"),
+        (6, "ALTER TABLE t CHANGE b c DECIMAL(10,2) FIRST"),
+        (8, "RENAME TABLE t TO t2"),
+    ]
+    evolution = plan_evolution("app", "t", ["id", "a", "old`x"], ddl)
+    assert evolution.columns == (
+        ("c", "a", pa.decimal128(10, 2)),
+        ("id", "id", pa.decimal128(20, 0)),  # BIGINT UNSIGNED: every value fits
+        ("tier", None, pa.string()),
+    )
+    assert evolution.moved_to == ("app", "t2") and evolution.exists and not evolution.created
+    assert evolution.renamed_at(4) == {"a": "c"} and evolution.renamed_at(5) == {"b": "c"}
+    assert evolution.renamed_at(6) == {}
+    dropped = plan_evolution("app", "t", ["id"], [(1, "DROP TABLE t"), (2, "CREATE TABLE t (k INT PRIMARY KEY)")])
+    assert dropped.created and dropped.columns == (("k", None, pa.int64()),)
+    gone = plan_evolution("app", "t", ["id"], [(1, "DROP TABLE IF EXISTS t")])
+    assert not gone.exists
+    assert plan_evolution("app", "t", ["id"], [(1, "ALTER TABLE other ADD x INT")]).columns == (("id", "id", None),)
+    assert plan_evolution("app", "t", None, [(1, "ALTER TABLE t ADD x INT")]).exists is False  # not mirrored yet
 
 
 def test_parse_create_table() -> None:

@@ -31,8 +31,19 @@ from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog
 from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
+from canal.sql import (
+    AlterTable,
+    CreateDatabase,
+    CreateTable,
+    DropTable,
+    RenameTable,
+    RenameTo,
+    Statement,
+    TableName,
+    TruncateTable,
+)
 
-__all__ = ["SchemaTracker", "first_layout_ddl", "read_layouts"]
+__all__ = ["SchemaTracker", "created_in_range", "first_layout_ddl", "layout_ddl_between", "read_layouts"]
 
 _READ_ATTEMPTS: Final = 5
 
@@ -87,10 +98,22 @@ class SchemaTracker:
         if not start.position.journal_name or start.gtid_set:
             history.bootstrap(read_at, catalog)
             return
-        ddl = first_layout_ddl(source, start.position, read_at)
-        if ddl is None:
+        found = layout_ddl_between(source, start.position, read_at)
+        if not found:
             history.bootstrap(start.position, catalog)
             return
+        created = created_in_range(found)
+        if created is not None:
+            # every table those statements touch was created by them: before them it did not exist, and the
+            # history replays them as the dump reads them
+            for name in created:
+                catalog.tables.pop(name, None)
+            history.bootstrap(start.position, catalog)
+            self._log.info(
+                "schema history starts at %s without %s (created after it)", start.position, ", ".join(sorted(created))
+            )
+            return
+        ddl = next((d.describe() for d in found if created_in_range([d]) is None), found[0].describe())
         if not source.logs_column_names:
             raise SchemaError(
                 f"the schema history cannot start at {start.position}: {ddl} lies between it and now, and "
@@ -132,23 +155,90 @@ def read_layouts(
 def first_layout_ddl(source: BinlogSource, start: EntryPosition, end: EntryPosition) -> str | None:
     """The first statement in [start, end) of the source's binlog that changes a table layout, described, or None.
     Reads the binlog's structure only (no row decoding)."""
+    found = layout_ddl_between(source, start, end, first_only=True)
+    return found[0].describe() if found else None
+
+
+@attrs.frozen(slots=True)
+class _Ddl:
+    log_file: str
+    offset: int
+    schema: str
+    sql: str
+    statement: Statement
+
+    def describe(self) -> str:
+        return f"the DDL {self.sql[:200]!r} at {self.log_file}:{self.offset}"
+
+
+def layout_ddl_between(
+    source: BinlogSource, start: EntryPosition, end: EntryPosition, *, first_only: bool = False
+) -> list[_Ddl]:
+    """The statements in [start, end) of the source's binlog that change a table layout, in order."""
     if not start.journal_name or not (_key(start) < _key(end)):
-        return None
+        return []
     request = DumpRequest(start.journal_name, start.position or 4, blocking=False, decode_rows=False)
     events = source.dump(request)
+    found: list[_Ddl] = []
     try:
         for event in events:
             if event.offset == 0:
                 continue  # an artificial event (a dump's first rotate)
             at = (EntryPosition(event.log_file, event.offset).journal_number, event.offset)
             if not at < _key(end):
-                return None
+                break
             if start.included and at == _key(start):
                 continue  # consumed already
-            if isinstance(event, QueryEvent) and layout_statement(event.sql) is not None:
-                return f"the DDL {event.sql[:200]!r} at {event.log_file}:{event.offset}"
+            if isinstance(event, QueryEvent):
+                stmt = layout_statement(event.sql)
+                if stmt is not None:
+                    found.append(_Ddl(event.log_file, event.offset, event.schema, event.sql, stmt))
+                    if first_only:
+                        break
     finally:
         close = getattr(events, "close", None)
         if close is not None:
             close()
+    return found
+
+
+def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
+    """The tables (``db.table``) the statements create, when each table they touch is first touched by a plain
+    CREATE TABLE (so it did not exist before them); None when some statement touches a table that existed before
+    (its layout before the statement cannot be known from the layouts now)."""
+    created: set[str] = set()
+    for d in ddl:
+        stmt = d.statement
+        if isinstance(stmt, CreateDatabase):
+            continue
+        names = _touched(stmt, d.schema)
+        if names is None:
+            return None
+        for name in names:
+            if name in created:
+                continue
+            if isinstance(stmt, CreateTable) and not (stmt.if_not_exists or stmt.or_replace) and name == names[0]:
+                created.add(name)
+                continue
+            return None
+    return created
+
+
+def _touched(stmt: Statement, session: str) -> list[str] | None:
+    """The tables a layout statement touches, the one it creates or alters first; None: a whole database."""
+
+    def full(name: TableName) -> str:
+        return f"{name.schema if name.schema is not None else session}.{name.name}"
+
+    if isinstance(stmt, CreateTable):
+        return [full(stmt.table), *([full(stmt.like)] if stmt.like is not None else [])]
+    if isinstance(stmt, AlterTable):
+        moved = [full(a.table) for a in stmt.actions if isinstance(a, RenameTo)]
+        return [full(stmt.table), *moved]
+    if isinstance(stmt, DropTable):
+        return [full(t) for t in stmt.tables]
+    if isinstance(stmt, RenameTable):
+        return [full(n) for pair in stmt.pairs for n in pair]
+    if isinstance(stmt, TruncateTable):
+        return [full(stmt.table)]
     return None

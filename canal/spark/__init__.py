@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
-from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, alter_columns, compare
+from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, compare
 from canal.spark.project import project
 from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, Spool, close_sessions, config_from_options
@@ -31,7 +31,6 @@ __all__ = [
     "RunStats",
     "SparkSourceError",
     "Spool",
-    "alter_columns",
     "arrow_schema",
     "close_sessions",
     "compare",

@@ -20,6 +20,8 @@ A DataFrame handed to ``foreachBatch`` can be passed straight in: ``query.foreac
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -28,8 +30,10 @@ from typing import Any
 import attrs
 
 from canal.protocol import render_text
+from canal.schema.history import layout_statement
+from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
-from canal.sql import AddColumn, AlterTable, DropColumn, read_statements
+from canal.sql import CreateTable
 
 OP_COLUMN = "_canal_op"
 
@@ -62,29 +66,11 @@ class _TablePlan:
     keys: Any = None
     after: Any = None
     layout: str | None = None
-    ddl: list[tuple[str, str]] = attrs.field(factory=list)  # (type, sql) in order
+    ddl: list[tuple[int, str, str]] = attrs.field(factory=list)  # (batch row, type, sql) in order
+    at: Any = None  # the batch row of each kept change (parallel to keys / after)
     truncate: bool = False
     rows: int = 0
     source_s: float = 0.0  # time spent building the MERGE source (part of the batch's prepare time)
-
-
-def alter_columns(sql: str) -> list[tuple[str, str, str]]:
-    """``("add", name, type)`` / ``("drop", name, "")`` clauses of an ALTER TABLE statement, in order.
-
-    The statement is read by :mod:`canal.sql` (leniently: what cannot be read adds and drops nothing, and the MERGE
-    still adds columns it meets in row images); ``type`` is the column's type as written (``VARCHAR(10)``,
-    ``BIGINT UNSIGNED``). Any other statement gives none.
-    """
-    out: list[tuple[str, str, str]] = []
-    for stmt in read_statements(sql, strict=False):
-        if not isinstance(stmt, AlterTable):
-            continue
-        for action in stmt.actions:
-            if isinstance(action, AddColumn):
-                out.append(("add", action.column.name, action.column.type.text))
-            elif isinstance(action, DropColumn):
-                out.append(("drop", action.name, ""))
-    return out
 
 
 def _quote(name: str) -> str:
@@ -392,12 +378,32 @@ class DeltaMirror:
                 table.column("sql").take(at).to_pylist(),
                 strict=True,
             )
+            moved_first: dict[str, list[str]] = {}  # plan -> plans of tables renamed to it (applied before it)
             for row, t, kind, sql in ddl_rows:
                 plan = by_tid[t]
                 if kind in ("TRUNCATE", "ERASE"):
                     truncated_at[t] = row
                     plan.truncate = True
-                plan.ddl.append((kind, sql or ""))
+                # a rename belongs to the table it renames (its rows before the rename merge there, then it moves)
+                olds = renamed_tables(sql or "", plan.schema)
+                for old_schema, old_table in olds:
+                    old_name = f"{old_schema}.{old_table}"
+                    if self.only is not None and old_name not in self.only:
+                        continue
+                    if old_name not in plans:
+                        plans[old_name] = _TablePlan(old_schema, old_table)
+                        moved_first.setdefault(f"{plan.schema}.{plan.table}", []).append(old_name)
+                    plans[old_name].ddl.append((row, kind, sql or ""))
+                if not olds:
+                    plan.ddl.append((row, kind, sql or ""))
+            if moved_first:
+                ordered: dict[str, _TablePlan] = {}
+                for name, plan in plans.items():
+                    for old_name in moved_first.get(name, ()):
+                        ordered[old_name] = plans[old_name]
+                    ordered.setdefault(name, plan)
+                plans.clear()
+                plans.update(ordered)
 
         keys = table.column("keys")
         dml = pc.and_(pc.invert(is_ddl), pc.and_(pc.is_valid(keys), pc.is_valid(table.column("columns"))))
@@ -445,6 +451,7 @@ class DeltaMirror:
             plan.deletes = deletes.slice(offset, count)
             plan.keys = kept_keys.slice(offset, count)
             plan.after = kept_after.slice(offset, count)
+            plan.at = at.slice(offset, count)
             offset += count
         return plans
 
@@ -506,20 +513,38 @@ class DeltaMirror:
 
         path = str(self.table_path(plan.schema, plan.table))
         exists = DeltaTable.is_deltatable(path)
+        evolution = self._evolution(plan, path if exists else None)
+        moved_to = None if evolution is None else evolution.moved_to
+        if moved_to is not None and not exists and DeltaTable.is_deltatable(str(self.table_path(*moved_to))):
+            stats.skipped += 1  # renamed already, after its rows of this batch were merged
+            return False
         if exists:
             dt = DeltaTable(path)
             done = dt.transaction_version(self.app_id)
             if done is not None and done >= batch_id:
                 stats.skipped += 1
                 return False
-        commit = CommitProperties(app_transactions=[Transaction(self.app_id, version=batch_id)])
-        if exists:
-            self._apply_ddl(path, plan)
+        # a table renamed in this batch commits without the batch id: the rows after the rename (under the new
+        # name) are the batch's, and must not be skipped as already applied
+        commit = (
+            CommitProperties()
+            if moved_to is not None
+            else CommitProperties(app_transactions=[Transaction(self.app_id, version=batch_id)])
+        )
+        if exists and plan.truncate:
+            DeltaTable(path).delete()
+        if evolution is not None:
+            self._evolve(path, evolution, exists)
+            if not evolution.exists:
+                stats.applied += 1
+                return True
+            self._rename_in_images(plan, evolution)
         if plan.layout is None:
             # DDL only: record the batch so a replay skips it
             if DeltaTable.is_deltatable(path):
                 dt = DeltaTable(path)
                 write_deltalake(dt, dt.to_pyarrow_table().slice(0, 0), mode="append", commit_properties=commit)
+            self._move(path, moved_to)
             stats.applied += 1
             return True
         source_began = time.perf_counter()
@@ -533,6 +558,7 @@ class DeltaMirror:
         if not DeltaTable.is_deltatable(path):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             write_deltalake(path, upserts.drop_columns([OP_COLUMN]), mode="append", commit_properties=commit)
+            self._move(path, moved_to)
             stats.applied += 1
             return True
         dt = DeltaTable(path)
@@ -551,28 +577,107 @@ class DeltaMirror:
             .when_not_matched_insert_all(predicate=f"s.{OP_COLUMN} = 'u'", except_cols=[OP_COLUMN])
             .execute()
         )
+        self._move(path, moved_to)
         stats.applied += 1
         return True
 
-    def _apply_ddl(self, path: str, plan: _TablePlan) -> None:
+    # -- schema evolution ----------------------------------------------------------------------------------------
+
+    def _evolution(self, plan: _TablePlan, path: str | None) -> Evolution | None:
+        """What the batch's statements do to the table (None: none of them changes a layout)."""
+        statements = [(row, sql) for row, kind, sql in plan.ddl if kind != "TRUNCATE"]
+        if not statements:
+            return None
+        if path is None and not any(isinstance(layout_statement(sql), CreateTable) for _row, sql in statements):
+            return None  # a table the mirror does not hold yet: its first rows create it
+        current = None
+        if path is not None:
+            from deltalake import DeltaTable
+
+            current = [field.name for field in DeltaTable(path).schema().fields]
+        return plan_evolution(plan.schema, plan.table, current, statements)
+
+    def _evolve(self, path: str, evolution: Evolution, exists: bool) -> None:
+        """Rewrite the table to its layout after the batch's DDL (nothing when it already has it: replays)."""
+        import pyarrow as pa
         from deltalake import DeltaTable, write_deltalake
 
-        if plan.truncate:
-            DeltaTable(path).delete()
-        for kind, sql in plan.ddl:
-            if kind != "ALTER":
-                continue
-            for action, name, type_text in alter_columns(sql):
-                dt = DeltaTable(path)
-                data = dt.to_pyarrow_table()
-                if action == "add" and name not in data.column_names:
-                    import pyarrow as pa
+        if not evolution.exists or evolution.created:
+            if exists:
+                shutil.rmtree(path)  # dropped (and maybe created anew): the source table's rows are gone
+            if evolution.exists:
+                fields = [
+                    pa.field(name, kind if kind is not None else pa.string()) for name, _s, kind in evolution.columns
+                ]
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                write_deltalake(path, pa.schema(fields).empty_table(), mode="overwrite")
+            return
+        if not exists:
+            return  # the table's first rows create it, in the layout they carry
+        dt = DeltaTable(path)
+        data = dt.to_pyarrow_table()
+        current = [(field.name, field.type) for field in data.schema]
+        if not evolution.changes(current):
+            return
+        arrays, fields = [], []
+        for name, source, kind in evolution.columns:
+            if source is not None and source in data.column_names:
+                column = data.column(source)
+                if kind is not None and column.type != kind:
+                    column = _retyped(column, kind, f"{path}: column {source!r}")
+            else:
+                column = pa.nulls(data.num_rows, kind if kind is not None else pa.string())
+            arrays.append(column)
+            fields.append(pa.field(name, column.type))
+        write_deltalake(
+            dt, pa.Table.from_arrays(arrays, schema=pa.schema(fields)), mode="overwrite", schema_mode="overwrite"
+        )
 
-                    target = arrow_type(type_text)
-                    data = data.append_column(pa.field(name, target), pa.nulls(data.num_rows, type=target))
-                    write_deltalake(dt, data, mode="overwrite", schema_mode="overwrite")
-                elif action == "drop" and name in data.column_names:
-                    write_deltalake(dt, data.drop_columns([name]), mode="overwrite", schema_mode="overwrite")
+    def _move(self, path: str, moved_to: tuple[str, str] | None) -> None:
+        """RENAME TABLE: the mirror table moves with its source table (its directory, Delta log and all)."""
+        if moved_to is None or not Path(path).exists():
+            return
+        target = self.table_path(*moved_to)
+        if target.exists():
+            raise MirrorError(f"cannot rename {path} to {target}: the mirror already has that table")
+        os.replace(path, target)
+
+    @staticmethod
+    def _rename_in_images(plan: _TablePlan, evolution: Evolution) -> None:
+        """Images written before a column rename in this batch name the old column: name it as the table does now."""
+        import pyarrow as pa
+
+        if not evolution.renames or plan.at is None:
+            return
+        rows = plan.at.to_pylist()
+        if not any(evolution.renamed_at(row) for row in set(rows)):
+            return
+
+        def renamed(text: str | None, mapping: dict[str, str]) -> str | None:
+            if text is None or not mapping:
+                return text
+            image = json.loads(text)
+            return json.dumps({mapping.get(k, k): v for k, v in image.items()})
+
+        maps = [evolution.renamed_at(row) for row in rows]
+        plan.keys = pa.array([renamed(t, m) for t, m in zip(plan.keys.to_pylist(), maps, strict=True)], pa.string())
+        plan.after = pa.array([renamed(t, m) for t, m in zip(plan.after.to_pylist(), maps, strict=True)], pa.string())
+
+
+def _retyped(column: Any, kind: Any, what: str) -> Any:
+    """A mirror column in a type a DDL declared: a safe Arrow cast where the types allow it in general, else value by
+    value through canal text (a BIGINT whose values fit DECIMAL(20,2)); MirrorTypeError for a value that does not
+    fit exactly."""
+    import pyarrow as pa
+
+    try:
+        return column.cast(kind)  # safe: overflow, truncation and bad text raise
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    try:
+        return typed_strings(column.cast(pa.string()), kind)
+    except (MirrorTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise MirrorTypeError(f"{what} cannot become {kind}: {exc}") from None
 
 
 # -- comparing ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""How a mirror table follows the DDL of a batch: the layout after it, worked out by the one DDL code
+(:class:`canal.schema.SchemaCatalog`), and where each column of that layout comes from.
+
+The mirror knows its tables by their columns (names, in order, and Arrow types), not by MySQL definitions. The
+catalog is seeded with those names (types unknown), the batch's statements for the table are applied in order, and
+the result says, for each column after them: which column of the mirror table it was (following renames, CHANGE
+and moves), or none (added), and its new type when a statement declared it (ADD, MODIFY, CHANGE). A table renamed
+by RENAME TABLE / ALTER ... RENAME TO moves; DROP TABLE removes it; CREATE TABLE makes it anew (empty, with the
+statement's columns). Rows written before a column rename in the same batch name the old column:
+:meth:`Evolution.renamed_at` tells the mirror which names to map for a row at a given batch position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+
+from canal.errors import SchemaError
+from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
+from canal.schema.history import layout_statement
+from canal.spark.types import MirrorError, arrow_type
+from canal.sql import AlterTable, CreateTable, RenameTable, RenameTo
+
+__all__ = ["Evolution", "plan_evolution", "renamed_tables"]
+
+_KEPT: Final = "?"  # the base type of a column whose MySQL definition the mirror does not know (it keeps its type)
+
+
+@attrs.frozen(slots=True)
+class Evolution:
+    """The outcome of a batch's DDL for one mirror table.
+
+    ``columns``: ``(name, source, arrow_type)`` after the DDL, in order; ``source`` is the mirror table's column it
+    was (None: new), ``arrow_type`` its declared type (None: unchanged). ``renames``: ``(batch row, {old: new})`` of
+    each statement that renamed columns. ``exists``: whether the table exists after the DDL; ``created``: made anew by
+    a CREATE TABLE in the batch (start empty); ``moved_to``: ``(schema, table)`` after a table rename.
+    """
+
+    columns: tuple[tuple[str, str | None, Any], ...]
+    renames: tuple[tuple[int, dict[str, str]], ...] = ()
+    exists: bool = True
+    created: bool = False
+    moved_to: tuple[str, str] | None = None
+
+    def renamed_at(self, row: int) -> dict[str, str]:
+        """old -> final name of the columns renamed after batch row ``row`` (for that row's images)."""
+        mapping: dict[str, str] = {}
+        for at, renames in self.renames:
+            if at <= row:
+                continue
+            # compose: a name renamed earlier is renamed again by a later statement
+            chained = set()
+            for old, new in list(mapping.items()):
+                if new in renames:
+                    mapping[old] = renames[new]
+                    chained.add(new)
+            for old, new in renames.items():
+                if old not in chained and old not in mapping:
+                    mapping[old] = new
+        return {old: new for old, new in mapping.items() if old != new}
+
+    def changes(self, current: Sequence[tuple[str, Any]] | None) -> bool:
+        """Whether the mirror table (``(name, arrow type)`` in order; None: it does not exist) must be rewritten."""
+        if not self.exists or self.created or current is None:
+            return True
+        wanted = [
+            (name, kind if kind is not None else dict(current).get(source or "")) for name, source, kind in self.columns
+        ]
+        return wanted != list(current)
+
+
+def plan_evolution(
+    schema: str, table: str, current: Sequence[str] | None, ddl: Sequence[tuple[int, str]], *, mariadb: bool = True
+) -> Evolution:
+    """The :class:`Evolution` of table ``schema.table`` (columns ``current``; None: the mirror has no such table)
+    under the statements ``ddl`` (``(batch row, sql)`` in order)."""
+    catalog = SchemaCatalog(database=schema, mariadb=mariadb)
+    key = f"{schema}.{table}"
+    if current is not None:
+        columns = tuple(TableColumn(name, _KEPT) for name in current)
+        catalog.tables[key] = TableDef(schema, table, columns, (), "utf8mb4")
+    origin: dict[str, str | None] = {name: name for name in current or ()}
+    renames: list[tuple[int, dict[str, str]]] = []
+    created = False
+    moved_to: tuple[str, str] | None = None
+    for row, sql in ddl:
+        stmt = layout_statement(sql)
+        if stmt is None:
+            continue
+        if key not in catalog.tables and not isinstance(stmt, CreateTable):
+            continue  # a statement about a table the mirror does not hold: its first rows will create it
+        try:
+            changes = catalog.apply(stmt, schema)
+        except SchemaError as exc:
+            if exc.table is not None and exc.table != key:
+                continue  # about another table (the mirror holds only this one in this catalog)
+            raise MirrorError(f"{key}: cannot follow {sql[:200]!r}: {exc}") from None
+        for change in changes:
+            if change.old != key and change.new != key:
+                continue
+            if change.kind == "drop":
+                origin = {}
+            elif change.kind == "create":
+                created = True
+                origin = {c.name: None for c in catalog.tables[key].columns}
+            elif change.kind == "rename" or (change.kind == "alter" and change.new != key):
+                assert change.new is not None
+                if change.kind == "alter":
+                    origin, renamed = _follow(origin, change.origin)
+                    if renamed:
+                        renames.append((row, renamed))
+                key = change.new
+                db, _, name = key.partition(".")
+                moved_to = (db, name)
+            elif change.kind == "alter":
+                origin, renamed = _follow(origin, change.origin)
+                if renamed:
+                    renames.append((row, renamed))
+    final = catalog.tables.get(key)
+    if final is None:
+        return Evolution((), tuple(renames), exists=False, created=created, moved_to=moved_to)
+    return Evolution(
+        tuple(
+            (c.name, origin.get(c.name), None if c.base == _KEPT else arrow_type(mysql_type_text(c, mariadb)))
+            for c in final.columns
+        ),
+        tuple(renames),
+        created=created,
+        moved_to=moved_to,
+    )
+
+
+def _follow(
+    origin: dict[str, str | None], step: dict[str, str | None] | Any
+) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Compose the mirror columns' origins with one ALTER's (new name -> name before it); the renames it made."""
+    renamed = {old: new for new, old in step.items() if old is not None and old != new}
+    return {new: (origin.get(old) if old is not None else None) for new, old in step.items()}, renamed
+
+
+def renamed_tables(sql: str, session: str) -> list[tuple[str, str]]:
+    """``(schema, table)`` of each table a statement renames (RENAME TABLE, ALTER TABLE ... RENAME TO), old names."""
+    stmt = layout_statement(sql)
+    if isinstance(stmt, RenameTable):
+        pairs = [old for old, _new in stmt.pairs]
+    elif isinstance(stmt, AlterTable) and any(isinstance(a, RenameTo) for a in stmt.actions):
+        pairs = [stmt.table]
+    else:
+        return []
+    return [(name.schema if name.schema is not None else session, name.name) for name in pairs]
