@@ -181,6 +181,16 @@ class _Record:
     after: EntryPosition  # where the next event starts: the state after the DDL applies from here
     schema: str  # the session database it ran in
     sql: str
+    encoded: str = attrs.field(eq=False, init=False)  # its JSON, made once (the document is written on every DDL)
+
+    def __attrs_post_init__(self) -> None:
+        doc = {
+            "position": self.position.to_dict(),
+            "after": self.after.to_dict(),
+            "schema": self.schema,
+            "sql": self.sql,
+        }
+        object.__setattr__(self, "encoded", json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
 
 
 @attrs.frozen(slots=True)
@@ -188,6 +198,16 @@ class _Snapshot:
     position: EntryPosition  # the first event position the state applies to
     catalog: SchemaCatalog = attrs.field(eq=False)
     unknown: Mapping[str, str] = attrs.field(eq=False)  # db.table -> why its layout is unknown
+    # its JSON, made once: a snapshot never changes, and the document is written on every DDL
+    encoded: str = attrs.field(eq=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        doc = {
+            "position": self.position.to_dict(),
+            "catalog": _catalog_to_dict(self.catalog),
+            "unknown": dict(self.unknown),
+        }
+        object.__setattr__(self, "encoded", json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
 
 
 def _k(position: EntryPosition) -> tuple[int, int, bool]:
@@ -509,23 +529,10 @@ class SchemaHistory:
     def to_json(self) -> str:
         with self._lock:
             self._ensure_loaded()
-            doc = {
-                "version": FORMAT_VERSION,
-                "mariadb": self.mariadb,
-                "snapshots": [
-                    {
-                        "position": s.position.to_dict(),
-                        "catalog": _catalog_to_dict(s.catalog),
-                        "unknown": dict(s.unknown),
-                    }
-                    for s in self._snapshots
-                ],
-                "records": [
-                    {"position": r.position.to_dict(), "after": r.after.to_dict(), "schema": r.schema, "sql": r.sql}
-                    for r in self._records
-                ],
-            }
-            return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+            head = json.dumps({"version": FORMAT_VERSION, "mariadb": self.mariadb}, separators=(",", ":"))
+            records = ",".join(record.encoded for record in self._records)
+            snapshots = ",".join(snapshot.encoded for snapshot in self._snapshots)
+            return f'{head[:-1]},"snapshots":[{snapshots}],"records":[{records}]}}'
 
     def _save(self) -> None:
         self.store.save(self.to_json())
