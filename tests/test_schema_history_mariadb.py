@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
@@ -343,3 +344,52 @@ def test_with_full_metadata_the_binlog_wins_and_repairs_the_history(
     assert [r for r in caplog.records if "differs from the schema history" in r.getMessage()]
     repaired = SchemaHistory(store)
     assert [c.name for c in repaired.columns("app", "t") or []] == ["id", "a", "b"]
+
+
+def test_local_binlog_files_read_with_a_schema_snapshot_give_the_same_rows(
+    mariadb_factory: MariaDBFactory, tmp_path: Path
+) -> None:
+    """Binlog files have no server to ask for layouts: ``canal schema dump`` at the start position and ``canal schema
+    rebuild --snapshot`` give the file destination its history, and it reads the same rows as the network does."""
+    from canal.cli import main
+
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=MINIMAL"])
+    server.execute("CREATE DATABASE app")
+    server.execute("CREATE TABLE app.t (id INT NOT NULL PRIMARY KEY, a VARCHAR(10), b INT)")
+    journal, position = (str(v) for v in server.execute("SHOW MASTER STATUS")[0][:2])
+    snapshot = tmp_path / "schema.json"
+    source = ["--address", server.address, "--user", server.user, "--password", server.password]
+    assert main(["schema", "dump", "--out", str(snapshot), *source]) == 0
+    writer = Writer(server)
+    _workload(writer)
+    server.execute("FLUSH BINARY LOGS")  # the files hold everything written
+
+    meta = tmp_path / "files-meta"
+    at = f"{journal}:{position}"
+    assert (
+        main(
+            [
+                "schema",
+                "rebuild",
+                "--meta-dir",
+                str(meta),
+                "--destination",
+                "history",
+                "--at",
+                at,
+                "--snapshot",
+                str(snapshot),
+            ]
+        )
+        == 0
+    )
+    config = attrs.evolve(
+        _config(server, meta, (journal, int(position))),
+        master=MasterConfig(address=f"file://{server.datadir}", journal_name=journal, position=int(position)),
+    )
+    inst = Instance(config)
+    inst.start()
+    try:
+        assert _consume(inst, len(writer.rows)) == writer.rows
+    finally:
+        inst.stop()

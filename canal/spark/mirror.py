@@ -6,10 +6,15 @@ batch of change rows (:mod:`canal.spark.changes`) and, per table:
 * reduces the batch to the last change per primary key (deletes delete, inserts and updates upsert the full after
   image -- pycanal requires FULL row images); an update that changed the primary key (``old_keys``) also deletes
   the old key, so the mirror follows key changes, swaps and changed-then-deleted rows;
-* applies DDL: ``ALTER TABLE ... ADD [COLUMN]`` / ``DROP [COLUMN]`` evolve the table schema (added columns are
-  null in existing rows: a DEFAULT that MySQL fills in without logging rows is not backfilled), TRUNCATE and DROP
-  TABLE empty it; new columns seen in row images are added by the MERGE (``merge_schema``);
-* commits one MERGE together with the app transaction ``(app_id, batch_id)``
+* follows DDL through the one DDL code (:mod:`canal.spark.evolution`): ADD / DROP / RENAME / CHANGE / MODIFY COLUMN
+  with FIRST / AFTER rewrite the table to the source's column order, keeping each column's data across renames and
+  moves; a declared type change converts the values (exactly, or MirrorTypeError); rows written before a column
+  rename in the same batch are renamed; RENAME TABLE moves the Delta table (its rows of the batch before the rename
+  are merged first); CREATE TABLE makes it (empty); DROP TABLE removes it; TRUNCATE empties it. Added columns are
+  null in existing rows (a DEFAULT that MySQL fills in without logging rows is not backfilled); new columns seen in
+  row images are added by the MERGE (``merge_schema``);
+* commits one MERGE together with the app transaction ``(app_id, batch_id)`` (a table renamed in the batch commits
+  without it: the batch's rows after the rename, under the new name, must not be skipped)
   (``CommitProperties(app_transactions=[Transaction(app_id, version=batch_id)])``), and skips the table when
   ``transaction_version(app_id) >= batch_id`` -- a batch replayed after a crash is applied at most once per table.
 
