@@ -42,7 +42,7 @@ from canal.errors import SchemaError, SqlError
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
-from canal.schema.columns import TableColumn, mysql_type_text
+from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
 from canal.sql import (
     AlterTable,
     CreateDatabase,
@@ -102,6 +102,7 @@ class SchemaColumn:
     labels: tuple[str, ...]
     unsigned: bool | None
     column_type: str
+    charset: str | None = None  # the MySQL charset of a text column (a table map without metadata names none)
 
 
 class ColumnSource(Protocol):
@@ -344,6 +345,7 @@ class SchemaHistory:
                 labels=c.labels,
                 unsigned=c.unsigned if c.base not in ("enum", "set") else None,
                 column_type=mysql_type_text(c, self.mariadb),
+                charset=effective_charset(c, table.charset),
             )
             for c in table.columns
         ]

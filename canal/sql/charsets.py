@@ -148,3 +148,9 @@ def charset_of_collation(collation_id: int | None) -> Charset:
 def charset_named(name: str) -> Charset:
     """A charset by (case-insensitive) name; utf8mb4 for a name this table does not know."""
     return CHARSETS.get(name.lower(), _DEFAULT)
+
+
+def collation_of_charset(name: str) -> int | None:
+    """A collation id of the named charset (any of its collations decodes the same), None for a name not known."""
+    wanted = name.lower()
+    return next((cid for cid, charset in sorted(COLLATION_CHARSETS.items()) if charset == wanted), None)

@@ -56,7 +56,7 @@ from canal.protocol import ColumnMeta, RowData, TableSchema
 from canal.schema import TableColumn, TableDef
 from canal.schema.history import SchemaColumn
 from canal.sql import read_column_type
-from canal.sql.charsets import charset_of_collation
+from canal.sql.charsets import charset_of_collation, collation_of_charset
 from canal.sql.types import BLOB_TYPES, TEXT_TYPES, canal_sql_type
 from canal.sql.types import GEOMETRY_TYPE_NAMES as _GEOMETRIES
 
@@ -1073,6 +1073,8 @@ class TableDecoder:
             for c, f in zip(info.columns, fallback, strict=True):
                 if not c.labels and f.labels and c.type in (T_ENUM, T_SET):
                     c.labels = f.labels
+                if c.collation is None and f.charset is not None:
+                    c.collation = collation_of_charset(f.charset)  # NO_LOG: the binlog names no charsets
         self.schema = TableSchema(
             info.schema, info.table, tuple(_column_meta(c, f) for c, f in zip(info.columns, fb, strict=True))
         )
