@@ -165,3 +165,26 @@ def test_a_damaged_document_is_a_typed_error(tmp_path: Any) -> None:
     with pytest.raises(SchemaError, match="damaged"):
         _ = history.is_empty
     assert path.read_text().startswith('{"version": 1')  # untouched
+
+
+def test_a_switch_to_another_server_restarts_the_history_at_the_time_of_its_start() -> None:
+    """Positions in the standby's binlog do not compare with the master's: the state is the one at the standby
+    start's time, and the history goes on in the standby's positions."""
+    history = SchemaHistory()
+    history.bootstrap(pos(4), bootstrap_catalog(), origin="master:3306")
+    history.apply(pos(100), DB, "ALTER TABLE t1 ADD COLUMN b INT", next_offset=101)  # at time +100 ms
+    history.apply(pos(300), DB, "ALTER TABLE t1 ADD COLUMN c INT", next_offset=301)  # at time +300 ms
+    # the standby starts (by time) between the two: the second ALTER will be read again from it
+    standby_start = EntryPosition("standby-bin.000007", 4, 1_700_000_000_000 + 200)
+    history.rewind(standby_start, origin="standby:3306")
+    assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "a", "b"]
+    assert history.origin == "standby:3306" and history.records == 0 and history.position == standby_start
+    history.apply(
+        EntryPosition("standby-bin.000007", 900, 1_700_000_000_300),
+        DB,
+        "ALTER TABLE t1 ADD COLUMN c INT",
+        next_offset=950,
+    )
+    assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "a", "b", "c"]
+    history.rewind(EntryPosition("standby-bin.000007", 500), origin="standby:3306")  # same server: by position
+    assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "a", "b"]

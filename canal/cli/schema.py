@@ -138,10 +138,12 @@ def run_rebuild(args: argparse.Namespace) -> int:
         newest = snapshot.position
         assert newest is not None
         catalog = snapshot.at(EntryPosition(newest.journal_name, newest.position, included=True))
+        origin = None
     else:
         with _source(args) as source:
             catalog, read_at = read_layouts(source)
             ddl = first_layout_ddl(source, at, read_at)
+            origin = source.address
         if ddl is not None and not args.force:
             raise CliError(
                 f"{ddl} lies between {at} and now, so the layouts read now do not hold at {at}: pick a position after "
@@ -149,7 +151,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
             )
     check_not_running(args)
     with _history(args) as history:
-        history.bootstrap(at, catalog)
+        history.bootstrap(at, catalog, origin=origin)
     print(f"schema history of {args.destination!r} rebuilt at {at} with {len(catalog.tables)} tables")
     return 0
 

@@ -59,6 +59,7 @@ class SchemaTracker:
         self.history = history
         self._log = log
         self._rewind_at_first_event = False
+        self._origin: str | None = None  # the address of the server the current dump reads
 
     def prepare(self, source: BinlogSource, start: StartPosition, request: DumpRequest) -> DumpRequest:
         """Before a dump from ``start``: bootstrap (first start) or rewind the history; the request with the
@@ -67,9 +68,10 @@ class SchemaTracker:
         if history.is_empty:
             self._bootstrap(source, start)
         elif start.position.journal_name and not start.gtid_set:
-            history.rewind(start.position)
+            history.rewind(start.position, origin=source.address)
         else:
             self._rewind_at_first_event = True  # a GTID start: the first event tells where the dump is
+        self._origin = source.address
         return attrs.evolve(request, schema=history)
 
     def observe(self, event: QueryEvent) -> None:
@@ -77,7 +79,7 @@ class SchemaTracker:
         position = EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id)
         if self._rewind_at_first_event:
             self._rewind_at_first_event = False
-            self.history.rewind(position)
+            self.history.rewind(position, origin=self._origin)
         self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset)
 
     # -- bootstrap ----------------------------------------------------------------------------------------------------
@@ -86,7 +88,7 @@ class SchemaTracker:
         history = self.history
         if not isinstance(source, SchemaReader):
             at = start.position if start.position.journal_name else source.master_status()
-            history.bootstrap(at, SchemaCatalog(mariadb=source.is_mariadb))
+            history.bootstrap(at, SchemaCatalog(mariadb=source.is_mariadb), origin=source.address)
             self._log.warning(
                 "%s cannot tell its tables' layouts: the schema history starts empty at %s and knows the tables the "
                 "binlog creates from here on (others need binlog_row_metadata=FULL)",
@@ -96,11 +98,11 @@ class SchemaTracker:
             return
         catalog, read_at = read_layouts(source, self._log)
         if not start.position.journal_name or start.gtid_set:
-            history.bootstrap(read_at, catalog)
+            history.bootstrap(read_at, catalog, origin=source.address)
             return
         found = layout_ddl_between(source, start.position, read_at)
         if not found:
-            history.bootstrap(start.position, catalog)
+            history.bootstrap(start.position, catalog, origin=source.address)
             return
         created = created_in_range(found)
         if created is not None:
@@ -108,7 +110,7 @@ class SchemaTracker:
             # history replays them as the dump reads them
             for name in created:
                 catalog.tables.pop(name, None)
-            history.bootstrap(start.position, catalog)
+            history.bootstrap(start.position, catalog, origin=source.address)
             self._log.info(
                 "schema history starts at %s without %s (created after it)", start.position, ", ".join(sorted(created))
             )
@@ -127,7 +129,7 @@ class SchemaTracker:
             ddl,
             start.position,
         )
-        history.bootstrap(read_at, catalog)
+        history.bootstrap(read_at, catalog, origin=source.address)
 
 
 def read_layouts(

@@ -258,6 +258,7 @@ class SchemaHistory:
         self._catalog = SchemaCatalog(mariadb=mariadb)
         self._unknown: dict[str, str] = {}
         self._position: EntryPosition | None = None  # the state applies to events from here on
+        self.origin: str | None = None  # the server whose binlog the positions are in (positions compare only there)
         self.version = 0  # bumped on every change of the current state (decoders rebuild what they derived)
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
 
@@ -272,6 +273,7 @@ class SchemaHistory:
             self._position,
             self.version,
             self.mariadb,
+            self.origin,
         )
         try:
             yield
@@ -284,6 +286,7 @@ class SchemaHistory:
                 self._position,
                 self.version,
                 self.mariadb,
+                self.origin,
             ) = saved
             raise
 
@@ -376,10 +379,12 @@ class SchemaHistory:
 
     # -- changes ------------------------------------------------------------------------------------------------------
 
-    def bootstrap(self, position: EntryPosition, catalog: SchemaCatalog) -> None:
-        """Start the history over: ``catalog`` holds the layouts valid for events at ``position`` and after."""
+    def bootstrap(self, position: EntryPosition, catalog: SchemaCatalog, *, origin: str | None = None) -> None:
+        """Start the history over: ``catalog`` holds the layouts valid for events at ``position`` (in the binlog of
+        server ``origin``) and after."""
         with self._lock, self._all_or_nothing():
             self._loaded = True  # what the store held is replaced
+            self.origin = origin
             self.mariadb = catalog.mariadb
             snapshot = _Snapshot(position, catalog.copy(), {})
             self._snapshots = [snapshot]
@@ -397,12 +402,62 @@ class SchemaHistory:
             extra={"destination": self.destination},
         )
 
-    def rewind(self, position: EntryPosition) -> None:
+    def rewind(self, position: EntryPosition, *, origin: str | None = None) -> None:
         """Make the current state the one events at ``position`` see; records at or after it are dropped (a dump
-        that starts there reads them again)."""
+        that starts there reads them again).
+
+        A position in another server's binlog (``origin``, e.g. the standby after a switch) does not compare with
+        the history's: the state is then the one at the position's *time* (the switch starts the standby at a time
+        before the master's last position, and what follows is read again), and the history starts over there, in
+        the new server's positions."""
         with self._lock:
             self._ensure_loaded()
-            self._rewind(position)
+            if origin is not None and self.origin is not None and origin != self.origin:
+                self._reanchor(position, origin)
+            else:
+                self._rewind(position)
+                if self.origin is None:
+                    self.origin = origin  # a history rebuilt without a server learns it at its first dump
+
+    def _reanchor(self, position: EntryPosition, origin: str) -> None:
+        with self._all_or_nothing():
+            if not self._snapshots:
+                return
+            if position.timestamp is None:
+                catalog, unknown = self._catalog.copy(), dict(self._unknown)
+                log.warning(
+                    "destination %s: the schema history moves to %s at %s, whose time is unknown: it keeps its newest "
+                    "state",
+                    self.destination,
+                    origin,
+                    position,
+                    extra={"destination": self.destination},
+                )
+            else:
+                catalog, unknown = self._state_at_time(position.timestamp)
+            self._snapshots = [_Snapshot(position, catalog, unknown)]
+            self._records = []
+            self._catalog, self._unknown, self._position = catalog.copy(), dict(unknown), position
+            self.origin = origin
+            self.version += 1
+            self._save()
+
+    def _state_at_time(self, timestamp: int) -> tuple[SchemaCatalog, dict[str, str]]:
+        """The state after every DDL executed before ``timestamp`` (ms)."""
+        base = self._snapshots[0]
+        for snapshot in self._snapshots:
+            if snapshot.position.timestamp is not None and snapshot.position.timestamp <= timestamp:
+                base = snapshot
+        catalog, unknown = base.catalog.copy(), dict(base.unknown)
+        for record in self._records:
+            if _k(record.position) < _k(base.position):
+                continue
+            if record.position.timestamp is not None and record.position.timestamp >= timestamp:
+                break
+            stmt = layout_statement(record.sql)
+            if stmt is not None:
+                self._apply(catalog, unknown, stmt, record.schema, record.position)
+        return catalog, unknown
 
     def _rewind(self, position: EntryPosition) -> None:
         with self._all_or_nothing():
@@ -531,7 +586,9 @@ class SchemaHistory:
     def to_json(self) -> str:
         with self._lock:
             self._ensure_loaded()
-            head = json.dumps({"version": FORMAT_VERSION, "mariadb": self.mariadb}, separators=(",", ":"))
+            head = json.dumps(
+                {"version": FORMAT_VERSION, "mariadb": self.mariadb, "origin": self.origin}, separators=(",", ":")
+            )
             records = ",".join(record.encoded for record in self._records)
             snapshots = ",".join(snapshot.encoded for snapshot in self._snapshots)
             return f'{head[:-1]},"snapshots":[{snapshots}],"records":[{records}]}}'
@@ -545,6 +602,8 @@ class SchemaHistory:
             if doc.get("version") != FORMAT_VERSION:
                 raise SchemaError(f"schema history format {doc.get('version')!r} is not {FORMAT_VERSION}")
             self.mariadb = bool(doc.get("mariadb", self.mariadb))
+            origin = doc.get("origin")
+            self.origin = None if origin is None else str(origin)
             self._snapshots = [
                 _Snapshot(
                     EntryPosition.from_dict(s["position"]),
