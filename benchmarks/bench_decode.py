@@ -25,6 +25,7 @@ from result_file import write_result
 from canal.parse.events import RowsEvent
 from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.source import DumpRequest
+from canal.schema.history import ColumnSource
 from canal.testing.services import MariaDBServer
 
 INSERTS = 140_000
@@ -82,14 +83,21 @@ def build_workload(server: MariaDBServer, table: str = "bench.t") -> str:
     return first
 
 
-def run_ours(server: MariaDBServer, first: str) -> tuple[int, float]:
-    source = MysqlBinlogSource(server.address, server.user, server.password, slave_id=9001)
+def run_ours(
+    server: MariaDBServer, first: str, *, schema: ColumnSource | None = None, one_file: bool = False
+) -> tuple[int, float]:
+    """Rows and seconds of reading the binlog from ``first`` (only that file with ``one_file``), every value touched;
+    ``schema`` names table maps without names (the schema history)."""
+    source = MysqlBinlogSource(server.address, server.user, server.password, slave_id=9001, schema_fallback=False)
     source.open()
     rows = 0
     t0 = time.perf_counter()
     try:
-        for ev in source.dump(DumpRequest(first, 4, blocking=False)):
+        for ev in source.dump(DumpRequest(first, 4, blocking=False, schema=schema)):
+            if one_file and ev.log_file != first:
+                break
             if type(ev) is RowsEvent:
+                assert ev.schema_error is None, ev.schema_error
                 for r in ev.rows:
                     rows += 1
                     if r.before is not None:

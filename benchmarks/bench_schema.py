@@ -25,12 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_decode import build_workload
+from bench_decode import build_workload, run_ours
 from result_file import write_result
 
-from canal.parse.events import RowsEvent
 from canal.parse.mysql import MysqlBinlogSource
-from canal.parse.source import DumpRequest
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog
 from canal.schema.history import FileHistoryStore, SchemaHistory
@@ -48,31 +46,6 @@ def write_both(server: MariaDBServer) -> tuple[str, str]:
     minimal = build_workload(server, "bench.minimal")
     server.execute("FLUSH BINARY LOGS")
     return full, minimal
-
-
-def read_file(server: MariaDBServer, name: str, history: SchemaHistory | None) -> tuple[int, float]:
-    """Rows/s of reading one binlog file whole, touching every value."""
-    source = MysqlBinlogSource(server.address, server.user, server.password, slave_id=9101, schema_fallback=False)
-    source.open()
-    rows = 0
-    t0 = time.perf_counter()
-    try:
-        for ev in source.dump(DumpRequest(name, 4, blocking=False, schema=history)):
-            if ev.log_file != name:
-                break
-            if type(ev) is RowsEvent:
-                assert ev.schema_error is None, ev.schema_error
-                for r in ev.rows:
-                    rows += 1
-                    if r.before is not None:
-                        for _v in r.before:
-                            pass
-                    if r.after is not None:
-                        for _v in r.after:
-                            pass
-    finally:
-        source.close()
-    return rows, time.perf_counter() - t0
 
 
 def history_growth(snapshot_ddls: int) -> dict[str, float]:
@@ -128,10 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         minimal_rates: list[float] = []
         counts: set[tuple[str, int]] = set()
         for _round in range(args.rounds):
-            rows, seconds = read_file(server, full_file, None)
+            rows, seconds = run_ours(server, full_file, one_file=True)
             counts.add(("full", rows))
             full_rates.append(rows / seconds)
-            rows, seconds = read_file(server, minimal_file, history)
+            rows, seconds = run_ours(server, minimal_file, schema=history, one_file=True)
             counts.add(("minimal", rows))
             minimal_rates.append(rows / seconds)
     finally:

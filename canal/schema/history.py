@@ -32,7 +32,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -444,20 +444,11 @@ class SchemaHistory:
 
     def _state_at_time(self, timestamp: int) -> tuple[SchemaCatalog, dict[str, str]]:
         """The state after every DDL executed before ``timestamp`` (ms)."""
-        base = self._snapshots[0]
-        for snapshot in self._snapshots:
-            if snapshot.position.timestamp is not None and snapshot.position.timestamp <= timestamp:
-                base = snapshot
-        catalog, unknown = base.catalog.copy(), dict(base.unknown)
-        for record in self._records:
-            if _k(record.position) < _k(base.position):
-                continue
-            if record.position.timestamp is not None and record.position.timestamp >= timestamp:
-                break
-            stmt = layout_statement(record.sql)
-            if stmt is not None:
-                self._apply(catalog, unknown, stmt, record.schema, record.position)
-        return catalog, unknown
+
+        def before(position: EntryPosition) -> bool:
+            return position.timestamp is not None and position.timestamp < timestamp
+
+        return self._replay(before, lambda p: p.timestamp is not None and p.timestamp <= timestamp)
 
     def _rewind(self, position: EntryPosition) -> None:
         with self._all_or_nothing():
@@ -551,15 +542,23 @@ class SchemaHistory:
 
     def _state_at(self, position: EntryPosition | None) -> tuple[SchemaCatalog, dict[str, str]]:
         """The state events at ``position`` see (None: after every record)."""
+        if position is None:
+            return self._replay(lambda _p: True, lambda _p: True)
+        return self._replay(lambda p: _k(p) < _k(position), lambda p: not _k(position) < _k(p))
+
+    def _replay(
+        self, record_before: Callable[[EntryPosition], bool], snapshot_usable: Callable[[EntryPosition], bool]
+    ) -> tuple[SchemaCatalog, dict[str, str]]:
+        """The newest usable snapshot with the records after it that come before the point, replayed."""
         base = self._snapshots[0]
         for snapshot in self._snapshots:
-            if position is None or not _k(position) < _k(snapshot.position):
+            if snapshot_usable(snapshot.position):
                 base = snapshot
         catalog, unknown = base.catalog.copy(), dict(base.unknown)
         for record in self._records:
             if _k(record.position) < _k(base.position):
                 continue
-            if position is not None and not _k(record.position) < _k(position):
+            if not record_before(record.position):
                 break
             stmt = layout_statement(record.sql)
             if stmt is not None:
