@@ -196,24 +196,26 @@ class ModelPlan:
     table: str
     rows: int = 0
     layout: str | None = None
-    ddl: list[tuple[str, str]] = field(default_factory=list)
+    ddl: list[tuple[int, str, str]] = field(default_factory=list)
     truncate: bool = False
     changes: dict[str, tuple[bool, str | None]] = field(default_factory=dict)  # keys text -> (delete, after)
 
 
 def model_plan(rows: list[Row], only: frozenset[str] | None = None) -> dict[str, ModelPlan]:
     plans: dict[str, ModelPlan] = {}
+    kept = -1  # the row's index among the rows the planner keeps (its batch row)
     for row in sorted(rows, key=lambda r: r["seq"]):
         full = f"{row['schema']}.{row['table']}"
         if not row["table"] or (only is not None and full not in only):
             continue
+        kept += 1
         plan = plans.setdefault(full, ModelPlan(row["schema"], row["table"]))
         plan.rows += 1
         if row["is_ddl"]:
             if row["type"] in ("TRUNCATE", "ERASE"):
                 plan.changes.clear()
                 plan.truncate = True
-            plan.ddl.append((row["type"], row["sql"] or ""))
+            plan.ddl.append((kept, row["type"], row["sql"] or ""))
         elif row["keys"] is not None and row["columns"] is not None:
             plan.layout = row["columns"]
             if row["old_keys"] is not None:  # a changed primary key: the old row goes
@@ -290,7 +292,7 @@ def test_truncate_drops_only_the_changes_before_it() -> None:
     ]
     table = pa.Table.from_pylist(rows[::-1], schema=ARROW_SCHEMA)  # out of order: planned by seq
     plan = DeltaMirror("/nonexistent")._plan(table)["s.t"]
-    assert plan.truncate and plan.ddl == [("TRUNCATE", "TRUNCATE t")] and plan.rows == 5
+    assert plan.truncate and plan.ddl == [(2, "TRUNCATE", "TRUNCATE t")] and plan.rows == 5
     source, _keys = DeltaMirror._source(DeltaMirror("/nonexistent"), plan)
     assert source.to_pylist() == [{"id": 2, "v": "after", OP_COLUMN: "u"}, {"id": 3, "v": None, OP_COLUMN: "d"}]
 

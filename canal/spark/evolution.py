@@ -21,7 +21,7 @@ from canal.errors import SchemaError
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
 from canal.schema.history import layout_statement
 from canal.spark.types import MirrorError, arrow_type
-from canal.sql import AlterTable, CreateTable, RenameTable, RenameTo
+from canal.sql import AddColumn, AlterTable, ChangeColumn, CreateTable, DropColumn, RenameColumn, RenameTable, RenameTo
 
 __all__ = ["Evolution", "plan_evolution", "renamed_tables"]
 
@@ -91,6 +91,8 @@ def plan_evolution(
             continue
         if key not in catalog.tables and not isinstance(stmt, CreateTable):
             continue  # a statement about a table the mirror does not hold: its first rows will create it
+        if isinstance(stmt, AlterTable):
+            stmt = _as_replay(stmt, catalog.tables.get(key))
         try:
             changes = catalog.apply(stmt, schema)
         except SchemaError as exc:
@@ -150,3 +152,29 @@ def renamed_tables(sql: str, session: str) -> list[tuple[str, str]]:
     else:
         return []
     return [(name.schema if name.schema is not None else session, name.name) for name in pairs]
+
+
+def _as_replay(stmt: AlterTable, table: TableDef | None) -> AlterTable:
+    """An ALTER made safe to apply to a table that may already have it (a batch replayed after a crash between the
+    rewrite and the MERGE): adding a column it has, dropping one it lacks, renaming one it already renamed, are
+    no-ops."""
+    if table is None:
+        return stmt
+    names = {c.name.lower() for c in table.columns}
+    actions = []
+    for action in stmt.actions:
+        if isinstance(action, AddColumn) and action.column.name.lower() in names:
+            action = attrs.evolve(action, if_not_exists=True)
+        elif isinstance(action, DropColumn) and action.name.lower() not in names:
+            action = attrs.evolve(action, if_exists=True)
+        elif isinstance(action, RenameColumn) and action.old_name.lower() not in names:
+            if action.new_name.lower() in names:
+                continue
+        elif (
+            isinstance(action, ChangeColumn)
+            and action.old_name.lower() not in names
+            and action.column.name.lower() in names
+        ):
+            action = attrs.evolve(action, old_name=action.column.name)
+        actions.append(action)
+    return attrs.evolve(stmt, actions=tuple(actions))

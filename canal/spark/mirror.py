@@ -536,6 +536,17 @@ class DeltaMirror:
             if moved_to is not None
             else CommitProperties(app_transactions=[Transaction(self.app_id, version=batch_id)])
         )
+        source: Any = None
+        key_names: list[str] = []
+        if evolution is not None and evolution.exists:
+            self._rename_in_images(plan, evolution)
+        if plan.layout is not None:
+            # the typed MERGE source first: a value that does not convert fails the batch before anything is written
+            source_began = time.perf_counter()
+            source, key_names = self._source(plan)
+            plan.source_s = time.perf_counter() - source_began
+            if not key_names:
+                raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
         if exists and plan.truncate:
             DeltaTable(path).delete()
         if evolution is not None:
@@ -543,8 +554,7 @@ class DeltaMirror:
             if not evolution.exists:
                 stats.applied += 1
                 return True
-            self._rename_in_images(plan, evolution)
-        if plan.layout is None:
+        if source is None:
             # DDL only: record the batch so a replay skips it
             if DeltaTable.is_deltatable(path):
                 dt = DeltaTable(path)
@@ -552,11 +562,6 @@ class DeltaMirror:
             self._move(path, moved_to)
             stats.applied += 1
             return True
-        source_began = time.perf_counter()
-        source, key_names = self._source(plan)
-        plan.source_s = time.perf_counter() - source_began
-        if not key_names:
-            raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
         upserts = source.filter(pc.equal(source.column(OP_COLUMN), "u"))
         stats.upserts += upserts.num_rows
         stats.deletes += source.num_rows - upserts.num_rows
