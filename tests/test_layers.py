@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("canal.config", "canal.filter")),
     ("storage", ("canal.meta", "canal.store")),
     ("parse", ("canal.parse",)),
+    ("snapshot", ("canal.snapshot",)),
     ("sink", ("canal.sink",)),
     ("instance", ("canal.assembly", "canal.instance")),
     ("server", ("canal.ha", "canal.server", "canal.metrics")),

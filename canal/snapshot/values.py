@@ -1,0 +1,125 @@
+"""A snapshot row's values as the binlog decoder gives them, from what ``SELECT`` returns over the text protocol.
+
+Snapshot rows and binlog rows of one table reach the same consumers, so a value must not depend on where it came
+from: the same Python type and the same value (:func:`canal.sql.types.python_type`). The reader asks the server for
+text (pymysql's conversions off: nothing is turned into None or rounded on the way) and each column's text is read
+here by its :class:`~canal.protocol.ColumnMeta`:
+
+* integers, YEAR: ``int``; BIT: the bytes' big-endian ``int``; DECIMAL: ``Decimal`` of the text (its scale kept);
+* FLOAT: selected as ``CAST(col AS DOUBLE)`` by the reader (the float's exact value, as the binlog's 4 bytes give
+  it), DOUBLE as is: ``float`` of the text;
+* DATE, DATETIME: ``date`` / ``datetime``, but a zero or invalid date (``0000-00-00``, ``2020-00-15``) stays its text,
+  as the decoder returns it; TIMESTAMP: UTC-aware ``datetime`` (the session runs in UTC), zero as text; TIME:
+  ``timedelta``;
+* text, ENUM, JSON on MariaDB: ``str``; SET: ``frozenset`` of its labels; binary strings, BLOBs: ``bytes``;
+  geometries: selected as ``ST_AsBinary`` (WKB without the SRID, as the decoder hands them out).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any, Final
+
+from canal.protocol import ColumnMeta, TableSchema
+from canal.sql import read_column_type
+from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES
+
+__all__ = ["column_expression", "row_reader"]
+
+_TIME = re.compile(r"^(-)?(\d+):(\d{2}):(\d{2})(?:\.(\d+))?$")
+_UTC: Final = dt.UTC
+
+
+def _text(raw: Any) -> str:
+    return raw.decode("ascii") if isinstance(raw, bytes | bytearray) else str(raw)
+
+
+def _date(raw: Any) -> dt.date | str:
+    text = _text(raw)
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return text  # a zero or invalid date, as the decoder gives it
+
+
+def _datetime(raw: Any) -> dt.datetime | str:
+    text = _text(raw)
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        return text
+
+
+def _timestamp(raw: Any) -> dt.datetime | str:
+    value = _datetime(raw)
+    return value.replace(tzinfo=_UTC) if isinstance(value, dt.datetime) else value
+
+
+def _time(raw: Any) -> dt.timedelta:
+    match = _TIME.match(_text(raw))
+    if match is None:
+        raise ValueError(f"not a TIME value: {raw!r}")
+    sign, h, m, s, frac = match.groups()
+    value = dt.timedelta(hours=int(h), minutes=int(m), seconds=int(s), microseconds=int((frac or "0").ljust(6, "0")))
+    return -value if sign else value
+
+
+def _bit(raw: Any) -> int:
+    return int.from_bytes(bytes(raw), "big")
+
+
+def _set(raw: Any) -> frozenset[str]:
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8")
+    return frozenset(x for x in text.split(",") if x)
+
+
+def _str(raw: Any) -> str:
+    return raw if isinstance(raw, str) else bytes(raw).decode("utf-8")
+
+
+def _reader(meta: ColumnMeta) -> Callable[[Any], Any]:
+    base = read_column_type(meta.mysql_type, strict=False).base
+    if base in INTEGER_TYPES or base == "year":
+        return lambda raw: int(_text(raw))
+    if base == "bit":
+        return _bit
+    if base == "decimal":
+        return lambda raw: Decimal(_text(raw))
+    if base in ("float", "double"):
+        return lambda raw: float(_text(raw))
+    if base == "date":
+        return _date
+    if base == "datetime":
+        return _datetime
+    if base == "timestamp":
+        return _timestamp
+    if base == "time":
+        return _time
+    if base == "set":
+        return _set
+    if base in BLOB_TYPES or base in GEOMETRY_TYPE_NAMES or (base in TEXT_TYPES and meta.charset is None):
+        return bytes
+    return _str  # text, ENUM, JSON (MariaDB's is text), UUID and INET as text
+
+
+def column_expression(meta: ColumnMeta, quoted: str) -> str:
+    """What the reader selects for a column: FLOAT widened to DOUBLE (its exact value), geometries as WKB."""
+    base = read_column_type(meta.mysql_type, strict=False).base
+    if base == "float":
+        return f"CAST({quoted} AS DOUBLE)"
+    if base in GEOMETRY_TYPE_NAMES:
+        return f"ST_AsBinary({quoted})"
+    return quoted
+
+
+def row_reader(schema: TableSchema) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """Turns one text-protocol row of :func:`column_expression` columns into the decoder's value tuple."""
+    readers = [_reader(meta) for meta in schema.columns]
+
+    def read(row: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(None if raw is None else reader(raw) for reader, raw in zip(readers, row, strict=True))
+
+    return read
