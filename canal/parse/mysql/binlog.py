@@ -538,7 +538,7 @@ class EventDecoder:
                 else:
                     fallback = self._current_columns(info)
             legacy = [c for c in info.columns if c.type in _LEGACY_TEMPORAL]
-            if legacy and lookup is not None and not lookup.strict:
+            if legacy and lookup is not None:
                 self._resolve_legacy_temporal(info.schema, info.table, legacy)
             dec = TableDecoder(info, fallback, problem=problem, lookup_version=version)
             if info.has_names and lookup is not None and lookup.strict:
@@ -628,9 +628,13 @@ class EventDecoder:
 
     def _resolve_legacy_temporal(self, schema: str, table: str, legacy: list[BinlogColumn]) -> None:
         # MariaDB's pre-10.1 fractional temporal formats (mysql56_temporal_format=OFF when the column was created)
-        # are logged as plain DATETIME/TIME/TIMESTAMP without their precision: take it from information_schema
+        # are logged as plain DATETIME/TIME/TIMESTAMP without their precision: take it from the schema history (or
+        # information_schema with the history off)
         assert self.schema_lookup is not None
-        found = self.schema_lookup.columns(schema, table)
+        try:
+            found = self.schema_lookup.columns(schema, table)
+        except SchemaError:
+            return  # unknown to the history: its rows of a captured table fail with that error anyway
         if not found:
             return
         for c in legacy:
