@@ -27,6 +27,7 @@ beside the destination's file meta.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -86,11 +87,23 @@ RECOVERY: Final = (
 def layout_statement(sql: str) -> Statement | None:
     """The statement of ``sql`` if it can change a table layout (CREATE/ALTER/DROP/RENAME/TRUNCATE TABLE,
     CREATE/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
+    if len(sql) <= _CACHED_SQL:
+        return _layout_statement_cached(sql)  # BEGIN / COMMIT / the same DDL again: read once (statements are frozen)
+    return _layout_statement(sql)
+
+
+_CACHED_SQL: Final = 4096
+
+
+def _layout_statement(sql: str) -> Statement | None:
     try:
         stmt = read_statement(sql, strict=False)
     except SqlError:
         return None
     return stmt if isinstance(stmt, _LAYOUT_STATEMENTS) else None
+
+
+_layout_statement_cached = functools.lru_cache(maxsize=1024)(_layout_statement)
 
 
 @attrs.frozen(slots=True)
