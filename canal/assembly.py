@@ -101,6 +101,7 @@ class ParserGroup:
         downstream: MemberSink,
         log_positions: LogPositionManager,
         on_error: ErrorCallback,
+        meta: MetaManager | None = None,
     ) -> None:
         if not members:
             raise ConfigError("a group instance needs at least one member master", key="members")
@@ -110,14 +111,20 @@ class ParserGroup:
         for index, master in enumerate(self.members):
             slave_id = None if config.slave_id is None else config.slave_id + index
             member_config = attrs.evolve(config, master=master, standby=None, slave_id=slave_id)
+            name = member_destination(config.destination, index)
+            # each member server has its own binlog, so its own schema history (kept under the member's name)
+            history = (
+                None if meta is None else build_schema_history(attrs.evolve(member_config, destination=name), meta)
+            )
             self.parsers.append(
                 EventParser(
-                    member_destination(config.destination, index),
+                    name,
                     member_config,
                     source_factory or default_source_factory(member_config),
                     self.group_sink.member(index),
                     log_positions,
                     on_error=on_error,
+                    schema_history=history,
                 )
             )
 
@@ -214,5 +221,5 @@ def assemble(
             schema_history=build_schema_history(config, meta),
         )
     else:
-        parser = ParserGroup(config, members, source_factory, sink.sink, log_positions, on_error)
+        parser = ParserGroup(config, members, source_factory, sink.sink, log_positions, on_error, meta)
     return InstanceParts(meta, own_meta, log_positions, store, sink, parser, start)

@@ -9,9 +9,12 @@ no row decoding) for statements that change a layout:
 * master status is taken before and after reading the layouts; a DDL between the two makes the read ambiguous and it
   is retried;
 * no DDL between the start and the read: the layouts hold from the start;
-* a DDL there: rows before it would be named by a later schema. If the server logs column names
-  (``binlog_row_metadata=FULL``) the binlog names those rows and the history starts at the read; otherwise the start
-  is refused with :class:`~canal.errors.SchemaError` naming the DDL and the recovery, never silently misnamed.
+* only CREATEs of tables that did not exist: they are left out and replayed as the dump reads them;
+* any other DDL there: rows before it would be named by a later schema, so the start is refused with
+  :class:`~canal.errors.SchemaError` naming the DDL and the recovery, never silently misnamed.
+
+A server that logs column names (``binlog_row_metadata=FULL``) names every row itself: the history starts at the
+read without a scan (a first start at an old position stays cheap) and serves as the cross-check from there.
 
 A source that cannot tell its layouts (a directory of binlog files) starts an empty history: tables created in the
 files read are known, others only if the files log column names (else their rows fail with SchemaError).
@@ -100,6 +103,12 @@ class SchemaTracker:
         if not start.position.journal_name or start.gtid_set:
             history.bootstrap(read_at, catalog, origin=source.address)
             return
+        if source.logs_column_names:
+            # the binlog names every row: the history serves as a cross-check from the read on, and the binlog
+            # between the start and the read need not be scanned (a first start at an old position stays cheap)
+            at = read_at if _key(start.position) < _key(read_at) else start.position
+            history.bootstrap(at, catalog, origin=source.address)
+            return
         found = layout_ddl_between(source, start.position, read_at)
         if not found:
             history.bootstrap(start.position, catalog, origin=source.address)
@@ -116,20 +125,12 @@ class SchemaTracker:
             )
             return
         ddl = next((d.describe() for d in found if created_in_range([d]) is None), found[0].describe())
-        if not source.logs_column_names:
-            raise SchemaError(
-                f"the schema history cannot start at {start.position}: {ddl} lies between it and now, and "
-                f"{source.address} does not log column names (binlog_row_metadata is not FULL), so the rows before "
-                f"it cannot be named; {RECOVERY}",
-                position=str(start.position),
-            )
-        self._log.info(
-            "schema history starts at %s (%s lies between the start %s and now; the binlog names the rows before)",
-            read_at,
-            ddl,
-            start.position,
+        raise SchemaError(
+            f"the schema history cannot start at {start.position}: {ddl} lies between it and now, and "
+            f"{source.address} does not log column names (binlog_row_metadata is not FULL), so the rows before it "
+            f"cannot be named; {RECOVERY}",
+            position=str(start.position),
         )
-        history.bootstrap(read_at, catalog, origin=source.address)
 
 
 def read_layouts(
