@@ -319,19 +319,26 @@ def test_with_full_metadata_the_binlog_wins_and_repairs_the_history(
     server.execute("CREATE DATABASE app")
     server.execute("CREATE TABLE app.t (id INT NOT NULL PRIMARY KEY, a VARCHAR(10), b INT)")
     config = _config(server, tmp_path)
+    history_file = tmp_path / "history" / "schema_history.json"
     inst = Instance(config)
     inst.start()
     try:
+        deadline = time.monotonic() + 30
+        while not history_file.exists():  # the parser bootstraps the history before it dumps
+            assert time.monotonic() < deadline and inst.parser.error is None, "no schema history"
+            inst.get_without_ack(1, timeout=0.1)
         server.execute("INSERT INTO app.t VALUES (0, 'zero', 0)")
         assert len(_consume(inst, 1)) == 1
     finally:
         inst.stop()
-    # the history goes wrong (as if it had missed a DDL): it believes b was dropped just after the start
-    store = FileHistoryStore(tmp_path / "history" / "schema_history.json")
+    # the history goes wrong (as if it had missed a DDL): it believes b was dropped just after it started, before
+    # the row the consumer acked
+    store = FileHistoryStore(history_file)
     wrong = SchemaHistory(store)
-    journal, start = config.master.journal_name, config.master.position
-    assert journal is not None and start is not None
-    wrong.apply(EntryPosition(journal, start + 1), "app", "ALTER TABLE app.t DROP COLUMN b", next_offset=start + 2)
+    began = wrong.position
+    assert began is not None and began.journal_name is not None and began.position is not None
+    at = began.position + 1
+    wrong.apply(EntryPosition(began.journal_name, at), "app", "ALTER TABLE app.t DROP COLUMN b", next_offset=at + 1)
     assert [c.name for c in wrong.columns("app", "t") or []] == ["id", "a"]
 
     server.execute("INSERT INTO app.t VALUES (1, 'one', 1)")
