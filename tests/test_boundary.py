@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_parser_helpers import TABLES, MiniMysql
 
 from canal.parse.boundary import Boundary, event_boundary, query_boundary
+from canal.parse.ddl import query_kind
 from canal.parse.events import BinlogEvent, GtidEvent, QueryEvent, RowsEvent, XidEvent
 from canal.parse.start_position import search_file, transaction_begin
 from canal.position import EntryPosition
@@ -84,3 +87,40 @@ def test_a_savepoint_inside_a_transaction_does_not_hide_its_begin() -> None:
     begin = next(e for e in db.file("mysql-bin.000001") if isinstance(e, QueryEvent) and e.sql == "BEGIN")
     rows = next(e for e in db.file("mysql-bin.000001") if isinstance(e, RowsEvent))
     assert transaction_begin(db.connect(), "mysql-bin.000001", rows.offset) == begin.offset
+
+
+_WORDS = [
+    "BEGIN",
+    "begin",
+    "COMMIT",
+    "ROLLBACK",
+    "XA",
+    "START",
+    "TRANSACTION",
+    "SAVEPOINT",
+    "RELEASE",
+    "TO",
+    "WORK",
+    "INSERT",
+    "CREATE",
+    "TABLE",
+    "t",
+    "'x'",
+    "END",
+    "PREPARE",
+    "/*!50000",
+    "*/",
+    "(",
+    ")",
+    "--",
+    "#",
+    "\n",
+    "SET",
+]
+
+
+@given(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6), st.sampled_from(["", " ", "\n\t"]))
+def test_the_first_word_shortcut_agrees_with_the_reader(words: list[str], lead: str) -> None:
+    sql = lead + " ".join(words)
+    for inside in (False, True):
+        assert event_boundary(_query(sql), inside) is query_boundary(query_kind(sql), inside)

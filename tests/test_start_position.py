@@ -8,7 +8,14 @@ from test_parser_helpers import UUID, MiniMysql
 
 from canal.config import MasterConfig
 from canal.parse.events import BinlogEvent, GtidEvent, QueryEvent, RowsEvent, XidEvent
-from canal.parse.start_position import find_start_position, search_file, transaction_begin
+from canal.parse.start_position import (
+    StartPosition,
+    align_to_transaction,
+    begins_transaction,
+    find_start_position,
+    search_file,
+    transaction_begin,
+)
 from canal.position import EntryPosition, LogIdentity, LogPosition
 
 T0 = 1_700_000_000
@@ -204,3 +211,61 @@ def test_switch_without_a_saved_time_uses_this_servers_configured_position() -> 
     start = find(db, saved=saved, configured=configured, address=db.address)
     assert start.position == EntryPosition("mysql-bin.000002", 4)
     assert "master status" in find(db, saved=saved, address=db.address).reason
+
+
+class _CountingSource:
+    """A source that counts the events its dumps hand out (how much of a file a start reads)."""
+
+    def __init__(self, db: MiniMysql) -> None:
+        self.conn = db.connect()
+        self.conn.open()
+        self.address = self.conn.address
+        self.events = 0
+
+    def dump(self, request: Any) -> Any:
+        for event in self.conn.dump(request):
+            self.events += 1
+            yield event
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def test_a_start_at_a_transaction_boundary_reads_one_event_not_the_file() -> None:
+    db = MiniMysql()
+    for i in range(200):
+        db.transaction([("insert", "shop.orders", [(i, i, "x")])])
+    db.execute("CREATE TABLE shop.extra (id INT PRIMARY KEY)")
+    db.transaction([("insert", "shop.orders", [(500, 1, "y")])])
+    ddl = next(e for e in events_of(db, QueryEvent) if e.sql.startswith("CREATE"))
+    rows = events_of(db, RowsEvent)
+    xids = events_of(db, XidEvent)
+    cases = [
+        (begins(db)[150].offset, True),
+        (ddl.offset, True),
+        (db.file("mysql-bin.000001")[-1].next_offset, True),  # the end of the file (master status)
+        (rows[150].offset, False),
+        (xids[150].offset, False),
+    ]
+    for offset, boundary in cases:
+        source = _CountingSource(db)
+        assert begins_transaction(source, "mysql-bin.000001", offset) is boundary  # type: ignore[arg-type]
+        assert source.events <= 3  # the artificial rotate, the format description, the event there
+        source = _CountingSource(db)
+        start = align_to_transaction(source, StartPosition(EntryPosition("mysql-bin.000001", offset)), None)  # type: ignore[arg-type]
+        if boundary:
+            assert start.position.position == offset and source.events <= 3
+        else:
+            assert start.position.position == begins(db)[150].offset
+            assert source.events > 600  # the scan from the file's start
+
+
+def test_a_gtid_event_begins_a_transaction() -> None:
+    db = timeline(gtid=True)
+    gtid = events_of(db, GtidEvent)[1]
+    begin = begins(db)[1]
+    conn = db.connect()
+    conn.open()
+    assert begins_transaction(conn, "mysql-bin.000001", gtid.offset)
+    # a BEGIN after its GTID event: the dump may start there (the GTID event is not needed to read the transaction)
+    assert begins_transaction(conn, "mysql-bin.000001", begin.offset)

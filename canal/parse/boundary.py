@@ -52,11 +52,20 @@ def query_boundary(kind: QueryKind, in_transaction: bool) -> Boundary:
     return _BY_KIND.get(kind, Boundary.STATEMENT)
 
 
+# the first words of every transaction-control statement: a query that starts with a letter and another word is a
+# STATEMENT without being parsed (scans classify every query of a file); anything else (comments, version
+# comments, parentheses) takes the full reader
+_CONTROL_HEADS: Final = ("BEGIN", "COMMIT", "ROLLBACK", "XA", "SAVEPOINT", "RELEASE", "START")
+
+
 def event_boundary(event: BinlogEvent, in_transaction: bool) -> Boundary | None:
     """The boundary an event makes; None for events that are none (rows, table maps, MySQL GTID events, ...)."""
     if isinstance(event, XidEvent):
         return Boundary.END
     if isinstance(event, QueryEvent):
+        head = event.sql.lstrip()[:9]
+        if head[:1].isalpha() and not head.upper().startswith(_CONTROL_HEADS):
+            return Boundary.STATEMENT
         return query_boundary(query_kind(event.sql), in_transaction)
     if isinstance(event, GtidEvent) and event.mariadb and not event.standalone:
         return Boundary.BEGIN

@@ -28,6 +28,7 @@ import re
 import struct
 import uuid
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
@@ -133,6 +134,7 @@ _REFUSED = {
 }
 
 _HEARTBEATS = frozenset({P.HEARTBEAT_LOG_EVENT, P.HEARTBEAT_LOG_EVENT_V2})
+_MAP_CACHE_SIZE = 8192  # table layouts kept with their decoders (a schema of thousands of tables fits)
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _FDE_FIXED = 57  # binlog version, server version, create timestamp, header length
@@ -203,7 +205,9 @@ class EventDecoder:
         self.schema_lookup = schema_lookup
         self.table_id_len = 6
         self.tables: dict[int, TableDecoder] = {}
-        self._map_cache: dict[bytes, TableDecoder] = {}
+        # keyed by the table map's body after the table id: a table that comes back under a new id (it left the
+        # server's table_definition_cache) reuses its decoders; least recently used first
+        self._map_cache: OrderedDict[bytes, TableDecoder] = OrderedDict()
         self._warned: set[tuple[str, str]] = set()
         self._rows_post = {P.WRITE_ROWS_EVENT_V1: 8, P.WRITE_ROWS_EVENT_V2: 10}
         self.server_version = ""
@@ -516,7 +520,9 @@ class EventDecoder:
         return XidEvent(log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, xid=xid)
 
     def _table_map(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
-        key = bytes(b[p:end])
+        id_end = p + self.table_id_len
+        key = bytes(b[id_end:end])
+        table_id = int.from_bytes(b[p:id_end], "little")
         dec = self._map_cache.get(key)
         lookup = self.schema_lookup
         if (
@@ -527,7 +533,7 @@ class EventDecoder:
         ):
             dec = None  # a DDL since: the names it took may have changed
         if dec is None:
-            info = parse_table_map_body(key, 0, len(key), self.table_id_len)
+            info = parse_table_map_body(b, p, end, self.table_id_len)
             fallback: list[SchemaColumn] | None = None
             problem: SchemaError | None = None
             version: int | None = None
@@ -543,10 +549,13 @@ class EventDecoder:
             dec = TableDecoder(info, fallback, problem=problem, lookup_version=version)
             if info.has_names and lookup is not None and lookup.strict:
                 self._cross_check(info, dec, off)
-            if len(self._map_cache) > 4096:
-                self._map_cache.clear()
+            if len(self._map_cache) >= _MAP_CACHE_SIZE:
+                self._map_cache.popitem(last=False)
             self._map_cache[key] = dec
-        self.tables[dec.table_id] = dec
+        else:
+            self._map_cache.move_to_end(key)
+            dec = dec.with_table_id(table_id)
+        self.tables[table_id] = dec
         return TableMapEvent(
             log_file=self.log_file,
             offset=off,

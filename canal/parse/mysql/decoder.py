@@ -42,6 +42,8 @@ import codecs
 import datetime as dt
 import logging
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -703,14 +705,17 @@ def _make_row(before: str, after: str) -> list[str]:
 
 
 class _CodeGen:
-    """Builds the Python source of one table's row decoders."""
+    """Builds the Python source of the row decoders of one column layout (every table with these column types).
 
-    def __init__(self, cols: list[BinlogColumn], schema: TableSchema) -> None:
+    The code depends on the columns' types and type metadata only, never on names: each generated function is a
+    factory ``make(T)`` that binds a table's ``TableSchema`` (the ``table`` of its rows) into a decoder, so tables of
+    one layout (a schema sharded into thousands of like tables) generate and compile the code once.
+    """
+
+    def __init__(self, cols: list[BinlogColumn]) -> None:
         self.cols = cols
-        self.schema = schema
         self.ns: dict[str, Any] = {
             "RowData": RowData,
-            "T": schema,
             "_from_bytes": int.from_bytes,
             "_new": object.__new__,
             **_ROWDATA_SETTERS,
@@ -822,7 +827,7 @@ class _CodeGen:
             return [f"{var} = _from_bytes(b[p:p + {c.length}], 'big'); p += {c.length}"]
         if t == T_NULL:
             return [f"{var} = None"]
-        raise ValueError(f"column {c.index} of {self.schema.full_name} has binlog type {t}, which pycanal cannot read")
+        raise ValueError(f"column {c.index} has binlog type {t}, which pycanal cannot read")
 
     def _partial_json(self, c: BinlogColumn, var: str, partial: _PartialImage) -> list[str]:
         """A JSON column of a partial update's after image: the full document, or (its partial bit set) a diff of
@@ -911,12 +916,13 @@ class _CodeGen:
         flush()
         return lines
 
-    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> Callable[..., list[RowData]]:
-        """``decode(b, p, end) -> list[RowData]`` for one rows event kind: 'w', 'u', 'd', or 'p' (a MySQL partial
-        update: an update whose after image may hold JSON diffs). The images must fill ``b[p:end]`` exactly: a last
-        row that runs past ``end`` raises ``ValueError`` (its bytes were misread)."""
+    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> DecoderFactory:
+        """``make(T)`` returning ``decode(b, p, end) -> list[RowData]`` (rows of table ``T``) for one rows event kind:
+        'w', 'u', 'd', or 'p' (a MySQL partial update: an update whose after image may hold JSON diffs). The images
+        must fill ``b[p:end]`` exactly: a last row that runs past ``end`` raises ``ValueError`` (its bytes were
+        misread)."""
         if not present or (kind in "up" and not present2):
-            raise ValueError(f"rows event of {self.schema.full_name} with no column in its row image")
+            raise ValueError("rows event with no column in its row image")
         src = ["def decode(b, p, end):", "    out = []", "    append = out.append", "    while p < end:"]
         img, tup = self.image(present, "")
         src += ["        " + ln for ln in img]
@@ -939,12 +945,13 @@ class _CodeGen:
         src.append("    if p != end:")
         src.append("        raise ValueError(f'the last row image ends {p - end} bytes past the event')")
         src.append("    return out")
-        code = "\n".join(src)
+        src.append("return decode")
+        code = "def make(T):\n" + "\n".join("    " + line for line in src)
         ns = dict(self.ns)
-        exec(compile(code, f"<canal rows decoder {self.schema.full_name} {kind}>", "exec"), ns)
-        fn: Callable[..., list[RowData]] = ns["decode"]
-        fn.__source__ = code  # type: ignore[attr-defined]
-        return fn
+        exec(compile(code, f"<canal rows decoder {kind}>", "exec"), ns)
+        make: DecoderFactory = ns["make"]
+        make.__source__ = code  # type: ignore[attr-defined]
+        return make
 
     def _value_options(self, partial_bytes: int) -> list[str]:
         """A partial update's after image starts with MySQL's value options (a length-encoded integer; bit 0:
@@ -1050,10 +1057,64 @@ def schema_mismatch(columns: Sequence[BinlogColumn], found: Sequence[SchemaColum
     return None
 
 
-class TableDecoder:
-    """One table map: its schema and its (lazily generated) row decoders."""
+DecoderFactory = Callable[[TableSchema], Callable[..., list[RowData]]]
 
-    __slots__ = ("_decoders", "_gen", "columns", "lookup_version", "problem", "schema", "table_id")
+
+class _Layout:
+    """The generated decoders of one column layout, shared by every table map with it (any table, any table id)."""
+
+    __slots__ = ("factories", "gen")
+
+    def __init__(self, cols: list[BinlogColumn]) -> None:
+        self.gen = _CodeGen(cols)
+        self.factories: OrderedDict[tuple[str, bytes, bytes], DecoderFactory] = OrderedDict()
+
+
+def _layout_key(cols: Sequence[BinlogColumn]) -> tuple[object, ...]:
+    """Everything the generated code reads of the columns (not their names or keys)."""
+    return tuple(
+        (
+            c.type,
+            c.nullable,
+            c.length,
+            c.precision,
+            c.scale,
+            c.fsp,
+            c.bits,
+            c.unsigned,
+            c.collation,
+            c.labels,
+            c.geometry_type,
+            c.hires,
+        )
+        for c in cols
+    )
+
+
+# process-wide, as compiled code is: least recently used first; the lock keeps parsers of several destinations
+# (threads of one process) from evicting under each other
+_LAYOUTS: OrderedDict[tuple[object, ...], _Layout] = OrderedDict()
+_LAYOUTS_LOCK = threading.Lock()
+_MAX_LAYOUTS = 4096
+
+
+def _layout(cols: list[BinlogColumn]) -> _Layout:
+    key = _layout_key(cols)
+    with _LAYOUTS_LOCK:
+        layout = _LAYOUTS.get(key)
+        if layout is not None:
+            _LAYOUTS.move_to_end(key)
+            return layout
+        layout = _LAYOUTS[key] = _Layout(cols)
+        if len(_LAYOUTS) > _MAX_LAYOUTS:
+            _LAYOUTS.popitem(last=False)
+        return layout
+
+
+class TableDecoder:
+    """One table map: its schema and its row decoders (bound to this table, generated once per column layout)."""
+
+    __slots__ = ("_decoders", "_layout", "columns", "lookup_version", "problem", "schema", "table_id")
 
     def __init__(
         self,
@@ -1078,20 +1139,53 @@ class TableDecoder:
         self.schema = TableSchema(
             info.schema, info.table, tuple(_column_meta(c, f) for c, f in zip(info.columns, fb, strict=True))
         )
-        self._gen = _CodeGen(info.columns, self.schema)
-        self._decoders: dict[tuple[str, bytes, bytes], Callable[..., list[RowData]]] = {}
+        self._layout = _layout(info.columns)
+        # least recently used first: a full cache drops its oldest decoder, not all of them
+        self._decoders: OrderedDict[tuple[str, bytes, bytes], Callable[..., list[RowData]]] = OrderedDict()
+
+    def with_table_id(self, table_id: int) -> TableDecoder:
+        """The same table definition under another table id, sharing the compiled decoders: the server hands out a
+        new id whenever the table leaves its table_definition_cache, and regenerating the code each time made a
+        schema of thousands of tables ten times slower than one table."""
+        if table_id == self.table_id:
+            return self
+        twin = object.__new__(TableDecoder)
+        twin.table_id = table_id
+        twin.columns = self.columns
+        twin.problem = self.problem
+        twin.lookup_version = self.lookup_version
+        twin.schema = self.schema
+        twin._layout = self._layout
+        twin._decoders = self._decoders
+        return twin
 
     def decoder(self, kind: str, present: bytes, present2: bytes = b"") -> Callable[..., list[RowData]]:
         key = (kind, present, present2)
         fn = self._decoders.get(key)
-        if fn is None:
+        if fn is not None:
+            self._decoders.move_to_end(key)
+        else:
             ncols = len(self.columns)
 
             def bits(bm: bytes) -> list[int]:
                 return [i for i in range(ncols) if bm[i >> 3] >> (i & 7) & 1]
 
-            fn = self._gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
+            layout = self._layout
+            with _LAYOUTS_LOCK:
+                make = layout.factories.get(key)
+                if make is not None:
+                    layout.factories.move_to_end(key)
+            if make is None:
+                try:
+                    make = layout.gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
+                except ValueError as exc:
+                    raise ValueError(f"{self.schema.full_name}: {exc}") from exc
+                with _LAYOUTS_LOCK:
+                    layout.factories[key] = make
+                    if len(layout.factories) > _MAX_DECODERS:
+                        layout.factories.popitem(last=False)
+            fn = make(self.schema)
             if len(self._decoders) >= _MAX_DECODERS:
-                self._decoders.clear()
+                self._decoders.popitem(last=False)
             self._decoders[key] = fn
         return fn
