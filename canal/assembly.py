@@ -36,6 +36,7 @@ from canal.position import LogPosition
 from canal.schema.history import SchemaHistory
 from canal.sink import EntrySink, GroupSink
 from canal.sink.group_sink import MemberSink
+from canal.snapshot.merge import SnapshotMerge
 from canal.store import MemoryEventStore
 
 ErrorCallback = Callable[[BaseException], None]
@@ -220,6 +221,7 @@ def assemble(
             on_error=on_error,
             schema_history=build_schema_history(config, meta),
         )
+        parser.merge = SnapshotMerge()
     else:
         parser = ParserGroup(config, members, source_factory, sink.sink, log_positions, on_error, meta)
     return InstanceParts(meta, own_meta, log_positions, store, sink, parser, start)

@@ -31,16 +31,19 @@ import attrs
 from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
 from canal.config import InstanceConfig, MasterConfig
-from canal.errors import NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
+from canal.errors import ConfigError, NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
 from canal.filter import TableFilters, compile_table_filter
 from canal.log import destination_logger
 from canal.meta import MetaManager
 from canal.meta.core import check_known, check_remove
 from canal.meta.fence import Fence
 from canal.parse.log_position import LogPositionManager
+from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser, SourceFactory
 from canal.position import LogPosition, PositionRange
-from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message
+from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
+from canal.snapshot.merge import SnapshotMerge
+from canal.snapshot.runner import SnapshotRunner
 from canal.start_stop import StartStopContext
 
 
@@ -146,6 +149,7 @@ class Instance(StartStopContext):
         self._rates = _RateWindow()
         self._last_get_ms: int | None = None
         self._last_ack_ms: int | None = None
+        self._snapshots: list[SnapshotRunner] = []
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -232,8 +236,60 @@ class Instance(StartStopContext):
             self._shut_down()
             self._log.info("stopped")
 
+    def snapshot(
+        self, tables: Sequence[str], *, chunk_rows: int = 10_000, max_rows_per_s: float | None = None
+    ) -> SnapshotRunner:
+        """Snapshot ``tables`` (``db.table``) into the stream while it runs: their current rows arrive as SNAPSHOT
+        entries (after images; apply them as upserts) at the point of the stream where they are exact, so a
+        consumer applying everything in order ends equal to the source (see :mod:`canal.snapshot.window`).
+        Returns the running snapshot (``progress()``, ``wait()``). Needs a MariaDB source (its consistent-snapshot
+        binlog position). Not resumable yet: if the instance stops first, run it again."""
+        with self._lock:
+            if not self._started:
+                raise NotRunningError(f"destination {self.destination} is not running")
+            parser = self.parser
+            if not isinstance(parser, EventParser) or parser.merge is None:
+                raise ConfigError("snapshots are not available in group mode", key="snapshot")
+            merge = parser.merge
+            if not isinstance(merge, SnapshotMerge):
+                raise ConfigError("this parser takes no snapshot chunks", key="snapshot")
+            source = parser.source_factory(parser.active_master)
+            if not isinstance(source, MysqlBinlogSource):
+                raise ConfigError(
+                    f"snapshots read tables over SQL: {type(source).__name__} cannot (a MariaDB source can)",
+                    key="snapshot",
+                )
+            layouts: dict[str, Any] = {}
+
+            def table_schema(db: str, table: str) -> TableSchema | None:
+                if not layouts:
+                    source.open()
+                    try:
+                        catalog = source.schema_catalog()
+                    finally:
+                        source.close()
+                    layouts.update(catalog.tables)
+                    layouts[""] = catalog
+                found = layouts.get(f"{db}.{table}")
+                return None if found is None else found.table_schema(mariadb=layouts[""].mariadb)
+
+            runner = SnapshotRunner(
+                self.destination,
+                tables,
+                merge,
+                source.snapshot_connection,
+                table_schema,
+                chunk_rows=chunk_rows,
+                max_rows_per_s=max_rows_per_s,
+            )
+            self._snapshots.append(runner)
+            return runner.start()
+
     def _shut_down(self) -> None:
         # every step is a no-op on a component that is not started, so this also undoes a partial start
+        for runner in self._snapshots:
+            runner.stop()
+        self._snapshots.clear()
         self.sink.stop()  # release a parser blocked on a full store
         self.parser.stop()
         if self.store.is_started:

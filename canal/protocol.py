@@ -57,6 +57,7 @@ class EventType(enum.IntEnum):
     XACOMMIT = 13
     XAROLLBACK = 14
     MHEARTBEAT = 15
+    SNAPSHOT = 16  # pycanal's: a row read by a snapshot, after image only (apply as an upsert); not in canal
 
     @property
     def is_dml(self) -> bool:
@@ -67,7 +68,7 @@ class EventType(enum.IntEnum):
         return self in _DDL
 
 
-_DML = frozenset({EventType.INSERT, EventType.UPDATE, EventType.DELETE})
+_DML = frozenset({EventType.INSERT, EventType.UPDATE, EventType.DELETE, EventType.SNAPSHOT})
 _DDL = frozenset(
     {
         EventType.CREATE,

@@ -45,7 +45,7 @@ from canal.parse.start_position import (
     find_start_position,
     master_status_start,
 )
-from canal.parse.transaction import LogPositionManagerLike, Sink, TransactionBuffer
+from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import Entry
 from canal.schema.history import SchemaHistory
@@ -132,6 +132,8 @@ class EventParser(StartStopContext):
         self.last_error: BaseException | None = None
         self.error: BaseException | None = None
         self.handed_off = 0
+        # what joins the stream at boundaries (snapshot chunks: canal.snapshot.merge), set by the assembly
+        self.merge: StreamMerge | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -182,6 +184,8 @@ class EventParser(StartStopContext):
         self._stop.set()
         self._wake.set()
         self._close_source("stop")
+        if self.merge is not None:
+            self.merge.abort("the parser stopped")
         current = threading.current_thread()
         for thread in (self._thread, self._detector, self._watchdog):
             if thread is not None and thread is not current:
@@ -326,7 +330,10 @@ class EventParser(StartStopContext):
             self._log.info("dumping from %s at %s", source.address, start)
             self._converter.reset(start.position, start.rows_done, server_id=source.server_id())
             self._buffer.clear()
-            self._buffer.identity = self._identity(active)
+            identity = self._identity(active)
+            if self.merge is not None and identity != self._buffer.identity:
+                self.merge.abort(f"the parser now reads {active.address}")  # chunk positions name the old binlog
+            self._buffer.identity = identity
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
             schemas = self._schemas
             if schemas is not None:
@@ -404,6 +411,13 @@ class EventParser(StartStopContext):
         self._in_sink = True
         try:
             self.sink(entries, origin)
+            merge = self.merge
+            if merge is not None and merge.active:
+                resume = restart_position(entries, origin) or self._resume
+                chunk_entries = merge.after_hand_off(entries, resume)
+                if chunk_entries:
+                    self.sink(chunk_entries, origin)
+                    self.handed_off += len(chunk_entries)
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()

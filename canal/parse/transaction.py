@@ -13,7 +13,7 @@ kept for the next part. Heartbeats flush what is buffered and then go to the sin
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from canal.position import LogIdentity, LogPosition
@@ -22,6 +22,22 @@ from canal.protocol import Entry, EntryType
 Sink = Callable[[list[Entry], LogIdentity], None]
 """``sink(entries, origin)``: one hand-off and the server it was read from (carried with the entries into the store,
 so a batch names its server however the parser has switched since)."""
+
+
+class StreamMerge(Protocol):
+    """Entries from outside the binlog that join the stream at transaction boundaries
+    (:class:`canal.snapshot.merge.SnapshotMerge`)."""
+
+    @property
+    def active(self) -> bool: ...
+
+    def after_hand_off(self, entries: Sequence[Entry], resume: LogPosition | None) -> list[Entry]:
+        """Called after each hand-off with the restart point it made; the entries to hand off next (at a boundary)."""
+        ...
+
+    def abort(self, reason: str) -> None:
+        """The stream's positions changed meaning (another server): drop what waits for a position."""
+        ...
 
 
 class LogPositionManagerLike(Protocol):

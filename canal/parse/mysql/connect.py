@@ -115,6 +115,7 @@ def open_connection(
     connect_timeout: float = 10.0,
     read_timeout: float | None = None,
     autocommit: bool = True,
+    conv: dict[Any, Any] | None = None,
 ) -> Connection:
     """A logged-in pymysql connection to ``host:port`` with TLS as ``ssl_config`` says.
 
@@ -135,6 +136,8 @@ def open_connection(
         "autocommit": autocommit,
         "defer_connect": True,
     }
+    if conv is not None:
+        kwargs["conv"] = conv  # {}: every value as the server's text (the snapshot reader converts it itself)
     if mode is SslMode.DISABLED or context is None:
         kwargs["ssl_disabled"] = True
     elif mode.requires_tls:

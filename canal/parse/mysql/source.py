@@ -130,7 +130,11 @@ class MysqlBinlogSource:
             self._slave_id = default_slave_id(self._address, self.server_id())
         return self._slave_id
 
-    def _connect(self) -> pymysql.connections.Connection:
+    def snapshot_connection(self) -> pymysql.connections.Connection:
+        """A new connection for a snapshot chunk: every value as the server's text (no pymysql conversion)."""
+        return self._connect(conv={})
+
+    def _connect(self, conv: dict[Any, Any] | None = None) -> pymysql.connections.Connection:
         with self._lock:
             if self._ssl_context is None and self._ssl.enabled:
                 self._ssl_context = ssl_context(self._ssl)
@@ -146,6 +150,7 @@ class MysqlBinlogSource:
             charset=self._charset,
             connect_timeout=self._connect_timeout,
             read_timeout=self._read_timeout,
+            conv=conv,
         )
 
     @property

@@ -1,0 +1,199 @@
+"""A snapshot of some tables while the destination streams: its own thread and connections, one chunk at a time.
+
+For each table, chunk by chunk: open the table's window in the parser's :class:`~canal.snapshot.merge.SnapshotMerge`,
+read the chunk (:class:`~canal.snapshot.reader.ChunkReader`, exact at a binlog position), submit it, and wait until
+the parser has put it into the stream. Memory holds one chunk. A chunk the parser drops (a switch to another server)
+is read again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from canal.errors import CanalError, ConfigError
+from canal.log import destination_logger
+from canal.protocol import TableSchema
+from canal.snapshot.merge import SnapshotAborted, SnapshotMerge
+from canal.snapshot.reader import ChunkReader
+
+__all__ = ["SnapshotProgress", "SnapshotRunner", "split_table_name"]
+
+
+def split_table_name(name: str) -> tuple[str, str]:
+    db, dot, table = name.partition(".")
+    if not dot or not db or not table:
+        raise ConfigError(f"snapshot tables are named db.table, got {name!r}", key="snapshot.tables")
+    return db, table
+
+
+@attrs.frozen
+class SnapshotProgress:
+    """Where a snapshot stands: tables done of all, rows emitted, rows/s since it started and an ETA (None when
+    unknown)."""
+
+    tables: tuple[str, ...]
+    tables_done: int
+    rows_read: int
+    rows_emitted: int
+    rows_per_s: float
+    done: bool
+    error: str | None = None
+    eta_s: float | None = None
+
+
+class SnapshotRunner:
+    """Snapshots ``tables`` (``db.table``) into the stream through ``merge``.
+
+    ``connect()`` opens a connection that returns the server's text (pymysql ``conv={}``); ``table_schema(db,
+    table)`` gives the layout rows are decoded under (None: no such table).
+    """
+
+    def __init__(
+        self,
+        destination: str,
+        tables: Sequence[str],
+        merge: SnapshotMerge,
+        connect: Callable[[], Any],
+        table_schema: Callable[[str, str], TableSchema | None],
+        *,
+        chunk_rows: int = 10_000,
+        max_rows_per_s: float | None = None,
+        estimated_rows: Callable[[str, str], int] | None = None,
+    ) -> None:
+        if chunk_rows < 1:
+            raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
+        if max_rows_per_s is not None and max_rows_per_s <= 0:
+            raise ConfigError(f"max_rows_per_s must be > 0, got {max_rows_per_s}", key="snapshot.max_rows_per_s")
+        self.tables = tuple(tables)
+        for name in self.tables:
+            split_table_name(name)
+        self.destination = destination
+        self._merge = merge
+        self._connect = connect
+        self._table_schema = table_schema
+        self._estimated_rows = estimated_rows
+        self.chunk_rows = chunk_rows
+        self.max_rows_per_s = max_rows_per_s
+        self._log = destination_logger(__name__, destination)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started_at = 0.0
+        self._tables_done = 0
+        self._rows_read = 0
+        self._rows_emitted = 0
+        self._rows_expected = 0
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+
+    def start(self) -> SnapshotRunner:
+        self._started_at = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"canal-snapshot-{self.destination}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wait(self, timeout: float | None = None) -> SnapshotProgress:
+        """Until every table is in the stream (or the snapshot failed: its error is raised)."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"the snapshot of {', '.join(self.tables)} is still running")
+        if self.error is not None:
+            raise self.error
+        return self.progress()
+
+    def progress(self) -> SnapshotProgress:
+        elapsed = max(time.monotonic() - self._started_at, 1e-9)
+        rate = self._rows_read / elapsed
+        eta = None
+        if self._rows_expected and rate > 0:
+            eta = max(self._rows_expected - self._rows_read, 0) / rate
+        return SnapshotProgress(
+            tables=self.tables,
+            tables_done=self._tables_done,
+            rows_read=self._rows_read,
+            rows_emitted=self._rows_emitted,
+            rows_per_s=rate,
+            done=self._done.is_set() and self.error is None,
+            error=None if self.error is None else str(self.error),
+            eta_s=eta,
+        )
+
+    # -- the snapshot thread ------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            schemas: list[TableSchema] = []
+            for name in self.tables:
+                db, table = split_table_name(name)
+                schema = self._table_schema(db, table)
+                if schema is None:
+                    raise CanalError(f"cannot snapshot {name}: no such table")
+                schemas.append(schema)
+                if self._estimated_rows is not None:
+                    self._rows_expected += self._estimated_rows(db, table)
+            for schema in schemas:
+                self._table(schema)
+                self._tables_done += 1
+            self._log.info("snapshot of %s done: %d rows", ", ".join(self.tables), self._rows_emitted)
+        except _Stopped:
+            self.error = CanalError("the snapshot was stopped before it finished")
+        except BaseException as exc:
+            self.error = exc
+            self._log.error("snapshot of %s failed: %s", ", ".join(self.tables), exc)
+        finally:
+            self._done.set()
+
+    def _table(self, schema: TableSchema) -> None:
+        if not schema.key_indexes:
+            self._log.warning(
+                "%s has no primary key: it is read in one chunk (memory holds the whole table)", schema.full_name
+            )
+        reader = ChunkReader(self._connect, schema, chunk_rows=self.chunk_rows)
+        after: tuple[Any, ...] | None = None
+        number = 0
+        while True:
+            if self._stop.is_set():
+                raise _Stopped
+            window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
+            try:
+                started = time.monotonic()
+                chunk = reader.read(after)
+                self._rows_read += len(chunk.rows)
+                pending = self._merge.submit(window, chunk, number, last=chunk.next_key is None)
+                while True:
+                    try:
+                        self._rows_emitted += pending.wait(0.2)
+                        break
+                    except TimeoutError:
+                        if self._stop.is_set():
+                            raise _Stopped from None
+                    except SnapshotAborted as exc:
+                        self._log.info("chunk %d of %s is read again: %s", number, schema.full_name, exc)
+                        break
+                if pending.error is not None:
+                    continue  # aborted: the same chunk again
+            finally:
+                self._merge.close_window(window)
+            self._throttle(len(chunk.rows), started)
+            if chunk.next_key is None:
+                return
+            after = chunk.next_key
+            number += 1
+
+    def _throttle(self, rows: int, started: float) -> None:
+        if self.max_rows_per_s is None or rows == 0:
+            return
+        due = started + rows / self.max_rows_per_s
+        self._stop.wait(max(0.0, due - time.monotonic()))
+
+
+class _Stopped(Exception):
+    pass
