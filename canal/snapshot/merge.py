@@ -149,10 +149,11 @@ def snapshot_entries(
     now = int(time.time() * 1000)
     anchor: EntryPosition | None = None if resume is None else resume.position
     rows_done = 0 if resume is None else resume.rows_done
+    parts = [rows[start : start + ROWS_PER_ENTRY] for start in range(0, len(rows), ROWS_PER_ENTRY)]
+    if not parts and pending.last:
+        parts = [()]  # a last chunk with no row left: one empty entry still says the table is done
     entries: list[Entry] = []
-    for start in range(0, len(rows), ROWS_PER_ENTRY):
-        part = rows[start : start + ROWS_PER_ENTRY]
-        final = pending.last and start + ROWS_PER_ENTRY >= len(rows)
+    for n, part in enumerate(parts, 1):
         header = Header(
             log_file=at.log_file,
             log_offset=at.log_offset,
@@ -161,34 +162,13 @@ def snapshot_entries(
             schema=table.schema,
             table=table.table,
             event_type=EventType.SNAPSHOT,
-            event_length=sum(64 for _ in part),
+            event_length=64 * len(part),  # what MEMSIZE stores account for (there is no binlog event to measure)
             props={
                 "snapshot.chunk": str(pending.number),
                 "snapshot.position": str(chunk.position),
-                "snapshot.table_done": "true" if final else "false",
+                "snapshot.table_done": "true" if pending.last and n == len(parts) else "false",
             },
         )
         change = RowChange(EventType.SNAPSHOT, tuple(RowData(table, None, tuple(row)) for row in part), table=table)
         entries.append(Entry(header, EntryType.ROWDATA, change, anchor=anchor, rows_done=rows_done))
-    if not entries and pending.last:
-        # a table (or last chunk) with no row left: one empty entry still says the table is done
-        header = Header(
-            log_file=at.log_file,
-            log_offset=at.log_offset,
-            server_id=at.server_id,
-            execute_time=now,
-            schema=table.schema,
-            table=table.table,
-            event_type=EventType.SNAPSHOT,
-            props={"snapshot.chunk": str(pending.number), "snapshot.table_done": "true"},
-        )
-        entries.append(
-            Entry(
-                header,
-                EntryType.ROWDATA,
-                RowChange(EventType.SNAPSHOT, (), table=table),
-                anchor=anchor,
-                rows_done=rows_done,
-            )
-        )
     return entries

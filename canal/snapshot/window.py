@@ -81,10 +81,6 @@ class ChunkWindow:
             key = self.key
             return [row for row in rows if changed.get(key(row), (-1, -1)) < lower]
 
-    @property
-    def changed_keys(self) -> int:
-        return len(self._changed)
-
 
 def _hashable(value: Any) -> Hashable:
     if isinstance(value, list):
