@@ -13,7 +13,9 @@ mode "loop" (the kill test and the failover benchmark) -- consumes until killed.
     A <batch> <token> <t0> <t1>      ack returned (t0 before the call, t1 after; token read before the call)
     F <batch> <token> <error class>  ack raised (nothing acked unless the error is in doubt, e.g. a lost connection)
 stdout: "W" once standing by or serving, "S <token> <t>" on serving, "G <token> <t>" when the first non-empty batch
-of a serving interval was handed out, "A <batch>" after each ack, "I" while idle.
+of a serving interval was handed out, "A <batch>" after each ack, "I" while idle, "H <batch>" (see below).
+stdin: a line "hold" asks the process to keep the next batch it is handed: it logs the D line, says "H <batch>" and
+never acks (it blocks until killed), so a test can kill it exactly between a get and its ack.
 
 mode "script" (the SIGSTOP and release tests) -- one command per stdin line, one answer per stdout line:
     wait_active            -> "ACTIVE <token>" (blocks until this process is active and its instance serves)
@@ -30,6 +32,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from typing import Any
 
@@ -61,9 +64,23 @@ class Log:
         os.fsync(self._fd)
 
 
+def hold_requests() -> threading.Event:
+    """Set once stdin says "hold" (read by a thread: the loop never blocks on stdin)."""
+    requested = threading.Event()
+
+    def read() -> None:
+        for line in sys.stdin:
+            if line.strip() == "hold":
+                requested.set()
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    return requested
+
+
 def loop(server: EmbeddedServer, client: ClientIdentity, log: Log, rng: random.Random) -> None:
     monitor = server.running_monitor(client.destination)
     assert monitor is not None
+    hold = hold_requests()
     current: int | None = None  # the token this process is serving under, as far as it has seen
     first_batch_of: int | None = None
     idle_since = time.monotonic()
@@ -73,6 +90,7 @@ def loop(server: EmbeddedServer, client: ClientIdentity, log: Log, rng: random.R
         try:
             msg = server.get_without_ack(client, rng.randint(1, 9), timeout=0.05)
         except NotRunningError:
+            hold.clear()  # a hold asked for a serving interval that has ended
             if current is not None:
                 log(f"E {current} {t_get}")
                 current = None
@@ -84,6 +102,7 @@ def loop(server: EmbeddedServer, client: ClientIdentity, log: Log, rng: random.R
                 log(f"D {msg.id} - {t_get} " + " ".join(map(str, row_ids(msg))))
             continue
         if token != current:
+            hold.clear()  # asked for an earlier serving interval (the test asks after seeing this one's S line)
             if current is not None:
                 log(f"E {current} {t_get}")
             current = token
@@ -99,7 +118,11 @@ def loop(server: EmbeddedServer, client: ClientIdentity, log: Log, rng: random.R
         if first_batch_of != current:
             first_batch_of = current
             say(f"G {token} {time.monotonic()}")  # the first batch of this serving interval was handed out
-        log(f"D {msg.id} {token} {t_get} " + " ".join(map(str, row_ids(msg))))
+        ids = row_ids(msg)
+        log(f"D {msg.id} {token} {t_get} " + " ".join(map(str, ids)))
+        if hold.is_set() and ids:  # keep this batch (it has rows) unacked until the test kills this process
+            say(f"H {msg.id}")
+            threading.Event().wait()
         t0 = time.monotonic()
         ack_token = monitor.token
         try:
