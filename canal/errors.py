@@ -113,6 +113,10 @@ class FencedWriteError(MetaError):
     """A cursor write was rejected because this process no longer owns the destination."""
 
 
+class SnapshotError(CanalError):
+    """A snapshot cannot start (another is unfinished) or cannot go on."""
+
+
 class ServerError(CanalError):
     """The embedded server refused a call."""
 

@@ -30,8 +30,15 @@ import attrs
 
 from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
-from canal.config import InstanceConfig, MasterConfig
-from canal.errors import ConfigError, NotRunningError, NotSubscribedError, ServerError, UnknownBatchError
+from canal.config import InstanceConfig, MasterConfig, SnapshotMode
+from canal.errors import (
+    ConfigError,
+    NotRunningError,
+    NotSubscribedError,
+    ServerError,
+    SnapshotError,
+    UnknownBatchError,
+)
 from canal.filter import TableFilters, compile_table_filter
 from canal.log import destination_logger
 from canal.meta import MetaManager
@@ -40,10 +47,11 @@ from canal.meta.fence import Fence
 from canal.parse.log_position import LogPositionManager
 from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser, SourceFactory
-from canal.position import LogPosition, PositionRange
+from canal.position import LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
+from canal.schema.catalog import SchemaCatalog
 from canal.snapshot.merge import SnapshotMerge
-from canal.snapshot.runner import SnapshotRunner
+from canal.snapshot.runner import SnapshotRunner, split_table_name
 from canal.start_stop import StartStopContext
 
 
@@ -88,6 +96,9 @@ class _RateWindow:
         first = next(iter(self._buckets), second)
         span = max(1, min(self._window, second - first + 1))
         return total / span
+
+
+_SYSTEM_DBS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
 
 def _rows_of(entries: Sequence[Entry]) -> int:
@@ -220,7 +231,19 @@ class Instance(StartStopContext):
                         self.meta.clear_all_batchs(client)
                 if self._start_cursor is not None:
                     self.meta.update_cursor(self.default_client, self._start_cursor)
+                due = self._snapshot_due()
+                runner = None
+                if due is not None:
+                    merge, source = self._snapshot_parts()
+                    runner = self._snapshot_runner(due, merge, source, None, None, None)
+                    merge.begin(due)  # before the parser hands off anything: every entry carries it
+                    self._snapshots.append(runner)
                 self.parser.start()
+                if runner is not None:
+                    assert due is not None
+                    resumed = due.table > 0 or due.after is not None
+                    self._log.info("snapshot %s", f"resumed at {due.to_dict()}" if resumed else "started")
+                    runner.start()
             except BaseException:
                 self._shut_down()
                 raise
@@ -237,53 +260,126 @@ class Instance(StartStopContext):
             self._log.info("stopped")
 
     def snapshot(
-        self, tables: Sequence[str], *, chunk_rows: int = 10_000, max_rows_per_s: float | None = None
+        self, tables: Sequence[str], *, chunk_rows: int | None = None, max_rows_per_s: float | None = None
     ) -> SnapshotRunner:
         """Snapshot ``tables`` (``db.table``) into the stream while it runs: their current rows arrive as SNAPSHOT
         entries (after images; apply them as upserts) at the point of the stream where they are exact, so a
         consumer applying everything in order ends equal to the source (see :mod:`canal.snapshot.window`).
         Returns the running snapshot (``progress()``, ``wait()``). Needs a MariaDB source (its consistent-snapshot
-        binlog position). Not resumable yet: if the instance stops first, run it again."""
+        binlog position). ``chunk_rows`` / ``max_rows_per_s`` default to the config's ``snapshot`` settings.
+
+        Progress rides with the entries: once an entry handed out after this call is acked, the consumer cursor
+        holds the unfinished snapshot, and a restart (or an HA takeover) resumes it after the last acked snapshot
+        row. One snapshot at a time: while one is unfinished this raises :class:`~canal.errors.SnapshotError`.
+        Unknown tables raise :class:`~canal.errors.ConfigError`; neither error changes anything.
+        """
+        names = tuple(tables)
+        if not names:
+            raise ConfigError("a snapshot needs at least one table", key="snapshot.tables")
+        for name in names:
+            split_table_name(name)
         with self._lock:
             if not self._started:
                 raise NotRunningError(f"destination {self.destination} is not running")
-            parser = self.parser
-            if not isinstance(parser, EventParser) or parser.merge is None:
-                raise ConfigError("snapshots are not available in group mode", key="snapshot")
-            merge = parser.merge
-            if not isinstance(merge, SnapshotMerge):
-                raise ConfigError("this parser takes no snapshot chunks", key="snapshot")
-            source = parser.source_factory(parser.active_master)
-            if not isinstance(source, MysqlBinlogSource):
-                raise ConfigError(
-                    f"snapshots read tables over SQL: {type(source).__name__} cannot (a MariaDB source can)",
-                    key="snapshot",
+            merge, source = self._snapshot_parts()
+            if merge.progress is not None or any(r.running for r in self._snapshots):
+                raise SnapshotError(
+                    f"destination {self.destination} has an unfinished snapshot "
+                    f"({', '.join(merge.progress.tables) if merge.progress else 'starting'}): wait for it first"
                 )
-            layouts: dict[str, Any] = {}
-
-            def table_schema(db: str, table: str) -> TableSchema | None:
-                if not layouts:
-                    source.open()
-                    try:
-                        catalog = source.schema_catalog()
-                    finally:
-                        source.close()
-                    layouts.update(catalog.tables)
-                    layouts[""] = catalog
-                found = layouts.get(f"{db}.{table}")
-                return None if found is None else found.table_schema(mariadb=layouts[""].mariadb)
-
-            runner = SnapshotRunner(
-                self.destination,
-                tables,
-                merge,
-                source.snapshot_connection,
-                table_schema,
-                chunk_rows=chunk_rows,
-                max_rows_per_s=max_rows_per_s,
-            )
+            catalog = self._catalog(source)
+            missing = [name for name in names if name not in catalog.tables]
+            if missing:
+                raise ConfigError(f"cannot snapshot {', '.join(missing)}: no such table", key="snapshot.tables")
+            plan = SnapshotCursor(names)
+            runner = self._snapshot_runner(plan, merge, source, catalog, chunk_rows, max_rows_per_s)
+            merge.begin(plan)
             self._snapshots.append(runner)
             return runner.start()
+
+    @property
+    def snapshots(self) -> tuple[SnapshotRunner, ...]:
+        """The snapshots this instance ran since it started (the last one last)."""
+        return tuple(self._snapshots)
+
+    def _snapshot_parts(self) -> tuple[SnapshotMerge, MysqlBinlogSource]:
+        parser = self.parser
+        if not isinstance(parser, EventParser) or parser.merge is None:
+            raise ConfigError("snapshots are not available in group mode", key="snapshot")
+        merge = parser.merge
+        if not isinstance(merge, SnapshotMerge):
+            raise ConfigError("this parser takes no snapshot chunks", key="snapshot")
+        source = parser.source_factory(parser.active_master)
+        if not isinstance(source, MysqlBinlogSource):
+            raise ConfigError(
+                f"snapshots read tables over SQL: {type(source).__name__} cannot (a MariaDB source can)",
+                key="snapshot",
+            )
+        return merge, source
+
+    @staticmethod
+    def _catalog(source: MysqlBinlogSource) -> SchemaCatalog:
+        source.open()
+        try:
+            return source.schema_catalog()
+        finally:
+            source.close()
+
+    def _snapshot_runner(
+        self,
+        plan: SnapshotCursor,
+        merge: SnapshotMerge,
+        source: MysqlBinlogSource,
+        catalog: SchemaCatalog | None,
+        chunk_rows: int | None,
+        max_rows_per_s: float | None,
+    ) -> SnapshotRunner:
+        settings = self.config.snapshot
+        known: list[SchemaCatalog] = [] if catalog is None else [catalog]
+
+        def current() -> SchemaCatalog:
+            if not known:
+                known.append(self._catalog(source))
+            return known[0]
+
+        def table_schema(db: str, table: str) -> TableSchema | None:
+            catalog = current()
+            found = catalog.tables.get(f"{db}.{table}")
+            return None if found is None else found.table_schema(mariadb=catalog.mariadb)
+
+        def captured_tables() -> list[str]:
+            filters = self.config.table_filters
+            return sorted(
+                name
+                for name in current().tables
+                if filters.includes(*split_table_name(name)) and name.partition(".")[0].lower() not in _SYSTEM_DBS
+            )
+
+        return SnapshotRunner(
+            self.destination,
+            plan,
+            merge,
+            source.snapshot_connection,
+            table_schema,
+            captured_tables=captured_tables,
+            chunk_rows=settings.chunk_rows if chunk_rows is None else chunk_rows,
+            max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
+        )
+
+    def _snapshot_due(self) -> SnapshotCursor | None:
+        """The snapshot this start runs: the unfinished one of the consumer cursor, else the initial snapshot when
+        the config asks for one and this is the destination's first start (no cursor, no configured position)."""
+        cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
+        for cursor in cursors:
+            if cursor is not None and cursor.snapshot is not None:
+                return cursor.snapshot
+        settings = self.config.snapshot
+        if settings.mode is not SnapshotMode.INITIAL or any(c is not None for c in cursors):
+            return None
+        master = self.config.master
+        if master.journal_name or master.timestamp is not None or master.gtid:
+            return None
+        return SnapshotCursor(settings.tables or ())
 
     def _shut_down(self) -> None:
         # every step is a no-op on a component that is not started, so this also undoes a partial start
@@ -419,7 +515,7 @@ class Instance(StartStopContext):
             if self._guard is not None:
                 self._guard()
             assert mark.seqs is not None and mark.identity is not None  # checked by _outstanding
-            self.meta.update_cursor(me, LogPosition(mark.identity, mark.cursor, mark.rows_done))
+            self.meta.update_cursor(me, mark.ack_cursor)
             self.meta.remove_batch(me, batch_id)
             self.store.ack(mark.seqs[1])
             self._last_ack_ms = mark.end.timestamp

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import total_ordering
 from typing import Any
 
@@ -177,6 +177,86 @@ class LogIdentity:
 _CANAL_LOG_POSITION_TYPE = "com.alibaba.otter.canal.protocol.position.LogPosition"
 
 
+KeyValue = str | bytes  # one raw key column value, as the server's text protocol returns it
+
+
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(slots=True)
+class SnapshotCursor:
+    """How far a snapshot running in the stream is, as of a cursor: the tables it covers (``db.table``, in the order
+    they are read), the index of the table being read, and the key of that table's last row in the stream.
+
+    ``tables`` empty: a snapshot of every captured table, not listed yet (the snapshot lists them when it starts).
+    ``after`` holds the raw values of the key columns (text, or bytes for binary columns) of the last snapshot row
+    at or before the cursor -- the next read starts after it; None: no row of ``tables[table]`` yet. ``rows``
+    counts the snapshot rows up to the cursor (progress only). A cursor carries one only while its snapshot is
+    unfinished: acking the snapshot's last entry clears it.
+
+    JSON: ``{"tables": [...], "table": 0, "after": [["s", "text"] | ["b", "hex"], ...] | null, "rows": 0}``.
+    """
+
+    tables: tuple[str, ...] = attrs.field(converter=_names)
+    table: int = 0
+    after: tuple[KeyValue, ...] | None = None
+    rows: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if not self.tables and (self.table or self.after is not None):
+            raise PositionError("a snapshot cursor without its tables cannot be past the start of one")
+        if self.tables and not 0 <= self.table < len(self.tables):
+            raise PositionError(f"snapshot cursor table index {self.table} is not one of {len(self.tables)} tables")
+        if self.rows < 0:
+            raise PositionError(f"snapshot cursor rows must be >= 0, got {self.rows}")
+        if self.after is not None and not all(isinstance(v, str | bytes) for v in self.after):
+            raise PositionError(f"snapshot cursor key values must be text or bytes, got {self.after!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        after = None
+        if self.after is not None:
+            after = [["b", v.hex()] if isinstance(v, bytes) else ["s", v] for v in self.after]
+        return {"tables": list(self.tables), "table": self.table, "after": after, "rows": self.rows}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SnapshotCursor:
+        if not isinstance(data, Mapping):
+            raise PositionError(f"a snapshot cursor must be a JSON object, got {data!r}")
+        tables = data.get("tables")
+        if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
+            raise PositionError(f"snapshot cursor field 'tables' must be a list of names, got {tables!r}")
+        raw = data.get("after")
+        after: tuple[KeyValue, ...] | None = None
+        if raw is not None:
+            if not isinstance(raw, list):
+                raise PositionError(f"snapshot cursor field 'after' must be a list, got {raw!r}")
+            after = tuple(_key_value(item) for item in raw)
+        return cls(
+            tables=tuple(tables),
+            table=_opt_int(data.get("table", 0), "table") or 0,
+            after=after,
+            rows=_opt_int(data.get("rows", 0), "rows") or 0,
+        )
+
+
+def _key_value(item: Any) -> KeyValue:
+    if isinstance(item, list) and len(item) == 2 and isinstance(item[1], str):
+        if item[0] == "s":
+            return str(item[1])
+        if item[0] == "b":
+            try:
+                return bytes.fromhex(item[1])
+            except ValueError:
+                pass
+    raise PositionError(f"a snapshot cursor key value is ['s', text] or ['b', hex], got {item!r}")
+
+
+def _opt_snapshot(data: Mapping[str, Any]) -> SnapshotCursor | None:
+    raw = data.get("snapshot")
+    return None if raw is None else SnapshotCursor.from_dict(raw)
+
+
 @total_ordering
 @attrs.frozen(slots=True, eq=True, order=False)
 class LogPosition:
@@ -188,6 +268,7 @@ class LogPosition:
     identity: LogIdentity = attrs.field(factory=LogIdentity)
     position: EntryPosition = attrs.field(factory=EntryPosition)
     rows_done: int = attrs.field(default=0)
+    snapshot: SnapshotCursor | None = None  # an unfinished snapshot in the stream (see SnapshotCursor)
 
     @rows_done.validator
     def _check_rows(self, _attr: attrs.Attribute[int], value: int) -> None:
@@ -211,7 +292,7 @@ class LogPosition:
             "identity": self.identity.to_dict(),
             "postion": self.position.to_dict(),
             "rowsDone": self.rows_done,
-        }
+        } | ({} if self.snapshot is None else {"snapshot": self.snapshot.to_dict()})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LogPosition:
@@ -226,6 +307,7 @@ class LogPosition:
             identity=LogIdentity.from_dict(identity) if identity is not None else LogIdentity(),
             position=EntryPosition.from_dict(raw),
             rows_done=rows,
+            snapshot=_opt_snapshot(data),
         )
 
     def to_json(self) -> str:
@@ -262,6 +344,12 @@ class PositionRange:
     rows_done: int = 0
     identity: LogIdentity | None = None
     seqs: tuple[int, int] | None = None
+    snapshot: SnapshotCursor | None = None  # the cursor's snapshot progress after the batch (its last entry's)
+
+    @property
+    def ack_cursor(self) -> LogPosition:
+        """The consumer cursor once this batch is acked."""
+        return LogPosition(self.identity or LogIdentity(), self.cursor, self.rows_done, self.snapshot)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -275,6 +363,8 @@ class PositionRange:
             out["identity"] = self.identity.to_dict()
         if self.seqs is not None:
             out["seqs"] = list(self.seqs)
+        if self.snapshot is not None:
+            out["snapshot"] = self.snapshot.to_dict()
         return out
 
     @classmethod
@@ -292,6 +382,7 @@ class PositionRange:
                 rows_done=_opt_int(data.get("rowsDone", 0), "rowsDone") or 0,
                 identity=None if identity is None else LogIdentity.from_dict(identity),
                 seqs=_seqs(data.get("seqs")),
+                snapshot=_opt_snapshot(data),
             )
         except KeyError as missing:
             raise PositionError(f"a position range needs field {missing}") from None

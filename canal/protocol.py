@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from canal.position import EntryPosition
+from canal.position import EntryPosition, SnapshotCursor
 
 
 class EntryType(enum.IntEnum):
@@ -382,6 +382,7 @@ class Entry:
     xid: int | None = None  # TRANSACTIONEND
     anchor: EntryPosition | None = None
     rows_done: int = 0
+    snapshot: SnapshotCursor | None = None  # an unfinished snapshot's progress up to this entry (canal.snapshot)
 
     @property
     def position(self) -> EntryPosition:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from canal.config import InstanceConfig, StoreConfig
-from canal.errors import CanalError, ConfigError, NotRunningError
+from canal.errors import ConfigError, NotRunningError, SnapshotError
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType, EventType
 from canal.testing.plugin import MariaDBDatabase
@@ -178,10 +178,9 @@ def test_snapshot_errors_change_nothing(mariadb: MariaDBDatabase) -> None:
             inst.snapshot(["k"])
         with pytest.raises(ConfigError, match=r"chunk_rows"):
             inst.snapshot([f"{mariadb.database}.k"], chunk_rows=0)
-        missing = inst.snapshot([f"{mariadb.database}.nope"])
-        with pytest.raises(CanalError, match="no such table"):
-            missing.wait(30)
-        assert not missing.progress().done and missing.progress().rows_read == 0
+        with pytest.raises(ConfigError, match="no such table"):
+            inst.snapshot([f"{mariadb.database}.k", f"{mariadb.database}.nope"])
+        assert inst.snapshots == ()
         # the stream is unaffected: a write after the failures arrives, and no SNAPSHOT entry came
         mariadb.execute("INSERT INTO other VALUES (NULL, 7)")
         mirror = Mirror()
@@ -189,3 +188,9 @@ def test_snapshot_errors_change_nothing(mariadb: MariaDBDatabase) -> None:
         while f"{mariadb.database}.other" not in mirror.tables:
             next(pump)
         assert mirror.kinds[EventType.SNAPSHOT] == 0
+        # one snapshot at a time: a second one while the first is unfinished is refused and changes nothing
+        first = inst.snapshot([f"{mariadb.database}.k"], chunk_rows=1, max_rows_per_s=1)
+        with pytest.raises(SnapshotError, match="unfinished snapshot"):
+            inst.snapshot([f"{mariadb.database}.other"])
+        assert inst.snapshots == (first,)
+        assert first.progress().tables == (f"{mariadb.database}.k",)

@@ -38,6 +38,7 @@ from canal.config.keys import (
     _MS,
     _RETRY_SPEC,
     _SCHEMA_HISTORY_SPEC,
+    _SNAPSHOT_SPEC,
     _STORE_SPEC,
     _T,
     _build,
@@ -67,6 +68,7 @@ from canal.config.settings import (
     MetaMode,
     RetryConfig,
     SchemaHistoryConfig,
+    SnapshotConfig,
     StoreConfig,
     ZkAuth,
     _enum_converter,
@@ -175,6 +177,9 @@ class InstanceConfig:
         factory=SchemaHistoryConfig,
         validator=_check(lambda v: isinstance(v, SchemaHistoryConfig), "must be a SchemaHistoryConfig"),
     )
+    snapshot: SnapshotConfig = attrs.field(
+        factory=SnapshotConfig, validator=_check(lambda v: isinstance(v, SnapshotConfig), "must be a SnapshotConfig")
+    )
 
     _table_filters: TableFilters = attrs.field(init=False, repr=False, eq=False)
     _field_filters: FieldFilter = attrs.field(init=False, repr=False, eq=False)
@@ -276,6 +281,7 @@ class InstanceConfig:
         values.update(_format_fields(self.detecting, _DETECTING_SPEC))
         values.update(_format_fields(self.retry, _RETRY_SPEC))
         values.update(_format_fields(self.schema_history, _SCHEMA_HISTORY_SPEC))
+        values.update(_format_fields(self.snapshot, _SNAPSHOT_SPEC))
         values["pycanal.meta.mode"] = self.meta_mode.value
         keys = _key_names(InstanceConfig)
         if self.meta_dir is not None:
@@ -339,6 +345,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
     detecting = sub(DetectingConfig, _DETECTING_SPEC)
     retry = sub(RetryConfig, _RETRY_SPEC)
     schema_history = sub(SchemaHistoryConfig, _SCHEMA_HISTORY_SPEC)
+    snapshot = sub(SnapshotConfig, _SNAPSHOT_SPEC)
 
     keys = _key_names(InstanceConfig)
     kwargs = _read_fields(props, _INSTANCE_SPEC)
@@ -391,6 +398,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
         detecting=detecting,
         retry=retry,
         schema_history=schema_history,
+        snapshot=snapshot,
         **kwargs,
     )
     log.debug("loaded instance config %s", config.redacted())

@@ -25,6 +25,7 @@ from canal.config.settings import (
     MetaMode,
     RetryConfig,
     SchemaHistoryConfig,
+    SnapshotConfig,
     SslConfig,
     SslMode,
     StoreConfig,
@@ -137,6 +138,10 @@ _OPT_INT: Final = _Kind(_parse_int, lambda v: "" if v is None else str(v), "an i
 _OPT_STR: Final = _Kind(lambda s: s, lambda v: "" if v is None else str(v), "a string")
 _ENUM: Final = _Kind(lambda s: s, lambda v: str(v.value), "a name")
 _LIST: Final = _Kind(lambda s: s, lambda v: ",".join(v), "a comma-separated list")
+_OPT_LIST: Final = _Kind(lambda s: s, lambda v: "" if v is None else ",".join(v), "a comma-separated list")
+_OPT_FLOAT: Final = _Kind(
+    lambda s: None if s.strip() == "" else _parse_float(s), lambda v: "" if v is None else repr(v), "a number"
+)
 
 _Spec = tuple[tuple[str, str, _Kind], ...]
 """(field, canal key, kind) of each setting of one class that a loader reads and writes generically."""
@@ -152,6 +157,8 @@ _KINDS: Final = {
     "opt_str": _OPT_STR,
     "enum": _ENUM,
     "list": _LIST,
+    "opt_list": _OPT_LIST,
+    "opt_float": _OPT_FLOAT,
 }
 _PREFIXES: Final = ("master", "standby")
 
@@ -184,6 +191,7 @@ _DETECTING_SPEC: Final = _spec_of(DetectingConfig)
 _FLAGS_SPEC: Final = _spec_of(FilterFlags)
 _RETRY_SPEC: Final = _spec_of(RetryConfig)
 _SCHEMA_HISTORY_SPEC: Final = _spec_of(SchemaHistoryConfig)
+_SNAPSHOT_SPEC: Final = _spec_of(SnapshotConfig)
 
 
 def _key(cls: type, field: str) -> str:

@@ -557,3 +557,66 @@ class SchemaHistoryConfig:
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# the snapshot of tables that already hold rows
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class SnapshotMode(enum.StrEnum):
+    """When a destination snapshots its tables into the stream (Debezium's ``snapshot.mode``).
+
+    * ``never``: only changes after the start position (canal's behaviour).
+    * ``initial``: on a destination's first start -- no consumer cursor and no configured start position -- snapshot
+      the captured tables while streaming from the server's current position, without a gap.
+    """
+
+    NEVER = "never"
+    INITIAL = "initial"
+
+
+def _to_snapshot_mode(value: SnapshotMode | str) -> SnapshotMode:
+    return _enum_converter(SnapshotMode, "SnapshotConfig", "mode")(value)
+
+
+def _to_snapshot_tables(value: object) -> tuple[str, ...] | None:
+    if value is None or value == "":
+        return None
+    names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(cast(Any, value))
+    for name in names:
+        db, dot, table = name.partition(".") if isinstance(name, str) else ("", "", "")
+        if not dot or not db or not table:
+            raise _FieldError("SnapshotConfig", "tables", value, f"names tables as db.table, got {name!r}")
+    return tuple(names)
+
+
+def _optional_positive(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        _positive_number(inst, attr, value)
+
+
+@keyed
+@attrs.frozen(slots=True)
+class SnapshotConfig:
+    """The snapshot of tables that already hold rows (see ``canal.snapshot``).
+
+    ``tables``: ``db.table`` names, None for every table the instance filter captures. ``chunk_rows``: rows read per
+    chunk (memory holds one chunk). ``max_rows_per_s``: a ceiling on the read rate, to protect the source.
+    """
+
+    mode: SnapshotMode = attrs.field(
+        default=SnapshotMode.NEVER, converter=_to_snapshot_mode, metadata=canal_key("pycanal.snapshot.mode", "enum")
+    )
+    tables: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_to_snapshot_tables, metadata=canal_key("pycanal.snapshot.tables", "opt_list")
+    )
+    chunk_rows: int = attrs.field(
+        default=10_000, validator=_positive_int, metadata=canal_key("pycanal.snapshot.chunk.rows", "int")
+    )
+    max_rows_per_s: float | None = attrs.field(
+        default=None, validator=_optional_positive, metadata=canal_key("pycanal.snapshot.max.rows.per.s", "opt_float")
+    )
+
+    def redacted(self) -> dict[str, Any]:
+        return _redacted(self)

@@ -410,8 +410,10 @@ class EventParser(StartStopContext):
     def _hand_off(self, entries: list[Entry], origin: LogIdentity) -> None:
         self._in_sink = True
         try:
-            self.sink(entries, origin)
             merge = self.merge
+            if merge is not None and merge.active:
+                entries = merge.tag(entries)  # an unfinished snapshot's progress rides with every entry
+            self.sink(entries, origin)
             if merge is not None and merge.active:
                 resume = restart_position(entries, origin) or self._resume
                 chunk_entries = merge.after_hand_off(entries, resume)

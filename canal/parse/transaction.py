@@ -29,7 +29,13 @@ class StreamMerge(Protocol):
     (:class:`canal.snapshot.merge.SnapshotMerge`)."""
 
     @property
-    def active(self) -> bool: ...
+    def active(self) -> bool:
+        """Whether :meth:`tag` and :meth:`after_hand_off` have anything to do (else the parser skips them)."""
+        ...
+
+    def tag(self, entries: list[Entry]) -> list[Entry]:
+        """The entries to hand off in place of ``entries`` (carrying what the cursor must remember)."""
+        ...
 
     def after_hand_off(self, entries: Sequence[Entry], resume: LogPosition | None) -> list[Entry]:
         """Called after each hand-off with the restart point it made; the entries to hand off next (at a boundary)."""

@@ -10,6 +10,12 @@ they already contain and before every change they do not.
 SNAPSHOT entries carry the after image only (consumers apply them as upserts), name the table in their header, take
 the cursor of the boundary they follow (acking them moves no binlog position), and carry their chunk and progress in
 ``header.props``.
+
+Progress in the cursor. From :meth:`SnapshotMerge.begin` until the snapshot's last entry, every entry handed off
+carries the snapshot's :class:`~canal.position.SnapshotCursor` as of that point (:meth:`SnapshotMerge.tag`): the
+table being read and the key of its last row in the stream. Acking an entry makes that the consumer cursor's
+snapshot progress, so a restart (or an HA takeover) resumes the snapshot after the last acked snapshot row and
+redelivers none of them. Each SNAPSHOT entry advances it; the snapshot's last entry carries none.
 """
 
 from __future__ import annotations
@@ -17,10 +23,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from canal.errors import CanalError
-from canal.position import EntryPosition, LogPosition
+from canal.position import EntryPosition, LogPosition, SnapshotCursor
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange, RowData
 from canal.snapshot.reader import Chunk
 from canal.snapshot.window import ChunkWindow, position_key
@@ -37,11 +42,12 @@ class SnapshotAborted(CanalError):
 class PendingChunk:
     """A chunk waiting for the parser; :meth:`wait` returns the number of rows emitted once it joined the stream."""
 
-    def __init__(self, window: ChunkWindow, chunk: Chunk, number: int, last: bool) -> None:
+    def __init__(self, window: ChunkWindow, chunk: Chunk, number: int, last: bool, progress: SnapshotCursor) -> None:
         self.window = window
         self.chunk = chunk
         self.number = number
-        self.last = last
+        self.last = last  # the table's last chunk
+        self.progress = progress  # the snapshot's progress before this chunk (its table is progress.table)
         self.emitted: int | None = None
         self.error: BaseException | None = None
         self._done = threading.Event()
@@ -67,10 +73,34 @@ class SnapshotMerge:
         self._windows: dict[tuple[str, str], ChunkWindow] = {}
         self._pending: list[PendingChunk] = []
         self._handed: tuple[int, int] | None = None  # the end of the last boundary handed off
+        self._progress: SnapshotCursor | None = None  # what entries handed off now carry (None: no snapshot)
 
     @property
     def active(self) -> bool:
-        return bool(self._windows)
+        """Entries are watched (a window is open) or tagged (a snapshot is unfinished)."""
+        return bool(self._windows) or self._progress is not None
+
+    @property
+    def progress(self) -> SnapshotCursor | None:
+        """The unfinished snapshot's progress as of the last entry handed off."""
+        return self._progress
+
+    def begin(self, progress: SnapshotCursor | None) -> None:
+        """From now on, entries handed off carry ``progress`` (a snapshot starts or resumes; None: it ended)."""
+        with self._lock:
+            self._progress = progress
+
+    # -- the parser thread: before and after each hand-off -------------------------------------------------------
+
+    def tag(self, entries: list[Entry]) -> list[Entry]:
+        """``entries`` carrying the unfinished snapshot's progress (the same list when there is none)."""
+        progress = self._progress
+        if progress is None:
+            return entries
+        return [
+            Entry(e.header, e.entry_type, e.row_change, e.thread_id, e.xid, e.anchor, e.rows_done, progress)
+            for e in entries
+        ]
 
     def open_window(self, schema: str, table: str, key_indexes: Sequence[int]) -> ChunkWindow:
         """Start recording the table's changed keys (before the chunk's read starts)."""
@@ -84,8 +114,10 @@ class SnapshotMerge:
             if self._windows.get((window.schema, window.table)) is window:
                 del self._windows[(window.schema, window.table)]
 
-    def submit(self, window: ChunkWindow, chunk: Chunk, number: int, *, last: bool) -> PendingChunk:
-        pending = PendingChunk(window, chunk, number, last)
+    def submit(
+        self, window: ChunkWindow, chunk: Chunk, number: int, *, last: bool, progress: SnapshotCursor
+    ) -> PendingChunk:
+        pending = PendingChunk(window, chunk, number, last, progress)
         with self._lock:
             self._pending.append(pending)
         return pending
@@ -97,8 +129,6 @@ class SnapshotMerge:
             self._handed = None
         for chunk in pending:
             chunk._finish(None, SnapshotAborted(f"snapshot chunk dropped: {reason}"))
-
-    # -- the parser thread --------------------------------------------------------------------------------------------
 
     def after_hand_off(self, entries: Sequence[Entry], resume: LogPosition | None) -> list[Entry]:
         """Record the handed-off rows of watched tables; at a boundary, the SNAPSHOT entries now due."""
@@ -134,26 +164,52 @@ class SnapshotMerge:
                     self._pending.remove(pending)
         out: list[Entry] = []
         for pending in due:
-            rows = pending.window.reconcile(pending.chunk.rows, pending.chunk.position)
-            out.extend(snapshot_entries(pending, rows, h, resume))
-            pending._finish(len(rows))
+            entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume)
+            out.extend(entries_of_chunk)
+            with self._lock:
+                self._progress = progress
+            pending._finish(emitted)
         return out
 
 
 def snapshot_entries(
-    pending: PendingChunk, rows: Sequence[Sequence[Any]], at: Header, resume: LogPosition | None
-) -> list[Entry]:
-    """The SNAPSHOT entries of a chunk's ``rows``, placed after the boundary whose header is ``at``."""
+    pending: PendingChunk, at: Header, resume: LogPosition | None
+) -> tuple[list[Entry], int, SnapshotCursor | None]:
+    """The SNAPSHOT entries of a waiting chunk placed after the boundary whose header is ``at``, the number of rows
+    they hold, and the snapshot's progress after them.
+
+    The chunk is cut into parts of ``ROWS_PER_ENTRY`` rows as read; each part loses the rows the stream overtook
+    (:meth:`ChunkWindow.reconcile`) and its entry's progress names the key of the part's last row *read* (a dropped
+    row was already delivered by the binlog, before this boundary). A part left empty is not emitted (its progress
+    passes to the next one), except the last part of a table's last chunk, which says the table is done.
+    """
     chunk = pending.chunk
     table = chunk.table
     now = int(time.time() * 1000)
     anchor: EntryPosition | None = None if resume is None else resume.position
     rows_done = 0 if resume is None else resume.rows_done
-    parts = [rows[start : start + ROWS_PER_ENTRY] for start in range(0, len(rows), ROWS_PER_ENTRY)]
-    if not parts and pending.last:
-        parts = [()]  # a last chunk with no row left: one empty entry still says the table is done
+    base = pending.progress
+    done_rows = base.rows
     entries: list[Entry] = []
-    for n, part in enumerate(parts, 1):
+    emitted = 0
+    n_read = len(chunk.rows)
+    starts = list(range(0, n_read, ROWS_PER_ENTRY)) or [0]
+    progress: SnapshotCursor | None = base
+    for n, start in enumerate(starts, 1):
+        end = min(start + ROWS_PER_ENTRY, n_read)
+        part = pending.window.reconcile(chunk.rows[start:end], chunk.position)
+        final = n == len(starts)
+        table_done = pending.last and final
+        done_rows += len(part)
+        emitted += len(part)
+        if table_done:
+            following = base.table + 1
+            progress = SnapshotCursor(base.tables, following, None, done_rows) if following < len(base.tables) else None
+        else:
+            after = chunk.keys[end - 1] if chunk.keys is not None and end > 0 else None
+            progress = SnapshotCursor(base.tables, base.table, after, done_rows)
+        if not part and not table_done:
+            continue
         header = Header(
             log_file=at.log_file,
             log_offset=at.log_offset,
@@ -166,9 +222,9 @@ def snapshot_entries(
             props={
                 "snapshot.chunk": str(pending.number),
                 "snapshot.position": str(chunk.position),
-                "snapshot.table_done": "true" if pending.last and n == len(parts) else "false",
+                "snapshot.table_done": "true" if table_done else "false",
             },
         )
         change = RowChange(EventType.SNAPSHOT, tuple(RowData(table, None, tuple(row)) for row in part), table=table)
-        entries.append(Entry(header, EntryType.ROWDATA, change, anchor=anchor, rows_done=rows_done))
-    return entries
+        entries.append(Entry(header, EntryType.ROWDATA, change, anchor=anchor, rows_done=rows_done, snapshot=progress))
+    return entries, emitted, progress

@@ -30,13 +30,15 @@ __all__ = ["Chunk", "ChunkReader"]
 
 @attrs.frozen(slots=True)
 class Chunk:
-    """Rows of one table exact at ``position``: the decoder's value tuples in key order, the raw key of the last row
+    """Rows of one table exact at ``position``: the decoder's value tuples in key order, each row's raw key (the
+    server's text or bytes of the key columns; None for a table without a key), and the raw key of the last row
     (where the next chunk starts; None: the table is done)."""
 
     table: TableSchema
     position: EntryPosition
     rows: tuple[tuple[Any, ...], ...]
     next_key: tuple[Any, ...] | None
+    keys: tuple[tuple[Any, ...], ...] | None = None
 
 
 class ChunkReader:
@@ -99,11 +101,14 @@ class ChunkReader:
             conn.close()
         position = EntryPosition(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
         rows = tuple(self._read(row) for row in raw_rows)
+        keys = None
         next_key = None
-        if limited and len(raw_rows) == self.chunk_rows:
-            last = raw_rows[-1]
-            next_key = tuple(last[i] for i in self.schema.key_indexes)
-        return Chunk(self.schema, position, rows, next_key)
+        if limited:
+            indexes = self.schema.key_indexes
+            keys = tuple(tuple(row[i] for i in indexes) for row in raw_rows)
+            if len(raw_rows) == self.chunk_rows:
+                next_key = keys[-1]
+        return Chunk(self.schema, position, rows, next_key, keys)
 
 
 def _str(value: Any) -> str:

@@ -17,6 +17,7 @@ import attrs
 
 from canal.errors import CanalError, ConfigError
 from canal.log import destination_logger
+from canal.position import SnapshotCursor
 from canal.protocol import TableSchema
 from canal.snapshot.merge import SnapshotAborted, SnapshotMerge
 from canal.snapshot.reader import ChunkReader
@@ -47,20 +48,23 @@ class SnapshotProgress:
 
 
 class SnapshotRunner:
-    """Snapshots ``tables`` (``db.table``) into the stream through ``merge``.
+    """Runs the snapshot ``plan`` names into the stream through ``merge``: from its table ``plan.table``, after key
+    ``plan.after`` (a resumed snapshot), or every table from the start.
 
     ``connect()`` opens a connection that returns the server's text (pymysql ``conv={}``); ``table_schema(db,
-    table)`` gives the layout rows are decoded under (None: no such table).
+    table)`` gives the layout rows are decoded under (None: no such table); ``captured_tables()`` lists the tables
+    of a plan that lists none (the instance filter's tables).
     """
 
     def __init__(
         self,
         destination: str,
-        tables: Sequence[str],
+        plan: SnapshotCursor,
         merge: SnapshotMerge,
         connect: Callable[[], Any],
         table_schema: Callable[[str, str], TableSchema | None],
         *,
+        captured_tables: Callable[[], Sequence[str]] | None = None,
         chunk_rows: int = 10_000,
         max_rows_per_s: float | None = None,
         estimated_rows: Callable[[str, str], int] | None = None,
@@ -69,13 +73,16 @@ class SnapshotRunner:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
         if max_rows_per_s is not None and max_rows_per_s <= 0:
             raise ConfigError(f"max_rows_per_s must be > 0, got {max_rows_per_s}", key="snapshot.max_rows_per_s")
-        self.tables = tuple(tables)
-        for name in self.tables:
+        for name in plan.tables:
             split_table_name(name)
+        if not plan.tables and captured_tables is None:
+            raise ConfigError("a snapshot of the captured tables needs a way to list them", key="snapshot.tables")
+        self.plan = plan
         self.destination = destination
         self._merge = merge
         self._connect = connect
         self._table_schema = table_schema
+        self._captured_tables = captured_tables
         self._estimated_rows = estimated_rows
         self.chunk_rows = chunk_rows
         self.max_rows_per_s = max_rows_per_s
@@ -83,12 +90,21 @@ class SnapshotRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = 0.0
-        self._tables_done = 0
+        self._tables_done = plan.table
         self._rows_read = 0
-        self._rows_emitted = 0
+        self._rows_emitted = plan.rows
         self._rows_expected = 0
         self.error: BaseException | None = None
         self._done = threading.Event()
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables of the snapshot (empty until a plan of the captured tables has listed them)."""
+        return self.plan.tables
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._done.is_set()
 
     def start(self) -> SnapshotRunner:
         self._started_at = time.monotonic()
@@ -130,44 +146,62 @@ class SnapshotRunner:
 
     def _run(self) -> None:
         try:
-            schemas: list[TableSchema] = []
-            for name in self.tables:
+            plan = self.plan
+            if not plan.tables:
+                assert self._captured_tables is not None
+                plan = self.plan = SnapshotCursor(tuple(self._captured_tables()), 0, None, plan.rows)
+                self._merge.begin(plan if plan.tables else None)
+                self._log.info("snapshot of the captured tables: %s", ", ".join(plan.tables) or "none")
+            schemas: list[TableSchema | None] = []
+            for name in plan.tables[plan.table :]:
                 db, table = split_table_name(name)
                 schema = self._table_schema(db, table)
-                if schema is None:
-                    raise CanalError(f"cannot snapshot {name}: no such table")
                 schemas.append(schema)
-                if self._estimated_rows is not None:
+                if schema is not None and self._estimated_rows is not None:
                     self._rows_expected += self._estimated_rows(db, table)
-            for schema in schemas:
-                self._table(schema)
+            for index, schema in enumerate(schemas, plan.table):
+                if schema is None:  # dropped since the snapshot was planned: its DROP is in the stream
+                    self._log.warning("%s no longer exists: the snapshot skips it", plan.tables[index])
+                    following = index + 1
+                    self._merge.begin(
+                        SnapshotCursor(plan.tables, following, None, self._rows_emitted)
+                        if following < len(plan.tables)
+                        else None
+                    )
+                else:
+                    self._table(schema, index, plan.after if index == plan.table else None)
                 self._tables_done += 1
-            self._log.info("snapshot of %s done: %d rows", ", ".join(self.tables), self._rows_emitted)
+            self._log.info("snapshot of %s done: %d rows", ", ".join(plan.tables), self._rows_emitted)
         except _Stopped:
-            self.error = CanalError("the snapshot was stopped before it finished")
+            self.error = CanalError("the snapshot was stopped before it finished: the next start resumes it")
         except BaseException as exc:
             self.error = exc
-            self._log.error("snapshot of %s failed: %s", ", ".join(self.tables), exc)
+            self._log.error(
+                "snapshot of %s failed (the cursor keeps it unfinished: the next start resumes it): %s",
+                ", ".join(self.tables) or "the captured tables",
+                exc,
+            )
         finally:
             self._done.set()
 
-    def _table(self, schema: TableSchema) -> None:
+    def _table(self, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
         if not schema.key_indexes:
             self._log.warning(
                 "%s has no primary key: it is read in one chunk (memory holds the whole table)", schema.full_name
             )
+            after = None  # no key to resume after: the table is read again whole
         reader = ChunkReader(self._connect, schema, chunk_rows=self.chunk_rows)
-        after: tuple[Any, ...] | None = None
         number = 0
         while True:
             if self._stop.is_set():
                 raise _Stopped
+            progress = SnapshotCursor(self.plan.tables, index, after, self._rows_emitted)
             window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
             try:
                 started = time.monotonic()
                 chunk = reader.read(after)
                 self._rows_read += len(chunk.rows)
-                pending = self._merge.submit(window, chunk, number, last=chunk.next_key is None)
+                pending = self._merge.submit(window, chunk, number, last=chunk.next_key is None, progress=progress)
                 while True:
                     try:
                         self._rows_emitted += pending.wait(0.2)

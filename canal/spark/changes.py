@@ -29,8 +29,10 @@ columns            string      JSON list of ``[name, mysql_type, is_key]`` for D
 
 Offsets (JSON-native dicts, :func:`offset_of`): the consumer cursor after a batch -- the anchor boundary
 (``file``, ``offset``, ``included``, ``timestamp``, ``server_id``, ``gtid``) and ``rows_done`` row entries of the
-transaction after it -- plus ``batch``, a counter of non-empty batches. The cursor fields are exactly what an
-:class:`~canal.instance.Instance` restarts from (:func:`cursor_of`).
+transaction after it, and ``snapshot``, an unfinished snapshot's progress (:class:`~canal.position.SnapshotCursor`
+as JSON, or null) -- plus ``batch``, a counter of non-empty batches. The cursor fields are exactly what an
+:class:`~canal.instance.Instance` restarts from (:func:`cursor_of`). SNAPSHOT entries move ``snapshot`` only, so
+offsets are ordered by ``batch`` (:func:`moved` says whether entries moved the cursor at all).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from decimal import Decimal
 from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
-from canal.position import EntryPosition, LogIdentity, LogPosition, journal_number
+from canal.position import EntryPosition, LogIdentity, LogPosition, SnapshotCursor, journal_number
 from canal.protocol import Entry, EntryType, TableSchema, render_text
 from canal.spark.types import base_type
 
@@ -85,6 +87,7 @@ INITIAL_OFFSET: Offset = {
     "timestamp": None,
     "server_id": None,
     "gtid": None,
+    "snapshot": None,
 }
 """Where a new query starts: wherever the instance starts (its saved cursor, else the configured position)."""
 
@@ -120,6 +123,7 @@ def offset_of(entry: Entry, batch: int) -> Offset | None:
         "timestamp": anchor.timestamp,
         "server_id": anchor.server_id,
         "gtid": anchor.gtid,
+        "snapshot": None if entry.snapshot is None else entry.snapshot.to_dict(),
     }
 
 
@@ -137,7 +141,13 @@ def cursor_of(offset: Mapping[str, Any]) -> LogPosition:
         gtid=offset.get("gtid"),
         included=bool(offset.get("included", False)),
     )
-    return LogPosition(LogIdentity(None, -1), position, int(offset.get("rows_done", 0)))
+    snapshot = offset.get("snapshot")
+    return LogPosition(
+        LogIdentity(None, -1),
+        position,
+        int(offset.get("rows_done", 0)),
+        None if snapshot is None else SnapshotCursor.from_dict(snapshot),
+    )
 
 
 def cursor_key(offset: Mapping[str, Any]) -> tuple[int, int, int, str, int]:
@@ -153,8 +163,12 @@ def cursor_key(offset: Mapping[str, Any]) -> tuple[int, int, int, str, int]:
     )
 
 
-def same_cursor(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return cursor_key(a) == cursor_key(b)
+def moved(start: Mapping[str, Any], end: Mapping[str, Any]) -> bool:
+    """Whether the cursor ``end`` names lies past ``start``'s: a later binlog position, or the same one with a
+    snapshot that went on (SNAPSHOT entries sit at the boundary they follow)."""
+    if cursor_key(start) != cursor_key(end):
+        return True
+    return start.get("snapshot") != end.get("snapshot")
 
 
 def canonical(offset: Mapping[str, Any]) -> str:

@@ -60,10 +60,10 @@ from canal.spark.changes import (
     Offset,
     arrow_schema,
     canonical,
-    cursor_key,
     cursor_of,
     entries_to_batch,
     has_position,
+    moved,
     offset_of,
 )
 
@@ -354,7 +354,7 @@ class CanalStreamReader:
         """
         batch_no = int(start.get("batch", 0)) + 1
         with session.lock:
-            if session.instance is None or session.pos is None or cursor_key(session.pos) != cursor_key(start):
+            if session.instance is None or session.pos is None or canonical(session.pos) != canonical(start):
                 session.open_at(start)
             instance = session.instance
             assert instance is not None
@@ -380,7 +380,7 @@ class CanalStreamReader:
                         end = placed
                 if not partial:
                     session.outstanding.append((msg.id, dict(end) if end is not None else dict(start)))
-            if end is None or cursor_key(end) == cursor_key(start):
+            if end is None or not moved(start, end):
                 end = dict(start)
             # entries past an AvailableNow target were handed out but not returned: reopen on the next read
             session.pos = None if partial else end
@@ -399,7 +399,7 @@ class CanalStreamReader:
         """
         if not self.prefetch or session.instance is None or session.pos is None:
             return
-        if cursor_key(session.pos) != cursor_key(start):
+        if canonical(session.pos) != canonical(start):
             return
 
         def prepare() -> None:
@@ -449,8 +449,8 @@ class CanalStreamReader:
                 instance = session.instance
                 while instance is not None and session.outstanding:
                     batch_id, batch_end = session.outstanding[0]
-                    if cursor_key(batch_end) > cursor_key(end):
-                        break
+                    if int(batch_end.get("batch", 0)) > int(end.get("batch", 0)):
+                        break  # a later Spark batch's (prepared ahead)
                     try:
                         instance.ack(batch_id)
                     except CanalError as refused:

@@ -73,7 +73,7 @@ def position_range(
     cursor = last.anchor
     if cursor is None:
         cursor = ack if last_is_boundary and ack is not None else end
-    return PositionRange(start, end, ack, cursor, last.rows_done, identity, seqs)
+    return PositionRange(start, end, ack, cursor, last.rows_done, identity, seqs, last.snapshot)
 
 
 class MemoryEventStore(StartStopContext):
