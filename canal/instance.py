@@ -47,7 +47,7 @@ from canal.meta.fence import Fence
 from canal.parse.log_position import LogPositionManager
 from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser, SourceFactory
-from canal.position import LogPosition, PositionRange, SnapshotCursor
+from canal.position import LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
 from canal.schema.catalog import SchemaCatalog
 from canal.snapshot.merge import SnapshotMerge
@@ -236,6 +236,8 @@ class Instance(StartStopContext):
                 if due is not None:
                     merge, source = self._snapshot_parts()
                     runner = self._snapshot_runner(due, merge, source, None, None, None)
+                    if self.get_cursor() is None:
+                        self._begin_initial_snapshot(source, due)
                     merge.begin(due)  # before the parser hands off anything: every entry carries it
                     self._snapshots.append(runner)
                 self.parser.start()
@@ -365,6 +367,20 @@ class Instance(StartStopContext):
             chunk_rows=settings.chunk_rows if chunk_rows is None else chunk_rows,
             max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
         )
+
+    def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor) -> None:
+        """Make the initial snapshot and its start durable before anything is handed out: the server's position now,
+        with the snapshot pending, becomes the cursor the parser starts from. A crash before the first ack then
+        restarts from that same position (delivering again what came after it) instead of from a later "now",
+        which would skip changes a consumer may already have applied (e.g. a DELETE of a row it has)."""
+        source.open()
+        try:
+            now = source.master_status()
+        finally:
+            source.close()
+        start = LogPosition(LogIdentity(source.address, -1), now, 0, due)
+        self.meta.update_cursor(self.default_client, start)
+        self._log.info("initial snapshot: streaming from %s", now)
 
     def _snapshot_due(self) -> SnapshotCursor | None:
         """The snapshot this start runs: the unfinished one of the consumer cursor, else the initial snapshot when

@@ -252,6 +252,14 @@ def _key_value(item: Any) -> KeyValue:
     raise PositionError(f"a snapshot cursor key value is ['s', text] or ['b', hex], got {item!r}")
 
 
+def _snapshot_order(snapshot: SnapshotCursor | None) -> tuple[Any, ...]:
+    """A tie-break between cursors at one binlog position: no snapshot first, then by progress."""
+    if snapshot is None:
+        return ()
+    after = () if snapshot.after is None else tuple((isinstance(v, bytes), str(v)) for v in snapshot.after)
+    return (snapshot.table, snapshot.rows, snapshot.tables, after)
+
+
 def _opt_snapshot(data: Mapping[str, Any]) -> SnapshotCursor | None:
     raw = data.get("snapshot")
     return None if raw is None else SnapshotCursor.from_dict(raw)
@@ -278,11 +286,18 @@ class LogPosition:
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, LogPosition):
             return NotImplemented
-        return (self.position, self.rows_done, self.identity.source_address or "", self.identity.slave_id) < (
+        return (
+            self.position,
+            self.rows_done,
+            self.identity.source_address or "",
+            self.identity.slave_id,
+            _snapshot_order(self.snapshot),
+        ) < (
             other.position,
             other.rows_done,
             other.identity.source_address or "",
             other.identity.slave_id,
+            _snapshot_order(other.snapshot),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from canal.errors import PositionError
-from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, journal_number
+from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor, journal_number
 
 journals = st.one_of(
     st.none(),
@@ -30,7 +31,27 @@ identities = st.builds(
     source_address=st.one_of(st.none(), st.just("127.0.0.1:3306"), st.just("db.example:13306")),
     slave_id=st.integers(-1, 2**31),
 )
-log_positions = st.builds(LogPosition, identity=identities, position=entry_positions, rows_done=st.integers(0, 10**6))
+table_names = st.lists(st.sampled_from(["shop.orders", "shop.items", "s.t"]), min_size=1, max_size=3)
+key_values = st.lists(st.one_of(st.text(max_size=5), st.binary(max_size=5)), min_size=1, max_size=3)
+snapshot_cursors = st.one_of(
+    st.just(SnapshotCursor(())),  # the captured tables, not listed yet
+    table_names.flatmap(
+        lambda tables: st.builds(
+            SnapshotCursor,
+            tables=st.just(tuple(tables)),
+            table=st.integers(0, len(tables) - 1),
+            after=st.one_of(st.none(), key_values.map(tuple)),
+            rows=st.integers(0, 10**9),
+        )
+    ),
+)
+log_positions = st.builds(
+    LogPosition,
+    identity=identities,
+    position=entry_positions,
+    rows_done=st.integers(0, 10**6),
+    snapshot=st.one_of(st.none(), snapshot_cursors),
+)
 
 
 def test_journal_number_reads_the_numeric_suffix() -> None:
@@ -85,12 +106,25 @@ def test_log_position_json_round_trips(p: LogPosition) -> None:
     assert LogPosition.from_json(p.to_json()) == p
 
 
-@given(entry_positions, entry_positions, st.one_of(st.none(), entry_positions), entry_positions, st.integers(0, 999))
+@given(
+    entry_positions,
+    entry_positions,
+    st.one_of(st.none(), entry_positions),
+    entry_positions,
+    st.integers(0, 999),
+    st.one_of(st.none(), snapshot_cursors),
+)
 def test_position_range_json_round_trips(
-    start: EntryPosition, end: EntryPosition, ack: EntryPosition | None, cursor: EntryPosition, rows: int
+    start: EntryPosition,
+    end: EntryPosition,
+    ack: EntryPosition | None,
+    cursor: EntryPosition,
+    rows: int,
+    snapshot: SnapshotCursor | None,
 ) -> None:
-    r = PositionRange(start, end, ack, cursor, rows)
+    r = PositionRange(start, end, ack, cursor, rows, snapshot=snapshot)
     assert PositionRange.from_json(r.to_json()) == r
+    assert r.ack_cursor.snapshot == snapshot  # acking the batch hands its snapshot progress to the cursor
 
 
 def test_reads_a_cursor_exactly_as_java_canal_writes_it() -> None:
@@ -143,3 +177,34 @@ def test_bad_log_position_documents_raise_position_error() -> None:
         LogPosition(position=EntryPosition("mysql-bin.000001", 4), rows_done=-1)
     with pytest.raises(PositionError, match="start"):
         PositionRange.from_json('{"end": {}, "cursor": {}}')
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        {"tables": "shop.orders"},
+        {"tables": ["shop.orders"], "table": 1},
+        {"tables": ["shop.orders"], "after": [["x", "1"]]},
+        {"tables": ["shop.orders"], "after": [["b", "zz"]]},
+        {"tables": ["shop.orders"], "rows": -1},
+        {"tables": [], "table": 0, "after": [["s", "1"]]},
+        [],
+    ],
+)
+def test_bad_snapshot_cursors_raise_position_error(snapshot: object) -> None:
+    document = {"postion": {"journalName": "mysql-bin.000001", "position": 4}, "snapshot": snapshot}
+    with pytest.raises(PositionError, match="snapshot"):
+        LogPosition.from_dict(document)
+
+
+def test_a_cursor_without_a_snapshot_keeps_canal_s_document() -> None:
+    plain = LogPosition(position=EntryPosition("mysql-bin.000001", 4))
+    assert "snapshot" not in plain.to_dict()
+    with_snapshot = attrs.evolve(plain, snapshot=SnapshotCursor(("shop.orders",), 0, (b"\x00", "a"), 7))
+    assert with_snapshot.to_dict()["snapshot"] == {
+        "tables": ["shop.orders"],
+        "table": 0,
+        "after": [["b", "00"], ["s", "a"]],
+        "rows": 7,
+    }
+    assert plain < with_snapshot  # at one binlog position: progress breaks the tie

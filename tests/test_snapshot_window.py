@@ -151,3 +151,68 @@ def test_rows_changed_before_the_snapshot_position_are_kept() -> None:
     # a later file is later whatever its offsets
     window.observe([(2,)], position_key("mysql-bin.000002", 4))
     assert window.reconcile([(2, "y")], EntryPosition(FILE, 99_999)) == []
+
+
+# -- the SNAPSHOT entries of a chunk and the progress they carry ------------------------------------------------------
+
+TABLES = ("d.a", "d.b", "d.c")
+
+
+@settings(max_examples=300)
+@given(
+    n_rows=st.integers(0, 30),
+    changed=st.sets(st.integers(0, 40)),
+    last=st.booleans(),
+    table=st.integers(0, len(TABLES) - 1),
+    part=st.integers(1, 7),
+)
+def test_snapshot_entries_carry_the_progress_of_what_they_hold(
+    n_rows: int, changed: set[int], last: bool, table: int, part: int
+) -> None:
+    """Against a model: the chunk's rows minus the overtaken keys, in order, in parts of ``part`` read rows; each
+    entry's progress names the last key read up to it; the table's last entry moves on to the next table (or ends
+    the snapshot)."""
+    from unittest.mock import patch
+
+    import canal.snapshot.merge as merge
+    from canal.position import SnapshotCursor
+    from canal.protocol import ColumnMeta, EventType, Header, TableSchema
+    from canal.snapshot.reader import Chunk
+
+    if not last:
+        n_rows = max(n_rows, 1)  # a chunk that is not the table's last is full
+    db, name = TABLES[table].split(".")
+    schema = TableSchema(db, name, (ColumnMeta("id", is_key=True), ColumnMeta("v")))
+    rows = tuple((i, f"v{i}") for i in range(n_rows))
+    keys = tuple((str(i),) for i in range(n_rows))
+    at = EntryPosition(FILE, 100)
+    chunk = Chunk(schema, at, rows, None if last else keys[-1], keys)
+    window = ChunkWindow(db, name, (0,))
+    for key in changed:
+        window.observe([(key, "new")], position_key(FILE, 150))  # overtaken by the stream after the read
+    base = SnapshotCursor(TABLES, table, None, 5)
+    pending = merge.PendingChunk(window, chunk, 3, last, base)
+    with patch.object(merge, "ROWS_PER_ENTRY", part):
+        entries, emitted, progress = merge.snapshot_entries(pending, Header(FILE, 200), None)
+
+    kept = [r for r in rows if r[0] not in changed]
+    got = [tuple(row.after) for e in entries for row in e.iter_rows()]
+    assert got == kept and emitted == len(kept)
+    assert all(e.header.event_type is EventType.SNAPSHOT and e.header.log_offset == 200 for e in entries)
+    if last:
+        following = SnapshotCursor(TABLES, table + 1, None, 5 + len(kept)) if table + 1 < len(TABLES) else None
+        assert progress == following and entries and entries[-1].snapshot == following
+        assert entries[-1].header.props["snapshot.table_done"] == "true"
+    else:
+        assert progress == SnapshotCursor(TABLES, table, keys[-1], 5 + len(kept))
+        final_part = rows[(n_rows - 1) // part * part :]
+        if any(r in kept for r in final_part):  # else that part emitted nothing: the progress moves on regardless
+            assert entries[-1].snapshot == progress
+    held = 5
+    for entry in entries[:-1] if last else entries:
+        held += len(entry.row_change.rows) if entry.row_change else 0
+        assert entry.snapshot is not None and entry.snapshot.rows == held
+        assert entry.snapshot.after is not None
+        last_key = int(entry.snapshot.after[0])
+        # everything up to the named key is in this entry or before it; nothing after it is
+        assert all(r[0] <= last_key for r in got[: held - 5]) and all(r[0] > last_key for r in got[held - 5 :])

@@ -23,16 +23,23 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 class Child:
-    """One ``tests.procs.ha_consumer`` process; every stdout line lands in ``lines`` (and the shared ``events``)."""
+    """One child process running ``module`` (by default ``tests.procs.ha_consumer``) with ``args`` as JSON; every
+    stdout line lands in ``lines`` (and the shared ``events``)."""
 
-    def __init__(self, name: str, args: dict[str, Any], events: queue.Queue[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: dict[str, Any],
+        events: queue.Queue[tuple[str, str]] | None = None,
+        module: str = "tests.procs.ha_consumer",
+    ) -> None:
         self.name = name
         self.args = args
         self.lines: queue.Queue[str] = queue.Queue()
         self._events = events
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.procs.ha_consumer", json.dumps(args)],
+            [sys.executable, "-m", module, json.dumps(args)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
