@@ -51,7 +51,7 @@ from canal.position import LogIdentity, LogPosition, PositionRange, SnapshotCurs
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
 from canal.schema.catalog import SchemaCatalog
 from canal.snapshot.merge import SnapshotMerge
-from canal.snapshot.runner import SnapshotRunner, split_table_name
+from canal.snapshot.runner import SnapshotProgress, SnapshotRunner, split_table_name
 from canal.start_stop import StartStopContext
 
 
@@ -72,6 +72,7 @@ class InstanceMetrics:
     reconnects: int
     errors: int  # fatal parser errors (each stops the destination)
     last_error: str | None  # the last error, fatal or retried
+    snapshot: SnapshotProgress | None = None  # the last snapshot started here (None: none)
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -349,6 +350,19 @@ class Instance(StartStopContext):
             found = catalog.tables.get(f"{db}.{table}")
             return None if found is None else found.table_schema(mariadb=catalog.mariadb)
 
+        def estimated_rows(db: str, table: str) -> int:
+            conn = source.snapshot_connection()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (db, table),
+                    )
+                    found = cur.fetchone()
+            finally:
+                conn.close()
+            return int(found[0]) if found and found[0] is not None else 0  # InnoDB's estimate
+
         def captured_tables() -> list[str]:
             filters = self.config.table_filters
             return sorted(
@@ -366,6 +380,7 @@ class Instance(StartStopContext):
             captured_tables=captured_tables,
             chunk_rows=settings.chunk_rows if chunk_rows is None else chunk_rows,
             max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
+            estimated_rows=estimated_rows,
         )
 
     def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor) -> None:
@@ -641,4 +656,5 @@ class Instance(StartStopContext):
             reconnects=self.parser.reconnects,
             errors=self._errors,
             last_error=None if error is None else f"{type(error).__name__}: {error}",
+            snapshot=self._snapshots[-1].progress() if self._snapshots else None,
         )

@@ -26,9 +26,14 @@ Series, each labelled ``destination``:
 ``canal_instance_delay_ack_seconds``          gauge    now minus the execute time of the last entry acked
 ``canal_instance_reconnects_total``           counter  reconnects of the binlog source
 ``canal_instance_errors_total``               counter  fatal parser errors
+``canal_instance_snapshot_rows``              gauge    rows of the last snapshot in the stream
+``canal_instance_snapshot_tables_done``       gauge    its tables done
+``canal_instance_snapshot_tables``            gauge    its tables (0 until it listed the captured ones)
+``canal_instance_snapshot_eta_seconds``       gauge    its ETA from InnoDB's row estimate
 ============================================  =======================================================
 
-The delay series are absent until something was handed out / acked. A destination that is not running in this
+The delay series are absent until something was handed out / acked; the snapshot series until a snapshot started
+in this process (its ETA while it runs and the estimate allows one). A destination that is not running in this
 process (an HA standby) has no series. ``prometheus-client`` is imported only when the exporter is used.
 """
 
@@ -134,6 +139,26 @@ class CanalCollector:
         )
         yield counter("reconnects", "Reconnects of the binlog source", lambda m: m.reconnects)
         yield counter("errors", "Fatal parser errors", lambda m: m.errors)
+        yield gauge(
+            "snapshot_rows",
+            "Rows of the last snapshot in the stream",
+            lambda m: None if m.snapshot is None else m.snapshot.rows_emitted,
+        )
+        yield gauge(
+            "snapshot_tables_done",
+            "Tables of the last snapshot done",
+            lambda m: None if m.snapshot is None else m.snapshot.tables_done,
+        )
+        yield gauge(
+            "snapshot_tables",
+            "Tables of the last snapshot",
+            lambda m: None if m.snapshot is None else len(m.snapshot.tables),
+        )
+        yield gauge(
+            "snapshot_eta_seconds",
+            "ETA of the last snapshot from InnoDB's row estimate",
+            lambda m: None if m.snapshot is None else m.snapshot.eta_s,
+        )
 
 
 @attrs.define

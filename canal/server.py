@@ -28,6 +28,7 @@ from canal.meta.fence import ZkFence
 from canal.meta.zkclient import make_client
 from canal.position import LogPosition
 from canal.protocol import Message
+from canal.snapshot.runner import SnapshotRunner
 from canal.start_stop import StartStopContext
 
 
@@ -362,6 +363,18 @@ class EmbeddedServer(StartStopContext):
 
     def get_cursor(self, client: ClientIdentity) -> LogPosition | None:
         return self.instance(client.destination).get_cursor(client)
+
+    def snapshot(
+        self,
+        destination: str,
+        tables: Sequence[str],
+        *,
+        chunk_rows: int | None = None,
+        max_rows_per_s: float | None = None,
+    ) -> SnapshotRunner:
+        """Snapshot ``tables`` of a running destination into its stream (:meth:`Instance.snapshot
+        <canal.instance.Instance.snapshot>`); under HA only the process that serves it can."""
+        return self.instance(destination).snapshot(tables, chunk_rows=chunk_rows, max_rows_per_s=max_rows_per_s)
 
     def metrics(self) -> dict[str, InstanceMetrics]:
         out = {}

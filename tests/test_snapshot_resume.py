@@ -13,10 +13,13 @@ import attrs
 import pytest
 from test_snapshot_stream import Mirror, Writers, _load, _select
 
+from canal.client import ClientIdentity
 from canal.config import InstanceConfig, SnapshotConfig, StoreConfig
+from canal.errors import UnknownDestinationError
 from canal.instance import Instance
 from canal.position import SnapshotCursor
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, EventType
+from canal.server import EmbeddedServer
 from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
@@ -136,6 +139,10 @@ def test_initial_mode_snapshots_the_captured_tables_on_the_first_start_only(
             _consume(inst, mirror, seen)
             assert snapshot.error is None, snapshot.error
         assert snapshot.tables == tuple(f"{db}.{t}" for t in ("c", "k", "n", "other"))  # the filter's tables
+        metrics = inst.metrics().snapshot
+        assert metrics is not None and metrics.done and metrics.tables_done == 4 and metrics.eta_s is None
+        assert metrics.rows_emitted >= 3000 and metrics.rows_expected > 0
+        assert inst.metrics().as_dict()["snapshot"]["tables_done"] == 4
         writers.stop.set()
         _until_marker(inst, mariadb, mirror, seen)
     assert writers.writes > 0
@@ -147,3 +154,24 @@ def test_initial_mode_snapshots_the_captured_tables_on_the_first_start_only(
     # a configured start position is not a first start either
     with Instance(_config(mariadb, tmp_path / "other-meta", mode="initial")) as inst:
         assert inst.snapshots == ()
+
+
+def test_the_server_snapshots_a_destination_it_runs(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    _load(mariadb)
+    db = mariadb.database
+    config = _config(mariadb, tmp_path)
+    with EmbeddedServer() as server:
+        server.start_destination(config)
+        with pytest.raises(UnknownDestinationError):
+            server.snapshot("nope", [f"{db}.k"])
+        runner = server.snapshot(config.destination, [f"{db}.c"], chunk_rows=50)
+        mirror = Mirror()
+        client = ClientIdentity(config.destination, 1001)
+        while not runner.progress().done or server.get_cursor(client) is None or server.get_cursor(client).snapshot:
+            msg = server.get_without_ack(client, 500, timeout=0.2)
+            if msg.id != EMPTY_MESSAGE_ID:
+                mirror.apply(msg.entries)
+                server.ack(client, msg.id)
+            assert runner.error is None, runner.error
+        assert server.metrics()[config.destination].snapshot == runner.progress()
+    assert mirror.tables[f"{db}.c"] == _select(mariadb, "c", 2)

@@ -193,4 +193,6 @@ def test_snapshot_errors_change_nothing(mariadb: MariaDBDatabase) -> None:
         with pytest.raises(SnapshotError, match="unfinished snapshot"):
             inst.snapshot([f"{mariadb.database}.other"])
         assert inst.snapshots == (first,)
+        progress = inst.metrics().snapshot
+        assert progress is not None and progress.tables == (f"{mariadb.database}.k",) and not progress.done
         assert first.progress().tables == (f"{mariadb.database}.k",)

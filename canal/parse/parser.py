@@ -47,7 +47,7 @@ from canal.parse.start_position import (
 )
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.position import LogIdentity, LogPosition
-from canal.protocol import Entry
+from canal.protocol import Entry, EntryType, Header
 from canal.schema.history import SchemaHistory
 from canal.start_stop import StartStopContext
 
@@ -133,7 +133,11 @@ class EventParser(StartStopContext):
         self.error: BaseException | None = None
         self.handed_off = 0
         # what joins the stream at boundaries (snapshot chunks: canal.snapshot.merge), set by the assembly
-        self.merge: StreamMerge | None = None
+        self._merge: StreamMerge | None = None
+        # one hand-off at a time (the parser thread's, or a due snapshot chunk's from its reader thread), and where
+        # the last one left the stream: (origin, restart point, header) when it ended at a boundary, else None
+        self._hand_off_lock = threading.Lock()
+        self._rest: tuple[LogIdentity, LogPosition | None, Header] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -184,8 +188,10 @@ class EventParser(StartStopContext):
         self._stop.set()
         self._wake.set()
         self._close_source("stop")
-        if self.merge is not None:
-            self.merge.abort("the parser stopped")
+        if self._merge is not None:
+            with self._hand_off_lock:
+                self._rest = None
+            self._merge.abort("the parser stopped")
         current = threading.current_thread()
         for thread in (self._thread, self._detector, self._watchdog):
             if thread is not None and thread is not current:
@@ -331,8 +337,10 @@ class EventParser(StartStopContext):
             self._converter.reset(start.position, start.rows_done, server_id=source.server_id())
             self._buffer.clear()
             identity = self._identity(active)
-            if self.merge is not None and identity != self._buffer.identity:
-                self.merge.abort(f"the parser now reads {active.address}")  # chunk positions name the old binlog
+            if self._merge is not None and identity != self._buffer.identity:
+                with self._hand_off_lock:
+                    self._rest = None
+                self._merge.abort(f"the parser now reads {active.address}")  # chunk positions name the old binlog
             self._buffer.identity = identity
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
             schemas = self._schemas
@@ -407,23 +415,55 @@ class EventParser(StartStopContext):
 
     _in_sink = False
 
+    @property
+    def merge(self) -> StreamMerge | None:
+        return self._merge
+
+    @merge.setter
+    def merge(self, merge: StreamMerge | None) -> None:
+        self._merge = merge
+        if merge is not None:
+            merge.attach(self._hand_off_due)
+
     def _hand_off(self, entries: list[Entry], origin: LogIdentity) -> None:
         self._in_sink = True
         try:
-            merge = self.merge
-            if merge is not None and merge.active:
-                entries = merge.tag(entries)  # an unfinished snapshot's progress rides with every entry
-            self.sink(entries, origin)
-            if merge is not None and merge.active:
-                resume = restart_position(entries, origin) or self._resume
-                chunk_entries = merge.after_hand_off(entries, resume)
-                if chunk_entries:
-                    self.sink(chunk_entries, origin)
-                    self.handed_off += len(chunk_entries)
+            merge = self._merge
+            if merge is None or not merge.active:
+                self.sink(entries, origin)
+                self._rest = None
+            else:
+                with self._hand_off_lock:
+                    entries = merge.tag(entries)  # an unfinished snapshot's progress rides with every entry
+                    self.sink(entries, origin)
+                    resume = restart_position(entries, origin) or self._resume
+                    last = entries[-1]
+                    at_rest = last.entry_type is EntryType.HEARTBEAT or last.is_boundary
+                    self._rest = (origin, resume, last.header) if at_rest else None
+                    chunk_entries = merge.after_hand_off(entries, resume)
+                    if chunk_entries:
+                        self.sink(chunk_entries, origin)
+                        self.handed_off += len(chunk_entries)
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()
         self.handed_off += len(entries)
+
+    def _hand_off_due(self) -> None:
+        """Hand off, from the calling thread, the merge's entries due at the boundary the parser rests at (none
+        while it is inside a transaction or has handed off nothing since the merge became active)."""
+        merge = self._merge
+        if merge is None:
+            return
+        with self._hand_off_lock:
+            rest = self._rest
+            if rest is None or not self._started:
+                return
+            origin, resume, header = rest
+            chunk_entries = merge.due(header, resume)
+            if chunk_entries:
+                self.sink(chunk_entries, origin)
+                self.handed_off += len(chunk_entries)
 
     def _recorded(self, position: LogPosition) -> None:
         self._resume = position

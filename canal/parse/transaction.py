@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from canal.position import LogIdentity, LogPosition
-from canal.protocol import Entry, EntryType
+from canal.protocol import Entry, EntryType, Header
 
 Sink = Callable[[list[Entry], LogIdentity], None]
 """``sink(entries, origin)``: one hand-off and the server it was read from (carried with the entries into the store,
@@ -39,6 +39,14 @@ class StreamMerge(Protocol):
 
     def after_hand_off(self, entries: Sequence[Entry], resume: LogPosition | None) -> list[Entry]:
         """Called after each hand-off with the restart point it made; the entries to hand off next (at a boundary)."""
+        ...
+
+    def attach(self, hand_off_now: Callable[[], None]) -> None:
+        """The parser's callback that hands off, from any thread, what is due at the boundary it rests at."""
+        ...
+
+    def due(self, at: Header, resume: LogPosition | None) -> list[Entry]:
+        """What is due now at the boundary whose header is ``at`` (the parser's hand-off lock held)."""
         ...
 
     def abort(self, reason: str) -> None:

@@ -5,7 +5,9 @@ reads a chunk exact at a binlog position, and :meth:`SnapshotMerge.submit` s it.
 :meth:`SnapshotMerge.after_hand_off` after every hand-off: it records the keys of the windows' tables, and at a
 transaction boundary at or after a waiting chunk's position it returns the chunk's reconciled rows as SNAPSHOT
 entries, which the parser hands off next -- so they reach the store between transactions, after every binlog change
-they already contain and before every change they do not.
+they already contain and before every change they do not. A chunk whose position the parser has already passed,
+with the parser resting at a boundary (an idle server sends nothing to hand off), joins at once: ``submit`` asks the
+parser (:meth:`attach`) to hand it off at that boundary rather than at the next heartbeat.
 
 SNAPSHOT entries carry the after image only (consumers apply them as upserts), name the table in their header, take
 the cursor of the boundary they follow (acking them moves no binlog position), and carry their chunk and progress in
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from canal.errors import CanalError
 from canal.position import EntryPosition, LogPosition, SnapshotCursor
@@ -74,11 +76,16 @@ class SnapshotMerge:
         self._pending: list[PendingChunk] = []
         self._handed: tuple[int, int] | None = None  # the end of the last boundary handed off
         self._progress: SnapshotCursor | None = None  # what entries handed off now carry (None: no snapshot)
+        self._hand_off_now: Callable[[], None] | None = None  # the parser's: hand off what is due at its boundary
 
     @property
     def active(self) -> bool:
         """Entries are watched (a window is open) or tagged (a snapshot is unfinished)."""
         return bool(self._windows) or self._progress is not None
+
+    def attach(self, hand_off_now: Callable[[], None]) -> None:
+        """The parser's way to hand off due chunks from another thread, at the boundary it rests at."""
+        self._hand_off_now = hand_off_now
 
     @property
     def progress(self) -> SnapshotCursor | None:
@@ -120,6 +127,8 @@ class SnapshotMerge:
         pending = PendingChunk(window, chunk, number, last, progress)
         with self._lock:
             self._pending.append(pending)
+        if self._hand_off_now is not None:
+            self._hand_off_now()  # the parser may already be past its position, resting at a boundary
         return pending
 
     def abort(self, reason: str) -> None:
@@ -152,6 +161,11 @@ class SnapshotMerge:
         if h.log_file:
             end = h.log_offset + h.event_length if last.entry_type is not EntryType.HEARTBEAT else h.log_offset
             self._handed = position_key(h.log_file, end)
+        return self.due(h, resume)
+
+    def due(self, h: Header, resume: LogPosition | None) -> list[Entry]:
+        """The SNAPSHOT entries of the chunks the stream has reached, placed after the boundary ``h`` the parser
+        rests at (called with the parser's hand-off lock held)."""
         if not self._pending or self._handed is None:
             return []
         due: list[PendingChunk] = []

@@ -34,8 +34,9 @@ def split_table_name(name: str) -> tuple[str, str]:
 
 @attrs.frozen
 class SnapshotProgress:
-    """Where a snapshot stands: tables done of all, rows emitted, rows/s since it started and an ETA (None when
-    unknown)."""
+    """Where a snapshot stands: tables done of all, rows read by this run, rows in the stream (a resumed snapshot
+    counts those of earlier runs), rows read per second since this run started, rows expected (InnoDB's estimate,
+    0 when unknown) and an ETA in seconds (None when unknown)."""
 
     tables: tuple[str, ...]
     tables_done: int
@@ -45,6 +46,7 @@ class SnapshotProgress:
     done: bool
     error: str | None = None
     eta_s: float | None = None
+    rows_expected: int = 0
 
 
 class SnapshotRunner:
@@ -90,6 +92,7 @@ class SnapshotRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = 0.0
+        self._finished_at: float | None = None
         self._tables_done = plan.table
         self._rows_read = 0
         self._rows_emitted = plan.rows
@@ -126,11 +129,12 @@ class SnapshotRunner:
         return self.progress()
 
     def progress(self) -> SnapshotProgress:
-        elapsed = max(time.monotonic() - self._started_at, 1e-9)
+        end = self._finished_at if self._finished_at is not None else time.monotonic()
+        elapsed = max(end - self._started_at, 1e-9)
         rate = self._rows_read / elapsed
         eta = None
-        if self._rows_expected and rate > 0:
-            eta = max(self._rows_expected - self._rows_read, 0) / rate
+        if self._rows_expected and rate > 0 and not self._done.is_set():
+            eta = max(self._rows_expected - self._rows_emitted, 0) / rate
         return SnapshotProgress(
             tables=self.tables,
             tables_done=self._tables_done,
@@ -140,6 +144,7 @@ class SnapshotRunner:
             done=self._done.is_set() and self.error is None,
             error=None if self.error is None else str(self.error),
             eta_s=eta,
+            rows_expected=self._rows_expected,
         )
 
     # -- the snapshot thread ------------------------------------------------------------------------------------------
@@ -182,6 +187,7 @@ class SnapshotRunner:
                 exc,
             )
         finally:
+            self._finished_at = time.monotonic()
             self._done.set()
 
     def _table(self, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
