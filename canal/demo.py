@@ -1,10 +1,12 @@
 """End-to-end demo (``python -m canal.demo``, run by ``scripts/demo.sh``): a shop database mirrored into Delta Lake.
 
 1. starts a private MariaDB (ROW binlog) and ZooKeeper (which keeps the canal cursor);
-2. creates ``shop.customers``, ``shop.orders`` and ``shop.order_items`` and runs a workload generator: transactions
-   of inserts, updates and deletes, and one ``ALTER TABLE customers ADD COLUMN tier``;
-3. meanwhile a Spark structured-streaming query reads the ``canal`` source and mirrors every table into its own Delta
-   table (``DeltaMirror``: MERGE per table, committed with the micro-batch id as an app transaction);
+2. creates ``shop.customers``, ``shop.orders`` and ``shop.order_items`` and fills them with 200,000 rows before any
+   capture starts (a database that already holds data);
+3. a Spark structured-streaming query reads the ``canal`` source with ``pycanal.snapshot.mode=initial``: the existing
+   rows arrive as SNAPSHOT change rows, merged with the binlog, while a workload generator writes (transactions of
+   inserts, updates and deletes, and one ``ALTER TABLE customers ADD COLUMN tier``); every table is mirrored into its
+   own Delta table (``DeltaMirror``: MERGE per table, committed with the micro-batch id as an app transaction);
 4. part-way through, the process that runs the canal reader (``python_streaming_source_runner``) is SIGKILLed; the
    query fails and is restarted from the same checkpoint -- the checkpoint, the spool and the cursor make it exact;
 5. when the workload is done and mirrored, compares each Delta table with ``SELECT *`` of its source, prints a summary
@@ -12,6 +14,7 @@
 
 Exit status 0 when every mirror equals its table, 1 otherwise (or when a service could not start).
 Options: ``--seconds`` (workload duration, default 40), ``--rate`` (transactions per second, default 80),
+``--preload`` (rows in the tables before the pipeline starts, default 200000),
 ``--out DIR`` (where the chart and the Delta tables go; default a temporary directory, removed at the end, the chart
 kept as ``$TMPDIR/pycanal-demo-throughput-lag.png``), ``--no-kill``.
 """
@@ -61,6 +64,8 @@ class DemoResult:
     points: list[BatchPoint] = attrs.field(factory=list)
     transactions: int = 0
     changes: int = 0
+    preloaded: int = 0  # rows in the tables before the pipeline started
+    snapshot_rows: int = 0  # SNAPSHOT change rows mirrored
     restarts: int = 0
     killed_pid: int | None = None
     elapsed_s: float = 0.0
@@ -150,13 +155,21 @@ def run(
     chart: bool = True,
     progress: bool = True,
     spark: Any = None,
+    preload: int = 200_000,
 ) -> DemoResult:
     """Run the demo; the figures for the summary. A given ``spark`` session is used and left running.
 
     Without ``out_dir`` the work directory is temporary and removed at the end (also on failure); the chart is kept
     as ``$TMPDIR/pycanal-demo-throughput-lag.png``.
     """
-    args: dict[str, Any] = {"seconds": seconds, "rate": rate, "kill": kill, "chart": chart, "progress": progress}
+    args: dict[str, Any] = {
+        "seconds": seconds,
+        "rate": rate,
+        "kill": kill,
+        "chart": chart,
+        "progress": progress,
+        "preload": preload,
+    }
     if out_dir is not None:
         return _run(work_dir=out_dir, spark=spark, **args)
     work_dir = Path(tempfile.mkdtemp(prefix="pycanal-demo-"))
@@ -175,6 +188,7 @@ def _run(
     chart: bool,
     progress: bool,
     spark: Any,
+    preload: int,
     keep_chart: bool = False,
 ) -> DemoResult:
     # run() owns the defaults and the temporary work directory; this is the demo itself
@@ -196,11 +210,15 @@ def _run(
     with MariaDBServer(server_id=1) as mariadb, ZooKeeperServer() as zookeeper:
         _say(f"MariaDB on {mariadb.address} (pid {mariadb.pid}), ZooKeeper on {zookeeper.hosts} (pid {zookeeper.pid})")
         conn = mariadb.connect()
-        start = master_position(conn)
         mariadb.execute(f"CREATE DATABASE {DB}")
         work = ShopWorkload(mariadb.connect(DB), DB, seed=11)
         work.create()
-        _say(f"created {', '.join(f'{DB}.{t}' for t in SHOP_TABLES)}; capture starts at {start[0]}:{start[1]}")
+        result.preloaded = work.preload(preload) if preload > 0 else 0
+        start = master_position(conn)
+        _say(
+            f"created {', '.join(f'{DB}.{t}' for t in SHOP_TABLES)} holding {result.preloaded} rows; capture starts "
+            f"at {start[0]}:{start[1]} with a snapshot of them"
+        )
 
         own_spark = spark is None
         jvm_pid: int | None = None
@@ -217,9 +235,8 @@ def _run(
                 "master.address": mariadb.address,
                 "master.user": mariadb.user,
                 "master.password": mariadb.password,
-                "master.journal.name": start[0],
-                "master.position": str(start[1]),
                 "filter.regex": rf"{DB}\..*",
+                "pycanal.snapshot.mode": "initial",  # the rows already there, then the binlog, without a gap
                 "meta.mode": "zookeeper",
                 "zk.servers": zookeeper.hosts,
                 "spool.dir": str(work_dir / "checkpoint.canal-spool"),
@@ -234,12 +251,14 @@ def _run(
 
                 table = df.toArrow()
                 applied = mirror.apply(table, batch_id)
+                snapshot_rows = pc.sum(pc.equal(table.column("type"), "SNAPSHOT")).as_py() or 0
                 now = time.time()
                 lag = None
                 if table.num_rows:
                     newest = pc.max(table.column("execute_time")).as_py()
                     lag = int((now - newest.timestamp()) * 1000) if newest is not None else None
                 with lock:
+                    result.snapshot_rows += snapshot_rows
                     result.points.append(
                         BatchPoint(time.monotonic() - t0, batch_id, table.num_rows, lag, applied.merge_s)
                     )
@@ -370,6 +389,10 @@ def summary(result: DemoResult) -> str:
     span = (busy[-1].at - busy[0].at) if len(busy) > 1 else 0.0
     lags = [p.lag_ms / 1000 for p in result.points if p.lag_ms is not None]
     lines.append(
+        f"{result.preloaded} rows before the pipeline started, {result.snapshot_rows} SNAPSHOT rows mirrored "
+        f"(the snapshot reads rows as they are then: rows the workload inserted before their chunk was read come too)"
+    )
+    lines.append(
         f"{result.transactions} transactions, {result.changes} row changes; {rows} change rows through foreachBatch in "
         f"{len(result.points)} micro-batches over {result.elapsed_s:.1f} s "
         f"({rows / span if span else 0:.0f} rows/s while busy); lag p50 {_percentile(lags, 0.5):.1f} s, "
@@ -392,10 +415,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=80.0, help="transactions per second")
     parser.add_argument("--out", type=Path, default=None, help="keep the chart and the Delta tables here")
     parser.add_argument("--no-kill", action="store_true", help="do not kill the reader process")
+    parser.add_argument("--preload", type=int, default=200_000, help="rows in the tables before the pipeline starts")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        result = run(seconds=args.seconds, rate=args.rate, out_dir=args.out, kill=not args.no_kill)
+        result = run(
+            seconds=args.seconds, rate=args.rate, out_dir=args.out, kill=not args.no_kill, preload=args.preload
+        )
     except ServiceError as exc:
         _say(f"demo failed: {exc}")
         return 1

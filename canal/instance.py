@@ -371,7 +371,12 @@ class Instance(StartStopContext):
                 if filters.includes(*split_table_name(name)) and name.partition(".")[0].lower() not in _SYSTEM_DBS
             )
 
-        return SnapshotRunner(
+        def unacked_rows() -> int:
+            cursor = self.meta.get_cursor(self.default_client)
+            acked = cursor.snapshot.rows if cursor is not None and cursor.snapshot is not None else plan.rows
+            return runner.rows_emitted - acked
+
+        runner = SnapshotRunner(
             self.destination,
             plan,
             merge,
@@ -381,7 +386,9 @@ class Instance(StartStopContext):
             chunk_rows=settings.chunk_rows if chunk_rows is None else chunk_rows,
             max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
             estimated_rows=estimated_rows,
+            unacked_rows=unacked_rows,
         )
+        return runner
 
     def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor) -> None:
         """Make the initial snapshot and its start durable before anything is handed out: the server's position now,

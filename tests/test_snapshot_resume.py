@@ -175,3 +175,18 @@ def test_the_server_snapshots_a_destination_it_runs(mariadb: MariaDBDatabase, tm
             assert runner.error is None, runner.error
         assert server.metrics()[config.destination].snapshot == runner.progress()
     assert mirror.tables[f"{db}.c"] == _select(mariadb, "c", 2)
+
+
+def test_run_batches_refuses_snapshot_rows_and_acks_nothing(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    from canal.errors import SnapshotError
+    from canal.spark.batches import run_batches
+
+    _load(mariadb)
+    called: list[int] = []
+    with Instance(_config(mariadb, tmp_path)) as inst:
+        before = inst.get_cursor()
+        inst.snapshot([f"{mariadb.database}.c"])
+        with pytest.raises(SnapshotError, match="snapshot rows"):
+            run_batches(inst, None, lambda df, batch_id: called.append(batch_id), idle_stop_s=30)
+        assert inst.get_cursor() == before and inst.list_batch_ids()  # refused batches stay outstanding
+    assert called == []

@@ -22,7 +22,9 @@ from canal.protocol import TableSchema
 from canal.snapshot.merge import SnapshotAborted, SnapshotMerge
 from canal.snapshot.reader import ChunkReader
 
-__all__ = ["SnapshotProgress", "SnapshotRunner", "split_table_name"]
+__all__ = ["AHEAD_CHUNKS", "SnapshotProgress", "SnapshotRunner", "split_table_name"]
+
+AHEAD_CHUNKS = 4  # chunks a snapshot may read ahead of the consumer's acks
 
 
 def split_table_name(name: str) -> tuple[str, str]:
@@ -70,6 +72,7 @@ class SnapshotRunner:
         chunk_rows: int = 10_000,
         max_rows_per_s: float | None = None,
         estimated_rows: Callable[[str, str], int] | None = None,
+        unacked_rows: Callable[[], int] | None = None,
     ) -> None:
         if chunk_rows < 1:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
@@ -86,6 +89,7 @@ class SnapshotRunner:
         self._table_schema = table_schema
         self._captured_tables = captured_tables
         self._estimated_rows = estimated_rows
+        self._unacked_rows = unacked_rows
         self.chunk_rows = chunk_rows
         self.max_rows_per_s = max_rows_per_s
         self._log = destination_logger(__name__, destination)
@@ -104,6 +108,11 @@ class SnapshotRunner:
     def tables(self) -> tuple[str, ...]:
         """The tables of the snapshot (empty until a plan of the captured tables has listed them)."""
         return self.plan.tables
+
+    @property
+    def rows_emitted(self) -> int:
+        """Snapshot rows in the stream (those of earlier runs of a resumed snapshot included)."""
+        return self._rows_emitted
 
     @property
     def running(self) -> bool:
@@ -199,8 +208,7 @@ class SnapshotRunner:
         reader = ChunkReader(self._connect, schema, chunk_rows=self.chunk_rows)
         number = 0
         while True:
-            if self._stop.is_set():
-                raise _Stopped
+            self._wait_for_acks()
             progress = SnapshotCursor(self.plan.tables, index, after, self._rows_emitted)
             window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
             try:
@@ -227,6 +235,17 @@ class SnapshotRunner:
                 return
             after = chunk.next_key
             number += 1
+
+    def _wait_for_acks(self) -> None:
+        """Read ahead of the consumer's acks by at most ``AHEAD_CHUNKS`` chunks: the store counts entries, and a
+        SNAPSHOT entry holds many rows, so this is what bounds the memory a snapshot takes by chunks, not tables."""
+        limit = AHEAD_CHUNKS * self.chunk_rows
+        while True:
+            if self._stop.is_set():
+                raise _Stopped
+            if self._unacked_rows is None or self._unacked_rows() <= limit:
+                return
+            self._stop.wait(0.02)  # acks come from the consumer's thread; poll them (rate control only)
 
     def _throttle(self, rows: int, started: float) -> None:
         if self.max_rows_per_s is None or rows == 0:

@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from canal.errors import CanalError
+from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
-from canal.protocol import EMPTY_MESSAGE_ID, Entry
+from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
 from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, position_id
 
 
@@ -161,7 +161,8 @@ def run_batches(
     the batch unacked and propagates (the instance redelivers it after :meth:`Instance.rollback` or a restart).
     Stops after ``max_batches`` calls, when ``stop`` is set, when ``until(stats)`` is true, or after ``idle_stop_s``
     seconds without data. ``journal`` (a file path) makes the first batch after a crash identical to the one that was
-    in flight (see the module docstring).
+    in flight (see the module docstring). Snapshot rows raise :class:`~canal.errors.SnapshotError` before ``fn``
+    sees them (nothing is acked): batch ids are binlog positions, which snapshot rows do not have of their own.
     """
     stats = RunStats()
     puller = _Puller(instance, batch_size, timeout)
@@ -188,6 +189,13 @@ def run_batches(
             continue
         idle_since = time.monotonic()
         pending = None
+        if any(e.header.event_type is EventType.SNAPSHOT for e in entries):
+            # batch ids are binlog positions, and snapshot rows sit at the boundary they follow: a batch of them would
+            # share its id with the batch before it, and an idempotent sink would skip it as already written
+            raise SnapshotError(
+                "run_batches cannot name batches that hold snapshot rows (they share their binlog position with the "
+                "batch before them): read a destination that snapshots through the canal streaming source"
+            )
         stats.entries += len(entries)
         batch_id = position_id(entries[-1])
         rows = entries_to_batch(entries, destination, 0)

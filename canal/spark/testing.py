@@ -147,6 +147,31 @@ class ShopWorkload:
             for ddl in SHOP_DDL:
                 cur.execute(ddl.format(db=f"`{self.db}`"))
 
+    def preload(self, rows: int) -> int:
+        """Fill the (empty) tables with about ``rows`` rows in bulk -- a fifth customers, two fifths orders with one
+        line each -- as a database that held data before any capture started; the rows written."""
+        customers, orders = max(1, rows // 5), max(1, rows * 2 // 5)
+        db = f"`{self.db}`"
+        with self.conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {db}.customers (id, name, email, city, created) SELECT seq, CONCAT('customer ', seq), "
+                f"CONCAT('c', seq, '@example.com'), ELT(1 + seq % 3, 'Paris', 'Lyon', 'Oslo'), NOW(6) "
+                f"FROM seq_1_to_{customers}"
+            )
+            cur.execute(
+                f"INSERT INTO {db}.orders SELECT seq, 1 + seq % {customers}, 'new', 1 + (seq % 9000) / 100, NOW(), "
+                f"NULL FROM seq_1_to_{orders}"
+            )
+            cur.execute(
+                f"INSERT INTO {db}.order_items SELECT seq, 1, CONCAT('SKU-', 1 + seq % 500), 1 + seq % 9, "
+                f"(100 + seq % 9900) / 100 FROM seq_1_to_{orders}"
+            )
+        self.customers.extend(range(self.next_customer, self.next_customer + customers))
+        self.next_customer += customers
+        self.orders.update((oid, 1) for oid in range(self.next_order, self.next_order + orders))
+        self.next_order += orders
+        return customers + 2 * orders
+
     def alter(self) -> None:
         with self.conn.cursor() as cur:
             cur.execute(f"ALTER TABLE `{self.db}`.customers ADD COLUMN tier VARCHAR(10) NULL")
