@@ -14,7 +14,10 @@ from canal.config import (
     MasterConfig,
     MetaMode,
     RetryConfig,
+    SchemaHistoryConfig,
     ServerConfig,
+    SnapshotConfig,
+    SnapshotMode,
     SslConfig,
     SslMode,
     StoreConfig,
@@ -33,6 +36,7 @@ from canal.errors import (
     ParseError,
     PositionError,
     ServerError,
+    SnapshotError,
     SourceError,
     SourceUnreachableError,
     StoreError,
@@ -41,7 +45,7 @@ from canal.errors import (
     UnknownDestinationError,
 )
 from canal.instance import Instance, InstanceMetrics
-from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange
+from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import (
     Column,
     ColumnMeta,
@@ -96,8 +100,13 @@ __all__ = [
     "RetryConfig",
     "RowChange",
     "RowData",
+    "SchemaHistoryConfig",
     "ServerConfig",
     "ServerError",
+    "SnapshotConfig",
+    "SnapshotCursor",
+    "SnapshotError",
+    "SnapshotMode",
     "SourceError",
     "SourceUnreachableError",
     "SqlType",

@@ -327,6 +327,13 @@ def test_position_show_and_set_on_file_meta(
     code, out, _ = run(capsys, "position", "show", "--meta-dir", meta)  # client 1001 unchanged
     assert json.loads(out[0])["postion"]["position"] == 120
 
+    # an unfinished snapshot is part of the cursor: shown, and set (or cleared) with the rest of it
+    doc["snapshot"] = {"tables": ["shop.orders"], "table": 0, "after": [["b", "3432"]], "rows": 1000}
+    code, _, _ = run(capsys, "position", "set", "--meta-dir", meta, "--json", json.dumps(doc), "--client-id", "7")
+    assert code == 0
+    code, out, _ = run(capsys, "position", "show", "--meta-dir", meta, "--client-id", "7")
+    assert json.loads(out[0])["snapshot"] == doc["snapshot"]
+
 
 def test_position_set_then_tail_resumes_there(
     fake: FakeMysql, props: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
