@@ -162,6 +162,7 @@ class Instance(StartStopContext):
         self._last_get_ms: int | None = None
         self._last_ack_ms: int | None = None
         self._snapshots: list[SnapshotRunner] = []
+        self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -371,10 +372,8 @@ class Instance(StartStopContext):
                 if filters.includes(*split_table_name(name)) and name.partition(".")[0].lower() not in _SYSTEM_DBS
             )
 
-        def unacked_rows() -> int:
-            cursor = self.meta.get_cursor(self.default_client)
-            acked = cursor.snapshot.rows if cursor is not None and cursor.snapshot is not None else plan.rows
-            return runner.rows_emitted - acked
+        def unread_rows() -> int:
+            return runner.rows_emitted - max(self._snapshot_rows_out, plan.rows)
 
         runner = SnapshotRunner(
             self.destination,
@@ -386,7 +385,7 @@ class Instance(StartStopContext):
             chunk_rows=settings.chunk_rows if chunk_rows is None else chunk_rows,
             max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
             estimated_rows=estimated_rows,
-            unacked_rows=unacked_rows,
+            unread_rows=unread_rows,
         )
         return runner
 
@@ -517,6 +516,8 @@ class Instance(StartStopContext):
                     self.store.rollback(events.start_seq - 1)  # not handed out: put back as it was
                     raise
             batch_id = self.meta.add_batch(me, events.range)  # the mark carries the batch's server and sequences
+            if events.range.snapshot is not None:
+                self._snapshot_rows_out = events.range.snapshot.rows
             entries = self._client_view(me, events.entries)
             last_ms = events.entries[-1].header.execute_time
             self._last_get_ms = last_ms

@@ -140,6 +140,10 @@ def _catalog_view(catalog: SchemaCatalog) -> dict[str, list[tuple[Any, ...]]]:
     max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    # the same 300 sequences every run: MariaDB 10.11.19 once segfaulted (a null dereference in mariadbd) on a
+    # sequence drawn at random, which took the shared test server down; a differential test against a real server
+    # must not depend on which server bugs a run happens to draw
+    derandomize=True,
 )
 @given(statements=st.lists(statement(), min_size=1, max_size=12))
 # the traps found so far: CONVERT TO CHARACTER SET widens TEXT types and (on MariaDB) converts JSON, a LONGTEXT

@@ -21,6 +21,7 @@ rows of that table.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import attrs
@@ -200,6 +201,22 @@ class EntryConverter:
         """A HEARTBEAT entry placed at the current cursor (the sink drops it before the store)."""
         return Entry(
             header=self._header(event, EventType.MHEARTBEAT),
+            entry_type=EntryType.HEARTBEAT,
+            anchor=self._anchor,
+            rows_done=self._rows,
+        )
+
+    def resting_at(self, start: EntryPosition) -> Entry:
+        """A HEARTBEAT entry at a dump's start ``start`` (a point between transactions that nothing at it was read
+        from yet): the stream rests there until the first event comes, which is all an idle server sends."""
+        return Entry(
+            header=Header(
+                log_file=start.journal_name or "",
+                log_offset=start.position or 0,
+                server_id=self._source_server_id or 0,
+                execute_time=int(time.time() * 1000),
+                event_type=EventType.MHEARTBEAT,
+            ),
             entry_type=EntryType.HEARTBEAT,
             anchor=self._anchor,
             rows_done=self._rows,

@@ -47,7 +47,7 @@ from canal.parse.start_position import (
 )
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.position import LogIdentity, LogPosition
-from canal.protocol import Entry, EntryType, Header
+from canal.protocol import Entry, EntryType
 from canal.schema.history import SchemaHistory
 from canal.start_stop import StartStopContext
 
@@ -135,9 +135,9 @@ class EventParser(StartStopContext):
         # what joins the stream at boundaries (snapshot chunks: canal.snapshot.merge), set by the assembly
         self._merge: StreamMerge | None = None
         # one hand-off at a time (the parser thread's, or a due snapshot chunk's from its reader thread), and where
-        # the last one left the stream: (origin, restart point, header) when it ended at a boundary, else None
+        # the last one left the stream: (origin, its entries) when it ended at a boundary or heartbeat, else None
         self._hand_off_lock = threading.Lock()
-        self._rest: tuple[LogIdentity, LogPosition | None, Header] | None = None
+        self._rest: tuple[LogIdentity, list[Entry]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -348,6 +348,10 @@ class EventParser(StartStopContext):
                 request = schemas.prepare(source, start, request)
             convert = self._converter.convert
             add = self._buffer.add
+            if start.rows_done == 0 and not start.position.included and start.position.journal_name:
+                # between transactions with nothing read at the start yet: say the stream rests there, so what waits
+                # for a boundary at or before it (a snapshot chunk of an idle server) need not wait for a heartbeat
+                add(self._converter.resting_at(start.position))
             stop = self._stop
             clock = time.monotonic
             self._last_read = clock()
@@ -428,18 +432,18 @@ class EventParser(StartStopContext):
     def _hand_off(self, entries: list[Entry], origin: LogIdentity) -> None:
         self._in_sink = True
         try:
-            merge = self._merge
-            if merge is None or not merge.active:
-                self.sink(entries, origin)
-                self._rest = None
-            else:
-                with self._hand_off_lock:
+            with self._hand_off_lock:
+                merge = self._merge
+                active = merge is not None and merge.active
+                if active:
+                    assert merge is not None
                     entries = merge.tag(entries)  # an unfinished snapshot's progress rides with every entry
-                    self.sink(entries, origin)
+                self.sink(entries, origin)
+                last = entries[-1]
+                self._rest = (origin, entries) if last.entry_type is EntryType.HEARTBEAT or last.is_boundary else None
+                if active:
+                    assert merge is not None
                     resume = restart_position(entries, origin) or self._resume
-                    last = entries[-1]
-                    at_rest = last.entry_type is EntryType.HEARTBEAT or last.is_boundary
-                    self._rest = (origin, resume, last.header) if at_rest else None
                     chunk_entries = merge.after_hand_off(entries, resume)
                     if chunk_entries:
                         self.sink(chunk_entries, origin)
@@ -459,8 +463,8 @@ class EventParser(StartStopContext):
             rest = self._rest
             if rest is None or not self._started:
                 return
-            origin, resume, header = rest
-            chunk_entries = merge.due(header, resume)
+            origin, entries = rest
+            chunk_entries = merge.due(entries[-1], restart_position(entries, origin) or self._resume)
             if chunk_entries:
                 self.sink(chunk_entries, origin)
                 self.handed_off += len(chunk_entries)

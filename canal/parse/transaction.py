@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from canal.position import LogIdentity, LogPosition
-from canal.protocol import Entry, EntryType, Header
+from canal.protocol import Entry, EntryType
 
 Sink = Callable[[list[Entry], LogIdentity], None]
 """``sink(entries, origin)``: one hand-off and the server it was read from (carried with the entries into the store,
@@ -45,8 +45,8 @@ class StreamMerge(Protocol):
         """The parser's callback that hands off, from any thread, what is due at the boundary it rests at."""
         ...
 
-    def due(self, at: Header, resume: LogPosition | None) -> list[Entry]:
-        """What is due now at the boundary whose header is ``at`` (the parser's hand-off lock held)."""
+    def due(self, last: Entry, resume: LogPosition | None) -> list[Entry]:
+        """What is due now after ``last``, the boundary the parser rests at (the parser's hand-off lock held)."""
         ...
 
     def abort(self, reason: str) -> None:

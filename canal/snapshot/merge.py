@@ -154,18 +154,17 @@ class SnapshotMerge:
                     at = position_key(h.log_file, h.log_offset)
                     for row in rc.rows:
                         window.observe((row.before, row.after), at)
-        boundary = last.entry_type is EntryType.HEARTBEAT or last.is_boundary
-        if not boundary:
+        if last.entry_type is not EntryType.HEARTBEAT and not last.is_boundary:
             return []
+        return self.due(last, resume)
+
+    def due(self, last: Entry, resume: LogPosition | None) -> list[Entry]:
+        """The SNAPSHOT entries of the chunks the stream has reached, placed after ``last``, the boundary (or
+        heartbeat) the parser rests at (called with the parser's hand-off lock held)."""
         h = last.header
         if h.log_file:
             end = h.log_offset + h.event_length if last.entry_type is not EntryType.HEARTBEAT else h.log_offset
             self._handed = position_key(h.log_file, end)
-        return self.due(h, resume)
-
-    def due(self, h: Header, resume: LogPosition | None) -> list[Entry]:
-        """The SNAPSHOT entries of the chunks the stream has reached, placed after the boundary ``h`` the parser
-        rests at (called with the parser's hand-off lock held)."""
         if not self._pending or self._handed is None:
             return []
         due: list[PendingChunk] = []

@@ -14,15 +14,17 @@ chunk, never a table.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+import pymysql  # type: ignore[import-untyped]
 
 from canal.errors import SourceError
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
-from canal.snapshot.values import column_expression, row_reader
+from canal.snapshot.values import column_expression, rows_reader
 from canal.sql import quote_name
 
 __all__ = ["Chunk", "ChunkReader"]
@@ -52,7 +54,8 @@ class ChunkReader:
         self.schema = schema
         self.chunk_rows = chunk_rows
         self._keys = [schema.columns[i].name for i in schema.key_indexes]
-        self._read = row_reader(schema)
+        self._read = rows_reader(schema)
+        self._conn: Any = None  # one connection for the table's chunks (a new one after an error)
         table = f"{quote_name(schema.schema)}.{quote_name(schema.table)}"
         columns = ", ".join(column_expression(m, quote_name(m.name)) for m in schema.columns)
         self._select = f"SELECT {columns} FROM {table}"
@@ -81,11 +84,14 @@ class ChunkReader:
         limited = bool(self._keys)
         if limited:
             sql += f" LIMIT {self.chunk_rows}"
-        conn = self._connect()
-        try:
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self._connect()
             with conn.cursor() as cur:
                 cur.execute("SET SESSION time_zone = '+00:00'")
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        try:
+            with conn.cursor() as cur:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
                 cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
                 status = {_str(name).lower(): _str(value) for name, value in cur.fetchall()}
@@ -97,10 +103,11 @@ class ChunkReader:
                 cur.execute(sql, args)
                 raw_rows = cur.fetchall()
                 cur.execute("COMMIT")
-        finally:
-            conn.close()
+        except BaseException:
+            self.close()  # whatever state the connection is in, the next read starts on a new one
+            raise
         position = EntryPosition(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
-        rows = tuple(self._read(row) for row in raw_rows)
+        rows = tuple(self._read(raw_rows))
         keys = None
         next_key = None
         if limited:
@@ -109,6 +116,14 @@ class ChunkReader:
             if len(raw_rows) == self.chunk_rows:
                 next_key = keys[-1]
         return Chunk(self.schema, position, rows, next_key, keys)
+
+    def close(self) -> None:
+        """Close the connection the chunks were read on (the next read opens a new one)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            # a broken connection is dropped either way; the reads it served are complete
+            with contextlib.suppress(pymysql.err.Error, OSError):
+                conn.close()
 
 
 def _str(value: Any) -> str:

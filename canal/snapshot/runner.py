@@ -24,7 +24,7 @@ from canal.snapshot.reader import ChunkReader
 
 __all__ = ["AHEAD_CHUNKS", "SnapshotProgress", "SnapshotRunner", "split_table_name"]
 
-AHEAD_CHUNKS = 4  # chunks a snapshot may read ahead of the consumer's acks
+AHEAD_CHUNKS = 4  # chunks of rows a snapshot may keep in the store that the consumer has not taken yet
 
 
 def split_table_name(name: str) -> tuple[str, str]:
@@ -72,7 +72,7 @@ class SnapshotRunner:
         chunk_rows: int = 10_000,
         max_rows_per_s: float | None = None,
         estimated_rows: Callable[[str, str], int] | None = None,
-        unacked_rows: Callable[[], int] | None = None,
+        unread_rows: Callable[[], int] | None = None,
     ) -> None:
         if chunk_rows < 1:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
@@ -89,7 +89,7 @@ class SnapshotRunner:
         self._table_schema = table_schema
         self._captured_tables = captured_tables
         self._estimated_rows = estimated_rows
-        self._unacked_rows = unacked_rows
+        self._unread_rows = unread_rows
         self.chunk_rows = chunk_rows
         self.max_rows_per_s = max_rows_per_s
         self._log = destination_logger(__name__, destination)
@@ -206,9 +206,15 @@ class SnapshotRunner:
             )
             after = None  # no key to resume after: the table is read again whole
         reader = ChunkReader(self._connect, schema, chunk_rows=self.chunk_rows)
+        try:
+            self._chunks(reader, schema, index, after)
+        finally:
+            reader.close()
+
+    def _chunks(self, reader: ChunkReader, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
         number = 0
         while True:
-            self._wait_for_acks()
+            self._wait_for_consumer()
             progress = SnapshotCursor(self.plan.tables, index, after, self._rows_emitted)
             window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
             try:
@@ -236,16 +242,17 @@ class SnapshotRunner:
             after = chunk.next_key
             number += 1
 
-    def _wait_for_acks(self) -> None:
-        """Read ahead of the consumer's acks by at most ``AHEAD_CHUNKS`` chunks: the store counts entries, and a
-        SNAPSHOT entry holds many rows, so this is what bounds the memory a snapshot takes by chunks, not tables."""
+    def _wait_for_consumer(self) -> None:
+        """Read ahead of the consumer by at most ``AHEAD_CHUNKS`` chunks of rows it has not taken: the store counts
+        entries, and a SNAPSHOT entry holds many rows, so this is what bounds the rows a snapshot keeps in the store
+        by chunks, not tables. (Not by acks: a Spark source acks a micro-batch only when it plans the next one.)"""
         limit = AHEAD_CHUNKS * self.chunk_rows
         while True:
             if self._stop.is_set():
                 raise _Stopped
-            if self._unacked_rows is None or self._unacked_rows() <= limit:
+            if self._unread_rows is None or self._unread_rows() <= limit:
                 return
-            self._stop.wait(0.02)  # acks come from the consumer's thread; poll them (rate control only)
+            self._stop.wait(0.02)  # gets come from the consumer's thread; poll them (rate control only)
 
     def _throttle(self, rows: int, started: float) -> None:
         if self.max_rows_per_s is None or rows == 0:

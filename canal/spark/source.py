@@ -15,8 +15,9 @@ Options (strings, as Spark passes them): ``properties`` (path to an ``instance.p
 ``master.position``, ``master.gtid``, ``filter.regex``, ``filter.black.regex``, ``meta.dir`` (file meta mode);
 any ``canal.*`` / ``pycanal.*`` key is passed through as a properties key. Reader settings: ``spool.dir`` (required
 unless ``meta.dir`` is set; put it next to the checkpoint), ``batch.size`` (entries per instance get, default 4096),
-``max.entries`` (entries per micro-batch, default 50000), ``read.timeout`` (seconds a read waits when nothing is
-there yet, default 0.5), ``prefetch`` (default true: prepare the next batch while Spark runs this one).
+``max.entries`` (entries per micro-batch, a snapshot entry counting its rows; default 50000), ``read.timeout``
+(seconds a read waits when nothing is there yet, default 0.5), ``prefetch`` (default true: prepare the next batch
+while Spark runs this one).
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
@@ -54,7 +55,7 @@ from canal.errors import CanalError
 from canal.instance import Instance
 from canal.log import destination_logger
 from canal.position import EntryPosition
-from canal.protocol import EMPTY_MESSAGE_ID
+from canal.protocol import EMPTY_MESSAGE_ID, EventType
 from canal.spark.changes import (
     INITIAL_OFFSET,
     Offset,
@@ -362,8 +363,9 @@ class CanalStreamReader:
             end: Offset | None = None
             waited = not wait
             partial = False
-            while len(entries) < self.max_entries and not partial:
-                size = min(self.batch_size, self.max_entries - len(entries))
+            taken = 0  # entries, a SNAPSHOT entry counting its rows (it holds up to 1,000)
+            while taken < self.max_entries and not partial:
+                size = min(self.batch_size, self.max_entries - taken)
                 msg = instance.get_without_ack(size, None)  # what is there now
                 if msg.id == EMPTY_MESSAGE_ID and not entries and not waited:
                     waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
@@ -375,6 +377,8 @@ class CanalStreamReader:
                         partial = True
                         break
                     entries.append(entry)
+                    rc = entry.row_change
+                    taken += len(rc.rows) if rc is not None and rc.event_type is EventType.SNAPSHOT else 1
                     placed = offset_of(entry, batch_no)
                     if placed is not None:
                         end = placed

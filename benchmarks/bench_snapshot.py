@@ -1,0 +1,201 @@
+"""Snapshot speed and memory: a 1,000,000-row table into a consumer, against streaming it with one ``SELECT *``.
+
+A private MariaDB holds ``shop.t`` (id INT primary key, an INT, a VARCHAR(40), a DECIMAL(10,2), a DATETIME: about
+the shop tables' mix) with ``--rows`` rows. Per round, in this order:
+
+* baseline: one ``SELECT * FROM shop.t`` through pymysql's unbuffered cursor (``SSCursor``, its default
+  conversions), every row fetched: rows/s from the query to the last row;
+* pycanal: an ``Instance`` streaming the (idle) binlog runs ``snapshot(["shop.t"])``; a consumer takes every entry
+  with ``get_without_ack`` + ``ack`` and reads every value: rows/s from the ``snapshot()`` call to the ack that
+  finished it (its first chunk included). Peak RSS above the level before the call is sampled meanwhile.
+
+``ratio`` = pycanal rows/s / baseline rows/s, medians over ``--rounds`` (goal >= 0.8); ``rss_mb`` = the highest
+peak over the rounds (goal < 150). ``spark_ratio`` is ``null``: chunk partitions read on Spark executors are not
+built yet. Steady state beside the headline: rows/s after the first chunk was acked.
+
+    .venv/bin/python benchmarks/bench_snapshot.py [--rows 1000000] [--rounds 3] [--chunk-rows 10000]
+
+Writes ``benchmarks/results/bench_snapshot.json``; the last line is ``RESULT ratio=... spark_ratio=... rss_mb=...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import threading
+import time
+from typing import Any
+
+import pymysql.cursors
+from result_file import write_result
+
+from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.instance import Instance
+from canal.protocol import EMPTY_MESSAGE_ID
+from canal.testing.services import MariaDBServer
+
+TABLE = "shop.t"
+
+
+def _rss() -> int:
+    with open(f"/proc/{os.getpid()}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class _PeakRss(threading.Thread):
+    """The highest RSS of this process while it runs, sampled every 20 ms."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.base = _rss()
+        self.peak = self.base
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, _rss())
+
+    def stop(self) -> float:
+        self.done.set()
+        self.join()
+        return (self.peak - self.base) / 1e6
+
+
+def load(server: MariaDBServer, rows: int) -> None:
+    server.execute("CREATE DATABASE shop")
+    server.execute(
+        "CREATE TABLE shop.t (id INT PRIMARY KEY, qty INT NOT NULL, name VARCHAR(40) NOT NULL, "
+        "price DECIMAL(10,2) NOT NULL, placed DATETIME NOT NULL)"
+    )
+    step = 200_000
+    for start in range(0, rows, step):
+        end = min(rows, start + step)
+        server.execute(
+            f"INSERT INTO shop.t SELECT seq, seq % 97, CONCAT('name ', seq), (seq % 100000) / 100, "
+            f"'2026-01-01' + INTERVAL (seq % 100000) SECOND FROM seq_{start + 1}_to_{end}",
+            database="shop",
+        )
+
+
+def baseline(server: MariaDBServer) -> tuple[int, float]:
+    conn = server.connect(cursorclass=pymysql.cursors.SSCursor)
+    try:
+        began = time.perf_counter()
+        n = 0
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT * FROM {TABLE}")
+            for row in cur:
+                n += len(row) > 0
+        return n, time.perf_counter() - began
+    finally:
+        conn.close()
+
+
+def snapshot(server: MariaDBServer, chunk_rows: int, round_no: int) -> tuple[int, float, float, float]:
+    """(rows, seconds in all, seconds to the first ack of snapshot rows, peak RSS MB above the start)."""
+    journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
+    config = InstanceConfig(
+        destination=f"snapbench{round_no}",
+        master=MasterConfig(
+            address=server.address,
+            username=server.user,
+            password=server.password,
+            journal_name=journal,
+            position=position,
+        ),
+        slave_id=9000 + round_no,
+        filter_regex=r"shop\..*",
+        store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=1024),
+    )
+    with Instance(config) as inst:
+        rss = _PeakRss()
+        rss.start()
+        began = time.perf_counter()
+        runner = inst.snapshot([TABLE], chunk_rows=chunk_rows)
+        rows = 0
+        first: float | None = None
+        while True:
+            msg = inst.get_without_ack(64, timeout=0.5)
+            if msg.id == EMPTY_MESSAGE_ID:
+                if runner.error is not None:
+                    raise runner.error
+                continue
+            for entry in msg.entries:
+                for row in entry.iter_rows():
+                    after = row.after
+                    if after is not None:
+                        rows += 1
+                        for value in after:
+                            _ = value
+            inst.ack(msg.id)
+            if first is None and rows:
+                first = time.perf_counter() - began
+            cursor = inst.get_cursor()
+            if runner.progress().done and (cursor is None or cursor.snapshot is None):
+                break
+        seconds = time.perf_counter() - began
+        peak = rss.stop()
+    return rows, seconds, first or 0.0, peak
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--chunk-rows", type=int, default=10_000)
+    args = ap.parse_args(argv)
+
+    server = MariaDBServer(server_id=1, extra_args=["--innodb-buffer-pool-size=512M"])
+    server.start()
+    document: dict[str, Any] = {"benchmark": "bench_snapshot", "rows": args.rows, "chunk_rows": args.chunk_rows}
+    try:
+        load(server, args.rows)
+        base_rates: list[float] = []
+        ours: list[float] = []
+        steady: list[float] = []
+        peaks: list[float] = []
+        for round_no in range(args.rounds):
+            n, seconds = baseline(server)
+            assert n == args.rows, n
+            base_rates.append(n / seconds)
+            rows, seconds, first, peak = snapshot(server, args.chunk_rows, round_no)
+            assert rows == args.rows, rows
+            ours.append(rows / seconds)
+            steady.append((rows - args.chunk_rows) / max(seconds - first, 1e-9))
+            peaks.append(peak)
+            print(
+                f"round {round_no}: SELECT * {base_rates[-1]:,.0f} rows/s, snapshot "
+                f"{ours[-1]:,.0f} rows/s (steady {steady[-1]:,.0f}), peak RSS +{peak:.1f} MB",
+                flush=True,
+            )
+    finally:
+        server.stop()
+    base_rate, our_rate = statistics.median(base_rates), statistics.median(ours)
+    ratio = our_rate / base_rate
+    rss_mb = max(peaks)
+    document.update(
+        {
+            "baseline_rows_per_s": round(base_rate),
+            "snapshot_rows_per_s": round(our_rate),
+            "snapshot_steady_rows_per_s": round(statistics.median(steady)),
+            "ratio": round(ratio, 3),
+            "steady_ratio": round(statistics.median(steady) / base_rate, 3),
+            "spark_ratio": None,
+            "rss_mb": round(rss_mb, 1),
+            "rounds": {"baseline": base_rates, "snapshot": ours, "steady": steady, "rss_mb": peaks},
+        }
+    )
+    write_result("bench_snapshot", document)
+    print(
+        f"RESULT ratio={ratio:.3f} steady_ratio={statistics.median(steady) / base_rate:.3f} spark_ratio=null "
+        f"rss_mb={rss_mb:.1f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
