@@ -348,9 +348,12 @@ class EventParser(StartStopContext):
                 request = schemas.prepare(source, start, request)
             convert = self._converter.convert
             add = self._buffer.add
-            if start.rows_done == 0 and not start.position.included and start.position.journal_name:
+            rests = start.rows_done == 0 and not start.position.included and start.position.journal_name
+            if rests and self._merge is not None:
                 # between transactions with nothing read at the start yet: say the stream rests there, so what waits
-                # for a boundary at or before it (a snapshot chunk of an idle server) need not wait for a heartbeat
+                # for a boundary at or before it (a snapshot chunk of an idle server) need not wait for a heartbeat.
+                # Only for the merge: a group sink takes a heartbeat for "this member is caught up", which a dump
+                # start is not.
                 add(self._converter.resting_at(start.position))
             stop = self._stop
             clock = time.monotonic
