@@ -238,6 +238,10 @@ def snapshot_entries(
                 "snapshot.table_done": "true" if table_done else "false",
             },
         )
-        change = RowChange(EventType.SNAPSHOT, tuple(RowData(table, None, tuple(row)) for row in part), table=table)
+        change = RowChange(
+            EventType.SNAPSHOT,
+            tuple(RowData(table, None, row if row.__class__ is tuple else tuple(row)) for row in part),
+            table=table,
+        )
         entries.append(Entry(header, EntryType.ROWDATA, change, anchor=anchor, rows_done=rows_done, snapshot=progress))
     return entries, emitted, progress

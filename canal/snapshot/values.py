@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any, Final
 
@@ -105,6 +105,44 @@ def _reader(meta: ColumnMeta) -> Callable[[Any], Any]:
     return _str  # text, ENUM, JSON (MariaDB's is text), UUID and INET as text
 
 
+def _decoded(column: Sequence[Any]) -> Iterable[str]:
+    """The column as text: pymysql decodes most columns already; bytes are decoded here (a TypeError if the two
+    mix: the caller then reads the values one by one)."""
+    return column if column[0].__class__ is str else map(bytes.decode, column)
+
+
+def _fast(meta: ColumnMeta) -> Callable[[Sequence[Any]], list[Any]] | None:
+    """A whole column without NULLs in C-level calls (``map`` of builtins), for the common types; it raises
+    ValueError / TypeError on anything unusual (a zero date, text where bytes were expected), and the caller then
+    reads the column value by value."""
+    base = read_column_type(meta.mysql_type, strict=False).base
+    if base in INTEGER_TYPES or base == "year":
+        return lambda column: list(map(int, column))
+    if base in ("float", "double"):
+        return lambda column: list(map(float, column))
+    if base == "decimal":
+        return lambda column: list(map(Decimal, _decoded(column)))
+    if base == "datetime":
+        return lambda column: list(map(dt.datetime.fromisoformat, _decoded(column)))
+    if base == "date":
+        return lambda column: list(map(dt.date.fromisoformat, _decoded(column)))
+    return None
+
+
+def _read_column(
+    reader: Callable[[Any], Any], fast: Callable[[Sequence[Any]], list[Any]] | None, column: Sequence[Any]
+) -> Sequence[Any]:
+    if reader is _str:  # pymysql hands text columns over decoded already
+        return [v if v is None or v.__class__ is str else _str(v) for v in column]
+    if fast is not None and None not in column:
+        try:
+            return fast(column)
+        except (ValueError, TypeError):
+            # an unusual value somewhere (a zero date, text where bytes were expected): read value by value
+            return [reader(v) for v in column]
+    return [None if v is None else reader(v) for v in column]
+
+
 def column_expression(meta: ColumnMeta, quoted: str) -> str:
     """What the reader selects for a column: FLOAT widened to DOUBLE (its exact value), geometries as WKB."""
     base = read_column_type(meta.mysql_type, strict=False).base
@@ -118,17 +156,16 @@ def column_expression(meta: ColumnMeta, quoted: str) -> str:
 def rows_reader(schema: TableSchema) -> Callable[[Sequence[Sequence[Any]]], list[tuple[Any, ...]]]:
     """Turns text-protocol rows of :func:`column_expression` columns into the decoder's value tuples, a column at a
     time (a chunk is thousands of rows: one comprehension per column costs far less than a call per value)."""
-    readers = [_reader(meta) for meta in schema.columns]
+    readers = [(_reader(meta), _fast(meta)) for meta in schema.columns]
 
     def read(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         if not rows:
             return []
         columns: list[Sequence[Any]] = []
-        for reader, column in zip(readers, zip(*rows, strict=True), strict=True):
-            if reader is _str:  # pymysql hands text columns over decoded already
-                columns.append([v if v is None or v.__class__ is str else _str(v) for v in column])
-            else:
-                columns.append([None if v is None else reader(v) for v in column])
+        columns = [
+            _read_column(reader, fast, column)
+            for (reader, fast), column in zip(readers, zip(*rows, strict=True), strict=True)
+        ]
         return list(zip(*columns, strict=True))
 
     return read
