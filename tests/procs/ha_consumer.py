@@ -2,7 +2,9 @@
 
 Usage: python -m tests.procs.ha_consumer '{"zk_hosts": ..., "address": ..., "mysql": ..., "user": ..., "password": ...,
 "table_regex": ..., "journal": ..., "position": ..., "log": ..., "seed": ..., "mode": "loop" | "script",
-"ha_delay_s": 0.5, "zk_timeout_s": 2.0, "destination": "ha"[, "break": [...]]}' ("break": see break_ha)
+"ha_delay_s": 0.5, "zk_timeout_s": 2.0, "destination": "ha"[, "break": [...]][, "snapshot": {"tables": [...],
+"chunk_rows": N}]}' ("break": see break_ha; "snapshot": an initial snapshot of those tables, with journal and
+position null)
 
 Times are ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for every process on a Linux host).
 
@@ -37,7 +39,7 @@ import time
 from typing import Any
 
 from canal.client import ClientIdentity
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.errors import CanalError, FencedWriteError, NotRunningError, UnknownBatchError
 from canal.protocol import EntryType, Message
 from canal.server import EmbeddedServer
@@ -193,6 +195,7 @@ def main() -> None:
             position=args["position"],
         ),
         filter_regex=args["table_regex"],
+        snapshot=SnapshotConfig(mode="initial", **args["snapshot"]) if args.get("snapshot") else SnapshotConfig(),
         # write-through: an ack returns once the cursor is in ZooKeeper (fenced); "break" knocks that out
         flush_period_s=5.0 if "write-through" in args.get("break", ()) else 0,
         store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=1024),

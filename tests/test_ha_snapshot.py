@@ -1,0 +1,108 @@
+"""An initial snapshot handed over between real processes: two ``tests.procs.ha_consumer`` processes embed one
+destination through EmbeddedServer(zk_hosts=...) with ``SnapshotConfig(mode="initial")``; the active one is
+SIGKILLed while it holds unacked snapshot rows. The standby takes over, resumes the snapshot from the cursor in
+ZooKeeper, and every row -- the ones there before the start and the ones written meanwhile -- is acked exactly once;
+the held rows come again, no acked row does."""
+
+from __future__ import annotations
+
+import queue
+import time
+from pathlib import Path
+
+import pytest
+from procs.ha_harness import Child, ConsumerLog, kill_all
+from test_ha_processes import (
+    Workload,
+    acked_or_in_doubt_rows,
+    base_args,
+    check_no_loss_no_acked_redelivery,
+    check_serving_intervals,
+)
+
+from canal.testing.plugin import MariaDBDatabase, ZooKeeperChroot
+
+pytestmark = pytest.mark.integration
+
+PRELOADED = 3000
+
+
+def test_the_standby_resumes_the_snapshot_after_a_sigkill(
+    mariadb: MariaDBDatabase, zookeeper: ZooKeeperChroot, tmp_path: Path
+) -> None:
+    # s: the rows there before the start (ids below PRELOADED), snapshotted; t: the workload's rows, streamed. Row ids
+    # are unique across both, so "acked exactly once" is about one delivery per row. (A row the workload wrote into a
+    # snapshotted table before its chunk was read comes twice by design: as its INSERT, then in the chunk.)
+    mariadb.execute("CREATE TABLE s (id INT PRIMARY KEY, v VARCHAR(20))")
+    mariadb.execute(f"INSERT INTO s SELECT seq, CONCAT('v', seq) FROM seq_0_to_{PRELOADED - 1}")
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+    args = {
+        **base_args(mariadb, zookeeper, tmp_path),
+        "journal": None,  # a first start with no position: the initial snapshot runs
+        "position": None,
+        "table_regex": rf"{mariadb.database}\.(s|t)",
+        "snapshot": {"tables": [f"{mariadb.database}.s"], "chunk_rows": 200},
+        "mode": "loop",
+    }
+    events: queue.Queue[tuple[str, str]] = queue.Queue()
+    children: dict[str, Child] = {}
+
+    def spawn() -> Child:
+        name = f"p{len(children)}"
+        child = Child(
+            name,
+            {**args, "address": f"127.0.0.1:{22000 + len(children)}", "log": str(tmp_path / f"{name}.log")},
+            events,
+        )
+        children[name] = child
+        return child
+
+    def next_event(pred: object, timeout: float, what: str) -> tuple[str, str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {what} within {timeout}s"
+            try:
+                name, line = events.get(timeout=left)
+            except queue.Empty:
+                continue
+            if pred(name, line):  # type: ignore[operator]
+                return name, line
+
+    workload = Workload(mariadb, seed=3)
+    workload.next_id = PRELOADED  # new rows after the preloaded ones
+    try:
+        spawn()
+        active, _ = next_event(lambda n, line: line.startswith("S "), 30, "first active")
+        spawn()
+        workload.start()
+        for _ in range(3):  # a few acked batches of the snapshot first
+            next_event(lambda n, line, a=active: n == a and line.startswith("A "), 30, "an ack")
+        children[active].send("hold")
+        next_event(lambda n, line, a=active: n == a and line.startswith("H "), 30, "a held batch")
+        children[active].kill()
+        killed = active
+        active, _ = next_event(lambda n, line, k=killed: n != k and line.startswith("S "), 30, "the takeover")
+        total = workload.finish()
+        deadline = time.monotonic() + 90
+        while True:
+            logs = [ConsumerLog.parse(n, Path(c.args["log"])) for n, c in children.items()]
+            acked = acked_or_in_doubt_rows(logs, {killed})
+            if set(range(total)) <= acked:
+                break
+            assert time.monotonic() < deadline, f"{len(set(range(total)) - acked)} rows not acked in time"
+            assert children[active].alive(), "the new active died"
+            time.sleep(0.2)
+    finally:
+        workload.stop_event.set()
+        kill_all(list(children.values()))
+
+    logs = [ConsumerLog.parse(n, Path(c.args["log"])) for n, c in children.items()]
+    check_no_loss_no_acked_redelivery(logs, total, killed={killed})
+    check_serving_intervals(logs, expected_at_least=2)
+    assert total > PRELOADED
+    # the takeover landed inside the snapshot: each process delivered part of it
+    by_name = {log.name: log for log in logs}
+    first = {i for b, t, _, ids in by_name[killed].delivered for i in ids if i < PRELOADED}
+    second = {i for log in logs if log.name != killed for _, _, _, ids in log.delivered for i in ids if i < PRELOADED}
+    assert first and second and len(first | second) == PRELOADED
