@@ -238,7 +238,8 @@ class Instance(StartStopContext):
                 if due is not None:
                     merge, source = self._snapshot_parts()
                     runner = self._snapshot_runner(due, merge, source, None, None, None)
-                    if self.get_cursor() is None:
+                    cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
+                    if all(c is None or c.snapshot is None for c in cursors):  # a first start, or a purged cursor
                         self._begin_initial_snapshot(source, due)
                     merge.begin(due)  # before the parser hands off anything: every entry carries it
                     self._snapshots.append(runner)
@@ -400,8 +401,28 @@ class Instance(StartStopContext):
         finally:
             source.close()
         start = LogPosition(LogIdentity(source.address, -1), now, 0, due)
-        self.meta.update_cursor(self.default_client, start)
+        for client in self._subscribed_clients():
+            self.meta.update_cursor(client, start)
         self._log.info("initial snapshot: streaming from %s", now)
+
+    def _cursor_purged(self, cursors: Sequence[LogPosition | None]) -> bool:
+        """Whether a cursor names a binlog file the server no longer has (``when_needed``: snapshot again)."""
+        _merge, source = self._snapshot_parts()
+        source.open()
+        try:
+            files = {f.name for f in source.binlog_files()}
+        finally:
+            source.close()
+        for cursor in cursors:
+            journal = None if cursor is None else cursor.position.journal_name
+            if journal and journal not in files:
+                self._log.warning(
+                    "the cursor's binlog file %s was purged from the server: snapshotting the captured tables again "
+                    "and streaming from the server's position now (snapshot mode when_needed)",
+                    journal,
+                )
+                return True
+        return False
 
     def _snapshot_due(self) -> SnapshotCursor | None:
         """The snapshot this start runs: the unfinished one of the consumer cursor, else the initial snapshot when
@@ -411,7 +432,11 @@ class Instance(StartStopContext):
             if cursor is not None and cursor.snapshot is not None:
                 return cursor.snapshot
         settings = self.config.snapshot
-        if settings.mode is not SnapshotMode.INITIAL or any(c is not None for c in cursors):
+        if settings.mode is SnapshotMode.NEVER:
+            return None
+        if any(c is not None for c in cursors):
+            if settings.mode is SnapshotMode.WHEN_NEEDED and self._cursor_purged(cursors):
+                return SnapshotCursor(settings.tables or ())
             return None
         master = self.config.master
         if master.journal_name or master.timestamp is not None or master.gtid:

@@ -14,8 +14,8 @@ import pytest
 from test_snapshot_stream import Mirror, Writers, _load, _select
 
 from canal.client import ClientIdentity
-from canal.config import InstanceConfig, SnapshotConfig, StoreConfig
-from canal.errors import UnknownDestinationError
+from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
+from canal.errors import BinlogPurgedError, UnknownDestinationError
 from canal.instance import Instance
 from canal.position import SnapshotCursor
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, EventType
@@ -190,3 +190,56 @@ def test_run_batches_refuses_snapshot_rows_and_acks_nothing(mariadb: MariaDBData
             run_batches(inst, None, lambda df, batch_id: called.append(batch_id), idle_stop_s=30)
         assert inst.get_cursor() == before and inst.list_batch_ids()  # refused batches stay outstanding
     assert called == []
+
+
+def test_when_needed_snapshots_again_when_the_cursor_binlog_was_purged(mariadb_factory: Any, tmp_path: Path) -> None:
+    server = mariadb_factory()
+    server.execute("CREATE DATABASE shop")
+    server.execute("CREATE TABLE shop.k (id INT PRIMARY KEY, v INT)")
+    journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
+    master = MasterConfig(
+        address=server.address, username=server.user, password=server.password, journal_name=journal, position=position
+    )
+    config = InstanceConfig(
+        destination="purged",
+        master=master,
+        filter_regex=r"shop\..*",
+        meta_mode="file",
+        meta_dir=str(tmp_path),
+        flush_period_s=0,
+        snapshot=SnapshotConfig(mode="when_needed", chunk_rows=50),
+    )
+    server.execute("INSERT INTO shop.k SELECT seq, seq FROM shop.seq_1_to_100")
+    mirror = Mirror()
+    seen: set[tuple[str, Any]] = set()
+    with Instance(config) as inst:  # a configured position: not a first start, nothing to snapshot
+        assert inst.snapshots == ()
+        while len(mirror.tables.get("shop.k", {})) < 100:
+            _consume(inst, mirror, seen)
+    # while the destination is down: more rows, and the binlog they went to is purged
+    server.execute("INSERT INTO shop.k SELECT seq, seq FROM shop.seq_101_to_250")
+    server.execute("UPDATE shop.k SET v = -v WHERE id <= 10")
+    server.execute("FLUSH BINARY LOGS")
+    now = server.execute("SHOW MASTER STATUS")[0][0]
+    deadline = time.monotonic() + 30
+    while journal in {str(r[0]) for r in server.execute("SHOW BINARY LOGS")}:
+        # the server keeps a file a dump thread still reads (the stopped instance's, until it notices): purge again
+        assert time.monotonic() < deadline, f"{journal} was not purged"
+        server.execute(f"PURGE BINARY LOGS TO '{now}'")
+        time.sleep(0.1)
+
+    never = attrs.evolve(config, snapshot=SnapshotConfig())
+    with Instance(never) as inst:  # canal's behaviour: the purged cursor is an error, and no snapshot
+        deadline = time.monotonic() + 30
+        while not isinstance(inst.parser.error or inst.parser.last_error, BinlogPurgedError):
+            assert time.monotonic() < deadline, f"the purged cursor was not reported: {inst.parser.last_error!r}"
+            time.sleep(0.05)  # the parser thread reports it; no event to await from here
+        assert inst.snapshots == () and inst.get_cursor().position.journal_name == journal  # nothing changed
+    with Instance(config) as inst:  # when_needed: snapshot again and stream from now
+        assert len(inst.snapshots) == 1
+        while not inst.snapshots[0].progress().done or _cursor_snapshot(inst) is not None:
+            _consume(inst, mirror, seen)
+        server.execute("INSERT INTO shop.k VALUES (999, 999)")  # streaming goes on after it
+        while 999 not in {key[0] for key in mirror.tables["shop.k"]}:
+            _consume(inst, mirror, seen)
+    assert mirror.tables["shop.k"] == {(r[0],): tuple(r) for r in server.execute("SELECT * FROM shop.k")}

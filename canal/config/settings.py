@@ -570,10 +570,15 @@ class SnapshotMode(enum.StrEnum):
     * ``never``: only changes after the start position (canal's behaviour).
     * ``initial``: on a destination's first start -- no consumer cursor and no configured start position -- snapshot
       the captured tables while streaming from the server's current position, without a gap.
+    * ``when_needed``: ``initial``, and also when the consumer cursor names a binlog file the server no longer has
+      (purged): instead of failing with :class:`~canal.errors.BinlogPurgedError`, stream from the server's current
+      position and snapshot the captured tables again. Rows deleted while the binlog was missing are not in a
+      snapshot: a consumer that applies SNAPSHOT rows as upserts keeps them (start its copy afresh to drop them).
     """
 
     NEVER = "never"
     INITIAL = "initial"
+    WHEN_NEEDED = "when_needed"
 
 
 def _to_snapshot_mode(value: SnapshotMode | str) -> SnapshotMode:
