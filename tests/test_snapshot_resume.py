@@ -243,3 +243,26 @@ def test_when_needed_snapshots_again_when_the_cursor_binlog_was_purged(mariadb_f
         while 999 not in {key[0] for key in mirror.tables["shop.k"]}:
             _consume(inst, mirror, seen)
     assert mirror.tables["shop.k"] == {(r[0],): tuple(r) for r in server.execute("SELECT * FROM shop.k")}
+
+
+def test_a_resumed_snapshot_skips_a_table_dropped_meanwhile(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    _load(mariadb)
+    db = mariadb.database
+    config = _config(mariadb, tmp_path, chunk_rows=250)
+    mirror = Mirror()
+    seen: set[tuple[str, Any]] = set()
+    with Instance(config) as inst:
+        inst.snapshot([f"{db}.k", f"{db}.c", f"{db}.other"])
+        while (progress := _cursor_snapshot(inst)) is None or progress.rows < 500:
+            _consume(inst, mirror, seen)
+    assert progress.table == 0  # stopped inside k
+    mariadb.execute("DROP TABLE c")
+    mariadb.execute("INSERT INTO other VALUES (NULL, 5)")
+    with Instance(config) as inst:
+        runner = inst.snapshots[0]
+        while not runner.progress().done or _cursor_snapshot(inst) is not None:
+            _consume(inst, mirror, seen)
+            assert runner.error is None, runner.error
+        assert runner.progress().tables_done == 3  # c counted as done: there was nothing left to read
+    assert mirror.tables[f"{db}.k"] == _select(mariadb, "k", 1)
+    assert mirror.tables[f"{db}.other"] == _select(mariadb, "other", 1)
