@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from procs.ha_harness import Child, ConsumerLog, kill_all
+from procs.ha_harness import next_event as harness_next_event
 
 from canal.client import ClientIdentity
 from canal.meta import zkpaths
@@ -125,16 +126,7 @@ def test_sigkill_the_active_process_ten_times(
         return child
 
     def next_event(pred: Any, timeout: float, what: str) -> tuple[str, str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no {what} within {timeout}s"
-            try:
-                name, line = events.get(timeout=left)
-            except queue.Empty:
-                continue
-            if pred(name, line):
-                return name, line
+        return harness_next_event(events, pred, timeout, what)
 
     workload = Workload(mariadb, seed=7)
     try:

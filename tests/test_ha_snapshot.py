@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from procs.ha_harness import Child, ConsumerLog, kill_all
+from procs.ha_harness import next_event as harness_next_event
 from test_ha_processes import (
     Workload,
     acked_or_in_doubt_rows,
@@ -57,17 +59,8 @@ def test_the_standby_resumes_the_snapshot_after_a_sigkill(
         children[name] = child
         return child
 
-    def next_event(pred: object, timeout: float, what: str) -> tuple[str, str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no {what} within {timeout}s"
-            try:
-                name, line = events.get(timeout=left)
-            except queue.Empty:
-                continue
-            if pred(name, line):  # type: ignore[operator]
-                return name, line
+    def next_event(pred: Callable[[str, str], bool], timeout: float, what: str) -> tuple[str, str]:
+        return harness_next_event(events, pred, timeout, what)
 
     workload = Workload(mariadb, seed=3)
     workload.next_id = PRELOADED  # new rows after the preloaded ones

@@ -68,6 +68,14 @@ def _consume(inst: Instance, mirror: Mirror, acked: set[tuple[str, Any]]) -> Non
         acked |= _snapshot_keys(msg.entries)
 
 
+def _until_snapshot_finished(inst: Instance, mirror: Mirror, acked: set[tuple[str, Any]]) -> None:
+    """Consume until the last snapshot has finished and its end is acked (the cursor holds no snapshot)."""
+    runner = inst.snapshots[-1]
+    while not runner.progress().done or _cursor_snapshot(inst) is not None:
+        _consume(inst, mirror, acked)
+        assert runner.error is None, runner.error
+
+
 def _until_marker(inst: Instance, db: MariaDBDatabase, mirror: Mirror, acked: set[tuple[str, Any]]) -> None:
     """Consume until a row written now arrived: everything before it is in the mirror."""
     db.execute("INSERT INTO other VALUES (NULL, -1)")
@@ -106,9 +114,7 @@ def test_a_restart_resumes_the_snapshot_after_the_last_acked_row(mariadb: MariaD
         acked_after: set[tuple[str, Any]] = set()
         with Instance(config) as inst:  # no snapshot() call: the cursor's unfinished snapshot resumes by itself
             assert len(inst.snapshots) == 1 and inst.snapshots[0].plan == progress
-            while not inst.snapshots[0].progress().done or _cursor_snapshot(inst) is not None:
-                _consume(inst, mirror, acked_after)
-                assert inst.snapshots[0].error is None, inst.snapshots[0].error
+            _until_snapshot_finished(inst, mirror, acked_after)
             writers.stop.set()
             _until_marker(inst, mariadb, mirror, acked_after)
         # nothing acked before the restart came again, and the resumed table went on after the acked key
@@ -135,9 +141,7 @@ def test_initial_mode_snapshots_the_captured_tables_on_the_first_start_only(
     with Writers(mariadb, seed=4) as writers, Instance(config) as inst:
         assert len(inst.snapshots) == 1
         snapshot = inst.snapshots[0]
-        while not snapshot.progress().done or _cursor_snapshot(inst) is not None:
-            _consume(inst, mirror, seen)
-            assert snapshot.error is None, snapshot.error
+        _until_snapshot_finished(inst, mirror, seen)
         assert snapshot.tables == tuple(f"{db}.{t}" for t in ("c", "k", "n", "other"))  # the filter's tables
         metrics = inst.metrics().snapshot
         assert metrics is not None and metrics.done and metrics.tables_done == 4 and metrics.eta_s is None
@@ -237,8 +241,7 @@ def test_when_needed_snapshots_again_when_the_cursor_binlog_was_purged(mariadb_f
         assert inst.snapshots == () and inst.get_cursor().position.journal_name == journal  # nothing changed
     with Instance(config) as inst:  # when_needed: snapshot again and stream from now
         assert len(inst.snapshots) == 1
-        while not inst.snapshots[0].progress().done or _cursor_snapshot(inst) is not None:
-            _consume(inst, mirror, seen)
+        _until_snapshot_finished(inst, mirror, seen)
         server.execute("INSERT INTO shop.k VALUES (999, 999)")  # streaming goes on after it
         while 999 not in {key[0] for key in mirror.tables["shop.k"]}:
             _consume(inst, mirror, seen)
@@ -260,9 +263,7 @@ def test_a_resumed_snapshot_skips_a_table_dropped_meanwhile(mariadb: MariaDBData
     mariadb.execute("INSERT INTO other VALUES (NULL, 5)")
     with Instance(config) as inst:
         runner = inst.snapshots[0]
-        while not runner.progress().done or _cursor_snapshot(inst) is not None:
-            _consume(inst, mirror, seen)
-            assert runner.error is None, runner.error
+        _until_snapshot_finished(inst, mirror, seen)
         assert runner.progress().tables_done == 3  # c counted as done: there was nothing left to read
     assert mirror.tables[f"{db}.k"] == _select(mariadb, "k", 1)
     assert mirror.tables[f"{db}.other"] == _select(mariadb, "other", 1)

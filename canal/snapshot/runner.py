@@ -71,7 +71,7 @@ class SnapshotRunner:
         captured_tables: Callable[[], Sequence[str]] | None = None,
         chunk_rows: int = 10_000,
         max_rows_per_s: float | None = None,
-        estimated_rows: Callable[[str, str], int] | None = None,
+        estimated_rows: Callable[[Sequence[TableSchema]], int] | None = None,
         unread_rows: Callable[[], int] | None = None,
     ) -> None:
         if chunk_rows < 1:
@@ -171,8 +171,8 @@ class SnapshotRunner:
                 db, table = split_table_name(name)
                 schema = self._table_schema(db, table)
                 schemas.append(schema)
-                if schema is not None and self._estimated_rows is not None:
-                    self._rows_expected += self._estimated_rows(db, table)
+            if self._estimated_rows is not None:
+                self._rows_expected = self._estimated_rows([s for s in schemas if s is not None])
             for index, schema in enumerate(schemas, plan.table):
                 if schema is None:  # dropped since the snapshot was planned: its DROP is in the stream
                     self._log.warning("%s no longer exists: the snapshot skips it", plan.tables[index])

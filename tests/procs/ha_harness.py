@@ -107,6 +107,23 @@ class Child:
         return now
 
 
+def next_event(
+    events: queue.Queue[tuple[str, str]], pred: Callable[[str, str], bool], timeout: float, what: str
+) -> tuple[str, str]:
+    """The next ``(child name, stdout line)`` on the shared ``events`` queue that satisfies ``pred`` (the others are
+    dropped); fails after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {what} within {timeout}s"
+        try:
+            name, line = events.get(timeout=left)
+        except queue.Empty:
+            continue
+        if pred(name, line):
+            return name, line
+
+
 def kill_all(children: list[Child]) -> None:
     for child in children:
         try:
