@@ -30,7 +30,7 @@ import attrs
 
 from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
-from canal.config import InstanceConfig, MasterConfig, SnapshotMode
+from canal.config import InstanceConfig, KeylessTables, MasterConfig, SnapshotMode
 from canal.errors import (
     ConfigError,
     NotRunningError,
@@ -51,6 +51,7 @@ from canal.position import LogIdentity, LogPosition, PositionRange, SnapshotCurs
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
 from canal.schema.catalog import SchemaCatalog
 from canal.snapshot.merge import SnapshotMerge
+from canal.snapshot.reader import ChunkReader
 from canal.snapshot.runner import SnapshotProgress, SnapshotRunner, split_table_name
 from canal.start_stop import StartStopContext
 
@@ -234,16 +235,31 @@ class Instance(StartStopContext):
                 if self._start_cursor is not None:
                     self.meta.update_cursor(self.default_client, self._start_cursor)
                 due = self._snapshot_due()
+                ends = self.config.snapshot.mode is SnapshotMode.INITIAL_ONLY  # the stream ends with the snapshot
                 runner = None
                 if due is not None:
                     merge, source = self._snapshot_parts()
-                    runner = self._snapshot_runner(due, merge, source, None, None, None)
                     cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
-                    if all(c is None or c.snapshot is None for c in cursors):  # a first start, or a purged cursor
-                        self._begin_initial_snapshot(source, due)
-                    merge.begin(due)  # before the parser hands off anything: every entry carries it
+                    fresh = all(c is None or c.snapshot is None for c in cursors)  # a first start, or a purged cursor
+                    catalog = None
+                    if fresh or not due.tables:
+                        catalog = self._catalog(source)
+                        if not due.tables:
+                            due = SnapshotCursor(tuple(self._captured_tables(catalog)), 0, None, due.rows)
+                            self._log.info("snapshot of the captured tables: %s", ", ".join(due.tables) or "none")
+                        if fresh:
+                            self._check_keyless(due.tables, source, catalog)
+                    runner = self._snapshot_runner(due, merge, source, catalog, None, None)
+                    if fresh:
+                        self._begin_initial_snapshot(source, due if due.tables else None)
+                    # before the parser hands off anything: every entry carries the snapshot's progress
+                    merge.begin(due if due.tables else None, end_stream=ends)
                     self._snapshots.append(runner)
-                self.parser.start()
+                elif ends:
+                    self._snapshot_parts()[0].begin(None, end_stream=True)
+                    self._log.info("snapshot mode initial_only: the snapshot is complete; there is nothing to stream")
+                if due is not None or not ends:
+                    self.parser.start()
                 if runner is not None:
                     assert due is not None
                     resumed = due.table > 0 or due.after is not None
@@ -287,6 +303,11 @@ class Instance(StartStopContext):
             if not self._started:
                 raise NotRunningError(f"destination {self.destination} is not running")
             merge, source = self._snapshot_parts()
+            if merge.stream_ended:
+                raise SnapshotError(
+                    f"destination {self.destination} streams nothing more (snapshot mode initial_only): a snapshot "
+                    "would never join the stream"
+                )
             if merge.progress is not None or any(r.running for r in self._snapshots):
                 raise SnapshotError(
                     f"destination {self.destination} has an unfinished snapshot "
@@ -296,6 +317,7 @@ class Instance(StartStopContext):
             missing = [name for name in names if name not in catalog.tables]
             if missing:
                 raise ConfigError(f"cannot snapshot {', '.join(missing)}: no such table", key="snapshot.tables")
+            self._check_keyless(names, source, catalog)
             plan = SnapshotCursor(names)
             runner = self._snapshot_runner(plan, merge, source, catalog, chunk_rows, max_rows_per_s)
             merge.begin(plan)
@@ -371,14 +393,6 @@ class Instance(StartStopContext):
                 conn.close()
             return sum(int(rows) for db, name, rows in found if rows is not None and (db, name) in wanted)
 
-        def captured_tables() -> list[str]:
-            filters = self.config.table_filters
-            return sorted(
-                name
-                for name in current().tables
-                if filters.includes(*split_table_name(name)) and name.partition(".")[0].lower() not in _SYSTEM_DBS
-            )
-
         def unread_rows() -> int:
             return runner.rows_emitted - max(self._snapshot_rows_out, plan.rows)
 
@@ -388,15 +402,47 @@ class Instance(StartStopContext):
             merge,
             source.snapshot_connection,
             table_schema,
-            captured_tables=captured_tables,
             chunk_rows=settings.chunk_rows if chunk_rows is None else chunk_rows,
+            chunk_bytes=settings.chunk_bytes,
+            keyless=settings.keyless,
             max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
             estimated_rows=estimated_rows,
             unread_rows=unread_rows,
         )
         return runner
 
-    def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor) -> None:
+    def _captured_tables(self, catalog: SchemaCatalog) -> list[str]:
+        """The tables a snapshot of "the captured tables" reads: those the instance filter includes."""
+        filters = self.config.table_filters
+        return sorted(
+            name
+            for name in catalog.tables
+            if filters.includes(*split_table_name(name)) and name.partition(".")[0].lower() not in _SYSTEM_DBS
+        )
+
+    def _check_keyless(self, tables: Sequence[str], source: MysqlBinlogSource, catalog: SchemaCatalog) -> None:
+        """With ``keyless=refuse``, a snapshot of a table that has no chunk key (no primary key, no unique key over
+        NOT NULL columns) fails here, before anything changes."""
+        if self.config.snapshot.keyless is not KeylessTables.REFUSE:
+            return
+        refused = []
+        for name in tables:
+            found = catalog.tables.get(name)
+            if found is None or found.primary:
+                continue
+            reader = ChunkReader(source.snapshot_connection, found.table_schema(mariadb=catalog.mariadb))
+            try:
+                if reader.chunk_key() is None:
+                    refused.append(name)
+            finally:
+                reader.close()
+        if refused:
+            raise SnapshotError(
+                f"cannot snapshot {', '.join(refused)}: no primary key and no unique key over NOT NULL columns to "
+                "chunk by (snapshot keyless=refuse; read_whole reads such a table in one transaction)"
+            )
+
+    def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor | None) -> None:
         """Make the initial snapshot and its start durable before anything is handed out: the server's position now,
         with the snapshot pending, becomes the cursor the parser starts from. A crash before the first ack then
         restarts from that same position (delivering again what came after it) instead of from a later "now",
@@ -432,7 +478,8 @@ class Instance(StartStopContext):
 
     def _snapshot_due(self) -> SnapshotCursor | None:
         """The snapshot this start runs: the unfinished one of the consumer cursor, else the initial snapshot when
-        the config asks for one and this is the destination's first start (no cursor, no configured position)."""
+        the config asks for one and this is the destination's first start (no cursor, no configured position; for
+        ``initial_only``, no cursor)."""
         cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
         for cursor in cursors:
             if cursor is not None and cursor.snapshot is not None:
@@ -440,6 +487,9 @@ class Instance(StartStopContext):
         settings = self.config.snapshot
         if settings.mode is SnapshotMode.NEVER:
             return None
+        if settings.mode is SnapshotMode.INITIAL_ONLY:
+            # a copy of the tables and no stream: a configured start position has nothing to start
+            return SnapshotCursor(settings.tables or ()) if all(c is None for c in cursors) else None
         if any(c is not None for c in cursors):
             if settings.mode is SnapshotMode.WHEN_NEEDED and self._cursor_purged(cursors):
                 return SnapshotCursor(settings.tables or ())

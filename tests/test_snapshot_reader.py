@@ -1,5 +1,7 @@
 """The snapshot reader on a real MariaDB: chunks exact at the binlog position they report, keyset chunks over
-composite and string keys, and rows whose values are exactly what the binlog decoder gives for the same rows."""
+composite and string keys (a unique key where there is no primary key; a table without a key read once, in
+pieces), chunks of wide rows holding fewer rows, and rows whose values are exactly what the binlog decoder gives
+for the same rows."""
 
 from __future__ import annotations
 
@@ -133,3 +135,62 @@ def test_a_snapshot_without_a_consistent_position_is_a_typed_error(mariadb: Mari
     with pytest.raises(SourceError, match="binlog_snapshot_file"):
         ChunkReader(NoStatus, _table_schema(mariadb, "p")).read()
     assert pymysql  # (the reader takes any DB-API connection factory)
+
+
+def test_a_table_without_a_primary_key_is_chunked_by_its_narrowest_unique_not_null_key(
+    mariadb: MariaDBDatabase,
+) -> None:
+    mariadb.execute(
+        "CREATE TABLE u (a INT NULL, code VARCHAR(12) NOT NULL, n INT NOT NULL, body VARCHAR(40) NOT NULL, "
+        "UNIQUE KEY a_nullable (a), UNIQUE KEY b_prefix (body(10)), UNIQUE KEY c_two (n, code), "
+        "UNIQUE KEY z_one (code))"
+    )
+    mariadb.execute(
+        "INSERT INTO u SELECT IF(MOD(seq, 7) = 0, NULL, seq), CONCAT('c', LPAD(1000 - seq, 4, '0')), seq, "
+        "CONCAT(LPAD(seq, 10, '0'), 'x') FROM seq_1_to_230"
+    )
+    schema = _table_schema(mariadb, "u")
+    assert schema.key_indexes == ()  # a unique key is not a primary key (though InnoDB clusters by one)
+    reader = ChunkReader(_connect(mariadb), schema, chunk_rows=50)
+    assert reader.chunk_key() == ("code",)  # not the nullable one, not the prefix one, not the wider one
+    chunks = [reader.read()]
+    while chunks[-1].next_key is not None:
+        chunks.append(reader.read(chunks[-1].next_key))
+    reader.close()
+    assert [len(c.rows) for c in chunks] == [50, 50, 50, 50, 30]
+    codes = [row[1] for c in chunks for row in c.rows]
+    assert codes == sorted(codes) and len(set(codes)) == 230  # every row once, in key order
+    assert chunks[0].next_key == (codes[49],)
+
+    mariadb.execute("CREATE TABLE none_ (a INT NULL, b INT NOT NULL, UNIQUE KEY (a), KEY (b))")
+    assert ChunkReader(_connect(mariadb), _table_schema(mariadb, "none_")).chunk_key() is None
+
+
+def test_a_table_without_any_key_is_read_once_in_pieces_at_one_position(mariadb: MariaDBDatabase) -> None:
+    mariadb.execute("CREATE TABLE bag (x INT, y VARCHAR(5))")
+    mariadb.execute("INSERT INTO bag SELECT MOD(seq, 10), IF(MOD(seq, 3) = 0, NULL, 'v') FROM seq_1_to_1050")
+    reader = ChunkReader(_connect(mariadb), _table_schema(mariadb, "bag"), chunk_rows=200)
+    pieces = [reader.read()]
+    mariadb.execute("DELETE FROM bag WHERE x = 1")  # after the read began: not in any piece
+    while pieces[-1].more:
+        pieces.append(reader.read_more())
+    reader.close()
+    assert [len(p.rows) for p in pieces] == [200, 200, 200, 200, 200, 50]
+    assert {p.position for p in pieces} == {pieces[0].position}  # one transaction, one position
+    assert all(p.next_key is None and p.keys is None for p in pieces)
+    assert sum(1 for p in pieces for row in p.rows if row[0] == 1) == 105
+
+
+def test_chunks_of_wide_rows_hold_fewer_rows(mariadb: MariaDBDatabase) -> None:
+    mariadb.execute("CREATE TABLE wide (id INT PRIMARY KEY, b MEDIUMBLOB)")
+    mariadb.execute("INSERT INTO wide SELECT seq, REPEAT('x', 20000) FROM seq_1_to_600")
+    reader = ChunkReader(_connect(mariadb), _table_schema(mariadb, "wide"), chunk_rows=10_000, chunk_bytes=256_000)
+    chunks = [reader.read()]
+    while chunks[-1].next_key is not None:
+        chunks.append(reader.read(chunks[-1].next_key))
+    reader.close()
+    sizes = [len(c.rows) for c in chunks]
+    assert sizes[0] == 256  # the first chunk measures the rows
+    assert all(1 <= n <= 13 for n in sizes[1:])  # 256,000 bytes / ~20,000 bytes a row
+    assert sum(sizes) == 600 and [row[0] for c in chunks for row in c.rows] == list(range(1, 601))
+    assert ChunkReader(_connect(mariadb), reader.schema).rows_per_chunk == 10_000  # without chunk_bytes: chunk_rows

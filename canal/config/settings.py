@@ -578,11 +578,30 @@ class SnapshotMode(enum.StrEnum):
 
     NEVER = "never"
     INITIAL = "initial"
+    INITIAL_ONLY = "initial_only"
     WHEN_NEEDED = "when_needed"
 
 
 def _to_snapshot_mode(value: SnapshotMode | str) -> SnapshotMode:
     return _enum_converter(SnapshotMode, "SnapshotConfig", "mode")(value)
+
+
+class KeylessTables(enum.StrEnum):
+    """What a snapshot does with a table that has no primary key and no unique key over NOT NULL columns (one
+    with such a unique key is chunked by it).
+
+    * ``read_whole``: read it in one consistent-snapshot transaction, streamed in pieces of ``chunk_rows`` (memory
+      holds a piece, not the table), with a warning. Without a key there is nothing to resume after: a restart
+      reads the table again from its first row, so rows acked before it come again (as upserts of equal rows).
+    * ``refuse``: the snapshot fails with :class:`~canal.errors.SnapshotError` before reading anything.
+    """
+
+    READ_WHOLE = "read_whole"
+    REFUSE = "refuse"
+
+
+def _to_keyless(value: KeylessTables | str) -> KeylessTables:
+    return _enum_converter(KeylessTables, "SnapshotConfig", "keyless")(value)
 
 
 def _to_snapshot_tables(value: object) -> tuple[str, ...] | None:
@@ -606,8 +625,11 @@ def _optional_positive(inst: Any, attr: attrs.Attribute[Any], value: Any) -> Non
 class SnapshotConfig:
     """The snapshot of tables that already hold rows (see ``canal.snapshot``).
 
-    ``tables``: ``db.table`` names, None for every table the instance filter captures. ``chunk_rows``: rows read per
-    chunk (memory holds one chunk). ``max_rows_per_s``: a ceiling on the read rate, to protect the source.
+    ``tables``: ``db.table`` names, None for every table the instance filter captures. ``chunk_rows``: the most rows
+    read per chunk. ``chunk_bytes``: the most bytes of values a chunk should hold -- chunks of wide rows (BLOBs, long
+    text) hold fewer rows, measured as they are read, so memory is bounded by bytes whatever the row size.
+    ``max_rows_per_s``: a ceiling on the read rate, to protect the source. ``keyless``: tables without a key (see
+    :class:`KeylessTables`).
     """
 
     mode: SnapshotMode = attrs.field(
@@ -621,6 +643,12 @@ class SnapshotConfig:
     )
     max_rows_per_s: float | None = attrs.field(
         default=None, validator=_optional_positive, metadata=canal_key("pycanal.snapshot.max.rows.per.s", "opt_float")
+    )
+    chunk_bytes: int = attrs.field(
+        default=8 << 20, validator=_positive_int, metadata=canal_key("pycanal.snapshot.chunk.bytes", "int")
+    )
+    keyless: KeylessTables = attrs.field(
+        default=KeylessTables.READ_WHOLE, converter=_to_keyless, metadata=canal_key("pycanal.snapshot.keyless", "enum")
     )
 
     def redacted(self) -> dict[str, Any]:

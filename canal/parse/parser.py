@@ -437,6 +437,11 @@ class EventParser(StartStopContext):
         try:
             with self._hand_off_lock:
                 merge = self._merge
+                if merge is not None and merge.stream_ended:
+                    # snapshot mode initial_only: the stream ended with the snapshot's last entry
+                    self._log.info("the snapshot is complete and the stream ends with it: the parser stops")
+                    self._stop.set()
+                    raise _Interrupted("the stream ended with the snapshot")
                 active = merge is not None and merge.active
                 if active:
                     assert merge is not None

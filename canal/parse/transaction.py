@@ -33,6 +33,11 @@ class StreamMerge(Protocol):
         """Whether :meth:`tag` and :meth:`after_hand_off` have anything to do (else the parser skips them)."""
         ...
 
+    @property
+    def stream_ended(self) -> bool:
+        """The stream ends here: the parser hands off nothing more and stops (a snapshot that ends the stream)."""
+        ...
+
     def tag(self, entries: list[Entry]) -> list[Entry]:
         """The entries to hand off in place of ``entries`` (carrying what the cursor must remember)."""
         ...

@@ -673,15 +673,20 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
     return catalog
 
 
-def catalog_from_columns(rows: Sequence[Sequence[Any]], *, charset: str, mariadb: bool) -> SchemaCatalog:
-    """A catalog from ``information_schema`` rows (see :data:`BOOTSTRAP_SQL`)."""
+def catalog_from_columns(
+    rows: Sequence[Sequence[Any]], primary_rows: Sequence[Sequence[Any]], *, charset: str, mariadb: bool
+) -> SchemaCatalog:
+    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`) and primary keys
+    (:data:`BOOTSTRAP_PRIMARY_SQL`)."""
     from canal.sql import read_column_type
 
     catalog = SchemaCatalog(charset=charset, mariadb=mariadb)
     columns: dict[str, list[TableColumn]] = {}
     primary: dict[str, list[str]] = {}
+    for db, table, name in primary_rows:
+        primary.setdefault(f"{db}.{table}", []).append(str(name))
     charsets: dict[str, str] = {}
-    for db, table, name, column_type, nullable, key, column_charset, table_collation in rows:
+    for db, table, name, column_type, nullable, _key, column_charset, table_collation in rows:
         full = f"{db}.{table}"
         ct = read_column_type(str(column_type), strict=False)
         columns.setdefault(full, []).append(
@@ -696,8 +701,6 @@ def catalog_from_columns(rows: Sequence[Sequence[Any]], *, charset: str, mariadb
                 None if column_charset is None else str(column_charset),
             )
         )
-        if str(key) == "PRI":
-            primary.setdefault(full, []).append(str(name))
         if table_collation:
             charsets[full] = str(table_collation).split("_", 1)[0]
         catalog.databases.setdefault(str(db), None)
@@ -718,6 +721,16 @@ BOOTSTRAP_SQL: Final = (
     "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION"
 )
 """One query for every table's columns (the server's own schemas aside): the history's bootstrap."""
+
+BOOTSTRAP_PRIMARY_SQL: Final = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE INDEX_NAME = 'PRIMARY' "
+    "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') "
+    "ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
+)
+"""Every table's primary key, in key order. Not ``COLUMNS.COLUMN_KEY``: it says ``PRI`` also for the columns of a
+table's first unique NOT NULL key when the table has no primary key (InnoDB clusters by it), which a CREATE TABLE
+replayed by the schema history does not make a key -- a table's key would then depend on where its layout came
+from."""
 
 BOOTSTRAP_DATABASES_SQL: Final = (
     "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "

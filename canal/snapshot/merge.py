@@ -77,6 +77,8 @@ class SnapshotMerge:
         self._handed: tuple[int, int] | None = None  # the end of the last boundary handed off
         self._progress: SnapshotCursor | None = None  # what entries handed off now carry (None: no snapshot)
         self._hand_off_now: Callable[[], None] | None = None  # the parser's: hand off what is due at its boundary
+        self._end_stream = False  # the stream ends with the snapshot's last entry (snapshot mode initial_only)
+        self._stream_ended = False
 
     @property
     def active(self) -> bool:
@@ -92,10 +94,19 @@ class SnapshotMerge:
         """The unfinished snapshot's progress as of the last entry handed off."""
         return self._progress
 
-    def begin(self, progress: SnapshotCursor | None) -> None:
-        """From now on, entries handed off carry ``progress`` (a snapshot starts or resumes; None: it ended)."""
+    def begin(self, progress: SnapshotCursor | None, *, end_stream: bool | None = None) -> None:
+        """From now on, entries handed off carry ``progress`` (a snapshot starts or resumes; None: it ended).
+        ``end_stream`` True: the stream ends with the snapshot's last entry (with ``progress`` None: at once)."""
         with self._lock:
             self._progress = progress
+            if end_stream is not None:
+                self._end_stream = end_stream
+                self._stream_ended = end_stream and progress is None
+
+    @property
+    def stream_ended(self) -> bool:
+        """The snapshot that ends the stream has handed off its last entry: the parser hands off nothing more."""
+        return self._stream_ended
 
     # -- the parser thread: before and after each hand-off -------------------------------------------------------
 
@@ -181,6 +192,8 @@ class SnapshotMerge:
             out.extend(entries_of_chunk)
             with self._lock:
                 self._progress = progress
+                if progress is None and self._end_stream:
+                    self._stream_ended = True
             pending._finish(emitted)
         return out
 

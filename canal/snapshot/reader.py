@@ -8,8 +8,11 @@ no watermark writes, no window to reconcile, no race between a transaction's bin
 binlog stream reaches that position, before the events after it (see :mod:`canal.snapshot`).
 
 Chunks follow the primary key (keyset pagination: ``WHERE key > last ORDER BY key LIMIT n``, the composite form
-expanded into ORs the optimizer reads as a range); a table without one is read in one chunk. Memory is bounded by a
-chunk, never a table.
+expanded into ORs the optimizer reads as a range); a table without one follows its unique key over NOT NULL columns
+(:meth:`ChunkReader.chunk_key`). A table with neither is read in one consistent-snapshot transaction, streamed in
+pieces (an unbuffered cursor, every piece exact at the same position). Memory is bounded by a chunk, never a table:
+a chunk holds at most ``chunk_rows`` rows and, measured as they are read, about ``chunk_bytes`` of values, so
+chunks of wide rows hold fewer rows (the first chunk of a table is small, to measure them).
 """
 
 from __future__ import annotations
@@ -30,96 +33,214 @@ from canal.sql import quote_name
 __all__ = ["Chunk", "ChunkReader"]
 
 
+FIRST_CHUNK_ROWS = 256  # a table's first chunk: enough rows to measure their size before chunks grow
+_VALUE_OVERHEAD = 48  # bytes a value costs in memory beyond its text (the Python object around it)
+_SAMPLE_ROWS = 32  # rows of a chunk measured for the size of the next one
+_NET_WRITE_TIMEOUT_S = 86_400  # a streamed table waits for its consumer between pieces: the server must not give up
+
+
 @attrs.frozen(slots=True)
 class Chunk:
     """Rows of one table exact at ``position``: the decoder's value tuples in key order, each row's raw key (the
     server's text or bytes of the key columns; None for a table without a key), and the raw key of the last row
-    (where the next chunk starts; None: the table is done)."""
+    (where the next chunk starts; None: the table is done, unless ``more``: a table without a key has more rows
+    in the same read, at the same position -- :meth:`ChunkReader.read_more`)."""
 
     table: TableSchema
     position: EntryPosition
     rows: tuple[tuple[Any, ...], ...]
     next_key: tuple[Any, ...] | None
     keys: tuple[tuple[Any, ...], ...] | None = None
+    more: bool = False
 
 
 class ChunkReader:
-    """Reads ``schema``'s table in chunks of ``chunk_rows`` over connections from ``connect`` (pymysql, conversions
-    off: the server's text comes through untouched)."""
+    """Reads ``schema``'s table in chunks over one connection from ``connect`` (pymysql, conversions off: the
+    server's text comes through untouched): at most ``chunk_rows`` rows and, once measured, about ``chunk_bytes``
+    bytes of values each (None: rows only)."""
 
-    def __init__(self, connect: Callable[[], Any], schema: TableSchema, *, chunk_rows: int = 10_000) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        schema: TableSchema,
+        *,
+        chunk_rows: int = 10_000,
+        chunk_bytes: int | None = None,
+    ) -> None:
         if chunk_rows < 1:
             raise ValueError("chunk_rows must be >= 1")
+        if chunk_bytes is not None and chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be >= 1")
         self._connect = connect
         self.schema = schema
         self.chunk_rows = chunk_rows
-        self._keys = [schema.columns[i].name for i in schema.key_indexes]
+        self.chunk_bytes = chunk_bytes
+        self.rows_per_chunk = chunk_rows if chunk_bytes is None else min(chunk_rows, FIRST_CHUNK_ROWS)
         self._read = rows_reader(schema)
         self._conn: Any = None  # one connection for the table's chunks (a new one after an error)
+        self._streaming: Any = None  # the open unbuffered cursor of a table read without a key
+        self._streaming_at: EntryPosition | None = None
+        self._key_indexes: tuple[int, ...] | None = schema.key_indexes or None
+        self._key_known = bool(schema.key_indexes)  # a table without a primary key looks for a unique key once
         table = f"{quote_name(schema.schema)}.{quote_name(schema.table)}"
         columns = ", ".join(column_expression(m, quote_name(m.name)) for m in schema.columns)
         self._select = f"SELECT {columns} FROM {table}"
-        self._order = " ORDER BY " + ", ".join(quote_name(k) for k in self._keys) if self._keys else ""
 
-    def _where(self, after: Sequence[Any]) -> str:
+    # -- the chunk key ---------------------------------------------------------------------------------------------
+
+    def chunk_key(self) -> tuple[str, ...] | None:
+        """The columns chunks follow: the primary key, else the unique key over NOT NULL columns with the fewest
+        columns (then the first by name; prefix indexes do not order whole values), else None (no key: the table
+        is read whole). Chosen from ``information_schema``, the same way on every run, so a resumed snapshot
+        continues after the key it stopped at."""
+        if not self._key_known:
+            self._key_indexes = self._unique_key()
+            self._key_known = True
+        if self._key_indexes is None:
+            return None
+        return tuple(self.schema.columns[i].name for i in self._key_indexes)
+
+    def _unique_key(self) -> tuple[int, ...] | None:
+        schema = self.schema
+        with self._connection().cursor() as cur:
+            cur.execute(
+                "SELECT s.INDEX_NAME, s.COLUMN_NAME, s.SUB_PART, c.IS_NULLABLE "
+                "FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c "
+                "ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME "
+                "WHERE s.TABLE_SCHEMA = %s AND s.TABLE_NAME = %s AND s.NON_UNIQUE = 0 "
+                "ORDER BY s.INDEX_NAME, s.SEQ_IN_INDEX",
+                (schema.schema, schema.table),
+            )
+            found = cur.fetchall()
+        position = {c.name.lower(): i for i, c in enumerate(schema.columns)}
+        indexes: dict[str, list[int | None]] = {}
+        for index, column, sub_part, nullable in found:
+            usable = sub_part is None and _str(nullable).upper() == "NO"
+            indexes.setdefault(_str(index), []).append(position.get(_str(column).lower()) if usable else None)
+        candidates = [(len(cols), name, cols) for name, cols in indexes.items() if None not in cols]
+        if not candidates:
+            return None
+        _n, _name, chosen = min(candidates, key=lambda c: (c[0], c[1]))
+        return tuple(i for i in chosen if i is not None)
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+
+    def _where(self, keys: Sequence[str]) -> str:
         """``(k1, k2, ...) > (%s, %s, ...)`` as ORs of equal prefixes and one greater column."""
-        keys = [quote_name(k) for k in self._keys]
+        quoted = [quote_name(k) for k in keys]
         terms = []
-        for i in range(len(keys)):
-            equal = [f"{k} = %s" for k in keys[:i]]
-            terms.append("(" + " AND ".join([*equal, f"{keys[i]} > %s"]) + ")")
+        for i in range(len(quoted)):
+            equal = [f"{k} = %s" for k in quoted[:i]]
+            terms.append("(" + " AND ".join([*equal, f"{quoted[i]} > %s"]) + ")")
         return " WHERE " + " OR ".join(terms)
 
     def _arguments(self, after: Sequence[Any]) -> list[Any]:
         return [value for i in range(len(after)) for value in after[: i + 1]]
 
-    def read(self, after: Sequence[Any] | None = None) -> Chunk:
-        """The chunk after raw key ``after`` (None: from the start), exact at the position it reports."""
-        sql = self._select
-        args: list[Any] = []
-        if after is not None:
-            sql += self._where(after)
-            args = self._arguments(after)
-        sql += self._order
-        limited = bool(self._keys)
-        if limited:
-            sql += f" LIMIT {self.chunk_rows}"
+    def _connection(self) -> Any:
         conn = self._conn
         if conn is None:
             conn = self._conn = self._connect()
             with conn.cursor() as cur:
                 cur.execute("SET SESSION time_zone = '+00:00'")
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cur.execute(f"SET SESSION net_write_timeout = {_NET_WRITE_TIMEOUT_S}")
+        return conn
+
+    @staticmethod
+    def _begin(cur: Any) -> EntryPosition:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        status = {_str(name).lower(): _str(value) for name, value in cur.fetchall()}
+        if "binlog_snapshot_file" not in status:
+            raise SourceError(
+                "the server reports no binlog_snapshot_file: an exact snapshot needs MariaDB's consistent "
+                "snapshot position (MySQL is not supported by the snapshot yet)"
+            )
+        return EntryPosition(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+
+    def read(self, after: Sequence[Any] | None = None) -> Chunk:
+        """The chunk after raw key ``after`` (None: from the start), exact at the position it reports. A table
+        without a chunk key starts its one streamed read here (continued by :meth:`read_more`)."""
+        keys = self.chunk_key()
+        if keys is None:
+            return self._start_streaming()
+        if after is not None and len(after) != len(keys):
+            raise SourceError(
+                f"cannot resume the snapshot of {self.schema.full_name} after {len(after)} key values: its chunk key "
+                f"is now ({', '.join(keys)})"
+            )
+        sql = self._select
+        args: list[Any] = []
+        if after is not None:
+            sql += self._where(keys)
+            args = self._arguments(after)
+        limit = self.rows_per_chunk
+        sql += " ORDER BY " + ", ".join(quote_name(k) for k in keys) + f" LIMIT {limit}"
+        conn = self._connection()
         try:
             with conn.cursor() as cur:
-                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-                cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-                status = {_str(name).lower(): _str(value) for name, value in cur.fetchall()}
-                if "binlog_snapshot_file" not in status:
-                    raise SourceError(
-                        "the server reports no binlog_snapshot_file: an exact snapshot needs MariaDB's consistent "
-                        "snapshot position (MySQL is not supported by the snapshot yet)"
-                    )
+                position = self._begin(cur)
                 cur.execute(sql, args)
                 raw_rows = cur.fetchall()
                 cur.execute("COMMIT")
         except BaseException:
             self.close()  # whatever state the connection is in, the next read starts on a new one
             raise
-        position = EntryPosition(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
         rows = tuple(self._read(raw_rows))
-        keys = None
-        next_key = None
-        if limited:
-            indexes = self.schema.key_indexes
-            keys = tuple(tuple(row[i] for i in indexes) for row in raw_rows)
-            if len(raw_rows) == self.chunk_rows:
-                next_key = keys[-1]
-        return Chunk(self.schema, position, rows, next_key, keys)
+        assert self._key_indexes is not None
+        indexes = self._key_indexes
+        row_keys = tuple(tuple(row[i] for i in indexes) for row in raw_rows)
+        next_key = row_keys[-1] if len(raw_rows) == limit else None
+        self._measure(raw_rows)
+        return Chunk(self.schema, position, rows, next_key, row_keys)
+
+    def _start_streaming(self) -> Chunk:
+        self.close()  # a read of the whole table starts afresh
+        conn = self._connection()
+        try:
+            cur = conn.cursor(pymysql.cursors.SSCursor)
+            self._streaming_at = self._begin(cur)
+            cur.execute(self._select)
+            self._streaming = cur
+        except BaseException:
+            self.close()
+            raise
+        return self.read_more()
+
+    def read_more(self) -> Chunk:
+        """The next piece of a table read without a key (same position as its first)."""
+        cur, position = self._streaming, self._streaming_at
+        if cur is None or position is None:
+            raise SourceError(f"no read of {self.schema.full_name} is under way to continue")
+        limit = self.rows_per_chunk
+        try:
+            raw_rows = cur.fetchmany(limit)
+            more = len(raw_rows) == limit
+            if not more:
+                cur.close()
+                self._streaming = None
+                with self._conn.cursor() as done:
+                    done.execute("COMMIT")
+        except BaseException:
+            self.close()
+            raise
+        self._measure(raw_rows)
+        return Chunk(self.schema, position, tuple(self._read(raw_rows)), None, None, more)
+
+    def _measure(self, raw_rows: Sequence[Sequence[Any]]) -> None:
+        """Size the next chunk so it holds about ``chunk_bytes`` of values (sampled from this one's rows)."""
+        if self.chunk_bytes is None or not raw_rows:
+            return
+        step = max(1, len(raw_rows) // _SAMPLE_ROWS)
+        sample = raw_rows[::step]
+        size = sum(_VALUE_OVERHEAD + (0 if v is None else len(v)) for row in sample for v in row) / len(sample)
+        self.rows_per_chunk = max(1, min(self.chunk_rows, int(self.chunk_bytes / max(size, 1.0))))
 
     def close(self) -> None:
         """Close the connection the chunks were read on (the next read opens a new one)."""
         conn, self._conn = self._conn, None
+        self._streaming = self._streaming_at = None
         if conn is not None:
             # a broken connection is dropped either way; the reads it served are complete
             with contextlib.suppress(pymysql.err.Error, OSError):

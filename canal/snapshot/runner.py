@@ -15,12 +15,14 @@ from typing import Any
 
 import attrs
 
-from canal.errors import CanalError, ConfigError
+from canal.config.settings import KeylessTables
+from canal.errors import CanalError, ConfigError, SnapshotError
 from canal.log import destination_logger
 from canal.position import SnapshotCursor
 from canal.protocol import TableSchema
-from canal.snapshot.merge import SnapshotAborted, SnapshotMerge
-from canal.snapshot.reader import ChunkReader
+from canal.snapshot.merge import PendingChunk, SnapshotAborted, SnapshotMerge
+from canal.snapshot.reader import Chunk, ChunkReader
+from canal.snapshot.window import ChunkWindow
 
 __all__ = ["AHEAD_CHUNKS", "SnapshotProgress", "SnapshotRunner", "split_table_name"]
 
@@ -56,8 +58,9 @@ class SnapshotRunner:
     ``plan.after`` (a resumed snapshot), or every table from the start.
 
     ``connect()`` opens a connection that returns the server's text (pymysql ``conv={}``); ``table_schema(db,
-    table)`` gives the layout rows are decoded under (None: no such table); ``captured_tables()`` lists the tables
-    of a plan that lists none (the instance filter's tables).
+    table)`` gives the layout rows are decoded under (None: no such table). ``chunk_rows`` / ``chunk_bytes`` bound
+    a chunk (:class:`~canal.snapshot.reader.ChunkReader`); ``keyless`` says what to do with a table without a
+    chunk key.
     """
 
     def __init__(
@@ -68,8 +71,9 @@ class SnapshotRunner:
         connect: Callable[[], Any],
         table_schema: Callable[[str, str], TableSchema | None],
         *,
-        captured_tables: Callable[[], Sequence[str]] | None = None,
         chunk_rows: int = 10_000,
+        chunk_bytes: int | None = None,
+        keyless: KeylessTables = KeylessTables.READ_WHOLE,
         max_rows_per_s: float | None = None,
         estimated_rows: Callable[[Sequence[TableSchema]], int] | None = None,
         unread_rows: Callable[[], int] | None = None,
@@ -80,17 +84,16 @@ class SnapshotRunner:
             raise ConfigError(f"max_rows_per_s must be > 0, got {max_rows_per_s}", key="snapshot.max_rows_per_s")
         for name in plan.tables:
             split_table_name(name)
-        if not plan.tables and captured_tables is None:
-            raise ConfigError("a snapshot of the captured tables needs a way to list them", key="snapshot.tables")
         self.plan = plan
         self.destination = destination
         self._merge = merge
         self._connect = connect
         self._table_schema = table_schema
-        self._captured_tables = captured_tables
         self._estimated_rows = estimated_rows
         self._unread_rows = unread_rows
         self.chunk_rows = chunk_rows
+        self.chunk_bytes = chunk_bytes
+        self.keyless = keyless
         self.max_rows_per_s = max_rows_per_s
         self._log = destination_logger(__name__, destination)
         self._stop = threading.Event()
@@ -106,7 +109,7 @@ class SnapshotRunner:
 
     @property
     def tables(self) -> tuple[str, ...]:
-        """The tables of the snapshot (empty until a plan of the captured tables has listed them)."""
+        """The tables of the snapshot."""
         return self.plan.tables
 
     @property
@@ -161,11 +164,6 @@ class SnapshotRunner:
     def _run(self) -> None:
         try:
             plan = self.plan
-            if not plan.tables:
-                assert self._captured_tables is not None
-                plan = self.plan = SnapshotCursor(tuple(self._captured_tables()), 0, None, plan.rows)
-                self._merge.begin(plan if plan.tables else None)
-                self._log.info("snapshot of the captured tables: %s", ", ".join(plan.tables) or "none")
             schemas: list[TableSchema | None] = []
             for name in plan.tables[plan.table :]:
                 db, table = split_table_name(name)
@@ -192,7 +190,7 @@ class SnapshotRunner:
             self.error = exc
             self._log.error(
                 "snapshot of %s failed (the cursor keeps it unfinished: the next start resumes it): %s",
-                ", ".join(self.tables) or "the captured tables",
+                ", ".join(self.tables),
                 exc,
             )
         finally:
@@ -200,53 +198,81 @@ class SnapshotRunner:
             self._done.set()
 
     def _table(self, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
-        if not schema.key_indexes:
-            self._log.warning(
-                "%s has no primary key: it is read in one chunk (memory holds the whole table)", schema.full_name
-            )
-            after = None  # no key to resume after: the table is read again whole
-        reader = ChunkReader(self._connect, schema, chunk_rows=self.chunk_rows)
+        reader = ChunkReader(self._connect, schema, chunk_rows=self.chunk_rows, chunk_bytes=self.chunk_bytes)
         try:
+            key = reader.chunk_key()
+            if key is None:
+                if self.keyless is KeylessTables.REFUSE:
+                    raise SnapshotError(
+                        f"{schema.full_name} has no primary key and no unique key over NOT NULL columns: the snapshot "
+                        "refuses it (snapshot keyless=refuse)"
+                    )
+                self._log.warning(
+                    "%s has no primary key and no unique key over NOT NULL columns: it is read in one transaction, "
+                    "streamed in pieces; a restart reads it again from its first row",
+                    schema.full_name,
+                )
+                after = None  # no key to resume after
+            elif not schema.key_indexes:
+                self._log.info("%s has no primary key: its chunks follow the unique key (%s)", schema.full_name, key)
             self._chunks(reader, schema, index, after)
         finally:
             reader.close()
 
     def _chunks(self, reader: ChunkReader, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
+        """The table's chunks into the stream, one at a time. Each read gets a window opened before it; the pieces
+        of a table read without a key share the window of their one read."""
         number = 0
-        while True:
-            self._wait_for_consumer()
-            progress = SnapshotCursor(self.plan.tables, index, after, self._rows_emitted)
-            window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
-            try:
+        window: ChunkWindow | None = None
+        chunk: Chunk | None = None
+        try:
+            while True:
+                self._wait_for_consumer(AHEAD_CHUNKS * reader.rows_per_chunk)
+                progress = SnapshotCursor(self.plan.tables, index, after, self._rows_emitted)
                 started = time.monotonic()
-                chunk = reader.read(after)
+                if chunk is not None and chunk.more:
+                    chunk = reader.read_more()
+                else:
+                    if window is not None:
+                        self._merge.close_window(window)
+                    window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
+                    chunk = reader.read(after)
+                assert window is not None  # opened with the read the chunk belongs to
                 self._rows_read += len(chunk.rows)
-                pending = self._merge.submit(window, chunk, number, last=chunk.next_key is None, progress=progress)
-                while True:
-                    try:
-                        self._rows_emitted += pending.wait(0.2)
-                        break
-                    except TimeoutError:
-                        if self._stop.is_set():
-                            raise _Stopped from None
-                    except SnapshotAborted as exc:
-                        self._log.info("chunk %d of %s is read again: %s", number, schema.full_name, exc)
-                        break
-                if pending.error is not None:
-                    continue  # aborted: the same chunk again
-            finally:
+                last = chunk.next_key is None and not chunk.more
+                pending = self._merge.submit(window, chunk, number, last=last, progress=progress)
+                if not self._joined(pending, schema):
+                    # the stream dropped the chunk: read it again (a table without a key: all of it, from the start)
+                    chunk = None
+                    continue
+                self._throttle(len(chunk.rows), started)
+                if last:
+                    return
+                if chunk.next_key is not None:
+                    after = chunk.next_key
+                number += 1
+        finally:
+            if window is not None:
                 self._merge.close_window(window)
-            self._throttle(len(chunk.rows), started)
-            if chunk.next_key is None:
-                return
-            after = chunk.next_key
-            number += 1
 
-    def _wait_for_consumer(self) -> None:
-        """Read ahead of the consumer by at most ``AHEAD_CHUNKS`` chunks of rows it has not taken: the store counts
-        entries, and a SNAPSHOT entry holds many rows, so this is what bounds the rows a snapshot keeps in the store
-        by chunks, not tables. (Not by acks: a Spark source acks a micro-batch only when it plans the next one.)"""
-        limit = AHEAD_CHUNKS * self.chunk_rows
+    def _joined(self, pending: PendingChunk, schema: TableSchema) -> bool:
+        """Wait until the chunk is in the stream (True) or the stream dropped it (False)."""
+        while True:
+            try:
+                self._rows_emitted += pending.wait(0.2)
+                return True
+            except TimeoutError:
+                if self._stop.is_set():
+                    raise _Stopped from None
+            except SnapshotAborted as exc:
+                self._log.info("chunk %d of %s is read again: %s", pending.number, schema.full_name, exc)
+                return False
+
+    def _wait_for_consumer(self, limit: int) -> None:
+        """Read ahead of the consumer by at most ``limit`` rows it has not taken (``AHEAD_CHUNKS`` chunks): the store
+        counts entries, and a SNAPSHOT entry holds many rows, so this is what bounds the rows a snapshot keeps in the
+        store by chunks, not tables. (Not by acks: a Spark source acks a micro-batch only when it plans the next
+        one.)"""
         while True:
             if self._stop.is_set():
                 raise _Stopped

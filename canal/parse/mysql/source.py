@@ -30,7 +30,13 @@ from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tl
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog, TableDef
-from canal.schema.history import BOOTSTRAP_DATABASES_SQL, BOOTSTRAP_SQL, SchemaColumn, catalog_from_columns
+from canal.schema.history import (
+    BOOTSTRAP_DATABASES_SQL,
+    BOOTSTRAP_PRIMARY_SQL,
+    BOOTSTRAP_SQL,
+    SchemaColumn,
+    catalog_from_columns,
+)
 
 log = logging.getLogger(__name__)
 
@@ -245,11 +251,12 @@ class MysqlBinlogSource:
         return self._logs_column_names
 
     def schema_catalog(self) -> SchemaCatalog:
-        """Every table's layout now, from information_schema in one query (the server's own schemas aside)."""
+        """Every table's layout now, from information_schema (the server's own schemas aside)."""
         conn = self._side_connection()
         charset = str(self._run(conn, "SELECT @@character_set_server")[0][0])
         rows = self._run(conn, BOOTSTRAP_SQL)
-        catalog = catalog_from_columns(rows, charset=charset, mariadb=self._is_mariadb)
+        primary = self._run(conn, BOOTSTRAP_PRIMARY_SQL)
+        catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb)
         for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
             catalog.databases[str(name)] = None if db_charset is None else str(db_charset)
         return catalog
