@@ -248,7 +248,7 @@ class Instance(StartStopContext):
                             due = SnapshotCursor(tuple(self._captured_tables(catalog)), 0, None, due.rows)
                             self._log.info("snapshot of the captured tables: %s", ", ".join(due.tables) or "none")
                         if fresh:
-                            self._check_keyless(due.tables, source, catalog)
+                            self._check_tables(due.tables, source, catalog)
                     runner = self._snapshot_runner(due, merge, source, catalog, None, None)
                     if fresh:
                         self._begin_initial_snapshot(source, due if due.tables else None)
@@ -314,10 +314,7 @@ class Instance(StartStopContext):
                     f"({', '.join(merge.progress.tables) if merge.progress else 'starting'}): wait for it first"
                 )
             catalog = self._catalog(source)
-            missing = [name for name in names if name not in catalog.tables]
-            if missing:
-                raise ConfigError(f"cannot snapshot {', '.join(missing)}: no such table", key="snapshot.tables")
-            self._check_keyless(names, source, catalog)
+            self._check_tables(names, source, catalog)
             plan = SnapshotCursor(names)
             runner = self._snapshot_runner(plan, merge, source, catalog, chunk_rows, max_rows_per_s)
             merge.begin(plan)
@@ -420,9 +417,13 @@ class Instance(StartStopContext):
             if filters.includes(*split_table_name(name)) and name.partition(".")[0].lower() not in _SYSTEM_DBS
         )
 
-    def _check_keyless(self, tables: Sequence[str], source: MysqlBinlogSource, catalog: SchemaCatalog) -> None:
-        """With ``keyless=refuse``, a snapshot of a table that has no chunk key (no primary key, no unique key over
-        NOT NULL columns) fails here, before anything changes."""
+    def _check_tables(self, tables: Sequence[str], source: MysqlBinlogSource, catalog: SchemaCatalog) -> None:
+        """A new snapshot of an unknown table fails here, before anything changes (:class:`ConfigError`), and so,
+        with ``keyless=refuse``, does one of a table that has no chunk key (no primary key, no unique key over NOT
+        NULL columns; :class:`SnapshotError`)."""
+        missing = [name for name in tables if name not in catalog.tables]
+        if missing:
+            raise ConfigError(f"cannot snapshot {', '.join(missing)}: no such table", key="snapshot.tables")
         if self.config.snapshot.keyless is not KeylessTables.REFUSE:
             return
         refused = []

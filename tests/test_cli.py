@@ -68,7 +68,8 @@ def tail(capsys: pytest.CaptureFixture[str], props: str, *extra: str) -> tuple[i
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ([], ["tail", "position", "check", "ha"]),
+        ([], ["tail", "snapshot", "position", "check", "ha"]),
+        (["snapshot"], ["--tables", "--json", "--chunk-rows", "--max-rows-per-s", "--meta-dir", "--progress"]),
         (["tail"], ["--from", "--json", "--limit", "--timeout", "--filter", "--meta-dir", "--properties", "--address"]),
         (["position"], ["show", "set"]),
         (["position", "show"], ["--meta-dir", "--zk", "--destination", "--client-id"]),

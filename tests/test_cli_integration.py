@@ -216,3 +216,40 @@ def test_tail_real_server(mariadb: MariaDBDatabase, capsys: pytest.CaptureFixtur
         f"UPDATE {table} id=1 amount: 9.99 -> 5.00",
     ]
     assert mariadb.password not in err
+
+
+# -- snapshot against a real server ----------------------------------------------------------------------------------
+
+
+def test_snapshot_prints_a_copy_with_a_progress_bar_and_resumes(
+    mariadb: MariaDBDatabase, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(8,2))")
+    mariadb.execute("INSERT INTO items SELECT seq, CONCAT('n', seq), seq / 4 FROM seq_1_to_2500")
+    mariadb.execute("CREATE TABLE tags (id INT PRIMARY KEY, tag VARCHAR(10))")
+    mariadb.execute("INSERT INTO tags VALUES (1, 'red'), (2, NULL)")
+    db = mariadb.database
+    source = ("--address", mariadb.address, "--user", mariadb.user, "--password", mariadb.password)
+    code, out, err = run(
+        capsys, "snapshot", *source, "--tables", f"{db}.items,{db}.tags", "--json", "--chunk-rows", "400",
+        "--progress", "--meta-dir", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0, err
+    rows = [json.loads(line) for line in out]
+    assert {r["type"] for r in rows} == {"SNAPSHOT"}
+    items = {r["after"]["id"]: r["after"] for r in rows if r["table"] == "items"}
+    assert len(items) == 2500 and items[10] == {"id": 10, "name": "n10", "price": "2.50"}
+    assert [r["after"] for r in rows if r["table"] == "tags"] == [{"id": 1, "tag": "red"}, {"id": 2, "tag": None}]
+    bar = err.strip().split("\r")[-1]
+    assert "100%" in bar and "2,502" in bar and "2/2 tables" in bar, err
+    assert mariadb.password not in err
+
+    # the copy is complete: run again with the same meta dir, nothing is copied twice
+    code, out, err = run(
+        capsys, "snapshot", *source, "--tables", f"{db}.items", "--meta-dir", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0 and out == [] and "already complete" in err
+
+    # a table that does not exist is a clear error, and nothing is printed
+    code, out, err = run(capsys, "snapshot", *source, "--tables", f"{db}.nope")
+    assert code == 2 and out == [] and f"{db}.nope" in err, err

@@ -1,5 +1,6 @@
 """Snapshot options on a real MariaDB: ``initial_only`` (a copy of the tables, then the stream ends), tables
-without a primary key (chunked by a unique key; refused with ``keyless=refuse`` before anything changes)."""
+without a primary key (chunked by a unique key; refused with ``keyless=refuse`` before anything changes), unknown
+tables (refused before anything changes)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from test_snapshot_resume import _config, _consume, _cursor_snapshot, _until_snapshot_finished
 from test_snapshot_stream import Mirror, _load, _select
 
-from canal.errors import SnapshotError
+from canal.errors import ConfigError, SnapshotError
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, EventType
 from canal.testing.plugin import MariaDBDatabase
@@ -120,5 +121,8 @@ def test_keyless_refuse_fails_before_anything_changes(mariadb: MariaDBDatabase, 
     with pytest.raises(SnapshotError, match=rf"{db}\.n"):
         inst.start()
     assert not inst.is_started
+    unknown = attrs.evolve(config, snapshot=attrs.evolve(config.snapshot, keyless="read_whole", tables=[f"{db}.nope"]))
+    with pytest.raises(ConfigError, match=rf"{db}\.nope"):
+        Instance(unknown).start()
     with Instance(_config(mariadb, tmp_path / "b")) as plain:  # nothing was written: no cursor, no snapshot
         assert plain.meta.get_cursor(plain.default_client) is None and plain.snapshots == ()

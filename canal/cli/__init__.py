@@ -3,6 +3,7 @@
 ::
 
     canal tail      --properties conf/example/instance.properties [--from mysql-bin.000003:4 | 2024-01-02T03:04:05]
+    canal snapshot  --properties conf/example/instance.properties [--tables shop.orders,shop.items] [--json]
     canal position  show|set --meta-dir DIR | --zk HOSTS  --destination D [--client-id 1001] ...
     canal check     --address HOST:PORT --user canal [--password]
     canal ha status --zk HOSTS [--destination D]
@@ -23,6 +24,7 @@ from canal.cli import check as check
 from canal.cli import ha as ha
 from canal.cli import position as position
 from canal.cli import schema as schema
+from canal.cli import snapshot as snapshot
 from canal.cli import tail as tail
 from canal.cli.common import SECRETS
 from canal.errors import CanalError
@@ -37,13 +39,14 @@ EXIT_ERROR = 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="canal",
-        description="pycanal: MySQL/MariaDB binlog change capture, embedded. Tail changes, manage cursors, check a "
-        "server's setup, inspect ZooKeeper HA state.",
+        description="pycanal: MySQL/MariaDB binlog change capture, embedded. Tail changes, copy tables, manage "
+        "cursors, check a server's setup, inspect ZooKeeper HA state.",
     )
     parser.add_argument("--version", action="version", version=f"pycanal {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr (-v info, -vv debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     tail.add_parser(sub)
+    snapshot.add_parser(sub)
     position.add_parser(sub)
     check.add_parser(sub)
     ha.add_parser(sub)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import getpass
+import math
 import os
 import re
 import sys
@@ -82,6 +83,22 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, destination: bool =
             metavar="NAME",
             help=f"destination name (default: from the properties, else {DEFAULT_DESTINATION!r})",
         )
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer > 0."""
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    value = float(text)
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
 
 
 def resolve_password(args: argparse.Namespace) -> str | None:

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from types import FrameType
@@ -20,9 +20,9 @@ from typing import Any, TextIO
 
 import attrs
 
-from canal.cli.common import add_source_arguments, load_instance_config, parse_start
+from canal.cli.common import add_source_arguments, load_instance_config, parse_start, positive_float, positive_int
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
-from canal.config import BatchMode, InstanceConfig, MetaMode
+from canal.config import BatchMode, InstanceConfig, MasterConfig, MetaMode
 from canal.errors import SourceError
 from canal.filter import TableFilter, compile_table_filter
 from canal.instance import Instance
@@ -60,26 +60,12 @@ def add_parser(sub: Any) -> None:
         help="one JSON object per row (keys: destination, schema, table, "
         "type, ts (ms since the epoch), file, offset, before, after, sql)",
     )
-    p.add_argument("--limit", type=_positive_int, metavar="N", help="stop after N rows (DDL lines count as rows)")
-    p.add_argument("--timeout", type=_positive_float, metavar="S", help="stop when no change arrived for S seconds")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="stop after N rows (DDL lines count as rows)")
+    p.add_argument("--timeout", type=positive_float, metavar="S", help="stop when no change arrived for S seconds")
     p.add_argument("--meta-dir", metavar="DIR", help="persist the cursor (client 1001) in DIR/{destination}/meta.dat")
     p.add_argument("--utc", action="store_true", help="print times in UTC instead of local time")
     p.add_argument("--show-position", action="store_true", help="append each row's binlog file:offset to text lines")
     p.set_defaults(run=run)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 # -- formatting ------------------------------------------------------------------------------------------------------
@@ -213,9 +199,15 @@ def _tail_config(args: argparse.Namespace) -> InstanceConfig:
     master = config.master
     if args.start is not None:
         master = parse_start(args.start).apply(master)
+    return local_config(config, master, args.meta_dir)
+
+
+def local_config(config: InstanceConfig, master: MasterConfig, meta_dir: str | None) -> InstanceConfig:
+    """``config`` run by this process alone: ``master`` only (no standby), the cursor in ``meta_dir`` (client 1001)
+    or in memory, a store counted in entries."""
     meta: dict[str, Any]
-    if args.meta_dir:
-        meta = {"meta_mode": MetaMode.FILE, "meta_dir": str(Path(args.meta_dir))}
+    if meta_dir:
+        meta = {"meta_mode": MetaMode.FILE, "meta_dir": str(Path(meta_dir))}
     else:
         meta = {"meta_mode": MetaMode.MEMORY, "meta_dir": None}
     store = attrs.evolve(config.store, batch_mode=BatchMode.ITEMSIZE)
@@ -256,13 +248,18 @@ def run(args: argparse.Namespace) -> int:
         with FileMetaManager(config.meta_dir or args.meta_dir, flush_period_s=None) as meta:
             meta.unsubscribe(client)
     table_filter = compile_table_filter(args.filter, "--filter") if args.filter else None
+    return run_instance(config, lambda instance: _loop(instance, args, sys.stdout, table_filter))
+
+
+def run_instance(config: InstanceConfig, body: Callable[[Instance], None]) -> int:
+    """Reach the source once, run the destination, call ``body`` with it, stop it. Ctrl-C, SIGTERM and a closed
+    stdout (``| head``) end it quietly."""
     _preflight(config)
-    stream = sys.stdout
     with _sigterm_as_interrupt():
         instance = Instance(config)
         try:
             instance.start()
-            _loop(instance, args, stream, table_filter)
+            body(instance)
         except KeyboardInterrupt:
             pass
         except BrokenPipeError:  # `canal tail | head`: the reader left; end quietly
@@ -288,16 +285,31 @@ def _next_message(instance: Instance, batch: int) -> Message:
     return msg
 
 
-def _loop(instance: Instance, args: argparse.Namespace, stream: TextIO, table_filter: TableFilter | None) -> None:
-    limit: int | None = args.limit
+def _loop(
+    instance: Instance,
+    args: argparse.Namespace,
+    stream: TextIO,
+    table_filter: TableFilter | None,
+    *,
+    finished: Callable[[], bool] | None = None,
+    tick: Callable[[], None] | None = None,
+) -> None:
+    """Print and ack the destination's changes until ``--limit`` / ``--timeout``, or until ``finished()`` holds
+    when nothing is waiting (``canal snapshot``); ``tick()`` after every get (its progress bar)."""
+    limit: int | None = getattr(args, "limit", None)
+    timeout: float | None = getattr(args, "timeout", None)
     printed = 0
     last_change = time.monotonic()
     destination = instance.destination
     while True:
         want = _BATCH if limit is None else max(1, min(_BATCH, limit - printed))
         msg = _next_message(instance, want)
+        if tick is not None:
+            tick()
         if msg.id == EMPTY_MESSAGE_ID:
-            if args.timeout is not None and time.monotonic() - last_change >= args.timeout:
+            if timeout is not None and time.monotonic() - last_change >= timeout:
+                return
+            if finished is not None and finished():
                 return
             continue
         cut_at: int | None = None  # index of the first entry not shown in full
