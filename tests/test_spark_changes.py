@@ -1,4 +1,6 @@
-"""Change rows: the generated per-layout encoders against a plain model (``render_text`` per cell, ``json.dumps``)."""
+"""Change rows: the generated per-layout encoders against a plain model (``render_text`` per cell, ``json.dumps``):
+any value in any column (the fallbacks), and columns of the values their MySQL types decode to, at their edges (the
+fast branches), in inserts, updates (keys moved or not) and deletes."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ MYSQL_TYPES = (
     "date",
     "bit(8)",
     "enum('a','b')",
+    "blob",
+    "json",
 )
 
 # any value may arrive in any column: a fast branch must fall back correctly on a surprising type
@@ -86,6 +90,94 @@ def test_row_images_render_every_cell_as_canal_text(case: tuple[TableSchema, lis
         assert json.loads(out["before"]) == model_object(names, row.before)
         assert json.loads(out["keys"]) == {k: v for k, v in model_object(names, row.after).items() if k in key_names}
         assert json.loads(out["columns"]) == [[c.name, c.mysql_type, c.is_key] for c in table.columns]
+
+
+# what each MySQL type decodes to, at its edges (the fast branches must give what the fallbacks give)
+TYPED = {
+    "bigint(20) unsigned": st.integers(min_value=0, max_value=2**64 - 1),
+    "int(11)": st.integers(min_value=-(2**31), max_value=2**31 - 1),
+    "year": st.integers(min_value=1901, max_value=2155),
+    "varchar(20)": st.text(),
+    "json": st.text(),
+    "varbinary(16)": st.binary(max_size=16),
+    "blob": st.binary(max_size=300),
+    "enum('a','b')": st.sampled_from(["a", "b", ""]),
+    "decimal(30,10)": st.decimals(
+        allow_nan=False, allow_infinity=False, places=10, min_value=-(10**19), max_value=10**19
+    ),
+    "double": st.floats(allow_nan=False),
+    "datetime(6)": st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31, 23, 59, 59)),
+    "datetime": st.datetimes().map(lambda d: d.replace(microsecond=0)) | st.just("0000-00-00 00:00:00"),
+    "timestamp": st.datetimes(timezones=st.just(dt.UTC)),
+    "date": st.dates() | st.just("0000-00-00"),
+}
+
+
+@st.composite
+def typed_rows(draw: st.DrawFn) -> tuple[TableSchema, list[RowData]]:
+    types = draw(st.lists(st.sampled_from(sorted(TYPED)), min_size=1, max_size=6))
+    names = [f"c{i}" for i in range(len(types))]
+    keys = draw(st.lists(st.booleans(), min_size=len(names), max_size=len(names)))
+    table = TableSchema(
+        "s", "t", tuple(ColumnMeta(n, mysql_type=t, is_key=k) for n, t, k in zip(names, types, keys, strict=True))
+    )
+    image = st.tuples(*[st.none() | TYPED[t] for t in types])
+    shapes = st.sampled_from(["insert", "update", "delete"])
+    rows = []
+    for shape in draw(st.lists(shapes, min_size=1, max_size=12)):
+        before = None if shape == "insert" else draw(image)
+        after = None if shape == "delete" else draw(image)
+        rows.append(RowData(table, before=before, after=after))
+    return table, rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(typed_rows())
+def test_typed_columns_render_as_the_model(case: tuple[TableSchema, list[RowData]]) -> None:
+    table, rows = case
+    batch = entries_to_batch([_entry(table, rows)], "d", 1)
+    names = list(table.names)
+    key_names = {names[i] for i in table.key_indexes}
+
+    def keys_of(image: tuple[Any, ...]) -> dict[str, Any]:
+        return {k: v for k, v in model_object(names, image).items() if k in key_names}
+
+    for row, out in zip(rows, batch.to_pylist(), strict=True):
+        for field, image in (("before", row.before), ("after", row.after)):
+            assert (out[field] is None) == (image is None)
+            if image is not None:
+                assert json.loads(out[field]) == model_object(names, image)
+        expected_key = keys_of(row.after if row.after is not None else row.before)
+        assert json.loads(out["keys"]) == expected_key
+        moved = row.before is not None and row.after is not None and keys_of(row.before) != expected_key
+        assert (out["old_keys"] is not None) == moved
+        if moved:
+            assert row.before is not None and json.loads(out["old_keys"]) == keys_of(row.before)
+
+
+def test_rows_of_several_layouts_and_ddl_keep_their_order() -> None:
+    one = TableSchema("s", "a", (ColumnMeta("id", mysql_type="int", is_key=True),))
+    two = TableSchema("s", "b", (ColumnMeta("k", mysql_type="varchar(5)", is_key=True), ColumnMeta("v", "date")))
+    ddl = Entry(
+        Header("mysql-bin.000003", 950, 1, 1_700_000_000_000, "s", "a", EventType.ALTER, 40),
+        EntryType.ROWDATA,
+        RowChange(EventType.ALTER, (), sql="ALTER TABLE a ADD x INT", is_ddl=True, ddl_schema="s"),
+    )
+    entries = [
+        _entry(one, [RowData(one, after=(1,)), RowData(one, after=(2,))], EventType.INSERT),
+        _entry(two, [RowData(two, after=("x", dt.date(2024, 1, 2)))], EventType.INSERT),
+        ddl,
+        _entry(one, [RowData(one, before=(2,))], EventType.DELETE),
+    ]
+    out = entries_to_batch(entries, "d", 1).to_pylist()
+    assert [(r["table"], r["type"], r["keys"]) for r in out] == [
+        ("a", "INSERT", '{"id":"1"}'),
+        ("a", "INSERT", '{"id":"2"}'),
+        ("b", "INSERT", '{"k":"x"}'),
+        ("a", "ALTER", None),
+        ("a", "DELETE", '{"id":"2"}'),
+    ]
+    assert out[2]["after"] == '{"k":"x","v":"2024-01-02"}' and out[3]["before"] is None and out[4]["after"] is None
 
 
 def test_an_image_of_another_width_is_refused() -> None:

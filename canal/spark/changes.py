@@ -221,6 +221,10 @@ def _enc_date(v: dt.date) -> str:
     return '"' + v.isoformat() + '"'
 
 
+def _enc_bytes(v: bytes) -> str:
+    return _encode_str(v.decode("latin-1"))  # canal's text of binary: one char per byte (render_text)
+
+
 def _enc_other(v: Any) -> str:
     return _encode_str(render_text(v))
 
@@ -232,6 +236,7 @@ _ENCODERS: dict[type, Callable[[Any], str]] = {
     float: _enc_float,
     dt.datetime: _enc_datetime,
     dt.date: _enc_date,
+    bytes: _enc_bytes,
 }
 
 
@@ -242,10 +247,12 @@ def _enc_any(v: Any) -> str:
 # the fast branch per MySQL base type: (guard, expression) on the cell variable {v}; {s} is a spare local
 _INT_CELL = ("type({v}) is int", "'\"%d\"' % {v}")
 _TEXT_CELL = ("type({v}) is str", "E({v})")
+_BINARY_CELL = ("type({v}) is bytes", "E({v}.decode('latin-1'))")
 _DATETIME_CELL = ("type({v}) is DT and {v}.tzinfo is None", "'\"' + {v}.isoformat(' ') + '\"'")
 _FAST_CELLS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"), _INT_CELL),
-    **dict.fromkeys(("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum"), _TEXT_CELL),
+    **dict.fromkeys(("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "json"), _TEXT_CELL),
+    **dict.fromkeys(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"), _BINARY_CELL),
     # str() of a binlog DECIMAL is its plain digits unless tiny enough for exponent notation
     **dict.fromkeys(("decimal", "numeric"), ("type({v}) is D and 'E' not in ({s} := str({v}))", "'\"' + {s} + '\"'")),
     **dict.fromkeys(("float", "double"), ("type({v}) is float", "F({v})")),
