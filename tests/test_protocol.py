@@ -145,3 +145,28 @@ def test_message_is_empty_with_id_minus_one() -> None:
 def test_enums_carry_canal_protobuf_numbers() -> None:
     assert EntryType.ROWDATA == 2 and EntryType.GTIDLOG == 5
     assert EventType.INSERT == 1 and EventType.MHEARTBEAT == 15 and EventType.DINDEX == 11
+
+
+@given(
+    st.lists(st.text(max_size=8), max_size=12, unique=True).flatmap(
+        lambda names: st.tuples(
+            st.just(names), st.lists(st.integers() | st.none() | st.text(), min_size=len(names), max_size=len(names))
+        )
+    ),
+    st.integers(min_value=1, max_value=3),
+)
+def test_images_as_dicts_are_dict_of_zip_and_refuse_another_width(
+    case: tuple[list[str], list[object]], extra: int
+) -> None:
+    names, values = case
+    table = TableSchema("s", "t", tuple(ColumnMeta(n) for n in names))
+    image = tuple(values)
+    row = RowData(table, before=image, after=image)
+    assert row.before_dict() == row.after_dict() == dict(zip(names, image, strict=True))
+    assert list(row.after_dict()) == names  # column order
+    with pytest.raises(ValueError):
+        RowData(table, after=image + (None,) * extra).after_dict()
+    if image:
+        with pytest.raises(ValueError):
+            RowData(table, before=image[:-1]).before_dict()
+    assert RowData(table, after=image).before_dict() == {} == RowData(table, before=image).after_dict()
