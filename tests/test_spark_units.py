@@ -292,3 +292,68 @@ def test_vacuum_deletes_rewritten_files_and_replays_are_still_skipped(tmp_path: 
     assert sorted(r["note"] for r in mirror.read("shop", "t").to_pylist()) == ["b3"] * 5
     replay = [RowData(TABLE, after=(0, Decimal(9), "replayed"))]
     assert mirror.apply(entries_to_batch([_entry(503, 5, 400, replay)], "d", 3), 3).tables == {"shop.t": "skipped"}
+
+
+def _change(table: TableSchema, event: EventType, rows: list[RowData]) -> Entry:
+    header = Header("mysql-bin.000002", 100, 1, 1_700_000_000_000, table.schema, table.table, event, 40)
+    return Entry(header, EntryType.ROWDATA, RowChange(event, rows), anchor=EntryPosition("mysql-bin.000002", 4))
+
+
+@pytest.mark.parametrize("key_type", ["int", "varchar(12)"])
+def test_a_merge_skips_the_files_outside_the_batch_key_range(tmp_path: Path, key_type: str) -> None:
+    from deltalake import DeltaTable
+
+    def key(k: int) -> Any:
+        return k if key_type == "int" else f"o'k\\{k:05d}"  # a quote and a backslash in string keys
+
+    table = TableSchema(
+        "s", "t", (ColumnMeta("id", mysql_type=key_type, is_key=True), ColumnMeta("v", mysql_type="varchar(10)"))
+    )
+    mirror = DeltaMirror(tmp_path)
+    for b in range(8):  # eight batches of new keys: eight data files, each with its own key range
+        rows = [RowData(table, after=(key(k), "a")) for k in range(b * 100, (b + 1) * 100)]
+        mirror.apply(entries_to_batch([_change(table, EventType.INSERT, rows)], "d", b + 1), b + 1)
+    updates = [RowData(table, before=(key(k), "a"), after=(key(k), "b")) for k in (305, 306, 390)]
+    deletes = [RowData(table, before=(key(310), "a"))]
+    batch = entries_to_batch(
+        [_change(table, EventType.UPDATE, updates), _change(table, EventType.DELETE, deletes)], "d", 9
+    )
+    mirror.apply(batch, 9)
+    metrics = DeltaTable(str(mirror.table_path("s", "t"))).history(1)[0]["operationMetrics"]
+    assert metrics["num_target_files_skipped_during_scan"] >= 6, metrics  # only the file of keys 300..399 is read
+    rows = {r["id"]: r["v"] for r in mirror.read("s", "t").to_pylist()}
+    expected = {str(key(k)) if key_type != "int" else k: "a" for k in range(800) if k != 310}
+    expected.update({(str(key(k)) if key_type != "int" else k): "b" for k in (305, 306, 390)})
+    assert rows == expected
+
+
+def test_scheduled_compaction_and_vacuum_keep_the_rows_and_the_batch_ids(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    with pytest.raises(MirrorError, match="optimize_every"):
+        DeltaMirror(tmp_path / "bad", optimize_every=0)
+    with pytest.raises(MirrorError, match="retention_hours"):
+        DeltaMirror(tmp_path / "bad", retention_hours=-1)
+    assert not (tmp_path / "bad").exists()
+
+    mirror = DeltaMirror(tmp_path / "mirror", optimize_every=3, vacuum_every=6, retention_hours=0)
+    path = str(mirror.table_path("shop", "t"))
+
+    def operations() -> list[str]:
+        return [h["operation"] for h in reversed(DeltaTable(path).history())]
+
+    for batch_id in range(1, 7):  # new keys each batch: each MERGE adds a file
+        rows = [RowData(TABLE, after=(batch_id * 10 + i, Decimal(batch_id), f"b{batch_id}")) for i in range(3)]
+        result = mirror.apply(entries_to_batch([_entry(500 + batch_id, 3, 400, rows)], "d", batch_id), batch_id)
+        if batch_id == 3:
+            assert operations().count("OPTIMIZE") == 1 and result.maintenance_s > 0
+            assert len(DeltaTable(path).file_uris()) == 1  # three files compacted into one
+    assert operations().count("OPTIMIZE") == 2
+    assert any(op.startswith("VACUUM") for op in operations())  # the sixth batch vacuumed (retention 0)
+    assert len(list(Path(path).glob("*.parquet"))) == len(DeltaTable(path).file_uris())  # no unreferenced file left
+    assert sorted(r["id"] for r in mirror.read("shop", "t").to_pylist()) == sorted(
+        b * 10 + i for b in range(1, 7) for i in range(3)
+    )
+    assert mirror.version("shop", "t") == 6
+    replay = [RowData(TABLE, after=(11, Decimal(9), "replayed"))]
+    assert mirror.apply(entries_to_batch([_entry(504, 3, 400, replay)], "d", 4), 4).tables == {"shop.t": "skipped"}

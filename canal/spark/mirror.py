@@ -59,6 +59,7 @@ class ApplyResult:
     rows: int = 0
     merge_s: float = 0.0
     prepare_s: float = 0.0
+    maintenance_s: float = 0.0  # scheduled compaction and vacuum after the batch (``optimize_every``, ...)
 
 
 @attrs.define(slots=True)
@@ -204,7 +205,12 @@ def _parse_images(texts: Any, layout: Any, zero_dates: ZeroDates = "error") -> l
 
 
 class DeltaMirror:
-    """One Delta table per source table under ``root``; ``mirror(df, batch_id)`` applies a batch idempotently."""
+    """One Delta table per source table under ``root``; ``mirror(df, batch_id)`` applies a batch idempotently.
+
+    ``optimize_every`` / ``vacuum_every``: compact the written tables / vacuum every N applied batches (None: never;
+    :meth:`vacuum` by hand still works), vacuum keeping ``retention_hours`` of old files. ``tables``: mirror only
+    these ``schema.table`` names. ``zero_dates``: ``error`` (a zero date fails the batch) or ``null``.
+    """
 
     def __init__(
         self,
@@ -213,9 +219,22 @@ class DeltaMirror:
         app_id: str = "pycanal-mirror",
         tables: Iterable[str] | None = None,
         zero_dates: ZeroDates = "error",
+        optimize_every: int | None = None,
+        vacuum_every: int | None = None,
+        retention_hours: int = 168,
     ) -> None:
         if zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
+        for name, every in (("optimize_every", optimize_every), ("vacuum_every", vacuum_every)):
+            if every is not None and every < 1:
+                raise MirrorError(f"{name} must be >= 1 (batches) or None, got {every}")
+        if retention_hours < 0:
+            raise MirrorError(f"retention_hours must be >= 0, got {retention_hours}")
+        self.optimize_every = optimize_every
+        self.vacuum_every = vacuum_every
+        self.retention_hours = retention_hours
+        self._applied_batches = 0  # batches that wrote something, for the maintenance schedule
+        self._compact: set[str] = set()  # tables written since their last compaction
         self.root = Path(root)
         self.zero_dates: ZeroDates = zero_dates
         self.app_id = app_id
@@ -315,8 +334,32 @@ class DeltaMirror:
             result.merge_s += time.perf_counter() - merge_began - plan.source_s
             result.prepare_s += plan.source_s
             result.tables[name] = "applied" if applied else "skipped"
+            if applied:
+                self._compact.add(name)
+        if any(state == "applied" for state in result.tables.values()):
+            self._applied_batches += 1
+            result.maintenance_s = self._maintain()
         self.history.append(result)
         return result
+
+    def _maintain(self) -> float:
+        """Scheduled upkeep, so a long-running mirror needs none by hand: every ``optimize_every`` applied batches,
+        compact the tables written since the last compaction (each MERGE adds files; many small files slow reads
+        and MERGEs); every ``vacuum_every``, :meth:`vacuum` with ``retention_hours``. Neither touches the batch ids
+        in the Delta log: replays are still skipped."""
+        from deltalake import DeltaTable
+
+        began = time.perf_counter()
+        n = self._applied_batches
+        if self.optimize_every is not None and n % self.optimize_every == 0:
+            for name in sorted(self._compact):
+                path = self.root / name
+                if DeltaTable.is_deltatable(str(path)):
+                    DeltaTable(str(path)).optimize.compact()
+            self._compact.clear()
+        if self.vacuum_every is not None and n % self.vacuum_every == 0:
+            self.vacuum(self.retention_hours)
+        return time.perf_counter() - began
 
     def _plan(self, table: Any) -> dict[str, _TablePlan]:
         """Reduce a batch to per-table plans with Arrow kernels; only DDL rows (few) are looked at in Python.
@@ -572,7 +615,7 @@ class DeltaMirror:
             stats.applied += 1
             return True
         dt = DeltaTable(path)
-        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key_names)
+        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key_names) + _key_range(source, key_names)
         (
             dt.merge(
                 source,
@@ -672,6 +715,35 @@ class DeltaMirror:
         maps = [evolution.renamed_at(row) for row in rows]
         plan.keys = pa.array([renamed(t, m) for t, m in zip(plan.keys.to_pylist(), maps, strict=True)], pa.string())
         plan.after = pa.array([renamed(t, m) for t, m in zip(plan.after.to_pylist(), maps, strict=True)], pa.string())
+
+
+def _key_range(source: Any, key_names: Sequence[str]) -> str:
+    """`` AND t.k >= lo AND t.k <= hi`` over the batch's first key column, when it is an integer or a string: every
+    key of the batch lies in that range, so the MERGE finds the same matches, and Delta skips the files whose key
+    statistics lie outside it instead of scanning the whole table (changes cluster: new rows at the end of the key
+    range, updates and deletes of recent ones). Empty for other key types and for nulls."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    name = key_names[0]
+    column = source.column(name)
+    if column.null_count or len(column) == 0:
+        return ""
+    kind = column.type
+    if pa.types.is_integer(kind):
+        bounds = pc.min_max(column)
+        lo, hi = str(bounds["min"].as_py()), str(bounds["max"].as_py())
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        bounds = pc.min_max(column)
+        lo, hi = (_sql_string(bounds[end].as_py()) for end in ("min", "max"))
+    else:
+        return ""
+    quoted = _quote(name)
+    return f" AND t.{quoted} >= {lo} AND t.{quoted} <= {hi}"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _retyped(column: Any, kind: Any, what: str) -> Any:
