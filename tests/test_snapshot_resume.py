@@ -267,3 +267,29 @@ def test_a_resumed_snapshot_skips_a_table_dropped_meanwhile(mariadb: MariaDBData
         assert runner.progress().tables_done == 3  # c counted as done: there was nothing left to read
     assert mirror.tables[f"{db}.k"] == _select(mariadb, "k", 1)
     assert mirror.tables[f"{db}.other"] == _select(mariadb, "other", 1)
+
+
+def test_after_a_restart_at_a_consumed_boundary_an_idle_server_takes_a_chunk_at_once(
+    mariadb: MariaDBDatabase, tmp_path: Path
+) -> None:
+    """The cursor names a transaction end already consumed (``included``): the resumed dump skips it and the stream
+    rests right after it, which is where a chunk read on an idle server is exact. The chunk joins there, without
+    waiting for the server's next heartbeat (60 s here)."""
+    from canal.config import DetectingConfig, RetryConfig
+
+    _load(mariadb)
+    db = mariadb.database
+    config = attrs.evolve(
+        _config(mariadb, tmp_path),
+        detecting=DetectingConfig(interval_s=60),
+        retry=RetryConfig(read_timeout_s=180, heartbeat_period_s=60),
+    )
+    with Instance(config) as inst:
+        mariadb.execute("INSERT INTO other VALUES (NULL, 7)")
+        while (cursor := inst.meta.get_cursor(inst.default_client)) is None or cursor.position.position is None:
+            _consume(inst, Mirror(), set())
+    assert cursor.position.included  # a transaction end, consumed
+    with Instance(config) as inst:
+        began = time.monotonic()
+        progress = inst.snapshot([f"{db}.c"]).wait(20)  # a heartbeat would take 60 s
+        assert progress.rows_emitted == 600 and time.monotonic() - began < 20

@@ -86,6 +86,9 @@ class EntryConverter:
         self._pending_gtid: str | None = None
         self._executed: GtidSet | None = None
         self._skip_event: tuple[str | None, int | None] | None = None
+        # set by the parser when something waits for the stream to rest at a boundary (a snapshot merge): the
+        # boundary a resumed dump skips then yields a resting HEARTBEAT (see _resting_after)
+        self.rest_after_skip = False
         self._skip_begin = False
         self._skip_rows = 0
         self._seen_data = False
@@ -222,6 +225,14 @@ class EntryConverter:
             rows_done=self._rows,
         )
 
+    def _resting_after(self, event: BinlogEvent) -> Entry | None:
+        """After the boundary a resumed dump skips (the cursor's, consumed before): with ``rest_after_skip``, a
+        HEARTBEAT entry saying the stream rests between transactions right after it -- what an idle server sends
+        nothing more about -- so what waits for a boundary there (a snapshot chunk) need not wait for a heartbeat."""
+        if not self.rest_after_skip or event.next_offset <= event.offset:
+            return None
+        return self.resting_at(EntryPosition(event.log_file, event.next_offset))
+
     def _is_skipped_boundary(self, event: BinlogEvent) -> bool:
         skip = self._skip_event
         if skip is None:
@@ -259,7 +270,7 @@ class EntryConverter:
         if self._is_skipped_boundary(event):
             self._seen_data = True
             self._close_txn(keep_skip=True)
-            return None
+            return self._resting_after(event)
         if not self._in_txn:
             self._outside_transaction(event, "a transaction end")
         self._seen_data = True
@@ -397,7 +408,9 @@ class EntryConverter:
         self._anchor = position
         self._anchor_filled = True
         self._close_txn(keep_skip=skipped)
-        if skipped or dropped:
+        if skipped:
+            return self._resting_after(event)
+        if dropped:
             return None
         schema = (first.schema if first is not None else None) or event.schema
         return Entry(

@@ -349,6 +349,7 @@ class EventParser(StartStopContext):
             convert = self._converter.convert
             add = self._buffer.add
             rests = start.rows_done == 0 and not start.position.included and start.position.journal_name
+            self._converter.rest_after_skip = self._merge is not None  # an included start rests after its boundary
             if rests and self._merge is not None:
                 # between transactions with nothing read at the start yet: say the stream rests there, so what waits
                 # for a boundary at or before it (a snapshot chunk of an idle server) need not wait for a heartbeat.
