@@ -405,6 +405,7 @@ class Instance(StartStopContext):
             max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
             estimated_rows=estimated_rows,
             unread_rows=unread_rows,
+            waiting=self.store.producer_waiting,
         )
         return runner
 
@@ -600,6 +601,8 @@ class Instance(StartStopContext):
             batch_id = self.meta.add_batch(me, events.range)  # the mark carries the batch's server and sequences
             if events.range.snapshot is not None:
                 self._snapshot_rows_out = events.range.snapshot.rows
+                if self._snapshots:
+                    self._snapshots[-1].consumer_took()  # a reader waiting for the consumer goes on
             entries = self._client_view(me, events.entries)
             last_ms = events.entries[-1].header.execute_time
             self._last_get_ms = last_ms

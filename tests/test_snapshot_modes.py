@@ -4,6 +4,7 @@ tables (refused before anything changes)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,24 @@ def test_keyless_refuse_fails_before_anything_changes(mariadb: MariaDBDatabase, 
         Instance(unknown).start()
     with Instance(_config(mariadb, tmp_path / "b")) as plain:  # nothing was written: no cursor, no snapshot
         assert plain.meta.get_cursor(plain.default_client) is None and plain.snapshots == ()
+
+
+def test_a_get_waiting_for_a_full_batch_is_not_held_by_the_snapshot_read_ahead(
+    mariadb: MariaDBDatabase, tmp_path: Path
+) -> None:
+    """The reader stops four chunks ahead of the consumer; a get asking for more entries than that, with a timeout,
+    must get what is there instead of waiting out its timeout (it once did, for every batch of the snapshot)."""
+    _load(mariadb)
+    db = mariadb.database
+    with Instance(_config(mariadb, tmp_path, chunk_rows=100)) as inst:
+        runner = inst.snapshot([f"{db}.k"])
+        got = 0
+        while got < 3000:
+            began = time.monotonic()
+            msg = inst.get_without_ack(500, timeout=60)  # 500 entries: more than four chunks of 100 rows hold
+            assert time.monotonic() - began < 30, "the get waited for a batch the snapshot could not fill"
+            got += sum(
+                len(e.row_change.rows) for e in msg.entries if e.row_change is not None and e.header.table == "k"
+            )
+            inst.ack(msg.id)
+        assert runner.wait(30).rows_emitted == 3000

@@ -360,6 +360,29 @@ def test_blocking_get_waits_for_a_full_batch(maker: EntryMaker) -> None:
         assert isinstance(got, Events) and len(got) == 3
 
 
+def test_a_producer_waiting_outside_the_store_ends_a_wait_for_a_full_batch(maker: EntryMaker) -> None:
+    """A snapshot reader at its read-ahead limit waits for the consumer; a get waiting for a full batch must not
+    wait for entries that only come once it takes these."""
+    with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
+        consumer = Runner(lambda: store.get(8, timeout=0))
+        consumer.start()
+        wait_until(lambda: store.waiting_consumers == 1, "get blocked")
+        store.put(maker.stream(2))
+        wait_until(lambda: store.unread == 2, "two entries in")
+        assert not consumer.done.is_set()
+        store.producer_waiting()
+        got = consumer.finish()
+        assert isinstance(got, Events) and len(got) == 2
+        store.put(maker.stream(1))  # a put clears it: the next get waits for its full batch again
+        again = Runner(lambda: store.get(2, timeout=0))
+        again.start()
+        wait_until(lambda: store.waiting_consumers == 1, "the next get blocked")
+        assert not again.done.is_set()
+        store.put(maker.stream(1))
+        got = again.finish()
+        assert isinstance(got, Events) and len(got) == 2
+
+
 def test_blocking_get_wakes_on_rollback(maker: EntryMaker) -> None:
     with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
         store.put(maker.stream(3))

@@ -77,6 +77,7 @@ class SnapshotRunner:
         max_rows_per_s: float | None = None,
         estimated_rows: Callable[[Sequence[TableSchema]], int] | None = None,
         unread_rows: Callable[[], int] | None = None,
+        waiting: Callable[[], None] | None = None,
     ) -> None:
         if chunk_rows < 1:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
@@ -91,12 +92,14 @@ class SnapshotRunner:
         self._table_schema = table_schema
         self._estimated_rows = estimated_rows
         self._unread_rows = unread_rows
+        self._waiting = waiting  # tells the store the reader waits for the consumer (its read-ahead limit)
         self.chunk_rows = chunk_rows
         self.chunk_bytes = chunk_bytes
         self.keyless = keyless
         self.max_rows_per_s = max_rows_per_s
         self._log = destination_logger(__name__, destination)
         self._stop = threading.Event()
+        self._taken = threading.Event()  # the consumer took entries since the reader last looked
         self._thread: threading.Thread | None = None
         self._started_at = 0.0
         self._finished_at: float | None = None
@@ -129,6 +132,7 @@ class SnapshotRunner:
 
     def stop(self, timeout: float | None = 10.0) -> None:
         self._stop.set()
+        self._taken.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -268,17 +272,24 @@ class SnapshotRunner:
                 self._log.info("chunk %d of %s is read again: %s", pending.number, schema.full_name, exc)
                 return False
 
+    def consumer_took(self) -> None:
+        """The consumer took entries (a get): a reader waiting for it to catch up goes on at once."""
+        self._taken.set()
+
     def _wait_for_consumer(self, limit: int) -> None:
         """Read ahead of the consumer by at most ``limit`` rows it has not taken (``AHEAD_CHUNKS`` chunks): the store
         counts entries, and a SNAPSHOT entry holds many rows, so this is what bounds the rows a snapshot keeps in the
         store by chunks, not tables. (Not by acks: a Spark source acks a micro-batch only when it plans the next
-        one.)"""
+        one.) Woken by :meth:`consumer_took`; the timeout only bounds how late a stop is noticed."""
         while True:
             if self._stop.is_set():
                 raise _Stopped
+            self._taken.clear()  # before the check: a get after it sets the event again
             if self._unread_rows is None or self._unread_rows() <= limit:
                 return
-            self._stop.wait(0.02)  # gets come from the consumer's thread; poll them (rate control only)
+            if self._waiting is not None:
+                self._waiting()  # a get waiting for a full batch must not wait for chunks that wait for it
+            self._taken.wait(0.5)
 
     def _throttle(self, rows: int, started: float) -> None:
         if self.max_rows_per_s is None or rows == 0:

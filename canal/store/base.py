@@ -107,6 +107,10 @@ class EventStore(Protocol):
         """Append a batch atomically if it fits now; never blocks."""
         ...
 
+    def producer_waiting(self) -> None:
+        """A producer outside the store waits for the consumer: a get waiting for a full batch returns what is there."""
+        ...
+
     def get(self, batch_size: int, timeout: float | None = None) -> Events:
         """Hand out the next batch (None: at once; <= 0: wait for a full batch; > 0: wait up to timeout)."""
         ...

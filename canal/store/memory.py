@@ -236,6 +236,13 @@ class MemoryEventStore(StartStopContext):
         if self._get_waiters:
             self._not_empty.notify_all()
 
+    def producer_waiting(self) -> None:
+        """A producer outside the store waits for the consumer to take entries (a snapshot reader at its read-ahead
+        limit): as when the store is full, a get waiting for a full batch gets what is there now instead of waiting
+        for entries that will not come until it takes these."""
+        with self._lock:
+            self._starve()
+
     def _write(
         self,
         entries: Sequence[Entry],
@@ -276,9 +283,10 @@ class MemoryEventStore(StartStopContext):
         at least one (MEMSIZE); with ``ddl_isolation`` a DDL ends the batch before it and is then handed out alone.
         ``timeout`` None returns at once with what is there (possibly nothing); <= 0 waits for a full batch;
         > 0 waits up to that many seconds for a full batch, then returns what is there (possibly nothing).
-        A wait also ends when a producer is waiting for room (the store is full): a full batch could not arrive
-        then, so the entries that are there are handed out. (A consumer whose own unacked batches fill the store
-        waits forever for a full batch: ack or roll back first.) The :class:`Events` result documents the range.
+        A wait also ends when a producer is waiting for room (the store is full, or :meth:`producer_waiting`): a full
+        batch could not arrive then, so the entries that are there are handed out. (A consumer whose own unacked
+        batches fill the store waits forever for a full batch: ack or roll back first.) The :class:`Events` result
+        documents the range.
         """
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
