@@ -74,6 +74,7 @@ class InstanceMetrics:
     errors: int  # fatal parser errors (each stops the destination)
     last_error: str | None  # the last error, fatal or retried
     snapshot: SnapshotProgress | None = None  # the last snapshot started here (None: none)
+    stream_ended: bool = False  # snapshot mode initial_only: the copy is complete and nothing more will come
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -750,4 +751,9 @@ class Instance(StartStopContext):
             errors=self._errors,
             last_error=None if error is None else f"{type(error).__name__}: {error}",
             snapshot=self._snapshots[-1].progress() if self._snapshots else None,
+            stream_ended=self._stream_ended(),
         )
+
+    def _stream_ended(self) -> bool:
+        merge = self.parser.merge if isinstance(self.parser, EventParser) else None
+        return isinstance(merge, SnapshotMerge) and merge.stream_ended

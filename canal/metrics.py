@@ -30,6 +30,7 @@ Series, each labelled ``destination``:
 ``canal_instance_snapshot_tables_done``       gauge    its tables done
 ``canal_instance_snapshot_tables``            gauge    its tables (0 until it listed the captured ones)
 ``canal_instance_snapshot_eta_seconds``       gauge    its ETA from InnoDB's row estimate
+``canal_instance_stream_ended``               gauge    1 once an ``initial_only`` copy is complete (no more entries)
 ============================================  =======================================================
 
 The delay series are absent until something was handed out / acked; the snapshot series until a snapshot started
@@ -139,6 +140,9 @@ class CanalCollector:
         )
         yield counter("reconnects", "Reconnects of the binlog source", lambda m: m.reconnects)
         yield counter("errors", "Fatal parser errors", lambda m: m.errors)
+        yield gauge(
+            "stream_ended", "1 once an initial_only copy is complete: no more entries", lambda m: int(m.stream_ended)
+        )
         yield gauge(
             "snapshot_rows",
             "Rows of the last snapshot in the stream",

@@ -83,6 +83,7 @@ def test_exporter_values_match_instance_metrics(fake: FakeMysql) -> None:
         "canal_instance_store_bytes": before.store_bytes,
         "canal_instance_reconnects_total": before.reconnects,
         "canal_instance_errors_total": before.errors,
+        "canal_instance_stream_ended": 0.0,
     }
     for name, value in exact.items():
         assert samples[(name, d)] == value, name

@@ -39,6 +39,8 @@ def test_initial_only_copies_the_tables_then_ends_the_stream(mariadb: MariaDBDat
         assert runner.progress().done
         assert inst.parser.join(30), "the parser did not stop after the snapshot's last entry"
         assert inst.parser.error is None
+        metrics = inst.metrics()
+        assert metrics.stream_ended and metrics.running  # ended by design, not by an error
         mariadb.execute("UPDATE k SET v = -6 WHERE id = 5")  # after the end: never delivered
         assert inst.get_without_ack(100, timeout=0.5).id == EMPTY_MESSAGE_ID
         with pytest.raises(SnapshotError, match="initial_only"):
@@ -50,7 +52,7 @@ def test_initial_only_copies_the_tables_then_ends_the_stream(mariadb: MariaDBDat
     assert mirror.tables[f"{db}.k"][(1,)][1] == -5 and (3,) not in mirror.tables[f"{db}.k"]
 
     with Instance(config) as inst:  # the copy is done: a later start snapshots nothing and streams nothing
-        assert inst.snapshots == () and not inst.parser.is_running
+        assert inst.snapshots == () and not inst.parser.is_running and inst.metrics().stream_ended
         mariadb.execute("UPDATE k SET v = -7 WHERE id = 6")
         assert inst.get_without_ack(100, timeout=0.5).id == EMPTY_MESSAGE_ID
 
