@@ -110,7 +110,9 @@ def baseline(server: Any, start: tuple[str, int], end: tuple[str, int], *, encod
     return {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
 
 
-def stream(spark: Any, server: Any, start: tuple[str, int], work: Path, max_entries: int) -> dict[str, Any]:
+def stream(
+    spark: Any, server: Any, start: tuple[str, int], work: Path, max_entries: int, buffer_size: int | None
+) -> dict[str, Any]:
     """One AvailableNow query from the workload's start into a new Delta mirror: its timing, batches and progress."""
     from canal.spark import DeltaMirror
     from canal.spark.mirror import MIRROR_COLUMNS
@@ -144,6 +146,7 @@ def stream(spark: Any, server: Any, start: tuple[str, int], work: Path, max_entr
         "filter.regex": r"bench\..*",
         "spool.dir": str(work / "checkpoint.canal-spool"),
         "max.entries": str(max_entries),
+        **({} if buffer_size is None else {"canal.instance.memory.buffer.size": str(buffer_size)}),
     }
     began = time.perf_counter()
     query = (
@@ -163,7 +166,7 @@ def stream(spark: Any, server: Any, start: tuple[str, int], work: Path, max_entr
     return {"began": began, "ended": ended, "batches": batches, "progress": progress, "mirror": mirror}
 
 
-def run(inserts: int, updates: int, deletes: int, max_entries: int) -> dict[str, Any]:
+def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size: int | None) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
     from canal.testing.services import MariaDBServer
@@ -189,7 +192,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int) -> dict[str,
         spark.sparkContext.setLogLevel("ERROR")
         try:
             register(spark)
-            run_ = stream(spark, server, start, work / "run", max_entries)
+            run_ = stream(spark, server, start, work / "run", max_entries, buffer_size)
         finally:
             stop_spark(spark)
         mirrored = run_["mirror"].read("bench", "t").num_rows
@@ -217,6 +220,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int) -> dict[str,
         },
         "trigger": "AvailableNow",
         "max_entries": max_entries,
+        "buffer_size": buffer_size,
         "micro_batches": len(batches),
         "rows": total_rows,
         "whole_s": round(whole_s, 3),
@@ -252,8 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-entries", type=int, default=50_000, help="binlog entries per micro-batch (the source's default)"
     )
+    parser.add_argument(
+        "--buffer-size", type=int, help="the instance store's size (canal.instance.memory.buffer.size; default canal's)"
+    )
     args = parser.parse_args(argv)
-    out = run(args.inserts, args.updates, args.deletes, args.max_entries)
+    out = run(args.inserts, args.updates, args.deletes, args.max_entries, args.buffer_size)
     print(json.dumps(out, indent=2))
     write_result("bench_spark", out)
     print(
