@@ -50,6 +50,7 @@ from result_file import write_result  # noqa: E402
 from canal.meta import zkpaths  # noqa: E402
 from canal.testing.services import MariaDBServer, ZooKeeperServer  # noqa: E402
 from tests.procs.ha_harness import Child, kill_all  # noqa: E402
+from tests.procs.ha_harness import next_event as harness_next_event  # noqa: E402
 
 DEST = "bench"
 
@@ -140,17 +141,7 @@ def measure(
         )
 
     def next_event(pred: Any, timeout: float, what: str) -> tuple[str, str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RuntimeError(f"no {what} within {timeout}s")
-            try:
-                name, line = events.get(timeout=left)
-            except queue.Empty:
-                continue
-            if pred(name, line):
-                return name, line
+        return harness_next_event(events, pred, timeout, what)
 
     writer = Writer(mariadb, database)
     results: list[dict[str, float]] = []

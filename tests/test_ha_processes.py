@@ -11,6 +11,7 @@ EmbeddedServer(zk_hosts=...) against a real MariaDB and ZooKeeper (session timeo
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import random
@@ -99,6 +100,35 @@ def acked_or_in_doubt_rows(logs: list[ConsumerLog], killed: set[str]) -> set[int
     return out
 
 
+def await_all_acked(
+    events: queue.Queue[tuple[str, str]],
+    children: dict[str, Child],
+    active: str,
+    total: int,
+    killed: set[str],
+    timeout: float,
+) -> None:
+    """Until the consumers' logs show rows ``0 .. total - 1`` acked (or in doubt on a killed process). The active
+    writes (and fsyncs) its log before it prints an ``A`` (ack) or ``I`` (idle) line: the logs are read again after
+    each such line, and the lines that queued up meanwhile are dropped (nothing awaits them any more)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        logs = [ConsumerLog.parse(n, Path(c.args["log"])) for n, c in children.items()]
+        missing = set(range(total)) - acked_or_in_doubt_rows(logs, killed)
+        if not missing:
+            return
+        assert children[active].alive(), "the active died"
+        harness_next_event(
+            events,
+            lambda n, line: n == active and line[:1] in ("A", "I"),
+            deadline - time.monotonic(),
+            f"ack of the last {len(missing)} rows",
+        )
+        with contextlib.suppress(queue.Empty):
+            while True:
+                events.get_nowait()
+
+
 def test_sigkill_the_active_process_ten_times(
     mariadb: MariaDBDatabase, zookeeper: ZooKeeperChroot, tmp_path: Path
 ) -> None:
@@ -175,15 +205,7 @@ def test_sigkill_the_active_process_ten_times(
             active = new_active
         total = workload.finish()
 
-        # the last active drains everything; poll its log with a deadline
-        deadline = time.monotonic() + 60
-        while True:
-            logs = [ConsumerLog.parse(n, Path(c.args["log"])) for n, c in children.items()]
-            if set(range(total)) <= acked_or_in_doubt_rows(logs, {n for n, _ in kills}):
-                break
-            assert time.monotonic() < deadline, f"not all {total} rows acked in time"
-            assert children[active].alive(), "the last active died"
-            time.sleep(0.2)
+        await_all_acked(events, children, active, total, {n for n, _ in kills}, 60)  # the last active drains all
     finally:
         workload.stop_event.set()
         kill_all(list(children.values()))

@@ -7,7 +7,6 @@ the held rows come again, no acked row does."""
 from __future__ import annotations
 
 import queue
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from procs.ha_harness import Child, ConsumerLog, kill_all
 from procs.ha_harness import next_event as harness_next_event
 from test_ha_processes import (
     Workload,
-    acked_or_in_doubt_rows,
+    await_all_acked,
     base_args,
     check_no_loss_no_acked_redelivery,
     check_serving_intervals,
@@ -77,15 +76,7 @@ def test_the_standby_resumes_the_snapshot_after_a_sigkill(
         killed = active
         active, _ = next_event(lambda n, line, k=killed: n != k and line.startswith("S "), 30, "the takeover")
         total = workload.finish()
-        deadline = time.monotonic() + 90
-        while True:
-            logs = [ConsumerLog.parse(n, Path(c.args["log"])) for n, c in children.items()]
-            acked = acked_or_in_doubt_rows(logs, {killed})
-            if set(range(total)) <= acked:
-                break
-            assert time.monotonic() < deadline, f"{len(set(range(total)) - acked)} rows not acked in time"
-            assert children[active].alive(), "the new active died"
-            time.sleep(0.2)
+        await_all_acked(events, children, active, total, {killed}, 90)
     finally:
         workload.stop_event.set()
         kill_all(list(children.values()))

@@ -17,7 +17,7 @@ pytest.importorskip("pyarrow")
 
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema, render_text
-from canal.spark.changes import COLUMN_NAMES, SEQ_BITS, arrow_schema, entries_to_batch
+from canal.spark.changes import COLUMN_NAMES, SEQ_BITS, arrow_schema, change_rows, entries_to_batch
 
 # MySQL types whose encoders take a fast branch, and one that does not (bit)
 MYSQL_TYPES = (
@@ -136,6 +136,7 @@ def typed_rows(draw: st.DrawFn) -> tuple[TableSchema, list[RowData]]:
 def test_typed_columns_render_as_the_model(case: tuple[TableSchema, list[RowData]]) -> None:
     table, rows = case
     batch = entries_to_batch([_entry(table, rows)], "d", 1)
+    assert change_rows(_entry(table, rows)) == batch.num_rows == len(rows)
     names = list(table.names)
     key_names = {names[i] for i in table.key_indexes}
 
@@ -170,6 +171,7 @@ def test_rows_of_several_layouts_and_ddl_keep_their_order() -> None:
         _entry(one, [RowData(one, before=(2,))], EventType.DELETE),
     ]
     out = entries_to_batch(entries, "d", 1).to_pylist()
+    assert sum(map(change_rows, entries)) == len(out)  # what maxRowsPerTrigger counts
     assert [(r["table"], r["type"], r["keys"]) for r in out] == [
         ("a", "INSERT", '{"id":"1"}'),
         ("a", "INSERT", '{"id":"2"}'),

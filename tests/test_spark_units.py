@@ -194,6 +194,21 @@ def test_project_types_one_table(spark: Any) -> None:
     assert project(df, TABLE, table="shop.other").count() == 0
 
 
+def _source_options(mariadb: Any, start: tuple[str, int], tmp_path: Path, **extra: str) -> dict[str, str]:
+    """``canal`` source options reading ``mariadb``'s test database from binlog position ``start``."""
+    return {
+        "destination": "d",
+        "master.address": mariadb.address,
+        "master.user": mariadb.user,
+        "master.password": mariadb.password,
+        "master.journal.name": start[0],
+        "master.position": str(start[1]),
+        "filter.regex": rf"{mariadb.database}\..*",
+        "spool.dir": str(tmp_path / "ckpt.canal-spool"),
+        **extra,
+    }
+
+
 @pytest.mark.integration
 def test_trigger_available_now_stops_at_the_master_position(mariadb: Any, spark: Any, tmp_path: Path) -> None:
     conn = mariadb.connect()
@@ -202,17 +217,7 @@ def test_trigger_available_now_stops_at_the_master_position(mariadb: Any, spark:
     with conn.cursor() as cur:
         cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x INT)")
         cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s)", [(i, i) for i in range(50)])
-    options = {
-        "destination": "d",
-        "master.address": mariadb.address,
-        "master.user": mariadb.user,
-        "master.password": mariadb.password,
-        "master.journal.name": start[0],
-        "master.position": str(start[1]),
-        "filter.regex": rf"{db}\..*",
-        "spool.dir": str(tmp_path / "ckpt.canal-spool"),
-        "max.entries": "10",
-    }
+    options = _source_options(mariadb, start, tmp_path, **{"max.entries": "10"})
     mirror = DeltaMirror(tmp_path / "m")
 
     def run_once() -> None:
@@ -256,17 +261,7 @@ def test_read_limits_cap_each_micro_batch_and_lose_nothing(
             cur.execute(f"INSERT INTO `{db}`.a VALUES (%s, %s)", (i, f"v{i}"))
         cur.execute(f"INSERT INTO `{db}`.a SELECT seq + 1000, 'bulk' FROM seq_1_to_100")  # one event of 100 rows
         cur.execute(f"UPDATE `{db}`.a SET x = 'u' WHERE id < 250")  # one event of 250 rows
-    options = {
-        "destination": "d",
-        "master.address": mariadb.address,
-        "master.user": mariadb.user,
-        "master.password": mariadb.password,
-        "master.journal.name": start[0],
-        "master.position": str(start[1]),
-        "filter.regex": rf"{db}\..*",
-        "spool.dir": str(tmp_path / "ckpt.canal-spool"),
-        option: value,
-    }
+    options = _source_options(mariadb, start, tmp_path, **{option: value})
     mirror = DeltaMirror(tmp_path / "m")
     query = (
         spark.readStream.format("canal")
@@ -312,6 +307,8 @@ def test_options_from_a_properties_file_with_overrides(tmp_path: Path) -> None:
         ("read.timeout", "-1"),
         ("read.timeout", "nan"),
         ("prefetch", "maybe"),
+        ("maxRowsPerTrigger", "0"),
+        ("maxBytesPerTrigger", "lots"),
     ],
 )
 def test_bad_reader_options_are_refused_by_name(tmp_path: Path, key: str, value: str) -> None:

@@ -343,6 +343,17 @@ _ENTRY_FIELDS = (
 )
 
 
+def change_rows(entry: Entry) -> int:
+    """How many change rows :func:`entries_to_batch` makes of ``entry``: its rows, one for a DDL, none for
+    transaction boundaries, heartbeats and statements it does not mirror."""
+    rc = entry.row_change
+    if entry.entry_type is not EntryType.ROWDATA or rc is None:
+        return 0
+    if rc.is_ddl:
+        return 1
+    return len(rc.rows) if rc.event_type.is_dml else 0
+
+
 def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, first_index: int = 0) -> Any:
     """Change rows of ``entries`` (see the module docstring) as one pyarrow RecordBatch in :func:`arrow_schema`,
     ``seq`` numbered from ``batch << SEQ_BITS | first_index``."""

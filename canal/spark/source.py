@@ -62,12 +62,13 @@ from canal.errors import CanalError
 from canal.instance import Instance
 from canal.log import destination_logger
 from canal.position import EntryPosition
-from canal.protocol import EMPTY_MESSAGE_ID, EntryType, EventType
+from canal.protocol import EMPTY_MESSAGE_ID, EventType
 from canal.spark.changes import (
     INITIAL_OFFSET,
     Offset,
     arrow_schema,
     canonical,
+    change_rows,
     cursor_of,
     entries_to_batch,
     has_position,
@@ -362,11 +363,9 @@ class CanalStreamReader:
         self.max_entries = _reader_option(lower, "max.entries", "50000", int)
         self.read_timeout = _reader_option(lower, "read.timeout", "0.5", float)
         self.prefetch = _reader_option(lower, "prefetch", "true", parse_bool)
-        max_rows = lower.get("maxrowspertrigger")
-        max_bytes = lower.get("maxbytespertrigger")
         self.limit = ReadCap(
-            None if max_rows is None else _reader_option(lower, "maxrowspertrigger", max_rows, int),
-            None if max_bytes is None else _reader_option(lower, "maxbytespertrigger", max_bytes, int),
+            _cap_option(lower, "maxRowsPerTrigger"),
+            _cap_option(lower, "maxBytesPerTrigger"),
         )
         self.destination = config_from_options(self.options).destination  # validates the options early
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
@@ -433,7 +432,7 @@ class CanalStreamReader:
                         partial = True
                         break
                     rc = entry.row_change
-                    entry_rows = _change_rows(entry)
+                    entry_rows = change_rows(entry)
                     if entries and cap.exceeded(rows + entry_rows, nbytes + entry.header.event_length):
                         full = True
                         break
@@ -547,6 +546,12 @@ class CanalStreamReader:
         close_sessions()
 
 
+def _cap_option(options: Mapping[str, str], name: str) -> int | None:
+    """A micro-batch cap (Spark passes option names lower-cased; errors use the documented name); None if unset."""
+    text = options.get(name.lower())
+    return None if text is None else _reader_option({name: text}, name, text, int)
+
+
 def _reader_option(options: Mapping[str, str], key: str, default: str, parse: Callable[[str], _T]) -> _T:
     """A reader option parsed by ``parse``; numbers must be positive. SparkSourceError names the option otherwise."""
     text = options.get(key, default).strip()
@@ -558,17 +563,6 @@ def _reader_option(options: Mapping[str, str], key: str, default: str, parse: Ca
         expected = "true or false" if parse is parse_bool else f"a positive {getattr(parse, '__name__', 'number')}"
         raise SparkSourceError(f"canal source option {key} = {text!r}: expected {expected}")
     return value
-
-
-def _change_rows(entry: Any) -> int:
-    """The change rows an entry becomes (what ``maxRowsPerTrigger`` counts): its rows, one for a DDL, none for
-    transaction boundaries and heartbeats."""
-    rc = entry.row_change
-    if entry.entry_type is not EntryType.ROWDATA or rc is None:
-        return 0
-    if rc.is_ddl:
-        return 1
-    return len(rc.rows) if rc.event_type.is_dml else 0
 
 
 def _at_or_past(position: EntryPosition, target: EntryPosition) -> bool:
