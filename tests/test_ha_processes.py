@@ -105,16 +105,18 @@ def await_all_acked(
     children: dict[str, Child],
     active: str,
     total: int,
-    killed: set[str],
+    in_doubt: set[str],
     timeout: float,
 ) -> None:
-    """Until the consumers' logs show rows ``0 .. total - 1`` acked (or in doubt on a killed process). The active
-    writes (and fsyncs) its log before it prints an ``A`` (ack) or ``I`` (idle) line: the logs are read again after
-    each such line, and the lines that queued up meanwhile are dropped (nothing awaits them any more)."""
+    """Until the consumers' logs show rows ``0 .. total - 1`` acked, counting as acked the last batch of each process
+    in ``in_doubt`` (killed at any moment: its ack may have been persisted without its log line; a process killed
+    while it held a batch unacked is not one). The active writes (and fsyncs) its log before it prints an ``A``
+    (ack) or ``I`` (idle) line: the logs are read again after each such line, and the lines that queued up
+    meanwhile are dropped (nothing awaits them any more)."""
     deadline = time.monotonic() + timeout
     while True:
         logs = [ConsumerLog.parse(n, Path(c.args["log"])) for n, c in children.items()]
-        missing = set(range(total)) - acked_or_in_doubt_rows(logs, killed)
+        missing = set(range(total)) - acked_or_in_doubt_rows(logs, in_doubt)
         if not missing:
             return
         assert children[active].alive(), "the active died"
