@@ -181,21 +181,6 @@ def test_the_server_snapshots_a_destination_it_runs(mariadb: MariaDBDatabase, tm
     assert mirror.tables[f"{db}.c"] == _select(mariadb, "c", 2)
 
 
-def test_run_batches_refuses_snapshot_rows_and_acks_nothing(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
-    from canal.errors import SnapshotError
-    from canal.spark.batches import run_batches
-
-    _load(mariadb)
-    called: list[int] = []
-    with Instance(_config(mariadb, tmp_path)) as inst:
-        before = inst.get_cursor()
-        inst.snapshot([f"{mariadb.database}.c"])
-        with pytest.raises(SnapshotError, match="snapshot rows"):
-            run_batches(inst, None, lambda df, batch_id: called.append(batch_id), idle_stop_s=30)
-        assert inst.get_cursor() == before and inst.list_batch_ids()  # refused batches stay outstanding
-    assert called == []
-
-
 def test_when_needed_snapshots_again_when_the_cursor_binlog_was_purged(mariadb_factory: Any, tmp_path: Path) -> None:
     server = mariadb_factory()
     server.execute("CREATE DATABASE shop")

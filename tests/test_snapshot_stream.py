@@ -69,8 +69,9 @@ def _config(db: MariaDBDatabase) -> InstanceConfig:
 class Writers:
     """Random inserts, updates (some moving a key) and deletes over the whole key range until stopped."""
 
-    def __init__(self, db: MariaDBDatabase, seed: int) -> None:
+    def __init__(self, db: MariaDBDatabase, seed: int, pause_s: float = 0.0) -> None:
         self.db = db
+        self.pause_s = pause_s  # between writes: a consumer that writes every batch to Delta keeps up
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.writes = 0
@@ -111,6 +112,8 @@ class Writers:
                         cur.execute("DELETE FROM c WHERE a = %s AND b = %s", (a, rng.randint(0, 9)))
                     self.writes += 1
                     cur.execute("INSERT INTO other VALUES (NULL, %s)", (self.writes,))
+                    if self.pause_s:
+                        self.stop.wait(self.pause_s)
         except BaseException as exc:
             self.error = exc
         finally:

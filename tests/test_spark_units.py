@@ -340,6 +340,20 @@ def test_vacuum_deletes_rewritten_files_and_replays_are_still_skipped(tmp_path: 
     assert mirror.apply(entries_to_batch([_entry(503, 5, 400, replay)], "d", 3), 3).tables == {"shop.t": "skipped"}
 
 
+def test_a_batch_that_changes_nothing_is_recorded_and_its_replay_skipped(tmp_path: Path) -> None:
+    """Deleting rows the mirror does not hold is a MERGE without changes, which Delta does not commit: the batch id
+    is committed on its own, so a replay is recognised."""
+    mirror = DeltaMirror(tmp_path / "mirror")
+    rows = [RowData(TABLE, after=(i, Decimal(1), "a")) for i in range(3)]
+    mirror.apply(entries_to_batch([_entry(500, 3, 400, rows)], "d", 1), 1)
+    absent = [RowData(TABLE, before=(7, Decimal(1), "a"))]
+    delete = _change(TABLE, EventType.DELETE, absent)
+    assert mirror.apply(entries_to_batch([delete], "d", 2), 2).tables == {"shop.t": "applied"}
+    assert mirror.committed_batch_ids("shop", "t") == [1, 2]
+    assert mirror.apply(entries_to_batch([delete], "d", 2), 2).tables == {"shop.t": "skipped"}
+    assert len(mirror.read("shop", "t")) == 3
+
+
 def _change(table: TableSchema, event: EventType, rows: list[RowData]) -> Entry:
     header = Header("mysql-bin.000002", 100, 1, 1_700_000_000_000, table.schema, table.table, event, 40)
     return Entry(header, EntryType.ROWDATA, RowChange(event, rows), anchor=EntryPosition("mysql-bin.000002", 4))

@@ -15,7 +15,8 @@ from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema,
 from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, compare
 from canal.spark.project import project
 from canal.spark.registration import register
-from canal.spark.source import CanalStreamReader, SparkSourceError, Spool, close_sessions, config_from_options
+from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
+from canal.spark.spool import Spool, SpoolError
 from canal.spark.types import MirrorError, MirrorTypeError
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "RunStats",
     "SparkSourceError",
     "Spool",
+    "SpoolError",
     "arrow_schema",
     "close_sessions",
     "compare",

@@ -1,11 +1,21 @@
 """``foreachBatch`` for an instance embedded in the driver: pull, hand a DataFrame to ``fn``, ack after it returns.
 
-:func:`run_batches` names each batch by the binlog position of its last entry (:func:`~canal.spark.changes.position_id`:
-``journal_number << 32 | offset``), so ids increase and mean the same thing after a restart. With a ``journal``
-file, the id of a batch is recorded before ``fn`` runs and cleared after the ack; after a crash between ``fn``'s write
-and the ack, the instance redelivers from its acked cursor and the first batch is cut to end exactly at the recorded
-position -- the same entries under the same id, which an idempotent sink (e.g.
-:class:`~canal.spark.mirror.DeltaMirror`, which skips ids it has committed) recognises as already written.
+Batch ids increase and mean the same thing after a restart. :func:`run_batches` names a batch by the binlog position
+of its last entry (:func:`~canal.spark.changes.position_id`: ``journal_number << 32 | offset``), or by the id before
+it plus one when that position does not exceed it: snapshot rows sit at the boundary they follow, so any number of
+batches can end at one position.
+
+With a ``journal`` file, a crash between ``fn``'s write and the ack loses nothing and changes nothing an idempotent
+sink (e.g. :class:`~canal.spark.mirror.DeltaMirror`, which skips ids it has committed) has seen:
+
+* a batch of binlog entries: its id and end position are recorded before ``fn`` runs and marked done after the ack;
+  the instance redelivers from its acked cursor and the first batch is cut to end exactly at the recorded position --
+  the same entries under the same id.
+* a batch that holds snapshot rows cannot come back that way: a restarted snapshot reads its chunks again, at a
+  newer position. Its change rows are written to the spool next to the journal (Arrow IPC, fsynced) *before* the
+  batch is acked and ``fn`` runs; after a crash the spooled batch is handed to ``fn`` again under its id, then any
+  binlog entry at or before its end that the instance redelivers (the ack may not have happened) is dropped. Snapshot
+  rows read again after it are newer upserts of rows the sink already has.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
 from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, position_id
+from canal.spark.spool import Spool
 
 
 @attrs.define(slots=True)
@@ -35,7 +46,7 @@ class RunStats:
     rows: int = 0  # change rows handed to fn
     entries: int = 0
     decode_s: float = 0.0  # waiting for / pulling entries and turning them into Arrow
-    spark_s: float = 0.0  # building DataFrames
+    spark_s: float = 0.0  # building DataFrames (Arrow tables when spark is None)
     fn_s: float = 0.0  # inside fn
     batch_ids: list[int] = attrs.field(factory=list)
     last_file: str | None = None  # binlog file of the last entry handled
@@ -59,6 +70,10 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _is_snapshot(entry: Entry) -> bool:
+    return entry.header.event_type is EventType.SNAPSHOT
+
+
 class _Puller:
     """Messages from the instance, consumed entry by entry; a message is acked once all its entries are done."""
 
@@ -67,29 +82,49 @@ class _Puller:
         self.batch_size = batch_size
         self.timeout = timeout
         self.buffer: deque[list[Any]] = deque()  # [message id, remaining entries]
+        # after a spooled batch was replayed: the binlog entries up to its end came to fn already (its ack may not
+        # have happened, so the instance can deliver them again); None once the stream passed it
+        self.drop_through: int | None = None
 
     def _fetch(self) -> bool:
         msg = self.instance.get_without_ack(self.batch_size, self.timeout)
         if msg.id == EMPTY_MESSAGE_ID:
             return False
-        self.buffer.append([msg.id, list(msg.entries)])
+        entries = list(msg.entries)
+        if self.drop_through is not None:
+            end = self.drop_through
+            entries = [e for e in entries if _is_snapshot(e) or position_id(e) > end]
+            if entries and position_id(entries[-1]) > end:
+                self.drop_through = None
+        self.buffer.append([msg.id, entries])
         return True
 
-    def take(self, until_id: int | None, deadline: float | None) -> tuple[list[Entry], list[int]]:
-        """Entries for one batch and the message ids to ack after it; empty when nothing arrived in time."""
+    def take(self, until: int | None, deadline: float | None) -> tuple[list[Entry], list[int], bool]:
+        """Entries for one batch, the message ids to ack after it (both empty when nothing arrived in time), and
+        whether the batch is the one in flight before a crash, cut after ``until``.
+
+        ``until``: the end position of the batch in flight before a crash, which held binlog entries only; the
+        entries are cut after it. A snapshot entry is always past it: a restarted snapshot reads its chunks at a
+        position at or after the end of anything delivered before, so such an entry was not in that batch.
+        """
         if not self.buffer and not self._fetch():
-            return [], []
+            return [], [], False
         entries: list[Entry]
         ids: list[int]
-        if until_id is not None and position_id(self.buffer[0][1][0]) > until_id:
-            until_id = None  # the recorded batch was acked before the crash: nothing to cut
-        if until_id is None:
+        first = next((rest[0] for _mid, rest in self.buffer if rest), None)
+        if until is not None and first is not None and (_is_snapshot(first) or position_id(first) > until):
+            until = None  # the recorded batch was acked before the crash: nothing to cut
+        if until is None:
             entries = [e for _mid, rest in self.buffer for e in rest]
             ids = [mid for mid, _rest in self.buffer]
             self.buffer.clear()
-            return entries, ids
-        # cut at until_id: fetch until an entry at or past it is buffered
-        while position_id(self.buffer[-1][1][-1]) < until_id:
+            return entries, ids, False
+
+        def past(entry: Entry) -> bool:
+            return _is_snapshot(entry) or position_id(entry) > until
+
+        # cut at until: fetch until an entry past it is buffered
+        while not any(past(e) for e in self.buffer[-1][1][-1:]):
             if deadline is not None and time.monotonic() > deadline:
                 break
             self._fetch()
@@ -97,18 +132,14 @@ class _Puller:
         ids = []
         while self.buffer:
             mid, rest = self.buffer[0]
-            cut = len(rest)
-            for i, entry in enumerate(rest):
-                if position_id(entry) > until_id:
-                    cut = i
-                    break
+            cut = next((i for i, entry in enumerate(rest) if past(entry)), len(rest))
             entries.extend(rest[:cut])
             if cut < len(rest):
                 self.buffer[0][1] = rest[cut:]
                 break
             ids.append(mid)
             self.buffer.popleft()
-        return entries, ids
+        return entries, ids, True
 
     def ack(self, ids: list[int]) -> None:
         for mid in ids:
@@ -120,25 +151,51 @@ class JournalError(CanalError):
     cannot be guaranteed identical to it. Nothing was consumed; fix or remove the file (losing that guarantee)."""
 
 
-def _read_journal(path: Path) -> int | None:
-    """The id of the batch that was in flight when the last run stopped, None when there was none."""
+@attrs.frozen
+class _Journal:
+    """What the journal says of the last batch: its id, and if it was in flight, where it ended and how it returns."""
+
+    last_id: int | None = None  # the id of the last batch handed to fn
+    pending: bool = False  # fn may not have finished with it
+    end: int | None = None  # the position id of its last entry
+    spooled: bool = False  # its rows are in the spool (it held snapshot rows; the instance acked it before fn)
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _read_journal(path: Path) -> _Journal:
+    """The journal's record of the last batch; an empty record when there is no journal yet."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return None
+        return _Journal()
     except OSError as exc:
         raise JournalError(f"cannot read the run_batches journal {path}: {exc}") from exc
     try:
         document = json.loads(text)
     except ValueError as exc:
         raise JournalError(f"the run_batches journal {path} is not JSON ({exc}): {text[:80]!r}") from None
-    if isinstance(document, dict) and len(document) == 1:
-        ((state, batch_id),) = document.items()
-        if state in ("pending", "done") and isinstance(batch_id, int) and not isinstance(batch_id, bool):
-            return batch_id if state == "pending" else None
+    if isinstance(document, dict):
+        if set(document) == {"done"} and _int(document["done"]):
+            return _Journal(document["done"])
+        if "pending" in document and set(document) <= {"pending", "end", "spooled"}:
+            batch_id, end, spooled = (
+                document["pending"],
+                document.get("end", document["pending"]),
+                document.get("spooled", False),
+            )
+            if _int(batch_id) and _int(end) and isinstance(spooled, bool):
+                return _Journal(batch_id, True, end, spooled)
     raise JournalError(
-        f'the run_batches journal {path} holds {text[:80]!r}; expected {{"pending": id}} or {{"done": id}}'
+        f"the run_batches journal {path} holds {text[:80]!r}; expected "
+        '{"pending": id, "end": position, "spooled": bool} or {"done": id}'
     )
+
+
+def _spool_key(batch_id: int) -> dict[str, int]:
+    return {"batch": batch_id}
 
 
 def run_batches(
@@ -156,22 +213,44 @@ def run_batches(
 ) -> RunStats:
     """Pull batches from a started ``instance`` and call ``fn(df, batch_id)`` with each; ack after ``fn`` returns.
 
-    ``df`` has the change-row schema (:data:`~canal.spark.changes.CHANGE_SCHEMA_DDL`); batches without change rows
-    (only transaction boundaries or heartbeats) are acked without calling ``fn``. An exception from ``fn`` leaves
-    the batch unacked and propagates (the instance redelivers it after :meth:`Instance.rollback` or a restart).
-    Stops after ``max_batches`` calls, when ``stop`` is set, when ``until(stats)`` is true, or after ``idle_stop_s``
-    seconds without data. ``journal`` (a file path) makes the first batch after a crash identical to the one that was
-    in flight (see the module docstring). Snapshot rows raise :class:`~canal.errors.SnapshotError` before ``fn``
-    sees them (nothing is acked): batch ids are binlog positions, which snapshot rows do not have of their own.
+    ``df`` has the change-row schema (:data:`~canal.spark.changes.CHANGE_SCHEMA_DDL`): a Spark DataFrame, or with
+    ``spark=None`` a pyarrow Table (e.g. for :class:`~canal.spark.mirror.DeltaMirror` without a JVM). Batches
+    without change rows (only transaction boundaries or heartbeats) are acked without calling ``fn``. An exception
+    from ``fn`` leaves the batch unacked and propagates (the instance redelivers it after
+    :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:
+    the next ``run_batches`` with the same journal hands it to ``fn`` again. Stops after ``max_batches`` calls, when
+    ``stop`` is set, when ``until(stats)`` is true, or after ``idle_stop_s`` seconds without data. ``journal`` (a
+    file path; the spool is the directory beside it, ``<journal>.spool``) makes the first batch after a crash
+    identical to the one that was in flight (see the module docstring). Snapshot rows need it: without one they
+    raise :class:`~canal.errors.SnapshotError` before ``fn`` sees them and nothing is acked, because only the journal
+    keeps their batch ids (which are not binlog positions) across a restart.
     """
     stats = RunStats()
     puller = _Puller(instance, batch_size, timeout)
     journal_path = None if journal is None else Path(journal)
-    pending: int | None = None
-    if journal_path is not None:
-        pending = _read_journal(journal_path)
-    idle_since = time.monotonic()
+    record = _Journal() if journal_path is None else _read_journal(journal_path)
+    spool = None if journal_path is None else Spool(journal_path.with_name(journal_path.name + ".spool"))
+    last_id = record.last_id or 0
+    cut_at: int | None = None  # the end of the binlog batch in flight before a crash
     destination = instance.destination
+    if record.pending and record.spooled:
+        assert spool is not None and journal_path is not None and record.last_id is not None
+        spooled = spool.read(_spool_key(record.last_id))
+        if spooled is None:
+            raise JournalError(
+                f"the run_batches journal {journal_path} says batch {record.last_id} is spooled, but {spool.root} "
+                "has no file for it: that batch cannot be replayed"
+            )
+        rows = spooled[0]
+        if rows.num_rows:
+            _call(fn, spark, rows, record.last_id, stats)
+        _write_json(journal_path, {"done": record.last_id})
+        puller.drop_through = record.end
+    elif record.pending:
+        cut_at = record.end
+    if spool is not None:
+        spool.clear()  # a batch spooled but never recorded as pending was not acked either: the instance has it
+    idle_since = time.monotonic()
     while True:
         if stop is not None and stop.is_set():
             break
@@ -180,43 +259,62 @@ def run_batches(
         if max_batches is not None and stats.batches >= max_batches:
             break
         began = time.perf_counter()
-        deadline = None if pending is None else time.monotonic() + 30.0
-        entries, ack_ids = puller.take(pending, deadline)
-        if not entries and not ack_ids:
+        deadline = None if cut_at is None else time.monotonic() + 30.0
+        entries, ack_ids, replaying = puller.take(cut_at, deadline)
+        if not entries:
+            puller.ack(ack_ids)  # entries dropped as already handed to fn, if any
             stats.decode_s += time.perf_counter() - began
-            if idle_stop_s is not None and time.monotonic() - idle_since > idle_stop_s:
+            if not ack_ids and idle_stop_s is not None and time.monotonic() - idle_since > idle_stop_s:
                 break
             continue
         idle_since = time.monotonic()
-        pending = None
-        if any(e.header.event_type is EventType.SNAPSHOT for e in entries):
-            # batch ids are binlog positions, and snapshot rows sit at the boundary they follow: a batch of them would
-            # share its id with the batch before it, and an idempotent sink would skip it as already written
+        cut_at = None
+        end = position_id(entries[-1])
+        batch_id = last_id if replaying else max(end, last_id + 1)
+        snapshot_rows = any(_is_snapshot(e) for e in entries)
+        if snapshot_rows and spool is None:
             raise SnapshotError(
-                "run_batches cannot name batches that hold snapshot rows (they share their binlog position with the "
-                "batch before them): read a destination that snapshots through the canal streaming source"
+                "run_batches needs a journal to deliver snapshot rows: they share their binlog position with the "
+                "batches around them, so their batch ids exist only in the journal (pass journal=...)"
             )
         stats.entries += len(entries)
-        batch_id = position_id(entries[-1])
         rows = entries_to_batch(entries, destination, 0)
-        decoded = time.perf_counter()
-        stats.decode_s += decoded - began
+        stats.decode_s += time.perf_counter() - began
         if rows.num_rows:
-            import pyarrow as pa
-
-            df = spark.createDataFrame(pa.Table.from_batches([rows]), schema=CHANGE_SCHEMA_DDL)
-            built = time.perf_counter()
-            stats.spark_s += built - decoded
-            if journal_path is not None:
-                _write_json(journal_path, {"pending": batch_id})
-            fn(df, batch_id)
-            stats.fn_s += time.perf_counter() - built
-            stats.batches += 1
-            stats.rows += rows.num_rows
-            stats.batch_ids.append(batch_id)
+            if snapshot_rows:
+                assert spool is not None and journal_path is not None
+                # a restarted snapshot cannot deliver these rows again as they are: keep them, then ack
+                spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, rows)
+                _write_json(journal_path, {"pending": batch_id, "end": end, "spooled": True})
+                puller.ack(ack_ids)
+                ack_ids = []
+            elif journal_path is not None:
+                _write_json(journal_path, {"pending": batch_id, "end": end})
+            _call(fn, spark, rows, batch_id, stats)
+            last_id = batch_id
         puller.ack(ack_ids)
-        last = entries[-1].header
-        stats.last_file, stats.last_next_offset = last.log_file, last.next_offset
-        if journal_path is not None and rows.num_rows:
+        if rows.num_rows and journal_path is not None:
             _write_json(journal_path, {"done": batch_id})
+            if snapshot_rows:
+                assert spool is not None
+                spool.discard(_spool_key(batch_id))
+        last_binlog = next((e.header for e in reversed(entries) if not _is_snapshot(e)), None)
+        if last_binlog is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
+            stats.last_file, stats.last_next_offset = last_binlog.log_file, last_binlog.next_offset
     return stats
+
+
+def _call(fn: Callable[[Any, int], Any], spark: Any, rows: Any, batch_id: int, stats: RunStats) -> None:
+    """``fn`` with the rows as a DataFrame, timed into ``stats``."""
+    import pyarrow as pa
+
+    began = time.perf_counter()
+    table = pa.Table.from_batches([rows])
+    df = table if spark is None else spark.createDataFrame(table, schema=CHANGE_SCHEMA_DDL)
+    built = time.perf_counter()
+    stats.spark_s += built - began
+    fn(df, batch_id)
+    stats.fn_s += time.perf_counter() - built
+    stats.batches += 1
+    stats.rows += rows.num_rows
+    stats.batch_ids.append(batch_id)

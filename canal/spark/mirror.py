@@ -600,8 +600,7 @@ class DeltaMirror:
         if source is None:
             # DDL only: record the batch so a replay skips it
             if DeltaTable.is_deltatable(path):
-                dt = DeltaTable(path)
-                write_deltalake(dt, dt.to_pyarrow_table().slice(0, 0), mode="append", commit_properties=commit)
+                _record_only(path, commit)
             self._move(path, moved_to)
             stats.applied += 1
             return True
@@ -616,7 +615,7 @@ class DeltaMirror:
             return True
         dt = DeltaTable(path)
         predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key_names) + _key_range(source, key_names)
-        (
+        metrics = (
             dt.merge(
                 source,
                 predicate=predicate,
@@ -630,6 +629,10 @@ class DeltaMirror:
             .when_not_matched_insert_all(predicate=f"s.{OP_COLUMN} = 'u'", except_cols=[OP_COLUMN])
             .execute()
         )
+        if not metrics.get("num_target_files_added") and not metrics.get("num_target_files_removed"):
+            # a MERGE that changes nothing (deletes of rows the mirror does not hold) commits nothing, and so would
+            # not record the batch: record it, so a replay is recognised like any other
+            _record_only(path, commit)
         self._move(path, moved_to)
         stats.applied += 1
         return True
@@ -834,3 +837,12 @@ def compare(
         different=different,
         column_mismatch=tuple(sorted(mirror_cols ^ source_cols)) if rows_from_select else (),
     )
+
+
+def _record_only(path: str, commit: Any) -> None:
+    """Commit ``commit`` (the batch's app transaction) to the table at ``path`` without changing its rows."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    dt = DeltaTable(path)
+    write_deltalake(dt, pa.schema(dt.schema().to_arrow()).empty_table(), mode="append", commit_properties=commit)

@@ -46,10 +46,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -66,7 +64,6 @@ from canal.protocol import EMPTY_MESSAGE_ID, EventType
 from canal.spark.changes import (
     INITIAL_OFFSET,
     Offset,
-    arrow_schema,
     canonical,
     change_rows,
     cursor_of,
@@ -75,6 +72,7 @@ from canal.spark.changes import (
     moved,
     offset_of,
 )
+from canal.spark.spool import Spool
 
 _SHORT_KEYS = {
     "destination": "canal.instance.destination",
@@ -179,86 +177,6 @@ def _escape(value: str) -> str:
 
 def _options_key(options: Mapping[str, str]) -> str:
     return json.dumps(sorted((k.lower(), v) for k, v in options.items()))
-
-
-# -- the spool -----------------------------------------------------------------------------------------------------
-
-
-class Spool:
-    """Batches as Arrow IPC files named by their start offset, written atomically; the end offset in the metadata."""
-
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
-
-    def path_for(self, start: Offset) -> Path:
-        digest = hashlib.sha1(canonical(start).encode()).hexdigest()[:16]
-        return self.root / f"{int(start.get('batch', 0)):012d}-{digest}.arrow"
-
-    def write(self, start: Offset, end: Offset, batch: Any) -> None:
-        import pyarrow as pa
-
-        self.root.mkdir(parents=True, exist_ok=True)
-        path = self.path_for(start)
-        tmp = path.with_name(path.name + ".tmp")
-        schema = batch.schema.with_metadata({b"start": canonical(start).encode(), b"end": canonical(end).encode()})
-        with open(tmp, "wb") as fh:
-            with pa.ipc.new_file(fh, schema) as writer:
-                writer.write_batch(batch)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        # make the rename durable where the file system supports a directory fsync (some do not: then the rename
-        # is as durable as that file system makes it, and a lost file is re-read from the binlog, never wrong)
-        with contextlib.suppress(OSError):
-            fd = os.open(self.root, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-    def read(self, start: Offset) -> tuple[Any, Offset] | None:
-        """``(record batch, end offset)`` spooled for ``start``, None when there is none."""
-        import pyarrow as pa
-
-        path = self.path_for(start)
-        if not path.exists():
-            return None
-        try:
-            with pa.memory_map(str(path)) as source:
-                table = pa.ipc.open_file(source).read_all()
-            meta = table.schema.metadata or {}
-            end_offset: Offset = json.loads(meta[b"end"])
-        except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
-            raise SparkSourceError(
-                f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
-                "replayed identically; remove it only if Spark has not planned that batch"
-            ) from None
-        table = table.replace_schema_metadata(None).combine_chunks()
-        batches = table.to_batches()
-        return (batches[0] if batches else _empty_batch()), end_offset
-
-    def discard_through(self, end: Offset) -> None:
-        """Delete the files of batches that end at or before ``end``."""
-        if not self.root.exists():
-            return
-        limit = int(end.get("batch", 0))
-        for path in self.root.glob("*.arrow"):
-            try:
-                start_batch = int(path.name.split("-", 1)[0])
-            except ValueError:
-                continue  # not a spool file of ours: leave it alone
-            if start_batch < limit:
-                try:
-                    path.unlink()
-                except OSError as exc:  # a committed batch's file: never read again (Spark replays only past it)
-                    _LOG.warning("could not delete spent spool file %s: %s", path, exc)
-
-
-def _empty_batch() -> Any:
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
 
 
 # -- the embedded instance, in the process that runs the reader ----------------------------------------------------
