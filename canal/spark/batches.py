@@ -123,8 +123,8 @@ class _Puller:
         def past(entry: Entry) -> bool:
             return _is_snapshot(entry) or position_id(entry) > until
 
-        # cut at until: fetch until an entry past it is buffered
-        while not any(past(e) for e in self.buffer[-1][1][-1:]):
+        # cut at until: fetch until the batch's last entry (the one at until) or one past it is buffered
+        while not any(past(e) or position_id(e) == until for e in self.buffer[-1][1][-1:]):
             if deadline is not None and time.monotonic() > deadline:
                 break
             self._fetch()

@@ -15,7 +15,8 @@ mode "loop" (the kill test and the failover benchmark) -- consumes until killed.
     A <batch> <token> <t0> <t1>      ack returned (t0 before the call, t1 after; token read before the call)
     F <batch> <token> <error class>  ack raised (nothing acked unless the error is in doubt, e.g. a lost connection)
 stdout: "W" once standing by or serving, "S <token> <t>" on serving, "G <token> <t>" when the first non-empty batch
-of a serving interval was handed out, "A <batch>" after each ack, "I" while idle, "H <batch>" (see below).
+of a serving interval was handed out, "A <batch> <lowest row id or ->" after each ack, "I" while idle, "H <batch>"
+(see below).
 stdin: a line "hold" asks the process to keep the next batch it is handed: it logs the D line, says "H <batch>" and
 never acks (it blocks until killed), so a test can kill it exactly between a get and its ack.
 
@@ -134,7 +135,7 @@ def loop(server: EmbeddedServer, client: ClientIdentity, log: Log, rng: random.R
             continue
         t1 = time.monotonic()
         log(f"A {msg.id} {ack_token} {t0} {t1}")
-        say(f"A {msg.id}")
+        say(f"A {msg.id} {min(ids) if ids else '-'}")
 
 
 def script(server: EmbeddedServer, client: ClientIdentity) -> None:
