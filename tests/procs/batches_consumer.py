@@ -123,7 +123,7 @@ def main() -> None:
 
     with Instance(config) as inst:
         say("W")
-        run_batches(inst, None, fn, batch_size=32, timeout=0.2, journal=journal, until=until)
+        run_batches(inst, None, fn, batch_size=256, timeout=0.2, journal=journal, until=until)
 
 
 if __name__ == "__main__":
