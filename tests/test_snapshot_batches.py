@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from procs.batches_consumer import PHASES
-from procs.ha_harness import Child, kill_all
+from procs.ha_harness import Runs, kill_all
 from test_snapshot_stream import Writers, _load
 
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
@@ -179,20 +179,8 @@ def test_sigkill_at_each_step_of_a_batch_with_snapshot_rows(mariadb: MariaDBData
         "chunk_rows": 50,
         "at": 2,
     }
-    children: list[Child] = []
-    logs: list[Path] = []
-
-    def run(phase: str | None) -> Child:
-        log = tmp_path / f"run{len(children)}.log"
-        logs.append(log)
-        child = Child(
-            f"run{len(children)}",
-            {**base, "phase": phase, "log": str(log)},
-            events,
-            module="tests.procs.batches_consumer",
-        )
-        children.append(child)
-        return child
+    processes = Runs("tests.procs.batches_consumer", base, tmp_path, events)
+    children, logs, run = processes.children, processes.logs, processes.run
 
     try:
         with Writers(mariadb, seed=17, pause_s=0.05) as writers:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs.ha_harness import Child, kill_all
+from procs.ha_harness import Child, Runs, kill_all
 from test_snapshot_stream import Writers, _load, _select
 
 from canal.testing.plugin import MariaDBDatabase
@@ -52,20 +52,8 @@ def test_sigkill_at_each_phase_of_a_snapshot(mariadb: MariaDBDatabase, tmp_path:
         "chunk_rows": 100,
         "at": 2,
     }
-    children: list[Child] = []
-    logs: list[Path] = []
-
-    def run(phase: str | None) -> Child:
-        log = tmp_path / f"run{len(children)}.log"
-        logs.append(log)
-        child = Child(
-            f"run{len(children)}",
-            {**base, "phase": phase, "log": str(log)},
-            events,
-            module="tests.procs.snapshot_consumer",
-        )
-        children.append(child)
-        return child
+    processes = Runs("tests.procs.snapshot_consumer", base, tmp_path, events)
+    children, logs, run = processes.children, processes.logs, processes.run
 
     def await_line(child: Child, want: str, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout

@@ -33,6 +33,7 @@ from canal.instance import Instance
 from canal.spark import DeltaMirror, RunStats, batches, run_batches
 from canal.spark.spool import Spool
 from tests.procs.ha_consumer import Log, say
+from tests.procs.snapshot_consumer import snapshot_finished
 
 PHASES = ("spooled", "journaled", "acked", "written", "binlog_written")
 
@@ -111,9 +112,7 @@ def main() -> None:
     finished_said = [False]
 
     def until(stats: RunStats) -> bool:
-        cursor = inst.get_cursor()
-        finished = cursor is not None and cursor.snapshot is None
-        if not finished_said[0] and finished and (not inst.snapshots or inst.snapshots[-1].progress().done):
+        if not finished_said[0] and snapshot_finished(inst):
             finished_said[0] = True
             say("S")
         if not target.exists():

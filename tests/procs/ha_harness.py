@@ -107,6 +107,24 @@ class Child:
         return now
 
 
+class Runs:
+    """Consecutive runs of one consumer ``module`` (a kill test restarts it after each kill): run ``n`` is the child
+    ``run<n>`` with ``base`` plus its ``phase`` and its own log file ``root/run<n>.log`` as arguments."""
+
+    def __init__(self, module: str, base: dict[str, Any], root: Path, events: queue.Queue[tuple[str, str]]) -> None:
+        self.module, self.base, self.root, self.events = module, base, root, events
+        self.children: list[Child] = []
+        self.logs: list[Path] = []
+
+    def run(self, phase: str | None) -> Child:
+        name = f"run{len(self.children)}"
+        log = self.root / f"{name}.log"
+        self.logs.append(log)
+        child = Child(name, {**self.base, "phase": phase, "log": str(log)}, self.events, module=self.module)
+        self.children.append(child)
+        return child
+
+
 def next_event(
     events: queue.Queue[tuple[str, str]], pred: Callable[[str, str], bool], timeout: float, what: str
 ) -> tuple[str, str]:

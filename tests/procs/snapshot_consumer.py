@@ -54,6 +54,13 @@ def rows_of(msg: Message) -> list[list[Any]]:
     return out
 
 
+def snapshot_finished(inst: Instance) -> bool:
+    """Whether the snapshot is finished in the cursor (acked to its end), not only read."""
+    cursor = inst.get_cursor()
+    finished = cursor is not None and cursor.snapshot is None
+    return finished and (not inst.snapshots or inst.snapshots[-1].progress().done)
+
+
 def park(phase: str) -> None:
     say(f"P {phase}")
     threading.Event().wait()
@@ -122,9 +129,7 @@ def main() -> None:
                 park(phase)
         inst.ack(msg.id)
         log(f"A {msg.id}")
-        cursor = inst.get_cursor()
-        finished = cursor is not None and cursor.snapshot is None
-        if not finished_said and finished and (not inst.snapshots or inst.snapshots[-1].progress().done):
+        if not finished_said and snapshot_finished(inst):
             finished_said = True
             say("S")
 
