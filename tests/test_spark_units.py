@@ -194,6 +194,19 @@ def test_project_types_one_table(spark: Any) -> None:
     assert project(df, TABLE, table="shop.other").count() == 0
 
 
+def _mirror_available_now(spark: Any, options: dict[str, str], mirror: DeltaMirror, checkpoint: Path) -> Any:
+    """A started ``Trigger.AvailableNow`` query of the canal source into ``mirror``."""
+    return (
+        spark.readStream.format("canal")
+        .options(**options)
+        .load()
+        .writeStream.foreachBatch(mirror)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def _source_options(mariadb: Any, start: tuple[str, int], tmp_path: Path, **extra: str) -> dict[str, str]:
     """``canal`` source options reading ``mariadb``'s test database from binlog position ``start``."""
     return {
@@ -221,16 +234,7 @@ def test_trigger_available_now_stops_at_the_master_position(mariadb: Any, spark:
     mirror = DeltaMirror(tmp_path / "m")
 
     def run_once() -> None:
-        query = (
-            spark.readStream.format("canal")
-            .options(**options)
-            .load()
-            .writeStream.foreachBatch(mirror)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(120)  # finishes by itself
+        assert _mirror_available_now(spark, options, mirror, tmp_path / "ckpt").awaitTermination(120)  # ends itself
 
     run_once()
     assert all(c.equal for c in compare_tables(conn, mirror, db, ["a"]))
@@ -263,15 +267,7 @@ def test_read_limits_cap_each_micro_batch_and_lose_nothing(
         cur.execute(f"UPDATE `{db}`.a SET x = 'u' WHERE id < 250")  # one event of 250 rows
     options = _source_options(mariadb, start, tmp_path, **{option: value})
     mirror = DeltaMirror(tmp_path / "m")
-    query = (
-        spark.readStream.format("canal")
-        .options(**options)
-        .load()
-        .writeStream.foreachBatch(mirror)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = _mirror_available_now(spark, options, mirror, tmp_path / "ckpt")
     assert query.awaitTermination(180)
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert sum(sizes) == 1 + 1000 + 100 + 250  # CREATE TABLE, the inserts, the bulk insert, the updates

@@ -33,6 +33,7 @@ import attrs
 
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
+from canal.meta.persist import write_json_atomic
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
 from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, position_id
 from canal.spark.spool import Spool
@@ -59,15 +60,6 @@ class RunStats:
         if self.last_file is None:
             return False
         return (journal_number(self.last_file), self.last_next_offset) >= (journal_number(file), offset)
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _is_snapshot(entry: Entry) -> bool:
@@ -198,6 +190,39 @@ def _spool_key(batch_id: int) -> dict[str, int]:
     return {"batch": batch_id}
 
 
+class _JournalFile:
+    """The journal file and the spool beside it (``<journal>.spool``)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.spool = Spool(self.path.with_name(self.path.name + ".spool"))
+
+    def read(self) -> _Journal:
+        return _read_journal(self.path)
+
+    def spooled(self, batch_id: int) -> Any:
+        """The rows spooled for ``batch_id``; a JournalError when they are not there."""
+        found = self.spool.read(_spool_key(batch_id))
+        if found is None:
+            raise JournalError(
+                f"the run_batches journal {self.path} says batch {batch_id} is spooled, but {self.spool.root} has no "
+                "file for it: that batch cannot be replayed"
+            )
+        return found[0]
+
+    def pending(self, batch_id: int, end: int, spooled_rows: Any = None) -> None:
+        """Record the batch as in flight; with ``spooled_rows``, spool them first (the batch is acked before fn)."""
+        if spooled_rows is None:
+            write_json_atomic(self.path, {"pending": batch_id, "end": end})
+            return
+        self.spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, spooled_rows)
+        write_json_atomic(self.path, {"pending": batch_id, "end": end, "spooled": True})
+
+    def done(self, batch_id: int) -> None:
+        write_json_atomic(self.path, {"done": batch_id})
+        self.spool.discard(_spool_key(batch_id))
+
+
 def run_batches(
     instance: Instance,
     spark: Any,
@@ -227,29 +252,22 @@ def run_batches(
     """
     stats = RunStats()
     puller = _Puller(instance, batch_size, timeout)
-    journal_path = None if journal is None else Path(journal)
-    record = _Journal() if journal_path is None else _read_journal(journal_path)
-    spool = None if journal_path is None else Spool(journal_path.with_name(journal_path.name + ".spool"))
+    journal_file = None if journal is None else _JournalFile(journal)
+    record = _Journal() if journal_file is None else journal_file.read()
     last_id = record.last_id or 0
     cut_at: int | None = None  # the end of the binlog batch in flight before a crash
     destination = instance.destination
     if record.pending and record.spooled:
-        assert spool is not None and journal_path is not None and record.last_id is not None
-        spooled = spool.read(_spool_key(record.last_id))
-        if spooled is None:
-            raise JournalError(
-                f"the run_batches journal {journal_path} says batch {record.last_id} is spooled, but {spool.root} "
-                "has no file for it: that batch cannot be replayed"
-            )
-        rows = spooled[0]
+        assert journal_file is not None and record.last_id is not None
+        rows = journal_file.spooled(record.last_id)
         if rows.num_rows:
             _call(fn, spark, rows, record.last_id, stats)
-        _write_json(journal_path, {"done": record.last_id})
+        journal_file.done(record.last_id)
         puller.drop_through = record.end
     elif record.pending:
         cut_at = record.end
-    if spool is not None:
-        spool.clear()  # a batch spooled but never recorded as pending was not acked either: the instance has it
+    if journal_file is not None:
+        journal_file.spool.clear()  # a batch spooled but never recorded as pending was not acked: the instance has it
     idle_since = time.monotonic()
     while True:
         if stop is not None and stop.is_set():
@@ -272,7 +290,7 @@ def run_batches(
         end = position_id(entries[-1])
         batch_id = last_id if replaying else max(end, last_id + 1)
         snapshot_rows = any(_is_snapshot(e) for e in entries)
-        if snapshot_rows and spool is None:
+        if snapshot_rows and journal_file is None:
             raise SnapshotError(
                 "run_batches needs a journal to deliver snapshot rows: they share their binlog position with the "
                 "batches around them, so their batch ids exist only in the journal (pass journal=...)"
@@ -281,23 +299,17 @@ def run_batches(
         rows = entries_to_batch(entries, destination, 0)
         stats.decode_s += time.perf_counter() - began
         if rows.num_rows:
+            if journal_file is not None:
+                # a restarted snapshot cannot deliver snapshot rows again as they are: spool them, then ack
+                journal_file.pending(batch_id, end, rows if snapshot_rows else None)
             if snapshot_rows:
-                assert spool is not None and journal_path is not None
-                # a restarted snapshot cannot deliver these rows again as they are: keep them, then ack
-                spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, rows)
-                _write_json(journal_path, {"pending": batch_id, "end": end, "spooled": True})
                 puller.ack(ack_ids)
                 ack_ids = []
-            elif journal_path is not None:
-                _write_json(journal_path, {"pending": batch_id, "end": end})
             _call(fn, spark, rows, batch_id, stats)
             last_id = batch_id
         puller.ack(ack_ids)
-        if rows.num_rows and journal_path is not None:
-            _write_json(journal_path, {"done": batch_id})
-            if snapshot_rows:
-                assert spool is not None
-                spool.discard(_spool_key(batch_id))
+        if rows.num_rows and journal_file is not None:
+            journal_file.done(batch_id)
         last_binlog = next((e.header for e in reversed(entries) if not _is_snapshot(e)), None)
         if last_binlog is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
             stats.last_file, stats.last_next_offset = last_binlog.log_file, last_binlog.next_offset

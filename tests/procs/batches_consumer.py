@@ -62,15 +62,15 @@ def main() -> None:
         if phase == "spooled" and counts["snapshot"] == at:
             park(phase, current[0])
 
-    write_json = batches._write_json
+    write_json = batches.write_json_atomic
 
-    def journaling(path: Path, data: dict[str, Any]) -> None:
+    def journaling(path: Any, data: Any) -> None:
         write_json(path, data)
         if phase == "journaled" and data.get("spooled") and counts["snapshot"] == at:
             park(phase, int(data["pending"]))
 
     Spool.write = writing  # type: ignore[method-assign]
-    batches._write_json = journaling
+    batches.write_json_atomic = journaling
 
     mirror = DeltaMirror(args["mirror"])
 
