@@ -148,17 +148,22 @@ def snapshot(server: MariaDBServer, chunk_rows: int, round_no: int) -> tuple[int
     return rows, seconds, first or 0.0, peak
 
 
-def through_spark(server: MariaDBServer, rows: int, chunk_rows: int, work: str) -> tuple[int, float]:
-    """(SNAPSHOT rows, seconds) of an initial snapshot read by a streaming query of the ``canal`` source."""
+def through_spark(
+    server: MariaDBServer, rows: int, chunk_rows: int, work: str, partitions: int, partition_rows: int
+) -> tuple[int, float, int]:
+    """(SNAPSHOT rows, seconds, micro-batches) of an initial snapshot read by a streaming query of the ``canal``
+    source, its ranges read on executors (``snapshot.partitions`` per micro-batch, ``partition_rows`` each)."""
     from canal.spark import register
     from canal.spark.testing import local_spark, stop_spark
 
     spark = local_spark("pycanal-bench-snapshot", extra={"spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     seen = [0]
+    batches = [0]
 
     def count(df: Any, batch_id: int) -> None:
         seen[0] += df.filter("type = 'SNAPSHOT'").count()
+        batches[0] += 1
 
     try:
         register(spark)
@@ -171,6 +176,8 @@ def through_spark(server: MariaDBServer, rows: int, chunk_rows: int, work: str) 
             "spool.dir": os.path.join(work, "spool"),
             "pycanal.snapshot.mode": "initial",
             "pycanal.snapshot.chunk.rows": str(chunk_rows),
+            "snapshot.partitions": str(partitions),
+            "snapshot.partition.rows": str(partition_rows),
         }
         began = time.perf_counter()
         query = (
@@ -191,7 +198,7 @@ def through_spark(server: MariaDBServer, rows: int, chunk_rows: int, work: str) 
             query.stop()
     finally:
         stop_spark(spark)
-    return seen[0], seconds
+    return seen[0], seconds, batches[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--chunk-rows", type=int, default=10_000)
     ap.add_argument("--no-spark", action="store_true", help="skip the run through Spark (spark_ratio null)")
+    ap.add_argument("--partitions", type=int, default=4, help="Spark: snapshot ranges per micro-batch")
+    ap.add_argument("--partition-rows", type=int, default=125_000, help="Spark: rows per snapshot range")
     args = ap.parse_args(argv)
 
     server = MariaDBServer(server_id=1, extra_args=["--innodb-buffer-pool-size=512M"])
@@ -228,10 +237,17 @@ def main(argv: list[str] | None = None) -> int:
         spark_rate = None
         if not args.no_spark:
             with tempfile.TemporaryDirectory(prefix="bench-snapshot-spark-") as work:
-                n, seconds = through_spark(server, args.rows, args.chunk_rows, work)
+                n, seconds, spark_batches = through_spark(
+                    server, args.rows, args.chunk_rows, work, args.partitions, args.partition_rows
+                )
             assert n == args.rows, n
             spark_rate = n / seconds
-            print(f"through Spark (local[2], one reader): {spark_rate:,.0f} rows/s", flush=True)
+            document["spark_micro_batches"] = spark_batches
+            print(
+                f"through Spark (local[2], ranges on executors): {spark_rate:,.0f} rows/s, "
+                f"{spark_batches} micro-batches",
+                flush=True,
+            )
     finally:
         server.stop()
     base_rate, our_rate = statistics.median(base_rates), statistics.median(ours)

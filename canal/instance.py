@@ -322,6 +322,20 @@ class Instance(StartStopContext):
             self._snapshots.append(runner)
             return runner.start()
 
+    def snapshot_layouts(self, tables: Sequence[str] | None = None) -> list[TableSchema]:
+        """The layouts a snapshot of ``tables`` (``db.table``; None: the configured snapshot tables, else the
+        captured ones) reads, checked as :meth:`snapshot` checks them (:class:`~canal.errors.ConfigError` for an
+        unknown table; :class:`~canal.errors.SnapshotError` for a table without a chunk key under
+        ``keyless=refuse``). For readers that plan a snapshot's chunks themselves (the Spark source's executor
+        partitions); nothing changes here."""
+        _merge, source = self._snapshot_parts()
+        catalog = self._catalog(source)
+        names = tuple(tables or self.config.snapshot.tables or self._captured_tables(catalog))
+        for name in names:
+            split_table_name(name)
+        self._check_tables(names, source, catalog)
+        return [catalog.tables[name].table_schema(mariadb=catalog.mariadb) for name in names]
+
     @property
     def snapshots(self) -> tuple[SnapshotRunner, ...]:
         """The snapshots this instance ran since it started (the last one last)."""

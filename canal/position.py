@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import total_ordering
 from typing import Any
 
@@ -214,9 +214,7 @@ class SnapshotCursor:
             raise PositionError(f"snapshot cursor key values must be text or bytes, got {self.after!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        after = None
-        if self.after is not None:
-            after = [["b", v.hex()] if isinstance(v, bytes) else ["s", v] for v in self.after]
+        after = None if self.after is None else key_to_json(self.after)
         return {"tables": list(self.tables), "table": self.table, "after": after, "rows": self.rows}
 
     @classmethod
@@ -231,13 +229,23 @@ class SnapshotCursor:
         if raw is not None:
             if not isinstance(raw, list):
                 raise PositionError(f"snapshot cursor field 'after' must be a list, got {raw!r}")
-            after = tuple(_key_value(item) for item in raw)
+            after = key_from_json(raw)
         return cls(
             tables=tuple(tables),
             table=_opt_int(data.get("table", 0), "table") or 0,
             after=after,
             rows=_opt_int(data.get("rows", 0), "rows") or 0,
         )
+
+
+def key_to_json(values: Sequence[KeyValue]) -> list[list[str]]:
+    """Raw key values as JSON: ``["s", text]`` or ``["b", hex]`` each (the form snapshot cursors use)."""
+    return [["b", v.hex()] if isinstance(v, bytes) else ["s", v] for v in values]
+
+
+def key_from_json(items: Sequence[Any]) -> tuple[KeyValue, ...]:
+    """The raw key values :func:`key_to_json` wrote (:class:`PositionError` for anything else)."""
+    return tuple(_key_value(item) for item in items)
 
 
 def _key_value(item: Any) -> KeyValue:

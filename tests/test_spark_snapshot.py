@@ -15,18 +15,24 @@ pytest.importorskip("deltalake")
 from test_spark_source import run_workload, source_options, start_query, wait_mirrored
 
 from canal.spark import DeltaMirror
+from canal.spark.chunks import PARTITION_SEQ_BASE
 from canal.spark.testing import SHOP_TABLES, master_position, no_batch_twice
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-def test_initial_snapshot_of_a_populated_database_then_streaming(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["driver", "executors"])
+def test_initial_snapshot_of_a_populated_database_then_streaming(
+    mariadb: Any, spark: Any, tmp_path: Path, reader: str
+) -> None:
     conn = mariadb.connect()
     db = mariadb.database
     work = run_workload(conn, db, 150)  # rows the pipeline has never seen in the binlog it will read
     options = source_options(mariadb, master_position(conn), tmp_path / "ckpt.canal-spool")
     del options["master.journal.name"], options["master.position"]  # a first start: the server's position now
     options |= {"pycanal.snapshot.mode": "initial", "pycanal.snapshot.chunk.rows": "40"}
+    if reader == "executors":  # ranges of 40 rows read on executors, two per micro-batch
+        options |= {"snapshot.partitions": "2", "snapshot.partition.rows": "40"}
     checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
     seen: dict[int, list[list[Any]]] = {}
     crashed: list[int] = []
@@ -57,5 +63,8 @@ def test_initial_snapshot_of_a_populated_database_then_streaming(mariadb: Any, s
     assert len(replayed) == 2 and replayed[0] == replayed[1]
     snapshot_rows = [r for runs in seen.values() for r in runs[-1] if r["type"] == "SNAPSHOT"]
     assert len({(r["keys"]) for r in snapshot_rows}) >= 150  # the rows that were there before the query
+    # where they were read: executor ranges number their rows after the micro-batch's binlog rows
+    from_ranges = {(r["seq"] & 0xFFFFFFFF) >= PARTITION_SEQ_BASE for r in snapshot_rows}
+    assert from_ranges == {reader == "executors"}
     no_batch_twice(mirror, db, SHOP_TABLES)
     conn.close()

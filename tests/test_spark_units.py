@@ -305,6 +305,9 @@ def test_options_from_a_properties_file_with_overrides(tmp_path: Path) -> None:
         ("prefetch", "maybe"),
         ("maxRowsPerTrigger", "0"),
         ("maxBytesPerTrigger", "lots"),
+        ("snapshot.partitions", "0"),
+        ("snapshot.partitions", "513"),
+        ("snapshot.partition.rows", "-5"),
     ],
 )
 def test_bad_reader_options_are_refused_by_name(tmp_path: Path, key: str, value: str) -> None:
@@ -314,6 +317,21 @@ def test_bad_reader_options_are_refused_by_name(tmp_path: Path, key: str, value:
     assert not (tmp_path / "spool").exists()
     good = CanalStreamReader({**options, key: {"prefetch": "off"}.get(key, "2")})
     assert good.prefetch is (key != "prefetch")
+
+
+def test_executor_partitions_take_only_the_initial_snapshot_mode(tmp_path: Path) -> None:
+    options = {
+        "destination": "d",
+        "master.address": "127.0.0.1:3306",
+        "spool.dir": str(tmp_path / "spool"),
+        "snapshot.partitions": "4",
+    }
+    for mode in ("when_needed", "initial_only"):
+        with pytest.raises(SparkSourceError, match=f"snapshot mode initial or never, not {mode}"):
+            CanalStreamReader({**options, "pycanal.snapshot.mode": mode})
+    assert not (tmp_path / "spool").exists()
+    reader = CanalStreamReader({**options, "pycanal.snapshot.mode": "initial"})
+    assert reader.partitions_per_batch == 4 and reader.partition_rows == 100_000
 
 
 def test_vacuum_deletes_rewritten_files_and_replays_are_still_skipped(tmp_path: Path) -> None:

@@ -30,13 +30,43 @@ from canal.protocol import TableSchema
 from canal.snapshot.values import column_expression, rows_reader
 from canal.sql import quote_name
 
-__all__ = ["Chunk", "ChunkReader"]
+__all__ = ["Chunk", "ChunkReader", "begin_consistent_read", "key_after", "key_after_arguments"]
 
 
 FIRST_CHUNK_ROWS = 256  # a table's first chunk: enough rows to measure their size before chunks grow
 _VALUE_OVERHEAD = 48  # bytes a value costs in memory beyond its text (the Python object around it)
 _SAMPLE_ROWS = 32  # rows of a chunk measured for the size of the next one
 _NET_WRITE_TIMEOUT_S = 86_400  # a streamed table waits for its consumer between pieces: the server must not give up
+
+
+def key_after(keys: Sequence[str]) -> str:
+    """``(k1, k2, ...) > (%s, %s, ...)`` as ORs of equal prefixes and one greater column (a range the optimizer
+    reads on the key's index); its arguments: :func:`key_after_arguments`."""
+    quoted = [quote_name(k) for k in keys]
+    terms = []
+    for i in range(len(quoted)):
+        equal = [f"{k} = %s" for k in quoted[:i]]
+        terms.append("(" + " AND ".join([*equal, f"{quoted[i]} > %s"]) + ")")
+    return "(" + " OR ".join(terms) + ")"
+
+
+def key_after_arguments(after: Sequence[Any]) -> list[Any]:
+    """The arguments of :func:`key_after` for the key ``after``."""
+    return [value for i in range(len(after)) for value in after[: i + 1]]
+
+
+def begin_consistent_read(cur: Any) -> EntryPosition:
+    """Start a read-only transaction ``WITH CONSISTENT SNAPSHOT`` on ``cur``'s connection and return the binlog
+    position its snapshot is exact at (MariaDB's ``binlog_snapshot_file`` / ``_position``)."""
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+    cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+    status = {_str(name).lower(): _str(value) for name, value in cur.fetchall()}
+    if "binlog_snapshot_file" not in status:
+        raise SourceError(
+            "the server reports no binlog_snapshot_file: an exact snapshot needs MariaDB's consistent "
+            "snapshot position (MySQL is not supported by the snapshot yet)"
+        )
+    return EntryPosition(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
 
 
 @attrs.frozen(slots=True)
@@ -125,18 +155,6 @@ class ChunkReader:
 
     # -- reading ---------------------------------------------------------------------------------------------------
 
-    def _where(self, keys: Sequence[str]) -> str:
-        """``(k1, k2, ...) > (%s, %s, ...)`` as ORs of equal prefixes and one greater column."""
-        quoted = [quote_name(k) for k in keys]
-        terms = []
-        for i in range(len(quoted)):
-            equal = [f"{k} = %s" for k in quoted[:i]]
-            terms.append("(" + " AND ".join([*equal, f"{quoted[i]} > %s"]) + ")")
-        return " WHERE " + " OR ".join(terms)
-
-    def _arguments(self, after: Sequence[Any]) -> list[Any]:
-        return [value for i in range(len(after)) for value in after[: i + 1]]
-
     def _connection(self) -> Any:
         conn = self._conn
         if conn is None:
@@ -146,18 +164,6 @@ class ChunkReader:
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 cur.execute(f"SET SESSION net_write_timeout = {_NET_WRITE_TIMEOUT_S}")
         return conn
-
-    @staticmethod
-    def _begin(cur: Any) -> EntryPosition:
-        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-        status = {_str(name).lower(): _str(value) for name, value in cur.fetchall()}
-        if "binlog_snapshot_file" not in status:
-            raise SourceError(
-                "the server reports no binlog_snapshot_file: an exact snapshot needs MariaDB's consistent "
-                "snapshot position (MySQL is not supported by the snapshot yet)"
-            )
-        return EntryPosition(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
 
     def read(self, after: Sequence[Any] | None = None) -> Chunk:
         """The chunk after raw key ``after`` (None: from the start), exact at the position it reports. A table
@@ -173,14 +179,14 @@ class ChunkReader:
         sql = self._select
         args: list[Any] = []
         if after is not None:
-            sql += self._where(keys)
-            args = self._arguments(after)
+            sql += " WHERE " + key_after(keys)
+            args = key_after_arguments(after)
         limit = self.rows_per_chunk
         sql += " ORDER BY " + ", ".join(quote_name(k) for k in keys) + f" LIMIT {limit}"
         conn = self._connection()
         try:
             with conn.cursor() as cur:
-                position = self._begin(cur)
+                position = begin_consistent_read(cur)
                 cur.execute(sql, args)
                 raw_rows = cur.fetchall()
                 cur.execute("COMMIT")
@@ -200,7 +206,7 @@ class ChunkReader:
         conn = self._connection()
         try:
             cur = conn.cursor(pymysql.cursors.SSCursor)
-            self._streaming_at = self._begin(cur)
+            self._streaming_at = begin_consistent_read(cur)
             cur.execute(self._select)
             self._streaming = cur
         except BaseException:

@@ -316,7 +316,8 @@ class _TableCodec:
 _CODECS: dict[int, tuple[TableSchema, _TableCodec]] = {}
 
 
-def _codec(table: TableSchema) -> _TableCodec:
+def table_codec(table: TableSchema) -> _TableCodec:
+    """The encoders of ``table``'s layout (made once per layout, kept for the next rows)."""
     hit = _CODECS.get(id(table))
     if hit is not None and hit[0] is table:
         return hit[1]
@@ -384,10 +385,10 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             after.append(None)
         elif rc.event_type.is_dml and rc.rows:
             table = rc.rows[0].table
-            codec = _codec(table)
+            codec = table_codec(table)
             for row in rc.rows:
                 if row.table is not table:  # one row event has one table map; guard anyway
-                    table, codec = row.table, _codec(row.table)
+                    table, codec = row.table, table_codec(row.table)
                 if row.after is not None:
                     key = codec.keys(row.after)
                     old_key = None if row.before is None else codec.keys(row.before)

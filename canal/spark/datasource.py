@@ -7,10 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+    SimpleDataSourceStreamReader,
+)
 
 from canal.spark.changes import CHANGE_SCHEMA_DDL
-from canal.spark.source import CanalStreamReader
+from canal.spark.source import CanalStreamReader, partitioned_options
 
 try:
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
@@ -22,6 +27,20 @@ class CanalSimpleStreamReader(CanalStreamReader, SimpleDataSourceStreamReader, _
     """The ``canal`` source's reader: :class:`~canal.spark.source.CanalStreamReader` as pyspark sees it."""
 
 
+class CanalPartitionedStreamReader(CanalStreamReader, DataSourceStreamReader, _AvailableNow):
+    """The reader with option ``snapshot.partitions``: snapshot ranges are input partitions read on executors
+    (:mod:`canal.spark.chunks`); the binlog rows travel to an executor inside a partition."""
+
+    def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
+        return self.latest(start)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        return [InputPartition(value) for value in self.partition_values(start, end)]
+
+    def read(self, partition: InputPartition) -> Any:  # type: ignore[override]
+        return self.read_value(partition.value)
+
+
 class CanalDataSource(DataSource):
     """``spark.readStream.format("canal")``: change rows of one canal destination."""
 
@@ -31,6 +50,11 @@ class CanalDataSource(DataSource):
 
     def schema(self) -> str:
         return CHANGE_SCHEMA_DDL
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        if partitioned_options(self.options):
+            return CanalPartitionedStreamReader(dict(self.options))
+        return super().streamReader(schema)  # not implemented: pyspark takes the simple reader
 
     def simpleStreamReader(self, schema: Any) -> CanalSimpleStreamReader:
         return CanalSimpleStreamReader(dict(self.options))

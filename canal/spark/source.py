@@ -40,6 +40,16 @@ so a replay never depends on how the binlog happens to be cut into batches the s
 
 Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` records the master's current binlog position; reads stop at
 the first entry past it.
+
+Snapshots on executors. With ``pycanal.snapshot.mode=initial``, the reader process reads the snapshot's rows itself
+(the instance's snapshot, :mod:`canal.snapshot`). With ``snapshot.partitions`` (ranges per micro-batch, at most 512)
+the source instead plans each table's key ranges of ``snapshot.partition.rows`` rows (default 100000) on the driver and
+executors read them, each over its own connection at its own consistent-snapshot position, so an initial load scales
+with executors (:mod:`canal.spark.chunks` says why the mirror still ends equal, and what the driver's snapshot gives
+that this does not). The reader is then a ``DataSourceStreamReader``: a micro-batch's binlog rows travel to an executor
+inside a partition, and each range's rows are spooled by the executor that reads them, under ``spool.dir`` -- which
+must then be reachable from the executors (in a cluster, a shared file system, as the checkpoint is). Snapshot modes
+other than ``initial`` and ``never`` are refused with this option.
 """
 
 from __future__ import annotations
@@ -49,13 +59,13 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
 
-from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, parse_bool
+from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
 from canal.log import destination_logger
@@ -71,6 +81,14 @@ from canal.spark.changes import (
     has_position,
     moved,
     offset_of,
+)
+from canal.spark.chunks import (
+    MAX_PARTITIONS,
+    ChunkPartition,
+    ChunkPlanner,
+    ChunkRange,
+    discard_chunks_through,
+    read_chunk,
 )
 from canal.spark.spool import Spool
 
@@ -122,8 +140,12 @@ _READER_KEYS = frozenset(
         "path",
         "maxrowspertrigger",
         "maxbytespertrigger",
+        "snapshot.partitions",
+        "snapshot.partition.rows",
     }
 )
+_PARTITION_FIELDS = ("chunks", "planned", "spooled")  # offset fields of the executor snapshot (not the binlog's)
+_PARTITION_BYTES = 32 << 20  # binlog rows travel to executors inside partitions of at most this much Arrow IPC
 
 _LOG = logging.getLogger(__name__)
 
@@ -196,6 +218,8 @@ class _Session:
         self.prefetched: tuple[str, Any, Offset] | None = None  # (canonical start, record batch, end offset)
         self.carry: list[Any] = []  # entries of an instance batch a read cap cut off: the next batch's first
         self.carry_id: int | None = None  # that instance batch's id
+        self.initial: tuple[Offset, dict[str, Any] | None] | None = None  # executor snapshot: where a new query starts
+        self.planner: ChunkPlanner | None = None  # executor snapshot: its ranges' planner
 
     def finish_prefetch(self) -> None:
         """Wait for the batch being prepared in the background, if any."""
@@ -245,8 +269,38 @@ def _session(options: Mapping[str, str]) -> _Session:
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(key)
         if session is None:
-            session = _SESSIONS[key] = _Session(config_from_options(options))
+            config = config_from_options(options)
+            if partitioned_options(options):
+                # the source plans the snapshot itself (executor partitions): the instance only streams
+                config = attrs.evolve(config, snapshot=attrs.evolve(config.snapshot, mode=SnapshotMode.NEVER))
+            session = _SESSIONS[key] = _Session(config)
         return session
+
+
+def partitioned_options(options: Mapping[str, str]) -> bool:
+    """Whether the source options ask for snapshot ranges read on executors (``snapshot.partitions``)."""
+    return any(k.lower() == "snapshot.partitions" for k in options)
+
+
+class SourceConnector:
+    """Opens a snapshot connection (conversions off) to the master the source options name; picklable, for
+    executors. Its repr names the destination only: the options hold credentials."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._options = dict(options)
+
+    def __repr__(self) -> str:
+        return f"SourceConnector(destination={config_from_options(self._options).destination!r})"
+
+    def __call__(self) -> Any:
+        from canal.parse.sources import source_factory
+
+        config = config_from_options(self._options)
+        source = source_factory(config)(config.master)
+        connect = getattr(source, "snapshot_connection", None)
+        if connect is None:
+            raise SparkSourceError(f"snapshot.partitions reads tables over SQL: {type(source).__name__} cannot")
+        return connect()
 
 
 def close_sessions() -> None:
@@ -285,8 +339,23 @@ class CanalStreamReader:
             _cap_option(lower, "maxRowsPerTrigger"),
             _cap_option(lower, "maxBytesPerTrigger"),
         )
-        self.destination = config_from_options(self.options).destination  # validates the options early
+        config = config_from_options(self.options)  # validates the options early
+        self.destination = config.destination
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
+        # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
+        self.partitions_per_batch: int | None = None
+        self.partition_rows = _reader_option(lower, "snapshot.partition.rows", "100000", int)
+        if "snapshot.partitions" in lower:
+            self.partitions_per_batch = _reader_option(lower, "snapshot.partitions", "", int)
+            if self.partitions_per_batch > MAX_PARTITIONS:
+                raise SparkSourceError(
+                    f"canal source option snapshot.partitions = '{self.partitions_per_batch}': at most {MAX_PARTITIONS}"
+                )
+            if config.snapshot.mode not in (SnapshotMode.NEVER, SnapshotMode.INITIAL):
+                raise SparkSourceError(
+                    f"canal source option snapshot.partitions takes snapshot mode initial or never, not "
+                    f"{config.snapshot.mode.value}"
+                )
 
     def initialOffset(self) -> Offset:
         return dict(INITIAL_OFFSET)
@@ -407,6 +476,149 @@ class CanalStreamReader:
         session.prefetcher = threading.Thread(target=prepare, name="canal-spark-prefetch", daemon=True)
         session.prefetcher.start()
 
+    # -- executor snapshot partitions (option snapshot.partitions; see canal.spark.chunks) ---------------------------
+
+    def latest(self, start: Offset) -> Offset:
+        """The end of the micro-batch after ``start``: its binlog rows (prepared and spooled here, as :meth:`read`
+        does) and up to ``snapshot.partitions`` planned ranges of the snapshot, recorded in the end offset
+        (``planned``, with the plan's progress after them in ``chunks``, and ``spooled``, where the binlog rows are
+        spooled) so that :meth:`partition_values` gives the same partitions for it on every call. ``start`` itself
+        when nothing is new."""
+        session = _session(self.options)
+        binlog_start = _binlog_view(start)
+        progress = start.get("chunks")
+        if "chunks" not in start:  # the query's first micro-batch: is an initial snapshot due?
+            binlog_start, progress = self._initial(session, binlog_start)
+        session.finish_prefetch()
+        spooled = session.take_prefetched(binlog_start) or self.spool.read(binlog_start)
+        if spooled is None:
+            spooled = self._prepare(session, binlog_start, wait=progress is None)
+        binlog_end = binlog_start if spooled is None else spooled[1]
+        ranges: list[ChunkRange] = []
+        after = None
+        if progress is not None:
+            assert self.partitions_per_batch is not None
+            ranges, after = self._planner(session, progress["tables"]).plan(progress, self.partitions_per_batch)
+        if spooled is None and not ranges and progress == after and "chunks" in start:
+            return start
+        end: Offset = {
+            **binlog_end,
+            "batch": int(start.get("batch", 0)) + 1,
+            "chunks": after,
+            "planned": [r.to_json() for r in ranges],
+            "spooled": None if spooled is None else binlog_start,
+        }
+        with session.lock:
+            if session.pos is not None and canonical(session.pos) == canonical(binlog_end):
+                session.pos = _binlog_view(end)  # the next micro-batch's binlog rows start here
+        self._prefetch(session, _binlog_view(end))
+        return end
+
+    def _initial(self, session: _Session, start: Offset) -> tuple[Offset, dict[str, Any] | None]:
+        """Where a new query's binlog rows start and the snapshot plan it runs (None: none); decided once per
+        session.
+
+        An initial snapshot is due as for an instance: snapshot mode ``initial``, no configured position and no
+        saved cursor. The stream is then pinned to the server's current position before anything is planned, so
+        every range is read after it."""
+        if session.initial is not None:
+            return session.initial
+        config = config_from_options(self.options)  # the user's config: its snapshot mode
+        master = config.master
+        due = (
+            config.snapshot.mode is SnapshotMode.INITIAL
+            and not has_position(start)
+            and not (master.journal_name or master.timestamp is not None or master.gtid)
+        )
+        if due:
+            with session.lock:
+                due = session.open_at(start).get_cursor() is None
+        if not due:
+            session.initial = (start, None)
+            return session.initial
+        now = _master_position(config)
+        assert now is not None
+        pinned: Offset = {
+            **start,
+            "file": now.journal_name,
+            "offset": now.position,
+            "included": False,
+            "timestamp": now.timestamp,
+            "server_id": now.server_id,
+            "gtid": now.gtid,
+        }
+        with session.lock:
+            session.open_at(pinned)
+        planner = self._planner(session, config.snapshot.tables)
+        destination_logger(__name__, self.destination).info(
+            "snapshot of %d tables on executors, streaming from %s:%s",
+            len(planner.layouts),
+            now.journal_name,
+            now.position,
+        )
+        session.initial = (pinned, ChunkPlanner.start(list(planner.layouts)))
+        return session.initial
+
+    def _planner(self, session: _Session, tables: Sequence[str] | None) -> ChunkPlanner:
+        """The planner of ``tables`` (None: the captured ones), their layouts read once per session."""
+        planner = session.planner
+        if planner is None or (tables is not None and not set(tables) <= set(planner.layouts)):
+            # an instance that is not started reads the catalog over SQL and checks the tables, nothing else
+            layouts = Instance(session.config).snapshot_layouts(tables)
+            planner = session.planner = ChunkPlanner(SourceConnector(self.options), layouts, self.partition_rows)
+        return planner
+
+    def partition_values(self, start: Offset, end: Offset) -> list[Any]:
+        """What the executors read for the micro-batch ``start`` .. ``end``: its binlog rows (Arrow IPC bytes, from
+        the spool) and a :class:`~canal.spark.chunks.ChunkPartition` per planned range."""
+        import pyarrow as pa
+
+        values: list[Any] = []
+        spooled_from = end.get("spooled")
+        if spooled_from is not None:
+            spooled = self.spool.read(spooled_from)
+            if spooled is None:
+                raise SparkSourceError(
+                    f"no spooled batch starts at {canonical(spooled_from)} in {self.spool.root}: cannot replay "
+                    f"{canonical(start)} .. {canonical(end)} deterministically"
+                )
+            batch = spooled[0]
+            pieces = max(1, -(-batch.nbytes // _PARTITION_BYTES))
+            step = max(1, -(-batch.num_rows // pieces))
+            for first in range(0, batch.num_rows, step):
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, batch.schema) as writer:
+                    writer.write_batch(batch.slice(first, step))
+                values.append(sink.getvalue().to_pybytes())
+        planned = [ChunkRange.from_json(r) for r in end.get("planned") or ()]
+        if planned:
+            planner = self._planner(_session(self.options), sorted({r.table for r in planned}))
+            batch_no = int(end.get("batch", 0))
+            for index, chunk in enumerate(planned):
+                values.append(
+                    ChunkPartition(
+                        SourceConnector(self.options),
+                        str(self.spool.root),
+                        self.destination,
+                        batch_no,
+                        index,
+                        planner.layouts[chunk.table],
+                        planner.chunk_key(chunk.table),
+                        chunk,
+                    )
+                )
+        return values
+
+    @staticmethod
+    def read_value(value: Any) -> Iterator[Any]:
+        """The rows of one value of :meth:`partition_values` (on an executor)."""
+        import pyarrow as pa
+
+        if isinstance(value, ChunkPartition):
+            yield from read_chunk(value)
+            return
+        yield from pa.ipc.open_stream(pa.BufferReader(value)).read_all().to_batches()
+
     def readBetweenOffsets(self, start: Offset, end: Offset) -> Iterator[Any]:
         batches = []
         current = start
@@ -456,6 +668,8 @@ class CanalStreamReader:
                 f"({type(exc).__name__}: {exc}); the rows stay spooled and are read again from the checkpoint"
             ) from exc
         self.spool.discard_through(end)
+        if self.partitions_per_batch is not None:
+            discard_chunks_through(str(self.spool.root), int(end.get("batch", 0)))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = _master_position(config_from_options(self.options))
@@ -481,6 +695,11 @@ def _reader_option(options: Mapping[str, str], key: str, default: str, parse: Ca
         expected = "true or false" if parse is parse_bool else f"a positive {getattr(parse, '__name__', 'number')}"
         raise SparkSourceError(f"canal source option {key} = {text!r}: expected {expected}")
     return value
+
+
+def _binlog_view(offset: Mapping[str, Any]) -> Offset:
+    """An offset without the executor snapshot's fields: where the binlog rows stand."""
+    return {k: v for k, v in offset.items() if k not in _PARTITION_FIELDS}
 
 
 def _at_or_past(position: EntryPosition, target: EntryPosition) -> bool:

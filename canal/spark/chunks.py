@@ -1,0 +1,496 @@
+"""Snapshot chunks read on Spark executors: the driver plans key ranges, executors read them.
+
+With ``snapshot.partitions`` set, the ``canal`` source does not read a snapshot's rows in its one reader process.
+The driver plans each table's chunks as primary-key ranges (:class:`ChunkPlanner`: index-only boundary queries),
+at most ``snapshot.partitions`` of them per micro-batch, beside that micro-batch's binlog rows. Each range becomes an
+input partition that an executor reads (:func:`read_chunk`) over its own connection, in one read-only transaction
+``WITH CONSISTENT SNAPSHOT``, and turns into SNAPSHOT change rows. An initial load then scales with executors.
+
+Why the mirror still ends equal to the source. The stream starts at the server's position ``S``, pinned before
+anything is planned; every range is read at a position ``P`` after ``S`` and after the end ``E`` of the binlog rows of
+its micro-batch (the executor reads after the driver planned the batch, and ``E`` was already in the binlog). A
+range's rows are the table's rows at ``P``, exactly (MariaDB's consistent snapshot position), so they are newer than
+every binlog row of their micro-batch: their ``seq`` numbers follow those rows' (:data:`PARTITION_SEQ_BASE`). Binlog
+rows of positions between ``E`` and ``P`` reach the mirror in later micro-batches, after the range's rows. Each is a
+full image applied as an upsert or a delete, so for every key the last one before ``P`` leaves the row as it was at
+``P`` -- the state the range already wrote -- and everything after ``P`` applies as usual. Rows beyond a table's last
+key at planning time (read after ``S``) come only through the binlog, which holds their inserts.
+
+What this gives up against the driver's snapshot (:mod:`canal.snapshot`): there, a chunk's rows join the stream at
+their exact position, so the mirror only ever moves forward. Here, between the micro-batch holding a range and the
+one holding the binlog up to ``P``, a mirror row can show a state older than one it showed before; it converges once
+the stream passes ``P``.
+
+Replays. A micro-batch Spark planned but did not commit must come back identically, but a range read again would be
+read at a newer position. So an executor writes the range's rows to the spool directory first (Arrow IPC, fsynced,
+renamed) and returns what the file holds; a replay returns the file. The spool directory must therefore be reachable
+from the executors (a shared file system in a cluster, as the checkpoint is).
+
+Reading fast. For a table whose key is its primary key and whose columns are all of the types below, the server
+renders each row's key and image as the change row's JSON text (``CONCAT`` / ``JSON_QUOTE``) and joins a piece of
+rows into one value (``GROUP_CONCAT``), which pyarrow splits: no Python work per row. The text is the same as the
+Python encoder's (:mod:`canal.spark.changes`) for these types: integers and DECIMAL (plain digits), DATE, DATETIME
+and TIMESTAMP without fractional seconds (the session runs in UTC), and non-binary text, ENUM and JSON (MariaDB
+writes the hex digits of a few control characters in upper case; those rows are re-encoded). Other tables are read
+row by row through the snapshot's value readers and the same encoder as binlog rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from json.encoder import encode_basestring
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from canal.errors import SnapshotError
+from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
+from canal.protocol import ColumnMeta, TableSchema
+from canal.snapshot.reader import ChunkReader, begin_consistent_read, key_after, key_after_arguments
+from canal.snapshot.values import column_expression, rows_reader
+from canal.spark.changes import SEQ_BITS, arrow_schema, table_codec
+from canal.sql import quote_name, read_column_type
+from canal.sql.types import INTEGER_TYPES, TEXT_TYPES
+
+__all__ = [
+    "PARTITION_SEQ_BASE",
+    "PARTITION_SEQ_SPAN",
+    "ChunkPartition",
+    "ChunkPlanner",
+    "ChunkRange",
+    "discard_chunks_through",
+    "read_chunk",
+]
+
+PARTITION_SEQ_BASE = 1 << 31
+"""A micro-batch's binlog rows take ``seq`` indexes below this; its chunk partitions' rows follow them."""
+PARTITION_SEQ_SPAN = 1 << 22
+"""``seq`` indexes of one chunk partition: the most rows a range may hold when it is read."""
+MAX_PARTITIONS = PARTITION_SEQ_BASE // PARTITION_SEQ_SPAN
+"""Chunk partitions one micro-batch may hold (512)."""
+
+_PIECE_ROWS = 8192  # rows an executor reads per query of a range: what its memory holds at once
+_NET_WRITE_TIMEOUT_S = 86_400  # as the driver's reader: the server must not give up on a slow consumer
+_UPPER_HEX = r"\\u00[01][A-F]"  # MariaDB's JSON_QUOTE of U+000B, U+000E, U+000F, U+001A..U+001F
+
+
+# -- planning (the driver) -------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ChunkRange:
+    """Rows of table ``table`` (``db.table``) with key in ``(lo, hi]``; ``lo`` None: from the first row, ``hi``
+    None: to the last. A table without a chunk key is one range with both None."""
+
+    table: str
+    lo: tuple[KeyValue, ...] | None
+    hi: tuple[KeyValue, ...] | None
+
+    def to_json(self) -> list[Any]:
+        return [
+            self.table,
+            None if self.lo is None else key_to_json(self.lo),
+            None if self.hi is None else key_to_json(self.hi),
+        ]
+
+    @classmethod
+    def from_json(cls, data: Any) -> ChunkRange:
+        table, lo, hi = data
+        return cls(str(table), None if lo is None else key_from_json(lo), None if hi is None else key_from_json(hi))
+
+
+class ChunkPlanner:
+    """Plans the ranges of ``layouts``' tables, ``rows`` rows each, over connections from ``connect`` (pymysql,
+    conversions off).
+
+    The plan's progress (JSON, kept in the source's offsets): ``{"tables": [...], "table": i, "after": key | null,
+    "last": key | null, "rows": n}`` -- the table being planned, the key its next range starts after, its last key
+    when its planning began (ranges end there: later rows come through the binlog), and the rows planned so far.
+    """
+
+    def __init__(self, connect: Callable[[], Any], layouts: Sequence[TableSchema], rows: int) -> None:
+        if rows < 1:
+            raise ValueError("rows must be >= 1")
+        self._connect = connect
+        self.layouts = {t.full_name: t for t in layouts}
+        self.rows = rows
+        self._keys: dict[str, tuple[str, ...] | None] = {}
+
+    @staticmethod
+    def start(tables: Sequence[str]) -> dict[str, Any] | None:
+        """The progress of a plan of ``tables`` that has not begun (None: nothing to plan)."""
+        if not tables:
+            return None
+        return {"tables": list(tables), "table": 0, "after": None, "last": None, "rows": 0}
+
+    def chunk_key(self, name: str) -> tuple[str, ...] | None:
+        """The columns ``name``'s ranges follow (as the driver's snapshot chooses them), None: no key."""
+        if name not in self._keys:
+            reader = ChunkReader(self._connect, self.layouts[name])
+            try:
+                self._keys[name] = reader.chunk_key()
+            finally:
+                reader.close()
+        return self._keys[name]
+
+    def plan(self, progress: Mapping[str, Any] | None, limit: int) -> tuple[list[ChunkRange], dict[str, Any] | None]:
+        """Up to ``limit`` ranges after ``progress``, and the progress after them (None: every table planned)."""
+        if progress is None:
+            return [], None
+        tables: list[str] = list(progress["tables"])
+        table = int(progress["table"])
+        after = None if progress.get("after") is None else key_from_json(progress["after"])
+        last = None if progress.get("last") is None else key_from_json(progress["last"])
+        planned = int(progress.get("rows", 0))
+        ranges: list[ChunkRange] = []
+        conn = self._connect()
+        try:
+            while len(ranges) < limit and table < len(tables):
+                name = tables[table]
+                keys = self.chunk_key(name)
+                if keys is None:  # read whole, in one transaction
+                    ranges.append(ChunkRange(name, None, None))
+                    table, after, last = table + 1, None, None
+                    continue
+                quoted = ", ".join(quote_name(k) for k in keys)
+                relation = _relation(self.layouts[name])
+                if last is None:
+                    desc = ", ".join(f"{quote_name(k)} DESC" for k in keys)
+                    last = _first_row(conn, f"SELECT {quoted} FROM {relation} ORDER BY {desc} LIMIT 1", [])
+                    if last is None:  # empty now: whatever comes later is in the binlog
+                        table, after = table + 1, None
+                        continue
+                where = [f"NOT {key_after(keys)}"]
+                args = key_after_arguments(last)
+                if after is not None:
+                    where.append(key_after(keys))
+                    args += key_after_arguments(after)
+                boundary = _first_row(
+                    conn,
+                    f"SELECT {quoted} FROM {relation} WHERE {' AND '.join(where)} ORDER BY {quoted} "
+                    f"LIMIT 1 OFFSET {self.rows - 1}",
+                    args,
+                )
+                hi = last if boundary is None else boundary
+                ranges.append(ChunkRange(name, after, hi))
+                planned += self.rows
+                if hi == last:
+                    table, after, last = table + 1, None, None
+                else:
+                    after = hi
+        finally:
+            conn.close()
+        if table >= len(tables):
+            return ranges, None
+        return ranges, {
+            "tables": tables,
+            "table": table,
+            "after": None if after is None else key_to_json(after),
+            "last": None if last is None else key_to_json(last),
+            "rows": planned,
+        }
+
+
+def _relation(table: TableSchema) -> str:
+    return f"{quote_name(table.schema)}.{quote_name(table.table)}"
+
+
+def _first_row(conn: Any, sql: str, args: Sequence[Any]) -> tuple[KeyValue, ...] | None:
+    with conn.cursor() as cur:
+        cur.execute(sql, list(args))
+        row = cur.fetchone()
+    return None if row is None else tuple(row)
+
+
+# -- reading (an executor) -------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ChunkPartition:
+    """One range to read on an executor as part of micro-batch ``batch`` (its ``index``-th chunk partition).
+
+    ``connect`` opens the connection (pymysql, conversions off); it holds the source's credentials, so it is kept
+    out of the repr. ``spool_dir`` is where the rows are kept until the batch is committed."""
+
+    connect: Callable[[], Any] = attrs.field(repr=False)
+    spool_dir: str
+    destination: str
+    batch: int
+    index: int
+    table: TableSchema
+    key: tuple[str, ...] | None
+    range: ChunkRange
+
+    @property
+    def spool_path(self) -> Path:
+        return Path(self.spool_dir) / "chunks" / f"{self.batch:012d}-{self.index:04d}.arrow"
+
+
+def read_chunk(partition: ChunkPartition) -> Iterator[Any]:
+    """The SNAPSHOT change rows of ``partition``'s range: read once, at one consistent-snapshot position, written to
+    the spool, and returned from there -- so a replay returns the same rows."""
+    import pyarrow as pa
+
+    path = partition.spool_path
+    if not path.exists():
+        _write_chunk(partition, path)
+    with pa.memory_map(str(path)) as source:
+        table = pa.ipc.open_file(source).read_all()
+    yield from table.to_batches()
+
+
+def discard_chunks_through(spool_dir: str, batch: int) -> None:
+    """Delete the spooled ranges of micro-batches up to ``batch`` (committed: never read again)."""
+    root = Path(spool_dir) / "chunks"
+    if not root.exists():
+        return
+    for path in root.glob("*.arrow"):
+        try:
+            number = int(path.name.split("-", 1)[0])
+        except ValueError:
+            continue  # not ours
+        if number <= batch:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def _write_chunk(partition: ChunkPartition, path: Path) -> None:
+    import pyarrow as pa
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    conn = partition.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute(f"SET SESSION net_write_timeout = {_NET_WRITE_TIMEOUT_S}")
+            cur.execute("SET SESSION group_concat_max_len = @@max_allowed_packet")
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            position = begin_consistent_read(cur)
+        reader = _RangeReader(conn, partition)
+        rows = 0
+        read_ms = int(time.time() * 1000)
+        with open(tmp, "wb") as fh:
+            with pa.ipc.new_file(fh, arrow_schema()) as writer:
+                for keys, images in reader.pieces():
+                    if rows + len(keys) > PARTITION_SEQ_SPAN:
+                        raise SnapshotError(
+                            f"a snapshot range of {partition.table.full_name} holds more than {PARTITION_SEQ_SPAN} "
+                            "rows: lower snapshot.partition.rows"
+                        )
+                    writer.write_batch(
+                        _snapshot_rows(partition, position, read_ms, rows, keys, images),
+                    )
+                    rows += len(keys)
+            fh.flush()
+            os.fsync(fh.fileno())
+        with conn.cursor() as cur:
+            cur.execute("COMMIT")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    finally:
+        with contextlib.suppress(Exception):  # the rows are written (or the error is on its way): closing is cleanup
+            conn.close()
+
+
+def _snapshot_rows(
+    partition: ChunkPartition, position: EntryPosition, read_ms: int, first: int, keys: Any, images: Any
+) -> Any:
+    """Change rows (:func:`~canal.spark.changes.arrow_schema`) of SNAPSHOT rows: ``keys`` / ``images`` their JSON."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(keys)
+    table = partition.table
+    seq0 = (partition.batch << SEQ_BITS) + PARTITION_SEQ_BASE + partition.index * PARTITION_SEQ_SPAN + first
+    zeros = pa.array(np.zeros(n, dtype=np.int64))
+
+    def same(value: Any, type_: Any) -> Any:
+        return pa.array([value], type_).take(zeros)
+
+    arrays = {
+        "destination": same(partition.destination, pa.string()),
+        "seq": pa.array(np.arange(seq0, seq0 + n, dtype=np.int64)),
+        "schema": same(table.schema, pa.string()),
+        "table": same(table.table, pa.string()),
+        "type": same("SNAPSHOT", pa.string()),
+        "is_ddl": same(False, pa.bool_()),
+        "sql": pa.nulls(n, pa.string()),
+        "execute_time": same(read_ms * 1000, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        "log_file": same(position.journal_name, pa.string()),
+        "log_offset": same(position.position, pa.int64()),
+        "row_index": pa.array(np.arange(first, first + n, dtype=np.int32)),
+        "gtid": pa.nulls(n, pa.string()),
+        "keys": pa.array(keys, pa.string()) if isinstance(keys, list) else keys,
+        "old_keys": pa.nulls(n, pa.string()),
+        "before": pa.nulls(n, pa.string()),
+        "after": pa.array(images, pa.string()) if isinstance(images, list) else images,
+        "columns": same(table_codec(table).columns_json, pa.string()),
+    }
+    schema = arrow_schema()
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _json_cell(meta: ColumnMeta, quoted: str) -> str | None:
+    """SQL rendering ``meta``'s column as the change row's JSON value, as the Python encoder does; None: a type
+    whose server text differs from the encoder's (read in Python)."""
+    base = read_column_type(meta.mysql_type, strict=False).base
+    plain = f"IFNULL(CONCAT('\"', {quoted}, '\"'), 'null')"
+    if base in INTEGER_TYPES or base in ("decimal", "numeric", "date"):
+        return plain
+    if base in ("datetime", "timestamp") and meta.fsp == 0:
+        return plain
+    if (base in TEXT_TYPES and meta.charset is not None) or base in ("enum", "json"):
+        return f"IFNULL(JSON_QUOTE({quoted}), 'null')"
+    return None
+
+
+def _json_object(conn: Any, table: TableSchema, indexes: Sequence[int]) -> str | None:
+    """SQL rendering the columns at ``indexes`` as the encoder's JSON object; None if a column cannot be."""
+    parts: list[str] = []
+    for n, i in enumerate(indexes):
+        meta = table.columns[i]
+        cell = _json_cell(meta, quote_name(meta.name))
+        if cell is None:
+            return None
+        parts.append(conn.escape(("{" if n == 0 else ",") + encode_basestring(meta.name) + ":"))
+        parts.append(cell)
+    parts.append("'}'" if indexes else "'{}'")
+    return f"CONCAT({', '.join(parts)})"
+
+
+def _canonical_object(text: str) -> str:
+    """A JSON object of text values in the encoder's form (the key order kept)."""
+    cells = (
+        f"{encode_basestring(k)}:{'null' if v is None else encode_basestring(v)}" for k, v in json.loads(text).items()
+    )
+    return "{" + ",".join(cells) + "}"
+
+
+class _RangeReader:
+    """Reads one partition's range in pieces inside the transaction its connection has open."""
+
+    def __init__(self, conn: Any, partition: ChunkPartition) -> None:
+        self.conn = conn
+        self.table = table = partition.table
+        self.key = partition.key
+        self.range = partition.range
+        self.relation = _relation(table)
+        self.order = "" if self.key is None else ", ".join(quote_name(k) for k in self.key)
+        primary = tuple(table.names[i] for i in table.key_indexes)
+        self.json_keys = self.json_image = None
+        if self.key is not None and self.key == primary:  # the piece's last key is read back from its keys JSON
+            self.json_keys = _json_object(conn, table, table.key_indexes)
+            self.json_image = _json_object(conn, table, range(len(table.columns)))
+        self.decode = rows_reader(table)
+        self.codec = table_codec(table)
+        self.key_indexes = () if self.key is None else tuple(table.index_of(k) for k in self.key)
+        self.columns = ", ".join(column_expression(m, quote_name(m.name)) for m in table.columns)
+
+    def _where(self, after: tuple[KeyValue, ...] | None) -> tuple[str, list[Any]]:
+        assert self.key is not None
+        where: list[str] = []
+        args: list[Any] = []
+        if after is not None:
+            where.append(key_after(self.key))
+            args += key_after_arguments(after)
+        if self.range.hi is not None:
+            where.append(f"NOT {key_after(self.key)}")
+            args += key_after_arguments(self.range.hi)
+        return (" WHERE " + " AND ".join(where) if where else ""), args
+
+    def pieces(self) -> Iterator[tuple[Any, Any]]:
+        """(keys JSON, images JSON) of each piece of rows, in key order."""
+        if self.key is None:
+            yield from self._streamed()
+            return
+        after = self.range.lo
+        size = _PIECE_ROWS
+        while True:
+            piece = None
+            if self.json_image is not None:
+                piece = self._rendered(after, size)
+                if piece is None and size > 1:  # longer than group_concat_max_len: smaller pieces
+                    size //= 2
+                    continue
+            if piece is None:
+                piece = self._decoded(after, size)
+            keys, images, n, last = piece
+            if n:
+                yield keys, images
+            if n < size:
+                return
+            after = last
+            size = _PIECE_ROWS
+
+    def _rendered(self, after: tuple[KeyValue, ...] | None, size: int) -> tuple[Any, Any, int, Any] | None:
+        """A piece rendered by the server; None when its text was cut at ``group_concat_max_len``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        where, args = self._where(after)
+        sql = (
+            f"SELECT COUNT(*), GROUP_CONCAT(CONCAT({self.json_keys}, '\\t', {self.json_image}) ORDER BY {self.order} "
+            f"SEPARATOR '\\n') FROM (SELECT {self.order_columns()} FROM {self.relation}{where} ORDER BY {self.order} "
+            f"LIMIT {size}) AS piece"
+        )
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+            count_text, text = cur.fetchone()
+        count = int(count_text)
+        if count == 0:
+            return [], [], 0, None
+        if isinstance(text, bytes | bytearray):
+            text = bytes(text).decode("utf-8")
+        lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
+        if len(lines) != count:
+            return None
+        pairs = pc.split_pattern(lines, "\t", max_splits=1)
+        keys = pc.list_element(pairs, 0).cast(pa.string())
+        images = pc.list_element(pairs, 1).cast(pa.string())
+        if pc.any(pc.match_substring_regex(lines, _UPPER_HEX)).as_py():
+            keys = pa.array([_canonical_object(k) for k in keys.to_pylist()], pa.string())
+            images = pa.array([_canonical_object(v) for v in images.to_pylist()], pa.string())
+        last_keys = json.loads(keys[count - 1].as_py())
+        last = tuple(last_keys[k] for k in self.key or ())
+        return keys, images, count, last
+
+    def order_columns(self) -> str:
+        return ", ".join(quote_name(m.name) for m in self.table.columns)
+
+    def _decoded(self, after: tuple[KeyValue, ...] | None, size: int) -> tuple[Any, Any, int, Any]:
+        """A piece read as values and encoded in Python (as binlog rows are)."""
+        where, args = self._where(after)
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT {self.columns} FROM {self.relation}{where} ORDER BY {self.order} LIMIT {size}", args)
+            raw = cur.fetchall()
+        if not raw:
+            return [], [], 0, None
+        keys, images = self._encode(raw)
+        last = tuple(raw[-1][i] for i in self.key_indexes)
+        return keys, images, len(raw), last
+
+    def _encode(self, raw: Sequence[Sequence[Any]]) -> tuple[list[str | None], list[str | None]]:
+        rows = self.decode(raw)
+        codec = self.codec
+        return [codec.keys(r) for r in rows], [codec.image(r) for r in rows]
+
+    def _streamed(self) -> Iterator[tuple[Any, Any]]:
+        """A table without a chunk key: one unbuffered read of it, in pieces."""
+        import pymysql.cursors  # type: ignore[import-untyped]
+
+        cur = self.conn.cursor(pymysql.cursors.SSCursor)
+        try:
+            cur.execute(f"SELECT {self.columns} FROM {self.relation}")
+            while raw := cur.fetchmany(_PIECE_ROWS):
+                yield self._encode(raw)
+        finally:
+            cur.close()

@@ -1,0 +1,237 @@
+"""Snapshot ranges read on executors (``canal.spark.chunks``), on a real MariaDB and without Spark: the planner's
+ranges cover every row once (integer, string, composite, unique and missing keys), the server's rendering of the
+change-row JSON equals the Python encoder's for every type it renders, long rows fall back to smaller pieces, a range
+is read once and replayed from its spool, and nothing in a repr holds the password. The Spark path itself runs in
+``test_spark_snapshot.py``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyarrow")
+
+from canal.errors import SnapshotError
+from canal.instance import Instance
+from canal.spark import chunks
+from canal.spark.chunks import ChunkPartition, ChunkPlanner, ChunkRange, discard_chunks_through, read_chunk
+from canal.spark.source import SourceConnector, config_from_options
+
+pytestmark = pytest.mark.integration
+
+
+def _options(mariadb: Any) -> dict[str, str]:
+    return {
+        "destination": "chunks",
+        "master.address": mariadb.address,
+        "master.user": mariadb.user,
+        "master.password": mariadb.password,
+        "filter.regex": rf"{mariadb.database}\..*",
+    }
+
+
+def _layouts(mariadb: Any, *tables: str) -> dict[str, Any]:
+    config = config_from_options(_options(mariadb))
+    layouts = Instance(config).snapshot_layouts([f"{mariadb.database}.{t}" for t in tables])
+    return {t.table: t for t in layouts}
+
+
+def _partition(
+    mariadb: Any, spool: Path, layout: Any, key: tuple[str, ...] | None, rng: ChunkRange, index: int = 0
+) -> ChunkPartition:
+    return ChunkPartition(SourceConnector(_options(mariadb)), str(spool), "chunks", 7, index, layout, key, rng)
+
+
+def _rows(partition: ChunkPartition) -> list[dict[str, Any]]:
+    return [row for batch in read_chunk(partition) for row in batch.to_pylist()]
+
+
+def test_ranges_cover_every_row_once_whatever_the_key(mariadb: Any, tmp_path: Path) -> None:
+    db = mariadb.database
+    conn = mariadb.connect()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {db}.ints (id INT PRIMARY KEY, v INT)")
+        cur.execute(f"CREATE TABLE {db}.strs (code VARCHAR(20) PRIMARY KEY, v INT)")
+        cur.execute(f"CREATE TABLE {db}.pairs (a INT NOT NULL, b VARCHAR(8) NOT NULL, v INT, PRIMARY KEY (a, b))")
+        cur.execute(f"CREATE TABLE {db}.uniq (u INT NOT NULL, v INT, UNIQUE KEY uu (u))")
+        cur.execute(f"CREATE TABLE {db}.nokey (v INT)")
+        cur.execute(f"CREATE TABLE {db}.empty (id INT PRIMARY KEY)")
+        cur.executemany(f"INSERT INTO {db}.ints VALUES (%s, %s)", [(i * i - 40, i) for i in range(37)])
+        cur.executemany(f"INSERT INTO {db}.strs VALUES (%s, %s)", [(f"{'ab'[i % 2]}{i:03}é", i) for i in range(29)])
+        cur.executemany(f"INSERT INTO {db}.pairs VALUES (%s, %s, %s)", [(i % 5, f"k{i}", i) for i in range(31)])
+        cur.executemany(f"INSERT INTO {db}.uniq VALUES (%s, %s)", [(i * 3, i) for i in range(23)])
+        cur.executemany(f"INSERT INTO {db}.nokey VALUES (%s)", [(i % 4,) for i in range(11)])
+    names = ["ints", "strs", "pairs", "uniq", "nokey", "empty"]
+    layouts = _layouts(mariadb, *names)
+    planner = ChunkPlanner(SourceConnector(_options(mariadb)), list(layouts.values()), 7)
+    progress = ChunkPlanner.start([f"{db}.{n}" for n in names])
+    ranges: list[ChunkRange] = []
+    while progress is not None:  # three ranges per call, the progress through JSON as the offsets carry it
+        planned, progress = planner.plan(json.loads(json.dumps(progress)), 3)
+        assert len(planned) <= 3 and (planned or progress is None)  # an empty table needs no range
+        ranges += [ChunkRange.from_json(json.loads(json.dumps(r.to_json()))) for r in planned]
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    for index, rng in enumerate(ranges):
+        layout = layouts[rng.table.split(".", 1)[1]]
+        rows = _rows(_partition(mariadb, tmp_path, layout, planner.chunk_key(rng.table), rng, index))
+        assert len(rows) <= 7 or rng.lo is rng.hi is None
+        by_table.setdefault(layout.table, []).extend(rows)
+    assert "empty" not in by_table and planner.chunk_key(f"{db}.nokey") is None
+    assert planner.chunk_key(f"{db}.uniq") == ("u",)
+    for name in names[:-1]:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {db}.{name}")
+            (count,) = cur.fetchone()
+        got = [json.loads(r["after"]) for r in by_table[name]]
+        assert len(got) == count  # every row once
+        assert len({json.dumps(g, sort_keys=True) for g in got}) == len(got) or name == "nokey"
+        assert {r["type"] for r in by_table[name]} == {"SNAPSHOT"}
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT a, b FROM {db}.pairs ORDER BY a, b")
+        expected = [{"a": str(a), "b": b} for a, b in cur.fetchall()]
+    assert [json.loads(r["keys"]) for r in by_table["pairs"]] == expected  # key order, across ranges
+    conn.close()
+
+
+_TYPES = (
+    "id BIGINT UNSIGNED PRIMARY KEY, i TINYINT, d DECIMAL(12,4), big DECIMAL(30,10), day DATE, at DATETIME, "
+    "ts TIMESTAMP NULL, name VARCHAR(60), body TEXT, c CHAR(3), e ENUM('a','b c','\"q\"'), doc JSON"
+)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+_row = st.tuples(
+    st.one_of(st.none(), st.integers(-128, 127)),
+    st.one_of(st.none(), st.decimals(min_value=-99_999_999, max_value=99_999_999, places=4, allow_nan=False)),
+    st.one_of(st.none(), st.decimals(min_value=-(10**19), max_value=10**19, places=10, allow_nan=False)),
+    st.one_of(st.none(), st.dates(dt.date(1000, 1, 1), dt.date(9999, 12, 31))),
+    st.one_of(
+        st.none(),
+        st.datetimes(dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31)).map(lambda d: d.replace(microsecond=0)),
+    ),
+    st.one_of(
+        st.none(),
+        st.datetimes(dt.datetime(1971, 1, 1), dt.datetime(2037, 12, 31)).map(lambda d: d.replace(microsecond=0)),
+    ),
+    st.one_of(st.none(), _text),
+    st.one_of(st.none(), _text),
+    st.one_of(st.none(), st.text(st.characters(codec="ascii", exclude_characters=" "), max_size=3)),
+    st.one_of(st.none(), st.sampled_from(["a", "b c", '"q"'])),
+    st.one_of(st.none(), _text.map(lambda t: json.dumps({"t": t}, ensure_ascii=False))),
+)
+
+
+@pytest.fixture
+def typed_table(mariadb: Any) -> Any:
+    mariadb.server.execute(f"CREATE TABLE {mariadb.database}.typed ({_TYPES}) DEFAULT CHARSET=utf8mb4")
+    return _layouts(mariadb, "typed")["typed"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(_row, min_size=1, max_size=25))
+def test_the_servers_rendering_equals_the_encoder(
+    mariadb: Any, typed_table: Any, tmp_path_factory: Any, rows: list[Any]
+) -> None:
+    """Every type the server renders (a table of them takes the fast path) gives the text the Python encoder gives
+    the same values read row by row (a range without a key takes that path)."""
+    db = mariadb.database
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute(f"DELETE FROM {db}.typed")
+            cur.executemany(
+                f"INSERT INTO {db}.typed VALUES ({', '.join(['%s'] * 12)})",
+                [(n, *row) for n, row in enumerate(rows)],
+            )
+    finally:
+        conn.close()
+    spool = tmp_path_factory.mktemp("spool")
+    whole = ChunkRange(f"{db}.typed", None, None)
+    fast = _rows(_partition(mariadb, spool, typed_table, ("id",), whole, 0))
+    slow = _rows(_partition(mariadb, spool, typed_table, None, whole, 1))
+    assert [(r["keys"], r["after"]) for r in fast] == sorted(
+        ((r["keys"], r["after"]) for r in slow), key=lambda kv: int(json.loads(kv[0])["id"])
+    )
+    assert [r["seq"] & 0xFFFFFFFF for r in fast] == [chunks.PARTITION_SEQ_BASE + i for i in range(len(rows))]
+
+
+def test_control_characters_are_encoded_as_the_encoder_does(mariadb: Any, typed_table: Any, tmp_path: Path) -> None:
+    """MariaDB writes the hex digits of some control characters in upper case; those rows are re-encoded."""
+    db = mariadb.database
+    text = "".join(chr(c) for c in range(32)) + '\\u001A "\\'
+    mariadb.server.execute(f"INSERT INTO {db}.typed (id, name, body) VALUES (1, %s, 'plain')", (text[:60],))
+    whole = ChunkRange(f"{db}.typed", None, None)
+    fast = _rows(_partition(mariadb, tmp_path, typed_table, ("id",), whole, 0))
+    slow = _rows(_partition(mariadb, tmp_path, typed_table, None, whole, 1))
+    assert fast[0]["after"] == slow[0]["after"]
+    assert json.loads(fast[0]["after"])["name"] == text[:60]
+    assert "\\u001a" in fast[0]["after"] and "\\u001A" in fast[0]["after"]  # the character, then the literal text
+
+
+def test_rows_longer_than_a_piece_come_in_smaller_pieces(mariadb: Any, tmp_path: Path) -> None:
+    """A piece whose rendering is longer than ``group_concat_max_len`` (``max_allowed_packet``, 16 MB here) is read
+    again in halves; every row comes once, as the encoder writes it."""
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.wide (id INT PRIMARY KEY, body LONGTEXT)")
+    conn = mariadb.connect()
+    with conn.cursor() as cur:
+        for i in range(9):
+            cur.execute(f"INSERT INTO {db}.wide VALUES (%s, %s)", (i, chr(ord("a") + i) * 3_000_000))
+    conn.close()
+    layout = _layouts(mariadb, "wide")["wide"]
+    whole = ChunkRange(f"{db}.wide", None, None)
+    fast = _rows(_partition(mariadb, tmp_path, layout, ("id",), whole, 0))
+    assert [json.loads(r["keys"])["id"] for r in fast] == [str(i) for i in range(9)]
+    assert all(json.loads(r["after"])["body"] == chr(ord("a") + i) * 3_000_000 for i, r in enumerate(fast))
+
+
+def test_a_range_is_read_once_and_replayed_from_its_spool(mariadb: Any, tmp_path: Path) -> None:
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES (1, 'one'), (2, 'two'), (3, 'three')")
+    layout = _layouts(mariadb, "t")["t"]
+    partition = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", ("1",), ("3",)))
+    first = _rows(partition)
+    assert [json.loads(r["after"])["v"] for r in first] == ["two", "three"]  # (lo, hi]
+    mariadb.server.execute(f"UPDATE {db}.t SET v = 'changed'")
+    assert _rows(partition) == first  # the micro-batch replays: the same rows, read at the same position
+    assert partition.spool_path.exists()
+    discard_chunks_through(str(tmp_path), 6)  # an earlier batch's commit leaves it
+    assert partition.spool_path.exists()
+    discard_chunks_through(str(tmp_path), 7)
+    assert not partition.spool_path.exists()
+    assert [json.loads(r["after"])["v"] for r in _rows(partition)] == ["changed", "changed"]
+
+
+def test_a_range_too_large_for_its_seq_numbers_is_refused(
+    mariadb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+    mariadb.server.execute(f"INSERT INTO {db}.t SELECT seq FROM seq_1_to_10", database=db)
+    layout = _layouts(mariadb, "t")["t"]
+    monkeypatch.setattr(chunks, "PARTITION_SEQ_SPAN", 6)
+    partition = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, None))
+    with pytest.raises(SnapshotError, match=r"more than 6 rows: lower snapshot\.partition\.rows"):
+        _rows(partition)
+    assert not partition.spool_path.exists()
+    assert not list(partition.spool_path.parent.glob("*.tmp"))  # nothing half-written is left
+
+
+def test_partitions_pickle_and_show_no_password(mariadb: Any, tmp_path: Path) -> None:
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+    layout = _layouts(mariadb, "t")["t"]
+    partition = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, ("5",)))
+    copy = pickle.loads(pickle.dumps(partition))  # executors get them pickled
+    assert copy.range == partition.range and copy.table == partition.table
+    assert _rows(copy) == []
+    for text in (repr(partition), repr(partition.connect), str(partition)):
+        assert mariadb.password not in text
+    assert "chunks" in repr(partition.connect)
