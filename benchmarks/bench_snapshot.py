@@ -13,14 +13,18 @@ the shop tables' mix) with ``--rows`` rows. Per round, in this order:
 peak over the rounds (goal < 150). Steady state beside the headline: rows/s after the first chunk was acked.
 
 Then once through Spark (``local[2]``, after the rounds): a streaming query reads the ``canal`` source with
-``pycanal.snapshot.mode=initial`` and counts the SNAPSHOT rows of each micro-batch, timed from ``start()`` (the
-session exists before) to the batch that holds the last one. ``spark_ratio`` = those rows/s / the baseline's median
-(goal >= 1.5 with chunk partitions read on executors; today every row passes through the source's one reader
-process). ``--no-spark`` skips it (``spark_ratio`` null).
+``pycanal.snapshot.mode=initial`` and ``snapshot.partitions`` (``--partitions`` key ranges of ``--partition-rows``
+rows per micro-batch, read on the executors) and counts the SNAPSHOT rows of each micro-batch, timed from ``start()``
+(the session exists before) to the batch that holds the last one. ``spark_ratio`` = those rows/s / the baseline's
+median (goal >= 1.5). Beside it, labelled steady: the rows of the micro-batches after the first one that held
+snapshot rows, over the time from its end to the last one's (``spark_steady_ratio``). ``--no-spark`` skips it
+(``spark_ratio`` null).
 
     .venv/bin/python benchmarks/bench_snapshot.py [--rows 1000000] [--rounds 3] [--chunk-rows 10000] [--no-spark]
+        [--partitions 4] [--partition-rows 125000]
 
-Writes ``benchmarks/results/bench_snapshot.json``; the last line is ``RESULT ratio=... spark_ratio=... rss_mb=...``.
+Writes ``benchmarks/results/bench_snapshot.json``; the last line is
+``RESULT ratio=... steady_ratio=... spark_ratio=... spark_steady_ratio=... rss_mb=...``.
 """
 
 from __future__ import annotations
@@ -150,20 +154,22 @@ def snapshot(server: MariaDBServer, chunk_rows: int, round_no: int) -> tuple[int
 
 def through_spark(
     server: MariaDBServer, rows: int, chunk_rows: int, work: str, partitions: int, partition_rows: int
-) -> tuple[int, float, int]:
-    """(SNAPSHOT rows, seconds, micro-batches) of an initial snapshot read by a streaming query of the ``canal``
-    source, its ranges read on executors (``snapshot.partitions`` per micro-batch, ``partition_rows`` each)."""
+) -> tuple[int, float, list[list[float]]]:
+    """(SNAPSHOT rows, seconds, per micro-batch: [seconds from start() to its end, its SNAPSHOT rows]) of an initial
+    snapshot read by a streaming query of the ``canal`` source, its ranges read on executors (``snapshot.partitions``
+    per micro-batch, ``partition_rows`` each)."""
     from canal.spark import register
     from canal.spark.testing import local_spark, stop_spark
 
     spark = local_spark("pycanal-bench-snapshot", extra={"spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     seen = [0]
-    batches = [0]
+    batches: list[list[float]] = []
 
     def count(df: Any, batch_id: int) -> None:
-        seen[0] += df.filter("type = 'SNAPSHOT'").count()
-        batches[0] += 1
+        n = df.filter("type = 'SNAPSHOT'").count()
+        seen[0] += n
+        batches.append([round(time.perf_counter() - began, 3), n])
 
     try:
         register(spark)
@@ -198,7 +204,7 @@ def through_spark(
             query.stop()
     finally:
         stop_spark(spark)
-    return seen[0], seconds, batches[0]
+    return seen[0], seconds, batches
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ours[-1]:,.0f} rows/s (steady {steady[-1]:,.0f}), peak RSS +{peak:.1f} MB",
                 flush=True,
             )
-        spark_rate = None
+        spark_rate = spark_steady = None
         if not args.no_spark:
             with tempfile.TemporaryDirectory(prefix="bench-snapshot-spark-") as work:
                 n, seconds, spark_batches = through_spark(
@@ -242,10 +248,14 @@ def main(argv: list[str] | None = None) -> int:
                 )
             assert n == args.rows, n
             spark_rate = n / seconds
+            # steady state: the micro-batches after the first one that held snapshot rows (start-up excluded)
+            holding = [b for b in spark_batches if b[1]]
+            if len(holding) > 1:
+                spark_steady = sum(b[1] for b in holding[1:]) / (holding[-1][0] - holding[0][0])
             document["spark_micro_batches"] = spark_batches
             print(
-                f"through Spark (local[2], ranges on executors): {spark_rate:,.0f} rows/s, "
-                f"{spark_batches} micro-batches",
+                f"through Spark (local[2], ranges on executors): {spark_rate:,.0f} rows/s "
+                f"(steady {spark_steady or 0:,.0f}); micro-batches [end s, rows]: {spark_batches}",
                 flush=True,
             )
     finally:
@@ -263,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             "steady_ratio": round(statistics.median(steady) / base_rate, 3),
             "spark_rows_per_s": None if spark_rate is None else round(spark_rate),
             "spark_ratio": None if spark_ratio is None else round(spark_ratio, 3),
+            "spark_steady_rows_per_s": None if spark_steady is None else round(spark_steady),
+            "spark_steady_ratio": None if spark_steady is None else round(spark_steady / base_rate, 3),
             "rss_mb": round(rss_mb, 1),
             "rounds": {"baseline": base_rates, "snapshot": ours, "steady": steady, "rss_mb": peaks},
         }
@@ -270,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     write_result("bench_snapshot", document)
     print(
         f"RESULT ratio={ratio:.3f} steady_ratio={statistics.median(steady) / base_rate:.3f} "
-        f"spark_ratio={'null' if spark_ratio is None else f'{spark_ratio:.3f}'} rss_mb={rss_mb:.1f}"
+        f"spark_ratio={'null' if spark_ratio is None else f'{spark_ratio:.3f}'} "
+        f"spark_steady_ratio={'null' if spark_steady is None else f'{spark_steady / base_rate:.3f}'} "
+        f"rss_mb={rss_mb:.1f}"
     )
     return 0
 
