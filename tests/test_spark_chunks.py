@@ -235,3 +235,20 @@ def test_partitions_pickle_and_show_no_password(mariadb: Any, tmp_path: Path) ->
     for text in (repr(partition), repr(partition.connect), str(partition)):
         assert mariadb.password not in text
     assert "chunks" in repr(partition.connect)
+
+
+def test_a_server_without_backslash_escapes_renders_the_same(mariadb: Any, typed_table: Any, tmp_path: Path) -> None:
+    db = mariadb.database
+    mariadb.server.execute(
+        f"INSERT INTO {db}.typed (id, name, body) VALUES (1, 'tab\\there', 'a\\\\b'), (2, 'x', NULL)"
+    )
+    whole = ChunkRange(f"{db}.typed", None, None)
+    expected = _rows(_partition(mariadb, tmp_path, typed_table, None, whole, 1))
+    (mode,) = mariadb.server.execute("SELECT @@GLOBAL.sql_mode")[0]
+    mariadb.server.execute("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_BACKSLASH_ESCAPES')")
+    try:
+        fast = _rows(_partition(mariadb, tmp_path, typed_table, ("id",), whole, 0))
+    finally:
+        mariadb.server.execute("SET GLOBAL sql_mode = %s", (mode,))
+    assert [(r["keys"], r["after"]) for r in fast] == [(r["keys"], r["after"]) for r in expected]
+    assert json.loads(fast[0]["after"])["name"] == "tab\there"

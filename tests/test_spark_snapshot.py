@@ -4,6 +4,12 @@ identically, and the Delta mirror ends equal to the source."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +18,15 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
-from test_spark_source import run_workload, source_options, start_query, wait_mirrored
+from test_spark_source import (
+    DRIVER,
+    _children,
+    _wait_gone,
+    run_workload,
+    source_options,
+    start_query,
+    wait_mirrored,
+)
 
 from canal.spark import DeltaMirror
 from canal.spark.chunks import PARTITION_SEQ_BASE
@@ -66,5 +80,57 @@ def test_initial_snapshot_of_a_populated_database_then_streaming(
     # where they were read: executor ranges number their rows after the micro-batch's binlog rows
     from_ranges = {(r["seq"] & 0xFFFFFFFF) >= PARTITION_SEQ_BASE for r in snapshot_rows}
     assert from_ranges == {reader == "executors"}
+    no_batch_twice(mirror, db, SHOP_TABLES)
+    conn.close()
+
+
+def test_driver_killed_inside_an_executor_snapshot(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+    """SIGKILL of the driver process holding a micro-batch of executor-read ranges written to the mirror but not
+    committed: a new query from the checkpoint plans the same ranges, replays that batch from the spool (the mirror
+    skips it) and finishes the snapshot; with writes on both sides of the kill, the mirror ends equal."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    work = run_workload(conn, db, 150)
+    options = source_options(mariadb, master_position(conn), tmp_path / "ckpt.canal-spool")
+    del options["master.journal.name"], options["master.position"]
+    options |= {"pycanal.snapshot.mode": "initial", "snapshot.partitions": "2", "snapshot.partition.rows": "40"}
+    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
+    marker = tmp_path / "written"
+    args = json.dumps([options, str(checkpoint), str(mirror.root), str(marker)])
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 180
+        writes = 0
+        while not marker.exists():
+            assert driver.poll() is None, "the driver exited before batch 2"
+            assert time.monotonic() < deadline, "the driver did not reach batch 2"
+            if writes < 60:  # writes while the snapshot runs
+                work.transaction()
+                writes += 1
+            else:
+                time.sleep(0.05)  # polling an external process with a deadline
+        family = _children(driver.pid)
+        family += [c for p in list(family) for c in _children(p)]
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+        _wait_gone(family, 60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    spooled = sorted(p.name for p in (tmp_path / "ckpt.canal-spool" / "chunks").glob("*.arrow"))
+    # Spark's batch 2 (the third, its end offset's counter 3): its ranges stay spooled, uncommitted
+    assert spooled and all(name.startswith(f"{3:012d}-") for name in spooled)
+    for _ in range(20):
+        work.transaction()
+    query = start_query(spark, options, checkpoint, mirror)
+    try:
+        wait_mirrored(query, conn, mirror, db, deadline_s=180)
+    finally:
+        query.stop()
+    replayed = [r for r in mirror.history if r.batch_id == 2]
+    assert replayed and set(replayed[0].tables.values()) == {"skipped"}
     no_batch_twice(mirror, db, SHOP_TABLES)
     conn.close()

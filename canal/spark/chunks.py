@@ -270,6 +270,8 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
             cur.execute("SET SESSION time_zone = '+00:00'")
             cur.execute(f"SET SESSION net_write_timeout = {_NET_WRITE_TIMEOUT_S}")
             cur.execute("SET SESSION group_concat_max_len = @@max_allowed_packet")
+            # the pieces' separators are written '\t' and '\n': backslash escapes must be on
+            cur.execute("SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')")
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             position = begin_consistent_read(cur)
         reader = _RangeReader(conn, partition)
@@ -279,9 +281,15 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
             with pa.ipc.new_file(fh, arrow_schema()) as writer:
                 for keys, images in reader.pieces():
                     if rows + len(keys) > PARTITION_SEQ_SPAN:
+                        advice = (
+                            "lower snapshot.partition.rows"
+                            if partition.key is not None
+                            else "a table without a key is one range: give it a primary key or read it without "
+                            "snapshot.partitions"
+                        )
                         raise SnapshotError(
                             f"a snapshot range of {partition.table.full_name} holds more than {PARTITION_SEQ_SPAN} "
-                            "rows: lower snapshot.partition.rows"
+                            f"rows: {advice}"
                         )
                     writer.write_batch(
                         _snapshot_rows(partition, position, read_ms, rows, keys, images),
