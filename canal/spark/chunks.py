@@ -402,6 +402,7 @@ class _RangeReader:
         self.codec = table_codec(table)
         self.key_indexes = () if self.key is None else tuple(table.index_of(k) for k in self.key)
         self.columns = ", ".join(column_expression(m, quote_name(m.name)) for m in table.columns)
+        self.names = ", ".join(quote_name(m.name) for m in table.columns)
 
     def _where(self, after: tuple[KeyValue, ...] | None) -> tuple[str, list[Any]]:
         assert self.key is not None
@@ -421,15 +422,15 @@ class _RangeReader:
             yield from self._streamed()
             return
         after = self.range.lo
-        size = _PIECE_ROWS
+        size = _PIECE_ROWS  # halved while a piece's rendering is longer than group_concat_max_len (wide rows)
         while True:
             piece = None
             if self.json_image is not None:
                 piece = self._rendered(after, size)
-                if piece is None and size > 1:  # longer than group_concat_max_len: smaller pieces
+                if piece is None and size > 1:
                     size //= 2
                     continue
-            if piece is None:
+            if piece is None:  # a row too long to render in one value: read it as values
                 piece = self._decoded(after, size)
             keys, images, n, last = piece
             if n:
@@ -437,7 +438,6 @@ class _RangeReader:
             if n < size:
                 return
             after = last
-            size = _PIECE_ROWS
 
     def _rendered(self, after: tuple[KeyValue, ...] | None, size: int) -> tuple[Any, Any, int, Any] | None:
         """A piece rendered by the server; None when its text was cut at ``group_concat_max_len``."""
@@ -447,7 +447,7 @@ class _RangeReader:
         where, args = self._where(after)
         sql = (
             f"SELECT COUNT(*), GROUP_CONCAT(CONCAT({self.json_keys}, '\\t', {self.json_image}) ORDER BY {self.order} "
-            f"SEPARATOR '\\n') FROM (SELECT {self.order_columns()} FROM {self.relation}{where} ORDER BY {self.order} "
+            f"SEPARATOR '\\n') FROM (SELECT {self.names} FROM {self.relation}{where} ORDER BY {self.order} "
             f"LIMIT {size}) AS piece"
         )
         with self.conn.cursor() as cur:
@@ -470,9 +470,6 @@ class _RangeReader:
         last_keys = json.loads(keys[count - 1].as_py())
         last = tuple(last_keys[k] for k in self.key or ())
         return keys, images, count, last
-
-    def order_columns(self) -> str:
-        return ", ".join(quote_name(m.name) for m in self.table.columns)
 
     def _decoded(self, after: tuple[KeyValue, ...] | None, size: int) -> tuple[Any, Any, int, Any]:
         """A piece read as values and encoded in Python (as binlog rows are)."""
