@@ -4,12 +4,6 @@ identically, and the Delta mirror ends equal to the source."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +13,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
 from test_spark_source import (
-    DRIVER,
-    _children,
-    _wait_gone,
+    kill_driver_after_batch_2,
     run_workload,
     source_options,
     start_query,
@@ -95,31 +87,15 @@ def test_driver_killed_inside_an_executor_snapshot(mariadb: Any, spark: Any, tmp
     del options["master.journal.name"], options["master.position"]
     options |= {"pycanal.snapshot.mode": "initial", "snapshot.partitions": "2", "snapshot.partition.rows": "40"}
     checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
-    marker = tmp_path / "written"
-    args = json.dumps([options, str(checkpoint), str(mirror.root), str(marker)])
-    driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 180
-        writes = 0
-        while not marker.exists():
-            assert driver.poll() is None, "the driver exited before batch 2"
-            assert time.monotonic() < deadline, "the driver did not reach batch 2"
-            if writes < 60:  # writes while the snapshot runs
-                work.transaction()
-                writes += 1
-            else:
-                time.sleep(0.05)  # polling an external process with a deadline
-        family = _children(driver.pid)
-        family += [c for p in list(family) for c in _children(p)]
-        os.kill(driver.pid, signal.SIGKILL)
-        driver.wait(30)
-        _wait_gone(family, 60)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
+    writes = iter(range(60))  # writes while the snapshot runs
+
+    def write() -> bool:
+        if next(writes, None) is None:
+            return False
+        work.transaction()
+        return True
+
+    kill_driver_after_batch_2(options, checkpoint, mirror, tmp_path / "written", write)
     spooled = sorted(p.name for p in (tmp_path / "ckpt.canal-spool" / "chunks").glob("*.arrow"))
     # Spark's batch 2 (the third, its end offset's counter 3): its ranges stay spooled, uncommitted
     assert spooled and all(name.startswith(f"{3:012d}-") for name in spooled)

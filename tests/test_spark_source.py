@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -198,13 +199,16 @@ DRIVER = textwrap.dedent(
 )
 
 
-def test_driver_killed_then_restarted_from_the_checkpoint(mariadb: Any, spark: Any, tmp_path: Path) -> None:
-    conn = mariadb.connect()
-    start = master_position(conn)
-    run_workload(conn, mariadb.database, 80, alter_at=50)
-    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
-    options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
-    marker = tmp_path / "written"
+def kill_driver_after_batch_2(
+    options: dict[str, str],
+    checkpoint: Path,
+    mirror: DeltaMirror,
+    marker: Path,
+    meanwhile: Callable[[], bool] | None = None,
+) -> None:
+    """Run a query of ``options`` into ``mirror`` in a driver process of its own (:data:`DRIVER`) and SIGKILL it
+    once it has written batch 2 but not committed it; return when the driver, its JVM and its reader are gone.
+    ``meanwhile()`` runs while waiting (writes, say); False from it: nothing to do, poll."""
     args = json.dumps([options, str(checkpoint), str(mirror.root), str(marker)])
     driver = subprocess.Popen(
         [sys.executable, "-c", DRIVER, args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -214,7 +218,8 @@ def test_driver_killed_then_restarted_from_the_checkpoint(mariadb: Any, spark: A
         while not marker.exists():
             assert driver.poll() is None, "the driver exited before batch 2"
             assert time.monotonic() < deadline, "the driver did not reach batch 2"
-            time.sleep(0.05)  # polling an external process with a deadline
+            if meanwhile is None or not meanwhile():
+                time.sleep(0.05)  # polling an external process with a deadline
         family = _children(driver.pid)
         family += [c for p in list(family) for c in _children(p)]
         os.kill(driver.pid, signal.SIGKILL)
@@ -224,6 +229,15 @@ def test_driver_killed_then_restarted_from_the_checkpoint(mariadb: Any, spark: A
         if driver.poll() is None:
             driver.kill()
             driver.wait()
+
+
+def test_driver_killed_then_restarted_from_the_checkpoint(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+    conn = mariadb.connect()
+    start = master_position(conn)
+    run_workload(conn, mariadb.database, 80, alter_at=50)
+    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
+    options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
+    kill_driver_after_batch_2(options, checkpoint, mirror, tmp_path / "written")
     assert 2 in mirror.committed_batch_ids(mariadb.database, "orders") + mirror.committed_batch_ids(
         mariadb.database, "customers"
     ) + mirror.committed_batch_ids(mariadb.database, "order_items")
