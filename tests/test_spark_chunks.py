@@ -252,3 +252,33 @@ def test_a_server_without_backslash_escapes_renders_the_same(mariadb: Any, typed
         mariadb.server.execute("SET GLOBAL sql_mode = %s", (mode,))
     assert [(r["keys"], r["after"]) for r in fast] == [(r["keys"], r["after"]) for r in expected]
     assert json.loads(fast[0]["after"])["name"] == "tab\there"
+
+
+def test_a_ddl_while_a_range_is_read_reads_it_again(
+    mariadb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column added after a range's read took the table's layout: the layout read again at the end differs, so
+    the range is read again in a new transaction, and its rows carry the new layout (it was planned under the old
+    one)."""
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES (1, 'one'), (2, 'two')")
+    planned = _layouts(mariadb, "t")["t"]
+    layout_now = chunks._layout_now
+    calls: list[int] = []
+
+    def alter_after_the_first(cur: Any, table: Any) -> Any:
+        layout = layout_now(cur, table)
+        calls.append(1)
+        if len(calls) == 1:  # the first read took the old layout; the table changes before it ends
+            mariadb.server.execute(f"ALTER TABLE {db}.t ADD COLUMN tier VARCHAR(10) NOT NULL DEFAULT 'gold'")
+        return layout
+
+    monkeypatch.setattr(chunks, "_layout_now", alter_after_the_first)
+    rows = _rows(_partition(mariadb, tmp_path, planned, ("id",), ChunkRange(f"{db}.t", None, None)))
+    assert len(calls) == 4  # two reads, each taking the layout at its start and its end
+    assert [json.loads(r["after"]) for r in rows] == [
+        {"id": "1", "v": "one", "tier": "gold"},
+        {"id": "2", "v": "two", "tier": "gold"},
+    ]
+    assert [c[0] for c in json.loads(rows[0]["columns"])] == ["id", "v", "tier"]

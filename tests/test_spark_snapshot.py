@@ -4,6 +4,7 @@ identically, and the Delta mirror ends equal to the source."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -108,5 +109,42 @@ def test_driver_killed_inside_an_executor_snapshot(mariadb: Any, spark: Any, tmp
         query.stop()
     replayed = [r for r in mirror.history if r.batch_id == 2]
     assert replayed and set(replayed[0].tables.values()) == {"skipped"}
+    no_batch_twice(mirror, db, SHOP_TABLES)
+    conn.close()
+
+
+def test_a_column_added_while_executor_ranges_are_read(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+    """``ALTER TABLE customers ADD COLUMN tier`` after the first range is mirrored, then updates that set it: the
+    ranges read later still use the planned layout (without ``tier``), and their upserts leave the mirror's ``tier``
+    as the binlog set it -- the mirror ends equal."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    work = run_workload(conn, db, 150)
+    options = source_options(mariadb, master_position(conn), tmp_path / "ckpt.canal-spool")
+    del options["master.journal.name"], options["master.position"]
+    options |= {"pycanal.snapshot.mode": "initial", "snapshot.partitions": "1", "snapshot.partition.rows": "20"}
+    mirror = DeltaMirror(tmp_path / "mirror")
+    first_range = threading.Event()
+    after_alter: list[str] = []  # the tables of SNAPSHOT rows mirrored after the ALTER
+
+    def apply(df: Any, batch_id: int) -> None:
+        table = df.toArrow()
+        mirror(table, batch_id)
+        kinds = set(zip(table.column("type").to_pylist(), table.column("table").to_pylist(), strict=True))
+        if work.altered:
+            after_alter.extend(name for kind, name in kinds if kind == "SNAPSHOT")
+        if any(kind == "SNAPSHOT" for kind, _ in kinds):
+            first_range.set()
+
+    query = start_query(spark, options, tmp_path / "ckpt", apply)
+    try:
+        assert first_range.wait(180), "no range was mirrored"
+        work.alter()
+        for _ in range(40):  # updates that set tier, while later ranges are read
+            work.transaction()
+        wait_mirrored(query, conn, mirror, db, deadline_s=180)
+    finally:
+        query.stop()
+    assert "customers" in after_alter  # the ALTER landed inside the snapshot of customers
     no_batch_twice(mirror, db, SHOP_TABLES)
     conn.close()

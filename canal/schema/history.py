@@ -712,25 +712,34 @@ def catalog_from_columns(
     return catalog
 
 
-BOOTSTRAP_SQL: Final = (
+_COLUMNS_SQL = (
     "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE, c.COLUMN_KEY, "
     "c.CHARACTER_SET_NAME, t.TABLE_COLLATION FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
     "ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
     "WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_SCHEMA NOT IN "
     "('mysql', 'information_schema', 'performance_schema', 'sys') "
-    "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION"
 )
-"""One query for every table's columns (the server's own schemas aside): the history's bootstrap."""
-
-BOOTSTRAP_PRIMARY_SQL: Final = (
+_COLUMNS_ORDER = "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION"
+_PRIMARY_SQL = (
     "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE INDEX_NAME = 'PRIMARY' "
     "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') "
-    "ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
 )
+_PRIMARY_ORDER = "ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
+
+BOOTSTRAP_SQL: Final = _COLUMNS_SQL + _COLUMNS_ORDER
+"""One query for every table's columns (the server's own schemas aside): the history's bootstrap."""
+
+TABLE_COLUMNS_SQL: Final = _COLUMNS_SQL + "AND c.TABLE_SCHEMA = %s AND c.TABLE_NAME = %s " + _COLUMNS_ORDER
+""":data:`BOOTSTRAP_SQL` for one table (arguments: database, table)."""
+
+BOOTSTRAP_PRIMARY_SQL: Final = _PRIMARY_SQL + _PRIMARY_ORDER
 """Every table's primary key, in key order. Not ``COLUMNS.COLUMN_KEY``: it says ``PRI`` also for the columns of a
 table's first unique NOT NULL key when the table has no primary key (InnoDB clusters by it), which a CREATE TABLE
 replayed by the schema history does not make a key -- a table's key would then depend on where its layout came
 from."""
+
+TABLE_PRIMARY_SQL: Final = _PRIMARY_SQL + "AND TABLE_SCHEMA = %s AND TABLE_NAME = %s " + _PRIMARY_ORDER
+""":data:`BOOTSTRAP_PRIMARY_SQL` for one table (arguments: database, table)."""
 
 BOOTSTRAP_DATABASES_SQL: Final = (
     "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "

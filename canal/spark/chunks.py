@@ -21,6 +21,11 @@ their exact position, so the mirror only ever moves forward. Here, between the m
 one holding the binlog up to ``P``, a mirror row can show a state older than one it showed before; it converges once
 the stream passes ``P``.
 
+DDL. A range is read under the table's layout when its read begins, not the one of its planning, and read again if
+that layout changed before the read ended (:func:`_layout_now`), so its rows always carry the columns they were read
+with; a table dropped since its planning gives no rows (the DROP comes with the stream). A key column gone fails the
+range with :class:`~canal.errors.SnapshotError`.
+
 Replays. A micro-batch Spark planned but did not commit must come back identically, but a range read again would be
 read at a newer position. So an executor writes the range's rows to the spool directory first (Arrow IPC, fsynced,
 renamed) and returns what the file holds; a replay returns the file. The spool directory must therefore be reachable
@@ -51,6 +56,7 @@ import attrs
 from canal.errors import SnapshotError
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
+from canal.schema.history import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
 from canal.snapshot.reader import ChunkReader, begin_consistent_read, key_after, key_after_arguments
 from canal.snapshot.values import column_expression, rows_reader
 from canal.spark.changes import SEQ_BITS, arrow_schema, table_codec
@@ -76,7 +82,9 @@ MAX_PARTITIONS = PARTITION_SEQ_BASE // PARTITION_SEQ_SPAN
 
 _PIECE_ROWS = 8192  # rows an executor reads per query of a range: what its memory holds at once
 _NET_WRITE_TIMEOUT_S = 86_400  # as the driver's reader: the server must not give up on a slow consumer
-_UPPER_HEX = r"\\u00[01][A-F]"  # MariaDB's JSON_QUOTE of U+000B, U+000E, U+000F, U+001A..U+001F
+_UPPER_HEX = r"\\u00[01][A-F]"
+_ER_TABLE_DEF_CHANGED = 1412  # a table's definition changed after the transaction's snapshot began
+_DEFINITION_RETRIES = 5  # MariaDB's JSON_QUOTE of U+000B, U+000E, U+000F, U+001A..U+001F
 
 
 # -- planning (the driver) -------------------------------------------------------------------------------------------
@@ -260,7 +268,7 @@ def discard_chunks_through(spool_dir: str, batch: int) -> None:
 
 
 def _write_chunk(partition: ChunkPartition, path: Path) -> None:
-    import pyarrow as pa
+    import pymysql  # type: ignore[import-untyped]
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -273,32 +281,21 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
             # the pieces' separators are written '\t' and '\n': backslash escapes must be on
             cur.execute("SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')")
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            position = begin_consistent_read(cur)
-        reader = _RangeReader(conn, partition)
-        rows = 0
-        read_ms = int(time.time() * 1000)
-        with open(tmp, "wb") as fh:
-            with pa.ipc.new_file(fh, arrow_schema()) as writer:
-                for keys, images in reader.pieces():
-                    if rows + len(keys) > PARTITION_SEQ_SPAN:
-                        advice = (
-                            "lower snapshot.partition.rows"
-                            if partition.key is not None
-                            else "a table without a key is one range: give it a primary key or read it without "
-                            "snapshot.partitions"
-                        )
-                        raise SnapshotError(
-                            f"a snapshot range of {partition.table.full_name} holds more than {PARTITION_SEQ_SPAN} "
-                            f"rows: {advice}"
-                        )
-                    writer.write_batch(
-                        _snapshot_rows(partition, position, read_ms, rows, keys, images),
-                    )
-                    rows += len(keys)
-            fh.flush()
-            os.fsync(fh.fileno())
-        with conn.cursor() as cur:
-            cur.execute("COMMIT")
+        for attempt in range(1, _DEFINITION_RETRIES + 1):
+            try:
+                if _read_into(conn, partition, tmp):
+                    break
+            except pymysql.err.MySQLError as exc:
+                if exc.args[0] != _ER_TABLE_DEF_CHANGED:
+                    raise
+            # the table's definition changed while the range was read (a DDL): read it again, at a new position
+            with conn.cursor() as cur:
+                cur.execute("ROLLBACK")
+            if attempt == _DEFINITION_RETRIES:
+                raise SnapshotError(
+                    f"the definition of {partition.table.full_name} changed during each of {attempt} reads of a "
+                    "snapshot range"
+                )
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -309,15 +306,83 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
             conn.close()
 
 
+def _read_into(conn: Any, partition: ChunkPartition, tmp: Path) -> bool:
+    """Read the range in one consistent-snapshot transaction, under the table's layout, into ``tmp`` (Arrow IPC,
+    fsynced); False when the layout changed meanwhile (then nothing is committed: read again)."""
+    import pyarrow as pa
+
+    with conn.cursor() as cur:
+        position = begin_consistent_read(cur)
+        layout = _layout_now(cur, partition.table)
+    read_ms = int(time.time() * 1000)
+    with open(tmp, "wb") as fh:
+        with pa.ipc.new_file(fh, arrow_schema()) as writer:
+            rows = 0
+            pieces = iter(()) if layout is None else _RangeReader(conn, partition, layout).pieces()
+            for keys, images in pieces:
+                if rows + len(keys) > PARTITION_SEQ_SPAN:
+                    advice = (
+                        "lower snapshot.partition.rows"
+                        if partition.key is not None
+                        else "a table without a key is one range: give it a primary key or read it without "
+                        "snapshot.partitions"
+                    )
+                    raise SnapshotError(
+                        f"a snapshot range of {partition.table.full_name} holds more than {PARTITION_SEQ_SPAN} "
+                        f"rows: {advice}"
+                    )
+                assert layout is not None
+                writer.write_batch(_snapshot_rows(partition, layout, position, read_ms, rows, keys, images))
+                rows += len(keys)
+        fh.flush()
+        os.fsync(fh.fileno())
+    with conn.cursor() as cur:
+        if _layout_now(cur, partition.table) != layout:
+            return False
+        cur.execute("COMMIT")
+    return True
+
+
+def _layout_now(cur: Any, planned: TableSchema) -> TableSchema | None:
+    """The table's layout now (None: the table is gone).
+
+    A range is planned under the layout of its planning but read later, and a DDL in between (a column added, say)
+    must not leave its rows under a layout that is not theirs: an upsert of a row without a column would null the
+    column in a mirror whose batch also holds rows that have it. So the rows are read under the layout read when the
+    read begins, and that layout is read again when it ends: if it changed, the range is read again.
+    information_schema is not part of the transaction's snapshot; InnoDB reads a table whose definition changed
+    after the snapshot began either under its new definition (an instant DDL: the new column's default) or not at all
+    (``ER_TABLE_DEF_CHANGED``, after a rebuild), and the range is then read again too."""
+    cur.execute("SELECT @@character_set_server")
+    (charset,) = cur.fetchone()
+    args = (planned.schema, planned.table)
+    cur.execute(TABLE_COLUMNS_SQL, args)
+    columns = cur.fetchall()
+    cur.execute(TABLE_PRIMARY_SQL, args)
+    primary = cur.fetchall()
+    found = catalog_from_columns(columns, primary, charset=_text(charset), mariadb=True).tables
+    table = found.get(planned.full_name)
+    if table is None:
+        return None  # dropped: its rows go with the DROP TABLE in the stream
+    layout = table.table_schema(mariadb=True)
+    return planned if layout == planned else layout
+
+
 def _snapshot_rows(
-    partition: ChunkPartition, position: EntryPosition, read_ms: int, first: int, keys: Any, images: Any
+    partition: ChunkPartition,
+    table: TableSchema,
+    position: EntryPosition,
+    read_ms: int,
+    first: int,
+    keys: Any,
+    images: Any,
 ) -> Any:
-    """Change rows (:func:`~canal.spark.changes.arrow_schema`) of SNAPSHOT rows: ``keys`` / ``images`` their JSON."""
+    """Change rows (:func:`~canal.spark.changes.arrow_schema`) of ``table``'s SNAPSHOT rows: ``keys`` / ``images``
+    their JSON."""
     import numpy as np
     import pyarrow as pa
 
     n = len(keys)
-    table = partition.table
     seq0 = (partition.batch << SEQ_BITS) + PARTITION_SEQ_BASE + partition.index * PARTITION_SEQ_SPAN + first
     zeros = pa.array(np.zeros(n, dtype=np.int64))
 
@@ -386,10 +451,16 @@ def _canonical_object(text: str) -> str:
 class _RangeReader:
     """Reads one partition's range in pieces inside the transaction its connection has open."""
 
-    def __init__(self, conn: Any, partition: ChunkPartition) -> None:
+    def __init__(self, conn: Any, partition: ChunkPartition, table: TableSchema) -> None:
         self.conn = conn
-        self.table = table = partition.table
+        self.table = table
         self.key = partition.key
+        missing = [k for k in self.key or () if k not in table.names]
+        if missing:
+            raise SnapshotError(
+                f"{table.full_name} has no column {', '.join(missing)} any more: its snapshot ranges were planned "
+                "by a key a DDL changed; restart the query to plan them again"
+            )
         self.range = partition.range
         self.relation = _relation(table)
         self.order = "" if self.key is None else ", ".join(quote_name(k) for k in self.key)
@@ -499,3 +570,7 @@ class _RangeReader:
                 yield self._encode(raw)
         finally:
             cur.close()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes | bytearray) else str(value)
