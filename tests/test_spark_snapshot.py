@@ -28,18 +28,24 @@ from canal.spark.testing import SHOP_TABLES, master_position, no_batch_twice
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
+def _first_start(mariadb: Any, tmp_path: Path, extra: dict[str, str]) -> tuple[Any, str, Any, dict[str, str]]:
+    """A shop database holding the rows of 150 transactions the pipeline never sees in the binlog, and source
+    options (plus ``extra``) for a first start in snapshot mode initial: (connection, database, workload, options)."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    work = run_workload(conn, db, 150)
+    options = source_options(mariadb, master_position(conn), tmp_path / "ckpt.canal-spool")
+    del options["master.journal.name"], options["master.position"]  # a first start: the server's position now
+    return conn, db, work, {**options, "pycanal.snapshot.mode": "initial", **extra}
+
+
 @pytest.mark.parametrize("reader", ["driver", "executors"])
 def test_initial_snapshot_of_a_populated_database_then_streaming(
     mariadb: Any, spark: Any, tmp_path: Path, reader: str
 ) -> None:
-    conn = mariadb.connect()
-    db = mariadb.database
-    work = run_workload(conn, db, 150)  # rows the pipeline has never seen in the binlog it will read
-    options = source_options(mariadb, master_position(conn), tmp_path / "ckpt.canal-spool")
-    del options["master.journal.name"], options["master.position"]  # a first start: the server's position now
-    options |= {"pycanal.snapshot.mode": "initial", "pycanal.snapshot.chunk.rows": "40"}
-    if reader == "executors":  # ranges of 40 rows read on executors, two per micro-batch
-        options |= {"snapshot.partitions": "2", "snapshot.partition.rows": "40"}
+    # executors: ranges of 40 rows read on executors, two per micro-batch
+    ranges = {"snapshot.partitions": "2", "snapshot.partition.rows": "40"} if reader == "executors" else {}
+    conn, db, work, options = _first_start(mariadb, tmp_path, {"pycanal.snapshot.chunk.rows": "40", **ranges})
     checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
     seen: dict[int, list[list[Any]]] = {}
     crashed: list[int] = []
@@ -81,12 +87,9 @@ def test_driver_killed_inside_an_executor_snapshot(mariadb: Any, spark: Any, tmp
     """SIGKILL of the driver process holding a micro-batch of executor-read ranges written to the mirror but not
     committed: a new query from the checkpoint plans the same ranges, replays that batch from the spool (the mirror
     skips it) and finishes the snapshot; with writes on both sides of the kill, the mirror ends equal."""
-    conn = mariadb.connect()
-    db = mariadb.database
-    work = run_workload(conn, db, 150)
-    options = source_options(mariadb, master_position(conn), tmp_path / "ckpt.canal-spool")
-    del options["master.journal.name"], options["master.position"]
-    options |= {"pycanal.snapshot.mode": "initial", "snapshot.partitions": "2", "snapshot.partition.rows": "40"}
+    conn, db, work, options = _first_start(
+        mariadb, tmp_path, {"snapshot.partitions": "2", "snapshot.partition.rows": "40"}
+    )
     checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
     writes = iter(range(60))  # writes while the snapshot runs
 
@@ -115,14 +118,12 @@ def test_driver_killed_inside_an_executor_snapshot(mariadb: Any, spark: Any, tmp
 
 def test_a_column_added_while_executor_ranges_are_read(mariadb: Any, spark: Any, tmp_path: Path) -> None:
     """``ALTER TABLE customers ADD COLUMN tier`` after the first range is mirrored, then updates that set it: the
-    ranges read later still use the planned layout (without ``tier``), and their upserts leave the mirror's ``tier``
-    as the binlog set it -- the mirror ends equal."""
-    conn = mariadb.connect()
-    db = mariadb.database
-    work = run_workload(conn, db, 150)
-    options = source_options(mariadb, master_position(conn), tmp_path / "ckpt.canal-spool")
-    del options["master.journal.name"], options["master.position"]
-    options |= {"pycanal.snapshot.mode": "initial", "snapshot.partitions": "1", "snapshot.partition.rows": "20"}
+    ranges read later were planned without ``tier`` but are read under the layout at their read, so their upserts
+    carry it (an upsert without it would null ``tier`` in a MERGE whose batch also has rows with it) -- the mirror
+    ends equal."""
+    conn, db, work, options = _first_start(
+        mariadb, tmp_path, {"snapshot.partitions": "1", "snapshot.partition.rows": "20"}
+    )
     mirror = DeltaMirror(tmp_path / "mirror")
     first_range = threading.Event()
     after_alter: list[str] = []  # the tables of SNAPSHOT rows mirrored after the ALTER
