@@ -1,10 +1,11 @@
 """Snapshot chunks read on Spark executors: the driver plans key ranges, executors read them.
 
 With ``snapshot.partitions`` set, the ``canal`` source does not read a snapshot's rows in its one reader process.
-The driver plans each table's chunks as primary-key ranges (:class:`ChunkPlanner`: index-only boundary queries),
-at most ``snapshot.partitions`` of them per micro-batch, beside that micro-batch's binlog rows. Each range becomes an
-input partition that an executor reads (:func:`read_chunk`) over its own connection, in one read-only transaction
-``WITH CONSISTENT SNAPSHOT``, and turns into SNAPSHOT change rows. An initial load then scales with executors.
+The driver plans each table's chunks as key ranges (:class:`ChunkPlanner`: the primary key, else a unique key over
+NOT NULL columns; index-only boundary queries), at most ``snapshot.partitions`` of them per micro-batch, beside that
+micro-batch's binlog rows. Each range becomes an input partition that an executor reads (:func:`read_chunk`) over its
+own connection, in one read-only transaction ``WITH CONSISTENT SNAPSHOT``, and turns into SNAPSHOT change rows. An
+initial load then scales with executors.
 
 Why the mirror still ends equal to the source. The stream starts at the server's position ``S``, pinned before
 anything is planned; every range is read at a position ``P`` after ``S`` and after the end ``E`` of the binlog rows of
@@ -21,10 +22,11 @@ their exact position, so the mirror only ever moves forward. Here, between the m
 one holding the binlog up to ``P``, a mirror row can show a state older than one it showed before; it converges once
 the stream passes ``P``.
 
-DDL. A range is read under the table's layout when its read begins, not the one of its planning, and read again if
-that layout changed before the read ended (:func:`_layout_now`), so its rows always carry the columns they were read
-with; a table dropped since its planning gives no rows (the DROP comes with the stream). A key column gone fails the
-range with :class:`~canal.errors.SnapshotError`.
+DDL. A range is read under the table's layout at its read's position, not the one of its planning: the layout is read
+before the read's snapshot begins and again when it ends, and the range is read again if it changed
+(:func:`_layout_now`), so its rows always carry the columns they were read with; a table dropped since its planning
+gives no rows (the DROP comes with the stream). A key column gone fails the range with
+:class:`~canal.errors.SnapshotError`.
 
 Replays. A micro-batch Spark planned but did not commit must come back identically, but a range read again would be
 read at a newer position. So an executor writes the range's rows to the spool directory first (Arrow IPC, fsynced,
@@ -312,8 +314,8 @@ def _read_into(conn: Any, partition: ChunkPartition, tmp: Path) -> bool:
     import pyarrow as pa
 
     with conn.cursor() as cur:
+        layout = _layout_now(cur, partition.table)  # before the snapshot: a DDL after this shows at the end
         position = begin_consistent_read(cur)
-        layout = _layout_now(cur, partition.table)
     read_ms = int(time.time() * 1000)
     with open(tmp, "wb") as fh:
         with pa.ipc.new_file(fh, arrow_schema()) as writer:
@@ -348,11 +350,10 @@ def _layout_now(cur: Any, planned: TableSchema) -> TableSchema | None:
 
     A range is planned under the layout of its planning but read later, and a DDL in between (a column added, say)
     must not leave its rows under a layout that is not theirs: an upsert of a row without a column would null the
-    column in a mirror whose batch also holds rows that have it. So the rows are read under the layout read when the
-    read begins, and that layout is read again when it ends: if it changed, the range is read again.
-    information_schema is not part of the transaction's snapshot; InnoDB reads a table whose definition changed
-    after the snapshot began either under its new definition (an instant DDL: the new column's default) or not at all
-    (``ER_TABLE_DEF_CHANGED``, after a rebuild), and the range is then read again too."""
+    column in a mirror whose batch also holds rows that have it. So the layout is read just before the read's
+    snapshot begins and again when the read ends (information_schema is not part of a snapshot: it shows the layout
+    now); unchanged, it is the layout at the snapshot's position. Changed, the range is read again -- as it is when
+    InnoDB refuses to read a table rebuilt after the snapshot began (``ER_TABLE_DEF_CHANGED``)."""
     cur.execute("SELECT @@character_set_server")
     (charset,) = cur.fetchone()
     args = (planned.schema, planned.table)
