@@ -512,7 +512,7 @@ class Instance(StartStopContext):
                 return SnapshotCursor(settings.tables or ())
             return None
         master = self.config.master
-        if master.journal_name or master.timestamp is not None or master.gtid:
+        if master.has_start:
             return None
         return SnapshotCursor(settings.tables or ())
 

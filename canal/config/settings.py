@@ -330,6 +330,11 @@ class MasterConfig:
             raise _FieldError("MasterConfig", "position", self.position, "a position needs journal_name (its file)")
 
     @property
+    def has_start(self) -> bool:
+        """Whether a start position is configured (a binlog file, a timestamp or a GTID set)."""
+        return bool(self.journal_name or self.timestamp is not None or self.gtid)
+
+    @property
     def is_fake(self) -> bool:
         """Whether the address names an in-memory FakeMysql (``fake://NAME``)."""
         return self.address.startswith(_FAKE_PREFIX)

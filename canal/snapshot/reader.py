@@ -30,7 +30,15 @@ from canal.protocol import TableSchema
 from canal.snapshot.values import column_expression, rows_reader
 from canal.sql import quote_name
 
-__all__ = ["Chunk", "ChunkReader", "begin_consistent_read", "key_after", "key_after_arguments"]
+__all__ = [
+    "Chunk",
+    "ChunkReader",
+    "as_text",
+    "begin_consistent_read",
+    "key_after",
+    "key_after_arguments",
+    "prepare_snapshot_session",
+]
 
 
 FIRST_CHUNK_ROWS = 256  # a table's first chunk: enough rows to measure their size before chunks grow
@@ -55,12 +63,20 @@ def key_after_arguments(after: Sequence[Any]) -> list[Any]:
     return [value for i in range(len(after)) for value in after[: i + 1]]
 
 
+def prepare_snapshot_session(cur: Any) -> None:
+    """Set up the session of a connection that reads snapshot chunks: UTC (TIMESTAMP text as the decoder gives it),
+    REPEATABLE READ (a consistent snapshot), and a write timeout long enough for a consumer that reads slowly."""
+    cur.execute("SET SESSION time_zone = '+00:00'")
+    cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    cur.execute(f"SET SESSION net_write_timeout = {_NET_WRITE_TIMEOUT_S}")
+
+
 def begin_consistent_read(cur: Any) -> EntryPosition:
     """Start a read-only transaction ``WITH CONSISTENT SNAPSHOT`` on ``cur``'s connection and return the binlog
     position its snapshot is exact at (MariaDB's ``binlog_snapshot_file`` / ``_position``)."""
     cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
     cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-    status = {_str(name).lower(): _str(value) for name, value in cur.fetchall()}
+    status = {as_text(name).lower(): as_text(value) for name, value in cur.fetchall()}
     if "binlog_snapshot_file" not in status:
         raise SourceError(
             "the server reports no binlog_snapshot_file: an exact snapshot needs MariaDB's consistent "
@@ -145,8 +161,8 @@ class ChunkReader:
         position = {c.name.lower(): i for i, c in enumerate(schema.columns)}
         indexes: dict[str, list[int | None]] = {}
         for index, column, sub_part, nullable in found:
-            usable = sub_part is None and _str(nullable).upper() == "NO"
-            indexes.setdefault(_str(index), []).append(position.get(_str(column).lower()) if usable else None)
+            usable = sub_part is None and as_text(nullable).upper() == "NO"
+            indexes.setdefault(as_text(index), []).append(position.get(as_text(column).lower()) if usable else None)
         candidates = [(len(cols), name, cols) for name, cols in indexes.items() if None not in cols]
         if not candidates:
             return None
@@ -160,9 +176,7 @@ class ChunkReader:
         if conn is None:
             conn = self._conn = self._connect()
             with conn.cursor() as cur:
-                cur.execute("SET SESSION time_zone = '+00:00'")
-                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                cur.execute(f"SET SESSION net_write_timeout = {_NET_WRITE_TIMEOUT_S}")
+                prepare_snapshot_session(cur)
         return conn
 
     def read(self, after: Sequence[Any] | None = None) -> Chunk:
@@ -253,5 +267,6 @@ class ChunkReader:
                 conn.close()
 
 
-def _str(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A value of a connection without conversions as text (the server sends some as bytes)."""
     return value.decode() if isinstance(value, bytes | bytearray) else str(value)

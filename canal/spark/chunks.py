@@ -59,7 +59,14 @@ from canal.errors import SnapshotError
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
 from canal.schema.history import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
-from canal.snapshot.reader import ChunkReader, begin_consistent_read, key_after, key_after_arguments
+from canal.snapshot.reader import (
+    ChunkReader,
+    as_text,
+    begin_consistent_read,
+    key_after,
+    key_after_arguments,
+    prepare_snapshot_session,
+)
 from canal.snapshot.values import column_expression, rows_reader
 from canal.spark.changes import SEQ_BITS, arrow_schema, table_codec
 from canal.sql import quote_name, read_column_type
@@ -83,7 +90,6 @@ MAX_PARTITIONS = PARTITION_SEQ_BASE // PARTITION_SEQ_SPAN
 """Chunk partitions one micro-batch may hold (512)."""
 
 _PIECE_ROWS = 8192  # rows an executor reads per query of a range: what its memory holds at once
-_NET_WRITE_TIMEOUT_S = 86_400  # as the driver's reader: the server must not give up on a slow consumer
 _UPPER_HEX = r"\\u00[01][A-F]"
 _ER_TABLE_DEF_CHANGED = 1412  # a table's definition changed after the transaction's snapshot began
 _DEFINITION_RETRIES = 5  # MariaDB's JSON_QUOTE of U+000B, U+000E, U+000F, U+001A..U+001F
@@ -277,12 +283,10 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
     conn = partition.connect()
     try:
         with conn.cursor() as cur:
-            cur.execute("SET SESSION time_zone = '+00:00'")
-            cur.execute(f"SET SESSION net_write_timeout = {_NET_WRITE_TIMEOUT_S}")
+            prepare_snapshot_session(cur)
             cur.execute("SET SESSION group_concat_max_len = @@max_allowed_packet")
             # the pieces' separators are written '\t' and '\n': backslash escapes must be on
             cur.execute("SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')")
-            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         for attempt in range(1, _DEFINITION_RETRIES + 1):
             try:
                 if _read_into(conn, partition, tmp):
@@ -361,7 +365,7 @@ def _layout_now(cur: Any, planned: TableSchema) -> TableSchema | None:
     columns = cur.fetchall()
     cur.execute(TABLE_PRIMARY_SQL, args)
     primary = cur.fetchall()
-    found = catalog_from_columns(columns, primary, charset=_text(charset), mariadb=True).tables
+    found = catalog_from_columns(columns, primary, charset=as_text(charset), mariadb=True).tables
     table = found.get(planned.full_name)
     if table is None:
         return None  # dropped: its rows go with the DROP TABLE in the stream
@@ -571,7 +575,3 @@ class _RangeReader:
                 yield self._encode(raw)
         finally:
             cur.close()
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes | bytearray) else str(value)

@@ -366,18 +366,18 @@ class CanalStreamReader:
         prefetched), else a new one within the caps (``maxRowsPerTrigger`` / ``maxBytesPerTrigger``), spooled before
         it is returned."""
         session = _session(self.options)
-        session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
-        spooled = session.take_prefetched(start) or self.spool.read(start)
-        if spooled is not None:
-            spooled_batch, spooled_end = spooled
-            self._prefetch(session, spooled_end)
-            return iter([spooled_batch] if spooled_batch.num_rows else []), spooled_end
-        prepared = self._prepare(session, start, wait=True)
+        prepared = self._batch_after(session, start, wait=True)
         if prepared is None:
             return iter([]), start
         batch, end = prepared
         self._prefetch(session, end)
         return iter([batch] if batch.num_rows else []), end
+
+    def _batch_after(self, session: _Session, start: Offset, *, wait: bool) -> tuple[Any, Offset] | None:
+        """The batch after ``start`` and its end: prepared ahead, spooled (a replay), else prepared now; None when
+        nothing came."""
+        session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
+        return session.take_prefetched(start) or self.spool.read(start) or self._prepare(session, start, wait=wait)
 
     def _prepare(self, session: _Session, start: Offset, *, wait: bool) -> tuple[Any, Offset] | None:
         """Pull the entries after ``start``, turn them into a batch and spool it; None when nothing came.
@@ -490,10 +490,7 @@ class CanalStreamReader:
         progress = start.get("chunks")
         if "chunks" not in start:  # the query's first micro-batch: is an initial snapshot due?
             binlog_start, progress = self._initial(session, binlog_start)
-        session.finish_prefetch()
-        spooled = session.take_prefetched(binlog_start) or self.spool.read(binlog_start)
-        if spooled is None:
-            spooled = self._prepare(session, binlog_start, wait=progress is None)
+        spooled = self._batch_after(session, binlog_start, wait=progress is None)
         binlog_end = binlog_start if spooled is None else spooled[1]
         ranges: list[ChunkRange] = []
         after = None
@@ -525,12 +522,7 @@ class CanalStreamReader:
         if session.initial is not None:
             return session.initial
         config = config_from_options(self.options)  # the user's config: its snapshot mode
-        master = config.master
-        due = (
-            config.snapshot.mode is SnapshotMode.INITIAL
-            and not has_position(start)
-            and not (master.journal_name or master.timestamp is not None or master.gtid)
-        )
+        due = config.snapshot.mode is SnapshotMode.INITIAL and not has_position(start) and not config.master.has_start
         if due:
             with session.lock:
                 due = session.open_at(start).get_cursor() is None
