@@ -133,13 +133,20 @@ class TableSchema:
     columns: tuple[ColumnMeta, ...]
     names: tuple[str, ...] = attrs.field(init=False)
     key_indexes: tuple[int, ...] = attrs.field(init=False)
+    to_dict: Callable[[Sequence[Any]], dict[str, Any]] = attrs.field(init=False, repr=False, eq=False)
+    """An image of this layout as ``{column name: value}`` (ValueError for an image of another width)."""
     _index: Mapping[str, int] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         names = tuple(c.name for c in self.columns)
         object.__setattr__(self, "names", names)
         object.__setattr__(self, "key_indexes", tuple(i for i, c in enumerate(self.columns) if c.is_key))
+        object.__setattr__(self, "to_dict", _image_to_dict(names))
         object.__setattr__(self, "_index", {n: i for i, n in enumerate(names)})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from its fields: ``to_dict`` is generated code, which pickle cannot carry
+        return (TableSchema, (self.schema, self.table, self.columns))
 
     @property
     def full_name(self) -> str:
@@ -282,35 +289,30 @@ def render_text(value: Any) -> str:
 
 
 _TO_DICT: dict[tuple[str, ...], Callable[[Sequence[Any]], dict[str, Any]]] = {}  # by column list
-_TO_DICT_OF: dict[int, tuple[tuple[str, ...], Callable[[Sequence[Any]], dict[str, Any]]]] = {}  # by names object
+_TO_DICT_LIMIT = 4096  # layouts come and go with DDL; the oldest generated function goes first
 
 
 def _image_to_dict(names: tuple[str, ...]) -> Callable[[Sequence[Any]], dict[str, Any]]:
-    """A function turning an image of these columns into a dict, generated once per column list: unpacking into
-    locals and one dict display cost well under half of ``dict(zip(names, image))``, and most users read rows as
-    dicts. An image of another width raises ValueError. Looked up by the identity of ``names`` (one tuple per table
-    layout: no hashing of column names per row), then by its content (layouts with the same columns share one)."""
-    hit = _TO_DICT_OF.get(id(names))
-    if hit is not None and hit[0] is names:
-        return hit[1]
+    """A function turning an image of these columns into a dict, generated once per column list (layouts with the
+    same columns share one) and kept on the :class:`TableSchema`: unpacking into locals and one dict display cost
+    well under half of ``dict(zip(names, image))``, and most users read rows as dicts. An image of another width
+    raises ValueError."""
     built = _TO_DICT.get(names)
-    if built is None:
-        if names:
-            unpack = "".join(f"v{i}, " for i in range(len(names)))
-            display = ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names))
-            source = f"def to_dict(image):\n    {unpack}= image\n    return {{{display}}}\n"
-        else:
-            source = "def to_dict(image):\n    () = image\n    return {}\n"
-        namespace: dict[str, Any] = {}
-        exec(compile(source, "<canal row to dict>", "exec"), namespace)
-        built = namespace["to_dict"]
-        if len(_TO_DICT) >= 4096:  # bounded: layouts come and go with DDL
-            _TO_DICT.clear()
-        _TO_DICT[names] = built
-    if len(_TO_DICT_OF) >= 4096:
-        _TO_DICT_OF.clear()
-    _TO_DICT_OF[id(names)] = (names, built)  # holds names: its id is not reused while the entry lives
-    return built
+    if built is not None:
+        return built
+    if names:
+        unpack = "".join(f"v{i}, " for i in range(len(names)))
+        display = ", ".join(f"{name!r}: v{i}" for i, name in enumerate(names))
+        source = f"def to_dict(image):\n    {unpack}= image\n    return {{{display}}}\n"
+    else:
+        source = "def to_dict(image):\n    () = image\n    return {}\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<canal row to dict>", "exec"), namespace)
+    made: Callable[[Sequence[Any]], dict[str, Any]] = namespace["to_dict"]
+    if len(_TO_DICT) >= _TO_DICT_LIMIT:
+        del _TO_DICT[next(iter(_TO_DICT))]
+    _TO_DICT[names] = made
+    return made
 
 
 @attrs.frozen(slots=True)
@@ -346,11 +348,11 @@ class RowData:
 
     def before_dict(self) -> dict[str, Any]:
         """The before image as ``{column name: value}`` (empty for an INSERT)."""
-        return {} if self.before is None else _image_to_dict(self.table.names)(self.before)
+        return {} if self.before is None else self.table.to_dict(self.before)
 
     def after_dict(self) -> dict[str, Any]:
         """The after image as ``{column name: value}`` (empty for a DELETE)."""
-        return {} if self.after is None else _image_to_dict(self.table.names)(self.after)
+        return {} if self.after is None else self.table.to_dict(self.after)
 
     def updated_names(self) -> list[str]:
         """Columns whose value differs between before and after (UPDATE only; every column for INSERT)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import pickle
 from decimal import Decimal
 
 import attrs
@@ -170,3 +171,22 @@ def test_images_as_dicts_are_dict_of_zip_and_refuse_another_width(
         with pytest.raises(ValueError):
             RowData(table, before=image[:-1]).before_dict()
     assert RowData(table, after=image).before_dict() == {} == RowData(table, before=image).after_dict()
+
+
+def test_rows_pickle_with_their_layout_and_layouts_share_one_dict_function() -> None:
+    table = TableSchema("s", "t", (ColumnMeta("id", is_key=True), ColumnMeta("note")))
+    row = RowData(table, before=(1, "a"), after=(1, "b"))
+    copy = pickle.loads(pickle.dumps(row))  # users hand entries to other processes
+    assert copy == row and copy.after_dict() == {"id": 1, "note": "b"} and copy.table.key_indexes == (0,)
+    same_columns = TableSchema("other", "u", (ColumnMeta("id"), ColumnMeta("note")))
+    assert same_columns.to_dict is table.to_dict  # generated once per column list
+
+
+def test_the_dict_functions_are_bounded_and_drop_the_oldest_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from canal import protocol
+
+    monkeypatch.setattr(protocol, "_TO_DICT", {})
+    monkeypatch.setattr(protocol, "_TO_DICT_LIMIT", 3)
+    layouts = [TableSchema("s", f"t{i}", (ColumnMeta(f"c{i}"),)) for i in range(5)]
+    assert list(protocol._TO_DICT) == [("c2",), ("c3",), ("c4",)]
+    assert [t.to_dict((i,)) for i, t in enumerate(layouts)] == [{f"c{i}": i} for i in range(5)]  # layouts keep theirs
