@@ -209,6 +209,35 @@ def test_a_range_is_read_once_and_replayed_from_its_spool(mariadb: Any, tmp_path
     assert [json.loads(r["after"])["v"] for r in _rows(partition)] == ["changed", "changed"]
 
 
+def test_attempts_of_one_range_at_once_all_return_the_first_published(
+    mariadb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark may run a range's task twice at the same time (speculation). Here a second attempt starts while the first
+    is reading and publishes first, after an UPDATE: the first attempt then returns the second's rows, as a replay
+    does, whichever attempt Spark keeps."""
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES (1, 'one'), (2, 'two')")
+    layout = _layouts(mariadb, "t")["t"]
+    partition = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, None))
+    read_into = chunks._read_into
+    second: list[list[dict[str, Any]]] = []
+
+    def with_a_second_attempt(conn: Any, part: ChunkPartition, tmp: Path) -> bool:
+        done = read_into(conn, part, tmp)
+        if not second:  # the first attempt has read, not published: the second one runs to its end
+            second.append([])
+            mariadb.server.execute(f"UPDATE {db}.t SET v = 'changed'")
+            second[0] = _rows(partition)
+        return done
+
+    monkeypatch.setattr(chunks, "_read_into", with_a_second_attempt)
+    first = _rows(partition)
+    assert [json.loads(r["after"])["v"] for r in second[0]] == ["changed", "changed"]
+    assert first == second[0] == _rows(partition)  # the replay reads the same file
+    assert not list(partition.spool_path.parent.glob("*.tmp"))
+
+
 def test_a_range_too_large_for_its_seq_numbers_is_refused(
     mariadb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,8 +30,10 @@ gives no rows (the DROP comes with the stream). A key column gone fails the rang
 
 Replays. A micro-batch Spark planned but did not commit must come back identically, but a range read again would be
 read at a newer position. So an executor writes the range's rows to the spool directory first (Arrow IPC, fsynced,
-renamed) and returns what the file holds; a replay returns the file. The spool directory must therefore be reachable
-from the executors (a shared file system in a cluster, as the checkpoint is).
+published by a hard link that never replaces a file) and returns what the file holds; a replay returns the file, and
+of attempts of one range running at once (speculative execution) the first to publish wins and all return its rows.
+The spool directory must therefore be reachable from the executors (a shared file system in a cluster, as the
+checkpoint is) and support hard links.
 
 Reading fast. For a table whose key is its primary key and whose columns are all of the types below, the server
 renders each row's key and image as the change row's JSON text (``CONCAT`` / ``JSON_QUOTE``) and joins a piece of
@@ -48,6 +50,7 @@ import contextlib
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from json.encoder import encode_basestring
 from pathlib import Path
@@ -56,6 +59,7 @@ from typing import Any
 import attrs
 
 from canal.errors import SnapshotError
+from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
 from canal.schema.history import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
@@ -279,7 +283,7 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
     import pymysql  # type: ignore[import-untyped]
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")  # attempts may run on several hosts at once
     conn = partition.connect()
     try:
         with conn.cursor() as cur:
@@ -302,7 +306,7 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
                     f"the definition of {partition.table.full_name} changed during each of {attempt} reads of a "
                     "snapshot range"
                 )
-        os.replace(tmp, path)
+        _publish(tmp, path, partition.destination)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -310,6 +314,23 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
     finally:
         with contextlib.suppress(Exception):  # the rows are written (or the error is on its way): closing is cleanup
             conn.close()
+
+
+def _publish(tmp: Path, path: Path, destination: str) -> None:
+    """Make ``tmp`` the range's file unless another attempt published one first, then drop ``tmp``.
+
+    Spark may run a range's task more than once at the same time (speculative execution, an executor thought lost),
+    and each attempt reads its own snapshot. A hard link, unlike a rename, never replaces a file: the first attempt
+    to finish publishes, every attempt returns the file's rows, so whichever attempt Spark keeps returned what a
+    replay reads. The spool directory therefore needs hard links (local and NFS file systems have them).
+    """
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        log = destination_logger(__name__, destination)
+        log.info("range %s was published by another attempt first: returning its rows", path.name)
+    finally:
+        tmp.unlink()
 
 
 def _read_into(conn: Any, partition: ChunkPartition, tmp: Path) -> bool:

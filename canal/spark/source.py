@@ -48,9 +48,10 @@ executors read them, each over its own connection at its own consistent-snapshot
 with executors (:mod:`canal.spark.chunks` says why the mirror still ends equal, and what the driver's snapshot gives
 that this does not). The reader is then a ``DataSourceStreamReader``: a micro-batch's binlog rows travel to an executor
 inside a partition, and each range's rows are spooled by the executor that reads them, under ``spool.dir`` -- which
-must then be reachable from the executors (in a cluster, a shared file system, as the checkpoint is). Snapshot modes
-other than ``initial`` and ``never`` are refused with this option. ``maxRowsPerTrigger`` / ``maxBytesPerTrigger`` cap
-a micro-batch's binlog rows; its snapshot rows are bounded by ``snapshot.partitions`` x ``snapshot.partition.rows``.
+must then be reachable from the executors (in a cluster, a shared file system, as the checkpoint is) and support hard
+links (the first of a range's attempts to publish its file wins: :mod:`canal.spark.chunks`). Snapshot modes other
+than ``initial`` and ``never`` are refused with this option. ``maxRowsPerTrigger`` / ``maxBytesPerTrigger`` cap a
+micro-batch's binlog rows; its snapshot rows are bounded by ``snapshot.partitions`` x ``snapshot.partition.rows``.
 """
 
 from __future__ import annotations
