@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 pytest.importorskip("pyarrow")
 
 from canal.errors import SnapshotError
+from canal.files import temp_files_of
 from canal.instance import Instance
 from canal.spark import chunks
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, ChunkRange, discard_chunks_through, read_chunk
@@ -235,7 +236,7 @@ def test_attempts_of_one_range_at_once_all_return_the_first_published(
     first = _rows(partition)
     assert [json.loads(r["after"])["v"] for r in second[0]] == ["changed", "changed"]
     assert first == second[0] == _rows(partition)  # the replay reads the same file
-    assert not list(partition.spool_path.parent.glob("*.tmp"))
+    assert not temp_files_of(partition.spool_path)
 
 
 def test_a_range_too_large_for_its_seq_numbers_is_refused(
@@ -250,7 +251,7 @@ def test_a_range_too_large_for_its_seq_numbers_is_refused(
     with pytest.raises(SnapshotError, match=r"more than 6 rows: lower snapshot\.partition\.rows"):
         _rows(partition)
     assert not partition.spool_path.exists()
-    assert not list(partition.spool_path.parent.glob("*.tmp"))  # nothing half-written is left
+    assert not temp_files_of(partition.spool_path)  # nothing half-written is left
 
 
 def test_partitions_pickle_and_show_no_password(mariadb: Any, tmp_path: Path) -> None:

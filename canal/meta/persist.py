@@ -1,8 +1,8 @@
 """The persistence helpers shared by the meta and log-position managers.
 
-* :func:`write_json_atomic` / :func:`read_json`: one JSON document per file, replaced atomically (temporary file in
-  the same directory, fsync, rename, fsync of the directory), so a reader -- or a process restarted after a crash or
-  a power cut -- sees either the previous document or the new one, never a mix.
+* :func:`write_json_atomic` / :func:`read_json`: one JSON document per file, replaced atomically
+  (:func:`canal.files.write_file_atomic`), so a reader -- or a process restarted after a crash or a power cut -- sees
+  either the previous document or the new one, never a mix.
 * :class:`PeriodicFlusher`: a background thread that calls a flush function every period until stopped.
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from canal.errors import MetaError
+from canal.files import temp_files_of, write_bytes_atomic
 from canal.meta.base import CorruptMetaError
 
 _log = logging.getLogger(__name__)
@@ -25,47 +26,22 @@ _log = logging.getLogger(__name__)
 
 def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
     """Replace ``path`` with ``document`` as JSON, atomically and durably; creates the parent directory."""
-    target = Path(path)
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            data = text.encode("utf-8")
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        write_bytes_atomic(path, text.encode("utf-8"))
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise MetaError(f"cannot write {target}: {exc.strerror or exc}") from exc
+        raise MetaError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from exc
 
 
 def remove_stale_temp_files(path: str | os.PathLike[str]) -> int:
     """Delete temporary files a killed writer of ``path`` left behind; return how many. Call before the first write
     of a process, never while another process may be writing ``path``."""
-    target = Path(path)
     removed = 0
-    for stale in target.parent.glob(f".{target.name}.tmp-*"):
+    for stale in temp_files_of(path):
         with contextlib.suppress(OSError):
             stale.unlink()
             removed += 1
     return removed
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_json(path: str | os.PathLike[str]) -> Any | None:

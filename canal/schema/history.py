@@ -31,7 +31,6 @@ import functools
 import json
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from canal.errors import SchemaError, SqlError
+from canal.files import write_bytes_atomic
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
@@ -176,17 +176,10 @@ class FileHistoryStore:
             return None
 
     def save(self, text: str) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".schema-", dir=self.path.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            write_bytes_atomic(self.path, text.encode("utf-8"))
+        except OSError as exc:
+            raise SchemaError(f"cannot write the schema history {self.path}: {exc.strerror or exc}") from exc
 
 
 @attrs.frozen(slots=True)

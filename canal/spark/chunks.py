@@ -48,17 +48,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 
 from canal.errors import SnapshotError
+from canal.files import write_file_atomic
 from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
@@ -280,10 +279,16 @@ def discard_chunks_through(spool_dir: str, batch: int) -> None:
 
 
 def _write_chunk(partition: ChunkPartition, path: Path) -> None:
+    """Read the range and publish its rows at ``path``, unless another attempt published first.
+
+    Spark may run a range's task more than once at the same time (speculative execution, an executor thought lost),
+    and each attempt reads its own snapshot. The file is published without replacing one
+    (:func:`~canal.files.write_file_atomic` with ``replace=False``, a hard link): the first attempt to finish wins,
+    every attempt returns the file's rows, so whichever attempt Spark keeps returned what a replay reads. The spool
+    directory therefore needs hard links (local and NFS file systems have them).
+    """
     import pymysql  # type: ignore[import-untyped]
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")  # attempts may run on several hosts at once
     conn = partition.connect()
     try:
         with conn.cursor() as cur:
@@ -291,78 +296,60 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
             cur.execute("SET SESSION group_concat_max_len = @@max_allowed_packet")
             # the pieces' separators are written '\t' and '\n': backslash escapes must be on
             cur.execute("SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')")
-        for attempt in range(1, _DEFINITION_RETRIES + 1):
-            try:
-                if _read_into(conn, partition, tmp):
-                    break
-            except pymysql.err.MySQLError as exc:
-                if exc.args[0] != _ER_TABLE_DEF_CHANGED:
-                    raise
-            # the table's definition changed while the range was read (a DDL): read it again, at a new position
-            with conn.cursor() as cur:
-                cur.execute("ROLLBACK")
-            if attempt == _DEFINITION_RETRIES:
-                raise SnapshotError(
-                    f"the definition of {partition.table.full_name} changed during each of {attempt} reads of a "
-                    "snapshot range"
-                )
-        _publish(tmp, path, partition.destination)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+
+        def fill(fh: BinaryIO) -> None:
+            for _ in range(_DEFINITION_RETRIES):
+                fh.seek(0)
+                fh.truncate()
+                try:
+                    if _read_into(conn, partition, fh):
+                        return
+                except pymysql.err.MySQLError as exc:
+                    if exc.args[0] != _ER_TABLE_DEF_CHANGED:
+                        raise
+                # the table's definition changed while the range was read (a DDL): read it again, at a new position
+                with conn.cursor() as cur:
+                    cur.execute("ROLLBACK")
+            raise SnapshotError(
+                f"the definition of {partition.table.full_name} changed during each of {_DEFINITION_RETRIES} reads "
+                "of a snapshot range"
+            )
+
+        if not write_file_atomic(path, fill, replace=False):
+            log = destination_logger(__name__, partition.destination)
+            log.info("range %s was published by another attempt first: returning its rows", path.name)
     finally:
         with contextlib.suppress(Exception):  # the rows are written (or the error is on its way): closing is cleanup
             conn.close()
 
 
-def _publish(tmp: Path, path: Path, destination: str) -> None:
-    """Make ``tmp`` the range's file unless another attempt published one first, then drop ``tmp``.
-
-    Spark may run a range's task more than once at the same time (speculative execution, an executor thought lost),
-    and each attempt reads its own snapshot. A hard link, unlike a rename, never replaces a file: the first attempt
-    to finish publishes, every attempt returns the file's rows, so whichever attempt Spark keeps returned what a
-    replay reads. The spool directory therefore needs hard links (local and NFS file systems have them).
-    """
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        log = destination_logger(__name__, destination)
-        log.info("range %s was published by another attempt first: returning its rows", path.name)
-    finally:
-        tmp.unlink()
-
-
-def _read_into(conn: Any, partition: ChunkPartition, tmp: Path) -> bool:
-    """Read the range in one consistent-snapshot transaction, under the table's layout, into ``tmp`` (Arrow IPC,
-    fsynced); False when the layout changed meanwhile (then nothing is committed: read again)."""
+def _read_into(conn: Any, partition: ChunkPartition, fh: BinaryIO) -> bool:
+    """Read the range in one consistent-snapshot transaction, under the table's layout, into ``fh`` (Arrow IPC);
+    False when the layout changed meanwhile (then nothing is committed: read again)."""
     import pyarrow as pa
 
     with conn.cursor() as cur:
         layout = _layout_now(cur, partition.table)  # before the snapshot: a DDL after this shows at the end
         position = begin_consistent_read(cur)
     read_ms = int(time.time() * 1000)
-    with open(tmp, "wb") as fh:
-        with pa.ipc.new_file(fh, arrow_schema()) as writer:
-            rows = 0
-            pieces = iter(()) if layout is None else _RangeReader(conn, partition, layout).pieces()
-            for keys, images in pieces:
-                if rows + len(keys) > PARTITION_SEQ_SPAN:
-                    advice = (
-                        "lower snapshot.partition.rows"
-                        if partition.key is not None
-                        else "a table without a key is one range: give it a primary key or read it without "
-                        "snapshot.partitions"
-                    )
-                    raise SnapshotError(
-                        f"a snapshot range of {partition.table.full_name} holds more than {PARTITION_SEQ_SPAN} "
-                        f"rows: {advice}"
-                    )
-                assert layout is not None
-                writer.write_batch(_snapshot_rows(partition, layout, position, read_ms, rows, keys, images))
-                rows += len(keys)
-        fh.flush()
-        os.fsync(fh.fileno())
+    with pa.ipc.new_file(fh, arrow_schema()) as writer:
+        rows = 0
+        pieces = iter(()) if layout is None else _RangeReader(conn, partition, layout).pieces()
+        for keys, images in pieces:
+            if rows + len(keys) > PARTITION_SEQ_SPAN:
+                advice = (
+                    "lower snapshot.partition.rows"
+                    if partition.key is not None
+                    else "a table without a key is one range: give it a primary key or read it without "
+                    "snapshot.partitions"
+                )
+                raise SnapshotError(
+                    f"a snapshot range of {partition.table.full_name} holds more than {PARTITION_SEQ_SPAN} "
+                    f"rows: {advice}"
+                )
+            assert layout is not None
+            writer.write_batch(_snapshot_rows(partition, layout, position, read_ms, rows, keys, images))
+            rows += len(keys)
     with conn.cursor() as cur:
         if _layout_now(cur, partition.table) != layout:
             return False

@@ -3,7 +3,8 @@
 The ``canal`` Spark source spools each micro-batch it plans (a batch Spark planned but did not commit comes back
 byte for byte); :func:`~canal.spark.batches.run_batches` spools a batch that holds snapshot rows, which a restarted
 snapshot reads again and cannot reproduce. A file is Arrow IPC named by the batch's start offset, written to a
-temporary name, fsynced and renamed, with the start and end offsets in its schema metadata.
+temporary name, fsynced and renamed (:func:`canal.files.write_file_atomic`), with the start and end offsets in its
+schema metadata.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from canal.errors import CanalError
+from canal.files import write_file_atomic
 from canal.spark.changes import Offset, arrow_schema, canonical
 
 _LOG = logging.getLogger(__name__)
@@ -39,24 +41,13 @@ class Spool:
     def write(self, start: Offset, end: Offset, batch: Any) -> None:
         import pyarrow as pa
 
-        self.root.mkdir(parents=True, exist_ok=True)
-        path = self.path_for(start)
-        tmp = path.with_name(path.name + ".tmp")
         schema = batch.schema.with_metadata({b"start": canonical(start).encode(), b"end": canonical(end).encode()})
-        with open(tmp, "wb") as fh:
+
+        def fill(fh: BinaryIO) -> None:
             with pa.ipc.new_file(fh, schema) as writer:
                 writer.write_batch(batch)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        # make the rename durable where the file system supports a directory fsync (some do not: then the rename
-        # is as durable as that file system makes it)
-        with contextlib.suppress(OSError):
-            fd = os.open(self.root, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+
+        write_file_atomic(self.path_for(start), fill)
 
     def read(self, start: Offset) -> tuple[Any, Offset] | None:
         """``(record batch, end offset)`` spooled for ``start``, None when there is none."""
