@@ -5,13 +5,15 @@ end are dropped and nothing else is; every message is acked once, in order."""
 
 from __future__ import annotations
 
+import logging
 from collections import deque
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Header, Message
-from canal.spark.batches import _Puller
+from canal.spark.batches import CUT_PATIENCE_S, _Puller
 from canal.spark.changes import position_id
 
 
@@ -78,11 +80,11 @@ def test_a_binlog_batch_in_flight_comes_back_cut_exactly_at_its_end(
     stream, end_index, end = replay
     instance = _Redelivery(stream, sizes)
     puller = _Puller(instance, 5, 0.0)  # type: ignore[arg-type]
-    entries, ids, cut = puller.take(end, None)
+    entries, ids, cut = puller.take(end)
     assert cut and entries == stream[: end_index + 1]
     rest: list[Entry] = []
     while True:
-        more, more_ids, cut = puller.take(None, None)
+        more, more_ids, cut = puller.take(None)
         if not more and not more_ids:
             break
         assert not cut
@@ -103,7 +105,7 @@ def test_after_a_spooled_batch_only_the_binlog_entries_it_held_are_dropped(
     delivered: list[Entry] = []
     ids: list[int] = []
     while True:
-        more, more_ids, _cut = puller.take(None, None)
+        more, more_ids, _cut = puller.take(None)
         if not more and not more_ids:
             break
         delivered += more
@@ -111,3 +113,39 @@ def test_after_a_spooled_batch_only_the_binlog_entries_it_held_are_dropped(
     kept = [e for e in stream if e.header.event_type is EventType.SNAPSHOT or position_id(e) > end]
     assert delivered == kept
     assert ids == list(range(1, instance.handed + 1))
+
+
+class _SlowRedelivery(_Redelivery):
+    """A restarted instance that takes ``seconds`` of a fake clock per fetch, arrivals or not."""
+
+    def __init__(self, entries: list[Entry], seconds: float) -> None:
+        super().__init__(entries, [1] * len(entries))
+        self.now = 0.0
+        self.seconds = seconds
+
+    def clock(self) -> float:
+        return self.now
+
+    def get_without_ack(self, batch_size: int, timeout: float) -> Message:
+        self.now += self.seconds
+        return super().get_without_ack(batch_size, timeout)
+
+
+def test_a_slow_redelivery_is_waited_for_while_entries_keep_arriving() -> None:
+    stream = [_binlog(100 + 40 * i) for i in range(50)]
+    instance = _SlowRedelivery(stream, seconds=CUT_PATIENCE_S / 3)  # 50 entries: many times the patience in all
+    puller = _Puller(instance, 5, 0.0, clock=instance.clock)  # type: ignore[arg-type]
+    entries, ids, cut = puller.take(position_id(stream[40]))
+    assert cut and entries == stream[:41] and ids == list(range(1, 42))
+    assert instance.now > 10 * CUT_PATIENCE_S
+
+
+def test_a_redelivery_that_stops_short_is_cut_where_it_ends_after_the_patience(caplog: Any) -> None:
+    stream = [_binlog(100 + 40 * i) for i in range(5)]
+    instance = _SlowRedelivery(stream, seconds=1.0)
+    puller = _Puller(instance, 5, 0.0, clock=instance.clock)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="canal.spark.batches"):
+        entries, ids, cut = puller.take(position_id(_binlog(100 + 40 * 9)))  # never redelivered
+    assert cut and entries == stream and ids == [1, 2, 3, 4, 5]
+    assert CUT_PATIENCE_S < instance.now - 5 <= CUT_PATIENCE_S + 2  # gave up once nothing came for the patience
+    assert "nothing arrived for 30 s" in caplog.text and "[d]" in caplog.text

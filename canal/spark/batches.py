@@ -33,6 +33,7 @@ import attrs
 
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
+from canal.log import destination_logger
 from canal.meta.persist import write_json_atomic
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
 from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, position_id
@@ -62,6 +63,10 @@ class RunStats:
         return (journal_number(self.last_file), self.last_next_offset) >= (journal_number(file), offset)
 
 
+CUT_PATIENCE_S = 30.0
+"""How long the replay of a batch in flight before a crash waits for its next entry before it is cut short."""
+
+
 def _is_snapshot(entry: Entry) -> bool:
     return entry.header.event_type is EventType.SNAPSHOT
 
@@ -69,10 +74,13 @@ def _is_snapshot(entry: Entry) -> bool:
 class _Puller:
     """Messages from the instance, consumed entry by entry; a message is acked once all its entries are done."""
 
-    def __init__(self, instance: Instance, batch_size: int, timeout: float) -> None:
+    def __init__(
+        self, instance: Instance, batch_size: int, timeout: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.instance = instance
         self.batch_size = batch_size
         self.timeout = timeout
+        self.clock = clock
         self.buffer: deque[list[Any]] = deque()  # [message id, remaining entries]
         # after a spooled batch was replayed: the binlog entries up to its end came to fn already (its ack may not
         # have happened, so the instance can deliver them again); None once the stream passed it
@@ -91,13 +99,16 @@ class _Puller:
         self.buffer.append([msg.id, entries])
         return True
 
-    def take(self, until: int | None, deadline: float | None) -> tuple[list[Entry], list[int], bool]:
+    def take(self, until: int | None) -> tuple[list[Entry], list[int], bool]:
         """Entries for one batch, the message ids to ack after it (both empty when nothing arrived in time), and
         whether the batch is the one in flight before a crash, cut after ``until``.
 
         ``until``: the end position of the batch in flight before a crash, which held binlog entries only; the
         entries are cut after it. A snapshot entry is always past it: a restarted snapshot reads its chunks at a
-        position at or after the end of anything delivered before, so such an entry was not in that batch.
+        position at or after the end of anything delivered before, so such an entry was not in that batch. Entries
+        are fetched until the one at ``until`` is there, however long the instance takes to read them again; only
+        when nothing at all arrives for :data:`CUT_PATIENCE_S` (the entries no longer come: the filter changed, say)
+        is the batch cut where the entries end, with a warning: it is then shorter than the one in flight.
         """
         if not self.buffer and not self._fetch():
             return [], [], False
@@ -116,10 +127,19 @@ class _Puller:
             return _is_snapshot(entry) or position_id(entry) > until
 
         # cut at until: fetch until the batch's last entry (the one at until) or one past it is buffered
+        quiet_since = self.clock()
         while not any(past(e) or position_id(e) == until for e in self.buffer[-1][1][-1:]):
-            if deadline is not None and time.monotonic() > deadline:
+            if self._fetch():
+                quiet_since = self.clock()
+            elif self.clock() - quiet_since > CUT_PATIENCE_S:
+                log = destination_logger(__name__, self.instance.destination)
+                log.warning(
+                    "the batch in flight before the crash ended at position id %d, but nothing arrived for %.0f s "
+                    "before reaching it: replaying it as far as the entries came",
+                    until,
+                    CUT_PATIENCE_S,
+                )
                 break
-            self._fetch()
         entries = []
         ids = []
         while self.buffer:
@@ -277,8 +297,7 @@ def run_batches(
         if max_batches is not None and stats.batches >= max_batches:
             break
         began = time.perf_counter()
-        deadline = None if cut_at is None else time.monotonic() + 30.0
-        entries, ack_ids, replaying = puller.take(cut_at, deadline)
+        entries, ack_ids, replaying = puller.take(cut_at)
         if not entries:
             puller.ack(ack_ids)  # entries dropped as already handed to fn, if any
             stats.decode_s += time.perf_counter() - began
