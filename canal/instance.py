@@ -235,12 +235,12 @@ class Instance(StartStopContext):
                         self.meta.clear_all_batchs(client)
                 if self._start_cursor is not None:
                     self.meta.update_cursor(self.default_client, self._start_cursor)
-                due = self._snapshot_due()
+                cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
+                due = self._snapshot_due(cursors)
                 ends = self.config.snapshot.mode is SnapshotMode.INITIAL_ONLY  # the stream ends with the snapshot
                 runner = None
                 if due is not None:
                     merge, source = self._snapshot_parts()
-                    cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
                     fresh = all(c is None or c.snapshot is None for c in cursors)  # a first start, or a purged cursor
                     catalog = None
                     if fresh or not due.tables:
@@ -493,11 +493,10 @@ class Instance(StartStopContext):
                 return True
         return False
 
-    def _snapshot_due(self) -> SnapshotCursor | None:
-        """The snapshot this start runs: the unfinished one of the consumer cursor, else the initial snapshot when
-        the config asks for one and this is the destination's first start (no cursor, no configured position; for
-        ``initial_only``, no cursor)."""
-        cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
+    def _snapshot_due(self, cursors: Sequence[LogPosition | None]) -> SnapshotCursor | None:
+        """The snapshot this start runs, given the subscribed clients' ``cursors``: the unfinished one of a consumer
+        cursor, else the initial snapshot when the config asks for one and this is the destination's first start (no
+        cursor, no configured position; for ``initial_only``, no cursor)."""
         for cursor in cursors:
             if cursor is not None and cursor.snapshot is not None:
                 return cursor.snapshot

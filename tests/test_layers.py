@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "canal.filter",
             "canal.address",
             "canal.gtid",
+            "canal.files",
         ),
     ),
     ("sql", ("canal.sql",)),
