@@ -18,6 +18,15 @@ from typing import BinaryIO
 TEMP_MARK = ".tmp-"
 """Temporary files are named ``.<target name>.tmp-<random>`` beside their target (:func:`temp_files_of`)."""
 
+
+class HardLinksUnsupportedError(OSError):
+    """The file system of a target's directory has no hard links, which publishing a file only if there is none
+    (``replace=False``) needs."""
+
+
+# link(2)'s answers on file systems without hard links (FAT, some FUSE and object-store mounts)
+_NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP}
+
 # a directory fsync that the file system does not offer (some network and FUSE file systems): the rename is then as
 # durable as that file system makes it
 _NO_DIRECTORY_FSYNC = {errno.EINVAL, errno.ENOTSUP, errno.EBADF}
@@ -28,8 +37,8 @@ def write_file_atomic(path: str | os.PathLike[str], fill: Callable[[BinaryIO], N
 
     With ``replace`` the new file replaces any file at ``path``. Without it the new file is published only if there
     is none: True when it was, False when another writer's file was there first (it stays, and the new one is
-    dropped). Creates the parent directory. The temporary file is removed on every error; OSError and ``fill``'s
-    errors propagate.
+    dropped; :class:`HardLinksUnsupportedError` where the file system has no hard links). Creates the parent
+    directory. The temporary file is removed on every error; OSError and ``fill``'s errors propagate.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -46,6 +55,12 @@ def write_file_atomic(path: str | os.PathLike[str], fill: Callable[[BinaryIO], N
                 os.link(tmp, target)  # unlike a rename, a link never replaces a file
             except FileExistsError:
                 return False
+            except OSError as exc:
+                if exc.errno in _NO_HARD_LINKS:
+                    raise HardLinksUnsupportedError(
+                        exc.errno, f"{target.parent} has no hard links ({exc.strerror})"
+                    ) from exc
+                raise
     finally:
         tmp.unlink(missing_ok=True)
     fsync_directory(target.parent)

@@ -109,3 +109,19 @@ def test_a_schema_history_that_cannot_be_written_is_a_schema_error_and_keeps_the
     monkeypatch.undo()
     assert store.load() == '{"v": 1}'
     assert not temp_files_of(store.path)
+
+
+def test_a_file_system_without_hard_links_is_named_and_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(src: object, dst: object) -> None:
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(os, "link", no_links)
+    target = tmp_path / "range"
+    write_bytes_atomic(target, b"replaced as usual")  # a replace needs no link
+    with pytest.raises(files.HardLinksUnsupportedError, match=f"{tmp_path} has no hard links") as raised:
+        write_file_atomic(tmp_path / "other", lambda fh: None, replace=False)
+    assert raised.value.errno == errno.EPERM
+    assert target.read_bytes() == b"replaced as usual" and not (tmp_path / "other").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["range"]  # no temporary file left

@@ -7,7 +7,9 @@ is read once and replayed from its spool, and nothing in a repr holds the passwo
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
+import os
 import pickle
 from pathlib import Path
 from typing import Any
@@ -237,6 +239,24 @@ def test_attempts_of_one_range_at_once_all_return_the_first_published(
     assert [json.loads(r["after"])["v"] for r in second[0]] == ["changed", "changed"]
     assert first == second[0] == _rows(partition)  # the replay reads the same file
     assert not temp_files_of(partition.spool_path)
+
+
+def test_a_spool_dir_without_hard_links_fails_the_range_by_name(
+    mariadb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES (1)")
+    layout = _layouts(mariadb, "t")["t"]
+    partition = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, None))
+
+    def no_links(src: object, dst: object) -> None:
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+
+    monkeypatch.setattr(os, "link", no_links)
+    with pytest.raises(SnapshotError, match=r"spool\.dir cannot hold executor ranges: .* has no hard links"):
+        _rows(partition)
+    assert not partition.spool_path.exists() and not temp_files_of(partition.spool_path)
 
 
 def test_a_range_too_large_for_its_seq_numbers_is_refused(

@@ -57,7 +57,7 @@ from typing import Any, BinaryIO
 import attrs
 
 from canal.errors import SnapshotError
-from canal.files import write_file_atomic
+from canal.files import HardLinksUnsupportedError, write_file_atomic
 from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
@@ -315,7 +315,15 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
                 "of a snapshot range"
             )
 
-        if not write_file_atomic(path, fill, replace=False):
+        try:
+            published = write_file_atomic(path, fill, replace=False)
+        except HardLinksUnsupportedError as exc:
+            raise SnapshotError(
+                f"spool.dir cannot hold executor ranges: {exc.strerror}; a range's file is published with a hard "
+                "link, so that of two attempts the first wins. Put spool.dir on a file system with hard links "
+                "(local, NFS)"
+            ) from exc
+        if not published:
             log = destination_logger(__name__, partition.destination)
             log.info("range %s was published by another attempt first: returning its rows", path.name)
     finally:
