@@ -20,6 +20,10 @@ batch of change rows (:mod:`canal.spark.changes`) and, per table:
 
 Batch ids must increase: Spark's micro-batch ids do, and so do :func:`canal.spark.run_batches`' position-derived ids.
 A DataFrame handed to ``foreachBatch`` can be passed straight in: ``query.foreachBatch(mirror)``.
+
+A mirror keeps each table it writes open between batches and reads only the commits since the last one before the
+next: it is the tables' one writer. Opening a table replays its log from the last checkpoint, which cost each
+micro-batch tens of milliseconds per table, growing with the commits since that checkpoint.
 """
 
 from __future__ import annotations
@@ -241,6 +245,7 @@ class DeltaMirror:
         self.only = None if tables is None else frozenset(tables)
         self.stats: dict[str, TableStats] = {}
         self.history: list[ApplyResult] = []
+        self._handles: dict[str, Any] = {}  # path -> DeltaTable kept between batches (see _handle)
 
     # -- paths and versions --------------------------------------------------------------------------------------
 
@@ -353,9 +358,9 @@ class DeltaMirror:
         n = self._applied_batches
         if self.optimize_every is not None and n % self.optimize_every == 0:
             for name in sorted(self._compact):
-                path = self.root / name
-                if DeltaTable.is_deltatable(str(path)):
-                    DeltaTable(str(path)).optimize.compact()
+                path = str(self.root / name)
+                if DeltaTable.is_deltatable(path):
+                    self._handle(path).optimize.compact()
             self._compact.clear()
         if self.vacuum_every is not None and n % self.vacuum_every == 0:
             self.vacuum(self.retention_hours)
@@ -555,6 +560,24 @@ class DeltaMirror:
         arrays.append(pa.array(ops, type=pa.string()))
         return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN])
 
+    def _handle(self, path: str) -> Any:
+        """The Delta table at ``path``, opened once and brought up to date on each use by reading only the commits
+        since: opening it anew replays its log from the last checkpoint (up to 100 commits, tens of milliseconds),
+        which every micro-batch would pay twice per table. Statements that rewrite, drop or move a table forget its
+        handle (:meth:`_forget`)."""
+        from deltalake import DeltaTable
+
+        handle = self._handles.get(path)
+        if handle is None:
+            handle = self._handles[path] = DeltaTable(path)
+        else:
+            handle.update_incremental()
+        return handle
+
+    def _forget(self, *paths: str) -> None:
+        for path in paths:
+            self._handles.pop(path, None)
+
     def _apply_table(self, plan: _TablePlan, batch_id: int, stats: TableStats) -> bool:
         import pyarrow.compute as pc
         from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -562,13 +585,14 @@ class DeltaMirror:
         path = str(self.table_path(plan.schema, plan.table))
         exists = DeltaTable.is_deltatable(path)
         evolution = self._evolution(plan, path if exists else None)
+        if not exists:
+            self._forget(path)
         moved_to = None if evolution is None else evolution.moved_to
         if moved_to is not None and not exists and DeltaTable.is_deltatable(str(self.table_path(*moved_to))):
             stats.skipped += 1  # renamed already, after its rows of this batch were merged
             return False
         if exists:
-            dt = DeltaTable(path)
-            done = dt.transaction_version(self.app_id)
+            done = self._handle(path).transaction_version(self.app_id)
             if done is not None and done >= batch_id:
                 stats.skipped += 1
                 return False
@@ -591,16 +615,17 @@ class DeltaMirror:
             if not key_names:
                 raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
         if exists and plan.truncate:
-            DeltaTable(path).delete()
+            self._handle(path).delete()
         if evolution is not None:
             self._evolve(path, evolution, exists)
+            self._forget(path)  # rewritten, or dropped and created anew: a handle would not see it
             if not evolution.exists:
                 stats.applied += 1
                 return True
         if source is None:
             # DDL only: record the batch so a replay skips it
             if DeltaTable.is_deltatable(path):
-                _record_only(path, commit)
+                _record_only(self._handle(path), commit)
             self._move(path, moved_to)
             stats.applied += 1
             return True
@@ -613,7 +638,7 @@ class DeltaMirror:
             self._move(path, moved_to)
             stats.applied += 1
             return True
-        dt = DeltaTable(path)
+        dt = self._handle(path)
         predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key_names) + _key_range(source, key_names)
         metrics = (
             dt.merge(
@@ -632,7 +657,7 @@ class DeltaMirror:
         if not metrics.get("num_target_files_added") and not metrics.get("num_target_files_removed"):
             # a MERGE that changes nothing (deletes of rows the mirror does not hold) commits nothing, and so would
             # not record the batch: record it, so a replay is recognised like any other
-            _record_only(path, commit)
+            _record_only(dt, commit)
         self._move(path, moved_to)
         stats.applied += 1
         return True
@@ -696,6 +721,7 @@ class DeltaMirror:
         target = self.table_path(*moved_to)
         if target.exists():
             raise MirrorError(f"cannot rename {path} to {target}: the mirror already has that table")
+        self._forget(path, str(target))
         os.replace(path, target)
 
     @staticmethod
@@ -839,10 +865,9 @@ def compare(
     )
 
 
-def _record_only(path: str, commit: Any) -> None:
-    """Commit ``commit`` (the batch's app transaction) to the table at ``path`` without changing its rows."""
+def _record_only(dt: Any, commit: Any) -> None:
+    """Commit ``commit`` (the batch's app transaction) to the Delta table ``dt`` without changing its rows."""
     import pyarrow as pa
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import write_deltalake
 
-    dt = DeltaTable(path)
     write_deltalake(dt, pa.schema(dt.schema().to_arrow()).empty_table(), mode="append", commit_properties=commit)
