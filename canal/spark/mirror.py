@@ -21,8 +21,8 @@ batch of change rows (:mod:`canal.spark.changes`) and, per table:
 Batch ids must increase: Spark's micro-batch ids do, and so do :func:`canal.spark.run_batches`' position-derived ids.
 A DataFrame handed to ``foreachBatch`` can be passed straight in: ``query.foreachBatch(mirror)``.
 
-A mirror keeps each table it writes open between batches and reads only the commits since the last one before the
-next: it is the tables' one writer. Opening a table replays its log from the last checkpoint, which cost each
+A mirror keeps each table it writes open between batches and, before using it again, reads only the commits made
+since (its own or anyone's). Opening a table anew replays its log from the last checkpoint, which cost each
 micro-batch tens of milliseconds per table, growing with the commits since that checkpoint.
 """
 
