@@ -702,7 +702,13 @@ class Instance(StartStopContext):
             return list(self.meta.list_all_batchs(self._client(client)))
 
     def get_cursor(self, client: ClientIdentity | None = None) -> LogPosition | None:
-        return self.meta.get_cursor(self._client(client))
+        """The client's saved cursor (None: none). Before :meth:`start` it is read from meta without starting the
+        instance (no connection to the master), e.g. to decide whether a first start is due."""
+        with self._lock:
+            if self._started or self.meta.is_started:
+                return self.meta.get_cursor(self._client(client))
+            with self.meta:
+                return self.meta.get_cursor(self._client(client))
 
     @contextlib.contextmanager
     def batch(

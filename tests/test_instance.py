@@ -209,7 +209,13 @@ def test_restart_resumes_from_the_acked_cursor_row_exact_inside_a_transaction(fa
         unacked = inst.get_without_ack(4, timeout=5.0)  # handed out, never acked
         assert row_ids([unacked])
     # stop flushed the cursor; a new instance (a restart) continues right after the acked rows
+    unstarted = Instance(cfg)
+    saved = unstarted.get_cursor()  # read from meta, nothing started (what decides whether a first start is due)
+    assert saved is not None and saved.rows_done > 0
+    assert not unstarted.is_started and not unstarted.meta.is_started and not unstarted.parser.is_started
+    assert Instance(config(fake)).get_cursor() is None  # memory meta: a first start
     with Instance(cfg) as inst:
+        assert inst.get_cursor() == saved
         rest = drain(inst, 30 - len(row_ids(acked)))
     assert row_ids(acked) + row_ids(rest) == list(range(30))
     assert row_ids(rest)[: len(row_ids([unacked]))] == row_ids([unacked])  # unacked rows are delivered again

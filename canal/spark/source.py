@@ -525,8 +525,7 @@ class CanalStreamReader:
         config = config_from_options(self.options)  # the user's config: its snapshot mode
         due = config.snapshot.mode is SnapshotMode.INITIAL and not has_position(start) and not config.master.has_start
         if due:
-            with session.lock:
-                due = session.open_at(start).get_cursor() is None
+            due = Instance(config).get_cursor() is None  # read from meta: the instance starts once, below
         if not due:
             session.initial = (start, None)
             return session.initial
