@@ -4,6 +4,7 @@ identically, and the Delta mirror ends equal to the source."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,18 @@ def test_initial_snapshot_of_a_populated_database_then_streaming(
     from_ranges = {(r["seq"] & 0xFFFFFFFF) >= PARTITION_SEQ_BASE for r in snapshot_rows}
     assert from_ranges == {reader == "executors"}
     no_batch_twice(mirror, db, SHOP_TABLES)
+    if reader == "executors":  # the plan's progress rides in the offsets, which the query's progress shows
+        plan = [
+            _offset(p["sources"][0][side]).get("chunks")
+            for p in query.recentProgress
+            for side in ("startOffset", "endOffset")
+        ]
+        assert any(c is not None and c["tables"] for c in plan) and plan[-1] is None  # planning, then done
     conn.close()
+
+
+def _offset(value: Any) -> dict[str, Any]:
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
 
 
 def test_driver_killed_inside_an_executor_snapshot(mariadb: Any, spark: Any, tmp_path: Path) -> None:
