@@ -401,6 +401,36 @@ def test_a_merge_skips_the_files_outside_the_batch_key_range(tmp_path: Path, key
     assert rows == expected
 
 
+def test_a_batch_rewrites_only_the_data_files_that_hold_its_keys(tmp_path: Path) -> None:
+    """One batch loads a table bigger than ``file_bytes``: it lands in several files, each a range of keys, and a
+    later batch that changes a few keys rewrites the file that holds them, not the table. Delta's default file size
+    (what the mirror used before) keeps the table in one file that every batch rewrites whole."""
+    from deltalake import DeltaTable
+
+    with pytest.raises(MirrorError, match="file_bytes"):
+        DeltaMirror(tmp_path / "bad", file_bytes=0)
+    assert not (tmp_path / "bad").exists()
+    table = TableSchema(
+        "s", "t", (ColumnMeta("id", mysql_type="int", is_key=True), ColumnMeta("v", mysql_type="varchar(80)"))
+    )
+    load = [RowData(table, after=(k, f"{k:08d}" * 10)) for k in range(20_000)]
+    change = [RowData(table, before=(k, "x"), after=(k, "changed")) for k in (10_001, 10_002)]
+    rewritten = {}
+    for name, file_bytes in (("small", 64 << 10), ("default", 100 << 20)):
+        mirror = DeltaMirror(tmp_path / name, file_bytes=file_bytes)
+        mirror.apply(entries_to_batch([_change(table, EventType.INSERT, load)], "d", 1), 1)
+        mirror.apply(entries_to_batch([_change(table, EventType.UPDATE, change)], "d", 2), 2)
+        dt = DeltaTable(str(mirror.table_path("s", "t")))
+        assert dt.metadata().configuration["delta.targetFileSize"] == str(file_bytes)
+        metrics = dt.history(1)[0]["operationMetrics"]
+        rewritten[name] = (metrics["num_target_files_removed"], len(dt.file_uris()))
+        rows = {r["id"]: r["v"] for r in mirror.read("s", "t").to_pylist()}
+        assert len(rows) == 20_000 and rows[10_001] == rows[10_002] == "changed" and rows[10_000] != "changed"
+    removed, files = rewritten["small"]
+    assert removed == 1 and files >= 10, rewritten  # one file of many rewritten
+    assert rewritten["default"] == (1, 1), rewritten  # the whole table, in one file
+
+
 def test_scheduled_compaction_and_vacuum_keep_the_rows_and_the_batch_ids(tmp_path: Path) -> None:
     from deltalake import DeltaTable
 

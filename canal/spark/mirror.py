@@ -208,12 +208,22 @@ def _parse_images(texts: Any, layout: Any, zero_dates: ZeroDates = "error") -> l
     ]
 
 
+DEFAULT_FILE_BYTES = 1 << 20
+"""Data files of 1 MiB: a batch of changes to a range of keys rewrites about a MiB per file it touches. Delta's own
+default (100 MB) keeps most tables in one file, which every batch rewrites whole: its cost grows with the table
+(``benchmarks/bench_mirror.py``)."""
+
+
 class DeltaMirror:
     """One Delta table per source table under ``root``; ``mirror(df, batch_id)`` applies a batch idempotently.
 
     ``optimize_every`` / ``vacuum_every``: compact the written tables / vacuum every N applied batches (None: never;
     :meth:`vacuum` by hand still works), vacuum keeping ``retention_hours`` of old files. ``tables``: mirror only
     these ``schema.table`` names. ``zero_dates``: ``error`` (a zero date fails the batch) or ``null``.
+    ``file_bytes``: the target size of the data files of the tables the mirror creates (their
+    ``delta.targetFileSize``; MERGE and compaction keep to it). A MERGE rewrites every file that holds a changed key,
+    so a table kept in one file is rewritten whole by every batch: smaller files make batches cheaper, larger ones
+    make reads cheaper. Tables that exist keep their setting.
     """
 
     def __init__(
@@ -226,6 +236,7 @@ class DeltaMirror:
         optimize_every: int | None = None,
         vacuum_every: int | None = None,
         retention_hours: int = 168,
+        file_bytes: int = DEFAULT_FILE_BYTES,
     ) -> None:
         if zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
@@ -234,6 +245,9 @@ class DeltaMirror:
                 raise MirrorError(f"{name} must be >= 1 (batches) or None, got {every}")
         if retention_hours < 0:
             raise MirrorError(f"retention_hours must be >= 0, got {retention_hours}")
+        if file_bytes < 1:
+            raise MirrorError(f"file_bytes must be >= 1, got {file_bytes}")
+        self.file_bytes = file_bytes
         self.optimize_every = optimize_every
         self.vacuum_every = vacuum_every
         self.retention_hours = retention_hours
@@ -574,6 +588,9 @@ class DeltaMirror:
             handle.update_incremental()
         return handle
 
+    def _new_table_configuration(self) -> dict[str, str | None]:
+        return {"delta.targetFileSize": str(self.file_bytes)}
+
     def _forget(self, *paths: str) -> None:
         for path in paths:
             self._handles.pop(path, None)
@@ -634,7 +651,14 @@ class DeltaMirror:
         stats.deletes += source.num_rows - upserts.num_rows
         if not DeltaTable.is_deltatable(path):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            write_deltalake(path, upserts.drop_columns([OP_COLUMN]), mode="append", commit_properties=commit)
+            write_deltalake(
+                path,
+                upserts.drop_columns([OP_COLUMN]),
+                mode="append",
+                commit_properties=commit,
+                configuration=self._new_table_configuration(),
+                target_file_size=self.file_bytes,
+            )
             self._move(path, moved_to)
             stats.applied += 1
             return True
@@ -691,7 +715,12 @@ class DeltaMirror:
                     pa.field(name, kind if kind is not None else pa.string()) for name, _s, kind in evolution.columns
                 ]
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-                write_deltalake(path, pa.schema(fields).empty_table(), mode="overwrite")
+                write_deltalake(
+                    path,
+                    pa.schema(fields).empty_table(),
+                    mode="overwrite",
+                    configuration=self._new_table_configuration(),
+                )
             return
         if not exists:
             return  # the table's first rows create it, in the layout they carry
