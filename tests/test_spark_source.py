@@ -77,12 +77,22 @@ def run_workload(conn: Any, db: str, n: int, *, seed: int = 5, alter_at: int | N
     return work
 
 
-def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+def written_workload(
+    mariadb: Any, tmp_path: Path, n: int, *, alter_at: int
+) -> tuple[Any, Path, DeltaMirror, dict[str, str]]:
+    """``n`` shop transactions (an ALTER after the ``alter_at``-th) written after a recorded position, and what a
+    query over them needs: the connection, a checkpoint path, a new mirror and source options from that position."""
     conn = mariadb.connect()
     start = master_position(conn)
-    run_workload(conn, mariadb.database, 150, alter_at=40)  # >= 450 entries: >= 5 batches of <= 100
-    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
+    run_workload(conn, mariadb.database, n, alter_at=alter_at)
     options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
+    return conn, tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror"), options
+
+
+def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+    conn, checkpoint, mirror, options = written_workload(
+        mariadb, tmp_path, 150, alter_at=40
+    )  # >= 450 entries: >= 5 batches of <= 100
     seen: dict[int, list[list[Any]]] = {}
 
     def crash_after_write(df: Any, batch_id: int) -> None:
@@ -114,11 +124,7 @@ def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spar
 
 
 def test_reader_process_killed_after_the_write(mariadb: Any, spark: Any, tmp_path: Path) -> None:
-    conn = mariadb.connect()
-    start = master_position(conn)
-    run_workload(conn, mariadb.database, 80, alter_at=30)
-    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
-    options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
+    conn, checkpoint, mirror, options = written_workload(mariadb, tmp_path, 80, alter_at=30)
     killed: list[int] = []
 
     def kill_reader_on_batch_2(df: Any, batch_id: int) -> None:
@@ -232,11 +238,7 @@ def kill_driver_after_batch_2(
 
 
 def test_driver_killed_then_restarted_from_the_checkpoint(mariadb: Any, spark: Any, tmp_path: Path) -> None:
-    conn = mariadb.connect()
-    start = master_position(conn)
-    run_workload(conn, mariadb.database, 80, alter_at=50)
-    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
-    options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
+    conn, checkpoint, mirror, options = written_workload(mariadb, tmp_path, 80, alter_at=50)
     kill_driver_after_batch_2(options, checkpoint, mirror, tmp_path / "written")
     assert 2 in mirror.committed_batch_ids(mariadb.database, "orders") + mirror.committed_batch_ids(
         mariadb.database, "customers"

@@ -72,6 +72,7 @@ from canal.snapshot.reader import (
 )
 from canal.snapshot.values import column_expression, rows_reader
 from canal.spark.changes import SEQ_BITS, arrow_schema, table_codec
+from canal.spark.spool import discard_numbered
 from canal.sql import quote_name, read_column_type
 from canal.sql.types import INTEGER_TYPES, TEXT_TYPES
 
@@ -93,9 +94,9 @@ MAX_PARTITIONS = PARTITION_SEQ_BASE // PARTITION_SEQ_SPAN
 """Chunk partitions one micro-batch may hold (512)."""
 
 _PIECE_ROWS = 8192  # rows an executor reads per query of a range: what its memory holds at once
-_UPPER_HEX = r"\\u00[01][A-F]"
+_UPPER_HEX = r"\\u00[01][A-F]"  # MariaDB's JSON_QUOTE of U+000B, U+000E, U+000F, U+001A..U+001F
 _ER_TABLE_DEF_CHANGED = 1412  # a table's definition changed after the transaction's snapshot began
-_DEFINITION_RETRIES = 5  # MariaDB's JSON_QUOTE of U+000B, U+000E, U+000F, U+001A..U+001F
+_DEFINITION_RETRIES = 5  # reads of a range whose table's definition keeps changing before it fails
 
 
 # -- planning (the driver) -------------------------------------------------------------------------------------------
@@ -265,17 +266,7 @@ def read_chunk(partition: ChunkPartition) -> Iterator[Any]:
 
 def discard_chunks_through(spool_dir: str, batch: int) -> None:
     """Delete the spooled ranges of micro-batches up to ``batch`` (committed: never read again)."""
-    root = Path(spool_dir) / "chunks"
-    if not root.exists():
-        return
-    for path in root.glob("*.arrow"):
-        try:
-            number = int(path.name.split("-", 1)[0])
-        except ValueError:
-            continue  # not ours
-        if number <= batch:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+    discard_numbered(Path(spool_dir) / "chunks", batch)
 
 
 def _write_chunk(partition: ChunkPartition, path: Path) -> None:
@@ -548,9 +539,7 @@ class _RangeReader:
         count = int(count_text)
         if count == 0:
             return [], [], 0, None
-        if isinstance(text, bytes | bytearray):
-            text = bytes(text).decode("utf-8")
-        lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
+        lines = pc.split_pattern(pa.array([as_text(text)], pa.large_string()), "\n").flatten()
         if len(lines) != count:
             return None
         pairs = pc.split_pattern(lines, "\t", max_splits=1)

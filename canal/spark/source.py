@@ -347,7 +347,7 @@ class CanalStreamReader:
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None
         self.partition_rows = _reader_option(lower, "snapshot.partition.rows", "100000", int)
-        if "snapshot.partitions" in lower:
+        if partitioned_options(self.options):
             self.partitions_per_batch = _reader_option(lower, "snapshot.partitions", "", int)
             if self.partitions_per_batch > MAX_PARTITIONS:
                 raise SparkSourceError(

@@ -82,20 +82,25 @@ class Spool:
                 path.unlink()
 
     def discard_through(self, end: Offset) -> None:
-        """Delete the files of batches that end at or before ``end``."""
-        if not self.root.exists():
-            return
-        limit = int(end.get("batch", 0))
-        for path in self.root.glob("*.arrow"):
+        """Delete the files of batches that end at or before ``end`` (they start before its batch number)."""
+        discard_numbered(self.root, int(end.get("batch", 0)) - 1)
+
+
+def discard_numbered(root: Path, through: int) -> None:
+    """Delete the spool files in ``root`` (``<number:012d>-....arrow``) numbered ``through`` or lower: they hold
+    batches Spark committed, which it never reads again (it replays only past them)."""
+    if not root.exists():
+        return
+    for path in root.glob("*.arrow"):
+        try:
+            number = int(path.name.split("-", 1)[0])
+        except ValueError:
+            continue  # not a spool file of ours: leave it alone
+        if number <= through:
             try:
-                start_batch = int(path.name.split("-", 1)[0])
-            except ValueError:
-                continue  # not a spool file of ours: leave it alone
-            if start_batch < limit:
-                try:
-                    path.unlink()
-                except OSError as exc:  # a committed batch's file: never read again (Spark replays only past it)
-                    _LOG.warning("could not delete spent spool file %s: %s", path, exc)
+                path.unlink(missing_ok=True)
+            except OSError as exc:  # spent: a file left behind costs space, not correctness
+                _LOG.warning("could not delete spent spool file %s: %s", path, exc)
 
 
 def empty_batch() -> Any:
