@@ -221,7 +221,7 @@ def assemble(
             on_error=on_error,
             schema_history=build_schema_history(config, meta),
         )
-        parser.merge = SnapshotMerge()
+        parser.merge = SnapshotMerge(config.snapshot.watermark)
     else:
         parser = ParserGroup(config, members, source_factory, sink.sink, log_positions, on_error, meta)
     return InstanceParts(meta, own_meta, log_positions, store, sink, parser, start)

@@ -4,7 +4,8 @@
 2. creates ``shop.customers``, ``shop.orders`` and ``shop.order_items`` and fills them with 200,000 rows before any
    capture starts (a database that already holds data);
 3. a Spark structured-streaming query reads the ``canal`` source with ``pycanal.snapshot.mode=initial``: the existing
-   rows arrive as SNAPSHOT change rows, merged with the binlog, while a workload generator writes (transactions of
+   rows arrive as SNAPSHOT change rows, merged with the binlog (Spark's executors read the snapshot's key ranges,
+   ``snapshot.partitions``), while a workload generator writes (transactions of
    inserts, updates and deletes, and one ``ALTER TABLE customers ADD COLUMN tier``); every table is mirrored into its
    own Delta table (``DeltaMirror``: MERGE per table, committed with the micro-batch id as an app transaction);
 4. part-way through, the process that runs the canal reader (``python_streaming_source_runner``) is SIGKILLed; the
@@ -237,6 +238,9 @@ def _run(
                 "master.password": mariadb.password,
                 "filter.regex": rf"{DB}\..*",
                 "pycanal.snapshot.mode": "initial",  # the rows already there, then the binlog, without a gap
+                # the snapshot's key ranges are read by Spark's executors (two at a time), not by the reader process
+                "snapshot.partitions": "2",
+                "snapshot.partition.rows": "50000",
                 "meta.mode": "zookeeper",
                 "zk.servers": zookeeper.hosts,
                 "spool.dir": str(work_dir / "checkpoint.canal-spool"),

@@ -50,6 +50,7 @@ from canal.parse.parser import EventParser, SourceFactory
 from canal.position import LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
 from canal.schema.catalog import SchemaCatalog
+from canal.snapshot.marks import WatermarkWriter
 from canal.snapshot.merge import SnapshotMerge
 from canal.snapshot.reader import ChunkReader
 from canal.snapshot.runner import SnapshotProgress, SnapshotRunner, split_table_name
@@ -288,7 +289,9 @@ class Instance(StartStopContext):
         entries (after images; apply them as upserts) at the point of the stream where they are exact, so a
         consumer applying everything in order ends equal to the source (see :mod:`canal.snapshot.window`).
         Returns the running snapshot (``progress()``, ``wait()``). Needs a MariaDB source (its consistent-snapshot
-        binlog position). ``chunk_rows`` / ``max_rows_per_s`` default to the config's ``snapshot`` settings.
+        binlog position), or a ``watermark_table`` in the config's ``snapshot`` (DBLog's watermarks, for servers
+        without that position such as MySQL; :mod:`canal.snapshot.marks`). ``chunk_rows`` / ``max_rows_per_s``
+        default to the config's ``snapshot`` settings.
 
         Progress rides with the entries: once an entry handed out after this call is acked, the consumer cursor
         holds the unfinished snapshot, and a restart (or an HA takeover) resumes it after the last acked snapshot
@@ -421,16 +424,29 @@ class Instance(StartStopContext):
             estimated_rows=estimated_rows,
             unread_rows=unread_rows,
             waiting=self.store.producer_waiting,
+            watermarks=self._watermark_writer(merge),
         )
         return runner
+
+    def _watermark_writer(self, merge: SnapshotMerge) -> WatermarkWriter | None:
+        """The writer of DBLog's watermarks when the config names a watermark table (its own source and
+        connection)."""
+        table = self.config.snapshot.watermark
+        if table is None:
+            return None
+        _merge, source = self._snapshot_parts()
+        return WatermarkWriter(source, table, self.destination, merge.expect_mark)
 
     def _captured_tables(self, catalog: SchemaCatalog) -> list[str]:
         """The tables a snapshot of "the captured tables" reads: those the instance filter includes."""
         filters = self.config.table_filters
+        marks = self.config.snapshot.watermark_table
         return sorted(
             name
             for name in catalog.tables
-            if filters.includes(*split_table_name(name)) and name.partition(".")[0].lower() not in _SYSTEM_DBS
+            if filters.includes(*split_table_name(name))
+            and name.partition(".")[0].lower() not in _SYSTEM_DBS
+            and name != marks
         )
 
     def _check_tables(self, tables: Sequence[str], source: MysqlBinlogSource, catalog: SchemaCatalog) -> None:
@@ -440,6 +456,15 @@ class Instance(StartStopContext):
         missing = [name for name in tables if name not in catalog.tables]
         if missing:
             raise ConfigError(f"cannot snapshot {', '.join(missing)}: no such table", key="snapshot.tables")
+        marks = self.config.snapshot.watermark_table
+        if marks is not None and marks in tables:
+            raise ConfigError(f"cannot snapshot {marks}: it is the snapshot's watermark table", key="snapshot.tables")
+        writer = self._watermark_writer(self._snapshot_parts()[0])
+        if writer is not None:
+            try:
+                writer.check()
+            finally:
+                writer.close()
         if self.config.snapshot.keyless is not KeylessTables.REFUSE:
             return
         refused = []

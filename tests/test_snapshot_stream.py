@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from test_snapshot_marks import create_watermark_table
 
-from canal.config import InstanceConfig, StoreConfig
+from canal.config import InstanceConfig, SnapshotConfig, StoreConfig
 from canal.errors import ConfigError, NotRunningError, SnapshotError
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType, EventType
@@ -57,12 +58,13 @@ def _select(db: MariaDBDatabase, table: str, keys: int) -> dict[Any, tuple[Any, 
     return {tuple(r[:keys]): tuple(r) for r in db.execute(f"SELECT * FROM {table}")}
 
 
-def _config(db: MariaDBDatabase) -> InstanceConfig:
+def _config(db: MariaDBDatabase, watermark_table: str | None = None) -> InstanceConfig:
     return InstanceConfig(
         destination="snap",
         master=db.master(),
         filter_regex=rf"{db.database}\..*",
         store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=4096),
+        snapshot=SnapshotConfig(watermark_table=watermark_table),
     )
 
 
@@ -142,11 +144,17 @@ def _load(db: MariaDBDatabase) -> None:
     db.execute("INSERT INTO n VALUES (1, 'a'), (1, 'a'), (2, NULL)")
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_snapshot_under_concurrent_writes_ends_equal(mariadb: MariaDBDatabase, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "watermarks"), [(1, False), (2, False), (3, True)])
+def test_snapshot_under_concurrent_writes_ends_equal(mariadb: MariaDBDatabase, seed: int, watermarks: bool) -> None:
+    """Chunks placed at MariaDB's snapshot position, or (``watermarks``) between DBLog's watermarks, written to a
+    table the filter captures: its rows never reach the consumer."""
     _load(mariadb)
+    marks = None
+    if watermarks:
+        marks = f"{mariadb.database}.canal_marks"
+        create_watermark_table(mariadb)
     mirror = Mirror()
-    with Instance(_config(mariadb)) as inst:
+    with Instance(_config(mariadb, marks)) as inst:
         pump = _drain_until(inst, mirror)
         with Writers(mariadb, seed) as writers:
             while writers.writes < 50:  # the writers are going before the snapshot starts
@@ -169,6 +177,9 @@ def test_snapshot_under_concurrent_writes_ends_equal(mariadb: MariaDBDatabase, s
     assert mirror.tables[f"{db}.c"] == _select(mariadb, "c", 2)
     assert mirror.tables[f"{db}.other"] == _select(mariadb, "other", 1)  # streamed only, untouched by the snapshot
     assert mirror.bags[f"{db}.n"] == Counter(tuple(r) for r in mariadb.execute("SELECT * FROM n"))
+    assert set(mirror.tables) | set(mirror.bags) == {f"{db}.k", f"{db}.c", f"{db}.n", f"{db}.other"}
+    if watermarks:  # two marks per read: the table holds this destination's last one
+        assert [r[0] for r in mariadb.execute("SELECT destination FROM canal_marks")] == ["snap"]
 
 
 def test_snapshot_errors_change_nothing(mariadb: MariaDBDatabase) -> None:

@@ -329,6 +329,8 @@ def test_executor_partitions_take_only_the_initial_snapshot_mode(tmp_path: Path)
     for mode in ("when_needed", "initial_only"):
         with pytest.raises(SparkSourceError, match=f"snapshot mode initial or never, not {mode}"):
             CanalStreamReader({**options, "pycanal.snapshot.mode": mode})
+    with pytest.raises(SparkSourceError, match=r"takes no pycanal\.snapshot\.watermark\.table"):
+        CanalStreamReader({**options, "pycanal.snapshot.mode": "initial", "pycanal.snapshot.watermark.table": "d.m"})
     assert not (tmp_path / "spool").exists()
     reader = CanalStreamReader({**options, "pycanal.snapshot.mode": "initial"})
     assert reader.partitions_per_batch == 4 and reader.partition_rows == 100_000

@@ -620,6 +620,15 @@ def _to_snapshot_tables(value: object) -> tuple[str, ...] | None:
     return tuple(names)
 
 
+def _to_watermark_table(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    db, dot, table = value.partition(".") if isinstance(value, str) else ("", "", "")
+    if not dot or not db or not table or "." in table:
+        raise _FieldError("SnapshotConfig", "watermark_table", value, f"names a table as db.table, got {value!r}")
+    return str(value)
+
+
 def _optional_positive(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
     if value is not None:
         _positive_number(inst, attr, value)
@@ -634,7 +643,9 @@ class SnapshotConfig:
     read per chunk. ``chunk_bytes``: the most bytes of values a chunk should hold -- chunks of wide rows (BLOBs, long
     text) hold fewer rows, measured as they are read, so memory is bounded by bytes whatever the row size.
     ``max_rows_per_s``: a ceiling on the read rate, to protect the source. ``keyless``: tables without a key (see
-    :class:`KeylessTables`).
+    :class:`KeylessTables`). ``watermark_table``: ``db.table`` for DBLog's watermarks, written around each read
+    (servers that do not report a consistent snapshot's binlog position, such as MySQL; see
+    ``canal.snapshot.marks``); None (the default) reads without writing, at MariaDB's snapshot position.
     """
 
     mode: SnapshotMode = attrs.field(
@@ -655,6 +666,19 @@ class SnapshotConfig:
     keyless: KeylessTables = attrs.field(
         default=KeylessTables.READ_WHOLE, converter=_to_keyless, metadata=canal_key("pycanal.snapshot.keyless", "enum")
     )
+    watermark_table: str | None = attrs.field(
+        default=None,
+        converter=_to_watermark_table,
+        metadata=canal_key("pycanal.snapshot.watermark.table", "opt_str"),
+    )
+
+    @property
+    def watermark(self) -> tuple[str, str] | None:
+        """``watermark_table`` as (database, table)."""
+        if self.watermark_table is None:
+            return None
+        db, _, table = self.watermark_table.partition(".")
+        return db, table
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)

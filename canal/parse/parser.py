@@ -35,7 +35,7 @@ from canal.errors import (
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
-from canal.parse.events import QueryEvent
+from canal.parse.events import QueryEvent, RowsEvent
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.source import BinlogSource
@@ -358,12 +358,20 @@ class EventParser(StartStopContext):
                 add(self._converter.resting_at(start.position))
             stop = self._stop
             clock = time.monotonic
+            merge = self._merge
+            marks = None if merge is None else merge.watermark_table
             self._last_read = clock()
             self._dumping = True
             for event in source.dump(request):
                 self._last_read = clock()
                 if schemas is not None and event.__class__ is QueryEvent:
                     schemas.observe(event)
+                elif marks is not None and event.__class__ is RowsEvent:
+                    table = event.table
+                    if table.table == marks[1] and table.schema == marks[0]:
+                        assert merge is not None
+                        merge.observe_marks(event)
+                        continue  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 entry = convert(event)
                 if entry is not None:
                     add(entry)

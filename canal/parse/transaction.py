@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from canal.parse.events import RowsEvent
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 
@@ -56,6 +57,15 @@ class StreamMerge(Protocol):
 
     def abort(self, reason: str) -> None:
         """The stream's positions changed meaning (another server): drop what waits for a position."""
+        ...
+
+    @property
+    def watermark_table(self) -> tuple[str, str] | None:
+        """A table whose row events place reads in the stream (DBLog's watermarks) and are never handed off."""
+        ...
+
+    def observe_marks(self, event: RowsEvent) -> None:
+        """A row event of :attr:`watermark_table`, at its place in the binlog (the parser thread)."""
         ...
 
 

@@ -26,9 +26,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from canal.errors import CanalError
+from canal.errors import CanalError, SnapshotError
+from canal.parse.events import RowsEvent
 from canal.position import EntryPosition, LogPosition, SnapshotCursor
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange, RowData
+from canal.snapshot.marks import MarkedRead, mark_of
 from canal.snapshot.reader import Chunk
 from canal.snapshot.window import ChunkWindow, position_key
 
@@ -50,6 +52,11 @@ class PendingChunk:
         self.number = number
         self.last = last  # the table's last chunk
         self.progress = progress  # the snapshot's progress before this chunk (its table is progress.table)
+        # the stream's changes at or after ``lower`` overtake the chunk's rows; it joins at a boundary at or after
+        # ``due_at``: both its position when it has one, else its watermarks' once the parser has seen them
+        position = chunk.position
+        self.lower: EntryPosition | None = None if isinstance(position, MarkedRead) else position
+        self.due_at: EntryPosition | None = self.lower
         self.emitted: int | None = None
         self.error: BaseException | None = None
         self._done = threading.Event()
@@ -70,7 +77,11 @@ class PendingChunk:
 class SnapshotMerge:
     """Open windows and waiting chunks of one parser. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, watermark_table: tuple[str, str] | None = None) -> None:
+        self.watermark_table = watermark_table  # DBLog's watermarks (canal.snapshot.marks): the parser's to watch
+        self._marks: dict[str, EntryPosition | None] = {}  # marks written and not yet used -> where the parser saw them
+        # the last read placed by its marks (the pieces of a table read without a key share one read)
+        self._placed: tuple[MarkedRead, EntryPosition, EntryPosition] | None = None
         self._lock = threading.Lock()
         self._windows: dict[tuple[str, str], ChunkWindow] = {}
         self._pending: list[PendingChunk] = []
@@ -132,6 +143,21 @@ class SnapshotMerge:
             if self._windows.get((window.schema, window.table)) is window:
                 del self._windows[(window.schema, window.table)]
 
+    def expect_mark(self, mark: str) -> None:
+        """A watermark about to be written: the parser records where it sees it."""
+        with self._lock:
+            self._marks[mark] = None
+
+    def observe_marks(self, event: RowsEvent) -> None:
+        """A row event of the watermark table (the parser thread; it hands off none of them)."""
+        marks = self._marks
+        for row in event.rows:
+            mark = mark_of(row.after)
+            if mark is not None and mark in marks:
+                with self._lock:
+                    if mark in marks:
+                        marks[mark] = EntryPosition(event.log_file, event.offset)
+
     def submit(
         self, window: ChunkWindow, chunk: Chunk, number: int, *, last: bool, progress: SnapshotCursor
     ) -> PendingChunk:
@@ -147,6 +173,8 @@ class SnapshotMerge:
         with self._lock:
             pending, self._pending = self._pending, []
             self._handed = None
+            self._marks.clear()  # their positions name the old binlog; the chunks are read again with new ones
+            self._placed = None
         for chunk in pending:
             chunk._finish(None, SnapshotAborted(f"snapshot chunk dropped: {reason}"))
 
@@ -179,13 +207,30 @@ class SnapshotMerge:
         if not self._pending or self._handed is None:
             return []
         due: list[PendingChunk] = []
+        failed: list[tuple[PendingChunk, MarkedRead]] = []
         with self._lock:
             for pending in list(self._pending):
-                where = pending.chunk.position
-                assert where.journal_name is not None and where.position is not None
-                if position_key(where.journal_name, where.position) <= self._handed:
+                if pending.due_at is None and not self._place(pending):
+                    read = pending.chunk.position
+                    assert isinstance(read, MarkedRead)
+                    if _key(read.written_by) <= self._handed:
+                        failed.append((pending, read))  # the parser passed the binlog's end after the marks
+                        self._pending.remove(pending)
+                    continue
+                assert pending.due_at is not None
+                if _key(pending.due_at) <= self._handed:
                     due.append(pending)
                     self._pending.remove(pending)
+        for pending, read in failed:
+            table = self.watermark_table or ("?", "?")
+            pending._finish(
+                None,
+                SnapshotError(
+                    f"the snapshot's watermarks in {'.'.join(table)} did not reach the binlog this destination reads "
+                    f"(it passed {read.written_by} without them): is the table excluded from the "
+                    "binlog (binlog_ignore_db / binlog_do_db, or writes without sql_log_bin)?"
+                ),
+            )
         out: list[Entry] = []
         for pending in due:
             entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume)
@@ -196,6 +241,27 @@ class SnapshotMerge:
                     self._stream_ended = True
             pending._finish(emitted)
         return out
+
+    def _place(self, pending: PendingChunk) -> bool:
+        """Give a chunk read between watermarks its place once the parser has seen both (lock held)."""
+        read = pending.chunk.position
+        assert isinstance(read, MarkedRead)
+        placed = self._placed
+        if placed is not None and placed[0] == read:
+            pending.lower, pending.due_at = placed[1], placed[2]
+            return True
+        low, high = self._marks.get(read.low), self._marks.get(read.high)
+        if low is None or high is None:
+            return False
+        pending.lower, pending.due_at = low, high
+        del self._marks[read.low], self._marks[read.high]
+        self._placed = (read, low, high)
+        return True
+
+
+def _key(position: EntryPosition) -> tuple[int, int]:
+    assert position.journal_name is not None and position.position is not None
+    return position_key(position.journal_name, position.position)
 
 
 def snapshot_entries(
@@ -223,7 +289,8 @@ def snapshot_entries(
     progress: SnapshotCursor | None = base
     for n, start in enumerate(starts, 1):
         end = min(start + ROWS_PER_ENTRY, n_read)
-        part = pending.window.reconcile(chunk.rows[start:end], chunk.position)
+        assert pending.lower is not None  # placed before it is due
+        part = pending.window.reconcile(chunk.rows[start:end], pending.lower)
         final = n == len(starts)
         table_done = pending.last and final
         done_rows += len(part)
@@ -247,7 +314,7 @@ def snapshot_entries(
             event_length=64 * len(part),  # what MEMSIZE stores account for (there is no binlog event to measure)
             props={
                 "snapshot.chunk": str(pending.number),
-                "snapshot.position": str(chunk.position),
+                "snapshot.position": str(pending.due_at),
                 "snapshot.table_done": "true" if table_done else "false",
             },
         )

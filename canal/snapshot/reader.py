@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pymysql  # type: ignore[import-untyped]
@@ -30,7 +30,11 @@ from canal.protocol import TableSchema
 from canal.snapshot.values import column_expression, rows_reader
 from canal.sql import quote_name
 
+if TYPE_CHECKING:
+    from canal.snapshot.marks import MarkedRead
+
 __all__ = [
+    "BeginRead",
     "Chunk",
     "ChunkReader",
     "as_text",
@@ -79,21 +83,27 @@ def begin_consistent_read(cur: Any) -> EntryPosition:
     status = {as_text(name).lower(): as_text(value) for name, value in cur.fetchall()}
     if "binlog_snapshot_file" not in status:
         raise SourceError(
-            "the server reports no binlog_snapshot_file: an exact snapshot needs MariaDB's consistent "
-            "snapshot position (MySQL is not supported by the snapshot yet)"
+            "the server reports no binlog_snapshot_file (MariaDB's consistent snapshot position; MySQL has none): "
+            "snapshot with watermarks instead (SnapshotConfig watermark_table / pycanal.snapshot.watermark.table)"
         )
     return EntryPosition(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
 
 
+BeginRead = Callable[[Any], "EntryPosition | MarkedRead"]
+"""Starts a consistent read on a cursor and says where it sits in the binlog: :func:`begin_consistent_read`
+(MariaDB's exact position) or :meth:`canal.snapshot.marks.WatermarkWriter.begin_read` (between two watermarks)."""
+
+
 @attrs.frozen(slots=True)
 class Chunk:
-    """Rows of one table exact at ``position``: the decoder's value tuples in key order, each row's raw key (the
-    server's text or bytes of the key columns; None for a table without a key), and the raw key of the last row
-    (where the next chunk starts; None: the table is done, unless ``more``: a table without a key has more rows
-    in the same read, at the same position -- :meth:`ChunkReader.read_more`)."""
+    """Rows of one table exact at ``position`` (a :class:`~canal.snapshot.marks.MarkedRead`: as of its high
+    watermark, once the stream drops the keys changed between the marks): the decoder's value tuples in key order,
+    each row's raw key (the server's text or bytes of the key columns; None for a table without a key), and the raw
+    key of the last row (where the next chunk starts; None: the table is done, unless ``more``: a table without a
+    key has more rows in the same read, at the same position -- :meth:`ChunkReader.read_more`)."""
 
     table: TableSchema
-    position: EntryPosition
+    position: EntryPosition | MarkedRead
     rows: tuple[tuple[Any, ...], ...]
     next_key: tuple[Any, ...] | None
     keys: tuple[tuple[Any, ...], ...] | None = None
@@ -103,7 +113,8 @@ class Chunk:
 class ChunkReader:
     """Reads ``schema``'s table in chunks over one connection from ``connect`` (pymysql, conversions off: the
     server's text comes through untouched): at most ``chunk_rows`` rows and, once measured, about ``chunk_bytes``
-    bytes of values each (None: rows only)."""
+    bytes of values each (None: rows only). ``begin_read`` starts each read's transaction and places it in the binlog
+    (default: MariaDB's consistent snapshot position)."""
 
     def __init__(
         self,
@@ -112,12 +123,14 @@ class ChunkReader:
         *,
         chunk_rows: int = 10_000,
         chunk_bytes: int | None = None,
+        begin_read: BeginRead = begin_consistent_read,
     ) -> None:
         if chunk_rows < 1:
             raise ValueError("chunk_rows must be >= 1")
         if chunk_bytes is not None and chunk_bytes < 1:
             raise ValueError("chunk_bytes must be >= 1")
         self._connect = connect
+        self._begin_read = begin_read
         self.schema = schema
         self.chunk_rows = chunk_rows
         self.chunk_bytes = chunk_bytes
@@ -125,7 +138,7 @@ class ChunkReader:
         self._read = rows_reader(schema)
         self._conn: Any = None  # one connection for the table's chunks (a new one after an error)
         self._streaming: Any = None  # the open unbuffered cursor of a table read without a key
-        self._streaming_at: EntryPosition | None = None
+        self._streaming_at: EntryPosition | MarkedRead | None = None
         self._key_indexes: tuple[int, ...] | None = schema.key_indexes or None
         self._key_known = bool(schema.key_indexes)  # a table without a primary key looks for a unique key once
         table = f"{quote_name(schema.schema)}.{quote_name(schema.table)}"
@@ -200,7 +213,7 @@ class ChunkReader:
         conn = self._connection()
         try:
             with conn.cursor() as cur:
-                position = begin_consistent_read(cur)
+                position = self._begin_read(cur)
                 cur.execute(sql, args)
                 raw_rows = cur.fetchall()
                 cur.execute("COMMIT")
@@ -220,7 +233,7 @@ class ChunkReader:
         conn = self._connection()
         try:
             cur = conn.cursor(pymysql.cursors.SSCursor)
-            self._streaming_at = begin_consistent_read(cur)
+            self._streaming_at = self._begin_read(cur)
             cur.execute(self._select)
             self._streaming = cur
         except BaseException:

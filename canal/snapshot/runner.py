@@ -20,8 +20,9 @@ from canal.errors import CanalError, ConfigError, SnapshotError
 from canal.log import destination_logger
 from canal.position import SnapshotCursor
 from canal.protocol import TableSchema
+from canal.snapshot.marks import WatermarkWriter
 from canal.snapshot.merge import PendingChunk, SnapshotAborted, SnapshotMerge
-from canal.snapshot.reader import Chunk, ChunkReader
+from canal.snapshot.reader import Chunk, ChunkReader, begin_consistent_read
 from canal.snapshot.window import ChunkWindow
 
 __all__ = ["AHEAD_CHUNKS", "SnapshotProgress", "SnapshotRunner", "split_table_name"]
@@ -60,7 +61,8 @@ class SnapshotRunner:
     ``connect()`` opens a connection that returns the server's text (pymysql ``conv={}``); ``table_schema(db,
     table)`` gives the layout rows are decoded under (None: no such table). ``chunk_rows`` / ``chunk_bytes`` bound
     a chunk (:class:`~canal.snapshot.reader.ChunkReader`); ``keyless`` says what to do with a table without a
-    chunk key.
+    chunk key. ``watermarks`` places each read between two watermark writes (:mod:`canal.snapshot.marks`; the
+    runner closes it when it ends); without it, reads are placed at MariaDB's consistent snapshot position.
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class SnapshotRunner:
         estimated_rows: Callable[[Sequence[TableSchema]], int] | None = None,
         unread_rows: Callable[[], int] | None = None,
         waiting: Callable[[], None] | None = None,
+        watermarks: WatermarkWriter | None = None,
     ) -> None:
         if chunk_rows < 1:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
@@ -92,6 +95,7 @@ class SnapshotRunner:
         self._table_schema = table_schema
         self._estimated_rows = estimated_rows
         self._unread_rows = unread_rows
+        self._watermarks = watermarks
         self._waiting = waiting  # tells the store the reader waits for the consumer (its read-ahead limit)
         self.chunk_rows = chunk_rows
         self.chunk_bytes = chunk_bytes
@@ -167,6 +171,8 @@ class SnapshotRunner:
 
     def _run(self) -> None:
         try:
+            if self._watermarks is not None:
+                self._watermarks.check()
             plan = self.plan
             schemas: list[TableSchema | None] = []
             for name in plan.tables[plan.table :]:
@@ -198,11 +204,20 @@ class SnapshotRunner:
                 exc,
             )
         finally:
+            if self._watermarks is not None:
+                self._watermarks.close()
             self._finished_at = time.monotonic()
             self._done.set()
 
     def _table(self, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
-        reader = ChunkReader(self._connect, schema, chunk_rows=self.chunk_rows, chunk_bytes=self.chunk_bytes)
+        marks = self._watermarks
+        reader = ChunkReader(
+            self._connect,
+            schema,
+            chunk_rows=self.chunk_rows,
+            chunk_bytes=self.chunk_bytes,
+            begin_read=begin_consistent_read if marks is None else marks.begin_read,
+        )
         try:
             key = reader.chunk_key()
             if key is None:

@@ -358,6 +358,13 @@ class CanalStreamReader:
                     f"canal source option snapshot.partitions takes snapshot mode initial or never, not "
                     f"{config.snapshot.mode.value}"
                 )
+            if config.snapshot.watermark_table is not None:
+                # executors place their ranges at MariaDB's snapshot position; watermarks are the reader's own
+                raise SparkSourceError(
+                    "canal source option snapshot.partitions reads at MariaDB's consistent snapshot position: it "
+                    "takes no pycanal.snapshot.watermark.table (leave snapshot.partitions off to snapshot with "
+                    "watermarks)"
+                )
 
     def initialOffset(self) -> Offset:
         return dict(INITIAL_OFFSET)
