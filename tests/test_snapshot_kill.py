@@ -1,7 +1,7 @@
 """SIGKILL a consumer process (file meta) at each phase of a snapshot while writers change the table: before a chunk's
 read starts, after its read before it joins the stream, while the consumer holds snapshot rows it has not acked, and
-between chunks. Every restart resumes the snapshot from the cursor; the consumer's mirror ends equal to the source and
-no acked row (snapshot or binlog) is ever delivered again."""
+between chunks (with DBLog's watermarks, also between a read's two marks). Every restart resumes the snapshot from the
+cursor; the consumer's mirror ends equal to the source and no acked row (snapshot or binlog) is ever delivered again."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from procs.ha_harness import Child, Runs, kill_all
+from test_snapshot_marks import create_watermark_table
 from test_snapshot_stream import Writers, _load, _select
 
 from canal.testing.plugin import MariaDBDatabase
@@ -21,6 +22,7 @@ from canal.testing.plugin import MariaDBDatabase
 pytestmark = pytest.mark.integration
 
 PHASES = ("before_read", "after_read", "before_ack", "between_chunks")
+MARKED_PHASES = ("before_read", "between_marks", "after_read", "before_ack", "between_chunks")
 
 
 def _batches(path: Path) -> Iterator[tuple[int, list[list[Any]], bool]]:
@@ -39,9 +41,14 @@ def _batches(path: Path) -> Iterator[tuple[int, list[list[Any]], bool]]:
         yield batch, rows, batch in acked
 
 
-def test_sigkill_at_each_phase_of_a_snapshot(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+@pytest.mark.parametrize("watermarks", [False, True], ids=["snapshot_position", "watermarks"])
+def test_sigkill_at_each_phase_of_a_snapshot(mariadb: MariaDBDatabase, tmp_path: Path, watermarks: bool) -> None:
+    """At MariaDB's snapshot position, or between DBLog's watermarks (then also killed between a read's two
+    marks)."""
     _load(mariadb)  # k: 3000 rows, read in chunks of 100; other: filled by the writers from now on
     db = mariadb.database
+    if watermarks:
+        create_watermark_table(mariadb)
     events: queue.Queue[tuple[str, str]] = queue.Queue()
     base = {
         "address": mariadb.address,
@@ -51,6 +58,7 @@ def test_sigkill_at_each_phase_of_a_snapshot(mariadb: MariaDBDatabase, tmp_path:
         "meta_dir": str(tmp_path / "meta"),
         "chunk_rows": 100,
         "at": 2,
+        "watermark_table": f"{db}.canal_marks" if watermarks else None,
     }
     processes = Runs("tests.procs.snapshot_consumer", base, tmp_path, events)
     children, logs, run = processes.children, processes.logs, processes.run
@@ -73,7 +81,7 @@ def test_sigkill_at_each_phase_of_a_snapshot(mariadb: MariaDBDatabase, tmp_path:
 
     try:
         with Writers(mariadb, seed=11) as writers:
-            for phase in PHASES:
+            for phase in MARKED_PHASES if watermarks else PHASES:
                 child = run(phase)
                 await_line(child, f"P {phase}")
                 child.kill()
@@ -124,3 +132,4 @@ def test_sigkill_at_each_phase_of_a_snapshot(mariadb: MariaDBDatabase, tmp_path:
     assert len(acked_snapshot) > 2000  # most of k came through the snapshot, across five runs
     assert mirror["k"] == _select(mariadb, "k", 1)
     assert mirror["other"] == _select(mariadb, "other", 1)
+    assert "canal_marks" not in mirror  # captured by the filter, but watermarks are never handed off

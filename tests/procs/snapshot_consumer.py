@@ -2,8 +2,8 @@
 tables ``k`` and ``other`` on its first start, applies and acks until killed, and resumes on the next start.
 
 Usage: python -m tests.procs.snapshot_consumer '{"address": ..., "user": ..., "password": ..., "database": ...,
-"meta_dir": ..., "log": ..., "chunk_rows": 200, "phase": null | "before_read" | "after_read" | "before_ack" |
-"between_chunks", "at": 2}'
+"meta_dir": ..., "log": ..., "chunk_rows": 200, "phase": null | "before_read" | "between_marks" | "after_read" |
+"before_ack" | "between_chunks", "at": 2, "watermark_table": null | "db.table"}'
 
 Log lines (fsynced one by one), one per batch:
     D <batch> <json>   the batch was handed out and applied: a list of [type, table, key, after, event] per row
@@ -13,7 +13,8 @@ stdout: "W" once started, "P <phase>" when this run reached its phase (it then b
 there), "I" while idle, "S" once the snapshot is finished in the cursor.
 
 Phases: "before_read" -- the ``at``-th chunk read of this run is about to start (no snapshot transaction yet);
-"after_read" -- it has read its rows and not handed them to the stream; "before_ack" -- this process holds an
+"between_marks" (with ``watermark_table``) -- that read's low watermark is committed, its read view and high mark
+not yet; "after_read" -- it has read its rows and not handed them to the stream; "before_ack" -- this process holds an
 unacked batch with snapshot rows (from the ``at``-th such batch of this run); "between_chunks" -- the ``at``-th chunk
 of this run is in the stream and the next is not read yet.
 """
@@ -28,6 +29,7 @@ from typing import Any
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType, EventType, Message
+from canal.snapshot.marks import WatermarkWriter
 from canal.snapshot.reader import ChunkReader
 from canal.snapshot.runner import SnapshotRunner
 from tests.procs.ha_consumer import Log, say
@@ -82,6 +84,18 @@ def install(phase: str | None, at: int) -> None:
             return chunk
 
         ChunkReader.read = reading  # type: ignore[method-assign]
+    elif phase == "between_marks":
+        write = WatermarkWriter._write
+
+        def writing(self: WatermarkWriter, *, expect: bool = True) -> str:
+            mark = write(self, expect=expect)
+            if expect:
+                calls[0] += 1
+                if calls[0] == 2 * at - 1:  # the at-th read's low mark
+                    park(phase)
+            return mark
+
+        WatermarkWriter._write = writing  # type: ignore[method-assign]
     elif phase == "between_chunks":
         throttle = SnapshotRunner._throttle
 
@@ -107,7 +121,10 @@ def main() -> None:
         meta_dir=args["meta_dir"],
         flush_period_s=0,
         snapshot=SnapshotConfig(
-            mode="initial", tables=[f"{args['database']}.{t}" for t in ("k", "other")], chunk_rows=args["chunk_rows"]
+            mode="initial",
+            tables=[f"{args['database']}.{t}" for t in ("k", "other")],
+            chunk_rows=args["chunk_rows"],
+            watermark_table=args.get("watermark_table"),
         ),
     )
     log = Log(args["log"])
