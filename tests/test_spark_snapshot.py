@@ -22,9 +22,9 @@ from test_spark_source import (
     wait_mirrored,
 )
 
-from canal.spark import DeltaMirror
+from canal.spark import DeltaMirror, register
 from canal.spark.chunks import PARTITION_SEQ_BASE
-from canal.spark.testing import SHOP_TABLES, master_position, no_batch_twice
+from canal.spark.testing import SHOP_TABLES, compare_tables, master_position, no_batch_twice
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -159,5 +159,42 @@ def test_a_column_added_while_executor_ranges_are_read(mariadb: Any, spark: Any,
     finally:
         query.stop()
     assert "customers" in after_alter  # the ALTER landed inside the snapshot of customers
+    no_batch_twice(mirror, db, SHOP_TABLES)
+    conn.close()
+
+
+@pytest.mark.parametrize("reader", ["driver", "executors"])
+def test_trigger_available_now_delivers_the_whole_initial_snapshot(
+    mariadb: Any, spark: Any, tmp_path: Path, reader: str
+) -> None:
+    """The rows already there are data available now: a ``Trigger.AvailableNow`` query (what a Spark Declarative
+    Pipeline's streaming table runs) ends only once the snapshot is in, and then the mirror equals the source;
+    a second run delivers what was written since."""
+    ranges = {"snapshot.partitions": "2", "snapshot.partition.rows": "40"} if reader == "executors" else {}
+    conn, db, work, options = _first_start(mariadb, tmp_path, {"pycanal.snapshot.chunk.rows": "40", **ranges})
+    mirror = DeltaMirror(tmp_path / "mirror")
+
+    def run() -> None:
+        register(spark)
+        query = (
+            spark.readStream.format("canal")
+            .options(**options)
+            .load()
+            .writeStream.foreachBatch(mirror)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180)  # it ends itself
+        assert query.exception() is None
+
+    run()
+    for c in compare_tables(conn, mirror, db, SHOP_TABLES):
+        assert c.equal, str(c)
+    for _ in range(20):
+        work.transaction()
+    run()
+    for c in compare_tables(conn, mirror, db, SHOP_TABLES):
+        assert c.equal, str(c)
     no_batch_twice(mirror, db, SHOP_TABLES)
     conn.close()

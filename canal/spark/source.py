@@ -72,7 +72,7 @@ from canal.errors import CanalError
 from canal.instance import Instance
 from canal.log import destination_logger
 from canal.position import EntryPosition
-from canal.protocol import EMPTY_MESSAGE_ID, EventType
+from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
 from canal.spark.changes import (
     INITIAL_OFFSET,
     Offset,
@@ -419,12 +419,16 @@ class CanalStreamReader:
                     if msg.id == EMPTY_MESSAGE_ID and not entries and not waited:
                         waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
                         msg = instance.get_without_ack(size, self.read_timeout)
+                        while msg.id == EMPTY_MESSAGE_ID and self.target is not None and _snapshot_running(instance):
+                            # Trigger.AvailableNow ends at the first empty micro-batch; a snapshot's rows are data
+                            # available now, however long its next chunk takes to read
+                            msg = instance.get_without_ack(size, self.read_timeout)
                     if msg.id == EMPTY_MESSAGE_ID:
                         break
                     mid, pending = msg.id, list(msg.entries)
                 kept = 0
                 for entry in pending:
-                    if self.target is not None and _at_or_past(entry.position, self.target):
+                    if self.target is not None and _past_target(entry, self.target):
                         partial = True
                         break
                     rc = entry.row_change
@@ -704,6 +708,22 @@ def _binlog_view(offset: Mapping[str, Any]) -> Offset:
 
 def _at_or_past(position: EntryPosition, target: EntryPosition) -> bool:
     return (position.journal_number, position.position or 0) >= (target.journal_number, target.position or 0)
+
+
+def _past_target(entry: Entry, target: EntryPosition) -> bool:
+    """Whether Trigger.AvailableNow stops before ``entry``: a binlog entry at or past the master's position when the
+    trigger began, with no snapshot unfinished. The rows a snapshot reads are data available now: its SNAPSHOT
+    entries sit at the position the stream had reached when each chunk joined it, which can be past the target
+    (an initial snapshot starts at the master's position, the target itself), and the binlog entries between its
+    chunks carry its progress; both are read until the snapshot's last entry."""
+    rc = entry.row_change
+    if entry.snapshot is not None or (rc is not None and rc.event_type is EventType.SNAPSHOT):
+        return False
+    return _at_or_past(entry.position, target)
+
+
+def _snapshot_running(instance: Instance) -> bool:
+    return any(runner.running for runner in instance.snapshots)
 
 
 def _master_position(config: InstanceConfig) -> EntryPosition | None:
