@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 echo "== ruff check" >&2
-.venv/bin/ruff check canal tests benchmarks
+.venv/bin/ruff check canal tests benchmarks examples
 echo "== mypy (strict)" >&2
 .venv/bin/mypy canal
 echo "== pytest" >&2

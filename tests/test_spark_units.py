@@ -1,4 +1,5 @@
-"""Smaller pieces of canal.spark: DDL parsing, offsets, the spool, DDL in the mirror, project(), AvailableNow."""
+"""Smaller pieces of canal.spark: DDL parsing, offsets, the spool, DDL in the mirror, project(), current_rows(),
+AvailableNow."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from canal.config import InstanceConfig, MasterConfig
 from canal.instance import Instance
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark import DeltaMirror, Spool, entries_to_batch, project
+from canal.spark import DeltaMirror, Spool, current_rows, entries_to_batch, project
 from canal.spark.changes import INITIAL_OFFSET, arrow_schema, cursor_key, offset_of
 from canal.spark.mirror import MirrorError
 from canal.spark.project import parse_create_table
@@ -192,6 +193,51 @@ def test_project_types_one_table(spark: Any) -> None:
     same = project(df, "CREATE TABLE shop.t (id INT, amount DECIMAL(10,2), note VARCHAR(20))").collect()
     assert sorted((r.id, r.amount, r.note) for r in same) == got
     assert project(df, TABLE, table="shop.other").count() == 0
+
+
+def test_current_rows_leave_what_the_changes_leave(spark: Any) -> None:
+    """current_rows() against a model: a seeded run of snapshot rows, inserts, updates (some moving the key, one
+    moving it away and back within one event) and deletes, over several batches."""
+    import random
+
+    import pyarrow as pa
+
+    rng = random.Random(7)
+    model: dict[int, tuple[Any, ...]] = {}
+    entries: list[Entry] = []
+
+    def add(kind: EventType, rows: list[RowData]) -> None:
+        header = Header("mysql-bin.000002", 100 + 10 * len(entries), 1, 1_700_000_000_000, "shop", "t", kind, 40)
+        entries.append(Entry(header, EntryType.ROWDATA, RowChange(kind, tuple(rows))))
+
+    add(EventType.SNAPSHOT, [RowData(TABLE, after=(k, Decimal(k), f"s{k}")) for k in range(10)])
+    model.update({k: (k, Decimal(k), f"s{k}") for k in range(10)})
+    for step in range(200):
+        key = rng.randrange(20)
+        if key not in model:
+            row = (key, Decimal(step), f"i{step}")
+            add(EventType.INSERT, [RowData(TABLE, after=row)])
+            model[key] = row
+        elif rng.random() < 0.3:
+            add(EventType.DELETE, [RowData(TABLE, before=model.pop(key))])
+        else:
+            target = rng.randrange(20) if rng.random() < 0.4 else key
+            if target != key and target in model:
+                target = key
+            row = (target, Decimal(step), f"u{step}")
+            add(EventType.UPDATE, [RowData(TABLE, before=model.pop(key), after=row)])
+            model[target] = row
+    away = next(k for k in range(20) if k not in model)  # one event moves a row to a free key and back
+    some = next(iter(model))
+    there, back = (away, Decimal(1), "away"), (some, Decimal(2), "back")
+    add(EventType.UPDATE, [RowData(TABLE, before=model[some], after=there), RowData(TABLE, before=there, after=back)])
+    model[some] = back
+    batches = [entries_to_batch(entries[i : i + 50], "d", 1 + i // 50) for i in range(0, len(entries), 50)]
+    df = spark.createDataFrame(pa.Table.from_batches(batches))
+    got = {r.id: (r.id, r.amount, r.note) for r in current_rows(df, TABLE, ["id"]).collect()}
+    assert got == model
+    with pytest.raises(ValueError, match="keys must name columns"):
+        current_rows(df, TABLE, ["nope"])
 
 
 def _mirror_available_now(spark: Any, options: dict[str, str], mirror: DeltaMirror, checkpoint: Path) -> Any:

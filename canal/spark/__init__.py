@@ -4,6 +4,7 @@
 * :func:`run_batches` -- an instance embedded in the driver, batch by batch into ``fn(df, batch_id)``;
 * :class:`DeltaMirror` / :func:`compare` -- one Delta table per source table, MERGEd once per batch id;
 * :func:`project` -- one table's change rows as typed columns.
+* :func:`current_rows` -- the rows one table's change rows leave (a batch computation over a change log).
 
 pyspark, pyarrow and deltalake are imported only when used (the ``spark`` extra).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
 from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, compare
-from canal.spark.project import project
+from canal.spark.project import current_rows, project
 from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
 from canal.spark.spool import Spool, SpoolError
@@ -37,6 +38,7 @@ __all__ = [
     "close_sessions",
     "compare",
     "config_from_options",
+    "current_rows",
     "entries_to_batch",
     "position_id",
     "project",

@@ -1,4 +1,4 @@
-"""``project(df, table)``: one table's change rows as typed columns."""
+"""``project(df, table)``: one table's change rows as typed columns; ``current_rows``: the rows they leave."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ def parse_create_table(ddl: str) -> tuple[str | None, str, list[tuple[str, str]]
     return stmt.table.schema, stmt.table.name, [(c.name, c.type.text) for c in stmt.columns]
 
 
-def project(
-    df: Any, table_schema_or_ddl: TableSchema | str | Sequence[tuple[str, str]], table: str | None = None
-) -> Any:
+Layout = TableSchema | str | Sequence[tuple[str, str]]
+
+
+def project(df: Any, table_schema_or_ddl: Layout, table: str | None = None) -> Any:
     """The changes of one table in ``df`` (change rows) as typed columns.
 
     ``table_schema_or_ddl``: a :class:`~canal.protocol.TableSchema`, a ``CREATE TABLE`` statement, or
@@ -31,6 +32,55 @@ def project(
     """
     from pyspark.sql import functions as F
 
+    schema_name, table_name, columns = _layout(table_schema_or_ddl, table)
+    image = F.from_json(F.coalesce(F.col("after"), F.col("before")), "MAP<STRING,STRING>")
+    selected = [F.col("type").alias("op"), F.col("seq"), F.col("execute_time")]
+    selected += [_typed(image.getItem(name), mysql_type).alias(name) for name, mysql_type in columns]
+    return df.where(_of_table(schema_name, table_name)).select(*selected)
+
+
+def current_rows(df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], table: str | None = None) -> Any:
+    """The rows the change rows in ``df`` leave in one table, typed as :func:`project` types them: for each key
+    (the columns ``keys``) its last change by ``seq``, unless that was a DELETE or an UPDATE that moved the row to
+    another key. A batch computation over a whole change log (e.g. a Spark Declarative Pipeline's materialized
+    view over a streaming table of change rows); :class:`~canal.spark.mirror.DeltaMirror` keeps a mirror
+    incrementally instead. The change log must start with the table empty or with a snapshot of it."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    schema_name, table_name, columns = _layout(table_schema_or_ddl, table)
+    types = dict(columns)
+    missing = [k for k in keys if k not in types]
+    if not keys or missing:
+        raise ValueError(f"keys must name columns of the table: {', '.join(missing) or 'none given'}")
+    rows = df.where(_of_table(schema_name, table_name))
+    image = F.from_json(F.coalesce(F.col("after"), F.col("before")), "MAP<STRING,STRING>")
+    moved_from = F.from_json(F.col("old_keys"), "MAP<STRING,STRING>")
+    changes = rows.select(
+        F.col("seq"),
+        F.col("type").isin("DELETE").alias("gone"),
+        *[_typed(image.getItem(name), mysql_type).alias(name) for name, mysql_type in columns],
+    )
+    # an UPDATE that changed the key also removes the row under its old key, at the same point of the stream
+    moves = rows.where(F.col("old_keys").isNotNull()).select(
+        F.col("seq"),
+        F.lit(True).alias("gone"),
+        *[
+            (
+                _typed(moved_from.getItem(name), mysql_type)
+                if name in keys
+                else F.lit(None).cast(spark_type_sql(mysql_type))
+            ).alias(name)
+            for name, mysql_type in columns
+        ],
+    )
+    last = Window.partitionBy(*keys).orderBy(F.col("seq").desc(), F.col("gone").asc())
+    ranked = changes.unionByName(moves).select("*", F.row_number().over(last).alias("_last"))
+    return ranked.where((F.col("_last") == 1) & ~F.col("gone")).select(*[name for name, _ in columns])
+
+
+def _layout(table_schema_or_ddl: Layout, table: str | None) -> tuple[str | None, str, list[tuple[str, str]]]:
+    """(schema or None, table, [(column, mysql_type), ...]) of what :func:`project` is given."""
     schema_name: str | None
     if isinstance(table_schema_or_ddl, TableSchema):
         schema_name, table_name = table_schema_or_ddl.schema, table_schema_or_ddl.table
@@ -44,14 +94,18 @@ def project(
         schema_name, table_name = None, table
     if table is not None:
         schema_name, _, table_name = table.rpartition(".") if "." in table else (schema_name, "", table)
+    return schema_name, table_name, columns
+
+
+def _of_table(schema_name: str | None, table_name: str) -> Any:
+    from pyspark.sql import functions as F
+
     cond = (F.col("table") == table_name) & (~F.col("is_ddl"))
-    if schema_name:
-        cond = cond & (F.col("schema") == schema_name)
-    image = F.from_json(F.coalesce(F.col("after"), F.col("before")), "MAP<STRING,STRING>")
-    selected = [F.col("type").alias("op"), F.col("seq"), F.col("execute_time")]
-    for name, mysql_type in columns:
-        value = image.getItem(name)
-        sql_type = spark_type_sql(mysql_type)
-        typed = F.encode(value, "ISO-8859-1") if sql_type == "BINARY" else value.cast(sql_type)
-        selected.append(typed.alias(name))
-    return df.where(cond).select(*selected)
+    return cond & (F.col("schema") == schema_name) if schema_name else cond
+
+
+def _typed(value: Any, mysql_type: str) -> Any:
+    from pyspark.sql import functions as F
+
+    sql_type = spark_type_sql(mysql_type)
+    return F.encode(value, "ISO-8859-1") if sql_type == "BINARY" else value.cast(sql_type)
