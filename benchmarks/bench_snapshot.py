@@ -7,10 +7,13 @@ the shop tables' mix) with ``--rows`` rows. Per round, in this order:
   conversions), every row fetched: rows/s from the query to the last row;
 * pycanal: an ``Instance`` streaming the (idle) binlog runs ``snapshot(["shop.t"])``; a consumer takes every entry
   with ``get_without_ack`` + ``ack`` and reads every value: rows/s from the ``snapshot()`` call to the ack that
-  finished it (its first chunk included). Peak RSS above the level before the call is sampled meanwhile.
+  finished it (its first chunk included). Peak RSS above the level before the call is sampled meanwhile;
+* pycanal with DBLog's watermarks: the same, with ``SnapshotConfig(watermark_table="shop.canal_marks")`` (two
+  watermark writes around each chunk's read, as on a server without MariaDB's snapshot position).
 
 ``ratio`` = pycanal rows/s / baseline rows/s, medians over ``--rounds`` (goal >= 0.8); ``rss_mb`` = the highest
 peak over the rounds (goal < 150). Steady state beside the headline: rows/s after the first chunk was acked.
+``marks_ratio``: the watermark run's rows/s / the same baseline (what the watermarks cost, beside the headline).
 
 Then once through Spark (``local[2]``, after the rounds): a streaming query reads the ``canal`` source with
 ``pycanal.snapshot.mode=initial`` and ``snapshot.partitions`` (``--partitions`` key ranges of ``--partition-rows``
@@ -24,7 +27,7 @@ snapshot rows, over the time from its end to the last one's (``spark_steady_rati
         [--partitions 4] [--partition-rows 125000]
 
 Writes ``benchmarks/results/bench_snapshot.json``; the last line is
-``RESULT ratio=... steady_ratio=... spark_ratio=... spark_steady_ratio=... rss_mb=...``.
+``RESULT ratio=... steady_ratio=... spark_ratio=... spark_steady_ratio=... rss_mb=... marks_ratio=...``.
 """
 
 from __future__ import annotations
@@ -40,12 +43,13 @@ from typing import Any
 import pymysql.cursors
 from result_file import write_result
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID
 from canal.testing.services import MariaDBServer
 
 TABLE = "shop.t"
+MARKS = "shop.canal_marks"
 
 
 def _rss() -> int:
@@ -81,6 +85,8 @@ def load(server: MariaDBServer, rows: int) -> None:
         "CREATE TABLE shop.t (id INT PRIMARY KEY, qty INT NOT NULL, name VARCHAR(40) NOT NULL, "
         "price DECIMAL(10,2) NOT NULL, placed DATETIME NOT NULL)"
     )
+    server.execute(f"CREATE TABLE {MARKS} (destination VARCHAR(191) NOT NULL PRIMARY KEY, mark CHAR(32) NOT NULL)")
+    server.execute(f"GRANT INSERT, UPDATE ON {MARKS} TO %s@'%%'", (server.user,))
     step = 200_000
     for start in range(0, rows, step):
         end = min(rows, start + step)
@@ -105,8 +111,11 @@ def baseline(server: MariaDBServer) -> tuple[int, float]:
         conn.close()
 
 
-def snapshot(server: MariaDBServer, chunk_rows: int, round_no: int) -> tuple[int, float, float, float]:
-    """(rows, seconds in all, seconds to the first ack of snapshot rows, peak RSS MB above the start)."""
+def snapshot(
+    server: MariaDBServer, chunk_rows: int, round_no: int, *, marks: bool = False
+) -> tuple[int, float, float, float]:
+    """(rows, seconds in all, seconds to the first ack of snapshot rows, peak RSS MB above the start); ``marks``:
+    placed by watermarks in ``MARKS``."""
     journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
     config = InstanceConfig(
         destination=f"snapbench{round_no}",
@@ -120,6 +129,7 @@ def snapshot(server: MariaDBServer, chunk_rows: int, round_no: int) -> tuple[int
         slave_id=9000 + round_no,
         filter_regex=r"shop\..*",
         store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=1024),
+        snapshot=SnapshotConfig(watermark_table=MARKS if marks else None),
     )
     with Instance(config) as inst:
         rss = _PeakRss()
@@ -181,6 +191,7 @@ def through_spark(
             "filter.regex": r"shop\..*",
             "spool.dir": os.path.join(work, "spool"),
             "pycanal.snapshot.mode": "initial",
+            "pycanal.snapshot.tables": TABLE,  # not the watermark rounds' table
             "pycanal.snapshot.chunk.rows": str(chunk_rows),
             "snapshot.partitions": str(partitions),
             "snapshot.partition.rows": str(partition_rows),
@@ -226,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         ours: list[float] = []
         steady: list[float] = []
         peaks: list[float] = []
+        marked: list[float] = []
         for round_no in range(args.rounds):
             n, seconds = baseline(server)
             assert n == args.rows, n
@@ -235,9 +247,13 @@ def main(argv: list[str] | None = None) -> int:
             ours.append(rows / seconds)
             steady.append((rows - args.chunk_rows) / max(seconds - first, 1e-9))
             peaks.append(peak)
+            rows, seconds, _first, _peak = snapshot(server, args.chunk_rows, 100 + round_no, marks=True)
+            assert rows == args.rows, rows
+            marked.append(rows / seconds)
             print(
                 f"round {round_no}: SELECT * {base_rates[-1]:,.0f} rows/s, snapshot "
-                f"{ours[-1]:,.0f} rows/s (steady {steady[-1]:,.0f}), peak RSS +{peak:.1f} MB",
+                f"{ours[-1]:,.0f} rows/s (steady {steady[-1]:,.0f}), peak RSS +{peak:.1f} MB; "
+                f"with watermarks {marked[-1]:,.0f} rows/s",
                 flush=True,
             )
         spark_rate = spark_steady = None
@@ -276,7 +292,15 @@ def main(argv: list[str] | None = None) -> int:
             "spark_steady_rows_per_s": None if spark_steady is None else round(spark_steady),
             "spark_steady_ratio": None if spark_steady is None else round(spark_steady / base_rate, 3),
             "rss_mb": round(rss_mb, 1),
-            "rounds": {"baseline": base_rates, "snapshot": ours, "steady": steady, "rss_mb": peaks},
+            "marks_rows_per_s": round(statistics.median(marked)),
+            "marks_ratio": round(statistics.median(marked) / base_rate, 3),
+            "rounds": {
+                "baseline": base_rates,
+                "snapshot": ours,
+                "steady": steady,
+                "rss_mb": peaks,
+                "watermarks": marked,
+            },
         }
     )
     write_result("bench_snapshot", document)
@@ -284,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         f"RESULT ratio={ratio:.3f} steady_ratio={statistics.median(steady) / base_rate:.3f} "
         f"spark_ratio={'null' if spark_ratio is None else f'{spark_ratio:.3f}'} "
         f"spark_steady_ratio={'null' if spark_steady is None else f'{spark_steady / base_rate:.3f}'} "
-        f"rss_mb={rss_mb:.1f}"
+        f"rss_mb={rss_mb:.1f} marks_ratio={statistics.median(marked) / base_rate:.3f}"
     )
     return 0
 
