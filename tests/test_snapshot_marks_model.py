@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_snapshot_window import CHUNK_BOUNDS, INITIAL_ROWS, WRITE, Change, apply_write, play
 
 from canal.parse.events import RowsEvent
 from canal.position import EntryPosition, SnapshotCursor
@@ -20,12 +21,9 @@ from canal.snapshot.marks import MarkedRead
 from canal.snapshot.merge import SnapshotMerge
 from canal.snapshot.reader import Chunk
 
-KEYS = 6
 FILE = "mysql-bin.000001"
 TABLE = TableSchema("s", "t", (ColumnMeta("id", is_key=True), ColumnMeta("v")))
 MARKS = TableSchema("s", "marks", (ColumnMeta("destination", is_key=True), ColumnMeta("mark")))
-
-Change = tuple[int | None, int | None, int]  # before key, after key, after value
 
 
 class Model:
@@ -49,21 +47,9 @@ class Model:
     # -- the server ------------------------------------------------------------------------------------------------
 
     def write(self, key: int, kind: int, value: int) -> None:
-        if kind == 0:
-            change: Change = (key if key in self.source else None, key, value)
-            self.source[key] = value
-        elif kind == 1 and key in self.source:
-            change = (key, None, 0)
-            del self.source[key]
-        elif key in self.source:
-            target = (key + 1 + value) % KEYS
-            if target in self.source:
-                return
-            change = (key, target, self.source.pop(key))
-            self.source[target] = change[2]
-        else:
-            return
-        self.binlog.append([change])
+        change = apply_write(self.source, key, kind, value)
+        if change is not None:
+            self.binlog.append([change])
 
     def commit(self) -> None:
         """The oldest transaction written to the binlog but not yet visible becomes visible."""
@@ -159,6 +145,9 @@ class Model:
 
     # -- the snapshot reader ---------------------------------------------------------------------------------------
 
+    def chunk(self) -> None:
+        self.chunk_step()
+
     def chunk_step(self) -> None:
         if self.phase == 0 and self.ranges and self.pending is None:
             self.window = self.merge.open_window("s", "t", [0])
@@ -190,7 +179,7 @@ class Model:
 
 actions = st.lists(
     st.one_of(
-        st.tuples(st.just("write"), st.integers(0, KEYS - 1), st.integers(0, 2), st.integers(0, 99)),
+        WRITE,
         st.tuples(st.just("commit")),
         st.tuples(st.just("advance")),
         st.tuples(st.just("chunk")),
@@ -201,25 +190,10 @@ actions = st.lists(
 
 
 @settings(max_examples=400, deadline=None)
-@given(
-    st.dictionaries(st.integers(0, KEYS - 1), st.integers(100, 199)),
-    st.lists(st.integers(1, KEYS - 1), unique=True, max_size=3).map(lambda cuts: [0, *sorted(cuts), KEYS]),
-    actions,
-)
+@given(INITIAL_ROWS, CHUNK_BOUNDS, actions)
 def test_chunks_between_watermarks_plus_binlog_end_equal_to_the_source(
     initial: dict[int, int], bounds: list[int], steps: list[tuple[Any, ...]]
 ) -> None:
     model = Model(initial, bounds)
-    for step in steps:
-        if step[0] == "write":
-            model.write(step[1], step[2], step[3])
-        elif step[0] == "commit":
-            model.commit()
-        elif step[0] == "advance":
-            model.advance()
-        elif step[0] == "chunk":
-            model.chunk_step()
-        else:
-            model.heartbeat()
-    model.drain()
+    play(model, steps)
     assert model.consumer == model.source

@@ -20,6 +20,31 @@ FILE = "mysql-bin.000001"
 Change = tuple[int | None, int | None, int]
 
 
+def apply_write(source: dict[int, int], key: int, kind: int, value: int) -> Change | None:
+    """One random write applied to ``source``: the change it makes (None when it makes none)."""
+    if kind == 0:  # insert or update in place
+        change: Change = (key if key in source else None, key, value)
+        source[key] = value
+    elif kind == 1 and key in source:  # delete
+        change = (key, None, 0)
+        del source[key]
+    elif key in source:  # move the row to another key (an update of the primary key)
+        target = (key + 1 + value) % KEYS
+        if target in source:
+            return None
+        change = (key, target, source.pop(key))
+        source[target] = change[2]
+    else:
+        return None
+    return change
+
+
+# the rows there before the stream starts, and the chunks' key ranges ([bounds[i], bounds[i + 1]))
+INITIAL_ROWS = st.dictionaries(st.integers(0, KEYS - 1), st.integers(100, 199))
+CHUNK_BOUNDS = st.lists(st.integers(1, KEYS - 1), unique=True, max_size=3).map(lambda cuts: [0, *sorted(cuts), KEYS])
+WRITE = st.tuples(st.just("write"), st.integers(0, KEYS - 1), st.integers(0, 2), st.integers(0, 99))
+
+
 class Model:
     def __init__(self, initial: dict[int, int], bounds: list[int]) -> None:
         self.source = dict(initial)  # rows before the stream's start: only the snapshot brings them
@@ -35,21 +60,9 @@ class Model:
         self.emitted_stale = False
 
     def write(self, key: int, kind: int, value: int) -> None:
-        if kind == 0:  # insert or update in place
-            change: Change = (key if key in self.source else None, key, value)
-            self.source[key] = value
-        elif kind == 1 and key in self.source:  # delete
-            change = (key, None, 0)
-            del self.source[key]
-        elif key in self.source:  # move the row to another key (an update of the primary key)
-            target = (key + 1 + value) % KEYS
-            if target in self.source:
-                return
-            change = (key, target, self.source.pop(key))
-            self.source[target] = change[2]
-        else:
-            return
-        self.binlog.append([change])
+        change = apply_write(self.source, key, kind, value)
+        if change is not None:
+            self.binlog.append([change])
 
     def advance(self) -> None:
         if self.handed >= len(self.binlog):
@@ -79,6 +92,12 @@ class Model:
         self.phase, self.window, self.rows = 0, None, []
         self.ranges.pop(0)
 
+    def heartbeat(self) -> None:
+        self.boundary()
+
+    def chunk(self) -> None:
+        self.chunk_step()
+
     def chunk_step(self) -> None:
         if self.phase == 0 and self.ranges:
             self.window = ChunkWindow("s", "t", [0])
@@ -98,9 +117,16 @@ class Model:
         assert not self.ranges
 
 
+def play(model: Any, steps: list[tuple[Any, ...]]) -> None:
+    """Each step calls the model's method of its name with its arguments; then the model drains."""
+    for name, *args in steps:
+        getattr(model, name)(*args)
+    model.drain()
+
+
 actions = st.lists(
     st.one_of(
-        st.tuples(st.just("write"), st.integers(0, KEYS - 1), st.integers(0, 2), st.integers(0, 99)),
+        WRITE,
         st.tuples(st.just("advance")),
         st.tuples(st.just("chunk")),
         st.tuples(st.just("heartbeat")),
@@ -110,25 +136,12 @@ actions = st.lists(
 
 
 @settings(max_examples=400, deadline=None)
-@given(
-    st.dictionaries(st.integers(0, KEYS - 1), st.integers(100, 199)),
-    st.lists(st.integers(1, KEYS - 1), unique=True, max_size=3).map(lambda cuts: [0, *sorted(cuts), KEYS]),
-    actions,
-)
+@given(INITIAL_ROWS, CHUNK_BOUNDS, actions)
 def test_snapshot_plus_binlog_ends_equal_to_the_source(
     initial: dict[int, int], bounds: list[int], steps: list[tuple[Any, ...]]
 ) -> None:
     model = Model(initial, bounds)
-    for step in steps:
-        if step[0] == "write":
-            model.write(step[1], step[2], step[3])
-        elif step[0] == "advance":
-            model.advance()
-        elif step[0] == "chunk":
-            model.chunk_step()
-        else:
-            model.boundary()
-    model.drain()
+    play(model, steps)
     assert model.consumer == model.source
 
 
