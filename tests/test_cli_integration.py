@@ -50,6 +50,7 @@ def test_check_passes_on_a_capture_ready_server(mariadb: MariaDBDatabase, capsys
                  "grant REPLICATION SLAVE", "grant BINLOG MONITOR", "grant SELECT"):  # fmt: skip
         assert checks[name].startswith("OK "), checks[name]
     assert checks["tls"] == "OK   tls: not encrypted (sslMode PREFERRED)"  # the session server offers no TLS
+    assert checks["snapshot"] == "OK   snapshot: chunks placed at the consistent snapshot's binlog position (no writes)"
     assert mariadb.password not in "\n".join(out) + err
 
 

@@ -25,7 +25,9 @@ def add_parser(sub: Any) -> None:
         "binlog_format=ROW, binlog_row_image=FULL (binlog_row_metadata is reported: below FULL, rows are named by "
         "the schema history), "
         "binlog compression off, server_id set, and the user's grants (REPLICATION SLAVE, REPLICATION CLIENT / "
-        "BINLOG MONITOR, SELECT); it also reports whether the connection uses TLS, with its version and cipher. "
+        "BINLOG MONITOR, SELECT); it also reports whether the connection uses TLS, with its version and cipher, "
+        "and how a snapshot of existing rows is placed in the binlog (MariaDB's consistent snapshot position, or "
+        "the configured pycanal.snapshot.watermark.table). "
         "Prints one line per check and the statement that fixes a failed one. "
         "Exit status 0 only when every check passes.",
     )
@@ -54,6 +56,7 @@ class ServerFacts:
     variables: Mapping[str, str]
     grants: Sequence[str]
     current_user: str
+    snapshot_position: bool = False  # the server reports a consistent snapshot's binlog position (MariaDB)
 
     @property
     def is_mariadb(self) -> bool:
@@ -86,7 +89,9 @@ def read_facts(conn: Any) -> ServerFacts:
         variables = {str(k).lower(): str(v) for k, v in cur.fetchall()}
         cur.execute("SHOW GRANTS")
         grants = [str(row[0]) for row in cur.fetchall()]
-    return ServerFacts(str(version), variables, grants, str(current_user))
+        cur.execute("SHOW GLOBAL STATUS LIKE 'binlog_snapshot_file'")
+        snapshot_position = bool(cur.fetchall())
+    return ServerFacts(str(version), variables, grants, str(current_user), snapshot_position)
 
 
 def _account(current_user: str) -> str:
@@ -156,7 +161,23 @@ def check_grants(facts: ServerFacts) -> list[Check]:
     return out
 
 
-def run_checks(facts: ServerFacts) -> list[Check]:
+def snapshot_check(facts: ServerFacts, watermark_table: str | None) -> Check:
+    """How a snapshot would place its chunks: at MariaDB's consistent snapshot position (read-only), or between
+    watermarks written to the configured table (its layout and grant are checked when a snapshot starts); SKIP on a
+    server without that position and no table (capture works; snapshots of existing rows would be refused)."""
+    if watermark_table is not None:
+        return Check("snapshot", "OK", f"chunks placed by watermarks in {watermark_table} (needs INSERT and UPDATE)")
+    if facts.snapshot_position:
+        return Check("snapshot", "OK", "chunks placed at the consistent snapshot's binlog position (no writes)")
+    return Check(
+        "snapshot",
+        "SKIP",
+        f"{facts.version} reports no consistent snapshot position: a snapshot of existing rows needs "
+        "pycanal.snapshot.watermark.table (DBLog's watermarks)",
+    )
+
+
+def run_checks(facts: ServerFacts, watermark_table: str | None = None) -> list[Check]:
     checks: list[Check] = []
     log_bin = facts.variables.get("log_bin", "OFF").upper()
     if log_bin in ("ON", "1"):
@@ -216,6 +237,7 @@ def run_checks(facts: ServerFacts) -> list[Check]:
             )
         )
     checks.extend(check_grants(facts))
+    checks.append(snapshot_check(facts, watermark_table))
     return checks
 
 
@@ -262,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
     checks = [
         Check("connect", "OK", f"{master.username}@{master.address}, {facts.version}"),
         tls_check(state),
-        *run_checks(facts),
+        *run_checks(facts, config.snapshot.watermark_table),
     ]
     for check in checks:
         print(check.line())
