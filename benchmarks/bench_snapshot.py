@@ -46,6 +46,7 @@ from result_file import write_result
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID
+from canal.snapshot.marks import WATERMARK_TABLE_DDL
 from canal.testing.services import MariaDBServer
 
 TABLE = "shop.t"
@@ -85,7 +86,7 @@ def load(server: MariaDBServer, rows: int) -> None:
         "CREATE TABLE shop.t (id INT PRIMARY KEY, qty INT NOT NULL, name VARCHAR(40) NOT NULL, "
         "price DECIMAL(10,2) NOT NULL, placed DATETIME NOT NULL)"
     )
-    server.execute(f"CREATE TABLE {MARKS} (destination VARCHAR(191) NOT NULL PRIMARY KEY, mark CHAR(32) NOT NULL)")
+    server.execute(WATERMARK_TABLE_DDL.format(table=MARKS))
     server.execute(f"GRANT INSERT, UPDATE ON {MARKS} TO %s@'%%'", (server.user,))
     step = 200_000
     for start in range(0, rows, step):

@@ -424,17 +424,17 @@ class Instance(StartStopContext):
             estimated_rows=estimated_rows,
             unread_rows=unread_rows,
             waiting=self.store.producer_waiting,
-            watermarks=self._watermark_writer(merge),
+            watermarks=self._watermark_writer(),
         )
         return runner
 
-    def _watermark_writer(self, merge: SnapshotMerge) -> WatermarkWriter | None:
+    def _watermark_writer(self) -> WatermarkWriter | None:
         """The writer of DBLog's watermarks when the config names a watermark table (its own source and
         connection)."""
         table = self.config.snapshot.watermark
         if table is None:
             return None
-        _merge, source = self._snapshot_parts()
+        merge, source = self._snapshot_parts()
         return WatermarkWriter(source, table, self.destination, merge.expect_mark)
 
     def _captured_tables(self, catalog: SchemaCatalog) -> list[str]:
@@ -459,7 +459,7 @@ class Instance(StartStopContext):
         marks = self.config.snapshot.watermark_table
         if marks is not None and marks in tables:
             raise ConfigError(f"cannot snapshot {marks}: it is the snapshot's watermark table", key="snapshot.tables")
-        writer = self._watermark_writer(self._snapshot_parts()[0])
+        writer = self._watermark_writer()
         if writer is not None:
             try:
                 writer.check()

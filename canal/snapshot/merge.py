@@ -32,7 +32,7 @@ from canal.position import EntryPosition, LogPosition, SnapshotCursor
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange, RowData
 from canal.snapshot.marks import MarkedRead, mark_of
 from canal.snapshot.reader import Chunk
-from canal.snapshot.window import ChunkWindow, position_key
+from canal.snapshot.window import ChunkWindow, entry_position_key, position_key
 
 __all__ = ["ROWS_PER_ENTRY", "PendingChunk", "SnapshotAborted", "SnapshotMerge"]
 
@@ -213,12 +213,12 @@ class SnapshotMerge:
                 if pending.due_at is None and not self._place(pending):
                     read = pending.chunk.position
                     assert isinstance(read, MarkedRead)
-                    if _key(read.written_by) <= self._handed:
+                    if entry_position_key(read.written_by) <= self._handed:
                         failed.append((pending, read))  # the parser passed the binlog's end after the marks
                         self._pending.remove(pending)
                     continue
                 assert pending.due_at is not None
-                if _key(pending.due_at) <= self._handed:
+                if entry_position_key(pending.due_at) <= self._handed:
                     due.append(pending)
                     self._pending.remove(pending)
         for pending, read in failed:
@@ -257,11 +257,6 @@ class SnapshotMerge:
         del self._marks[read.low], self._marks[read.high]
         self._placed = (read, low, high)
         return True
-
-
-def _key(position: EntryPosition) -> tuple[int, int]:
-    assert position.journal_name is not None and position.position is not None
-    return position_key(position.journal_name, position.position)
 
 
 def snapshot_entries(

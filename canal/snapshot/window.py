@@ -31,13 +31,19 @@ from typing import Any
 
 from canal.position import EntryPosition
 
-__all__ = ["ChunkWindow", "position_key"]
+__all__ = ["ChunkWindow", "entry_position_key", "position_key"]
 
 
 def position_key(journal: str, offset: int) -> tuple[int, int]:
     """A comparable binlog position: the file's number, then the offset (names like ``mysql-bin.000012``)."""
     suffix = journal.rsplit(".", 1)[-1]
     return (int(suffix) if suffix.isdigit() else 0, offset)
+
+
+def entry_position_key(position: EntryPosition) -> tuple[int, int]:
+    """:func:`position_key` of a position that names its file and offset."""
+    assert position.journal_name is not None and position.position is not None
+    return position_key(position.journal_name, position.position)
 
 
 class ChunkWindow:
@@ -72,8 +78,7 @@ class ChunkWindow:
     def reconcile(self, rows: Sequence[Sequence[Any]], snapshot_at: EntryPosition) -> list[Sequence[Any]]:
         """The rows still exact at the parser's current boundary: those whose key no change at or after
         ``snapshot_at`` touched."""
-        assert snapshot_at.journal_name is not None and snapshot_at.position is not None
-        lower = position_key(snapshot_at.journal_name, snapshot_at.position)
+        lower = entry_position_key(snapshot_at)
         with self._lock:
             changed = self._changed
             if not changed:

@@ -49,20 +49,16 @@ def current_rows(df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], tabl
     from pyspark.sql import functions as F
 
     schema_name, table_name, columns = _layout(table_schema_or_ddl, table)
-    types = dict(columns)
-    missing = [k for k in keys if k not in types]
+    names = [name for name, _ in columns]
+    missing = [k for k in keys if k not in names]
     if not keys or missing:
         raise ValueError(f"keys must name columns of the table: {', '.join(missing) or 'none given'}")
-    rows = df.where(_of_table(schema_name, table_name))
-    image = F.from_json(F.coalesce(F.col("after"), F.col("before")), "MAP<STRING,STRING>")
-    moved_from = F.from_json(F.col("old_keys"), "MAP<STRING,STRING>")
-    changes = rows.select(
-        F.col("seq"),
-        F.col("type").isin("DELETE").alias("gone"),
-        *[_typed(image.getItem(name), mysql_type).alias(name) for name, mysql_type in columns],
+    changes = project(df, columns, f"{schema_name}.{table_name}" if schema_name else table_name).select(
+        "seq", (F.col("op") == "DELETE").alias("gone"), *names
     )
     # an UPDATE that changed the key also removes the row under its old key, at the same point of the stream
-    moves = rows.where(F.col("old_keys").isNotNull()).select(
+    moved_from = F.from_json(F.col("old_keys"), "MAP<STRING,STRING>")
+    moves = df.where(_of_table(schema_name, table_name) & F.col("old_keys").isNotNull()).select(
         F.col("seq"),
         F.lit(True).alias("gone"),
         *[
@@ -76,7 +72,7 @@ def current_rows(df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], tabl
     )
     last = Window.partitionBy(*keys).orderBy(F.col("seq").desc(), F.col("gone").asc())
     ranked = changes.unionByName(moves).select("*", F.row_number().over(last).alias("_last"))
-    return ranked.where((F.col("_last") == 1) & ~F.col("gone")).select(*[name for name, _ in columns])
+    return ranked.where((F.col("_last") == 1) & ~F.col("gone")).select(*names)
 
 
 def _layout(table_schema_or_ddl: Layout, table: str | None) -> tuple[str | None, str, list[tuple[str, str]]]:
