@@ -21,14 +21,16 @@ Then once through Spark (``local[2]``, after the rounds): a streaming query read
 rows per micro-batch, read on the executors) and counts the SNAPSHOT rows of each micro-batch, timed from ``start()``
 (the session exists before) to the batch that holds the last one. ``spark_ratio`` = those rows/s / the baseline's
 median (goal >= 1.5). Beside it, labelled steady: the rows of the micro-batches after the first one that held
-snapshot rows, over the time from its end to the last one's (``spark_steady_ratio``). ``--no-spark`` skips it
-(``spark_ratio`` null).
+snapshot rows, over the time from its end to the last one's (``spark_steady_ratio``). And Spark's own floor, in a
+new session: the first micro-batch of a source whose ranges hold one row each (``spark_floor_s``, see
+:mod:`spark_floor`); ``spark_ceiling_ratio`` = the table's rows over those seconds / the baseline: the most any
+source could reach in that query on this machine. ``--no-spark`` skips the Spark runs (``spark_ratio`` null).
 
     .venv/bin/python benchmarks/bench_snapshot.py [--rows 1000000] [--rounds 3] [--chunk-rows 10000] [--no-spark]
         [--partitions 4] [--partition-rows 125000]
 
-Writes ``benchmarks/results/bench_snapshot.json``; the last line is
-``RESULT ratio=... steady_ratio=... spark_ratio=... spark_steady_ratio=... rss_mb=... marks_ratio=...``.
+Writes ``benchmarks/results/bench_snapshot.json``; the last line is ``RESULT ratio=... steady_ratio=...
+spark_ratio=... spark_steady_ratio=... rss_mb=... marks_ratio=... spark_floor_s=...``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 
 import pymysql.cursors
 from result_file import write_result
+from spark_floor import first_batch_s
 
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
@@ -214,6 +217,19 @@ def through_spark(
     return seen[0], seconds, batches
 
 
+def spark_floor_s(partitions: int) -> float:
+    """Spark's own first micro-batch in a new session: a source of ``partitions`` one-row ranges read on executors,
+    counted as :func:`through_spark` counts (:mod:`spark_floor`)."""
+    from canal.spark.testing import local_spark, stop_spark
+
+    spark = local_spark("pycanal-bench-floor", extra={"spark.ui.showConsoleProgress": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        return first_batch_s(spark, lambda df: df.count(), partitions=partitions, simple=False, available_now=False)
+    finally:
+        stop_spark(spark)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -252,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"with watermarks {marked[-1]:,.0f} rows/s",
                 flush=True,
             )
-        spark_rate = spark_steady = None
+        spark_rate = spark_steady = spark_floor = None
         if not args.no_spark:
             with tempfile.TemporaryDirectory(prefix="bench-snapshot-spark-") as work:
                 n, seconds, spark_batches = through_spark(
@@ -265,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             if len(holding) > 1:
                 spark_steady = sum(b[1] for b in holding[1:]) / (holding[-1][0] - holding[0][0])
             document["spark_micro_batches"] = spark_batches
+            spark_floor = spark_floor_s(args.partitions)
             print(
                 f"through Spark (local[2], ranges on executors): {spark_rate:,.0f} rows/s "
                 f"(steady {spark_steady or 0:,.0f}); micro-batches [end s, rows]: {spark_batches}",
@@ -287,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
             "spark_ratio": None if spark_ratio is None else round(spark_ratio, 3),
             "spark_steady_rows_per_s": None if spark_steady is None else round(spark_steady),
             "spark_steady_ratio": None if spark_steady is None else round(spark_steady / base_rate, 3),
+            "spark_floor_s": None if spark_floor is None else round(spark_floor, 3),
+            "spark_ceiling_ratio": None if spark_floor is None else round(args.rows / spark_floor / base_rate, 3),
             "rss_mb": round(rss_mb, 1),
             "marks_rows_per_s": round(statistics.median(marked)),
             "marks_ratio": round(statistics.median(marked) / base_rate, 3),
@@ -304,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         f"RESULT ratio={ratio:.3f} steady_ratio={statistics.median(steady) / base_rate:.3f} "
         f"spark_ratio={'null' if spark_ratio is None else f'{spark_ratio:.3f}'} "
         f"spark_steady_ratio={'null' if spark_steady is None else f'{spark_steady / base_rate:.3f}'} "
-        f"rss_mb={rss_mb:.1f} marks_ratio={statistics.median(marked) / base_rate:.3f}"
+        f"rss_mb={rss_mb:.1f} marks_ratio={statistics.median(marked) / base_rate:.3f} "
+        f"spark_floor_s={'null' if spark_floor is None else f'{spark_floor:.2f}'}"
     )
     return 0
 

@@ -17,7 +17,12 @@ Stage costs per micro-batch (JSON): Spark's own durations (``latestOffset``: the
 what prefetch hid; ``addBatch``: the foreachBatch call; ``walCommit`` / ``commitOffsets``), and inside addBatch the
 ``toArrow`` transfer and DeltaMirror's preparation and MERGE.
 
-Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=...``; JSON in
+Spark's own floor (``spark_floor_s``), in a new session after the run: an AvailableNow query of a simple reader that
+returns one row, fetched with ``toArrow`` (:mod:`spark_floor`). ``whole_ceiling_rows_per_s`` = the run's rows over
+those seconds: what the query could reach here if reading, encoding and merging cost nothing.
+
+Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
+whole_ceiling_rows_per_s=...``; JSON in
 ``benchmarks/results/bench_spark.json``.
 """
 
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from result_file import write_result
+from spark_floor import first_batch_s
 
 TABLE_DDL = (
     "CREATE TABLE bench.t (id BIGINT PRIMARY KEY, qty INT NOT NULL, name VARCHAR(64), doc JSON, blob_ BLOB, "
@@ -195,6 +201,15 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
             run_ = stream(spark, server, start, work / "run", max_entries, buffer_size)
         finally:
             stop_spark(spark)
+        # Spark's own floor, in a new session: an AvailableNow query of a simple reader with one row, its batch
+        # fetched with toArrow as DeltaMirror fetches it (spark_floor)
+        spark = local_spark("pycanal-bench-floor", extra={"spark.ui.showConsoleProgress": "false"})
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            floor_s = first_batch_s(spark, lambda df: df.toArrow(), simple=True, available_now=True)
+        finally:
+            stop_spark(spark)
+        print(f"Spark's floor (first micro-batch of a one-row source): {floor_s:.2f} s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
         expected = inserts - deletes
         if mirrored != expected:
@@ -226,6 +241,8 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
         "whole_s": round(whole_s, 3),
         "whole_rows_per_s": round(total_rows / whole_s),
         "first_batch_s": round(batches[0]["done_at"] - run_["began"], 3),
+        "spark_floor_s": round(floor_s, 3),
+        "whole_ceiling_rows_per_s": round(total_rows / floor_s),
         "steady_rows": steady_rows,
         "steady_s": round(steady_s, 3),
         "steady_rows_per_s": round(steady_rows / steady_s) if steady_s > 0 else None,
@@ -265,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     write_result("bench_spark", out)
     print(
         f"RESULT whole_rows_per_s={out['whole_rows_per_s']} steady_rows_per_s={out['steady_rows_per_s']} "
-        f"encode_ratio={out['encode_ratio']}"
+        f"encode_ratio={out['encode_ratio']} spark_floor_s={out['spark_floor_s']} "
+        f"whole_ceiling_rows_per_s={out['whole_ceiling_rows_per_s']}"
     )
     return 0
 
