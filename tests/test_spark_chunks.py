@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import pickle
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,9 @@ from canal.errors import SnapshotError
 from canal.files import temp_files_of
 from canal.instance import Instance
 from canal.spark import chunks
+from canal.spark.changes import INITIAL_OFFSET
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, ChunkRange, discard_chunks_through, read_chunk
-from canal.spark.source import SourceConnector, config_from_options
+from canal.spark.source import CanalStreamReader, SourceConnector, _session, close_sessions, config_from_options
 
 pytestmark = pytest.mark.integration
 
@@ -212,6 +214,96 @@ def test_a_range_is_read_once_and_replayed_from_its_spool(mariadb: Any, tmp_path
     assert [json.loads(r["after"])["v"] for r in _rows(partition)] == ["changed", "changed"]
 
 
+def test_ranges_are_read_ahead_from_the_last_until_a_task_has_come_that_far(mariadb: Any, tmp_path: Path) -> None:
+    """The reader process reads a micro-batch's ranges from the last one back, and stops at the first one a task has
+    published. Tasks then return those files: the rows as they were read ahead, not as the table is by then."""
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(f"({i}, 'old')" for i in range(1, 9)))
+    layout = _layouts(mariadb, "t")["t"]
+    bounds = [None, ("2",), ("4",), ("6",), None]
+    partitions = [
+        _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", bounds[i], bounds[i + 1]), index=i)
+        for i in range(4)
+    ]
+    stopped = threading.Event()
+    stopped.set()
+    assert chunks.read_ahead(partitions, stopped) == []  # the source stopped: nothing is read
+    assert not any(p.spool_path.exists() for p in partitions)
+    by_task = _rows(partitions[1])  # a task got to range 1 first
+    assert chunks.read_ahead(partitions, threading.Event()) == [3, 2]
+    assert not partitions[0].spool_path.exists()  # its task is under way: left to it
+    mariadb.server.execute(f"UPDATE {db}.t SET v = 'new'")
+    assert [json.loads(r["after"])["v"] for r in _rows(partitions[3])] == ["old", "old"]  # (6, last]
+    assert [json.loads(r["keys"])["id"] for p in partitions[2:] for r in _rows(p)] == ["5", "6", "7", "8"]
+    assert _rows(partitions[1]) == by_task
+    assert [json.loads(r["after"])["v"] for r in _rows(partitions[0])] == ["new", "new"]  # read by its task, now
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_the_source_reads_a_micro_batchs_ranges_ahead_unless_prefetch_is_off(
+    mariadb: Any, tmp_path: Path, prefetch: bool
+) -> None:
+    """Asked for a micro-batch's partitions, the source process starts reading their ranges itself, before any task
+    runs; with ``prefetch`` off it leaves them all to the tasks."""
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(f"({i}, 'v')" for i in range(1, 31)))
+    options = {
+        **_options(mariadb),
+        "spool.dir": str(tmp_path / "spool"),
+        "pycanal.snapshot.mode": "initial",
+        "snapshot.partitions": "3",
+        "snapshot.partition.rows": "10",
+        "prefetch": str(prefetch).lower(),
+    }
+    reader = CanalStreamReader(options)
+    try:
+        end = reader.latest(dict(INITIAL_OFFSET))
+        values = reader.partition_values(dict(INITIAL_OFFSET), end)
+        ranges = [v for v in values if isinstance(v, ChunkPartition)]
+        assert [p.range.hi for p in ranges] == [("10",), ("20",), ("30",)]
+        ahead = _session(options).ranges_ahead
+        assert (ahead is not None) == prefetch
+        if ahead is not None:
+            ahead[0].join(60)
+            assert not ahead[0].is_alive()
+        assert [p.spool_path.exists() for p in ranges] == [prefetch] * 3
+        rows = [json.loads(r["keys"])["id"] for p in ranges for b in reader.read_value(p) for r in b.to_pylist()]
+        assert rows == [str(i) for i in range(1, 31)]
+    finally:
+        close_sessions()
+
+
+def test_a_stopping_source_gives_up_the_range_it_reads_ahead(
+    mariadb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped between two pieces of a range, the read-ahead leaves neither the range's file nor a temporary one;
+    the range's task then reads it whole."""
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(f"({i}, 'v')" for i in range(1, 11)))
+    layout = _layouts(mariadb, "t")["t"]
+    partition = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, None))
+    monkeypatch.setattr(chunks, "_PIECE_ROWS", 4)
+    stop = threading.Event()
+    pieces = chunks._RangeReader.pieces
+    read: list[int] = []
+
+    def stopped_after_the_first(reader: Any) -> Any:
+        for keys, images in pieces(reader):
+            read.append(len(keys))
+            yield keys, images
+            stop.set()  # the source stops while this piece is written
+
+    monkeypatch.setattr(chunks._RangeReader, "pieces", stopped_after_the_first)
+    assert chunks.read_ahead([partition], stop) == []
+    assert read == [4, 4]  # given up at the piece after the stop, not after all three
+    assert not partition.spool_path.exists()
+    assert not temp_files_of(partition.spool_path)
+    assert [json.loads(r["keys"])["id"] for r in _rows(partition)] == [str(i) for i in range(1, 11)]
+
+
 def test_attempts_of_one_range_at_once_all_return_the_first_published(
     mariadb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,8 +318,8 @@ def test_attempts_of_one_range_at_once_all_return_the_first_published(
     read_into = chunks._read_into
     second: list[list[dict[str, Any]]] = []
 
-    def with_a_second_attempt(conn: Any, part: ChunkPartition, tmp: Path) -> bool:
-        done = read_into(conn, part, tmp)
+    def with_a_second_attempt(conn: Any, part: ChunkPartition, tmp: Path, stop: Any) -> bool:
+        done = read_into(conn, part, tmp, stop)
         if not second:  # the first attempt has read, not published: the second one runs to its end
             second.append([])
             mariadb.server.execute(f"UPDATE {db}.t SET v = 'changed'")

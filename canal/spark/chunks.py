@@ -35,6 +35,12 @@ of attempts of one range running at once (speculative execution) the first to pu
 The spool directory must therefore be reachable from the executors (a shared file system in a cluster, as the
 checkpoint is) and support hard links.
 
+Reading ahead. Spark takes seconds to start a micro-batch's tasks (the executors' Python workers, the job), the
+first one of a query most. Meanwhile the reader process, which planned the ranges, reads them itself from the last
+one back (:func:`read_ahead`, the source's ``prefetch`` option), publishing each as a task would; a task whose range
+is published returns the file. It starts once Spark asks for the micro-batch's partitions, after Spark has logged its
+end offset, so a range read ahead is always one of the logged plan.
+
 Reading fast. For a table whose key is its primary key and whose columns are all of the types below, the server
 renders each row's key and image as the change row's JSON text (``CONCAT`` / ``JSON_QUOTE``) and joins a piece of
 rows into one value (``GROUP_CONCAT``), which pyarrow splits: no Python work per row. The text is the same as the
@@ -48,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from json.encoder import encode_basestring
@@ -83,6 +90,7 @@ __all__ = [
     "ChunkPlanner",
     "ChunkRange",
     "discard_chunks_through",
+    "read_ahead",
     "read_chunk",
 ]
 
@@ -264,13 +272,39 @@ def read_chunk(partition: ChunkPartition) -> Iterator[Any]:
     yield from table.to_batches()
 
 
+def read_ahead(partitions: Sequence[ChunkPartition], stop: threading.Event) -> list[int]:
+    """Read ``partitions``' ranges in this process before their tasks do, the last first, and publish them in the
+    spool; the indexes of those this process published.
+
+    Spark's tasks take a micro-batch's partitions in order, first to last, and the first ones wait for Spark to start
+    them (seconds, for a query's first micro-batch). Read from the other end, a range is published here or by its
+    task, whichever is first (:func:`_write_chunk`), and every attempt returns that file. Reading stops at the first
+    range already published -- the tasks have come that far -- or when ``stop`` is set. Each range is read after the
+    micro-batch's binlog end, as a task reads it, so the reasoning of this module holds for it unchanged.
+    """
+    published: list[int] = []
+    for partition in reversed(partitions):
+        if stop.is_set() or partition.spool_path.exists():
+            break
+        try:
+            if _write_chunk(partition, partition.spool_path, stop):
+                published.append(partition.index)
+        except _ReadAheadStopped:
+            break  # between two pieces: its temporary file is gone, its task reads the range
+    return published
+
+
+class _ReadAheadStopped(Exception):
+    """A range read ahead was given up between two pieces (the source is stopping)."""
+
+
 def discard_chunks_through(spool_dir: str, batch: int) -> None:
     """Delete the spooled ranges of micro-batches up to ``batch`` (committed: never read again)."""
     discard_numbered(Path(spool_dir) / "chunks", batch)
 
 
-def _write_chunk(partition: ChunkPartition, path: Path) -> None:
-    """Read the range and publish its rows at ``path``, unless another attempt published first.
+def _write_chunk(partition: ChunkPartition, path: Path, stop: threading.Event | None = None) -> bool:
+    """Read the range and publish its rows at ``path``, unless another attempt published first (False).
 
     Spark may run a range's task more than once at the same time (speculative execution, an executor thought lost),
     and each attempt reads its own snapshot. The file is published without replacing one
@@ -293,7 +327,7 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
                 fh.seek(0)
                 fh.truncate()
                 try:
-                    if _read_into(conn, partition, fh):
+                    if _read_into(conn, partition, fh, stop):
                         return
                 except pymysql.err.MySQLError as exc:
                     if exc.args[0] != _ER_TABLE_DEF_CHANGED:
@@ -317,14 +351,16 @@ def _write_chunk(partition: ChunkPartition, path: Path) -> None:
         if not published:
             log = destination_logger(__name__, partition.destination)
             log.info("range %s was published by another attempt first: returning its rows", path.name)
+        return published
     finally:
         with contextlib.suppress(Exception):  # the rows are written (or the error is on its way): closing is cleanup
             conn.close()
 
 
-def _read_into(conn: Any, partition: ChunkPartition, fh: BinaryIO) -> bool:
+def _read_into(conn: Any, partition: ChunkPartition, fh: BinaryIO, stop: threading.Event | None = None) -> bool:
     """Read the range in one consistent-snapshot transaction, under the table's layout, into ``fh`` (Arrow IPC);
-    False when the layout changed meanwhile (then nothing is committed: read again)."""
+    False when the layout changed meanwhile (then nothing is committed: read again). ``stop`` set between two
+    pieces: :class:`_ReadAheadStopped`."""
     import pyarrow as pa
 
     with conn.cursor() as cur:
@@ -335,6 +371,8 @@ def _read_into(conn: Any, partition: ChunkPartition, fh: BinaryIO) -> bool:
         rows = 0
         pieces = iter(()) if layout is None else _RangeReader(conn, partition, layout).pieces()
         for keys, images in pieces:
+            if stop is not None and stop.is_set():
+                raise _ReadAheadStopped
             if rows + len(keys) > PARTITION_SEQ_SPAN:
                 advice = (
                     "lower snapshot.partition.rows"

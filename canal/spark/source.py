@@ -11,17 +11,17 @@ changes.writeStream.foreachBatch(DeltaMirror(root)).option("checkpointLocation",
 ```
 
 Options (strings, as Spark passes them): ``properties`` (path to an ``instance.properties``) and/or the short keys
-``destination``, ``master.address``, ``master.user``, ``master.password``, ``master.journal.name``,
-``master.position``, ``master.gtid``, ``filter.regex``, ``filter.black.regex``, ``meta.dir`` (file meta mode);
-any ``canal.*`` / ``pycanal.*`` key is passed through as a properties key. Reader settings: ``spool.dir`` (required
-unless ``meta.dir`` is set; put it next to the checkpoint), ``batch.size`` (entries per instance get, default 4096),
-``max.entries`` (entries per micro-batch, a snapshot entry counting its rows; default 50000), ``read.timeout``
-(seconds a read waits when nothing is there yet, default 0.5), ``prefetch`` (default true: prepare the next batch
-while Spark runs this one). ``maxRowsPerTrigger`` (change rows) and ``maxBytesPerTrigger`` (binlog bytes) cap a
-micro-batch, as for Spark's Kafka source; a micro-batch holds whole binlog events, at least one. The source applies
-them itself: PySpark passes read limits only to a ``DataSourceStreamReader``, whose rows would travel to executors
-inside the input partitions -- measured 7-13% slower end to end than this reader, whose rows Spark takes on the
-driver.
+``destination``, ``master.address``, ``master.user``, ``master.password``, ``master.journal.name``, ``master.position``,
+``master.gtid``, ``filter.regex``, ``filter.black.regex``, ``meta.dir`` (file meta mode); any ``canal.*`` /
+``pycanal.*`` key is passed through as a properties key. Reader settings: ``spool.dir`` (required unless ``meta.dir`` is
+set; put it next to the checkpoint), ``batch.size`` (entries per instance get, default 4096), ``max.entries`` (entries
+per micro-batch, a snapshot entry counting its rows; default 50000), ``read.timeout`` (seconds a read waits when nothing
+is there yet, default 0.5), ``prefetch`` (default true: prepare the next batch while Spark runs this one, and read a
+micro-batch's snapshot ranges while Spark starts their tasks). ``maxRowsPerTrigger`` (change rows) and
+``maxBytesPerTrigger`` (binlog bytes) cap a micro-batch, as for Spark's Kafka source; a micro-batch holds whole binlog
+events, at least one. The source applies them itself: PySpark passes read limits only to a ``DataSourceStreamReader``,
+whose rows would travel to executors inside the input partitions -- measured 7-13% slower end to end than this reader,
+whose rows Spark takes on the driver.
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
@@ -49,7 +49,9 @@ with executors (:mod:`canal.spark.chunks` says why the mirror still ends equal, 
 that this does not). The reader is then a ``DataSourceStreamReader``: a micro-batch's binlog rows travel to an executor
 inside a partition, and each range's rows are spooled by the executor that reads them, under ``spool.dir`` -- which
 must then be reachable from the executors (in a cluster, a shared file system, as the checkpoint is) and support hard
-links (the first of a range's attempts to publish its file wins: :mod:`canal.spark.chunks`). Snapshot modes other
+links (the first of a range's attempts to publish its file wins: :mod:`canal.spark.chunks`). With ``prefetch``, the
+reader process reads a micro-batch's ranges too, from the last one back, while Spark starts their tasks; a task
+whose range it published returns that file. Snapshot modes other
 than ``initial`` and ``never`` are refused with this option. ``maxRowsPerTrigger`` / ``maxBytesPerTrigger`` cap a
 micro-batch's binlog rows; its snapshot rows are bounded by ``snapshot.partitions`` x ``snapshot.partition.rows``.
 """
@@ -90,6 +92,7 @@ from canal.spark.chunks import (
     ChunkPlanner,
     ChunkRange,
     discard_chunks_through,
+    read_ahead,
     read_chunk,
 )
 from canal.spark.spool import Spool
@@ -222,6 +225,35 @@ class _Session:
         self.carry_id: int | None = None  # that instance batch's id
         self.initial: tuple[Offset, dict[str, Any] | None] | None = None  # executor snapshot: where a new query starts
         self.planner: ChunkPlanner | None = None  # executor snapshot: its ranges' planner
+        self.ranges_ahead: tuple[threading.Thread, threading.Event] | None = None  # executor snapshot: reading ahead
+
+    def read_ranges_ahead(self, partitions: list[ChunkPartition], destination: str) -> None:
+        """Read a micro-batch's ranges in a thread before their tasks do (:func:`~canal.spark.chunks.read_ahead`),
+        instead of the last micro-batch's."""
+        self.stop_reading_ahead()
+        stop = threading.Event()
+        log = destination_logger(__name__, destination)
+
+        def run() -> None:
+            try:
+                published = read_ahead(partitions, stop)
+            except Exception:  # the tasks read these ranges themselves and report what is wrong
+                log.warning("reading snapshot ranges ahead failed; their tasks read them", exc_info=True)
+                return
+            log.debug("read %d of %d snapshot ranges ahead of their tasks", len(published), len(partitions))
+
+        thread = threading.Thread(target=run, name="canal-spark-ranges", daemon=True)
+        self.ranges_ahead = thread, stop
+        thread.start()
+
+    def stop_reading_ahead(self, wait_s: float = 0.0) -> None:
+        """Read no further range ahead: a range being read is given up at its next piece (its temporary file
+        removed), waiting up to ``wait_s`` for that."""
+        if self.ranges_ahead is not None:
+            thread, stop = self.ranges_ahead
+            self.ranges_ahead = None
+            stop.set()
+            thread.join(wait_s)
 
     def finish_prefetch(self) -> None:
         """Wait for the batch being prepared in the background, if any."""
@@ -262,6 +294,7 @@ class _Session:
                 destination_logger(__name__, instance.destination).warning("stopping the instance failed: %s", exc)
 
 
+_STOP_READ_AHEAD_S = 10.0  # a stopping source waits this long for a range read ahead to give up (one piece)
 _SESSIONS: dict[str, _Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
@@ -311,6 +344,7 @@ def close_sessions() -> None:
         sessions = list(_SESSIONS.values())
         _SESSIONS.clear()
     for session in sessions:
+        session.stop_reading_ahead(wait_s=_STOP_READ_AHEAD_S)
         session.close()
 
 
@@ -596,7 +630,8 @@ class CanalStreamReader:
                 values.append(sink.getvalue().to_pybytes())
         planned = [ChunkRange.from_json(r) for r in end.get("planned") or ()]
         if planned:
-            planner = self._planner(_session(self.options), sorted({r.table for r in planned}))
+            session = _session(self.options)
+            planner = self._planner(session, sorted({r.table for r in planned}))
             batch_no = int(end.get("batch", 0))
             for index, chunk in enumerate(planned):
                 values.append(
@@ -611,6 +646,8 @@ class CanalStreamReader:
                         chunk,
                     )
                 )
+            if self.prefetch:  # Spark has logged ``end``: these are the ranges its tasks will read
+                session.read_ranges_ahead([v for v in values if isinstance(v, ChunkPartition)], self.destination)
         return values
 
     @staticmethod
