@@ -241,11 +241,11 @@ def test_ranges_are_read_ahead_from_the_last_until_a_task_has_come_that_far(mari
 
 
 @pytest.mark.parametrize("prefetch", [True, False])
-def test_the_source_reads_a_micro_batchs_ranges_ahead_unless_prefetch_is_off(
+def test_the_source_reads_a_planned_micro_batchs_ranges_ahead_unless_prefetch_is_off(
     mariadb: Any, tmp_path: Path, prefetch: bool
 ) -> None:
-    """Asked for a micro-batch's partitions, the source process starts reading their ranges itself, before any task
-    runs; with ``prefetch`` off it leaves them all to the tasks."""
+    """Once it has planned a micro-batch, the source process reads its ranges itself, before any task runs; with
+    ``prefetch`` off it leaves them all to the tasks."""
     db = mariadb.database
     mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
     mariadb.server.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(f"({i}, 'v')" for i in range(1, 31)))
@@ -260,14 +260,15 @@ def test_the_source_reads_a_micro_batchs_ranges_ahead_unless_prefetch_is_off(
     reader = CanalStreamReader(options)
     try:
         end = reader.latest(dict(INITIAL_OFFSET))
+        ahead = _session(options).ranges_ahead  # started by the planning, before Spark asks for the partitions
+        assert (ahead is not None) == prefetch
         values = reader.partition_values(dict(INITIAL_OFFSET), end)
+        assert _session(options).ranges_ahead is ahead  # the same batch's: not started again
         ranges = [v for v in values if isinstance(v, ChunkPartition)]
         assert [p.range.hi for p in ranges] == [("10",), ("20",), ("30",)]
-        ahead = _session(options).ranges_ahead
-        assert (ahead is not None) == prefetch
         if ahead is not None:
-            ahead[0].join(60)
-            assert not ahead[0].is_alive()
+            ahead[1].join(60)
+            assert not ahead[1].is_alive()
         assert [p.spool_path.exists() for p in ranges] == [prefetch] * 3
         rows = [json.loads(r["keys"])["id"] for p in ranges for b in reader.read_value(p) for r in b.to_pylist()]
         assert rows == [str(i) for i in range(1, 31)]
@@ -302,6 +303,22 @@ def test_a_stopping_source_gives_up_the_range_it_reads_ahead(
     assert not partition.spool_path.exists()
     assert not temp_files_of(partition.spool_path)
     assert [json.loads(r["keys"])["id"] for r in _rows(partition)] == [str(i) for i in range(1, 11)]
+
+
+def test_a_range_planned_again_differently_is_not_given_the_first_plans_file(mariadb: Any, tmp_path: Path) -> None:
+    """A range read ahead of a plan that Spark never logged stays in the spool; the range planned in its place, with
+    the same micro-batch and index, reads its own rows."""
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES (1), (2), (3), (4)")
+    layout = _layouts(mariadb, "t")["t"]
+    unlogged = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, ("2",)))
+    assert len(_rows(unlogged)) == 2
+    again = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, ("3",)))
+    assert again.spool_path != unlogged.spool_path
+    assert [json.loads(r["keys"])["id"] for r in _rows(again)] == ["1", "2", "3"]
+    discard_chunks_through(str(tmp_path), 7)  # both go with their micro-batch's commit
+    assert not unlogged.spool_path.exists() and not again.spool_path.exists()
 
 
 def test_attempts_of_one_range_at_once_all_return_the_first_published(

@@ -38,8 +38,9 @@ checkpoint is) and support hard links.
 Reading ahead. Spark takes seconds to start a micro-batch's tasks (the executors' Python workers, the job), the
 first one of a query most. Meanwhile the reader process, which planned the ranges, reads them itself from the last
 one back (:func:`read_ahead`, the source's ``prefetch`` option), publishing each as a task would; a task whose range
-is published returns the file. It starts once Spark asks for the micro-batch's partitions, after Spark has logged its
-end offset, so a range read ahead is always one of the logged plan.
+is published returns the file. It starts as soon as the micro-batch is planned, after its binlog end: its reads are
+placed as a task's are. That is before Spark logs the end offset, and a plan Spark never logs (the process died
+first) is made again differently, so a range's file is named after the range as well as its micro-batch and index.
 
 Reading fast. For a table whose key is its primary key and whose columns are all of the types below, the server
 renders each row's key and image as the change row's JSON text (``CONCAT`` / ``JSON_QUOTE``) and joins a piece of
@@ -53,6 +54,7 @@ row by row through the snapshot's value readers and the same encoder as binlog r
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -256,7 +258,11 @@ class ChunkPartition:
 
     @property
     def spool_path(self) -> Path:
-        return Path(self.spool_dir) / "chunks" / f"{self.batch:012d}-{self.index:04d}.arrow"
+        """Where the range's rows are spooled: named by micro-batch, index *and* the range itself, since a range read
+        ahead of a plan that Spark never logged (the process died first) must not pass for the range planned again
+        in its place (:func:`read_ahead`)."""
+        digest = hashlib.sha256(json.dumps(self.range.to_json()).encode()).hexdigest()[:16]
+        return Path(self.spool_dir) / "chunks" / f"{self.batch:012d}-{self.index:04d}-{digest}.arrow"
 
 
 def read_chunk(partition: ChunkPartition) -> Iterator[Any]:

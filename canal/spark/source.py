@@ -225,11 +225,14 @@ class _Session:
         self.carry_id: int | None = None  # that instance batch's id
         self.initial: tuple[Offset, dict[str, Any] | None] | None = None  # executor snapshot: where a new query starts
         self.planner: ChunkPlanner | None = None  # executor snapshot: its ranges' planner
-        self.ranges_ahead: tuple[threading.Thread, threading.Event] | None = None  # executor snapshot: reading ahead
+        # executor snapshot: the ranges being read ahead (their micro-batch, the thread, what stops it)
+        self.ranges_ahead: tuple[int, threading.Thread, threading.Event] | None = None
 
-    def read_ranges_ahead(self, partitions: list[ChunkPartition], destination: str) -> None:
-        """Read a micro-batch's ranges in a thread before their tasks do (:func:`~canal.spark.chunks.read_ahead`),
-        instead of the last micro-batch's."""
+    def read_ranges_ahead(self, batch: int, partitions: list[ChunkPartition], destination: str) -> None:
+        """Read micro-batch ``batch``'s ranges in a thread before their tasks do
+        (:func:`~canal.spark.chunks.read_ahead`), instead of another micro-batch's; nothing if they are already."""
+        if self.ranges_ahead is not None and self.ranges_ahead[0] == batch:
+            return
         self.stop_reading_ahead()
         stop = threading.Event()
         log = destination_logger(__name__, destination)
@@ -243,14 +246,14 @@ class _Session:
             log.debug("read %d of %d snapshot ranges ahead of their tasks", len(published), len(partitions))
 
         thread = threading.Thread(target=run, name="canal-spark-ranges", daemon=True)
-        self.ranges_ahead = thread, stop
+        self.ranges_ahead = batch, thread, stop
         thread.start()
 
     def stop_reading_ahead(self, wait_s: float = 0.0) -> None:
         """Read no further range ahead: a range being read is given up at its next piece (its temporary file
         removed), waiting up to ``wait_s`` for that."""
         if self.ranges_ahead is not None:
-            thread, stop = self.ranges_ahead
+            _batch, thread, stop = self.ranges_ahead
             self.ranges_ahead = None
             stop.set()
             thread.join(wait_s)
@@ -555,6 +558,7 @@ class CanalStreamReader:
         with session.lock:
             if session.pos is not None and canonical(session.pos) == canonical(binlog_end):
                 session.pos = _binlog_view(end)  # the next micro-batch's binlog rows start here
+        self._read_ahead(end, self._ranges(end))  # read after the batch's binlog end, as its tasks will
         self._prefetch(session, _binlog_view(end))
         return end
 
@@ -628,27 +632,36 @@ class CanalStreamReader:
                 with pa.ipc.new_stream(sink, batch.schema) as writer:
                     writer.write_batch(batch.slice(first, step))
                 values.append(sink.getvalue().to_pybytes())
+        ranges = self._ranges(end)
+        self._read_ahead(end, ranges)  # a replayed micro-batch was not planned by this process
+        return values + ranges
+
+    def _ranges(self, end: Offset) -> list[ChunkPartition]:
+        """The :class:`~canal.spark.chunks.ChunkPartition` of each range planned in ``end``."""
         planned = [ChunkRange.from_json(r) for r in end.get("planned") or ()]
-        if planned:
-            session = _session(self.options)
-            planner = self._planner(session, sorted({r.table for r in planned}))
-            batch_no = int(end.get("batch", 0))
-            for index, chunk in enumerate(planned):
-                values.append(
-                    ChunkPartition(
-                        SourceConnector(self.options),
-                        str(self.spool.root),
-                        self.destination,
-                        batch_no,
-                        index,
-                        planner.layouts[chunk.table],
-                        planner.chunk_key(chunk.table),
-                        chunk,
-                    )
-                )
-            if self.prefetch:  # Spark has logged ``end``: these are the ranges its tasks will read
-                session.read_ranges_ahead([v for v in values if isinstance(v, ChunkPartition)], self.destination)
-        return values
+        if not planned:
+            return []
+        planner = self._planner(_session(self.options), sorted({r.table for r in planned}))
+        batch_no = int(end.get("batch", 0))
+        return [
+            ChunkPartition(
+                SourceConnector(self.options),
+                str(self.spool.root),
+                self.destination,
+                batch_no,
+                index,
+                planner.layouts[chunk.table],
+                planner.chunk_key(chunk.table),
+                chunk,
+            )
+            for index, chunk in enumerate(planned)
+        ]
+
+    def _read_ahead(self, end: Offset, ranges: list[ChunkPartition]) -> None:
+        """With ``prefetch``, read the ranges of the micro-batch ending at ``end`` in this process while Spark starts
+        their tasks (:func:`~canal.spark.chunks.read_ahead`), unless that is under way already."""
+        if self.prefetch and ranges:
+            _session(self.options).read_ranges_ahead(int(end.get("batch", 0)), ranges, self.destination)
 
     @staticmethod
     def read_value(value: Any) -> Iterator[Any]:
