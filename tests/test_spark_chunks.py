@@ -216,7 +216,8 @@ def test_a_range_is_read_once_and_replayed_from_its_spool(mariadb: Any, tmp_path
 
 def test_ranges_are_read_ahead_from_the_last_until_a_task_has_come_that_far(mariadb: Any, tmp_path: Path) -> None:
     """The reader process reads a micro-batch's ranges from the last one back, and stops at the first one a task has
-    published. Tasks then return those files: the rows as they were read ahead, not as the table is by then."""
+    published or is reading. Tasks then return those files: the rows as they were read ahead, not as the table is
+    by then."""
     db = mariadb.database
     mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
     mariadb.server.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(f"({i}, 'old')" for i in range(1, 9)))
@@ -231,11 +232,17 @@ def test_ranges_are_read_ahead_from_the_last_until_a_task_has_come_that_far(mari
     assert chunks.read_ahead(partitions, stopped) == []  # the source stopped: nothing is read
     assert not any(p.spool_path.exists() for p in partitions)
     by_task = _rows(partitions[1])  # a task got to range 1 first
-    assert chunks.read_ahead(partitions, threading.Event()) == [3, 2]
-    assert not partitions[0].spool_path.exists()  # its task is under way: left to it
+    assert not chunks.task_marker(partitions[1].spool_path).exists()  # gone once the task has published
+    reading = chunks.task_marker(partitions[2].spool_path)
+    reading.touch()  # a task is reading range 2
+    assert chunks.read_ahead(partitions, threading.Event()) == [3]
+    assert not partitions[2].spool_path.exists() and not partitions[0].spool_path.exists()  # left to their tasks
+    reading.unlink()
+    assert _rows(partitions[2])  # its task reads it
     mariadb.server.execute(f"UPDATE {db}.t SET v = 'new'")
     assert [json.loads(r["after"])["v"] for r in _rows(partitions[3])] == ["old", "old"]  # (6, last]
     assert [json.loads(r["keys"])["id"] for p in partitions[2:] for r in _rows(p)] == ["5", "6", "7", "8"]
+    assert [json.loads(r["after"])["v"] for r in _rows(partitions[2])] == ["old", "old"]  # read before the UPDATE
     assert _rows(partitions[1]) == by_task
     assert [json.loads(r["after"])["v"] for r in _rows(partitions[0])] == ["new", "new"]  # read by its task, now
 
@@ -317,8 +324,10 @@ def test_a_range_planned_again_differently_is_not_given_the_first_plans_file(mar
     again = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, ("3",)))
     assert again.spool_path != unlogged.spool_path
     assert [json.loads(r["keys"])["id"] for r in _rows(again)] == ["1", "2", "3"]
-    discard_chunks_through(str(tmp_path), 7)  # both go with their micro-batch's commit
-    assert not unlogged.spool_path.exists() and not again.spool_path.exists()
+    left = chunks.task_marker(again.spool_path)
+    left.touch()  # as a killed task leaves it
+    discard_chunks_through(str(tmp_path), 7)  # all go with their micro-batch's commit
+    assert not unlogged.spool_path.exists() and not again.spool_path.exists() and not left.exists()
 
 
 def test_attempts_of_one_range_at_once_all_return_the_first_published(

@@ -35,12 +35,13 @@ of attempts of one range running at once (speculative execution) the first to pu
 The spool directory must therefore be reachable from the executors (a shared file system in a cluster, as the
 checkpoint is) and support hard links.
 
-Reading ahead. Spark takes seconds to start a micro-batch's tasks (the executors' Python workers, the job), the
-first one of a query most. Meanwhile the reader process, which planned the ranges, reads them itself from the last
-one back (:func:`read_ahead`, the source's ``prefetch`` option), publishing each as a task would; a task whose range
-is published returns the file. It starts as soon as the micro-batch is planned, after its binlog end: its reads are
-placed as a task's are. That is before Spark logs the end offset, and a plan Spark never logs (the process died
-first) is made again differently, so a range's file is named after the range as well as its micro-batch and index.
+Reading ahead. Spark takes seconds to start a micro-batch's tasks (the executors' Python workers, the job), the first
+one of a query most. Meanwhile the reader process, which planned the ranges, reads them itself from the last one back
+(:func:`read_ahead`, the source's ``prefetch`` option), publishing each as a task would, up to the first range a task
+has published or is reading (a marker file beside the range's, :func:`task_marker`); a task whose range is published
+returns the file. It starts as soon as the micro-batch is planned, after its binlog end: its reads are placed as a
+task's are. That is before Spark logs the end offset, and a plan Spark never logs (the process died first) is made again
+differently, so a range's file is named after the range as well as its micro-batch and index.
 
 Reading fast. For a table whose key is its primary key and whose columns are all of the types below, the server
 renders each row's key and image as the change row's JSON text (``CONCAT`` / ``JSON_QUOTE``) and joins a piece of
@@ -94,6 +95,7 @@ __all__ = [
     "discard_chunks_through",
     "read_ahead",
     "read_chunk",
+    "task_marker",
 ]
 
 PARTITION_SEQ_BASE = 1 << 31
@@ -103,6 +105,7 @@ PARTITION_SEQ_SPAN = 1 << 22
 MAX_PARTITIONS = PARTITION_SEQ_BASE // PARTITION_SEQ_SPAN
 """Chunk partitions one micro-batch may hold (512)."""
 
+_TASK_MARK = ".task"  # beside a range's spool file while a task reads it (task_marker)
 _PIECE_ROWS = 8192  # rows an executor reads per query of a range: what its memory holds at once
 _UPPER_HEX = r"\\u00[01][A-F]"  # MariaDB's JSON_QUOTE of U+000B, U+000E, U+000F, U+001A..U+001F
 _ER_TABLE_DEF_CHANGED = 1412  # a table's definition changed after the transaction's snapshot began
@@ -272,7 +275,13 @@ def read_chunk(partition: ChunkPartition) -> Iterator[Any]:
 
     path = partition.spool_path
     if not path.exists():
-        _write_chunk(partition, path)
+        marker = task_marker(path)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()  # a read ahead leaves this range to its task
+        try:
+            _write_chunk(partition, path)
+        finally:
+            marker.unlink(missing_ok=True)
     with pa.memory_map(str(path)) as source:
         table = pa.ipc.open_file(source).read_all()
     yield from table.to_batches()
@@ -285,12 +294,14 @@ def read_ahead(partitions: Sequence[ChunkPartition], stop: threading.Event) -> l
     Spark's tasks take a micro-batch's partitions in order, first to last, and the first ones wait for Spark to start
     them (seconds, for a query's first micro-batch). Read from the other end, a range is published here or by its
     task, whichever is first (:func:`_write_chunk`), and every attempt returns that file. Reading stops at the first
-    range already published -- the tasks have come that far -- or when ``stop`` is set. Each range is read after the
-    micro-batch's binlog end, as a task reads it, so the reasoning of this module holds for it unchanged.
+    range already published or being read by its task (:func:`task_marker`) -- the tasks have come that far -- or
+    when ``stop`` is set. Each range is read after the micro-batch's binlog end, as a task reads it, so the reasoning
+    of this module holds for it unchanged.
     """
     published: list[int] = []
     for partition in reversed(partitions):
-        if stop.is_set() or partition.spool_path.exists():
+        path = partition.spool_path
+        if stop.is_set() or path.exists() or task_marker(path).exists():
             break
         try:
             if _write_chunk(partition, partition.spool_path, stop):
@@ -298,6 +309,12 @@ def read_ahead(partitions: Sequence[ChunkPartition], stop: threading.Event) -> l
         except _ReadAheadStopped:
             break  # between two pieces: its temporary file is gone, its task reads the range
     return published
+
+
+def task_marker(path: Path) -> Path:
+    """The file a task reading the range spooled at ``path`` keeps while it reads (it says nothing to other tasks:
+    only a read ahead leaves the range alone, so that two do not read it at once for nothing)."""
+    return path.with_name(path.name + _TASK_MARK)
 
 
 class _ReadAheadStopped(Exception):

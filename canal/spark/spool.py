@@ -87,11 +87,12 @@ class Spool:
 
 
 def discard_numbered(root: Path, through: int) -> None:
-    """Delete the spool files in ``root`` (``<number:012d>-....arrow``) numbered ``through`` or lower: they hold
-    batches Spark committed, which it never reads again (it replays only past them)."""
+    """Delete the spool files in ``root`` (``<number:012d>-....arrow``, and markers named after them) numbered
+    ``through`` or lower: they hold batches Spark committed, which it never reads again (it replays only past
+    them)."""
     if not root.exists():
         return
-    for path in root.glob("*.arrow"):
+    for path in root.glob("*.arrow*"):
         try:
             number = int(path.name.split("-", 1)[0])
         except ValueError:
