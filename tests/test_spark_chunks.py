@@ -15,9 +15,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_snapshot_marks import create_watermark_table
 
 pytest.importorskip("pyarrow")
 
@@ -28,6 +30,7 @@ from canal.spark import chunks
 from canal.spark.changes import INITIAL_OFFSET
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, ChunkRange, discard_chunks_through, read_chunk
 from canal.spark.source import CanalStreamReader, SourceConnector, _session, close_sessions, config_from_options
+from canal.spark.testing import master_position
 
 pytestmark = pytest.mark.integration
 
@@ -212,6 +215,35 @@ def test_a_range_is_read_once_and_replayed_from_its_spool(mariadb: Any, tmp_path
     discard_chunks_through(str(tmp_path), 7)
     assert not partition.spool_path.exists()
     assert [json.loads(r["after"])["v"] for r in _rows(partition)] == ["changed", "changed"]
+
+
+def test_a_range_with_a_watermark_table_is_read_after_a_mark_it_commits(mariadb: Any, tmp_path: Path) -> None:
+    """With a watermark table (servers without MariaDB's snapshot position: MySQL), a range commits a mark before its
+    snapshot begins, so its read sees every transaction its micro-batch holds; its rows carry the binlog end after
+    the mark. A table it cannot write fails the range by name, and leaves no file."""
+    db = mariadb.database
+    mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.server.execute(f"INSERT INTO {db}.t VALUES (1, 'one'), (2, 'two')")
+    create_watermark_table(mariadb, "marks")
+    layout = _layouts(mariadb, "t")["t"]
+    conn = mariadb.connect()
+    before = master_position(conn)
+    marked = attrs.evolve(
+        _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, None)), watermark=(db, "marks")
+    )
+    rows = _rows(marked)
+    assert [json.loads(r["after"])["v"] for r in rows] == ["one", "two"]
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT destination, mark FROM {db}.marks")
+        ((destination, mark),) = cur.fetchall()
+    assert destination == "chunks" and len(mark) == 32
+    after_mark = (rows[0]["log_file"], rows[0]["log_offset"])
+    assert after_mark > before and after_mark == master_position(conn)  # the mark moved the binlog; nothing since
+    missing = attrs.evolve(marked, watermark=(db, "no_such_marks"), index=1)
+    with pytest.raises(SnapshotError, match=rf"watermark to {db}\.no_such_marks: .*create it with CREATE TABLE"):
+        _rows(missing)
+    assert sorted(p.name for p in missing.spool_path.parent.iterdir()) == [marked.spool_path.name]
+    conn.close()
 
 
 def test_ranges_are_read_ahead_from_the_last_until_a_task_has_come_that_far(mariadb: Any, tmp_path: Path) -> None:

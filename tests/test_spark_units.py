@@ -375,11 +375,13 @@ def test_executor_partitions_take_only_the_initial_snapshot_mode(tmp_path: Path)
     for mode in ("when_needed", "initial_only"):
         with pytest.raises(SparkSourceError, match=f"snapshot mode initial or never, not {mode}"):
             CanalStreamReader({**options, "pycanal.snapshot.mode": mode})
-    with pytest.raises(SparkSourceError, match=r"takes no pycanal\.snapshot\.watermark\.table"):
-        CanalStreamReader({**options, "pycanal.snapshot.mode": "initial", "pycanal.snapshot.watermark.table": "d.m"})
     assert not (tmp_path / "spool").exists()
     reader = CanalStreamReader({**options, "pycanal.snapshot.mode": "initial"})
-    assert reader.partitions_per_batch == 4 and reader.partition_rows == 100_000
+    assert reader.partitions_per_batch == 4 and reader.partition_rows == 100_000 and reader.watermark is None
+    marked = CanalStreamReader(
+        {**options, "pycanal.snapshot.mode": "initial", "pycanal.snapshot.watermark.table": "d.m"}
+    )
+    assert marked.watermark == ("d", "m")  # executors commit a mark before each read (MySQL)
 
 
 def test_vacuum_deletes_rewritten_files_and_replays_are_still_skipped(tmp_path: Path) -> None:

@@ -42,14 +42,24 @@ import pymysql  # type: ignore[import-untyped]
 
 from canal.errors import SnapshotError
 from canal.parse.mysql import MysqlBinlogSource
+from canal.parse.mysql.source import ER_PARSE_ERROR
 from canal.position import EntryPosition
 from canal.snapshot.reader import as_text
 from canal.sql import quote_name
 
-__all__ = ["WATERMARK_COLUMNS", "WATERMARK_TABLE_DDL", "MarkedRead", "WatermarkWriter", "mark_of"]
+__all__ = [
+    "WATERMARK_COLUMNS",
+    "WATERMARK_TABLE_DDL",
+    "MarkedRead",
+    "WatermarkWriter",
+    "begin_read_after_mark",
+    "mark_of",
+    "write_mark",
+]
 
 _TABLE_ACCESS_DENIED = 1142  # ER_TABLEACCESS_DENIED_ERROR: "INSERT command denied to user ..."
 _DATABASE_ACCESS_DENIED = 1044  # ER_DBACCESS_DENIED_ERROR
+_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
 
 WATERMARK_COLUMNS = ("destination", "mark")
 WATERMARK_TABLE_DDL = "CREATE TABLE {table} (destination VARCHAR(191) NOT NULL PRIMARY KEY, mark CHAR(32) NOT NULL)"
@@ -67,6 +77,50 @@ class MarkedRead:
 
     def __str__(self) -> str:
         return f"between watermarks {self.low} and {self.high}"
+
+
+def write_mark(cur: Any, table: tuple[str, str], destination: str, mark: str) -> None:
+    """Write ``destination``'s watermark ``mark`` to ``table`` (its one row, overwritten) on ``cur``'s connection;
+    committed when that connection commits."""
+    cur.execute(
+        f"INSERT INTO {quote_name(table[0])}.{quote_name(table[1])} VALUES (%s, %s) ON DUPLICATE KEY UPDATE mark = %s",
+        (destination, mark, mark),
+    )
+
+
+def begin_read_after_mark(cur: Any, table: tuple[str, str], destination: str) -> EntryPosition:
+    """Commit a watermark to ``table`` on ``cur``'s connection, then start a read-only ``WITH CONSISTENT SNAPSHOT``
+    transaction there; returns the binlog end read between the two. The read sees everything up to the mark; of
+    transactions between the mark and that end, it may miss those InnoDB had not yet made visible (MySQL writes the
+    binlog first), so the position labels the read rather than placing it exactly.
+
+    A low mark alone, for a reader that needs its read to be *at or after* a position it knows (the Spark source's
+    executor ranges, read after their micro-batch's binlog end: :mod:`canal.spark.chunks`), not at an exact place:
+    transactions become visible in binlog order and the mark's commit has returned, so every transaction before the
+    mark in the binlog is visible to the read. No parser waits for this mark (it drops the table's rows all the
+    same)."""
+    try:
+        write_mark(cur, table, destination, uuid.uuid4().hex)
+    except pymysql.err.MySQLError as exc:
+        if not exc.args or exc.args[0] not in (_NO_SUCH_TABLE, _TABLE_ACCESS_DENIED, _DATABASE_ACCESS_DENIED):
+            raise
+        raise SnapshotError(
+            f"the snapshot cannot write its watermark to {'.'.join(table)}: {exc.args[1] if len(exc.args) > 1 else exc}"
+            f" (create it with {WATERMARK_TABLE_DDL.format(table=quote_name(table[0]) + '.' + quote_name(table[1]))}"
+            " and grant this user INSERT and UPDATE on it)"
+        ) from None
+    cur.execute("COMMIT")
+    try:
+        cur.execute("SHOW MASTER STATUS")
+    except pymysql.err.ProgrammingError as exc:
+        if exc.args[0] != ER_PARSE_ERROR:
+            raise
+        cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4 removed SHOW MASTER STATUS
+    status = cur.fetchone()
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+    if status is None:
+        raise SnapshotError("SHOW MASTER STATUS is empty (binary logging off?): a watermark has no place to be read")
+    return EntryPosition(as_text(status[0]), int(status[1]))
 
 
 def mark_of(image: Any) -> str | None:
@@ -134,10 +188,7 @@ class WatermarkWriter:
         conn = self._connection()
         try:
             with conn.cursor() as cur:
-                cur.execute(
-                    f"INSERT INTO {self._name} VALUES (%s, %s) ON DUPLICATE KEY UPDATE mark = %s",
-                    (self.destination, mark, mark),
-                )
+                write_mark(cur, self.table, self.destination, mark)
         except BaseException:
             self.close()
             raise

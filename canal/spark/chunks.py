@@ -17,6 +17,16 @@ full image applied as an upsert or a delete, so for every key the last one befor
 ``P`` -- the state the range already wrote -- and everything after ``P`` applies as usual. Rows beyond a table's last
 key at planning time (read after ``S``) come only through the binlog, which holds their inserts.
 
+Servers without that position (MySQL). All the above needs of ``P`` is that it is not before ``E``: that the read
+sees every transaction up to ``E``. MySQL writes a transaction to the binlog before InnoDB makes it visible, so a read
+begun after ``E`` was in the binlog may still miss one just before ``E``. With the snapshot's watermark table
+(``pycanal.snapshot.watermark.table``), each read therefore first commits a mark there and only then begins its
+snapshot (:func:`~canal.snapshot.marks.begin_read_after_mark`): transactions become visible in binlog order and the
+mark's commit has returned, so everything before the mark, ``E`` included, is visible to the read. One mark, not
+DBLog's two: nothing here waits for the read's exact place (the parser drops the table's rows all the same). The
+rows then carry the binlog end read after the mark as their position: a label, since the read may miss a
+transaction written there but not yet visible, which the binlog delivers after the range as above.
+
 What this gives up against the driver's snapshot (:mod:`canal.snapshot`): there, a chunk's rows join the stream at
 their exact position, so the mirror only ever moves forward. Here, between the micro-batch holding a range and the
 one holding the binlog up to ``P``, a mirror row can show a state older than one it showed before; it converges once
@@ -72,6 +82,7 @@ from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
 from canal.schema.history import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
+from canal.snapshot.marks import begin_read_after_mark
 from canal.snapshot.reader import (
     ChunkReader,
     as_text,
@@ -248,7 +259,9 @@ class ChunkPartition:
     """One range to read on an executor as part of micro-batch ``batch`` (its ``index``-th chunk partition).
 
     ``connect`` opens the connection (pymysql, conversions off); it holds the source's credentials, so it is kept
-    out of the repr. ``spool_dir`` is where the rows are kept until the batch is committed."""
+    out of the repr. ``spool_dir`` is where the rows are kept until the batch is committed. ``watermark``: the
+    snapshot's watermark table, where the read commits a mark before its snapshot begins (None: the read is placed
+    by MariaDB's consistent snapshot position)."""
 
     connect: Callable[[], Any] = attrs.field(repr=False)
     spool_dir: str
@@ -258,6 +271,7 @@ class ChunkPartition:
     table: TableSchema
     key: tuple[str, ...] | None
     range: ChunkRange
+    watermark: tuple[str, str] | None = None
 
     @property
     def spool_path(self) -> Path:
@@ -388,7 +402,10 @@ def _read_into(conn: Any, partition: ChunkPartition, fh: BinaryIO, stop: threadi
 
     with conn.cursor() as cur:
         layout = _layout_now(cur, partition.table)  # before the snapshot: a DDL after this shows at the end
-        position = begin_consistent_read(cur)
+        if partition.watermark is None:
+            position = begin_consistent_read(cur)
+        else:
+            position = begin_read_after_mark(cur, partition.watermark, partition.destination)
     read_ms = int(time.time() * 1000)
     with pa.ipc.new_file(fh, arrow_schema()) as writer:
         rows = 0
@@ -426,18 +443,19 @@ def _layout_now(cur: Any, planned: TableSchema) -> TableSchema | None:
     snapshot begins and again when the read ends (information_schema is not part of a snapshot: it shows the layout
     now); unchanged, it is the layout at the snapshot's position. Changed, the range is read again -- as it is when
     InnoDB refuses to read a table rebuilt after the snapshot began (``ER_TABLE_DEF_CHANGED``)."""
-    cur.execute("SELECT @@character_set_server")
-    (charset,) = cur.fetchone()
+    cur.execute("SELECT @@character_set_server, @@version")
+    charset, version = cur.fetchone()
+    mariadb = "mariadb" in as_text(version).lower()  # the server's flavour types some columns (JSON) its own way
     args = (planned.schema, planned.table)
     cur.execute(TABLE_COLUMNS_SQL, args)
     columns = cur.fetchall()
     cur.execute(TABLE_PRIMARY_SQL, args)
     primary = cur.fetchall()
-    found = catalog_from_columns(columns, primary, charset=as_text(charset), mariadb=True).tables
+    found = catalog_from_columns(columns, primary, charset=as_text(charset), mariadb=mariadb).tables
     table = found.get(planned.full_name)
     if table is None:
         return None  # dropped: its rows go with the DROP TABLE in the stream
-    layout = table.table_schema(mariadb=True)
+    layout = table.table_schema(mariadb=mariadb)
     return planned if layout == planned else layout
 
 

@@ -44,7 +44,8 @@ the first entry past it.
 Snapshots on executors. With ``pycanal.snapshot.mode=initial``, the reader process reads the snapshot's rows itself
 (the instance's snapshot, :mod:`canal.snapshot`). With ``snapshot.partitions`` (ranges per micro-batch, at most 512)
 the source instead plans each table's key ranges of ``snapshot.partition.rows`` rows (default 100000) on the driver and
-executors read them, each over its own connection at its own consistent-snapshot position, so an initial load scales
+executors read them, each over its own connection at its own consistent-snapshot position (MariaDB's; with
+``pycanal.snapshot.watermark.table``, after a watermark it commits: MySQL), so an initial load scales
 with executors (:mod:`canal.spark.chunks` says why the mirror still ends equal, and what the driver's snapshot gives
 that this does not). The reader is then a ``DataSourceStreamReader``: a micro-batch's binlog rows travel to an executor
 inside a partition, and each range's rows are spooled by the executor that reads them, under ``spool.dir`` -- which
@@ -395,13 +396,8 @@ class CanalStreamReader:
                     f"canal source option snapshot.partitions takes snapshot mode initial or never, not "
                     f"{config.snapshot.mode.value}"
                 )
-            if config.snapshot.watermark_table is not None:
-                # executors place their ranges at MariaDB's snapshot position; watermarks are the reader's own
-                raise SparkSourceError(
-                    "canal source option snapshot.partitions reads at MariaDB's consistent snapshot position: it "
-                    "takes no pycanal.snapshot.watermark.table (leave snapshot.partitions off to snapshot with "
-                    "watermarks)"
-                )
+        # executors commit a mark here before each read (servers without MariaDB's snapshot position: MySQL)
+        self.watermark = config.snapshot.watermark
 
     def initialOffset(self) -> Offset:
         return dict(INITIAL_OFFSET)
@@ -653,6 +649,7 @@ class CanalStreamReader:
                 planner.layouts[chunk.table],
                 planner.chunk_key(chunk.table),
                 chunk,
+                self.watermark,
             )
             for index, chunk in enumerate(planned)
         ]
