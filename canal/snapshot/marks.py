@@ -81,11 +81,19 @@ class MarkedRead:
 
 def write_mark(cur: Any, table: tuple[str, str], destination: str, mark: str) -> None:
     """Write ``destination``'s watermark ``mark`` to ``table`` (its one row, overwritten) on ``cur``'s connection;
-    committed when that connection commits."""
-    cur.execute(
-        f"INSERT INTO {quote_name(table[0])}.{quote_name(table[1])} VALUES (%s, %s) ON DUPLICATE KEY UPDATE mark = %s",
-        (destination, mark, mark),
-    )
+    committed when that connection commits. A table this user cannot write (or that is missing) is a
+    :class:`SnapshotError` naming the grant and the table's DDL."""
+    name = f"{quote_name(table[0])}.{quote_name(table[1])}"
+    try:
+        cur.execute(f"INSERT INTO {name} VALUES (%s, %s) ON DUPLICATE KEY UPDATE mark = %s", (destination, mark, mark))
+    except pymysql.err.MySQLError as exc:
+        if not exc.args or exc.args[0] not in (_NO_SUCH_TABLE, _TABLE_ACCESS_DENIED, _DATABASE_ACCESS_DENIED):
+            raise
+        raise SnapshotError(
+            f"the snapshot cannot write its watermarks to {'.'.join(table)}: "
+            f"{exc.args[1] if len(exc.args) > 1 else exc} (grant this user INSERT and UPDATE on it; create it, if "
+            f"missing, with {WATERMARK_TABLE_DDL.format(table=name)})"
+        ) from None
 
 
 def begin_read_after_mark(cur: Any, table: tuple[str, str], destination: str) -> EntryPosition:
@@ -99,16 +107,7 @@ def begin_read_after_mark(cur: Any, table: tuple[str, str], destination: str) ->
     transactions become visible in binlog order and the mark's commit has returned, so every transaction before the
     mark in the binlog is visible to the read. No parser waits for this mark (it drops the table's rows all the
     same)."""
-    try:
-        write_mark(cur, table, destination, uuid.uuid4().hex)
-    except pymysql.err.MySQLError as exc:
-        if not exc.args or exc.args[0] not in (_NO_SUCH_TABLE, _TABLE_ACCESS_DENIED, _DATABASE_ACCESS_DENIED):
-            raise
-        raise SnapshotError(
-            f"the snapshot cannot write its watermark to {'.'.join(table)}: {exc.args[1] if len(exc.args) > 1 else exc}"
-            f" (create it with {WATERMARK_TABLE_DDL.format(table=quote_name(table[0]) + '.' + quote_name(table[1]))}"
-            " and grant this user INSERT and UPDATE on it)"
-        ) from None
+    write_mark(cur, table, destination, uuid.uuid4().hex)
     cur.execute("COMMIT")
     try:
         cur.execute("SHOW MASTER STATUS")
@@ -163,16 +162,7 @@ class WatermarkWriter:
                 f"({', '.join(WATERMARK_COLUMNS)}): {found}; create it with "
                 f"{WATERMARK_TABLE_DDL.format(table=self._name)}"
             )
-        try:
-            self._write(expect=False)
-        except pymysql.err.MySQLError as exc:
-            code = exc.args[0] if exc.args else None
-            if code not in (_TABLE_ACCESS_DENIED, _DATABASE_ACCESS_DENIED):
-                raise
-            raise SnapshotError(
-                f"the snapshot cannot write its watermarks to {'.'.join(self.table)}: grant this user INSERT and "
-                f"UPDATE on it ({exc.args[1] if len(exc.args) > 1 else exc})"
-            ) from None
+        self._write(expect=False)
 
     def begin_read(self, cur: Any) -> MarkedRead:
         """Commit the low mark, start ``cur``'s read-only consistent-snapshot transaction, commit the high mark."""

@@ -148,6 +148,18 @@ class SnapshotMerge:
         with self._lock:
             self._marks[mark] = None
 
+    @property
+    def expected_marks(self) -> int:
+        """How many watermarks the parser still watches for."""
+        return len(self._marks)
+
+    def forget_marks(self) -> None:
+        """A snapshot ended (done, failed or stopped): the marks it wrote that no chunk used -- those of a read that
+        failed between them, or never reached the binlog -- are watched no more. (One snapshot runs at a time.)"""
+        with self._lock:
+            self._marks.clear()
+            self._placed = None
+
     def observe_marks(self, event: RowsEvent) -> None:
         """A row event of the watermark table (the parser thread; it hands off none of them)."""
         marks = self._marks

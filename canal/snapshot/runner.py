@@ -206,6 +206,7 @@ class SnapshotRunner:
         finally:
             if self._watermarks is not None:
                 self._watermarks.close()
+                self._merge.forget_marks()
             self._finished_at = time.monotonic()
             self._done.set()
 
