@@ -370,6 +370,38 @@ class RowData:
         return tuple(image[i] for i in self.table.key_indexes)
 
 
+# RowData is a frozen attrs class: its generated __init__ sets each slot through object.__setattr__. Code that builds
+# rows by the thousand (the binlog decoders, snapshot chunks) sets the three slots through their descriptors instead,
+# about half the cost -- only while RowData has exactly these fields, none with a validator or converter.
+ROW_SLOT_SETTERS: dict[str, Callable[[RowData, Any], None]] = {}
+if [f.name for f in attrs.fields(RowData)] == ["table", "before", "after"] and not any(
+    f.validator or f.converter for f in attrs.fields(RowData)
+):
+    ROW_SLOT_SETTERS = {name: RowData.__dict__[name].__set__ for name in ("table", "before", "after")}
+
+
+def after_rows(table: TableSchema, images: Sequence[Sequence[Any]]) -> tuple[RowData, ...]:
+    """``RowData(table, None, tuple(image))`` of each image (rows with an after image only: snapshot rows), built
+    as :data:`ROW_SLOT_SETTERS` says."""
+    if not ROW_SLOT_SETTERS:
+        return tuple(RowData(table, None, tuple(image)) for image in images)
+    new, set_table, set_before, set_after = (
+        object.__new__,
+        ROW_SLOT_SETTERS["table"],
+        ROW_SLOT_SETTERS["before"],
+        ROW_SLOT_SETTERS["after"],
+    )
+    out: list[RowData] = []
+    append = out.append
+    for image in images:
+        row = new(RowData)
+        set_table(row, table)
+        set_before(row, None)
+        set_after(row, image if image.__class__ is tuple else tuple(image))
+        append(row)
+    return tuple(out)
+
+
 @attrs.frozen(slots=True)
 class Header:
     """canal's ``Header``: where an entry came from and what it is about."""

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from canal import protocol
 from canal.position import EntryPosition
 from canal.protocol import (
     ColumnMeta,
@@ -23,6 +24,7 @@ from canal.protocol import (
     RowData,
     SqlType,
     TableSchema,
+    after_rows,
     render_text,
 )
 
@@ -70,6 +72,20 @@ def test_insert_marks_every_column_updated_and_delete_none() -> None:
     assert delete.after_columns == []
     assert delete.key() == (2,)
     assert not any(c.updated for c in delete.before_columns)
+
+
+def test_after_rows_are_the_rows_the_constructor_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshot rows built through the slots equal (and hash, pickle, freeze) as constructed ones; a RowData whose
+    fields changed would fall back to its constructor."""
+    images = [(1, Decimal("9.99"), "a"), [2, None, "b"]]  # a list image becomes a tuple
+    made = (RowData(ORDERS, None, (1, Decimal("9.99"), "a")), RowData(ORDERS, None, (2, None, "b")))
+    built = after_rows(ORDERS, images)
+    assert built == made and [hash(r) for r in built] == [hash(r) for r in made]
+    assert all(r.after.__class__ is tuple for r in built) and pickle.loads(pickle.dumps(built)) == made
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        built[0].after = None  # type: ignore[misc]
+    monkeypatch.setattr(protocol, "ROW_SLOT_SETTERS", {})
+    assert protocol.after_rows(ORDERS, images) == made
 
 
 def test_values_are_immutable() -> None:

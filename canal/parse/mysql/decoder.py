@@ -54,7 +54,7 @@ from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
-from canal.protocol import ColumnMeta, RowData, TableSchema
+from canal.protocol import ROW_SLOT_SETTERS, ColumnMeta, RowData, TableSchema
 from canal.schema import TableColumn, TableDef
 from canal.schema.history import SchemaColumn
 from canal.sql import read_column_type
@@ -683,17 +683,8 @@ _FIXED: dict[int, tuple[str, str, int]] = {  # type -> (signed fmt, unsigned fmt
 }
 
 
-# RowData is a frozen attrs class; its generated __init__ costs ~1.3 us per row. Setting its three slots through their
-# descriptors is half that. Used only while RowData has exactly these fields (no validators or converters).
-_ROWDATA_SETTERS: dict[str, Any] = {}
-if [f.name for f in attrs.fields(RowData)] == ["table", "before", "after"] and not any(
-    f.validator or f.converter for f in attrs.fields(RowData)
-):
-    _ROWDATA_SETTERS = {f"_set_{n}": RowData.__dict__[n].__set__ for n in ("table", "before", "after")}
-
-
 def _make_row(before: str, after: str) -> list[str]:
-    if not _ROWDATA_SETTERS:
+    if not ROW_SLOT_SETTERS:
         return [f"        append(RowData(T, {before}, {after}))"]
     return [
         "        r = _new(RowData)",
@@ -718,7 +709,7 @@ class _CodeGen:
             "RowData": RowData,
             "_from_bytes": int.from_bytes,
             "_new": object.__new__,
-            **_ROWDATA_SETTERS,
+            **{f"_set_{name}": setter for name, setter in ROW_SLOT_SETTERS.items()},
         }
         self._n = 0
         self._partial: _PartialImage | None = None
