@@ -22,7 +22,7 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 
 import attrs
 
@@ -370,36 +370,123 @@ class RowData:
         return tuple(image[i] for i in self.table.key_indexes)
 
 
-# RowData is a frozen attrs class: its generated __init__ sets each slot through object.__setattr__. Code that builds
-# rows by the thousand (the binlog decoders, snapshot chunks) sets the three slots through their descriptors instead,
-# about half the cost -- only while RowData has exactly these fields, none with a validator or converter.
-ROW_SLOT_SETTERS: dict[str, Callable[[RowData, Any], None]] = {}
+# RowData is a frozen attrs class: its generated __init__ sets each slot through object.__setattr__. Rows built by the
+# thousand set the three slots through their descriptors instead, about half the cost -- only while RowData has
+# exactly these fields, none with a validator or converter.
+_ROW_SLOTS: tuple[Callable[[RowData, Any], None], ...] = ()
 if [f.name for f in attrs.fields(RowData)] == ["table", "before", "after"] and not any(
     f.validator or f.converter for f in attrs.fields(RowData)
 ):
-    ROW_SLOT_SETTERS = {name: RowData.__dict__[name].__set__ for name in ("table", "before", "after")}
+    _ROW_SLOTS = tuple(RowData.__dict__[name].__set__ for name in ("table", "before", "after"))
 
 
-def after_rows(table: TableSchema, images: Sequence[Sequence[Any]]) -> tuple[RowData, ...]:
-    """``RowData(table, None, tuple(image))`` of each image (rows with an after image only: snapshot rows), built
-    as :data:`ROW_SLOT_SETTERS` says."""
-    if not ROW_SLOT_SETTERS:
-        return tuple(RowData(table, None, tuple(image)) for image in images)
-    new, set_table, set_before, set_after = (
-        object.__new__,
-        ROW_SLOT_SETTERS["table"],
-        ROW_SLOT_SETTERS["before"],
-        ROW_SLOT_SETTERS["after"],
-    )
-    out: list[RowData] = []
-    append = out.append
-    for image in images:
-        row = new(RowData)
-        set_table(row, table)
-        set_before(row, None)
-        set_after(row, image if image.__class__ is tuple else tuple(image))
-        append(row)
-    return tuple(out)
+class Rows(Sequence[RowData]):
+    """The rows of one change of one table (``RowChange.rows``), held as images: ``before`` and ``after`` are
+    sequences of image tuples, one per row (None: the change has no such images -- an INSERT's before, a DELETE's
+    after; an element None: that row has none). A :class:`RowData` is built each time a row is read and kept by
+    nobody here.
+
+    Why not a tuple of RowData: every RowData is an object the cyclic garbage collector tracks for as long as it
+    lives, and the rows of a store full of entries live long enough to reach its oldest generation, whose
+    collections then scan them again and again (a third of a snapshot's time). Image tuples of plain values are
+    untracked by the collector the first time it sees them. Immutable by contract, like the entries holding it.
+    """
+
+    __slots__ = ("after", "before", "table")
+
+    def __init__(
+        self,
+        table: TableSchema,
+        before: Sequence[tuple[Any, ...] | None] | None,
+        after: Sequence[tuple[Any, ...] | None] | None,
+    ) -> None:
+        if before is not None and after is not None and len(before) != len(after):
+            raise ValueError(f"{len(before)} before images against {len(after)} after images")
+        self.table = table
+        self.before = before
+        self.after = after
+
+    @classmethod
+    def of(cls, rows: Sequence[RowData]) -> Rows:
+        """``rows`` as :class:`Rows`: itself when it is one; else its images, with its first row's table."""
+        if isinstance(rows, Rows):
+            return rows
+        if not rows:
+            raise ValueError("Rows.of needs at least one row (it takes the table from the first)")
+        before = [r.before for r in rows]
+        after = [r.after for r in rows]
+        return cls(
+            rows[0].table,
+            None if before.count(None) == len(before) else before,
+            None if after.count(None) == len(after) else after,
+        )
+
+    def __len__(self) -> int:
+        images = self.after if self.after is not None else self.before
+        return 0 if images is None else len(images)
+
+    def __iter__(self) -> Iterator[RowData]:
+        table, before, after = self.table, self.before, self.after
+        if not _ROW_SLOTS:
+            yield from (self[i] for i in range(len(self)))
+            return
+        new, set_table, set_before, set_after = object.__new__, *_ROW_SLOTS
+        pairs = zip(before, after, strict=True) if before is not None and after is not None else None
+        if pairs is None:
+            images, only_after = (after, True) if after is not None else (before or (), False)
+            for image in images:
+                row = new(RowData)
+                set_table(row, table)
+                set_before(row, None if only_after else image)
+                set_after(row, image if only_after else None)
+                yield row
+            return
+        for b, a in pairs:
+            row = new(RowData)
+            set_table(row, table)
+            set_before(row, b)
+            set_after(row, a)
+            yield row
+
+    @overload
+    def __getitem__(self, index: int) -> RowData: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Rows: ...
+
+    def __getitem__(self, index: int | slice) -> RowData | Rows:
+        before, after = self.before, self.after
+        if isinstance(index, slice):
+            return Rows(
+                self.table,
+                None if before is None else tuple(before[index]),
+                None if after is None else tuple(after[index]),
+            )
+        return RowData(self.table, None if before is None else before[index], None if after is None else after[index])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Rows):
+            return (
+                self.table == other.table
+                and _frozen(self.before) == _frozen(other.before)
+                and _frozen(self.after) == _frozen(other.after)
+            )
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.table, _frozen(self.before), _frozen(self.after)))
+
+    def __repr__(self) -> str:
+        return f"Rows({self.table.full_name}, {len(self)} rows)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Rows, (self.table, _frozen(self.before), _frozen(self.after)))
+
+
+def _frozen(images: Sequence[tuple[Any, ...] | None] | None) -> tuple[tuple[Any, ...] | None, ...] | None:
+    return None if images is None else tuple(images)
 
 
 @attrs.frozen(slots=True)

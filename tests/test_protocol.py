@@ -22,9 +22,9 @@ from canal.protocol import (
     Message,
     RowChange,
     RowData,
+    Rows,
     SqlType,
     TableSchema,
-    after_rows,
     render_text,
 )
 
@@ -74,18 +74,27 @@ def test_insert_marks_every_column_updated_and_delete_none() -> None:
     assert not any(c.updated for c in delete.before_columns)
 
 
-def test_after_rows_are_the_rows_the_constructor_builds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Snapshot rows built through the slots equal (and hash, pickle, freeze) as constructed ones; a RowData whose
-    fields changed would fall back to its constructor."""
-    images = [(1, Decimal("9.99"), "a"), [2, None, "b"]]  # a list image becomes a tuple
-    made = (RowData(ORDERS, None, (1, Decimal("9.99"), "a")), RowData(ORDERS, None, (2, None, "b")))
-    built = after_rows(ORDERS, images)
-    assert built == made and [hash(r) for r in built] == [hash(r) for r in made]
-    assert all(r.after.__class__ is tuple for r in built) and pickle.loads(pickle.dumps(built)) == made
+@pytest.mark.parametrize("slots", [True, False], ids=["slot setters", "constructor"])
+def test_rows_hold_images_and_build_rows_as_the_constructor(slots: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change's rows are held as images; each read builds RowData equal (and hashing, pickling, freezing) as
+    constructed ones, through the slots or, were RowData's fields to change, its constructor."""
+    if not slots:
+        monkeypatch.setattr(protocol, "_ROW_SLOTS", ())
+    a, b = (1, Decimal("9.99"), "a"), (2, None, "b")
+    inserts, deletes, updates = Rows(ORDERS, None, [a, b]), Rows(ORDERS, (a, b), None), Rows(ORDERS, [a], [b])
+    made = (RowData(ORDERS, None, a), RowData(ORDERS, None, b))
+    assert tuple(inserts) == made and inserts == made and list(made) == inserts and len(inserts) == 2
+    assert [hash(r) for r in inserts] == [hash(r) for r in made] and inserts[1] == made[1] and inserts[-1:] == made[1:]
+    assert tuple(deletes) == (RowData(ORDERS, a, None), RowData(ORDERS, b, None))
+    assert tuple(updates) == (RowData(ORDERS, a, b),) and updates[0].updated_names() == ["id", "amount", "note"]
+    assert inserts != deletes  # the sides count, not only the values
+    assert hash(inserts) == hash(Rows(ORDERS, None, (a, b))) and inserts == Rows(ORDERS, None, (a, b))
+    assert pickle.loads(pickle.dumps(inserts)) == inserts and len(Rows(ORDERS, None, None)) == 0
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        built[0].after = None  # type: ignore[misc]
-    monkeypatch.setattr(protocol, "ROW_SLOT_SETTERS", {})
-    assert protocol.after_rows(ORDERS, images) == made
+        inserts[0].after = None  # type: ignore[misc]
+    with pytest.raises(ValueError, match="1 before images against 2 after images"):
+        Rows(ORDERS, [a], [a, b])
+    assert repr(inserts) == "Rows(shop.orders, 2 rows)"
 
 
 def test_values_are_immutable() -> None:

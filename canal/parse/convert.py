@@ -338,7 +338,7 @@ class EntryConverter:
         if fields is not None:
             projected = fields.project_schema(table)
             if projected is not table:
-                rows = [fields.project(r) for r in rows]
+                rows = fields.project_rows(table, rows)
                 table = projected
         return Entry(
             header=self._header(event, event.event_type, table.schema, table.table, self._txn_gtid),

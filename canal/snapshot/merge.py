@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from canal.errors import CanalError, SnapshotError
 from canal.parse.events import RowsEvent
 from canal.position import EntryPosition, LogPosition, SnapshotCursor
-from canal.protocol import Entry, EntryType, EventType, Header, RowChange, after_rows
+from canal.protocol import Entry, EntryType, EventType, Header, RowChange, Rows
 from canal.snapshot.marks import MarkedRead, mark_of
 from canal.snapshot.reader import Chunk
 from canal.snapshot.window import ChunkWindow, entry_position_key, position_key
@@ -327,7 +327,7 @@ def snapshot_entries(
         )
         change = RowChange(
             EventType.SNAPSHOT,
-            after_rows(table, part),
+            Rows(table, None, list(map(tuple, part))),  # tuple() of a tuple is that tuple: no copy
             table=table,
         )
         entries.append(Entry(header, EntryType.ROWDATA, change, anchor=anchor, rows_done=rows_done, snapshot=progress))

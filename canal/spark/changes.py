@@ -45,7 +45,7 @@ from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
 from canal.position import EntryPosition, LogIdentity, LogPosition, SnapshotCursor, journal_number
-from canal.protocol import Entry, EntryType, TableSchema, render_text
+from canal.protocol import Entry, EntryType, Rows, TableSchema, render_text
 from canal.spark.types import base_type
 
 _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table in the module docstring
@@ -384,21 +384,17 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             before.append(None)
             after.append(None)
         elif rc.event_type.is_dml and rc.rows:
-            table = rc.rows[0].table
-            codec = table_codec(table)
-            for row in rc.rows:
-                if row.table is not table:  # one row event has one table map; guard anyway
-                    table, codec = row.table, table_codec(row.table)
-                if row.after is not None:
-                    key = codec.keys(row.after)
-                    old_key = None if row.before is None else codec.keys(row.before)
-                    old_keys.append(None if old_key == key else old_key)
-                else:
-                    key = codec.keys(row.before)
-                    old_keys.append(None)
-                keys.append(key)
-                before.append(codec.image(row.before))
-                after.append(codec.image(row.after))
+            rows = Rows.of(rc.rows)  # image by image, a side at a time: no RowData is built
+            codec = table_codec(rows.table)
+            nones = [None] * len(rows)
+            befores = nones if rows.before is None else rows.before
+            afters = nones if rows.after is None else rows.after
+            after_keys = list(map(codec.keys, afters))
+            before_keys = list(map(codec.keys, befores))
+            keys.extend(a if a is not None else b for a, b in zip(after_keys, before_keys, strict=True))
+            old_keys.extend(None if a is None or b == a else b for a, b in zip(after_keys, before_keys, strict=True))
+            before.extend(map(codec.image, befores))
+            after.extend(map(codec.image, afters))
             e_schema.append(h.schema)
             e_ddl.append(False)
             e_sql.append(None)

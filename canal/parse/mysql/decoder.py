@@ -54,7 +54,7 @@ from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
-from canal.protocol import ROW_SLOT_SETTERS, ColumnMeta, RowData, TableSchema
+from canal.protocol import ColumnMeta, Rows, TableSchema
 from canal.schema import TableColumn, TableDef
 from canal.schema.history import SchemaColumn
 from canal.sql import read_column_type
@@ -683,18 +683,6 @@ _FIXED: dict[int, tuple[str, str, int]] = {  # type -> (signed fmt, unsigned fmt
 }
 
 
-def _make_row(before: str, after: str) -> list[str]:
-    if not ROW_SLOT_SETTERS:
-        return [f"        append(RowData(T, {before}, {after}))"]
-    return [
-        "        r = _new(RowData)",
-        "        _set_table(r, T)",
-        f"        _set_before(r, {before})",
-        f"        _set_after(r, {after})",
-        "        append(r)",
-    ]
-
-
 class _CodeGen:
     """Builds the Python source of the row decoders of one column layout (every table with these column types).
 
@@ -706,10 +694,8 @@ class _CodeGen:
     def __init__(self, cols: list[BinlogColumn]) -> None:
         self.cols = cols
         self.ns: dict[str, Any] = {
-            "RowData": RowData,
+            "Rows": Rows,
             "_from_bytes": int.from_bytes,
-            "_new": object.__new__,
-            **{f"_set_{name}": setter for name, setter in ROW_SLOT_SETTERS.items()},
         }
         self._n = 0
         self._partial: _PartialImage | None = None
@@ -908,13 +894,17 @@ class _CodeGen:
         return lines
 
     def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> DecoderFactory:
-        """``make(T)`` returning ``decode(b, p, end) -> list[RowData]`` (rows of table ``T``) for one rows event kind:
+        """``make(T)`` returning ``decode(b, p, end) -> Rows`` (rows of table ``T``) for one rows event kind:
         'w', 'u', 'd', or 'p' (a MySQL partial update: an update whose after image may hold JSON diffs). The images
         must fill ``b[p:end]`` exactly: a last row that runs past ``end`` raises ``ValueError`` (its bytes were
         misread)."""
         if not present or (kind in "up" and not present2):
             raise ValueError("rows event with no column in its row image")
-        src = ["def decode(b, p, end):", "    out = []", "    append = out.append", "    while p < end:"]
+        # the images go to one list per side (Rows: no RowData per row), the after images of an update to a second
+        src = ["def decode(b, p, end):", "    out = []", "    append = out.append"]
+        if kind in "up":
+            src += ["    out2 = []", "    append2 = out2.append"]
+        src.append("    while p < end:")
         img, tup = self.image(present, "")
         src += ["        " + ln for ln in img]
         if kind in "up":
@@ -928,14 +918,14 @@ class _CodeGen:
             finally:
                 self._partial = None
             src += ["        " + ln for ln in img2]
-            src += _make_row(tup, tup2)
-        elif kind == "w":
-            src += _make_row("None", tup)
+            src += [f"        append({tup})", f"        append2({tup2})"]
+            result = "Rows(T, out, out2)"
         else:
-            src += _make_row(tup, "None")
+            src.append(f"        append({tup})")
+            result = "Rows(T, None, out)" if kind == "w" else "Rows(T, out, None)"
         src.append("    if p != end:")
         src.append("        raise ValueError(f'the last row image ends {p - end} bytes past the event')")
-        src.append("    return out")
+        src.append(f"    return {result}")
         src.append("return decode")
         code = "def make(T):\n" + "\n".join("    " + line for line in src)
         ns = dict(self.ns)
@@ -1048,7 +1038,7 @@ def schema_mismatch(columns: Sequence[BinlogColumn], found: Sequence[SchemaColum
     return None
 
 
-DecoderFactory = Callable[[TableSchema], Callable[..., list[RowData]]]
+DecoderFactory = Callable[[TableSchema], Callable[..., Rows]]
 
 
 class _Layout:
@@ -1132,7 +1122,7 @@ class TableDecoder:
         )
         self._layout = _layout(info.columns)
         # least recently used first: a full cache drops its oldest decoder, not all of them
-        self._decoders: OrderedDict[tuple[str, bytes, bytes], Callable[..., list[RowData]]] = OrderedDict()
+        self._decoders: OrderedDict[tuple[str, bytes, bytes], Callable[..., Rows]] = OrderedDict()
 
     def with_table_id(self, table_id: int) -> TableDecoder:
         """The same table definition under another table id, sharing the compiled decoders: the server hands out a
@@ -1150,7 +1140,7 @@ class TableDecoder:
         twin._decoders = self._decoders
         return twin
 
-    def decoder(self, kind: str, present: bytes, present2: bytes = b"") -> Callable[..., list[RowData]]:
+    def decoder(self, kind: str, present: bytes, present2: bytes = b"") -> Callable[..., Rows]:
         key = (kind, present, present2)
         fn = self._decoders.get(key)
         if fn is not None:
