@@ -394,12 +394,12 @@ class FieldFilter:
         images = Rows.of(rows)
         take = proj.take
 
-        def side(side: Sequence[tuple[Any, ...] | None] | None) -> list[tuple[Any, ...] | None] | None:
-            if side is None:
+        def side(images: Sequence[tuple[Any, ...] | None] | None) -> list[tuple[Any, ...] | None] | None:
+            if images is None:
                 return None
-            if None in side:  # rows of mixed shapes (made by hand): the ones without this image keep none
-                return [None if image is None else take(image) for image in side]
-            return list(map(take, side))  # type: ignore[arg-type]  # no None in it
+            if None in images:  # rows of mixed shapes (made by hand): the ones without this image keep none
+                return [None if image is None else take(image) for image in images]
+            return list(map(take, images))  # type: ignore[arg-type]  # no None in it
 
         return Rows(proj.table, side(images.before), side(images.after))
 

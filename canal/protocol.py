@@ -22,6 +22,7 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
+from itertools import repeat
 from typing import Any, overload
 
 import attrs
@@ -413,10 +414,13 @@ class Rows(Sequence[RowData]):
             return rows
         if not rows:
             raise ValueError("Rows.of needs at least one row (it takes the table from the first)")
+        table = rows[0].table
+        if any(r.table is not table for r in rows):
+            raise ValueError(f"rows of more than one table in one change (the first: {table.full_name})")
         before = [r.before for r in rows]
         after = [r.after for r in rows]
         return cls(
-            rows[0].table,
+            table,
             None if before.count(None) == len(before) else before,
             None if after.count(None) == len(after) else after,
         )
@@ -426,22 +430,15 @@ class Rows(Sequence[RowData]):
         return 0 if images is None else len(images)
 
     def __iter__(self) -> Iterator[RowData]:
-        table, before, after = self.table, self.before, self.after
+        table, n = self.table, len(self)
+        befores = repeat(None, n) if self.before is None else self.before
+        afters = repeat(None, n) if self.after is None else self.after
         if not _ROW_SLOTS:
-            yield from (self[i] for i in range(len(self)))
+            for b, a in zip(befores, afters, strict=True):
+                yield RowData(table, b, a)
             return
         new, set_table, set_before, set_after = object.__new__, *_ROW_SLOTS
-        pairs = zip(before, after, strict=True) if before is not None and after is not None else None
-        if pairs is None:
-            images, only_after = (after, True) if after is not None else (before or (), False)
-            for image in images:
-                row = new(RowData)
-                set_table(row, table)
-                set_before(row, None if only_after else image)
-                set_after(row, image if only_after else None)
-                yield row
-            return
-        for b, a in pairs:
+        for b, a in zip(befores, afters, strict=True):
             row = new(RowData)
             set_table(row, table)
             set_before(row, b)

@@ -95,6 +95,12 @@ def test_rows_hold_images_and_build_rows_as_the_constructor(slots: bool, monkeyp
     with pytest.raises(ValueError, match="1 before images against 2 after images"):
         Rows(ORDERS, [a], [a, b])
     assert repr(inserts) == "Rows(shop.orders, 2 rows)"
+    mixed = Rows.of([RowData(ORDERS, None, a), RowData(ORDERS, a, b)])  # made by hand: shapes may differ
+    assert (mixed.before, mixed.after) == ([None, a], [a, b]) and Rows.of(mixed) is mixed
+    assert Rows.of(list(deletes)).after is None and Rows.of(list(deletes)) == deletes
+    other = TableSchema("shop", "other", ORDERS.columns)
+    with pytest.raises(ValueError, match=r"more than one table in one change \(the first: shop\.orders\)"):
+        Rows.of([RowData(ORDERS, None, a), RowData(other, None, b)])
 
 
 def test_values_are_immutable() -> None:

@@ -15,7 +15,7 @@ import attrs
 from canal.parse import events as ev
 from canal.parse.source import BinlogFile
 from canal.position import journal_number
-from canal.protocol import EventType, RowData, TableSchema
+from canal.protocol import EventType, RowData, Rows, TableSchema
 from canal.testing.fake.catalog import Table
 from canal.testing.fake.columns import value_size
 from canal.testing.fake.errors import FakeMysqlError
@@ -291,6 +291,6 @@ class BinlogWriter:
                 event_type=stmt.event_type,
                 table_id=stmt.table_id,
                 table=schema,
-                rows=tuple(chunk),
+                rows=Rows.of(chunk) if chunk else Rows(schema, None, ()),  # as the MySQL decoder holds them
                 end_of_statement=i == len(chunks) - 1,
             )
