@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pymysql  # type: ignore[import-untyped]
 import pytest
 
 from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError, SourceUnreachableError
@@ -26,6 +27,7 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.mysql import LocalBinlogSource, MysqlBinlogSource
+from canal.parse.mysql.source import binlog_status
 from canal.parse.source import BinlogSource, DumpRequest
 from canal.protocol import EventType
 
@@ -486,3 +488,29 @@ def test_master_status_names_a_missing_grant(mariadb: Any) -> None:
         assert info.value.errno == 1227
     finally:
         mariadb.server.execute("DROP USER %s@'%%'", (user,))
+
+
+class _StatusCursor:
+    """A cursor of a server that fails ``SHOW MASTER STATUS`` with ``error`` and answers any other statement."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.executed: list[str] = []
+
+    def execute(self, sql: str) -> None:
+        self.executed.append(sql)
+        if sql == "SHOW MASTER STATUS":
+            raise self.error
+
+    def fetchone(self) -> tuple[Any, ...]:
+        return ("binlog.000007", 4242, "", "")
+
+
+def test_binlog_status_asks_mysql_84_by_its_new_name_and_reports_other_failures() -> None:
+    renamed = _StatusCursor(pymysql.err.ProgrammingError(1064, "You have an error in your SQL syntax"))
+    assert binlog_status(renamed) == ("binlog.000007", 4242, "", "")
+    assert renamed.executed == ["SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"]
+    denied = _StatusCursor(pymysql.err.OperationalError(1227, "Access denied; you need the BINLOG MONITOR privilege"))
+    with pytest.raises(pymysql.err.OperationalError, match="privilege"):
+        binlog_status(denied)
+    assert denied.executed == ["SHOW MASTER STATUS"]

@@ -42,7 +42,7 @@ import pymysql  # type: ignore[import-untyped]
 
 from canal.errors import SnapshotError
 from canal.parse.mysql import MysqlBinlogSource
-from canal.parse.mysql.source import ER_PARSE_ERROR
+from canal.parse.mysql.source import binlog_status
 from canal.position import EntryPosition
 from canal.snapshot.reader import as_text
 from canal.sql import quote_name
@@ -109,16 +109,10 @@ def begin_read_after_mark(cur: Any, table: tuple[str, str], destination: str) ->
     same)."""
     write_mark(cur, table, destination, uuid.uuid4().hex)
     cur.execute("COMMIT")
-    try:
-        cur.execute("SHOW MASTER STATUS")
-    except pymysql.err.ProgrammingError as exc:
-        if exc.args[0] != ER_PARSE_ERROR:
-            raise
-        cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4 removed SHOW MASTER STATUS
-    status = cur.fetchone()
-    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+    status = binlog_status(cur)
     if status is None:
         raise SnapshotError("SHOW MASTER STATUS is empty (binary logging off?): a watermark has no place to be read")
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
     return EntryPosition(as_text(status[0]), int(status[1]))
 
 

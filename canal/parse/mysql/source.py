@@ -13,9 +13,9 @@ import os
 import socket
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from ssl import SSLContext
-from typing import Any
+from typing import Any, TypeVar
 
 import pymysql  # type: ignore[import-untyped]
 import pymysql.err  # type: ignore[import-untyped]
@@ -40,6 +40,8 @@ from canal.schema.history import (
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 CR_SERVER_LOST = 2013
 CR_SERVER_GONE_ERROR = 2006
 CR_CONN_HOST_ERROR = 2003
@@ -62,6 +64,19 @@ def _errno(exc: BaseException) -> int | None:
     if args and isinstance(args[0], int):
         return args[0]
     return None
+
+
+def binlog_status(cur: Any) -> tuple[Any, ...] | None:
+    """The first row of ``SHOW MASTER STATUS`` on ``cur`` (file, position, ...), or None when binary logging is off.
+    A server that no longer parses that statement (MySQL 8.4 removed it) is asked ``SHOW BINARY LOG STATUS``."""
+    try:
+        cur.execute("SHOW MASTER STATUS")
+    except pymysql.err.MySQLError as exc:
+        if _errno(exc) != ER_PARSE_ERROR:  # a lost connection or a missing grant is that error, not a syntax question
+            raise
+        cur.execute("SHOW BINARY LOG STATUS")
+    row = cur.fetchone()
+    return None if row is None else tuple(row)
 
 
 class MysqlBinlogSource:
@@ -224,10 +239,18 @@ class MysqlBinlogSource:
     def _run(
         self, conn: pymysql.connections.Connection, sql: str, args: tuple[Any, ...] | None = None
     ) -> list[tuple[Any, ...]]:
+        def fetch_all(cur: Any) -> list[tuple[Any, ...]]:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
+        return self._on_cursor(conn, repr(sql), fetch_all)
+
+    def _on_cursor(self, conn: pymysql.connections.Connection, what: str, use: Callable[[Any], _T]) -> _T:
+        """``use`` on a cursor of ``conn``; a failure is a :class:`SourceError` naming ``what`` (and a lost side
+        connection is dropped, to be opened again)."""
         try:
             with self._query_lock, conn.cursor() as cur:
-                cur.execute(sql, args)
-                return list(cur.fetchall())
+                return use(cur)
         except pymysql.err.MySQLError as e:
             code = _errno(e)
             if code in _LOST or isinstance(e, pymysql.err.InterfaceError):  # InterfaceError: pymysql closed it
@@ -235,12 +258,12 @@ class MysqlBinlogSource:
                 with self._lock:
                     if self._side is conn:
                         self._side = None
-            raise SourceError(f"{self._address}: {sql!r} failed: {e}", errno=code) from None
+            raise SourceError(f"{self._address}: {what} failed: {e}", errno=code) from None
         except OSError as e:
             with self._lock:
                 if self._side is conn:
                     self._side = None
-            raise SourceError(f"{self._address}: {sql!r} failed: {e}", errno=CR_SERVER_LOST) from None
+            raise SourceError(f"{self._address}: {what} failed: {e}", errno=CR_SERVER_LOST) from None
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return self._run(self._side_connection(), sql)
@@ -268,15 +291,10 @@ class MysqlBinlogSource:
 
     def master_status(self) -> EntryPosition:
         conn = self._side_connection()
-        try:
-            rows = self._run(conn, "SHOW MASTER STATUS")
-        except SourceError as e:
-            if e.errno != ER_PARSE_ERROR:  # a lost connection or a missing grant is that error, not a syntax question
-                raise
-            rows = self._run(conn, "SHOW BINARY LOG STATUS")  # MySQL 8.4 removed SHOW MASTER STATUS
-        if not rows:
+        status = self._on_cursor(conn, "'SHOW MASTER STATUS'", binlog_status)
+        if status is None:
             raise ServerNotReadyError(f"{self._address}: SHOW MASTER STATUS is empty (binary logging off?)")
-        file, pos = str(rows[0][0]), int(rows[0][1])
+        file, pos = str(status[0]), int(status[1])
         if self._is_mariadb:
             gtid = self._run(conn, "SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
         else:
