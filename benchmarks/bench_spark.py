@@ -19,12 +19,23 @@ Stage costs per micro-batch (JSON): Spark's own durations (``latestOffset``: the
 what prefetch hid; ``addBatch``: the foreachBatch call; ``walCommit`` / ``commitOffsets``), and inside addBatch the
 ``toArrow`` transfer and DeltaMirror's preparation and MERGE.
 
+For comparison, ``embedded_no_jvm``: the same changes into a new DeltaMirror by an Instance in this process with
+``run_batches(inst, None, mirror)`` -- no Spark, the mirror handed pyarrow Tables -- from the instance's start to the
+last row merged.
+
 Spark's own floor (``spark_floor_s``), in a new session after the run: an AvailableNow query of a simple reader that
 returns one row, fetched with ``toArrow`` (:mod:`spark_floor`). ``whole_ceiling_rows_per_s`` = the run's rows over
 those seconds: what the query could reach here if reading, encoding and merging cost nothing.
 
+When the reader starts (``reader_start_s``): seconds from ``start()`` until Spark first asked the source for data --
+the first micro-batch's offsets reached the checkpoint (the file's time) less that batch's ``latestOffset`` and
+``walCommit``. Nothing can be decoded before: Spark starts the reader's process itself. ``decode_bound_rows_per_s`` =
+the run's rows over ``reader_start_s`` plus the decode-only baseline's time for them: what the query could reach if
+decoding began the moment the reader was asked and encoding, Spark's transfer and the MERGE cost nothing (decoding is
+one thread: a binlog is one ordered stream).
+
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
-whole_ceiling_rows_per_s=...``; JSON in
+whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... embedded_rows_per_s=...``; JSON in
 ``benchmarks/results/bench_spark.json``.
 """
 
@@ -125,6 +136,39 @@ def baseline(server: Any, start: tuple[str, int], end: tuple[str, int], *, encod
     return {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
 
 
+def embedded(server: Any, start: tuple[str, int], work: Path, rows: int) -> dict[str, Any]:
+    """The same changes into a new DeltaMirror with no JVM: an Instance in this process, ``run_batches`` handing the
+    mirror pyarrow Tables (``spark=None``), from the instance's start to the last row merged."""
+    from canal.config import InstanceConfig, MasterConfig
+    from canal.instance import Instance
+    from canal.spark import DeltaMirror, run_batches
+
+    cfg = InstanceConfig(
+        destination="bench",
+        master=MasterConfig(
+            address=server.address,
+            username=server.user,
+            password=server.password,
+            journal_name=start[0],
+            position=start[1],
+        ),
+        filter_regex=r"bench\..*",
+    )
+    began = time.perf_counter()
+    mirror = DeltaMirror(work)
+    with Instance(cfg) as inst:
+        stats = run_batches(inst, None, mirror, until=lambda done: done.rows >= rows)
+    seconds = time.perf_counter() - began
+    mirrored = mirror.read("bench", "t").num_rows
+    return {
+        "rows": stats.rows,
+        "batches": stats.batches,
+        "seconds": round(seconds, 3),
+        "rows_per_s": round(stats.rows / seconds),
+        "mirror_rows": mirrored,
+    }
+
+
 def stream(
     spark: Any, server: Any, start: tuple[str, int], work: Path, max_entries: int, buffer_size: int | None
 ) -> dict[str, Any]:
@@ -164,6 +208,7 @@ def stream(
         **({} if buffer_size is None else {"canal.instance.memory.buffer.size": str(buffer_size)}),
     }
     began = time.perf_counter()
+    began_wall = time.time()
     query = (
         spark.readStream.format("canal")
         .options(**options)
@@ -178,7 +223,16 @@ def stream(
         raise RuntimeError("the AvailableNow query did not end within 900 s")
     ended = time.perf_counter()
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    return {"began": began, "ended": ended, "batches": batches, "progress": progress, "mirror": mirror}
+    # Spark writes a micro-batch's offsets to the checkpoint right after the source's latestOffset returned them
+    first_offsets_s = (work / "checkpoint" / "offsets" / "0").stat().st_mtime - began_wall
+    return {
+        "began": began,
+        "ended": ended,
+        "batches": batches,
+        "progress": progress,
+        "mirror": mirror,
+        "first_offsets_s": first_offsets_s,
+    }
 
 
 def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size: int | None) -> dict[str, Any]:
@@ -203,6 +257,8 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
         print(f"baseline decode: {decode['rows_per_s']:,} rows/s", flush=True)
         decode_encode = baseline(server, start, end, encode=True)
         print(f"baseline decode + encode: {decode_encode['rows_per_s']:,} rows/s", flush=True)
+        no_jvm = embedded(server, start, work / "embedded", decode["rows"])
+        print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
 
         spark = local_spark("pycanal-bench", extra={"spark.ui.showConsoleProgress": "false"})
         spark.sparkContext.setLogLevel("ERROR")
@@ -222,8 +278,8 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
         print(f"Spark's floor (first micro-batch of a one-row source): {floor_s:.2f} s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
         expected = inserts - deletes
-        if mirrored != expected:
-            raise RuntimeError(f"mirror has {mirrored} rows, source {expected}")
+        if mirrored != expected or no_jvm["mirror_rows"] != expected:
+            raise RuntimeError(f"mirrors have {mirrored} and {no_jvm['mirror_rows']} rows, source {expected}")
 
     batches = run_["batches"]
     total_rows = sum(b["rows"] for b in batches)
@@ -232,6 +288,9 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
     steady_rows = sum(b["rows"] for b in steady)
     steady_s = batches[-1]["done_at"] - batches[0]["done_at"] if steady else 0.0
     by_id = {int(p["batchId"]): p for p in run_["progress"]}
+    first_ms = by_id.get(int(batches[0]["batch_id"]), {}).get("durationMs", {})
+    reader_start_s = run_["first_offsets_s"] - (first_ms.get("latestOffset", 0) + first_ms.get("walCommit", 0)) / 1000
+    decode_bound_s = reader_start_s + total_rows / decode["rows_per_s"]
     return {
         "benchmark": "bench_spark",
         "workload": {
@@ -253,12 +312,15 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
         "first_batch_s": round(batches[0]["done_at"] - run_["began"], 3),
         "spark_floor_s": round(floor_s, 3),
         "whole_ceiling_rows_per_s": round(total_rows / floor_s),
+        "reader_start_s": round(reader_start_s, 3),
+        "decode_bound_rows_per_s": round(total_rows / decode_bound_s),
         "steady_rows": steady_rows,
         "steady_s": round(steady_s, 3),
         "steady_rows_per_s": round(steady_rows / steady_s) if steady_s > 0 else None,
         "baseline_decode": decode,
         "baseline_decode_encode": decode_encode,
         "encode_ratio": round(decode_encode["rows_per_s"] / decode["rows_per_s"], 3),
+        "embedded_no_jvm": no_jvm,
         "mirror_rows": mirrored,
         "batches": [
             {
@@ -293,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"RESULT whole_rows_per_s={out['whole_rows_per_s']} steady_rows_per_s={out['steady_rows_per_s']} "
         f"encode_ratio={out['encode_ratio']} spark_floor_s={out['spark_floor_s']} "
-        f"whole_ceiling_rows_per_s={out['whole_ceiling_rows_per_s']}"
+        f"whole_ceiling_rows_per_s={out['whole_ceiling_rows_per_s']} reader_start_s={out['reader_start_s']} "
+        f"decode_bound_rows_per_s={out['decode_bound_rows_per_s']} "
+        f"embedded_rows_per_s={out['embedded_no_jvm']['rows_per_s']}"
     )
     return 0
 
