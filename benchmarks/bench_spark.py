@@ -7,9 +7,10 @@ private MariaDB's binlog before the query starts.
 Headline (``whole_rows_per_s``): one ``readStream.format("canal")`` -> ``foreachBatch(DeltaMirror)`` query with
 ``Trigger.AvailableNow``, timed from ``start()`` until it has terminated: the first micro-batch (reader process
 start, instance start, nothing prefetched) included, no warm-up over the same data. The Spark session exists before
-(a user's job has one). ``steady_rows_per_s`` (labelled: not what a user gets) leaves the first micro-batch out.
+(a user's job has one); nothing of the pipeline has run in this process before (the baselines below run after the
+query). ``steady_rows_per_s`` (labelled: not what a user gets) leaves the first micro-batch out.
 
-Same-run baselines, in this process without Spark: ``decode`` -- an Instance decoding the binlog, rows counted;
+Same-run baselines, in this process without Spark, after the query: ``decode`` -- an Instance decoding the binlog, rows counted;
 ``decode_encode`` -- the same, each batch turned into change rows (``entries_to_batch``: what the reader adds).
 ``encode_ratio`` = decode+encode rate / decode-only rate. The reader runs in a PySpark worker, where pyarrow (and the
 pandas it loads on its first array) are loaded before the first batch; they are loaded here before both baselines,
@@ -98,25 +99,28 @@ def load_arrow() -> None:
     pa.array([0])
 
 
+def instance_config(server: Any, start: tuple[str, int], **settings: Any) -> Any:
+    """The in-process runs' instance: the benchmark's tables from ``start``, with ``settings`` (InstanceConfig's)."""
+    from canal.config import InstanceConfig, MasterConfig
+
+    master = MasterConfig(
+        address=server.address,
+        username=server.user,
+        password=server.password,
+        journal_name=start[0],
+        position=start[1],
+    )
+    return InstanceConfig(destination="bench", master=master, filter_regex=r"bench\..*", **settings)
+
+
 def baseline(server: Any, start: tuple[str, int], end: tuple[str, int], *, encode: bool) -> dict[str, float]:
     """Decode the binlog (and, with ``encode``, turn it into change rows) in this process, no Spark."""
-    from canal.config import InstanceConfig, MasterConfig, StoreConfig
+    from canal.config import StoreConfig
     from canal.instance import Instance
     from canal.position import journal_number
     from canal.spark.changes import entries_to_batch
 
-    cfg = InstanceConfig(
-        destination="bench",
-        master=MasterConfig(
-            address=server.address,
-            username=server.user,
-            password=server.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
-        filter_regex=r"bench\..*",
-        store=StoreConfig(buffer_size=16384, batch_mode="ITEMSIZE"),
-    )
+    cfg = instance_config(server, start, store=StoreConfig(buffer_size=16384, batch_mode="ITEMSIZE"))
     stop = (journal_number(end[0]), end[1])
     rows = 0
     began = time.perf_counter()
@@ -139,21 +143,10 @@ def baseline(server: Any, start: tuple[str, int], end: tuple[str, int], *, encod
 def embedded(server: Any, start: tuple[str, int], work: Path, rows: int) -> dict[str, Any]:
     """The same changes into a new DeltaMirror with no JVM: an Instance in this process, ``run_batches`` handing the
     mirror pyarrow Tables (``spark=None``), from the instance's start to the last row merged."""
-    from canal.config import InstanceConfig, MasterConfig
     from canal.instance import Instance
     from canal.spark import DeltaMirror, run_batches
 
-    cfg = InstanceConfig(
-        destination="bench",
-        master=MasterConfig(
-            address=server.address,
-            username=server.user,
-            password=server.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
-        filter_regex=r"bench\..*",
-    )
+    cfg = instance_config(server, start)
     began = time.perf_counter()
     mirror = DeltaMirror(work)
     with Instance(cfg) as inst:
@@ -252,14 +245,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
         binlog_mb = (end[1] - start[1]) / 1e6 if end[0] == start[0] else None
         print(f"workload: {changes} row changes written in {time.perf_counter() - t0:.1f} s; binlog to {end}")
 
-        load_arrow()
-        decode = baseline(server, start, end, encode=False)
-        print(f"baseline decode: {decode['rows_per_s']:,} rows/s", flush=True)
-        decode_encode = baseline(server, start, end, encode=True)
-        print(f"baseline decode + encode: {decode_encode['rows_per_s']:,} rows/s", flush=True)
-        no_jvm = embedded(server, start, work / "embedded", decode["rows"])
-        print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
-
+        # the query first: its driver has run nothing of the pipeline before (as a user's has not)
         spark = local_spark("pycanal-bench", extra={"spark.ui.showConsoleProgress": "false"})
         spark.sparkContext.setLogLevel("ERROR")
         try:
@@ -276,6 +262,14 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
         finally:
             stop_spark(spark)
         print(f"Spark's floor (first micro-batch of a one-row source): {floor_s:.2f} s", flush=True)
+
+        load_arrow()
+        decode = baseline(server, start, end, encode=False)
+        print(f"baseline decode: {decode['rows_per_s']:,} rows/s", flush=True)
+        decode_encode = baseline(server, start, end, encode=True)
+        print(f"baseline decode + encode: {decode_encode['rows_per_s']:,} rows/s", flush=True)
+        no_jvm = embedded(server, start, work / "embedded", decode["rows"])
+        print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
         expected = inserts - deletes
         if mirrored != expected or no_jvm["mirror_rows"] != expected:
