@@ -10,8 +10,9 @@ start, instance start, nothing prefetched) included, no warm-up over the same da
 (a user's job has one); nothing of the pipeline has run in this process before (the baselines below run after the
 query). ``steady_rows_per_s`` (labelled: not what a user gets) leaves the first micro-batch out.
 
-Same-run baselines, in this process without Spark, after the query: ``decode`` -- an Instance decoding the binlog, rows counted;
-``decode_encode`` -- the same, each batch turned into change rows (``entries_to_batch``: what the reader adds).
+Same-run baselines, in this process without Spark, after the query: ``decode`` -- an Instance decoding the binlog,
+rows counted; ``decode_encode`` -- the same, each batch turned into change rows (``entries_to_batch``: what the reader
+adds).
 ``encode_ratio`` = decode+encode rate / decode-only rate. The reader runs in a PySpark worker, where pyarrow (and the
 pandas it loads on its first array) are loaded before the first batch; they are loaded here before both baselines,
 so that the ratio compares per-row work, not a one-off 0.6-0.8 s of imports inside the encode baseline.
