@@ -50,9 +50,12 @@ def event(type_code: int, body: bytes, log_pos: int, *, checksum: bool = True, f
 
 def fde(*, checksum: bool = True, version: str = "8.0.36") -> bytes:
     """MySQL 8's format description event (always with the algorithm byte and a CRC32, "FD is always
-    checksummed")."""
+    checksummed"). From 8.4 on the removed v1 rows events (types 23-25) announce a post-header length of 0."""
+    posts = list(_POST_HEADERS)
+    if tuple(int(x) for x in version.split("-")[0].split(".")[:2]) >= (8, 4):
+        posts[22:25] = [0, 0, 0]
     body = struct.pack("<H", 4) + version.encode().ljust(50, b"\x00") + struct.pack("<I", TS) + bytes([19])
-    body += bytes(_POST_HEADERS) + bytes([1 if checksum else 0])
+    body += bytes(posts) + bytes([1 if checksum else 0])
     size = 19 + len(body) + 4
     raw = struct.pack("<IBIIIH", TS, P.FORMAT_DESCRIPTION_EVENT, SERVER_ID, size, 4 + size, 0) + body
     return raw + struct.pack("<I", zlib.crc32(raw))
@@ -75,9 +78,13 @@ def table_map(
     *,
     primary_key: Sequence[int] = (0,),
     collation: int | None = None,
+    signedness: Sequence[bool] | None = None,
+    column_charsets: Sequence[int] | None = None,
 ) -> bytes:
     """A TABLE_MAP body: ``columns`` are (name, binlog type, type metadata, nullable), with FULL optional metadata
-    (column names, the primary key, and ``collation`` as the character columns' default: 63 makes BLOBs binary)."""
+    (column names, the primary key, and ``collation`` as the character columns' default: 63 makes BLOBs binary).
+    ``signedness`` is the SIGNEDNESS bitmap's bits (most significant first) and ``column_charsets`` the
+    COLUMN_CHARSET list, one entry per column the writing server counts (the caller decides which)."""
     types = bytes(t for _, t, _, _ in columns)
     meta = b"".join(m for _, _, m, _ in columns)
     nulls = 0
@@ -88,6 +95,15 @@ def table_map(
     optional = bytes([4]) + lenenc(len(names)) + names + bytes([8]) + lenenc(len(keys)) + keys
     if collation is not None:
         optional += bytes([2]) + lenenc(len(lenenc(collation))) + lenenc(collation)
+    if signedness is not None:
+        bits = 0
+        for i, flag in enumerate(signedness):
+            bits |= flag << (7 - i % 8) << (8 * (i // 8))
+        bitmap = bits.to_bytes((len(signedness) + 7) // 8, "little")
+        optional += bytes([1]) + lenenc(len(bitmap)) + bitmap
+    if column_charsets is not None:
+        ids = b"".join(lenenc(c) for c in column_charsets)
+        optional += bytes([3]) + lenenc(len(ids)) + ids
     return (
         table_id.to_bytes(6, "little")
         + b"\x01\x00"

@@ -103,6 +103,7 @@ class WireServer:
         self._conns: list[socket.socket] = []
         self._accepting = threading.Thread(target=self._accept, name="wire-accept", daemon=True)
         self.dumps_served = 0
+        self.queries: list[str] = []  # every COM_QUERY, in order
 
     @property
     def address(self) -> str:
@@ -180,6 +181,7 @@ class WireServer:
                 conn.sendall(packet(_OK, 1))
 
     def _answer(self, sql: str) -> list[bytes]:
+        self.queries.append(sql)
         text = sql.strip().upper()
         if text.startswith("SELECT VERSION()"):
             return _result_set(["VERSION()", "@@server_id"], [(self.version, "1")])

@@ -16,6 +16,10 @@ events, encrypted files, incidents, any type this parser does not know unless th
 the dump with a ``ParseError`` naming it: never skipped while the cursor moves past it. The types ignored on purpose
 are listed in ``_IGNORED`` with the reason.
 
+Server versions: MySQL 8.4 and later write no v1 rows events and announce a post-header length of 0 for them
+(such an event is refused); the format description's server version also picks the table maps' metadata rules
+(:func:`~canal.parse.mysql.decoder.metadata_rules`).
+
 MySQL 8 compressed transactions (``TRANSACTION_PAYLOAD_EVENT``, zstd) come out of :meth:`EventDecoder.parse` whole;
 the sources expand them with :meth:`EventDecoder.expand` into the events they hold.
 """
@@ -57,6 +61,7 @@ from canal.parse.mysql.decoder import (
     TableDecoder,
     TableMapInfo,
     binlog_layout,
+    metadata_rules,
     parse_table_map_body,
     schema_mismatch,
 )
@@ -211,6 +216,7 @@ class EventDecoder:
         self._warned: set[tuple[str, str]] = set()
         self._rows_post = {P.WRITE_ROWS_EVENT_V1: 8, P.WRITE_ROWS_EVENT_V2: 10}
         self.server_version = ""
+        self._metadata_rules = metadata_rules("")
         self._handlers: dict[int, Handler] = {
             P.ROTATE_EVENT: self._rotate,
             P.FORMAT_DESCRIPTION_EVENT: self._fde,
@@ -471,11 +477,17 @@ class EventDecoder:
         for code in (P.WRITE_ROWS_EVENT_V1, P.WRITE_ROWS_EVENT_V2):
             if len(post) >= code:
                 rows_post[code] = post[code - 1]
-        # the table id (4 or 6 bytes) and 2 flag bytes, + the 2-byte extra-data length in v2
-        if rows_post[P.WRITE_ROWS_EVENT_V1] != table_id_len + 2 or rows_post[P.WRITE_ROWS_EVENT_V2] != 10:
+        # the table id (4 or 6 bytes) and 2 flag bytes, + the 2-byte extra-data length in v2. MySQL 8.4 removed the v1
+        # rows events and writes 0 as their post-header length: such a server never writes them (one that did
+        # anyway is refused at that event, in _rows)
+        v1 = rows_post[P.WRITE_ROWS_EVENT_V1]
+        if v1 not in (0, table_id_len + 2) or rows_post[P.WRITE_ROWS_EVENT_V2] != 10:
             raise ValueError(f"rows event post-header lengths {rows_post} do not fit {table_id_len}-byte table ids")
         self.table_id_len = table_id_len
         self._rows_post = rows_post
+        if server_version != self.server_version:
+            self._metadata_rules = metadata_rules(server_version)
+            self._map_cache.clear()  # table maps read under another server's rules
         self.server_version = server_version
         self.tables.clear()
         return FormatDescriptionEvent(
@@ -533,7 +545,7 @@ class EventDecoder:
         ):
             dec = None  # a DDL since: the names it took may have changed
         if dec is None:
-            info = parse_table_map_body(b, p, end, self.table_id_len)
+            info = parse_table_map_body(b, p, end, self.table_id_len, self._metadata_rules)
             fallback: list[SchemaColumn] | None = None
             problem: SchemaError | None = None
             version: int | None = None
@@ -657,6 +669,8 @@ class EventDecoder:
         kind, event_type, v2 = _ROWS_KINDS[t]
         tid_len = self.table_id_len
         post = self._rows_post[P.WRITE_ROWS_EVENT_V2 if v2 else P.WRITE_ROWS_EVENT_V1]
+        if not post:
+            raise ValueError("a v1 rows event from a server whose format description says it writes none")
         if end - p < post:
             raise ValueError("shorter than its post-header")
         table_id = int.from_bytes(b[p : p + tid_len], "little")
@@ -810,6 +824,8 @@ class EventDecoder:
         pos = nxt
         while p < end:
             ftype = b[p]
+            if ftype == 0:  # the end-of-fields marker: a lone type byte, no length follows (MySQL 8.0.26+)
+                break
             flen, p = read_lenenc(b, p + 1)
             if p + flen > end:
                 raise ValueError(f"heartbeat field {ftype} overruns the event")

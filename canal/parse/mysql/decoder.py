@@ -9,6 +9,10 @@ columns), with runs of fixed-width non-null columns read by one precompiled :cla
 bitmap read as one integer. Decoders are cached by the table map's bytes, so a table map repeated for every
 statement costs one dict lookup.
 
+The optional metadata's SIGNEDNESS bitmap and charset lists name no columns: each server counts its own set of
+column types in them (YEAR, VECTOR, GEOMETRY differ by flavour and version), and :class:`MetadataRules` says which,
+from the FORMAT_DESCRIPTION event's server version -- decided once per format description, never per row.
+
 This is the one module of ``canal/`` over 800 lines, on purpose: the table-map reader, the column metadata and the
 code generator all hold the same per-type knowledge (how each MySQL type is laid out in a row image and what value
 it becomes), and a type's reading must change in one place; split apart, one type would be read in three.
@@ -41,6 +45,7 @@ from __future__ import annotations
 import codecs
 import datetime as dt
 import logging
+import re
 import struct
 import threading
 from collections import OrderedDict
@@ -106,6 +111,41 @@ _NO_METADATA = frozenset(
     {T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_NULL, T_TIMESTAMP, T_LONGLONG, T_INT24, T_DATE, T_TIME, T_DATETIME, T_YEAR}
     | {T_NEWDATE}
 )
+
+
+@attrs.frozen
+class MetadataRules:
+    """Which columns a table map's optional metadata lists count, as the server that wrote the binlog counts them.
+
+    The SIGNEDNESS bitmap holds one bit per column of ``signed`` types and the COLUMN_CHARSET / DEFAULT_CHARSET lists
+    one entry per column of ``character`` types, in column order, without saying which column each belongs to: a
+    decoder that counts one type more or less than the server shifts every later column's flag. The servers differ:
+
+    * MySQL 8.0.23 and later count YEAR (and the pre-5.0 DECIMAL) in the signedness bitmap (the server's
+      ``has_signedess_information_type``); MySQL 8.0.20 writes no bit for YEAR (measured on its binlog files), and
+      8.0.29 and later do (reported); 8.0.23 is where the server's list took YEAR in.
+    * MySQL 9 counts VECTOR columns in the charset list (binary collation): they are blobs to the server.
+    * MariaDB (whose optional metadata starts with 10.5) counts YEAR in the signedness bitmap and GEOMETRY columns
+      in the charset list (GEOMETRY is a blob to the server, with the binary collation).
+    """
+
+    signed: frozenset[int]
+    character: frozenset[int]
+
+
+def metadata_rules(server_version: str) -> MetadataRules:
+    """The rules of the server whose FORMAT_DESCRIPTION event carried ``server_version`` (``"8.0.39"``,
+    ``"10.11.6-MariaDB-log"``, ``"9.0.1"``); an unreadable version gets MySQL 8.0's newest rules."""
+    match = _SERVER_VERSION.match(server_version)
+    version = tuple(int(x) for x in match.groups()) if match else (8, 0, 40)
+    if "mariadb" in server_version.lower():
+        return MetadataRules(_NUMERIC | {T_YEAR}, _CHARACTER | {T_GEOMETRY})
+    signed = _NUMERIC | {T_YEAR} if version >= (8, 0, 23) else _NUMERIC
+    character = _CHARACTER | {T_VECTOR} if version >= (9, 0, 0) else _CHARACTER
+    return MetadataRules(frozenset(signed), frozenset(character))
+
+
+_SERVER_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
 # optional metadata field types (binlog_row_metadata)
 _OM_SIGNEDNESS = 1
@@ -448,8 +488,11 @@ class TableMapInfo:
     has_names: bool
 
 
-def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) -> TableMapInfo:
-    """Parse a TABLE_MAP event from its post-header at ``pos`` to ``end`` (checksum excluded).
+def parse_table_map_body(
+    buf: bytes, pos: int, end: int, table_id_len: int = 6, rules: MetadataRules | None = None
+) -> TableMapInfo:
+    """Parse a TABLE_MAP event from its post-header at ``pos`` to ``end`` (checksum excluded), its optional metadata
+    counted by the ``rules`` of the server that wrote it (:func:`metadata_rules`; MySQL 8.0's by default).
 
     Raises ``ValueError`` (or ``IndexError`` for a body cut short) when the body cannot describe a table: counts and
     lengths beyond the event, type metadata no server writes (DECIMAL(0,0), fsp 7, BIT(65), ...), metadata of
@@ -527,8 +570,10 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
     for c in cols:
         c.nullable = bool(nulls >> c.index & 1)
 
-    numeric = [c for c in cols if c.type in _NUMERIC]
-    character = [c for c in cols if c.type in _CHARACTER]
+    if rules is None:
+        rules = _DEFAULT_RULES
+    numeric = [c for c in cols if c.type in rules.signed]
+    character = [c for c in cols if c.type in rules.character]
     enumset = [c for c in cols if c.type in (T_ENUM, T_SET)]
     raw_labels: dict[int, tuple[bytes, ...]] = {}
     has_names = False
@@ -587,6 +632,9 @@ def parse_table_map_body(buf: bytes, pos: int, end: int, table_id_len: int = 6) 
         if c.index in raw_labels:
             c.labels = _decode_labels(c, raw_labels[c.index], f"{schema}.{table}")
     return TableMapInfo(table_id, schema, table, cols, has_names)
+
+
+_DEFAULT_RULES = metadata_rules("")
 
 
 # --- schema -------------------------------------------------------------------------------------------------------

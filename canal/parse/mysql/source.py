@@ -443,10 +443,16 @@ class MysqlBinlogSource:
             cur.execute("SELECT @@GLOBAL.binlog_checksum")
             row = cur.fetchone()
             alg = str(row[0]).upper() if row and row[0] is not None else "NONE"
+            # MySQL 8.0.26 renamed the dump's session variables (source_*, replica_*) and still reads the old
+            # names when the new ones are unset; MariaDB reads only the old ones. Setting both serves every server.
             cur.execute("SET @master_binlog_checksum = @@GLOBAL.binlog_checksum")
+            if not self._is_mariadb:
+                cur.execute("SET @source_binlog_checksum = @@GLOBAL.binlog_checksum")
             if request.heartbeat_period_s > 0:  # 0: no heartbeats
                 period_ns = int(max(request.heartbeat_period_s, 0.001) * 1e9)
                 cur.execute(f"SET @master_heartbeat_period = {period_ns}")
+                if not self._is_mariadb:
+                    cur.execute(f"SET @source_heartbeat_period = {period_ns}")
             if self._is_mariadb:
                 cur.execute(f"SET @mariadb_slave_capability = {P.MARIA_SLAVE_CAPABILITY_GTID}")
                 if request.gtid_set is not None:
@@ -454,7 +460,7 @@ class MysqlBinlogSource:
                     cur.execute("SET @slave_gtid_strict_mode = 0")
                     cur.execute("SET @slave_gtid_ignore_duplicates = 0")
             else:
-                cur.execute("SET @slave_uuid = UUID()")
+                cur.execute("SET @slave_uuid = UUID(), @replica_uuid = @slave_uuid")
         host = socket.gethostname()
         conn._execute_command(P.COM_REGISTER_SLAVE, P.register_slave_packet(slave_id, host, self._username, 0))
         self._read_ok(conn)
