@@ -178,7 +178,7 @@ CASES: list[tuple[str, list[tuple[object, ...]]]] = [
     ("CREATE USER 'bob'@'%' IDENTIFIED BY 'secret'", [(E.QUERY, D, None)]),
     ("GRANT SELECT, REPLICATION SLAVE ON *.* TO 'canal'@'%'", [(E.QUERY, D, None)]),
     ("REVOKE ALL PRIVILEGES ON shop.* FROM 'bob'@'%'", [(E.QUERY, D, None)]),
-    ("CREATE SEQUENCE s.seq START WITH 1", [(E.QUERY, "s", None)]),
+    ("CREATE SEQUENCE s.seq START WITH 1", [(E.CREATE, "s", "seq")]),
     # ---- statement-form DML
     ("INSERT INTO t (a) VALUES (1)", [(E.INSERT, D, "t")]),
     ("insert ignore into `s`.`t` values (1),(2)", [(E.INSERT, "s", "t")]),

@@ -69,8 +69,11 @@ def test_alter_table_clauses(fake: FakeMysql) -> None:
     fake.insert("shop.t", {"id": 1, "a": "x", "b": 2, "c": 3})
     fake.execute(
         "ALTER TABLE t ADD COLUMN z INT FIRST, DROP COLUMN c, MODIFY a VARCHAR(30) NOT NULL, "
-        "CHANGE COLUMN b bb BIGINT AFTER z, ADD (p INT, q INT), RENAME COLUMN q TO qq, ENGINE=InnoDB"
+        "CHANGE COLUMN b bb BIGINT AFTER z, ADD (p INT, q INT), ENGINE=InnoDB"
     )
+    with pytest.raises(FakeMysqlError, match="Unknown column 'r'"):  # as MariaDB: r is not a column of the original
+        fake.execute("ALTER TABLE t ADD r INT, RENAME COLUMN r TO rr")
+    fake.execute("ALTER TABLE t RENAME COLUMN q TO qq")
     s = fake.table("shop.t")
     assert s.names == ("z", "bb", "id", "a", "p", "qq")
     assert s.columns[3].mysql_type == "varchar(30)" and not s.columns[3].nullable
@@ -164,3 +167,21 @@ def test_names_starting_with_digits_and_quoted_names(fake: FakeMysql) -> None:
     assert fake.table("shop.2024_orders").names == ("order id", "select")
     fake.insert("`shop`.`2024_orders`", {"order id": 1, "select": "a"})
     assert fake.rows("shop.2024_orders") == [{"order id": 1, "select": "a"}]
+
+
+def test_a_rename_of_several_pairs_swaps_two_tables_through_a_third_name(fake: FakeMysql) -> None:
+    fake.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    fake.execute("CREATE TABLE b (id INT PRIMARY KEY, y VARCHAR(3))")
+    fake.insert("shop.a", {"id": 1, "x": 2})
+    fake.insert("shop.b", {"id": 5, "y": "q"})
+    fake.execute("RENAME TABLE a TO tmp, b TO a, tmp TO b")
+    assert fake.tables() == ["shop.a", "shop.b"]
+    assert fake.rows("shop.a") == [{"id": 5, "y": "q"}] and fake.rows("shop.b") == [{"id": 1, "x": 2}]
+    assert fake.table("shop.a").names == ("id", "y") and fake.table("shop.b").names == ("id", "x")
+
+
+def test_a_sequence_is_a_table_of_the_servers_sequence_layout(fake: FakeMysql) -> None:
+    fake.execute("CREATE SEQUENCE s START WITH 10")
+    assert fake.table("shop.s").names[:2] == ("next_not_cached_value", "minimum_value")
+    fake.execute("DROP SEQUENCE s")
+    assert "shop.s" not in fake.tables()

@@ -158,6 +158,58 @@ def test_a_ddl_the_history_cannot_apply_marks_the_table_unknown_until_it_is_crea
         history.columns(DB, "t1")
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "ALTER TABLE t1 MODIFY a INT DEFAULT ^^^, ADD COLUMN x INT",  # one action not read: the others are not enough
+        "ALTER TABLE t1 CHANGE a b FOO(3) WEIRD",
+        "CREATE TABLE t1 (id INT PRIMARY KEY, q INT DEFAULT $$ $$",
+    ],
+)
+def test_a_layout_ddl_the_reader_cannot_read_never_leaves_a_stale_layout(sql: str) -> None:
+    history = SchemaHistory()
+    history.bootstrap(pos(4), bootstrap_catalog())
+    history.apply(pos(6), DB, "CREATE TABLE t2 (k INT PRIMARY KEY)", next_offset=7)
+    history.apply(pos(10), DB, sql, next_offset=11)
+    with pytest.raises(SchemaError, match=r"app\.t1.*cannot read") as caught:
+        history.columns(DB, "t1")
+    assert caught.value.table == "app.t1"
+    assert [c.name for c in history.columns(DB, "t2") or []]  # other tables keep their layouts
+
+
+def test_an_unreadable_layout_ddl_that_names_no_table_stops_the_history() -> None:
+    history = SchemaHistory()
+    history.bootstrap(pos(4), bootstrap_catalog())
+    before = history.records
+    with pytest.raises(SchemaError, match=r"cannot be applied.*names no table"):
+        history.apply(pos(10), DB, "CREATE TABLE (", next_offset=11)
+    assert history.records == before and [c.name for c in history.columns(DB, "t1") or []] == ["id", "a"]
+
+
+def test_statements_that_change_no_layout_stay_harmless() -> None:
+    history = SchemaHistory()
+    history.bootstrap(pos(4), bootstrap_catalog())
+    for i, sql in enumerate(["GRANT SELECT ON app.* TO u", "CREATE INDEX i ON t1 (a)", "CREATE FUNCTION f() $$"]):
+        assert not history.apply(pos(10 + i), DB, sql, next_offset=11 + i)
+    assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "a"]
+
+
+def test_drop_index_primary_drops_the_key_so_a_new_one_can_be_added() -> None:
+    history = SchemaHistory()
+    history.bootstrap(pos(4), bootstrap_catalog())
+    for i, sql in enumerate(
+        [
+            "ALTER TABLE t1 DROP INDEX `PRIMARY`",
+            "ALTER TABLE t1 ADD PRIMARY KEY (a)",
+            "ALTER TABLE t1 DROP CONSTRAINT `PRIMARY`, ADD PRIMARY KEY (id, a)",
+            "DROP INDEX `PRIMARY` ON t1",
+        ]
+    ):
+        history.apply(pos(10 * (i + 1)), DB, sql, next_offset=10 * (i + 1) + 1)
+        keys = [c.name for c in history.columns(DB, "t1") or [] if c.is_key]
+        assert keys == [[], ["a"], ["id", "a"], []][i], sql
+
+
 def test_a_damaged_document_is_a_typed_error(tmp_path: Any) -> None:
     path = tmp_path / "schema.json"
     path.write_text('{"version": 1, "snapshots": [{"position": 3}]}')

@@ -217,6 +217,12 @@ def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
         names = _touched(stmt, d.schema)
         if names is None:
             return None
+        if isinstance(stmt, RenameTable | AlterTable):
+            # a table born in the range keeps being one under its new names (RENAME TABLE t TO t2, ... RENAME TO)
+            moved = _moved(created, _renames(stmt, d.schema))
+            if moved is not None:
+                created = moved
+                continue
         for name in names:
             if name in created:
                 continue
@@ -225,6 +231,33 @@ def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
                 continue
             return None
     return created
+
+
+def _moved(created: set[str], renames: list[tuple[str, str]] | None) -> set[str] | None:
+    """``created`` after the renames, pair by pair (``a TO tmp, b TO a, tmp TO b``); None when one moves a table not
+    born in the range, or there are none."""
+    if not renames:
+        return None
+    moved = set(created)
+    for old, new in renames:
+        if old not in moved:
+            return None
+        moved.discard(old)
+        moved.add(new)
+    return moved
+
+
+def _renames(stmt: RenameTable | AlterTable, session: str) -> list[tuple[str, str]] | None:
+    """The (old, new) names a RENAME TABLE or an ALTER TABLE ... RENAME TO moves, in order; None for an ALTER that
+    renames nothing."""
+
+    def full(name: TableName) -> str:
+        return f"{name.schema if name.schema is not None else session}.{name.name}"
+
+    if isinstance(stmt, RenameTable):
+        return [(full(old), full(new)) for old, new in stmt.pairs]
+    moved = [full(a.table) for a in stmt.actions if isinstance(a, RenameTo)]
+    return [(full(stmt.table), moved[-1])] if moved else None
 
 
 def _touched(stmt: Statement, session: str) -> list[str] | None:

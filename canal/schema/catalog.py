@@ -11,7 +11,11 @@ rows (the fake) can carry them over: for an ALTER, which old column each new col
 What it models: CREATE TABLE (columns, types, UNSIGNED/ZEROFILL, NOT NULL, PRIMARY KEY inline or as a constraint,
 CHARACTER SET/COLLATE on columns, tables and databases, ENUM/SET labels), CREATE [OR REPLACE] TABLE ... LIKE, ALTER
 TABLE ADD/DROP/MODIFY/CHANGE/RENAME COLUMN (FIRST/AFTER, IF [NOT] EXISTS), ADD/DROP PRIMARY KEY, RENAME TO, CONVERT TO
-CHARACTER SET, DEFAULT CHARSET, DROP TABLE, RENAME TABLE (several pairs), TRUNCATE, CREATE/DROP DATABASE. Defaults,
+CHARACTER SET, DEFAULT CHARSET, DROP INDEX / CONSTRAINT `PRIMARY`, DROP TABLE, RENAME TABLE (several pairs, applied
+in order), TRUNCATE, CREATE/DROP DATABASE, CREATE/DROP SEQUENCE (a MariaDB sequence is a table of a fixed layout).
+The actions of one ALTER name columns of the table as it was before the statement, as the server resolves them
+(``CHANGE a b ..., CHANGE b a ...`` swaps two columns). A layout statement the SQL reader could not read (or an ALTER
+action it could not) is a SchemaError, never a layout left as it was. Defaults,
 indexes other than the primary key, checks and table options do not change a layout and are not kept. CREATE TABLE
 ... SELECT and temporary tables are not modeled: the caller decides (the history ignores temporary tables and takes
 a CREATE ... SELECT's layout from the server).
@@ -37,9 +41,11 @@ from canal.sql import (
     CreateTable,
     DropColumn,
     DropDatabase,
+    DropIndexStatement,
     DropKey,
     DropTable,
     IndexDef,
+    OtherAction,
     RenameColumn,
     RenameTable,
     RenameTo,
@@ -47,14 +53,38 @@ from canal.sql import (
     Statement,
     TableName,
     TruncateTable,
+    Unreadable,
     quote_name,
 )
 from canal.sql.charsets import charset_named
 
-__all__ = ["DEFAULT_CHARSET", "SchemaCatalog", "TableChange", "TableDef"]
+__all__ = ["DEFAULT_CHARSET", "LAYOUT_VERBS", "SchemaCatalog", "TableChange", "TableDef"]
+
+LAYOUT_VERBS: Final = frozenset(
+    {
+        "CREATE TABLE",
+        "ALTER TABLE",
+        "DROP TABLE",
+        "RENAME TABLE",
+        "TRUNCATE TABLE",
+        "CREATE DATABASE",
+        "DROP DATABASE",
+        "CREATE SEQUENCE",
+        "DROP SEQUENCE",
+    }
+)
+"""The statements that can change a table's layout: one of them the reader could not read is a SchemaError, never
+a layout left as it was (CREATE/DROP INDEX, views, routines, grants ... change no layout)."""
 
 DEFAULT_CHARSET = "utf8mb4"
 """MySQL 8's ``character_set_server`` (MariaDB before 11.6 defaults to latin1)."""
+
+
+def _drops_primary(action: DropKey) -> bool:
+    """DROP PRIMARY KEY, and DROP INDEX / KEY / CONSTRAINT `PRIMARY`: the primary key's index is named PRIMARY."""
+    if action.kind == "PRIMARY KEY":
+        return True
+    return action.kind in ("INDEX", "CONSTRAINT") and (action.name or "").upper() == "PRIMARY"
 
 
 def _charset_of_collation(collation: str | None) -> str | None:
@@ -194,6 +224,13 @@ class SchemaCatalog:
             if key not in self.tables:
                 raise SchemaError(f"Table {key!r} doesn't exist", table=key)
             return [TableChange("truncate", key, key)]
+        if isinstance(stmt, DropIndexStatement) and stmt.name.upper() == "PRIMARY":
+            # DROP INDEX `PRIMARY` ON t drops the primary key
+            alter = AlterTable(stmt.table, (DropKey("INDEX", stmt.name, stmt.if_exists),))
+            return self._alter_table(alter, full)
+        if isinstance(stmt, Unreadable) and stmt.verb in LAYOUT_VERBS:
+            table = full(stmt.table) if stmt.table is not None else None
+            raise SchemaError(f"cannot read this {stmt.verb} statement: {stmt.error}", table=table)
         if isinstance(stmt, CreateDatabase):
             # databases are lenient: a table may live in a database the catalog never saw created (a bootstrap
             # reads tables, and the fake lets tests skip CREATE DATABASE); the binlog holds only what succeeded
@@ -272,110 +309,130 @@ class SchemaCatalog:
         return [*changes, TableChange("create", None, key)]
 
     def _alter_table(self, stmt: AlterTable, full: Callable[[TableName], str]) -> list[TableChange]:
+        """One ALTER TABLE as the server runs it: every column an action names (CHANGE, MODIFY, RENAME COLUMN, DROP)
+        is the ORIGINAL table's column of that name, so ``CHANGE a b ..., CHANGE b a ...`` swaps two columns and
+        ``DROP COLUMN x, ADD COLUMN x`` replaces one. The original columns are walked in order (dropped ones left
+        out, changed and renamed ones replaced in place); then, in statement order, added columns and changed
+        columns with FIRST / AFTER are placed, AFTER naming a column of the table being built (its new name)."""
         key = full(stmt.table)
         t = self.tables.get(key)
         if t is None:
             if stmt.if_exists:
                 return []
             raise SchemaError(f"Table {key!r} doesn't exist", table=key)
-        cols = list(t.columns)
-        origin: dict[str, str | None] = {c.name: c.name for c in cols}  # new column -> the old column it was
-        primary = list(t.primary)
         charset = t.charset
         new_db, new_name = t.db, t.name
-
-        def find(col_name: str) -> int | None:
-            for i, c in enumerate(cols):
-                if c.name.lower() == col_name.lower():
-                    return i
-            return None
-
-        def index_of(col_name: str) -> int:
-            i = find(col_name)
-            if i is None:
-                raise SchemaError(f"Unknown column {col_name!r} in {key}", table=key)
-            return i
-
-        def place(col: TableColumn, first: bool, after: str | None, replace: int | None) -> None:
-            if replace is not None:
-                cols.pop(replace)
-            if first:
-                cols.insert(0, col)
-            elif after is not None:
-                cols.insert(index_of(after) + 1, col)
-            elif replace is not None:
-                cols.insert(replace, col)
-            else:
-                cols.append(col)
-
-        def same(a: str, b: str) -> bool:
-            return a.lower() == b.lower()
-
+        convert: str | None = None
         for action in stmt.actions:
-            if isinstance(action, AddColumn):
-                d = self._materialize_charset(resolve_column(action.column), charset)
-                if find(d.name) is not None:
-                    if action.if_not_exists:
-                        continue
-                    raise SchemaError(f"Duplicate column name {d.name!r} in {key}", table=key)
-                origin[d.name] = None
-                if d.primary:
-                    primary = [d.name]
-                place(d, action.first, action.after, None)
-            elif isinstance(action, AddKey) and isinstance(action.key, IndexDef) and action.key.kind == "PRIMARY":
-                if primary:
-                    if action.if_not_exists:
-                        continue
-                    raise SchemaError(f"Multiple primary key defined in {key}", table=key)
-                primary = [n for n in action.key.column_names if n is not None]
-            elif isinstance(action, DropKey):
-                if action.kind == "PRIMARY KEY":
-                    primary = []
-            elif isinstance(action, DropColumn):
-                i = find(action.name)
-                if i is None:
-                    if action.if_exists:
-                        continue
-                    index_of(action.name)
-                    continue
-                dropped = cols.pop(i)
-                origin.pop(dropped.name, None)
-                primary = [p for p in primary if not same(p, dropped.name)]
-            elif isinstance(action, ChangeColumn):
-                old = action.old_name
-                if action.if_exists and find(old) is None:
-                    continue
-                i = index_of(old)
-                previous = cols[i]
-                d = self._materialize_charset(resolve_column(action.column), charset)
-                origin[d.name] = origin.pop(previous.name, None)
-                primary = [d.name if same(p, previous.name) else p for p in primary]
-                if d.primary:
-                    primary = [d.name]
-                place(d, action.first, action.after, i)
-            elif isinstance(action, RenameColumn):
-                if action.if_exists and find(action.old_name) is None:
-                    continue
-                i = index_of(action.old_name)
-                prev = cols[i]
-                cols[i] = prev.renamed(action.new_name)
-                origin[action.new_name] = origin.pop(prev.name, None)
-                primary = [action.new_name if same(p, prev.name) else p for p in primary]
-            elif isinstance(action, RenameTo):
+            if isinstance(action, RenameTo):
                 new_db = action.table.schema if action.table.schema is not None else t.db
                 new_name = action.table.name
             elif isinstance(action, ConvertCharset):
-                charset = action.charset
-                # MariaDB's JSON is a LONGTEXT and converts with the text columns; MySQL's JSON has no charset
-                cols = [
-                    _converted(c, charset) if c.charset is not None or (self.mariadb and c.base == "json") else c
-                    for c in cols
-                ]
+                charset = convert = action.charset
             elif isinstance(action, SetTableOptions):
                 for option in action.options:
                     if option.name == "CHARSET":
                         charset = option.value.lower()
-            # ALTER COLUMN ... DEFAULT, indexes, checks, ENGINE=, ALGORITHM=, LOCK=, FORCE, ...: the layout stays
+
+        unread = [a for a in stmt.actions if isinstance(a, OtherAction) and a.error is not None]
+        if unread:  # an action not read may change any column: never a layout that silently misses it
+            raise SchemaError(f"cannot read the ALTER TABLE action {unread[0].text!r}: {unread[0].error}", table=key)
+        original = {c.name.lower(): c for c in t.columns}
+        dropped: set[str] = set()
+        changed: dict[str, ChangeColumn | RenameColumn] = {}  # original column (lower-case) -> its one change
+        for action in stmt.actions:
+            if isinstance(action, DropColumn | ChangeColumn | RenameColumn):
+                name = action.name if isinstance(action, DropColumn) else action.old_name
+                k = name.lower()
+                if k not in original:
+                    if action.if_exists:
+                        continue
+                    raise SchemaError(f"Unknown column {name!r} in {key}", table=key)
+                if k in dropped or k in changed:
+                    raise SchemaError(f"Column {name!r} of {key} is changed or dropped twice in one ALTER", table=key)
+                if isinstance(action, DropColumn):
+                    dropped.add(k)
+                else:
+                    changed[k] = action
+
+        cols: list[TableColumn] = []
+        origin: dict[str, str | None] = {}  # new column -> the old column it was
+        placed_later: list[tuple[ChangeColumn, TableColumn]] = []
+        changed_primary: list[list[str]] = []  # CHANGE / MODIFY ... PRIMARY KEY
+        for old in t.columns:
+            k = old.name.lower()
+            if k in dropped:
+                continue
+            change = changed.get(k)
+            if change is None:
+                col = old
+            elif isinstance(change, RenameColumn):
+                col = old.renamed(change.new_name)
+            else:
+                col = self._materialize_charset(resolve_column(change.column), charset)
+            origin[col.name] = old.name
+            if isinstance(change, ChangeColumn) and col.primary:
+                changed_primary.append([col.name])
+            if isinstance(change, ChangeColumn) and (change.first or change.after is not None):
+                placed_later.append((change, col))
+            else:
+                cols.append(col)
+
+        def place(col: TableColumn, first: bool, after: str | None) -> None:
+            if any(c.name.lower() == col.name.lower() for c in cols):
+                raise SchemaError(f"Duplicate column name {col.name!r} in {key}", table=key)
+            if first:
+                cols.insert(0, col)
+            elif after is not None:
+                at = next((i for i, c in enumerate(cols) if c.name.lower() == after.lower()), None)
+                if at is None:
+                    raise SchemaError(f"Unknown column {after!r} in {key}", table=key)
+                cols.insert(at + 1, col)
+            else:
+                cols.append(col)
+
+        later = {id(change): col for change, col in placed_later}
+        primary = [
+            self._renamed_key(p, changed) for p in t.primary if p.lower() not in dropped
+        ]  # key columns keep their place in the key under their new names
+        declared_primary = changed_primary
+        drop_primary = False
+        for action in stmt.actions:
+            if isinstance(action, AddColumn):
+                d = self._materialize_charset(resolve_column(action.column), charset)
+                if any(c.name.lower() == d.name.lower() for c in cols) or any(
+                    c.name.lower() == d.name.lower() for c in later.values()
+                ):
+                    if action.if_not_exists:
+                        continue
+                    raise SchemaError(f"Duplicate column name {d.name!r} in {key}", table=key)
+                origin[d.name] = None
+                place(d, action.first, action.after)
+                if d.primary:
+                    declared_primary.append([d.name])
+            elif isinstance(action, ChangeColumn) and id(action) in later:
+                place(later.pop(id(action)), action.first, action.after)
+            elif isinstance(action, AddKey) and isinstance(action.key, IndexDef) and action.key.kind == "PRIMARY":
+                if action.if_not_exists and primary and not drop_primary:
+                    continue
+                declared_primary.append([n for n in action.key.column_names if n is not None])
+            elif isinstance(action, DropKey) and _drops_primary(action):
+                if not primary and not action.if_exists:
+                    raise SchemaError(f"Can't DROP INDEX `PRIMARY` of {key}: no primary key", table=key)
+                drop_primary = True
+        if drop_primary:
+            primary = []
+        for declared in declared_primary:
+            if primary:
+                raise SchemaError(f"Multiple primary key defined in {key}", table=key)
+            primary = declared
+        if convert is not None:
+            # MariaDB's JSON is a LONGTEXT and converts with the text columns; MySQL's JSON has no charset
+            cols = [
+                _converted(c, convert) if c.charset is not None or (self.mariadb and c.base == "json") else c
+                for c in cols
+            ]
+        # ALTER COLUMN ... DEFAULT, other indexes, checks, ENGINE=, ALGORITHM=, LOCK=, FORCE, ...: the layout stays
         new_key = f"{new_db}.{new_name}"
         if new_key != key and new_key in self.tables:
             raise SchemaError(f"Table {new_key!r} already exists", table=new_key)
@@ -383,6 +440,13 @@ class SchemaCatalog:
         del self.tables[key]
         self.tables[new_key] = table
         return [TableChange("alter", key, new_key, origin)]
+
+    @staticmethod
+    def _renamed_key(name: str, changed: Mapping[str, ChangeColumn | RenameColumn]) -> str:
+        change = changed.get(name.lower())
+        if change is None:
+            return name
+        return change.new_name if isinstance(change, RenameColumn) else change.column.name
 
     def _drop_tables(self, stmt: DropTable, full: Callable[[TableName], str]) -> list[TableChange]:
         if stmt.temporary:

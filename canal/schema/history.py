@@ -42,17 +42,19 @@ from canal.errors import SchemaError, SqlError
 from canal.files import write_bytes_atomic
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
-from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
+from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
 from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
 from canal.sql import (
     AlterTable,
     CreateDatabase,
     CreateTable,
     DropDatabase,
+    DropIndexStatement,
     DropTable,
     RenameTable,
     Statement,
     TruncateTable,
+    Unreadable,
     read_statement,
 )
 
@@ -100,7 +102,13 @@ def _layout_statement(sql: str) -> Statement | None:
         stmt = read_statement(sql, strict=False)
     except SqlError:
         return None
-    return stmt if isinstance(stmt, _LAYOUT_STATEMENTS) else None
+    if isinstance(stmt, _LAYOUT_STATEMENTS):
+        return stmt
+    if isinstance(stmt, Unreadable) and stmt.verb in LAYOUT_VERBS:
+        return stmt  # the catalog refuses it: the history must never keep a layout that misses a DDL
+    if isinstance(stmt, DropIndexStatement) and stmt.name.upper() == "PRIMARY":
+        return stmt  # DROP INDEX `PRIMARY` ON t drops the primary key
+    return None
 
 
 _layout_statement_cached = functools.lru_cache(maxsize=1024)(_layout_statement)
@@ -527,7 +535,12 @@ class SchemaHistory:
         try:
             changes = catalog.apply(stmt, schema or None)
         except SchemaError as exc:
-            table = exc.table or "?"
+            if exc.table is None:  # no table to mark unknown: the history cannot go on past this statement
+                raise SchemaError(
+                    f"destination {self.destination}: the DDL at {position} cannot be applied to the schema history "
+                    f"and names no table ({exc}); {RECOVERY}"
+                ) from exc
+            table = exc.table
             unknown[table] = f"{exc} (a DDL at {position} the history cannot apply)"
             catalog.tables.pop(table, None)
             log.warning(

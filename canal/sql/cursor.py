@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Final, TypeVar
 
 from canal.errors import SqlError
+from canal.sql.charsets import CHARSETS
 from canal.sql.lexer import DSTRING, END, NUMBER, PUNCT, QUOTED, STRING, WORD, Token, TokenStream
 from canal.sql.statements import Expression, Literal, TableName
 
@@ -267,6 +268,14 @@ class Cursor:
             if tok.up == "." and digits.kind == WORD and digits.text.isdigit():
                 self.s.pos += 2  # .5
                 return Decimal("." + digits.text)
+            if tok.up == "@":  # @@var, @@session.var, @@global.var (a DEFAULT MariaDB evaluates per statement)
+                self.s.pos += 1
+                self.accept("@")
+                self.ident("a variable name")
+                if self.s.peek().up == ".":
+                    self.s.pos += 1
+                    self.ident("a variable name")
+                return _NOT_LITERAL
             if tok.up in _UNARY:
                 signs = []
                 while self.s.peek().kind == PUNCT and self.s.peek().up in _UNARY:  # a loop: no recursion depth
@@ -304,6 +313,17 @@ class Cursor:
         if up.startswith("_") and nxt.kind == STRING:  # _utf8mb4 'x'
             self.s.pos += 1
             return nxt.text
+        if up.startswith("_") and nxt.kind == WORD and _introduced_number(nxt, self.s.peek(1)):
+            # _latin1 X'41', _utf8mb4 0x41, _binary b'1': the bytes of a hex or bit literal, read in that charset
+            value = self._operand()
+            return _introduced_text(up[1:], value)
+        if up in ("NEXT", "PREVIOUS") and nxt.up == "VALUE" and self.s.peek(1).up == "FOR":
+            self.s.pos += 2  # NEXT VALUE FOR [db.]seq (MariaDB sequences)
+            self.ident("a sequence name")
+            if self.s.peek().up == ".":
+                self.s.pos += 1
+                self.ident("a sequence name")
+            return _NOT_LITERAL
         if tok.text.isdigit():
             return int(tok.text)
         mantissa, e, exponent = tok.text.lower().partition("e")
@@ -333,6 +353,32 @@ class Cursor:
 
 
 _NOT_LITERAL: Final = object()
+
+
+def _introduced_number(word: Token, after: Token) -> bool:
+    """Whether ``word`` (after a charset introducer) starts a hex or bit literal: X'..', B'..', 0x.., 0b.."""
+    up = word.up
+    if up in ("X", "B") and after.kind == STRING and after.start == word.end:
+        return True
+    return (up.startswith("0X") or up.startswith("0B")) and len(up) > 2
+
+
+def _introduced_text(charset: str, value: Literal | object) -> Literal | object:
+    """A hex or bit literal after ``_charset``: the string its bytes are in that charset (``_binary``: the bytes
+    read as latin-1, one character a byte, as the other binary literals are held)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return _NOT_LITERAL
+    data = value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big") if value else b""
+    if charset.lower() == "binary":
+        return data.decode("latin-1")
+    known = CHARSETS.get(charset.lower())
+    codec = known.codec if known is not None else None
+    if codec is None:
+        return _NOT_LITERAL
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError:
+        return _NOT_LITERAL
 
 
 def _number(text: str) -> Decimal | float:

@@ -16,8 +16,11 @@ own: reading stops after their head, so their body never reads as statements of 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Final
+
+import attrs
 
 from canal.errors import SqlError
 from canal.sql.alter import read_alter_actions
@@ -267,7 +270,35 @@ class _Reader:
                 return Unreadable(QueryKind.DDL, "CREATE INDEX", self.index_table(first), str(exc))
         if obj in ("DATABASE", "SCHEMA"):
             return self.create_database("OR REPLACE" in mods)
+        if obj == "SEQUENCE":
+            return self.create_sequence(mods)
         return self.other_object("CREATE", obj)
+
+    def create_sequence(self, mods: set[str]) -> Statement:
+        """MariaDB's CREATE SEQUENCE makes a table of one row, whose changes the binlog logs as row events: it is
+        read as the CREATE TABLE of that table. Its options (START WITH, INCREMENT BY, CACHE, ...) change no layout;
+        ``AS type`` (MariaDB 11.5) changes the value columns' type, which this reader does not model: refused."""
+        c = self.c
+        if_not_exists = c.accept_seq("IF", "NOT", "EXISTS")
+        name = c.opt_table_name()
+        if name is None:
+            return self.missing_name("CREATE SEQUENCE", "a sequence name")
+
+        def read() -> Statement:
+            while not c.at_end():
+                if c.up() == "AS":
+                    raise c.error("a sequence of another value type (AS ...) is not modeled")
+                c.skip_tolerant()
+            template = _sequence_table()
+            return attrs.evolve(
+                template,
+                table=name,
+                if_not_exists=if_not_exists,
+                or_replace="OR REPLACE" in mods,
+                temporary="TEMPORARY" in mods,
+            )
+
+        return self.guarded("CREATE SEQUENCE", name, read)
 
     def create_index(self, mods: set[str]) -> CreateIndex:
         c = self.c
@@ -375,6 +406,16 @@ class _Reader:
                 if self.strict:
                     raise
                 return Unreadable(QueryKind.DDL, "DROP INDEX", self.index_table(first), str(exc))
+        if obj == "SEQUENCE":  # a sequence is a table (CREATE SEQUENCE)
+            if_exists = c.accept_seq("IF", "EXISTS")
+            sequences: list[TableName] = []
+            while (name := c.opt_table_name()) is not None:
+                sequences.append(name)
+                if not c.accept(","):
+                    break
+            if not sequences:
+                return self.missing_name("DROP SEQUENCE", "a sequence name")
+            return DropTable(tuple(sequences), if_exists, "TEMPORARY" in mods)
         if obj in ("DATABASE", "SCHEMA"):
             if_exists = c.accept_seq("IF", "EXISTS")
             db = c.opt_ident()
@@ -587,3 +628,19 @@ _HANDLERS: Final[dict[str, Callable[[_Reader], Statement]]] = {
     "SET": _Reader.set_,
     "USE": _Reader.use,
 }
+
+
+# MariaDB's sequence table, as SHOW CREATE TABLE shows it for a sequence
+_SEQUENCE_TABLE: Final = (
+    "CREATE TABLE s (next_not_cached_value BIGINT(21) NOT NULL, minimum_value BIGINT(21) NOT NULL, "
+    "maximum_value BIGINT(21) NOT NULL, start_value BIGINT(21) NOT NULL, increment BIGINT(21) NOT NULL, "
+    "cache_size BIGINT(21) UNSIGNED NOT NULL, cycle_option TINYINT(1) UNSIGNED NOT NULL, "
+    "cycle_count BIGINT(21) NOT NULL)"
+)
+
+
+@functools.cache
+def _sequence_table() -> CreateTable:
+    (stmt,) = read_statements(_SEQUENCE_TABLE)
+    assert isinstance(stmt, CreateTable)
+    return stmt

@@ -585,7 +585,8 @@ def parse_table_map_body(
             raise ValueError(f"table map of {schema}.{table}: optional metadata field {ftype} overruns the event")
         if ftype == _OM_SIGNEDNESS:
             for c, flag in zip(numeric, _read_bitmap_msb(buf, pos, fend), strict=False):
-                c.unsigned = flag
+                # YEAR takes a bit (MySQL writes 0, MariaDB 1) but has no sign to declare: never "unsigned"
+                c.unsigned = flag and c.type != T_YEAR
         elif ftype in (_OM_DEFAULT_CHARSET, _OM_ENUM_AND_SET_DEFAULT_CHARSET):
             target = character if ftype == _OM_DEFAULT_CHARSET else enumset
             dflt, pairs, _ = _read_charsets(buf, pos, fend, True)

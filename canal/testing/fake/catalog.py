@@ -140,11 +140,15 @@ class Catalog:
         old = tables.pop(change.old, None) if change.old is not None else None
         if change.new is None:
             return
+        if change.kind == "rename" and old is not None:
+            # one pair of a RENAME TABLE: the name may be a passing one (a TO tmp, b TO a, tmp TO b), so the table
+            # is the old one renamed, not whatever the statement's end leaves under that name
+            db, name = change.new.split(".", 1)
+            tables[change.new] = self._new_table(attrs.evolve(old.definition, db=db, name=name), old.data)
+            return
         definition = schemas.tables[change.new]
         if change.kind == "create" or old is None or change.kind == "truncate":
             tables[change.new] = self._new_table(definition)
-        elif change.kind == "rename":
-            tables[change.new] = self._new_table(definition, old.data)
         else:
             new_table = self._new_table(definition)
             new_table.data = self._migrate(old, new_table, change)
