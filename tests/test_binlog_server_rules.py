@@ -7,7 +7,7 @@
   8.0.23 and later and in MariaDB, none in MySQL 8.0.20 -- a decoder that counts otherwise shifts every later column;
 * HEARTBEAT_LOG_EVENT_V2 (MySQL 8.0.26 on) ends its fields with a lone end marker byte.
 
-The private MariaDB checks the MariaDB rules on real events in :mod:`test_binlog_server_rules_mariadb`.
+The private MariaDB checks the MariaDB rules on real events in :mod:`test_decode_mariadb_metadata`.
 """
 
 from __future__ import annotations
