@@ -389,6 +389,11 @@ class Instance(StartStopContext):
             found = catalog.tables.get(f"{db}.{table}")
             return None if found is None else found.table_schema(mariadb=catalog.mariadb)
 
+        def table_schema_now(db: str, table: str) -> TableSchema | None:
+            """After a DDL of a table being read: its layout as the server has it now."""
+            known[:] = [self._catalog(source)]
+            return table_schema(db, table)
+
         def estimated_rows(tables: Sequence[TableSchema]) -> int:
             """InnoDB's row estimate of ``tables``, in one query (0 where it has none)."""
             if not tables:
@@ -425,6 +430,7 @@ class Instance(StartStopContext):
             unread_rows=unread_rows,
             waiting=self.store.producer_waiting,
             watermarks=self._watermark_writer(),
+            table_schema_now=table_schema_now,
         )
         return runner
 

@@ -195,13 +195,20 @@ class SnapshotCursor:
     counts the snapshot rows up to the cursor (progress only). A cursor carries one only while its snapshot is
     unfinished: acking the snapshot's last entry clears it.
 
-    JSON: ``{"tables": [...], "table": 0, "after": [["s", "text"] | ["b", "hex"], ...] | null, "rows": 0}``.
+    ``key`` names the columns ``after`` holds values of (the chunk key, in its index's order): a resume whose table
+    now has another chunk key (a DDL while the destination was down) cannot continue after those values and reads
+    the table again from its first row. None: a cursor written before the key was recorded (only the count of its
+    values can be checked).
+
+    JSON: ``{"tables": [...], "table": 0, "after": [["s", "text"] | ["b", "hex"], ...] | null, "key": [names] |
+    null, "rows": 0}``.
     """
 
     tables: tuple[str, ...] = attrs.field(converter=_names)
     table: int = 0
     after: tuple[KeyValue, ...] | None = None
     rows: int = 0
+    key: tuple[str, ...] | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.tables and (self.table or self.after is not None):
@@ -212,10 +219,15 @@ class SnapshotCursor:
             raise PositionError(f"snapshot cursor rows must be >= 0, got {self.rows}")
         if self.after is not None and not all(isinstance(v, str | bytes) for v in self.after):
             raise PositionError(f"snapshot cursor key values must be text or bytes, got {self.after!r}")
+        if self.key is not None and self.after is not None and len(self.key) != len(self.after):
+            raise PositionError(f"snapshot cursor key {self.key!r} does not name its {len(self.after)} values")
 
     def to_dict(self) -> dict[str, Any]:
         after = None if self.after is None else key_to_json(self.after)
-        return {"tables": list(self.tables), "table": self.table, "after": after, "rows": self.rows}
+        data: dict[str, Any] = {"tables": list(self.tables), "table": self.table, "after": after, "rows": self.rows}
+        if self.key is not None:
+            data["key"] = list(self.key)
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> SnapshotCursor:
@@ -230,11 +242,15 @@ class SnapshotCursor:
             if not isinstance(raw, list):
                 raise PositionError(f"snapshot cursor field 'after' must be a list, got {raw!r}")
             after = key_from_json(raw)
+        key = data.get("key")
+        if key is not None and (not isinstance(key, list) or not all(isinstance(k, str) for k in key)):
+            raise PositionError(f"snapshot cursor field 'key' must be a list of column names, got {key!r}")
         return cls(
             tables=tuple(tables),
             table=_opt_int(data.get("table", 0), "table") or 0,
             after=after,
             rows=_opt_int(data.get("rows", 0), "rows") or 0,
+            key=None if key is None else tuple(key),
         )
 
 

@@ -34,7 +34,7 @@ from canal.snapshot.marks import MarkedRead, mark_of
 from canal.snapshot.reader import Chunk
 from canal.snapshot.window import ChunkWindow, entry_position_key, position_key
 
-__all__ = ["ROWS_PER_ENTRY", "PendingChunk", "SnapshotAborted", "SnapshotMerge"]
+__all__ = ["ROWS_PER_ENTRY", "LayoutChanged", "PendingChunk", "SnapshotAborted", "SnapshotMerge"]
 
 ROWS_PER_ENTRY = 1000  # rows of one SNAPSHOT entry: the granularity of acks inside a chunk
 
@@ -43,11 +43,25 @@ class SnapshotAborted(CanalError):
     """The parser dropped a waiting chunk (it stopped, or switched to another server whose positions differ)."""
 
 
+class LayoutChanged(SnapshotAborted):
+    """A waiting chunk was read under its table's layout from before a DDL that the stream reaches first: its reader
+    reads it again under the layout after the DDL (a chunk never joins the stream past a DDL in an old layout)."""
+
+
 class PendingChunk:
     """A chunk waiting for the parser; :meth:`wait` returns the number of rows emitted once it joined the stream."""
 
-    def __init__(self, window: ChunkWindow, chunk: Chunk, number: int, last: bool, progress: SnapshotCursor) -> None:
+    def __init__(
+        self,
+        window: ChunkWindow,
+        chunk: Chunk,
+        number: int,
+        last: bool,
+        progress: SnapshotCursor,
+        layout_generation: int = 0,
+    ) -> None:
         self.window = window
+        self.layout_generation = layout_generation  # the table's DDL count when the chunk's layout was read
         self.chunk = chunk
         self.number = number
         self.last = last  # the table's last chunk
@@ -90,6 +104,16 @@ class SnapshotMerge:
         self._hand_off_now: Callable[[], None] | None = None  # the parser's: hand off what is due at its boundary
         self._end_stream = False  # the stream ends with the snapshot's last entry (snapshot mode initial_only)
         self._stream_ended = False
+        # DDL handed off per table (lower-case db.table): a chunk read under a layout taken before a DDL of its table
+        # that the stream hands off before the chunk joins it would carry the old layout past the DDL
+        self._ddl: dict[str, int] = {}
+
+    def layout_generation(self, schema: str, table: str) -> int:
+        """How many DDL statements of the table the stream has handed off: taken before a chunk's layout is read,
+        compared when the chunk is placed (a chunk whose table's DDL count moved is read again under the new
+        layout)."""
+        with self._lock:
+            return self._ddl.get(f"{schema}.{table}".lower(), 0)
 
     @property
     def active(self) -> bool:
@@ -171,9 +195,16 @@ class SnapshotMerge:
                         marks[mark] = EntryPosition(event.log_file, event.offset)
 
     def submit(
-        self, window: ChunkWindow, chunk: Chunk, number: int, *, last: bool, progress: SnapshotCursor
+        self,
+        window: ChunkWindow,
+        chunk: Chunk,
+        number: int,
+        *,
+        last: bool,
+        progress: SnapshotCursor,
+        layout_generation: int = 0,
     ) -> PendingChunk:
-        pending = PendingChunk(window, chunk, number, last, progress)
+        pending = PendingChunk(window, chunk, number, last, progress, layout_generation)
         with self._lock:
             self._pending.append(pending)
         if self._hand_off_now is not None:
@@ -194,6 +225,12 @@ class SnapshotMerge:
         """Record the handed-off rows of watched tables; at a boundary, the SNAPSHOT entries now due."""
         windows = self._windows
         last = entries[-1]
+        for entry in entries:
+            rc = entry.row_change
+            if rc is not None and rc.is_ddl and entry.header.table:
+                name = f"{entry.header.schema}.{entry.header.table}".lower()
+                with self._lock:
+                    self._ddl[name] = self._ddl.get(name, 0) + 1
         if windows:
             for entry in entries:
                 rc = entry.row_change
@@ -219,6 +256,7 @@ class SnapshotMerge:
         if not self._pending or self._handed is None:
             return []
         due: list[PendingChunk] = []
+        stale: list[PendingChunk] = []  # read under a layout a DDL the stream handed off since has changed
         failed: list[tuple[PendingChunk, MarkedRead]] = []
         with self._lock:
             for pending in list(self._pending):
@@ -231,8 +269,13 @@ class SnapshotMerge:
                     continue
                 assert pending.due_at is not None
                 if entry_position_key(pending.due_at) <= self._handed:
-                    due.append(pending)
                     self._pending.remove(pending)
+                    read_under = pending.chunk.table
+                    name = f"{read_under.schema}.{read_under.table}".lower()
+                    if self._ddl.get(name, 0) != pending.layout_generation:
+                        stale.append(pending)
+                    else:
+                        due.append(pending)
         for pending, read in failed:
             table = self.watermark_table or ("?", "?")
             pending._finish(
@@ -243,6 +286,8 @@ class SnapshotMerge:
                     "binlog (binlog_ignore_db / binlog_do_db, or writes without sql_log_bin)?"
                 ),
             )
+        for pending in stale:
+            pending._finish(None, LayoutChanged(f"a DDL of {pending.chunk.table.full_name} came before its place"))
         out: list[Entry] = []
         for pending in due:
             entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume)
@@ -307,7 +352,9 @@ def snapshot_entries(
             progress = SnapshotCursor(base.tables, following, None, done_rows) if following < len(base.tables) else None
         else:
             after = chunk.keys[end - 1] if chunk.keys is not None and end > 0 else None
-            progress = SnapshotCursor(base.tables, base.table, after, done_rows)
+            progress = SnapshotCursor(
+                base.tables, base.table, after, done_rows, base.key if after is not None else None
+            )
         if not part and not table_done:
             continue
         header = Header(

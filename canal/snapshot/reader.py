@@ -29,7 +29,7 @@ from canal.errors import SourceError
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.snapshot.values import column_expression, rows_reader
-from canal.sql import quote_name
+from canal.sql import quote_name, read_column_type
 
 if TYPE_CHECKING:
     from canal.snapshot.marks import MarkedRead
@@ -42,6 +42,7 @@ __all__ = [
     "begin_consistent_read",
     "key_after",
     "key_after_arguments",
+    "key_arguments",
     "prepare_snapshot_session",
 ]
 
@@ -52,20 +53,64 @@ _SAMPLE_ROWS = 32  # rows of a chunk measured for the size of the next one
 _NET_WRITE_TIMEOUT_S = 86_400  # a streamed table waits for its consumer between pieces: the server must not give up
 
 
-def key_after(keys: Sequence[str]) -> str:
+def key_after(keys: Sequence[str], comparable: KeyArguments | None = None) -> str:
     """``(k1, k2, ...) > (%s, %s, ...)`` as ORs of equal prefixes and one greater column (a range the optimizer
-    reads on the key's index); its arguments: :func:`key_after_arguments`."""
+    reads on the key's index), each placeholder in the form that compares as its column orders
+    (:func:`key_arguments`); its arguments: :func:`key_after_arguments`."""
     quoted = [quote_name(k) for k in keys]
+    marks = ["%s"] * len(keys) if comparable is None else [placeholder for placeholder, _ in comparable]
     terms = []
     for i in range(len(quoted)):
-        equal = [f"{k} = %s" for k in quoted[:i]]
-        terms.append("(" + " AND ".join([*equal, f"{quoted[i]} > %s"]) + ")")
+        equal = [f"{k} = {m}" for k, m in zip(quoted[:i], marks, strict=False)]
+        terms.append("(" + " AND ".join([*equal, f"{quoted[i]} > {marks[i]}"]) + ")")
     return "(" + " OR ".join(terms) + ")"
 
 
-def key_after_arguments(after: Sequence[Any]) -> list[Any]:
-    """The arguments of :func:`key_after` for the key ``after``."""
-    return [value for i in range(len(after)) for value in after[: i + 1]]
+def key_after_arguments(after: Sequence[Any], comparable: KeyArguments | None = None) -> list[Any]:
+    """The arguments of :func:`key_after` for the raw key ``after`` (the server's text of each key column)."""
+    values = after if comparable is None else [convert(v) for (_, convert), v in zip(comparable, after, strict=True)]
+    return [value for i in range(len(values)) for value in values[: i + 1]]
+
+
+KeyArguments = tuple[tuple[str, Callable[[Any], Any]], ...]
+"""Per key column: its placeholder in :func:`key_after` and how a raw value becomes its argument (text or bytes:
+a snapshot connection converts nothing, so numbers travel as text and the placeholder casts them)."""
+
+
+def key_arguments(schema: TableSchema, keys: Sequence[str]) -> KeyArguments:
+    """How each key column's raw value becomes an argument that compares as the column orders (its index order):
+
+    * ENUM sorts by its index, SET by its bit mask, not by the label's text: compared as those numbers;
+    * BIT sorts by its number: a byte string would compare as a string (and ``k > X'..'`` includes the boundary);
+    * DECIMAL compares exactly with a decimal number (a string is compared as a DOUBLE).
+
+    Other types (integers, temporals, text in the column's collation, binary strings) compare right as the server's
+    text (or bytes) of the value, which is what the raw key holds."""
+    return tuple(_key_argument(schema.columns[schema.index_of(k)]) for k in keys)
+
+
+def _key_argument(meta: Any) -> tuple[str, Callable[[Any], Any]]:
+    base = read_column_type(meta.mysql_type, strict=False).base
+    labels: tuple[str, ...] = meta.labels
+    if base == "enum":
+        index = {label.lower(): i + 1 for i, label in enumerate(labels)}
+        # '' is ENUM's error value, index 0; an ENUM compared with a number compares its index
+        return _AS_NUMBER, lambda raw: str(index[as_text(raw).lower()] if as_text(raw) else 0)
+    if base == "set":
+        bits = {label.lower(): 1 << i for i, label in enumerate(labels)}
+        return _AS_NUMBER, lambda raw: str(sum(bits[x.lower()] for x in as_text(raw).split(",") if x))
+    if base == "bit":
+        return _AS_NUMBER, lambda raw: str(int.from_bytes(bytes(raw), "big"))
+    if base == "decimal":
+        return "CAST(%s AS DECIMAL(65,30))", as_text
+    return "%s", _unchanged
+
+
+_AS_NUMBER = "CAST(%s AS UNSIGNED)"
+
+
+def _unchanged(raw: Any) -> Any:
+    return raw
 
 
 def prepare_snapshot_session(cur: Any) -> None:
@@ -140,8 +185,9 @@ class ChunkReader:
         self._conn: Any = None  # one connection for the table's chunks (a new one after an error)
         self._streaming: Any = None  # the open unbuffered cursor of a table read without a key
         self._streaming_at: EntryPosition | MarkedRead | None = None
-        self._key_indexes: tuple[int, ...] | None = schema.key_indexes or None
-        self._key_known = bool(schema.key_indexes)  # a table without a primary key looks for a unique key once
+        self._key_indexes: tuple[int, ...] | None = None
+        self._key_known = False  # the key and its order come from information_schema once
+        self._key_arguments: KeyArguments = ()
         table = f"{quote_name(schema.schema)}.{quote_name(schema.table)}"
         columns = ", ".join(column_expression(m, quote_name(m.name)) for m in schema.columns)
         self._select = f"SELECT {columns} FROM {table}"
@@ -149,13 +195,17 @@ class ChunkReader:
     # -- the chunk key ---------------------------------------------------------------------------------------------
 
     def chunk_key(self) -> tuple[str, ...] | None:
-        """The columns chunks follow: the primary key, else the unique key over NOT NULL columns with the fewest
-        columns (then the first by name; prefix indexes do not order whole values), else None (no key: the table
-        is read whole). Chosen from ``information_schema``, the same way on every run, so a resumed snapshot
-        continues after the key it stopped at."""
+        """The columns chunks follow, in their index's order (which may differ from the table's column order: the
+        ORDER BY must be the index's, or every chunk is a full scan and a filesort): the primary key, else the
+        unique key over NOT NULL columns with the fewest columns (then the first by name; prefix indexes do not
+        order whole values), else None (no key: the table is read whole). Chosen from ``information_schema``, the
+        same way on every run, so a resumed snapshot continues after the key it stopped at."""
         if not self._key_known:
             self._key_indexes = self._unique_key()
             self._key_known = True
+            if self._key_indexes is not None:
+                keys = tuple(self.schema.columns[i].name for i in self._key_indexes)
+                self._key_arguments = key_arguments(self.schema, keys)
         if self._key_indexes is None:
             return None
         return tuple(self.schema.columns[i].name for i in self._key_indexes)
@@ -177,10 +227,13 @@ class ChunkReader:
         for index, column, sub_part, nullable in found:
             usable = sub_part is None and as_text(nullable).upper() == "NO"
             indexes.setdefault(as_text(index), []).append(position.get(as_text(column).lower()) if usable else None)
-        candidates = [(len(cols), name, cols) for name, cols in indexes.items() if None not in cols]
+        # the primary key first (its name is PRIMARY), then the narrowest unique key
+        candidates = [
+            (name.upper() != "PRIMARY", len(cols), name, cols) for name, cols in indexes.items() if None not in cols
+        ]
         if not candidates:
             return None
-        _n, _name, chosen = min(candidates, key=lambda c: (c[0], c[1]))
+        _secondary, _n, _name, chosen = min(candidates, key=lambda c: (c[0], c[1], c[2]))
         return tuple(i for i in chosen if i is not None)
 
     # -- reading ---------------------------------------------------------------------------------------------------
@@ -207,8 +260,8 @@ class ChunkReader:
         sql = self._select
         args: list[Any] = []
         if after is not None:
-            sql += " WHERE " + key_after(keys)
-            args = key_after_arguments(after)
+            sql += " WHERE " + key_after(keys, self._key_arguments)
+            args = key_after_arguments(after, self._key_arguments)
         limit = self.rows_per_chunk
         sql += " ORDER BY " + ", ".join(quote_name(k) for k in keys) + f" LIMIT {limit}"
         conn = self._connection()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+import pymysql  # type: ignore[import-untyped]
 
 from canal.config.settings import KeylessTables
 from canal.errors import CanalError, ConfigError, SnapshotError
@@ -21,7 +22,7 @@ from canal.log import destination_logger
 from canal.position import SnapshotCursor
 from canal.protocol import TableSchema
 from canal.snapshot.marks import WatermarkWriter
-from canal.snapshot.merge import PendingChunk, SnapshotAborted, SnapshotMerge
+from canal.snapshot.merge import LayoutChanged, PendingChunk, SnapshotAborted, SnapshotMerge
 from canal.snapshot.reader import Chunk, ChunkReader, begin_consistent_read
 from canal.snapshot.window import ChunkWindow
 
@@ -81,6 +82,7 @@ class SnapshotRunner:
         unread_rows: Callable[[], int] | None = None,
         waiting: Callable[[], None] | None = None,
         watermarks: WatermarkWriter | None = None,
+        table_schema_now: Callable[[str, str], TableSchema | None] | None = None,
     ) -> None:
         if chunk_rows < 1:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
@@ -93,6 +95,8 @@ class SnapshotRunner:
         self._merge = merge
         self._connect = connect
         self._table_schema = table_schema
+        # the layout as the server has it now (read again after a DDL of a table being read); default: table_schema
+        self._table_schema_now = table_schema_now or table_schema
         self._estimated_rows = estimated_rows
         self._unread_rows = unread_rows
         self._watermarks = watermarks
@@ -184,12 +188,7 @@ class SnapshotRunner:
             for index, schema in enumerate(schemas, plan.table):
                 if schema is None:  # dropped since the snapshot was planned: its DROP is in the stream
                     self._log.warning("%s no longer exists: the snapshot skips it", plan.tables[index])
-                    following = index + 1
-                    self._merge.begin(
-                        SnapshotCursor(plan.tables, following, None, self._rows_emitted)
-                        if following < len(plan.tables)
-                        else None
-                    )
+                    self._skip_table(index)
                 else:
                     self._table(schema, index, plan.after if index == plan.table else None)
                 self._tables_done += 1
@@ -211,36 +210,91 @@ class SnapshotRunner:
             self._done.set()
 
     def _table(self, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
+        """One table's chunks into the stream. Its layout is read again whenever a DDL of the table reaches the
+        stream before a chunk read under the old one (:class:`~canal.snapshot.merge.LayoutChanged`), or a read
+        fails on a column or table the server no longer has: the chunk is read again under the new layout, after
+        the same key while the chunk key is the same columns, else from the table's first row (a changed key
+        cannot continue after values of another; rows read again are upserts, none is skipped)."""
+        db, name = schema.schema, schema.table
+        key_names = self.plan.key if index == self.plan.table else None
+        generation = self._merge.layout_generation(db, name)
+        current: TableSchema | None = schema if index > self.plan.table or after is None else None
+        if current is None:
+            current = self._table_schema_now(db, name)  # a resume: the layout now, not the one of the plan
+        while current is not None:
+            reader = self._reader(current)
+            try:
+                key = reader.chunk_key()
+                if key is None:
+                    self._keyless(current)
+                    after = None  # no key to resume after
+                elif after is not None and key_names is not None and tuple(key_names) != key:
+                    self._log.warning(
+                        "the chunk key of %s is now (%s), not (%s): its snapshot reads it again from its first row",
+                        current.full_name,
+                        ", ".join(key),
+                        ", ".join(key_names),
+                    )
+                    after = None
+                elif not current.key_indexes:
+                    self._log.info(
+                        "%s has no primary key: its chunks follow the unique key (%s)", current.full_name, key
+                    )
+                after = self._chunks(reader, current, index, after, key, generation)
+                if after is _DONE:
+                    return
+            finally:
+                reader.close()
+            # the layout changed under the read: take it again, once the stream has handed off the DDL
+            key_names = key
+            generation = self._merge.layout_generation(db, name)
+            current = self._table_schema_now(db, name)
+        self._log.warning(
+            "%s.%s no longer exists: the snapshot leaves it (its DROP or RENAME is in the stream)", db, name
+        )
+        self._skip_table(index)
+
+    def _skip_table(self, index: int) -> None:
+        """The table at ``index`` is gone: the snapshot's progress moves to the next one (or ends)."""
+        tables = self.plan.tables
+        following = index + 1
+        self._merge.begin(
+            SnapshotCursor(tables, following, None, self._rows_emitted) if following < len(tables) else None
+        )
+
+    def _reader(self, schema: TableSchema) -> ChunkReader:
         marks = self._watermarks
-        reader = ChunkReader(
+        return ChunkReader(
             self._connect,
             schema,
             chunk_rows=self.chunk_rows,
             chunk_bytes=self.chunk_bytes,
             begin_read=begin_consistent_read if marks is None else marks.begin_read,
         )
-        try:
-            key = reader.chunk_key()
-            if key is None:
-                if self.keyless is KeylessTables.REFUSE:
-                    raise SnapshotError(
-                        f"{schema.full_name} has no primary key and no unique key over NOT NULL columns: the snapshot "
-                        "refuses it (snapshot keyless=refuse)"
-                    )
-                self._log.warning(
-                    "%s has no primary key and no unique key over NOT NULL columns: it is read in one transaction, "
-                    "streamed in pieces; a restart reads it again from its first row",
-                    schema.full_name,
-                )
-                after = None  # no key to resume after
-            elif not schema.key_indexes:
-                self._log.info("%s has no primary key: its chunks follow the unique key (%s)", schema.full_name, key)
-            self._chunks(reader, schema, index, after)
-        finally:
-            reader.close()
 
-    def _chunks(self, reader: ChunkReader, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
-        """The table's chunks into the stream, one at a time. Each read gets a window opened before it; the pieces
+    def _keyless(self, schema: TableSchema) -> None:
+        if self.keyless is KeylessTables.REFUSE:
+            raise SnapshotError(
+                f"{schema.full_name} has no primary key and no unique key over NOT NULL columns: the snapshot "
+                "refuses it (snapshot keyless=refuse)"
+            )
+        self._log.warning(
+            "%s has no primary key and no unique key over NOT NULL columns: it is read in one transaction, "
+            "streamed in pieces; a restart reads it again from its first row",
+            schema.full_name,
+        )
+
+    def _chunks(
+        self,
+        reader: ChunkReader,
+        schema: TableSchema,
+        index: int,
+        after: tuple[Any, ...] | None,
+        key: tuple[str, ...] | None,
+        generation: int,
+    ) -> Any:
+        """The table's chunks into the stream, one at a time: ``_DONE``, or the key to go on after (None: from the
+        start) once the table's layout changed under a read. Each read gets a window opened before it; the pieces
         of a table read without a key share the window of their one read."""
         number = 0
         window: ChunkWindow | None = None
@@ -248,26 +302,39 @@ class SnapshotRunner:
         try:
             while True:
                 self._wait_for_consumer(AHEAD_CHUNKS * reader.rows_per_chunk)
-                progress = SnapshotCursor(self.plan.tables, index, after, self._rows_emitted)
+                progress = SnapshotCursor(
+                    self.plan.tables, index, after, self._rows_emitted, key if after is not None else None
+                )
                 started = time.monotonic()
-                if chunk is not None and chunk.more:
-                    chunk = reader.read_more()
-                else:
-                    if window is not None:
-                        self._merge.close_window(window)
-                    window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
-                    chunk = reader.read(after)
+                try:
+                    if chunk is not None and chunk.more:
+                        chunk = reader.read_more()
+                    else:
+                        if window is not None:
+                            self._merge.close_window(window)
+                        window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
+                        chunk = reader.read(after)
+                except pymysql.err.MySQLError as exc:
+                    if not _layout_gone(exc):
+                        raise
+                    self._await_ddl(schema, generation, exc)
+                    return after if key is not None else None
                 assert window is not None  # opened with the read the chunk belongs to
                 self._rows_read += len(chunk.rows)
                 last = chunk.next_key is None and not chunk.more
-                pending = self._merge.submit(window, chunk, number, last=last, progress=progress)
-                if not self._joined(pending, schema):
+                pending = self._merge.submit(
+                    window, chunk, number, last=last, progress=progress, layout_generation=generation
+                )
+                joined = self._joined(pending, schema)
+                if joined is _LAYOUT:
+                    return after if key is not None else None
+                if not joined:
                     # the stream dropped the chunk: read it again (a table without a key: all of it, from the start)
                     chunk = None
                     continue
                 self._throttle(len(chunk.rows), started)
                 if last:
-                    return
+                    return _DONE
                 if chunk.next_key is not None:
                     after = chunk.next_key
                 number += 1
@@ -275,8 +342,24 @@ class SnapshotRunner:
             if window is not None:
                 self._merge.close_window(window)
 
-    def _joined(self, pending: PendingChunk, schema: TableSchema) -> bool:
-        """Wait until the chunk is in the stream (True) or the stream dropped it (False)."""
+    def _await_ddl(self, schema: TableSchema, generation: int, exc: BaseException) -> None:
+        """A read failed on a column or table the server no longer has: a DDL ran that the stream has not handed off
+        yet. Wait until it has (the new layout is then the one to read under); a DDL that never reaches this
+        destination's stream (a filtered table) is a SnapshotError."""
+        deadline = time.monotonic() + _DDL_WAIT_S
+        while self._merge.layout_generation(schema.schema, schema.table) == generation:
+            if self._stop.is_set():
+                raise _Stopped
+            if time.monotonic() > deadline:
+                raise SnapshotError(
+                    f"reading {schema.full_name} failed ({exc}) and no DDL of it reached the stream within "
+                    f"{_DDL_WAIT_S:.0f} s: its layout changed in a way this destination does not see"
+                ) from exc
+            self._stop.wait(0.05)
+
+    def _joined(self, pending: PendingChunk, schema: TableSchema) -> Any:
+        """Wait until the chunk is in the stream (True), the stream dropped it (False), or it came after a DDL of
+        its table (``_LAYOUT``: read it again under the new layout)."""
         while True:
             try:
                 self._rows_emitted += pending.wait(0.2)
@@ -284,6 +367,11 @@ class SnapshotRunner:
             except TimeoutError:
                 if self._stop.is_set():
                     raise _Stopped from None
+            except LayoutChanged as exc:
+                self._log.info(
+                    "chunk %d of %s is read again under its new layout: %s", pending.number, schema.full_name, exc
+                )
+                return _LAYOUT
             except SnapshotAborted as exc:
                 self._log.info("chunk %d of %s is read again: %s", pending.number, schema.full_name, exc)
                 return False
@@ -316,3 +404,14 @@ class SnapshotRunner:
 
 class _Stopped(Exception):
     pass
+
+
+_DONE: Any = object()  # a table's last chunk is in the stream
+_LAYOUT: Any = object()  # a chunk came after a DDL of its table: read again under the new layout
+_DDL_WAIT_S = 60.0
+# the server's errors for a column or table a DDL removed or renamed since the layout was read
+_LAYOUT_ERRORS = frozenset({1054, 1146})
+
+
+def _layout_gone(exc: BaseException) -> bool:
+    return bool(exc.args) and exc.args[0] in _LAYOUT_ERRORS

@@ -7,7 +7,8 @@ here by its :class:`~canal.protocol.ColumnMeta`:
 
 * integers, YEAR: ``int``; BIT: the bytes' big-endian ``int``; DECIMAL: ``Decimal`` of the text (its scale kept);
 * FLOAT: selected as ``CAST(col AS DOUBLE)`` by the reader (the float's exact value, as the binlog's 4 bytes give
-  it), DOUBLE as is: ``float`` of the text;
+  it), then rounded as the decoder rounds it (:func:`canal.sql.types.float_value`: what ``SELECT`` prints);
+  DOUBLE as is: ``float`` of the text;
 * DATE, DATETIME: ``date`` / ``datetime``, but a zero or invalid date (``0000-00-00``, ``2020-00-15``) stays its text,
   as the decoder returns it; TIMESTAMP: UTC-aware ``datetime`` (the session runs in UTC), zero as text; TIME:
   ``timedelta``;
@@ -25,7 +26,7 @@ from typing import Any, Final
 
 from canal.protocol import ColumnMeta, TableSchema
 from canal.sql import read_column_type
-from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES
+from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES, float_value
 
 __all__ = ["column_expression", "rows_reader"]
 
@@ -67,6 +68,10 @@ def _time(raw: Any) -> dt.timedelta:
     return -value if sign else value
 
 
+def _float(raw: Any) -> float:
+    return float_value(float(raw))  # the exact float32 value (selected as DOUBLE), as the decoder rounds it
+
+
 def _bit(raw: Any) -> int:
     return int.from_bytes(bytes(raw), "big")
 
@@ -88,7 +93,9 @@ def _reader(meta: ColumnMeta) -> Callable[[Any], Any]:
         return _bit
     if base == "decimal":
         return lambda raw: Decimal(_text(raw))
-    if base in ("float", "double"):
+    if base == "float":
+        return _float
+    if base == "double":
         return float  # reads the text or the bytes of a number
     if base == "date":
         return _date
@@ -118,7 +125,9 @@ def _fast(meta: ColumnMeta) -> Callable[[Sequence[Any]], list[Any]] | None:
     base = read_column_type(meta.mysql_type, strict=False).base
     if base in INTEGER_TYPES or base == "year":
         return lambda column: list(map(int, column))
-    if base in ("float", "double"):
+    if base == "float":
+        return lambda column: list(map(_float, column))
+    if base == "double":
         return lambda column: list(map(float, column))
     if base == "decimal":
         return lambda column: list(map(Decimal, _decoded(column)))

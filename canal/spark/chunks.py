@@ -89,6 +89,7 @@ from canal.snapshot.reader import (
     begin_consistent_read,
     key_after,
     key_after_arguments,
+    key_arguments,
     prepare_snapshot_session,
 )
 from canal.snapshot.values import column_expression, rows_reader
@@ -209,11 +210,12 @@ class ChunkPlanner:
                     if last is None:  # empty now: whatever comes later is in the binlog
                         table, after = table + 1, None
                         continue
-                where = [f"NOT {key_after(keys)}"]
-                args = key_after_arguments(last)
+                comparable = key_arguments(self.layouts[name], keys)
+                where = [f"NOT {key_after(keys, comparable)}"]
+                args = key_after_arguments(last, comparable)
                 if after is not None:
-                    where.append(key_after(keys))
-                    args += key_after_arguments(after)
+                    where.append(key_after(keys, comparable))
+                    args += key_after_arguments(after, comparable)
                 boundary = _first_row(
                     conn,
                     f"SELECT {quoted} FROM {relation} WHERE {' AND '.join(where)} ORDER BY {quoted} "
@@ -570,12 +572,13 @@ class _RangeReader:
         assert self.key is not None
         where: list[str] = []
         args: list[Any] = []
+        comparable = key_arguments(self.table, self.key)
         if after is not None:
-            where.append(key_after(self.key))
-            args += key_after_arguments(after)
+            where.append(key_after(self.key, comparable))
+            args += key_after_arguments(after, comparable)
         if self.range.hi is not None:
-            where.append(f"NOT {key_after(self.key)}")
-            args += key_after_arguments(self.range.hi)
+            where.append(f"NOT {key_after(self.key, comparable)}")
+            args += key_after_arguments(self.range.hi, comparable)
         return (" WHERE " + " AND ".join(where) if where else ""), args
 
     def pieces(self) -> Iterator[tuple[Any, Any]]:

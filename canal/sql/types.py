@@ -26,6 +26,7 @@ __all__ = [
     "ColumnType",
     "StoredType",
     "canal_sql_type",
+    "float_value",
     "python_type",
     "stored_type",
 ]
@@ -173,6 +174,13 @@ _UNSIGNED_INT_SQL_TYPES: Final = {
     "int": SqlType.BIGINT,
     "bigint": SqlType.DECIMAL,
 }
+
+
+def float_value(exact: float) -> float:
+    """A FLOAT column's value: its float32 ``exact`` value rounded to the 6 significant digits the server prints
+    (``SELECT`` shows 1.1 for the float32 nearest 1.1). The binlog decoder and the snapshot reader both give this,
+    so a row compares equal whichever path it came by."""
+    return float(f"{exact:.6g}")
 
 
 def canal_sql_type(base: str, *, unsigned: bool = False, binary: bool = False) -> int:

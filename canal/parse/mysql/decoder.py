@@ -64,7 +64,7 @@ from canal.schema import TableColumn, TableDef
 from canal.schema.history import SchemaColumn
 from canal.sql import read_column_type
 from canal.sql.charsets import charset_of_collation, collation_of_charset
-from canal.sql.types import BLOB_TYPES, TEXT_TYPES, canal_sql_type
+from canal.sql.types import BLOB_TYPES, TEXT_TYPES, canal_sql_type, float_value
 from canal.sql.types import GEOMETRY_TYPE_NAMES as _GEOMETRIES
 
 log = logging.getLogger(__name__)
@@ -407,8 +407,6 @@ def read_vector(raw: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(raw) // 4}f", raw))
 
 
-def read_float(v: float) -> float:
-    return float(f"{v:.6g}")
 
 
 def make_set_reader(labels: tuple[str, ...]) -> Callable[[int], frozenset[str]]:
@@ -876,7 +874,7 @@ class _CodeGen:
         if c.type == T_YEAR:
             return [f"if {var}: {var} += 1900"]
         if c.type == T_FLOAT:
-            f = self.const(read_float, "F")
+            f = self.const(float_value, "F")
             return [f"{var} = {f}({var})"]
         return []
 

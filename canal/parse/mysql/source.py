@@ -152,10 +152,14 @@ class MysqlBinlogSource:
         return self._slave_id
 
     def snapshot_connection(self) -> pymysql.connections.Connection:
-        """A new connection for a snapshot chunk: every value as the server's text (no pymysql conversion)."""
-        return self._connect(conv={})
+        """A new connection for a snapshot chunk: every value as the server's text (no pymysql conversion), in
+        utf8mb4 whatever charset is configured: the server converts each text column's value into the connection's
+        charset, and any other one (utf8mb3, latin1) would turn what it cannot hold into '?'."""
+        return self._connect(conv={}, charset="utf8mb4")
 
-    def _connect(self, conv: dict[Any, Any] | None = None) -> pymysql.connections.Connection:
+    def _connect(
+        self, conv: dict[Any, Any] | None = None, charset: str | None = None
+    ) -> pymysql.connections.Connection:
         with self._lock:
             if self._ssl_context is None and self._ssl.enabled:
                 self._ssl_context = ssl_context(self._ssl)
@@ -168,7 +172,7 @@ class MysqlBinlogSource:
             password=self._password,
             ssl_config=self._ssl,
             context=context,
-            charset=self._charset,
+            charset=charset or self._charset,
             connect_timeout=self._connect_timeout,
             read_timeout=self._read_timeout,
             conv=conv,
