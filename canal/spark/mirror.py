@@ -38,11 +38,12 @@ from typing import Any
 
 import attrs
 
+from canal.files import write_bytes_atomic
 from canal.protocol import render_text
 from canal.schema.history import layout_statement
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
-from canal.sql import CreateTable
+from canal.sql import AlterTable, CreateTable, RenameTable, RenameTo
 
 OP_COLUMN = "_canal_op"
 
@@ -80,7 +81,7 @@ class _TablePlan:
     at: Any = None  # the batch row of each kept change (parallel to keys / after)
     truncate: bool = False
     rows: int = 0
-    source_s: float = 0.0  # time spent building the MERGE source (part of the batch's prepare time)
+    source: Any = None  # (the typed MERGE source, its key columns), built before the batch's first step
 
 
 def _quote(name: str) -> str:
@@ -334,32 +335,119 @@ class DeltaMirror:
         self.apply(changes, batch_id)
 
     def apply(self, changes: Any, batch_id: int) -> ApplyResult:
-        """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) as batch ``batch_id``."""
+        """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) as batch ``batch_id``.
+
+        The batch is applied as an ordered list of steps (:func:`_steps`): each table's DML rows up to the next
+        DDL that touches it, reduced to the last change per key under the one layout they were written in and
+        merged at once, then that DDL, then the table's next rows, and so on -- as the source applied them. A batch
+        without DDL is one step per table. The steps done are journaled beside the tables, so a batch replayed
+        after a crash goes on after the last step done and never applies one twice."""
         began = time.perf_counter()
         result = ApplyResult(batch_id)
         table = _to_arrow_table(changes)
         if table is None or table.num_rows == 0:
             self.history.append(result)
             return result
-        plans = self._plan(table)
+        table = self._ordered(table)
         result.rows = table.num_rows
+        journal = self._read_journal()
+        if journal is not None and journal[0] > batch_id:
+            for name in self._plan(table):
+                result.tables[name] = "skipped"  # a later batch was applied: this one is a replay
+                self.stats.setdefault(name, TableStats()).skipped += 1
+            self.history.append(result)
+            return result
+        done = journal[1] if journal is not None and journal[0] == batch_id else 0
+        # a mirror written before it kept a step journal knows its replays by each table's last batch id only
+        journaled = journal is not None
+        # every step planned and its rows typed before any is applied: a value that does not convert fails the
+        # batch with nothing written
+        steps: list[_RenamePair | dict[str, _TablePlan]] = []
+        for number, step in enumerate(_steps(table, self.only)):
+            if isinstance(step, _RenamePair):
+                steps.append(step)
+                continue
+            plans = self._plan(table.take(step))
+            if number >= done:
+                for plan in plans.values():
+                    if plan.layout is not None:
+                        plan.source = self._source(plan)
+            steps.append(plans)
         result.prepare_s = time.perf_counter() - began
-        for name, plan in plans.items():
-            stats = self.stats.setdefault(name, TableStats())
-            stats.changes += plan.rows
-            merge_began = time.perf_counter()
-            applied = self._apply_table(plan, batch_id, stats)
-            # building the MERGE source happens in _apply_table (only for tables not skipped) but is preparation
-            result.merge_s += time.perf_counter() - merge_began - plan.source_s
-            result.prepare_s += plan.source_s
-            result.tables[name] = "applied" if applied else "skipped"
-            if applied:
-                self._compact.add(name)
+        # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
+        last_step = {name: number for number, step in enumerate(steps) if isinstance(step, dict) for name in step}
+        for number, step in enumerate(steps):
+            if number < done:  # applied before a crash: a replay skips it
+                for name in [step.old] if isinstance(step, _RenamePair) else list(step):
+                    if name not in result.tables:
+                        result.tables[name] = "skipped"
+                        self.stats.setdefault(name, TableStats()).skipped += 1
+                continue
+            if isinstance(step, _RenamePair):
+                self._rename_pair(step)
+                result.tables.setdefault(step.old, "applied")
+            else:
+                for name, plan in step.items():
+                    stats = self.stats.setdefault(name, TableStats())
+                    stats.changes += plan.rows
+                    merge_began = time.perf_counter()
+                    applied = self._apply_table(
+                        plan, batch_id, stats, check_version=not journaled, record=last_step[name] == number
+                    )
+                    result.merge_s += time.perf_counter() - merge_began
+                    if applied or name not in result.tables:
+                        result.tables[name] = "applied" if applied else "skipped"
+                    if applied:
+                        self._compact.add(name)
+            self._write_journal(batch_id, number + 1)
+            journaled = True
         if any(state == "applied" for state in result.tables.values()):
             self._applied_batches += 1
             result.maintenance_s = self._maintain()
         self.history.append(result)
         return result
+
+    def _journal_path(self) -> Path:
+        return self.root / f"_pycanal_steps.{self.app_id}.json"
+
+    def _read_journal(self) -> tuple[int, int] | None:
+        """(batch id, steps done) of the last batch this mirror's app id applied; None before its first."""
+        path = self._journal_path()
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise MirrorError(f"the mirror's step journal {path} cannot be read: {exc}") from exc
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), int) for k in ("batch", "done")):
+            raise MirrorError(f"the mirror's step journal {path} is damaged: {data!r}")
+        return int(data["batch"]), int(data["done"])
+
+    def _write_journal(self, batch_id: int, done: int) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(self._journal_path(), json.dumps({"batch": batch_id, "done": done}).encode())
+
+    def _rename_pair(self, pair: _RenamePair) -> None:
+        """One pair of a RENAME TABLE: the mirror table's directory moves (a table the mirror does not hold, or
+        moved already by a replayed step, moves nothing)."""
+        source, target = self.table_path(*pair.old.split(".", 1)), self.table_path(*pair.new.split(".", 1))
+        if not source.exists():
+            return
+        if target.exists():
+            raise MirrorError(f"cannot rename {source} to {target}: the mirror already has that table")
+        self._forget(str(source), str(target))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(source, target)
+
+    @staticmethod
+    def _ordered(table: Any) -> Any:
+        """The mirror's columns of a batch, in ``seq`` order (a stable sort: ties keep their arrival order)."""
+        import pyarrow.compute as pc
+
+        table = table.select(list(MIRROR_COLUMNS))
+        if table.num_rows > 1 and not _ascending(table.column("seq")):
+            table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
+        return table
 
     def _maintain(self) -> float:
         """Scheduled upkeep, so a long-running mirror needs none by hand: every ``optimize_every`` applied batches,
@@ -595,7 +683,9 @@ class DeltaMirror:
         for path in paths:
             self._handles.pop(path, None)
 
-    def _apply_table(self, plan: _TablePlan, batch_id: int, stats: TableStats) -> bool:
+    def _apply_table(
+        self, plan: _TablePlan, batch_id: int, stats: TableStats, *, check_version: bool = True, record: bool = True
+    ) -> bool:
         import pyarrow.compute as pc
         from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
@@ -608,7 +698,7 @@ class DeltaMirror:
         if moved_to is not None and not exists and DeltaTable.is_deltatable(str(self.table_path(*moved_to))):
             stats.skipped += 1  # renamed already, after its rows of this batch were merged
             return False
-        if exists:
+        if exists and check_version:  # a mirror without a step journal (written before it had one)
             done = self._handle(path).transaction_version(self.app_id)
             if done is not None and done >= batch_id:
                 stats.skipped += 1
@@ -617,7 +707,7 @@ class DeltaMirror:
         # name) are the batch's, and must not be skipped as already applied
         commit = (
             CommitProperties()
-            if moved_to is not None
+            if moved_to is not None or not record
             else CommitProperties(app_transactions=[Transaction(self.app_id, version=batch_id)])
         )
         source: Any = None
@@ -625,10 +715,8 @@ class DeltaMirror:
         if evolution is not None and evolution.exists:
             self._rename_in_images(plan, evolution)
         if plan.layout is not None:
-            # the typed MERGE source first: a value that does not convert fails the batch before anything is written
-            source_began = time.perf_counter()
-            source, key_names = self._source(plan)
-            plan.source_s = time.perf_counter() - source_began
+            # typed before any step of the batch was applied (apply)
+            source, key_names = plan.source if plan.source is not None else self._source(plan)
             if not key_names:
                 raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
         if exists and plan.truncate:
@@ -641,7 +729,7 @@ class DeltaMirror:
                 return True
         if source is None:
             # DDL only: record the batch so a replay skips it
-            if DeltaTable.is_deltatable(path):
+            if DeltaTable.is_deltatable(path) and record:
                 _record_only(self._handle(path), commit)
             self._move(path, moved_to)
             stats.applied += 1
@@ -678,7 +766,7 @@ class DeltaMirror:
             .when_not_matched_insert_all(predicate=f"s.{OP_COLUMN} = 'u'", except_cols=[OP_COLUMN])
             .execute()
         )
-        if not metrics.get("num_target_files_added") and not metrics.get("num_target_files_removed"):
+        if record and not metrics.get("num_target_files_added") and not metrics.get("num_target_files_removed"):
             # a MERGE that changes nothing (deletes of rows the mirror does not hold) commits nothing, and so would
             # not record the batch: record it, so a replay is recognised like any other
             _record_only(dt, commit)
@@ -900,3 +988,73 @@ def _record_only(dt: Any, commit: Any) -> None:
     from deltalake import write_deltalake
 
     write_deltalake(dt, pa.schema(dt.schema().to_arrow()).empty_table(), mode="append", commit_properties=commit)
+
+
+@attrs.frozen(slots=True)
+class _RenamePair:
+    """One pair of a RENAME TABLE (``schema.table`` names), a step of its own: the pairs apply in order, each seeing
+    the ones before it (``a TO tmp, b TO a, tmp TO b``), and each is journaled."""
+
+    old: str
+    new: str
+
+
+def _steps(table: Any, only: frozenset[str] | None) -> list[Any]:
+    """The batch (in ``seq`` order) as ordered steps: an Arrow index array of rows to plan and apply together, or a
+    :class:`_RenamePair`. A table's DML rows form one step up to the next DDL row that touches the table (its own,
+    or a RENAME naming it), which is a step of its own (a RENAME TABLE: a step per pair); rows of tables no DDL
+    touches stay one step per table, applied after the DDL steps that come before their last row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    is_ddl = pc.fill_null(table.column("is_ddl"), False)
+    if not _any(is_ddl):
+        return [_positions(n)]
+    names = pc.binary_join_element_wise(
+        table.column("schema"), table.column("table"), ".", null_handling="replace", null_replacement="None"
+    ).to_pylist()
+    flags = is_ddl.to_pylist()
+    sqls = table.column("sql").to_pylist()
+    schemas = table.column("schema").to_pylist()
+    steps: list[Any] = []
+    pending: dict[str, list[int]] = {}  # table -> its DML rows since the last DDL that touched it
+
+    def flush(name: str) -> None:
+        rows = pending.pop(name, None)
+        if rows:
+            steps.append(pa.array(rows, pa.int64()))
+
+    for row in range(n):
+        name = names[row]
+        if not flags[row]:
+            pending.setdefault(name, []).append(row)
+            continue
+        stmt = layout_statement(sqls[row] or "")
+        if isinstance(stmt, RenameTable):
+            session = schemas[row] or ""
+            pairs = [
+                (f"{old.schema or session}.{old.name}", f"{new.schema or session}.{new.name}")
+                for old, new in stmt.pairs
+            ]
+            for old_name, new_name in pairs:
+                flush(old_name)
+                flush(new_name)
+            steps.extend(
+                _RenamePair(old_name, new_name)
+                for old_name, new_name in pairs
+                if only is None or old_name in only or new_name in only
+            )
+            continue
+        touched = {name, *(f"{db}.{t}" for db, t in renamed_tables(sqls[row] or "", schemas[row] or ""))}
+        if isinstance(stmt, AlterTable):
+            touched |= {
+                f"{a.table.schema or schemas[row]}.{a.table.name}" for a in stmt.actions if isinstance(a, RenameTo)
+            }
+        for other in list(pending):
+            if other in touched:
+                flush(other)
+        steps.append(pa.array([row], pa.int64()))
+    for name in list(pending):
+        flush(name)
+    return steps
