@@ -159,6 +159,10 @@ def _value(column: str, value: Any) -> Any:
         return Decimal(value).normalize(EXACT)  # DECIMAL beyond 38 digits is kept as its exact text
     if isinstance(value, set):
         return ",".join(sorted(value))
+    if isinstance(value, dt.timedelta):  # TIME as the server prints it: exactly its declared fraction digits
+        whole, _, fraction = render_text(value).partition(".")
+        fsp = int(column[1:]) if column[1:].isdigit() else 0
+        return whole + ("." + fraction.ljust(6, "0")[:fsp] if fsp else "")
     return render_text(value)
 
 

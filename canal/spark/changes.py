@@ -47,6 +47,7 @@ from typing import Any
 from canal.position import EntryPosition, LogIdentity, LogPosition, SnapshotCursor, journal_number
 from canal.protocol import Entry, EntryType, Rows, TableSchema, render_text
 from canal.spark.types import base_type
+from canal.sql import read_column_type
 
 _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table in the module docstring
     ("destination", "STRING"),
@@ -263,6 +264,28 @@ _FAST_CELLS: dict[str, tuple[str, str]] = {
 _GENERATED_GLOBALS = {"E": _encode_str, "F": _enc_float, "G": _enc_any, "D": Decimal, "DT": dt.datetime, "DA": dt.date}
 
 
+def _server_text(mysql_type: str) -> Callable[[Any], str] | None:
+    """The text of a column's values as the server prints them, for the types whose canal text (render_text) is
+    not that: a SET's labels in the column's definition order (canal text sorts them), a TIME with exactly its
+    declared fraction digits. None for the other types."""
+    column_type = read_column_type(mysql_type, strict=False)
+    if column_type.base == "set":
+        order = {label: n for n, label in enumerate(column_type.labels)}
+        return lambda value: ",".join(sorted(value, key=lambda label: order.get(label, len(order))))
+    if column_type.base == "time":
+        fsp = column_type.params[0] if column_type.params else 0
+        return lambda value: _time_text(value, fsp)
+    return None
+
+
+def _time_text(value: Any, fsp: int) -> str:
+    if not isinstance(value, dt.timedelta):
+        return render_text(value)
+    text = render_text(value)
+    whole, _, fraction = text.partition(".")
+    return whole + ("." + fraction.ljust(6, "0")[:fsp] if fsp else "")
+
+
 def _object_encoder(
     names: Sequence[str], mysql_types: Sequence[str], indexes: Sequence[int], width: int
 ) -> Callable[[Sequence[Any]], str]:
@@ -270,10 +293,15 @@ def _object_encoder(
     (a ``ValueError`` for an image of another width)."""
     template = "{" + ",".join(_encode_str(n).replace("%", "%%") + ":%s" for n in names) + "}"
     cells = []
+    namespace: dict[str, Any] = dict(_GENERATED_GLOBALS)
     for i, mysql_type in zip(indexes, mysql_types, strict=True):
         var = f"v{i}"
         fast = _FAST_CELLS.get(base_type(mysql_type))
-        if fast is None:
+        as_server = _server_text(mysql_type)
+        if as_server is not None:
+            namespace[f"T{i}"] = as_server
+            cells.append(f"('null' if {var} is None else E(T{i}({var})))")
+        elif fast is None:
             cells.append(f"('null' if {var} is None else G({var}))")
         else:
             guard, expr = (part.format(v=var, s=f"s{i}") for part in fast)
@@ -283,7 +311,6 @@ def _object_encoder(
     source = (
         f"def encode(image):\n    {unpack}, = image\n    return {template!r} % ({''.join(c + ', ' for c in cells)})\n"
     )
-    namespace: dict[str, Any] = dict(_GENERATED_GLOBALS)
     exec(compile(source, "<canal.spark.changes encoder>", "exec"), namespace)
     encode: Callable[[Sequence[Any]], str] = namespace["encode"]
     return encode

@@ -21,7 +21,18 @@ from canal.errors import SchemaError
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
 from canal.schema.history import layout_statement
 from canal.spark.types import MirrorError, arrow_type
-from canal.sql import AddColumn, AlterTable, ChangeColumn, CreateTable, DropColumn, RenameColumn, RenameTable, RenameTo
+from canal.sql import (
+    AddColumn,
+    AlterTable,
+    ChangeColumn,
+    ColumnDef,
+    CreateTable,
+    DropColumn,
+    RenameColumn,
+    RenameTable,
+    RenameTo,
+)
+from canal.sql.types import INTEGER_TYPES
 
 __all__ = ["Evolution", "plan_evolution", "renamed_tables"]
 
@@ -43,6 +54,8 @@ class Evolution:
     exists: bool = True
     created: bool = False
     moved_to: tuple[str, str] | None = None
+    # column added by an ALTER -> the canal text its existing rows read (None: NULL), as the server fills them
+    fills: tuple[tuple[str, str | None], ...] = ()
 
     def renamed_at(self, row: int) -> dict[str, str]:
         """old -> final name of the columns renamed after batch row ``row`` (for that row's images)."""
@@ -65,6 +78,8 @@ class Evolution:
         """Whether the mirror table (``(name, arrow type)`` in order; None: it does not exist) must be rewritten."""
         if not self.exists or self.created or current is None:
             return True
+        if any(source != name for name, source, _kind in self.columns):
+            return True  # renamed, or added (even under a name just dropped: its old values must go)
         wanted = [
             (name, kind if kind is not None else dict(current).get(source or "")) for name, source, kind in self.columns
         ]
@@ -85,10 +100,13 @@ def plan_evolution(
     renames: list[tuple[int, dict[str, str]]] = []
     created = False
     moved_to: tuple[str, str] | None = None
+    added: dict[str, ColumnDef] = {}  # columns ALTERs added, by name: their existing rows take their defaults
     for row, sql in ddl:
         stmt = layout_statement(sql)
         if stmt is None:
             continue
+        if isinstance(stmt, AlterTable):
+            added.update((a.column.name, a.column) for a in stmt.actions if isinstance(a, AddColumn))
         if key not in catalog.tables and not isinstance(stmt, CreateTable):
             continue  # a statement about a table the mirror does not hold: its first rows will create it
         if isinstance(stmt, AlterTable):
@@ -123,6 +141,13 @@ def plan_evolution(
     final = catalog.tables.get(key)
     if final is None:
         return Evolution((), tuple(renames), exists=False, created=created, moved_to=moved_to)
+    fills: tuple[tuple[str, str | None], ...] = ()
+    if not created:
+        fills = tuple(
+            (c.name, existing_rows_value(key, added[c.name], c))
+            for c in final.columns
+            if origin.get(c.name) is None and c.name in added
+        )
     return Evolution(
         tuple(
             (c.name, origin.get(c.name), None if c.base == _KEPT else arrow_type(mysql_type_text(c, mariadb)))
@@ -131,7 +156,51 @@ def plan_evolution(
         tuple(renames),
         created=created,
         moved_to=moved_to,
+        fills=fills,
     )
+
+
+_ZERO_TEXT: Final = {"date": "0000-00-00", "datetime": "0000-00-00 00:00:00", "time": "00:00:00", "year": "0"}
+
+
+def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn) -> str | None:
+    """The canal text the rows a table already holds read in a column ``ALTER TABLE ... ADD`` gives them (None:
+    NULL): its constant DEFAULT, else for a NOT NULL column the type's implicit default (0, '', an ENUM's first
+    label, a zero date), else NULL -- what the server writes into them without logging a row. A default the mirror
+    cannot compute (an expression, CURRENT_TIMESTAMP, a sequence, AUTO_INCREMENT numbering, a generated column) is
+    a MirrorError naming the table and column: never a NULL where the source has a value."""
+    default = definition.default
+    if (
+        definition.generated is not None
+        or definition.auto_increment
+        or (column.base == "timestamp" and (default is None and not column.nullable))
+    ):
+        raise MirrorError(
+            f"{table}: column {column.name!r} is added with values the server computes for each existing row "
+            f"({definition.type.text}{' AUTO_INCREMENT' if definition.auto_increment else ''}"
+            f"{' AS (' + definition.generated.text + ')' if definition.generated else ''}): the mirror cannot fill them"
+        )
+    if default is not None:
+        if not default.literal:
+            raise MirrorError(
+                f"{table}: column {column.name!r} is added with DEFAULT {default.text}, an expression the mirror "
+                "cannot compute for the rows it already holds"
+            )
+        value = default.value
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        return str(value)
+    if column.nullable:
+        return None
+    if column.base == "enum":
+        return column.labels[0] if column.labels else ""
+    if column.base in _ZERO_TEXT:
+        return _ZERO_TEXT[column.base]
+    if column.base in INTEGER_TYPES or column.base in ("decimal", "float", "double", "bit"):
+        return "0"
+    return ""
 
 
 def _follow(

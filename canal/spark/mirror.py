@@ -690,6 +690,7 @@ class DeltaMirror:
         from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
         path = str(self.table_path(plan.schema, plan.table))
+        self._recovered(path)
         exists = DeltaTable.is_deltatable(path)
         evolution = self._evolution(plan, path if exists else None)
         if not exists:
@@ -817,6 +818,7 @@ class DeltaMirror:
         current = [(field.name, field.type) for field in data.schema]
         if not evolution.changes(current):
             return
+        fills = dict(evolution.fills)
         arrays, fields = [], []
         for name, source, kind in evolution.columns:
             if source is not None and source in data.column_names:
@@ -824,12 +826,52 @@ class DeltaMirror:
                 if kind is not None and column.type != kind:
                     column = _retyped(column, kind, f"{path}: column {source!r}")
             else:
-                column = pa.nulls(data.num_rows, kind if kind is not None else pa.string())
+                target = kind if kind is not None else pa.string()
+                fill = fills.get(name)
+                column = (
+                    pa.nulls(data.num_rows, target)
+                    if fill is None
+                    else _typed_column(
+                        name, lambda t=target, f=fill: typed_array([f] * data.num_rows, t, self.zero_dates)
+                    )
+                )
             arrays.append(column)
             fields.append(pa.field(name, column.type))
+        rewritten = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        if [f.name for f in fields] != data.column_names and {f.name for f in fields} == set(data.column_names):
+            # the same columns in another order: delta-rs keeps a table's column order on overwrite, so the table
+            # is written anew beside the old one, which it then replaces (its last batch id carried over)
+            self._recreate(path, dt, rewritten)
+            return
+        write_deltalake(dt, rewritten, mode="overwrite", schema_mode="overwrite")
+
+    def _recreate(self, path: str, dt: Any, data: Any) -> None:
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        version = dt.transaction_version(self.app_id)
+        fresh, old = f"{path}.rewritten", f"{path}.replaced"
+        shutil.rmtree(fresh, ignore_errors=True)
         write_deltalake(
-            dt, pa.Table.from_arrays(arrays, schema=pa.schema(fields)), mode="overwrite", schema_mode="overwrite"
+            fresh,
+            data,
+            mode="overwrite",
+            configuration=self._new_table_configuration(),
+            commit_properties=None
+            if version is None
+            else CommitProperties(app_transactions=[Transaction(self.app_id, version=version)]),
         )
+        self._forget(path)
+        os.replace(path, old)
+        os.replace(fresh, path)
+        shutil.rmtree(old)
+
+    def _recovered(self, path: str) -> None:
+        """A table whose rewrite (:meth:`_recreate`) stopped between its two renames comes back first."""
+        old = f"{path}.replaced"
+        if not os.path.exists(path) and os.path.exists(old):
+            os.replace(old, path)
+        elif os.path.exists(old):
+            shutil.rmtree(old)
 
     def _move(self, path: str, moved_to: tuple[str, str] | None) -> None:
         """RENAME TABLE: the mirror table moves with its source table (its directory, Delta log and all)."""
@@ -897,7 +939,16 @@ def _retyped(column: Any, kind: Any, what: str) -> Any:
     value through canal text (a BIGINT whose values fit DECIMAL(20,2)); MirrorTypeError for a value that does not
     fit exactly."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
+    source_type = column.type
+    if pa.types.is_decimal(source_type) and (
+        (pa.types.is_decimal(kind) and kind.scale < source_type.scale) or pa.types.is_integer(kind)
+    ):
+        # the server rounds a DECIMAL to fewer digits half away from zero (-1.2355 -> -1.24); a value that then
+        # does not fit is refused by the server too (its ALTER fails, so none is logged)
+        scale = kind.scale if pa.types.is_decimal(kind) else 0
+        column = pc.round(column, ndigits=scale, round_mode="half_towards_infinity")
     try:
         return column.cast(kind)  # safe: overflow, truncation and bad text raise
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
