@@ -48,8 +48,7 @@ def test_evolution_follows_each_kind_of_column_change_through_the_schema_catalog
         ("tier", None, pa.string()),
     )
     assert evolution.moved_to == ("app", "t2") and evolution.exists and not evolution.created
-    assert evolution.renamed_at(4) == {"a": "c"} and evolution.renamed_at(5) == {"b": "c"}
-    assert evolution.renamed_at(6) == {}
+    assert evolution.renames == ((5, {"a": "b"}), (6, {"b": "c"}))
     dropped = plan_evolution("app", "t", ["id"], [(1, "DROP TABLE t"), (2, "CREATE TABLE t (k INT PRIMARY KEY)")])
     assert dropped.created and dropped.columns == (("k", None, pa.int64()),)
     gone = plan_evolution("app", "t", ["id"], [(1, "DROP TABLE IF EXISTS t")])

@@ -6,8 +6,7 @@ catalog is seeded with those names (types unknown), the batch's statements for t
 the result says, for each column after them: which column of the mirror table it was (following renames, CHANGE
 and moves), or none (added), and its new type when a statement declared it (ADD, MODIFY, CHANGE). A table renamed
 by RENAME TABLE / ALTER ... RENAME TO moves; DROP TABLE removes it; CREATE TABLE makes it anew (empty, with the
-statement's columns). Rows written before a column rename in the same batch name the old column:
-:meth:`Evolution.renamed_at` tells the mirror which names to map for a row at a given batch position.
+statement's columns).
 """
 
 from __future__ import annotations
@@ -56,23 +55,6 @@ class Evolution:
     moved_to: tuple[str, str] | None = None
     # column added by an ALTER -> the canal text its existing rows read (None: NULL), as the server fills them
     fills: tuple[tuple[str, str | None], ...] = ()
-
-    def renamed_at(self, row: int) -> dict[str, str]:
-        """old -> final name of the columns renamed after batch row ``row`` (for that row's images)."""
-        mapping: dict[str, str] = {}
-        for at, renames in self.renames:
-            if at <= row:
-                continue
-            # compose: a name renamed earlier is renamed again by a later statement
-            chained = set()
-            for old, new in list(mapping.items()):
-                if new in renames:
-                    mapping[old] = renames[new]
-                    chained.add(new)
-            for old, new in renames.items():
-                if old not in chained and old not in mapping:
-                    mapping[old] = new
-        return {old: new for old, new in mapping.items() if old != new}
 
     def changes(self, current: Sequence[tuple[str, Any]] | None) -> bool:
         """Whether the mirror table (``(name, arrow type)`` in order; None: it does not exist) must be rewritten."""

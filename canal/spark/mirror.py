@@ -1,21 +1,25 @@
 """A Delta Lake mirror of source tables, applied idempotently per batch (``deltalake``, no JVM needed).
 
 ``DeltaMirror(root)`` keeps one Delta table per source table under ``root/{schema}.{table}``. :meth:`apply` takes one
-batch of change rows (:mod:`canal.spark.changes`) and, per table:
+batch of change rows (:mod:`canal.spark.changes`) as ordered steps -- each table's rows up to the next DDL that
+touches it, that DDL, the next rows (:func:`_steps`; docs/architecture.md says why this is exact) -- journaled so a
+replay goes on after the last step done, and for each step, per table:
 
 * reduces the batch to the last change per primary key (deletes delete, inserts and updates upsert the full after
   image -- pycanal requires FULL row images); an update that changed the primary key (``old_keys``) also deletes
   the old key, so the mirror follows key changes, swaps and changed-then-deleted rows;
 * follows DDL through the one DDL code (:mod:`canal.spark.evolution`): ADD / DROP / RENAME / CHANGE / MODIFY COLUMN
   with FIRST / AFTER rewrite the table to the source's column order, keeping each column's data across renames and
-  moves; a declared type change converts the values (exactly, or MirrorTypeError); rows written before a column
-  rename in the same batch are renamed; RENAME TABLE moves the Delta table (its rows of the batch before the rename
-  are merged first); CREATE TABLE makes it (empty); DROP TABLE removes it; TRUNCATE empties it. Added columns are
-  null in existing rows (a DEFAULT that MySQL fills in without logging rows is not backfilled); new columns seen in
-  row images are added by the MERGE (``merge_schema``);
-* commits one MERGE together with the app transaction ``(app_id, batch_id)`` (a table renamed in the batch commits
-  without it: the batch's rows after the rename, under the new name, must not be skipped)
-  (``CommitProperties(app_transactions=[Transaction(app_id, version=batch_id)])``), and skips the table when
+  moves; a declared type change converts the values as the server does (a smaller DECIMAL scale rounds half away
+  from zero; a value that does not fit is a MirrorTypeError); RENAME TABLE moves the Delta table, a pair at a time;
+  CREATE TABLE makes it (empty); DROP TABLE removes it; TRUNCATE empties it. An added column's existing rows read
+  its constant DEFAULT or the type's implicit NOT NULL default, as the server fills them without logging rows (a
+  DEFAULT it computes per row is a MirrorError); new columns seen in row images are added by the MERGE
+  (``merge_schema``);
+* commits the table's last step of the batch together with the app transaction ``(app_id, batch_id)`` (a table
+  renamed in the batch commits without it)
+  (``CommitProperties(app_transactions=[Transaction(app_id, version=batch_id)])``); a mirror without a step journal
+  (written by an older pycanal) skips the table when
   ``transaction_version(app_id) >= batch_id`` -- a batch replayed after a crash is applied at most once per table.
 
 Batch ids must increase: Spark's micro-batch ids do, and so do :func:`canal.spark.run_batches`' position-derived ids.
@@ -713,8 +717,6 @@ class DeltaMirror:
         )
         source: Any = None
         key_names: list[str] = []
-        if evolution is not None and evolution.exists:
-            self._rename_in_images(plan, evolution)
         if plan.layout is not None:
             # typed before any step of the batch was applied (apply)
             source, key_names = plan.source if plan.source is not None else self._source(plan)
@@ -882,27 +884,6 @@ class DeltaMirror:
             raise MirrorError(f"cannot rename {path} to {target}: the mirror already has that table")
         self._forget(path, str(target))
         os.replace(path, target)
-
-    @staticmethod
-    def _rename_in_images(plan: _TablePlan, evolution: Evolution) -> None:
-        """Images written before a column rename in this batch name the old column: name it as the table does now."""
-        import pyarrow as pa
-
-        if not evolution.renames or plan.at is None:
-            return
-        rows = plan.at.to_pylist()
-        if not any(evolution.renamed_at(row) for row in set(rows)):
-            return
-
-        def renamed(text: str | None, mapping: dict[str, str]) -> str | None:
-            if text is None or not mapping:
-                return text
-            image = json.loads(text)
-            return json.dumps({mapping.get(k, k): v for k, v in image.items()})
-
-        maps = [evolution.renamed_at(row) for row in rows]
-        plan.keys = pa.array([renamed(t, m) for t, m in zip(plan.keys.to_pylist(), maps, strict=True)], pa.string())
-        plan.after = pa.array([renamed(t, m) for t, m in zip(plan.after.to_pylist(), maps, strict=True)], pa.string())
 
 
 def _key_range(source: Any, key_names: Sequence[str]) -> str:
