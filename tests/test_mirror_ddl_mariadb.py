@@ -242,3 +242,15 @@ def test_an_expression_default_the_mirror_cannot_compute_is_a_typed_error(source
     with pytest.raises(MirrorError, match=r"app\.t.*created.*DEFAULT.*(?i:current_timestamp)"):
         source.batch("ALTER TABLE t ADD COLUMN created DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP")
     assert source.mirror.read("app", "t").column_names == ["id"]  # nothing changed
+
+
+def test_ddl_of_a_qualified_table_from_another_database_changes_that_table(source: Source) -> None:
+    source.batch("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+    source.batch(
+        "CREATE DATABASE other",
+        "USE other",  # the statements' session database is not the table's
+        "ALTER TABLE app.t ADD COLUMN e INT NOT NULL DEFAULT 5",
+        "INSERT INTO app.t VALUES (2, 6)",
+        "USE app",
+    )
+    source.assert_equal("t", "id")

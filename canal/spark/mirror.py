@@ -47,7 +47,7 @@ from canal.protocol import render_text
 from canal.schema.history import layout_statement
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
-from canal.sql import AlterTable, CreateTable, RenameTable, RenameTo
+from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo
 
 OP_COLUMN = "_canal_op"
 
@@ -445,12 +445,30 @@ class DeltaMirror:
 
     @staticmethod
     def _ordered(table: Any) -> Any:
-        """The mirror's columns of a batch, in ``seq`` order (a stable sort: ties keep their arrival order)."""
+        """The mirror's columns of a batch, in ``seq`` order (a stable sort: ties keep their arrival order), each
+        DDL row named by the schema of the table its statement changes: a change row's ``schema`` for a statement is
+        the session's database, and ``ALTER TABLE db.t ...`` run from another one changes ``db.t``."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         table = table.select(list(MIRROR_COLUMNS))
         if table.num_rows > 1 and not _ascending(table.column("seq")):
             table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
+        is_ddl = pc.fill_null(table.column("is_ddl"), False)
+        if not _any(is_ddl):
+            return table
+        schemas = table.column("schema").to_pylist()
+        changed = False
+        for row in pc.indices_nonzero(is_ddl).to_pylist():
+            stmt = layout_statement(table.column("sql")[row].as_py() or "")
+            named = getattr(stmt, "table", None) if not isinstance(stmt, RenameTable) else None
+            if isinstance(stmt, DropTable) and len(stmt.tables) == 1:
+                named = stmt.tables[0]
+            if named is not None and named.schema is not None and named.schema != schemas[row]:
+                schemas[row] = named.schema
+                changed = True
+        if changed:
+            table = table.set_column(table.column_names.index("schema"), "schema", pa.array(schemas, pa.string()))
         return table
 
     def _maintain(self) -> float:
