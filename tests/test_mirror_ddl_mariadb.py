@@ -254,3 +254,14 @@ def test_ddl_of_a_qualified_table_from_another_database_changes_that_table(sourc
         "USE app",
     )
     source.assert_equal("t", "id")
+
+
+def test_one_alter_swapping_two_names_keeps_each_columns_values_and_type(source: Source) -> None:
+    source.batch("CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(5))", "INSERT INTO t VALUES (1, 10, 'x')")
+    source.batch(
+        "ALTER TABLE t CHANGE a b INT, CHANGE b a VARCHAR(5)",
+        "INSERT INTO t VALUES (2, 20, 'y')",
+        "ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a",  # and back, by RENAME COLUMN
+        "INSERT INTO t VALUES (3, 30, 'z')",
+    )
+    source.assert_equal("t", "id")
