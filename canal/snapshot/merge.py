@@ -352,9 +352,7 @@ def snapshot_entries(
             progress = SnapshotCursor(base.tables, following, None, done_rows) if following < len(base.tables) else None
         else:
             after = chunk.keys[end - 1] if chunk.keys is not None and end > 0 else None
-            progress = SnapshotCursor(
-                base.tables, base.table, after, done_rows, base.key if after is not None else None
-            )
+            progress = SnapshotCursor(base.tables, base.table, after, done_rows, base.key)
         if not part and not table_done:
             continue
         header = Header(

@@ -302,9 +302,7 @@ class SnapshotRunner:
         try:
             while True:
                 self._wait_for_consumer(AHEAD_CHUNKS * reader.rows_per_chunk)
-                progress = SnapshotCursor(
-                    self.plan.tables, index, after, self._rows_emitted, key if after is not None else None
-                )
+                progress = SnapshotCursor(self.plan.tables, index, after, self._rows_emitted, key)
                 started = time.monotonic()
                 try:
                     if chunk is not None and chunk.more:
