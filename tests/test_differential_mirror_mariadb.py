@@ -1,8 +1,9 @@
 """Randomized differential test of the snapshot and the mirror (hypothesis): a table whose key is of a random type
 (INT, BIGINT UNSIGNED, VARCHAR with a case-insensitive collation, a composite key, ENUM, BIT, DATETIME, DECIMAL)
 holds rows; a destination snapshots it (``SnapshotConfig(mode="initial")``, small chunks) while random DML and DDL
-run, all mirrored by ``DeltaMirror`` through ``run_batches``; batches crash at random, part-applied (after a random
-number of the mirror's steps), and are replayed by the next run. At the end the mirror must equal ``SELECT *``.
+run, all mirrored by ``DeltaMirror`` (in each of its modes) through ``run_batches``; batches crash at random,
+part-applied (after a random number of the mirror's steps), and are replayed by the next run. At the end the mirror
+must equal ``SELECT *``.
 
 CI runs a few examples (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here); a failure prints the SQL
 and a blob that reproduces it.
@@ -24,7 +25,8 @@ pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
-from canal.spark import DeltaMirror, run_batches
+from canal.spark import DeltaMirror, MirrorMode, run_batches
+from canal.spark.mirror import MODES
 from canal.spark.testing import master_position
 from canal.testing.plugin import MariaDBDatabase
 
@@ -54,8 +56,9 @@ class Crash(Exception):
     pass
 
 
+@pytest.mark.parametrize("mode", MODES)
 def test_snapshot_and_mirror_through_random_ddl_dml_and_crashes_equal_select(
-    mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory
+    mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory, mode: MirrorMode
 ) -> None:
     runs = iter(range(1_000_000))
 
@@ -80,7 +83,7 @@ def test_snapshot_and_mirror_through_random_ddl_dml_and_crashes_equal_select(
         mariadb.execute(f"CREATE DATABASE `{db}`")
         tmp = tmp_path_factory.mktemp("mirror")
         try:
-            _play(mariadb, db, tmp, KEYS[key], composite, rows, ops, random.Random(seed))
+            _play(mariadb, db, tmp, KEYS[key], composite, rows, ops, random.Random(seed), mode)
         finally:
             mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
 
@@ -96,6 +99,7 @@ def _play(
     rows: int,
     ops: list[tuple[str, int]],
     rng: random.Random,
+    mode: MirrorMode,
 ) -> None:
     conn = mariadb.connect()
     sql: list[str] = []
@@ -154,7 +158,7 @@ def _play(
         store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=2048),
         snapshot=SnapshotConfig(mode="initial", chunk_rows=7),
     )
-    mirror = DeltaMirror(tmp / "delta")
+    mirror = DeltaMirror(tmp / "delta", mode=mode)
     journal = tmp / "journal.json"
 
     def apply(batch: Any, batch_id: int) -> None:

@@ -23,7 +23,8 @@ import pytest
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
-from canal.spark import DeltaMirror, MirrorError
+from canal.spark import DeltaMirror, MirrorError, MirrorMode
+from canal.spark.mirror import MODES
 from canal.spark.testing import run_caught_up
 from canal.testing.plugin import MariaDBFactory
 
@@ -31,7 +32,8 @@ pytestmark = pytest.mark.integration
 
 
 class Source:
-    def __init__(self, server: Any, tmp_path: Path) -> None:
+    def __init__(self, server: Any, tmp_path: Path, mode: MirrorMode) -> None:
+        self.mode: MirrorMode = mode
         server.execute("CREATE DATABASE app")
         journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
         self.config = InstanceConfig(
@@ -49,7 +51,7 @@ class Source:
             meta_dir=str(tmp_path / "meta"),
         )
         self.conn = server.connect("app")
-        self.mirror = DeltaMirror(tmp_path / "mirror")
+        self.mirror = DeltaMirror(tmp_path / "mirror", mode=mode)
 
     def batch(self, *statements: str) -> None:
         """The statements, then the mirror caught up in one batch."""
@@ -85,9 +87,10 @@ def _as_mirrored(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture
-def source(mariadb_factory: MariaDBFactory, tmp_path: Path) -> Source:
-    return Source(mariadb_factory(extra_args=["--binlog-row-metadata=FULL"]), tmp_path)
+@pytest.fixture(params=MODES)
+def source(mariadb_factory: MariaDBFactory, tmp_path: Path, request: pytest.FixtureRequest) -> Source:
+    """A private MariaDB and a mirror of its database ``app``, in each of the mirror's modes."""
+    return Source(mariadb_factory(extra_args=["--binlog-row-metadata=FULL"]), tmp_path, request.param)
 
 
 def test_a_key_renamed_or_reordered_within_a_batch_stays_one_row(source: Source) -> None:
@@ -107,7 +110,8 @@ def test_a_key_renamed_or_reordered_within_a_batch_stays_one_row(source: Source)
 
 def test_ddl_in_the_batch_that_creates_the_mirror_table_is_followed(source: Source, tmp_path: Path) -> None:
     source.batch("CREATE TABLE t (id INT PRIMARY KEY, a INT)", "CREATE TABLE gone (id INT PRIMARY KEY)")
-    source.mirror = DeltaMirror(tmp_path / "fresh")  # a mirror that starts after the CREATEs: rows make its tables
+    # a mirror that starts after the CREATEs: rows make its tables
+    source.mirror = DeltaMirror(tmp_path / "fresh", mode=source.mode)
     source.batch(
         "INSERT INTO t VALUES (1, 10)",
         "ALTER TABLE t RENAME COLUMN a TO b",
@@ -155,11 +159,12 @@ def test_a_replayed_batch_with_renames_and_drops_changes_nothing(source: Source,
     steps = len(__import__("canal.spark.mirror", fromlist=["_steps"])._steps(source.mirror._ordered(rows), None))
     import shutil
 
+    source.mirror.wait_for_folds()  # copied whole below: no fold may write while it is
     for crash_after in range(steps + 1):
         # a copy of the mirror as it was, the batch applied up to ``crash_after`` steps, then replayed whole
         root = tmp_path / f"replay{crash_after}"
         shutil.copytree(source.mirror.root, root)
-        mirror = DeltaMirror(root)
+        mirror = DeltaMirror(root, mode=source.mode)
         _apply_steps(mirror, rows, batch_id, crash_after)
         mirror.apply(rows, batch_id)
         mirror.apply(rows, batch_id)  # and again: a replay of a finished batch changes nothing

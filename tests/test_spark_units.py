@@ -384,7 +384,7 @@ def test_executor_partitions_take_only_the_initial_snapshot_mode(tmp_path: Path)
 
 
 def test_vacuum_deletes_rewritten_files_and_replays_are_still_skipped(tmp_path: Path) -> None:
-    mirror = DeltaMirror(tmp_path / "mirror")
+    mirror = DeltaMirror(tmp_path / "mirror", mode="copy_on_write")
     for batch_id in (1, 2, 3):  # every MERGE rewrites the table's file
         rows = [RowData(TABLE, after=(i, Decimal(batch_id), f"b{batch_id}")) for i in range(5)]
         mirror.apply(entries_to_batch([_entry(500 + batch_id, 5, 400, rows)], "d", batch_id), batch_id)
@@ -432,7 +432,7 @@ def test_a_merge_skips_the_files_outside_the_batch_key_range(tmp_path: Path, key
     table = TableSchema(
         "s", "t", (ColumnMeta("id", mysql_type=key_type, is_key=True), ColumnMeta("v", mysql_type="varchar(10)"))
     )
-    mirror = DeltaMirror(tmp_path)
+    mirror = DeltaMirror(tmp_path, mode="copy_on_write")
     for b in range(8):  # eight batches of new keys: eight data files, each with its own key range
         rows = [RowData(table, after=(key(k), "a")) for k in range(b * 100, (b + 1) * 100)]
         mirror.apply(entries_to_batch([_change(table, EventType.INSERT, rows)], "d", b + 1), b + 1)
@@ -466,7 +466,7 @@ def test_a_batch_rewrites_only_the_data_files_that_hold_its_keys(tmp_path: Path)
     change = [RowData(table, before=(k, "x"), after=(k, "changed")) for k in (10_001, 10_002)]
     rewritten = {}
     for name, file_bytes in (("small", 64 << 10), ("default", 100 << 20)):
-        mirror = DeltaMirror(tmp_path / name, file_bytes=file_bytes)
+        mirror = DeltaMirror(tmp_path / name, file_bytes=file_bytes, mode="copy_on_write")
         mirror.apply(entries_to_batch([_change(table, EventType.INSERT, load)], "d", 1), 1)
         mirror.apply(entries_to_batch([_change(table, EventType.UPDATE, change)], "d", 2), 2)
         dt = DeltaTable(str(mirror.table_path("s", "t")))

@@ -2,7 +2,10 @@
 
 * :func:`register` -- ``spark.readStream.format("canal")`` (:mod:`canal.spark.source`, :mod:`canal.spark.registration`);
 * :func:`run_batches` -- an instance embedded in the driver, batch by batch into ``fn(df, batch_id)``;
-* :class:`DeltaMirror` / :func:`compare` -- one Delta table per source table, MERGEd once per batch id;
+* :class:`DeltaMirror` / :func:`compare` -- one Delta table per source table, applied once per batch id
+  (merge-on-read: a change log beside each table, folded in; or copy-on-write MERGE);
+* :func:`current_dataframe`, :func:`current_duckdb`, :func:`current_polars` -- a mirrored table's current state
+  (:meth:`DeltaMirror.read` for pyarrow);
 * :func:`project` -- one table's change rows as typed columns.
 * :func:`current_rows` -- the rows one table's change rows leave (a batch computation over a change log).
 
@@ -12,8 +15,10 @@ pyspark, pyarrow and deltalake are imported only when used (the ``spark`` extra)
 from __future__ import annotations
 
 from canal.spark.batches import JournalError, RunStats, run_batches
+from canal.spark.changelog import FoldResult
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
-from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, compare
+from canal.spark.current import current_dataframe, current_duckdb, current_polars, current_table
+from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorMode, compare
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
@@ -27,8 +32,10 @@ __all__ = [
     "CanalStreamReader",
     "Comparison",
     "DeltaMirror",
+    "FoldResult",
     "JournalError",
     "MirrorError",
+    "MirrorMode",
     "MirrorTypeError",
     "RunStats",
     "SparkSourceError",
@@ -38,7 +45,11 @@ __all__ = [
     "close_sessions",
     "compare",
     "config_from_options",
+    "current_dataframe",
+    "current_duckdb",
+    "current_polars",
     "current_rows",
+    "current_table",
     "entries_to_batch",
     "position_id",
     "project",

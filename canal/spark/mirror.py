@@ -32,24 +32,33 @@ micro-batch tens of milliseconds per table, growing with the commits since that 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from canal.files import write_bytes_atomic
+from canal.log import destination_logger
 from canal.protocol import render_text
 from canal.schema.history import layout_statement
+from canal.spark import changelog
+from canal.spark.changelog import FoldResult, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo
 
-OP_COLUMN = "_canal_op"
+OP_COLUMN = changelog.OP
+
+MirrorMode = Literal["merge_on_read", "copy_on_write"]
+MODES: tuple[MirrorMode, ...] = ("merge_on_read", "copy_on_write")
 
 
 @attrs.define(slots=True)
@@ -69,6 +78,7 @@ class ApplyResult:
     merge_s: float = 0.0
     prepare_s: float = 0.0
     maintenance_s: float = 0.0  # scheduled compaction and vacuum after the batch (``optimize_every``, ...)
+    folds: list[str] = attrs.field(factory=list)  # tables whose fold the batch started (merge_on_read)
 
 
 @attrs.define(slots=True)
@@ -86,6 +96,7 @@ class _TablePlan:
     truncate: bool = False
     rows: int = 0
     source: Any = None  # (the typed MERGE source, its key columns), built before the batch's first step
+    seq: Any = None  # the ``seq`` of each kept change (parallel to keys / after)
 
 
 def _quote(name: str) -> str:
@@ -229,6 +240,20 @@ class DeltaMirror:
     ``delta.targetFileSize``; MERGE and compaction keep to it). A MERGE rewrites every file that holds a changed key,
     so a table kept in one file is rewritten whole by every batch: smaller files make batches cheaper, larger ones
     make reads cheaper. Tables that exist keep their setting.
+
+    ``mode``: ``merge_on_read`` (the default) appends each batch's last change per key to the table's change log
+    beside its base and folds the log into the base when it grows (:mod:`canal.spark.changelog`), so a batch costs
+    what it holds whatever the table's size; read the current state with :meth:`read` (or
+    :mod:`canal.spark.read`): the base alone is the source as of its last fold. ``copy_on_write`` MERGEs every
+    batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
+    table. A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files, in a
+    background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``);
+    a failed background fold is logged and tried again after the next batch, never failing one. DDL, TRUNCATE and a
+    change of key fold the table first, within the batch.
+
+    ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
+    table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
+    (:mod:`canal.spark.mirror_tasks`); a batch that holds DDL is applied by the driver, in order.
     """
 
     def __init__(
@@ -242,9 +267,35 @@ class DeltaMirror:
         vacuum_every: int | None = None,
         retention_hours: int = 168,
         file_bytes: int = DEFAULT_FILE_BYTES,
+        mode: MirrorMode = "merge_on_read",
+        fold_ratio: float = 0.1,
+        fold_files: int = 100,
+        background_folds: bool = True,
+        fold_workers: int = 2,
+        on_executors: bool = True,
     ) -> None:
         if zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
+        if mode not in MODES:
+            raise MirrorError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if not fold_ratio > 0:
+            raise MirrorError(f"fold_ratio must be > 0, got {fold_ratio}")
+        if fold_files < 1 or fold_workers < 1:
+            raise MirrorError(f"fold_files and fold_workers must be >= 1, got {fold_files} and {fold_workers}")
+        self.mode: MirrorMode = mode
+        self.fold_ratio = fold_ratio
+        self.fold_files = fold_files
+        self.background_folds = background_folds
+        self.fold_workers = fold_workers
+        self.on_executors = on_executors
+        self.folds: list[FoldResult] = []  # folds done, in the order they ended
+        self.fold_errors: list[str] = []  # background folds that failed (tried again after a later batch)
+        self._fold_lock = threading.Lock()
+        self._fold_pool: ThreadPoolExecutor | None = None
+        self._pending_folds: dict[str, Future[None]] = {}  # base path -> its fold under way
+        self._log_sizes: dict[str, changelog.LogSize] = {}  # base path -> its log's size, kept up to date
+        self._log = destination_logger(__name__, app_id)
+        self._written: set[str] = set()  # base paths whose logs the current batch appended to
         for name, every in (("optimize_every", optimize_every), ("vacuum_every", vacuum_every)):
             if every is not None and every < 1:
                 raise MirrorError(f"{name} must be >= 1 (batches) or None, got {every}")
@@ -286,12 +337,31 @@ class DeltaMirror:
         path = self.table_path(schema, table)
         if not DeltaTable.is_deltatable(str(path)):
             return None
-        version: int | None = DeltaTable(str(path)).transaction_version(self.app_id)
-        return version
+        return self._batch_version(str(path))
+
+    def _batch_version(self, path: str, base: Any = None) -> int | None:
+        """The last batch id committed to a table: to its base or (merge-on-read) to its change log."""
+        from deltalake import DeltaTable
+
+        versions: list[int] = []
+        base = base if base is not None else DeltaTable(path)
+        if (done := base.transaction_version(self.app_id)) is not None:
+            versions.append(int(done))
+        log = changelog.log_path(path)
+        if changelog.is_log(log) and (done := DeltaTable(str(log)).transaction_version(self.app_id)) is not None:
+            versions.append(int(done))
+        return max(versions) if versions else None
 
     def committed_batch_ids(self, schema: str, table: str) -> list[int]:
-        """Every batch id committed to a table, in commit order (read from the Delta log's ``txn`` actions)."""
-        log = self.table_path(schema, table) / "_delta_log"
+        """Every batch id committed to a table, in order (read from the Delta logs' ``txn`` actions of its base and,
+        merge-on-read, its change log)."""
+        base = self.table_path(schema, table)
+        ids: list[int] = []
+        for log in (base / "_delta_log", changelog.log_path(base) / "_delta_log"):
+            ids.extend(self._logged_batch_ids(log))
+        return sorted(ids)
+
+    def _logged_batch_ids(self, log: Path) -> list[int]:
         ids: list[int] = []
         if not log.exists():
             return ids
@@ -306,10 +376,131 @@ class DeltaMirror:
         return ids
 
     def read(self, schema: str, table: str) -> Any:
-        """The mirror of one table as a pyarrow Table."""
-        from deltalake import DeltaTable
+        """The current state of one mirrored table as a pyarrow Table (merge-on-read: its base overlaid with the
+        newer changes of its log, exact whatever fold is under way)."""
+        return changelog.current_state(self.table_path(schema, table))
 
-        return DeltaTable(str(self.table_path(schema, table))).to_pyarrow_table()
+    # -- folds (merge_on_read) -----------------------------------------------------------------------------------
+
+    def fold(self, schema: str | None = None, table: str | None = None) -> list[FoldResult]:
+        """Fold now, in this thread: one table, or every table that has a change log; returns what each fold did."""
+        if (schema is None) != (table is None):
+            raise MirrorError("fold() takes both schema and table, or neither")
+        names = [f"{schema}.{table}"] if schema is not None else self.table_names()
+        return [self._fold_now(str(self.root / name)) for name in names]
+
+    def wait_for_folds(self) -> None:
+        """Wait until every background fold started so far has ended."""
+        with self._fold_lock:
+            pending = list(self._pending_folds.values())
+        for future in pending:
+            future.exception()
+
+    def close(self) -> None:
+        """Wait for background folds and stop their threads (the mirror can still apply batches afterwards)."""
+        self.wait_for_folds()
+        pool, self._fold_pool = self._fold_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def __enter__(self) -> DeltaMirror:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _settle(self, path: str) -> None:
+        """Wait for a background fold of the table at ``path`` (before a step rewrites, moves or drops it)."""
+        with self._fold_lock:
+            future = self._pending_folds.get(path)
+        if future is not None:
+            future.exception()
+
+    def _fold_now(self, path: str) -> FoldResult:
+        self._settle(path)
+        result = changelog.fold(path, name=Path(path).name)
+        self._folded(path, result)
+        return result
+
+    def _folded(self, path: str, result: FoldResult) -> None:
+        with self._fold_lock:
+            self.folds.append(result)
+            self._log_sizes.pop(path, None)  # read again from the Delta logs when next needed
+
+    def _log_size(self, path: str) -> changelog.LogSize:
+        size = self._log_sizes.get(path)
+        if size is None:
+            size = self._log_sizes[path] = changelog.log_size(path)
+        return size
+
+    def _appended(self, path: str, rows: int) -> None:
+        with self._fold_lock:
+            size = self._log_sizes.get(path)
+            if size is not None:
+                self._log_sizes[path] = changelog.LogSize(size.log_rows + rows, size.log_files + 1, size.base_rows)
+
+    def fold_due(self, path: str) -> bool:
+        """Whether the change log of the table at ``path`` is big enough to fold (``fold_ratio``, ``fold_files``)."""
+        size = self._log_size(path)
+        if size.log_rows == 0:
+            return False
+        return size.log_rows >= self.fold_ratio * max(size.base_rows, 1) or size.log_files >= self.fold_files
+
+    def _schedule_folds(self, paths: Iterable[str]) -> list[str]:
+        due = [p for p in sorted(set(paths)) if changelog.is_log(changelog.log_path(p)) and self.fold_due(p)]
+        if not self.background_folds:
+            for path in due:
+                self._fold_now(path)
+            return [Path(path).name for path in due]
+        started = self.claim_folds(due)
+        for path in started:
+            self.run_folds([path], functools.partial(self._fold_claimed, path))
+        return [Path(path).name for path in started]
+
+    def _fold_claimed(self, path: str) -> None:
+        self._folded(path, changelog.fold(path, name=Path(path).name))
+
+    def claim_folds(self, paths: Iterable[str]) -> list[str]:
+        """The tables (base paths) among ``paths`` whose fold is not under way, now marked as under way: the caller
+        must hand them to :meth:`run_folds`."""
+        claimed: list[str] = []
+        with self._fold_lock:
+            for path in paths:
+                if path not in self._pending_folds:
+                    self._pending_folds[path] = Future()
+                    claimed.append(path)
+        return claimed
+
+    def run_folds(self, paths: list[str], fold: Callable[[], object]) -> None:
+        """Run ``fold`` (which folds the claimed tables ``paths``) in a background thread; a fold that fails is logged
+        and left to a later batch, never failing one (the log stays, and reads exactly)."""
+        if self._fold_pool is None:
+            self._fold_pool = ThreadPoolExecutor(self.fold_workers, thread_name_prefix="pycanal-fold")
+        with self._fold_lock:
+            claims = [self._pending_folds[path] for path in paths]
+
+        def run() -> None:
+            error: BaseException | None = None
+            try:
+                fold()
+            except Exception as exc:
+                error = exc
+                names = ", ".join(Path(path).name for path in paths)
+                with self._fold_lock:
+                    self.fold_errors.append(f"{names}: {type(exc).__name__}: {exc}")
+                self._log.warning("fold of %s failed (tried again after a later batch): %s", names, exc)
+            finally:
+                with self._fold_lock:
+                    for path in paths:
+                        self._pending_folds.pop(path, None)
+                        self._log_sizes.pop(path, None)
+                for claim in claims:
+                    if error is None:
+                        claim.set_result(None)
+                    else:
+                        claim.set_exception(error)
+
+        self._fold_pool.submit(run)
 
     def vacuum(self, retention_hours: int = 168) -> dict[str, int]:
         """Delete the data files of every mirrored table that no table version of the last ``retention_hours``
@@ -323,6 +514,7 @@ class DeltaMirror:
 
         if retention_hours < 0:
             raise MirrorError(f"retention_hours must be >= 0, got {retention_hours}")
+        self.wait_for_folds()  # a fold's files are not referenced until it commits: vacuum must not see them
         deleted: dict[str, int] = {}
         for name in self.table_names():
             table = DeltaTable(str(self.root / name))
@@ -335,17 +527,46 @@ class DeltaMirror:
     # -- applying ------------------------------------------------------------------------------------------------
 
     def __call__(self, changes: Any, batch_id: int) -> None:
-        """``foreachBatch`` entry point."""
-        self.apply(changes, batch_id)
+        """``foreachBatch`` entry point: a Spark DataFrame is written by Spark tasks, a table per task, when
+        ``on_executors`` (:mod:`canal.spark.mirror_tasks`); anything else by :meth:`apply`."""
+        if self.on_executors and hasattr(changes, "sparkSession"):
+            from canal.spark.mirror_tasks import apply_on_executors
 
-    def apply(self, changes: Any, batch_id: int) -> ApplyResult:
+            apply_on_executors(self, changes, batch_id)
+        else:
+            self.apply(changes, batch_id)
+
+    def settings(self) -> dict[str, Any]:
+        """The constructor arguments of this mirror (what a Spark task builds its own from)."""
+        return {
+            "root": str(self.root),
+            "app_id": self.app_id,
+            "tables": None if self.only is None else sorted(self.only),
+            "zero_dates": self.zero_dates,
+            "optimize_every": self.optimize_every,
+            "vacuum_every": self.vacuum_every,
+            "retention_hours": self.retention_hours,
+            "file_bytes": self.file_bytes,
+            "mode": self.mode,
+            "fold_ratio": self.fold_ratio,
+            "fold_files": self.fold_files,
+            "background_folds": self.background_folds,
+            "fold_workers": self.fold_workers,
+            "on_executors": self.on_executors,
+        }
+
+    def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
         """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) as batch ``batch_id``.
 
         The batch is applied as an ordered list of steps (:func:`_steps`): each table's DML rows up to the next
         DDL that touches it, reduced to the last change per key under the one layout they were written in and
         merged at once, then that DDL, then the table's next rows, and so on -- as the source applied them. A batch
         without DDL is one step per table. The steps done are journaled beside the tables, so a batch replayed
-        after a crash goes on after the last step done and never applies one twice."""
+        after a crash goes on after the last step done and never applies one twice.
+
+        ``steps_journal=False`` (a Spark task writing one table's part of a batch without DDL): no step journal; a table
+        whose last committed batch id is ``>= batch_id`` is skipped. ``fold=False``: start no fold after the batch
+        (the caller schedules them, :meth:`fold_due`)."""
         began = time.perf_counter()
         result = ApplyResult(batch_id)
         table = _to_arrow_table(changes)
@@ -354,7 +575,7 @@ class DeltaMirror:
             return result
         table = self._ordered(table)
         result.rows = table.num_rows
-        journal = self._read_journal()
+        journal = self._read_journal() if steps_journal else None
         if journal is not None and journal[0] > batch_id:
             for name in self._plan(table):
                 result.tables[name] = "skipped"  # a later batch was applied: this one is a replay
@@ -403,11 +624,20 @@ class DeltaMirror:
                         result.tables[name] = "applied" if applied else "skipped"
                     if applied:
                         self._compact.add(name)
-            self._write_journal(batch_id, number + 1)
-            journaled = True
+            if steps_journal:
+                self._write_journal(batch_id, number + 1)
+                journaled = True
         if any(state == "applied" for state in result.tables.values()):
             self._applied_batches += 1
             result.maintenance_s = self._maintain()
+        if self._written:
+            written, self._written = self._written, set()
+            if fold:
+                result.folds = self._schedule_folds(written)
+            else:  # the caller folds: sizes read anew, as other processes fold these tables
+                for path in written:
+                    self._log_sizes.pop(path, None)
+                result.folds = sorted(Path(path).name for path in written if self.fold_due(path))
         self.history.append(result)
         return result
 
@@ -434,14 +664,8 @@ class DeltaMirror:
     def _rename_pair(self, pair: _RenamePair) -> None:
         """One pair of a RENAME TABLE: the mirror table's directory moves (a table the mirror does not hold, or
         moved already by a replayed step, moves nothing)."""
-        source, target = self.table_path(*pair.old.split(".", 1)), self.table_path(*pair.new.split(".", 1))
-        if not source.exists():
-            return
-        if target.exists():
-            raise MirrorError(f"cannot rename {source} to {target}: the mirror already has that table")
-        self._forget(str(source), str(target))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(source, target)
+        new_schema, new_table = pair.new.split(".", 1)
+        self._move(str(self.table_path(*pair.old.split(".", 1))), (new_schema, new_table))
 
     @staticmethod
     def _ordered(table: Any) -> Any:
@@ -483,6 +707,7 @@ class DeltaMirror:
         if self.optimize_every is not None and n % self.optimize_every == 0:
             for name in sorted(self._compact):
                 path = str(self.root / name)
+                self._settle(path)  # a fold writes the base too: one writer at a time
                 if DeltaTable.is_deltatable(path):
                     self._handle(path).optimize.compact()
             self._compact.clear()
@@ -621,6 +846,7 @@ class DeltaMirror:
         deletes = pc.or_(old_key, pc.invert(updated))
         kept_keys = winners.column("keys")
         kept_after = pc.if_else(old_key, pa.scalar(None, pa.string()), table.column("after").take(at))
+        seqs = table.column("seq").take(at)
         counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
         offset = 0
         for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
@@ -629,6 +855,7 @@ class DeltaMirror:
             plan.keys = kept_keys.slice(offset, count)
             plan.after = kept_after.slice(offset, count)
             plan.at = at.slice(offset, count)
+            plan.seq = seqs.slice(offset, count)
             offset += count
         return plans
 
@@ -715,6 +942,11 @@ class DeltaMirror:
         self._recovered(path)
         exists = DeltaTable.is_deltatable(path)
         evolution = self._evolution(plan, path if exists else None)
+        merge_on_read = self.mode == "merge_on_read"
+        if exists and merge_on_read and (evolution is not None or plan.truncate):
+            # DDL applies to the base alone: fold the log into it first (its columns may be newer than the base's)
+            self._fold_now(path)
+            evolution = self._evolution(plan, path)
         if not exists:
             self._forget(path)
         moved_to = None if evolution is None else evolution.moved_to
@@ -722,7 +954,7 @@ class DeltaMirror:
             stats.skipped += 1  # renamed already, after its rows of this batch were merged
             return False
         if exists and check_version:  # a mirror without a step journal (written before it had one)
-            done = self._handle(path).transaction_version(self.app_id)
+            done = self._batch_version(path, self._handle(path))
             if done is not None and done >= batch_id:
                 stats.skipped += 1
                 return False
@@ -745,13 +977,20 @@ class DeltaMirror:
         if evolution is not None:
             self._evolve(path, evolution, exists)
             self._forget(path)  # rewritten, or dropped and created anew: a handle would not see it
+            self._log_sizes.pop(path, None)
+            log = changelog.log_path(path)
+            if not DeltaTable.is_deltatable(path):
+                shutil.rmtree(log, ignore_errors=True)  # dropped: its (folded) change log goes too
+            elif changelog.is_log(log):
+                changelog.clear(log, self._handle(path).schema().to_arrow())  # folded: now empty, in the new layout
             if not evolution.exists:
                 stats.applied += 1
                 return True
         if source is None:
             # DDL only: record the batch so a replay skips it
             if DeltaTable.is_deltatable(path) and record:
-                _record_only(self._handle(path), commit)
+                self._settle(path)  # a fold writes the base too: one writer at a time
+                record_only(self._handle(path), commit)
             self._move(path, moved_to)
             stats.applied += 1
             return True
@@ -759,6 +998,7 @@ class DeltaMirror:
         stats.upserts += upserts.num_rows
         stats.deletes += source.num_rows - upserts.num_rows
         if not DeltaTable.is_deltatable(path):
+            shutil.rmtree(changelog.log_path(path), ignore_errors=True)  # a change log of an earlier life
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             write_deltalake(
                 path,
@@ -768,6 +1008,11 @@ class DeltaMirror:
                 configuration=self._new_table_configuration(),
                 target_file_size=self.file_bytes,
             )
+            self._move(path, moved_to)
+            stats.applied += 1
+            return True
+        if merge_on_read:
+            self._append_to_log(path, plan, batch_id, source, key_names, commit)
             self._move(path, moved_to)
             stats.applied += 1
             return True
@@ -790,10 +1035,34 @@ class DeltaMirror:
         if record and not metrics.get("num_target_files_added") and not metrics.get("num_target_files_removed"):
             # a MERGE that changes nothing (deletes of rows the mirror does not hold) commits nothing, and so would
             # not record the batch: record it, so a replay is recognised like any other
-            _record_only(dt, commit)
+            record_only(dt, commit)
         self._move(path, moved_to)
         stats.applied += 1
         return True
+
+    def _append_to_log(
+        self, path: str, plan: _TablePlan, batch_id: int, source: Any, key_names: list[str], commit: Any
+    ) -> None:
+        """merge_on_read: the step's last change per key, with its sequence, appended to the table's change log."""
+        import pyarrow as pa
+
+        log = changelog.log_path(path)
+        recorded = changelog.read_keys(log)
+        if recorded != key_names:
+            if recorded is not None:
+                # rows keyed one way cannot be folded with rows keyed another: fold, then key the log anew
+                self._fold_now(path)
+                if changelog.is_log(log):
+                    changelog.clear(log, self._handle(path).schema().to_arrow())
+            changelog.write_keys(log, key_names)
+        seq = plan.seq if plan.seq is not None else pa.array([], pa.int64())
+        if seq.null_count:
+            raise MirrorError(f"{plan.schema}.{plan.table}: change rows without a seq cannot be mirrored merge-on-read")
+        rows = source.append_column(changelog.BATCH, pa.array([batch_id] * source.num_rows, pa.int64()))
+        rows = rows.append_column(changelog.SEQ, seq.cast(pa.int64()))
+        changelog.append(log, rows, commit)
+        self._appended(path, rows.num_rows)
+        self._written.add(path)
 
     # -- schema evolution ----------------------------------------------------------------------------------------
 
@@ -894,14 +1163,28 @@ class DeltaMirror:
             shutil.rmtree(old)
 
     def _move(self, path: str, moved_to: tuple[str, str] | None) -> None:
-        """RENAME TABLE: the mirror table moves with its source table (its directory, Delta log and all)."""
-        if moved_to is None or not Path(path).exists():
+        """RENAME TABLE: the mirror table moves with its source table (its directory, Delta log and all, and its
+        change log). A table the mirror does not hold, or moved already by a replayed step, moves nothing."""
+        if moved_to is None:
             return
         target = self.table_path(*moved_to)
+        log, target_log = changelog.log_path(path), changelog.log_path(target)
+        if not Path(path).exists():
+            if log.exists() and target.exists() and not target_log.exists():
+                os.replace(log, target_log)  # the base moved before a crash, its log not yet: finish the move
+            return
         if target.exists():
             raise MirrorError(f"cannot rename {path} to {target}: the mirror already has that table")
+        self._settle(path)
         self._forget(path, str(target))
+        self._log_sizes.pop(path, None)
+        target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
+        if target_log.exists():
+            shutil.rmtree(target_log)  # a change log left by an earlier table of that name
+        if log.exists():
+            target_log.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(log, target_log)
 
 
 def _key_range(source: Any, key_names: Sequence[str]) -> str:
@@ -998,14 +1281,13 @@ def compare(
     *,
     name: str = "",
 ) -> Comparison:
-    """Compare a mirror (a path, a ``DeltaTable`` or a pyarrow Table) with ``SELECT *`` rows (dicts, e.g. from a
-    pymysql ``DictCursor``), cell by cell in canal's text form. ``key`` names the primary-key columns."""
+    """Compare a mirror (a mirrored table's path -- its current state, :func:`changelog.current_state` --, a
+    ``DeltaTable`` or a pyarrow Table) with ``SELECT *`` rows (dicts, e.g. from a pymysql ``DictCursor``), cell by
+    cell in canal's text form. ``key`` names the primary-key columns."""
     import pyarrow as pa
 
     if isinstance(mirror_table, str | Path):
-        from deltalake import DeltaTable
-
-        mirror_table = DeltaTable(str(mirror_table))
+        mirror_table = changelog.current_state(mirror_table)
     if not isinstance(mirror_table, pa.Table):
         mirror_table = mirror_table.to_pyarrow_table()
     mirror_rows = mirror_table.to_pylist()
@@ -1030,14 +1312,6 @@ def compare(
         different=different,
         column_mismatch=tuple(sorted(mirror_cols ^ source_cols)) if rows_from_select else (),
     )
-
-
-def _record_only(dt: Any, commit: Any) -> None:
-    """Commit ``commit`` (the batch's app transaction) to the Delta table ``dt`` without changing its rows."""
-    import pyarrow as pa
-    from deltalake import write_deltalake
-
-    write_deltalake(dt, pa.schema(dt.schema().to_arrow()).empty_table(), mode="append", commit_properties=commit)
 
 
 @attrs.frozen(slots=True)

@@ -1,0 +1,426 @@
+"""Merge-on-read mirror tables: a base Delta table, a change log beside it, and folds that merge one into the other.
+
+A batch that lands on a merge-on-read table appends its last change per key to the table's *change log* -- a Delta
+table at ``root/_changes/{schema}.{table}`` holding the table's columns plus :data:`BATCH` (the batch id),
+:data:`SEQ` (the change row's ``seq`` in it) and :data:`OP` (``u`` upsert, ``d`` delete) -- so its cost is what the
+batch holds, not the table's size. Changes are ordered by (batch id, seq): batch ids increase, and so does ``seq``
+within a batch. A *fold* merges the log into the *base* (``root/{schema}.{table}``, a plain Delta table of the
+source's columns): every key's latest change, deletes dropped. It commits the base together with the change it folded
+through -- its (batch id, seq), as the versions of two app transactions (:data:`FOLD_BATCH_APP_ID`,
+:data:`FOLD_SEQ_APP_ID`) and in the commit's metadata (``pycanal.folded_batch``, ``pycanal.folded_seq``) -- then
+trims the log of the rows it folded.
+
+Why every state reads exactly (:func:`current_state`). Let ``F`` be the base's folded change, read from the same
+Delta snapshot as its rows. The base holds the result of every change up to ``F``; the log rows after ``F`` are all
+newer than anything in the base. The current state is the base without the keys those newer rows name, plus the
+newer rows' latest upserts. So:
+
+* a crash after the fold's base commit and before the trim leaves folded rows in the log: readers skip them
+  (``<= F``) and the next fold trims them;
+* a crash during either commit leaves the commit whole or absent (Delta commits are atomic);
+* an append racing a fold comes after every change the fold read: between two folds a table gets at most one
+  append per batch (a DDL or key change in a batch folds the table first, within the batch), and batches
+  increase; the fold trims only ``<= F``;
+* a batch replayed, or written twice by a speculative task, appends the rows it had: the latest change per key is
+  the same row either way (and a copy landing after a fold of its batch is ``<= F``: skipped, as folded);
+* two folds of one table racing: the second MERGE into the base fails on Delta's conflict check (the base changed
+  since it read it) and does nothing; the next fold starts from the new base.
+
+A standard Delta reader of ``root/{schema}.{table}`` sees the base: the source as of the table's last fold, whose
+commit names the change it folded through (``pycanal.folded_batch``, ``pycanal.folded_seq``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from canal.files import write_bytes_atomic
+from canal.spark.types import MirrorError
+
+BATCH = "_canal_batch"
+"""The change-log column holding each change's batch id."""
+SEQ = "_canal_seq"
+"""The change-log column holding each change's ``seq`` (its order within its batch)."""
+OP = "_canal_op"
+"""The change-log column holding each change's operation: ``u`` (upsert the row) or ``d`` (delete its key)."""
+INTERNAL_COLUMNS = (BATCH, SEQ, OP)
+FOLD_BATCH_APP_ID = "pycanal.folded.batch"
+"""The app id whose transaction version on a base table is the batch id of the change it was folded through."""
+FOLD_SEQ_APP_ID = "pycanal.folded.seq"
+"""The app id whose transaction version on a base table is the seq of the change it was folded through."""
+NOT_FOLDED = (-1, -1)
+Change = tuple[int, int]  # (batch id, seq): the order of changes
+LOG_DIR = "_changes"
+_KEYS_FILE = "_pycanal_keys.json"  # in the log's directory: Delta keeps no custom table properties; vacuum skips "_"
+_REPLACED_FILE = "_pycanal_replaced.json"  # base files the last fold replaced, deleted by the next fold
+_READ_ATTEMPTS = 3
+T = TypeVar("T")
+
+
+_COMMIT_ATTEMPTS = 5
+
+
+def retrying_commits(commit: Callable[[], T]) -> T:
+    """``commit()``, again when it lost a race with another writer of the same Delta table (a fold's trim and a
+    batch's append): a commit that failed wrote nothing, so doing it again is safe."""
+    from deltalake.exceptions import CommitFailedError
+
+    for attempt in range(_COMMIT_ATTEMPTS):
+        try:
+            return commit()
+        except CommitFailedError:
+            if attempt == _COMMIT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def append(log: Path, rows: Any, commit: Any) -> None:
+    """Append change rows to the log (created by the first): with Delta's schema merge only when they carry columns
+    the log has not (a merging append conflicts with a concurrent trim where a plain one does not)."""
+    from deltalake import DeltaTable, write_deltalake
+
+    def write() -> None:
+        merge = True
+        if is_log(log):
+            known = {f.name for f in DeltaTable(str(log)).schema().fields}
+            merge = not set(rows.column_names) <= known
+        write_deltalake(
+            str(log), rows, mode="append", schema_mode="merge" if merge else None, commit_properties=commit
+        )
+
+    retrying_commits(write)
+
+
+def log_path(base: str | os.PathLike[str]) -> Path:
+    """The change log of the base table at ``base`` (``root/_changes/{schema}.{table}``)."""
+    path = Path(base)
+    return path.parent / LOG_DIR / path.name
+
+
+def read_keys(log: Path) -> list[str] | None:
+    """The key columns the log's rows are keyed by, None when the table has no log."""
+    try:
+        data = json.loads((log / _KEYS_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise MirrorError(f"the change log's key file in {log} cannot be read: {exc}") from exc
+    if not isinstance(data, list) or not all(isinstance(k, str) for k in data) or not data:
+        raise MirrorError(f"the change log's key file in {log} is damaged: {data!r}")
+    return data
+
+
+def write_keys(log: Path, keys: Sequence[str]) -> None:
+    log.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(log / _KEYS_FILE, json.dumps(list(keys)).encode())
+
+
+def folded(base: Any) -> Change:
+    """The change (batch id, seq) the base table (a DeltaTable) was folded through; (-1, -1) before its first."""
+    batch, seq = base.transaction_version(FOLD_BATCH_APP_ID), base.transaction_version(FOLD_SEQ_APP_ID)
+    return NOT_FOLDED if batch is None or seq is None else (int(batch), int(seq))
+
+
+def is_log(log: Path) -> bool:
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(str(log))
+
+
+def latest(rows: Any, keys: Sequence[str]) -> Any:
+    """Each key's last change, by (batch, seq) (rows with equal batch, seq and key are copies of one change: a
+    replayed or duplicated append)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if rows.num_rows <= 1:
+        return rows
+    ordered = rows.take(pc.sort_indices(rows, sort_keys=[(BATCH, "ascending"), (SEQ, "ascending")]))
+    index = "__pycanal_row"
+    numbered = pa.table({**{k: ordered.column(k) for k in keys}, index: pa.array(range(ordered.num_rows), pa.int64())})
+    last = numbered.group_by(list(keys), use_threads=False).aggregate([(index, "max")]).column(f"{index}_max")
+    return ordered.take(last.take(pc.sort_indices(last)))  # in change order
+
+
+def _after(rows: Any, change: Change) -> Any:
+    """The mask of the log rows that come after ``change``."""
+    import pyarrow.compute as pc
+
+    batch, seq = rows.column(BATCH), rows.column(SEQ)
+    return pc.or_(pc.greater(batch, change[0]), pc.and_(pc.equal(batch, change[0]), pc.greater(seq, change[1])))
+
+
+def _newer(log_table: Any, after: Change) -> Any:
+    """The rows of the log (a DeltaTable) after the change ``after``. (Filtered after reading: a pyarrow dataset
+    filter made deltalake 1.6's process abort at exit.)"""
+    rows = log_table.to_pyarrow_table()
+    if rows.num_rows == 0 or after == NOT_FOLDED:
+        return rows
+    return rows.filter(_after(rows, after))
+
+
+def _read_log(log: Path, after: Change) -> Any:
+    """The log's rows after the change ``after`` (None when the table has no log)."""
+    from deltalake import DeltaTable
+
+    if not is_log(log):
+        return None
+    return _newer(DeltaTable(str(log)), after)
+
+
+def _overlay(base_rows: Any, newer: Any, keys: Sequence[str]) -> Any:
+    """``base_rows`` without the keys ``newer`` (latest changes, all newer than the base) names, plus its upserts, in
+    the base's column order (columns only one side has are filled with nulls)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if newer is None or newer.num_rows == 0:
+        return base_rows
+    names = [k for k in keys if k in base_rows.column_names]
+    if len(names) != len(keys):
+        raise MirrorError(f"the change log is keyed by {list(keys)}, which the base table does not have all of")
+    kept = base_rows.join(newer.select(list(keys)), keys=list(keys), join_type="left anti", use_threads=True)
+    upserts = newer.filter(pc.equal(newer.column(OP), "u")).drop_columns(list(INTERNAL_COLUMNS))
+    combined = pa.concat_tables([kept, upserts], promote_options="permissive")
+    order = [*base_rows.column_names, *(c for c in upserts.column_names if c not in base_rows.column_names)]
+    return combined.select(order)
+
+
+def current_state(base: str | os.PathLike[str]) -> Any:
+    """The current rows of a mirror table (a pyarrow Table): its base overlaid with the newer changes of its log --
+    exact whatever fold or append is under way (module docstring). A table without a log is its base."""
+    from deltalake import DeltaTable
+
+    log = log_path(base)
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            table = DeltaTable(str(base))
+            after = folded(table)
+            rows = table.to_pyarrow_table()
+            keys = read_keys(log)
+            if keys is None:
+                return rows
+            newer = _read_log(log, after)
+            return _overlay(rows, None if newer is None else latest(newer, keys), keys)
+        except FileNotFoundError:
+            # a fold removed the files of the versions just read (its trim deletes them at once): read again
+            if attempt == _READ_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def current_files(base: str | os.PathLike[str]) -> tuple[list[str], list[str], Change, list[str] | None]:
+    """What a reader outside pycanal needs to build the current state itself: the base's data files, the log's data
+    files, the base's folded change (batch id, seq: log rows up to it are in the base already) and the key columns
+    (None without a log)."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(base))
+    log = log_path(base)
+    keys = read_keys(log)
+    log_files = DeltaTable(str(log)).file_uris() if keys is not None and is_log(log) else []
+    return list(table.file_uris()), list(log_files), folded(table), keys
+
+
+@attrs.frozen(slots=True)
+class LogSize:
+    """How big a table's change log is beside its base (from the Delta logs' file statistics, no data read)."""
+
+    log_rows: int
+    log_files: int
+    base_rows: int
+
+
+def _rows_and_files(table: Any) -> tuple[int, int]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    files = actions.num_rows
+    if files == 0:
+        return 0, 0
+    counts = actions.column("num_records")
+    total = pc.sum(counts).as_py()
+    return int(total or 0), files
+
+
+def log_size(base: str | os.PathLike[str]) -> LogSize:
+    from deltalake import DeltaTable
+
+    log = log_path(base)
+    log_rows, log_files = _rows_and_files(DeltaTable(str(log))) if is_log(log) else (0, 0)
+    base_rows, _ = _rows_and_files(DeltaTable(str(base)))
+    return LogSize(log_rows, log_files, base_rows)
+
+
+@attrs.frozen(slots=True)
+class FoldResult:
+    table: str
+    folded_rows: int  # log rows merged into the base (latest per key)
+    through: Change  # the change (batch id, seq) the base is folded through now ((-1, -1): never folded)
+    seconds: float
+    trimmed_files: int
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _uris_to_paths(uris: Sequence[str]) -> list[str]:
+    return [uri[len("file://") :] if uri.startswith("file://") else uri for uri in uris]
+
+
+def _delete_files(paths: Sequence[str]) -> int:
+    deleted = 0
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+            deleted += 1
+    return deleted
+
+
+class FoldRaceError(MirrorError):
+    """A fold lost a race with another fold of the same table (a speculative twin task): it changed nothing, and the
+    other fold did its work."""
+
+
+def _lost_race(exc: BaseException) -> bool:
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    if isinstance(exc, CommitFailedError | FileNotFoundError):
+        return True
+    return isinstance(exc, DeltaError) and "not found" in str(exc)
+
+
+def fold(base: str | os.PathLike[str], *, name: str = "") -> FoldResult:
+    """Merge the log of the table at ``base`` into its base and trim the log (module docstring: why any crash or race
+    between these steps changes no answer). The base files this fold replaces are deleted by the next fold (a
+    reader of the base's previous version has one fold's time to finish); the log files it trims are deleted at
+    once (only :func:`current_state` reads the log, and it reads again when a file went away).
+
+    A fold that loses a race with another fold of the table raises :class:`FoldRaceError`, having changed nothing
+    the other did not do."""
+    try:
+        return _fold(base, name=name or Path(base).name)
+    except Exception as exc:
+        if _lost_race(exc):
+            raise FoldRaceError(f"fold of {name or Path(base).name} lost a race with another fold: {exc}") from exc
+        raise
+
+
+def _fold(base: str | os.PathLike[str], *, name: str) -> FoldResult:
+    from deltalake import CommitProperties, DeltaTable, Transaction
+
+    began = time.perf_counter()
+    log = log_path(base)
+    keys = read_keys(log)
+    if keys is None or not is_log(log):
+        return FoldResult(name, 0, NOT_FOLDED, time.perf_counter() - began, 0)
+    table = DeltaTable(str(base))
+    after = folded(table)
+    log_table = DeltaTable(str(log))
+    newer = _newer(log_table, after)
+    through = after
+    merged = 0
+    if newer.num_rows:
+        import pyarrow.compute as pc
+
+        changes = latest(newer, keys)
+        merged = changes.num_rows
+        last = changes.take(pc.sort_indices(changes, sort_keys=[(BATCH, "descending"), (SEQ, "descending")])[:1])
+        through = (int(last.column(BATCH)[0].as_py()), int(last.column(SEQ)[0].as_py()))
+        base_files = set(table.file_uris())
+        source = changes.drop_columns([BATCH, SEQ])
+        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
+        commit = CommitProperties(
+            app_transactions=[
+                Transaction(FOLD_BATCH_APP_ID, version=through[0]),
+                Transaction(FOLD_SEQ_APP_ID, version=through[1]),
+            ],
+            custom_metadata={"pycanal.folded_batch": str(through[0]), "pycanal.folded_seq": str(through[1])},
+        )
+        metrics = (
+            table.merge(
+                source,
+                predicate=predicate,
+                source_alias="s",
+                target_alias="t",
+                merge_schema=True,
+                commit_properties=commit,
+            )
+            .when_matched_delete(predicate=f"s.{OP} = 'd'")
+            .when_matched_update_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
+            .when_not_matched_insert_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
+            .execute()
+        )
+        if not metrics.get("num_target_files_added") and not metrics.get("num_target_files_removed"):
+            record_only(table, commit)  # a MERGE that changed nothing (deletes of absent rows) commits nothing
+        table.update_incremental()
+        replaced = [os.path.basename(p) for p in _uris_to_paths(sorted(base_files - set(table.file_uris())))]
+        _delete_files([os.path.join(base, n) for n in _replaced_before(log)])
+        write_bytes_atomic(log / _REPLACED_FILE, json.dumps(replaced).encode())
+    trimmed = trim(log, through)
+    return FoldResult(name, merged, through, time.perf_counter() - began, trimmed)
+
+
+def record_only(table: Any, commit: Any) -> None:
+    """Commit ``commit`` (its app transactions) to the Delta table ``table`` without changing its rows."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="append", commit_properties=commit)
+
+
+def _replaced_before(log: Path) -> list[str]:
+    """Names (in the base's directory) of the base files the last fold replaced."""
+    try:
+        data = json.loads((log / _REPLACED_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+    return [p for p in data if isinstance(p, str)] if isinstance(data, list) else []
+
+
+def trim(log: Path, through: Change) -> int:
+    """Remove the log rows up to the change ``through`` (folded into the base), deleting the files they were in; the
+    number of files deleted."""
+    from deltalake import DeltaTable
+
+    if through == NOT_FOLDED or not is_log(log):
+        return 0
+    table = DeltaTable(str(log))
+    before = set(table.file_uris())
+    if not before:
+        return 0
+    def delete() -> None:
+        table.update_incremental()
+        b, s = _quote(BATCH), _quote(SEQ)
+        table.delete(f"{b} < {through[0]} OR ({b} = {through[0]} AND {s} <= {through[1]})")
+
+    retrying_commits(delete)
+    table.update_incremental()
+    return _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))
+
+
+def clear(log: Path, schema: Any) -> None:
+    """Empty the log and give it ``schema`` (the base's columns after a DDL, plus the log's own): the log's Delta
+    history, and so the batch ids committed to it, stays."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    fields = [f for f in pa.schema(schema) if f.name not in INTERNAL_COLUMNS]
+    full = pa.schema([*fields, pa.field(BATCH, pa.int64()), pa.field(SEQ, pa.int64()), pa.field(OP, pa.string())])
+    if not is_log(log):
+        return
+    table = DeltaTable(str(log))
+    before = set(table.file_uris())
+    write_deltalake(table, full.empty_table(), mode="overwrite", schema_mode="overwrite")
+    table.update_incremental()
+    _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))

@@ -1,0 +1,137 @@
+"""The Delta mirror written by Spark tasks: each table's part of a micro-batch by one task, tables in parallel.
+
+Under ``foreachBatch``, :meth:`DeltaMirror.__call__ <canal.spark.mirror.DeltaMirror.__call__>` hands a DataFrame to
+:func:`apply_on_executors`. A batch without DDL (nearly all of them) is grouped by table and each group is written by
+a Spark task (``applyInArrow``) through the mirror's own code -- so no change row is collected to the driver and a
+cluster adds mirror throughput. Each task builds the mirror from :meth:`DeltaMirror.settings` (once per Python
+worker, kept for the next batches) and applies its table's rows without the step journal: a table whose last
+committed batch id is at least the batch's is skipped, so a retried task, a replayed micro-batch and a speculative
+duplicate change nothing (merge-on-read: a duplicate append holds the same changes, and the latest change per key is
+the same row; copy-on-write: the second MERGE fails on Delta's conflict check and its retry is skipped).
+
+A batch that holds DDL is applied by the driver, in order, with the step journal (:meth:`DeltaMirror.apply`): DDL can
+touch several tables at once (``RENAME TABLE a TO b, b TO a``), which per-table tasks could not order. The driver
+waits for the folds under way first.
+
+Folds run as Spark tasks too: the tasks report which tables' logs are due (:meth:`DeltaMirror.fold_due`), and the
+driver starts one Spark job folding them, a table per task, in a background thread -- the next micro-batches land
+meanwhile (appends and folds never block each other: :mod:`canal.spark.changelog`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from canal.spark.mirror import ApplyResult, DeltaMirror
+
+RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean"
+
+_WORKER_MIRRORS: dict[tuple[tuple[str, Any], ...], DeltaMirror] = {}
+_WORKER_LOCK = threading.Lock()
+
+
+def worker_mirror(settings: dict[str, Any]) -> DeltaMirror:
+    """The mirror a task writes with: one per settings in a Python worker, kept between tasks so its open Delta
+    tables are reused; it starts no fold of its own and never writes on executors itself."""
+    from canal.spark.mirror import DeltaMirror
+
+    key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items()))
+    with _WORKER_LOCK:
+        mirror = _WORKER_MIRRORS.get(key)
+        if mirror is None:
+            options = {**settings, "background_folds": False, "on_executors": False}
+            root = options.pop("root")
+            mirror = _WORKER_MIRRORS[key] = DeltaMirror(root, **options)
+        return mirror
+
+
+def write_group(settings: dict[str, Any], batch_id: int, rows: Any) -> Any:
+    """One table's change rows of a batch (a pyarrow Table), applied by a task: one result row per table."""
+    import pyarrow as pa
+
+    mirror = worker_mirror(settings)
+    result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
+    due = set(result.folds)
+    names = sorted(result.tables)
+    return pa.table(
+        {
+            "table": pa.array(names, pa.string()),
+            "status": pa.array([result.tables[n] for n in names], pa.string()),
+            "rows": pa.array([result.rows if i == 0 else 0 for i in range(len(names))], pa.int64()),
+            "fold_due": pa.array([n in due for n in names], pa.bool_()),
+        }
+    )
+
+
+def fold_in_task(settings: dict[str, Any], name: str) -> None:
+    """A Spark task's fold of one table (``schema.table``)."""
+    from canal.spark.changelog import FoldRaceError
+
+    schema, table = name.split(".", 1)
+    with contextlib.suppress(FoldRaceError):  # a speculative twin of this task folded the table: nothing left to do
+        worker_mirror(settings).fold(schema, table)
+
+
+def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResult:
+    """Apply a micro-batch (a Spark DataFrame of change rows) with Spark tasks (module docstring)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from canal.spark.mirror import MIRROR_COLUMNS, ApplyResult, TableStats
+
+    began = time.perf_counter()
+    # two Spark jobs read the batch (is there DDL? write it): cached, so the source is read once
+    changes = df.select(*MIRROR_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        if changes.where(F.col("is_ddl")).limit(1).count():
+            mirror.wait_for_folds()
+            return mirror.apply(changes, batch_id)
+        settings = mirror.settings()
+
+        def write(rows: Any) -> Any:
+            return write_group(settings, batch_id, rows)
+
+        outcome = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
+    finally:
+        changes.unpersist()
+    result = ApplyResult(batch_id)
+    due: list[str] = []
+    for row in outcome:
+        result.tables[row["table"]] = row["status"]
+        result.rows += row["rows"]
+        stats = mirror.stats.setdefault(row["table"], TableStats())
+        if row["status"] == "applied":
+            stats.applied += 1
+        else:
+            stats.skipped += 1
+        if row["fold_due"]:
+            due.append(row["table"])
+    result.merge_s = time.perf_counter() - began
+    if due:
+        result.folds = start_folds(mirror, df.sparkSession, due)
+    mirror.history.append(result)
+    return result
+
+
+def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
+    """Fold ``names`` (``schema.table``) in one Spark job, a table per task, from a background thread of the driver;
+    tables whose fold is under way are left for a later batch. The tables started."""
+    settings = mirror.settings()
+    paths = {name: str(mirror.root / name) for name in names}
+    started = mirror.claim_folds(list(paths.values()))
+    if not started:
+        return []
+    chosen = [name for name, path in paths.items() if path in started]
+
+    def run() -> None:
+        def fold(name: str) -> None:
+            fold_in_task(settings, name)
+
+        spark.sparkContext.parallelize(chosen, len(chosen)).foreach(fold)
+
+    mirror.run_folds(started, run)
+    return chosen
