@@ -37,6 +37,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -82,21 +83,49 @@ def retrying_commits(commit: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def append(log: Path, rows: Any, commit: Any) -> None:
-    """Append change rows to the log (created by the first): with Delta's schema merge only when they carry columns
-    the log has not (a merging append conflicts with a concurrent trim where a plain one does not)."""
-    from deltalake import DeltaTable, write_deltalake
+LOG_CONFIGURATION = {"delta.checkpointInterval": "10", "delta.logRetentionDuration": "interval 1 second"}
+"""A change log takes a commit per batch. A checkpoint every 10 commits keeps opening it (a Spark task, a reader)
+cheap, and commits a second old are removed behind a checkpoint: Delta lists its whole ``_delta_log`` directory to
+find new commits, so an append would otherwise cost more with every batch (measured: 4.6 ms at 100 commits, 24 ms
+at 400). The log's history is never read back (its checkpoints keep the batch ids); a reader that loses a commit
+file to the cleanup reads again."""
+
+COMPACT_FILES = 16
+"""A change log of this many data files is compacted into one between folds: reading the current state reads every
+log file, and a small file costs about as much to open as a large one."""
+
+
+def append(log: Path, rows: Any, commit: Any, table: Any = None) -> None:
+    """Append change rows to the log (created by the first), through ``table`` (the log's DeltaTable, kept open by
+    the caller) when given: with Delta's schema merge only when they carry columns the log has not."""
+    from deltalake import write_deltalake
 
     def write() -> None:
-        merge = True
-        if is_log(log):
-            known = {f.name for f in DeltaTable(str(log)).schema().fields}
-            merge = not set(rows.column_names) <= known
-        write_deltalake(
-            str(log), rows, mode="append", schema_mode="merge" if merge else None, commit_properties=commit
-        )
+        if table is None and not is_log(log):
+            write_deltalake(
+                str(log), rows, mode="append", commit_properties=commit, configuration=LOG_CONFIGURATION
+            )
+            return
+        handle = table if table is not None else open_table(log)
+        if table is not None:
+            # an append from a version before a trim fails Delta's conflict check (and leaves its file behind)
+            try:
+                handle.update_incremental()
+            except Exception as exc:
+                if not _lost_race(exc):
+                    raise
+                handle = open_table(log)  # the commits after its version were cleaned up: open it anew
+        known = {f.name for f in handle.schema().fields}
+        merge = not set(rows.column_names) <= known
+        write_deltalake(handle, rows, mode="append", schema_mode="merge" if merge else None, commit_properties=commit)
 
     retrying_commits(write)
+
+
+def open_table(path: Path) -> Any:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path))
 
 
 def log_path(base: str | os.PathLike[str]) -> Path:
@@ -204,15 +233,18 @@ def current_state(base: str | os.PathLike[str]) -> Any:
         try:
             table = DeltaTable(str(base))
             after = folded(table)
-            rows = table.to_pyarrow_table()
             keys = read_keys(log)
             if keys is None:
-                return rows
-            newer = _read_log(log, after)
+                return table.to_pyarrow_table()
+            with ThreadPoolExecutor(1) as pool:  # the log's files read while the base's are
+                reading = pool.submit(_read_log, log, after)
+                rows = table.to_pyarrow_table()
+                newer = reading.result()
             return _overlay(rows, None if newer is None else latest(newer, keys), keys)
-        except FileNotFoundError:
-            # a fold removed the files of the versions just read (its trim deletes them at once): read again
-            if attempt == _READ_ATTEMPTS - 1:
+        except Exception as exc:
+            # a fold removed the files of the versions just read (its trim deletes them at once), or the log's
+            # cleanup a commit file: read again
+            if not _lost_race(exc) or attempt == _READ_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
 
@@ -300,23 +332,27 @@ def _lost_race(exc: BaseException) -> bool:
     return isinstance(exc, DeltaError) and "not found" in str(exc)
 
 
-def fold(base: str | os.PathLike[str], *, name: str = "") -> FoldResult:
+def fold(
+    base: str | os.PathLike[str], *, name: str = "", appends: contextlib.AbstractContextManager[object] | None = None
+) -> FoldResult:
     """Merge the log of the table at ``base`` into its base and trim the log (module docstring: why any crash or race
     between these steps changes no answer). The base files this fold replaces are deleted by the next fold (a
     reader of the base's previous version has one fold's time to finish); the log files it trims are deleted at
     once (only :func:`current_state` reads the log, and it reads again when a file went away).
 
     A fold that loses a race with another fold of the table raises :class:`FoldRaceError`, having changed nothing
-    the other did not do."""
+    the other did not do. ``appends``: held while the fold trims the log -- the lock the process's appends to the log
+    hold, so that a trim and an append never race (a Delta append that loses to a trim leaves its data file behind;
+    files no version references are swept by the fold once they are :data:`ORPHAN_AGE_S` old)."""
     try:
-        return _fold(base, name=name or Path(base).name)
+        return _fold(base, name=name or Path(base).name, appends=appends or contextlib.nullcontext())
     except Exception as exc:
         if _lost_race(exc):
             raise FoldRaceError(f"fold of {name or Path(base).name} lost a race with another fold: {exc}") from exc
         raise
 
 
-def _fold(base: str | os.PathLike[str], *, name: str) -> FoldResult:
+def _fold(base: str | os.PathLike[str], *, name: str, appends: contextlib.AbstractContextManager[object]) -> FoldResult:
     from deltalake import CommitProperties, DeltaTable, Transaction
 
     began = time.perf_counter()
@@ -367,8 +403,29 @@ def _fold(base: str | os.PathLike[str], *, name: str) -> FoldResult:
         replaced = [os.path.basename(p) for p in _uris_to_paths(sorted(base_files - set(table.file_uris())))]
         _delete_files([os.path.join(base, n) for n in _replaced_before(log)])
         write_bytes_atomic(log / _REPLACED_FILE, json.dumps(replaced).encode())
-    trimmed = trim(log, through)
+    with appends:
+        trimmed = trim(log, through)
+        trimmed += _sweep_orphans(log)
     return FoldResult(name, merged, through, time.perf_counter() - began, trimmed)
+
+
+ORPHAN_AGE_S = 600.0
+"""A data file in a change log's directory that no version references and that is this old is an orphan (of an
+append that lost a commit race, or of a killed writer): no write in flight is that old."""
+
+
+def _sweep_orphans(log: Path) -> int:
+    from deltalake import DeltaTable
+
+    referenced = {os.path.basename(p) for p in _uris_to_paths(DeltaTable(str(log)).file_uris())}
+    cutoff = time.time() - ORPHAN_AGE_S
+    orphans = []
+    for entry in os.scandir(log):
+        if entry.name.endswith(".parquet") and entry.name not in referenced:
+            with contextlib.suppress(FileNotFoundError):
+                if entry.stat().st_mtime < cutoff:
+                    orphans.append(entry.path)
+    return _delete_files(orphans)
 
 
 def record_only(table: Any, commit: Any) -> None:
@@ -407,6 +464,25 @@ def trim(log: Path, through: Change) -> int:
     retrying_commits(delete)
     table.update_incremental()
     return _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))
+
+
+def compact(log: Path, appends: contextlib.AbstractContextManager[object] | None = None) -> int:
+    """Rewrite the log's data files into few (Delta OPTIMIZE), deleting the old files; the number deleted. Holds
+    ``appends`` (see :func:`fold`)."""
+    from deltalake import DeltaTable
+
+    if not is_log(log):
+        return 0
+    with appends or contextlib.nullcontext():
+        table = DeltaTable(str(log))
+        before = set(table.file_uris())
+        def optimize() -> None:
+            table.update_incremental()
+            table.optimize.compact()
+
+        retrying_commits(optimize)
+        table.update_incremental()
+        return _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))
 
 
 def clear(log: Path, schema: Any) -> None:

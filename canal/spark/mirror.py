@@ -224,6 +224,9 @@ def _parse_images(texts: Any, layout: Any, zero_dates: ZeroDates = "error") -> l
     ]
 
 
+TABLE_WORKERS = 4
+"""Threads that apply the tables of one step: a Delta commit mostly waits (files, the log), so more than the cores."""
+
 DEFAULT_FILE_BYTES = 1 << 20
 """Data files of 1 MiB: a batch of changes to a range of keys rewrites about a MiB per file it touches. Delta's own
 default (100 MB) keeps most tables in one file, which every batch rewrites whole: its cost grows with the table
@@ -292,10 +295,13 @@ class DeltaMirror:
         self.fold_errors: list[str] = []  # background folds that failed (tried again after a later batch)
         self._fold_lock = threading.Lock()
         self._fold_pool: ThreadPoolExecutor | None = None
+        self._table_pool: ThreadPoolExecutor | None = None  # applies the tables of a step without DDL in parallel
         self._pending_folds: dict[str, Future[None]] = {}  # base path -> its fold under way
         self._log_sizes: dict[str, changelog.LogSize] = {}  # base path -> its log's size, kept up to date
         self._log = destination_logger(__name__, app_id)
         self._written: set[str] = set()  # base paths whose logs the current batch appended to
+        self._append_locks: dict[str, threading.Lock] = {}  # base path -> held by its log's appends and trims
+        self._log_keys: dict[str, list[str]] = {}  # base path -> its log's key columns, as last read or written
         for name, every in (("optimize_every", optimize_every), ("vacuum_every", vacuum_every)):
             if every is not None and every < 1:
                 raise MirrorError(f"{name} must be >= 1 (batches) or None, got {every}")
@@ -397,11 +403,12 @@ class DeltaMirror:
             future.exception()
 
     def close(self) -> None:
-        """Wait for background folds and stop their threads (the mirror can still apply batches afterwards)."""
+        """Wait for background folds and stop the mirror's threads (it can still apply batches afterwards)."""
         self.wait_for_folds()
-        pool, self._fold_pool = self._fold_pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        for pool in (self._fold_pool, self._table_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._fold_pool = self._table_pool = None
 
     def __enter__(self) -> DeltaMirror:
         return self
@@ -418,7 +425,7 @@ class DeltaMirror:
 
     def _fold_now(self, path: str) -> FoldResult:
         self._settle(path)
-        result = changelog.fold(path, name=Path(path).name)
+        result = changelog.fold(path, name=Path(path).name, appends=self._appends(path))
         self._folded(path, result)
         return result
 
@@ -447,18 +454,31 @@ class DeltaMirror:
         return size.log_rows >= self.fold_ratio * max(size.base_rows, 1) or size.log_files >= self.fold_files
 
     def _schedule_folds(self, paths: Iterable[str]) -> list[str]:
-        due = [p for p in sorted(set(paths)) if changelog.is_log(changelog.log_path(p)) and self.fold_due(p)]
+        """Start the folds due among ``paths`` (and the compaction of logs of many files that are not due): in the
+        background, or now without ``background_folds``. The tables whose fold started."""
+        logs = [p for p in sorted(set(paths)) if changelog.is_log(changelog.log_path(p))]
+        due = [p for p in logs if self.fold_due(p)]
+        scattered = [p for p in logs if p not in due and self._log_size(p).log_files >= changelog.COMPACT_FILES]
         if not self.background_folds:
             for path in due:
                 self._fold_now(path)
+            for path in scattered:
+                self._compact_claimed(path)
             return [Path(path).name for path in due]
+        for path in self.claim_folds(scattered):
+            self.run_folds([path], functools.partial(self._compact_claimed, path))
         started = self.claim_folds(due)
         for path in started:
             self.run_folds([path], functools.partial(self._fold_claimed, path))
         return [Path(path).name for path in started]
 
+    def _compact_claimed(self, path: str) -> None:
+        changelog.compact(changelog.log_path(path), self._appends(path))
+        with self._fold_lock:
+            self._log_sizes.pop(path, None)
+
     def _fold_claimed(self, path: str) -> None:
-        self._folded(path, changelog.fold(path, name=Path(path).name))
+        self._folded(path, changelog.fold(path, name=Path(path).name, appends=self._appends(path)))
 
     def claim_folds(self, paths: Iterable[str]) -> list[str]:
         """The tables (base paths) among ``paths`` whose fold is not under way, now marked as under way: the caller
@@ -526,15 +546,24 @@ class DeltaMirror:
 
     # -- applying ------------------------------------------------------------------------------------------------
 
+    COLUMNS = MIRROR_COLUMNS
+
     def __call__(self, changes: Any, batch_id: int) -> None:
         """``foreachBatch`` entry point: a Spark DataFrame is written by Spark tasks, a table per task, when
-        ``on_executors`` (:mod:`canal.spark.mirror_tasks`); anything else by :meth:`apply`."""
+        ``on_executors`` (:func:`canal.spark.mirror_tasks.apply_on_executors`); anything else by :meth:`apply`."""
         if self.on_executors and hasattr(changes, "sparkSession"):
             from canal.spark.mirror_tasks import apply_on_executors
 
             apply_on_executors(self, changes, batch_id)
         else:
             self.apply(changes, batch_id)
+
+    def new_result(self, batch_id: int) -> ApplyResult:
+        return ApplyResult(batch_id)
+
+    def table_stats(self, name: str) -> TableStats:
+        """The running statistics of one table (``schema.table``)."""
+        return self.stats.setdefault(name, TableStats())
 
     def settings(self) -> dict[str, Any]:
         """The constructor arguments of this mirror (what a Spark task builds its own from)."""
@@ -612,14 +641,25 @@ class DeltaMirror:
                 self._rename_pair(step)
                 result.tables.setdefault(step.old, "applied")
             else:
-                for name, plan in step.items():
+                merge_began = time.perf_counter()
+
+                def one(name: str, plan: _TablePlan, number: int = number, journaled: bool = journaled) -> bool:
                     stats = self.stats.setdefault(name, TableStats())
                     stats.changes += plan.rows
-                    merge_began = time.perf_counter()
-                    applied = self._apply_table(
+                    return self._apply_table(
                         plan, batch_id, stats, check_version=not journaled, record=last_step[name] == number
                     )
-                    result.merge_s += time.perf_counter() - merge_began
+
+                if len(step) > 1 and not any(plan.ddl or plan.truncate for plan in step.values()):
+                    # tables of a step without DDL are independent: each its own Delta commits, in parallel (the
+                    # fixed cost of a commit is most of a small table's part of a batch)
+                    if self._table_pool is None:
+                        self._table_pool = ThreadPoolExecutor(TABLE_WORKERS, thread_name_prefix="pycanal-mirror")
+                    outcomes = dict(zip(step, self._table_pool.map(one, step, step.values()), strict=True))
+                else:
+                    outcomes = {name: one(name, plan) for name, plan in step.items()}
+                result.merge_s += time.perf_counter() - merge_began
+                for name, applied in outcomes.items():
                     if applied or name not in result.tables:
                         result.tables[name] = "applied" if applied else "skipped"
                     if applied:
@@ -931,6 +971,16 @@ class DeltaMirror:
     def _forget(self, *paths: str) -> None:
         for path in paths:
             self._handles.pop(path, None)
+            self._handles.pop(str(changelog.log_path(path)), None)
+            self._log_keys.pop(path, None)
+
+    def _appends(self, path: str) -> threading.Lock:
+        """The lock this process's appends to the table's change log and its folds' trims hold."""
+        with self._fold_lock:
+            lock = self._append_locks.get(path)
+            if lock is None:
+                lock = self._append_locks[path] = threading.Lock()
+            return lock
 
     def _apply_table(
         self, plan: _TablePlan, batch_id: int, stats: TableStats, *, check_version: bool = True, record: bool = True
@@ -1047,7 +1097,9 @@ class DeltaMirror:
         import pyarrow as pa
 
         log = changelog.log_path(path)
-        recorded = changelog.read_keys(log)
+        recorded = self._log_keys.get(path)
+        if recorded is None:
+            recorded = changelog.read_keys(log)
         if recorded != key_names:
             if recorded is not None:
                 # rows keyed one way cannot be folded with rows keyed another: fold, then key the log anew
@@ -1055,12 +1107,17 @@ class DeltaMirror:
                 if changelog.is_log(log):
                     changelog.clear(log, self._handle(path).schema().to_arrow())
             changelog.write_keys(log, key_names)
+        self._log_keys[path] = key_names
         seq = plan.seq if plan.seq is not None else pa.array([], pa.int64())
         if seq.null_count:
             raise MirrorError(f"{plan.schema}.{plan.table}: change rows without a seq cannot be mirrored merge-on-read")
         rows = source.append_column(changelog.BATCH, pa.array([batch_id] * source.num_rows, pa.int64()))
         rows = rows.append_column(changelog.SEQ, seq.cast(pa.int64()))
-        changelog.append(log, rows, commit)
+        handle = self._handles.get(str(log))
+        if handle is None and changelog.is_log(log):
+            handle = self._handles[str(log)] = changelog.open_table(log)
+        with self._appends(path):
+            changelog.append(log, rows, commit, handle)
         self._appended(path, rows.num_rows)
         self._written.add(path)
 

@@ -34,26 +34,25 @@ _WORKER_MIRRORS: dict[tuple[tuple[str, Any], ...], DeltaMirror] = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def worker_mirror(settings: dict[str, Any]) -> DeltaMirror:
-    """The mirror a task writes with: one per settings in a Python worker, kept between tasks so its open Delta
-    tables are reused; it starts no fold of its own and never writes on executors itself."""
-    from canal.spark.mirror import DeltaMirror
-
+def worker_mirror(kind: type[DeltaMirror], settings: dict[str, Any]) -> DeltaMirror:
+    """The mirror a task writes with (``kind``: the driver's mirror class, so this module need not import it): one
+    per settings in a Python worker, kept between tasks so its open Delta tables are reused; it starts no fold of its
+    own and never writes on executors itself."""
     key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items()))
     with _WORKER_LOCK:
         mirror = _WORKER_MIRRORS.get(key)
         if mirror is None:
             options = {**settings, "background_folds": False, "on_executors": False}
             root = options.pop("root")
-            mirror = _WORKER_MIRRORS[key] = DeltaMirror(root, **options)
+            mirror = _WORKER_MIRRORS[key] = kind(root, **options)
         return mirror
 
 
-def write_group(settings: dict[str, Any], batch_id: int, rows: Any) -> Any:
+def write_group(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, rows: Any) -> Any:
     """One table's change rows of a batch (a pyarrow Table), applied by a task: one result row per table."""
     import pyarrow as pa
 
-    mirror = worker_mirror(settings)
+    mirror = worker_mirror(kind, settings)
     result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
     due = set(result.folds)
     names = sorted(result.tables)
@@ -67,13 +66,13 @@ def write_group(settings: dict[str, Any], batch_id: int, rows: Any) -> Any:
     )
 
 
-def fold_in_task(settings: dict[str, Any], name: str) -> None:
+def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -> None:
     """A Spark task's fold of one table (``schema.table``)."""
     from canal.spark.changelog import FoldRaceError
 
     schema, table = name.split(".", 1)
     with contextlib.suppress(FoldRaceError):  # a speculative twin of this task folded the table: nothing left to do
-        worker_mirror(settings).fold(schema, table)
+        worker_mirror(kind, settings).fold(schema, table)
 
 
 def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResult:
@@ -81,11 +80,10 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from canal.spark.mirror import MIRROR_COLUMNS, ApplyResult, TableStats
-
     began = time.perf_counter()
+    kind = type(mirror)
     # two Spark jobs read the batch (is there DDL? write it): cached, so the source is read once
-    changes = df.select(*MIRROR_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    changes = df.select(*mirror.COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         if changes.where(F.col("is_ddl")).limit(1).count():
             mirror.wait_for_folds()
@@ -93,17 +91,17 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         settings = mirror.settings()
 
         def write(rows: Any) -> Any:
-            return write_group(settings, batch_id, rows)
+            return write_group(kind, settings, batch_id, rows)
 
         outcome = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
     finally:
         changes.unpersist()
-    result = ApplyResult(batch_id)
+    result = mirror.new_result(batch_id)
     due: list[str] = []
     for row in outcome:
         result.tables[row["table"]] = row["status"]
         result.rows += row["rows"]
-        stats = mirror.stats.setdefault(row["table"], TableStats())
+        stats = mirror.table_stats(row["table"])
         if row["status"] == "applied":
             stats.applied += 1
         else:
@@ -121,6 +119,7 @@ def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
     """Fold ``names`` (``schema.table``) in one Spark job, a table per task, from a background thread of the driver;
     tables whose fold is under way are left for a later batch. The tables started."""
     settings = mirror.settings()
+    kind = type(mirror)
     paths = {name: str(mirror.root / name) for name in names}
     started = mirror.claim_folds(list(paths.values()))
     if not started:
@@ -129,7 +128,7 @@ def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
 
     def run() -> None:
         def fold(name: str) -> None:
-            fold_in_task(settings, name)
+            fold_in_task(kind, settings, name)
 
         spark.sparkContext.parallelize(chosen, len(chosen)).foreach(fold)
 

@@ -97,10 +97,10 @@ def _arm(kill_at: str, delay_ms: float) -> None:
     if kill_at == "append":
         real_append = changelog.append
 
-        def append(log: Any, rows: Any, commit: Any) -> None:
+        def append(log: Any, rows: Any, commit: Any, table: Any = None) -> None:
             if once():
                 _kill_after(delay_ms)
-            real_append(log, rows, commit)
+            real_append(log, rows, commit, table)
 
         changelog.append = append  # type: ignore[assignment]
     elif kill_at == "fold":
