@@ -2,7 +2,7 @@
 # Installs what pycanal needs to run its tests and demo; idempotent and quick when nothing changed.
 #  - system packages mariadb-server, zookeeper, default-jre-headless (only those missing; their services are
 #    not started: pycanal runs its own private servers)
-#  - .venv (Python >= 3.11) with pycanal installed editable with the dev, spark, pipelines and query extras, reinstalled
+#  - .venv (Python >= 3.11) with pycanal installed editable with the dev, spark, pipelines, query and docs extras, reinstalled
 #    only when pyproject.toml changed since the last install
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -69,8 +69,8 @@ fi
 stamp=.venv/.pycanal-install-stamp
 want=$(sha256sum < pyproject.toml | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-    log "installing pycanal (editable, extras dev, spark, pipelines and query) into .venv (log: .venv/pip-install.log)"
-    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[dev,spark,pipelines,query]'; } \
+    log "installing pycanal (editable, extras dev, spark, pipelines, query and docs) into .venv (log: .venv/pip-install.log)"
+    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[dev,spark,pipelines,query,docs]'; } \
         > .venv/pip-install.log 2>&1; then
         tail -n 40 .venv/pip-install.log >&2
         log "pip install failed; full log in .venv/pip-install.log"

@@ -100,55 +100,71 @@ class InstanceConfig:
     destination: str = attrs.field(
         validator=_validate_destination, metadata=canal_key("canal.instance.destination", "str", custom=True)
     )
+    """The destination's name (a ZooKeeper node and a directory name)."""
     master: MasterConfig = attrs.field(
         validator=_check(lambda v: isinstance(v, MasterConfig), "must be a MasterConfig")
     )
+    """The server to capture from."""
     standby: MasterConfig | None = attrs.field(
         default=None, validator=_check(lambda v: v is None or isinstance(v, MasterConfig), "must be a MasterConfig")
     )
+    """The standby server a detecting switch or a failover moves to (keys `canal.instance.standby.*`)."""
     slave_id: int | None = attrs.field(
         default=None,
         validator=_check(lambda v: v is None or (_is_int(v) and 0 < v < 2**32), "must be None or in 1..4294967295"),
         metadata=canal_key("canal.instance.mysql.slaveId", "slave_id"),
     )
+    """Server id the replica connection uses (None: the parser picks one)."""
     charset: str = attrs.field(
         default="utf8mb4",
         converter=_to_charset,
         validator=_check(lambda v: v in _MYSQL_CHARSETS, "must be a MySQL character set name, e.g. utf8mb4"),
         metadata=canal_key("canal.instance.connectionCharset", "str"),
     )
+    """Connection character set (MySQL names; Java names such as UTF-8 are converted)."""
     gtid_mode: bool = attrs.field(default=False, validator=_bool, metadata=canal_key("canal.instance.gtidon", "bool"))
+    """Start and keep positions by GTID set."""
     filter_regex: str = attrs.field(
         default=DEFAULT_FILTER_REGEX, validator=_str, metadata=canal_key("canal.instance.filter.regex", "str")
     )
+    """Tables to capture: canal's table filter syntax, comma-separated regexes of `schema.table`."""
     black_regex: str = attrs.field(
         default="", validator=_str, metadata=canal_key("canal.instance.filter.black.regex", "str")
     )
+    """Tables to leave out, same syntax."""
     field_filter: str = attrs.field(
         default="", validator=_str, metadata=canal_key("canal.instance.filter.field", "str")
     )
+    """Columns to keep per table, canal's field filter syntax (`db.table:col1/col2`)."""
     black_field_filter: str = attrs.field(
         default="", validator=_str, metadata=canal_key("canal.instance.filter.black.field", "str")
     )
+    """Columns to drop per table, same syntax."""
     filter_flags: FilterFlags = attrs.field(
         factory=FilterFlags, validator=_check(lambda v: isinstance(v, FilterFlags), "must be a FilterFlags")
     )
+    """canal's event filter switches (FilterFlags)."""
     store: StoreConfig = attrs.field(
         factory=StoreConfig, validator=_check(lambda v: isinstance(v, StoreConfig), "must be a StoreConfig")
     )
+    """The ring-buffer store (StoreConfig)."""
     meta_mode: MetaMode = attrs.field(default=MetaMode.MEMORY, converter=_to_meta_mode)
+    """Where cursors, subscriptions and batch marks live: memory, file (needs `meta_dir`), zookeeper or period-mixed
+    (need `zk_hosts`)."""
     meta_dir: str | None = attrs.field(
         default=None,
         converter=_to_path_str,
         validator=_validate_meta_dir,
         metadata=canal_key(_key(ServerConfig, "file_data_dir"), "str", custom=True),
     )
+    """Directory of file meta: `{meta_dir}/{destination}/meta.dat`."""
     zk_hosts: str | None = attrs.field(
         default=None,
         converter=_opt_strip,
         validator=_validate_zk,
         metadata=canal_key(_key(ServerConfig, "zk_hosts"), "str", custom=True),
     )
+    """ZooKeeper hosts for zookeeper / period-mixed meta."""
     # ZooKeeper authentication ("digest", "user:password"): the session authenticates and pycanal's nodes get an ACL
     # (canal.meta.zkclient); key pycanal.zookeeper.auth = digest:user:password. Never shown.
     zk_auth: ZkAuth | None = attrs.field(
@@ -157,29 +173,38 @@ class InstanceConfig:
         repr=_mask_repr,
         metadata=canal_key(ZK_AUTH_KEY, "str", custom=True, secret=True),
     )
+    """ZooKeeper authentication (`digest:user:password` in the key); never shown."""
     flush_period_s: float = attrs.field(default=1.0, validator=_non_negative_number)
+    """How often file and period-mixed meta persist, in seconds; 0 writes through (an ack returns once its cursor is
+    persisted)."""
     detecting: DetectingConfig = attrs.field(
         factory=DetectingConfig,
         validator=_check(lambda v: isinstance(v, DetectingConfig), "must be a DetectingConfig"),
     )
+    """Heartbeat detection (DetectingConfig)."""
     fallback_interval_s: float = attrs.field(
         default=60,
         validator=_non_negative_number,
         metadata=canal_key("canal.instance.fallbackIntervalInSeconds", "float"),
     )
+    """After a switch to another server, start by time this many seconds before the last handed-off time."""
     transaction_size: int = attrs.field(
         default=1024, validator=_positive_int, metadata=canal_key("canal.instance.transaction.size", "int")
     )
+    """Entries after which a large transaction is handed to the store in parts."""
     retry: RetryConfig = attrs.field(
         factory=RetryConfig, validator=_check(lambda v: isinstance(v, RetryConfig), "must be a RetryConfig")
     )
+    """Reconnect, purged-binlog and idle policy (RetryConfig)."""
     schema_history: SchemaHistoryConfig = attrs.field(
         factory=SchemaHistoryConfig,
         validator=_check(lambda v: isinstance(v, SchemaHistoryConfig), "must be a SchemaHistoryConfig"),
     )
+    """The schema history (SchemaHistoryConfig)."""
     snapshot: SnapshotConfig = attrs.field(
         factory=SnapshotConfig, validator=_check(lambda v: isinstance(v, SnapshotConfig), "must be a SnapshotConfig")
     )
+    """Snapshots of tables that already hold rows (SnapshotConfig)."""
 
     _table_filters: TableFilters = attrs.field(init=False, repr=False, eq=False)
     _field_filters: FieldFilter = attrs.field(init=False, repr=False, eq=False)

@@ -89,9 +89,11 @@ class ServerConfig:
         validator=_validate_destinations,
         metadata=canal_key("canal.destinations", "list"),
     )
+    """The destinations to serve (comma-separated in the key)."""
     zk_hosts: str | None = attrs.field(
         default=None, converter=_opt_strip, validator=_validate_zk, metadata=canal_key("canal.zkServers", "str")
     )
+    """ZooKeeper `host:port[,host:port...][/chroot]` for HA and ZooKeeper meta."""
     # ZooKeeper authentication ("digest", "user:password"): the session authenticates and pycanal's nodes get an ACL
     # (canal.meta.zkclient); key pycanal.zookeeper.auth = digest:user:password. Never shown.
     zk_auth: ZkAuth | None = attrs.field(
@@ -100,44 +102,62 @@ class ServerConfig:
         repr=_mask_repr,
         metadata=canal_key(ZK_AUTH_KEY, "str", secret=True),
     )
+    """ZooKeeper authentication (`digest:user:password` in the key): the session authenticates and pycanal's nodes get
+    an ACL; never shown."""
     zk_flush_period_s: float = attrs.field(
         default=1.0, validator=_positive_number, metadata=canal_key("canal.zookeeper.flush.period", "ms")
     )
+    """How often period-mixed meta is written to ZooKeeper, in seconds (the key is in ms)."""
     file_data_dir: str | None = attrs.field(
         default=None,
         converter=_to_path_str,
         validator=_validate_meta_dir,
         metadata=canal_key("canal.file.data.dir", "str"),
     )
+    """Directory of file meta (`{dir}/{destination}/meta.dat`)."""
     file_flush_period_s: float = attrs.field(
         default=1.0, validator=_positive_number, metadata=canal_key("canal.file.flush.period", "ms")
     )
+    """How often file meta is flushed, in seconds (the key is in ms)."""
     meta_mode: MetaMode = attrs.field(default=MetaMode.MEMORY, converter=_to_meta_mode)
+    """Default meta mode: memory, file, zookeeper or period-mixed (canal's `canal.instance.global.spring.xml`, or
+    `pycanal.meta.mode`)."""
     destination_meta_modes: Mapping[str, MetaMode] = attrs.field(factory=dict, converter=_frozen_mapping)
+    """Per-destination meta modes (`canal.instance.{dest}.spring.xml`)."""
     conf_dir: str | None = attrs.field(
         default=None, converter=_to_path_str, validator=_validate_meta_dir, metadata=canal_key("canal.conf.dir", "str")
     )
+    """The canal conf directory holding `{destination}/instance.properties`."""
     auto_scan: bool = attrs.field(default=True, validator=_bool, metadata=canal_key("canal.auto.scan", "bool"))
+    """Watch the conf directory for added, changed and removed destinations."""
     auto_scan_interval_s: float = attrs.field(
         default=5, validator=_positive_number, metadata=canal_key("canal.auto.scan.interval", "float")
     )
+    """Seconds between scans of the conf directory."""
     auto_reset_latest_pos: bool = attrs.field(
         default=False, validator=_bool, metadata=canal_key(_key(RetryConfig, "reset_on_purge"), "bool")
     )
+    """Default of RetryConfig.reset_on_purge for every destination."""
     canal_id: int | None = attrs.field(
         default=None, validator=_opt_non_negative_int, metadata=canal_key("canal.id", "int")
     )
+    """This server's id (canal's `canal.id`)."""
     ip: str = attrs.field(default="", converter=_strip_str, validator=_str, metadata=canal_key("canal.ip", "str"))
+    """Address this process registers under in ZooKeeper (empty: the local address)."""
     register_ip: str = attrs.field(
         default="", converter=_strip_str, validator=_str, metadata=canal_key("canal.register.ip", "str")
     )
+    """Address registered instead of `ip`, when set."""
     port: int = attrs.field(
         default=11111,
         validator=_check(lambda v: _is_int(v) and 0 < v < 65536, "must be a port in 1..65535"),
         metadata=canal_key("canal.port", "int"),
     )
+    """Port registered in ZooKeeper with the address."""
     base_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
+    """Directory relative paths of the properties resolve against (canal's working directory)."""
     properties: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping, repr=False, eq=False)
+    """Every raw key of canal.properties (hidden from repr), the defaults of instance loading."""
 
     def meta_mode_for(self, destination: str) -> MetaMode:
         """The meta mode of ``destination``: its own spring xml if set, else the global one."""

@@ -224,18 +224,25 @@ class SslConfig:
     """
 
     mode: SslMode = attrs.field(default=None, converter=_to_ssl_mode)
+    """DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY (MySQL client semantics); default VERIFY_CA with a
+    `ca`, else PREFERRED."""
     ca: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    """PEM file of the CA certificates to trust (None: the system's trust store)."""
     cert: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    """PEM file with the client certificate (and its chain), for servers that require one."""
     key: str | None = attrs.field(default=None, converter=_opt_path_str, validator=_opt_path)
+    """PEM file with the client's private key (None: it is in `cert`'s file)."""
     key_password: str | None = attrs.field(
         default=None,
         repr=lambda v: "None" if v is None else repr(_MASK),
         validator=_check(lambda v: v is None or isinstance(v, str), "must be None or a string"),
         metadata={"secret": True},
     )
+    """Password of an encrypted private key; never shown."""
     tls_versions: tuple[str, ...] = attrs.field(
         default=(), converter=_to_tls_versions, validator=_validate_tls_versions
     )
+    """TLS versions offered, e.g. `("TLSv1.3",)` (empty: TLSv1.2 and TLSv1.3)."""
 
     def __attrs_post_init__(self) -> None:
         if cast("SslMode | None", self.mode) is None:  # not given: the MySQL client's default for these files
@@ -292,36 +299,45 @@ class MasterConfig:
     address: str = attrs.field(
         converter=_strip_str, validator=_validate_address, metadata=canal_key("canal.instance.{prefix}.address", "str")
     )
+    """The server: `host:port`, `file://DIR` (a directory of binlog files) or `fake://NAME` (an in-memory FakeMysql)."""
     username: str = attrs.field(default="canal", validator=_str, metadata=canal_key("canal.instance.dbUsername", "str"))
+    """The capture user (needs SELECT, REPLICATION SLAVE, REPLICATION CLIENT; MariaDB also BINLOG MONITOR)."""
     password: str = attrs.field(
         default="canal",
         repr=_mask_repr,
         validator=_str,
         metadata=canal_key("canal.instance.dbPassword", "str", secret=True),
     )
+    """The capture user's password; never shown in reprs, logs or errors."""
     journal_name: str | None = attrs.field(
         default=None,
         converter=_opt_strip,
         validator=_opt_str,
         metadata=canal_key("canal.instance.{prefix}.journal.name", "opt_str"),
     )
+    """Start position: the binlog file, e.g. `mysql-bin.000003` (None: no configured start)."""
     position: int | None = attrs.field(
         default=None, validator=_opt_non_negative_int, metadata=canal_key("canal.instance.{prefix}.position", "opt_int")
     )
+    """Start position: the offset in `journal_name` (needs `journal_name`)."""
     timestamp: int | None = attrs.field(
         default=None, validator=_validate_timestamp, metadata=canal_key("canal.instance.{prefix}.timestamp", "opt_int")
     )
+    """Start position: milliseconds since the epoch (canal's unit); the first transaction at or after it."""
     gtid: str | None = attrs.field(
         default=None,
         converter=_opt_strip,
         validator=_opt_str,
         metadata=canal_key("canal.instance.{prefix}.gtid", "opt_str"),
     )
+    """Start position: a GTID set, used when the instance runs in GTID mode (`gtid_mode`)."""
     ssl: SslConfig = attrs.field(
         factory=SslConfig,
         converter=_to_ssl_config,
         validator=_check(lambda v: isinstance(v, SslConfig), "must be an SslConfig or an SslMode name"),
     )
+    """How every connection to this server uses TLS: an SslConfig or a mode name; default PREFERRED. Keys: see
+    [TLS](#tls-keys)."""
 
     def __attrs_post_init__(self) -> None:
         if self.journal_name is not None and re.search(r"[\s/\\]", self.journal_name):
@@ -376,17 +392,22 @@ class StoreConfig:
         validator=_check(lambda v: _is_int(v) and v > 0 and v & (v - 1) == 0, "must be a power of two, e.g. 16384"),
         metadata=canal_key("canal.instance.memory.buffer.size", "int"),
     )
+    """Capacity of the ring buffer in entries (a power of two)."""
     memory_unit: int = attrs.field(
         default=1024, validator=_positive_int, metadata=canal_key("canal.instance.memory.buffer.memunit", "int")
     )
+    """Bytes per unit in MEMSIZE mode: a batch is up to `batch_size * memory_unit` bytes, the store holds at most
+    `buffer_size * memory_unit` bytes."""
     batch_mode: BatchMode = attrs.field(
         default=BatchMode.MEMSIZE,
         converter=_to_batch_mode,
         metadata=canal_key("canal.instance.memory.batch.mode", "enum"),
     )
+    """How batches and the store are counted: `MEMSIZE` (bytes) or `ITEMSIZE` (entries)."""
     ddl_isolation: bool = attrs.field(
         default=False, validator=_bool, metadata=canal_key("canal.instance.get.ddl.isolation", "bool")
     )
+    """Hand out each DDL in a batch of its own."""
 
     @property
     def max_bytes(self) -> int:
@@ -406,21 +427,26 @@ class DetectingConfig:
     enable: bool = attrs.field(
         default=False, validator=_bool, metadata=canal_key("canal.instance.detecting.enable", "bool")
     )
+    """Run the heartbeat `sql` on the master."""
     sql: str = attrs.field(
         default="SELECT 1",
         converter=_strip_str,
         validator=_check(lambda v: isinstance(v, str) and v != "", "must be a non-empty SQL statement"),
         metadata=canal_key("canal.instance.detecting.sql", "str"),
     )
+    """The heartbeat statement."""
     interval_s: float = attrs.field(
         default=3, validator=_positive_number, metadata=canal_key("canal.instance.detecting.interval.time", "float")
     )
+    """Seconds between heartbeats."""
     retry_threshold: int = attrs.field(
         default=3, validator=_positive_int, metadata=canal_key("canal.instance.detecting.retry.threshold", "int")
     )
+    """Consecutive failed heartbeats before the master counts as down."""
     ha_switch: bool = attrs.field(
         default=False, validator=_bool, metadata=canal_key("canal.instance.detecting.heartbeatHaEnable", "bool")
     )
+    """Switch to the standby master when the master is down."""
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)
@@ -442,14 +468,23 @@ class FilterFlags:
     """
 
     query_dml: bool = _filter_flag("query.dml")
+    """Drop statement (QUERY) events of DML."""
     query_ddl: bool = _filter_flag("query.ddl")
+    """Drop DDL statement events."""
     query_dcl: bool = _filter_flag("query.dcl")
+    """Drop DCL statement events (GRANT, ...)."""
     rows: bool = _filter_flag("rows")
+    """Drop row data."""
     table_error: bool = _filter_flag("table.error")
+    """Skip tables whose metadata cannot be read instead of failing."""
     transaction_entry: bool = _filter_flag("transaction.entry")
+    """Drop TRANSACTIONBEGIN / TRANSACTIONEND entries."""
     dml_insert: bool = _filter_flag("dml.insert")
+    """Drop INSERT row changes."""
     dml_update: bool = _filter_flag("dml.update")
+    """Drop UPDATE row changes."""
     dml_delete: bool = _filter_flag("dml.delete")
+    """Drop DELETE row changes."""
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)
@@ -477,39 +512,50 @@ class RetryConfig:
     initial_backoff_s: float = attrs.field(
         default=0.1, validator=_positive_number, metadata=canal_key("pycanal.retry.backoff.initial", "float")
     )
+    """Wait before the first reconnect, in seconds."""
     max_backoff_s: float = attrs.field(
         default=5.0, validator=_positive_number, metadata=canal_key("pycanal.retry.backoff.max", "float")
     )
+    """Longest wait between reconnects, in seconds."""
     multiplier: float = attrs.field(
         default=2.0,
         validator=_check(lambda v: _is_number(v) and v >= 1, "must be a number >= 1"),
         metadata=canal_key("pycanal.retry.backoff.multiplier", "float"),
     )
+    """Growth of the wait per failed attempt."""
     jitter: float = attrs.field(
         default=0.2,
         validator=_check(lambda v: _is_number(v) and 0 <= v <= 1, "must be a fraction in 0..1"),
         metadata=canal_key("pycanal.retry.jitter", "float"),
     )
+    """Spread of each wait, a fraction (+-)."""
     max_attempts: int | None = attrs.field(
         default=None,
         validator=_check(lambda v: v is None or (_is_int(v) and v > 0), "must be None or >= 1"),
         metadata=canal_key("pycanal.retry.max.attempts", "opt_int"),
     )
+    """Consecutive failed attempts before the parser stops with the last error (None: retry forever)."""
     purge_threshold: int = attrs.field(
         default=3, validator=_positive_int, metadata=canal_key("pycanal.retry.purge.threshold", "int")
     )
+    """Consecutive errno 1236 errors at one position before the binlog counts as purged."""
     reset_on_purge: bool = attrs.field(
         default=False, validator=_bool, metadata=canal_key("canal.auto.reset.latest.pos.mode", "bool")
     )
+    """On a purged binlog, restart from the server's current position (losing the changes between) instead of stopping
+    with BinlogPurgedError."""
     connect_timeout_s: float = attrs.field(
         default=10.0, validator=_positive_number, metadata=canal_key("pycanal.retry.connect.timeout", "float")
     )
+    """Bound of one connection attempt, in seconds."""
     read_timeout_s: float = attrs.field(
         default=30.0, validator=_positive_number, metadata=canal_key("canal.instance.network.soTimeout", "float")
     )
+    """The dump connection counts as dead when nothing (not even a heartbeat) arrived for this long, in seconds."""
     heartbeat_period_s: float = attrs.field(
         default=15.0, validator=_non_negative_number, metadata=canal_key("pycanal.retry.heartbeat.period", "float")
     )
+    """Master heartbeat period asked of the server, in seconds (0: off); below `read_timeout_s`."""
 
     def __attrs_post_init__(self) -> None:
         if self.max_backoff_s < self.initial_backoff_s:
@@ -550,15 +596,20 @@ class SchemaHistoryConfig:
     """
 
     enable: bool = attrs.field(default=True, validator=_bool, metadata=canal_key("canal.instance.tsdb.enable", "bool"))
+    """Keep the schema history (every table's layout at any binlog position); off, unnamed table maps take names from
+    information_schema now."""
     snapshot_interval_h: float = attrs.field(
         default=24, validator=_positive_number, metadata=canal_key("canal.instance.tsdb.snapshot.interval", "float")
     )
+    """Snapshot all layouts when the newest snapshot is this many hours old (binlog event time)."""
     snapshot_expire_h: float = attrs.field(
         default=360, validator=_positive_number, metadata=canal_key("canal.instance.tsdb.snapshot.expire", "float")
     )
+    """Drop snapshots and DDLs older than this many hours; a restart at an older cursor cannot be served exactly."""
     snapshot_ddls: int = attrs.field(
         default=1000, validator=_positive_int, metadata=canal_key("pycanal.schema.snapshot.ddls", "int")
     )
+    """Snapshot all layouts every this many DDLs."""
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)
@@ -651,26 +702,36 @@ class SnapshotConfig:
     mode: SnapshotMode = attrs.field(
         default=SnapshotMode.NEVER, converter=_to_snapshot_mode, metadata=canal_key("pycanal.snapshot.mode", "enum")
     )
+    """When tables that already hold rows are snapshotted into the stream: `never`, `initial`, `initial_only`,
+    `when_needed`."""
     tables: tuple[str, ...] | None = attrs.field(
         default=None, converter=_to_snapshot_tables, metadata=canal_key("pycanal.snapshot.tables", "opt_list")
     )
+    """`db.table` names to snapshot (None: every table the instance filter captures)."""
     chunk_rows: int = attrs.field(
         default=10_000, validator=_positive_int, metadata=canal_key("pycanal.snapshot.chunk.rows", "int")
     )
+    """Most rows read per chunk."""
     max_rows_per_s: float | None = attrs.field(
         default=None, validator=_optional_positive, metadata=canal_key("pycanal.snapshot.max.rows.per.s", "opt_float")
     )
+    """Ceiling on the read rate, to protect the source (None: none)."""
     chunk_bytes: int = attrs.field(
         default=8 << 20, validator=_positive_int, metadata=canal_key("pycanal.snapshot.chunk.bytes", "int")
     )
+    """Most bytes of values per chunk (chunks of wide rows hold fewer rows)."""
     keyless: KeylessTables = attrs.field(
         default=KeylessTables.READ_WHOLE, converter=_to_keyless, metadata=canal_key("pycanal.snapshot.keyless", "enum")
     )
+    """Tables without a primary or NOT NULL unique key: `read_whole` (one transaction, streamed in pieces) or
+    `refuse`."""
     watermark_table: str | None = attrs.field(
         default=None,
         converter=_to_watermark_table,
         metadata=canal_key("pycanal.snapshot.watermark.table", "opt_str"),
     )
+    """`db.table` for DBLog's watermarks, for servers without MariaDB's consistent snapshot position (MySQL); None: no
+    writes."""
 
     @property
     def watermark(self) -> tuple[str, str] | None:

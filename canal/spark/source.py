@@ -10,14 +10,9 @@ changes = (spark.readStream.format("canal")
 changes.writeStream.foreachBatch(DeltaMirror(root)).option("checkpointLocation", checkpoint).start()
 ```
 
-Options (strings, as Spark passes them): ``properties`` (path to an ``instance.properties``) and/or the short keys
-``destination``, ``master.address``, ``master.user``, ``master.password``, ``master.journal.name``, ``master.position``,
-``master.gtid``, ``filter.regex``, ``filter.black.regex``, ``meta.dir`` (file meta mode); any ``canal.*`` /
-``pycanal.*`` key is passed through as a properties key. Reader settings: ``spool.dir`` (required unless ``meta.dir`` is
-set; put it next to the checkpoint), ``batch.size`` (entries per instance get, default 4096), ``max.entries`` (entries
-per micro-batch, a snapshot entry counting its rows; default 50000), ``read.timeout`` (seconds a read waits when nothing
-is there yet, default 0.5), ``prefetch`` (default true: prepare the next batch while Spark runs this one, and read a
-micro-batch's snapshot ranges while Spark starts their tasks). ``maxRowsPerTrigger`` (change rows) and
+Options (strings, as Spark passes them) are declared, with their defaults, in :mod:`canal.spark.options`:
+``properties`` (path to an ``instance.properties``) and/or short names of its keys (``master.address``, ...); any
+``canal.*`` / ``pycanal.*`` key is passed through as a properties key. ``maxRowsPerTrigger`` (change rows) and
 ``maxBytesPerTrigger`` (binlog bytes) cap a micro-batch, as for Spark's Kafka source; a micro-batch holds whole binlog
 events, at least one. The source applies them itself: PySpark passes read limits only to a ``DataSourceStreamReader``,
 whose rows would travel to executors inside the input partitions -- measured 7-13% slower end to end than this reader,
@@ -96,23 +91,10 @@ from canal.spark.chunks import (
     read_ahead,
     read_chunk,
 )
+from canal.spark.options import CONNECTION_OPTIONS, READER_DEFAULTS, READER_OPTIONS
 from canal.spark.spool import Spool
 
-_SHORT_KEYS = {
-    "destination": "canal.instance.destination",
-    "master.address": "canal.instance.master.address",
-    "master.user": "canal.instance.dbUsername",
-    "master.username": "canal.instance.dbUsername",
-    "master.password": "canal.instance.dbPassword",
-    "master.journal.name": "canal.instance.master.journal.name",
-    "master.position": "canal.instance.master.position",
-    "master.timestamp": "canal.instance.master.timestamp",
-    "master.gtid": "canal.instance.master.gtid",
-    "filter.regex": "canal.instance.filter.regex",
-    "filter.black.regex": "canal.instance.filter.black.regex",
-    "meta.dir": "canal.file.data.dir",
-    "slave.id": "canal.instance.mysql.slaveId",
-}
+_SHORT_KEYS = {o.name: o.canal_key for o in CONNECTION_OPTIONS if o.canal_key is not None}
 # Spark lower-cases option names; canal's camelCase keys are restored from this table
 _CAMEL_KEYS = {
     k.lower(): k
@@ -134,22 +116,7 @@ _CAMEL_KEYS = {
         "canal.zkServers",
     )
 }
-_SHORT_KEYS.update({"zk.servers": "canal.zkServers", "meta.mode": "pycanal.meta.mode"})
-_READER_KEYS = frozenset(
-    {
-        "properties",
-        "spool.dir",
-        "batch.size",
-        "max.entries",
-        "read.timeout",
-        "prefetch",
-        "path",
-        "maxrowspertrigger",
-        "maxbytespertrigger",
-        "snapshot.partitions",
-        "snapshot.partition.rows",
-    }
-)
+_READER_KEYS = frozenset(o.name.lower() for o in READER_OPTIONS)
 _PARTITION_FIELDS = ("chunks", "planned", "spooled")  # offset fields of the executor snapshot (not the binlog's)
 _PARTITION_BYTES = 32 << 20  # binlog rows travel to executors inside partitions of at most this much Arrow IPC
 
@@ -371,10 +338,10 @@ class CanalStreamReader:
                 raise SparkSourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
             spool_dir = str(Path(meta_dir) / "spark-spool")
         self.spool = Spool(spool_dir)
-        self.batch_size = _reader_option(lower, "batch.size", "4096", int)
-        self.max_entries = _reader_option(lower, "max.entries", "50000", int)
-        self.read_timeout = _reader_option(lower, "read.timeout", "0.5", float)
-        self.prefetch = _reader_option(lower, "prefetch", "true", parse_bool)
+        self.batch_size = _reader_option(lower, "batch.size", READER_DEFAULTS["batch.size"], int)
+        self.max_entries = _reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
+        self.read_timeout = _reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
+        self.prefetch = _reader_option(lower, "prefetch", READER_DEFAULTS["prefetch"], parse_bool)
         self.limit = ReadCap(
             _cap_option(lower, "maxRowsPerTrigger"),
             _cap_option(lower, "maxBytesPerTrigger"),
@@ -384,7 +351,8 @@ class CanalStreamReader:
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None
-        self.partition_rows = _reader_option(lower, "snapshot.partition.rows", "100000", int)
+        rows_default = READER_DEFAULTS["snapshot.partition.rows"]
+        self.partition_rows = _reader_option(lower, "snapshot.partition.rows", rows_default, int)
         if partitioned_options(self.options):
             self.partitions_per_batch = _reader_option(lower, "snapshot.partitions", "", int)
             if self.partitions_per_batch > MAX_PARTITIONS:

@@ -1,0 +1,79 @@
+"""The options of the ``canal`` Spark source, declared once: :mod:`canal.spark.source` reads their names and defaults
+from here, and the documentation's reference of the source options is generated from here.
+
+Options are strings, as Spark passes them (Spark lower-cases their names; the source matches them without case).
+Besides the options below, any ``canal.*`` / ``pycanal.*`` key of ``instance.properties`` is passed through as that
+key (e.g. ``pycanal.snapshot.mode``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+__all__ = ["CONNECTION_OPTIONS", "READER_DEFAULTS", "READER_OPTIONS", "SourceOption"]
+
+
+@attrs.frozen
+class SourceOption:
+    """One option of the ``canal`` source: its name, default (None: unset), what it does and, for a short name of an
+    ``instance.properties`` key, that key."""
+
+    name: str
+    default: str | None
+    description: str
+    canal_key: str | None = None
+
+
+CONNECTION_OPTIONS: Final[tuple[SourceOption, ...]] = (
+    SourceOption("destination", None, "The destination's name.", "canal.instance.destination"),
+    SourceOption("master.address", None, "The server, `host:port`.", "canal.instance.master.address"),
+    SourceOption("master.user", None, "The capture user.", "canal.instance.dbUsername"),
+    SourceOption("master.username", None, "The capture user (same as `master.user`).", "canal.instance.dbUsername"),
+    SourceOption("master.password", None, "The capture user's password.", "canal.instance.dbPassword"),
+    SourceOption("master.journal.name", None, "Start position: binlog file.", "canal.instance.master.journal.name"),
+    SourceOption("master.position", None, "Start position: offset in that file.", "canal.instance.master.position"),
+    SourceOption("master.timestamp", None, "Start position: ms since the epoch.", "canal.instance.master.timestamp"),
+    SourceOption("master.gtid", None, "Start position: a GTID set.", "canal.instance.master.gtid"),
+    SourceOption("filter.regex", None, "Tables to capture (canal's table filter).", "canal.instance.filter.regex"),
+    SourceOption("filter.black.regex", None, "Tables to leave out.", "canal.instance.filter.black.regex"),
+    SourceOption("meta.dir", None, "Directory of file meta (sets meta mode `file`).", "canal.file.data.dir"),
+    SourceOption("slave.id", None, "Server id of the replica connection.", "canal.instance.mysql.slaveId"),
+    SourceOption("zk.servers", None, "ZooKeeper hosts.", "canal.zkServers"),
+    SourceOption("meta.mode", None, "Meta mode: memory, file, zookeeper, period-mixed.", "pycanal.meta.mode"),
+)
+"""Short names of ``instance.properties`` keys."""
+
+READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
+    SourceOption("properties", None, "Path of an `instance.properties` the other options add to."),
+    SourceOption(
+        "spool.dir",
+        None,
+        "Where uncommitted micro-batches are spooled for an identical replay; put it next to the checkpoint. "
+        "Required unless `meta.dir` is set (then `{meta.dir}/spark-spool`). With `snapshot.partitions` it must be "
+        "reachable from the executors and support hard links.",
+    ),
+    SourceOption("batch.size", "4096", "Entries per instance get."),
+    SourceOption("max.entries", "50000", "Entries per micro-batch (a snapshot entry counts its rows)."),
+    SourceOption("read.timeout", "0.5", "Seconds a read waits when nothing is there yet."),
+    SourceOption(
+        "prefetch",
+        "true",
+        "Prepare the next batch while Spark runs this one, and read a micro-batch's snapshot ranges while Spark "
+        "starts their tasks.",
+    ),
+    SourceOption("maxRowsPerTrigger", None, "Cap of change rows per micro-batch (whole binlog events, at least one)."),
+    SourceOption("maxBytesPerTrigger", None, "Cap of binlog bytes per micro-batch (whole events, at least one)."),
+    SourceOption(
+        "snapshot.partitions",
+        None,
+        "Snapshot key ranges per micro-batch read by executors (at most 512); snapshot mode `initial` or `never`.",
+    ),
+    SourceOption("snapshot.partition.rows", "100000", "Rows per snapshot key range (with `snapshot.partitions`)."),
+    SourceOption("path", None, "Ignored (Spark's `load(path)`)."),
+)
+"""Options of the reader itself (not passed to the instance config)."""
+
+READER_DEFAULTS: Final[dict[str, str]] = {o.name: o.default for o in READER_OPTIONS if o.default is not None}
+"""Default text of each reader option that has one."""
