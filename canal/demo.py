@@ -230,7 +230,7 @@ def _run(
             if own_spark:
                 spark.sparkContext.setLogLevel("OFF")
             register(spark)
-            mirror = DeltaMirror(work_dir / "mirror")
+            mirror = DeltaMirror(work_dir / "mirror", log_history_s=3600)  # the summary counts every batch id
             options = {
                 "destination": DB,
                 "master.address": mariadb.address,

@@ -140,3 +140,22 @@ def test_spark_options_reference_lists_every_option(site: Path) -> None:
     page = html.unescape((site / "reference" / "spark-options" / "index.html").read_text())
     shown = re.findall(r"<tr>\s*<td><code>([\w.]+)</code></td>", page)
     assert shown == [o.name for o in (*CONNECTION_OPTIONS, *READER_OPTIONS)]
+
+
+PROPERTIES = blocks("properties")
+
+
+@pytest.mark.parametrize("text", [t for _, t in PROPERTIES], ids=_ids(PROPERTIES))
+def test_properties_example_loads(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``instance.properties`` example loads (a fragment gets a master address), its keys read and valid."""
+    from canal import InstanceConfig
+
+    for name in re.findall(r"\$\{(\w+)\}", text):
+        monkeypatch.setenv(name, "from-the-environment")
+    if "master.address" not in text:
+        text = "canal.instance.master.address = 127.0.0.1:3306\n" + text
+    path = tmp_path / "example" / "instance.properties"
+    path.parent.mkdir()
+    path.write_text(text)
+    config = InstanceConfig.from_properties(str(path))
+    assert config.destination == "example"

@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from canal.spark import (
@@ -129,3 +130,19 @@ def test_foreach_batch_writes_on_executors_and_reads_exactly_anywhere(
             got = sorted(tuple(r[c] for c in columns) for r in rows)
             assert got == want, (how, name)
     conn.close()
+
+
+@pytest.mark.spark
+def test_a_batch_in_several_partitions_is_written_a_table_per_task(spark: Any, tmp_path: Path) -> None:
+    """A DataFrame of several partitions (not the canal source's one) goes the grouped way: a table per task."""
+    mirror = DeltaMirror(tmp_path / "m")
+    state: dict[str, dict[int, Row]] = {}
+    for number in range(1, 5):
+        rows = entries_to_batch(batch(number, state), "d", number)
+        df = spark.createDataFrame(pa.table(rows)).repartition(3)
+        assert df.rdd.getNumPartitions() == 3
+        mirror(df, number)
+        assert set(mirror.history[-1].tables) == {"shop.a", "shop.b"}
+    mirror.close()
+    for table in TABLES:
+        assert _rows(mirror.read("shop", table.table)) == state[table.table]

@@ -73,7 +73,7 @@ def test_snapshot_rows_need_a_journal_and_nothing_is_acked_without_one(
 def test_many_batches_at_one_position_get_increasing_ids(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
     """An idle server: every chunk joins the stream at the same boundary, so the batch ids count up from it."""
     _load(mariadb)
-    mirror = DeltaMirror(tmp_path / "mirror")
+    mirror = DeltaMirror(tmp_path / "mirror", log_history_s=3600)
     journal = tmp_path / "journal.json"
     with Instance(_config(mariadb, tmp_path / "meta")) as inst:
 
@@ -95,7 +95,7 @@ def test_a_crash_after_writing_snapshot_rows_replays_them_identically(
     mariadb: MariaDBDatabase, spark: Any, tmp_path: Path
 ) -> None:
     _load(mariadb)
-    mirror = DeltaMirror(tmp_path / "mirror")
+    mirror = DeltaMirror(tmp_path / "mirror", log_history_s=3600)
     journal = tmp_path / "journal.json"
     config = _config(mariadb, tmp_path / "meta")
     spooled: dict[int, list[tuple[Any, ...]]] = {}
@@ -234,4 +234,4 @@ def test_sigkill_at_each_step_of_a_batch_with_snapshot_rows(mariadb: MariaDBData
                 before = event_in.setdefault(tuple(event), batch)
                 assert before == batch, f"binlog row {event}: in batch {before}, then {batch}"
     assert len({key for table, key in delivered_in if table == "k"}) > 2000
-    _assert_equal(mariadb, DeltaMirror(tmp_path / "mirror"))
+    _assert_equal(mariadb, DeltaMirror(tmp_path / "mirror", log_history_s=3600))

@@ -50,7 +50,7 @@ def test_crash_after_write_replays_only_what_the_mirror_recognises(mariadb: Any,
             work.alter()
     end = master_position(conn)
     cfg = _config(mariadb, start, tmp_path / "meta")
-    mirror = DeltaMirror(tmp_path / "mirror")
+    mirror = DeltaMirror(tmp_path / "mirror", log_history_s=3600)
     journal = tmp_path / "journal.json"
     written: list[int] = []
 

@@ -48,7 +48,7 @@ def test_initial_snapshot_of_a_populated_database_then_streaming(
     # executors: ranges of 40 rows read on executors, two per micro-batch
     ranges = {"snapshot.partitions": "2", "snapshot.partition.rows": "40"} if reader == "executors" else {}
     conn, db, work, options = _first_start(mariadb, tmp_path, {"pycanal.snapshot.chunk.rows": "40", **ranges})
-    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
+    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror", log_history_s=3600)
     seen: dict[int, list[list[Any]]] = {}
     crashed: list[int] = []
 
@@ -113,7 +113,7 @@ def test_driver_killed_inside_an_executor_snapshot(mariadb: Any, spark: Any, tmp
             "pycanal.snapshot.watermark.table": f"{mariadb.database}.marks",
         },
     )
-    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror")
+    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror", log_history_s=3600)
     writes = iter(range(60))  # writes while the snapshot runs
 
     def write() -> bool:
@@ -151,7 +151,7 @@ def test_a_column_added_while_executor_ranges_are_read(mariadb: Any, spark: Any,
     conn, db, work, options = _first_start(
         mariadb, tmp_path, {"snapshot.partitions": "1", "snapshot.partition.rows": "20"}
     )
-    mirror = DeltaMirror(tmp_path / "mirror")
+    mirror = DeltaMirror(tmp_path / "mirror", log_history_s=3600)
     first_range = threading.Event()
     after_alter: list[str] = []  # the tables of SNAPSHOT rows mirrored after the ALTER
 
@@ -187,7 +187,7 @@ def test_trigger_available_now_delivers_the_whole_initial_snapshot(
     a second run delivers what was written since."""
     ranges = {"snapshot.partitions": "2", "snapshot.partition.rows": "40"} if reader == "executors" else {}
     conn, db, work, options = _first_start(mariadb, tmp_path, {"pycanal.snapshot.chunk.rows": "40", **ranges})
-    mirror = DeltaMirror(tmp_path / "mirror")
+    mirror = DeltaMirror(tmp_path / "mirror", log_history_s=3600)
 
     def run() -> None:
         register(spark)

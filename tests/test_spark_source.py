@@ -86,7 +86,7 @@ def written_workload(
     start = master_position(conn)
     run_workload(conn, mariadb.database, n, alter_at=alter_at)
     options = source_options(mariadb, start, tmp_path / "ckpt.canal-spool")
-    return conn, tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror"), options
+    return conn, tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror", log_history_s=3600), options
 
 
 def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spark: Any, tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ DRIVER = textwrap.dedent(
     options, checkpoint, mirror_root, marker = json.loads(sys.argv[1])
     spark = local_spark("pycanal-driver")
     register(spark)
-    mirror = DeltaMirror(mirror_root)
+    mirror = DeltaMirror(mirror_root, log_history_s=3600)
     hang = threading.Event()
 
     def apply(df, batch_id):

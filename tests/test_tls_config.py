@@ -254,9 +254,9 @@ def test_cli_ssl_arguments_override_the_properties(tmp_path: Path, monkeypatch: 
     )
 
 
-def test_the_readme_properties_example_loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    (block,) = re.findall(r"```properties\n(.*?)```", readme, re.S)
+def test_the_tls_guide_properties_example_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "guides" / "tls.md").read_text()
+    (block,) = re.findall(r"```properties\n(.*?)```", guide, re.S)
     monkeypatch.setenv("CANAL_CLIENT_KEY_PASSWORD", "from-the-environment")
     assert load(block).master.ssl == SslConfig(
         mode="VERIFY_IDENTITY",

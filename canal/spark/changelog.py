@@ -83,30 +83,40 @@ def retrying_commits(commit: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-LOG_CONFIGURATION = {"delta.checkpointInterval": "10", "delta.logRetentionDuration": "interval 1 second"}
-"""A change log takes a commit per batch. A checkpoint every 10 commits keeps opening it (a Spark task, a reader)
-cheap, and commits a second old are removed behind a checkpoint: Delta lists its whole ``_delta_log`` directory to
-find new commits, so an append would otherwise cost more with every batch (measured: 4.6 ms at 100 commits, 24 ms
-at 400). The log's history is never read back (its checkpoints keep the batch ids); a reader that loses a commit
-file to the cleanup reads again."""
+LOG_HISTORY_S = 1.0
+"""How long a change log keeps its commits behind a checkpoint (one every 10 commits). A change log takes a commit
+per batch, and Delta lists its whole ``_delta_log`` directory to find new commits, so an append would otherwise cost
+more with every batch (measured: 4.6 ms at 100 commits, 24 ms at 400). The log's history is not needed (its
+checkpoints keep each app id's last batch id); a reader that loses a commit file to the cleanup reads again."""
+
+
+def log_configuration(history_s: float) -> dict[str, str | None]:
+    """The Delta table properties of a new change log."""
+    return {
+        "delta.checkpointInterval": "10",
+        "delta.logRetentionDuration": f"interval {max(1, round(history_s))} seconds",
+    }
 
 COMPACT_FILES = 16
 """A change log of this many data files is compacted into one between folds: reading the current state reads every
 log file, and a small file costs about as much to open as a large one."""
 
 
-def append(log: Path, rows: Any, commit: Any, table: Any = None) -> None:
+def append(log: Path, rows: Any, commit: Any, table: Any = None, history_s: float = LOG_HISTORY_S) -> Any:
     """Append change rows to the log (created by the first), through ``table`` (the log's DeltaTable, kept open by
-    the caller) when given: with Delta's schema merge only when they carry columns the log has not."""
+    the caller) when given: with Delta's schema merge only when they carry columns the log has not. Returns the log's
+    DeltaTable to keep open (None when this append created the log)."""
     from deltalake import write_deltalake
+
+    used: list[Any] = [None]
 
     def write() -> None:
         if table is None and not is_log(log):
             write_deltalake(
-                str(log), rows, mode="append", commit_properties=commit, configuration=LOG_CONFIGURATION
+                str(log), rows, mode="append", commit_properties=commit, configuration=log_configuration(history_s)
             )
             return
-        handle = table if table is not None else open_table(log)
+        handle = used[0] = table if table is not None else open_table(log)
         if table is not None:
             # an append from a version before a trim fails Delta's conflict check (and leaves its file behind)
             try:
@@ -114,12 +124,13 @@ def append(log: Path, rows: Any, commit: Any, table: Any = None) -> None:
             except Exception as exc:
                 if not _lost_race(exc):
                     raise
-                handle = open_table(log)  # the commits after its version were cleaned up: open it anew
+                handle = used[0] = open_table(log)  # the commits after its version were cleaned up: open it anew
         known = {f.name for f in handle.schema().fields}
         merge = not set(rows.column_names) <= known
         write_deltalake(handle, rows, mode="append", schema_mode="merge" if merge else None, commit_properties=commit)
 
     retrying_commits(write)
+    return used[0]
 
 
 def open_table(path: Path) -> Any:

@@ -257,6 +257,9 @@ class DeltaMirror:
     ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
     table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
     (:mod:`canal.spark.mirror_tasks`); a batch that holds DDL is applied by the driver, in order.
+
+    ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
+    append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
     """
 
     def __init__(
@@ -276,6 +279,7 @@ class DeltaMirror:
         background_folds: bool = True,
         fold_workers: int = 2,
         on_executors: bool = True,
+        log_history_s: float = changelog.LOG_HISTORY_S,
     ) -> None:
         if zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
@@ -291,6 +295,9 @@ class DeltaMirror:
         self.background_folds = background_folds
         self.fold_workers = fold_workers
         self.on_executors = on_executors
+        if not log_history_s > 0:
+            raise MirrorError(f"log_history_s must be > 0 (seconds), got {log_history_s}")
+        self.log_history_s = log_history_s
         self.folds: list[FoldResult] = []  # folds done, in the order they ended
         self.fold_errors: list[str] = []  # background folds that failed (tried again after a later batch)
         self._fold_lock = threading.Lock()
@@ -360,7 +367,7 @@ class DeltaMirror:
 
     def committed_batch_ids(self, schema: str, table: str) -> list[int]:
         """Every batch id committed to a table, in order (read from the Delta logs' ``txn`` actions of its base and,
-        merge-on-read, its change log)."""
+        merge-on-read, its change log -- whose commits are kept ``log_history_s``: older ones are not seen)."""
         base = self.table_path(schema, table)
         ids: list[int] = []
         for log in (base / "_delta_log", changelog.log_path(base) / "_delta_log"):
@@ -582,6 +589,7 @@ class DeltaMirror:
             "background_folds": self.background_folds,
             "fold_workers": self.fold_workers,
             "on_executors": self.on_executors,
+            "log_history_s": self.log_history_s,
         }
 
     def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
@@ -1117,7 +1125,9 @@ class DeltaMirror:
         if handle is None and changelog.is_log(log):
             handle = self._handles[str(log)] = changelog.open_table(log)
         with self._appends(path):
-            changelog.append(log, rows, commit, handle)
+            handle = changelog.append(log, rows, commit, handle, self.log_history_s)
+        if handle is not None:
+            self._handles[str(log)] = handle
         self._appended(path, rows.num_rows)
         self._written.add(path)
 

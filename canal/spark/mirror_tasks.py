@@ -1,10 +1,16 @@
-"""The Delta mirror written by Spark tasks: each table's part of a micro-batch by one task, tables in parallel.
+"""The Delta mirror written by Spark tasks: no change row collected to the driver, tables in parallel.
 
 Under ``foreachBatch``, :meth:`DeltaMirror.__call__ <canal.spark.mirror.DeltaMirror.__call__>` hands a DataFrame to
-:func:`apply_on_executors`. A batch without DDL (nearly all of them) is grouped by table and each group is written by
-a Spark task (``applyInArrow``) through the mirror's own code -- so no change row is collected to the driver and a
-cluster adds mirror throughput. Each task builds the mirror from :meth:`DeltaMirror.settings` (once per Python
-worker, kept for the next batches) and applies its table's rows without the step journal: a table whose last
+:func:`apply_on_executors`. A batch without DDL (nearly all of them) is written by Spark tasks through the mirror's
+own code, so no change row is collected to the driver:
+
+* a batch in one partition (the ``canal`` source's micro-batches) by its one task, tables in parallel threads
+  (``mapInArrow``: one Spark job, no shuffle); the task answers instead, writing nothing, when the batch holds DDL;
+* a batch in several partitions grouped by table, each group by a task (``applyInArrow``), so a cluster adds mirror
+  throughput -- after a first job that looks for DDL (the batch is cached for the two).
+
+Each task builds the mirror from :meth:`DeltaMirror.settings` (once per Python worker, kept for the next batches)
+and applies its rows without the step journal: a table whose last
 committed batch id is at least the batch's is skipped, so a retried task, a replayed micro-batch and a speculative
 duplicate change nothing (merge-on-read: a duplicate append holds the same changes, and the latest change per key is
 the same row; copy-on-write: the second MERGE fails on Delta's conflict check and its retry is skipped).
@@ -28,7 +34,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from canal.spark.mirror import ApplyResult, DeltaMirror
 
-RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean"
+RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, data binary"
+
+
+def _result_arrow() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("table", pa.string()),
+            ("status", pa.string()),
+            ("rows", pa.int64()),
+            ("fold_due", pa.bool_()),
+            ("data", pa.binary()),
+        ]
+    )
 
 _WORKER_MIRRORS: dict[tuple[tuple[str, Any], ...], DeltaMirror] = {}
 _WORKER_LOCK = threading.Lock()
@@ -62,6 +82,7 @@ def write_group(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int
             "status": pa.array([result.tables[n] for n in names], pa.string()),
             "rows": pa.array([result.rows if i == 0 else 0 for i in range(len(names))], pa.int64()),
             "fold_due": pa.array([n in due for n in names], pa.bool_()),
+            "data": pa.nulls(len(names), pa.binary()),
         }
     )
 
@@ -75,6 +96,37 @@ def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -
         worker_mirror(kind, settings).fold(schema, table)
 
 
+DDL_MARK = "ddl"  # the status a one-partition task answers for a batch with DDL, having written nothing
+
+
+def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, batches: Any) -> Any:
+    """A micro-batch held by one partition, applied by its task (tables in parallel threads) -- or, when it holds
+    DDL, one row saying so that carries the batch (Arrow IPC), nothing written: the driver then applies it, in
+    order, without reading the batch a second time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = pa.Table.from_batches(list(batches))
+    if rows.num_rows == 0:
+        return
+    if pc.any(rows.column("is_ddl")).as_py():
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, rows.schema) as writer:
+            writer.write_table(rows)
+        yield pa.RecordBatch.from_pydict(
+            {
+                "table": [""],
+                "status": [DDL_MARK],
+                "rows": [rows.num_rows],
+                "fold_due": [False],
+                "data": [sink.getvalue().to_pybytes()],
+            },
+            schema=_result_arrow(),
+        )
+        return
+    yield from write_group(kind, settings, batch_id, rows).to_batches()
+
+
 def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResult:
     """Apply a micro-batch (a Spark DataFrame of change rows) with Spark tasks (module docstring)."""
     from pyspark import StorageLevel
@@ -82,20 +134,36 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
 
     began = time.perf_counter()
     kind = type(mirror)
-    # two Spark jobs read the batch (is there DDL? write it): cached, so the source is read once
-    changes = df.select(*mirror.COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        if changes.where(F.col("is_ddl")).limit(1).count():
+    settings = mirror.settings()
+    changes = df.select(*mirror.COLUMNS)
+    if changes.rdd.getNumPartitions() == 1:
+        # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
+        # writes every table, in parallel threads, or answers that the batch holds DDL
+        def write_all(batches: Any) -> Any:
+            return write_partition(kind, settings, batch_id, batches)
+
+        outcome = changes.mapInArrow(write_all, RESULT_SCHEMA).collect()
+        ddl = [row["data"] for row in outcome if row["status"] == DDL_MARK]
+        if ddl:
+            import pyarrow as pa
+
             mirror.wait_for_folds()
-            return mirror.apply(changes, batch_id)
-        settings = mirror.settings()
+            return mirror.apply(pa.ipc.open_stream(pa.py_buffer(ddl[0])).read_all(), batch_id)
+    else:
+        # two Spark jobs read the batch (is there DDL? write it, a table per task): cached, so the source is read
+        # once
+        changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            if changes.where(F.col("is_ddl")).limit(1).count():
+                mirror.wait_for_folds()
+                return mirror.apply(changes, batch_id)
 
-        def write(rows: Any) -> Any:
-            return write_group(kind, settings, batch_id, rows)
+            def write(rows: Any) -> Any:
+                return write_group(kind, settings, batch_id, rows)
 
-        outcome = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
-    finally:
-        changes.unpersist()
+            outcome = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
+        finally:
+            changes.unpersist()
     result = mirror.new_result(batch_id)
     due: list[str] = []
     for row in outcome:

@@ -72,7 +72,7 @@ def main() -> None:
     Spool.write = writing  # type: ignore[method-assign]
     batches.write_json_atomic = journaling
 
-    mirror = DeltaMirror(args["mirror"])
+    mirror = DeltaMirror(args["mirror"], log_history_s=3600)  # the test reads every batch id committed
 
     def fn(table: Any, batch_id: int) -> None:
         record = json.loads(journal.read_text())

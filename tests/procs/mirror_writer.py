@@ -97,10 +97,10 @@ def _arm(kill_at: str, delay_ms: float) -> None:
     if kill_at == "append":
         real_append = changelog.append
 
-        def append(log: Any, rows: Any, commit: Any, table: Any = None) -> None:
+        def append(log: Any, rows: Any, commit: Any, *rest: Any) -> Any:
             if once():
                 _kill_after(delay_ms)
-            real_append(log, rows, commit, table)
+            return real_append(log, rows, commit, *rest)
 
         changelog.append = append  # type: ignore[assignment]
     elif kill_at == "fold":
