@@ -17,7 +17,7 @@ from __future__ import annotations
 from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.changelog import FoldResult
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
-from canal.spark.current import current_dataframe, current_duckdb, current_polars, current_table
+from canal.spark.current import current_dataframe, current_duckdb, current_polars
 from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorMode, compare
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register
@@ -49,7 +49,6 @@ __all__ = [
     "current_duckdb",
     "current_polars",
     "current_rows",
-    "current_table",
     "entries_to_batch",
     "position_id",
     "project",

@@ -116,21 +116,26 @@ def append(log: Path, rows: Any, commit: Any, table: Any = None, history_s: floa
                 str(log), rows, mode="append", commit_properties=commit, configuration=log_configuration(history_s)
             )
             return
-        handle = used[0] = table if table is not None else open_table(log)
-        if table is not None:
-            # an append from a version before a trim fails Delta's conflict check (and leaves its file behind)
-            try:
-                handle.update_incremental()
-            except Exception as exc:
-                if not _lost_race(exc):
-                    raise
-                handle = used[0] = open_table(log)  # the commits after its version were cleaned up: open it anew
+        # an append from a version before a trim fails Delta's conflict check (and leaves its file behind)
+        handle = used[0] = refreshed(table, log) if table is not None else open_table(log)
         known = {f.name for f in handle.schema().fields}
         merge = not set(rows.column_names) <= known
         write_deltalake(handle, rows, mode="append", schema_mode="merge" if merge else None, commit_properties=commit)
 
     retrying_commits(write)
     return used[0]
+
+
+def refreshed(table: Any, path: Path) -> Any:
+    """The kept-open DeltaTable ``table`` of ``path`` brought up to date -- or opened anew when the commits after its
+    version were cleaned up behind a checkpoint (a change log keeps them ``log_history_s``)."""
+    try:
+        table.update_incremental()
+    except Exception as exc:
+        if not _lost_race(exc):
+            raise
+        return open_table(path)
+    return table
 
 
 def open_table(path: Path) -> Any:
@@ -295,12 +300,14 @@ def _rows_and_files(table: Any) -> tuple[int, int]:
     return int(total or 0), files
 
 
-def log_size(base: str | os.PathLike[str]) -> LogSize:
-    from deltalake import DeltaTable
-
+def log_size(base: str | os.PathLike[str], base_table: Any = None, log_table: Any = None) -> LogSize:
+    """The sizes of the table at ``base`` and its log, through their DeltaTables when the caller keeps them open
+    (up to date), else opened here."""
     log = log_path(base)
-    log_rows, log_files = _rows_and_files(DeltaTable(str(log))) if is_log(log) else (0, 0)
-    base_rows, _ = _rows_and_files(DeltaTable(str(base)))
+    if log_table is None and is_log(log):
+        log_table = open_table(log)
+    log_rows, log_files = _rows_and_files(log_table) if log_table is not None else (0, 0)
+    base_rows, _ = _rows_and_files(base_table if base_table is not None else open_table(Path(base)))
     return LogSize(log_rows, log_files, base_rows)
 
 
@@ -313,7 +320,8 @@ class FoldResult:
     trimmed_files: int
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
+    """A column name as a Delta SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -386,7 +394,7 @@ def _fold(base: str | os.PathLike[str], *, name: str, appends: contextlib.Abstra
         through = (int(last.column(BATCH)[0].as_py()), int(last.column(SEQ)[0].as_py()))
         base_files = set(table.file_uris())
         source = changes.drop_columns([BATCH, SEQ])
-        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
+        predicate = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
         commit = CommitProperties(
             app_transactions=[
                 Transaction(FOLD_BATCH_APP_ID, version=through[0]),
@@ -394,22 +402,8 @@ def _fold(base: str | os.PathLike[str], *, name: str, appends: contextlib.Abstra
             ],
             custom_metadata={"pycanal.folded_batch": str(through[0]), "pycanal.folded_seq": str(through[1])},
         )
-        metrics = (
-            table.merge(
-                source,
-                predicate=predicate,
-                source_alias="s",
-                target_alias="t",
-                merge_schema=True,
-                commit_properties=commit,
-            )
-            .when_matched_delete(predicate=f"s.{OP} = 'd'")
-            .when_matched_update_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
-            .when_not_matched_insert_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
-            .execute()
-        )
-        if not metrics.get("num_target_files_added") and not metrics.get("num_target_files_removed"):
-            record_only(table, commit)  # a MERGE that changed nothing (deletes of absent rows) commits nothing
+        if not merge_changes(table, source, predicate, commit):
+            record_only(table, commit)
         table.update_incremental()
         replaced = [os.path.basename(p) for p in _uris_to_paths(sorted(base_files - set(table.file_uris())))]
         _delete_files([os.path.join(base, n) for n in _replaced_before(log)])
@@ -439,6 +433,28 @@ def _sweep_orphans(log: Path) -> int:
     return _delete_files(orphans)
 
 
+def merge_changes(table: Any, source: Any, predicate: str, commit: Any) -> bool:
+    """MERGE the last change per key (``source``: the table's columns and :data:`OP`) into the Delta table
+    ``table``: deletes delete, upserts update or insert, ``predicate`` matching keys (source ``s``, target ``t``).
+    False when it changed nothing -- and so committed nothing, ``commit``'s app transactions included (deletes of
+    rows the table does not hold): the caller records them with :func:`record_only` where it needs them."""
+    metrics = (
+        table.merge(
+            source,
+            predicate=predicate,
+            source_alias="s",
+            target_alias="t",
+            merge_schema=True,
+            commit_properties=commit,
+        )
+        .when_matched_delete(predicate=f"s.{OP} = 'd'")
+        .when_matched_update_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
+        .when_not_matched_insert_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
+        .execute()
+    )
+    return bool(metrics.get("num_target_files_added") or metrics.get("num_target_files_removed"))
+
+
 def record_only(table: Any, commit: Any) -> None:
     """Commit ``commit`` (its app transactions) to the Delta table ``table`` without changing its rows."""
     import pyarrow as pa
@@ -459,20 +475,29 @@ def _replaced_before(log: Path) -> list[str]:
 def trim(log: Path, through: Change) -> int:
     """Remove the log rows up to the change ``through`` (folded into the base), deleting the files they were in; the
     number of files deleted."""
-    from deltalake import DeltaTable
 
     if through == NOT_FOLDED or not is_log(log):
         return 0
+    b, s = quote(BATCH), quote(SEQ)
+    return _replacing_files(
+        log, lambda table: table.delete(f"{b} < {through[0]} OR ({b} = {through[0]} AND {s} <= {through[1]})")
+    )
+
+
+def _replacing_files(log: Path, change: Callable[[Any], object]) -> int:
+    """``change(table)`` on the log's DeltaTable, brought up to date first and again when it lost a commit race,
+    then the data files it removed from the table deleted (only pycanal reads the log, and it reads again when a file
+    went away); the number deleted."""
+    from deltalake import DeltaTable
+
     table = DeltaTable(str(log))
     before = set(table.file_uris())
-    if not before:
-        return 0
-    def delete() -> None:
-        table.update_incremental()
-        b, s = _quote(BATCH), _quote(SEQ)
-        table.delete(f"{b} < {through[0]} OR ({b} = {through[0]} AND {s} <= {through[1]})")
 
-    retrying_commits(delete)
+    def commit() -> None:
+        table.update_incremental()
+        change(table)
+
+    retrying_commits(commit)
     table.update_incremental()
     return _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))
 
@@ -480,34 +505,22 @@ def trim(log: Path, through: Change) -> int:
 def compact(log: Path, appends: contextlib.AbstractContextManager[object] | None = None) -> int:
     """Rewrite the log's data files into few (Delta OPTIMIZE), deleting the old files; the number deleted. Holds
     ``appends`` (see :func:`fold`)."""
-    from deltalake import DeltaTable
-
     if not is_log(log):
         return 0
     with appends or contextlib.nullcontext():
-        table = DeltaTable(str(log))
-        before = set(table.file_uris())
-        def optimize() -> None:
-            table.update_incremental()
-            table.optimize.compact()
-
-        retrying_commits(optimize)
-        table.update_incremental()
-        return _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))
+        return _replacing_files(log, lambda table: table.optimize.compact())
 
 
 def clear(log: Path, schema: Any) -> None:
     """Empty the log and give it ``schema`` (the base's columns after a DDL, plus the log's own): the log's Delta
     history, and so the batch ids committed to it, stays."""
     import pyarrow as pa
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import write_deltalake
 
     fields = [f for f in pa.schema(schema) if f.name not in INTERNAL_COLUMNS]
     full = pa.schema([*fields, pa.field(BATCH, pa.int64()), pa.field(SEQ, pa.int64()), pa.field(OP, pa.string())])
     if not is_log(log):
         return
-    table = DeltaTable(str(log))
-    before = set(table.file_uris())
-    write_deltalake(table, full.empty_table(), mode="overwrite", schema_mode="overwrite")
-    table.update_incremental()
-    _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))
+    _replacing_files(
+        log, lambda table: write_deltalake(table, full.empty_table(), mode="overwrite", schema_mode="overwrite")
+    )

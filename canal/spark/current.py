@@ -8,7 +8,7 @@ builds exactly that; on a copy-on-write table (no log) each is the plain table.
 from canal.spark import DeltaMirror, current_dataframe, current_duckdb, current_polars
 
 mirror = DeltaMirror("/data/mirror")
-table = mirror.read("shop", "orders")                                  # pyarrow.Table
+table = mirror.read("shop", "orders")     # pyarrow.Table (changelog.current_state(path) for a path)
 df = current_dataframe(spark, mirror.table_path("shop", "orders"))     # Spark DataFrame, computed on executors
 rel = current_duckdb(mirror.table_path("shop", "orders"))              # duckdb relation
 frame = current_polars(mirror.table_path("shop", "orders"))            # polars DataFrame
@@ -25,11 +25,6 @@ import os
 from typing import Any
 
 from canal.spark import changelog
-
-
-def current_table(path: str | os.PathLike[str]) -> Any:
-    """The current rows of the mirror table at ``path`` as a pyarrow Table (:func:`changelog.current_state`)."""
-    return changelog.current_state(path)
 
 
 def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:

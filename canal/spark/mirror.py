@@ -50,7 +50,7 @@ from canal.log import destination_logger
 from canal.protocol import render_text
 from canal.schema.history import layout_statement
 from canal.spark import changelog
-from canal.spark.changelog import FoldResult, record_only
+from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo
@@ -97,10 +97,6 @@ class _TablePlan:
     rows: int = 0
     source: Any = None  # (the typed MERGE source, its key columns), built before the batch's first step
     seq: Any = None  # the ``seq`` of each kept change (parallel to keys / after)
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
@@ -360,10 +356,24 @@ class DeltaMirror:
         base = base if base is not None else DeltaTable(path)
         if (done := base.transaction_version(self.app_id)) is not None:
             versions.append(int(done))
-        log = changelog.log_path(path)
-        if changelog.is_log(log) and (done := DeltaTable(str(log)).transaction_version(self.app_id)) is not None:
+        log = self._log_handle(path)
+        if log is not None and (done := log.transaction_version(self.app_id)) is not None:
             versions.append(int(done))
         return max(versions) if versions else None
+
+    def _log_handle(self, path: str) -> Any:
+        """The change log of the table at ``path``, kept open between batches and brought up to date (None: it has
+        none)."""
+        log = changelog.log_path(path)
+        handle = self._handles.get(str(log))
+        if handle is not None:
+            handle = changelog.refreshed(handle, log)
+        elif changelog.is_log(log):
+            handle = changelog.open_table(log)
+        else:
+            return None
+        self._handles[str(log)] = handle
+        return handle
 
     def committed_batch_ids(self, schema: str, table: str) -> list[int]:
         """Every batch id committed to a table, in order (read from the Delta logs' ``txn`` actions of its base and,
@@ -444,7 +454,7 @@ class DeltaMirror:
     def _log_size(self, path: str) -> changelog.LogSize:
         size = self._log_sizes.get(path)
         if size is None:
-            size = self._log_sizes[path] = changelog.log_size(path)
+            size = self._log_sizes[path] = changelog.log_size(path, self._handle(path), self._log_handle(path))
         return size
 
     def _appended(self, path: str, rows: int) -> None:
@@ -1075,22 +1085,8 @@ class DeltaMirror:
             stats.applied += 1
             return True
         dt = self._handle(path)
-        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key_names) + _key_range(source, key_names)
-        metrics = (
-            dt.merge(
-                source,
-                predicate=predicate,
-                source_alias="s",
-                target_alias="t",
-                merge_schema=True,
-                commit_properties=commit,
-            )
-            .when_matched_delete(predicate=f"s.{OP_COLUMN} = 'd'")
-            .when_matched_update_all(predicate=f"s.{OP_COLUMN} = 'u'", except_cols=[OP_COLUMN])
-            .when_not_matched_insert_all(predicate=f"s.{OP_COLUMN} = 'u'", except_cols=[OP_COLUMN])
-            .execute()
-        )
-        if record and not metrics.get("num_target_files_added") and not metrics.get("num_target_files_removed"):
+        predicate = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key_names) + _key_range(source, key_names)
+        if not changelog.merge_changes(dt, source, predicate, commit) and record:
             # a MERGE that changes nothing (deletes of rows the mirror does not hold) commits nothing, and so would
             # not record the batch: record it, so a replay is recognised like any other
             record_only(dt, commit)
@@ -1121,7 +1117,7 @@ class DeltaMirror:
             raise MirrorError(f"{plan.schema}.{plan.table}: change rows without a seq cannot be mirrored merge-on-read")
         rows = source.append_column(changelog.BATCH, pa.array([batch_id] * source.num_rows, pa.int64()))
         rows = rows.append_column(changelog.SEQ, seq.cast(pa.int64()))
-        handle = self._handles.get(str(log))
+        handle = self._handles.get(str(log))  # append() brings it up to date
         if handle is None and changelog.is_log(log):
             handle = self._handles[str(log)] = changelog.open_table(log)
         with self._appends(path):
@@ -1275,7 +1271,7 @@ def _key_range(source: Any, key_names: Sequence[str]) -> str:
         lo, hi = (_sql_string(bounds[end].as_py()) for end in ("min", "max"))
     else:
         return ""
-    quoted = _quote(name)
+    quoted = quote(name)
     return f" AND t.{quoted} >= {lo} AND t.{quoted} <= {hi}"
 
 
