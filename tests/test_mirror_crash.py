@@ -40,7 +40,9 @@ def _rows(table: Any) -> dict[int, Row]:
 
 
 @pytest.mark.parametrize(
-    "kill", [("append", "0"), ("append", "15"), ("fold", "0"), ("fold", "25"), ("between",)], ids="-".join
+    "kill",
+    [("append", "0"), ("append", "15"), ("publish",), ("fold", "0"), ("fold", "25"), ("between",)],
+    ids="-".join,
 )
 def test_a_writer_killed_anywhere_leaves_an_exact_mirror_and_resumes(tmp_path: Path, kill: tuple[str, ...]) -> None:
     root = tmp_path / "mirror"

@@ -175,9 +175,10 @@ def folded(base: Any) -> Change:
 
 
 def is_log(log: Path) -> bool:
-    from deltalake import DeltaTable
+    """Whether the table has a change log."""
+    from canal.spark.delta_append import is_table
 
-    return DeltaTable.is_deltatable(str(log))
+    return is_table(log)
 
 
 def latest(rows: Any, keys: Sequence[str]) -> Any:
@@ -499,7 +500,24 @@ def _replacing_files(log: Path, change: Callable[[Any], object]) -> int:
 
     retrying_commits(commit)
     table.update_incremental()
+    checkpoint(table, log)
     return _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))
+
+
+CHECKPOINT_EVERY = 10
+"""Commits of a change log after which its trims and compactions write a checkpoint (the log's own
+``delta.checkpointInterval``): appends written directly (:mod:`canal.spark.delta_append`) write none."""
+
+
+def checkpoint(table: Any, log: Path) -> None:
+    """Checkpoint the log (an up-to-date DeltaTable) when it has :data:`CHECKPOINT_EVERY` commits since its last
+    checkpoint, and drop the commits behind it older than the log's retention (``log_history_s``). Called holding
+    the log's append lock: a direct append never publishes a commit behind a checkpoint."""
+    from canal.spark.delta_append import last_checkpoint
+
+    if table.version() - last_checkpoint(log) >= CHECKPOINT_EVERY:
+        table.create_checkpoint()
+        table.cleanup_metadata()
 
 
 def compact(log: Path, appends: contextlib.AbstractContextManager[object] | None = None) -> int:

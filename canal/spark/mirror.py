@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -49,7 +49,7 @@ from canal.files import write_bytes_atomic
 from canal.log import destination_logger
 from canal.protocol import render_text
 from canal.schema.history import layout_statement
-from canal.spark import changelog
+from canal.spark import changelog, delta_append
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
@@ -149,6 +149,16 @@ def _all(mask: Any) -> bool:
     return pc.all(mask).as_py() is not False
 
 
+def _each(apply_one: Callable[[str, _TablePlan], bool], step: dict[str, _TablePlan]) -> dict[str, bool]:
+    return {name: apply_one(name, plan) for name, plan in step.items()}
+
+
+def _true_count(mask: Any) -> int:
+    """The true values of a boolean Array or ChunkedArray (no compute call: a batch asks it per table)."""
+    chunks = mask.chunks if hasattr(mask, "chunks") else [mask]
+    return sum(int(chunk.true_count) for chunk in chunks)
+
+
 def _positions(n: int) -> Any:
     """``0 .. n-1`` as an int64 Arrow array, built in C."""
     import pyarrow as pa
@@ -219,6 +229,8 @@ def _parse_images(texts: Any, layout: Any, zero_dates: ZeroDates = "error") -> l
         for name, type_text, _key in layout
     ]
 
+
+T = TypeVar("T")
 
 TABLE_WORKERS = 4
 """Threads that apply the tables of one step: a Delta commit mostly waits (files, the log), so more than the cores."""
@@ -299,6 +311,7 @@ class DeltaMirror:
         self._fold_lock = threading.Lock()
         self._fold_pool: ThreadPoolExecutor | None = None
         self._table_pool: ThreadPoolExecutor | None = None  # applies the tables of a step without DDL in parallel
+        self._deferred: list[Future[None]] | None = None  # the step's appends under way (_with_deferred_appends)
         self._pending_folds: dict[str, Future[None]] = {}  # base path -> its fold under way
         self._log_sizes: dict[str, changelog.LogSize] = {}  # base path -> its log's size, kept up to date
         self._log = destination_logger(__name__, app_id)
@@ -325,6 +338,12 @@ class DeltaMirror:
         self.stats: dict[str, TableStats] = {}
         self.history: list[ApplyResult] = []
         self._handles: dict[str, Any] = {}  # path -> DeltaTable kept between batches (see _handle)
+        # change log path -> (its version, its Arrow schema) after this process's last blind append (_blind_append)
+        self._blind_state: dict[str, tuple[int, Any]] = {}
+        self.sole_log_writer = True
+        """Whether this process is the only writer of the change logs (appends, folds), so appends may be written
+        as Delta commits directly (:mod:`canal.spark.delta_append`). Spark tasks' mirrors are not: folds run in other
+        tasks."""
 
     # -- paths and versions --------------------------------------------------------------------------------------
 
@@ -641,9 +660,7 @@ class DeltaMirror:
                 continue
             plans = self._plan(table.take(step))
             if number >= done:
-                for plan in plans.values():
-                    if plan.layout is not None:
-                        plan.source = self._source(plan)
+                self._type_sources([plan for plan in plans.values() if plan.layout is not None])
             steps.append(plans)
         result.prepare_s = time.perf_counter() - began
         # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
@@ -671,9 +688,12 @@ class DeltaMirror:
                 if len(step) > 1 and not any(plan.ddl or plan.truncate for plan in step.values()):
                     # tables of a step without DDL are independent: each its own Delta commits, in parallel (the
                     # fixed cost of a commit is most of a small table's part of a batch)
-                    if self._table_pool is None:
-                        self._table_pool = ThreadPoolExecutor(TABLE_WORKERS, thread_name_prefix="pycanal-mirror")
-                    outcomes = dict(zip(step, self._table_pool.map(one, step, step.values()), strict=True))
+                    if self.mode == "merge_on_read":
+                        # planned here, one table after another; the appends (file writes, which release the GIL)
+                        # written by the pool meanwhile
+                        outcomes = self._with_deferred_appends(functools.partial(_each, one, step))
+                    else:
+                        outcomes = dict(zip(step, self._tables_pool().map(one, step, step.values()), strict=True))
                 else:
                     outcomes = {name: one(name, plan) for name, plan in step.items()}
                 result.merge_s += time.perf_counter() - merge_began
@@ -698,6 +718,25 @@ class DeltaMirror:
                 result.folds = sorted(Path(path).name for path in written if self.fold_due(path))
         self.history.append(result)
         return result
+
+    def _tables_pool(self) -> ThreadPoolExecutor:
+        if self._table_pool is None:
+            self._table_pool = ThreadPoolExecutor(TABLE_WORKERS, thread_name_prefix="pycanal-mirror")
+        return self._table_pool
+
+    def _with_deferred_appends(self, run: Callable[[], T]) -> T:
+        """``run()``, its change-log appends written by the tables pool while it goes on; returns once every one of
+        them is written (the first append error raised, as the error of ``run()`` would be)."""
+        self._deferred = []
+        try:
+            outcome = run()
+        finally:
+            deferred, self._deferred = self._deferred, None
+            for future in deferred:
+                future.exception()  # every append ended before the step does, whatever happened
+        for future in deferred:
+            future.result()
+        return outcome
 
     def _journal_path(self) -> Path:
         return self.root / f"_pycanal_steps.{self.app_id}.json"
@@ -917,6 +956,55 @@ class DeltaMirror:
             offset += count
         return plans
 
+    def _type_sources(self, plans: list[_TablePlan]) -> None:
+        """Each plan's MERGE source (``plan.source``, :meth:`_source`). The images of plans of one layout (a sharded
+        table's shards: ``t00`` .. ``t49`` of one definition) are parsed in one call, whose fixed cost a batch spread
+        over many such tables would otherwise pay per table; the same layout types them the same way."""
+        groups: dict[str, list[_TablePlan]] = {}
+        for plan in plans:
+            assert plan.layout is not None
+            groups.setdefault(plan.layout, []).append(plan)
+        for layout, group in groups.items():
+            if len(group) > 1 and self._type_together(layout, group):
+                continue
+            for plan in group:
+                plan.source = self._source(plan)
+
+    def _type_together(self, layout_text: str, group: list[_TablePlan]) -> bool:
+        """The sources of ``group`` (plans of the layout ``layout_text``) typed by one parse; False when they were
+        not (an image or a value the shared path does not take: each plan is then typed alone, and a value that does
+        not convert is named with its table)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if any(plan.deletes is None or plan.keys is None or plan.after is None for plan in group):
+            return False
+        layout = json.loads(layout_text)
+
+        def chunks(array: Any) -> list[Any]:
+            return list(array.chunks) if isinstance(array, pa.ChunkedArray) else [array]
+
+        deletes = pa.chunked_array([c for plan in group for c in chunks(plan.deletes)], pa.bool_())
+        keys = pa.chunked_array([c for plan in group for c in chunks(plan.keys)], pa.string())
+        after = pa.chunked_array([c for plan in group for c in chunks(plan.after)], pa.string())
+        try:
+            columns = _parse_images(pc.if_else(deletes, keys, after), layout, self.zero_dates)
+        except MirrorTypeError:
+            return False
+        if columns is None:
+            return False
+        names = [c[0] for c in layout]
+        key_names = [c[0] for c in layout if c[2]]
+        arrays = [*columns, pc.if_else(deletes, "d", "u")]
+        arrays = [a if isinstance(a, pa.ChunkedArray) else pa.chunked_array([a]) for a in arrays]
+        whole = pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN])
+        offset = 0
+        for plan in group:
+            assert plan.deletes is not None
+            plan.source = (whole.slice(offset, len(plan.deletes)), key_names)
+            offset += len(plan.deletes)
+        return True
+
     def _source(self, plan: _TablePlan) -> tuple[Any, list[str]]:
         """The MERGE source: the plan's last changes as typed columns plus the operation column; a value that does
         not convert exactly is a MirrorTypeError naming the table, the column and the value."""
@@ -990,6 +1078,7 @@ class DeltaMirror:
         for path in paths:
             self._handles.pop(path, None)
             self._handles.pop(str(changelog.log_path(path)), None)
+            self._blind_state.pop(str(changelog.log_path(path)), None)
             self._log_keys.pop(path, None)
 
     def _appends(self, path: str) -> threading.Lock:
@@ -1008,7 +1097,7 @@ class DeltaMirror:
 
         path = str(self.table_path(plan.schema, plan.table))
         self._recovered(path)
-        exists = DeltaTable.is_deltatable(path)
+        exists = delta_append.is_table(Path(path))
         evolution = self._evolution(plan, path if exists else None)
         merge_on_read = self.mode == "merge_on_read"
         if exists and merge_on_read and (evolution is not None or plan.truncate):
@@ -1062,15 +1151,15 @@ class DeltaMirror:
             self._move(path, moved_to)
             stats.applied += 1
             return True
-        upserts = source.filter(pc.equal(source.column(OP_COLUMN), "u"))
-        stats.upserts += upserts.num_rows
-        stats.deletes += source.num_rows - upserts.num_rows
-        if not DeltaTable.is_deltatable(path):
+        deletes = _true_count(plan.deletes) if plan.deletes is not None else 0  # the source's ``d`` rows
+        stats.upserts += source.num_rows - deletes
+        stats.deletes += deletes
+        if not (exists if evolution is None else delta_append.is_table(Path(path))):  # only DDL creates or drops it
             shutil.rmtree(changelog.log_path(path), ignore_errors=True)  # a change log of an earlier life
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             write_deltalake(
                 path,
-                upserts.drop_columns([OP_COLUMN]),
+                source.filter(pc.equal(source.column(OP_COLUMN), "u")).drop_columns([OP_COLUMN]),
                 mode="append",
                 commit_properties=commit,
                 configuration=self._new_table_configuration(),
@@ -1080,7 +1169,8 @@ class DeltaMirror:
             stats.applied += 1
             return True
         if merge_on_read:
-            self._append_to_log(path, plan, batch_id, source, key_names, commit)
+            records_batch = moved_to is None and record  # as ``commit`` is built
+            self._append_to_log(path, plan, batch_id, source, key_names, commit, records_batch)
             self._move(path, moved_to)
             stats.applied += 1
             return True
@@ -1095,9 +1185,17 @@ class DeltaMirror:
         return True
 
     def _append_to_log(
-        self, path: str, plan: _TablePlan, batch_id: int, source: Any, key_names: list[str], commit: Any
+        self,
+        path: str,
+        plan: _TablePlan,
+        batch_id: int,
+        source: Any,
+        key_names: list[str],
+        commit: Any,
+        records_batch: bool,
     ) -> None:
-        """merge_on_read: the step's last change per key, with its sequence, appended to the table's change log."""
+        """merge_on_read: the step's last change per key, with its sequence, appended to the table's change log
+        (committing ``batch_id`` as the mirror's app transaction when ``records_batch``, as ``commit`` does)."""
         import pyarrow as pa
 
         log = changelog.log_path(path)
@@ -1115,17 +1213,62 @@ class DeltaMirror:
         seq = plan.seq if plan.seq is not None else pa.array([], pa.int64())
         if seq.null_count:
             raise MirrorError(f"{plan.schema}.{plan.table}: change rows without a seq cannot be mirrored merge-on-read")
-        rows = source.append_column(changelog.BATCH, pa.array([batch_id] * source.num_rows, pa.int64()))
-        rows = rows.append_column(changelog.SEQ, seq.cast(pa.int64()))
-        handle = self._handles.get(str(log))  # append() brings it up to date
-        if handle is None and changelog.is_log(log):
-            handle = self._handles[str(log)] = changelog.open_table(log)
-        with self._appends(path):
-            handle = changelog.append(log, rows, commit, handle, self.log_history_s)
-        if handle is not None:
-            self._handles[str(log)] = handle
+        rows = source.append_column(changelog.BATCH, pa.repeat(pa.scalar(batch_id, pa.int64()), source.num_rows))
+        rows = rows.append_column(changelog.SEQ, seq if seq.type == pa.int64() else seq.cast(pa.int64()))
+
+        def write() -> None:
+            with self._appends(path):
+                if self._blind_append(log, rows, batch_id if records_batch else None):
+                    return
+                handle = self._handles.get(str(log))  # append() brings it up to date
+                if handle is None and changelog.is_log(log):
+                    handle = self._handles[str(log)] = changelog.open_table(log)
+                handle = changelog.append(log, rows, commit, handle, self.log_history_s)
+                if handle is not None:
+                    self._handles[str(log)] = handle
+
+        if self._deferred is not None:
+            self._deferred.append(self._tables_pool().submit(write))
+        else:
+            write()
         self._appended(path, rows.num_rows)
         self._written.add(path)
+
+    def _blind_append(self, log: Path, rows: Any, batch_id: int | None) -> bool:
+        """Append to an existing change log by writing its next Delta commit directly (:mod:`canal.spark.delta_append`:
+        about 1 ms against 2-7 ms through ``deltalake``, which a batch spread over many tables pays per table), when
+        this process is the log's only writer and the rows have the log's columns. False when it did not append:
+        the caller appends through ``deltalake``. Called holding the table's append lock."""
+        import pyarrow as pa
+
+        if not self.sole_log_writer:
+            return False
+        key = str(log)
+        known = self._blind_state.pop(key, None)
+        if known is None:
+            handle = self._handles.get(key)
+            if handle is None:
+                if not changelog.is_log(log):
+                    return False
+                handle = changelog.open_table(log)
+            else:
+                handle = changelog.refreshed(handle, log)
+            self._handles[key] = handle
+            known = (handle.version(), pa.schema(handle.schema().to_arrow()))
+        version, schema = known
+        if set(rows.column_names) != set(schema.names):
+            return False  # new columns: Delta's schema merge
+        typed = rows.select(schema.names)
+        if typed.schema != schema:
+            try:
+                typed = typed.cast(schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return False
+        committed = delta_append.append(log, typed, version=version, app_id=self.app_id, batch_id=batch_id)
+        if committed is None:
+            return False  # the log changed its schema or was checkpointed: read it anew on the next append
+        self._blind_state[key] = (committed, schema)
+        return True
 
     # -- schema evolution ----------------------------------------------------------------------------------------
 

@@ -65,6 +65,7 @@ def worker_mirror(kind: type[DeltaMirror], settings: dict[str, Any]) -> DeltaMir
             options = {**settings, "background_folds": False, "on_executors": False}
             root = options.pop("root")
             mirror = _WORKER_MIRRORS[key] = kind(root, **options)
+            mirror.sole_log_writer = False  # folds run in other tasks: appends go through deltalake's checks
         return mirror
 
 

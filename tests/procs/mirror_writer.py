@@ -7,7 +7,9 @@ small folds (``fold_ratio=0.05``) in background threads, printing ``A <b>`` once
 KILL_AT, the process SIGKILLs itself at that point of its first occurrence (after the first batch, so a fold has
 something to do):
 
-* ``append``: DELAY_MS after a change-log append started writing (its files written or not, its commit not yet);
+* ``append``: DELAY_MS after a change-log append started writing (its files written or not, its commit not yet),
+  through deltalake or written directly (:mod:`canal.spark.delta_append`);
+* ``publish``: a direct append's data file written, its commit file about to be published;
 * ``fold``: DELAY_MS after a fold started its MERGE into the base;
 * ``between``: after a fold committed the base, before it trims the log (a fold's two steps).
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark import DeltaMirror, changelog
+from canal.spark import DeltaMirror, changelog, delta_append
 from canal.spark.changes import entries_to_batch
 
 TABLES = tuple(
@@ -95,14 +97,27 @@ def _arm(kill_at: str, delay_ms: float) -> None:
         return False
 
     if kill_at == "append":
-        real_append = changelog.append
+        real_append, real_direct = changelog.append, delta_append.append
 
         def append(log: Any, rows: Any, commit: Any, *rest: Any) -> Any:
             if once():
                 _kill_after(delay_ms)
             return real_append(log, rows, commit, *rest)
 
+        def direct(*args: Any, **kwargs: Any) -> Any:
+            if once():
+                _kill_after(delay_ms)
+            return real_direct(*args, **kwargs)
+
         changelog.append = append  # type: ignore[assignment]
+        delta_append.append = direct  # type: ignore[assignment]
+    elif kill_at == "publish":
+
+        def publish(staged: Any, commit: Any) -> bool:
+            os.kill(os.getpid(), signal.SIGKILL)
+            raise AssertionError("killed")
+
+        delta_append._publish = publish
     elif kill_at == "fold":
         real_latest = changelog.latest
 

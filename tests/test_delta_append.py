@@ -1,0 +1,117 @@
+"""Appends written as Delta commits directly (canal.spark.delta_append): read back by deltalake like its own, placed
+after any commit another writer made first, and refused -- with nothing left behind -- where a blind append would
+be wrong (a schema change, a newer checkpoint, a table that is not the one the version was read from)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from canal.spark import delta_append
+
+deltalake = pytest.importorskip("deltalake")
+
+
+def _rows(first: int, n: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(first, first + n), pa.int64()), "note": [f"n{i}" for i in range(n)]})
+
+
+def _table(path: Path) -> object:
+    deltalake.write_deltalake(str(path), _rows(0, 3), mode="append")
+    return deltalake.DeltaTable(str(path))
+
+
+def _data_files(path: Path) -> set[str]:
+    return {name for name in os.listdir(path) if name.endswith(".parquet")}
+
+
+def test_an_append_reads_back_with_its_batch_id(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _table(path)
+    assert delta_append.append(path, _rows(3, 2), version=0, app_id="app", batch_id=7) == 1
+    assert delta_append.append(path, _rows(5, 1), version=1) == 2
+    table = deltalake.DeltaTable(str(path))
+    assert table.version() == 2
+    assert table.transaction_version("app") == 7
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(6))
+    assert len(table.file_uris()) == 3
+
+
+def test_an_append_goes_after_a_commit_another_writer_made_first(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    deltalake.write_deltalake(table, _rows(10, 1), mode="append")  # version 1, unknown to the next append
+    table.delete("id = 0")  # version 2: removes a file, as a fold's trim does
+    assert delta_append.append(path, _rows(20, 1), version=0) == 3
+    ids = sorted(deltalake.DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist())
+    assert ids == [1, 2, 10, 20]
+
+
+def test_a_schema_change_since_the_version_read_refuses_the_append(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    wider = pa.table({"id": pa.array([9], pa.int64()), "note": ["x"], "extra": [1]})
+    deltalake.write_deltalake(table, wider, mode="overwrite", schema_mode="overwrite")  # version 1: metaData
+    files = _data_files(path)
+    assert delta_append.append(path, _rows(3, 1), version=0) is None
+    after = deltalake.DeltaTable(str(path))
+    assert after.version() == 1
+    assert after.to_pyarrow_table().column("id").to_pylist() == [9]
+    assert _data_files(path) == files  # its data file removed again
+    assert not [n for n in os.listdir(path / "_delta_log") if n.endswith(".tmp")]
+
+
+def test_a_checkpoint_newer_than_the_version_read_refuses_the_append(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    deltalake.write_deltalake(table, _rows(3, 1), mode="append")
+    table.update_incremental()
+    table.create_checkpoint()  # at version 1: commits up to it may be cleaned up
+    assert delta_append.last_checkpoint(path) == 1
+    assert delta_append.append(path, _rows(5, 1), version=0) is None
+    assert delta_append.append(path, _rows(5, 1), version=1) == 2
+    assert sorted(deltalake.DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2, 3, 5]
+
+
+def test_a_version_the_table_does_not_have_refuses_the_append(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _table(path)  # version 0 only: a version read from an earlier table of that name is not its
+    assert delta_append.append(path, _rows(3, 1), version=4) is None
+    assert deltalake.DeltaTable(str(path)).version() == 0
+    assert not (path / "_delta_log" / f"{5:020d}.json").exists()
+
+
+def test_an_unreadable_last_checkpoint_refuses_the_append(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _table(path)
+    (path / "_delta_log" / "_last_checkpoint").write_text("{not json")
+    assert delta_append.last_checkpoint(path) == delta_append.UNKNOWN_CHECKPOINT
+    assert delta_append.append(path, _rows(3, 1), version=0) is None
+
+
+def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_path: Path) -> None:
+    from canal.spark import DeltaMirror, changelog
+    from canal.spark.changes import entries_to_batch
+    from tests.procs.mirror_writer import TABLES, batch, source_after
+
+    mirror = DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000, background_folds=False)
+    state: dict[str, dict[int, tuple[object, ...]]] = {}
+    last = 45
+    for number in range(1, last + 1):
+        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+        if number == 30:
+            mirror.fold("shop", "a")  # a fold's trim between direct appends
+    want = source_after(last)
+    for table in TABLES:
+        rows = mirror.read("shop", table.table).to_pylist()
+        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
+        log = changelog.log_path(mirror.table_path("shop", table.table))
+        commits = sorted((log / "_delta_log").glob("*.json"))
+        direct = [c for c in commits if '"engineInfo": "pycanal"' in c.read_text()]
+        assert direct, "no append was written directly"
+        assert delta_append.last_checkpoint(log) >= 10  # written by the compactions, the commits behind it dropped
+        assert deltalake.DeltaTable(str(log)).transaction_version(mirror.app_id) == last
+    assert mirror.committed_batch_ids("shop", "b")[-1] == last
