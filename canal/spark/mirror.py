@@ -341,9 +341,10 @@ class DeltaMirror:
         # change log path -> (its version, its Arrow schema) after this process's last blind append (_blind_append)
         self._blind_state: dict[str, tuple[int, Any]] = {}
         self.sole_log_writer = True
-        """Whether this process is the only writer of the change logs (appends, folds), so appends may be written
-        as Delta commits directly (:mod:`canal.spark.delta_append`). Spark tasks' mirrors are not: folds run in other
-        tasks."""
+        """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so
+        appends may be written as Delta commits directly (:mod:`canal.spark.delta_append`). Spark tasks' mirrors
+        are not (folds run in other tasks); set it False where another process or mirror object folds the same
+        root."""
 
     # -- paths and versions --------------------------------------------------------------------------------------
 
