@@ -9,12 +9,28 @@ runs, so a shrunk list stays meaningful. :class:`Workload` runs them, records ev
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable
 from typing import Any
 
 import pymysql
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+FUZZ_EXAMPLES = int(os.environ.get("PYCANAL_FUZZ_EXAMPLES", "20"))
+"""How many random workloads a differential test plays (``PYCANAL_FUZZ_EXAMPLES``; a longer run sets it higher)."""
+
+
+def fuzz_settings(examples: int) -> settings:
+    """The Hypothesis settings of the differential tests: ``examples`` workloads, no deadline (a workload runs SQL
+    on a real server), the reproduce blob printed on failure."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
 
 # (SQL type, a literal of a random value) -- values at their limits, NULL included
 TYPES: list[tuple[str, Callable[[random.Random], str]]] = [
@@ -41,6 +57,8 @@ _KINDS = [
     "swap", "key", "rename_table", "drop_table", "create_table",
 ]  # fmt: skip
 
+KEY_COLUMNS = ("id", "k2")  # every table's two unique columns, either of them its primary key (``_key``)
+
 Op = tuple[str, int, int, int]
 operations = st.lists(
     st.tuples(st.sampled_from(_KINDS), st.integers(0, 99), st.integers(0, 99), st.integers(0, 99)), max_size=30
@@ -54,7 +72,7 @@ class Workload:
         self.conn = conn
         self.db = db
         self.rng = random.Random(seed)
-        self.tables: dict[str, list[tuple[str, str]]] = {}  # name -> [(column, type)], id and k2 first
+        self.tables: dict[str, list[tuple[str, str]]] = {}  # name -> [(column, type)] in the table's order
         self.key: dict[str, str] = {}  # name -> its primary key column (id or k2)
         self.ids: dict[str, list[int]] = {}
         self.next_id = 1
@@ -109,10 +127,14 @@ class Workload:
         names = sorted(self.tables)
         return names[a % len(names)]
 
+    def _others(self, table: str) -> list[int]:
+        """Where the table's columns other than ``id`` and ``k2`` stand (FIRST can put one before them)."""
+        return [i for i, (name, _type) in enumerate(self.tables[table]) if name not in KEY_COLUMNS]
+
     def _insert(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
         row_id, self.next_id = self.next_id, self.next_id + 1
-        values = [(col, self._literal(t)) for col, t in self.tables[table][2:]]
+        values = [(col, self._literal(t)) for col, t in self.tables[table] if col not in KEY_COLUMNS]
         names = ", ".join(["id", "k2", *(f"`{col}`" for col, _ in values)])
         literals = ", ".join([str(row_id), str(row_id * 10), *(v for _, v in values)])
         if self._run(f"INSERT INTO `{self.db}`.`{table}` ({names}) VALUES ({literals})"):
@@ -121,7 +143,7 @@ class Workload:
 
     def _update(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
-        ids, columns = self.ids[table], self.tables[table][2:]
+        ids, columns = self.ids[table], [self.tables[table][i] for i in self._others(table)]
         if not ids or not columns:
             return self._insert(a, b, c)
         row_id = ids[b % len(ids)]
@@ -181,28 +203,28 @@ class Workload:
 
     def _drop(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
-        columns = self.tables[table]
-        if len(columns) <= 2:
+        columns, others = self.tables[table], self._others(table)
+        if not others:
             return
-        name = columns[2 + b % (len(columns) - 2)][0]
+        name = columns[others[b % len(others)]][0]
         self._alter(table, f"DROP COLUMN `{name}`", [col for col in columns if col[0] != name])
 
     def _rename(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
-        columns = self.tables[table]
-        if len(columns) <= 2:
+        columns, others = self.tables[table], self._others(table)
+        if not others:
             return
-        i = 2 + b % (len(columns) - 2)
+        i = others[b % len(others)]
         new = self._name("r")
         renamed = [*columns[:i], (new, columns[i][1]), *columns[i + 1 :]]
         self._alter(table, f"RENAME COLUMN `{columns[i][0]}` TO `{new}`", renamed)
 
     def _change(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
-        columns = self.tables[table]
-        if len(columns) <= 2:
+        columns, others = self.tables[table], self._others(table)
+        if not others:
             return
-        i = 2 + b % (len(columns) - 2)
+        i = others[b % len(others)]
         old, old_type = columns[i]
         new, new_type = self._name("h"), WIDER.get(old_type, old_type)
         position = self._position(table, c)
@@ -216,10 +238,10 @@ class Workload:
 
     def _modify(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
-        columns = self.tables[table]
-        if len(columns) <= 2:
+        columns, others = self.tables[table], self._others(table)
+        if not others:
             return
-        i = 2 + b % (len(columns) - 2)
+        i = others[b % len(others)]
         name, old_type = columns[i]
         new_type = WIDER.get(old_type, old_type)
         position = self._position(table, c) or " FIRST"
@@ -230,10 +252,10 @@ class Workload:
 
     def _swap(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
-        columns = self.tables[table]
-        if len(columns) <= 3:
+        columns, others = self.tables[table], self._others(table)
+        if len(others) < 2:
             return
-        i, j = 2 + b % (len(columns) - 2), 2 + c % (len(columns) - 2)
+        i, j = others[b % len(others)], others[c % len(others)]
         if i == j:
             return
         (x, tx), (y, ty) = columns[i], columns[j]

@@ -11,15 +11,15 @@ and a blob that reproduces it.
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import given, note
 from hypothesis import strategies as st
+from random_schema_workload import FUZZ_EXAMPLES, fuzz_settings
 
 pytest.importorskip("deltalake")
 
@@ -32,7 +32,7 @@ from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = max(2, int(os.environ.get("PYCANAL_FUZZ_EXAMPLES", "20")) // 4)
+EXAMPLES = max(2, FUZZ_EXAMPLES // 4)
 
 # key type, and a key value for row n (distinct per n, in an order unlike n's)
 KEYS: list[tuple[str, Any]] = [
@@ -62,12 +62,7 @@ def test_snapshot_and_mirror_through_random_ddl_dml_and_crashes_equal_select(
 ) -> None:
     runs = iter(range(1_000_000))
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        print_blob=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
+    @fuzz_settings(EXAMPLES)
     @given(
         key=st.integers(0, len(KEYS) - 1),
         composite=st.booleans(),
