@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 from result_file import write_result  # noqa: E402
 
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema  # noqa: E402
-from canal.spark import DeltaMirror, changelog  # noqa: E402
+from canal.spark import DeltaMirror, changelog, delta_append  # noqa: E402
 from canal.spark.changes import SEQ_BITS, arrow_schema, entries_to_batch  # noqa: E402
 from canal.spark.mirror import DEFAULT_FILE_BYTES  # noqa: E402
 from canal.spark.types import arrow_type  # noqa: E402
@@ -315,7 +315,7 @@ def data_files(mirror: DeltaMirror, table: str) -> dict[str, int]:
     base = mirror.table_path(SCHEMA, table)
     log = changelog.log_path(base)
     files = {"base": len(DeltaTable(str(base)).file_uris()), "log": 0}
-    if changelog.is_log(log):
+    if delta_append.is_table(log):
         files["log"] = len(DeltaTable(str(log)).file_uris())
     return files
 

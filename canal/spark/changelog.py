@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 import attrs
 
 from canal.files import write_bytes_atomic
+from canal.spark.delta_append import is_table
 from canal.spark.types import MirrorError
 
 BATCH = "_canal_batch"
@@ -111,7 +112,7 @@ def append(log: Path, rows: Any, commit: Any, table: Any = None, history_s: floa
     used: list[Any] = [None]
 
     def write() -> None:
-        if table is None and not is_log(log):
+        if table is None and not is_table(log):
             write_deltalake(
                 str(log), rows, mode="append", commit_properties=commit, configuration=log_configuration(history_s)
             )
@@ -174,13 +175,6 @@ def folded(base: Any) -> Change:
     return NOT_FOLDED if batch is None or seq is None else (int(batch), int(seq))
 
 
-def is_log(log: Path) -> bool:
-    """Whether the table has a change log."""
-    from canal.spark.delta_append import is_table
-
-    return is_table(log)
-
-
 def latest(rows: Any, keys: Sequence[str]) -> Any:
     """Each key's last change, by (batch, seq) (rows with equal batch, seq and key are copies of one change: a
     replayed or duplicated append)."""
@@ -217,7 +211,7 @@ def _read_log(log: Path, after: Change) -> Any:
     """The log's rows after the change ``after`` (None when the table has no log)."""
     from deltalake import DeltaTable
 
-    if not is_log(log):
+    if not is_table(log):
         return None
     return _newer(DeltaTable(str(log)), after)
 
@@ -275,7 +269,7 @@ def current_files(base: str | os.PathLike[str]) -> tuple[list[str], list[str], C
     table = DeltaTable(str(base))
     log = log_path(base)
     keys = read_keys(log)
-    log_files = DeltaTable(str(log)).file_uris() if keys is not None and is_log(log) else []
+    log_files = DeltaTable(str(log)).file_uris() if keys is not None and is_table(log) else []
     return list(table.file_uris()), list(log_files), folded(table), keys
 
 
@@ -305,7 +299,7 @@ def log_size(base: str | os.PathLike[str], base_table: Any = None, log_table: An
     """The sizes of the table at ``base`` and its log, through their DeltaTables when the caller keeps them open
     (up to date), else opened here."""
     log = log_path(base)
-    if log_table is None and is_log(log):
+    if log_table is None and is_table(log):
         log_table = open_table(log)
     log_rows, log_files = _rows_and_files(log_table) if log_table is not None else (0, 0)
     base_rows, _ = _rows_and_files(base_table if base_table is not None else open_table(Path(base)))
@@ -378,7 +372,7 @@ def _fold(base: str | os.PathLike[str], *, name: str, appends: contextlib.Abstra
     began = time.perf_counter()
     log = log_path(base)
     keys = read_keys(log)
-    if keys is None or not is_log(log):
+    if keys is None or not is_table(log):
         return FoldResult(name, 0, NOT_FOLDED, time.perf_counter() - began, 0)
     table = DeltaTable(str(base))
     after = folded(table)
@@ -477,7 +471,7 @@ def trim(log: Path, through: Change) -> int:
     """Remove the log rows up to the change ``through`` (folded into the base), deleting the files they were in; the
     number of files deleted."""
 
-    if through == NOT_FOLDED or not is_log(log):
+    if through == NOT_FOLDED or not is_table(log):
         return 0
     b, s = quote(BATCH), quote(SEQ)
     return _replacing_files(
@@ -523,7 +517,7 @@ def checkpoint(table: Any, log: Path) -> None:
 def compact(log: Path, appends: contextlib.AbstractContextManager[object] | None = None) -> int:
     """Rewrite the log's data files into few (Delta OPTIMIZE), deleting the old files; the number deleted. Holds
     ``appends`` (see :func:`fold`)."""
-    if not is_log(log):
+    if not is_table(log):
         return 0
     with appends or contextlib.nullcontext():
         return _replacing_files(log, lambda table: table.optimize.compact())
@@ -537,7 +531,7 @@ def clear(log: Path, schema: Any) -> None:
 
     fields = [f for f in pa.schema(schema) if f.name not in INTERNAL_COLUMNS]
     full = pa.schema([*fields, pa.field(BATCH, pa.int64()), pa.field(SEQ, pa.int64()), pa.field(OP, pa.string())])
-    if not is_log(log):
+    if not is_table(log):
         return
     _replacing_files(
         log, lambda table: write_deltalake(table, full.empty_table(), mode="overwrite", schema_mode="overwrite")
