@@ -1,9 +1,10 @@
 """Durable file writes: a file appears whole or not at all, and stays once written, through crashes and power cuts.
 
 Every file pycanal keeps (meta and log positions, the schema history, the Spark spools and journal) is written by
-:func:`write_file_atomic`: a temporary file in the same directory, fsynced, then renamed over the target -- or, where
-the first writer must win, hard-linked to it only if none is there -- and the directory fsynced so the new name is
-durable too. A reader, or a process restarted after a crash, sees the previous file or the new one, never a mix.
+:func:`write_file_atomic` or, when its content comes over time, :class:`AtomicFile`: a temporary file in the same
+directory, fsynced, then renamed over the target -- or, where the first writer must win, hard-linked to it only if
+none is there -- and the directory fsynced so the new name is durable too. A reader, or a process restarted after a
+crash, sees the previous file or the new one, never a mix.
 """
 
 from __future__ import annotations
@@ -32,39 +33,69 @@ _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP}
 _NO_DIRECTORY_FSYNC = {errno.EINVAL, errno.ENOTSUP, errno.EBADF}
 
 
-def write_file_atomic(path: str | os.PathLike[str], fill: Callable[[BinaryIO], None], *, replace: bool = True) -> bool:
-    """Write ``path`` with ``fill`` (given the open temporary file, which it may rewind and truncate), durably.
+class AtomicFile:
+    """A file written under a temporary name beside ``path`` and published whole (:meth:`publish`), or dropped
+    (:meth:`discard`, or leaving the ``with`` block without publishing). Its content may be written over time;
+    :meth:`sync` makes what is written so far durable, so that :meth:`publish` has little left to flush. Creates the
+    parent directory."""
 
-    With ``replace`` the new file replaces any file at ``path``. Without it the new file is published only if there
-    is none: True when it was, False when another writer's file was there first (it stays, and the new one is
-    dropped; :class:`HardLinksUnsupportedError` where the file system has no hard links). Creates the parent
-    directory. The temporary file is removed on every error; OSError and ``fill``'s errors propagate.
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.with_name(f".{self.path.name}{TEMP_MARK}{uuid.uuid4().hex}")
+        self.fh: BinaryIO = open(self._tmp, "wb")  # noqa: SIM115 -- closed by publish / discard
+
+    def __enter__(self) -> AtomicFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+    def sync(self) -> None:
+        """Flush what is written so far to disk."""
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+
+    def publish(self, *, replace: bool = True) -> bool:
+        """Make the file durable and give it its name. With ``replace`` it replaces any file at ``path``. Without it
+        it is published only if there is none: True when it was, False when another writer's file was there first
+        (it stays, and this one is dropped; :class:`HardLinksUnsupportedError` where the file system has no hard
+        links). The temporary file is removed whatever happens; OSError propagates."""
+        try:
+            self.sync()
+            self.fh.close()
+            if replace:
+                os.replace(self._tmp, self.path)
+            else:
+                try:
+                    os.link(self._tmp, self.path)  # unlike a rename, a link never replaces a file
+                except FileExistsError:
+                    return False
+                except OSError as exc:
+                    if exc.errno in _NO_HARD_LINKS:
+                        raise HardLinksUnsupportedError(
+                            exc.errno, f"{self.path.parent} has no hard links ({exc.strerror})"
+                        ) from exc
+                    raise
+        finally:
+            self.discard()
+        fsync_directory(self.path.parent)
+        return True
+
+    def discard(self) -> None:
+        """Drop the temporary file (nothing if it was published)."""
+        self.fh.close()
+        self._tmp.unlink(missing_ok=True)
+
+
+def write_file_atomic(path: str | os.PathLike[str], fill: Callable[[BinaryIO], None], *, replace: bool = True) -> bool:
+    """Write ``path`` with ``fill`` (given the open temporary file, which it may rewind and truncate), durably
+    (:class:`AtomicFile`; ``replace`` and the result as for :meth:`AtomicFile.publish`). The temporary file is
+    removed on every error; OSError and ``fill``'s errors propagate.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}{TEMP_MARK}{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "wb") as fh:
-            fill(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if replace:
-            os.replace(tmp, target)
-        else:
-            try:
-                os.link(tmp, target)  # unlike a rename, a link never replaces a file
-            except FileExistsError:
-                return False
-            except OSError as exc:
-                if exc.errno in _NO_HARD_LINKS:
-                    raise HardLinksUnsupportedError(
-                        exc.errno, f"{target.parent} has no hard links ({exc.strerror})"
-                    ) from exc
-                raise
-    finally:
-        tmp.unlink(missing_ok=True)
-    fsync_directory(target.parent)
-    return True
+    with AtomicFile(path) as file:
+        fill(file.fh)
+        return file.publish(replace=replace)
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:

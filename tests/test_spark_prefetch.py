@@ -1,4 +1,5 @@
-"""The canal source's reader prepares the next batch in the background: same rows, same replay, no early ack.
+"""The canal source's reader prepares the next batch in the background: same rows, same replay; a batch's instance
+batches are acked once it is spooled.
 
 The reader logic (:class:`~canal.spark.source.CanalStreamReader`) runs here in-process against a FakeMysql, the way
 Spark's runner process calls it: ``read(start)`` returns a batch and its end, the next read starts at that end,
@@ -87,18 +88,53 @@ def test_prefetched_batches_are_the_stream_in_order_and_spooled(fake: FakeMysql,
         assert spooled is not None and spooled[0].equals(batch) and canonical(spooled[1]) == canonical(batch_end)
 
 
-def test_commit_acks_only_up_to_its_end_while_the_next_batch_is_prepared(fake: FakeMysql, tmp_path: Path) -> None:
-    r = reader(fake, tmp_path / "spool", prefetch=True)
-    got, _ = read_until(r, dict(INITIAL_OFFSET), 20)
-    first_end = got[0][2]
+def test_a_batch_is_acked_once_spooled_and_commit_drops_its_file(fake: FakeMysql, tmp_path: Path) -> None:
+    r = reader(fake, tmp_path / "spool", prefetch=False)
+    start = dict(INITIAL_OFFSET)
+    it, end = r.read(start)
+    assert ids(list(it))
     session = _session(r.options)
-    session.finish_prefetch()
-    handed_out = [batch_id for batch_id, _ in session.outstanding]
-    r.commit(first_end)
     assert session.instance is not None
-    left = session.instance.list_batch_ids()
-    assert left and left == [batch_id for batch_id, _ in session.outstanding] and len(left) < len(handed_out)
-    assert left == handed_out[len(handed_out) - len(left) :]  # the oldest were acked, the prepared ones are not
+    # the spool holds the batch for a replay: the instance keeps nothing outstanding, its cursor is at the batch's end
+    assert session.outstanding == [] and session.instance.list_batch_ids() == []
+    cursor = session.instance.get_cursor()
+    assert cursor is not None and cursor.position is not None
+    assert (cursor.position.journal_name, cursor.position.position) == (end["file"], end["offset"])
+    assert Spool(tmp_path / "spool").read(start) is not None
+    r.commit(end)
+    assert Spool(tmp_path / "spool").read(start) is None
+    assert session.instance.get_cursor() == cursor  # commit changes nothing in the instance
+
+
+def test_reads_go_on_without_commits_when_the_store_is_smaller_than_a_batch(fake: FakeMysql, tmp_path: Path) -> None:
+    """Spark asks for batch N+1 before it commits batch N: the store must not hold batch N until then. With a store
+    of 4 entries and micro-batches of up to 7, every row still comes, though nothing is committed."""
+    r = CanalStreamReader(
+        {
+            **reader(fake, tmp_path / "spool", prefetch=True).options,
+            "canal.instance.memory.buffer.size": "4",
+            "canal.instance.memory.batch.mode": "ITEMSIZE",
+            "read.timeout": "0.2",
+        }
+    )
+    got, _ = read_until(r, dict(INITIAL_OFFSET), ROWS)
+    assert ids([b for _, b, _ in got]) == list(range(ROWS))
+
+
+def test_a_prefetch_takes_what_comes_until_the_next_read(fake: FakeMysql, tmp_path: Path) -> None:
+    """The batch prepared in the background holds the rows that arrived while Spark ran the one before, not only
+    those there when it began."""
+    r = CanalStreamReader({**reader(fake, tmp_path / "spool", prefetch=True).options, "max.entries": "1000"})
+    got, end = read_until(r, dict(INITIAL_OFFSET), ROWS)
+    assert ids([b for _, b, _ in got]) == list(range(ROWS))
+    session = _session(r.options)
+    assert session.prefetcher is not None and session.prefetcher.is_alive()  # waiting for more
+    for i in range(ROWS, ROWS + 5):  # one transaction each, arriving one after another
+        fake.insert("shop.t", {"id": i, "v": f"v{i}"})
+    with session.prefetch_progress:  # the prefetch has turned the five rows into change rows
+        assert session.prefetch_progress.wait_for(lambda: session.prefetch_rows >= 5, timeout=60)
+    it, _ = r.read(end)
+    assert ids(list(it)) == list(range(ROWS, ROWS + 5))  # in one batch
 
 
 def test_after_the_reader_process_dies_a_prepared_batch_is_replayed_exactly(fake: FakeMysql, tmp_path: Path) -> None:
@@ -124,28 +160,28 @@ def test_prefetch_off_gives_the_same_rows(fake: FakeMysql, tmp_path: Path) -> No
     assert not _session(reader(fake, tmp_path / "b", prefetch=False).options).prefetched
 
 
-def test_a_refused_ack_fails_the_commit_and_loses_nothing(
+def test_a_refused_ack_fails_the_read_and_loses_nothing(
     fake: FakeMysql, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ack failure surfaces as a SparkSourceError (the query fails); the batch stays spooled and outstanding, and
-    the next read -- from the offset Spark's checkpoint holds -- delivers every row after it."""
+    """The ack failure surfaces as a SparkSourceError (the query fails); the batch it followed stays spooled, the
+    instance is closed, and the next read of the same start returns exactly that batch, then every row after it."""
     r = reader(fake, tmp_path / "spool", prefetch=False)
-    got, _ = read_until(r, dict(INITIAL_OFFSET), 10)
-    first_start, first_batch, first_end = got[0]
+    got, start = read_until(r, dict(INITIAL_OFFSET), 10)
     session = _session(r.options)
     assert session.instance is not None
-    owed = list(session.outstanding)
 
     def refuse(*_args: Any) -> None:
         raise MetaError("the meta store refused the cursor write (injected)")
 
     monkeypatch.setattr(session.instance.meta, "update_cursor", refuse)
     with pytest.raises(SparkSourceError, match="refused"):
-        r.commit(first_end)
-    assert session.instance is None  # closed: the next read restarts at the checkpoint's offset
-    assert owed and session.outstanding == []
-    spooled = Spool(tmp_path / "spool").read(first_start)
-    assert spooled is not None and spooled[0].equals(first_batch)  # kept: commit did not discard it
+        r.read(start)
+    assert session.instance is None and session.outstanding == []  # closed: the next read restarts at its start
+    spooled = Spool(tmp_path / "spool").read(start)
+    assert spooled is not None and ids([spooled[0]])
     monkeypatch.undo()
-    rest, _ = read_until(r, first_end, ROWS - len(ids([first_batch])))
-    assert ids([first_batch]) + ids([b for _, b, _ in rest]) == list(range(ROWS))
+    it, end = r.read(start)
+    batches = list(it)
+    assert batches and batches[0].equals(spooled[0]) and canonical(end) == canonical(spooled[1])
+    rest, _ = read_until(r, end, ROWS - len(ids([b for _, b, _ in got])) - len(ids(batches)))
+    assert ids([b for _, b, _ in got]) + ids(batches) + ids([b for _, b, _ in rest]) == list(range(ROWS))

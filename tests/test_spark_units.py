@@ -15,11 +15,12 @@ pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig
+from canal.files import temp_files_of, write_file_atomic
 from canal.instance import Instance
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror, Spool, current_rows, entries_to_batch, project
-from canal.spark.changes import INITIAL_OFFSET, arrow_schema, cursor_key, offset_of
+from canal.spark.changes import INITIAL_OFFSET, arrow_schema, canonical, cursor_key, offset_of
 from canal.spark.mirror import MirrorError
 from canal.spark.project import parse_create_table
 from canal.spark.source import CanalStreamReader, SparkSourceError, config_from_options
@@ -116,6 +117,51 @@ def test_spool_round_trip_and_discard(tmp_path: Path) -> None:
     assert spool.read(end) is None
     spool.discard_through(end)
     assert spool.read(start) is None
+
+
+def test_a_batch_spooled_in_chunks_reads_back_as_one_and_is_invisible_until_published(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    entries = [_entry(500 + i, 1, 400 + 100 * i, [RowData(TABLE, after=(i, Decimal("2.50"), "a"))]) for i in range(3)]
+    start, end = dict(INITIAL_OFFSET), offset_of(entries[-1], 1)
+    assert end is not None
+    chunks = [entries_to_batch(entries[:2], "dest", 1), entries_to_batch(entries[2:], "dest", 1, 2)]
+    writer = spool.open(start, chunks[0].schema)
+    for chunk in chunks:
+        writer.write(chunk)
+        assert spool.read(start) is None  # a reader sees no part of it
+    writer.publish(end)
+    got = spool.read(start)
+    assert got is not None and got[1] == end and got[0].equals(entries_to_batch(entries, "dest", 1))
+    assert temp_files_of(spool.path_for(start)) == []
+
+
+def test_a_discarded_spool_writer_leaves_nothing(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])
+    writer = spool.open(dict(INITIAL_OFFSET), entries_to_batch([e1], "dest", 1).schema)
+    writer.write(entries_to_batch([e1], "dest", 1))
+    writer.discard()
+    assert spool.read(dict(INITIAL_OFFSET)) is None and list(tmp_path.iterdir()) == []
+
+
+def test_a_spool_file_of_the_earlier_format_is_read(tmp_path: Path) -> None:
+    """Before batches were spooled in chunks, a file was one record batch with the end offset in the schema."""
+    import pyarrow as pa
+
+    spool = Spool(tmp_path)
+    e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])
+    start, end = dict(INITIAL_OFFSET), offset_of(e1, 1)
+    assert end is not None
+    batch = entries_to_batch([e1], "dest", 1)
+    schema = batch.schema.with_metadata({b"start": canonical(start).encode(), b"end": canonical(end).encode()})
+
+    def fill(fh: Any) -> None:
+        with pa.ipc.new_file(fh, schema) as writer:
+            writer.write_batch(batch)
+
+    write_file_atomic(spool.path_for(start), fill)
+    got = spool.read(start)
+    assert got is not None and got[1] == end and got[0].equals(batch)
 
 
 def test_options_restore_canal_key_case() -> None:

@@ -33,6 +33,7 @@ commit names the change it folded through (``pycanal.folded_batch``, ``pycanal.f
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -147,6 +148,12 @@ def open_table(path: Path) -> Any:
 
 def log_path(base: str | os.PathLike[str]) -> Path:
     """The change log of the base table at ``base`` (``root/_changes/{schema}.{table}``)."""
+    return _log_path(os.fspath(base))
+
+
+@functools.lru_cache(maxsize=4096)
+def _log_path(base: str) -> Path:
+    # remembered: a batch asks for the log of each table it writes, and building paths costs more than the lookup
     path = Path(base)
     return path.parent / LOG_DIR / path.name
 

@@ -1098,7 +1098,7 @@ class DeltaMirror:
 
         path = str(self.table_path(plan.schema, plan.table))
         self._recovered(path)
-        exists = delta_append.is_table(Path(path))
+        exists = delta_append.is_table(path)
         evolution = self._evolution(plan, path if exists else None)
         merge_on_read = self.mode == "merge_on_read"
         if exists and merge_on_read and (evolution is not None or plan.truncate):
@@ -1155,7 +1155,7 @@ class DeltaMirror:
         deletes = _true_count(plan.deletes) if plan.deletes is not None else 0  # the source's ``d`` rows
         stats.upserts += source.num_rows - deletes
         stats.deletes += deletes
-        if not (exists if evolution is None else delta_append.is_table(Path(path))):  # only DDL creates or drops it
+        if not (exists if evolution is None else delta_append.is_table(path)):  # only DDL creates or drops it
             shutil.rmtree(changelog.log_path(path), ignore_errors=True)  # a change log of an earlier life
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             write_deltalake(

@@ -21,11 +21,20 @@ whose rows Spark takes on the driver.
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
 options. ``read(start)`` pulls entries (``get_without_ack``) up to the caps, writes the batch's rows *and* end
-offset to the spool file named by ``start`` (Arrow IPC, written atomically), then returns them. An instance batch a
-cap cuts carries its rest into the next micro-batch and is acked with that one. ``commit(end)`` acks the instance
-batches up to ``end`` and deletes their spool files. With ``prefetch``, as soon as ``read`` returns, a thread
-prepares (and spools) the batch after it from what the instance already holds, so decoding and encoding overlap
-Spark's work on the current batch; the next ``read`` finds it ready.
+offset to the spool file named by ``start`` (Arrow IPC, written atomically), acks the instance batches it holds,
+then returns them. An instance batch a cap cuts carries its rest into the next micro-batch and is acked with that
+one. ``commit(end)`` deletes the spool files up to ``end``. With ``prefetch``, as soon as ``read`` returns, a thread
+prepares the batch after it: it takes entries as the instance decodes them, turning them into change rows as they
+come, until the next ``read`` ends the batch (or a cap does) -- so decoding and encoding overlap Spark's work on
+the current batch, and a micro-batch holds what arrived meanwhile, not only what the instance held when it began.
+
+Why ack at the spool, not at ``commit``: Spark asks for micro-batch N+1 (``latestOffset``) before it commits N, so
+if the instance's store kept N's entries until the commit, N and N+1 together could hold no more than the store
+(``canal.instance.memory.buffer.size``), and a store full of N would end a ``Trigger.AvailableNow`` run at N+1
+as if nothing were left. Once spooled, N is replayed from the spool and nothing needs the store's copy. The
+instance's saved cursor therefore stands at the end of what is spooled: a query restarted with its checkpoint
+resumes exactly (the checkpoint names where, the spool holds what Spark planned), while a query started with a new
+checkpoint starts after the spooled batches, including one Spark may not have committed.
 
 Exactly-once replay. The Spark checkpoint is the authority on positions: whenever ``read(start)`` finds the instance
 somewhere other than ``start`` (a new runner process, a restart), it restarts the instance at the cursor ``start``
@@ -92,7 +101,7 @@ from canal.spark.chunks import (
     read_chunk,
 )
 from canal.spark.options import CONNECTION_OPTIONS, READER_DEFAULTS, READER_OPTIONS
-from canal.spark.spool import Spool
+from canal.spark.spool import Spool, SpoolWriter, empty_batch
 
 _SHORT_KEYS = {o.name: o.canal_key for o in CONNECTION_OPTIONS if o.canal_key is not None}
 # Spark lower-cases option names; canal's camelCase keys are restored from this table
@@ -186,8 +195,11 @@ class _Session:
         self.instance: Instance | None = None
         self.meta: Any = None
         self.pos: Offset | None = None  # the offset after the last entry handed out by the instance
-        self.outstanding: list[tuple[int, Offset]] = []  # instance batch ids handed out, with their end offsets
+        self.outstanding: list[int] = []  # instance batch ids handed out whose entries are not all spooled yet
         self.prefetcher: threading.Thread | None = None  # preparing the batch after the last one returned
+        self.prefetch_stop = threading.Event()  # set: the prefetcher ends its batch with what it has taken
+        self.prefetch_rows = 0  # change rows the running prefetch holds so far
+        self.prefetch_progress = threading.Condition()  # notified when prefetch_rows grows
         self.prefetched: tuple[str, Any, Offset] | None = None  # (canonical start, record batch, end offset)
         self.carry: list[Any] = []  # entries of an instance batch a read cap cut off: the next batch's first
         self.carry_id: int | None = None  # that instance batch's id
@@ -227,8 +239,9 @@ class _Session:
             thread.join(wait_s)
 
     def finish_prefetch(self) -> None:
-        """Wait for the batch being prepared in the background, if any."""
+        """End the batch being prepared in the background with what it holds, if there is one, and wait for it."""
         thread = self.prefetcher
+        self.prefetch_stop.set()
         if thread is not None:
             thread.join()
             self.prefetcher = None
@@ -322,6 +335,97 @@ def close_sessions() -> None:
 atexit.register(close_sessions)
 
 
+_PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
+
+
+class _Cut:
+    """The entries of one micro-batch as they are taken from the instance, and their change rows, written to the
+    batch's spool file as they come."""
+
+    def __init__(self, start: Offset, spool: Spool) -> None:
+        self.start = start
+        self.spool = spool
+        self.count = 0  # entries taken
+        self.fresh: list[Any] = []  # entries taken and not yet turned into change rows
+        self.end: Offset | None = None
+        self.partial = False  # stopped at an AvailableNow target
+        self.full = False  # stopped at a cap
+        self.taken = 0  # entries, a SNAPSHOT entry counting its rows (it holds up to 1,000)
+        self.rows = 0  # change rows (what maxRowsPerTrigger counts)
+        self.nbytes = 0  # binlog bytes (what maxBytesPerTrigger counts)
+        self.chunks: list[Any] = []  # record batches of the change rows
+        self.chunk_rows = 0
+        self.writer: SpoolWriter | None = None  # the spool file being written, from the first change row on
+
+    def done(self, max_entries: int) -> bool:
+        return self.taken >= max_entries or self.partial or self.full
+
+    def take(
+        self,
+        session: _Session,
+        mid: int,
+        pending: list[Any],
+        cap: ReadCap,
+        target: EntryPosition | None,
+        batch_no: int,
+    ) -> None:
+        """Add the entries of instance batch ``mid`` up to the caps or the AvailableNow target; the rest a cap cuts
+        is carried into the next micro-batch (``session.carry``). Called under the session's lock."""
+        kept = 0
+        for entry in pending:
+            if target is not None and _past_target(entry, target):
+                self.partial = True
+                break
+            rc = entry.row_change
+            entry_rows = change_rows(entry)
+            if self.count and cap.exceeded(self.rows + entry_rows, self.nbytes + entry.header.event_length):
+                self.full = True
+                break
+            self.rows += entry_rows
+            self.nbytes += entry.header.event_length
+            self.fresh.append(entry)
+            self.count += 1
+            kept += 1
+            self.taken += len(rc.rows) if rc is not None and rc.event_type is EventType.SNAPSHOT else 1
+            placed = offset_of(entry, batch_no)
+            if placed is not None:
+                self.end = placed
+        if self.full:
+            # the cap fell inside this instance batch: its rest opens the next micro-batch, and the instance batch
+            # is acked with that one (whose end covers all of it)
+            session.carry, session.carry_id = pending[kept:], mid
+        elif not self.partial:
+            session.outstanding.append(mid)
+
+    def encode(self, destination: str, batch_no: int) -> None:
+        """Turn the entries taken since the last call into change rows and spool them."""
+        if not self.fresh:
+            return
+        chunk = entries_to_batch(self.fresh, destination, batch_no, self.chunk_rows)
+        self.fresh = []
+        if chunk.num_rows:
+            if self.writer is None:
+                self.writer = self.spool.open(self.start, chunk.schema)
+            self.writer.write(chunk)
+            self.chunks.append(chunk)
+            self.chunk_rows += chunk.num_rows
+
+    def publish(self, end: Offset) -> Any:
+        """Publish the spool file with ``end``; the micro-batch's change rows, one record batch."""
+        import pyarrow as pa
+
+        batch = empty_batch() if not self.chunks else pa.concat_batches(self.chunks)
+        if self.writer is None:
+            self.writer = self.spool.open(self.start, batch.schema)
+        self.writer.publish(end)
+        return batch
+
+    def discard(self) -> None:
+        """Drop the spool file unless it was published."""
+        if self.writer is not None:
+            self.writer.discard()
+
+
 # -- the reader logic, independent of pyspark ----------------------------------------------------------------------
 
 
@@ -388,79 +492,110 @@ class CanalStreamReader:
         session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
         return session.take_prefetched(start) or self.spool.read(start) or self._prepare(session, start, wait=wait)
 
-    def _prepare(self, session: _Session, start: Offset, *, wait: bool) -> tuple[Any, Offset] | None:
+    def _prepare(
+        self, session: _Session, start: Offset, *, wait: bool, until: threading.Event | None = None
+    ) -> tuple[Any, Offset] | None:
         """Pull the entries after ``start``, turn them into a batch and spool it; None when nothing came.
 
-        ``wait``: when nothing is there yet, wait up to ``read.timeout`` for a first instance batch. The caps
-        (:class:`ReadCap`) bound the change rows and binlog bytes (always at least one entry); the rest of an
-        instance batch they cut is carried into the next micro-batch, and that instance batch is acked with it.
+        ``wait``: when nothing is there yet, wait up to ``read.timeout`` for a first instance batch. ``until`` (a
+        prefetch): take what comes until the event is set -- the next ``read`` sets it -- so that the micro-batch
+        holds everything decoded while Spark ran the one before. The caps (:class:`ReadCap`, ``max.entries``) bound
+        the change rows and binlog bytes (always at least one entry); the rest of an instance batch they cut is
+        carried into the next micro-batch, and that instance batch is acked with it. Entries are turned into change
+        rows as they come, so a ``read`` that stops a prefetch waits for one instance batch's rows at most.
         """
-        cap = self.limit
         batch_no = int(start.get("batch", 0)) + 1
         with session.lock:
             if session.instance is None or session.pos is None or canonical(session.pos) != canonical(start):
                 session.open_at(start)
-            instance = session.instance
-            assert instance is not None
-            entries: list[Any] = []
-            end: Offset | None = None
-            waited = not wait
-            partial = False
-            full = False
-            taken = 0  # entries, a SNAPSHOT entry counting its rows (it holds up to 1,000)
-            rows = 0  # change rows (what maxRowsPerTrigger counts)
-            nbytes = 0  # binlog bytes (what maxBytesPerTrigger counts)
-            while taken < self.max_entries and not partial and not full:
+        cut = _Cut(start, self.spool)
+        try:
+            return self._take(session, start, cut, batch_no, wait=wait, until=until)
+        finally:
+            cut.discard()
+
+    def _take(
+        self,
+        session: _Session,
+        start: Offset,
+        cut: _Cut,
+        batch_no: int,
+        *,
+        wait: bool,
+        until: threading.Event | None,
+    ) -> tuple[Any, Offset] | None:
+        """The loop of :meth:`_prepare`."""
+        waited = not wait
+        while not cut.done(self.max_entries):
+            with session.lock:  # released between instance batches, so a prefetch that waits for entries blocks no one
+                instance = session.instance
+                if instance is None:  # closed under a prefetch (the source stopping): the next read reopens
+                    return None
                 if session.carry:  # the rest of an instance batch the last cap cut: it comes first
                     mid, pending = session.carry_id, session.carry
                     session.carry, session.carry_id = [], None
                 else:
-                    size = min(self.batch_size, self.max_entries - taken)
+                    size = min(self.batch_size, self.max_entries - cut.taken)
                     msg = instance.get_without_ack(size, None)  # what is there now
-                    if msg.id == EMPTY_MESSAGE_ID and not entries and not waited:
+                    if msg.id == EMPTY_MESSAGE_ID and not cut.count and not waited:
                         waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
                         msg = instance.get_without_ack(size, self.read_timeout)
                         while msg.id == EMPTY_MESSAGE_ID and self.target is not None and _snapshot_running(instance):
                             # Trigger.AvailableNow ends at the first empty micro-batch; a snapshot's rows are data
                             # available now, however long its next chunk takes to read
                             msg = instance.get_without_ack(size, self.read_timeout)
-                    if msg.id == EMPTY_MESSAGE_ID:
-                        break
                     mid, pending = msg.id, list(msg.entries)
-                kept = 0
-                for entry in pending:
-                    if self.target is not None and _past_target(entry, self.target):
-                        partial = True
-                        break
-                    rc = entry.row_change
-                    entry_rows = change_rows(entry)
-                    if entries and cap.exceeded(rows + entry_rows, nbytes + entry.header.event_length):
-                        full = True
-                        break
-                    rows += entry_rows
-                    nbytes += entry.header.event_length
-                    entries.append(entry)
-                    kept += 1
-                    taken += len(rc.rows) if rc is not None and rc.event_type is EventType.SNAPSHOT else 1
-                    placed = offset_of(entry, batch_no)
-                    if placed is not None:
-                        end = placed
-                if full:
-                    # the cap fell inside this instance batch: its rest opens the next micro-batch, and the instance
-                    # batch is acked with that one (whose end covers all of it)
-                    session.carry, session.carry_id = pending[kept:], mid
-                elif not partial:
+                if pending:
                     assert mid is not None
-                    session.outstanding.append((mid, dict(end) if end is not None else dict(start)))
-            if end is None or not moved(start, end):
-                end = dict(start)
+                    cut.take(session, mid, pending, self.limit, self.target, batch_no)
+            if pending:
+                cut.encode(self.destination, batch_no)  # outside the lock
+                if until is not None:
+                    with session.prefetch_progress:
+                        session.prefetch_rows = cut.chunk_rows
+                        session.prefetch_progress.notify_all()
+                continue
+            if until is None or until.wait(_PREFETCH_POLL_S):
+                break
+        with session.lock:
+            end = cut.end if cut.end is not None and moved(start, cut.end) else dict(start)
             # entries past an AvailableNow target were handed out but not returned: reopen on the next read
-            session.pos = None if partial else end
+            session.pos = None if cut.partial else end
         if canonical(end) == canonical(start):
             return None
-        batch = entries_to_batch(entries, self.destination, batch_no)
-        self.spool.write(start, end, batch)
+        batch = cut.publish(end)
+        self._ack_spooled(session, start)
         return batch, end
+
+    def _ack_spooled(self, session: _Session, start: Offset) -> None:
+        """Ack the instance batches whose entries are all in spool files now: the spool holds them for a replay, and
+        the instance's store needs the room for the entries after them.
+
+        A refused ack raises :class:`SparkSourceError` and closes the instance: the next ``read`` restarts it at the
+        offset Spark asks for, and the batch just spooled is read from the spool, so nothing is lost.
+        """
+        failed: tuple[int, CanalError] | None = None
+        with session.lock:
+            instance = session.instance
+            while instance is not None and session.outstanding:
+                try:
+                    instance.ack(session.outstanding[0])
+                except CanalError as refused:
+                    failed = session.outstanding[0], refused
+                    break
+                session.outstanding.pop(0)
+        if failed is None:
+            return
+        batch_id, exc = failed
+        destination_logger(__name__, self.destination).error(
+            "ack of batch %d failed; closing the instance: %s", batch_id, exc
+        )
+        session.close()  # outside the lock: it waits for a prefetch, which takes the lock
+        raise SparkSourceError(
+            f"the batch after {canonical(start)} is spooled, but the ack of instance batch {batch_id} was refused "
+            f"({type(exc).__name__}: {exc}); its rows are read from the spool, the ones after them from the binlog "
+            "again"
+        ) from exc
 
     def _prefetch(self, session: _Session, start: Offset) -> None:
         """Prepare the batch after ``start`` in a thread while Spark runs the current one (``prefetch`` option).
@@ -474,9 +609,12 @@ class CanalStreamReader:
         if canonical(session.pos) != canonical(start):
             return
 
+        stop = threading.Event()
+        session.prefetch_rows = 0
+
         def prepare() -> None:
             try:
-                prepared = self._prepare(session, start, wait=False)
+                prepared = self._prepare(session, start, wait=False, until=stop)
             except Exception:  # the next read starts over from its own start and reports what is wrong
                 destination_logger(__name__, self.destination).warning(
                     "preparing the next batch failed; the next read reopens the instance", exc_info=True
@@ -488,6 +626,7 @@ class CanalStreamReader:
                 session.prefetched = (canonical(start), prepared[0], prepared[1])
 
         session.prefetcher = threading.Thread(target=prepare, name="canal-spark-prefetch", daemon=True)
+        session.prefetch_stop = stop
         session.prefetcher.start()
 
     # -- executor snapshot partitions (option snapshot.partitions; see canal.spark.chunks) ---------------------------
@@ -656,36 +795,8 @@ class CanalStreamReader:
         return iter(batches)
 
     def commit(self, end: Offset) -> None:
-        """Ack the instance batches up to ``end`` (Spark has written them) and drop their spool files.
-
-        A failed ack fails the commit, and with it the query, with a :class:`SparkSourceError`: the batch is still
-        outstanding and the spool keeps it, so nothing is lost. The instance is closed, so the next ``read``
-        restarts it at the offset Spark's checkpoint holds (as after a restart of the runner process).
-        """
-        session = _SESSIONS.get(_options_key(self.options))
-        failed: tuple[int, CanalError] | None = None
-        if session is not None:
-            with session.lock:
-                instance = session.instance
-                while instance is not None and session.outstanding:
-                    batch_id, batch_end = session.outstanding[0]
-                    if int(batch_end.get("batch", 0)) > int(end.get("batch", 0)):
-                        break  # a later Spark batch's (prepared ahead)
-                    try:
-                        instance.ack(batch_id)
-                    except CanalError as refused:
-                        failed = batch_id, refused
-                        break
-                    session.outstanding.pop(0)
-        if session is not None and failed is not None:
-            batch_id, exc = failed
-            log = destination_logger(__name__, self.destination)
-            log.error("ack of batch %d failed; closing the instance: %s", batch_id, exc)
-            session.close()  # outside the lock: it waits for a prefetch, which takes the lock
-            raise SparkSourceError(
-                f"commit of {canonical(end)} failed: the ack of instance batch {batch_id} was refused "
-                f"({type(exc).__name__}: {exc}); the rows stay spooled and are read again from the checkpoint"
-            ) from exc
+        """Drop the spool files of the batches up to ``end``: Spark has written them and never reads them again.
+        (Their instance batches were acked when they were spooled.)"""
         self.spool.discard_through(end)
         if self.partitions_per_batch is not None:
             discard_chunks_through(str(self.spool.root), int(end.get("batch", 0)))

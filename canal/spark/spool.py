@@ -3,8 +3,10 @@
 The ``canal`` Spark source spools each micro-batch it plans (a batch Spark planned but did not commit comes back
 byte for byte); :func:`~canal.spark.batches.run_batches` spools a batch that holds snapshot rows, which a restarted
 snapshot reads again and cannot reproduce. A file is Arrow IPC named by the batch's start offset, written to a
-temporary name, fsynced and renamed (:func:`canal.files.write_file_atomic`), with the start and end offsets in its
-schema metadata.
+temporary name -- chunk by chunk as the batch is prepared (:class:`SpoolWriter`) --, fsynced and renamed
+(:class:`canal.files.AtomicFile`). The start offset is in its schema metadata, the end offset in the custom
+metadata of its last record batch (an empty one), as the end is known only when the batch is. (Files written before
+the chunks came had the end in the schema metadata; they are read too.)
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from canal.errors import CanalError
-from canal.files import write_file_atomic
+from canal.files import AtomicFile
 from canal.spark.changes import Offset, arrow_schema, canonical
 
 _LOG = logging.getLogger(__name__)
@@ -38,16 +40,19 @@ class Spool:
         digest = hashlib.sha1(canonical(start).encode()).hexdigest()[:16]
         return self.root / f"{int(start.get('batch', 0)):012d}-{digest}.arrow"
 
+    def open(self, start: Offset, schema: Any) -> SpoolWriter:
+        """A writer of the batch that starts at ``start``, its rows in ``schema``: nothing is visible under the
+        batch's name until :meth:`SpoolWriter.publish`."""
+        return SpoolWriter(self.path_for(start), start, schema)
+
     def write(self, start: Offset, end: Offset, batch: Any) -> None:
-        import pyarrow as pa
-
-        schema = batch.schema.with_metadata({b"start": canonical(start).encode(), b"end": canonical(end).encode()})
-
-        def fill(fh: BinaryIO) -> None:
-            with pa.ipc.new_file(fh, schema) as writer:
-                writer.write_batch(batch)
-
-        write_file_atomic(self.path_for(start), fill)
+        """Spool a whole batch at once."""
+        writer = self.open(start, batch.schema)
+        try:
+            writer.write(batch)
+            writer.publish(end)
+        finally:
+            writer.discard()
 
     def read(self, start: Offset) -> tuple[Any, Offset] | None:
         """``(record batch, end offset)`` spooled for ``start``, None when there is none."""
@@ -58,9 +63,13 @@ class Spool:
             return None
         try:
             with pa.memory_map(str(path)) as source:
-                table = pa.ipc.open_file(source).read_all()
-            meta = table.schema.metadata or {}
-            end_offset: Offset = json.loads(meta[b"end"])
+                reader = pa.ipc.open_file(source)
+                table = reader.read_all()
+                last = reader.num_record_batches - 1
+                meta = reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
+                if meta is None or b"end" not in meta:
+                    meta = table.schema.metadata or {}  # a file written whole, before the chunks came
+                end_offset: Offset = json.loads(meta[b"end"])
         except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
             raise SpoolError(
                 f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
@@ -84,6 +93,37 @@ class Spool:
     def discard_through(self, end: Offset) -> None:
         """Delete the files of batches that end at or before ``end`` (they start before its batch number)."""
         discard_numbered(self.root, int(end.get("batch", 0)) - 1)
+
+
+class SpoolWriter:
+    """One batch being spooled: its rows written as they come (:meth:`write`, each chunk made durable, so that
+    publishing has little left to flush), then published with its end offset, or discarded."""
+
+    def __init__(self, path: Path, start: Offset, schema: Any) -> None:
+        import pyarrow as pa
+
+        self._file = AtomicFile(path)
+        try:
+            schema = schema.with_metadata({b"start": canonical(start).encode()})
+            self._writer = pa.ipc.new_file(self._file.fh, schema)
+        except BaseException:
+            self._file.discard()
+            raise
+        self._empty = pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+
+    def write(self, batch: Any) -> None:
+        self._writer.write_batch(batch)
+        self._file.sync()
+
+    def publish(self, end: Offset) -> None:
+        """End the file with ``end`` and give it the batch's name."""
+        self._writer.write_batch(self._empty, custom_metadata={b"end": canonical(end).encode()})
+        self._writer.close()
+        self._file.publish()
+
+    def discard(self) -> None:
+        """Drop the file unless it was published."""
+        self._file.discard()
 
 
 def discard_numbered(root: Path, through: int) -> None:
