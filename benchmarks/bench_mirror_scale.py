@@ -28,6 +28,12 @@ set-up, not measured. Five measurements, all in one run:
 5. ``flat_ratio``: the median per batch at the largest narrow size, merge_on_read, random keys, over the same at the
    smallest. Goal <= 1.5.
 
+Each case starts once the file system has written out what the cases before it left in the page cache
+(``os.sync()``): copy-on-write cases rewrite gigabytes, and while the kernel writes them back every file creation
+waits for its journal -- 10 us becomes 170 us here, which a batch of 50 tables' appends (150 new files) pays 50
+times more than a batch of one table's. A mirror shares its machine with other writers; the benchmark's cases need
+not share theirs with each other.
+
 Headline: ratios within this run of what a user gets (each batch's whole ``apply``, none dropped; medians as stated).
 Writes ``benchmarks/results/bench_mirror_scale.json``; the last line is
 ``RESULT flat_ratio=... read_ratio=... tables_ratio=... long_ratio=...``.
@@ -38,6 +44,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import random
 import resource
 import shutil
@@ -369,6 +376,7 @@ def scale_case(
     source, plain_s, initial = loaded.get(kind, n)
     root = loaded.tmp / f"case-{kind}-{n}-{mode}-{pattern}"
     shutil.copytree(source, root)
+    os.sync()  # not the writeback of earlier cases, nor of the set-up (module docstring)
     updates = Updates(kind, n, pattern, seed=zlib.crc32(f"{kind}-{n}-{pattern}".encode()))
     mirror = DeltaMirror(root, mode=mode)  # type: ignore[arg-type]
     seconds: list[float] = []
@@ -429,6 +437,7 @@ def read_case(loaded: Loaded, n: int) -> dict[str, Any]:
     source, _plain_s, initial = loaded.get("narrow", n)
     root = loaded.tmp / f"read-{n}"
     shutil.copytree(source, root)
+    os.sync()  # not the writeback of earlier cases, nor of the set-up (module docstring)
     mirror = DeltaMirror(root, fold_ratio=1e9, fold_files=1_000_000, background_folds=False)
     updates = Updates("narrow", n, "random", seed=11)
     keys = updates.keys_rng.permutation(n)[: n // 10].tolist()
@@ -486,6 +495,7 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int) -> di
     load(one_root / f"{SCHEMA}.t", initial)
     for j in range(tables):
         load(many_root / f"{SCHEMA}.t{j:02d}", initial.slice(j * rows_per_table, rows_per_table))
+    os.sync()  # not the writeback of earlier cases, nor of the set-up (module docstring)
     one = DeltaMirror(one_root)
     many = DeltaMirror(many_root)
     updates = Updates("narrow", total, "random", seed=5)
@@ -546,6 +556,7 @@ def long_case(loaded: Loaded, n: int, batches: int, ends: int = 10) -> dict[str,
     source, _plain_s, initial = loaded.get("narrow", n)
     root = loaded.tmp / f"long-{n}"
     shutil.copytree(source, root)
+    os.sync()  # not the writeback of earlier cases, nor of the set-up (module docstring)
     mirror = DeltaMirror(root)
     updates = Updates("narrow", n, "random", seed=23)
     seconds: list[float] = []
