@@ -232,7 +232,9 @@ def stream(
     }
 
 
-def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size: int | None) -> dict[str, Any]:
+def run(
+    inserts: int, updates: int, deletes: int, max_entries: int, buffer_size: int | None, driver_memory: str | None
+) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
     from canal.testing.services import MariaDBServer
@@ -250,7 +252,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
         print(f"workload: {changes} row changes written in {time.perf_counter() - t0:.1f} s; binlog to {end}")
 
         # the query first: its driver has run nothing of the pipeline before (as a user's has not)
-        spark = local_spark("pycanal-bench", extra={"spark.ui.showConsoleProgress": "false"})
+        spark = local_spark("pycanal-bench", extra=spark_conf(driver_memory))
         spark.sparkContext.setLogLevel("ERROR")
         try:
             register(spark)
@@ -260,7 +262,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
             stop_spark(spark)
         # Spark's own floor, in a new session: an AvailableNow query of a simple reader with one row, its batch
         # fetched with toArrow as DeltaMirror fetches it (spark_floor)
-        spark = local_spark("pycanal-bench-floor", extra={"spark.ui.showConsoleProgress": "false"})
+        spark = local_spark("pycanal-bench-floor", extra=spark_conf(driver_memory))
         spark.sparkContext.setLogLevel("ERROR")
         try:
             floor_s = first_batch_s(spark, lambda df: df.toArrow(), simple=True, available_now=True)
@@ -304,6 +306,7 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
         "trigger": "AvailableNow",
         "max_entries": max_entries,
         "buffer_size": buffer_size,
+        "driver_memory": driver_memory,
         "micro_batches": len(batches),
         "rows": total_rows,
         "whole_s": round(whole_s, 3),
@@ -343,6 +346,13 @@ def run(inserts: int, updates: int, deletes: int, max_entries: int, buffer_size:
     }
 
 
+def spark_conf(driver_memory: str | None) -> dict[str, str]:
+    conf = {"spark.ui.showConsoleProgress": "false"}
+    if driver_memory is not None:
+        conf["spark.driver.memory"] = driver_memory
+    return conf
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inserts", type=int, default=120_000)
@@ -354,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--buffer-size", type=int, help="the instance store's size (canal.instance.memory.buffer.size; default canal's)"
     )
+    parser.add_argument("--driver-memory", help="spark.driver.memory (default Spark's, 1g)")
     args = parser.parse_args(argv)
-    out = run(args.inserts, args.updates, args.deletes, args.max_entries, args.buffer_size)
+    out = run(args.inserts, args.updates, args.deletes, args.max_entries, args.buffer_size, args.driver_memory)
     print(json.dumps(out, indent=2))
     write_result("bench_spark", out)
     print(
