@@ -135,6 +135,22 @@ def test_a_batch_spooled_in_chunks_reads_back_as_one_and_is_invisible_until_publ
     assert temp_files_of(spool.path_for(start)) == []
 
 
+def test_committed_batches_take_the_temporary_files_of_killed_writers_with_them(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])
+    batch = entries_to_batch([e1], "dest", 1)
+    starts = [{**INITIAL_OFFSET, "batch": n} for n in range(3)]
+    for start in starts:
+        spool.write(start, {**start, "batch": start["batch"] + 1}, batch)
+    # writers killed while writing the batches after starts[0] and starts[2] (AtomicFile's temporary names)
+    left = [spool.path_for(starts[0]), spool.path_for(starts[2])]
+    for path in left:
+        path.with_name(f".{path.name}.tmp-0123").write_bytes(b"partial")
+    spool.discard_through({**INITIAL_OFFSET, "batch": 2})  # Spark committed the batches numbered 0 and 1
+    assert [spool.read(start) is None for start in starts] == [True, True, False]
+    assert temp_files_of(left[0]) == [] and len(temp_files_of(left[1])) == 1  # a writer of a later batch: kept
+
+
 def test_a_discarded_spool_writer_leaves_nothing(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])

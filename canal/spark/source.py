@@ -609,9 +609,10 @@ class CanalStreamReader:
     def _prefetch(self, session: _Session, start: Offset) -> None:
         """Prepare the batch after ``start`` in a thread while Spark runs the current one (``prefetch`` option).
 
-        Only from what the instance holds already (no waiting), and only when the instance stands at ``start``. The
-        prepared batch is spooled like any other, so whether or not it is asked for, a read of ``start`` -- in this
-        process or after a restart -- returns exactly it.
+        Only when the instance stands at ``start``. The thread takes entries as the instance decodes them until the
+        next read stops it (:meth:`_prepare` with ``until``). The prepared batch is spooled like any other, so
+        whether or not it is asked for, a read of ``start`` -- in this process or after a restart -- returns exactly
+        it.
         """
         if not self.prefetch or session.instance is None or session.pos is None:
             return

@@ -127,14 +127,14 @@ class SpoolWriter:
 
 
 def discard_numbered(root: Path, through: int) -> None:
-    """Delete the spool files in ``root`` (``<number:012d>-....arrow``, and markers named after them) numbered
-    ``through`` or lower: they hold batches Spark committed, which it never reads again (it replays only past
-    them)."""
+    """Delete the spool files in ``root`` (``<number:012d>-....arrow``, markers named after them, and the temporary
+    files of writers killed before they published one: ``.<name>.tmp-...``) numbered ``through`` or lower: they
+    hold batches Spark committed, which it never reads again (it replays only past them)."""
     if not root.exists():
         return
     for path in root.glob("*.arrow*"):
         try:
-            number = int(path.name.split("-", 1)[0])
+            number = int(path.name.removeprefix(".").split("-", 1)[0])
         except ValueError:
             continue  # not a spool file of ours: leave it alone
         if number <= through:
