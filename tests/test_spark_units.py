@@ -356,6 +356,32 @@ def test_trigger_available_now_stops_at_the_master_position(mariadb: Any, spark:
     conn.close()
 
 
+@pytest.mark.integration
+def test_trigger_available_now_reads_everything_through_a_store_smaller_than_a_micro_batch(
+    mariadb: Any, spark: Any, tmp_path: Path
+) -> None:
+    """Spark asks for micro-batch N+1 before it commits N. A store of 64 entries, filled by N until its commit,
+    would leave N+1 empty, and an empty micro-batch ends an AvailableNow run with rows still to read: the source
+    acks N once it is spooled, so the run reads every row however small the store."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x INT)")
+        for i in range(200):  # one event, and one transaction, per row
+            cur.execute(f"INSERT INTO `{db}`.a VALUES (%s, %s)", (i, i))
+    store = {"canal.instance.memory.buffer.size": "64", "canal.instance.memory.batch.mode": "ITEMSIZE"}
+    options = _source_options(mariadb, start, tmp_path, **store, **{"batch.size": "16", "read.timeout": "0.5"})
+    mirror = DeltaMirror(tmp_path / "m")
+    query = _mirror_available_now(spark, options, mirror, tmp_path / "ckpt")
+    assert query.awaitTermination(180)
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 1 + 200 and len(sizes) > 3, sizes  # 3 entries a row (begin, row, commit): 64 hold 21
+    for c in compare_tables(conn, mirror, db, ["a"]):
+        assert c.equal, str(c)
+    conn.close()
+
+
 @pytest.mark.parametrize(("option", "value"), [("maxRowsPerTrigger", "300"), ("maxBytesPerTrigger", "20000")])
 def test_read_limits_cap_each_micro_batch_and_lose_nothing(
     mariadb: Any, spark: Any, tmp_path: Path, option: str, value: str
