@@ -60,8 +60,8 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
     SourceOption(
         "prefetch",
         "true",
-        "Prepare the next batch while Spark runs this one, and read a micro-batch's snapshot ranges while Spark "
-        "starts their tasks.",
+        "Prepare the next batch while Spark runs this one (it takes what the instance decodes until Spark asks for "
+        "it), and read a micro-batch's snapshot ranges while Spark starts their tasks.",
     ),
     SourceOption("maxRowsPerTrigger", None, "Cap of change rows per micro-batch (whole binlog events, at least one)."),
     SourceOption("maxBytesPerTrigger", None, "Cap of binlog bytes per micro-batch (whole events, at least one)."),
