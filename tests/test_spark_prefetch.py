@@ -59,6 +59,19 @@ def one_batch(it: Iterator[Any]) -> Any:
     return pa.concat_batches(batches) if batches else None
 
 
+def assert_spooled_batch_then_the_rest(
+    r: CanalStreamReader, start: Offset, spooled: tuple[Any, Offset], got: list[tuple[Offset, Any, Offset]]
+) -> None:
+    """A read of ``start`` returns exactly the ``spooled`` batch and end; the reads after it bring every row that
+    neither it nor ``got`` (the batches read before) held, each once."""
+    it, end = r.read(start)
+    batch = one_batch(it)
+    assert batch is not None and batch.equals(spooled[0]) and canonical(end) == canonical(spooled[1])
+    before = ids([b for _, b, _ in got]) + ids([batch])
+    rest, _ = read_until(r, end, ROWS - len(before))
+    assert before + ids([b for _, b, _ in rest]) == list(range(ROWS))
+
+
 def ids(batches: list[Any]) -> list[int]:
     out = []
     for batch in batches:
@@ -153,12 +166,7 @@ def test_after_the_reader_process_dies_a_prepared_batch_is_replayed_exactly(fake
     assert prepared is not None, "the batch after the last read was prepared and spooled"
     close_sessions()  # the runner process is gone: no instance, nothing acked after the last commit
     again = reader(fake, tmp_path / "spool", prefetch=True)
-    it, again_end = again.read(end)
-    batch = one_batch(it)
-    assert batch is not None and batch.equals(prepared[0]) and canonical(again_end) == canonical(prepared[1])
-    batches = [batch]
-    rest, _ = read_until(again, again_end, ROWS - len(ids([b for _, b, _ in got])) - len(ids(batches)))
-    assert ids([b for _, b, _ in got]) + ids(batches) + ids([b for _, b, _ in rest]) == list(range(ROWS))
+    assert_spooled_batch_then_the_rest(again, end, prepared, got)
 
 
 def test_prefetch_off_gives_the_same_rows(fake: FakeMysql, tmp_path: Path) -> None:
@@ -189,9 +197,4 @@ def test_a_refused_ack_fails_the_read_and_loses_nothing(
     spooled = Spool(tmp_path / "spool").read(start)
     assert spooled is not None and ids([spooled[0]])
     monkeypatch.undo()
-    it, end = r.read(start)
-    batch = one_batch(it)
-    assert batch is not None and batch.equals(spooled[0]) and canonical(end) == canonical(spooled[1])
-    batches = [batch]
-    rest, _ = read_until(r, end, ROWS - len(ids([b for _, b, _ in got])) - len(ids(batches)))
-    assert ids([b for _, b, _ in got]) + ids(batches) + ids([b for _, b, _ in rest]) == list(range(ROWS))
+    assert_spooled_batch_then_the_rest(r, start, spooled, got)

@@ -105,12 +105,17 @@ def test_offsets_are_json_native_and_ordered() -> None:
     ]
 
 
-def test_spool_round_trip_and_discard(tmp_path: Path) -> None:
-    spool = Spool(tmp_path)
+def _one_row_batch() -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """(start, end, change rows) of a batch of one INSERT, from the query's start."""
     e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])
     start, end = dict(INITIAL_OFFSET), offset_of(e1, 1)
     assert end is not None
-    batch = entries_to_batch([e1], "dest", 1)
+    return start, end, entries_to_batch([e1], "dest", 1)
+
+
+def test_spool_round_trip_and_discard(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    start, end, batch = _one_row_batch()
     spool.write(start, end, batch)
     got = spool.read(start)
     assert got is not None and got[1] == end and got[0].equals(batch)
@@ -137,8 +142,7 @@ def test_a_batch_spooled_in_chunks_reads_back_as_one_and_is_invisible_until_publ
 
 def test_committed_batches_take_the_temporary_files_of_killed_writers_with_them(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])
-    batch = entries_to_batch([e1], "dest", 1)
+    _start, _end, batch = _one_row_batch()
     starts = [{**INITIAL_OFFSET, "batch": n} for n in range(3)]
     for start in starts:
         spool.write(start, {**start, "batch": start["batch"] + 1}, batch)
@@ -153,11 +157,11 @@ def test_committed_batches_take_the_temporary_files_of_killed_writers_with_them(
 
 def test_a_discarded_spool_writer_leaves_nothing(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])
-    writer = spool.open(dict(INITIAL_OFFSET), entries_to_batch([e1], "dest", 1).schema)
-    writer.write(entries_to_batch([e1], "dest", 1))
+    start, _end, batch = _one_row_batch()
+    writer = spool.open(start, batch.schema)
+    writer.write(batch)
     writer.discard()
-    assert spool.read(dict(INITIAL_OFFSET)) is None and list(tmp_path.iterdir()) == []
+    assert spool.read(start) is None and list(tmp_path.iterdir()) == []
 
 
 def test_a_spool_file_of_the_earlier_format_is_read(tmp_path: Path) -> None:
@@ -165,10 +169,7 @@ def test_a_spool_file_of_the_earlier_format_is_read(tmp_path: Path) -> None:
     import pyarrow as pa
 
     spool = Spool(tmp_path)
-    e1 = _entry(500, 1, 400, [RowData(TABLE, after=(1, Decimal("2.50"), "a"))])
-    start, end = dict(INITIAL_OFFSET), offset_of(e1, 1)
-    assert end is not None
-    batch = entries_to_batch([e1], "dest", 1)
+    start, end, batch = _one_row_batch()
     schema = batch.schema.with_metadata({b"start": canonical(start).encode(), b"end": canonical(end).encode()})
 
     def fill(fh: Any) -> None:
