@@ -33,6 +33,21 @@ _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP}
 _NO_DIRECTORY_FSYNC = {errno.EINVAL, errno.ENOTSUP, errno.EBADF}
 
 
+def link_if_absent(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> bool:
+    """Give the file ``source`` the name ``target`` as well, unless a file has that name: False then.
+    :class:`HardLinksUnsupportedError` where the file system has no hard links; other OSErrors propagate."""
+    try:
+        os.link(source, target)  # unlike a rename, a link never replaces a file
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno in _NO_HARD_LINKS:
+            parent = os.path.dirname(os.fspath(target))
+            raise HardLinksUnsupportedError(exc.errno, f"{parent} has no hard links ({exc.strerror})") from exc
+        raise
+    return True
+
+
 class AtomicFile:
     """A file written under a temporary name beside ``path`` and published whole (:meth:`publish`), or dropped
     (:meth:`discard`, or leaving the ``with`` block without publishing). Its content may be written over time;
@@ -66,17 +81,8 @@ class AtomicFile:
             self.fh.close()
             if replace:
                 os.replace(self._tmp, self.path)
-            else:
-                try:
-                    os.link(self._tmp, self.path)  # unlike a rename, a link never replaces a file
-                except FileExistsError:
-                    return False
-                except OSError as exc:
-                    if exc.errno in _NO_HARD_LINKS:
-                        raise HardLinksUnsupportedError(
-                            exc.errno, f"{self.path.parent} has no hard links ({exc.strerror})"
-                        ) from exc
-                    raise
+            elif not link_if_absent(self._tmp, self.path):
+                return False
         finally:
             self.discard()
         fsync_directory(self.path.parent)

@@ -117,14 +117,13 @@ def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_
     assert mirror.committed_batch_ids("shop", "b")[-1] == last
 
 
-@pytest.mark.parametrize("work", ["compaction", "trim"])
-def test_a_batch_lands_while_a_background_compaction_or_trim_rewrites_the_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, work: str
+def test_batches_land_while_a_background_compaction_rewrites_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A log's compaction and a fold's trim rewrite its files without the lock the appends hold (they hold it only to
-    checkpoint): a batch that comes while one of them runs lands at once, and every table reads exactly after. Held
-    for the whole rewrite, a batch spread over 50 tables whose logs were compacted after the same batch took 1.3-1.9 s
-    instead of 28 ms."""
+    """A log's compaction rewrites its files without the lock the appends hold (it holds it only to checkpoint): the
+    batches that come while it runs land at once, it commits after them, and every table reads exactly. Held for
+    the whole rewrite, a batch over 50 tables whose logs were compacted after the same batch took 1.3-1.9 s instead
+    of 28 ms."""
     import threading
 
     from deltalake.table import TableOptimizer
@@ -135,37 +134,74 @@ def test_a_batch_lands_while_a_background_compaction_or_trim_rewrites_the_log(
 
     rewriting, landed = threading.Event(), threading.Event()
     waited: list[bool] = []
+    real = TableOptimizer.compact
 
-    def blocking(real: object) -> object:
-        def rewrite(self: object, *args: object, **kwargs: object) -> object:
-            rewriting.set()
-            waited.append(landed.wait(30))  # for the next batch to land (one blocked by the rewrite times it out)
-            return real(self, *args, **kwargs)  # type: ignore[operator]
+    def compact(self: object, *args: object, **kwargs: object) -> object:
+        rewriting.set()
+        waited.append(landed.wait(30))  # for the next batches to land (ones blocked by the compaction time it out)
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
 
-        return rewrite
-
-    if work == "compaction":  # the logs are compacted once they hold 3 files, never folded
-        monkeypatch.setattr(changelog, "COMPACT_FILES", 3)
-        monkeypatch.setattr(TableOptimizer, "compact", blocking(TableOptimizer.compact))
-        mirror = DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000)
-    else:  # each batch makes a fold due; the trim deletes the folded rows from the log
-        monkeypatch.setattr(deltalake.DeltaTable, "delete", blocking(deltalake.DeltaTable.delete))
-        mirror = DeltaMirror(tmp_path, fold_ratio=0.001)
+    monkeypatch.setattr(changelog, "COMPACT_FILES", 3)  # compacted once they hold 3 files, never folded
+    monkeypatch.setattr(TableOptimizer, "compact", compact)
+    mirror = DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000)
     state: dict[str, dict[int, tuple[object, ...]]] = {}
     number = 0
     while not rewriting.is_set():
         number += 1
-        assert number <= 5, f"no {work} started"
+        assert number <= 5, "no compaction started"
         mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
         rewriting.wait(10 if number >= 3 else 0.5)  # the third batch's logs hold 3 files
-    number += 1
-    mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+    started = number
+    for number in range(started + 1, started + 4):  # land while the compactions wait, committed before theirs
+        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
     landed.set()
     mirror.wait_for_folds()
-    assert waited and all(waited), f"the batch waited for the {work}"
+    assert waited and all(waited), "a batch waited for the compaction"
     assert not mirror.fold_errors
     want = source_after(number)
     for table in TABLES:
         rows = mirror.read("shop", table.table).to_pylist()
         assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
+        log = changelog.log_path(mirror.table_path("shop", table.table))
+        operations = [h["operation"] for h in deltalake.DeltaTable(str(log)).history()]
+        assert operations[0] == "OPTIMIZE", operations  # the compaction committed after the batches that landed
     mirror.close()
+
+
+def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltalake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """link(2) refused (FAT, some FUSE and object-store mounts): the append gives up leaving nothing behind, the
+    table's later appends write nothing before giving up, and a mirror there appends through deltalake, exactly."""
+    import errno
+
+    from canal.spark import DeltaMirror
+    from canal.spark.changes import entries_to_batch
+    from tests.procs.mirror_writer import TABLES, batch, source_after
+
+    links: list[str] = []
+
+    def refused(source: object, target: object, **kwargs: object) -> None:
+        links.append(str(target))
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(delta_append, "_WITHOUT_HARD_LINKS", set())
+    monkeypatch.setattr(os, "link", refused)
+    path = tmp_path / "t"
+    _table(path)
+    before, log_before = _data_files(path), set(os.listdir(path / "_delta_log"))
+    assert delta_append.append(path, _rows(3, 2), version=0, app_id="app", batch_id=1) is None
+    assert delta_append.append(path, _rows(5, 2), version=0, app_id="app", batch_id=1) is None
+    assert len(links) == 1  # the second wrote nothing
+    assert _data_files(path) == before and set(os.listdir(path / "_delta_log")) == log_before
+    assert deltalake.DeltaTable(str(path)).version() == 0
+
+    mirror = DeltaMirror(tmp_path / "mirror", background_folds=False)
+    state: dict[str, dict[int, tuple[object, ...]]] = {}
+    for number in range(1, 6):
+        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+    want = source_after(5)
+    for table in TABLES:
+        rows = mirror.read("shop", table.table).to_pylist()
+        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
+        assert mirror.committed_batch_ids("shop", table.table)[-1] == 5

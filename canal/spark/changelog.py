@@ -362,10 +362,9 @@ def fold(
     once (only :func:`current_state` reads the log, and it reads again when a file went away).
 
     A fold that loses a race with another fold of the table raises :class:`FoldRaceError`, having changed nothing
-    the other did not do. ``appends``: the lock the process's appends to the log hold, held while the trim
-    checkpoints the log (:func:`_replacing_files`) and while the fold sweeps the log's orphans -- data files no
-    version references (of a Delta append that lost a commit race, or of a killed writer), deleted once they are
-    :data:`ORPHAN_AGE_S` old."""
+    the other did not do. ``appends``: held while the fold trims the log -- the lock the process's appends to the log
+    hold, so that a trim and an append never race (:func:`trim`; a Delta append that loses to a trim leaves its data
+    file behind; files no version references are swept by the fold once they are :data:`ORPHAN_AGE_S` old)."""
     try:
         return _fold(base, name=name or Path(base).name, appends=appends or contextlib.nullcontext())
     except Exception as exc:
@@ -411,8 +410,8 @@ def _fold(base: str | os.PathLike[str], *, name: str, appends: contextlib.Abstra
         replaced = [os.path.basename(p) for p in _uris_to_paths(sorted(base_files - set(table.file_uris())))]
         _delete_files([os.path.join(base, n) for n in _replaced_before(log)])
         write_bytes_atomic(log / _REPLACED_FILE, json.dumps(replaced).encode())
-    trimmed = trim(log, through, appends)
-    with appends:
+    with appends:  # the whole trim: Delta fails a DELETE that a concurrent append committed under (module docstring)
+        trimmed = trim(log, through)
         trimmed += _sweep_orphans(log)
     return FoldResult(name, merged, through, time.perf_counter() - began, trimmed)
 
@@ -475,17 +474,17 @@ def _replaced_before(log: Path) -> list[str]:
     return [p for p in data if isinstance(p, str)] if isinstance(data, list) else []
 
 
-def trim(log: Path, through: Change, appends: contextlib.AbstractContextManager[object] | None = None) -> int:
+def trim(log: Path, through: Change) -> int:
     """Remove the log rows up to the change ``through`` (folded into the base), deleting the files they were in; the
-    number of files deleted. ``appends``: see :func:`_replacing_files`."""
+    number of files deleted. The caller holds the log's append lock: Delta's conflict check fails a DELETE when an
+    append committed while it ran (it cannot tell that the appended rows are all newer than ``through``), and a
+    batch comes every few milliseconds."""
 
     if through == NOT_FOLDED or not is_table(log):
         return 0
     b, s = quote(BATCH), quote(SEQ)
     return _replacing_files(
-        log,
-        lambda table: table.delete(f"{b} < {through[0]} OR ({b} = {through[0]} AND {s} <= {through[1]})"),
-        appends,
+        log, lambda table: table.delete(f"{b} < {through[0]} OR ({b} = {through[0]} AND {s} <= {through[1]})")
     )
 
 
@@ -496,12 +495,11 @@ def _replacing_files(
     then the data files it removed from the table deleted (only pycanal reads the log, and it reads again when a file
     went away); the number deleted.
 
-    ``appends`` (the lock the process's appends to the log hold) is held for the checkpoint alone, not for
-    ``change``: a trim or a compaction takes tens of milliseconds, and a batch spread over many tables, whose logs
-    were compacted after the same batch, would wait for each (measured: 1.3-1.9 s instead of 28 ms for a batch over 50
-    tables). ``change`` commits like any other writer -- a direct append that finds its version taken by it goes on
-    to the next, and a change that loses to an append is done again (:func:`retrying_commits`); it removes only rows
-    of batches folded already, which no append still in flight writes (module docstring)."""
+    ``appends`` (the lock the process's appends to the log hold, when the caller does not hold it already) is held
+    for the checkpoint alone, not for ``change``, which may take tens of milliseconds: a compaction, which Delta lets
+    commit after concurrent appends, rewrites the files while batches land (held throughout, a batch over 50 tables
+    whose logs were compacted after the same batch waited 1.3-1.9 s instead of 28 ms). A direct append that finds
+    its version taken by ``change`` goes on to the next."""
     from deltalake import DeltaTable
 
     table = DeltaTable(str(log))

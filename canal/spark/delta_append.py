@@ -17,7 +17,9 @@ Commits behind a checkpoint are deleted by Delta's log cleanup, so the version t
 checkpoint (``_delta_log/_last_checkpoint``): a commit file published behind it would be ignored by every reader.
 Callers hold the lock that the table's trims and compactions hold (:meth:`DeltaMirror._appends`), so no checkpoint
 is written between that read and the publication; where writers in other processes may trim the same log (folds
-as Spark tasks), the caller appends through ``deltalake``.
+as Spark tasks), the caller appends through ``deltalake``. So it does for a table on a file system without hard
+links (FAT, some FUSE and object-store mounts): the first append there finds out, and the table's later appends
+write nothing before giving up.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import os
 import time
 import uuid
 from typing import Any
+
+from canal.files import HardLinksUnsupportedError, link_if_absent
 
 _LOG_DIR = "_delta_log"
 _CONFLICTING_ACTIONS = ("metaData", "protocol")
@@ -41,6 +45,8 @@ Location = str | os.PathLike[str]
 def commit_path(table: Location, version: int) -> str:
     return os.path.join(table, _LOG_DIR, f"{version:020d}.json")
 
+
+_WITHOUT_HARD_LINKS: set[str] = set()  # tables (as text) whose file system has none: appended through deltalake
 
 UNKNOWN_CHECKPOINT = 1 << 62
 """What :func:`last_checkpoint` answers when the table's ``_last_checkpoint`` cannot be read: newer than anything."""
@@ -88,6 +94,8 @@ def append(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if os.fspath(table) in _WITHOUT_HARD_LINKS:
+        return None
     checkpoint = last_checkpoint(table)
     if checkpoint > version or (checkpoint != version and not os.path.exists(commit_path(table, version))):
         return None  # commits after ``version`` may be gone, or the table is not the one ``version`` was read from
@@ -129,11 +137,15 @@ def append(
     _write(staged, body)
     try:
         version += 1
-        while not _publish(staged, commit_path(table, version)):
+        while not link_if_absent(staged, commit_path(table, version)):
             if _conflicts(commit_path(table, version)):
                 _remove(data)  # referenced by no commit
                 return None
             version += 1
+    except HardLinksUnsupportedError:
+        _WITHOUT_HARD_LINKS.add(os.fspath(table))
+        _remove(data)
+        return None
     finally:
         _remove(staged)
     return version
@@ -153,13 +165,3 @@ def _write(path: str, data: Any) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-
-
-def _publish(staged: str, commit: str) -> bool:
-    """Publish the staged commit as ``commit`` if no writer took that version: False when one did."""
-    try:
-        os.link(staged, commit)  # unlike a rename, a link never replaces a file
-    except FileExistsError:
-        return False
-    return True
-

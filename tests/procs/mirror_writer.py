@@ -117,7 +117,7 @@ def _arm(kill_at: str, delay_ms: float) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
             raise AssertionError("killed")
 
-        delta_append._publish = publish
+        delta_append.link_if_absent = publish  # type: ignore[assignment]
     elif kill_at == "fold":
         real_latest = changelog.latest
 
@@ -130,10 +130,10 @@ def _arm(kill_at: str, delay_ms: float) -> None:
     elif kill_at == "between":
         real_trim = changelog.trim
 
-        def trim(log: Any, through: Any, appends: Any = None) -> int:
+        def trim(log: Any, through: Any) -> int:
             if through != changelog.NOT_FOLDED:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return real_trim(log, through, appends)
+            return real_trim(log, through)
 
         changelog.trim = trim  # type: ignore[assignment]
     else:
