@@ -205,3 +205,26 @@ def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltala
         rows = mirror.read("shop", table.table).to_pylist()
         assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
         assert mirror.committed_batch_ids("shop", table.table)[-1] == 5
+
+
+def test_folds_complete_while_batches_keep_landing(tmp_path: Path) -> None:
+    """Background folds of tables that take a batch every few milliseconds: every fold commits (none fails on a
+    conflict with the appends that land while it trims the log) and the logs stay small."""
+    from canal.spark import DeltaMirror, changelog
+    from canal.spark.changes import entries_to_batch
+    from tests.procs.mirror_writer import TABLES, batch, source_after
+
+    mirror = DeltaMirror(tmp_path, fold_ratio=0.05)
+    state: dict[str, dict[int, tuple[object, ...]]] = {}
+    last = 60
+    for number in range(1, last + 1):
+        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+    mirror.wait_for_folds()
+    assert not mirror.fold_errors
+    assert len(mirror.folds) >= 10
+    want = source_after(last)
+    for table in TABLES:
+        rows = mirror.read("shop", table.table).to_pylist()
+        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
+        assert changelog.log_size(mirror.table_path("shop", table.table)).log_files < 20
+    mirror.close()
