@@ -228,3 +228,82 @@ def test_folds_complete_while_batches_keep_landing(tmp_path: Path) -> None:
         assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
         assert changelog.log_size(mirror.table_path("shop", table.table)).log_files < 20
     mirror.close()
+
+
+def _log_changes(log: Path) -> list[tuple[int, int]]:
+    from canal.spark import changelog
+
+    rows = deltalake.DeltaTable(str(log)).to_pyarrow_table(columns=[changelog.BATCH, changelog.SEQ])
+    return sorted(zip(rows.column(0).to_pylist(), rows.column(1).to_pylist(), strict=True))
+
+
+def test_a_trim_by_files_removes_whole_files_and_deletes_rows_where_a_file_straddles(tmp_path: Path) -> None:
+    """``trim(by_files=True)``: files whose changes all come at or before the trimmed change go by a commit of
+    ``remove`` actions; when a file holds changes on both sides, the rows are deleted instead. Either way the log
+    keeps exactly the later changes."""
+    from canal.spark import DeltaMirror, changelog
+    from canal.spark.changes import entries_to_batch
+    from tests.procs.mirror_writer import batch
+
+    mirror = DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000, background_folds=False)
+    state: dict[str, dict[int, tuple[object, ...]]] = {}
+    for number in range(1, 5):
+        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+    log = changelog.log_path(mirror.table_path("shop", "a"))
+    changes = _log_changes(log)
+    files = len(deltalake.DeltaTable(str(log)).file_uris())
+    through = max(c for c in changes if c[0] == 2)  # the end of batch 2: files on one side each
+    gone = len({c[0] for c in changes if c <= through})  # a file per batch (batch 1 created the base)
+    assert gone >= 1
+    assert changelog.trim(log, through, by_files=True) == gone
+    assert _log_changes(log) == [c for c in changes if c > through]
+    history = deltalake.DeltaTable(str(log)).history(1)[0]
+    assert (history["operation"], history.get("engineInfo")) == ("DELETE", "pycanal")  # a commit of removes
+    assert len(deltalake.DeltaTable(str(log)).file_uris()) == files - gone
+    left = _log_changes(log)
+    middle = left[len([c for c in left if c[0] == 3]) // 2]  # inside batch 3's file
+    assert middle[0] == 3 and sum(1 for c in left if c[0] == 3) >= 3  # rows of batch 3 on both sides
+    changelog.trim(log, middle, by_files=True)
+    assert _log_changes(log) == [c for c in left if c > middle]
+    assert deltalake.DeltaTable(str(log)).history(1)[0].get("engineInfo") != "pycanal"  # Delta's DELETE
+
+
+def test_batches_land_while_a_background_fold_trims_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fold of a mirror that writes its logs alone trims by removing whole files, without the lock the appends
+    hold: the batches that come while it commits land at once, and every table reads exactly."""
+    import threading
+
+    from canal.spark import DeltaMirror
+    from canal.spark.changes import entries_to_batch
+    from tests.procs.mirror_writer import TABLES, batch, source_after
+
+    trimming, landed = threading.Event(), threading.Event()
+    waited: list[bool] = []
+    real = delta_append.remove_files
+
+    def remove_files(*args: object, **kwargs: object) -> object:
+        trimming.set()
+        waited.append(landed.wait(30))  # for the next batches to land (ones blocked by the trim time it out)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(delta_append, "remove_files", remove_files)
+    mirror = DeltaMirror(tmp_path, fold_ratio=0.001)  # a fold after every batch
+    state: dict[str, dict[int, tuple[object, ...]]] = {}
+    number = 0
+    while not trimming.is_set():
+        number += 1
+        assert number <= 5, "no trim started"
+        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+        trimming.wait(10 if number >= 2 else 0.5)
+    started = number
+    for number in range(started + 1, started + 4):
+        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+    landed.set()
+    mirror.wait_for_folds()
+    assert waited and all(waited), "a batch waited for the trim"
+    assert not mirror.fold_errors
+    want = source_after(number)
+    for table in TABLES:
+        rows = mirror.read("shop", table.table).to_pylist()
+        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
+    mirror.close()

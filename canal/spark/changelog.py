@@ -36,6 +36,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -354,7 +355,11 @@ def _lost_race(exc: BaseException) -> bool:
 
 
 def fold(
-    base: str | os.PathLike[str], *, name: str = "", appends: contextlib.AbstractContextManager[object] | None = None
+    base: str | os.PathLike[str],
+    *,
+    name: str = "",
+    appends: contextlib.AbstractContextManager[object] | None = None,
+    by_files: bool = False,
 ) -> FoldResult:
     """Merge the log of the table at ``base`` into its base and trim the log (module docstring: why any crash or race
     between these steps changes no answer). The base files this fold replaces are deleted by the next fold (a
@@ -362,18 +367,23 @@ def fold(
     once (only :func:`current_state` reads the log, and it reads again when a file went away).
 
     A fold that loses a race with another fold of the table raises :class:`FoldRaceError`, having changed nothing
-    the other did not do. ``appends``: held while the fold trims the log -- the lock the process's appends to the log
-    hold, so that a trim and an append never race (:func:`trim`; a Delta append that loses to a trim leaves its data
-    file behind; files no version references are swept by the fold once they are :data:`ORPHAN_AGE_S` old)."""
+    the other did not do. ``appends``: the lock the process's appends to the log hold, held while the fold trims the
+    log (for the trim's checkpoint alone ``by_files``: :func:`trim`) and sweeps it: a Delta append that loses to a
+    trim leaves its data file behind, and files no version references are swept once they are
+    :data:`ORPHAN_AGE_S` old."""
     try:
-        return _fold(base, name=name or Path(base).name, appends=appends or contextlib.nullcontext())
+        return _fold(
+            base, name=name or Path(base).name, appends=appends or contextlib.nullcontext(), by_files=by_files
+        )
     except Exception as exc:
         if _lost_race(exc):
             raise FoldRaceError(f"fold of {name or Path(base).name} lost a race with another fold: {exc}") from exc
         raise
 
 
-def _fold(base: str | os.PathLike[str], *, name: str, appends: contextlib.AbstractContextManager[object]) -> FoldResult:
+def _fold(
+    base: str | os.PathLike[str], *, name: str, appends: contextlib.AbstractContextManager[object], by_files: bool
+) -> FoldResult:
     from deltalake import CommitProperties, DeltaTable, Transaction
 
     began = time.perf_counter()
@@ -410,8 +420,8 @@ def _fold(base: str | os.PathLike[str], *, name: str, appends: contextlib.Abstra
         replaced = [os.path.basename(p) for p in _uris_to_paths(sorted(base_files - set(table.file_uris())))]
         _delete_files([os.path.join(base, n) for n in _replaced_before(log)])
         write_bytes_atomic(log / _REPLACED_FILE, json.dumps(replaced).encode())
-    with appends:  # the whole trim: Delta fails a DELETE that a concurrent append committed under (module docstring)
-        trimmed = trim(log, through)
+    trimmed = trim(log, through, appends, by_files=by_files)
+    with appends:
         trimmed += _sweep_orphans(log)
     return FoldResult(name, merged, through, time.perf_counter() - began, trimmed)
 
@@ -474,18 +484,78 @@ def _replaced_before(log: Path) -> list[str]:
     return [p for p in data if isinstance(p, str)] if isinstance(data, list) else []
 
 
-def trim(log: Path, through: Change) -> int:
+def trim(
+    log: Path,
+    through: Change,
+    appends: contextlib.AbstractContextManager[object] | None = None,
+    *,
+    by_files: bool = False,
+) -> int:
     """Remove the log rows up to the change ``through`` (folded into the base), deleting the files they were in; the
-    number of files deleted. The caller holds the log's append lock: Delta's conflict check fails a DELETE when an
-    append committed while it ran (it cannot tell that the appended rows are all newer than ``through``), and a
-    batch comes every few milliseconds."""
+    number of files deleted.
+
+    With ``by_files`` (this process is the log's only writer), when every file holds changes on one side of
+    ``through`` only -- as each append writes one batch's changes to a file of its own, and a fold reads whole
+    files --, the files before it are removed by a commit of ``remove`` actions alone, without ``appends`` (the
+    lock the process's appends to the log hold; taken to checkpoint), so the batches that come meanwhile land
+    (:func:`_trim_files`). Otherwise the rows are deleted by a Delta DELETE holding ``appends`` throughout: Delta's
+    conflict check fails a DELETE when an append committed while it ran (it cannot tell that the appended rows are
+    all newer than ``through``), and a batch comes every few milliseconds."""
 
     if through == NOT_FOLDED or not is_table(log):
         return 0
+    lock = appends or contextlib.nullcontext()
+    if by_files:
+        trimmed = _trim_files(log, through, lock)
+        if trimmed is not None:
+            return trimmed
     b, s = quote(BATCH), quote(SEQ)
-    return _replacing_files(
-        log, lambda table: table.delete(f"{b} < {through[0]} OR ({b} = {through[0]} AND {s} <= {through[1]})")
-    )
+    with lock:
+        return _replacing_files(
+            log, lambda table: table.delete(f"{b} < {through[0]} OR ({b} = {through[0]} AND {s} <= {through[1]})")
+        )
+
+
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9._-]+")  # a data file named in the table's directory with nothing to escape
+
+
+def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextManager[object]) -> int | None:
+    """Trim by removing the log's files whose changes all come at or before ``through``; the number of files
+    deleted, or None when a file holds changes on both sides (or is named in a way this does not read) or a commit
+    made meanwhile removed one of them: the caller deletes rows instead. A batch that appends while this runs writes
+    a file of its own, which is not among those read here; one that had appended a batch at or before ``through``
+    once more (a speculative duplicate) wrote the same changes, and they go too."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from canal.spark import delta_append
+
+    table = DeltaTable(str(log))
+    version = table.version()
+    adds = pa.table(table.get_add_actions(flatten=False))
+    folded: list[tuple[str, int]] = []
+    for path, size in zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(), strict=True):
+        if not _PLAIN_PATH.fullmatch(path):
+            return None
+        changes = pq.read_table(log / path, columns=[BATCH, SEQ])
+        batch, seq = changes.column(BATCH), changes.column(SEQ)
+        at_last = pc.and_(pc.equal(batch, through[0]), pc.less_equal(seq, through[1]))
+        before = pc.or_(pc.less(batch, through[0]), at_last)
+        done = pc.sum(before.cast(pa.int64())).as_py() or 0
+        if done == changes.num_rows:
+            folded.append((path, int(size)))
+        elif done:
+            return None
+    if not folded:
+        return 0
+    if delta_append.remove_files(log, folded, version=version) is None:
+        return None
+    with appends:
+        table.update_incremental()
+        checkpoint(table, log)
+    return _delete_files([str(log / path) for path, _size in folded])
 
 
 def _replacing_files(

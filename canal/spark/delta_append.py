@@ -70,18 +70,62 @@ def last_checkpoint(table: Location) -> int:
         return UNKNOWN_CHECKPOINT
 
 
-def _conflicts(commit: str) -> bool:
-    """Whether the commit file changes what a blind append relies on (the schema or the protocol); a commit file
-    gone already (Delta's log cleanup) is taken as one, as what it held is unknown."""
+def _actions(commit: str) -> list[dict[str, Any]] | None:
+    """The actions of a commit file; None when it is gone already (Delta's log cleanup): what it held is unknown."""
     try:
         with open(commit, encoding="utf-8") as fh:
             text = fh.read()
     except FileNotFoundError:
-        return True
-    for line in text.splitlines():
-        if line.strip() and any(key in json.loads(line) for key in _CONFLICTING_ACTIONS):
-            return True
-    return False
+        return None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _conflicts(commit: str) -> bool:
+    """Whether the commit file changes what a blind append relies on (the schema or the protocol); a commit file
+    gone already is taken as one."""
+    actions = _actions(commit)
+    return actions is None or any(key in action for action in actions for key in _CONFLICTING_ACTIONS)
+
+
+def _usable(table: Location, version: int) -> bool:
+    """Whether a commit can be published after ``version``: no checkpoint is newer (the commits since may be gone),
+    and the table is the one ``version`` was read from, on a file system with hard links."""
+    if os.fspath(table) in _WITHOUT_HARD_LINKS:
+        return False
+    checkpoint = last_checkpoint(table)
+    return checkpoint <= version and (checkpoint == version or os.path.exists(commit_path(table, version)))
+
+
+def _publish(table: Location, version: int, actions: list[dict[str, Any]], conflicts: Any) -> int | None:
+    """Publish ``actions`` as the table's first free version after ``version``: the version, or None when a commit
+    made after ``version`` is one that ``conflicts(commit file)`` says the actions cannot follow, or the file system
+    has no hard links."""
+    body = "".join(json.dumps(action) + "\n" for action in actions).encode()
+    staged = os.path.join(table, _LOG_DIR, f".{uuid.uuid4()}.json.tmp")
+    _write(staged, body)
+    try:
+        version += 1
+        while not link_if_absent(staged, commit_path(table, version)):
+            if conflicts(commit_path(table, version)):
+                return None
+            version += 1
+    except HardLinksUnsupportedError:
+        _WITHOUT_HARD_LINKS.add(os.fspath(table))
+        return None
+    finally:
+        _remove(staged)
+    return version
+
+
+def _commit_info(now: int, operation: str, parameters: dict[str, str]) -> dict[str, Any]:
+    return {
+        "commitInfo": {
+            "timestamp": now,
+            "operation": operation,
+            "operationParameters": parameters,
+            "engineInfo": "pycanal",
+        }
+    }
 
 
 def append(
@@ -94,11 +138,8 @@ def append(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if os.fspath(table) in _WITHOUT_HARD_LINKS:
+    if not _usable(table, version):
         return None
-    checkpoint = last_checkpoint(table)
-    if checkpoint > version or (checkpoint != version and not os.path.exists(commit_path(table, version))):
-        return None  # commits after ``version`` may be gone, or the table is not the one ``version`` was read from
     name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
     data = os.path.join(table, name)
     encoded = pa.BufferOutputStream()  # in memory, then one write: cheaper than pyarrow's file for a small file
@@ -122,33 +163,47 @@ def append(
     ]
     if app_id is not None and batch_id is not None:
         actions.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now}})
-    actions.append(
+    actions.append(_commit_info(now, "WRITE", {"mode": "Append"}))
+    committed = _publish(table, version, actions, _conflicts)
+    if committed is None:
+        _remove(data)  # referenced by no commit
+    return committed
+
+
+def remove_files(table: Location, files: list[tuple[str, int]], *, version: int) -> int | None:
+    """Remove the data files ``files`` (each its path as the table's ``add`` action names it, and its size) from the
+    Delta table at ``table`` (as of ``version``) in its next version, deleting nothing on disk: the version
+    committed, or None when nothing was committed -- a commit made after ``version`` removed one of them or changed
+    the schema or protocol, or a checkpoint is newer than ``version``. Appends made after ``version`` leave it
+    valid: it reads nothing they wrote."""
+    if not _usable(table, version):
+        return None
+    gone = {path for path, _size in files}
+
+    def conflicts(commit: str) -> bool:
+        actions = _actions(commit)
+        return actions is None or any(
+            key in _CONFLICTING_ACTIONS or (key == "remove" and value.get("path") in gone)
+            for action in actions
+            for key, value in action.items()
+        )
+
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = [
         {
-            "commitInfo": {
-                "timestamp": now,
-                "operation": "WRITE",
-                "operationParameters": {"mode": "Append"},
-                "engineInfo": "pycanal",
+            "remove": {
+                "path": path,
+                "deletionTimestamp": now,
+                "dataChange": True,
+                "extendedFileMetadata": True,
+                "partitionValues": {},
+                "size": size,
             }
         }
-    )
-    body = "".join(json.dumps(action) + "\n" for action in actions).encode()
-    staged = os.path.join(table, _LOG_DIR, f".{uuid.uuid4()}.json.tmp")
-    _write(staged, body)
-    try:
-        version += 1
-        while not link_if_absent(staged, commit_path(table, version)):
-            if _conflicts(commit_path(table, version)):
-                _remove(data)  # referenced by no commit
-                return None
-            version += 1
-    except HardLinksUnsupportedError:
-        _WITHOUT_HARD_LINKS.add(os.fspath(table))
-        _remove(data)
-        return None
-    finally:
-        _remove(staged)
-    return version
+        for path, size in files
+    ]
+    actions.append(_commit_info(now, "DELETE", {"predicate": "whole files"}))
+    return _publish(table, version, actions, conflicts)
 
 
 def _remove(path: str) -> None:

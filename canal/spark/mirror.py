@@ -462,7 +462,9 @@ class DeltaMirror:
 
     def _fold_now(self, path: str) -> FoldResult:
         self._settle(path)
-        result = changelog.fold(path, name=Path(path).name, appends=self._appends(path))
+        result = changelog.fold(
+            path, name=Path(path).name, appends=self._appends(path), by_files=self.sole_log_writer
+        )
         self._folded(path, result)
         return result
 
@@ -515,7 +517,10 @@ class DeltaMirror:
             self._log_sizes.pop(path, None)
 
     def _fold_claimed(self, path: str) -> None:
-        self._folded(path, changelog.fold(path, name=Path(path).name, appends=self._appends(path)))
+        self._folded(
+            path,
+            changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=self.sole_log_writer),
+        )
 
     def claim_folds(self, paths: Iterable[str]) -> list[str]:
         """The tables (base paths) among ``paths`` whose fold is not under way, now marked as under way: the caller

@@ -130,10 +130,10 @@ def _arm(kill_at: str, delay_ms: float) -> None:
     elif kill_at == "between":
         real_trim = changelog.trim
 
-        def trim(log: Any, through: Any) -> int:
+        def trim(log: Any, through: Any, *args: Any, **kwargs: Any) -> int:
             if through != changelog.NOT_FOLDED:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return real_trim(log, through)
+            return real_trim(log, through, *args, **kwargs)
 
         changelog.trim = trim  # type: ignore[assignment]
     else:
