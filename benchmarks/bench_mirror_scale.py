@@ -20,7 +20,9 @@ set-up, not measured. Five measurements, all in one run:
    ``mirror.read`` seconds over ``DeltaTable(base).to_pyarrow_table()`` seconds (medians of 5, alternated). Goal <= 2.
 3. ``tables_ratio``: batches of 2,000 changes spread over 50 tables of 10k rows (40 each) against the same changes to
    one table of the same 500k rows, merge_on_read, the two interleaved batch by batch: median whole-``apply`` seconds
-   of the 50-table batches over the 1-table ones. Goal <= 3.
+   of the 50-table batches over the 1-table ones. Goal <= 3. Then ``--table-later-batches`` more batches of the 50
+   tables alone, while their logs are compacted (every 16 files) and folded (at 10% of a table's rows) in the
+   background: their median and maximum seconds (a batch must never wait for that maintenance).
 4. ``long_ratio``: ``--long-batches`` batches of 2,000 random updates to a 100k-row narrow table, merge_on_read with
    the default fold settings (background folds): the median of the last 10 batches over the median of the first 10.
    Goal <= 1.5. Also the parquet files on disk under the root (at the end, and the most seen after any batch) and the
@@ -487,7 +489,20 @@ def read_case(loaded: Loaded, n: int) -> dict[str, Any]:
 # -- 3. one batch over 50 tables against the same changes to one table -------------------------------------------
 
 
-def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int) -> dict[str, Any]:
+def create_us(root: Path, files: int = 200) -> float:
+    """Median microseconds to create an empty file in a new directory under ``root`` (then deleted)."""
+    probe = root / f"create-probe-{os.getpid()}"
+    probe.mkdir()
+    times = []
+    for i in range(files):
+        began = time.perf_counter()
+        os.close(os.open(probe / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        times.append(time.perf_counter() - began)
+    shutil.rmtree(probe)
+    return round(statistics.median(times) * 1e6, 1)
+
+
+def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int, later: int) -> dict[str, Any]:
     per_table = BATCH_ROWS // tables
     one_root, many_root = tmp / "tables-one", tmp / "tables-many"
     total = tables * rows_per_table
@@ -496,6 +511,7 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int) -> di
     for j in range(tables):
         load(many_root / f"{SCHEMA}.t{j:02d}", initial.slice(j * rows_per_table, rows_per_table))
     os.sync()  # not the writeback of earlier cases, nor of the set-up (module docstring)
+    creating_us = create_us(tmp)
     one = DeltaMirror(one_root)
     many = DeltaMirror(many_root)
     updates = Updates("narrow", total, "random", seed=5)
@@ -511,16 +527,27 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int) -> di
             began = time.perf_counter()
             mirror.apply(batch, batch_id)
             seconds.append(time.perf_counter() - began)
-    for mirror in (one, many):
-        mirror.wait_for_folds()
+    one.wait_for_folds()
+    problem = same_rows(one.read(SCHEMA, "t"), updates.expected(initial))
+    # the 50 tables go on alone, their logs compacted and folded in the background meanwhile: what a batch costs
+    # while that maintenance runs (a batch must never wait for it)
+    later_s: list[float] = []
+    for batch_id in range(batches + 1, batches + later + 1):
+        keys = [j * rows_per_table + int(k) for j in range(tables) for k in rng.integers(0, rows_per_table, per_table)]
+        spread = change_batch("narrow", batch_id, [(f"t{r[0] // rows_per_table:02d}", r) for r in updates.rows(keys)])
+        began = time.perf_counter()
+        many.apply(spread, batch_id)
+        later_s.append(time.perf_counter() - began)
+    many.wait_for_folds()
     expected = updates.expected(initial)
-    problem = same_rows(one.read(SCHEMA, "t"), expected)
     for j in (0, tables // 2, tables - 1):
         ids = expected.column("id")
         lo, hi = j * rows_per_table, (j + 1) * rows_per_table
         part = expected.filter(pc.and_(pc.greater_equal(ids, lo), pc.less(ids, hi)))
         problem = problem or same_rows(many.read(SCHEMA, f"t{j:02d}"), part)
     folds = len(one.folds) + len(many.folds)
+    later_folds = len(many.folds)
+    fold_errors = list(many.fold_errors)
     for mirror in (one, many):
         mirror.close()
     shutil.rmtree(one_root)
@@ -537,15 +564,30 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int) -> di
         "tables_median_s": round(statistics.median(many_s), 4),
         "one_table_median_s": round(statistics.median(one_s), 4),
         "tables_ratio": round(ratio, 3),
+        "file_create_us": creating_us,
         "folds": folds,
+        "later_batches": later,
+        "later_is": f"{tables} tables alone after the ratio's batches, compacted and folded in the background",
+        "later_batch_s": [round(s, 4) for s in later_s],
+        "later_median_s": round(statistics.median(later_s), 4) if later_s else None,
+        "later_max_s": round(max(later_s), 4) if later_s else None,
+        "later_folds": later_folds,
+        "later_fold_errors": fold_errors,
         "exact": problem is None,
     }
     if problem is not None:
         case["problem"] = problem
     out(
         f"tables_ratio: {tables} tables x {per_table} changes {case['tables_median_s']:.4f}s, 1 table "
-        f"{case['one_table_median_s']:.4f}s -> {ratio:.3f}  {'ok' if problem is None else 'WRONG: ' + problem}"
+        f"{case['one_table_median_s']:.4f}s -> {ratio:.3f} (a file created in {creating_us:.0f} us)  "
+        f"{'ok' if problem is None else 'WRONG: ' + problem}"
     )
+    if later_s:
+        out(
+            f"  then {later} batches of the {tables} tables while their logs are compacted and folded: median "
+            f"{case['later_median_s']:.4f}s, max {case['later_max_s']:.4f}s, {later_folds} folds, "
+            f"{len(fold_errors)} fold errors"
+        )
     return case
 
 
@@ -639,6 +681,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-rows", type=int, default=10_000)
     parser.add_argument("--table-batches", type=int, default=7)
     parser.add_argument(
+        "--table-later-batches",
+        type=int,
+        default=None,
+        help="batches of the tables alone afterwards, while their logs are compacted and folded (default 60)",
+    )
+    parser.add_argument(
         "--skip-cow-above",
         type=int,
         default=None,
@@ -680,7 +728,8 @@ def main(argv: list[str] | None = None) -> int:
         read = read_case(loaded, read_rows)
         loaded.drop("narrow", read_rows)
         out("3. tables_ratio")
-        tables = tables_case(tmp, args.tables, table_rows, args.table_batches)
+        later = args.table_later_batches if args.table_later_batches is not None else (20 if quick else 60)
+        tables = tables_case(tmp, args.tables, table_rows, args.table_batches, later)
         out("4. long_ratio")
         long = long_case(loaded, long_rows, long_batches)
     run_s = time.perf_counter() - began

@@ -1,4 +1,4 @@
-"""Blind appends to a Delta table, written by the Delta protocol itself: a data file and a commit file.
+"""Blind appends to a Delta table, and removals of whole files, written by the Delta protocol itself.
 
 A change log takes one append per table per batch. Through ``deltalake.write_deltalake`` each costs 2-7 ms whatever
 it holds (the table's state brought up to date by listing its ``_delta_log``, conflict checks, post-commit hooks),
@@ -20,6 +20,11 @@ is written between that read and the publication; where writers in other process
 as Spark tasks), the caller appends through ``deltalake``. So it does for a table on a file system without hard
 links (FAT, some FUSE and object-store mounts): the first append there finds out, and the table's later appends
 write nothing before giving up.
+
+A fold's trim removes the log files it folded the same way (:func:`remove_files`): a commit of ``remove`` actions,
+valid after any commit that removed none of them and left the schema and protocol alone -- so after the appends
+that land meanwhile. It holds no lock: the fold is the only maintenance of the log under way (a compaction waits for
+it), in the only process that writes the log, so no checkpoint is written before it publishes.
 """
 
 from __future__ import annotations
