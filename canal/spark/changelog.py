@@ -539,7 +539,10 @@ def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextM
     for path, size in zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(), strict=True):
         if not _PLAIN_PATH.fullmatch(path):
             return None
-        changes = pq.read_table(log / path, columns=[BATCH, SEQ])
+        try:
+            changes = pq.read_table(log / path, columns=[BATCH, SEQ])
+        except (OSError, pa.ArrowInvalid):  # gone, or without the columns: Delta's DELETE reads the table anew
+            return None
         batch, seq = changes.column(BATCH), changes.column(SEQ)
         at_last = pc.and_(pc.equal(batch, through[0]), pc.less_equal(seq, through[1]))
         before = pc.or_(pc.less(batch, through[0]), at_last)
