@@ -345,6 +345,10 @@ class DeltaMirror:
         appends may be written as Delta commits directly (:mod:`canal.spark.delta_append`). Spark tasks' mirrors
         are not (folds run in other tasks); set it False where another process or mirror object folds the same
         root."""
+        self.tasks_append = False
+        """Whether Spark tasks have appended to this mirror's change logs (:mod:`canal.spark.mirror_tasks` sets
+        it): its folds then trim through Delta's DELETE, whose conflict checks cover their appends and the
+        checkpoints those write, not by removing whole files (:func:`canal.spark.changelog.trim`)."""
 
     # -- paths and versions --------------------------------------------------------------------------------------
 
@@ -462,11 +466,13 @@ class DeltaMirror:
 
     def _fold_now(self, path: str) -> FoldResult:
         self._settle(path)
-        result = changelog.fold(
-            path, name=Path(path).name, appends=self._appends(path), by_files=self.sole_log_writer
-        )
+        result = changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=self._by_files())
         self._folded(path, result)
         return result
+
+    def _by_files(self) -> bool:
+        """Whether a fold may trim by removing whole files: no other writer appends to the logs meanwhile."""
+        return self.sole_log_writer and not self.tasks_append
 
     def _folded(self, path: str, result: FoldResult) -> None:
         with self._fold_lock:
@@ -519,7 +525,7 @@ class DeltaMirror:
     def _fold_claimed(self, path: str) -> None:
         self._folded(
             path,
-            changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=self.sole_log_writer),
+            changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=self._by_files()),
         )
 
     def claim_folds(self, paths: Iterable[str]) -> list[str]:

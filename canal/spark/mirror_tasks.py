@@ -134,6 +134,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     from pyspark.sql import functions as F
 
     began = time.perf_counter()
+    mirror.tasks_append = True  # the driver's own folds must not trim by whole files while tasks append
     kind = type(mirror)
     settings = mirror.settings()
     changes = df.select(*mirror.COLUMNS)
