@@ -509,10 +509,16 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int, later
     rng = np.random.default_rng(3)
     one_s: list[float] = []
     many_s: list[float] = []
-    for batch_id in range(1, batches + 1):
+
+    def spread_rows() -> tuple[list[tuple[Any, ...]], list[tuple[str, tuple[Any, ...]]]]:
+        """A batch's updates, ``per_table`` random keys of each table, and the same rows named by their tables."""
         keys = [j * rows_per_table + int(k) for j in range(tables) for k in rng.integers(0, rows_per_table, per_table)]
         rows = updates.rows(keys)
-        spread = change_batch("narrow", batch_id, [(f"t{r[0] // rows_per_table:02d}", r) for r in rows])
+        return rows, [(f"t{r[0] // rows_per_table:02d}", r) for r in rows]
+
+    for batch_id in range(1, batches + 1):
+        rows, named = spread_rows()
+        spread = change_batch("narrow", batch_id, named)
         single = change_batch("narrow", batch_id, [("t", r) for r in rows])
         for mirror, batch, seconds in ((many, spread, many_s), (one, single, one_s)):
             began = time.perf_counter()
@@ -524,8 +530,7 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int, later
     # while that maintenance runs (a batch must never wait for it)
     later_s: list[float] = []
     for batch_id in range(batches + 1, batches + later + 1):
-        keys = [j * rows_per_table + int(k) for j in range(tables) for k in rng.integers(0, rows_per_table, per_table)]
-        spread = change_batch("narrow", batch_id, [(f"t{r[0] // rows_per_table:02d}", r) for r in updates.rows(keys)])
+        spread = change_batch("narrow", batch_id, spread_rows()[1])
         began = time.perf_counter()
         many.apply(spread, batch_id)
         later_s.append(time.perf_counter() - began)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -94,20 +95,16 @@ def test_an_unreadable_last_checkpoint_refuses_the_append(tmp_path: Path) -> Non
 
 def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_path: Path) -> None:
     from canal.spark import DeltaMirror, changelog
-    from canal.spark.changes import entries_to_batch
-    from tests.procs.mirror_writer import TABLES, batch, source_after
+    from tests.procs.mirror_writer import TABLES
 
     mirror = DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000, background_folds=False)
-    state: dict[str, dict[int, tuple[object, ...]]] = {}
-    last = 45
-    for number in range(1, last + 1):
-        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
-        if number == 30:
-            mirror.fold("shop", "a")  # a fold's trim between direct appends
-    want = source_after(last)
+    source = _Source(mirror)
+    source.apply(30)
+    mirror.fold("shop", "a")  # a fold's trim between direct appends
+    source.apply(15)
+    last = source.last
+    source.assert_mirrored()
     for table in TABLES:
-        rows = mirror.read("shop", table.table).to_pylist()
-        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
         log = changelog.log_path(mirror.table_path("shop", table.table))
         commits = sorted((log / "_delta_log").glob("*.json"))
         direct = [c for c in commits if '"engineInfo": "pycanal"' in c.read_text()]
@@ -115,6 +112,54 @@ def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_
         assert delta_append.last_checkpoint(log) >= 10  # written by the compactions, the commits behind it dropped
         assert deltalake.DeltaTable(str(log)).transaction_version(mirror.app_id) == last
     assert mirror.committed_batch_ids("shop", "b")[-1] == last
+
+
+class _Source:
+    """The writer procs' deterministic batches (``tests.procs.mirror_writer``) applied to a mirror, and the source
+    they leave."""
+
+    def __init__(self, mirror: Any) -> None:
+        self.mirror = mirror
+        self.state: dict[str, dict[int, tuple[object, ...]]] = {}
+        self.last = 0
+
+    def apply(self, count: int = 1) -> None:
+        from canal.spark.changes import entries_to_batch
+        from tests.procs.mirror_writer import batch
+
+        for _ in range(count):
+            self.last += 1
+            entries = entries_to_batch(batch(self.last, self.state), "d", self.last)  # type: ignore[arg-type]
+            self.mirror.apply(entries, self.last)
+
+    def assert_mirrored(self) -> None:
+        from tests.procs.mirror_writer import TABLES, source_after
+
+        want = source_after(self.last)
+        for table in TABLES:
+            rows = self.mirror.read("shop", table.table).to_pylist()
+            assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table], table.table
+
+    def land_while_held(self, held: Any, due: int) -> None:
+        """Apply batches until a background rewrite is held (``held`` set; due after batch ``due``), then three more,
+        which land while it waits."""
+        while not held.is_set():
+            assert self.last < 5, "no background rewrite started"
+            self.apply()
+            held.wait(10 if self.last >= due else 0.5)
+        self.apply(3)
+
+
+def _holding(real: Any, held: Any, landed: Any, waited: list[bool]) -> Any:
+    """``real`` that, once called, sets ``held`` and waits for ``landed`` before it goes on (``waited``: whether
+    ``landed`` came within 30 s -- a batch blocked by the caller's lock would never set it)."""
+
+    def hold(*args: object, **kwargs: object) -> object:
+        held.set()
+        waited.append(landed.wait(30))
+        return real(*args, **kwargs)
+
+    return hold
 
 
 def test_batches_land_while_a_background_compaction_rewrites_the_log(
@@ -129,43 +174,24 @@ def test_batches_land_while_a_background_compaction_rewrites_the_log(
     from deltalake.table import TableOptimizer
 
     from canal.spark import DeltaMirror, changelog
-    from canal.spark.changes import entries_to_batch
-    from tests.procs.mirror_writer import TABLES, batch, source_after
+    from tests.procs.mirror_writer import TABLES
 
     rewriting, landed = threading.Event(), threading.Event()
     waited: list[bool] = []
-    real = TableOptimizer.compact
-
-    def compact(self: object, *args: object, **kwargs: object) -> object:
-        rewriting.set()
-        waited.append(landed.wait(30))  # for the next batches to land (ones blocked by the compaction time it out)
-        return real(self, *args, **kwargs)  # type: ignore[arg-type]
-
     monkeypatch.setattr(changelog, "COMPACT_FILES", 3)  # compacted once they hold 3 files, never folded
-    monkeypatch.setattr(TableOptimizer, "compact", compact)
-    mirror = DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000)
-    state: dict[str, dict[int, tuple[object, ...]]] = {}
-    number = 0
-    while not rewriting.is_set():
-        number += 1
-        assert number <= 5, "no compaction started"
-        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
-        rewriting.wait(10 if number >= 3 else 0.5)  # the third batch's logs hold 3 files
-    started = number
-    for number in range(started + 1, started + 4):  # land while the compactions wait, committed before theirs
-        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+    monkeypatch.setattr(TableOptimizer, "compact", _holding(TableOptimizer.compact, rewriting, landed, waited))
+    source = _Source(DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000))
+    source.land_while_held(rewriting, due=3)  # the third batch's logs hold 3 files
     landed.set()
-    mirror.wait_for_folds()
+    source.mirror.wait_for_folds()
     assert waited and all(waited), "a batch waited for the compaction"
-    assert not mirror.fold_errors
-    want = source_after(number)
+    assert not source.mirror.fold_errors
+    source.assert_mirrored()
     for table in TABLES:
-        rows = mirror.read("shop", table.table).to_pylist()
-        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
-        log = changelog.log_path(mirror.table_path("shop", table.table))
+        log = changelog.log_path(source.mirror.table_path("shop", table.table))
         operations = [h["operation"] for h in deltalake.DeltaTable(str(log)).history()]
         assert operations[0] == "OPTIMIZE", operations  # the compaction committed after the batches that landed
-    mirror.close()
+    source.mirror.close()
 
 
 def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltalake(
@@ -176,8 +202,7 @@ def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltala
     import errno
 
     from canal.spark import DeltaMirror
-    from canal.spark.changes import entries_to_batch
-    from tests.procs.mirror_writer import TABLES, batch, source_after
+    from tests.procs.mirror_writer import TABLES
 
     links: list[str] = []
 
@@ -196,38 +221,28 @@ def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltala
     assert _data_files(path) == before and set(os.listdir(path / "_delta_log")) == log_before
     assert deltalake.DeltaTable(str(path)).version() == 0
 
-    mirror = DeltaMirror(tmp_path / "mirror", background_folds=False)
-    state: dict[str, dict[int, tuple[object, ...]]] = {}
-    for number in range(1, 6):
-        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
-    want = source_after(5)
+    source = _Source(DeltaMirror(tmp_path / "mirror", background_folds=False))
+    source.apply(5)
+    source.assert_mirrored()
     for table in TABLES:
-        rows = mirror.read("shop", table.table).to_pylist()
-        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
-        assert mirror.committed_batch_ids("shop", table.table)[-1] == 5
+        assert source.mirror.committed_batch_ids("shop", table.table)[-1] == 5
 
 
 def test_folds_complete_while_batches_keep_landing(tmp_path: Path) -> None:
     """Background folds of tables that take a batch every few milliseconds: every fold commits (none fails on a
     conflict with the appends that land while it trims the log) and the logs stay small."""
     from canal.spark import DeltaMirror, changelog
-    from canal.spark.changes import entries_to_batch
-    from tests.procs.mirror_writer import TABLES, batch, source_after
+    from tests.procs.mirror_writer import TABLES
 
-    mirror = DeltaMirror(tmp_path, fold_ratio=0.05)
-    state: dict[str, dict[int, tuple[object, ...]]] = {}
-    last = 60
-    for number in range(1, last + 1):
-        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
-    mirror.wait_for_folds()
-    assert not mirror.fold_errors
-    assert len(mirror.folds) >= 10
-    want = source_after(last)
+    source = _Source(DeltaMirror(tmp_path, fold_ratio=0.05))
+    source.apply(60)
+    source.mirror.wait_for_folds()
+    assert not source.mirror.fold_errors
+    assert len(source.mirror.folds) >= 10
+    source.assert_mirrored()
     for table in TABLES:
-        rows = mirror.read("shop", table.table).to_pylist()
-        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
-        assert changelog.log_size(mirror.table_path("shop", table.table)).log_files < 20
-    mirror.close()
+        assert changelog.log_size(source.mirror.table_path("shop", table.table)).log_files < 20
+    source.mirror.close()
 
 
 def _log_changes(log: Path) -> list[tuple[int, int]]:
@@ -242,14 +257,10 @@ def test_a_trim_by_files_removes_whole_files_and_deletes_rows_where_a_file_strad
     ``remove`` actions; when a file holds changes on both sides, the rows are deleted instead. Either way the log
     keeps exactly the later changes."""
     from canal.spark import DeltaMirror, changelog
-    from canal.spark.changes import entries_to_batch
-    from tests.procs.mirror_writer import batch
 
-    mirror = DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000, background_folds=False)
-    state: dict[str, dict[int, tuple[object, ...]]] = {}
-    for number in range(1, 5):
-        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
-    log = changelog.log_path(mirror.table_path("shop", "a"))
+    source = _Source(DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000, background_folds=False))
+    source.apply(4)
+    log = changelog.log_path(source.mirror.table_path("shop", "a"))
     changes = _log_changes(log)
     files = len(deltalake.DeltaTable(str(log)).file_uris())
     through = max(c for c in changes if c[0] == 2)  # the end of batch 2: files on one side each
@@ -274,36 +285,15 @@ def test_batches_land_while_a_background_fold_trims_the_log(tmp_path: Path, monk
     import threading
 
     from canal.spark import DeltaMirror
-    from canal.spark.changes import entries_to_batch
-    from tests.procs.mirror_writer import TABLES, batch, source_after
 
     trimming, landed = threading.Event(), threading.Event()
     waited: list[bool] = []
-    real = delta_append.remove_files
-
-    def remove_files(*args: object, **kwargs: object) -> object:
-        trimming.set()
-        waited.append(landed.wait(30))  # for the next batches to land (ones blocked by the trim time it out)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(delta_append, "remove_files", remove_files)
-    mirror = DeltaMirror(tmp_path, fold_ratio=0.001)  # a fold after every batch
-    state: dict[str, dict[int, tuple[object, ...]]] = {}
-    number = 0
-    while not trimming.is_set():
-        number += 1
-        assert number <= 5, "no trim started"
-        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
-        trimming.wait(10 if number >= 2 else 0.5)
-    started = number
-    for number in range(started + 1, started + 4):
-        mirror.apply(entries_to_batch(batch(number, state), "d", number), number)  # type: ignore[arg-type]
+    monkeypatch.setattr(delta_append, "remove_files", _holding(delta_append.remove_files, trimming, landed, waited))
+    source = _Source(DeltaMirror(tmp_path, fold_ratio=0.001))  # a fold after every batch
+    source.land_while_held(trimming, due=2)
     landed.set()
-    mirror.wait_for_folds()
+    source.mirror.wait_for_folds()
     assert waited and all(waited), "a batch waited for the trim"
-    assert not mirror.fold_errors
-    want = source_after(number)
-    for table in TABLES:
-        rows = mirror.read("shop", table.table).to_pylist()
-        assert {r["id"]: (r["id"], r["amount"], r["note"]) for r in rows} == want[table.table]
-    mirror.close()
+    assert not source.mirror.fold_errors
+    source.assert_mirrored()
+    source.mirror.close()

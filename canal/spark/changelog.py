@@ -534,6 +534,7 @@ def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextM
 
     table = DeltaTable(str(log))
     version = table.version()
+    before = set(table.file_uris())
     adds = pa.table(table.get_add_actions(flatten=False))
     folded: list[tuple[str, int]] = []
     for path, size in zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(), strict=True):
@@ -545,8 +546,8 @@ def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextM
             return None
         batch, seq = changes.column(BATCH), changes.column(SEQ)
         at_last = pc.and_(pc.equal(batch, through[0]), pc.less_equal(seq, through[1]))
-        before = pc.or_(pc.less(batch, through[0]), at_last)
-        done = pc.sum(before.cast(pa.int64())).as_py() or 0
+        up_to = pc.or_(pc.less(batch, through[0]), at_last)
+        done = pc.sum(up_to.cast(pa.int64())).as_py() or 0
         if done == changes.num_rows:
             folded.append((path, int(size)))
         elif done:
@@ -555,10 +556,7 @@ def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextM
         return 0
     if delta_append.remove_files(log, folded, version=version) is None:
         return None
-    with appends:
-        table.update_incremental()
-        checkpoint(table, log)
-    return _delete_files([str(log / path) for path, _size in folded])
+    return _checkpoint_and_delete(table, log, before, appends)
 
 
 def _replacing_files(
@@ -583,7 +581,16 @@ def _replacing_files(
         change(table)
 
     retrying_commits(commit)
-    with appends or contextlib.nullcontext():
+    return _checkpoint_and_delete(table, log, before, appends or contextlib.nullcontext())
+
+
+def _checkpoint_and_delete(
+    table: Any, log: Path, before: set[str], appends: contextlib.AbstractContextManager[object]
+) -> int:
+    """After a commit that removed files from the log: bring ``table`` up to date and checkpoint it holding
+    ``appends``, then delete the files of ``before`` (its file URIs before the commit) it no longer holds; the
+    number deleted."""
+    with appends:
         table.update_incremental()
         checkpoint(table, log)
     return _delete_files(_uris_to_paths(sorted(before - set(table.file_uris()))))

@@ -85,11 +85,15 @@ def _actions(commit: str) -> list[dict[str, Any]] | None:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _conflicts(commit: str) -> bool:
-    """Whether the commit file changes what a blind append relies on (the schema or the protocol); a commit file
-    gone already is taken as one."""
+def _conflicts(commit: str, removing: frozenset[str] = frozenset()) -> bool:
+    """Whether the commit file changes what a blind commit relies on: the schema or the protocol, or (for a commit
+    that removes the files ``removing``) the removal of one of them; a commit file gone already is taken as one."""
     actions = _actions(commit)
-    return actions is None or any(key in action for action in actions for key in _CONFLICTING_ACTIONS)
+    return actions is None or any(
+        key in _CONFLICTING_ACTIONS or (key == "remove" and value.get("path") in removing)
+        for action in actions
+        for key, value in action.items()
+    )
 
 
 def _usable(table: Location, version: int) -> bool:
@@ -101,17 +105,19 @@ def _usable(table: Location, version: int) -> bool:
     return checkpoint <= version and (checkpoint == version or os.path.exists(commit_path(table, version)))
 
 
-def _publish(table: Location, version: int, actions: list[dict[str, Any]], conflicts: Any) -> int | None:
-    """Publish ``actions`` as the table's first free version after ``version``: the version, or None when a commit
-    made after ``version`` is one that ``conflicts(commit file)`` says the actions cannot follow, or the file system
-    has no hard links."""
+def _publish(
+    table: Location, version: int, actions: list[dict[str, Any]], removing: frozenset[str] = frozenset()
+) -> int | None:
+    """Publish ``actions`` (removing the files ``removing``) as the table's first free version after ``version``:
+    the version, or None when a commit made after ``version`` conflicts with them (:func:`_conflicts`), or the file
+    system has no hard links."""
     body = "".join(json.dumps(action) + "\n" for action in actions).encode()
     staged = os.path.join(table, _LOG_DIR, f".{uuid.uuid4()}.json.tmp")
     _write(staged, body)
     try:
         version += 1
         while not link_if_absent(staged, commit_path(table, version)):
-            if conflicts(commit_path(table, version)):
+            if _conflicts(commit_path(table, version), removing):
                 return None
             version += 1
     except HardLinksUnsupportedError:
@@ -169,7 +175,7 @@ def append(
     if app_id is not None and batch_id is not None:
         actions.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now}})
     actions.append(_commit_info(now, "WRITE", {"mode": "Append"}))
-    committed = _publish(table, version, actions, _conflicts)
+    committed = _publish(table, version, actions)
     if committed is None:
         _remove(data)  # referenced by no commit
     return committed
@@ -183,16 +189,6 @@ def remove_files(table: Location, files: list[tuple[str, int]], *, version: int)
     valid: it reads nothing they wrote."""
     if not _usable(table, version):
         return None
-    gone = {path for path, _size in files}
-
-    def conflicts(commit: str) -> bool:
-        actions = _actions(commit)
-        return actions is None or any(
-            key in _CONFLICTING_ACTIONS or (key == "remove" and value.get("path") in gone)
-            for action in actions
-            for key, value in action.items()
-        )
-
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = [
         {
@@ -208,7 +204,7 @@ def remove_files(table: Location, files: list[tuple[str, int]], *, version: int)
         for path, size in files
     ]
     actions.append(_commit_info(now, "DELETE", {"predicate": "whole files"}))
-    return _publish(table, version, actions, conflicts)
+    return _publish(table, version, actions, frozenset(path for path, _size in files))
 
 
 def _remove(path: str) -> None:

@@ -466,13 +466,14 @@ class DeltaMirror:
 
     def _fold_now(self, path: str) -> FoldResult:
         self._settle(path)
-        result = changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=self._by_files())
+        result = self._fold(path)
         self._folded(path, result)
         return result
 
-    def _by_files(self) -> bool:
-        """Whether a fold may trim by removing whole files: no other writer appends to the logs meanwhile."""
-        return self.sole_log_writer and not self.tasks_append
+    def _fold(self, path: str) -> FoldResult:
+        """Fold the table at ``path``, trimming its log by whole files when no other writer appends to the logs."""
+        by_files = self.sole_log_writer and not self.tasks_append
+        return changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=by_files)
 
     def _folded(self, path: str, result: FoldResult) -> None:
         with self._fold_lock:
@@ -523,10 +524,7 @@ class DeltaMirror:
             self._log_sizes.pop(path, None)
 
     def _fold_claimed(self, path: str) -> None:
-        self._folded(
-            path,
-            changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=self._by_files()),
-        )
+        self._folded(path, self._fold(path))
 
     def claim_folds(self, paths: Iterable[str]) -> list[str]:
         """The tables (base paths) among ``paths`` whose fold is not under way, now marked as under way: the caller
