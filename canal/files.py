@@ -5,10 +5,14 @@ Every file pycanal keeps (meta and log positions, the schema history, the Spark 
 directory, fsynced, then renamed over the target -- or, where the first writer must win, hard-linked to it only if
 none is there -- and the directory fsynced so the new name is durable too. A reader, or a process restarted after a
 crash, sees the previous file or the new one, never a mix.
+
+"Only if none is there" is :func:`rename_if_absent`: a rename that never replaces a file (Linux's
+``renameat2(RENAME_NOREPLACE)``), else a hard link and the removal of the temporary name.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import uuid
@@ -31,6 +35,54 @@ _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP}
 # a directory fsync that the file system does not offer (some network and FUSE file systems): the rename is then as
 # durable as that file system makes it
 _NO_DIRECTORY_FSYNC = {errno.EINVAL, errno.ENOTSUP, errno.EBADF}
+
+
+def _renameat2() -> Callable[..., int] | None:
+    """The C library's ``renameat2`` (glibc 2.28+), None where there is none."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_RENAMEAT2 = _renameat2()
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+# renameat2's answers where the kernel or the file system lacks it (some FUSE and network file systems): link instead
+_NO_RENAME_NOREPLACE = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def _rename_noreplace(source: str, target: str) -> bool | None:
+    """Rename ``source`` to ``target`` unless a file has that name: True when renamed, False when one had, None
+    where there is no such rename (the caller links instead); other OSErrors propagate."""
+    if _RENAMEAT2 is None:
+        return None
+    if _RENAMEAT2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _RENAME_NOREPLACE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code == errno.EEXIST:
+        return False
+    if code in _NO_RENAME_NOREPLACE:
+        return None
+    raise OSError(code, os.strerror(code), source, None, target)
+
+
+def rename_if_absent(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> bool:
+    """Give the file ``source`` the name ``target`` unless a file has that name: True when it has it (``source``'s
+    name is gone), False when another file had it (``source`` stays). A rename that cannot replace, where the
+    system has one: it leaves no name to delete, and every name deleted makes the next file's creation slower on
+    ext4 without a journal (it looks at each inode freed in the last minutes). Elsewhere :func:`link_if_absent`,
+    then ``source`` removed; :class:`HardLinksUnsupportedError` where neither is possible."""
+    renamed = _rename_noreplace(os.fspath(source), os.fspath(target))
+    if renamed is not None:
+        return renamed
+    if not link_if_absent(source, target):
+        return False
+    os.unlink(source)
+    return True
 
 
 def link_if_absent(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> bool:
@@ -81,7 +133,7 @@ class AtomicFile:
             self.fh.close()
             if replace:
                 os.replace(self._tmp, self.path)
-            elif not link_if_absent(self._tmp, self.path):
+            elif not rename_if_absent(self._tmp, self.path):
                 return False
         finally:
             self.discard()

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from canal import files
 from canal.spark import delta_append
 
 deltalake = pytest.importorskip("deltalake")
@@ -114,6 +115,49 @@ def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_
     assert mirror.committed_batch_ids("shop", "b")[-1] == last
 
 
+@pytest.mark.skipif(files._RENAMEAT2 is None, reason="no renameat2 here")
+def test_a_direct_append_deletes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its commit file is renamed into place, not linked: no temporary name is deleted (on ext4 without a journal each
+    deleted name slows the next file creations, and a batch over 50 tables creates 100 files)."""
+    path = tmp_path / "t"
+    _table(path)
+    unlinked: list[str] = []
+    real_unlink = os.unlink
+
+    def unlink(name: Any, *args: Any, **kwargs: Any) -> None:
+        unlinked.append(str(name))
+        real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert delta_append.append(path, _rows(3, 2), version=0, app_id="app", batch_id=1) == 1
+    assert unlinked == []
+    assert sorted(os.listdir(path / "_delta_log")) == [f"{v:020d}.json" for v in (0, 1)]
+
+
+def test_a_direct_append_refused_at_its_commit_goes_through_deltalake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's tables are planned and encoded first, then committed: a table whose direct commit is refused then (its
+    log changed meanwhile) is appended through deltalake in the same step, and every table stays exact."""
+    from canal.spark import DeltaMirror
+    from tests.procs.mirror_writer import TABLES
+
+    real = delta_append.append
+    calls: list[str] = []
+
+    def every_other(table: Any, rows: Any, **kwargs: Any) -> int | None:
+        calls.append(str(table))
+        return None if len(calls) % 2 else real(table, rows, **kwargs)
+
+    monkeypatch.setattr(delta_append, "append", every_other)
+    source = _Source(DeltaMirror(tmp_path, background_folds=False))
+    source.apply(8)
+    assert len(calls) >= 8, "the direct appends were not tried"
+    source.assert_mirrored()
+    for table in TABLES:
+        assert source.mirror.committed_batch_ids("shop", table.table)[-1] == 8
+
+
 class _Source:
     """The writer procs' deterministic batches (``tests.procs.mirror_writer``) applied to a mirror, and the source
     they leave."""
@@ -197,10 +241,12 @@ def test_batches_land_while_a_background_compaction_rewrites_the_log(
 def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltalake(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """link(2) refused (FAT, some FUSE and object-store mounts): the append gives up leaving nothing behind, the
-    table's later appends write nothing before giving up, and a mirror there appends through deltalake, exactly."""
+    """Neither a rename that never replaces nor link(2) (some FUSE and object-store mounts): the append gives up
+    leaving nothing behind, the table's later appends write nothing before giving up, and a mirror there appends
+    through deltalake, exactly."""
     import errno
 
+    from canal import files
     from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
@@ -211,6 +257,7 @@ def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltala
         raise OSError(errno.EPERM, "Operation not permitted")
 
     monkeypatch.setattr(delta_append, "_WITHOUT_HARD_LINKS", set())
+    monkeypatch.setattr(files, "_rename_noreplace", lambda source, target: None)
     monkeypatch.setattr(os, "link", refused)
     path = tmp_path / "t"
     _table(path)

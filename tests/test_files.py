@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from pathlib import Path
 from typing import BinaryIO
 
@@ -114,9 +115,12 @@ def test_a_schema_history_that_cannot_be_written_is_a_schema_error_and_keeps_the
 def test_a_file_system_without_hard_links_is_named_and_keeps_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Neither a rename that never replaces nor a hard link (some FUSE and object-store mounts)."""
+
     def no_links(src: object, dst: object) -> None:
         raise OSError(errno.EPERM, os.strerror(errno.EPERM))
 
+    monkeypatch.setattr(files, "_rename_noreplace", lambda source, target: None)
     monkeypatch.setattr(os, "link", no_links)
     target = tmp_path / "range"
     write_bytes_atomic(target, b"replaced as usual")  # a replace needs no link
@@ -125,3 +129,57 @@ def test_a_file_system_without_hard_links_is_named_and_keeps_nothing(
     assert raised.value.errno == errno.EPERM
     assert target.read_bytes() == b"replaced as usual" and not (tmp_path / "other").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["range"]  # no temporary file left
+
+
+def test_a_name_taken_only_if_absent_deletes_no_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rename_if_absent`` renames (no temporary name to delete: each deleted name slows the next file creations on
+    ext4 without a journal), and leaves both files as they are when the target exists."""
+    unlinked: list[str] = []
+    real_unlink = os.unlink
+
+    def unlink(path: object, *args: object, **kwargs: object) -> None:
+        unlinked.append(str(path))
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    source, target = tmp_path / "staged", tmp_path / "00.json"
+    source.write_bytes(b"mine")
+    target.write_bytes(b"theirs")
+    assert files.rename_if_absent(source, target) is False
+    assert source.read_bytes() == b"mine" and target.read_bytes() == b"theirs"
+    assert files.rename_if_absent(source, tmp_path / "01.json") is True
+    assert not source.exists() and (tmp_path / "01.json").read_bytes() == b"mine"
+    if sys.platform == "linux":  # glibc's renameat2, on a file system with RENAME_NOREPLACE
+        assert files._RENAMEAT2 is not None
+        assert unlinked == []
+
+
+@pytest.mark.parametrize("code", [errno.EINVAL, errno.ENOSYS])
+def test_without_a_rename_that_never_replaces_a_name_is_linked_then_the_source_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """Where the kernel or the file system has no ``RENAME_NOREPLACE`` (EINVAL, ENOSYS), a hard link does it."""
+    import ctypes
+
+    def refused(*args: object) -> int:
+        ctypes.set_errno(code)
+        return -1
+
+    monkeypatch.setattr(files, "_RENAMEAT2", refused)
+    source, target = tmp_path / "staged", tmp_path / "00.json"
+    source.write_bytes(b"mine")
+    assert files.rename_if_absent(source, target) is True
+    assert not source.exists() and target.read_bytes() == b"mine"
+    source.write_bytes(b"again")
+    assert files.rename_if_absent(source, target) is False
+    assert source.read_bytes() == b"again" and target.read_bytes() == b"mine"
+
+
+def test_a_rename_that_fails_otherwise_raises_and_keeps_the_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "staged"
+    source.write_bytes(b"mine")
+    with pytest.raises(FileNotFoundError):
+        files.rename_if_absent(source, tmp_path / "no such directory" / "00.json")
+    assert source.read_bytes() == b"mine"

@@ -23,6 +23,7 @@ from test_snapshot_marks import create_watermark_table
 
 pytest.importorskip("pyarrow")
 
+from canal import files
 from canal.errors import SnapshotError
 from canal.files import temp_files_of
 from canal.instance import Instance
@@ -391,7 +392,7 @@ def test_attempts_of_one_range_at_once_all_return_the_first_published(
     assert not temp_files_of(partition.spool_path)
 
 
-def test_a_spool_dir_without_hard_links_fails_the_range_by_name(
+def test_a_spool_dir_without_renames_or_hard_links_fails_the_range_by_name(
     mariadb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = mariadb.database
@@ -403,6 +404,7 @@ def test_a_spool_dir_without_hard_links_fails_the_range_by_name(
     def no_links(src: object, dst: object) -> None:
         raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
 
+    monkeypatch.setattr(files, "_rename_noreplace", lambda source, target: None)  # no RENAME_NOREPLACE either
     monkeypatch.setattr(os, "link", no_links)
     with pytest.raises(SnapshotError, match=r"spool\.dir cannot hold executor ranges: .* has no hard links"):
         _rows(partition)

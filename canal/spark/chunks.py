@@ -40,10 +40,11 @@ gives no rows (the DROP comes with the stream). A key column gone fails the rang
 
 Replays. A micro-batch Spark planned but did not commit must come back identically, but a range read again would be
 read at a newer position. So an executor writes the range's rows to the spool directory first (Arrow IPC, fsynced,
-published by a hard link that never replaces a file) and returns what the file holds; a replay returns the file, and
-of attempts of one range running at once (speculative execution) the first to publish wins and all return its rows.
-The spool directory must therefore be reachable from the executors (a shared file system in a cluster, as the
-checkpoint is) and support hard links.
+published only if no file is there: :func:`~canal.files.rename_if_absent`) and returns what the file holds; a replay
+returns the file, and of attempts of one range running at once (speculative execution) the first to publish wins and
+all return its rows. The spool directory must therefore be reachable from the executors (a shared file system in a
+cluster, as the checkpoint is) and support renames that never replace a file, or hard links (local file systems and
+NFS do).
 
 Reading ahead. Spark takes seconds to start a micro-batch's tasks (the executors' Python workers, the job), the first
 one of a query most. Meanwhile the reader process, which planned the ranges, reads them itself from the last one back
@@ -347,9 +348,9 @@ def _write_chunk(partition: ChunkPartition, path: Path, stop: threading.Event | 
 
     Spark may run a range's task more than once at the same time (speculative execution, an executor thought lost),
     and each attempt reads its own snapshot. The file is published without replacing one
-    (:func:`~canal.files.write_file_atomic` with ``replace=False``, a hard link): the first attempt to finish wins,
-    every attempt returns the file's rows, so whichever attempt Spark keeps returned what a replay reads. The spool
-    directory therefore needs hard links (local and NFS file systems have them).
+    (:func:`~canal.files.write_file_atomic` with ``replace=False``): the first attempt to finish wins, every attempt
+    returns the file's rows, so whichever attempt Spark keeps returned what a replay reads. The spool directory
+    therefore needs renames that never replace a file, or hard links (local and NFS file systems have them).
     """
     import pymysql  # type: ignore[import-untyped]
 
@@ -383,9 +384,9 @@ def _write_chunk(partition: ChunkPartition, path: Path, stop: threading.Event | 
             published = write_file_atomic(path, fill, replace=False)
         except HardLinksUnsupportedError as exc:
             raise SnapshotError(
-                f"spool.dir cannot hold executor ranges: {exc.strerror}; a range's file is published with a hard "
-                "link, so that of two attempts the first wins. Put spool.dir on a file system with hard links "
-                "(local, NFS)"
+                f"spool.dir cannot hold executor ranges: {exc.strerror}; a range's file is published with a rename "
+                "that never replaces a file, or a hard link, so that of two attempts the first wins. Put spool.dir "
+                "on a file system with either (local, NFS)"
             ) from exc
         if not published:
             log = destination_logger(__name__, partition.destination)

@@ -99,6 +99,18 @@ class _TablePlan:
     seq: Any = None  # the ``seq`` of each kept change (parallel to keys / after)
 
 
+@attrs.define(slots=True)
+class _LogAppend:
+    """One table's change rows of a step, to be appended to its change log (:meth:`DeltaMirror._commit_appends`)."""
+
+    path: str  # the base table
+    log: Path
+    rows: Any  # the change rows, with the log's batch and seq columns
+    batch_id: int | None  # committed as the mirror's app transaction, when the append records the batch
+    through_deltalake: Callable[[], None]  # the append through deltalake (a new log, new columns, another writer)
+    direct: tuple[int, Any, Any] | None = None  # (the log's version, its Arrow schema, the rows in it): direct append
+
+
 MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
     "seq",
     "schema",
@@ -312,6 +324,7 @@ class DeltaMirror:
         self._fold_pool: ThreadPoolExecutor | None = None
         self._table_pool: ThreadPoolExecutor | None = None  # applies the tables of a step without DDL in parallel
         self._deferred: list[Future[None]] | None = None  # the step's appends under way (_with_deferred_appends)
+        self._step_appends: list[_LogAppend] | None = None  # the step's appends not written yet (the same)
         self._pending_folds: dict[str, Future[None]] = {}  # base path -> its fold under way
         self._log_sizes: dict[str, changelog.LogSize] = {}  # base path -> its log's size, kept up to date
         self._log = destination_logger(__name__, app_id)
@@ -338,7 +351,7 @@ class DeltaMirror:
         self.stats: dict[str, TableStats] = {}
         self.history: list[ApplyResult] = []
         self._handles: dict[str, Any] = {}  # path -> DeltaTable kept between batches (see _handle)
-        # change log path -> (its version, its Arrow schema) after this process's last blind append (_blind_append)
+        # change log path -> (its version, its Arrow schema) after this process's last direct append (_append_directly)
         self._blind_state: dict[str, tuple[int, Any]] = {}
         self.sole_log_writer = True
         """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so
@@ -487,6 +500,8 @@ class DeltaMirror:
         return size
 
     def _appended(self, path: str, rows: int) -> None:
+        """The change log of the table at ``path`` took ``rows`` in a file of their own (in this batch)."""
+        self._written.add(path)
         with self._fold_lock:
             size = self._log_sizes.get(path)
             if size is not None:
@@ -735,12 +750,17 @@ class DeltaMirror:
         return self._table_pool
 
     def _with_deferred_appends(self, run: Callable[[], T]) -> T:
-        """``run()``, its change-log appends written by the tables pool while it goes on; returns once every one of
-        them is written (the first append error raised, as the error of ``run()`` would be)."""
+        """``run()`` (a step's tables, one after another), its change-log appends gathered and written once it has
+        planned every table (:meth:`_commit_appends`), those through deltalake by the tables pool meanwhile; returns
+        once every one of them is written (the first append error raised, as the error of ``run()`` would be)."""
         self._deferred = []
+        self._step_appends = []
         try:
             outcome = run()
+            appends, self._step_appends = self._step_appends, None
+            self._commit_appends(appends)
         finally:
+            self._step_appends = None
             deferred, self._deferred = self._deferred, None
             for future in deferred:
                 future.exception()  # every append ended before the step does, whatever happened
@@ -1226,7 +1246,7 @@ class DeltaMirror:
         rows = source.append_column(changelog.BATCH, pa.repeat(pa.scalar(batch_id, pa.int64()), source.num_rows))
         rows = rows.append_column(changelog.SEQ, seq if seq.type == pa.int64() else seq.cast(pa.int64()))
 
-        def write() -> None:
+        def through_deltalake() -> None:
             with self._appends(path):
                 handle = self._handles.get(str(log))  # append() brings it up to date
                 if handle is None and delta_append.is_table(log):
@@ -1235,32 +1255,47 @@ class DeltaMirror:
                 if handle is not None:
                     self._handles[str(log)] = handle
 
+        append = _LogAppend(path, log, rows, batch_id if records_batch else None, through_deltalake)
         with self._appends(path):
-            # written here: a direct append is mostly Python (about 0.3 ms), which threads would only contend for
-            written = self._blind_append(log, rows, batch_id if records_batch else None)
-        if not written and self._deferred is not None:
-            self._deferred.append(self._tables_pool().submit(write))  # deltalake's work releases the GIL
-        elif not written:
-            write()
-        self._appended(path, rows.num_rows)
-        self._written.add(path)
+            append.direct = self._direct_target(log, rows)
+        if append.direct is None and self._deferred is not None:
+            self._deferred.append(self._tables_pool().submit(through_deltalake))  # deltalake's work releases the GIL
+            self._appended(path, rows.num_rows)
+        elif self._step_appends is not None:
+            self._step_appends.append(append)
+        else:
+            self._commit_appends([append])
 
-    def _blind_append(self, log: Path, rows: Any, batch_id: int | None) -> bool:
-        """Append to an existing change log by writing its next Delta commit directly (:mod:`canal.spark.delta_append`:
-        about 0.5 ms against 2-7 ms through ``deltalake``, which a batch spread over many tables pays per table), when
-        this process is the log's only writer and the rows have the log's columns. False when it did not append:
-        the caller appends through ``deltalake``. Called holding the table's append lock."""
+    def _commit_appends(self, appends: list[_LogAppend]) -> None:
+        """Write ``appends`` to their change logs: the rows of the direct ones encoded one after another first (the
+        Parquet writer's code stays in the processor's caches: :func:`delta_append.encode`), then each committed;
+        those that cannot be written directly go through deltalake (by the tables pool within a step)."""
+        encoded = [None if a.direct is None else delta_append.encode(a.direct[2]) for a in appends]
+        for append, data in zip(appends, encoded, strict=True):
+            if data is None or not self._append_directly(append, data):
+                if self._deferred is not None:
+                    self._deferred.append(self._tables_pool().submit(append.through_deltalake))
+                else:
+                    append.through_deltalake()
+            self._appended(append.path, append.rows.num_rows)
+
+    def _direct_target(self, log: Path, rows: Any) -> tuple[int, Any, Any] | None:
+        """Where an append to an existing change log can be written as its next Delta commit directly
+        (:mod:`canal.spark.delta_append`: about 0.5 ms against 2-7 ms through ``deltalake``, which a batch spread
+        over many tables pays per table): (the log's version, its Arrow schema, ``rows`` in that schema), when this
+        process is the log's only writer and the rows have the log's columns; else None, and the caller appends
+        through ``deltalake``. Called holding the table's append lock."""
         import pyarrow as pa
 
         if not self.sole_log_writer:
-            return False
+            return None
         key = str(log)
         known = self._blind_state.pop(key, None)
         if known is None:
             handle = self._handles.get(key)
             if handle is None:
                 if not delta_append.is_table(log):
-                    return False
+                    return None
                 handle = changelog.open_table(log)
             else:
                 handle = changelog.refreshed(handle, log)
@@ -1268,17 +1303,27 @@ class DeltaMirror:
             known = (handle.version(), pa.schema(handle.schema().to_arrow()))
         version, schema = known
         if set(rows.column_names) != set(schema.names):
-            return False  # new columns: Delta's schema merge
+            return None  # new columns: Delta's schema merge
         typed = rows.select(schema.names)
         if typed.schema != schema:
             try:
                 typed = typed.cast(schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                return False
-        committed = delta_append.append(log, typed, version=version, app_id=self.app_id, batch_id=batch_id)
+                return None
+        return version, schema, typed
+
+    def _append_directly(self, append: _LogAppend, encoded: Any) -> bool:
+        """Commit ``append`` (its direct target known) with its rows ``encoded``; False when it did not append: the
+        log changed its schema or was checkpointed meanwhile (read anew on the next append)."""
+        assert append.direct is not None
+        version, schema, typed = append.direct
+        with self._appends(append.path):
+            committed = delta_append.append(
+                append.log, typed, version=version, app_id=self.app_id, batch_id=append.batch_id, encoded=encoded
+            )
         if committed is None:
-            return False  # the log changed its schema or was checkpointed: read it anew on the next append
-        self._blind_state[key] = (committed, schema)
+            return False
+        self._blind_state[str(append.log)] = (committed, schema)
         return True
 
     # -- schema evolution ----------------------------------------------------------------------------------------

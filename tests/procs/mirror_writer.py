@@ -117,7 +117,7 @@ def _arm(kill_at: str, delay_ms: float) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
             raise AssertionError("killed")
 
-        delta_append.link_if_absent = publish  # type: ignore[assignment]
+        delta_append.rename_if_absent = publish  # type: ignore[assignment]
     elif kill_at == "fold":
         real_latest = changelog.latest
 
