@@ -66,16 +66,42 @@ def test_a_schema_change_since_the_version_read_refuses_the_append(tmp_path: Pat
     assert not [n for n in os.listdir(path / "_delta_log") if n.endswith(".tmp")]
 
 
-def test_a_checkpoint_newer_than_the_version_read_refuses_the_append(tmp_path: Path) -> None:
+def test_a_checkpoint_newer_than_the_version_read_refuses_the_append_once_commits_since_are_gone(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "t"
     table = _table(path)
     deltalake.write_deltalake(table, _rows(3, 1), mode="append")
     table.update_incremental()
     table.create_checkpoint()  # at version 1: commits up to it may be cleaned up
+    (path / "_delta_log" / f"{1:020d}.json").unlink()  # as Delta's log cleanup does
     assert delta_append.last_checkpoint(path) == 1
     assert delta_append.append(path, _rows(5, 1), version=0) is None
+    assert not (path / "_delta_log" / f"{1:020d}.json").exists()  # nothing published behind the checkpoint
     assert delta_append.append(path, _rows(5, 1), version=1) == 2
     assert sorted(deltalake.DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2, 3, 5]
+
+
+def test_a_checkpoint_newer_than_the_version_read_is_passed_while_the_commits_since_are_there(tmp_path: Path) -> None:
+    """A compaction checkpointed the log after the append's version was read: the commits since are still there, so
+    the append goes after them (each read: a schema change among them would still refuse it)."""
+    path = tmp_path / "t"
+    table = _table(path)
+    deltalake.write_deltalake(table, _rows(3, 1), mode="append")
+    table.update_incremental()
+    table.optimize.compact()  # version 2: add / remove
+    table.update_incremental()
+    table.create_checkpoint()
+    assert delta_append.last_checkpoint(path) == 2
+    assert delta_append.append(path, _rows(5, 1), version=0) == 3
+    reread = deltalake.DeltaTable(str(path))
+    assert reread.version() == 3
+    assert sorted(reread.to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2, 3, 5]
+    wider = pa.table({"id": pa.array([9], pa.int64()), "note": ["x"], "extra": [1]})
+    deltalake.write_deltalake(reread, wider, mode="overwrite", schema_mode="overwrite")  # version 4: metaData
+    reread.update_incremental()
+    reread.create_checkpoint()
+    assert delta_append.append(path, _rows(7, 1), version=3) is None
 
 
 def test_a_version_the_table_does_not_have_refuses_the_append(tmp_path: Path) -> None:
@@ -289,6 +315,40 @@ def test_folds_complete_while_batches_keep_landing(tmp_path: Path) -> None:
     source.assert_mirrored()
     for table in TABLES:
         assert changelog.log_size(source.mirror.table_path("shop", table.table)).log_files < 20
+    source.mirror.close()
+
+
+def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread that folded or compacted a log reads its new size, so the batches after do not (through deltalake:
+    2-10 ms a table while folds compete for the cores); the size it recorded is the log's."""
+    import threading
+
+    from canal.spark import DeltaMirror, changelog
+    from tests.procs.mirror_writer import TABLES
+
+    source = _Source(DeltaMirror(tmp_path, fold_ratio=0.05))
+    source.apply(12)
+    source.mirror.wait_for_folds()
+    assert source.mirror.folds, "no fold ran"
+    real = changelog.log_size
+    readers: list[str] = []
+
+    def log_size(*args: Any, **kwargs: Any) -> Any:
+        readers.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(changelog, "log_size", log_size)
+    source.apply()
+    source.mirror.wait_for_folds()
+    assert threading.current_thread().name not in readers
+    monkeypatch.undo()
+    for table in TABLES:
+        path = str(source.mirror.table_path("shop", table.table))
+        if path in source.mirror._log_sizes:  # read by a fold or compaction, counted on by the appends since
+            assert source.mirror._log_sizes[path] == changelog.log_size(path)
+    source.assert_mirrored()
     source.mirror.close()
 
 

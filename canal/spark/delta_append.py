@@ -14,8 +14,11 @@ table's schema or protocol (``metaData``, ``protocol``), and then :func:`append`
 and the caller appends through ``deltalake`` instead (which merges schemas). Any other commit (a fold's trim, a
 compaction: ``add``/``remove``) leaves the append valid at the next version.
 
-Commits behind a checkpoint are deleted by Delta's log cleanup, so the version tried first is never below the last
-checkpoint (``_delta_log/_last_checkpoint``): a commit file published behind it would be ignored by every reader.
+Commits behind a checkpoint are deleted by Delta's log cleanup, and a commit file published behind the last
+checkpoint (``_delta_log/_last_checkpoint``) would be ignored by every reader: an append whose version is older than
+the checkpoint goes ahead only if every commit since is still there (it walks past them, as past any commit another
+writer made first). Compactions and trims checkpoint a log every 10 commits, so a batch over 50 tables meets a few
+such logs; reading them anew through ``deltalake`` cost 2-5 ms each.
 Callers hold the lock that the table's trims and compactions hold (:meth:`DeltaMirror._appends`), so no checkpoint
 is written between that read and the publication; where writers in other processes may trim the same log (folds
 as Spark tasks), the caller appends through ``deltalake``. So it does for a table on a file system with neither
@@ -98,12 +101,19 @@ def _conflicts(commit: str, removing: frozenset[str] = frozenset()) -> bool:
 
 
 def _usable(table: Location, version: int) -> bool:
-    """Whether a commit can be published after ``version``: no checkpoint is newer (the commits since may be gone),
-    and the table is the one ``version`` was read from, on a file system with hard links."""
+    """Whether a commit can be published after ``version``, on a file system where commits can be published: the
+    table is the one ``version`` was read from, and if a checkpoint is newer, every commit since ``version`` up to it
+    is still there -- the publication walks past them, reading each (:func:`_publish`), so it never lands behind the
+    checkpoint, where readers would ignore it. (Commits behind a checkpoint are dropped once older than the log's
+    retention, a second by default; an append finds those of the last batches there.)"""
     if os.fspath(table) in _WITHOUT_HARD_LINKS:
         return False
     checkpoint = last_checkpoint(table)
-    return checkpoint <= version and (checkpoint == version or os.path.exists(commit_path(table, version)))
+    if checkpoint > version:
+        return checkpoint != UNKNOWN_CHECKPOINT and all(
+            os.path.exists(commit_path(table, v)) for v in range(version + 1, checkpoint + 1)
+        )
+    return checkpoint == version or os.path.exists(commit_path(table, version))
 
 
 def _publish(

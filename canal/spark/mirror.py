@@ -488,10 +488,17 @@ class DeltaMirror:
         by_files = self.sole_log_writer and not self.tasks_append
         return changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=by_files)
 
-    def _folded(self, path: str, result: FoldResult) -> None:
+    def _folded(self, path: str, result: FoldResult, size: changelog.LogSize | None = None) -> None:
+        """Record a fold, and the log's size after it (None: read from the Delta logs when next needed)."""
         with self._fold_lock:
             self.folds.append(result)
-            self._log_sizes.pop(path, None)  # read again from the Delta logs when next needed
+            self._sized(path, size)
+
+    def _sized(self, path: str, size: changelog.LogSize | None) -> None:
+        if size is None:
+            self._log_sizes.pop(path, None)
+        else:
+            self._log_sizes[path] = size
 
     def _log_size(self, path: str) -> changelog.LogSize:
         size = self._log_sizes.get(path)
@@ -527,19 +534,35 @@ class DeltaMirror:
                 self._compact_claimed(path)
             return [Path(path).name for path in due]
         for path in self.claim_folds(scattered):
-            self.run_folds([path], functools.partial(self._compact_claimed, path))
+            self.run_folds([path], functools.partial(self._compact_claimed, path), sizes_known=True)
         started = self.claim_folds(due)
         for path in started:
-            self.run_folds([path], functools.partial(self._fold_claimed, path))
+            self.run_folds([path], functools.partial(self._fold_claimed, path), sizes_known=True)
         return [Path(path).name for path in started]
 
     def _compact_claimed(self, path: str) -> None:
         changelog.compact(changelog.log_path(path), self._appends(path))
+        size = self._measured_log(path)
         with self._fold_lock:
-            self._log_sizes.pop(path, None)
+            self._sized(path, size)
 
     def _fold_claimed(self, path: str) -> None:
-        self._folded(path, self._fold(path))
+        result = self._fold(path)
+        self._folded(path, result, self._measured_log(path))
+
+    def _measured_log(self, path: str) -> changelog.LogSize | None:
+        """The size of the table's log read anew in the thread that just folded or compacted it, so that the next
+        batch need not (through deltalake: 2-10 ms a table while folds compete for the cores, which a batch spread
+        over 50 tables paid for each table folded or compacted since the last). A batch landing while it is read
+        may go uncounted until the log's next fold or compaction: the size only decides when those run. None where
+        it cannot be read: the next batch reads it."""
+        from deltalake.exceptions import DeltaError
+
+        try:
+            return changelog.log_size(path)
+        except (DeltaError, OSError) as exc:
+            self._log.info("the size of %s's change log is left to the next batch: %s", Path(path).name, exc)
+            return None
 
     def claim_folds(self, paths: Iterable[str]) -> list[str]:
         """The tables (base paths) among ``paths`` whose fold is not under way, now marked as under way: the caller
@@ -552,9 +575,10 @@ class DeltaMirror:
                     claimed.append(path)
         return claimed
 
-    def run_folds(self, paths: list[str], fold: Callable[[], object]) -> None:
+    def run_folds(self, paths: list[str], fold: Callable[[], object], *, sizes_known: bool = False) -> None:
         """Run ``fold`` (which folds the claimed tables ``paths``) in a background thread; a fold that fails is logged
-        and left to a later batch, never failing one (the log stays, and reads exactly)."""
+        and left to a later batch, never failing one (the log stays, and reads exactly). The logs' sizes are read
+        anew by the next batch that needs them, unless ``sizes_known`` (``fold`` records them) and it succeeded."""
         if self._fold_pool is None:
             self._fold_pool = ThreadPoolExecutor(self.fold_workers, thread_name_prefix="pycanal-fold")
         with self._fold_lock:
@@ -574,7 +598,8 @@ class DeltaMirror:
                 with self._fold_lock:
                     for path in paths:
                         self._pending_folds.pop(path, None)
-                        self._log_sizes.pop(path, None)
+                        if error is not None or not sizes_known:
+                            self._log_sizes.pop(path, None)
                 for claim in claims:
                     if error is None:
                         claim.set_result(None)
