@@ -342,8 +342,9 @@ def _delete_files(paths: Sequence[str]) -> int:
 
 
 class FoldRaceError(MirrorError):
-    """A fold lost a race with another fold of the same table (a speculative twin task): it changed nothing, and the
-    other fold did its work."""
+    """A fold lost a commit race: with another fold of the same table (a speculative twin task), when it changed
+    nothing and the other did its work; or, trimming the log, with appends (five attempts): the base holds the
+    folded changes, and the log keeps them until the next fold trims it (readers skip them meanwhile)."""
 
 
 def _lost_race(exc: BaseException) -> bool:
@@ -377,7 +378,10 @@ def fold(
         )
     except Exception as exc:
         if _lost_race(exc):
-            raise FoldRaceError(f"fold of {name or Path(base).name} lost a race with another fold: {exc}") from exc
+            raise FoldRaceError(
+                f"fold of {name or Path(base).name} lost a commit race (to another fold of the table, or to appends "
+                f"while it trimmed the log): {exc}"
+            ) from exc
         raise
 
 

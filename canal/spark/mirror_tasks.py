@@ -93,7 +93,9 @@ def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -
     from canal.spark.changelog import FoldRaceError
 
     schema, table = name.split(".", 1)
-    with contextlib.suppress(FoldRaceError):  # a speculative twin of this task folded the table: nothing left to do
+    # a speculative twin of this task folded the table, or appends kept it from trimming the log (the next fold
+    # trims it): nothing to do now
+    with contextlib.suppress(FoldRaceError):
         worker_mirror(kind, settings).fold(schema, table)
 
 
