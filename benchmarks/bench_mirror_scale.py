@@ -523,32 +523,27 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int, later
     one_s: list[float] = []
     many_s: list[float] = []
 
-    def spread_rows() -> tuple[list[tuple[Any, ...]], list[tuple[str, tuple[Any, ...]]]]:
-        """A batch's updates, ``per_table`` random keys of each table, and the same rows named by their tables."""
-        keys = [j * rows_per_table + int(k) for j in range(tables) for k in rng.integers(0, rows_per_table, per_table)]
-        rows = updates.rows(keys)
-        return rows, [(f"t{r[0] // rows_per_table:02d}", r) for r in rows]
+    def interleaved(batch_ids: range, many_s: list[float], one_s: list[float]) -> None:
+        """Batches of ``per_table`` random keys of each table, each applied to the 50 tables and then as the same
+        rows to the one table: the seconds of each apply call."""
+        for batch_id in batch_ids:
+            keys = [
+                j * rows_per_table + int(k) for j in range(tables) for k in rng.integers(0, rows_per_table, per_table)
+            ]
+            rows = updates.rows(keys)
+            spread = change_batch("narrow", batch_id, [(f"t{r[0] // rows_per_table:02d}", r) for r in rows])
+            single = change_batch("narrow", batch_id, [("t", r) for r in rows])
+            for mirror, batch, seconds in ((many, spread, many_s), (one, single, one_s)):
+                began = time.perf_counter()
+                mirror.apply(batch, batch_id)
+                seconds.append(time.perf_counter() - began)
 
-    for batch_id in range(1, batches + 1):
-        rows, named = spread_rows()
-        spread = change_batch("narrow", batch_id, named)
-        single = change_batch("narrow", batch_id, [("t", r) for r in rows])
-        for mirror, batch, seconds in ((many, spread, many_s), (one, single, one_s)):
-            began = time.perf_counter()
-            mirror.apply(batch, batch_id)
-            seconds.append(time.perf_counter() - began)
+    interleaved(range(1, batches + 1), many_s, one_s)
     # both go on, their logs compacted and folded in the background meanwhile: what a batch costs while that
     # maintenance runs (a batch must never wait for it)
     later_s: list[float] = []
     later_one_s: list[float] = []
-    for batch_id in range(batches + 1, batches + later + 1):
-        rows, named = spread_rows()
-        spread = change_batch("narrow", batch_id, named)
-        single = change_batch("narrow", batch_id, [("t", r) for r in rows])
-        for mirror, batch, seconds in ((many, spread, later_s), (one, single, later_one_s)):
-            began = time.perf_counter()
-            mirror.apply(batch, batch_id)
-            seconds.append(time.perf_counter() - began)
+    interleaved(range(batches + 1, batches + later + 1), later_s, later_one_s)
     one.wait_for_folds()
     problem = same_rows(one.read(SCHEMA, "t"), updates.expected(initial))
     many.wait_for_folds()

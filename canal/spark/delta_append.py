@@ -5,9 +5,9 @@ it holds (the table's state brought up to date by listing its ``_delta_log``, co
 so a batch spread over 50 tables cost 50 times that. An append that reads nothing needs none of it: write the
 Parquet file, then publish the next commit file (``add`` of the file, ``txn`` of the batch id, ``commitInfo``) only
 if no writer took that version first -- put-if-absent through a rename that never replaces a file
-(:func:`canal.files.rename_if_absent`; delta-rs uses a hard link on a local file system).
-About 0.5 ms. Like deltalake's own commits (which call no fsync), an append survives the writing process's crash,
-not necessarily the machine's: the files are in the operating system's cache when it returns.
+(:func:`canal.files.rename_if_absent`; delta-rs uses a hard link on a local file system). About a quarter of a
+millisecond, half of it Parquet's. Like deltalake's own commits (which call no fsync), an append survives the writing
+process's crash, not necessarily the machine's: the files are in the operating system's cache when it returns.
 
 When another writer took the version, its commit is read: a blind append conflicts only with a change of the
 table's schema or protocol (``metaData``, ``protocol``), and then :func:`append` gives up, removing its data file,
@@ -18,7 +18,7 @@ Commits behind a checkpoint are deleted by Delta's log cleanup, and a commit fil
 checkpoint (``_delta_log/_last_checkpoint``) would be ignored by every reader: an append whose version is older than
 the checkpoint goes ahead only if every commit since is still there (it walks past them, as past any commit another
 writer made first). Compactions and trims checkpoint a log every 10 commits, so a batch over 50 tables meets a few
-such logs; reading them anew through ``deltalake`` cost 2-5 ms each.
+such logs; reading them anew through ``deltalake`` cost 2-10 ms each.
 Callers hold the lock that the table's trims and compactions hold (:meth:`DeltaMirror._appends`), so no checkpoint
 is written between that read and the publication; where writers in other processes may trim the same log (folds
 as Spark tasks), the caller appends through ``deltalake``. So it does for a table on a file system with neither

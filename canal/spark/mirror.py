@@ -352,7 +352,7 @@ class DeltaMirror:
         self.history: list[ApplyResult] = []
         self._handles: dict[str, Any] = {}  # path -> DeltaTable kept between batches (see _handle)
         # change log path -> (its version, its Arrow schema) after this process's last direct append (_append_directly)
-        self._blind_state: dict[str, tuple[int, Any]] = {}
+        self._direct_state: dict[str, tuple[int, Any]] = {}
         self.sole_log_writer = True
         """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so
         appends may be written as Delta commits directly (:mod:`canal.spark.delta_append`). Spark tasks' mirrors
@@ -1133,7 +1133,7 @@ class DeltaMirror:
         for path in paths:
             self._handles.pop(path, None)
             self._handles.pop(str(changelog.log_path(path)), None)
-            self._blind_state.pop(str(changelog.log_path(path)), None)
+            self._direct_state.pop(str(changelog.log_path(path)), None)
             self._log_keys.pop(path, None)
 
     def _appends(self, path: str) -> threading.Lock:
@@ -1306,16 +1306,16 @@ class DeltaMirror:
 
     def _direct_target(self, log: Path, rows: Any) -> tuple[int, Any, Any] | None:
         """Where an append to an existing change log can be written as its next Delta commit directly
-        (:mod:`canal.spark.delta_append`: about 0.5 ms against 2-7 ms through ``deltalake``, which a batch spread
-        over many tables pays per table): (the log's version, its Arrow schema, ``rows`` in that schema), when this
-        process is the log's only writer and the rows have the log's columns; else None, and the caller appends
-        through ``deltalake``. Called holding the table's append lock."""
+        (:mod:`canal.spark.delta_append`: about a quarter of a millisecond against 2-7 ms through ``deltalake``,
+        which a batch spread over many tables pays per table): (the log's version, its Arrow schema, ``rows`` in that
+        schema), when this process is the log's only writer and the rows have the log's columns; else None, and the
+        caller appends through ``deltalake``. Called holding the table's append lock."""
         import pyarrow as pa
 
         if not self.sole_log_writer:
             return None
         key = str(log)
-        known = self._blind_state.pop(key, None)
+        known = self._direct_state.pop(key, None)
         if known is None:
             handle = self._handles.get(key)
             if handle is None:
@@ -1339,7 +1339,8 @@ class DeltaMirror:
 
     def _append_directly(self, append: _LogAppend, encoded: Any) -> bool:
         """Commit ``append`` (its direct target known) with its rows ``encoded``; False when it did not append: the
-        log changed its schema or was checkpointed meanwhile (read anew on the next append)."""
+        log changed its schema, or dropped commits since the version known behind a checkpoint (read anew on the
+        next append)."""
         assert append.direct is not None
         version, schema, typed = append.direct
         with self._appends(append.path):
@@ -1348,7 +1349,7 @@ class DeltaMirror:
             )
         if committed is None:
             return False
-        self._blind_state[str(append.log)] = (committed, schema)
+        self._direct_state[str(append.log)] = (committed, schema)
         return True
 
     # -- schema evolution ----------------------------------------------------------------------------------------
