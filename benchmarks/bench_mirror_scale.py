@@ -697,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         "--table-later-batches",
         type=int,
         default=None,
-        help="batches of the tables alone afterwards, while their logs are compacted and folded (default 60)",
+        help="batches of both afterwards, while their logs are compacted and folded (default 60)",
     )
     parser.add_argument(
         "--skip-cow-above",

@@ -282,7 +282,7 @@ def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltala
         links.append(str(target))
         raise OSError(errno.EPERM, "Operation not permitted")
 
-    monkeypatch.setattr(delta_append, "_WITHOUT_HARD_LINKS", set())
+    monkeypatch.setattr(delta_append, "_WITHOUT_PUT_IF_ABSENT", set())
     monkeypatch.setattr(files, "_rename_noreplace", lambda source, target: None)
     monkeypatch.setattr(os, "link", refused)
     path = tmp_path / "t"
@@ -344,10 +344,12 @@ def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_b
     source.mirror.wait_for_folds()
     assert threading.current_thread().name not in readers
     monkeypatch.undo()
-    for table in TABLES:
-        path = str(source.mirror.table_path("shop", table.table))
-        if path in source.mirror._log_sizes:  # read by a fold or compaction, counted on by the appends since
-            assert source.mirror._log_sizes[path] == changelog.log_size(path)
+    kept = source.mirror._log_sizes  # read by a fold or compaction, counted on by the appends since
+    paths = [str(source.mirror.table_path("shop", table.table)) for table in TABLES]
+    assert any(path in kept for path in paths)
+    for path in paths:
+        if path in kept:
+            assert kept[path] == changelog.log_size(path)
     source.assert_mirrored()
     source.mirror.close()
 

@@ -55,7 +55,9 @@ def commit_path(table: Location, version: int) -> str:
     return os.path.join(table, _LOG_DIR, f"{version:020d}.json")
 
 
-_WITHOUT_HARD_LINKS: set[str] = set()  # tables (as text) whose file system has none: appended through deltalake
+# tables (as text) on a file system with neither renames that never replace nor hard links: appended through
+# deltalake
+_WITHOUT_PUT_IF_ABSENT: set[str] = set()
 
 UNKNOWN_CHECKPOINT = 1 << 62
 """What :func:`last_checkpoint` answers when the table's ``_last_checkpoint`` cannot be read: newer than anything."""
@@ -106,7 +108,7 @@ def _usable(table: Location, version: int) -> bool:
     is still there -- the publication walks past them, reading each (:func:`_publish`), so it never lands behind the
     checkpoint, where readers would ignore it. (Commits behind a checkpoint are dropped once older than the log's
     retention, a second by default; an append finds those of the last batches there.)"""
-    if os.fspath(table) in _WITHOUT_HARD_LINKS:
+    if os.fspath(table) in _WITHOUT_PUT_IF_ABSENT:
         return False
     checkpoint = last_checkpoint(table)
     if checkpoint > version:
@@ -121,7 +123,7 @@ def _publish(
 ) -> int | None:
     """Publish ``actions`` (removing the files ``removing``) as the table's first free version after ``version``:
     the version, or None when a commit made after ``version`` conflicts with them (:func:`_conflicts`), or the file
-    system has no hard links."""
+    system cannot publish a file only if there is none (:func:`canal.files.rename_if_absent`)."""
     body = "".join(json.dumps(action) + "\n" for action in actions).encode()
     staged = os.path.join(table, _LOG_DIR, f".{os.urandom(16).hex()}.json.tmp")
     _write(staged, body)
@@ -134,7 +136,7 @@ def _publish(
             version += 1
         published = True
     except HardLinksUnsupportedError:
-        _WITHOUT_HARD_LINKS.add(os.fspath(table))
+        _WITHOUT_PUT_IF_ABSENT.add(os.fspath(table))
         return None
     finally:
         if not published:
@@ -180,7 +182,7 @@ def append(
     """Append ``rows`` (a pyarrow Table in the table's schema, as of ``version``; ``encoded``: their
     :func:`encode`, when the caller has it) to the Delta table at ``table`` as its next version, with ``app_id``'s
     transaction version ``batch_id`` when given. The version committed, or None when the table's schema or protocol
-    changed after ``version`` or its last checkpoint is newer than ``version`` (its commits since may be gone):
+    changed after ``version``, or a commit since ``version`` was dropped behind a newer checkpoint (:func:`_usable`):
     nothing was appended, and the caller appends another way."""
     if not _usable(table, version):
         return None
@@ -214,8 +216,8 @@ def remove_files(table: Location, files: list[tuple[str, int]], *, version: int)
     """Remove the data files ``files`` (each its path as the table's ``add`` action names it, and its size) from the
     Delta table at ``table`` (as of ``version``) in its next version, deleting nothing on disk: the version
     committed, or None when nothing was committed -- a commit made after ``version`` removed one of them or changed
-    the schema or protocol, or a checkpoint is newer than ``version``. Appends made after ``version`` leave it
-    valid: it reads nothing they wrote."""
+    the schema or protocol, or was dropped behind a newer checkpoint (:func:`_usable`). Appends made after
+    ``version`` leave it valid: it reads nothing they wrote."""
     if not _usable(table, version):
         return None
     now = int(time.time() * 1000)

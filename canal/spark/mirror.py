@@ -1283,26 +1283,32 @@ class DeltaMirror:
         append = _LogAppend(path, log, rows, batch_id if records_batch else None, through_deltalake)
         with self._appends(path):
             append.direct = self._direct_target(log, rows)
-        if append.direct is None and self._deferred is not None:
-            self._deferred.append(self._tables_pool().submit(through_deltalake))  # deltalake's work releases the GIL
-            self._appended(path, rows.num_rows)
+        if append.direct is None:
+            self._append_through_deltalake(append)  # at once: within a step, the pool writes it meanwhile
         elif self._step_appends is not None:
             self._step_appends.append(append)
         else:
             self._commit_appends([append])
 
     def _commit_appends(self, appends: list[_LogAppend]) -> None:
-        """Write ``appends`` to their change logs: the rows of the direct ones encoded one after another first (the
-        Parquet writer's code stays in the processor's caches: :func:`delta_append.encode`), then each committed;
-        those that cannot be written directly go through deltalake (by the tables pool within a step)."""
-        encoded = [None if a.direct is None else delta_append.encode(a.direct[2]) for a in appends]
+        """Write ``appends`` (each with its direct target) to their change logs: their rows encoded one after another
+        first (the Parquet writer's code stays in the processor's caches: :func:`delta_append.encode`), then each
+        committed; one whose direct commit is refused goes through deltalake."""
+        encoded = [delta_append.encode(a.direct[2]) for a in appends if a.direct is not None]
         for append, data in zip(appends, encoded, strict=True):
-            if data is None or not self._append_directly(append, data):
-                if self._deferred is not None:
-                    self._deferred.append(self._tables_pool().submit(append.through_deltalake))
-                else:
-                    append.through_deltalake()
-            self._appended(append.path, append.rows.num_rows)
+            if self._append_directly(append, data):
+                self._appended(append.path, append.rows.num_rows)
+            else:
+                self._append_through_deltalake(append)
+
+    def _append_through_deltalake(self, append: _LogAppend) -> None:
+        """``append`` through deltalake: by the tables pool within a step (deltalake's work releases the GIL), else
+        now."""
+        if self._deferred is not None:
+            self._deferred.append(self._tables_pool().submit(append.through_deltalake))
+        else:
+            append.through_deltalake()
+        self._appended(append.path, append.rows.num_rows)
 
     def _direct_target(self, log: Path, rows: Any) -> tuple[int, Any, Any] | None:
         """Where an append to an existing change log can be written as its next Delta commit directly
