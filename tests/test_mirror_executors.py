@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pyarrow as pa
 import pytest
 
@@ -23,7 +24,9 @@ from canal.spark import (
     entries_to_batch,
 )
 from canal.spark.mirror import MODES
+from canal.spark.mirror_tasks import SPILL_PREFIX, _drop_spills
 from canal.spark.testing import master_position
+from canal.spark.types import MirrorError
 from tests.procs.mirror_writer import TABLES, Row, batch, source_after
 from tests.test_spark_units import _mirror_available_now, _source_options
 
@@ -115,6 +118,8 @@ def test_foreach_batch_writes_on_executors_and_reads_exactly_anywhere(
     assert _mirror_available_now(spark, options, mirror, tmp_path / "ckpt").awaitTermination(180)
     mirror.wait_for_folds()
     assert len(mirror.history) > len(driver_batches) >= 1  # DML batches were written by tasks, DDL ones by the driver
+    # the DDL batches reached the driver as files beside the tables, each deleted once read
+    assert not list((tmp_path / "m").glob(f"{SPILL_PREFIX}*"))
     for name in ("a", "b", "c"):
         with conn.cursor() as cur:
             cur.execute(f"SELECT id, v, n{', extra' if name == 'b' else ''} FROM `{db}`.{name} ORDER BY id")
@@ -146,3 +151,49 @@ def test_a_batch_in_several_partitions_is_written_a_table_per_task(spark: Any, t
     mirror.close()
     for table in TABLES:
         assert _rows(mirror.read("shop", table.table)) == state[table.table]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_a_lost_task_answer_fails_the_batch_and_records_nothing(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partitions: int
+) -> None:
+    """PySpark's collect returns what it received when the thread serving the result dies (an OutOfMemoryError in
+    the driver does that): a short answer fails the batch instead of recording it with fewer tables, and Spark's
+    next run of the batch completes it."""
+    mirror = DeltaMirror(tmp_path / "m")
+    state: dict[str, dict[int, Row]] = {}
+    first = entries_to_batch(batch(1, state), "d", 1)
+    mirror(spark.createDataFrame(pa.table(first)).coalesce(1), 1)
+    after_first = {t.table: _rows(mirror.read("shop", t.table)) for t in TABLES}
+    history, stats = len(mirror.history), {n: attrs.astuple(s) for n, s in mirror.stats.items()}
+
+    second = entries_to_batch(batch(2, state), "d", 2)
+    df = spark.createDataFrame(pa.table(second))
+    df = df.coalesce(1) if partitions == 1 else df.repartition(partitions)
+    frame = type(df)  # PySpark's DataFrame implementation (classic or Connect)
+    collect = frame.collect
+
+    def short(self: Any) -> list[Any]:
+        rows: list[Any] = collect(self)
+        return rows[:-1] if "spill" in self.columns else rows  # the tasks' answers lose their last row
+
+    monkeypatch.setattr(frame, "collect", short)
+    with pytest.raises(MirrorError, match="answers of"):
+        mirror(df, 2)
+    assert len(mirror.history) == history  # nothing recorded for batch 2
+    assert {n: attrs.astuple(s) for n, s in mirror.stats.items()} == stats
+    monkeypatch.undo()
+    mirror(df, 2)  # Spark runs the batch again: the tables the tasks wrote are skipped, the rest applied
+    assert mirror.history[-1].rows == second.num_rows
+    mirror.close()
+    for table in TABLES:
+        assert _rows(mirror.read("shop", table.table)) == state[table.table] != after_first[table.table]
+
+
+def test_ddl_batch_files_left_by_a_failed_driver_are_dropped_by_a_later_one(tmp_path: Path) -> None:
+    names = [f"{SPILL_PREFIX}{n}.{tag}.arrow" for n, tag in ((3, "a"), (4, "b"), (5, "c"))]
+    for name in [*names, "other.arrow", f"{SPILL_PREFIX}x.arrow"]:
+        (tmp_path / name).write_bytes(b"")
+    _drop_spills(tmp_path, 5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([names[2], "other.arrow", f"{SPILL_PREFIX}x.arrow"])

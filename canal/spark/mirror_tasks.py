@@ -17,7 +17,14 @@ the same row; copy-on-write: the second MERGE fails on Delta's conflict check an
 
 A batch that holds DDL is applied by the driver, in order, with the step journal (:meth:`DeltaMirror.apply`): DDL can
 touch several tables at once (``RENAME TABLE a TO b, b TO a``), which per-table tasks could not order. The driver
-waits for the folds under way first.
+waits for the folds under way first. The one-partition task hands such a batch over as an Arrow file beside the
+tables (the mirror's root, which the driver and the executors both reach), never inside its answer: a collected
+answer travels through the driver's JVM heap, and a batch of tens of megabytes there can exhaust it.
+
+Every task ends its answer with one ``done`` row (a table group's, or the whole partition's). The driver counts them
+before it records anything: PySpark's ``collect`` returns the rows it received when the thread serving them dies
+(an ``OutOfMemoryError`` does that), so a short answer must fail the batch -- Spark then runs it again, and the
+tables a task wrote are skipped by batch id -- rather than pass as a batch with fewer tables.
 
 Folds run as Spark tasks too: the tasks report which tables' logs are due (:meth:`DeltaMirror.fold_due`), and the
 driver starts one Spark job folding them, a table per task, in a background thread -- the next micro-batches land
@@ -29,12 +36,17 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from canal.spark.mirror import ApplyResult, DeltaMirror
 
-RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, data binary"
+RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill string"
+DONE_MARK = "done"  # the status of the row that ends a task's answer (its rows: the change rows it was given)
+DDL_MARK = "ddl"  # the status a one-partition task answers for a batch with DDL, having applied nothing
+SPILL_PREFIX = "_pycanal_ddl_batch."  # files of batches with DDL handed from a task to the driver, in the root
 
 
 def _result_arrow() -> Any:
@@ -46,9 +58,22 @@ def _result_arrow() -> Any:
             ("status", pa.string()),
             ("rows", pa.int64()),
             ("fold_due", pa.bool_()),
-            ("data", pa.binary()),
+            ("spill", pa.string()),
         ]
     )
+
+
+def _answer(rows: list[tuple[str, str, int, bool, str | None]]) -> Any:
+    """Result rows ``(table, status, rows, fold_due, spill)`` as a table of :data:`RESULT_SCHEMA`."""
+    import pyarrow as pa
+
+    schema = _result_arrow()
+    columns = list(zip(*rows, strict=True))
+    return pa.Table.from_arrays(
+        [pa.array(list(values), type=field.type) for values, field in zip(columns, schema, strict=True)],
+        schema=schema,
+    )
+
 
 _WORKER_MIRRORS: dict[tuple[tuple[str, Any], ...], DeltaMirror] = {}
 _WORKER_LOCK = threading.Lock()
@@ -70,22 +95,16 @@ def worker_mirror(kind: type[DeltaMirror], settings: dict[str, Any]) -> DeltaMir
 
 
 def write_group(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, rows: Any) -> Any:
-    """One table's change rows of a batch (a pyarrow Table), applied by a task: one result row per table."""
-    import pyarrow as pa
-
+    """One table's change rows of a batch (a pyarrow Table), applied by a task: one result row per table, then the
+    ``done`` row."""
     mirror = worker_mirror(kind, settings)
     result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
     due = set(result.folds)
-    names = sorted(result.tables)
-    return pa.table(
-        {
-            "table": pa.array(names, pa.string()),
-            "status": pa.array([result.tables[n] for n in names], pa.string()),
-            "rows": pa.array([result.rows if i == 0 else 0 for i in range(len(names))], pa.int64()),
-            "fold_due": pa.array([n in due for n in names], pa.bool_()),
-            "data": pa.nulls(len(names), pa.binary()),
-        }
-    )
+    answer: list[tuple[str, str, int, bool, str | None]] = [
+        (name, result.tables[name], 0, name in due, None) for name in sorted(result.tables)
+    ]
+    answer.append(("", DONE_MARK, rows.num_rows, False, None))
+    return _answer(answer)
 
 
 def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -> None:
@@ -99,35 +118,71 @@ def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -
         worker_mirror(kind, settings).fold(schema, table)
 
 
-DDL_MARK = "ddl"  # the status a one-partition task answers for a batch with DDL, having written nothing
-
-
 def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, batches: Any) -> Any:
     """A micro-batch held by one partition, applied by its task (tables in parallel threads) -- or, when it holds
-    DDL, one row saying so that carries the batch (Arrow IPC), nothing written: the driver then applies it, in
-    order, without reading the batch a second time."""
+    DDL, written to a file in the mirror's root and answered with one row naming it, nothing applied: the driver
+    then applies it, in order, without reading the batch a second time."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    rows = pa.Table.from_batches(list(batches))
-    if rows.num_rows == 0:
-        return
-    if pc.any(rows.column("is_ddl")).as_py():
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, rows.schema) as writer:
-            writer.write_table(rows)
-        yield pa.RecordBatch.from_pydict(
-            {
-                "table": [""],
-                "status": [DDL_MARK],
-                "rows": [rows.num_rows],
-                "fold_due": [False],
-                "data": [sink.getvalue().to_pybytes()],
-            },
-            schema=_result_arrow(),
+    from canal.files import AtomicFile
+
+    received = list(batches)
+    rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
+    if rows.num_rows and pc.any(rows.column("is_ddl")).as_py():
+        path = Path(settings["root"]) / f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow"
+        with AtomicFile(path) as spill:
+            with pa.ipc.new_file(spill.fh, rows.schema) as writer:
+                writer.write_table(rows)
+            spill.publish()
+        answer = _answer([("", DDL_MARK, rows.num_rows, False, str(path))])
+    elif rows.num_rows == 0:
+        answer = _answer([("", DONE_MARK, 0, False, None)])
+    else:
+        answer = write_group(kind, settings, batch_id, rows)
+    yield from answer.to_batches()
+
+
+def _read_spill(path: str) -> Any:
+    """The batch a task wrote to ``path`` (it is deleted once read: the driver applies it now, and a retry of the
+    batch writes its own)."""
+    import pyarrow as pa
+
+    try:
+        with pa.memory_map(path) as source:
+            table = pa.ipc.open_file(source).read_all()
+    finally:
+        Path(path).unlink(missing_ok=True)
+    return table
+
+
+def _drop_spills(root: Path, batch_id: int) -> None:
+    """Delete the files of DDL batches before ``batch_id`` that a failed driver left behind (read or not, Spark
+    never asks for those batches again)."""
+    for path in root.glob(f"{SPILL_PREFIX}*.arrow"):
+        try:
+            spilled_for = int(path.name.removeprefix(SPILL_PREFIX).split(".", 1)[0])
+        except ValueError:
+            continue
+        if spilled_for < batch_id:
+            path.unlink(missing_ok=True)
+
+
+def _checked(outcome: list[Any], expected: int, batch_id: int) -> list[Any]:
+    """``outcome`` (collected result rows) when it holds the ``done`` or ``ddl`` rows of all ``expected`` task
+    answers (a ``done`` row counts the change rows its task was given); a :class:`~canal.spark.types.MirrorError`
+    otherwise -- part of the answer was lost on its way to the driver, and the batch must fail rather than be
+    recorded with fewer tables."""
+    from canal.spark.types import MirrorError
+
+    ends = sum(1 for row in outcome if row["status"] in (DONE_MARK, DDL_MARK))
+    if ends != expected:
+        raise MirrorError(
+            f"batch {batch_id}: the driver received the answers of {ends} of {expected} mirror tasks (Spark lost "
+            "the rest of the collected result); nothing is recorded for the batch, and the tables the tasks wrote "
+            "are skipped by batch id when Spark runs it again"
         )
-        return
-    yield from write_group(kind, settings, batch_id, rows).to_batches()
+    return outcome
 
 
 def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResult:
@@ -146,33 +201,43 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         def write_all(batches: Any) -> Any:
             return write_partition(kind, settings, batch_id, batches)
 
-        outcome = changes.mapInArrow(write_all, RESULT_SCHEMA).collect()
-        ddl = [row["data"] for row in outcome if row["status"] == DDL_MARK]
-        if ddl:
-            import pyarrow as pa
-
+        outcome = _checked(changes.mapInArrow(write_all, RESULT_SCHEMA).collect(), 1, batch_id)
+        spilled = [row["spill"] for row in outcome if row["status"] == DDL_MARK]
+        if spilled:
+            _drop_spills(mirror.root, batch_id)
+            rows = _read_spill(spilled[0])
             mirror.wait_for_folds()
-            return mirror.apply(pa.ipc.open_stream(pa.py_buffer(ddl[0])).read_all(), batch_id)
+            return mirror.apply(rows, batch_id)
     else:
-        # two Spark jobs read the batch (is there DDL? write it, a table per task): cached, so the source is read
-        # once
+        # two Spark jobs read the batch (is there DDL, and how many tables? write it, a table per task): cached, so
+        # the source is read once
         changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            if changes.where(F.col("is_ddl")).limit(1).count():
+            shape = changes.agg(
+                F.max(F.col("is_ddl").cast("int")).alias("ddl"),
+                F.count_distinct(F.col("schema"), F.col("table")).alias("tables"),
+            ).first()
+            if shape is None or shape["ddl"] is None:  # no rows
+                outcome = []
+            elif shape["ddl"]:
                 mirror.wait_for_folds()
                 return mirror.apply(changes, batch_id)
+            else:
 
-            def write(rows: Any) -> Any:
-                return write_group(kind, settings, batch_id, rows)
+                def write(rows: Any) -> Any:
+                    return write_group(kind, settings, batch_id, rows)
 
-            outcome = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
+                collected = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
+                outcome = _checked(collected, shape["tables"], batch_id)
         finally:
             changes.unpersist()
     result = mirror.new_result(batch_id)
     due: list[str] = []
     for row in outcome:
+        if row["status"] == DONE_MARK:
+            result.rows += row["rows"]
+            continue
         result.tables[row["table"]] = row["status"]
-        result.rows += row["rows"]
         stats = mirror.table_stats(row["table"])
         if row["status"] == "applied":
             stats.applied += 1
