@@ -13,7 +13,11 @@ trims the log of the rows it folded.
 Why every state reads exactly (:func:`current_state`). Let ``F`` be the base's folded change, read from the same
 Delta snapshot as its rows. The base holds the result of every change up to ``F``; the log rows after ``F`` are all
 newer than anything in the base. The current state is the base without the keys those newer rows name, plus the
-newer rows' latest upserts. So:
+newer rows' latest upserts -- taken from a log snapshot that still holds every change after ``F``. A reader takes
+the log's snapshot first, then the base's: a fold that commits in between trims only after its base commit, so the
+log snapshot holds what it folded, and the newer base skips it as ``<= F``. (The other way round, a fold committing
+between the two snapshots trims changes after the older base's ``F`` before the log is read: a deleted row came
+back.) A trim that deletes the files of the log snapshot being read makes the read fail, and it is done again. So:
 
 * a crash after the fold's base commit and before the trim leaves folded rows in the log: readers skip them
   (``<= F``) and the next fold trims them;
@@ -215,15 +219,6 @@ def _newer(log_table: Any, after: Change) -> Any:
     return rows.filter(_after(rows, after))
 
 
-def _read_log(log: Path, after: Change) -> Any:
-    """The log's rows after the change ``after`` (None when the table has no log)."""
-    from deltalake import DeltaTable
-
-    if not is_table(log):
-        return None
-    return _newer(DeltaTable(str(log)), after)
-
-
 def _overlay(base_rows: Any, newer: Any, keys: Sequence[str]) -> Any:
     """``base_rows`` without the keys ``newer`` (latest changes, all newer than the base) names, plus its upserts, in
     the base's column order (columns only one side has are filled with nulls)."""
@@ -250,13 +245,14 @@ def current_state(base: str | os.PathLike[str]) -> Any:
     log = log_path(base)
     for attempt in range(_READ_ATTEMPTS):
         try:
+            keys = read_keys(log)
+            log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
             table = DeltaTable(str(base))
             after = folded(table)
-            keys = read_keys(log)
             if keys is None:
                 return table.to_pyarrow_table()
             with ThreadPoolExecutor(1) as pool:  # the log's files read while the base's are
-                reading = pool.submit(_read_log, log, after)
+                reading = pool.submit(lambda: None if log_table is None else _newer(log_table, after))
                 rows = table.to_pyarrow_table()
                 newer = reading.result()
             return _overlay(rows, None if newer is None else latest(newer, keys), keys)
@@ -274,11 +270,24 @@ def current_files(base: str | os.PathLike[str]) -> tuple[list[str], list[str], C
     (None without a log)."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(str(base))
     log = log_path(base)
     keys = read_keys(log)
-    log_files = DeltaTable(str(log)).file_uris() if keys is not None and is_table(log) else []
+    log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
+    table = DeltaTable(str(base))
+    log_files = [] if log_table is None else log_table.file_uris()
     return list(table.file_uris()), list(log_files), folded(table), keys
+
+
+def _log_snapshot(log: Path, keys: list[str] | None) -> Any:
+    """The log's current snapshot (a DeltaTable), None when the table has none. Readers take it before the base's:
+    a fold that commits in between folded only changes this snapshot still holds, as the fold trims the log after
+    its base commit. Taken after the base's, it could miss changes -- a fold committing in between folds past the
+    older base's change and trims them from the log before it is read."""
+    from deltalake import DeltaTable
+
+    if keys is None or not is_table(log):
+        return None
+    return DeltaTable(str(log))
 
 
 @attrs.frozen(slots=True)

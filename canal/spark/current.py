@@ -29,7 +29,10 @@ from canal.spark import changelog
 
 def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:
     """The current rows of the mirror table at ``path`` as a Spark DataFrame: the base's and the log's data files,
-    each key's latest change after the base's folded one, computed by Spark (no row passes through the driver)."""
+    each key's latest change after the base's folded one, computed by Spark (no row passes through the driver).
+
+    The files are those of the tables' snapshots now. A fold that trims the log before Spark has read them deletes
+    some: the job then fails on a missing file (never answers with a change missing); call this again."""
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
