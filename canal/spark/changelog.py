@@ -249,10 +249,11 @@ def current_state(base: str | os.PathLike[str]) -> Any:
             log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
             table = DeltaTable(str(base))
             after = folded(table)
-            if keys is None:
-                return table.to_pyarrow_table()
+            if keys is None or log_table is None:
+                rows = table.to_pyarrow_table()
+                return rows if keys is None else _overlay(rows, None, keys)
             with ThreadPoolExecutor(1) as pool:  # the log's files read while the base's are
-                reading = pool.submit(lambda: None if log_table is None else _newer(log_table, after))
+                reading = pool.submit(_newer, log_table, after)
                 rows = table.to_pyarrow_table()
                 newer = reading.result()
             return _overlay(rows, None if newer is None else latest(newer, keys), keys)
