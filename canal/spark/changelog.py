@@ -250,8 +250,7 @@ def current_state(base: str | os.PathLike[str]) -> Any:
             table = DeltaTable(str(base))
             after = folded(table)
             if keys is None or log_table is None:
-                rows = table.to_pyarrow_table()
-                return rows if keys is None else _overlay(rows, None, keys)
+                return table.to_pyarrow_table()
             with ThreadPoolExecutor(1) as pool:  # the log's files read while the base's are
                 reading = pool.submit(_newer, log_table, after)
                 rows = table.to_pyarrow_table()
