@@ -89,10 +89,16 @@ def written_workload(
     return conn, tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror", log_history_s=3600), options
 
 
-def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared", [False, True], ids=["driver", "spool-shared"])
+def test_replay_of_an_uncommitted_batch_returns_the_same_rows(
+    mariadb: Any, spark: Any, tmp_path: Path, shared: bool
+) -> None:
+    """A batch planned but not committed is replayed from the spool, row for row -- taken from the reader on the
+    driver, or (``spool.shared``) read by the task from the spool file its partition names."""
     conn, checkpoint, mirror, options = written_workload(
         mariadb, tmp_path, 150, alter_at=40
     )  # >= 450 entries: >= 5 batches of <= 100
+    options["spool.shared"] = str(shared).lower()
     seen: dict[int, list[list[Any]]] = {}
 
     def crash_after_write(df: Any, batch_id: int) -> None:

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig
+from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.files import temp_files_of, write_file_atomic
 from canal.instance import Instance
 from canal.position import EntryPosition
@@ -23,7 +23,16 @@ from canal.spark import DeltaMirror, Spool, current_rows, entries_to_batch, proj
 from canal.spark.changes import INITIAL_OFFSET, arrow_schema, canonical, cursor_key, offset_of
 from canal.spark.mirror import MirrorError
 from canal.spark.project import parse_create_table
-from canal.spark.source import CanalStreamReader, SparkSourceError, config_from_options
+from canal.spark.source import (
+    STORE_SIZE,
+    CanalStreamReader,
+    SparkSourceError,
+    SpooledRows,
+    close_sessions,
+    config_from_options,
+    partitioned_options,
+)
+from canal.spark.spool import SpoolError
 from canal.spark.testing import compare_tables, master_position
 
 pytestmark = [pytest.mark.spark]
@@ -599,3 +608,52 @@ def test_scheduled_compaction_and_vacuum_keep_the_rows_and_the_batch_ids(tmp_pat
     assert mirror.version("shop", "t") == 6
     replay = [RowData(TABLE, after=(11, Decimal(9), "replayed"))]
     assert mirror.apply(entries_to_batch([_entry(504, 3, 400, replay)], "d", 4), 4).tables == {"shop.t": "skipped"}
+
+
+def test_the_source_store_is_bigger_than_canals_unless_set(tmp_path: Path) -> None:
+    """The source's instance store defaults to STORE_SIZE (a micro-batch is bounded by it); an option or a
+    properties file sets another."""
+    base = {"destination": "d", "master.address": "127.0.0.1:3306"}
+    assert config_from_options(base).store.buffer_size == STORE_SIZE > StoreConfig().buffer_size
+    assert config_from_options({**base, "canal.instance.memory.buffer.size": "1024"}).store.buffer_size == 1024
+    props = tmp_path / "instance.properties"
+    props.write_text("canal.instance.memory.buffer.size = 2048\ncanal.instance.master.address = 127.0.0.1:3306\n")
+    assert config_from_options({"destination": "d", "properties": str(props)}).store.buffer_size == 2048
+
+
+@pytest.mark.integration
+def test_a_shared_spool_hands_the_task_the_file_not_the_rows(mariadb: Any, tmp_path: Path) -> None:
+    """With ``spool.shared`` a micro-batch's partition names its spool file and the task reads the rows from it; a
+    second planning of the same offsets (a replay, another process) names the same file; a file the task cannot
+    reach is a typed error, and so is a bad option value."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10))")
+        cur.executemany(f"INSERT INTO `{db}`.t VALUES (%s, %s)", [(i, f"v{i}") for i in range(20)])
+    conn.close()
+    options = _source_options(mariadb, start, tmp_path, **{"spool.shared": "true"})
+    assert partitioned_options(options) and not partitioned_options({**options, "spool.shared": "false"})
+    with pytest.raises(SparkSourceError, match=r"spool\.shared = 'maybe'"):
+        CanalStreamReader({**options, "spool.shared": "maybe"})
+
+    def planned(end: dict[str, Any] | None) -> tuple[dict[str, Any], list[Any], list[str]]:
+        reader = CanalStreamReader(options)
+        try:
+            end = end or reader.latest(dict(INITIAL_OFFSET))
+            values = reader.partition_values(dict(INITIAL_OFFSET), end)
+            keys = [r["keys"] for v in values for b in reader.read_value(v) for r in b.to_pylist()]
+            return end, values, keys
+        finally:
+            close_sessions()
+
+    end, values, keys = planned(None)
+    assert values == [SpooledRows(str(Spool(tmp_path / "ckpt.canal-spool").path_for(dict(INITIAL_OFFSET))))]
+    assert [json.loads(k)["id"] for k in keys if k] == [str(i) for i in range(20)]
+    assert planned(end)[1:] == (values, keys)  # replayed: the same file, the same rows
+    Path(values[0].path).unlink()  # a task on an executor that does not see spool.dir
+    with pytest.raises(SpoolError, match="reachable from every executor"):
+        list(CanalStreamReader.read_value(values[0]))
+    with pytest.raises(SparkSourceError, match="no spooled batch starts at"):
+        planned(end)

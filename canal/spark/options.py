@@ -51,8 +51,15 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "spool.dir",
         None,
         "Where uncommitted micro-batches are spooled for an identical replay; put it next to the checkpoint. "
-        "Required unless `meta.dir` is set (then `{meta.dir}/spark-spool`). With `snapshot.partitions` it must be "
-        "reachable from the executors and support hard links.",
+        "Required unless `meta.dir` is set (then `{meta.dir}/spark-spool`). With `spool.shared` it must be "
+        "reachable from the executors, with `snapshot.partitions` also support hard links.",
+    ),
+    SourceOption(
+        "spool.shared",
+        "false",
+        "`spool.dir` is reachable from every executor at the same path (one machine, or a shared file system): a "
+        "micro-batch's change rows are read by its task from the spool file instead of passing through the "
+        "driver's JVM. Implied by `snapshot.partitions`.",
     ),
     SourceOption("batch.size", "4096", "Entries per instance get."),
     SourceOption("max.entries", "50000", "Entries per micro-batch (a snapshot entry counts its rows)."),

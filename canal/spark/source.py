@@ -14,9 +14,14 @@ Options (strings, as Spark passes them) are declared, with their defaults, in :m
 ``properties`` (path to an ``instance.properties``) and/or short names of its keys (``master.address``, ...); any
 ``canal.*`` / ``pycanal.*`` key is passed through as a properties key. ``maxRowsPerTrigger`` (change rows) and
 ``maxBytesPerTrigger`` (binlog bytes) cap a micro-batch, as for Spark's Kafka source; a micro-batch holds whole binlog
-events, at least one. The source applies them itself: PySpark passes read limits only to a ``DataSourceStreamReader``,
-whose rows would travel to executors inside the input partitions -- measured 7-13% slower end to end than this reader,
-whose rows Spark takes on the driver.
+events, at least one. The source applies them itself (PySpark passes read limits only to a
+``DataSourceStreamReader``).
+
+Where the rows reach Spark. By default the reader is a simple one: Spark takes a micro-batch's rows from it on the
+driver, stores them in the driver's block manager (Java serialization) and reads them back in the batch's task.
+With ``spool.shared=true`` -- ``spool.dir`` reachable from every executor at the same path: one machine, or a shared
+file system -- the reader is a ``DataSourceStreamReader`` whose input partition names the batch's spool file
+(:class:`SpooledRows`), and the task memory-maps it: the rows skip the driver's JVM.
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
@@ -51,13 +56,13 @@ the source instead plans each table's key ranges of ``snapshot.partition.rows`` 
 executors read them, each over its own connection at its own consistent-snapshot position (MariaDB's; with
 ``pycanal.snapshot.watermark.table``, after a watermark it commits: MySQL), so an initial load scales
 with executors (:mod:`canal.spark.chunks` says why the mirror still ends equal, and what the driver's snapshot gives
-that this does not). The reader is then a ``DataSourceStreamReader``: a micro-batch's binlog rows travel to an executor
-inside a partition, and each range's rows are spooled by the executor that reads them, under ``spool.dir`` -- which
-must then be reachable from the executors (in a cluster, a shared file system, as the checkpoint is) and support hard
-links (the first of a range's attempts to publish its file wins: :mod:`canal.spark.chunks`). With ``prefetch``, the
-reader process reads a micro-batch's ranges too, from the last one back, while Spark starts their tasks; a task
-whose range it published returns that file. Snapshot modes other
-than ``initial`` and ``never`` are refused with this option. ``maxRowsPerTrigger`` / ``maxBytesPerTrigger`` cap a
+that this does not). The reader is then a ``DataSourceStreamReader`` (``spool.shared`` is implied): a micro-batch's
+binlog rows are read from the spool by a task, and each range's rows are spooled by the executor that reads them,
+under ``spool.dir`` -- which must then be reachable from the executors (in a cluster, a shared file system, as the
+checkpoint is) and support hard links (the first of a range's attempts to publish its file wins:
+:mod:`canal.spark.chunks`). With ``prefetch``, the reader process reads a micro-batch's ranges too, from the last one
+back, while Spark starts their tasks; a task whose range it published returns that file. Snapshot modes other than
+``initial`` and ``never`` are refused with this option. ``maxRowsPerTrigger`` / ``maxBytesPerTrigger`` cap a
 micro-batch's binlog rows; its snapshot rows are bounded by ``snapshot.partitions`` x ``snapshot.partition.rows``.
 """
 
@@ -70,7 +75,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -101,7 +106,7 @@ from canal.spark.chunks import (
     read_chunk,
 )
 from canal.spark.options import CONNECTION_OPTIONS, READER_DEFAULTS, READER_OPTIONS
-from canal.spark.spool import Spool, SpoolWriter, empty_batch
+from canal.spark.spool import Spool, SpoolWriter, empty_batch, read_spooled
 
 _SHORT_KEYS = {o.name: o.canal_key for o in CONNECTION_OPTIONS if o.canal_key is not None}
 # Spark lower-cases option names; canal's camelCase keys are restored from this table
@@ -127,7 +132,6 @@ _CAMEL_KEYS = {
 }
 _READER_KEYS = frozenset(o.name.lower() for o in READER_OPTIONS)
 _PARTITION_FIELDS = ("chunks", "planned", "spooled")  # offset fields of the executor snapshot (not the binlog's)
-_PARTITION_BYTES = 32 << 20  # binlog rows travel to executors inside partitions of at most this much Arrow IPC
 
 _LOG = logging.getLogger(__name__)
 
@@ -151,8 +155,16 @@ class SparkSourceError(CanalError):
     """The canal Spark source cannot do what Spark asked (bad options, a missing spool file)."""
 
 
+STORE_SIZE: Final = 65536
+"""The source's default ``canal.instance.memory.buffer.size`` (canal's is 16384: 16 MB of binlog events). A
+micro-batch prepared ahead holds what the instance decoded while Spark ran the one before, and its entries stay in
+the store until the batch is spooled, so the store bounds the micro-batch; each micro-batch also costs Spark a fixed
+0.3-0.5 s here. With canal's 16 MB, steady micro-batches of 1 KB rows held 13,000-40,000 rows; with 64 MB,
+60,000-140,000, at about 230 MB more memory in the reader's process. A ``properties`` file or option sets another."""
+
+
 def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
-    """The instance config the source options name."""
+    """The instance config the source options name (over :data:`STORE_SIZE`)."""
     props: dict[str, str] = {}
     for key, value in options.items():
         k = key.lower()
@@ -167,12 +179,13 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
         else:
             raise SparkSourceError(f"unknown canal source option {key!r}")
     text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())
+    default = f"canal.instance.memory.buffer.size={STORE_SIZE}\n"  # the keys after it set another
     path = options.get("properties")
     if path:
         base = Path(path).read_text()
-        text = base + "\n" + text
+        text = default + base + "\n" + text
         return InstanceConfig.from_properties(text, destination=props.get("canal.instance.destination"))
-    return InstanceConfig.from_properties(text)
+    return InstanceConfig.from_properties(default + text)
 
 
 def _escape(value: str) -> str:
@@ -289,16 +302,25 @@ def _session(options: Mapping[str, str]) -> _Session:
         session = _SESSIONS.get(key)
         if session is None:
             config = config_from_options(options)
-            if partitioned_options(options):
+            if executor_snapshot(options):
                 # the source plans the snapshot itself (executor partitions): the instance only streams
                 config = attrs.evolve(config, snapshot=attrs.evolve(config.snapshot, mode=SnapshotMode.NEVER))
             session = _SESSIONS[key] = _Session(config)
         return session
 
 
-def partitioned_options(options: Mapping[str, str]) -> bool:
+def executor_snapshot(options: Mapping[str, str]) -> bool:
     """Whether the source options ask for snapshot ranges read on executors (``snapshot.partitions``)."""
     return any(k.lower() == "snapshot.partitions" for k in options)
+
+
+def partitioned_options(options: Mapping[str, str]) -> bool:
+    """Whether executors read the micro-batches' rows from the spool (``spool.shared``, implied by
+    ``snapshot.partitions``): the source is then a ``DataSourceStreamReader`` whose partitions name spool files."""
+    if executor_snapshot(options):
+        return True
+    lower = {k.lower(): v for k, v in options.items()}
+    return _reader_option(lower, "spool.shared", READER_DEFAULTS["spool.shared"], parse_bool)
 
 
 class SourceConnector:
@@ -336,6 +358,13 @@ atexit.register(close_sessions)
 
 
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
+
+
+@attrs.frozen
+class SpooledRows:
+    """An input partition of a micro-batch's binlog rows: the spool file that holds them, read by the task."""
+
+    path: str
 
 
 @attrs.frozen
@@ -462,7 +491,8 @@ class CanalStreamReader:
         self.partitions_per_batch: int | None = None
         rows_default = READER_DEFAULTS["snapshot.partition.rows"]
         self.partition_rows = _reader_option(lower, "snapshot.partition.rows", rows_default, int)
-        if partitioned_options(self.options):
+        self.spool_shared = partitioned_options(self.options)
+        if executor_snapshot(self.options):
             self.partitions_per_batch = _reader_option(lower, "snapshot.partitions", "", int)
             if self.partitions_per_batch > MAX_PARTITIONS:
                 raise SparkSourceError(
@@ -650,7 +680,8 @@ class CanalStreamReader:
         session = _session(self.options)
         binlog_start = _binlog_view(start)
         progress = start.get("chunks")
-        if "chunks" not in start:  # the query's first micro-batch: is an initial snapshot due?
+        if "chunks" not in start and self.partitions_per_batch is not None:
+            # the query's first micro-batch with executor snapshots: is an initial snapshot due?
             binlog_start, progress = self._initial(session, binlog_start)
         spooled = self._batch_after(session, binlog_start, wait=progress is None)
         binlog_end = binlog_start if spooled is None else spooled.end
@@ -659,7 +690,9 @@ class CanalStreamReader:
         if progress is not None:
             assert self.partitions_per_batch is not None
             ranges, after = self._planner(session, progress["tables"]).plan(progress, self.partitions_per_batch)
-        if spooled is None and not ranges and progress == after and "chunks" in start:
+        # nothing new -- but a new query's first micro-batch with executor snapshots records their plan
+        first_plan = "chunks" not in start and self.partitions_per_batch is not None
+        if spooled is None and not ranges and progress == after and not first_plan:
             return start
         end: Offset = {
             **binlog_end,
@@ -724,27 +757,20 @@ class CanalStreamReader:
         return planner
 
     def partition_values(self, start: Offset, end: Offset) -> list[Any]:
-        """What the executors read for the micro-batch ``start`` .. ``end``: its binlog rows (Arrow IPC bytes, from
-        the spool) and a :class:`~canal.spark.chunks.ChunkPartition` per planned range."""
-        import pyarrow as pa
-
+        """What the executors read for the micro-batch ``start`` .. ``end``: its binlog rows (a
+        :class:`SpooledRows`: the spool file's path) and a :class:`~canal.spark.chunks.ChunkPartition` per planned
+        range."""
         values: list[Any] = []
         spooled_from = end.get("spooled")
         if spooled_from is not None:
-            spooled = self.spool.read(spooled_from)
-            if spooled is None:
+            rows = self.spool.rows(spooled_from)
+            if rows is None:
                 raise SparkSourceError(
                     f"no spooled batch starts at {canonical(spooled_from)} in {self.spool.root}: cannot replay "
                     f"{canonical(start)} .. {canonical(end)} deterministically"
                 )
-            batch = spooled[0]
-            pieces = max(1, -(-batch.nbytes // _PARTITION_BYTES))
-            step = max(1, -(-batch.num_rows // pieces))
-            for first in range(0, batch.num_rows, step):
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, batch.schema) as writer:
-                    writer.write_batch(batch.slice(first, step))
-                values.append(sink.getvalue().to_pybytes())
+            if rows:
+                values.append(SpooledRows(str(self.spool.path_for(spooled_from))))
         ranges = self._ranges(end)
         self._read_ahead(end, ranges)  # a replayed micro-batch was not planned by this process
         return values + ranges
@@ -780,12 +806,10 @@ class CanalStreamReader:
     @staticmethod
     def read_value(value: Any) -> Iterator[Any]:
         """The rows of one value of :meth:`partition_values` (on an executor)."""
-        import pyarrow as pa
-
         if isinstance(value, ChunkPartition):
             yield from read_chunk(value)
             return
-        yield from pa.ipc.open_stream(pa.BufferReader(value)).read_all().to_batches()
+        yield from read_spooled(value.path)
 
     def readBetweenOffsets(self, start: Offset, end: Offset) -> Iterator[Any]:
         batches = []

@@ -79,6 +79,25 @@ class Spool:
         batches = table.to_batches()
         return (batches[0] if batches else empty_batch()), end_offset
 
+    def rows(self, start: Offset) -> int | None:
+        """How many change rows are spooled for ``start`` (read from the file's record batch headers, not its
+        data), None when there is no such file."""
+        import pyarrow as pa
+
+        path = self.path_for(start)
+        if not path.exists():
+            return None
+        try:
+            with pa.memory_map(str(path)) as source:
+                reader = pa.ipc.open_file(source)
+                rows: int = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+                return rows
+        except (pa.ArrowException, OSError) as exc:
+            raise SpoolError(
+                f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
+                "replayed identically"
+            ) from None
+
     def discard(self, start: Offset) -> None:
         """Delete the file of the batch that starts at ``start``, if there is one."""
         with contextlib.suppress(FileNotFoundError):
@@ -142,6 +161,27 @@ def discard_numbered(root: Path, through: int) -> None:
                 path.unlink(missing_ok=True)
             except OSError as exc:  # spent: a file left behind costs space, not correctness
                 _LOG.warning("could not delete spent spool file %s: %s", path, exc)
+
+
+def read_spooled(path: str) -> Any:
+    """The record batches (with rows) of the spool file at ``path``, read where the task runs: the file is memory
+    mapped, not copied. A :class:`SpoolError` when it is not there -- ``spool.dir`` is then not reachable from this
+    executor at the driver's path."""
+    import pyarrow as pa
+
+    try:
+        source = pa.memory_map(path)
+    except FileNotFoundError:
+        raise SpoolError(
+            f"spool file {path} is not there for this task: with spool.shared (or snapshot.partitions) the "
+            "canal source's spool.dir must be reachable from every executor at the same path"
+        ) from None
+    with source:
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            if batch.num_rows:
+                yield batch.replace_schema_metadata(None)
 
 
 def empty_batch() -> Any:
