@@ -610,15 +610,20 @@ def test_scheduled_compaction_and_vacuum_keep_the_rows_and_the_batch_ids(tmp_pat
     assert mirror.apply(entries_to_batch([_entry(504, 3, 400, replay)], "d", 4), 4).tables == {"shop.t": "skipped"}
 
 
-def test_the_source_store_is_bigger_than_canals_unless_set(tmp_path: Path) -> None:
-    """The source's instance store defaults to STORE_SIZE (a micro-batch is bounded by it); an option or a
-    properties file sets another."""
+def test_the_source_store_is_bigger_than_canals_when_executors_read_the_spool(tmp_path: Path) -> None:
+    """With spool.shared (or snapshot.partitions) the source's instance store defaults to STORE_SIZE (a micro-batch
+    is bounded by it); rows that pass through the driver's JVM keep canal's; an option or a properties file sets
+    another."""
     base = {"destination": "d", "master.address": "127.0.0.1:3306"}
-    assert config_from_options(base).store.buffer_size == STORE_SIZE > StoreConfig().buffer_size
-    assert config_from_options({**base, "canal.instance.memory.buffer.size": "1024"}).store.buffer_size == 1024
+    shared = {**base, "spool.shared": "true"}
+    assert config_from_options(base).store.buffer_size == StoreConfig().buffer_size < STORE_SIZE
+    assert config_from_options(shared).store.buffer_size == STORE_SIZE
+    assert config_from_options({**base, "snapshot.partitions": "2"}).store.buffer_size == STORE_SIZE
+    assert config_from_options({**shared, "canal.instance.memory.buffer.size": "1024"}).store.buffer_size == 1024
     props = tmp_path / "instance.properties"
     props.write_text("canal.instance.memory.buffer.size = 2048\ncanal.instance.master.address = 127.0.0.1:3306\n")
-    assert config_from_options({"destination": "d", "properties": str(props)}).store.buffer_size == 2048
+    options = {"destination": "d", "properties": str(props), "spool.shared": "true"}
+    assert config_from_options(options).store.buffer_size == 2048
 
 
 @pytest.mark.integration

@@ -156,15 +156,18 @@ class SparkSourceError(CanalError):
 
 
 STORE_SIZE: Final = 65536
-"""The source's default ``canal.instance.memory.buffer.size`` (canal's is 16384: 16 MB of binlog events). A
-micro-batch prepared ahead holds what the instance decoded while Spark ran the one before, and its entries stay in
-the store until the batch is spooled, so the store bounds the micro-batch; each micro-batch also costs Spark a fixed
-0.3-0.5 s here. With canal's 16 MB, steady micro-batches of 1 KB rows held 13,000-40,000 rows; with 64 MB,
-60,000-140,000, at about 230 MB more memory in the reader's process. A ``properties`` file or option sets another."""
+"""The source's default ``canal.instance.memory.buffer.size`` when the executors read the rows from the spool
+(``spool.shared``, ``snapshot.partitions``); canal's 16384 (16 MB of binlog events) otherwise. A micro-batch
+prepared ahead holds what the instance decoded while Spark ran the one before, and its entries stay in the store
+until the batch is spooled, so the store bounds the micro-batch; each micro-batch also costs Spark a fixed 0.3-0.5 s
+here. With canal's 16 MB, steady micro-batches of 1 KB rows held 13,000-40,000 rows; with 64 MB, 60,000-150,000, at
+about 230 MB more memory in the reader's process. Rows that pass through the driver's JVM (the simple reader) are
+held there whole, Java-serialized: a 161,000-row micro-batch exhausted a 1 GB driver, so they keep canal's size. A
+``properties`` file or option sets another."""
 
 
 def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
-    """The instance config the source options name (over :data:`STORE_SIZE`)."""
+    """The instance config the source options name (with :data:`STORE_SIZE` when the executors read the spool)."""
     props: dict[str, str] = {}
     for key, value in options.items():
         k = key.lower()
@@ -179,7 +182,8 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
         else:
             raise SparkSourceError(f"unknown canal source option {key!r}")
     text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())
-    default = f"canal.instance.memory.buffer.size={STORE_SIZE}\n"  # the keys after it set another
+    # the keys after it set another
+    default = f"canal.instance.memory.buffer.size={STORE_SIZE}\n" if partitioned_options(options) else ""
     path = options.get("properties")
     if path:
         base = Path(path).read_text()
