@@ -1,6 +1,6 @@
 """MariaDB to a Delta mirror through the ``canal`` Spark source, timed as a user sees it.
 
-Workload: 200,000 row changes (120k inserts, 50k updates, 30k deletes in 1,000-row statements) on a 10-column table
+Workload: 500,000 row changes (300k inserts, 125k updates, 75k deletes in 1,000-row statements) on a 10-column table
 with the column mix of real tables -- JSON text, a BLOB, DATETIME(6), DECIMAL, ENUM, DOUBLE, text -- written to a
 private MariaDB's binlog before the query starts.
 
@@ -373,9 +373,10 @@ def spark_conf(driver_memory: str | None) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--inserts", type=int, default=120_000)
-    parser.add_argument("--updates", type=int, default=50_000)
-    parser.add_argument("--deletes", type=int, default=30_000)
+    # enough for several micro-batches after the first (each up to the 64 MB store the source uses with spool.shared)
+    parser.add_argument("--inserts", type=int, default=300_000)
+    parser.add_argument("--updates", type=int, default=125_000)
+    parser.add_argument("--deletes", type=int, default=75_000)
     parser.add_argument(
         "--max-entries", type=int, default=50_000, help="binlog entries per micro-batch (the source's default)"
     )
