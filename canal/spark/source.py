@@ -495,7 +495,6 @@ class CanalStreamReader:
         self.partitions_per_batch: int | None = None
         rows_default = READER_DEFAULTS["snapshot.partition.rows"]
         self.partition_rows = _reader_option(lower, "snapshot.partition.rows", rows_default, int)
-        self.spool_shared = partitioned_options(self.options)
         if executor_snapshot(self.options):
             self.partitions_per_batch = _reader_option(lower, "snapshot.partitions", "", int)
             if self.partitions_per_batch > MAX_PARTITIONS:
