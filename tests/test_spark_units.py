@@ -149,6 +149,23 @@ def test_a_batch_spooled_in_chunks_reads_back_as_one_and_is_invisible_until_publ
     assert temp_files_of(spool.path_for(start)) == []
 
 
+def test_a_damaged_spool_file_is_a_typed_error_and_stays(tmp_path: Path) -> None:
+    """A spool file cut short (a disk that lost its tail) cannot replay its batch identically: reading it, or
+    counting its rows for a task, raises SpoolError naming the file, which is left as it was."""
+    spool = Spool(tmp_path)
+    start, end, batch = _one_row_batch()
+    spool.write(start, end, batch)
+    assert spool.rows(start) == batch.num_rows
+    path = spool.path_for(start)
+    cut = path.read_bytes()[:-40]
+    path.write_bytes(cut)
+    for read in (spool.read, spool.rows):
+        with pytest.raises(SpoolError, match="is unreadable"):
+            read(start)
+    assert path.read_bytes() == cut
+    assert spool.rows({**start, "batch": 99}) is None  # no file: nothing spooled there
+
+
 def test_committed_batches_take_the_temporary_files_of_killed_writers_with_them(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     _start, _end, batch = _one_row_batch()

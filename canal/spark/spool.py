@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,25 +57,16 @@ class Spool:
 
     def read(self, start: Offset) -> tuple[Any, Offset] | None:
         """``(record batch, end offset)`` spooled for ``start``, None when there is none."""
-        import pyarrow as pa
-
         path = self.path_for(start)
         if not path.exists():
             return None
-        try:
-            with pa.memory_map(str(path)) as source:
-                reader = pa.ipc.open_file(source)
-                table = reader.read_all()
-                last = reader.num_record_batches - 1
-                meta = reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
-                if meta is None or b"end" not in meta:
-                    meta = table.schema.metadata or {}  # a file written whole, before the chunks came
-                end_offset: Offset = json.loads(meta[b"end"])
-        except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
-            raise SpoolError(
-                f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
-                "replayed identically"
-            ) from None
+        with _spool_file(path) as reader:
+            table = reader.read_all()
+            last = reader.num_record_batches - 1
+            meta = reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
+            if meta is None or b"end" not in meta:
+                meta = table.schema.metadata or {}  # a file written whole, before the chunks came
+            end_offset: Offset = json.loads(meta[b"end"])
         table = table.replace_schema_metadata(None).combine_chunks()
         batches = table.to_batches()
         return (batches[0] if batches else empty_batch()), end_offset
@@ -82,21 +74,12 @@ class Spool:
     def rows(self, start: Offset) -> int | None:
         """How many change rows are spooled for ``start`` (read from the file's record batch headers, not its
         data), None when there is no such file."""
-        import pyarrow as pa
-
         path = self.path_for(start)
         if not path.exists():
             return None
-        try:
-            with pa.memory_map(str(path)) as source:
-                reader = pa.ipc.open_file(source)
-                rows: int = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-                return rows
-        except (pa.ArrowException, OSError) as exc:
-            raise SpoolError(
-                f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
-                "replayed identically"
-            ) from None
+        with _spool_file(path) as reader:
+            rows: int = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        return rows
 
     def discard(self, start: Offset) -> None:
         """Delete the file of the batch that starts at ``start``, if there is one."""
@@ -112,6 +95,22 @@ class Spool:
     def discard_through(self, end: Offset) -> None:
         """Delete the files of batches that end at or before ``end`` (they start before its batch number)."""
         discard_numbered(self.root, int(end.get("batch", 0)) - 1)
+
+
+@contextlib.contextmanager
+def _spool_file(path: Path) -> Iterator[Any]:
+    """The Arrow IPC reader of the spool file at ``path``, memory-mapped; a :class:`SpoolError` when it (or what the
+    caller reads from it) is unreadable."""
+    import pyarrow as pa
+
+    try:
+        with pa.memory_map(str(path)) as source:
+            yield pa.ipc.open_file(source)
+    except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
+        raise SpoolError(
+            f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
+            "replayed identically"
+        ) from None
 
 
 class SpoolWriter:
