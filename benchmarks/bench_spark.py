@@ -5,9 +5,9 @@ with the column mix of real tables -- JSON text, a BLOB, DATETIME(6), DECIMAL, E
 private MariaDB's binlog before the query starts.
 
 Headline (``whole_rows_per_s``): one ``readStream.format("canal")`` -> ``foreachBatch(DeltaMirror)`` query with
-``Trigger.AvailableNow`` and the source's defaults but ``spool.shared=true`` (one machine: the executors see the
-spool, so each micro-batch's task reads its rows from the spool file instead of through the driver's JVM; the Spark
-guide recommends it wherever that holds; ``--driver-rows`` runs without it), timed from ``start()`` until it has
+``Trigger.AvailableNow`` and the source's defaults -- in this local-mode session ``spool.shared=true``: the executors
+see the spool, so each micro-batch's task reads its rows from the spool file instead of through the driver's JVM
+(``--driver-rows`` turns it off) --, timed from ``start()`` until it has
 terminated: the first micro-batch (reader process start, instance start, nothing prefetched) included, no warm-up
 over the same data. The Spark session exists before (a user's job has one); nothing of the pipeline has run in this
 process before (the baselines below run after the query). ``steady_rows_per_s`` (labelled: not what a user gets)
@@ -211,7 +211,8 @@ def stream(
         "filter.regex": r"bench\..*",
         "spool.dir": str(work / "checkpoint.canal-spool"),
         "max.entries": str(max_entries),
-        "spool.shared": str(spool_shared).lower(),
+        # the source's default in a local-mode session is spool.shared=true; --driver-rows turns it off
+        **({} if spool_shared else {"spool.shared": "false"}),
         **({} if buffer_size is None else {"canal.instance.memory.buffer.size": str(buffer_size)}),
     }
     began = time.perf_counter()

@@ -679,3 +679,41 @@ def test_a_shared_spool_hands_the_task_the_file_not_the_rows(mariadb: Any, tmp_p
         list(CanalStreamReader.read_value(values[0]))
     with pytest.raises(SparkSourceError, match="no spooled batch starts at"):
         planned(end)
+
+
+def test_register_makes_spool_shared_the_default_of_a_local_session_only() -> None:
+    """A local-mode session's executors run on this machine and see the spool at the driver's path: registered with
+    one, the source reads micro-batches from the spool unless told otherwise; with any other master it does not."""
+    pytest.importorskip("pyspark")
+    from canal.spark import register
+    from canal.spark.datasource import CanalDataSource, CanalLocalDataSource
+
+    class Session:
+        def __init__(self, master: str) -> None:
+            self.registered: list[type] = []
+            self.conf = self
+            self.dataSource = self
+            self.master = master
+
+        def get(self, key: str, default: str) -> str:
+            assert key == "spark.master"
+            return self.master
+
+        def register(self, cls: type) -> None:
+            self.registered.append(cls)
+
+    for master, kind in (
+        ("local[*]", CanalLocalDataSource),
+        ("local-cluster[2,1,1024]", CanalLocalDataSource),
+        ("spark://head:7077", CanalDataSource),
+        ("yarn", CanalDataSource),
+        ("", CanalDataSource),  # a Spark Connect session that does not say
+    ):
+        session = Session(master)
+        register(session)
+        assert session.registered == [kind], master
+    options = {"destination": "d", "master.address": "127.0.0.1:3306", "spool.dir": "/tmp/s"}
+    assert CanalLocalDataSource(options).reader_options()["spool.shared"] == "true"
+    assert CanalLocalDataSource({**options, "Spool.Shared": "false"}).reader_options()["Spool.Shared"] == "false"
+    assert "spool.shared" not in CanalLocalDataSource({**options, "Spool.Shared": "false"}).reader_options()
+    assert CanalDataSource(options).reader_options()["spool.shared"] == "false"

@@ -44,6 +44,8 @@ class CanalPartitionedStreamReader(CanalStreamReader, DataSourceStreamReader, _A
 class CanalDataSource(DataSource):
     """``spark.readStream.format("canal")``: change rows of one canal destination."""
 
+    SPOOL_SHARED = "false"  # the default of option spool.shared
+
     @classmethod
     def name(cls) -> str:
         return "canal"
@@ -51,10 +53,25 @@ class CanalDataSource(DataSource):
     def schema(self) -> str:
         return CHANGE_SCHEMA_DDL
 
+    def reader_options(self) -> dict[str, str]:
+        """The options, with ``spool.shared`` set to this class's default unless given."""
+        options = dict(self.options)
+        if not any(k.lower() == "spool.shared" for k in options):
+            options["spool.shared"] = self.SPOOL_SHARED
+        return options
+
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        if partitioned_options(self.options):
-            return CanalPartitionedStreamReader(dict(self.options))
+        options = self.reader_options()
+        if partitioned_options(options):
+            return CanalPartitionedStreamReader(options)
         return super().streamReader(schema)  # not implemented: pyspark takes the simple reader
 
     def simpleStreamReader(self, schema: Any) -> CanalSimpleStreamReader:
-        return CanalSimpleStreamReader(dict(self.options))
+        return CanalSimpleStreamReader(self.reader_options())
+
+
+class CanalLocalDataSource(CanalDataSource):
+    """The ``canal`` source registered with a local-mode session: its executors run on this machine and see
+    ``spool.dir`` at the driver's path, so ``spool.shared`` defaults to true."""
+
+    SPOOL_SHARED = "true"

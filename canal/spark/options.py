@@ -59,7 +59,9 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "false",
         "`spool.dir` is reachable from every executor at the same path (one machine, or a shared file system): a "
         "micro-batch's change rows are read by its task from the spool file instead of passing through the "
-        "driver's JVM. Implied by `snapshot.partitions`.",
+        "driver's JVM, and the instance's store defaults to 64 MB. Implied by `snapshot.partitions`. Default: "
+        "`true` when `canal.spark.register` was given a local-mode session (`spark.master` `local...`), else "
+        "`false`.",
     ),
     SourceOption("batch.size", "4096", "Entries per instance get."),
     SourceOption("max.entries", "50000", "Entries per micro-batch (a snapshot entry counts its rows)."),

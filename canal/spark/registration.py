@@ -10,7 +10,9 @@ from typing import Any
 
 
 def register(spark: Any) -> None:
-    """Register the ``canal`` data source with a SparkSession."""
-    from canal.spark.datasource import CanalDataSource
+    """Register the ``canal`` data source with a SparkSession. With a local-mode session (``spark.master``
+    ``local...``) the source's option ``spool.shared`` defaults to true: the executors run on this machine."""
+    from canal.spark.datasource import CanalDataSource, CanalLocalDataSource
 
-    spark.dataSource.register(CanalDataSource)
+    master = spark.conf.get("spark.master", "") or ""
+    spark.dataSource.register(CanalLocalDataSource if master.startswith("local") else CanalDataSource)

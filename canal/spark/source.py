@@ -20,8 +20,9 @@ events, at least one. The source applies them itself (PySpark passes read limits
 Where the rows reach Spark. By default the reader is a simple one: Spark takes a micro-batch's rows from it on the
 driver, stores them in the driver's block manager (Java serialization) and reads them back in the batch's task.
 With ``spool.shared=true`` -- ``spool.dir`` reachable from every executor at the same path: one machine, or a shared
-file system -- the reader is a ``DataSourceStreamReader`` whose input partition names the batch's spool file
-(:class:`SpooledRows`), and the task memory-maps it: the rows skip the driver's JVM.
+file system; the default when :func:`canal.spark.register` was given a local-mode session -- the reader is a
+``DataSourceStreamReader`` whose input partition names the batch's spool file (:class:`SpooledRows`), and the task
+memory-maps it: the rows skip the driver's JVM.
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
