@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from xml.etree import ElementTree
 
 import pytest
 
@@ -53,18 +54,37 @@ def test_python_example_runs(code: str, capsys: pytest.CaptureFixture[str]) -> N
     assert capsys.readouterr().out  # each example shows something
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("code", [c for _, c in TEST_FILES], ids=_ids(TEST_FILES))
-def test_test_file_example_passes_under_pytest(code: str, tmp_path: Path) -> None:
-    (tmp_path / "test_doc_example.py").write_text(code)
+@pytest.fixture(scope="module")
+def test_file_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], str]:
+    """Every test-file example, each in a file of its own, run by one pytest process (one MariaDB and one Spark
+    session for them all, as in a user's suite): each file's test outcomes (``passed``, ``failed``, ...) and the
+    run's output."""
+    work = tmp_path_factory.mktemp("doc-test-files")
+    for index, (_, code) in enumerate(TEST_FILES):
+        (work / f"test_doc_example_{index}.py").write_text(code)
+    report = work / "report.xml"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", str(work)],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
-        timeout=300,
+        cwd=work,
+        timeout=600,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    outcomes: dict[str, list[str]] = {}
+    if report.exists():
+        for case in ElementTree.parse(report).iter("testcase"):
+            marks = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+            module = case.get("classname", "").split(".")[0]
+            outcomes.setdefault(module, []).append(marks[0] if marks else "passed")
+    return outcomes, done.stdout + done.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("index", range(len(TEST_FILES)), ids=_ids(TEST_FILES))
+def test_test_file_example_passes_under_pytest(index: int, test_file_run: tuple[dict[str, list[str]], str]) -> None:
+    outcomes, output = test_file_run
+    seen = outcomes.get(f"test_doc_example_{index}", [])
+    assert seen and all(outcome == "passed" for outcome in seen), output
 
 
 @pytest.mark.parametrize("command", [c for _, c in COMMANDS], ids=_ids(COMMANDS))
