@@ -32,7 +32,7 @@ from canal.spark.source import (
     config_from_options,
     partitioned_options,
 )
-from canal.spark.spool import SpoolError
+from canal.spark.spool import SpoolError, read_spooled
 from canal.spark.testing import compare_tables, master_position
 
 pytestmark = [pytest.mark.spark]
@@ -150,8 +150,8 @@ def test_a_batch_spooled_in_chunks_reads_back_as_one_and_is_invisible_until_publ
 
 
 def test_a_damaged_spool_file_is_a_typed_error_and_stays(tmp_path: Path) -> None:
-    """A spool file cut short (a disk that lost its tail) cannot replay its batch identically: reading it, or
-    counting its rows for a task, raises SpoolError naming the file, which is left as it was."""
+    """A spool file cut short (a disk that lost its tail) cannot replay its batch identically: reading it, counting
+    its rows for a task, or a task reading its rows raises SpoolError naming the file, which is left as it was."""
     spool = Spool(tmp_path)
     start, end, batch = _one_row_batch()
     spool.write(start, end, batch)
@@ -159,7 +159,7 @@ def test_a_damaged_spool_file_is_a_typed_error_and_stays(tmp_path: Path) -> None
     path = spool.path_for(start)
     cut = path.read_bytes()[:-40]
     path.write_bytes(cut)
-    for read in (spool.read, spool.rows):
+    for read in (spool.read, spool.rows, lambda _start: list(read_spooled(str(path)))):
         with pytest.raises(SpoolError, match="is unreadable"):
             read(start)
     assert path.read_bytes() == cut

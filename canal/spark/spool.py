@@ -165,18 +165,13 @@ def discard_numbered(root: Path, through: int) -> None:
 def read_spooled(path: str) -> Any:
     """The record batches (with rows) of the spool file at ``path``, read where the task runs: the file is memory
     mapped, not copied. A :class:`SpoolError` when it is not there -- ``spool.dir`` is then not reachable from this
-    executor at the driver's path."""
-    import pyarrow as pa
-
-    try:
-        source = pa.memory_map(path)
-    except FileNotFoundError:
+    executor at the driver's path -- or is unreadable."""
+    if not os.path.exists(path):
         raise SpoolError(
             f"spool file {path} is not there for this task: with spool.shared (or snapshot.partitions) the "
             "canal source's spool.dir must be reachable from every executor at the same path"
-        ) from None
-    with source:
-        reader = pa.ipc.open_file(source)
+        )
+    with _spool_file(Path(path)) as reader:
         for i in range(reader.num_record_batches):
             batch = reader.get_batch(i)
             if batch.num_rows:
