@@ -20,16 +20,18 @@ set-up, not measured. Five measurements, all in one run:
    ``mirror.read`` seconds over ``DeltaTable(base).to_pyarrow_table()`` seconds (medians of 5, alternated). Goal <= 2.
 3. ``tables_ratio``: batches of 2,000 changes spread over 50 tables of 10k rows (40 each) against the same changes to
    one table of the same 500k rows, merge_on_read, the two interleaved batch by batch: median whole-``apply`` seconds
-   of the 50-table batches over the 1-table ones. Goal <= 3. The first batches run before any log is compacted or
-   folded, so ``--table-later-batches`` more batches of both follow, interleaved as before, while their logs are
-   compacted (every 16 files) and folded (at 10% of a table's rows) in the background: the 50-table batches' median
-   and maximum seconds (a batch must never wait for that maintenance), and ``tables_ratio_with_upkeep``, their median
-   over the one table's (labelled, not the headline: the ratio once upkeep competes for the cores). A 50-table batch
-   creates 100 files, a 1-table batch 2, so the ratio also measures the file system -- on ext4 a file's creation
-   looks at each inode freed recently near its directory before it reuses one (``recently_deleted`` in a kernel
-   profile), which the machine's other work under the same parent directory decides: the same 50-table batch took
-   0.029 s and 0.062 s in one afternoon here. The case is repeated in ``/dev/shm`` (``tables_ratio_in_memory_fs``,
-   labelled, not the headline: the mirror's own cost).
+   of the 50-table batches over the 1-table ones. Goal <= 3. With the mirror's defaults the 50 parts of a batch are
+   staged, in one file (``stage_rows``: :mod:`canal.spark.staged`), and each batch appends the staged parts of a few
+   tables to their change logs (``stage_spread``): the JSON lists how many of each, batch by batch. The first
+   batches run before any log is compacted or folded, so ``--table-later-batches`` more batches of both follow,
+   interleaved as before, while their logs are compacted (every 16 files) and folded (at 10% of a table's rows) in
+   the background: the 50-table batches' median and maximum seconds (a batch must never wait for that maintenance),
+   and ``tables_ratio_with_upkeep``, their median over the one table's (labelled, not the headline: the ratio once
+   upkeep competes for the cores). Unstaged, a 50-table batch created 100 files, a 1-table batch 2, so the ratio
+   also measured the file system -- on ext4 a file's creation looks at each inode freed recently near its directory
+   before it reuses one (``recently_deleted`` in a kernel profile), which the machine's other work under the same
+   parent directory decides: the same 50-table batch took 0.029 s and 0.062 s in one afternoon here. The case is
+   repeated in ``/dev/shm`` (``tables_ratio_in_memory_fs``, labelled, not the headline: the mirror's own cost).
 4. ``long_ratio``: ``--long-batches`` batches of 2,000 random updates to a 100k-row narrow table, merge_on_read with
    the default fold settings (background folds): the median of the last 10 batches over the median of the first 10.
    Goal <= 1.5. Also the parquet files on disk under the root (at the end, and the most seen after any batch) and the
@@ -522,6 +524,8 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int, later
     rng = np.random.default_rng(3)
     one_s: list[float] = []
     many_s: list[float] = []
+    staged: list[int] = []  # per 50-table batch: the tables whose part it staged, and those whose parts it flushed
+    flushed: list[int] = []
 
     def interleaved(batch_ids: range, many_s: list[float], one_s: list[float]) -> None:
         """Batches of ``per_table`` random keys of each table, each applied to the 50 tables and then as the same
@@ -535,8 +539,11 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int, later
             single = change_batch("narrow", batch_id, [("t", r) for r in rows])
             for mirror, batch, seconds in ((many, spread, many_s), (one, single, one_s)):
                 began = time.perf_counter()
-                mirror.apply(batch, batch_id)
+                result = mirror.apply(batch, batch_id)
                 seconds.append(time.perf_counter() - began)
+                if mirror is many:
+                    staged.append(len(result.staged))
+                    flushed.append(len(result.flushed))
 
     interleaved(range(1, batches + 1), many_s, one_s)
     # both go on, their logs compacted and folded in the background meanwhile: what a batch costs while that
@@ -572,6 +579,8 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int, later
         "tables_median_s": round(statistics.median(many_s), 4),
         "one_table_median_s": round(statistics.median(one_s), 4),
         "tables_ratio": round(ratio, 3),
+        "tables_staged_per_batch": staged,
+        "tables_flushed_per_batch": flushed,
         "folds": folds,
         "later_batches": later,
         "later_is": f"the {tables} tables and the one table after the ratio's batches, interleaved as before, their "

@@ -1,6 +1,7 @@
 """Appends written as Delta commits directly (canal.spark.delta_append): read back by deltalake like its own, placed
 after any commit another writer made first, and refused -- with nothing left behind -- where a blind append would
-be wrong (a schema change, a newer checkpoint, a table that is not the one the version was read from)."""
+be wrong (a schema change, a newer checkpoint, a table that is not the one the version was read from). The mirrors
+here stage nothing (``stage_rows=0``): every batch's part is such an append (staging: tests/test_mirror_staged.py)."""
 
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_
     from canal.spark import DeltaMirror, changelog
     from tests.procs.mirror_writer import TABLES
 
-    mirror = DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000, background_folds=False)
+    mirror = DeltaMirror(tmp_path, stage_rows=0, fold_ratio=1000.0, fold_files=1000, background_folds=False)
     source = _Source(mirror)
     source.apply(30)
     mirror.fold("shop", "a")  # a fold's trim between direct appends
@@ -176,7 +177,7 @@ def test_a_direct_append_refused_at_its_commit_goes_through_deltalake(
         return None if len(calls) % 2 else real(table, rows, **kwargs)
 
     monkeypatch.setattr(delta_append, "append", every_other)
-    source = _Source(DeltaMirror(tmp_path, background_folds=False))
+    source = _Source(DeltaMirror(tmp_path, stage_rows=0, background_folds=False))
     source.apply(8)
     assert len(calls) >= 8, "the direct appends were not tried"
     source.assert_mirrored()
@@ -250,7 +251,7 @@ def test_batches_land_while_a_background_compaction_rewrites_the_log(
     waited: list[bool] = []
     monkeypatch.setattr(changelog, "COMPACT_FILES", 3)  # compacted once they hold 3 files, never folded
     monkeypatch.setattr(TableOptimizer, "compact", _holding(TableOptimizer.compact, rewriting, landed, waited))
-    source = _Source(DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000))
+    source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=1000.0, fold_files=1000))
     source.land_while_held(rewriting, due=3)  # the third batch's logs hold 3 files
     landed.set()
     source.mirror.wait_for_folds()
@@ -294,7 +295,7 @@ def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltala
     assert _data_files(path) == before and set(os.listdir(path / "_delta_log")) == log_before
     assert deltalake.DeltaTable(str(path)).version() == 0
 
-    source = _Source(DeltaMirror(tmp_path / "mirror", background_folds=False))
+    source = _Source(DeltaMirror(tmp_path / "mirror", stage_rows=0, background_folds=False))
     source.apply(5)
     source.assert_mirrored()
     for table in TABLES:
@@ -307,7 +308,7 @@ def test_folds_complete_while_batches_keep_landing(tmp_path: Path) -> None:
     from canal.spark import DeltaMirror, changelog
     from tests.procs.mirror_writer import TABLES
 
-    source = _Source(DeltaMirror(tmp_path, fold_ratio=0.05))
+    source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=0.05))
     source.apply(60)
     source.mirror.wait_for_folds()
     assert not source.mirror.fold_errors
@@ -328,7 +329,7 @@ def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_b
     from canal.spark import DeltaMirror, changelog
     from tests.procs.mirror_writer import TABLES
 
-    source = _Source(DeltaMirror(tmp_path, fold_ratio=0.05))
+    source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=0.05))
     source.apply(12)
     source.mirror.wait_for_folds()
     assert source.mirror.folds, "no fold ran"
@@ -367,7 +368,7 @@ def test_a_trim_by_files_removes_whole_files_and_deletes_rows_where_a_file_strad
     keeps exactly the later changes."""
     from canal.spark import DeltaMirror, changelog
 
-    source = _Source(DeltaMirror(tmp_path, fold_ratio=1000.0, fold_files=1000, background_folds=False))
+    source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=1000.0, fold_files=1000, background_folds=False))
     source.apply(4)
     log = changelog.log_path(source.mirror.table_path("shop", "a"))
     changes = _log_changes(log)
@@ -398,7 +399,7 @@ def test_batches_land_while_a_background_fold_trims_the_log(tmp_path: Path, monk
     trimming, landed = threading.Event(), threading.Event()
     waited: list[bool] = []
     monkeypatch.setattr(delta_append, "remove_files", _holding(delta_append.remove_files, trimming, landed, waited))
-    source = _Source(DeltaMirror(tmp_path, fold_ratio=0.001))  # a fold after every batch
+    source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=0.001))  # a fold after every batch
     source.land_while_held(trimming, due=2)
     landed.set()
     source.mirror.wait_for_folds()

@@ -1,7 +1,8 @@
-"""A merge-on-read mirror whose writing process is SIGKILLed mid-append, mid-fold and between a fold's two steps (its
-base commit and its trim of the change log): what a reader sees right after the kill is the source after the last
-batch applied, or (table by table) after the one in flight; restarted from the last batch it reported applied (so
-that one is replayed), it ends equal to the source, and after a last fold its base alone does too.
+"""A merge-on-read mirror whose writing process is SIGKILLed mid-append, mid-fold, between a fold's two steps (its
+base commit and its trim of the change log), mid-way through writing a batch's staged changes, and after a flush of
+staged changes appended them before their files were deleted: what a reader sees right after the kill is the source
+after the last batch applied, or (table by table) after the one in flight; restarted from the last batch it reported
+applied (so that one is replayed), it ends equal to the source, and after a last fold its base alone does too.
 
 The writer is a real separate process (:mod:`tests.procs.mirror_writer`) that kills itself at the chosen point.
 """
@@ -41,7 +42,17 @@ def _rows(table: Any) -> dict[int, Row]:
 
 @pytest.mark.parametrize(
     "kill",
-    [("append", "0"), ("append", "15"), ("publish",), ("fold", "0"), ("fold", "25"), ("between",)],
+    [
+        ("append", "0"),
+        ("append", "15"),
+        ("publish",),
+        ("fold", "0"),
+        ("fold", "25"),
+        ("between",),
+        ("stage", "0"),
+        ("stage", "1"),
+        ("flushed",),
+    ],
     ids="-".join,
 )
 def test_a_writer_killed_anywhere_leaves_an_exact_mirror_and_resumes(tmp_path: Path, kill: tuple[str, ...]) -> None:
@@ -124,12 +135,16 @@ def test_a_fold_between_a_readers_two_snapshots_loses_no_change(
             return pa.concat_tables([plain(pq.read_table(u.removeprefix("file://"))) for u in uris])
 
         def read_files() -> Any:
-            base_files, log_files, after, keys = changelog.current_files(path)
+            current = changelog.current_files(path)
+            after, keys = current.folded, current.keys
             assert keys is not None
-            base = files(base_files)
-            if not log_files:  # folded and trimmed whole
+            base = files(current.base_files)
+            parts = [files(current.log_files)] if current.log_files else []
+            if current.staged is not None:
+                parts.append(current.staged)
+            if not parts:  # folded and trimmed whole
                 return base
-            log = files(log_files)
+            log = pa.concat_tables(parts, promote_options="permissive")
             return changelog._overlay(base, changelog.latest(log.filter(changelog._after(log, after)), keys), keys)
 
         # the fold's trim deleted the log files just listed: that read fails (a Spark job reading them would), and

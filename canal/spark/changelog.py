@@ -51,6 +51,7 @@ import attrs
 
 from canal.files import write_bytes_atomic
 from canal.spark.delta_append import is_table
+from canal.spark.staged import staged_rows
 from canal.spark.types import MirrorError
 
 BATCH = "_canal_batch"
@@ -239,13 +240,16 @@ def _overlay(base_rows: Any, newer: Any, keys: Sequence[str]) -> Any:
 
 def current_state(base: str | os.PathLike[str]) -> Any:
     """The current rows of a mirror table (a pyarrow Table): its base overlaid with the newer changes of its log --
-    exact whatever fold or append is under way (module docstring). A table without a log is its base."""
+    exact whatever fold or append is under way (module docstring), its staged changes included
+    (:mod:`canal.spark.staged`). A table without a log is its base."""
+    import pyarrow as pa
     from deltalake import DeltaTable
 
     log = log_path(base)
     for attempt in range(_READ_ATTEMPTS):
         try:
             keys = read_keys(log)
+            staged = staged_rows(base)  # before the log's snapshot (canal.spark.staged)
             log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
             table = DeltaTable(str(base))
             after = folded(table)
@@ -255,6 +259,9 @@ def current_state(base: str | os.PathLike[str]) -> Any:
                 reading = pool.submit(_newer, log_table, after)
                 rows = table.to_pyarrow_table()
                 newer = reading.result()
+            if staged is not None and staged.num_rows:
+                staged = staged.filter(_after(staged, after)) if after != NOT_FOLDED else staged
+                newer = pa.concat_tables([newer, staged], promote_options="permissive")
             return _overlay(rows, None if newer is None else latest(newer, keys), keys)
         except Exception as exc:
             # a fold removed the files of the versions just read (its trim deletes them at once), or the log's
@@ -264,18 +271,32 @@ def current_state(base: str | os.PathLike[str]) -> Any:
     raise AssertionError("unreachable")
 
 
-def current_files(base: str | os.PathLike[str]) -> tuple[list[str], list[str], Change, list[str] | None]:
-    """What a reader outside pycanal needs to build the current state itself: the base's data files, the log's data
-    files, the base's folded change (batch id, seq: log rows up to it are in the base already) and the key columns
-    (None without a log)."""
+@attrs.frozen
+class CurrentFiles:
+    """What a reader outside pycanal needs to build a mirror table's current state itself (:func:`current_files`)."""
+
+    base_files: list[str]
+    log_files: list[str]
+    folded: Change  # the base's folded change (batch id, seq): log rows up to it are in the base already
+    keys: list[str] | None  # the log's key columns (None without a log)
+    staged: Any  # the staged changes not in the log yet (a pyarrow Table in the log's columns), or None
+
+
+def current_files(base: str | os.PathLike[str]) -> CurrentFiles:
+    """The base's data files, the log's data files and its staged changes (:mod:`canal.spark.staged`), the base's
+    folded change and the key columns: the current state is the base overlaid with each key's latest change (log
+    and staged rows together) after the folded one."""
     from deltalake import DeltaTable
 
     log = log_path(base)
     keys = read_keys(log)
+    staged = staged_rows(base) if keys is not None else None  # before the log's snapshot (canal.spark.staged)
     log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
     table = DeltaTable(str(base))
     log_files = [] if log_table is None else log_table.file_uris()
-    return list(table.file_uris()), list(log_files), folded(table), keys
+    if log_table is None or (staged is not None and staged.num_rows == 0):
+        staged = None
+    return CurrentFiles(list(table.file_uris()), list(log_files), folded(table), keys, staged)
 
 
 def _log_snapshot(log: Path, keys: list[str] | None) -> Any:

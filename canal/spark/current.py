@@ -29,21 +29,30 @@ from canal.spark import changelog
 
 def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:
     """The current rows of the mirror table at ``path`` as a Spark DataFrame: the base's and the log's data files,
-    each key's latest change after the base's folded one, computed by Spark (no row passes through the driver).
+    each key's latest change after the base's folded one, computed by Spark (no row of the files passes through the
+    driver; the staged changes not in the log yet do, :mod:`canal.spark.staged`).
 
     The files are those of the tables' snapshots now. A fold that trims the log before Spark has read them deletes
     some: the job then fails on a missing file (never answers with a change missing); call this again."""
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    base_files, log_files, (batch, seq), keys = changelog.current_files(path)
-    if not base_files:
+    files = changelog.current_files(path)
+    if not files.base_files:
         # no data file to take the schema from (an empty table): the few rows there are, through the driver
         return spark.createDataFrame(changelog.current_state(path))
-    base = spark.read.parquet(*base_files)
-    if keys is None or not log_files:
+    base = spark.read.parquet(*files.base_files)
+    keys, (batch, seq) = files.keys, files.folded
+    if keys is None or not (files.log_files or files.staged is not None):
         return base
-    log = spark.read.parquet(*log_files)
+    parts = [spark.read.parquet(*files.log_files)] if files.log_files else []
+    if files.staged is not None:
+        # staged changes (a few batches' small parts, canal.spark.staged) pass through the driver, in the types the
+        # Parquet files give the same columns
+        staged = spark.createDataFrame(files.staged)
+        types = {f.name: f.dataType for f in (parts[0] if parts else base).schema.fields}
+        parts.append(staged.select(*(F.col(c).cast(types[c]) if c in types else F.col(c) for c in staged.columns)))
+    log = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1], allowMissingColumns=True)
     b, s, op = F.col(changelog.BATCH), F.col(changelog.SEQ), F.col(changelog.OP)
     newer = log.where((b > batch) | ((b == batch) & (s > seq)))
     rank = "__pycanal_rank"

@@ -144,13 +144,16 @@ def _publish(
     return version
 
 
-def _commit_info(now: int, operation: str, parameters: dict[str, str]) -> dict[str, Any]:
+def _commit_info(
+    now: int, operation: str, parameters: dict[str, str], metadata: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "commitInfo": {
             "timestamp": now,
             "operation": operation,
             "operationParameters": parameters,
             "engineInfo": "pycanal",
+            **(metadata or {}),
         }
     }
 
@@ -178,10 +181,12 @@ def append(
     app_id: str | None = None,
     batch_id: int | None = None,
     encoded: Any = None,
+    metadata: dict[str, str] | None = None,
 ) -> int | None:
     """Append ``rows`` (a pyarrow Table in the table's schema, as of ``version``; ``encoded``: their
     :func:`encode`, when the caller has it) to the Delta table at ``table`` as its next version, with ``app_id``'s
-    transaction version ``batch_id`` when given. The version committed, or None when the table's schema or protocol
+    transaction version ``batch_id`` when given (and ``metadata`` in its ``commitInfo``, as deltalake's
+    ``custom_metadata``). The version committed, or None when the table's schema or protocol
     changed after ``version``, or a commit since ``version`` was dropped behind a newer checkpoint (:func:`_usable`):
     nothing was appended, and the caller appends another way."""
     if not _usable(table, version):
@@ -205,7 +210,7 @@ def append(
     ]
     if app_id is not None and batch_id is not None:
         actions.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now}})
-    actions.append(_commit_info(now, "WRITE", {"mode": "Append"}))
+    actions.append(_commit_info(now, "WRITE", {"mode": "Append"}, metadata))
     committed = _publish(table, version, actions)
     if committed is None:
         _remove(data)  # referenced by no commit

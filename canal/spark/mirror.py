@@ -49,7 +49,7 @@ from canal.files import write_bytes_atomic
 from canal.log import destination_logger
 from canal.protocol import render_text
 from canal.schema.history import layout_statement
-from canal.spark import changelog, delta_append
+from canal.spark import changelog, delta_append, staged
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
@@ -79,6 +79,8 @@ class ApplyResult:
     prepare_s: float = 0.0
     maintenance_s: float = 0.0  # scheduled compaction and vacuum after the batch (``optimize_every``, ...)
     folds: list[str] = attrs.field(factory=list)  # tables whose fold the batch started (merge_on_read)
+    staged: list[str] = attrs.field(factory=list)  # tables whose part the batch staged (canal.spark.staged)
+    flushed: list[str] = attrs.field(factory=list)  # tables whose staged parts the batch appended to their logs
 
 
 @attrs.define(slots=True)
@@ -109,6 +111,7 @@ class _LogAppend:
     batch_id: int | None  # committed as the mirror's app transaction, when the append records the batch
     through_deltalake: Callable[[], None]  # the append through deltalake (a new log, new columns, another writer)
     direct: tuple[int, Any, Any] | None = None  # (the log's version, its Arrow schema, the rows in it): direct append
+    flushed: list[int] | None = None  # a flush of staged parts: their batch ids (staged.FLUSHED_BATCHES)
 
 
 MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
@@ -267,7 +270,7 @@ class DeltaMirror:
     ``mode``: ``merge_on_read`` (the default) appends each batch's last change per key to the table's change log
     beside its base and folds the log into the base when it grows (:mod:`canal.spark.changelog`), so a batch costs
     what it holds whatever the table's size; read the current state with :meth:`read` (or
-    :mod:`canal.spark.read`): the base alone is the source as of its last fold. ``copy_on_write`` MERGEs every
+    :mod:`canal.spark.current`): the base alone is the source as of its last fold. ``copy_on_write`` MERGEs every
     batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
     table. A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files, in a
     background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``);
@@ -277,6 +280,12 @@ class DeltaMirror:
     ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
     table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
     (:mod:`canal.spark.mirror_tasks`); a batch that holds DDL is applied by the driver, in order.
+
+    ``stage_rows``: merge-on-read, a table's part of a batch of at most this many rows is staged -- every such part
+    of the batch written as one file, appended to the table's change log later, a few tables a batch
+    (``stage_spread``: each batch flushes at least one in that many of the tables staged), or before anything else
+    writes the table (:mod:`canal.spark.staged`): a batch spread over many tables then costs about what one
+    table's would. 0: never stage. Readers of the current state read staged changes too.
 
     ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
     append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
@@ -300,6 +309,8 @@ class DeltaMirror:
         fold_workers: int = 2,
         on_executors: bool = True,
         log_history_s: float = changelog.LOG_HISTORY_S,
+        stage_rows: int = 512,
+        stage_spread: int = 16,
     ) -> None:
         if zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
@@ -318,6 +329,13 @@ class DeltaMirror:
         if not log_history_s > 0:
             raise MirrorError(f"log_history_s must be > 0 (seconds), got {log_history_s}")
         self.log_history_s = log_history_s
+        if stage_rows < 0 or stage_spread < 1:
+            raise MirrorError(f"stage_rows must be >= 0 and stage_spread >= 1, got {stage_rows} and {stage_spread}")
+        self.stage_rows = stage_rows
+        self.stage_spread = stage_spread
+        self._staged_parts: staged.Staged | None = None  # loaded by the first batch that stages or flushes
+        self._staged_by_batch: list[str] = []  # the batch's staged tables (base paths), for its ApplyResult
+        self._flushed_by_batch: list[str] = []  # the tables whose staged parts it flushed (the same)
         self.folds: list[FoldResult] = []  # folds done, in the order they ended
         self.fold_errors: list[str] = []  # background folds that failed (tried again after a later batch)
         self._fold_lock = threading.Lock()
@@ -396,7 +414,16 @@ class DeltaMirror:
         log = self._log_handle(path)
         if log is not None and (done := log.transaction_version(self.app_id)) is not None:
             versions.append(int(done))
+        parts = self._staged_if_any()
+        if parts is not None and (last := parts.last_batch(path)) is not None:
+            versions.append(last)
         return max(versions) if versions else None
+
+    def _log_batch(self, path: str) -> int | None:
+        """The last batch id the change log of the table at ``path`` recorded (None: none, or no log)."""
+        log = self._log_handle(path)
+        done = None if log is None else log.transaction_version(self.app_id)
+        return None if done is None else int(done)
 
     def _log_handle(self, path: str) -> Any:
         """The change log of the table at ``path``, kept open between batches and brought up to date (None: it has
@@ -419,20 +446,29 @@ class DeltaMirror:
         ids: list[int] = []
         for log in (base / "_delta_log", changelog.log_path(base) / "_delta_log"):
             ids.extend(self._logged_batch_ids(log))
-        return sorted(ids)
+        parts = self._staged_if_any()
+        if parts is not None:
+            ids.extend(parts.batch_ids(str(base)))
+        return sorted(set(ids))
 
     def _logged_batch_ids(self, log: Path) -> list[int]:
         ids: list[int] = []
         if not log.exists():
             return ids
         for path in sorted(log.glob("*.json")):
+            commit_ids: list[int] = []
+            listed: list[int] = []
             for line in path.read_text().splitlines():
                 if not line.strip():
                     continue
                 action = json.loads(line)
                 txn = action.get("txn")
                 if txn and txn.get("appId") == self.app_id:
-                    ids.append(int(txn["version"]))
+                    commit_ids.append(int(txn["version"]))
+                flushed = (action.get("commitInfo") or {}).get(staged.FLUSHED_BATCHES)
+                if flushed:  # a flush of staged parts: every batch it appended
+                    listed = [int(b) for b in str(flushed).split(",")]
+            ids.extend(listed if listed else commit_ids)
         return ids
 
     def read(self, schema: str, table: str) -> Any:
@@ -443,7 +479,8 @@ class DeltaMirror:
     # -- folds (merge_on_read) -----------------------------------------------------------------------------------
 
     def fold(self, schema: str | None = None, table: str | None = None) -> list[FoldResult]:
-        """Fold now, in this thread: one table, or every table that has a change log; returns what each fold did."""
+        """Fold now, in this thread: one table, or every table that has a change log (its staged changes appended
+        to it first); returns what each fold did."""
         if (schema is None) != (table is None):
             raise MirrorError("fold() takes both schema and table, or neither")
         names = [f"{schema}.{table}"] if schema is not None else self.table_names()
@@ -457,7 +494,9 @@ class DeltaMirror:
             future.exception()
 
     def close(self) -> None:
-        """Wait for background folds and stop the mirror's threads (it can still apply batches afterwards)."""
+        """Append the staged changes to their change logs, wait for background folds and stop the mirror's threads
+        (it can still apply batches afterwards)."""
+        self.flush_staged()
         self.wait_for_folds()
         for pool in (self._fold_pool, self._table_pool):
             if pool is not None:
@@ -478,6 +517,7 @@ class DeltaMirror:
             future.exception()
 
     def _fold_now(self, path: str) -> FoldResult:
+        self._flush(path)
         self._settle(path)
         result = self._fold(path)
         self._folded(path, result)
@@ -669,6 +709,8 @@ class DeltaMirror:
             "fold_workers": self.fold_workers,
             "on_executors": self.on_executors,
             "log_history_s": self.log_history_s,
+            "stage_rows": self.stage_rows,
+            "stage_spread": self.stage_spread,
         }
 
     def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
@@ -685,6 +727,7 @@ class DeltaMirror:
         (the caller schedules them, :meth:`fold_due`)."""
         began = time.perf_counter()
         result = ApplyResult(batch_id)
+        self._staged_by_batch, self._flushed_by_batch = [], []
         table = _to_arrow_table(changes)
         if table is None or table.num_rows == 0:
             self.history.append(result)
@@ -713,6 +756,8 @@ class DeltaMirror:
                 self._type_sources([plan for plan in plans.values() if plan.layout is not None])
             steps.append(plans)
         result.prepare_s = time.perf_counter() - began
+        if any(isinstance(step, _RenamePair) or any(p.ddl or p.truncate for p in step.values()) for step in steps):
+            self.flush_staged()  # DDL rewrites, moves, clears or drops change logs: nothing staged may outlive that
         # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
         last_step = {name: number for number, step in enumerate(steps) if isinstance(step, dict) for name in step}
         for number, step in enumerate(steps):
@@ -755,6 +800,11 @@ class DeltaMirror:
             if steps_journal:
                 self._write_journal(batch_id, number + 1)
                 journaled = True
+        if self._staged_parts is not None and self._staged_parts.tables:
+            for path in self._staged_parts.due(self.stage_rows, self.stage_spread):
+                self._flush(path)
+        result.staged = sorted(Path(path).name for path in self._staged_by_batch)
+        result.flushed = sorted(Path(path).name for path in self._flushed_by_batch)
         if any(state == "applied" for state in result.tables.values()):
             self._applied_batches += 1
             result.maintenance_s = self._maintain()
@@ -1258,6 +1308,7 @@ class DeltaMirror:
         if recorded is None:
             recorded = changelog.read_keys(log)
         if recorded != key_names:
+            self._flush(path)
             if recorded is not None:
                 # rows keyed one way cannot be folded with rows keyed another: fold, then key the log anew
                 self._fold_now(path)
@@ -1271,31 +1322,36 @@ class DeltaMirror:
         rows = source.append_column(changelog.BATCH, pa.repeat(pa.scalar(batch_id, pa.int64()), source.num_rows))
         rows = rows.append_column(changelog.SEQ, seq if seq.type == pa.int64() else seq.cast(pa.int64()))
 
-        def through_deltalake() -> None:
-            with self._appends(path):
-                handle = self._handles.get(str(log))  # append() brings it up to date
-                if handle is None and delta_append.is_table(log):
-                    handle = self._handles[str(log)] = changelog.open_table(log)
-                handle = changelog.append(log, rows, commit, handle, self.log_history_s)
-                if handle is not None:
-                    self._handles[str(log)] = handle
-
+        through_deltalake = functools.partial(self._append_with_deltalake, path, log, rows, commit)
         append = _LogAppend(path, log, rows, batch_id if records_batch else None, through_deltalake)
         with self._appends(path):
             append.direct = self._direct_target(log, rows)
         if append.direct is None:
+            self._flush(path)  # the staged parts first, in this thread: the log's batches stay in order
             self._append_through_deltalake(append)  # at once: within a step, the pool writes it meanwhile
         elif self._step_appends is not None:
             self._step_appends.append(append)
         else:
             self._commit_appends([append])
 
+    def _append_with_deltalake(self, path: str, log: Path, rows: Any, commit: Any) -> None:
+        """Append ``rows`` to the change log ``log`` of the table at ``path`` through deltalake, with ``commit``."""
+        with self._appends(path):
+            handle = self._handles.get(str(log))  # append() brings it up to date
+            if handle is None and delta_append.is_table(log):
+                handle = self._handles[str(log)] = changelog.open_table(log)
+            handle = changelog.append(log, rows, commit, handle, self.log_history_s)
+            if handle is not None:
+                self._handles[str(log)] = handle
+
     def _commit_appends(self, appends: list[_LogAppend]) -> None:
         """Write ``appends`` (each with its direct target) to their change logs: their rows encoded one after another
         first (the Parquet writer's code stays in the processor's caches: :func:`delta_append.encode`), then each
         committed; one whose direct commit is refused goes through deltalake."""
+        appends = self._stage(appends)
         encoded = [delta_append.encode(a.direct[2]) for a in appends if a.direct is not None]
         for append, data in zip(appends, encoded, strict=True):
+            self._flush(append.path)  # its staged parts first: the log's batches stay in order
             if self._append_directly(append, data):
                 self._appended(append.path, append.rows.num_rows)
             else:
@@ -1351,12 +1407,99 @@ class DeltaMirror:
         version, schema, typed = append.direct
         with self._appends(append.path):
             committed = delta_append.append(
-                append.log, typed, version=version, app_id=self.app_id, batch_id=append.batch_id, encoded=encoded
+                append.log,
+                typed,
+                version=version,
+                app_id=self.app_id,
+                batch_id=append.batch_id,
+                encoded=encoded,
+                metadata=None if append.flushed is None else _flushed_metadata(append.flushed),
             )
         if committed is None:
             return False
         self._direct_state[str(append.log)] = (committed, schema)
         return True
+
+    # -- staged changes (merge_on_read) ---------------------------------------------------------------------------
+
+    def _staged(self) -> staged.Staged:
+        """What this mirror has staged (read from the root by the first call: a mirror starting where another
+        stopped)."""
+        if self._staged_parts is None:
+            self._staged_parts = staged.load(str(self.root), self.app_id, self._log_batch)
+        return self._staged_parts
+
+    def _staged_if_any(self) -> staged.Staged | None:
+        """What this mirror has staged, None when it cannot have staged anything (another writer of its logs, or
+        nothing staged under its root ever); a mirror that is not its logs' only writer never flushes a part
+        another process staged: that one flushes them before anything else appends."""
+        if not self.sole_log_writer:
+            return None
+        if self._staged_parts is None and not os.path.isdir(staged.staged_dir(self.root)):
+            return None
+        return self._staged()
+
+    def _stage(self, appends: list[_LogAppend]) -> list[_LogAppend]:
+        """Stage the small ones of a step's appends, all in one file (:mod:`canal.spark.staged`); the others."""
+        if self.stage_rows == 0 or not self.sole_log_writer or self.tasks_append:
+            return appends
+        small = [
+            a
+            for a in appends
+            if a.direct is not None and a.batch_id is not None and a.rows.num_rows <= self.stage_rows
+        ]
+        if not small or any(a.batch_id != small[0].batch_id for a in small):
+            return appends
+        batch_id = small[0].batch_id
+        assert batch_id is not None
+        parts = self._staged()
+        # a replay after a crash: the parts staged already are not staged (nor appended) twice
+        late = [a for a in small if (last := parts.last_batch(a.path)) is not None and last >= batch_id]
+        small = [a for a in small if a not in late]
+        if small and not parts.has_batch(batch_id):  # (else the rest are appended, as before staging)
+            parts.stage(batch_id, {a.path: a.direct[2] for a in small if a.direct is not None})
+            self._staged_by_batch.extend(a.path for a in small)
+        else:
+            small = []
+        taken = {id(a) for a in small + late}
+        for append in small + late:  # nothing appended: the log's version and schema are still those read
+            if append.direct is not None:
+                self._direct_state[str(append.log)] = append.direct[:2]
+        return [a for a in appends if id(a) not in taken]
+
+    def flush_staged(self) -> None:
+        """Append every staged change to its table's change log (:mod:`canal.spark.staged`)."""
+        parts = self._staged_if_any()
+        for path in [] if parts is None else list(parts.tables):
+            self._flush(path)
+
+    def _flush(self, path: str) -> None:
+        """Append the staged parts of the table at ``path`` to its change log, as one append recording their last
+        batch id, in this thread; then forget them."""
+        import pyarrow as pa
+        from deltalake import CommitProperties, Transaction
+
+        parts = self._staged_if_any()
+        table = None if parts is None else parts.take(path)
+        if parts is None or table is None:
+            return
+        rows = pa.concat_tables(table.parts, promote_options="permissive")
+        batch_id = table.batches[-1]
+        log = changelog.log_path(path)
+        commit = CommitProperties(
+            app_transactions=[Transaction(self.app_id, version=batch_id)],
+            custom_metadata=_flushed_metadata(table.batches),
+        )
+
+        through_deltalake = functools.partial(self._append_with_deltalake, path, log, rows, commit)
+        append = _LogAppend(path, log, rows, batch_id, through_deltalake, flushed=list(table.batches))
+        with self._appends(path):
+            append.direct = self._direct_target(log, rows)
+        if append.direct is None or not self._append_directly(append, delta_append.encode(append.direct[2])):
+            through_deltalake()
+        self._appended(path, rows.num_rows)
+        parts.flushed(path)
+        self._flushed_by_batch.append(path)
 
     # -- schema evolution ----------------------------------------------------------------------------------------
 
@@ -1479,6 +1622,10 @@ class DeltaMirror:
         if log.exists():
             target_log.parent.mkdir(parents=True, exist_ok=True)
             os.replace(log, target_log)
+
+
+def _flushed_metadata(batch_ids: Sequence[int]) -> dict[str, str]:
+    return {staged.FLUSHED_BATCHES: ",".join(str(b) for b in batch_ids)}
 
 
 def _key_range(source: Any, key_names: Sequence[str]) -> str:

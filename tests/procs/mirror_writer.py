@@ -11,7 +11,9 @@ something to do):
   through deltalake or written directly (:mod:`canal.spark.delta_append`);
 * ``publish``: a direct append's data file written, its commit file about to be published;
 * ``fold``: DELAY_MS after a fold started its MERGE into the base;
-* ``between``: after a fold committed the base, before it trims the log (a fold's two steps).
+* ``between``: after a fold committed the base, before it trims the log (a fold's two steps);
+* ``stage``: DELAY_MS after a batch's staged file started being written (:mod:`canal.spark.staged`);
+* ``flushed``: after a flush appended a table's staged parts to its log, before their staged files are deleted.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark import DeltaMirror, changelog, delta_append
+from canal.spark import DeltaMirror, changelog, delta_append, staged
 from canal.spark.changes import entries_to_batch
 
 TABLES = tuple(
@@ -136,6 +138,21 @@ def _arm(kill_at: str, delay_ms: float) -> None:
             return real_trim(log, through, *args, **kwargs)
 
         changelog.trim = trim  # type: ignore[assignment]
+    elif kill_at == "stage":
+        real_write = staged.write
+
+        def write(*args: Any) -> str:
+            if once():
+                _kill_after(delay_ms)
+            return real_write(*args)
+
+        staged.write = write  # type: ignore[assignment]
+    elif kill_at == "flushed":
+
+        def flushed(self: staged.Staged, path: str) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        staged.Staged.flushed = flushed  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown kill point {kill_at!r}")
 
