@@ -102,7 +102,7 @@ def test_small_parts_are_staged_read_exactly_and_flushed_a_few_tables_a_batch(tm
     mirror = _mirror(tmp_path)
     source.apply(mirror, 1, 3)  # the tables are created by their first rows; their logs by the next
     most = 0
-    for number in range(4, 31):
+    for number in range(4, 21):
         source.apply(mirror, number, number)
         files = _staged_files(tmp_path)
         assert all(not name.endswith(".tmp") for name in files)
@@ -115,14 +115,14 @@ def test_small_parts_are_staged_read_exactly_and_flushed_a_few_tables_a_batch(tm
     assert most <= 4 + 1  # each batch flushes at least a quarter of the tables staged (stage_spread=4)
     assert mirror.folds  # folds ran between flushes
     for table in TABLES:
-        assert mirror.committed_batch_ids("shop", table.table) == list(range(1, 31)), table.table
-        assert mirror.version("shop", table.table) == 30
+        assert mirror.committed_batch_ids("shop", table.table) == list(range(1, 21)), table.table
+        assert mirror.version("shop", table.table) == 20
     mirror.close()  # appends everything staged
     assert _staged_files(tmp_path) == []
     for table in TABLES:
         log = changelog.log_path(mirror.table_path("shop", table.table))
-        assert deltalake.DeltaTable(str(log)).transaction_version(mirror.app_id) == 30
-        assert mirror.committed_batch_ids("shop", table.table) == list(range(1, 31))
+        assert deltalake.DeltaTable(str(log)).transaction_version(mirror.app_id) == 20
+        assert mirror.committed_batch_ids("shop", table.table) == list(range(1, 21))
     _assert_exact(mirror, source)
     mirror.fold()
     for table in TABLES:  # the base alone, once folded
@@ -134,7 +134,7 @@ def test_a_part_above_stage_rows_goes_to_its_log_after_the_parts_staged_before_i
     source = _Source()
     mirror = _mirror(tmp_path, stage_rows=3, stage_spread=1000)  # parts of 1-3 rows staged, larger ones not
     checked = 0
-    for number in range(1, 21):
+    for number in range(1, 15):
         source.apply(mirror, number, number)
         parts = mirror._staged()
         for table in TABLES:
@@ -144,7 +144,8 @@ def test_a_part_above_stage_rows_goes_to_its_log_after_the_parts_staged_before_i
                 # the log recorded only batches older than every staged one: its batches stay in order
                 assert logged < parts.tables[path].batches[0]
                 checked += 1
-        _assert_exact(mirror, source)
+        if number % 4 == 0:
+            _assert_exact(mirror, source)
     assert checked  # some tables had parts staged and parts appended
 
 
@@ -293,7 +294,7 @@ _OPS = st.one_of(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(ops=st.lists(_OPS, min_size=4, max_size=16))
 def test_any_mix_of_batches_flushes_folds_restarts_and_replays_reads_as_the_source(ops: list[tuple[Any, ...]]) -> None:
     """Against a model (the source's rows): batches of small (staged) and larger (appended) parts of some of four
@@ -371,7 +372,7 @@ def test_spark_duckdb_and_polars_read_staged_changes_exactly(spark: Any, tmp_pat
         source = _Source()
         mirror = _mirror(root, stage_spread=1000, fold_ratio=fold_ratio)
         source.apply(mirror, 1, 12)
-        for table in TABLES[:4]:
+        for table in TABLES[:2]:
             path = mirror.table_path("shop", table.table)
             files = changelog.current_files(path)
             seen.add((files.staged is not None, bool(files.log_files)))

@@ -30,6 +30,9 @@ back.) A trim that deletes the files of the log snapshot being read makes the re
 * two folds of one table racing: the second MERGE into the base fails on Delta's conflict check (the base changed
   since it read it) and does nothing; the next fold starts from the new base.
 
+A batch's small parts of many tables may wait in one staged file before they are appended to their logs
+(:mod:`canal.spark.staged`): readers read them before the log's snapshot and take them as log rows.
+
 A standard Delta reader of ``root/{schema}.{table}`` sees the base: the source as of the table's last fold, whose
 commit names the change it folded through (``pycanal.folded_batch``, ``pycanal.folded_seq``).
 """

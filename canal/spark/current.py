@@ -1,7 +1,8 @@
 """The current state of a mirrored table, read exactly from pyarrow, Spark, DuckDB or Polars -- no Delta jars needed.
 
-A merge-on-read table is its base plus the newer changes of its change log (:mod:`canal.spark.changelog`): the
-current state is the base without the keys the newer changes name, plus their latest upserts. Each reader here
+A merge-on-read table is its base plus the newer changes of its change log (:mod:`canal.spark.changelog`) and its
+staged changes not in the log yet (:mod:`canal.spark.staged`): the current state is the base without the keys the
+newer changes name, plus their latest upserts. Each reader here
 builds exactly that; on a copy-on-write table (no log) each is the plain table.
 
 ```python
