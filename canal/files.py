@@ -18,7 +18,7 @@ import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 TEMP_MARK = ".tmp-"
 """Temporary files are named ``.<target name>.tmp-<random>`` beside their target (:func:`temp_files_of`)."""
@@ -163,6 +163,19 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         fh.write(data)
 
     write_file_atomic(path, fill)
+
+
+def write_new(path: str, data: Any) -> None:
+    """A new file at ``path`` (never one that exists) holding ``data`` (bytes or a buffer), through the system calls
+    alone and not synced: it survives the writing process's crash, not necessarily the machine's -- for files that
+    a commit or a rename publishes afterwards, as deltalake's own commits are."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:

@@ -156,9 +156,11 @@ def delta_append_txn(log: Path, app_id: str) -> int | None:
     return None if done is None else int(done)
 
 
-def test_a_flush_between_a_readers_staged_read_and_its_log_snapshot_loses_nothing(
+def test_a_flush_right_after_a_readers_log_snapshot_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The staged files are read before the log's snapshot: a flush committing (and deleting them) just after the
+    snapshot leaves their changes in what the reader read. (Read after the snapshot, they would be gone.)"""
     source = _Source()
     mirror = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
     source.apply(mirror, 1, 8)
@@ -166,16 +168,18 @@ def test_a_flush_between_a_readers_staged_read_and_its_log_snapshot_loses_nothin
     real_snapshot = changelog._log_snapshot
     flushes = []
 
-    def snapshot_after_a_flush(log: Path, keys: Any) -> Any:
+    def flush_after_the_snapshot(log: Path, keys: Any) -> Any:
+        snapshot = real_snapshot(log, keys)
         if not flushes:
             flushes.append(log)
             mirror.flush_staged()  # commits every staged part and deletes the staged files
             assert _staged_files(tmp_path) == []
-        return real_snapshot(log, keys)
+        return snapshot
 
-    monkeypatch.setattr(changelog, "_log_snapshot", snapshot_after_a_flush)
-    assert _rows(mirror.read("shop", "t03")) == source.state["t03"]  # staged and logged copies: taken once
+    monkeypatch.setattr(changelog, "_log_snapshot", flush_after_the_snapshot)
+    assert _rows(mirror.read("shop", "t03")) == source.state["t03"]
     assert flushes
+    assert _rows(mirror.read("shop", "t03")) == source.state["t03"]  # now from the log alone
 
 
 def test_a_staged_file_deleted_before_a_reader_opens_it_is_in_the_log_it_reads_next(

@@ -10,7 +10,13 @@ from typing import Any
 
 import attrs
 import pytest
-from test_snapshot_resume import _config, _consume, _cursor_snapshot, _until_snapshot_finished
+from test_snapshot_resume import (
+    _config,
+    _consume,
+    _cursor_snapshot,
+    _deadline,  # noqa: F401 (autouse: each test here gets _consume's 120 s anew)
+    _until_snapshot_finished,
+)
 from test_snapshot_stream import Mirror, _load, _select
 
 from canal.errors import ConfigError, SnapshotError

@@ -40,7 +40,7 @@ import time
 import uuid
 from typing import Any
 
-from canal.files import HardLinksUnsupportedError, rename_if_absent
+from canal.files import HardLinksUnsupportedError, rename_if_absent, write_new
 
 _LOG_DIR = "_delta_log"
 _CONFLICTING_ACTIONS = ("metaData", "protocol")
@@ -126,7 +126,7 @@ def _publish(
     system cannot publish a file only if there is none (:func:`canal.files.rename_if_absent`)."""
     body = "".join(json.dumps(action) + "\n" for action in actions).encode()
     staged = os.path.join(table, _LOG_DIR, f".{os.urandom(16).hex()}.json.tmp")
-    _write(staged, body)
+    write_new(staged, body)
     published = False
     try:
         version += 1
@@ -194,7 +194,7 @@ def append(
     name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
     data = os.path.join(table, name)
     written = encode(rows) if encoded is None else encoded
-    _write(data, written)  # no reader sees it before a commit names it
+    write_new(data, written)  # no reader sees it before a commit names it
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = [
         {
@@ -246,14 +246,3 @@ def remove_files(table: Location, files: list[tuple[str, int]], *, version: int)
 def _remove(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-
-
-def _write(path: str, data: Any) -> None:
-    """A new file holding ``data`` (bytes or a buffer), through the system calls alone (two small files an append)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)

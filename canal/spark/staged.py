@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from canal.files import write_new
 from canal.spark.types import MirrorError
 
 STAGED_DIR = "_pycanal_staged"
@@ -105,15 +106,13 @@ def write(root: str | os.PathLike[str], app_id: str, batch_id: int, parts: dict[
         writer.write_table(outer)
     path = os.path.join(directory, _file_name(batch_id, app_id))
     staging = f"{path}.{os.urandom(8).hex()}{_TMP_SUFFIX}"
-    data = sink.getvalue()
-    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(staging, path)  # readers see the whole file or none
+        write_new(staging, sink.getvalue())
+        os.replace(staging, path)  # readers see the whole file or none
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging)
+        raise
     return path
 
 

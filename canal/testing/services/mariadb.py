@@ -113,6 +113,7 @@ class MariaDBServer(_Service):
         # A fresh datadir is a copy of a template made once per MariaDB build and install options (and kept in the
         # temporary directory): copying takes a fraction of what mariadb-install-db takes.
         shutil.copytree(self._template(), workdir / "data", symlinks=True)
+        (workdir / "tmp").mkdir(exist_ok=True)
 
     def _template(self) -> Path:
         install_args = [
@@ -175,6 +176,7 @@ class MariaDBServer(_Service):
             f"--port={self.port}",
             f"--socket={self.socket_path}",
             f"--pid-file={self.workdir / 'mysqld.pid'}",
+            f"--tmpdir={self.workdir / 'tmp'}",  # its temporary tables in its own directory, not the shared /tmp
             f"--log-error={self.log_path}",
             f"--bind-address={self.host}",
             "--skip-name-resolve",
