@@ -8,7 +8,6 @@ echo "== ruff check" >&2
 echo "== mypy (strict)" >&2
 .venv/bin/mypy canal
 echo "== pytest" >&2
-# two worker processes, each with its own private MariaDB and ZooKeeper: most tests wait on those servers and
-# processes, so two halve the run on 2 cores. A test file runs whole in one worker, and the files that use Spark all
-# in the same one (tests/conftest.py: xdist groups)
-.venv/bin/python -m pytest -q -n "${PYCANAL_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# two worker processes, a test file each at a time (module fixtures stay whole), each with its own private MariaDB,
+# ZooKeeper and SparkSession: most tests wait on those servers and processes, so two halve the run on 2 cores
+.venv/bin/python -m pytest -q -n "${PYCANAL_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -27,16 +27,3 @@ def binlog_corpus() -> Any:
     from binlog_corpus import record_corpus
 
     return record_corpus()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With two xdist workers (scripts/test.sh, ``--dist loadgroup``): every test file whose tests use Spark runs in
-    one group, so only one worker runs a SparkSession's jobs at a time (two JVMs' jobs at once on 2 cores once left
-    a Spark job waiting past the 300-s timeout); every other file is a group of its own (module fixtures stay
-    whole)."""
-    spark_files = {
-        item.path for item in items if "spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark")
-    }
-    for item in items:
-        group = "spark" if item.path in spark_files else item.path.name
-        item.add_marker(pytest.mark.xdist_group(group))
