@@ -156,51 +156,45 @@ def delta_append_txn(log: Path, app_id: str) -> int | None:
     return None if done is None else int(done)
 
 
-def test_a_flush_right_after_a_readers_log_snapshot_loses_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("module", "name", "flush_first"),
+    [
+        # a flush committing (and deleting the staged files) just after the reader's log snapshot: the staged files,
+        # read before it, still hold the changes (read after it, they would be gone)
+        (changelog, "_log_snapshot", False),
+        # a staged file deleted before the reader opens it: its changes are in the log the reader takes next
+        (staged, "_read_file", True),
+    ],
+    ids=["flush-after-log-snapshot", "file-deleted-before-read"],
+)
+def test_a_flush_racing_a_reader_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: Any, name: str, flush_first: bool
 ) -> None:
-    """The staged files are read before the log's snapshot: a flush committing (and deleting them) just after the
-    snapshot leaves their changes in what the reader read. (Read after the snapshot, they would be gone.)"""
+    """Both fail when the staged files are read after the log's snapshot."""
     source = _Source()
     mirror = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
     source.apply(mirror, 1, 8)
     assert _staged_files(tmp_path)
-    real_snapshot = changelog._log_snapshot
+    real = getattr(module, name)
     flushes = []
 
-    def flush_after_the_snapshot(log: Path, keys: Any) -> Any:
-        snapshot = real_snapshot(log, keys)
-        if not flushes:
-            flushes.append(log)
-            mirror.flush_staged()  # commits every staged part and deletes the staged files
-            assert _staged_files(tmp_path) == []
-        return snapshot
+    def racing(*args: Any) -> Any:
+        def flush() -> None:
+            if not flushes:
+                flushes.append(args)
+                mirror.flush_staged()  # commits every staged part and deletes the staged files
+                assert _staged_files(tmp_path) == []
 
-    monkeypatch.setattr(changelog, "_log_snapshot", flush_after_the_snapshot)
+        if flush_first:
+            flush()
+        answer = real(*args)
+        flush()
+        return answer
+
+    monkeypatch.setattr(module, name, racing)
     assert _rows(mirror.read("shop", "t03")) == source.state["t03"]
     assert flushes
     assert _rows(mirror.read("shop", "t03")) == source.state["t03"]  # now from the log alone
-
-
-def test_a_staged_file_deleted_before_a_reader_opens_it_is_in_the_log_it_reads_next(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    source = _Source()
-    mirror = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
-    source.apply(mirror, 1, 8)
-    assert _staged_files(tmp_path)
-    real_read = staged._read_file
-    flushes = []
-
-    def read_after_a_flush(path: str) -> Any:
-        if not flushes:
-            flushes.append(path)
-            mirror.flush_staged()
-        return real_read(path)
-
-    monkeypatch.setattr(staged, "_read_file", read_after_a_flush)
-    assert _rows(mirror.read("shop", "t05")) == source.state["t05"]
-    assert flushes
 
 
 def test_a_new_mirror_takes_up_what_another_one_staged(tmp_path: Path) -> None:
