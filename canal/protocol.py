@@ -543,11 +543,14 @@ class Entry:
 
     @property
     def is_boundary(self) -> bool:
-        """A transaction end or a DDL: a point a cursor may name as fully consumed."""
+        """A transaction end or a DDL outside a transaction: a point a cursor may name as fully consumed.
+
+        A DDL logged inside a transaction (MariaDB's ``CREATE TABLE ... SELECT``: the CREATE, then the rows, then the
+        commit) is a row of that transaction (``rows_done`` >= 1), not a boundary."""
         if self.entry_type is EntryType.TRANSACTIONEND:
             return True
         rc = self.row_change
-        return self.entry_type is EntryType.ROWDATA and rc is not None and rc.is_ddl
+        return self.entry_type is EntryType.ROWDATA and rc is not None and rc.is_ddl and self.rows_done == 0
 
     @property
     def byte_size(self) -> int:

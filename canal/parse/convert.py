@@ -17,12 +17,16 @@ Resuming from a cursor (``reset(start, rows_done=N)``) suppresses the boundary t
 and the BEGIN and first N ROWDATA entries of the transaction that follows, so exactly what was handed off before is
 not produced again. Filters are applied per rows event; no per-row work is done unless a field filter projects the
 rows of that table.
+
+A statement inside a transaction is a ROWDATA entry of it; a DDL there (MariaDB's ``CREATE TABLE ... SELECT``: the
+CREATE, then the copied rows) keeps ``is_ddl``, as canal marks it. Savepoint statements inside a transaction go to
+:attr:`EntryConverter.savepoints` (the transaction buffer drops what a ``ROLLBACK TO`` undid).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -31,7 +35,7 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.ddl import DdlResult, QueryKind, classify_ddl
+from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement
 from canal.parse.events import (
     BinlogEvent,
     GtidEvent,
@@ -45,6 +49,9 @@ from canal.parse.events import (
 )
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
+
+SavepointListener = Callable[[str, str, str], None]
+"""``listener(verb, name, where)``: a savepoint statement inside a transaction (:attr:`EntryConverter.savepoints`)."""
 
 
 @attrs.frozen(slots=True)
@@ -93,6 +100,9 @@ class EntryConverter:
         self._skip_rows = 0
         self._seen_data = False
         self._source_server_id: int | None = None
+        # told of every SAVEPOINT / ROLLBACK TO / RELEASE SAVEPOINT inside a transaction, in binlog order, as
+        # ``(verb, name, where)``: the transaction buffer, which leaves out the rows a ROLLBACK TO undid
+        self.savepoints: SavepointListener | None = None
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -364,8 +374,19 @@ class EntryConverter:
             self._seen_data = True
             return self._boundary_statement(event, event_type, False, None)
         if boundary is Boundary.CONTROL:  # SAVEPOINT, XA PREPARE: nothing to deliver
+            if kind is QueryKind.SAVEPOINT and self._in_txn:
+                self._savepoint(event)
             return None
         return self._statement(event, results)
+
+    def _savepoint(self, event: QueryEvent) -> None:
+        """A savepoint statement inside a transaction, for :attr:`savepoints` (the transaction buffer)."""
+        statement = savepoint_statement(event.sql)
+        if statement is None:
+            raise ParseError(f"unreadable savepoint statement {event.sql!r} at {event.log_file}:{event.offset}")
+        listener = self.savepoints
+        if listener is not None:
+            listener(statement[0], statement[1], f"{event.sql!r} at {event.log_file}:{event.offset}")
 
     def _statement(self, event: QueryEvent, results: Sequence[DdlResult]) -> Entry | None:
         first = results[0]
@@ -390,7 +411,10 @@ class EntryConverter:
             return Entry(
                 header=self._header(event, event_type, first.schema or "", first.table or "", self._txn_gtid),
                 entry_type=EntryType.ROWDATA,
-                row_change=RowChange(event_type=event_type, sql=event.sql, ddl_schema=event.schema, is_ddl=False),
+                # a DDL inside a transaction (MariaDB's CREATE TABLE ... SELECT) is still a DDL, as canal marks it
+                row_change=RowChange(
+                    event_type=event_type, sql=event.sql, ddl_schema=event.schema, is_ddl=first.is_ddl
+                ),
                 anchor=self._anchor,
                 rows_done=self._rows,
             )

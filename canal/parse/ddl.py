@@ -32,7 +32,7 @@ from canal.protocol import EventType
 from canal.sql import QueryKind, Statement, TableName, read_statements
 from canal.sql import statements as st
 
-__all__ = ["DdlResult", "QueryKind", "classify_ddl", "query_kind", "xa_xid"]
+__all__ = ["DdlResult", "QueryKind", "classify_ddl", "query_kind", "savepoint_statement", "xa_xid"]
 
 _DML_TYPES: Final = frozenset({EventType.INSERT, EventType.UPDATE, EventType.DELETE})
 _DML_EVENTS: Final = {"INSERT": EventType.INSERT, "UPDATE": EventType.UPDATE, "DELETE": EventType.DELETE}
@@ -204,4 +204,15 @@ def xa_xid(sql: str) -> str | None:
     statements = read_statements(sql, strict=False)
     if statements and isinstance(statements[0], st.TransactionStatement):
         return statements[0].xid
+    return None
+
+
+def savepoint_statement(sql: str) -> tuple[str, str] | None:
+    """``(verb, name)`` of a savepoint statement -- verb ``"SAVEPOINT"``, ``"ROLLBACK TO"`` or ``"RELEASE"`` -- else
+    None (also when the name cannot be read)."""
+    statements = read_statements(sql, strict=False)
+    if statements and isinstance(statements[0], st.TransactionStatement):
+        stmt = statements[0]
+        if stmt.savepoint_verb is not None and stmt.savepoint is not None:
+            return stmt.savepoint_verb, stmt.savepoint
     return None

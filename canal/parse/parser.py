@@ -112,6 +112,7 @@ class EventParser(StartStopContext):
             transaction_size=config.transaction_size,
             on_recorded=self._recorded,
         )
+        self._converter.savepoints = self._buffer.savepoint  # rows a ROLLBACK TO undid are never handed off
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()  # cuts a backoff short (a switch)

@@ -9,6 +9,15 @@ restart resumes exactly after the last handed-off entry.
 
 A part never ends with a TRANSACTIONBEGIN: a cursor cannot say "the BEGIN was handed off but no row", so the BEGIN is
 kept for the next part. Heartbeats flush what is buffered and then go to the sink on their own.
+
+Savepoints: MariaDB logs ``SAVEPOINT x`` inside a transaction, and when the part a ``ROLLBACK TO x`` undoes cannot
+simply be cut from its binlog cache (a non-transactional table was changed meanwhile) it logs the undone rows
+followed by ``ROLLBACK TO x``. The buffer marks where each savepoint was set and, at ``ROLLBACK TO x``, drops every
+entry after x's mark (the server keeps only the non-transactional changes, and those it logs as transactions of their
+own, before this one), so only what the transaction committed is handed off. Entries after a transaction's first
+savepoint are held until the transaction ends (``transaction_size`` does not split a transaction past it), since
+until then any of them may be undone. Dropped rows still count in ``rows_done`` (the converter counts every row it
+reads), so a resume skips the same rows whether or not they were dropped.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from canal.errors import ParseError
 from canal.parse.events import RowsEvent
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
@@ -112,6 +122,8 @@ class TransactionBuffer:
         self.identity = identity or LogIdentity()
         self.on_recorded = on_recorded
         self._buffer: list[Entry] = []
+        # the open transaction's savepoints, oldest first: (name casefolded, index in the buffer where it was set)
+        self._savepoints: list[tuple[str, int]] = []
         self.last_position: LogPosition | None = None
         self.handoffs = 0
 
@@ -121,6 +133,26 @@ class TransactionBuffer:
     def clear(self) -> None:
         """Drop what was not handed off (after a failed dump; it will be read again)."""
         self._buffer.clear()
+        self._savepoints.clear()
+
+    def savepoint(self, verb: str, name: str, where: str) -> None:
+        """A savepoint statement of the open transaction: ``verb`` SAVEPOINT, ROLLBACK TO or RELEASE (names compared
+        case-insensitively, as the server does); ``where`` names the statement and its position for errors."""
+        key = name.casefold()
+        marks = self._savepoints
+        found = next((i for i, (k, _) in enumerate(marks) if k == key), None)
+        if verb == "SAVEPOINT":
+            if found is not None:  # the same name again: the old savepoint goes, a new one is set
+                del marks[found]
+            marks.append((key, len(self._buffer)))
+            return
+        if found is None:
+            raise ParseError(f"{verb} {name!r} names no savepoint of the transaction being read: {where}")
+        if verb == "ROLLBACK TO":
+            del self._buffer[marks[found][1] :]
+            del marks[found + 1 :]  # savepoints set after it are gone; it stays
+        else:  # RELEASE SAVEPOINT: it and every later one are gone
+            del marks[found:]
 
     def add(self, entry: Entry) -> None:
         kind = entry.entry_type
@@ -130,22 +162,31 @@ class TransactionBuffer:
                 self.sink([entry], self.identity)
             return
         buffer = self._buffer
-        if kind is EntryType.TRANSACTIONBEGIN and buffer:
+        if kind is EntryType.TRANSACTIONBEGIN and (buffer or self._savepoints):
             # an unterminated transaction before it (a dump that started mid-transaction): hand it off as it is
-            self._hand_off(len(buffer))
+            self._savepoints.clear()
+            if buffer:
+                self._hand_off(len(buffer))
         buffer.append(entry)
-        if entry.is_boundary or len(buffer) >= self.transaction_size:
+        if entry.is_boundary:
+            self._savepoints.clear()  # the transaction is over: nothing of it can be undone any more
+            self.flush()
+        elif len(buffer) >= self.transaction_size:
             self.flush()
 
     def flush(self) -> None:
         """Hand off everything buffered, in parts of at most ``transaction_size``, keeping a trailing BEGIN."""
         buffer = self._buffer
         while buffer:
-            count = min(len(buffer), self.transaction_size)
+            # what follows the transaction's first savepoint waits for its end (a ROLLBACK TO may undo it)
+            ready = self._savepoints[0][1] if self._savepoints else len(buffer)
+            if ready == 0:
+                return
+            count = min(ready, self.transaction_size)
             if buffer[count - 1].entry_type is EntryType.TRANSACTIONBEGIN:
                 if count > 1:
                     count -= 1
-                elif len(buffer) > 1:
+                elif ready > 1:
                     count = 2  # transaction_size 1: the BEGIN goes with the entry after it
                 else:
                     return
@@ -155,6 +196,8 @@ class TransactionBuffer:
         part = self._buffer[:count]
         self.sink(part, self.identity)
         del self._buffer[:count]
+        if self._savepoints:
+            self._savepoints = [(name, at - count) for name, at in self._savepoints]
         self.handoffs += 1
         position = restart_position(part, self.identity)
         if position is not None:

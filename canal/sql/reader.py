@@ -541,17 +541,22 @@ class _Reader:
     def rollback(self) -> Statement:
         c = self.c
         c.accept("WORK")
-        if c.up() == "TO":
-            return TransactionStatement(QueryKind.SAVEPOINT)
+        if c.accept("TO"):
+            c.accept("SAVEPOINT")
+            return self._savepoint_named("ROLLBACK TO")
         return TransactionStatement(QueryKind.ROLLBACK)
 
     def savepoint(self) -> Statement:
-        return TransactionStatement(QueryKind.SAVEPOINT)
+        return self._savepoint_named("SAVEPOINT")
 
     def release(self) -> Statement:
-        if self.c.up() == "SAVEPOINT":
-            return TransactionStatement(QueryKind.SAVEPOINT)
+        if self.c.accept("SAVEPOINT"):
+            return self._savepoint_named("RELEASE")
         return OtherStatement(QueryKind.OTHER, "RELEASE")
+
+    def _savepoint_named(self, verb: str) -> Statement:
+        # SAVEPOINT x / ROLLBACK [WORK] TO [SAVEPOINT] x / RELEASE SAVEPOINT x: the name the parser tracks
+        return TransactionStatement(QueryKind.SAVEPOINT, savepoint=self.c.opt_ident(), savepoint_verb=verb)
 
     def xa(self) -> Statement:
         c = self.c

@@ -551,10 +551,15 @@ class DmlStatement:
 
 @attrs.frozen(slots=True)
 class TransactionStatement:
-    """BEGIN, COMMIT, ROLLBACK, SAVEPOINT and XA statements; ``xid`` is the text after an XA verb, as written."""
+    """BEGIN, COMMIT, ROLLBACK, SAVEPOINT and XA statements; ``xid`` is the text after an XA verb, as written.
+
+    For the savepoint statements (kind SAVEPOINT) ``savepoint`` is the name as written (without quotes) and
+    ``savepoint_verb`` says which: ``"SAVEPOINT"``, ``"ROLLBACK TO"`` or ``"RELEASE"``."""
 
     kind: QueryKind
     xid: str | None = None
+    savepoint: str | None = None
+    savepoint_verb: str | None = None
 
 
 @attrs.frozen(slots=True)
