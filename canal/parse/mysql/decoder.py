@@ -484,6 +484,7 @@ class TableMapInfo:
     table: str
     columns: list[BinlogColumn]
     has_names: bool
+    has_signedness: bool = False  # MINIMAL and FULL metadata say which numeric columns are unsigned; NO_LOG does not
 
 
 def parse_table_map_body(
@@ -575,6 +576,7 @@ def parse_table_map_body(
     enumset = [c for c in cols if c.type in (T_ENUM, T_SET)]
     raw_labels: dict[int, tuple[bytes, ...]] = {}
     has_names = False
+    has_signedness = False
     while pos < end:
         ftype = buf[pos]
         flen, pos = read_lenenc(buf, pos + 1)
@@ -582,6 +584,7 @@ def parse_table_map_body(
         if fend > end:
             raise ValueError(f"table map of {schema}.{table}: optional metadata field {ftype} overruns the event")
         if ftype == _OM_SIGNEDNESS:
+            has_signedness = True
             for c, flag in zip(numeric, _read_bitmap_msb(buf, pos, fend), strict=False):
                 # YEAR takes a bit (MySQL writes 0, MariaDB 1) but has no sign to declare: never "unsigned"
                 c.unsigned = flag and c.type != T_YEAR
@@ -630,7 +633,7 @@ def parse_table_map_body(
     for c in cols:
         if c.index in raw_labels:
             c.labels = _decode_labels(c, raw_labels[c.index], f"{schema}.{table}")
-    return TableMapInfo(table_id, schema, table, cols, has_names)
+    return TableMapInfo(table_id, schema, table, cols, has_names, has_signedness)
 
 
 _DEFAULT_RULES = metadata_rules("")
@@ -646,6 +649,7 @@ _INT_TYPES = {  # type -> (name, display width, unsigned display width)
     T_LONGLONG: ("bigint", 20, 20),
 }
 _TEXT_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
+_UNSIGNABLE = frozenset({*_INT_TYPES, T_FLOAT, T_DOUBLE, T_NEWDECIMAL, T_DECIMAL})  # types UNSIGNED applies to
 
 
 def _column_meta(c: BinlogColumn, fb: SchemaColumn | None) -> ColumnMeta:
@@ -1164,6 +1168,8 @@ class TableDecoder:
                     c.labels = f.labels
                 if c.collation is None and f.charset is not None:
                     c.collation = collation_of_charset(f.charset)  # NO_LOG: the binlog names no charsets
+                if not info.has_signedness and f.unsigned is not None and c.type in _UNSIGNABLE:
+                    c.unsigned = f.unsigned  # NO_LOG: the binlog says no column is unsigned; the history knows
         self.schema = TableSchema(
             info.schema, info.table, tuple(_column_meta(c, f) for c, f in zip(info.columns, fb, strict=True))
         )
