@@ -44,6 +44,7 @@ from canal.parse.start_position import (
     align_to_transaction,
     find_start_position,
     master_status_start,
+    with_gtid_state,
 )
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.position import LogIdentity, LogPosition
@@ -424,8 +425,11 @@ class EventParser(StartStopContext):
             moved = align_to_transaction(source, start, self._log)
             if moved.position == start.position:
                 raise CanalError(f"the dump start {start} lies inside a transaction whose start cannot be found")
+            start = moved
             self._resume = LogPosition(self._identity(active), moved.position, 0)
-            return moved
+        if self.config.gtid_mode:
+            # the cursor carries the server's whole GTID state at the start, every replication domain included
+            start = with_gtid_state(source, start, self._log)
         return start
 
     # -- hand-off -------------------------------------------------------------------------------------------------

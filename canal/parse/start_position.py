@@ -14,6 +14,9 @@ The branches, in order (see :func:`find_start_position`):
    * file only: the start of that file;
    * nothing: the current end of the binlog (``SHOW MASTER STATUS``).
 
+In GTID mode a start by file and offset carries the server's whole executed GTID set at that position (the parser
+adds it with :func:`with_gtid_state`), so the cursor names every replication domain, not only those read since.
+
 The timestamp search reads each file from its start with a non-blocking dump and stops at the first transaction
 boundary at or after the timestamp, so it costs one file read per file searched, newest first. Both scans dump with
 ``decode_rows=False``: they only look at GTID, query, XID and rotate events, offsets and times, and decoding row images
@@ -27,10 +30,18 @@ from typing import Protocol
 
 import attrs
 
+from canal.gtid import GtidSet
 from canal.log import DestinationAdapter
 from canal.parse.boundary import Boundary, event_boundary
 from canal.parse.ddl import query_kind
-from canal.parse.events import BinlogEvent, FormatDescriptionEvent, GtidEvent, QueryEvent, RotateEvent
+from canal.parse.events import (
+    BinlogEvent,
+    FormatDescriptionEvent,
+    GtidEvent,
+    GtidSetEvent,
+    QueryEvent,
+    RotateEvent,
+)
 from canal.parse.source import BinlogSource, DumpRequest
 from canal.position import EntryPosition, LogPosition
 from canal.sql import QueryKind
@@ -329,6 +340,43 @@ def align_to_transaction(source: BinlogSource, start: StartPosition, log: Destin
             attrs.evolve(pos, position=begin, included=False), 0, None, start.reason + ", moved to its transaction"
         )
     return attrs.evolve(start, aligned=True)
+
+
+def gtid_state_at(source: BinlogSource, journal: str, position: int) -> str | None:
+    """The executed GTID set at ``journal:position``: the set the file starts with (MySQL's previous-GTIDs, MariaDB's
+    GTID list) plus every GTID logged before the position. None when the file names none (no GTIDs yet).
+
+    A GTID-mode cursor must carry the server's whole state, not only the GTIDs read since the start: a restart dumps
+    by that set, and a replication domain (or server uuid) missing from it is sent again from its beginning."""
+    state: GtidSet | None = None
+    for event in _file_events(source, journal):
+        if event.offset >= position:
+            break
+        if isinstance(event, GtidSetEvent):
+            if state is None:
+                state = GtidSet(event.gtid_set, mariadb=event.mariadb)
+        elif isinstance(event, GtidEvent):
+            if state is None:
+                state = GtidSet(mariadb=event.mariadb)
+            state.add(event.gtid)
+    return str(state) if state else None
+
+
+def with_gtid_state(source: BinlogSource, start: StartPosition, log: DestinationAdapter | None) -> StartPosition:
+    """A file-and-offset start in GTID mode, with the GTID state at it (:func:`gtid_state_at`) when it has none."""
+    pos = start.position
+    if start.gtid_set or pos.gtid or pos.journal_name is None or pos.position is None or pos.position <= BINLOG_START:
+        return start  # at a file's start the dump reads the file's own GTID set (the converter takes it)
+    state = gtid_state_at(source, pos.journal_name, pos.position)
+    if state is None:
+        return start
+    _info(log, "GTID state at the start %s: %s", pos, state)
+    return attrs.evolve(start, position=attrs.evolve(pos, gtid=state))
+
+
+def _info(log: DestinationAdapter | None, msg: str, *args: object) -> None:
+    if log is not None:
+        log.info(msg, *args)
 
 
 def _warn(log: DestinationAdapter | None, msg: str, *args: object) -> None:
