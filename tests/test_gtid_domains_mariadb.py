@@ -78,9 +78,7 @@ def test_a_restart_in_gtid_mode_keeps_every_domain_of_the_start(
         )
     elif start == "timestamp":
         stamp = (past + 50) * 1000
-        master = MasterConfig(
-            address=server.address, username=server.user, password=server.password, timestamp=stamp
-        )
+        master = MasterConfig(address=server.address, username=server.user, password=server.password, timestamp=stamp)
     config = InstanceConfig(
         destination="gtid",
         master=master,

@@ -103,6 +103,9 @@ class EntryConverter:
         # told of every SAVEPOINT / ROLLBACK TO / RELEASE SAVEPOINT inside a transaction, in binlog order, as
         # ``(verb, name, where)``: the transaction buffer, which leaves out the rows a ROLLBACK TO undid
         self.savepoints: SavepointListener | None = None
+        # the server stores database and table names in lower case (lower_case_table_names=1; set by the parser
+        # for each dump): a DDL entry names its table so, as the rows of that table do
+        self.lower_case_names = False
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -360,6 +363,17 @@ class EntryConverter:
 
     def _query(self, event: QueryEvent) -> Entry | None:
         results = classify_ddl(event.sql, event.schema or None)
+        if self.lower_case_names:
+            results = [
+                attrs.evolve(
+                    r,
+                    schema=_lower(r.schema),
+                    table=_lower(r.table),
+                    ori_schema=_lower(r.ori_schema),
+                    ori_table=_lower(r.ori_table),
+                )
+                for r in results
+            ]
         kind = results[0].kind
         boundary = query_boundary(kind, self._in_txn)
         if boundary is Boundary.BEGIN:
@@ -413,7 +427,7 @@ class EntryConverter:
                 entry_type=EntryType.ROWDATA,
                 # a DDL inside a transaction (MariaDB's CREATE TABLE ... SELECT) is still a DDL, as canal marks it
                 row_change=RowChange(
-                    event_type=event_type, sql=event.sql, ddl_schema=event.schema, is_ddl=first.is_ddl
+                    event_type=event_type, sql=event.sql, ddl_schema=self._session(event), is_ddl=first.is_ddl
                 ),
                 anchor=self._anchor,
                 rows_done=self._rows,
@@ -436,19 +450,23 @@ class EntryConverter:
             return self._resting_after(event)
         if dropped:
             return None
-        schema = (first.schema if first is not None else None) or event.schema
+        schema = (first.schema if first is not None else None) or self._session(event)
         return Entry(
             header=self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(
                 event_type=event_type,
                 sql=event.sql,
-                ddl_schema=event.schema,
+                ddl_schema=self._session(event),
                 is_ddl=first.is_ddl if first is not None else True,
             ),
             anchor=position,
             rows_done=0,
         )
+
+    def _session(self, event: QueryEvent) -> str:
+        """The statement's session database, as the server names it."""
+        return event.schema.lower() if self.lower_case_names else event.schema
 
     def _tables_pass(self, results: Sequence[DdlResult]) -> bool:
         tables = self.options.tables
@@ -458,3 +476,7 @@ class EntryConverter:
         if not named:
             return True
         return any(tables.matches(r.schema or "", r.table or "") for r in named)
+
+
+def _lower(name: str | None) -> str | None:
+    return None if name is None else name.lower()

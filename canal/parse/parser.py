@@ -38,7 +38,7 @@ from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionB
 from canal.parse.events import QueryEvent, RowsEvent
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.schema_tracking import SchemaTracker
-from canal.parse.source import BinlogSource
+from canal.parse.source import BinlogSource, SchemaReader
 from canal.parse.start_position import (
     StartPosition,
     align_to_transaction,
@@ -337,6 +337,9 @@ class EventParser(StartStopContext):
                 self._resume = LogPosition(self._identity(active), start.position, start.rows_done)
             self._log.info("dumping from %s at %s", source.address, start)
             self._converter.reset(start.position, start.rows_done, server_id=source.server_id())
+            # names as the server stores them (lower_case_table_names=1): DDL entries and the history fold them
+            lower_case = isinstance(source, SchemaReader) and source.lower_case_names
+            self._converter.lower_case_names = lower_case
             self._buffer.clear()
             identity = self._identity(active)
             if self._merge is not None and identity != self._buffer.identity:
@@ -347,6 +350,7 @@ class EventParser(StartStopContext):
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
             schemas = self._schemas
             if schemas is not None:
+                schemas.history.lower_case_names = lower_case
                 request = schemas.prepare(source, start, request)
             convert = self._converter.convert
             add = self._buffer.add

@@ -110,3 +110,9 @@ class SchemaReader(Protocol):
     def schema_catalog(self) -> SchemaCatalog:
         """Every table's layout now (the server's own schemas aside)."""
         ...
+
+    @property
+    def lower_case_names(self) -> bool:
+        """Whether the server stores database and table names in lower case (``lower_case_table_names=1``):
+        its row events name tables so, whatever case a DDL typed them in."""
+        ...

@@ -55,6 +55,7 @@ from canal.sql import (
     Statement,
     TruncateTable,
     Unreadable,
+    fold_table_names,
     read_statement,
 )
 
@@ -274,6 +275,9 @@ class SchemaHistory:
         self._position: EntryPosition | None = None  # the state applies to events from here on
         self.origin: str | None = None  # the server whose binlog the positions are in (positions compare only there)
         self.version = 0  # bumped on every change of the current state (decoders rebuild what they derived)
+        # the server stores database and table names in lower case (lower_case_table_names=1, read by the parser at
+        # each start): DDL names are folded as the server folds them, so the history keys tables as rows name them
+        self.lower_case_names = False
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
 
     @contextlib.contextmanager
@@ -532,6 +536,9 @@ class SchemaHistory:
         schema: str,
         position: EntryPosition,
     ) -> list[TableChange]:
+        if self.lower_case_names:
+            stmt = fold_table_names(stmt)
+            schema = schema.lower()
         try:
             changes = catalog.apply(stmt, schema or None)
         except SchemaError as exc:

@@ -55,6 +55,7 @@ __all__ = [
     "TransactionStatement",
     "TruncateTable",
     "Unreadable",
+    "fold_table_names",
     "quote_name",
 ]
 
@@ -614,3 +615,33 @@ Statement: TypeAlias = (
     | OtherStatement
     | Unreadable
 )
+
+
+def fold_table_names(stmt: Statement) -> Statement:
+    """``stmt`` with every database and table name in lower case, as a server with ``lower_case_table_names=1``
+    stores and compares them (column, index and other names keep their case)."""
+    folded = _fold(stmt)
+    assert isinstance(folded, type(stmt))
+    return folded
+
+
+def _fold(value: object) -> object:
+    if isinstance(value, TableName):
+        return TableName(None if value.schema is None else value.schema.lower(), value.name.lower())
+    if isinstance(value, tuple):
+        items = tuple(_fold(v) for v in value)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    cls = type(value)
+    if not attrs.has(cls):
+        return value
+    changes: dict[str, object] = {}
+    if isinstance(value, CreateDatabase | DropDatabase | AlterDatabase) and value.name is not None:
+        changes["name"] = value.name.lower()
+    for field in attrs.fields(cls):
+        if field.name in changes:
+            continue
+        current = getattr(value, field.name)
+        new = _fold(current)
+        if new is not current:
+            changes[field.name] = new
+    return attrs.evolve(value, **changes) if changes else value  # type: ignore[misc]

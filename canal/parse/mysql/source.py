@@ -127,6 +127,7 @@ class MysqlBinlogSource:
         self._dump_ids: dict[int, int] = {}
         self._closed = False
         self._logs_column_names = True  # binlog_row_metadata, read by open()
+        self._lower_case_names = False  # lower_case_table_names=1, read by open()
 
     def __repr__(self) -> str:
         return (
@@ -201,8 +202,15 @@ class MysqlBinlogSource:
     def open(self) -> None:
         conn = self._side_connection()
         variables = self._variables(
-            conn, "binlog_format", "binlog_row_image", "log_bin", "binlog_row_metadata", "mysql56_temporal_format"
+            conn,
+            "binlog_format",
+            "binlog_row_image",
+            "log_bin",
+            "binlog_row_metadata",
+            "mysql56_temporal_format",
+            "lower_case_table_names",
         )
+        self._lower_case_names = variables.get("lower_case_table_names", "0") == "1"
         if variables.get("log_bin", "ON").upper() not in ("ON", "1"):
             raise ServerNotReadyError(
                 f"{self._address} has no binary log: start the server with log-bin=mysql-bin (my.cnf [mysqld])"
@@ -276,6 +284,11 @@ class MysqlBinlogSource:
     def logs_column_names(self) -> bool:
         """Whether table maps carry column names (``binlog_row_metadata=FULL``, read when the source opened)."""
         return self._logs_column_names
+
+    @property
+    def lower_case_names(self) -> bool:
+        """Whether the server stores names in lower case (``lower_case_table_names=1``, read when the source opened)."""
+        return self._lower_case_names
 
     def schema_catalog(self) -> SchemaCatalog:
         """Every table's layout now, from information_schema (the server's own schemas aside)."""

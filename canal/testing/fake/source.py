@@ -121,6 +121,11 @@ class FakeBinlogSource:
         """A fake's table maps always name their columns (``binlog_row_metadata=FULL``)."""
         return True
 
+    @property
+    def lower_case_names(self) -> bool:
+        """A fake keeps names as typed (``lower_case_table_names=0``)."""
+        return False
+
     def schema_catalog(self) -> SchemaCatalog:
         """The fake's table layouts now (its catalog is the schema history's)."""
         return self.fake.schema_catalog()
