@@ -92,6 +92,9 @@ def test_ddl_and_rows_name_one_table_as_the_server_does(
         ("CREATE", "shop", "done"),
         ("INSERT", "shop", "done"),
     ]
+    ddl = [e for e in entries if e.row_change is not None and e.row_change.is_ddl]
+    assert all(e.header.props.get("lower_case_table_names") == "1" for e in ddl)  # its SQL names tables as typed
+    assert all(e.row_change is not None and e.row_change.ddl_schema in ("", "shop") for e in ddl)
     rows = [
         r.after_dict()
         for e in entries

@@ -50,6 +50,9 @@ from canal.parse.events import (
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
 
+LOWER_CASE_PROP = "lower_case_table_names"
+"""Header prop of statement entries from a server with ``lower_case_table_names=1`` (value ``"1"``)."""
+
 SavepointListener = Callable[[str, str, str], None]
 """``listener(verb, name, where)``: a savepoint statement inside a transaction (:attr:`EntryConverter.savepoints`)."""
 
@@ -423,7 +426,9 @@ class EntryConverter:
                 self._skip_rows -= 1
                 return None
             return Entry(
-                header=self._header(event, event_type, first.schema or "", first.table or "", self._txn_gtid),
+                header=self._ddl_header(
+                    self._header(event, event_type, first.schema or "", first.table or "", self._txn_gtid)
+                ),
                 entry_type=EntryType.ROWDATA,
                 # a DDL inside a transaction (MariaDB's CREATE TABLE ... SELECT) is still a DDL, as canal marks it
                 row_change=RowChange(
@@ -452,7 +457,9 @@ class EntryConverter:
             return None
         schema = (first.schema if first is not None else None) or self._session(event)
         return Entry(
-            header=self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid),
+            header=self._ddl_header(
+                self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid)
+            ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(
                 event_type=event_type,
@@ -463,6 +470,13 @@ class EntryConverter:
             anchor=position,
             rows_done=0,
         )
+
+    def _ddl_header(self, header: Header) -> Header:
+        """A statement entry's header; under ``lower_case_table_names=1`` it says so (prop ``lower_case_table_names``
+        = ``"1"``): the names in its SQL text are as typed, the server's are their lower case."""
+        if not self.lower_case_names:
+            return header
+        return attrs.evolve(header, props={**header.props, LOWER_CASE_PROP: "1"})
 
     def _session(self, event: QueryEvent) -> str:
         """The statement's session database, as the server names it."""
