@@ -107,3 +107,23 @@ def test_ddl_and_rows_name_one_table_as_the_server_does(
         {"Id": 3},
         {"Id": 1},
     ]
+
+
+def test_a_start_before_a_create_typed_in_another_case(mariadb_factory: MariaDBFactory, tmp_path: Path) -> None:
+    """The history bootstraps after the CREATE (NO_LOG): the table read now is the one the CREATE made."""
+    server = mariadb_factory(install_args=[_LOWER], extra_args=[_LOWER, "--binlog-row-metadata=NO_LOG"])
+    server.execute("CREATE DATABASE Shop")
+    start = tuple(server.execute("SHOW MASTER STATUS")[0][:2])
+    server.execute("CREATE TABLE Shop.Late (Id INT PRIMARY KEY, Amount INT UNSIGNED)")
+    server.execute("INSERT INTO Shop.Late VALUES (1, 4000000000)")
+    inst = Instance(_config(server, tmp_path, r"shop\..*", (str(start[0]), int(start[1]))))
+    inst.start()
+    try:
+        entries = _entries(inst, "late")
+    finally:
+        inst.stop()
+    assert [_name(e) for e in entries if e.entry_type is EntryType.ROWDATA] == [
+        ("CREATE", "shop", "late"),
+        ("INSERT", "shop", "late"),
+    ]
+    assert [r.after_dict() for e in entries for r in e.iter_rows()] == [{"Id": 1, "Amount": 4000000000}]

@@ -44,6 +44,7 @@ from canal.sql import (
     Statement,
     TableName,
     TruncateTable,
+    fold_table_names,
 )
 
 __all__ = ["SchemaTracker", "created_in_range", "first_layout_ddl", "layout_ddl_between", "read_layouts"]
@@ -110,6 +111,8 @@ class SchemaTracker:
             history.bootstrap(at, catalog, origin=source.address)
             return
         found = layout_ddl_between(source, start.position, read_at)
+        if history.lower_case_names:  # the catalog read holds the names the server stores
+            found = [attrs.evolve(d, statement=fold_table_names(d.statement), schema=d.schema.lower()) for d in found]
         if not found:
             history.bootstrap(start.position, catalog, origin=source.address)
             return
