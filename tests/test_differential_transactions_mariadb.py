@@ -3,13 +3,13 @@ a dict model, equals ``SELECT *`` of every table.
 
 A workload is a list of transactions over an InnoDB and a MyISAM table: plain commits and rollbacks, savepoints
 (names differing in case only), ``ROLLBACK TO`` and ``RELEASE SAVEPOINT`` mixing both engines (the server logs
-the rows a ``ROLLBACK TO`` undid when a non-transactional change came after the savepoint), XA transactions
-committed, rolled back or committed in one phase, and ``CREATE TABLE ... SELECT``. Statements the server refuses
-(a duplicate key, an unknown savepoint) are left out, as the server leaves them. A destination then reads it all
-with a random ``transaction_size``, in batches of random sizes, some rolled back and fetched again, restarted at
-random batch boundaries (a file meta keeps the cursor); the consumer applies each row entry, a CREATE entry starts
-an empty table, and an XAROLLBACK entry undoes the transaction before it (the workload never interleaves XA
-transactions).
+the rows a ``ROLLBACK TO`` undid when a non-transactional change came after the savepoint), XA transactions (on the
+InnoDB tables) committed, rolled back or committed in one phase, and ``CREATE TABLE ... SELECT``. Statements the
+server refuses (a duplicate key, an unknown savepoint) are left out, as the server leaves them. A destination then
+reads it all with a random ``transaction_size``, in batches of random sizes, some rolled back and fetched again,
+restarted at random batch boundaries (a file meta keeps the cursor); the consumer applies each row entry, a CREATE
+entry starts an empty table, and an XAROLLBACK entry undoes the transaction before it (the workload never
+interleaves XA transactions).
 
 CI runs a few examples (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here; set it higher for a longer
 run); a failure prints the SQL and a blob that reproduces it.
@@ -37,6 +37,7 @@ pytestmark = pytest.mark.integration
 
 EXAMPLES = max(2, FUZZ_EXAMPLES // 4)
 _RUNS = itertools.count()
+_MAX_RESTARTS = 3  # per workload (a restart costs a connection and a dump)
 SAVEPOINTS = ["s1", "s2", "S1"]  # savepoint names compare case-insensitively
 
 # an operation: (verb, table index 0 = InnoDB / 1 = MyISAM, key, value) or (savepoint verb, name index)
@@ -59,6 +60,7 @@ class _Tables:
         self.inno = f"inno{run}"
         self.myi = f"myi{run}"
         self.done = f"done{run}"
+        self.xalog = f"xalog{run}"
         self.copies: list[str] = []
 
     def name(self, index: int) -> str:
@@ -67,14 +69,19 @@ class _Tables:
 
 def _statements(tables: _Tables, kind: str, ops: list[tuple[Any, ...]], n: int) -> list[str]:
     body: list[str] = []
+    xa = kind.startswith("xa")
+    if xa:
+        # a row every XA transaction writes: its prepared part is never empty, so the XAROLLBACK follows its rows
+        body.append(f"INSERT INTO {tables.xalog} VALUES ({n}, 0)")
     for op in ops:
         verb = op[0]
+        table = tables.name(0 if xa else op[1])  # XA transactions on transactional tables only
         if verb == "ins":
-            body.append(f"INSERT INTO {tables.name(op[1])} VALUES ({op[2]}, {op[3]})")
+            body.append(f"INSERT INTO {table} VALUES ({op[2]}, {op[3]})")
         elif verb == "upd":
-            body.append(f"UPDATE {tables.name(op[1])} SET v = {op[3]} WHERE id = {op[2]}")
+            body.append(f"UPDATE {table} SET v = {op[3]} WHERE id = {op[2]}")
         elif verb == "del":
-            body.append(f"DELETE FROM {tables.name(op[1])} WHERE id = {op[2]}")
+            body.append(f"DELETE FROM {table} WHERE id = {op[2]}")
         elif kind in ("commit", "rollback", "ctas"):  # savepoints in plain transactions only
             name = SAVEPOINTS[op[1]]
             body.append(
@@ -121,7 +128,8 @@ class _Model:
     def apply(self, entry: Entry) -> None:
         kind = entry.entry_type
         if kind is EntryType.TRANSACTIONBEGIN:
-            self._open()
+            self._undo = []
+            self._closed = False
             return
         if kind is EntryType.TRANSACTIONEND:
             self._closed = True
@@ -130,14 +138,14 @@ class _Model:
         if kind is not EntryType.ROWDATA or rc is None:
             return
         event = entry.header.event_type
-        if rc.is_ddl:
-            if event is EventType.CREATE:
-                self.tables[entry.header.table] = {}
-            return
-        if event is EventType.XAROLLBACK:
+        if event is EventType.XAROLLBACK:  # (a boundary of its own: is_ddl is set, as on every XA outcome)
             for table, key, old in reversed(self._undo):
                 self._set(table, key, old)
             self._undo = []
+            return
+        if rc.is_ddl:
+            if event is EventType.CREATE:
+                self.tables[entry.header.table] = {}
             return
         if rc.sql:
             return
@@ -170,8 +178,9 @@ def _consume(config: InstanceConfig, plan: list[tuple[int, str]], done: str) -> 
     model = _Model()
     restarts = 0
     steps = itertools.cycle(plan)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     finished = False
+    rolled_back = False
     while not finished:
         with Instance(config) as inst:
             while not finished:
@@ -183,14 +192,16 @@ def _consume(config: InstanceConfig, plan: list[tuple[int, str]], done: str) -> 
                 msg = inst.get_without_ack(size, timeout=0.2)
                 if msg.id == -1:
                     continue
-                if action == "rollback":
-                    inst.rollback(msg.id)  # handed out again by the next get
+                if action == "rollback" and not rolled_back:
+                    inst.rollback(msg.id)  # handed out again by the next get, which is taken
+                    rolled_back = True
                     continue
+                rolled_back = False
                 for entry in msg.entries:
                     model.apply(entry)
                     finished = finished or (entry.header.table == done and entry.entry_type is EntryType.ROWDATA)
                 inst.ack(msg.id)
-                if action == "restart" and not finished:
+                if action == "restart" and not finished and restarts < _MAX_RESTARTS:
                     restarts += 1
                     break
     return model, restarts
@@ -213,6 +224,7 @@ def test_random_transactions_hand_out_what_select_shows(
                 f"CREATE TABLE {tables.inno} (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
                 f"CREATE TABLE {tables.myi} (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
                 f"CREATE TABLE {tables.done} (id INT PRIMARY KEY) ENGINE=InnoDB",
+                f"CREATE TABLE {tables.xalog} (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
             ],
             [],
         )
@@ -236,6 +248,6 @@ def test_random_transactions_hand_out_what_select_shows(
     )
     model, restarts = _consume(config, plan, tables.done)
     note(f"restarts: {restarts}")
-    for table in [tables.inno, tables.myi, *tables.copies]:
+    for table in [tables.inno, tables.myi, tables.xalog, *tables.copies]:
         selected = {row[0]: tuple(row) for row in mariadb.execute(f"SELECT id, v FROM `{table}`")}
         assert model.tables.get(table, {}) == selected, f"{table} differs"
