@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from test_parser_helpers import CollectingSink, MemoryPositions, MiniMysql
 
+from canal.errors import ParseError
 from canal.parse.convert import EntryConverter
 from canal.parse.events import HeartbeatEvent
 from canal.parse.transaction import TransactionBuffer
@@ -94,3 +95,35 @@ def test_heartbeats_go_alone_and_record_nothing() -> None:
 def test_transaction_size_must_be_positive() -> None:
     with pytest.raises(ValueError):
         TransactionBuffer("example", CollectingSink(), transaction_size=0)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 100])
+def test_rows_a_rollback_to_savepoint_undid_are_never_handed_off(size: int) -> None:
+    """BEGIN r0 SAVEPOINT a r1 SAVEPOINT b r2 ROLLBACK TO a r3 END: r1 and r2 are left out, in parts of any size;
+    nothing after the first savepoint is handed off before the end."""
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(i, i, "x")]) for i in range(4)])
+    entries = entries_of(db)  # BEGIN, r0..r3, END
+    sink = CollectingSink()
+    buffer = TransactionBuffer("example", sink, MemoryPositions(), transaction_size=size, identity=IDENTITY)
+    begin, r0, r1, r2, r3, end = entries
+    for entry, savepoint in [
+        (begin, None),
+        (r0, ("SAVEPOINT", "a")),
+        (r1, ("SAVEPOINT", "B")),
+        (r2, ("ROLLBACK TO", "A")),
+        (r3, None),
+    ]:
+        buffer.add(entry)
+        if savepoint is not None:
+            buffer.savepoint(*savepoint, "at test")
+    assert r3 not in sink.entries and r1 not in sink.entries  # held: a later ROLLBACK TO might undo them
+    with pytest.raises(ParseError, match=r"'b'.*names no savepoint"):
+        buffer.savepoint("ROLLBACK TO", "b", "at test")  # b went with the ROLLBACK TO a
+    buffer.add(end)
+    assert sink.entries == [begin, r0, r3, end]
+    assert len(buffer) == 0
+    buffer.savepoint("SAVEPOINT", "c", "at test")
+    buffer.add(begin)  # a transaction's savepoints end with it
+    with pytest.raises(ParseError):
+        buffer.savepoint("RELEASE", "c", "at test")
