@@ -357,7 +357,9 @@ class FoldResult:
 
 
 def quote(name: str) -> str:
-    """A column name as a Delta SQL identifier."""
+    """A column name as a Delta SQL identifier: in double quotes, a double quote doubled -- every other character
+    (backticks, dots, spaces, single quotes, non-ASCII letters) stands for itself, case kept. The one way the mirror
+    names a column in the SQL it hands deltalake (predicates, MERGE updates)."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -486,7 +488,11 @@ def merge_changes(table: Any, source: Any, predicate: str, commit: Any) -> bool:
     """MERGE the last change per key (``source``: the table's columns and :data:`OP`) into the Delta table
     ``table``: deletes delete, upserts update or insert, ``predicate`` matching keys (source ``s``, target ``t``).
     False when it changed nothing -- and so committed nothing, ``commit``'s app transactions included (deletes of
-    rows the table does not hold): the caller records them with :func:`record_only` where it needs them."""
+    rows the table does not hold): the caller records them with :func:`record_only` where it needs them.
+
+    Every source column is named, quoted, in ``updates``: deltalake's ``update_all`` / ``insert_all`` quote names
+    with backticks and fail on a name holding one (a MySQL column may)."""
+    columns = {quote(name): f"s.{quote(name)}" for name in source.column_names if name != OP}
     metrics = (
         table.merge(
             source,
@@ -497,8 +503,8 @@ def merge_changes(table: Any, source: Any, predicate: str, commit: Any) -> bool:
             commit_properties=commit,
         )
         .when_matched_delete(predicate=f"s.{OP} = 'd'")
-        .when_matched_update_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
-        .when_not_matched_insert_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
+        .when_matched_update(updates=columns, predicate=f"s.{OP} = 'u'")
+        .when_not_matched_insert(updates=columns, predicate=f"s.{OP} = 'u'")
         .execute()
     )
     return bool(metrics.get("num_target_files_added") or metrics.get("num_target_files_removed"))
