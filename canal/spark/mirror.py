@@ -994,7 +994,7 @@ class DeltaMirror:
         ).sort_by("tid")
         # a plan is named by its table's directory (naming.directory): ``schema.table`` for plain names
         full_names: list[str] = []
-        for t, schema, name, rows in zip(*(heads.column(c).to_pylist() for c in heads.column_names), strict=True):
+        for _t, schema, name, rows in zip(*(heads.column(c).to_pylist() for c in heads.column_names), strict=True):
             full_names.append(naming.display(schema, name))
             plan = plans[naming.directory(schema, name)] = _TablePlan(schema, name)
             plan.rows = rows
@@ -1544,7 +1544,23 @@ class DeltaMirror:
             from deltalake import DeltaTable
 
             current = [field.name for field in DeltaTable(path).schema().fields]
-        return plan_evolution(plan.schema, plan.table, current, statements)
+        return plan_evolution(plan.schema, plan.table, current, statements, columns_of=self._columns_of)
+
+    def _columns_of(self, schema: str, table: str) -> list[tuple[str, Any]] | None:
+        """The columns (name, Arrow type) of a mirror table -- its base's, then those only its change log has yet --
+        for a CREATE TABLE ... LIKE it (a batch with DDL appended the staged parts first); None when the mirror does
+        not hold it."""
+        import pyarrow as pa
+
+        path = self.table_path(schema, table)
+        if not delta_append.is_table(path):
+            return None
+        columns = [(f.name, f.type) for f in pa.schema(self._handle(str(path)).schema().to_arrow())]
+        log = self._log_handle(str(path))
+        if log is not None:
+            known = {name for name, _kind in columns} | set(changelog.INTERNAL_COLUMNS)
+            columns += [(f.name, f.type) for f in pa.schema(log.schema().to_arrow()) if f.name not in known]
+        return columns
 
     def _evolve(self, path: str, evolution: Evolution, exists: bool) -> None:
         """Rewrite the table to its layout after the batch's DDL (nothing when it already has it: replays)."""
@@ -1786,8 +1802,9 @@ def compare(
 
 @attrs.frozen(slots=True)
 class _RenamePair:
-    """One pair of a RENAME TABLE (the tables' directory names, :func:`canal.spark.names.directory`), a step of its own: the pairs apply in order, each seeing
-    the ones before it (``a TO tmp, b TO a, tmp TO b``), and each is journaled."""
+    """One pair of a RENAME TABLE (the tables' directory names, :func:`canal.spark.names.directory`), a step of its
+    own: the pairs apply in order, each seeing the ones before it (``a TO tmp, b TO a, tmp TO b``), and each is
+    journaled."""
 
     old: str
     new: str
