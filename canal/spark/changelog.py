@@ -1,10 +1,10 @@
 """Merge-on-read mirror tables: a base Delta table, a change log beside it, and folds that merge one into the other.
 
 A batch that lands on a merge-on-read table appends its last change per key to the table's *change log* -- a Delta
-table at ``root/_changes/{schema}.{table}`` holding the table's columns plus :data:`BATCH` (the batch id),
+table at ``root/_changes/{directory}`` (the base's directory name, :mod:`canal.spark.names`) holding the table's columns plus :data:`BATCH` (the batch id),
 :data:`SEQ` (the change row's ``seq`` in it) and :data:`OP` (``u`` upsert, ``d`` delete) -- so its cost is what the
 batch holds, not the table's size. Changes are ordered by (batch id, seq): batch ids increase, and so does ``seq``
-within a batch. A *fold* merges the log into the *base* (``root/{schema}.{table}``, a plain Delta table of the
+within a batch. A *fold* merges the log into the *base* (``root/{directory}``, a plain Delta table of the
 source's columns): every key's latest change, deletes dropped. It commits the base together with the change it folded
 through -- its (batch id, seq), as the versions of two app transactions (:data:`FOLD_BATCH_APP_ID`,
 :data:`FOLD_SEQ_APP_ID`) and in the commit's metadata (``pycanal.folded_batch``, ``pycanal.folded_seq``) -- then
@@ -33,7 +33,7 @@ back.) A trim that deletes the files of the log snapshot being read makes the re
 A batch's small parts of many tables may wait in one staged file before they are appended to their logs
 (:mod:`canal.spark.staged`): readers read them before the log's snapshot and take them as log rows.
 
-A standard Delta reader of ``root/{schema}.{table}`` sees the base: the source as of the table's last fold, whose
+A standard Delta reader of ``root/{directory}`` sees the base: the source as of the table's last fold, whose
 commit names the change it folded through (``pycanal.folded_batch``, ``pycanal.folded_seq``).
 """
 
@@ -156,7 +156,7 @@ def open_table(path: Path) -> Any:
 
 
 def log_path(base: str | os.PathLike[str]) -> Path:
-    """The change log of the base table at ``base`` (``root/_changes/{schema}.{table}``)."""
+    """The change log of the base table at ``base`` (``root/_changes/{directory}``, the base's directory name)."""
     return _log_path(os.fspath(base))
 
 

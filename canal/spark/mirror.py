@@ -1,7 +1,7 @@
 """A Delta Lake mirror of source tables, applied idempotently per batch (``deltalake``, no JVM needed).
 
-``DeltaMirror(root)`` keeps one Delta table per source table under ``root/{schema}.{table}``. :meth:`apply` takes one
-batch of change rows (:mod:`canal.spark.changes`) as ordered steps -- each table's rows up to the next DDL that
+``DeltaMirror(root)`` keeps one Delta table per source table under ``root/{schema}.{table}``, each name escaped
+(:mod:`canal.spark.names`: ``shop.orders`` stays ``shop.orders``). :meth:`apply` takes one batch of change rows (:mod:`canal.spark.changes`) as ordered steps -- each table's rows up to the next DDL that
 touches it, that DDL, the next rows (:func:`_steps`; docs/architecture.md says why this is exact) -- journaled so a
 replay goes on after the last step done, and for each step, per table:
 
@@ -945,7 +945,8 @@ class DeltaMirror:
         """Reduce a batch to per-table plans with Arrow kernels; only DDL rows (few) are looked at in Python.
 
         The outcome is that of walking the rows in ``seq`` order (ties in arrival order): a row belongs to the table
-        ``f"{schema}.{table}"`` (rows without a table name, and tables outside ``tables=``, are dropped); DDL rows are
+        ``(schema, table)``, its plan named by its directory (rows without a table name, and tables outside
+        ``tables=``, are dropped); DDL rows are
         kept in order and TRUNCATE/ERASE forgets the table's earlier DML rows; DML rows with null keys or columns
         are ignored; the table layout is its last DML row's ``columns``; per ``keys`` text the last change wins.
         """
