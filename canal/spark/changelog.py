@@ -1,7 +1,8 @@
 """Merge-on-read mirror tables: a base Delta table, a change log beside it, and folds that merge one into the other.
 
 A batch that lands on a merge-on-read table appends its last change per key to the table's *change log* -- a Delta
-table at ``root/_changes/{directory}`` (the base's directory name, :mod:`canal.spark.names`) holding the table's columns plus :data:`BATCH` (the batch id),
+table at ``root/_changes/{directory}`` (the base's directory name, :mod:`canal.spark.names`) holding the table's
+columns plus :data:`BATCH` (the batch id),
 :data:`SEQ` (the change row's ``seq`` in it) and :data:`OP` (``u`` upsert, ``d`` delete) -- so its cost is what the
 batch holds, not the table's size. Changes are ordered by (batch id, seq): batch ids increase, and so does ``seq``
 within a batch. A *fold* merges the log into the *base* (``root/{directory}``, a plain Delta table of the

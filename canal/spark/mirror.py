@@ -1,7 +1,8 @@
 """A Delta Lake mirror of source tables, applied idempotently per batch (``deltalake``, no JVM needed).
 
 ``DeltaMirror(root)`` keeps one Delta table per source table under ``root/{schema}.{table}``, each name escaped
-(:mod:`canal.spark.names`: ``shop.orders`` stays ``shop.orders``). :meth:`apply` takes one batch of change rows (:mod:`canal.spark.changes`) as ordered steps -- each table's rows up to the next DDL that
+(:mod:`canal.spark.names`: ``shop.orders`` stays ``shop.orders``). :meth:`apply` takes one batch of change rows
+(:mod:`canal.spark.changes`) as ordered steps -- each table's rows up to the next DDL that
 touches it, that DDL, the next rows (:func:`_steps`; docs/architecture.md says why this is exact) -- journaled so a
 replay goes on after the last step done, and for each step, per table:
 
