@@ -280,26 +280,30 @@ def test_odd_names_mirrored_by_spark_tasks_read_back_through_spark_and_polars(
 
     d, dx, odd, _lower = ODD_DATABASES
     source = Source(mariadb, tmp_path, "merge_on_read", ODD_DATABASES)
-    source.mirror = DeltaMirror(source.root, fold_ratio=0.01, stage_rows=0)
     tables = [(d, "x.y"), (dx, "y"), (d, "a/b"), (odd, "Ωμέγα #%20"), (d, "Orders"), (d, "orders")]
+    key, value = "i.d`", "n`ü v"
     try:
-        statements = [f"CREATE TABLE {ident(s)}.{ident(t)} (id INT PRIMARY KEY, {ident('n`ü')} INT)" for s, t in tables]
-        source.batch(*statements)  # DDL: applied by the driver
-        with source.conn.cursor() as cur:
-            for n, (schema, table) in enumerate(tables):
-                cur.execute(f"INSERT INTO {ident(schema)}.{ident(table)} VALUES ({n}, {n}), ({n + 10}, 1)")
-                cur.execute(f"UPDATE {ident(schema)}.{ident(table)} SET {ident('n`ü')} = 7 WHERE id = {n}")
-        source.conn.commit()
-        run_caught_up(source.conn, source.config, spark, source.mirror, batch_size=100_000)
-        source.mirror.wait_for_folds()
+        columns = f"({ident(key)} INT PRIMARY KEY, {ident(value)} INT)"
+        source.batch(*(f"CREATE TABLE {ident(s)}.{ident(t)} {columns}" for s, t in tables))  # DDL: by the driver
+        for stage_rows in (0, 512):  # each table's part written to its change log, then staged
+            source.mirror = DeltaMirror(source.root, fold_ratio=0.01, stage_rows=stage_rows)
+            with source.conn.cursor() as cur:
+                for n, (schema, table) in enumerate(tables):
+                    n += 100 * stage_rows
+                    cur.execute(f"INSERT INTO {ident(schema)}.{ident(table)} VALUES ({n}, {n}), ({n + 10}, 1)")
+                    where = f"{ident(key)} = {n}"
+                    cur.execute(f"UPDATE {ident(schema)}.{ident(table)} SET {ident(value)} = 7 WHERE {where}")
+            source.conn.commit()
+            run_caught_up(source.conn, source.config, spark, source.mirror, batch_size=100_000)
+            source.mirror.wait_for_folds()
         source.inside_root()
         assert source.mirror.table_names() == sorted(f"{s}.{t}" for s, t in tables)
         for schema, table in tables:
-            rows = sorted(source.select(schema, table), key=lambda r: r["id"])
+            rows = sorted(source.select(schema, table), key=lambda r: r[key])
             path = source.mirror.table_path(schema, table)
-            assert sorted((r.asDict() for r in current_dataframe(spark, path).collect()), key=lambda r: r["id"]) == rows
-            assert current_polars(path).sort("id").to_dicts() == rows
+            assert sorted((r.asDict() for r in current_dataframe(spark, path).collect()), key=lambda r: r[key]) == rows
+            assert current_polars(path).sort(key).to_dicts() == rows
             source.mirror.fold(schema, table)
-            assert pl.read_delta(str(path)).sort("id").to_dicts() == rows  # the base, folded: any Delta reader
+            assert pl.read_delta(str(path)).sort(key).to_dicts() == rows  # the base, folded: any Delta reader
     finally:
         source.close()
