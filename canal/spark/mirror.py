@@ -75,7 +75,8 @@ class TableStats:
 @attrs.define(slots=True)
 class ApplyResult:
     batch_id: int
-    tables: dict[str, str] = attrs.field(factory=dict)  # table -> "applied" | "skipped"
+    # table (its directory name, canal.spark.names: ``schema.table`` for plain names) -> "applied" | "skipped"
+    tables: dict[str, str] = attrs.field(factory=dict)
     rows: int = 0
     merge_s: float = 0.0
     prepare_s: float = 0.0
@@ -707,7 +708,7 @@ class DeltaMirror:
         return ApplyResult(batch_id)
 
     def table_stats(self, name: str) -> TableStats:
-        """The running statistics of one table (``schema.table``)."""
+        """The running statistics of one table (by its directory name: ``schema.table`` for plain names)."""
         return self.stats.setdefault(name, TableStats())
 
     def settings(self) -> dict[str, Any]:
