@@ -11,7 +11,7 @@ hex). The directory is ``{escaped schema}.{escaped table}``:
 * injective: the one ``.`` separates the parts, an escaped part holds no ``.``, ``~`` only starts an escape, case
   is kept;
 * confined to the root: an escaped part holds no ``/`` and is never ``.`` or ``..``, so the directory is one
-  entry of the root;
+  entry of the root (a statement's row without a database -- a session with none -- names ``.{table}``);
 * reversible: :func:`parse` gives the server's names back (``DeltaMirror.table_names()``);
 * readable by deltalake, Polars, DuckDB and Spark (ASCII letters, digits and ``_ $ - ~ .`` only);
 * unchanged for plain names: ``shop.orders`` is ``shop.orders``, so mirrors written before names were escaped keep
@@ -53,8 +53,6 @@ def directory(schema: str, table: str) -> str:
     """The directory name of the mirror table of ``schema.table``."""
     if not table:
         raise MirrorError(f"a table without a name (in {schema!r}) cannot be mirrored")
-    if not schema:
-        raise MirrorError(f"table {table!r} without a database cannot be mirrored")
     name = f"{_escape(schema)}{SEPARATOR}{_escape(table)}"
     if len(name) > MAX_DIRECTORY:
         raise MirrorError(
@@ -68,7 +66,7 @@ def parse(name: str) -> tuple[str, str] | None:
     """``(schema, table)`` of a mirror table's directory name; None for a name :func:`directory` does not make
     (the mirror's own files, a table being rewritten, anything else under the root)."""
     schema, dot, table = name.partition(SEPARATOR)
-    if not dot or not _ESCAPED_PART.fullmatch(schema) or not _ESCAPED_PART.fullmatch(table):
+    if not dot or not _ESCAPED_PART.fullmatch(table) or (schema and not _ESCAPED_PART.fullmatch(schema)):
         return None
     try:
         pair = (_unescape(schema), _unescape(table))
