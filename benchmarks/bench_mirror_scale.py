@@ -85,6 +85,7 @@ from result_file import write_result  # noqa: E402
 
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema  # noqa: E402
 from canal.spark import DeltaMirror, changelog, delta_append  # noqa: E402
+from canal.spark import names as naming  # noqa: E402
 from canal.spark.changes import SEQ_BITS, arrow_schema, entries_to_batch  # noqa: E402
 from canal.spark.mirror import DEFAULT_FILE_BYTES  # noqa: E402
 from canal.spark.types import arrow_type  # noqa: E402
@@ -376,9 +377,9 @@ class Loaded:
         if (kind, n) not in self.tables:
             root = self.tmp / f"loaded-{kind}-{n}"
             began = time.perf_counter()
-            load(root / f"{SCHEMA}.t", initial_rows(kind, 0, n))
+            load(naming.table_path(root, SCHEMA, "t"), initial_rows(kind, 0, n))
             load_s = time.perf_counter() - began
-            read_s, rows = timed(lambda: plain_read(root / f"{SCHEMA}.t"), repeat=3)
+            read_s, rows = timed(lambda: plain_read(naming.table_path(root, SCHEMA, "t")), repeat=3)
             out(f"  (loaded {kind} {n:,} rows in {load_s:.1f}s; plain read {read_s:.3f}s)")
             self.tables[kind, n] = (root, read_s, rows)
         return self.tables[kind, n]
@@ -514,9 +515,9 @@ def tables_case(tmp: Path, tables: int, rows_per_table: int, batches: int, later
     one_root, many_root = tmp / "tables-one", tmp / "tables-many"
     total = tables * rows_per_table
     initial = initial_rows("narrow", 0, total)
-    load(one_root / f"{SCHEMA}.t", initial)
+    load(naming.table_path(one_root, SCHEMA, "t"), initial)
     for j in range(tables):
-        load(many_root / f"{SCHEMA}.t{j:02d}", initial.slice(j * rows_per_table, rows_per_table))
+        load(naming.table_path(many_root, SCHEMA, f"t{j:02d}"), initial.slice(j * rows_per_table, rows_per_table))
     os.sync()  # not the writeback of earlier cases, nor of the set-up (module docstring)
     one = DeltaMirror(one_root)
     many = DeltaMirror(many_root)

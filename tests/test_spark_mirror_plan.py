@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from canal.spark import names
 from canal.spark.mirror import OP_COLUMN, DeltaMirror
 from canal.spark.types import MirrorError, MirrorTypeError, typed_array, typed_strings
 
@@ -209,7 +210,8 @@ def model_plan(rows: list[Row], only: frozenset[str] | None = None) -> dict[str,
         if not row["table"] or (only is not None and full not in only):
             continue
         kept += 1
-        plan = plans.setdefault(full, ModelPlan(row["schema"], row["table"]))
+        # a plan is named by its table's directory (canal.spark.names), filtered by ``schema.table``
+        plan = plans.setdefault(names.directory(row["schema"], row["table"]), ModelPlan(row["schema"], row["table"]))
         plan.rows += 1
         if row["is_ddl"]:
             if row["type"] in ("TRUNCATE", "ERASE"):
@@ -406,7 +408,7 @@ def test_delta_contents_match_the_model(tmp_path_factory: pytest.TempPathFactory
                     table_state[row["keys"]] = typed_row(spec.layout, json.loads(row["after"]))
     for spec in specs_:
         want = sorted(state[spec.full].values(), key=lambda r: tuple(str(r[k]) for k in spec.keys))
-        if not (root / spec.full).exists():
+        if not mirror.table_path(spec.schema, spec.table).exists():
             assert want == []
             continue
         got = mirror.read(spec.schema, spec.table)

@@ -1,10 +1,11 @@
 """Merge-on-read mirror tables: a base Delta table, a change log beside it, and folds that merge one into the other.
 
 A batch that lands on a merge-on-read table appends its last change per key to the table's *change log* -- a Delta
-table at ``root/_changes/{schema}.{table}`` holding the table's columns plus :data:`BATCH` (the batch id),
+table at ``root/_changes/{directory}`` (the base's directory name, :mod:`canal.spark.names`) holding the table's
+columns plus :data:`BATCH` (the batch id),
 :data:`SEQ` (the change row's ``seq`` in it) and :data:`OP` (``u`` upsert, ``d`` delete) -- so its cost is what the
 batch holds, not the table's size. Changes are ordered by (batch id, seq): batch ids increase, and so does ``seq``
-within a batch. A *fold* merges the log into the *base* (``root/{schema}.{table}``, a plain Delta table of the
+within a batch. A *fold* merges the log into the *base* (``root/{directory}``, a plain Delta table of the
 source's columns): every key's latest change, deletes dropped. It commits the base together with the change it folded
 through -- its (batch id, seq), as the versions of two app transactions (:data:`FOLD_BATCH_APP_ID`,
 :data:`FOLD_SEQ_APP_ID`) and in the commit's metadata (``pycanal.folded_batch``, ``pycanal.folded_seq``) -- then
@@ -33,7 +34,7 @@ back.) A trim that deletes the files of the log snapshot being read makes the re
 A batch's small parts of many tables may wait in one staged file before they are appended to their logs
 (:mod:`canal.spark.staged`): readers read them before the log's snapshot and take them as log rows.
 
-A standard Delta reader of ``root/{schema}.{table}`` sees the base: the source as of the table's last fold, whose
+A standard Delta reader of ``root/{directory}`` sees the base: the source as of the table's last fold, whose
 commit names the change it folded through (``pycanal.folded_batch``, ``pycanal.folded_seq``).
 """
 
@@ -156,7 +157,7 @@ def open_table(path: Path) -> Any:
 
 
 def log_path(base: str | os.PathLike[str]) -> Path:
-    """The change log of the base table at ``base`` (``root/_changes/{schema}.{table}``)."""
+    """The change log of the base table at ``base`` (``root/_changes/{directory}``, the base's directory name)."""
     return _log_path(os.fspath(base))
 
 
@@ -357,7 +358,9 @@ class FoldResult:
 
 
 def quote(name: str) -> str:
-    """A column name as a Delta SQL identifier."""
+    """A column name as a Delta SQL identifier: in double quotes, a double quote doubled -- every other character
+    (backticks, dots, spaces, single quotes, non-ASCII letters) stands for itself, case kept. The one way the mirror
+    names a column in the SQL it hands deltalake (predicates, MERGE updates)."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -486,7 +489,11 @@ def merge_changes(table: Any, source: Any, predicate: str, commit: Any) -> bool:
     """MERGE the last change per key (``source``: the table's columns and :data:`OP`) into the Delta table
     ``table``: deletes delete, upserts update or insert, ``predicate`` matching keys (source ``s``, target ``t``).
     False when it changed nothing -- and so committed nothing, ``commit``'s app transactions included (deletes of
-    rows the table does not hold): the caller records them with :func:`record_only` where it needs them."""
+    rows the table does not hold): the caller records them with :func:`record_only` where it needs them.
+
+    Every source column is named, quoted, in ``updates``: deltalake's ``update_all`` / ``insert_all`` quote names
+    with backticks and fail on a name holding one (a MySQL column may)."""
+    columns = {quote(name): f"s.{quote(name)}" for name in source.column_names if name != OP}
     metrics = (
         table.merge(
             source,
@@ -497,8 +504,8 @@ def merge_changes(table: Any, source: Any, predicate: str, commit: Any) -> bool:
             commit_properties=commit,
         )
         .when_matched_delete(predicate=f"s.{OP} = 'd'")
-        .when_matched_update_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
-        .when_not_matched_insert_all(predicate=f"s.{OP} = 'u'", except_cols=[OP])
+        .when_matched_update(updates=columns, predicate=f"s.{OP} = 'u'")
+        .when_not_matched_insert(updates=columns, predicate=f"s.{OP} = 'u'")
         .execute()
     )
     return bool(metrics.get("num_target_files_added") or metrics.get("num_target_files_removed"))

@@ -52,16 +52,23 @@ def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:
         # Parquet files give the same columns
         staged = spark.createDataFrame(files.staged)
         types = {f.name: f.dataType for f in (parts[0] if parts else base).schema.fields}
-        parts.append(staged.select(*(F.col(c).cast(types[c]) if c in types else F.col(c) for c in staged.columns)))
+        parts.append(staged.select(*(_column(c).cast(types[c]) if c in types else _column(c) for c in staged.columns)))
     log = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1], allowMissingColumns=True)
     b, s, op = F.col(changelog.BATCH), F.col(changelog.SEQ), F.col(changelog.OP)
     newer = log.where((b > batch) | ((b == batch) & (s > seq)))
     rank = "__pycanal_rank"
-    last = Window.partitionBy(*keys).orderBy(b.desc(), s.desc())
+    last = Window.partitionBy(*(_column(k) for k in keys)).orderBy(b.desc(), s.desc())
     latest = newer.withColumn(rank, F.row_number().over(last)).where(F.col(rank) == 1).drop(rank)
-    kept = base.join(latest.select(*keys), on=list(keys), how="left_anti")
+    kept = base.join(latest.select(*(_column(k) for k in keys)), on=list(keys), how="left_anti")
     upserts = latest.where(op == "u").drop(*changelog.INTERNAL_COLUMNS)
     return kept.unionByName(upserts, allowMissingColumns=True)
+
+
+def _column(name: str) -> Any:
+    """A column by its name as it is (a MySQL name may hold dots and backticks, which Spark would read as a path)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def current_duckdb(path: str | os.PathLike[str], connection: Any = None) -> Any:

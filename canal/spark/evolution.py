@@ -6,12 +6,14 @@ catalog is seeded with those names (types unknown), the batch's statements for t
 the result says, for each column after them: which column of the mirror table it was (following renames, CHANGE
 and moves), or none (added), and its new type when a statement declared it (ADD, MODIFY, CHANGE). A table renamed
 by RENAME TABLE / ALTER ... RENAME TO moves; DROP TABLE removes it; CREATE TABLE makes it anew (empty, with the
-statement's columns).
+statement's columns), CREATE [OR REPLACE] TABLE ... LIKE with the columns and types of the mirror table it names
+(``columns_of``). Where the columns are not the mirror's to know -- LIKE a table it does not hold, ``... SELECT`` --
+the table is dropped (an OR REPLACE's old rows go), and its first rows create it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
@@ -68,11 +70,22 @@ class Evolution:
         return wanted != list(current)
 
 
+ColumnsOf = Callable[[str, str], Sequence[tuple[str, Any]] | None]
+"""``(schema, table)`` -> the ``(name, Arrow type)`` of the columns of that mirror table, None if it has none."""
+
+
 def plan_evolution(
-    schema: str, table: str, current: Sequence[str] | None, ddl: Sequence[tuple[int, str]], *, mariadb: bool = True
+    schema: str,
+    table: str,
+    current: Sequence[str] | None,
+    ddl: Sequence[tuple[int, str]],
+    *,
+    mariadb: bool = True,
+    columns_of: ColumnsOf | None = None,
 ) -> Evolution:
     """The :class:`Evolution` of table ``schema.table`` (columns ``current``; None: the mirror has no such table)
-    under the statements ``ddl`` (``(batch row, sql)`` in order)."""
+    under the statements ``ddl`` (``(batch row, sql)`` in order); ``columns_of`` gives the columns of the tables a
+    CREATE TABLE ... LIKE names."""
     catalog = SchemaCatalog(database=schema, mariadb=mariadb)
     key = f"{schema}.{table}"
     if current is not None:
@@ -83,10 +96,27 @@ def plan_evolution(
     created = False
     moved_to: tuple[str, str] | None = None
     added: dict[str, ColumnDef] = {}  # columns ALTERs added, by name: their existing rows take their defaults
+    like_types: dict[str, Any] = {}  # the column types of the table a CREATE ... LIKE copied
     for row, sql in ddl:
         stmt = layout_statement(sql)
         if stmt is None:
             continue
+        if isinstance(stmt, CreateTable) and _names(stmt.table, schema) == key and not stmt.temporary:
+            if key in catalog.tables and stmt.if_not_exists and not stmt.or_replace:
+                continue  # the server leaves the table as it is
+            like = stmt.like.qualified(schema) if stmt.like is not None else None
+            known = None if like is None or columns_of is None else columns_of(like.schema or schema, like.name)
+            if like is not None and known is not None:
+                like_key = _names(like, schema)
+                if like_key != key:
+                    copied = tuple(TableColumn(name, _KEPT) for name, _kind in known)
+                    catalog.tables[like_key] = TableDef(like.schema or schema, like.name, copied, (), "utf8mb4")
+                like_types = dict(known)
+            elif like is not None or stmt.as_select is not None:
+                # columns the mirror cannot know: the table goes (an OR REPLACE's old rows with it), its rows remake it
+                catalog.tables.pop(key, None)
+                origin = {}
+                continue
         if isinstance(stmt, AlterTable):
             added.update((a.column.name, a.column) for a in stmt.actions if isinstance(a, AddColumn))
         if key not in catalog.tables and not isinstance(stmt, CreateTable):
@@ -114,8 +144,8 @@ def plan_evolution(
                     if renamed:
                         renames.append((row, renamed))
                 key = change.new
-                db, _, name = key.partition(".")
-                moved_to = (db, name)
+                moved = catalog.tables[key]
+                moved_to = (moved.db, moved.name)
             elif change.kind == "alter":
                 origin, renamed = _follow(origin, change.origin)
                 if renamed:
@@ -132,7 +162,13 @@ def plan_evolution(
         )
     return Evolution(
         tuple(
-            (c.name, origin.get(c.name), None if c.base == _KEPT else arrow_type(mysql_type_text(c, mariadb)))
+            (
+                c.name,
+                origin.get(c.name),
+                (like_types.get(c.name) if created else None)
+                if c.base == _KEPT
+                else arrow_type(mysql_type_text(c, mariadb)),
+            )
             for c in final.columns
         ),
         tuple(renames),
@@ -191,6 +227,11 @@ def _follow(
     """Compose the mirror columns' origins with one ALTER's (new name -> name before it); the renames it made."""
     renamed = {old: new for new, old in step.items() if old is not None and old != new}
     return {new: (origin.get(old) if old is not None else None) for new, old in step.items()}, renamed
+
+
+def _names(name: Any, session: str) -> str:
+    """The catalog's key of a table name a statement wrote (its schema defaulting to the session's)."""
+    return f"{name.schema if name.schema is not None else session}.{name.name}"
 
 
 def renamed_tables(sql: str, session: str) -> list[tuple[str, str]]:

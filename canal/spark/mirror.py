@@ -1,7 +1,8 @@
 """A Delta Lake mirror of source tables, applied idempotently per batch (``deltalake``, no JVM needed).
 
-``DeltaMirror(root)`` keeps one Delta table per source table under ``root/{schema}.{table}``. :meth:`apply` takes one
-batch of change rows (:mod:`canal.spark.changes`) as ordered steps -- each table's rows up to the next DDL that
+``DeltaMirror(root)`` keeps one Delta table per source table under ``root/{schema}.{table}``, each name escaped
+(:mod:`canal.spark.names`: ``shop.orders`` stays ``shop.orders``). :meth:`apply` takes one batch of change rows
+(:mod:`canal.spark.changes`) as ordered steps -- each table's rows up to the next DDL that
 touches it, that DDL, the next rows (:func:`_steps`; docs/architecture.md says why this is exact) -- journaled so a
 replay goes on after the last step done, and for each step, per table:
 
@@ -49,11 +50,12 @@ from canal.files import write_bytes_atomic
 from canal.log import destination_logger
 from canal.protocol import render_text
 from canal.schema.history import layout_statement
-from canal.spark import changelog, delta_append, staged
+from canal.spark import changelog, delta_append, drops, staged
+from canal.spark import names as naming
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
-from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo
+from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo, TableName
 
 OP_COLUMN = changelog.OP
 
@@ -73,7 +75,8 @@ class TableStats:
 @attrs.define(slots=True)
 class ApplyResult:
     batch_id: int
-    tables: dict[str, str] = attrs.field(factory=dict)  # table -> "applied" | "skipped"
+    # table (its directory name, canal.spark.names: ``schema.table`` for plain names) -> "applied" | "skipped"
+    tables: dict[str, str] = attrs.field(factory=dict)
     rows: int = 0
     merge_s: float = 0.0
     prepare_s: float = 0.0
@@ -384,15 +387,31 @@ class DeltaMirror:
     # -- paths and versions --------------------------------------------------------------------------------------
 
     def table_path(self, schema: str, table: str) -> Path:
-        return self.root / f"{schema}.{table}"
+        """The directory of the mirror table of ``schema.table`` (:func:`canal.spark.names.directory`: escaped, one
+        entry of the root)."""
+        return naming.table_path(self.root, schema, table)
 
     def table_names(self) -> list[str]:
-        """``schema.table`` of every mirrored table that exists."""
+        """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables` gives
+        the pairs: a name holding a dot reads ambiguously here)."""
+        return sorted(naming.display(*pair) for pair in self.tables())
+
+    def tables(self) -> list[tuple[str, str]]:
+        """``(schema, table)`` of every mirrored table that exists, in the order of their directories."""
+        return [pair for _name, pair in self._table_directories()]
+
+    def _table_directories(self) -> list[tuple[str, tuple[str, str]]]:
+        """(directory name, (schema, table)) of every mirrored table that exists, by directory name."""
         from deltalake import DeltaTable
 
         if not self.root.exists():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and DeltaTable.is_deltatable(str(p)))
+        found = []
+        for entry in sorted(self.root.iterdir()):
+            pair = naming.parse(entry.name)
+            if pair is not None and entry.is_dir() and DeltaTable.is_deltatable(str(entry)):
+                found.append((entry.name, pair))
+        return found
 
     def version(self, schema: str, table: str) -> int | None:
         """The last batch id applied to a table (its Delta app-transaction version), None if none."""
@@ -483,8 +502,9 @@ class DeltaMirror:
         to it first); returns what each fold did."""
         if (schema is None) != (table is None):
             raise MirrorError("fold() takes both schema and table, or neither")
-        names = [f"{schema}.{table}"] if schema is not None else self.table_names()
-        return [self._fold_now(str(self.root / name)) for name in names]
+        if schema is not None and table is not None:
+            return [self._fold_now(str(self.table_path(schema, table)))]
+        return [self._fold_now(str(self.root / name)) for name, _pair in self._table_directories()]
 
     def wait_for_folds(self) -> None:
         """Wait until every background fold started so far has ended."""
@@ -662,12 +682,12 @@ class DeltaMirror:
             raise MirrorError(f"retention_hours must be >= 0, got {retention_hours}")
         self.wait_for_folds()  # a fold's files are not referenced until it commits: vacuum must not see them
         deleted: dict[str, int] = {}
-        for name in self.table_names():
+        for name, pair in self._table_directories():
             table = DeltaTable(str(self.root / name))
             files = table.vacuum(
                 retention_hours=retention_hours, dry_run=False, enforce_retention_duration=retention_hours >= 168
             )
-            deleted[name] = len(files)
+            deleted[naming.display(*pair)] = len(files)
         return deleted
 
     # -- applying ------------------------------------------------------------------------------------------------
@@ -688,7 +708,7 @@ class DeltaMirror:
         return ApplyResult(batch_id)
 
     def table_stats(self, name: str) -> TableStats:
-        """The running statistics of one table (``schema.table``)."""
+        """The running statistics of one table (by its directory name: ``schema.table`` for plain names)."""
         return self.stats.setdefault(name, TableStats())
 
     def settings(self) -> dict[str, Any]:
@@ -866,8 +886,9 @@ class DeltaMirror:
     def _rename_pair(self, pair: _RenamePair) -> None:
         """One pair of a RENAME TABLE: the mirror table's directory moves (a table the mirror does not hold, or
         moved already by a replayed step, moves nothing)."""
-        new_schema, new_table = pair.new.split(".", 1)
-        self._move(str(self.table_path(*pair.old.split(".", 1))), (new_schema, new_table))
+        moved_to = naming.parse(pair.new)
+        assert moved_to is not None  # _steps names the pair by directory names
+        self._move(str(self.root / pair.old), moved_to)
 
     @staticmethod
     def _ordered(table: Any) -> Any:
@@ -885,16 +906,21 @@ class DeltaMirror:
             return table
         schemas = table.column("schema").to_pylist()
         changed = False
+        dropped: dict[int, list[TableName]] = {}  # row of a DROP TABLE of several tables -> them
         for row in pc.indices_nonzero(is_ddl).to_pylist():
             stmt = layout_statement(table.column("sql")[row].as_py() or "")
             named = getattr(stmt, "table", None) if not isinstance(stmt, RenameTable) else None
             if isinstance(stmt, DropTable) and len(stmt.tables) == 1:
                 named = stmt.tables[0]
+            elif isinstance(stmt, DropTable) and not stmt.temporary:
+                dropped[row] = [t.qualified(schemas[row]) for t in stmt.tables]
             if named is not None and named.schema is not None and named.schema != schemas[row]:
                 schemas[row] = named.schema
                 changed = True
         if changed:
             table = table.set_column(table.column_names.index("schema"), "schema", pa.array(schemas, pa.string()))
+        if dropped:
+            table = drops.one_per_table(table, dropped)
         return table
 
     def _maintain(self) -> float:
@@ -921,7 +947,8 @@ class DeltaMirror:
         """Reduce a batch to per-table plans with Arrow kernels; only DDL rows (few) are looked at in Python.
 
         The outcome is that of walking the rows in ``seq`` order (ties in arrival order): a row belongs to the table
-        ``f"{schema}.{table}"`` (rows without a table name, and tables outside ``tables=``, are dropped); DDL rows are
+        ``(schema, table)``, its plan named by its directory (rows without a table name, and tables outside
+        ``tables=``, are dropped); DDL rows are
         kept in order and TRUNCATE/ERASE forgets the table's earlier DML rows; DML rows with null keys or columns
         are ignored; the table layout is its last DML row's ``columns``; per ``keys`` text the last change wins.
         """
@@ -935,8 +962,7 @@ class DeltaMirror:
         named = pc.fill_null(pc.not_equal(names, ""), False)
         if not _all(named):
             table = table.filter(named)
-        # the plan name exactly as f"{schema}.{table}" spells it (a null schema reads "None"), so rows whose names
-        # collide share a plan as they always have
+        # ``tables=`` names tables as ``schema.table`` (a null schema reads "None")
         full = pc.binary_join_element_wise(
             table.column("schema"), table.column("table"), ".", null_handling="replace", null_replacement="None"
         )
@@ -949,11 +975,14 @@ class DeltaMirror:
         plans: dict[str, _TablePlan] = {}
         if n == 0:
             return plans
-        if isinstance(full, pa.ChunkedArray):
-            full = full.combine_chunks()
+        # a table is its (schema, table) pair, joined by NUL, which no MariaDB name holds: names with dots stay apart
+        pair = pc.binary_join_element_wise(
+            table.column("schema"), table.column("table"), "\0", null_handling="replace", null_replacement="None"
+        )
+        if isinstance(pair, pa.ChunkedArray):
+            pair = pair.combine_chunks()
         # dictionary order is first appearance, which is the order plans are applied in
-        encoded = pc.dictionary_encode(full)
-        full_names: list[str] = encoded.dictionary.to_pylist()
+        encoded = pc.dictionary_encode(pair)
         tid = encoded.indices.cast(pa.int64())
         pos = _positions(n)
         per_table = pa.table({"tid": tid, "pos": pos}).group_by("tid").aggregate([("pos", "min"), ("pos", "count")])
@@ -966,8 +995,11 @@ class DeltaMirror:
                 "rows": per_table.column("pos_count"),
             }
         ).sort_by("tid")
-        for t, schema, name, rows in zip(*(heads.column(c).to_pylist() for c in heads.column_names), strict=True):
-            plan = plans[full_names[t]] = _TablePlan(schema, name)
+        # a plan is named by its table's directory (naming.directory): ``schema.table`` for plain names
+        full_names: list[str] = []
+        for _t, schema, name, rows in zip(*(heads.column(c).to_pylist() for c in heads.column_names), strict=True):
+            full_names.append(naming.display(schema, name))
+            plan = plans[naming.directory(schema, name)] = _TablePlan(schema, name)
             plan.rows = rows
         by_tid = list(plans.values())
 
@@ -991,12 +1023,12 @@ class DeltaMirror:
                 # a rename belongs to the table it renames (its rows before the rename merge there, then it moves)
                 olds = renamed_tables(sql or "", plan.schema)
                 for old_schema, old_table in olds:
-                    old_name = f"{old_schema}.{old_table}"
-                    if self.only is not None and old_name not in self.only:
+                    if self.only is not None and naming.display(old_schema, old_table) not in self.only:
                         continue
+                    old_name = naming.directory(old_schema, old_table)
                     if old_name not in plans:
                         plans[old_name] = _TablePlan(old_schema, old_table)
-                        moved_first.setdefault(f"{plan.schema}.{plan.table}", []).append(old_name)
+                        moved_first.setdefault(naming.directory(plan.schema, plan.table), []).append(old_name)
                     plans[old_name].ddl.append((row, kind, sql or ""))
                 if not olds:
                     plan.ddl.append((row, kind, sql or ""))
@@ -1515,7 +1547,23 @@ class DeltaMirror:
             from deltalake import DeltaTable
 
             current = [field.name for field in DeltaTable(path).schema().fields]
-        return plan_evolution(plan.schema, plan.table, current, statements)
+        return plan_evolution(plan.schema, plan.table, current, statements, columns_of=self._columns_of)
+
+    def _columns_of(self, schema: str, table: str) -> list[tuple[str, Any]] | None:
+        """The columns (name, Arrow type) of a mirror table -- its base's, then those only its change log has yet --
+        for a CREATE TABLE ... LIKE it (a batch with DDL appended the staged parts first); None when the mirror does
+        not hold it."""
+        import pyarrow as pa
+
+        path = self.table_path(schema, table)
+        if not delta_append.is_table(path):
+            return None
+        columns = [(f.name, f.type) for f in pa.schema(self._handle(str(path)).schema().to_arrow())]
+        log = self._log_handle(str(path))
+        if log is not None:
+            known = {name for name, _kind in columns} | set(changelog.INTERNAL_COLUMNS)
+            columns += [(f.name, f.type) for f in pa.schema(log.schema().to_arrow()) if f.name not in known]
+        return columns
 
     def _evolve(self, path: str, evolution: Evolution, exists: bool) -> None:
         """Rewrite the table to its layout after the batch's DDL (nothing when it already has it: replays)."""
@@ -1757,8 +1805,9 @@ def compare(
 
 @attrs.frozen(slots=True)
 class _RenamePair:
-    """One pair of a RENAME TABLE (``schema.table`` names), a step of its own: the pairs apply in order, each seeing
-    the ones before it (``a TO tmp, b TO a, tmp TO b``), and each is journaled."""
+    """One pair of a RENAME TABLE (the tables' directory names, :func:`canal.spark.names.directory`), a step of its
+    own: the pairs apply in order, each seeing the ones before it (``a TO tmp, b TO a, tmp TO b``), and each is
+    journaled."""
 
     old: str
     new: str
@@ -1776,16 +1825,18 @@ def _steps(table: Any, only: frozenset[str] | None) -> list[Any]:
     is_ddl = pc.fill_null(table.column("is_ddl"), False)
     if not _any(is_ddl):
         return [_positions(n)]
-    names = pc.binary_join_element_wise(
-        table.column("schema"), table.column("table"), ".", null_handling="replace", null_replacement="None"
-    ).to_pylist()
     flags = is_ddl.to_pylist()
     sqls = table.column("sql").to_pylist()
     schemas = table.column("schema").to_pylist()
+    # each row's table by its directory name, as _plan names its plans
+    names = [
+        None if not t else naming.directory(db if db is not None else "None", t)
+        for db, t in zip(schemas, table.column("table").to_pylist(), strict=True)
+    ]
     steps: list[Any] = []
-    pending: dict[str, list[int]] = {}  # table -> its DML rows since the last DDL that touched it
+    pending: dict[str | None, list[int]] = {}  # table -> its DML rows since the last DDL that touched it
 
-    def flush(name: str) -> None:
+    def flush(name: str | None) -> None:
         rows = pending.pop(name, None)
         if rows:
             steps.append(pa.array(rows, pa.int64()))
@@ -1798,23 +1849,22 @@ def _steps(table: Any, only: frozenset[str] | None) -> list[Any]:
         stmt = layout_statement(sqls[row] or "")
         if isinstance(stmt, RenameTable):
             session = schemas[row] or ""
-            pairs = [
-                (f"{old.schema or session}.{old.name}", f"{new.schema or session}.{new.name}")
-                for old, new in stmt.pairs
-            ]
-            for old_name, new_name in pairs:
-                flush(old_name)
-                flush(new_name)
+            pairs = [((old.schema or session, old.name), (new.schema or session, new.name)) for old, new in stmt.pairs]
+            for old_pair, new_pair in pairs:
+                flush(naming.directory(*old_pair))
+                flush(naming.directory(*new_pair))
             steps.extend(
-                _RenamePair(old_name, new_name)
-                for old_name, new_name in pairs
-                if only is None or old_name in only or new_name in only
+                _RenamePair(naming.directory(*old_pair), naming.directory(*new_pair))
+                for old_pair, new_pair in pairs
+                if only is None or naming.display(*old_pair) in only or naming.display(*new_pair) in only
             )
             continue
-        touched = {name, *(f"{db}.{t}" for db, t in renamed_tables(sqls[row] or "", schemas[row] or ""))}
+        touched = {name, *(naming.directory(db, t) for db, t in renamed_tables(sqls[row] or "", schemas[row] or ""))}
         if isinstance(stmt, AlterTable):
             touched |= {
-                f"{a.table.schema or schemas[row]}.{a.table.name}" for a in stmt.actions if isinstance(a, RenameTo)
+                naming.directory(a.table.schema or schemas[row], a.table.name)
+                for a in stmt.actions
+                if isinstance(a, RenameTo)
             }
         for other in list(pending):
             if other in touched:

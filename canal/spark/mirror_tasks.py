@@ -40,6 +40,9 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from canal.spark import names
+from canal.spark.types import MirrorError
+
 if TYPE_CHECKING:
     from canal.spark.mirror import ApplyResult, DeltaMirror
 
@@ -108,10 +111,13 @@ def write_group(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int
 
 
 def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -> None:
-    """A Spark task's fold of one table (``schema.table``)."""
+    """A Spark task's fold of one table (by its directory name, :func:`canal.spark.names.directory`)."""
     from canal.spark.changelog import FoldRaceError
 
-    schema, table = name.split(".", 1)
+    pair = names.parse(name)
+    if pair is None:
+        raise MirrorError(f"{name!r} names no mirror table")
+    schema, table = pair
     # a speculative twin of this task folded the table, or appends kept it from trimming the log (the next fold
     # trims it): nothing to do now
     with contextlib.suppress(FoldRaceError):
@@ -254,8 +260,8 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
 
 
 def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
-    """Fold ``names`` (``schema.table``) in one Spark job, a table per task, from a background thread of the driver;
-    tables whose fold is under way are left for a later batch. The tables started."""
+    """Fold ``names`` (the tables' directory names) in one Spark job, a table per task, from a background thread of
+    the driver; tables whose fold is under way are left for a later batch. The tables started."""
     settings = mirror.settings()
     kind = type(mirror)
     paths = {name: str(mirror.root / name) for name in names}

@@ -146,7 +146,7 @@ def _staged_files(root: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
 
 
 def staged_rows(base: str | os.PathLike[str]) -> Any | None:
-    """The staged changes of the mirror table at ``base`` (``root/{schema}.{table}``), a pyarrow Table in its change
+    """The staged changes of the mirror table at ``base`` (``root/{directory}``), a pyarrow Table in its change
     log's columns; None when it has none. Read before the log's snapshot (module docstring)."""
     import pyarrow as pa
     import pyarrow.compute as pc
