@@ -152,11 +152,6 @@ def test_create_or_replace_table_replaces_the_mirror_table(
         source.close()
 
 
-@pytest.mark.xfail(
-    reason="issue 43 item 6 (another branch): CREATE TABLE ... SELECT reaches the mirror as no DDL at all, so b keeps "
-    "its old rows; the mirror drops a table created from a SELECT and lets its rows remake it once it does",
-    strict=False,
-)
 def test_create_or_replace_table_select_replaces_the_mirror_table(
     mariadb: MariaDBDatabase, tmp_path: Path, mode: MirrorMode
 ) -> None:
