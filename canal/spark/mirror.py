@@ -49,7 +49,7 @@ from canal.files import write_bytes_atomic
 from canal.log import destination_logger
 from canal.protocol import render_text
 from canal.schema.history import layout_statement
-from canal.spark import changelog, delta_append, staged
+from canal.spark import changelog, delta_append, staged, step_marks
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
@@ -334,6 +334,7 @@ class DeltaMirror:
         self.stage_rows = stage_rows
         self.stage_spread = stage_spread
         self._staged_parts: staged.Staged | None = None  # loaded by the first batch that stages or flushes
+        self._step: tuple[int, int] | None = None  # (batch id, step number) of the journaled step being applied
         self._staged_by_batch: list[str] = []  # the batch's staged tables (base paths), for its ApplyResult
         self._flushed_by_batch: list[str] = []  # the tables whose staged parts it flushed (the same)
         self.folds: list[FoldResult] = []  # folds done, in the order they ended
@@ -767,6 +768,11 @@ class DeltaMirror:
                         result.tables[name] = "skipped"
                         self.stats.setdefault(name, TableStats()).skipped += 1
                 continue
+            if isinstance(step, _RenamePair) or any(p.ddl or p.truncate for p in step.values()):
+                # the parts the batch's earlier steps staged go to their logs before a DDL step moves, rewrites or
+                # drops a table (a part staged under a name renamed away was appended to no table)
+                self.flush_staged()
+            self._step = (batch_id, number) if steps_journal else None
             if isinstance(step, _RenamePair):
                 self._rename_pair(step)
                 result.tables.setdefault(step.old, "applied")
@@ -797,6 +803,7 @@ class DeltaMirror:
                         result.tables[name] = "applied" if applied else "skipped"
                     if applied:
                         self._compact.add(name)
+            self._step = None
             if steps_journal:
                 self._write_journal(batch_id, number + 1)
                 journaled = True
@@ -1511,16 +1518,23 @@ class DeltaMirror:
         if path is None and not any(isinstance(layout_statement(sql), CreateTable) for _row, sql in statements):
             return None  # a table the mirror does not hold yet: its first rows create it
         current = None
-        if path is not None:
+        if path is not None and not self._created_by_this_step(path, statements):
             from deltalake import DeltaTable
 
             current = [field.name for field in DeltaTable(path).schema().fields]
         return plan_evolution(plan.schema, plan.table, current, statements)
 
+    def _created_by_this_step(self, path: str, statements: list[tuple[int, str]]) -> bool:
+        """Whether the table at ``path`` is the one this CREATE TABLE step made before a crash kept the step journal
+        from saying so (:mod:`canal.spark.step_marks`): the replay then creates it again, as the step did."""
+        if self._step is None or len(statements) != 1 or not isinstance(layout_statement(statements[0][1]), CreateTable):
+            return False
+        return step_marks.created_by(path, self.app_id, *self._step)
+
     def _evolve(self, path: str, evolution: Evolution, exists: bool) -> None:
         """Rewrite the table to its layout after the batch's DDL (nothing when it already has it: replays)."""
         import pyarrow as pa
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import CommitProperties, DeltaTable, write_deltalake
 
         if not evolution.exists or evolution.created:
             if exists:
@@ -1535,6 +1549,9 @@ class DeltaMirror:
                     pa.schema(fields).empty_table(),
                     mode="overwrite",
                     configuration=self._new_table_configuration(),
+                    commit_properties=None
+                    if self._step is None
+                    else CommitProperties(custom_metadata=step_marks.created_metadata(self.app_id, *self._step)),
                 )
             return
         if not exists:
