@@ -1527,7 +1527,9 @@ class DeltaMirror:
     def _created_by_this_step(self, path: str, statements: list[tuple[int, str]]) -> bool:
         """Whether the table at ``path`` is the one this CREATE TABLE step made before a crash kept the step journal
         from saying so (:mod:`canal.spark.step_marks`): the replay then creates it again, as the step did."""
-        if self._step is None or len(statements) != 1 or not isinstance(layout_statement(statements[0][1]), CreateTable):
+        if self._step is None or len(statements) != 1:
+            return False
+        if not isinstance(layout_statement(statements[0][1]), CreateTable):
             return False
         return step_marks.created_by(path, self.app_id, *self._step)
 
