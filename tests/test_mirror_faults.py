@@ -74,3 +74,33 @@ def test_a_create_table_of_a_table_the_mirror_holds_is_still_refused(tmp_path: P
     with pytest.raises(MirrorError, match="already exists"):
         mirror.apply(batch(ddl("n", "CREATE", CREATE.format(table="n"))), 2)
     assert values(mirror.read("s", "n")) == {5: "e"}
+
+
+def _fold_three_times(root: Path, **options: Any) -> tuple[DeltaMirror, Path, list[int]]:
+    """A table folded three times (each fold rewrites the base's one file); the base's version after each fold."""
+    mirror = DeltaMirror(root, background_folds=False, fold_ratio=1000.0, **options)
+    mirror.apply(batch(upsert("t", 1, "a"), upsert("t", 2, "b")), 1)
+    path = mirror.table_path("s", "t")
+    versions = []
+    for number, value in ((2, "x"), (3, "y"), (4, "z")):
+        mirror.apply(batch(upsert("t", 1, value, "UPDATE")), number)
+        mirror.fold()
+        versions.append(deltalake.DeltaTable(str(path)).version())
+    return mirror, path, versions
+
+
+def test_time_travel_on_a_base_works_after_many_folds_within_the_retention(tmp_path: Path) -> None:
+    _mirror, path, versions = _fold_three_times(tmp_path)
+    for version, value in zip(versions, ("x", "y", "z"), strict=True):
+        table = deltalake.DeltaTable(str(path))
+        table.load_as_version(version)
+        assert values(table.to_pyarrow_table()) == {1: value, 2: "b"}
+    first = deltalake.DeltaTable(str(path), version=0)  # before any fold
+    assert values(first.to_pyarrow_table()) == {1: "a", 2: "b"}
+
+
+def test_a_fold_deletes_replaced_base_files_only_past_the_retention(tmp_path: Path) -> None:
+    mirror, path, _versions = _fold_three_times(tmp_path, retention_hours=0)
+    table = deltalake.DeltaTable(str(path))
+    assert len(list(path.glob("*.parquet"))) == len(table.file_uris())  # nothing kept: retention 0
+    assert values(mirror.read("s", "t")) == {1: "z", 2: "b"}

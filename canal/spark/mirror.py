@@ -527,7 +527,13 @@ class DeltaMirror:
     def _fold(self, path: str) -> FoldResult:
         """Fold the table at ``path``, trimming its log by whole files when no other writer appends to the logs."""
         by_files = self.sole_log_writer and not self.tasks_append
-        return changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=by_files)
+        return changelog.fold(
+            path,
+            name=Path(path).name,
+            appends=self._appends(path),
+            by_files=by_files,
+            retention_s=self.retention_hours * 3600.0,
+        )
 
     def _folded(self, path: str, result: FoldResult, size: changelog.LogSize | None = None) -> None:
         """Record a fold, and the log's size after it (None: read from the Delta logs when next needed)."""
