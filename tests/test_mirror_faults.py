@@ -104,3 +104,106 @@ def test_a_fold_deletes_replaced_base_files_only_past_the_retention(tmp_path: Pa
     table = deltalake.DeltaTable(str(path))
     assert len(list(path.glob("*.parquet"))) == len(table.file_uris())  # nothing kept: retention 0
     assert values(mirror.read("s", "t")) == {1: "z", 2: "b"}
+
+
+def _damage(path: Path) -> bytes:
+    """Cut the file at ``path`` to half its bytes; its bytes before."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return data
+
+
+def _logged(root: Path, **options: Any) -> DeltaMirror:
+    """A table with a folded base and a change log of two appends (nothing staged)."""
+    mirror = DeltaMirror(root, background_folds=False, fold_ratio=1000.0, stage_rows=0, **options)
+    mirror.apply(batch(upsert("t", 1, "a"), upsert("t", 2, "b")), 1)
+    mirror.fold()
+    mirror.apply(batch(upsert("t", 2, "c", "UPDATE")), 2)
+    mirror.apply(batch(upsert("t", 3, "c")), 3)
+    return mirror
+
+
+@pytest.mark.parametrize("damaged", ["log-parquet", "base-parquet", "base-commit", "log-commit"])
+def test_damaged_files_are_typed_errors_and_a_refused_batch_writes_nothing(tmp_path: Path, damaged: str) -> None:
+    from canal.spark import MirrorStorageError, changelog
+
+    _logged(tmp_path).close()
+    base = tmp_path / "s.t"
+    where = changelog.log_path(base) if damaged.startswith("log") else base
+    files = sorted(where.glob("*.parquet")) if damaged.endswith("parquet") else sorted(where.glob("_delta_log/*.json"))
+    file = files[0] if damaged.endswith("parquet") else files[-1]
+    good = _damage(file)
+    mirror = DeltaMirror(tmp_path, background_folds=False, fold_ratio=1000.0, stage_rows=0)
+    with pytest.raises(MirrorStorageError, match=str(tmp_path)):
+        mirror.read("s", "t")
+    with pytest.raises(MirrorStorageError):
+        mirror.fold()
+    fourth = batch(upsert("t", 4, "d"))
+    if damaged.endswith("commit"):  # every batch reads the commits of the table it writes
+        with pytest.raises(MirrorStorageError):
+            mirror.apply(fourth, 4)
+    file.write_bytes(good)  # repaired; the batch that failed comes again (it was not acked): nothing is lost
+    again = DeltaMirror(tmp_path, background_folds=False, fold_ratio=1000.0, stage_rows=0)
+    again.apply(fourth, 4)
+    assert values(again.read("s", "t")) == {1: "a", 2: "c", 3: "c", 4: "d"}
+
+
+def test_failing_background_folds_are_counted_and_then_refuse_batches(tmp_path: Path) -> None:
+    from canal.spark import MirrorFoldError, changelog
+
+    mirror = _logged(tmp_path, max_fold_failures=2)
+    mirror.background_folds = True
+    mirror.fold_ratio = 0.001  # every batch's append makes the table's fold due
+    log_file = sorted(changelog.log_path(tmp_path / "s.t").glob("*.parquet"))[0]
+    good = _damage(log_file)
+    for number in (4, 5):
+        mirror.apply(batch(upsert("t", number, "x")), number)
+        mirror.wait_for_folds()
+        assert mirror.metrics().failing_folds == {"s.t": number - 3}
+    metrics = mirror.metrics()
+    assert metrics.fold_failures == 2 and "ArrowInvalid" in (metrics.last_fold_error or "")
+    journal = _journal(tmp_path, mirror).read_bytes()
+    with pytest.raises(MirrorFoldError, match=r"s\.t \(2 in a row\)"):
+        mirror.apply(batch(upsert("t", 6, "y")), 6)
+    assert _journal(tmp_path, mirror).read_bytes() == journal  # nothing of batch 6 written
+    log_file.write_bytes(good)  # repaired
+    mirror.fold("s", "t")  # folds now: the table's folds succeed again
+    assert mirror.metrics().failing_folds == {}
+    mirror.apply(batch(upsert("t", 6, "y")), 6)
+    assert values(mirror.read("s", "t")) == {1: "a", 2: "c", 3: "c", 4: "x", 5: "x", 6: "y"}
+
+
+def test_staged_parts_are_bounded_by_bytes_not_only_rows(tmp_path: Path) -> None:
+    stage_bytes = 200_000
+    mirror = DeltaMirror(tmp_path, background_folds=False, fold_ratio=1000.0, stage_spread=1000, stage_bytes=stage_bytes)
+    tables = [f"w{n}" for n in range(6)]
+    mirror.apply(batch(*(upsert(t, 0, "first") for t in tables)), 1)  # the tables, then their logs
+    mirror.apply(batch(*(upsert(t, 0, "second", "UPDATE") for t in tables)), 2)
+    wide = "x" * 20_000  # a wide row: 4 of them to a table is 80 kB, far below stage_rows' 512 rows
+    held = []
+    for number in range(3, 12):
+        mirror.apply(batch(*(upsert(t, k, f"{number}{wide}") for t in tables for k in range(1, 5))), number)
+        held.append(mirror.metrics().staged_bytes)
+    assert max(held) <= stage_bytes  # flushed down to the bound after each batch
+    assert mirror.metrics().staged_tables >= 1  # and staged nonetheless
+    for t in tables:
+        assert values(mirror.read("s", t)) == {0: "second", **{k: f"11{wide}" for k in range(1, 5)}}
+
+
+def test_the_mirrors_records_keep_the_newest_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from canal.spark import mirror as mirror_module
+    from canal.spark.records import Recent
+
+    monkeypatch.setattr(mirror_module, "RECORDS_KEPT", 5)
+    monkeypatch.setattr(mirror_module, "RECORD_NAMES", 30)
+    mirror = DeltaMirror(tmp_path, background_folds=False, fold_ratio=0.001)
+    for number in range(1, 9):
+        mirror.apply(batch(upsert("t", number, "v")), number)
+    assert [r.batch_id for r in mirror.history] == [4, 5, 6, 7, 8]
+    assert len(mirror.folds) == 5 and mirror.folds[-1].through[0] == 8
+    mirror.apply(batch(*(upsert(f"u{n}", 1, "v") for n in range(25))), 9)  # 25 tables: 25 names of 30
+    assert mirror.history[-1].batch_id == 9 and len(mirror.history) <= 2
+    errors: Recent[str] = Recent(3, 10, len)
+    for text in ("aaaa", "bbbb", "cccc", "dddd"):
+        errors.append(text)
+    assert errors == ["cccc", "dddd"] and errors.dropped == 2

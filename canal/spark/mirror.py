@@ -52,6 +52,8 @@ from canal.schema.history import layout_statement
 from canal.spark import changelog, delta_append, staged, step_marks
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
+from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
+from canal.spark.records import Recent
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo
 
@@ -247,6 +249,20 @@ def _parse_images(texts: Any, layout: Any, zero_dates: ZeroDates = "error") -> l
 
 T = TypeVar("T")
 
+DEFAULT_STAGE_BYTES = 8 << 20
+"""The staged parts a mirror holds in memory, at most, after each batch (and each part staged at most this big)."""
+RECORDS_KEPT = 1000
+"""Entries of ``history``, ``folds`` and ``fold_errors`` kept (the newest): a mirror runs for months."""
+RECORD_NAMES = 200_000
+"""Table names held by the ``history`` kept, at most (a batch over 10,000 tables names each in its result)."""
+RECORD_CHARS = 1 << 20
+"""Characters of the ``fold_errors`` kept, at most."""
+
+
+def _result_names(result: ApplyResult) -> int:
+    return len(result.tables) + len(result.folds) + len(result.staged) + len(result.flushed)
+
+
 TABLE_WORKERS = 4
 """Threads that apply the tables of one step: a Delta commit mostly waits (files, the log), so more than the cores."""
 
@@ -311,6 +327,8 @@ class DeltaMirror:
         log_history_s: float = changelog.LOG_HISTORY_S,
         stage_rows: int = 512,
         stage_spread: int = 16,
+        stage_bytes: int = DEFAULT_STAGE_BYTES,
+        max_fold_failures: int = 3,
     ) -> None:
         if zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
@@ -333,12 +351,21 @@ class DeltaMirror:
             raise MirrorError(f"stage_rows must be >= 0 and stage_spread >= 1, got {stage_rows} and {stage_spread}")
         self.stage_rows = stage_rows
         self.stage_spread = stage_spread
+        if stage_bytes < 1 or max_fold_failures < 1:
+            raise MirrorError(
+                f"stage_bytes and max_fold_failures must be >= 1, got {stage_bytes} and {max_fold_failures}"
+            )
+        self.stage_bytes = stage_bytes
+        self.max_fold_failures = max_fold_failures
+        self._fold_health = FoldHealth(max_fold_failures)
         self._staged_parts: staged.Staged | None = None  # loaded by the first batch that stages or flushes
         self._step: tuple[int, int] | None = None  # (batch id, step number) of the journaled step being applied
         self._staged_by_batch: list[str] = []  # the batch's staged tables (base paths), for its ApplyResult
         self._flushed_by_batch: list[str] = []  # the tables whose staged parts it flushed (the same)
-        self.folds: list[FoldResult] = []  # folds done, in the order they ended
-        self.fold_errors: list[str] = []  # background folds that failed (tried again after a later batch)
+        # folds done, in the order they ended; background folds that failed (tried again after a later batch): the
+        # newest only (canal.spark.records)
+        self.folds: list[FoldResult] = Recent(RECORDS_KEPT, RECORDS_KEPT, lambda _fold: 1)
+        self.fold_errors: list[str] = Recent(RECORDS_KEPT, RECORD_CHARS, len)
         self._fold_lock = threading.Lock()
         self._fold_pool: ThreadPoolExecutor | None = None
         self._table_pool: ThreadPoolExecutor | None = None  # applies the tables of a step without DDL in parallel
@@ -368,7 +395,7 @@ class DeltaMirror:
         self.app_id = app_id
         self.only = None if tables is None else frozenset(tables)
         self.stats: dict[str, TableStats] = {}
-        self.history: list[ApplyResult] = []
+        self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
         self._handles: dict[str, Any] = {}  # path -> DeltaTable kept between batches (see _handle)
         # change log path -> (its version, its Arrow schema) after this process's last direct append (_append_directly)
         self._direct_state: dict[str, tuple[int, Any]] = {}
@@ -472,6 +499,7 @@ class DeltaMirror:
             ids.extend(listed if listed else commit_ids)
         return ids
 
+    @typed_storage_errors
     def read(self, schema: str, table: str) -> Any:
         """The current state of one mirrored table as a pyarrow Table (merge-on-read: its base overlaid with the
         newer changes of its log, exact whatever fold is under way)."""
@@ -479,6 +507,7 @@ class DeltaMirror:
 
     # -- folds (merge_on_read) -----------------------------------------------------------------------------------
 
+    @typed_storage_errors
     def fold(self, schema: str | None = None, table: str | None = None) -> list[FoldResult]:
         """Fold now, in this thread: one table, or every table that has a change log (its staged changes appended
         to it first); returns what each fold did."""
@@ -494,6 +523,7 @@ class DeltaMirror:
         for future in pending:
             future.exception()
 
+    @typed_storage_errors
     def close(self) -> None:
         """Append the staged changes to their change logs, wait for background folds and stop the mirror's threads
         (it can still apply batches afterwards)."""
@@ -540,6 +570,30 @@ class DeltaMirror:
         with self._fold_lock:
             self.folds.append(result)
             self._sized(path, size)
+        self._fold_health.succeeded([path])
+
+    def check_folds(self) -> None:
+        """:class:`~canal.spark.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a
+        row (:mod:`canal.spark.mirror_health`); :meth:`apply` asks first."""
+        self._fold_health.check(lambda path: Path(path).name)
+
+    def metrics(self) -> MirrorMetrics:
+        """How the mirror is doing in this process: batches applied, folds done and failed (tables failing in a row),
+        staged parts held."""
+        parts = self._staged_parts
+        health = self._fold_health
+        with health.lock:
+            failures, last = health.failures, health.last_error
+        return MirrorMetrics(
+            batches=self._applied_batches,
+            folds=health.done,
+            fold_failures=failures,
+            failing_folds=health.by_name(lambda path: Path(path).name),
+            last_fold_error=last,
+            staged_tables=0 if parts is None else len(parts.tables),
+            staged_rows=0 if parts is None else parts.rows,
+            staged_bytes=0 if parts is None else parts.bytes,
+        )
 
     def _sized(self, path: str, size: changelog.LogSize | None) -> None:
         if size is None:
@@ -639,8 +693,12 @@ class DeltaMirror:
                 error = exc
                 names = ", ".join(Path(path).name for path in paths)
                 with self._fold_lock:
-                    self.fold_errors.append(f"{names}: {type(exc).__name__}: {exc}")
+                    self.fold_errors.append(f"{names}: {type(exc).__name__}: {str(exc)[:ERROR_CHARS]}")
+                if not isinstance(exc, changelog.FoldRaceError):  # a lost race did no harm (mirror_health)
+                    self._fold_health.failed(list(paths), exc)
                 self._log.warning("fold of %s failed (tried again after a later batch): %s", names, exc)
+            else:
+                self._fold_health.succeeded(list(paths))
             finally:
                 with self._fold_lock:
                     for path in paths:
@@ -718,8 +776,11 @@ class DeltaMirror:
             "log_history_s": self.log_history_s,
             "stage_rows": self.stage_rows,
             "stage_spread": self.stage_spread,
+            "stage_bytes": self.stage_bytes,
+            "max_fold_failures": self.max_fold_failures,
         }
 
+    @typed_storage_errors
     def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
         """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) as batch ``batch_id``.
 
@@ -733,6 +794,7 @@ class DeltaMirror:
         whose last committed batch id is ``>= batch_id`` is skipped. ``fold=False``: start no fold after the batch
         (the caller schedules them, :meth:`fold_due`)."""
         began = time.perf_counter()
+        self.check_folds()  # nothing of the batch written while a table's folds keep failing
         result = ApplyResult(batch_id)
         self._staged_by_batch, self._flushed_by_batch = [], []
         table = _to_arrow_table(changes)
@@ -814,7 +876,7 @@ class DeltaMirror:
                 self._write_journal(batch_id, number + 1)
                 journaled = True
         if self._staged_parts is not None and self._staged_parts.tables:
-            for path in self._staged_parts.due(self.stage_rows, self.stage_spread):
+            for path in self._staged_parts.due(self.stage_rows, self.stage_spread, self.stage_bytes):
                 self._flush(path)
         result.staged = sorted(Path(path).name for path in self._staged_by_batch)
         result.flushed = sorted(Path(path).name for path in self._flushed_by_batch)
@@ -1461,6 +1523,11 @@ class DeltaMirror:
             for a in appends
             if a.direct is not None and a.batch_id is not None and a.rows.num_rows <= self.stage_rows
         ]
+        room = self.stage_bytes  # a batch stages at most stage_bytes (wide rows are held by their bytes)
+        for append in list(small):
+            room -= append.rows.nbytes
+            if room < 0:
+                small.remove(append)
         if not small or any(a.batch_id != small[0].batch_id for a in small):
             return appends
         batch_id = small[0].batch_id
