@@ -175,7 +175,9 @@ def test_failing_background_folds_are_counted_and_then_refuse_batches(tmp_path: 
 
 def test_staged_parts_are_bounded_by_bytes_not_only_rows(tmp_path: Path) -> None:
     stage_bytes = 200_000
-    mirror = DeltaMirror(tmp_path, background_folds=False, fold_ratio=1000.0, stage_spread=1000, stage_bytes=stage_bytes)
+    mirror = DeltaMirror(
+        tmp_path, background_folds=False, fold_ratio=1000.0, stage_spread=1000, stage_bytes=stage_bytes
+    )
     tables = [f"w{n}" for n in range(6)]
     mirror.apply(batch(*(upsert(t, 0, "first") for t in tables)), 1)  # the tables, then their logs
     mirror.apply(batch(*(upsert(t, 0, "second", "UPDATE") for t in tables)), 2)
