@@ -209,3 +209,70 @@ def test_the_mirrors_records_keep_the_newest_only(tmp_path: Path, monkeypatch: p
     for text in ("aaaa", "bbbb", "cccc", "dddd"):
         errors.append(text)
     assert errors == ["cccc", "dddd"] and errors.dropped == 2
+
+
+def test_two_destinations_with_one_app_id_in_one_root_are_refused_not_lost(tmp_path: Path) -> None:
+    from canal.spark import MirrorLeaseError
+
+    first = DeltaMirror(tmp_path, background_folds=False)  # destination a
+    second = DeltaMirror(tmp_path, background_folds=False)  # destination b, the same default app id
+    for number in (1, 2, 3):
+        first.apply(batch(upsert("ta", number, "a")), number)
+    journal = _journal(tmp_path, first).read_bytes()
+    with pytest.raises(MirrorLeaseError, match="own app_id"):
+        second.apply(batch(upsert("tb", 1, "b")), 1)
+    assert first.table_names() == ["s.ta"]  # nothing of the refused batch written
+    assert _journal(tmp_path, first).read_bytes() == journal
+    own = DeltaMirror(tmp_path, app_id="destination-b", background_folds=False)  # each its own app id: both go on
+    own.apply(batch(upsert("tb", 1, "b")), 1)
+    first.apply(batch(upsert("ta", 4, "a")), 4)
+    assert values(own.read("s", "tb")) == {1: "b"} and len(values(first.read("s", "ta"))) == 4
+    first.close()  # gives the lease up
+    second.apply(batch(upsert("ta", 5, "a")), 5)
+    assert values(second.read("s", "ta")) == {n: "a" for n in range(1, 6)}
+
+
+def test_a_dropped_mirror_leaves_its_lease_to_the_next(tmp_path: Path) -> None:
+    first = DeltaMirror(tmp_path, background_folds=False)
+    first.apply(batch(upsert("t", 1, "a")), 1)
+    del first  # a restarted worker drops its mirror without closing it
+    second = DeltaMirror(tmp_path, background_folds=False)
+    second.apply(batch(upsert("t", 2, "b")), 2)
+    assert values(second.read("s", "t")) == {1: "a", 2: "b"}
+
+
+_HOLDER = """
+import sys
+from canal.spark import DeltaMirror
+from tests.mirror_rows import batch, upsert
+mirror = DeltaMirror(sys.argv[1], background_folds=False)
+mirror.apply(batch(upsert("t", 1, "a")), 1)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_live_writer_process_holds_its_lease_and_a_killed_one_does_not(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from canal.spark import MirrorLeaseError
+
+    repo = Path(__file__).resolve().parent.parent
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp_path)],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        mirror = DeltaMirror(tmp_path, background_folds=False)
+        with pytest.raises(MirrorLeaseError, match=f"process {holder.pid} "):
+            mirror.apply(batch(upsert("t", 2, "b")), 2)
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+    mirror.apply(batch(upsert("t", 2, "b")), 2)  # its writer is gone: the lease is taken over
+    assert values(mirror.read("s", "t")) == {1: "a", 2: "b"}

@@ -201,6 +201,7 @@ def test_a_new_mirror_takes_up_what_another_one_staged(tmp_path: Path) -> None:
     source = _Source()
     first = _mirror(tmp_path)
     source.apply(first, 1, 10)  # not closed: as if its process had died
+    del first
     assert _staged_files(tmp_path)
     second = _mirror(tmp_path)
     _assert_exact(second, source)
@@ -217,8 +218,10 @@ def test_a_new_mirror_deletes_its_own_interrupted_writes_only(tmp_path: Path) ->
     source = _Source()
     first = _mirror(tmp_path)
     source.apply(first, 1, 4)
+    app_id = first.app_id
+    del first  # its process died
     directory = Path(staged.staged_dir(tmp_path))
-    own = directory / f"{5:020d}-{first.app_id.encode().hex()}.arrow.0123456789abcdef.tmp"
+    own = directory / f"{5:020d}-{app_id.encode().hex()}.arrow.0123456789abcdef.tmp"
     other = directory / f"{5:020d}-{b'another-app'.hex()}.arrow.0123456789abcdef.tmp"
     for path in (own, other):
         path.write_bytes(b"half a file")  # a process killed while writing it
@@ -238,6 +241,7 @@ def test_a_flush_whose_process_died_before_deleting_its_files_appends_nothing_tw
     assert _staged_files(tmp_path) == []
     shutil.rmtree(staged.staged_dir(tmp_path))
     shutil.copytree(kept, staged.staged_dir(tmp_path))  # the files the dead process did not delete
+    del first
     _assert_exact(DeltaMirror(tmp_path), source)  # copies of the logged changes: read once
     second = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
     assert second._staged().tables == {}  # every part is in its log already: none taken up again
@@ -263,6 +267,7 @@ def test_a_replayed_batch_stages_nothing_twice(tmp_path: Path) -> None:
     first.apply(again, 5)
     # the process died after staging batch 5 and before journaling it: the next one replays it
     journal.write_bytes(replay_from)
+    del first
     second = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
     holding_5 = {p for p, t in second._staged().tables.items() if 5 in t.batches}
     assert holding_5

@@ -52,6 +52,7 @@ from canal.schema.history import layout_statement
 from canal.spark import changelog, delta_append, staged, step_marks
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
+from canal.spark.lease import WriterLease
 from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
 from canal.spark.records import Recent
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
@@ -358,6 +359,7 @@ class DeltaMirror:
         self.stage_bytes = stage_bytes
         self.max_fold_failures = max_fold_failures
         self._fold_health = FoldHealth(max_fold_failures)
+        self._lease: WriterLease | None = None  # taken by the first batch written with the step journal (lease)
         self._staged_parts: staged.Staged | None = None  # loaded by the first batch that stages or flushes
         self._step: tuple[int, int] | None = None  # (batch id, step number) of the journaled step being applied
         self._staged_by_batch: list[str] = []  # the batch's staged tables (base paths), for its ApplyResult
@@ -533,6 +535,8 @@ class DeltaMirror:
             if pool is not None:
                 pool.shutdown(wait=True)
         self._fold_pool = self._table_pool = None
+        if self._lease is not None:
+            self._lease.release()
 
     def __enter__(self) -> DeltaMirror:
         return self
@@ -571,6 +575,13 @@ class DeltaMirror:
             self.folds.append(result)
             self._sized(path, size)
         self._fold_health.succeeded([path])
+
+    def hold_lease(self) -> None:
+        """Take (or renew) this mirror's lease on its root and app id; :class:`~canal.spark.types.MirrorLeaseError`
+        when another live mirror writes them (:mod:`canal.spark.lease`)."""
+        if self._lease is None:
+            self._lease = WriterLease(self.root, self.app_id, self)
+        self._lease.hold()
 
     def check_folds(self) -> None:
         """:class:`~canal.spark.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a
@@ -795,6 +806,8 @@ class DeltaMirror:
         (the caller schedules them, :meth:`fold_due`)."""
         began = time.perf_counter()
         self.check_folds()  # nothing of the batch written while a table's folds keep failing
+        if steps_journal:
+            self.hold_lease()  # one writer of the root's journal per app id (canal.spark.lease)
         result = ApplyResult(batch_id)
         self._staged_by_batch, self._flushed_by_batch = [], []
         table = _to_arrow_table(changes)
@@ -829,6 +842,14 @@ class DeltaMirror:
             self.flush_staged()  # DDL rewrites, moves, clears or drops change logs: nothing staged may outlive that
         # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
         last_step = {name: number for number, step in enumerate(steps) if isinstance(step, dict) for name in step}
+        # a table renamed by a later pair of a RENAME TABLE commits without it, as one renamed by ALTER does: its change
+        # log moves to the new name, whose later rows of the batch (staged, maybe) must not read as recorded already
+        renamed_at = {
+            name: number
+            for number, step in enumerate(steps)
+            if isinstance(step, _RenamePair)
+            for name in (step.old, step.new)
+        }
         for number, step in enumerate(steps):
             if number < done:  # applied before a crash: a replay skips it
                 for name in [step.old] if isinstance(step, _RenamePair) else list(step):
@@ -850,9 +871,8 @@ class DeltaMirror:
                 def one(name: str, plan: _TablePlan, number: int = number, journaled: bool = journaled) -> bool:
                     stats = self.stats.setdefault(name, TableStats())
                     stats.changes += plan.rows
-                    return self._apply_table(
-                        plan, batch_id, stats, check_version=not journaled, record=last_step[name] == number
-                    )
+                    record = last_step[name] == number and renamed_at.get(name, -1) < number
+                    return self._apply_table(plan, batch_id, stats, check_version=not journaled, record=record)
 
                 if len(step) > 1 and not any(plan.ddl or plan.truncate for plan in step.values()):
                     # tables of a step without DDL are independent: each its own Delta commits, in parallel (the
