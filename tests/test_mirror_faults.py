@@ -143,6 +143,7 @@ def test_damaged_files_are_typed_errors_and_a_refused_batch_writes_nothing(tmp_p
         with pytest.raises(MirrorStorageError):
             mirror.apply(fourth, 4)
     file.write_bytes(good)  # repaired; the batch that failed comes again (it was not acked): nothing is lost
+    del mirror  # the process that met the damage stopped
     again = DeltaMirror(tmp_path, background_folds=False, fold_ratio=1000.0, stage_rows=0)
     again.apply(fourth, 4)
     assert values(again.read("s", "t")) == {1: "a", 2: "c", 3: "c", 4: "d"}

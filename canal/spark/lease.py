@@ -30,9 +30,9 @@ import time
 import uuid
 import weakref
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from canal.files import write_bytes_atomic, write_file_atomic
+from canal.files import write_bytes_atomic, write_new
 from canal.spark.types import MirrorLeaseError
 
 LEASE_S = 60.0
@@ -93,7 +93,8 @@ class WriterLease:
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
-            return {}  # half a lease (a writer killed mid-write cannot leave one: it is written whole) -- foreign
+            return {}  # a lease being created (or damaged): nobody's, taken over -- and its creator, finding the
+            # token it reads back another's, refuses
         return data if isinstance(data, dict) else {}
 
     def hold(self) -> None:
@@ -122,11 +123,11 @@ class WriterLease:
             write_bytes_atomic(self.path, data)
             written = True
         else:
-
-            def fill(fh: BinaryIO) -> None:
-                fh.write(data)
-
-            written = write_file_atomic(self.path, fill, replace=False)
+            try:  # created whole or not at all (no hard link needed, as some file systems have none)
+                write_new(str(self.path), data)
+                written = True
+            except FileExistsError:
+                written = False
         if written:
             owner = self._owner()
             if owner is not None:

@@ -806,8 +806,6 @@ class DeltaMirror:
         (the caller schedules them, :meth:`fold_due`)."""
         began = time.perf_counter()
         self.check_folds()  # nothing of the batch written while a table's folds keep failing
-        if steps_journal:
-            self.hold_lease()  # one writer of the root's journal per app id (canal.spark.lease)
         result = ApplyResult(batch_id)
         self._staged_by_batch, self._flushed_by_batch = [], []
         table = _to_arrow_table(changes)
@@ -816,6 +814,8 @@ class DeltaMirror:
             return result
         table = self._ordered(table)
         result.rows = table.num_rows
+        if steps_journal:
+            self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.spark.lease)
         journal = self._read_journal() if steps_journal else None
         if journal is not None and journal[0] > batch_id:
             for name in self._plan(table):
