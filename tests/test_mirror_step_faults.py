@@ -13,8 +13,9 @@ drops it), starts a new mirror on the root, replays the batch (the consumer acke
 one: after each, every table -- the set of tables and their rows -- reads as after the same batch of the
 uninterrupted run, which is also checked against a model.
 
-Every boundary is tried by default (a few seconds); PYCANAL_STEP_FAULTS_AFTER=N goes on N batches after the replay
-instead of one.
+By default the boundaries of the DDL steps are tried (the journal writes just before and after each, every move
+and every flush; about 40) and each run stops after the replayed batch; PYCANAL_STEP_FAULTS=all tries every
+boundary, DML steps' too, and goes on PYCANAL_STEP_FAULTS_AFTER=N (default 2 then) batches after the replay.
 """
 
 from __future__ import annotations
@@ -159,33 +160,54 @@ def _uninterrupted(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Pat
     return snapshots, crossed
 
 
+def _ddl_journal_writes(rows: list[dict[str, Any]]) -> set[int]:
+    """The journal writes (their ``done`` counts) that follow a DDL step of the batch: a RENAME pair, or a DDL row."""
+    table = batch(*rows)
+    is_ddl = table.column("is_ddl").to_pylist()
+    return {
+        number + 1
+        for number, step in enumerate(mirror._steps(table, None))
+        if isinstance(step, mirror._RenamePair) or (len(step) == 1 and is_ddl[step[0].as_py()])
+    }
+
+
+def _chosen(number: int, name: str) -> bool:
+    if os.environ.get("PYCANAL_STEP_FAULTS") == "all" or not name.endswith(tuple("0123456789")):
+        return True  # every move and flush
+    return int(name.rsplit(" ", 1)[1]) in _ddl_journal_writes(BATCHES[number - 1])
+
+
 def test_a_fault_at_every_step_boundary_is_replayed_to_the_uninterrupted_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     snapshots, crossed = _uninterrupted(tmp_path, monkeypatch)
-    after = int(os.environ.get("PYCANAL_STEP_FAULTS_AFTER", "1"))
+    every = os.environ.get("PYCANAL_STEP_FAULTS") == "all"
+    after = int(os.environ.get("PYCANAL_STEP_FAULTS_AFTER", "2" if every else "0"))
     kinds = {name.split(" ")[0] for names in crossed for name in names}
     assert kinds == {"before", "after", "moved", "flushed"}, kinds  # every kind of boundary is crossed
+    chosen = [(number, at, name) for number, names in enumerate(crossed, 1) for at, name in enumerate(names)]
+    chosen = [(number, at, name) for number, at, name in chosen if _chosen(number, name)]
+    # each kind of DDL step is tried: CREATE (batches 1, 6, 8), RENAME pairs (4, 7), TRUNCATE (5), DROP (6, 8)
+    assert {number for number, _at, name in chosen if "journal" in name} == {1, 4, 5, 6, 7, 8}
     tried = 0
-    for number, names in enumerate(crossed, 1):
-        for at, name in enumerate(names):
-            root = tmp_path / f"fault-{number}-{at}"
-            if snapshots[number - 1].exists():
-                _copy(snapshots[number - 1], root)
-            boundaries = _Boundaries()
-            boundaries.at = at
-            writer = DeltaMirror(root, **OPTIONS)
-            with _watched(monkeypatch, boundaries), pytest.raises(_Fault):
-                writer.apply(batch(*BATCHES[number - 1]), number)
-            del writer  # the process died: its memory (staged parts, open tables, its lease) is gone
-            gc.collect()
-            writer = DeltaMirror(root, **OPTIONS)
-            for replayed in range(number, min(number + after, len(BATCHES)) + 1):
-                writer.apply(batch(*BATCHES[replayed - 1]), replayed)
-                want = MODEL[replayed - 1]
-                assert _state(root) == {t: want[t] for t in sorted(want)}, (number, name, replayed)
-            writer.close()
-            del writer
-            shutil.rmtree(root)
-            tried += 1
-    assert tried == sum(len(names) for names in crossed)
+    for number, at, name in chosen:
+        root = tmp_path / f"fault-{number}-{at}"
+        if snapshots[number - 1].exists():
+            _copy(snapshots[number - 1], root)
+        boundaries = _Boundaries()
+        boundaries.at = at
+        writer = DeltaMirror(root, **OPTIONS)
+        with _watched(monkeypatch, boundaries), pytest.raises(_Fault):
+            writer.apply(batch(*BATCHES[number - 1]), number)
+        del writer  # the process died: its memory (staged parts, open tables, its lease) is gone
+        gc.collect()
+        writer = DeltaMirror(root, **OPTIONS)
+        for replayed in range(number, min(number + after, len(BATCHES)) + 1):
+            writer.apply(batch(*BATCHES[replayed - 1]), replayed)
+            want = MODEL[replayed - 1]
+            assert _state(root) == {t: want[t] for t in sorted(want)}, (number, name, replayed)
+        writer.close()
+        del writer
+        shutil.rmtree(root)
+        tried += 1
+    assert tried == len(chosen)
