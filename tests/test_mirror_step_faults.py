@@ -119,7 +119,10 @@ def _watched(monkeypatch: pytest.MonkeyPatch, boundaries: _Boundaries) -> Iterat
 
     def replace(source: Any, target: Any) -> None:
         os.replace(source, target)
-        boundaries.cross(f"moved {Path(source).parent.name}/{Path(source).name}")
+        moved = Path(source)
+        boundaries.cross(
+            f"moved {moved.parent.name}/{moved.name}" if moved.parent.name == "_changes" else f"moved {moved.name}"
+        )
 
     moves = types.SimpleNamespace(**{name: getattr(os, name) for name in dir(os) if not name.startswith("__")})
     moves.replace = replace
