@@ -291,8 +291,10 @@ class DeltaMirror:
     batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
     table. A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files, in a
     background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``);
-    a failed background fold is logged and tried again after the next batch, never failing one. DDL, TRUNCATE and a
-    change of key fold the table first, within the batch.
+    a failed background fold is logged, counted (:meth:`metrics`) and tried again after the next batch; once a
+    table's folds failed ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold
+    of it succeeds (:mod:`canal.spark.mirror_health`). A fold keeps the base files it replaces for
+    ``retention_hours`` (time travel). DDL, TRUNCATE and a change of key fold the table first, within the batch.
 
     ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
     table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
@@ -302,7 +304,11 @@ class DeltaMirror:
     of the batch written as one file, appended to the table's change log later, a few tables a batch
     (``stage_spread``: each batch flushes at least one in that many of the tables staged), or before anything else
     writes the table (:mod:`canal.spark.staged`): a batch spread over many tables then costs about what one
-    table's would. 0: never stage. Readers of the current state read staged changes too.
+    table's would. 0: never stage. Readers of the current state read staged changes too. ``stage_bytes``: the most
+    a batch stages, and the most held staged after each batch (the oldest tables flushed first).
+
+    ``app_id``: one live mirror writes a root under an app id (:mod:`canal.spark.lease`; a second is refused with
+    ``MirrorLeaseError``): give each destination mirrored into one root its own.
 
     ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
     append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
@@ -708,8 +714,8 @@ class DeltaMirror:
                 if not isinstance(exc, changelog.FoldRaceError):  # a lost race did no harm (mirror_health)
                     self._fold_health.failed(list(paths), exc)
                 self._log.warning("fold of %s failed (tried again after a later batch): %s", names, exc)
-            else:
-                self._fold_health.succeeded(list(paths))
+            else:  # (a fold done here was counted by _folded)
+                self._fold_health.succeeded(list(paths), folded=False)
             finally:
                 with self._fold_lock:
                     for path in paths:

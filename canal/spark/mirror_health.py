@@ -59,7 +59,7 @@ class MirrorMetrics:
     """What :meth:`canal.spark.DeltaMirror.metrics` reports."""
 
     batches: int  # batches that applied something, in this process
-    folds: int  # folds done, in this process
+    folds: int  # folds this mirror did (not those Spark tasks do: on_executors)
     fold_failures: int  # folds (and log compactions) that failed, in this process
     failing_folds: dict[str, int]  # ``schema.table`` -> its folds failed in a row (absent once one succeeds)
     last_fold_error: str | None
@@ -86,9 +86,11 @@ class FoldHealth:
             for path in paths:
                 self.failing[path] = self.failing.get(path, 0) + 1
 
-    def succeeded(self, paths: list[str]) -> None:
+    def succeeded(self, paths: list[str], *, folded: bool = True) -> None:
+        """The tables' folds (or, not ``folded``, other upkeep of their logs: compactions, Spark jobs that fold in
+        other processes) succeeded: their failures in a row end."""
         with self.lock:
-            self.done += 1
+            self.done += 1 if folded else 0
             for path in paths:
                 self.failing.pop(path, None)
 
