@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from canal.spark import DeltaMirror
+from canal.spark import DeltaMirror, compare
 from tests.mirror_rows import CREATE, batch, ddl, upsert, values
 
 deltalake = pytest.importorskip("deltalake")
@@ -136,6 +136,8 @@ def test_damaged_files_are_typed_errors_and_a_refused_batch_writes_nothing(tmp_p
     mirror = DeltaMirror(tmp_path, background_folds=False, fold_ratio=1000.0, stage_rows=0)
     with pytest.raises(MirrorStorageError, match=str(tmp_path)):
         mirror.read("s", "t")
+    with pytest.raises(MirrorStorageError, match="cannot be read"):
+        compare(base, [], ["id"])  # the current state, as every reader of a mirror table reads it
     with pytest.raises(MirrorStorageError):
         mirror.fold()
     fourth = batch(upsert("t", 4, "d"))

@@ -54,8 +54,9 @@ import attrs
 
 from canal.files import write_bytes_atomic
 from canal.spark.delta_append import is_table
+from canal.spark.mirror_health import ERROR_CHARS, storage_error_types
 from canal.spark.staged import staged_rows
-from canal.spark.types import MirrorError
+from canal.spark.types import MirrorError, MirrorStorageError
 
 BATCH = "_canal_batch"
 """The change-log column holding each change's batch id."""
@@ -270,7 +271,10 @@ def current_state(base: str | os.PathLike[str]) -> Any:
             # a fold removed the files of the versions just read (its trim deletes them at once), or the log's
             # cleanup a commit file: read again
             if not _lost_race(exc) or attempt == _READ_ATTEMPTS - 1:
-                raise
+                if isinstance(exc, MirrorError) or not isinstance(exc, storage_error_types()):
+                    raise
+                what = f"{type(exc).__name__}: {str(exc)[:ERROR_CHARS]}"
+                raise MirrorStorageError(f"{base} cannot be read: {what}") from exc
     raise AssertionError("unreachable")
 
 
