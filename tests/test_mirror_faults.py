@@ -280,3 +280,15 @@ def test_a_live_writer_process_holds_its_lease_and_a_killed_one_does_not(tmp_pat
         holder.wait(timeout=60)
     mirror.apply(batch(upsert("t", 2, "b")), 2)  # its writer is gone: the lease is taken over
     assert values(mirror.read("s", "t")) == {1: "a", 2: "b"}
+
+
+def test_a_lease_copied_with_another_roots_files_is_nobodys(tmp_path: Path) -> None:
+    import shutil
+
+    first = DeltaMirror(tmp_path / "one", background_folds=False)
+    first.apply(batch(upsert("t", 1, "a")), 1)
+    shutil.copytree(tmp_path / "one", tmp_path / "two")  # its lease too, naming the first root
+    copy = DeltaMirror(tmp_path / "two", background_folds=False)
+    copy.apply(batch(upsert("t", 2, "b")), 2)
+    first.apply(batch(upsert("t", 3, "c")), 3)  # each writes its own root
+    assert values(copy.read("s", "t")) == {1: "a", 2: "b"} and values(first.read("s", "t")) == {1: "a", 3: "c"}

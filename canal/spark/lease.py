@@ -14,7 +14,9 @@ with :class:`~canal.spark.types.MirrorLeaseError` (nothing written) unless that 
 * a process on another host (a mirror root on shared storage): gone when its lease was not renewed for
   :data:`LEASE_S` seconds. The holder renews it with its batches, every ``LEASE_S / 4`` seconds at most; a holder
   whose lease was taken over while it was idle that long finds another token at its next batch and is refused
-  too -- two writers never both go on.
+  too -- two writers never both go on;
+* a lease copied on this host with the files of another root (a backup restored, a test's copy): it names that
+  root, not this one, and is nobody's here.
 
 ``close()`` gives the lease up (the next batch takes it again).
 """
@@ -71,6 +73,7 @@ class WriterLease:
 
     def __init__(self, root: str | os.PathLike[str], app_id: str, owner: object) -> None:
         self.path = lease_path(root, app_id)
+        self.root = os.path.realpath(root)
         self.app_id = app_id
         self.token = uuid.uuid4().hex
         self._owner = weakref.ref(owner)
@@ -85,6 +88,7 @@ class WriterLease:
             "started": _started(pid),
             "token": self.token,
             "renewed": time.time(),
+            "root": self.root,
         }
 
     def _read(self) -> dict[str, Any] | None:
@@ -141,9 +145,11 @@ class WriterLease:
         pid, host = holder.get("pid"), holder.get("host")
         if not isinstance(pid, int) or not isinstance(host, str):
             return False  # not a lease this module wrote whole
-        if host != socket.gethostname():
+        if host != socket.gethostname():  # (its path for the root may differ: another mount)
             renewed = holder.get("renewed")
             return isinstance(renewed, int | float) and time.time() - renewed < LEASE_S
+        if holder.get("root") != self.root:
+            return False  # a lease copied with another root's files: its holder writes that root, not this one
         if pid == os.getpid():
             token = str(holder.get("token"))
             if _LIVE.get(token) is None:
