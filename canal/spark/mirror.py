@@ -695,7 +695,8 @@ class DeltaMirror:
 
     def run_folds(self, paths: list[str], fold: Callable[[], object], *, sizes_known: bool = False) -> None:
         """Run ``fold`` (which folds the claimed tables ``paths``) in a background thread; a fold that fails is logged
-        and left to a later batch, never failing one (the log stays, and reads exactly). The logs' sizes are read
+        and left to a later batch (the log stays, and reads exactly), and counted: after ``max_fold_failures`` in a
+        row the next batch is refused (:meth:`check_folds`). The logs' sizes are read
         anew by the next batch that needs them, unless ``sizes_known`` (``fold`` records them) and it succeeded."""
         if self._fold_pool is None:
             self._fold_pool = ThreadPoolExecutor(self.fold_workers, thread_name_prefix="pycanal-fold")
