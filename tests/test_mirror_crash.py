@@ -1,4 +1,5 @@
-"""A merge-on-read mirror whose writing process is SIGKILLed mid-append, mid-fold, between a fold's two steps (its
+"""A merge-on-read mirror whose writing process is SIGKILLed at a DDL step's boundary (a RENAME pair's table moved,
+its change log not yet), mid-append, mid-fold, between a fold's two steps (its
 base commit and its trim of the change log), mid-way through writing a batch's staged changes, and after a flush of
 staged changes appended them before their files were deleted: what a reader sees right after the kill is the source
 after the last batch applied, or (table by table) after the one in flight; restarted from the last batch it reported
@@ -154,3 +155,41 @@ def test_a_fold_between_a_readers_two_snapshots_loses_no_change(
         rows = read_files()
     assert folds  # the fold ran
     assert _rows(rows) == state[table]
+
+
+@pytest.mark.parametrize(
+    ("number", "boundary"),
+    [(4, "moved s.tmp")],  # a RENAME pair: the table moved, its change log not yet
+    ids=["rename-pair"],
+)
+def test_a_writer_killed_at_a_ddl_step_boundary_resumes_to_the_uninterrupted_result(
+    tmp_path: Path, number: int, boundary: str
+) -> None:
+    """The real-process companion of tests/test_mirror_step_faults.py (which tries every DDL step's boundary in one
+    process, a few seconds each here): SIGKILLed at a DDL step's boundary, the writer restarted from the batch in
+    flight ends where the model does."""
+    from tests.mirror_rows import values
+    from tests.test_mirror_step_faults import BATCHES, MODEL
+
+    root = tmp_path / "mirror"
+
+    def run(*args: object) -> tuple[int, list[int]]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.procs.step_writer", str(root), *map(str, args)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert proc.returncode in (0, -9), proc.stderr[-3000:]
+        return proc.returncode, [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("A ")]
+
+    code, applied = run(1, len(BATCHES), number, boundary)
+    assert code == -9 and applied == list(range(1, number)), (code, applied)
+    code, applied = run(number, len(BATCHES))
+    assert code == 0 and applied[-1] == len(BATCHES)
+    reader = DeltaMirror(root)
+    want = MODEL[-1]
+    assert reader.table_names() == [f"s.{t}" for t in sorted(want)]
+    for table, rows in want.items():
+        assert values(reader.read("s", table)) == rows, table

@@ -19,11 +19,12 @@ from canal.spark.changelog import FoldResult
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
 from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorMode, compare
+from canal.spark.mirror_health import MirrorMetrics
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
 from canal.spark.spool import Spool, SpoolError
-from canal.spark.types import MirrorError, MirrorTypeError
+from canal.spark.types import MirrorError, MirrorFoldError, MirrorLeaseError, MirrorStorageError, MirrorTypeError
 
 __all__ = [
     "CHANGE_SCHEMA_DDL",
@@ -35,7 +36,11 @@ __all__ = [
     "FoldResult",
     "JournalError",
     "MirrorError",
+    "MirrorFoldError",
+    "MirrorLeaseError",
+    "MirrorMetrics",
     "MirrorMode",
+    "MirrorStorageError",
     "MirrorTypeError",
     "RunStats",
     "SparkSourceError",

@@ -55,8 +55,9 @@ import attrs
 
 from canal.files import write_bytes_atomic
 from canal.spark.delta_append import is_table
+from canal.spark.mirror_health import ERROR_CHARS, storage_error_types
 from canal.spark.staged import staged_rows
-from canal.spark.types import MirrorError
+from canal.spark.types import MirrorError, MirrorStorageError
 
 BATCH = "_canal_batch"
 """The change-log column holding each change's batch id."""
@@ -73,7 +74,7 @@ NOT_FOLDED = (-1, -1)
 Change = tuple[int, int]  # (batch id, seq): the order of changes
 LOG_DIR = "_changes"
 _KEYS_FILE = "_pycanal_keys.json"  # in the log's directory: Delta keeps no custom table properties; vacuum skips "_"
-_REPLACED_FILE = "_pycanal_replaced.json"  # base files the last fold replaced, deleted by the next fold
+_REPLACED_FILE = "_pycanal_replaced.json"  # base files folds replaced, and when: deleted past the retention
 _READ_ATTEMPTS = 3
 T = TypeVar("T")
 
@@ -271,7 +272,10 @@ def current_state(base: str | os.PathLike[str]) -> Any:
             # a fold removed the files of the versions just read (its trim deletes them at once), or the log's
             # cleanup a commit file: read again
             if not _lost_race(exc) or attempt == _READ_ATTEMPTS - 1:
-                raise
+                if isinstance(exc, MirrorError) or not isinstance(exc, storage_error_types()):
+                    raise
+                what = f"{type(exc).__name__}: {str(exc)[:ERROR_CHARS]}"
+                raise MirrorStorageError(f"{base} cannot be read: {what}") from exc
     raise AssertionError("unreachable")
 
 
@@ -391,17 +395,24 @@ def _lost_race(exc: BaseException) -> bool:
     return isinstance(exc, DeltaError) and "not found" in str(exc)
 
 
+RETENTION_S = 168 * 3600.0
+"""How long the base files a fold replaced stay, by default: Delta's own ``deletedFileRetentionDuration`` (a week),
+so the base's older versions can still be read (time travel) as with any Delta table."""
+
+
 def fold(
     base: str | os.PathLike[str],
     *,
     name: str = "",
     appends: contextlib.AbstractContextManager[object] | None = None,
     by_files: bool = False,
+    retention_s: float = RETENTION_S,
 ) -> FoldResult:
     """Merge the log of the table at ``base`` into its base and trim the log (module docstring: why any crash or race
-    between these steps changes no answer). The base files this fold replaces are deleted by the next fold (a
-    reader of the base's previous version has one fold's time to finish); the log files it trims are deleted at
-    once (only :func:`current_state` reads the log, and it reads again when a file went away).
+    between these steps changes no answer). The base files a fold replaces stay ``retention_s`` seconds -- or the
+    base's ``delta.deletedFileRetentionDuration`` when that is longer -- so a reader of an older version of the base
+    (time travel) still finds them; a later fold deletes them once that time has passed. The log files it trims are
+    deleted at once (only :func:`current_state` reads the log, and it reads again when a file went away).
 
     A fold that loses a race with another fold of the table raises :class:`FoldRaceError`, having changed nothing
     the other did not do. ``appends``: the lock the process's appends to the log hold, held while the fold trims the
@@ -410,7 +421,11 @@ def fold(
     :data:`ORPHAN_AGE_S` old."""
     try:
         return _fold(
-            base, name=name or Path(base).name, appends=appends or contextlib.nullcontext(), by_files=by_files
+            base,
+            name=name or Path(base).name,
+            appends=appends or contextlib.nullcontext(),
+            by_files=by_files,
+            retention_s=retention_s,
         )
     except Exception as exc:
         if _lost_race(exc):
@@ -422,7 +437,12 @@ def fold(
 
 
 def _fold(
-    base: str | os.PathLike[str], *, name: str, appends: contextlib.AbstractContextManager[object], by_files: bool
+    base: str | os.PathLike[str],
+    *,
+    name: str,
+    appends: contextlib.AbstractContextManager[object],
+    by_files: bool,
+    retention_s: float,
 ) -> FoldResult:
     from deltalake import CommitProperties, DeltaTable, Transaction
 
@@ -458,8 +478,7 @@ def _fold(
             record_only(table, commit)
         table.update_incremental()
         replaced = [os.path.basename(p) for p in _uris_to_paths(sorted(base_files - set(table.file_uris())))]
-        _delete_files([os.path.join(base, n) for n in _replaced_before(log)])
-        write_bytes_atomic(log / _REPLACED_FILE, json.dumps(replaced).encode())
+        _retire_replaced(base, log, replaced, max(retention_s, _table_retention_s(table)))
     trimmed = trim(log, through, appends, by_files=by_files)
     with appends:
         trimmed += _sweep_orphans(log)
@@ -519,13 +538,46 @@ def record_only(table: Any, commit: Any) -> None:
     write_deltalake(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="append", commit_properties=commit)
 
 
-def _replaced_before(log: Path) -> list[str]:
-    """Names (in the base's directory) of the base files the last fold replaced."""
+def _replaced_before(log: Path) -> list[tuple[str, float]]:
+    """(name in the base's directory, when a fold replaced it) of the base files folds replaced and did not delete
+    yet. (A list of bare names, as an older pycanal wrote it, reads as replaced long ago: it deleted them at the
+    next fold.)"""
     try:
         data = json.loads((log / _REPLACED_FILE).read_text())
     except (FileNotFoundError, ValueError):
         return []
-    return [p for p in data if isinstance(p, str)] if isinstance(data, list) else []
+    if not isinstance(data, list):
+        return []
+    kept: list[tuple[str, float]] = []
+    for item in data:
+        if isinstance(item, str):
+            kept.append((item, 0.0))
+        elif isinstance(item, list) and len(item) == 2:
+            name, at = item
+            if isinstance(name, str) and isinstance(at, int | float):
+                kept.append((name, float(at)))
+    return kept
+
+
+def _retire_replaced(base: str | os.PathLike[str], log: Path, replaced: Sequence[str], retention_s: float) -> None:
+    """Record the base files a fold just ``replaced``, and delete those replaced more than ``retention_s`` ago."""
+    now = time.time()
+    waiting = [*_replaced_before(log), *((name, now) for name in replaced)]
+    due = [name for name, at in waiting if at + retention_s <= now]
+    _delete_files([os.path.join(base, name) for name in due])
+    kept = [[name, at] for name, at in waiting if at + retention_s > now]
+    write_bytes_atomic(log / _REPLACED_FILE, json.dumps(kept).encode())
+
+
+_INTERVAL = re.compile(r"\s*interval\s+(\d+)\s+(second|minute|hour|day|week)s?\s*", re.IGNORECASE)
+_UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+
+
+def _table_retention_s(table: Any) -> float:
+    """The base's ``delta.deletedFileRetentionDuration`` in seconds (0 when it sets none, or none this reads)."""
+    text = table.metadata().configuration.get("delta.deletedFileRetentionDuration")
+    match = _INTERVAL.fullmatch(text or "")
+    return float(int(match.group(1)) * _UNIT_S[match.group(2).lower()]) if match else 0.0
 
 
 def trim(

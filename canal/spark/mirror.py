@@ -50,10 +50,13 @@ from canal.files import write_bytes_atomic
 from canal.log import destination_logger
 from canal.protocol import render_text
 from canal.schema.history import layout_statement
-from canal.spark import changelog, delta_append, drops, staged
+from canal.spark import changelog, delta_append, drops, staged, step_marks
 from canal.spark import names as naming
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
+from canal.spark.lease import WriterLease
+from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
+from canal.spark.records import Recent
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo, TableName
 
@@ -250,6 +253,20 @@ def _parse_images(texts: Any, layout: Any, zero_dates: ZeroDates = "error") -> l
 
 T = TypeVar("T")
 
+DEFAULT_STAGE_BYTES = 8 << 20
+"""The staged parts a mirror holds in memory, at most, after each batch (and each part staged at most this big)."""
+RECORDS_KEPT = 1000
+"""Entries of ``history``, ``folds`` and ``fold_errors`` kept (the newest): a mirror runs for months."""
+RECORD_NAMES = 200_000
+"""Table names held by the ``history`` kept, at most (a batch over 10,000 tables names each in its result)."""
+RECORD_CHARS = 1 << 20
+"""Characters of the ``fold_errors`` kept, at most."""
+
+
+def _result_names(result: ApplyResult) -> int:
+    return len(result.tables) + len(result.folds) + len(result.staged) + len(result.flushed)
+
+
 TABLE_WORKERS = 4
 """Threads that apply the tables of one step: a Delta commit mostly waits (files, the log), so more than the cores."""
 
@@ -277,8 +294,10 @@ class DeltaMirror:
     batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
     table. A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files, in a
     background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``);
-    a failed background fold is logged and tried again after the next batch, never failing one. DDL, TRUNCATE and a
-    change of key fold the table first, within the batch.
+    a failed background fold is logged, counted (:meth:`metrics`) and tried again after the next batch; once a
+    table's folds failed ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold
+    of it succeeds (:mod:`canal.spark.mirror_health`). A fold keeps the base files it replaces for
+    ``retention_hours`` (time travel). DDL, TRUNCATE and a change of key fold the table first, within the batch.
 
     ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
     table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
@@ -288,7 +307,11 @@ class DeltaMirror:
     of the batch written as one file, appended to the table's change log later, a few tables a batch
     (``stage_spread``: each batch flushes at least one in that many of the tables staged), or before anything else
     writes the table (:mod:`canal.spark.staged`): a batch spread over many tables then costs about what one
-    table's would. 0: never stage. Readers of the current state read staged changes too.
+    table's would. 0: never stage. Readers of the current state read staged changes too. ``stage_bytes``: the most
+    a batch stages, and the most held staged after each batch (the oldest tables flushed first).
+
+    ``app_id``: one live mirror writes a root under an app id (:mod:`canal.spark.lease`; a second is refused with
+    ``MirrorLeaseError``): give each destination mirrored into one root its own.
 
     ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
     append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
@@ -314,6 +337,8 @@ class DeltaMirror:
         log_history_s: float = changelog.LOG_HISTORY_S,
         stage_rows: int = 512,
         stage_spread: int = 16,
+        stage_bytes: int = DEFAULT_STAGE_BYTES,
+        max_fold_failures: int = 3,
     ) -> None:
         if zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
@@ -336,11 +361,22 @@ class DeltaMirror:
             raise MirrorError(f"stage_rows must be >= 0 and stage_spread >= 1, got {stage_rows} and {stage_spread}")
         self.stage_rows = stage_rows
         self.stage_spread = stage_spread
+        if stage_bytes < 1 or max_fold_failures < 1:
+            raise MirrorError(
+                f"stage_bytes and max_fold_failures must be >= 1, got {stage_bytes} and {max_fold_failures}"
+            )
+        self.stage_bytes = stage_bytes
+        self.max_fold_failures = max_fold_failures
+        self._fold_health = FoldHealth(max_fold_failures)
+        self._lease: WriterLease | None = None  # taken by the first batch written with the step journal (lease)
         self._staged_parts: staged.Staged | None = None  # loaded by the first batch that stages or flushes
+        self._step: tuple[int, int] | None = None  # (batch id, step number) of the journaled step being applied
         self._staged_by_batch: list[str] = []  # the batch's staged tables (base paths), for its ApplyResult
         self._flushed_by_batch: list[str] = []  # the tables whose staged parts it flushed (the same)
-        self.folds: list[FoldResult] = []  # folds done, in the order they ended
-        self.fold_errors: list[str] = []  # background folds that failed (tried again after a later batch)
+        # folds done, in the order they ended; background folds that failed (tried again after a later batch): the
+        # newest only (canal.spark.records)
+        self.folds: list[FoldResult] = Recent(RECORDS_KEPT, RECORDS_KEPT, lambda _fold: 1)
+        self.fold_errors: list[str] = Recent(RECORDS_KEPT, RECORD_CHARS, len)
         self._fold_lock = threading.Lock()
         self._fold_pool: ThreadPoolExecutor | None = None
         self._table_pool: ThreadPoolExecutor | None = None  # applies the tables of a step without DDL in parallel
@@ -370,7 +406,7 @@ class DeltaMirror:
         self.app_id = app_id
         self.only = None if tables is None else frozenset(tables)
         self.stats: dict[str, TableStats] = {}
-        self.history: list[ApplyResult] = []
+        self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
         self._handles: dict[str, Any] = {}  # path -> DeltaTable kept between batches (see _handle)
         # change log path -> (its version, its Arrow schema) after this process's last direct append (_append_directly)
         self._direct_state: dict[str, tuple[int, Any]] = {}
@@ -490,6 +526,7 @@ class DeltaMirror:
             ids.extend(listed if listed else commit_ids)
         return ids
 
+    @typed_storage_errors
     def read(self, schema: str, table: str) -> Any:
         """The current state of one mirrored table as a pyarrow Table (merge-on-read: its base overlaid with the
         newer changes of its log, exact whatever fold is under way)."""
@@ -497,6 +534,7 @@ class DeltaMirror:
 
     # -- folds (merge_on_read) -----------------------------------------------------------------------------------
 
+    @typed_storage_errors
     def fold(self, schema: str | None = None, table: str | None = None) -> list[FoldResult]:
         """Fold now, in this thread: one table, or every table that has a change log (its staged changes appended
         to it first); returns what each fold did."""
@@ -513,6 +551,7 @@ class DeltaMirror:
         for future in pending:
             future.exception()
 
+    @typed_storage_errors
     def close(self) -> None:
         """Append the staged changes to their change logs, wait for background folds and stop the mirror's threads
         (it can still apply batches afterwards)."""
@@ -522,6 +561,8 @@ class DeltaMirror:
             if pool is not None:
                 pool.shutdown(wait=True)
         self._fold_pool = self._table_pool = None
+        if self._lease is not None:
+            self._lease.release()
 
     def __enter__(self) -> DeltaMirror:
         return self
@@ -546,13 +587,50 @@ class DeltaMirror:
     def _fold(self, path: str) -> FoldResult:
         """Fold the table at ``path``, trimming its log by whole files when no other writer appends to the logs."""
         by_files = self.sole_log_writer and not self.tasks_append
-        return changelog.fold(path, name=Path(path).name, appends=self._appends(path), by_files=by_files)
+        return changelog.fold(
+            path,
+            name=Path(path).name,
+            appends=self._appends(path),
+            by_files=by_files,
+            retention_s=self.retention_hours * 3600.0,
+        )
 
     def _folded(self, path: str, result: FoldResult, size: changelog.LogSize | None = None) -> None:
         """Record a fold, and the log's size after it (None: read from the Delta logs when next needed)."""
         with self._fold_lock:
             self.folds.append(result)
             self._sized(path, size)
+        self._fold_health.succeeded([path])
+
+    def hold_lease(self) -> None:
+        """Take (or renew) this mirror's lease on its root and app id; :class:`~canal.spark.types.MirrorLeaseError`
+        when another live mirror writes them (:mod:`canal.spark.lease`)."""
+        if self._lease is None:
+            self._lease = WriterLease(self.root, self.app_id, self)
+        self._lease.hold()
+
+    def check_folds(self) -> None:
+        """:class:`~canal.spark.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a
+        row (:mod:`canal.spark.mirror_health`); :meth:`apply` asks first."""
+        self._fold_health.check(lambda path: Path(path).name)
+
+    def metrics(self) -> MirrorMetrics:
+        """How the mirror is doing in this process: batches applied, folds done and failed (tables failing in a row),
+        staged parts held."""
+        parts = self._staged_parts
+        health = self._fold_health
+        with health.lock:
+            failures, last = health.failures, health.last_error
+        return MirrorMetrics(
+            batches=self._applied_batches,
+            folds=health.done,
+            fold_failures=failures,
+            failing_folds=health.by_name(lambda path: Path(path).name),
+            last_fold_error=last,
+            staged_tables=0 if parts is None else len(parts.tables),
+            staged_rows=0 if parts is None else parts.rows,
+            staged_bytes=0 if parts is None else parts.bytes,
+        )
 
     def _sized(self, path: str, size: changelog.LogSize | None) -> None:
         if size is None:
@@ -637,7 +715,8 @@ class DeltaMirror:
 
     def run_folds(self, paths: list[str], fold: Callable[[], object], *, sizes_known: bool = False) -> None:
         """Run ``fold`` (which folds the claimed tables ``paths``) in a background thread; a fold that fails is logged
-        and left to a later batch, never failing one (the log stays, and reads exactly). The logs' sizes are read
+        and left to a later batch (the log stays, and reads exactly), and counted: after ``max_fold_failures`` in a
+        row the next batch is refused (:meth:`check_folds`). The logs' sizes are read
         anew by the next batch that needs them, unless ``sizes_known`` (``fold`` records them) and it succeeded."""
         if self._fold_pool is None:
             self._fold_pool = ThreadPoolExecutor(self.fold_workers, thread_name_prefix="pycanal-fold")
@@ -652,8 +731,12 @@ class DeltaMirror:
                 error = exc
                 names = ", ".join(Path(path).name for path in paths)
                 with self._fold_lock:
-                    self.fold_errors.append(f"{names}: {type(exc).__name__}: {exc}")
+                    self.fold_errors.append(f"{names}: {type(exc).__name__}: {str(exc)[:ERROR_CHARS]}")
+                if not isinstance(exc, changelog.FoldRaceError):  # a lost race did no harm (mirror_health)
+                    self._fold_health.failed(list(paths), exc)
                 self._log.warning("fold of %s failed (tried again after a later batch): %s", names, exc)
+            else:  # (a fold done here was counted by _folded)
+                self._fold_health.succeeded(list(paths), folded=False)
             finally:
                 with self._fold_lock:
                     for path in paths:
@@ -731,8 +814,11 @@ class DeltaMirror:
             "log_history_s": self.log_history_s,
             "stage_rows": self.stage_rows,
             "stage_spread": self.stage_spread,
+            "stage_bytes": self.stage_bytes,
+            "max_fold_failures": self.max_fold_failures,
         }
 
+    @typed_storage_errors
     def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
         """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) as batch ``batch_id``.
 
@@ -746,6 +832,7 @@ class DeltaMirror:
         whose last committed batch id is ``>= batch_id`` is skipped. ``fold=False``: start no fold after the batch
         (the caller schedules them, :meth:`fold_due`)."""
         began = time.perf_counter()
+        self.check_folds()  # nothing of the batch written while a table's folds keep failing
         result = ApplyResult(batch_id)
         self._staged_by_batch, self._flushed_by_batch = [], []
         table = _to_arrow_table(changes)
@@ -754,6 +841,8 @@ class DeltaMirror:
             return result
         table = self._ordered(table)
         result.rows = table.num_rows
+        if steps_journal:
+            self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.spark.lease)
         journal = self._read_journal() if steps_journal else None
         if journal is not None and journal[0] > batch_id:
             for name in self._plan(table):
@@ -780,6 +869,14 @@ class DeltaMirror:
             self.flush_staged()  # DDL rewrites, moves, clears or drops change logs: nothing staged may outlive that
         # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
         last_step = {name: number for number, step in enumerate(steps) if isinstance(step, dict) for name in step}
+        # a table renamed by a later pair of a RENAME TABLE commits without it, as one renamed by ALTER does: its change
+        # log moves to the new name, whose later rows of the batch (staged, maybe) must not read as recorded already
+        renamed_at = {
+            name: number
+            for number, step in enumerate(steps)
+            if isinstance(step, _RenamePair)
+            for name in (step.old, step.new)
+        }
         for number, step in enumerate(steps):
             if number < done:  # applied before a crash: a replay skips it
                 for name in [step.old] if isinstance(step, _RenamePair) else list(step):
@@ -787,6 +884,11 @@ class DeltaMirror:
                         result.tables[name] = "skipped"
                         self.stats.setdefault(name, TableStats()).skipped += 1
                 continue
+            if isinstance(step, _RenamePair) or any(p.ddl or p.truncate for p in step.values()):
+                # the parts the batch's earlier steps staged go to their logs before a DDL step moves, rewrites or
+                # drops a table (a part staged under a name renamed away was appended to no table)
+                self.flush_staged()
+            self._step = (batch_id, number) if steps_journal else None
             if isinstance(step, _RenamePair):
                 self._rename_pair(step)
                 result.tables.setdefault(step.old, "applied")
@@ -796,9 +898,8 @@ class DeltaMirror:
                 def one(name: str, plan: _TablePlan, number: int = number, journaled: bool = journaled) -> bool:
                     stats = self.stats.setdefault(name, TableStats())
                     stats.changes += plan.rows
-                    return self._apply_table(
-                        plan, batch_id, stats, check_version=not journaled, record=last_step[name] == number
-                    )
+                    record = last_step[name] == number and renamed_at.get(name, -1) < number
+                    return self._apply_table(plan, batch_id, stats, check_version=not journaled, record=record)
 
                 if len(step) > 1 and not any(plan.ddl or plan.truncate for plan in step.values()):
                     # tables of a step without DDL are independent: each its own Delta commits, in parallel (the
@@ -817,11 +918,12 @@ class DeltaMirror:
                         result.tables[name] = "applied" if applied else "skipped"
                     if applied:
                         self._compact.add(name)
+            self._step = None
             if steps_journal:
                 self._write_journal(batch_id, number + 1)
                 journaled = True
         if self._staged_parts is not None and self._staged_parts.tables:
-            for path in self._staged_parts.due(self.stage_rows, self.stage_spread):
+            for path in self._staged_parts.due(self.stage_rows, self.stage_spread, self.stage_bytes):
                 self._flush(path)
         result.staged = sorted(Path(path).name for path in self._staged_by_batch)
         result.flushed = sorted(Path(path).name for path in self._flushed_by_batch)
@@ -1480,6 +1582,11 @@ class DeltaMirror:
             for a in appends
             if a.direct is not None and a.batch_id is not None and a.rows.num_rows <= self.stage_rows
         ]
+        room = self.stage_bytes  # a batch stages at most stage_bytes (wide rows are held by their bytes)
+        for append in list(small):
+            room -= append.rows.nbytes
+            if room < 0:
+                small.remove(append)
         if not small or any(a.batch_id != small[0].batch_id for a in small):
             return appends
         batch_id = small[0].batch_id
@@ -1543,7 +1650,7 @@ class DeltaMirror:
         if path is None and not any(isinstance(layout_statement(sql), CreateTable) for _row, sql in statements):
             return None  # a table the mirror does not hold yet: its first rows create it
         current = None
-        if path is not None:
+        if path is not None and not self._created_by_this_step(path, statements):
             from deltalake import DeltaTable
 
             current = [field.name for field in DeltaTable(path).schema().fields]
@@ -1565,10 +1672,19 @@ class DeltaMirror:
             columns += [(f.name, f.type) for f in pa.schema(log.schema().to_arrow()) if f.name not in known]
         return columns
 
+    def _created_by_this_step(self, path: str, statements: list[tuple[int, str]]) -> bool:
+        """Whether the table at ``path`` is the one this CREATE TABLE step made before a crash kept the step journal
+        from saying so (:mod:`canal.spark.step_marks`): the replay then creates it again, as the step did."""
+        if self._step is None or len(statements) != 1:
+            return False
+        if not isinstance(layout_statement(statements[0][1]), CreateTable):
+            return False
+        return step_marks.created_by(path, self.app_id, *self._step)
+
     def _evolve(self, path: str, evolution: Evolution, exists: bool) -> None:
         """Rewrite the table to its layout after the batch's DDL (nothing when it already has it: replays)."""
         import pyarrow as pa
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import CommitProperties, DeltaTable, write_deltalake
 
         if not evolution.exists or evolution.created:
             if exists:
@@ -1583,6 +1699,9 @@ class DeltaMirror:
                     pa.schema(fields).empty_table(),
                     mode="overwrite",
                     configuration=self._new_table_configuration(),
+                    commit_properties=None
+                    if self._step is None
+                    else CommitProperties(custom_metadata=step_marks.created_metadata(self.app_id, *self._step)),
                 )
             return
         if not exists:

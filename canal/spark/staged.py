@@ -172,6 +172,13 @@ class StagedTable:
     batches: list[int] = attrs.field(factory=list)
     parts: list[Any] = attrs.field(factory=list)
     rows: int = 0
+    bytes: int = 0  # the parts' Arrow buffers: what the mirror holds in memory until they are flushed
+
+    def add(self, batch_id: int, rows: Any) -> None:
+        self.batches.append(batch_id)
+        self.parts.append(rows)
+        self.rows += rows.num_rows
+        self.bytes += rows.nbytes
 
 
 @attrs.define(slots=True)
@@ -190,10 +197,7 @@ class Staged:
         write(self.root, self.app_id, batch_id, {os.path.basename(path): rows for path, rows in parts.items()})
         self.files[batch_id] = set(parts)
         for path, rows in parts.items():
-            table = self.tables.setdefault(path, StagedTable())
-            table.batches.append(batch_id)
-            table.parts.append(rows)
-            table.rows += rows.num_rows
+            self.tables.setdefault(path, StagedTable()).add(batch_id, rows)
 
     def has_batch(self, batch_id: int) -> bool:
         return batch_id in self.files
@@ -225,14 +229,34 @@ class Staged:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(staged_dir(self.root), _file_name(batch_id, self.app_id)))
 
-    def due(self, stage_rows: int, spread: int) -> list[str]:
+    @property
+    def bytes(self) -> int:
+        """The bytes of every part held (:attr:`StagedTable.bytes`)."""
+        return sum(table.bytes for table in self.tables.values())
+
+    @property
+    def rows(self) -> int:
+        return sum(table.rows for table in self.tables.values())
+
+    def due(self, stage_rows: int, spread: int, stage_bytes: int | None = None) -> list[str]:
         """The tables to flush after a batch: those holding ``stage_rows`` rows or more, and at least one in
-        ``spread`` of the tables staged -- the oldest first -- so that flushes come a few a batch, not all at once."""
+        ``spread`` of the tables staged -- the oldest first -- so that flushes come a few a batch, not all at once;
+        and more of the oldest until what stays holds at most ``stage_bytes`` bytes (wide rows are held in memory
+        by their bytes, not their count)."""
         by_age = sorted(self.tables, key=lambda p: (self.tables[p].batches[0], -self.tables[p].rows))
         full = [p for p in by_age if self.tables[p].rows >= stage_rows]
         share = -(-len(self.tables) // spread)
         rest = [p for p in by_age if self.tables[p].rows < stage_rows][: max(0, share - len(full))]
-        return full + rest
+        chosen = full + rest
+        if stage_bytes is not None:
+            held = self.bytes - sum(self.tables[p].bytes for p in chosen)
+            for path in by_age:
+                if held <= stage_bytes:
+                    break
+                if path not in chosen:
+                    chosen.append(path)
+                    held -= self.tables[path].bytes
+        return chosen
 
 
 def load(root: str, app_id: str, flushed_through: Callable[[str], int | None]) -> Staged:
@@ -263,11 +287,7 @@ def load(root: str, app_id: str, flushed_through: Callable[[str], int | None]) -
             done = last[base]
             if done is not None and batch_id <= done:
                 continue
-            rows = _from_stream(blob)
-            table = staged.tables.setdefault(base, StagedTable())
-            table.batches.append(batch_id)
-            table.parts.append(rows)
-            table.rows += rows.num_rows
+            staged.tables.setdefault(base, StagedTable()).add(batch_id, _from_stream(blob))
             waiting.add(base)
         if waiting:
             staged.files[batch_id] = waiting

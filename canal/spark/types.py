@@ -35,6 +35,22 @@ class MirrorTypeError(MirrorError, ValueError):
     """A value does not convert exactly to its column's Arrow type; nothing of the batch was written."""
 
 
+class MirrorStorageError(MirrorError):
+    """A mirror's files cannot be read or written: a damaged Parquet file, a truncated Delta commit, a disk error.
+    The error names the mirror's root and what failed; its cause is the error of the library that met it."""
+
+
+class MirrorFoldError(MirrorError):
+    """A table's folds failed ``max_fold_failures`` times in a row: the mirror refuses batches until a fold of the
+    table succeeds (``DeltaMirror.fold``), so a log that cannot be folded does not grow behind batches acked as
+    healthy."""
+
+
+class MirrorLeaseError(MirrorError):
+    """Another live mirror writes the same root under the same app id: two writers would share one step journal and
+    one set of staged files, and record each other's batches as done."""
+
+
 def is_zero_date(text: str) -> bool:
     """MySQL's zero date or a date with a zero month or day ('0000-00-00', '2020-00-15 10:00:00')."""
     if not _ZERO_DATE.match(text):

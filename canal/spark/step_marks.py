@@ -1,0 +1,50 @@
+"""Which step of which batch created a mirror table, so that a CREATE TABLE step replayed after a crash is known.
+
+A step's Delta commit and the step journal's write after it are two writes: a process that dies between them leaves
+the step done and the journal saying it is not, and the replay runs the step again. Every other kind of step finds
+its work done (a MERGE of the same images, an ALTER against a table that has it, a RENAME whose table moved); a
+CREATE TABLE finds its table -- which the mirror must refuse when the source creates a table the mirror holds from
+before. So the commit that creates the table names the step (``(app id, batch id, step number)`` in its
+``commitInfo``), and the replay of that very step knows the table is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+CREATED_STEP = "pycanal.created_step"
+"""The ``commitInfo`` entry of the commit that created a mirror table by a CREATE TABLE step."""
+_FIRST_COMMIT = os.path.join("_delta_log", f"{0:020d}.json")
+
+
+def _mark(app_id: str, batch_id: int, step: int) -> str:
+    return json.dumps([app_id, batch_id, step])
+
+
+def created_metadata(app_id: str, batch_id: int, step: int) -> dict[str, str]:
+    """The custom commit metadata of a table created by step ``step`` of batch ``batch_id``."""
+    return {CREATED_STEP: _mark(app_id, batch_id, step)}
+
+
+def created_by(path: str | os.PathLike[str], app_id: str, batch_id: int, step: int) -> bool:
+    """Whether the Delta table at ``path`` was created by that step (its first commit, version 0, names it). A table
+    whose first commit is gone (cleaned up behind a checkpoint, long after any replay) reads as not."""
+    try:
+        with open(os.path.join(path, _FIRST_COMMIT), encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        return False
+    want = _mark(app_id, batch_id, step)
+    for line in lines:
+        if CREATED_STEP not in line:
+            continue
+        try:
+            action: Any = json.loads(line)
+        except ValueError:
+            return False
+        info = action.get("commitInfo") if isinstance(action, dict) else None
+        if isinstance(info, dict) and info.get(CREATED_STEP) == want:
+            return True
+    return False
