@@ -109,9 +109,10 @@ def test_a_crash_after_writing_snapshot_rows_replays_them_identically(
                 raise Crash(batch_id)
 
     conn = mariadb.connect()
-    # paced writers: the snapshot's chunks join the stream within a few batches however slow each batch is (Spark
-    # jobs on a loaded machine); writers that outran the consumer filled the store, and the second spooled batch
-    # then came hundreds of batches later
+    # paced writers, so the test's work does not grow with the machine's load: unpaced, they wrote about 50 times
+    # what batches of 8 entries (two or three Spark jobs each) took, for as long as the first run lasted -- every
+    # second of it left a backlog the second run had to consume, and a snapshot chunk read once the store was full
+    # joined the stream thousands of entries later
     with Writers(mariadb, seed=5, pause_s=0.02, paced=True) as writers:
         writers.allow(4)
         with Instance(config) as inst, pytest.raises(Crash) as crash:
