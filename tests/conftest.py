@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+_STARTED = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> None:
+    """When the test's time started (pytest-timeout's clock starts here too, before the fixtures are set up)."""
+    item.stash[_STARTED] = time.monotonic()
+
+
+def _timeout_s(item: pytest.Item) -> float:
+    """The test's pytest-timeout (its marker, ``--timeout``, the ini file); 0: none."""
+    marker = item.get_closest_marker("timeout")
+    value: Any = None
+    if marker is not None:
+        value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    if value is None:
+        value = item.config.getoption("timeout", None)
+    if value is None:
+        value = item.config.getini("timeout") or 0
+    return float(value)
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +49,28 @@ def binlog_corpus() -> Any:
     from binlog_corpus import record_corpus
 
     return record_corpus()
+
+
+@pytest.fixture(autouse=True)
+def _spark_job_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test using the ``spark`` fixture that runs out of time has its Spark jobs cancelled, with thread dumps, just
+    before pytest-timeout would end it (:mod:`spark_guard`): it fails alone, and the session stays usable."""
+    timeout = _timeout_s(request.node)
+    if "spark" not in request.fixturenames or not timeout:
+        yield
+        return
+    from spark_guard import SparkJobGuard, guard_deadline
+
+    session = request.getfixturevalue("spark")
+    started = request.node.stash.get(_STARTED, time.monotonic())
+    guard = SparkJobGuard(session, started, guard_deadline(timeout), request.node.nodeid)
+    try:
+        yield
+    finally:
+        guard.close()
+    if guard.fired_after_s is not None:
+        pytest.fail(
+            f"{request.node.nodeid}: its Spark jobs were cancelled {guard.fired_after_s:.0f} s into the test, "
+            f"before its {timeout:.0f}-s timeout (thread dumps in its captured stderr)",
+            pytrace=False,
+        )

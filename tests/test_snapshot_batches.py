@@ -101,6 +101,7 @@ def test_a_crash_after_writing_snapshot_rows_replays_them_identically(
     spooled: dict[int, list[tuple[Any, ...]]] = {}
 
     def crash_on_second_spooled_batch(df: Any, batch_id: int) -> None:
+        writers.allow(1)  # about 6 entries a write: the batches of 8 keep ahead of the writers
         mirror(df, batch_id)
         if json.loads(journal.read_text()).get("spooled"):
             spooled[batch_id] = sorted(tuple(row) for row in df.collect())
@@ -108,7 +109,12 @@ def test_a_crash_after_writing_snapshot_rows_replays_them_identically(
                 raise Crash(batch_id)
 
     conn = mariadb.connect()
-    with Writers(mariadb, seed=5, pause_s=0.02) as writers:
+    # paced writers, so the test's work does not grow with the machine's load: unpaced, they wrote about 50 times
+    # what batches of 8 entries (two or three Spark jobs each) took, for as long as the first run lasted -- every
+    # second of it left a backlog the second run had to consume, and a snapshot chunk read once the store was full
+    # joined the stream thousands of entries later
+    with Writers(mariadb, seed=5, pause_s=0.02, paced=True) as writers:
+        writers.allow(4)
         with Instance(config) as inst, pytest.raises(Crash) as crash:
             run_batches(inst, spark, crash_on_second_spooled_batch, batch_size=8, timeout=0.2, journal=journal)
         crashed = crash.value.args[0]
@@ -121,6 +127,7 @@ def test_a_crash_after_writing_snapshot_rows_replays_them_identically(
         end: list[tuple[str, int]] = []
 
         def fn(df: Any, batch_id: int) -> None:
+            writers.allow(20)  # batches of 256 entries keep ahead of 20 writes
             if not first:
                 first.append((batch_id, sorted(tuple(row) for row in df.collect())))
             mirror(df, batch_id)
@@ -140,6 +147,7 @@ def test_a_crash_after_writing_snapshot_rows_replays_them_identically(
                 return stats.reached(*end[0])
 
             stop_after = writers.writes + 100
+            writers.allow(20)
             stats = run_batches(inst, spark, fn, batch_size=256, timeout=0.2, journal=journal, until=until)
         assert writers.writes > 100
     conn.close()

@@ -69,16 +69,34 @@ def _config(db: MariaDBDatabase, watermark_table: str | None = None) -> Instance
 
 
 class Writers:
-    """Random inserts, updates (some moving a key) and deletes over the whole key range until stopped."""
+    """Random inserts, updates (some moving a key) and deletes over the whole key range until stopped.
 
-    def __init__(self, db: MariaDBDatabase, seed: int, pause_s: float = 0.0) -> None:
+    ``paced``: a write waits for a permit the consumer hands out (:meth:`allow`), so writers never outrun a slow
+    consumer. Unpaced writers outrun a consumer of small batches that runs Spark jobs for each (a few seconds a
+    batch on a loaded machine): the store fills, and every snapshot chunk then joins the stream behind a full store
+    -- thousands of entries, hundreds of batches later."""
+
+    def __init__(self, db: MariaDBDatabase, seed: int, pause_s: float = 0.0, *, paced: bool = False) -> None:
         self.db = db
-        self.pause_s = pause_s  # between writes: a consumer that writes every batch to Delta keeps up
+        self.pause_s = pause_s  # between writes
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.writes = 0
         self.error: BaseException | None = None
+        self.permits = threading.Semaphore(0) if paced else None
         self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def allow(self, writes: int) -> None:
+        """Let paced writers make ``writes`` more writes."""
+        assert self.permits is not None, "allow() paces Writers(paced=True)"
+        self.permits.release(writes)
+
+    def _permitted(self) -> bool:
+        """Wait for a permit (paced writers); False once stopped."""
+        while self.permits is not None and not self.permits.acquire(timeout=0.1):
+            if self.stop.is_set():
+                return False
+        return not self.stop.is_set()
 
     def __enter__(self) -> Writers:
         self.thread.start()
@@ -95,7 +113,7 @@ class Writers:
         conn = self.db.connect()
         try:
             with conn.cursor() as cur:
-                while not self.stop.is_set():
+                while self._permitted():
                     key = rng.randint(1, ROWS + 300)
                     op = rng.random()
                     if op < 0.4:
