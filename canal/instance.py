@@ -32,6 +32,7 @@ from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
 from canal.config import InstanceConfig, KeylessTables, MasterConfig, SnapshotMode
 from canal.errors import (
+    CanalError,
     ConfigError,
     NotRunningError,
     NotSubscribedError,
@@ -279,6 +280,11 @@ class Instance(StartStopContext):
             if not self._started:
                 return
             self._started = False
+            for client in self._subscribed_clients():
+                try:
+                    self._follow_rest(client)  # a restart right after a rotate starts in the new file
+                except CanalError as exc:  # the cursor stays where it was: still a valid restart point
+                    self._log.warning("client %s: the cursor could not follow the stream: %s", client.client_id, exc)
             self._shut_down()
             self._log.info("stopped")
 
@@ -636,6 +642,7 @@ class Instance(StartStopContext):
             self._require_subscribed(me)
             events = self.store.get(batch_size, timeout)
             if events.is_empty or events.range is None:
+                self._follow_rest(me)
                 return Message(EMPTY_MESSAGE_ID, ())
             if self._guard is not None:
                 try:
@@ -653,6 +660,26 @@ class Instance(StartStopContext):
             self._last_get_ms = last_ms
             self._rates.add(_rows_of(entries), time.time())
             return Message(batch_id, entries)
+
+    def _follow_rest(self, client: ClientIdentity) -> None:
+        """A client with nothing outstanding follows the stream where it rests past its cursor (after a binlog
+        rotate, or after transactions dropped as empty): its cursor moves there, so a restart or a purge of the
+        files before it finds nothing it needs gone. Nothing is skipped: the store says where the stream rests only
+        while every entry put was acked and nothing was put since."""
+        rest = self.store.resting_position()
+        if rest is None or self.meta.batch_ids(client):
+            return
+        cursor = self.meta.get_cursor(client)
+        if cursor is not None:
+            if cursor.snapshot is not None:
+                return  # an unfinished snapshot's progress rides only with its entries
+            here, there = cursor.position, rest.position
+            if (here.journal_name, here.position) == (there.journal_name, there.position):
+                return
+        if self._guard is not None:
+            self._guard()
+        self.meta.update_cursor(client, rest)
+        self._log.debug("client %s is caught up; its cursor follows the stream to %s", client.client_id, rest.position)
 
     def _client_view(self, client: ClientIdentity, entries: Sequence[Entry]) -> Sequence[Entry]:
         narrowed = self._client_filters.get(client.client_id)
