@@ -76,7 +76,6 @@ def _entries(messages: list[Message]) -> list[Entry]:
     return [e for m in messages for e in m.entries]
 
 
-
 def test_a_transaction_one_row_short_of_transaction_size_keeps_its_end(fake: FakeMysql, tmp_path: Path) -> None:
     _transaction(fake, 0, 1023)  # BEGIN + 1023 rows = the default transaction_size: the END is handed off alone
     _transaction(fake, 5000, 2)
@@ -110,9 +109,7 @@ def test_the_end_comes_after_a_restart_that_acked_begin_and_the_row(fake: FakeMy
 
 
 @pytest.mark.parametrize("batch", [1, 4])
-def test_an_acked_begin_is_not_handed_out_again_after_a_restart(
-    fake: FakeMysql, tmp_path: Path, batch: int
-) -> None:
+def test_an_acked_begin_is_not_handed_out_again_after_a_restart(fake: FakeMysql, tmp_path: Path, batch: int) -> None:
     for t in range(3):
         _transaction(fake, 10 * t, 1)
     cfg = _config(fake, tmp_path)
