@@ -207,10 +207,11 @@ class EntryConverter:
     def _rotate(self, event: RotateEvent) -> Entry | None:
         """A binlog rotate between transactions: the anchor moves to the next file's start (resumed at, nothing there
         consumed yet), and a HEARTBEAT entry says the stream rests there -- so a caught-up cursor follows the rotate
-        and a purge of the old file strands nothing. Not the artificial rotate that opens every dump, nor one met
-        while a resumed dump still skips what was handed off before, nor one inside a transaction (servers rotate
-        between transactions)."""
-        if event.artificial or self._in_txn or self._skip_event is not None or self._skip_begin or self._skip_rows:
+        and a purge of the old file strands nothing. A rotate into a later file only: the artificial one that opens
+        every dump names the file the dump starts in, while the one a server sends when a dump passes the end of a
+        file closed by a shutdown (no rotate event in it) names the next. Not one met while a resumed dump still
+        skips what was handed off before, nor inside a transaction (servers rotate between transactions)."""
+        if self._in_txn or self._skip_event is not None or self._skip_begin or self._skip_rows:
             return None
         anchor = self._anchor
         if journal_number(event.next_file) <= anchor.journal_number:
@@ -223,8 +224,10 @@ class EntryConverter:
             gtid=str(self._executed) if self.options.gtid_mode and self._executed else anchor.gtid,
             included=False,
         )
-        # stamped with the rotate's binlog time: a group sink reads a heartbeat's time as "nothing earlier comes"
-        return self.resting_at(self._anchor, event.timestamp * 1000)
+        # stamped with a binlog time, which a group sink reads as "nothing earlier comes": the rotate's, or for an
+        # artificial one (stamped 0) the last boundary's
+        stamp = event.timestamp * 1000 if event.timestamp else anchor.timestamp
+        return self.resting_at(self._anchor, stamp or 0)
 
     def heartbeat(self, event: BinlogEvent) -> Entry:
         """A HEARTBEAT entry placed at the current cursor (the sink drops it before the store)."""
