@@ -167,6 +167,7 @@ class Instance(StartStopContext):
         self._last_ack_ms: int | None = None
         self._snapshots: list[SnapshotRunner] = []
         self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
+        self._followed: dict[int, LogPosition] = {}  # per client id: the last rest its cursor was checked against
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -667,18 +668,19 @@ class Instance(StartStopContext):
         files before it finds nothing it needs gone. Nothing is skipped: the store says where the stream rests only
         while every entry put was acked and nothing was put since."""
         rest = self.store.resting_position()
-        if rest is None or self.meta.batch_ids(client):
-            return
+        if rest is None or self._followed.get(client.client_id) == rest or self.meta.batch_ids(client):
+            return  # (a rest already followed is not read from meta again: one read per rest, not per empty get)
         cursor = self.meta.get_cursor(client)
         if cursor is not None:
-            if cursor.snapshot is not None:
-                return  # an unfinished snapshot's progress rides only with its entries
             here, there = cursor.position, rest.position
-            if (here.journal_name, here.position) == (there.journal_name, there.position):
+            same = (here.journal_name, here.position) == (there.journal_name, there.position)
+            if same or cursor.snapshot is not None:  # an unfinished snapshot's progress rides only with its entries
+                self._followed[client.client_id] = rest
                 return
         if self._guard is not None:
             self._guard()
         self.meta.update_cursor(client, rest)
+        self._followed[client.client_id] = rest
         self._log.debug("client %s is caught up; its cursor follows the stream to %s", client.client_id, rest.position)
 
     def _client_view(self, client: ClientIdentity, entries: Sequence[Entry]) -> Sequence[Entry]:
