@@ -130,10 +130,11 @@ def test_a_batch_never_ends_with_a_begin_that_has_entries_after_it(fake: FakeMys
     assert _kinds(_entries(got)) == "BRRE" * 6
 
 
-def test_a_store_smaller_than_a_transaction_gets_it_in_pieces(fake: FakeMysql, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["ITEMSIZE", "MEMSIZE"])
+def test_a_store_smaller_than_a_transaction_gets_it_in_pieces(fake: FakeMysql, tmp_path: Path, mode: str) -> None:
     _transaction(fake, 0, 40)
     _transaction(fake, 100, 3)
-    cfg = _config(fake, tmp_path, store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=16))
+    cfg = _config(fake, tmp_path, store=StoreConfig(batch_mode=mode, buffer_size=16))
     with Instance(cfg) as inst:
         got = _entries(_take(inst, 42 + 5, 8))
         assert inst.metrics().running
