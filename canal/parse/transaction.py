@@ -129,8 +129,8 @@ class TransactionBuffer:
         if kind is EntryType.HEARTBEAT:
             self.flush()
             if not self._buffer:
+                self._rest_at(entry)  # first: what joins the stream at this rest (a snapshot chunk) is placed there
                 self.sink([entry], self.identity)
-                self._rest_at(entry)
             return
         buffer = self._buffer
         if kind is EntryType.TRANSACTIONBEGIN and buffer:
@@ -169,11 +169,11 @@ class TransactionBuffer:
             self._record(position)
 
     def _rest_at(self, heartbeat: Entry) -> None:
-        """A heartbeat handed off with nothing buffered: the stream rests at its anchor. Recorded when that lies past
-        the last restart point between transactions -- after a binlog rotate (the anchor moves to the next file's
-        start), or after transactions the sink dropped -- so a reconnect does not ask for a file the server may have
-        purged since. Never inside a transaction or while a resumed dump still skips what was handed off before
-        (the heartbeat's anchor is then the resume point or earlier)."""
+        """A heartbeat with nothing buffered: the stream rests at its anchor. Recorded when that lies past the last
+        restart point, between transactions -- after a binlog rotate, which moves the anchor to the next file's start
+        -- so a reconnect does not ask for a file the server may have purged since. Never inside a transaction or
+        while a resumed dump still skips what was handed off before (the heartbeat's anchor is then the resume point
+        or earlier)."""
         anchor = heartbeat.anchor
         last = self.last_position
         if anchor is None or heartbeat.rows_done or last is None:
