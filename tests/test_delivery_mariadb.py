@@ -3,7 +3,7 @@ consumer restarts at random batch boundaries deliver exactly what an uninterrupt
 and the randomized operations).
 
 Each test runs a private server (``PURGE BINARY LOGS`` must not touch other tests' binlogs). The randomized test plays
-``max(2, PYCANAL_FUZZ_EXAMPLES // 5)`` workloads (default 4; a longer run sets ``PYCANAL_FUZZ_EXAMPLES`` higher).
+``max(2, PYCANAL_FUZZ_EXAMPLES // 10)`` workloads (default 2; a longer run sets ``PYCANAL_FUZZ_EXAMPLES`` higher).
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ class _Run:
         self.server.execute(f"PURGE BINARY LOGS TO '{current}'")
 
 
-@fuzz_settings(max(2, FUZZ_EXAMPLES // 5))
+@fuzz_settings(max(2, FUZZ_EXAMPLES // 10))
 @given(ops=_OPS)
 def test_random_operations_deliver_what_an_uninterrupted_consumer_gets(
     mariadb_factory: Any, tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]
