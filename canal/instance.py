@@ -32,7 +32,6 @@ from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
 from canal.config import InstanceConfig, KeylessTables, MasterConfig, SnapshotMode
 from canal.errors import (
-    CanalError,
     ConfigError,
     NotRunningError,
     NotSubscribedError,
@@ -284,7 +283,7 @@ class Instance(StartStopContext):
             for client in self._subscribed_clients():
                 try:
                     self._follow_rest(client)  # a restart right after a rotate starts in the new file
-                except CanalError as exc:  # the cursor stays where it was: still a valid restart point
+                except Exception as exc:  # the cursor stays where it was (a valid restart point); stop goes on
                     self._log.warning("client %s: the cursor could not follow the stream: %s", client.client_id, exc)
             self._shut_down()
             self._log.info("stopped")
