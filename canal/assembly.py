@@ -22,6 +22,7 @@ import attrs
 
 from canal.config import InstanceConfig, MasterConfig, MetaMode
 from canal.errors import ConfigError
+from canal.log import destination_logger
 from canal.meta import FileMetaManager, MemoryMetaManager, MetaManager, PeriodMixedMetaManager, ZooKeeperMetaManager
 from canal.meta.fence import Fence
 from canal.parse.log_position import (
@@ -210,6 +211,16 @@ def assemble(
     sink = EntrySink(
         store, destination=config.destination, filter_transaction_entry=config.filter_flags.transaction_entry
     )
+    if config.transaction_size > store_cfg.buffer_size:
+        # a hand-off is put whole, so one larger than the store could never be put: a transaction reaches a store
+        # smaller than it in parts of the store's size, which the consumer acks one after the other
+        destination_logger(__name__, config.destination).info(
+            "transaction_size %d exceeds the store's buffer_size %d: large transactions are handed off in parts of %d",
+            config.transaction_size,
+            store_cfg.buffer_size,
+            store_cfg.buffer_size,
+        )
+        config = attrs.evolve(config, transaction_size=store_cfg.buffer_size)
     parser: EventParser | ParserGroup
     if members is None:
         parser = EventParser(

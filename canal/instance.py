@@ -166,6 +166,7 @@ class Instance(StartStopContext):
         self._last_ack_ms: int | None = None
         self._snapshots: list[SnapshotRunner] = []
         self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
+        self._followed: dict[int, LogPosition] = {}  # per client id: the last rest its cursor was checked against
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -279,6 +280,11 @@ class Instance(StartStopContext):
             if not self._started:
                 return
             self._started = False
+            for client in self._subscribed_clients():
+                try:
+                    self._follow_rest(client)  # a restart right after a rotate starts in the new file
+                except Exception as exc:  # the cursor stays where it was (a valid restart point); stop goes on
+                    self._log.warning("client %s: the cursor could not follow the stream: %s", client.client_id, exc)
             self._shut_down()
             self._log.info("stopped")
 
@@ -636,6 +642,7 @@ class Instance(StartStopContext):
             self._require_subscribed(me)
             events = self.store.get(batch_size, timeout)
             if events.is_empty or events.range is None:
+                self._follow_rest(me)
                 return Message(EMPTY_MESSAGE_ID, ())
             if self._guard is not None:
                 try:
@@ -653,6 +660,27 @@ class Instance(StartStopContext):
             self._last_get_ms = last_ms
             self._rates.add(_rows_of(entries), time.time())
             return Message(batch_id, entries)
+
+    def _follow_rest(self, client: ClientIdentity) -> None:
+        """A client with nothing outstanding follows the stream where it rests past its cursor (after a binlog
+        rotate, or after transactions dropped as empty): its cursor moves there, so a restart or a purge of the
+        files before it finds nothing it needs gone. Nothing is skipped: the store says where the stream rests only
+        while every entry put was acked and nothing was put since."""
+        rest = self.store.resting_position()
+        if rest is None or self._followed.get(client.client_id) == rest or self.meta.batch_ids(client):
+            return  # (a rest already followed is not read from meta again: one read per rest, not per empty get)
+        cursor = self.meta.get_cursor(client)
+        if cursor is not None:
+            here, there = cursor.position, rest.position
+            same = (here.journal_name, here.position) == (there.journal_name, there.position)
+            if same or cursor.snapshot is not None:  # an unfinished snapshot's progress rides only with its entries
+                self._followed[client.client_id] = rest
+                return
+        if self._guard is not None:
+            self._guard()
+        self.meta.update_cursor(client, rest)
+        self._followed[client.client_id] = rest
+        self._log.debug("client %s is caught up; its cursor follows the stream to %s", client.client_id, rest.position)
 
     def _client_view(self, client: ClientIdentity, entries: Sequence[Entry]) -> Sequence[Entry]:
         narrowed = self._client_filters.get(client.client_id)

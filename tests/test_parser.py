@@ -143,7 +143,12 @@ def test_positions_are_recorded_after_each_hand_off() -> None:
     last = entries[-1]
     assert positions.positions["example"] == LogPosition(LogIdentity(db.address, -1), last.anchor or None, 0)  # type: ignore[arg-type]
     assert parser.position == positions.positions["example"]
-    assert len(positions.history) == 6
+    # six hand-offs, and the rest at the next file's start after the rotation between them
+    rests = [p for p in positions.history if not p.position.included]
+    assert len(positions.history) == 7 and len(rests) == 1
+    assert rests[0].position.journal_name == "mysql-bin.000002" and rests[0].position.position == 4
+    places = [(p.position.journal_number, p.position.position) for p in positions.history]
+    assert places == sorted(places)
 
 
 def test_purged_binlog_raises_a_typed_error_naming_the_position() -> None:

@@ -111,6 +111,12 @@ def model_cut(unread: Sequence[Entry], batch_size: int, memsize: bool, unit: int
             if is_ddl(entry):
                 n = i if i > 0 else 1
                 break
+    if unread[n - 1].entry_type is EntryType.TRANSACTIONBEGIN:
+        # a batch never ends with a BEGIN that has an entry after it: the cut moves before it, or after the next
+        if n > 1:
+            n -= 1
+        elif len(unread) > 1:
+            n = 2
     return n
 
 

@@ -191,7 +191,8 @@ class InstanceConfig:
     transaction_size: int = attrs.field(
         default=1024, validator=_positive_int, metadata=canal_key("canal.instance.transaction.size", "int")
     )
-    """Entries after which a large transaction is handed to the store in parts."""
+    """Entries after which a large transaction is handed to the store in parts (at most the store's `buffer_size`:
+    a part is put whole, so a larger one could never be put)."""
     retry: RetryConfig = attrs.field(
         factory=RetryConfig, validator=_check(lambda v: isinstance(v, RetryConfig), "must be a RetryConfig")
     )

@@ -8,6 +8,8 @@ cursor placement (``anchor`` + ``rows_done``, see :mod:`canal.position`):
 * the anchor of a transaction is the boundary before it: the previous transaction end or DDL (``included=True``),
   or, for the first transaction of a dump, the dump's start position (``included=False`` unless the dump resumed
   from a consumed boundary);
+* a binlog rotate between transactions moves the anchor to the next file's start (``included=False``) and yields a
+  HEARTBEAT entry resting there, so a caught-up cursor follows the binlog into its next file;
 * ``rows_done`` counts the ROWDATA entries of the open transaction up to and including the entry (0 on BEGIN);
 * a boundary entry (transaction end, DDL) is its own anchor (``included=True``) with ``rows_done=0`` -- except the
   end of a MySQL compressed transaction, which sits at its payload's end and occupies no bytes: it is resumed at
@@ -47,7 +49,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
-from canal.position import EntryPosition
+from canal.position import EntryPosition, journal_number
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
 
 LOWER_CASE_PROP = "lower_case_table_names"
@@ -214,7 +216,34 @@ class EntryConverter:
             return None
         if isinstance(event, HeartbeatEvent):
             return self.heartbeat(event)
+        if isinstance(event, RotateEvent):
+            return self._rotate(event)
         return None
+
+    def _rotate(self, event: RotateEvent) -> Entry | None:
+        """A binlog rotate between transactions: the anchor moves to the next file's start (resumed at, nothing there
+        consumed yet), and a HEARTBEAT entry says the stream rests there -- so a caught-up cursor follows the rotate
+        and a purge of the old file strands nothing. A rotate into a later file only: the artificial one that opens
+        every dump names the file the dump starts in, while the one a server sends when a dump passes the end of a
+        file closed by a shutdown (no rotate event in it) names the next. Not one met while a resumed dump still
+        skips what was handed off before, nor inside a transaction (servers rotate between transactions)."""
+        if self._in_txn or self._skip_event is not None or self._skip_begin or self._skip_rows:
+            return None
+        anchor = self._anchor
+        if journal_number(event.next_file) <= anchor.journal_number:
+            return None
+        self._anchor = EntryPosition(
+            journal_name=event.next_file,
+            position=event.next_position,
+            timestamp=anchor.timestamp if anchor.timestamp is not None else event.timestamp * 1000 or None,
+            server_id=anchor.server_id if anchor.server_id is not None else self._source_server_id,
+            gtid=str(self._executed) if self.options.gtid_mode and self._executed else anchor.gtid,
+            included=False,
+        )
+        # stamped with a binlog time, which a group sink reads as "nothing earlier comes": the rotate's, or for an
+        # artificial one (stamped 0) the last boundary's
+        stamp = event.timestamp * 1000 if event.timestamp else anchor.timestamp
+        return self.resting_at(self._anchor, stamp or 0)
 
     def heartbeat(self, event: BinlogEvent) -> Entry:
         """A HEARTBEAT entry placed at the current cursor (the sink drops it before the store)."""
@@ -225,15 +254,16 @@ class EntryConverter:
             rows_done=self._rows,
         )
 
-    def resting_at(self, start: EntryPosition) -> Entry:
+    def resting_at(self, start: EntryPosition, execute_time: int | None = None) -> Entry:
         """A HEARTBEAT entry at a dump's start ``start`` (a point between transactions that nothing at it was read
-        from yet): the stream rests there until the first event comes, which is all an idle server sends."""
+        from yet): the stream rests there until the first event comes, which is all an idle server sends.
+        ``execute_time``: the binlog time it rests at (None: now)."""
         return Entry(
             header=Header(
                 log_file=start.journal_name or "",
                 log_offset=start.position or 0,
                 server_id=self._source_server_id or 0,
-                execute_time=int(time.time() * 1000),
+                execute_time=int(time.time() * 1000) if execute_time is None else execute_time,
                 event_type=EventType.MHEARTBEAT,
             ),
             entry_type=EntryType.HEARTBEAT,

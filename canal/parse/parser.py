@@ -30,6 +30,7 @@ from canal.errors import (
     FencedWriteError,
     SchemaError,
     SourceError,
+    StoreBatchTooLargeError,
     StoreClosedError,
 )
 from canal.filter import FieldFilter, TableFilters
@@ -242,9 +243,9 @@ class EventParser(StartStopContext):
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
-        if isinstance(exc, FencedWriteError | ConfigError | SchemaError):
-            # a fenced write, a bad setting (e.g. an unreadable CA file) or a schema the history cannot know does
-            # not heal by retrying
+        if isinstance(exc, FencedWriteError | ConfigError | SchemaError | StoreBatchTooLargeError):
+            # a fenced write, a bad setting (e.g. an unreadable CA file), a schema the history cannot know or a
+            # hand-off the store can never hold does not heal by retrying
             raise exc
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
@@ -342,6 +343,8 @@ class EventParser(StartStopContext):
             self._converter.lower_case_names = lower_case
             self._buffer.clear()
             identity = self._identity(active)
+            # where this dump resumes: a heartbeat's rest moves the restart point only past it
+            self._buffer.last_position = LogPosition(identity, start.position, start.rows_done)
             if self._merge is not None and identity != self._buffer.identity:
                 with self._hand_off_lock:
                     self._rest = None

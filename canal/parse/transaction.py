@@ -8,7 +8,9 @@ a transaction -- that transaction's anchor with the number of its row entries al
 restart resumes exactly after the last handed-off entry.
 
 A part never ends with a TRANSACTIONBEGIN: a cursor cannot say "the BEGIN was handed off but no row", so the BEGIN is
-kept for the next part. Heartbeats flush what is buffered and then go to the sink on their own.
+kept for the next part. Heartbeats flush what is buffered and then go to the sink on their own; one that rests past
+the last restart point between transactions (the converter's heartbeat after a binlog rotate) moves the restart point
+there, so a caught-up parser follows rotates and a purge of the old files does not strand it.
 
 Savepoints: MariaDB logs ``SAVEPOINT x`` inside a transaction, and when the part a ``ROLLBACK TO x`` undoes cannot
 simply be cut from its binlog cache (a non-transactional table was changed meanwhile) it logs the undone rows
@@ -27,7 +29,7 @@ from typing import Protocol
 
 from canal.errors import ParseError
 from canal.parse.events import RowsEvent
-from canal.position import LogIdentity, LogPosition
+from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 
 Sink = Callable[[list[Entry], LogIdentity], None]
@@ -159,13 +161,18 @@ class TransactionBuffer:
         if kind is EntryType.HEARTBEAT:
             self.flush()
             if not self._buffer:
+                self._rest_at(entry)  # first: what joins the stream at this rest (a snapshot chunk) is placed there
                 self.sink([entry], self.identity)
             return
         buffer = self._buffer
         if kind is EntryType.TRANSACTIONBEGIN and (buffer or self._savepoints):
-            # an unterminated transaction before it (a dump that started mid-transaction): hand it off as it is
             self._savepoints.clear()
-            if buffer:
+            if len(buffer) == 1 and buffer[0].entry_type is EntryType.TRANSACTIONBEGIN:
+                # an unterminated transaction with nothing in it: its BEGIN alone would be a part no cursor can
+                # follow (a cursor cannot say "the BEGIN and no row"), and it carries no change
+                buffer.clear()
+            elif buffer:
+                # an unterminated transaction before it (a dump that started mid-transaction): hand it off as it is
                 self._hand_off(len(buffer))
         buffer.append(entry)
         if entry.is_boundary:
@@ -201,9 +208,29 @@ class TransactionBuffer:
         self.handoffs += 1
         position = restart_position(part, self.identity)
         if position is not None:
-            # in memory first: if persisting fails, the parser still knows what was handed off
-            self.last_position = position
-            if self.on_recorded is not None:
-                self.on_recorded(position)
-            if self.position_manager is not None:
-                self.position_manager.persist_position(self.destination, position)
+            self._record(position)
+
+    def _rest_at(self, heartbeat: Entry) -> None:
+        """A heartbeat with nothing buffered: the stream rests at its anchor. Recorded when that lies past the last
+        restart point, between transactions -- after a binlog rotate, which moves the anchor to the next file's start
+        -- so a reconnect does not ask for a file the server may have purged since. Never inside a transaction or
+        while a resumed dump still skips what was handed off before (the heartbeat's anchor is then the resume point
+        or earlier)."""
+        anchor = heartbeat.anchor
+        last = self.last_position
+        if anchor is None or heartbeat.rows_done or last is None:
+            return
+        if _file_offset(anchor) > _file_offset(last.position):
+            self._record(LogPosition(identity=self.identity, position=anchor, rows_done=0))
+
+    def _record(self, position: LogPosition) -> None:
+        # in memory first: if persisting fails, the parser still knows what was handed off
+        self.last_position = position
+        if self.on_recorded is not None:
+            self.on_recorded(position)
+        if self.position_manager is not None:
+            self.position_manager.persist_position(self.destination, position)
+
+
+def _file_offset(position: EntryPosition) -> tuple[int, int]:
+    return position.journal_number, -1 if position.position is None else position.position

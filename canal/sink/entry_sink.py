@@ -10,7 +10,7 @@ from typing import Protocol
 
 from canal.errors import StoreClosedError
 from canal.log import destination_logger
-from canal.position import LogIdentity
+from canal.position import LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 
 # canal's EntryEventSink defaults: let one empty transaction through every 5 s of binlog time or every 8192 of
@@ -26,6 +26,8 @@ class PutTarget(Protocol):
     def put(
         self, entries: Sequence[Entry], timeout: float | None = None, origin: LogIdentity | None = None
     ) -> bool: ...
+
+    def rest_at(self, position: LogPosition) -> None: ...
 
 
 class EntrySink:
@@ -70,22 +72,38 @@ class EntrySink:
         """Put one hand-off (a whole transaction, or part of a large one) read from ``origin`` into the store."""
         kept: list[Entry] = []
         has_rows = False
+        heartbeat: Entry | None = None
         for entry in entries:
             kind = entry.entry_type
             if kind is EntryType.HEARTBEAT:
                 self.heartbeats += 1
                 self.last_heartbeat_ms = entry.header.execute_time
+                heartbeat = entry
                 continue
             if self._filter_transaction_entry and kind in _TXN_MARKERS:
                 continue
             has_rows = has_rows or kind is EntryType.ROWDATA
             kept.append(entry)
         if not kept:
+            if heartbeat is not None:
+                self._rest(heartbeat, origin)
             return
-        if not has_rows and self._filter_empty and self._skip_empty(kept[0].header.execute_time):
+        # an empty transaction is a whole one, BEGIN first; an END handed off alone closes a transaction whose rows
+        # went in an earlier part (or were acked before a restart) and must reach the consumer
+        whole = kept[0].entry_type is EntryType.TRANSACTIONBEGIN
+        if not has_rows and whole and self._filter_empty and self._skip_empty(kept[0].header.execute_time):
             self.empty_transactions_dropped += 1
             return
         self._put(kept, origin)
+
+    def _rest(self, heartbeat: Entry, origin: LogIdentity | None) -> None:
+        """A heartbeat handed off alone rests between transactions (``rows_done`` 0) at its anchor: the store learns
+        it, so a consumer that acked everything may move its cursor there (past a binlog rotate, or past
+        transactions dropped here as empty)."""
+        anchor = heartbeat.anchor
+        if anchor is None or heartbeat.rows_done or heartbeat.snapshot is not None:
+            return
+        self._store.rest_at(LogPosition(origin or LogIdentity(), anchor, 0))
 
     def _skip_empty(self, execute_ms: int) -> bool:
         if self._empty_last_ms is None:

@@ -9,9 +9,10 @@ parser splits them by ``transaction_size``) keeps the barrier until that transac
 ``TimelineTransactionBarrier`` does.
 
 Server heartbeats carry no usable time (MySQL and MariaDB stamp them 0), so with ``heartbeat_clock`` (ms since the
-epoch, e.g. wall-clock now, canal's choice) a heartbeat-only hand-off counts as that time: "this member is idle
-now". Binlog times have 1-second resolution and name a statement's start, so a transaction that began before such a
-heartbeat and committed after it can arrive out of time order; the merge is ordered modulo that.
+epoch, e.g. wall-clock now, canal's choice) a heartbeat-only hand-off stamped 0 counts as that time: "this member is
+idle now" (one that carries a binlog time -- the rest after a binlog rotate -- counts as that time). Binlog times
+have 1-second resolution and name a statement's start, so a transaction that began before such a heartbeat and
+committed after it can arrive out of time order; the merge is ordered modulo that.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class GroupSink:
             return
         stamp = entries[0].header.execute_time
         heartbeat_only = all(e.entry_type is EntryType.HEARTBEAT for e in entries)
-        if heartbeat_only and self._heartbeat_clock is not None:
+        if heartbeat_only and self._heartbeat_clock is not None and not stamp:
             stamp = max(stamp, self._heartbeat_clock())
         with self._cond:
             self._latest_ms[index] = max(self._latest_ms[index], stamp)

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from canal.position import EntryPosition, LogIdentity, PositionRange
+from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange
 from canal.protocol import Entry
 
 INIT_SEQUENCE = -1
@@ -125,6 +125,14 @@ class EventStore(Protocol):
 
     def clear(self) -> None:
         """Drop every entry held, handed out or not."""
+        ...
+
+    def rest_at(self, position: LogPosition) -> None:
+        """The stream rests at cursor ``position`` after every entry put so far (forgotten at the next put)."""
+        ...
+
+    def resting_position(self) -> LogPosition | None:
+        """The last rest when every entry put was acked and nothing was put after it; else None."""
         ...
 
     def first_position(self) -> EntryPosition | None:

@@ -18,6 +18,9 @@ not). A batch is put atomically -- all of it or none. Two oversized cases:
   entry acked), alone. This is the one case where the byte limit is exceeded; it cannot deadlock, because consumers
   drain and ack the store, and while a put waits for space a blocking ``get`` hands out partial batches.
 
+Cuts. A batch never ends with a TRANSACTIONBEGIN that has an entry after it: a cursor names a boundary and the rows
+acked after it, not "the BEGIN and no row", so such a BEGIN would be handed out again after a restart (see ``get``).
+
 Threads. One lock and two conditions on it (not-full for the producer, not-empty for consumers). Designed for one
 producer thread and any number of consumer threads; concurrent producers are safe but their batches interleave.
 """
@@ -34,12 +37,13 @@ from typing import cast
 from canal.config import BatchMode
 from canal.errors import ConfigError, StoreBatchTooLargeError, StoreClosedError, StoreSequenceError
 from canal.log import destination_logger
-from canal.position import EntryPosition, LogIdentity, PositionRange
+from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange
 from canal.protocol import Entry, EntryType
 from canal.start_stop import StartStopContext
 from canal.store.base import INIT_SEQUENCE, Events, StoreStats
 
 _ROWDATA = EntryType.ROWDATA
+_BEGIN = EntryType.TRANSACTIONBEGIN
 
 
 def _is_ddl(entry: Entry) -> bool:
@@ -126,6 +130,8 @@ class MemoryEventStore(StartStopContext):
         self._put_mem = self._get_mem = self._ack_mem = 0
         self._starved = False  # the last put attempt found no room (cleared by the next successful put)
         self._latest: EntryPosition | None = None
+        # (put sequence, position): the stream rested at position when everything up to that sequence was put
+        self._rest: tuple[int, LogPosition] | None = None
         # where each run of entries from one server begins: (first sequence, origin), oldest first. Origins change
         # only on a master/standby switch, so this stays a list of one or two.
         self._origins: list[tuple[int, LogIdentity | None]] = []
@@ -270,6 +276,7 @@ class MemoryEventStore(StartStopContext):
         self._put += n
         self._put_mem += batch_bytes
         self._latest = latest
+        self._rest = None
         self._starved = False
         if self._get_waiters:
             self._not_empty.notify_all()
@@ -281,6 +288,9 @@ class MemoryEventStore(StartStopContext):
 
         A batch is ``batch_size`` entries (ITEMSIZE) or the entries that fit in ``batch_size * memory_unit`` bytes,
         at least one (MEMSIZE); with ``ddl_isolation`` a DDL ends the batch before it and is then handed out alone.
+        A batch never ends with a TRANSACTIONBEGIN that has an entry after it (acking it would leave a cursor that
+        cannot say the BEGIN was handed out): the cut moves before the BEGIN, or, for a batch of the BEGIN alone,
+        after the entry that follows it (one entry over ``batch_size``).
         ``timeout`` None returns at once with what is there (possibly nothing); <= 0 waits for a full batch;
         > 0 waits up to that many seconds for a full batch, then returns what is there (possibly nothing).
         A wait also ends when a producer is waiting for room (the store is full, or :meth:`producer_waiting`): a full
@@ -318,6 +328,17 @@ class MemoryEventStore(StartStopContext):
                             nbytes = -1
                             del entries[n:]
                         break
+            if entries[n - 1].entry_type is _BEGIN:  # type: ignore[union-attr]
+                # a cursor cannot say "the BEGIN was handed out but nothing after it": a batch never ends with a
+                # TRANSACTIONBEGIN that has an entry after it -- the BEGIN goes with the next batch, or, alone in
+                # this one, takes the entry after it along
+                if n > 1:
+                    n -= 1
+                    del entries[n:]
+                elif avail > 1:
+                    n = 2
+                    entries.append(self._buf[(start + 1) & self._mask])
+                nbytes = -1
             end = start + n - 1
             self._get = end
             self._get_mem += nbytes if nbytes >= 0 else self._bytes_of(start, n)
@@ -479,9 +500,28 @@ class MemoryEventStore(StartStopContext):
             self._buf[:] = [None] * self._size
             self._get = self._ack = self._put
             self._get_mem = self._ack_mem = self._put_mem
+            self._rest = None
             del self._origins[:-1]  # the next put starts a run unless it comes from the same server
             if self._put_waiters:
                 self._not_full.notify_all()
+
+    # ------------------------------------------------------------------ where the stream rests
+
+    def rest_at(self, position: LogPosition) -> None:
+        """The stream rests at cursor ``position`` after every entry put so far (a producer between transactions with
+        nothing more to put, e.g. after a binlog rotate). Forgotten at the next put."""
+        with self._lock:
+            if self._started:
+                self._rest = (self._put, position)
+
+    def resting_position(self) -> LogPosition | None:
+        """Where a consumer's cursor may move with nothing to hand out: the last :meth:`rest_at` position when
+        every entry put was acked and nothing was put after it; else None."""
+        with self._lock:
+            rest = self._rest
+            if rest is None or rest[0] != self._put or self._ack != self._put:
+                return None
+            return rest[1]
 
     # ------------------------------------------------------------------ positions and sizes
 
