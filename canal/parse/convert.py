@@ -22,7 +22,7 @@ rows of that table.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -31,7 +31,7 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.ddl import DdlResult, QueryKind, classify_ddl
+from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, xa_xid
 from canal.parse.events import (
     BinlogEvent,
     GtidEvent,
@@ -43,6 +43,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.xa import xa_props
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
 
@@ -84,6 +85,8 @@ class EntryConverter:
         self._in_txn = False
         self._txn_gtid: str | None = None
         self._pending_gtid: str | None = None
+        self._txn_xa: str | None = None  # the xid of the open XA transaction (canal.parse.xa)
+        self._pending_xa: str | None = None
         self._executed: GtidSet | None = None
         self._skip_event: tuple[str | None, int | None] | None = None
         # set by the parser when something waits for the stream to rest at a boundary (a snapshot merge): the
@@ -123,6 +126,7 @@ class EntryConverter:
         self._in_txn = False
         self._txn_gtid = None
         self._pending_gtid = None
+        self._txn_xa = self._pending_xa = None
         self._executed = GtidSet(start.gtid) if self.options.gtid_mode and start.gtid else None
         self._skip_event = (start.journal_name, start.position) if start.included and start.position else None
         self._skip_begin = rows_done > 0
@@ -163,6 +167,7 @@ class EntryConverter:
         schema: str = "",
         table: str = "",
         gtid: str | None = None,
+        props: Mapping[str, str] | None = None,
     ) -> Header:
         return Header(
             log_file=event.log_file,
@@ -174,6 +179,7 @@ class EntryConverter:
             event_type=event_type,
             event_length=event.length,
             gtid=gtid,
+            props=props or {},
         )
 
     # -- conversion -----------------------------------------------------------------------------------------------
@@ -249,17 +255,19 @@ class EntryConverter:
                 start=self._start,
             )
 
-    def _begin(self, event: BinlogEvent, thread_id: int) -> Entry | None:
+    def _begin(self, event: BinlogEvent, thread_id: int, xid: str | None = None) -> Entry | None:
         self._seen_data = True
         self._in_txn = True
         self._rows = 0
         self._txn_gtid = self._pending_gtid
         self._pending_gtid = None
+        self._txn_xa = xid or self._pending_xa
+        self._pending_xa = None
         if self._skip_begin:
             self._skip_begin = False
             return None
         return Entry(
-            header=self._header(event, EventType.QUERY, gtid=self._txn_gtid),
+            header=self._header(event, EventType.QUERY, gtid=self._txn_gtid, props=xa_props("XA_START", self._txn_xa)),
             entry_type=EntryType.TRANSACTIONBEGIN,
             thread_id=thread_id,
             anchor=self._anchor,
@@ -275,12 +283,13 @@ class EntryConverter:
             self._outside_transaction(event, "a transaction end")
         self._seen_data = True
         gtid = self._txn_gtid
+        xa = xa_props("XA_END", self._txn_xa)
         self._close_txn()
         position = self._boundary_position(event)
         self._anchor = position
         self._anchor_filled = True
         return Entry(
-            header=self._header(event, EventType.QUERY, gtid=gtid),
+            header=self._header(event, EventType.QUERY, gtid=gtid, props=xa),
             entry_type=EntryType.TRANSACTIONEND,
             xid=xid,
             anchor=position,
@@ -291,6 +300,7 @@ class EntryConverter:
         self._in_txn = False
         self._rows = 0
         self._txn_gtid = None
+        self._txn_xa = None
         if not keep_skip:  # the transaction a resume skipped into is over
             self._skip_begin = False
             self._skip_rows = 0
@@ -303,6 +313,7 @@ class EntryConverter:
         if self._is_skipped_boundary(event):
             return None
         self._pending_gtid = event.gtid
+        self._pending_xa = event.xa_xid
         if event.mariadb and not event.standalone:
             # MariaDB: the GTID event opens the transaction (no BEGIN query follows)
             return self._begin(event, thread_id=0)
@@ -341,7 +352,9 @@ class EntryConverter:
                 rows = fields.project_rows(table, rows)
                 table = projected
         return Entry(
-            header=self._header(event, event.event_type, table.schema, table.table, self._txn_gtid),
+            header=self._header(
+                event, event.event_type, table.schema, table.table, self._txn_gtid, xa_props(None, self._txn_xa)
+            ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(event_type=event.event_type, rows=rows, table_id=event.table_id, table=table),
             anchor=self._anchor,
@@ -355,14 +368,15 @@ class EntryConverter:
         if boundary is Boundary.BEGIN:
             if self._is_skipped_boundary(event):
                 return None
-            return self._begin(event, event.thread_id)
+            return self._begin(event, event.thread_id, xa_xid(event.sql) if kind is QueryKind.XA_START else None)
         if boundary is Boundary.END:
             return self._end(event, xid=0)
         if boundary is Boundary.XA_OUTCOME:
             # the second phase of an XA transaction: a boundary of its own
             event_type = EventType.XACOMMIT if kind is QueryKind.XA_COMMIT else EventType.XAROLLBACK
             self._seen_data = True
-            return self._boundary_statement(event, event_type, False, None)
+            outcome = "XA_COMMIT" if kind is QueryKind.XA_COMMIT else "XA_ROLLBACK"
+            return self._boundary_statement(event, event_type, False, None, xa_props(outcome, xa_xid(event.sql)))
         if boundary is Boundary.CONTROL:  # SAVEPOINT, XA PREPARE: nothing to deliver
             return None
         return self._statement(event, results)
@@ -388,7 +402,14 @@ class EntryConverter:
                 self._skip_rows -= 1
                 return None
             return Entry(
-                header=self._header(event, event_type, first.schema or "", first.table or "", self._txn_gtid),
+                header=self._header(
+                    event,
+                    event_type,
+                    first.schema or "",
+                    first.table or "",
+                    self._txn_gtid,
+                    xa_props(None, self._txn_xa),
+                ),
                 entry_type=EntryType.ROWDATA,
                 row_change=RowChange(event_type=event_type, sql=event.sql, ddl_schema=event.schema, is_ddl=False),
                 anchor=self._anchor,
@@ -399,7 +420,12 @@ class EntryConverter:
         return self._boundary_statement(event, event_type, dropped, first)
 
     def _boundary_statement(
-        self, event: QueryEvent, event_type: EventType, dropped: bool, first: DdlResult | None
+        self,
+        event: QueryEvent,
+        event_type: EventType,
+        dropped: bool,
+        first: DdlResult | None,
+        props: Mapping[str, str] | None = None,
     ) -> Entry | None:
         skipped = self._is_skipped_boundary(event)
         gtid = self._pending_gtid
@@ -414,7 +440,9 @@ class EntryConverter:
             return None
         schema = (first.schema if first is not None else None) or event.schema
         return Entry(
-            header=self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid),
+            header=self._header(
+                event, event_type, schema, (first.table if first is not None else None) or "", gtid, props
+            ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(
                 event_type=event_type,

@@ -52,6 +52,8 @@ from canal.schema.history import layout_statement
 from canal.spark import changelog, delta_append, staged
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
+from canal.spark.mirror_stops import check_statements
+from canal.spark.mirror_xa import HeldTransactions, held_directory
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo
 
@@ -126,6 +128,11 @@ MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
     "after",
     "columns",
 )
+OPTIONAL_COLUMNS = ("props", "log_file", "log_offset")  # read when there: XA marks, positions for errors
+
+
+def _mirror_columns(names: Sequence[str]) -> list[str]:
+    return [*MIRROR_COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in names)]
 
 
 def _to_arrow_table(changes: Any) -> Any:
@@ -138,7 +145,7 @@ def _to_arrow_table(changes: Any) -> Any:
     if isinstance(changes, Sequence) and all(isinstance(b, pa.RecordBatch) for b in changes):
         return pa.Table.from_batches(list(changes)) if changes else None
     if hasattr(changes, "toArrow"):  # a Spark DataFrame: only the columns the mirror reads cross over
-        return changes.select(*MIRROR_COLUMNS).toArrow()
+        return changes.select(*_mirror_columns(changes.columns)).toArrow()
     raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
 
 
@@ -742,6 +749,9 @@ class DeltaMirror:
             self.history.append(result)
             return result
         done = journal[1] if journal is not None and journal[0] == batch_id else 0
+        # XA: prepared rows held until their XA COMMIT (canal.spark.mirror_xa); statements stop (mirror_stops)
+        table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_id)
+        check_statements(table)
         # a mirror written before it kept a step journal knows its replays by each table's last batch id only
         journaled = journal is not None
         # every step planned and its rows typed before any is applied: a value that does not convert fails the
@@ -756,6 +766,7 @@ class DeltaMirror:
                 self._type_sources([plan for plan in plans.values() if plan.layout is not None])
             steps.append(plans)
         result.prepare_s = time.perf_counter() - began
+        hold()
         if any(isinstance(step, _RenamePair) or any(p.ddl or p.truncate for p in step.values()) for step in steps):
             self.flush_staged()  # DDL rewrites, moves, clears or drops change logs: nothing staged may outlive that
         # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
@@ -877,7 +888,7 @@ class DeltaMirror:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        table = table.select(list(MIRROR_COLUMNS))
+        table = table.select(_mirror_columns(table.column_names))
         if table.num_rows > 1 and not _ascending(table.column("seq")):
             table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
         is_ddl = pc.fill_null(table.column("is_ddl"), False)

@@ -1,0 +1,53 @@
+"""Changes a mirror cannot follow from the change rows alone: it stops there with a typed error, nothing written.
+
+* A DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or MIXED; :mod:`canal.spark.changes`
+  hands it out as a row with its ``sql`` and no images, as canal hands out the statement entry): the rows it changed
+  are not in the binlog, and SQL text replayed against the mirror need not change the rows it changed on the source
+  (functions, triggers, ``LIMIT`` without ``ORDER BY``, the session's state). :class:`MirrorStatementError` names the
+  statement and its position. ``canal check`` warns when sessions may switch their ``binlog_format``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from canal.parse.ddl import QueryKind, query_kind
+from canal.spark.types import MirrorError
+
+_DML_TYPES = ("INSERT", "UPDATE", "DELETE")
+
+
+class MirrorStatementError(MirrorError):
+    """A DML statement arrived as SQL text (statement-based logging): the mirror cannot know the rows it changed."""
+
+
+def check_statements(table: Any) -> None:
+    """A :class:`MirrorStatementError` for the first DML statement among ``table``'s change rows (in order)."""
+    import pyarrow.compute as pc
+
+    statement = pc.and_(
+        pc.invert(pc.fill_null(table.column("is_ddl"), False)),
+        pc.and_(pc.is_valid(table.column("sql")), pc.is_null(table.column("columns"))),
+    )
+    if not pc.any(statement).as_py():
+        return
+    for row in pc.indices_nonzero(statement).to_pylist():
+        sql = table.column("sql")[row].as_py() or ""
+        kind = table.column("type")[row].as_py()
+        if kind in _DML_TYPES or query_kind(sql) is QueryKind.DML:
+            raise MirrorStatementError(_message(table, row, sql))
+
+
+def _message(table: Any, row: int, sql: str) -> str:
+    where = ""
+    if "log_file" in table.column_names and "log_offset" in table.column_names:
+        where = f" at {table.column('log_file')[row].as_py()}:{table.column('log_offset')[row].as_py()}"
+    schema, name = table.column("schema")[row].as_py(), table.column("table")[row].as_py()
+    target = f" on {schema}.{name}" if name else ""
+    shown = sql if len(sql) <= 200 else sql[:200] + "..."
+    return (
+        f"the statement {shown!r}{target}{where} was logged as SQL text (its session's binlog_format is STATEMENT or "
+        "MIXED), not as rows: the mirror cannot know which rows it changed, and replaying the text need not change "
+        "the same ones. Nothing of the batch was written. Make every writing session log rows (binlog_format=ROW; "
+        "`canal check` warns when sessions may change it), then mirror the table anew from a snapshot."
+    )
