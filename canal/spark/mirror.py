@@ -54,6 +54,7 @@ from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.mirror_stops import check_statements
 from canal.spark.mirror_xa import HeldTransactions, held_directory
+from canal.spark.narrowing import fit_declared, narrows
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo
 
@@ -1553,7 +1554,8 @@ class DeltaMirror:
         dt = DeltaTable(path)
         data = dt.to_pyarrow_table()
         current = [(field.name, field.type) for field in data.schema]
-        if not evolution.changes(current):
+        declared = dict(evolution.declared)
+        if not evolution.changes(current) and not narrows(data, evolution.columns, declared):
             return
         fills = dict(evolution.fills)
         arrays, fields = [], []
@@ -1562,6 +1564,7 @@ class DeltaMirror:
                 column = data.column(source)
                 if kind is not None and column.type != kind:
                     column = _retyped(column, kind, f"{path}: column {source!r}")
+                column = fit_declared(column, declared.get(name))  # a narrower type: as the server converts
             else:
                 target = kind if kind is not None else pa.string()
                 fill = fills.get(name)
