@@ -31,6 +31,7 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
+from canal.parse.cascade import StatementTables
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, xa_xid
 from canal.parse.events import (
     BinlogEvent,
@@ -87,6 +88,7 @@ class EntryConverter:
         self._pending_gtid: str | None = None
         self._txn_xa: str | None = None  # the xid of the open XA transaction (canal.parse.xa)
         self._pending_xa: str | None = None
+        self._stmt_tables = StatementTables()  # tables a statement may change unlogged (canal.parse.cascade)
         self._executed: GtidSet | None = None
         self._skip_event: tuple[str | None, int | None] | None = None
         # set by the parser when something waits for the stream to rest at a boundary (a snapshot merge): the
@@ -127,6 +129,7 @@ class EntryConverter:
         self._txn_gtid = None
         self._pending_gtid = None
         self._txn_xa = self._pending_xa = None
+        self._stmt_tables.reset()
         self._executed = GtidSet(start.gtid) if self.options.gtid_mode and start.gtid else None
         self._skip_event = (start.journal_name, start.position) if start.included and start.position else None
         self._skip_begin = rows_done > 0
@@ -191,6 +194,7 @@ class EntryConverter:
         if isinstance(event, RowsEvent):
             return self._rows_event(event)
         if isinstance(event, TableMapEvent):
+            self._stmt_tables.mapped(event.schema, event.table)
             return None
         if isinstance(event, XidEvent):
             return self._end(event, xid=event.xid)
@@ -301,6 +305,7 @@ class EntryConverter:
         self._rows = 0
         self._txn_gtid = None
         self._txn_xa = None
+        self._stmt_tables.reset()
         if not keep_skip:  # the transaction a resume skipped into is over
             self._skip_begin = False
             self._skip_rows = 0
@@ -325,6 +330,7 @@ class EntryConverter:
         self._seen_data = True
         options = self.options
         table = event.table
+        cascade = self._stmt_tables.rows(table.schema, table.table, event.end_of_statement)
         flags = options.flags
         if flags.rows:
             return None
@@ -353,7 +359,12 @@ class EntryConverter:
                 table = projected
         return Entry(
             header=self._header(
-                event, event.event_type, table.schema, table.table, self._txn_gtid, xa_props(None, self._txn_xa)
+                event,
+                event.event_type,
+                table.schema,
+                table.table,
+                self._txn_gtid,
+                {**xa_props(None, self._txn_xa), **cascade},
             ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(event_type=event.event_type, rows=rows, table_id=event.table_id, table=table),

@@ -52,7 +52,7 @@ from canal.schema.history import layout_statement
 from canal.spark import changelog, delta_append, staged
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
-from canal.spark.mirror_stops import check_statements
+from canal.spark.mirror_stops import check_cascades, check_statements
 from canal.spark.mirror_xa import HeldTransactions, held_directory
 from canal.spark.narrowing import fit_declared, narrows
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
@@ -393,6 +393,10 @@ class DeltaMirror:
 
     def table_path(self, schema: str, table: str) -> Path:
         return self.root / f"{schema}.{table}"
+
+    def _holds(self, schema: str, table: str) -> bool:
+        """Whether the mirror keeps a copy of ``schema.table`` (a foreign key's action there would go unseen)."""
+        return (self.only is None or f"{schema}.{table}" in self.only) and self.table_path(schema, table).exists()
 
     def table_names(self) -> list[str]:
         """``schema.table`` of every mirrored table that exists."""
@@ -753,6 +757,7 @@ class DeltaMirror:
         # XA: prepared rows held until their XA COMMIT (canal.spark.mirror_xa); statements stop (mirror_stops)
         table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_id)
         check_statements(table)
+        check_cascades(table, self._holds)
         # a mirror written before it kept a step journal knows its replays by each table's last batch id only
         journaled = journal is not None
         # every step planned and its rows typed before any is applied: a value that does not convert fails the
