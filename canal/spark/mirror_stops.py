@@ -75,12 +75,14 @@ def check_cascades(table: Any, holds: Callable[[str, str], bool]) -> None:
     marked = pc.fill_null(pc.match_substring(table.column("props"), CASCADE_TABLES), False)
     if not pc.any(marked).as_py():
         return
+    rows_of = set(zip(table.column("schema").to_pylist(), table.column("table").to_pylist(), strict=True))
     for row in pc.indices_nonzero(marked).to_pylist():
         kind = table.column("type")[row].as_py()
         if kind != "DELETE" and not (kind == "UPDATE" and table.column("old_keys")[row].is_valid):
             continue  # an insert cascades nothing; an update that kept the key keeps what references it
         props = json.loads(table.column("props")[row].as_py())
-        children = [(s, t) for s, t in json.loads(props.get(CASCADE_TABLES, "[]")) if holds(s, t)]
+        named = json.loads(props.get(CASCADE_TABLES, "[]"))
+        children = [(s, t) for s, t in named if holds(s, t) or (s, t) in rows_of]  # held, or made by the batch
         if children:
             raise MirrorCascadeError(_cascade_message(table, row, kind, children))
 
