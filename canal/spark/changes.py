@@ -403,7 +403,7 @@ def change_rows(entry: Entry) -> int:
         return 1
     if rc.event_type.is_dml and rc.rows:
         return len(rc.rows)
-    return 1 if rc.sql else 0
+    return 1 if rc.sql and not rc.rows else 0
 
 
 def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, first_index: int = 0) -> Any:
