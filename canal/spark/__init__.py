@@ -19,6 +19,8 @@ from canal.spark.changelog import FoldResult
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
 from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorMode, compare
+from canal.spark.mirror_stops import MirrorCascadeError, MirrorStatementError
+from canal.spark.mirror_xa import MirrorXAError
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
@@ -34,9 +36,12 @@ __all__ = [
     "DeltaMirror",
     "FoldResult",
     "JournalError",
+    "MirrorCascadeError",
     "MirrorError",
     "MirrorMode",
+    "MirrorStatementError",
     "MirrorTypeError",
+    "MirrorXAError",
     "RunStats",
     "SparkSourceError",
     "Spool",
