@@ -96,3 +96,14 @@ def test_xid_spellings() -> None:
     assert xid_key("X'7831',X'',1") == xid_key("'x1'") == xid_key("'x1' ONE PHASE") == xid_key("x'7831'")
     assert xid_key("'x1','b',2") == "7831:62:2"
     assert xid_key("'x1'") != xid_key("'x2'")
+
+
+def test_spark_tasks_leave_marked_rows_and_statements_to_the_driver() -> None:
+    """A one-partition micro-batch is written by its task unless it needs the driver's apply: DDL, statements, rows
+    marked in props (XA, cascades)."""
+    from canal.spark.mirror_tasks import _for_the_driver
+
+    assert not _for_the_driver(_batch(_row("INSERT", 1), _row("DELETE", 2)))
+    assert _for_the_driver(_batch(_row("INSERT", 1), _row("INSERT", 2, xid="'x1'")))
+    statement = {**_row("INSERT", 3), "sql": "INSERT INTO t VALUES (3, 30)", "columns": None, "keys": None}
+    assert _for_the_driver(_batch(_row("INSERT", 1), statement))
