@@ -440,3 +440,12 @@ def test_check_binlog_off_and_server_id_zero() -> None:
     lines = {c.name: c.line() for c in run_checks(facts("10.11.6-MariaDB", variables, []))}
     assert lines["log_bin"].startswith("FAIL") and "log_bin = mysql-bin" in lines["log_bin"]
     assert "SET GLOBAL server_id = 1;" in lines["server_id"]
+
+
+def test_check_names_accounts_that_may_log_statements() -> None:
+    quiet = ServerFacts("10.11.6-MariaDB", GOOD_VARS, ["GRANT SELECT ON *.* TO `canal`@`%`"], "canal@%")
+    assert statuses(run_checks(quiet))["session_binlog_format"] == "OK"
+    loud = ServerFacts("10.11.6-MariaDB", GOOD_VARS, [], "canal@%", statement_loggers=["'app'@'%'"])
+    (check,) = [c for c in run_checks(loud) if c.name == "session_binlog_format"]
+    assert check.status == "WARN" and "'app'@'%'" in check.detail and "MirrorStatementError" in check.detail
+    assert check.line().endswith("-- fix: " + check.fix)

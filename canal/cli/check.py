@@ -39,13 +39,13 @@ def add_parser(sub: Any) -> None:
 @attrs.frozen
 class Check:
     name: str
-    status: str  # OK, FAIL or SKIP
+    status: str  # OK, FAIL, WARN or SKIP
     detail: str
     fix: str = ""
 
     def line(self) -> str:
         text = f"{self.status:<4} {self.name}: {self.detail}"
-        return f"{text} -- fix: {self.fix}" if self.fix and self.status == "FAIL" else text
+        return f"{text} -- fix: {self.fix}" if self.fix and self.status in ("FAIL", "WARN") else text
 
 
 @attrs.frozen
@@ -57,6 +57,8 @@ class ServerFacts:
     grants: Sequence[str]
     current_user: str
     snapshot_position: bool = False  # the server reports a consistent snapshot's binlog position (MariaDB)
+    # accounts (as far as this user may see them) that may change their session's binlog_format
+    statement_loggers: Sequence[str] = ()
 
     @property
     def is_mariadb(self) -> bool:
@@ -91,7 +93,12 @@ def read_facts(conn: Any) -> ServerFacts:
         grants = [str(row[0]) for row in cur.fetchall()]
         cur.execute("SHOW GLOBAL STATUS LIKE 'binlog_snapshot_file'")
         snapshot_position = bool(cur.fetchall())
-    return ServerFacts(str(version), variables, grants, str(current_user), snapshot_position)
+        cur.execute(
+            "SELECT DISTINCT GRANTEE FROM information_schema.USER_PRIVILEGES "
+            "WHERE PRIVILEGE_TYPE IN ('SUPER', 'BINLOG ADMIN') ORDER BY GRANTEE"
+        )
+        loggers = [str(row[0]) for row in cur.fetchall()]
+    return ServerFacts(str(version), variables, grants, str(current_user), snapshot_position, loggers)
 
 
 def _account(current_user: str) -> str:
@@ -238,7 +245,28 @@ def run_checks(facts: ServerFacts, watermark_table: str | None = None) -> list[C
         )
     checks.extend(check_grants(facts))
     checks.append(snapshot_check(facts, watermark_table))
+    checks.append(statement_logging_check(facts))
     return checks
+
+
+def statement_logging_check(facts: ServerFacts) -> Check:
+    """Whether sessions may log DML as statements although the server's binlog_format is ROW: an account with SUPER
+    or BINLOG ADMIN may ``SET SESSION binlog_format`` to STATEMENT or MIXED. canal hands such DML out as statement
+    entries; the Delta mirror stops at them (it cannot replay SQL text)."""
+    if not facts.statement_loggers:
+        return Check(
+            "session_binlog_format",
+            "OK",
+            "no account this user can see may change its session's binlog_format (SUPER or BINLOG ADMIN)",
+        )
+    accounts = ", ".join(facts.statement_loggers)
+    return Check(
+        "session_binlog_format",
+        "WARN",
+        f"{accounts} may SET SESSION binlog_format (SUPER or BINLOG ADMIN): DML such a session logs as statements "
+        "comes as statement entries, and stops the Delta mirror (MirrorStatementError)",
+        "make sure no application changes its session's binlog_format, or take SUPER / BINLOG ADMIN from its account",
+    )
 
 
 def tls_check(state: TlsState) -> Check:

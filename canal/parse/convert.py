@@ -28,7 +28,7 @@ CREATE, then the copied rows) keeps ``is_ddl``, as canal marks it. Savepoint sta
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
@@ -37,7 +37,8 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement
+from canal.parse.cascade import StatementTables
+from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
 from canal.parse.events import (
     BinlogEvent,
     GtidEvent,
@@ -49,6 +50,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.xa import xa_props
 from canal.position import EntryPosition, journal_number
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
 
@@ -96,6 +98,9 @@ class EntryConverter:
         self._in_txn = False
         self._txn_gtid: str | None = None
         self._pending_gtid: str | None = None
+        self._txn_xa: str | None = None  # the xid of the open XA transaction (canal.parse.xa)
+        self._pending_xa: str | None = None
+        self._stmt_tables = StatementTables()  # tables a statement may change unlogged (canal.parse.cascade)
         self._executed: GtidSet | None = None
         self._skip_event: tuple[str | None, int | None] | None = None
         # set by the parser when something waits for the stream to rest at a boundary (a snapshot merge): the
@@ -141,6 +146,8 @@ class EntryConverter:
         self._in_txn = False
         self._txn_gtid = None
         self._pending_gtid = None
+        self._txn_xa = self._pending_xa = None
+        self._stmt_tables.reset()
         self._executed = GtidSet(start.gtid) if self.options.gtid_mode and start.gtid else None
         self._skip_event = (start.journal_name, start.position) if start.included and start.position else None
         self._skip_begin = rows_done > 0
@@ -181,6 +188,7 @@ class EntryConverter:
         schema: str = "",
         table: str = "",
         gtid: str | None = None,
+        props: Mapping[str, str] | None = None,
     ) -> Header:
         return Header(
             log_file=event.log_file,
@@ -192,6 +200,7 @@ class EntryConverter:
             event_type=event_type,
             event_length=event.length,
             gtid=gtid,
+            props=props or {},
         )
 
     # -- conversion -----------------------------------------------------------------------------------------------
@@ -203,6 +212,7 @@ class EntryConverter:
         if isinstance(event, RowsEvent):
             return self._rows_event(event)
         if isinstance(event, TableMapEvent):
+            self._stmt_tables.mapped(event.schema, event.table)
             return None
         if isinstance(event, XidEvent):
             return self._end(event, xid=event.xid)
@@ -295,17 +305,19 @@ class EntryConverter:
                 start=self._start,
             )
 
-    def _begin(self, event: BinlogEvent, thread_id: int) -> Entry | None:
+    def _begin(self, event: BinlogEvent, thread_id: int, xid: str | None = None) -> Entry | None:
         self._seen_data = True
         self._in_txn = True
         self._rows = 0
         self._txn_gtid = self._pending_gtid
         self._pending_gtid = None
+        self._txn_xa = xid or self._pending_xa
+        self._pending_xa = None
         if self._skip_begin:
             self._skip_begin = False
             return None
         return Entry(
-            header=self._header(event, EventType.QUERY, gtid=self._txn_gtid),
+            header=self._header(event, EventType.QUERY, gtid=self._txn_gtid, props=xa_props("XA_START", self._txn_xa)),
             entry_type=EntryType.TRANSACTIONBEGIN,
             thread_id=thread_id,
             anchor=self._anchor,
@@ -321,12 +333,13 @@ class EntryConverter:
             self._outside_transaction(event, "a transaction end")
         self._seen_data = True
         gtid = self._txn_gtid
+        xa = xa_props("XA_END", self._txn_xa)
         self._close_txn()
         position = self._boundary_position(event)
         self._anchor = position
         self._anchor_filled = True
         return Entry(
-            header=self._header(event, EventType.QUERY, gtid=gtid),
+            header=self._header(event, EventType.QUERY, gtid=gtid, props=xa),
             entry_type=EntryType.TRANSACTIONEND,
             xid=xid,
             anchor=position,
@@ -337,6 +350,8 @@ class EntryConverter:
         self._in_txn = False
         self._rows = 0
         self._txn_gtid = None
+        self._txn_xa = None
+        self._stmt_tables.reset()
         if not keep_skip:  # the transaction a resume skipped into is over
             self._skip_begin = False
             self._skip_rows = 0
@@ -349,6 +364,7 @@ class EntryConverter:
         if self._is_skipped_boundary(event):
             return None
         self._pending_gtid = event.gtid
+        self._pending_xa = event.xa_xid
         if event.mariadb and not event.standalone:
             # MariaDB: the GTID event opens the transaction (no BEGIN query follows)
             return self._begin(event, thread_id=0)
@@ -360,6 +376,7 @@ class EntryConverter:
         self._seen_data = True
         options = self.options
         table = event.table
+        cascade = self._stmt_tables.rows(table.schema, table.table, event.end_of_statement)
         flags = options.flags
         if flags.rows:
             return None
@@ -387,7 +404,14 @@ class EntryConverter:
                 rows = fields.project_rows(table, rows)
                 table = projected
         return Entry(
-            header=self._header(event, event.event_type, table.schema, table.table, self._txn_gtid),
+            header=self._header(
+                event,
+                event.event_type,
+                table.schema,
+                table.table,
+                self._txn_gtid,
+                {**xa_props(None, self._txn_xa), **cascade},
+            ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(event_type=event.event_type, rows=rows, table_id=event.table_id, table=table),
             anchor=self._anchor,
@@ -412,14 +436,15 @@ class EntryConverter:
         if boundary is Boundary.BEGIN:
             if self._is_skipped_boundary(event):
                 return None
-            return self._begin(event, event.thread_id)
+            return self._begin(event, event.thread_id, xa_xid(event.sql) if kind is QueryKind.XA_START else None)
         if boundary is Boundary.END:
             return self._end(event, xid=0)
         if boundary is Boundary.XA_OUTCOME:
             # the second phase of an XA transaction: a boundary of its own
             event_type = EventType.XACOMMIT if kind is QueryKind.XA_COMMIT else EventType.XAROLLBACK
             self._seen_data = True
-            return self._boundary_statement(event, event_type, False, None)
+            outcome = "XA_COMMIT" if kind is QueryKind.XA_COMMIT else "XA_ROLLBACK"
+            return self._boundary_statement(event, event_type, False, None, xa_props(outcome, xa_xid(event.sql)))
         if boundary is Boundary.CONTROL:  # SAVEPOINT, XA PREPARE: nothing to deliver
             if kind is QueryKind.SAVEPOINT and self._in_txn:
                 self._savepoint(event)
@@ -457,7 +482,14 @@ class EntryConverter:
                 return None
             return Entry(
                 header=self._ddl_header(
-                    self._header(event, event_type, first.schema or "", first.table or "", self._txn_gtid)
+                    self._header(
+                        event,
+                        event_type,
+                        first.schema or "",
+                        first.table or "",
+                        self._txn_gtid,
+                        xa_props(None, self._txn_xa),
+                    )
                 ),
                 entry_type=EntryType.ROWDATA,
                 # a DDL inside a transaction (MariaDB's CREATE TABLE ... SELECT) is still a DDL, as canal marks it
@@ -472,7 +504,12 @@ class EntryConverter:
         return self._boundary_statement(event, event_type, dropped, first)
 
     def _boundary_statement(
-        self, event: QueryEvent, event_type: EventType, dropped: bool, first: DdlResult | None
+        self,
+        event: QueryEvent,
+        event_type: EventType,
+        dropped: bool,
+        first: DdlResult | None,
+        props: Mapping[str, str] | None = None,
     ) -> Entry | None:
         skipped = self._is_skipped_boundary(event)
         gtid = self._pending_gtid
@@ -488,7 +525,9 @@ class EntryConverter:
         schema = (first.schema if first is not None else None) or self._session(event)
         return Entry(
             header=self._ddl_header(
-                self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid)
+                self._header(
+                    event, event_type, schema, (first.table if first is not None else None) or "", gtid, props
+                )
             ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(

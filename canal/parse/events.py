@@ -111,6 +111,7 @@ class GtidEvent(BinlogEvent):
     gtid: str
     mariadb: bool = False
     standalone: bool = False
+    xa_xid: str | None = None  # MariaDB: the xid of the prepared XA transaction it opens (canal.parse.xa)
 
 
 @attrs.frozen(slots=True, kw_only=True)

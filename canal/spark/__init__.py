@@ -20,6 +20,8 @@ from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema,
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
 from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorMode, compare
 from canal.spark.mirror_health import MirrorMetrics
+from canal.spark.mirror_stops import MirrorCascadeError, MirrorStatementError
+from canal.spark.mirror_xa import MirrorXAError
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
@@ -35,13 +37,16 @@ __all__ = [
     "DeltaMirror",
     "FoldResult",
     "JournalError",
+    "MirrorCascadeError",
     "MirrorError",
     "MirrorFoldError",
     "MirrorLeaseError",
     "MirrorMetrics",
     "MirrorMode",
+    "MirrorStatementError",
     "MirrorStorageError",
     "MirrorTypeError",
+    "MirrorXAError",
     "RunStats",
     "SparkSourceError",
     "Spool",

@@ -25,7 +25,16 @@ old_keys           string      for an UPDATE that changed the primary key: the k
                                that row); null otherwise
 before, after      string      row images, JSON object name -> text (null when the image does not exist)
 columns            string      JSON list of ``[name, mysql_type, is_key]`` for DML rows
+props              string      the entry's header props as a JSON object, null when it has none: ``XA_XID`` on
+                               the rows of an XA transaction (prepared, not committed: they count from the
+                               XACOMMIT row of that xid on, never after its XAROLLBACK), ``XA_TYPE`` / ``XA_XID``
+                               on XACOMMIT / XAROLLBACK / XAPREPARE rows (:mod:`canal.parse.xa`)
 =================  ==========  =================================================================================
+
+Besides DML and DDL rows: a DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or
+MIXED) is a row with ``is_ddl`` false, its ``sql`` and no images (a mirror cannot replay SQL text: it stops there,
+:mod:`canal.spark.mirror_stops`); the end of an XA transaction's first phase is an ``XAPREPARE`` row (no table), so
+a consumer knows which xids were prepared in its stream.
 
 Offsets (JSON-native dicts, :func:`offset_of`): the consumer cursor after a batch -- the anchor boundary
 (``file``, ``offset``, ``included``, ``timestamp``, ``server_id``, ``gtid``) and ``rows_done`` row entries of the
@@ -67,6 +76,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table
     ("before", "STRING"),
     ("after", "STRING"),
     ("columns", "STRING"),
+    ("props", "STRING"),
 )
 
 CHANGE_SCHEMA_DDL = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
@@ -368,18 +378,32 @@ _ENTRY_FIELDS = (
     "log_offset",
     "gtid",
     "columns",
+    "props",
 )
+
+XA_PREPARE_TYPE = "XAPREPARE"
+"""The ``type`` of the change row made of an XA transaction's TRANSACTIONEND (its ``XA END``, before ``XA PREPARE``)."""
+
+
+def _props_json(props: Mapping[str, str]) -> str | None:
+    return json.dumps(dict(props), sort_keys=True, ensure_ascii=False, separators=(",", ":")) if props else None
+
+
+def _is_xa_end(entry: Entry) -> bool:
+    return entry.entry_type is EntryType.TRANSACTIONEND and entry.header.props.get("XA_TYPE") == "XA_END"
 
 
 def change_rows(entry: Entry) -> int:
-    """How many change rows :func:`entries_to_batch` makes of ``entry``: its rows, one for a DDL, none for
-    transaction boundaries, heartbeats and statements it does not mirror."""
+    """How many change rows :func:`entries_to_batch` makes of ``entry``: its rows, one for a DDL or a statement,
+    one for an XA transaction's end (``XAPREPARE``), none for other transaction boundaries and heartbeats."""
     rc = entry.row_change
     if entry.entry_type is not EntryType.ROWDATA or rc is None:
-        return 0
+        return 1 if _is_xa_end(entry) else 0
     if rc.is_ddl:
         return 1
-    return len(rc.rows) if rc.event_type.is_dml else 0
+    if rc.event_type.is_dml and rc.rows:
+        return len(rc.rows)
+    return 1 if rc.sql and not rc.rows else 0
 
 
 def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, first_index: int = 0) -> Any:
@@ -389,7 +413,7 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
     import pyarrow as pa
 
     per_entry: dict[str, list[Any]] = {name: [] for name in _ENTRY_FIELDS}
-    e_schema, e_table, e_type, e_ddl, e_sql, e_time, e_file, e_off, e_gtid, e_cols = per_entry.values()
+    e_schema, e_table, e_type, e_ddl, e_sql, e_time, e_file, e_off, e_gtid, e_cols, e_props = per_entry.values()
     counts: list[int] = []
     keys: list[str | None] = []
     old_keys: list[str | None] = []
@@ -397,9 +421,11 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
     after: list[str | None] = []
     for entry in entries:
         rc = entry.row_change
-        if entry.entry_type is not EntryType.ROWDATA or rc is None:
-            continue
         h = entry.header
+        if entry.entry_type is not EntryType.ROWDATA or rc is None:
+            if _is_xa_end(entry):  # the XA transaction's rows are prepared: say so, with its xid
+                _statement_row(per_entry, counts, (keys, old_keys, before, after), entry, XA_PREPARE_TYPE, False)
+            continue
         if rc.is_ddl:
             e_schema.append(rc.ddl_schema or h.schema)
             e_ddl.append(True)
@@ -427,8 +453,12 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             e_sql.append(None)
             e_cols.append(codec.columns_json)
             counts.append(len(rc.rows))
+        elif rc.sql and not rc.rows:  # a statement inside a transaction (statement-format DML, ...)
+            _statement_row(per_entry, counts, (keys, old_keys, before, after), entry, rc.event_type.name, False)
+            continue
         else:
-            continue  # a DML statement in statement form (QUERY), or an empty row event: nothing to mirror
+            continue  # an empty row event: nothing to mirror
+        e_props.append(_props_json(h.props))
         e_table.append(h.table)
         e_type.append(rc.event_type.name)
         e_time.append(h.execute_time * 1000)
@@ -459,3 +489,34 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
         )
         arrays[name] = column.take(spread)
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _statement_row(
+    per_entry: dict[str, list[Any]],
+    counts: list[int],
+    per_row: tuple[list[str | None], ...],
+    entry: Entry,
+    kind: str,
+    is_ddl: bool,
+) -> None:
+    """One change row without images for ``entry``: a statement (its ``sql``) or an XA boundary."""
+    h = entry.header
+    rc = entry.row_change
+    values = {
+        "schema": (rc.ddl_schema if rc is not None else "") or h.schema,
+        "table": h.table,
+        "type": kind,
+        "is_ddl": is_ddl,
+        "sql": rc.sql if rc is not None else None,
+        "execute_time": h.execute_time * 1000,
+        "log_file": h.log_file,
+        "log_offset": h.log_offset,
+        "gtid": h.gtid,
+        "columns": None,
+        "props": _props_json(h.props),
+    }
+    for name, column in per_entry.items():
+        column.append(values[name])
+    counts.append(1)
+    for column in per_row:
+        column.append(None)

@@ -56,6 +56,9 @@ from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.lease import WriterLease
 from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
+from canal.spark.mirror_stops import check_cascades, check_statements
+from canal.spark.mirror_xa import HeldTransactions, held_directory
+from canal.spark.narrowing import fit_declared, narrows
 from canal.spark.records import Recent
 from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo, TableName
@@ -132,6 +135,11 @@ MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
     "after",
     "columns",
 )
+OPTIONAL_COLUMNS = ("props", "log_file", "log_offset")  # read when there: XA marks, positions for errors
+
+
+def _mirror_columns(names: Sequence[str]) -> list[str]:
+    return [*MIRROR_COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in names)]
 
 
 def _to_arrow_table(changes: Any) -> Any:
@@ -144,7 +152,7 @@ def _to_arrow_table(changes: Any) -> Any:
     if isinstance(changes, Sequence) and all(isinstance(b, pa.RecordBatch) for b in changes):
         return pa.Table.from_batches(list(changes)) if changes else None
     if hasattr(changes, "toArrow"):  # a Spark DataFrame: only the columns the mirror reads cross over
-        return changes.select(*MIRROR_COLUMNS).toArrow()
+        return changes.select(*_mirror_columns(changes.columns)).toArrow()
     raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
 
 
@@ -426,6 +434,10 @@ class DeltaMirror:
         """The directory of the mirror table of ``schema.table`` (:func:`canal.spark.names.directory`: escaped, one
         entry of the root)."""
         return naming.table_path(self.root, schema, table)
+
+    def _holds(self, schema: str, table: str) -> bool:
+        """Whether the mirror keeps a copy of ``schema.table`` (a foreign key's action there would go unseen)."""
+        return (self.only is None or f"{schema}.{table}" in self.only) and self.table_path(schema, table).exists()
 
     def table_names(self) -> list[str]:
         """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables` gives
@@ -851,6 +863,10 @@ class DeltaMirror:
             self.history.append(result)
             return result
         done = journal[1] if journal is not None and journal[0] == batch_id else 0
+        # XA: prepared rows held until their XA COMMIT (canal.spark.mirror_xa); statements stop (mirror_stops)
+        table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_id)
+        check_statements(table)
+        check_cascades(table, self._holds)
         # a mirror written before it kept a step journal knows its replays by each table's last batch id only
         journaled = journal is not None
         # every step planned and its rows typed before any is applied: a value that does not convert fails the
@@ -865,6 +881,7 @@ class DeltaMirror:
                 self._type_sources([plan for plan in plans.values() if plan.layout is not None])
             steps.append(plans)
         result.prepare_s = time.perf_counter() - began
+        hold()
         if any(isinstance(step, _RenamePair) or any(p.ddl or p.truncate for p in step.values()) for step in steps):
             self.flush_staged()  # DDL rewrites, moves, clears or drops change logs: nothing staged may outlive that
         # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
@@ -1000,7 +1017,7 @@ class DeltaMirror:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        table = table.select(list(MIRROR_COLUMNS))
+        table = table.select(_mirror_columns(table.column_names))
         if table.num_rows > 1 and not _ascending(table.column("seq")):
             table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
         is_ddl = pc.fill_null(table.column("is_ddl"), False)
@@ -1709,7 +1726,8 @@ class DeltaMirror:
         dt = DeltaTable(path)
         data = dt.to_pyarrow_table()
         current = [(field.name, field.type) for field in data.schema]
-        if not evolution.changes(current):
+        declared = dict(evolution.declared)
+        if not evolution.changes(current) and not narrows(data, evolution.columns, declared):
             return
         fills = dict(evolution.fills)
         arrays, fields = [], []
@@ -1718,6 +1736,7 @@ class DeltaMirror:
                 column = data.column(source)
                 if kind is not None and column.type != kind:
                     column = _retyped(column, kind, f"{path}: column {source!r}")
+                column = fit_declared(column, declared.get(name))  # a narrower type: as the server converts
             else:
                 target = kind if kind is not None else pa.string()
                 fill = fills.get(name)

@@ -135,7 +135,7 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
 
     received = list(batches)
     rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
-    if rows.num_rows and pc.any(rows.column("is_ddl")).as_py():
+    if rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
         path = Path(settings["root"]) / f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow"
         with AtomicFile(path) as spill:
             with pa.ipc.new_file(spill.fh, rows.schema) as writer:
@@ -147,6 +147,16 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
     else:
         answer = write_group(kind, settings, batch_id, rows)
     yield from answer.to_batches()
+
+
+def _for_the_driver(rows: Any) -> bool:
+    """Whether a batch without DDL still needs the driver's :meth:`DeltaMirror.apply`: statements (it stops at DML
+    ones) or rows marked in ``props`` (an XA transaction's, held until its commit; a cascade's, where it stops)."""
+    import pyarrow.compute as pc
+
+    if "sql" in rows.column_names and pc.any(pc.is_valid(rows.column("sql"))).as_py():
+        return True
+    return "props" in rows.column_names and bool(pc.any(pc.is_valid(rows.column("props"))).as_py())
 
 
 def _read_spill(path: str) -> Any:
@@ -203,7 +213,8 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     mirror.tasks_append = True  # the driver's own folds must not trim by whole files while tasks append
     kind = type(mirror)
     settings = mirror.settings()
-    changes = df.select(*mirror.COLUMNS)
+    # the XA marks and positions too: a batch holding them (or statements) is the driver's (_for_the_driver)
+    changes = df.select(*mirror.COLUMNS, *(name for name in ("props", "log_file", "log_offset") if name in df.columns))
     if changes.rdd.getNumPartitions() == 1:
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
         # writes every table, in parallel threads, or answers that the batch holds DDL
@@ -222,8 +233,11 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         # the source is read once
         changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            driver = F.col("is_ddl") | F.col("sql").isNotNull()
+            if "props" in changes.columns:
+                driver = driver | F.col("props").isNotNull()
             shape = changes.agg(
-                F.max(F.col("is_ddl").cast("int")).alias("ddl"),
+                F.max(driver.cast("int")).alias("ddl"),
                 F.count_distinct(F.col("schema"), F.col("table")).alias("tables"),
             ).first()
             if shape is None or shape["ddl"] is None:  # no rows

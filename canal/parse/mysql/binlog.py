@@ -66,6 +66,7 @@ from canal.parse.mysql.decoder import (
     schema_mismatch,
 )
 from canal.parse.mysql.packets import event_name, read_lenenc
+from canal.parse.xa import mariadb_gtid_xid
 from canal.position import EntryPosition
 from canal.protocol import EventType
 from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn, SchemaHistory
@@ -789,6 +790,7 @@ class EventDecoder:
             gtid=f"{domain}-{sid}-{seq}",
             mariadb=True,
             standalone=bool(flags & 1),
+            xa_xid=mariadb_gtid_xid(b, p, end, flags),
         )
 
     def _mariadb_gtid_list(

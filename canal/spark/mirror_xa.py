@@ -1,0 +1,257 @@
+"""XA transactions in the mirror: prepared rows are held until their XA COMMIT, dropped at their XA ROLLBACK.
+
+The server logs an XA transaction's rows at ``XA PREPARE``; they become visible only at ``XA COMMIT`` (a separate
+event, maybe much later, maybe after a restart) and never after ``XA ROLLBACK``. Each of its change rows carries the
+xid (``props`` ``XA_XID``, :mod:`canal.parse.xa`); its ``XA END`` is an ``XAPREPARE`` row; the second phase is an
+``XACOMMIT`` / ``XAROLLBACK`` row. :class:`HeldTransactions` takes the prepared rows out of a batch and keeps them
+under the mirror root (``_pycanal_xa.<app id>/``, Arrow IPC files written atomically), and puts them back into the
+batch that holds their ``XACOMMIT``, at its place -- so the mirror applies them as the server made them visible.
+
+Replays: a file is named by the batch that wrote it, and a batch reads only files of earlier batches, so a batch
+replayed after a crash sees what it saw the first time. A ``done`` file of batch d closes the xid's files of earlier
+batches; they are removed once a later batch than d is applied (batch d can no longer be replayed).
+
+An ``XACOMMIT`` whose ``XAPREPARE`` the mirror never saw (prepared before the stream's start position) cannot be
+followed: its rows are not in the stream. :class:`MirrorXAError` stops the batch with nothing written. An
+``XAROLLBACK`` of such a transaction needs nothing: its rows never reached the mirror.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from canal.files import write_bytes_atomic
+from canal.parse.xa import XA_XID, xid_key
+from canal.spark.changes import XA_PREPARE_TYPE
+from canal.spark.types import MirrorError
+
+PROPS = "props"
+_OUTCOMES = ("XACOMMIT", "XAROLLBACK")
+
+
+class MirrorXAError(MirrorError):
+    """An XA COMMIT whose prepared rows the mirror never saw (its XA PREPARE lies before the stream's start)."""
+
+
+@attrs.define
+class _Xid:
+    """One xid's state while a batch is walked: its held rows (tables from files, then this batch's row numbers)."""
+
+    files: list[Any] = attrs.field(factory=list)  # Arrow tables held by earlier batches, in batch order
+    rows: list[int] = attrs.field(factory=list)  # this batch's rows held (positions in the batch)
+    ended: bool = False  # its XAPREPARE was seen (an earlier batch or this one)
+    done: bool = False  # its outcome came in this batch (files of earlier batches are closed)
+    ended_here: bool = False
+
+
+def _key_name(key: str) -> str:
+    return key.encode().hex()
+
+
+class HeldTransactions:
+    """The prepared rows of XA transactions not yet committed or rolled back, kept in ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    # -- files: <key hex>.<kind>.<batch id>[.arrow] ------------------------------------------------------------
+
+    def _files(self) -> list[tuple[str, str, int, Path]]:
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for path in self.directory.iterdir():
+            parts = path.name.split(".")
+            if len(parts) >= 3 and parts[1] in ("rows", "ended", "done") and parts[2].isdigit():
+                found.append((parts[0], parts[1], int(parts[2]), path))
+        return sorted(found, key=lambda f: (f[0], f[2], f[1]))
+
+    def collect(self, batch_id: int) -> None:
+        """Remove the files an outcome closed in a batch before ``batch_id`` (that batch is applied for good)."""
+        files = self._files()
+        closing: dict[str, int] = {}
+        for name, kind, batch, _path in files:
+            if kind == "done" and batch < batch_id:
+                closing[name] = max(closing.get(name, -1), batch)
+        for name, kind, batch, path in files:
+            if name in closing and (batch < closing[name] or (kind == "done" and batch == closing[name])):
+                path.unlink(missing_ok=True)
+
+    def _state(self, batch_id: int) -> dict[str, _Xid]:
+        """Each open xid as the files of batches before ``batch_id`` leave it."""
+        import pyarrow as pa
+
+        by_name: dict[str, list[tuple[str, int, Path]]] = {}
+        for name, kind, batch, path in self._files():
+            if batch < batch_id:
+                by_name.setdefault(name, []).append((kind, batch, path))
+        state: dict[str, _Xid] = {}
+        for name, files in by_name.items():
+            closed = max((batch for kind, batch, _ in files if kind == "done"), default=None)
+            live = [(kind, batch, path) for kind, batch, path in files if closed is None or batch >= closed]
+            if not any(kind != "done" for kind, _, _ in live):
+                continue
+            xid = state[name] = _Xid()
+            for kind, _batch, path in live:
+                if kind == "rows":
+                    try:
+                        with pa.memory_map(str(path)) as source:
+                            xid.files.append(pa.ipc.open_file(source).read_all())
+                    except (OSError, pa.ArrowInvalid) as exc:
+                        raise MirrorError(f"the held XA rows {path} cannot be read: {exc}") from exc
+                elif kind == "ended":
+                    xid.ended = True
+        return state
+
+    def _write(self, name: str, kind: str, batch_id: int, rows: Any = None) -> None:
+        import pyarrow as pa
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if rows is None:
+            write_bytes_atomic(self.directory / f"{name}.{kind}.{batch_id}", b"")
+            return
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, rows.schema) as writer:
+            writer.write_table(rows)
+        write_bytes_atomic(self.directory / f"{name}.{kind}.{batch_id}.arrow", sink.getvalue().to_pybytes())
+
+    # -- a batch --------------------------------------------------------------------------------------------------
+
+    def follow(self, table: Any, batch_id: int) -> tuple[Any, Callable[[], None]]:
+        """``table`` (change rows in ``seq`` order) with its prepared rows taken out and the rows of each XA
+        transaction committed in it put in at its XACOMMIT; and the function that records what the batch holds
+        back (call it before the batch's first write). A :class:`MirrorXAError` before anything is written when
+        an XACOMMIT's rows are unknown."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if PROPS not in table.column_names:
+            return table, _nothing
+        props = table.column(PROPS)
+        types = table.column("type")
+        marked = pc.or_(pc.is_valid(props), pc.fill_null(pc.is_in(types, pa.array(_OUTCOMES)), False))
+        if not pc.any(marked).as_py():
+            return table, _nothing
+        state = self._state(batch_id)
+        xids: dict[str, _Xid] = {}
+        held: set[int] = set()
+        spliced: dict[int, list[Any]] = {}  # batch row of an XACOMMIT -> the tables put in there
+        rows_at = pc.indices_nonzero(marked).to_pylist()
+        for row, kind, text, sql in zip(
+            rows_at,
+            types.take(rows_at).to_pylist(),
+            props.take(rows_at).to_pylist(),
+            table.column("sql").take(rows_at).to_pylist(),
+            strict=True,
+        ):
+            xid_text = _xid_of(text, sql)
+            if xid_text is None:
+                continue
+            name = _key_name(xid_key(xid_text))
+            xid = xids.get(name)
+            if xid is None:
+                xid = xids[name] = state.pop(name, _Xid())
+            if kind in _OUTCOMES:
+                if kind == "XACOMMIT":
+                    if not xid.ended:
+                        raise MirrorXAError(_unknown_commit(table, row, xid_text))
+                    spliced[row] = [*xid.files, table.take(xid.rows)] if xid.rows else list(xid.files)
+                else:
+                    held.update(xid.rows)  # rolled back: never applied
+                held.add(row)
+                xids[name] = _Xid(done=True)
+            elif kind == XA_PREPARE_TYPE:
+                xid.ended = xid.ended_here = True
+                held.add(row)
+            else:
+                xid.rows.append(row)
+                held.add(row)
+        out = _rebuilt(table, held, spliced)
+
+        def record() -> None:
+            self.collect(batch_id)
+            for name, xid in xids.items():
+                if xid.done:
+                    self._write(name, "done", batch_id)
+                if xid.rows:
+                    self._write(name, "rows", batch_id, table.take(xid.rows))
+                if xid.ended_here:
+                    self._write(name, "ended", batch_id)
+
+        return out, record
+
+
+def _nothing() -> None:
+    return None
+
+
+def _xid_of(props_text: str | None, sql: str | None) -> str | None:
+    if props_text:
+        try:
+            props = json.loads(props_text)
+        except ValueError as exc:
+            raise MirrorError(f"a change row's props are not JSON ({exc}): {props_text[:80]!r}") from None
+        if isinstance(props, dict) and isinstance(props.get(XA_XID), str):
+            return str(props[XA_XID])
+    if sql:  # an XA COMMIT / ROLLBACK row written without props: the xid is in its statement
+        from canal.parse.ddl import xa_xid
+
+        return xa_xid(sql)
+    return None
+
+
+def _unknown_commit(table: Any, row: int, xid: str) -> str:
+    where = ""
+    if "log_file" in table.column_names and "log_offset" in table.column_names:
+        where = f" at {table.column('log_file')[row].as_py()}:{table.column('log_offset')[row].as_py()}"
+    sql = table.column("sql")[row].as_py()
+    return (
+        f"{sql!r}{where} commits XA transaction {xid}, whose XA PREPARE (and rows) lie before the position this "
+        "mirror's stream started from: the mirror cannot know which rows it committed. Nothing of the batch was "
+        "written. Start the destination from a position before that XA PREPARE, or mirror the tables anew from a "
+        "snapshot taken after the XA COMMIT."
+    )
+
+
+def _rebuilt(table: Any, held: set[int], spliced: dict[int, list[Any]]) -> Any:
+    """The batch without the ``held`` rows, the ``spliced`` tables at their rows, ``seq`` numbered anew in order."""
+    import numpy as np
+    import pyarrow as pa
+
+    if not held:
+        return table
+    pieces: list[Any] = []
+    start = 0
+    for row in sorted(held):
+        if row > start:
+            pieces.append(table.slice(start, row - start))
+        for part in spliced.get(row, ()):
+            pieces.append(_conformed(part, table.schema))
+        start = row + 1
+    if start < table.num_rows:
+        pieces.append(table.slice(start))
+    out = pa.concat_tables(pieces) if pieces else table.slice(0, 0)
+    first = table.column("seq")[0].as_py() if table.num_rows else 0
+    seq = pa.array(np.arange(first, first + out.num_rows, dtype=np.int64))
+    return out.set_column(out.column_names.index("seq"), "seq", seq)
+
+
+def _conformed(part: Any, schema: Any) -> Any:
+    """Rows held by an earlier batch in the columns of this one (a column it lacks reads null)."""
+    import pyarrow as pa
+
+    columns = [
+        part.column(f.name).cast(f.type) if f.name in part.column_names else pa.nulls(part.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def held_directory(root: Path, app_id: str) -> Path:
+    """Where a mirror with ``app_id`` keeps the rows of XA transactions prepared and not yet committed."""
+    return root / f"_pycanal_xa.{app_id}"

@@ -1,0 +1,116 @@
+"""Foreign-key actions on a real MariaDB: the binlog logs only the parent's rows for ``ON DELETE CASCADE``,
+``ON DELETE SET NULL`` and ``ON UPDATE CASCADE``. The Instance names, on the statement's last row entry, the tables
+the statement mapped and logged no rows of (header prop ``CASCADE_TABLES``); the Delta mirror stops there with
+:class:`MirrorCascadeError`, nothing written, instead of keeping the children's stale rows."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("deltalake")
+
+from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.instance import Instance
+from canal.parse.cascade import CASCADE_TABLES
+from canal.protocol import EntryType
+from canal.spark import DeltaMirror
+from canal.spark.mirror_stops import MirrorCascadeError
+from canal.spark.testing import master_position, run_caught_up
+from canal.testing.plugin import MariaDBDatabase
+
+pytestmark = pytest.mark.integration
+
+
+def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
+    master = mariadb.master()
+    return InstanceConfig(
+        destination="fk",
+        master=MasterConfig(
+            address=master.address,
+            username=master.username,
+            password=master.password,
+            journal_name=start[0],
+            position=start[1],
+        ),
+        filter_regex=rf"{mariadb.database}\..*",
+        store=StoreConfig(batch_mode="ITEMSIZE"),
+        meta_mode="file",
+        meta_dir=str(tmp_path / "meta"),
+    )
+
+
+def _schema(mariadb: MariaDBDatabase) -> list[str]:
+    db = mariadb.database
+    return [
+        f"CREATE TABLE `{db}`.p (id INT PRIMARY KEY, v INT)",
+        f"CREATE TABLE `{db}`.c (id INT PRIMARY KEY, pid INT, FOREIGN KEY (pid) REFERENCES `{db}`.p (id) "
+        "ON DELETE CASCADE ON UPDATE CASCADE)",
+        f"CREATE TABLE `{db}`.n (id INT PRIMARY KEY, pid INT, FOREIGN KEY (pid) REFERENCES `{db}`.p (id) "
+        "ON DELETE SET NULL)",
+        f"INSERT INTO `{db}`.p VALUES (1, 1), (2, 2), (3, 3)",
+        f"INSERT INTO `{db}`.c VALUES (10, 1), (20, 2)",
+        f"INSERT INTO `{db}`.n VALUES (100, 1)",
+    ]
+
+
+def test_entries_name_the_tables_a_statement_changed_unlogged(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    config = _config(mariadb, tmp_path, master_position(conn))
+    with conn.cursor() as cur:
+        for sql in [
+            *_schema(mariadb),
+            f"UPDATE `{db}`.c SET pid = 2 WHERE id = 10",  # a child's own change: nothing unlogged
+            f"DELETE FROM `{db}`.c WHERE id = 20",
+            f"UPDATE `{db}`.p SET id = 4 WHERE id = 2",  # cascades to c
+            f"DELETE FROM `{db}`.p WHERE id = 1",  # cascades to c, sets n.pid NULL
+        ]:
+            cur.execute(sql)
+    end = master_position(conn)
+    seen: list[tuple[str, str, Any]] = []
+    deadline = time.monotonic() + 30
+    with Instance(config) as inst:
+        while not any(kind == "DELETE" and table == "p" for kind, table, _ in seen):
+            assert time.monotonic() < deadline, f"the parent's DELETE never came; got {seen}"
+            for entry in inst.get(100, timeout=0.5).entries:
+                if entry.entry_type is EntryType.ROWDATA and entry.row_change and entry.row_change.rows:
+                    cascade = entry.header.props.get(CASCADE_TABLES)
+                    seen.append((entry.header.event_type.name, entry.header.table, cascade and json.loads(cascade)))
+    assert end is not None
+    assert seen == [
+        ("INSERT", "p", None),
+        ("INSERT", "c", None),
+        ("INSERT", "n", None),
+        ("UPDATE", "c", None),
+        ("DELETE", "c", None),
+        ("UPDATE", "p", [[db, "c"]]),
+        ("DELETE", "p", [[db, "c"], [db, "n"]]),
+    ]
+    rows = mariadb.execute(f"SELECT id, pid FROM `{db}`.c UNION ALL SELECT id, pid FROM `{db}`.n ORDER BY id")
+    assert [tuple(r) for r in rows] == [(10, 4), (100, None)]  # what the binlog does not say
+
+
+def test_the_mirror_stops_at_a_cascading_delete(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    config = _config(mariadb, tmp_path, master_position(conn))
+    with conn.cursor() as cur:
+        for sql in _schema(mariadb):
+            cur.execute(sql)
+    mirror = DeltaMirror(tmp_path / "mirror")
+    run_caught_up(conn, config, None, mirror)
+    children = sorted((r["id"], r["pid"]) for r in mirror.read(db, "c").to_pylist())
+    assert children == [(10, 1), (20, 2)]
+    with conn.cursor() as cur:
+        cur.execute(f"UPDATE `{db}`.p SET v = 9 WHERE id = 3")  # the key kept: nothing cascades, no stop
+        cur.execute(f"DELETE FROM `{db}`.p WHERE id = 1")
+    for _ in range(2):  # a stop, not a skip
+        with pytest.raises(MirrorCascadeError, match=rf"DELETE of {db}\.p at mysql-bin\.\d+:\d+ .* {db}\.c, {db}\.n"):
+            run_caught_up(conn, config, None, mirror)
+        assert sorted((r["id"], r["pid"]) for r in mirror.read(db, "c").to_pylist()) == children
+        assert sorted(r["id"] for r in mirror.read(db, "p").to_pylist()) == [1, 2, 3]

@@ -1,0 +1,71 @@
+"""A narrowing ``MODIFY`` under a non-strict ``sql_mode`` on a real MariaDB: the server converts every existing value
+without logging a row (INT -> TINYINT 1000 -> 127, INT -> INT UNSIGNED -5 -> 0, VARCHAR(10) -> VARCHAR(3)
+'abcdefgh' -> 'abc'); the mirror converts them the same way and equals ``SELECT *``, with the rows and the ALTER in
+one batch or in two."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("deltalake")
+
+from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.spark import DeltaMirror, MirrorMode
+from canal.spark.mirror import MODES
+from canal.spark.testing import master_position, run_caught_up
+from canal.testing.plugin import MariaDBDatabase
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("one_batch", [False, True])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_narrowing_modify_under_a_lax_sql_mode_converts_as_the_server(
+    mariadb: MariaDBDatabase, tmp_path: Path, mode: MirrorMode, one_batch: bool
+) -> None:
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    master = mariadb.master()
+    journal, position = master_position(conn)
+    config = InstanceConfig(
+        destination="narrow",
+        master=MasterConfig(
+            address=master.address,
+            username=master.username,
+            password=master.password,
+            journal_name=journal,
+            position=position,
+        ),
+        filter_regex=rf"{db}\..*",
+        store=StoreConfig(batch_mode="ITEMSIZE"),
+        meta_mode="file",
+        meta_dir=str(tmp_path / "meta"),
+    )
+    mirror = DeltaMirror(tmp_path / "mirror", mode=mode)
+
+    def execute(*statements: str) -> None:
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+
+    execute(
+        "SET SESSION sql_mode = ''",
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, a INT, b INT, c VARCHAR(10), d VARCHAR(10), e BIGINT)",
+        f"INSERT INTO `{db}`.t VALUES (1, 1000, -5, 'abcdefgh', 'ok', 40000), (2, -1000, 7, 'ünïcödé!', NULL, -1),"
+        " (3, NULL, NULL, NULL, 'xyz', NULL), (4, 127, 0, 'abc', 'abcd', 32767)",
+    )
+    if not one_batch:
+        run_caught_up(conn, config, None, mirror)
+    execute(
+        f"ALTER TABLE `{db}`.t MODIFY a TINYINT, MODIFY b INT UNSIGNED, MODIFY c VARCHAR(3), MODIFY d CHAR(2),"
+        " MODIFY e SMALLINT",
+        f"INSERT INTO `{db}`.t VALUES (5, 1, 2, 'new', 'ne', 3)",
+    )
+    run_caught_up(conn, config, None, mirror)
+    rows = mariadb.execute(f"SELECT id, a, b, c, d, e FROM `{db}`.t ORDER BY id")
+    assert rows[0] == (1, 127, 0, "abc", "ok", 32767)  # what the server did
+    assert rows[1] == (2, -128, 7, "ünï", None, -1)
+    got = sorted(tuple(r[c] for c in ("id", "a", "b", "c", "d", "e")) for r in mirror.read(db, "t").to_pylist())
+    assert got == [tuple(r) for r in rows]

@@ -1,0 +1,255 @@
+"""The Delta mirror and transactions as the server committed them, on a real MariaDB through ``run_batches``:
+
+* XA: rows logged at ``XA PREPARE`` are held until ``XA COMMIT`` (across batches and restarts), dropped at
+  ``XA ROLLBACK``; ``XA COMMIT ... ONE PHASE`` is an ordinary transaction; an ``XA COMMIT`` whose ``XA PREPARE`` lies
+  before the start position stops the mirror with a typed error, nothing written;
+* DML logged as statements (a session with ``binlog_format`` STATEMENT or MIXED) stops the mirror with a typed
+  error naming the statement and its position, nothing written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+pytest.importorskip("deltalake")
+
+from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.instance import Instance
+from canal.protocol import EntryType, EventType
+from canal.spark import DeltaMirror, MirrorMode, run_batches
+from canal.spark.mirror import MODES
+from canal.spark.mirror_stops import MirrorStatementError
+from canal.spark.mirror_xa import MirrorXAError
+from canal.spark.testing import master_position, run_caught_up
+from canal.testing.plugin import MariaDBDatabase
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def sessions(mariadb: MariaDBDatabase) -> Iterator[Callable[[], Any]]:
+    """New writing sessions (a session that prepared an XA transaction can do nothing else until its outcome). A
+    test that fails between XA PREPARE and the outcome leaves a prepared transaction holding its locks (the database
+    could not be dropped): each is rolled back by the session that prepared it."""
+    opened: list[Any] = []
+
+    def new() -> Any:
+        opened.append(mariadb.connect(autocommit=True))
+        return opened[-1]
+
+    yield new
+    for session in opened:
+        with session.cursor() as cur:
+            cur.execute("XA RECOVER")
+            for row in cur.fetchall():
+                with contextlib.suppress(pymysql.err.OperationalError):  # prepared by another session
+                    cur.execute(f"XA ROLLBACK '{row[3].decode() if isinstance(row[3], bytes) else row[3]}'")
+        session.close()
+
+
+@pytest.fixture
+def conn(sessions: Callable[[], Any]) -> Any:
+    return sessions()
+
+
+def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
+    master = mariadb.master()
+    return InstanceConfig(
+        destination="txn",
+        master=MasterConfig(
+            address=master.address,
+            username=master.username,
+            password=master.password,
+            journal_name=start[0],
+            position=start[1],
+        ),
+        filter_regex=rf"{mariadb.database}\..*",
+        store=StoreConfig(batch_mode="ITEMSIZE"),
+        meta_mode="file",
+        meta_dir=str(tmp_path / "meta"),
+    )
+
+
+def _run(conn: Any, config: InstanceConfig, mirror: DeltaMirror, batch_size: int = 3) -> None:
+    run_caught_up(conn, config, None, mirror, batch_size=batch_size)
+
+
+def _select(mariadb: MariaDBDatabase) -> list[tuple[Any, ...]]:
+    # another session: prepared XA rows are not visible to it
+    return [tuple(r) for r in mariadb.execute(f"SELECT id, v FROM `{mariadb.database}`.t ORDER BY id")]
+
+
+def _mirrored(mirror: DeltaMirror, db: str) -> list[tuple[Any, ...]]:
+    if not mirror.table_path(db, "t").exists():
+        return []
+    return sorted((r["id"], r["v"]) for r in mirror.read(db, "t").to_pylist())
+
+
+def _execute(conn: Any, *statements: str) -> None:
+    with conn.cursor() as cur:
+        for sql in statements:
+            cur.execute(sql)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_xa_prepared_rows_wait_for_commit_and_rollback_drops_them(
+    mariadb: MariaDBDatabase, conn: Any, sessions: Callable[[], Any], tmp_path: Path, mode: MirrorMode
+) -> None:
+    db = mariadb.database
+    config = _config(mariadb, tmp_path, master_position(conn))
+    mirror = DeltaMirror(tmp_path / "mirror", mode=mode)
+    _execute(
+        conn,
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO `{db}`.t VALUES (1, 1), (5, 5)",
+        # x1: an INSERT and an UPDATE, prepared, then rolled back
+        "XA START 'x1'",
+        f"INSERT INTO `{db}`.t VALUES (2, 2)",
+        f"UPDATE `{db}`.t SET v = 9 WHERE id = 1",
+        "XA END 'x1'",
+        "XA PREPARE 'x1'",
+        "XA ROLLBACK 'x1'",
+    )
+    x2 = sessions()  # prepared now, committed after the mirror's restart
+    _execute(
+        x2,
+        "XA START 'x2'",
+        f"INSERT INTO `{db}`.t VALUES (3, 3)",
+        f"UPDATE `{db}`.t SET v = 50 WHERE id = 5",
+        "XA END 'x2'",
+        "XA PREPARE 'x2'",
+    )
+    _execute(
+        conn,  # one phase: an ordinary transaction
+        "XA START 'x3'",
+        f"INSERT INTO `{db}`.t VALUES (4, 4)",
+        "XA END 'x3'",
+        "XA COMMIT 'x3' ONE PHASE",
+    )
+    _run(conn, config, mirror)
+    assert _select(mariadb) == [(1, 1), (4, 4), (5, 5)]
+    assert _mirrored(mirror, db) == _select(mariadb)  # x2's prepared rows are held, x1's dropped
+    _execute(x2, "XA COMMIT 'x2'")
+    _execute(conn, f"INSERT INTO `{db}`.t VALUES (6, 6)")
+    mirror = DeltaMirror(tmp_path / "mirror", mode=mode)  # a restarted mirror: the held rows are on disk
+    _run(conn, config, mirror)
+    assert _select(mariadb) == [(1, 1), (3, 3), (4, 4), (5, 50), (6, 6)]
+    assert _mirrored(mirror, db) == _select(mariadb)
+    # an xid used again after its commit is a new transaction
+    _execute(
+        conn,
+        "XA START 'x2'",
+        f"DELETE FROM `{db}`.t WHERE id = 3",
+        "XA END 'x2'",
+        "XA PREPARE 'x2'",
+        "XA ROLLBACK 'x2'",
+    )
+    _run(conn, config, mirror, batch_size=1)
+    assert _mirrored(mirror, db) == _select(mariadb) == [(1, 1), (3, 3), (4, 4), (5, 50), (6, 6)]
+
+
+def test_an_instance_marks_the_entries_of_an_xa_transaction(
+    mariadb: MariaDBDatabase, conn: Any, tmp_path: Path
+) -> None:
+    db = mariadb.database
+    config = _config(mariadb, tmp_path, master_position(conn))
+    _execute(
+        conn,
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+        "XA START 'x1'",
+        f"INSERT INTO `{db}`.t VALUES (2, 2)",
+        "XA END 'x1'",
+        "XA PREPARE 'x1'",
+        "XA COMMIT 'x1'",
+    )
+    seen: list[tuple[EntryType, EventType, dict[str, str]]] = []
+    deadline = time.monotonic() + 30
+    with Instance(config) as inst:
+        while not any(e is EventType.XACOMMIT for _, e, _ in seen):
+            assert time.monotonic() < deadline, f"no XACOMMIT entry came; got {seen}"
+            for entry in inst.get(100, timeout=0.5).entries:
+                seen.append((entry.entry_type, entry.header.event_type, dict(entry.header.props)))
+    xid = "X'7831',X'',1"
+    marked = [(t, e, p) for t, e, p in seen if p]
+    assert marked == [
+        (EntryType.TRANSACTIONBEGIN, EventType.QUERY, {"XA_TYPE": "XA_START", "XA_XID": xid}),
+        (EntryType.ROWDATA, EventType.INSERT, {"XA_XID": xid}),
+        (EntryType.TRANSACTIONEND, EventType.QUERY, {"XA_TYPE": "XA_END", "XA_XID": xid}),
+        (EntryType.ROWDATA, EventType.XACOMMIT, {"XA_TYPE": "XA_COMMIT", "XA_XID": xid}),
+    ]
+
+
+def test_an_xa_commit_prepared_before_the_start_stops_the_mirror(
+    mariadb: MariaDBDatabase, conn: Any, sessions: Callable[[], Any], tmp_path: Path
+) -> None:
+    db = mariadb.database
+    _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)")
+    early = sessions()
+    _execute(
+        early,
+        "XA START 'early'",
+        f"INSERT INTO `{db}`.t VALUES (2, 2)",
+        "XA END 'early'",
+        "XA PREPARE 'early'",
+    )
+    config = _config(mariadb, tmp_path, master_position(conn))  # after the XA PREPARE
+    _execute(conn, f"INSERT INTO `{db}`.t VALUES (1, 1)")
+    mirror = DeltaMirror(tmp_path / "mirror")
+    _run(conn, config, mirror)
+    assert _mirrored(mirror, db) == [(1, 1)]
+    version = mirror.version(db, "t")
+    _execute(early, "XA COMMIT 'early'")
+    _execute(conn, f"INSERT INTO `{db}`.t VALUES (3, 3)")
+    for _ in range(2):  # a stop, not a skip: the same error after a restart
+        with pytest.raises(MirrorXAError, match=r"XA COMMIT X'6561726c79',X'',1.* at mysql-bin\.\d+:\d+") as caught:
+            _run(conn, config, mirror)
+        assert "before the position" in str(caught.value)
+        assert _mirrored(mirror, db) == [(1, 1)]  # nothing of the batch written
+        assert mirror.version(db, "t") == version
+
+
+@pytest.mark.parametrize("binlog_format", ["STATEMENT", "MIXED"])
+def test_dml_logged_as_a_statement_stops_the_mirror(
+    mariadb: MariaDBDatabase, conn: Any, tmp_path: Path, binlog_format: str
+) -> None:
+    db = mariadb.database
+    config = _config(mariadb, tmp_path, master_position(conn))
+    _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)", f"INSERT INTO `{db}`.t VALUES (1, 1)")
+    mirror = DeltaMirror(tmp_path / "mirror")
+    _run(conn, config, mirror)
+    version = None
+    _execute(
+        conn,
+        f"INSERT INTO `{db}`.t VALUES (2, 2)",  # rows
+        f"SET SESSION binlog_format = '{binlog_format}'",
+        f"UPDATE `{db}`.t SET v = v + 10 WHERE id = 1",
+        "SET SESSION binlog_format = 'ROW'",
+    )
+    for _ in range(2):
+        with pytest.raises(
+            MirrorStatementError, match=r"'UPDATE `.*`\.t SET v = v \+ 10 WHERE id = 1'.* at mysql-bin\.\d+:\d+"
+        ):
+            _run(conn, config, mirror)
+        # the transactions before the statement's are mirrored, nothing of its batch (the rows before it either)
+        assert _mirrored(mirror, db) == [(1, 1), (2, 2)]
+        assert version is None or mirror.version(db, "t") == version
+        version = mirror.version(db, "t")
+    # the Instance still hands the statement out, as canal does; run_batches gives it a change row
+    handed: list[str | None] = []
+    end = master_position(conn)
+    with Instance(config) as inst:
+        run_batches(
+            inst,
+            None,
+            lambda rows, _id: handed.extend(rows.column("sql").to_pylist()),
+            until=lambda stats: stats.reached(*end),
+            timeout=0.5,
+        )
+    assert f"UPDATE `{db}`.t SET v = v + 10 WHERE id = 1" in handed

@@ -1,0 +1,109 @@
+"""The mirror's XA holding (:mod:`canal.spark.mirror_xa`) on hand-made change rows, without a server: prepared rows
+wait for their XA COMMIT in a later batch, a batch replayed after a crash (before or after its steps) applies them
+once, a rollback drops them, and xids written differently name one transaction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("deltalake")
+
+from canal.parse.xa import xid_key
+from canal.spark import DeltaMirror
+from canal.spark.changes import arrow_schema
+from canal.spark.mirror_xa import MirrorXAError
+
+COLUMNS = json.dumps([["id", "int(11)", True], ["v", "int(11)", False]])
+
+
+def _row(kind: str, n: int = 0, xid: str | None = None, sql: str | None = None, table: str = "t") -> dict[str, Any]:
+    props = None
+    if xid is not None:
+        props = json.dumps({"XA_XID": xid} if kind in ("INSERT", "DELETE") else {"XA_TYPE": kind, "XA_XID": xid})
+    dml = kind in ("INSERT", "DELETE")
+    return {
+        "destination": "d",
+        "schema": "s",
+        "table": table if dml else "",
+        "type": kind,
+        "is_ddl": kind in ("XACOMMIT", "XAROLLBACK"),
+        "sql": sql,
+        "keys": json.dumps({"id": str(n)}) if dml else None,
+        "after": json.dumps({"id": str(n), "v": str(n * 10)}) if kind == "INSERT" else None,
+        "before": json.dumps({"id": str(n), "v": str(n * 10)}) if kind == "DELETE" else None,
+        "columns": COLUMNS if dml else None,
+        "props": props,
+        "log_file": "mysql-bin.000001",
+        "log_offset": 100 + n,
+    }
+
+
+def _batch(*rows: dict[str, Any]) -> Any:
+    schema = arrow_schema()
+    filled = [{**{f.name: None for f in schema}, **row, "seq": i} for i, row in enumerate(rows)]
+    return pa.Table.from_pylist(filled, schema=schema)
+
+
+def _ids(mirror: DeltaMirror) -> list[int]:
+    if not mirror.table_path("s", "t").exists():
+        return []
+    return sorted(r["id"] for r in mirror.read("s", "t").to_pylist())
+
+
+def test_prepared_rows_wait_for_their_commit_and_replays_apply_them_once(tmp_path: Path) -> None:
+    mirror = DeltaMirror(tmp_path / "m")
+    mirror.apply(_batch(_row("INSERT", 1), _row("INSERT", 2, xid="X'7831',X'',1")), 1)
+    assert _ids(mirror) == [1]
+    mirror.apply(_batch(_row("INSERT", 3, xid="X'7831',X'',1"), _row("XAPREPARE", xid="X'7831',X'',1")), 2)
+    assert _ids(mirror) == [1]
+    commit = _batch(_row("INSERT", 4), _row("XACOMMIT", xid="X'7831',X'',1", sql="XA COMMIT X'7831',X'',1"))
+    for _ in range(3):  # the batch and two replays (the same id): the rows once
+        DeltaMirror(tmp_path / "m").apply(commit, 3)
+        assert _ids(DeltaMirror(tmp_path / "m")) == [1, 2, 3, 4]
+    # a later batch forgets the committed transaction's rows; the xid can be used again
+    mirror = DeltaMirror(tmp_path / "m")
+    mirror.apply(
+        _batch(
+            _row("DELETE", 1, xid="'x1'"),
+            _row("XAPREPARE", xid="'x1'"),
+            _row("XAROLLBACK", xid="'x1'", sql="XA ROLLBACK 'x1'"),
+        ),
+        4,
+    )
+    assert _ids(mirror) == [1, 2, 3, 4]
+    held = sorted(p.name for p in (tmp_path / "m" / "_pycanal_xa.pycanal-mirror").iterdir())
+    assert held == [b"7831::1".hex() + ".done.4"]  # what batch 3 held is gone; batch 4 may still be replayed
+
+
+def test_a_commit_of_unknown_rows_stops_with_nothing_written(tmp_path: Path) -> None:
+    mirror = DeltaMirror(tmp_path / "m")
+    mirror.apply(_batch(_row("INSERT", 1)), 1)
+    batch = _batch(_row("INSERT", 2), _row("XACOMMIT", xid="'early'", sql="XA COMMIT 'early'"))
+    with pytest.raises(MirrorXAError, match=r"XA COMMIT 'early'.* at mysql-bin\.000001:100 commits XA transaction"):
+        mirror.apply(batch, 2)
+    assert _ids(mirror) == [1]
+    # a rollback of unknown rows needs nothing
+    mirror.apply(_batch(_row("INSERT", 2), _row("XAROLLBACK", xid="'early'", sql="XA ROLLBACK 'early'")), 3)
+    assert _ids(mirror) == [1, 2]
+
+
+def test_xid_spellings() -> None:
+    assert xid_key("X'7831',X'',1") == xid_key("'x1'") == xid_key("'x1' ONE PHASE") == xid_key("x'7831'")
+    assert xid_key("'x1','b',2") == "7831:62:2"
+    assert xid_key("'x1'") != xid_key("'x2'")
+
+
+def test_spark_tasks_leave_marked_rows_and_statements_to_the_driver() -> None:
+    """A one-partition micro-batch is written by its task unless it needs the driver's apply: DDL, statements, rows
+    marked in props (XA, cascades)."""
+    from canal.spark.mirror_tasks import _for_the_driver
+
+    assert not _for_the_driver(_batch(_row("INSERT", 1), _row("DELETE", 2)))
+    assert _for_the_driver(_batch(_row("INSERT", 1), _row("INSERT", 2, xid="'x1'")))
+    statement = {**_row("INSERT", 3), "sql": "INSERT INTO t VALUES (3, 30)", "columns": None, "keys": None}
+    assert _for_the_driver(_batch(_row("INSERT", 1), statement))
