@@ -138,6 +138,7 @@ def test_xa_prepared_rows_wait_for_commit_and_rollback_drops_them(
     assert _mirrored(mirror, db) == _select(mariadb)  # x2's prepared rows are held, x1's dropped
     _execute(x2, "XA COMMIT 'x2'")
     _execute(conn, f"INSERT INTO `{db}`.t VALUES (6, 6)")
+    mirror.close()
     mirror = DeltaMirror(tmp_path / "mirror", mode=mode)  # a restarted mirror: the held rows are on disk
     _run(conn, config, mirror)
     assert _select(mariadb) == [(1, 1), (3, 3), (4, 4), (5, 50), (6, 6)]
