@@ -20,7 +20,7 @@ import attrs
 
 from canal.errors import SchemaError
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
-from canal.schema.history import layout_statement
+from canal.spark.ddl_text import ddl_statement
 from canal.spark.types import MirrorError, arrow_type
 from canal.sql import (
     AddColumn,
@@ -84,10 +84,12 @@ def plan_evolution(
     *,
     mariadb: bool = True,
     columns_of: ColumnsOf | None = None,
+    fold_names: bool = False,
 ) -> Evolution:
     """The :class:`Evolution` of table ``schema.table`` (columns ``current``; None: the mirror has no such table)
     under the statements ``ddl`` (``(batch row, sql)`` in order); ``columns_of`` gives the columns of the tables a
-    CREATE TABLE ... LIKE names."""
+    CREATE TABLE ... LIKE names; ``fold_names``: the statements
+    come from a server with ``lower_case_table_names=1`` (:mod:`canal.spark.ddl_text`)."""
     catalog = SchemaCatalog(database=schema, mariadb=mariadb)
     key = f"{schema}.{table}"
     if current is not None:
@@ -100,7 +102,7 @@ def plan_evolution(
     added: dict[str, ColumnDef] = {}  # columns ALTERs added, by name: their existing rows take their defaults
     like_types: dict[str, Any] = {}  # the column types of the table a CREATE ... LIKE copied
     for row, sql in ddl:
-        stmt = layout_statement(sql)
+        stmt = ddl_statement(sql, fold_names)
         if stmt is None:
             continue
         if isinstance(stmt, CreateTable) and _names(stmt.table, schema) == key and not stmt.temporary:
@@ -237,9 +239,10 @@ def _names(name: Any, session: str) -> str:
     return f"{name.schema if name.schema is not None else session}.{name.name}"
 
 
-def renamed_tables(sql: str, session: str) -> list[tuple[str, str]]:
-    """``(schema, table)`` of each table a statement renames (RENAME TABLE, ALTER TABLE ... RENAME TO), old names."""
-    stmt = layout_statement(sql)
+def renamed_tables(sql: str, session: str, fold_names: bool) -> list[tuple[str, str]]:
+    """``(schema, table)`` of each table a statement renames (RENAME TABLE, ALTER TABLE ... RENAME TO), old names
+    (``fold_names``: as :func:`canal.spark.ddl_text.ddl_statement`)."""
+    stmt = ddl_statement(sql, fold_names)
     if isinstance(stmt, RenameTable):
         pairs = [old for old, _new in stmt.pairs]
     elif isinstance(stmt, AlterTable) and any(isinstance(a, RenameTo) for a in stmt.actions):

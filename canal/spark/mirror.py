@@ -49,10 +49,10 @@ import attrs
 from canal.files import write_bytes_atomic
 from canal.log import destination_logger
 from canal.protocol import render_text
-from canal.schema.history import layout_statement
 from canal.spark import changelog, delta_append, drops, staged, step_marks
 from canal.spark import names as naming
 from canal.spark.changelog import FoldResult, quote, record_only
+from canal.spark.ddl_text import ddl_statement, fold_flags
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.lease import WriterLease
 from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
@@ -103,6 +103,7 @@ class _TablePlan:
     after: Any = None
     layout: str | None = None
     ddl: list[tuple[int, str, str]] = attrs.field(factory=list)  # (batch row, type, sql) in order
+    fold_names: bool = False  # its DDL comes from a server with lower_case_table_names=1 (canal.spark.ddl_text)
     at: Any = None  # the batch row of each kept change (parallel to keys / after)
     truncate: bool = False
     rows: int = 0
@@ -1024,10 +1025,11 @@ class DeltaMirror:
         if not _any(is_ddl):
             return table
         schemas = table.column("schema").to_pylist()
+        folds = fold_flags(table)
         changed = False
         dropped: dict[int, list[TableName]] = {}  # row of a DROP TABLE of several tables -> them
         for row in pc.indices_nonzero(is_ddl).to_pylist():
-            stmt = layout_statement(table.column("sql")[row].as_py() or "")
+            stmt = ddl_statement(table.column("sql")[row].as_py(), folds[row])
             named = getattr(stmt, "table", None) if not isinstance(stmt, RenameTable) else None
             if isinstance(stmt, DropTable) and len(stmt.tables) == 1:
                 named = stmt.tables[0]
@@ -1074,7 +1076,7 @@ class DeltaMirror:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        table = table.select(list(MIRROR_COLUMNS))
+        table = table.select([*MIRROR_COLUMNS, *(["props"] if "props" in table.column_names else [])])  # fold_flags
         if table.num_rows > 1 and not _ascending(table.column("seq")):
             table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
         names = table.column("table")
@@ -1126,6 +1128,7 @@ class DeltaMirror:
         truncated_at: dict[int, int] = {}
         if _any(is_ddl):
             at = pc.indices_nonzero(is_ddl)
+            folds = fold_flags(table)
             ddl_rows = zip(
                 at.to_pylist(),
                 tid.take(at).to_pylist(),
@@ -1140,7 +1143,7 @@ class DeltaMirror:
                     truncated_at[t] = row
                     plan.truncate = True
                 # a rename belongs to the table it renames (its rows before the rename merge there, then it moves)
-                olds = renamed_tables(sql or "", plan.schema)
+                olds = renamed_tables(sql or "", plan.schema, folds[row])
                 for old_schema, old_table in olds:
                     if self.only is not None and naming.display(old_schema, old_table) not in self.only:
                         continue
@@ -1149,8 +1152,10 @@ class DeltaMirror:
                         plans[old_name] = _TablePlan(old_schema, old_table)
                         moved_first.setdefault(naming.directory(plan.schema, plan.table), []).append(old_name)
                     plans[old_name].ddl.append((row, kind, sql or ""))
+                    plans[old_name].fold_names |= folds[row]
                 if not olds:
                     plan.ddl.append((row, kind, sql or ""))
+                    plan.fold_names |= folds[row]
             if moved_first:
                 ordered: dict[str, _TablePlan] = {}
                 for name, plan in plans.items():
@@ -1595,9 +1600,7 @@ class DeltaMirror:
         if self.stage_rows == 0 or not self.sole_log_writer or self.tasks_append:
             return appends
         small = [
-            a
-            for a in appends
-            if a.direct is not None and a.batch_id is not None and a.rows.num_rows <= self.stage_rows
+            a for a in appends if a.direct is not None and a.batch_id is not None and a.rows.num_rows <= self.stage_rows
         ]
         room = self.stage_bytes  # a batch stages at most stage_bytes (wide rows are held by their bytes)
         for append in list(small):
@@ -1664,14 +1667,18 @@ class DeltaMirror:
         statements = [(row, sql) for row, kind, sql in plan.ddl if kind != "TRUNCATE"]
         if not statements:
             return None
-        if path is None and not any(isinstance(layout_statement(sql), CreateTable) for _row, sql in statements):
+        if path is None and not any(
+            isinstance(ddl_statement(sql, plan.fold_names), CreateTable) for _row, sql in statements
+        ):
             return None  # a table the mirror does not hold yet: its first rows create it
         current = None
-        if path is not None and not self._created_by_this_step(path, statements):
+        if path is not None and not self._created_by_this_step(path, statements, plan.fold_names):
             from deltalake import DeltaTable
 
             current = [field.name for field in DeltaTable(path).schema().fields]
-        return plan_evolution(plan.schema, plan.table, current, statements, columns_of=self._columns_of)
+        return plan_evolution(
+            plan.schema, plan.table, current, statements, columns_of=self._columns_of, fold_names=plan.fold_names
+        )
 
     def _columns_of(self, schema: str, table: str) -> list[tuple[str, Any]] | None:
         """The columns (name, Arrow type) of a mirror table -- its base's, then those only its change log has yet --
@@ -1689,12 +1696,12 @@ class DeltaMirror:
             columns += [(f.name, f.type) for f in pa.schema(log.schema().to_arrow()) if f.name not in known]
         return columns
 
-    def _created_by_this_step(self, path: str, statements: list[tuple[int, str]]) -> bool:
+    def _created_by_this_step(self, path: str, statements: list[tuple[int, str]], fold_names: bool) -> bool:
         """Whether the table at ``path`` is the one this CREATE TABLE step made before a crash kept the step journal
         from saying so (:mod:`canal.spark.step_marks`): the replay then creates it again, as the step did."""
         if self._step is None or len(statements) != 1:
             return False
-        if not isinstance(layout_statement(statements[0][1]), CreateTable):
+        if not isinstance(ddl_statement(statements[0][1], fold_names), CreateTable):
             return False
         return step_marks.created_by(path, self.app_id, *self._step)
 
@@ -1966,6 +1973,7 @@ def _steps(table: Any, only: frozenset[str] | None) -> list[Any]:
     flags = is_ddl.to_pylist()
     sqls = table.column("sql").to_pylist()
     schemas = table.column("schema").to_pylist()
+    folds = fold_flags(table)
     # each row's table by its directory name, as _plan names its plans
     names = [
         None if not t else naming.directory(db if db is not None else "None", t)
@@ -1984,7 +1992,7 @@ def _steps(table: Any, only: frozenset[str] | None) -> list[Any]:
         if not flags[row]:
             pending.setdefault(name, []).append(row)
             continue
-        stmt = layout_statement(sqls[row] or "")
+        stmt = ddl_statement(sqls[row], folds[row])
         if isinstance(stmt, RenameTable):
             session = schemas[row] or ""
             pairs = [((old.schema or session, old.name), (new.schema or session, new.name)) for old, new in stmt.pairs]
@@ -1997,7 +2005,10 @@ def _steps(table: Any, only: frozenset[str] | None) -> list[Any]:
                 if only is None or naming.display(*old_pair) in only or naming.display(*new_pair) in only
             )
             continue
-        touched = {name, *(naming.directory(db, t) for db, t in renamed_tables(sqls[row] or "", schemas[row] or ""))}
+        touched = {
+            name,
+            *(naming.directory(db, t) for db, t in renamed_tables(sqls[row] or "", schemas[row] or "", folds[row])),
+        }
         if isinstance(stmt, AlterTable):
             touched |= {
                 naming.directory(a.table.schema or schemas[row], a.table.name)

@@ -1,0 +1,45 @@
+"""The statement of a DDL change row, its database and table names compared as its server compares them.
+
+A server with ``lower_case_table_names=1`` keeps database and table names in lower case and its row events name them
+so, while a statement's SQL keeps the case it was typed in (``CREATE TABLE `Orders```). Its DDL rows carry the prop
+``lower_case_table_names`` = ``"1"`` (:data:`canal.parse.convert.LOWER_CASE_PROP`, in the ``props`` column). The
+mirror reads every DDL row's statement through :func:`ddl_statement`, with that row's :func:`fold_flags`: the names
+are folded (column names and literals keep their case), so one server table is one mirror table.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from canal.parse.convert import LOWER_CASE_PROP
+from canal.schema.history import layout_statement
+from canal.spark.types import MirrorError
+from canal.sql import Statement, fold_table_names
+
+__all__ = ["ddl_statement", "fold_flags"]
+
+
+def ddl_statement(sql: str | None, fold_names: bool) -> Statement | None:
+    """The layout statement of a DDL row's ``sql`` (:func:`canal.schema.history.layout_statement`), its database and
+    table names in lower case when ``fold_names`` (the row's :func:`fold_flags`)."""
+    stmt = layout_statement(sql or "")
+    return fold_table_names(stmt) if fold_names and stmt is not None else stmt
+
+
+def fold_flags(table: Any) -> list[bool]:
+    """For each change row of ``table`` (Arrow), whether its server folds table names (its props say so); all False
+    when the batch has no ``props`` column."""
+    if "props" not in table.column_names:
+        return [False] * table.num_rows
+    return [_folds(text) for text in table.column("props").to_pylist()]
+
+
+def _folds(props_text: str | None) -> bool:
+    if not props_text or LOWER_CASE_PROP not in props_text:
+        return False
+    try:
+        props = json.loads(props_text)
+    except ValueError as exc:
+        raise MirrorError(f"a change row's props are not JSON ({exc}): {props_text[:80]!r}") from None
+    return isinstance(props, dict) and props.get(LOWER_CASE_PROP) == "1"
