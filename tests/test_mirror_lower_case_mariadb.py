@@ -82,17 +82,18 @@ def test_mixed_case_ddl_mirrors_one_table_per_server_table(mariadb_factory: Mari
             "INSERT INTO Shop.ORDERS VALUES (3, 30, 'three')",
         )
         batch(
-            "ALTER TABLE Shop.Orders ADD COLUMN Extra INT DEFAULT 7", "UPDATE shop.orders SET Amount = 11 WHERE Id = 1"
+            "ALTER TABLE Shop.Orders ADD COLUMN Extra INT DEFAULT 7, ADD COLUMN Tag VARCHAR(5) DEFAULT 'AbC'",
+            "UPDATE shop.orders SET Amount = 11 WHERE Id = 1",
         )
         batch(
             "CREATE TABLE Shop.Copy LIKE SHOP.Orders",
             "INSERT INTO Shop.Copy SELECT * FROM Shop.Orders WHERE Id < 3",
             "RENAME TABLE Shop.Orders TO Shop.Orders_Old, Shop.Copy TO OTHER.Copied",
-            "INSERT INTO Shop.Orders_OLD VALUES (4, 40, NULL, 1)",
+            "INSERT INTO Shop.Orders_OLD VALUES (4, 40, NULL, 1, 'Four')",
         )
         batch(
             "ALTER TABLE Other.Copied RENAME TO Shop.Moved",
-            "INSERT INTO shop.MOVED VALUES (5, 50, 'five', 2)",
+            "INSERT INTO shop.MOVED VALUES (5, 50, 'five', 2, 'F')",
             "CREATE TABLE Shop.Gone (Id INT PRIMARY KEY)",
             "CREATE TABLE Shop.Also (Id INT PRIMARY KEY)",
             "INSERT INTO Shop.Gone VALUES (1)",
@@ -101,9 +102,9 @@ def test_mixed_case_ddl_mirrors_one_table_per_server_table(mariadb_factory: Mari
         batch(
             "DROP TABLE Shop.GONE, SHOP.Also",
             "TRUNCATE TABLE Shop.Orders_Old",
-            "INSERT INTO Shop.Orders_Old VALUES (9, 90, 'n', 0)",
+            "INSERT INTO Shop.Orders_Old VALUES (9, 90, 'n', 0, 'N')",
         )
-        batch("TRUNCATE TABLE SHOP.Moved", "INSERT INTO Shop.Moved VALUES (6, 60, 'six', 3)")
+        batch("TRUNCATE TABLE SHOP.Moved", "INSERT INTO Shop.Moved VALUES (6, 60, 'six', 3, 'S')")
         assert _server_tables(conn) == ["shop.moved", "shop.orders_old"]
     finally:
         for mirror in mirrors.values():
