@@ -87,9 +87,7 @@ class EntryMaker:
 
 
 def is_ddl(entry: Entry) -> bool:
-    # a DDL entry, whether or not it ends a transaction (CREATE TABLE ... SELECT is a DDL inside one): ddl_isolation
-    # hands each out alone
-    return entry.row_change is not None and entry.row_change.is_ddl
+    return entry.is_boundary and entry.row_change is not None and entry.row_change.is_ddl
 
 
 def model_cut(unread: Sequence[Entry], batch_size: int, memsize: bool, unit: int, ddl_isolation: bool) -> int:

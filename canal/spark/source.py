@@ -74,7 +74,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -85,7 +84,6 @@ from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, SnapshotMode, parse_
 from canal.errors import CanalError
 from canal.instance import Instance
 from canal.log import destination_logger
-from canal.parse.parser import EventParser
 from canal.position import EntryPosition
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
 from canal.spark.changes import (
@@ -364,7 +362,6 @@ def close_sessions() -> None:
 atexit.register(close_sessions)
 
 
-_BEHIND_TARGET_WAIT_S = 120.0  # how long an empty AvailableNow batch waits for a parser still behind the target
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
 
 
@@ -586,18 +583,9 @@ class CanalStreamReader:
                     if msg.id == EMPTY_MESSAGE_ID and not cut.count and not waited:
                         waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
                         msg = instance.get_without_ack(size, self.read_timeout)
-                        behind_until = time.monotonic() + _BEHIND_TARGET_WAIT_S
-                        while (
-                            msg.id == EMPTY_MESSAGE_ID
-                            and self.target is not None
-                            and (
-                                _snapshot_running(instance)
-                                or (time.monotonic() < behind_until and _behind_target(instance, self.target))
-                            )
-                        ):
+                        while msg.id == EMPTY_MESSAGE_ID and self.target is not None and _snapshot_running(instance):
                             # Trigger.AvailableNow ends at the first empty micro-batch; a snapshot's rows are data
-                            # available now, however long its next chunk takes to read, and so are the binlog's
-                            # rows up to the target, however long a loaded machine takes to hand them off
+                            # available now, however long its next chunk takes to read
                             msg = instance.get_without_ack(size, self.read_timeout)
                     mid, pending = msg.id, list(msg.entries)
                 if pending:
@@ -896,18 +884,6 @@ def _past_target(entry: Entry, target: EntryPosition) -> bool:
     if entry.snapshot is not None or (rc is not None and rc.event_type is EventType.SNAPSHOT):
         return False
     return _at_or_past(entry.position, target)
-
-
-def _behind_target(instance: Instance, target: EntryPosition) -> bool:
-    """Whether the instance's parser has not yet handed off the binlog up to ``target`` (a running parser only: a
-    stopped one hands off nothing more)."""
-    parser = instance.parser
-    if not isinstance(parser, EventParser) or not parser.is_running:  # a group has no single restart point
-        return False
-    handed_off = parser.position
-    if handed_off is None or handed_off.position is None:
-        return False
-    return not _at_or_past(handed_off.position, target)
 
 
 def _snapshot_running(instance: Instance) -> bool:
