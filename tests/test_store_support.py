@@ -87,7 +87,9 @@ class EntryMaker:
 
 
 def is_ddl(entry: Entry) -> bool:
-    return entry.is_boundary and entry.row_change is not None and entry.row_change.is_ddl
+    # a DDL entry, whether or not it ends a transaction (CREATE TABLE ... SELECT is a DDL inside one): ddl_isolation
+    # hands each out alone
+    return entry.row_change is not None and entry.row_change.is_ddl
 
 
 def model_cut(unread: Sequence[Entry], batch_size: int, memsize: bool, unit: int, ddl_isolation: bool) -> int:
