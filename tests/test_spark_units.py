@@ -384,6 +384,46 @@ def test_trigger_available_now_stops_at_the_master_position(mariadb: Any, spark:
 
 
 @pytest.mark.integration
+def test_trigger_available_now_waits_for_the_parser_to_read_up_to_the_target(mariadb: Any, tmp_path: Path) -> None:
+    """Spark ends an AvailableNow run at a micro-batch that brings nothing. One transaction of 300,000 rows (60 MB)
+    on a table the filter leaves out gives the parser a second of reading with nothing to hand off, twenty times a
+    ``read.timeout`` of 0.05 s: a read must not come back empty before the parser has read up to the master's
+    position, or the rows after the noise wait for the next run (a loaded machine did this with the default
+    timeout). Driven through the reader as Spark drives it, without Spark: reads until the first empty one."""
+    from canal.spark.changes import INITIAL_OFFSET
+    from canal.spark.source import CanalStreamReader, close_sessions
+
+    conn = mariadb.connect()
+    db = mariadb.database
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.noise (id INT PRIMARY KEY, pad VARCHAR(200))")
+        cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x INT)")
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute(f"INSERT INTO `{db}`.noise SELECT seq, REPEAT('n', 200) FROM seq_1_to_300000")
+        cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s)", [(i, i) for i in range(30)])
+    options = _source_options(
+        mariadb, start, tmp_path, **{"filter.black.regex": rf"{db}\.noise", "read.timeout": "0.05", "prefetch": "false"}
+    )
+    reader = CanalStreamReader(options)
+    try:
+        reader.prepareForTriggerAvailableNow()
+        offset, ids = dict(INITIAL_OFFSET), []
+        while True:
+            batches, end = reader.read(offset)
+            rows = [r for b in batches for r in b.to_pylist()]
+            if end == offset:
+                break
+            ids += [json.loads(r["keys"])["id"] for r in rows if r["table"] == "a" and r["type"] == "INSERT"]
+            reader.commit(end)
+            offset = end
+    finally:
+        close_sessions()
+    assert ids == [str(i) for i in range(30)]
+    conn.close()
+
+
+@pytest.mark.integration
 def test_trigger_available_now_reads_everything_through_a_store_smaller_than_a_micro_batch(
     mariadb: Any, spark: Any, tmp_path: Path
 ) -> None:

@@ -36,7 +36,7 @@ from canal.errors import (
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
-from canal.parse.events import QueryEvent, RowsEvent
+from canal.parse.events import BinlogEvent, HeartbeatEvent, QueryEvent, RotateEvent, RowsEvent
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.source import BinlogSource, SchemaReader
@@ -48,7 +48,7 @@ from canal.parse.start_position import (
     with_gtid_state,
 )
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
-from canal.position import LogIdentity, LogPosition
+from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 from canal.schema.history import SchemaHistory
 from canal.start_stop import StartStopContext
@@ -141,6 +141,10 @@ class EventParser(StartStopContext):
         # the last one left the stream: (origin, its entries) when it ended at a boundary or heartbeat, else None
         self._hand_off_lock = threading.Lock()
         self._rest: tuple[LogIdentity, list[Entry]] | None = None
+        # the last event the dump read, set once its entry is handed off (or it made none): how far the stream has
+        # read (read_position). A plain attribute store per event; the position is worked out only when asked.
+        self._last_event: BinlogEvent | None = None
+        self._read_to: EntryPosition | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -163,6 +167,26 @@ class EventParser(StartStopContext):
     def position(self) -> LogPosition | None:
         """The restart point: the last position handed off (or the first start position)."""
         return self._resume
+
+    @property
+    def read_position(self) -> EntryPosition | None:
+        """How far the dump has read: the end of the furthest event read (a rotate's next file, a heartbeat's
+        coordinates), None before the first. Every event before it has been handed off, or made no entry (a filtered
+        table, an XA PREPARE): a reader that wants everything up to a master position waits for this to reach it,
+        since its restart point (:attr:`position`) stays at the last boundary's *start*."""
+        event = self._last_event
+        if event is None:
+            return self._read_to
+        if isinstance(event, RotateEvent):
+            reached = EntryPosition(journal_name=event.next_file, position=event.next_position)
+        elif isinstance(event, HeartbeatEvent):
+            reached = EntryPosition(journal_name=event.log_file, position=event.offset)
+        else:
+            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset)
+        known = self._read_to
+        if known is None or _ends_before(known, reached):
+            self._read_to = known = reached  # artificial events (offset 0) and re-reads after a reconnect go back
+        return known
 
     def start(self) -> None:
         if self._started:
@@ -345,6 +369,8 @@ class EventParser(StartStopContext):
             identity = self._identity(active)
             # where this dump resumes: a heartbeat's rest moves the restart point only past it
             self._buffer.last_position = LogPosition(identity, start.position, start.rows_done)
+            if identity != self._buffer.identity:
+                self._last_event = self._read_to = None  # another server's binlog: its positions are not comparable
             if self._merge is not None and identity != self._buffer.identity:
                 with self._hand_off_lock:
                     self._rest = None
@@ -384,6 +410,7 @@ class EventParser(StartStopContext):
                 entry = convert(event)
                 if entry is not None:
                     add(entry)
+                self._last_event = event
                 if stop.is_set():
                     raise _Interrupted("stop")
             if stop.is_set():
@@ -584,3 +611,7 @@ class EventParser(StartStopContext):
                     side.close()
                 except Exception as exc:  # the detector is ending; its connection is dropped either way
                     self._log.debug("closing the detecting connection failed: %s", exc)
+
+
+def _ends_before(a: EntryPosition, b: EntryPosition) -> bool:
+    return (a.journal_number, a.position or 0) < (b.journal_number, b.position or 0)

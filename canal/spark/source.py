@@ -49,7 +49,8 @@ names (row-exact inside a transaction). A batch Spark planned but did not commit
 so a replay never depends on how the binlog happens to be cut into batches the second time.
 
 Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` records the master's current binlog position; reads stop at
-the first entry past it.
+the first entry past it. Spark ends the run at the first read that brings nothing, so an empty read waits while the
+parser has not read up to that position (:attr:`canal.parse.parser.EventParser.read_position`).
 
 Snapshots on executors. With ``pycanal.snapshot.mode=initial``, the reader process reads the snapshot's rows itself
 (the instance's snapshot, :mod:`canal.snapshot`). With ``snapshot.partitions`` (ranges per micro-batch, at most 512)
@@ -84,8 +85,9 @@ from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, SnapshotMode, parse_
 from canal.errors import CanalError
 from canal.instance import Instance
 from canal.log import destination_logger
+from canal.parse.parser import EventParser
 from canal.position import EntryPosition
-from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
+from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType, Message
 from canal.spark.changes import (
     INITIAL_OFFSET,
     Offset,
@@ -362,6 +364,7 @@ def close_sessions() -> None:
 atexit.register(close_sessions)
 
 
+_STALLED_WAITS = 10  # AvailableNow: read.timeout waits without the parser reading anything before a run ends short
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
 
 
@@ -583,10 +586,8 @@ class CanalStreamReader:
                     if msg.id == EMPTY_MESSAGE_ID and not cut.count and not waited:
                         waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
                         msg = instance.get_without_ack(size, self.read_timeout)
-                        while msg.id == EMPTY_MESSAGE_ID and self.target is not None and _snapshot_running(instance):
-                            # Trigger.AvailableNow ends at the first empty micro-batch; a snapshot's rows are data
-                            # available now, however long its next chunk takes to read
-                            msg = instance.get_without_ack(size, self.read_timeout)
+                        if msg.id == EMPTY_MESSAGE_ID and self.target is not None:
+                            msg = self._await_target(instance, size, self.target)
                     mid, pending = msg.id, list(msg.entries)
                 if pending:
                     assert mid is not None
@@ -609,6 +610,35 @@ class CanalStreamReader:
         cut.publish(end)
         self._ack_spooled(session, start)
         return Prepared(cut.chunks, end)
+
+    def _await_target(self, instance: Instance, size: int, target: EntryPosition) -> Message:
+        """Trigger.AvailableNow ends at the first empty micro-batch, so an empty wait is not the end while data
+        available now is still on its way: a snapshot's rows (however long its next chunk takes), and the binlog up to
+        the target while the parser has not read that far (a loaded machine decodes slower than ``read.timeout``).
+        A parser that reads nothing new for :data:`_STALLED_WAITS` waits in a row (a server gone) ends the run."""
+        stalled = 0
+        reached = _read_position(instance)
+        while True:
+            if _snapshot_running(instance):
+                stalled = 0
+            elif reached is not None and _at_or_past(reached, target):
+                return instance.get_without_ack(size, None)  # read that far: what is handed off is in the store
+            elif stalled >= _STALLED_WAITS or not _parser_running(instance):
+                destination_logger(__name__, self.destination).warning(
+                    "Trigger.AvailableNow: the parser has read to %s, short of the target %s, and has read nothing "
+                    "for %d waits of %.1f s: the run ends here and the next one goes on from its offset",
+                    reached,
+                    target,
+                    stalled,
+                    self.read_timeout,
+                )
+                return instance.get_without_ack(size, None)
+            msg = instance.get_without_ack(size, self.read_timeout)
+            if msg.id != EMPTY_MESSAGE_ID:
+                return msg
+            now = _read_position(instance)
+            stalled = 0 if now != reached else stalled + 1
+            reached = now
 
     def _ack_spooled(self, session: _Session, start: Offset) -> None:
         """Ack the instance batches whose entries are all in spool files now: the spool holds them for a replay, and
@@ -884,6 +914,17 @@ def _past_target(entry: Entry, target: EntryPosition) -> bool:
     if entry.snapshot is not None or (rc is not None and rc.event_type is EventType.SNAPSHOT):
         return False
     return _at_or_past(entry.position, target)
+
+
+def _read_position(instance: Instance) -> EntryPosition | None:
+    """How far the instance's parser has read (None for a parser group, which has no single binlog)."""
+    parser = instance.parser
+    return parser.read_position if isinstance(parser, EventParser) else None
+
+
+def _parser_running(instance: Instance) -> bool:
+    parser = instance.parser
+    return isinstance(parser, EventParser) and parser.is_running
 
 
 def _snapshot_running(instance: Instance) -> bool:
