@@ -4,6 +4,8 @@ databases, tables and columns named from a pool holding dots, slashes, ``..``, b
 multi-pair RENAME (across databases), INSERT, UPDATE and DELETE, caught up into a ``DeltaMirror`` (a random mode)
 through ``run_batches`` at random points. At the end every table of the server equals its mirror (``SELECT *``),
 ``table_names()`` lists exactly the server's tables, as it spells them, and nothing was written outside the root.
+It runs twice: on the session's server, and on a private one with ``lower_case_table_names=1``, where the statements
+keep the pool's mixed case and the server folds them (its rows events name tables in lower case, its DDL as typed).
 
 A statement the server refuses (a name taken, a table gone) is left out of the workload. CI runs a few examples
 (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here); a longer run sets it higher.
@@ -27,7 +29,7 @@ from canal.config import InstanceConfig, StoreConfig
 from canal.spark import DeltaMirror
 from canal.spark.mirror import MODES
 from canal.spark.testing import run_caught_up
-from canal.testing.plugin import MariaDBDatabase
+from canal.testing.plugin import MariaDBDatabase, MariaDBFactory
 
 pytestmark = pytest.mark.integration
 
@@ -46,10 +48,23 @@ def ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+@pytest.mark.parametrize("lower_case", [False, True], ids=["as-typed", "lower_case_table_names=1"])
 def test_mirror_equals_select_through_random_names_and_multi_table_ddl(
-    mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory
+    mariadb: MariaDBDatabase,
+    mariadb_factory: MariaDBFactory,
+    tmp_path_factory: pytest.TempPathFactory,
+    lower_case: bool,
 ) -> None:
     runs = iter(range(1_000_000))
+    server = mariadb
+    if lower_case:
+        flag = "--lower-case-table-names=1"
+        private = mariadb_factory(install_args=[flag], extra_args=[flag])
+        assert private.execute("SELECT @@lower_case_table_names")[0][0] == 1
+        private.execute("CREATE DATABASE lcnames")
+        server = MariaDBDatabase(server=private, database="lcnames")
+    # the databases as the server keeps them (two pool names may fold to one)
+    databases = sorted({d.lower() for d in DATABASES}) if lower_case else DATABASES
 
     @fuzz_settings(EXAMPLES)
     @given(
@@ -59,20 +74,23 @@ def test_mirror_equals_select_through_random_names_and_multi_table_ddl(
     )
     def check(ops: list[tuple[str, int]], mode: Any, seed: int) -> None:
         tmp = tmp_path_factory.mktemp(f"names{next(runs)}")
-        for db in [*DATABASES, MARKS]:
-            mariadb.execute(f"DROP DATABASE IF EXISTS {ident(db)}")
-            mariadb.execute(f"CREATE DATABASE {ident(db)}")
-        mariadb.execute(f"CREATE TABLE {MARKS}.m (id INT AUTO_INCREMENT PRIMARY KEY)")
+        for db in [*databases, MARKS]:
+            server.execute(f"DROP DATABASE IF EXISTS {ident(db)}")
+            server.execute(f"CREATE DATABASE {ident(db)}")
+        server.execute(f"CREATE TABLE {MARKS}.m (id INT AUTO_INCREMENT PRIMARY KEY)")
         try:
-            _play(mariadb, tmp, ops, mode, random.Random(seed))
+            _play(server, databases, tmp, ops, mode, random.Random(seed))
         finally:
-            for db in [*DATABASES, MARKS]:
-                mariadb.execute(f"DROP DATABASE IF EXISTS {ident(db)}")
+            for db in [*databases, MARKS]:
+                server.execute(f"DROP DATABASE IF EXISTS {ident(db)}")
 
     check()
 
 
-def _play(mariadb: MariaDBDatabase, tmp: Path, ops: list[tuple[str, int]], mode: Any, rng: random.Random) -> None:
+def _play(
+    mariadb: MariaDBDatabase, databases: list[str], tmp: Path, ops: list[tuple[str, int]], mode: Any, rng: random.Random
+) -> None:
+    """``ops`` name databases from :data:`DATABASES` as typed; ``databases`` are those the server holds."""
     conn = mariadb.connect()
     config = InstanceConfig(
         destination="namesfuzz",
@@ -99,9 +117,9 @@ def _play(mariadb: MariaDBDatabase, tmp: Path, ops: list[tuple[str, int]], mode:
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema IN ("
-                + ", ".join(["%s"] * len(DATABASES))
+                + ", ".join(["%s"] * len(databases))
                 + ") ORDER BY table_schema, table_name",
-                DATABASES,
+                databases,
             )
             return [(str(s), str(t)) for s, t in cur.fetchall()]
 
