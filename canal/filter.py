@@ -89,6 +89,14 @@ class NameFilter(abc.ABC):
         """A filter that selects a table only when this one and ``other`` both do."""
         return _AllOf((self, other))
 
+    def may_select_in(self, schema: str) -> bool:
+        """Whether some table of ``schema`` may be selected (a database-level DDL's test); True when unsure."""
+        return True
+
+    def selects_all_of(self, schema: str) -> bool:
+        """Whether every table of ``schema`` is selected for sure; False when unsure."""
+        return False
+
 
 @attrs.define(slots=True, eq=False, repr=False)
 class TableFilter(NameFilter):
@@ -126,6 +134,26 @@ class TableFilter(NameFilter):
         if not self.patterns:
             return self.match_empty
         return self._match(full_name)
+
+    def may_select_in(self, schema: str) -> bool:
+        if not self.patterns:
+            return self.match_empty
+        for pattern in self.patterns:
+            parts = _schema_and_table(_normalize(pattern))
+            if parts is None or re.fullmatch(parts[0], schema, _FLAGS):
+                return True
+        return False
+
+    def selects_all_of(self, schema: str) -> bool:
+        if not self.patterns:
+            return self.match_empty
+        if self.matches_all:
+            return True
+        for pattern in self.patterns:
+            parts = _schema_and_table(_normalize(pattern))
+            if parts is not None and parts[1] in (".*", ".+") and re.fullmatch(parts[0], schema, _FLAGS):
+                return True
+        return False
 
     def __repr__(self) -> str:
         return f"TableFilter({self.text!r})"
@@ -169,6 +197,35 @@ def compile_table_filter(text: str | None, key: str = "filter", *, match_empty: 
     return TableFilter(text, patterns, _match=match, match_empty=match_empty)
 
 
+def _schema_and_table(pattern: str) -> tuple[str, str] | None:
+    """A pattern ``S\\.T`` split at its first escaped dot outside groups and classes into the regexes of the schema
+    and of the table; None when it has no such dot, or a top-level ``|`` (the split would not say what it matches)."""
+    depth, in_class, i, split = 0, False, 0, None
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            if pattern[i + 1 : i + 2] == "." and depth == 0 and not in_class and split is None:
+                split = i
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "]":  # a ']' first in a class is a literal
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return None
+        i += 1
+    if split is None:
+        return None
+    return pattern[:split], pattern[split + 2 :]
+
+
 def _always(_: str) -> bool:
     return True
 
@@ -196,6 +253,12 @@ class _AllOf(NameFilter):
     def matches(self, schema: str, table: str) -> bool:
         return all(p.matches(schema, table) for p in self.parts)
 
+    def may_select_in(self, schema: str) -> bool:
+        return all(p.may_select_in(schema) for p in self.parts)
+
+    def selects_all_of(self, schema: str) -> bool:
+        return all(p.selects_all_of(schema) for p in self.parts)
+
 
 @attrs.define(slots=True, eq=False)
 class _AnyOf(NameFilter):
@@ -203,6 +266,12 @@ class _AnyOf(NameFilter):
 
     def matches(self, schema: str, table: str) -> bool:
         return any(p.matches(schema, table) for p in self.parts)
+
+    def may_select_in(self, schema: str) -> bool:
+        return any(p.may_select_in(schema) for p in self.parts)
+
+    def selects_all_of(self, schema: str) -> bool:
+        return any(p.selects_all_of(schema) for p in self.parts)
 
 
 _EVERYTHING = compile_table_filter("", "filter", match_empty=True)
@@ -255,6 +324,12 @@ class TableFilters:
     def matches(self, schema: str, table: str) -> bool:
         """Alias of :meth:`includes`, so a TableFilters can stand where a filter is expected."""
         return self.includes(schema, table)
+
+    def may_include_schema(self, schema: str) -> bool:
+        """Whether a table of ``schema`` may be included: what a database-level DDL (``CREATE/DROP DATABASE``)
+        passes on. Decided from the patterns' schema parts (``shop\\..*`` -> ``shop``); a pattern that cannot be
+        split that way (``.*orders``, a top-level ``|``) may match any schema, so the DDL passes."""
+        return self.white.may_select_in(schema) and not self.black.selects_all_of(schema)
 
     def narrowed(self, other: TableFilters | NameFilter | None) -> TableFilters:
         """These filters further restricted by ``other`` (a client's filter, or another white/black pair)."""

@@ -341,3 +341,32 @@ def test_group_instance_merges_two_servers_in_time_order_transactions_whole(mari
     servers_seq = [t[0].header.server_id for t in txns]
     switches = sum(1 for a, b in itertools.pairwise(servers_seq) if a != b)
     assert switches >= 2
+
+
+def test_database_ddl_passes_the_filter_only_for_a_database_it_may_select(mariadb: MariaDBDatabase) -> None:
+    """``CREATE/ALTER/DROP DATABASE`` of a schema no table of which the filter can select makes no entry (canal
+    passes them all: a pipeline filtered to one schema saw every other schema's); of one it may select, it does."""
+    db = mariadb.database
+    others = [f"{db}_other", f"{db}_kept"]
+    start = master_at(mariadb)
+    try:
+        with mariadb.connect() as conn, conn.cursor() as cur:
+            for name in others:
+                cur.execute(f"CREATE DATABASE `{name}`")
+                cur.execute(f"ALTER DATABASE `{name}` CHARACTER SET utf8mb4")
+                cur.execute(f"DROP DATABASE `{name}`")
+            cur.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10))")
+            cur.execute(f"INSERT INTO `{db}`.t VALUES (1, 'end')")
+        with Instance(config(start, rf"{db}\..*,{db}_kept\.orders")) as inst:
+            got = [e for m in consume(lambda: inst.get(50, 0.1), has_rows(1)) for e in m.entries]
+        ddl = [e.row_change.sql for e in got if e.row_change is not None and e.row_change.is_ddl]
+        kept = others[1]
+        assert ddl == [
+            f"CREATE DATABASE `{kept}`",
+            f"ALTER DATABASE `{kept}` CHARACTER SET utf8mb4",
+            f"DROP DATABASE `{kept}`",
+            f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10))",
+        ]
+    finally:
+        for name in others:
+            mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")

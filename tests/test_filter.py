@@ -373,3 +373,32 @@ def test_malformed_field_filter_names_key(bad: str) -> None:
     assert repr(bad.strip()) in str(info.value)
     with pytest.raises(FilterError, match="black_field_filter"):
         compile_field_filter("", bad)
+
+
+@pytest.mark.parametrize(
+    ("white", "black", "schema", "expected"),
+    [
+        (r"shop\..*", "", "shop", True),
+        (r"shop\..*", "", "other", False),
+        (r"shop\.orders", "", "shop", True),
+        (r"shop\.orders", "", "SHOP", True),  # names compare as canal's filter does: case-insensitive
+        (r"shop\.orders", "", "shop2", False),
+        (r".*\..*", "", "anything", True),
+        ("", "", "anything", True),
+        (r".*orders", "", "other", True),  # no schema part to read: it may match any schema
+        (r"(shop|crm)\..*", "", "crm", True),
+        (r"(shop|crm)\..*", "", "hr", False),
+        (r"shop\.a|crm\.b", "", "hr", True),  # a top-level | : unsure, so it passes
+        (r"s[.]x\.t", "", "s.x", True),  # a dot in a class is not the separator
+        (r"s[.]x\.t", "", "s", False),
+        (r"shop\..*,crm\.b", "", "crm", True),
+        (r".*\..*", r"other\..*", "other", False),  # every table of it black-listed
+        (r".*\..*", r"other\.t", "other", True),  # only some
+        (r".*\..*", r".*\..*", "other", False),
+    ],
+)
+def test_a_database_ddl_passes_when_a_table_of_it_may(white: str, black: str, schema: str, expected: bool) -> None:
+    filters = TableFilters.from_strings(white, black)
+    assert filters.may_include_schema(schema) is expected
+    if not expected:  # never wrong in that direction: no table of the schema is included
+        assert not any(filters.includes(schema, t) for t in ["t", "orders", "b", "a", "x"])

@@ -525,9 +525,7 @@ class EntryConverter:
         schema = (first.schema if first is not None else None) or self._session(event)
         return Entry(
             header=self._ddl_header(
-                self._header(
-                    event, event_type, schema, (first.table if first is not None else None) or "", gtid, props
-                )
+                self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid, props)
             ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(
@@ -557,7 +555,10 @@ class EntryConverter:
             return True
         named = [r for r in results if r.table and r.kind is not QueryKind.DCL]
         if not named:
-            return True
+            # a database's DDL passes when a table of it may pass (canal passes them all, so a pipeline filtered
+            # to one schema saw CREATE/DROP DATABASE of every other one)
+            databases = [r.schema for r in results if r.database_level and r.schema]
+            return not databases or any(tables.may_include_schema(d) for d in databases)
         return any(tables.matches(r.schema or "", r.table or "") for r in named)
 
 

@@ -63,6 +63,7 @@ class DdlResult:
     ori_schema: str | None = None
     ori_table: str | None = None
     kind: QueryKind = QueryKind.OTHER
+    database_level: bool = False  # CREATE / ALTER / DROP DATABASE: ``schema`` is the database
 
     @property
     def is_ddl(self) -> bool:
@@ -105,7 +106,8 @@ class _Classifier:
         if isinstance(stmt, st.DropIndexStatement):
             return [self.table(EventType.DINDEX, stmt.table)]
         if isinstance(stmt, st.CreateDatabase | st.DropDatabase | st.AlterDatabase):
-            return self.query(QueryKind.DDL, stmt.name)
+            name = stmt.name if stmt.name is not None else self.default  # ALTER DATABASE without a name: the session's
+            return [DdlResult(EventType.QUERY, name, None, kind=QueryKind.DDL, database_level=True)]
         if isinstance(stmt, st.DmlStatement):
             return [self.table(_DML_EVENTS[stmt.verb], stmt.table, QueryKind.DML)]
         if isinstance(stmt, st.TransactionStatement | st.Grant):
