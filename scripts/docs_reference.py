@@ -92,6 +92,14 @@ def _cell(text: str) -> str:
     return "`".join(p if i % 2 else p.replace("|", "\\|") for i, p in enumerate(parts))
 
 
+def _code(text: str) -> str:
+    """``text`` as a code span for a table cell: its pipes stay as they are (a table does not split a code span, and
+    an escaped pipe inside one would show its backslash)."""
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def config_reference() -> str:
     from canal.config.keys import SSL_PROPERTY_KEYS
 
@@ -103,7 +111,7 @@ def config_reference() -> str:
             out += ["", f"### {cls_name}", "", "| setting | canal key | type | default | what it does |"]
             out.append("|---|---|---|---|---|")
         shown_key = f"`{key}`" if key else "--"
-        out.append(f"| `{cls_name}.{name}` | {shown_key} | `{_cell(type_)}` | `{_cell(default)}` | {_cell(doc)} |")
+        out.append(f"| `{cls_name}.{name}` | {shown_key} | {_code(type_)} | {_code(default)} | {_cell(doc)} |")
     out += [
         "",
         "### TLS keys {#tls-keys}",
@@ -168,7 +176,7 @@ def cli_reference() -> str:
                 help_text = (action.help or "").replace("%(default)s", str(default)).replace("%%", "%")
                 if action.choices:
                     help_text += f" (one of {', '.join(f'`{c}`' for c in action.choices)})"
-                out.append(f"| `{_cell(flags)}` | {_cell(' '.join(help_text.split()))} | {_cell(shown)} |")
+                out.append(f"| {_code(flags)} | {_cell(' '.join(help_text.split()))} | {_cell(shown)} |")
         subs = _subparsers(parser)
         if subs:
             out += ["", "Commands: " + ", ".join(f"`{name} {s}`" for s in subs)]

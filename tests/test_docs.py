@@ -154,6 +154,13 @@ def test_config_reference_lists_every_declared_setting(site: Path) -> None:
     assert len(rows) == len(declared)  # each once
 
 
+def test_reference_code_cells_show_pipes_without_a_backslash(site: Path) -> None:
+    """A type such as ``int | None`` in a table cell's code span reads as typed: no escaped pipe in the page."""
+    page = (site / "reference" / "config" / "index.html").read_text()
+    assert "<code>int | None</code>" in page
+    assert "\\|" not in page
+
+
 def test_spark_options_reference_lists_every_option(site: Path) -> None:
     from canal.spark.options import CONNECTION_OPTIONS, READER_OPTIONS
 
