@@ -49,11 +49,12 @@ def _execute(conn: Any, *statements: str) -> None:
 
 
 def _config(master: Any, db: str, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
+    """``master``: a MasterConfig, or a MariaDBServer (address, user, password)."""
     return InstanceConfig(
         destination="xa-back",
         master=MasterConfig(
             address=master.address,
-            username=master.username,
+            username=getattr(master, "username", None) or master.user,
             password=master.password,
             journal_name=start[0],
             position=start[1],
@@ -186,11 +187,13 @@ def test_an_xa_commit_whose_prepare_was_purged_is_a_typed_error(mariadb_factory:
         _execute(early, "XA COMMIT 'lost'")
     finally:
         early.close()
-    config = _config(server.master(), "d", tmp_path, start)
+    config = _config(server, "d", tmp_path, start)
     with Instance(config) as inst:
         assert inst.parser.join(30), "the parser did not stop"
         error = inst.parser.error
         assert isinstance(error, XAPrepareLostError)
         assert "X'6c6f7374',X'',1" in str(error) and f"{start[0]}:" in str(error)
-        assert inst.get(100, timeout=0.2).entries == []  # nothing of the commit handed out
+        assert inst.store.get(100, None).entries == []  # nothing of the commit handed out
         assert inst.get_cursor() is None  # and no cursor moved
+        assert inst.parser.position is not None and inst.parser.position.position.journal_name == start[0]
+        assert inst.parser.position.position.position == start[1]
