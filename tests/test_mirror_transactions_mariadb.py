@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EntryType, EventType
 from canal.spark import DeltaMirror, MirrorMode, run_batches
@@ -218,6 +218,49 @@ def test_an_xa_commit_prepared_before_the_start_is_mirrored_with_the_rows_read_b
     _execute(conn, f"INSERT INTO `{db}`.t VALUES (4, 4)")
     _run(conn, config, mirror, batch_size=1)  # the read-back rows and their commit across batches
     assert _mirrored(mirror, db) == _select(mariadb) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+
+
+def test_a_snapshot_taken_while_an_xa_transaction_is_prepared_mirrors_its_commit(
+    mariadb: MariaDBDatabase, conn: Any, sessions: Callable[[], Any], tmp_path: Path
+) -> None:
+    """The snapshot's SELECT does not see the prepared rows and its binlog position lies after the XA PREPARE: the
+    rows come with the XA COMMIT, read back from the binlog."""
+    db = mariadb.database
+    _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)", f"INSERT INTO `{db}`.t VALUES (1, 1), (5, 5)")
+    prepared = sessions()
+    _execute(
+        prepared,
+        "XA START 'snap'",
+        f"INSERT INTO `{db}`.t VALUES (2, 2)",
+        f"UPDATE `{db}`.t SET v = 10 WHERE id = 1",
+        f"DELETE FROM `{db}`.t WHERE id = 5",
+        "XA END 'snap'",
+        "XA PREPARE 'snap'",
+    )
+    master = mariadb.master()
+    config = InstanceConfig(
+        destination="snap",
+        master=MasterConfig(address=master.address, username=master.username, password=master.password),
+        filter_regex=rf"{db}\..*",
+        store=StoreConfig(batch_mode="ITEMSIZE"),
+        meta_mode="file",
+        meta_dir=str(tmp_path / "meta"),
+        snapshot=SnapshotConfig(mode="initial", tables=[f"{db}.t"]),
+    )
+    mirror = DeltaMirror(tmp_path / "mirror")
+    journal = tmp_path / "journal.json"
+
+    def run(*statements: tuple[Any, str]) -> None:
+        with Instance(config) as inst:
+            for session, sql in statements:  # written while the instance runs: a binlog position to run up to
+                _execute(session, sql)
+            end = master_position(conn)
+            run_batches(inst, None, mirror, batch_size=2, timeout=0.5, journal=journal, until=lambda s: s.reached(*end))
+
+    run((conn, f"INSERT INTO `{db}`.t VALUES (6, 6)"))
+    assert _mirrored(mirror, db) == _select(mariadb) == [(1, 1), (5, 5), (6, 6)]
+    run((prepared, "XA COMMIT 'snap'"), (conn, f"INSERT INTO `{db}`.t VALUES (3, 3)"))
+    assert _mirrored(mirror, db) == _select(mariadb) == [(1, 10), (2, 2), (3, 3), (6, 6)]
 
 
 @pytest.mark.parametrize("binlog_format", ["STATEMENT", "MIXED"])
