@@ -197,3 +197,29 @@ def test_an_xa_commit_whose_prepare_was_purged_is_a_typed_error(mariadb_factory:
         assert inst.get_cursor() is None  # and no cursor moved
         assert inst.parser.position is not None and inst.parser.position.position.journal_name == start[0]
         assert inst.parser.position.position.position == start[1]
+
+
+def test_a_one_phase_xa_commit_is_an_ordinary_transaction(
+    mariadb: Any, sessions: Callable[[], Any], tmp_path: Path
+) -> None:
+    db = mariadb.database
+    conn = sessions()
+    _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)")
+    config = _config(mariadb.master(), db, tmp_path, master_position(conn))
+    _execute(conn, "XA START 'one'", f"INSERT INTO `{db}`.t VALUES (1, 1)", "XA END 'one'", "XA COMMIT 'one' ONE PHASE")
+    _execute(conn, f"INSERT INTO `{db}`.t VALUES (2, 2)")
+    seen: list[Entry] = []
+    deadline = time.monotonic() + 30
+    with Instance(config) as inst:
+        while ("INSERT", [(None, (2, 2))]) not in [_item(e) for e in seen]:
+            assert time.monotonic() < deadline, f"the last insert never came; got {seen}"
+            seen.extend(e for e in inst.get(100, timeout=0.2).entries if e.entry_type is not EntryType.HEARTBEAT)
+    # logged as an ordinary transaction: no XA marks, no XA COMMIT entry, nothing read back
+    assert [(_item(e), dict(e.header.props)) for e in seen] == [
+        (("TRANSACTIONBEGIN", None), {}),
+        (("INSERT", [(None, (1, 1))]), {}),
+        (("TRANSACTIONEND", None), {}),
+        (("TRANSACTIONBEGIN", None), {}),
+        (("INSERT", [(None, (2, 2))]), {}),
+        (("TRANSACTIONEND", None), {}),
+    ]
