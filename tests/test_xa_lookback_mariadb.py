@@ -110,8 +110,10 @@ def test_an_xa_commit_prepared_before_the_start_hands_out_the_prepared_rows(
         "XA END 'early'",
         "XA PREPARE 'early'",
     )
-    prepare_end = master_position(conn)
-    config = _config(mariadb.master(), db, tmp_path, prepare_end)  # after the XA PREPARE
+    prepared_in = master_position(conn)[0]
+    _execute(conn, "FLUSH BINARY LOGS")  # the PREPARE lies in an older file than the start
+    start = master_position(conn)
+    config = _config(mariadb.master(), db, tmp_path, start)  # after the XA PREPARE
     _execute(early, "XA COMMIT 'early'")
     commit = [
         ("INSERT", [(None, (1, 1)), (None, (2, 2))]),
@@ -126,7 +128,9 @@ def test_an_xa_commit_prepared_before_the_start_hands_out_the_prepared_rows(
         recovered = [e for b in first for e in b if e.entry_type is EntryType.ROWDATA]
         assert all(e.header.props.get("XA_XID") == "X'6561726c79',X'',1" for e in recovered)
         assert {e.header.props[XA_RECOVERED] for e in recovered} == {recovered[0].header.props[XA_RECOVERED]}
-        assert recovered[0].header.props[XA_RECOVERED].startswith(prepare_end[0].rsplit(".", 1)[0])
+        assert recovered[0].header.props[XA_RECOVERED].startswith(f"{prepared_in}:")
+        assert {e.header.log_file for e in recovered} == {start[0]}  # placed at the commit
+        assert inst.parser.reconnects == 0  # reading back does not end the dump
     with Instance(config) as inst:
         again = _until_commit(inst, 2, ack=False)
         assert _rows(again) == commit

@@ -397,7 +397,7 @@ class EventParser(StartStopContext):
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
                         skip = start.rows_done if recovering_at_start else 0
-                        self._hand_off_recovered(active, xid, entry, before, skip)
+                        self._hand_off_recovered(source, xid, entry, before, skip)
                     else:
                         add(entry)
                     recovering_at_start = False
@@ -419,12 +419,17 @@ class EventParser(StartStopContext):
                 self._log.debug("closing the source failed: %s", exc)
 
     def _hand_off_recovered(
-        self, active: MasterConfig, xid: str, commit: Entry, anchor: EntryPosition, skip: int
+        self, source: BinlogSource, xid: str, commit: Entry, anchor: EntryPosition, skip: int
     ) -> None:
         """Hand off the XA COMMIT ``commit`` with the rows of its PREPARE (read back from the server's binlog), as one
         part: a restart before it is handed off hands them all out again, one after it none."""
         where = EntryPosition(commit.header.log_file, commit.header.log_offset)
-        group = prepared_rows(lambda: self.source_factory(active), self._options, xid, where, self._log)
+        self._in_sink = True  # the dump waits while the binlog is read back: not a stalled server (_watch)
+        try:
+            group = prepared_rows(source, self._options, xid, where, self._log)
+        finally:
+            self._in_sink = False
+            self._last_read = time.monotonic()
         self._buffer.add_whole(recovered_entries(group, commit, anchor, skip))
 
     def _heartbeat_period(self) -> float:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
 
 import attrs
 
-from canal.errors import BinlogPurgedError, XAPrepareLostError
+from canal.errors import SourceError, XAPrepareLostError
 from canal.parse.convert import ConvertOptions, EntryConverter
 from canal.parse.events import RotateEvent
+from canal.parse.retry import is_purged
 from canal.parse.source import BinlogSource, DumpRequest
 from canal.parse.xa import XA_TYPE, XA_XID, xid_key
 from canal.position import EntryPosition, journal_number
@@ -74,39 +74,38 @@ class XAFollower:
 
 
 def prepared_rows(
-    open_source: Callable[[], BinlogSource],
+    source: BinlogSource,
     options: ConvertOptions,
     xid: str,
     commit: EntryPosition,
     log: logging.Logger | logging.LoggerAdapter[logging.Logger],
 ) -> PreparedGroup:
     """The rows of the last PREPARE group of ``xid`` before ``commit`` (file and offset of its XA COMMIT), read over a
-    dump of its own. :class:`XAPrepareLostError` when no file on the server holds it."""
-    source = open_source()
-    source.open()
-    try:
-        files = [f.name for f in source.binlog_files() if journal_number(f.name) <= commit.journal_number]
-        key = xid_key(xid)
-        for name in reversed(files):
-            limit = commit.position if name == commit.journal_name else None
-            try:
-                found = _scan(source, options, name, limit, key)
-            except BinlogPurgedError as exc:  # purged while being read
-                raise _lost(xid, commit, files, str(exc)) from exc
-            if found is not None:
-                log.info(
-                    "XA COMMIT %s at %s:%s: its XA PREPARE lies before the stream's start; %d row entries read back "
-                    "from %s",
-                    xid,
-                    commit.journal_name,
-                    commit.position,
-                    len(found.entries),
-                    found.position,
-                )
-                return found
-        raise _lost(xid, commit, files, "no binlog file on the server holds it")
-    finally:
-        source.close()
+    dump of its own from ``source`` (the open source of the parser's dump: a second dump of one source registers
+    under its own replica id, so the server does not end the first). :class:`XAPrepareLostError` when no file on
+    the server holds it."""
+    files = [f.name for f in source.binlog_files() if journal_number(f.name) <= commit.journal_number]
+    key = xid_key(xid)
+    for name in reversed(files):
+        limit = commit.position if name == commit.journal_name else None
+        try:
+            found = _scan(source, options, name, limit, key)
+        except SourceError as exc:
+            if not is_purged(exc):
+                raise
+            raise _lost(xid, commit, files, f"purged while read: {exc}") from exc
+        if found is not None:
+            log.info(
+                "XA COMMIT %s at %s:%s: its XA PREPARE lies before the stream's start; %d row entries read back "
+                "from %s",
+                xid,
+                commit.journal_name,
+                commit.position,
+                len(found.entries),
+                found.position,
+            )
+            return found
+    raise _lost(xid, commit, files, "no binlog file on the server holds it")
 
 
 def _lost(xid: str, commit: EntryPosition, files: list[str], why: str) -> XAPrepareLostError:
