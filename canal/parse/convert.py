@@ -525,7 +525,9 @@ class EntryConverter:
         schema = (first.schema if first is not None else None) or self._session(event)
         return Entry(
             header=self._ddl_header(
-                self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid, props)
+                self._header(
+                    event, event_type, schema, (first.table if first is not None else None) or "", gtid, props
+                )
             ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(
