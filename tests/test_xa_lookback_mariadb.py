@@ -61,6 +61,7 @@ def _config(master: Any, db: str, tmp_path: Path, start: tuple[str, int]) -> Ins
         ),
         filter_regex=rf"{db}\..*",
         store=StoreConfig(batch_mode="ITEMSIZE"),
+        transaction_size=2,  # the rows read back are handed off in parts: cursors inside them
         meta_mode="file",
         meta_dir=str(tmp_path / "meta"),
         retry=RetryConfig(max_attempts=2, initial_backoff_s=0.05, max_backoff_s=0.1),

@@ -421,8 +421,9 @@ class EventParser(StartStopContext):
     def _hand_off_recovered(
         self, source: BinlogSource, xid: str, commit: Entry, anchor: EntryPosition, skip: int
     ) -> None:
-        """Hand off the XA COMMIT ``commit`` with the rows of its PREPARE (read back from the server's binlog), as one
-        part: a restart before it is handed off hands them all out again, one after it none."""
+        """Hand off the XA COMMIT ``commit`` after the rows of its PREPARE (read back from the server's binlog), as
+        entries of its transaction: a part of them handed off leaves the cursor at ``anchor`` with that many rows done,
+        and a dump resumed there skips them (``skip``)."""
         where = EntryPosition(commit.header.log_file, commit.header.log_offset)
         self._in_sink = True  # the dump waits while the binlog is read back: not a stalled server (_watch)
         try:
@@ -430,7 +431,9 @@ class EventParser(StartStopContext):
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()
-        self._buffer.add_whole(recovered_entries(group, commit, anchor, skip))
+        add = self._buffer.add
+        for entry in recovered_entries(group, commit, anchor, skip):
+            add(entry)
 
     def _heartbeat_period(self) -> float:
         """Idle dumps get a server heartbeat (and the sink a HEARTBEAT entry) this often: the detecting interval,

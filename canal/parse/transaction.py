@@ -181,14 +181,6 @@ class TransactionBuffer:
         elif len(buffer) >= self.transaction_size:
             self.flush()
 
-    def add_whole(self, entries: list[Entry]) -> None:
-        """Entries ending with a boundary, handed off in one part with what is buffered (never split by
-        ``transaction_size``): the rows an XA COMMIT made visible whose PREPARE lies before the stream's start
-        (:mod:`canal.parse.xa_lookback`) repeat in full if a restart comes before the commit is handed off."""
-        self._savepoints.clear()
-        self._buffer.extend(entries)
-        self._hand_off(len(self._buffer))
-
     def flush(self) -> None:
         """Hand off everything buffered, in parts of at most ``transaction_size``, keeping a trailing BEGIN."""
         buffer = self._buffer
