@@ -228,3 +228,34 @@ def test_a_one_phase_xa_commit_is_an_ordinary_transaction(
         (("INSERT", [(None, (2, 2))]), {}),
         (("TRANSACTIONEND", None), {}),
     ]
+
+
+def test_a_restart_inside_a_prepare_group_reads_nothing_back(
+    mariadb: Any, sessions: Callable[[], Any], tmp_path: Path
+) -> None:
+    """The destination saw the PREPARE (its rows in parts) and restarted inside it: the commit needs no read-back."""
+    db = mariadb.database
+    conn = sessions()
+    _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)")
+    config = _config(mariadb.master(), db, tmp_path, master_position(conn))  # before the XA PREPARE
+    early = sessions()
+    _execute(
+        early,
+        "XA START 'seen'",
+        *(f"INSERT INTO `{db}`.t VALUES ({i}, {i})" for i in range(1, 5)),
+        "XA END 'seen'",
+        "XA PREPARE 'seen'",
+    )
+    with Instance(config) as inst:
+        head = inst.get_without_ack(2, timeout=5)  # the BEGIN and the first row
+        assert [_item(e) for e in head.entries if e.entry_type is EntryType.ROWDATA] == [("INSERT", [(None, (1, 1))])]
+        inst.ack(head.id)
+    _execute(early, "XA COMMIT 'seen'")
+    with Instance(config) as inst:
+        rest = _until_commit(inst, 100, ack=True)
+    entries = [e for b in rest for e in b if e.entry_type is EntryType.ROWDATA]
+    assert [_item(e) for e in entries] == [
+        *(("INSERT", [(None, (i, i))]) for i in range(2, 5)),
+        ("XACOMMIT", "XA COMMIT X'7365656e',X'',1"),
+    ]
+    assert not any(XA_RECOVERED in e.header.props for e in entries)

@@ -58,7 +58,7 @@ class XAFollower:
             return None
         xid = props[XA_XID]
         key = xid_key(xid)
-        if kind == "XA_START":
+        if kind in ("XA_START", "XA_END"):  # the END too: a dump resumed inside the PREPARE group skips its BEGIN
             self._prepared.add(key)
         elif kind == "XA_COMMIT":
             if key not in self._prepared:
