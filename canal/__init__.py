@@ -44,6 +44,7 @@ from canal.errors import (
     TlsError,
     UnknownBatchError,
     UnknownDestinationError,
+    XAPrepareLostError,
 )
 from canal.instance import Instance, InstanceMetrics
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
@@ -120,6 +121,7 @@ __all__ = [
     "TlsError",
     "UnknownBatchError",
     "UnknownDestinationError",
+    "XAPrepareLostError",
     "__version__",
     "load_conf_dir",
 ]

@@ -74,6 +74,12 @@ class BinlogPurgedError(SourceError):
     """The requested binlog position no longer exists on the server (MySQL errno 1236)."""
 
 
+class XAPrepareLostError(BinlogPurgedError):
+    """An ``XA COMMIT`` whose ``XA PREPARE`` (and so its rows) lies before the stream's start and is no longer in any
+    binlog file on the server: the rows it made visible cannot be handed out. Raised before anything of the commit
+    is handed off; not retried."""
+
+
 class ServerNotReadyError(SourceError):
     """The server is reachable but not set up for capture (binlog format, row image, grants)."""
 

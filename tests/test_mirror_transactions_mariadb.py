@@ -2,7 +2,7 @@
 
 * XA: rows logged at ``XA PREPARE`` are held until ``XA COMMIT`` (across batches and restarts), dropped at
   ``XA ROLLBACK``; ``XA COMMIT ... ONE PHASE`` is an ordinary transaction; an ``XA COMMIT`` whose ``XA PREPARE`` lies
-  before the start position stops the mirror with a typed error, nothing written;
+  before the start position is mirrored with the PREPARE's rows the parser reads back;
 * DML logged as statements (a session with ``binlog_format`` STATEMENT or MIXED) stops the mirror with a typed
   error naming the statement and its position, nothing written.
 """
@@ -20,13 +20,12 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EntryType, EventType
 from canal.spark import DeltaMirror, MirrorMode, run_batches
 from canal.spark.mirror import MODES
 from canal.spark.mirror_stops import MirrorStatementError
-from canal.spark.mirror_xa import MirrorXAError
 from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 
@@ -187,33 +186,81 @@ def test_an_instance_marks_the_entries_of_an_xa_transaction(
     ]
 
 
-def test_an_xa_commit_prepared_before_the_start_stops_the_mirror(
+def test_an_xa_commit_prepared_before_the_start_is_mirrored_with_the_rows_read_back(
     mariadb: MariaDBDatabase, conn: Any, sessions: Callable[[], Any], tmp_path: Path
 ) -> None:
     db = mariadb.database
     _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)")
-    early = sessions()
+    early, dropped = sessions(), sessions()
     _execute(
         early,
         "XA START 'early'",
-        f"INSERT INTO `{db}`.t VALUES (2, 2)",
+        f"INSERT INTO `{db}`.t VALUES (2, 2), (6, 6)",
+        f"DELETE FROM `{db}`.t WHERE id = 6",
         "XA END 'early'",
         "XA PREPARE 'early'",
     )
-    config = _config(mariadb, tmp_path, master_position(conn))  # after the XA PREPARE
+    _execute(
+        dropped, "XA START 'dropped'", f"INSERT INTO `{db}`.t VALUES (7, 7)", "XA END 'dropped'", "XA PREPARE 'dropped'"
+    )
+    config = _config(mariadb, tmp_path, master_position(conn))  # after both XA PREPAREs
     _execute(conn, f"INSERT INTO `{db}`.t VALUES (1, 1)")
     mirror = DeltaMirror(tmp_path / "mirror")
     _run(conn, config, mirror)
-    assert _mirrored(mirror, db) == [(1, 1)]
-    version = mirror.version(db, "t")
-    _execute(early, "XA COMMIT 'early'")
+    assert _mirrored(mirror, db) == [(1, 1)]  # the table's earlier rows are not in the stream
+    _execute(dropped, "XA ROLLBACK 'dropped'")
     _execute(conn, f"INSERT INTO `{db}`.t VALUES (3, 3)")
-    for _ in range(2):  # a stop, not a skip: the same error after a restart
-        with pytest.raises(MirrorXAError, match=r"XA COMMIT X'6561726c79',X'',1.* at mysql-bin\.\d+:\d+") as caught:
-            _run(conn, config, mirror)
-        assert "before the position" in str(caught.value)
-        assert _mirrored(mirror, db) == [(1, 1)]  # nothing of the batch written
-        assert mirror.version(db, "t") == version
+    version = mirror.version(db, "t")
+    _run(conn, config, mirror)
+    assert _mirrored(mirror, db) == [(1, 1), (3, 3)]  # the rollback of a transaction never seen: nothing
+    assert mirror.version(db, "t") > version
+    _execute(early, "XA COMMIT 'early'")
+    _execute(conn, f"INSERT INTO `{db}`.t VALUES (4, 4)")
+    _run(conn, config, mirror, batch_size=1)  # the read-back rows and their commit across batches
+    assert _mirrored(mirror, db) == _select(mariadb) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+
+
+def test_a_snapshot_taken_while_an_xa_transaction_is_prepared_mirrors_its_commit(
+    mariadb: MariaDBDatabase, conn: Any, sessions: Callable[[], Any], tmp_path: Path
+) -> None:
+    """The snapshot's SELECT does not see the prepared rows and its binlog position lies after the XA PREPARE: the
+    rows come with the XA COMMIT, read back from the binlog."""
+    db = mariadb.database
+    _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)", f"INSERT INTO `{db}`.t VALUES (1, 1), (5, 5)")
+    prepared = sessions()
+    _execute(
+        prepared,
+        "XA START 'snap'",
+        f"INSERT INTO `{db}`.t VALUES (2, 2)",
+        f"UPDATE `{db}`.t SET v = 10 WHERE id = 1",
+        f"DELETE FROM `{db}`.t WHERE id = 5",
+        "XA END 'snap'",
+        "XA PREPARE 'snap'",
+    )
+    master = mariadb.master()
+    config = InstanceConfig(
+        destination="snap",
+        master=MasterConfig(address=master.address, username=master.username, password=master.password),
+        filter_regex=rf"{db}\..*",
+        store=StoreConfig(batch_mode="ITEMSIZE"),
+        meta_mode="file",
+        meta_dir=str(tmp_path / "meta"),
+        snapshot=SnapshotConfig(mode="initial", tables=[f"{db}.t"]),
+    )
+    mirror = DeltaMirror(tmp_path / "mirror")
+    journal = tmp_path / "journal.json"
+
+    def run(*statements: tuple[Any, str]) -> None:
+        with Instance(config) as inst:
+            for session, sql in statements:  # written while the instance runs: a binlog position to run up to
+                _execute(session, sql)
+            end = master_position(conn)
+            run_batches(inst, None, mirror, batch_size=2, timeout=0.5, journal=journal, until=lambda s: s.reached(*end))
+
+    run((conn, f"INSERT INTO `{db}`.t VALUES (6, 6)"))
+    assert _mirrored(mirror, db) == _select(mariadb) == [(1, 1), (5, 5), (6, 6)]
+    run((prepared, "XA COMMIT 'snap'"), (conn, f"INSERT INTO `{db}`.t VALUES (3, 3)"))
+    assert _mirrored(mirror, db) == _select(mariadb) == [(1, 10), (2, 2), (3, 3), (6, 6)]
 
 
 @pytest.mark.parametrize("binlog_format", ["STATEMENT", "MIXED"])

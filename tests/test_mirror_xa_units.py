@@ -21,10 +21,14 @@ from canal.spark.mirror_xa import MirrorXAError
 COLUMNS = json.dumps([["id", "int(11)", True], ["v", "int(11)", False]])
 
 
-def _row(kind: str, n: int = 0, xid: str | None = None, sql: str | None = None, table: str = "t") -> dict[str, Any]:
+def _row(
+    kind: str, n: int = 0, xid: str | None = None, sql: str | None = None, table: str = "t", recovered: str = ""
+) -> dict[str, Any]:
+    """``recovered``: the XA PREPARE (file:offset) the parser read the row back from (prop XA_RECOVERED)."""
     props = None
     if xid is not None:
-        props = json.dumps({"XA_XID": xid} if kind in ("INSERT", "DELETE") else {"XA_TYPE": kind, "XA_XID": xid})
+        marks = {"XA_XID": xid} if kind in ("INSERT", "DELETE") else {"XA_TYPE": kind, "XA_XID": xid}
+        props = json.dumps({**marks, "XA_RECOVERED": recovered} if recovered else marks)
     dml = kind in ("INSERT", "DELETE")
     return {
         "destination": "d",
@@ -92,6 +96,36 @@ def test_a_commit_of_unknown_rows_stops_with_nothing_written(tmp_path: Path) -> 
     # a rollback of unknown rows needs nothing
     mirror.apply(_batch(_row("INSERT", 2), _row("XAROLLBACK", xid="'early'", sql="XA ROLLBACK 'early'")), 3)
     assert _ids(mirror) == [1, 2]
+
+
+def test_rows_read_back_for_a_commit_are_applied_at_it_once(tmp_path: Path) -> None:
+    """The parser read the rows of an XA PREPARE before the stream's start back; they may span batches."""
+    xid, at = "X'6561726c79',X'',1", "mysql-bin.000001:4"
+    mirror = DeltaMirror(tmp_path / "m")
+    mirror.apply(_batch(_row("INSERT", 1), _row("INSERT", 2, xid=xid, recovered=at)), 1)
+    assert _ids(mirror) == [1]  # held until the commit
+    mirror.close()
+    commit = _batch(
+        _row("DELETE", 1, xid=xid, recovered=at),
+        _row("XACOMMIT", xid=xid, sql=f"XA COMMIT {xid}", recovered=at),
+        _row("INSERT", 5),
+    )
+    for _ in range(3):  # the batch and two replays (the same id): the rows once
+        with DeltaMirror(tmp_path / "m") as restarted:
+            restarted.apply(commit, 2)
+        assert _ids(DeltaMirror(tmp_path / "m")) == [2, 5]
+
+
+def test_rows_read_back_yield_to_the_rows_the_mirror_holds(tmp_path: Path) -> None:
+    """The mirror saw the XA PREPARE, then the parser restarted past it and read the rows back at the commit: the
+    held rows are applied, those read back (the same rows) are not applied again."""
+    xid, at = "'x1'", "mysql-bin.000001:4"
+    mirror = DeltaMirror(tmp_path / "m")
+    mirror.apply(_batch(_row("INSERT", 2, xid=xid), _row("XAPREPARE", xid=xid)), 1)
+    assert _ids(mirror) == []
+    read_back = _row("INSERT", 7, xid=xid, recovered=at)  # differs only to show which rows are applied
+    mirror.apply(_batch(read_back, _row("XACOMMIT", xid=xid, sql="XA COMMIT 'x1'", recovered=at)), 2)
+    assert _ids(mirror) == [2]
 
 
 def test_xid_spellings() -> None:

@@ -32,6 +32,7 @@ from canal.errors import (
     SourceError,
     StoreBatchTooLargeError,
     StoreClosedError,
+    XAPrepareLostError,
 )
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
@@ -48,6 +49,7 @@ from canal.parse.start_position import (
     with_gtid_state,
 )
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
+from canal.parse.xa_lookback import XAFollower, prepared_rows, recovered_entries
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 from canal.schema.history import SchemaHistory
@@ -115,6 +117,8 @@ class EventParser(StartStopContext):
             on_recorded=self._recorded,
         )
         self._converter.savepoints = self._buffer.savepoint  # rows a ROLLBACK TO undid are never handed off
+        self._options = options
+        self._xa = XAFollower()  # XA COMMITs whose PREPARE lies before the start: their rows are read back
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()  # cuts a backoff short (a switch)
@@ -267,9 +271,9 @@ class EventParser(StartStopContext):
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
-        if isinstance(exc, FencedWriteError | ConfigError | SchemaError | StoreBatchTooLargeError):
-            # a fenced write, a bad setting (e.g. an unreadable CA file), a schema the history cannot know or a
-            # hand-off the store can never hold does not heal by retrying
+        if isinstance(exc, FencedWriteError | ConfigError | SchemaError | StoreBatchTooLargeError | XAPrepareLostError):
+            # a fenced write, a bad setting (e.g. an unreadable CA file), a schema the history cannot know, a
+            # hand-off the store can never hold or an XA PREPARE purged from the server does not heal by retrying
             raise exc
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
@@ -375,13 +379,19 @@ class EventParser(StartStopContext):
                 with self._hand_off_lock:
                     self._rest = None
                 self._merge.abort(f"the parser now reads {active.address}")  # chunk positions name the old binlog
+            if identity != self._buffer.identity:
+                self._xa.clear()
             self._buffer.identity = identity
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
             schemas = self._schemas
             if schemas is not None:
                 schemas.history.lower_case_names = lower_case
                 request = schemas.prepare(source, start, request)
-            convert = self._converter.convert
+            converter = self._converter
+            convert = converter.convert
+            xa = self._xa
+            # a restart inside an XA COMMIT's read-back rows (a cursor at its anchor with rows_done N) skips N of them
+            recovering_at_start = start.rows_done > 0
             add = self._buffer.add
             rests = start.rows_done == 0 and not start.position.included and start.position.journal_name
             self._converter.rest_after_skip = self._merge is not None  # an included start rests after its boundary
@@ -407,9 +417,16 @@ class EventParser(StartStopContext):
                         assert merge is not None
                         merge.observe_marks(event)
                         continue  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
+                before = converter.anchor
                 entry = convert(event)
                 if entry is not None:
-                    add(entry)
+                    if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
+                        # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
+                        skip = start.rows_done if recovering_at_start else 0
+                        self._hand_off_recovered(source, xid, entry, before, skip)
+                    else:
+                        add(entry)
+                    recovering_at_start = False
                 self._last_event = event
                 if stop.is_set():
                     raise _Interrupted("stop")
@@ -427,6 +444,23 @@ class EventParser(StartStopContext):
                 source.close()
             except Exception as exc:  # a broken connection may fail to close; it is dropped either way
                 self._log.debug("closing the source failed: %s", exc)
+
+    def _hand_off_recovered(
+        self, source: BinlogSource, xid: str, commit: Entry, anchor: EntryPosition, skip: int
+    ) -> None:
+        """Hand off the XA COMMIT ``commit`` after the rows of its PREPARE (read back from the server's binlog), as
+        entries of its transaction: a part of them handed off leaves the cursor at ``anchor`` with that many rows done,
+        and a dump resumed there skips them (``skip``)."""
+        where = EntryPosition(commit.header.log_file, commit.header.log_offset)
+        self._in_sink = True  # the dump waits while the binlog is read back: not a stalled server (_watch)
+        try:
+            group = prepared_rows(source, self._options, xid, where, self._log)
+        finally:
+            self._in_sink = False
+            self._last_read = time.monotonic()
+        add = self._buffer.add
+        for entry in recovered_entries(group, commit, anchor, skip):
+            add(entry)
 
     def _heartbeat_period(self) -> float:
         """Idle dumps get a server heartbeat (and the sink a HEARTBEAT entry) this often: the detecting interval,

@@ -7,6 +7,9 @@ also puts ``XA_XID`` on each row and statement entry of the transaction, so a co
 mid-transaction still knows the rows were prepared, not committed: they become visible at the XACOMMIT entry of that
 xid and never at its XAROLLBACK.
 
+An XA COMMIT whose PREPARE lies before the stream's start comes with the PREPARE's rows read back
+(:mod:`canal.parse.xa_lookback`, prop ``XA_RECOVERED``).
+
 MariaDB logs ``XA START`` inside the transaction's GTID event (flag ``FL_PREPARED_XA``, the xid after the
 commit id), not as a query; MySQL logs an ``XA START`` query.
 """

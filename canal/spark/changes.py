@@ -28,7 +28,9 @@ columns            string      JSON list of ``[name, mysql_type, is_key]`` for D
 props              string      the entry's header props as a JSON object, null when it has none: ``XA_XID`` on
                                the rows of an XA transaction (prepared, not committed: they count from the
                                XACOMMIT row of that xid on, never after its XAROLLBACK), ``XA_TYPE`` / ``XA_XID``
-                               on XACOMMIT / XAROLLBACK / XAPREPARE rows (:mod:`canal.parse.xa`)
+                               on XACOMMIT / XAROLLBACK / XAPREPARE rows (:mod:`canal.parse.xa`); also
+                               ``XA_RECOVERED`` on the rows an XACOMMIT brings whose XA PREPARE lies before the
+                               start, and on that XACOMMIT (:mod:`canal.parse.xa_lookback`)
 =================  ==========  =================================================================================
 
 Besides DML and DDL rows: a DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or

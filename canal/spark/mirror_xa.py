@@ -11,9 +11,12 @@ Replays: a file is named by the batch that wrote it, and a batch reads only file
 replayed after a crash sees what it saw the first time. A ``done`` file of batch d closes the xid's files of earlier
 batches; they are removed once a later batch than d is applied (batch d can no longer be replayed).
 
-An ``XACOMMIT`` whose ``XAPREPARE`` the mirror never saw (prepared before the stream's start position) cannot be
-followed: its rows are not in the stream. :class:`MirrorXAError` stops the batch with nothing written. An
-``XAROLLBACK`` of such a transaction needs nothing: its rows never reached the mirror.
+An ``XACOMMIT`` whose ``XAPREPARE`` lies before the stream's start position comes with the PREPARE's rows read back
+by the parser (:mod:`canal.parse.xa_lookback`: rows and commit carry ``XA_RECOVERED``); they are held the same way
+(``recovered`` files) and applied at the commit -- unless the mirror holds the rows of that PREPARE itself (it saw the
+group before the parser restarted), which then win. An ``XACOMMIT`` without ``XA_RECOVERED`` whose ``XAPREPARE``
+the mirror never saw (a stream from a parser that does not read back) stops the batch with :class:`MirrorXAError`,
+nothing written. An ``XAROLLBACK`` of such a transaction needs nothing: its rows never reached the mirror.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import attrs
 
 from canal.files import write_bytes_atomic
 from canal.parse.xa import XA_XID, xid_key
+from canal.parse.xa_lookback import XA_RECOVERED
 from canal.spark.changes import XA_PREPARE_TYPE
 from canal.spark.types import MirrorError
 
@@ -35,7 +39,8 @@ _OUTCOMES = ("XACOMMIT", "XAROLLBACK")
 
 
 class MirrorXAError(MirrorError):
-    """An XA COMMIT whose prepared rows the mirror never saw (its XA PREPARE lies before the stream's start)."""
+    """An XA COMMIT whose prepared rows the mirror never saw (its XA PREPARE lies before the stream's start) and
+    that does not come with them read back (``XA_RECOVERED``)."""
 
 
 @attrs.define
@@ -44,6 +49,8 @@ class _Xid:
 
     files: list[Any] = attrs.field(factory=list)  # Arrow tables held by earlier batches, in batch order
     rows: list[int] = attrs.field(factory=list)  # this batch's rows held (positions in the batch)
+    recovered_files: list[Any] = attrs.field(factory=list)  # rows read back from a PREPARE before the start
+    recovered: list[int] = attrs.field(factory=list)  # this batch's rows read back (positions in the batch)
     ended: bool = False  # its XAPREPARE was seen (an earlier batch or this one)
     done: bool = False  # its outcome came in this batch (files of earlier batches are closed)
     ended_here: bool = False
@@ -67,7 +74,7 @@ class HeldTransactions:
         found = []
         for path in self.directory.iterdir():
             parts = path.name.split(".")
-            if len(parts) >= 3 and parts[1] in ("rows", "ended", "done") and parts[2].isdigit():
+            if len(parts) >= 3 and parts[1] in ("rows", "recovered", "ended", "done") and parts[2].isdigit():
                 found.append((parts[0], parts[1], int(parts[2]), path))
         return sorted(found, key=lambda f: (f[0], f[2], f[1]))
 
@@ -98,12 +105,13 @@ class HeldTransactions:
                 continue
             xid = state[name] = _Xid()
             for kind, _batch, path in live:
-                if kind == "rows":
+                if kind in ("rows", "recovered"):
                     try:
                         with pa.memory_map(str(path)) as source:
-                            xid.files.append(pa.ipc.open_file(source).read_all())
+                            rows = pa.ipc.open_file(source).read_all()
                     except (OSError, pa.ArrowInvalid) as exc:
                         raise MirrorError(f"the held XA rows {path} cannot be read: {exc}") from exc
+                    (xid.files if kind == "rows" else xid.recovered_files).append(rows)
                 elif kind == "ended":
                     xid.ended = True
         return state
@@ -149,7 +157,7 @@ class HeldTransactions:
             table.column("sql").take(rows_at).to_pylist(),
             strict=True,
         ):
-            xid_text = _xid_of(text, sql)
+            xid_text, recovered = _xid_of(text, sql)
             if xid_text is None:
                 continue
             name = _key_name(xid_key(xid_text))
@@ -158,15 +166,23 @@ class HeldTransactions:
                 xid = xids[name] = state.pop(name, _Xid())
             if kind in _OUTCOMES:
                 if kind == "XACOMMIT":
-                    if not xid.ended:
+                    if xid.ended:  # the rows of the PREPARE the mirror saw (any read back are the same rows)
+                        files, rows = xid.files, xid.rows
+                    elif recovered:  # the PREPARE lies before the start: the rows the parser read back
+                        files, rows = xid.recovered_files, xid.recovered
+                    else:
                         raise MirrorXAError(_unknown_commit(table, row, xid_text))
-                    spliced[row] = [*xid.files, table.take(xid.rows)] if xid.rows else list(xid.files)
+                    spliced[row] = [*files, table.take(rows)] if rows else list(files)
                 else:
                     held.update(xid.rows)  # rolled back: never applied
+                held.update(xid.recovered)
                 held.add(row)
                 xids[name] = _Xid(done=True)
             elif kind == XA_PREPARE_TYPE:
                 xid.ended = xid.ended_here = True
+                held.add(row)
+            elif recovered:
+                xid.recovered.append(row)
                 held.add(row)
             else:
                 xid.rows.append(row)
@@ -180,6 +196,8 @@ class HeldTransactions:
                     self._write(name, "done", batch_id)
                 if xid.rows:
                     self._write(name, "rows", batch_id, table.take(xid.rows))
+                if xid.recovered:
+                    self._write(name, "recovered", batch_id, table.take(xid.recovered))
                 if xid.ended_here:
                     self._write(name, "ended", batch_id)
 
@@ -190,19 +208,20 @@ def _nothing() -> None:
     return None
 
 
-def _xid_of(props_text: str | None, sql: str | None) -> str | None:
+def _xid_of(props_text: str | None, sql: str | None) -> tuple[str | None, bool]:
+    """The xid a change row belongs to, and whether it was read back from a PREPARE before the start."""
     if props_text:
         try:
             props = json.loads(props_text)
         except ValueError as exc:
             raise MirrorError(f"a change row's props are not JSON ({exc}): {props_text[:80]!r}") from None
         if isinstance(props, dict) and isinstance(props.get(XA_XID), str):
-            return str(props[XA_XID])
+            return str(props[XA_XID]), XA_RECOVERED in props
     if sql:  # an XA COMMIT / ROLLBACK row written without props: the xid is in its statement
         from canal.parse.ddl import xa_xid
 
-        return xa_xid(sql)
-    return None
+        return xa_xid(sql), False
+    return None, False
 
 
 def _unknown_commit(table: Any, row: int, xid: str) -> str:

@@ -1,0 +1,168 @@
+"""An ``XA COMMIT`` whose ``XA PREPARE`` lies before the stream's start: its rows, read back from the server's binlog.
+
+MariaDB logs a prepared XA transaction as an event group of its own (a GTID event carrying the xid, the rows, then
+``XA END`` + ``XA_PREPARE_LOG_EVENT``) and its ``XA COMMIT`` later as a separate group holding only the statement.
+A stream that starts between the two (a snapshot taken while the transaction was prepared: its SELECT does not see
+the rows, its binlog position lies after the PREPARE; or an explicit start position) would see the commit without
+the rows it made visible. :class:`XAFollower` notices such a commit and :func:`prepared_rows` reads the PREPARE's
+group back over a second, non-blocking dump of the files still on the server (the commit's file first, then older
+ones), so the parser hands the rows out as part of the commit.
+
+The rows handed out so are ROWDATA entries placed in the commit's transaction (its anchor, ``rows_done`` counting
+them, the commit's file and offset), carrying ``XA_XID`` and ``XA_RECOVERED`` = ``file:offset`` of the PREPARE
+group they come from; the commit entry carries ``XA_RECOVERED`` too. A consumer that already holds the rows of that
+PREPARE (it saw the group before a restart of the parser) ignores them. A PREPARE no longer on the server is an
+:class:`~canal.errors.XAPrepareLostError`, raised before anything of the commit is handed off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import attrs
+
+from canal.errors import SourceError, XAPrepareLostError
+from canal.parse.convert import ConvertOptions, EntryConverter
+from canal.parse.events import RotateEvent
+from canal.parse.retry import is_purged
+from canal.parse.source import BinlogSource, DumpRequest
+from canal.parse.xa import XA_TYPE, XA_XID, xid_key
+from canal.position import EntryPosition, journal_number
+from canal.protocol import Entry, EntryType
+
+XA_RECOVERED = "XA_RECOVERED"
+"""Header prop (``file:offset`` of an XA PREPARE group) of the rows an XA COMMIT made visible whose PREPARE lies
+before the stream's start, and of that XA COMMIT entry."""
+
+
+@attrs.frozen(slots=True)
+class PreparedGroup:
+    """The row entries of one XA PREPARE group and where the group starts."""
+
+    position: str  # file:offset of the group's first event
+    entries: list[Entry]
+
+
+class XAFollower:
+    """Which XA transactions the parser read the PREPARE of since it started (kept across reconnects)."""
+
+    def __init__(self) -> None:
+        self._prepared: set[str] = set()
+
+    def unseen_commit(self, entry: Entry) -> str | None:
+        """Follow ``entry``; the xid of an XA COMMIT whose PREPARE this parser never read, else None."""
+        props = entry.header.props
+        kind = props.get(XA_TYPE)
+        if kind is None:
+            return None
+        xid = props[XA_XID]
+        key = xid_key(xid)
+        if kind in ("XA_START", "XA_END"):  # the END too: a dump resumed inside the PREPARE group skips its BEGIN
+            self._prepared.add(key)
+        elif kind == "XA_COMMIT":
+            if key not in self._prepared:
+                return xid
+            self._prepared.discard(key)
+        elif kind == "XA_ROLLBACK":
+            self._prepared.discard(key)
+        return None
+
+    def clear(self) -> None:
+        """The parser now reads another server: what it read of the old one says nothing."""
+        self._prepared.clear()
+
+
+def prepared_rows(
+    source: BinlogSource,
+    options: ConvertOptions,
+    xid: str,
+    commit: EntryPosition,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+) -> PreparedGroup:
+    """The rows of the last PREPARE group of ``xid`` before ``commit`` (file and offset of its XA COMMIT), read over a
+    dump of its own from ``source`` (the open source of the parser's dump: a second dump of one source registers
+    under its own replica id, so the server does not end the first). :class:`XAPrepareLostError` when no file on
+    the server holds it."""
+    files = [f.name for f in source.binlog_files() if journal_number(f.name) <= commit.journal_number]
+    key = xid_key(xid)
+    for name in reversed(files):
+        limit = commit.position if name == commit.journal_name else None
+        try:
+            found = _scan(source, options, name, limit, key)
+        except SourceError as exc:
+            if not is_purged(exc):
+                raise
+            raise _lost(xid, commit, files, f"purged while read: {exc}") from exc
+        if found is not None:
+            log.info(
+                "XA COMMIT %s at %s:%s: its XA PREPARE lies before the stream's start; %d row entries read back "
+                "from %s",
+                xid,
+                commit.journal_name,
+                commit.position,
+                len(found.entries),
+                found.position,
+            )
+            return found
+    raise _lost(xid, commit, files, "no binlog file on the server holds it")
+
+
+def _lost(xid: str, commit: EntryPosition, files: list[str], why: str) -> XAPrepareLostError:
+    searched = f"{files[0]} .. {files[-1]}" if files else "none"
+    return XAPrepareLostError(
+        f"XA COMMIT {xid} at {commit.journal_name}:{commit.position} commits a transaction whose XA PREPARE lies "
+        f"before the stream's start, and its rows cannot be read back ({why}; files searched: {searched}): the rows "
+        "it made visible cannot be handed out. Start from a position before that XA PREPARE, or take a snapshot "
+        "after the XA COMMIT."
+    )
+
+
+def _scan(
+    source: BinlogSource, options: ConvertOptions, name: str, limit: int | None, key: str
+) -> PreparedGroup | None:
+    """The last PREPARE group of the xid ``key`` in the binlog file ``name`` (before offset ``limit``)."""
+    converter = EntryConverter(options)
+    converter.reset(EntryPosition(name, 4))
+    found: PreparedGroup | None = None
+    group: PreparedGroup | None = None
+    events = source.dump(DumpRequest(journal_name=name, position=4, blocking=False, heartbeat_period_s=0))
+    with contextlib.closing(events):  # type: ignore[type-var]
+        for event in events:
+            if isinstance(event, RotateEvent) and not event.artificial:
+                break  # the end of the file
+            if event.log_file != name or (limit is not None and event.offset >= limit):
+                break
+            entry = converter.convert(event)
+            if entry is None:
+                continue
+            props = entry.header.props
+            if entry.entry_type is EntryType.TRANSACTIONBEGIN:
+                xid = props.get(XA_XID)
+                here = xid is not None and props.get(XA_TYPE) == "XA_START" and xid_key(xid) == key
+                group = PreparedGroup(f"{name}:{event.offset}", []) if here else None
+            elif group is not None and entry.entry_type is EntryType.ROWDATA:
+                group.entries.append(entry)
+            elif group is not None and entry.entry_type is EntryType.TRANSACTIONEND:
+                if props.get(XA_TYPE) == "XA_END":
+                    found = group
+                group = None
+    return found
+
+
+def recovered_entries(group: PreparedGroup, commit: Entry, anchor: EntryPosition, skip: int) -> list[Entry]:
+    """``group``'s rows as entries of ``commit``'s transaction (resumed from ``anchor``, the boundary before it),
+    without the first ``skip`` (handed off before a restart), then the commit entry, all marked ``XA_RECOVERED``."""
+    header = commit.header
+    out: list[Entry] = []
+    for done, entry in enumerate(group.entries, start=1):
+        if done <= skip:
+            continue
+        props = {**entry.header.props, XA_RECOVERED: group.position}
+        moved = attrs.evolve(
+            entry.header, log_file=header.log_file, log_offset=header.log_offset, gtid=header.gtid, props=props
+        )
+        out.append(attrs.evolve(entry, header=moved, anchor=anchor, rows_done=done))
+    marked = attrs.evolve(header, props={**header.props, XA_RECOVERED: group.position})
+    out.append(attrs.evolve(commit, header=marked))
+    return out
