@@ -180,6 +180,10 @@ class _Service:
     def _after_first_start(self) -> None:
         """Set-up that needs the running server (first start only)."""
 
+    def _environment(self) -> dict[str, str] | None:
+        """The server's environment; None: this process's."""
+        return None
+
     @property
     def log_path(self) -> Path:
         assert self.workdir is not None
@@ -317,6 +321,7 @@ class _Service:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
+                env=self._environment(),
                 start_new_session=True,  # a terminal's Ctrl-C goes to Python, which then stops the server
             )
         self._start_ticks = _start_time(self._proc.pid)
