@@ -21,6 +21,8 @@ Fixtures:
   ``.master_url`` is ``spark://127.0.0.1:PORT``.
 - ``spark_connect_server`` (session): a :class:`~canal.testing.services.SparkConnectServer`; ``.url`` is
   ``sc://127.0.0.1:PORT``.
+- ``spark_connect`` (function): a Spark Connect client session on ``spark_connect_server`` (:func:`connect_session`),
+  stopped after the test.
 - ``fake_mysql`` (function): a fresh :class:`~canal.testing.fake.FakeMysql` (no server needed) registered under a
   unique name (``fake_mysql.address`` is ``fake://NAME``), unregistered afterwards. Give it FakeMysql keyword
   arguments with ``@pytest.mark.parametrize("fake_mysql", [{"mariadb": True}], indirect=True)``.
@@ -54,7 +56,11 @@ if TYPE_CHECKING:
 
     from canal.config import MasterConfig
 
-__all__ = ["MariaDBDatabase", "MariaDBFactory", "S3Bucket", "ZooKeeperChroot"]
+__all__ = ["MariaDBDatabase", "MariaDBFactory", "S3Bucket", "ZooKeeperChroot", "connect_session"]
+
+# What pyspark's Connect client sets in os.environ and leaves there after stop(); pyspark.sql.utils.is_remote()
+# reads it, so a classic SparkSession later in the same process would take itself for a Connect one.
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 _LOG = logging.getLogger(__name__)
 
@@ -342,6 +348,38 @@ def spark_connect_server() -> Iterator[SparkConnectServer]:
         yield server
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def connect_session(url: str) -> Iterator[Any]:
+    """A Spark Connect client session on ``url`` (``sc://HOST:PORT``), stopped on exit, and the process environment
+    put back as it was: the client marks the whole process as a Connect one and does not undo it."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    before = {name: os.environ.get(name) for name in _CONNECT_ENV}
+    session = SparkSession.builder.remote(url).create()
+    try:
+        yield session
+    finally:
+        try:
+            session.stop()
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+@pytest.fixture
+def spark_connect(spark_connect_server: SparkConnectServer) -> Iterator[Any]:
+    """A Spark Connect client session on the session's Connect server, stopped after the test."""
+    if not spark_connect_server.is_running:
+        spark_connect_server.restart()
+    with connect_session(spark_connect_server.url) as session:
+        yield session
 
 
 @pytest.fixture
