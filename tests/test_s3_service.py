@@ -3,6 +3,9 @@ the conditional writes a commit protocol on object storage needs (recorded in :c
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from canal.testing.plugin import S3Bucket
@@ -62,3 +65,26 @@ def test_each_test_gets_its_own_empty_bucket(s3_bucket: S3Bucket) -> None:
 
     assert s3_bucket.filesystem().get_file_info(FileSelector(s3_bucket.name, recursive=True)) == []
     assert s3_bucket.name in [b["Name"] for b in s3_bucket.server.client().list_buckets()["Buckets"]]
+
+
+def test_a_taken_port_is_a_service_error_and_leaves_nothing(s3_server: S3Server) -> None:
+    from canal.errors import ServiceError
+
+    second = S3Server(port=s3_server.port)
+    with pytest.raises(ServiceError, match="in use"):
+        second.start()
+    assert not second.is_running and second.pid is None and second.workdir is None
+    assert s3_server.is_running  # the first server is untouched
+
+
+def test_a_missing_moto_server_is_a_service_error_naming_the_setup(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from canal.errors import ServiceError
+
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # no moto_server beside it
+    monkeypatch.setenv("PATH", str(tmp_path))
+    server = S3Server()
+    with pytest.raises(ServiceError, match=r"moto_server.*scripts/setup\.sh"):
+        server.start()
+    assert server.pid is None and server.workdir is None

@@ -39,7 +39,10 @@ while sc._jsc.sc().getExecutorMemoryStatus().size() < 3:  # the driver's block m
 
 def probe(_rows):
     BarrierTaskContext.get().barrier()  # both tasks run at once: one on each single-core executor
-    yield (os.readlink("/proc/self/ns/mnt"), os.path.exists(marker), sorted(os.listdir(tempfile.gettempdir())))
+    import canal  # the driver's PYTHONPATH reaches the executors' Python workers
+
+    yield (os.readlink("/proc/self/ns/mnt"), os.path.exists(marker), sorted(os.listdir(tempfile.gettempdir())),
+           canal.__file__)
 
 # a barrier stage needs every task scheduled together: with two one-core executors, one task on each
 seen = sc.parallelize([0, 1], 2).barrier().mapPartitions(probe).collect()
@@ -59,10 +62,12 @@ def test_a_job_runs_on_both_workers_which_cannot_see_the_drivers_files(spark_clu
             text=True,
             timeout=240,
             check=False,
+            env={**os.environ, **spark_cluster.driver_env()},
         )
     finally:
         marker.unlink()
-    assert done.returncode == 0, done.stderr[-3000:]
+    python_side = [line for line in done.stderr.splitlines() if not line.startswith("\tat ")]  # no JVM frames
+    assert done.returncode == 0, "\n".join(python_side)[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     namespaces = {task[0] for task in result["tasks"]}
     assert len(result["tasks"]) == 2
@@ -70,6 +75,9 @@ def test_a_job_runs_on_both_workers_which_cannot_see_the_drivers_files(spark_clu
     assert result["driver_ns"] not in namespaces
     assert [task[1] for task in result["tasks"]] == [False, False]  # the driver's file is not there for a task
     assert all(marker.name not in task[2] for task in result["tasks"])
+    import canal
+
+    assert [task[3] for task in result["tasks"]] == [canal.__file__] * 2  # this canal, not another installed one
 
 
 def test_the_cluster_lists_two_alive_workers(spark_cluster: SparkCluster) -> None:

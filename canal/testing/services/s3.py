@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from canal.errors import ServiceError
-from canal.testing.services.process import SETUP_COMMAND, _Service
+from canal.testing.services.process import SETUP_COMMAND, _Service, listens_on
 
 _REGION = "us-east-1"
 
@@ -110,9 +110,9 @@ class S3Server(_Service):
         try:
             with urllib.request.urlopen(f"{self.endpoint_url}/moto-api/data.json", timeout=1.0) as response:
                 first: bytes = response.read(1)
-                return first == b"{"
         except (OSError, ValueError):
             return False
+        return first == b"{" and self.pid is not None and listens_on(self.pid, self.host, self.port)
 
     def _launch(self) -> None:
         try:

@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 import shlex
-import socket
 import sys
 import tempfile
 import urllib.request
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from canal.errors import ServiceError
-from canal.testing.services.process import SETUP_COMMAND, _find_executable, _Service, free_port
+from canal.testing.services.process import SETUP_COMMAND, _find_executable, _Service, free_port, listens_on
 
 _DAEMON_JAVA_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true"
 
@@ -26,6 +25,13 @@ def spark_home() -> Path:
     if spec is None or spec.origin is None:
         raise ServiceError(f"the Spark services need pyspark (pycanal's spark extra): run {SETUP_COMMAND}")
     return Path(spec.origin).parent
+
+
+def _absolute_pythonpath() -> str:
+    """This process's ``PYTHONPATH`` with absolute entries: executors run in the worker's directory, where relative
+    entries would name other directories."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return os.pathsep.join(os.path.abspath(entry) for entry in entries if entry)
 
 
 class _SparkDaemon(_Service):
@@ -107,7 +113,9 @@ class SparkMaster(_SparkDaemon):
             state = self.state()
         except (OSError, ValueError):
             return False
-        return state.get("url") == self.url and state.get("status") == "ALIVE"
+        if state.get("url") != self.url or state.get("status") != "ALIVE":
+            return False
+        return self.pid is not None and listens_on(self.pid, self.host, self.port)
 
 
 class SparkWorker(_SparkDaemon):
@@ -209,7 +217,18 @@ class SparkCluster:
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.session.timeZone": "UTC",
             "spark.pyspark.python": sys.executable,
-            "spark.executorEnv.PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            "spark.executorEnv.PYTHONPATH": _absolute_pythonpath(),
+        }
+
+    def driver_env(self) -> dict[str, str]:
+        """Environment variables a driver process on this cluster needs (merge them into ``os.environ`` of a driver
+        subprocess): PySpark's RDD path takes the executors' Python from ``PYSPARK_PYTHON`` of the driver, not from
+        ``spark.pyspark.python``; the Python workers import from ``PYTHONPATH`` with absolute entries."""
+        return {
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": self.master.host,
+            "PYTHONPATH": _absolute_pythonpath(),
         }
 
     def start(self) -> Self:
@@ -303,13 +322,9 @@ class SparkConnectServer(_SparkDaemon):
         ]
 
     def _probe(self) -> bool:
-        # The server creates its SparkSession before it binds the gRPC port: an open port is a ready server (one
-        # that lost the port to another process exits with a BindException, which the start-up loop reports).
-        try:
-            with socket.create_connection((self.host, self.port), timeout=1.0):
-                return True
-        except OSError:
-            return False
+        # The server creates its SparkSession before it binds the gRPC port: its listening socket is a ready server
+        # (one that lost the port to another process exits with a BindException, which the start-up loop reports).
+        return self.pid is not None and listens_on(self.pid, self.host, self.port)
 
 
 __all__ = ["SparkCluster", "SparkConnectServer", "SparkMaster", "SparkWorker", "spark_home"]
