@@ -86,3 +86,16 @@ def test_the_cluster_lists_two_alive_workers(spark_cluster: SparkCluster) -> Non
     assert sorted(w["port"] for w in workers) == sorted(w.port for w in spark_cluster.workers)
     assert all(w["cores"] == 1 for w in workers)
     assert spark_cluster.master_url == f"spark://127.0.0.1:{spark_cluster.master.port}"
+
+
+def test_a_python_environment_the_worker_would_hide_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from canal.errors import ServiceError
+    from canal.testing.services import SparkMaster, SparkWorker
+
+    hidden_env = Path(tempfile.gettempdir()) / "some-venv"
+    monkeypatch.setattr(sys, "prefix", str(hidden_env))
+    worker = SparkWorker(SparkMaster())
+    with pytest.raises(ServiceError, match="hides") as refused:
+        worker.start()
+    assert str(hidden_env) in str(refused.value)
+    assert worker.pid is None and worker.workdir is None and not worker.is_running

@@ -148,6 +148,14 @@ class SparkWorker(_SparkDaemon):
         self._unshare = _find_executable("unshare", "SparkWorker")
         if os.geteuid() != 0:
             raise ServiceError("SparkWorker needs root for its own mount namespace (unshare -m, mount -t tmpfs)")
+        # the executors' Python and the code they import must be outside what the worker hides
+        needed = [sys.prefix, *_absolute_pythonpath().split(os.pathsep)]
+        for path in (Path(entry).resolve() for entry in needed if entry):
+            if path.is_relative_to(self.hidden.resolve()):
+                raise ServiceError(
+                    f"SparkWorker hides {self.hidden} from its executors, but they need {path} (the Python "
+                    f"environment or a PYTHONPATH entry): put it outside {self.hidden}"
+                )
 
     def _command(self) -> list[str]:
         assert self.workdir is not None
