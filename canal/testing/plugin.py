@@ -1,4 +1,5 @@
-"""pytest plugin (entry point ``pytest11: pycanal``): private MariaDB and ZooKeeper fixtures.
+"""pytest plugin (entry point ``pytest11: pycanal``): private MariaDB, ZooKeeper, S3, Spark cluster and Spark Connect
+fixtures.
 
 Installed with pycanal, so any test suite can use the fixtures without a conftest. Servers start lazily, the first time
 a test asks for one, and are stopped by pid when the session (or the test, for ``mariadb_factory``) ends.
@@ -12,6 +13,16 @@ Fixtures:
 - ``zookeeper_server`` (session): a :class:`~canal.testing.services.ZooKeeperServer`.
 - ``zookeeper`` (function): a :class:`ZooKeeperChroot`, a fresh chroot on ``zookeeper_server``; ``.client()`` gives
   started kazoo clients inside it, stopped after the test.
+- ``s3_server`` (session): a :class:`~canal.testing.services.S3Server` (moto), an S3-compatible object store.
+- ``s3_bucket`` (function): an :class:`S3Bucket`, a fresh bucket on ``s3_server`` (``.url`` is ``s3://NAME``,
+  ``.storage_options`` what ``deltalake`` takes, ``.filesystem()`` a ``pyarrow.fs.S3FileSystem``).
+- ``spark_cluster`` (session): a :class:`~canal.testing.services.SparkCluster`, a standalone master and two workers
+  on 127.0.0.1, each worker in its own mount namespace (it cannot see this machine's temporary directory);
+  ``.master_url`` is ``spark://127.0.0.1:PORT``.
+- ``spark_connect_server`` (session): a :class:`~canal.testing.services.SparkConnectServer`; ``.url`` is
+  ``sc://127.0.0.1:PORT``.
+- ``spark_connect`` (function): a Spark Connect client session on ``spark_connect_server`` (:func:`connect_session`),
+  stopped after the test.
 - ``fake_mysql`` (function): a fresh :class:`~canal.testing.fake.FakeMysql` (no server needed) registered under a
   unique name (``fake_mysql.address`` is ``fake://NAME``), unregistered afterwards. Give it FakeMysql keyword
   arguments with ``@pytest.mark.parametrize("fake_mysql", [{"mariadb": True}], indirect=True)``.
@@ -31,7 +42,13 @@ import attrs
 import pytest
 
 from canal.testing.fake import FakeMysql
-from canal.testing.services import MariaDBServer, ZooKeeperServer
+from canal.testing.services import (
+    MariaDBServer,
+    S3Server,
+    SparkCluster,
+    SparkConnectServer,
+    ZooKeeperServer,
+)
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -39,7 +56,11 @@ if TYPE_CHECKING:
 
     from canal.config import MasterConfig
 
-__all__ = ["MariaDBDatabase", "MariaDBFactory", "ZooKeeperChroot"]
+__all__ = ["MariaDBDatabase", "MariaDBFactory", "S3Bucket", "ZooKeeperChroot", "connect_session"]
+
+# What pyspark's Connect client sets in os.environ and leaves there after stop(); pyspark.sql.utils.is_remote()
+# reads it, so a classic SparkSession later in the same process would take itself for a Connect one.
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 _LOG = logging.getLogger(__name__)
 
@@ -50,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: needs real MariaDB / ZooKeeper services")
 
 
-def _ensure_running(server: MariaDBServer | ZooKeeperServer) -> None:
+def _ensure_running(server: MariaDBServer | ZooKeeperServer | S3Server) -> None:
     """Bring a session server back if an earlier test paused or killed it."""
     if server.is_paused:
         server.resume()
@@ -260,6 +281,105 @@ def zookeeper(zookeeper_server: ZooKeeperServer) -> Iterator[ZooKeeperChroot]:
             finally:
                 admin.stop()
                 admin.close()
+
+
+@attrs.define(frozen=True)
+class S3Bucket:
+    """One test's bucket on the private S3-compatible server."""
+
+    server: S3Server
+    name: str
+
+    @property
+    def url(self) -> str:
+        """``s3://NAME``."""
+        return f"s3://{self.name}"
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """What ``deltalake`` takes as ``storage_options`` (endpoint, keys, region, plain HTTP allowed)."""
+        return self.server.storage_options()
+
+    def filesystem(self) -> Any:
+        """A ``pyarrow.fs.S3FileSystem`` on the server (paths are ``NAME/key``)."""
+        from pyarrow.fs import S3FileSystem
+
+        return S3FileSystem(**self.server.pyarrow_options())
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One private S3-compatible server (moto) for the whole session."""
+    server = S3Server()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, request: pytest.FixtureRequest) -> S3Bucket:
+    """A fresh bucket on the session S3 server (left there: the server is in memory and ends with the session)."""
+    _ensure_running(s3_server)
+    name = _name_for(request).replace("_", "-")[:63]
+    s3_server.create_bucket(name)
+    return S3Bucket(server=s3_server, name=name)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[SparkCluster]:
+    """A standalone Spark master and two workers on 127.0.0.1 for the whole session, each worker in its own mount
+    namespace."""
+    cluster = SparkCluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server() -> Iterator[SparkConnectServer]:
+    """A Spark Connect server (local master) for the whole session."""
+    server = SparkConnectServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def connect_session(url: str) -> Iterator[Any]:
+    """A Spark Connect client session on ``url`` (``sc://HOST:PORT``), stopped on exit, and the process environment
+    put back as it was: the client marks the whole process as a Connect one and does not undo it."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    before = {name: os.environ.get(name) for name in _CONNECT_ENV}
+    session = SparkSession.builder.remote(url).create()
+    try:
+        yield session
+    finally:
+        try:
+            session.stop()
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+@pytest.fixture
+def spark_connect(spark_connect_server: SparkConnectServer) -> Iterator[Any]:
+    """A Spark Connect client session on the session's Connect server, stopped after the test."""
+    if not spark_connect_server.is_running:
+        spark_connect_server.restart()
+    with connect_session(spark_connect_server.url) as session:
+        yield session
 
 
 @pytest.fixture

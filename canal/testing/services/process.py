@@ -133,6 +133,33 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def listens_on(pid: int, host: str, port: int) -> bool:
+    """True if process ``pid`` holds a TCP socket listening on ``host:port`` (IPv4), read from ``/proc``: a server
+    that answers on a port is ours only if the listening socket is, not another process's that took the port first
+    (its own start then fails, but possibly after a probe was answered by the other one)."""
+    local = f"{socket.inet_aton(host)[::-1].hex().upper()}:{port:04X}"  # /proc/net/tcp: little-endian address
+    inodes: set[str] = set()
+    try:
+        lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split()
+        if fields[1] == local and fields[3] == "0A":  # 0A: LISTEN
+            inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return False
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) in inodes:
+                return True
+    return False
+
+
 def _wait_port_open(host: str, port: int, timeout: float) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -179,6 +206,10 @@ class _Service:
 
     def _after_first_start(self) -> None:
         """Set-up that needs the running server (first start only)."""
+
+    def _environment(self) -> dict[str, str] | None:
+        """The server's environment; None: this process's."""
+        return None
 
     @property
     def log_path(self) -> Path:
@@ -317,6 +348,7 @@ class _Service:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
+                env=self._environment(),
                 start_new_session=True,  # a terminal's Ctrl-C goes to Python, which then stops the server
             )
         self._start_ticks = _start_time(self._proc.pid)
