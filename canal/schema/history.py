@@ -44,6 +44,7 @@ from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
 from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
+from canal.schema.foreign_keys import ForeignKey, normal_action
 from canal.sql import (
     AlterTable,
     CreateDatabase,
@@ -669,6 +670,7 @@ def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
                 "primary": list(t.primary),
                 "columns": [_column_to_dict(c) for c in t.columns],
             }
+            | ({"foreign_keys": [k.to_dict() for k in t.foreign_keys]} if t.foreign_keys else {})
             for t in catalog
         ],
     }
@@ -681,16 +683,22 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
         columns = tuple(
             TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"])}) for c in t["columns"]
         )
-        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]))
+        keys = tuple(ForeignKey.from_dict(k) for k in t.get("foreign_keys", ()))  # none in older documents
+        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys)
         catalog.tables[table.full_name] = table
     return catalog
 
 
 def catalog_from_columns(
-    rows: Sequence[Sequence[Any]], primary_rows: Sequence[Sequence[Any]], *, charset: str, mariadb: bool
+    rows: Sequence[Sequence[Any]],
+    primary_rows: Sequence[Sequence[Any]],
+    *,
+    charset: str,
+    mariadb: bool,
+    foreign_key_rows: Sequence[Sequence[Any]] = (),
 ) -> SchemaCatalog:
-    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`) and primary keys
-    (:data:`BOOTSTRAP_PRIMARY_SQL`)."""
+    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`), primary keys
+    (:data:`BOOTSTRAP_PRIMARY_SQL`) and foreign keys (:data:`BOOTSTRAP_FOREIGN_KEYS_SQL`)."""
     from canal.sql import read_column_type
 
     catalog = SchemaCatalog(charset=charset, mariadb=mariadb)
@@ -717,10 +725,24 @@ def catalog_from_columns(
         if table_collation:
             charsets[full] = str(table_collation).split("_", 1)[0]
         catalog.databases.setdefault(str(db), None)
+    keys: dict[str, dict[str, ForeignKey]] = {}
+    for db, table, name, column, ref_db, ref_table, ref_column, on_delete, on_update in foreign_key_rows:
+        of_table = keys.setdefault(f"{db}.{table}", {})
+        key = of_table.get(str(name)) or ForeignKey(
+            str(name), (), str(ref_db), str(ref_table), (), normal_action(on_delete), normal_action(on_update)
+        )
+        of_table[str(name)] = attrs.evolve(
+            key, columns=(*key.columns, str(column)), ref_columns=(*key.ref_columns, str(ref_column))
+        )
     for full, cols in columns.items():
         db, _, table = full.partition(".")
         catalog.tables[full] = TableDef(
-            db, table, tuple(cols), tuple(primary.get(full, ())), charsets.get(full, charset)
+            db,
+            table,
+            tuple(cols),
+            tuple(primary.get(full, ())),
+            charsets.get(full, charset),
+            tuple(keys.get(full, {}).values()),
         )
     return catalog
 
@@ -753,6 +775,17 @@ from."""
 
 TABLE_PRIMARY_SQL: Final = _PRIMARY_SQL + "AND TABLE_SCHEMA = %s AND TABLE_NAME = %s " + _PRIMARY_ORDER
 """:data:`BOOTSTRAP_PRIMARY_SQL` for one table (arguments: database, table)."""
+
+BOOTSTRAP_FOREIGN_KEYS_SQL: Final = (
+    "SELECT k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.COLUMN_NAME, k.REFERENCED_TABLE_SCHEMA, "
+    "k.REFERENCED_TABLE_NAME, k.REFERENCED_COLUMN_NAME, r.DELETE_RULE, r.UPDATE_RULE "
+    "FROM information_schema.KEY_COLUMN_USAGE k JOIN information_schema.REFERENTIAL_CONSTRAINTS r "
+    "ON r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME "
+    "AND r.TABLE_NAME = k.TABLE_NAME WHERE k.REFERENCED_TABLE_NAME IS NOT NULL AND k.TABLE_SCHEMA NOT IN "
+    "('mysql', 'information_schema', 'performance_schema', 'sys') "
+    "ORDER BY k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION"
+)
+"""Every foreign key's columns in key order, with its actions: the history's bootstrap."""
 
 BOOTSTRAP_DATABASES_SQL: Final = (
     "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "

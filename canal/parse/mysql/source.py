@@ -32,6 +32,7 @@ from canal.position import EntryPosition
 from canal.schema import SchemaCatalog, TableDef
 from canal.schema.history import (
     BOOTSTRAP_DATABASES_SQL,
+    BOOTSTRAP_FOREIGN_KEYS_SQL,
     BOOTSTRAP_PRIMARY_SQL,
     BOOTSTRAP_SQL,
     SchemaColumn,
@@ -296,7 +297,8 @@ class MysqlBinlogSource:
         charset = str(self._run(conn, "SELECT @@character_set_server")[0][0])
         rows = self._run(conn, BOOTSTRAP_SQL)
         primary = self._run(conn, BOOTSTRAP_PRIMARY_SQL)
-        catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb)
+        keys = self._run(conn, BOOTSTRAP_FOREIGN_KEYS_SQL)
+        catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb, foreign_key_rows=keys)
         for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
             catalog.databases[str(name)] = None if db_charset is None else str(db_charset)
         return catalog
