@@ -16,7 +16,7 @@ pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
-from canal.parse.cascade import CASCADE_TABLES
+from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.protocol import EntryType
 from canal.spark import DeltaMirror
 from canal.spark.mirror_stops import MirrorCascadeError
@@ -73,6 +73,7 @@ def test_entries_name_the_tables_a_statement_changed_unlogged(mariadb: MariaDBDa
             cur.execute(sql)
     end = master_position(conn)
     seen: list[tuple[str, str, Any]] = []
+    actions: list[list[tuple[str, list[str], list[str], str, str]]] = []
     deadline = time.monotonic() + 30
     with Instance(config) as inst:
         while not any(kind == "DELETE" and table == "p" for kind, table, _ in seen):
@@ -81,6 +82,10 @@ def test_entries_name_the_tables_a_statement_changed_unlogged(mariadb: MariaDBDa
                 if entry.entry_type is EntryType.ROWDATA and entry.row_change and entry.row_change.rows:
                     cascade = entry.header.props.get(CASCADE_TABLES)
                     seen.append((entry.header.event_type.name, entry.header.table, cascade and json.loads(cascade)))
+                    edges = json.loads(entry.header.props.get(FOREIGN_KEY_ACTIONS, "[]"))
+                    actions.append(
+                        [(e["table"], e["columns"], e["ref_columns"], e["on_delete"], e["on_update"]) for e in edges]
+                    )
     assert end is not None
     assert seen == [
         ("INSERT", "p", None),
@@ -91,6 +96,9 @@ def test_entries_name_the_tables_a_statement_changed_unlogged(mariadb: MariaDBDa
         ("UPDATE", "p", [[db, "c"]]),
         ("DELETE", "p", [[db, "c"], [db, "n"]]),
     ]
+    # the foreign keys a parent's DELETE / UPDATE follows, from the schema history (FOREIGN_KEY_ACTIONS)
+    edges = [("c", ["pid"], ["id"], "CASCADE", "CASCADE"), ("n", ["pid"], ["id"], "SET NULL", "RESTRICT")]
+    assert actions == [[], [], [], [], [], edges[:1], edges]  # an UPDATE does not map n (no ON UPDATE action)
     rows = mariadb.execute(f"SELECT id, pid FROM `{db}`.c UNION ALL SELECT id, pid FROM `{db}`.n ORDER BY id")
     assert [tuple(r) for r in rows] == [(10, 4), (100, None)]  # what the binlog does not say
 

@@ -44,7 +44,7 @@ from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
 from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
-from canal.schema.foreign_keys import ForeignKey, normal_action
+from canal.schema.foreign_keys import ForeignKey, action_edges, normal_action
 from canal.sql import (
     AlterTable,
     CreateDatabase,
@@ -384,6 +384,20 @@ class SchemaHistory:
             stmt = layout_statement(sql)
             assert stmt is not None
             return self._apply_statement(stmt, position, table.db, sql, position.position)
+
+    def foreign_key_actions(self, db: str, name: str) -> list[dict[str, Any]]:
+        """The foreign keys whose actions change rows when a row of ``db.name`` is deleted or has its referenced
+        columns changed, children's children included (:func:`canal.schema.foreign_keys.action_edges`), each with
+        ``layout``: its child's columns as ``[name, mysql_type, is_key]``."""
+        with self._lock:
+            self._ensure_loaded()
+            catalog = self._catalog
+            edges = action_edges(((t.db, t.name, t.foreign_keys) for t in catalog), db, name)
+            for edge in edges:
+                child = catalog.get(edge["db"], edge["table"])
+                schema = None if child is None else child.table_schema(mariadb=self.mariadb)
+                edge["layout"] = None if schema is None else [[c.name, c.mysql_type, c.is_key] for c in schema.columns]
+            return edges
 
     def table_schema(self, db: str, name: str) -> TableSchema | None:
         table = self.table(db, name)
@@ -777,15 +791,31 @@ TABLE_PRIMARY_SQL: Final = _PRIMARY_SQL + "AND TABLE_SCHEMA = %s AND TABLE_NAME 
 """:data:`BOOTSTRAP_PRIMARY_SQL` for one table (arguments: database, table)."""
 
 BOOTSTRAP_FOREIGN_KEYS_SQL: Final = (
-    "SELECT k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.COLUMN_NAME, k.REFERENCED_TABLE_SCHEMA, "
-    "k.REFERENCED_TABLE_NAME, k.REFERENCED_COLUMN_NAME, r.DELETE_RULE, r.UPDATE_RULE "
-    "FROM information_schema.KEY_COLUMN_USAGE k JOIN information_schema.REFERENTIAL_CONSTRAINTS r "
-    "ON r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME "
-    "AND r.TABLE_NAME = k.TABLE_NAME WHERE k.REFERENCED_TABLE_NAME IS NOT NULL AND k.TABLE_SCHEMA NOT IN "
-    "('mysql', 'information_schema', 'performance_schema', 'sys') "
-    "ORDER BY k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION"
+    "SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
+    "WHERE REFERENCED_TABLE_NAME IS NOT NULL AND TABLE_SCHEMA NOT IN "
+    "('mysql', 'information_schema', 'performance_schema', 'sys') ORDER BY TABLE_SCHEMA, TABLE_NAME"
 )
-"""Every foreign key's columns in key order, with its actions: the history's bootstrap."""
+"""The tables with foreign keys, whose ``SHOW CREATE TABLE`` tells their keys' actions (:func:`foreign_key_rows`):
+``REFERENTIAL_CONSTRAINTS``, which holds the actions, shows a user with only SELECT nothing."""
+
+
+def foreign_key_rows(db: str, create_table: str) -> list[tuple[str, str, str, str, str, str, str, str, str]]:
+    """The foreign keys of ``SHOW CREATE TABLE`` text ``create_table`` of a table in ``db``, a row per column, as
+    :func:`catalog_from_columns` takes them: (db, table, name, column, ref_db, ref_table, ref_column, on_delete,
+    on_update)."""
+    stmt = layout_statement(create_table)
+    if not isinstance(stmt, CreateTable):
+        raise SchemaError(f"cannot read the foreign keys of {db}: {create_table[:200]!r}")
+    scratch = SchemaCatalog(database=db)
+    scratch.apply(attrs.evolve(stmt, table=attrs.evolve(stmt.table, schema=db)))
+    table = scratch.get(db, stmt.table.name)
+    assert table is not None
+    return [
+        (db, table.name, k.name, column, k.ref_db, k.ref_table, ref, k.on_delete, k.on_update)
+        for k in table.foreign_keys
+        for column, ref in zip(k.columns, k.ref_columns, strict=True)
+    ]
+
 
 BOOTSTRAP_DATABASES_SQL: Final = (
     "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "
