@@ -1,7 +1,9 @@
 """Foreign-key actions on a real MariaDB: the binlog logs only the parent's rows for ``ON DELETE CASCADE``,
 ``ON DELETE SET NULL`` and ``ON UPDATE CASCADE``. The Instance names, on the statement's last row entry, the tables
-the statement mapped and logged no rows of (header prop ``CASCADE_TABLES``); the Delta mirror stops there with
-:class:`MirrorCascadeError`, nothing written, instead of keeping the children's stale rows."""
+the statement mapped and logged no rows of (header prop ``CASCADE_TABLES``) and, from its schema history, the foreign
+keys a DELETE / UPDATE row follows (``FOREIGN_KEY_ACTIONS``); without them the Delta mirror stops there with
+:class:`MirrorCascadeError`, nothing written, instead of keeping the children's stale rows (with them it applies the
+actions itself: tests/test_mirror_foreign_keys_mariadb.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, SchemaHistoryConfig, StoreConfig
 from canal.instance import Instance
 from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.protocol import EntryType
@@ -26,7 +28,9 @@ from canal.testing.plugin import MariaDBDatabase
 pytestmark = pytest.mark.integration
 
 
-def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
+def _config(
+    mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int], *, history: bool = True
+) -> InstanceConfig:
     master = mariadb.master()
     return InstanceConfig(
         destination="fk",
@@ -41,6 +45,7 @@ def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) ->
         store=StoreConfig(batch_mode="ITEMSIZE"),
         meta_mode="file",
         meta_dir=str(tmp_path / "meta"),
+        schema_history=SchemaHistoryConfig(enable=history),
     )
 
 
@@ -103,10 +108,12 @@ def test_entries_name_the_tables_a_statement_changed_unlogged(mariadb: MariaDBDa
     assert [tuple(r) for r in rows] == [(10, 4), (100, None)]  # what the binlog does not say
 
 
-def test_the_mirror_stops_at_a_cascading_delete(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+def test_without_foreign_keys_the_mirror_stops_at_a_cascading_delete(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    """Without a schema history the source cannot name the foreign keys (no FOREIGN_KEY_ACTIONS): the mirror stops
+    at a DELETE whose statement mapped a child it holds."""
     db = mariadb.database
     conn = mariadb.connect(autocommit=True)
-    config = _config(mariadb, tmp_path, master_position(conn))
+    config = _config(mariadb, tmp_path, master_position(conn), history=False)
     with conn.cursor() as cur:
         for sql in _schema(mariadb):
             cur.execute(sql)

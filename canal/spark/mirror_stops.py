@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from canal.parse.cascade import CASCADE_TABLES
+from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.parse.ddl import QueryKind, query_kind
 from canal.spark.types import MirrorError
 
@@ -82,7 +82,12 @@ def check_cascades(table: Any, holds: Callable[[str, str], bool]) -> None:
             continue  # an insert cascades nothing; an update that kept the key keeps what references it
         props = json.loads(table.column("props")[row].as_py())
         named = json.loads(props.get(CASCADE_TABLES, "[]"))
-        children = [(s, t) for s, t in named if holds(s, t) or (s, t) in rows_of]  # held, or made by the batch
+        # the children the source named the foreign keys of were followed (canal.spark.mirror_cascade); others
+        # (no schema history, a trigger's table) stop
+        followed = {(e["db"], e["table"]) for e in json.loads(props.get(FOREIGN_KEY_ACTIONS, "[]"))}
+        children = [
+            (s, t) for s, t in named if (s, t) not in followed and (holds(s, t) or (s, t) in rows_of)
+        ]  # held, or made by the batch
         if children:
             raise MirrorCascadeError(_cascade_message(table, row, kind, children))
 
