@@ -35,7 +35,18 @@ from canal.parse.cascade import FOREIGN_KEY_ACTIONS
 from canal.schema.history import layout_statement
 from canal.spark.changes import encode_value
 from canal.spark.mirror_stops import MirrorCascadeError
-from canal.sql import AddKey, AlterTable, DropKey
+from canal.sql import (
+    AddKey,
+    AlterTable,
+    ChangeColumn,
+    CreateTable,
+    DropColumn,
+    DropKey,
+    DropTable,
+    RenameColumn,
+    RenameTo,
+    TruncateTable,
+)
 
 Name = tuple[str, str]
 Row = dict[str, str | None]
@@ -60,7 +71,9 @@ class _Children:
         self._mirrored = mirrored
         self._images: dict[Name, dict[Key, Row]] = {}
         self._layouts: dict[Name, list[Any]] = {}
-        self._stale: dict[Name, str] = {}
+        self._stale: dict[Name, str] = {}  # tables whose rows are unknown here, and why
+        self._values_stale: dict[Name, str] = {}  # tables whose rows' keys are known, their other values not
+        self._fixed: dict[Name, set[str]] = {}  # the foreign key columns of each table, its own and referenced
 
     def layout(self, name: Name, layout: list[Any] | None) -> None:
         if layout is not None:
@@ -97,8 +110,8 @@ class _Children:
 
     def seen(self, name: Name, kind: str, keys: Row | None, old_keys: Row | None, after: Row | None) -> None:
         """A row of the batch of a child table: its image follows it."""
-        if name not in self._layouts or keys is None:
-            return
+        if name not in self._layouts or keys is None or name in self._stale:
+            return  # a table no cascade reaches, or one whose rows a cascade reaching it will find unknown
         image = self.image(name)
         names = self.keys_of(name)
         if old_keys is not None:
@@ -110,14 +123,50 @@ class _Children:
             image[key] = dict(after)
 
     def ddl(self, name: Name, sql: str | None) -> None:
-        """A DDL of the batch on ``name``: keys added or dropped keep its rows; any other change makes them unknown
-        here (the layout they were read under is gone)."""
-        stmt = layout_statement(sql or "")
-        if isinstance(stmt, AlterTable) and all(isinstance(a, AddKey | DropKey) for a in stmt.actions):
+        """A DDL of the batch on ``name``. Keys added or dropped keep its rows; TRUNCATE, CREATE and DROP empty them; an
+        ALTER that
+        keeps the key and foreign key columns' names and values (ADD / MODIFY / DROP of other columns) keeps the rows
+        a cascading DELETE finds, but their other values are no longer the table's (a cascade that updates rows
+        there stops); any other change makes the rows unknown here (the layout they were read under is gone)."""
+        if name not in self._images and name not in self._layouts:
             return
-        if name in self._images or name in self._layouts:
-            self._images.pop(name, None)
-            self._stale[name] = f"the DDL {(sql or '')[:200]!r}"
+        stmt = layout_statement(sql or "")
+        if isinstance(stmt, TruncateTable | CreateTable | DropTable):
+            # emptied, or made anew (a CREATE ... SELECT's rows follow as the batch's rows): no row of before
+            self._images[name] = {}
+            self._stale.pop(name, None)
+            self._values_stale.pop(name, None)
+            return
+        if isinstance(stmt, AlterTable):
+            if all(isinstance(a, AddKey | DropKey) for a in stmt.actions):
+                return
+            fixed = {c.lower() for c in self._fixed.get(name, set())}
+            layout = self._layouts.get(name) or []
+            fixed |= {str(c[0]).lower() for c in layout if c[2]}
+            touches = any(
+                isinstance(a, RenameTo)
+                or (isinstance(a, RenameColumn) and a.old_name.lower() in fixed)
+                or (isinstance(a, DropColumn) and a.name.lower() in fixed)
+                or (isinstance(a, ChangeColumn) and (a.old_name.lower() in fixed or a.column.name.lower() in fixed))
+                for a in stmt.actions
+            )
+            if not touches:
+                self._values_stale[name] = f"the DDL {(sql or '')[:200]!r}"
+                return
+        self._images.pop(name, None)
+        self._stale[name] = f"the DDL {(sql or '')[:200]!r}"
+
+    def fixed(self, name: Name, columns: Iterable[str]) -> None:
+        """``columns`` of ``name`` are a foreign key's or referenced by one."""
+        self._fixed.setdefault(name, set()).update(columns)
+
+    def updatable(self, name: Name) -> None:
+        why = self._values_stale.get(name)
+        if why is not None:
+            raise MirrorCascadeError(
+                f"a foreign key's action updates rows of {name[0]}.{name[1]} after {why} in the batch changed their "
+                "other columns: the rows cannot be written whole"
+            )
 
     def mirrored(self, name: Name) -> bool:
         return self._mirrored(*name)
@@ -188,6 +237,7 @@ def _cascade(
                 out.append(make(child, "DELETE", row, None, names))
                 _cascade(children, child, row, None, edges, make, out, depth + 1)
                 continue
+            children.updatable(child)
             changed = dict(row)
             for c, v in zip(
                 columns, now if action == "CASCADE" and now is not None else [None] * len(columns), strict=True
@@ -225,6 +275,8 @@ def expand_cascades(
             edges = parsed.setdefault(props, json.loads(json.loads(props).get(FOREIGN_KEY_ACTIONS, "[]")))
             for edge in edges:
                 children.layout((edge["db"], edge["table"]), edge.get("layout"))
+                children.fixed((edge["db"], edge["table"]), edge["columns"])
+                children.fixed((edge["ref_db"], edge["ref_table"]), edge["ref_columns"])
     out: list[dict[str, Any]] = []
     for row in rows:
         out.append(row)
