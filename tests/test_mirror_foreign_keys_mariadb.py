@@ -1,8 +1,9 @@
 """The Delta mirror applies foreign keys' actions the binlog does not log (:mod:`canal.spark.mirror_cascade`), on a
 real MariaDB: ON DELETE CASCADE over three levels, ON DELETE SET NULL, ON UPDATE CASCADE of a primary and of a
-unique non-primary key, a child inserted and its parent deleted in one transaction, a parent deleted with no child
-(no stop), ALTER TABLE DROP / ADD FOREIGN KEY between the changes, and a mirror restarted between batches. After
-every run each mirrored table equals ``SELECT *`` of its source table."""
+unique non-primary key (into a child's primary key too), ON UPDATE SET NULL, a child inserted and its parent deleted
+in one transaction, a parent deleted with no child (no stop), ALTER TABLE DROP / ADD FOREIGN KEY between the
+changes, and a mirror restarted between batches. After every run each mirrored table equals ``SELECT *`` of its
+source table."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
 
-TABLES = ("p", "c", "g", "n")
+TABLES = ("p", "c", "g", "n", "k", "m")
 
 
 def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
@@ -76,7 +77,14 @@ def test_the_mirror_applies_foreign_key_actions(mariadb: MariaDBDatabase, tmp_pa
             f"CONSTRAINT fg FOREIGN KEY (cid) REFERENCES `{db}`.c (id) ON DELETE CASCADE)",
             f"CREATE TABLE `{db}`.n (id INT PRIMARY KEY, pid INT, "
             f"CONSTRAINT fn FOREIGN KEY (pid) REFERENCES `{db}`.p (id) ON DELETE SET NULL ON UPDATE CASCADE)",
+            # a foreign key in the child's primary key (an ON UPDATE CASCADE moves the row), and ON UPDATE SET NULL
+            f"CREATE TABLE `{db}`.k (pid INT, id INT, PRIMARY KEY (pid, id), "
+            f"CONSTRAINT fk FOREIGN KEY (pid) REFERENCES `{db}`.p (id) ON DELETE CASCADE ON UPDATE CASCADE)",
+            f"CREATE TABLE `{db}`.m (id INT PRIMARY KEY, pu INT, "
+            f"CONSTRAINT fm FOREIGN KEY (pu) REFERENCES `{db}`.p (u) ON UPDATE SET NULL ON DELETE SET NULL)",
             f"INSERT INTO `{db}`.p VALUES (1, 10, 0), (2, 20, 0), (3, 30, 0), (4, 40, 0), (5, 50, 0)",
+            f"INSERT INTO `{db}`.k VALUES (1, 1), (2, 1), (2, 2)",
+            f"INSERT INTO `{db}`.m VALUES (1, 30), (2, 20)",
             f"INSERT INTO `{db}`.c VALUES (11, 1, 20, 'a'), (12, 1, NULL, 'b'), (21, 2, 10, 'c'), (31, 3, 30, 'd')",
             f"INSERT INTO `{db}`.g VALUES (111, 11), (112, 11), (121, 12), (211, 21)",
             f"INSERT INTO `{db}`.n VALUES (1001, 1), (1002, 2), (1005, 5)",
@@ -105,6 +113,8 @@ def test_the_mirror_applies_foreign_key_actions(mariadb: MariaDBDatabase, tmp_pa
     run_caught_up(conn, config, None, mirror)
     _assert_equal(mirror, conn, db, "cascading UPDATEs")
     assert _rows_of_mirror(mirror, db, "c", ["id", "pid", "pu"]) == [(21, 22, None), (31, 3, 33)]
+    assert _rows_of_mirror(mirror, db, "k", ["pid", "id"]) == [(22, 1), (22, 2)]
+    assert _rows_of_mirror(mirror, db, "m", ["id", "pu"]) == [(1, None), (2, 20)]
 
     _run(conn, ["START TRANSACTION"])
     _run(
