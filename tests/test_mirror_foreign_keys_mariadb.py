@@ -1,9 +1,9 @@
 """The Delta mirror applies foreign keys' actions the binlog does not log (:mod:`canal.spark.mirror_cascade`), on a
 real MariaDB: ON DELETE CASCADE over three levels, ON DELETE SET NULL, ON UPDATE CASCADE of a primary and of a
-unique non-primary key (into a child's primary key too), ON UPDATE SET NULL, a child inserted and its parent deleted
-in one transaction, a parent deleted with no child (no stop), ALTER TABLE DROP / ADD FOREIGN KEY between the
-changes, and a mirror restarted between batches. After every run each mirrored table equals ``SELECT *`` of its
-source table."""
+unique non-primary key (into a child's primary key too), ON UPDATE SET NULL, a table's key to itself, a child
+inserted and its parent deleted in one transaction, a parent deleted with no child (no stop), ALTER TABLE DROP / ADD
+FOREIGN KEY between the changes, and a mirror restarted between batches. After every run each mirrored table equals
+``SELECT *`` of its source table."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
 
-TABLES = ("p", "c", "g", "n", "k", "m")
+TABLES = ("p", "c", "g", "n", "k", "m", "tree")
 
 
 def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
@@ -82,6 +82,9 @@ def test_the_mirror_applies_foreign_key_actions(mariadb: MariaDBDatabase, tmp_pa
             f"CONSTRAINT fk FOREIGN KEY (pid) REFERENCES `{db}`.p (id) ON DELETE CASCADE ON UPDATE CASCADE)",
             f"CREATE TABLE `{db}`.m (id INT PRIMARY KEY, pu INT, "
             f"CONSTRAINT fm FOREIGN KEY (pu) REFERENCES `{db}`.p (u) ON UPDATE SET NULL ON DELETE SET NULL)",
+            f"CREATE TABLE `{db}`.tree (id INT PRIMARY KEY, up INT, "
+            f"CONSTRAINT ft FOREIGN KEY (up) REFERENCES `{db}`.tree (id) ON DELETE CASCADE)",
+            f"INSERT INTO `{db}`.tree VALUES (1, NULL), (2, 1), (3, 2), (4, NULL)",
             f"INSERT INTO `{db}`.p VALUES (1, 10, 0), (2, 20, 0), (3, 30, 0), (4, 40, 0), (5, 50, 0)",
             f"INSERT INTO `{db}`.k VALUES (1, 1), (2, 1), (2, 2)",
             f"INSERT INTO `{db}`.m VALUES (1, 30), (2, 20)",
@@ -95,10 +98,11 @@ def test_the_mirror_applies_foreign_key_actions(mariadb: MariaDBDatabase, tmp_pa
     _assert_equal(mirror, conn, db, "the first batch")
 
     # three levels (p -> c -> g) deleted, n.pid and c.pu (21 referenced p1.u) set NULL
-    _run(conn, [f"DELETE FROM `{db}`.p WHERE id = 1"])
+    _run(conn, [f"DELETE FROM `{db}`.p WHERE id = 1", f"DELETE FROM `{db}`.tree WHERE id = 1"])  # tree: to itself
     run_caught_up(conn, config, None, mirror)
     _assert_equal(mirror, conn, db, "a cascading DELETE")
     assert _rows_of_mirror(mirror, db, "c", ["id", "pu"]) == [(21, None), (31, 30)]
+    assert _rows_of_mirror(mirror, db, "tree", ["id"]) == [(4,)]
 
     mirror.close()
     mirror = DeltaMirror(root)  # a restart between batches: the children are found in the mirror as it is

@@ -51,10 +51,11 @@ class StatementTables:
 
     def actions(self, schema: str, table: str, changes_rows: bool, follow: ForeignKeyActions | None) -> dict[str, str]:
         """Before :meth:`rows` of a rows event of ``schema.table`` (``changes_rows``: a DELETE or UPDATE): the
-        :data:`FOREIGN_KEY_ACTIONS` prop when the statement mapped a child its foreign keys reach (a statement's
-        table maps all come before its rows events), else none."""
-        if not changes_rows or follow is None or not any(name != (schema, table) for name in self._mapped):
+        :data:`FOREIGN_KEY_ACTIONS` prop when the statement mapped a child its foreign keys reach, the table itself
+        included (a statement's table maps all come before its rows events), else none."""
+        if not changes_rows or follow is None:
             return {}
+        # a foreign key of the table to itself (a tree's parent column) cascades within it, unlogged too
         edges = [e for e in follow(schema, table) if (e["db"], e["table"]) in self._mapped]
         return {FOREIGN_KEY_ACTIONS: json.dumps(edges, ensure_ascii=False, separators=(",", ":"))} if edges else {}
 

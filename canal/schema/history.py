@@ -279,6 +279,9 @@ class SchemaHistory:
         # the server stores database and table names in lower case (lower_case_table_names=1, read by the parser at
         # each start): DDL names are folded as the server folds them, so the history keys tables as rows name them
         self.lower_case_names = False
+        # the foreign keys each table's row changes follow, for the state of ``version``: looked up on every
+        # DELETE / UPDATE rows event of a statement that maps other tables
+        self._actions: tuple[int, dict[tuple[str, str], list[dict[str, Any]]]] = (-1, {})
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
 
     @contextlib.contextmanager
@@ -391,13 +394,19 @@ class SchemaHistory:
         ``layout``: its child's columns as ``[name, mysql_type, is_key]``."""
         with self._lock:
             self._ensure_loaded()
+            if self._actions[0] != self.version:
+                self._actions = (self.version, {})
+            known = self._actions[1].get((db, name))
+            if known is not None:
+                return [dict(edge) for edge in known]
             catalog = self._catalog
             edges = action_edges(((t.db, t.name, t.foreign_keys) for t in catalog), db, name)
             for edge in edges:
                 child = catalog.get(edge["db"], edge["table"])
                 schema = None if child is None else child.table_schema(mariadb=self.mariadb)
                 edge["layout"] = None if schema is None else [[c.name, c.mysql_type, c.is_key] for c in schema.columns]
-            return edges
+            self._actions[1][(db, name)] = edges
+            return [dict(edge) for edge in edges]
 
     def table_schema(self, db: str, name: str) -> TableSchema | None:
         table = self.table(db, name)
