@@ -38,8 +38,10 @@ def _edge(table: str, ref: str, layout: Any, on_delete: str = "CASCADE") -> dict
     }
 
 
-def _dml(kind: str, table: str, values: dict[str, int], props: dict[str, str] | None = None) -> dict[str, Any]:
-    layout = P_LAYOUT if table == "p" else C_LAYOUT
+def _dml(
+    kind: str, table: str, values: dict[str, int], props: dict[str, str] | None = None, layout: Any = None
+) -> dict[str, Any]:
+    layout = layout or (P_LAYOUT if table in ("p", "x") else C_LAYOUT)
     text = json.dumps({k: str(v) for k, v in values.items()})
     return {
         "destination": "d",
@@ -55,6 +57,10 @@ def _dml(kind: str, table: str, values: dict[str, int], props: dict[str, str] | 
         "log_file": "mysql-bin.000001",
         "log_offset": 100,
     }
+
+
+class Crash(Exception):
+    pass
 
 
 def _ddl(sql: str, table: str) -> dict[str, Any]:
@@ -84,6 +90,7 @@ def mirror(tmp_path: Path) -> Any:
             _dml("INSERT", "p", {"id": 1}),
             _dml("INSERT", "c", {"id": 10, "pid": 1}),
             _dml("INSERT", "g", {"id": 100, "pid": 10}),
+            _dml("INSERT", "x", {"id": 1}),
         ),
         1,
     )
@@ -129,3 +136,32 @@ def test_a_parent_delete_without_its_before_image_stops(mirror: DeltaMirror) -> 
     with pytest.raises(MirrorCascadeError, match="has no before image"):
         mirror.apply(_batch(row), 2)
     assert (_ids(mirror, "p"), _ids(mirror, "c")) == ([1], [10])
+
+
+def test_a_batch_replayed_after_a_crash_applies_the_cascade_it_counted(mirror: DeltaMirror) -> None:
+    """Steps: the ALTER of x, p's DELETE, c's and g's cascaded DELETEs, x's INSERT. A crash after c's step: the
+    replay finds c10 gone, yet applies g's and x's steps (the expanded batch was kept)."""
+    edges = [_edge("c", "p", C_LAYOUT), _edge("g", "c", C_LAYOUT)]
+    batch = _batch(
+        _dml("DELETE", "p", {"id": 1}, _marked(edges)),
+        _ddl("ALTER TABLE s.x ADD COLUMN y INT", "x"),
+        _dml("INSERT", "x", {"id": 2, "y": 5}, layout=[["id", "int(11)", True], ["y", "int(11)", False]]),
+    )
+    write = mirror._write_journal
+
+    def crash_at(batch_id: int, done: int) -> None:
+        write(batch_id, done)
+        if done >= 3:
+            raise Crash
+
+    mirror._write_journal = crash_at  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Crash):
+            mirror.apply(batch, 2)
+    finally:
+        mirror._write_journal = write  # type: ignore[method-assign]
+    assert (_ids(mirror, "p"), _ids(mirror, "c"), _ids(mirror, "g")) == ([], [], [100])  # g's step not yet
+    mirror.apply(batch, 2)
+    assert (_ids(mirror, "p"), _ids(mirror, "c"), _ids(mirror, "g"), _ids(mirror, "x")) == ([], [], [], [1, 2])
+    mirror.apply(_batch(_dml("INSERT", "p", {"id": 3})), 3)
+    assert not list(mirror.root.glob("_pycanal_cascade.*"))  # kept until the next batch

@@ -55,7 +55,7 @@ from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.ddl_text import ddl_statement, fold_flags
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.lease import WriterLease
-from canal.spark.mirror_cascade import expand_cascades
+from canal.spark.mirror_cascade import ExpandedBatch, expand_cascades
 from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
 from canal.spark.mirror_stops import check_cascades, check_statements
 from canal.spark.mirror_xa import HeldTransactions, held_directory
@@ -881,7 +881,15 @@ class DeltaMirror:
         check_statements(table)
         # foreign keys' actions the binlog does not log: the children's rows added (canal.spark.mirror_cascade);
         # a cascade without the source's foreign keys stops (mirror_stops)
-        table = expand_cascades(table, self._current_rows, self._mirrors)
+        kept = ExpandedBatch(self.root, self.app_id)
+        if steps_journal:
+            kept.drop_before(batch_id)
+        expanded = kept.load(batch_id) if done else None  # a replay: the batch its journaled steps counted
+        if expanded is None:
+            expanded = expand_cascades(table, self._current_rows, self._mirrors)
+            if steps_journal and expanded.num_rows != table.num_rows:
+                kept.save(batch_id, expanded)
+        table = expanded
         check_cascades(table, self._holds)
         if "before" in table.column_names:
             table = table.drop_columns(["before"])

@@ -21,18 +21,23 @@ before a cascade reached it, or a cascade through a table the mirror does not mi
 does. A marked statement without ``FOREIGN_KEY_ACTIONS`` (no schema history) stops as before
 (:func:`~canal.spark.mirror_stops.check_cascades`).
 
-Known limits: text comparison is exact, so a string key under a case-insensitive collation matches only rows spelt
-alike. A batch replayed after a crash finds the children as the crash left them: without DDL (one step) that is the
-same outcome; with DDL in the batch, a child's step made only of added rows that the crash had applied is not made
-again, which shifts the numbering of the steps the journal counts (not yet guarded).
+A batch replayed after a crash must be the batch its journaled steps counted, but the children are then as the
+crash left them (the rows a cascade removed are gone, so it would add fewer rows, and a step of only those rows
+would be missing). So the expanded batch is kept beside the tables (:class:`ExpandedBatch`) until the next batch,
+and a replay applies that one.
+
+Known limit: text comparison is exact, so a string key under a case-insensitive collation matches only rows spelt
+alike.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+from canal.files import write_bytes_atomic
 from canal.parse.cascade import FOREIGN_KEY_ACTIONS
 from canal.schema.history import layout_statement
 from canal.spark.changes import encode_value
@@ -328,3 +333,43 @@ def expand_cascades(
     if len(out) == len(rows):
         return table
     return pa.Table.from_pylist(out, schema=table.schema)
+
+
+class ExpandedBatch:
+    """The expanded batch of the batch being applied, kept until a later batch (module docstring): a file
+    ``_pycanal_cascade.{app id}.{batch id}.arrow`` in the mirror's root."""
+
+    def __init__(self, root: Path, app_id: str) -> None:
+        self.root = root
+        self.prefix = f"_pycanal_cascade.{app_id}."
+
+    def _path(self, batch_id: int) -> Path:
+        return self.root / f"{self.prefix}{batch_id}.arrow"
+
+    def load(self, batch_id: int) -> Any:
+        """The expanded rows kept for ``batch_id``, or None."""
+        import pyarrow as pa
+
+        path = self._path(batch_id)
+        if not path.exists():
+            return None
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).read_all()
+
+    def save(self, batch_id: int, table: Any) -> None:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(self._path(batch_id), sink.getvalue().to_pybytes())
+
+    def drop_before(self, batch_id: int) -> None:
+        """Drop what was kept for earlier batches (they are done: a replay is of the newest only)."""
+        if not self.root.exists():
+            return
+        for path in self.root.glob(f"{self.prefix}*.arrow"):
+            number = path.name.removeprefix(self.prefix).removesuffix(".arrow")
+            if number.isdigit() and int(number) < batch_id:
+                path.unlink(missing_ok=True)
