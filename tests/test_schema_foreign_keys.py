@@ -4,6 +4,8 @@ foreign keys were kept still loads), and the edges a parent's row change follows
 
 from __future__ import annotations
 
+import attrs
+
 from canal.position import EntryPosition
 from canal.schema.catalog import SchemaCatalog
 from canal.schema.foreign_keys import ForeignKey, action_edges
@@ -79,3 +81,27 @@ def test_history_keeps_foreign_keys_and_reads_old_documents() -> None:
     assert old.table("d", "x") is not None
     c = old.table("d", "c")
     assert c is not None and c.foreign_keys == ()
+
+
+def test_show_create_and_repair_keep_foreign_keys() -> None:
+    catalog = _catalog(
+        "CREATE TABLE p (id INT PRIMARY KEY)",
+        "CREATE TABLE c (id INT PRIMARY KEY, pid INT, CONSTRAINT f FOREIGN KEY (pid) REFERENCES p (id) "
+        "ON DELETE SET NULL ON UPDATE CASCADE)",
+    )
+    c = catalog.get("d", "c")
+    assert c is not None
+    again = _catalog("CREATE TABLE p (id INT PRIMARY KEY)", c.show_create(mariadb=True))
+    again_table = again.get("d", "c")
+    assert again_table is not None and again_table.foreign_keys == c.foreign_keys
+    history = SchemaHistory(MemoryHistoryStore())
+    history.bootstrap(EntryPosition("mysql-bin.000001", 4, 1000), catalog)
+    # the binlog names a column the history did not know: its layout wins, the foreign keys stay
+    wider = attrs.evolve(c, columns=(*c.columns, attrs.evolve(c.columns[0], name="extra")), foreign_keys=())
+    assert history.repair(EntryPosition("mysql-bin.000001", 100, 2000), wider)
+    repaired = history.table("d", "c")
+    assert repaired is not None and repaired.foreign_keys == c.foreign_keys
+    reloaded = SchemaHistory(MemoryHistoryStore())
+    reloaded._load(history.to_json())  # the repair's record replays them
+    again_c = reloaded.table("d", "c")
+    assert again_c is not None and again_c.foreign_keys == c.foreign_keys

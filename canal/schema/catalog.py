@@ -138,11 +138,26 @@ class TableDef:
         return TableSchema(self.db, self.name, metas)
 
     def show_create(self, *, mariadb: bool, qualified: bool = False) -> str:
-        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, default charset); ``qualified`` names
-        it with its database."""
+        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, foreign keys, default charset);
+        ``qualified`` names it with its database."""
         lines = [column_sql(c, self.charset, mariadb) for c in self.columns]
         if self.primary:
             lines.append("PRIMARY KEY (" + ",".join(quote_name(p) for p in self.primary) + ")")
+        for key in self.foreign_keys:
+            ref = (
+                quote_name(key.ref_table)
+                if key.ref_db == self.db
+                else f"{quote_name(key.ref_db)}.{quote_name(key.ref_table)}"
+            )
+            lines.append(
+                f"CONSTRAINT {quote_name(key.name)} FOREIGN KEY ("
+                + ", ".join(quote_name(c) for c in key.columns)
+                + f") REFERENCES {ref} ("
+                + ", ".join(quote_name(c) for c in key.ref_columns)
+                + ")"
+                + ("" if key.on_delete == "RESTRICT" else f" ON DELETE {key.on_delete}")
+                + ("" if key.on_update == "RESTRICT" else f" ON UPDATE {key.on_update}")
+            )
         body = ",\n  ".join(lines)
         name = f"{quote_name(self.db)}.{quote_name(self.name)}" if qualified else quote_name(self.name)
         return f"CREATE TABLE {name} (\n  {body}\n) ENGINE=InnoDB DEFAULT CHARSET={self.charset}"

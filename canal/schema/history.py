@@ -381,6 +381,12 @@ class SchemaHistory:
         Positions before the history's start are left alone (the history never held them)."""
         with self._lock:
             self._ensure_loaded()
+            previous = self._catalog.get(table.db, table.name)
+            if previous is not None and previous.foreign_keys and not table.foreign_keys:
+                # the binlog tells columns, not foreign keys: those whose columns are still there stay
+                names = {c.name.lower() for c in table.columns}
+                kept = tuple(k for k in previous.foreign_keys if all(c.lower() in names for c in k.columns))
+                table = attrs.evolve(table, foreign_keys=kept)
             sql = table.show_create(mariadb=self.mariadb, qualified=True).replace(
                 "CREATE TABLE", "CREATE OR REPLACE TABLE", 1
             )
