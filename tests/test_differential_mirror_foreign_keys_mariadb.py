@@ -86,6 +86,7 @@ def _play(
         meta_mode="file",
         meta_dir=str(tmp / "meta"),
     )
+    run(f"CREATE TABLE `{db}`.mark (id INT AUTO_INCREMENT PRIMARY KEY)")
     run(f"CREATE TABLE `{db}`.p (id INT PRIMARY KEY, u INT UNIQUE, v INT)")
     run(
         f"CREATE TABLE `{db}`.c (id INT PRIMARY KEY, pid INT, pu INT, "
@@ -141,6 +142,8 @@ def _mirror_and_compare(
     mariadb: MariaDBDatabase, conn: Any, db: str, tmp: Path, config: InstanceConfig, sql: list[str], rng: random.Random
 ) -> None:
     note("SQL:\n" + ";\n".join(sql))
+    with conn.cursor() as cur:  # a committed row last: the run ends at an entry
+        cur.execute(f"INSERT INTO `{db}`.mark VALUES ()")
     mirror = DeltaMirror(tmp / "mirror")  # a restart: only what is on disk carries over
     try:
         run_caught_up(conn, config, None, mirror, batch_size=rng.choice([1, 3, 7, 500]))
