@@ -1,7 +1,9 @@
 """Foreign-key actions on a real MariaDB: the binlog logs only the parent's rows for ``ON DELETE CASCADE``,
 ``ON DELETE SET NULL`` and ``ON UPDATE CASCADE``. The Instance names, on the statement's last row entry, the tables
-the statement mapped and logged no rows of (header prop ``CASCADE_TABLES``); the Delta mirror stops there with
-:class:`MirrorCascadeError`, nothing written, instead of keeping the children's stale rows."""
+the statement mapped and logged no rows of (header prop ``CASCADE_TABLES``) and, from its schema history, the foreign
+keys a DELETE / UPDATE row follows (``FOREIGN_KEY_ACTIONS``); without them the Delta mirror stops there with
+:class:`MirrorCascadeError`, nothing written, instead of keeping the children's stale rows (with them it applies the
+actions itself: tests/test_mirror_foreign_keys_mariadb.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, SchemaHistoryConfig, StoreConfig
 from canal.instance import Instance
-from canal.parse.cascade import CASCADE_TABLES
+from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.protocol import EntryType
 from canal.spark import DeltaMirror
 from canal.spark.mirror_stops import MirrorCascadeError
@@ -26,7 +28,9 @@ from canal.testing.plugin import MariaDBDatabase
 pytestmark = pytest.mark.integration
 
 
-def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
+def _config(
+    mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int], *, history: bool = True
+) -> InstanceConfig:
     master = mariadb.master()
     return InstanceConfig(
         destination="fk",
@@ -41,6 +45,7 @@ def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) ->
         store=StoreConfig(batch_mode="ITEMSIZE"),
         meta_mode="file",
         meta_dir=str(tmp_path / "meta"),
+        schema_history=SchemaHistoryConfig(enable=history),
     )
 
 
@@ -73,6 +78,7 @@ def test_entries_name_the_tables_a_statement_changed_unlogged(mariadb: MariaDBDa
             cur.execute(sql)
     end = master_position(conn)
     seen: list[tuple[str, str, Any]] = []
+    actions: list[list[tuple[str, list[str], list[str], str, str]]] = []
     deadline = time.monotonic() + 30
     with Instance(config) as inst:
         while not any(kind == "DELETE" and table == "p" for kind, table, _ in seen):
@@ -81,6 +87,10 @@ def test_entries_name_the_tables_a_statement_changed_unlogged(mariadb: MariaDBDa
                 if entry.entry_type is EntryType.ROWDATA and entry.row_change and entry.row_change.rows:
                     cascade = entry.header.props.get(CASCADE_TABLES)
                     seen.append((entry.header.event_type.name, entry.header.table, cascade and json.loads(cascade)))
+                    edges = json.loads(entry.header.props.get(FOREIGN_KEY_ACTIONS, "[]"))
+                    actions.append(
+                        [(e["table"], e["columns"], e["ref_columns"], e["on_delete"], e["on_update"]) for e in edges]
+                    )
     assert end is not None
     assert seen == [
         ("INSERT", "p", None),
@@ -91,14 +101,19 @@ def test_entries_name_the_tables_a_statement_changed_unlogged(mariadb: MariaDBDa
         ("UPDATE", "p", [[db, "c"]]),
         ("DELETE", "p", [[db, "c"], [db, "n"]]),
     ]
+    # the foreign keys a parent's DELETE / UPDATE follows, from the schema history (FOREIGN_KEY_ACTIONS)
+    edges = [("c", ["pid"], ["id"], "CASCADE", "CASCADE"), ("n", ["pid"], ["id"], "SET NULL", "RESTRICT")]
+    assert actions == [[], [], [], [], [], edges[:1], edges]  # an UPDATE does not map n (no ON UPDATE action)
     rows = mariadb.execute(f"SELECT id, pid FROM `{db}`.c UNION ALL SELECT id, pid FROM `{db}`.n ORDER BY id")
     assert [tuple(r) for r in rows] == [(10, 4), (100, None)]  # what the binlog does not say
 
 
-def test_the_mirror_stops_at_a_cascading_delete(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+def test_without_foreign_keys_the_mirror_stops_at_a_cascading_delete(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    """Without a schema history the source cannot name the foreign keys (no FOREIGN_KEY_ACTIONS): the mirror stops
+    at a DELETE whose statement mapped a child it holds."""
     db = mariadb.database
     conn = mariadb.connect(autocommit=True)
-    config = _config(mariadb, tmp_path, master_position(conn))
+    config = _config(mariadb, tmp_path, master_position(conn), history=False)
     with conn.cursor() as cur:
         for sql in _schema(mariadb):
             cur.execute(sql)

@@ -6,8 +6,10 @@ child table. It does map every table the statement locked for writing, children 
 table map in a statement's group of events with no rows event of its own is a table that statement may have
 changed unseen. :class:`StatementTables` follows the table maps and rows events of each statement and names those
 tables on the statement's last row entry, as the header prop :data:`CASCADE_TABLES` (a JSON list of
-``[schema, table]``). A consumer that keeps copies of those tables must look them up again (or apply the foreign
-key's action itself); the Delta mirror stops there (:mod:`canal.spark.mirror_stops`).
+``[schema, table]``). A consumer that keeps copies of those tables must look them up again, or apply the foreign
+keys' actions itself: with a schema history, each DELETE / UPDATE row entry of such a statement carries the foreign
+keys its rows' changes follow (:data:`FOREIGN_KEY_ACTIONS`), which the Delta mirror applies
+(:mod:`canal.spark.mirror_cascade`); without, it stops there (:mod:`canal.spark.mirror_stops`).
 
 It names a child whether or not a row of it changed (the server maps it before it knows), and a table a trigger was
 prepared to write but did not.
@@ -16,10 +18,19 @@ prepared to write but did not.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 CASCADE_TABLES: Final = "CASCADE_TABLES"
+FOREIGN_KEY_ACTIONS: Final = "FOREIGN_KEY_ACTIONS"
+"""The header prop, on each DELETE / UPDATE row entry of a statement that mapped a child table of its table through a
+foreign key whose action changes rows: a JSON list of those foreign keys, children's children included, from the
+schema history (:meth:`canal.schema.history.SchemaHistory.foreign_key_actions`): each an object with the child's
+``db``, ``table`` and ``layout`` (``[name, mysql_type, is_key]`` per column), the key's ``name``, ``columns``,
+``ref_db``, ``ref_table``, ``ref_columns``, ``on_delete`` and ``on_update``."""
+
+ForeignKeyActions = Callable[[str, str], list[dict[str, Any]]]
+"""``(db, table)`` -> the foreign keys a change of its rows follows (the schema history's)."""
 
 
 class StatementTables:
@@ -37,6 +48,16 @@ class StatementTables:
 
     def mapped(self, schema: str, table: str) -> None:
         self._mapped[(schema, table)] = None
+
+    def actions(self, schema: str, table: str, changes_rows: bool, follow: ForeignKeyActions | None) -> dict[str, str]:
+        """Before :meth:`rows` of a rows event of ``schema.table`` (``changes_rows``: a DELETE or UPDATE): the
+        :data:`FOREIGN_KEY_ACTIONS` prop when the statement mapped a child its foreign keys reach, the table itself
+        included (a statement's table maps all come before its rows events), else none."""
+        if not changes_rows or follow is None:
+            return {}
+        # a foreign key of the table to itself (a tree's parent column) cascades within it, unlogged too
+        edges = [e for e in follow(schema, table) if (e["db"], e["table"]) in self._mapped]
+        return {FOREIGN_KEY_ACTIONS: json.dumps(edges, ensure_ascii=False, separators=(",", ":"))} if edges else {}
 
     def rows(self, schema: str, table: str, end_of_statement: bool) -> Mapping[str, str]:
         """A rows event of ``schema.table``; at the statement's last one, the props naming the tables it mapped and

@@ -37,7 +37,7 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.cascade import StatementTables
+from canal.parse.cascade import ForeignKeyActions, StatementTables
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
 from canal.parse.events import (
     BinlogEvent,
@@ -116,6 +116,8 @@ class EntryConverter:
         # the server stores database and table names in lower case (lower_case_table_names=1; set by the parser
         # for each dump): a DDL entry names its table so, as the rows of that table do
         self.lower_case_names = False
+        # the schema history's foreign keys (set by the parser when it keeps one): the FOREIGN_KEY_ACTIONS prop
+        self.foreign_key_actions: ForeignKeyActions | None = None
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -376,7 +378,9 @@ class EntryConverter:
         self._seen_data = True
         options = self.options
         table = event.table
-        cascade = self._stmt_tables.rows(table.schema, table.table, event.end_of_statement)
+        changes_rows = event.event_type in (EventType.DELETE, EventType.UPDATE)
+        actions = self._stmt_tables.actions(table.schema, table.table, changes_rows, self.foreign_key_actions)
+        cascade = {**self._stmt_tables.rows(table.schema, table.table, event.end_of_statement), **actions}
         flags = options.flags
         if flags.rows:
             return None

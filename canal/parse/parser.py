@@ -386,6 +386,7 @@ class EventParser(StartStopContext):
             schemas = self._schemas
             if schemas is not None:
                 schemas.history.lower_case_names = lower_case
+                self._converter.foreign_key_actions = schemas.history.foreign_key_actions
                 request = schemas.prepare(source, start, request)
             converter = self._converter
             convert = converter.convert

@@ -31,6 +31,7 @@ import attrs
 from canal.errors import SchemaError
 from canal.protocol import TableSchema
 from canal.schema.columns import TableColumn, column_meta, column_sql, effective_charset, resolve_column
+from canal.schema.foreign_keys import ForeignKey, generated_name, normal_action
 from canal.sql import (
     AddColumn,
     AddKey,
@@ -57,6 +58,7 @@ from canal.sql import (
     quote_name,
 )
 from canal.sql.charsets import charset_named
+from canal.sql.statements import ForeignKeyDef
 
 __all__ = ["DEFAULT_CHARSET", "LAYOUT_VERBS", "SchemaCatalog", "TableChange", "TableDef"]
 
@@ -112,13 +114,16 @@ def _converted(col: TableColumn, charset: str) -> TableColumn:
 
 @attrs.frozen(slots=True)
 class TableDef:
-    """One table's layout: its columns in order, its primary key (column names) and its default charset."""
+    """One table's layout: its columns in order, its primary key (column names), its default charset and its
+    foreign keys (which change no layout, but tell what the server changes unlogged:
+    :mod:`canal.schema.foreign_keys`)."""
 
     db: str
     name: str
     columns: tuple[TableColumn, ...]
     primary: tuple[str, ...]
     charset: str
+    foreign_keys: tuple[ForeignKey, ...] = ()
 
     @property
     def full_name(self) -> str:
@@ -133,11 +138,26 @@ class TableDef:
         return TableSchema(self.db, self.name, metas)
 
     def show_create(self, *, mariadb: bool, qualified: bool = False) -> str:
-        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, default charset); ``qualified`` names
-        it with its database."""
+        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, foreign keys, default charset);
+        ``qualified`` names it with its database."""
         lines = [column_sql(c, self.charset, mariadb) for c in self.columns]
         if self.primary:
             lines.append("PRIMARY KEY (" + ",".join(quote_name(p) for p in self.primary) + ")")
+        for key in self.foreign_keys:
+            ref = (
+                quote_name(key.ref_table)
+                if key.ref_db == self.db
+                else f"{quote_name(key.ref_db)}.{quote_name(key.ref_table)}"
+            )
+            lines.append(
+                f"CONSTRAINT {quote_name(key.name)} FOREIGN KEY ("
+                + ", ".join(quote_name(c) for c in key.columns)
+                + f") REFERENCES {ref} ("
+                + ", ".join(quote_name(c) for c in key.ref_columns)
+                + ")"
+                + ("" if key.on_delete == "RESTRICT" else f" ON DELETE {key.on_delete}")
+                + ("" if key.on_update == "RESTRICT" else f" ON UPDATE {key.on_update}")
+            )
         body = ",\n  ".join(lines)
         name = f"{quote_name(self.db)}.{quote_name(self.name)}" if qualified else quote_name(self.name)
         return f"CREATE TABLE {name} (\n  {body}\n) ENGINE=InnoDB DEFAULT CHARSET={self.charset}"
@@ -293,7 +313,7 @@ class SchemaCatalog:
             src = self.tables.get(full(stmt.like))
             if src is None:
                 raise SchemaError(f"Table {full(stmt.like)!r} doesn't exist", table=full(stmt.like))
-            table = TableDef(db_name, name, src.columns, src.primary, src.charset)
+            table = TableDef(db_name, name, src.columns, src.primary, src.charset)  # LIKE copies no foreign key
         else:
             if stmt.as_select is not None:
                 raise SchemaError(
@@ -304,6 +324,10 @@ class SchemaCatalog:
             declared = [index for index in stmt.indexes if index.kind == "PRIMARY"]
             primary = list(declared[0].column_names) if declared else [c.name for c in columns if c.primary]
             table = self._table(db_name, name, columns, primary, charset)
+            keys: list[ForeignKey] = []
+            for fk in stmt.foreign_keys:  # a column's inline REFERENCES makes no key in InnoDB
+                keys.append(self._foreign_key(fk, db_name, name, [k.name for k in keys], key))
+            table = attrs.evolve(table, foreign_keys=tuple(keys))
         changes = [TableChange("drop", key, None)] if exists else []
         self.tables[key] = table
         return [*changes, TableChange("create", None, key)]
@@ -437,9 +461,56 @@ class SchemaCatalog:
         if new_key != key and new_key in self.tables:
             raise SchemaError(f"Table {new_key!r} already exists", table=new_key)
         table = self._table(new_db, new_name, cols, primary, charset)
+        keys = [
+            attrs.evolve(k, columns=tuple(self._renamed_key(c, changed) for c in k.columns)) for k in t.foreign_keys
+        ]
+        for action in stmt.actions:
+            if isinstance(action, AddKey) and isinstance(action.key, ForeignKeyDef):
+                keys.append(self._foreign_key(action.key, t.db, t.name, [k.name for k in keys], key))
+            elif isinstance(action, DropKey) and action.kind in ("FOREIGN KEY", "CONSTRAINT") and action.name:
+                # the binlog holds only what the server ran: a key not known here is one the history never saw
+                keys = [k for k in keys if k.name.lower() != action.name.lower()]
+        table = attrs.evolve(table, foreign_keys=tuple(keys))
         del self.tables[key]
         self.tables[new_key] = table
+        renamed = {k: self._renamed_key(c.name, changed) for k, c in original.items()}
+        self._retarget(key, new_key, renamed)
         return [TableChange("alter", key, new_key, origin)]
+
+    def _foreign_key(self, fk: ForeignKeyDef, db: str, table: str, taken: list[str], key: str) -> ForeignKey:
+        """A FOREIGN KEY clause of ``db.table`` as the server keeps it (a generated name when it has none)."""
+        if len(fk.columns) != len(fk.ref_columns):
+            raise SchemaError(f"a foreign key of {key} names {fk.columns} referencing {fk.ref_columns}", table=key)
+        return ForeignKey(
+            fk.name or generated_name(table, taken),
+            fk.columns,
+            fk.ref_table.schema if fk.ref_table.schema is not None else db,
+            fk.ref_table.name,
+            fk.ref_columns,
+            normal_action(fk.on_delete),
+            normal_action(fk.on_update),
+        )
+
+    def _retarget(self, old: str, new: str, columns: Mapping[str, str] | None = None) -> None:
+        """The foreign keys referencing table ``old`` reference ``new`` (renamed) and its renamed ``columns``
+        (lower-case old name -> new name), as InnoDB follows a rename."""
+        old_db, _, old_name = old.partition(".")
+        new_db, _, new_name = new.partition(".")
+        for name, t in list(self.tables.items()):
+            if not any((k.ref_db, k.ref_table) == (old_db, old_name) for k in t.foreign_keys):
+                continue
+            keys = tuple(
+                attrs.evolve(
+                    k,
+                    ref_db=new_db,
+                    ref_table=new_name,
+                    ref_columns=tuple((columns or {}).get(c.lower(), c) for c in k.ref_columns),
+                )
+                if (k.ref_db, k.ref_table) == (old_db, old_name)
+                else k
+                for k in t.foreign_keys
+            )
+            self.tables[name] = attrs.evolve(t, foreign_keys=keys)
 
     @staticmethod
     def _renamed_key(name: str, changed: Mapping[str, ChangeColumn | RenameColumn]) -> str:
@@ -474,4 +545,7 @@ class SchemaCatalog:
             tables[dst] = attrs.evolve(t, db=ddb, name=new.name)
             changes.append(TableChange("rename", src, dst))
         self.tables = tables
+        for change in changes:
+            assert change.old is not None and change.new is not None
+            self._retarget(change.old, change.new)
         return changes

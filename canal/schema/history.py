@@ -44,6 +44,7 @@ from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
 from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
+from canal.schema.foreign_keys import ForeignKey, action_edges, normal_action
 from canal.sql import (
     AlterTable,
     CreateDatabase,
@@ -278,6 +279,9 @@ class SchemaHistory:
         # the server stores database and table names in lower case (lower_case_table_names=1, read by the parser at
         # each start): DDL names are folded as the server folds them, so the history keys tables as rows name them
         self.lower_case_names = False
+        # the foreign keys each table's row changes follow, for the state of ``version``: looked up on every
+        # DELETE / UPDATE rows event of a statement that maps other tables
+        self._actions: tuple[int, dict[tuple[str, str], list[dict[str, Any]]]] = (-1, {})
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
 
     @contextlib.contextmanager
@@ -377,12 +381,38 @@ class SchemaHistory:
         Positions before the history's start are left alone (the history never held them)."""
         with self._lock:
             self._ensure_loaded()
+            previous = self._catalog.get(table.db, table.name)
+            if previous is not None and previous.foreign_keys and not table.foreign_keys:
+                # the binlog tells columns, not foreign keys: those whose columns are still there stay
+                names = {c.name.lower() for c in table.columns}
+                kept = tuple(k for k in previous.foreign_keys if all(c.lower() in names for c in k.columns))
+                table = attrs.evolve(table, foreign_keys=kept)
             sql = table.show_create(mariadb=self.mariadb, qualified=True).replace(
                 "CREATE TABLE", "CREATE OR REPLACE TABLE", 1
             )
             stmt = layout_statement(sql)
             assert stmt is not None
             return self._apply_statement(stmt, position, table.db, sql, position.position)
+
+    def foreign_key_actions(self, db: str, name: str) -> list[dict[str, Any]]:
+        """The foreign keys whose actions change rows when a row of ``db.name`` is deleted or has its referenced
+        columns changed, children's children included (:func:`canal.schema.foreign_keys.action_edges`), each with
+        ``layout``: its child's columns as ``[name, mysql_type, is_key]``."""
+        with self._lock:
+            self._ensure_loaded()
+            if self._actions[0] != self.version:
+                self._actions = (self.version, {})
+            known = self._actions[1].get((db, name))
+            if known is not None:
+                return [dict(edge) for edge in known]
+            catalog = self._catalog
+            edges = action_edges(((t.db, t.name, t.foreign_keys) for t in catalog), db, name)
+            for edge in edges:
+                child = catalog.get(edge["db"], edge["table"])
+                schema = None if child is None else child.table_schema(mariadb=self.mariadb)
+                edge["layout"] = None if schema is None else [[c.name, c.mysql_type, c.is_key] for c in schema.columns]
+            self._actions[1][(db, name)] = edges
+            return [dict(edge) for edge in edges]
 
     def table_schema(self, db: str, name: str) -> TableSchema | None:
         table = self.table(db, name)
@@ -669,6 +699,7 @@ def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
                 "primary": list(t.primary),
                 "columns": [_column_to_dict(c) for c in t.columns],
             }
+            | ({"foreign_keys": [k.to_dict() for k in t.foreign_keys]} if t.foreign_keys else {})
             for t in catalog
         ],
     }
@@ -681,16 +712,22 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
         columns = tuple(
             TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"])}) for c in t["columns"]
         )
-        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]))
+        keys = tuple(ForeignKey.from_dict(k) for k in t.get("foreign_keys", ()))  # none in older documents
+        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys)
         catalog.tables[table.full_name] = table
     return catalog
 
 
 def catalog_from_columns(
-    rows: Sequence[Sequence[Any]], primary_rows: Sequence[Sequence[Any]], *, charset: str, mariadb: bool
+    rows: Sequence[Sequence[Any]],
+    primary_rows: Sequence[Sequence[Any]],
+    *,
+    charset: str,
+    mariadb: bool,
+    foreign_key_rows: Sequence[Sequence[Any]] = (),
 ) -> SchemaCatalog:
-    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`) and primary keys
-    (:data:`BOOTSTRAP_PRIMARY_SQL`)."""
+    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`), primary keys
+    (:data:`BOOTSTRAP_PRIMARY_SQL`) and foreign keys (:data:`BOOTSTRAP_FOREIGN_KEYS_SQL`)."""
     from canal.sql import read_column_type
 
     catalog = SchemaCatalog(charset=charset, mariadb=mariadb)
@@ -717,10 +754,24 @@ def catalog_from_columns(
         if table_collation:
             charsets[full] = str(table_collation).split("_", 1)[0]
         catalog.databases.setdefault(str(db), None)
+    keys: dict[str, dict[str, ForeignKey]] = {}
+    for db, table, name, column, ref_db, ref_table, ref_column, on_delete, on_update in foreign_key_rows:
+        of_table = keys.setdefault(f"{db}.{table}", {})
+        key = of_table.get(str(name)) or ForeignKey(
+            str(name), (), str(ref_db), str(ref_table), (), normal_action(on_delete), normal_action(on_update)
+        )
+        of_table[str(name)] = attrs.evolve(
+            key, columns=(*key.columns, str(column)), ref_columns=(*key.ref_columns, str(ref_column))
+        )
     for full, cols in columns.items():
         db, _, table = full.partition(".")
         catalog.tables[full] = TableDef(
-            db, table, tuple(cols), tuple(primary.get(full, ())), charsets.get(full, charset)
+            db,
+            table,
+            tuple(cols),
+            tuple(primary.get(full, ())),
+            charsets.get(full, charset),
+            tuple(keys.get(full, {}).values()),
         )
     return catalog
 
@@ -753,6 +804,33 @@ from."""
 
 TABLE_PRIMARY_SQL: Final = _PRIMARY_SQL + "AND TABLE_SCHEMA = %s AND TABLE_NAME = %s " + _PRIMARY_ORDER
 """:data:`BOOTSTRAP_PRIMARY_SQL` for one table (arguments: database, table)."""
+
+BOOTSTRAP_FOREIGN_KEYS_SQL: Final = (
+    "SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
+    "WHERE REFERENCED_TABLE_NAME IS NOT NULL AND TABLE_SCHEMA NOT IN "
+    "('mysql', 'information_schema', 'performance_schema', 'sys') ORDER BY TABLE_SCHEMA, TABLE_NAME"
+)
+"""The tables with foreign keys, whose ``SHOW CREATE TABLE`` tells their keys' actions (:func:`foreign_key_rows`):
+``REFERENTIAL_CONSTRAINTS``, which holds the actions, shows a user with only SELECT nothing."""
+
+
+def foreign_key_rows(db: str, create_table: str) -> list[tuple[str, str, str, str, str, str, str, str, str]]:
+    """The foreign keys of ``SHOW CREATE TABLE`` text ``create_table`` of a table in ``db``, a row per column, as
+    :func:`catalog_from_columns` takes them: (db, table, name, column, ref_db, ref_table, ref_column, on_delete,
+    on_update)."""
+    stmt = layout_statement(create_table)
+    if not isinstance(stmt, CreateTable):
+        raise SchemaError(f"cannot read the foreign keys of {db}: {create_table[:200]!r}")
+    scratch = SchemaCatalog(database=db)
+    scratch.apply(attrs.evolve(stmt, table=attrs.evolve(stmt.table, schema=db)))
+    table = scratch.get(db, stmt.table.name)
+    assert table is not None
+    return [
+        (db, table.name, k.name, column, k.ref_db, k.ref_table, ref, k.on_delete, k.on_update)
+        for k in table.foreign_keys
+        for column, ref in zip(k.columns, k.ref_columns, strict=True)
+    ]
+
 
 BOOTSTRAP_DATABASES_SQL: Final = (
     "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "

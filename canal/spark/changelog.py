@@ -110,6 +110,7 @@ def log_configuration(history_s: float) -> dict[str, str | None]:
         "delta.logRetentionDuration": f"interval {max(1, round(history_s))} seconds",
     }
 
+
 COMPACT_FILES = 16
 """A change log of this many data files is compacted into one between folds: reading the current state reads every
 log file, and a small file costs about as much to open as a large one."""

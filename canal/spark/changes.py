@@ -257,6 +257,12 @@ def _enc_any(v: Any) -> str:
     return _ENCODERS.get(type(v), _enc_other)(v)
 
 
+def encode_value(v: Any) -> str:
+    """A Python value (a cell the mirror read back) as canal text, as a change row's image holds it."""
+    text: str = json.loads(_enc_any(v))
+    return text
+
+
 # the fast branch per MySQL base type: (guard, expression) on the cell variable {v}; {s} is a spare local
 _INT_CELL = ("type({v}) is int", "'\"%d\"' % {v}")
 _TEXT_CELL = ("type({v}) is str", "E({v})")

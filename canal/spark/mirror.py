@@ -55,6 +55,7 @@ from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.ddl_text import ddl_statement, fold_flags
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.lease import WriterLease
+from canal.spark.mirror_cascade import ExpandedBatch, expand_cascades
 from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
 from canal.spark.mirror_stops import check_cascades, check_statements
 from canal.spark.mirror_xa import HeldTransactions, held_directory
@@ -136,7 +137,8 @@ MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
     "after",
     "columns",
 )
-OPTIONAL_COLUMNS = ("props", "log_file", "log_offset")  # read when there: XA marks, positions for errors
+# read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow
+OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before")
 
 
 def _mirror_columns(names: Sequence[str]) -> list[str]:
@@ -439,6 +441,16 @@ class DeltaMirror:
     def _holds(self, schema: str, table: str) -> bool:
         """Whether the mirror keeps a copy of ``schema.table`` (a foreign key's action there would go unseen)."""
         return (self.only is None or f"{schema}.{table}" in self.only) and self.table_path(schema, table).exists()
+
+    def _mirrors(self, schema: str, table: str) -> bool:
+        return self.only is None or f"{schema}.{table}" in self.only
+
+    def _current_rows(self, schema: str, table: str) -> list[dict[str, Any]] | None:
+        """A held table's rows as they are before the batch (None: not held): where a foreign key's action looks."""
+        if not self._holds(schema, table):
+            return None
+        rows: list[dict[str, Any]] = self.read(schema, table).to_pylist()
+        return rows
 
     def table_names(self) -> list[str]:
         """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables` gives
@@ -867,7 +879,20 @@ class DeltaMirror:
         # XA: prepared rows held until their XA COMMIT (canal.spark.mirror_xa); statements stop (mirror_stops)
         table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_id)
         check_statements(table)
+        # foreign keys' actions the binlog does not log: the children's rows added (canal.spark.mirror_cascade);
+        # a cascade without the source's foreign keys stops (mirror_stops)
+        kept = ExpandedBatch(self.root, self.app_id)
+        if steps_journal:
+            kept.drop_before(batch_id)
+        expanded = kept.load(batch_id) if done else None  # a replay: the batch its journaled steps counted
+        if expanded is None:
+            expanded = expand_cascades(table, self._current_rows, self._mirrors)
+            if steps_journal and expanded.num_rows != table.num_rows:
+                kept.save(batch_id, expanded)
+        table = expanded
         check_cascades(table, self._holds)
+        if "before" in table.column_names:
+            table = table.drop_columns(["before"])
         # a mirror written before it kept a step journal knows its replays by each table's last batch id only
         journaled = journal is not None
         # every step planned and its rows typed before any is applied: a value that does not convert fails the

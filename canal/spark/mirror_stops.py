@@ -6,8 +6,11 @@
   (functions, triggers, ``LIMIT`` without ``ORDER BY``, the session's state). :class:`MirrorStatementError` names the
   statement and its position. ``canal check`` warns when sessions may switch their ``binlog_format``.
 * A DELETE (or an UPDATE that changed a primary key) whose statement may have changed a mirrored table through a
-  foreign key's action, which the binlog does not log (:mod:`canal.parse.cascade`): :class:`MirrorCascadeError`
-  names the statement's table, the tables it may have changed and its position.
+  foreign key's action, which the binlog does not log (:mod:`canal.parse.cascade`), where the source did not name
+  the foreign keys that explain it (``FOREIGN_KEY_ACTIONS``: no schema history, or a table a trigger was ready to
+  write): :class:`MirrorCascadeError` names the statement's table, the tables it may have changed and its
+  position. The actions the source names the mirror applies itself (:mod:`canal.spark.mirror_cascade`), and stops
+  with the same error where it cannot.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from canal.parse.cascade import CASCADE_TABLES
+from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.parse.ddl import QueryKind, query_kind
 from canal.spark.types import MirrorError
 
@@ -67,7 +70,7 @@ class MirrorCascadeError(MirrorError):
 def check_cascades(table: Any, holds: Callable[[str, str], bool]) -> None:
     """A :class:`MirrorCascadeError` for the first DELETE, or UPDATE that changed a primary key, whose statement
     mapped a table it logged no rows of (:data:`canal.parse.cascade.CASCADE_TABLES`) that the mirror holds
-    (``holds(schema, table)``)."""
+    (``holds(schema, table)``) and that no foreign key the row names (``FOREIGN_KEY_ACTIONS``) explains."""
     import pyarrow.compute as pc
 
     if "props" not in table.column_names:
@@ -82,7 +85,12 @@ def check_cascades(table: Any, holds: Callable[[str, str], bool]) -> None:
             continue  # an insert cascades nothing; an update that kept the key keeps what references it
         props = json.loads(table.column("props")[row].as_py())
         named = json.loads(props.get(CASCADE_TABLES, "[]"))
-        children = [(s, t) for s, t in named if holds(s, t) or (s, t) in rows_of]  # held, or made by the batch
+        # the children the source named the foreign keys of were followed (canal.spark.mirror_cascade); others
+        # (no schema history, a trigger's table) stop
+        followed = {(e["db"], e["table"]) for e in json.loads(props.get(FOREIGN_KEY_ACTIONS, "[]"))}
+        children = [
+            (s, t) for s, t in named if (s, t) not in followed and (holds(s, t) or (s, t) in rows_of)
+        ]  # held, or made by the batch
         if children:
             raise MirrorCascadeError(_cascade_message(table, row, kind, children))
 

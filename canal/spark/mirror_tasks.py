@@ -214,7 +214,9 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     kind = type(mirror)
     settings = mirror.settings()
     # the XA marks and positions too: a batch holding them (or statements) is the driver's (_for_the_driver)
-    changes = df.select(*mirror.COLUMNS, *(name for name in ("props", "log_file", "log_offset") if name in df.columns))
+    changes = df.select(
+        *mirror.COLUMNS, *(name for name in ("props", "log_file", "log_offset", "before") if name in df.columns)
+    )
     if changes.rdd.getNumPartitions() == 1:
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
         # writes every table, in parallel threads, or answers that the batch holds DDL

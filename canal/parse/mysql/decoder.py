@@ -407,8 +407,6 @@ def read_vector(raw: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(raw) // 4}f", raw))
 
 
-
-
 def make_set_reader(labels: tuple[str, ...]) -> Callable[[int], frozenset[str]]:
     cache: dict[int, frozenset[str]] = {}
 

@@ -22,7 +22,7 @@ import pymysql.err  # type: ignore[import-untyped]
 
 from canal.address import split_address
 from canal.config import SslConfig
-from canal.errors import BinlogPurgedError, ServerNotReadyError, SourceError
+from canal.errors import BinlogPurgedError, SchemaError, ServerNotReadyError, SourceError
 from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventDecoder
@@ -32,11 +32,14 @@ from canal.position import EntryPosition
 from canal.schema import SchemaCatalog, TableDef
 from canal.schema.history import (
     BOOTSTRAP_DATABASES_SQL,
+    BOOTSTRAP_FOREIGN_KEYS_SQL,
     BOOTSTRAP_PRIMARY_SQL,
     BOOTSTRAP_SQL,
     SchemaColumn,
     catalog_from_columns,
+    foreign_key_rows,
 )
+from canal.sql import quote_name
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +299,14 @@ class MysqlBinlogSource:
         charset = str(self._run(conn, "SELECT @@character_set_server")[0][0])
         rows = self._run(conn, BOOTSTRAP_SQL)
         primary = self._run(conn, BOOTSTRAP_PRIMARY_SQL)
-        catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb)
+        keys = []
+        for db, table in self._run(conn, BOOTSTRAP_FOREIGN_KEYS_SQL):
+            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table))}")[0][1])
+            try:
+                keys.extend(foreign_key_rows(str(db), text))
+            except SchemaError as exc:  # its keys unknown: a mirror stops at what they cascade (CASCADE_TABLES)
+                log.warning("%s: the foreign keys of %s.%s are not known: %s", self.address, db, table, exc)
+        catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb, foreign_key_rows=keys)
         for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
             catalog.databases[str(name)] = None if db_charset is None else str(db_charset)
         return catalog

@@ -1,0 +1,375 @@
+"""Foreign keys' actions the binlog does not log, applied by the mirror itself.
+
+For ``ON DELETE CASCADE``, ``ON DELETE SET NULL`` and ``ON UPDATE CASCADE`` / ``SET NULL`` the server logs only the
+parent's row change; InnoDB changes the children's rows unlogged. The source names, on each DELETE / UPDATE row of
+such a statement, the foreign keys its change follows (header prop ``FOREIGN_KEY_ACTIONS``,
+:mod:`canal.parse.cascade`). :func:`expand_cascades` adds to the batch, right after each such parent row, the change
+rows InnoDB made: a DELETE of each child row whose foreign key columns held the parent's old referenced values
+(``CASCADE`` on delete), or an UPDATE setting them to the parent's new values (``CASCADE`` on update) or to NULL
+(``SET NULL``) -- then the same for those rows' own children, as InnoDB goes on. The added rows carry the parent's
+``seq`` (ties keep their order), so the mirror applies them in the server's order relative to the children's own
+rows of the batch.
+
+The child rows a parent's change reaches are found in the child's mirror as it was before the batch, overlaid with
+the batch's earlier rows of that child (inserted, updated, deleted, and changed by earlier cascades). Values compare
+as canal text, as the binlog holds them.
+
+Where the mirror cannot follow it stops with :class:`~canal.spark.mirror_stops.MirrorCascadeError`, nothing of the
+batch written: a child without a primary key, a child whose layout the source did not know, a parent row whose image
+lacks a referenced column (``binlog_row_image`` MINIMAL), ``SET DEFAULT``, a child a DDL of the same batch changed
+before a cascade reached it, or a cascade through a table the mirror does not mirror (its ``tables`` option) to one it
+does. A marked statement without ``FOREIGN_KEY_ACTIONS`` (no schema history) stops as before
+(:func:`~canal.spark.mirror_stops.check_cascades`).
+
+A batch replayed after a crash must be the batch its journaled steps counted, but the children are then as the
+crash left them (the rows a cascade removed are gone, so it would add fewer rows, and a step of only those rows
+would be missing). So the expanded batch is kept beside the tables (:class:`ExpandedBatch`) until the next batch,
+and a replay applies that one.
+
+Known limit: text comparison is exact, so a string key under a case-insensitive collation matches only rows spelt
+alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from canal.files import write_bytes_atomic
+from canal.parse.cascade import FOREIGN_KEY_ACTIONS
+from canal.schema.history import layout_statement
+from canal.spark.changes import encode_value
+from canal.spark.mirror_stops import MirrorCascadeError
+from canal.sql import (
+    AddKey,
+    AlterTable,
+    ChangeColumn,
+    CreateTable,
+    DropColumn,
+    DropKey,
+    DropTable,
+    RenameColumn,
+    RenameTo,
+    TruncateTable,
+)
+
+Name = tuple[str, str]
+Row = dict[str, str | None]
+Key = tuple[str | None, ...]
+
+_MISSING = object()
+
+
+def _json(text: str | None) -> Row | None:
+    return None if text is None else dict(json.loads(text))
+
+
+class _Children:
+    """The child tables' rows as the batch walks on: canal text by column, by primary key."""
+
+    def __init__(
+        self,
+        current: Callable[[str, str], Iterable[Mapping[str, Any]] | None],
+        mirrored: Callable[[str, str], bool],
+    ) -> None:
+        self._current = current
+        self._mirrored = mirrored
+        self._images: dict[Name, dict[Key, Row]] = {}
+        self._layouts: dict[Name, list[Any]] = {}
+        self._stale: dict[Name, str] = {}  # tables whose rows are unknown here, and why
+        self._values_stale: dict[Name, str] = {}  # tables whose rows' keys are known, their other values not
+        self._fixed: dict[Name, set[str]] = {}  # the foreign key columns of each table, its own and referenced
+
+    def layout(self, name: Name, layout: list[Any] | None) -> None:
+        if layout is not None:
+            self._layouts.setdefault(name, layout)
+
+    def keys_of(self, name: Name) -> list[str]:
+        layout = self._layouts.get(name)
+        if layout is None:
+            raise MirrorCascadeError(f"the layout of {name[0]}.{name[1]} is not known: its rows cannot be found")
+        keys = [str(c[0]) for c in layout if c[2]]
+        if not keys:
+            raise MirrorCascadeError(
+                f"{name[0]}.{name[1]} has no primary key: the mirror cannot address the rows a foreign key's action "
+                "changed there"
+            )
+        return keys
+
+    def image(self, name: Name) -> dict[Key, Row]:
+        found = self._images.get(name)
+        if found is not None:
+            return found
+        why = self._stale.get(name)
+        if why is not None:
+            raise MirrorCascadeError(f"a foreign key's action reaches {name[0]}.{name[1]} after {why} in the batch")
+        keys = self.keys_of(name)
+        columns = [str(c[0]) for c in self._layouts[name]]
+        rows = self._current(*name) or []
+        image: dict[Key, Row] = {}
+        for row in rows:
+            text = {c: None if row.get(c) is None else encode_value(row[c]) for c in columns}
+            image[tuple(text[k] for k in keys)] = text
+        self._images[name] = image
+        return image
+
+    def seen(self, name: Name, kind: str, keys: Row | None, old_keys: Row | None, after: Row | None) -> None:
+        """A row of the batch of a child table: its image follows it."""
+        if name not in self._layouts or keys is None or name in self._stale:
+            return  # a table no cascade reaches, or one whose rows a cascade reaching it will find unknown
+        image = self.image(name)
+        names = self.keys_of(name)
+        if old_keys is not None:
+            image.pop(tuple(old_keys.get(k) for k in names), None)
+        key = tuple(keys.get(k) for k in names)
+        if kind == "DELETE":
+            image.pop(key, None)
+        elif after is not None:
+            image[key] = dict(after)
+
+    def ddl(self, name: Name, sql: str | None) -> None:
+        """A DDL of the batch on ``name``. Keys added or dropped keep its rows; TRUNCATE, CREATE and DROP empty them; an
+        ALTER that
+        keeps the key and foreign key columns' names and values (ADD / MODIFY / DROP of other columns) keeps the rows
+        a cascading DELETE finds, but their other values are no longer the table's (a cascade that updates rows
+        there stops); any other change makes the rows unknown here (the layout they were read under is gone)."""
+        if name not in self._images and name not in self._layouts:
+            return
+        stmt = layout_statement(sql or "")
+        if isinstance(stmt, TruncateTable | CreateTable | DropTable):
+            # emptied, or made anew (a CREATE ... SELECT's rows follow as the batch's rows): no row of before
+            self._images[name] = {}
+            self._stale.pop(name, None)
+            self._values_stale.pop(name, None)
+            return
+        if isinstance(stmt, AlterTable):
+            if all(isinstance(a, AddKey | DropKey) for a in stmt.actions):
+                return
+            fixed = {c.lower() for c in self._fixed.get(name, set())}
+            layout = self._layouts.get(name) or []
+            fixed |= {str(c[0]).lower() for c in layout if c[2]}
+            touches = any(
+                isinstance(a, RenameTo)
+                or (isinstance(a, RenameColumn) and a.old_name.lower() in fixed)
+                or (isinstance(a, DropColumn) and a.name.lower() in fixed)
+                or (isinstance(a, ChangeColumn) and (a.old_name.lower() in fixed or a.column.name.lower() in fixed))
+                for a in stmt.actions
+            )
+            if not touches:
+                self._values_stale[name] = f"the DDL {(sql or '')[:200]!r}"
+                return
+        self._images.pop(name, None)
+        self._stale[name] = f"the DDL {(sql or '')[:200]!r}"
+
+    def fixed(self, name: Name, columns: Iterable[str]) -> None:
+        """``columns`` of ``name`` are a foreign key's or referenced by one."""
+        self._fixed.setdefault(name, set()).update(columns)
+
+    def updatable(self, name: Name) -> None:
+        why = self._values_stale.get(name)
+        if why is not None:
+            raise MirrorCascadeError(
+                f"a foreign key's action updates rows of {name[0]}.{name[1]} after {why} in the batch changed their "
+                "other columns: the rows cannot be written whole"
+            )
+
+    def mirrored(self, name: Name) -> bool:
+        return self._mirrored(*name)
+
+
+def _cascade(
+    children: _Children,
+    parent: Name,
+    old: Row,
+    new: Row | None,
+    edges: list[dict[str, Any]],
+    make: Callable[[Name, str, Row, Row | None, list[Any]], dict[str, Any]],
+    out: list[dict[str, Any]],
+    depth: int = 0,
+) -> None:
+    """The child rows InnoDB changed for ``parent``'s row ``old`` deleted (``new`` None) or updated to ``new``."""
+    if depth > 15:  # InnoDB refuses a cascade deeper than 15 (error 193): the statement never ran
+        raise MirrorCascadeError(f"a foreign key's cascade from {parent[0]}.{parent[1]} is deeper than 15")
+    for edge in edges:
+        if (edge["ref_db"], edge["ref_table"]) != parent:
+            continue
+        was: list[Any] = [old.get(c, _MISSING) for c in edge["ref_columns"]]
+        now: list[Any] | None
+        if any(v is _MISSING for v in was):
+            raise MirrorCascadeError(
+                f"the row image of {parent[0]}.{parent[1]} lacks a column foreign key {edge['name']} references "
+                "(binlog_row_image MINIMAL?): the rows of its action cannot be found"
+            )
+        if any(v is None for v in was):
+            continue  # NULL references nothing
+        if new is None:
+            action, now = str(edge["on_delete"]), None
+        else:
+            now = [new.get(c, _MISSING) for c in edge["ref_columns"]]
+            if now == was:
+                continue  # referenced columns kept: nothing to follow
+            if any(v is _MISSING for v in now):
+                raise MirrorCascadeError(
+                    f"the row image of {parent[0]}.{parent[1]} lacks a column foreign key {edge['name']} references"
+                )
+            action = str(edge["on_update"])
+        if action not in ("CASCADE", "SET NULL", "SET DEFAULT"):
+            continue  # RESTRICT / NO ACTION: the server refused the change if a child row referenced it
+        child: Name = (edge["db"], edge["table"])
+        children.layout(child, edge.get("layout"))
+        if not children.mirrored(child):
+            if any((e["ref_db"], e["ref_table"]) == child and children.mirrored((e["db"], e["table"])) for e in edges):
+                raise MirrorCascadeError(
+                    f"a foreign key's action goes through {child[0]}.{child[1]}, which the mirror does not hold, to "
+                    "tables it does: the rows it reaches there cannot be found"
+                )
+            continue
+        if action == "SET DEFAULT":
+            raise MirrorCascadeError(
+                f"foreign key {edge['name']} of {child[0]}.{child[1]}: SET DEFAULT is not followed"
+            )
+        image = children.image(child)
+        names = children.keys_of(child)
+        columns = list(edge["columns"])
+        hit = sorted(
+            (key for key, row in image.items() if [row.get(c) for c in columns] == was),
+            key=lambda k: tuple("" if v is None else v for v in k),
+        )
+        for key in hit:
+            row = image[key]
+            if new is None and action == "CASCADE":
+                del image[key]
+                out.append(make(child, "DELETE", row, None, names))
+                _cascade(children, child, row, None, edges, make, out, depth + 1)
+                continue
+            children.updatable(child)
+            changed = dict(row)
+            for c, v in zip(
+                columns, now if action == "CASCADE" and now is not None else [None] * len(columns), strict=True
+            ):
+                changed[c] = v
+            del image[key]
+            image[tuple(changed.get(k) for k in names)] = changed
+            out.append(make(child, "UPDATE", row, changed, names))
+            _cascade(children, child, row, changed, edges, make, out, depth + 1)
+
+
+def expand_cascades(
+    table: Any,
+    current: Callable[[str, str], Iterable[Mapping[str, Any]] | None],
+    mirrored: Callable[[str, str], bool],
+) -> Any:
+    """``table`` (a batch's change rows in ``seq`` order, a pyarrow Table) with the change rows of the foreign keys'
+    actions its rows marked with ``FOREIGN_KEY_ACTIONS`` caused, each right after its parent row (module docstring).
+    ``current(schema, table)`` is a mirrored table's rows before the batch (None: not held); ``mirrored`` whether the
+    mirror keeps a table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "props" not in table.column_names:
+        return table
+    marked = pc.fill_null(pc.match_substring(table.column("props"), FOREIGN_KEY_ACTIONS), False)
+    if not pc.any(marked).as_py():
+        return table
+    rows = table.to_pylist()
+    parsed: dict[str, list[dict[str, Any]]] = {}
+    children = _Children(current, mirrored)
+    for row in rows:  # every child the batch's cascades name: its own rows of the batch are followed from the start
+        props = row.get("props")
+        if props and FOREIGN_KEY_ACTIONS in props:
+            edges = parsed.setdefault(props, json.loads(json.loads(props).get(FOREIGN_KEY_ACTIONS, "[]")))
+            for edge in edges:
+                children.layout((edge["db"], edge["table"]), edge.get("layout"))
+                children.fixed((edge["db"], edge["table"]), edge["columns"])
+                children.fixed((edge["ref_db"], edge["ref_table"]), edge["ref_columns"])
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        out.append(row)
+        name: Name = (row["schema"], row["table"])
+        if row.get("is_ddl"):
+            children.ddl(name, row.get("sql"))
+            continue
+        kind = row["type"]
+        if kind not in ("INSERT", "UPDATE", "DELETE"):
+            continue
+        after = _json(row.get("after"))
+        if name in children._layouts and children.mirrored(name):
+            children.seen(name, kind, _json(row.get("keys")), _json(row.get("old_keys")), after)
+        props = row.get("props")
+        if kind == "INSERT" or not props or FOREIGN_KEY_ACTIONS not in props:
+            continue
+        old = _json(row.get("before")) if "before" in row else None
+        if old is None:
+            raise MirrorCascadeError(
+                f"the {kind} of {name[0]}.{name[1]} (seq {row['seq']}) has no before image: the rows its foreign "
+                "keys' actions changed cannot be found"
+            )
+
+        def make(
+            child: Name, change: str, was: Row, now: Row | None, keys: list[str], parent: dict[str, Any] = row
+        ) -> dict[str, Any]:
+            made: dict[str, Any] = dict.fromkeys(parent)
+            made.update(
+                seq=parent["seq"],
+                schema=child[0],
+                table=child[1],
+                type=change,
+                is_ddl=False,
+                keys=json.dumps({k: (now or was).get(k) for k in keys}, ensure_ascii=False),
+                before=json.dumps(was, ensure_ascii=False),
+                after=None if now is None else json.dumps(now, ensure_ascii=False),
+                columns=json.dumps(children._layouts[child], ensure_ascii=False),
+            )
+            if now is not None and any(now.get(k) != was.get(k) for k in keys):
+                made["old_keys"] = json.dumps({k: was.get(k) for k in keys}, ensure_ascii=False)
+            for position in ("log_file", "log_offset"):
+                if position in parent:
+                    made[position] = parent[position]
+            return made
+
+        _cascade(children, name, old, None if kind == "DELETE" else after, parsed[props], make, out)
+    if len(out) == len(rows):
+        return table
+    return pa.Table.from_pylist(out, schema=table.schema)
+
+
+class ExpandedBatch:
+    """The expanded batch of the batch being applied, kept until a later batch (module docstring): a file
+    ``_pycanal_cascade.{app id}.{batch id}.arrow`` in the mirror's root."""
+
+    def __init__(self, root: Path, app_id: str) -> None:
+        self.root = root
+        self.prefix = f"_pycanal_cascade.{app_id}."
+
+    def _path(self, batch_id: int) -> Path:
+        return self.root / f"{self.prefix}{batch_id}.arrow"
+
+    def load(self, batch_id: int) -> Any:
+        """The expanded rows kept for ``batch_id``, or None."""
+        import pyarrow as pa
+
+        path = self._path(batch_id)
+        if not path.exists():
+            return None
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).read_all()
+
+    def save(self, batch_id: int, table: Any) -> None:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(self._path(batch_id), sink.getvalue().to_pybytes())
+
+    def drop_before(self, batch_id: int) -> None:
+        """Drop what was kept for earlier batches (they are done: a replay is of the newest only)."""
+        if not self.root.exists():
+            return
+        for path in self.root.glob(f"{self.prefix}*.arrow"):
+            number = path.name.removeprefix(self.prefix).removesuffix(".arrow")
+            if number.isdigit() and int(number) < batch_id:
+                path.unlink(missing_ok=True)

@@ -1,0 +1,167 @@
+"""The mirror's foreign-key actions (:mod:`canal.spark.mirror_cascade`) on hand-made change rows, without a server:
+where it cannot follow an action it stops with :class:`MirrorCascadeError` and writes nothing of the batch (a child
+without a primary key, SET DEFAULT, a parent DELETE without its before image, a child whose foreign key column a DDL
+of the same batch renamed); where it can, a cascade reaches the grandchildren through rows the batch itself made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("deltalake")
+
+from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
+from canal.spark import DeltaMirror
+from canal.spark.changes import arrow_schema
+from canal.spark.mirror_stops import MirrorCascadeError
+
+P_LAYOUT = [["id", "int(11)", True]]
+C_LAYOUT = [["id", "int(11)", True], ["pid", "int(11)", False]]
+
+
+def _edge(table: str, ref: str, layout: Any, on_delete: str = "CASCADE") -> dict[str, Any]:
+    return {
+        "db": "s",
+        "table": table,
+        "layout": layout,
+        "name": f"fk_{table}",
+        "columns": ["pid"],
+        "ref_db": "s",
+        "ref_table": ref,
+        "ref_columns": ["id"],
+        "on_delete": on_delete,
+        "on_update": "RESTRICT",
+    }
+
+
+def _dml(
+    kind: str, table: str, values: dict[str, int], props: dict[str, str] | None = None, layout: Any = None
+) -> dict[str, Any]:
+    layout = layout or (P_LAYOUT if table in ("p", "x") else C_LAYOUT)
+    text = json.dumps({k: str(v) for k, v in values.items()})
+    return {
+        "destination": "d",
+        "schema": "s",
+        "table": table,
+        "type": kind,
+        "is_ddl": False,
+        "keys": json.dumps({"id": str(values["id"])}),
+        "after": text if kind != "DELETE" else None,
+        "before": text if kind == "DELETE" else None,
+        "columns": json.dumps(layout),
+        "props": None if props is None else json.dumps(props),
+        "log_file": "mysql-bin.000001",
+        "log_offset": 100,
+    }
+
+
+class Crash(Exception):
+    pass
+
+
+def _ddl(sql: str, table: str) -> dict[str, Any]:
+    return {"destination": "d", "schema": "s", "table": table, "type": "ALTER", "is_ddl": True, "sql": sql}
+
+
+def _batch(*rows: dict[str, Any]) -> Any:
+    schema = arrow_schema()
+    filled = [{**{f.name: None for f in schema}, **row, "seq": i} for i, row in enumerate(rows)]
+    return pa.Table.from_pylist(filled, schema=schema)
+
+
+def _marked(edges: list[dict[str, Any]]) -> dict[str, str]:
+    children = sorted({(e["db"], e["table"]) for e in edges})
+    return {CASCADE_TABLES: json.dumps([list(c) for c in children]), FOREIGN_KEY_ACTIONS: json.dumps(edges)}
+
+
+def _ids(mirror: DeltaMirror, table: str) -> list[int]:
+    return sorted(r["id"] for r in mirror.read("s", table).to_pylist())
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Any:
+    mirror = DeltaMirror(tmp_path / "m")
+    mirror.apply(
+        _batch(
+            _dml("INSERT", "p", {"id": 1}),
+            _dml("INSERT", "c", {"id": 10, "pid": 1}),
+            _dml("INSERT", "g", {"id": 100, "pid": 10}),
+            _dml("INSERT", "x", {"id": 1}),
+        ),
+        1,
+    )
+    yield mirror
+    mirror.close()
+
+
+def test_a_cascade_reaches_grandchildren_the_batch_made(mirror: DeltaMirror) -> None:
+    edges = [_edge("c", "p", C_LAYOUT), _edge("g", "c", C_LAYOUT)]
+    mirror.apply(
+        _batch(
+            _dml("INSERT", "c", {"id": 11, "pid": 1}),
+            _dml("INSERT", "g", {"id": 110, "pid": 11}),
+            _dml("DELETE", "p", {"id": 1}, _marked(edges)),
+            _dml("INSERT", "g", {"id": 111, "pid": 10}),  # after the cascade: a row of its own (no key checks)
+        ),
+        2,
+    )
+    assert (_ids(mirror, "p"), _ids(mirror, "c"), _ids(mirror, "g")) == ([], [], [111])
+
+
+@pytest.mark.parametrize(
+    ("edges", "extra", "message"),
+    [
+        ([_edge("c", "p", [["id", "int(11)", False], ["pid", "int(11)", False]])], [], "has no primary key"),
+        ([_edge("c", "p", C_LAYOUT, on_delete="SET DEFAULT")], [], "SET DEFAULT is not followed"),
+        ([_edge("c", "p", None)], [], "layout of s.c is not known"),
+        ([_edge("c", "p", C_LAYOUT)], [_ddl("ALTER TABLE s.c RENAME COLUMN pid TO parent", "c")], "after the DDL"),
+    ],
+)
+def test_a_cascade_the_mirror_cannot_follow_stops_with_nothing_written(
+    mirror: DeltaMirror, edges: list[dict[str, Any]], extra: list[dict[str, Any]], message: str
+) -> None:
+    batch = _batch(*extra, _dml("INSERT", "p", {"id": 2}), _dml("DELETE", "p", {"id": 1}, _marked(edges)))
+    for _ in range(2):  # a stop, not a skip
+        with pytest.raises(MirrorCascadeError, match=message):
+            mirror.apply(batch, 2)
+        assert (_ids(mirror, "p"), _ids(mirror, "c"), _ids(mirror, "g")) == ([1], [10], [100])
+
+
+def test_a_parent_delete_without_its_before_image_stops(mirror: DeltaMirror) -> None:
+    row = {**_dml("DELETE", "p", {"id": 1}, _marked([_edge("c", "p", C_LAYOUT)])), "before": None}
+    with pytest.raises(MirrorCascadeError, match="has no before image"):
+        mirror.apply(_batch(row), 2)
+    assert (_ids(mirror, "p"), _ids(mirror, "c")) == ([1], [10])
+
+
+def test_a_batch_replayed_after_a_crash_applies_the_cascade_it_counted(mirror: DeltaMirror) -> None:
+    """Steps: the ALTER of x, p's DELETE, c's and g's cascaded DELETEs, x's INSERT. A crash after c's step: the
+    replay finds c10 gone, yet applies g's and x's steps (the expanded batch was kept)."""
+    edges = [_edge("c", "p", C_LAYOUT), _edge("g", "c", C_LAYOUT)]
+    batch = _batch(
+        _dml("DELETE", "p", {"id": 1}, _marked(edges)),
+        _ddl("ALTER TABLE s.x ADD COLUMN y INT", "x"),
+        _dml("INSERT", "x", {"id": 2, "y": 5}, layout=[["id", "int(11)", True], ["y", "int(11)", False]]),
+    )
+    write = mirror._write_journal
+
+    def crash_at(batch_id: int, done: int) -> None:
+        write(batch_id, done)
+        if done >= 3:
+            raise Crash
+
+    mirror._write_journal = crash_at  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Crash):
+            mirror.apply(batch, 2)
+    finally:
+        mirror._write_journal = write  # type: ignore[method-assign]
+    assert (_ids(mirror, "p"), _ids(mirror, "c"), _ids(mirror, "g")) == ([], [], [100])  # g's step not yet
+    mirror.apply(batch, 2)
+    assert (_ids(mirror, "p"), _ids(mirror, "c"), _ids(mirror, "g"), _ids(mirror, "x")) == ([], [], [], [1, 2])
+    mirror.apply(_batch(_dml("INSERT", "p", {"id": 3})), 3)
+    assert not list(mirror.root.glob("_pycanal_cascade.*"))  # kept until the next batch
