@@ -23,7 +23,9 @@ from random_schema_workload import FUZZ_EXAMPLES, fuzz_settings
 
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from capture_configs import capture_config
+
+from canal.config import InstanceConfig
 from canal.spark import DeltaMirror
 from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
@@ -70,22 +72,7 @@ def _play(
         except pymysql.err.IntegrityError:
             sql[-1] += "  -- refused"  # a duplicate key, or a child of no parent: the server changed nothing
 
-    master = mariadb.master()
-    start = master_position(conn)
-    config = InstanceConfig(
-        destination="fkfuzz",
-        master=MasterConfig(
-            address=master.address,
-            username=master.username,
-            password=master.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
-        filter_regex=rf"{db}\..*",
-        store=StoreConfig(batch_mode="ITEMSIZE"),
-        meta_mode="file",
-        meta_dir=str(tmp / "meta"),
-    )
+    config = capture_config(mariadb, tmp / "meta", master_position(conn), "fkfuzz", schema=db)
     run(f"CREATE TABLE `{db}`.mark (id INT AUTO_INCREMENT PRIMARY KEY)")
     run(f"CREATE TABLE `{db}`.p (id INT PRIMARY KEY, u INT UNIQUE, v INT)")
     run(

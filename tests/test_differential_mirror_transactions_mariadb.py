@@ -25,7 +25,8 @@ from random_schema_workload import FUZZ_EXAMPLES, fuzz_settings
 
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from capture_configs import capture_config
+
 from canal.errors import CanalError
 from canal.spark import DeltaMirror, MirrorMode
 from canal.spark.mirror import MODES
@@ -83,22 +84,7 @@ class _Workload:
         self.xids = 0
         self.v_type, self.s_len = "INT", 12
         self.stop: type[CanalError] | None = None  # the error the mirror must stop with, once the op ran
-        master = mariadb.master()
-        start = master_position(self.conn)
-        self.config = InstanceConfig(
-            destination="txfuzz",
-            master=MasterConfig(
-                address=master.address,
-                username=master.username,
-                password=master.password,
-                journal_name=start[0],
-                position=start[1],
-            ),
-            filter_regex=rf"{db}\..*",
-            store=StoreConfig(batch_mode="ITEMSIZE"),
-            meta_mode="file",
-            meta_dir=str(tmp / "meta"),
-        )
+        self.config = capture_config(mariadb, tmp / "meta", master_position(self.conn), "txfuzz", schema=db)
         self.run(self.conn, "SET SESSION sql_mode = ''")
         self.run(self.conn, f"CREATE TABLE `{db}`.p (id INT PRIMARY KEY)")
         self.run(self.conn, f"CREATE TABLE `{db}`.mark (id INT AUTO_INCREMENT PRIMARY KEY)")

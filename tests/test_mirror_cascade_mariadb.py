@@ -16,7 +16,9 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, SchemaHistoryConfig, StoreConfig
+from capture_configs import capture_config
+
+from canal.config import InstanceConfig, SchemaHistoryConfig
 from canal.instance import Instance
 from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.protocol import EntryType
@@ -31,22 +33,7 @@ pytestmark = pytest.mark.integration
 def _config(
     mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int], *, history: bool = True
 ) -> InstanceConfig:
-    master = mariadb.master()
-    return InstanceConfig(
-        destination="fk",
-        master=MasterConfig(
-            address=master.address,
-            username=master.username,
-            password=master.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
-        filter_regex=rf"{mariadb.database}\..*",
-        store=StoreConfig(batch_mode="ITEMSIZE"),
-        meta_mode="file",
-        meta_dir=str(tmp_path / "meta"),
-        schema_history=SchemaHistoryConfig(enable=history),
-    )
+    return capture_config(mariadb, tmp_path / "meta", start, "fk", schema_history=SchemaHistoryConfig(enable=history))
 
 
 def _schema(mariadb: MariaDBDatabase) -> list[str]:

@@ -14,7 +14,9 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from capture_configs import capture_config
+
+from canal.config import InstanceConfig
 from canal.spark import DeltaMirror
 from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
@@ -25,21 +27,7 @@ TABLES = ("p", "c", "g", "n", "k", "m", "tree")
 
 
 def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
-    master = mariadb.master()
-    return InstanceConfig(
-        destination="fka",
-        master=MasterConfig(
-            address=master.address,
-            username=master.username,
-            password=master.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
-        filter_regex=rf"{mariadb.database}\..*",
-        store=StoreConfig(batch_mode="ITEMSIZE"),
-        meta_mode="file",
-        meta_dir=str(tmp_path / "meta"),
-    )
+    return capture_config(mariadb, tmp_path / "meta", start, "fka")
 
 
 def _rows_of_mirror(mirror: DeltaMirror, db: str, table: str, columns: list[str]) -> list[tuple[Any, ...]]:

@@ -20,6 +20,8 @@ import pytest
 
 pytest.importorskip("deltalake")
 
+from capture_configs import capture_config
+
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EntryType, EventType
@@ -59,21 +61,7 @@ def conn(sessions: Callable[[], Any]) -> Any:
 
 
 def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
-    master = mariadb.master()
-    return InstanceConfig(
-        destination="txn",
-        master=MasterConfig(
-            address=master.address,
-            username=master.username,
-            password=master.password,
-            journal_name=start[0],
-            position=start[1],
-        ),
-        filter_regex=rf"{mariadb.database}\..*",
-        store=StoreConfig(batch_mode="ITEMSIZE"),
-        meta_mode="file",
-        meta_dir=str(tmp_path / "meta"),
-    )
+    return capture_config(mariadb, tmp_path / "meta", start, "txn")
 
 
 def _run(conn: Any, config: InstanceConfig, mirror: DeltaMirror, batch_size: int = 3) -> None:
