@@ -24,7 +24,7 @@ import attrs
 
 from canal.errors import SourceError, XAPrepareLostError
 from canal.parse.convert import ConvertOptions, EntryConverter
-from canal.parse.events import RotateEvent
+from canal.parse.events import HeartbeatEvent, RotateEvent
 from canal.parse.retry import is_purged
 from canal.parse.source import BinlogSource, DumpRequest
 from canal.parse.xa import XA_TYPE, XA_XID, xid_key
@@ -118,6 +118,9 @@ def _lost(xid: str, commit: EntryPosition, files: list[str], why: str) -> XAPrep
     )
 
 
+_SCAN_HEARTBEAT_S = 1.0  # how long a read-back dump that reached the end of the binlog waits before it stops
+
+
 def _scan(
     source: BinlogSource, options: ConvertOptions, name: str, limit: int | None, key: str
 ) -> PreparedGroup | None:
@@ -126,9 +129,15 @@ def _scan(
     converter.reset(EntryPosition(name, 4))
     found: PreparedGroup | None = None
     group: PreparedGroup | None = None
-    events = source.dump(DumpRequest(journal_name=name, position=4, blocking=False, heartbeat_period_s=0))
+    # non-blocking: the server ends the dump at the end of its binlog. A dump seen to wait there all the same (a
+    # full suite's run once did, in the commit's file) gets the server's heartbeat, sent only to a dump waiting for
+    # new events: the end of what there is to read, so the scan stops instead of waiting for ever
+    request = DumpRequest(journal_name=name, position=4, blocking=False, heartbeat_period_s=_SCAN_HEARTBEAT_S)
+    events = source.dump(request)
     with contextlib.closing(events):  # type: ignore[type-var]
         for event in events:
+            if isinstance(event, HeartbeatEvent):
+                break  # the server waits for new events: nothing more in the binlog
             if isinstance(event, RotateEvent) and not event.artificial:
                 break  # the end of the file
             if event.log_file != name or (limit is not None and event.offset >= limit):
