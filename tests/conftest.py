@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -74,3 +75,26 @@ def _spark_job_guard(request: pytest.FixtureRequest) -> Iterator[None]:
             f"before its {timeout:.0f}-s timeout (thread dumps in its captured stderr)",
             pytrace=False,
         )
+
+
+@pytest.fixture
+def sessions(mariadb: Any) -> Iterator[Callable[[], Any]]:
+    """New writing sessions on the test's database (a session that prepared an XA transaction can do nothing else
+    until its outcome). A test that fails between XA PREPARE and the outcome leaves a prepared transaction holding
+    its locks (the database could not be dropped): each is rolled back by the session that prepared it."""
+    import pymysql
+
+    opened: list[Any] = []
+
+    def new() -> Any:
+        opened.append(mariadb.connect(autocommit=True))
+        return opened[-1]
+
+    yield new
+    for session in opened:
+        with session.cursor() as cur:
+            cur.execute("XA RECOVER")
+            for row in cur.fetchall():
+                with contextlib.suppress(pymysql.err.OperationalError):  # prepared by another session
+                    cur.execute(f"XA ROLLBACK '{row[3].decode() if isinstance(row[3], bytes) else row[3]}'")
+        session.close()

@@ -9,13 +9,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 
 pytest.importorskip("deltalake")
@@ -32,27 +30,6 @@ from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def sessions(mariadb: MariaDBDatabase) -> Iterator[Callable[[], Any]]:
-    """New writing sessions (a session that prepared an XA transaction can do nothing else until its outcome). A
-    test that fails between XA PREPARE and the outcome leaves a prepared transaction holding its locks (the database
-    could not be dropped): each is rolled back by the session that prepared it."""
-    opened: list[Any] = []
-
-    def new() -> Any:
-        opened.append(mariadb.connect(autocommit=True))
-        return opened[-1]
-
-    yield new
-    for session in opened:
-        with session.cursor() as cur:
-            cur.execute("XA RECOVER")
-            for row in cur.fetchall():
-                with contextlib.suppress(pymysql.err.OperationalError):  # prepared by another session
-                    cur.execute(f"XA ROLLBACK '{row[3].decode() if isinstance(row[3], bytes) else row[3]}'")
-        session.close()
 
 
 @pytest.fixture

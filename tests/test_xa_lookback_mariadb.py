@@ -4,13 +4,11 @@ an XA ROLLBACK of such a transaction hands out nothing; a purged PREPARE is a ty
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 
 from canal.config import InstanceConfig, MasterConfig, RetryConfig, StoreConfig
@@ -21,25 +19,6 @@ from canal.protocol import Entry, EntryType, EventType
 from canal.spark.testing import master_position
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def sessions(mariadb: Any) -> Iterator[Callable[[], Any]]:
-    """Writing sessions; a prepared XA transaction a failed test leaves is rolled back by its own session."""
-    opened: list[Any] = []
-
-    def new() -> Any:
-        opened.append(mariadb.connect(autocommit=True))
-        return opened[-1]
-
-    yield new
-    for session in opened:
-        with session.cursor() as cur:
-            cur.execute("XA RECOVER")
-            for row in cur.fetchall():
-                with contextlib.suppress(pymysql.err.OperationalError):
-                    cur.execute(f"XA ROLLBACK '{row[3].decode() if isinstance(row[3], bytes) else row[3]}'")
-        session.close()
 
 
 def _execute(conn: Any, *statements: str) -> None:
