@@ -32,6 +32,7 @@ def fuzz_settings(examples: int) -> settings:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
 
+
 # (SQL type, a literal of a random value) -- values at their limits, NULL included
 TYPES: list[tuple[str, Callable[[random.Random], str]]] = [
     ("INT", lambda r: r.choice(["-2147483648", "2147483647", "0", str(r.randint(-99, 99)), "NULL"])),

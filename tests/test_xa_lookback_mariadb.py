@@ -4,6 +4,7 @@ an XA ROLLBACK of such a transaction hands out nothing; a purged PREPARE is a ty
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,11 +15,17 @@ import pytest
 from canal.config import InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.errors import XAPrepareLostError
 from canal.instance import Instance
-from canal.parse.xa_lookback import XA_RECOVERED
+from canal.parse.convert import ConvertOptions
+from canal.parse.source import DumpRequest
+from canal.parse.sources import open_source
+from canal.parse.xa_lookback import XA_RECOVERED, prepared_rows
+from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType
 from canal.spark.testing import master_position
 
 pytestmark = pytest.mark.integration
+
+_LOG = logging.getLogger(__name__)
 
 
 def _execute(conn: Any, *statements: str) -> None:
@@ -238,3 +245,57 @@ def test_a_restart_inside_a_prepare_group_reads_nothing_back(
         ("XACOMMIT", "XA COMMIT X'7365656e',X'',1"),
     ]
     assert not any(XA_RECOVERED in e.header.props for e in entries)
+
+
+def test_the_read_back_decodes_the_prepare_group_alone(
+    mariadb: Any, sessions: Callable[[], Any], tmp_path: Path
+) -> None:
+    """The commit's file holds many other rows (a busy server's binlog): the read-back finds the PREPARE over an
+    undecoded pass and decodes rows only from the group's start -- the full read once took longer than a consumer's
+    patience on a loaded machine."""
+    db = mariadb.database
+    conn = sessions()
+    _execute(
+        conn,
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+        f"CREATE TABLE `{db}`.busy (id INT PRIMARY KEY, pad VARCHAR(200))",
+    )
+    _execute(conn, "FLUSH BINARY LOGS")
+    for chunk in range(20):  # 20 000 rows of another table before the PREPARE, in the commit's file
+        values = ", ".join(f"({chunk * 1000 + i}, REPEAT('x', 150))" for i in range(1000))
+        _execute(conn, f"INSERT INTO `{db}`.busy VALUES {values}")
+    early = sessions()
+    _execute(
+        early,
+        "XA START 'busy'",
+        f"INSERT INTO `{db}`.t VALUES (1, 1), (2, 2)",
+        "XA END 'busy'",
+        "XA PREPARE 'busy'",
+    )
+    _execute(conn, f"UPDATE `{db}`.busy SET pad = 'y' WHERE id < 500")
+    start = master_position(conn)
+    _execute(early, "XA COMMIT 'busy'")
+    commit = master_position(conn)
+    config = _config(mariadb.master(), db, tmp_path, start)
+    source = open_source(config.master, config)
+    requests: list[DumpRequest] = []
+    real_dump = source.dump
+
+    def dump(request: DumpRequest) -> Any:
+        requests.append(request)
+        return real_dump(request)
+
+    source.dump = dump  # type: ignore[method-assign]
+    source.open()
+    try:
+        files = [f.name for f in source.binlog_files()]
+        group = prepared_rows(source, ConvertOptions(), "'busy'", EntryPosition(commit[0], commit[1]), _LOG)
+    finally:
+        source.close()
+    assert [_item(e) for e in group.entries] == [("INSERT", [(None, (1, 1)), (None, (2, 2))])]
+    name, offset = group.position.split(":")
+    assert name == start[0] and start[0] in files
+    assert [(r.journal_name, r.position, r.decode_rows) for r in requests] == [
+        (start[0], 4, False),  # the structure of the whole file
+        (start[0], int(offset), True),  # the rows of the group alone
+    ]

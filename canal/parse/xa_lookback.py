@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterator
 
 import attrs
 
 from canal.errors import SourceError, XAPrepareLostError
 from canal.parse.convert import ConvertOptions, EntryConverter
-from canal.parse.events import HeartbeatEvent, RotateEvent
+from canal.parse.events import HeartbeatEvent, RotateEvent, RowsEvent, TableMapEvent
 from canal.parse.retry import is_purged
 from canal.parse.source import BinlogSource, DumpRequest
 from canal.parse.xa import XA_TYPE, XA_XID, xid_key
@@ -84,8 +85,19 @@ def prepared_rows(
     dump of its own from ``source`` (the open source of the parser's dump: a second dump of one source registers
     under its own replica id, so the server does not end the first). :class:`XAPrepareLostError` when no file on
     the server holds it."""
-    files = [f.name for f in source.binlog_files() if journal_number(f.name) <= commit.journal_number]
+    on_server = [f for f in source.binlog_files() if journal_number(f.name) <= commit.journal_number]
+    files = [f.name for f in on_server]
     key = xid_key(xid)
+    # the search reads whole files (a few MB/s) while the stream waits: say why it pauses
+    log.info(
+        "XA COMMIT %s at %s:%s: its XA PREPARE lies before the stream's start; reading the binlog back for it "
+        "(%s first, %d bytes)",
+        xid,
+        commit.journal_name,
+        commit.position,
+        commit.journal_name,
+        next((f.size for f in on_server if f.name == commit.journal_name), 0),
+    )
     for name in reversed(files):
         limit = commit.position if name == commit.journal_name else None
         try:
@@ -95,15 +107,7 @@ def prepared_rows(
                 raise
             raise _lost(xid, commit, files, f"purged while read: {exc}") from exc
         if found is not None:
-            log.info(
-                "XA COMMIT %s at %s:%s: its XA PREPARE lies before the stream's start; %d row entries read back "
-                "from %s",
-                xid,
-                commit.journal_name,
-                commit.position,
-                len(found.entries),
-                found.position,
-            )
+            log.info("XA COMMIT %s: %d row entries read back from %s", xid, len(found.entries), found.position)
             return found
     raise _lost(xid, commit, files, "no binlog file on the server holds it")
 
@@ -118,45 +122,72 @@ def _lost(xid: str, commit: EntryPosition, files: list[str], why: str) -> XAPrep
     )
 
 
-_SCAN_HEARTBEAT_S = 1.0  # how long a read-back dump that reached the end of the binlog waits before it stops
-
-
 def _scan(
     source: BinlogSource, options: ConvertOptions, name: str, limit: int | None, key: str
 ) -> PreparedGroup | None:
-    """The last PREPARE group of the xid ``key`` in the binlog file ``name`` (before offset ``limit``)."""
+    """The last PREPARE group of the xid ``key`` in the binlog file ``name`` (before offset ``limit``).
+
+    Two passes, because decoding row images is most of the cost of reading a binlog and the file may be large
+    (every table's changes since the last rotate): the first reads the file's structure only (rows undecoded) and
+    finds where that group starts; the second dumps from there and decodes the group's rows alone."""
+    start: int | None = None
+    begin: int | None = None
+    for offset, entry in _entries(source, options, name, 4, limit, decode_rows=False):
+        props = entry.header.props
+        if entry.entry_type is EntryType.TRANSACTIONBEGIN:
+            xid = props.get(XA_XID)
+            here = xid is not None and props.get(XA_TYPE) == "XA_START" and xid_key(xid) == key
+            begin = offset if here else None
+        elif entry.entry_type is EntryType.TRANSACTIONEND:
+            if begin is not None and props.get(XA_TYPE) == "XA_END":
+                start = begin
+            begin = None
+    if start is None:
+        return None
+    group = PreparedGroup(f"{name}:{start}", [])
+    for _, entry in _entries(source, options, name, start, limit, decode_rows=True):
+        if entry.entry_type is EntryType.ROWDATA:
+            group.entries.append(entry)
+        elif entry.entry_type is EntryType.TRANSACTIONEND:
+            return group
+    raise XAPrepareLostError(  # the first pass saw the group end: the file changed between the passes
+        f"XA PREPARE group at {group.position}: the binlog file ended inside it when read a second time"
+    )
+
+
+_SCAN_HEARTBEAT_S = 1.0  # how long a read-back dump that reached the end of the binlog waits before it stops
+
+
+def _entries(
+    source: BinlogSource, options: ConvertOptions, name: str, position: int, limit: int | None, *, decode_rows: bool
+) -> Iterator[tuple[int, Entry]]:
+    """The entries of the binlog file ``name`` from ``position`` (an event start) to ``limit``, with their offsets."""
     converter = EntryConverter(options)
-    converter.reset(EntryPosition(name, 4))
-    found: PreparedGroup | None = None
-    group: PreparedGroup | None = None
+    converter.reset(EntryPosition(name, position))
     # non-blocking: the server ends the dump at the end of its binlog. A dump seen to wait there all the same (a
     # full suite's run once did, in the commit's file) gets the server's heartbeat, sent only to a dump waiting for
     # new events: the end of what there is to read, so the scan stops instead of waiting for ever
-    request = DumpRequest(journal_name=name, position=4, blocking=False, heartbeat_period_s=_SCAN_HEARTBEAT_S)
+    request = DumpRequest(
+        journal_name=name,
+        position=position,
+        blocking=False,
+        heartbeat_period_s=_SCAN_HEARTBEAT_S,
+        decode_rows=decode_rows,
+    )
     events = source.dump(request)
     with contextlib.closing(events):  # type: ignore[type-var]
         for event in events:
             if isinstance(event, HeartbeatEvent):
-                break  # the server waits for new events: nothing more in the binlog
+                return  # the server waits for new events: nothing more in the binlog
             if isinstance(event, RotateEvent) and not event.artificial:
-                break  # the end of the file
+                return  # the end of the file
             if event.log_file != name or (limit is not None and event.offset >= limit):
-                break
+                return
+            if not decode_rows and isinstance(event, (RowsEvent, TableMapEvent)):
+                continue  # a source may decode them anyway (DumpRequest.decode_rows): the first pass skips them
             entry = converter.convert(event)
-            if entry is None:
-                continue
-            props = entry.header.props
-            if entry.entry_type is EntryType.TRANSACTIONBEGIN:
-                xid = props.get(XA_XID)
-                here = xid is not None and props.get(XA_TYPE) == "XA_START" and xid_key(xid) == key
-                group = PreparedGroup(f"{name}:{event.offset}", []) if here else None
-            elif group is not None and entry.entry_type is EntryType.ROWDATA:
-                group.entries.append(entry)
-            elif group is not None and entry.entry_type is EntryType.TRANSACTIONEND:
-                if props.get(XA_TYPE) == "XA_END":
-                    found = group
-                group = None
-    return found
+            if entry is not None:
+                yield event.offset, entry
 
 
 def recovered_entries(group: PreparedGroup, commit: Entry, anchor: EntryPosition, skip: int) -> list[Entry]:
