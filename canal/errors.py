@@ -19,6 +19,11 @@ class ConfigError(CanalError, ValueError):
         self.key = key
 
 
+class StorageLocationError(ConfigError):
+    """A location (a mirror's root, a spool directory) names storage pycanal cannot write yet: an object store URI
+    (``s3://``, ``gs://``, ``abfss://``, ...). Only local paths and ``file://`` URIs are supported."""
+
+
 class FilterError(ConfigError):
     """A table or field filter expression (canal's regex syntax) does not compile."""
 

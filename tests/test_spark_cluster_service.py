@@ -1,5 +1,7 @@
 """The private Spark standalone cluster: a driver on it runs tasks on both workers, and a worker cannot see the
-driver's temporary directory (its own mount namespace), as on separate hosts.
+driver's temporary directory (its own mount namespace), as on separate hosts. And the mirror written by Spark tasks
+on it: a root in that directory is refused with a typed error before any task writes (the tables would land on the
+workers' disks); a root every process reaches is written by the tasks and reads back as the source.
 
 The driver runs in a subprocess: this test process may already hold the suite's local SparkSession, and one Python
 process has one SparkContext.
@@ -9,9 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -99,3 +104,68 @@ def test_a_python_environment_the_worker_would_hide_is_refused(monkeypatch: pyte
         worker.start()
     assert str(hidden_env) in str(refused.value)
     assert worker.pid is None and worker.workdir is None and not worker.is_running
+
+
+_MIRROR_DRIVER = r"""
+import json, sys, time
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from canal.spark import DeltaMirror, MirrorUnreachableError
+from canal.spark.changes import entries_to_batch
+from tests.procs.mirror_writer import TABLES, batch
+
+conf, hidden, shared = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+builder = SparkSession.builder.appName("pycanal-cluster-mirror")
+for key, value in conf.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+out = {}
+first = spark.createDataFrame(pa.table(entries_to_batch(batch(1, {}), "d", 1))).coalesce(1)
+try:
+    DeltaMirror(hidden)(first, 1)
+    out["hidden"] = "applied"
+except MirrorUnreachableError as exc:
+    out["hidden"] = f"{type(exc).__name__}: {exc}"
+mirror = DeltaMirror(shared)
+state = {}
+for number in range(1, 4):  # one partition (a task writes every table), then two (a table per task), then one
+    rows = entries_to_batch(batch(number, state), "d", number)
+    df = spark.createDataFrame(pa.table(rows))
+    mirror(df.coalesce(1) if number % 2 else df.repartition(2), number)
+mirror.close()
+out["shared"] = {t.table: sorted(map(list, state[t.table].values())) for t in TABLES}
+out["read"] = {t.table: sorted([r["id"], str(r["amount"]), r["note"]] for r in mirror.read("shop", t.table).to_pylist())
+               for t in TABLES}
+print(json.dumps(out, default=str))
+spark.stop()
+"""
+
+
+def test_a_root_the_executors_cannot_see_is_refused_and_a_shared_one_is_written(
+    spark_cluster: SparkCluster, tmp_path: Path
+) -> None:
+    spark_cluster.ensure_running()
+    hidden = tmp_path / "mirror"  # under the temporary directory: only the driver sees it
+    shared = Path("/var/tmp") / f"pycanal-cluster-mirror-{uuid.uuid4().hex}"  # outside it: every process does
+    assert not str(shared).startswith(tempfile.gettempdir())
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _MIRROR_DRIVER, json.dumps(spark_cluster.driver_conf()), str(hidden), str(shared)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, **spark_cluster.driver_env()},
+        )
+        python_side = [line for line in done.stderr.splitlines() if not line.startswith("\tat ")]
+        assert done.returncode == 0, "\n".join(python_side)[-4000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert result["hidden"].startswith("MirrorUnreachableError: mirror root " + str(hidden)), result["hidden"]
+    left = sorted(p.name for p in hidden.iterdir())  # the driver's writer lease only: no table, the probe file gone
+    assert all(name.startswith("_pycanal_lease.") for name in left), left
+    for table, rows in result["shared"].items():
+        read = result["read"][table]
+        assert [[r[0], Decimal(r[1]), r[2]] for r in rows] == [[r[0], Decimal(r[1]), r[2]] for r in read], table

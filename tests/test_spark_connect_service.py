@@ -1,12 +1,18 @@
 """The private Spark Connect server: a client session on its ``sc://`` URL runs queries, and leaves this process's
-classic PySpark as it found it."""
+classic PySpark as it found it. And the documented pipeline over it: ``writeStream.foreachBatch(DeltaMirror(root))``
+from a Connect client session, the mirror pickled into the server's Python process and written by Spark tasks with
+DataFrame APIs only (Connect has no RDDs), DDL included; every mirror table equals ``SELECT``."""
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from canal.spark import DeltaMirror
+from canal.spark.testing import compare_tables, master_position
 from canal.testing.plugin import connect_session
 from canal.testing.services import SparkConnectServer
 
@@ -27,3 +33,57 @@ def test_the_process_is_not_left_in_connect_mode(spark_connect_server: SparkConn
         assert session.sql("SELECT 1 AS one").collect()[0]["one"] == 1
         assert is_remote()
     assert not is_remote()  # a classic SparkSession later in this process is classic again
+
+
+def test_a_mirror_pickles_as_its_settings_and_holds_no_lock(tmp_path: Path) -> None:
+    mirror = DeltaMirror(tmp_path / "m", app_id="shop", mode="copy_on_write", fold_workers=3)
+    copy = pickle.loads(pickle.dumps(mirror))
+    assert type(copy) is DeltaMirror and copy is not mirror
+    assert copy.settings() == mirror.settings()
+
+
+def test_foreach_batch_mirror_over_spark_connect(mariadb: Any, spark_connect: Any, tmp_path: Path) -> None:
+    from canal.spark import current_dataframe, register
+
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x INT)")
+        cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s)", [(i, i) for i in range(40)])
+        cur.execute(f"CREATE TABLE `{db}`.b (id INT PRIMARY KEY, note VARCHAR(20))")
+        cur.execute(f"INSERT INTO `{db}`.b VALUES (1, 'one'), (2, 'two')")
+        cur.execute(f"UPDATE `{db}`.a SET x = x + 100 WHERE id < 10")
+        cur.execute(f"ALTER TABLE `{db}`.b ADD COLUMN extra INT DEFAULT 7")
+        cur.execute(f"DELETE FROM `{db}`.a WHERE id >= 30")
+    register(spark_connect)
+    mirror = DeltaMirror(tmp_path / "mirror")
+    query = (
+        spark_connect.readStream.format("canal")
+        .options(
+            **{
+                "destination": "connect",
+                "master.address": mariadb.address,
+                "master.user": mariadb.user,
+                "master.password": mariadb.password,
+                "master.journal.name": start[0],
+                "master.position": str(start[1]),
+                "filter.regex": rf"{db}\..*",
+                "spool.dir": str(tmp_path / "spool"),
+            }
+        )
+        .load()
+        .writeStream.foreachBatch(mirror)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    for c in compare_tables(conn, mirror, db, ["a", "b"]):
+        assert c.equal, str(c)
+    # the current state read by the Connect server's Spark equals pyarrow's
+    want = sorted((r["id"], r["x"]) for r in mirror.read(db, "a").to_pylist())
+    got = current_dataframe(spark_connect, mirror.table_path(db, "a")).select("id", "x").collect()
+    assert sorted((r["id"], r["x"]) for r in got) == want and len(want) == 30
+    conn.close()

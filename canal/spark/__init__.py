@@ -26,7 +26,14 @@ from canal.spark.project import current_rows, project
 from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
 from canal.spark.spool import Spool, SpoolError
-from canal.spark.types import MirrorError, MirrorFoldError, MirrorLeaseError, MirrorStorageError, MirrorTypeError
+from canal.spark.types import (
+    MirrorError,
+    MirrorFoldError,
+    MirrorLeaseError,
+    MirrorStorageError,
+    MirrorTypeError,
+    MirrorUnreachableError,
+)
 
 __all__ = [
     "CHANGE_SCHEMA_DDL",
@@ -46,6 +53,7 @@ __all__ = [
     "MirrorStatementError",
     "MirrorStorageError",
     "MirrorTypeError",
+    "MirrorUnreachableError",
     "MirrorXAError",
     "RunStats",
     "SparkSourceError",

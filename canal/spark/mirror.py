@@ -55,6 +55,7 @@ from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.ddl_text import ddl_statement, fold_flags
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
 from canal.spark.lease import WriterLease
+from canal.spark.locations import local_path
 from canal.spark.mirror_cascade import ExpandedBatch, expand_cascades
 from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
 from canal.spark.mirror_stops import check_cascades, check_statements
@@ -412,7 +413,7 @@ class DeltaMirror:
         self.retention_hours = retention_hours
         self._applied_batches = 0  # batches that wrote something, for the maintenance schedule
         self._compact: set[str] = set()  # tables written since their last compaction
-        self.root = Path(root)
+        self.root = local_path(root, "the mirror's root")
         self.zero_dates: ZeroDates = zero_dates
         self.app_id = app_id
         self.only = None if tables is None else frozenset(tables)
@@ -421,6 +422,7 @@ class DeltaMirror:
         self._handles: dict[str, Any] = {}  # path -> DeltaTable kept between batches (see _handle)
         # change log path -> (its version, its Arrow schema) after this process's last direct append (_append_directly)
         self._direct_state: dict[str, tuple[int, Any]] = {}
+        self.reach_checked = False  # whether Spark tasks were seen to reach the root (mirror_tasks)
         self.sole_log_writer = True
         """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so
         appends may be written as Delta commits directly (:mod:`canal.spark.delta_append`). Spark tasks' mirrors
@@ -818,6 +820,13 @@ class DeltaMirror:
     def table_stats(self, name: str) -> TableStats:
         """The running statistics of one table (by its directory name: ``schema.table`` for plain names)."""
         return self.stats.setdefault(name, TableStats())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A mirror pickles as its settings: Spark Connect pickles ``foreachBatch``'s function (a mirror, or a
+        function closing over one) into the server's Python process, where a mirror of the same settings is built.
+        What a mirror holds at run time (table handles, thread pools, locks, the writer lease, records) is this
+        process's and does not travel."""
+        return (_rebuild, (type(self), self.settings()))
 
     def settings(self) -> dict[str, Any]:
         """The constructor arguments of this mirror (what a Spark task builds its own from)."""
@@ -2047,3 +2056,8 @@ def _steps(table: Any, only: frozenset[str] | None) -> list[Any]:
     for name in list(pending):
         flush(name)
     return steps
+
+
+def _rebuild(kind: type[DeltaMirror], settings: dict[str, Any]) -> DeltaMirror:
+    """A mirror of type ``kind`` built from ``settings`` (:meth:`DeltaMirror.__reduce__`)."""
+    return kind(**settings)

@@ -211,13 +211,19 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     mirror.hold_lease()  # the driver writes the root (canal.spark.lease)
     mirror.flush_staged()  # tasks append to the change logs: what the driver staged goes first (canal.spark.staged)
     mirror.tasks_append = True  # the driver's own folds must not trim by whole files while tasks append
+    if not mirror.reach_checked:
+        spark = df.sparkSession
+        # a local master's executors are threads of the driver's JVM, on its file system: nothing to check
+        if not (spark.conf.get("spark.master", "") or "").startswith("local"):
+            check_executors_reach(str(mirror.root), spark)
+        mirror.reach_checked = True
     kind = type(mirror)
     settings = mirror.settings()
     # the XA marks and positions too: a batch holding them (or statements) is the driver's (_for_the_driver)
     changes = df.select(
         *mirror.COLUMNS, *(name for name in ("props", "log_file", "log_offset", "before") if name in df.columns)
     )
-    if changes.rdd.getNumPartitions() == 1:
+    if _one_partition(changes):
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
         # writes every table, in parallel threads, or answers that the batch holds DDL
         def write_all(batches: Any) -> Any:
@@ -277,6 +283,59 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     return result
 
 
+REACH_PREFIX = "_pycanal_reach."  # a file the driver writes in the root for the executors to find
+REACH_TASKS = 8  # tasks looking for it: enough to land on every executor of a small cluster
+
+
+def check_executors_reach(root: str, spark: Any) -> None:
+    """:class:`MirrorUnreachableError` unless Spark tasks find, under ``root``, the file the driver just wrote
+    there: a root on a disk of the driver's own (a local path on a cluster) would have each task write its tables
+    to its executor's disk, where the driver and the next batches never see them. Tasks land on executors as Spark
+    schedules them, so a cluster whose executors differ (some mount the root, some not) may pass unnoticed; a
+    local path, the case this catches, is on no executor of another host."""
+    import pyarrow as pa
+
+    from canal.spark.types import MirrorUnreachableError
+
+    token = uuid.uuid4().hex
+    probe = Path(root) / f"{REACH_PREFIX}{token}"
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    probe.write_text(token)
+
+    def look(batches: Any) -> Any:
+        import os
+        import socket
+
+        for batch in batches:
+            try:
+                seen = Path(probe).read_text() == token
+            except OSError:
+                seen = False
+            where = f"{socket.gethostname()} (pid {os.getpid()})"
+            yield pa.RecordBatch.from_pydict({"seen": [seen] * batch.num_rows, "task": [where] * batch.num_rows})
+
+    try:
+        answers = spark.range(0, REACH_TASKS, 1, REACH_TASKS).mapInArrow(look, "seen boolean, task string").collect()
+    finally:
+        probe.unlink(missing_ok=True)
+    blind = sorted({row["task"] for row in answers if not row["seen"]})
+    if blind or len(answers) != REACH_TASKS:
+        raise MirrorUnreachableError(
+            f"mirror root {root}: Spark tasks on {', '.join(blind) or 'the executors'} do not see the file the "
+            "driver wrote there, so they would write the mirror's tables to their own disks. Give the mirror a "
+            "root every executor and the driver reach (an object store URI, or a file system mounted on all hosts), "
+            "or apply batches on the driver (DeltaMirror(..., on_executors=False))."
+        )
+
+
+def _one_partition(df: Any) -> bool:
+    """Whether ``df`` is known to be one partition. A Spark Connect client cannot ask (no RDDs), so there it is
+    taken for several: the grouped path is right for any number of partitions, only slower for one."""
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        return False
+    return bool(df.rdd.getNumPartitions() == 1)
+
+
 def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
     """Fold ``names`` (the tables' directory names) in one Spark job, a table per task, from a background thread of
     the driver; tables whose fold is under way are left for a later batch. The tables started."""
@@ -289,10 +348,16 @@ def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
     chosen = [name for name, path in paths.items() if path in started]
 
     def run() -> None:
-        def fold(name: str) -> None:
-            fold_in_task(kind, settings, name)
+        def fold(batches: Any) -> Any:
+            for batch in batches:
+                for name in batch.column("name").to_pylist():
+                    fold_in_task(kind, settings, name)
+            return iter(())
 
-        spark.sparkContext.parallelize(chosen, len(chosen)).foreach(fold)
+        # a DataFrame job (not an RDD one: Spark Connect has no RDDs), a table per partition as far as hashing
+        # spreads them
+        tables = spark.createDataFrame([(name,) for name in chosen], "name string").repartition(len(chosen), "name")
+        tables.mapInArrow(fold, "name string").collect()
 
     mirror.run_folds(started, run)
     return chosen

@@ -23,6 +23,7 @@ from typing import Any
 from canal.errors import CanalError
 from canal.files import AtomicFile
 from canal.spark.changes import Offset, arrow_schema, canonical
+from canal.spark.locations import local_path
 
 _LOG = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class Spool:
     """Batches as Arrow IPC files named by their start offset, written atomically; the end offset in the metadata."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
+        self.root = local_path(root, "the spool directory")
 
     def path_for(self, start: Offset) -> Path:
         digest = hashlib.sha1(canonical(start).encode()).hexdigest()[:16]

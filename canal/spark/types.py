@@ -40,6 +40,12 @@ class MirrorStorageError(MirrorError):
     The error names the mirror's root and what failed; its cause is the error of the library that met it."""
 
 
+class MirrorUnreachableError(MirrorStorageError):
+    """The Spark executors do not see the mirror's root as the driver does (a local path on a cluster whose executors
+    run on other hosts): the tasks would write the tables to their own disks. Raised before anything of the batch
+    is written; the error names the root."""
+
+
 class MirrorFoldError(MirrorError):
     """A table's folds failed ``max_fold_failures`` times in a row: the mirror refuses batches until a fold of the
     table succeeds (``DeltaMirror.fold``), so a log that cannot be folded does not grow behind batches acked as

@@ -223,6 +223,9 @@ class SparkCluster:
             "spark.driver.bindAddress": self.master.host,
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
+            # executors of one host read each other's shuffle files from disk by default; these hosts are one
+            # machine whose workers cannot see each other's files: fetch over the network, as between hosts
+            "spark.shuffle.readHostLocalDisk": "false",
             "spark.sql.session.timeZone": "UTC",
             "spark.pyspark.python": sys.executable,
             "spark.executorEnv.PYTHONPATH": _absolute_pythonpath(),
