@@ -27,6 +27,7 @@ from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
 from canal.spark.spool import Spool, SpoolError
 from canal.spark.types import (
+    MirrorCheckpointError,
     MirrorError,
     MirrorFoldError,
     MirrorLeaseError,
@@ -45,6 +46,7 @@ __all__ = [
     "FoldResult",
     "JournalError",
     "MirrorCascadeError",
+    "MirrorCheckpointError",
     "MirrorError",
     "MirrorFoldError",
     "MirrorLeaseError",

@@ -51,6 +51,7 @@ from canal.log import destination_logger
 from canal.protocol import render_text
 from canal.spark import changelog, delta_append, drops, staged, step_marks
 from canal.spark import names as naming
+from canal.spark.applied import check_batch, newest_position, record_batch
 from canal.spark.changelog import FoldResult, quote, record_only
 from canal.spark.ddl_text import ddl_statement, fold_flags
 from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
@@ -875,8 +876,11 @@ class DeltaMirror:
             return result
         table = self._ordered(table)
         result.rows = table.num_rows
+        newest = newest_position(table)
         if steps_journal:
             self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.spark.lease)
+            # a batch id finished already with changes after the position it reached: a new query (canal.spark.applied)
+            check_batch(self.root, self.app_id, batch_id, newest)
         journal = self._read_journal() if steps_journal else None
         if journal is not None and journal[0] > batch_id:
             for name in self._plan(table):
@@ -990,6 +994,8 @@ class DeltaMirror:
                 for path in written:
                     self._log_sizes.pop(path, None)
                 result.folds = sorted(Path(path).name for path in written if self.fold_due(path))
+        if steps_journal:
+            record_batch(self.root, self.app_id, batch_id, newest)
         self.history.append(result)
         return result
 

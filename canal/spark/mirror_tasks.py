@@ -41,14 +41,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from canal.spark import names
+from canal.spark.applied import check_batch, newest_position, record_batch
 from canal.spark.types import MirrorError
 
 if TYPE_CHECKING:
     from canal.spark.mirror import ApplyResult, DeltaMirror
 
-RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill string"
+RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill string, newest string"
 DONE_MARK = "done"  # the status of the row that ends a task's answer (its rows: the change rows it was given)
 DDL_MARK = "ddl"  # the status a one-partition task answers for a batch with DDL, having applied nothing
+# the status a one-partition task answers, having applied nothing, for a batch whose id the mirror finished already
+# but which holds changes after the position it reached (canal.spark.applied): the driver raises
+CHECKPOINT_MARK = "checkpoint"
 SPILL_PREFIX = "_pycanal_ddl_batch."  # files of batches with DDL handed from a task to the driver, in the root
 
 
@@ -62,12 +66,15 @@ def _result_arrow() -> Any:
             ("rows", pa.int64()),
             ("fold_due", pa.bool_()),
             ("spill", pa.string()),
+            ("newest", pa.string()),
         ]
     )
 
 
-def _answer(rows: list[tuple[str, str, int, bool, str | None]]) -> Any:
-    """Result rows ``(table, status, rows, fold_due, spill)`` as a table of :data:`RESULT_SCHEMA`."""
+def _answer(rows: list[tuple[str, str, int, bool, str | None, str | None]]) -> Any:
+    """Result rows ``(table, status, rows, fold_due, spill, newest)`` as a table of :data:`RESULT_SCHEMA`
+    (``newest``: ``file:offset`` of the newest change a task was given, on its ``done``/``ddl``/``checkpoint``
+    row)."""
     import pyarrow as pa
 
     schema = _result_arrow()
@@ -103,10 +110,10 @@ def write_group(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int
     mirror = worker_mirror(kind, settings)
     result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
     due = set(result.folds)
-    answer: list[tuple[str, str, int, bool, str | None]] = [
-        (name, result.tables[name], 0, name in due, None) for name in sorted(result.tables)
+    answer: list[tuple[str, str, int, bool, str | None, str | None]] = [
+        (name, result.tables[name], 0, name in due, None, None) for name in sorted(result.tables)
     ]
-    answer.append(("", DONE_MARK, rows.num_rows, False, None))
+    answer.append(("", DONE_MARK, rows.num_rows, False, None, _spelled(newest_position(rows))))
     return _answer(answer)
 
 
@@ -135,18 +142,52 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
 
     received = list(batches)
     rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
-    if rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
+    newest = newest_position(rows)
+    if not _continues(settings, batch_id, newest):
+        answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
+    elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
         path = Path(settings["root"]) / f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow"
         with AtomicFile(path) as spill:
             with pa.ipc.new_file(spill.fh, rows.schema) as writer:
                 writer.write_table(rows)
             spill.publish()
-        answer = _answer([("", DDL_MARK, rows.num_rows, False, str(path))])
+        answer = _answer([("", DDL_MARK, rows.num_rows, False, str(path), _spelled(newest))])
     elif rows.num_rows == 0:
-        answer = _answer([("", DONE_MARK, 0, False, None)])
+        answer = _answer([("", DONE_MARK, 0, False, None, None)])
     else:
         answer = write_group(kind, settings, batch_id, rows)
     yield from answer.to_batches()
+
+
+def _continues(settings: dict[str, Any], batch_id: int, newest: tuple[str, int] | None) -> bool:
+    """False for a batch whose id the mirror finished already but which holds changes after the position it reached
+    (:func:`canal.spark.applied.check_batch`): a task writes nothing of it."""
+    from canal.spark.types import MirrorCheckpointError
+
+    try:
+        check_batch(settings["root"], settings["app_id"], batch_id, newest)
+    except MirrorCheckpointError:
+        return False
+    return True
+
+
+def _spelled(position: tuple[str, int] | None) -> str | None:
+    return None if position is None else f"{position[0]}:{position[1]}"
+
+
+def _parsed(spelled: str | None) -> tuple[str, int] | None:
+    if not spelled:
+        return None
+    name, _, offset = spelled.rpartition(":")
+    return (name, int(offset))
+
+
+def _newest(outcome: list[Any]) -> tuple[str, int] | None:
+    """The newest of the positions the tasks' answers report."""
+    from canal.position import journal_number
+
+    seen = [p for p in (_parsed(row["newest"]) for row in outcome) if p is not None]
+    return max(seen, key=lambda p: (journal_number(p[0]), p[1])) if seen else None
 
 
 def _for_the_driver(rows: Any) -> bool:
@@ -191,7 +232,7 @@ def _checked(outcome: list[Any], expected: int, batch_id: int) -> list[Any]:
     recorded with fewer tables."""
     from canal.spark.types import MirrorError
 
-    ends = sum(1 for row in outcome if row["status"] in (DONE_MARK, DDL_MARK))
+    ends = sum(1 for row in outcome if row["status"] in (DONE_MARK, DDL_MARK, CHECKPOINT_MARK))
     if ends != expected:
         raise MirrorError(
             f"batch {batch_id}: the driver received the answers of {ends} of {expected} mirror tasks (Spark lost "
@@ -230,6 +271,10 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
             return write_partition(kind, settings, batch_id, batches)
 
         outcome = _checked(changes.mapInArrow(write_all, RESULT_SCHEMA).collect(), 1, batch_id)
+        newest = _newest(outcome)
+        if any(row["status"] == CHECKPOINT_MARK for row in outcome):
+            check_batch(mirror.root, mirror.app_id, batch_id, newest)  # raises, as it did in the task
+            raise MirrorError(f"batch {batch_id}: a mirror task refused it as no replay, and the driver does not")
         spilled = [row["spill"] for row in outcome if row["status"] == DDL_MARK]
         if spilled:
             _drop_spills(mirror.root, batch_id)
@@ -244,16 +289,27 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
             driver = F.col("is_ddl") | F.col("sql").isNotNull()
             if "props" in changes.columns:
                 driver = driver | F.col("props").isNotNull()
-            shape = changes.agg(
+            measures = [
                 F.max(driver.cast("int")).alias("ddl"),
                 F.count_distinct(F.col("schema"), F.col("table")).alias("tables"),
-            ).first()
+            ]
+            if "log_file" in changes.columns and "log_offset" in changes.columns:
+                # the newest change, by (binlog file number, offset) as canal.position.journal_number orders files
+                number = F.regexp_extract(F.col("log_file"), r"(\d+)$", 1).cast("long")
+                newest_change = F.struct(
+                    number.alias("n"), F.col("log_offset").alias("o"), F.col("log_file").alias("f")
+                )
+                measures.append(F.max(newest_change).alias("newest"))
+            shape = changes.agg(*measures).first()
+            found = None if shape is None else shape.asDict().get("newest")
+            newest = None if found is None or not found["f"] else (found["f"], int(found["o"]))
             if shape is None or shape["ddl"] is None:  # no rows
                 outcome = []
             elif shape["ddl"]:
                 mirror.wait_for_folds()
                 return mirror.apply(changes, batch_id)
             else:
+                check_batch(mirror.root, mirror.app_id, batch_id, newest)  # before a task writes
 
                 def write(rows: Any) -> Any:
                     return write_group(kind, settings, batch_id, rows)
@@ -277,6 +333,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         if row["fold_due"]:
             due.append(row["table"])
     result.merge_s = time.perf_counter() - began
+    record_batch(mirror.root, mirror.app_id, batch_id, newest)
     if due:
         result.folds = start_folds(mirror, df.sparkSession, due)
     mirror.history.append(result)

@@ -46,6 +46,12 @@ class MirrorUnreachableError(MirrorStorageError):
     is written; the error names the root."""
 
 
+class MirrorCheckpointError(MirrorError):
+    """A batch whose id the mirror finished already holds changes after those it applied: a query with a new
+    checkpoint location on an existing mirror (its batch ids start again), whose batches would be skipped as
+    replays. Nothing of the batch was written (:mod:`canal.spark.applied`)."""
+
+
 class MirrorFoldError(MirrorError):
     """A table's folds failed ``max_fold_failures`` times in a row: the mirror refuses batches until a fold of the
     table succeeds (``DeltaMirror.fold``), so a log that cannot be folded does not grow behind batches acked as
