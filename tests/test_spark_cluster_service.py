@@ -16,8 +16,10 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,10 +29,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 _DRIVER = r"""
 import json, os, sys, tempfile, time
+import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark import BarrierTaskContext
+from canal.spark import DeltaMirror, MirrorUnreachableError
+from canal.spark.changes import entries_to_batch
+from tests.procs.mirror_writer import TABLES, batch
 
-conf, marker = json.loads(sys.argv[1]), sys.argv[2]
+conf, marker, hidden, shared = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 builder = SparkSession.builder.appName("pycanal-cluster-test")
 for key, value in conf.items():
     builder = builder.config(key, value)
@@ -51,38 +57,81 @@ def probe(_rows):
 
 # a barrier stage needs every task scheduled together: with two one-core executors, one task on each
 seen = sc.parallelize([0, 1], 2).barrier().mapPartitions(probe).collect()
-print(json.dumps({"driver_ns": os.readlink("/proc/self/ns/mnt"), "tasks": seen}))
+out = {"driver_ns": os.readlink("/proc/self/ns/mnt"), "tasks": seen}
+
+# the mirror: a root only the driver sees is refused; a root every process sees is written by the tasks
+first = spark.createDataFrame(pa.table(entries_to_batch(batch(1, {}), "d", 1))).coalesce(1)
+try:
+    DeltaMirror(hidden)(first, 1)
+    out["hidden"] = "applied"
+except MirrorUnreachableError as exc:
+    out["hidden"] = f"{type(exc).__name__}: {exc}"
+mirror = DeltaMirror(shared)
+state = {}
+for number in range(1, 4):  # one partition (a task writes every table), then two (a table per task), then one
+    df = spark.createDataFrame(pa.table(entries_to_batch(batch(number, state), "d", number)))
+    mirror(df.coalesce(1) if number % 2 else df.repartition(2), number)
+mirror.close()
+out["shared"] = {t.table: sorted(map(list, state[t.table].values())) for t in TABLES}
+out["read"] = {t.table: sorted([r["id"], str(r["amount"]), r["note"]] for r in mirror.read("shop", t.table).to_pylist())
+               for t in TABLES}
+print(json.dumps(out, default=str))
 spark.stop()
 """
 
 
-def test_a_job_runs_on_both_workers_which_cannot_see_the_drivers_files(spark_cluster: SparkCluster) -> None:
+@pytest.fixture(scope="module")
+def cluster_run(spark_cluster: SparkCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One driver on the cluster (its start-up is most of the cost): its tasks' view of the file system, and a mirror
+    written with a root only the driver sees, then with one every process sees."""
     spark_cluster.ensure_running()
     marker = Path(tempfile.gettempdir()) / f"pycanal-driver-marker-{os.getpid()}"
     marker.write_text("only on the driver's host")
+    hidden = tmp_path_factory.mktemp("cluster") / "mirror"  # under the temporary directory: only the driver sees it
+    shared = Path("/var/tmp") / f"pycanal-cluster-mirror-{uuid.uuid4().hex}"  # outside it: every process does
+    assert not str(shared).startswith(tempfile.gettempdir())
+    args = [json.dumps(spark_cluster.driver_conf()), str(marker), str(hidden), str(shared)]
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _DRIVER, json.dumps(spark_cluster.driver_conf()), str(marker)],
+            [sys.executable, "-c", _DRIVER, *args],
             capture_output=True,
             text=True,
-            timeout=240,
+            timeout=300,
             check=False,
+            cwd=Path(__file__).resolve().parent.parent,  # the driver imports tests.procs
             env={**os.environ, **spark_cluster.driver_env()},
         )
     finally:
         marker.unlink()
+        shutil.rmtree(shared, ignore_errors=True)
     python_side = [line for line in done.stderr.splitlines() if not line.startswith("\tat ")]  # no JVM frames
     assert done.returncode == 0, "\n".join(python_side)[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    yield {**result, "marker": marker.name, "hidden_root": str(hidden)}
+
+
+def test_a_job_runs_on_both_workers_which_cannot_see_the_drivers_files(cluster_run: dict[str, Any]) -> None:
+    result = cluster_run
     namespaces = {task[0] for task in result["tasks"]}
     assert len(result["tasks"]) == 2
     assert len(namespaces) == 2, f"both tasks ran in one worker: {result}"  # two workers, two mount namespaces
     assert result["driver_ns"] not in namespaces
     assert [task[1] for task in result["tasks"]] == [False, False]  # the driver's file is not there for a task
-    assert all(marker.name not in task[2] for task in result["tasks"])
+    assert all(result["marker"] not in task[2] for task in result["tasks"])
     import canal
 
     assert [task[3] for task in result["tasks"]] == [canal.__file__] * 2  # this canal, not another installed one
+
+
+def test_a_root_the_executors_cannot_see_is_refused_and_a_shared_one_is_written(cluster_run: dict[str, Any]) -> None:
+    result = cluster_run
+    hidden = Path(result["hidden_root"])
+    assert result["hidden"].startswith(f"MirrorUnreachableError: mirror root {hidden}"), result["hidden"]
+    left = sorted(p.name for p in hidden.iterdir())  # the driver's writer lease only: no table, the probe file gone
+    assert all(name.startswith("_pycanal_lease.") for name in left), left
+    for table, rows in result["shared"].items():
+        read = result["read"][table]
+        assert [[r[0], Decimal(r[1]), r[2]] for r in rows] == [[r[0], Decimal(r[1]), r[2]] for r in read], table
 
 
 def test_the_cluster_lists_two_alive_workers(spark_cluster: SparkCluster) -> None:
@@ -104,68 +153,3 @@ def test_a_python_environment_the_worker_would_hide_is_refused(monkeypatch: pyte
         worker.start()
     assert str(hidden_env) in str(refused.value)
     assert worker.pid is None and worker.workdir is None and not worker.is_running
-
-
-_MIRROR_DRIVER = r"""
-import json, sys, time
-import pyarrow as pa
-from pyspark.sql import SparkSession
-from canal.spark import DeltaMirror, MirrorUnreachableError
-from canal.spark.changes import entries_to_batch
-from tests.procs.mirror_writer import TABLES, batch
-
-conf, hidden, shared = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
-builder = SparkSession.builder.appName("pycanal-cluster-mirror")
-for key, value in conf.items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
-out = {}
-first = spark.createDataFrame(pa.table(entries_to_batch(batch(1, {}), "d", 1))).coalesce(1)
-try:
-    DeltaMirror(hidden)(first, 1)
-    out["hidden"] = "applied"
-except MirrorUnreachableError as exc:
-    out["hidden"] = f"{type(exc).__name__}: {exc}"
-mirror = DeltaMirror(shared)
-state = {}
-for number in range(1, 4):  # one partition (a task writes every table), then two (a table per task), then one
-    rows = entries_to_batch(batch(number, state), "d", number)
-    df = spark.createDataFrame(pa.table(rows))
-    mirror(df.coalesce(1) if number % 2 else df.repartition(2), number)
-mirror.close()
-out["shared"] = {t.table: sorted(map(list, state[t.table].values())) for t in TABLES}
-out["read"] = {t.table: sorted([r["id"], str(r["amount"]), r["note"]] for r in mirror.read("shop", t.table).to_pylist())
-               for t in TABLES}
-print(json.dumps(out, default=str))
-spark.stop()
-"""
-
-
-def test_a_root_the_executors_cannot_see_is_refused_and_a_shared_one_is_written(
-    spark_cluster: SparkCluster, tmp_path: Path
-) -> None:
-    spark_cluster.ensure_running()
-    hidden = tmp_path / "mirror"  # under the temporary directory: only the driver sees it
-    shared = Path("/var/tmp") / f"pycanal-cluster-mirror-{uuid.uuid4().hex}"  # outside it: every process does
-    assert not str(shared).startswith(tempfile.gettempdir())
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _MIRROR_DRIVER, json.dumps(spark_cluster.driver_conf()), str(hidden), str(shared)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            cwd=Path(__file__).resolve().parent.parent,
-            env={**os.environ, **spark_cluster.driver_env()},
-        )
-        python_side = [line for line in done.stderr.splitlines() if not line.startswith("\tat ")]
-        assert done.returncode == 0, "\n".join(python_side)[-4000:]
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
-    assert result["hidden"].startswith("MirrorUnreachableError: mirror root " + str(hidden)), result["hidden"]
-    left = sorted(p.name for p in hidden.iterdir())  # the driver's writer lease only: no table, the probe file gone
-    assert all(name.startswith("_pycanal_lease.") for name in left), left
-    for table, rows in result["shared"].items():
-        read = result["read"][table]
-        assert [[r[0], Decimal(r[1]), r[2]] for r in rows] == [[r[0], Decimal(r[1]), r[2]] for r in read], table
