@@ -10,4 +10,4 @@ echo "== mypy (strict)" >&2
 echo "== pytest" >&2
 # two worker processes, a test file each at a time (module fixtures stay whole), each with its own private MariaDB,
 # ZooKeeper and SparkSession: most tests wait on those servers and processes, so two halve the run on 2 cores
-.venv/bin/python -m pytest -q -n "${PYCANAL_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
+.venv/bin/python -m pytest -q -n "${PYCANAL_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -11,35 +11,6 @@ import pytest
 
 _STARTED = pytest.StashKey[float]()
 
-# The files that take longest (minutes of Spark jobs, clusters, processes killed and restarted), longest first. The
-# test command's workers each take a whole file at a time (--dist loadfile, in collection order: it passes
-# --no-loadscope-reorder, whose default would put the files with the most tests first): one of these started last
-# left a worker running it alone for minutes after the other had finished.
-_LONGEST_FIRST = (
-    "test_spark_snapshot.py",
-    "test_spark_source.py",
-    "test_spark_pipelines.py",
-    "test_spark_units.py",
-    "test_docs.py",
-    "test_ha_processes.py",
-    "test_spark_cluster_service.py",
-    "test_mirror_staged.py",
-    "test_differential_mirror_mariadb.py",
-    "test_differential_schema_mariadb.py",
-    "test_snapshot_batches.py",
-    "test_schema_catalog_mariadb.py",
-    "test_spark_demo.py",
-    "test_snapshot_kill.py",
-    "test_fake_vs_mariadb.py",
-    "test_hostile_binlog.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest files first (``_LONGEST_FIRST``); the others keep their order after them."""
-    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests stay together
-
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item) -> None:
