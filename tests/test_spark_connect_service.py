@@ -15,6 +15,7 @@ from canal.spark import DeltaMirror
 from canal.spark.testing import compare_tables, master_position
 from canal.testing.plugin import connect_session
 from canal.testing.services import SparkConnectServer
+from tests.test_spark_units import _mirror_available_now, _source_options
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -58,26 +59,7 @@ def test_foreach_batch_mirror_over_spark_connect(mariadb: Any, spark_connect: An
         cur.execute(f"DELETE FROM `{db}`.a WHERE id >= 30")
     register(spark_connect)
     mirror = DeltaMirror(tmp_path / "mirror")
-    query = (
-        spark_connect.readStream.format("canal")
-        .options(
-            **{
-                "destination": "connect",
-                "master.address": mariadb.address,
-                "master.user": mariadb.user,
-                "master.password": mariadb.password,
-                "master.journal.name": start[0],
-                "master.position": str(start[1]),
-                "filter.regex": rf"{db}\..*",
-                "spool.dir": str(tmp_path / "spool"),
-            }
-        )
-        .load()
-        .writeStream.foreachBatch(mirror)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = _mirror_available_now(spark_connect, _source_options(mariadb, start, tmp_path), mirror, tmp_path / "ckpt")
     assert query.awaitTermination(180)
     assert query.exception() is None
     for c in compare_tables(conn, mirror, db, ["a", "b"]):

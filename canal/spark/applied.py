@@ -36,8 +36,10 @@ class Applied:
     log_file: str | None  # None: no change carried a position yet
     log_offset: int
 
-    def key(self) -> tuple[int, int]:
-        return (journal_number(self.log_file), self.log_offset)
+
+def position_key(log_file: str, log_offset: int) -> tuple[int, int]:
+    """The order of positions in one server's binlog: (file number, offset)."""
+    return (journal_number(log_file), log_offset)
 
 
 def applied_path(root: str | os.PathLike[str], app_id: str) -> Path:
@@ -70,16 +72,23 @@ def newest_position(table: Any) -> tuple[str, int] | None:
     return None if offset is None else (newest, int(offset))
 
 
-def check_batch(root: str | os.PathLike[str], app_id: str, batch_id: int, newest: tuple[str, int] | None) -> None:
-    """:class:`MirrorCheckpointError` when batch ``batch_id``, whose newest change is at ``newest``, is not past the
-    last batch finished but holds changes after its position: a new query's batch, not a replay."""
-    if newest is None:
-        return
+def refuses(applied: Applied | None, batch_id: int, newest: tuple[str, int] | None) -> bool:
+    """Whether batch ``batch_id``, whose newest change is at ``newest``, is not past the last batch finished
+    (``applied``) but holds changes after its position: a new query's batch, not a replay."""
+    if newest is None or applied is None or applied.log_file is None or batch_id > applied.batch:
+        return False
+    return position_key(*newest) > position_key(applied.log_file, applied.log_offset)
+
+
+def check_batch(
+    root: str | os.PathLike[str], app_id: str, batch_id: int, newest: tuple[str, int] | None
+) -> Applied | None:
+    """The mirror's record of what it applied (for :func:`record_batch`), or :class:`MirrorCheckpointError` when it
+    :func:`refuses` the batch."""
     applied = read_applied(root, app_id)
-    if applied is None or applied.log_file is None or batch_id > applied.batch:
-        return
-    if (journal_number(newest[0]), newest[1]) <= applied.key():
-        return
+    if not refuses(applied, batch_id, newest):
+        return applied
+    assert applied is not None and newest is not None
     raise MirrorCheckpointError(
         f"mirror {root} (app id {app_id!r}) finished batch {applied.batch} with the changes up to binlog position "
         f"{applied.log_file}:{applied.log_offset}, and batch {batch_id} holds changes after it (up to "
@@ -90,17 +99,21 @@ def check_batch(root: str | os.PathLike[str], app_id: str, batch_id: int, newest
     )
 
 
-def record_batch(root: str | os.PathLike[str], app_id: str, batch_id: int, newest: tuple[str, int] | None) -> None:
-    """Batch ``batch_id`` (newest change at ``newest``) is finished: keep the furthest position seen."""
-    applied = read_applied(root, app_id)
-    if applied is not None and batch_id < applied.batch:
+def record_batch(
+    root: str | os.PathLike[str],
+    app_id: str,
+    before: Applied | None,
+    batch_id: int,
+    newest: tuple[str, int] | None,
+) -> None:
+    """Batch ``batch_id`` (newest change at ``newest``) is finished: keep the furthest position seen. ``before``:
+    the record as :func:`check_batch` read it for this batch."""
+    if before is not None and batch_id < before.batch:
         return  # a replay of an older batch: nothing new
-    log_file, log_offset = (None, 0) if applied is None else (applied.log_file, applied.log_offset)
-    if newest is not None and (
-        log_file is None or (journal_number(newest[0]), newest[1]) > (journal_number(log_file), log_offset)
-    ):
+    log_file, log_offset = (None, 0) if before is None else (before.log_file, before.log_offset)
+    if newest is not None and (log_file is None or position_key(*newest) > position_key(log_file, log_offset)):
         log_file, log_offset = newest
-    if applied == Applied(batch_id, log_file, log_offset):
+    if before == Applied(batch_id, log_file, log_offset):
         return
     data = {"batch": batch_id, "log_file": log_file, "log_offset": log_offset}
     write_bytes_atomic(applied_path(root, app_id), json.dumps(data).encode())

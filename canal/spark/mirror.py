@@ -876,11 +876,12 @@ class DeltaMirror:
             return result
         table = self._ordered(table)
         result.rows = table.num_rows
-        newest = newest_position(table)
+        newest, before = None, None
         if steps_journal:
             self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.spark.lease)
             # a batch id finished already with changes after the position it reached: a new query (canal.spark.applied)
-            check_batch(self.root, self.app_id, batch_id, newest)
+            newest = newest_position(table)
+            before = check_batch(self.root, self.app_id, batch_id, newest)
         journal = self._read_journal() if steps_journal else None
         if journal is not None and journal[0] > batch_id:
             for name in self._plan(table):
@@ -995,7 +996,7 @@ class DeltaMirror:
                     self._log_sizes.pop(path, None)
                 result.folds = sorted(Path(path).name for path in written if self.fold_due(path))
         if steps_journal:
-            record_batch(self.root, self.app_id, batch_id, newest)
+            record_batch(self.root, self.app_id, before, batch_id, newest)
         self.history.append(result)
         return result
 

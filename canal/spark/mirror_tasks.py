@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from canal.spark import names
-from canal.spark.applied import check_batch, newest_position, record_batch
+from canal.spark.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
 from canal.spark.types import MirrorError
 
 if TYPE_CHECKING:
@@ -104,16 +104,18 @@ def worker_mirror(kind: type[DeltaMirror], settings: dict[str, Any]) -> DeltaMir
         return mirror
 
 
-def write_group(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, rows: Any) -> Any:
+def write_group(
+    kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, rows: Any, newest: tuple[str, int] | None = None
+) -> Any:
     """One table's change rows of a batch (a pyarrow Table), applied by a task: one result row per table, then the
-    ``done`` row."""
+    ``done`` row (reporting ``newest``, the position of the newest change, when the task's caller found it)."""
     mirror = worker_mirror(kind, settings)
     result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
     due = set(result.folds)
     answer: list[tuple[str, str, int, bool, str | None, str | None]] = [
         (name, result.tables[name], 0, name in due, None, None) for name in sorted(result.tables)
     ]
-    answer.append(("", DONE_MARK, rows.num_rows, False, None, _spelled(newest_position(rows))))
+    answer.append(("", DONE_MARK, rows.num_rows, False, None, _spelled(newest)))
     return _answer(answer)
 
 
@@ -143,7 +145,7 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
     received = list(batches)
     rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
     newest = newest_position(rows)
-    if not _continues(settings, batch_id, newest):
+    if refuses(read_applied(settings["root"], settings["app_id"]), batch_id, newest):  # canal.spark.applied
         answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
     elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
         path = Path(settings["root"]) / f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow"
@@ -155,20 +157,8 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
     elif rows.num_rows == 0:
         answer = _answer([("", DONE_MARK, 0, False, None, None)])
     else:
-        answer = write_group(kind, settings, batch_id, rows)
+        answer = write_group(kind, settings, batch_id, rows, newest)
     yield from answer.to_batches()
-
-
-def _continues(settings: dict[str, Any], batch_id: int, newest: tuple[str, int] | None) -> bool:
-    """False for a batch whose id the mirror finished already but which holds changes after the position it reached
-    (:func:`canal.spark.applied.check_batch`): a task writes nothing of it."""
-    from canal.spark.types import MirrorCheckpointError
-
-    try:
-        check_batch(settings["root"], settings["app_id"], batch_id, newest)
-    except MirrorCheckpointError:
-        return False
-    return True
 
 
 def _spelled(position: tuple[str, int] | None) -> str | None:
@@ -184,10 +174,8 @@ def _parsed(spelled: str | None) -> tuple[str, int] | None:
 
 def _newest(outcome: list[Any]) -> tuple[str, int] | None:
     """The newest of the positions the tasks' answers report."""
-    from canal.position import journal_number
-
     seen = [p for p in (_parsed(row["newest"]) for row in outcome) if p is not None]
-    return max(seen, key=lambda p: (journal_number(p[0]), p[1])) if seen else None
+    return max(seen, key=lambda p: position_key(*p)) if seen else None
 
 
 def _for_the_driver(rows: Any) -> bool:
@@ -272,8 +260,8 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
 
         outcome = _checked(changes.mapInArrow(write_all, RESULT_SCHEMA).collect(), 1, batch_id)
         newest = _newest(outcome)
+        before = check_batch(mirror.root, mirror.app_id, batch_id, newest)  # raises where the task refused
         if any(row["status"] == CHECKPOINT_MARK for row in outcome):
-            check_batch(mirror.root, mirror.app_id, batch_id, newest)  # raises, as it did in the task
             raise MirrorError(f"batch {batch_id}: a mirror task refused it as no replay, and the driver does not")
         spilled = [row["spill"] for row in outcome if row["status"] == DDL_MARK]
         if spilled:
@@ -303,13 +291,13 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
             shape = changes.agg(*measures).first()
             found = None if shape is None else shape.asDict().get("newest")
             newest = None if found is None or not found["f"] else (found["f"], int(found["o"]))
+            before = check_batch(mirror.root, mirror.app_id, batch_id, newest)  # before a task writes
             if shape is None or shape["ddl"] is None:  # no rows
                 outcome = []
             elif shape["ddl"]:
                 mirror.wait_for_folds()
                 return mirror.apply(changes, batch_id)
             else:
-                check_batch(mirror.root, mirror.app_id, batch_id, newest)  # before a task writes
 
                 def write(rows: Any) -> Any:
                     return write_group(kind, settings, batch_id, rows)
@@ -333,7 +321,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         if row["fold_due"]:
             due.append(row["table"])
     result.merge_s = time.perf_counter() - began
-    record_batch(mirror.root, mirror.app_id, batch_id, newest)
+    record_batch(mirror.root, mirror.app_id, before, batch_id, newest)
     if due:
         result.folds = start_folds(mirror, df.sparkSession, due)
     mirror.history.append(result)
@@ -365,7 +353,7 @@ def check_executors_reach(root: str, spark: Any) -> None:
 
         for batch in batches:
             try:
-                seen = Path(probe).read_text() == token
+                seen = probe.read_text() == token
             except OSError:
                 seen = False
             where = f"{socket.gethostname()} (pid {os.getpid()})"
