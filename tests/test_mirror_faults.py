@@ -292,3 +292,49 @@ def test_a_lease_copied_with_another_roots_files_is_nobodys(tmp_path: Path) -> N
     copy.apply(batch(upsert("t", 2, "b")), 2)
     first.apply(batch(upsert("t", 3, "c")), 3)  # each writes its own root
     assert values(copy.read("s", "t")) == {1: "a", 2: "b"} and values(first.read("s", "t")) == {1: "a", 3: "c"}
+
+
+def test_an_append_that_loses_a_commit_file_to_the_logs_cleanup_reads_the_log_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Spark task appends to a change log through deltalake while the driver's fold checkpoints the log and its
+    cleanup deletes the commits behind the checkpoint: Delta, having listed the log, then finds a commit file gone
+    (``Kernel error: File not found: .../_delta_log/...json``, seen once in five CI runs). The append reads the log
+    anew and goes on, once; an error that is no such race is not retried."""
+    import pyarrow as pa
+    from deltalake.exceptions import DeltaError
+
+    from canal.spark import changelog
+
+    log = tmp_path / "log"
+    handle = changelog.append(log, pa.table({"id": [1]}), None)  # creates the log
+    handle = changelog.append(log, pa.table({"id": [2]}), None, handle)
+    gone = f"Kernel error: File not found: {log}/_delta_log/00000000000000000001.json"
+    real_write, real_open = deltalake.write_deltalake, changelog.open_table
+    left = {"write": 1, "open": 1}
+
+    def write(target: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(target, str) and left["write"]:  # the append to the kept-open log
+            left["write"] -= 1
+            raise DeltaError(gone)
+        return real_write(target, *args, **kwargs)
+
+    def open_table(path: Path) -> Any:
+        if left["open"]:  # the reopening lists the log, then a commit goes
+            left["open"] -= 1
+            raise DeltaError(gone)
+        return real_open(path)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", write)
+    monkeypatch.setattr(changelog, "open_table", open_table)
+    changelog.append(log, pa.table({"id": [3]}), None, handle)
+    assert left == {"write": 0, "open": 0}
+    assert sorted(deltalake.DeltaTable(str(log)).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+
+    def refused(target: Any, *args: Any, **kwargs: Any) -> Any:
+        raise DeltaError("Schema error: cannot cast")
+
+    monkeypatch.setattr(deltalake, "write_deltalake", refused)
+    with pytest.raises(DeltaError, match="Schema error"):
+        changelog.append(log, pa.table({"id": [4]}), None, handle)
+    assert sorted(deltalake.DeltaTable(str(log)).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]

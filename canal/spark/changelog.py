@@ -82,16 +82,18 @@ T = TypeVar("T")
 _COMMIT_ATTEMPTS = 5
 
 
-def retrying_commits(commit: Callable[[], T]) -> T:
+def retrying_commits(commit: Callable[[], T], lost: Callable[[BaseException], bool] | None = None) -> T:
     """``commit()``, again when it lost a race with another writer of the same Delta table (a fold's trim and a
-    batch's append): a commit that failed wrote nothing, so doing it again is safe."""
+    batch's append): a commit that failed wrote nothing, so doing it again is safe. ``lost`` tells such a failure
+    (default: Delta's ``CommitFailedError``)."""
     from deltalake.exceptions import CommitFailedError
 
     for attempt in range(_COMMIT_ATTEMPTS):
         try:
             return commit()
-        except CommitFailedError:
-            if attempt == _COMMIT_ATTEMPTS - 1:
+        except Exception as exc:
+            raced = lost(exc) if lost is not None else isinstance(exc, CommitFailedError)
+            if not raced or attempt == _COMMIT_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
 
@@ -123,20 +125,29 @@ def append(log: Path, rows: Any, commit: Any, table: Any = None, history_s: floa
     from deltalake import write_deltalake
 
     used: list[Any] = [None]
+    kept = [table]
 
     def write() -> None:
-        if table is None and not is_table(log):
+        if kept[0] is None and not is_table(log):
             write_deltalake(
                 str(log), rows, mode="append", commit_properties=commit, configuration=log_configuration(history_s)
             )
             return
         # an append from a version before a trim fails Delta's conflict check (and leaves its file behind)
-        handle = used[0] = refreshed(table, log) if table is not None else open_table(log)
+        handle = used[0] = refreshed(kept[0], log) if kept[0] is not None else open_table(log)
         known = {f.name for f in handle.schema().fields}
         merge = not set(rows.column_names) <= known
-        write_deltalake(handle, rows, mode="append", schema_mode="merge" if merge else None, commit_properties=commit)
+        try:
+            write_deltalake(
+                handle, rows, mode="append", schema_mode="merge" if merge else None, commit_properties=commit
+            )
+        except Exception:
+            kept[0] = None  # read the log anew next time: the handle may name a commit the cleanup took
+            raise
 
-    retrying_commits(write)
+    # lost races: a fold's trim committed first (CommitFailedError), or, in another process (a fold beside Spark
+    # tasks' appends), the log's cleanup deleted a commit file between Delta listing the log and reading it
+    retrying_commits(write, _lost_race)
     return used[0]
 
 
@@ -153,9 +164,17 @@ def refreshed(table: Any, path: Path) -> Any:
 
 
 def open_table(path: Path) -> Any:
+    """The change log's DeltaTable, opened again when a commit it listed was cleaned up before it read it (the log's
+    cleanup runs in the process that folds, which need not be this one)."""
     from deltalake import DeltaTable
 
-    return DeltaTable(str(path))
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return DeltaTable(str(path))
+        except Exception as exc:
+            if not _lost_race(exc) or attempt == _READ_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def log_path(base: str | os.PathLike[str]) -> Path:

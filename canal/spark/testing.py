@@ -258,7 +258,8 @@ RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
 
 
 def source_runner_pids() -> list[int]:
-    """Pids of live ``python_streaming_source_runner`` processes (the processes that run our reader)."""
+    """Pids of live ``python_streaming_source_runner`` processes (the processes that run our reader) started by
+    this process's Spark: descendants of this process, not those of another application on the machine."""
     from canal.testing.services import process_state
 
     out = []
@@ -270,6 +271,24 @@ def source_runner_pids() -> list[int]:
                 cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if RUNNER_MODULE in cmdline and process_state(int(entry)) not in (None, "Z"):
-            out.append(int(entry))
+        pid = int(entry)
+        if RUNNER_MODULE in cmdline and process_state(pid) not in (None, "Z") and _descends_from_us(pid):
+            out.append(pid)
     return sorted(out)
+
+
+def _descends_from_us(pid: int) -> bool:
+    """Whether ``pid`` is a descendant of this process (its parents read from ``/proc``)."""
+    me = os.getpid()
+    for _ in range(64):  # deeper than any process tree here
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                # the fields after the command name (in parentheses, which may hold spaces): state, ppid, ...
+                pid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+    return False
