@@ -20,8 +20,9 @@ class ConfigError(CanalError, ValueError):
 
 
 class StorageLocationError(ConfigError):
-    """A location (a mirror's root, a spool directory) names storage pycanal cannot write yet: an object store URI
-    (``s3://``, ``gs://``, ``abfss://``, ...). Only local paths and ``file://`` URIs are supported."""
+    """A location (a mirror's root, a spool directory) names storage pycanal cannot use: a URI of an unknown scheme,
+    an object store for a mirror's root (only local paths and ``file://`` URIs there, so far), or object-store
+    options the store does not take (the keys are named, never their values)."""
 
 
 class FilterError(ConfigError):

@@ -165,7 +165,7 @@ def test_spark_options_reference_lists_every_option(site: Path) -> None:
     from canal.spark.options import CONNECTION_OPTIONS, READER_OPTIONS
 
     page = html.unescape((site / "reference" / "spark-options" / "index.html").read_text())
-    shown = re.findall(r"<tr>\s*<td><code>([\w.]+)</code></td>", page)
+    shown = re.findall(r"<tr>\s*<td><code>([\w.<>]+)</code></td>", page)
     assert shown == [o.name for o in (*CONNECTION_OPTIONS, *READER_OPTIONS)]
 
 

@@ -31,6 +31,7 @@ from canal.spark import chunks
 from canal.spark.changes import INITIAL_OFFSET
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, ChunkRange, discard_chunks_through, read_chunk
 from canal.spark.source import CanalStreamReader, SourceConnector, _session, close_sessions, config_from_options
+from canal.spark.storage import Storage
 from canal.spark.testing import master_position
 
 pytestmark = pytest.mark.integration
@@ -52,10 +53,16 @@ def _layouts(mariadb: Any, *tables: str) -> dict[str, Any]:
     return {t.table: t for t in layouts}
 
 
+def _marker(partition: ChunkPartition) -> Path:
+    """The local path of the marker a task reading ``partition`` keeps."""
+    return partition.spool.local_path(chunks.task_marker(partition.spool_name))
+
+
 def _partition(
-    mariadb: Any, spool: Path, layout: Any, key: tuple[str, ...] | None, rng: ChunkRange, index: int = 0
+    mariadb: Any, spool: Path | Storage, layout: Any, key: tuple[str, ...] | None, rng: ChunkRange, index: int = 0
 ) -> ChunkPartition:
-    return ChunkPartition(SourceConnector(_options(mariadb)), str(spool), "chunks", 7, index, layout, key, rng)
+    storage = spool if isinstance(spool, Storage) else Storage.at(spool, "the spool directory")
+    return ChunkPartition(SourceConnector(_options(mariadb)), storage, "chunks", 7, index, layout, key, rng)
 
 
 def _rows(partition: ChunkPartition) -> list[dict[str, Any]]:
@@ -200,21 +207,34 @@ def test_rows_longer_than_a_piece_come_in_smaller_pieces(mariadb: Any, tmp_path:
     assert all(json.loads(r["after"])["body"] == chr(ord("a") + i) * 3_000_000 for i, r in enumerate(fast))
 
 
-def test_a_range_is_read_once_and_replayed_from_its_spool(mariadb: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_range_is_read_once_and_replayed_from_its_spool(
+    mariadb: Any, tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
+    """A range's rows are read once and spooled: a replay, or another attempt at the range, returns those (the
+    first attempt to publish wins: a rename that never replaces locally, a conditional PUT in an object store); the
+    micro-batch's commit deletes them."""
+    if where == "s3":
+        bucket = request.getfixturevalue("s3_bucket")
+        spool = Storage.at(f"{bucket.url}/spool", "the spool directory", bucket.storage_options)
+    else:
+        spool = Storage.at(tmp_path, "the spool directory")
     db = mariadb.database
     mariadb.server.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
     mariadb.server.execute(f"INSERT INTO {db}.t VALUES (1, 'one'), (2, 'two'), (3, 'three')")
     layout = _layouts(mariadb, "t")["t"]
-    partition = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", ("1",), ("3",)))
+    partition = _partition(mariadb, spool, layout, ("id",), ChunkRange(f"{db}.t", ("1",), ("3",)))
     first = _rows(partition)
     assert [json.loads(r["after"])["v"] for r in first] == ["two", "three"]  # (lo, hi]
     mariadb.server.execute(f"UPDATE {db}.t SET v = 'changed'")
     assert _rows(partition) == first  # the micro-batch replays: the same rows, read at the same position
-    assert partition.spool_path.exists()
-    discard_chunks_through(str(tmp_path), 6)  # an earlier batch's commit leaves it
-    assert partition.spool_path.exists()
-    discard_chunks_through(str(tmp_path), 7)
-    assert not partition.spool_path.exists()
+    assert chunks._write_chunk(partition) is False  # a second attempt read the range anew, and lost
+    assert _rows(partition) == first
+    assert spool.names("chunks") == [partition.spool_name.split("/")[-1]]  # no marker, nothing half-written
+    discard_chunks_through(spool, 6)  # an earlier batch's commit leaves it
+    assert spool.exists(partition.spool_name)
+    discard_chunks_through(spool, 7)
+    assert not spool.exists(partition.spool_name)
     assert [json.loads(r["after"])["v"] for r in _rows(partition)] == ["changed", "changed"]
 
 
@@ -265,8 +285,8 @@ def test_ranges_are_read_ahead_from_the_last_until_a_task_has_come_that_far(mari
     assert chunks.read_ahead(partitions, stopped) == []  # the source stopped: nothing is read
     assert not any(p.spool_path.exists() for p in partitions)
     by_task = _rows(partitions[1])  # a task got to range 1 first
-    assert not chunks.task_marker(partitions[1].spool_path).exists()  # gone once the task has published
-    reading = chunks.task_marker(partitions[2].spool_path)
+    assert not _marker(partitions[1]).exists()  # gone once the task has published
+    reading = _marker(partitions[2])
     reading.touch()  # a task is reading range 2
     assert chunks.read_ahead(partitions, threading.Event()) == [3]
     assert not partitions[2].spool_path.exists() and not partitions[0].spool_path.exists()  # left to their tasks
@@ -357,9 +377,9 @@ def test_a_range_planned_again_differently_is_not_given_the_first_plans_file(mar
     again = _partition(mariadb, tmp_path, layout, ("id",), ChunkRange(f"{db}.t", None, ("3",)))
     assert again.spool_path != unlogged.spool_path
     assert [json.loads(r["keys"])["id"] for r in _rows(again)] == ["1", "2", "3"]
-    left = chunks.task_marker(again.spool_path)
+    left = _marker(again)
     left.touch()  # as a killed task leaves it
-    discard_chunks_through(str(tmp_path), 7)  # all go with their micro-batch's commit
+    discard_chunks_through(Storage(str(tmp_path)), 7)  # all go with their micro-batch's commit
     assert not unlogged.spool_path.exists() and not again.spool_path.exists() and not left.exists()
 
 

@@ -23,7 +23,10 @@ from typing import Any
 
 import pytest
 
-from canal.testing.services import SparkCluster
+from canal.spark import DeltaMirror
+from canal.spark.testing import SHOP_TABLES, ShopWorkload, compare_tables, master_position
+from canal.testing.plugin import MariaDBDatabase
+from canal.testing.services import MariaDBServer, SparkCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -37,6 +40,7 @@ from canal.spark.changes import entries_to_batch
 from tests.procs.mirror_writer import TABLES, batch
 
 conf, marker, hidden, shared = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+stream = json.loads(sys.argv[5])
 builder = SparkSession.builder.appName("pycanal-cluster-test")
 for key, value in conf.items():
     builder = builder.config(key, value)
@@ -75,22 +79,93 @@ mirror.close()
 out["shared"] = {t.table: sorted(map(list, state[t.table].values())) for t in TABLES}
 out["read"] = {t.table: sorted([r["id"], str(r["amount"]), r["note"]] for r in mirror.read("shop", t.table).to_pylist())
                for t in TABLES}
+
+# the canal source with its defaults on a cluster (spool.dir under the driver's temporary directory, hidden from the
+# executors): foreachBatch fails once after writing micro-batch 1, and the restarted query replays it
+from canal.spark import register
+register(spark)
+streamed = DeltaMirror(stream["root"], on_executors=False)  # the source is under test here, not the mirror's tasks
+calls = {}
+
+def crash_once(df, batch_id):
+    streamed(df, batch_id)
+    calls[batch_id] = calls.get(batch_id, 0) + 1
+    if batch_id == 1 and calls[batch_id] == 1:
+        raise RuntimeError("crash after the write")
+
+def start():
+    changes = spark.readStream.format("canal").options(**stream["options"]).load()
+    return changes.writeStream.foreachBatch(crash_once).option("checkpointLocation", stream["checkpoint"]).start()
+
+began = time.monotonic()
+query = start()
+try:
+    query.awaitTermination(180)
+    out["crashed"] = f"no: {calls} after {time.monotonic() - began:.0f} s, {query.lastProgress}"
+except Exception as exc:
+    out["crashed"] = "crash after the write" in str(exc) or str(exc)[-2000:]
+query = start()
+query.processAllAvailable()
+query.stop()
+streamed.close()
+out["calls"] = calls
 print(json.dumps(out, default=str))
 spark.stop()
 """
 
 
 @pytest.fixture(scope="module")
-def cluster_run(spark_cluster: SparkCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One driver on the cluster (its start-up is most of the cost): its tasks' view of the file system, and a mirror
-    written with a root only the driver sees, then with one every process sees."""
+def shop(mariadb_server: MariaDBServer) -> Iterator[MariaDBDatabase]:
+    """A database of the session's MariaDB holding the shop workload, and the position before it."""
+    db = MariaDBDatabase(server=mariadb_server, database=f"cluster_{uuid.uuid4().hex[:8]}")
+    mariadb_server.execute(f"CREATE DATABASE `{db.database}`")
+    try:
+        yield db
+    finally:
+        mariadb_server.execute(f"DROP DATABASE IF EXISTS `{db.database}`")
+
+
+@pytest.fixture(scope="module")
+def cluster_run(
+    spark_cluster: SparkCluster, shop: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """One driver on the cluster (its start-up is most of the cost): its tasks' view of the file system, a mirror
+    written with a root only the driver sees, then with one every process sees, and a streaming query from the
+    ``canal`` source, with its defaults, whose foreachBatch fails once after writing."""
     spark_cluster.ensure_running()
+    conn = shop.connect()
+    start = master_position(conn)
+    work = ShopWorkload(conn, shop.database, seed=11)
+    work.create()
+    for i in range(60):
+        work.transaction()
+        if i == 20:
+            work.alter()
+    conn.close()
     marker = Path(tempfile.gettempdir()) / f"pycanal-driver-marker-{os.getpid()}"
     marker.write_text("only on the driver's host")
     hidden = tmp_path_factory.mktemp("cluster") / "mirror"  # under the temporary directory: only the driver sees it
     shared = Path("/var/tmp") / f"pycanal-cluster-mirror-{uuid.uuid4().hex}"  # outside it: every process does
     assert not str(shared).startswith(tempfile.gettempdir())
-    args = [json.dumps(spark_cluster.driver_conf()), str(marker), str(hidden), str(shared)]
+    stream = {
+        "root": f"{shared}-stream",
+        "checkpoint": f"{shared}-checkpoint",  # Spark's checkpoint: every process reaches it, as on a cluster
+        "options": {
+            "destination": "cluster",
+            "master.address": shop.address,
+            "master.user": shop.user,
+            "master.password": shop.password,
+            "master.journal.name": start[0],
+            "master.position": str(start[1]),
+            "filter.regex": rf"{shop.database}\..*",
+            "spool.dir": str(hidden.parent / "spool"),  # the driver's disk only
+            "canal.instance.memory.batch.mode": "ITEMSIZE",  # instance batches of 20 entries, micro-batches of 40
+            "batch.size": "20",
+            "max.entries": "40",
+            "read.timeout": "0.2",
+        },
+    }
+    args = [json.dumps(spark_cluster.driver_conf()), str(marker), str(hidden), str(shared), json.dumps(stream)]
     try:
         done = subprocess.run(
             [sys.executable, "-c", _DRIVER, *args],
@@ -104,10 +179,14 @@ def cluster_run(spark_cluster: SparkCluster, tmp_path_factory: pytest.TempPathFa
     finally:
         marker.unlink()
         shutil.rmtree(shared, ignore_errors=True)
+        shutil.rmtree(stream["checkpoint"], ignore_errors=True)
     python_side = [line for line in done.stderr.splitlines() if not line.startswith("\tat ")]  # no JVM frames
     assert done.returncode == 0, "\n".join(python_side)[-4000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    yield {**result, "marker": marker.name, "hidden_root": str(hidden)}
+    try:
+        yield {**result, "marker": marker.name, "hidden_root": str(hidden), "stream_root": stream["root"]}
+    finally:
+        shutil.rmtree(stream["root"], ignore_errors=True)
 
 
 def test_a_job_runs_on_both_workers_which_cannot_see_the_drivers_files(cluster_run: dict[str, Any]) -> None:
@@ -132,6 +211,23 @@ def test_a_root_the_executors_cannot_see_is_refused_and_a_shared_one_is_written(
     for table, rows in result["shared"].items():
         read = result["read"][table]
         assert [[r[0], Decimal(r[1]), r[2]] for r in rows] == [[r[0], Decimal(r[1]), r[2]] for r in read], table
+
+
+def test_a_batch_replayed_after_a_crash_needs_no_spool_on_the_executors(
+    cluster_run: dict[str, Any], shop: MariaDBDatabase
+) -> None:
+    """The source's spool is on the driver's disk alone. Micro-batch 1, planned and written but not committed, is
+    replayed by the restarted query: its rows come from the driver's planner, as every micro-batch's do, not from a
+    task reading the spool (it would not be there), and the mirror equals the source."""
+    result = cluster_run
+    assert result["crashed"] is True, result["crashed"]
+    assert result["calls"]["1"] == 2 and len(result["calls"]) >= 4, result["calls"]
+    conn = shop.connect()
+    try:
+        comparisons = compare_tables(conn, DeltaMirror(result["stream_root"]), shop.database, SHOP_TABLES)
+    finally:
+        conn.close()
+    assert all(c.equal for c in comparisons), [str(c) for c in comparisons if not c.equal]
 
 
 def test_the_cluster_lists_two_alive_workers(spark_cluster: SparkCluster) -> None:

@@ -19,6 +19,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
 from canal.spark import DeltaMirror, register
+from canal.spark.storage import Storage
 from canal.spark.testing import (
     SHOP_TABLES,
     ShopWorkload,
@@ -89,16 +90,23 @@ def written_workload(
     return conn, tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror", log_history_s=3600), options
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["driver", "spool-shared"])
+# a shared spool on a local disk is the local session's default, which the other tests here run on
+@pytest.mark.parametrize("spool", ["driver", "spool-s3"])
 def test_replay_of_an_uncommitted_batch_returns_the_same_rows(
-    mariadb: Any, spark: Any, tmp_path: Path, shared: bool
+    mariadb: Any, spark: Any, tmp_path: Path, spool: str, request: pytest.FixtureRequest
 ) -> None:
-    """A batch planned but not committed is replayed from the spool, row for row -- taken from the reader on the
-    driver, or (``spool.shared``) read by the task from the spool file its partition names."""
+    """A batch planned but not committed is replayed from the spool, row for row -- read back by the planner on the
+    driver or, with a spool in an object store (``spool.shared`` by default there), read from the store by the task
+    whose partition names the file."""
     conn, checkpoint, mirror, options = written_workload(
         mariadb, tmp_path, 150, alter_at=40
     )  # >= 450 entries: >= 5 batches of <= 100
-    options["spool.shared"] = str(shared).lower()
+    if spool == "spool-s3":
+        bucket = request.getfixturevalue("s3_bucket")
+        options["spool.dir"] = f"{bucket.url}/ckpt.canal-spool"
+        options.update({f"spool.storage.{k}": v for k, v in bucket.storage_options.items()})
+    else:
+        options["spool.shared"] = "false"
     seen: dict[int, list[list[Any]]] = {}
 
     def crash_after_write(df: Any, batch_id: int) -> None:
@@ -127,6 +135,9 @@ def test_replay_of_an_uncommitted_batch_returns_the_same_rows(
     assert len(seen) > 3
     no_batch_twice(mirror, mariadb.database, SHOP_TABLES)
     conn.close()
+    if spool == "spool-s3":  # the batches went through the store, none through a local directory
+        assert not (tmp_path / "ckpt.canal-spool").exists()
+        assert Storage.at(options["spool.dir"], "the spool", bucket.storage_options).names()
 
 
 def test_reader_process_killed_after_the_write(mariadb: Any, spark: Any, tmp_path: Path) -> None:

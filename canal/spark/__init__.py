@@ -26,6 +26,7 @@ from canal.spark.project import current_rows, project
 from canal.spark.registration import register
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
 from canal.spark.spool import Spool, SpoolError
+from canal.spark.storage import StorageError
 from canal.spark.types import (
     MirrorCheckpointError,
     MirrorError,
@@ -61,6 +62,7 @@ __all__ = [
     "SparkSourceError",
     "Spool",
     "SpoolError",
+    "StorageError",
     "arrow_schema",
     "close_sessions",
     "compare",

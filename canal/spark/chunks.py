@@ -78,7 +78,7 @@ from typing import Any, BinaryIO
 import attrs
 
 from canal.errors import SnapshotError
-from canal.files import HardLinksUnsupportedError, write_file_atomic
+from canal.files import HardLinksUnsupportedError
 from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
@@ -96,6 +96,7 @@ from canal.snapshot.reader import (
 from canal.snapshot.values import column_expression, rows_reader
 from canal.spark.changes import SEQ_BITS, arrow_schema, table_codec
 from canal.spark.spool import discard_numbered
+from canal.spark.storage import Storage
 from canal.sql import quote_name, read_column_type
 from canal.sql.types import INTEGER_TYPES, TEXT_TYPES
 
@@ -119,6 +120,7 @@ MAX_PARTITIONS = PARTITION_SEQ_BASE // PARTITION_SEQ_SPAN
 """Chunk partitions one micro-batch may hold (512)."""
 
 _TASK_MARK = ".task"  # beside a range's spool file while a task reads it (task_marker)
+_CHUNKS = "chunks"  # the ranges' directory in the spool
 _PIECE_ROWS = 8192  # rows an executor reads per query of a range: what its memory holds at once
 _UPPER_HEX = r"\\u00[01][A-F]"  # MariaDB's JSON_QUOTE of U+000B, U+000E, U+000F, U+001A..U+001F
 _ER_TABLE_DEF_CHANGED = 1412  # a table's definition changed after the transaction's snapshot began
@@ -267,7 +269,7 @@ class ChunkPartition:
     by MariaDB's consistent snapshot position)."""
 
     connect: Callable[[], Any] = attrs.field(repr=False)
-    spool_dir: str
+    spool: Storage
     destination: str
     batch: int
     index: int
@@ -277,12 +279,17 @@ class ChunkPartition:
     watermark: tuple[str, str] | None = None
 
     @property
-    def spool_path(self) -> Path:
+    def spool_name(self) -> str:
         """Where the range's rows are spooled: named by micro-batch, index *and* the range itself, since a range read
         ahead of a plan that Spark never logged (the process died first) must not pass for the range planned again
         in its place (:func:`read_ahead`)."""
         digest = hashlib.sha256(json.dumps(self.range.to_json()).encode()).hexdigest()[:16]
-        return Path(self.spool_dir) / "chunks" / f"{self.batch:012d}-{self.index:04d}-{digest}.arrow"
+        return f"{_CHUNKS}/{self.batch:012d}-{self.index:04d}-{digest}.arrow"
+
+    @property
+    def spool_path(self) -> Path:
+        """The local path of :attr:`spool_name` (a local spool's)."""
+        return self.spool.local_path(self.spool_name)
 
 
 def read_chunk(partition: ChunkPartition) -> Iterator[Any]:
@@ -290,16 +297,15 @@ def read_chunk(partition: ChunkPartition) -> Iterator[Any]:
     the spool, and returned from there -- so a replay returns the same rows."""
     import pyarrow as pa
 
-    path = partition.spool_path
-    if not path.exists():
-        marker = task_marker(path)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()  # a read ahead leaves this range to its task
+    spool, name = partition.spool, partition.spool_name
+    if not spool.exists(name):
+        marker = task_marker(name)
+        spool.write(marker, lambda fh: None)  # a read ahead leaves this range to its task
         try:
-            _write_chunk(partition, path)
+            _write_chunk(partition, stop=None)
         finally:
-            marker.unlink(missing_ok=True)
-    with pa.memory_map(str(path)) as source:
+            spool.delete(marker)
+    with spool.open(name) as source:
         table = pa.ipc.open_file(source).read_all()
     yield from table.to_batches()
 
@@ -317,40 +323,41 @@ def read_ahead(partitions: Sequence[ChunkPartition], stop: threading.Event) -> l
     """
     published: list[int] = []
     for partition in reversed(partitions):
-        path = partition.spool_path
-        if stop.is_set() or path.exists() or task_marker(path).exists():
+        spool, name = partition.spool, partition.spool_name
+        if stop.is_set() or spool.exists(name) or spool.exists(task_marker(name)):
             break
         try:
-            if _write_chunk(partition, partition.spool_path, stop):
+            if _write_chunk(partition, stop):
                 published.append(partition.index)
         except _ReadAheadStopped:
             break  # between two pieces: its temporary file is gone, its task reads the range
     return published
 
 
-def task_marker(path: Path) -> Path:
-    """The file a task reading the range spooled at ``path`` keeps while it reads (it says nothing to other tasks:
+def task_marker(name: str) -> str:
+    """The file a task reading the range spooled as ``name`` keeps while it reads (it says nothing to other tasks:
     only a read ahead leaves the range alone, so that two do not read it at once for nothing)."""
-    return path.with_name(path.name + _TASK_MARK)
+    return name + _TASK_MARK
 
 
 class _ReadAheadStopped(Exception):
     """A range read ahead was given up between two pieces (the source is stopping)."""
 
 
-def discard_chunks_through(spool_dir: str, batch: int) -> None:
+def discard_chunks_through(spool: Storage, batch: int) -> None:
     """Delete the spooled ranges of micro-batches up to ``batch`` (committed: never read again)."""
-    discard_numbered(Path(spool_dir) / "chunks", batch)
+    discard_numbered(spool, _CHUNKS, batch)
 
 
-def _write_chunk(partition: ChunkPartition, path: Path, stop: threading.Event | None = None) -> bool:
-    """Read the range and publish its rows at ``path``, unless another attempt published first (False).
+def _write_chunk(partition: ChunkPartition, stop: threading.Event | None = None) -> bool:
+    """Read the range and publish its rows in the spool, unless another attempt published first (False).
 
     Spark may run a range's task more than once at the same time (speculative execution, an executor thought lost),
     and each attempt reads its own snapshot. The file is published without replacing one
-    (:func:`~canal.files.write_file_atomic` with ``replace=False``): the first attempt to finish wins, every attempt
+    (:meth:`~canal.spark.storage.Storage.write` with ``replace=False``): the first attempt to finish wins, every attempt
     returns the file's rows, so whichever attempt Spark keeps returned what a replay reads. The spool directory
-    therefore needs renames that never replace a file, or hard links (local and NFS file systems have them).
+    therefore needs renames that never replace a file, or hard links (local and NFS file systems have them), or, in
+    an object store, conditional writes (:class:`~canal.spark.storage.Storage`).
     """
     import pymysql  # type: ignore[import-untyped]
 
@@ -381,7 +388,7 @@ def _write_chunk(partition: ChunkPartition, path: Path, stop: threading.Event | 
             )
 
         try:
-            published = write_file_atomic(path, fill, replace=False)
+            published = partition.spool.write(partition.spool_name, fill, replace=False)
         except HardLinksUnsupportedError as exc:
             raise SnapshotError(
                 f"spool.dir cannot hold executor ranges: {exc.strerror}; a range's file is published with a rename "
@@ -390,7 +397,7 @@ def _write_chunk(partition: ChunkPartition, path: Path, stop: threading.Event | 
             ) from exc
         if not published:
             log = destination_logger(__name__, partition.destination)
-            log.info("range %s was published by another attempt first: returning its rows", path.name)
+            log.info("range %s was published by another attempt first: returning its rows", partition.spool_name)
         return published
     finally:
         with contextlib.suppress(Exception):  # the rows are written (or the error is on its way): closing is cleanup

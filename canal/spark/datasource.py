@@ -16,6 +16,12 @@ from pyspark.sql.datasource import (
 
 from canal.spark.changes import CHANGE_SCHEMA_DDL
 from canal.spark.source import CanalStreamReader, partitioned_options
+from canal.spark.storage import in_object_store
+
+try:  # pyspark's adapter of a simple reader to the engine; private, hence the guard (tests check it exists)
+    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+except ImportError:  # pragma: no cover - a pyspark without it: replays are read where Spark plans them
+    _SimpleStreamReaderWrapper = None  # type: ignore[assignment,misc]
 
 try:
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
@@ -41,6 +47,24 @@ class CanalPartitionedStreamReader(CanalStreamReader, DataSourceStreamReader, _A
         return self.read_value(partition.value)
 
 
+if _SimpleStreamReaderWrapper is not None:
+
+    class _ReplayOnDriver(_SimpleStreamReaderWrapper):
+        """The simple reader as the engine sees it, with replays read where the spool is.
+
+        pyspark's adapter hands Spark the rows of a micro-batch its ``read`` returned in this process (Spark moves
+        them to the task itself). A micro-batch planned before a restart is not among them, and the adapter would
+        have the *task* call ``readBetweenOffsets`` -- on an executor, which on a cluster cannot see the driver's
+        ``spool.dir``. Here the planner (on the driver, beside the spool) reads such a micro-batch from the spool and
+        hands its rows over the same way, so a replay needs no disk the executors share."""
+
+        def getCache(self, start: dict[str, Any], end: dict[str, Any]) -> Any:
+            cached = super().getCache(start, end)
+            if cached is not None:
+                return cached
+            return self.simple_reader.readBetweenOffsets(start, end)
+
+
 class CanalDataSource(DataSource):
     """``spark.readStream.format("canal")``: change rows of one canal destination."""
 
@@ -54,17 +78,21 @@ class CanalDataSource(DataSource):
         return CHANGE_SCHEMA_DDL
 
     def reader_options(self) -> dict[str, str]:
-        """The options, with ``spool.shared`` set to this class's default unless given."""
+        """The options, with ``spool.shared`` set unless given: true when ``spool.dir`` is in an object store (every
+        executor reaches it), else this class's default."""
         options = dict(self.options)
         if not any(k.lower() == "spool.shared" for k in options):
-            options["spool.shared"] = self.SPOOL_SHARED
+            spool_dir = next((v for k, v in options.items() if k.lower() == "spool.dir"), "")
+            options["spool.shared"] = "true" if in_object_store(spool_dir) else self.SPOOL_SHARED
         return options
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         options = self.reader_options()
         if partitioned_options(options):
             return CanalPartitionedStreamReader(options)
-        return super().streamReader(schema)  # not implemented: pyspark takes the simple reader
+        if _SimpleStreamReaderWrapper is None:  # pragma: no cover
+            return super().streamReader(schema)  # not implemented: pyspark adapts the simple reader itself
+        return _ReplayOnDriver(self.simpleStreamReader(schema))
 
     def simpleStreamReader(self, schema: Any) -> CanalSimpleStreamReader:
         return CanalSimpleStreamReader(self.reader_options())

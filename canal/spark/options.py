@@ -51,8 +51,18 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "spool.dir",
         None,
         "Where uncommitted micro-batches are spooled for an identical replay; put it next to the checkpoint. "
-        "Required unless `meta.dir` is set (then `{meta.dir}/spark-spool`). With `spool.shared` it must be "
-        "reachable from the executors, with `snapshot.partitions` also support hard links.",
+        "Required unless `meta.dir` is set (then `{meta.dir}/spark-spool`). A local path or an object-store URI "
+        "(`s3://bucket/prefix`, `gs://`, `az://`, `abfss://`). With `spool.shared` it must be reachable from the "
+        "executors, with `snapshot.partitions` also support hard links or renames that never replace (local "
+        "file systems) or conditional writes (object stores).",
+    ),
+    SourceOption(
+        "spool.storage.<key>",
+        None,
+        "Options of the object store `spool.dir` is in: the keys `deltalake` takes as `storage_options` "
+        "(`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`, "
+        "`GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_ACCOUNT_NAME`, ...; any case). Where not given, the store's "
+        "environment variables apply.",
     ),
     SourceOption(
         "spool.shared",
@@ -60,8 +70,8 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "`spool.dir` is reachable from every executor at the same path (one machine, or a shared file system): a "
         "micro-batch's change rows are read by its task from the spool file instead of passing through the "
         "driver's JVM, and the instance's store defaults to 64 MB. Implied by `snapshot.partitions`. Default: "
-        "`true` when `canal.spark.register` was given a local-mode session (`spark.master` `local...`), else "
-        "`false`.",
+        "`true` when `spool.dir` is in an object store or `canal.spark.register` was given a local-mode session "
+        "(`spark.master` `local...`), else `false`.",
     ),
     SourceOption("batch.size", "4096", "Entries per instance get."),
     SourceOption("max.entries", "50000", "Entries per micro-batch (a snapshot entry counts its rows)."),

@@ -46,7 +46,9 @@ Exactly-once replay. The Spark checkpoint is the authority on positions: wheneve
 somewhere other than ``start`` (a new runner process, a restart), it restarts the instance at the cursor ``start``
 names (row-exact inside a transaction). A batch Spark planned but did not commit is replayed from the spool --
 ``readBetweenOffsets(start, end)`` and a repeated ``read(start)`` both return exactly the spooled rows and end offset,
-so a replay never depends on how the binlog happens to be cut into batches the second time.
+so a replay never depends on how the binlog happens to be cut into batches the second time. The simple reader's replay
+is read by the planner on the driver, beside the spool, and reaches the task through Spark like any micro-batch's
+rows (:class:`canal.spark.datasource` ``_ReplayOnDriver``): executors never need the driver's ``spool.dir``.
 
 Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` records the master's current binlog position; reads stop at
 the first entry past it. Spark ends the run at the first read that brings nothing, so an empty read waits while the
@@ -174,7 +176,7 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
     props: dict[str, str] = {}
     for key, value in options.items():
         k = key.lower()
-        if k in _READER_KEYS:
+        if k in _READER_KEYS or k.startswith(STORAGE_PREFIX):
             continue
         if k in _SHORT_KEYS:
             props[_SHORT_KEYS[k]] = value
@@ -193,6 +195,15 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
         text = default + base + "\n" + text
         return InstanceConfig.from_properties(text, destination=props.get("canal.instance.destination"))
     return InstanceConfig.from_properties(default + text)
+
+
+STORAGE_PREFIX: Final = "spool.storage."
+"""Options named ``spool.storage.<key>`` are the object store's (``deltalake``'s ``storage_options`` keys)."""
+
+
+def storage_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The object-store options among the source's (``spool.storage.*``), by their key."""
+    return {k[len(STORAGE_PREFIX) :]: v for k, v in options.items() if k.lower().startswith(STORAGE_PREFIX)}
 
 
 def _escape(value: str) -> str:
@@ -369,13 +380,6 @@ _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again th
 
 
 @attrs.frozen
-class SpooledRows:
-    """An input partition of a micro-batch's binlog rows: the spool file that holds them, read by the task."""
-
-    path: str
-
-
-@attrs.frozen
 class Prepared:
     """A micro-batch ready for Spark: its change rows (record batches, none empty) and its end offset."""
 
@@ -483,7 +487,7 @@ class CanalStreamReader:
             if not meta_dir:
                 raise SparkSourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
             spool_dir = str(Path(meta_dir) / "spark-spool")
-        self.spool = Spool(spool_dir)
+        self.spool = Spool(spool_dir, storage_options(lower))
         self.batch_size = _reader_option(lower, "batch.size", READER_DEFAULTS["batch.size"], int)
         self.max_entries = _reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
         self.read_timeout = _reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
@@ -804,7 +808,7 @@ class CanalStreamReader:
                     f"{canonical(start)} .. {canonical(end)} deterministically"
                 )
             if rows:
-                values.append(SpooledRows(str(self.spool.path_for(spooled_from))))
+                values.append(self.spool.shared(spooled_from))
         ranges = self._ranges(end)
         self._read_ahead(end, ranges)  # a replayed micro-batch was not planned by this process
         return values + ranges
@@ -819,7 +823,7 @@ class CanalStreamReader:
         return [
             ChunkPartition(
                 SourceConnector(self.options),
-                str(self.spool.root),
+                self.spool.storage,
                 self.destination,
                 batch_no,
                 index,
@@ -843,7 +847,7 @@ class CanalStreamReader:
         if isinstance(value, ChunkPartition):
             yield from read_chunk(value)
             return
-        yield from read_spooled(value.path)
+        yield from read_spooled(value)
 
     def readBetweenOffsets(self, start: Offset, end: Offset) -> Iterator[Any]:
         batches = []
@@ -867,7 +871,7 @@ class CanalStreamReader:
         (Their instance batches were acked when they were spooled.)"""
         self.spool.discard_through(end)
         if self.partitions_per_batch is not None:
-            discard_chunks_through(str(self.spool.root), int(end.get("batch", 0)))
+            discard_chunks_through(self.spool.storage, int(end.get("batch", 0)))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = _master_position(config_from_options(self.options))

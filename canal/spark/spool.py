@@ -6,7 +6,9 @@ snapshot reads again and cannot reproduce. A file is Arrow IPC named by the batc
 temporary name -- chunk by chunk as the batch is prepared (:class:`SpoolWriter`) --, fsynced and renamed
 (:class:`canal.files.AtomicFile`). The start offset is in its schema metadata, the end offset in the custom
 metadata of its last record batch (an empty one), as the end is known only when the batch is. (Files written before
-the chunks came had the end in the schema metadata; they are read too.)
+the chunks came had the end in the schema metadata; they are read too.) The directory may be local or a prefix in an
+object store (:class:`canal.spark.storage.Storage`): there a file is written locally and uploaded whole when it is
+published.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from canal.errors import CanalError
-from canal.files import AtomicFile
 from canal.spark.changes import Offset, arrow_schema, canonical
-from canal.spark.locations import local_path
+from canal.spark.storage import StagedFile, Storage
 
 _LOG = logging.getLogger(__name__)
 
@@ -33,19 +36,29 @@ class SpoolError(CanalError):
 
 
 class Spool:
-    """Batches as Arrow IPC files named by their start offset, written atomically; the end offset in the metadata."""
+    """Batches as Arrow IPC files named by their start offset, written atomically; the end offset in the metadata.
+    ``options``: the object store's, when ``root`` is an object-store URI."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = local_path(root, "the spool directory")
+    def __init__(self, root: str | os.PathLike[str], options: Mapping[str, str] | None = None) -> None:
+        self.storage = Storage.at(root, "the spool directory", options)
+
+    @property
+    def root(self) -> str:
+        """The directory, as text (a path or a URI)."""
+        return self.storage.uri
+
+    def name_for(self, start: Offset) -> str:
+        digest = hashlib.sha1(canonical(start).encode()).hexdigest()[:16]
+        return f"{int(start.get('batch', 0)):012d}-{digest}.arrow"
 
     def path_for(self, start: Offset) -> Path:
-        digest = hashlib.sha1(canonical(start).encode()).hexdigest()[:16]
-        return self.root / f"{int(start.get('batch', 0)):012d}-{digest}.arrow"
+        """The local path of the file of the batch that starts at ``start`` (a local spool's)."""
+        return self.storage.local_path(self.name_for(start))
 
     def open(self, start: Offset, schema: Any) -> SpoolWriter:
         """A writer of the batch that starts at ``start``, its rows in ``schema``: nothing is visible under the
         batch's name until :meth:`SpoolWriter.publish`."""
-        return SpoolWriter(self.path_for(start), start, schema)
+        return SpoolWriter(self.storage.writer(self.name_for(start)), start, schema)
 
     def write(self, start: Offset, end: Offset, batch: Any) -> None:
         """Spool a whole batch at once."""
@@ -58,16 +71,16 @@ class Spool:
 
     def read(self, start: Offset) -> tuple[Any, Offset] | None:
         """``(record batch, end offset)`` spooled for ``start``, None when there is none."""
-        path = self.path_for(start)
-        if not path.exists():
+        try:
+            with _spool_file(self.storage, self.name_for(start)) as reader:
+                table = reader.read_all()
+                last = reader.num_record_batches - 1
+                meta = reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
+                if meta is None or b"end" not in meta:
+                    meta = table.schema.metadata or {}  # a file written whole, before the chunks came
+                end_offset: Offset = json.loads(meta[b"end"])
+        except FileNotFoundError:
             return None
-        with _spool_file(path) as reader:
-            table = reader.read_all()
-            last = reader.num_record_batches - 1
-            meta = reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
-            if meta is None or b"end" not in meta:
-                meta = table.schema.metadata or {}  # a file written whole, before the chunks came
-            end_offset: Offset = json.loads(meta[b"end"])
         table = table.replace_schema_metadata(None).combine_chunks()
         batches = table.to_batches()
         return (batches[0] if batches else empty_batch()), end_offset
@@ -75,41 +88,55 @@ class Spool:
     def rows(self, start: Offset) -> int | None:
         """How many change rows are spooled for ``start`` (read from the file's record batch headers, not its
         data), None when there is no such file."""
-        path = self.path_for(start)
-        if not path.exists():
+        try:
+            with _spool_file(self.storage, self.name_for(start)) as reader:
+                rows: int = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        except FileNotFoundError:
             return None
-        with _spool_file(path) as reader:
-            rows: int = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
         return rows
+
+    def shared(self, start: Offset) -> SpooledRows:
+        """What a task needs to read the batch that starts at ``start`` itself (:func:`read_spooled`)."""
+        return SpooledRows(self.storage, self.name_for(start))
 
     def discard(self, start: Offset) -> None:
         """Delete the file of the batch that starts at ``start``, if there is one."""
-        with contextlib.suppress(FileNotFoundError):
-            self.path_for(start).unlink()
+        self.storage.delete(self.name_for(start))
 
     def clear(self) -> None:
         """Delete every batch file."""
-        if self.root.exists():
-            for path in self.root.glob("*.arrow"):
-                path.unlink()
+        for name in self.storage.names():
+            if name.endswith(".arrow"):
+                self.storage.delete(name)
 
     def discard_through(self, end: Offset) -> None:
         """Delete the files of batches that end at or before ``end`` (they start before its batch number)."""
-        discard_numbered(self.root, int(end.get("batch", 0)) - 1)
+        discard_numbered(self.storage, "", int(end.get("batch", 0)) - 1)
+
+
+@attrs.frozen
+class SpooledRows:
+    """An input partition of a micro-batch's binlog rows: the spool file that holds them, read by the task."""
+
+    storage: Storage
+    name: str
 
 
 @contextlib.contextmanager
-def _spool_file(path: Path) -> Iterator[Any]:
-    """The Arrow IPC reader of the spool file at ``path``, memory-mapped; a :class:`SpoolError` when it (or what the
-    caller reads from it) is unreadable."""
+def _spool_file(storage: Storage, name: str) -> Iterator[Any]:
+    """The Arrow IPC reader of spool file ``name``, memory-mapped when local; FileNotFoundError when there is none,
+    a :class:`SpoolError` when it (or what the caller reads from it) is unreadable."""
     import pyarrow as pa
 
+    where = storage.locate(name)
     try:
-        with pa.memory_map(str(path)) as source:
+        with storage.open(name) as source:
             yield pa.ipc.open_file(source)
-    except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError, KeyError, ValueError, CanalError) as exc:
         raise SpoolError(
-            f"spool file {path} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
+            f"spool file {where} is unreadable ({type(exc).__name__}: {exc}): the batch it holds cannot be "
             "replayed identically"
         ) from None
 
@@ -118,10 +145,10 @@ class SpoolWriter:
     """One batch being spooled: its rows written as they come (:meth:`write`, each chunk made durable, so that
     publishing has little left to flush), then published with its end offset, or discarded."""
 
-    def __init__(self, path: Path, start: Offset, schema: Any) -> None:
+    def __init__(self, staged: StagedFile, start: Offset, schema: Any) -> None:
         import pyarrow as pa
 
-        self._file = AtomicFile(path)
+        self._file = staged
         try:
             schema = schema.with_metadata({b"start": canonical(start).encode()})
             self._writer = pa.ipc.new_file(self._file.fh, schema)
@@ -145,38 +172,42 @@ class SpoolWriter:
         self._file.discard()
 
 
-def discard_numbered(root: Path, through: int) -> None:
-    """Delete the spool files in ``root`` (``<number:012d>-....arrow``, markers named after them, and the temporary
-    files of writers killed before they published one: ``.<name>.tmp-...``) numbered ``through`` or lower: they
-    hold batches Spark committed, which it never reads again (it replays only past them)."""
-    if not root.exists():
-        return
-    for path in root.glob("*.arrow*"):
+def discard_numbered(storage: Storage, directory: str, through: int) -> None:
+    """Delete the spool files in ``directory`` of ``storage`` (``<number:012d>-....arrow``, markers named after
+    them, and the temporary files of writers killed before they published one: ``.<name>.tmp-...``) numbered
+    ``through`` or lower: they hold batches Spark committed, which it never reads again (it replays only past
+    them)."""
+    for name in storage.names(directory):
+        if ".arrow" not in name:
+            continue
         try:
-            number = int(path.name.removeprefix(".").split("-", 1)[0])
+            number = int(name.removeprefix(".").split("-", 1)[0])
         except ValueError:
             continue  # not a spool file of ours: leave it alone
         if number <= through:
+            where = f"{directory}/{name}" if directory else name
             try:
-                path.unlink(missing_ok=True)
-            except OSError as exc:  # spent: a file left behind costs space, not correctness
-                _LOG.warning("could not delete spent spool file %s: %s", path, exc)
+                storage.delete(where)
+            except (OSError, CanalError) as exc:  # spent: a file left behind costs space, not correctness
+                _LOG.warning("could not delete spent spool file %s: %s", storage.locate(where), exc)
 
 
-def read_spooled(path: str) -> Any:
-    """The record batches (with rows) of the spool file at ``path``, read where the task runs: the file is memory
-    mapped, not copied. A :class:`SpoolError` when it is not there -- ``spool.dir`` is then not reachable from this
-    executor at the driver's path -- or is unreadable."""
-    if not os.path.exists(path):
+def read_spooled(rows: SpooledRows) -> Any:
+    """The record batches (with rows) of the spool file ``rows`` names, read where the task runs: memory mapped
+    when local, not copied. A :class:`SpoolError` when it is not there -- ``spool.dir`` is then not reachable from
+    this executor at the driver's path -- or is unreadable."""
+    try:
+        with _spool_file(rows.storage, rows.name) as reader:
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                if batch.num_rows:
+                    yield batch.replace_schema_metadata(None)
+    except FileNotFoundError:
         raise SpoolError(
-            f"spool file {path} is not there for this task: with spool.shared (or snapshot.partitions) the "
-            "canal source's spool.dir must be reachable from every executor at the same path"
-        )
-    with _spool_file(Path(path)) as reader:
-        for i in range(reader.num_record_batches):
-            batch = reader.get_batch(i)
-            if batch.num_rows:
-                yield batch.replace_schema_metadata(None)
+            f"spool file {rows.storage.locate(rows.name)} is not there for this task: with spool.shared (or "
+            "snapshot.partitions) the canal source's spool.dir must be reachable from every executor at the same "
+            "path"
+        ) from None
 
 
 def empty_batch() -> Any:
