@@ -42,12 +42,7 @@ def _config(mariadb: Any, start: tuple[str, int], meta_dir: Path) -> InstanceCon
 def test_crash_after_write_replays_only_what_the_mirror_recognises(mariadb: Any, spark: Any, tmp_path: Path) -> None:
     conn = mariadb.connect()
     start = master_position(conn)
-    work = ShopWorkload(conn, mariadb.database, seed=3)
-    work.create()
-    for i in range(120):
-        work.transaction()
-        if i == 60:
-            work.alter()
+    ShopWorkload(conn, mariadb.database, seed=3).run(120, alter_at=60)
     end = master_position(conn)
     cfg = _config(mariadb, start, tmp_path / "meta")
     mirror = DeltaMirror(tmp_path / "mirror", log_history_s=3600)

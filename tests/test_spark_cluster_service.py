@@ -135,12 +135,7 @@ def cluster_run(
     spark_cluster.ensure_running()
     conn = shop.connect()
     start = master_position(conn)
-    work = ShopWorkload(conn, shop.database, seed=11)
-    work.create()
-    for i in range(60):
-        work.transaction()
-        if i == 20:
-            work.alter()
+    ShopWorkload(conn, shop.database, seed=11).run(60, alter_at=20)
     conn.close()
     marker = Path(tempfile.gettempdir()) / f"pycanal-driver-marker-{os.getpid()}"
     marker.write_text("only on the driver's host")

@@ -70,11 +70,7 @@ def wait_mirrored(query: Any, conn: Any, mirror: DeltaMirror, db: str, deadline_
 
 def run_workload(conn: Any, db: str, n: int, *, seed: int = 5, alter_at: int | None = None) -> ShopWorkload:
     work = ShopWorkload(conn, db, seed=seed)
-    work.create()
-    for i in range(n):
-        work.transaction()
-        if i == alter_at:
-            work.alter()
+    work.run(n, alter_at=alter_at)
     return work
 
 

@@ -137,7 +137,7 @@ def test_locations_and_options_are_checked_before_anything_is_written(tmp_path: 
     assert list(tmp_path.iterdir()) == []
     # the source's spool.storage.* options are the store's, not instance properties
     options = {"destination": "d", "master.address": "127.0.0.1:3306", "spool.dir": "s3://b/s"}
-    config_from_options({**options, "spool.storage.AWS_REGION": "us-east-1"})
+    assert config_from_options({**options, "spool.storage.AWS_REGION": "us-east-1"}).destination == "d"
 
 
 def test_a_source_whose_spool_is_in_a_store_shares_it_with_its_tasks_by_default() -> None:

@@ -49,6 +49,17 @@ _CLIENT_KEYS: Final = frozenset(
 _OPTION_PREFIXES: Final = ("aws_", "google_", "azure_")  # deltalake's names of a key, besides the bare one
 
 
+def local_text(location: str) -> str | None:
+    """The local path ``location`` names -- a path, or a ``file://`` URI without a host -- else None (a URI of
+    another scheme, or of another host)."""
+    if not _SCHEME.match(location):
+        return location
+    parts = urlsplit(location)
+    if parts.scheme.lower() == "file" and parts.netloc in ("", "localhost"):
+        return unquote(parts.path)
+    return None
+
+
 def in_object_store(location: str) -> bool:
     """Whether ``location`` is a URI of an object store (:data:`OBJECT_SCHEMES`)."""
     return bool(_SCHEME.match(location)) and urlsplit(location).scheme.lower() in OBJECT_SCHEMES
@@ -77,20 +88,18 @@ class Storage:
         ``options`` given for a local path (they would be silently ignored)."""
         text = os.fspath(location)
         given = {str(k).lower(): str(v) for k, v in (options or {}).items()}
-        if _SCHEME.match(text):
+        local = local_text(text)
+        if local is None:
             parts = urlsplit(text)
-            scheme = parts.scheme.lower()
-            if scheme == "file" and parts.netloc in ("", "localhost"):
-                text = unquote(parts.path)
-            elif scheme in OBJECT_SCHEMES:
-                if not parts.netloc:
-                    raise StorageLocationError(f"{what} {text!r} names no bucket or container")
-                return cls(text.rstrip("/"), given)
-            else:
+            if parts.scheme.lower() not in OBJECT_SCHEMES:
                 raise StorageLocationError(
                     f"{what} {text!r} is a {parts.scheme}:// URI: a local path, file:// or an object store "
                     f"({', '.join(s + '://' for s in sorted(OBJECT_SCHEMES))}) is expected"
                 )
+            if not parts.netloc:
+                raise StorageLocationError(f"{what} {text!r} names no bucket or container")
+            return cls(text.rstrip("/"), given)
+        text = local
         if given:
             raise StorageLocationError(
                 f"{what} {text!r} is a local path: storage options ({', '.join(sorted(given))}) are for object-store "
@@ -292,11 +301,11 @@ def _open_store(storage: Storage) -> Any:
     config: dict[str, str] = {}
     client: dict[str, Any] = {}
     for key, value in storage.options.items():
-        bare = next((key.removeprefix(p) for p in _OPTION_PREFIXES if key.removeprefix(p) in _CLIENT_KEYS), key)
-        if bare in _CLIENT_KEYS:
-            client[bare] = _client_value(value)
-        else:
+        bare = next((b for b in (key.removeprefix(p) for p in ("", *_OPTION_PREFIXES)) if b in _CLIENT_KEYS), None)
+        if bare is None:
             config[key] = value
+        else:
+            client[bare] = _client_value(value)
     if storage.uri.lower().startswith(("s3://", "s3a://")):
         # object_store reads the store's settings from AWS_* variables but not its client's, which deltalake does
         for bare in _CLIENT_KEYS - set(client):
@@ -324,4 +333,4 @@ def _staging_dir() -> Path:
     return path
 
 
-__all__ = ["OBJECT_SCHEMES", "StagedFile", "Storage", "StorageError", "in_object_store"]
+__all__ = ["OBJECT_SCHEMES", "StagedFile", "Storage", "StorageError", "in_object_store", "local_text"]

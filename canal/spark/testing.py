@@ -172,6 +172,14 @@ class ShopWorkload:
         self.next_order += orders
         return customers + 2 * orders
 
+    def run(self, transactions: int, *, alter_at: int | None = None) -> None:
+        """Create the tables, then ``transactions`` transactions, the ADD COLUMN after the ``alter_at``-th."""
+        self.create()
+        for i in range(transactions):
+            self.transaction()
+            if i == alter_at:
+                self.alter()
+
     def alter(self) -> None:
         with self.conn.cursor() as cur:
             cur.execute(f"ALTER TABLE `{self.db}`.customers ADD COLUMN tier VARCHAR(10) NULL")
