@@ -86,6 +86,13 @@ class XAPrepareLostError(BinlogPurgedError):
     is handed off; not retried."""
 
 
+class RolledBackHandOffError(ParseError):
+    """A transaction ended in ``ROLLBACK`` after part of it was handed off: it held more than ``transaction_size``
+    entries on a server that does not flag such a transaction ahead (MySQL; MariaDB's GTID event does), so rows that
+    never happened may have reached the consumer. Not retried: raise ``transaction_size`` above the transaction's
+    size and start again from before it."""
+
+
 class ServerNotReadyError(SourceError):
     """The server is reachable but not set up for capture (binlog format, row image, grants)."""
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 from random_schema_workload import FUZZ_EXAMPLES, fuzz_settings
 
@@ -209,6 +209,11 @@ def _consume(config: InstanceConfig, plan: list[tuple[int, str]], done: str) -> 
 
 @fuzz_settings(EXAMPLES)
 @given(workload=_workload, consumer=_consumer)
+# found by this test: the savepoint's ROLLBACK TO after a MyISAM row makes MariaDB log the InnoDB rows, then ROLLBACK
+@example(
+    workload=[("commit", [("upd", 0, 1, 0), ("savepoint", 2), ("ins", 0, 1, 0), ("ins", 1, 1, 0), ("rollback_to", 2)])],
+    consumer=(1, [(1, "ack")]),
+)
 def test_random_transactions_hand_out_what_select_shows(
     mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory, workload: Any, consumer: Any
 ) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_parser_helpers import CollectingSink, MemoryPositions, MiniMysql
 
-from canal.errors import ParseError
+from canal.errors import ParseError, RolledBackHandOffError
 from canal.parse.convert import EntryConverter
 from canal.parse.events import HeartbeatEvent
 from canal.parse.transaction import TransactionBuffer
@@ -95,6 +95,55 @@ def test_heartbeats_go_alone_and_record_nothing() -> None:
 def test_transaction_size_must_be_positive() -> None:
     with pytest.raises(ValueError):
         TransactionBuffer("example", CollectingSink(), transaction_size=0)
+
+
+def _rows_transaction(count: int) -> list[Entry]:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.orders", [(i, i, "x")]) for i in range(count)])
+    return entries_of(db)  # BEGIN, rows, END
+
+
+@pytest.mark.parametrize(
+    ("size", "held"),
+    [(1, True), (2, True), (3, True), (100, True), (100, False)],  # not held and smaller: the next test
+    ids=["held-1", "held-2", "held-3", "held-100", "fits-100"],
+)
+def test_a_transaction_that_ends_in_rollback_goes_out_empty(size: int, held: bool) -> None:
+    """BEGIN r0 r1 ROLLBACK: held whole (MariaDB's GTID said it may roll back) or within transaction_size, the
+    consumer gets BEGIN and END only, the restart point moved past it."""
+    begin, r0, r1, end = _rows_transaction(2)
+    sink, positions = CollectingSink(), MemoryPositions()
+    buffer = TransactionBuffer("example", sink, positions, transaction_size=size, identity=IDENTITY)
+    if held:
+        buffer.savepoint("HOLD", "", "at test")
+    for entry in (begin, r0, r1):
+        buffer.add(entry)
+    assert sink.entries == []  # held until its end
+    buffer.savepoint("ROLLBACK", "", "at test")
+    buffer.add(end)
+    assert sink.batches == [[begin, end]]
+    assert positions.history == [LogPosition(IDENTITY, end.anchor or EntryPosition(), 0)] and len(buffer) == 0
+    after = _rows_transaction(1)  # the hold ended with its transaction: the next one goes out in parts again
+    for entry in after:
+        buffer.add(entry)
+    assert sink.entries[2:] == after
+    assert len(sink.batches) == (2 if size >= 3 else 3)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_a_rollback_after_a_part_went_out_is_an_error_that_records_nothing(size: int) -> None:
+    """Not held (MySQL says nothing ahead) and longer than transaction_size: a part went out before the ROLLBACK.
+    The consumer may hold rows that never happened: a typed error, the restart point still at the part."""
+    begin, r0, r1, r2, _end = _rows_transaction(3)
+    sink, positions = CollectingSink(), MemoryPositions()
+    buffer = TransactionBuffer("example", sink, positions, transaction_size=size, identity=IDENTITY)
+    for entry in (begin, r0, r1, r2):
+        buffer.add(entry)
+    assert sink.entries[:2] == [begin, r0]
+    handed, recorded = list(sink.entries), list(positions.history)
+    with pytest.raises(RolledBackHandOffError, match=rf"'ROLLBACK' at x:9.*part of it was handed off.*size={size}"):
+        buffer.savepoint("ROLLBACK", "", "'ROLLBACK' at x:9")
+    assert sink.entries == handed and positions.history == recorded and recorded[-1].rows_done > 0
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 100])

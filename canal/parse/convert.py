@@ -58,7 +58,9 @@ LOWER_CASE_PROP = "lower_case_table_names"
 """Header prop of statement entries from a server with ``lower_case_table_names=1`` (value ``"1"``)."""
 
 SavepointListener = Callable[[str, str, str], None]
-"""``listener(verb, name, where)``: a savepoint statement inside a transaction (:attr:`EntryConverter.savepoints`)."""
+"""``listener(verb, name, where)``: a savepoint statement inside a transaction (:attr:`EntryConverter.savepoints`);
+also ``HOLD`` before the BEGIN of a transaction any part of which the server may undo at its end, and ``ROLLBACK``
+before the END of a transaction the server rolled back (both with an empty name)."""
 
 
 @attrs.frozen(slots=True)
@@ -111,7 +113,8 @@ class EntryConverter:
         self._seen_data = False
         self._source_server_id: int | None = None
         # told of every SAVEPOINT / ROLLBACK TO / RELEASE SAVEPOINT inside a transaction, in binlog order, as
-        # ``(verb, name, where)``: the transaction buffer, which leaves out the rows a ROLLBACK TO undid
+        # ``(verb, name, where)``, of a transaction that must be held whole (HOLD) and of one that ended in ROLLBACK:
+        # the transaction buffer, which leaves out the rows a ROLLBACK TO or a ROLLBACK undid
         self.savepoints: SavepointListener | None = None
         # the server stores database and table names in lower case (lower_case_table_names=1; set by the parser
         # for each dump): a DDL entry names its table so, as the rows of that table do
@@ -326,7 +329,7 @@ class EntryConverter:
             rows_done=0,
         )
 
-    def _end(self, event: BinlogEvent, xid: int) -> Entry | None:
+    def _end(self, event: BinlogEvent, xid: int, *, rolled_back: bool = False) -> Entry | None:
         if self._is_skipped_boundary(event):
             self._seen_data = True
             self._close_txn(keep_skip=True)
@@ -334,6 +337,11 @@ class EntryConverter:
         if not self._in_txn:
             self._outside_transaction(event, "a transaction end")
         self._seen_data = True
+        if rolled_back:
+            # MariaDB and MySQL log a rolled-back transaction cache, ended by ROLLBACK, when a non-transactional
+            # table was changed in it; in ROW format those changes are logged before it, as groups of their own, so
+            # none of the rows that precede this ROLLBACK happened
+            self._control("ROLLBACK", "", event)
         gtid = self._txn_gtid
         xa = xa_props("XA_END", self._txn_xa)
         self._close_txn()
@@ -369,6 +377,9 @@ class EntryConverter:
         self._pending_xa = event.xa_xid
         if event.mariadb and not event.standalone:
             # MariaDB: the GTID event opens the transaction (no BEGIN query follows)
+            if event.non_transactional:
+                # a group the server did not flag transactional may end in ROLLBACK: none of it goes out before then
+                self._control("HOLD", "", event)
             return self._begin(event, thread_id=0)
         return None
 
@@ -442,7 +453,7 @@ class EntryConverter:
                 return None
             return self._begin(event, event.thread_id, xa_xid(event.sql) if kind is QueryKind.XA_START else None)
         if boundary is Boundary.END:
-            return self._end(event, xid=0)
+            return self._end(event, xid=0, rolled_back=kind in (QueryKind.ROLLBACK, QueryKind.XA_ROLLBACK))
         if boundary is Boundary.XA_OUTCOME:
             # the second phase of an XA transaction: a boundary of its own
             event_type = EventType.XACOMMIT if kind is QueryKind.XA_COMMIT else EventType.XAROLLBACK
@@ -460,9 +471,13 @@ class EntryConverter:
         statement = savepoint_statement(event.sql)
         if statement is None:
             raise ParseError(f"unreadable savepoint statement {event.sql!r} at {event.log_file}:{event.offset}")
+        self._control(statement[0], statement[1], event)
+
+    def _control(self, verb: str, name: str, event: BinlogEvent) -> None:
         listener = self.savepoints
         if listener is not None:
-            listener(statement[0], statement[1], f"{event.sql!r} at {event.log_file}:{event.offset}")
+            what = repr(event.sql) if isinstance(event, QueryEvent) else type(event).__name__
+            listener(verb, name, f"{what} at {event.log_file}:{event.offset}")
 
     def _statement(self, event: QueryEvent, results: Sequence[DdlResult]) -> Entry | None:
         first = results[0]

@@ -112,6 +112,9 @@ class GtidEvent(BinlogEvent):
     mariadb: bool = False
     standalone: bool = False
     xa_xid: str | None = None  # MariaDB: the xid of the prepared XA transaction it opens (canal.parse.xa)
+    # MariaDB: the group it opens lacks FL_TRANSACTIONAL -- it changed a non-transactional table, or its changes
+    # may be undone by the ROLLBACK that ends it (the server logs a rolled-back cache that touched one)
+    non_transactional: bool = False
 
 
 @attrs.frozen(slots=True, kw_only=True)

@@ -28,6 +28,7 @@ from canal.errors import (
     CanalError,
     ConfigError,
     FencedWriteError,
+    RolledBackHandOffError,
     SchemaError,
     SourceError,
     StoreBatchTooLargeError,
@@ -271,9 +272,18 @@ class EventParser(StartStopContext):
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
-        if isinstance(exc, FencedWriteError | ConfigError | SchemaError | StoreBatchTooLargeError | XAPrepareLostError):
+        if isinstance(
+            exc,
+            FencedWriteError
+            | ConfigError
+            | SchemaError
+            | StoreBatchTooLargeError
+            | XAPrepareLostError
+            | RolledBackHandOffError,
+        ):
             # a fenced write, a bad setting (e.g. an unreadable CA file), a schema the history cannot know, a
-            # hand-off the store can never hold or an XA PREPARE purged from the server does not heal by retrying
+            # hand-off the store can never hold, an XA PREPARE purged from the server or a rollback of what went out
+            # does not heal by retrying
             raise exc
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure

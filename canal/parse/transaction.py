@@ -20,6 +20,15 @@ own, before this one), so only what the transaction committed is handed off. Ent
 savepoint are held until the transaction ends (``transaction_size`` does not split a transaction past it), since
 until then any of them may be undone. Dropped rows still count in ``rows_done`` (the converter counts every row it
 reads), so a resume skips the same rows whether or not they were dropped.
+
+Rolled-back transactions: a transaction cache that changed a non-transactional table is logged even when the
+transaction rolls back, ended by a ``ROLLBACK`` query instead of COMMIT or XID (in ROW format the non-transactional
+changes themselves are logged before it, as groups of their own). At that ROLLBACK the buffer drops everything after
+the transaction's BEGIN, so the consumer gets an empty transaction. MariaDB's GTID event says ahead when a group may
+end so (it lacks FL_TRANSACTIONAL): the converter asks to HOLD such a transaction whole, past ``transaction_size``.
+MySQL says nothing ahead; a rolled-back transaction of which a part was already handed off is a
+:class:`~canal.errors.RolledBackHandOffError` (the consumer may hold rows that never happened), never a silent
+difference.
 """
 
 from __future__ import annotations
@@ -27,7 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from canal.errors import ParseError
+from canal.errors import ParseError, RolledBackHandOffError
+from canal.log import destination_logger
 from canal.parse.events import RowsEvent
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
@@ -124,8 +134,10 @@ class TransactionBuffer:
         self.identity = identity or LogIdentity()
         self.on_recorded = on_recorded
         self._buffer: list[Entry] = []
-        # the open transaction's savepoints, oldest first: (name casefolded, index in the buffer where it was set)
+        # the open transaction's savepoints, oldest first: (name casefolded, index in the buffer where it was set);
+        # a HOLD is a savepoint named "" at the transaction's BEGIN (no statement names a savepoint so)
         self._savepoints: list[tuple[str, int]] = []
+        self._hold_next = False  # the next BEGIN opens a transaction to hold whole (HOLD came before it)
         self.last_position: LogPosition | None = None
         self.handoffs = 0
 
@@ -136,10 +148,18 @@ class TransactionBuffer:
         """Drop what was not handed off (after a failed dump; it will be read again)."""
         self._buffer.clear()
         self._savepoints.clear()
+        self._hold_next = False
 
     def savepoint(self, verb: str, name: str, where: str) -> None:
         """A savepoint statement of the open transaction: ``verb`` SAVEPOINT, ROLLBACK TO or RELEASE (names compared
-        case-insensitively, as the server does); ``where`` names the statement and its position for errors."""
+        case-insensitively, as the server does); ``where`` names the statement and its position for errors. Also
+        HOLD (the next transaction goes out whole) and ROLLBACK (the open transaction ends rolled back)."""
+        if verb == "HOLD":
+            self._hold_next = True
+            return
+        if verb == "ROLLBACK":
+            self._rolled_back(where)
+            return
         key = name.casefold()
         marks = self._savepoints
         found = next((i for i, (k, _) in enumerate(marks) if k == key), None)
@@ -174,6 +194,9 @@ class TransactionBuffer:
             elif buffer:
                 # an unterminated transaction before it (a dump that started mid-transaction): hand it off as it is
                 self._hand_off(len(buffer))
+        if kind is EntryType.TRANSACTIONBEGIN and self._hold_next:
+            self._hold_next = False
+            self._savepoints.append(("", len(buffer)))
         buffer.append(entry)
         if entry.is_boundary:
             self._savepoints.clear()  # the transaction is over: nothing of it can be undone any more
@@ -198,6 +221,26 @@ class TransactionBuffer:
                 else:
                     return
             self._hand_off(count)
+
+    def _rolled_back(self, where: str) -> None:
+        """The open transaction ended in ROLLBACK: drop what follows its BEGIN (its END comes next)."""
+        buffer = self._buffer
+        begin = next(
+            (i for i in range(len(buffer) - 1, -1, -1) if buffer[i].entry_type is EntryType.TRANSACTIONBEGIN), None
+        )
+        if begin is None:
+            raise RolledBackHandOffError(
+                f"the transaction ending at {where} was rolled back after part of it was handed off "
+                f"(transaction_size={self.transaction_size}): the consumer may hold rows the server undid; raise "
+                "transaction_size above the transaction's size and start again from before it"
+            )
+        dropped = len(buffer) - begin - 1
+        del buffer[begin + 1 :]
+        self._savepoints.clear()
+        if dropped:
+            destination_logger(__name__, self.destination).info(
+                "the transaction ending at %s was rolled back: its %d entries are left out", where, dropped
+            )
 
     def _hand_off(self, count: int) -> None:
         part = self._buffer[:count]

@@ -78,6 +78,9 @@ _HEADER = P.EVENT_HEADER
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+# MariaDB GTID event flags: a statement outside any transaction; a group the server could roll back whole
+_FL_STANDALONE = 0x01
+_FL_TRANSACTIONAL = 0x04
 _QUERY_POST = struct.Struct("<IIBHH")
 _ROWS_KINDS = {
     P.WRITE_ROWS_EVENT_V1: ("w", EventType.INSERT, False),
@@ -789,8 +792,9 @@ class EventDecoder:
             server_id=sid,
             gtid=f"{domain}-{sid}-{seq}",
             mariadb=True,
-            standalone=bool(flags & 1),
+            standalone=bool(flags & _FL_STANDALONE),
             xa_xid=mariadb_gtid_xid(b, p, end, flags),
+            non_transactional=not flags & _FL_TRANSACTIONAL,
         )
 
     def _mariadb_gtid_list(
