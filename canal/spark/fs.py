@@ -1,0 +1,299 @@
+"""File operations on a location that is a local path or an object-store URI: what the mirror does to its files.
+
+The mirror keeps its tables (through ``deltalake``) and its own small files (step journal, applied position, lease,
+staged parts, held XA transactions, ...) under one root, a local directory or a prefix in an object store
+(:mod:`canal.spark.storage`). Its code names each file by its whole location -- a local path as text, or a URI such
+as ``s3://bucket/mirror/_pycanal_steps.app.json`` -- and does to it what this module offers; for a local path each
+function is the ``os`` call the mirror always made, for a URI the object store's nearest equivalent:
+
+* a file is written whole: a local temporary file renamed over the target, or one PUT; "write unless there is one" is
+  a rename that never replaces (or a hard link), or a conditional PUT (``If-None-Match: *``);
+* a directory is a prefix: it exists while an object lies under it; listing gives the names one level down;
+  removing a tree deletes every object under the prefix;
+* there is no rename in an object store: :func:`copy_tree` copies object by object (server-side), and the caller
+  orders its copies and deletes so that a crash between them is finished on replay (:mod:`canal.spark.table_moves`).
+
+The options that reach a store (credentials, endpoint) belong to the root: :func:`register` records them for this
+process -- the mirror registers its root when it is made, in the driver and in every executor task that rebuilds it
+-- and every location under that root is reached with them, by these functions and by ``deltalake``
+(:func:`delta_options`). A URI under no registered root is reached with the store's environment variables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from canal.files import write_bytes_atomic, write_new
+from canal.spark.storage import Storage, in_object_store, local_text
+
+_ROOTS: dict[str, Storage] = {}  # registered roots in object stores, by URI (no trailing slash)
+_ROOTS_LOCK = threading.Lock()
+
+
+def register(location: str | os.PathLike[str], what: str, options: Mapping[str, str] | None = None) -> str:
+    """The text of ``location`` (a local path or a URI without a trailing slash), its ``options`` recorded for every
+    location under it. A :class:`~canal.errors.StorageLocationError` for an unknown scheme or options given for a
+    local path (:meth:`Storage.at`)."""
+    storage = Storage.at(location, what, options)
+    if storage.local is None:
+        with _ROOTS_LOCK:
+            _ROOTS[storage.uri] = storage
+    return storage.uri
+
+
+def remote(location: str) -> bool:
+    """Whether ``location`` is in an object store."""
+    return in_object_store(location)
+
+
+def local(location: str | os.PathLike[str]) -> str | None:
+    """The local path ``location`` names (a path or a ``file://`` URI), None for an object-store URI."""
+    return local_text(os.fspath(location))
+
+
+def join(location: str, *names: str) -> str:
+    """``location`` / ``names``: ``/``-separated in an object store, the platform's way locally."""
+    if remote(location):
+        return "/".join([location.rstrip("/"), *names])
+    return os.path.join(location, *names)
+
+
+def _resolved(location: str) -> tuple[Storage, str]:
+    """The storage holding ``location`` and the name of ``location`` in it (``""``: the storage's own prefix)."""
+    with _ROOTS_LOCK:
+        roots = sorted(_ROOTS.items(), key=lambda item: -len(item[0]))
+    text = location.rstrip("/")
+    for uri, storage in roots:
+        if text == uri:
+            return storage, ""
+        if text.startswith(uri + "/"):
+            return storage, text[len(uri) + 1 :]
+    parts = urlsplit(text)
+    bucket = Storage.at(f"{parts.scheme}://{parts.netloc}", "a location")
+    return bucket, parts.path.lstrip("/")
+
+
+def delta_options(location: str | os.PathLike[str]) -> dict[str, str] | None:
+    """The ``storage_options`` ``deltalake`` needs for a table at ``location`` (None: a local path, or a URI the
+    store's environment reaches)."""
+    text = os.fspath(location)
+    if not remote(text):
+        return None
+    storage, _name = _resolved(text)
+    return dict(storage.options) or None
+
+
+def _store(location: str) -> tuple[Any, Storage, str]:
+    from canal.spark.storage import _object_store
+
+    storage, name = _resolved(location)
+    return _object_store(storage), storage, name
+
+
+# -- reading ---------------------------------------------------------------------------------------------------------
+
+
+def exists(location: str) -> bool:
+    """Whether a file or a directory (a prefix with an object under it) is at ``location``."""
+    if not remote(location):
+        return os.path.exists(location)
+    return is_file(location) or is_dir(location)
+
+
+def is_file(location: str) -> bool:
+    if not remote(location):
+        return os.path.isfile(location)
+    import obstore
+
+    store, storage, name = _store(location)
+    try:
+        obstore.head(store, name)
+    except FileNotFoundError:
+        return False
+    except Exception as exc:
+        raise storage._error("look for", name, exc) from None
+    return True
+
+
+def is_dir(location: str) -> bool:
+    if not remote(location):
+        return os.path.isdir(location)
+    import obstore
+
+    store, storage, name = _store(location)
+    try:
+        for chunk in obstore.list(store, f"{name}/" if name else None, chunk_size=1):
+            if chunk:
+                return True
+    except Exception as exc:
+        raise storage._error("list", name or ".", exc) from None
+    return False
+
+
+def read_bytes(location: str) -> bytes:
+    """The whole file at ``location``; FileNotFoundError when there is none."""
+    if not remote(location):
+        with open(location, "rb") as fh:
+            return fh.read()
+    import obstore
+
+    store, storage, name = _store(location)
+    try:
+        return bytes(obstore.get(store, name).bytes())
+    except FileNotFoundError:
+        raise FileNotFoundError(location) from None
+    except Exception as exc:
+        raise storage._error("read", name, exc) from None
+
+
+def read_text(location: str) -> str:
+    return read_bytes(location).decode("utf-8")
+
+
+def listdir(location: str) -> list[str]:
+    """The names directly under ``location`` (files and directories), sorted; none when it does not exist."""
+    if not remote(location):
+        try:
+            return sorted(os.listdir(location))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+    import obstore
+
+    store, storage, name = _store(location)
+    try:
+        listed = obstore.list_with_delimiter(store, f"{name}/" if name else None)
+    except Exception as exc:
+        raise storage._error("list", name or ".", exc) from None
+    files = [str(meta["path"]).rstrip("/").rsplit("/", 1)[-1] for meta in listed["objects"]]
+    dirs = [str(prefix).rstrip("/").rsplit("/", 1)[-1] for prefix in listed["common_prefixes"]]
+    return sorted(set(files) | set(dirs))
+
+
+def _objects_under(location: str) -> tuple[Any, Storage, list[str]]:
+    """Every object's name under the directory ``location`` (in an object store)."""
+    import obstore
+
+    store, storage, name = _store(location)
+    found: list[str] = []
+    try:
+        for chunk in obstore.list(store, f"{name}/" if name else None):
+            found.extend(str(meta["path"]) for meta in chunk)
+    except Exception as exc:
+        raise storage._error("list", name or ".", exc) from None
+    return store, storage, found
+
+
+# -- writing ---------------------------------------------------------------------------------------------------------
+
+
+def makedirs(location: str) -> None:
+    """Make the directory ``location`` and its parents (an object store has none to make)."""
+    if not remote(location):
+        os.makedirs(location, exist_ok=True)
+
+
+def write_bytes(location: str, data: bytes, *, replace: bool = True) -> bool:
+    """Write ``data`` to ``location`` whole; without ``replace`` only if no file is there (False when one was: it
+    stays)."""
+    if not remote(location):
+        os.makedirs(os.path.dirname(location) or ".", exist_ok=True)
+        if replace:
+            write_bytes_atomic(location, data)
+            return True
+        try:
+            write_new(location, data)
+        except FileExistsError:
+            return False
+        return True
+    import obstore
+
+    store, storage, name = _store(location)
+    try:
+        obstore.put(store, name, data, mode="overwrite" if replace else "create", use_multipart=False)
+    except Exception as exc:
+        if type(exc).__name__ == "AlreadyExistsError":  # obstore.exceptions.AlreadyExistsError
+            return False
+        raise storage._error("write", name, exc) from None
+    return True
+
+
+def unlink(location: str) -> None:
+    """Delete the file at ``location`` if it is there."""
+    if not remote(location):
+        with contextlib.suppress(FileNotFoundError):  # deleting what is gone is done
+            os.unlink(location)
+        return
+    import obstore
+
+    store, storage, name = _store(location)
+    try:
+        obstore.delete(store, name)
+    except FileNotFoundError:
+        pass  # deleting what is gone is done; S3 itself does not tell
+    except Exception as exc:
+        raise storage._error("delete", name, exc) from None
+
+
+def rmtree(location: str) -> None:
+    """Delete the directory ``location`` and everything under it, if it is there."""
+    if not remote(location):
+        if os.path.lexists(location):
+            shutil.rmtree(location)
+        return
+    import obstore
+
+    store, storage, names = _objects_under(location)
+    try:
+        for start in range(0, len(names), 1000):  # S3 deletes up to 1,000 keys a request
+            obstore.delete(store, names[start : start + 1000])
+    except Exception as exc:
+        raise storage._error("delete", location, exc) from None
+
+
+def copy_tree(source: str, target: str) -> int:
+    """Copy every object under ``source`` to the same name under ``target`` (both under one registered root of an
+    object store; copied server-side), the Delta log (``_delta_log``) last, so that ``target`` is a table only once
+    its data files are all there. The number of objects copied."""
+    import obstore
+
+    store, storage, names = _objects_under(source)
+    _same, _storage, source_name = _store(source)
+    _same, _storage, target_name = _store(target)
+    cut = len(source_name) + 1 if source_name else 0
+    relative = sorted((n[cut:] for n in names), key=lambda r: (r.startswith("_delta_log/"), r))
+    try:
+        for name in relative:
+            obstore.copy(
+                store,
+                f"{source_name}/{name}" if source_name else name,
+                f"{target_name}/{name}" if target_name else name,
+            )
+    except Exception as exc:
+        raise storage._error("copy", source_name, exc) from None
+    return len(relative)
+
+
+__all__ = [
+    "copy_tree",
+    "delta_options",
+    "exists",
+    "is_dir",
+    "is_file",
+    "join",
+    "listdir",
+    "local",
+    "makedirs",
+    "read_bytes",
+    "read_text",
+    "register",
+    "remote",
+    "rmtree",
+    "unlink",
+    "write_bytes",
+]
