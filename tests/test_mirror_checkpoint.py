@@ -53,7 +53,7 @@ def test_a_new_querys_batches_are_refused_and_true_replays_skipped(tmp_path: Pat
     # true replays: the last batch again, an older one again -- skipped, nothing changes
     assert set(mirror.apply(_batch("mysql-bin.000002", 500, {1: 10}), 2).tables.values()) == {"skipped"}
     assert set(mirror.apply(_batch("mysql-bin.000001", 2000, {3: 3}), 1).tables.values()) == {"skipped"}
-    before = applied_path(mirror.root, mirror.app_id).read_bytes()
+    before = Path(applied_path(mirror.root, mirror.app_id)).read_bytes()
 
     # a new checkpoint: batch 0 again, with the changes after those applied
     with pytest.raises(MirrorCheckpointError) as refused:
@@ -61,13 +61,13 @@ def test_a_new_querys_batches_are_refused_and_true_replays_skipped(tmp_path: Pat
     message = str(refused.value)
     assert "batch 0" in message and "mysql-bin.000002:500" in message and "new checkpoint" in message
     assert _state(mirror) == {1: 10, 2: 2, 3: 3}  # nothing of it written
-    assert applied_path(mirror.root, mirror.app_id).read_bytes() == before
+    assert Path(applied_path(mirror.root, mirror.app_id)).read_bytes() == before
     assert mirror.history[-1].batch_id == 1  # the refused batch is not recorded
 
     # the query that wrote the mirror goes on
     mirror.apply(_batch("mysql-bin.000002", 900, {2: 20, 4: 4}), 3)
     assert _state(mirror) == {1: 10, 2: 20, 3: 3, 4: 4}
-    assert json.loads(applied_path(mirror.root, mirror.app_id).read_text())["batch"] == 3
+    assert json.loads(Path(applied_path(mirror.root, mirror.app_id)).read_text())["batch"] == 3
     mirror.close()
 
 

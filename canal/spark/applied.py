@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import attrs
 
-from canal.files import write_bytes_atomic
 from canal.position import journal_number
+from canal.spark import fs
 from canal.spark.types import MirrorCheckpointError, MirrorError
 
 
@@ -42,14 +41,15 @@ def position_key(log_file: str, log_offset: int) -> tuple[int, int]:
     return (journal_number(log_file), log_offset)
 
 
-def applied_path(root: str | os.PathLike[str], app_id: str) -> Path:
-    return Path(root) / f"_pycanal_applied.{app_id.encode().hex()}.json"
+def applied_path(root: str | os.PathLike[str], app_id: str) -> str:
+    """The location of the record (``root``: a local path or an object-store URI, :mod:`canal.spark.fs`)."""
+    return fs.join(os.fspath(root), f"_pycanal_applied.{app_id.encode().hex()}.json")
 
 
 def read_applied(root: str | os.PathLike[str], app_id: str) -> Applied | None:
     path = applied_path(root, app_id)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(fs.read_text(path))
         return Applied(int(data["batch"]), data["log_file"], int(data["log_offset"]))
     except FileNotFoundError:
         return None
@@ -116,4 +116,4 @@ def record_batch(
     if before == Applied(batch_id, log_file, log_offset):
         return
     data = {"batch": batch_id, "log_file": log_file, "log_offset": log_offset}
-    write_bytes_atomic(applied_path(root, app_id), json.dumps(data).encode())
+    fs.write_bytes(applied_path(root, app_id), json.dumps(data).encode())

@@ -23,7 +23,6 @@ with :class:`~canal.spark.types.MirrorLeaseError` (nothing written) unless that 
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
@@ -31,10 +30,9 @@ import socket
 import time
 import uuid
 import weakref
-from pathlib import Path
 from typing import Any
 
-from canal.files import write_bytes_atomic, write_new
+from canal.spark import fs
 from canal.spark.types import MirrorLeaseError
 
 LEASE_S = 60.0
@@ -42,8 +40,13 @@ LEASE_S = 60.0
 _LIVE: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()  # token -> its mirror, in this process
 
 
-def lease_path(root: str | os.PathLike[str], app_id: str) -> Path:
-    return Path(root) / f"_pycanal_lease.{app_id.encode().hex()}.json"
+def lease_path(root: str | os.PathLike[str], app_id: str) -> str:
+    """The location of the lease (``root``: a local path or an object-store URI, :mod:`canal.spark.fs`)."""
+    return fs.join(os.fspath(root), _lease_name(app_id))
+
+
+def _lease_name(app_id: str) -> str:
+    return f"_pycanal_lease.{app_id.encode().hex()}.json"
 
 
 def _started(pid: int) -> str | None:
@@ -72,8 +75,11 @@ class WriterLease:
     """The lease of one mirror object (``owner``) on ``root`` for ``app_id``."""
 
     def __init__(self, root: str | os.PathLike[str], app_id: str, owner: object) -> None:
-        self.path = lease_path(root, app_id)
-        self.root = os.path.realpath(root)
+        text = os.fspath(root)
+        self.location = text  # the root as the mirror was given it, for messages
+        self.path = lease_path(text, app_id)
+        # the root a lease names: a local one as this host resolves it (a copy elsewhere names its own), a URI as is
+        self.root = text if fs.remote(text) else os.path.realpath(text)
         self.app_id = app_id
         self.token = uuid.uuid4().hex
         self._owner = weakref.ref(owner)
@@ -93,7 +99,7 @@ class WriterLease:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(fs.read_text(self.path))
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
@@ -121,17 +127,10 @@ class WriterLease:
             raise MirrorLeaseError(self._refusal(mine or {}, "took the lease at the same moment"))
 
     def _write(self, *, replace: bool) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(self._record()).encode()
-        if replace:
-            write_bytes_atomic(self.path, data)
-            written = True
-        else:
-            try:  # created whole or not at all (no hard link needed, as some file systems have none)
-                write_new(str(self.path), data)
-                written = True
-            except FileExistsError:
-                written = False
+        # without ``replace`` created whole or not at all: an exclusive create locally (no hard link needed, as
+        # some file systems have none), a conditional PUT in an object store
+        written = fs.write_bytes(self.path, data, replace=replace)
         if written:
             owner = self._owner()
             if owner is not None:
@@ -164,7 +163,8 @@ class WriterLease:
         if holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
             who = "another DeltaMirror of this process"
         return (
-            f"{who} {what} of writing the mirror {self.path.parent} as app id {self.app_id!r} ({self.path.name}): "
+            f"{who} {what} of writing the mirror {self.location} as app id {self.app_id!r} "
+            f"({_lease_name(self.app_id)}): "
             "give each destination mirrored into one root its own app_id, or close the other mirror"
         )
 
@@ -176,5 +176,4 @@ class WriterLease:
         _LIVE.pop(self.token, None)
         holder = self._read()
         if holder is not None and holder.get("token") == self.token:
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
+            fs.unlink(self.path)  # (a lease gone already is given up)

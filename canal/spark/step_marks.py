@@ -14,9 +14,11 @@ import json
 import os
 from typing import Any
 
+from canal.spark import fs
+
 CREATED_STEP = "pycanal.created_step"
 """The ``commitInfo`` entry of the commit that created a mirror table by a CREATE TABLE step."""
-_FIRST_COMMIT = os.path.join("_delta_log", f"{0:020d}.json")
+_FIRST_COMMIT = ("_delta_log", f"{0:020d}.json")
 
 
 def _mark(app_id: str, batch_id: int, step: int) -> str:
@@ -29,11 +31,11 @@ def created_metadata(app_id: str, batch_id: int, step: int) -> dict[str, str]:
 
 
 def created_by(path: str | os.PathLike[str], app_id: str, batch_id: int, step: int) -> bool:
-    """Whether the Delta table at ``path`` was created by that step (its first commit, version 0, names it). A table
-    whose first commit is gone (cleaned up behind a checkpoint, long after any replay) reads as not."""
+    """Whether the Delta table at ``path`` (a local path or an object-store URI, :mod:`canal.spark.fs`) was created
+    by that step (its first commit, version 0, names it). A table whose first commit is gone (cleaned up behind a
+    checkpoint, long after any replay) reads as not."""
     try:
-        with open(os.path.join(path, _FIRST_COMMIT), encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+        lines = fs.read_text(fs.join(os.fspath(path), *_FIRST_COMMIT)).splitlines()
     except FileNotFoundError:
         return False
     want = _mark(app_id, batch_id, step)
