@@ -19,9 +19,9 @@ staged files before it takes the log's snapshot: a flush committing in between l
 copies of one change, which the current state takes once (:func:`canal.spark.changelog.latest`) -- and a staged
 file is deleted only after its tables' flushes committed, so a file gone before it is read is in the log the reader
 takes next. A process killed while it writes a staged file leaves a temporary file that nothing reads (a file
-appears whole under its name, by a rename); killed after, its batch is staged: a replay of the batch writes the
-same file again, and the next mirror on the root takes the staged parts up where they are (:func:`load`), dropping
-those its last flush had appended already.
+appears whole under its name, by a rename -- or one PUT in an object store, :mod:`canal.spark.fs`); killed after,
+its batch is staged: a replay of the batch writes the same file again, and the next mirror on the root takes the
+staged parts up where they are (:func:`load`), dropping those its last flush had appended already.
 
 The mirror that staged them is the only writer of its change logs (``DeltaMirror.sole_log_writer``); where Spark
 tasks append, the driver flushes first and stages nothing more.
@@ -29,14 +29,14 @@ tasks append, the driver flushes first and stages nothing more.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from canal.files import write_new
+from canal.files import TEMP_MARK
+from canal.spark import fs
 from canal.spark.types import MirrorError
 
 STAGED_DIR = "_pycanal_staged"
@@ -44,11 +44,20 @@ FLUSHED_BATCHES = "pycanal.flushed_batches"
 """The ``commitInfo`` entry of a flush's commit: the batch ids of the staged parts it appended (its ``txn`` holds
 the last)."""
 _SUFFIX = ".arrow"
-_TMP_SUFFIX = ".tmp"
+_TMP_SUFFIX = ".tmp"  # temporary files of writers before canal.spark.fs: ``{name}.{random}.tmp``
 
 
 def staged_dir(root: str | os.PathLike[str]) -> str:
-    return os.path.join(root, STAGED_DIR)
+    """The directory of the staged files under ``root`` (a local path or an object-store URI)."""
+    return fs.join(os.fspath(root), STAGED_DIR)
+
+
+def _split(base: str) -> tuple[str, str]:
+    """(the root, the table's directory name) of a mirror table's location ``root/{directory}``."""
+    if fs.remote(base):
+        root, _, name = base.rstrip("/").rpartition("/")
+        return root, name
+    return os.path.dirname(base), os.path.basename(base)
 
 
 def _file_name(batch_id: int, app_id: str) -> str:
@@ -64,6 +73,17 @@ def _parse_name(name: str) -> tuple[int, str] | None:
         return int(batch), bytes.fromhex(app).decode()
     except ValueError:
         return None
+
+
+def _interrupted(name: str) -> tuple[int, str] | None:
+    """(batch id, app id) of the staged file a temporary file named ``name`` was to become (a write interrupted by
+    its process's death), None for any other name: ``.{name}.tmp-{random}`` (:func:`canal.files.write_bytes_atomic`)
+    or ``{name}.{random}.tmp`` (earlier versions)."""
+    if name.startswith(".") and TEMP_MARK in name:
+        return _parse_name(name[1:].partition(TEMP_MARK)[0])
+    if name.endswith(_TMP_SUFFIX):
+        return _parse_name(name.rsplit(".", 2)[0])
+    return None
 
 
 def _outer_schema() -> Any:
@@ -89,11 +109,11 @@ def _from_stream(data: Any) -> Any:
 
 def write(root: str | os.PathLike[str], app_id: str, batch_id: int, parts: dict[str, Any]) -> str:
     """Stage ``parts`` (table name ``schema.table`` -> its rows, in its change log's schema) as batch ``batch_id``'s
-    staged file, replacing one a replay of the batch finds (it holds the same changes); its path."""
+    staged file, replacing one a replay of the batch finds (it holds the same changes); its location."""
     import pyarrow as pa
 
     directory = staged_dir(root)
-    os.makedirs(directory, exist_ok=True)
+    fs.makedirs(directory)
     outer = pa.table(
         {
             "table": pa.array(list(parts), pa.string()),
@@ -104,15 +124,8 @@ def write(root: str | os.PathLike[str], app_id: str, batch_id: int, parts: dict[
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, outer.schema) as writer:
         writer.write_table(outer)
-    path = os.path.join(directory, _file_name(batch_id, app_id))
-    staging = f"{path}.{os.urandom(8).hex()}{_TMP_SUFFIX}"
-    try:
-        write_new(staging, sink.getvalue())
-        os.replace(staging, path)  # readers see the whole file or none
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(staging)
-        raise
+    path = fs.join(directory, _file_name(batch_id, app_id))
+    fs.write_bytes(path, sink.getvalue().to_pybytes())  # readers see the whole file or none
     return path
 
 
@@ -121,8 +134,7 @@ def _read_file(path: str) -> Any | None:
     import pyarrow as pa
 
     try:
-        with open(path, "rb") as fh:  # read whole (a few hundred kB): the caller keeps slices of it
-            data = fh.read()
+        data = fs.read_bytes(path)  # read whole (a few hundred kB): the caller keeps slices of it
         return pa.ipc.open_file(pa.py_buffer(data)).read_all()
     except FileNotFoundError:
         return None
@@ -131,17 +143,13 @@ def _read_file(path: str) -> Any | None:
 
 
 def _staged_files(root: str | os.PathLike[str]) -> list[tuple[int, str, str]]:
-    """(batch id, app id, path) of every staged file under ``root``, in batch order."""
+    """(batch id, app id, location) of every staged file under ``root``, in batch order."""
     directory = staged_dir(root)
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
     found = []
-    for name in names:
+    for name in fs.listdir(directory):  # none when there is no directory
         parsed = _parse_name(name)
         if parsed is not None:
-            found.append((parsed[0], parsed[1], os.path.join(directory, name)))
+            found.append((parsed[0], parsed[1], fs.join(directory, name)))
     return sorted(found)
 
 
@@ -151,8 +159,7 @@ def staged_rows(base: str | os.PathLike[str]) -> Any | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    base = os.fspath(base)
-    root, name = os.path.dirname(base), os.path.basename(base)
+    root, name = _split(os.fspath(base))
     parts = []
     for _batch, _app, path in _staged_files(root):
         outer = _read_file(path)
@@ -194,7 +201,7 @@ class Staged:
     def stage(self, batch_id: int, parts: dict[str, Any]) -> None:
         """Write ``parts`` (base path -> rows) as the batch's staged file, then hold them. (A batch staged
         already is a replay: the caller appends its parts instead, :meth:`has_batch`.)"""
-        write(self.root, self.app_id, batch_id, {os.path.basename(path): rows for path, rows in parts.items()})
+        write(self.root, self.app_id, batch_id, {_split(path)[1]: rows for path, rows in parts.items()})
         self.files[batch_id] = set(parts)
         for path, rows in parts.items():
             self.tables.setdefault(path, StagedTable()).add(batch_id, rows)
@@ -226,8 +233,7 @@ class Staged:
             waiting.discard(path)
             if not waiting:
                 del self.files[batch_id]
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(staged_dir(self.root), _file_name(batch_id, self.app_id)))
+                fs.unlink(fs.join(staged_dir(self.root), _file_name(batch_id, self.app_id)))
 
     @property
     def bytes(self) -> int:
@@ -259,19 +265,18 @@ class Staged:
         return chosen
 
 
-def load(root: str, app_id: str, flushed_through: Callable[[str], int | None]) -> Staged:
+def load(root: str | os.PathLike[str], app_id: str, flushed_through: Callable[[str], int | None]) -> Staged:
     """The staged parts ``app_id`` left under ``root`` (a mirror starting on it), without those already in their
     logs: a part of a batch ``<= flushed_through(path)`` (the last batch id its change log recorded) was appended by
     a flush the process did not live to delete the file of. Its temporary files (writes interrupted) are deleted."""
+    root = os.fspath(root)
     staged = Staged(root, app_id)
     directory = staged_dir(root)
-    with contextlib.suppress(FileNotFoundError):
-        for name in os.listdir(directory):
-            # {batch}-{app}.arrow.{random}.tmp: the app's own only (another app's mirror may be writing one)
-            parsed = _parse_name(name.rsplit(".", 2)[0]) if name.endswith(_TMP_SUFFIX) else None
-            if parsed is not None and parsed[1] == app_id:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(directory, name))
+    for name in fs.listdir(directory):
+        # the app's own only (another app's mirror may be writing one); an object store has none (one PUT)
+        parsed = _interrupted(name)
+        if parsed is not None and parsed[1] == app_id:
+            fs.unlink(fs.join(directory, name))
     last: dict[str, int | None] = {}
     for batch_id, app, path in _staged_files(root):
         if app != app_id:
@@ -281,7 +286,7 @@ def load(root: str, app_id: str, flushed_through: Callable[[str], int | None]) -
             continue
         waiting: set[str] = set()
         for name, blob in zip(outer.column("table").to_pylist(), outer.column("rows").to_pylist(), strict=True):
-            base = os.path.join(root, name)
+            base = fs.join(root, name)
             if base not in last:
                 last[base] = flushed_through(base)
             done = last[base]
@@ -292,6 +297,5 @@ def load(root: str, app_id: str, flushed_through: Callable[[str], int | None]) -
         if waiting:
             staged.files[batch_id] = waiting
         else:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            fs.unlink(path)
     return staged
