@@ -33,13 +33,13 @@ alike.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from canal.files import write_bytes_atomic
 from canal.parse.cascade import FOREIGN_KEY_ACTIONS
 from canal.schema.history import layout_statement
+from canal.spark import fs
 from canal.spark.changes import encode_value
 from canal.spark.mirror_stops import MirrorCascadeError
 from canal.sql import (
@@ -337,24 +337,25 @@ def expand_cascades(
 
 class ExpandedBatch:
     """The expanded batch of the batch being applied, kept until a later batch (module docstring): a file
-    ``_pycanal_cascade.{app id}.{batch id}.arrow`` in the mirror's root."""
+    ``_pycanal_cascade.{app id}.{batch id}.arrow`` in the mirror's root (a local path or an object-store URI,
+    :mod:`canal.spark.fs`)."""
 
-    def __init__(self, root: Path, app_id: str) -> None:
-        self.root = root
+    def __init__(self, root: str | os.PathLike[str], app_id: str) -> None:
+        self.root = os.fspath(root)
         self.prefix = f"_pycanal_cascade.{app_id}."
 
-    def _path(self, batch_id: int) -> Path:
-        return self.root / f"{self.prefix}{batch_id}.arrow"
+    def _path(self, batch_id: int) -> str:
+        return fs.join(self.root, f"{self.prefix}{batch_id}.arrow")
 
     def load(self, batch_id: int) -> Any:
         """The expanded rows kept for ``batch_id``, or None."""
         import pyarrow as pa
 
-        path = self._path(batch_id)
-        if not path.exists():
+        try:
+            data = fs.read_bytes(self._path(batch_id))
+        except FileNotFoundError:
             return None
-        with pa.memory_map(str(path)) as source:
-            return pa.ipc.open_file(source).read_all()
+        return pa.ipc.open_file(pa.py_buffer(data)).read_all()
 
     def save(self, batch_id: int, table: Any) -> None:
         import pyarrow as pa
@@ -362,14 +363,14 @@ class ExpandedBatch:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
-        self.root.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(self._path(batch_id), sink.getvalue().to_pybytes())
+        fs.makedirs(self.root)
+        fs.write_bytes(self._path(batch_id), sink.getvalue().to_pybytes())
 
     def drop_before(self, batch_id: int) -> None:
         """Drop what was kept for earlier batches (they are done: a replay is of the newest only)."""
-        if not self.root.exists():
-            return
-        for path in self.root.glob(f"{self.prefix}*.arrow"):
-            number = path.name.removeprefix(self.prefix).removesuffix(".arrow")
+        for name in fs.listdir(self.root):  # none when there is no root
+            if not (name.startswith(self.prefix) and name.endswith(".arrow")):
+                continue
+            number = name.removeprefix(self.prefix).removesuffix(".arrow")
             if number.isdigit() and int(number) < batch_id:
-                path.unlink(missing_ok=True)
+                fs.unlink(fs.join(self.root, name))

@@ -4,8 +4,9 @@ The server logs an XA transaction's rows at ``XA PREPARE``; they become visible 
 event, maybe much later, maybe after a restart) and never after ``XA ROLLBACK``. Each of its change rows carries the
 xid (``props`` ``XA_XID``, :mod:`canal.parse.xa`); its ``XA END`` is an ``XAPREPARE`` row; the second phase is an
 ``XACOMMIT`` / ``XAROLLBACK`` row. :class:`HeldTransactions` takes the prepared rows out of a batch and keeps them
-under the mirror root (``_pycanal_xa.<app id>/``, Arrow IPC files written atomically), and puts them back into the
-batch that holds their ``XACOMMIT``, at its place -- so the mirror applies them as the server made them visible.
+under the mirror root (``_pycanal_xa.<app id>/``, Arrow IPC files written whole, :mod:`canal.spark.fs`), and puts
+them back into the batch that holds their ``XACOMMIT``, at its place -- so the mirror applies them as the server made
+them visible.
 
 Replays: a file is named by the batch that wrote it, and a batch reads only files of earlier batches, so a batch
 replayed after a crash sees what it saw the first time. A ``done`` file of batch d closes the xid's files of earlier
@@ -22,15 +23,15 @@ nothing written. An ``XAROLLBACK`` of such a transaction needs nothing: its rows
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import attrs
 
-from canal.files import write_bytes_atomic
 from canal.parse.xa import XA_XID, xid_key
 from canal.parse.xa_lookback import XA_RECOVERED
+from canal.spark import fs
 from canal.spark.changes import XA_PREPARE_TYPE
 from canal.spark.types import MirrorError
 
@@ -61,21 +62,20 @@ def _key_name(key: str) -> str:
 
 
 class HeldTransactions:
-    """The prepared rows of XA transactions not yet committed or rolled back, kept in ``directory``."""
+    """The prepared rows of XA transactions not yet committed or rolled back, kept in ``directory`` (a local path or
+    an object-store URI, :mod:`canal.spark.fs`)."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = os.fspath(directory)
 
     # -- files: <key hex>.<kind>.<batch id>[.arrow] ------------------------------------------------------------
 
-    def _files(self) -> list[tuple[str, str, int, Path]]:
-        if not self.directory.is_dir():
-            return []
+    def _files(self) -> list[tuple[str, str, int, str]]:
         found = []
-        for path in self.directory.iterdir():
-            parts = path.name.split(".")
+        for name in fs.listdir(self.directory):  # none when there is no directory
+            parts = name.split(".")
             if len(parts) >= 3 and parts[1] in ("rows", "recovered", "ended", "done") and parts[2].isdigit():
-                found.append((parts[0], parts[1], int(parts[2]), path))
+                found.append((parts[0], parts[1], int(parts[2]), fs.join(self.directory, name)))
         return sorted(found, key=lambda f: (f[0], f[2], f[1]))
 
     def collect(self, batch_id: int) -> None:
@@ -87,13 +87,13 @@ class HeldTransactions:
                 closing[name] = max(closing.get(name, -1), batch)
         for name, kind, batch, path in files:
             if name in closing and (batch < closing[name] or (kind == "done" and batch == closing[name])):
-                path.unlink(missing_ok=True)
+                fs.unlink(path)
 
     def _state(self, batch_id: int) -> dict[str, _Xid]:
         """Each open xid as the files of batches before ``batch_id`` leave it."""
         import pyarrow as pa
 
-        by_name: dict[str, list[tuple[str, int, Path]]] = {}
+        by_name: dict[str, list[tuple[str, int, str]]] = {}
         for name, kind, batch, path in self._files():
             if batch < batch_id:
                 by_name.setdefault(name, []).append((kind, batch, path))
@@ -107,8 +107,7 @@ class HeldTransactions:
             for kind, _batch, path in live:
                 if kind in ("rows", "recovered"):
                     try:
-                        with pa.memory_map(str(path)) as source:
-                            rows = pa.ipc.open_file(source).read_all()
+                        rows = pa.ipc.open_file(pa.py_buffer(fs.read_bytes(path))).read_all()
                     except (OSError, pa.ArrowInvalid) as exc:
                         raise MirrorError(f"the held XA rows {path} cannot be read: {exc}") from exc
                     (xid.files if kind == "rows" else xid.recovered_files).append(rows)
@@ -119,14 +118,14 @@ class HeldTransactions:
     def _write(self, name: str, kind: str, batch_id: int, rows: Any = None) -> None:
         import pyarrow as pa
 
-        self.directory.mkdir(parents=True, exist_ok=True)
+        fs.makedirs(self.directory)
         if rows is None:
-            write_bytes_atomic(self.directory / f"{name}.{kind}.{batch_id}", b"")
+            fs.write_bytes(fs.join(self.directory, f"{name}.{kind}.{batch_id}"), b"")
             return
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, rows.schema) as writer:
             writer.write_table(rows)
-        write_bytes_atomic(self.directory / f"{name}.{kind}.{batch_id}.arrow", sink.getvalue().to_pybytes())
+        fs.write_bytes(fs.join(self.directory, f"{name}.{kind}.{batch_id}.arrow"), sink.getvalue().to_pybytes())
 
     # -- a batch --------------------------------------------------------------------------------------------------
 
@@ -271,6 +270,7 @@ def _conformed(part: Any, schema: Any) -> Any:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def held_directory(root: Path, app_id: str) -> Path:
-    """Where a mirror with ``app_id`` keeps the rows of XA transactions prepared and not yet committed."""
-    return root / f"_pycanal_xa.{app_id}"
+def held_directory(root: str | os.PathLike[str], app_id: str) -> str:
+    """Where a mirror with ``app_id`` keeps the rows of XA transactions prepared and not yet committed (a location
+    under ``root``, :mod:`canal.spark.fs`)."""
+    return fs.join(os.fspath(root), f"_pycanal_xa.{app_id}")
