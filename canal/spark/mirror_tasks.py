@@ -34,13 +34,13 @@ meanwhile (appends and folds never block each other: :mod:`canal.spark.changelog
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from canal.spark import names
+from canal.spark import fs, names
 from canal.spark.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
 from canal.spark.types import MirrorError
 
@@ -140,20 +140,18 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from canal.files import AtomicFile
-
     received = list(batches)
     rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
     newest = newest_position(rows)
     if refuses(read_applied(settings["root"], settings["app_id"]), batch_id, newest):  # canal.spark.applied
         answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
     elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
-        path = Path(settings["root"]) / f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow"
-        with AtomicFile(path) as spill:
-            with pa.ipc.new_file(spill.fh, rows.schema) as writer:
-                writer.write_table(rows)
-            spill.publish()
-        answer = _answer([("", DDL_MARK, rows.num_rows, False, str(path), _spelled(newest))])
+        path = fs.join(os.fspath(settings["root"]), f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, rows.schema) as writer:
+            writer.write_table(rows)
+        fs.write_bytes(path, sink.getvalue().to_pybytes())  # whole: a temporary file renamed, or one PUT
+        answer = _answer([("", DDL_MARK, rows.num_rows, False, path, _spelled(newest))])
     elif rows.num_rows == 0:
         answer = _answer([("", DONE_MARK, 0, False, None, None)])
     else:
@@ -194,23 +192,25 @@ def _read_spill(path: str) -> Any:
     import pyarrow as pa
 
     try:
-        with pa.memory_map(path) as source:
-            table = pa.ipc.open_file(source).read_all()
+        table = pa.ipc.open_file(pa.py_buffer(fs.read_bytes(path))).read_all()
     finally:
-        Path(path).unlink(missing_ok=True)
+        fs.unlink(path)
     return table
 
 
-def _drop_spills(root: Path, batch_id: int) -> None:
+def _drop_spills(root: str | os.PathLike[str], batch_id: int) -> None:
     """Delete the files of DDL batches before ``batch_id`` that a failed driver left behind (read or not, Spark
     never asks for those batches again)."""
-    for path in root.glob(f"{SPILL_PREFIX}*.arrow"):
+    root = os.fspath(root)
+    for name in fs.listdir(root):
+        if not (name.startswith(SPILL_PREFIX) and name.endswith(".arrow")):
+            continue
         try:
-            spilled_for = int(path.name.removeprefix(SPILL_PREFIX).split(".", 1)[0])
+            spilled_for = int(name.removeprefix(SPILL_PREFIX).split(".", 1)[0])
         except ValueError:
             continue
         if spilled_for < batch_id:
-            path.unlink(missing_ok=True)
+            fs.unlink(fs.join(root, name))
 
 
 def _checked(outcome: list[Any], expected: int, batch_id: int) -> list[Any]:
@@ -340,21 +340,25 @@ def check_executors_reach(root: str, spark: Any) -> None:
     local path, the case this catches, is on no executor of another host."""
     import pyarrow as pa
 
+    from canal.spark.storage import StorageError
     from canal.spark.types import MirrorUnreachableError
 
     token = uuid.uuid4().hex
-    probe = Path(root) / f"{REACH_PREFIX}{token}"
-    probe.parent.mkdir(parents=True, exist_ok=True)
-    probe.write_text(token)
+    probe = fs.join(root, f"{REACH_PREFIX}{token}")
+    options = fs.delta_options(root)  # a root in an object store: the options that reach it (canal.spark.fs)
+    fs.makedirs(root)
+    fs.write_bytes(probe, token.encode())
 
     def look(batches: Any) -> Any:
         import os
         import socket
 
+        if options is not None:
+            fs.register(root, "the mirror's root", options)
         for batch in batches:
             try:
-                seen = probe.read_text() == token
-            except OSError:
+                seen = fs.read_text(probe) == token
+            except (OSError, StorageError):  # not there, or a store this executor cannot reach
                 seen = False
             where = f"{socket.gethostname()} (pid {os.getpid()})"
             yield pa.RecordBatch.from_pydict({"seen": [seen] * batch.num_rows, "task": [where] * batch.num_rows})
@@ -362,7 +366,7 @@ def check_executors_reach(root: str, spark: Any) -> None:
     try:
         answers = spark.range(0, REACH_TASKS, 1, REACH_TASKS).mapInArrow(look, "seen boolean, task string").collect()
     finally:
-        probe.unlink(missing_ok=True)
+        fs.unlink(probe)
     blind = sorted({row["task"] for row in answers if not row["seen"]})
     if blind or len(answers) != REACH_TASKS:
         raise MirrorUnreachableError(
@@ -386,7 +390,7 @@ def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
     the driver; tables whose fold is under way are left for a later batch. The tables started."""
     settings = mirror.settings()
     kind = type(mirror)
-    paths = {name: str(mirror.root / name) for name in names}
+    paths = {name: fs.join(os.fspath(mirror.root), name) for name in names}
     started = mirror.claim_folds(list(paths.values()))
     if not started:
         return []
