@@ -48,12 +48,11 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
 
-from canal.files import write_bytes_atomic
+from canal.spark import fs
 from canal.spark.delta_append import is_table
 from canal.spark.mirror_health import ERROR_CHARS, storage_error_types
 from canal.spark.staged import staged_rows
@@ -118,19 +117,17 @@ COMPACT_FILES = 16
 log file, and a small file costs about as much to open as a large one."""
 
 
-def append(log: Path, rows: Any, commit: Any, table: Any = None, history_s: float = LOG_HISTORY_S) -> Any:
+def append(log: str, rows: Any, commit: Any, table: Any = None, history_s: float = LOG_HISTORY_S) -> Any:
     """Append change rows to the log (created by the first), through ``table`` (the log's DeltaTable, kept open by
     the caller) when given: with Delta's schema merge only when they carry columns the log has not. Returns the log's
     DeltaTable to keep open (None when this append created the log)."""
-    from deltalake import write_deltalake
-
     used: list[Any] = [None]
     kept = [table]
 
     def write() -> None:
         if kept[0] is None and not is_table(log):
-            write_deltalake(
-                str(log), rows, mode="append", commit_properties=commit, configuration=log_configuration(history_s)
+            fs.write_delta(
+                log, rows, mode="append", commit_properties=commit, configuration=log_configuration(history_s)
             )
             return
         # an append from a version before a trim fails Delta's conflict check (and leaves its file behind)
@@ -138,7 +135,7 @@ def append(log: Path, rows: Any, commit: Any, table: Any = None, history_s: floa
         known = {f.name for f in handle.schema().fields}
         merge = not set(rows.column_names) <= known
         try:
-            write_deltalake(
+            fs.write_delta(
                 handle, rows, mode="append", schema_mode="merge" if merge else None, commit_properties=commit
             )
         except Exception:
@@ -151,7 +148,7 @@ def append(log: Path, rows: Any, commit: Any, table: Any = None, history_s: floa
     return used[0]
 
 
-def refreshed(table: Any, path: Path) -> Any:
+def refreshed(table: Any, path: str) -> Any:
     """The kept-open DeltaTable ``table`` of ``path`` brought up to date -- or opened anew when the commits after its
     version were cleaned up behind a checkpoint (a change log keeps them ``log_history_s``)."""
     try:
@@ -163,36 +160,34 @@ def refreshed(table: Any, path: Path) -> Any:
     return table
 
 
-def open_table(path: Path) -> Any:
+def open_table(path: str | os.PathLike[str]) -> Any:
     """The change log's DeltaTable, opened again when a commit it listed was cleaned up before it read it (the log's
     cleanup runs in the process that folds, which need not be this one)."""
-    from deltalake import DeltaTable
-
     for attempt in range(_READ_ATTEMPTS):
         try:
-            return DeltaTable(str(path))
+            return fs.delta_table(path)
         except Exception as exc:
             if not _lost_race(exc) or attempt == _READ_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
 
 
-def log_path(base: str | os.PathLike[str]) -> Path:
+def log_path(base: str | os.PathLike[str]) -> str:
     """The change log of the base table at ``base`` (``root/_changes/{directory}``, the base's directory name)."""
     return _log_path(os.fspath(base))
 
 
 @functools.lru_cache(maxsize=4096)
-def _log_path(base: str) -> Path:
+def _log_path(base: str) -> str:
     # remembered: a batch asks for the log of each table it writes, and building paths costs more than the lookup
-    path = Path(base)
-    return path.parent / LOG_DIR / path.name
+    parent, name = os.path.split(base.rstrip("/"))  # (an object store's URI splits the same way)
+    return fs.join(parent, LOG_DIR, name)
 
 
-def read_keys(log: Path) -> list[str] | None:
+def read_keys(log: str) -> list[str] | None:
     """The key columns the log's rows are keyed by, None when the table has no log."""
     try:
-        data = json.loads((log / _KEYS_FILE).read_text())
+        data = json.loads(fs.read_text(fs.join(log, _KEYS_FILE)))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -202,9 +197,8 @@ def read_keys(log: Path) -> list[str] | None:
     return data
 
 
-def write_keys(log: Path, keys: Sequence[str]) -> None:
-    log.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(log / _KEYS_FILE, json.dumps(list(keys)).encode())
+def write_keys(log: str, keys: Sequence[str]) -> None:
+    fs.write_bytes(fs.join(log, _KEYS_FILE), json.dumps(list(keys)).encode())
 
 
 def folded(base: Any) -> Change:
@@ -268,7 +262,6 @@ def current_state(base: str | os.PathLike[str]) -> Any:
     exact whatever fold or append is under way (module docstring), its staged changes included
     (:mod:`canal.spark.staged`). A table without a log is its base."""
     import pyarrow as pa
-    from deltalake import DeltaTable
 
     log = log_path(base)
     for attempt in range(_READ_ATTEMPTS):
@@ -276,7 +269,7 @@ def current_state(base: str | os.PathLike[str]) -> Any:
             keys = read_keys(log)
             staged = staged_rows(base)  # before the log's snapshot (canal.spark.staged)
             log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
-            table = DeltaTable(str(base))
+            table = fs.delta_table(base)
             after = folded(table)
             if keys is None or log_table is None:
                 return table.to_pyarrow_table()
@@ -314,29 +307,25 @@ def current_files(base: str | os.PathLike[str]) -> CurrentFiles:
     """The base's data files, the log's data files and its staged changes (:mod:`canal.spark.staged`), the base's
     folded change and the key columns: the current state is the base overlaid with each key's latest change (log
     and staged rows together) after the folded one."""
-    from deltalake import DeltaTable
-
     log = log_path(base)
     keys = read_keys(log)
     staged = staged_rows(base) if keys is not None else None  # before the log's snapshot (canal.spark.staged)
     log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
-    table = DeltaTable(str(base))
+    table = fs.delta_table(base)
     log_files = [] if log_table is None else log_table.file_uris()
     if log_table is None or (staged is not None and staged.num_rows == 0):
         staged = None
     return CurrentFiles(list(table.file_uris()), list(log_files), folded(table), keys, staged)
 
 
-def _log_snapshot(log: Path, keys: list[str] | None) -> Any:
+def _log_snapshot(log: str, keys: list[str] | None) -> Any:
     """The log's current snapshot (a DeltaTable), None when the table has none. Readers take it before the base's:
     a fold that commits in between folded only changes this snapshot still holds, as the fold trims the log after
     its base commit. Taken after the base's, it could miss changes -- a fold committing in between folds past the
     older base's change and trims them from the log before it is read."""
-    from deltalake import DeltaTable
-
     if keys is None or not is_table(log):
         return None
-    return DeltaTable(str(log))
+    return fs.delta_table(log)
 
 
 @attrs.frozen(slots=True)
@@ -368,7 +357,7 @@ def log_size(base: str | os.PathLike[str], base_table: Any = None, log_table: An
     if log_table is None and is_table(log):
         log_table = open_table(log)
     log_rows, log_files = _rows_and_files(log_table) if log_table is not None else (0, 0)
-    base_rows, _ = _rows_and_files(base_table if base_table is not None else open_table(Path(base)))
+    base_rows, _ = _rows_and_files(base_table if base_table is not None else open_table(base))
     return LogSize(log_rows, log_files, base_rows)
 
 
@@ -389,12 +378,17 @@ def quote(name: str) -> str:
 
 
 def _uris_to_paths(uris: Sequence[str]) -> list[str]:
+    """Data file URIs as deltalake gives them, as locations: local paths, or object-store URIs as they are."""
     return [uri[len("file://") :] if uri.startswith("file://") else uri for uri in uris]
 
 
 def _delete_files(paths: Sequence[str]) -> int:
     deleted = 0
     for path in paths:
+        if fs.remote(path):
+            fs.unlink(path)  # (an object store does not tell whether it was there)
+            deleted += 1
+            continue
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
             deleted += 1
@@ -442,7 +436,7 @@ def fold(
     try:
         return _fold(
             base,
-            name=name or Path(base).name,
+            name=name or _base_name(base),
             appends=appends or contextlib.nullcontext(),
             by_files=by_files,
             retention_s=retention_s,
@@ -450,7 +444,7 @@ def fold(
     except Exception as exc:
         if _lost_race(exc):
             raise FoldRaceError(
-                f"fold of {name or Path(base).name} lost a commit race (to another fold of the table, or to appends "
+                f"fold of {name or _base_name(base)} lost a commit race (to another fold of the table, or to appends "
                 f"while it trimmed the log): {exc}"
             ) from exc
         raise
@@ -464,16 +458,16 @@ def _fold(
     by_files: bool,
     retention_s: float,
 ) -> FoldResult:
-    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake import CommitProperties, Transaction
 
     began = time.perf_counter()
     log = log_path(base)
     keys = read_keys(log)
     if keys is None or not is_table(log):
         return FoldResult(name, 0, NOT_FOLDED, time.perf_counter() - began, 0)
-    table = DeltaTable(str(base))
+    table = fs.delta_table(base)
     after = folded(table)
-    log_table = DeltaTable(str(log))
+    log_table = fs.delta_table(log)
     newer = _newer(log_table, after)
     through = after
     merged = 0
@@ -505,22 +499,23 @@ def _fold(
     return FoldResult(name, merged, through, time.perf_counter() - began, trimmed)
 
 
+def _base_name(base: str | os.PathLike[str]) -> str:
+    return os.fspath(base).rstrip("/").rsplit("/", 1)[-1]
+
+
 ORPHAN_AGE_S = 600.0
 """A data file in a change log's directory that no version references and that is this old is an orphan (of an
 append that lost a commit race, or of a killed writer): no write in flight is that old."""
 
 
-def _sweep_orphans(log: Path) -> int:
-    from deltalake import DeltaTable
-
-    referenced = {os.path.basename(p) for p in _uris_to_paths(DeltaTable(str(log)).file_uris())}
+def _sweep_orphans(log: str) -> int:
+    referenced = {os.path.basename(p) for p in _uris_to_paths(fs.delta_table(log).file_uris())}
     cutoff = time.time() - ORPHAN_AGE_S
-    orphans = []
-    for entry in os.scandir(log):
-        if entry.name.endswith(".parquet") and entry.name not in referenced:
-            with contextlib.suppress(FileNotFoundError):
-                if entry.stat().st_mtime < cutoff:
-                    orphans.append(entry.path)
+    orphans = [
+        fs.join(log, name)
+        for name, modified in fs.files_modified(log)
+        if name.endswith(".parquet") and name not in referenced and modified < cutoff
+    ]
     return _delete_files(orphans)
 
 
@@ -553,17 +548,16 @@ def merge_changes(table: Any, source: Any, predicate: str, commit: Any) -> bool:
 def record_only(table: Any, commit: Any) -> None:
     """Commit ``commit`` (its app transactions) to the Delta table ``table`` without changing its rows."""
     import pyarrow as pa
-    from deltalake import write_deltalake
 
-    write_deltalake(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="append", commit_properties=commit)
+    fs.write_delta(table, pa.schema(table.schema().to_arrow()).empty_table(), mode="append", commit_properties=commit)
 
 
-def _replaced_before(log: Path) -> list[tuple[str, float]]:
+def _replaced_before(log: str) -> list[tuple[str, float]]:
     """(name in the base's directory, when a fold replaced it) of the base files folds replaced and did not delete
     yet. (A list of bare names, as an older pycanal wrote it, reads as replaced long ago: it deleted them at the
     next fold.)"""
     try:
-        data = json.loads((log / _REPLACED_FILE).read_text())
+        data = json.loads(fs.read_text(fs.join(log, _REPLACED_FILE)))
     except (FileNotFoundError, ValueError):
         return []
     if not isinstance(data, list):
@@ -579,14 +573,14 @@ def _replaced_before(log: Path) -> list[tuple[str, float]]:
     return kept
 
 
-def _retire_replaced(base: str | os.PathLike[str], log: Path, replaced: Sequence[str], retention_s: float) -> None:
+def _retire_replaced(base: str | os.PathLike[str], log: str, replaced: Sequence[str], retention_s: float) -> None:
     """Record the base files a fold just ``replaced``, and delete those replaced more than ``retention_s`` ago."""
     now = time.time()
     waiting = [*_replaced_before(log), *((name, now) for name in replaced)]
     due = [name for name, at in waiting if at + retention_s <= now]
-    _delete_files([os.path.join(base, name) for name in due])
+    _delete_files([fs.join(os.fspath(base), name) for name in due])
     kept = [[name, at] for name, at in waiting if at + retention_s > now]
-    write_bytes_atomic(log / _REPLACED_FILE, json.dumps(kept).encode())
+    fs.write_bytes(fs.join(log, _REPLACED_FILE), json.dumps(kept).encode())
 
 
 _INTERVAL = re.compile(r"\s*interval\s+(\d+)\s+(second|minute|hour|day|week)s?\s*", re.IGNORECASE)
@@ -601,7 +595,7 @@ def _table_retention_s(table: Any) -> float:
 
 
 def trim(
-    log: Path,
+    log: str,
     through: Change,
     appends: contextlib.AbstractContextManager[object] | None = None,
     *,
@@ -635,7 +629,7 @@ def trim(
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9._-]+")  # a data file named in the table's directory with nothing to escape
 
 
-def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextManager[object]) -> int | None:
+def _trim_files(log: str, through: Change, appends: contextlib.AbstractContextManager[object]) -> int | None:
     """Trim by removing the log's files whose changes all come at or before ``through``; the number of files
     deleted, or None when a file holds changes on both sides (or is named in a way this does not read) or a commit
     made meanwhile removed one of them: the caller deletes rows instead. A batch that appends while this runs writes
@@ -644,11 +638,10 @@ def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextM
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from deltalake import DeltaTable
 
     from canal.spark import delta_append
 
-    table = DeltaTable(str(log))
+    table = fs.delta_table(log)
     version = table.version()
     before = set(table.file_uris())
     adds = pa.table(table.get_add_actions(flatten=False))
@@ -657,7 +650,9 @@ def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextM
         if not _PLAIN_PATH.fullmatch(path):
             return None
         try:
-            changes = pq.read_table(log / path, columns=[BATCH, SEQ])
+            where = fs.join(log, path)
+            source = pa.BufferReader(fs.read_bytes(where)) if fs.remote(where) else where
+            changes = pq.read_table(source, columns=[BATCH, SEQ])
         except (OSError, pa.ArrowInvalid):  # gone, or without the columns: Delta's DELETE reads the table anew
             return None
         batch, seq = changes.column(BATCH), changes.column(SEQ)
@@ -676,7 +671,7 @@ def _trim_files(log: Path, through: Change, appends: contextlib.AbstractContextM
 
 
 def _replacing_files(
-    log: Path, change: Callable[[Any], object], appends: contextlib.AbstractContextManager[object] | None = None
+    log: str, change: Callable[[Any], object], appends: contextlib.AbstractContextManager[object] | None = None
 ) -> int:
     """``change(table)`` on the log's DeltaTable, brought up to date first and again when it lost a commit race,
     then the data files it removed from the table deleted (only pycanal reads the log, and it reads again when a file
@@ -687,9 +682,7 @@ def _replacing_files(
     commit after concurrent appends, rewrites the files while batches land (held throughout, a batch over 50 tables
     whose logs were compacted after the same batch waited 1.3-1.9 s instead of 28 ms). A direct append that finds
     its version taken by ``change`` goes on to the next."""
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(log))
+    table = fs.delta_table(log)
     before = set(table.file_uris())
 
     def commit() -> None:
@@ -701,7 +694,7 @@ def _replacing_files(
 
 
 def _checkpoint_and_delete(
-    table: Any, log: Path, before: set[str], appends: contextlib.AbstractContextManager[object]
+    table: Any, log: str, before: set[str], appends: contextlib.AbstractContextManager[object]
 ) -> int:
     """After a commit that removed files from the log: bring ``table`` up to date and checkpoint it holding
     ``appends``, then delete the files of ``before`` (its file URIs before the commit) it no longer holds; the
@@ -717,7 +710,7 @@ CHECKPOINT_EVERY = 10
 ``delta.checkpointInterval``): appends written directly (:mod:`canal.spark.delta_append`) write none."""
 
 
-def checkpoint(table: Any, log: Path) -> None:
+def checkpoint(table: Any, log: str) -> None:
     """Checkpoint the log (an up-to-date DeltaTable) when it has :data:`CHECKPOINT_EVERY` commits since its last
     checkpoint, and drop the commits behind it older than the log's retention (``log_history_s``). Called holding
     the log's append lock: a direct append never publishes a commit behind a checkpoint."""
@@ -728,7 +721,7 @@ def checkpoint(table: Any, log: Path) -> None:
         table.cleanup_metadata()
 
 
-def compact(log: Path, appends: contextlib.AbstractContextManager[object] | None = None) -> int:
+def compact(log: str, appends: contextlib.AbstractContextManager[object] | None = None) -> int:
     """Rewrite the log's data files into few (Delta OPTIMIZE), deleting the old files; the number deleted.
     ``appends``: see :func:`_replacing_files`."""
     if not is_table(log):
@@ -736,16 +729,15 @@ def compact(log: Path, appends: contextlib.AbstractContextManager[object] | None
     return _replacing_files(log, lambda table: table.optimize.compact(), appends)
 
 
-def clear(log: Path, schema: Any) -> None:
+def clear(log: str, schema: Any) -> None:
     """Empty the log and give it ``schema`` (the base's columns after a DDL, plus the log's own): the log's Delta
     history, and so the batch ids committed to it, stays."""
     import pyarrow as pa
-    from deltalake import write_deltalake
 
     fields = [f for f in pa.schema(schema) if f.name not in INTERNAL_COLUMNS]
     full = pa.schema([*fields, pa.field(BATCH, pa.int64()), pa.field(SEQ, pa.int64()), pa.field(OP, pa.string())])
     if not is_table(log):
         return
     _replacing_files(
-        log, lambda table: write_deltalake(table, full.empty_table(), mode="overwrite", schema_mode="overwrite")
+        log, lambda table: fs.write_delta(table, full.empty_table(), mode="overwrite", schema_mode="overwrite")
     )

@@ -33,7 +33,6 @@ it), in the only process that writes the log, so no checkpoint is written before
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -41,6 +40,7 @@ import uuid
 from typing import Any
 
 from canal.files import HardLinksUnsupportedError, rename_if_absent, write_new
+from canal.spark import fs
 
 _LOG_DIR = "_delta_log"
 _CONFLICTING_ACTIONS = ("metaData", "protocol")
@@ -52,7 +52,7 @@ Location = str | os.PathLike[str]
 
 
 def commit_path(table: Location, version: int) -> str:
-    return os.path.join(table, _LOG_DIR, f"{version:020d}.json")
+    return fs.join(os.fspath(table), _LOG_DIR, f"{version:020d}.json")
 
 
 # tables (as text) on a file system with neither renames that never replace nor hard links: appended through
@@ -66,15 +66,14 @@ UNKNOWN_CHECKPOINT = 1 << 62
 def is_table(table: Location) -> bool:
     """Whether a Delta table is at ``table``: its first commit, or a checkpoint that replaced it, is there (two file
     look-ups, where ``DeltaTable.is_deltatable`` takes 0.1-0.2 ms: a batch asks it for every table it writes)."""
-    return os.path.exists(commit_path(table, 0)) or last_checkpoint(table) >= 0
+    return fs.is_file(commit_path(table, 0)) or last_checkpoint(table) >= 0
 
 
 def last_checkpoint(table: Location) -> int:
     """The version of the table's last checkpoint: -1 when it has none, :data:`UNKNOWN_CHECKPOINT` when its
     ``_last_checkpoint`` file cannot be read (being replaced, or damaged: an append then goes through deltalake)."""
     try:
-        with open(os.path.join(table, _LOG_DIR, "_last_checkpoint"), encoding="utf-8") as fh:
-            return int(json.loads(fh.read())["version"])
+        return int(json.loads(fs.read_text(fs.join(os.fspath(table), _LOG_DIR, "_last_checkpoint")))["version"])
     except FileNotFoundError:
         return -1
     except (OSError, ValueError, KeyError, TypeError):
@@ -84,8 +83,7 @@ def last_checkpoint(table: Location) -> int:
 def _actions(commit: str) -> list[dict[str, Any]] | None:
     """The actions of a commit file; None when it is gone already (Delta's log cleanup): what it held is unknown."""
     try:
-        with open(commit, encoding="utf-8") as fh:
-            text = fh.read()
+        text = fs.read_text(commit)
     except FileNotFoundError:
         return None
     return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -113,9 +111,9 @@ def _usable(table: Location, version: int) -> bool:
     checkpoint = last_checkpoint(table)
     if checkpoint > version:
         return checkpoint != UNKNOWN_CHECKPOINT and all(
-            os.path.exists(commit_path(table, v)) for v in range(version + 1, checkpoint + 1)
+            fs.is_file(commit_path(table, v)) for v in range(version + 1, checkpoint + 1)
         )
-    return checkpoint == version or os.path.exists(commit_path(table, version))
+    return checkpoint == version or fs.is_file(commit_path(table, version))
 
 
 def _publish(
@@ -125,6 +123,13 @@ def _publish(
     the version, or None when a commit made after ``version`` conflicts with them (:func:`_conflicts`), or the file
     system cannot publish a file only if there is none (:func:`canal.files.rename_if_absent`)."""
     body = "".join(json.dumps(action) + "\n" for action in actions).encode()
+    if fs.remote(os.fspath(table)):  # an object store: a conditional PUT (If-None-Match), as delta-rs commits there
+        version += 1
+        while not fs.write_bytes(commit_path(table, version), body, replace=False):
+            if _conflicts(commit_path(table, version), removing):
+                return None
+            version += 1
+        return version
     staged = os.path.join(table, _LOG_DIR, f".{os.urandom(16).hex()}.json.tmp")
     write_new(staged, body)
     published = False
@@ -192,9 +197,12 @@ def append(
     if not _usable(table, version):
         return None
     name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
-    data = os.path.join(table, name)
+    data = fs.join(os.fspath(table), name)
     written = encode(rows) if encoded is None else encoded
-    write_new(data, written)  # no reader sees it before a commit names it
+    if fs.remote(data):
+        fs.write_bytes(data, written.to_pybytes())  # a new name: no reader sees it before a commit names it
+    else:
+        write_new(data, written)  # no reader sees it before a commit names it
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = [
         {
@@ -244,5 +252,4 @@ def remove_files(table: Location, files: list[tuple[str, int]], *, version: int)
 
 
 def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+    fs.unlink(path)

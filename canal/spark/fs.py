@@ -89,6 +89,30 @@ def delta_options(location: str | os.PathLike[str]) -> dict[str, str] | None:
     return dict(storage.options) or None
 
 
+def delta_table(location: str | os.PathLike[str], **kwargs: Any) -> Any:
+    """``deltalake.DeltaTable`` at ``location``, with its root's options."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(os.fspath(location), storage_options=delta_options(location), **kwargs)
+
+
+def is_delta_table(location: str | os.PathLike[str]) -> bool:
+    """Whether a Delta table is at ``location``."""
+    from deltalake import DeltaTable
+
+    return bool(DeltaTable.is_deltatable(os.fspath(location), storage_options=delta_options(location)))
+
+
+def write_delta(target: Any, data: Any, **kwargs: Any) -> None:
+    """``deltalake.write_deltalake`` to ``target`` -- a location (given its root's options) or a DeltaTable."""
+    from deltalake import write_deltalake
+
+    if isinstance(target, str | os.PathLike):
+        write_deltalake(os.fspath(target), data, storage_options=delta_options(target), **kwargs)
+    else:
+        write_deltalake(target, data, **kwargs)
+
+
 def _store(location: str) -> tuple[Any, Storage, str]:
     from canal.spark.storage import _object_store
 
@@ -173,6 +197,30 @@ def listdir(location: str) -> list[str]:
     files = [str(meta["path"]).rstrip("/").rsplit("/", 1)[-1] for meta in listed["objects"]]
     dirs = [str(prefix).rstrip("/").rsplit("/", 1)[-1] for prefix in listed["common_prefixes"]]
     return sorted(set(files) | set(dirs))
+
+
+def files_modified(location: str) -> list[tuple[str, float]]:
+    """(name, when last modified, as seconds since the epoch) of each file directly in the directory ``location``;
+    none when it does not exist."""
+    if not remote(location):
+        found: list[tuple[str, float]] = []
+        try:
+            entries = list(os.scandir(location))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: not there
+                if entry.is_file():
+                    found.append((entry.name, entry.stat().st_mtime))
+        return found
+    import obstore
+
+    store, storage, name = _store(location)
+    try:
+        listed = obstore.list_with_delimiter(store, f"{name}/" if name else None)
+    except Exception as exc:
+        raise storage._error("list", name or ".", exc) from None
+    return [(str(meta["path"]).rsplit("/", 1)[-1], meta["last_modified"].timestamp()) for meta in listed["objects"]]
 
 
 def _objects_under(location: str) -> tuple[Any, Storage, list[str]]:
@@ -282,7 +330,10 @@ def copy_tree(source: str, target: str) -> int:
 __all__ = [
     "copy_tree",
     "delta_options",
+    "delta_table",
     "exists",
+    "files_modified",
+    "is_delta_table",
     "is_dir",
     "is_file",
     "join",
@@ -296,4 +347,5 @@ __all__ = [
     "rmtree",
     "unlink",
     "write_bytes",
+    "write_delta",
 ]

@@ -46,10 +46,9 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from canal.files import write_bytes_atomic
 from canal.log import destination_logger
 from canal.protocol import render_text
-from canal.spark import changelog, delta_append, drops, staged, step_marks
+from canal.spark import changelog, delta_append, drops, fs, staged, step_marks, table_moves
 from canal.spark import names as naming
 from canal.spark.applied import check_batch, newest_position, record_batch
 from canal.spark.changelog import FoldResult, quote, record_only
@@ -119,7 +118,7 @@ class _LogAppend:
     """One table's change rows of a step, to be appended to its change log (:meth:`DeltaMirror._commit_appends`)."""
 
     path: str  # the base table
-    log: Path
+    log: str
     rows: Any  # the change rows, with the log's batch and seq columns
     batch_id: int | None  # committed as the mirror's app transaction, when the append records the batch
     through_deltalake: Callable[[], None]  # the append through deltalake (a new log, new columns, another writer)
@@ -352,6 +351,7 @@ class DeltaMirror:
         stage_spread: int = 16,
         stage_bytes: int = DEFAULT_STAGE_BYTES,
         max_fold_failures: int = 3,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         if zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {zero_dates!r}")
@@ -414,13 +414,17 @@ class DeltaMirror:
         self.retention_hours = retention_hours
         self._applied_batches = 0  # batches that wrote something, for the maintenance schedule
         self._compact: set[str] = set()  # tables written since their last compaction
-        self.root = local_path(root, "the mirror's root")
+        # the root as text: a local path, or an object store's URI whose options this process registers for every
+        # location under it (canal.spark.fs); kept out of reprs and messages with the options
+        self.root = fs.register(root, "the mirror's root", storage_options)
+        self.storage_options: dict[str, str] = dict(storage_options or {})
         self.zero_dates: ZeroDates = zero_dates
         self.app_id = app_id
         self.only = None if tables is None else frozenset(tables)
         self.stats: dict[str, TableStats] = {}
         self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
         self._handles: dict[str, Any] = {}  # path -> DeltaTable kept between batches (see _handle)
+        self._replaces_checked: set[str] = set()  # object store: tables no rewrite is left unfinished in (_recovered)
         # change log path -> (its version, its Arrow schema) after this process's last direct append (_append_directly)
         self._direct_state: dict[str, tuple[int, Any]] = {}
         self.reach_checked = False  # whether Spark tasks were seen to reach the root (mirror_tasks)
@@ -437,13 +441,19 @@ class DeltaMirror:
     # -- paths and versions --------------------------------------------------------------------------------------
 
     def table_path(self, schema: str, table: str) -> Path:
-        """The directory of the mirror table of ``schema.table`` (:func:`canal.spark.names.directory`: escaped, one
-        entry of the root)."""
-        return naming.table_path(self.root, schema, table)
+        """The local directory of the mirror table of ``schema.table`` (:func:`canal.spark.names.directory`: escaped,
+        one entry of the root); a :class:`~canal.errors.StorageLocationError` for a root in an object store, whose
+        tables :meth:`table_location` names."""
+        return local_path(self.table_location(schema, table), "the mirror table's location")
+
+    def table_location(self, schema: str, table: str) -> str:
+        """Where the mirror table of ``schema.table`` is: a local path as text, or a URI under the object-store root
+        (what ``deltalake`` and :mod:`canal.spark.current` take, with the root's ``storage_options``)."""
+        return fs.join(self.root, naming.directory(schema, table))
 
     def _holds(self, schema: str, table: str) -> bool:
         """Whether the mirror keeps a copy of ``schema.table`` (a foreign key's action there would go unseen)."""
-        return (self.only is None or f"{schema}.{table}" in self.only) and self.table_path(schema, table).exists()
+        return (self.only is None or f"{schema}.{table}" in self.only) and fs.exists(self.table_location(schema, table))
 
     def _mirrors(self, schema: str, table: str) -> bool:
         return self.only is None or f"{schema}.{table}" in self.only
@@ -466,32 +476,24 @@ class DeltaMirror:
 
     def _table_directories(self) -> list[tuple[str, tuple[str, str]]]:
         """(directory name, (schema, table)) of every mirrored table that exists, by directory name."""
-        from deltalake import DeltaTable
-
-        if not self.root.exists():
-            return []
         found = []
-        for entry in sorted(self.root.iterdir()):
-            pair = naming.parse(entry.name)
-            if pair is not None and entry.is_dir() and DeltaTable.is_deltatable(str(entry)):
-                found.append((entry.name, pair))
+        for name in fs.listdir(self.root):
+            pair = naming.parse(name)
+            if pair is not None and fs.is_delta_table(fs.join(self.root, name)):
+                found.append((name, pair))
         return found
 
     def version(self, schema: str, table: str) -> int | None:
         """The last batch id applied to a table (its Delta app-transaction version), None if none."""
-        from deltalake import DeltaTable
-
-        path = self.table_path(schema, table)
-        if not DeltaTable.is_deltatable(str(path)):
+        path = self.table_location(schema, table)
+        if not fs.is_delta_table(path):
             return None
-        return self._batch_version(str(path))
+        return self._batch_version(path)
 
     def _batch_version(self, path: str, base: Any = None) -> int | None:
         """The last batch id committed to a table: to its base or (merge-on-read) to its change log."""
-        from deltalake import DeltaTable
-
         versions: list[int] = []
-        base = base if base is not None else DeltaTable(path)
+        base = base if base is not None else fs.delta_table(path)
         if (done := base.transaction_version(self.app_id)) is not None:
             versions.append(int(done))
         log = self._log_handle(path)
@@ -512,36 +514,40 @@ class DeltaMirror:
         """The change log of the table at ``path``, kept open between batches and brought up to date (None: it has
         none)."""
         log = changelog.log_path(path)
-        handle = self._handles.get(str(log))
+        handle = self._handles.get(log)
         if handle is not None:
             handle = changelog.refreshed(handle, log)
         elif delta_append.is_table(log):
             handle = changelog.open_table(log)
         else:
             return None
-        self._handles[str(log)] = handle
+        self._handles[log] = handle
         return handle
 
     def committed_batch_ids(self, schema: str, table: str) -> list[int]:
         """Every batch id committed to a table, in order (read from the Delta logs' ``txn`` actions of its base and,
         merge-on-read, its change log -- whose commits are kept ``log_history_s``: older ones are not seen)."""
-        base = self.table_path(schema, table)
+        base = self.table_location(schema, table)
         ids: list[int] = []
-        for log in (base / "_delta_log", changelog.log_path(base) / "_delta_log"):
+        for log in (fs.join(base, "_delta_log"), fs.join(changelog.log_path(base), "_delta_log")):
             ids.extend(self._logged_batch_ids(log))
         parts = self._staged_if_any()
         if parts is not None:
-            ids.extend(parts.batch_ids(str(base)))
+            ids.extend(parts.batch_ids(base))
         return sorted(set(ids))
 
-    def _logged_batch_ids(self, log: Path) -> list[int]:
+    def _logged_batch_ids(self, log: str) -> list[int]:
         ids: list[int] = []
-        if not log.exists():
-            return ids
-        for path in sorted(log.glob("*.json")):
+        for name in fs.listdir(log):
+            if not name.endswith(".json"):
+                continue
             commit_ids: list[int] = []
             listed: list[int] = []
-            for line in path.read_text().splitlines():
+            try:
+                text = fs.read_text(fs.join(log, name))
+            except FileNotFoundError:
+                continue  # cleaned up behind a checkpoint since it was listed
+            for line in text.splitlines():
                 if not line.strip():
                     continue
                 action = json.loads(line)
@@ -558,7 +564,7 @@ class DeltaMirror:
     def read(self, schema: str, table: str) -> Any:
         """The current state of one mirrored table as a pyarrow Table (merge-on-read: its base overlaid with the
         newer changes of its log, exact whatever fold is under way)."""
-        return changelog.current_state(self.table_path(schema, table))
+        return changelog.current_state(self.table_location(schema, table))
 
     # -- folds (merge_on_read) -----------------------------------------------------------------------------------
 
@@ -569,8 +575,8 @@ class DeltaMirror:
         if (schema is None) != (table is None):
             raise MirrorError("fold() takes both schema and table, or neither")
         if schema is not None and table is not None:
-            return [self._fold_now(str(self.table_path(schema, table)))]
-        return [self._fold_now(str(self.root / name)) for name, _pair in self._table_directories()]
+            return [self._fold_now(self.table_location(schema, table))]
+        return [self._fold_now(fs.join(self.root, name)) for name, _pair in self._table_directories()]
 
     def wait_for_folds(self) -> None:
         """Wait until every background fold started so far has ended."""
@@ -617,7 +623,7 @@ class DeltaMirror:
         by_files = self.sole_log_writer and not self.tasks_append
         return changelog.fold(
             path,
-            name=Path(path).name,
+            name=os.path.basename(path),
             appends=self._appends(path),
             by_files=by_files,
             retention_s=self.retention_hours * 3600.0,
@@ -787,14 +793,12 @@ class DeltaMirror:
         ids live in the Delta log, which vacuum does not touch. Below Delta's 168-hour default, readers of older
         versions lose them -- which a mirror that only reads its latest version does not mind.
         """
-        from deltalake import DeltaTable
-
         if retention_hours < 0:
             raise MirrorError(f"retention_hours must be >= 0, got {retention_hours}")
         self.wait_for_folds()  # a fold's files are not referenced until it commits: vacuum must not see them
         deleted: dict[str, int] = {}
         for name, pair in self._table_directories():
-            table = DeltaTable(str(self.root / name))
+            table = fs.delta_table(fs.join(self.root, name))
             files = table.vacuum(
                 retention_hours=retention_hours, dry_run=False, enforce_retention_duration=retention_hours >= 168
             )
@@ -832,7 +836,8 @@ class DeltaMirror:
     def settings(self) -> dict[str, Any]:
         """The constructor arguments of this mirror (what a Spark task builds its own from)."""
         return {
-            "root": str(self.root),
+            "root": self.root,
+            "storage_options": self.storage_options or None,
             "app_id": self.app_id,
             "tables": None if self.only is None else sorted(self.only),
             "zero_dates": self.zero_dates,
@@ -1024,14 +1029,14 @@ class DeltaMirror:
             future.result()
         return outcome
 
-    def _journal_path(self) -> Path:
-        return self.root / f"_pycanal_steps.{self.app_id}.json"
+    def _journal_path(self) -> str:
+        return fs.join(self.root, f"_pycanal_steps.{self.app_id}.json")
 
     def _read_journal(self) -> tuple[int, int] | None:
         """(batch id, steps done) of the last batch this mirror's app id applied; None before its first."""
         path = self._journal_path()
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(fs.read_text(path))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
@@ -1041,15 +1046,14 @@ class DeltaMirror:
         return int(data["batch"]), int(data["done"])
 
     def _write_journal(self, batch_id: int, done: int) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(self._journal_path(), json.dumps({"batch": batch_id, "done": done}).encode())
+        fs.write_bytes(self._journal_path(), json.dumps({"batch": batch_id, "done": done}).encode())
 
     def _rename_pair(self, pair: _RenamePair) -> None:
         """One pair of a RENAME TABLE: the mirror table's directory moves (a table the mirror does not hold, or
         moved already by a replayed step, moves nothing)."""
         moved_to = naming.parse(pair.new)
         assert moved_to is not None  # _steps names the pair by directory names
-        self._move(str(self.root / pair.old), moved_to)
+        self._move(fs.join(self.root, pair.old), moved_to)
 
     @staticmethod
     def _ordered(table: Any) -> Any:
@@ -1090,15 +1094,13 @@ class DeltaMirror:
         compact the tables written since the last compaction (each MERGE adds files; many small files slow reads
         and MERGEs); every ``vacuum_every``, :meth:`vacuum` with ``retention_hours``. Neither touches the batch ids
         in the Delta log: replays are still skipped."""
-        from deltalake import DeltaTable
-
         began = time.perf_counter()
         n = self._applied_batches
         if self.optimize_every is not None and n % self.optimize_every == 0:
             for name in sorted(self._compact):
-                path = str(self.root / name)
+                path = fs.join(self.root, name)
                 self._settle(path)  # a fold writes the base too: one writer at a time
-                if DeltaTable.is_deltatable(path):
+                if fs.is_delta_table(path):
                     self._handle(path).optimize.compact()
             self._compact.clear()
         if self.vacuum_every is not None and n % self.vacuum_every == 0:
@@ -1364,11 +1366,9 @@ class DeltaMirror:
         since: opening it anew replays its log from the last checkpoint (up to 100 commits, tens of milliseconds),
         which every micro-batch would pay twice per table. Statements that rewrite, drop or move a table forget its
         handle (:meth:`_forget`)."""
-        from deltalake import DeltaTable
-
         handle = self._handles.get(path)
         if handle is None:
-            handle = self._handles[path] = DeltaTable(path)
+            handle = self._handles[path] = fs.delta_table(path)
         else:
             handle.update_incremental()
         return handle
@@ -1379,8 +1379,8 @@ class DeltaMirror:
     def _forget(self, *paths: str) -> None:
         for path in paths:
             self._handles.pop(path, None)
-            self._handles.pop(str(changelog.log_path(path)), None)
-            self._direct_state.pop(str(changelog.log_path(path)), None)
+            self._handles.pop(changelog.log_path(path), None)
+            self._direct_state.pop(changelog.log_path(path), None)
             self._log_keys.pop(path, None)
 
     def _appends(self, path: str) -> threading.Lock:
@@ -1395,9 +1395,9 @@ class DeltaMirror:
         self, plan: _TablePlan, batch_id: int, stats: TableStats, *, check_version: bool = True, record: bool = True
     ) -> bool:
         import pyarrow.compute as pc
-        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction
 
-        path = str(self.table_path(plan.schema, plan.table))
+        path = self.table_location(plan.schema, plan.table)
         self._recovered(path)
         exists = delta_append.is_table(path)
         evolution = self._evolution(plan, path if exists else None)
@@ -1409,7 +1409,7 @@ class DeltaMirror:
         if not exists:
             self._forget(path)
         moved_to = None if evolution is None else evolution.moved_to
-        if moved_to is not None and not exists and DeltaTable.is_deltatable(str(self.table_path(*moved_to))):
+        if moved_to is not None and not exists and fs.is_delta_table(self.table_location(*moved_to)):
             stats.skipped += 1  # renamed already, after its rows of this batch were merged
             return False
         if exists and check_version:  # a mirror without a step journal (written before it had one)
@@ -1438,8 +1438,8 @@ class DeltaMirror:
             self._forget(path)  # rewritten, or dropped and created anew: a handle would not see it
             self._log_sizes.pop(path, None)
             log = changelog.log_path(path)
-            if not DeltaTable.is_deltatable(path):
-                shutil.rmtree(log, ignore_errors=True)  # dropped: its (folded) change log goes too
+            if not fs.is_delta_table(path):
+                fs.rmtree(log)  # dropped: its (folded) change log goes too
             elif delta_append.is_table(log):
                 changelog.clear(log, self._handle(path).schema().to_arrow())  # folded: now empty, in the new layout
             if not evolution.exists:
@@ -1447,7 +1447,7 @@ class DeltaMirror:
                 return True
         if source is None:
             # DDL only: record the batch so a replay skips it
-            if DeltaTable.is_deltatable(path) and record:
+            if fs.is_delta_table(path) and record:
                 self._settle(path)  # a fold writes the base too: one writer at a time
                 record_only(self._handle(path), commit)
             self._move(path, moved_to)
@@ -1457,9 +1457,8 @@ class DeltaMirror:
         stats.upserts += source.num_rows - deletes
         stats.deletes += deletes
         if not (exists if evolution is None else delta_append.is_table(path)):  # only DDL creates or drops it
-            shutil.rmtree(changelog.log_path(path), ignore_errors=True)  # a change log of an earlier life
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            write_deltalake(
+            fs.rmtree(changelog.log_path(path))  # a change log of an earlier life
+            fs.write_delta(
                 path,
                 source.filter(pc.equal(source.column(OP_COLUMN), "u")).drop_columns([OP_COLUMN]),
                 mode="append",
@@ -1531,15 +1530,15 @@ class DeltaMirror:
         else:
             self._commit_appends([append])
 
-    def _append_with_deltalake(self, path: str, log: Path, rows: Any, commit: Any) -> None:
+    def _append_with_deltalake(self, path: str, log: str, rows: Any, commit: Any) -> None:
         """Append ``rows`` to the change log ``log`` of the table at ``path`` through deltalake, with ``commit``."""
         with self._appends(path):
-            handle = self._handles.get(str(log))  # append() brings it up to date
+            handle = self._handles.get(log)  # append() brings it up to date
             if handle is None and delta_append.is_table(log):
-                handle = self._handles[str(log)] = changelog.open_table(log)
+                handle = self._handles[log] = changelog.open_table(log)
             handle = changelog.append(log, rows, commit, handle, self.log_history_s)
             if handle is not None:
-                self._handles[str(log)] = handle
+                self._handles[log] = handle
 
     def _commit_appends(self, appends: list[_LogAppend]) -> None:
         """Write ``appends`` (each with its direct target) to their change logs: their rows encoded one after another
@@ -1563,7 +1562,7 @@ class DeltaMirror:
             append.through_deltalake()
         self._appended(append.path, append.rows.num_rows)
 
-    def _direct_target(self, log: Path, rows: Any) -> tuple[int, Any, Any] | None:
+    def _direct_target(self, log: str, rows: Any) -> tuple[int, Any, Any] | None:
         """Where an append to an existing change log can be written as its next Delta commit directly
         (:mod:`canal.spark.delta_append`: about a quarter of a millisecond against 2-7 ms through ``deltalake``,
         which a batch spread over many tables pays per table): (the log's version, its Arrow schema, ``rows`` in that
@@ -1573,7 +1572,7 @@ class DeltaMirror:
 
         if not self.sole_log_writer:
             return None
-        key = str(log)
+        key = log
         known = self._direct_state.pop(key, None)
         if known is None:
             handle = self._handles.get(key)
@@ -1614,7 +1613,7 @@ class DeltaMirror:
             )
         if committed is None:
             return False
-        self._direct_state[str(append.log)] = (committed, schema)
+        self._direct_state[append.log] = (committed, schema)
         return True
 
     # -- staged changes (merge_on_read) ---------------------------------------------------------------------------
@@ -1623,7 +1622,7 @@ class DeltaMirror:
         """What this mirror has staged (read from the root by the first call: a mirror starting where another
         stopped)."""
         if self._staged_parts is None:
-            self._staged_parts = staged.load(str(self.root), self.app_id, self._log_batch)
+            self._staged_parts = staged.load(self.root, self.app_id, self._log_batch)
         return self._staged_parts
 
     def _staged_if_any(self) -> staged.Staged | None:
@@ -1632,7 +1631,7 @@ class DeltaMirror:
         another process staged: that one flushes them before anything else appends."""
         if not self.sole_log_writer:
             return None
-        if self._staged_parts is None and not os.path.isdir(staged.staged_dir(self.root)):
+        if self._staged_parts is None and not fs.is_dir(staged.staged_dir(self.root)):
             return None
         return self._staged()
 
@@ -1714,9 +1713,7 @@ class DeltaMirror:
             return None  # a table the mirror does not hold yet: its first rows create it
         current = None
         if path is not None and not self._created_by_this_step(path, statements, plan.fold_names):
-            from deltalake import DeltaTable
-
-            current = [field.name for field in DeltaTable(path).schema().fields]
+            current = [field.name for field in fs.delta_table(path).schema().fields]
         return plan_evolution(
             plan.schema, plan.table, current, statements, columns_of=self._columns_of, fold_names=plan.fold_names
         )
@@ -1727,11 +1724,11 @@ class DeltaMirror:
         not hold it."""
         import pyarrow as pa
 
-        path = self.table_path(schema, table)
+        path = self.table_location(schema, table)
         if not delta_append.is_table(path):
             return None
-        columns = [(f.name, f.type) for f in pa.schema(self._handle(str(path)).schema().to_arrow())]
-        log = self._log_handle(str(path))
+        columns = [(f.name, f.type) for f in pa.schema(self._handle(path).schema().to_arrow())]
+        log = self._log_handle(path)
         if log is not None:
             known = {name for name, _kind in columns} | set(changelog.INTERNAL_COLUMNS)
             columns += [(f.name, f.type) for f in pa.schema(log.schema().to_arrow()) if f.name not in known]
@@ -1749,17 +1746,16 @@ class DeltaMirror:
     def _evolve(self, path: str, evolution: Evolution, exists: bool) -> None:
         """Rewrite the table to its layout after the batch's DDL (nothing when it already has it: replays)."""
         import pyarrow as pa
-        from deltalake import CommitProperties, DeltaTable, write_deltalake
+        from deltalake import CommitProperties
 
         if not evolution.exists or evolution.created:
             if exists:
-                shutil.rmtree(path)  # dropped (and maybe created anew): the source table's rows are gone
+                fs.rmtree(path)  # dropped (and maybe created anew): the source table's rows are gone
             if evolution.exists:
                 fields = [
                     pa.field(name, kind if kind is not None else pa.string()) for name, _s, kind in evolution.columns
                 ]
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                write_deltalake(
+                fs.write_delta(
                     path,
                     pa.schema(fields).empty_table(),
                     mode="overwrite",
@@ -1771,7 +1767,7 @@ class DeltaMirror:
             return
         if not exists:
             return  # the table's first rows create it, in the layout they carry
-        dt = DeltaTable(path)
+        dt = fs.delta_table(path)
         data = dt.to_pyarrow_table()
         current = [(field.name, field.type) for field in data.schema]
         declared = dict(evolution.declared)
@@ -1803,15 +1799,15 @@ class DeltaMirror:
             # is written anew beside the old one, which it then replaces (its last batch id carried over)
             self._recreate(path, dt, rewritten)
             return
-        write_deltalake(dt, rewritten, mode="overwrite", schema_mode="overwrite")
+        fs.write_delta(dt, rewritten, mode="overwrite", schema_mode="overwrite")
 
     def _recreate(self, path: str, dt: Any, data: Any) -> None:
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction
 
         version = dt.transaction_version(self.app_id)
         fresh, old = f"{path}.rewritten", f"{path}.replaced"
-        shutil.rmtree(fresh, ignore_errors=True)
-        write_deltalake(
+        fs.rmtree(fresh)
+        fs.write_delta(
             fresh,
             data,
             mode="overwrite",
@@ -1821,12 +1817,25 @@ class DeltaMirror:
             else CommitProperties(app_transactions=[Transaction(self.app_id, version=version)]),
         )
         self._forget(path)
+        if fs.remote(path):
+            self._replaces_checked.discard(path)  # until it is done: a failure is finished by the next batch
+            table_moves.replace_tree(fresh, path)  # no renames in an object store: copied, then the copy dropped
+            self._replaces_checked.add(path)
+            return
         os.replace(path, old)
         os.replace(fresh, path)
         shutil.rmtree(old)
 
     def _recovered(self, path: str) -> None:
-        """A table whose rewrite (:meth:`_recreate`) stopped between its two renames comes back first."""
+        """A table whose rewrite (:meth:`_recreate`) stopped between its two renames (or, in an object store, its
+        copy and the removal of the rewritten table) is finished first."""
+        if fs.remote(path):
+            # each listing is a request to the store: once per table and mirror object (a crash ends the object;
+            # a rewrite that failed in this one is looked at again, as _recreate takes the table off the list)
+            if path not in self._replaces_checked:
+                table_moves.finish_replace(f"{path}.rewritten", path)
+                self._replaces_checked.add(path)
+            return
         old = f"{path}.replaced"
         if not os.path.exists(path) and os.path.exists(old):
             os.replace(old, path)
@@ -1838,23 +1847,29 @@ class DeltaMirror:
         change log). A table the mirror does not hold, or moved already by a replayed step, moves nothing."""
         if moved_to is None:
             return
-        target = self.table_path(*moved_to)
+        target = self.table_location(*moved_to)
         log, target_log = changelog.log_path(path), changelog.log_path(target)
-        if not Path(path).exists():
-            if log.exists() and target.exists() and not target_log.exists():
+        if fs.remote(path):
+            self._settle(path)
+            self._forget(path, target)
+            self._log_sizes.pop(path, None)
+            table_moves.move_table(path, log, target, target_log)
+            return
+        if not os.path.exists(path):
+            if os.path.exists(log) and os.path.exists(target) and not os.path.exists(target_log):
                 os.replace(log, target_log)  # the base moved before a crash, its log not yet: finish the move
             return
-        if target.exists():
+        if os.path.exists(target):
             raise MirrorError(f"cannot rename {path} to {target}: the mirror already has that table")
         self._settle(path)
-        self._forget(path, str(target))
+        self._forget(path, target)
         self._log_sizes.pop(path, None)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
         os.replace(path, target)
-        if target_log.exists():
+        if os.path.exists(target_log):
             shutil.rmtree(target_log)  # a change log left by an earlier table of that name
-        if log.exists():
-            target_log.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.exists(log):
+            os.makedirs(os.path.dirname(target_log), exist_ok=True)
             os.replace(log, target_log)
 
 

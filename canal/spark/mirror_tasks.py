@@ -89,11 +89,19 @@ _WORKER_MIRRORS: dict[tuple[tuple[str, Any], ...], DeltaMirror] = {}
 _WORKER_LOCK = threading.Lock()
 
 
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, dict):  # the storage options
+        return tuple(sorted(value.items()))
+    return value
+
+
 def worker_mirror(kind: type[DeltaMirror], settings: dict[str, Any]) -> DeltaMirror:
     """The mirror a task writes with (``kind``: the driver's mirror class, so this module need not import it): one
     per settings in a Python worker, kept between tasks so its open Delta tables are reused; it starts no fold of its
     own and never writes on executors itself."""
-    key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items()))
+    key = tuple(sorted((k, _hashable(v)) for k, v in settings.items()))
     with _WORKER_LOCK:
         mirror = _WORKER_MIRRORS.get(key)
         if mirror is None:
@@ -143,6 +151,8 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
     received = list(batches)
     rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
     newest = newest_position(rows)
+    # the root's options, for the reads below (in an object store) before the task's mirror is built
+    fs.register(settings["root"], "the mirror's root", settings.get("storage_options"))
     if refuses(read_applied(settings["root"], settings["app_id"]), batch_id, newest):  # canal.spark.applied
         answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
     elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):

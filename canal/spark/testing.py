@@ -10,6 +10,7 @@ from typing import Any
 
 from canal.config import InstanceConfig
 from canal.instance import Instance
+from canal.spark import fs
 from canal.spark.batches import RunStats, run_batches
 from canal.spark.mirror import Comparison, DeltaMirror, compare
 
@@ -95,8 +96,7 @@ def compare_tables(conn: Any, mirror: DeltaMirror, schema: str, tables: Iterable
     for table in tables:
         rows = select_all(conn, schema, table)
         key = primary_key(conn, schema, table)
-        path = mirror.table_path(schema, table)
-        if path.exists():
+        if fs.exists(mirror.table_location(schema, table)):
             mirrored: Any = mirror.read(schema, table)
         else:
             mirrored = pa.table({k: pa.array([], type=pa.string()) for k in (rows[0] if rows else key)})
