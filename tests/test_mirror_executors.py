@@ -24,7 +24,7 @@ from canal.spark import (
     entries_to_batch,
 )
 from canal.spark.mirror import MODES
-from canal.spark.mirror_tasks import SPILL_PREFIX, _drop_spills
+from canal.spark.mirror_tasks import SPILL_PREFIX, _drop_spills, _read_spill, write_partition
 from canal.spark.testing import master_position
 from canal.spark.types import MirrorError, MirrorStorageError
 from tests.procs.mirror_writer import TABLES, Row, batch, source_after
@@ -199,3 +199,14 @@ def test_ddl_batch_files_left_by_a_failed_driver_are_dropped_by_a_later_one(tmp_
         (tmp_path / name).write_bytes(b"")
     _drop_spills(tmp_path, 5)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([names[2], "other.arrow", f"{SPILL_PREFIX}x.arrow"])
+
+
+def test_a_ddl_batch_is_handed_to_the_driver_in_a_file_read_once(tmp_path: Path) -> None:
+    rows = pa.table({"is_ddl": [True], "sql": ["CREATE TABLE t (id int)"]})
+    settings = {"root": str(tmp_path), "app_id": "app"}
+    answer = pa.Table.from_batches(list(write_partition(DeltaMirror, settings, 5, rows.to_batches())))
+    (spill,) = answer.column("spill").to_pylist()
+    assert answer.column("status").to_pylist() == ["ddl"]
+    assert [p.name for p in tmp_path.iterdir()] == [Path(spill).name] and Path(spill).parent == tmp_path
+    assert _read_spill(spill) == rows
+    assert list(tmp_path.iterdir()) == []  # read once, then gone

@@ -157,16 +157,32 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
         answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
     elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
         path = fs.join(os.fspath(settings["root"]), f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_file(sink, rows.schema) as writer:
-            writer.write_table(rows)
-        fs.write_bytes(path, sink.getvalue().to_pybytes())  # whole: a temporary file renamed, or one PUT
+        _spill(path, rows)
         answer = _answer([("", DDL_MARK, rows.num_rows, False, path, _spelled(newest))])
     elif rows.num_rows == 0:
         answer = _answer([("", DONE_MARK, 0, False, None, None)])
     else:
         answer = write_group(kind, settings, batch_id, rows, newest)
     yield from answer.to_batches()
+
+
+def _spill(path: str, rows: Any) -> None:
+    """Write the batch ``rows`` whole to ``path``: locally streamed to a temporary file renamed over it (a batch of
+    tens of megabytes is not held twice in memory), in an object store serialized and PUT once."""
+    import pyarrow as pa
+
+    from canal.files import AtomicFile
+
+    if fs.remote(path):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, rows.schema) as writer:
+            writer.write_table(rows)
+        fs.write_bytes(path, sink.getvalue().to_pybytes())
+        return
+    with AtomicFile(path) as spill:
+        with pa.ipc.new_file(spill.fh, rows.schema) as writer:
+            writer.write_table(rows)
+        spill.publish()
 
 
 def _spelled(position: tuple[str, int] | None) -> str | None:
@@ -202,7 +218,11 @@ def _read_spill(path: str) -> Any:
     import pyarrow as pa
 
     try:
-        table = pa.ipc.open_file(pa.py_buffer(fs.read_bytes(path))).read_all()
+        if fs.remote(path):
+            table = pa.ipc.open_file(pa.py_buffer(fs.read_bytes(path))).read_all()
+        else:  # mapped, not copied into memory
+            with pa.memory_map(path) as source:
+                table = pa.ipc.open_file(source).read_all()
     finally:
         fs.unlink(path)
     return table

@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from canal.files import TEMP_MARK
+from canal.files import write_new
 from canal.spark import fs
 from canal.spark.types import MirrorError
 
@@ -44,7 +44,7 @@ FLUSHED_BATCHES = "pycanal.flushed_batches"
 """The ``commitInfo`` entry of a flush's commit: the batch ids of the staged parts it appended (its ``txn`` holds
 the last)."""
 _SUFFIX = ".arrow"
-_TMP_SUFFIX = ".tmp"  # temporary files of writers before canal.spark.fs: ``{name}.{random}.tmp``
+_TMP_SUFFIX = ".tmp"
 
 
 def staged_dir(root: str | os.PathLike[str]) -> str:
@@ -76,14 +76,9 @@ def _parse_name(name: str) -> tuple[int, str] | None:
 
 
 def _interrupted(name: str) -> tuple[int, str] | None:
-    """(batch id, app id) of the staged file a temporary file named ``name`` was to become (a write interrupted by
-    its process's death), None for any other name: ``.{name}.tmp-{random}`` (:func:`canal.files.write_bytes_atomic`)
-    or ``{name}.{random}.tmp`` (earlier versions)."""
-    if name.startswith(".") and TEMP_MARK in name:
-        return _parse_name(name[1:].partition(TEMP_MARK)[0])
-    if name.endswith(_TMP_SUFFIX):
-        return _parse_name(name.rsplit(".", 2)[0])
-    return None
+    """(batch id, app id) of the staged file a local temporary file named ``name`` (``{name}.{random}.tmp``,
+    :func:`_write_local`) was to become -- a write interrupted by its process's death --, None for any other name."""
+    return _parse_name(name.rsplit(".", 2)[0]) if name.endswith(_TMP_SUFFIX) else None
 
 
 def _outer_schema() -> Any:
@@ -125,8 +120,26 @@ def write(root: str | os.PathLike[str], app_id: str, batch_id: int, parts: dict[
     with pa.ipc.new_file(sink, outer.schema) as writer:
         writer.write_table(outer)
     path = fs.join(directory, _file_name(batch_id, app_id))
-    fs.write_bytes(path, sink.getvalue().to_pybytes())  # readers see the whole file or none
+    if fs.remote(path):
+        fs.write_bytes(path, sink.getvalue().to_pybytes())  # one PUT: readers see the whole file or none
+    else:
+        _write_local(path, sink.getvalue())
     return path
+
+
+def _write_local(path: str, data: Any) -> None:
+    """A local staged file written whole under a temporary name and renamed: readers see the whole file or none.
+    Through the system calls alone, not fsynced (:func:`canal.files.write_new`): it survives the process's crash,
+    not necessarily the machine's, as deltalake's own commits. :func:`canal.spark.fs.write_bytes` fsyncs the file
+    and its directory, which cost a staged batch about 10 ms on a disk against 0.4 ms (100 kB, measured) -- and
+    staging exists to save small writes' fixed costs."""
+    staging = f"{path}.{os.urandom(8).hex()}{_TMP_SUFFIX}"
+    try:
+        write_new(staging, data)
+        os.replace(staging, path)
+    except BaseException:
+        fs.unlink(staging)
+        raise
 
 
 def _read_file(path: str) -> Any | None:
