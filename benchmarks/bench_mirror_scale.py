@@ -642,7 +642,7 @@ def long_case(loaded: Loaded, n: int, batches: int, ends: int = 10) -> dict[str,
             )
     mirror.wait_for_folds()
     files_end = parquet_on_disk(root)
-    commits = log_commits(changelog.log_path(mirror.table_path(SCHEMA, "t")))
+    commits = log_commits(Path(changelog.log_path(mirror.table_path(SCHEMA, "t"))))
     files = data_files(mirror, "t")
     state = mirror.read(SCHEMA, "t")
     problem = same_rows(state, updates.expected(initial))

@@ -133,7 +133,7 @@ def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_
     last = source.last
     source.assert_mirrored()
     for table in TABLES:
-        log = changelog.log_path(mirror.table_path("shop", table.table))
+        log = Path(changelog.log_path(mirror.table_path("shop", table.table)))
         commits = sorted((log / "_delta_log").glob("*.json"))
         direct = [c for c in commits if '"engineInfo": "pycanal"' in c.read_text()]
         assert direct, "no append was written directly"
@@ -370,7 +370,7 @@ def test_a_trim_by_files_removes_whole_files_and_deletes_rows_where_a_file_strad
 
     source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=1000.0, fold_files=1000, background_folds=False))
     source.apply(4)
-    log = changelog.log_path(source.mirror.table_path("shop", "a"))
+    log = Path(changelog.log_path(source.mirror.table_path("shop", "a")))
     changes = _log_changes(log)
     files = len(deltalake.DeltaTable(str(log)).file_uris())
     through = max(c for c in changes if c[0] == 2)  # the end of batch 2: files on one side each

@@ -164,4 +164,4 @@ def test_a_batch_replayed_after_a_crash_applies_the_cascade_it_counted(mirror: D
     mirror.apply(batch, 2)
     assert (_ids(mirror, "p"), _ids(mirror, "c"), _ids(mirror, "g"), _ids(mirror, "x")) == ([], [], [], [1, 2])
     mirror.apply(_batch(_dml("INSERT", "p", {"id": 3})), 3)
-    assert not list(mirror.root.glob("_pycanal_cascade.*"))  # kept until the next batch
+    assert not list(Path(mirror.root).glob("_pycanal_cascade.*"))  # kept until the next batch

@@ -129,7 +129,7 @@ def test_damaged_files_are_typed_errors_and_a_refused_batch_writes_nothing(tmp_p
 
     _logged(tmp_path).close()
     base = tmp_path / "s.t"
-    where = changelog.log_path(base) if damaged.startswith("log") else base
+    where = Path(changelog.log_path(base)) if damaged.startswith("log") else base
     files = sorted(where.glob("*.parquet")) if damaged.endswith("parquet") else sorted(where.glob("_delta_log/*.json"))
     file = files[0] if damaged.endswith("parquet") else files[-1]
     good = _damage(file)
@@ -157,7 +157,7 @@ def test_failing_background_folds_are_counted_and_then_refuse_batches(tmp_path: 
     mirror = _logged(tmp_path, max_fold_failures=2)
     mirror.background_folds = True
     mirror.fold_ratio = 0.001  # every batch's append makes the table's fold due
-    log_file = sorted(changelog.log_path(tmp_path / "s.t").glob("*.parquet"))[0]
+    log_file = sorted(Path(changelog.log_path(tmp_path / "s.t")).glob("*.parquet"))[0]
     good = _damage(log_file)
     for number in (4, 5):
         mirror.apply(batch(upsert("t", number, "x")), number)

@@ -149,8 +149,8 @@ def test_a_part_above_stage_rows_goes_to_its_log_after_the_parts_staged_before_i
     assert checked  # some tables had parts staged and parts appended
 
 
-def delta_append_txn(log: Path, app_id: str) -> int | None:
-    if not (log / "_delta_log").exists():
+def delta_append_txn(log: str, app_id: str) -> int | None:
+    if not (Path(log) / "_delta_log").exists():
         return None
     done = deltalake.DeltaTable(str(log)).transaction_version(app_id)
     return None if done is None else int(done)

@@ -38,18 +38,19 @@ _ROOTS_LOCK = threading.Lock()
 
 def register(location: str | os.PathLike[str], what: str, options: Mapping[str, str] | None = None) -> str:
     """The text of ``location`` (a local path or a URI without a trailing slash), its ``options`` recorded for every
-    location under it. A :class:`~canal.errors.StorageLocationError` for an unknown scheme or options given for a
+    location under it (none given: the options registered before, else the store's environment). A :class:`~canal.errors.StorageLocationError` for an unknown scheme or options given for a
     local path (:meth:`Storage.at`)."""
     storage = Storage.at(location, what, options)
     if storage.local is None:
         with _ROOTS_LOCK:
-            _ROOTS[storage.uri] = storage
+            if storage.options or storage.uri not in _ROOTS:  # none given: keep what the process knows
+                _ROOTS[storage.uri] = storage
     return storage.uri
 
 
-def remote(location: str) -> bool:
+def remote(location: str | os.PathLike[str]) -> bool:
     """Whether ``location`` is in an object store."""
-    return in_object_store(location)
+    return isinstance(location, str) and in_object_store(location)
 
 
 def local(location: str | os.PathLike[str]) -> str | None:
@@ -57,9 +58,9 @@ def local(location: str | os.PathLike[str]) -> str | None:
     return local_text(os.fspath(location))
 
 
-def join(location: str, *names: str) -> str:
+def join(location: str | os.PathLike[str], *names: str) -> str:
     """``location`` / ``names``: ``/``-separated in an object store, the platform's way locally."""
-    if remote(location):
+    if isinstance(location, str) and remote(location):
         return "/".join([location.rstrip("/"), *names])
     return os.path.join(location, *names)
 
