@@ -325,6 +325,11 @@ class DeltaMirror:
     ``app_id``: one live mirror writes a root under an app id (:mod:`canal.spark.lease`; a second is refused with
     ``MirrorLeaseError``): give each destination mirrored into one root its own.
 
+    ``root``: a local path, a ``file://`` URI, or a prefix in an object store (``s3://bucket/mirror``, ``gs://``,
+    ``az://``, ``abfss://``) reached with ``storage_options`` -- the keys ``deltalake`` takes (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ...), else the store's environment variables -- which travel to executors' tasks with the
+    mirror's settings and stay out of reprs and messages (:mod:`canal.spark.fs`).
+
     ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
     append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
     """

@@ -32,7 +32,9 @@ def storage_error_types() -> tuple[type[BaseException], ...]:
     import pyarrow as pa
     from deltalake.exceptions import DeltaError
 
-    return (pa.ArrowException, DeltaError, OSError)
+    from canal.spark.storage import StorageError  # the mirror's own files in an object store (canal.spark.fs)
+
+    return (pa.ArrowException, DeltaError, OSError, StorageError)
 
 
 def typed_storage_errors(method: F) -> F:
