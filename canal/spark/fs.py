@@ -38,8 +38,9 @@ _ROOTS_LOCK = threading.Lock()
 
 def register(location: str | os.PathLike[str], what: str, options: Mapping[str, str] | None = None) -> str:
     """The text of ``location`` (a local path or a URI without a trailing slash), its ``options`` recorded for every
-    location under it (none given: the options registered before, else the store's environment). A :class:`~canal.errors.StorageLocationError` for an unknown scheme or options given for a
-    local path (:meth:`Storage.at`)."""
+    location under it (none given: the options registered before, else the store's environment). A
+    :class:`~canal.errors.StorageLocationError` for an unknown scheme or options given for a local path
+    (:meth:`Storage.at`)."""
     storage = Storage.at(location, what, options)
     if storage.local is None:
         with _ROOTS_LOCK:
