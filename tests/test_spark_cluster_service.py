@@ -1,9 +1,12 @@
 """The private Spark standalone cluster: a driver on it runs tasks on both workers, and a worker cannot see the
 driver's temporary directory (its own mount namespace), as on separate hosts. And the mirror written by Spark tasks
 on it: a root in that directory is refused with a typed error before any task writes (the tables would land on the
-workers' disks); a root every process reaches is written by the tasks and reads back as the source.
+workers' disks); a root every process reaches is written by the tasks and reads back as the source. And the pipeline
+as deployed: the source's spool and the mirror's tables in the object store (the private S3-compatible server), an
+initial snapshot read by the executors, the driver killed and a new one going on from its checkpoint -- every
+mirror table equals ``SELECT``.
 
-The driver runs in a subprocess: this test process may already hold the suite's local SparkSession, and one Python
+The drivers run in subprocesses: this test process may already hold the suite's local SparkSession, and one Python
 process has one SparkContext.
 """
 
@@ -12,9 +15,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
@@ -24,9 +29,11 @@ from typing import Any
 import pytest
 
 from canal.spark import DeltaMirror
-from canal.spark.testing import SHOP_TABLES, ShopWorkload, compare_tables, master_position
+from canal.spark.testing import SHOP_TABLES, ShopWorkload, compare_tables, no_batch_twice
 from canal.testing.plugin import MariaDBDatabase
-from canal.testing.services import MariaDBServer, SparkCluster
+from canal.testing.services import MariaDBServer, S3Server, SparkCluster
+from tests.test_spark_source import _children as children
+from tests.test_spark_source import _wait_gone as wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -40,7 +47,7 @@ from canal.spark.changes import entries_to_batch
 from tests.procs.mirror_writer import TABLES, batch
 
 conf, marker, hidden, shared = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-stream = json.loads(sys.argv[5])
+stream, results = json.loads(sys.argv[5]), sys.argv[6]
 builder = SparkSession.builder.appName("pycanal-cluster-test")
 for key, value in conf.items():
     builder = builder.config(key, value)
@@ -80,38 +87,52 @@ out["shared"] = {t.table: sorted(map(list, state[t.table].values())) for t in TA
 out["read"] = {t.table: sorted([r["id"], str(r["amount"]), r["note"]] for r in mirror.read("shop", t.table).to_pylist())
                for t in TABLES}
 
-# the canal source with its defaults on a cluster (spool.dir under the driver's temporary directory, hidden from the
-# executors): foreachBatch fails once after writing micro-batch 1, and the restarted query replays it
+# the pipeline as deployed: the canal source with its spool in the object store, an initial snapshot read in key
+# ranges by the executors, foreachBatch(DeltaMirror) whose tasks write the mirror's tables in the object store. The
+# results so far go to a file first: the test kills this driver (SIGKILL) once micro-batch 1 is written
+with open(results, "w") as fh:
+    json.dump(out, fh)
 from canal.spark import register
 register(spark)
-streamed = DeltaMirror(stream["root"], on_executors=False)  # the source is under test here, not the mirror's tasks
+streamed = DeltaMirror(stream["root"], storage_options=stream["storage"])
+
+def mirror_then_mark(df, batch_id):
+    streamed(df, batch_id)
+    if batch_id == 1:
+        with open(stream["written"], "w") as fh:
+            fh.write(str(batch_id))
+
+changes = spark.readStream.format("canal").options(**stream["options"]).load()
+query = changes.writeStream.foreachBatch(mirror_then_mark).option("checkpointLocation", stream["checkpoint"]).start()
+query.awaitTermination(300)
+"""
+
+
+_RESTART = r"""
+import json, sys, time
+from pyspark.sql import SparkSession
+from canal.spark import DeltaMirror, register
+
+conf, stream = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+builder = SparkSession.builder.appName("pycanal-cluster-restart")
+for key, value in conf.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+register(spark)
+streamed = DeltaMirror(stream["root"], storage_options=stream["storage"])
 calls = {}
 
-def crash_once(df, batch_id):
+def count(df, batch_id):
     streamed(df, batch_id)
     calls[batch_id] = calls.get(batch_id, 0) + 1
-    if batch_id == 1 and calls[batch_id] == 1:
-        raise RuntimeError("crash after the write")
 
-def start(**trigger):
-    changes = spark.readStream.format("canal").options(**stream["options"]).load()
-    writer = changes.writeStream.foreachBatch(crash_once).option("checkpointLocation", stream["checkpoint"])
-    return writer.trigger(**trigger).start() if trigger else writer.start()
-
-began = time.monotonic()
-query = start()
-try:
-    query.awaitTermination(180)
-    out["crashed"] = f"no: {calls} after {time.monotonic() - began:.0f} s, {query.lastProgress}"
-except Exception as exc:
-    out["crashed"] = "crash after the write" in str(exc) or str(exc)[-2000:]
-# run to the master's position now and end: processAllAvailable could end while the restarted reader catches up
-query = start(availableNow=True)
-out["finished"] = query.awaitTermination(180)
-query.stop()
+# from the dead driver's checkpoint to the master's position now, then the query ends
+changes = spark.readStream.format("canal").options(**stream["options"]).load()
+writer = changes.writeStream.foreachBatch(count).option("checkpointLocation", stream["checkpoint"])
+query = writer.trigger(availableNow=True).start()
+finished = query.awaitTermination(300)
 streamed.close()
-out["calls"] = calls
-print(json.dumps(out, default=str))
+print(json.dumps({"finished": finished, "calls": calls}))
 spark.stop()
 """
 
@@ -129,61 +150,97 @@ def shop(mariadb_server: MariaDBServer) -> Iterator[MariaDBDatabase]:
 
 @pytest.fixture(scope="module")
 def cluster_run(
-    spark_cluster: SparkCluster, shop: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory
+    spark_cluster: SparkCluster,
+    shop: MariaDBDatabase,
+    s3_server: S3Server,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, Any]]:
     """One driver on the cluster (its start-up is most of the cost): its tasks' view of the file system, a mirror
-    written with a root only the driver sees, then with one every process sees, and a streaming query from the
-    ``canal`` source, with its defaults, whose foreachBatch fails once after writing."""
+    written with a root only the driver sees, then with one every process sees; then the pipeline with the source's
+    spool and the mirror in the object store, from an initial snapshot read by the executors, until the test kills
+    the driver after micro-batch 1 is written; then more transactions, a DDL among them, and a second driver that
+    goes on from the dead one's checkpoint to the master's position."""
     spark_cluster.ensure_running()
     conn = shop.connect()
-    start = master_position(conn)
-    ShopWorkload(conn, shop.database, seed=11).run(60, alter_at=20)
-    conn.close()
+    workload = ShopWorkload(conn, shop.database, seed=11)
+    workload.create()
+    workload.preload(300)  # there before the pipeline starts: its initial snapshot reads them, in 8 key ranges
+    for _ in range(20):
+        workload.transaction()
     marker = Path(tempfile.gettempdir()) / f"pycanal-driver-marker-{os.getpid()}"
     marker.write_text("only on the driver's host")
-    hidden = tmp_path_factory.mktemp("cluster") / "mirror"  # under the temporary directory: only the driver sees it
+    work = tmp_path_factory.mktemp("cluster")
+    hidden = work / "mirror"  # under the temporary directory: only the driver sees it
     shared = Path("/var/tmp") / f"pycanal-cluster-mirror-{uuid.uuid4().hex}"  # outside it: every process does
     assert not str(shared).startswith(tempfile.gettempdir())
+    bucket = f"cluster-{uuid.uuid4().hex[:12]}"
+    s3_server.create_bucket(bucket)
+    storage = s3_server.storage_options()
     stream = {
-        "root": f"{shared}-stream",
-        "checkpoint": f"{shared}-checkpoint",  # Spark's checkpoint: every process reaches it, as on a cluster
+        "root": f"s3://{bucket}/mirror",
+        "storage": storage,
+        "checkpoint": str(work / "checkpoint"),  # Spark's checkpoint: the drivers' host
+        "written": str(work / "written"),
         "options": {
             "destination": "cluster",
             "master.address": shop.address,
             "master.user": shop.user,
             "master.password": shop.password,
-            "master.journal.name": start[0],
-            "master.position": str(start[1]),
             "filter.regex": rf"{shop.database}\..*",
-            "spool.dir": str(hidden.parent / "spool"),  # the driver's disk only
-            "canal.instance.memory.batch.mode": "ITEMSIZE",  # instance batches of 20 entries, micro-batches of 40
-            "batch.size": "20",
-            "max.entries": "40",
+            "pycanal.snapshot.mode": "initial",
+            "snapshot.partitions": "2",  # key ranges of 40 rows, two per micro-batch, read by the executors
+            "snapshot.partition.rows": "40",
+            "spool.dir": f"s3://{bucket}/spool",
+            **{f"spool.storage.{key}": value for key, value in storage.items()},
             "read.timeout": "0.2",
         },
     }
+    results = work / "results.json"
     args = [json.dumps(spark_cluster.driver_conf()), str(marker), str(hidden), str(shared), json.dumps(stream)]
+    env = {**os.environ, **spark_cluster.driver_env()}
+    here = Path(__file__).resolve().parent.parent  # the drivers import tests.procs
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", _DRIVER, *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            cwd=Path(__file__).resolve().parent.parent,  # the driver imports tests.procs
-            env={**os.environ, **spark_cluster.driver_env()},
-        )
+        _kill_after_batch_1([sys.executable, "-c", _DRIVER, *args, str(results)], Path(stream["written"]), env, here)
+        out: dict[str, Any] = json.loads(results.read_text())
+        for i in range(20):  # while no driver runs: the binlog after the snapshot, a DDL among it
+            workload.transaction()
+            if i == 5:
+                workload.alter()
+        restart = [sys.executable, "-c", _RESTART, json.dumps(spark_cluster.driver_conf()), json.dumps(stream)]
+        done = subprocess.run(restart, capture_output=True, text=True, timeout=400, check=False, cwd=here, env=env)
+        python_side = [line for line in done.stderr.splitlines() if not line.startswith("\tat ")]  # no JVM frames
+        assert done.returncode == 0, "\n".join(python_side)[-4000:]
+        out.update(json.loads(done.stdout.strip().splitlines()[-1]))
     finally:
+        conn.close()
         marker.unlink()
         shutil.rmtree(shared, ignore_errors=True)
-        shutil.rmtree(stream["checkpoint"], ignore_errors=True)
-    python_side = [line for line in done.stderr.splitlines() if not line.startswith("\tat ")]  # no JVM frames
-    assert done.returncode == 0, "\n".join(python_side)[-4000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    yield {**out, "marker": marker.name, "hidden_root": str(hidden), "stream": stream}
+
+
+def _kill_after_batch_1(command: list[str], written: Path, env: dict[str, str], cwd: Path) -> None:
+    """Run the first driver; SIGKILL it (and wait for its JVM and the source's reader to go) once it has written
+    micro-batch 1, before Spark commits it."""
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     try:
-        yield {**result, "marker": marker.name, "hidden_root": str(hidden), "stream_root": stream["root"]}
+        deadline = time.monotonic() + 300
+        while not written.exists():
+            if driver.poll() is not None:
+                errors = [line for line in (driver.stderr.read() if driver.stderr else "").splitlines()]
+                raise AssertionError("the driver exited before micro-batch 1: " + "\n".join(errors[-60:]))
+            assert time.monotonic() < deadline, "the driver did not write micro-batch 1 in 300 s"
+            time.sleep(0.1)  # polling an external process with a deadline
+        family = children(driver.pid)
+        family += [c for p in list(family) for c in children(p)]
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+        wait_gone(family, 60)  # the JVM exits when its Python driver dies; the reader follows
     finally:
-        shutil.rmtree(stream["root"], ignore_errors=True)
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        if driver.stderr is not None:
+            driver.stderr.close()
 
 
 def test_a_job_runs_on_both_workers_which_cannot_see_the_drivers_files(cluster_run: dict[str, Any]) -> None:
@@ -210,22 +267,26 @@ def test_a_root_the_executors_cannot_see_is_refused_and_a_shared_one_is_written(
         assert [[r[0], Decimal(r[1]), r[2]] for r in rows] == [[r[0], Decimal(r[1]), r[2]] for r in read], table
 
 
-def test_a_batch_replayed_after_a_crash_needs_no_spool_on_the_executors(
+def test_the_pipeline_in_the_object_store_survives_a_killed_driver(
     cluster_run: dict[str, Any], shop: MariaDBDatabase
 ) -> None:
-    """The source's spool is on the driver's disk alone. Micro-batch 1, planned and written but not committed, is
-    replayed by the restarted query: its rows come from the driver's planner, as every micro-batch's do, not from a
-    task reading the spool (it would not be there), and the mirror equals the source."""
+    """The source's spool and the mirror's tables in the object store, the initial snapshot's key ranges read by
+    the executors, the first driver killed after writing micro-batch 1 and before committing it: the second driver
+    replays micro-batch 1 (the mirror skips what it had), goes on through the binlog and a DDL to the master's
+    position, and every mirror table equals SELECT -- no batch committed twice."""
     result = cluster_run
-    assert result["crashed"] is True, result["crashed"]
     assert result["finished"] is True
-    assert result["calls"]["1"] == 2 and len(result["calls"]) >= 3, result["calls"]
+    assert result["calls"].get("1") == 1 and len(result["calls"]) >= 2, result["calls"]  # 1 replayed, then more
+    stream = result["stream"]
+    mirror = DeltaMirror(stream["root"], storage_options=stream["storage"])
     conn = shop.connect()
     try:
-        comparisons = compare_tables(conn, DeltaMirror(result["stream_root"]), shop.database, SHOP_TABLES)
+        comparisons = compare_tables(conn, mirror, shop.database, SHOP_TABLES)
     finally:
         conn.close()
     assert all(c.equal for c in comparisons), [str(c) for c in comparisons if not c.equal]
+    no_batch_twice(mirror, shop.database, SHOP_TABLES)
+    assert all(mirror.table_location(shop.database, t).startswith("s3://") for t in SHOP_TABLES)
 
 
 def test_the_cluster_lists_two_alive_workers(spark_cluster: SparkCluster) -> None:

@@ -1,7 +1,8 @@
 """The private Spark Connect server: a client session on its ``sc://`` URL runs queries, and leaves this process's
 classic PySpark as it found it. And the documented pipeline over it: ``writeStream.foreachBatch(DeltaMirror(root))``
 from a Connect client session, the mirror pickled into the server's Python process and written by Spark tasks with
-DataFrame APIs only (Connect has no RDDs), DDL included; every mirror table equals ``SELECT``."""
+DataFrame APIs only (Connect has no RDDs), DDL included, its spool and tables in the object store; every mirror
+table equals ``SELECT``. And ``current_dataframe`` over Connect."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from canal.spark import DeltaMirror
 from canal.spark.testing import compare_tables, master_position
-from canal.testing.plugin import connect_session
+from canal.testing.plugin import S3Bucket, connect_session
 from canal.testing.services import SparkConnectServer
 from tests.test_spark_units import _mirror_available_now, _source_options
 
@@ -43,8 +44,12 @@ def test_a_mirror_pickles_as_its_settings_and_holds_no_lock(tmp_path: Path) -> N
     assert copy.settings() == mirror.settings()
 
 
-def test_foreach_batch_mirror_over_spark_connect(mariadb: Any, spark_connect: Any, tmp_path: Path) -> None:
-    from canal.spark import current_dataframe, register
+def test_foreach_batch_mirror_over_spark_connect(
+    mariadb: Any, spark_connect: Any, s3_bucket: S3Bucket, tmp_path: Path
+) -> None:
+    """The source's spool and the mirror in the object store, over Connect: the mirror pickles with its root's
+    storage options, and the server's Python process and its tasks reach the store with them."""
+    from canal.spark import register
 
     conn = mariadb.connect()
     db = mariadb.database
@@ -58,14 +63,30 @@ def test_foreach_batch_mirror_over_spark_connect(mariadb: Any, spark_connect: An
         cur.execute(f"ALTER TABLE `{db}`.b ADD COLUMN extra INT DEFAULT 7")
         cur.execute(f"DELETE FROM `{db}`.a WHERE id >= 30")
     register(spark_connect)
-    mirror = DeltaMirror(tmp_path / "mirror")
-    query = _mirror_available_now(spark_connect, _source_options(mariadb, start, tmp_path), mirror, tmp_path / "ckpt")
+    storage = s3_bucket.storage_options
+    mirror = DeltaMirror(f"{s3_bucket.url}/mirror", storage_options=storage)
+    spool = {"spool.dir": f"{s3_bucket.url}/spool", **{f"spool.storage.{k}": v for k, v in storage.items()}}
+    options = {**_source_options(mariadb, start, tmp_path), **spool}
+    query = _mirror_available_now(spark_connect, options, mirror, tmp_path / "ckpt")
     assert query.awaitTermination(180)
     assert query.exception() is None
     for c in compare_tables(conn, mirror, db, ["a", "b"]):
         assert c.equal, str(c)
-    # the current state read by the Connect server's Spark equals pyarrow's
-    want = sorted((r["id"], r["x"]) for r in mirror.read(db, "a").to_pylist())
-    got = current_dataframe(spark_connect, mirror.table_path(db, "a")).select("id", "x").collect()
-    assert sorted((r["id"], r["x"]) for r in got) == want and len(want) == 30
+    assert len(mirror.read(db, "a")) == 30
     conn.close()
+
+
+def test_current_dataframe_over_spark_connect(spark_connect: Any, tmp_path: Path) -> None:
+    """The current state of a merge-on-read table (a base and a change log) read by the Connect server's Spark
+    equals pyarrow's."""
+    from canal.spark import current_dataframe
+    from tests.mirror_rows import CREATE, batch, ddl, delete, upsert
+
+    mirror = DeltaMirror(tmp_path / "mirror", background_folds=False, fold_ratio=1000.0, stage_rows=0)
+    mirror.apply(batch(ddl("t", "CREATE", CREATE.format(table="t")), *(upsert("t", i, f"v{i}") for i in range(5))), 1)
+    mirror.apply(batch(upsert("t", 1, "changed", "UPDATE"), delete("t", 2), upsert("t", 9, "new")), 2)
+    want = sorted((r["id"], r["v"]) for r in mirror.read("s", "t").to_pylist())
+    got = current_dataframe(spark_connect, mirror.table_path("s", "t")).select("id", "v").collect()
+    assert sorted((r["id"], r["v"]) for r in got) == want
+    assert want == [(0, "v0"), (1, "changed"), (3, "v3"), (4, "v4"), (9, "new")]
+    mirror.close()
