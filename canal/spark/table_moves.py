@@ -25,18 +25,16 @@ _LOG = "_delta_log"
 
 
 def _copy_of(source: str, target: str) -> bool:
-    """Whether everything at ``target`` came from ``source`` (a copy cut short): each of its names is one of the
-    source's -- data files have unique names -- and so is each of its Delta log's, whose first file holds what the
-    source's does (commit files are numbered alike in every table; the first holds the table's unique id)."""
-    if not set(fs.listdir(target)) <= set(fs.listdir(source)):
-        return False
-    logged = fs.listdir(fs.join(target, _LOG))
-    if not set(logged) <= set(fs.listdir(fs.join(source, _LOG))):
-        return False
-    if not logged:
-        return True  # data files only, copied before the log
-    first = fs.join(_LOG, logged[0])
-    return fs.read_bytes(fs.join(target, first)) == fs.read_bytes(fs.join(source, first))
+    """Whether ``target`` holds a copy of the table at ``source`` (a copy, or a deletion of the source, cut short):
+    the first Delta log file both have holds the same bytes -- commit files are numbered alike in every table, but
+    each holds its own table's id, file names and times -- or, before the target has a log, each of its names is
+    one of the source's (data files have unique names)."""
+    source_log, target_log = fs.listdir(fs.join(source, _LOG)), fs.listdir(fs.join(target, _LOG))
+    common = sorted(name for name in set(source_log) & set(target_log) if name[:1].isdigit())  # versioned files
+    if common:
+        first = fs.join(_LOG, common[0])
+        return fs.read_bytes(fs.join(target, first)) == fs.read_bytes(fs.join(source, first))
+    return not target_log and set(fs.listdir(target)) <= set(fs.listdir(source))
 
 
 def move_table(base: str, log: str, target: str, target_log: str) -> None:
