@@ -180,7 +180,7 @@ def log_path(base: str | os.PathLike[str]) -> str:
 @functools.lru_cache(maxsize=4096)
 def _log_path(base: str) -> str:
     # remembered: a batch asks for the log of each table it writes, and building paths costs more than the lookup
-    parent, name = os.path.split(base.rstrip("/"))  # (an object store's URI splits the same way)
+    parent, name = fs.split(base)
     return fs.join(parent, LOG_DIR, name)
 
 
@@ -436,7 +436,7 @@ def fold(
     try:
         return _fold(
             base,
-            name=name or _base_name(base),
+            name=name or fs.split(base)[1],
             appends=appends or contextlib.nullcontext(),
             by_files=by_files,
             retention_s=retention_s,
@@ -444,7 +444,7 @@ def fold(
     except Exception as exc:
         if _lost_race(exc):
             raise FoldRaceError(
-                f"fold of {name or _base_name(base)} lost a commit race (to another fold of the table, or to appends "
+                f"fold of {name or fs.split(base)[1]} lost a commit race (to another fold of the table, or to appends "
                 f"while it trimmed the log): {exc}"
             ) from exc
         raise
@@ -497,10 +497,6 @@ def _fold(
     with appends:
         trimmed += _sweep_orphans(log)
     return FoldResult(name, merged, through, time.perf_counter() - began, trimmed)
-
-
-def _base_name(base: str | os.PathLike[str]) -> str:
-    return os.fspath(base).rstrip("/").rsplit("/", 1)[-1]
 
 
 ORPHAN_AGE_S = 600.0

@@ -66,6 +66,16 @@ def join(location: str | os.PathLike[str], *names: str) -> str:
     return os.path.join(location, *names)
 
 
+def split(location: str | os.PathLike[str]) -> tuple[str, str]:
+    """(the directory holding ``location``, its name): ``/``-separated in an object store, the platform's way
+    locally."""
+    text = os.fspath(location)
+    if remote(text):
+        parent, _, name = text.rstrip("/").rpartition("/")
+        return parent, name
+    return os.path.split(text.rstrip(os.sep) or text)
+
+
 def _resolved(location: str) -> tuple[Storage, str]:
     """The storage holding ``location`` and the name of ``location`` in it (``""``: the storage's own prefix)."""
     with _ROOTS_LOCK:
@@ -347,6 +357,7 @@ __all__ = [
     "register",
     "remote",
     "rmtree",
+    "split",
     "unlink",
     "write_bytes",
     "write_delta",

@@ -52,14 +52,6 @@ def staged_dir(root: str | os.PathLike[str]) -> str:
     return fs.join(os.fspath(root), STAGED_DIR)
 
 
-def _split(base: str) -> tuple[str, str]:
-    """(the root, the table's directory name) of a mirror table's location ``root/{directory}``."""
-    if fs.remote(base):
-        root, _, name = base.rstrip("/").rpartition("/")
-        return root, name
-    return os.path.dirname(base), os.path.basename(base)
-
-
 def _file_name(batch_id: int, app_id: str) -> str:
     return f"{batch_id:020d}-{app_id.encode().hex()}{_SUFFIX}"
 
@@ -172,7 +164,7 @@ def staged_rows(base: str | os.PathLike[str]) -> Any | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    root, name = _split(os.fspath(base))
+    root, name = fs.split(os.fspath(base))
     parts = []
     for _batch, _app, path in _staged_files(root):
         outer = _read_file(path)
@@ -214,7 +206,7 @@ class Staged:
     def stage(self, batch_id: int, parts: dict[str, Any]) -> None:
         """Write ``parts`` (base path -> rows) as the batch's staged file, then hold them. (A batch staged
         already is a replay: the caller appends its parts instead, :meth:`has_batch`.)"""
-        write(self.root, self.app_id, batch_id, {_split(path)[1]: rows for path, rows in parts.items()})
+        write(self.root, self.app_id, batch_id, {fs.split(path)[1]: rows for path, rows in parts.items()})
         self.files[batch_id] = set(parts)
         for path, rows in parts.items():
             self.tables.setdefault(path, StagedTable()).add(batch_id, rows)
