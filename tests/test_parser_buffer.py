@@ -130,6 +130,28 @@ def test_a_transaction_that_ends_in_rollback_goes_out_empty(size: int, held: boo
     assert len(sink.batches) == (2 if size >= 3 else 3)
 
 
+def test_a_held_transaction_past_the_hold_limit_goes_out_in_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction held whole (MariaDB did not flag it transactional) goes out in parts once it holds more than
+    HOLD_ENTRIES: memory stays bounded; a ROLLBACK after that is the typed error."""
+    from canal.parse import transaction
+
+    monkeypatch.setattr(transaction, "HOLD_ENTRIES", 3)
+    begin, *rows, end = _rows_transaction(6)
+    sink, positions = CollectingSink(), MemoryPositions()
+    buffer = TransactionBuffer("example", sink, positions, transaction_size=2, identity=IDENTITY)
+    buffer.savepoint("HOLD", "", "at test")
+    for entry in (begin, *rows[:2]):
+        buffer.add(entry)
+    assert sink.entries == []  # three entries: held
+    buffer.add(rows[2])  # over the limit: parts of transaction_size go out
+    assert sink.entries[:2] == [begin, rows[0]] and len(buffer) <= 2
+    with pytest.raises(RolledBackHandOffError):
+        buffer.savepoint("ROLLBACK", "", "at test")
+    for entry in (*rows[3:], end):  # (had it committed: the rest goes out as any transaction's)
+        buffer.add(entry)
+    assert sink.entries == [begin, *rows, end]
+
+
 @pytest.mark.parametrize("size", [1, 2, 3])
 def test_a_rollback_after_a_part_went_out_is_an_error_that_records_nothing(size: int) -> None:
     """Not held (MySQL says nothing ahead) and longer than transaction_size: a part went out before the ROLLBACK.

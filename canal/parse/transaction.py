@@ -25,7 +25,8 @@ Rolled-back transactions: a transaction cache that changed a non-transactional t
 transaction rolls back, ended by a ``ROLLBACK`` query instead of COMMIT or XID (in ROW format the non-transactional
 changes themselves are logged before it, as groups of their own). At that ROLLBACK the buffer drops everything after
 the transaction's BEGIN, so the consumer gets an empty transaction. MariaDB's GTID event says ahead when a group may
-end so (it lacks FL_TRANSACTIONAL): the converter asks to HOLD such a transaction whole, past ``transaction_size``.
+end so (it lacks FL_TRANSACTIONAL): the converter asks to HOLD such a transaction whole, past ``transaction_size``
+(up to :data:`HOLD_ENTRIES`).
 MySQL says nothing ahead; a rolled-back transaction of which a part was already handed off is a
 :class:`~canal.errors.RolledBackHandOffError` (the consumer may hold rows that never happened), never a silent
 difference.
@@ -41,6 +42,11 @@ from canal.log import destination_logger
 from canal.parse.events import RowsEvent
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
+
+HOLD_ENTRIES = 8192
+"""The most entries a transaction is held whole for because MariaDB did not flag it transactional (it may end in
+ROLLBACK); past that it goes out in parts of ``transaction_size``, so memory stays bounded (a bulk statement on a
+MyISAM table is such a transaction, and ends in COMMIT)."""
 
 Sink = Callable[[list[Entry], LogIdentity], None]
 """``sink(entries, origin)``: one hand-off and the server it was read from (carried with the entries into the store,
@@ -207,6 +213,16 @@ class TransactionBuffer:
     def flush(self) -> None:
         """Hand off everything buffered, in parts of at most ``transaction_size``, keeping a trailing BEGIN."""
         buffer = self._buffer
+        marks = self._savepoints
+        if marks and marks[0][0] == "" and len(buffer) - marks[0][1] > HOLD_ENTRIES:
+            # a held transaction this large (a bulk statement on a non-transactional table, most likely): its
+            # memory stays bounded, and a ROLLBACK ending it after all is a RolledBackHandOffError
+            del marks[0]
+            destination_logger(__name__, self.destination).warning(
+                "a transaction MariaDB did not flag transactional holds over %d entries: it goes out in parts, and "
+                "should it end in ROLLBACK the parser stops (RolledBackHandOffError)",
+                HOLD_ENTRIES,
+            )
         while buffer:
             # what follows the transaction's first savepoint waits for its end (a ROLLBACK TO may undo it)
             ready = self._savepoints[0][1] if self._savepoints else len(buffer)
