@@ -96,11 +96,15 @@ from canal.spark import register
 register(spark)
 streamed = DeltaMirror(stream["root"], storage_options=stream["storage"])
 
+import threading
+hang = threading.Event()
+
 def mirror_then_mark(df, batch_id):
     streamed(df, batch_id)
     if batch_id == 1:
         with open(stream["written"], "w") as fh:
             fh.write(str(batch_id))
+        hang.wait()  # written, not committed: the test SIGKILLs this driver here
 
 changes = spark.readStream.format("canal").options(**stream["options"]).load()
 query = changes.writeStream.foreachBatch(mirror_then_mark).option("checkpointLocation", stream["checkpoint"]).start()
@@ -221,13 +225,15 @@ def cluster_run(
 def _kill_after_batch_1(command: list[str], written: Path, env: dict[str, str], cwd: Path) -> None:
     """Run the first driver; SIGKILL it (and wait for its JVM and the source's reader to go) once it has written
     micro-batch 1, before Spark commits it."""
-    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    log = written.with_name("driver.log")
+    with log.open("w") as errors:  # a file: a pipe nobody reads would stall the driver once full
+        driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=env, cwd=cwd)
     try:
         deadline = time.monotonic() + 300
         while not written.exists():
             if driver.poll() is not None:
-                errors = [line for line in (driver.stderr.read() if driver.stderr else "").splitlines()]
-                raise AssertionError("the driver exited before micro-batch 1: " + "\n".join(errors[-60:]))
+                lines = [line for line in log.read_text().splitlines() if not line.startswith("\tat ")]
+                raise AssertionError("the driver exited before micro-batch 1:\n" + "\n".join(lines[-60:]))
             assert time.monotonic() < deadline, "the driver did not write micro-batch 1 in 300 s"
             time.sleep(0.1)  # polling an external process with a deadline
         family = children(driver.pid)
@@ -239,8 +245,6 @@ def _kill_after_batch_1(command: list[str], written: Path, env: dict[str, str], 
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-        if driver.stderr is not None:
-            driver.stderr.close()
 
 
 def test_a_job_runs_on_both_workers_which_cannot_see_the_drivers_files(cluster_run: dict[str, Any]) -> None:
