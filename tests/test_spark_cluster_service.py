@@ -91,7 +91,7 @@ out["read"] = {t.table: sorted([r["id"], str(r["amount"]), r["note"]] for r in m
 # ranges by the executors, foreachBatch(DeltaMirror) whose tasks write the mirror's tables in the object store. The
 # results so far go to a file first: the test kills this driver (SIGKILL) once micro-batch 1 is written
 with open(results, "w") as fh:
-    json.dump(out, fh)
+    json.dump(out, fh, default=str)
 from canal.spark import register
 register(spark)
 streamed = DeltaMirror(stream["root"], storage_options=stream["storage"])
