@@ -14,9 +14,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
-from test_snapshot_marks import create_watermark_table
 from test_spark_source import (
-    kill_driver_after_batch_2,
     run_workload,
     source_options,
     start_query,
@@ -94,53 +92,6 @@ def test_initial_snapshot_of_a_populated_database_then_streaming(
 
 def _offset(value: Any) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else dict(value or {})
-
-
-def test_driver_killed_inside_an_executor_snapshot(mariadb: Any, spark: Any, tmp_path: Path) -> None:
-    """SIGKILL of the driver process holding a micro-batch of executor-read ranges written to the mirror but not
-    committed: a new query from the checkpoint plans the same ranges, replays that batch from the spool (the mirror
-    skips it) and finishes the snapshot; with writes on both sides of the kill, the mirror ends equal.
-
-    The ranges are read after a watermark each (as on MySQL, which has no consistent-snapshot position), in a table
-    the filter captures: its rows reach neither the change rows nor the mirror."""
-    create_watermark_table(mariadb, "marks")
-    conn, db, work, options = _first_start(
-        mariadb,
-        tmp_path,
-        {
-            "snapshot.partitions": "2",
-            "snapshot.partition.rows": "40",
-            "pycanal.snapshot.watermark.table": f"{mariadb.database}.marks",
-        },
-    )
-    checkpoint, mirror = tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror", log_history_s=3600)
-    writes = iter(range(60))  # writes while the snapshot runs
-
-    def write() -> bool:
-        if next(writes, None) is None:
-            return False
-        work.transaction()
-        return True
-
-    kill_driver_after_batch_2(options, checkpoint, mirror, tmp_path / "written", write)
-    spooled = sorted(p.name for p in (tmp_path / "ckpt.canal-spool" / "chunks").glob("*.arrow"))
-    # Spark's batch 2 (the third, its end offset's counter 3): its ranges stay spooled, uncommitted
-    assert spooled and all(name.startswith(f"{3:012d}-") for name in spooled)
-    for _ in range(20):
-        work.transaction()
-    query = start_query(spark, options, checkpoint, mirror)
-    try:
-        wait_mirrored(query, conn, mirror, db, deadline_s=180)
-    finally:
-        query.stop()
-    replayed = [r for r in mirror.history if r.batch_id == 2]
-    assert replayed and set(replayed[0].tables.values()) == {"skipped"}
-    no_batch_twice(mirror, db, SHOP_TABLES)
-    assert f"{db}.marks" not in mirror.table_names()
-    with conn.cursor() as cur:
-        cur.execute(f"SELECT destination, CHAR_LENGTH(mark) FROM {db}.marks")
-        assert cur.fetchall() == (("shop", 32),)  # the executors' marks (one row per destination, overwritten)
-    conn.close()
 
 
 def test_a_column_added_while_executor_ranges_are_read(mariadb: Any, spark: Any, tmp_path: Path) -> None:
