@@ -9,5 +9,6 @@ echo "== mypy (strict)" >&2
 .venv/bin/mypy canal
 echo "== pytest" >&2
 # two worker processes, a test file each at a time (module fixtures stay whole), each with its own private MariaDB,
-# ZooKeeper and SparkSession: most tests wait on those servers and processes, so two halve the run on 2 cores
-.venv/bin/python -m pytest -q -n "${PYCANAL_TEST_WORKERS:-2}" --dist loadfile "$@"
+# ZooKeeper and SparkSession: most tests wait on those servers and processes, so two halve the run on 2 cores. Files
+# go to the workers in collection order, the slowest first (tests/conftest.py), not by their number of tests
+.venv/bin/python -m pytest -q -n "${PYCANAL_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
