@@ -168,8 +168,8 @@ def cluster_run(
     conn = shop.connect()
     workload = ShopWorkload(conn, shop.database, seed=11)
     workload.create()
-    workload.preload(300)  # there before the pipeline starts: its initial snapshot reads them, in 8 key ranges
-    for _ in range(20):
+    workload.preload(150)  # there before the pipeline starts: its initial snapshot reads them, in 4 key ranges
+    for _ in range(10):
         workload.transaction()
     marker = Path(tempfile.gettempdir()) / f"pycanal-driver-marker-{os.getpid()}"
     marker.write_text("only on the driver's host")
@@ -206,9 +206,9 @@ def cluster_run(
     try:
         _kill_after_batch_1([sys.executable, "-c", _DRIVER, *args, str(results)], Path(stream["written"]), env, here)
         out: dict[str, Any] = json.loads(results.read_text())
-        for i in range(20):  # while no driver runs: the binlog after the snapshot, a DDL among it
+        for i in range(12):  # while no driver runs: the binlog after the snapshot, a DDL among it
             workload.transaction()
-            if i == 5:
+            if i == 4:
                 workload.alter()
         restart = [sys.executable, "-c", _RESTART, json.dumps(spark_cluster.driver_conf()), json.dumps(stream)]
         done = subprocess.run(restart, capture_output=True, text=True, timeout=400, check=False, cwd=here, env=env)

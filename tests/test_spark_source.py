@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +14,6 @@ pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
 from canal.spark import DeltaMirror, register
-from canal.spark.storage import Storage
 from canal.spark.testing import (
     SHOP_TABLES,
     ShopWorkload,
@@ -86,23 +80,13 @@ def written_workload(
     return conn, tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror", log_history_s=3600), options
 
 
-# a shared spool on a local disk is the local session's default, which the other tests here run on
-@pytest.mark.parametrize("spool", ["driver", "spool-s3"])
-def test_replay_of_an_uncommitted_batch_returns_the_same_rows(
-    mariadb: Any, spark: Any, tmp_path: Path, spool: str, request: pytest.FixtureRequest
-) -> None:
-    """A batch planned but not committed is replayed from the spool, row for row -- read back by the planner on the
-    driver or, with a spool in an object store (``spool.shared`` by default there), read from the store by the task
-    whose partition names the file."""
+def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+    """A batch planned but not committed is replayed from the spool, row for row, read back by the planner on the
+    driver (``spool.shared`` off; a spool in an object store is replayed in the cluster and Connect tests)."""
     conn, checkpoint, mirror, options = written_workload(
         mariadb, tmp_path, 150, alter_at=40
     )  # >= 450 entries: >= 5 batches of <= 100
-    if spool == "spool-s3":
-        bucket = request.getfixturevalue("s3_bucket")
-        options["spool.dir"] = f"{bucket.url}/ckpt.canal-spool"
-        options.update({f"spool.storage.{k}": v for k, v in bucket.storage_options.items()})
-    else:
-        options["spool.shared"] = "false"
+    options["spool.shared"] = "false"
     seen: dict[int, list[list[Any]]] = {}
 
     def crash_after_write(df: Any, batch_id: int) -> None:
@@ -131,9 +115,6 @@ def test_replay_of_an_uncommitted_batch_returns_the_same_rows(
     assert len(seen) > 3
     no_batch_twice(mirror, mariadb.database, SHOP_TABLES)
     conn.close()
-    if spool == "spool-s3":  # the batches went through the store, none through a local directory
-        assert not (tmp_path / "ckpt.canal-spool").exists()
-        assert Storage.at(options["spool.dir"], "the spool", bucket.storage_options).names()
 
 
 def test_reader_process_killed_after_the_write(mariadb: Any, spark: Any, tmp_path: Path) -> None:
@@ -190,79 +171,3 @@ def _children(pid: int) -> list[int]:
             if int(fields[1]) == pid:
                 out.append(int(entry))
     return out
-
-
-DRIVER = textwrap.dedent(
-    """
-    import json, sys, threading
-    from pathlib import Path
-    from canal.spark import DeltaMirror, register
-    from canal.spark.testing import local_spark
-
-    options, checkpoint, mirror_root, marker = json.loads(sys.argv[1])
-    spark = local_spark("pycanal-driver")
-    register(spark)
-    mirror = DeltaMirror(mirror_root, log_history_s=3600)
-    hang = threading.Event()
-
-    def apply(df, batch_id):
-        mirror(df, batch_id)
-        if batch_id == 2:
-            Path(marker).write_text(str(batch_id))
-            hang.wait()  # written, not committed: the test SIGKILLs this driver here
-
-    query = (spark.readStream.format("canal").options(**options).load()
-             .writeStream.foreachBatch(apply).option("checkpointLocation", checkpoint).start())
-    query.awaitTermination()
-    """
-)
-
-
-def kill_driver_after_batch_2(
-    options: dict[str, str],
-    checkpoint: Path,
-    mirror: DeltaMirror,
-    marker: Path,
-    meanwhile: Callable[[], bool] | None = None,
-) -> None:
-    """Run a query of ``options`` into ``mirror`` in a driver process of its own (:data:`DRIVER`) and SIGKILL it
-    once it has written batch 2 but not committed it; return when the driver, its JVM and its reader are gone.
-    ``meanwhile()`` runs while waiting (writes, say); False from it: nothing to do, poll."""
-    args = json.dumps([options, str(checkpoint), str(mirror.root), str(marker)])
-    driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while not marker.exists():
-            assert driver.poll() is None, "the driver exited before batch 2"
-            assert time.monotonic() < deadline, "the driver did not reach batch 2"
-            if meanwhile is None or not meanwhile():
-                time.sleep(0.05)  # polling an external process with a deadline
-        family = _children(driver.pid)
-        family += [c for p in list(family) for c in _children(p)]
-        os.kill(driver.pid, signal.SIGKILL)
-        driver.wait(30)
-        _wait_gone(family, 60)  # the JVM exits when its Python driver dies; the reader follows
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-
-
-def test_driver_killed_then_restarted_from_the_checkpoint(mariadb: Any, spark: Any, tmp_path: Path) -> None:
-    conn, checkpoint, mirror, options = written_workload(mariadb, tmp_path, 80, alter_at=50)
-    kill_driver_after_batch_2(options, checkpoint, mirror, tmp_path / "written")
-    assert 2 in mirror.committed_batch_ids(mariadb.database, "orders") + mirror.committed_batch_ids(
-        mariadb.database, "customers"
-    ) + mirror.committed_batch_ids(mariadb.database, "order_items")
-
-    query = start_query(spark, options, checkpoint, mirror)
-    try:
-        wait_mirrored(query, conn, mirror, mariadb.database)
-    finally:
-        query.stop()
-    # batch 2 was replayed (not committed by the dead driver) and skipped by every table that had it
-    assert any(r.batch_id == 2 and set(r.tables.values()) == {"skipped"} for r in mirror.history)
-    no_batch_twice(mirror, mariadb.database, SHOP_TABLES)
-    conn.close()

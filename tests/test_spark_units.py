@@ -363,7 +363,7 @@ def test_trigger_available_now_stops_at_the_master_position(mariadb: Any, spark:
     with conn.cursor() as cur:
         cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x INT)")
         cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s)", [(i, i) for i in range(50)])
-    options = _source_options(mariadb, start, tmp_path, **{"max.entries": "10"})
+    options = _source_options(mariadb, start, tmp_path, **{"max.entries": "40"})  # a few micro-batches a run
     mirror = DeltaMirror(tmp_path / "m")
 
     def run_once() -> None:
