@@ -145,16 +145,8 @@ def exists(location: str) -> bool:
 def is_file(location: str) -> bool:
     if not remote(location):
         return os.path.isfile(location)
-    import obstore
-
-    store, storage, name = _store(location)
-    try:
-        obstore.head(store, name)
-    except FileNotFoundError:
-        return False
-    except Exception as exc:
-        raise storage._error("look for", name, exc) from None
-    return True
+    storage, name = _resolved(location)
+    return storage.exists(name)
 
 
 def is_dir(location: str) -> bool:
@@ -177,15 +169,8 @@ def read_bytes(location: str) -> bytes:
     if not remote(location):
         with open(location, "rb") as fh:
             return fh.read()
-    import obstore
-
-    store, storage, name = _store(location)
-    try:
-        return bytes(obstore.get(store, name).bytes())
-    except FileNotFoundError:
-        raise FileNotFoundError(location) from None
-    except Exception as exc:
-        raise storage._error("read", name, exc) from None
+    storage, name = _resolved(location)
+    return storage.read_bytes(name)
 
 
 def read_text(location: str) -> str:
@@ -271,16 +256,8 @@ def write_bytes(location: str, data: bytes, *, replace: bool = True) -> bool:
         except FileExistsError:
             return False
         return True
-    import obstore
-
-    store, storage, name = _store(location)
-    try:
-        obstore.put(store, name, data, mode="overwrite" if replace else "create", use_multipart=False)
-    except Exception as exc:
-        if type(exc).__name__ == "AlreadyExistsError":  # obstore.exceptions.AlreadyExistsError
-            return False
-        raise storage._error("write", name, exc) from None
-    return True
+    storage, name = _resolved(location)
+    return storage.put(name, data, replace=replace)
 
 
 def unlink(location: str) -> None:
@@ -289,15 +266,8 @@ def unlink(location: str) -> None:
         with contextlib.suppress(FileNotFoundError):  # deleting what is gone is done
             os.unlink(location)
         return
-    import obstore
-
-    store, storage, name = _store(location)
-    try:
-        obstore.delete(store, name)
-    except FileNotFoundError:
-        pass  # deleting what is gone is done; S3 itself does not tell
-    except Exception as exc:
-        raise storage._error("delete", name, exc) from None
+    storage, name = _resolved(location)
+    storage.delete(name)
 
 
 def rmtree(location: str) -> None:

@@ -151,16 +151,22 @@ class Storage:
             with pa.memory_map(str(local / name)) as source:
                 yield source
             return
+        yield pa.BufferReader(pa.py_buffer(self.read_bytes(name)))
+
+    def read_bytes(self, name: str) -> bytes:
+        """The whole of ``name``; FileNotFoundError when there is none."""
+        local = self.local
+        if local is not None:
+            return (local / name).read_bytes()
         import obstore
 
         store = _object_store(self)
         try:
-            data = obstore.get(store, name).bytes()
+            return bytes(obstore.get(store, name).bytes())
         except FileNotFoundError:
             raise FileNotFoundError(self.locate(name)) from None
         except Exception as exc:
             raise self._error("read", name, exc) from None
-        yield pa.BufferReader(pa.py_buffer(memoryview(data)))
 
     def names(self, directory: str = "") -> list[str]:
         """The names of the files directly in ``directory`` (relative to this one); none when it does not exist."""
@@ -192,6 +198,22 @@ class Storage:
             return staged.publish(replace=replace)
         finally:
             staged.discard()
+
+    def put(self, name: str, source: bytes | Path, *, replace: bool = True) -> bool:
+        """Upload ``source`` (bytes, or a local file) as ``name`` in one PUT -- not a multipart upload: the object
+        appears whole, and a conditional PUT is one request. Without ``replace`` only if nothing has the name
+        (``If-None-Match: *``): False when something had. In an object store only."""
+        import obstore
+
+        try:
+            obstore.put(
+                _object_store(self), name, source, mode="overwrite" if replace else "create", use_multipart=False
+            )
+        except Exception as exc:
+            if type(exc).__name__ == "AlreadyExistsError":  # obstore.exceptions.AlreadyExistsError
+                return False
+            raise self._error("write", name, exc) from None
+        return True
 
     def delete(self, name: str) -> None:
         """Delete ``name`` if it is there."""
@@ -243,28 +265,12 @@ class StagedFile:
         there first (it stays; this one is dropped)."""
         if self._atomic is not None:
             return self._atomic.publish(replace=replace)
-        import obstore
-
         assert self._upload is not None
         try:
             self.fh.close()
-            store = _object_store(self.storage)
-            try:
-                # one PUT, not a multipart upload: the object appears whole, and a conditional PUT is one request
-                obstore.put(
-                    store,
-                    self.name,
-                    self._upload,
-                    mode="overwrite" if replace else "create",
-                    use_multipart=False,
-                )
-            except Exception as exc:
-                if type(exc).__name__ == "AlreadyExistsError":  # obstore.exceptions.AlreadyExistsError
-                    return False
-                raise self.storage._error("write", self.name, exc) from None
+            return self.storage.put(self.name, self._upload, replace=replace)
         finally:
             self.discard()
-        return True
 
     def discard(self) -> None:
         """Drop the file unless it was published."""
