@@ -293,8 +293,7 @@ def copy_tree(source: str, target: str) -> int:
     import obstore
 
     store, storage, names = _objects_under(source)
-    _same, _storage, source_name = _store(source)
-    _same, _storage, target_name = _store(target)
+    source_name, target_name = _resolved(source)[1], _resolved(target)[1]
     cut = len(source_name) + 1 if source_name else 0
     relative = sorted((n[cut:] for n in names), key=lambda r: (r.startswith("_delta_log/"), r))
     try:
