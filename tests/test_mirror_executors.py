@@ -14,6 +14,8 @@ import attrs
 import pyarrow as pa
 import pytest
 
+from canal.lake.mirror import MODES
+from canal.lake.types import MirrorError, MirrorStorageError
 from canal.spark import (
     DeltaMirror,
     MirrorMode,
@@ -23,10 +25,8 @@ from canal.spark import (
     current_polars,
     entries_to_batch,
 )
-from canal.spark.mirror import MODES
 from canal.spark.mirror_tasks import SPILL_PREFIX, _drop_spills, _read_spill, write_partition
 from canal.spark.testing import master_position
-from canal.spark.types import MirrorError, MirrorStorageError
 from tests.procs.mirror_writer import TABLES, Row, batch, source_after
 from tests.test_spark_units import _mirror_available_now, _source_options
 

@@ -1,4 +1,4 @@
-"""Staged changes (canal.spark.staged): a batch's small parts of many tables written as one file and appended to their
+"""Staged changes (canal.lake.staged): a batch's small parts of many tables written as one file and appended to their
 change logs later. Every read of the current state stays exact -- while parts are staged, while a flush races a
 reader, after a flush the process did not live to finish, after a replayed batch -- and a closing mirror leaves
 every change in the change logs, each batch id recorded.
@@ -19,11 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from canal.lake import changelog, staged
+from canal.lake.types import MirrorError
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark import DeltaMirror, changelog, staged
+from canal.spark import DeltaMirror
 from canal.spark.changes import entries_to_batch
-from canal.spark.types import MirrorError
 
 deltalake = pytest.importorskip("deltalake")
 

@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from canal.spark import DeltaMirror, mirror, staged
+from canal.lake import mirror, staged
+from canal.spark import DeltaMirror
 from tests.mirror_rows import CREATE, batch, ddl, delete, upsert, values
 
 pytest.importorskip("deltalake")

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canal.spark import names
-from canal.spark.mirror import OP_COLUMN, DeltaMirror
-from canal.spark.types import MirrorError, MirrorTypeError, typed_array, typed_strings
+from canal.lake import names
+from canal.lake.mirror import OP_COLUMN, DeltaMirror
+from canal.lake.types import MirrorError, MirrorTypeError, typed_array, typed_strings
 
 Row = dict[str, Any]
 
@@ -210,7 +210,7 @@ def model_plan(rows: list[Row], only: frozenset[str] | None = None) -> dict[str,
         if not row["table"] or (only is not None and full not in only):
             continue
         kept += 1
-        # a plan is named by its table's directory (canal.spark.names), filtered by ``schema.table``
+        # a plan is named by its table's directory (canal.lake.names), filtered by ``schema.table``
         plan = plans.setdefault(names.directory(row["schema"], row["table"]), ModelPlan(row["schema"], row["table"]))
         plan.rows += 1
         if row["is_ddl"]:
@@ -365,7 +365,7 @@ def test_the_mirror_names_table_column_and_value_and_writes_nothing(tmp_path: Pa
     with pytest.raises(MirrorTypeError, match=r"^s\.t: column 'd': zero date '0000-00-00'"):
         mirror.apply(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), 1)
     assert not (tmp_path / "s.t").exists()  # nothing written
-    mirror.close()  # another mirror writes the root next (one at a time: canal.spark.lease)
+    mirror.close()  # another mirror writes the root next (one at a time: canal.lake.lease)
     DeltaMirror(tmp_path, zero_dates="null").apply(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), 1)
     assert DeltaMirror(tmp_path).read("s", "t").to_pylist() == [{"id": 1, "d": None}]
     with pytest.raises(MirrorError, match="zero_dates"):
@@ -417,7 +417,7 @@ def test_delta_contents_match_the_model(tmp_path_factory: pytest.TempPathFactory
 
 
 def test_images_take_the_arrow_path_unless_odd() -> None:
-    from canal.spark.mirror import _parse_images
+    from canal.lake.mirror import _parse_images
 
     layout = [["id", "int(11)", True], ['q"', "varchar(5)", False], ["d", "date", False]]
     plain = pa.array(['{"id":"1","q\\"":"é","d":"0000-00-00"}', '{"id":"2","extra":{"x":1}}'])

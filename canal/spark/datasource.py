@@ -14,9 +14,9 @@ from pyspark.sql.datasource import (
     SimpleDataSourceStreamReader,
 )
 
+from canal.lake.storage import in_object_store
 from canal.spark.changes import CHANGE_SCHEMA_DDL
 from canal.spark.source import CanalStreamReader, partitioned_options
-from canal.spark.storage import in_object_store
 
 try:  # pyspark's adapter of a simple reader to the engine; private, hence the guard (tests check it exists)
     from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper

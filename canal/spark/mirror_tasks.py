@@ -1,6 +1,6 @@
 """The Delta mirror written by Spark tasks: no change row collected to the driver, tables in parallel.
 
-Under ``foreachBatch``, :meth:`DeltaMirror.__call__ <canal.spark.mirror.DeltaMirror.__call__>` hands a DataFrame to
+Under ``foreachBatch``, :meth:`DeltaMirror.__call__ <canal.lake.mirror.DeltaMirror.__call__>` hands a DataFrame to
 :func:`apply_on_executors`. A batch without DDL (nearly all of them) is written by Spark tasks through the mirror's
 own code, so no change row is collected to the driver:
 
@@ -28,7 +28,7 @@ tables a task wrote are skipped by batch id -- rather than pass as a batch with 
 
 Folds run as Spark tasks too: the tasks report which tables' logs are due (:meth:`DeltaMirror.fold_due`), and the
 driver starts one Spark job folding them, a table per task, in a background thread -- the next micro-batches land
-meanwhile (appends and folds never block each other: :mod:`canal.spark.changelog`).
+meanwhile (appends and folds never block each other: :mod:`canal.lake.changelog`).
 """
 
 from __future__ import annotations
@@ -40,18 +40,18 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from canal.spark import fs, names
-from canal.spark.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
-from canal.spark.types import MirrorError
+from canal.lake import fs, names
+from canal.lake.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
+from canal.lake.types import MirrorError
 
 if TYPE_CHECKING:
-    from canal.spark.mirror import ApplyResult, DeltaMirror
+    from canal.lake.mirror import ApplyResult, DeltaMirror
 
 RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill string, newest string"
 DONE_MARK = "done"  # the status of the row that ends a task's answer (its rows: the change rows it was given)
 DDL_MARK = "ddl"  # the status a one-partition task answers for a batch with DDL, having applied nothing
 # the status a one-partition task answers, having applied nothing, for a batch whose id the mirror finished already
-# but which holds changes after the position it reached (canal.spark.applied): the driver raises
+# but which holds changes after the position it reached (canal.lake.applied): the driver raises
 CHECKPOINT_MARK = "checkpoint"
 SPILL_PREFIX = "_pycanal_ddl_batch."  # files of batches with DDL handed from a task to the driver, in the root
 
@@ -128,8 +128,8 @@ def write_group(
 
 
 def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -> None:
-    """A Spark task's fold of one table (by its directory name, :func:`canal.spark.names.directory`)."""
-    from canal.spark.changelog import FoldRaceError
+    """A Spark task's fold of one table (by its directory name, :func:`canal.lake.names.directory`)."""
+    from canal.lake.changelog import FoldRaceError
 
     pair = names.parse(name)
     if pair is None:
@@ -153,7 +153,7 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
     newest = newest_position(rows)
     # the root's options, for the reads below (in an object store) before the task's mirror is built
     fs.register(settings["root"], "the mirror's root", settings.get("storage_options"))
-    if refuses(read_applied(settings["root"], settings["app_id"]), batch_id, newest):  # canal.spark.applied
+    if refuses(read_applied(settings["root"], settings["app_id"]), batch_id, newest):  # canal.lake.applied
         answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
     elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
         path = fs.join(os.fspath(settings["root"]), f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
@@ -245,10 +245,10 @@ def _drop_spills(root: str | os.PathLike[str], batch_id: int) -> None:
 
 def _checked(outcome: list[Any], expected: int, batch_id: int) -> list[Any]:
     """``outcome`` (collected result rows) when it holds the ``done`` or ``ddl`` rows of all ``expected`` task
-    answers (a ``done`` row counts the change rows its task was given); a :class:`~canal.spark.types.MirrorError`
+    answers (a ``done`` row counts the change rows its task was given); a :class:`~canal.lake.types.MirrorError`
     otherwise -- part of the answer was lost on its way to the driver, and the batch must fail rather than be
     recorded with fewer tables."""
-    from canal.spark.types import MirrorError
+    from canal.lake.types import MirrorError
 
     ends = sum(1 for row in outcome if row["status"] in (DONE_MARK, DDL_MARK, CHECKPOINT_MARK))
     if ends != expected:
@@ -267,8 +267,8 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
 
     began = time.perf_counter()
     mirror.check_folds()  # nothing of the batch written while a table's folds keep failing (mirror_health)
-    mirror.hold_lease()  # the driver writes the root (canal.spark.lease)
-    mirror.flush_staged()  # tasks append to the change logs: what the driver staged goes first (canal.spark.staged)
+    mirror.hold_lease()  # the driver writes the root (canal.lake.lease)
+    mirror.flush_staged()  # tasks append to the change logs: what the driver staged goes first (canal.lake.staged)
     mirror.tasks_append = True  # the driver's own folds must not trim by whole files while tasks append
     if not mirror.reach_checked:
         spark = df.sparkSession
@@ -370,12 +370,12 @@ def check_executors_reach(root: str, spark: Any) -> None:
     local path, the case this catches, is on no executor of another host."""
     import pyarrow as pa
 
-    from canal.spark.storage import StorageError
-    from canal.spark.types import MirrorUnreachableError
+    from canal.lake.storage import StorageError
+    from canal.lake.types import MirrorUnreachableError
 
     token = uuid.uuid4().hex
     probe = fs.join(root, f"{REACH_PREFIX}{token}")
-    options = fs.delta_options(root)  # a root in an object store: the options that reach it (canal.spark.fs)
+    options = fs.delta_options(root)  # a root in an object store: the options that reach it (canal.lake.fs)
     fs.makedirs(root)
     fs.write_bytes(probe, token.encode())
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from canal.config import InstanceConfig
 from canal.instance import Instance
-from canal.spark import fs
+from canal.lake import fs
+from canal.lake.mirror import Comparison, DeltaMirror, compare
 from canal.spark.batches import RunStats, run_batches
-from canal.spark.mirror import Comparison, DeltaMirror, compare
 
 
 def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, str] | None = None) -> Any:

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Final
 
-from canal.spark.types import MirrorError
+from canal.lake.types import MirrorError
 
 __all__ = ["MAX_DIRECTORY", "directory", "display", "parse", "table_path"]
 

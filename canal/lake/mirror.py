@@ -1,7 +1,7 @@
 """A Delta Lake mirror of source tables, applied idempotently per batch (``deltalake``, no JVM needed).
 
 ``DeltaMirror(root)`` keeps one Delta table per source table under ``root/{schema}.{table}``, each name escaped
-(:mod:`canal.spark.names`: ``shop.orders`` stays ``shop.orders``). :meth:`apply` takes one batch of change rows
+(:mod:`canal.lake.names`: ``shop.orders`` stays ``shop.orders``). :meth:`apply` takes one batch of change rows
 (:mod:`canal.spark.changes`) as ordered steps -- each table's rows up to the next DDL that
 touches it, that DDL, the next rows (:func:`_steps`; docs/architecture.md says why this is exact) -- journaled so a
 replay goes on after the last step done, and for each step, per table:
@@ -9,7 +9,7 @@ replay goes on after the last step done, and for each step, per table:
 * reduces the batch to the last change per primary key (deletes delete, inserts and updates upsert the full after
   image -- pycanal requires FULL row images); an update that changed the primary key (``old_keys``) also deletes
   the old key, so the mirror follows key changes, swaps and changed-then-deleted rows;
-* follows DDL through the one DDL code (:mod:`canal.spark.evolution`): ADD / DROP / RENAME / CHANGE / MODIFY COLUMN
+* follows DDL through the one DDL code (:mod:`canal.lake.evolution`): ADD / DROP / RENAME / CHANGE / MODIFY COLUMN
   with FIRST / AFTER rewrite the table to the source's column order, keeping each column's data across renames and
   moves; a declared type change converts the values as the server does (a smaller DECIMAL scale rounds half away
   from zero; a value that does not fit is a MirrorTypeError); RENAME TABLE moves the Delta table, a pair at a time;
@@ -46,23 +46,23 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from canal.lake import changelog, delta_append, drops, fs, staged, step_marks, table_moves
+from canal.lake import names as naming
+from canal.lake.applied import check_batch, newest_position, record_batch
+from canal.lake.cascade import ExpandedBatch, expand_cascades
+from canal.lake.changelog import FoldResult, quote, record_only
+from canal.lake.ddl_text import ddl_statement, fold_flags
+from canal.lake.evolution import Evolution, plan_evolution, renamed_tables
+from canal.lake.health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
+from canal.lake.lease import WriterLease
+from canal.lake.locations import local_path
+from canal.lake.narrowing import fit_declared, narrows
+from canal.lake.records import Recent
+from canal.lake.stops import check_cascades, check_statements
+from canal.lake.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
+from canal.lake.xa import HeldTransactions, held_directory
 from canal.log import destination_logger
 from canal.protocol import render_text
-from canal.spark import changelog, delta_append, drops, fs, staged, step_marks, table_moves
-from canal.spark import names as naming
-from canal.spark.applied import check_batch, newest_position, record_batch
-from canal.spark.changelog import FoldResult, quote, record_only
-from canal.spark.ddl_text import ddl_statement, fold_flags
-from canal.spark.evolution import Evolution, plan_evolution, renamed_tables
-from canal.spark.lease import WriterLease
-from canal.spark.locations import local_path
-from canal.spark.mirror_cascade import ExpandedBatch, expand_cascades
-from canal.spark.mirror_health import ERROR_CHARS, FoldHealth, MirrorMetrics, typed_storage_errors
-from canal.spark.mirror_stops import check_cascades, check_statements
-from canal.spark.mirror_xa import HeldTransactions, held_directory
-from canal.spark.narrowing import fit_declared, narrows
-from canal.spark.records import Recent
-from canal.spark.types import MirrorError, MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo, TableName
 
 OP_COLUMN = changelog.OP
@@ -83,14 +83,14 @@ class TableStats:
 @attrs.define(slots=True)
 class ApplyResult:
     batch_id: int
-    # table (its directory name, canal.spark.names: ``schema.table`` for plain names) -> "applied" | "skipped"
+    # table (its directory name, canal.lake.names: ``schema.table`` for plain names) -> "applied" | "skipped"
     tables: dict[str, str] = attrs.field(factory=dict)
     rows: int = 0
     merge_s: float = 0.0
     prepare_s: float = 0.0
     maintenance_s: float = 0.0  # scheduled compaction and vacuum after the batch (``optimize_every``, ...)
     folds: list[str] = attrs.field(factory=list)  # tables whose fold the batch started (merge_on_read)
-    staged: list[str] = attrs.field(factory=list)  # tables whose part the batch staged (canal.spark.staged)
+    staged: list[str] = attrs.field(factory=list)  # tables whose part the batch staged (canal.lake.staged)
     flushed: list[str] = attrs.field(factory=list)  # tables whose staged parts the batch appended to their logs
 
 
@@ -105,7 +105,7 @@ class _TablePlan:
     after: Any = None
     layout: str | None = None
     ddl: list[tuple[int, str, str]] = attrs.field(factory=list)  # (batch row, type, sql) in order
-    fold_names: bool = False  # its DDL comes from a server with lower_case_table_names=1 (canal.spark.ddl_text)
+    fold_names: bool = False  # its DDL comes from a server with lower_case_table_names=1 (canal.lake.ddl_text)
     at: Any = None  # the batch row of each kept change (parallel to keys / after)
     truncate: bool = False
     rows: int = 0
@@ -300,7 +300,7 @@ class DeltaMirror:
     make reads cheaper. Tables that exist keep their setting.
 
     ``mode``: ``merge_on_read`` (the default) appends each batch's last change per key to the table's change log
-    beside its base and folds the log into the base when it grows (:mod:`canal.spark.changelog`), so a batch costs
+    beside its base and folds the log into the base when it grows (:mod:`canal.lake.changelog`), so a batch costs
     what it holds whatever the table's size; read the current state with :meth:`read` (or
     :mod:`canal.spark.current`): the base alone is the source as of its last fold. ``copy_on_write`` MERGEs every
     batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
@@ -308,7 +308,7 @@ class DeltaMirror:
     background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``);
     a failed background fold is logged, counted (:meth:`metrics`) and tried again after the next batch; once a
     table's folds failed ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold
-    of it succeeds (:mod:`canal.spark.mirror_health`). A fold keeps the base files it replaces for
+    of it succeeds (:mod:`canal.lake.health`). A fold keeps the base files it replaces for
     ``retention_hours`` (time travel). DDL, TRUNCATE and a change of key fold the table first, within the batch.
 
     ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
@@ -318,17 +318,17 @@ class DeltaMirror:
     ``stage_rows``: merge-on-read, a table's part of a batch of at most this many rows is staged -- every such part
     of the batch written as one file, appended to the table's change log later, a few tables a batch
     (``stage_spread``: each batch flushes at least one in that many of the tables staged), or before anything else
-    writes the table (:mod:`canal.spark.staged`): a batch spread over many tables then costs about what one
+    writes the table (:mod:`canal.lake.staged`): a batch spread over many tables then costs about what one
     table's would. 0: never stage. Readers of the current state read staged changes too. ``stage_bytes``: the most
     a batch stages, and the most held staged after each batch (the oldest tables flushed first).
 
-    ``app_id``: one live mirror writes a root under an app id (:mod:`canal.spark.lease`; a second is refused with
+    ``app_id``: one live mirror writes a root under an app id (:mod:`canal.lake.lease`; a second is refused with
     ``MirrorLeaseError``): give each destination mirrored into one root its own.
 
     ``root``: a local path, a ``file://`` URI, or a prefix in an object store (``s3://bucket/mirror``, ``gs://``,
     ``az://``, ``abfss://``) reached with ``storage_options`` -- the keys ``deltalake`` takes (``AWS_ENDPOINT_URL``,
     ``AWS_ACCESS_KEY_ID``, ...), else the store's environment variables -- which travel to executors' tasks with the
-    mirror's settings and stay out of reprs and messages (:mod:`canal.spark.fs`).
+    mirror's settings and stay out of reprs and messages (:mod:`canal.lake.fs`).
 
     ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
     append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
@@ -392,7 +392,7 @@ class DeltaMirror:
         self._staged_by_batch: list[str] = []  # the batch's staged tables (base paths), for its ApplyResult
         self._flushed_by_batch: list[str] = []  # the tables whose staged parts it flushed (the same)
         # folds done, in the order they ended; background folds that failed (tried again after a later batch): the
-        # newest only (canal.spark.records)
+        # newest only (canal.lake.records)
         self.folds: list[FoldResult] = Recent(RECORDS_KEPT, RECORDS_KEPT, lambda _fold: 1)
         self.fold_errors: list[str] = Recent(RECORDS_KEPT, RECORD_CHARS, len)
         self._fold_lock = threading.Lock()
@@ -420,7 +420,7 @@ class DeltaMirror:
         self._applied_batches = 0  # batches that wrote something, for the maintenance schedule
         self._compact: set[str] = set()  # tables written since their last compaction
         # the root as text: a local path, or an object store's URI whose options this process registers for every
-        # location under it (canal.spark.fs); kept out of reprs and messages with the options
+        # location under it (canal.lake.fs); kept out of reprs and messages with the options
         self.root = fs.register(root, "the mirror's root", storage_options)
         self.storage_options: dict[str, str] = dict(storage_options or {})
         self.zero_dates: ZeroDates = zero_dates
@@ -435,18 +435,18 @@ class DeltaMirror:
         self.reach_checked = False  # whether Spark tasks were seen to reach the root (mirror_tasks)
         self.sole_log_writer = True
         """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so
-        appends may be written as Delta commits directly (:mod:`canal.spark.delta_append`). Spark tasks' mirrors
+        appends may be written as Delta commits directly (:mod:`canal.lake.delta_append`). Spark tasks' mirrors
         are not (folds run in other tasks); set it False where another process or mirror object folds the same
         root."""
         self.tasks_append = False
         """Whether Spark tasks have appended to this mirror's change logs (:mod:`canal.spark.mirror_tasks` sets
         it): its folds then trim through Delta's DELETE, whose conflict checks cover their appends and the
-        checkpoints those write, not by removing whole files (:func:`canal.spark.changelog.trim`)."""
+        checkpoints those write, not by removing whole files (:func:`canal.lake.changelog.trim`)."""
 
     # -- paths and versions --------------------------------------------------------------------------------------
 
     def table_path(self, schema: str, table: str) -> Path:
-        """The local directory of the mirror table of ``schema.table`` (:func:`canal.spark.names.directory`: escaped,
+        """The local directory of the mirror table of ``schema.table`` (:func:`canal.lake.names.directory`: escaped,
         one entry of the root); a :class:`~canal.errors.StorageLocationError` for a root in an object store, whose
         tables :meth:`table_location` names."""
         return local_path(self.table_location(schema, table), "the mirror table's location")
@@ -642,15 +642,15 @@ class DeltaMirror:
         self._fold_health.succeeded([path])
 
     def hold_lease(self) -> None:
-        """Take (or renew) this mirror's lease on its root and app id; :class:`~canal.spark.types.MirrorLeaseError`
-        when another live mirror writes them (:mod:`canal.spark.lease`)."""
+        """Take (or renew) this mirror's lease on its root and app id; :class:`~canal.lake.types.MirrorLeaseError`
+        when another live mirror writes them (:mod:`canal.lake.lease`)."""
         if self._lease is None:
             self._lease = WriterLease(self.root, self.app_id, self)
         self._lease.hold()
 
     def check_folds(self) -> None:
-        """:class:`~canal.spark.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a
-        row (:mod:`canal.spark.mirror_health`); :meth:`apply` asks first."""
+        """:class:`~canal.lake.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a
+        row (:mod:`canal.lake.health`); :meth:`apply` asks first."""
         self._fold_health.check(lambda path: Path(path).name)
 
     def metrics(self) -> MirrorMetrics:
@@ -888,8 +888,8 @@ class DeltaMirror:
         result.rows = table.num_rows
         newest, before = None, None
         if steps_journal:
-            self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.spark.lease)
-            # a batch id finished already with changes after the position it reached: a new query (canal.spark.applied)
+            self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.lake.lease)
+            # a batch id finished already with changes after the position it reached: a new query (canal.lake.applied)
             newest = newest_position(table)
             before = check_batch(self.root, self.app_id, batch_id, newest)
         journal = self._read_journal() if steps_journal else None
@@ -900,10 +900,10 @@ class DeltaMirror:
             self.history.append(result)
             return result
         done = journal[1] if journal is not None and journal[0] == batch_id else 0
-        # XA: prepared rows held until their XA COMMIT (canal.spark.mirror_xa); statements stop (mirror_stops)
+        # XA: prepared rows held until their XA COMMIT (canal.lake.xa); statements stop (mirror_stops)
         table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_id)
         check_statements(table)
-        # foreign keys' actions the binlog does not log: the children's rows added (canal.spark.mirror_cascade);
+        # foreign keys' actions the binlog does not log: the children's rows added (canal.lake.cascade);
         # a cascade without the source's foreign keys stops (mirror_stops)
         kept = ExpandedBatch(self.root, self.app_id)
         if steps_journal:
@@ -1569,7 +1569,7 @@ class DeltaMirror:
 
     def _direct_target(self, log: str, rows: Any) -> tuple[int, Any, Any] | None:
         """Where an append to an existing change log can be written as its next Delta commit directly
-        (:mod:`canal.spark.delta_append`: about a quarter of a millisecond against 2-7 ms through ``deltalake``,
+        (:mod:`canal.lake.delta_append`: about a quarter of a millisecond against 2-7 ms through ``deltalake``,
         which a batch spread over many tables pays per table): (the log's version, its Arrow schema, ``rows`` in that
         schema), when this process is the log's only writer and the rows have the log's columns; else None, and the
         caller appends through ``deltalake``. Called holding the table's append lock."""
@@ -1641,7 +1641,7 @@ class DeltaMirror:
         return self._staged()
 
     def _stage(self, appends: list[_LogAppend]) -> list[_LogAppend]:
-        """Stage the small ones of a step's appends, all in one file (:mod:`canal.spark.staged`); the others."""
+        """Stage the small ones of a step's appends, all in one file (:mod:`canal.lake.staged`); the others."""
         if self.stage_rows == 0 or not self.sole_log_writer or self.tasks_append:
             return appends
         small = [
@@ -1672,7 +1672,7 @@ class DeltaMirror:
         return [a for a in appends if id(a) not in taken]
 
     def flush_staged(self) -> None:
-        """Append every staged change to its table's change log (:mod:`canal.spark.staged`)."""
+        """Append every staged change to its table's change log (:mod:`canal.lake.staged`)."""
         parts = self._staged_if_any()
         for path in [] if parts is None else list(parts.tables):
             self._flush(path)
@@ -1741,7 +1741,7 @@ class DeltaMirror:
 
     def _created_by_this_step(self, path: str, statements: list[tuple[int, str]], fold_names: bool) -> bool:
         """Whether the table at ``path`` is the one this CREATE TABLE step made before a crash kept the step journal
-        from saying so (:mod:`canal.spark.step_marks`): the replay then creates it again, as the step did."""
+        from saying so (:mod:`canal.lake.step_marks`): the replay then creates it again, as the step did."""
         if self._step is None or len(statements) != 1:
             return False
         if not isinstance(ddl_statement(statements[0][1], fold_names), CreateTable):
@@ -2011,7 +2011,7 @@ def compare(
 
 @attrs.frozen(slots=True)
 class _RenamePair:
-    """One pair of a RENAME TABLE (the tables' directory names, :func:`canal.spark.names.directory`), a step of its
+    """One pair of a RENAME TABLE (the tables' directory names, :func:`canal.lake.names.directory`), a step of its
     own: the pairs apply in order, each seeing the ones before it (``a TO tmp, b TO a, tmp TO b``), and each is
     journaled."""
 

@@ -40,7 +40,7 @@ import uuid
 from typing import Any
 
 from canal.files import HardLinksUnsupportedError, rename_if_absent, write_new
-from canal.spark import fs
+from canal.lake import fs
 
 _LOG_DIR = "_delta_log"
 _CONFLICTING_ACTIONS = ("metaData", "protocol")
