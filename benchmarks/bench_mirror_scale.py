@@ -89,7 +89,7 @@ from canal.lake import (  # noqa: E402
     delta_append,
 )
 from canal.lake import names as naming  # noqa: E402
-from canal.lake.mirror import DEFAULT_FILE_BYTES  # noqa: E402
+from canal.lake.settings import DEFAULT_FILE_BYTES  # noqa: E402
 from canal.lake.types import arrow_type  # noqa: E402
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema  # noqa: E402
 from canal.spark.changes import SEQ_BITS, arrow_schema, entries_to_batch  # noqa: E402

@@ -349,7 +349,7 @@ def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_b
     source.mirror.wait_for_folds()
     assert threading.current_thread().name not in readers
     monkeypatch.undo()
-    kept = source.mirror._log_sizes  # read by a fold or compaction, counted on by the appends since
+    kept = source.mirror._folding.log_sizes  # read by a fold or compaction, counted on by the appends since
     paths = [str(source.mirror.table_path("shop", table.table)) for table in TABLES]
     assert any(path in kept for path in paths)
     for path in paths:

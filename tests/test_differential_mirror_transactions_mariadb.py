@@ -28,7 +28,7 @@ pytest.importorskip("deltalake")
 from capture_configs import capture_config
 
 from canal.errors import CanalError
-from canal.lake.mirror import MODES
+from canal.lake.settings import MODES
 from canal.lake.stops import MirrorStatementError
 from canal.spark import DeltaMirror, MirrorMode
 from canal.spark.testing import master_position, run_caught_up

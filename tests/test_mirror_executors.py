@@ -14,7 +14,7 @@ import attrs
 import pyarrow as pa
 import pytest
 
-from canal.lake.mirror import MODES
+from canal.lake.settings import MODES
 from canal.lake.types import MirrorError, MirrorStorageError
 from canal.spark import (
     DeltaMirror,

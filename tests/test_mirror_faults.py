@@ -156,9 +156,9 @@ def test_failing_background_folds_are_counted_and_then_refuse_batches(tmp_path: 
     from canal.lake import changelog
     from canal.spark import MirrorFoldError
 
-    mirror = _logged(tmp_path, max_fold_failures=2)
-    mirror.background_folds = True
-    mirror.fold_ratio = 0.001  # every batch's append makes the table's fold due
+    _logged(tmp_path).close()
+    # the same root in a mirror whose settings (a frozen value) make every batch's append a fold due
+    mirror = DeltaMirror(tmp_path, background_folds=True, fold_ratio=0.001, stage_rows=0, max_fold_failures=2)
     log_file = sorted(Path(changelog.log_path(tmp_path / "s.t")).glob("*.parquet"))[0]
     good = _damage(log_file)
     for number in (4, 5):

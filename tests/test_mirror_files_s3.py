@@ -16,11 +16,10 @@ pytest.importorskip("pyarrow")
 
 import pyarrow as pa
 
-from canal.lake import fs, staged
+from canal.lake import DeltaMirror, fs, staged
 from canal.lake.applied import Applied, applied_path, check_batch, read_applied, record_batch
 from canal.lake.cascade import ExpandedBatch
 from canal.lake.lease import LEASE_S, WriterLease, lease_path
-from canal.lake.mirror import DeltaMirror
 from canal.lake.step_marks import created_by, created_metadata
 from canal.lake.types import MirrorCheckpointError, MirrorError, MirrorLeaseError
 from canal.lake.xa import HeldTransactions, MirrorXAError, held_directory

@@ -137,7 +137,7 @@ def test_a_part_above_stage_rows_goes_to_its_log_after_the_parts_staged_before_i
     checked = 0
     for number in range(1, 15):
         source.apply(mirror, number, number)
-        parts = mirror._staged()
+        parts = mirror._staging.parts()
         for table in TABLES:
             path = str(mirror.table_path("shop", table.table))
             logged = delta_append_txn(changelog.log_path(path), mirror.app_id)
@@ -245,7 +245,7 @@ def test_a_flush_whose_process_died_before_deleting_its_files_appends_nothing_tw
     del first
     _assert_exact(DeltaMirror(tmp_path), source)  # copies of the logged changes: read once
     second = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
-    assert second._staged().tables == {}  # every part is in its log already: none taken up again
+    assert second._staging.parts().tables == {}  # every part is in its log already: none taken up again
     assert _staged_files(tmp_path) == []
     source.apply(second, 7, 9)
     second.close()
@@ -270,10 +270,10 @@ def test_a_replayed_batch_stages_nothing_twice(tmp_path: Path) -> None:
     journal.write_bytes(replay_from)
     del first
     second = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
-    holding_5 = {p for p, t in second._staged().tables.items() if 5 in t.batches}
+    holding_5 = {p for p, t in second._staging.parts().tables.items() if 5 in t.batches}
     assert holding_5
     second.apply(again, 5)
-    after = second._staged()
+    after = second._staging.parts()
     for table in TABLES:
         path = str(second.table_path("shop", table.table))
         # staged once (one table a batch is flushed after it: stage_spread)

@@ -22,7 +22,7 @@ from capture_configs import capture_config
 
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
-from canal.lake.mirror import MODES
+from canal.lake.settings import MODES
 from canal.lake.stops import MirrorStatementError
 from canal.protocol import EntryType, EventType
 from canal.spark import DeltaMirror, MirrorMode, run_batches

@@ -17,7 +17,7 @@ pytest.importorskip("deltalake")
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.files import temp_files_of, write_file_atomic
 from canal.instance import Instance
-from canal.lake.mirror import MirrorError
+from canal.lake.types import MirrorError
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror, Spool, current_rows, entries_to_batch, project

@@ -12,8 +12,11 @@ pyarrow and deltalake are imported when used (the ``lake`` extra); this package 
 from __future__ import annotations
 
 from canal.lake.changelog import FoldResult
+from canal.lake.compare import Comparison, compare
 from canal.lake.health import MirrorMetrics
-from canal.lake.mirror import ApplyResult, Comparison, DeltaMirror, MirrorMode, compare
+from canal.lake.mirror import DeltaMirror
+from canal.lake.results import ApplyResult, TableStats
+from canal.lake.settings import MirrorMode, MirrorSettings
 from canal.lake.stops import MirrorCascadeError, MirrorStatementError
 from canal.lake.storage import StorageError
 from canal.lake.types import (
@@ -39,11 +42,13 @@ __all__ = [
     "MirrorLeaseError",
     "MirrorMetrics",
     "MirrorMode",
+    "MirrorSettings",
     "MirrorStatementError",
     "MirrorStorageError",
     "MirrorTypeError",
     "MirrorUnreachableError",
     "MirrorXAError",
     "StorageError",
+    "TableStats",
     "compare",
 ]

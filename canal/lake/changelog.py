@@ -737,3 +737,32 @@ def clear(log: str, schema: Any) -> None:
     _replacing_files(
         log, lambda table: fs.write_delta(table, full.empty_table(), mode="overwrite", schema_mode="overwrite")
     )
+
+
+def key_range(source: Any, key_names: Sequence[str]) -> str:
+    """`` AND t.k >= lo AND t.k <= hi`` over the batch's first key column, when it is an integer or a string: every
+    key of the batch lies in that range, so the MERGE finds the same matches, and Delta skips the files whose key
+    statistics lie outside it instead of scanning the whole table (changes cluster: new rows at the end of the key
+    range, updates and deletes of recent ones). Empty for other key types and for nulls."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    name = key_names[0]
+    column = source.column(name)
+    if column.null_count or len(column) == 0:
+        return ""
+    kind = column.type
+    if pa.types.is_integer(kind):
+        bounds = pc.min_max(column)
+        lo, hi = str(bounds["min"].as_py()), str(bounds["max"].as_py())
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        bounds = pc.min_max(column)
+        lo, hi = (_sql_string(bounds[end].as_py()) for end in ("min", "max"))
+    else:
+        return ""
+    quoted = quote(name)
+    return f" AND t.{quoted} >= {lo} AND t.{quoted} <= {hi}"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

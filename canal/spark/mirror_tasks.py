@@ -9,7 +9,8 @@ own code, so no change row is collected to the driver:
 * a batch in several partitions grouped by table, each group by a task (``applyInArrow``), so a cluster adds mirror
   throughput -- after a first job that looks for DDL (the batch is cached for the two).
 
-Each task builds the mirror from :meth:`DeltaMirror.settings` (once per Python worker, kept for the next batches)
+Each task builds the mirror from :meth:`DeltaMirror.settings` (a frozen :class:`~canal.lake.settings.MirrorSettings`;
+once per Python worker and value, kept for the next batches)
 and applies its rows without the step journal: a table whose last
 committed batch id is at least the batch's is skipped, so a retried task, a replayed micro-batch and a speculative
 duplicate change nothing (merge-on-read: a duplicate append holds the same changes, and the latest change per key is
@@ -40,12 +41,16 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from canal.lake import fs, names
 from canal.lake.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
+from canal.lake.settings import MirrorSettings
 from canal.lake.types import MirrorError
 
 if TYPE_CHECKING:
-    from canal.lake.mirror import ApplyResult, DeltaMirror
+    from canal.lake.mirror import DeltaMirror
+    from canal.lake.results import ApplyResult
 
 RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill string, newest string"
 DONE_MARK = "done"  # the status of the row that ends a task's answer (its rows: the change rows it was given)
@@ -85,35 +90,25 @@ def _answer(rows: list[tuple[str, str, int, bool, str | None, str | None]]) -> A
     )
 
 
-_WORKER_MIRRORS: dict[tuple[tuple[str, Any], ...], DeltaMirror] = {}
+_WORKER_MIRRORS: dict[MirrorSettings, DeltaMirror] = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def _hashable(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(value)
-    if isinstance(value, dict):  # the storage options
-        return tuple(sorted(value.items()))
-    return value
-
-
-def worker_mirror(kind: type[DeltaMirror], settings: dict[str, Any]) -> DeltaMirror:
+def worker_mirror(kind: type[DeltaMirror], settings: MirrorSettings) -> DeltaMirror:
     """The mirror a task writes with (``kind``: the driver's mirror class, so this module need not import it): one
     per settings in a Python worker, kept between tasks so its open Delta tables are reused; it starts no fold of its
     own and never writes on executors itself."""
-    key = tuple(sorted((k, _hashable(v)) for k, v in settings.items()))
     with _WORKER_LOCK:
-        mirror = _WORKER_MIRRORS.get(key)
+        mirror = _WORKER_MIRRORS.get(settings)
         if mirror is None:
-            options = {**settings, "background_folds": False, "on_executors": False}
-            root = options.pop("root")
-            mirror = _WORKER_MIRRORS[key] = kind(root, **options)
+            own = attrs.evolve(settings, background_folds=False, on_executors=False)
+            mirror = _WORKER_MIRRORS[settings] = kind(**own.arguments())
             mirror.sole_log_writer = False  # folds run in other tasks: appends go through deltalake's checks
         return mirror
 
 
 def write_group(
-    kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, rows: Any, newest: tuple[str, int] | None = None
+    kind: type[DeltaMirror], settings: MirrorSettings, batch_id: int, rows: Any, newest: tuple[str, int] | None = None
 ) -> Any:
     """One table's change rows of a batch (a pyarrow Table), applied by a task: one result row per table, then the
     ``done`` row (reporting ``newest``, the position of the newest change, when the task's caller found it)."""
@@ -127,7 +122,7 @@ def write_group(
     return _answer(answer)
 
 
-def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -> None:
+def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, name: str) -> None:
     """A Spark task's fold of one table (by its directory name, :func:`canal.lake.names.directory`)."""
     from canal.lake.changelog import FoldRaceError
 
@@ -141,7 +136,7 @@ def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -
         worker_mirror(kind, settings).fold(schema, table)
 
 
-def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, batches: Any) -> Any:
+def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, batch_id: int, batches: Any) -> Any:
     """A micro-batch held by one partition, applied by its task (tables in parallel threads) -- or, when it holds
     DDL, written to a file in the mirror's root and answered with one row naming it, nothing applied: the driver
     then applies it, in order, without reading the batch a second time."""
@@ -152,11 +147,11 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
     rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
     newest = newest_position(rows)
     # the root's options, for the reads below (in an object store) before the task's mirror is built
-    fs.register(settings["root"], "the mirror's root", settings.get("storage_options"))
-    if refuses(read_applied(settings["root"], settings["app_id"]), batch_id, newest):  # canal.lake.applied
+    fs.register(settings.root, "the mirror's root", settings.options or None)
+    if refuses(read_applied(settings.root, settings.app_id), batch_id, newest):  # canal.lake.applied
         answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
     elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
-        path = fs.join(os.fspath(settings["root"]), f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
+        path = fs.join(settings.root, f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
         _spill(path, rows)
         answer = _answer([("", DDL_MARK, rows.num_rows, False, path, _spelled(newest))])
     elif rows.num_rows == 0:

@@ -10,8 +10,7 @@ from typing import Any
 
 from canal.config import InstanceConfig
 from canal.instance import Instance
-from canal.lake import fs
-from canal.lake.mirror import Comparison, DeltaMirror, compare
+from canal.lake import Comparison, DeltaMirror, compare, fs
 from canal.spark.batches import RunStats, run_batches
 
 
