@@ -44,7 +44,7 @@ class TableDDL:
         self._replaces_checked: set[str] = set()  # object store: tables no rewrite is left unfinished in (recovered)
 
     def table_location(self, schema: str, table: str) -> str:
-        return fs.join(self._settings.root, naming.directory(schema, table))
+        return naming.location(self._settings.root, schema, table)
 
     def _new_table_configuration(self) -> dict[str, str | None]:
         return {"delta.targetFileSize": str(self._settings.file_bytes)}

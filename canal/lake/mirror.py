@@ -307,7 +307,7 @@ class DeltaMirror:
     def table_location(self, schema: str, table: str) -> str:
         """Where the mirror table of ``schema.table`` is: a local path as text, or a URI under the object-store root
         (what ``deltalake`` and :mod:`canal.spark.current` take, with the root's ``storage_options``)."""
-        return fs.join(self.root, naming.directory(schema, table))
+        return naming.location(self.root, schema, table)
 
     def _holds(self, schema: str, table: str) -> bool:
         """Whether the mirror keeps a copy of ``schema.table`` (a foreign key's action there would go unseen)."""
@@ -550,7 +550,7 @@ class DeltaMirror:
             self.history.append(result)
             return result
         done = journal[1] if journal is not None and journal[0] == batch_id else 0
-        # XA: prepared rows held until their XA COMMIT (canal.lake.xa); statements stop (mirror_stops)
+        # XA: prepared rows held until their XA COMMIT (canal.lake.xa); statements stop (canal.lake.stops)
         table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_id)
         check_statements(table)
         # foreign keys' actions the binlog does not log: the children's rows added (canal.lake.cascade);
