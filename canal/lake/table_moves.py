@@ -1,10 +1,10 @@
 """Moving and replacing a mirror table in an object store, where there is no rename.
 
-Locally a RENAME TABLE renames the table's directory and its change log's, and a rewrite that reorders columns
-writes the table anew beside itself and swaps the two by renames (:meth:`DeltaMirror._move`, ``_recreate``). An
+Locally a RENAME TABLE renames the table's directory and its change log's, and a rewrite that reorders columns writes
+the table anew beside itself and swaps the two by renames (:meth:`canal.lake.evolve.TableDDL.move`, ``_recreate``). An
 object store has no rename: a table is moved by copying its objects (server-side) and deleting the originals. Each
-function here orders its copies and deletes so that a crash at any point leaves a state the same call, made again
-when the step journal replays the step, finishes:
+function here orders its copies and deletes so that a crash at any point leaves a state the same call, made again when
+the step journal replays the step, finishes:
 
 * a copy writes the Delta log (``_delta_log``) last (:func:`canal.lake.fs.copy_tree`), so a partial copy is not a
   table, or is one whose files are all the source's (:func:`_copy_of`) -- told apart from a table of that name the

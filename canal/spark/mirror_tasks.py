@@ -261,7 +261,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     from pyspark.sql import functions as F
 
     began = time.perf_counter()
-    mirror.check_folds()  # nothing of the batch written while a table's folds keep failing (mirror_health)
+    mirror.check_folds()  # nothing of the batch written while a table's folds keep failing (canal.lake.health)
     mirror.hold_lease()  # the driver writes the root (canal.lake.lease)
     mirror.flush_staged()  # tasks append to the change logs: what the driver staged goes first (canal.lake.staged)
     mirror.tasks_append = True  # the driver's own folds must not trim by whole files while tasks append
