@@ -20,6 +20,7 @@ from canal.lake import DeltaMirror, fs, staged
 from canal.lake.applied import Applied, applied_path, check_batch, read_applied, record_batch
 from canal.lake.cascade import ExpandedBatch
 from canal.lake.lease import LEASE_S, WriterLease, lease_path
+from canal.lake.settings import MirrorSettings
 from canal.lake.step_marks import created_by, created_metadata
 from canal.lake.types import MirrorCheckpointError, MirrorError, MirrorLeaseError
 from canal.lake.xa import HeldTransactions, MirrorXAError, held_directory
@@ -196,7 +197,7 @@ def test_the_expanded_batch_is_kept_in_the_store_until_a_later_one(root: str, s3
 def test_a_ddl_batch_is_handed_to_the_driver_through_the_store(root: str, s3_bucket: S3Bucket) -> None:
     rows = pa.table({"is_ddl": [True], "sql": ["CREATE TABLE t (id int)"]})
     answer = pa.Table.from_batches(
-        list(write_partition(DeltaMirror, {"root": root, "app_id": "app"}, 5, rows.to_batches()))
+        list(write_partition(DeltaMirror, MirrorSettings(root=root, app_id="app"), 5, rows.to_batches()))
     )
     (spill,) = answer.column("spill").to_pylist()
     assert answer.column("status").to_pylist() == ["ddl"] and spill.startswith(f"{root}/{SPILL_PREFIX}5.")
