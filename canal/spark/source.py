@@ -77,6 +77,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -375,7 +376,10 @@ def close_sessions() -> None:
 atexit.register(close_sessions)
 
 
-_STALLED_WAITS = 10  # AvailableNow: read.timeout waits without the parser reading anything before a run ends short
+# AvailableNow: how long the parser may read nothing new before a run ends short (a server gone): ten read.timeouts,
+# and never less than _STALLED_MIN_S -- on a loaded machine a parser can pause longer than ten short timeouts
+_STALLED_WAITS = 10
+_STALLED_MIN_S = 20.0
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
 
 
@@ -619,15 +623,18 @@ class CanalStreamReader:
         """Trigger.AvailableNow ends at the first empty micro-batch, so an empty wait is not the end while data
         available now is still on its way: a snapshot's rows (however long its next chunk takes), and the binlog up to
         the target while the parser has not read that far (a loaded machine decodes slower than ``read.timeout``).
-        A parser that reads nothing new for :data:`_STALLED_WAITS` waits in a row (a server gone) ends the run."""
+        A parser that reads nothing new for :data:`_STALLED_WAITS` waits, and at least :data:`_STALLED_MIN_S`, (a
+        server gone) ends the run."""
+        patience = max(_STALLED_WAITS * self.read_timeout, _STALLED_MIN_S)
         stalled = 0
+        since = time.monotonic()  # the parser's last progress
         reached = _read_position(instance)
         while True:
             if _snapshot_running(instance):
-                stalled = 0
+                stalled, since = 0, time.monotonic()
             elif reached is not None and _at_or_past(reached, target):
                 return instance.get_without_ack(size, None)  # read that far: what is handed off is in the store
-            elif stalled >= _STALLED_WAITS or not _parser_running(instance):
+            elif (stalled >= _STALLED_WAITS and time.monotonic() - since >= patience) or not _parser_running(instance):
                 destination_logger(__name__, self.destination).warning(
                     "Trigger.AvailableNow: the parser has read to %s, short of the target %s, and has read nothing "
                     "for %d waits of %.1f s: the run ends here and the next one goes on from its offset",
@@ -641,7 +648,10 @@ class CanalStreamReader:
             if msg.id != EMPTY_MESSAGE_ID:
                 return msg
             now = _read_position(instance)
-            stalled = 0 if now != reached else stalled + 1
+            if now != reached:
+                stalled, since = 0, time.monotonic()
+            else:
+                stalled += 1
             reached = now
 
     def _ack_spooled(self, session: _Session, start: Offset) -> None:
