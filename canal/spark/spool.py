@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -33,6 +33,12 @@ _LOG = logging.getLogger(__name__)
 
 class SpoolError(CanalError):
     """A spooled batch cannot be read back: the batch it holds cannot be replayed identically."""
+
+
+INLINE_PIECE_BYTES: Final = 8 << 20
+"""About how many bytes of Arrow data one :class:`InlineRows` holds: a micro-batch's rows are cut into pieces of
+this size, each a task's, so that no task is near Spark's RPC message limit (``spark.rpc.message.maxSize``, 128 MB)
+and the executors read the pieces in parallel."""
 
 
 class Spool:
@@ -99,6 +105,47 @@ class Spool:
         """What a task needs to read the batch that starts at ``start`` itself (:func:`read_spooled`)."""
         return SpooledRows(self.storage, self.name_for(start))
 
+    def inline(self, start: Offset) -> list[InlineRows] | None:
+        """The rows spooled for ``start`` as :class:`InlineRows`, each about :data:`INLINE_PIECE_BYTES` of Arrow data
+        or less (a record batch bigger than that is cut), none when the batch has no rows; None when there is no
+        such file. Read here (on the driver), so the tasks need no access to the spool."""
+        import pyarrow as pa
+
+        piece_bytes = INLINE_PIECE_BYTES
+
+        pieces: list[list[Any]] = [[]]
+        filled = 0
+        try:
+            with _spool_file(self.storage, self.name_for(start)) as reader:
+                for i in range(reader.num_record_batches):
+                    batch = reader.get_batch(i).replace_schema_metadata(None)
+                    if not batch.num_rows:
+                        continue
+                    row_bytes = max(batch.nbytes // batch.num_rows, 1)
+                    at = 0
+                    while at < batch.num_rows:
+                        take = max((piece_bytes - filled) // row_bytes, 1 if not filled else 0)
+                        if take == 0:
+                            pieces.append([])
+                            filled = 0
+                            continue
+                        part = batch.slice(at, take)
+                        pieces[-1].append(part)
+                        filled += part.num_rows * row_bytes
+                        at += part.num_rows
+                schema = reader.schema.remove_metadata()
+                inlined = []
+                for piece in pieces:
+                    if piece:
+                        sink = pa.BufferOutputStream()
+                        with pa.ipc.new_stream(sink, schema) as writer:
+                            for part in piece:
+                                writer.write_batch(part)
+                        inlined.append(InlineRows(sink.getvalue().to_pybytes()))
+        except FileNotFoundError:
+            return None
+        return inlined
+
     def discard(self, start: Offset) -> None:
         """Delete the file of the batch that starts at ``start``, if there is one."""
         self.storage.delete(self.name_for(start))
@@ -120,6 +167,18 @@ class SpooledRows:
 
     storage: Storage
     name: str
+
+
+@attrs.frozen(repr=False)
+class InlineRows:
+    """An input partition of a micro-batch's binlog rows carried in the partition itself: an Arrow IPC stream read
+    from the spool on the driver. Spark hands it to the task as it is (bytes), so the task needs no access to
+    ``spool.dir``, and the driver's JVM holds the bytes rather than rows."""
+
+    data: bytes
+
+    def __repr__(self) -> str:
+        return f"InlineRows({len(self.data)} bytes)"
 
 
 @contextlib.contextmanager
@@ -190,6 +249,14 @@ def discard_numbered(storage: Storage, directory: str, through: int) -> None:
                 storage.delete(where)
             except (OSError, CanalError) as exc:  # spent: a file left behind costs space, not correctness
                 _LOG.warning("could not delete spent spool file %s: %s", storage.locate(where), exc)
+
+
+def read_inline(rows: InlineRows) -> Iterator[Any]:
+    """The record batches of an :class:`InlineRows` (not copied: they point into its bytes)."""
+    import pyarrow as pa
+
+    with pa.ipc.open_stream(pa.py_buffer(rows.data)) as reader:
+        yield from reader
 
 
 def read_spooled(rows: SpooledRows) -> Any:
