@@ -373,12 +373,12 @@ def run(
         finally:
             stop_spark(spark)
         local = figures(run_)
-        print(f"local mode: {local['whole_rows_per_s']:,} rows/s, steady {local['steady_rows_per_s']:,}", flush=True)
+        print(f"local mode: {local['whole_rows_per_s']:,} rows/s, steady {local['steady_rows_per_s']}", flush=True)
         on_cluster = None
         if cluster:
             on_cluster = cluster_stream(server, start, work / "cluster", max_entries, buffer_size, expected)
             print(
-                f"cluster: {on_cluster['whole_rows_per_s']:,} rows/s, steady {on_cluster['steady_rows_per_s']:,}",
+                f"cluster: {on_cluster['whole_rows_per_s']:,} rows/s, steady {on_cluster['steady_rows_per_s']}",
                 flush=True,
             )
         # Spark's own floor, in a new session: an AvailableNow query of a simple reader with one row, its batch
