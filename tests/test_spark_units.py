@@ -769,8 +769,8 @@ def test_without_a_shared_spool_the_partitions_carry_the_rows_read_beside_the_sp
 ) -> None:
     """With ``spool.shared`` off (the default on a cluster) the planner, on the driver beside the spool, reads a
     micro-batch's rows -- prefetched or replayed after a restart alike -- and hands them to Spark inside the input
-    partitions, in pieces: a task reads them with no access to ``spool.dir``. With ``spool.shared`` the partition
-    names the file instead. A micro-batch with no spool file is a typed error."""
+    partition (in pieces when too big for one task): a task reads them with no access to ``spool.dir``. With
+    ``spool.shared`` the partition names the file instead. A micro-batch with no spool file is a typed error."""
     import pickle
 
     import pyarrow as pa
@@ -786,7 +786,9 @@ def test_without_a_shared_spool_the_partitions_carry_the_rows_read_beside_the_sp
     end = {**start, "batch": 1, "spooled": start}
     reader = CanalDataSource(options).streamReader(None)
     assert isinstance(reader, CanalPartitionedStreamReader) and not reader.shared
-    monkeypatch.setattr("canal.spark.spool.INLINE_PIECE_BYTES", 40_000)  # several pieces of this micro-batch
+    whole = reader.partitions(start, end)
+    assert len(whole) == 1 and isinstance(whole[0].value, InlineRows)  # one task: the mirror's one-partition path
+    monkeypatch.setattr("canal.spark.spool.INLINE_PIECE_BYTES", len(whole[0].value.data) // 3)
     values = [pickle.loads(pickle.dumps(p.value)) for p in reader.partitions(start, end)]  # as Spark ships them
     assert len(values) > 2 and all(isinstance(v, InlineRows) for v in values)
     shutil.rmtree(tmp_path / "spool")  # a task on an executor that does not see spool.dir

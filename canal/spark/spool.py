@@ -35,10 +35,11 @@ class SpoolError(CanalError):
     """A spooled batch cannot be read back: the batch it holds cannot be replayed identically."""
 
 
-INLINE_PIECE_BYTES: Final = 8 << 20
-"""About how many bytes of Arrow data one :class:`InlineRows` holds: a micro-batch's rows are cut into pieces of
-this size, each a task's, so that no task is near Spark's RPC message limit (``spark.rpc.message.maxSize``, 128 MB)
-and the executors read the pieces in parallel."""
+INLINE_PIECE_BYTES: Final = 64 << 20
+"""The most bytes one :class:`InlineRows` holds (LZ4-compressed Arrow IPC; the change rows of a 64 MB store's
+micro-batch take 10-40 MB): a task whose partition held more would near Spark's limit on a message to an executor
+(``spark.rpc.message.maxSize``, 128 MB), so such a micro-batch is cut in pieces, one task each. One piece is the
+rule: the mirror writes a one-partition micro-batch in one task, while several are grouped by table (a shuffle)."""
 
 
 class Spool:
@@ -106,45 +107,19 @@ class Spool:
         return SpooledRows(self.storage, self.name_for(start))
 
     def inline(self, start: Offset) -> list[InlineRows] | None:
-        """The rows spooled for ``start`` as :class:`InlineRows`, each about :data:`INLINE_PIECE_BYTES` of Arrow data
-        or less (a record batch bigger than that is cut), none when the batch has no rows; None when there is no
-        such file. Read here (on the driver), so the tasks need no access to the spool."""
+        """The rows spooled for ``start`` as :class:`InlineRows` -- one, unless its bytes would pass
+        :data:`INLINE_PIECE_BYTES`; then halves, until each fits (or holds one row) --, none when the batch has no
+        rows; None when there is no such file. Read here (on the driver), so the tasks need no access to the
+        spool."""
         import pyarrow as pa
 
-        piece_bytes = INLINE_PIECE_BYTES
-
-        pieces: list[list[Any]] = [[]]
-        filled = 0
         try:
             with _spool_file(self.storage, self.name_for(start)) as reader:
-                for i in range(reader.num_record_batches):
-                    batch = reader.get_batch(i).replace_schema_metadata(None)
-                    if not batch.num_rows:
-                        continue
-                    row_bytes = max(batch.nbytes // batch.num_rows, 1)
-                    at = 0
-                    while at < batch.num_rows:
-                        take = max((piece_bytes - filled) // row_bytes, 1 if not filled else 0)
-                        if take == 0:
-                            pieces.append([])
-                            filled = 0
-                            continue
-                        part = batch.slice(at, take)
-                        pieces[-1].append(part)
-                        filled += part.num_rows * row_bytes
-                        at += part.num_rows
-                schema = reader.schema.remove_metadata()
-                inlined = []
-                for piece in pieces:
-                    if piece:
-                        sink = pa.BufferOutputStream()
-                        with pa.ipc.new_stream(sink, schema) as writer:
-                            for part in piece:
-                                writer.write_batch(part)
-                        inlined.append(InlineRows(sink.getvalue().to_pybytes()))
+                batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+                rows = pa.Table.from_batches([b for b in batches if b.num_rows], reader.schema)
         except FileNotFoundError:
             return None
-        return inlined
+        return _inline(rows.replace_schema_metadata(None)) if rows.num_rows else []
 
     def discard(self, start: Offset) -> None:
         """Delete the file of the batch that starts at ``start``, if there is one."""
@@ -249,6 +224,21 @@ def discard_numbered(storage: Storage, directory: str, through: int) -> None:
                 storage.delete(where)
             except (OSError, CanalError) as exc:  # spent: a file left behind costs space, not correctness
                 _LOG.warning("could not delete spent spool file %s: %s", storage.locate(where), exc)
+
+
+def _inline(rows: Any) -> list[InlineRows]:
+    """``rows`` (a table) as LZ4-compressed Arrow IPC streams of at most :data:`INLINE_PIECE_BYTES` (halved until
+    they fit; one row always goes whole)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_table(rows)
+    data = sink.getvalue()
+    if data.size <= INLINE_PIECE_BYTES or rows.num_rows == 1:
+        return [InlineRows(data.to_pybytes())]
+    half = rows.num_rows // 2
+    return _inline(rows.slice(0, half)) + _inline(rows.slice(half))
 
 
 def read_inline(rows: InlineRows) -> Iterator[Any]:
