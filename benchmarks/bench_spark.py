@@ -6,9 +6,8 @@ private MariaDB's binlog before the query starts.
 
 Headline (``whole_rows_per_s``): one ``readStream.format("canal")`` -> ``foreachBatch(DeltaMirror)`` query with
 ``Trigger.AvailableNow`` and the source's defaults -- in this local-mode session ``spool.shared=true``: the executors
-see the spool, so each micro-batch's task reads its rows from the spool file instead of through the driver's JVM
-(``--driver-rows`` turns it off) --, timed from ``start()`` until it has
-terminated: the first micro-batch (reader process start, instance start, nothing prefetched) included, no warm-up
+see the spool, so each micro-batch's task reads its rows from the spool file instead of getting them from the driver
+inside its input partition (``--driver-rows`` turns it off) --, timed from ``start()`` until it has terminated: the first micro-batch (reader process start, instance start, nothing prefetched) included, no warm-up
 over the same data. The Spark session exists before (a user's job has one); nothing of the pipeline has run in this
 process before (the baselines below run after the query). ``steady_rows_per_s`` (labelled: not what a user gets)
 leaves the first micro-batch out.
@@ -41,9 +40,21 @@ the run's rows over ``reader_start_s`` plus the decode-only baseline's time for 
 decoding began the moment the reader was asked and encoding, Spark's transfer and the MERGE cost nothing (decoding is
 one thread: a binlog is one ordered stream).
 
+The cluster (``--cluster``): the same query over the same binlog, after the local one, on a private standalone
+cluster of a master and two one-core workers on this machine (:class:`canal.testing.services.SparkCluster`: each
+worker in its own mount namespace, blind to the driver's temporary directory, as on another host; needs root), with
+the source's defaults for that deployment -- ``spool.dir`` next to the checkpoint on the driver's host, so
+``spool.shared`` is off and the driver sends each micro-batch's rows inside its task's partition -- and the mirror's
+root in a directory every process sees (``/var/tmp``: a shared file system's stand-in; the local run's mirror is on
+the same disk). Its driver is this process, in a new JVM, its executors registered before ``start()``.
+``cluster_local_ratio`` = the cluster's ``steady_rows_per_s`` / local mode's (goal >= 0.7), with the cluster's
+whole-run figure beside it; its micro-batches' costs under ``cluster`` in the JSON. The cluster, its JVMs and its
+mirror are gone before the baselines run. ``--changes N`` runs a smaller workload (same proportions).
+
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... embedded_rows_per_s=...
-steady_embedded_ratio=...``; JSON in
+steady_embedded_ratio=...`` (with ``--cluster`` also ``cluster_local_ratio=... cluster_whole_rows_per_s=...
+cluster_steady_rows_per_s=...``); JSON in
 ``benchmarks/results/bench_spark.json``.
 """
 
@@ -493,7 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the instance store's size (canal.instance.memory.buffer.size; default the source's, 65536)",
     )
     parser.add_argument(
-        "--driver-rows", action="store_true", help="leave spool.shared off: the rows pass through the driver's JVM"
+        "--driver-rows",
+        action="store_true",
+        help="leave spool.shared off: the driver reads the rows and sends them inside the tasks' partitions",
     )
     parser.add_argument(
         "--cluster",

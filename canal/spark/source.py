@@ -17,16 +17,18 @@ Options (strings, as Spark passes them) are declared, with their defaults, in :m
 events, at least one. The source applies them itself (PySpark passes read limits only to a
 ``DataSourceStreamReader``).
 
-Where the rows reach Spark. By default the reader is a simple one: Spark takes a micro-batch's rows from it on the
-driver, stores them in the driver's block manager (Java serialization) and reads them back in the batch's task.
-With ``spool.shared=true`` -- ``spool.dir`` reachable from every executor at the same path: one machine, or a shared
-file system; the default when :func:`canal.spark.register` was given a local-mode session -- the reader is a
-``DataSourceStreamReader`` whose input partition names the batch's spool file (:class:`SpooledRows`), and the task
-memory-maps it: the rows skip the driver's JVM.
+Where the rows reach Spark. The reader is a ``DataSourceStreamReader`` (:mod:`canal.spark.datasource`) whose input
+partitions carry a micro-batch's rows to its task. By default the planner, on the driver beside the spool, reads the
+batch's spool file and puts its rows in the partition (:class:`~canal.spark.spool.InlineRows`: LZ4-compressed Arrow
+IPC), so no executor needs ``spool.dir``. With ``spool.shared=true`` -- ``spool.dir`` reachable from every executor
+at the same path: one machine, a shared file system, an object store; the default when :func:`canal.spark.register`
+was given a local-mode session or ``spool.dir`` is in an object store -- the partition names the spool file
+(:class:`SpooledRows`), and the task memory-maps it: the rows skip the driver.
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
-options. ``read(start)`` pulls entries (``get_without_ack``) up to the caps, writes the batch's rows *and* end
+options. ``read(start)`` (and ``latestOffset``, :meth:`CanalStreamReader.latest`, which Spark calls) pulls entries
+(``get_without_ack``) up to the caps, writes the batch's rows *and* end
 offset to the spool file named by ``start`` (Arrow IPC, written atomically), acks the instance batches it holds,
 then returns them. An instance batch a cap cuts carries its rest into the next micro-batch and is acked with that
 one. ``commit(end)`` deletes the spool files up to ``end``. With ``prefetch``, as soon as ``read`` returns, a thread
@@ -46,9 +48,9 @@ Exactly-once replay. The Spark checkpoint is the authority on positions: wheneve
 somewhere other than ``start`` (a new runner process, a restart), it restarts the instance at the cursor ``start``
 names (row-exact inside a transaction). A batch Spark planned but did not commit is replayed from the spool --
 ``readBetweenOffsets(start, end)`` and a repeated ``read(start)`` both return exactly the spooled rows and end offset,
-so a replay never depends on how the binlog happens to be cut into batches the second time. The simple reader's replay
-is read by the planner on the driver, beside the spool, and reaches the task through Spark like any micro-batch's
-rows (:class:`canal.spark.datasource` ``_ReplayOnDriver``): executors never need the driver's ``spool.dir``.
+so a replay never depends on how the binlog happens to be cut into batches the second time. The planner reads a
+replayed micro-batch's rows from the spool like any other's (:meth:`CanalStreamReader.partition_values`), so without
+``spool.shared`` executors never need the driver's ``spool.dir``.
 
 Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` records the master's current binlog position; reads stop at
 the first entry past it. Spark ends the run at the first read that brings nothing, so an empty read waits while the
