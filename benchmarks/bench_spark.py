@@ -7,8 +7,9 @@ private MariaDB's binlog before the query starts.
 Headline (``whole_rows_per_s``): one ``readStream.format("canal")`` -> ``foreachBatch(DeltaMirror)`` query with
 ``Trigger.AvailableNow`` and the source's defaults -- in this local-mode session ``spool.shared=true``: the executors
 see the spool, so each micro-batch's task reads its rows from the spool file instead of getting them from the driver
-inside its input partition (``--driver-rows`` turns it off) --, timed from ``start()`` until it has terminated: the first micro-batch (reader process start, instance start, nothing prefetched) included, no warm-up
-over the same data. The Spark session exists before (a user's job has one); nothing of the pipeline has run in this
+inside its input partition (``--driver-rows`` turns it off) --, timed from ``start()`` until it has terminated: the
+first micro-batch (reader process start, instance start, nothing prefetched) included, no warm-up over the same
+data. The Spark session exists before (a user's job has one); nothing of the pipeline has run in this
 process before (the baselines below run after the query). ``steady_rows_per_s`` (labelled: not what a user gets)
 leaves the first micro-batch out.
 
