@@ -316,7 +316,9 @@ def cluster_stream(
             print(f"cluster: master and two workers ready in {cluster.ready_seconds:.1f} s", flush=True)
             os.environ.update(cluster.driver_env())
             builder = SparkSession.builder.appName("pycanal-bench-cluster")
-            for key, value in {**cluster.driver_conf(), **spark_conf(None)}.items():
+            # the local session's settings (local_spark) where the cluster's do not say otherwise
+            same = {"spark.sql.execution.arrow.pyspark.enabled": "true", "spark.sql.streaming.stopTimeout": "30s"}
+            for key, value in {**cluster.driver_conf(), **same, **spark_conf(None)}.items():
                 builder = builder.config(key, value)
             spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
