@@ -29,7 +29,7 @@ KNOWN_CLIENT_ERROR = "Unknown response: Plan observed(__python_accumulator__"
 def run_pipeline(work: Path, mariadb: Any) -> str:
     import pyspark
 
-    from canal.spark.testing import TEST_JVM_OPTIONS
+    from canal.testing.services.spark import TEST_JVM_OPTIONS
 
     spark_home = Path(pyspark.__file__).resolve().parent
     env = {
@@ -43,7 +43,7 @@ def run_pipeline(work: Path, mariadb: Any) -> str:
         "SHOP_MYSQL_PASSWORD": mariadb.password,
         "SHOP_DATABASE": mariadb.database,
         # every JVM the command starts (the launcher's, the Connect server's): tuned for short jobs, as the suite's
-        # other Spark JVMs are (canal.spark.testing.TEST_JVM_OPTIONS)
+        # other Spark JVMs are
         "JDK_JAVA_OPTIONS": TEST_JVM_OPTIONS,
     }
     done = subprocess.run(

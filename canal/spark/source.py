@@ -626,25 +626,23 @@ class CanalStreamReader:
         """Trigger.AvailableNow ends at the first empty micro-batch, so an empty wait is not the end while data
         available now is still on its way: a snapshot's rows (however long its next chunk takes), and the binlog up to
         the target while the parser has not read that far (a loaded machine decodes slower than ``read.timeout``).
-        A parser that reads nothing new for :data:`_STALLED_WAITS` waits, and at least :data:`_STALLED_MIN_S`, (a
-        server gone) ends the run."""
+        A parser that reads nothing new for :data:`_STALLED_WAITS` ``read.timeout`` s, and at least
+        :data:`_STALLED_MIN_S`, (a server gone) ends the run."""
         patience = max(_STALLED_WAITS * self.read_timeout, _STALLED_MIN_S)
-        stalled = 0
         since = time.monotonic()  # the parser's last progress
         reached = _read_position(instance)
         while True:
             if _snapshot_running(instance):
-                stalled, since = 0, time.monotonic()
+                since = time.monotonic()
             elif reached is not None and _at_or_past(reached, target):
                 return instance.get_without_ack(size, None)  # read that far: what is handed off is in the store
-            elif (stalled >= _STALLED_WAITS and time.monotonic() - since >= patience) or not _parser_running(instance):
+            elif time.monotonic() - since >= patience or not _parser_running(instance):
                 destination_logger(__name__, self.destination).warning(
                     "Trigger.AvailableNow: the parser has read to %s, short of the target %s, and has read nothing "
-                    "for %d waits of %.1f s: the run ends here and the next one goes on from its offset",
+                    "for %.1f s: the run ends here and the next one goes on from its offset",
                     reached,
                     target,
-                    stalled,
-                    self.read_timeout,
+                    time.monotonic() - since,
                 )
                 return instance.get_without_ack(size, None)
             msg = instance.get_without_ack(size, self.read_timeout)
@@ -652,9 +650,7 @@ class CanalStreamReader:
                 return msg
             now = _read_position(instance)
             if now != reached:
-                stalled, since = 0, time.monotonic()
-            else:
-                stalled += 1
+                since = time.monotonic()
             reached = now
 
     def _ack_spooled(self, session: _Session, start: Offset) -> None:
@@ -815,20 +811,18 @@ class CanalStreamReader:
         values: list[Any] = []
         spooled_from = end.get("spooled")
         if spooled_from is not None:
+            found: list[Any] | None
             if self.shared:
                 rows = self.spool.rows(spooled_from)
-                found = rows is not None
-                if rows:
-                    values.append(self.spool.shared(spooled_from))
+                found = None if rows is None else [self.spool.shared(spooled_from)] if rows else []
             else:
-                inline = self.spool.inline(spooled_from)
-                found = inline is not None
-                values.extend(inline or ())
-            if not found:
+                found = self.spool.inline(spooled_from)
+            if found is None:
                 raise SparkSourceError(
                     f"no spooled batch starts at {canonical(spooled_from)} in {self.spool.root}: cannot replay "
                     f"{canonical(start)} .. {canonical(end)} deterministically"
                 )
+            values = found
         ranges = self._ranges(end)
         self._read_ahead(end, ranges)  # a replayed micro-batch was not planned by this process
         return values + ranges

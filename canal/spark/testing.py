@@ -13,10 +13,7 @@ from canal.instance import Instance
 from canal.spark import fs
 from canal.spark.batches import RunStats, run_batches
 from canal.spark.mirror import Comparison, DeltaMirror, compare
-
-# A test's Spark jobs are small and its JVM short-lived: the client compiler only and the serial collector take about
-# a third less CPU than the JVM's defaults (C2 compiling hot code, parallel GC threads), measured on 2 cores
-TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+from canal.testing.services.spark import TEST_JVM_OPTIONS
 
 
 def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, str] | None = None) -> Any:
