@@ -54,6 +54,9 @@ from canal.testing.services import MariaDBServer
 
 TABLE = "shop.t"
 MARKS = "shop.canal_marks"
+# the JVM's own defaults, as a user's job has them (the test helpers' sessions trade the optimizing compiler for less
+# CPU on short test jobs)
+JVM_DEFAULTS = {"spark.ui.showConsoleProgress": "false", "spark.driver.extraJavaOptions": ""}
 
 
 def _status_kb(field: str) -> int:
@@ -170,7 +173,7 @@ def through_spark(
     from canal.spark import register
     from canal.spark.testing import local_spark, stop_spark
 
-    spark = local_spark("pycanal-bench-snapshot", extra={"spark.ui.showConsoleProgress": "false"})
+    spark = local_spark("pycanal-bench-snapshot", extra=JVM_DEFAULTS)
     spark.sparkContext.setLogLevel("ERROR")
     seen = [0]
     batches: list[list[float]] = []
@@ -222,7 +225,7 @@ def spark_floor_s(partitions: int) -> float:
     counted as :func:`through_spark` counts (:mod:`spark_floor`)."""
     from canal.spark.testing import local_spark, stop_spark
 
-    spark = local_spark("pycanal-bench-floor", extra={"spark.ui.showConsoleProgress": "false"})
+    spark = local_spark("pycanal-bench-floor", extra=JVM_DEFAULTS)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         return first_batch_s(spark, lambda df: df.count(), partitions=partitions, simple=False, available_now=False)

@@ -6,10 +6,10 @@ private MariaDB's binlog before the query starts.
 
 Headline (``whole_rows_per_s``): one ``readStream.format("canal")`` -> ``foreachBatch(DeltaMirror)`` query with
 ``Trigger.AvailableNow`` and the source's defaults -- in this local-mode session ``spool.shared=true``: the executors
-see the spool, so each micro-batch's task reads its rows from the spool file instead of through the driver's JVM
-(``--driver-rows`` turns it off) --, timed from ``start()`` until it has
-terminated: the first micro-batch (reader process start, instance start, nothing prefetched) included, no warm-up
-over the same data. The Spark session exists before (a user's job has one); nothing of the pipeline has run in this
+see the spool, so each micro-batch's task reads its rows from the spool file instead of getting them from the driver
+inside its input partition (``--driver-rows`` turns it off) --, timed from ``start()`` until it has terminated: the
+first micro-batch (reader process start, instance start, nothing prefetched) included, no warm-up over the same
+data. The Spark session exists before (a user's job has one); nothing of the pipeline has run in this
 process before (the baselines below run after the query). ``steady_rows_per_s`` (labelled: not what a user gets)
 leaves the first micro-batch out.
 
@@ -41,9 +41,21 @@ the run's rows over ``reader_start_s`` plus the decode-only baseline's time for 
 decoding began the moment the reader was asked and encoding, Spark's transfer and the MERGE cost nothing (decoding is
 one thread: a binlog is one ordered stream).
 
+The cluster (``--cluster``): the same query over the same binlog, after the local one, on a private standalone
+cluster of a master and two one-core workers on this machine (:class:`canal.testing.services.SparkCluster`: each
+worker in its own mount namespace, blind to the driver's temporary directory, as on another host; needs root), with
+the source's defaults for that deployment -- ``spool.dir`` next to the checkpoint on the driver's host, so
+``spool.shared`` is off and the driver sends each micro-batch's rows inside its task's partition -- and the mirror's
+root in a directory every process sees (``/var/tmp``: a shared file system's stand-in; the local run's mirror is on
+the same disk). Its driver is this process, in a new JVM, its executors registered before ``start()``.
+``cluster_local_ratio`` = the cluster's ``steady_rows_per_s`` / local mode's (goal >= 0.7), with the cluster's
+whole-run figure beside it; its micro-batches' costs under ``cluster`` in the JSON. The cluster, its JVMs and its
+mirror are gone before the baselines run. ``--changes N`` runs a smaller workload (same proportions).
+
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... embedded_rows_per_s=...
-steady_embedded_ratio=...``; JSON in
+steady_embedded_ratio=...`` (with ``--cluster`` also ``cluster_local_ratio=... cluster_whole_rows_per_s=...
+cluster_steady_rows_per_s=...``); JSON in
 ``benchmarks/results/bench_spark.json``.
 """
 
@@ -177,12 +189,14 @@ def stream(
     work: Path,
     max_entries: int,
     buffer_size: int | None,
-    spool_shared: bool,
+    options: dict[str, str],
+    mirror_root: Path | None = None,
 ) -> dict[str, Any]:
-    """One AvailableNow query from the workload's start into a new Delta mirror: its timing, batches and progress."""
+    """One AvailableNow query from the workload's start into a new Delta mirror (in ``work``, or at
+    ``mirror_root``), with the source's defaults but for ``options``: its timing, batches and progress."""
     from canal.spark import DeltaMirror
 
-    mirror = DeltaMirror(work / "mirror")
+    mirror = DeltaMirror(mirror_root or work / "mirror")
     batches: list[dict[str, float]] = []
 
     def apply(df: Any, batch_id: int) -> None:  # foreachBatch(mirror), timed
@@ -202,6 +216,7 @@ def stream(
         )
 
     options = {
+        **options,
         "destination": "bench",
         "master.address": server.address,
         "master.user": server.user,
@@ -211,8 +226,6 @@ def stream(
         "filter.regex": r"bench\..*",
         "spool.dir": str(work / "checkpoint.canal-spool"),
         "max.entries": str(max_entries),
-        # the source's default in a local-mode session is spool.shared=true; --driver-rows turns it off
-        **({} if spool_shared else {"spool.shared": "false"}),
         **({} if buffer_size is None else {"canal.instance.memory.buffer.size": str(buffer_size)}),
     }
     began = time.perf_counter()
@@ -243,6 +256,97 @@ def stream(
     }
 
 
+def figures(run_: dict[str, Any]) -> dict[str, Any]:
+    """A query's headline (from ``start()`` until it ended), its steady micro-batches (the first left out) and each
+    micro-batch's costs."""
+    batches = run_["batches"]
+    total_rows = sum(b["rows"] for b in batches)
+    whole_s = run_["ended"] - run_["began"]
+    steady = batches[1:]
+    steady_rows = sum(b["rows"] for b in steady)
+    steady_s = batches[-1]["done_at"] - batches[0]["done_at"] if steady else 0.0
+    by_id = {int(p["batchId"]): p for p in run_["progress"]}
+    return {
+        "micro_batches": len(batches),
+        "rows": total_rows,
+        "whole_s": round(whole_s, 3),
+        "whole_rows_per_s": round(total_rows / whole_s),
+        "first_batch_s": round(batches[0]["done_at"] - run_["began"], 3),
+        "steady_rows": steady_rows,
+        "steady_s": round(steady_s, 3),
+        "steady_rows_per_s": round(steady_rows / steady_s) if steady_s > 0 else None,
+        "batches": [
+            {
+                "batch_id": int(b["batch_id"]),
+                "rows": int(b["rows"]),
+                "mirror_s": round(b["mirror_s"], 3),
+                "mirror_prepare_s": round(b["prepare_s"], 3),
+                "mirror_write_s": round(b["merge_s"], 3),
+                "folds_started": b["folds"],
+                "duration_ms": by_id.get(int(b["batch_id"]), {}).get("durationMs", {}),
+            }
+            for b in batches
+        ],
+    }
+
+
+def cluster_stream(
+    server: Any, start: tuple[str, int], work: Path, max_entries: int, buffer_size: int | None, expected: int
+) -> dict[str, Any]:
+    """The same query on a private two-worker standalone cluster (:class:`~canal.testing.services.SparkCluster`:
+    each worker in its own mount namespace, blind to the driver's temporary directory) with the source's defaults
+    for that deployment: ``spool.dir`` next to the checkpoint on the driver's host, so ``spool.shared`` is off and
+    the rows reach the tasks through Spark; the mirror's root in a directory every process sees (outside the
+    temporary directory the workers cannot see), as a shared file system is. The driver is this process, in a new
+    JVM (the local session's has ended); its executors have registered before the query starts, as a user's job
+    has its session. Every server and JVM started here is stopped before it returns."""
+    import os
+    import shutil
+    import uuid
+
+    from pyspark.sql import SparkSession
+
+    from canal.spark import register
+    from canal.spark.testing import stop_spark
+    from canal.testing.services import SparkCluster
+
+    shared = Path("/var/tmp") / f"bench-spark-cluster-{uuid.uuid4().hex}"
+    try:
+        with SparkCluster() as cluster:
+            print(f"cluster: master and two workers ready in {cluster.ready_seconds:.1f} s", flush=True)
+            os.environ.update(cluster.driver_env())
+            builder = SparkSession.builder.appName("pycanal-bench-cluster")
+            # the local session's settings (local_spark) where the cluster's do not say otherwise
+            same = {"spark.sql.execution.arrow.pyspark.enabled": "true", "spark.sql.streaming.stopTimeout": "30s"}
+            for key, value in {**cluster.driver_conf(), **same, **spark_conf(None)}.items():
+                builder = builder.config(key, value)
+            spark = builder.getOrCreate()
+            spark.sparkContext.setLogLevel("ERROR")
+            try:
+                wait_for_executors(spark, len(cluster.workers))
+                register(spark)
+                run_ = stream(spark, server, start, work, max_entries, buffer_size, {}, mirror_root=shared / "mirror")
+                run_["mirror"].close()
+                mirrored = run_["mirror"].read("bench", "t").num_rows
+            finally:
+                stop_spark(spark)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    if mirrored != expected:
+        raise RuntimeError(f"the cluster's mirror has {mirrored} rows, the source {expected}")
+    return {**figures(run_), "mirror_rows": mirrored}
+
+
+def wait_for_executors(spark: Any, executors: int, timeout_s: float = 120.0) -> None:
+    """Wait until ``executors`` executors have registered with the driver (polling Spark, with a deadline)."""
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
+    deadline = time.monotonic() + timeout_s
+    while status().size() < executors + 1:  # the driver's block manager is listed too
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{executors} executors did not register within {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
 def run(
     inserts: int,
     updates: int,
@@ -252,11 +356,13 @@ def run(
     driver_memory: str | None,
     *,
     spool_shared: bool,
+    cluster: bool,
 ) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
     from canal.testing.services import MariaDBServer
 
+    expected = inserts - deletes
     with MariaDBServer(server_id=1) as server, tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
         work = Path(tmp)
         conn = server.connect()
@@ -272,12 +378,23 @@ def run(
         # the query first: its driver has run nothing of the pipeline before (as a user's has not)
         spark = local_spark("pycanal-bench", extra=spark_conf(driver_memory))
         spark.sparkContext.setLogLevel("ERROR")
+        # the source's default in a local-mode session is spool.shared=true; --driver-rows turns it off
+        local_options = {} if spool_shared else {"spool.shared": "false"}
         try:
             register(spark)
-            run_ = stream(spark, server, start, work / "run", max_entries, buffer_size, spool_shared)
+            run_ = stream(spark, server, start, work / "run", max_entries, buffer_size, local_options)
             run_["mirror"].close()  # the folds under way (Spark jobs) end before the session does
         finally:
             stop_spark(spark)
+        local = figures(run_)
+        print(f"local mode: {local['whole_rows_per_s']:,} rows/s, steady {local['steady_rows_per_s']}", flush=True)
+        on_cluster = None
+        if cluster:
+            on_cluster = cluster_stream(server, start, work / "cluster", max_entries, buffer_size, expected)
+            print(
+                f"cluster: {on_cluster['whole_rows_per_s']:,} rows/s, steady {on_cluster['steady_rows_per_s']}",
+                flush=True,
+            )
         # Spark's own floor, in a new session: an AvailableNow query of a simple reader with one row, its batch
         # fetched with toArrow as DeltaMirror fetches it (spark_floor)
         spark = local_spark("pycanal-bench-floor", extra=spark_conf(driver_memory))
@@ -296,21 +413,16 @@ def run(
         no_jvm = embedded(server, start, work / "embedded", decode["rows"])
         print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
-        expected = inserts - deletes
         if mirrored != expected or no_jvm["mirror_rows"] != expected:
             raise RuntimeError(f"mirrors have {mirrored} and {no_jvm['mirror_rows']} rows, source {expected}")
 
-    batches = run_["batches"]
-    total_rows = sum(b["rows"] for b in batches)
-    whole_s = run_["ended"] - run_["began"]
-    steady = batches[1:]
-    steady_rows = sum(b["rows"] for b in steady)
-    steady_s = batches[-1]["done_at"] - batches[0]["done_at"] if steady else 0.0
+    total_rows = local["rows"]
+    steady_s = local["steady_s"]
     by_id = {int(p["batchId"]): p for p in run_["progress"]}
-    first_ms = by_id.get(int(batches[0]["batch_id"]), {}).get("durationMs", {})
+    first_ms = by_id.get(int(run_["batches"][0]["batch_id"]), {}).get("durationMs", {})
     reader_start_s = run_["first_offsets_s"] - (first_ms.get("latestOffset", 0) + first_ms.get("walCommit", 0)) / 1000
     decode_bound_s = reader_start_s + total_rows / decode["rows_per_s"]
-    return {
+    out: dict[str, Any] = {
         "benchmark": "bench_spark",
         "workload": {
             "inserts": inserts,
@@ -326,50 +438,59 @@ def run(
         "buffer_size": buffer_size,
         "spool_shared": spool_shared,
         "driver_memory": driver_memory,
-        "micro_batches": len(batches),
-        "rows": total_rows,
-        "whole_s": round(whole_s, 3),
-        "whole_rows_per_s": round(total_rows / whole_s),
-        "first_batch_s": round(batches[0]["done_at"] - run_["began"], 3),
+        **{k: v for k, v in local.items() if k != "batches"},
         "spark_floor_s": round(floor_s, 3),
         "whole_ceiling_rows_per_s": round(total_rows / floor_s),
         "reader_start_s": round(reader_start_s, 3),
         "decode_bound_rows_per_s": round(total_rows / decode_bound_s),
-        "steady_rows": steady_rows,
-        "steady_s": round(steady_s, 3),
-        "steady_rows_per_s": round(steady_rows / steady_s) if steady_s > 0 else None,
         "baseline_decode": decode,
         "baseline_decode_encode": decode_encode,
         "encode_ratio": round(decode_encode["rows_per_s"] / decode["rows_per_s"], 3),
         "embedded_no_jvm": no_jvm,
-        "steady_embedded_ratio": round(steady_rows / steady_s / no_jvm["rows_per_s"], 3) if steady_s > 0 else None,
+        "steady_embedded_ratio": round(local["steady_rows"] / steady_s / no_jvm["rows_per_s"], 3)
+        if steady_s > 0
+        else None,
         "mirror_rows": mirrored,
-        "batches": [
-            {
-                "batch_id": int(b["batch_id"]),
-                "rows": int(b["rows"]),
-                "mirror_s": round(b["mirror_s"], 3),
-                "mirror_prepare_s": round(b["prepare_s"], 3),
-                "mirror_write_s": round(b["merge_s"], 3),
-                "folds_started": b["folds"],
-                "duration_ms": by_id.get(int(b["batch_id"]), {}).get("durationMs", {}),
-            }
-            for b in batches
-        ],
-        "goals": {
-            "whole_rows_per_s": ">= 45000",
-            "steady_rows_per_s": ">= 60000",
-            "encode_ratio": ">= 0.6",
-            "steady_embedded_ratio": ">= 0.8",
-        },
+        "batches": local["batches"],
     }
+    goals = {
+        "whole_rows_per_s": ">= 45000",
+        "steady_rows_per_s": ">= 60000",
+        "encode_ratio": ">= 0.6",
+        "steady_embedded_ratio": ">= 0.8",
+    }
+    if on_cluster is not None:
+        ratio = None
+        if on_cluster["steady_rows_per_s"] and local["steady_rows_per_s"]:
+            ratio = round(on_cluster["steady_rows_per_s"] / local["steady_rows_per_s"], 3)
+        out["cluster"] = on_cluster
+        out["cluster_whole_rows_per_s"] = on_cluster["whole_rows_per_s"]
+        out["cluster_steady_rows_per_s"] = on_cluster["steady_rows_per_s"]
+        out["cluster_local_ratio"] = ratio
+        goals["cluster_local_ratio"] = ">= 0.7"
+    out["goals"] = goals
+    return out
 
 
 def spark_conf(driver_memory: str | None) -> dict[str, str]:
-    conf = {"spark.ui.showConsoleProgress": "false"}
+    # the JVMs' own defaults, as a user's job has them (the test helpers' sessions and cluster trade the optimizing
+    # compiler for less CPU on short test jobs)
+    conf = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": "",
+        "spark.executor.extraJavaOptions": "",
+    }
     if driver_memory is not None:
         conf["spark.driver.memory"] = driver_memory
     return conf
+
+
+def workload_sizes(changes: int) -> tuple[int, int, int]:
+    """Inserts, updates and deletes of ``changes`` row changes in the default run's proportions (60/25/15), each a
+    whole number of 1,000-row statements."""
+    thousands = max(changes // 1000, 4)
+    updates, deletes = thousands // 4, max(thousands * 3 // 20, 1)
+    return (thousands - updates - deletes) * 1000, updates * 1000, deletes * 1000
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -379,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--updates", type=int, default=125_000)
     parser.add_argument("--deletes", type=int, default=75_000)
     parser.add_argument(
+        "--changes",
+        type=int,
+        help="row changes in all, split 60/25/15 into inserts, updates and deletes (instead of those three)",
+    )
+    parser.add_argument(
         "--max-entries", type=int, default=50_000, help="binlog entries per micro-batch (the source's default)"
     )
     parser.add_argument(
@@ -387,28 +513,46 @@ def main(argv: list[str] | None = None) -> int:
         help="the instance store's size (canal.instance.memory.buffer.size; default the source's, 65536)",
     )
     parser.add_argument(
-        "--driver-rows", action="store_true", help="leave spool.shared off: the rows pass through the driver's JVM"
+        "--driver-rows",
+        action="store_true",
+        help="leave spool.shared off: the driver reads the rows and sends them inside the tasks' partitions",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also run the query on a private two-worker standalone cluster (cluster_local_ratio)",
     )
     parser.add_argument("--driver-memory", help="spark.driver.memory (default Spark's, 1g)")
     args = parser.parse_args(argv)
+    inserts, updates, deletes = args.inserts, args.updates, args.deletes
+    if args.changes is not None:
+        inserts, updates, deletes = workload_sizes(args.changes)
     out = run(
-        args.inserts,
-        args.updates,
-        args.deletes,
+        inserts,
+        updates,
+        deletes,
         args.max_entries,
         args.buffer_size,
         args.driver_memory,
         spool_shared=not args.driver_rows,
+        cluster=args.cluster,
     )
     print(json.dumps(out, indent=2))
     write_result("bench_spark", out)
+    cluster = ""
+    if "cluster" in out:
+        cluster = (
+            f" cluster_local_ratio={out['cluster_local_ratio']} "
+            f"cluster_whole_rows_per_s={out['cluster_whole_rows_per_s']} "
+            f"cluster_steady_rows_per_s={out['cluster_steady_rows_per_s']}"
+        )
     print(
         f"RESULT whole_rows_per_s={out['whole_rows_per_s']} steady_rows_per_s={out['steady_rows_per_s']} "
         f"encode_ratio={out['encode_ratio']} spark_floor_s={out['spark_floor_s']} "
         f"whole_ceiling_rows_per_s={out['whole_ceiling_rows_per_s']} reader_start_s={out['reader_start_s']} "
         f"decode_bound_rows_per_s={out['decode_bound_rows_per_s']} "
         f"embedded_rows_per_s={out['embedded_no_jvm']['rows_per_s']} "
-        f"steady_embedded_ratio={out['steady_embedded_ratio']}"
+        f"steady_embedded_ratio={out['steady_embedded_ratio']}{cluster}"
     )
     return 0
 

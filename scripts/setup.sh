@@ -70,11 +70,18 @@ stamp=.venv/.pycanal-install-stamp
 want=$(sha256sum < pyproject.toml | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     log "installing pycanal (editable, extras dev, spark, pipelines, query and docs) into .venv (log: .venv/pip-install.log)"
-    if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[dev,spark,pipelines,query,docs]'; } \
+    # uv (from PyPI, into the venv) installs the same requirements in a third of pip's time on a fresh machine
+    # (parallel downloads; pyspark's 400 MB unpacked once); pip does it where uv cannot be had or fails
+    extras='.[dev,spark,pipelines,query,docs]'
+    if ! { .venv/bin/python -m pip install uv && VIRTUAL_ENV="$PWD/.venv" .venv/bin/uv pip install -e "$extras"; } \
         > .venv/pip-install.log 2>&1; then
-        tail -n 40 .venv/pip-install.log >&2
-        log "pip install failed; full log in .venv/pip-install.log"
-        exit 1
+        log "uv could not install pycanal; pip does (log: .venv/pip-install.log)"
+        if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e "$extras"; } \
+            >> .venv/pip-install.log 2>&1; then
+            tail -n 40 .venv/pip-install.log >&2
+            log "pip install failed; full log in .venv/pip-install.log"
+            exit 1
+        fi
     fi
     printf '%s\n' "$want" > "$stamp"
 fi

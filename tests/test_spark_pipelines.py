@@ -29,6 +29,8 @@ KNOWN_CLIENT_ERROR = "Unknown response: Plan observed(__python_accumulator__"
 def run_pipeline(work: Path, mariadb: Any) -> str:
     import pyspark
 
+    from canal.testing.services.spark import TEST_JVM_OPTIONS
+
     spark_home = Path(pyspark.__file__).resolve().parent
     env = {
         **os.environ,
@@ -40,6 +42,9 @@ def run_pipeline(work: Path, mariadb: Any) -> str:
         "SHOP_MYSQL_USER": mariadb.user,
         "SHOP_MYSQL_PASSWORD": mariadb.password,
         "SHOP_DATABASE": mariadb.database,
+        # every JVM the command starts (the launcher's, the Connect server's): tuned for short jobs, as the suite's
+        # other Spark JVMs are
+        "JDK_JAVA_OPTIONS": TEST_JVM_OPTIONS,
     }
     done = subprocess.run(
         [str(spark_home / "bin" / "spark-pipelines"), "run", "--spec", "spark-pipeline.yml"],

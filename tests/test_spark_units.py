@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,9 @@ from canal.spark.source import (
     SparkSourceError,
     close_sessions,
     config_from_options,
-    partitioned_options,
+    spool_shared,
 )
-from canal.spark.spool import SpooledRows, SpoolError, read_spooled
+from canal.spark.spool import InlineRows, SpooledRows, SpoolError, read_spooled
 from canal.spark.testing import compare_tables, master_position
 
 pytestmark = [pytest.mark.spark]
@@ -666,13 +667,14 @@ def test_scheduled_compaction_and_vacuum_keep_the_rows_and_the_batch_ids(tmp_pat
     assert mirror.apply(entries_to_batch([_entry(504, 3, 400, replay)], "d", 4), 4).tables == {"shop.t": "skipped"}
 
 
-def test_the_source_store_is_bigger_than_canals_when_executors_read_the_spool(tmp_path: Path) -> None:
-    """With spool.shared (or snapshot.partitions) the source's instance store defaults to STORE_SIZE (a micro-batch
-    is bounded by it); rows that pass through the driver's JVM keep canal's; an option or a properties file sets
-    another."""
+def test_the_source_store_is_bigger_than_canals(tmp_path: Path) -> None:
+    """The source's instance store defaults to STORE_SIZE (a micro-batch is bounded by it) whether the tasks read
+    the spool or get the rows inside their partitions; an option or a properties file sets another."""
     base = {"destination": "d", "master.address": "127.0.0.1:3306"}
     shared = {**base, "spool.shared": "true"}
-    assert config_from_options(base).store.buffer_size == StoreConfig().buffer_size < STORE_SIZE
+    assert StoreConfig().buffer_size < STORE_SIZE
+    assert config_from_options(base).store.buffer_size == STORE_SIZE
+    assert config_from_options({**base, "spool.shared": "false"}).store.buffer_size == STORE_SIZE
     assert config_from_options(shared).store.buffer_size == STORE_SIZE
     assert config_from_options({**base, "snapshot.partitions": "2"}).store.buffer_size == STORE_SIZE
     assert config_from_options({**shared, "canal.instance.memory.buffer.size": "1024"}).store.buffer_size == 1024
@@ -695,7 +697,7 @@ def test_a_shared_spool_hands_the_task_the_file_not_the_rows(mariadb: Any, tmp_p
         cur.executemany(f"INSERT INTO `{db}`.t VALUES (%s, %s)", [(i, f"v{i}") for i in range(20)])
     conn.close()
     options = _source_options(mariadb, start, tmp_path, **{"spool.shared": "true"})
-    assert partitioned_options(options) and not partitioned_options({**options, "spool.shared": "false"})
+    assert spool_shared(options) and not spool_shared({**options, "spool.shared": "false"})
     with pytest.raises(SparkSourceError, match=r"spool\.shared = 'maybe'"):
         CanalStreamReader({**options, "spool.shared": "maybe"})
 
@@ -762,27 +764,38 @@ def test_register_makes_spool_shared_the_default_of_a_local_session_only() -> No
     assert CanalDataSource(options).reader_options()["spool.shared"] == "false"
 
 
-def test_the_simple_readers_replay_is_read_by_the_planner_beside_the_spool(tmp_path: Path) -> None:
-    """pyspark's simple-reader adapter has the *task* read a micro-batch it did not read in this process (a replay
-    after a restart); the source's adapter reads it in the planner, beside the spool, and hands the rows to Spark as
-    it does every micro-batch's -- on a cluster the task could not see the driver's spool. (This also fails if a
-    pyspark release drops the private adapter the source builds on.)"""
-    pytest.importorskip("pyspark")
-    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+def test_without_a_shared_spool_the_partitions_carry_the_rows_read_beside_the_spool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``spool.shared`` off (the default on a cluster) the planner, on the driver beside the spool, reads a
+    micro-batch's rows -- prefetched or replayed after a restart alike -- and hands them to Spark inside the input
+    partition (in pieces when too big for one task): a task reads them with no access to ``spool.dir``. With
+    ``spool.shared`` the partition names the file instead. A micro-batch with no spool file is a typed error."""
+    import pickle
 
-    from canal.spark.datasource import CanalDataSource
+    import pyarrow as pa
 
-    options = {"destination": "d", "master.address": "127.0.0.1:3306", "spool.dir": str(tmp_path)}
+    from canal.spark.datasource import CanalDataSource, CanalPartitionedStreamReader
+
+    options = {"destination": "d", "master.address": "127.0.0.1:3306", "spool.dir": str(tmp_path / "spool")}
+    start = dict(INITIAL_OFFSET)
+    rows = entries_to_batch(
+        [_entry(100 + i, 1, 10, [RowData(TABLE, after=(i, Decimal(i), "x" * 500))]) for i in range(300)], "d", 1
+    )
+    Spool(tmp_path / "spool").write(start, {**start, "batch": 1}, rows)
+    end = {**start, "batch": 1, "spooled": start}
     reader = CanalDataSource(options).streamReader(None)
-    assert isinstance(reader, _SimpleStreamReaderWrapper)  # Spark's runner asks it for the rows (getCache)
-    replayed: list[tuple[Any, Any]] = []
-
-    def from_spool(start: Any, end: Any) -> Any:
-        replayed.append((start, end))
-        return iter(["spooled"])
-
-    reader.simple_reader.readBetweenOffsets = from_spool
-    start, end = {"binlog": 1}, {"binlog": 2}
-    assert list(reader.getCache(start, end)) == ["spooled"] and replayed == [(start, end)]
-    reader.add_result_to_cache(start, end, iter(["read"]))  # read in this process: the rows it returned
-    assert list(reader.getCache(start, end)) == ["read"] and len(replayed) == 1
+    assert isinstance(reader, CanalPartitionedStreamReader) and not reader.shared
+    whole = reader.partitions(start, end)
+    assert len(whole) == 1 and isinstance(whole[0].value, InlineRows)  # one task: the mirror's one-partition path
+    monkeypatch.setattr("canal.spark.spool.INLINE_PIECE_BYTES", len(whole[0].value.data) // 3)
+    values = [pickle.loads(pickle.dumps(p.value)) for p in reader.partitions(start, end)]  # as Spark ships them
+    assert len(values) > 2 and all(isinstance(v, InlineRows) for v in values)
+    shutil.rmtree(tmp_path / "spool")  # a task on an executor that does not see spool.dir
+    read = pa.Table.from_batches([b for v in values for b in CanalPartitionedStreamReader.read_value(v)])
+    assert read.to_pylist() == rows.to_pylist()
+    with pytest.raises(SparkSourceError, match="no spooled batch starts at"):
+        reader.partitions(start, end)
+    Spool(tmp_path / "spool").write(start, {**start, "batch": 1}, rows)
+    shared = CanalDataSource({**options, "spool.shared": "true"}).streamReader(None)
+    assert [p.value for p in shared.partitions(start, end)] == [Spool(tmp_path / "spool").shared(start)]

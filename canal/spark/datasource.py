@@ -7,21 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceStreamReader,
-    InputPartition,
-    SimpleDataSourceStreamReader,
-)
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from canal.lake.storage import in_object_store
 from canal.spark.changes import CHANGE_SCHEMA_DDL
-from canal.spark.source import CanalStreamReader, partitioned_options
-
-try:  # pyspark's adapter of a simple reader to the engine; private, hence the guard (tests check it exists)
-    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
-except ImportError:  # pragma: no cover - a pyspark without it: replays are read where Spark plans them
-    _SimpleStreamReaderWrapper = None  # type: ignore[assignment,misc]
+from canal.spark.source import CanalStreamReader
 
 try:
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
@@ -29,13 +19,13 @@ except ImportError:  # pragma: no cover - pyspark without the mixin: Trigger.Ava
     _AvailableNow = object  # type: ignore[misc,assignment]
 
 
-class CanalSimpleStreamReader(CanalStreamReader, SimpleDataSourceStreamReader, _AvailableNow):
-    """The ``canal`` source's reader: :class:`~canal.spark.source.CanalStreamReader` as pyspark sees it."""
-
-
 class CanalPartitionedStreamReader(CanalStreamReader, DataSourceStreamReader, _AvailableNow):
-    """The reader with option ``snapshot.partitions``: snapshot ranges are input partitions read on executors
-    (:mod:`canal.spark.chunks`); the binlog rows travel to an executor inside a partition."""
+    """The ``canal`` source's reader as pyspark sees it: :class:`~canal.spark.source.CanalStreamReader`, whose
+    micro-batches are input partitions read by tasks -- the binlog rows as the spool file's name (``spool.shared``)
+    or as the rows themselves, read from the spool on the driver (:class:`~canal.spark.spool.InlineRows`), and the
+    snapshot's key ranges with ``snapshot.partitions`` (:mod:`canal.spark.chunks`). A micro-batch replayed after a
+    restart is read from the spool the same way, so executors need the driver's ``spool.dir`` only with
+    ``spool.shared``."""
 
     def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
         return self.latest(start)
@@ -45,24 +35,6 @@ class CanalPartitionedStreamReader(CanalStreamReader, DataSourceStreamReader, _A
 
     def read(self, partition: InputPartition) -> Any:  # type: ignore[override]
         return self.read_value(partition.value)
-
-
-if _SimpleStreamReaderWrapper is not None:
-
-    class _ReplayOnDriver(_SimpleStreamReaderWrapper):
-        """The simple reader as the engine sees it, with replays read where the spool is.
-
-        pyspark's adapter hands Spark the rows of a micro-batch its ``read`` returned in this process (Spark moves
-        them to the task itself). A micro-batch planned before a restart is not among them, and the adapter would
-        have the *task* call ``readBetweenOffsets`` -- on an executor, which on a cluster cannot see the driver's
-        ``spool.dir``. Here the planner (on the driver, beside the spool) reads such a micro-batch from the spool and
-        hands its rows over the same way, so a replay needs no disk the executors share."""
-
-        def getCache(self, start: dict[str, Any], end: dict[str, Any]) -> Any:
-            cached = super().getCache(start, end)
-            if cached is not None:
-                return cached
-            return self.simple_reader.readBetweenOffsets(start, end)
 
 
 class CanalDataSource(DataSource):
@@ -87,15 +59,7 @@ class CanalDataSource(DataSource):
         return options
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        options = self.reader_options()
-        if partitioned_options(options):
-            return CanalPartitionedStreamReader(options)
-        if _SimpleStreamReaderWrapper is None:  # pragma: no cover
-            return super().streamReader(schema)  # not implemented: pyspark adapts the simple reader itself
-        return _ReplayOnDriver(self.simpleStreamReader(schema))
-
-    def simpleStreamReader(self, schema: Any) -> CanalSimpleStreamReader:
-        return CanalSimpleStreamReader(self.reader_options())
+        return CanalPartitionedStreamReader(self.reader_options())
 
 
 class CanalLocalDataSource(CanalDataSource):

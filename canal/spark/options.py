@@ -68,8 +68,8 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "spool.shared",
         "false",
         "`spool.dir` is reachable from every executor at the same path (one machine, or a shared file system): a "
-        "micro-batch's change rows are read by its task from the spool file instead of passing through the "
-        "driver's JVM, and the instance's store defaults to 64 MB. Implied by `snapshot.partitions`. Default: "
+        "micro-batch's change rows are read by its task from the spool file instead of being read by the driver "
+        "and sent to the task inside its input partition. Implied by `snapshot.partitions`. Default: "
         "`true` when `spool.dir` is in an object store or `canal.spark.register` was given a local-mode session "
         "(`spark.master` `local...`), else `false`.",
     ),

@@ -17,16 +17,18 @@ Options (strings, as Spark passes them) are declared, with their defaults, in :m
 events, at least one. The source applies them itself (PySpark passes read limits only to a
 ``DataSourceStreamReader``).
 
-Where the rows reach Spark. By default the reader is a simple one: Spark takes a micro-batch's rows from it on the
-driver, stores them in the driver's block manager (Java serialization) and reads them back in the batch's task.
-With ``spool.shared=true`` -- ``spool.dir`` reachable from every executor at the same path: one machine, or a shared
-file system; the default when :func:`canal.spark.register` was given a local-mode session -- the reader is a
-``DataSourceStreamReader`` whose input partition names the batch's spool file (:class:`SpooledRows`), and the task
-memory-maps it: the rows skip the driver's JVM.
+Where the rows reach Spark. The reader is a ``DataSourceStreamReader`` (:mod:`canal.spark.datasource`) whose input
+partitions carry a micro-batch's rows to its task. By default the planner, on the driver beside the spool, reads the
+batch's spool file and puts its rows in the partition (:class:`~canal.spark.spool.InlineRows`: LZ4-compressed Arrow
+IPC), so no executor needs ``spool.dir``. With ``spool.shared=true`` -- ``spool.dir`` reachable from every executor
+at the same path: one machine, a shared file system, an object store; the default when :func:`canal.spark.register`
+was given a local-mode session or ``spool.dir`` is in an object store -- the partition names the spool file
+(:class:`SpooledRows`), and the task memory-maps it: the rows skip the driver.
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
-options. ``read(start)`` pulls entries (``get_without_ack``) up to the caps, writes the batch's rows *and* end
+options. ``read(start)`` (and ``latestOffset``, :meth:`CanalStreamReader.latest`, which Spark calls) pulls entries
+(``get_without_ack``) up to the caps, writes the batch's rows *and* end
 offset to the spool file named by ``start`` (Arrow IPC, written atomically), acks the instance batches it holds,
 then returns them. An instance batch a cap cuts carries its rest into the next micro-batch and is acked with that
 one. ``commit(end)`` deletes the spool files up to ``end``. With ``prefetch``, as soon as ``read`` returns, a thread
@@ -46,9 +48,9 @@ Exactly-once replay. The Spark checkpoint is the authority on positions: wheneve
 somewhere other than ``start`` (a new runner process, a restart), it restarts the instance at the cursor ``start``
 names (row-exact inside a transaction). A batch Spark planned but did not commit is replayed from the spool --
 ``readBetweenOffsets(start, end)`` and a repeated ``read(start)`` both return exactly the spooled rows and end offset,
-so a replay never depends on how the binlog happens to be cut into batches the second time. The simple reader's replay
-is read by the planner on the driver, beside the spool, and reaches the task through Spark like any micro-batch's
-rows (:class:`canal.spark.datasource` ``_ReplayOnDriver``): executors never need the driver's ``spool.dir``.
+so a replay never depends on how the binlog happens to be cut into batches the second time. The planner reads a
+replayed micro-batch's rows from the spool like any other's (:meth:`CanalStreamReader.partition_values`), so without
+``spool.shared`` executors never need the driver's ``spool.dir``.
 
 Trigger.AvailableNow: ``prepareForTriggerAvailableNow`` records the master's current binlog position; reads stop at
 the first entry past it. Spark ends the run at the first read that brings nothing, so an empty read waits while the
@@ -77,6 +79,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -111,7 +114,7 @@ from canal.spark.chunks import (
     read_chunk,
 )
 from canal.spark.options import CONNECTION_OPTIONS, READER_DEFAULTS, READER_OPTIONS
-from canal.spark.spool import Spool, SpoolWriter, empty_batch, read_spooled
+from canal.spark.spool import InlineRows, Spool, SpoolWriter, empty_batch, read_inline, read_spooled
 
 _SHORT_KEYS = {o.name: o.canal_key for o in CONNECTION_OPTIONS if o.canal_key is not None}
 # Spark lower-cases option names; canal's camelCase keys are restored from this table
@@ -161,18 +164,18 @@ class SparkSourceError(CanalError):
 
 
 STORE_SIZE: Final = 65536
-"""The source's default ``canal.instance.memory.buffer.size`` when the executors read the rows from the spool
-(``spool.shared``, ``snapshot.partitions``); canal's 16384 (16 MB of binlog events) otherwise. A micro-batch
-prepared ahead holds what the instance decoded while Spark ran the one before, and its entries stay in the store
-until the batch is spooled, so the store bounds the micro-batch; each micro-batch also costs Spark a fixed 0.3-0.5 s
-here. With canal's 16 MB, steady micro-batches of 1 KB rows held 13,000-40,000 rows; with 64 MB, 60,000-150,000, at
-about 230 MB more memory in the reader's process. Rows that pass through the driver's JVM (the simple reader) are
-held there whole, Java-serialized: a 161,000-row micro-batch exhausted a 1 GB driver, so they keep canal's size. A
-``properties`` file or option sets another."""
+"""The source's default ``canal.instance.memory.buffer.size``, four times canal's 16384 (16 MB of binlog events).
+A micro-batch prepared ahead holds what the instance decoded while Spark ran the one before, and its entries stay in
+the store until the batch is spooled, so the store bounds the micro-batch; each micro-batch also costs Spark a fixed
+0.3-0.5 s here. With canal's 16 MB, steady micro-batches of 1 KB rows held 13,000-40,000 rows (updates, 3 KB of
+binlog a row: 5,461); with 64 MB, 60,000-150,000, at about 230 MB more memory in the reader's process. The rows never
+pass through the driver's JVM as rows: a task reads them from the spool (``spool.shared``) or gets them as Arrow
+bytes inside its input partition (:class:`~canal.spark.spool.InlineRows`). A ``properties`` file or option sets
+another."""
 
 
 def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
-    """The instance config the source options name (with :data:`STORE_SIZE` when the executors read the spool)."""
+    """The instance config the source options name (with :data:`STORE_SIZE` unless they set the store's size)."""
     props: dict[str, str] = {}
     for key, value in options.items():
         k = key.lower()
@@ -188,7 +191,7 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
             raise SparkSourceError(f"unknown canal source option {key!r}")
     text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())
     # the keys after it set another
-    default = f"canal.instance.memory.buffer.size={STORE_SIZE}\n" if partitioned_options(options) else ""
+    default = f"canal.instance.memory.buffer.size={STORE_SIZE}\n"
     path = options.get("properties")
     if path:
         base = Path(path).read_text()
@@ -332,9 +335,9 @@ def executor_snapshot(options: Mapping[str, str]) -> bool:
     return any(k.lower() == "snapshot.partitions" for k in options)
 
 
-def partitioned_options(options: Mapping[str, str]) -> bool:
-    """Whether executors read the micro-batches' rows from the spool (``spool.shared``, implied by
-    ``snapshot.partitions``): the source is then a ``DataSourceStreamReader`` whose partitions name spool files."""
+def spool_shared(options: Mapping[str, str]) -> bool:
+    """Whether executors read the micro-batches' rows from the spool themselves (``spool.shared``, implied by
+    ``snapshot.partitions``); otherwise the driver reads them and they travel inside the input partitions."""
     if executor_snapshot(options):
         return True
     lower = {k.lower(): v for k, v in options.items()}
@@ -375,7 +378,10 @@ def close_sessions() -> None:
 atexit.register(close_sessions)
 
 
-_STALLED_WAITS = 10  # AvailableNow: read.timeout waits without the parser reading anything before a run ends short
+# AvailableNow: how long the parser may read nothing new before a run ends short (a server gone): ten read.timeouts,
+# and never less than _STALLED_MIN_S -- on a loaded machine a parser can pause longer than ten short timeouts
+_STALLED_WAITS = 10
+_STALLED_MIN_S = 20.0
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
 
 
@@ -492,6 +498,7 @@ class CanalStreamReader:
         self.max_entries = _reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
         self.read_timeout = _reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
         self.prefetch = _reader_option(lower, "prefetch", READER_DEFAULTS["prefetch"], parse_bool)
+        self.shared = spool_shared(lower)  # a micro-batch's tasks read its spool file, else the driver inlines it
         self.limit = ReadCap(
             _cap_option(lower, "maxRowsPerTrigger"),
             _cap_option(lower, "maxBytesPerTrigger"),
@@ -619,29 +626,31 @@ class CanalStreamReader:
         """Trigger.AvailableNow ends at the first empty micro-batch, so an empty wait is not the end while data
         available now is still on its way: a snapshot's rows (however long its next chunk takes), and the binlog up to
         the target while the parser has not read that far (a loaded machine decodes slower than ``read.timeout``).
-        A parser that reads nothing new for :data:`_STALLED_WAITS` waits in a row (a server gone) ends the run."""
-        stalled = 0
+        A parser that reads nothing new for :data:`_STALLED_WAITS` ``read.timeout`` s, and at least
+        :data:`_STALLED_MIN_S`, (a server gone) ends the run."""
+        patience = max(_STALLED_WAITS * self.read_timeout, _STALLED_MIN_S)
+        since = time.monotonic()  # the parser's last progress
         reached = _read_position(instance)
         while True:
             if _snapshot_running(instance):
-                stalled = 0
+                since = time.monotonic()
             elif reached is not None and _at_or_past(reached, target):
                 return instance.get_without_ack(size, None)  # read that far: what is handed off is in the store
-            elif stalled >= _STALLED_WAITS or not _parser_running(instance):
+            elif time.monotonic() - since >= patience or not _parser_running(instance):
                 destination_logger(__name__, self.destination).warning(
                     "Trigger.AvailableNow: the parser has read to %s, short of the target %s, and has read nothing "
-                    "for %d waits of %.1f s: the run ends here and the next one goes on from its offset",
+                    "for %.1f s: the run ends here and the next one goes on from its offset",
                     reached,
                     target,
-                    stalled,
-                    self.read_timeout,
+                    time.monotonic() - since,
                 )
                 return instance.get_without_ack(size, None)
             msg = instance.get_without_ack(size, self.read_timeout)
             if msg.id != EMPTY_MESSAGE_ID:
                 return msg
             now = _read_position(instance)
-            stalled = 0 if now != reached else stalled + 1
+            if now != reached:
+                since = time.monotonic()
             reached = now
 
     def _ack_spooled(self, session: _Session, start: Offset) -> None:
@@ -795,20 +804,25 @@ class CanalStreamReader:
         return planner
 
     def partition_values(self, start: Offset, end: Offset) -> list[Any]:
-        """What the executors read for the micro-batch ``start`` .. ``end``: its binlog rows (a
-        :class:`SpooledRows`: the spool file's path) and a :class:`~canal.spark.chunks.ChunkPartition` per planned
-        range."""
+        """What the executors read for the micro-batch ``start`` .. ``end``: its binlog rows -- with
+        ``spool.shared`` a :class:`SpooledRows` (the spool file's name: the task reads it), else
+        :class:`InlineRows` (the rows themselves, read here from the spool, in pieces) -- and a
+        :class:`~canal.spark.chunks.ChunkPartition` per planned range."""
         values: list[Any] = []
         spooled_from = end.get("spooled")
         if spooled_from is not None:
-            rows = self.spool.rows(spooled_from)
-            if rows is None:
+            found: list[Any] | None
+            if self.shared:
+                rows = self.spool.rows(spooled_from)
+                found = None if rows is None else [self.spool.shared(spooled_from)] if rows else []
+            else:
+                found = self.spool.inline(spooled_from)
+            if found is None:
                 raise SparkSourceError(
                     f"no spooled batch starts at {canonical(spooled_from)} in {self.spool.root}: cannot replay "
                     f"{canonical(start)} .. {canonical(end)} deterministically"
                 )
-            if rows:
-                values.append(self.spool.shared(spooled_from))
+            values = found
         ranges = self._ranges(end)
         self._read_ahead(end, ranges)  # a replayed micro-batch was not planned by this process
         return values + ranges
@@ -846,6 +860,9 @@ class CanalStreamReader:
         """The rows of one value of :meth:`partition_values` (on an executor)."""
         if isinstance(value, ChunkPartition):
             yield from read_chunk(value)
+            return
+        if isinstance(value, InlineRows):
+            yield from read_inline(value)
             return
         yield from read_spooled(value)
 

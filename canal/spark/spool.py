@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -33,6 +33,14 @@ _LOG = logging.getLogger(__name__)
 
 class SpoolError(CanalError):
     """A spooled batch cannot be read back: the batch it holds cannot be replayed identically."""
+
+
+INLINE_PIECE_BYTES: Final = 64 << 20
+"""The most bytes one :class:`InlineRows` holds (LZ4-compressed Arrow IPC: 20,000 change rows of 1 KB rows'
+updates, 38 MB of Arrow, take 4 MB): a task whose partition held more would near Spark's limit on a message to an
+executor (``spark.rpc.message.maxSize``, 128 MB), so such a micro-batch is cut in pieces, one task each. One piece
+is the rule: the mirror writes a one-partition micro-batch in one task, while several are grouped by table (a
+shuffle)."""
 
 
 class Spool:
@@ -99,6 +107,21 @@ class Spool:
         """What a task needs to read the batch that starts at ``start`` itself (:func:`read_spooled`)."""
         return SpooledRows(self.storage, self.name_for(start))
 
+    def inline(self, start: Offset) -> list[InlineRows] | None:
+        """The rows spooled for ``start`` as :class:`InlineRows` -- one, unless its bytes would pass
+        :data:`INLINE_PIECE_BYTES`; then halves, until each fits (or holds one row) --, none when the batch has no
+        rows; None when there is no such file. Read here (on the driver), so the tasks need no access to the
+        spool."""
+        import pyarrow as pa
+
+        try:
+            with _spool_file(self.storage, self.name_for(start)) as reader:
+                batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+                rows = pa.Table.from_batches([b for b in batches if b.num_rows], reader.schema)
+        except FileNotFoundError:
+            return None
+        return _inline(rows.replace_schema_metadata(None)) if rows.num_rows else []
+
     def discard(self, start: Offset) -> None:
         """Delete the file of the batch that starts at ``start``, if there is one."""
         self.storage.delete(self.name_for(start))
@@ -120,6 +143,18 @@ class SpooledRows:
 
     storage: Storage
     name: str
+
+
+@attrs.frozen(repr=False)
+class InlineRows:
+    """An input partition of a micro-batch's binlog rows carried in the partition itself: an Arrow IPC stream read
+    from the spool on the driver. Spark hands it to the task as it is (bytes), so the task needs no access to
+    ``spool.dir``, and the driver's JVM holds the bytes rather than rows."""
+
+    data: bytes
+
+    def __repr__(self) -> str:
+        return f"InlineRows({len(self.data)} bytes)"
 
 
 @contextlib.contextmanager
@@ -190,6 +225,29 @@ def discard_numbered(storage: Storage, directory: str, through: int) -> None:
                 storage.delete(where)
             except (OSError, CanalError) as exc:  # spent: a file left behind costs space, not correctness
                 _LOG.warning("could not delete spent spool file %s: %s", storage.locate(where), exc)
+
+
+def _inline(rows: Any) -> list[InlineRows]:
+    """``rows`` (a table) as LZ4-compressed Arrow IPC streams of at most :data:`INLINE_PIECE_BYTES` (halved until
+    they fit; one row always goes whole)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_table(rows)
+    data = sink.getvalue()
+    if data.size <= INLINE_PIECE_BYTES or rows.num_rows == 1:
+        return [InlineRows(data.to_pybytes())]
+    half = rows.num_rows // 2
+    return _inline(rows.slice(0, half)) + _inline(rows.slice(half))
+
+
+def read_inline(rows: InlineRows) -> Iterator[Any]:
+    """The record batches of an :class:`InlineRows` (not copied: they point into its bytes)."""
+    import pyarrow as pa
+
+    with pa.ipc.open_stream(pa.py_buffer(rows.data)) as reader:
+        yield from reader
 
 
 def read_spooled(rows: SpooledRows) -> Any:

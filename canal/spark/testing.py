@@ -12,10 +12,12 @@ from canal.config import InstanceConfig
 from canal.instance import Instance
 from canal.lake import Comparison, DeltaMirror, compare, fs
 from canal.spark.batches import RunStats, run_batches
+from canal.testing.services.spark import TEST_JVM_OPTIONS
 
 
 def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, str] | None = None) -> Any:
-    """A local SparkSession set up for pycanal: this interpreter for Python workers, loopback only, no UI."""
+    """A local SparkSession set up for pycanal's tests: this interpreter for Python workers, loopback only, no UI, a
+    JVM tuned for small short jobs (:data:`TEST_JVM_OPTIONS`; ``extra`` can override it)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -31,6 +33,7 @@ def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, s
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
     )
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
