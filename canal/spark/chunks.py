@@ -83,7 +83,7 @@ from canal.lake.storage import Storage
 from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
-from canal.schema.history import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
+from canal.schema.information_schema import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
 from canal.snapshot.marks import begin_read_after_mark
 from canal.snapshot.reader import (
     ChunkReader,
