@@ -40,7 +40,9 @@ from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema,
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register
-from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
+from canal.spark.sessions import close_sessions
+from canal.spark.source import CanalStreamReader
+from canal.spark.source_options import SparkSourceError, config_from_options
 from canal.spark.spool import Spool, SpoolError
 
 __all__ = [
