@@ -14,7 +14,7 @@ without bound. With checksums verified, a corrupted event is never decoded, so n
 Event types: an event that could carry changes pycanal cannot decode (statement-based LOAD DATA, pre-GA rows
 events, encrypted files, incidents, any type this parser does not know unless the server flagged it ignorable) stops
 the dump with a ``ParseError`` naming it: never skipped while the cursor moves past it. The types ignored on purpose
-are listed in ``_IGNORED`` with the reason.
+are listed in :data:`canal.parse.mysql.event_types.IGNORED` with the reason.
 
 Server versions: MySQL 8.4 and later write no v1 rows events and announce a post-header length of 0 for them
 (such an event is refused); the format description's server version also picks the table maps' metadata rules
@@ -64,11 +64,11 @@ from canal.parse.mysql.decoder import (
     parse_table_map_body,
     schema_mismatch,
 )
+from canal.parse.mysql.event_types import COMPRESSED_ROWS, HEARTBEATS, IGNORED, REFUSED, ROWS_KINDS
 from canal.parse.mysql.gtid_events import mariadb_gtid_list, mysql_gtid, mysql_tagged_gtid
 from canal.parse.mysql.packets import event_name, read_lenenc
 from canal.parse.xa import mariadb_gtid_xid
 from canal.position import EntryPosition
-from canal.protocol import EventType
 from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn, SchemaHistory
 from canal.sql import read_column_type
 
@@ -82,67 +82,9 @@ _U64 = struct.Struct("<Q")
 _FL_STANDALONE = 0x01
 _FL_TRANSACTIONAL = 0x04
 _QUERY_POST = struct.Struct("<IIBHH")
-_ROWS_KINDS = {
-    P.WRITE_ROWS_EVENT_V1: ("w", EventType.INSERT, False),
-    P.UPDATE_ROWS_EVENT_V1: ("u", EventType.UPDATE, False),
-    P.DELETE_ROWS_EVENT_V1: ("d", EventType.DELETE, False),
-    P.WRITE_ROWS_EVENT_V2: ("w", EventType.INSERT, True),
-    P.UPDATE_ROWS_EVENT_V2: ("u", EventType.UPDATE, True),
-    P.DELETE_ROWS_EVENT_V2: ("d", EventType.DELETE, True),
-    # MySQL binlog_row_value_options=PARTIAL_JSON: an update whose after image may hold JSON diffs
-    P.PARTIAL_UPDATE_ROWS_EVENT: ("p", EventType.UPDATE, True),
-    # MariaDB log_bin_compress=ON: the row images are zlib-compressed
-    P.WRITE_ROWS_COMPRESSED_EVENT_V1: ("w", EventType.INSERT, False),
-    P.UPDATE_ROWS_COMPRESSED_EVENT_V1: ("u", EventType.UPDATE, False),
-    P.DELETE_ROWS_COMPRESSED_EVENT_V1: ("d", EventType.DELETE, False),
-    P.WRITE_ROWS_COMPRESSED_EVENT: ("w", EventType.INSERT, True),
-    P.UPDATE_ROWS_COMPRESSED_EVENT: ("u", EventType.UPDATE, True),
-    P.DELETE_ROWS_COMPRESSED_EVENT: ("d", EventType.DELETE, True),
-}
-_COMPRESSED_ROWS = frozenset(range(P.WRITE_ROWS_COMPRESSED_EVENT_V1, P.DELETE_ROWS_COMPRESSED_EVENT + 1))
 
 # Exceptions a handler raises on bytes that do not decode; parse() turns them into a ParseError naming the event.
 _MALFORMED = (IndexError, KeyError, ValueError, OverflowError, struct.error, zlib.error, zstandard.ZstdError)
-
-# Event types that carry nothing pycanal delivers, ignored on purpose (their position still advances the cursor).
-_IGNORED = {
-    P.START_EVENT_V3: "the v3 file header (pre-5.0 servers)",
-    P.STOP_EVENT: "the server stopped; the next file follows",
-    P.INTVAR_EVENT: "AUTO_INCREMENT context of a statement-based query (rows arrive as rows events)",
-    P.RAND_EVENT: "RAND() seed of a statement-based query",
-    P.USER_VAR_EVENT: "user variable of a statement-based query",
-    P.SLAVE_EVENT: "never written by any server",
-    P.IGNORABLE_LOG_EVENT: "flagged ignorable by the server",
-    P.ROWS_QUERY_LOG_EVENT: "the statement text beside its rows (binlog_rows_query_log_events)",
-    P.ANONYMOUS_GTID_LOG_EVENT: "a transaction without GTID (gtid_mode=OFF): no GTID to record",
-    P.TRANSACTION_CONTEXT_EVENT: "group replication certification data",
-    P.VIEW_CHANGE_EVENT: "group replication membership change",
-    # XA END (a query event) closes the transaction's entries; the prepare marker carries no rows
-    P.XA_PREPARE_LOG_EVENT: "the XA PREPARE marker after XA END",
-    P.ANNOTATE_ROWS_EVENT: "the statement text beside its rows (MariaDB binlog_annotate_row_events)",
-    P.BINLOG_CHECKPOINT_EVENT: "MariaDB crash-recovery checkpoint",
-}
-
-# Event types that carry changes pycanal cannot decode: the dump stops there, naming the event.
-_REFUSED = {
-    P.START_ENCRYPTION_EVENT: "encrypted binlog files (encrypt_binlog=ON) cannot be read; read them through the server",
-    P.INCIDENT_EVENT: "the server logged an incident: changes may be missing from the binlog at this point (a "
-    "replica stops here too); check the source, then restart the capture after this position",
-    **dict.fromkeys(
-        (P.LOAD_EVENT, P.CREATE_FILE_EVENT, P.APPEND_BLOCK_EVENT, P.EXEC_LOAD_EVENT, P.DELETE_FILE_EVENT),
-        "statement-based LOAD DATA events carry rows pycanal cannot decode; use binlog_format=ROW",
-    ),
-    **dict.fromkeys(
-        (P.NEW_LOAD_EVENT, P.BEGIN_LOAD_QUERY_EVENT, P.EXECUTE_LOAD_QUERY_EVENT),
-        "statement-based LOAD DATA events carry rows pycanal cannot decode; use binlog_format=ROW",
-    ),
-    **dict.fromkeys(
-        (P.PRE_GA_WRITE_ROWS_EVENT, P.PRE_GA_UPDATE_ROWS_EVENT, P.PRE_GA_DELETE_ROWS_EVENT),
-        "pre-GA rows events (MySQL 5.1.0-5.1.15) are not supported",
-    ),
-}
-
-_HEARTBEATS = frozenset({P.HEARTBEAT_LOG_EVENT, P.HEARTBEAT_LOG_EVENT_V2})
 _MAP_CACHE_SIZE = 8192  # table layouts kept with their decoders (a schema of thousands of tables fits)
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
@@ -215,13 +157,13 @@ class EventDecoder:
             P.HEARTBEAT_LOG_EVENT_V2: self._heartbeat_v2,
             P.TRANSACTION_PAYLOAD_EVENT: self._transaction_payload,
         }
-        for code in _ROWS_KINDS:
+        for code in ROWS_KINDS:
             self._handlers[code] = self._rows
-        for code in _IGNORED:
+        for code in IGNORED:
             self._handlers[code] = self._ignored
         if not decode_rows:
             # swapping handlers leaves the per-event path of a decoding parser without any extra test
-            for code in (P.TABLE_MAP_EVENT, *_ROWS_KINDS):
+            for code in (P.TABLE_MAP_EVENT, *ROWS_KINDS):
                 self._handlers[code] = self._ignored
 
     # -- entry point -------------------------------------------------------------------------------------------------
@@ -256,7 +198,7 @@ class EventDecoder:
                     )
             end -= 4
         if log_pos and not flags & P.LOG_EVENT_ARTIFICIAL_F:
-            if log_pos < size and type_code not in _HEARTBEATS:  # a heartbeat's position is the server's, not its own
+            if log_pos < size and type_code not in HEARTBEATS:  # a heartbeat's position is the server's, not its own
                 raise ParseError(
                     f"{event_name(type_code)} at {self.log_file}:{self.position} ends at {log_pos}, before its own "
                     f"{size} bytes"
@@ -307,8 +249,8 @@ class EventDecoder:
         return end - 4
 
     def _unhandled(self, t: int, flags: int, ts: int, sid: int, off: int, nxt: int) -> BinlogEvent:
-        if t in _REFUSED:
-            raise ParseError(f"{event_name(t)} at {self.log_file}:{off}: {_REFUSED[t]}")
+        if t in REFUSED:
+            raise ParseError(f"{event_name(t)} at {self.log_file}:{off}: {REFUSED[t]}")
         if flags & P.LOG_EVENT_IGNORABLE_F:
             return IgnoredEvent(
                 log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, type_code=t
@@ -597,7 +539,7 @@ class EventDecoder:
                     c.fsp = fsp
 
     def _rows(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
-        kind, event_type, v2 = _ROWS_KINDS[t]
+        kind, event_type, v2 = ROWS_KINDS[t]
         tid_len = self.table_id_len
         post = self._rows_post[P.WRITE_ROWS_EVENT_V2 if v2 else P.WRITE_ROWS_EVENT_V1]
         if not post:
@@ -634,7 +576,7 @@ class EventDecoder:
             p += nb
         if p > end:
             raise ValueError("column bitmaps overrun the event")
-        if t in _COMPRESSED_ROWS:
+        if t in COMPRESSED_ROWS:
             b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
             p, end = 0, len(b)
         try:
