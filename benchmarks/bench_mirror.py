@@ -44,10 +44,10 @@ sys.path.insert(0, str(ROOT))
 
 from result_file import write_result  # noqa: E402
 
+from canal.lake.settings import DEFAULT_FILE_BYTES  # noqa: E402
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema  # noqa: E402
 from canal.spark import DeltaMirror  # noqa: E402
 from canal.spark.changes import entries_to_batch  # noqa: E402
-from canal.spark.mirror import DEFAULT_FILE_BYTES  # noqa: E402
 
 TABLE = TableSchema(
     "bench",
@@ -125,7 +125,7 @@ def run(rows: int, count: int) -> dict[str, Any]:
         for batch_id, batch in enumerate(work, 1):
             for name, mirror in mirrors.items():
                 if name != "mirror":
-                    mirror._forget(*list(mirror._handles))  # every batch opens its tables anew
+                    mirror._forget(*mirror._handles.locations())  # every batch opens its tables anew
                 began = time.perf_counter()
                 result = mirror.apply(batch, batch_id)
                 seconds[name].append(time.perf_counter() - began)
@@ -134,7 +134,9 @@ def run(rows: int, count: int) -> dict[str, Any]:
         tables = [m.read("bench", "t").sort_by("id") for m in mirrors.values()]
         if any(t != tables[0] for t in tables) or tables[0].num_rows != rows + count * (INSERTS - DELETES):
             raise RuntimeError("the mirrors differ")
-        files = {name: len(m._handle(str(m.table_path("bench", "t"))).file_uris()) for name, m in mirrors.items()}
+        files = {
+            name: len(m._handles.table(str(m.table_path("bench", "t"))).file_uris()) for name, m in mirrors.items()
+        }
     steady = max(len(work) // 5, 1)
     whole = {name: sum(s) for name, s in seconds.items()}
     mean = {name: statistics.mean(s[1:]) for name, s in seconds.items()}  # the stream's batches, after the load

@@ -14,6 +14,9 @@ synchronises on the instance too). Semantics are canal's, with these improvement
 
 One client id consumes a destination at a time (the store has one read cursor, as canal's has); subscribing a second
 client id while another is subscribed raises :class:`~canal.errors.ServerError`.
+
+Which snapshot a start runs, the checks before a new one and its runner are planned by
+:class:`~canal.snapshot.destination.DestinationSnapshots`; the instance keeps the running snapshots and the cursors.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import attrs
 
 from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
-from canal.config import InstanceConfig, KeylessTables, MasterConfig, SnapshotMode
+from canal.config import InstanceConfig, MasterConfig, SnapshotMode
 from canal.errors import (
     ConfigError,
     NotRunningError,
@@ -50,9 +53,8 @@ from canal.parse.parser import EventParser, SourceFactory
 from canal.position import LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
 from canal.schema.catalog import SchemaCatalog
-from canal.snapshot.marks import WatermarkWriter
+from canal.snapshot.destination import DestinationSnapshots
 from canal.snapshot.merge import SnapshotMerge
-from canal.snapshot.reader import ChunkReader
 from canal.snapshot.runner import SnapshotProgress, SnapshotRunner, split_table_name
 from canal.start_stop import StartStopContext
 
@@ -100,9 +102,6 @@ class _RateWindow:
         first = next(iter(self._buckets), second)
         span = max(1, min(self._window, second - first + 1))
         return total / span
-
-
-_SYSTEM_DBS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
 
 def _rows_of(entries: Sequence[Entry]) -> int:
@@ -167,6 +166,7 @@ class Instance(StartStopContext):
         self._snapshots: list[SnapshotRunner] = []
         self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
         self._followed: dict[int, LogPosition] = {}  # per client id: the last rest its cursor was checked against
+        self._planning = DestinationSnapshots(config, self.parser, self._log)
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -238,20 +238,20 @@ class Instance(StartStopContext):
                 if self._start_cursor is not None:
                     self.meta.update_cursor(self.default_client, self._start_cursor)
                 cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
-                due = self._snapshot_due(cursors)
+                due = self._planning.due(cursors)
                 ends = self.config.snapshot.mode is SnapshotMode.INITIAL_ONLY  # the stream ends with the snapshot
                 runner = None
                 if due is not None:
-                    merge, source = self._snapshot_parts()
+                    merge, source = self._planning.parts()
                     fresh = all(c is None or c.snapshot is None for c in cursors)  # a first start, or a purged cursor
                     catalog = None
                     if fresh or not due.tables:
-                        catalog = self._catalog(source)
+                        catalog = self._planning.catalog(source)
                         if not due.tables:
-                            due = SnapshotCursor(tuple(self._captured_tables(catalog)), 0, None, due.rows)
+                            due = SnapshotCursor(tuple(self._planning.captured_tables(catalog)), 0, None, due.rows)
                             self._log.info("snapshot of the captured tables: %s", ", ".join(due.tables) or "none")
                         if fresh:
-                            self._check_tables(due.tables, source, catalog)
+                            self._planning.check_tables(due.tables, source, catalog)
                     runner = self._snapshot_runner(due, merge, source, catalog, None, None)
                     if fresh:
                         self._begin_initial_snapshot(source, due if due.tables else None)
@@ -259,7 +259,7 @@ class Instance(StartStopContext):
                     merge.begin(due if due.tables else None, end_stream=ends)
                     self._snapshots.append(runner)
                 elif ends:
-                    self._snapshot_parts()[0].begin(None, end_stream=True)
+                    self._planning.parts()[0].begin(None, end_stream=True)
                     self._log.info("snapshot mode initial_only: the snapshot is complete; there is nothing to stream")
                 if due is not None or not ends:
                     self.parser.start()
@@ -312,7 +312,7 @@ class Instance(StartStopContext):
         with self._lock:
             if not self._started:
                 raise NotRunningError(f"destination {self.destination} is not running")
-            merge, source = self._snapshot_parts()
+            merge, source = self._planning.parts()
             if merge.stream_ended:
                 raise SnapshotError(
                     f"destination {self.destination} streams nothing more (snapshot mode initial_only): a snapshot "
@@ -323,8 +323,8 @@ class Instance(StartStopContext):
                     f"destination {self.destination} has an unfinished snapshot "
                     f"({', '.join(merge.progress.tables) if merge.progress else 'starting'}): wait for it first"
                 )
-            catalog = self._catalog(source)
-            self._check_tables(names, source, catalog)
+            catalog = self._planning.catalog(source)
+            self._planning.check_tables(names, source, catalog)
             plan = SnapshotCursor(names)
             runner = self._snapshot_runner(plan, merge, source, catalog, chunk_rows, max_rows_per_s)
             merge.begin(plan)
@@ -337,41 +337,18 @@ class Instance(StartStopContext):
         unknown table; :class:`~canal.errors.SnapshotError` for a table without a chunk key under
         ``keyless=refuse``). For readers that plan a snapshot's chunks themselves (the Spark source's executor
         partitions); nothing changes here."""
-        _merge, source = self._snapshot_parts()
-        catalog = self._catalog(source)
-        names = tuple(tables or self.config.snapshot.tables or self._captured_tables(catalog))
+        _merge, source = self._planning.parts()
+        catalog = self._planning.catalog(source)
+        names = tuple(tables or self.config.snapshot.tables or self._planning.captured_tables(catalog))
         for name in names:
             split_table_name(name)
-        self._check_tables(names, source, catalog)
+        self._planning.check_tables(names, source, catalog)
         return [catalog.tables[name].table_schema(mariadb=catalog.mariadb) for name in names]
 
     @property
     def snapshots(self) -> tuple[SnapshotRunner, ...]:
         """The snapshots this instance ran since it started (the last one last)."""
         return tuple(self._snapshots)
-
-    def _snapshot_parts(self) -> tuple[SnapshotMerge, MysqlBinlogSource]:
-        parser = self.parser
-        if not isinstance(parser, EventParser) or parser.merge is None:
-            raise ConfigError("snapshots are not available in group mode", key="snapshot")
-        merge = parser.merge
-        if not isinstance(merge, SnapshotMerge):
-            raise ConfigError("this parser takes no snapshot chunks", key="snapshot")
-        source = parser.source_factory(parser.active_master)
-        if not isinstance(source, MysqlBinlogSource):
-            raise ConfigError(
-                f"snapshots read tables over SQL: {type(source).__name__} cannot (a MariaDB source can)",
-                key="snapshot",
-            )
-        return merge, source
-
-    @staticmethod
-    def _catalog(source: MysqlBinlogSource) -> SchemaCatalog:
-        source.open()
-        try:
-            return source.schema_catalog()
-        finally:
-            source.close()
 
     def _snapshot_runner(
         self,
@@ -382,119 +359,16 @@ class Instance(StartStopContext):
         chunk_rows: int | None,
         max_rows_per_s: float | None,
     ) -> SnapshotRunner:
-        settings = self.config.snapshot
-        known: list[SchemaCatalog] = [] if catalog is None else [catalog]
-
-        def current() -> SchemaCatalog:
-            if not known:
-                known.append(self._catalog(source))
-            return known[0]
-
-        def table_schema(db: str, table: str) -> TableSchema | None:
-            catalog = current()
-            found = catalog.tables.get(f"{db}.{table}")
-            return None if found is None else found.table_schema(mariadb=catalog.mariadb)
-
-        def table_schema_now(db: str, table: str) -> TableSchema | None:
-            """After a DDL of a table being read: its layout as the server has it now."""
-            known[:] = [self._catalog(source)]
-            return table_schema(db, table)
-
-        def estimated_rows(tables: Sequence[TableSchema]) -> int:
-            """InnoDB's row estimate of ``tables``, in one query (0 where it has none)."""
-            if not tables:
-                return 0
-            wanted = {(t.schema, t.table) for t in tables}
-            databases = sorted({db for db, _ in wanted})
-            conn = source.snapshot_connection()
-            try:
-                with conn.cursor() as cur:
-                    cur.execute(
-                        "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
-                        f"WHERE TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))})",
-                        databases,
-                    )
-                    found = cur.fetchall()
-            finally:
-                conn.close()
-            return sum(int(rows) for db, name, rows in found if rows is not None and (db, name) in wanted)
-
-        def unread_rows() -> int:
-            return runner.rows_emitted - max(self._snapshot_rows_out, plan.rows)
-
-        runner = SnapshotRunner(
-            self.destination,
+        return self._planning.runner(
             plan,
             merge,
-            source.snapshot_connection,
-            table_schema,
-            chunk_rows=settings.chunk_rows if chunk_rows is None else chunk_rows,
-            chunk_bytes=settings.chunk_bytes,
-            keyless=settings.keyless,
-            max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
-            estimated_rows=estimated_rows,
-            unread_rows=unread_rows,
+            source,
+            catalog,
+            chunk_rows,
+            max_rows_per_s,
             waiting=self.store.producer_waiting,
-            watermarks=self._watermark_writer(),
-            table_schema_now=table_schema_now,
+            rows_out=lambda: self._snapshot_rows_out,
         )
-        return runner
-
-    def _watermark_writer(self) -> WatermarkWriter | None:
-        """The writer of DBLog's watermarks when the config names a watermark table (its own source and
-        connection)."""
-        table = self.config.snapshot.watermark
-        if table is None:
-            return None
-        merge, source = self._snapshot_parts()
-        return WatermarkWriter(source, table, self.destination, merge.expect_mark)
-
-    def _captured_tables(self, catalog: SchemaCatalog) -> list[str]:
-        """The tables a snapshot of "the captured tables" reads: those the instance filter includes."""
-        filters = self.config.table_filters
-        marks = self.config.snapshot.watermark_table
-        return sorted(
-            name
-            for name in catalog.tables
-            if filters.includes(*split_table_name(name))
-            and name.partition(".")[0].lower() not in _SYSTEM_DBS
-            and name != marks
-        )
-
-    def _check_tables(self, tables: Sequence[str], source: MysqlBinlogSource, catalog: SchemaCatalog) -> None:
-        """A new snapshot of an unknown table fails here, before anything changes (:class:`ConfigError`), and so,
-        with ``keyless=refuse``, does one of a table that has no chunk key (no primary key, no unique key over NOT
-        NULL columns; :class:`SnapshotError`)."""
-        missing = [name for name in tables if name not in catalog.tables]
-        if missing:
-            raise ConfigError(f"cannot snapshot {', '.join(missing)}: no such table", key="snapshot.tables")
-        marks = self.config.snapshot.watermark_table
-        if marks is not None and marks in tables:
-            raise ConfigError(f"cannot snapshot {marks}: it is the snapshot's watermark table", key="snapshot.tables")
-        writer = self._watermark_writer()
-        if writer is not None:
-            try:
-                writer.check()
-            finally:
-                writer.close()
-        if self.config.snapshot.keyless is not KeylessTables.REFUSE:
-            return
-        refused = []
-        for name in tables:
-            found = catalog.tables.get(name)
-            if found is None or found.primary:
-                continue
-            reader = ChunkReader(source.snapshot_connection, found.table_schema(mariadb=catalog.mariadb))
-            try:
-                if reader.chunk_key() is None:
-                    refused.append(name)
-            finally:
-                reader.close()
-        if refused:
-            raise SnapshotError(
-                f"cannot snapshot {', '.join(refused)}: no primary key and no unique key over NOT NULL columns to "
-                "chunk by (snapshot keyless=refuse; read_whole reads such a table in one transaction)"
-            )
 
     def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor | None) -> None:
         """Make the initial snapshot and its start durable before anything is handed out: the server's position now,
@@ -510,47 +384,6 @@ class Instance(StartStopContext):
         for client in self._subscribed_clients():
             self.meta.update_cursor(client, start)
         self._log.info("initial snapshot: streaming from %s", now)
-
-    def _cursor_purged(self, cursors: Sequence[LogPosition | None]) -> bool:
-        """Whether a cursor names a binlog file the server no longer has (``when_needed``: snapshot again)."""
-        _merge, source = self._snapshot_parts()
-        source.open()
-        try:
-            files = {f.name for f in source.binlog_files()}
-        finally:
-            source.close()
-        for cursor in cursors:
-            journal = None if cursor is None else cursor.position.journal_name
-            if journal and journal not in files:
-                self._log.warning(
-                    "the cursor's binlog file %s was purged from the server: snapshotting the captured tables again "
-                    "and streaming from the server's position now (snapshot mode when_needed)",
-                    journal,
-                )
-                return True
-        return False
-
-    def _snapshot_due(self, cursors: Sequence[LogPosition | None]) -> SnapshotCursor | None:
-        """The snapshot this start runs, given the subscribed clients' ``cursors``: the unfinished one of a consumer
-        cursor, else the initial snapshot when the config asks for one and this is the destination's first start (no
-        cursor, no configured position; for ``initial_only``, no cursor)."""
-        for cursor in cursors:
-            if cursor is not None and cursor.snapshot is not None:
-                return cursor.snapshot
-        settings = self.config.snapshot
-        if settings.mode is SnapshotMode.NEVER:
-            return None
-        if settings.mode is SnapshotMode.INITIAL_ONLY:
-            # a copy of the tables and no stream: a configured start position has nothing to start
-            return SnapshotCursor(settings.tables or ()) if all(c is None for c in cursors) else None
-        if any(c is not None for c in cursors):
-            if settings.mode is SnapshotMode.WHEN_NEEDED and self._cursor_purged(cursors):
-                return SnapshotCursor(settings.tables or ())
-            return None
-        master = self.config.master
-        if master.has_start:
-            return None
-        return SnapshotCursor(settings.tables or ())
 
     def _shut_down(self) -> None:
         # every step is a no-op on a component that is not started, so this also undoes a partial start

@@ -1,4 +1,4 @@
-"""Appends written as Delta commits directly (canal.spark.delta_append): read back by deltalake like its own, placed
+"""Appends written as Delta commits directly (canal.lake.delta_append): read back by deltalake like its own, placed
 after any commit another writer made first, and refused -- with nothing left behind -- where a blind append would
 be wrong (a schema change, a newer checkpoint, a table that is not the one the version was read from). The mirrors
 here stage nothing (``stage_rows=0``): every batch's part is such an append (staging: tests/test_mirror_staged.py)."""
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from canal import files
-from canal.spark import delta_append
+from canal.lake import delta_append
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -122,7 +122,8 @@ def test_an_unreadable_last_checkpoint_refuses_the_append(tmp_path: Path) -> Non
 
 
 def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_path: Path) -> None:
-    from canal.spark import DeltaMirror, changelog
+    from canal.lake import changelog
+    from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
     mirror = DeltaMirror(tmp_path, stage_rows=0, fold_ratio=1000.0, fold_files=1000, background_folds=False)
@@ -244,7 +245,8 @@ def test_batches_land_while_a_background_compaction_rewrites_the_log(
 
     from deltalake.table import TableOptimizer
 
-    from canal.spark import DeltaMirror, changelog
+    from canal.lake import changelog
+    from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
     rewriting, landed = threading.Event(), threading.Event()
@@ -305,7 +307,8 @@ def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltala
 def test_folds_complete_while_batches_keep_landing(tmp_path: Path) -> None:
     """Background folds of tables that take a batch every few milliseconds: every fold commits (none fails on a
     conflict with the appends that land while it trims the log) and the logs stay small."""
-    from canal.spark import DeltaMirror, changelog
+    from canal.lake import changelog
+    from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
     source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=0.05))
@@ -326,7 +329,8 @@ def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_b
     2-10 ms a table while folds compete for the cores); the size it recorded is the log's."""
     import threading
 
-    from canal.spark import DeltaMirror, changelog
+    from canal.lake import changelog
+    from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
     source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=0.05))
@@ -345,7 +349,7 @@ def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_b
     source.mirror.wait_for_folds()
     assert threading.current_thread().name not in readers
     monkeypatch.undo()
-    kept = source.mirror._log_sizes  # read by a fold or compaction, counted on by the appends since
+    kept = source.mirror._folding.log_sizes  # read by a fold or compaction, counted on by the appends since
     paths = [str(source.mirror.table_path("shop", table.table)) for table in TABLES]
     assert any(path in kept for path in paths)
     for path in paths:
@@ -356,7 +360,7 @@ def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_b
 
 
 def _log_changes(log: Path) -> list[tuple[int, int]]:
-    from canal.spark import changelog
+    from canal.lake import changelog
 
     rows = deltalake.DeltaTable(str(log)).to_pyarrow_table(columns=[changelog.BATCH, changelog.SEQ])
     return sorted(zip(rows.column(0).to_pylist(), rows.column(1).to_pylist(), strict=True))
@@ -366,7 +370,8 @@ def test_a_trim_by_files_removes_whole_files_and_deletes_rows_where_a_file_strad
     """``trim(by_files=True)``: files whose changes all come at or before the trimmed change go by a commit of
     ``remove`` actions; when a file holds changes on both sides, the rows are deleted instead. Either way the log
     keeps exactly the later changes."""
-    from canal.spark import DeltaMirror, changelog
+    from canal.lake import changelog
+    from canal.spark import DeltaMirror
 
     source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=1000.0, fold_files=1000, background_folds=False))
     source.apply(4)

@@ -25,8 +25,8 @@ pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
+from canal.lake.settings import MODES
 from canal.spark import DeltaMirror, MirrorMode, run_batches
-from canal.spark.mirror import MODES
 from canal.spark.testing import master_position
 from canal.testing.plugin import MariaDBDatabase
 

@@ -28,9 +28,9 @@ pytest.importorskip("deltalake")
 from capture_configs import capture_config
 
 from canal.errors import CanalError
+from canal.lake.settings import MODES
+from canal.lake.stops import MirrorStatementError
 from canal.spark import DeltaMirror, MirrorMode
-from canal.spark.mirror import MODES
-from canal.spark.mirror_stops import MirrorStatementError
 from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.integration
 EXAMPLES = max(2, FUZZ_EXAMPLES // 4)
 
 OPS = ["ins", "ins", "upd", "del", "xa_commit", "xa_rollback", "xa_one_phase", "outcome", "narrow", "run"]
-OPS.append("cascade")  # the mirror follows a cascading delete (canal.spark.mirror_cascade)
+OPS.append("cascade")  # the mirror follows a cascading delete (canal.lake.cascade)
 RARE = ["statement"]  # ops after which the mirror must stop
 
 

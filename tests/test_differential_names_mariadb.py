@@ -26,8 +26,8 @@ from random_schema_workload import FUZZ_EXAMPLES, fuzz_settings
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, StoreConfig
+from canal.lake.settings import MODES
 from canal.spark import DeltaMirror
-from canal.spark.mirror import MODES
 from canal.spark.testing import run_caught_up
 from canal.testing.plugin import MariaDBDatabase, MariaDBFactory
 

@@ -20,10 +20,10 @@ from capture_configs import capture_config
 
 from canal.config import InstanceConfig, SchemaHistoryConfig
 from canal.instance import Instance
+from canal.lake.stops import MirrorCascadeError
 from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.protocol import EntryType
 from canal.spark import DeltaMirror
-from canal.spark.mirror_stops import MirrorCascadeError
 from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 

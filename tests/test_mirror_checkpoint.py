@@ -1,4 +1,4 @@
-"""A new checkpoint on an existing mirror (canal.spark.applied): Spark's batch ids start again at 0, so a batch id
+"""A new checkpoint on an existing mirror (canal.lake.applied): Spark's batch ids start again at 0, so a batch id
 the mirror finished already may hold changes it never saw. Those are refused with MirrorCheckpointError before
 anything is written -- never skipped as replays -- while a true replay (changes at or before the position the
 mirror reached) is still skipped, and the query that wrote the mirror goes on."""
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from canal.lake.applied import Applied, applied_path, read_applied
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror, MirrorCheckpointError
-from canal.spark.applied import Applied, applied_path, read_applied
 from canal.spark.changes import entries_to_batch
 
 T = TableSchema(

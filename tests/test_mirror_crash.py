@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from canal.spark import DeltaMirror, changelog
+from canal.lake import changelog
+from canal.spark import DeltaMirror
 from tests.procs.mirror_writer import TABLES, Row, source_after
 
 ROOT = Path(__file__).resolve().parent.parent

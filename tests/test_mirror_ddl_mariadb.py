@@ -23,8 +23,9 @@ import pytest
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.lake.plan import batch_steps, in_order
+from canal.lake.settings import MODES
 from canal.spark import DeltaMirror, MirrorError, MirrorMode
-from canal.spark.mirror import MODES
 from canal.spark.testing import run_caught_up
 from canal.testing.plugin import MariaDBFactory
 
@@ -156,7 +157,7 @@ def test_a_replayed_batch_with_renames_and_drops_changes_nothing(source: Source,
     run_caught_up(source.conn, source.config, None, lambda rows, batch_id: batches.append((rows, batch_id)))
     assert len(batches) == 1
     rows, batch_id = batches[0]
-    steps = len(__import__("canal.spark.mirror", fromlist=["_steps"])._steps(source.mirror._ordered(rows), None))
+    steps = len(batch_steps(in_order(rows), None))
     import shutil
 
     source.mirror.wait_for_folds()  # copied whole below: no fold may write while it is

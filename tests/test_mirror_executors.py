@@ -14,19 +14,19 @@ import attrs
 import pyarrow as pa
 import pytest
 
+from canal.lake import changelog
+from canal.lake.settings import MODES, MirrorSettings
+from canal.lake.types import MirrorError, MirrorStorageError
 from canal.spark import (
     DeltaMirror,
     MirrorMode,
-    changelog,
     current_dataframe,
     current_duckdb,
     current_polars,
     entries_to_batch,
 )
-from canal.spark.mirror import MODES
 from canal.spark.mirror_tasks import SPILL_PREFIX, _drop_spills, _read_spill, write_partition
 from canal.spark.testing import master_position
-from canal.spark.types import MirrorError, MirrorStorageError
 from tests.procs.mirror_writer import TABLES, Row, batch, source_after
 from tests.test_spark_units import _mirror_available_now, _source_options
 
@@ -203,7 +203,7 @@ def test_ddl_batch_files_left_by_a_failed_driver_are_dropped_by_a_later_one(tmp_
 
 def test_a_ddl_batch_is_handed_to_the_driver_in_a_file_read_once(tmp_path: Path) -> None:
     rows = pa.table({"is_ddl": [True], "sql": ["CREATE TABLE t (id int)"]})
-    settings = {"root": str(tmp_path), "app_id": "app"}
+    settings = MirrorSettings(root=str(tmp_path), app_id="app")
     answer = pa.Table.from_batches(list(write_partition(DeltaMirror, settings, 5, rows.to_batches())))
     (spill,) = answer.column("spill").to_pylist()
     assert answer.column("status").to_pylist() == ["ddl"]

@@ -67,7 +67,7 @@ def test_a_create_table_step_replayed_after_its_commit_is_done_once(tmp_path: Pa
 
 
 def test_a_create_table_of_a_table_the_mirror_holds_is_still_refused(tmp_path: Path) -> None:
-    from canal.spark.types import MirrorError
+    from canal.lake.types import MirrorError
 
     mirror = DeltaMirror(tmp_path, background_folds=False)
     mirror.apply(batch(ddl("n", "CREATE", CREATE.format(table="n")), upsert("n", 5, "e")), 1)
@@ -125,7 +125,8 @@ def _logged(root: Path, **options: Any) -> DeltaMirror:
 
 @pytest.mark.parametrize("damaged", ["log-parquet", "base-parquet", "base-commit", "log-commit"])
 def test_damaged_files_are_typed_errors_and_a_refused_batch_writes_nothing(tmp_path: Path, damaged: str) -> None:
-    from canal.spark import MirrorStorageError, changelog
+    from canal.lake import changelog
+    from canal.spark import MirrorStorageError
 
     _logged(tmp_path).close()
     base = tmp_path / "s.t"
@@ -152,11 +153,12 @@ def test_damaged_files_are_typed_errors_and_a_refused_batch_writes_nothing(tmp_p
 
 
 def test_failing_background_folds_are_counted_and_then_refuse_batches(tmp_path: Path) -> None:
-    from canal.spark import MirrorFoldError, changelog
+    from canal.lake import changelog
+    from canal.spark import MirrorFoldError
 
-    mirror = _logged(tmp_path, max_fold_failures=2)
-    mirror.background_folds = True
-    mirror.fold_ratio = 0.001  # every batch's append makes the table's fold due
+    _logged(tmp_path).close()
+    # the same root in a mirror whose settings (a frozen value) make every batch's append a fold due
+    mirror = DeltaMirror(tmp_path, background_folds=True, fold_ratio=0.001, stage_rows=0, max_fold_failures=2)
     log_file = sorted(Path(changelog.log_path(tmp_path / "s.t")).glob("*.parquet"))[0]
     good = _damage(log_file)
     for number in (4, 5):
@@ -197,8 +199,8 @@ def test_staged_parts_are_bounded_by_bytes_not_only_rows(tmp_path: Path) -> None
 
 
 def test_the_mirrors_records_keep_the_newest_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from canal.spark import mirror as mirror_module
-    from canal.spark.records import Recent
+    from canal.lake import mirror as mirror_module
+    from canal.lake.records import Recent
 
     monkeypatch.setattr(mirror_module, "RECORDS_KEPT", 5)
     monkeypatch.setattr(mirror_module, "RECORD_NAMES", 30)
@@ -304,7 +306,7 @@ def test_an_append_that_loses_a_commit_file_to_the_logs_cleanup_reads_the_log_ag
     import pyarrow as pa
     from deltalake.exceptions import DeltaError
 
-    from canal.spark import changelog
+    from canal.lake import changelog
 
     log = tmp_path / "log"
     handle = changelog.append(log, pa.table({"id": [1]}), None)  # creates the log

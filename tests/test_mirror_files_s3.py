@@ -1,5 +1,5 @@
 """The mirror's own small files under a root in an object store (a private S3-compatible server), each module through
-:mod:`canal.spark.fs`: the applied position, the writer lease, the step marks of a table's first commit, staged
+:mod:`canal.lake.fs`: the applied position, the writer lease, the step marks of a table's first commit, staged
 parts, held XA rows, the kept expanded batch and the DDL batch handed from a task to the driver -- written, read,
 listed and deleted as objects under the root's prefix, and an error leaving them as they were."""
 
@@ -16,15 +16,15 @@ pytest.importorskip("pyarrow")
 
 import pyarrow as pa
 
-from canal.spark import fs, staged
-from canal.spark.applied import Applied, applied_path, check_batch, read_applied, record_batch
-from canal.spark.lease import LEASE_S, WriterLease, lease_path
-from canal.spark.mirror import DeltaMirror
-from canal.spark.mirror_cascade import ExpandedBatch
+from canal.lake import DeltaMirror, fs, staged
+from canal.lake.applied import Applied, applied_path, check_batch, read_applied, record_batch
+from canal.lake.cascade import ExpandedBatch
+from canal.lake.lease import LEASE_S, WriterLease, lease_path
+from canal.lake.settings import MirrorSettings
+from canal.lake.step_marks import created_by, created_metadata
+from canal.lake.types import MirrorCheckpointError, MirrorError, MirrorLeaseError
+from canal.lake.xa import HeldTransactions, MirrorXAError, held_directory
 from canal.spark.mirror_tasks import SPILL_PREFIX, _drop_spills, _read_spill, write_partition
-from canal.spark.mirror_xa import HeldTransactions, MirrorXAError, held_directory
-from canal.spark.step_marks import created_by, created_metadata
-from canal.spark.types import MirrorCheckpointError, MirrorError, MirrorLeaseError
 from canal.testing.plugin import S3Bucket
 from tests.test_mirror_xa_units import _batch, _row
 
@@ -197,7 +197,7 @@ def test_the_expanded_batch_is_kept_in_the_store_until_a_later_one(root: str, s3
 def test_a_ddl_batch_is_handed_to_the_driver_through_the_store(root: str, s3_bucket: S3Bucket) -> None:
     rows = pa.table({"is_ddl": [True], "sql": ["CREATE TABLE t (id int)"]})
     answer = pa.Table.from_batches(
-        list(write_partition(DeltaMirror, {"root": root, "app_id": "app"}, 5, rows.to_batches()))
+        list(write_partition(DeltaMirror, MirrorSettings(root=root, app_id="app"), 5, rows.to_batches()))
     )
     (spill,) = answer.column("spill").to_pylist()
     assert answer.column("status").to_pylist() == ["ddl"] and spill.startswith(f"{root}/{SPILL_PREFIX}5.")

@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, StoreConfig
+from canal.lake.settings import MODES
 from canal.spark import DeltaMirror
-from canal.spark.mirror import MODES
 from canal.spark.testing import run_caught_up
 from canal.testing.plugin import MariaDBFactory
 

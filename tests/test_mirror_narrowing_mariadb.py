@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.lake.settings import MODES
 from canal.spark import DeltaMirror, MirrorMode
-from canal.spark.mirror import MODES
 from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 

@@ -1,4 +1,4 @@
-"""Staged changes (canal.spark.staged): a batch's small parts of many tables written as one file and appended to their
+"""Staged changes (canal.lake.staged): a batch's small parts of many tables written as one file and appended to their
 change logs later. Every read of the current state stays exact -- while parts are staged, while a flush races a
 reader, after a flush the process did not live to finish, after a replayed batch -- and a closing mirror leaves
 every change in the change logs, each batch id recorded.
@@ -19,11 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from canal.lake import changelog, staged
+from canal.lake.types import MirrorError
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark import DeltaMirror, changelog, staged
+from canal.spark import DeltaMirror
 from canal.spark.changes import entries_to_batch
-from canal.spark.types import MirrorError
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -136,7 +137,7 @@ def test_a_part_above_stage_rows_goes_to_its_log_after_the_parts_staged_before_i
     checked = 0
     for number in range(1, 15):
         source.apply(mirror, number, number)
-        parts = mirror._staged()
+        parts = mirror._staging.parts()
         for table in TABLES:
             path = str(mirror.table_path("shop", table.table))
             logged = delta_append_txn(changelog.log_path(path), mirror.app_id)
@@ -244,7 +245,7 @@ def test_a_flush_whose_process_died_before_deleting_its_files_appends_nothing_tw
     del first
     _assert_exact(DeltaMirror(tmp_path), source)  # copies of the logged changes: read once
     second = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
-    assert second._staged().tables == {}  # every part is in its log already: none taken up again
+    assert second._staging.parts().tables == {}  # every part is in its log already: none taken up again
     assert _staged_files(tmp_path) == []
     source.apply(second, 7, 9)
     second.close()
@@ -269,10 +270,10 @@ def test_a_replayed_batch_stages_nothing_twice(tmp_path: Path) -> None:
     journal.write_bytes(replay_from)
     del first
     second = _mirror(tmp_path, stage_spread=1000, fold_ratio=1000.0)
-    holding_5 = {p for p, t in second._staged().tables.items() if 5 in t.batches}
+    holding_5 = {p for p, t in second._staging.parts().tables.items() if 5 in t.batches}
     assert holding_5
     second.apply(again, 5)
-    after = second._staged()
+    after = second._staging.parts()
     for table in TABLES:
         path = str(second.table_path("shop", table.table))
         # staged once (one table a batch is flushed after it: stage_spread)

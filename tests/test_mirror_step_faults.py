@@ -31,7 +31,9 @@ from typing import Any
 
 import pytest
 
-from canal.spark import DeltaMirror, mirror, staged
+from canal.lake import evolve, staged
+from canal.lake.plan import RenamePair, batch_steps
+from canal.spark import DeltaMirror
 from tests.mirror_rows import CREATE, batch, ddl, delete, upsert, values
 
 pytest.importorskip("deltalake")
@@ -129,7 +131,7 @@ def _watched(monkeypatch: pytest.MonkeyPatch, boundaries: _Boundaries) -> Iterat
     with monkeypatch.context() as patch:
         patch.setattr(DeltaMirror, "_write_journal", write_journal)
         patch.setattr(staged.Staged, "flushed", flushed)
-        patch.setattr(mirror, "os", moves)
+        patch.setattr(evolve, "os", moves)
         yield
 
 
@@ -169,8 +171,8 @@ def _ddl_journal_writes(rows: list[dict[str, Any]]) -> set[int]:
     is_ddl = table.column("is_ddl").to_pylist()
     return {
         number + 1
-        for number, step in enumerate(mirror._steps(table, None))
-        if isinstance(step, mirror._RenamePair) or (len(step) == 1 and is_ddl[step[0].as_py()])
+        for number, step in enumerate(batch_steps(table, None))
+        if isinstance(step, RenamePair) or (len(step) == 1 and is_ddl[step[0].as_py()])
     }
 
 

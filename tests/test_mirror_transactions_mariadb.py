@@ -22,10 +22,10 @@ from capture_configs import capture_config
 
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
+from canal.lake.settings import MODES
+from canal.lake.stops import MirrorStatementError
 from canal.protocol import EntryType, EventType
 from canal.spark import DeltaMirror, MirrorMode, run_batches
-from canal.spark.mirror import MODES
-from canal.spark.mirror_stops import MirrorStatementError
 from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 

@@ -1,4 +1,4 @@
-"""The mirror's XA holding (:mod:`canal.spark.mirror_xa`) on hand-made change rows, without a server: prepared rows
+"""The mirror's XA holding (:mod:`canal.lake.xa`) on hand-made change rows, without a server: prepared rows
 wait for their XA COMMIT in a later batch, a batch replayed after a crash (before or after its steps) applies them
 once, a rollback drops them, and xids written differently name one transaction."""
 
@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("deltalake")
 
+from canal.lake.xa import MirrorXAError
 from canal.parse.xa import xid_key
 from canal.spark import DeltaMirror
 from canal.spark.changes import arrow_schema
-from canal.spark.mirror_xa import MirrorXAError
 
 COLUMNS = json.dumps([["id", "int(11)", True], ["v", "int(11)", False]])
 

@@ -362,7 +362,7 @@ def test_one_type_model_names_the_python_arrow_and_spark_types(
     """The type model (canal.sql.types) gives a column type's Python value type and the exact stored type that the
     Spark side's Arrow and Spark SQL types both come from."""
     pytest.importorskip("pyarrow")
-    from canal.spark.types import arrow_type, spark_type_sql
+    from canal.lake.types import arrow_type, spark_type_sql
     from canal.sql import read_column_type
     from canal.sql.types import python_type
 

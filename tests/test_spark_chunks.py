@@ -27,11 +27,12 @@ from canal import files
 from canal.errors import SnapshotError
 from canal.files import temp_files_of
 from canal.instance import Instance
+from canal.lake.storage import Storage
 from canal.spark import chunks
 from canal.spark.changes import INITIAL_OFFSET
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, ChunkRange, discard_chunks_through, read_chunk
-from canal.spark.source import CanalStreamReader, SourceConnector, _session, close_sessions, config_from_options
-from canal.spark.storage import Storage
+from canal.spark.sessions import session_of
+from canal.spark.source import CanalStreamReader, SourceConnector, close_sessions, config_from_options
 from canal.spark.testing import master_position
 
 pytestmark = pytest.mark.integration
@@ -320,10 +321,10 @@ def test_the_source_reads_a_planned_micro_batchs_ranges_ahead_unless_prefetch_is
     reader = CanalStreamReader(options)
     try:
         end = reader.latest(dict(INITIAL_OFFSET))
-        ahead = _session(options).ranges_ahead  # started by the planning, before Spark asks for the partitions
+        ahead = session_of(options).ranges_ahead  # started by the planning, before Spark asks for the partitions
         assert (ahead is not None) == prefetch
         values = reader.partition_values(dict(INITIAL_OFFSET), end)
-        assert _session(options).ranges_ahead is ahead  # the same batch's: not started again
+        assert session_of(options).ranges_ahead is ahead  # the same batch's: not started again
         ranges = [v for v in values if isinstance(v, ChunkPartition)]
         assert [p.range.hi for p in ranges] == [("10",), ("20",), ("30",)]
         if ahead is not None:

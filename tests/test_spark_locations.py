@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from canal.errors import ConfigError, StorageLocationError
+from canal.lake.locations import local_path
 from canal.spark import DeltaMirror
-from canal.spark.locations import local_path
 from canal.spark.spool import Spool
 
 

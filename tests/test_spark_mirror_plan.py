@@ -22,9 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canal.spark import names
-from canal.spark.mirror import OP_COLUMN, DeltaMirror
-from canal.spark.types import MirrorError, MirrorTypeError, typed_array, typed_strings
+from canal.lake import DeltaMirror, names
+from canal.lake.images import OP_COLUMN, source, source_slow
+from canal.lake.plan import plan_tables
+from canal.lake.types import MirrorError, MirrorTypeError, typed_array, typed_strings
 
 Row = dict[str, Any]
 
@@ -210,7 +211,7 @@ def model_plan(rows: list[Row], only: frozenset[str] | None = None) -> dict[str,
         if not row["table"] or (only is not None and full not in only):
             continue
         kept += 1
-        # a plan is named by its table's directory (canal.spark.names), filtered by ``schema.table``
+        # a plan is named by its table's directory (canal.lake.names), filtered by ``schema.table``
         plan = plans.setdefault(names.directory(row["schema"], row["table"]), ModelPlan(row["schema"], row["table"]))
         plan.rows += 1
         if row["is_ddl"]:
@@ -257,8 +258,7 @@ def test_plan_and_source_match_the_model(data: st.DataObject) -> None:
     only = None
     if data.draw(st.integers(0, 4)) == 0:
         only = frozenset(data.draw(st.lists(st.sampled_from([s.full for s in specs_]), max_size=2)))
-    mirror = DeltaMirror("/nonexistent", tables=only, zero_dates="null")  # the model reads zero dates as null
-    plans = mirror._plan(to_table(rows, data))
+    plans = plan_tables(to_table(rows, data), only)
     expected = model_plan(rows, only)
     assert list(plans) == list(expected)
     for name, want in expected.items():
@@ -268,13 +268,13 @@ def test_plan_and_source_match_the_model(data: st.DataObject) -> None:
         if want.layout is None:
             assert got.deletes is None
             continue
-        source, key_names = mirror._source(got)
+        typed, key_names = source(got, "null")  # the model reads zero dates as null
         assert key_names == [c[0] for c in json.loads(want.layout) if c[2]]
-        assert source.column_names[-1] == OP_COLUMN
-        assert source.to_pylist() == model_source(want)
+        assert typed.column_names[-1] == OP_COLUMN
+        assert typed.to_pylist() == model_source(want)
         if got.deletes is not None:  # the Python path, kept for odd images, agrees with the Arrow path
-            slow = mirror._source_slow(json.loads(want.layout), got.deletes, got.keys, got.after, "null")
-            assert slow.equals(source.combine_chunks()) or slow.to_pylist() == source.to_pylist()
+            slow = source_slow(json.loads(want.layout), got.deletes, got.keys, got.after, "null")
+            assert slow.equals(typed.combine_chunks()) or slow.to_pylist() == typed.to_pylist()
 
 
 def test_truncate_drops_only_the_changes_before_it() -> None:
@@ -293,10 +293,10 @@ def test_truncate_drops_only_the_changes_before_it() -> None:
         dml(5, "DELETE", 3, None),
     ]
     table = pa.Table.from_pylist(rows[::-1], schema=ARROW_SCHEMA)  # out of order: planned by seq
-    plan = DeltaMirror("/nonexistent")._plan(table)["s.t"]
+    plan = plan_tables(table, None)["s.t"]
     assert plan.truncate and plan.ddl == [(2, "TRUNCATE", "TRUNCATE t")] and plan.rows == 5
-    source, _keys = DeltaMirror._source(DeltaMirror("/nonexistent"), plan)
-    assert source.to_pylist() == [{"id": 2, "v": "after", OP_COLUMN: "u"}, {"id": 3, "v": None, OP_COLUMN: "d"}]
+    typed, _keys = source(plan, "error")
+    assert typed.to_pylist() == [{"id": 2, "v": "after", OP_COLUMN: "u"}, {"id": 3, "v": None, OP_COLUMN: "d"}]
 
 
 def test_a_keyless_row_names_its_table() -> None:
@@ -308,9 +308,9 @@ def test_a_keyless_row_names_its_table() -> None:
     ]
     rows = [r | {"is_ddl": False, "sql": None, "columns": None if r["table"] == "c" else layout} for r in rows]
     with pytest.raises(MirrorError, match=r"^s\.a has no primary key"):
-        DeltaMirror("/nonexistent")._plan(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA))
+        plan_tables(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), None)
     # outside tables= it does not matter
-    assert list(DeltaMirror("/nonexistent", tables=["s.c"])._plan(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)))
+    assert list(plan_tables(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), frozenset(["s.c"])))
 
 
 @pytest.mark.parametrize(
@@ -365,7 +365,7 @@ def test_the_mirror_names_table_column_and_value_and_writes_nothing(tmp_path: Pa
     with pytest.raises(MirrorTypeError, match=r"^s\.t: column 'd': zero date '0000-00-00'"):
         mirror.apply(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), 1)
     assert not (tmp_path / "s.t").exists()  # nothing written
-    mirror.close()  # another mirror writes the root next (one at a time: canal.spark.lease)
+    mirror.close()  # another mirror writes the root next (one at a time: canal.lake.lease)
     DeltaMirror(tmp_path, zero_dates="null").apply(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), 1)
     assert DeltaMirror(tmp_path).read("s", "t").to_pylist() == [{"id": 1, "d": None}]
     with pytest.raises(MirrorError, match="zero_dates"):
@@ -417,14 +417,14 @@ def test_delta_contents_match_the_model(tmp_path_factory: pytest.TempPathFactory
 
 
 def test_images_take_the_arrow_path_unless_odd() -> None:
-    from canal.spark.mirror import _parse_images
+    from canal.lake.images import parse_images
 
     layout = [["id", "int(11)", True], ['q"', "varchar(5)", False], ["d", "date", False]]
     plain = pa.array(['{"id":"1","q\\"":"é","d":"0000-00-00"}', '{"id":"2","extra":{"x":1}}'])
-    columns = _parse_images(plain, layout, "null")
+    columns = parse_images(plain, layout, "null")
     assert columns is not None
     assert [c.to_pylist() for c in columns] == [[1, 2], ["é", None], [None, None]]
     for odd in ['{"id":"1","id":"2"}', ' {"id":"1"}', '{"id":1}', '{"id":"1"} {"id":"2"}']:
-        assert _parse_images(pa.array([odd, '{"id":"3"}']), layout) is None, odd
-    assert _parse_images(pa.array(['{"id":"1"}', None]), layout) is None
-    assert _parse_images(plain, [*layout, ["id", "int(11)", False]]) is None  # a name twice: Python's outcome
+        assert parse_images(pa.array([odd, '{"id":"3"}']), layout) is None, odd
+    assert parse_images(pa.array(['{"id":"1"}', None]), layout) is None
+    assert parse_images(plain, [*layout, ["id", "int(11)", False]]) is None  # a name twice: Python's outcome

@@ -19,7 +19,8 @@ pytest.importorskip("pyarrow")
 
 from canal.errors import MetaError
 from canal.spark.changes import INITIAL_OFFSET, Offset, canonical
-from canal.spark.source import CanalStreamReader, SparkSourceError, Spool, _session, close_sessions
+from canal.spark.sessions import session_of
+from canal.spark.source import CanalStreamReader, SparkSourceError, Spool, close_sessions
 from canal.testing.fake import FakeMysql
 
 ROWS = 60
@@ -102,7 +103,7 @@ def test_prefetched_batches_are_the_stream_in_order_and_spooled(fake: FakeMysql,
     seqs = [s for _, b, _ in got for s in b.column("seq").to_pylist()]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     # every batch handed out (and the one prepared after the last) is in the spool under its start
-    _session(r.options).finish_prefetch()
+    session_of(r.options).finish_prefetch()
     spool = Spool(tmp_path / "spool")
     for start, batch, batch_end in got:
         spooled = spool.read(start)
@@ -114,7 +115,7 @@ def test_a_batch_is_acked_once_spooled_and_commit_drops_its_file(fake: FakeMysql
     start = dict(INITIAL_OFFSET)
     it, end = r.read(start)
     assert ids(list(it))
-    session = _session(r.options)
+    session = session_of(r.options)
     assert session.instance is not None
     # the spool holds the batch for a replay: the instance keeps nothing outstanding, its cursor is at the batch's end
     assert session.outstanding == [] and session.instance.list_batch_ids() == []
@@ -148,7 +149,7 @@ def test_a_prefetch_takes_what_comes_until_the_next_read(fake: FakeMysql, tmp_pa
     r = CanalStreamReader({**reader(fake, tmp_path / "spool", prefetch=True).options, "max.entries": "1000"})
     got, end = read_until(r, dict(INITIAL_OFFSET), ROWS)
     assert ids([b for _, b, _ in got]) == list(range(ROWS))
-    session = _session(r.options)
+    session = session_of(r.options)
     assert session.prefetcher is not None and session.prefetcher.is_alive()  # waiting for more
     for i in range(ROWS, ROWS + 5):  # one transaction each, arriving one after another
         fake.insert("shop.t", {"id": i, "v": f"v{i}"})
@@ -161,7 +162,7 @@ def test_a_prefetch_takes_what_comes_until_the_next_read(fake: FakeMysql, tmp_pa
 def test_after_the_reader_process_dies_a_prepared_batch_is_replayed_exactly(fake: FakeMysql, tmp_path: Path) -> None:
     r = reader(fake, tmp_path / "spool", prefetch=True)
     got, end = read_until(r, dict(INITIAL_OFFSET), 10)
-    _session(r.options).finish_prefetch()
+    session_of(r.options).finish_prefetch()
     prepared = Spool(tmp_path / "spool").read(end)
     assert prepared is not None, "the batch after the last read was prepared and spooled"
     close_sessions()  # the runner process is gone: no instance, nothing acked after the last commit
@@ -174,7 +175,7 @@ def test_prefetch_off_gives_the_same_rows(fake: FakeMysql, tmp_path: Path) -> No
     close_sessions()
     without, _ = read_until(reader(fake, tmp_path / "b", prefetch=False), dict(INITIAL_OFFSET), ROWS)
     assert ids([b for _, b, _ in with_prefetch]) == ids([b for _, b, _ in without]) == list(range(ROWS))
-    assert not _session(reader(fake, tmp_path / "b", prefetch=False).options).prefetched
+    assert not session_of(reader(fake, tmp_path / "b", prefetch=False).options).prefetched
 
 
 def test_a_refused_ack_fails_the_read_and_loses_nothing(
@@ -184,7 +185,7 @@ def test_a_refused_ack_fails_the_read_and_loses_nothing(
     instance is closed, and the next read of the same start returns exactly that batch, then every row after it."""
     r = reader(fake, tmp_path / "spool", prefetch=False)
     got, start = read_until(r, dict(INITIAL_OFFSET), 10)
-    session = _session(r.options)
+    session = session_of(r.options)
     assert session.instance is not None
 
     def refuse(*_args: Any) -> None:

@@ -15,10 +15,10 @@ pytest.importorskip("obstore")
 pytest.importorskip("pyarrow")
 
 from canal.errors import StorageLocationError
+from canal.lake.storage import Storage, StorageError, in_object_store
 from canal.spark.changes import INITIAL_OFFSET, entries_to_batch
 from canal.spark.source import config_from_options
 from canal.spark.spool import Spool, SpoolError, read_spooled
-from canal.spark.storage import Storage, StorageError, in_object_store
 from canal.testing.plugin import S3Bucket
 
 pytestmark = pytest.mark.integration

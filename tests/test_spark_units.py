@@ -18,11 +18,11 @@ pytest.importorskip("deltalake")
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.files import temp_files_of, write_file_atomic
 from canal.instance import Instance
+from canal.lake.types import MirrorError
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror, Spool, current_rows, entries_to_batch, project
 from canal.spark.changes import INITIAL_OFFSET, arrow_schema, canonical, cursor_key, offset_of
-from canal.spark.mirror import MirrorError
 from canal.spark.project import parse_create_table
 from canal.spark.source import (
     STORE_SIZE,
@@ -43,7 +43,7 @@ def test_evolution_follows_each_kind_of_column_change_through_the_schema_catalog
     moves reorder, added columns are new, declared types are Arrow types, RENAME TABLE moves the table."""
     import pyarrow as pa
 
-    from canal.spark.evolution import plan_evolution
+    from canal.lake.evolution import plan_evolution
 
     ddl = [
         (3, "ALTER TABLE t ADD COLUMN tier VARCHAR(10) AFTER id, DROP COLUMN `old``x`"),

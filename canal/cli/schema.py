@@ -25,7 +25,8 @@ from canal.parse.source import BinlogSource
 from canal.parse.sources import open_source
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog
-from canal.schema.history import FileHistoryStore, MemoryHistoryStore, SchemaHistory
+from canal.schema.history import SchemaHistory
+from canal.schema.history_store import FileHistoryStore, MemoryHistoryStore
 
 _AT = re.compile(r"^(?P<file>[^\s:/\\]+):(?P<offset>\d+)$")
 

@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 from canal.client import ClientIdentity
 from canal.errors import MetaError
 from canal.position import LogPosition, PositionRange
-from canal.schema.history import HistoryStore
+from canal.schema.history_store import HistoryStore
 from canal.start_stop import StartStopComponent, StartStopContext
 
 

@@ -16,7 +16,7 @@ from canal.meta.base import CorruptMetaError
 from canal.meta.buffered import BufferedMetaManager, FlushListener
 from canal.meta.core import DestinationSnapshot
 from canal.meta.persist import read_json, remove_stale_temp_files, write_json_atomic
-from canal.schema.history import FileHistoryStore, HistoryStore
+from canal.schema.history_store import FileHistoryStore, HistoryStore
 
 META_FILE_NAME = "meta.dat"
 SCHEMA_HISTORY_FILE_NAME = "schema_history.json"

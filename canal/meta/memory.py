@@ -6,7 +6,7 @@ from canal.client import ClientIdentity
 from canal.meta.base import Lifecycle
 from canal.meta.core import Loader, MetaCore
 from canal.position import LogPosition, PositionRange
-from canal.schema.history import HistoryStore, MemoryHistoryStore
+from canal.schema.history_store import HistoryStore, MemoryHistoryStore
 
 
 class MemoryMetaManager(Lifecycle):

@@ -15,7 +15,7 @@ from canal.meta.base import ClientNotSubscribedError
 from canal.meta.buffered import BufferedMetaManager, FlushListener
 from canal.meta.core import DestinationSnapshot
 from canal.meta.zookeeper import ZooKeeperMetaManager
-from canal.schema.history import HistoryStore
+from canal.schema.history_store import HistoryStore
 
 
 class PeriodMixedMetaManager(BufferedMetaManager):

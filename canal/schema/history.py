@@ -20,8 +20,9 @@ A DDL the catalog cannot apply (an ALTER of a table it never saw, CREATE TABLE .
 the table is marked unknown from that position, and only a row event of that table that needs names from the
 history fails, with :class:`~canal.errors.SchemaError` naming the table, the position and the recovery.
 
-Persisted as one JSON document (:meth:`SchemaHistory.to_json`) through a :class:`HistoryStore`: in memory, or a file
-beside the destination's file meta.
+Persisted as one JSON document (:meth:`SchemaHistory.to_json`) through a
+:class:`~canal.schema.history_store.HistoryStore`: in memory, or a file beside the destination's file meta (the stores
+are re-exported here). The layouts the bootstrap reads from the server are :mod:`canal.schema.information_schema`'s.
 """
 
 from __future__ import annotations
@@ -30,21 +31,19 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Final, Protocol
 
 import attrs
 
 from canal.errors import SchemaError, SqlError
-from canal.files import write_bytes_atomic
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
 from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
-from canal.schema.foreign_keys import ForeignKey, action_edges, normal_action
+from canal.schema.foreign_keys import ForeignKey, action_edges
+from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
 from canal.sql import (
     AlterTable,
     CreateDatabase,
@@ -146,50 +145,6 @@ class ColumnSource(Protocol):
         """A strict source only: the binlog names ``table``'s columns (FULL metadata) and they differ from what it
         holds; take the binlog's layout from ``position`` on. Whether it changed anything."""
         ...
-
-
-class HistoryStore(Protocol):
-    """Where a history's JSON document lives."""
-
-    def load(self) -> str | None: ...
-
-    def save(self, text: str) -> None: ...
-
-
-class MemoryHistoryStore:
-    """Keeps the document in this process (memory meta: a restart starts a new history)."""
-
-    def __init__(self) -> None:
-        self.text: str | None = None
-
-    def load(self) -> str | None:
-        return self.text
-
-    def save(self, text: str) -> None:
-        self.text = text
-
-
-class FileHistoryStore:
-    """One file, replaced atomically (write to a temporary file, fsync, rename) so a crash leaves the old or the new
-    document, never a torn one."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-
-    def __repr__(self) -> str:
-        return f"FileHistoryStore({os.fspath(self.path)!r})"
-
-    def load(self) -> str | None:
-        try:
-            return self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-
-    def save(self, text: str) -> None:
-        try:
-            write_bytes_atomic(self.path, text.encode("utf-8"))
-        except OSError as exc:
-            raise SchemaError(f"cannot write the schema history {self.path}: {exc.strerror or exc}") from exc
 
 
 @attrs.frozen(slots=True)
@@ -716,124 +671,3 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
         table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys)
         catalog.tables[table.full_name] = table
     return catalog
-
-
-def catalog_from_columns(
-    rows: Sequence[Sequence[Any]],
-    primary_rows: Sequence[Sequence[Any]],
-    *,
-    charset: str,
-    mariadb: bool,
-    foreign_key_rows: Sequence[Sequence[Any]] = (),
-) -> SchemaCatalog:
-    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`), primary keys
-    (:data:`BOOTSTRAP_PRIMARY_SQL`) and foreign keys (:data:`BOOTSTRAP_FOREIGN_KEYS_SQL`)."""
-    from canal.sql import read_column_type
-
-    catalog = SchemaCatalog(charset=charset, mariadb=mariadb)
-    columns: dict[str, list[TableColumn]] = {}
-    primary: dict[str, list[str]] = {}
-    for db, table, name in primary_rows:
-        primary.setdefault(f"{db}.{table}", []).append(str(name))
-    charsets: dict[str, str] = {}
-    for db, table, name, column_type, nullable, _key, column_charset, table_collation in rows:
-        full = f"{db}.{table}"
-        ct = read_column_type(str(column_type), strict=False)
-        columns.setdefault(full, []).append(
-            TableColumn(
-                str(name),
-                ct.base,
-                ct.params,
-                ct.labels,
-                ct.unsigned,
-                ct.zerofill,
-                str(nullable) == "YES",
-                None if column_charset is None else str(column_charset),
-            )
-        )
-        if table_collation:
-            charsets[full] = str(table_collation).split("_", 1)[0]
-        catalog.databases.setdefault(str(db), None)
-    keys: dict[str, dict[str, ForeignKey]] = {}
-    for db, table, name, column, ref_db, ref_table, ref_column, on_delete, on_update in foreign_key_rows:
-        of_table = keys.setdefault(f"{db}.{table}", {})
-        key = of_table.get(str(name)) or ForeignKey(
-            str(name), (), str(ref_db), str(ref_table), (), normal_action(on_delete), normal_action(on_update)
-        )
-        of_table[str(name)] = attrs.evolve(
-            key, columns=(*key.columns, str(column)), ref_columns=(*key.ref_columns, str(ref_column))
-        )
-    for full, cols in columns.items():
-        db, _, table = full.partition(".")
-        catalog.tables[full] = TableDef(
-            db,
-            table,
-            tuple(cols),
-            tuple(primary.get(full, ())),
-            charsets.get(full, charset),
-            tuple(keys.get(full, {}).values()),
-        )
-    return catalog
-
-
-_COLUMNS_SQL = (
-    "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE, c.COLUMN_KEY, "
-    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
-    "ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
-    "WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_SCHEMA NOT IN "
-    "('mysql', 'information_schema', 'performance_schema', 'sys') "
-)
-_COLUMNS_ORDER = "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION"
-_PRIMARY_SQL = (
-    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE INDEX_NAME = 'PRIMARY' "
-    "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') "
-)
-_PRIMARY_ORDER = "ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
-
-BOOTSTRAP_SQL: Final = _COLUMNS_SQL + _COLUMNS_ORDER
-"""One query for every table's columns (the server's own schemas aside): the history's bootstrap."""
-
-TABLE_COLUMNS_SQL: Final = _COLUMNS_SQL + "AND c.TABLE_SCHEMA = %s AND c.TABLE_NAME = %s " + _COLUMNS_ORDER
-""":data:`BOOTSTRAP_SQL` for one table (arguments: database, table)."""
-
-BOOTSTRAP_PRIMARY_SQL: Final = _PRIMARY_SQL + _PRIMARY_ORDER
-"""Every table's primary key, in key order. Not ``COLUMNS.COLUMN_KEY``: it says ``PRI`` also for the columns of a
-table's first unique NOT NULL key when the table has no primary key (InnoDB clusters by it), which a CREATE TABLE
-replayed by the schema history does not make a key -- a table's key would then depend on where its layout came
-from."""
-
-TABLE_PRIMARY_SQL: Final = _PRIMARY_SQL + "AND TABLE_SCHEMA = %s AND TABLE_NAME = %s " + _PRIMARY_ORDER
-""":data:`BOOTSTRAP_PRIMARY_SQL` for one table (arguments: database, table)."""
-
-BOOTSTRAP_FOREIGN_KEYS_SQL: Final = (
-    "SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
-    "WHERE REFERENCED_TABLE_NAME IS NOT NULL AND TABLE_SCHEMA NOT IN "
-    "('mysql', 'information_schema', 'performance_schema', 'sys') ORDER BY TABLE_SCHEMA, TABLE_NAME"
-)
-"""The tables with foreign keys, whose ``SHOW CREATE TABLE`` tells their keys' actions (:func:`foreign_key_rows`):
-``REFERENTIAL_CONSTRAINTS``, which holds the actions, shows a user with only SELECT nothing."""
-
-
-def foreign_key_rows(db: str, create_table: str) -> list[tuple[str, str, str, str, str, str, str, str, str]]:
-    """The foreign keys of ``SHOW CREATE TABLE`` text ``create_table`` of a table in ``db``, a row per column, as
-    :func:`catalog_from_columns` takes them: (db, table, name, column, ref_db, ref_table, ref_column, on_delete,
-    on_update)."""
-    stmt = layout_statement(create_table)
-    if not isinstance(stmt, CreateTable):
-        raise SchemaError(f"cannot read the foreign keys of {db}: {create_table[:200]!r}")
-    scratch = SchemaCatalog(database=db)
-    scratch.apply(attrs.evolve(stmt, table=attrs.evolve(stmt.table, schema=db)))
-    table = scratch.get(db, stmt.table.name)
-    assert table is not None
-    return [
-        (db, table.name, k.name, column, k.ref_db, k.ref_table, ref, k.on_delete, k.on_update)
-        for k in table.foreign_keys
-        for column, ref in zip(k.columns, k.ref_columns, strict=True)
-    ]
-
-
-BOOTSTRAP_DATABASES_SQL: Final = (
-    "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "
-    "('mysql', 'information_schema', 'performance_schema', 'sys')"
-)
-"""The databases and their default charsets (a table created later without a charset takes its database's)."""

@@ -3,7 +3,8 @@
 * :func:`register` -- ``spark.readStream.format("canal")`` (:mod:`canal.spark.source`, :mod:`canal.spark.registration`);
 * :func:`run_batches` -- an instance embedded in the driver, batch by batch into ``fn(df, batch_id)``;
 * :class:`DeltaMirror` / :func:`compare` -- one Delta table per source table, applied once per batch id
-  (merge-on-read: a change log beside each table, folded in; or copy-on-write MERGE);
+  (merge-on-read: a change log beside each table, folded in; or copy-on-write MERGE): :mod:`canal.lake`, which needs
+  no Spark, re-exported here;
 * :func:`current_dataframe`, :func:`current_duckdb`, :func:`current_polars` -- a mirrored table's current state
   (:meth:`DeltaMirror.read` for pyarrow);
 * :func:`project` -- one table's change rows as typed columns.
@@ -14,28 +15,35 @@ pyspark, pyarrow and deltalake are imported only when used (the ``spark`` extra)
 
 from __future__ import annotations
 
-from canal.spark.batches import JournalError, RunStats, run_batches
-from canal.spark.changelog import FoldResult
-from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
-from canal.spark.current import current_dataframe, current_duckdb, current_polars
-from canal.spark.mirror import ApplyResult, Comparison, DeltaMirror, MirrorMode, compare
-from canal.spark.mirror_health import MirrorMetrics
-from canal.spark.mirror_stops import MirrorCascadeError, MirrorStatementError
-from canal.spark.mirror_xa import MirrorXAError
-from canal.spark.project import current_rows, project
-from canal.spark.registration import register
-from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions, config_from_options
-from canal.spark.spool import Spool, SpoolError
-from canal.spark.storage import StorageError
-from canal.spark.types import (
+from canal.lake import (
+    ApplyResult,
+    Comparison,
+    DeltaMirror,
+    FoldResult,
+    MirrorCascadeError,
     MirrorCheckpointError,
     MirrorError,
     MirrorFoldError,
     MirrorLeaseError,
+    MirrorMetrics,
+    MirrorMode,
+    MirrorStatementError,
     MirrorStorageError,
     MirrorTypeError,
     MirrorUnreachableError,
+    MirrorXAError,
+    StorageError,
+    compare,
 )
+from canal.spark.batches import JournalError, RunStats, run_batches
+from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
+from canal.spark.current import current_dataframe, current_duckdb, current_polars
+from canal.spark.project import current_rows, project
+from canal.spark.registration import register
+from canal.spark.sessions import close_sessions
+from canal.spark.source import CanalStreamReader
+from canal.spark.source_options import SparkSourceError, config_from_options
+from canal.spark.spool import Spool, SpoolError
 
 __all__ = [
     "CHANGE_SCHEMA_DDL",

@@ -6,7 +6,7 @@ it plus one when that position does not exceed it: snapshot rows sit at the boun
 batches can end at one position.
 
 With a ``journal`` file, a crash between ``fn``'s write and the ack loses nothing and changes nothing an idempotent
-sink (e.g. :class:`~canal.spark.mirror.DeltaMirror`, which skips ids it has committed) has seen:
+sink (e.g. :class:`~canal.lake.mirror.DeltaMirror`, which skips ids it has committed) has seen:
 
 * a batch of binlog entries: its id and end position are recorded before ``fn`` runs and marked done after the ack;
   the instance redelivers from its acked cursor and the first batch is cut to end exactly at the recorded position --
@@ -259,7 +259,7 @@ def run_batches(
     """Pull batches from a started ``instance`` and call ``fn(df, batch_id)`` with each; ack after ``fn`` returns.
 
     ``df`` has the change-row schema (:data:`~canal.spark.changes.CHANGE_SCHEMA_DDL`): a Spark DataFrame, or with
-    ``spark=None`` a pyarrow Table (e.g. for :class:`~canal.spark.mirror.DeltaMirror` without a JVM). Batches
+    ``spark=None`` a pyarrow Table (e.g. for :class:`~canal.lake.mirror.DeltaMirror` without a JVM). Batches
     without change rows (only transaction boundaries or heartbeats) are acked without calling ``fn``. An exception
     from ``fn`` leaves the batch unacked and propagates (the instance redelivers it after
     :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:

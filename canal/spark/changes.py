@@ -2,7 +2,7 @@
 
 One row per changed row (INSERT / UPDATE / DELETE) and one row per DDL statement. Values travel as canal text inside
 JSON objects (``{"id": "1", "note": null}``; SQL NULL is JSON null), so one schema fits every table; :func:`project`
-(in :mod:`canal.spark.project`) and :class:`~canal.spark.mirror.DeltaMirror` turn them back into typed columns with
+(in :mod:`canal.spark.project`) and :class:`~canal.lake.mirror.DeltaMirror` turn them back into typed columns with
 the ``columns`` field, which describes the table layout the row was written under.
 
 Columns (:data:`CHANGE_SCHEMA_DDL`):
@@ -35,7 +35,7 @@ props              string      the entry's header props as a JSON object, null w
 
 Besides DML and DDL rows: a DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or
 MIXED) is a row with ``is_ddl`` false, its ``sql`` and no images (a mirror cannot replay SQL text: it stops there,
-:mod:`canal.spark.mirror_stops`); the end of an XA transaction's first phase is an ``XAPREPARE`` row (no table), so
+:mod:`canal.lake.stops`); the end of an XA transaction's first phase is an ``XAPREPARE`` row (no table), so
 a consumer knows which xids were prepared in its stream.
 
 Offsets (JSON-native dicts, :func:`offset_of`): the consumer cursor after a batch -- the anchor boundary
@@ -52,12 +52,13 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
+from canal.lake.cell_text import encode_any, encode_float, encode_str
+from canal.lake.types import base_type
+from canal.parse.xa import XA_PREPARE_TYPE
 from canal.position import EntryPosition, LogIdentity, LogPosition, SnapshotCursor, journal_number
 from canal.protocol import Entry, EntryType, Rows, TableSchema, render_text
-from canal.spark.types import base_type
 from canal.sql import read_column_type
 
 _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table in the module docstring
@@ -203,64 +204,8 @@ def position_id(entry: Entry) -> int:
 # Row images become JSON text on the reader's hot path (one call per image), so each table layout gets an encoder
 # generated for it: the image is unpacked into locals and formatted with one ``%`` into a template holding the quoted
 # column names. Each cell takes a fast branch for the Python type its MySQL type decodes to and falls back to the
-# generic per-type encoders for anything else, so a surprising value is still rendered correctly, just slower.
-
-
-def _enc_int(v: Any) -> str:
-    return f'"{v}"'
-
-
-def _enc_str(v: Any) -> str:
-    return _encode_str(v)
-
-
-def _enc_decimal(v: Any) -> str:
-    return f'"{v:f}"'
-
-
-def _enc_float(v: float) -> str:
-    if 1e-3 <= abs(v) < 1e7:  # Java prints these like Python's repr, which always has a "." in this range
-        return '"' + repr(v) + '"'
-    return '"' + render_text(v) + '"'
-
-
-def _enc_datetime(v: dt.datetime) -> str:
-    if v.tzinfo is not None:
-        v = v.astimezone(dt.UTC).replace(tzinfo=None)
-    return '"' + v.isoformat(" ") + '"'
-
-
-def _enc_date(v: dt.date) -> str:
-    return '"' + v.isoformat() + '"'
-
-
-def _enc_bytes(v: bytes) -> str:
-    return _encode_str(v.decode("latin-1"))  # canal's text of binary: one char per byte (render_text)
-
-
-def _enc_other(v: Any) -> str:
-    return _encode_str(render_text(v))
-
-
-_ENCODERS: dict[type, Callable[[Any], str]] = {
-    int: _enc_int,
-    str: _enc_str,
-    Decimal: _enc_decimal,
-    float: _enc_float,
-    dt.datetime: _enc_datetime,
-    dt.date: _enc_date,
-    bytes: _enc_bytes,
-}
-
-
-def _enc_any(v: Any) -> str:
-    return _ENCODERS.get(type(v), _enc_other)(v)
-
-
-def encode_value(v: Any) -> str:
-    """A Python value (a cell the mirror read back) as canal text, as a change row's image holds it."""
-    text: str = json.loads(_enc_any(v))
-    return text
+# generic per-type encoders (:mod:`canal.lake.cell_text`) for anything else, so a surprising value is still rendered
+# correctly, just slower.
 
 
 # the fast branch per MySQL base type: (guard, expression) on the cell variable {v}; {s} is a spare local
@@ -279,7 +224,14 @@ _FAST_CELLS: dict[str, tuple[str, str]] = {
     "timestamp": _DATETIME_CELL,
     "date": ("type({v}) is DA", "'\"' + {v}.isoformat() + '\"'"),
 }
-_GENERATED_GLOBALS = {"E": _encode_str, "F": _enc_float, "G": _enc_any, "D": Decimal, "DT": dt.datetime, "DA": dt.date}
+_GENERATED_GLOBALS = {
+    "E": encode_str,
+    "F": encode_float,
+    "G": encode_any,
+    "D": Decimal,
+    "DT": dt.datetime,
+    "DA": dt.date,
+}
 
 
 def _server_text(mysql_type: str) -> Callable[[Any], str] | None:
@@ -309,7 +261,7 @@ def _object_encoder(
 ) -> Callable[[Sequence[Any]], str]:
     """A function rendering the cells at ``indexes`` of a ``width``-long image as a JSON object keyed by ``names``
     (a ``ValueError`` for an image of another width)."""
-    template = "{" + ",".join(_encode_str(n).replace("%", "%%") + ":%s" for n in names) + "}"
+    template = "{" + ",".join(encode_str(n).replace("%", "%%") + ":%s" for n in names) + "}"
     cells = []
     namespace: dict[str, Any] = dict(_GENERATED_GLOBALS)
     for i, mysql_type in zip(indexes, mysql_types, strict=True):
@@ -388,9 +340,6 @@ _ENTRY_FIELDS = (
     "columns",
     "props",
 )
-
-XA_PREPARE_TYPE = "XAPREPARE"
-"""The ``type`` of the change row made of an XA transaction's TRANSACTIONEND (its ``XA END``, before ``XA PREPARE``)."""
 
 
 def _props_json(props: Mapping[str, str]) -> str | None:

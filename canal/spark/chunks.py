@@ -79,10 +79,11 @@ import attrs
 
 from canal.errors import SnapshotError
 from canal.files import HardLinksUnsupportedError
+from canal.lake.storage import Storage
 from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
-from canal.schema.history import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
+from canal.schema.information_schema import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
 from canal.snapshot.marks import begin_read_after_mark
 from canal.snapshot.reader import (
     ChunkReader,
@@ -96,7 +97,6 @@ from canal.snapshot.reader import (
 from canal.snapshot.values import column_expression, rows_reader
 from canal.spark.changes import SEQ_BITS, arrow_schema, table_codec
 from canal.spark.spool import discard_numbered
-from canal.spark.storage import Storage
 from canal.sql import quote_name, read_column_type
 from canal.sql.types import INTEGER_TYPES, TEXT_TYPES
 
@@ -354,10 +354,10 @@ def _write_chunk(partition: ChunkPartition, stop: threading.Event | None = None)
 
     Spark may run a range's task more than once at the same time (speculative execution, an executor thought lost),
     and each attempt reads its own snapshot. The file is published without replacing one
-    (:meth:`~canal.spark.storage.Storage.write` with ``replace=False``): the first attempt to finish wins, every attempt
+    (:meth:`~canal.lake.storage.Storage.write` with ``replace=False``): the first attempt to finish wins, every attempt
     returns the file's rows, so whichever attempt Spark keeps returned what a replay reads. The spool directory
     therefore needs renames that never replace a file, or hard links (local and NFS file systems have them), or, in
-    an object store, conditional writes (:class:`~canal.spark.storage.Storage`).
+    an object store, conditional writes (:class:`~canal.lake.storage.Storage`).
     """
     import pymysql  # type: ignore[import-untyped]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from canal.lake.storage import in_object_store
 from canal.spark.changes import CHANGE_SCHEMA_DDL
 from canal.spark.source import CanalStreamReader
-from canal.spark.storage import in_object_store
 
 try:
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow

@@ -1,6 +1,6 @@
 """The Delta mirror written by Spark tasks: no change row collected to the driver, tables in parallel.
 
-Under ``foreachBatch``, :meth:`DeltaMirror.__call__ <canal.spark.mirror.DeltaMirror.__call__>` hands a DataFrame to
+Under ``foreachBatch``, :meth:`DeltaMirror.__call__ <canal.lake.mirror.DeltaMirror.__call__>` hands a DataFrame to
 :func:`apply_on_executors`. A batch without DDL (nearly all of them) is written by Spark tasks through the mirror's
 own code, so no change row is collected to the driver:
 
@@ -9,7 +9,8 @@ own code, so no change row is collected to the driver:
 * a batch in several partitions grouped by table, each group by a task (``applyInArrow``), so a cluster adds mirror
   throughput -- after a first job that looks for DDL (the batch is cached for the two).
 
-Each task builds the mirror from :meth:`DeltaMirror.settings` (once per Python worker, kept for the next batches)
+Each task builds the mirror from :meth:`DeltaMirror.settings` (a frozen :class:`~canal.lake.settings.MirrorSettings`;
+once per Python worker and value, kept for the next batches)
 and applies its rows without the step journal: a table whose last
 committed batch id is at least the batch's is skipped, so a retried task, a replayed micro-batch and a speculative
 duplicate change nothing (merge-on-read: a duplicate append holds the same changes, and the latest change per key is
@@ -28,7 +29,7 @@ tables a task wrote are skipped by batch id -- rather than pass as a batch with 
 
 Folds run as Spark tasks too: the tasks report which tables' logs are due (:meth:`DeltaMirror.fold_due`), and the
 driver starts one Spark job folding them, a table per task, in a background thread -- the next micro-batches land
-meanwhile (appends and folds never block each other: :mod:`canal.spark.changelog`).
+meanwhile (appends and folds never block each other: :mod:`canal.lake.changelog`).
 """
 
 from __future__ import annotations
@@ -40,18 +41,22 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from canal.spark import fs, names
-from canal.spark.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
-from canal.spark.types import MirrorError
+import attrs
+
+from canal.lake import fs, names
+from canal.lake.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
+from canal.lake.settings import MirrorSettings
+from canal.lake.types import MirrorError
 
 if TYPE_CHECKING:
-    from canal.spark.mirror import ApplyResult, DeltaMirror
+    from canal.lake.mirror import DeltaMirror
+    from canal.lake.results import ApplyResult
 
 RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill string, newest string"
 DONE_MARK = "done"  # the status of the row that ends a task's answer (its rows: the change rows it was given)
 DDL_MARK = "ddl"  # the status a one-partition task answers for a batch with DDL, having applied nothing
 # the status a one-partition task answers, having applied nothing, for a batch whose id the mirror finished already
-# but which holds changes after the position it reached (canal.spark.applied): the driver raises
+# but which holds changes after the position it reached (canal.lake.applied): the driver raises
 CHECKPOINT_MARK = "checkpoint"
 SPILL_PREFIX = "_pycanal_ddl_batch."  # files of batches with DDL handed from a task to the driver, in the root
 
@@ -85,35 +90,25 @@ def _answer(rows: list[tuple[str, str, int, bool, str | None, str | None]]) -> A
     )
 
 
-_WORKER_MIRRORS: dict[tuple[tuple[str, Any], ...], DeltaMirror] = {}
+_WORKER_MIRRORS: dict[MirrorSettings, DeltaMirror] = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def _hashable(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(value)
-    if isinstance(value, dict):  # the storage options
-        return tuple(sorted(value.items()))
-    return value
-
-
-def worker_mirror(kind: type[DeltaMirror], settings: dict[str, Any]) -> DeltaMirror:
+def worker_mirror(kind: type[DeltaMirror], settings: MirrorSettings) -> DeltaMirror:
     """The mirror a task writes with (``kind``: the driver's mirror class, so this module need not import it): one
     per settings in a Python worker, kept between tasks so its open Delta tables are reused; it starts no fold of its
     own and never writes on executors itself."""
-    key = tuple(sorted((k, _hashable(v)) for k, v in settings.items()))
     with _WORKER_LOCK:
-        mirror = _WORKER_MIRRORS.get(key)
+        mirror = _WORKER_MIRRORS.get(settings)
         if mirror is None:
-            options = {**settings, "background_folds": False, "on_executors": False}
-            root = options.pop("root")
-            mirror = _WORKER_MIRRORS[key] = kind(root, **options)
+            own = attrs.evolve(settings, background_folds=False, on_executors=False)
+            mirror = _WORKER_MIRRORS[settings] = kind(**own.arguments())
             mirror.sole_log_writer = False  # folds run in other tasks: appends go through deltalake's checks
         return mirror
 
 
 def write_group(
-    kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, rows: Any, newest: tuple[str, int] | None = None
+    kind: type[DeltaMirror], settings: MirrorSettings, batch_id: int, rows: Any, newest: tuple[str, int] | None = None
 ) -> Any:
     """One table's change rows of a batch (a pyarrow Table), applied by a task: one result row per table, then the
     ``done`` row (reporting ``newest``, the position of the newest change, when the task's caller found it)."""
@@ -127,9 +122,9 @@ def write_group(
     return _answer(answer)
 
 
-def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -> None:
-    """A Spark task's fold of one table (by its directory name, :func:`canal.spark.names.directory`)."""
-    from canal.spark.changelog import FoldRaceError
+def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, name: str) -> None:
+    """A Spark task's fold of one table (by its directory name, :func:`canal.lake.names.directory`)."""
+    from canal.lake.changelog import FoldRaceError
 
     pair = names.parse(name)
     if pair is None:
@@ -141,7 +136,7 @@ def fold_in_task(kind: type[DeltaMirror], settings: dict[str, Any], name: str) -
         worker_mirror(kind, settings).fold(schema, table)
 
 
-def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id: int, batches: Any) -> Any:
+def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, batch_id: int, batches: Any) -> Any:
     """A micro-batch held by one partition, applied by its task (tables in parallel threads) -- or, when it holds
     DDL, written to a file in the mirror's root and answered with one row naming it, nothing applied: the driver
     then applies it, in order, without reading the batch a second time."""
@@ -152,11 +147,11 @@ def write_partition(kind: type[DeltaMirror], settings: dict[str, Any], batch_id:
     rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
     newest = newest_position(rows)
     # the root's options, for the reads below (in an object store) before the task's mirror is built
-    fs.register(settings["root"], "the mirror's root", settings.get("storage_options"))
-    if refuses(read_applied(settings["root"], settings["app_id"]), batch_id, newest):  # canal.spark.applied
+    fs.register(settings.root, "the mirror's root", settings.options or None)
+    if refuses(read_applied(settings.root, settings.app_id), batch_id, newest):  # canal.lake.applied
         answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
     elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
-        path = fs.join(os.fspath(settings["root"]), f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
+        path = fs.join(settings.root, f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
         _spill(path, rows)
         answer = _answer([("", DDL_MARK, rows.num_rows, False, path, _spelled(newest))])
     elif rows.num_rows == 0:
@@ -245,10 +240,10 @@ def _drop_spills(root: str | os.PathLike[str], batch_id: int) -> None:
 
 def _checked(outcome: list[Any], expected: int, batch_id: int) -> list[Any]:
     """``outcome`` (collected result rows) when it holds the ``done`` or ``ddl`` rows of all ``expected`` task
-    answers (a ``done`` row counts the change rows its task was given); a :class:`~canal.spark.types.MirrorError`
+    answers (a ``done`` row counts the change rows its task was given); a :class:`~canal.lake.types.MirrorError`
     otherwise -- part of the answer was lost on its way to the driver, and the batch must fail rather than be
     recorded with fewer tables."""
-    from canal.spark.types import MirrorError
+    from canal.lake.types import MirrorError
 
     ends = sum(1 for row in outcome if row["status"] in (DONE_MARK, DDL_MARK, CHECKPOINT_MARK))
     if ends != expected:
@@ -266,9 +261,9 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     from pyspark.sql import functions as F
 
     began = time.perf_counter()
-    mirror.check_folds()  # nothing of the batch written while a table's folds keep failing (mirror_health)
-    mirror.hold_lease()  # the driver writes the root (canal.spark.lease)
-    mirror.flush_staged()  # tasks append to the change logs: what the driver staged goes first (canal.spark.staged)
+    mirror.check_folds()  # nothing of the batch written while a table's folds keep failing (canal.lake.health)
+    mirror.hold_lease()  # the driver writes the root (canal.lake.lease)
+    mirror.flush_staged()  # tasks append to the change logs: what the driver staged goes first (canal.lake.staged)
     mirror.tasks_append = True  # the driver's own folds must not trim by whole files while tasks append
     if not mirror.reach_checked:
         spark = df.sparkSession
@@ -370,12 +365,12 @@ def check_executors_reach(root: str, spark: Any) -> None:
     local path, the case this catches, is on no executor of another host."""
     import pyarrow as pa
 
-    from canal.spark.storage import StorageError
-    from canal.spark.types import MirrorUnreachableError
+    from canal.lake.storage import StorageError
+    from canal.lake.types import MirrorUnreachableError
 
     token = uuid.uuid4().hex
     probe = fs.join(root, f"{REACH_PREFIX}{token}")
-    options = fs.delta_options(root)  # a root in an object store: the options that reach it (canal.spark.fs)
+    options = fs.delta_options(root)  # a root in an object store: the options that reach it (canal.lake.fs)
     fs.makedirs(root)
     fs.write_bytes(probe, token.encode())
 

@@ -1,5 +1,6 @@
-"""The options of the ``canal`` Spark source, declared once: :mod:`canal.spark.source` reads their names and defaults
-from here, and the documentation's reference of the source options is generated from here.
+"""The options of the ``canal`` Spark source, declared once: :mod:`canal.spark.source` and
+:mod:`canal.spark.source_options` read their names and defaults from here, and the documentation's reference of the
+source options is generated from here.
 
 Options are strings, as Spark passes them (Spark lower-cases their names; the source matches them without case).
 Besides the options below, any ``canal.*`` / ``pycanal.*`` key of ``instance.properties`` is passed through as that

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from canal.lake.types import spark_type_sql
 from canal.protocol import TableSchema
-from canal.spark.types import spark_type_sql
 from canal.sql import CreateTable, SqlError, read_statement
 
 
@@ -43,7 +43,7 @@ def current_rows(df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], tabl
     """The rows the change rows in ``df`` leave in one table, typed as :func:`project` types them: for each key
     (the columns ``keys``) its last change by ``seq``, unless that was a DELETE or an UPDATE that moved the row to
     another key. A batch computation over a whole change log (e.g. a Spark Declarative Pipeline's materialized
-    view over a streaming table of change rows); :class:`~canal.spark.mirror.DeltaMirror` keeps a mirror
+    view over a streaming table of change rows); :class:`~canal.lake.mirror.DeltaMirror` keeps a mirror
     incrementally instead. The change log must start with the table empty or with a snapshot of it."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F

@@ -27,8 +27,8 @@ was given a local-mode session or ``spool.dir`` is in an object store -- the par
 
 How it runs. Spark calls the reader in a long-lived ``python_streaming_source_runner`` process; the embedded
 :class:`~canal.instance.Instance` is created there on the first ``read`` and kept in a module-level dict keyed by the
-options. ``read(start)`` (and ``latestOffset``, :meth:`CanalStreamReader.latest`, which Spark calls) pulls entries
-(``get_without_ack``) up to the caps, writes the batch's rows *and* end
+options (:mod:`canal.spark.sessions`). ``read(start)`` (and ``latestOffset``, :meth:`CanalStreamReader.latest`,
+which Spark calls) pulls entries (``get_without_ack``) up to the caps, writes the batch's rows *and* end
 offset to the spool file named by ``start`` (Arrow IPC, written atomically), acks the instance batches it holds,
 then returns them. An instance batch a cap cuts carries its rest into the next micro-batch and is acked with that
 one. ``commit(end)`` deletes the spool files up to ``end``. With ``prefetch``, as soon as ``read`` returns, a thread
@@ -74,19 +74,14 @@ micro-batch's binlog rows; its snapshot rows are bounded by ``snapshot.partition
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import json
-import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any
 
-import attrs
-
-from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, SnapshotMode, parse_bool
+from canal.config import InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
 from canal.log import destination_logger
@@ -98,7 +93,6 @@ from canal.spark.changes import (
     Offset,
     canonical,
     change_rows,
-    cursor_of,
     entries_to_batch,
     has_position,
     moved,
@@ -110,287 +104,42 @@ from canal.spark.chunks import (
     ChunkPlanner,
     ChunkRange,
     discard_chunks_through,
-    read_ahead,
     read_chunk,
 )
-from canal.spark.options import CONNECTION_OPTIONS, READER_DEFAULTS, READER_OPTIONS
+from canal.spark.options import READER_DEFAULTS
+from canal.spark.sessions import Prepared, Session, close_sessions, session_of
+from canal.spark.source_options import (
+    STORE_SIZE,
+    ReadCap,
+    SourceConnector,
+    SparkSourceError,
+    cap_option,
+    config_from_options,
+    executor_snapshot,
+    reader_option,
+    spool_shared,
+    storage_options,
+)
 from canal.spark.spool import InlineRows, Spool, SpoolWriter, empty_batch, read_inline, read_spooled
 
-_SHORT_KEYS = {o.name: o.canal_key for o in CONNECTION_OPTIONS if o.canal_key is not None}
-# Spark lower-cases option names; canal's camelCase keys are restored from this table
-_CAMEL_KEYS = {
-    k.lower(): k
-    for k in (
-        *SSL_PROPERTY_KEYS,
-        "canal.instance.connectionCharset",
-        "canal.instance.dbPassword",
-        "canal.instance.dbUsername",
-        "canal.instance.defaultDatabaseName",
-        "canal.instance.detecting.heartbeatHaEnable",
-        "canal.instance.enableDruid",
-        "canal.instance.fallbackIntervalInSeconds",
-        "canal.instance.memory.rawEntry",
-        "canal.instance.mysql.slaveId",
-        "canal.instance.network.soTimeout",
-        "canal.instance.pwdPublicKey",
-        "canal.serverMode",
-        "canal.withoutNetty",
-        "canal.zkServers",
-    )
-}
-_READER_KEYS = frozenset(o.name.lower() for o in READER_OPTIONS)
+# the names moved to canal.spark.source_options and canal.spark.sessions that are imported from here
+__all__ = [
+    "STORE_SIZE",
+    "CanalStreamReader",
+    "SourceConnector",
+    "SparkSourceError",
+    "close_sessions",
+    "config_from_options",
+    "spool_shared",
+]
+
 _PARTITION_FIELDS = ("chunks", "planned", "spooled")  # offset fields of the executor snapshot (not the binlog's)
-
-_LOG = logging.getLogger(__name__)
-
-
-_T = TypeVar("_T")
-
-
-@attrs.frozen
-class ReadCap:
-    """The most a micro-batch may hold: change rows (``maxRowsPerTrigger``) and binlog bytes
-    (``maxBytesPerTrigger``); None: no cap. A batch holds at least one entry whatever the cap."""
-
-    rows: int | None = None
-    bytes: int | None = None
-
-    def exceeded(self, rows: int, nbytes: int) -> bool:
-        return (self.rows is not None and rows > self.rows) or (self.bytes is not None and nbytes > self.bytes)
-
-
-class SparkSourceError(CanalError):
-    """The canal Spark source cannot do what Spark asked (bad options, a missing spool file)."""
-
-
-STORE_SIZE: Final = 65536
-"""The source's default ``canal.instance.memory.buffer.size``, four times canal's 16384 (16 MB of binlog events).
-A micro-batch prepared ahead holds what the instance decoded while Spark ran the one before, and its entries stay in
-the store until the batch is spooled, so the store bounds the micro-batch; each micro-batch also costs Spark a fixed
-0.3-0.5 s here. With canal's 16 MB, steady micro-batches of 1 KB rows held 13,000-40,000 rows (updates, 3 KB of
-binlog a row: 5,461); with 64 MB, 60,000-150,000, at about 230 MB more memory in the reader's process. The rows never
-pass through the driver's JVM as rows: a task reads them from the spool (``spool.shared``) or gets them as Arrow
-bytes inside its input partition (:class:`~canal.spark.spool.InlineRows`). A ``properties`` file or option sets
-another."""
-
-
-def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
-    """The instance config the source options name (with :data:`STORE_SIZE` unless they set the store's size)."""
-    props: dict[str, str] = {}
-    for key, value in options.items():
-        k = key.lower()
-        if k in _READER_KEYS or k.startswith(STORAGE_PREFIX):
-            continue
-        if k in _SHORT_KEYS:
-            props[_SHORT_KEYS[k]] = value
-            if k == "meta.dir":
-                props.setdefault("pycanal.meta.mode", "file")
-        elif k.startswith(("canal.", "pycanal.")):
-            props[_CAMEL_KEYS.get(k, key if key.lower() != key else k)] = value
-        else:
-            raise SparkSourceError(f"unknown canal source option {key!r}")
-    text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())
-    # the keys after it set another
-    default = f"canal.instance.memory.buffer.size={STORE_SIZE}\n"
-    path = options.get("properties")
-    if path:
-        base = Path(path).read_text()
-        text = default + base + "\n" + text
-        return InstanceConfig.from_properties(text, destination=props.get("canal.instance.destination"))
-    return InstanceConfig.from_properties(default + text)
-
-
-STORAGE_PREFIX: Final = "spool.storage."
-"""Options named ``spool.storage.<key>`` are the object store's (``deltalake``'s ``storage_options`` keys)."""
-
-
-def storage_options(options: Mapping[str, str]) -> dict[str, str]:
-    """The object-store options among the source's (``spool.storage.*``), by their key."""
-    return {k[len(STORAGE_PREFIX) :]: v for k, v in options.items() if k.lower().startswith(STORAGE_PREFIX)}
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _options_key(options: Mapping[str, str]) -> str:
-    return json.dumps(sorted((k.lower(), v) for k, v in options.items()))
-
-
-# -- the embedded instance, in the process that runs the reader ----------------------------------------------------
-
-
-class _Session:
-    """An instance and where its stream stands, for one set of options in this process."""
-
-    def __init__(self, config: InstanceConfig) -> None:
-        self.config = config
-        self.lock = threading.RLock()
-        self.instance: Instance | None = None
-        self.meta: Any = None
-        self.pos: Offset | None = None  # the offset after the last entry handed out by the instance
-        self.outstanding: list[int] = []  # instance batch ids handed out whose entries are not all spooled yet
-        self.prefetcher: threading.Thread | None = None  # preparing the batch after the last one returned
-        self.prefetch_stop = threading.Event()  # set: the prefetcher ends its batch with what it has taken
-        self.prefetch_rows = 0  # change rows the running prefetch holds so far
-        self.prefetch_progress = threading.Condition()  # notified when prefetch_rows grows
-        self.prefetched: tuple[str, Prepared] | None = None  # (canonical start, the batch prepared for it)
-        self.carry: list[Any] = []  # entries of an instance batch a read cap cut off: the next batch's first
-        self.carry_id: int | None = None  # that instance batch's id
-        self.initial: tuple[Offset, dict[str, Any] | None] | None = None  # executor snapshot: where a new query starts
-        self.planner: ChunkPlanner | None = None  # executor snapshot: its ranges' planner
-        # executor snapshot: the ranges being read ahead (their micro-batch, the thread, what stops it)
-        self.ranges_ahead: tuple[int, threading.Thread, threading.Event] | None = None
-
-    def read_ranges_ahead(self, batch: int, partitions: list[ChunkPartition], destination: str) -> None:
-        """Read micro-batch ``batch``'s ranges in a thread before their tasks do
-        (:func:`~canal.spark.chunks.read_ahead`), instead of another micro-batch's; nothing if they are already."""
-        if self.ranges_ahead is not None and self.ranges_ahead[0] == batch:
-            return
-        self.stop_reading_ahead()
-        stop = threading.Event()
-        log = destination_logger(__name__, destination)
-
-        def run() -> None:
-            try:
-                published = read_ahead(partitions, stop)
-            except Exception:  # the tasks read these ranges themselves and report what is wrong
-                log.warning("reading snapshot ranges ahead failed; their tasks read them", exc_info=True)
-                return
-            log.debug("read %d of %d snapshot ranges ahead of their tasks", len(published), len(partitions))
-
-        thread = threading.Thread(target=run, name="canal-spark-ranges", daemon=True)
-        self.ranges_ahead = batch, thread, stop
-        thread.start()
-
-    def stop_reading_ahead(self, wait_s: float = 0.0) -> None:
-        """Read no further range ahead: a range being read is given up at its next piece (its temporary file
-        removed), waiting up to ``wait_s`` for that."""
-        if self.ranges_ahead is not None:
-            _batch, thread, stop = self.ranges_ahead
-            self.ranges_ahead = None
-            stop.set()
-            thread.join(wait_s)
-
-    def finish_prefetch(self) -> None:
-        """End the batch being prepared in the background with what it holds, if there is one, and wait for it."""
-        thread = self.prefetcher
-        self.prefetch_stop.set()
-        if thread is not None:
-            thread.join()
-            self.prefetcher = None
-
-    def take_prefetched(self, start: Offset) -> Prepared | None:
-        """The batch prepared in the background for ``start`` (consumed), None if there is none."""
-        prefetched, self.prefetched = self.prefetched, None
-        if prefetched is None or prefetched[0] != canonical(start):
-            return None
-        return prefetched[1]
-
-    def open_at(self, start: Offset) -> Instance:
-        """(Re)start the instance so that its next entry is the first one after ``start``."""
-        self.close()
-        # the saved cursor follows the checkpoint (what Spark has durably passed); a failed write fails the start
-        instance = Instance.at(self.config, cursor_of(start)) if has_position(start) else Instance(self.config)
-        instance.start()
-        meta = instance.meta
-        self.instance, self.meta, self.pos, self.outstanding = instance, meta, dict(start), []
-        self.carry, self.carry_id = [], None
-        return instance
-
-    def close(self) -> None:
-        if self.prefetcher is not threading.current_thread():
-            self.finish_prefetch()
-        instance, meta = self.instance, self.meta
-        self.instance, self.meta, self.pos, self.outstanding, self.prefetched = None, None, None, [], None
-        self.carry, self.carry_id = [], None
-        del meta  # the instance's own meta: instance.stop() stops it
-        if instance is not None:
-            try:
-                instance.stop()
-            except Exception as exc:  # closing must go on (a new instance replaces it); say what went wrong
-                destination_logger(__name__, instance.destination).warning("stopping the instance failed: %s", exc)
-
-
-_STOP_READ_AHEAD_S = 10.0  # a stopping source waits this long for a range read ahead to give up (one piece)
-_SESSIONS: dict[str, _Session] = {}
-_SESSIONS_LOCK = threading.Lock()
-
-
-def _session(options: Mapping[str, str]) -> _Session:
-    key = _options_key(options)
-    with _SESSIONS_LOCK:
-        session = _SESSIONS.get(key)
-        if session is None:
-            config = config_from_options(options)
-            if executor_snapshot(options):
-                # the source plans the snapshot itself (executor partitions): the instance only streams
-                config = attrs.evolve(config, snapshot=attrs.evolve(config.snapshot, mode=SnapshotMode.NEVER))
-            session = _SESSIONS[key] = _Session(config)
-        return session
-
-
-def executor_snapshot(options: Mapping[str, str]) -> bool:
-    """Whether the source options ask for snapshot ranges read on executors (``snapshot.partitions``)."""
-    return any(k.lower() == "snapshot.partitions" for k in options)
-
-
-def spool_shared(options: Mapping[str, str]) -> bool:
-    """Whether executors read the micro-batches' rows from the spool themselves (``spool.shared``, implied by
-    ``snapshot.partitions``); otherwise the driver reads them and they travel inside the input partitions."""
-    if executor_snapshot(options):
-        return True
-    lower = {k.lower(): v for k, v in options.items()}
-    return _reader_option(lower, "spool.shared", READER_DEFAULTS["spool.shared"], parse_bool)
-
-
-class SourceConnector:
-    """Opens a snapshot connection (conversions off) to the master the source options name; picklable, for
-    executors. Its repr names the destination only: the options hold credentials."""
-
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self._options = dict(options)
-
-    def __repr__(self) -> str:
-        return f"SourceConnector(destination={config_from_options(self._options).destination!r})"
-
-    def __call__(self) -> Any:
-        from canal.parse.sources import source_factory
-
-        config = config_from_options(self._options)
-        source = source_factory(config)(config.master)
-        connect = getattr(source, "snapshot_connection", None)
-        if connect is None:
-            raise SparkSourceError(f"snapshot.partitions reads tables over SQL: {type(source).__name__} cannot")
-        return connect()
-
-
-def close_sessions() -> None:
-    """Stop every instance this process embeds for the source (also run at exit)."""
-    with _SESSIONS_LOCK:
-        sessions = list(_SESSIONS.values())
-        _SESSIONS.clear()
-    for session in sessions:
-        session.stop_reading_ahead(wait_s=_STOP_READ_AHEAD_S)
-        session.close()
-
-
-atexit.register(close_sessions)
-
 
 # AvailableNow: how long the parser may read nothing new before a run ends short (a server gone): ten read.timeouts,
 # and never less than _STALLED_MIN_S -- on a loaded machine a parser can pause longer than ten short timeouts
 _STALLED_WAITS = 10
 _STALLED_MIN_S = 20.0
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
-
-
-@attrs.frozen
-class Prepared:
-    """A micro-batch ready for Spark: its change rows (record batches, none empty) and its end offset."""
-
-    batches: list[Any]
-    end: Offset
 
 
 class _Cut:
@@ -417,7 +166,7 @@ class _Cut:
 
     def take(
         self,
-        session: _Session,
+        session: Session,
         mid: int,
         pending: list[Any],
         cap: ReadCap,
@@ -494,14 +243,14 @@ class CanalStreamReader:
                 raise SparkSourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
             spool_dir = str(Path(meta_dir) / "spark-spool")
         self.spool = Spool(spool_dir, storage_options(lower))
-        self.batch_size = _reader_option(lower, "batch.size", READER_DEFAULTS["batch.size"], int)
-        self.max_entries = _reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
-        self.read_timeout = _reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
-        self.prefetch = _reader_option(lower, "prefetch", READER_DEFAULTS["prefetch"], parse_bool)
+        self.batch_size = reader_option(lower, "batch.size", READER_DEFAULTS["batch.size"], int)
+        self.max_entries = reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
+        self.read_timeout = reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
+        self.prefetch = reader_option(lower, "prefetch", READER_DEFAULTS["prefetch"], parse_bool)
         self.shared = spool_shared(lower)  # a micro-batch's tasks read its spool file, else the driver inlines it
         self.limit = ReadCap(
-            _cap_option(lower, "maxRowsPerTrigger"),
-            _cap_option(lower, "maxBytesPerTrigger"),
+            cap_option(lower, "maxRowsPerTrigger"),
+            cap_option(lower, "maxBytesPerTrigger"),
         )
         config = config_from_options(self.options)  # validates the options early
         self.destination = config.destination
@@ -509,9 +258,9 @@ class CanalStreamReader:
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None
         rows_default = READER_DEFAULTS["snapshot.partition.rows"]
-        self.partition_rows = _reader_option(lower, "snapshot.partition.rows", rows_default, int)
+        self.partition_rows = reader_option(lower, "snapshot.partition.rows", rows_default, int)
         if executor_snapshot(self.options):
-            self.partitions_per_batch = _reader_option(lower, "snapshot.partitions", "", int)
+            self.partitions_per_batch = reader_option(lower, "snapshot.partitions", "", int)
             if self.partitions_per_batch > MAX_PARTITIONS:
                 raise SparkSourceError(
                     f"canal source option snapshot.partitions = '{self.partitions_per_batch}': at most {MAX_PARTITIONS}"
@@ -531,14 +280,14 @@ class CanalStreamReader:
         """The batch after ``start`` and its end offset: the one spooled for ``start`` if there is one (a replay, or
         prefetched), else a new one within the caps (``maxRowsPerTrigger`` / ``maxBytesPerTrigger``), spooled before
         it is returned."""
-        session = _session(self.options)
+        session = session_of(self.options)
         prepared = self._batch_after(session, start, wait=True)
         if prepared is None:
             return iter([]), start
         self._prefetch(session, prepared.end)
         return iter(prepared.batches), prepared.end
 
-    def _batch_after(self, session: _Session, start: Offset, *, wait: bool) -> Prepared | None:
+    def _batch_after(self, session: Session, start: Offset, *, wait: bool) -> Prepared | None:
         """The batch after ``start``: prepared ahead, spooled (a replay), else prepared now; None when nothing
         came."""
         session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
@@ -550,7 +299,7 @@ class CanalStreamReader:
         return prepared or self._prepare(session, start, wait=wait)
 
     def _prepare(
-        self, session: _Session, start: Offset, *, wait: bool, until: threading.Event | None = None
+        self, session: Session, start: Offset, *, wait: bool, until: threading.Event | None = None
     ) -> Prepared | None:
         """Pull the entries after ``start``, turn them into a batch and spool it; None when nothing came.
 
@@ -573,7 +322,7 @@ class CanalStreamReader:
 
     def _take(
         self,
-        session: _Session,
+        session: Session,
         start: Offset,
         cut: _Cut,
         batch_no: int,
@@ -653,7 +402,7 @@ class CanalStreamReader:
                 since = time.monotonic()
             reached = now
 
-    def _ack_spooled(self, session: _Session, start: Offset) -> None:
+    def _ack_spooled(self, session: Session, start: Offset) -> None:
         """Ack the instance batches whose entries are all in spool files now: the spool holds them for a replay, and
         the instance's store needs the room for the entries after them.
 
@@ -683,7 +432,7 @@ class CanalStreamReader:
             "again"
         ) from exc
 
-    def _prefetch(self, session: _Session, start: Offset) -> None:
+    def _prefetch(self, session: Session, start: Offset) -> None:
         """Prepare the batch after ``start`` in a thread while Spark runs the current one (``prefetch`` option).
 
         Only when the instance stands at ``start``. The thread takes entries as the instance decodes them until the
@@ -724,7 +473,7 @@ class CanalStreamReader:
         (``planned``, with the plan's progress after them in ``chunks``, and ``spooled``, where the binlog rows are
         spooled) so that :meth:`partition_values` gives the same partitions for it on every call. ``start`` itself
         when nothing is new."""
-        session = _session(self.options)
+        session = session_of(self.options)
         binlog_start = _binlog_view(start)
         progress = start.get("chunks")
         if "chunks" not in start and self.partitions_per_batch is not None:
@@ -755,7 +504,7 @@ class CanalStreamReader:
         self._prefetch(session, _binlog_view(end))
         return end
 
-    def _initial(self, session: _Session, start: Offset) -> tuple[Offset, dict[str, Any] | None]:
+    def _initial(self, session: Session, start: Offset) -> tuple[Offset, dict[str, Any] | None]:
         """Where a new query's binlog rows start and the snapshot plan it runs (None: none); decided once per
         session.
 
@@ -794,7 +543,7 @@ class CanalStreamReader:
         session.initial = (pinned, ChunkPlanner.start(list(planner.layouts)))
         return session.initial
 
-    def _planner(self, session: _Session, tables: Sequence[str] | None) -> ChunkPlanner:
+    def _planner(self, session: Session, tables: Sequence[str] | None) -> ChunkPlanner:
         """The planner of ``tables`` (None: the captured ones), their layouts read once per session."""
         planner = session.planner
         if planner is None or (tables is not None and not set(tables) <= set(planner.layouts)):
@@ -832,7 +581,7 @@ class CanalStreamReader:
         planned = [ChunkRange.from_json(r) for r in end.get("planned") or ()]
         if not planned:
             return []
-        planner = self._planner(_session(self.options), sorted({r.table for r in planned}))
+        planner = self._planner(session_of(self.options), sorted({r.table for r in planned}))
         batch_no = int(end.get("batch", 0))
         return [
             ChunkPartition(
@@ -853,7 +602,7 @@ class CanalStreamReader:
         """With ``prefetch``, read the ranges of the micro-batch ending at ``end`` in this process while Spark starts
         their tasks (:func:`~canal.spark.chunks.read_ahead`), unless that is under way already."""
         if self.prefetch and ranges:
-            _session(self.options).read_ranges_ahead(int(end.get("batch", 0)), ranges, self.destination)
+            session_of(self.options).read_ranges_ahead(int(end.get("batch", 0)), ranges, self.destination)
 
     @staticmethod
     def read_value(value: Any) -> Iterator[Any]:
@@ -895,25 +644,6 @@ class CanalStreamReader:
 
     def stop(self) -> None:
         close_sessions()
-
-
-def _cap_option(options: Mapping[str, str], name: str) -> int | None:
-    """A micro-batch cap (Spark passes option names lower-cased; errors use the documented name); None if unset."""
-    text = options.get(name.lower())
-    return None if text is None else _reader_option({name: text}, name, text, int)
-
-
-def _reader_option(options: Mapping[str, str], key: str, default: str, parse: Callable[[str], _T]) -> _T:
-    """A reader option parsed by ``parse``; numbers must be positive. SparkSourceError names the option otherwise."""
-    text = options.get(key, default).strip()
-    try:
-        value = parse(text)
-    except ValueError:
-        value = None
-    if value is None or (not isinstance(value, bool) and isinstance(value, int | float) and not value > 0):
-        expected = "true or false" if parse is parse_bool else f"a positive {getattr(parse, '__name__', 'number')}"
-        raise SparkSourceError(f"canal source option {key} = {text!r}: expected {expected}")
-    return value
 
 
 def _binlog_view(offset: Mapping[str, Any]) -> Offset:

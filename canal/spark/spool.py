@@ -7,7 +7,7 @@ temporary name -- chunk by chunk as the batch is prepared (:class:`SpoolWriter`)
 (:class:`canal.files.AtomicFile`). The start offset is in its schema metadata, the end offset in the custom
 metadata of its last record batch (an empty one), as the end is known only when the batch is. (Files written before
 the chunks came had the end in the schema metadata; they are read too.) The directory may be local or a prefix in an
-object store (:class:`canal.spark.storage.Storage`): there a file is written locally and uploaded whole when it is
+object store (:class:`canal.lake.storage.Storage`): there a file is written locally and uploaded whole when it is
 published.
 """
 
@@ -25,8 +25,8 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import CanalError
+from canal.lake.storage import StagedFile, Storage
 from canal.spark.changes import Offset, arrow_schema, canonical
-from canal.spark.storage import StagedFile, Storage
 
 _LOG = logging.getLogger(__name__)
 

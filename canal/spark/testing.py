@@ -10,9 +10,8 @@ from typing import Any
 
 from canal.config import InstanceConfig
 from canal.instance import Instance
-from canal.spark import fs
+from canal.lake import Comparison, DeltaMirror, compare, fs
 from canal.spark.batches import RunStats, run_batches
-from canal.spark.mirror import Comparison, DeltaMirror, compare
 from canal.testing.services.spark import TEST_JVM_OPTIONS
 
 

@@ -14,33 +14,31 @@ without bound. With checksums verified, a corrupted event is never decoded, so n
 Event types: an event that could carry changes pycanal cannot decode (statement-based LOAD DATA, pre-GA rows
 events, encrypted files, incidents, any type this parser does not know unless the server flagged it ignorable) stops
 the dump with a ``ParseError`` naming it: never skipped while the cursor moves past it. The types ignored on purpose
-are listed in ``_IGNORED`` with the reason.
+are listed in :data:`canal.parse.mysql.event_types.IGNORED` with the reason.
 
 Server versions: MySQL 8.4 and later write no v1 rows events and announce a post-header length of 0 for them
 (such an event is refused); the format description's server version also picks the table maps' metadata rules
 (:func:`~canal.parse.mysql.decoder.metadata_rules`).
 
 MySQL 8 compressed transactions (``TRANSACTION_PAYLOAD_EVENT``, zstd) come out of :meth:`EventDecoder.parse` whole;
-the sources expand them with :meth:`EventDecoder.expand` into the events they hold.
+the sources expand them with :meth:`EventDecoder.expand` into the events they hold. Compressed content is read by
+:mod:`canal.parse.mysql.compression`, the GTIDs of GTID event bodies by :mod:`canal.parse.mysql.gtid_events`.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import re
 import struct
-import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
 
 import attrs
 import zstandard
 
 from canal.errors import ParseError, SchemaError
-from canal.gtid import GTID_TAG, decode_mysql_gtid_set
+from canal.gtid import decode_mysql_gtid_set
 from canal.parse.events import (
     BinlogEvent,
     FormatDescriptionEvent,
@@ -56,6 +54,7 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.mysql import packets as P
+from canal.parse.mysql.compression import mariadb_uncompress, payload_events, transaction_payload
 from canal.parse.mysql.decoder import (
     BinlogColumn,
     TableDecoder,
@@ -65,10 +64,11 @@ from canal.parse.mysql.decoder import (
     parse_table_map_body,
     schema_mismatch,
 )
+from canal.parse.mysql.event_types import COMPRESSED_ROWS, HEARTBEATS, IGNORED, REFUSED, ROWS_KINDS
+from canal.parse.mysql.gtid_events import mariadb_gtid_list, mysql_gtid, mysql_tagged_gtid
 from canal.parse.mysql.packets import event_name, read_lenenc
 from canal.parse.xa import mariadb_gtid_xid
 from canal.position import EntryPosition
-from canal.protocol import EventType
 from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn, SchemaHistory
 from canal.sql import read_column_type
 
@@ -82,92 +82,13 @@ _U64 = struct.Struct("<Q")
 _FL_STANDALONE = 0x01
 _FL_TRANSACTIONAL = 0x04
 _QUERY_POST = struct.Struct("<IIBHH")
-_ROWS_KINDS = {
-    P.WRITE_ROWS_EVENT_V1: ("w", EventType.INSERT, False),
-    P.UPDATE_ROWS_EVENT_V1: ("u", EventType.UPDATE, False),
-    P.DELETE_ROWS_EVENT_V1: ("d", EventType.DELETE, False),
-    P.WRITE_ROWS_EVENT_V2: ("w", EventType.INSERT, True),
-    P.UPDATE_ROWS_EVENT_V2: ("u", EventType.UPDATE, True),
-    P.DELETE_ROWS_EVENT_V2: ("d", EventType.DELETE, True),
-    # MySQL binlog_row_value_options=PARTIAL_JSON: an update whose after image may hold JSON diffs
-    P.PARTIAL_UPDATE_ROWS_EVENT: ("p", EventType.UPDATE, True),
-    # MariaDB log_bin_compress=ON: the row images are zlib-compressed
-    P.WRITE_ROWS_COMPRESSED_EVENT_V1: ("w", EventType.INSERT, False),
-    P.UPDATE_ROWS_COMPRESSED_EVENT_V1: ("u", EventType.UPDATE, False),
-    P.DELETE_ROWS_COMPRESSED_EVENT_V1: ("d", EventType.DELETE, False),
-    P.WRITE_ROWS_COMPRESSED_EVENT: ("w", EventType.INSERT, True),
-    P.UPDATE_ROWS_COMPRESSED_EVENT: ("u", EventType.UPDATE, True),
-    P.DELETE_ROWS_COMPRESSED_EVENT: ("d", EventType.DELETE, True),
-}
-_COMPRESSED_ROWS = frozenset(range(P.WRITE_ROWS_COMPRESSED_EVENT_V1, P.DELETE_ROWS_COMPRESSED_EVENT + 1))
 
 # Exceptions a handler raises on bytes that do not decode; parse() turns them into a ParseError naming the event.
 _MALFORMED = (IndexError, KeyError, ValueError, OverflowError, struct.error, zlib.error, zstandard.ZstdError)
-
-# Event types that carry nothing pycanal delivers, ignored on purpose (their position still advances the cursor).
-_IGNORED = {
-    P.START_EVENT_V3: "the v3 file header (pre-5.0 servers)",
-    P.STOP_EVENT: "the server stopped; the next file follows",
-    P.INTVAR_EVENT: "AUTO_INCREMENT context of a statement-based query (rows arrive as rows events)",
-    P.RAND_EVENT: "RAND() seed of a statement-based query",
-    P.USER_VAR_EVENT: "user variable of a statement-based query",
-    P.SLAVE_EVENT: "never written by any server",
-    P.IGNORABLE_LOG_EVENT: "flagged ignorable by the server",
-    P.ROWS_QUERY_LOG_EVENT: "the statement text beside its rows (binlog_rows_query_log_events)",
-    P.ANONYMOUS_GTID_LOG_EVENT: "a transaction without GTID (gtid_mode=OFF): no GTID to record",
-    P.TRANSACTION_CONTEXT_EVENT: "group replication certification data",
-    P.VIEW_CHANGE_EVENT: "group replication membership change",
-    # XA END (a query event) closes the transaction's entries; the prepare marker carries no rows
-    P.XA_PREPARE_LOG_EVENT: "the XA PREPARE marker after XA END",
-    P.ANNOTATE_ROWS_EVENT: "the statement text beside its rows (MariaDB binlog_annotate_row_events)",
-    P.BINLOG_CHECKPOINT_EVENT: "MariaDB crash-recovery checkpoint",
-}
-
-# Event types that carry changes pycanal cannot decode: the dump stops there, naming the event.
-_REFUSED = {
-    P.START_ENCRYPTION_EVENT: "encrypted binlog files (encrypt_binlog=ON) cannot be read; read them through the server",
-    P.INCIDENT_EVENT: "the server logged an incident: changes may be missing from the binlog at this point (a "
-    "replica stops here too); check the source, then restart the capture after this position",
-    **dict.fromkeys(
-        (P.LOAD_EVENT, P.CREATE_FILE_EVENT, P.APPEND_BLOCK_EVENT, P.EXEC_LOAD_EVENT, P.DELETE_FILE_EVENT),
-        "statement-based LOAD DATA events carry rows pycanal cannot decode; use binlog_format=ROW",
-    ),
-    **dict.fromkeys(
-        (P.NEW_LOAD_EVENT, P.BEGIN_LOAD_QUERY_EVENT, P.EXECUTE_LOAD_QUERY_EVENT),
-        "statement-based LOAD DATA events carry rows pycanal cannot decode; use binlog_format=ROW",
-    ),
-    **dict.fromkeys(
-        (P.PRE_GA_WRITE_ROWS_EVENT, P.PRE_GA_UPDATE_ROWS_EVENT, P.PRE_GA_DELETE_ROWS_EVENT),
-        "pre-GA rows events (MySQL 5.1.0-5.1.15) are not supported",
-    ),
-}
-
-_HEARTBEATS = frozenset({P.HEARTBEAT_LOG_EVENT, P.HEARTBEAT_LOG_EVENT_V2})
 _MAP_CACHE_SIZE = 8192  # table layouts kept with their decoders (a schema of thousands of tables fits)
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _FDE_FIXED = 57  # binlog version, server version, create timestamp, header length
-_PAYLOAD_ZSTD, _PAYLOAD_NONE = 0, 255
-_CHUNK = 1 << 20  # decompressed payload is read in pieces: memory follows the bytes that really exist
-
-
-def mariadb_uncompress(buf: bytes, where: str) -> bytes:
-    """A MariaDB compressed binlog payload: a header byte (0x80 | algorithm << 4 | length bytes), the uncompressed
-    length big-endian, then the zlib stream."""
-    head = buf[0]
-    if not head & 0x80 or (head >> 4) & 0x07 != 0 or not 1 <= head & 0x07 <= 4:
-        raise ParseError(f"unknown MariaDB binlog compression header 0x{head:02x} in event at {where}")
-    lenlen = head & 0x07
-    size = int.from_bytes(buf[1 : 1 + lenlen], "big")
-    try:
-        # max_length: never inflate past the declared size (a corrupt stream cannot claim more memory than that)
-        inflater = zlib.decompressobj()
-        data = inflater.decompress(buf[1 + lenlen :], size + 1)
-    except zlib.error as e:
-        raise ParseError(f"corrupt compressed event at {where}: {e}") from None
-    if len(data) != size:
-        raise ParseError(f"compressed event at {where} inflates to {len(data)}+ bytes, expected {size}")
-    return data
 
 
 def _checksum_aware(server_version: str) -> bool:
@@ -180,7 +101,6 @@ def _checksum_aware(server_version: str) -> bool:
     return version >= ((5, 3, 0) if "mariadb" in server_version.lower() else (5, 6, 1))
 
 
-_LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
 Handler = Callable[[bytes, int, int, int, int, int, int, int], BinlogEvent]
 
 
@@ -237,13 +157,13 @@ class EventDecoder:
             P.HEARTBEAT_LOG_EVENT_V2: self._heartbeat_v2,
             P.TRANSACTION_PAYLOAD_EVENT: self._transaction_payload,
         }
-        for code in _ROWS_KINDS:
+        for code in ROWS_KINDS:
             self._handlers[code] = self._rows
-        for code in _IGNORED:
+        for code in IGNORED:
             self._handlers[code] = self._ignored
         if not decode_rows:
             # swapping handlers leaves the per-event path of a decoding parser without any extra test
-            for code in (P.TABLE_MAP_EVENT, *_ROWS_KINDS):
+            for code in (P.TABLE_MAP_EVENT, *ROWS_KINDS):
                 self._handlers[code] = self._ignored
 
     # -- entry point -------------------------------------------------------------------------------------------------
@@ -278,7 +198,7 @@ class EventDecoder:
                     )
             end -= 4
         if log_pos and not flags & P.LOG_EVENT_ARTIFICIAL_F:
-            if log_pos < size and type_code not in _HEARTBEATS:  # a heartbeat's position is the server's, not its own
+            if log_pos < size and type_code not in HEARTBEATS:  # a heartbeat's position is the server's, not its own
                 raise ParseError(
                     f"{event_name(type_code)} at {self.log_file}:{self.position} ends at {log_pos}, before its own "
                     f"{size} bytes"
@@ -329,8 +249,8 @@ class EventDecoder:
         return end - 4
 
     def _unhandled(self, t: int, flags: int, ts: int, sid: int, off: int, nxt: int) -> BinlogEvent:
-        if t in _REFUSED:
-            raise ParseError(f"{event_name(t)} at {self.log_file}:{off}: {_REFUSED[t]}")
+        if t in REFUSED:
+            raise ParseError(f"{event_name(t)} at {self.log_file}:{off}: {REFUSED[t]}")
         if flags & P.LOG_EVENT_IGNORABLE_F:
             return IgnoredEvent(
                 log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, type_code=t
@@ -349,32 +269,12 @@ class EventDecoder:
         cursor after it resumes with the next event. ``ParseError`` naming the payload on any malformed content."""
         where = f"{self.log_file}:{payload.offset}"
         try:
-            reader: BinaryIO | Any
-            if payload.compression == _PAYLOAD_ZSTD:
-                reader = zstandard.ZstdDecompressor().stream_reader(payload.payload, read_across_frames=True)
-            else:
-                reader = io.BytesIO(payload.payload)
-            left = payload.uncompressed_size
             pending: BinlogEvent | None = None
-            while True:
-                header = _read_exact(reader, P.EVENT_HEADER_LEN)
-                if not header:
-                    break
-                if len(header) < P.EVENT_HEADER_LEN:
-                    raise ValueError("the payload ends inside an event header")
-                size = _U32.unpack_from(header, 9)[0]
-                if not P.EVENT_HEADER_LEN <= size <= left:
-                    raise ValueError(f"an inner event of {size} bytes with {left} bytes of payload left")
-                body = _read_exact(reader, size - P.EVENT_HEADER_LEN)
-                if len(body) < size - P.EVENT_HEADER_LEN:
-                    raise ValueError("the payload ends inside an event")
-                left -= size
-                event = self._parse_inner(header + body, payload)
+            for raw in payload_events(payload):
+                event = self._parse_inner(raw, payload)
                 if pending is not None:
                     yield pending
                 pending = event
-            if left:
-                raise ValueError(f"the payload holds {left} bytes fewer than it declares")
             if not isinstance(pending, XidEvent | QueryEvent):
                 raise ValueError("the compressed transaction does not end with its commit")
             yield attrs.evolve(pending, offset=payload.next_offset, next_offset=payload.next_offset)
@@ -394,38 +294,7 @@ class EventDecoder:
     def _transaction_payload(
         self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int
     ) -> BinlogEvent:
-        # a header of (type, length, value) fields, each a length-encoded integer, up to an end mark (type 0)
-        compression, size, uncompressed = _PAYLOAD_NONE, None, None
-        while True:
-            field, p = read_lenenc(b, p)
-            if field == 0:
-                break
-            length, p = read_lenenc(b, p)
-            if p + length > end:
-                raise ValueError(f"payload header field {field} overruns the event")
-            if field in (1, 2, 3):
-                value, after = read_lenenc(b, p)
-                if after != p + length:
-                    raise ValueError(f"payload header field {field} is {after - p} bytes, declared {length}")
-                if field == 1:
-                    size = value
-                elif field == 2:
-                    compression = value
-                else:
-                    uncompressed = value
-            p += length  # an unknown field: skipped, as MySQL does
-        payload = bytes(b[p:end])
-        if size is not None and size != len(payload):
-            raise ValueError(f"the payload is {len(payload)} bytes, its header says {size}")
-        if compression not in (_PAYLOAD_ZSTD, _PAYLOAD_NONE):
-            raise ParseError(
-                f"compressed transaction at {self.log_file}:{off} uses compression type {compression}; pycanal "
-                "reads zstd (0) and none (255)"
-            )
-        if compression == _PAYLOAD_NONE:
-            uncompressed = len(payload)
-        if uncompressed is None:
-            raise ValueError("a zstd payload without its uncompressed size")
+        compression, payload, uncompressed = transaction_payload(b, p, end, f"{self.log_file}:{off}")
         return TransactionPayloadEvent(
             log_file=self.log_file,
             offset=off,
@@ -670,7 +539,7 @@ class EventDecoder:
                     c.fsp = fsp
 
     def _rows(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
-        kind, event_type, v2 = _ROWS_KINDS[t]
+        kind, event_type, v2 = ROWS_KINDS[t]
         tid_len = self.table_id_len
         post = self._rows_post[P.WRITE_ROWS_EVENT_V2 if v2 else P.WRITE_ROWS_EVENT_V1]
         if not post:
@@ -707,7 +576,7 @@ class EventDecoder:
             p += nb
         if p > end:
             raise ValueError("column bitmaps overrun the event")
-        if t in _COMPRESSED_ROWS:
+        if t in COMPRESSED_ROWS:
             b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
             p, end = 0, len(b)
         try:
@@ -731,47 +600,13 @@ class EventDecoder:
         )
 
     def _mysql_gtid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
-        # flags, the source UUID, the transaction number; logical clock and timestamps after them
-        if end - p < 25:
-            raise ValueError(f"a GTID event body of {end - p} bytes")
-        sid_text = str(uuid.UUID(bytes=bytes(b[p + 1 : p + 17])))
-        (gno,) = struct.unpack_from("<q", b, p + 17)
-        if gno < 1:
-            raise ValueError(f"GTID number {gno}")
-        return GtidEvent(
-            log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid=f"{sid_text}:{gno}"
-        )
+        gtid = mysql_gtid(b, p, end)
+        return GtidEvent(log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid=gtid)
 
     def _mysql_tagged_gtid(
         self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int
     ) -> BinlogEvent:
-        # MySQL 8.3+ (tagged GTIDs): a mysql::serialization message whose first fields are the flags, the source
-        # UUID (16 one-byte integers), the transaction number and the tag; the fields after them are not needed
-        _version, p = _varlen(b, p, end)
-        _size, p = _varlen(b, p, end)
-        _last_non_ignorable, p = _varlen(b, p, end)
-        p = _serialized_field(b, p, end, 0)
-        _flags, p = _varlen(b, p, end)
-        p = _serialized_field(b, p, end, 1)
-        raw = bytearray()
-        for _ in range(16):
-            byte, p = _varlen(b, p, end)
-            if byte > 0xFF:
-                raise ValueError("tagged GTID UUID byte over 255")
-            raw.append(byte)
-        source = uuid.UUID(bytes=bytes(raw))
-        p = _serialized_field(b, p, end, 2)
-        gno, p = _varlen(b, p, end, signed=True)
-        if gno < 1:
-            raise ValueError(f"GTID number {gno}")
-        p = _serialized_field(b, p, end, 3)
-        n, p = _varlen(b, p, end)
-        if n > 32 or p + n > end:
-            raise ValueError(f"a GTID tag of {n} bytes")
-        tag = bytes(b[p : p + n]).decode("ascii")
-        if tag and not GTID_TAG.fullmatch(tag):
-            raise ValueError(f"malformed GTID tag {tag!r}")
-        gtid = f"{source}:{tag.lower()}:{gno}" if tag else f"{source}:{gno}"
+        gtid = mysql_tagged_gtid(b, p, end)
         return GtidEvent(log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, gtid=gtid)
 
     def _previous_gtids(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
@@ -800,23 +635,14 @@ class EventDecoder:
     def _mariadb_gtid_list(
         self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int
     ) -> BinlogEvent:
-        (count,) = _U32.unpack_from(b, p)
-        count &= 0x0FFFFFFF
-        p += 4
-        if p + 16 * count > end:
-            raise ValueError(f"a GTID list of {count} entries in {end - p} bytes")
-        parts = []
-        for _ in range(count):
-            domain, server, seq = struct.unpack_from("<IIQ", b, p)
-            p += 16
-            parts.append(f"{domain}-{server}-{seq}")
+        gtid_set = mariadb_gtid_list(b, p, end)
         return GtidSetEvent(
             log_file=self.log_file,
             offset=off,
             next_offset=nxt,
             timestamp=ts,
             server_id=sid,
-            gtid_set=",".join(parts),
+            gtid_set=gtid_set,
             mariadb=True,
         )
 
@@ -841,46 +667,3 @@ class EventDecoder:
                 pos, _ = read_lenenc(b, p)
             p += flen
         return HeartbeatEvent(log_file=name, offset=pos, next_offset=pos, timestamp=ts, server_id=sid)
-
-
-def _varlen(buf: bytes, pos: int, end: int, *, signed: bool = False) -> tuple[int, int]:
-    """One mysql::serialization variable-length integer: the count of trailing 1 bits of the first byte, plus one,
-    is its length in bytes (1-9); the value follows those bits, little-endian. Signed values keep the sign in the
-    lowest bit."""
-    if pos >= end:
-        raise ValueError("a serialized integer runs past the event")
-    first = buf[pos]
-    size = 1
-    while size < 9 and first >> (size - 1) & 1:
-        size += 1
-    if pos + size > end:
-        raise ValueError("a serialized integer runs past the event")
-    if size == 9:
-        value = int.from_bytes(buf[pos + 1 : pos + 9], "little")
-    else:
-        value = (first >> size) | int.from_bytes(buf[pos + 1 : pos + size], "little") << (8 - size)
-    if signed:
-        value = ~(value >> 1) if value & 1 else value >> 1
-    return value, pos + size
-
-
-def _serialized_field(buf: bytes, pos: int, end: int, want: int) -> int:
-    """Past the id of the next field of a mysql::serialization message, which must be ``want``."""
-    got, pos = _varlen(buf, pos, end)
-    if got != want:
-        raise ValueError(f"serialized field {got} where field {want} was due")
-    return pos
-
-
-def _read_exact(reader: Any, n: int) -> bytes:
-    """Up to ``n`` bytes from a (decompressing) reader, fewer only at its end; read in pieces so that a declared
-    size never allocates more than the bytes that arrive."""
-    parts = []
-    left = n
-    while left:
-        piece = reader.read(min(left, _CHUNK))
-        if not piece:
-            break
-        parts.append(piece)
-        left -= len(piece)
-    return b"".join(parts)

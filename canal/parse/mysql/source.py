@@ -30,12 +30,12 @@ from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tl
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog, TableDef
-from canal.schema.history import (
+from canal.schema.history import SchemaColumn
+from canal.schema.information_schema import (
     BOOTSTRAP_DATABASES_SQL,
     BOOTSTRAP_FOREIGN_KEYS_SQL,
     BOOTSTRAP_PRIMARY_SQL,
     BOOTSTRAP_SQL,
-    SchemaColumn,
     catalog_from_columns,
     foreign_key_rows,
 )

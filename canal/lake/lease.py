@@ -6,7 +6,7 @@ the default ``app_id``, in one process or two -- read each other's journal: the 
 not above the first one's, are recorded as skipped, and its tables never appear. So the mirror that writes with the
 step journal holds a lease, ``root/_pycanal_lease.{app id as hex}.json``: who holds it (host, process id, the
 process's start time, a random token) and when it was last renewed. A mirror finding another writer's lease refuses
-with :class:`~canal.spark.types.MirrorLeaseError` (nothing written) unless that writer is gone:
+with :class:`~canal.lake.types.MirrorLeaseError` (nothing written) unless that writer is gone:
 
 * another mirror object in this process: gone once garbage-collected (a mirror dropped without ``close()``, as a
   restarted worker drops it);
@@ -32,8 +32,8 @@ import uuid
 import weakref
 from typing import Any
 
-from canal.spark import fs
-from canal.spark.types import MirrorLeaseError
+from canal.lake import fs
+from canal.lake.types import MirrorLeaseError
 
 LEASE_S = 60.0
 """How long a lease held from another host stays good without being renewed."""
@@ -41,7 +41,7 @@ _LIVE: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()  # 
 
 
 def lease_path(root: str | os.PathLike[str], app_id: str) -> str:
-    """The location of the lease (``root``: a local path or an object-store URI, :mod:`canal.spark.fs`)."""
+    """The location of the lease (``root``: a local path or an object-store URI, :mod:`canal.lake.fs`)."""
     return fs.join(os.fspath(root), _lease_name(app_id))
 
 

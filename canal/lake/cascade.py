@@ -14,12 +14,12 @@ The child rows a parent's change reaches are found in the child's mirror as it w
 the batch's earlier rows of that child (inserted, updated, deleted, and changed by earlier cascades). Values compare
 as canal text, as the binlog holds them.
 
-Where the mirror cannot follow it stops with :class:`~canal.spark.mirror_stops.MirrorCascadeError`, nothing of the
+Where the mirror cannot follow it stops with :class:`~canal.lake.stops.MirrorCascadeError`, nothing of the
 batch written: a child without a primary key, a child whose layout the source did not know, a parent row whose image
 lacks a referenced column (``binlog_row_image`` MINIMAL), ``SET DEFAULT``, a child a DDL of the same batch changed
 before a cascade reached it, or a cascade through a table the mirror does not mirror (its ``tables`` option) to one it
 does. A marked statement without ``FOREIGN_KEY_ACTIONS`` (no schema history) stops as before
-(:func:`~canal.spark.mirror_stops.check_cascades`).
+(:func:`~canal.lake.stops.check_cascades`).
 
 A batch replayed after a crash must be the batch its journaled steps counted, but the children are then as the
 crash left them (the rows a cascade removed are gone, so it would add fewer rows, and a step of only those rows
@@ -37,11 +37,11 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from canal.lake import fs
+from canal.lake.cell_text import encode_value
+from canal.lake.stops import MirrorCascadeError
 from canal.parse.cascade import FOREIGN_KEY_ACTIONS
 from canal.schema.history import layout_statement
-from canal.spark import fs
-from canal.spark.changes import encode_value
-from canal.spark.mirror_stops import MirrorCascadeError
 from canal.sql import (
     AddKey,
     AlterTable,
@@ -338,7 +338,7 @@ def expand_cascades(
 class ExpandedBatch:
     """The expanded batch of the batch being applied, kept until a later batch (module docstring): a file
     ``_pycanal_cascade.{app id}.{batch id}.arrow`` in the mirror's root (a local path or an object-store URI,
-    :mod:`canal.spark.fs`)."""
+    :mod:`canal.lake.fs`)."""
 
     def __init__(self, root: str | os.PathLike[str], app_id: str) -> None:
         self.root = os.fspath(root)

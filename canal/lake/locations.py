@@ -1,5 +1,5 @@
 """Where the mirror lives: a local path, or a ``file://`` URI of one (the spool may also be in an object store:
-:mod:`canal.spark.storage`, which reads both forms for both).
+:mod:`canal.lake.storage`, which reads both forms for both).
 
 A URI of any other scheme (``s3://bucket/mirror``) is refused with :class:`~canal.errors.StorageLocationError`
 rather than read as a relative path (``Path("s3://b/m")`` is ``s3:/b/m``, a directory of the working directory): the
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from canal.errors import StorageLocationError
-from canal.spark.storage import local_text
+from canal.lake.storage import local_text
 
 
 def local_path(location: str | os.PathLike[str], what: str) -> Path:

@@ -2,7 +2,7 @@
 
 The mirror keeps its tables (through ``deltalake``) and its own small files (step journal, applied position, lease,
 staged parts, held XA transactions, ...) under one root, a local directory or a prefix in an object store
-(:mod:`canal.spark.storage`). Its code names each file by its whole location -- a local path as text, or a URI such
+(:mod:`canal.lake.storage`). Its code names each file by its whole location -- a local path as text, or a URI such
 as ``s3://bucket/mirror/_pycanal_steps.app.json`` -- and does to it what this module offers; for a local path each
 function is the ``os`` call the mirror always made, for a URI the object store's nearest equivalent:
 
@@ -11,7 +11,7 @@ function is the ``os`` call the mirror always made, for a URI the object store's
 * a directory is a prefix: it exists while an object lies under it; listing gives the names one level down;
   removing a tree deletes every object under the prefix;
 * there is no rename in an object store: :func:`copy_tree` copies object by object (server-side), and the caller
-  orders its copies and deletes so that a crash between them is finished on replay (:mod:`canal.spark.table_moves`).
+  orders its copies and deletes so that a crash between them is finished on replay (:mod:`canal.lake.table_moves`).
 
 The options that reach a store (credentials, endpoint) belong to the root: :func:`register` records them for this
 process -- the mirror registers its root when it is made, in the driver and in every executor task that rebuilds it
@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from canal.files import write_bytes_atomic, write_new
-from canal.spark.storage import Storage, in_object_store, local_text
+from canal.lake.storage import Storage, in_object_store, local_text
 
 _ROOTS: dict[str, Storage] = {}  # registered roots in object stores, by URI (no trailing slash)
 _ROOTS_LOCK = threading.Lock()
@@ -126,7 +126,7 @@ def write_delta(target: Any, data: Any, **kwargs: Any) -> None:
 
 
 def _store(location: str) -> tuple[Any, Storage, str]:
-    from canal.spark.storage import _object_store
+    from canal.lake.storage import _object_store
 
     storage, name = _resolved(location)
     return _object_store(storage), storage, name

@@ -3,13 +3,13 @@
 A fold runs in the background, after the batch that made it due was acked: its failure cannot fail that batch. Left
 at a warning, a log that cannot be folded (a damaged file) grows behind batches acked as healthy. So
 :class:`FoldHealth` counts each table's failed folds in a row: :meth:`DeltaMirror.metrics` shows them, and once a
-table's reach ``max_fold_failures`` the next batch is refused with :class:`~canal.spark.types.MirrorFoldError`
+table's reach ``max_fold_failures`` the next batch is refused with :class:`~canal.lake.types.MirrorFoldError`
 (nothing of it written) until a fold of the table succeeds -- ``DeltaMirror.fold()`` folds in the caller's thread,
-raising what stops it. A fold that lost a commit race (:class:`~canal.spark.changelog.FoldRaceError`) did no harm
+raising what stops it. A fold that lost a commit race (:class:`~canal.lake.changelog.FoldRaceError`) did no harm
 and counts as neither.
 
 :func:`typed_storage_errors` turns what pyarrow and deltalake raise for files they cannot read or write (a damaged
-Parquet file, a truncated Delta commit, a disk error) into :class:`~canal.spark.types.MirrorStorageError` at the
+Parquet file, a truncated Delta commit, a disk error) into :class:`~canal.lake.types.MirrorStorageError` at the
 mirror's public methods, naming the root and the method.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
-from canal.spark.types import MirrorError, MirrorFoldError, MirrorStorageError
+from canal.lake.types import MirrorError, MirrorFoldError, MirrorStorageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 ERROR_CHARS = 2000  # of a fold error kept: the library's message can carry a whole backtrace
@@ -32,7 +32,7 @@ def storage_error_types() -> tuple[type[BaseException], ...]:
     import pyarrow as pa
     from deltalake.exceptions import DeltaError
 
-    from canal.spark.storage import StorageError  # the mirror's own files in an object store (canal.spark.fs)
+    from canal.lake.storage import StorageError  # the mirror's own files in an object store (canal.lake.fs)
 
     return (pa.ArrowException, DeltaError, OSError, StorageError)
 

@@ -6,7 +6,7 @@ nearest value that fits: an integer clipped to the type's range (INT -> TINYINT:
 -5 -> 0), a string cut to the declared number of characters (VARCHAR(10) -> VARCHAR(3): 'abcdefgh' -> 'abc'). A
 logged ALTER therefore always leaves the values :func:`fit_declared` gives, whatever the session's mode: the mirror
 applies it to every column whose type a statement declared. (A DECIMAL value out of the new precision is a
-:class:`~canal.spark.types.MirrorTypeError` when the column is retyped.)
+:class:`~canal.lake.types.MirrorTypeError` when the column is retyped.)
 """
 
 from __future__ import annotations

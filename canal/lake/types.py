@@ -49,7 +49,7 @@ class MirrorUnreachableError(MirrorStorageError):
 class MirrorCheckpointError(MirrorError):
     """A batch whose id the mirror finished already holds changes after those it applied: a query with a new
     checkpoint location on an existing mirror (its batch ids start again), whose batches would be skipped as
-    replays. Nothing of the batch was written (:mod:`canal.spark.applied`)."""
+    replays. Nothing of the batch was written (:mod:`canal.lake.applied`)."""
 
 
 class MirrorFoldError(MirrorError):

@@ -19,9 +19,9 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import SchemaError
+from canal.lake.ddl_text import ddl_statement
+from canal.lake.types import MirrorError, arrow_type
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
-from canal.spark.ddl_text import ddl_statement
-from canal.spark.types import MirrorError, arrow_type
 from canal.sql import (
     AddColumn,
     AlterTable,
@@ -89,7 +89,7 @@ def plan_evolution(
     """The :class:`Evolution` of table ``schema.table`` (columns ``current``; None: the mirror has no such table)
     under the statements ``ddl`` (``(batch row, sql)`` in order); ``columns_of`` gives the columns of the tables a
     CREATE TABLE ... LIKE names; ``fold_names``: the statements
-    come from a server with ``lower_case_table_names=1`` (:mod:`canal.spark.ddl_text`)."""
+    come from a server with ``lower_case_table_names=1`` (:mod:`canal.lake.ddl_text`)."""
     catalog = SchemaCatalog(database=schema, mariadb=mariadb)
     key = f"{schema}.{table}"
     if current is not None:
@@ -241,7 +241,7 @@ def _names(name: Any, session: str) -> str:
 
 def renamed_tables(sql: str, session: str, fold_names: bool) -> list[tuple[str, str]]:
     """``(schema, table)`` of each table a statement renames (RENAME TABLE, ALTER TABLE ... RENAME TO), old names
-    (``fold_names``: as :func:`canal.spark.ddl_text.ddl_statement`)."""
+    (``fold_names``: as :func:`canal.lake.ddl_text.ddl_statement`)."""
     stmt = ddl_statement(sql, fold_names)
     if isinstance(stmt, RenameTable):
         pairs = [old for old, _new in stmt.pairs]

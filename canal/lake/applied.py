@@ -7,7 +7,7 @@ mirror holds, when the ``canal`` source resumes from its destination's cursor --
 
 So the driver keeps, beside the tables, the last batch id it finished and the binlog position of the newest change
 up to it (``root/_pycanal_applied.{app id as hex}.json``). A batch whose id is not past that batch's but which holds
-a change after that position is no replay: :class:`~canal.spark.types.MirrorCheckpointError`, before anything of
+a change after that position is no replay: :class:`~canal.lake.types.MirrorCheckpointError`, before anything of
 it is written. A replay holds only changes the mirror saw, at or before the position.
 
 Positions compare as (binlog file number, offset): the order of one server's binlog. A change row without a
@@ -22,9 +22,9 @@ from typing import Any
 
 import attrs
 
+from canal.lake import fs
+from canal.lake.types import MirrorCheckpointError, MirrorError
 from canal.position import journal_number
-from canal.spark import fs
-from canal.spark.types import MirrorCheckpointError, MirrorError
 
 
 @attrs.frozen(slots=True)
@@ -42,7 +42,7 @@ def position_key(log_file: str, log_offset: int) -> tuple[int, int]:
 
 
 def applied_path(root: str | os.PathLike[str], app_id: str) -> str:
-    """The location of the record (``root``: a local path or an object-store URI, :mod:`canal.spark.fs`)."""
+    """The location of the record (``root``: a local path or an object-store URI, :mod:`canal.lake.fs`)."""
     return fs.join(os.fspath(root), f"_pycanal_applied.{app_id.encode().hex()}.json")
 
 

@@ -4,7 +4,7 @@ The server logs an XA transaction's rows at ``XA PREPARE``; they become visible 
 event, maybe much later, maybe after a restart) and never after ``XA ROLLBACK``. Each of its change rows carries the
 xid (``props`` ``XA_XID``, :mod:`canal.parse.xa`); its ``XA END`` is an ``XAPREPARE`` row; the second phase is an
 ``XACOMMIT`` / ``XAROLLBACK`` row. :class:`HeldTransactions` takes the prepared rows out of a batch and keeps them
-under the mirror root (``_pycanal_xa.<app id>/``, Arrow IPC files written whole, :mod:`canal.spark.fs`), and puts
+under the mirror root (``_pycanal_xa.<app id>/``, Arrow IPC files written whole, :mod:`canal.lake.fs`), and puts
 them back into the batch that holds their ``XACOMMIT``, at its place -- so the mirror applies them as the server made
 them visible.
 
@@ -29,11 +29,10 @@ from typing import Any
 
 import attrs
 
-from canal.parse.xa import XA_XID, xid_key
+from canal.lake import fs
+from canal.lake.types import MirrorError
+from canal.parse.xa import XA_PREPARE_TYPE, XA_XID, xid_key
 from canal.parse.xa_lookback import XA_RECOVERED
-from canal.spark import fs
-from canal.spark.changes import XA_PREPARE_TYPE
-from canal.spark.types import MirrorError
 
 PROPS = "props"
 _OUTCOMES = ("XACOMMIT", "XAROLLBACK")
@@ -63,7 +62,7 @@ def _key_name(key: str) -> str:
 
 class HeldTransactions:
     """The prepared rows of XA transactions not yet committed or rolled back, kept in ``directory`` (a local path or
-    an object-store URI, :mod:`canal.spark.fs`)."""
+    an object-store URI, :mod:`canal.lake.fs`)."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = os.fspath(directory)
@@ -272,5 +271,5 @@ def _conformed(part: Any, schema: Any) -> Any:
 
 def held_directory(root: str | os.PathLike[str], app_id: str) -> str:
     """Where a mirror with ``app_id`` keeps the rows of XA transactions prepared and not yet committed (a location
-    under ``root``, :mod:`canal.spark.fs`)."""
+    under ``root``, :mod:`canal.lake.fs`)."""
     return fs.join(os.fspath(root), f"_pycanal_xa.{app_id}")

@@ -1,7 +1,7 @@
 """Merge-on-read mirror tables: a base Delta table, a change log beside it, and folds that merge one into the other.
 
 A batch that lands on a merge-on-read table appends its last change per key to the table's *change log* -- a Delta
-table at ``root/_changes/{directory}`` (the base's directory name, :mod:`canal.spark.names`) holding the table's
+table at ``root/_changes/{directory}`` (the base's directory name, :mod:`canal.lake.names`) holding the table's
 columns plus :data:`BATCH` (the batch id),
 :data:`SEQ` (the change row's ``seq`` in it) and :data:`OP` (``u`` upsert, ``d`` delete) -- so its cost is what the
 batch holds, not the table's size. Changes are ordered by (batch id, seq): batch ids increase, and so does ``seq``
@@ -32,7 +32,7 @@ back.) A trim that deletes the files of the log snapshot being read makes the re
   since it read it) and does nothing; the next fold starts from the new base.
 
 A batch's small parts of many tables may wait in one staged file before they are appended to their logs
-(:mod:`canal.spark.staged`): readers read them before the log's snapshot and take them as log rows.
+(:mod:`canal.lake.staged`): readers read them before the log's snapshot and take them as log rows.
 
 A standard Delta reader of ``root/{directory}`` sees the base: the source as of the table's last fold, whose
 commit names the change it folded through (``pycanal.folded_batch``, ``pycanal.folded_seq``).
@@ -52,11 +52,11 @@ from typing import Any, TypeVar
 
 import attrs
 
-from canal.spark import fs
-from canal.spark.delta_append import is_table
-from canal.spark.mirror_health import ERROR_CHARS, storage_error_types
-from canal.spark.staged import staged_rows
-from canal.spark.types import MirrorError, MirrorStorageError
+from canal.lake import fs
+from canal.lake.delta_append import is_table
+from canal.lake.health import ERROR_CHARS, storage_error_types
+from canal.lake.staged import staged_rows
+from canal.lake.types import MirrorError, MirrorStorageError
 
 BATCH = "_canal_batch"
 """The change-log column holding each change's batch id."""
@@ -260,14 +260,14 @@ def _overlay(base_rows: Any, newer: Any, keys: Sequence[str]) -> Any:
 def current_state(base: str | os.PathLike[str]) -> Any:
     """The current rows of a mirror table (a pyarrow Table): its base overlaid with the newer changes of its log --
     exact whatever fold or append is under way (module docstring), its staged changes included
-    (:mod:`canal.spark.staged`). A table without a log is its base."""
+    (:mod:`canal.lake.staged`). A table without a log is its base."""
     import pyarrow as pa
 
     log = log_path(base)
     for attempt in range(_READ_ATTEMPTS):
         try:
             keys = read_keys(log)
-            staged = staged_rows(base)  # before the log's snapshot (canal.spark.staged)
+            staged = staged_rows(base)  # before the log's snapshot (canal.lake.staged)
             log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
             table = fs.delta_table(base)
             after = folded(table)
@@ -304,12 +304,12 @@ class CurrentFiles:
 
 
 def current_files(base: str | os.PathLike[str]) -> CurrentFiles:
-    """The base's data files, the log's data files and its staged changes (:mod:`canal.spark.staged`), the base's
+    """The base's data files, the log's data files and its staged changes (:mod:`canal.lake.staged`), the base's
     folded change and the key columns: the current state is the base overlaid with each key's latest change (log
     and staged rows together) after the folded one."""
     log = log_path(base)
     keys = read_keys(log)
-    staged = staged_rows(base) if keys is not None else None  # before the log's snapshot (canal.spark.staged)
+    staged = staged_rows(base) if keys is not None else None  # before the log's snapshot (canal.lake.staged)
     log_table = _log_snapshot(log, keys)  # before the base's (module docstring)
     table = fs.delta_table(base)
     log_files = [] if log_table is None else log_table.file_uris()
@@ -635,7 +635,7 @@ def _trim_files(log: str, through: Change, appends: contextlib.AbstractContextMa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from canal.spark import delta_append
+    from canal.lake import delta_append
 
     table = fs.delta_table(log)
     version = table.version()
@@ -703,14 +703,14 @@ def _checkpoint_and_delete(
 
 CHECKPOINT_EVERY = 10
 """Commits of a change log after which its trims and compactions write a checkpoint (the log's own
-``delta.checkpointInterval``): appends written directly (:mod:`canal.spark.delta_append`) write none."""
+``delta.checkpointInterval``): appends written directly (:mod:`canal.lake.delta_append`) write none."""
 
 
 def checkpoint(table: Any, log: str) -> None:
     """Checkpoint the log (an up-to-date DeltaTable) when it has :data:`CHECKPOINT_EVERY` commits since its last
     checkpoint, and drop the commits behind it older than the log's retention (``log_history_s``). Called holding
     the log's append lock: a direct append never publishes a commit behind a checkpoint."""
-    from canal.spark.delta_append import last_checkpoint
+    from canal.lake.delta_append import last_checkpoint
 
     if table.version() - last_checkpoint(log) >= CHECKPOINT_EVERY:
         table.create_checkpoint()
@@ -737,3 +737,32 @@ def clear(log: str, schema: Any) -> None:
     _replacing_files(
         log, lambda table: fs.write_delta(table, full.empty_table(), mode="overwrite", schema_mode="overwrite")
     )
+
+
+def key_range(source: Any, key_names: Sequence[str]) -> str:
+    """`` AND t.k >= lo AND t.k <= hi`` over the batch's first key column, when it is an integer or a string: every
+    key of the batch lies in that range, so the MERGE finds the same matches, and Delta skips the files whose key
+    statistics lie outside it instead of scanning the whole table (changes cluster: new rows at the end of the key
+    range, updates and deletes of recent ones). Empty for other key types and for nulls."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    name = key_names[0]
+    column = source.column(name)
+    if column.null_count or len(column) == 0:
+        return ""
+    kind = column.type
+    if pa.types.is_integer(kind):
+        bounds = pc.min_max(column)
+        lo, hi = str(bounds["min"].as_py()), str(bounds["max"].as_py())
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        bounds = pc.min_max(column)
+        lo, hi = (_sql_string(bounds[end].as_py()) for end in ("min", "max"))
+    else:
+        return ""
+    quoted = quote(name)
+    return f" AND t.{quoted} >= {lo} AND t.{quoted} <= {hi}"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -1,7 +1,7 @@
 """``DROP TABLE a, b, ...`` as one DDL row per table it names, for the mirror.
 
 A statement's change row belongs to one table (the mirror plans and applies each table's rows and DDL together:
-:mod:`canal.spark.mirror`); a DROP of several tables changes each of them. The server drops them in the order named
+:mod:`canal.lake.mirror`); a DROP of several tables changes each of them. The server drops them in the order named
 (``DROP TABLE IF EXISTS`` skipping the missing ones): so the row becomes one row per table, at its place in the
 batch, each a ``DROP TABLE IF EXISTS`` of that table alone (the mirror may not hold every one), with the statement's
 other columns (``seq``, ``type``) kept.

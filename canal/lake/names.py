@@ -32,9 +32,10 @@ import re
 from pathlib import Path
 from typing import Final
 
-from canal.spark.types import MirrorError
+from canal.lake import fs
+from canal.lake.types import MirrorError
 
-__all__ = ["MAX_DIRECTORY", "directory", "display", "parse", "table_path"]
+__all__ = ["MAX_DIRECTORY", "directory", "display", "location", "parse", "table_path"]
 
 ESCAPE: Final = "~"
 SEPARATOR: Final = "."
@@ -91,6 +92,12 @@ def _unescape(part: str) -> str:
 def table_path(root: str | os.PathLike[str], schema: str, table: str) -> Path:
     """The mirror table of ``schema.table`` under ``root``."""
     return Path(root) / directory(schema, table)
+
+
+def location(root: str, schema: str, table: str) -> str:
+    """The mirror table of ``schema.table`` under ``root`` (a local path or an object-store URI), as text: what the
+    mirror and ``deltalake`` name it by."""
+    return fs.join(root, directory(schema, table))
 
 
 def display(schema: str, table: str) -> str:

@@ -19,11 +19,11 @@ checkpoint (``_delta_log/_last_checkpoint``) would be ignored by every reader: a
 the checkpoint goes ahead only if every commit since is still there (it walks past them, as past any commit another
 writer made first). Compactions and trims checkpoint a log every 10 commits, so a batch over 50 tables meets a few
 such logs; reading them anew through ``deltalake`` cost 2-10 ms each.
-Callers hold the lock that the table's trims and compactions hold (:meth:`DeltaMirror._appends`), so no checkpoint
-is written between that read and the publication; where writers in other processes may trim the same log (folds
-as Spark tasks), the caller appends through ``deltalake``. So it does for a table on a file system with neither
-such renames nor hard links (some FUSE and object-store mounts): the first append there finds out, and the table's
-later appends write nothing before giving up.
+Callers hold the lock that the table's trims and compactions hold (:meth:`canal.lake.folds.Folds.appends`), so no
+checkpoint is written between that read and the publication; where writers in other processes may trim the same log
+(folds as Spark tasks), the caller appends through ``deltalake``. So it does for a table on a file system with neither
+such renames nor hard links (some FUSE and object-store mounts): the first append there finds out, and the table's later
+appends write nothing before giving up.
 
 A fold's trim removes the log files it folded the same way (:func:`remove_files`): a commit of ``remove`` actions,
 valid after any commit that removed none of them and left the schema and protocol alone -- so after the appends
@@ -40,7 +40,7 @@ import uuid
 from typing import Any
 
 from canal.files import HardLinksUnsupportedError, rename_if_absent, write_new
-from canal.spark import fs
+from canal.lake import fs
 
 _LOG_DIR = "_delta_log"
 _CONFLICTING_ACTIONS = ("metaData", "protocol")

@@ -1,12 +1,12 @@
 """Moving and replacing a mirror table in an object store, where there is no rename.
 
-Locally a RENAME TABLE renames the table's directory and its change log's, and a rewrite that reorders columns
-writes the table anew beside itself and swaps the two by renames (:meth:`DeltaMirror._move`, ``_recreate``). An
+Locally a RENAME TABLE renames the table's directory and its change log's, and a rewrite that reorders columns writes
+the table anew beside itself and swaps the two by renames (:meth:`canal.lake.evolve.TableDDL.move`, ``_recreate``). An
 object store has no rename: a table is moved by copying its objects (server-side) and deleting the originals. Each
-function here orders its copies and deletes so that a crash at any point leaves a state the same call, made again
-when the step journal replays the step, finishes:
+function here orders its copies and deletes so that a crash at any point leaves a state the same call, made again when
+the step journal replays the step, finishes:
 
-* a copy writes the Delta log (``_delta_log``) last (:func:`canal.spark.fs.copy_tree`), so a partial copy is not a
+* a copy writes the Delta log (``_delta_log``) last (:func:`canal.lake.fs.copy_tree`), so a partial copy is not a
   table, or is one whose files are all the source's (:func:`_copy_of`) -- told apart from a table of that name the
   mirror held before, which a move refuses;
 * the originals are deleted only once the copy is whole, their Delta log first (``_delta_log`` sorts before the data
@@ -18,8 +18,8 @@ an object store is read through :mod:`canal.spark.current` between batches, as a
 
 from __future__ import annotations
 
-from canal.spark import fs
-from canal.spark.types import MirrorError
+from canal.lake import fs
+from canal.lake.types import MirrorError
 
 _LOG = "_delta_log"
 

@@ -9,7 +9,7 @@
   foreign key's action, which the binlog does not log (:mod:`canal.parse.cascade`), where the source did not name
   the foreign keys that explain it (``FOREIGN_KEY_ACTIONS``: no schema history, or a table a trigger was ready to
   write): :class:`MirrorCascadeError` names the statement's table, the tables it may have changed and its
-  position. The actions the source names the mirror applies itself (:mod:`canal.spark.mirror_cascade`), and stops
+  position. The actions the source names the mirror applies itself (:mod:`canal.lake.cascade`), and stops
   with the same error where it cannot.
 """
 
@@ -19,9 +19,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from canal.lake.types import MirrorError
 from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.parse.ddl import QueryKind, query_kind
-from canal.spark.types import MirrorError
 
 _DML_TYPES = ("INSERT", "UPDATE", "DELETE")
 
@@ -85,7 +85,7 @@ def check_cascades(table: Any, holds: Callable[[str, str], bool]) -> None:
             continue  # an insert cascades nothing; an update that kept the key keeps what references it
         props = json.loads(table.column("props")[row].as_py())
         named = json.loads(props.get(CASCADE_TABLES, "[]"))
-        # the children the source named the foreign keys of were followed (canal.spark.mirror_cascade); others
+        # the children the source named the foreign keys of were followed (canal.lake.cascade); others
         # (no schema history, a trigger's table) stop
         followed = {(e["db"], e["table"]) for e in json.loads(props.get(FOREIGN_KEY_ACTIONS, "[]"))}
         children = [

@@ -16,10 +16,10 @@ Why every state reads exactly. A table's staged changes are always newer than ev
 but a flush writes the log while it has staged parts, and a flush takes all of them. A fold folds what the log
 held, so a fold's change (batch, seq) is older than every staged change. A reader (:func:`staged_rows`) reads the
 staged files before it takes the log's snapshot: a flush committing in between leaves the same changes in both --
-copies of one change, which the current state takes once (:func:`canal.spark.changelog.latest`) -- and a staged
+copies of one change, which the current state takes once (:func:`canal.lake.changelog.latest`) -- and a staged
 file is deleted only after its tables' flushes committed, so a file gone before it is read is in the log the reader
 takes next. A process killed while it writes a staged file leaves a temporary file that nothing reads (a file
-appears whole under its name, by a rename -- or one PUT in an object store, :mod:`canal.spark.fs`); killed after,
+appears whole under its name, by a rename -- or one PUT in an object store, :mod:`canal.lake.fs`); killed after,
 its batch is staged: a replay of the batch writes the same file again, and the next mirror on the root takes the
 staged parts up where they are (:func:`load`), dropping those its last flush had appended already.
 
@@ -36,8 +36,8 @@ from typing import Any
 import attrs
 
 from canal.files import write_new
-from canal.spark import fs
-from canal.spark.types import MirrorError
+from canal.lake import fs
+from canal.lake.types import MirrorError
 
 STAGED_DIR = "_pycanal_staged"
 FLUSHED_BATCHES = "pycanal.flushed_batches"
@@ -122,7 +122,7 @@ def write(root: str | os.PathLike[str], app_id: str, batch_id: int, parts: dict[
 def _write_local(path: str, data: Any) -> None:
     """A local staged file written whole under a temporary name and renamed: readers see the whole file or none.
     Through the system calls alone, not fsynced (:func:`canal.files.write_new`): it survives the process's crash,
-    not necessarily the machine's, as deltalake's own commits. :func:`canal.spark.fs.write_bytes` fsyncs the file
+    not necessarily the machine's, as deltalake's own commits. :func:`canal.lake.fs.write_bytes` fsyncs the file
     and its directory, which cost a staged batch about 10 ms on a disk against 0.4 ms (100 kB, measured) -- and
     staging exists to save small writes' fixed costs."""
     staging = f"{path}.{os.urandom(8).hex()}{_TMP_SUFFIX}"

@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any
 
-from canal.spark import fs
+from canal.lake import fs
 
 CREATED_STEP = "pycanal.created_step"
 """The ``commitInfo`` entry of the commit that created a mirror table by a CREATE TABLE step."""
@@ -31,7 +31,7 @@ def created_metadata(app_id: str, batch_id: int, step: int) -> dict[str, str]:
 
 
 def created_by(path: str | os.PathLike[str], app_id: str, batch_id: int, step: int) -> bool:
-    """Whether the Delta table at ``path`` (a local path or an object-store URI, :mod:`canal.spark.fs`) was created
+    """Whether the Delta table at ``path`` (a local path or an object-store URI, :mod:`canal.lake.fs`) was created
     by that step (its first commit, version 0, names it). A table whose first commit is gone (cleaned up behind a
     checkpoint, long after any replay) reads as not."""
     try:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from canal.lake.types import MirrorError
 from canal.parse.convert import LOWER_CASE_PROP
 from canal.schema.history import layout_statement
-from canal.spark.types import MirrorError
 from canal.sql import Statement, fold_table_names
 
 __all__ = ["ddl_statement", "fold_flags"]

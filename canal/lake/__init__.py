@@ -1,0 +1,54 @@
+"""The Delta mirror: one Delta table per source table, kept exactly equal to the source batch by batch, without Spark.
+
+* :class:`DeltaMirror` -- applies batches of change rows (a pyarrow Table; a Spark DataFrame through
+  ``foreachBatch``) idempotently, merge-on-read (a change log beside each table, folded in) or copy-on-write;
+* :func:`compare` / :class:`Comparison` -- a mirrored table against ``SELECT *`` rows, cell by cell;
+* :class:`MirrorSettings` -- a mirror's settings as one frozen value (what Spark tasks rebuild a mirror from).
+
+pyarrow and deltalake are imported when used (the ``lake`` extra); this package never imports pyspark or
+:mod:`canal.spark` at import time (docs/architecture.md: the modules and the path of a row through them).
+"""
+
+from __future__ import annotations
+
+from canal.lake.changelog import FoldResult
+from canal.lake.compare import Comparison, compare
+from canal.lake.health import MirrorMetrics
+from canal.lake.mirror import DeltaMirror
+from canal.lake.results import ApplyResult, TableStats
+from canal.lake.settings import MirrorMode, MirrorSettings
+from canal.lake.stops import MirrorCascadeError, MirrorStatementError
+from canal.lake.storage import StorageError
+from canal.lake.types import (
+    MirrorCheckpointError,
+    MirrorError,
+    MirrorFoldError,
+    MirrorLeaseError,
+    MirrorStorageError,
+    MirrorTypeError,
+    MirrorUnreachableError,
+)
+from canal.lake.xa import MirrorXAError
+
+__all__ = [
+    "ApplyResult",
+    "Comparison",
+    "DeltaMirror",
+    "FoldResult",
+    "MirrorCascadeError",
+    "MirrorCheckpointError",
+    "MirrorError",
+    "MirrorFoldError",
+    "MirrorLeaseError",
+    "MirrorMetrics",
+    "MirrorMode",
+    "MirrorSettings",
+    "MirrorStatementError",
+    "MirrorStorageError",
+    "MirrorTypeError",
+    "MirrorUnreachableError",
+    "MirrorXAError",
+    "StorageError",
+    "TableStats",
+    "compare",
+]

@@ -1,0 +1,77 @@
+"""Values as a change row's image holds them: each as canal's text, a JSON string (SQL NULL is JSON null).
+
+The Spark source writes the images of its change rows with these encoders (:mod:`canal.spark.changes`, whose
+per-table codecs fall back to :func:`encode_any` for a value of a surprising type), and the mirror writes the rows a
+foreign key's action adds with them (:mod:`canal.lake.cascade`): one encoding, so the mirror reads both alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from json.encoder import encode_basestring as encode_str
+from typing import Any
+
+from canal.protocol import render_text
+
+__all__ = ["encode_any", "encode_float", "encode_str", "encode_value"]
+
+
+def _enc_int(v: Any) -> str:
+    return f'"{v}"'
+
+
+def _enc_str(v: Any) -> str:
+    return encode_str(v)
+
+
+def _enc_decimal(v: Any) -> str:
+    return f'"{v:f}"'
+
+
+def encode_float(v: float) -> str:
+    if 1e-3 <= abs(v) < 1e7:  # Java prints these like Python's repr, which always has a "." in this range
+        return '"' + repr(v) + '"'
+    return '"' + render_text(v) + '"'
+
+
+def _enc_datetime(v: dt.datetime) -> str:
+    if v.tzinfo is not None:
+        v = v.astimezone(dt.UTC).replace(tzinfo=None)
+    return '"' + v.isoformat(" ") + '"'
+
+
+def _enc_date(v: dt.date) -> str:
+    return '"' + v.isoformat() + '"'
+
+
+def _enc_bytes(v: bytes) -> str:
+    return encode_str(v.decode("latin-1"))  # canal's text of binary: one char per byte (render_text)
+
+
+def _enc_other(v: Any) -> str:
+    return encode_str(render_text(v))
+
+
+_ENCODERS: dict[type, Callable[[Any], str]] = {
+    int: _enc_int,
+    str: _enc_str,
+    Decimal: _enc_decimal,
+    float: encode_float,
+    dt.datetime: _enc_datetime,
+    dt.date: _enc_date,
+    bytes: _enc_bytes,
+}
+
+
+def encode_any(v: Any) -> str:
+    """A value as the JSON string of its canal text."""
+    return _ENCODERS.get(type(v), _enc_other)(v)
+
+
+def encode_value(v: Any) -> str:
+    """A Python value (a cell the mirror read back) as canal text, as a change row's image holds it."""
+    text: str = json.loads(encode_any(v))
+    return text

@@ -1,0 +1,769 @@
+"""The Delta mirror's facade: :class:`DeltaMirror`, which applies batches of change rows to one Delta table per source
+table under a root, idempotently per batch (``deltalake``, no JVM needed), and its batch's outcome.
+
+A batch (:mod:`canal.spark.changes` describes the change rows) goes through the package's modules in order:
+
+* :mod:`canal.lake.plan` puts it in ``seq`` order and cuts it into ordered steps -- each table's rows up to the next
+  DDL that touches it, that DDL, the next rows (docs/architecture.md says why this is exact) -- and reduces each
+  step to a plan per table (its last change per primary key, its DDL);
+* XA transactions are held until their commit (:mod:`canal.lake.xa`), statements and cascades stop where the mirror
+  cannot follow (:mod:`canal.lake.stops`), foreign keys' actions add the children's rows (:mod:`canal.lake.cascade`);
+* :mod:`canal.lake.images` types every step's images before any step is applied (a value that does not convert fails
+  the batch with nothing written);
+* each step is applied and journaled (:mod:`canal.lake.journal`), so a replay after a crash goes on after the last
+  step done: DDL through :mod:`canal.lake.evolve`; rows appended to the table's change log
+  (:mod:`canal.lake.log_writer`, small ones staged: :mod:`canal.lake.staging`) merge-on-read, or MERGEd into the
+  table copy-on-write; a table's last step commits the app transaction ``(app_id, batch_id)``, so a mirror without
+  a step journal (written by an older pycanal) skips a table whose ``transaction_version(app_id) >= batch_id``;
+* after the batch, folds are scheduled (:mod:`canal.lake.folds`) and upkeep done (:mod:`canal.lake.maintenance`).
+
+Batch ids must increase: Spark's micro-batch ids do, and so do :func:`canal.spark.run_batches`' position-derived ids.
+A DataFrame handed to ``foreachBatch`` can be passed straight in: ``query.foreachBatch(mirror)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from canal.lake import changelog, delta_append, fs, maintenance
+from canal.lake import names as naming
+from canal.lake.applied import check_batch, newest_position, record_batch
+from canal.lake.batch_ids import logged_batch_ids
+from canal.lake.cascade import ExpandedBatch, expand_cascades
+from canal.lake.changelog import FoldResult, quote, record_only
+from canal.lake.evolve import TableDDL
+from canal.lake.folds import Folds
+from canal.lake.handles import Handles
+from canal.lake.health import MirrorMetrics, typed_storage_errors
+from canal.lake.images import source as source_of
+from canal.lake.images import type_sources
+from canal.lake.journal import StepJournal
+from canal.lake.lease import WriterLease
+from canal.lake.locations import local_path
+from canal.lake.log_writer import LogWriter
+from canal.lake.plan import (
+    MIRROR_COLUMNS,
+    RenamePair,
+    TablePlan,
+    batch_steps,
+    in_order,
+    mirror_columns,
+    plan_tables,
+    true_count,
+)
+from canal.lake.records import Recent
+from canal.lake.results import ApplyResult, TableStats
+from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, MirrorMode, MirrorSettings
+from canal.lake.staging import Staging
+from canal.lake.stops import check_cascades, check_statements
+from canal.lake.types import MirrorError, ZeroDates
+from canal.lake.writers import LogWriters
+from canal.lake.xa import HeldTransactions, held_directory
+from canal.log import destination_logger
+
+OP_COLUMN = changelog.OP
+
+
+RECORDS_KEPT = 1000
+"""Entries of ``history``, ``folds`` and ``fold_errors`` kept (the newest): a mirror runs for months."""
+RECORD_NAMES = 200_000
+"""Table names held by the ``history`` kept, at most (a batch over 10,000 tables names each in its result)."""
+RECORD_CHARS = 1 << 20
+"""Characters of the ``fold_errors`` kept, at most."""
+
+
+def _result_names(result: ApplyResult) -> int:
+    return len(result.tables) + len(result.folds) + len(result.staged) + len(result.flushed)
+
+
+def _to_arrow_table(changes: Any) -> Any:
+    """A batch as one pyarrow Table (None: an empty list of record batches). A Spark DataFrame applied on the driver
+    is recognised by its ``toArrow`` (no pyspark import here): only the columns the mirror reads cross over."""
+    import pyarrow as pa
+
+    if isinstance(changes, pa.Table):
+        return changes
+    if isinstance(changes, pa.RecordBatch):
+        return pa.Table.from_batches([changes])
+    if isinstance(changes, Sequence) and all(isinstance(b, pa.RecordBatch) for b in changes):
+        return pa.Table.from_batches(list(changes)) if changes else None
+    if hasattr(changes, "toArrow"):  # a Spark DataFrame: only the columns the mirror reads cross over
+        return changes.select(*mirror_columns(changes.columns)).toArrow()
+    raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
+
+
+def _each(apply_one: Callable[[str, TablePlan], bool], step: dict[str, TablePlan]) -> dict[str, bool]:
+    return {name: apply_one(name, plan) for name, plan in step.items()}
+
+
+class DeltaMirror:
+    """One Delta table per source table under ``root``; ``mirror(df, batch_id)`` applies a batch idempotently.
+
+    ``optimize_every`` / ``vacuum_every``: compact the written tables / vacuum every N applied batches (None: never;
+    :meth:`vacuum` by hand still works), vacuum keeping ``retention_hours`` of old files. ``tables``: mirror only
+    these ``schema.table`` names. ``zero_dates``: ``error`` (a zero date fails the batch) or ``null``.
+    ``file_bytes``: the target size of the data files of the tables the mirror creates (their
+    ``delta.targetFileSize``; MERGE and compaction keep to it). A MERGE rewrites every file that holds a changed key,
+    so a table kept in one file is rewritten whole by every batch: smaller files make batches cheaper, larger ones
+    make reads cheaper. Tables that exist keep their setting.
+
+    ``mode``: ``merge_on_read`` (the default) appends each batch's last change per key to the table's change log
+    beside its base and folds the log into the base when it grows (:mod:`canal.lake.changelog`), so a batch costs
+    what it holds whatever the table's size; read the current state with :meth:`read` (or
+    :mod:`canal.spark.current`): the base alone is the source as of its last fold. ``copy_on_write`` MERGEs every
+    batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
+    table. A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files, in a
+    background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``);
+    a failed background fold is logged, counted (:meth:`metrics`) and tried again after the next batch; once a
+    table's folds failed ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold
+    of it succeeds (:mod:`canal.lake.health`). A fold keeps the base files it replaces for
+    ``retention_hours`` (time travel). DDL, TRUNCATE and a change of key fold the table first, within the batch.
+
+    ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
+    table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
+    (:mod:`canal.spark.mirror_tasks`); a batch that holds DDL is applied by the driver, in order.
+
+    ``stage_rows``: merge-on-read, a table's part of a batch of at most this many rows is staged -- every such part
+    of the batch written as one file, appended to the table's change log later, a few tables a batch
+    (``stage_spread``: each batch flushes at least one in that many of the tables staged), or before anything else
+    writes the table (:mod:`canal.lake.staged`): a batch spread over many tables then costs about what one
+    table's would. 0: never stage. Readers of the current state read staged changes too. ``stage_bytes``: the most
+    a batch stages, and the most held staged after each batch (the oldest tables flushed first).
+
+    ``app_id``: one live mirror writes a root under an app id (:mod:`canal.lake.lease`; a second is refused with
+    ``MirrorLeaseError``): give each destination mirrored into one root its own.
+
+    ``root``: a local path, a ``file://`` URI, or a prefix in an object store (``s3://bucket/mirror``, ``gs://``,
+    ``az://``, ``abfss://``) reached with ``storage_options`` -- the keys ``deltalake`` takes (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ...), else the store's environment variables -- which travel to executors' tasks with the
+    mirror's settings and stay out of reprs and messages (:mod:`canal.lake.fs`).
+
+    ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
+    append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        app_id: str = "pycanal-mirror",
+        tables: Iterable[str] | None = None,
+        zero_dates: ZeroDates = "error",
+        optimize_every: int | None = None,
+        vacuum_every: int | None = None,
+        retention_hours: int = 168,
+        file_bytes: int = DEFAULT_FILE_BYTES,
+        mode: MirrorMode = "merge_on_read",
+        fold_ratio: float = 0.1,
+        fold_files: int = 100,
+        background_folds: bool = True,
+        fold_workers: int = 2,
+        on_executors: bool = True,
+        log_history_s: float = changelog.LOG_HISTORY_S,
+        stage_rows: int = 512,
+        stage_spread: int = 16,
+        stage_bytes: int = DEFAULT_STAGE_BYTES,
+        max_fold_failures: int = 3,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
+        checked = MirrorSettings(  # a bad argument fails here, before anything is registered or written
+            root=os.fspath(root),
+            storage_options=storage_options,
+            app_id=app_id,
+            tables=tables,
+            zero_dates=zero_dates,
+            optimize_every=optimize_every,
+            vacuum_every=vacuum_every,
+            retention_hours=retention_hours,
+            file_bytes=file_bytes,
+            mode=mode,
+            fold_ratio=fold_ratio,
+            fold_files=fold_files,
+            background_folds=background_folds,
+            fold_workers=fold_workers,
+            on_executors=on_executors,
+            log_history_s=log_history_s,
+            stage_rows=stage_rows,
+            stage_spread=stage_spread,
+            stage_bytes=stage_bytes,
+            max_fold_failures=max_fold_failures,
+        )
+        # the root as text: a local path, or an object store's URI whose options this process registers for every
+        # location under it (canal.lake.fs); kept out of reprs and messages with the options
+        settings = attrs.evolve(checked, root=fs.register(root, "the mirror's root", storage_options))
+        self._settings = settings
+        self._log = destination_logger(__name__, app_id)
+        self._handles = Handles()  # the tables kept open between batches
+        self._writers = LogWriters()
+        self._staging = Staging(settings, self._writers, self._log_batch)
+        # folds done, in the order they ended; background folds that failed (tried again after a later batch): the
+        # newest only (canal.lake.records)
+        self._folding = Folds(
+            settings,
+            self._handles,
+            self._writers,
+            before_fold=lambda path: self._writer.flush(path),
+            done=Recent(RECORDS_KEPT, RECORDS_KEPT, lambda _fold: 1),
+            errors=Recent(RECORDS_KEPT, RECORD_CHARS, len),
+            log=self._log,
+        )
+        self._writer = LogWriter(settings, self._handles, self._writers, self._folding, self._staging)
+        self._ddl = TableDDL(settings, self._handles, self._folding, self._forget)
+        self._journal = StepJournal(settings.root, settings.app_id)
+        self._lease: WriterLease | None = None  # taken by the first batch written with the step journal (lease)
+        self._applied_batches = 0  # batches that wrote something, for the maintenance schedule
+        self._compact: set[str] = set()  # tables written since their last compaction
+        self.stats: dict[str, TableStats] = {}
+        self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
+        self.reach_checked = False  # whether Spark tasks were seen to reach the root (canal.spark.mirror_tasks)
+
+    # -- settings ------------------------------------------------------------------------------------------------
+
+    def settings(self) -> MirrorSettings:
+        """The settings this mirror was built from (what a Spark task builds its own from)."""
+        return self._settings
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A mirror pickles as its settings: Spark Connect pickles ``foreachBatch``'s function (a mirror, or a
+        function closing over one) into the server's Python process, where a mirror of the same settings is built.
+        What a mirror holds at run time (table handles, thread pools, locks, the writer lease, records) is this
+        process's and does not travel."""
+        return (_rebuild, (type(self), self._settings))
+
+    @property
+    def root(self) -> str:
+        """The root as text: a local path, or an object store's URI."""
+        return self._settings.root
+
+    @property
+    def app_id(self) -> str:
+        return self._settings.app_id
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        return self._settings.options
+
+    @property
+    def only(self) -> frozenset[str] | None:
+        """The ``schema.table`` names mirrored (None: every table)."""
+        return self._settings.only
+
+    @property
+    def mode(self) -> MirrorMode:
+        return self._settings.mode
+
+    @property
+    def zero_dates(self) -> ZeroDates:
+        return self._settings.zero_dates
+
+    @property
+    def sole_log_writer(self) -> bool:
+        """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so
+        appends may be written as Delta commits directly (:mod:`canal.lake.delta_append`). Spark tasks' mirrors
+        are not (folds run in other tasks); set it False where another process or mirror object folds the same
+        root."""
+        return self._writers.sole
+
+    @sole_log_writer.setter
+    def sole_log_writer(self, sole: bool) -> None:
+        self._writers.sole = sole
+
+    @property
+    def tasks_append(self) -> bool:
+        """Whether Spark tasks have appended to this mirror's change logs (:mod:`canal.spark.mirror_tasks` sets
+        it): its folds then trim through Delta's DELETE, whose conflict checks cover their appends and the
+        checkpoints those write, not by removing whole files (:func:`canal.lake.changelog.trim`)."""
+        return self._writers.tasks_append
+
+    @tasks_append.setter
+    def tasks_append(self, appending: bool) -> None:
+        self._writers.tasks_append = appending
+
+    @property
+    def folds(self) -> list[FoldResult]:
+        """The folds done, in the order they ended (the newest :data:`RECORDS_KEPT`)."""
+        return self._folding.done
+
+    @property
+    def fold_errors(self) -> list[str]:
+        """The background folds that failed (tried again after a later batch), the newest only."""
+        return self._folding.errors
+
+    # -- paths and versions --------------------------------------------------------------------------------------
+
+    def table_path(self, schema: str, table: str) -> Path:
+        """The local directory of the mirror table of ``schema.table`` (:func:`canal.lake.names.directory`: escaped,
+        one entry of the root); a :class:`~canal.errors.StorageLocationError` for a root in an object store, whose
+        tables :meth:`table_location` names."""
+        return local_path(self.table_location(schema, table), "the mirror table's location")
+
+    def table_location(self, schema: str, table: str) -> str:
+        """Where the mirror table of ``schema.table`` is: a local path as text, or a URI under the object-store root
+        (what ``deltalake`` and :mod:`canal.spark.current` take, with the root's ``storage_options``)."""
+        return naming.location(self.root, schema, table)
+
+    def _holds(self, schema: str, table: str) -> bool:
+        """Whether the mirror keeps a copy of ``schema.table`` (a foreign key's action there would go unseen)."""
+        return (self.only is None or f"{schema}.{table}" in self.only) and fs.exists(self.table_location(schema, table))
+
+    def _mirrors(self, schema: str, table: str) -> bool:
+        return self.only is None or f"{schema}.{table}" in self.only
+
+    def _current_rows(self, schema: str, table: str) -> list[dict[str, Any]] | None:
+        """A held table's rows as they are before the batch (None: not held): where a foreign key's action looks."""
+        if not self._holds(schema, table):
+            return None
+        rows: list[dict[str, Any]] = self.read(schema, table).to_pylist()
+        return rows
+
+    def table_names(self) -> list[str]:
+        """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables` gives
+        the pairs: a name holding a dot reads ambiguously here)."""
+        return sorted(naming.display(*pair) for pair in self.tables())
+
+    def tables(self) -> list[tuple[str, str]]:
+        """``(schema, table)`` of every mirrored table that exists, in the order of their directories."""
+        return [pair for _name, pair in self._table_directories()]
+
+    def _table_directories(self) -> list[tuple[str, tuple[str, str]]]:
+        """(directory name, (schema, table)) of every mirrored table that exists, by directory name."""
+        found = []
+        for name in fs.listdir(self.root):
+            pair = naming.parse(name)
+            if pair is not None and fs.is_delta_table(fs.join(self.root, name)):
+                found.append((name, pair))
+        return found
+
+    def version(self, schema: str, table: str) -> int | None:
+        """The last batch id applied to a table (its Delta app-transaction version), None if none."""
+        path = self.table_location(schema, table)
+        if not fs.is_delta_table(path):
+            return None
+        return self._batch_version(path)
+
+    def _batch_version(self, path: str, base: Any = None) -> int | None:
+        """The last batch id committed to a table: to its base or (merge-on-read) to its change log."""
+        versions: list[int] = []
+        base = base if base is not None else fs.delta_table(path)
+        if (done := base.transaction_version(self.app_id)) is not None:
+            versions.append(int(done))
+        log = self._handles.log(path)
+        if log is not None and (done := log.transaction_version(self.app_id)) is not None:
+            versions.append(int(done))
+        parts = self._staging.parts_if_any()
+        if parts is not None and (last := parts.last_batch(path)) is not None:
+            versions.append(last)
+        return max(versions) if versions else None
+
+    def _log_batch(self, path: str) -> int | None:
+        """The last batch id the change log of the table at ``path`` recorded (None: none, or no log)."""
+        log = self._handles.log(path)
+        done = None if log is None else log.transaction_version(self.app_id)
+        return None if done is None else int(done)
+
+    def committed_batch_ids(self, schema: str, table: str) -> list[int]:
+        """Every batch id committed to a table, in order (read from the Delta logs' ``txn`` actions of its base and,
+        merge-on-read, its change log -- whose commits are kept ``log_history_s``: older ones are not seen)."""
+        base = self.table_location(schema, table)
+        ids: list[int] = []
+        for log in (fs.join(base, "_delta_log"), fs.join(changelog.log_path(base), "_delta_log")):
+            ids.extend(logged_batch_ids(log, self.app_id))
+        parts = self._staging.parts_if_any()
+        if parts is not None:
+            ids.extend(parts.batch_ids(base))
+        return sorted(set(ids))
+
+    @typed_storage_errors
+    def read(self, schema: str, table: str) -> Any:
+        """The current state of one mirrored table as a pyarrow Table (merge-on-read: its base overlaid with the
+        newer changes of its log, exact whatever fold is under way)."""
+        return changelog.current_state(self.table_location(schema, table))
+
+    # -- folds (merge_on_read) -----------------------------------------------------------------------------------
+
+    @typed_storage_errors
+    def fold(self, schema: str | None = None, table: str | None = None) -> list[FoldResult]:
+        """Fold now, in this thread: one table, or every table that has a change log (its staged changes appended
+        to it first); returns what each fold did."""
+        if (schema is None) != (table is None):
+            raise MirrorError("fold() takes both schema and table, or neither")
+        if schema is not None and table is not None:
+            return [self._folding.fold_now(self.table_location(schema, table))]
+        return [self._folding.fold_now(fs.join(self.root, name)) for name, _pair in self._table_directories()]
+
+    def wait_for_folds(self) -> None:
+        """Wait until every background fold started so far has ended."""
+        self._folding.wait()
+
+    @typed_storage_errors
+    def close(self) -> None:
+        """Append the staged changes to their change logs, wait for background folds and stop the mirror's threads
+        (it can still apply batches afterwards)."""
+        self.flush_staged()
+        self._folding.close()
+        self._writer.close()
+        if self._lease is not None:
+            self._lease.release()
+
+    def __enter__(self) -> DeltaMirror:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def hold_lease(self) -> None:
+        """Take (or renew) this mirror's lease on its root and app id; :class:`~canal.lake.types.MirrorLeaseError`
+        when another live mirror writes them (:mod:`canal.lake.lease`)."""
+        if self._lease is None:
+            self._lease = WriterLease(self.root, self.app_id, self)
+        self._lease.hold()
+
+    def check_folds(self) -> None:
+        """:class:`~canal.lake.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a
+        row (:mod:`canal.lake.health`); :meth:`apply` asks first."""
+        self._folding.check()
+
+    def metrics(self) -> MirrorMetrics:
+        """How the mirror is doing in this process: batches applied, folds done and failed (tables failing in a row),
+        staged parts held."""
+        parts = self._staging.loaded
+        health = self._folding.health
+        with health.lock:
+            failures, last = health.failures, health.last_error
+        return MirrorMetrics(
+            batches=self._applied_batches,
+            folds=health.done,
+            fold_failures=failures,
+            failing_folds=health.by_name(lambda path: Path(path).name),
+            last_fold_error=last,
+            staged_tables=0 if parts is None else len(parts.tables),
+            staged_rows=0 if parts is None else parts.rows,
+            staged_bytes=0 if parts is None else parts.bytes,
+        )
+
+    def fold_due(self, path: str) -> bool:
+        """Whether the change log of the table at ``path`` is big enough to fold (``fold_ratio``, ``fold_files``)."""
+        return self._folding.fold_due(path)
+
+    def claim_folds(self, paths: Iterable[str]) -> list[str]:
+        """The tables (base paths) among ``paths`` whose fold is not under way, now marked as under way: the caller
+        must hand them to :meth:`run_folds`."""
+        return self._folding.claim(paths)
+
+    def run_folds(self, paths: list[str], fold: Callable[[], object], *, sizes_known: bool = False) -> None:
+        """Run ``fold`` (which folds the claimed tables ``paths``) in a background thread (:meth:`Folds.run
+        <canal.lake.folds.Folds.run>`)."""
+        self._folding.run(paths, fold, sizes_known=sizes_known)
+
+    def flush_staged(self) -> None:
+        """Append every staged change to its table's change log (:mod:`canal.lake.staged`)."""
+        self._writer.flush_staged()
+
+    def vacuum(self, retention_hours: int = 168) -> dict[str, int]:
+        """Delete the data files of every mirrored table that no table version of the last ``retention_hours``
+        still references (each MERGE rewrites the files it touches; the old ones stay for time travel until now).
+
+        Returns the number of files deleted per table. Replays are still recognised afterwards: the applied batch
+        ids live in the Delta log, which vacuum does not touch. Below Delta's 168-hour default, readers of older
+        versions lose them -- which a mirror that only reads its latest version does not mind.
+        """
+        return maintenance.vacuum(self.root, self._table_directories, retention_hours, self.wait_for_folds)
+
+    def _maintain(self) -> float:
+        """Scheduled upkeep after an applied batch (:mod:`canal.lake.maintenance`)."""
+        return maintenance.maintain(
+            self._settings, self._applied_batches, self._compact, self._handles, self._folding, self.vacuum
+        )
+
+    def _forget(self, *paths: str) -> None:
+        """What the mirror holds of the tables at ``paths`` (open handles, their logs' state) is read anew."""
+        for path in paths:
+            self._handles.forget(path)
+            self._writer.forget(path)
+
+    # -- applying ------------------------------------------------------------------------------------------------
+
+    COLUMNS = MIRROR_COLUMNS
+
+    def __call__(self, changes: Any, batch_id: int) -> None:
+        """``foreachBatch`` entry point: a Spark DataFrame is written by Spark tasks, a table per task, when
+        ``on_executors`` (:func:`canal.spark.mirror_tasks.apply_on_executors`); anything else by :meth:`apply`.
+
+        The one place this package reaches into :mod:`canal.spark`, imported here and only for a DataFrame (it has
+        ``sparkSession``): the Spark side of the mirror lives with the rest of the Spark code, and a mirror used
+        without Spark (the ``lake`` extra, no pyspark) never imports it."""
+        if self._settings.on_executors and hasattr(changes, "sparkSession"):
+            from canal.spark.mirror_tasks import apply_on_executors
+
+            apply_on_executors(self, changes, batch_id)
+        else:
+            self.apply(changes, batch_id)
+
+    def new_result(self, batch_id: int) -> ApplyResult:
+        return ApplyResult(batch_id)
+
+    def table_stats(self, name: str) -> TableStats:
+        """The running statistics of one table (by its directory name: ``schema.table`` for plain names)."""
+        return self.stats.setdefault(name, TableStats())
+
+    @typed_storage_errors
+    def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
+        """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) as batch ``batch_id``.
+
+        The batch is applied as an ordered list of steps (:func:`~canal.lake.plan.batch_steps`): each table's DML rows
+        up to the next DDL that touches it, reduced to the last change per key under the one layout they were
+        written in and merged at once, then that DDL, then the table's next rows, and so on -- as the source applied
+        them. A batch without DDL is one step per table. The steps done are journaled beside the tables, so a batch
+        replayed after a crash goes on after the last step done and never applies one twice.
+
+        ``steps_journal=False`` (a Spark task writing one table's part of a batch without DDL): no step journal; a table
+        whose last committed batch id is ``>= batch_id`` is skipped. ``fold=False``: start no fold after the batch
+        (the caller schedules them, :meth:`fold_due`)."""
+        began = time.perf_counter()
+        self.check_folds()  # nothing of the batch written while a table's folds keep failing
+        result = ApplyResult(batch_id)
+        self._staging.new_batch()
+        table = _to_arrow_table(changes)
+        if table is None or table.num_rows == 0:
+            self.history.append(result)
+            return result
+        table = in_order(table)
+        result.rows = table.num_rows
+        newest, before = None, None
+        if steps_journal:
+            self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.lake.lease)
+            # a batch id finished already with changes after the position it reached: a new query (canal.lake.applied)
+            newest = newest_position(table)
+            before = check_batch(self.root, self.app_id, batch_id, newest)
+        journal = self._read_journal() if steps_journal else None
+        if journal is not None and journal[0] > batch_id:
+            for name in plan_tables(table, self.only):
+                result.tables[name] = "skipped"  # a later batch was applied: this one is a replay
+                self.stats.setdefault(name, TableStats()).skipped += 1
+            self.history.append(result)
+            return result
+        done = journal[1] if journal is not None and journal[0] == batch_id else 0
+        # XA: prepared rows held until their XA COMMIT (canal.lake.xa); statements stop (canal.lake.stops)
+        table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_id)
+        check_statements(table)
+        # foreign keys' actions the binlog does not log: the children's rows added (canal.lake.cascade);
+        # a cascade without the source's foreign keys stops (canal.lake.stops)
+        kept = ExpandedBatch(self.root, self.app_id)
+        if steps_journal:
+            kept.drop_before(batch_id)
+        expanded = kept.load(batch_id) if done else None  # a replay: the batch its journaled steps counted
+        if expanded is None:
+            expanded = expand_cascades(table, self._current_rows, self._mirrors)
+            if steps_journal and expanded.num_rows != table.num_rows:
+                kept.save(batch_id, expanded)
+        table = expanded
+        check_cascades(table, self._holds)
+        if "before" in table.column_names:
+            table = table.drop_columns(["before"])
+        # a mirror written before it kept a step journal knows its replays by each table's last batch id only
+        journaled = journal is not None
+        # every step planned and its rows typed before any is applied: a value that does not convert fails the
+        # batch with nothing written
+        steps: list[RenamePair | dict[str, TablePlan]] = []
+        for number, step in enumerate(batch_steps(table, self.only)):
+            if isinstance(step, RenamePair):
+                steps.append(step)
+                continue
+            plans = plan_tables(table.take(step), self.only)
+            if number >= done:
+                type_sources([plan for plan in plans.values() if plan.layout is not None], self._settings.zero_dates)
+            steps.append(plans)
+        result.prepare_s = time.perf_counter() - began
+        hold()
+        if any(isinstance(step, RenamePair) or any(p.ddl or p.truncate for p in step.values()) for step in steps):
+            self.flush_staged()  # DDL rewrites, moves, clears or drops change logs: nothing staged may outlive that
+        # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
+        last_step = {name: number for number, step in enumerate(steps) if isinstance(step, dict) for name in step}
+        # a table renamed by a later pair of a RENAME TABLE commits without it, as one renamed by ALTER does: its change
+        # log moves to the new name, whose later rows of the batch (staged, maybe) must not read as recorded already
+        renamed_at = {
+            name: number
+            for number, step in enumerate(steps)
+            if isinstance(step, RenamePair)
+            for name in (step.old, step.new)
+        }
+        for number, step in enumerate(steps):
+            if number < done:  # applied before a crash: a replay skips it
+                for name in [step.old] if isinstance(step, RenamePair) else list(step):
+                    if name not in result.tables:
+                        result.tables[name] = "skipped"
+                        self.stats.setdefault(name, TableStats()).skipped += 1
+                continue
+            if isinstance(step, RenamePair) or any(p.ddl or p.truncate for p in step.values()):
+                # the parts the batch's earlier steps staged go to their logs before a DDL step moves, rewrites or
+                # drops a table (a part staged under a name renamed away was appended to no table)
+                self.flush_staged()
+            self._ddl.step = (batch_id, number) if steps_journal else None
+            if isinstance(step, RenamePair):
+                self._ddl.rename_pair(step)
+                result.tables.setdefault(step.old, "applied")
+            else:
+                merge_began = time.perf_counter()
+
+                def one(name: str, plan: TablePlan, number: int = number, journaled: bool = journaled) -> bool:
+                    stats = self.stats.setdefault(name, TableStats())
+                    stats.changes += plan.rows
+                    record = last_step[name] == number and renamed_at.get(name, -1) < number
+                    return self._apply_table(plan, batch_id, stats, check_version=not journaled, record=record)
+
+                if len(step) > 1 and not any(plan.ddl or plan.truncate for plan in step.values()):
+                    # tables of a step without DDL are independent: each its own Delta commits, in parallel (the
+                    # fixed cost of a commit is most of a small table's part of a batch)
+                    if self._settings.mode == "merge_on_read":
+                        # applied here, one table after another; the appends that go through deltalake (a new
+                        # log's first) written by the pool meanwhile
+                        outcomes = self._writer.deferred(functools.partial(_each, one, step))
+                    else:
+                        outcomes = dict(zip(step, self._writer.pool().map(one, step, step.values()), strict=True))
+                else:
+                    outcomes = {name: one(name, plan) for name, plan in step.items()}
+                result.merge_s += time.perf_counter() - merge_began
+                for name, applied in outcomes.items():
+                    if applied or name not in result.tables:
+                        result.tables[name] = "applied" if applied else "skipped"
+                    if applied:
+                        self._compact.add(name)
+            self._ddl.step = None
+            if steps_journal:
+                self._write_journal(batch_id, number + 1)
+                journaled = True
+        for path in self._staging.due():
+            self._writer.flush(path)
+        result.staged = sorted(Path(path).name for path in self._staging.staged_by_batch)
+        result.flushed = sorted(Path(path).name for path in self._staging.flushed_by_batch)
+        if any(state == "applied" for state in result.tables.values()):
+            self._applied_batches += 1
+            result.maintenance_s = self._maintain()
+        if self._folding.written:
+            written = self._folding.take_written()
+            if fold:
+                result.folds = self._folding.schedule(written)
+            else:  # the caller folds: sizes read anew, as other processes fold these tables
+                for path in written:
+                    self._folding.forget_size(path)
+                result.folds = sorted(Path(path).name for path in written if self.fold_due(path))
+        if steps_journal:
+            record_batch(self.root, self.app_id, before, batch_id, newest)
+        self.history.append(result)
+        return result
+
+    def _read_journal(self) -> tuple[int, int] | None:
+        """(batch id, steps done) of the last batch this mirror's app id applied (:mod:`canal.lake.journal`)."""
+        return self._journal.read()
+
+    def _write_journal(self, batch_id: int, done: int) -> None:
+        """Record ``done`` steps of ``batch_id`` applied: every step the batch applies passes here."""
+        self._journal.write(batch_id, done)
+
+    def _apply_table(
+        self, plan: TablePlan, batch_id: int, stats: TableStats, *, check_version: bool = True, record: bool = True
+    ) -> bool:
+        import pyarrow.compute as pc
+        from deltalake import CommitProperties, Transaction
+
+        path = self.table_location(plan.schema, plan.table)
+        self._ddl.recovered(path)
+        exists = delta_append.is_table(path)
+        evolution = self._ddl.evolution(plan, path if exists else None)
+        merge_on_read = self._settings.mode == "merge_on_read"
+        if exists and merge_on_read and (evolution is not None or plan.truncate):
+            # DDL applies to the base alone: fold the log into it first (its columns may be newer than the base's)
+            self._folding.fold_now(path)
+            evolution = self._ddl.evolution(plan, path)
+        if not exists:
+            self._forget(path)
+        moved_to = None if evolution is None else evolution.moved_to
+        if moved_to is not None and not exists and fs.is_delta_table(self.table_location(*moved_to)):
+            stats.skipped += 1  # renamed already, after its rows of this batch were merged
+            return False
+        if exists and check_version:  # a mirror without a step journal (written before it had one)
+            done = self._batch_version(path, self._handles.table(path))
+            if done is not None and done >= batch_id:
+                stats.skipped += 1
+                return False
+        # a table renamed in this batch commits without the batch id: the rows after the rename (under the new
+        # name) are the batch's, and must not be skipped as already applied
+        commit = (
+            CommitProperties()
+            if moved_to is not None or not record
+            else CommitProperties(app_transactions=[Transaction(self.app_id, version=batch_id)])
+        )
+        source: Any = None
+        key_names: list[str] = []
+        if plan.layout is not None:
+            # typed before any step of the batch was applied (apply)
+            source, key_names = plan.source if plan.source is not None else source_of(plan, self._settings.zero_dates)
+            if not key_names:
+                raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
+        if exists and plan.truncate:
+            self._handles.table(path).delete()
+        if evolution is not None:
+            self._ddl.evolve(path, evolution, exists)
+            self._forget(path)  # rewritten, or dropped and created anew: a handle would not see it
+            self._folding.forget_size(path)
+            log = changelog.log_path(path)
+            if not fs.is_delta_table(path):
+                fs.rmtree(log)  # dropped: its (folded) change log goes too
+            elif delta_append.is_table(log):
+                changelog.clear(log, self._handles.table(path).schema().to_arrow())  # folded: empty, new layout
+            if not evolution.exists:
+                stats.applied += 1
+                return True
+        if source is None:
+            # DDL only: record the batch so a replay skips it
+            if fs.is_delta_table(path) and record:
+                self._folding.settle(path)  # a fold writes the base too: one writer at a time
+                record_only(self._handles.table(path), commit)
+            self._ddl.move(path, moved_to)
+            stats.applied += 1
+            return True
+        deletes = true_count(plan.deletes) if plan.deletes is not None else 0  # the source's ``d`` rows
+        stats.upserts += source.num_rows - deletes
+        stats.deletes += deletes
+        if not (exists if evolution is None else delta_append.is_table(path)):  # only DDL creates or drops it
+            fs.rmtree(changelog.log_path(path))  # a change log of an earlier life
+            fs.write_delta(
+                path,
+                source.filter(pc.equal(source.column(OP_COLUMN), "u")).drop_columns([OP_COLUMN]),
+                mode="append",
+                commit_properties=commit,
+                configuration={"delta.targetFileSize": str(self._settings.file_bytes)},
+                target_file_size=self._settings.file_bytes,
+            )
+            self._ddl.move(path, moved_to)
+            stats.applied += 1
+            return True
+        if merge_on_read:
+            records_batch = moved_to is None and record  # as ``commit`` is built
+            self._writer.append(path, plan, batch_id, source, key_names, commit, records_batch)
+            self._ddl.move(path, moved_to)
+            stats.applied += 1
+            return True
+        dt = self._handles.table(path)
+        predicate = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key_names) + changelog.key_range(
+            source, key_names
+        )
+        if not changelog.merge_changes(dt, source, predicate, commit) and record:
+            # a MERGE that changes nothing (deletes of rows the mirror does not hold) commits nothing, and so would
+            # not record the batch: record it, so a replay is recognised like any other
+            record_only(dt, commit)
+        self._ddl.move(path, moved_to)
+        stats.applied += 1
+        return True
+
+
+def _rebuild(kind: type[DeltaMirror], settings: MirrorSettings) -> DeltaMirror:
+    """A mirror of type ``kind`` built from ``settings`` (:meth:`DeltaMirror.__reduce__`)."""
+    return kind(**settings.arguments())

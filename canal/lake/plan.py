@@ -1,0 +1,363 @@
+"""A batch of change rows planned into ordered steps, with Arrow kernels and no I/O.
+
+:func:`in_order` takes the mirror's columns of a batch in ``seq`` order (each DDL row named by the table its
+statement changes); :func:`batch_steps` cuts it into ordered steps -- each table's DML rows up to the next DDL that
+touches it, that DDL, the next rows (docs/architecture.md says why this is exact), a RENAME TABLE a step per pair
+(:class:`RenamePair`); :func:`plan_tables` reduces a step's rows to one :class:`TablePlan` per table: its DDL in
+order, and the last change per primary key (deletes delete, inserts and updates upsert the full after image --
+pycanal requires FULL row images; an update that changed the key also deletes the old key). Plans are named by
+their tables' directories (:mod:`canal.lake.names`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from canal.lake import drops
+from canal.lake import names as naming
+from canal.lake.ddl_text import ddl_statement, fold_flags
+from canal.lake.evolution import renamed_tables
+from canal.lake.types import MirrorError
+from canal.sql import AlterTable, DropTable, RenameTable, RenameTo, TableName
+
+
+@attrs.define(slots=True)
+class TablePlan:
+    schema: str
+    table: str
+    # the last change per key (raw ``keys`` text) in the order of those last changes: DELETE flags, keys, after
+    # images (Arrow arrays of equal length; None until the planner sets them)
+    deletes: Any = None
+    keys: Any = None
+    after: Any = None
+    layout: str | None = None
+    ddl: list[tuple[int, str, str]] = attrs.field(factory=list)  # (batch row, type, sql) in order
+    fold_names: bool = False  # its DDL comes from a server with lower_case_table_names=1 (canal.lake.ddl_text)
+    at: Any = None  # the batch row of each kept change (parallel to keys / after)
+    truncate: bool = False
+    rows: int = 0
+    source: Any = None  # (the typed MERGE source, its key columns), built before the batch's first step
+    seq: Any = None  # the ``seq`` of each kept change (parallel to keys / after)
+
+
+MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
+    "seq",
+    "schema",
+    "table",
+    "type",
+    "is_ddl",
+    "sql",
+    "keys",
+    "old_keys",
+    "after",
+    "columns",
+)
+# read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow
+OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before")
+
+
+def mirror_columns(names: Sequence[str]) -> list[str]:
+    return [*MIRROR_COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in names)]
+
+
+def ascending(seq: Any) -> bool:
+    """Whether ``seq`` is already in (non-decreasing) order, so the stable sort would keep every row in place."""
+    import pyarrow.compute as pc
+
+    if seq.null_count:
+        return False
+    in_order: bool | None = pc.all(pc.less_equal(seq.slice(0, len(seq) - 1), seq.slice(1))).as_py()
+    return bool(in_order)
+
+
+def any_true(mask: Any) -> bool:
+    import pyarrow.compute as pc
+
+    return pc.any(mask).as_py() is True
+
+
+def all_true(mask: Any) -> bool:
+    import pyarrow.compute as pc
+
+    return pc.all(mask).as_py() is not False
+
+
+def true_count(mask: Any) -> int:
+    """The true values of a boolean Array or ChunkedArray (no compute call: a batch asks it per table)."""
+    chunks = mask.chunks if hasattr(mask, "chunks") else [mask]
+    return sum(int(chunk.true_count) for chunk in chunks)
+
+
+def positions(n: int) -> Any:
+    """``0 .. n-1`` as an int64 Arrow array, built in C."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.subtract(pc.cumulative_sum(pa.nulls(n, pa.int64()).fill_null(1)), 1)
+
+
+def in_order(table: Any) -> Any:
+    """The mirror's columns of a batch, in ``seq`` order (a stable sort: ties keep their arrival order), each
+    DDL row named by the schema of the table its statement changes: a change row's ``schema`` for a statement is
+    the session's database, and ``ALTER TABLE db.t ...`` run from another one changes ``db.t``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = table.select(mirror_columns(table.column_names))
+    if table.num_rows > 1 and not ascending(table.column("seq")):
+        table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
+    is_ddl = pc.fill_null(table.column("is_ddl"), False)
+    if not any_true(is_ddl):
+        return table
+    schemas = table.column("schema").to_pylist()
+    folds = fold_flags(table)
+    changed = False
+    dropped: dict[int, list[TableName]] = {}  # row of a DROP TABLE of several tables -> them
+    for row in pc.indices_nonzero(is_ddl).to_pylist():
+        stmt = ddl_statement(table.column("sql")[row].as_py(), folds[row])
+        named = getattr(stmt, "table", None) if not isinstance(stmt, RenameTable) else None
+        if isinstance(stmt, DropTable) and len(stmt.tables) == 1:
+            named = stmt.tables[0]
+        elif isinstance(stmt, DropTable) and not stmt.temporary:
+            dropped[row] = [t.qualified(schemas[row]) for t in stmt.tables]
+        if named is not None and named.schema is not None and named.schema != schemas[row]:
+            schemas[row] = named.schema
+            changed = True
+    if changed:
+        table = table.set_column(table.column_names.index("schema"), "schema", pa.array(schemas, pa.string()))
+    if dropped:
+        table = drops.one_per_table(table, dropped)
+    return table
+
+
+def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]:
+    """Reduce a batch to per-table plans with Arrow kernels; only DDL rows (few) are looked at in Python.
+
+    The outcome is that of walking the rows in ``seq`` order (ties in arrival order): a row belongs to the table
+    ``(schema, table)``, its plan named by its directory (rows without a table name, and tables outside
+    ``tables=``, are dropped); DDL rows are
+    kept in order and TRUNCATE/ERASE forgets the table's earlier DML rows; DML rows with null keys or columns
+    are ignored; the table layout is its last DML row's ``columns``; per ``keys`` text the last change wins.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = table.select([*MIRROR_COLUMNS, *(["props"] if "props" in table.column_names else [])])  # fold_flags
+    if table.num_rows > 1 and not ascending(table.column("seq")):
+        table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
+    names = table.column("table")
+    named = pc.fill_null(pc.not_equal(names, ""), False)
+    if not all_true(named):
+        table = table.filter(named)
+    # ``tables=`` names tables as ``schema.table`` (a null schema reads "None")
+    full = pc.binary_join_element_wise(
+        table.column("schema"), table.column("table"), ".", null_handling="replace", null_replacement="None"
+    )
+    if only is not None:
+        chosen = pc.is_in(full, value_set=pa.array(sorted(only), type=pa.string()))
+        if not all_true(chosen):
+            table = table.filter(chosen)
+            full = full.filter(chosen)
+    n = table.num_rows
+    plans: dict[str, TablePlan] = {}
+    if n == 0:
+        return plans
+    # a table is its (schema, table) pair, joined by NUL, which no MariaDB name holds: names with dots stay apart
+    pair = pc.binary_join_element_wise(
+        table.column("schema"), table.column("table"), "\0", null_handling="replace", null_replacement="None"
+    )
+    if isinstance(pair, pa.ChunkedArray):
+        pair = pair.combine_chunks()
+    # dictionary order is first appearance, which is the order plans are applied in
+    encoded = pc.dictionary_encode(pair)
+    tid = encoded.indices.cast(pa.int64())
+    pos = positions(n)
+    per_table = pa.table({"tid": tid, "pos": pos}).group_by("tid").aggregate([("pos", "min"), ("pos", "count")])
+    firsts = per_table.column("pos_min")
+    heads = pa.table(
+        {
+            "tid": per_table.column("tid"),
+            "schema": table.column("schema").take(firsts),
+            "table": table.column("table").take(firsts),
+            "rows": per_table.column("pos_count"),
+        }
+    ).sort_by("tid")
+    # a plan is named by its table's directory (naming.directory): ``schema.table`` for plain names
+    full_names: list[str] = []
+    for _t, schema, name, rows in zip(*(heads.column(c).to_pylist() for c in heads.column_names), strict=True):
+        full_names.append(naming.display(schema, name))
+        plan = plans[naming.directory(schema, name)] = TablePlan(schema, name)
+        plan.rows = rows
+    by_tid = list(plans.values())
+
+    is_ddl = pc.fill_null(table.column("is_ddl"), False)
+    truncated_at: dict[int, int] = {}
+    if any_true(is_ddl):
+        at = pc.indices_nonzero(is_ddl)
+        folds = fold_flags(table)
+        ddl_rows = zip(
+            at.to_pylist(),
+            tid.take(at).to_pylist(),
+            table.column("type").take(at).to_pylist(),
+            table.column("sql").take(at).to_pylist(),
+            strict=True,
+        )
+        moved_first: dict[str, list[str]] = {}  # plan -> plans of tables renamed to it (applied before it)
+        for row, t, kind, sql in ddl_rows:
+            plan = by_tid[t]
+            if kind in ("TRUNCATE", "ERASE"):
+                truncated_at[t] = row
+                plan.truncate = True
+            # a rename belongs to the table it renames (its rows before the rename merge there, then it moves)
+            olds = renamed_tables(sql or "", plan.schema, folds[row])
+            for old_schema, old_table in olds:
+                if only is not None and naming.display(old_schema, old_table) not in only:
+                    continue
+                old_name = naming.directory(old_schema, old_table)
+                if old_name not in plans:
+                    plans[old_name] = TablePlan(old_schema, old_table)
+                    moved_first.setdefault(naming.directory(plan.schema, plan.table), []).append(old_name)
+                plans[old_name].ddl.append((row, kind, sql or ""))
+                plans[old_name].fold_names |= folds[row]
+            if not olds:
+                plan.ddl.append((row, kind, sql or ""))
+                plan.fold_names |= folds[row]
+        if moved_first:
+            ordered: dict[str, TablePlan] = {}
+            for name, plan in plans.items():
+                for old_name in moved_first.get(name, ()):
+                    ordered[old_name] = plans[old_name]
+                ordered.setdefault(name, plan)
+            plans.clear()
+            plans.update(ordered)
+
+    keys = table.column("keys")
+    dml = pc.and_(pc.invert(is_ddl), pc.and_(pc.is_valid(keys), pc.is_valid(table.column("columns"))))
+    if not any_true(dml):
+        return plans
+    keyless = pc.and_(dml, pc.fill_null(pc.equal(keys, "{}"), False))
+    if any_true(keyless):
+        full = full_names[tid[pc.indices_nonzero(keyless)[0].as_py()].as_py()]  # the first such row's table
+        raise MirrorError(f"{full} has no primary key; the mirror needs one to apply updates and deletes")
+    rows = pa.table({"tid": tid, "pos": pos, "keys": keys}).filter(dml)
+    # the layout is the last DML row's, even one a later TRUNCATE discards
+    last_rows = rows.group_by("tid").aggregate([("pos", "max")])
+    layouts = table.column("columns").take(last_rows.column("pos_max")).to_pylist()
+    for t, layout in zip(last_rows.column("tid").to_pylist(), layouts, strict=True):
+        by_tid[t].layout = layout
+    # Each change at row ``pos`` gets order 2*pos+1. An UPDATE that changed the primary key also deletes its old
+    # key, just before it (order 2*pos): MySQL keeps keys unique after every row, so walking the changes in
+    # order and keeping the last one per key gives the source's final rows, also for keys changed twice,
+    # swapped through a third value, or changed and then deleted.
+    changes = pa.table({"tid": tid, "order": pc.add(pc.multiply(pos, 2), 1), "keys": keys}).filter(dml)
+    old_keys = table.column("old_keys")
+    moved = pc.and_(dml, pc.is_valid(old_keys))
+    if any_true(moved):
+        old = pa.table(
+            {"tid": tid.filter(moved), "order": pc.multiply(pos.filter(moved), 2), "keys": old_keys.filter(moved)}
+        )
+        changes = pa.concat_tables([changes, old.cast(changes.schema)])
+    if truncated_at:
+        cut = pa.array([2 * truncated_at.get(t, -1) for t in range(len(by_tid))], type=pa.int64())
+        changes = changes.filter(pc.greater(changes.column("order"), cut.take(changes.column("tid"))))
+    # the last change per (table, key); orders are unique, and an even order is an old key's delete
+    winners = changes.group_by(["tid", "keys"]).aggregate([("order", "max")])
+    winners = winners.sort_by([("tid", "ascending"), ("order_max", "ascending")])
+    order = winners.column("order_max")
+    old_key = pc.equal(pc.bit_wise_and(order, 1), 0)
+    at = pc.shift_right(order, 1)  # the change row (for an old key's delete: the UPDATE's row)
+    updated = pc.fill_null(pc.not_equal(table.column("type").take(at), "DELETE"), True)
+    deletes = pc.or_(old_key, pc.invert(updated))
+    kept_keys = winners.column("keys")
+    kept_after = pc.if_else(old_key, pa.scalar(None, pa.string()), table.column("after").take(at))
+    seqs = table.column("seq").take(at)
+    counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
+    offset = 0
+    for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
+        plan = by_tid[t]
+        plan.deletes = deletes.slice(offset, count)
+        plan.keys = kept_keys.slice(offset, count)
+        plan.after = kept_after.slice(offset, count)
+        plan.at = at.slice(offset, count)
+        plan.seq = seqs.slice(offset, count)
+        offset += count
+    return plans
+
+
+@attrs.frozen(slots=True)
+class RenamePair:
+    """One pair of a RENAME TABLE (the tables' directory names, :func:`canal.lake.names.directory`), a step of its
+    own: the pairs apply in order, each seeing the ones before it (``a TO tmp, b TO a, tmp TO b``), and each is
+    journaled."""
+
+    old: str
+    new: str
+
+
+def batch_steps(table: Any, only: frozenset[str] | None) -> list[Any]:
+    """The batch (in ``seq`` order) as ordered steps: an Arrow index array of rows to plan and apply together, or a
+    :class:`RenamePair`. A table's DML rows form one step up to the next DDL row that touches the table (its own,
+    or a RENAME naming it), which is a step of its own (a RENAME TABLE: a step per pair); rows of tables no DDL
+    touches stay one step per table, applied after the DDL steps that come before their last row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    is_ddl = pc.fill_null(table.column("is_ddl"), False)
+    if not any_true(is_ddl):
+        return [positions(n)]
+    flags = is_ddl.to_pylist()
+    sqls = table.column("sql").to_pylist()
+    schemas = table.column("schema").to_pylist()
+    folds = fold_flags(table)
+    # each row's table by its directory name, as plan_tables names its plans
+    names = [
+        None if not t else naming.directory(db if db is not None else "None", t)
+        for db, t in zip(schemas, table.column("table").to_pylist(), strict=True)
+    ]
+    steps: list[Any] = []
+    pending: dict[str | None, list[int]] = {}  # table -> its DML rows since the last DDL that touched it
+
+    def flush(name: str | None) -> None:
+        rows = pending.pop(name, None)
+        if rows:
+            steps.append(pa.array(rows, pa.int64()))
+
+    for row in range(n):
+        name = names[row]
+        if not flags[row]:
+            pending.setdefault(name, []).append(row)
+            continue
+        stmt = ddl_statement(sqls[row], folds[row])
+        if isinstance(stmt, RenameTable):
+            session = schemas[row] or ""
+            pairs = [((old.schema or session, old.name), (new.schema or session, new.name)) for old, new in stmt.pairs]
+            for old_pair, new_pair in pairs:
+                flush(naming.directory(*old_pair))
+                flush(naming.directory(*new_pair))
+            steps.extend(
+                RenamePair(naming.directory(*old_pair), naming.directory(*new_pair))
+                for old_pair, new_pair in pairs
+                if only is None or naming.display(*old_pair) in only or naming.display(*new_pair) in only
+            )
+            continue
+        touched = {
+            name,
+            *(naming.directory(db, t) for db, t in renamed_tables(sqls[row] or "", schemas[row] or "", folds[row])),
+        }
+        if isinstance(stmt, AlterTable):
+            touched |= {
+                naming.directory(a.table.schema or schemas[row], a.table.name)
+                for a in stmt.actions
+                if isinstance(a, RenameTo)
+            }
+        for other in list(pending):
+            if other in touched:
+                flush(other)
+        steps.append(pa.array([row], pa.int64()))
+    for name in list(pending):
+        flush(name)
+    return steps

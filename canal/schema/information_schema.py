@@ -1,0 +1,150 @@
+"""Table layouts as the server holds them now, read from ``information_schema``: the queries of the schema history's
+bootstrap (every table, or one table), the foreign keys read from ``SHOW CREATE TABLE``, and the
+:class:`~canal.schema.SchemaCatalog` built from their rows (:func:`catalog_from_columns`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+
+from canal.errors import SchemaError
+from canal.schema.catalog import SchemaCatalog, TableDef
+from canal.schema.columns import TableColumn
+from canal.schema.foreign_keys import ForeignKey, normal_action
+from canal.schema.history import layout_statement
+from canal.sql import CreateTable
+
+__all__ = [
+    "BOOTSTRAP_DATABASES_SQL",
+    "BOOTSTRAP_FOREIGN_KEYS_SQL",
+    "BOOTSTRAP_PRIMARY_SQL",
+    "BOOTSTRAP_SQL",
+    "TABLE_COLUMNS_SQL",
+    "TABLE_PRIMARY_SQL",
+    "catalog_from_columns",
+    "foreign_key_rows",
+]
+
+
+def catalog_from_columns(
+    rows: Sequence[Sequence[Any]],
+    primary_rows: Sequence[Sequence[Any]],
+    *,
+    charset: str,
+    mariadb: bool,
+    foreign_key_rows: Sequence[Sequence[Any]] = (),
+) -> SchemaCatalog:
+    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`), primary keys
+    (:data:`BOOTSTRAP_PRIMARY_SQL`) and foreign keys (:data:`BOOTSTRAP_FOREIGN_KEYS_SQL`)."""
+    from canal.sql import read_column_type
+
+    catalog = SchemaCatalog(charset=charset, mariadb=mariadb)
+    columns: dict[str, list[TableColumn]] = {}
+    primary: dict[str, list[str]] = {}
+    for db, table, name in primary_rows:
+        primary.setdefault(f"{db}.{table}", []).append(str(name))
+    charsets: dict[str, str] = {}
+    for db, table, name, column_type, nullable, _key, column_charset, table_collation in rows:
+        full = f"{db}.{table}"
+        ct = read_column_type(str(column_type), strict=False)
+        columns.setdefault(full, []).append(
+            TableColumn(
+                str(name),
+                ct.base,
+                ct.params,
+                ct.labels,
+                ct.unsigned,
+                ct.zerofill,
+                str(nullable) == "YES",
+                None if column_charset is None else str(column_charset),
+            )
+        )
+        if table_collation:
+            charsets[full] = str(table_collation).split("_", 1)[0]
+        catalog.databases.setdefault(str(db), None)
+    keys: dict[str, dict[str, ForeignKey]] = {}
+    for db, table, name, column, ref_db, ref_table, ref_column, on_delete, on_update in foreign_key_rows:
+        of_table = keys.setdefault(f"{db}.{table}", {})
+        key = of_table.get(str(name)) or ForeignKey(
+            str(name), (), str(ref_db), str(ref_table), (), normal_action(on_delete), normal_action(on_update)
+        )
+        of_table[str(name)] = attrs.evolve(
+            key, columns=(*key.columns, str(column)), ref_columns=(*key.ref_columns, str(ref_column))
+        )
+    for full, cols in columns.items():
+        db, _, table = full.partition(".")
+        catalog.tables[full] = TableDef(
+            db,
+            table,
+            tuple(cols),
+            tuple(primary.get(full, ())),
+            charsets.get(full, charset),
+            tuple(keys.get(full, {}).values()),
+        )
+    return catalog
+
+
+_COLUMNS_SQL = (
+    "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE, c.COLUMN_KEY, "
+    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
+    "ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
+    "WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_SCHEMA NOT IN "
+    "('mysql', 'information_schema', 'performance_schema', 'sys') "
+)
+_COLUMNS_ORDER = "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION"
+_PRIMARY_SQL = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE INDEX_NAME = 'PRIMARY' "
+    "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') "
+)
+_PRIMARY_ORDER = "ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
+
+BOOTSTRAP_SQL: Final = _COLUMNS_SQL + _COLUMNS_ORDER
+"""One query for every table's columns (the server's own schemas aside): the history's bootstrap."""
+
+TABLE_COLUMNS_SQL: Final = _COLUMNS_SQL + "AND c.TABLE_SCHEMA = %s AND c.TABLE_NAME = %s " + _COLUMNS_ORDER
+""":data:`BOOTSTRAP_SQL` for one table (arguments: database, table)."""
+
+BOOTSTRAP_PRIMARY_SQL: Final = _PRIMARY_SQL + _PRIMARY_ORDER
+"""Every table's primary key, in key order. Not ``COLUMNS.COLUMN_KEY``: it says ``PRI`` also for the columns of a
+table's first unique NOT NULL key when the table has no primary key (InnoDB clusters by it), which a CREATE TABLE
+replayed by the schema history does not make a key -- a table's key would then depend on where its layout came
+from."""
+
+TABLE_PRIMARY_SQL: Final = _PRIMARY_SQL + "AND TABLE_SCHEMA = %s AND TABLE_NAME = %s " + _PRIMARY_ORDER
+""":data:`BOOTSTRAP_PRIMARY_SQL` for one table (arguments: database, table)."""
+
+BOOTSTRAP_FOREIGN_KEYS_SQL: Final = (
+    "SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
+    "WHERE REFERENCED_TABLE_NAME IS NOT NULL AND TABLE_SCHEMA NOT IN "
+    "('mysql', 'information_schema', 'performance_schema', 'sys') ORDER BY TABLE_SCHEMA, TABLE_NAME"
+)
+"""The tables with foreign keys, whose ``SHOW CREATE TABLE`` tells their keys' actions (:func:`foreign_key_rows`):
+``REFERENTIAL_CONSTRAINTS``, which holds the actions, shows a user with only SELECT nothing."""
+
+
+def foreign_key_rows(db: str, create_table: str) -> list[tuple[str, str, str, str, str, str, str, str, str]]:
+    """The foreign keys of ``SHOW CREATE TABLE`` text ``create_table`` of a table in ``db``, a row per column, as
+    :func:`catalog_from_columns` takes them: (db, table, name, column, ref_db, ref_table, ref_column, on_delete,
+    on_update)."""
+    stmt = layout_statement(create_table)
+    if not isinstance(stmt, CreateTable):
+        raise SchemaError(f"cannot read the foreign keys of {db}: {create_table[:200]!r}")
+    scratch = SchemaCatalog(database=db)
+    scratch.apply(attrs.evolve(stmt, table=attrs.evolve(stmt.table, schema=db)))
+    table = scratch.get(db, stmt.table.name)
+    assert table is not None
+    return [
+        (db, table.name, k.name, column, k.ref_db, k.ref_table, ref, k.on_delete, k.on_update)
+        for k in table.foreign_keys
+        for column, ref in zip(k.columns, k.ref_columns, strict=True)
+    ]
+
+
+BOOTSTRAP_DATABASES_SQL: Final = (
+    "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "
+    "('mysql', 'information_schema', 'performance_schema', 'sys')"
+)
+"""The databases and their default charsets (a table created later without a charset takes its database's)."""

@@ -1,0 +1,229 @@
+"""The snapshots of one destination, as its instance plans them: which snapshot a start is due, the checks a new one
+passes before anything changes, the tables "the captured tables" names, and the runner that reads one.
+
+:class:`~canal.instance.Instance` keeps the running snapshots and the cursors; this holds what it asks of the source
+and the config to start one. Its records go to the instance's destination logger (passed in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from canal.config import InstanceConfig, KeylessTables, SnapshotMode
+from canal.errors import ConfigError, SnapshotError
+from canal.log import DestinationAdapter
+from canal.parse.mysql import MysqlBinlogSource
+from canal.parse.parser import EventParser
+from canal.position import LogPosition, SnapshotCursor
+from canal.protocol import TableSchema
+from canal.schema.catalog import SchemaCatalog
+from canal.snapshot.marks import WatermarkWriter
+from canal.snapshot.merge import SnapshotMerge
+from canal.snapshot.reader import ChunkReader
+from canal.snapshot.runner import SnapshotRunner, split_table_name
+
+_SYSTEM_DBS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+
+class DestinationSnapshots:
+    """The snapshot planning of destination ``config.destination``, whose parser is ``parser`` (a group's parsers take
+    no snapshots: every method that needs the source raises :class:`~canal.errors.ConfigError` for them)."""
+
+    def __init__(self, config: InstanceConfig, parser: object, log: DestinationAdapter) -> None:
+        self.config = config
+        self.destination = config.destination
+        self._parser = parser
+        self._log = log
+
+    def parts(self) -> tuple[SnapshotMerge, MysqlBinlogSource]:
+        """The parser's snapshot merge and a source of the active master to read tables with."""
+        parser = self._parser
+        if not isinstance(parser, EventParser) or parser.merge is None:
+            raise ConfigError("snapshots are not available in group mode", key="snapshot")
+        merge = parser.merge
+        if not isinstance(merge, SnapshotMerge):
+            raise ConfigError("this parser takes no snapshot chunks", key="snapshot")
+        source = parser.source_factory(parser.active_master)
+        if not isinstance(source, MysqlBinlogSource):
+            raise ConfigError(
+                f"snapshots read tables over SQL: {type(source).__name__} cannot (a MariaDB source can)",
+                key="snapshot",
+            )
+        return merge, source
+
+    @staticmethod
+    def catalog(source: MysqlBinlogSource) -> SchemaCatalog:
+        source.open()
+        try:
+            return source.schema_catalog()
+        finally:
+            source.close()
+
+    def runner(
+        self,
+        plan: SnapshotCursor,
+        merge: SnapshotMerge,
+        source: MysqlBinlogSource,
+        catalog: SchemaCatalog | None,
+        chunk_rows: int | None,
+        max_rows_per_s: float | None,
+        *,
+        waiting: Callable[[], None],
+        rows_out: Callable[[], int],
+    ) -> SnapshotRunner:
+        """The runner of ``plan``; ``waiting`` tells the store the runner waits for the consumer, ``rows_out`` is the
+        snapshot rows up to the last entry handed out (the runner's read-ahead is counted from there)."""
+        settings = self.config.snapshot
+        known: list[SchemaCatalog] = [] if catalog is None else [catalog]
+
+        def current() -> SchemaCatalog:
+            if not known:
+                known.append(self.catalog(source))
+            return known[0]
+
+        def table_schema(db: str, table: str) -> TableSchema | None:
+            catalog = current()
+            found = catalog.tables.get(f"{db}.{table}")
+            return None if found is None else found.table_schema(mariadb=catalog.mariadb)
+
+        def table_schema_now(db: str, table: str) -> TableSchema | None:
+            """After a DDL of a table being read: its layout as the server has it now."""
+            known[:] = [self.catalog(source)]
+            return table_schema(db, table)
+
+        def estimated_rows(tables: Sequence[TableSchema]) -> int:
+            """InnoDB's row estimate of ``tables``, in one query (0 where it has none)."""
+            if not tables:
+                return 0
+            wanted = {(t.schema, t.table) for t in tables}
+            databases = sorted({db for db, _ in wanted})
+            conn = source.snapshot_connection()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
+                        f"WHERE TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))})",
+                        databases,
+                    )
+                    found = cur.fetchall()
+            finally:
+                conn.close()
+            return sum(int(rows) for db, name, rows in found if rows is not None and (db, name) in wanted)
+
+        def unread_rows() -> int:
+            return runner.rows_emitted - max(rows_out(), plan.rows)
+
+        runner = SnapshotRunner(
+            self.destination,
+            plan,
+            merge,
+            source.snapshot_connection,
+            table_schema,
+            chunk_rows=settings.chunk_rows if chunk_rows is None else chunk_rows,
+            chunk_bytes=settings.chunk_bytes,
+            keyless=settings.keyless,
+            max_rows_per_s=settings.max_rows_per_s if max_rows_per_s is None else max_rows_per_s,
+            estimated_rows=estimated_rows,
+            unread_rows=unread_rows,
+            waiting=waiting,
+            watermarks=self.watermark_writer(),
+            table_schema_now=table_schema_now,
+        )
+        return runner
+
+    def watermark_writer(self) -> WatermarkWriter | None:
+        """The writer of DBLog's watermarks when the config names a watermark table (its own source and
+        connection)."""
+        table = self.config.snapshot.watermark
+        if table is None:
+            return None
+        merge, source = self.parts()
+        return WatermarkWriter(source, table, self.destination, merge.expect_mark)
+
+    def captured_tables(self, catalog: SchemaCatalog) -> list[str]:
+        """The tables a snapshot of "the captured tables" reads: those the instance filter includes."""
+        filters = self.config.table_filters
+        marks = self.config.snapshot.watermark_table
+        return sorted(
+            name
+            for name in catalog.tables
+            if filters.includes(*split_table_name(name))
+            and name.partition(".")[0].lower() not in _SYSTEM_DBS
+            and name != marks
+        )
+
+    def check_tables(self, tables: Sequence[str], source: MysqlBinlogSource, catalog: SchemaCatalog) -> None:
+        """A new snapshot of an unknown table fails here, before anything changes (:class:`ConfigError`), and so,
+        with ``keyless=refuse``, does one of a table that has no chunk key (no primary key, no unique key over NOT
+        NULL columns; :class:`SnapshotError`)."""
+        missing = [name for name in tables if name not in catalog.tables]
+        if missing:
+            raise ConfigError(f"cannot snapshot {', '.join(missing)}: no such table", key="snapshot.tables")
+        marks = self.config.snapshot.watermark_table
+        if marks is not None and marks in tables:
+            raise ConfigError(f"cannot snapshot {marks}: it is the snapshot's watermark table", key="snapshot.tables")
+        writer = self.watermark_writer()
+        if writer is not None:
+            try:
+                writer.check()
+            finally:
+                writer.close()
+        if self.config.snapshot.keyless is not KeylessTables.REFUSE:
+            return
+        refused = []
+        for name in tables:
+            found = catalog.tables.get(name)
+            if found is None or found.primary:
+                continue
+            reader = ChunkReader(source.snapshot_connection, found.table_schema(mariadb=catalog.mariadb))
+            try:
+                if reader.chunk_key() is None:
+                    refused.append(name)
+            finally:
+                reader.close()
+        if refused:
+            raise SnapshotError(
+                f"cannot snapshot {', '.join(refused)}: no primary key and no unique key over NOT NULL columns to "
+                "chunk by (snapshot keyless=refuse; read_whole reads such a table in one transaction)"
+            )
+
+    def cursor_purged(self, cursors: Sequence[LogPosition | None]) -> bool:
+        """Whether a cursor names a binlog file the server no longer has (``when_needed``: snapshot again)."""
+        _merge, source = self.parts()
+        source.open()
+        try:
+            files = {f.name for f in source.binlog_files()}
+        finally:
+            source.close()
+        for cursor in cursors:
+            journal = None if cursor is None else cursor.position.journal_name
+            if journal and journal not in files:
+                self._log.warning(
+                    "the cursor's binlog file %s was purged from the server: snapshotting the captured tables again "
+                    "and streaming from the server's position now (snapshot mode when_needed)",
+                    journal,
+                )
+                return True
+        return False
+
+    def due(self, cursors: Sequence[LogPosition | None]) -> SnapshotCursor | None:
+        """The snapshot this start runs, given the subscribed clients' ``cursors``: the unfinished one of a consumer
+        cursor, else the initial snapshot when the config asks for one and this is the destination's first start (no
+        cursor, no configured position; for ``initial_only``, no cursor)."""
+        for cursor in cursors:
+            if cursor is not None and cursor.snapshot is not None:
+                return cursor.snapshot
+        settings = self.config.snapshot
+        if settings.mode is SnapshotMode.NEVER:
+            return None
+        if settings.mode is SnapshotMode.INITIAL_ONLY:
+            # a copy of the tables and no stream: a configured start position has nothing to start
+            return SnapshotCursor(settings.tables or ()) if all(c is None for c in cursors) else None
+        if any(c is not None for c in cursors):
+            if settings.mode is SnapshotMode.WHEN_NEEDED and self.cursor_purged(cursors):
+                return SnapshotCursor(settings.tables or ())
+            return None
+        master = self.config.master
+        if master.has_start:
+            return None
+        return SnapshotCursor(settings.tables or ())

@@ -1,0 +1,155 @@
+"""The ``canal`` source's embedded instances, in the process that runs the reader: one :class:`Session` per set of
+options (:func:`session_of`) -- the instance, where its stream stands, the micro-batch prepared ahead
+(:class:`Prepared`) and the snapshot ranges read ahead -- kept until :func:`close_sessions` (also run at exit).
+:class:`~canal.spark.source.CanalStreamReader` pulls the micro-batches through them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from canal.config import InstanceConfig, SnapshotMode
+from canal.instance import Instance
+from canal.log import destination_logger
+from canal.spark.changes import Offset, canonical, cursor_of, has_position
+from canal.spark.chunks import ChunkPartition, ChunkPlanner, read_ahead
+from canal.spark.source_options import config_from_options, executor_snapshot, options_key
+
+__all__ = ["Prepared", "Session", "close_sessions", "session_of"]
+
+
+@attrs.frozen
+class Prepared:
+    """A micro-batch ready for Spark: its change rows (record batches, none empty) and its end offset."""
+
+    batches: list[Any]
+    end: Offset
+
+
+class Session:
+    """An instance and where its stream stands, for one set of options in this process."""
+
+    def __init__(self, config: InstanceConfig) -> None:
+        self.config = config
+        self.lock = threading.RLock()
+        self.instance: Instance | None = None
+        self.meta: Any = None
+        self.pos: Offset | None = None  # the offset after the last entry handed out by the instance
+        self.outstanding: list[int] = []  # instance batch ids handed out whose entries are not all spooled yet
+        self.prefetcher: threading.Thread | None = None  # preparing the batch after the last one returned
+        self.prefetch_stop = threading.Event()  # set: the prefetcher ends its batch with what it has taken
+        self.prefetch_rows = 0  # change rows the running prefetch holds so far
+        self.prefetch_progress = threading.Condition()  # notified when prefetch_rows grows
+        self.prefetched: tuple[str, Prepared] | None = None  # (canonical start, the batch prepared for it)
+        self.carry: list[Any] = []  # entries of an instance batch a read cap cut off: the next batch's first
+        self.carry_id: int | None = None  # that instance batch's id
+        self.initial: tuple[Offset, dict[str, Any] | None] | None = None  # executor snapshot: where a new query starts
+        self.planner: ChunkPlanner | None = None  # executor snapshot: its ranges' planner
+        # executor snapshot: the ranges being read ahead (their micro-batch, the thread, what stops it)
+        self.ranges_ahead: tuple[int, threading.Thread, threading.Event] | None = None
+
+    def read_ranges_ahead(self, batch: int, partitions: list[ChunkPartition], destination: str) -> None:
+        """Read micro-batch ``batch``'s ranges in a thread before their tasks do
+        (:func:`~canal.spark.chunks.read_ahead`), instead of another micro-batch's; nothing if they are already."""
+        if self.ranges_ahead is not None and self.ranges_ahead[0] == batch:
+            return
+        self.stop_reading_ahead()
+        stop = threading.Event()
+        log = destination_logger(__name__, destination)
+
+        def run() -> None:
+            try:
+                published = read_ahead(partitions, stop)
+            except Exception:  # the tasks read these ranges themselves and report what is wrong
+                log.warning("reading snapshot ranges ahead failed; their tasks read them", exc_info=True)
+                return
+            log.debug("read %d of %d snapshot ranges ahead of their tasks", len(published), len(partitions))
+
+        thread = threading.Thread(target=run, name="canal-spark-ranges", daemon=True)
+        self.ranges_ahead = batch, thread, stop
+        thread.start()
+
+    def stop_reading_ahead(self, wait_s: float = 0.0) -> None:
+        """Read no further range ahead: a range being read is given up at its next piece (its temporary file
+        removed), waiting up to ``wait_s`` for that."""
+        if self.ranges_ahead is not None:
+            _batch, thread, stop = self.ranges_ahead
+            self.ranges_ahead = None
+            stop.set()
+            thread.join(wait_s)
+
+    def finish_prefetch(self) -> None:
+        """End the batch being prepared in the background with what it holds, if there is one, and wait for it."""
+        thread = self.prefetcher
+        self.prefetch_stop.set()
+        if thread is not None:
+            thread.join()
+            self.prefetcher = None
+
+    def take_prefetched(self, start: Offset) -> Prepared | None:
+        """The batch prepared in the background for ``start`` (consumed), None if there is none."""
+        prefetched, self.prefetched = self.prefetched, None
+        if prefetched is None or prefetched[0] != canonical(start):
+            return None
+        return prefetched[1]
+
+    def open_at(self, start: Offset) -> Instance:
+        """(Re)start the instance so that its next entry is the first one after ``start``."""
+        self.close()
+        # the saved cursor follows the checkpoint (what Spark has durably passed); a failed write fails the start
+        instance = Instance.at(self.config, cursor_of(start)) if has_position(start) else Instance(self.config)
+        instance.start()
+        meta = instance.meta
+        self.instance, self.meta, self.pos, self.outstanding = instance, meta, dict(start), []
+        self.carry, self.carry_id = [], None
+        return instance
+
+    def close(self) -> None:
+        if self.prefetcher is not threading.current_thread():
+            self.finish_prefetch()
+        instance, meta = self.instance, self.meta
+        self.instance, self.meta, self.pos, self.outstanding, self.prefetched = None, None, None, [], None
+        self.carry, self.carry_id = [], None
+        del meta  # the instance's own meta: instance.stop() stops it
+        if instance is not None:
+            try:
+                instance.stop()
+            except Exception as exc:  # closing must go on (a new instance replaces it); say what went wrong
+                destination_logger(__name__, instance.destination).warning("stopping the instance failed: %s", exc)
+
+
+_STOP_READ_AHEAD_S = 10.0  # a stopping source waits this long for a range read ahead to give up (one piece)
+_SESSIONS: dict[str, Session] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def session_of(options: Mapping[str, str]) -> Session:
+    """The session of ``options`` in this process, made on first use."""
+    key = options_key(options)
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None:
+            config = config_from_options(options)
+            if executor_snapshot(options):
+                # the source plans the snapshot itself (executor partitions): the instance only streams
+                config = attrs.evolve(config, snapshot=attrs.evolve(config.snapshot, mode=SnapshotMode.NEVER))
+            session = _SESSIONS[key] = Session(config)
+        return session
+
+
+def close_sessions() -> None:
+    """Stop every instance this process embeds for the source (also run at exit)."""
+    with _SESSIONS_LOCK:
+        sessions = list(_SESSIONS.values())
+        _SESSIONS.clear()
+    for session in sessions:
+        session.stop_reading_ahead(wait_s=_STOP_READ_AHEAD_S)
+        session.close()
+
+
+atexit.register(close_sessions)

@@ -1,0 +1,185 @@
+"""The ``canal`` source's options read: the instance config they name (:func:`config_from_options`, with the
+source's :data:`STORE_SIZE`), the object store's options (``spool.storage.*``), the reader's own options (the caps of
+a micro-batch, :class:`ReadCap`; ``spool.shared``; ``snapshot.partitions``), and the connection to the master they
+name that executors open (:class:`SourceConnector`, picklable). The options themselves are declared in
+:mod:`canal.spark.options`; :mod:`canal.spark.source` reads with what this gives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import attrs
+
+from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, parse_bool
+from canal.errors import CanalError
+from canal.spark.options import CONNECTION_OPTIONS, READER_DEFAULTS, READER_OPTIONS
+
+__all__ = [
+    "STORAGE_PREFIX",
+    "STORE_SIZE",
+    "ReadCap",
+    "SourceConnector",
+    "SparkSourceError",
+    "cap_option",
+    "config_from_options",
+    "executor_snapshot",
+    "options_key",
+    "reader_option",
+    "spool_shared",
+    "storage_options",
+]
+
+_SHORT_KEYS = {o.name: o.canal_key for o in CONNECTION_OPTIONS if o.canal_key is not None}
+# Spark lower-cases option names; canal's camelCase keys are restored from this table
+_CAMEL_KEYS = {
+    k.lower(): k
+    for k in (
+        *SSL_PROPERTY_KEYS,
+        "canal.instance.connectionCharset",
+        "canal.instance.dbPassword",
+        "canal.instance.dbUsername",
+        "canal.instance.defaultDatabaseName",
+        "canal.instance.detecting.heartbeatHaEnable",
+        "canal.instance.enableDruid",
+        "canal.instance.fallbackIntervalInSeconds",
+        "canal.instance.memory.rawEntry",
+        "canal.instance.mysql.slaveId",
+        "canal.instance.network.soTimeout",
+        "canal.instance.pwdPublicKey",
+        "canal.serverMode",
+        "canal.withoutNetty",
+        "canal.zkServers",
+    )
+}
+_READER_KEYS = frozenset(o.name.lower() for o in READER_OPTIONS)
+
+_T = TypeVar("_T")
+
+
+@attrs.frozen
+class ReadCap:
+    """The most a micro-batch may hold: change rows (``maxRowsPerTrigger``) and binlog bytes
+    (``maxBytesPerTrigger``); None: no cap. A batch holds at least one entry whatever the cap."""
+
+    rows: int | None = None
+    bytes: int | None = None
+
+    def exceeded(self, rows: int, nbytes: int) -> bool:
+        return (self.rows is not None and rows > self.rows) or (self.bytes is not None and nbytes > self.bytes)
+
+
+class SparkSourceError(CanalError):
+    """The canal Spark source cannot do what Spark asked (bad options, a missing spool file)."""
+
+
+STORE_SIZE: Final = 65536
+"""The source's default ``canal.instance.memory.buffer.size``, four times canal's 16384 (16 MB of binlog events).
+A micro-batch prepared ahead holds what the instance decoded while Spark ran the one before, and its entries stay in
+the store until the batch is spooled, so the store bounds the micro-batch; each micro-batch also costs Spark a fixed
+0.3-0.5 s here. With canal's 16 MB, steady micro-batches of 1 KB rows held 13,000-40,000 rows (updates, 3 KB of
+binlog a row: 5,461); with 64 MB, 60,000-150,000, at about 230 MB more memory in the reader's process. The rows never
+pass through the driver's JVM as rows: a task reads them from the spool (``spool.shared``) or gets them as Arrow
+bytes inside its input partition (:class:`~canal.spark.spool.InlineRows`). A ``properties`` file or option sets
+another."""
+
+
+def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
+    """The instance config the source options name (with :data:`STORE_SIZE` unless they set the store's size)."""
+    props: dict[str, str] = {}
+    for key, value in options.items():
+        k = key.lower()
+        if k in _READER_KEYS or k.startswith(STORAGE_PREFIX):
+            continue
+        if k in _SHORT_KEYS:
+            props[_SHORT_KEYS[k]] = value
+            if k == "meta.dir":
+                props.setdefault("pycanal.meta.mode", "file")
+        elif k.startswith(("canal.", "pycanal.")):
+            props[_CAMEL_KEYS.get(k, key if key.lower() != key else k)] = value
+        else:
+            raise SparkSourceError(f"unknown canal source option {key!r}")
+    text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())
+    # the keys after it set another
+    default = f"canal.instance.memory.buffer.size={STORE_SIZE}\n"
+    path = options.get("properties")
+    if path:
+        base = Path(path).read_text()
+        text = default + base + "\n" + text
+        return InstanceConfig.from_properties(text, destination=props.get("canal.instance.destination"))
+    return InstanceConfig.from_properties(default + text)
+
+
+STORAGE_PREFIX: Final = "spool.storage."
+"""Options named ``spool.storage.<key>`` are the object store's (``deltalake``'s ``storage_options`` keys)."""
+
+
+def storage_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The object-store options among the source's (``spool.storage.*``), by their key."""
+    return {k[len(STORAGE_PREFIX) :]: v for k, v in options.items() if k.lower().startswith(STORAGE_PREFIX)}
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def options_key(options: Mapping[str, str]) -> str:
+    """The key of a set of options (names without case, in any order): one embedded instance per key."""
+    return json.dumps(sorted((k.lower(), v) for k, v in options.items()))
+
+
+def executor_snapshot(options: Mapping[str, str]) -> bool:
+    """Whether the source options ask for snapshot ranges read on executors (``snapshot.partitions``)."""
+    return any(k.lower() == "snapshot.partitions" for k in options)
+
+
+def spool_shared(options: Mapping[str, str]) -> bool:
+    """Whether executors read the micro-batches' rows from the spool themselves (``spool.shared``, implied by
+    ``snapshot.partitions``); otherwise the driver reads them and they travel inside the input partitions."""
+    if executor_snapshot(options):
+        return True
+    lower = {k.lower(): v for k, v in options.items()}
+    return reader_option(lower, "spool.shared", READER_DEFAULTS["spool.shared"], parse_bool)
+
+
+class SourceConnector:
+    """Opens a snapshot connection (conversions off) to the master the source options name; picklable, for
+    executors. Its repr names the destination only: the options hold credentials."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._options = dict(options)
+
+    def __repr__(self) -> str:
+        return f"SourceConnector(destination={config_from_options(self._options).destination!r})"
+
+    def __call__(self) -> Any:
+        from canal.parse.sources import source_factory
+
+        config = config_from_options(self._options)
+        source = source_factory(config)(config.master)
+        connect = getattr(source, "snapshot_connection", None)
+        if connect is None:
+            raise SparkSourceError(f"snapshot.partitions reads tables over SQL: {type(source).__name__} cannot")
+        return connect()
+
+
+def cap_option(options: Mapping[str, str], name: str) -> int | None:
+    """A micro-batch cap (Spark passes option names lower-cased; errors use the documented name); None if unset."""
+    text = options.get(name.lower())
+    return None if text is None else reader_option({name: text}, name, text, int)
+
+
+def reader_option(options: Mapping[str, str], key: str, default: str, parse: Callable[[str], _T]) -> _T:
+    """A reader option parsed by ``parse``; numbers must be positive. SparkSourceError names the option otherwise."""
+    text = options.get(key, default).strip()
+    try:
+        value = parse(text)
+    except ValueError:
+        value = None
+    if value is None or (not isinstance(value, bool) and isinstance(value, int | float) and not value > 0):
+        expected = "true or false" if parse is parse_bool else f"a positive {getattr(parse, '__name__', 'number')}"
+        raise SparkSourceError(f"canal source option {key} = {text!r}: expected {expected}")
+    return value

@@ -1,0 +1,191 @@
+"""The Delta mirror's package stands on its own: ``canal.lake`` imports without pyspark and without ``canal.spark``,
+its modules import one another without cycles, and no module of ``canal/`` but the decoder passes 800 lines.
+
+Each import runs in a fresh interpreter in which ``pyspark`` cannot be imported (``sys.modules['pyspark'] = None``
+makes ``import pyspark`` raise), as on a machine with the ``lake`` extra only; the last test applies a batch there.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CANAL = ROOT / "canal"
+LAKE_MODULES = sorted(
+    "canal.lake" if path.name == "__init__.py" else f"canal.lake.{path.stem}" for path in (CANAL / "lake").glob("*.py")
+)
+MAX_LINES = 800
+DECODER = "canal/parse/mysql/decoder.py"  # its docstring says why it is one module
+
+
+def _without_pyspark(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter in which pyspark cannot be imported."""
+    prelude = "import sys\nsys.modules['pyspark'] = None\n"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_every_lake_module_imports_without_pyspark_or_canal_spark() -> None:
+    # each module imported with no module of canal.lake loaded before it (an interpreter started once: the rest of
+    # canal and pyarrow take seconds to import), so a module that only imports because another one was imported
+    # first fails here
+    done = _without_pyspark(
+        f"""
+        import importlib
+        for module in {LAKE_MODULES!r}:
+            for name in [name for name in sys.modules if name == "canal.lake" or name.startswith("canal.lake.")]:
+                del sys.modules[name]
+            importlib.import_module(module)
+            loaded = [name for name in sys.modules if name.startswith(("canal.spark", "pyspark")) and sys.modules[name]]
+            print(module, sorted(loaded))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{module} []" for module in LAKE_MODULES]
+
+
+def test_the_spark_names_are_the_lake_ones() -> None:
+    import canal.lake
+    import canal.spark
+    from canal.errors import CanalError
+
+    for name in canal.lake.__all__:
+        if hasattr(canal.spark, name):
+            assert getattr(canal.spark, name) is getattr(canal.lake, name), name
+    assert canal.spark.DeltaMirror is canal.lake.DeltaMirror
+    assert issubclass(canal.lake.MirrorError, CanalError)
+    for error in ("MirrorCheckpointError", "MirrorFoldError", "MirrorXAError", "StorageError"):
+        assert issubclass(getattr(canal.lake, error), CanalError), error
+
+
+def _module_imports(path: Path, module: str) -> set[str]:
+    """The ``canal`` modules ``path`` imports when it is imported: its top-level imports, outside
+    ``if TYPE_CHECKING:`` blocks and functions (``from pkg import sub`` names the submodule when there is one)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.If):
+                test = node.test
+                if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+                    visit(node.orelse)
+                    continue
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    found.add(sub if _module_path(sub) is not None else base)
+
+    visit(tree.body)
+    return {name for name in found if name == "canal" or name.startswith("canal.")}
+
+
+def _module_path(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _all_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for path in CANAL.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    return modules
+
+
+def test_no_module_level_import_cycles() -> None:
+    modules = _all_modules()
+    graph = {
+        name: sorted(m for m in _module_imports(path, name) if m in modules and m != name)
+        for name, path in modules.items()
+    }
+    # every cycle found by a depth-first walk (a package's __init__ reached through ``from pkg import sub`` is not an
+    # edge to the package: Python imports the submodule when the package does not hold the name yet)
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the walk's path, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for other in graph[node]:
+            if state.get(other) == 1:
+                cycles.append([*path[path.index(other) :], other])
+            elif other not in state:
+                walk(other)
+        path.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            walk(name)
+    assert cycles == []
+    lake = {name for name in modules if name.startswith("canal.lake")}
+    assert all(not dep.startswith("canal.spark") for name in lake for dep in graph[name])
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in CANAL.rglob("*.py")))
+def test_module_is_at_most_800_lines(path: str) -> None:
+    lines = len((ROOT / path).read_text().splitlines())
+    if path == DECODER:
+        assert "over 800 lines, on purpose" in (ROOT / path).read_text()
+        return
+    assert lines <= MAX_LINES, f"{path}: {lines} lines"
+
+
+def test_an_embedded_mirror_applies_a_batch_without_pyspark(tmp_path: Path) -> None:
+    done = _without_pyspark(
+        f"""
+        import json
+        import pyarrow as pa
+        from canal.lake import DeltaMirror, compare
+
+        layout = json.dumps([["id", "int(11)", True], ["v", "varchar(9)", False]])
+        rows = [
+            {{"seq": n, "schema": "s", "table": "t", "type": "INSERT", "is_ddl": False, "sql": None,
+              "keys": json.dumps({{"id": str(n)}}), "old_keys": None,
+              "after": json.dumps({{"id": str(n), "v": f"v{{n}}"}}), "columns": layout}}
+            for n in range(1, 4)
+        ]
+        with DeltaMirror({str(tmp_path)!r}, background_folds=False) as mirror:
+            mirror.apply(pa.Table.from_pylist(rows), 1)
+            mirror.apply(pa.Table.from_pylist(rows), 1)  # a replay: skipped
+            result = compare(mirror.read("s", "t"), [{{"id": n, "v": f"v{{n}}"}} for n in range(1, 4)], ["id"])
+            print(result.equal, mirror.history[-1].tables, mirror.version("s", "t"))
+        print(sorted(name for name in sys.modules if name.startswith(("canal.spark", "pyspark")) and sys.modules[name]))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True {'s.t': 'skipped'} 1", "[]"]
