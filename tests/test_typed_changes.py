@@ -1,7 +1,7 @@
-"""Typed change batches (:mod:`canal.lake.typed_batch`, named by :mod:`canal.spark.typed_changes`) against today's path: the same change rows, and every typed
-cell equal to what the mirror parses out of the change row's JSON image (``entries_to_batch`` and then
-``canal.lake.images.parse_images``, the function ``DeltaMirror`` types its MERGE sources with) -- the equivalence
-that lets the mirror take typed batches instead.
+"""Typed change batches (:mod:`canal.lake.typed_batch`, named by :mod:`canal.spark.typed_changes`) against the
+change rows: the same rows, and every typed cell equal to what the mirror parses out of the change row's JSON image
+(``entries_to_batch`` and then ``canal.lake.images.parse_images``, the function ``DeltaMirror`` types change rows'
+MERGE sources with) -- the equivalence that lets the mirror take typed batches instead.
 
 The entries come from the fake binlog (``FakeMysql(mariadb=True)`` read by an ``Instance``: values as the decoder
 gives them) for every type family, and from hypothesis for random layouts and rows. ``TYPED_CHANGES_EXAMPLES``
@@ -27,6 +27,8 @@ pa = pytest.importorskip("pyarrow")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig  # noqa: E402
 from canal.instance import Instance  # noqa: E402
+from canal.lake.images import parse_images  # noqa: E402
+from canal.lake.types import MirrorTypeError, arrow_type  # noqa: E402
 from canal.position import EntryPosition  # noqa: E402
 from canal.protocol import (  # noqa: E402
     EMPTY_MESSAGE_ID,
@@ -40,7 +42,6 @@ from canal.protocol import (  # noqa: E402
     TableSchema,
 )
 from canal.spark.changes import entries_to_batch  # noqa: E402
-from canal.lake.images import parse_images  # noqa: E402
 from canal.spark.typed_changes import (  # noqa: E402
     METADATA_COLUMNS,
     TypedBatch,
@@ -49,7 +50,6 @@ from canal.spark.typed_changes import (  # noqa: E402
     layout_id,
     metadata_schema,
 )
-from canal.lake.types import MirrorTypeError, arrow_type  # noqa: E402
 from canal.testing.fake import FakeMysql  # noqa: E402
 
 EXAMPLES = int(os.environ.get("TYPED_CHANGES_EXAMPLES", "60"))
