@@ -270,3 +270,31 @@ def test_run_batches_hands_a_mirror_typed_batches(tmp_path: Path) -> None:
     assert _Counting.typed_batches >= 1
     assert got == expected
     assert len(expected["db.t"]) == 5 * 9 + 1
+
+
+def test_a_tables_rows_in_two_layouts_of_one_step_go_through_the_change_rows(tmp_path: Path) -> None:
+    # the DDL between the layouts is not in the batch: the change rows' path reads the rows under the last layout
+    one = TableSchema("s", "a", (ColumnMeta("id", mysql_type="int", is_key=True), ColumnMeta("v", mysql_type="int")))
+    two = TableSchema("s", "a", (*one.columns, ColumnMeta("w", mysql_type="varchar(4)")))
+    entries = [
+        _entry(one, [RowData(one, after=(1, 10)), RowData(one, after=(2, 20))], EventType.INSERT),
+        _entry(two, [RowData(two, after=(3, 30, "x")), RowData(two, before=(1, 10, None), after=(1, 11, "y"))]),
+    ]
+    json_fed, typed_fed = _both(tmp_path, [entries], "copy_on_write")
+    assert typed_fed.through_rows == 1
+    assert json_fed.error is None and len(json_fed.tables["s.a"]) == 3
+
+
+def test_a_typed_batch_replayed_is_skipped_and_an_empty_one_changes_nothing(
+    tmp_path: Path, decoded: list[Entry]
+) -> None:
+    fed = Fed()
+    with DeltaMirror(str(tmp_path / "m")) as mirror:
+        first = mirror.apply(_typed(decoded, "error", fed), 5)
+        state = _state(mirror)
+        again = mirror.apply(_typed(decoded, "error", fed), 5)
+        assert set(again.tables.values()) == {"skipped"} and set(first.tables.values()) == {"applied"}
+        empty = mirror.apply(entries_to_typed([], "d", 0), 6)
+        assert empty.tables == {} and empty.rows == 0
+        assert _state(mirror) == state
+    assert fed.through_rows == 0
