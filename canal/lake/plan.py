@@ -29,7 +29,8 @@ class TablePlan:
     schema: str
     table: str
     # the last change per key (raw ``keys`` text) in the order of those last changes: DELETE flags, keys, after
-    # images (Arrow arrays of equal length; None until the planner sets them)
+    # images (Arrow arrays of equal length; None until the planner sets them); of a typed batch's planner table
+    # (canal.lake.typed_plan) the keys are key ids and ``after`` the global image row of each change
     deletes: Any = None
     keys: Any = None
     after: Any = None
