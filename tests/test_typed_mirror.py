@@ -75,7 +75,10 @@ def _typed(chunk: Sequence[Entry], zero_dates: Any, fed: Fed) -> TypedBatch:
         fed.through_rows += 1
         return entries_to_batch(chunk, "d", 0)
 
-    typed = entries_to_typed(chunk, "d", 0, zero_dates=zero_dates, collect_errors=True)
+    # the before images of half the batches hold the key columns alone (as run_batches builds them for a mirror)
+    typed = entries_to_typed(
+        chunk, "d", 0, zero_dates=zero_dates, collect_errors=True, before_keys_only=len(chunk) % 2 == 1
+    )
     return attrs.evolve(typed, rows=rows)
 
 

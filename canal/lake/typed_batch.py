@@ -218,11 +218,14 @@ def entries_to_typed(
     *,
     zero_dates: ZeroDates = "error",
     collect_errors: bool = False,
+    before_keys_only: bool = False,
 ) -> TypedBatch:
     """The change rows of ``entries`` -- the same rows ``canal.spark.changes.entries_to_batch`` makes, in the same
     order, ``seq`` numbered alike -- as a :class:`TypedBatch`; a
     :class:`~canal.lake.typed_layout.TypedChangeError` for a value that does not convert exactly (nothing is returned
-    then), or with ``collect_errors`` a null cell and its :class:`~canal.lake.typed_layout.CellError` in ``errors``."""
+    then), or with ``collect_errors`` a null cell and its :class:`~canal.lake.typed_layout.CellError` in ``errors``.
+    ``before_keys_only``: the before images hold the primary key's columns alone (all a mirror reads of them: the
+    key a DELETE removes, or an UPDATE moved away from), which halves the work of an UPDATE's images."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -246,7 +249,7 @@ def entries_to_typed(
     for key, layout in out.layouts.items():
         where = out.where[key]
         found: list[CellError] | None = [] if collect_errors else None
-        before = layout.typed_image(out.before[key], where, zero_dates, found, "before")
+        before = layout.typed_image(out.before[key], where, zero_dates, found, "before", before_keys_only)
         after = layout.typed_image(out.after[key], where, zero_dates, found, "after")
         images[key] = pa.RecordBatch.from_arrays([before, after], names=["before", "after"])
         if found:

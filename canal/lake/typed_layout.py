@@ -139,10 +139,12 @@ class Layout:
         zero_dates: ZeroDates,
         errors: list[CellError] | None = None,
         side: str = "after",
+        keys_only: bool = False,
     ) -> Any:
-        """``images`` (tuples of this layout's width, or None: no image) as a struct array of typed columns. A value
-        that does not convert raises :class:`TypedChangeError`, or with ``errors`` is a null cell and a
-        :class:`CellError` of ``side`` appended there."""
+        """``images`` (tuples of this layout's width, or None: no image) as a struct array of typed columns (with
+        ``keys_only``, of the primary key's columns alone). A value that does not convert raises
+        :class:`TypedChangeError`, or with ``errors`` is a null cell and a :class:`CellError` of ``side`` appended
+        there."""
         import pyarrow as pa
 
         width = len(self.columns)
@@ -157,14 +159,17 @@ class Layout:
             raise TypedChangeError(f"{where}: images of {len(cells)} columns in a layout of {width} columns")
         if not images:
             cells = [() for _ in range(width)]
+        # a layout without a key keeps its whole before image (a struct of no fields would have no length)
+        chosen = self.key_indexes if keys_only and self.key_indexes else range(width)
         arrays = []
-        for index, (builder, values) in enumerate(zip(self._builders, cells, strict=True)):
+        for index in chosen:
             found: list[tuple[int, str]] | None = None if errors is None else []
-            arrays.append(_typed(builder, values, where, zero_dates, found))
+            arrays.append(_typed(self._builders[index], cells[index], where, zero_dates, found))
             if errors is not None and found:
                 errors.extend(CellError(side, row, index, message) for row, message in found)
         mask = pa.array([image is None for image in images], pa.bool_()) if missing else None
-        return pa.StructArray.from_arrays(arrays, fields=list(self.image_type), mask=mask)
+        fields = [self.image_type.field(index) for index in chosen]
+        return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
 
 
 def _typed(

@@ -348,7 +348,9 @@ def _batch(entries: list[Entry], destination: str, mirror: DeltaMirror | None) -
     are collected in the typed batch, the mirror failing it only for a value it applies, as it does change rows."""
     if mirror is None:
         return entries_to_batch(entries, destination, 0)
-    typed = entries_to_typed(entries, destination, 0, zero_dates=mirror.zero_dates, collect_errors=True)
+    typed = entries_to_typed(
+        entries, destination, 0, zero_dates=mirror.zero_dates, collect_errors=True, before_keys_only=True
+    )
     return attrs.evolve(typed, rows=functools.partial(entries_to_batch, entries, destination, 0))
 
 
