@@ -3,7 +3,8 @@
 holds rows; a destination snapshots it (``SnapshotConfig(mode="initial")``, small chunks) while random DML and DDL
 run, all mirrored by ``DeltaMirror`` (in each of its modes) through ``run_batches``; batches crash at random,
 part-applied (after a random number of the mirror's steps), and are replayed by the next run. At the end the mirror
-must equal ``SELECT *``.
+must equal ``SELECT *``. Each mode runs twice: the mirror fed change rows (``run_batches`` calls a function that
+applies them), and the mirror handed to ``run_batches`` itself, which then gets typed batches.
 
 CI runs a few examples (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here); a failure prints the SQL
 and a blob that reproduces it.
@@ -12,6 +13,7 @@ and a blob that reproduces it.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +58,10 @@ class Crash(Exception):
     pass
 
 
+@pytest.mark.parametrize("typed", [False, True], ids=["rows", "typed"])
 @pytest.mark.parametrize("mode", MODES)
 def test_snapshot_and_mirror_through_random_ddl_dml_and_crashes_equal_select(
-    mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory, mode: MirrorMode
+    mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory, mode: MirrorMode, typed: bool
 ) -> None:
     runs = iter(range(1_000_000))
 
@@ -78,7 +81,7 @@ def test_snapshot_and_mirror_through_random_ddl_dml_and_crashes_equal_select(
         mariadb.execute(f"CREATE DATABASE `{db}`")
         tmp = tmp_path_factory.mktemp("mirror")
         try:
-            _play(mariadb, db, tmp, KEYS[key], composite, rows, ops, random.Random(seed), mode)
+            _play(mariadb, db, tmp, KEYS[key], composite, rows, ops, random.Random(seed), mode, typed)
         finally:
             mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
 
@@ -95,6 +98,7 @@ def _play(
     ops: list[tuple[str, int]],
     rng: random.Random,
     mode: MirrorMode,
+    typed: bool = False,
 ) -> None:
     conn = mariadb.connect()
     sql: list[str] = []
@@ -153,15 +157,24 @@ def _play(
         store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=2048),
         snapshot=SnapshotConfig(mode="initial", chunk_rows=7),
     )
-    mirror = DeltaMirror(tmp / "delta", mode=mode)
     journal = tmp / "journal.json"
 
-    def apply(batch: Any, batch_id: int) -> None:
-        if rng.random() < 0.25:  # crash after a random number of the mirror's steps
-            _apply_until_crash(mirror, batch, batch_id, rng.randint(0, 3))
+    class Played(DeltaMirror):
+        """A mirror whose batches crash at random, with the workload going on after each (handed to run_batches
+        itself, it gets typed batches)."""
+
+        def apply(self, changes: Any, batch_id: int, **options: Any) -> Any:
+            if rng.random() < 0.25:  # crash after a random number of the mirror's steps
+                _apply_until_crash(self, changes, batch_id, rng.randint(0, 3), super().apply)
+            result = super().apply(changes, batch_id, **options)
+            for _ in range(rng.randint(0, 3)):
+                step()
+            return result
+
+    mirror = Played(tmp / "delta", mode=mode)
+
+    def apply(batch: Any, batch_id: int) -> None:  # not a DeltaMirror: run_batches hands it change rows
         mirror.apply(batch, batch_id)
-        for _ in range(rng.randint(0, 3)):
-            step()
 
     crashes = 0
     while True:
@@ -173,7 +186,16 @@ def _play(
                 return end is not None and finished and stats.reached(*end)
 
             try:
-                run_batches(inst, None, apply, batch_size=40, timeout=0.2, journal=journal, until=done, idle_stop_s=3)
+                run_batches(
+                    inst,
+                    None,
+                    mirror if typed else apply,
+                    batch_size=40,
+                    timeout=0.2,
+                    journal=journal,
+                    until=done,
+                    idle_stop_s=3,
+                )
             except Crash:
                 crashes += 1
                 assert crashes < 200
@@ -192,7 +214,9 @@ def _play(
     assert got == expected
 
 
-def _apply_until_crash(mirror: DeltaMirror, batch: Any, batch_id: int, steps: int) -> None:
+def _apply_until_crash(
+    mirror: DeltaMirror, batch: Any, batch_id: int, steps: int, apply: Callable[[Any, int], Any]
+) -> None:
     write = mirror._write_journal
 
     def crash_at(done_batch: int, done: int) -> None:
@@ -202,6 +226,6 @@ def _apply_until_crash(mirror: DeltaMirror, batch: Any, batch_id: int, steps: in
 
     mirror._write_journal = crash_at  # type: ignore[method-assign]
     try:
-        mirror.apply(batch, batch_id)
+        apply(batch, batch_id)
     finally:
         mirror._write_journal = write  # type: ignore[method-assign]

@@ -4,6 +4,9 @@ One table per type group, inserted, updated (every column, the primary key inclu
 MariaDB; after each phase every Delta table equals ``SELECT *`` value for value. A value Arrow cannot hold exactly
 fails the batch with MirrorTypeError naming table, column and value: zero dates do, unless the mirror is told to
 store them as NULL.
+
+Each test runs twice: through Spark (``run_batches`` hands the mirror DataFrames of change rows) and without it
+(``spark=None``: the mirror gets typed batches, :class:`~canal.lake.typed_batch.TypedBatch`, no JSON text between).
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ from canal.spark import DeltaMirror, MirrorTypeError
 from canal.spark.testing import master_position, run_caught_up
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+@pytest.fixture(params=["spark", "typed"])
+def spark_or_none(request: pytest.FixtureRequest) -> Any:
+    """A SparkSession (the plugin's ``spark``), or None: ``run_batches`` then hands the mirror typed batches."""
+    return request.getfixturevalue("spark") if request.param == "spark" else None
+
 
 BIG = "9" * 35 + "." + "9" * 30  # DECIMAL(65,30) max, as text: Decimal arithmetic would round it to 28 digits
 EXACT = Context(prec=100)
@@ -184,8 +194,9 @@ def _assert_equal(conn: Any, mirror: DeltaMirror, db: str, table: str) -> None:
             assert _value(name, got[name]) == _value(name, want[name]), (table, key, name, got[name], want[name])
 
 
-def test_every_type_at_its_limits_lands_exactly(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+def test_every_type_at_its_limits_lands_exactly(mariadb: Any, spark_or_none: Any, tmp_path: Path) -> None:
     conn = mariadb.connect()
+    spark = spark_or_none
     db = mariadb.database
     with conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
@@ -249,8 +260,11 @@ def test_every_type_at_its_limits_lands_exactly(mariadb: Any, spark: Any, tmp_pa
     conn.close()
 
 
-def test_zero_dates_fail_the_batch_by_name_unless_stored_as_null(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+def test_zero_dates_fail_the_batch_by_name_unless_stored_as_null(
+    mariadb: Any, spark_or_none: Any, tmp_path: Path
+) -> None:
     conn = mariadb.connect()
+    spark = spark_or_none
     db = mariadb.database
     with conn.cursor() as cur:
         cur.execute("SET sql_mode = ''")  # MariaDB accepts zero dates only outside the strict modes

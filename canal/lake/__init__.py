@@ -19,6 +19,9 @@ from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import MirrorMode, MirrorSettings
 from canal.lake.stops import MirrorCascadeError, MirrorStatementError
 from canal.lake.storage import StorageError
+from canal.lake.typed_batch import TypedBatch, entries_to_typed
+from canal.lake.typed_layout import TypedChangeError
+from canal.lake.typed_plan import RowsNeeded
 from canal.lake.types import (
     MirrorCheckpointError,
     MirrorError,
@@ -48,7 +51,11 @@ __all__ = [
     "MirrorTypeError",
     "MirrorUnreachableError",
     "MirrorXAError",
+    "RowsNeeded",
     "StorageError",
     "TableStats",
+    "TypedBatch",
+    "TypedChangeError",
     "compare",
+    "entries_to_typed",
 ]

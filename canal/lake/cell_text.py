@@ -15,8 +15,9 @@ from json.encoder import encode_basestring as encode_str
 from typing import Any
 
 from canal.protocol import render_text
+from canal.sql import read_column_type
 
-__all__ = ["encode_any", "encode_float", "encode_str", "encode_value"]
+__all__ = ["encode_any", "encode_float", "encode_str", "encode_value", "server_text"]
 
 
 def _enc_int(v: Any) -> str:
@@ -75,3 +76,25 @@ def encode_value(v: Any) -> str:
     """A Python value (a cell the mirror read back) as canal text, as a change row's image holds it."""
     text: str = json.loads(encode_any(v))
     return text
+
+
+def server_text(mysql_type: str) -> Callable[[Any], str] | None:
+    """The text of a column's values as the server prints them, for the types whose canal text (render_text) is
+    not that: a SET's labels in the column's definition order (canal text sorts them), a TIME with exactly its
+    declared fraction digits. None for the other types."""
+    column_type = read_column_type(mysql_type, strict=False)
+    if column_type.base == "set":
+        order = {label: n for n, label in enumerate(column_type.labels)}
+        return lambda value: ",".join(sorted(value, key=lambda label: order.get(label, len(order))))
+    if column_type.base == "time":
+        fsp = column_type.params[0] if column_type.params else 0
+        return lambda value: _time_text(value, fsp)
+    return None
+
+
+def _time_text(value: Any, fsp: int) -> str:
+    if not isinstance(value, dt.timedelta):
+        return render_text(value)
+    text = render_text(value)
+    whole, _, fraction = text.partition(".")
+    return whole + ("." + fraction.ljust(6, "0")[:fsp] if fsp else "")

@@ -63,6 +63,9 @@ from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, MirrorMode, MirrorSettings
 from canal.lake.staging import Staging
 from canal.lake.stops import check_cascades, check_statements
+from canal.lake.typed_batch import TypedBatch
+from canal.lake.typed_plan import RowsNeeded, TypedImages, change_rows, needs_rows, planned_form
+from canal.lake.typed_plan import type_sources as typed_sources
 from canal.lake.types import MirrorError, ZeroDates
 from canal.lake.writers import LogWriters
 from canal.lake.xa import HeldTransactions, held_directory
@@ -515,7 +518,9 @@ class DeltaMirror:
 
     @typed_storage_errors
     def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
-        """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) as batch ``batch_id``.
+        """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) or a typed batch
+        (:class:`~canal.lake.typed_batch.TypedBatch`: planned and applied from its typed images, no JSON parsed;
+        :mod:`canal.lake.typed_plan`) as batch ``batch_id``.
 
         The batch is applied as an ordered list of steps (:func:`~canal.lake.plan.batch_steps`): each table's DML rows
         up to the next DDL that touches it, reduced to the last change per key under the one layout they were
@@ -526,6 +531,18 @@ class DeltaMirror:
         ``steps_journal=False`` (a Spark task writing one table's part of a batch without DDL): no step journal; a table
         whose last committed batch id is ``>= batch_id`` is skipped. ``fold=False``: start no fold after the batch
         (the caller schedules them, :meth:`fold_due`)."""
+        if not isinstance(changes, TypedBatch):
+            return self._apply(changes, None, batch_id, steps_journal, fold)
+        if needs_rows(changes):  # XA, foreign keys' actions: followed in change rows (canal.lake.typed_plan)
+            return self._apply(change_rows(changes), None, batch_id, steps_journal, fold)
+        try:
+            return self._apply(*planned_form(changes), batch_id, steps_journal, fold)
+        except RowsNeeded:  # raised before anything of the batch was written
+            return self._apply(change_rows(changes), None, batch_id, steps_journal, fold)
+
+    def _apply(
+        self, changes: Any, typed: TypedImages | None, batch_id: int, steps_journal: bool, fold: bool
+    ) -> ApplyResult:
         began = time.perf_counter()
         self.check_folds()  # nothing of the batch written while a table's folds keep failing
         result = ApplyResult(batch_id)
@@ -577,7 +594,9 @@ class DeltaMirror:
                 steps.append(step)
                 continue
             plans = plan_tables(table.take(step), self.only)
-            if number >= done:
+            if number >= done and typed is not None:
+                typed_sources(plans, typed)
+            elif number >= done:
                 type_sources([plan for plan in plans.values() if plan.layout is not None], self._settings.zero_dates)
             steps.append(plans)
         result.prepare_s = time.perf_counter() - began

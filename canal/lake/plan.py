@@ -29,7 +29,8 @@ class TablePlan:
     schema: str
     table: str
     # the last change per key (raw ``keys`` text) in the order of those last changes: DELETE flags, keys, after
-    # images (Arrow arrays of equal length; None until the planner sets them)
+    # images (Arrow arrays of equal length; None until the planner sets them); of a typed batch's planner table
+    # (canal.lake.typed_plan) the keys are key ids and ``after`` the global image row of each change
     deletes: Any = None
     keys: Any = None
     after: Any = None
@@ -55,6 +56,9 @@ MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
     "after",
     "columns",
 )
+KEYLESS_ID = -1
+"""The ``keys`` of a row of a table without a primary key in a typed batch's planner table
+(:mod:`canal.lake.typed_plan`, whose ``keys`` are int64 key ids; change rows hold ``"{}"``)."""
 # read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow
 OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before")
 
@@ -238,7 +242,8 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     dml = pc.and_(pc.invert(is_ddl), pc.and_(pc.is_valid(keys), pc.is_valid(table.column("columns"))))
     if not any_true(dml):
         return plans
-    keyless = pc.and_(dml, pc.fill_null(pc.equal(keys, "{}"), False))
+    no_key = "{}" if pa.types.is_string(keys.type) else KEYLESS_ID
+    keyless = pc.and_(dml, pc.fill_null(pc.equal(keys, no_key), False))
     if any_true(keyless):
         full = full_names[tid[pc.indices_nonzero(keyless)[0].as_py()].as_py()]  # the first such row's table
         raise MirrorError(f"{full} has no primary key; the mirror needs one to apply updates and deletes")
@@ -272,7 +277,11 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     updated = pc.fill_null(pc.not_equal(table.column("type").take(at), "DELETE"), True)
     deletes = pc.or_(old_key, pc.invert(updated))
     kept_keys = winners.column("keys")
-    kept_after = pc.if_else(old_key, pa.scalar(None, pa.string()), table.column("after").take(at))
+    after = table.column("after")
+    if pa.types.is_string(after.type):
+        kept_after = pc.if_else(old_key, pa.scalar(None, pa.string()), after.take(at))
+    else:  # a typed batch's image rows: an old key's delete keeps its UPDATE's, whose before image holds that key
+        kept_after = after.take(at)
     seqs = table.column("seq").take(at)
     counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
     offset = 0

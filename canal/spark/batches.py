@@ -20,6 +20,7 @@ sink (e.g. :class:`~canal.lake.mirror.DeltaMirror`, which skips ids it has commi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -33,6 +34,8 @@ import attrs
 
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
+from canal.lake.mirror import DeltaMirror
+from canal.lake.typed_batch import TypedBatch, entries_to_typed
 from canal.log import destination_logger
 from canal.meta.persist import write_json_atomic
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
@@ -259,7 +262,9 @@ def run_batches(
     """Pull batches from a started ``instance`` and call ``fn(df, batch_id)`` with each; ack after ``fn`` returns.
 
     ``df`` has the change-row schema (:data:`~canal.spark.changes.CHANGE_SCHEMA_DDL`): a Spark DataFrame, or with
-    ``spark=None`` a pyarrow Table (e.g. for :class:`~canal.lake.mirror.DeltaMirror` without a JVM). Batches
+    ``spark=None`` a pyarrow Table -- except that with ``spark=None`` a :class:`~canal.lake.mirror.DeltaMirror`
+    passed as ``fn`` gets a :class:`~canal.lake.typed_batch.TypedBatch` (typed columns, no JSON text; batches holding
+    snapshot rows, which are spooled as change rows, stay change rows). Batches
     without change rows (only transaction boundaries or heartbeats) are acked without calling ``fn``. An exception
     from ``fn`` leaves the batch unacked and propagates (the instance redelivers it after
     :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:
@@ -271,6 +276,8 @@ def run_batches(
     keeps their batch ids (which are not binlog positions) across a restart.
     """
     stats = RunStats()
+    # a DeltaMirror without Spark takes typed batches: no JSON text between the decoder and its tables
+    typed_to = fn if spark is None and isinstance(fn, DeltaMirror) else None
     puller = _Puller(instance, batch_size, timeout)
     journal_file = None if journal is None else _JournalFile(journal)
     record = _Journal() if journal_file is None else journal_file.read()
@@ -315,7 +322,7 @@ def run_batches(
                 "batches around them, so their batch ids exist only in the journal (pass journal=...)"
             )
         stats.entries += len(entries)
-        rows = entries_to_batch(entries, destination, 0)
+        rows = _batch(entries, destination, typed_to if not snapshot_rows else None)
         stats.decode_s += time.perf_counter() - began
         if rows.num_rows:
             if journal_file is not None:
@@ -335,11 +342,31 @@ def run_batches(
     return stats
 
 
+def _batch(entries: list[Entry], destination: str, mirror: DeltaMirror | None) -> Any:
+    """The batch ``fn`` gets: change rows, or for ``mirror`` a typed batch (its change rows made only if the mirror
+    asks for them: XA transactions, foreign keys' actions; :mod:`canal.lake.typed_plan`). Values that do not convert
+    are collected in the typed batch, the mirror failing it only for a value it applies, as it does change rows."""
+    if mirror is None:
+        return entries_to_batch(entries, destination, 0)
+    typed = entries_to_typed(
+        entries, destination, 0, zero_dates=mirror.zero_dates, collect_errors=True, before_keys_only=True
+    )
+    return attrs.evolve(typed, rows=functools.partial(entries_to_batch, entries, destination, 0))
+
+
 def _call(fn: Callable[[Any, int], Any], spark: Any, rows: Any, batch_id: int, stats: RunStats) -> None:
-    """``fn`` with the rows as a DataFrame, timed into ``stats``."""
+    """``fn`` with the rows as a DataFrame (a typed batch as it is), timed into ``stats``."""
     import pyarrow as pa
 
     began = time.perf_counter()
+    if isinstance(rows, TypedBatch):
+        built = time.perf_counter()
+        fn(rows, batch_id)
+        stats.fn_s += time.perf_counter() - built
+        stats.batches += 1
+        stats.rows += rows.num_rows
+        stats.batch_ids.append(batch_id)
+        return
     table = pa.Table.from_batches([rows])
     # one partition: the batch is local data, and one task applies it (every table in parallel threads) in one Spark
     # job, where Spark's split of a local table into partitions cost two more jobs and a shuffle per batch

@@ -54,12 +54,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from canal.lake.cell_text import encode_any, encode_float, encode_str
+from canal.lake.cell_text import encode_any, encode_float, encode_str, server_text
+from canal.lake.typed_batch import SEQ_BITS
 from canal.lake.types import base_type
 from canal.parse.xa import XA_PREPARE_TYPE
 from canal.position import EntryPosition, LogIdentity, LogPosition, SnapshotCursor, journal_number
-from canal.protocol import Entry, EntryType, Rows, TableSchema, render_text
-from canal.sql import read_column_type
+from canal.protocol import Entry, EntryType, Rows, TableSchema
 
 _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table in the module docstring
     ("destination", "STRING"),
@@ -87,8 +87,6 @@ CHANGE_SCHEMA_DDL = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMN
 
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in _COLUMNS)
 
-SEQ_BITS = 32
-"""``seq = batch << SEQ_BITS | index``: at most 2**32 rows per batch."""
 
 Offset = dict[str, Any]
 
@@ -234,28 +232,6 @@ _GENERATED_GLOBALS = {
 }
 
 
-def _server_text(mysql_type: str) -> Callable[[Any], str] | None:
-    """The text of a column's values as the server prints them, for the types whose canal text (render_text) is
-    not that: a SET's labels in the column's definition order (canal text sorts them), a TIME with exactly its
-    declared fraction digits. None for the other types."""
-    column_type = read_column_type(mysql_type, strict=False)
-    if column_type.base == "set":
-        order = {label: n for n, label in enumerate(column_type.labels)}
-        return lambda value: ",".join(sorted(value, key=lambda label: order.get(label, len(order))))
-    if column_type.base == "time":
-        fsp = column_type.params[0] if column_type.params else 0
-        return lambda value: _time_text(value, fsp)
-    return None
-
-
-def _time_text(value: Any, fsp: int) -> str:
-    if not isinstance(value, dt.timedelta):
-        return render_text(value)
-    text = render_text(value)
-    whole, _, fraction = text.partition(".")
-    return whole + ("." + fraction.ljust(6, "0")[:fsp] if fsp else "")
-
-
 def _object_encoder(
     names: Sequence[str], mysql_types: Sequence[str], indexes: Sequence[int], width: int
 ) -> Callable[[Sequence[Any]], str]:
@@ -267,7 +243,7 @@ def _object_encoder(
     for i, mysql_type in zip(indexes, mysql_types, strict=True):
         var = f"v{i}"
         fast = _FAST_CELLS.get(base_type(mysql_type))
-        as_server = _server_text(mysql_type)
+        as_server = server_text(mysql_type)
         if as_server is not None:
             namespace[f"T{i}"] = as_server
             cells.append(f"('null' if {var} is None else E(T{i}({var})))")

@@ -80,6 +80,7 @@ import attrs
 from canal.errors import SnapshotError
 from canal.files import HardLinksUnsupportedError
 from canal.lake.storage import Storage
+from canal.lake.typed_batch import SEQ_BITS
 from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
@@ -95,7 +96,7 @@ from canal.snapshot.reader import (
     prepare_snapshot_session,
 )
 from canal.snapshot.values import column_expression, rows_reader
-from canal.spark.changes import SEQ_BITS, arrow_schema, table_codec
+from canal.spark.changes import arrow_schema, table_codec
 from canal.spark.spool import discard_numbered
 from canal.sql import quote_name, read_column_type
 from canal.sql.types import INTEGER_TYPES, TEXT_TYPES

@@ -1,0 +1,288 @@
+"""Typed change batches: decoded rows straight to typed Arrow columns, one record batch per table layout.
+
+The counterpart of the Spark source's change rows (``canal.spark.changes.entries_to_batch``) without text in
+between, and what :class:`~canal.lake.mirror.DeltaMirror` applies without parsing JSON. Where a change row there
+carries its images as JSON objects of canal text and its layout as a JSON list on every row, a :class:`TypedBatch`
+holds
+
+* ``changes``: one Arrow table of the change metadata, one row per change row, in stream order -- the columns of
+  :func:`metadata_schema` (those of a change row without ``keys``, ``old_keys``, ``before``, ``after`` and
+  ``columns``, plus ``layout``, ``image_row`` and ``key_changed``);
+* ``images``: per layout id, a RecordBatch of two struct columns ``before`` and ``after`` whose fields are the
+  layout's columns, typed as a mirror stores them (:func:`canal.lake.types.arrow_type`); a null struct is an image
+  the change does not have (an INSERT's before, a DELETE's after). Row ``image_row`` of the batch of layout
+  ``layout`` holds the images of a change row; rows of every table of one layout (a sharded table's shards) share
+  the batch, in stream order;
+* ``layouts``: per layout id, the :class:`~canal.lake.typed_layout.Layout` -- its ``[name, mysql_type, is_key]``
+  list, described once per batch.
+
+The primary key is not copied: it is the key columns of the after image, or of the before image for a DELETE
+(:meth:`TypedBatch.keys`); ``key_changed`` says an UPDATE moved it (a change row's ``old_keys`` is then the key
+columns of the before image).
+
+Values convert exactly (:mod:`canal.lake.typed_layout`): a value that does not is a
+:class:`~canal.lake.typed_layout.TypedChangeError`, or with ``collect_errors=True`` a null cell and a
+:class:`~canal.lake.typed_layout.CellError` in ``errors`` (the mirror fails the batch only when it applies that cell,
+as it types only each key's last change). Zero dates follow ``zero_dates`` as in the mirror.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from canal.lake.typed_layout import CellError, Layout, layout_of
+from canal.lake.types import ZeroDates
+from canal.parse.xa import XA_PREPARE_TYPE
+from canal.protocol import Entry, EntryType, Rows
+
+SEQ_BITS = 32
+"""``seq = batch << SEQ_BITS | index``: at most 2**32 rows per batch."""
+
+
+def metadata_schema() -> Any:
+    """The schema of :attr:`TypedBatch.changes`. Its text columns are dictionary-encoded: their values are the same for
+    all the rows of a row event (and mostly for a whole batch), so each row holds a 4-byte index, not the text."""
+    import pyarrow as pa
+
+    text = pa.dictionary(pa.int32(), pa.string())
+    return pa.schema(
+        [
+            pa.field("destination", text),
+            pa.field("seq", pa.int64()),
+            pa.field("schema", text),
+            pa.field("table", text),
+            pa.field("type", text),
+            pa.field("is_ddl", pa.bool_()),
+            pa.field("sql", text),
+            pa.field("execute_time", pa.timestamp("us", tz="UTC")),
+            pa.field("log_file", text),
+            pa.field("log_offset", pa.int64()),
+            pa.field("row_index", pa.int32()),
+            pa.field("gtid", text),
+            pa.field("props", text),
+            pa.field("layout", text),  # the layout id of a DML row's images, else null
+            pa.field("image_row", pa.int32()),  # the row of those images in the layout's batch, else null
+            pa.field("key_changed", pa.bool_()),  # an UPDATE that moved the primary key; null for non-DML rows
+        ]
+    )
+
+
+METADATA_COLUMNS: Final = (
+    "destination",
+    "seq",
+    "schema",
+    "table",
+    "type",
+    "is_ddl",
+    "sql",
+    "execute_time",
+    "log_file",
+    "log_offset",
+    "row_index",
+    "gtid",
+    "props",
+    "layout",
+    "image_row",
+    "key_changed",
+)
+
+
+@attrs.frozen(slots=True)
+class TypedBatch:
+    """Change rows of a batch, typed (see the module docstring)."""
+
+    changes: Any  # pa.Table in metadata_schema()
+    images: Mapping[str, Any]  # layout id -> pa.RecordBatch of struct columns before, after
+    layouts: Mapping[str, Layout]
+    errors: Mapping[str, tuple[CellError, ...]] = attrs.field(factory=dict)  # layout id -> values not converted
+    rows: Callable[[], Any] | None = attrs.field(default=None, eq=False, repr=False)
+    """The same batch as JSON change rows, made on demand: what the mirror applies instead when the batch holds what
+    only the change-row path follows (XA transactions, foreign keys' actions); None when the maker cannot give them."""
+
+    @property
+    def num_rows(self) -> int:
+        rows: int = self.changes.num_rows
+        return rows
+
+    def keys(self, layout: str) -> Any:
+        """The primary keys of the rows of ``layout``'s batch: a struct array of the key columns of the after image,
+        or of the before image where there is no after image (a DELETE)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        images = self.images[layout]
+        before, after = images.column("before"), images.column("after")
+        names = self.layouts[layout].key_names
+        fields = [after.type.field(n) for n in names]
+        has_after = pc.is_valid(after)
+        arrays = [pc.if_else(has_after, after.field(n), before.field(n)) for n in names]
+        return pa.StructArray.from_arrays(arrays, fields=fields)
+
+
+# the order of the values _Collector.entry appends
+_ENTRY_FIELDS: Final = (
+    "schema",
+    "table",
+    "type",
+    "is_ddl",
+    "sql",
+    "execute_time",
+    "log_file",
+    "log_offset",
+    "gtid",
+    "props",
+)
+
+
+class _Collector:
+    """The growing columns of one batch: entry-level fields once per entry (spread over its rows at the end), the
+    images per layout, ``key_changed`` per row."""
+
+    def __init__(self) -> None:
+        self.per_entry: dict[str, list[Any]] = {name: [] for name in (*_ENTRY_FIELDS, "layout", "image_start")}
+        self.counts: list[int] = []
+        self.key_changed: list[bool | None] = []
+        self.before: dict[str, list[tuple[Any, ...] | None]] = {}
+        self.after: dict[str, list[tuple[Any, ...] | None]] = {}
+        self.where: dict[str, str] = {}  # a table of each layout, to name in errors
+        self.layouts: dict[str, Layout] = {}
+
+    def entry(self, entry: Entry, schema: str, kind: str, is_ddl: bool, sql: str | None, rows: int) -> None:
+        h = entry.header
+        values = (
+            schema,
+            h.table,
+            kind,
+            is_ddl,
+            sql,
+            h.execute_time * 1000,
+            h.log_file,
+            h.log_offset,
+            h.gtid,
+            json.dumps(dict(h.props), sort_keys=True, ensure_ascii=False, separators=(",", ":")) if h.props else None,
+        )
+        for name, value in zip(_ENTRY_FIELDS, values, strict=True):
+            self.per_entry[name].append(value)
+        self.counts.append(rows)
+
+    def statement(self, entry: Entry, kind: str) -> None:
+        rc = entry.row_change
+        schema = (rc.ddl_schema if rc is not None else "") or entry.header.schema
+        self.entry(entry, schema, kind, False, rc.sql if rc is not None else None, 1)
+        self._no_images(1)
+
+    def _no_images(self, rows: int) -> None:
+        self.per_entry["layout"].append(None)
+        self.per_entry["image_start"].append(None)
+        self.key_changed.extend([None] * rows)
+
+    def ddl(self, entry: Entry) -> None:
+        rc = entry.row_change
+        assert rc is not None
+        self.entry(entry, rc.ddl_schema or entry.header.schema, rc.event_type.name, True, rc.sql, 1)
+        self._no_images(1)
+
+    def dml(self, entry: Entry, rows: Rows) -> None:
+        rc = entry.row_change
+        assert rc is not None
+        layout = layout_of(rows.table)
+        n = len(rows)
+        nones: list[tuple[Any, ...] | None] = [None] * n
+        befores = nones if rows.before is None else list(rows.before)
+        afters = nones if rows.after is None else list(rows.after)
+        before = self.before.setdefault(layout.id, [])
+        self.after.setdefault(layout.id, [])
+        self.layouts[layout.id] = layout
+        self.where.setdefault(layout.id, rows.table.full_name)
+        self.entry(entry, entry.header.schema, rc.event_type.name, False, None, n)
+        self.per_entry["layout"].append(layout.id)
+        self.per_entry["image_start"].append(len(before))
+        before.extend(befores)
+        self.after[layout.id].extend(afters)
+        self.key_changed.extend(map(layout.key_changed, befores, afters))
+
+
+def _is_xa_end(entry: Entry) -> bool:
+    return entry.entry_type is EntryType.TRANSACTIONEND and entry.header.props.get("XA_TYPE") == "XA_END"
+
+
+def entries_to_typed(
+    entries: Iterable[Entry],
+    destination: str,
+    batch: int,
+    first_index: int = 0,
+    *,
+    zero_dates: ZeroDates = "error",
+    collect_errors: bool = False,
+    before_keys_only: bool = False,
+) -> TypedBatch:
+    """The change rows of ``entries`` -- the same rows ``canal.spark.changes.entries_to_batch`` makes, in the same
+    order, ``seq`` numbered alike -- as a :class:`TypedBatch`; a
+    :class:`~canal.lake.typed_layout.TypedChangeError` for a value that does not convert exactly (nothing is returned
+    then), or with ``collect_errors`` a null cell and its :class:`~canal.lake.typed_layout.CellError` in ``errors``.
+    ``before_keys_only``: the before images hold the primary key's columns alone (all a mirror reads of them: the
+    key a DELETE removes, or an UPDATE moved away from), which halves the work of an UPDATE's images."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = _Collector()
+    for entry in entries:
+        rc = entry.row_change
+        if entry.entry_type is not EntryType.ROWDATA or rc is None:
+            if _is_xa_end(entry):  # the XA transaction's rows are prepared: say so, with its xid
+                out.statement(entry, XA_PREPARE_TYPE)
+            continue
+        if rc.is_ddl:
+            out.ddl(entry)
+        elif rc.event_type.is_dml and rc.rows:
+            out.dml(entry, Rows.of(rc.rows))
+        elif rc.sql and not rc.rows:  # a statement inside a transaction (statement-format DML, ...)
+            out.statement(entry, rc.event_type.name)
+
+    images: dict[str, Any] = {}
+    errors: dict[str, tuple[CellError, ...]] = {}
+    for key, layout in out.layouts.items():
+        where = out.where[key]
+        found: list[CellError] | None = [] if collect_errors else None
+        before = layout.typed_image(out.before[key], where, zero_dates, found, "before", before_keys_only)
+        after = layout.typed_image(out.after[key], where, zero_dates, found, "after")
+        images[key] = pa.RecordBatch.from_arrays([before, after], names=["before", "after"])
+        if found:
+            errors[key] = tuple(found)
+
+    schema = metadata_schema()
+    counts = np.asarray(out.counts, dtype=np.int64)
+    n_rows = int(counts.sum())
+    spread = pa.array(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+    starts = np.cumsum(counts) - counts
+    row_index = np.arange(n_rows, dtype=np.int64) - np.repeat(starts, counts)
+    first = (batch << SEQ_BITS) + first_index
+    image_start = pa.array(out.per_entry.pop("image_start"), pa.int64()).take(spread)
+    arrays: dict[str, Any] = {
+        "destination": pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(n_rows, dtype=np.int32)), pa.array([destination], pa.string())
+        ),
+        "seq": pa.array(np.arange(first, first + n_rows, dtype=np.int64)),
+        "row_index": pa.array(row_index.astype(np.int32)),
+        # rows of one entry are consecutive in their layout's batch: its first row plus the row's index
+        "image_row": pc.add(image_start, pa.array(row_index)).cast(pa.int32()),
+        "key_changed": pa.array(out.key_changed, pa.bool_()),
+    }
+    for name, values in out.per_entry.items():
+        field = schema.field(name)
+        if pa.types.is_dictionary(field.type):
+            # one dictionary entry per distinct value (a dictionary with repeated values would split group-bys)
+            encoded = pa.array(values, pa.string()).dictionary_encode()
+            arrays[name] = pa.DictionaryArray.from_arrays(encoded.indices.take(spread), encoded.dictionary)
+            continue
+        column = (
+            pa.array(values, pa.int64()).cast(field.type) if name == "execute_time" else pa.array(values, field.type)
+        )
+        arrays[name] = column.take(spread)
+    changes = pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
+    return TypedBatch(changes, images, dict(out.layouts), errors)

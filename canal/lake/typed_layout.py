@@ -1,0 +1,260 @@
+"""A table layout of a typed change batch (:mod:`canal.lake.typed_batch`): its columns, the Arrow type of its images,
+and how the decoder's values of each column become one typed Arrow array.
+
+Every value converts exactly or not at all: values of the Python type their column decodes to are built column by
+column by pyarrow (which refuses, never rounds, a value beyond the type); any other value takes the mirror's own
+conversion of its canal text (:func:`canal.lake.types.typed_array`), so a typed column equals what the mirror parses
+from a change row's JSON image, value for value and error for error. A value that does not convert is a
+:class:`TypedChangeError` -- or, when the caller collects them (``errors``), a :class:`CellError` beside a null cell,
+which the mirror raises only if the cell is one it applies (as the JSON path types only the last change per key).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from operator import itemgetter
+from typing import Any, Final
+
+import attrs
+
+from canal.lake.cell_text import server_text
+from canal.lake.types import MirrorTypeError, ZeroDates, arrow_type, typed_array
+from canal.protocol import TableSchema, render_text
+from canal.sql import read_column_type
+from canal.sql.types import stored_type
+
+
+class TypedChangeError(MirrorTypeError):
+    """A value of a decoded row does not convert exactly to its column's Arrow type; no typed batch was made (or, in
+    the mirror, nothing of the batch was written). The message names the table, the column and the value."""
+
+
+@attrs.frozen(slots=True)
+class CellError:
+    """A value that did not convert, collected instead of raised: its image (``before`` / ``after``), its row in the
+    layout's images, its column's index, and the message (naming the column and the value)."""
+
+    side: str
+    row: int
+    column: int
+    message: str
+
+
+LAYOUT_ID_CHARS: Final = 16
+"""Hex digits of a layout id: the first 64 bits of the SHA-256 of the layout's ``columns`` JSON."""
+
+
+def layout_id(columns_json: str) -> str:
+    """The id of a layout given as its ``columns`` JSON (the text a change row's ``columns`` holds): equal layouts,
+    of whichever table, have equal ids."""
+    return hashlib.sha256(columns_json.encode("utf-8")).hexdigest()[:LAYOUT_ID_CHARS]
+
+
+_NONE = type(None)
+
+
+@attrs.frozen(slots=True)
+class _ColumnBuilder:
+    """How one column's values become an Arrow array: the Python types taken by ``fast`` as they are; everything
+    else through ``text`` (the canal text a change row's image holds) and the mirror's conversion."""
+
+    name: str
+    target: Any
+    fast_types: frozenset[type]
+    fast: Callable[[Sequence[Any]], Any]
+    text: Callable[[Any], str]
+
+
+def _column_builder(name: str, mysql_type: str) -> _ColumnBuilder:
+    import pyarrow as pa
+
+    column_type = read_column_type(mysql_type, strict=False)
+    target = arrow_type(mysql_type)
+    as_server = server_text(mysql_type)
+    if as_server is not None:  # SET, TIME: the server's text, whatever the value
+        return _ColumnBuilder(name, target, frozenset({frozenset, dt.timedelta, str}), _texts(as_server), as_server)
+    kind = stored_type(column_type).kind
+    if kind == "string":  # text types, ENUM and JSON as str; DECIMAL beyond 38 digits as its plain digits
+        return _ColumnBuilder(name, target, frozenset({str, Decimal}), _texts(render_text), render_text)
+    if kind == "decimal" and column_type.base in ("bigint", "bit"):  # BIGINT UNSIGNED, BIT(64): decimal(20,0)
+        return _ColumnBuilder(
+            name, target, frozenset({int}), lambda v: pa.array(v, pa.uint64()).cast(target), render_text
+        )
+    fast_types: dict[str, frozenset[type]] = {
+        "int64": frozenset({int}),
+        "decimal": frozenset({Decimal}),
+        "float64": frozenset({float}),
+        "date": frozenset({dt.date}),
+        "timestamp": frozenset({dt.datetime}),  # UTC-aware TIMESTAMP values become their UTC wall time
+        "binary": frozenset({bytes}),
+    }
+    return _ColumnBuilder(name, target, fast_types[kind], lambda v: pa.array(v, target), render_text)
+
+
+def _texts(text: Callable[[Any], str]) -> Callable[[Sequence[Any]], Any]:
+    """A column builder of string columns: str values as they are, others as ``text`` gives them."""
+    import pyarrow as pa
+
+    def build(values: Sequence[Any]) -> Any:
+        return pa.array([None if v is None else v if type(v) is str else text(v) for v in values], pa.string())
+
+    return build
+
+
+@attrs.frozen(slots=True)
+class Layout:
+    """A table layout: its columns as ``(name, mysql_type, is_key)`` and the Arrow type of its images."""
+
+    id: str
+    columns: tuple[tuple[str, str, bool], ...]
+    image_type: Any = attrs.field(eq=False, repr=False)  # pa.StructType of the typed columns
+    key_indexes: tuple[int, ...] = attrs.field(eq=False, repr=False)
+    _builders: tuple[_ColumnBuilder, ...] = attrs.field(eq=False, repr=False)
+    key_changed: Callable[[Any, Any], bool] = attrs.field(init=False, eq=False, repr=False)
+    """Whether a row's before and after images hold different primary keys (False without either image)."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "key_changed", _key_changer(self.key_indexes, self._builders))
+
+    @property
+    def names(self) -> list[str]:
+        return [c[0] for c in self.columns]
+
+    @property
+    def key_names(self) -> list[str]:
+        return [c[0] for c in self.columns if c[2]]
+
+    def describe(self) -> list[list[Any]]:
+        """The layout as a change row's ``columns`` holds it: ``[[name, mysql_type, is_key], ...]``."""
+        return [list(c) for c in self.columns]
+
+    def typed_image(
+        self,
+        images: Sequence[tuple[Any, ...] | None],
+        where: str,
+        zero_dates: ZeroDates,
+        errors: list[CellError] | None = None,
+        side: str = "after",
+        keys_only: bool = False,
+    ) -> Any:
+        """``images`` (tuples of this layout's width, or None: no image) as a struct array of typed columns (with
+        ``keys_only``, of the primary key's columns alone). A value that does not convert raises
+        :class:`TypedChangeError`, or with ``errors`` is a null cell and a :class:`CellError` of ``side`` appended
+        there."""
+        import pyarrow as pa
+
+        width = len(self.columns)
+        missing = images.count(None)
+        rows = images if not missing else [(None,) * width if image is None else image for image in images]
+        try:
+            cells = list(zip(*rows, strict=True))  # column by column, transposed in C
+        except ValueError:
+            widths = sorted({len(image) for image in images if image is not None})
+            raise TypedChangeError(f"{where}: images of widths {widths} in a layout of {width} columns") from None
+        if len(cells) != width and images:
+            raise TypedChangeError(f"{where}: images of {len(cells)} columns in a layout of {width} columns")
+        if not images:
+            cells = [() for _ in range(width)]
+        # a layout without a key keeps its whole before image (a struct of no fields would have no length)
+        chosen = self.key_indexes if keys_only and self.key_indexes else range(width)
+        arrays = []
+        for index in chosen:
+            found: list[tuple[int, str]] | None = None if errors is None else []
+            arrays.append(_typed(self._builders[index], cells[index], where, zero_dates, found))
+            if errors is not None and found:
+                errors.extend(CellError(side, row, index, message) for row, message in found)
+        mask = pa.array([image is None for image in images], pa.bool_()) if missing else None
+        fields = [self.image_type.field(index) for index in chosen]
+        return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
+
+
+def _typed(
+    builder: _ColumnBuilder,
+    values: Sequence[Any],
+    where: str,
+    zero_dates: ZeroDates,
+    found: list[tuple[int, str]] | None,
+) -> Any:
+    import pyarrow as pa
+
+    kinds = set(map(type, values))
+    kinds.discard(_NONE)
+    if kinds <= builder.fast_types:
+        try:
+            return builder.fast(values)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            pass  # a value beyond the type (pyarrow refuses, never rounds): the exact path below names it
+    texts = [None if v is None else builder.text(v) for v in values]
+    try:
+        return typed_array(texts, builder.target, zero_dates)
+    except (MirrorTypeError, pa.ArrowException, UnicodeError) as exc:  # UnicodeError: a lone surrogate
+        if found is None:
+            raise TypedChangeError(f"{where} column {builder.name!r}: {exc}") from None
+    assert found is not None
+    # collected: each value alone, to find those that do not convert (a rare path: such a batch fails in the mirror
+    # unless those cells are superseded by later changes of their rows)
+    kept: list[str | None] = []
+    for row, text in enumerate(texts):
+        if text is not None:
+            try:
+                typed_array([text], builder.target, zero_dates)
+            except (MirrorTypeError, pa.ArrowException, UnicodeError) as exc:
+                found.append((row, f"column {builder.name!r}: {exc}"))
+                text = None
+        kept.append(text)
+    return typed_array(kept, builder.target, zero_dates)
+
+
+def _key_changer(key_indexes: tuple[int, ...], builders: Sequence[_ColumnBuilder]) -> Callable[[Any, Any], bool]:
+    """Whether the before and after images of a row hold different keys -- as their canal texts differ, so a key
+    is "changed" exactly when a change row has ``old_keys`` (-0.0 and 0.0 differ there, equal NaNs do not)."""
+    if not key_indexes:
+        return lambda before, after: False
+    texts = [builders[i].text for i in key_indexes]
+    get: Callable[[Sequence[Any]], tuple[Any, ...]] = (
+        itemgetter(*key_indexes) if len(key_indexes) > 1 else lambda image: (image[key_indexes[0]],)
+    )
+
+    def changed(before: Any, after: Any) -> bool:
+        if before is None or after is None:
+            return False
+        b, a = get(before), get(after)
+        if _TEXT_COMPARED.isdisjoint(map(type, b)):
+            return bool(b != a)
+        return [None if v is None else t(v) for t, v in zip(texts, b, strict=True)] != [
+            None if v is None else t(v) for t, v in zip(texts, a, strict=True)
+        ]
+
+    return changed
+
+
+_TEXT_COMPARED: Final = frozenset({float, Decimal, frozenset, dt.timedelta, dt.datetime})
+
+
+def _make_layout(table: TableSchema) -> Layout:
+    import pyarrow as pa
+
+    columns = tuple((c.name, c.mysql_type, c.is_key) for c in table.columns)
+    columns_json = json.dumps([list(c) for c in columns], separators=(",", ":"), ensure_ascii=False)
+    builders = tuple(_column_builder(name, mysql_type) for name, mysql_type, _key in columns)
+    image_type = pa.struct([pa.field(b.name, b.target) for b in builders])
+    return Layout(layout_id(columns_json), columns, image_type, table.key_indexes, builders)
+
+
+_LAYOUTS: dict[int, tuple[TableSchema, Layout]] = {}
+
+
+def layout_of(table: TableSchema) -> Layout:
+    """The :class:`Layout` of ``table`` (made once per TableSchema, kept for its next rows)."""
+    hit = _LAYOUTS.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    if len(_LAYOUTS) > 4096:
+        _LAYOUTS.clear()
+    layout = _make_layout(table)
+    _LAYOUTS[id(table)] = (table, layout)
+    return layout
