@@ -256,6 +256,13 @@ def _cascade(
             _cascade(children, child, row, changed, edges, make, out, depth + 1)
 
 
+def _key_text(key: Mapping[str, Any]) -> str:
+    """A key's JSON text spelt as the source spells the change rows' ``keys`` (compact, no ASCII escapes): the
+    mirror groups a table's changes by this text, so a cascaded DELETE of a row inserted earlier in the same batch
+    must name the same key, or both survive as two keys."""
+    return json.dumps(key, ensure_ascii=False, separators=(",", ":"))
+
+
 def expand_cascades(
     table: Any,
     current: Callable[[str, str], Iterable[Mapping[str, Any]] | None],
@@ -317,13 +324,13 @@ def expand_cascades(
                 table=child[1],
                 type=change,
                 is_ddl=False,
-                keys=json.dumps({k: (now or was).get(k) for k in keys}, ensure_ascii=False),
+                keys=_key_text({k: (now or was).get(k) for k in keys}),
                 before=json.dumps(was, ensure_ascii=False),
                 after=None if now is None else json.dumps(now, ensure_ascii=False),
                 columns=json.dumps(children._layouts[child], ensure_ascii=False),
             )
             if now is not None and any(now.get(k) != was.get(k) for k in keys):
-                made["old_keys"] = json.dumps({k: was.get(k) for k in keys}, ensure_ascii=False)
+                made["old_keys"] = _key_text({k: was.get(k) for k in keys})
             for position in ("log_file", "log_offset"):
                 if position in parent:
                     made[position] = parent[position]
