@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
@@ -26,6 +26,8 @@ from canal.lake.types import MirrorTypeError, ZeroDates, arrow_type, typed_array
 from canal.protocol import TableSchema, render_text
 from canal.sql import read_column_type
 from canal.sql.types import stored_type
+
+_Made = TypeVar("_Made")
 
 
 class TypedChangeError(MirrorTypeError):
@@ -245,16 +247,24 @@ def _make_layout(table: TableSchema) -> Layout:
     return Layout(layout_id(columns_json), columns, image_type, table.key_indexes, builders)
 
 
-_LAYOUTS: dict[int, tuple[TableSchema, Layout]] = {}
+class PerTableSchema(Generic[_Made]):
+    """What ``make`` builds from a :class:`TableSchema`, made once per schema object and kept for its next rows
+    (keyed by identity: a schema object stands for one layout of one table; at most 4,096 kept)."""
+
+    def __init__(self, make: Callable[[TableSchema], _Made]) -> None:
+        self._make = make
+        self._made: dict[int, tuple[TableSchema, _Made]] = {}
+
+    def __call__(self, table: TableSchema) -> _Made:
+        hit = self._made.get(id(table))
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        if len(self._made) > 4096:
+            self._made.clear()
+        made = self._make(table)
+        self._made[id(table)] = (table, made)
+        return made
 
 
-def layout_of(table: TableSchema) -> Layout:
-    """The :class:`Layout` of ``table`` (made once per TableSchema, kept for its next rows)."""
-    hit = _LAYOUTS.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
-    if len(_LAYOUTS) > 4096:
-        _LAYOUTS.clear()
-    layout = _make_layout(table)
-    _LAYOUTS[id(table)] = (table, layout)
-    return layout
+layout_of: Final = PerTableSchema(_make_layout)
+"""The :class:`Layout` of ``table`` (made once per TableSchema, kept for its next rows)."""

@@ -52,10 +52,11 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from canal.lake.cell_text import encode_any, encode_float, encode_str, server_text
 from canal.lake.typed_batch import SEQ_BITS
+from canal.lake.typed_layout import PerTableSchema
 from canal.lake.types import base_type
 from canal.parse.xa import XA_PREPARE_TYPE
 from canal.position import EntryPosition, LogIdentity, LogPosition, SnapshotCursor, journal_number
@@ -286,19 +287,8 @@ class _TableCodec:
         return None if image is None else self._keys(image)
 
 
-_CODECS: dict[int, tuple[TableSchema, _TableCodec]] = {}
-
-
-def table_codec(table: TableSchema) -> _TableCodec:
-    """The encoders of ``table``'s layout (made once per layout, kept for the next rows)."""
-    hit = _CODECS.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
-    if len(_CODECS) > 4096:
-        _CODECS.clear()
-    codec = _TableCodec(table)
-    _CODECS[id(table)] = (table, codec)
-    return codec
+table_codec: Final = PerTableSchema(_TableCodec)
+"""The encoders of ``table``'s layout (made once per layout, kept for the next rows)."""
 
 
 # Entry-level fields (one value per binlog event) are collected once per entry and spread over the entry's rows
