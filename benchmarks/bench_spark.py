@@ -52,9 +52,17 @@ the same disk). Its driver is this process, in a new JVM, its executors register
 whole-run figure beside it; its micro-batches' costs under ``cluster`` in the JSON. The cluster, its JVMs and its
 mirror are gone before the baselines run. ``--changes N`` runs a smaller workload (same proportions).
 
+The rows' form (``--images``, default ``variant``: the source's ``images`` option): with ``variant`` the reader
+builds typed images straight from the decoded values and the mirror's tasks decode them without text; ``json`` is
+the JSON-text form. The typed-batch figures: ``embedded_decode_ratio`` = embedded rows/s / decode-only rows/s (goal
+>= 0.8), ``steady_decode_ratio`` = steady rows/s / decode-only rows/s (>= 0.75), ``whole_bound_ratio`` =
+``whole_rows_per_s`` / ``decode_bound_rows_per_s`` (>= 0.75), and ``update_row_bytes``: the Arrow IPC bytes per row
+of a batch of the workload's UPDATE change rows as the reader spools them (<= 700).
+
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... embedded_rows_per_s=...
-steady_embedded_ratio=...`` (with ``--cluster`` also ``cluster_local_ratio=... cluster_whole_rows_per_s=...
+steady_embedded_ratio=... embedded_decode_ratio=... steady_decode_ratio=... whole_bound_ratio=...
+update_row_bytes=... images=...`` (with ``--cluster`` also ``cluster_local_ratio=... cluster_whole_rows_per_s=...
 cluster_steady_rows_per_s=...``); JSON in
 ``benchmarks/results/bench_spark.json``.
 """
@@ -132,12 +140,23 @@ def instance_config(server: Any, start: tuple[str, int], **settings: Any) -> Any
     return InstanceConfig(destination="bench", master=master, filter_regex=r"bench\..*", **settings)
 
 
-def baseline(server: Any, start: tuple[str, int], end: tuple[str, int], *, encode: bool) -> dict[str, float]:
-    """Decode the binlog (and, with ``encode``, turn it into change rows) in this process, no Spark."""
+def baseline(
+    server: Any, start: tuple[str, int], end: tuple[str, int], *, encode: bool, images: str = "variant"
+) -> dict[str, float]:
+    """Decode the binlog (and, with ``encode``, turn it into change rows of the ``images`` form, as the reader
+    spools them) in this process, no Spark. With ``encode``: also ``update_row_bytes``, the Arrow IPC bytes of a
+    batch of UPDATE change rows per row (the first 1,000-row UPDATE event's rows, as the reader spools them)."""
+    import pyarrow as pa
+
     from canal.config import StoreConfig
     from canal.instance import Instance
     from canal.position import journal_number
+    from canal.protocol import EventType
     from canal.spark.changes import entries_to_batch
+    from canal.spark.variant_changes import entries_to_variant_batch
+
+    make = entries_to_variant_batch if images == "variant" else entries_to_batch
+    update_bytes: float | None = None
 
     cfg = instance_config(server, start, store=StoreConfig(buffer_size=16384, batch_mode="ITEMSIZE"))
     stop = (journal_number(end[0]), end[1])
@@ -149,14 +168,26 @@ def baseline(server: Any, start: tuple[str, int], end: tuple[str, int], *, encod
             if not msg.entries:
                 continue
             if encode:
-                rows += entries_to_batch(msg.entries, "bench", 1).num_rows
+                rows += make(msg.entries, "bench", 1).num_rows
+                if update_bytes is None:
+                    updates = [
+                        e
+                        for e in msg.entries
+                        if e.row_change is not None and e.row_change.event_type is EventType.UPDATE
+                    ]
+                    if updates:
+                        spooled = make(updates[:1], "bench", 1)
+                        update_bytes = pa.ipc.get_record_batch_size(spooled) / spooled.num_rows
             else:
                 rows += sum(len(e.row_change.rows) or 1 for e in msg.entries if e.row_change is not None)
             last = msg.entries[-1].header
             if (journal_number(last.log_file), last.next_offset) >= stop:
                 break
     seconds = time.perf_counter() - began
-    return {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
+    out = {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
+    if update_bytes is not None:
+        out["update_row_bytes"] = round(update_bytes)
+    return out
 
 
 def embedded(server: Any, start: tuple[str, int], work: Path, rows: int) -> dict[str, Any]:
@@ -291,7 +322,13 @@ def figures(run_: dict[str, Any]) -> dict[str, Any]:
 
 
 def cluster_stream(
-    server: Any, start: tuple[str, int], work: Path, max_entries: int, buffer_size: int | None, expected: int
+    server: Any,
+    start: tuple[str, int],
+    work: Path,
+    max_entries: int,
+    buffer_size: int | None,
+    expected: int,
+    images: str = "variant",
 ) -> dict[str, Any]:
     """The same query on a private two-worker standalone cluster (:class:`~canal.testing.services.SparkCluster`:
     each worker in its own mount namespace, blind to the driver's temporary directory) with the source's defaults
@@ -325,7 +362,10 @@ def cluster_stream(
             try:
                 wait_for_executors(spark, len(cluster.workers))
                 register(spark)
-                run_ = stream(spark, server, start, work, max_entries, buffer_size, {}, mirror_root=shared / "mirror")
+                options = {"images": images}
+                run_ = stream(
+                    spark, server, start, work, max_entries, buffer_size, options, mirror_root=shared / "mirror"
+                )
                 run_["mirror"].close()
                 mirrored = run_["mirror"].read("bench", "t").num_rows
             finally:
@@ -357,6 +397,7 @@ def run(
     *,
     spool_shared: bool,
     cluster: bool,
+    images: str = "variant",
 ) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
@@ -379,7 +420,7 @@ def run(
         spark = local_spark("pycanal-bench", extra=spark_conf(driver_memory))
         spark.sparkContext.setLogLevel("ERROR")
         # the source's default in a local-mode session is spool.shared=true; --driver-rows turns it off
-        local_options = {} if spool_shared else {"spool.shared": "false"}
+        local_options = {"images": images} if spool_shared else {"spool.shared": "false", "images": images}
         try:
             register(spark)
             run_ = stream(spark, server, start, work / "run", max_entries, buffer_size, local_options)
@@ -390,7 +431,7 @@ def run(
         print(f"local mode: {local['whole_rows_per_s']:,} rows/s, steady {local['steady_rows_per_s']}", flush=True)
         on_cluster = None
         if cluster:
-            on_cluster = cluster_stream(server, start, work / "cluster", max_entries, buffer_size, expected)
+            on_cluster = cluster_stream(server, start, work / "cluster", max_entries, buffer_size, expected, images)
             print(
                 f"cluster: {on_cluster['whole_rows_per_s']:,} rows/s, steady {on_cluster['steady_rows_per_s']}",
                 flush=True,
@@ -408,7 +449,7 @@ def run(
         load_arrow()
         decode = baseline(server, start, end, encode=False)
         print(f"baseline decode: {decode['rows_per_s']:,} rows/s", flush=True)
-        decode_encode = baseline(server, start, end, encode=True)
+        decode_encode = baseline(server, start, end, encode=True, images=images)
         print(f"baseline decode + encode: {decode_encode['rows_per_s']:,} rows/s", flush=True)
         no_jvm = embedded(server, start, work / "embedded", decode["rows"])
         print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
@@ -446,7 +487,14 @@ def run(
         "baseline_decode": decode,
         "baseline_decode_encode": decode_encode,
         "encode_ratio": round(decode_encode["rows_per_s"] / decode["rows_per_s"], 3),
+        "images": images,
+        "update_row_bytes": decode_encode.get("update_row_bytes"),
         "embedded_no_jvm": no_jvm,
+        "embedded_decode_ratio": round(no_jvm["rows_per_s"] / decode["rows_per_s"], 3),
+        "steady_decode_ratio": round(local["steady_rows"] / steady_s / decode["rows_per_s"], 3)
+        if steady_s > 0
+        else None,
+        "whole_bound_ratio": round(local["whole_rows_per_s"] / (total_rows / decode_bound_s), 3),
         "steady_embedded_ratio": round(local["steady_rows"] / steady_s / no_jvm["rows_per_s"], 3)
         if steady_s > 0
         else None,
@@ -458,6 +506,10 @@ def run(
         "steady_rows_per_s": ">= 60000",
         "encode_ratio": ">= 0.6",
         "steady_embedded_ratio": ">= 0.8",
+        "embedded_decode_ratio": ">= 0.8",
+        "steady_decode_ratio": ">= 0.75",
+        "whole_bound_ratio": ">= 0.75",
+        "update_row_bytes": "<= 700",
     }
     if on_cluster is not None:
         ratio = None
@@ -523,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
         help="also run the query on a private two-worker standalone cluster (cluster_local_ratio)",
     )
     parser.add_argument("--driver-memory", help="spark.driver.memory (default Spark's, 1g)")
+    parser.add_argument(
+        "--images", choices=("variant", "json"), default="variant", help="the source's images option (the rows' form)"
+    )
     args = parser.parse_args(argv)
     inserts, updates, deletes = args.inserts, args.updates, args.deletes
     if args.changes is not None:
@@ -536,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         args.driver_memory,
         spool_shared=not args.driver_rows,
         cluster=args.cluster,
+        images=args.images,
     )
     print(json.dumps(out, indent=2))
     write_result("bench_spark", out)
@@ -552,7 +608,9 @@ def main(argv: list[str] | None = None) -> int:
         f"whole_ceiling_rows_per_s={out['whole_ceiling_rows_per_s']} reader_start_s={out['reader_start_s']} "
         f"decode_bound_rows_per_s={out['decode_bound_rows_per_s']} "
         f"embedded_rows_per_s={out['embedded_no_jvm']['rows_per_s']} "
-        f"steady_embedded_ratio={out['steady_embedded_ratio']}{cluster}"
+        f"steady_embedded_ratio={out['steady_embedded_ratio']} embedded_decode_ratio={out['embedded_decode_ratio']} "
+        f"steady_decode_ratio={out['steady_decode_ratio']} whole_bound_ratio={out['whole_bound_ratio']} "
+        f"update_row_bytes={out['update_row_bytes']} images={out['images']}{cluster}"
     )
     return 0
 

@@ -67,6 +67,7 @@ from canal.lake.typed_batch import TypedBatch
 from canal.lake.typed_plan import RowsNeeded, TypedImages, change_rows, needs_rows, planned_form
 from canal.lake.typed_plan import type_sources as typed_sources
 from canal.lake.types import MirrorError, ZeroDates
+from canal.lake.variant_rows import holds_variants, variant_rows_to_typed
 from canal.lake.writers import LogWriters
 from canal.lake.xa import HeldTransactions, held_directory
 from canal.log import destination_logger
@@ -532,7 +533,10 @@ class DeltaMirror:
         whose last committed batch id is ``>= batch_id`` is skipped. ``fold=False``: start no fold after the batch
         (the caller schedules them, :meth:`fold_due`)."""
         if not isinstance(changes, TypedBatch):
-            return self._apply(changes, None, batch_id, steps_journal, fold)
+            table = _to_arrow_table(changes)
+            if table is None or not holds_variants(table):
+                return self._apply(changes if table is None else table, None, batch_id, steps_journal, fold)
+            changes = variant_rows_to_typed(table)  # the images=variant form: decoded into typed images
         if needs_rows(changes):  # XA, foreign keys' actions: followed in change rows (canal.lake.typed_plan)
             return self._apply(change_rows(changes), None, batch_id, steps_journal, fold)
         try:

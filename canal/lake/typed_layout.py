@@ -268,3 +268,34 @@ class PerTableSchema(Generic[_Made]):
 
 layout_of: Final = PerTableSchema(_make_layout)
 """The :class:`Layout` of ``table`` (made once per TableSchema, kept for its next rows)."""
+
+
+def _described_layout(columns_json: str) -> Layout:
+    from canal.protocol import ColumnMeta
+
+    try:
+        described = json.loads(columns_json)
+        columns = tuple(
+            ColumnMeta(name=str(name), mysql_type=str(mysql_type), is_key=bool(is_key))
+            for name, mysql_type, is_key in described
+        )
+    except (ValueError, TypeError) as exc:
+        raise TypedChangeError(f"a change row's columns {columns_json[:200]!r} describe no layout ({exc})") from None
+    made = _make_layout(TableSchema("", "", columns))
+    if made.id != layout_id(columns_json):  # the text is not spelt as the source spells it: keep its own id
+        made = attrs.evolve(made, id=layout_id(columns_json))
+    return made
+
+
+_DESCRIBED: dict[str, Layout] = {}
+
+
+def layout_from_columns(columns_json: str) -> Layout:
+    """The :class:`Layout` a change row's ``columns`` JSON describes (``[[name, mysql_type, is_key], ...]``), kept
+    for the next rows (at most 4,096); a :class:`TypedChangeError` when the text describes no layout."""
+    made = _DESCRIBED.get(columns_json)
+    if made is None:
+        if len(_DESCRIBED) > 4096:
+            _DESCRIBED.clear()
+        made = _DESCRIBED[columns_json] = _described_layout(columns_json)
+    return made

@@ -12,6 +12,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from canal.lake.storage import in_object_store
 from canal.spark.changes import CHANGE_SCHEMA_DDL
 from canal.spark.source import CanalStreamReader
+from canal.spark.source_options import image_form
+from canal.spark.variant_changes import IMAGES_VARIANT, VARIANT_SCHEMA_DDL
 
 try:
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
@@ -47,7 +49,8 @@ class CanalDataSource(DataSource):
         return "canal"
 
     def schema(self) -> str:
-        return CHANGE_SCHEMA_DDL
+        """The change-row schema; its images VARIANT values with ``images=variant``."""
+        return VARIANT_SCHEMA_DDL if image_form(self.options) == IMAGES_VARIANT else CHANGE_SCHEMA_DDL
 
     def reader_options(self) -> dict[str, str]:
         """The options, with ``spool.shared`` set unless given: true when ``spool.dir`` is in an object store (every

@@ -74,6 +74,13 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "`true` when `spool.dir` is in an object store or `canal.spark.register` was given a local-mode session "
         "(`spark.master` `local...`), else `false`.",
     ),
+    SourceOption(
+        "images",
+        "json",
+        "How rows carry their images (`keys`, `old_keys`, `before`, `after`): `json`, JSON objects of canal text "
+        "(strings); or `variant`, Spark `VARIANT` values whose cells are typed (`after:qty::int`), built from the "
+        "decoded values without text. `variant` refuses a value with no typed form (a zero date) with a typed error.",
+    ),
     SourceOption("batch.size", "4096", "Entries per instance get."),
     SourceOption("max.entries", "50000", "Entries per micro-batch (a snapshot entry counts its rows)."),
     SourceOption("read.timeout", "0.5", "Seconds a read waits when nothing is there yet."),

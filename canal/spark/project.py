@@ -28,14 +28,17 @@ def project(df: Any, table_schema_or_ddl: Layout, table: str | None = None) -> A
     ``table_schema_or_ddl``: a :class:`~canal.protocol.TableSchema`, a ``CREATE TABLE`` statement, or
     ``[(column, mysql_type), ...]`` together with ``table="schema.table"`` (or a bare table name). Output columns:
     ``op`` (INSERT / UPDATE / DELETE), ``seq``, ``execute_time``, then the table's columns typed (values from the
-    after image, or the before image of a DELETE). DDL rows and other tables are dropped.
+    after image, or the before image of a DELETE). DDL rows and other tables are dropped. Images of either form
+    (the source's ``images`` option): VARIANT cells are read with ``variant_get`` as the mirror types them, JSON
+    text is parsed and cast.
     """
     from pyspark.sql import functions as F
 
     schema_name, table_name, columns = _layout(table_schema_or_ddl, table)
-    image = F.from_json(F.coalesce(F.col("after"), F.col("before")), "MAP<STRING,STRING>")
+    cell = _cells(df)
+    image = F.coalesce(F.col("after"), F.col("before"))
     selected = [F.col("type").alias("op"), F.col("seq"), F.col("execute_time")]
-    selected += [_typed(image.getItem(name), mysql_type).alias(name) for name, mysql_type in columns]
+    selected += [cell(image, name, mysql_type).alias(name) for name, mysql_type in columns]
     return df.where(_of_table(schema_name, table_name)).select(*selected)
 
 
@@ -57,13 +60,13 @@ def current_rows(df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], tabl
         "seq", (F.col("op") == "DELETE").alias("gone"), *names
     )
     # an UPDATE that changed the key also removes the row under its old key, at the same point of the stream
-    moved_from = F.from_json(F.col("old_keys"), "MAP<STRING,STRING>")
+    cell = _cells(df)
     moves = df.where(_of_table(schema_name, table_name) & F.col("old_keys").isNotNull()).select(
         F.col("seq"),
         F.lit(True).alias("gone"),
         *[
             (
-                _typed(moved_from.getItem(name), mysql_type)
+                cell(F.col("old_keys"), name, mysql_type)
                 if name in keys
                 else F.lit(None).cast(spark_type_sql(mysql_type))
             ).alias(name)
@@ -99,6 +102,33 @@ def _of_table(schema_name: str | None, table_name: str) -> Any:
     # row changes only: DDL and statements (SQL text without images, canal.spark.changes) have no values to type
     cond = (F.col("table") == table_name) & (~F.col("is_ddl")) & F.col("columns").isNotNull()
     return cond & (F.col("schema") == schema_name) if schema_name else cond
+
+
+def _cells(df: Any) -> Any:
+    """How a cell of ``df``'s images is read: ``(image column, column name, mysql_type) -> typed column``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import VariantType
+
+    if isinstance(df.schema["after"].dataType, VariantType):
+
+        def from_variant(image: Any, name: str, mysql_type: str) -> Any:
+            return F.variant_get(image, variant_path(name), spark_type_sql(mysql_type))
+
+        return from_variant
+
+    def from_json(image: Any, name: str, mysql_type: str) -> Any:
+        return _typed(F.from_json(image, "MAP<STRING,STRING>").getItem(name), mysql_type)
+
+    return from_json
+
+
+def variant_path(name: str) -> str:
+    """The ``variant_get`` path of a column named ``name`` (any name MySQL allows: dots, brackets, quotes)."""
+    if "'" not in name:
+        return f"$['{name}']"
+    if '"' not in name:
+        return f'$["{name}"]'
+    raise ValueError(f"column {name!r} holds both kinds of quote: no variant path names it")
 
 
 def _typed(value: Any, mysql_type: str) -> Any:

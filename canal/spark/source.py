@@ -81,6 +81,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from canal.config import InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
@@ -116,11 +118,18 @@ from canal.spark.source_options import (
     cap_option,
     config_from_options,
     executor_snapshot,
+    image_form,
     reader_option,
     spool_shared,
     storage_options,
 )
 from canal.spark.spool import InlineRows, Spool, SpoolWriter, empty_batch, read_inline, read_spooled
+from canal.spark.variant_changes import (
+    IMAGES_VARIANT,
+    entries_to_variant_batch,
+    json_rows_to_variant,
+    variant_arrow_schema,
+)
 
 # the names moved to canal.spark.source_options and canal.spark.sessions that are imported from here
 __all__ = [
@@ -142,13 +151,22 @@ _STALLED_MIN_S = 20.0
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
 
 
+@attrs.frozen
+class VariantRows:
+    """An input partition whose JSON change rows (a snapshot range's) the task turns into the ``images=variant``
+    form as it reads them."""
+
+    rows: Any
+
+
 class _Cut:
     """The entries of one micro-batch as they are taken from the instance, and their change rows, written to the
     batch's spool file as they come."""
 
-    def __init__(self, start: Offset, spool: Spool) -> None:
+    def __init__(self, start: Offset, spool: Spool, images: str) -> None:
         self.start = start
         self.spool = spool
+        self.variant = images == IMAGES_VARIANT  # the images=variant form (canal.spark.variant_changes)
         self.count = 0  # entries taken
         self.fresh: list[Any] = []  # entries taken and not yet turned into change rows
         self.end: Offset | None = None
@@ -205,7 +223,8 @@ class _Cut:
         """Turn the entries taken since the last call into change rows and spool them."""
         if not self.fresh:
             return
-        chunk = entries_to_batch(self.fresh, destination, batch_no, self.chunk_rows)
+        make = entries_to_variant_batch if self.variant else entries_to_batch
+        chunk = make(self.fresh, destination, batch_no, self.chunk_rows)
         self.fresh = []
         if chunk.num_rows:
             if self.writer is None:
@@ -218,7 +237,7 @@ class _Cut:
         """Publish the spool file with ``end``. (The chunks are handed to Spark as they are: joining 40 MB of them
         into one record batch took 0.1-0.2 s, all of it in Spark's ``latestOffset``.)"""
         if self.writer is None:
-            self.writer = self.spool.open(self.start, empty_batch().schema)
+            self.writer = self.spool.open(self.start, variant_arrow_schema() if self.variant else empty_batch().schema)
         self.writer.publish(end)
 
     def discard(self) -> None:
@@ -248,6 +267,7 @@ class CanalStreamReader:
         self.read_timeout = reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
         self.prefetch = reader_option(lower, "prefetch", READER_DEFAULTS["prefetch"], parse_bool)
         self.shared = spool_shared(lower)  # a micro-batch's tasks read its spool file, else the driver inlines it
+        self.images = image_form(lower)  # json or variant images (canal.spark.variant_changes)
         self.limit = ReadCap(
             cap_option(lower, "maxRowsPerTrigger"),
             cap_option(lower, "maxBytesPerTrigger"),
@@ -314,7 +334,7 @@ class CanalStreamReader:
         with session.lock:
             if session.instance is None or session.pos is None or canonical(session.pos) != canonical(start):
                 session.open_at(start)
-        cut = _Cut(start, self.spool)
+        cut = _Cut(start, self.spool, self.images)
         try:
             return self._take(session, start, cut, batch_no, wait=wait, until=until)
         finally:
@@ -574,6 +594,8 @@ class CanalStreamReader:
             values = found
         ranges = self._ranges(end)
         self._read_ahead(end, ranges)  # a replayed micro-batch was not planned by this process
+        if self.images == IMAGES_VARIANT:  # ranges are read as JSON change rows: typed where they are read
+            return values + [VariantRows(r) for r in ranges]
         return values + ranges
 
     def _ranges(self, end: Offset) -> list[ChunkPartition]:
@@ -607,6 +629,9 @@ class CanalStreamReader:
     @staticmethod
     def read_value(value: Any) -> Iterator[Any]:
         """The rows of one value of :meth:`partition_values` (on an executor)."""
+        if isinstance(value, VariantRows):
+            yield from (json_rows_to_variant(batch) for batch in CanalStreamReader.read_value(value.rows))
+            return
         if isinstance(value, ChunkPartition):
             yield from read_chunk(value)
             return

@@ -27,6 +27,7 @@ __all__ = [
     "cap_option",
     "config_from_options",
     "executor_snapshot",
+    "image_form",
     "options_key",
     "reader_option",
     "spool_shared",
@@ -134,6 +135,15 @@ def options_key(options: Mapping[str, str]) -> str:
 def executor_snapshot(options: Mapping[str, str]) -> bool:
     """Whether the source options ask for snapshot ranges read on executors (``snapshot.partitions``)."""
     return any(k.lower() == "snapshot.partitions" for k in options)
+
+
+def image_form(options: Mapping[str, str]) -> str:
+    """The ``images`` option: ``json`` or ``variant`` (:mod:`canal.spark.variant_changes`)."""
+    lower = {k.lower(): v for k, v in options.items()}
+    text = lower.get("images", READER_DEFAULTS["images"]).strip().lower()
+    if text not in ("json", "variant"):
+        raise SparkSourceError(f"canal source option images = {lower.get('images')!r}: expected json or variant")
+    return text
 
 
 def spool_shared(options: Mapping[str, str]) -> bool:

@@ -1,0 +1,148 @@
+"""Change rows whose images are VARIANT values (the ``canal`` source's ``images=variant`` form) as the mirror reads
+them: a :class:`~canal.lake.typed_batch.TypedBatch`.
+
+Each layout's rows (by their ``columns`` text, :func:`~canal.lake.typed_layout.layout_from_columns`) have their
+``before`` and ``after`` variants decoded into the layout's typed columns by :mod:`canal.lake.variant` -- with no text
+on the way, and a :class:`~canal.lake.variant.VariantError` for a variant that is not an image of that layout, never
+a value turned into NULL. What the mirror follows only in JSON change rows (XA transactions, foreign keys' actions)
+gets them from the typed images (``TypedBatch.rows``), each cell spelt as canal text as the mirror spells the rows it
+reads back (:func:`canal.lake.cell_text.encode_value`), so keys group alike within and across such batches.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from canal.lake.cell_text import encode_value
+from canal.lake.plan import in_order
+from canal.lake.typed_batch import TypedBatch, metadata_schema
+from canal.lake.typed_layout import Layout, layout_from_columns
+from canal.lake.variant import decode
+
+IMAGE_COLUMNS = ("keys", "old_keys", "before", "after")
+
+
+def holds_variants(table: Any) -> bool:
+    """Whether change rows ``table`` (a pyarrow Table or RecordBatch) carry their images as VARIANT values."""
+    import pyarrow as pa
+
+    if "after" not in table.schema.names:
+        return False
+    kind = table.schema.field("after").type
+    return bool(pa.types.is_struct(kind)) and {kind.field(i).name for i in range(kind.num_fields)} == {
+        "value",
+        "metadata",
+    }
+
+
+def variant_rows_to_typed(table: Any) -> TypedBatch:
+    """Change rows with VARIANT images (a pyarrow Table or RecordBatch) as a typed batch of the same rows, in
+    ``seq`` order."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    table = in_order(table).combine_chunks()
+    n = table.num_rows
+    described = table.column("columns").combine_chunks().dictionary_encode()
+    texts = [str(t) for t in described.dictionary.to_pylist()]
+    indices = described.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    valid = described.is_valid().to_numpy(zero_copy_only=False)
+    dml = valid & ~table.column("is_ddl").combine_chunks().fill_null(False).to_numpy(zero_copy_only=False)
+    image_row = np.zeros(n, dtype=np.int32)
+    layout_of_row: list[str | None] = [None] * len(texts)
+    images: dict[str, Any] = {}
+    layouts: dict[str, Layout] = {}
+    for k, text in enumerate(texts):
+        layout = layout_from_columns(text)
+        rows = np.flatnonzero(dml & (indices == k))
+        if rows.size == 0:
+            continue
+        at = pa.array(rows)
+        image_row[rows] = np.arange(rows.size, dtype=np.int32)
+        before = decode(table.column("before").take(at), layout.image_type)
+        after = decode(table.column("after").take(at), layout.image_type)
+        if layout.id in images:  # two spellings of one layout: one batch of images
+            known = images[layout.id]
+            image_row[rows] += known.num_rows
+            before = pa.concat_arrays([known.column("before"), before])
+            after = pa.concat_arrays([known.column("after"), after])
+        images[layout.id] = pa.RecordBatch.from_arrays([before, after], names=["before", "after"])
+        layouts[layout.id] = layout
+        layout_of_row[k] = layout.id
+    ids = pa.array(layout_of_row, pa.string()).take(pa.array(np.where(dml, indices, 0), mask=~dml))
+    schema = metadata_schema()
+    arrays: dict[str, Any] = {
+        "layout": ids,
+        "image_row": pa.array(image_row, mask=~dml),
+        "key_changed": pa.array(
+            pc.is_valid(table.column("old_keys")).combine_chunks().to_numpy(zero_copy_only=False), mask=~dml
+        ),
+    }
+    columns = []
+    for field in schema:
+        if field.name in arrays:
+            column = arrays[field.name]
+        elif field.name in table.schema.names:
+            column = table.column(field.name).combine_chunks()
+        else:
+            column = pa.nulls(n, pa.string() if pa.types.is_dictionary(field.type) else field.type)
+        if pa.types.is_dictionary(field.type):
+            column = column.cast(pa.string()).dictionary_encode()
+        columns.append(column.cast(field.type))
+    changes = pa.Table.from_arrays(columns, schema=schema)
+
+    def rows() -> Any:
+        return _json_rows(table, changes, images, layouts)
+
+    return TypedBatch(changes, images, layouts, rows=rows)
+
+
+def _json_rows(table: Any, changes: Any, images: dict[str, Any], layouts: dict[str, Layout]) -> Any:
+    """``table`` with its images as JSON text of canal text (the change-row form the mirror's XA and cascade
+    paths read), from the decoded images ``images``."""
+    import pyarrow as pa
+
+    values: dict[str, list[dict[str, Any] | None]] = {}
+    for layout_id, batch in images.items():
+        values[f"{layout_id}.before"] = batch.column("before").to_pylist()
+        values[f"{layout_id}.after"] = batch.column("after").to_pylist()
+    out: dict[str, list[str | None]] = {name: [] for name in IMAGE_COLUMNS}
+    for layout_id, row, moved in zip(
+        changes.column("layout").to_pylist(),
+        changes.column("image_row").to_pylist(),
+        changes.column("key_changed").to_pylist(),
+        strict=True,
+    ):
+        if layout_id is None:
+            for name in IMAGE_COLUMNS:
+                out[name].append(None)
+            continue
+        before = values[f"{layout_id}.before"][row]
+        after = values[f"{layout_id}.after"][row]
+        key_names = layouts[layout_id].key_names
+        out["before"].append(_text(before))
+        out["after"].append(_text(after))
+        out["keys"].append(_text(_pick(after if after is not None else before, key_names)))
+        out["old_keys"].append(_text(_pick(before, key_names)) if moved else None)
+    replaced = table
+    for name in IMAGE_COLUMNS:
+        if name in replaced.schema.names:
+            index = replaced.schema.get_field_index(name)
+            replaced = replaced.set_column(index, name, pa.array(out[name], pa.string()))
+    return replaced
+
+
+def _pick(image: dict[str, Any] | None, names: list[str]) -> dict[str, Any] | None:
+    return None if image is None else {name: image[name] for name in names}
+
+
+def _text(image: dict[str, Any] | None) -> str | None:
+    """An image as a change row's JSON holds it: compact, each value its canal text, SQL NULL as null."""
+    if image is None:
+        return None
+    spelt = {name: None if value is None else encode_value(value) for name, value in image.items()}
+    return json.dumps(spelt, ensure_ascii=False, separators=(",", ":"))
