@@ -16,7 +16,7 @@ pytest.importorskip("deltalake")
 
 from test_spark_source import start_query, wait_mirrored, written_workload
 
-from canal.spark import project
+from canal.spark import project, to_arrow
 from canal.spark.testing import SHOP_DDL, SHOP_TABLES, no_batch_twice
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -27,7 +27,7 @@ def test_variant_images_mirror_and_project(mariadb: Any, spark: Any, tmp_path: P
     options["images"] = "variant"
     db = mariadb.database
     orders_ddl = SHOP_DDL[1].format(db=db)
-    seen: dict[str, Any] = {"totals": [], "paths": [], "failed": False, "types": set()}
+    seen: dict[str, Any] = {"totals": [], "paths": [], "failed": False, "types": set(), "nulls": 0}
 
     def each(df: Any, batch_id: int) -> None:
         seen["types"].add(df.schema["after"].dataType.simpleString())
@@ -38,6 +38,7 @@ def test_variant_images_mirror_and_project(mariadb: Any, spark: Any, tmp_path: P
             .selectExpr("after:total::decimal(12,2) AS total", "variant_get(after, '$.id', 'int') AS id")
             .collect()
         )
+        seen["nulls"] += to_arrow(df).column("after").null_count  # DELETE and DDL rows: NULL images
         mirror(df, batch_id)
         if batch_id == 1 and not seen["failed"]:
             seen["failed"] = True
@@ -52,7 +53,7 @@ def test_variant_images_mirror_and_project(mariadb: Any, spark: Any, tmp_path: P
     finally:
         query.stop()
     no_batch_twice(mirror, db, SHOP_TABLES)
-    assert seen["types"] == {"variant"}
+    assert seen["types"] == {"variant"} and seen["nulls"] > 0
     totals = sorted(seen["totals"])  # by seq: stream order
     assert totals and all(isinstance(total, Decimal) and total.as_tuple().exponent == -2 for _, _, total in totals)
     assert {(row["id"], row["total"]) for row in seen["paths"]} == {(key, total) for _, key, total in totals}

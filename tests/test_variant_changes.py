@@ -200,3 +200,17 @@ def test_a_variant_that_is_not_an_image_of_its_layout_fails_before_anything_is_w
         with pytest.raises(MirrorError, match="'v'"):
             mirror.apply(lying, 1)
         assert mirror.tables() == []
+
+
+def test_rendered_change_rows_hold_whole_before_images() -> None:
+    # foreign keys' actions read a parent's whole before image: the typed batch keeps its key alone, the rows it
+    # renders keep every column
+    table = TableSchema("s", "p", (ColumnMeta("id", mysql_type="int", is_key=True), ColumnMeta("v", mysql_type="int")))
+    update = _entry(table, [RowData(table, before=(1, 2), after=(1, 3))])
+    typed = variant_rows_to_typed(entries_to_variant_batch([update], "d", 0))
+    layout = next(iter(typed.images))
+    assert typed.images[layout].column("before").type.names == ["id"]
+    assert typed.rows is not None
+    rendered = typed.rows()
+    assert rendered.column("before").to_pylist() == ['{"id":"1","v":"2"}']
+    assert rendered.column("keys").to_pylist() == ['{"id":"1"}'] and rendered.column("old_keys").to_pylist() == [None]

@@ -40,6 +40,7 @@ from canal.lake.cascade import ExpandedBatch, expand_cascades
 from canal.lake.changelog import FoldResult, quote, record_only
 from canal.lake.evolve import TableDDL
 from canal.lake.folds import Folds
+from canal.lake.frames import to_arrow
 from canal.lake.handles import Handles
 from canal.lake.health import MirrorMetrics, typed_storage_errors
 from canal.lake.images import source as source_of
@@ -99,7 +100,7 @@ def _to_arrow_table(changes: Any) -> Any:
     if isinstance(changes, Sequence) and all(isinstance(b, pa.RecordBatch) for b in changes):
         return pa.Table.from_batches(list(changes)) if changes else None
     if hasattr(changes, "toArrow"):  # a Spark DataFrame: only the columns the mirror reads cross over
-        return changes.select(*mirror_columns(changes.columns)).toArrow()
+        return to_arrow(changes.select(*mirror_columns(changes.columns)))
     raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
 
 

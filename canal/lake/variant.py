@@ -201,9 +201,10 @@ def encode(images: Any) -> Any:
 # -- decoding ------------------------------------------------------------------------------------------------------
 
 
-def decode(variants: Any, image_type: Any) -> Any:
+def decode(variants: Any, image_type: Any, only: list[str] | None = None) -> Any:
     """VARIANT objects (a struct array, or a chunked one) as a struct array of ``image_type`` (a null variant: a null
-    row); a :class:`VariantError` for a value that is not an image of that type."""
+    row); a :class:`VariantError` for a value that is not an image of that type. ``only``: the struct holds these
+    fields of ``image_type`` alone (each value is still checked to be an image of the whole type)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -217,12 +218,13 @@ def decode(variants: Any, image_type: Any) -> Any:
     expected_metadata = pa.scalar(metadata_bytes(names), pa.binary())
     same_names = pc.fill_null(pc.equal(variants.field("metadata"), expected_metadata), False)
     fast = valid & same_names.to_numpy(zero_copy_only=False)
-    columns = _fast_columns(values, np.flatnonzero(fast), names, image_type)
+    chosen = list(range(len(names))) if only is None else [names.index(name) for name in only]
+    columns = _fast_columns(values, np.flatnonzero(fast), names, image_type, chosen)
     slow = np.flatnonzero(valid & ~fast)
     if slow.size:  # written otherwise (Spark itself, other names): value by value
-        columns = _merge_slow(columns, variants, slow, names, image_type)
+        columns = _merge_slow(columns, variants, slow, names, image_type, chosen)
     mask = pa.array(~valid) if not bool(np.all(valid)) else None
-    return pa.StructArray.from_arrays(columns, fields=list(image_type), mask=mask)
+    return pa.StructArray.from_arrays(columns, fields=[image_type.field(i) for i in chosen], mask=mask)
 
 
 def _bytes_at(data: Any, starts: Any, width: int) -> Any:
@@ -243,7 +245,7 @@ def _uint(data: Any, starts: Any, width: int) -> Any:
     return (raw << (8 * np.arange(width, dtype=np.uint64))[None, :]).sum(axis=1).astype(np.int64)
 
 
-def _fast_columns(values: Any, rows: Any, names: list[str], image_type: Any) -> list[Any]:
+def _fast_columns(values: Any, rows: Any, names: list[str], image_type: Any, chosen: list[int]) -> list[Any]:
     """The columns of the object rows ``rows`` of ``values`` (whose metadata is the sorted ``names``), the other
     rows null; read with numpy gathers, a group of rows per object header (the widths of the batch it came in)."""
     import numpy as np
@@ -279,7 +281,7 @@ def _fast_columns(values: Any, rows: Any, names: list[str], image_type: Any) -> 
             cell_starts[group, order[j]] = data_at + _uint(data, offsets_at + j * width, width)
     return [
         _column(data, rows, cell_starts[rows, i] if rows.size else np.zeros(0, np.int64), n, names[i], kind)
-        for i, kind in enumerate(image_type.field(j).type for j in range(k))
+        for i, kind in ((i, image_type.field(i).type) for i in chosen)
     ]
 
 
@@ -401,7 +403,9 @@ def _fail(names: list[str], row: Any, what: str) -> None:
     raise VariantError(f"row {int(row)}: {what}, not an image of the columns {names}")
 
 
-def _merge_slow(columns: list[Any], variants: Any, rows: Any, names: list[str], image_type: Any) -> list[Any]:
+def _merge_slow(
+    columns: list[Any], variants: Any, rows: Any, names: list[str], image_type: Any, chosen: list[int]
+) -> list[Any]:
     """``columns`` with the rows ``rows`` read value by value (:func:`read_object`)."""
     import numpy as np
     import pyarrow as pa
@@ -420,7 +424,7 @@ def _merge_slow(columns: list[Any], variants: Any, rows: Any, names: list[str], 
     taken = np.zeros(n, dtype=bool)
     taken[rows] = True
     merged = []
-    for column, field in zip(columns, image_type, strict=True):
+    for column, field in zip(columns, [image_type.field(i) for i in chosen], strict=True):
         cells = read[field.name]
         for row in rows.tolist():
             _check_python(cells[row], field, row)

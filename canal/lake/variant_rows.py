@@ -56,6 +56,7 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
     layout_of_row: list[str | None] = [None] * len(texts)
     images: dict[str, Any] = {}
     layouts: dict[str, Layout] = {}
+    picked: dict[str, Any] = {}  # layout id -> the table's rows of its images, in image order
     for k, text in enumerate(texts):
         layout = layout_from_columns(text)
         rows = np.flatnonzero(dml & (indices == k))
@@ -63,13 +64,17 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
             continue
         at = pa.array(rows)
         image_row[rows] = np.arange(rows.size, dtype=np.int32)
-        before = decode(table.column("before").take(at), layout.image_type)
+        # the mirror reads only the key of a before image (a DELETE's, or an UPDATE's old key)
+        before = decode(table.column("before").take(at), layout.image_type, layout.key_names or None)
         after = decode(table.column("after").take(at), layout.image_type)
         if layout.id in images:  # two spellings of one layout: one batch of images
             known = images[layout.id]
             image_row[rows] += known.num_rows
+            picked[layout.id] = np.concatenate([picked[layout.id], rows])
             before = pa.concat_arrays([known.column("before"), before])
             after = pa.concat_arrays([known.column("after"), after])
+        else:
+            picked[layout.id] = rows
         images[layout.id] = pa.RecordBatch.from_arrays([before, after], names=["before", "after"])
         layouts[layout.id] = layout
         layout_of_row[k] = layout.id
@@ -95,10 +100,19 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
         columns.append(column.cast(field.type))
     changes = pa.Table.from_arrays(columns, schema=schema)
 
-    def rows() -> Any:
-        return _json_rows(table, changes, images, layouts)
+    def rendered() -> Any:
+        # the whole before images, which foreign keys' actions read (the typed batch holds their keys alone)
+        whole = {
+            layout_id: batch.set_column(
+                0,
+                "before",
+                decode(table.column("before").take(pa.array(picked[layout_id])), layouts[layout_id].image_type),
+            )
+            for layout_id, batch in images.items()
+        }
+        return _json_rows(table, changes, whole, layouts)
 
-    return TypedBatch(changes, images, layouts, rows=rows)
+    return TypedBatch(changes, images, layouts, rows=rendered)
 
 
 def _json_rows(table: Any, changes: Any, images: dict[str, Any], layouts: dict[str, Layout]) -> Any:

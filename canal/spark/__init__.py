@@ -7,7 +7,8 @@
   no Spark, re-exported here;
 * :func:`current_dataframe`, :func:`current_duckdb`, :func:`current_polars` -- a mirrored table's current state
   (:meth:`DeltaMirror.read` for pyarrow);
-* :func:`project` -- one table's change rows as typed columns.
+* :func:`project` -- one table's change rows as typed columns (JSON or VARIANT images);
+* :func:`to_arrow` -- ``df.toArrow()`` that also reads the ``images=variant`` rows (:mod:`canal.lake.frames`);
 * :func:`current_rows` -- the rows one table's change rows leave (a batch computation over a change log).
 
 pyspark, pyarrow and deltalake are imported only when used (the ``spark`` extra).
@@ -35,6 +36,8 @@ from canal.lake import (
     StorageError,
     compare,
 )
+from canal.lake.frames import to_arrow
+from canal.lake.variant import VariantError
 from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
@@ -44,10 +47,12 @@ from canal.spark.sessions import close_sessions
 from canal.spark.source import CanalStreamReader
 from canal.spark.source_options import SparkSourceError, config_from_options
 from canal.spark.spool import Spool, SpoolError
+from canal.spark.variant_changes import VARIANT_SCHEMA_DDL, entries_to_variant_batch, variant_arrow_schema
 
 __all__ = [
     "CHANGE_SCHEMA_DDL",
     "INITIAL_OFFSET",
+    "VARIANT_SCHEMA_DDL",
     "ApplyResult",
     "CanalStreamReader",
     "Comparison",
@@ -71,6 +76,7 @@ __all__ = [
     "Spool",
     "SpoolError",
     "StorageError",
+    "VariantError",
     "arrow_schema",
     "close_sessions",
     "compare",
@@ -80,8 +86,11 @@ __all__ = [
     "current_polars",
     "current_rows",
     "entries_to_batch",
+    "entries_to_variant_batch",
     "position_id",
     "project",
     "register",
     "run_batches",
+    "to_arrow",
+    "variant_arrow_schema",
 ]

@@ -79,7 +79,9 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "json",
         "How rows carry their images (`keys`, `old_keys`, `before`, `after`): `json`, JSON objects of canal text "
         "(strings); or `variant`, Spark `VARIANT` values whose cells are typed (`after:qty::int`), built from the "
-        "decoded values without text. `variant` refuses a value with no typed form (a zero date) with a typed error.",
+        "decoded values without text. `variant` refuses a value with no typed form (a zero date) with a typed error; "
+        "PySpark 4.3's `DataFrame.toArrow` fails on its rows (a VARIANT column holding NULLs): read them with "
+        "`canal.spark.to_arrow(df)`.",
     ),
     SourceOption("batch.size", "4096", "Entries per instance get."),
     SourceOption("max.entries", "50000", "Entries per micro-batch (a snapshot entry counts its rows)."),
