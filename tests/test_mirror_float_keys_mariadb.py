@@ -1,22 +1,26 @@
-"""A DOUBLE in a primary key moved between 0.0 and -0.0 mirrors as MariaDB holds it, on a real MariaDB.
+"""A DOUBLE / FLOAT primary key written as -0.0 on a real MariaDB: what the server holds, and the mirror equal to it.
 
-MariaDB compares keys by value, so 0.0 and -0.0 are one key (an UPDATE from one to the other changes the row in
-place, and a table cannot hold both); the mirror must group a table's changes by that same identity (else a MERGE
-matches one target row with two source rows, or an UPDATE "moves" a key onto itself). The value the mirror keeps is
-what ``SELECT`` shows. Tables ``(k DOUBLE PRIMARY KEY, v INT)`` and ``(a INT, k DOUBLE, v INT, PRIMARY KEY (a, k))``
-go through inserts, key updates 0.0 -> -0.0 and back, a value update after, deletes; the entries are captured once
-per phase and fed to a mirror in each mode, as change rows and as typed batches, one entry a batch and all of a
-phase in one; after each phase, and after a fold, each mirrored table equals ``SELECT *``.
+MariaDB 10.11 compares keys by value (0.0 and -0.0 are one key) and stores a FLOAT / DOUBLE -0.0 as 0.0: ``-0e0``
+is a negative zero in an expression (``ATAN2(-0e0, -1)`` is -pi), yet the row it writes reads back as 0.0 (``ATAN2(k,
+-1)`` is pi), the binlog's row image holds 0.0, an UPDATE ``SET k = -k`` of the row changes nothing, and an INSERT of
+0.0 after it is a duplicate key. (``-0.0`` is a DECIMAL literal, zero with no sign at all.) So on MariaDB the mirror
+never sees -0.0 -- the binlog of a source that keeps it is tests/test_mirror_float_keys.py -- and must show what
+``SELECT`` shows: tables ``s (k DOUBLE PRIMARY KEY, v INT)``, ``c (a INT, k DOUBLE, v INT, PRIMARY KEY (a, k))`` and
+``f (k FLOAT PRIMARY KEY, v INT)`` go through inserts, key updates to -0.0 and back, a value update after, deletes;
+the entries are captured once per phase and fed to a mirror in each mode, as change rows and as typed batches, one
+entry a batch and all of a phase in one; after each phase, and after a fold, each table equals ``SELECT *``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
+import pymysql
 import pytest
 
 pytest.importorskip("deltalake")
@@ -35,33 +39,38 @@ from canal.testing.services.mariadb import MariaDBServer
 
 pytestmark = pytest.mark.integration
 
-TABLES = ("s", "c")
+TABLES = {"s": ["k", "v"], "c": ["a", "k", "v"], "f": ["k", "v"]}
 
 PHASES: list[list[str]] = [
-    ["INSERT INTO {db}.s VALUES (0.0, 1), (1.5, 2)", "INSERT INTO {db}.c VALUES (1, 0.0, 1), (2, -0.0, 2)"],
-    ["UPDATE {db}.s SET k = -0.0 WHERE k = 0", "UPDATE {db}.c SET k = -k WHERE a = 1"],
-    ["UPDATE {db}.s SET v = 10 WHERE k = 0", "UPDATE {db}.c SET v = 10 WHERE k = 0"],
-    # both spellings in one transaction: back to 0.0, then -0.0 again, a value update after
+    [
+        "INSERT INTO {db}.s VALUES (-0e0, 1), (1.5, 2)",
+        "INSERT INTO {db}.c VALUES (1, 0e0, 1), (2, -0e0, 2)",
+        "INSERT INTO {db}.f VALUES (-0e0, 1)",
+    ],
+    ["UPDATE {db}.s SET k = -k WHERE k = 0", "UPDATE {db}.c SET k = -0e0 WHERE a = 1", "UPDATE {db}.f SET k = -k"],
+    ["UPDATE {db}.s SET v = 10 WHERE k = -0e0", "UPDATE {db}.c SET v = 10 WHERE k = 0", "UPDATE {db}.f SET v = 10"],
+    # both spellings in one transaction, a key moved away and back, a value update after
     [
         "BEGIN",
-        "UPDATE {db}.s SET k = 0.0 WHERE k = 0",
-        "UPDATE {db}.c SET k = 0.0 WHERE a = 2",
-        "UPDATE {db}.s SET k = -0.0 WHERE k = 0",
+        "UPDATE {db}.s SET k = 0e0 WHERE k = 0",
+        "UPDATE {db}.s SET k = 2.5 WHERE k = 0",
+        "UPDATE {db}.s SET k = -0e0 WHERE k = 2.5",
         "UPDATE {db}.s SET v = 11 WHERE k = 0",
-        "UPDATE {db}.c SET k = -0.0, v = 12 WHERE a = 1",
+        "UPDATE {db}.c SET k = -0e0, v = 12 WHERE a = 1",
+        "UPDATE {db}.f SET k = 3.5 WHERE k = 0",
+        "UPDATE {db}.f SET k = -0e0, v = 11 WHERE k = 3.5",
         "COMMIT",
     ],
-    ["UPDATE {db}.s SET k = 2.5 WHERE k = 0", "UPDATE {db}.s SET k = -0.0 WHERE k = 2.5"],
-    ["DELETE FROM {db}.s WHERE k = 0", "DELETE FROM {db}.c WHERE a = 2", "INSERT INTO {db}.s VALUES (-0.0, 3)"],
-    ["DELETE FROM {db}.s WHERE k = 0", "DELETE FROM {db}.c"],
+    ["DELETE FROM {db}.s WHERE k = 0", "DELETE FROM {db}.c WHERE a = 2", "INSERT INTO {db}.s VALUES (-0e0, 3)"],
+    ["DELETE FROM {db}.s WHERE k = 0", "DELETE FROM {db}.c", "DELETE FROM {db}.f"],
 ]
 
 
 def _select(conn: Any, db: str) -> dict[str, list[tuple[Any, ...]]]:
     out = {}
     with conn.cursor() as cur:
-        for table in TABLES:
-            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
+        for table, columns in TABLES.items():
+            cur.execute(f"SELECT {', '.join(columns)} FROM `{db}`.`{table}`")
             out[table] = sorted(_exact(tuple(r)) for r in cur.fetchall())
     return out
 
@@ -74,9 +83,8 @@ def _exact(row: tuple[Any, ...]) -> tuple[Any, ...]:
 def _mirrored(mirror: DeltaMirror, db: str) -> dict[str, list[tuple[Any, ...]]]:
     out = {}
     mirror.flush_staged()
-    for table in TABLES:
+    for table, names in TABLES.items():
         rows = mirror.read(db, table)
-        names = ["k", "v"] if table == "s" else ["a", "k", "v"]
         out[table] = sorted(_exact(tuple(r[n] for n in names)) for r in rows.to_pylist())
     return out
 
@@ -111,12 +119,13 @@ def _capture(mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory)
     with conn.cursor() as cur:
         cur.execute(f"CREATE TABLE `{db}`.s (k DOUBLE PRIMARY KEY, v INT)")
         cur.execute(f"CREATE TABLE `{db}`.c (a INT, k DOUBLE, v INT, PRIMARY KEY (a, k))")
+        cur.execute(f"CREATE TABLE `{db}`.f (k FLOAT PRIMARY KEY, v INT)")
         cur.execute(f"CREATE TABLE `{db}`.mark (n INT AUTO_INCREMENT PRIMARY KEY)")
     config = capture_config(mariadb, tmp_path_factory.mktemp("meta"), master_position(conn), "fk")
     config = attrs.evolve(config, flush_period_s=0)
     phases: list[tuple[list[Entry], dict[str, list[tuple[Any, ...]]]]] = []
     with Instance(config) as inst:
-        for statements in [[]] + PHASES:
+        for statements in [[], *PHASES]:
             with conn.cursor() as cur:
                 for sql in statements:
                     cur.execute(sql.format(db=f"`{db}`"))
@@ -126,13 +135,36 @@ def _capture(mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory)
     return db, phases
 
 
-def test_mariadb_keeps_one_key_for_both_zeros(captured: Any) -> None:
-    """What the mirror must show: the evidence of what SELECT returns for a key written as -0.0."""
+def test_mariadb_stores_negative_zero_as_zero(mariadb: MariaDBDatabase, captured: Any) -> None:
+    """The evidence of what the mirror must show: MariaDB writes -0e0 as 0.0, and its binlog says so."""
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("SELECT ATAN2(-0e0, -1) < 0, ATAN2(0e0, -1) > 0")
+        assert cur.fetchone() == (1, 1), "-0e0 is a negative zero in an expression"
+        for column in ("DOUBLE", "FLOAT"):
+            cur.execute(f"CREATE TABLE `{db}`.z{column} (k {column} PRIMARY KEY, v {column})")
+            cur.execute(f"INSERT INTO `{db}`.z{column} VALUES (-0e0, -0e0)")
+            cur.execute(f"SELECT k, v, ATAN2(k, -1) > 0, ATAN2(v, -1) > 0 FROM `{db}`.z{column}")
+            k, v, k_positive, v_positive = cur.fetchone()
+            assert (math.copysign(1, k), math.copysign(1, v), k_positive, v_positive) == (1, 1, 1, 1), column
+            assert cur.execute(f"UPDATE `{db}`.z{column} SET k = -k, v = -v") == 0, "nothing changed"
+            with pytest.raises(pymysql.err.IntegrityError, match="Duplicate entry"):
+                cur.execute(f"INSERT INTO `{db}`.z{column} VALUES (0e0, 1)")
+    conn.close()
     _, phases = captured
-    first = phases[1][1]
-    print("SELECT after the first phase:", first)
-    print("SELECT after the key moves:", phases[2][1])
-    assert len(first["s"]) == 2 and len(first["c"]) == 2
+    zeros = [
+        v
+        for entries, _ in phases
+        for entry in entries
+        for row in (entry.row_change.rows if entry.row_change is not None else [])
+        for image in (row.before, row.after)
+        if image is not None
+        for v in image
+        if isinstance(v, float) and v == 0
+    ]
+    assert zeros and all(math.copysign(1, v) == 1 for v in zeros), "the binlog holds 0.0 where -0e0 was written"
+    assert phases[1][1] == {"s": [("0.0", 1), ("1.5", 2)], "c": [(1, "0.0", 1), (2, "0.0", 2)], "f": [("0.0", 1)]}
 
 
 @pytest.mark.parametrize("per_entry", [True, False], ids=["one-entry-batches", "one-batch"])
@@ -150,10 +182,10 @@ def test_zero_and_negative_zero_keys_mirror_as_select(
             if not any(e.entry_type is EntryType.ROWDATA for e in chunk):
                 continue
             batch_id += 1
-            batch = (
-                entries_to_typed(chunk, "fk", 0, before_keys_only=True) if typed else entries_to_batch(chunk, "fk", 0)
-            )
-            mirror.apply(batch, batch_id)
+            if typed:
+                mirror.apply(entries_to_typed(chunk, "fk", batch_id, before_keys_only=True), batch_id)
+            else:
+                mirror.apply(entries_to_batch(chunk, "fk", batch_id), batch_id)
         if n == 0:
             continue
         assert _mirrored(mirror, db) == expected, f"after phase {n}: {PHASES[n - 1]}"
