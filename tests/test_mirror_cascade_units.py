@@ -194,3 +194,33 @@ def test_a_cascade_names_a_float_key_as_the_source_does(tmp_path: Path, mode: An
         assert mirror.read("s", "d").num_rows == 0, "the row the batch inserted as -0.0 cascaded away"
     finally:
         mirror.close()
+
+
+def test_a_foreign_key_on_a_double_references_by_value(mirror: DeltaMirror) -> None:
+    """A child whose DOUBLE foreign key holds 0.0 references a parent whose key image spells -0.0 (the server
+    compares by value): the parent's DELETE cascades to it; a child referencing 1.5 stays."""
+    parent_layout = [["id", "double", True]]
+    child_layout = [["id", "int(11)", True], ["pid", "double", False]]
+
+    def row(kind: str, table: str, image: dict[str, str], layout: Any, props: dict[str, str] | None = None) -> Any:
+        text = json.dumps(image)
+        key = image["id"].removeprefix("-") if image["id"] == "-0.0" else image["id"]
+        return {
+            **_dml(kind, table, {"id": 0}, props, layout),
+            "keys": json.dumps({"id": key}, separators=(",", ":")),
+            "after": text if kind != "DELETE" else None,
+            "before": text if kind == "DELETE" else None,
+        }
+
+    edge = {**_edge("fc", "fp", child_layout), "ref_columns": ["id"]}
+    mirror.apply(
+        _batch(
+            row("INSERT", "fp", {"id": "-0.0"}, parent_layout),
+            row("INSERT", "fp", {"id": "1.5"}, parent_layout),
+            row("INSERT", "fc", {"id": "1", "pid": "0.0"}, child_layout),
+            row("INSERT", "fc", {"id": "2", "pid": "1.5"}, child_layout),
+        ),
+        2,
+    )
+    mirror.apply(_batch(row("DELETE", "fp", {"id": "-0.0"}, parent_layout, _marked([edge]))), 3)
+    assert _ids(mirror, "fc") == [2]

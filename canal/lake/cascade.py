@@ -12,7 +12,8 @@ rows of the batch.
 
 The child rows a parent's change reaches are found in the child's mirror as it was before the batch, overlaid with
 the batch's earlier rows of that child (inserted, updated, deleted, and changed by earlier cascades). Values compare
-as canal text, as the binlog holds them.
+as canal text, as the binlog holds them -- but a FLOAT / DOUBLE -0.0, which a key and a foreign key compare as 0.0
+(as the server does, :mod:`canal.lake.key_identity`).
 
 Where the mirror cannot follow it stops with :class:`~canal.lake.stops.MirrorCascadeError`, nothing of the
 batch written: a child without a primary key, a child whose layout the source did not know, a parent row whose image
@@ -102,12 +103,12 @@ class _Children:
     def key_of(self, name: Name, row: Mapping[str, str | None]) -> Key:
         """The key of ``name``'s row ``row`` (canal text by column) as its identity: a FLOAT / DOUBLE key's -0.0
         as 0.0 (:mod:`canal.lake.key_identity`), as the source spells the change rows' ``keys``."""
-        floats = self.float_keys(name)
+        floats = self.float_columns(name)
         return tuple(key_text(row.get(k)) if k in floats else row.get(k) for k in self.keys_of(name))
 
-    def float_keys(self, name: Name) -> frozenset[str]:
-        """The key columns of ``name`` of a FLOAT / DOUBLE type."""
-        return frozenset(str(c[0]) for c in self._layouts.get(name) or [] if c[2] and is_float_type(str(c[1])))
+    def float_columns(self, name: Name) -> frozenset[str]:
+        """The columns of ``name`` of a FLOAT / DOUBLE type, whose -0.0 a key or a foreign key compares as 0.0."""
+        return frozenset(str(c[0]) for c in self._layouts.get(name) or [] if is_float_type(str(c[1])))
 
     def image(self, name: Name) -> dict[Key, Row]:
         found = self._images.get(name)
@@ -243,8 +244,14 @@ def _cascade(
         image = children.image(child)
         names = children.keys_of(child)
         columns = list(edge["columns"])
+        floats = children.float_columns(child)
+        referenced = _compared(columns, was, floats)
         hit = sorted(
-            (key for key, row in image.items() if [row.get(c) for c in columns] == was),
+            (
+                key
+                for key, row in image.items()
+                if _compared(columns, [row.get(c) for c in columns], floats) == referenced
+            ),
             key=lambda k: tuple("" if v is None else v for v in k),
         )
         for key in hit:
@@ -264,6 +271,11 @@ def _cascade(
             image[children.key_of(child, changed)] = changed
             out.append(make(child, "UPDATE", row, changed, names))
             _cascade(children, child, row, changed, edges, make, out, depth + 1)
+
+
+def _compared(columns: list[str], values: list[Any], floats: frozenset[str]) -> list[Any]:
+    """A foreign key's values as it compares them: by value, so a ``floats`` column's -0.0 references 0.0."""
+    return [key_text(v) if c in floats else v for c, v in zip(columns, values, strict=True)]
 
 
 def _key_text(key: Mapping[str, Any], floats: frozenset[str]) -> str:
@@ -335,13 +347,13 @@ def expand_cascades(
                 table=child[1],
                 type=change,
                 is_ddl=False,
-                keys=_key_text({k: (now or was).get(k) for k in keys}, children.float_keys(child)),
+                keys=_key_text({k: (now or was).get(k) for k in keys}, children.float_columns(child)),
                 before=json.dumps(was, ensure_ascii=False),
                 after=None if now is None else json.dumps(now, ensure_ascii=False),
                 columns=json.dumps(children._layouts[child], ensure_ascii=False),
             )
             if now is not None and children.key_of(child, now) != children.key_of(child, was):
-                made["old_keys"] = _key_text({k: was.get(k) for k in keys}, children.float_keys(child))
+                made["old_keys"] = _key_text({k: was.get(k) for k in keys}, children.float_columns(child))
             for position in ("log_file", "log_offset"):
                 if position in parent:
                     made[position] = parent[position]
