@@ -165,3 +165,62 @@ def test_a_batch_replayed_after_a_crash_applies_the_cascade_it_counted(mirror: D
     assert (_ids(mirror, "p"), _ids(mirror, "c"), _ids(mirror, "g"), _ids(mirror, "x")) == ([], [], [], [1, 2])
     mirror.apply(_batch(_dml("INSERT", "p", {"id": 3})), 3)
     assert not list(Path(mirror.root).glob("_pycanal_cascade.*"))  # kept until the next batch
+
+
+@pytest.mark.parametrize("mode", ["merge_on_read", "copy_on_write"])
+def test_a_cascade_names_a_float_key_as_the_source_does(tmp_path: Path, mode: Any) -> None:
+    """A child keyed by a DOUBLE, inserted as -0.0 in the batch that cascades it away: the cascade's DELETE spells its
+    key as the source's ``keys`` does (-0.0 as 0.0, one key), so the row goes; a row the mirror held as -0.0 too."""
+    layout = [["id", "double", True], ["pid", "int(11)", False]]
+
+    def child(kind: str, key: str, pid: int, props: dict[str, str] | None = None) -> dict[str, Any]:
+        image = json.dumps({"id": key, "pid": str(pid)})
+        return {
+            **_dml(kind, "d", {"id": 0}, props, layout),
+            "keys": json.dumps({"id": key.removeprefix("-")}, separators=(",", ":")),
+            "after": image if kind != "DELETE" else None,
+            "before": image if kind == "DELETE" else None,
+        }
+
+    edges = [_edge("d", "p", layout)]
+    mirror = DeltaMirror(tmp_path / "m", mode=mode)
+    try:
+        mirror.apply(
+            _batch(_dml("INSERT", "p", {"id": 1}), _dml("INSERT", "p", {"id": 2}), child("INSERT", "-0.0", 2)), 1
+        )
+        mirror.apply(_batch(_dml("DELETE", "p", {"id": 2}, _marked(edges))), 2)
+        assert mirror.read("s", "d").num_rows == 0, "the row the mirror held as -0.0 cascaded away"
+        mirror.apply(_batch(child("INSERT", "-0.0", 1), _dml("DELETE", "p", {"id": 1}, _marked(edges))), 3)
+        assert mirror.read("s", "d").num_rows == 0, "the row the batch inserted as -0.0 cascaded away"
+    finally:
+        mirror.close()
+
+
+def test_a_foreign_key_on_a_double_references_by_value(mirror: DeltaMirror) -> None:
+    """A child whose DOUBLE foreign key holds 0.0 references a parent whose key image spells -0.0 (the server
+    compares by value): the parent's DELETE cascades to it; a child referencing 1.5 stays."""
+    parent_layout = [["id", "double", True]]
+    child_layout = [["id", "int(11)", True], ["pid", "double", False]]
+
+    def row(kind: str, table: str, image: dict[str, str], layout: Any, props: dict[str, str] | None = None) -> Any:
+        text = json.dumps(image)
+        key = image["id"].removeprefix("-") if image["id"] == "-0.0" else image["id"]
+        return {
+            **_dml(kind, table, {"id": 0}, props, layout),
+            "keys": json.dumps({"id": key}, separators=(",", ":")),
+            "after": text if kind != "DELETE" else None,
+            "before": text if kind == "DELETE" else None,
+        }
+
+    edge = {**_edge("fc", "fp", child_layout), "ref_columns": ["id"]}
+    mirror.apply(
+        _batch(
+            row("INSERT", "fp", {"id": "-0.0"}, parent_layout),
+            row("INSERT", "fp", {"id": "1.5"}, parent_layout),
+            row("INSERT", "fc", {"id": "1", "pid": "0.0"}, child_layout),
+            row("INSERT", "fc", {"id": "2", "pid": "1.5"}, child_layout),
+        ),
+        2,
+    )
+    mirror.apply(_batch(row("DELETE", "fp", {"id": "-0.0"}, parent_layout, _marked([edge]))), 3)
+    assert _ids(mirror, "fc") == [2]

@@ -12,7 +12,8 @@ rows of the batch.
 
 The child rows a parent's change reaches are found in the child's mirror as it was before the batch, overlaid with
 the batch's earlier rows of that child (inserted, updated, deleted, and changed by earlier cascades). Values compare
-as canal text, as the binlog holds them.
+as canal text, as the binlog holds them -- but a FLOAT / DOUBLE -0.0, which a key and a foreign key compare as 0.0
+(as the server does, :mod:`canal.lake.key_identity`).
 
 Where the mirror cannot follow it stops with :class:`~canal.lake.stops.MirrorCascadeError`, nothing of the
 batch written: a child without a primary key, a child whose layout the source did not know, a parent row whose image
@@ -39,6 +40,7 @@ from typing import Any
 
 from canal.lake import fs
 from canal.lake.cell_text import encode_value
+from canal.lake.key_identity import is_float_type, key_text
 from canal.lake.stops import MirrorCascadeError
 from canal.parse.cascade import FOREIGN_KEY_ACTIONS
 from canal.schema.history import layout_statement
@@ -98,6 +100,16 @@ class _Children:
             )
         return keys
 
+    def key_of(self, name: Name, row: Mapping[str, str | None]) -> Key:
+        """The key of ``name``'s row ``row`` (canal text by column) as its identity: a FLOAT / DOUBLE key's -0.0
+        as 0.0 (:mod:`canal.lake.key_identity`), as the source spells the change rows' ``keys``."""
+        floats = self.float_columns(name)
+        return tuple(key_text(row.get(k)) if k in floats else row.get(k) for k in self.keys_of(name))
+
+    def float_columns(self, name: Name) -> frozenset[str]:
+        """The columns of ``name`` of a FLOAT / DOUBLE type, whose -0.0 a key or a foreign key compares as 0.0."""
+        return frozenset(str(c[0]) for c in self._layouts.get(name) or [] if is_float_type(str(c[1])))
+
     def image(self, name: Name) -> dict[Key, Row]:
         found = self._images.get(name)
         if found is not None:
@@ -105,13 +117,13 @@ class _Children:
         why = self._stale.get(name)
         if why is not None:
             raise MirrorCascadeError(f"a foreign key's action reaches {name[0]}.{name[1]} after {why} in the batch")
-        keys = self.keys_of(name)
+        self.keys_of(name)
         columns = [str(c[0]) for c in self._layouts[name]]
         rows = self._current(*name) or []
         image: dict[Key, Row] = {}
         for row in rows:
             text = {c: None if row.get(c) is None else encode_value(row[c]) for c in columns}
-            image[tuple(text[k] for k in keys)] = text
+            image[self.key_of(name, text)] = text
         self._images[name] = image
         return image
 
@@ -120,10 +132,9 @@ class _Children:
         if name not in self._layouts or keys is None or name in self._stale:
             return  # a table no cascade reaches, or one whose rows a cascade reaching it will find unknown
         image = self.image(name)
-        names = self.keys_of(name)
         if old_keys is not None:
-            image.pop(tuple(old_keys.get(k) for k in names), None)
-        key = tuple(keys.get(k) for k in names)
+            image.pop(self.key_of(name, old_keys), None)
+        key = self.key_of(name, keys)
         if kind == "DELETE":
             image.pop(key, None)
         elif after is not None:
@@ -233,8 +244,14 @@ def _cascade(
         image = children.image(child)
         names = children.keys_of(child)
         columns = list(edge["columns"])
+        floats = children.float_columns(child)
+        referenced = _compared(columns, was, floats)
         hit = sorted(
-            (key for key, row in image.items() if [row.get(c) for c in columns] == was),
+            (
+                key
+                for key, row in image.items()
+                if _compared(columns, [row.get(c) for c in columns], floats) == referenced
+            ),
             key=lambda k: tuple("" if v is None else v for v in k),
         )
         for key in hit:
@@ -251,16 +268,22 @@ def _cascade(
             ):
                 changed[c] = v
             del image[key]
-            image[tuple(changed.get(k) for k in names)] = changed
+            image[children.key_of(child, changed)] = changed
             out.append(make(child, "UPDATE", row, changed, names))
             _cascade(children, child, row, changed, edges, make, out, depth + 1)
 
 
-def _key_text(key: Mapping[str, Any]) -> str:
-    """A key's JSON text spelt as the source spells the change rows' ``keys`` (compact, no ASCII escapes): the
-    mirror groups a table's changes by this text, so a cascaded DELETE of a row inserted earlier in the same batch
-    must name the same key, or both survive as two keys."""
-    return json.dumps(key, ensure_ascii=False, separators=(",", ":"))
+def _compared(columns: list[str], values: list[Any], floats: frozenset[str]) -> list[Any]:
+    """A foreign key's values as it compares them: by value, so a ``floats`` column's -0.0 references 0.0."""
+    return [key_text(v) if c in floats else v for c, v in zip(columns, values, strict=True)]
+
+
+def _key_text(key: Mapping[str, Any], floats: frozenset[str]) -> str:
+    """A key's JSON text spelt as the source spells the change rows' ``keys`` (compact, no ASCII escapes, the
+    ``floats`` columns' -0.0 as 0.0): the mirror groups a table's changes by this text, so a cascaded DELETE of a row
+    inserted earlier in the same batch must name the same key, or both survive as two keys."""
+    identity = {k: key_text(v) if k in floats else v for k, v in key.items()}
+    return json.dumps(identity, ensure_ascii=False, separators=(",", ":"))
 
 
 def expand_cascades(
@@ -324,13 +347,13 @@ def expand_cascades(
                 table=child[1],
                 type=change,
                 is_ddl=False,
-                keys=_key_text({k: (now or was).get(k) for k in keys}),
+                keys=_key_text({k: (now or was).get(k) for k in keys}, children.float_columns(child)),
                 before=json.dumps(was, ensure_ascii=False),
                 after=None if now is None else json.dumps(now, ensure_ascii=False),
                 columns=json.dumps(children._layouts[child], ensure_ascii=False),
             )
-            if now is not None and any(now.get(k) != was.get(k) for k in keys):
-                made["old_keys"] = _key_text({k: was.get(k) for k in keys})
+            if now is not None and children.key_of(child, now) != children.key_of(child, was):
+                made["old_keys"] = _key_text({k: was.get(k) for k in keys}, children.float_columns(child))
             for position in ("log_file", "log_offset"):
                 if position in parent:
                     made[position] = parent[position]

@@ -55,6 +55,7 @@ import attrs
 from canal.lake import fs
 from canal.lake.delta_append import is_table
 from canal.lake.health import ERROR_CHARS, storage_error_types
+from canal.lake.key_identity import drop_identity, identity_array, with_identity
 from canal.lake.staged import staged_rows
 from canal.lake.types import MirrorError, MirrorStorageError
 
@@ -209,7 +210,7 @@ def folded(base: Any) -> Change:
 
 def latest(rows: Any, keys: Sequence[str]) -> Any:
     """Each key's last change, by (batch, seq) (rows with equal batch, seq and key are copies of one change: a
-    replayed or duplicated append)."""
+    replayed or duplicated append); keys are grouped by their identity (:mod:`canal.lake.key_identity`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -217,8 +218,17 @@ def latest(rows: Any, keys: Sequence[str]) -> Any:
         return rows
     ordered = rows.take(pc.sort_indices(rows, sort_keys=[(BATCH, "ascending"), (SEQ, "ascending")]))
     index = "__pycanal_row"
-    numbered = pa.table({**{k: ordered.column(k) for k in keys}, index: pa.array(range(ordered.num_rows), pa.int64())})
-    last = numbered.group_by(list(keys), use_threads=False).aggregate([(index, "max")]).column(f"{index}_max")
+    numbered = pa.table(
+        {
+            **{f"k{n}": identity_array(ordered.column(k)) for n, k in enumerate(keys)},
+            index: pa.array(range(ordered.num_rows), pa.int64()),
+        }
+    )
+    last = (
+        numbered.group_by([f"k{n}" for n in range(len(keys))], use_threads=False)
+        .aggregate([(index, "max")])
+        .column(f"{index}_max")
+    )
     return ordered.take(last.take(pc.sort_indices(last)))  # in change order
 
 
@@ -250,7 +260,10 @@ def _overlay(base_rows: Any, newer: Any, keys: Sequence[str]) -> Any:
     names = [k for k in keys if k in base_rows.column_names]
     if len(names) != len(keys):
         raise MirrorError(f"the change log is keyed by {list(keys)}, which the base table does not have all of")
-    kept = base_rows.join(newer.select(list(keys)), keys=list(keys), join_type="left anti", use_threads=True)
+    # joined on the keys' identities (a -0.0 change replaces the base's 0.0 row), the base's values kept
+    base_ids, on = with_identity(base_rows, keys)
+    newer_ids, _ = with_identity(newer.select(list(keys)), keys)
+    kept = drop_identity(base_ids.join(newer_ids.select(on), keys=on, join_type="left anti", use_threads=True))
     upserts = newer.filter(pc.equal(newer.column(OP), "u")).drop_columns(list(INTERNAL_COLUMNS))
     combined = pa.concat_tables([kept, upserts], promote_options="permissive")
     order = [*base_rows.column_names, *(c for c in upserts.column_names if c not in base_rows.column_names)]

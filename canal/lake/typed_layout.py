@@ -22,6 +22,7 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from canal.lake.cell_text import server_text
+from canal.lake.key_identity import key_value
 from canal.lake.types import MirrorTypeError, ZeroDates, arrow_type, typed_array
 from canal.protocol import TableSchema, render_text
 from canal.sql import read_column_type
@@ -212,8 +213,9 @@ def _typed(
 
 
 def _key_changer(key_indexes: tuple[int, ...], builders: Sequence[_ColumnBuilder]) -> Callable[[Any, Any], bool]:
-    """Whether the before and after images of a row hold different keys -- as their canal texts differ, so a key
-    is "changed" exactly when a change row has ``old_keys`` (-0.0 and 0.0 differ there, equal NaNs do not)."""
+    """Whether the before and after images of a row hold different keys -- as their keys' canal texts differ, so a
+    key is "changed" exactly when a change row has ``old_keys``: each cell as its key identity (-0.0 as 0.0,
+    :mod:`canal.lake.key_identity`), equal NaNs equal."""
     if not key_indexes:
         return lambda before, after: False
     texts = [builders[i].text for i in key_indexes]
@@ -227,8 +229,8 @@ def _key_changer(key_indexes: tuple[int, ...], builders: Sequence[_ColumnBuilder
         b, a = get(before), get(after)
         if _TEXT_COMPARED.isdisjoint(map(type, b)):
             return bool(b != a)
-        return [None if v is None else t(v) for t, v in zip(texts, b, strict=True)] != [
-            None if v is None else t(v) for t, v in zip(texts, a, strict=True)
+        return [None if v is None else t(key_value(v)) for t, v in zip(texts, b, strict=True)] != [
+            None if v is None else t(key_value(v)) for t, v in zip(texts, a, strict=True)
         ]
 
     return changed

@@ -3,10 +3,11 @@ MERGE sources taken from the typed images -- no JSON text between the decoder an
 
 :func:`planned_form` makes the planner's table from the batch's ``changes`` (its metadata columns as they are, the
 dictionary-encoded ones decoded) with three columns in place of the JSON ones: ``keys`` is an int64 key id, equal for
-rows of one key (grouped on the typed key columns of every layout with the same key columns, Arrow's grouping
-separating 0.0 from -0.0 and putting NaNs together, as the keys' canal text does), :data:`~canal.lake.plan.KEYLESS_ID`
-for a layout without a primary key; ``old_keys`` the id of the key an UPDATE moved away from; ``after`` the row's
-place in the batch's images (a global image row: the layout's first row plus ``image_row``); ``columns`` the layout id.
+rows of one key (grouped on the typed key columns of every layout with the same key columns, each as its identity
+-- -0.0 as 0.0, :mod:`canal.lake.key_identity` -- and NaNs together, as the keys' canal text does),
+:data:`~canal.lake.plan.KEYLESS_ID` for a layout without a primary key; ``old_keys`` the id of the key an UPDATE moved
+away from; ``after`` the row's place in the batch's images (a global image row: the layout's first row plus
+``image_row``); ``columns`` the layout id.
 :func:`type_sources` then builds each plan's source with ``take`` from the images of its layout: upserts the after
 image, deletes the key columns of the before image (a DELETE's, or the moving UPDATE's for its old key).
 
@@ -25,6 +26,7 @@ from typing import Any
 import attrs
 
 from canal.lake.changelog import OP as OP_COLUMN
+from canal.lake.key_identity import identity_array
 from canal.lake.plan import KEYLESS_ID, TablePlan
 from canal.lake.typed_batch import TypedBatch
 from canal.lake.typed_layout import CellError, Layout, TypedChangeError
@@ -141,9 +143,11 @@ def _key_ids(batch: TypedBatch, base: Mapping[str, int], moved: Any) -> tuple[An
         masks = [moved.slice(base[lid], size) for lid, size in zip(lids, sizes, strict=True)]
         keys = [batch.keys(lid) for lid in lids]
         befores = [batch.images[lid].column("before") for lid in lids]
-        columns = {
-            f"k{j}": pa.concat_arrays(
-                [k.field(j) for k in keys] + [b.field(name).filter(m) for b, m in zip(befores, masks, strict=True)]
+        columns = {  # each key column as its identity (-0.0 as 0.0), as the change rows' keys text spells it
+            f"k{j}": identity_array(
+                pa.concat_arrays(
+                    [k.field(j) for k in keys] + [b.field(name).filter(m) for b, m in zip(befores, masks, strict=True)]
+                )
             )
             for j, (name, _type) in enumerate(signature)
         }

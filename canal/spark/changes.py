@@ -20,9 +20,10 @@ log_offset         bigint      offset of the event in that file
 row_index          int         index of the row inside its row event
 gtid               string      the event's GTID when the master has them
 keys               string      primary-key values, JSON object name -> text (of the after image; the before
-                               image for a DELETE)
+                               image for a DELETE), each the key's identity: equal text for one key, as the
+                               server compares keys (a FLOAT / DOUBLE -0.0 is spelt 0.0; the images keep -0.0)
 old_keys           string      for an UPDATE that changed the primary key: the key before it (the mirror deletes
-                               that row); null otherwise
+                               that row); null otherwise (also for a key moved between 0.0 and -0.0: one key)
 before, after      string      row images, JSON object name -> text (null when the image does not exist)
 columns            string      JSON list of ``[name, mysql_type, is_key]`` for DML rows
 props              string      the entry's header props as a JSON object, null when it has none: ``XA_XID`` on
@@ -55,6 +56,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from canal.lake.cell_text import encode_any, encode_float, encode_str, server_text
+from canal.lake.key_identity import is_float_type
 from canal.lake.typed_batch import SEQ_BITS
 from canal.lake.typed_layout import PerTableSchema
 from canal.lake.types import base_type
@@ -234,16 +236,19 @@ _GENERATED_GLOBALS = {
 
 
 def _object_encoder(
-    names: Sequence[str], mysql_types: Sequence[str], indexes: Sequence[int], width: int
+    names: Sequence[str], mysql_types: Sequence[str], indexes: Sequence[int], width: int, *, keys: bool = False
 ) -> Callable[[Sequence[Any]], str]:
     """A function rendering the cells at ``indexes`` of a ``width``-long image as a JSON object keyed by ``names``
-    (a ``ValueError`` for an image of another width)."""
+    (a ``ValueError`` for an image of another width); with ``keys``, a float cell as its key identity (-0.0 spelt
+    0.0, :mod:`canal.lake.key_identity`)."""
     template = "{" + ",".join(encode_str(n).replace("%", "%%") + ":%s" for n in names) + "}"
     cells = []
     namespace: dict[str, Any] = dict(_GENERATED_GLOBALS)
     for i, mysql_type in zip(indexes, mysql_types, strict=True):
         var = f"v{i}"
         fast = _FAST_CELLS.get(base_type(mysql_type))
+        if keys and fast is not None and is_float_type(mysql_type):
+            fast = (fast[0], "F({v} + 0.0)")  # -0.0 + 0.0 is 0.0: the key MySQL compares
         as_server = server_text(mysql_type)
         if as_server is not None:
             namespace[f"T{i}"] = as_server
@@ -273,7 +278,7 @@ class _TableCodec:
         width = len(table.columns)
         self._image = _object_encoder(table.names, types, range(width), width)
         keys = table.key_indexes
-        self._keys = _object_encoder([table.names[i] for i in keys], [types[i] for i in keys], keys, width)
+        self._keys = _object_encoder([table.names[i] for i in keys], [types[i] for i in keys], keys, width, keys=True)
         self.columns_json = json.dumps(
             [[c.name, c.mysql_type, c.is_key] for c in table.columns], separators=(",", ":"), ensure_ascii=False
         )
@@ -283,7 +288,7 @@ class _TableCodec:
         return None if image is None else self._image(image)
 
     def keys(self, image: Sequence[Any] | None) -> str | None:
-        """The primary-key cells of an image as a JSON object."""
+        """The primary-key cells of an image as a JSON object, each as its key identity (a float's -0.0 as 0.0)."""
         return None if image is None else self._keys(image)
 
 
