@@ -28,6 +28,7 @@ from canal.lake.settings import MODES
 from canal.lake.typed_batch import entries_to_typed
 from canal.protocol import Entry, EntryType
 from canal.spark.changes import entries_to_batch
+from canal.spark.variant_changes import entries_to_variant_batch
 from canal.testing.fake import FakeMysql
 
 Row = dict[str, Any]
@@ -171,10 +172,10 @@ def _mirrored(mirror: DeltaMirror) -> dict[str, list[tuple[str, ...]]]:
 
 
 @pytest.mark.parametrize("per_entry", [True, False], ids=["one-entry-batches", "one-batch"])
-@pytest.mark.parametrize("typed", [False, True], ids=["rows", "typed"])
+@pytest.mark.parametrize("form", ["rows", "typed", "variant"])
 @pytest.mark.parametrize("mode", MODES)
 def test_zero_and_negative_zero_are_one_key(
-    phases: list[list[Entry]], tmp_path: Path, mode: Any, typed: bool, per_entry: bool
+    phases: list[list[Entry]], tmp_path: Path, mode: Any, form: str, per_entry: bool
 ) -> None:
     # folds only when asked (after each phase): the change log holds every batch of a phase, both spellings of a key
     mirror = DeltaMirror(tmp_path / "m", mode=mode, background_folds=False, fold_ratio=1e9, fold_files=10**9)
@@ -184,8 +185,10 @@ def test_zero_and_negative_zero_are_one_key(
             chunks: Sequence[Sequence[Entry]] = [[e] for e in entries] if per_entry else [entries]
             for chunk in chunks:
                 batch_id += 1
-                if typed:
+                if form == "typed":
                     mirror.apply(entries_to_typed(chunk, "fk", batch_id, before_keys_only=True), batch_id)
+                elif form == "variant":  # the canal source's images=variant rows
+                    mirror.apply(entries_to_variant_batch(chunk, "fk", batch_id), batch_id)
                 else:
                     mirror.apply(entries_to_batch(chunk, "fk", batch_id), batch_id)
             expected = _model(n)

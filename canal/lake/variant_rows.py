@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from canal.lake.cell_text import encode_value
+from canal.lake.key_identity import key_value
 from canal.lake.plan import in_order
 from canal.lake.typed_batch import TypedBatch, metadata_schema
 from canal.lake.typed_layout import Layout, layout_from_columns
@@ -151,7 +152,8 @@ def _json_rows(table: Any, changes: Any, images: dict[str, Any], layouts: dict[s
 
 
 def _pick(image: dict[str, Any] | None, names: list[str]) -> dict[str, Any] | None:
-    return None if image is None else {name: image[name] for name in names}
+    """A key of ``image``: its cells as the key's identity (a float's -0.0 as 0.0), as the source spells keys."""
+    return None if image is None else {name: key_value(image[name]) for name in names}
 
 
 def _text(image: dict[str, Any] | None) -> str | None:

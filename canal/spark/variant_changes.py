@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Final
 
+from canal.lake.key_identity import identity_array
 from canal.lake.typed_batch import TypedBatch, entries_to_typed
 from canal.lake.variant import encode, variant_arrow_type
 from canal.protocol import Entry
@@ -81,7 +82,7 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
             parts["old_keys"].append(pa.nulls(count, variant_arrow_type()))
             described.append(json.dumps(layout.describe(), separators=(",", ":"), ensure_ascii=False))
             continue
-        parts["keys"].append(encode(typed.keys(layout_id)))
+        parts["keys"].append(encode(_identities(typed.keys(layout_id))))
         # an UPDATE that moved the key: its before image's key, on the image row of that change
         of_layout = pc.equal(layout_column.indices, pa.scalar(i, layout_column.indices.type))
         moved = np.zeros(count, dtype=bool)
@@ -89,7 +90,7 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
         moved_at = rows.column("image_row").to_numpy(zero_copy_only=False)
         moved[moved_at] = rows.column("key_changed").fill_null(False).to_numpy(zero_copy_only=False)
         before_keys = _key_struct(images.column("before"), layout.key_names, ~moved)
-        parts["old_keys"].append(encode(before_keys))
+        parts["old_keys"].append(encode(_identities(before_keys)))
         described.append(json.dumps(layout.describe(), separators=(",", ":"), ensure_ascii=False))
     indices = layout_column.indices.fill_null(0).to_numpy(zero_copy_only=False)
     valid = layout_column.is_valid().to_numpy(zero_copy_only=False)
@@ -121,6 +122,16 @@ def _empty_objects(count: int) -> Any:
     value = pa.repeat(pa.scalar(_EMPTY_OBJECT, pa.binary()), count)
     metadata = pa.repeat(pa.scalar(_NO_NAMES, pa.binary()), count)
     return pa.StructArray.from_arrays([value, metadata], fields=fields)
+
+
+def _identities(keys: Any) -> Any:
+    """Key cells as the key's identity, as the JSON form's ``keys`` spell them: a float's -0.0 as 0.0
+    (:mod:`canal.lake.key_identity`)."""
+    import pyarrow as pa
+
+    fields = [keys.type.field(i) for i in range(keys.type.num_fields)]
+    arrays = [identity_array(keys.field(i)) for i in range(len(fields))]
+    return pa.StructArray.from_arrays(arrays, fields=fields, mask=keys.is_null() if keys.null_count else None)
 
 
 def _key_struct(before: Any, key_names: list[str], absent: Any) -> Any:
