@@ -31,6 +31,7 @@ variant -- is a :class:`VariantError` naming the field and the row: never a NULL
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Final
 
 import numpy as np
@@ -249,3 +250,310 @@ def encode(images: pa.StructArray) -> pa.StructArray:
     metadatas = _binary_from(np.full(rows, len(metadata), np.int64), np.tile(np.frombuffer(metadata, np.uint8), rows))
     mask = None if images.null_count == 0 else pc.invert(images.is_valid())
     return pa.StructArray.from_arrays([value, metadatas], fields=list(variant_arrow_type()), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+
+
+def _describe(head: int) -> str:
+    """What a value's header byte says it is, for messages."""
+    basic = head & 3
+    if basic == _SHORT_STR:
+        return "string"
+    if basic == _OBJECT:
+        return "object"
+    if basic == 3:
+        return "array"
+    return _HEAD_NAMES.get(head, f"primitive of type id {head >> 2}")
+
+
+def _read_uint(data: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], size: Any, width: int = 4) -> Any:
+    """The little-endian unsigned integers of ``size`` bytes (0..width) at ``pos`` (already bounds-checked), as
+    uint64."""
+    k = np.arange(width)
+    index = np.minimum(pos[..., None] + k, len(data) - 1)  # bytes past a value's size are read, then masked
+    taken = data[index].astype(np.uint64) * (k < np.asarray(size)[..., None])
+    return (taken << (8 * k).astype(np.uint64)).sum(axis=-1, dtype=np.uint64)
+
+
+def _read_int(data: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], size: np.ndarray[Any, Any]) -> Any:
+    """The little-endian signed integers of ``size`` bytes (0..8) at ``pos``, sign-extended to int64."""
+    raw = _read_uint(data, pos, size, 8).view(np.int64)
+    shift = (64 - 8 * np.maximum(size, 1)).astype(np.int64)
+    return np.where(size > 0, (raw << shift) >> shift, 0)
+
+
+def _read_metadata(metadata: bytes, row: int) -> list[str]:
+    """The dictionary of a variant's metadata (per distinct metadata, not per row)."""
+
+    def malformed(why: str) -> VariantError:
+        return VariantError(f"variant row {row}: malformed metadata ({why})")
+
+    if not metadata or metadata[0] & 0x0F != _METADATA_VERSION:
+        raise malformed("not a version 1 metadata")
+    size = (metadata[0] >> 6) + 1
+    if len(metadata) < 1 + size:
+        raise malformed("truncated")
+    count = int.from_bytes(metadata[1 : 1 + size], "little")
+    strings = 1 + (count + 2) * size
+    if len(metadata) < strings:
+        raise malformed("truncated offsets")
+    ends = [int.from_bytes(metadata[1 + (i + 1) * size : 1 + (i + 2) * size], "little") for i in range(count + 1)]
+    if ends[0] != 0 or any(a > b for a, b in itertools.pairwise(ends)) or strings + ends[-1] > len(metadata):
+        raise malformed("offsets out of order or beyond its end")
+    try:
+        return [metadata[strings + a : strings + b].decode("utf-8") for a, b in itertools.pairwise(ends)]
+    except UnicodeDecodeError:
+        raise malformed("a key is not UTF-8") from None
+
+
+class _Reader:
+    """The rows of one decode: the bytes of their values, where each row starts and ends, their original row
+    numbers (for messages), and each row's metadata dictionary."""
+
+    def __init__(self, values: pa.Array, rows: np.ndarray[Any, Any], dictionaries: list[list[str]], group: Any):
+        data_buffer = values.buffers()[2]
+        self.data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+        offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset : values.offset + len(values) + 1]
+        self.start = offsets[:-1].astype(np.int64)
+        self.end = offsets[1:].astype(np.int64)
+        self.rows = rows
+        self.dictionaries = dictionaries
+        self.group = group
+
+    def fail(self, bad: Any, message: Any) -> None:
+        """Raise :class:`VariantError` for the first row where ``bad`` holds: ``message(i)`` after its row."""
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            why = message if isinstance(message, str) else message(i)
+            raise VariantError(f"variant row {int(self.rows[i])}{why}")
+
+    def field_names(self, i: int) -> list[str] | None:
+        """The field names of row ``i``'s object (for messages; None when it cannot be read)."""
+        value = bytes(self.data[self.start[i] : self.end[i]])
+        names = self.dictionaries[int(self.group[i])]
+        try:
+            vh = value[0] >> 2
+            nsize = 4 if vh >> 4 & 1 else 1
+            id_size = (vh >> 2 & 3) + 1
+            count = int.from_bytes(value[1 : 1 + nsize], "little")
+            at = 1 + nsize
+            return [
+                names[int.from_bytes(value[at + j * id_size : at + (j + 1) * id_size], "little")] for j in range(count)
+            ]
+        except IndexError:
+            return None
+
+
+def _field_set_message(reader: _Reader, targets: list[str]) -> Any:
+    def message(i: int) -> str:
+        found = reader.field_names(i)
+        if found is None:
+            return ": a malformed object"
+        missing = [n for n in targets if n not in found]
+        extra = [n for n in found if n not in targets or found.count(n) > 1]
+        return f": its fields do not match the image's: missing {missing}, not in the image {extra}"
+
+    return message
+
+
+def _cell_positions(reader: _Reader, targets: list[str]) -> tuple[Any, Any]:
+    """Where each target field's value starts in each row (rows x fields) and where each row's field data ends."""
+    data, start, end = reader.data, reader.start, reader.end
+    reader.fail(end <= start, ": an empty value")
+    head = data[np.minimum(start, len(data) - 1)].astype(np.int64)
+    reader.fail(head & 3 != _OBJECT, lambda i: f": a value of variant type {_describe(int(head[i]))}, not an object")
+    vh = head >> 2
+    nsize = np.where(vh >> 4 & 1, 4, 1)
+    id_size = (vh >> 2 & 3) + 1
+    off_size = (vh & 3) + 1
+    reader.fail(start + 1 + nsize > end, ": a truncated object")
+    count = _read_uint(data, start + 1, nsize).astype(np.int64)
+    n = len(targets)
+    reader.fail(count != n, _field_set_message(reader, targets))
+    ids_at = start + 1 + nsize
+    data_start = ids_at + n * id_size + (n + 1) * off_size
+    reader.fail(data_start > end, ": a truncated object")
+    j = np.arange(n + 1)
+    ids = _read_uint(data, ids_at[:, None] + j[:n] * id_size[:, None], id_size[:, None]).astype(np.int64)
+    offsets = _read_uint(data, (ids_at + n * id_size)[:, None] + j * off_size[:, None], off_size[:, None])
+    offsets = offsets.astype(np.int64)
+    area_end = data_start + offsets[:, n]
+    reader.fail(area_end > end, ": a field offset beyond the value")
+    reader.fail(np.any(offsets[:, :n] >= offsets[:, n:], axis=1), ": a field offset beyond the value")
+    # each metadata's ids of the target names (-1: not in its dictionary); rows of one object hold them, in any order
+    expected = np.full((len(reader.dictionaries), n), -1, np.int64)
+    for g, names in enumerate(reader.dictionaries):
+        ids_of = {name: i for i, name in reversed(list(enumerate(names)))}
+        expected[g] = [ids_of.get(name, -1) for name in targets]
+    wanted = expected[reader.group]
+    by_id = np.argsort(ids, axis=1, kind="stable")
+    wanted_order = np.argsort(wanted, axis=1, kind="stable")
+    same = np.take_along_axis(ids, by_id, axis=1) == np.take_along_axis(wanted, wanted_order, axis=1)
+    reader.fail(~same.all(axis=1) | (wanted < 0).any(axis=1), _field_set_message(reader, targets))
+    # target c's id has rank rank[r, c] among the row's ids; the object field of that rank is by_id[r, rank]
+    rank = np.argsort(wanted_order, axis=1)
+    position = np.take_along_axis(by_id, rank, axis=1)
+    return data_start[:, None] + np.take_along_axis(offsets, position, axis=1), area_end
+
+
+def _validity(valid: np.ndarray[Any, Any]) -> pa.Buffer | None:
+    return _bitmap(valid) if len(valid) else None
+
+
+def _fixed(kind: pa.DataType, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> pa.Array:
+    return pa.Array.from_buffers(kind, len(valid), [_validity(valid), pa.py_buffer(np.ascontiguousarray(values))])
+
+
+def _decimal_fits(low: Any, high: Any, digits: int) -> Any:
+    """Whether the 128-bit integers ``high:low`` have at most ``digits`` digits."""
+    negative = high < 0
+    lo, hi = low.view(np.uint64), high.view(np.uint64)
+    carry = (lo == 0).astype(np.uint64)
+    mag_lo = np.where(negative, ~lo + np.uint64(1), lo)
+    mag_hi = np.where(negative, ~hi + carry, hi)
+    bound = 10**digits
+    bound_hi, bound_lo = np.uint64(bound >> 64), np.uint64(bound & (1 << 64) - 1)
+    return (mag_hi < bound_hi) | ((mag_hi == bound_hi) & (mag_lo < bound_lo))
+
+
+def _column(reader: _Reader, name: str, kind: pa.DataType, at: Any, limit: Any) -> pa.Array:
+    """Target column ``name`` from the values starting at ``at`` (each ending by ``limit``)."""
+    data = reader.data
+    head = data[at].astype(np.int64)
+    valid = head != _NULL
+
+    def check(sizes: dict[int, int], expected: str, short: Any = None) -> Any:
+        """The payload sizes of the column's headers ``sizes`` (0 for variant nulls and ``short`` strings)."""
+        size_of = np.full(256, -1, np.int64)
+        size_of[_NULL] = 0
+        for h, s in sizes.items():
+            size_of[h] = s
+        size = size_of[head] if short is None else np.where(short, 0, size_of[head])
+        found = lambda i: (
+            f", field {name!r}: a value of variant type {_describe(int(head[i]))} where {expected} is expected"
+        )  # noqa: E731
+        reader.fail(size < 0, found)
+        return size
+
+    def bounded(end: Any) -> None:
+        reader.fail(end > limit, f", field {name!r}: a value beyond its object")
+
+    if pa.types.is_int64(kind) or pa.types.is_date32(kind) or pa.types.is_timestamp(kind):
+        if pa.types.is_int64(kind):
+            size = check({h: s for s, h in _INT_HEADS.items()}, "an integer")
+        elif pa.types.is_date32(kind):
+            size = check({_DATE: 4}, "a date")
+        else:
+            size = check({_TIMESTAMP_NTZ: 8}, "a timestamp_ntz")
+        bounded(at + 1 + size)
+        values = _read_int(data, at + 1, size)
+        dtype = np.int32 if pa.types.is_date32(kind) else np.int64
+        return _fixed(kind, values.astype(dtype), valid)
+    if pa.types.is_float64(kind):
+        size = check({_DOUBLE: 8}, "a double")
+        bounded(at + 1 + size)
+        return _fixed(kind, _read_uint(data, at + 1, size, 8).view(np.float64), valid)
+    if pa.types.is_decimal128(kind):
+        size = check({h: s for s, h in _DECIMAL_HEADS.items()}, f"a decimal of scale {kind.scale}")
+        bounded(at + 2 + size)
+        scale = data[np.minimum(at + 1, len(data) - 1)]
+        reader.fail(
+            valid & (scale != kind.scale),
+            lambda i: f", field {name!r}: a decimal of scale {scale[i]} where scale {kind.scale} is expected",
+        )
+        low = _read_int(data, at + 2, np.minimum(size, 8))
+        high = np.where(size == 16, _read_int(data, at + 10, np.where(size == 16, 8, 0)), low >> 63)
+        reader.fail(
+            valid & ~_decimal_fits(low, high, kind.precision),
+            f", field {name!r}: a decimal of more than {kind.precision} digits",
+        )
+        return _fixed(kind, np.stack([low, high], axis=1), valid)
+    if pa.types.is_binary(kind) or pa.types.is_string(kind):
+        if pa.types.is_binary(kind):
+            size = check({_BINARY: 4}, "a binary")
+            short = np.zeros(len(head), bool)
+        else:
+            short = head & 3 == _SHORT_STR
+            size = check({_LONG_STR: 4}, "a string", short)
+        bounded(at + 1 + size)
+        lengths = np.where(short, head >> 2, _read_uint(data, at + 1, size).astype(np.int64))
+        begins = at + 1 + size
+        bounded(begins + lengths)
+        out_offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=out_offsets[1:])
+        index = np.repeat(begins - out_offsets[:-1], lengths) + np.arange(out_offsets[-1])
+        raw = _binary_from(lengths, data[index], valid)
+        if pa.types.is_binary(kind):
+            return raw
+        try:
+            return raw.cast(pa.string())
+        except pa.ArrowInvalid:
+            bad = np.array([v is not None and not _is_utf8(v) for v in raw.to_pylist()])  # the error path alone
+            reader.fail(bad, f", field {name!r}: a string that is not UTF-8")
+            raise
+    raise VariantError(f"field {name!r}: type {kind} has no variant encoding here")
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _supported(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_int64(kind)
+        or pa.types.is_float64(kind)
+        or pa.types.is_decimal128(kind)
+        or pa.types.is_date32(kind)
+        or (pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz is None)
+        or pa.types.is_string(kind)
+        or pa.types.is_binary(kind)
+    )
+
+
+def decode(variants: pa.StructArray | pa.ChunkedArray, image_type: pa.StructType) -> pa.StructArray:
+    """Variant objects as typed images of ``image_type`` -- the inverse of :func:`encode`: a null variant is a null
+    image, a variant null a null cell. :class:`VariantError`, naming the field and row, for a variant that is not
+    an object of exactly the image's fields with values of their columns' types."""
+    array = variants.combine_chunks() if isinstance(variants, pa.ChunkedArray) else variants
+    kind = array.type
+    if not (
+        pa.types.is_struct(kind)
+        and {f.name for f in kind} == {"value", "metadata"}
+        and all(pa.types.is_binary(f.type) for f in kind)
+    ):
+        raise VariantError(f"not a variant column: type {kind}, expected {variant_arrow_type()}")
+    targets = [field.name for field in image_type]
+    for field in image_type:
+        if not _supported(field.type):
+            raise VariantError(f"field {field.name!r}: type {field.type} has no variant encoding here")
+    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)
+    present = np.flatnonzero(valid)
+    index = pa.array(present)
+    values = array.field("value").take(index)
+    metadatas = array.field("metadata").take(index)
+    for part, what in ((values, "value"), (metadatas, "metadata")):
+        if part.null_count:
+            row = int(present[np.argmax(~np.asarray(part.is_valid().to_numpy(zero_copy_only=False), bool))])
+            raise VariantError(f"variant row {row}: a null {what} in a non-null variant")
+    if not len(present):
+        columns = [pa.nulls(0, field.type) for field in image_type]
+    else:
+        encoded = metadatas.dictionary_encode()
+        group = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64)
+        first_rows = present[np.unique(group, return_index=True)[1]]
+        dictionaries = [
+            _read_metadata(m, int(r)) for m, r in zip(encoded.dictionary.to_pylist(), first_rows, strict=True)
+        ]
+        reader = _Reader(values, present, dictionaries, group)
+        at, limit = _cell_positions(reader, targets)
+        columns = [_column(reader, f.name, f.type, at[:, c], limit) for c, f in enumerate(image_type)]
+    if len(present) < len(array):
+        spread = pa.array(np.cumsum(valid) - 1, pa.int64(), mask=~valid)
+        columns = [column.take(spread) for column in columns]
+    mask = None if valid.all() else pa.array(~valid)
+    return pa.StructArray.from_arrays(columns, fields=list(image_type), mask=mask)
