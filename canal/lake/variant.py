@@ -242,7 +242,7 @@ def encode(images: pa.StructArray) -> pa.StructArray:
     )
     offset_bytes = _bytes_of(ends.astype("<u4"), 4 * (count + 1)).reshape(rows, count + 1, 4)[:, :, :offset_size]
     head = np.concatenate(
-        [np.broadcast_to(np.frombuffer(prefix, np.uint8), (rows, len(prefix))), offset_bytes.reshape(rows, -1)], axis=1
+        [np.broadcast_to(np.frombuffer(prefix, np.uint8), (rows, len(prefix))), offset_bytes.reshape(rows, (count + 1) * offset_size)], axis=1
     )
     width = head.shape[1]
     heads = _binary_from(np.full(rows, width, np.int64), head.reshape(-1))
