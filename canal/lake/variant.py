@@ -241,9 +241,8 @@ def encode(images: pa.StructArray) -> pa.StructArray:
         header + _le(count, 4 if large else 1) + b"".join(_le(i, _uint_size(max(count - 1, 0))) for i in range(count))
     )
     offset_bytes = _bytes_of(ends.astype("<u4"), 4 * (count + 1)).reshape(rows, count + 1, 4)[:, :, :offset_size]
-    head = np.concatenate(
-        [np.broadcast_to(np.frombuffer(prefix, np.uint8), (rows, len(prefix))), offset_bytes.reshape(rows, (count + 1) * offset_size)], axis=1
-    )
+    constant = np.broadcast_to(np.frombuffer(prefix, np.uint8), (rows, len(prefix)))
+    head = np.concatenate([constant, offset_bytes.reshape(rows, (count + 1) * offset_size)], axis=1)
     width = head.shape[1]
     heads = _binary_from(np.full(rows, width, np.int64), head.reshape(-1))
     value = pc.binary_join_element_wise(heads, *cells, b"") if cells else heads
@@ -430,14 +429,16 @@ def _column(reader: _Reader, name: str, kind: pa.DataType, at: Any, limit: Any) 
         for h, s in sizes.items():
             size_of[h] = s
         size = size_of[head] if short is None else np.where(short, 0, size_of[head])
-        found = lambda i: (
-            f", field {name!r}: a value of variant type {_describe(int(head[i]))} where {expected} is expected"
-        )  # noqa: E731
+
+        def found(i: int) -> str:
+            return f", field {name!r}: a value of variant type {_describe(int(head[i]))} where {expected} is expected"
+
         reader.fail(size < 0, found)
         return size
 
     def bounded(end: Any) -> None:
-        reader.fail(end > limit, f", field {name!r}: a value beyond its object")
+        """Each non-null value ends by its object's end (a variant null is its one header byte)."""
+        reader.fail(valid & (end > limit), f", field {name!r}: a value beyond its object")
 
     if pa.types.is_int64(kind) or pa.types.is_date32(kind) or pa.types.is_timestamp(kind):
         if pa.types.is_int64(kind):
