@@ -258,10 +258,13 @@ def test_error_names_the_failing_row() -> None:
         decode(_json_variants(['{"id": 1}', "5"]), kind)
 
 
-def test_encode_refuses_other_types() -> None:
+def test_encode_refuses_other_types_and_repeated_names() -> None:
     image = pa.array([{"t": 1}], pa.struct([("t", pa.int32())]))
     with pytest.raises(VariantError, match="'t'"):
         encode(image)
+    twice = pa.StructArray.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"])
+    with pytest.raises(VariantError, match=r"\['a'\] appear twice"):
+        encode(twice)
 
 
 @settings(max_examples=EXAMPLES * 2, deadline=None)

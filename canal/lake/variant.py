@@ -225,6 +225,9 @@ def encode(images: pa.StructArray) -> pa.StructArray:
     the variant null, a null image a null variant; :class:`VariantError` for a field of a type not encoded."""
     rows = len(images)
     names = [field.name for field in images.type]
+    if len(set(names)) < len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise VariantError(f"fields {twice} appear twice in the image; a variant object holds each name once")
     order = sorted(range(len(names)), key=lambda i: _sort_key(names[i]))
     metadata = _metadata([names[i] for i in order])
     columns = images.flatten()  # the parent's nulls merged in: a null image is an object of variant nulls
