@@ -271,11 +271,22 @@ def _describe(head: int) -> str:
 
 def _read_uint(data: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], size: Any, width: int = 4) -> Any:
     """The little-endian unsigned integers of ``size`` bytes (0..width) at ``pos`` (already bounds-checked), as
-    uint64."""
-    k = np.arange(width)
-    index = np.minimum(pos[..., None] + k, len(data) - 1)  # bytes past a value's size are read, then masked
-    taken = data[index].astype(np.uint64) * (k < np.asarray(size)[..., None])
-    return (taken << (8 * k).astype(np.uint64)).sum(axis=-1, dtype=np.uint64)
+    uint64: one fixed-width gather per distinct size (one for the sizes :func:`encode` writes)."""
+    sizes = np.broadcast_to(np.asarray(size, np.int64), pos.shape)
+    out = np.zeros(pos.shape, np.uint64)
+    present = np.flatnonzero(np.bincount(sizes.reshape(-1), minlength=width + 1))
+    for count in present[present > 0].tolist():
+        padded = 1 << (count - 1).bit_length()  # a numpy integer width: 3 bytes are read as 4 with a zero byte
+        chosen = sizes == count
+        at = pos if len(present) == 1 else pos[chosen]
+        index = np.minimum(at[..., None] + np.arange(count), len(data) - 1)
+        taken = np.zeros((*at.shape, padded), np.uint8)
+        taken[..., :count] = data[index]
+        read = taken.view(f"<u{padded}")[..., 0].astype(np.uint64)
+        if len(present) == 1:
+            return read
+        out[chosen] = read
+    return out
 
 
 def _read_int(data: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], size: np.ndarray[Any, Any]) -> Any:
