@@ -172,6 +172,23 @@ def test_sizes_are_the_smallest_chosen() -> None:
         )
 
 
+def test_wide_and_long_rows() -> None:
+    """300 fields (4-byte num_elements, 2-byte field ids) and a 70,000-byte string (3-byte offsets)."""
+    kind = pa.struct([(f"c{i}", pa.int64()) for i in range(299)] + [("text", pa.string())])
+    rows = [
+        {**{f"c{i}": i * 1000 for i in range(299)}, "text": "t" * 70_000},
+        None,
+        {f"c{i}": None for i in range(299)},
+    ]
+    image = pa.array(rows, kind)
+    variants = encode(image)
+    value = variants[0]["value"].as_py()
+    assert value[0] == 2 | (2 | 1 << 2 | 1 << 4) << 2  # object; offsets 3 bytes, ids 2 bytes, large
+    assert int.from_bytes(value[1:5], "little") == 300
+    assert comparable(_variant_values(variants)) == comparable(image.to_pylist())
+    assert comparable(decode(variants, kind).to_pylist()) == comparable(image.to_pylist())
+
+
 def test_null_image_and_null_cells() -> None:
     kind = pa.struct([("k", pa.int64()), ("v", pa.string())])
     image = pa.array([None, {"k": None, "v": None}, {"k": 7, "v": None}], kind)
