@@ -359,11 +359,27 @@ def test_spark_reads_and_hands_back_encoded_variants(spark: Any) -> None:
                 names=["k", "value", "metadata", "present"],
             )
 
-    returned = frame.mapInArrow(hand_back, "k long, value binary, metadata binary, present boolean").toArrow()
+    # beside them a variant Spark's own writer made (its header sizes, metadata and integer widths)
+    theirs = spark.sql(
+        "SELECT 3L AS k, to_variant_object(named_struct('id', 5L, 'price', 2.5D, 'amount', CAST(1.50 AS DECIMAL(12,2)),"
+        " 'day', DATE'2024-01-02', 'at', TIMESTAMP_NTZ'2024-01-02 03:04:05.000006', 'blob', X'00FF', 'name', 'abc'))"
+        " AS after"
+    )
+    written = {
+        "id": 5,
+        "price": 2.5,
+        "amount": Decimal("1.50"),
+        "day": dt.date(2024, 1, 2),
+        "at": dt.datetime(2024, 1, 2, 3, 4, 5, 6),
+        "blob": b"\x00\xff",
+        "name": "abc",
+    }
+    both = frame.unionByName(theirs)
+    returned = both.mapInArrow(hand_back, "k long, value binary, metadata binary, present boolean").toArrow()
     returned = returned.sort_by("k")
     variants = pa.StructArray.from_arrays(
         [returned["value"].combine_chunks(), returned["metadata"].combine_chunks()],
         fields=list(variant_arrow_type()),
         mask=pa.compute.invert(returned["present"].combine_chunks()),
     )
-    assert comparable(decode(variants, kind).to_pylist()) == comparable(image.to_pylist())
+    assert comparable(decode(variants, kind).to_pylist()) == comparable([*image.to_pylist(), written])
