@@ -503,10 +503,10 @@ def _column(reader: _Reader, name: str, kind: pa.DataType, at: Any, limit: Any) 
             return raw
         try:
             return raw.cast(pa.string())
-        except pa.ArrowInvalid:
+        except pa.ArrowInvalid as exc:
             bad = np.array([v is not None and not _is_utf8(v) for v in raw.to_pylist()])  # the error path alone
             reader.fail(bad, f", field {name!r}: a string that is not UTF-8")
-            raise
+            raise VariantError(f"field {name!r}: {exc}") from exc
     raise VariantError(f"field {name!r}: type {kind} has no variant encoding here")
 
 
