@@ -229,9 +229,7 @@ def check_rendering() -> None:
     """The batches built here carry the text ``entries_to_batch`` makes of the same decoded rows."""
     rng = random.Random(1)
     for kind, layout in LAYOUTS.items():
-        table = TableSchema(
-            SCHEMA, "t", tuple(ColumnMeta(name, mysql_type=t, is_key=key) for name, t, key in layout)
-        )
+        table = TableSchema(SCHEMA, "t", tuple(ColumnMeta(name, mysql_type=t, is_key=key) for name, t, key in layout))
         rows = [values(kind, key, version, rng) for key, version in ((0, 0), (17, 3), (123_456, 999), (5, 10**6))]
         header = Header("mysql-bin.000001", 4, 1, 1_700_000_000_000, SCHEMA, "t", EventType.UPDATE, 100)
         change = RowChange(EventType.UPDATE, tuple(RowData(table, r, r) for r in rows))
@@ -300,8 +298,7 @@ def same_rows(got: pa.Table, want: pa.Table) -> str | None:
             bad = pc.indices_nonzero(pc.invert(pc.fill_null(pc.equal(a, b), False)))
             first = bad[0].as_py() if len(bad) else 0
             return (
-                f"column {name}: {len(bad)} values differ, e.g. id {got.column('id')[first]}: "
-                f"{a[first]} != {b[first]}"
+                f"column {name}: {len(bad)} values differ, e.g. id {got.column('id')[first]}: {a[first]} != {b[first]}"
             )
     return None
 
@@ -397,9 +394,7 @@ class Loaded:
 # -- 1. per-batch cost against table size ------------------------------------------------------------------------
 
 
-def scale_case(
-    loaded: Loaded, kind: str, n: int, mode: str, pattern: str, batches: int, check: bool
-) -> dict[str, Any]:
+def scale_case(loaded: Loaded, kind: str, n: int, mode: str, pattern: str, batches: int, check: bool) -> dict[str, Any]:
     source, plain_s, initial = loaded.get(kind, n)
     root = loaded.tmp / f"case-{kind}-{n}-{mode}-{pattern}"
     shutil.copytree(source, root)
@@ -766,9 +761,7 @@ def main(argv: list[str] | None = None) -> int:
     run_s = time.perf_counter() - began
 
     def median_of(kind: str, n: int, mode: str, pattern: str) -> float:
-        (case,) = [
-            c for c in cases if (c["kind"], c["rows"], c["mode"], c["keys"]) == (kind, n, mode, pattern)
-        ]
+        (case,) = [c for c in cases if (c["kind"], c["rows"], c["mode"], c["keys"]) == (kind, n, mode, pattern)]
         return float(case["median_batch_s"])
 
     small, large = min(sizes), max(sizes)

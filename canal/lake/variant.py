@@ -1,520 +1,574 @@
-"""Typed images <-> Spark ``VARIANT`` values, column by column in Arrow and numpy: no value passes through Python.
+"""Typed row images (Arrow struct arrays, :mod:`canal.lake.typed_layout`) to Spark 4's VARIANT binary encoding and
+back, column by column with numpy and pyarrow kernels -- no Python loop over rows or cells.
 
-A VARIANT in Arrow is ``struct<value: binary, metadata: binary>`` (:func:`variant_arrow_type`, as pyspark carries it
-into and out of Python). :func:`encode` turns a struct array of an image's typed columns (those of
-:func:`canal.lake.types.arrow_type`: int64, float64, decimal128(p,s), date32, timestamp[us], binary, string) into
-variant objects; :func:`decode` turns them back, exactly, into the struct of a given type.
+In Arrow a VARIANT is ``struct<value: binary not null, metadata: binary not null>`` (:func:`variant_arrow_type`,
+what pyspark's ``to_arrow_type(VariantType())`` gives). :func:`encode` writes each image as a variant object holding
+every column of the image; a SQL NULL cell is the variant null (one ``0x00`` byte) with its field present, and a
+null image (an INSERT's before) a null struct row. The metadata is the dictionary of the column names, sorted (so
+the object's field ids are 0, 1, ... in field order) and the same bytes on every row.
 
-The encoding (Spark's variant binary format, version 1):
+Encodings chosen -- the smallest the spec offers that stay column-at-a-time kernels, as a change log spools every
+image:
 
-* ``metadata``: the image's column names, sorted (the ``sorted_strings`` flag), offsets of the narrowest width that
-  holds them; the same bytes for every row of a layout.
-* ``value``: an object of every column (an SQL NULL is the variant null, so every row of a layout has the same field
-  ids), its fields in name order, field ids one byte wide (two beyond 256 columns), offsets of the narrowest width
-  that holds the batch's longest row. Cells: an integer column as int8/16/32/64, the narrowest that holds the batch's
-  values of that column; DOUBLE as double; a DECIMAL(p,s) as decimal4/8/16 by its precision, scale ``s`` always
-  (1.50 stays 1.50); DATE as date; DATETIME / TIMESTAMP (the mirror's UTC wall time) as timestamp_ntz; text as a
-  short string under 64 bytes, else a string; bytes as binary.
+* object header: ``num_elements`` one byte up to 255 fields (else four), field ids one byte up to 256 fields (else
+  two), field offsets of the fewest bytes (1..4) that hold the largest row of the batch (one size per batch, not per
+  row: the offsets are one numpy matrix);
+* int64: int8 / int16 / int32 / int64 by each value's range (1 + 1..8 bytes);
+* decimal128(p, s): decimal4 / decimal8 / decimal16 by each value's unscaled range, never below the size whose
+  maximum precision holds the column's scale (Spark rejects a decimal4 of scale > 9); the scale byte is the
+  column's scale, so 1.50 of a DECIMAL(12,2) reads back as 1.50;
+* float64: double (the 8 bytes as they are: -0.0 and NaN payloads survive); date32: date (int32 days);
+  timestamp[us]: timestamp_ntz (int64 microseconds, the UTC wall time the mirror stores);
+* string: short string (header holding the length) below 64 bytes, else long string (u32 length + bytes);
+  binary: binary (u32 length + bytes).
 
-:func:`decode` reads what :func:`encode` writes column by column with numpy gathers -- each batch of rows may have
-its own widths, as the batches of a spooled micro-batch do -- and anything else (a variant Spark wrote itself, other
-field names) value by value. A value that is not an image of the type asked for -- another field set, a string
-where a number is expected, a decimal of another scale, an integer beyond its column -- is a :class:`VariantError`
-naming the field and the row: never a NULL or a coerced value in its place.
+:func:`decode` is the exact inverse, and reads any variant object of the image's fields whatever its header sizes,
+field order or metadata (Spark's own re-encodings included; rows are grouped by distinct metadata, not walked one
+by one). Anything else -- another field set, a value whose variant type does not fit its column (a string where
+int64 is expected, a decimal of another scale or beyond the column's precision, invalid UTF-8), a malformed
+variant -- is a :class:`VariantError` naming the field and the row: never a NULL or a coerced value.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
-import struct
-from decimal import Decimal
 from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from canal.lake.types import MirrorTypeError
 
+
+class VariantError(MirrorTypeError):
+    """A variant does not decode exactly to its image's type (another field set, a value of another type, a
+    malformed variant), or an image holds a type the codec does not write. The message names the field and row."""
+
+
+VARIANT_METADATA_KEY: Final = b"variant"
+
+# basic types (the low two bits of a value's header byte) and primitive type ids (the high six)
+_PRIMITIVE: Final = 0
+_SHORT_STR: Final = 1
+_OBJECT: Final = 2
 _NULL: Final = 0x00
-_INT_HEADERS: Final = {1: 3 << 2, 2: 4 << 2, 4: 5 << 2, 8: 6 << 2}
+_INT_HEADS: Final = {1: 3 << 2, 2: 4 << 2, 4: 5 << 2, 8: 6 << 2}
 _DOUBLE: Final = 7 << 2
-_DECIMAL_HEADERS: Final = {4: 8 << 2, 8: 9 << 2, 16: 10 << 2}
+_DECIMAL_HEADS: Final = {4: 8 << 2, 8: 9 << 2, 16: 10 << 2}
+_DECIMAL_MAX_DIGITS: Final = {4: 9, 8: 18, 16: 38}
 _DATE: Final = 11 << 2
 _TIMESTAMP_NTZ: Final = 13 << 2
 _BINARY: Final = 15 << 2
-_LONG_STRING: Final = 16 << 2
-_OBJECT: Final = 2
-_SHORT_STRING: Final = 1
-_EPOCH: Final = dt.date(1970, 1, 1)
+_LONG_STR: Final = 16 << 2
+_SHORT_STR_MAX: Final = 63
+_METADATA_VERSION: Final = 1
+_SORTED_STRINGS: Final = 0x10
+
+_HEAD_NAMES: Final = {
+    _NULL: "null",
+    4: "true",
+    8: "false",
+    **{head: f"int{8 * size}" for size, head in _INT_HEADS.items()},
+    _DOUBLE: "double",
+    **{head: f"decimal{size}" for size, head in _DECIMAL_HEADS.items()},
+    _DATE: "date",
+    12 << 2: "timestamp",
+    _TIMESTAMP_NTZ: "timestamp_ntz",
+    14 << 2: "float",
+    _BINARY: "binary",
+    _LONG_STR: "string",
+}
 
 
-class VariantError(MirrorTypeError):
-    """A VARIANT value that is not an image of the layout it is read as."""
-
-
-def variant_arrow_type() -> Any:
-    """A VARIANT as Arrow carries it between Spark and Python."""
-    import pyarrow as pa
-
+def variant_arrow_type() -> pa.StructType:
+    """The Arrow type of a Spark VARIANT column: ``struct<value: binary not null, metadata: binary not null>``, the
+    metadata field marked ``{b"variant": b"true"}`` (as pyspark's ``to_arrow_type(VariantType())``)."""
     return pa.struct(
         [
             pa.field("value", pa.binary(), nullable=False),
-            pa.field("metadata", pa.binary(), nullable=False, metadata={b"variant": b"true"}),
+            pa.field("metadata", pa.binary(), nullable=False, metadata={VARIANT_METADATA_KEY: b"true"}),
         ]
     )
 
 
-def _width(largest: int) -> int:
-    return 1 if largest <= 0xFF else 2 if largest <= 0xFFFF else 4
+def _sort_key(name: str) -> bytes:
+    # Spark orders field names as Java strings (UTF-16 code units); UTF-16-BE bytes compare the same way
+    return name.encode("utf-16-be", "surrogatepass")
 
 
-def metadata_bytes(names: list[str]) -> bytes:
-    """The variant metadata of an object whose fields are ``names``: the sorted names dictionary."""
-    encoded = [n.encode("utf-8") for n in sorted(names)]
-    ends = [0]
-    for name in encoded:
-        ends.append(ends[-1] + len(name))
-    width = _width(max(ends[-1], len(encoded)))
-    header = 0x01 | 0x10 | ((width - 1 if width < 4 else 3) << 6)
-    return bytes([header]) + b"".join(n.to_bytes(width, "little") for n in (len(encoded), *ends)) + b"".join(encoded)
+def _uint_size(largest: int) -> int:
+    """The fewest bytes (1..4) of an unsigned little-endian integer holding ``largest``."""
+    for size in (1, 2, 3, 4):
+        if largest < 1 << (8 * size):
+            return size
+    raise VariantError(f"a variant offset of {largest} bytes exceeds 4 GiB")
 
 
-# -- encoding ------------------------------------------------------------------------------------------------------
+def _le(value: int, size: int) -> bytes:
+    return value.to_bytes(size, "little")
 
 
-def _fixed_cells(header: int, payload: Any, valid: Any) -> Any:
-    """Cells of one header byte and a fixed-width little-endian payload per row (``payload``: a numpy (n, w) uint8
-    array), the variant null where not ``valid``: a pyarrow binary array."""
-    import numpy as np
-    import pyarrow as pa
-
-    n, width = payload.shape
-    cells = np.empty((n, width + 1), dtype=np.uint8)
-    cells[:, 0] = header
-    cells[:, 1:] = payload
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width + 1), n, [None, pa.py_buffer(cells.tobytes())])
-    return _with_nulls(fixed.cast(pa.binary()), valid)
+def _metadata(names: list[str]) -> bytes:
+    """The metadata of a dictionary of ``names`` (already sorted): header, size, offsets, the UTF-8 strings."""
+    strings = [n.encode("utf-8") for n in names]
+    ends = np.cumsum([0, *map(len, strings)]).tolist()
+    size = _uint_size(max(ends[-1], len(names)))
+    header = _METADATA_VERSION | _SORTED_STRINGS | (size - 1) << 6
+    return bytes([header]) + _le(len(names), size) + b"".join(_le(e, size) for e in ends) + b"".join(strings)
 
 
-def _with_nulls(cells: Any, valid: Any) -> Any:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if bool(np.all(valid)):
-        return cells
-    return pc.if_else(pa.array(valid), cells, pa.scalar(bytes([_NULL]), pa.binary()))
+# ---------------------------------------------------------------------------------------------------- building
 
 
-def _le(values: Any, width: int) -> Any:
-    """Integers (numpy) as (n, width) little-endian bytes."""
-    import numpy as np
-
-    return np.ascontiguousarray(values.astype(f"<i{width}")).view(np.uint8).reshape(-1, width)
-
-
-def _cells(column: Any, field_name: str) -> Any:
-    """One typed column as variant cells (a binary array, the variant null where the column is null)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    kind = column.type
-    valid = column.is_valid().to_numpy(zero_copy_only=False)
-    n = len(column)
-    if pa.types.is_int64(kind):
-        values = column.fill_null(0).to_numpy(zero_copy_only=False)
-        low, high = (int(values.min()), int(values.max())) if n else (0, 0)
-        width = next(w for w in (1, 2, 4, 8) if -(1 << (8 * w - 1)) <= low and high < (1 << (8 * w - 1)))
-        return _fixed_cells(_INT_HEADERS[width], _le(values, width), valid)
-    if pa.types.is_float64(kind):
-        values = column.fill_null(0.0).to_numpy(zero_copy_only=False).astype("<f8")
-        return _fixed_cells(_DOUBLE, values.view(np.uint8).reshape(-1, 8), valid)
-    if pa.types.is_decimal128(kind):
-        width = 4 if kind.precision <= 9 else 8 if kind.precision <= 18 else 16
-        raw = np.frombuffer(column.buffers()[1], dtype=np.uint8)[column.offset * 16 : (column.offset + n) * 16]
-        payload = np.empty((n, width + 1), dtype=np.uint8)
-        payload[:, 0] = kind.scale
-        payload[:, 1:] = raw.reshape(n, 16)[:, :width]  # two's complement, little-endian: the low bytes
-        return _fixed_cells(_DECIMAL_HEADERS[width], payload, valid)
-    if pa.types.is_date32(kind):
-        values = column.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False)
-        return _fixed_cells(_DATE, _le(values, 4), valid)
-    if pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz is None:
-        values = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-        return _fixed_cells(_TIMESTAMP_NTZ, _le(values, 8), valid)
-    if pa.types.is_string(kind) or pa.types.is_binary(kind):
-        data = column.cast(pa.binary()).fill_null(b"")
-        lengths = pc.binary_length(data).to_numpy(zero_copy_only=False).astype(np.int64)
-        long_header = _LONG_STRING if pa.types.is_string(kind) else _BINARY
-        prefix = _fixed_cells(long_header, _le(lengths, 4), np.ones(n, dtype=bool))
-        if pa.types.is_string(kind):  # under 64 bytes: a short string, its length in the header byte
-            short = lengths < 64
-            headers = ((np.minimum(lengths, 63) << 2) | _SHORT_STRING).astype(np.uint8).reshape(n, 1)
-            one_byte = pa.FixedSizeBinaryArray.from_buffers(pa.binary(1), n, [None, pa.py_buffer(headers.tobytes())])
-            prefix = pc.if_else(pa.array(short), one_byte.cast(pa.binary()), prefix)
-        return _with_nulls(pc.binary_join_element_wise(prefix, data, pa.scalar(b"", pa.binary())), valid)
-    raise VariantError(f"column {field_name!r}: no variant encoding for Arrow type {kind}")
-
-
-def encode(images: Any) -> Any:
-    """A struct array of typed columns as VARIANT objects (a null struct row: a null variant)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if isinstance(images, pa.ChunkedArray):
-        images = images.combine_chunks()
-    n = len(images)
-    kind = images.type
-    names = [kind.field(i).name for i in range(kind.num_fields)]
-    order = sorted(range(len(names)), key=lambda i: names[i])
-    cells = [_cells(images.field(i), names[i]) for i in order]
-    k = len(cells)
-    lengths = (
-        np.stack([pc.binary_length(c).to_numpy(zero_copy_only=False) for c in cells], axis=1).astype(np.int64)
-        if k
-        else np.zeros((n, 0), dtype=np.int64)
-    )
-    ends = np.zeros((n, k + 1), dtype=np.int64)
-    np.cumsum(lengths, axis=1, out=ends[:, 1:])
-    width = _width(int(ends[:, -1].max()) if n else 0)
-    id_width = 1 if k <= 0x100 else 2
-    large = k > 0xFF
-    header = _OBJECT | (((width - 1 if width < 4 else 3) | ((id_width - 1) << 2) | (int(large) << 4)) << 2)
-    head = (
-        bytes([header])
-        + k.to_bytes(4 if large else 1, "little")
-        + b"".join(i.to_bytes(id_width, "little") for i in range(k))
-    )
-    offsets = np.ascontiguousarray(ends.astype(f"<u{width}")).view(np.uint8).reshape(n, (k + 1) * width)
-    offset_cells = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary((k + 1) * width), n, [None, pa.py_buffer(offsets.tobytes())]
-    ).cast(pa.binary())
-    value = pc.binary_join_element_wise(pa.scalar(head, pa.binary()), offset_cells, *cells, pa.scalar(b"", pa.binary()))
-    metadata = pa.repeat(pa.scalar(metadata_bytes(names), pa.binary()), n)
-    mask = images.is_valid()
-    fields = list(variant_arrow_type())
-    return pa.StructArray.from_arrays(
-        [value, metadata], fields=fields, mask=pc.invert(mask) if images.null_count else None
-    )
-
-
-# -- decoding ------------------------------------------------------------------------------------------------------
-
-
-def decode(variants: Any, image_type: Any, only: list[str] | None = None) -> Any:
-    """VARIANT objects (a struct array, or a chunked one) as a struct array of ``image_type`` (a null variant: a null
-    row); a :class:`VariantError` for a value that is not an image of that type. ``only``: the struct holds these
-    fields of ``image_type`` alone (each value is still checked to be an image of the whole type)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if isinstance(variants, pa.ChunkedArray):
-        variants = variants.combine_chunks() if variants.num_chunks else pa.array([], variant_arrow_type())
-    n = len(variants)
-    names = [image_type.field(i).name for i in range(image_type.num_fields)]
-    valid = variants.is_valid().to_numpy(zero_copy_only=False) if variants.null_count else np.ones(n, dtype=bool)
-    values = variants.field("value")
-    expected_metadata = pa.scalar(metadata_bytes(names), pa.binary())
-    same_names = pc.fill_null(pc.equal(variants.field("metadata"), expected_metadata), False)
-    fast = valid & same_names.to_numpy(zero_copy_only=False)
-    chosen = list(range(len(names))) if only is None else [names.index(name) for name in only]
-    columns = _fast_columns(values, np.flatnonzero(fast), names, image_type, chosen)
-    slow = np.flatnonzero(valid & ~fast)
-    if slow.size:  # written otherwise (Spark itself, other names): value by value
-        columns = _merge_slow(columns, variants, slow, names, image_type, chosen)
-    mask = pa.array(~valid) if not bool(np.all(valid)) else None
-    return pa.StructArray.from_arrays(columns, fields=[image_type.field(i) for i in chosen], mask=mask)
-
-
-def _bytes_at(data: Any, starts: Any, width: int) -> Any:
-    """``width`` bytes at each of ``starts`` in ``data`` (numpy uint8): an (n, width) array."""
-    import numpy as np
-
-    at = starts[:, None] + np.arange(width)[None, :]
-    if at.size and int(at.max()) >= len(data):
-        raise VariantError("malformed variant: a value runs past the end of its row")
-    return data[at]
-
-
-def _uint(data: Any, starts: Any, width: int) -> Any:
-    """Unsigned little-endian integers of ``width`` bytes at ``starts``."""
-    import numpy as np
-
-    raw = _bytes_at(data, starts, width).astype(np.uint64)
-    return (raw << (8 * np.arange(width, dtype=np.uint64))[None, :]).sum(axis=1).astype(np.int64)
-
-
-def _fast_columns(values: Any, rows: Any, names: list[str], image_type: Any, chosen: list[int]) -> list[Any]:
-    """The columns of the object rows ``rows`` of ``values`` (whose metadata is the sorted ``names``), the other
-    rows null; read with numpy gathers, a group of rows per object header (the widths of the batch it came in)."""
-    import numpy as np
-
-    n = len(values)
-    k = len(names)
-    order = sorted(range(k), key=lambda i: names[i])  # field id -> column
-    buffers = values.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int32)[values.offset : values.offset + n + 1].astype(np.int64)
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, dtype=np.uint8)
-    starts = offsets[rows]
-    if rows.size and bool(np.any(offsets[rows + 1] - starts < 3)):
-        _fail(names, rows[np.argmax(offsets[rows + 1] - starts < 3)], "not an object")
-    cell_starts = np.zeros((n, k), dtype=np.int64)
-    for header in np.unique(data[starts]) if rows.size else []:
-        group = rows[data[starts] == header]
-        at = offsets[group]
-        info = int(header) >> 2
-        if int(header) & 0x3 != _OBJECT:
-            _fail(names, group[0], "not an object")
-        width, id_width, large = (info & 0x3) + 1, ((info >> 2) & 0x3) + 1, bool(info >> 4 & 1)
-        size_width = 4 if large else 1
-        counts = _uint(data, at + 1, size_width)
-        if bool(np.any(counts != k)):
-            _fail(names, group[np.argmax(counts != k)], f"an object of {int(counts.max())} fields, not {k}")
-        ids_at = at + 1 + size_width
-        ids = np.stack([_uint(data, ids_at + j * id_width, id_width) for j in range(k)], axis=1) if k else None
-        if ids is not None and bool(np.any(ids != np.arange(k)[None, :])):
-            _fail(names, group[np.argmax(np.any(ids != np.arange(k)[None, :], axis=1))], "fields out of order")
-        offsets_at = ids_at + k * id_width
-        data_at = offsets_at + (k + 1) * width
-        for j in range(k):
-            cell_starts[group, order[j]] = data_at + _uint(data, offsets_at + j * width, width)
-    return [
-        _column(data, rows, cell_starts[rows, i] if rows.size else np.zeros(0, np.int64), n, names[i], kind)
-        for i, kind in ((i, image_type.field(i).type) for i in chosen)
-    ]
-
-
-def _column(data: Any, rows: Any, at: Any, n: int, name: str, kind: Any) -> Any:
-    """The typed column ``kind`` of the cells at ``at`` (of rows ``rows``; the other rows null)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    headers = data[at] if at.size else np.zeros(0, dtype=np.uint8)
-    present = headers != _NULL
-    got = np.zeros(n, dtype=bool)
-    got[rows[present]] = True
-    cells_rows, cells = rows[present], at[present]
-    heads = headers[present]
-
-    def refuse(bad: Any, what: str) -> None:
-        if bool(np.any(bad)):
-            row = int(cells_rows[np.argmax(bad)])
-            head = int(heads[np.argmax(bad)])
-            raise VariantError(f"field {name!r}, row {row}: {what} (variant header 0x{head:02x})")
-
-    def fixed(out: Any, type_: Any) -> Any:
-        full = np.zeros(n, dtype=out.dtype)
-        full[cells_rows] = out
-        return pa.array(full, type=type_, mask=~got)
-
-    if pa.types.is_int64(kind):
-        out = np.zeros(cells.size, dtype=np.int64)
-        known = np.zeros(cells.size, dtype=bool)
-        for width, header in _INT_HEADERS.items():
-            these = heads == header
-            raw = _uint(data, cells[these] + 1, width)
-            out[these] = np.where(raw >= 1 << (8 * width - 1), raw - (1 << (8 * width)), raw) if width < 8 else raw
-            known |= these
-        refuse(~known, "not an integer")
-        return fixed(out, pa.int64())
-    if pa.types.is_float64(kind):
-        refuse(heads != _DOUBLE, "not a double")
-        return fixed(_bytes_at(data, cells + 1, 8).copy().view("<f8").reshape(-1), pa.float64())
-    if pa.types.is_decimal128(kind):
-        wide = np.zeros((cells.size, 16), dtype=np.uint8)
-        known = np.zeros(cells.size, dtype=bool)
-        for width, header in _DECIMAL_HEADERS.items():
-            these = heads == header
-            raw = _bytes_at(data, cells[these] + 2, width)
-            negative = (raw[:, -1] & 0x80) != 0 if width < 16 else np.zeros(len(raw), dtype=bool)
-            wide[these, :width] = raw
-            wide[these, width:] = np.where(negative[:, None], 0xFF, 0x00)
-            known |= these
-        refuse(~known, "not a decimal")
-        scales = data[cells + 1] if cells.size else np.zeros(0, dtype=np.uint8)
-        refuse(scales != kind.scale, f"a decimal of another scale than {kind.scale}")
-        found = pa.Array.from_buffers(kind, cells.size, [None, pa.py_buffer(wide.tobytes())])
-        if kind.precision < 38 and cells.size:  # a value of more digits than the column holds
-            limit = pa.scalar(
-                Decimal(10**kind.precision).scaleb(-kind.scale), pa.decimal128(kind.precision + 1, kind.scale)
-            )
-            refuse(pc.greater_equal(pc.abs(found), limit).to_numpy(zero_copy_only=False), f"beyond {kind}")
-        return _spread(found, cells_rows, n)
-    if pa.types.is_date32(kind):
-        refuse(heads != _DATE, "not a date")
-        raw = _uint(data, cells + 1, 4)
-        return fixed(np.where(raw >= 1 << 31, raw - (1 << 32), raw).astype(np.int32), pa.int32()).cast(pa.date32())
-    if pa.types.is_timestamp(kind):
-        refuse(heads != _TIMESTAMP_NTZ, "not a timestamp_ntz")
-        return fixed(_bytes_at(data, cells + 1, 8).copy().view("<i8").reshape(-1), pa.int64()).cast(kind)
-    if pa.types.is_string(kind) or pa.types.is_binary(kind):
-        short = (heads & 0x3) == _SHORT_STRING
-        long_header = _LONG_STRING if pa.types.is_string(kind) else _BINARY
-        refuse(~((heads == long_header) | (short & pa.types.is_string(kind))), f"not a {kind}")
-        lengths = (heads >> 2).astype(np.int64)
-        lengths[~short] = _uint(data, cells[~short] + 1, 4)
-        begins = cells + np.where(short, 1, 5)
-        return _spread(_slices(data, begins, lengths, kind, name), cells_rows, n)
-    raise VariantError(f"field {name!r}: no variant decoding for Arrow type {kind}")
-
-
-def _spread(found: Any, rows: Any, n: int) -> Any:
-    """``found`` (the values of rows ``rows``) as a column of ``n`` rows, null elsewhere."""
-    import numpy as np
-    import pyarrow as pa
-
-    if len(found) == n:
-        return found
-    where = np.full(n, -1, dtype=np.int64)
-    where[rows] = np.arange(len(rows), dtype=np.int64)
-    return found.take(pa.array(where, mask=where < 0))
-
-
-def _slices(data: Any, begins: Any, lengths: Any, kind: Any, name: str) -> Any:
-    """The byte ranges ``begins`` / ``lengths`` (ascending, not overlapping) of ``data`` as an array of ``kind``:
-    one binary array over ``data`` whose elements alternate between a range and the gap before the next, of which
-    the ranges are taken (copied once, in C)."""
-    import numpy as np
-    import pyarrow as pa
-
-    m = len(begins)
-    if m == 0:
-        return pa.array([], kind)
-    bounds = np.empty(2 * m, dtype=np.int64)
-    bounds[0::2] = begins
-    bounds[1::2] = begins + lengths
-    if bool(np.any(np.diff(bounds) < 0)) or int(bounds[-1]) > len(data):
-        raise VariantError(f"field {name!r}: malformed variant (a value beyond its row)")
-    wide = pa.Array.from_buffers(
-        pa.large_binary(), 2 * m - 1, [None, pa.py_buffer(bounds.tobytes()), pa.py_buffer(data)]
-    )
-    taken = wide.take(pa.array(np.arange(0, 2 * m, 2, dtype=np.int64))).cast(pa.binary())
-    if pa.types.is_string(kind):
-        try:
-            return taken.cast(pa.string())
-        except pa.ArrowInvalid:
-            raise VariantError(f"field {name!r}: a string that is not UTF-8") from None
-    return taken
-
-
-def _fail(names: list[str], row: Any, what: str) -> None:
-    raise VariantError(f"row {int(row)}: {what}, not an image of the columns {names}")
-
-
-def _merge_slow(
-    columns: list[Any], variants: Any, rows: Any, names: list[str], image_type: Any, chosen: list[int]
-) -> list[Any]:
-    """``columns`` with the rows ``rows`` read value by value (:func:`read_object`)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = len(variants)
-    values = variants.field("value")
-    metadata = variants.field("metadata")
-    read: dict[str, list[Any]] = {name: [None] * n for name in names}
-    for row in rows.tolist():
-        image = read_object(values[row].as_py(), metadata[row].as_py(), row)
-        if sorted(image) != sorted(names):
-            _fail(names, row, f"an object of the fields {sorted(image)}")
-        for name, value in image.items():
-            read[name][row] = value
-    taken = np.zeros(n, dtype=bool)
-    taken[rows] = True
-    merged = []
-    for column, field in zip(columns, [image_type.field(i) for i in chosen], strict=True):
-        cells = read[field.name]
-        for row in rows.tolist():
-            _check_python(cells[row], field, row)
-        try:
-            slow = pa.array(cells, field.type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-            raise VariantError(f"field {field.name!r}: {exc}") from None
-        merged.append(pc.if_else(pa.array(taken), slow, column))
-    return merged
-
-
-_PYTHON_TYPES: Final = {"int64": (int,), "double": (float,), "date32[day]": (dt.date,), "string": (str,)}
-
-
-def _check_python(value: Any, field: Any, row: int) -> None:
-    """A value read value by value must be of the column's Python type (bool is no integer, a datetime no date)."""
-    import pyarrow as pa
-
-    if value is None:
-        return
-    kind = field.type
-    if pa.types.is_decimal(kind):
-        ok = isinstance(value, Decimal | int) and not isinstance(value, bool)
-    elif pa.types.is_timestamp(kind):
-        ok = isinstance(value, dt.datetime)
-    elif pa.types.is_binary(kind):
-        ok = isinstance(value, bytes)
-    elif pa.types.is_date32(kind):
-        ok = isinstance(value, dt.date) and not isinstance(value, dt.datetime)
-    else:
-        ok = isinstance(value, _PYTHON_TYPES.get(str(kind), ())) and not isinstance(value, bool)
-    if not ok:
-        raise VariantError(f"field {field.name!r}, row {row}: {type(value).__name__} {value!r} is no {kind} value")
-
-
-def read_object(value: bytes, metadata: bytes, row: int = 0) -> dict[str, Any]:
-    """One variant object's fields as Python values (value by value: variants :func:`encode` did not write)."""
-    try:
-        width = ((metadata[0] >> 6) & 0x3) + 1
-        size = int.from_bytes(metadata[1 : 1 + width], "little")
-        ends = [int.from_bytes(metadata[1 + i * width : 1 + (i + 1) * width], "little") for i in range(1, size + 2)]
-        strings = 1 + (size + 2) * width
-        keys = [metadata[strings + a : strings + b].decode("utf-8") for a, b in itertools.pairwise(ends)]
-        header = value[0]
-        if header & 0x3 != _OBJECT:
-            raise VariantError(f"row {row}: not an object")
-        info = header >> 2
-        offset_width, id_width, large = (info & 0x3) + 1, ((info >> 2) & 0x3) + 1, bool(info >> 4 & 1)
-        at = 1 + (4 if large else 1)
-        count = int.from_bytes(value[1:at], "little")
-        ids = [int.from_bytes(value[at + i * id_width : at + (i + 1) * id_width], "little") for i in range(count)]
-        at += count * id_width
-        offsets = [
-            int.from_bytes(value[at + i * offset_width : at + (i + 1) * offset_width], "little") for i in range(count)
-        ]
-        data = at + (count + 1) * offset_width
-        return {keys[i]: _read_cell(value, data + offsets[j], row) for j, i in enumerate(ids)}
-    except (IndexError, UnicodeDecodeError, struct.error) as exc:
-        raise VariantError(f"row {row}: malformed variant ({exc})") from None
-
-
-def _read_cell(value: bytes, at: int, row: int) -> Any:
-    header = value[at]
-    basic, info = header & 0x3, header >> 2
-    if basic == _SHORT_STRING:
-        return value[at + 1 : at + 1 + info].decode("utf-8")
-    if basic != 0:
-        raise VariantError(f"row {row}: a cell that is an object or an array")
-    if info == 0:
+def _bitmap(valid: np.ndarray[Any, Any]) -> pa.Buffer | None:
+    if valid.all():
         return None
-    if info in (1, 2):
-        return info == 1
-    if 3 <= info <= 6:
-        width = 1 << (info - 3)
-        return int.from_bytes(value[at + 1 : at + 1 + width], "little", signed=True)
-    if info == 7:
-        return struct.unpack_from("<d", value, at + 1)[0]
-    if 8 <= info <= 10:
-        width = 4 << (info - 8) if info < 10 else 16
-        unscaled = int.from_bytes(value[at + 2 : at + 2 + width], "little", signed=True)
-        return Decimal(unscaled).scaleb(-value[at + 1])
-    if info == 11:
-        return _EPOCH + dt.timedelta(days=int.from_bytes(value[at + 1 : at + 5], "little", signed=True))
-    if info in (12, 13):  # timestamp (UTC) or timestamp_ntz: both the wall time in UTC the mirror keeps
-        micros = int.from_bytes(value[at + 1 : at + 9], "little", signed=True)
-        return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)
-    if info == 14:
-        return struct.unpack_from("<f", value, at + 1)[0]
-    if info in (15, 16):
-        length = int.from_bytes(value[at + 1 : at + 5], "little")
-        raw = value[at + 5 : at + 5 + length]
-        return raw if info == 15 else raw.decode("utf-8")
-    raise VariantError(f"row {row}: a variant of type {info}, which no column holds")
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _binary_from(
+    lengths: np.ndarray[Any, Any], data: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None = None
+) -> pa.Array:
+    """A binary array of consecutive values of ``lengths`` bytes in ``data``."""
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise VariantError(f"variants of {offsets[-1]} bytes exceed the 2 GiB of an Arrow binary array")
+    validity = None if valid is None else _bitmap(valid)
+    buffers = [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(np.ascontiguousarray(data, np.uint8))]
+    return pa.Array.from_buffers(pa.binary(), len(lengths), buffers)
+
+
+def _packed(heads: np.ndarray[Any, Any], payload: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any]) -> pa.Array:
+    """Cells of one header byte each followed by the first ``sizes[i]`` bytes of row ``i`` of ``payload``."""
+    full = np.concatenate([heads.astype(np.uint8)[:, None], payload.astype(np.uint8, copy=False)], axis=1)
+    keep = np.arange(full.shape[1]) <= sizes[:, None]
+    return _binary_from(sizes + 1, full[keep])  # a row-major boolean selection keeps the cells' order
+
+
+def _bytes_of(values: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
+    return np.ascontiguousarray(values).view(np.uint8).reshape(-1, width)
+
+
+def _int_cells(column: pa.Array) -> pa.Array:
+    valid = np.asarray(column.is_valid())
+    values = np.asarray(column.fill_null(0), np.int64)
+    sizes = np.full(len(values), 8, np.int64)
+    for size in (4, 2, 1):
+        bound = 1 << (8 * size - 1)
+        sizes[(values >= -bound) & (values < bound)] = size
+    heads = np.select([sizes == s for s in (1, 2, 4)], [_INT_HEADS[s] for s in (1, 2, 4)], _INT_HEADS[8])
+    return _packed(np.where(valid, heads, _NULL), _bytes_of(values.astype("<i8"), 8), np.where(valid, sizes, 0))
+
+
+def _fixed_cells(column: pa.Array, head: int, dtype: str, width: int) -> pa.Array:
+    valid = np.asarray(column.is_valid())
+    raw = np.frombuffer(column.buffers()[1], dtype)[column.offset : column.offset + len(column)]
+    return _packed(np.where(valid, head, _NULL), _bytes_of(raw.astype(dtype), width), np.where(valid, width, 0))
+
+
+def _decimal_cells(column: pa.Array) -> pa.Array:
+    scale = column.type.scale
+    valid = np.asarray(column.is_valid())
+    raw = np.frombuffer(column.buffers()[1], "<i8")[2 * column.offset : 2 * (column.offset + len(column))]
+    low, high = raw[0::2], raw[1::2]
+    fits64 = high == (low >> 63)
+    sizes = np.full(len(column), 16, np.int64)
+    for size in (8, 4):  # the smallest size whose range holds the value and whose precision holds the scale
+        digits = _DECIMAL_MAX_DIGITS[size]
+        if scale <= digits:
+            bound = 10**digits
+            sizes[fits64 & (low > -bound) & (low < bound)] = size
+    heads = np.select([sizes == 4, sizes == 8], [_DECIMAL_HEADS[4], _DECIMAL_HEADS[8]], _DECIMAL_HEADS[16])
+    payload = np.concatenate([np.full((len(column), 1), scale, np.uint8), _bytes_of(raw, 16)], axis=1)
+    return _packed(np.where(valid, heads, _NULL), payload, np.where(valid, sizes + 1, 0))
+
+
+def _length_cells(column: pa.Array, short_strings: bool) -> pa.Array:
+    """Strings or binaries: a header (and a u32 length unless a short string) joined with the bytes."""
+    valid = np.asarray(column.is_valid())
+    data = column.cast(pa.binary()) if pa.types.is_string(column.type) else column
+    lengths = np.asarray(pc.binary_length(data).fill_null(0), np.int64)
+    if short_strings:
+        short = lengths <= _SHORT_STR_MAX
+        heads = np.where(short, (lengths << 2) | _SHORT_STR, _LONG_STR)
+        sizes = np.where(short | ~valid, 0, 4)
+    else:
+        heads = np.full(len(column), _BINARY)
+        sizes = np.where(valid, 4, 0)
+    prefix = _packed(np.where(valid, heads, _NULL), _bytes_of(lengths.astype("<u4"), 4), sizes)
+    return pc.binary_join_element_wise(prefix, data.fill_null(b""), b"")
+
+
+def _cells(column: pa.Array, name: str) -> pa.Array:
+    kind = column.type
+    if pa.types.is_int64(kind):
+        return _int_cells(column)
+    if pa.types.is_float64(kind):
+        return _fixed_cells(column, _DOUBLE, "<u8", 8)
+    if pa.types.is_decimal128(kind):
+        return _decimal_cells(column)
+    if pa.types.is_date32(kind):
+        return _fixed_cells(column, _DATE, "<i4", 4)
+    if pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz is None:
+        return _fixed_cells(column, _TIMESTAMP_NTZ, "<i8", 8)
+    if pa.types.is_string(kind):
+        return _length_cells(column, short_strings=True)
+    if pa.types.is_binary(kind):
+        return _length_cells(column, short_strings=False)
+    raise VariantError(f"field {name!r}: type {kind} has no variant encoding here")
+
+
+def encode(images: pa.StructArray) -> pa.StructArray:
+    """Typed images as variants (:func:`variant_arrow_type`): each image an object of all its fields, a null cell
+    the variant null, a null image a null variant; :class:`VariantError` for a field of a type not encoded."""
+    rows = len(images)
+    names = [field.name for field in images.type]
+    if len(set(names)) < len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise VariantError(f"fields {twice} appear twice in the image; a variant object holds each name once")
+    order = sorted(range(len(names)), key=lambda i: _sort_key(names[i]))
+    metadata = _metadata([names[i] for i in order])
+    columns = images.flatten()  # the parent's nulls merged in: a null image is an object of variant nulls
+    cells = [_cells(columns[i], names[i]) for i in order]
+    count = len(cells)
+    lengths = np.zeros((rows, count + 1), np.int64)
+    for j, cell in enumerate(cells):
+        lengths[:, j + 1] = np.asarray(pc.binary_length(cell), np.int64)
+    ends = np.cumsum(lengths, axis=1)  # the field offsets: each field's start, then the data's size
+    offset_size = _uint_size(int(ends[:, -1].max(initial=0)))
+    large = count > 0xFF
+    header = bytes([_OBJECT | (offset_size - 1 | (_uint_size(max(count - 1, 0)) - 1) << 2 | large << 4) << 2])
+    prefix = (
+        header + _le(count, 4 if large else 1) + b"".join(_le(i, _uint_size(max(count - 1, 0))) for i in range(count))
+    )
+    offset_bytes = _bytes_of(ends.astype("<u4"), 4 * (count + 1)).reshape(rows, count + 1, 4)[:, :, :offset_size]
+    constant = np.broadcast_to(np.frombuffer(prefix, np.uint8), (rows, len(prefix)))
+    head = np.concatenate([constant, offset_bytes.reshape(rows, (count + 1) * offset_size)], axis=1)
+    width = head.shape[1]
+    heads = _binary_from(np.full(rows, width, np.int64), head.reshape(-1))
+    value = pc.binary_join_element_wise(heads, *cells, b"") if cells else heads
+    metadatas = _binary_from(np.full(rows, len(metadata), np.int64), np.tile(np.frombuffer(metadata, np.uint8), rows))
+    mask = None if images.null_count == 0 else pc.invert(images.is_valid())
+    return pa.StructArray.from_arrays([value, metadatas], fields=list(variant_arrow_type()), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+
+
+def _describe(head: int) -> str:
+    """What a value's header byte says it is, for messages."""
+    basic = head & 3
+    if basic == _SHORT_STR:
+        return "string"
+    if basic == _OBJECT:
+        return "object"
+    if basic == 3:
+        return "array"
+    return _HEAD_NAMES.get(head, f"primitive of type id {head >> 2}")
+
+
+def _read_uint(data: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], size: Any, width: int = 4) -> Any:
+    """The little-endian unsigned integers of ``size`` bytes (0..width) at ``pos`` (already bounds-checked), as
+    uint64: one fixed-width gather per distinct size (one for the sizes :func:`encode` writes)."""
+    sizes = np.broadcast_to(np.asarray(size, np.int64), pos.shape)
+    out = np.zeros(pos.shape, np.uint64)
+    present = np.flatnonzero(np.bincount(sizes.reshape(-1), minlength=width + 1))
+    for count in present[present > 0].tolist():
+        padded = 1 << (count - 1).bit_length()  # a numpy integer width: 3 bytes are read as 4 with a zero byte
+        chosen = sizes == count
+        at = pos if len(present) == 1 else pos[chosen]
+        index = np.minimum(at[..., None] + np.arange(count), len(data) - 1)
+        taken = np.zeros((*at.shape, padded), np.uint8)
+        taken[..., :count] = data[index]
+        read = taken.view(f"<u{padded}")[..., 0].astype(np.uint64)
+        if len(present) == 1:
+            return read
+        out[chosen] = read
+    return out
+
+
+def _read_int(data: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], size: np.ndarray[Any, Any]) -> Any:
+    """The little-endian signed integers of ``size`` bytes (0..8) at ``pos``, sign-extended to int64."""
+    raw = _read_uint(data, pos, size, 8).view(np.int64)
+    shift = (64 - 8 * np.maximum(size, 1)).astype(np.int64)
+    return np.where(size > 0, (raw << shift) >> shift, 0)
+
+
+def _read_metadata(metadata: bytes, row: int) -> list[str]:
+    """The dictionary of a variant's metadata (per distinct metadata, not per row)."""
+
+    def malformed(why: str) -> VariantError:
+        return VariantError(f"variant row {row}: malformed metadata ({why})")
+
+    if not metadata or metadata[0] & 0x0F != _METADATA_VERSION:
+        raise malformed("not a version 1 metadata")
+    size = (metadata[0] >> 6) + 1
+    if len(metadata) < 1 + size:
+        raise malformed("truncated")
+    count = int.from_bytes(metadata[1 : 1 + size], "little")
+    strings = 1 + (count + 2) * size
+    if len(metadata) < strings:
+        raise malformed("truncated offsets")
+    ends = [int.from_bytes(metadata[1 + (i + 1) * size : 1 + (i + 2) * size], "little") for i in range(count + 1)]
+    if ends[0] != 0 or any(a > b for a, b in itertools.pairwise(ends)) or strings + ends[-1] > len(metadata):
+        raise malformed("offsets out of order or beyond its end")
+    try:
+        return [metadata[strings + a : strings + b].decode("utf-8") for a, b in itertools.pairwise(ends)]
+    except UnicodeDecodeError:
+        raise malformed("a key is not UTF-8") from None
+
+
+class _Reader:
+    """The rows of one decode: the bytes of their values, where each row starts and ends, their original row
+    numbers (for messages), and each row's metadata dictionary."""
+
+    def __init__(self, values: pa.Array, rows: np.ndarray[Any, Any], dictionaries: list[list[str]], group: Any):
+        data_buffer = values.buffers()[2]
+        self.data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+        offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset : values.offset + len(values) + 1]
+        self.start = offsets[:-1].astype(np.int64)
+        self.end = offsets[1:].astype(np.int64)
+        self.rows = rows
+        self.dictionaries = dictionaries
+        self.group = group
+
+    def fail(self, bad: Any, message: Any) -> None:
+        """Raise :class:`VariantError` for the first row where ``bad`` holds: ``message(i)`` after its row."""
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            why = message if isinstance(message, str) else message(i)
+            raise VariantError(f"variant row {int(self.rows[i])}{why}")
+
+    def field_names(self, i: int) -> list[str] | None:
+        """The field names of row ``i``'s object (for messages; None when it cannot be read)."""
+        value = bytes(self.data[self.start[i] : self.end[i]])
+        names = self.dictionaries[int(self.group[i])]
+        try:
+            vh = value[0] >> 2
+            nsize = 4 if vh >> 4 & 1 else 1
+            id_size = (vh >> 2 & 3) + 1
+            count = int.from_bytes(value[1 : 1 + nsize], "little")
+            at = 1 + nsize
+            return [
+                names[int.from_bytes(value[at + j * id_size : at + (j + 1) * id_size], "little")] for j in range(count)
+            ]
+        except IndexError:
+            return None
+
+
+def _field_set_message(reader: _Reader, targets: list[str]) -> Any:
+    def message(i: int) -> str:
+        found = reader.field_names(i)
+        if found is None:
+            return ": a malformed object"
+        missing = [n for n in targets if n not in found]
+        extra = [n for n in found if n not in targets or found.count(n) > 1]
+        return f": its fields do not match the image's: missing {missing}, not in the image {extra}"
+
+    return message
+
+
+def _cell_positions(reader: _Reader, targets: list[str]) -> tuple[Any, Any]:
+    """Where each target field's value starts in each row (rows x fields) and where each row's field data ends."""
+    data, start, end = reader.data, reader.start, reader.end
+    reader.fail(end <= start, ": an empty value")
+    head = data[np.minimum(start, len(data) - 1)].astype(np.int64)
+    reader.fail(head & 3 != _OBJECT, lambda i: f": a value of variant type {_describe(int(head[i]))}, not an object")
+    vh = head >> 2
+    nsize = np.where(vh >> 4 & 1, 4, 1)
+    id_size = (vh >> 2 & 3) + 1
+    off_size = (vh & 3) + 1
+    reader.fail(start + 1 + nsize > end, ": a truncated object")
+    count = _read_uint(data, start + 1, nsize).astype(np.int64)
+    n = len(targets)
+    reader.fail(count != n, _field_set_message(reader, targets))
+    ids_at = start + 1 + nsize
+    data_start = ids_at + n * id_size + (n + 1) * off_size
+    reader.fail(data_start > end, ": a truncated object")
+    j = np.arange(n + 1)
+    ids = _read_uint(data, ids_at[:, None] + j[:n] * id_size[:, None], id_size[:, None]).astype(np.int64)
+    offsets = _read_uint(data, (ids_at + n * id_size)[:, None] + j * off_size[:, None], off_size[:, None])
+    offsets = offsets.astype(np.int64)
+    area_end = data_start + offsets[:, n]
+    reader.fail(area_end > end, ": a field offset beyond the value")
+    reader.fail(np.any(offsets[:, :n] >= offsets[:, n:], axis=1), ": a field offset beyond the value")
+    # each metadata's ids of the target names (-1: not in its dictionary); rows of one object hold them, in any order
+    expected = np.full((len(reader.dictionaries), n), -1, np.int64)
+    for g, names in enumerate(reader.dictionaries):
+        ids_of = {name: i for i, name in reversed(list(enumerate(names)))}
+        expected[g] = [ids_of.get(name, -1) for name in targets]
+    wanted = expected[reader.group]
+    by_id = np.argsort(ids, axis=1, kind="stable")
+    wanted_order = np.argsort(wanted, axis=1, kind="stable")
+    same = np.take_along_axis(ids, by_id, axis=1) == np.take_along_axis(wanted, wanted_order, axis=1)
+    reader.fail(~same.all(axis=1) | (wanted < 0).any(axis=1), _field_set_message(reader, targets))
+    # target c's id has rank rank[r, c] among the row's ids; the object field of that rank is by_id[r, rank]
+    rank = np.argsort(wanted_order, axis=1)
+    position = np.take_along_axis(by_id, rank, axis=1)
+    return data_start[:, None] + np.take_along_axis(offsets, position, axis=1), area_end
+
+
+def _validity(valid: np.ndarray[Any, Any]) -> pa.Buffer | None:
+    return _bitmap(valid) if len(valid) else None
+
+
+def _fixed(kind: pa.DataType, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> pa.Array:
+    return pa.Array.from_buffers(kind, len(valid), [_validity(valid), pa.py_buffer(np.ascontiguousarray(values))])
+
+
+def _decimal_fits(low: Any, high: Any, digits: int) -> Any:
+    """Whether the 128-bit integers ``high:low`` have at most ``digits`` digits."""
+    negative = high < 0
+    lo, hi = low.view(np.uint64), high.view(np.uint64)
+    carry = (lo == 0).astype(np.uint64)
+    mag_lo = np.where(negative, ~lo + np.uint64(1), lo)
+    mag_hi = np.where(negative, ~hi + carry, hi)
+    bound = 10**digits
+    bound_hi, bound_lo = np.uint64(bound >> 64), np.uint64(bound & (1 << 64) - 1)
+    return (mag_hi < bound_hi) | ((mag_hi == bound_hi) & (mag_lo < bound_lo))
+
+
+def _column(reader: _Reader, name: str, kind: pa.DataType, at: Any, limit: Any) -> pa.Array:
+    """Target column ``name`` from the values starting at ``at`` (each ending by ``limit``)."""
+    data = reader.data
+    head = data[at].astype(np.int64)
+    valid = head != _NULL
+
+    def check(sizes: dict[int, int], expected: str, short: Any = None) -> Any:
+        """The payload sizes of the column's headers ``sizes`` (0 for variant nulls and ``short`` strings)."""
+        size_of = np.full(256, -1, np.int64)
+        size_of[_NULL] = 0
+        for h, s in sizes.items():
+            size_of[h] = s
+        size = size_of[head] if short is None else np.where(short, 0, size_of[head])
+
+        def found(i: int) -> str:
+            return f", field {name!r}: a value of variant type {_describe(int(head[i]))} where {expected} is expected"
+
+        reader.fail(size < 0, found)
+        return size
+
+    def bounded(end: Any) -> None:
+        """Each non-null value ends by its object's end (a variant null is its one header byte)."""
+        reader.fail(valid & (end > limit), f", field {name!r}: a value beyond its object")
+
+    if pa.types.is_int64(kind) or pa.types.is_date32(kind) or pa.types.is_timestamp(kind):
+        if pa.types.is_int64(kind):
+            size = check({h: s for s, h in _INT_HEADS.items()}, "an integer")
+        elif pa.types.is_date32(kind):
+            size = check({_DATE: 4}, "a date")
+        else:
+            size = check({_TIMESTAMP_NTZ: 8}, "a timestamp_ntz")
+        bounded(at + 1 + size)
+        values = _read_int(data, at + 1, size)
+        dtype = np.int32 if pa.types.is_date32(kind) else np.int64
+        return _fixed(kind, values.astype(dtype), valid)
+    if pa.types.is_float64(kind):
+        size = check({_DOUBLE: 8}, "a double")
+        bounded(at + 1 + size)
+        return _fixed(kind, _read_uint(data, at + 1, size, 8).view(np.float64), valid)
+    if pa.types.is_decimal128(kind):
+        size = check({h: s for s, h in _DECIMAL_HEADS.items()}, f"a decimal of scale {kind.scale}")
+        bounded(at + 2 + size)
+        scale = data[np.minimum(at + 1, len(data) - 1)]
+        reader.fail(
+            valid & (scale != kind.scale),
+            lambda i: f", field {name!r}: a decimal of scale {scale[i]} where scale {kind.scale} is expected",
+        )
+        low = _read_int(data, at + 2, np.minimum(size, 8))
+        high = np.where(size == 16, _read_int(data, at + 10, np.where(size == 16, 8, 0)), low >> 63)
+        reader.fail(
+            valid & ~_decimal_fits(low, high, kind.precision),
+            f", field {name!r}: a decimal of more than {kind.precision} digits",
+        )
+        return _fixed(kind, np.stack([low, high], axis=1), valid)
+    if pa.types.is_binary(kind) or pa.types.is_string(kind):
+        if pa.types.is_binary(kind):
+            size = check({_BINARY: 4}, "a binary")
+            short = np.zeros(len(head), bool)
+        else:
+            short = head & 3 == _SHORT_STR
+            size = check({_LONG_STR: 4}, "a string", short)
+        bounded(at + 1 + size)
+        lengths = np.where(short, head >> 2, _read_uint(data, at + 1, size).astype(np.int64))
+        begins = at + 1 + size
+        bounded(begins + lengths)
+        out_offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=out_offsets[1:])
+        index = np.repeat(begins - out_offsets[:-1], lengths) + np.arange(out_offsets[-1])
+        raw = _binary_from(lengths, data[index], valid)
+        if pa.types.is_binary(kind):
+            return raw
+        try:
+            return raw.cast(pa.string())
+        except pa.ArrowInvalid as exc:
+            bad = np.array([v is not None and not _is_utf8(v) for v in raw.to_pylist()])  # the error path alone
+            reader.fail(bad, f", field {name!r}: a string that is not UTF-8")
+            raise VariantError(f"field {name!r}: {exc}") from exc
+    raise VariantError(f"field {name!r}: type {kind} has no variant encoding here")
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _supported(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_int64(kind)
+        or pa.types.is_float64(kind)
+        or pa.types.is_decimal128(kind)
+        or pa.types.is_date32(kind)
+        or (pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz is None)
+        or pa.types.is_string(kind)
+        or pa.types.is_binary(kind)
+    )
+
+
+def decode(variants: pa.StructArray | pa.ChunkedArray, image_type: pa.StructType) -> pa.StructArray:
+    """Variant objects as typed images of ``image_type`` -- the inverse of :func:`encode`: a null variant is a null
+    image, a variant null a null cell. :class:`VariantError`, naming the field and row, for a variant that is not
+    an object of exactly the image's fields with values of their columns' types."""
+    array = variants.combine_chunks() if isinstance(variants, pa.ChunkedArray) else variants
+    kind = array.type
+    if not (
+        pa.types.is_struct(kind)
+        and {f.name for f in kind} == {"value", "metadata"}
+        and all(pa.types.is_binary(f.type) for f in kind)
+    ):
+        raise VariantError(f"not a variant column: type {kind}, expected {variant_arrow_type()}")
+    targets = [field.name for field in image_type]
+    for field in image_type:
+        if not _supported(field.type):
+            raise VariantError(f"field {field.name!r}: type {field.type} has no variant encoding here")
+    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)
+    present = np.flatnonzero(valid)
+    index = pa.array(present)
+    values = array.field("value").take(index)
+    metadatas = array.field("metadata").take(index)
+    for part, what in ((values, "value"), (metadatas, "metadata")):
+        if part.null_count:
+            row = int(present[np.argmax(~np.asarray(part.is_valid().to_numpy(zero_copy_only=False), bool))])
+            raise VariantError(f"variant row {row}: a null {what} in a non-null variant")
+    if not len(present):
+        columns = [pa.nulls(0, field.type) for field in image_type]
+    else:
+        encoded = metadatas.dictionary_encode()
+        group = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64)
+        first_rows = present[np.unique(group, return_index=True)[1]]
+        dictionaries = [
+            _read_metadata(m, int(r)) for m, r in zip(encoded.dictionary.to_pylist(), first_rows, strict=True)
+        ]
+        reader = _Reader(values, present, dictionaries, group)
+        at, limit = _cell_positions(reader, targets)
+        columns = [_column(reader, f.name, f.type, at[:, c], limit) for c, f in enumerate(image_type)]
+    if len(present) < len(array):
+        spread = pa.array(np.cumsum(valid) - 1, pa.int64(), mask=~valid)
+        columns = [column.take(spread) for column in columns]
+    mask = None if valid.all() else pa.array(~valid)
+    return pa.StructArray.from_arrays(columns, fields=list(image_type), mask=mask)

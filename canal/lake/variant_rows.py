@@ -66,7 +66,7 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
         at = pa.array(rows)
         image_row[rows] = np.arange(rows.size, dtype=np.int32)
         # the mirror reads only the key of a before image (a DELETE's, or an UPDATE's old key)
-        before = decode(table.column("before").take(at), layout.image_type, layout.key_names or None)
+        before = _keys_of(decode(table.column("before").take(at), layout.image_type), layout.key_names)
         after = decode(table.column("after").take(at), layout.image_type)
         if layout.id in images:  # two spellings of one layout: one batch of images
             known = images[layout.id]
@@ -114,6 +114,17 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
         return _json_rows(table, changes, whole, layouts)
 
     return TypedBatch(changes, images, layouts, rows=rendered)
+
+
+def _keys_of(images: Any, key_names: list[str]) -> Any:
+    """The key columns of struct array ``images`` (all of them for a layout without a key), nulls kept."""
+    import pyarrow as pa
+
+    if not key_names:
+        return images
+    fields = [images.type.field(name) for name in key_names]
+    mask = images.is_null() if images.null_count else None
+    return pa.StructArray.from_arrays([images.field(name) for name in key_names], fields=fields, mask=mask)
 
 
 def _json_rows(table: Any, changes: Any, images: dict[str, Any], layouts: dict[str, Layout]) -> Any:

@@ -75,12 +75,12 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
         images = typed.images[layout_id]
         count = images.num_rows
         bases[i + 1] = bases[i] + count
+        described.append(json.dumps(layout.describe(), separators=(",", ":"), ensure_ascii=False))
         parts["before"].append(encode(images.column("before")))
         parts["after"].append(encode(images.column("after")))
         if not layout.key_names:  # a table without a primary key: keys {} (as in JSON), never old keys
             parts["keys"].append(_empty_objects(count))
             parts["old_keys"].append(pa.nulls(count, variant_arrow_type()))
-            described.append(json.dumps(layout.describe(), separators=(",", ":"), ensure_ascii=False))
             continue
         parts["keys"].append(encode(_identities(typed.keys(layout_id))))
         # an UPDATE that moved the key: its before image's key, on the image row of that change
@@ -91,7 +91,6 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
         moved[moved_at] = rows.column("key_changed").fill_null(False).to_numpy(zero_copy_only=False)
         before_keys = _key_struct(images.column("before"), layout.key_names, ~moved)
         parts["old_keys"].append(encode(_identities(before_keys)))
-        described.append(json.dumps(layout.describe(), separators=(",", ":"), ensure_ascii=False))
     indices = layout_column.indices.fill_null(0).to_numpy(zero_copy_only=False)
     valid = layout_column.is_valid().to_numpy(zero_copy_only=False)
     image_row = changes.column("image_row").fill_null(0).to_numpy(zero_copy_only=False)
@@ -101,12 +100,10 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
         whole = pa.concat_arrays(parts[name]) if parts[name] else pa.array([], variant_arrow_type())
         columns[name] = whole.take(at) if n else whole
     columns["columns"] = pa.array(described, pa.string()).take(pa.array(np.where(valid, indices, 0), mask=~valid))
-    arrays = []
-    for field in schema:
-        if field.name in columns:
-            arrays.append(columns[field.name].cast(field.type) if field.name == "columns" else columns[field.name])
-            continue
-        arrays.append(changes.column(field.name).combine_chunks().cast(field.type))
+    arrays = [
+        columns[field.name] if field.name in columns else changes.column(field.name).combine_chunks().cast(field.type)
+        for field in schema
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
