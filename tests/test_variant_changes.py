@@ -214,3 +214,19 @@ def test_rendered_change_rows_hold_whole_before_images() -> None:
     rendered = typed.rows()
     assert rendered.column("before").to_pylist() == ['{"id":"1","v":"2"}']
     assert rendered.column("keys").to_pylist() == ['{"id":"1"}'] and rendered.column("old_keys").to_pylist() == [None]
+
+
+def test_a_spool_of_the_other_form_is_refused_naming_the_option(tmp_path: Path, decoded: list[Entry]) -> None:  # noqa: F811
+    from canal.spark.changes import INITIAL_OFFSET, arrow_schema
+    from canal.spark.spool import Spool, SpoolError
+
+    start, end = dict(INITIAL_OFFSET), {**INITIAL_OFFSET, "batch": 1}
+    Spool(tmp_path / "spool", None, arrow_schema()).write(start, end, entries_to_batch(decoded, "d", 1))
+    files = sorted(p.name for p in (tmp_path / "spool").iterdir())
+    as_variant = Spool(tmp_path / "spool", None, variant_arrow_schema())
+    for read in (as_variant.read, as_variant.rows, as_variant.inline):
+        with pytest.raises(SpoolError, match="images=json, not images=variant"):
+            read(start)
+    assert sorted(p.name for p in (tmp_path / "spool").iterdir()) == files  # nothing dropped
+    again = Spool(tmp_path / "spool", None, arrow_schema()).read(start)  # the form it was written in
+    assert again is not None and again[0].num_rows == entries_to_batch(decoded, "d", 1).num_rows

@@ -261,13 +261,14 @@ class CanalStreamReader:
             if not meta_dir:
                 raise SparkSourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
             spool_dir = str(Path(meta_dir) / "spark-spool")
-        self.spool = Spool(spool_dir, storage_options(lower))
+        self.images = image_form(lower)  # json or variant images (canal.spark.variant_changes)
+        form = variant_arrow_schema() if self.images == IMAGES_VARIANT else empty_batch().schema
+        self.spool = Spool(spool_dir, storage_options(lower), form)
         self.batch_size = reader_option(lower, "batch.size", READER_DEFAULTS["batch.size"], int)
         self.max_entries = reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
         self.read_timeout = reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
         self.prefetch = reader_option(lower, "prefetch", READER_DEFAULTS["prefetch"], parse_bool)
         self.shared = spool_shared(lower)  # a micro-batch's tasks read its spool file, else the driver inlines it
-        self.images = image_form(lower)  # json or variant images (canal.spark.variant_changes)
         self.limit = ReadCap(
             cap_option(lower, "maxRowsPerTrigger"),
             cap_option(lower, "maxBytesPerTrigger"),

@@ -47,8 +47,11 @@ class Spool:
     """Batches as Arrow IPC files named by their start offset, written atomically; the end offset in the metadata.
     ``options``: the object store's, when ``root`` is an object-store URI."""
 
-    def __init__(self, root: str | os.PathLike[str], options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], options: Mapping[str, str] | None = None, form: Any | None = None
+    ) -> None:
         self.storage = Storage.at(root, "the spool directory", options)
+        self.form = form  # the schema of the rows this spool's reader hands on; a file of another is refused
 
     @property
     def root(self) -> str:
@@ -80,7 +83,7 @@ class Spool:
     def read(self, start: Offset) -> tuple[Any, Offset] | None:
         """``(record batch, end offset)`` spooled for ``start``, None when there is none."""
         try:
-            with _spool_file(self.storage, self.name_for(start)) as reader:
+            with _spool_file(self.storage, self.name_for(start), self.form) as reader:
                 table = reader.read_all()
                 last = reader.num_record_batches - 1
                 meta = reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
@@ -97,7 +100,7 @@ class Spool:
         """How many change rows are spooled for ``start`` (read from the file's record batch headers, not its
         data), None when there is no such file."""
         try:
-            with _spool_file(self.storage, self.name_for(start)) as reader:
+            with _spool_file(self.storage, self.name_for(start), self.form) as reader:
                 rows: int = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
         except FileNotFoundError:
             return None
@@ -115,7 +118,7 @@ class Spool:
         import pyarrow as pa
 
         try:
-            with _spool_file(self.storage, self.name_for(start)) as reader:
+            with _spool_file(self.storage, self.name_for(start), self.form) as reader:
                 batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
                 rows = pa.Table.from_batches([b for b in batches if b.num_rows], reader.schema)
         except FileNotFoundError:
@@ -158,16 +161,25 @@ class InlineRows:
 
 
 @contextlib.contextmanager
-def _spool_file(storage: Storage, name: str) -> Iterator[Any]:
+def _spool_file(storage: Storage, name: str, form: Any | None = None) -> Iterator[Any]:
     """The Arrow IPC reader of spool file ``name``, memory-mapped when local; FileNotFoundError when there is none,
-    a :class:`SpoolError` when it (or what the caller reads from it) is unreadable."""
+    a :class:`SpoolError` when it (or what the caller reads from it) is unreadable, or holds rows of another schema
+    than ``form`` (when given)."""
     import pyarrow as pa
 
     where = storage.locate(name)
     try:
         with storage.open(name) as source:
-            yield pa.ipc.open_file(source)
-    except FileNotFoundError:
+            reader = pa.ipc.open_file(source)
+            if form is not None and not reader.schema.remove_metadata().equals(form.remove_metadata()):
+                raise SpoolError(
+                    f"spool file {where} holds change rows of another form than this query reads "
+                    f"(images={_form_of(reader.schema)}, not images={_form_of(form)}): the option changed under a "
+                    "checkpoint; go on with the option the checkpoint was written with, or start a new checkpoint "
+                    "and spool.dir"
+                )
+            yield reader
+    except (FileNotFoundError, SpoolError):
         raise
     except (pa.ArrowException, OSError, KeyError, ValueError, CanalError) as exc:
         raise SpoolError(
@@ -205,6 +217,13 @@ class SpoolWriter:
     def discard(self) -> None:
         """Drop the file unless it was published."""
         self._file.discard()
+
+
+def _form_of(schema: Any) -> str:
+    """``json`` or ``variant``: the image form of change rows in ``schema``."""
+    import pyarrow as pa
+
+    return "variant" if pa.types.is_struct(schema.field("after").type) else "json"
 
 
 def discard_numbered(storage: Storage, directory: str, through: int) -> None:
