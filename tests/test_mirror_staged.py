@@ -299,14 +299,14 @@ _OPS = st.one_of(
 )
 
 
-@settings(max_examples=int(os.environ.get("PYCANAL_STAGED_EXAMPLES", "15")), deadline=None)
+@settings(max_examples=int(os.environ.get("PYCANAL_STAGED_EXAMPLES", "10")), deadline=None)
 @given(ops=st.lists(_OPS, min_size=4, max_size=16))
 def test_any_mix_of_batches_flushes_folds_restarts_and_replays_reads_as_the_source(ops: list[tuple[Any, ...]]) -> None:
     """Against a model (the source's rows): batches of small (staged) and larger (appended) parts of some of four
     tables, flushes, folds on demand, a mirror closed or dropped without closing (a dead process) and a new one
     started, a batch replayed after its journal was lost, and a batch whose process died at one of its boundaries
     (a journal write, before or after it; a flush before its staged file's deletion: tests/test_mirror_step_faults.py)
-    replayed by a new mirror; after each, every table reads as the source. (15 examples; PYCANAL_STAGED_EXAMPLES=N
+    replayed by a new mirror; after each, every table reads as the source. (10 examples; PYCANAL_STAGED_EXAMPLES=N
     for more.)"""
     import gc
     import tempfile

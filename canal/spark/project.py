@@ -22,27 +22,30 @@ def parse_create_table(ddl: str) -> tuple[str | None, str, list[tuple[str, str]]
 Layout = TableSchema | str | Sequence[tuple[str, str]]
 
 
-def project(df: Any, table_schema_or_ddl: Layout, table: str | None = None) -> Any:
+def project(df: Any, table_schema_or_ddl: Layout, table: str | None = None, *, images: str = "json") -> Any:
     """The changes of one table in ``df`` (change rows) as typed columns.
 
     ``table_schema_or_ddl``: a :class:`~canal.protocol.TableSchema`, a ``CREATE TABLE`` statement, or
     ``[(column, mysql_type), ...]`` together with ``table="schema.table"`` (or a bare table name). Output columns:
     ``op`` (INSERT / UPDATE / DELETE), ``seq``, ``execute_time``, then the table's columns typed (values from the
-    after image, or the before image of a DELETE). DDL rows and other tables are dropped. Images of either form
-    (the source's ``images`` option): VARIANT cells are read with ``variant_get`` as the mirror types them, JSON
-    text is parsed and cast.
+    after image, or the before image of a DELETE). DDL rows and other tables are dropped. ``images``: the form the
+    source gave them (its ``images`` option; named, not read from ``df``'s schema, which a Spark Declarative
+    Pipeline's query function may not analyse): ``json`` text is parsed and cast, ``variant`` cells are read with
+    ``variant_get`` as the mirror types them.
     """
     from pyspark.sql import functions as F
 
     schema_name, table_name, columns = _layout(table_schema_or_ddl, table)
-    cell = _cells(df)
+    cell = _cells(images)
     image = F.coalesce(F.col("after"), F.col("before"))
     selected = [F.col("type").alias("op"), F.col("seq"), F.col("execute_time")]
     selected += [cell(image, name, mysql_type).alias(name) for name, mysql_type in columns]
     return df.where(_of_table(schema_name, table_name)).select(*selected)
 
 
-def current_rows(df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], table: str | None = None) -> Any:
+def current_rows(
+    df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], table: str | None = None, *, images: str = "json"
+) -> Any:
     """The rows the change rows in ``df`` leave in one table, typed as :func:`project` types them: for each key
     (the columns ``keys``) its last change by ``seq``, unless that was a DELETE or an UPDATE that moved the row to
     another key. A batch computation over a whole change log (e.g. a Spark Declarative Pipeline's materialized
@@ -56,11 +59,11 @@ def current_rows(df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], tabl
     missing = [k for k in keys if k not in names]
     if not keys or missing:
         raise ValueError(f"keys must name columns of the table: {', '.join(missing) or 'none given'}")
-    changes = project(df, columns, f"{schema_name}.{table_name}" if schema_name else table_name).select(
+    changes = project(df, columns, f"{schema_name}.{table_name}" if schema_name else table_name, images=images).select(
         "seq", (F.col("op") == "DELETE").alias("gone"), *names
     )
     # an UPDATE that changed the key also removes the row under its old key, at the same point of the stream
-    cell = _cells(df)
+    cell = _cells(images)
     moves = df.where(_of_table(schema_name, table_name) & F.col("old_keys").isNotNull()).select(
         F.col("seq"),
         F.lit(True).alias("gone"),
@@ -104,12 +107,14 @@ def _of_table(schema_name: str | None, table_name: str) -> Any:
     return cond & (F.col("schema") == schema_name) if schema_name else cond
 
 
-def _cells(df: Any) -> Any:
-    """How a cell of ``df``'s images is read: ``(image column, column name, mysql_type) -> typed column``."""
+def _cells(images: str) -> Any:
+    """How a cell of images of the form ``images`` is read: ``(image column, column name, mysql_type) -> typed
+    column``."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import VariantType
 
-    if isinstance(df.schema["after"].dataType, VariantType):
+    if images not in ("json", "variant"):
+        raise ValueError(f"images = {images!r}: expected json or variant (the canal source's images option)")
+    if images == "variant":
 
         def from_variant(image: Any, name: str, mysql_type: str) -> Any:
             return F.variant_get(image, variant_path(name), spark_type_sql(mysql_type))
