@@ -52,10 +52,10 @@ the same disk). Its driver is this process, in a new JVM, its executors register
 whole-run figure beside it; its micro-batches' costs under ``cluster`` in the JSON. The cluster, its JVMs and its
 mirror are gone before the baselines run. ``--changes N`` runs a smaller workload (same proportions).
 
-The rows' form (``--images``, default ``variant``: the source's ``images`` option): with ``variant`` the reader
-builds typed images straight from the decoded values and the mirror's tasks decode them without text; ``json`` is
-the JSON-text form. The typed-batch figures: ``embedded_decode_ratio`` = embedded rows/s / decode-only rows/s (goal
->= 0.8), ``steady_decode_ratio`` = steady rows/s / decode-only rows/s (>= 0.75), ``whole_bound_ratio`` =
+The rows' form (``--images``: the source's ``images`` option, default ``json`` as the source's): with ``variant``
+the reader builds typed images straight from the decoded values and the mirror's tasks decode them without text;
+``json`` is the JSON-text form. The typed-batch figures: ``embedded_decode_ratio`` = embedded rows/s / decode-only
+rows/s (goal >= 0.8), ``steady_decode_ratio`` = steady rows/s / decode-only rows/s (>= 0.75), ``whole_bound_ratio`` =
 ``whole_rows_per_s`` / ``decode_bound_rows_per_s`` (>= 0.75), and ``update_row_bytes``: the Arrow IPC bytes per row
 of a batch of the workload's UPDATE change rows as the reader spools them (<= 700).
 
@@ -141,7 +141,7 @@ def instance_config(server: Any, start: tuple[str, int], **settings: Any) -> Any
 
 
 def baseline(
-    server: Any, start: tuple[str, int], end: tuple[str, int], *, encode: bool, images: str = "variant"
+    server: Any, start: tuple[str, int], end: tuple[str, int], *, encode: bool, images: str = "json"
 ) -> dict[str, float]:
     """Decode the binlog (and, with ``encode``, turn it into change rows of the ``images`` form, as the reader
     spools them) in this process, no Spark. With ``encode``: also ``update_row_bytes``, the Arrow IPC bytes of a
@@ -328,7 +328,7 @@ def cluster_stream(
     max_entries: int,
     buffer_size: int | None,
     expected: int,
-    images: str = "variant",
+    images: str = "json",
 ) -> dict[str, Any]:
     """The same query on a private two-worker standalone cluster (:class:`~canal.testing.services.SparkCluster`:
     each worker in its own mount namespace, blind to the driver's temporary directory) with the source's defaults
@@ -397,7 +397,7 @@ def run(
     *,
     spool_shared: bool,
     cluster: bool,
-    images: str = "variant",
+    images: str = "json",
 ) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--driver-memory", help="spark.driver.memory (default Spark's, 1g)")
     parser.add_argument(
-        "--images", choices=("variant", "json"), default="variant", help="the source's images option (the rows' form)"
+        "--images", choices=("json", "variant"), default="json", help="the source's images option (the rows' form)"
     )
     args = parser.parse_args(argv)
     inserts, updates, deletes = args.inserts, args.updates, args.deletes
