@@ -24,7 +24,7 @@ import attrs
 from canal.lake.cell_text import server_text
 from canal.lake.key_identity import key_value
 from canal.lake.types import MirrorTypeError, ZeroDates, arrow_type, typed_array
-from canal.protocol import TableSchema, render_text
+from canal.protocol import ColumnMeta, TableSchema, render_text
 from canal.sql import read_column_type
 from canal.sql.types import stored_type
 
@@ -273,8 +273,6 @@ layout_of: Final = PerTableSchema(_make_layout)
 
 
 def _described_layout(columns_json: str) -> Layout:
-    from canal.protocol import ColumnMeta
-
     try:
         described = json.loads(columns_json)
         columns = tuple(

@@ -13,7 +13,10 @@ from typing import Final
 
 import attrs
 
-__all__ = ["CONNECTION_OPTIONS", "READER_DEFAULTS", "READER_OPTIONS", "SourceOption"]
+__all__ = ["CONNECTION_OPTIONS", "IMAGE_FORMS", "READER_DEFAULTS", "READER_OPTIONS", "SourceOption"]
+
+IMAGE_FORMS: Final = ("json", "variant")
+"""The values of the ``images`` option: how change rows carry their images (:mod:`canal.spark.variant_changes`)."""
 
 
 @attrs.frozen

@@ -7,6 +7,7 @@ from typing import Any
 
 from canal.lake.types import spark_type_sql
 from canal.protocol import TableSchema
+from canal.spark.options import IMAGE_FORMS
 from canal.sql import CreateTable, SqlError, read_statement
 
 
@@ -112,7 +113,7 @@ def _cells(images: str) -> Any:
     column``."""
     from pyspark.sql import functions as F
 
-    if images not in ("json", "variant"):
+    if images not in IMAGE_FORMS:
         raise ValueError(f"images = {images!r}: expected json or variant (the canal source's images option)")
     if images == "variant":
 

@@ -16,7 +16,7 @@ import attrs
 
 from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, parse_bool
 from canal.errors import CanalError
-from canal.spark.options import CONNECTION_OPTIONS, READER_DEFAULTS, READER_OPTIONS
+from canal.spark.options import CONNECTION_OPTIONS, IMAGE_FORMS, READER_DEFAULTS, READER_OPTIONS
 
 __all__ = [
     "STORAGE_PREFIX",
@@ -141,7 +141,7 @@ def image_form(options: Mapping[str, str]) -> str:
     """The ``images`` option: ``json`` or ``variant`` (:mod:`canal.spark.variant_changes`)."""
     lower = {k.lower(): v for k, v in options.items()}
     text = lower.get("images", READER_DEFAULTS["images"]).strip().lower()
-    if text not in ("json", "variant"):
+    if text not in IMAGE_FORMS:
         raise SparkSourceError(f"canal source option images = {lower.get('images')!r}: expected json or variant")
     return text
 

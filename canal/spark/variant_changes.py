@@ -25,9 +25,7 @@ from canal.lake.variant import encode, variant_arrow_type
 from canal.protocol import Entry
 from canal.spark.changes import CHANGE_SCHEMA_DDL, COLUMN_NAMES, arrow_schema
 
-IMAGES_JSON: Final = "json"
-IMAGES_VARIANT: Final = "variant"
-IMAGE_FORMS: Final = (IMAGES_JSON, IMAGES_VARIANT)
+IMAGES_VARIANT: Final = "variant"  # the images option's value for this form (canal.spark.options.IMAGE_FORMS)
 
 VARIANT_COLUMNS: Final = ("keys", "old_keys", "before", "after")
 """The change-row columns that are VARIANT values in the ``images=variant`` form."""
