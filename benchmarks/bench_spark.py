@@ -156,7 +156,7 @@ def baseline(
     from canal.spark.variant_changes import entries_to_variant_batch
 
     make = entries_to_variant_batch if images == "variant" else entries_to_batch
-    update_bytes: float | None = None
+    first_update: Any = None  # the first UPDATE event: its change rows are measured after the timed run
 
     cfg = instance_config(server, start, store=StoreConfig(buffer_size=16384, batch_mode="ITEMSIZE"))
     stop = (journal_number(end[0]), end[1])
@@ -169,15 +169,15 @@ def baseline(
                 continue
             if encode:
                 rows += make(msg.entries, "bench", 1).num_rows
-                if update_bytes is None:
-                    updates = [
-                        e
-                        for e in msg.entries
-                        if e.row_change is not None and e.row_change.event_type is EventType.UPDATE
-                    ]
-                    if updates:
-                        spooled = make(updates[:1], "bench", 1)
-                        update_bytes = pa.ipc.get_record_batch_size(spooled) / spooled.num_rows
+                if first_update is None:
+                    first_update = next(
+                        (
+                            e
+                            for e in msg.entries
+                            if e.row_change is not None and e.row_change.event_type is EventType.UPDATE
+                        ),
+                        None,
+                    )
             else:
                 rows += sum(len(e.row_change.rows) or 1 for e in msg.entries if e.row_change is not None)
             last = msg.entries[-1].header
@@ -185,8 +185,9 @@ def baseline(
                 break
     seconds = time.perf_counter() - began
     out = {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
-    if update_bytes is not None:
-        out["update_row_bytes"] = round(update_bytes)
+    if first_update is not None:
+        spooled = make([first_update], "bench", 1)
+        out["update_row_bytes"] = round(pa.ipc.get_record_batch_size(spooled) / spooled.num_rows)
     return out
 
 

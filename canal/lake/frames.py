@@ -13,8 +13,8 @@ def to_arrow(df: Any) -> Any:
     import pyarrow as pa
 
     collect = getattr(df, "_collect_as_arrow", None)
-    has_variants = any(field.dataType.typeName() == "variant" for field in df.schema.fields)
-    if collect is None or not has_variants:
+    # (a Connect DataFrame has no such method: its schema is not asked for, a round trip to the server)
+    if collect is None or not any(field.dataType.typeName() == "variant" for field in df.schema.fields):
         return df.toArrow()
     batches = collect(empty_list_if_zero_records=False)
     return pa.Table.from_batches(batches)

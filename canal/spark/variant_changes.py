@@ -55,7 +55,6 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
     """A typed batch as change rows of :func:`variant_arrow_schema`, in its order."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     schema = variant_arrow_schema()
     changes = typed.changes.combine_chunks()
@@ -68,6 +67,10 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
     parts: dict[str, list[Any]] = {name: [] for name in VARIANT_COLUMNS}
     bases = np.zeros(len(order) + 1, dtype=np.int64)
     described: list[str] = []
+    indices = layout_column.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    valid = layout_column.is_valid().to_numpy(zero_copy_only=False)
+    image_row = changes.column("image_row").fill_null(0).to_numpy(zero_copy_only=False)
+    key_changed = changes.column("key_changed").fill_null(False).to_numpy(zero_copy_only=False)
     for i, layout_id in enumerate(order):
         layout = typed.layouts[layout_id]
         images = typed.images[layout_id]
@@ -82,16 +85,11 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
             continue
         parts["keys"].append(encode(_identities(typed.keys(layout_id))))
         # an UPDATE that moved the key: its before image's key, on the image row of that change
-        of_layout = pc.equal(layout_column.indices, pa.scalar(i, layout_column.indices.type))
+        of_layout = valid & (indices == i)
         moved = np.zeros(count, dtype=bool)
-        rows = changes.filter(of_layout)
-        moved_at = rows.column("image_row").to_numpy(zero_copy_only=False)
-        moved[moved_at] = rows.column("key_changed").fill_null(False).to_numpy(zero_copy_only=False)
+        moved[image_row[of_layout]] = key_changed[of_layout]
         before_keys = _key_struct(images.column("before"), layout.key_names, ~moved)
         parts["old_keys"].append(encode(_identities(before_keys)))
-    indices = layout_column.indices.fill_null(0).to_numpy(zero_copy_only=False)
-    valid = layout_column.is_valid().to_numpy(zero_copy_only=False)
-    image_row = changes.column("image_row").fill_null(0).to_numpy(zero_copy_only=False)
     at = pa.array(np.where(valid, bases[np.where(valid, indices, 0)] + image_row, 0), mask=~valid)
     columns: dict[str, Any] = {}
     for name in VARIANT_COLUMNS:
