@@ -203,7 +203,10 @@ class _Collector:
         self.per_entry["image_start"].append(len(before))
         before.extend(befores)
         self.after[layout.id].extend(afters)
-        self.key_changed.extend(map(layout.key_changed, befores, afters))
+        if rows.before is None or rows.after is None:  # an INSERT or a DELETE moves no key
+            self.key_changed.extend([False] * n)
+        else:
+            self.key_changed.extend(map(layout.key_changed, befores, afters))
 
 
 def _is_xa_end(entry: Entry) -> bool:

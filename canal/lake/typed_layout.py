@@ -81,8 +81,8 @@ def _column_builder(name: str, mysql_type: str) -> _ColumnBuilder:
     if as_server is not None:  # SET, TIME: the server's text, whatever the value
         return _ColumnBuilder(name, target, frozenset({frozenset, dt.timedelta, str}), _texts(as_server), as_server)
     kind = stored_type(column_type).kind
-    if kind == "string":  # text types, ENUM and JSON as str; DECIMAL beyond 38 digits as its plain digits
-        return _ColumnBuilder(name, target, frozenset({str, Decimal}), _texts(render_text), render_text)
+    if kind == "string":  # text types, ENUM and JSON as str; DECIMAL beyond 38 digits as its plain digits (text)
+        return _ColumnBuilder(name, target, frozenset({str}), lambda v: pa.array(v, pa.string()), render_text)
     if kind == "decimal" and column_type.base in ("bigint", "bit"):  # BIGINT UNSIGNED, BIT(64): decimal(20,0)
         return _ColumnBuilder(
             name, target, frozenset({int}), lambda v: pa.array(v, pa.uint64()).cast(target), render_text
@@ -151,27 +151,28 @@ class Layout:
         import pyarrow as pa
 
         width = len(self.columns)
-        missing = images.count(None)
-        rows = images if not missing else [(None,) * width if image is None else image for image in images]
-        try:
-            cells = list(zip(*rows, strict=True))  # column by column, transposed in C
-        except ValueError:
-            widths = sorted({len(image) for image in images if image is not None})
-            raise TypedChangeError(f"{where}: images of widths {widths} in a layout of {width} columns") from None
-        if len(cells) != width and images:
-            raise TypedChangeError(f"{where}: images of {len(cells)} columns in a layout of {width} columns")
-        if not images:
-            cells = [() for _ in range(width)]
         # a layout without a key keeps its whole before image (a struct of no fields would have no length)
         chosen = self.key_indexes if keys_only and self.key_indexes else range(width)
+        fields = [self.image_type.field(index) for index in chosen]
+        missing = images.count(None)
+        if missing == len(images):  # no image at all (an INSERT's before, a DELETE's after): nothing to convert
+            return pa.nulls(len(images), pa.struct(fields))
+        widths = set(map(len, filter(None, images)))  # the images there (none is empty: a layout has columns)
+        if widths != {width}:
+            raise TypedChangeError(f"{where}: images of widths {sorted(widths)} in a layout of {width} columns")
+        columns: Sequence[Sequence[Any]]
+        if len(chosen) < width:  # the key's columns alone: a pass over the rows per key column, not a transpose
+            columns = [[None if image is None else image[index] for image in images] for index in chosen]
+        else:
+            rows = images if not missing else [(None,) * width if image is None else image for image in images]
+            columns = list(zip(*rows, strict=True))  # column by column, transposed in C
         arrays = []
-        for index in chosen:
+        for index, cells in zip(chosen, columns, strict=True):
             found: list[tuple[int, str]] | None = None if errors is None else []
-            arrays.append(_typed(self._builders[index], cells[index], where, zero_dates, found))
+            arrays.append(_typed(self._builders[index], cells, where, zero_dates, found))
             if errors is not None and found:
                 errors.extend(CellError(side, row, index, message) for row, message in found)
         mask = pa.array([image is None for image in images], pa.bool_()) if missing else None
-        fields = [self.image_type.field(index) for index in chosen]
         return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
 
 
