@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -224,11 +225,16 @@ def test_a_new_mirror_deletes_its_own_interrupted_writes_only(tmp_path: Path) ->
     directory = Path(staged.staged_dir(tmp_path))
     own = directory / f"{5:020d}-{app_id.encode().hex()}.arrow.0123456789abcdef.tmp"
     other = directory / f"{5:020d}-{b'another-app'.hex()}.arrow.0123456789abcdef.tmp"
+    fresh = directory / f"{6:020d}-{app_id.encode().hex()}.arrow.fedcba9876543210.tmp"
+    for path in (own, other, fresh):
+        path.write_bytes(b"half a file")  # a process killed while writing it (fresh: a live one writing it now)
+    abandoned = time.time() - staged.ABANDONED_AFTER_S - 1
     for path in (own, other):
-        path.write_bytes(b"half a file")  # a process killed while writing it
+        os.utime(path, (abandoned, abandoned))
     second = _mirror(tmp_path)
     source.apply(second, 5, 6)
     assert not own.exists() and other.exists()  # another app's mirror may be writing its file
+    assert fresh.exists()  # a speculative twin of a Spark task may be writing it: not deleted while fresh
     _assert_exact(second, source)
 
 

@@ -29,7 +29,9 @@ tasks append, the driver flushes first and stages nothing more.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +47,11 @@ FLUSHED_BATCHES = "pycanal.flushed_batches"
 the last)."""
 _SUFFIX = ".arrow"
 _TMP_SUFFIX = ".tmp"
+ABANDONED_AFTER_S = 600.0
+"""How old a temporary staged file of this app must be for a starting mirror to delete it as a write its process did
+not live to finish. A fresh one may be another live process's write under way -- a speculative twin of a Spark task
+starts its mirror while the first task writes --, which a write takes milliseconds to rename; deleted, it failed that
+task (seen in the twin-task test)."""
 
 
 def staged_dir(root: str | os.PathLike[str]) -> str:
@@ -273,15 +280,20 @@ class Staged:
 def load(root: str | os.PathLike[str], app_id: str, flushed_through: Callable[[str], int | None]) -> Staged:
     """The staged parts ``app_id`` left under ``root`` (a mirror starting on it), without those already in their
     logs: a part of a batch ``<= flushed_through(path)`` (the last batch id its change log recorded) was appended by
-    a flush the process did not live to delete the file of. Its temporary files (writes interrupted) are deleted."""
+    a flush the process did not live to delete the file of. Its temporary files of writes interrupted
+    (:data:`ABANDONED_AFTER_S` old) are deleted."""
     root = os.fspath(root)
     staged = Staged(root, app_id)
     directory = staged_dir(root)
+    now = time.time()
     for name in fs.listdir(directory):
         # the app's own only (another app's mirror may be writing one); an object store has none (one PUT)
         parsed = _interrupted(name)
         if parsed is not None and parsed[1] == app_id:
-            fs.unlink(fs.join(directory, name))
+            path = fs.join(directory, name)
+            with contextlib.suppress(FileNotFoundError):  # renamed or deleted by its writer meanwhile
+                if now - os.path.getmtime(path) >= ABANDONED_AFTER_S:
+                    fs.unlink(path)
     last: dict[str, int | None] = {}
     for batch_id, app, path in _staged_files(root):
         if app != app_id:
