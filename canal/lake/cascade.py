@@ -83,6 +83,7 @@ class _Children:
         self._stale: dict[Name, str] = {}  # tables whose rows are unknown here, and why
         self._values_stale: dict[Name, str] = {}  # tables whose rows' keys are known, their other values not
         self._fixed: dict[Name, set[str]] = {}  # the foreign key columns of each table, its own and referenced
+        self._floats: dict[Name, frozenset[str]] = {}  # float_columns of each table whose layout is known
 
     def layout(self, name: Name, layout: list[Any] | None) -> None:
         if layout is not None:
@@ -103,12 +104,17 @@ class _Children:
     def key_of(self, name: Name, row: Mapping[str, str | None]) -> Key:
         """The key of ``name``'s row ``row`` (canal text by column) as its identity: a FLOAT / DOUBLE key's -0.0
         as 0.0 (:mod:`canal.lake.key_identity`), as the source spells the change rows' ``keys``."""
-        floats = self.float_columns(name)
-        return tuple(key_text(row.get(k)) if k in floats else row.get(k) for k in self.keys_of(name))
+        return _identity(self.keys_of(name), self.float_columns(name), row)
 
     def float_columns(self, name: Name) -> frozenset[str]:
         """The columns of ``name`` of a FLOAT / DOUBLE type, whose -0.0 a key or a foreign key compares as 0.0."""
-        return frozenset(str(c[0]) for c in self._layouts.get(name) or [] if is_float_type(str(c[1])))
+        found = self._floats.get(name)
+        if found is None:
+            layout = self._layouts.get(name)
+            found = frozenset(str(c[0]) for c in layout or [] if is_float_type(str(c[1])))
+            if layout is not None:  # a layout is set once: its float columns with it
+                self._floats[name] = found
+        return found
 
     def image(self, name: Name) -> dict[Key, Row]:
         found = self._images.get(name)
@@ -117,13 +123,13 @@ class _Children:
         why = self._stale.get(name)
         if why is not None:
             raise MirrorCascadeError(f"a foreign key's action reaches {name[0]}.{name[1]} after {why} in the batch")
-        self.keys_of(name)
+        keys, floats = self.keys_of(name), self.float_columns(name)  # (keys_of: a child without a key stops here)
         columns = [str(c[0]) for c in self._layouts[name]]
         rows = self._current(*name) or []
         image: dict[Key, Row] = {}
         for row in rows:
             text = {c: None if row.get(c) is None else encode_value(row[c]) for c in columns}
-            image[self.key_of(name, text)] = text
+            image[_identity(keys, floats, text)] = text
         self._images[name] = image
         return image
 
@@ -271,6 +277,11 @@ def _cascade(
             image[children.key_of(child, changed)] = changed
             out.append(make(child, "UPDATE", row, changed, names))
             _cascade(children, child, row, changed, edges, make, out, depth + 1)
+
+
+def _identity(keys: list[str], floats: frozenset[str], row: Mapping[str, str | None]) -> Key:
+    """The key ``keys`` of ``row`` (canal text by column), its ``floats`` columns' -0.0 as 0.0."""
+    return tuple(key_text(row.get(k)) if k in floats else row.get(k) for k in keys)
 
 
 def _compared(columns: list[str], values: list[Any], floats: frozenset[str]) -> list[Any]:

@@ -29,7 +29,6 @@ tasks append, the driver flushes first and stages nothing more.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -286,14 +285,11 @@ def load(root: str | os.PathLike[str], app_id: str, flushed_through: Callable[[s
     staged = Staged(root, app_id)
     directory = staged_dir(root)
     now = time.time()
-    for name in fs.listdir(directory):
+    for name, modified in fs.files_modified(directory):
         # the app's own only (another app's mirror may be writing one); an object store has none (one PUT)
         parsed = _interrupted(name)
-        if parsed is not None and parsed[1] == app_id:
-            path = fs.join(directory, name)
-            with contextlib.suppress(FileNotFoundError):  # renamed or deleted by its writer meanwhile
-                if now - os.path.getmtime(path) >= ABANDONED_AFTER_S:
-                    fs.unlink(path)
+        if parsed is not None and parsed[1] == app_id and now - modified >= ABANDONED_AFTER_S:
+            fs.unlink(fs.join(directory, name))
     last: dict[str, int | None] = {}
     for batch_id, app, path in _staged_files(root):
         if app != app_id:
