@@ -59,11 +59,21 @@ rows/s (goal >= 0.8), ``steady_decode_ratio`` = steady rows/s / decode-only rows
 ``whole_rows_per_s`` / ``decode_bound_rows_per_s`` (>= 0.75), and ``update_row_bytes``: the Arrow IPC bytes per row
 of a batch of the workload's UPDATE change rows as the reader spools them (<= 700).
 
+Spark's transfer alone (``transfer``; :mod:`spark_transfer`), last, in a new session: the run's own change rows,
+written to an Arrow IPC file beforehand (untimed), through a query of the same shape -- a reader on the executors,
+``foreachBatch`` -> ``mapInArrow`` -> ``collect`` -- in micro-batches of the run's sizes, each task only counting its
+rows. ``transfer_whole_rows_per_s`` / ``transfer_steady_rows_per_s``: what the query could reach here if decoding,
+encoding and the mirror cost nothing. ``steady_transfer_ratio`` = ``steady_rows_per_s`` / the transfer's steady rate
+(what the pipeline keeps of it); ``steady_decode_ceiling`` = the transfer's steady rate / decode-only rows/s and
+``whole_bound_ceiling`` = its whole rate / ``decode_bound_rows_per_s``: the most ``steady_decode_ratio`` and
+``whole_bound_ratio`` could be through Spark on this machine (a ceiling under 1 is Spark's, whatever pycanal does).
+
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... embedded_rows_per_s=...
 steady_embedded_ratio=... embedded_decode_ratio=... steady_decode_ratio=... whole_bound_ratio=...
-update_row_bytes=... images=...`` (with ``--cluster`` also ``cluster_local_ratio=... cluster_whole_rows_per_s=...
-cluster_steady_rows_per_s=...``); JSON in
+update_row_bytes=... images=... transfer_whole_rows_per_s=... transfer_steady_rows_per_s=...
+steady_transfer_ratio=... steady_decode_ceiling=... whole_bound_ceiling=...`` (with ``--cluster`` also
+``cluster_local_ratio=... cluster_whole_rows_per_s=... cluster_steady_rows_per_s=...``); JSON in
 ``benchmarks/results/bench_spark.json``.
 """
 
@@ -79,6 +89,7 @@ from typing import Any
 
 from result_file import write_result
 from spark_floor import first_batch_s
+from spark_transfer import transfer_run
 
 TABLE_DDL = (
     "CREATE TABLE bench.t (id BIGINT PRIMARY KEY, qty INT NOT NULL, name VARCHAR(64), doc JSON, blob_ BLOB, "
@@ -189,6 +200,34 @@ def baseline(
         spooled = make([first_update], "bench", 1)
         out["update_row_bytes"] = round(pa.ipc.get_record_batch_size(spooled) / spooled.num_rows)
     return out
+
+
+def write_rows(server: Any, start: tuple[str, int], end: tuple[str, int], path: Path, images: str) -> int:
+    """The workload's change rows of the ``images`` form, as the reader spools them, into the Arrow IPC file ``path``
+    (untimed: the transfer run's input). Returns the rows written."""
+    import pyarrow as pa
+
+    from canal.instance import Instance
+    from canal.position import journal_number
+    from canal.spark.changes import arrow_schema, entries_to_batch
+    from canal.spark.variant_changes import entries_to_variant_batch, variant_arrow_schema
+
+    make = entries_to_variant_batch if images == "variant" else entries_to_batch
+    schema = variant_arrow_schema() if images == "variant" else arrow_schema()
+    stop = (journal_number(end[0]), end[1])
+    rows = 0
+    with Instance(instance_config(server, start)) as inst, pa.ipc.new_file(str(path), schema) as out:
+        while True:
+            msg = inst.get(1024, timeout=0.05)
+            if not msg.entries:
+                continue
+            batch = make(msg.entries, "bench", 1)
+            if batch.num_rows:
+                out.write_batch(batch)
+                rows += batch.num_rows
+            last = msg.entries[-1].header
+            if (journal_number(last.log_file), last.next_offset) >= stop:
+                return rows
 
 
 def embedded(server: Any, start: tuple[str, int], work: Path, rows: int) -> dict[str, Any]:
@@ -455,6 +494,27 @@ def run(
         no_jvm = embedded(server, start, work / "embedded", decode["rows"])
         print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
+        # Spark's transfer alone, in a new session: the run's own change rows in micro-batches of its sizes
+        from canal.spark import CHANGE_SCHEMA_DDL, VARIANT_SCHEMA_DDL
+
+        rows_path = work / "rows.arrow"
+        write_rows(server, start, end, rows_path, images)
+        spark = local_spark("pycanal-bench-transfer", extra=spark_conf(driver_memory))
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            transfer = transfer_run(
+                spark,
+                str(rows_path),
+                VARIANT_SCHEMA_DDL if images == "variant" else CHANGE_SCHEMA_DDL,
+                [b["rows"] for b in local["batches"]],
+            )
+        finally:
+            stop_spark(spark)
+        rows_path.unlink()
+        print(
+            f"Spark's transfer alone: {transfer['whole_rows_per_s']:,} rows/s, steady {transfer['steady_rows_per_s']}",
+            flush=True,
+        )
         if mirrored != expected or no_jvm["mirror_rows"] != expected:
             raise RuntimeError(f"mirrors have {mirrored} and {no_jvm['mirror_rows']} rows, source {expected}")
 
@@ -499,6 +559,16 @@ def run(
         "steady_embedded_ratio": round(local["steady_rows"] / steady_s / no_jvm["rows_per_s"], 3)
         if steady_s > 0
         else None,
+        "transfer": transfer,
+        "transfer_whole_rows_per_s": transfer["whole_rows_per_s"],
+        "transfer_steady_rows_per_s": transfer["steady_rows_per_s"],
+        "steady_transfer_ratio": round(local["steady_rows"] / steady_s / transfer["steady_rows_per_s"], 3)
+        if steady_s > 0 and transfer["steady_rows_per_s"]
+        else None,
+        "steady_decode_ceiling": round(transfer["steady_rows_per_s"] / decode["rows_per_s"], 3)
+        if transfer["steady_rows_per_s"]
+        else None,
+        "whole_bound_ceiling": round(transfer["whole_rows_per_s"] / (total_rows / decode_bound_s), 3),
         "mirror_rows": mirrored,
         "batches": local["batches"],
     }
@@ -613,7 +683,11 @@ def main(argv: list[str] | None = None) -> int:
         f"embedded_rows_per_s={out['embedded_no_jvm']['rows_per_s']} "
         f"steady_embedded_ratio={out['steady_embedded_ratio']} embedded_decode_ratio={out['embedded_decode_ratio']} "
         f"steady_decode_ratio={out['steady_decode_ratio']} whole_bound_ratio={out['whole_bound_ratio']} "
-        f"update_row_bytes={out['update_row_bytes']} images={out['images']}{cluster}"
+        f"update_row_bytes={out['update_row_bytes']} images={out['images']} "
+        f"transfer_whole_rows_per_s={out['transfer_whole_rows_per_s']} "
+        f"transfer_steady_rows_per_s={out['transfer_steady_rows_per_s']} "
+        f"steady_transfer_ratio={out['steady_transfer_ratio']} steady_decode_ceiling={out['steady_decode_ceiling']} "
+        f"whole_bound_ceiling={out['whole_bound_ceiling']}{cluster}"
     )
     return 0
 
