@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,25 @@ def test_prefetched_batches_are_the_stream_in_order_and_spooled(fake: FakeMysql,
         assert spooled is not None and spooled[0].equals(batch) and canonical(spooled[1]) == canonical(batch_end)
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["read", "prefetch"])
+def test_max_entries_caps_every_micro_batch_whatever_a_get_returns(
+    fake: FakeMysql, tmp_path: Path, prefetch: bool
+) -> None:
+    # batch.size 3 asks for 3 KiB in the store's MEMSIZE mode: one get returns dozens of these small entries, and a
+    # micro-batch used to take them all (21 rows where max.entries is 7)
+    r = reader(fake, tmp_path / "spool", prefetch=prefetch)
+    got, _ = read_until(r, dict(INITIAL_OFFSET), ROWS)
+    assert ids([b for _, b, _ in got]) == list(range(ROWS))
+    # one-row transactions are three entries each (BEGIN, the row event, COMMIT): 7 entries hold at most 3 rows
+    assert max(b.num_rows for _, b, _ in got) <= 3
+    # the rest of a cut instance batch opens the next micro-batch: the batches follow each other with no gap
+    assert all(canonical(end) == canonical(nxt) for (_, _, end), (nxt, _, _) in pairwise(got))
+
+
 def test_a_batch_is_acked_once_spooled_and_commit_drops_its_file(fake: FakeMysql, tmp_path: Path) -> None:
-    r = reader(fake, tmp_path / "spool", prefetch=False)
+    # max.entries above all there is: the micro-batch ends with whole instance batches (one a cap cuts is acked with
+    # the micro-batch that takes its rest)
+    r = CanalStreamReader({**reader(fake, tmp_path / "spool", prefetch=False).options, "max.entries": "1000"})
     start = dict(INITIAL_OFFSET)
     it, end = r.read(start)
     assert ids(list(it))
@@ -183,7 +201,13 @@ def test_a_refused_ack_fails_the_read_and_loses_nothing(
 ) -> None:
     """The ack failure surfaces as a SparkSourceError (the query fails); the batch it followed stays spooled, the
     instance is closed, and the next read of the same start returns exactly that batch, then every row after it."""
-    r = reader(fake, tmp_path / "spool", prefetch=False)
+    # gets of 3 entries (ITEMSIZE), micro-batches of up to 7: every micro-batch ends an instance batch, so every read
+    # acks one (in MEMSIZE mode a 3 KiB get holds dozens of these entries, acked when max.entries let them all in)
+    options = {
+        **reader(fake, tmp_path / "spool", prefetch=False).options,
+        "canal.instance.memory.batch.mode": "ITEMSIZE",
+    }
+    r = CanalStreamReader(options)
     got, start = read_until(r, dict(INITIAL_OFFSET), 10)
     session = session_of(r.options)
     assert session.instance is not None

@@ -86,8 +86,17 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "PySpark 4.3's `DataFrame.toArrow` fails on its rows (a VARIANT column holding NULLs): read them with "
         "`canal.spark.to_arrow(df)`.",
     ),
-    SourceOption("batch.size", "4096", "Entries per instance get."),
-    SourceOption("max.entries", "50000", "Entries per micro-batch (a snapshot entry counts its rows)."),
+    SourceOption(
+        "batch.size",
+        "4096",
+        "What the reader asks the instance for at a time: in the store's MEMSIZE mode (the default) units of "
+        "`canal.instance.memory.buffer.memunit` bytes of binlog events (4096: 4 MB), in ITEMSIZE mode entries.",
+    ),
+    SourceOption(
+        "max.entries",
+        "50000",
+        "Entries per micro-batch at most (a snapshot entry counts its rows; a micro-batch holds at least one entry).",
+    ),
     SourceOption("read.timeout", "0.5", "Seconds a read waits when nothing is there yet."),
     SourceOption(
         "prefetch",

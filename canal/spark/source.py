@@ -190,9 +190,11 @@ class _Cut:
         cap: ReadCap,
         target: EntryPosition | None,
         batch_no: int,
+        max_entries: int,
     ) -> None:
-        """Add the entries of instance batch ``mid`` up to the caps or the AvailableNow target; the rest a cap cuts
-        is carried into the next micro-batch (``session.carry``). Called under the session's lock."""
+        """Add the entries of instance batch ``mid`` up to the caps (``max.entries`` among them) or the AvailableNow
+        target; the rest a cap cuts is carried into the next micro-batch (``session.carry``). Called under the
+        session's lock."""
         kept = 0
         for entry in pending:
             if target is not None and _past_target(entry, target):
@@ -200,7 +202,13 @@ class _Cut:
                 break
             rc = entry.row_change
             entry_rows = change_rows(entry)
-            if self.count and cap.exceeded(self.rows + entry_rows, self.nbytes + entry.header.event_length):
+            weight = len(rc.rows) if rc is not None and rc.event_type is EventType.SNAPSHOT else 1
+            # an instance batch may hold more entries than were asked for (in the store's MEMSIZE mode a get asks
+            # for bytes), so max.entries is kept here, entry by entry, as the other caps are
+            if self.count and (
+                self.taken + weight > max_entries
+                or cap.exceeded(self.rows + entry_rows, self.nbytes + entry.header.event_length)
+            ):
                 self.full = True
                 break
             self.rows += entry_rows
@@ -208,7 +216,7 @@ class _Cut:
             self.fresh.append(entry)
             self.count += 1
             kept += 1
-            self.taken += len(rc.rows) if rc is not None and rc.event_type is EventType.SNAPSHOT else 1
+            self.taken += weight
             placed = offset_of(entry, batch_no)
             if placed is not None:
                 self.end = placed
@@ -362,7 +370,7 @@ class CanalStreamReader:
                     mid, pending = session.carry_id, session.carry
                     session.carry, session.carry_id = [], None
                 else:
-                    size = min(self.batch_size, self.max_entries - cut.taken)
+                    size = min(self.batch_size, self.max_entries - cut.taken)  # take() keeps max.entries
                     msg = instance.get_without_ack(size, None)  # what is there now
                     if msg.id == EMPTY_MESSAGE_ID and not cut.count and not waited:
                         waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
@@ -372,7 +380,7 @@ class CanalStreamReader:
                     mid, pending = msg.id, list(msg.entries)
                 if pending:
                     assert mid is not None
-                    cut.take(session, mid, pending, self.limit, self.target, batch_no)
+                    cut.take(session, mid, pending, self.limit, self.target, batch_no, self.max_entries)
             if pending:
                 cut.encode(self.destination, batch_no)  # outside the lock
                 if until is not None:
