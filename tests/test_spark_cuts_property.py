@@ -4,7 +4,9 @@ modes, read the way Spark's runner reads (``read(start)`` from the last end, a r
 Properties: every row comes once, in binlog order; no micro-batch holds more row events than ``max.entries``, nor more
 rows than ``maxRowsPerTrigger`` unless it is one row event (caps keep whole events, at least one); consecutive
 micro-batches meet (each starts where the one before ended); and a spooled micro-batch read again by a new reader
-process (after its session is gone) is the same batch with the same end.
+process (after its session is gone) is the same batch with the same end. With ``Trigger.AvailableNow``: a run
+reads exactly the rows written before it began, however the caps (``maxBytesPerTrigger`` too) cut them, and the next
+run goes on from there.
 """
 
 from __future__ import annotations
@@ -25,6 +27,35 @@ from canal.spark.source import CanalStreamReader, close_sessions
 from canal.testing.fake import FakeMysql
 
 _SERVERS = itertools.count()
+
+
+def _options(
+    fake: FakeMysql, spool: Any, max_entries: int, batch_size: int, mode: str, prefetch: bool
+) -> dict[str, str]:
+    return {
+        "destination": "cuts",
+        "master.address": fake.address,
+        "master.journal.name": "mysql-bin.000001",
+        "master.position": "4",
+        "spool.dir": str(spool),
+        "batch.size": str(batch_size),
+        "max.entries": str(max_entries),
+        "canal.instance.memory.batch.mode": mode,
+        "read.timeout": "0.5",
+        "prefetch": "true" if prefetch else "false",
+    }
+
+
+def _write(fake: FakeMysql, shape: list[int], first: int) -> int:
+    """One transaction, one row event of ``rows`` rows, for each of ``shape``; ids from ``first``. Returns the next."""
+    for rows in shape:
+        fake.insert_many("shop.t", [{"id": first + i, "v": f"value {first + i}"} for i in range(rows)])
+        first += rows
+    return first
+
+
+def _ids(batch: Any) -> list[int]:
+    return [int(json.loads(row["after"])["id"]) for row in batch.to_pylist() if not row["is_ddl"]]
 
 
 def _read(r: CanalStreamReader, start: Offset) -> tuple[Any, Offset]:
@@ -56,21 +87,9 @@ def test_micro_batches_keep_the_caps_and_the_stream(
     spool = tmp_path_factory.mktemp("spool")
     with FakeMysql(name=f"cuts-{next(_SERVERS)}") as fake:
         fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))")
-        total = 0
-        for rows in shape:  # one transaction, one row event of `rows` rows
-            fake.insert_many("shop.t", [{"id": total + i, "v": f"value {total + i}"} for i in range(rows)])
-            total += rows
+        total = _write(fake, shape, 0)
         options = {
-            "destination": "cuts",
-            "master.address": fake.address,
-            "master.journal.name": "mysql-bin.000001",
-            "master.position": "4",
-            "spool.dir": str(spool),
-            "batch.size": str(batch_size),
-            "max.entries": str(max_entries),
-            "canal.instance.memory.batch.mode": mode,
-            "read.timeout": "0.5",
-            "prefetch": "true" if prefetch else "false",
+            **_options(fake, spool, max_entries, batch_size, mode, prefetch),
             **({} if max_rows is None else {"maxRowsPerTrigger": str(max_rows)}),
         }
         try:
@@ -104,3 +123,62 @@ def test_micro_batches_keep_the_caps_and_the_stream(
                 assert canonical(replayed_end) == canonical(end)
         finally:
             close_sessions()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    before=st.lists(st.integers(1, 6), min_size=1, max_size=8),
+    after=st.lists(st.integers(1, 6), min_size=1, max_size=8),
+    max_entries=st.integers(1, 8),
+    max_bytes=st.none() | st.integers(1, 300),
+    batch_size=st.integers(1, 4),
+    mode=st.sampled_from(["MEMSIZE", "ITEMSIZE"]),
+    prefetch=st.booleans(),
+)
+def test_an_available_now_run_reads_what_was_there_when_it_began(
+    tmp_path_factory: pytest.TempPathFactory,
+    before: list[int],
+    after: list[int],
+    max_entries: int,
+    max_bytes: int | None,
+    batch_size: int,
+    mode: str,
+    prefetch: bool,
+) -> None:
+    spool = tmp_path_factory.mktemp("spool")
+    with FakeMysql(name=f"cuts-{next(_SERVERS)}") as fake:
+        fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))")
+        first_run = _write(fake, before, 0)
+        options = {
+            **_options(fake, spool, max_entries, batch_size, mode, prefetch),
+            **({} if max_bytes is None else {"maxBytesPerTrigger": str(max_bytes)}),
+        }
+        try:
+            # run 1 begins (its target: the master's position now), then the rows of `after` are written
+            first = CanalStreamReader(options)
+            first.prepareForTriggerAvailableNow()
+            total = _write(fake, after, first_run)
+            seen, end = _run(first, dict(INITIAL_OFFSET))
+            assert seen == list(range(first_run))
+            close_sessions()  # run 2: a new reader process, from the checkpoint's last end
+            second = CanalStreamReader(options)
+            second.prepareForTriggerAvailableNow()
+            seen, _ = _run(second, end)
+            assert seen == list(range(first_run, total))
+        finally:
+            close_sessions()
+
+
+def _run(r: CanalStreamReader, start: Offset) -> tuple[list[int], Offset]:
+    """Read micro-batches from ``start`` as an AvailableNow run does, each committed, until one is empty (which ends
+    the run). Returns the row ids read and where the run ended."""
+    seen: list[int] = []
+    for _ in range(500):
+        batch, end = _read(r, start)
+        if canonical(end) == canonical(start):
+            return seen, start
+        if batch is not None:
+            seen += _ids(batch)
+        r.commit(end)
+        start = end
+    pytest.fail("the AvailableNow run did not end")

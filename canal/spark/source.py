@@ -180,7 +180,14 @@ class _Cut:
         self.writer: SpoolWriter | None = None  # the spool file being written, from the first change row on
 
     def done(self, max_entries: int) -> bool:
-        return self.taken >= max_entries or self.partial or self.full
+        return (self.taken >= max_entries and self.advanced()) or self.partial or self.full
+
+    def advanced(self) -> bool:
+        """Whether the entries taken place a cursor past the micro-batch's start. Only then may a cap end it: a
+        transaction's BEGIN places none (a cursor inside a transaction names the boundary before it until a row of
+        it is taken), and a micro-batch ending where it started reads as nothing new -- which ends an AvailableNow
+        run."""
+        return self.end is not None and moved(self.start, self.end)
 
     def take(
         self,
@@ -205,7 +212,7 @@ class _Cut:
             weight = len(rc.rows) if rc is not None and rc.event_type is EventType.SNAPSHOT else 1
             # an instance batch may hold more entries than were asked for (in the store's MEMSIZE mode a get asks
             # for bytes), so max.entries is kept here, entry by entry, as the other caps are
-            if self.count and (
+            if self.advanced() and (
                 self.taken + weight > max_entries
                 or cap.exceeded(self.rows + entry_rows, self.nbytes + entry.header.event_length)
             ):
@@ -370,7 +377,8 @@ class CanalStreamReader:
                     mid, pending = session.carry_id, session.carry
                     session.carry, session.carry_id = [], None
                 else:
-                    size = min(self.batch_size, self.max_entries - cut.taken)  # take() keeps max.entries
+                    # take() keeps max.entries; at least one more entry while none placed a cursor yet
+                    size = max(1, min(self.batch_size, self.max_entries - cut.taken))
                     msg = instance.get_without_ack(size, None)  # what is there now
                     if msg.id == EMPTY_MESSAGE_ID and not cut.count and not waited:
                         waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
