@@ -95,7 +95,8 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
     SourceOption(
         "max.entries",
         "50000",
-        "Entries per micro-batch at most (a snapshot entry counts its rows; a micro-batch holds at least one entry).",
+        "Entries per micro-batch at most (a snapshot entry counts its rows; at least one entry, and never a "
+        "transaction's BEGIN alone, which moves no cursor: a micro-batch ending with it would end where it began).",
     ),
     SourceOption("read.timeout", "0.5", "Seconds a read waits when nothing is there yet."),
     SourceOption(
@@ -104,8 +105,14 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "Prepare the next batch while Spark runs this one (it takes what the instance decodes until Spark asks for "
         "it), and read a micro-batch's snapshot ranges while Spark starts their tasks.",
     ),
-    SourceOption("maxRowsPerTrigger", None, "Cap of change rows per micro-batch (whole binlog events, at least one)."),
-    SourceOption("maxBytesPerTrigger", None, "Cap of binlog bytes per micro-batch (whole events, at least one)."),
+    SourceOption(
+        "maxRowsPerTrigger",
+        None,
+        "Cap of change rows per micro-batch (whole binlog events; as max.entries, at least one).",
+    ),
+    SourceOption(
+        "maxBytesPerTrigger", None, "Cap of binlog bytes per micro-batch (whole events; as max.entries, at least one)."
+    ),
     SourceOption(
         "snapshot.partitions",
         None,
