@@ -84,6 +84,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,26 @@ def instance_config(server: Any, start: tuple[str, int], **settings: Any) -> Any
     return InstanceConfig(destination="bench", master=master, filter_regex=r"bench\..*", **settings)
 
 
+def entry_batches(server: Any, start: tuple[str, int], end: tuple[str, int]) -> Iterator[Sequence[Any]]:
+    """The entries an Instance in this process decodes from ``start``, batch by batch as they are there (up to 1,024
+    entries, never waiting for a full batch), through the one that reaches ``end``."""
+    from canal.config import StoreConfig
+    from canal.instance import Instance
+    from canal.position import journal_number
+
+    cfg = instance_config(server, start, store=StoreConfig(buffer_size=16384, batch_mode="ITEMSIZE"))
+    stop = (journal_number(end[0]), end[1])
+    with Instance(cfg) as inst:
+        while True:
+            entries = inst.get(1024, timeout=0.05).entries
+            if not entries:
+                continue
+            yield entries
+            last = entries[-1].header
+            if (journal_number(last.log_file), last.next_offset) >= stop:
+                return
+
+
 def baseline(
     server: Any, start: tuple[str, int], end: tuple[str, int], *, encode: bool, images: str = "json"
 ) -> dict[str, float]:
@@ -159,9 +180,6 @@ def baseline(
     batch of UPDATE change rows per row (the first 1,000-row UPDATE event's rows, as the reader spools them)."""
     import pyarrow as pa
 
-    from canal.config import StoreConfig
-    from canal.instance import Instance
-    from canal.position import journal_number
     from canal.protocol import EventType
     from canal.spark.changes import entries_to_batch
     from canal.spark.variant_changes import entries_to_variant_batch
@@ -169,31 +187,18 @@ def baseline(
     make = entries_to_variant_batch if images == "variant" else entries_to_batch
     first_update: Any = None  # the first UPDATE event: its change rows are measured after the timed run
 
-    cfg = instance_config(server, start, store=StoreConfig(buffer_size=16384, batch_mode="ITEMSIZE"))
-    stop = (journal_number(end[0]), end[1])
     rows = 0
     began = time.perf_counter()
-    with Instance(cfg) as inst:
-        while True:
-            msg = inst.get(1024, timeout=0.05)  # what is there (never waiting for a full batch)
-            if not msg.entries:
-                continue
-            if encode:
-                rows += make(msg.entries, "bench", 1).num_rows
-                if first_update is None:
-                    first_update = next(
-                        (
-                            e
-                            for e in msg.entries
-                            if e.row_change is not None and e.row_change.event_type is EventType.UPDATE
-                        ),
-                        None,
-                    )
-            else:
-                rows += sum(len(e.row_change.rows) or 1 for e in msg.entries if e.row_change is not None)
-            last = msg.entries[-1].header
-            if (journal_number(last.log_file), last.next_offset) >= stop:
-                break
+    for entries in entry_batches(server, start, end):
+        if encode:
+            rows += make(entries, "bench", 1).num_rows
+            if first_update is None:
+                first_update = next(
+                    (e for e in entries if e.row_change is not None and e.row_change.event_type is EventType.UPDATE),
+                    None,
+                )
+        else:
+            rows += sum(len(e.row_change.rows) or 1 for e in entries if e.row_change is not None)
     seconds = time.perf_counter() - began
     out = {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
     if first_update is not None:
@@ -207,27 +212,19 @@ def write_rows(server: Any, start: tuple[str, int], end: tuple[str, int], path: 
     (untimed: the transfer run's input). Returns the rows written."""
     import pyarrow as pa
 
-    from canal.instance import Instance
-    from canal.position import journal_number
     from canal.spark.changes import arrow_schema, entries_to_batch
     from canal.spark.variant_changes import entries_to_variant_batch, variant_arrow_schema
 
     make = entries_to_variant_batch if images == "variant" else entries_to_batch
     schema = variant_arrow_schema() if images == "variant" else arrow_schema()
-    stop = (journal_number(end[0]), end[1])
     rows = 0
-    with Instance(instance_config(server, start)) as inst, pa.ipc.new_file(str(path), schema) as out:
-        while True:
-            msg = inst.get(1024, timeout=0.05)
-            if not msg.entries:
-                continue
-            batch = make(msg.entries, "bench", 1)
+    with pa.ipc.new_file(str(path), schema) as out:
+        for entries in entry_batches(server, start, end):
+            batch = make(entries, "bench", 1)
             if batch.num_rows:
                 out.write_batch(batch)
                 rows += batch.num_rows
-            last = msg.entries[-1].header
-            if (journal_number(last.log_file), last.next_offset) >= stop:
-                return rows
+    return rows
 
 
 def embedded(server: Any, start: tuple[str, int], work: Path, rows: int) -> dict[str, Any]:
@@ -491,7 +488,7 @@ def run(
         print(f"baseline decode: {decode['rows_per_s']:,} rows/s", flush=True)
         decode_encode = baseline(server, start, end, encode=True, images=images)
         print(f"baseline decode + encode: {decode_encode['rows_per_s']:,} rows/s", flush=True)
-        no_jvm = embedded(server, start, work / "embedded", decode["rows"])
+        no_jvm = embedded(server, start, work / "embedded", int(decode["rows"]))
         print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
         # Spark's transfer alone, in a new session: the run's own change rows in micro-batches of its sizes

@@ -11,8 +11,11 @@ run goes on from there.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,9 +32,21 @@ from canal.testing.fake import FakeMysql
 _SERVERS = itertools.count()
 
 
+@contextlib.contextmanager
+def _server(factory: pytest.TempPathFactory) -> Iterator[tuple[FakeMysql, Path]]:
+    """A new FakeMysql with the table ``shop.t``, and an empty spool directory; the reader sessions closed after."""
+    with FakeMysql(name=f"cuts-{next(_SERVERS)}") as fake:
+        fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))")
+        try:
+            yield fake, factory.mktemp("spool")
+        finally:
+            close_sessions()
+
+
 def _options(
-    fake: FakeMysql, spool: Any, max_entries: int, batch_size: int, mode: str, prefetch: bool
+    fake: FakeMysql, spool: Path, max_entries: int, batch_size: int, mode: str, prefetch: bool, **caps: int | None
 ) -> dict[str, str]:
+    """The source's options for reading ``fake``; ``caps`` (``maxRowsPerTrigger=...``) where not None."""
     return {
         "destination": "cuts",
         "master.address": fake.address,
@@ -43,6 +58,7 @@ def _options(
         "canal.instance.memory.batch.mode": mode,
         "read.timeout": "0.5",
         "prefetch": "true" if prefetch else "false",
+        **{name: str(value) for name, value in caps.items() if value is not None},
     }
 
 
@@ -84,45 +100,37 @@ def test_micro_batches_keep_the_caps_and_the_stream(
     mode: str,
     prefetch: bool,
 ) -> None:
-    spool = tmp_path_factory.mktemp("spool")
-    with FakeMysql(name=f"cuts-{next(_SERVERS)}") as fake:
-        fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))")
+    with _server(tmp_path_factory) as (fake, spool):
         total = _write(fake, shape, 0)
-        options = {
-            **_options(fake, spool, max_entries, batch_size, mode, prefetch),
-            **({} if max_rows is None else {"maxRowsPerTrigger": str(max_rows)}),
-        }
-        try:
-            r = CanalStreamReader(options)
-            start: Offset = dict(INITIAL_OFFSET)
-            got: list[tuple[Offset, Any, Offset]] = []
-            seen: list[int] = []
-            for _ in range(500):  # each read moves on by at least one entry (four a transaction at most)
-                if len(seen) == total:
-                    break
-                batch, end = _read(r, start)
-                if canonical(end) != canonical(start):  # a micro-batch (rows or only transaction boundaries)
-                    got.append((start, batch, end))
-                if batch is not None:
-                    changes = [row for row in batch.to_pylist() if not row["is_ddl"]]
-                    seen += [int(json.loads(row["after"])["id"]) for row in changes]
-                    events = {(row["log_file"], row["log_offset"]) for row in changes}
-                    assert len(events) <= max_entries
-                    if max_rows is not None:
-                        assert batch.num_rows <= max_rows or len(events) <= 1
-                start = end
-            assert seen == list(range(total))
-            assert all(canonical(a[2]) == canonical(b[0]) for a, b in itertools.pairwise(got))
+        options = _options(fake, spool, max_entries, batch_size, mode, prefetch, maxRowsPerTrigger=max_rows)
+        r = CanalStreamReader(options)
+        start: Offset = dict(INITIAL_OFFSET)
+        got: list[tuple[Offset, Any, Offset]] = []
+        seen: list[int] = []
+        for _ in range(500):  # each read moves on by at least one entry (four a transaction at most)
+            if len(seen) == total:
+                break
+            batch, end = _read(r, start)
+            if canonical(end) != canonical(start):  # a micro-batch (rows or only transaction boundaries)
+                got.append((start, batch, end))
+            if batch is not None:
+                changes = [row for row in batch.to_pylist() if not row["is_ddl"]]
+                seen += [int(json.loads(row["after"])["id"]) for row in changes]
+                events = {(row["log_file"], row["log_offset"]) for row in changes}
+                assert len(events) <= max_entries
+                if max_rows is not None:
+                    assert batch.num_rows <= max_rows or len(events) <= 1
+            start = end
+        assert seen == list(range(total))
+        assert all(canonical(a[2]) == canonical(b[0]) for a, b in itertools.pairwise(got))
 
-            # a new reader process (the sessions gone) replays each spooled start exactly
-            close_sessions()
-            again = CanalStreamReader(options)
-            for first, batch, end in got:
-                replayed, replayed_end = _read(again, first)
-                assert (replayed is None) if batch is None else (replayed is not None and replayed.equals(batch))
-                assert canonical(replayed_end) == canonical(end)
-        finally:
-            close_sessions()
+        # a new reader process (the sessions gone) replays each spooled start exactly
+        close_sessions()
+        again = CanalStreamReader(options)
+        for first, batch, end in got:
+            replayed, replayed_end = _read(again, first)
+            assert (replayed is None) if batch is None else (replayed is not None and replayed.equals(batch))
+            assert canonical(replayed_end) == canonical(end)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -145,28 +153,20 @@ def test_an_available_now_run_reads_what_was_there_when_it_began(
     mode: str,
     prefetch: bool,
 ) -> None:
-    spool = tmp_path_factory.mktemp("spool")
-    with FakeMysql(name=f"cuts-{next(_SERVERS)}") as fake:
-        fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))")
+    with _server(tmp_path_factory) as (fake, spool):
         first_run = _write(fake, before, 0)
-        options = {
-            **_options(fake, spool, max_entries, batch_size, mode, prefetch),
-            **({} if max_bytes is None else {"maxBytesPerTrigger": str(max_bytes)}),
-        }
-        try:
-            # run 1 begins (its target: the master's position now), then the rows of `after` are written
-            first = CanalStreamReader(options)
-            first.prepareForTriggerAvailableNow()
-            total = _write(fake, after, first_run)
-            seen, end = _run(first, dict(INITIAL_OFFSET))
-            assert seen == list(range(first_run))
-            close_sessions()  # run 2: a new reader process, from the checkpoint's last end
-            second = CanalStreamReader(options)
-            second.prepareForTriggerAvailableNow()
-            seen, _ = _run(second, end)
-            assert seen == list(range(first_run, total))
-        finally:
-            close_sessions()
+        options = _options(fake, spool, max_entries, batch_size, mode, prefetch, maxBytesPerTrigger=max_bytes)
+        # run 1 begins (its target: the master's position now), then the rows of `after` are written
+        first = CanalStreamReader(options)
+        first.prepareForTriggerAvailableNow()
+        total = _write(fake, after, first_run)
+        seen, end = _run(first, dict(INITIAL_OFFSET))
+        assert seen == list(range(first_run))
+        close_sessions()  # run 2: a new reader process, from the checkpoint's last end
+        second = CanalStreamReader(options)
+        second.prepareForTriggerAvailableNow()
+        seen, _ = _run(second, end)
+        assert seen == list(range(first_run, total))
 
 
 def _run(r: CanalStreamReader, start: Offset) -> tuple[list[int], Offset]:
