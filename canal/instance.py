@@ -460,20 +460,29 @@ class Instance(StartStopContext):
     # -- the consumer API ----------------------------------------------------------------------------------------
 
     def get_without_ack(
-        self, batch_size: int = 1000, timeout: float | None = None, client: ClientIdentity | None = None
+        self,
+        batch_size: int = 1000,
+        timeout: float | None = None,
+        client: ClientIdentity | None = None,
+        *,
+        linger: float | None = None,
     ) -> Message:
         """The next batch, left outstanding until :meth:`ack` or :meth:`rollback`.
 
         ``timeout`` None returns at once; <= 0 blocks until a full batch; > 0 waits up to that many seconds and
-        returns what is there. An empty message has id -1.
+        returns what is there. ``linger`` (seconds) ends a wait for a full batch early, once entries are there and
+        the parser has handed over nothing new for that long: the stream went quiet (it caught up with the
+        server), so the entries go now instead of waiting for the server's next writes. An empty message has id -1.
         """
         if batch_size <= 0:
             raise ServerError(f"batch_size must be positive, got {batch_size}")
+        if linger is not None and (isinstance(linger, bool) or not isinstance(linger, (int, float)) or not linger >= 0):
+            raise ServerError(f"linger must be a number of seconds >= 0, got {linger!r}")
         with self._lock:
             me = self._client(client)
             self._require_running()
             self._require_subscribed(me)
-            events = self.store.get(batch_size, timeout)
+            events = self.store.get(batch_size, timeout, linger)
             if events.is_empty or events.range is None:
                 self._follow_rest(me)
                 return Message(EMPTY_MESSAGE_ID, ())

@@ -44,7 +44,7 @@ class _Redelivery:
         self.handed = len(self.messages)
         self.acked: list[int] = []
 
-    def get_without_ack(self, batch_size: int, timeout: float) -> Message:
+    def get_without_ack(self, batch_size: int, timeout: float, linger: float | None = None) -> Message:
         return self.messages.popleft() if self.messages else Message(EMPTY_MESSAGE_ID)
 
     def ack(self, batch_id: int) -> None:
@@ -126,7 +126,7 @@ class _SlowRedelivery(_Redelivery):
     def clock(self) -> float:
         return self.now
 
-    def get_without_ack(self, batch_size: int, timeout: float) -> Message:
+    def get_without_ack(self, batch_size: int, timeout: float, linger: float | None = None) -> Message:
         self.now += self.seconds
         return super().get_without_ack(batch_size, timeout)
 

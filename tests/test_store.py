@@ -383,6 +383,50 @@ def test_a_producer_waiting_outside_the_store_ends_a_wait_for_a_full_batch(maker
         assert isinstance(got, Events) and len(got) == 2
 
 
+def test_a_quiet_store_ends_a_wait_for_a_full_batch_after_the_linger(maker: EntryMaker) -> None:
+    """A parser caught up with its server puts nothing until the server writes again: a get waiting for a full batch
+    with a linger hands out what is there once nothing was put for that long -- never sooner."""
+    with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
+        consumer = Runner(lambda: store.get(8, timeout=0, linger=0.2))  # without the linger: waits forever
+        consumer.start()
+        wait_until(lambda: store.waiting_consumers == 1, "get blocked")
+        store.put(maker.stream(2))
+        put_at = time.monotonic()
+        got = consumer.finish()
+        assert time.monotonic() - put_at >= 0.2
+        assert isinstance(got, Events) and len(got) == 2 and store.unread == 0
+
+
+def test_a_linger_does_not_end_the_wait_while_entries_keep_coming(maker: EntryMaker) -> None:
+    with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
+        consumer = Runner(lambda: store.get(8, timeout=0, linger=WAIT))
+        consumer.start()
+        wait_until(lambda: store.waiting_consumers == 1, "get blocked")
+        for _ in range(3):
+            store.put(maker.stream(2))
+            wait_until(lambda: store.waiting_consumers == 1, "still blocked")
+            assert not consumer.done.is_set()
+        store.put(maker.stream(2))
+        got = consumer.finish()
+        assert isinstance(got, Events) and len(got) == 8
+
+
+def test_a_linger_does_not_end_a_wait_on_an_empty_store(maker: EntryMaker) -> None:
+    with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
+        t0 = time.monotonic()
+        assert store.get(4, timeout=0.3, linger=0.01).is_empty
+        assert time.monotonic() - t0 >= 0.3  # the timeout, not the linger: there was nothing to hand out
+
+
+@pytest.mark.parametrize("linger", [-0.1, float("nan")])
+def test_a_bad_linger_is_refused_before_anything_is_handed_out(maker: EntryMaker, linger: float) -> None:
+    with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
+        store.put(maker.stream(2))
+        with pytest.raises(ValueError, match="linger"):
+            store.get(4, timeout=0, linger=linger)
+        assert store.unread == 2 and len(store.get(4)) == 2
+
+
 def test_blocking_get_wakes_on_rollback(maker: EntryMaker) -> None:
     with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
         store.put(maker.stream(3))

@@ -66,6 +66,12 @@ class RunStats:
         return (journal_number(self.last_file), self.last_next_offset) >= (journal_number(file), offset)
 
 
+LINGER_S = 0.1
+"""How long :func:`run_batches` lets the stream be quiet before it hands on a batch that is not full: a parser
+behind the server hands over a transaction every few milliseconds (a 1,000-row statement) and fills its batches,
+while one caught up with the server has nothing to add until the server writes -- waiting ``timeout`` then (a
+second by default) would only delay those changes, and end a backlog's last batch a second late."""
+
 CUT_PATIENCE_S = 30.0
 """How long the replay of a batch in flight before a crash waits for its next entry before it is cut short."""
 
@@ -78,11 +84,17 @@ class _Puller:
     """Messages from the instance, consumed entry by entry; a message is acked once all its entries are done."""
 
     def __init__(
-        self, instance: Instance, batch_size: int, timeout: float, clock: Callable[[], float] = time.monotonic
+        self,
+        instance: Instance,
+        batch_size: int,
+        timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+        linger: float | None = None,
     ) -> None:
         self.instance = instance
         self.batch_size = batch_size
         self.timeout = timeout
+        self.linger = linger
         self.clock = clock
         self.buffer: deque[list[Any]] = deque()  # [message id, remaining entries]
         # after a spooled batch was replayed: the binlog entries up to its end came to fn already (its ack may not
@@ -90,7 +102,7 @@ class _Puller:
         self.drop_through: int | None = None
 
     def _fetch(self) -> bool:
-        msg = self.instance.get_without_ack(self.batch_size, self.timeout)
+        msg = self.instance.get_without_ack(self.batch_size, self.timeout, linger=self.linger)
         if msg.id == EMPTY_MESSAGE_ID:
             return False
         entries = list(msg.entries)
@@ -253,6 +265,7 @@ def run_batches(
     *,
     batch_size: int = 16384,
     timeout: float = 1.0,
+    linger: float | None = LINGER_S,
     journal: str | os.PathLike[str] | None = None,
     max_batches: int | None = None,
     stop: threading.Event | None = None,
@@ -280,12 +293,15 @@ def run_batches(
     all that canal's default store holds), in ITEMSIZE mode entries. Big batches spend less on each batch's fixed
     cost: into a :class:`~canal.lake.mirror.DeltaMirror`, 1,000,000 changes of a 10-column row ran at 77,000
     rows/s in 16 MB batches against 69,000 in 4 MB ones (three runs each, ``benchmarks/bench_spark.py``'s
-    workload); ``timeout`` bounds how long a batch waits to fill.
+    workload); ``timeout`` bounds how long a batch waits to fill, and ``linger`` ends that wait once the stream went
+    quiet: when the instance has handed over nothing new for ``linger`` seconds (it caught up with the server), the
+    entries there go to ``fn`` at once rather than after ``timeout`` (None: always wait for a full batch or
+    ``timeout``, as canal's clients do).
     """
     stats = RunStats()
     # a DeltaMirror without Spark takes typed batches: no JSON text between the decoder and its tables
     typed_to = fn if spark is None and isinstance(fn, DeltaMirror) else None
-    puller = _Puller(instance, batch_size, timeout)
+    puller = _Puller(instance, batch_size, timeout, linger=linger)
     journal_file = None if journal is None else _JournalFile(journal)
     record = _Journal() if journal_file is None else journal_file.read()
     last_id = record.last_id or 0

@@ -129,6 +129,7 @@ class MemoryEventStore(StartStopContext):
         self._put = self._get = self._ack = INIT_SEQUENCE
         self._put_mem = self._get_mem = self._ack_mem = 0
         self._starved = False  # the last put attempt found no room (cleared by the next successful put)
+        self._put_at = time.monotonic()  # when entries were last put (a get with a linger hands out a quiet store's)
         self._latest: EntryPosition | None = None
         # (put sequence, position): the stream rested at position when everything up to that sequence was put
         self._rest: tuple[int, LogPosition] | None = None
@@ -278,12 +279,13 @@ class MemoryEventStore(StartStopContext):
         self._latest = latest
         self._rest = None
         self._starved = False
+        self._put_at = time.monotonic()
         if self._get_waiters:
             self._not_empty.notify_all()
 
     # ------------------------------------------------------------------ get
 
-    def get(self, batch_size: int, timeout: float | None = None) -> Events:
+    def get(self, batch_size: int, timeout: float | None = None, linger: float | None = None) -> Events:
         """Hand out the next batch after the get sequence.
 
         A batch is ``batch_size`` entries (ITEMSIZE) or the entries that fit in ``batch_size * memory_unit`` bytes,
@@ -295,16 +297,20 @@ class MemoryEventStore(StartStopContext):
         > 0 waits up to that many seconds for a full batch, then returns what is there (possibly nothing).
         A wait also ends when a producer is waiting for room (the store is full, or :meth:`producer_waiting`): a full
         batch could not arrive then, so the entries that are there are handed out. (A consumer whose own unacked
-        batches fill the store waits forever for a full batch: ack or roll back first.) The :class:`Events` result
-        documents the range.
+        batches fill the store waits forever for a full batch: ack or roll back first.) With ``linger`` (seconds), a
+        wait also ends once entries are there and none was put for ``linger`` seconds: the stream went quiet (the
+        parser caught up with the server), and a full batch would wait for the server's next writes. The
+        :class:`Events` result documents the range.
         """
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if linger is not None and not linger >= 0:  # (NaN too)
+            raise ValueError(f"linger must be a number of seconds >= 0, got {linger}")
         with self._lock:
             if not self._started:
                 raise self._closed()
             if timeout is not None and not self._ready(batch_size):
-                self._wait_ready(batch_size, timeout)
+                self._wait_ready(batch_size, timeout, linger)
             start = self._get + 1
             avail = self._put - self._get
             if avail <= 0:
@@ -372,22 +378,23 @@ class MemoryEventStore(StartStopContext):
                     return True
         return False
 
-    def _wait_ready(self, batch_size: int, timeout: float) -> None:
+    def _wait_ready(self, batch_size: int, timeout: float, linger: float | None) -> None:
+        """Wait (under the lock) until a full batch is there, ``timeout`` ran out (never, for <= 0), or with
+        ``linger`` the entries there were put ``linger`` seconds ago or more."""
+        deadline = None if timeout <= 0 else time.monotonic() + timeout
         self._get_waiters += 1
         try:
-            if timeout <= 0:
-                while True:
-                    self._not_empty.wait()
-                    if not self._started:
-                        raise self._closed()
-                    if self._ready(batch_size):
-                        return
-            deadline = time.monotonic() + timeout
             while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                now = time.monotonic()
+                wait = None if deadline is None else deadline - now
+                if wait is not None and wait <= 0:
                     return
-                self._not_empty.wait(remaining)
+                if linger is not None and self._put > self._get:
+                    quiet_for = linger - (now - self._put_at)
+                    if quiet_for <= 0:
+                        return
+                    wait = quiet_for if wait is None else min(wait, quiet_for)
+                self._not_empty.wait(wait)
                 if not self._started:
                     raise self._closed()
                 if self._ready(batch_size):
