@@ -26,8 +26,9 @@ mirror's call: ``foreachBatch(mirror)`` writes each table's part of a micro-batc
 append to the table's change log; folds as Spark jobs in the background), no row collected to the driver.
 
 For comparison, ``embedded_no_jvm``: the same changes into a new DeltaMirror by an Instance in this process with
-``run_batches(inst, None, mirror)`` -- no Spark, the mirror handed pyarrow Tables -- from the instance's start to the
-last row applied. ``steady_embedded_ratio`` = ``steady_rows_per_s`` / ``embedded_rows_per_s``: what Spark's steady
+``run_batches(inst, None, mirror)`` -- no Spark, the mirror handed typed batches -- from the instance's start to the
+last row applied, its store the Spark source's default (64 MB, larger than run_batches' 16 MB batches, as its
+docstring advises). ``steady_embedded_ratio`` = ``steady_rows_per_s`` / ``embedded_rows_per_s``: what Spark's steady
 micro-batches keep of the mirror's rate without a JVM.
 
 Spark's own floor (``spark_floor_s``), in a new session after the run: an AvailableNow query of a simple reader that
@@ -228,12 +229,15 @@ def write_rows(server: Any, start: tuple[str, int], end: tuple[str, int], path: 
 
 
 def embedded(server: Any, start: tuple[str, int], work: Path, rows: int) -> dict[str, Any]:
-    """The same changes into a new DeltaMirror with no JVM: an Instance in this process, ``run_batches`` handing the
-    mirror pyarrow Tables (``spark=None``), from the instance's start to the last row merged."""
+    """The same changes into a new DeltaMirror with no JVM: an Instance in this process (its store the Spark
+    source's default size), ``run_batches`` handing the mirror typed batches (``spark=None``), from the instance's
+    start to the last row merged."""
+    from canal.config import StoreConfig
     from canal.instance import Instance
     from canal.spark import DeltaMirror, run_batches
+    from canal.spark.source_options import STORE_SIZE
 
-    cfg = instance_config(server, start)
+    cfg = instance_config(server, start, store=StoreConfig(buffer_size=STORE_SIZE))
     began = time.perf_counter()
     mirror = DeltaMirror(work)
     with Instance(cfg) as inst:

@@ -588,11 +588,16 @@ class Instance(StartStopContext):
             self.store.rollback(mark.seqs[0] - 1)
 
     def get(
-        self, batch_size: int = 1000, timeout: float | None = None, client: ClientIdentity | None = None
+        self,
+        batch_size: int = 1000,
+        timeout: float | None = None,
+        client: ClientIdentity | None = None,
+        *,
+        linger: float | None = None,
     ) -> Message:
-        """Get and ack in one call."""
+        """Get and ack in one call (the arguments as :meth:`get_without_ack`'s)."""
         with self._lock:
-            msg = self.get_without_ack(batch_size, timeout, client)
+            msg = self.get_without_ack(batch_size, timeout, client, linger=linger)
             if msg.id != EMPTY_MESSAGE_ID:
                 self.ack(msg.id, client)
             return msg
@@ -613,10 +618,15 @@ class Instance(StartStopContext):
 
     @contextlib.contextmanager
     def batch(
-        self, batch_size: int = 1000, timeout: float | None = None, client: ClientIdentity | None = None
+        self,
+        batch_size: int = 1000,
+        timeout: float | None = None,
+        client: ClientIdentity | None = None,
+        *,
+        linger: float | None = None,
     ) -> Iterator[Message]:
         """``with inst.batch(100, timeout=1.0) as msg:`` acks on normal exit, rolls back on an exception."""
-        msg = self.get_without_ack(batch_size, timeout, client)
+        msg = self.get_without_ack(batch_size, timeout, client, linger=linger)
         try:
             yield msg
         except BaseException:
@@ -627,7 +637,12 @@ class Instance(StartStopContext):
             self.ack(msg.id, client)
 
     def messages(
-        self, batch_size: int = 1000, timeout: float = 1.0, client: ClientIdentity | None = None
+        self,
+        batch_size: int = 1000,
+        timeout: float = 1.0,
+        client: ClientIdentity | None = None,
+        *,
+        linger: float | None = None,
     ) -> Iterator[Message]:
         """Non-empty messages for a simple loop, until the instance stops.
 
@@ -635,7 +650,7 @@ class Instance(StartStopContext):
         the current message back, so it is delivered again.
         """
         while self._started:
-            msg = self.get_without_ack(batch_size, timeout, client)
+            msg = self.get_without_ack(batch_size, timeout, client, linger=linger)
             if msg.id == EMPTY_MESSAGE_ID:
                 continue
             try:

@@ -346,11 +346,25 @@ class EmbeddedServer(StartStopContext):
     def unsubscribe(self, client: ClientIdentity) -> None:
         self.instance(client.destination).unsubscribe(client)
 
-    def get_without_ack(self, client: ClientIdentity, batch_size: int = 1000, timeout: float | None = None) -> Message:
-        return self.instance(client.destination).get_without_ack(batch_size, timeout, client)
+    def get_without_ack(
+        self,
+        client: ClientIdentity,
+        batch_size: int = 1000,
+        timeout: float | None = None,
+        *,
+        linger: float | None = None,
+    ) -> Message:
+        return self.instance(client.destination).get_without_ack(batch_size, timeout, client, linger=linger)
 
-    def get(self, client: ClientIdentity, batch_size: int = 1000, timeout: float | None = None) -> Message:
-        return self.instance(client.destination).get(batch_size, timeout, client)
+    def get(
+        self,
+        client: ClientIdentity,
+        batch_size: int = 1000,
+        timeout: float | None = None,
+        *,
+        linger: float | None = None,
+    ) -> Message:
+        return self.instance(client.destination).get(batch_size, timeout, client, linger=linger)
 
     def ack(self, client: ClientIdentity, batch_id: int) -> None:
         self.instance(client.destination).ack(batch_id, client)

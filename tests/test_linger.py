@@ -1,5 +1,5 @@
-"""run_batches hands on a batch once the stream is quiet (``linger``), rather than waiting ``timeout`` for a full one;
-a bad linger is a typed error that hands out nothing."""
+"""A get with a linger, and run_batches (which lingers by default), hand on a batch once the stream is quiet rather
+than waiting ``timeout`` for a full one; a bad linger is a typed error that hands out nothing."""
 
 from __future__ import annotations
 
@@ -47,6 +47,15 @@ def test_a_quiet_stream_is_handed_on_after_the_linger_not_the_timeout(inst: Inst
     assert time.monotonic() - began < LONG_TIMEOUT / 2
     assert stats.rows == ROWS and sum(rows.num_rows for rows in got) == ROWS
     assert inst.list_batch_ids() == []  # acked
+
+
+def test_an_instance_get_with_a_linger_returns_once_the_stream_is_quiet(inst: Instance) -> None:
+    began = time.monotonic()
+    msg = inst.get(1 << 20, LONG_TIMEOUT, linger=0.05)  # 1 GB: never full
+    assert time.monotonic() - began < LONG_TIMEOUT / 2
+    assert msg.entries and inst.list_batch_ids() == []  # handed out and acked
+    with inst.batch(1 << 20, 0.05, linger=0.01) as rest:  # nothing more: the timeout, not the linger, ends it
+        assert not rest.entries
 
 
 def test_without_a_linger_a_batch_waits_for_the_timeout(inst: Instance) -> None:
