@@ -57,6 +57,7 @@ from canal.lake.plan import (
     in_order,
     mirror_columns,
     plan_tables,
+    step_rows,
     true_count,
 )
 from canal.lake.records import Recent
@@ -598,7 +599,7 @@ class DeltaMirror:
             if isinstance(step, RenamePair):
                 steps.append(step)
                 continue
-            plans = plan_tables(table.take(step), self.only)
+            plans = plan_tables(step_rows(table, step), self.only)  # a slice for a batch's only step, no copy
             if number >= done and typed is not None:
                 typed_sources(plans, typed)
             elif number >= done:

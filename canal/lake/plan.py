@@ -103,6 +103,15 @@ def positions(n: int) -> Any:
     return pc.subtract(pc.cumulative_sum(pa.nulls(n, pa.int64()).fill_null(1)), 1)
 
 
+def step_rows(table: Any, step: Any) -> Any:
+    """The rows of ``table`` a step of :func:`batch_steps` holds (row numbers in ascending order): a zero-copy slice
+    when they are consecutive -- a batch with no DDL is one step of every row --, else taken."""
+    n = len(step)
+    if n and step[n - 1].as_py() - step[0].as_py() == n - 1:
+        return table.slice(step[0].as_py(), n)
+    return table.take(step)
+
+
 def in_order(table: Any) -> Any:
     """The mirror's columns of a batch, in ``seq`` order (a stable sort: ties keep their arrival order), each
     DDL row named by the schema of the table its statement changes: a change row's ``schema`` for a statement is
