@@ -216,12 +216,14 @@ def latest(rows: Any, keys: Sequence[str]) -> Any:
 
     if rows.num_rows <= 1:
         return rows
-    ordered = rows.take(pc.sort_indices(rows, sort_keys=[(BATCH, "ascending"), (SEQ, "ascending")]))
+    # the change order as indices: only the key columns follow it, and the rows are taken once, at the end (a log's
+    # rows are wide -- whole images --, and a fold reads all of them)
+    order = pc.sort_indices(rows.select([BATCH, SEQ]), sort_keys=[(BATCH, "ascending"), (SEQ, "ascending")])
     index = "__pycanal_row"
     numbered = pa.table(
         {
-            **{f"k{n}": identity_array(ordered.column(k)) for n, k in enumerate(keys)},
-            index: pa.array(range(ordered.num_rows), pa.int64()),
+            **{f"k{n}": identity_array(rows.column(k).take(order)) for n, k in enumerate(keys)},
+            index: pa.array(range(rows.num_rows), pa.int64()),
         }
     )
     last = (
@@ -229,7 +231,7 @@ def latest(rows: Any, keys: Sequence[str]) -> Any:
         .aggregate([(index, "max")])
         .column(f"{index}_max")
     )
-    return ordered.take(last.take(pc.sort_indices(last)))  # in change order
+    return rows.take(order.take(last.take(pc.sort_indices(last))))  # in change order
 
 
 def _after(rows: Any, change: Change) -> Any:
