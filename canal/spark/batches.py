@@ -297,10 +297,9 @@ def run_batches(
     more than a batch (``canal.instance.memory.buffer.size`` 65536, 64 MB, as the Spark source does): the parser
     then decodes the next batch while ``fn`` writes this one, where with canal's 16 MB it waits for room -- the
     same 1,000,000 changes took 17.5-18.1 s against 18.8-19.3 s here. ``timeout`` bounds how long a batch waits to
-    fill, and ``linger`` ends that wait once the stream went
-    quiet: when the instance has handed over nothing new for ``linger`` seconds (it caught up with the server), the
-    entries there go to ``fn`` at once rather than after ``timeout`` (None: always wait for a full batch or
-    ``timeout``, as canal's clients do).
+    fill, and ``linger`` ends that wait once the stream went quiet: when the instance has handed over nothing new
+    for ``linger`` seconds (it caught up with the server), the entries there go to ``fn`` at once rather than after
+    ``timeout`` (None: always wait for a full batch or ``timeout``, as canal's clients do).
     """
     stats = RunStats()
     # a DeltaMirror without Spark takes typed batches: no JSON text between the decoder and its tables
