@@ -126,3 +126,21 @@ def sessions(mariadb: Any) -> Iterator[Callable[[], Any]]:
                 with contextlib.suppress(pymysql.err.OperationalError):  # prepared by another session
                     cur.execute(f"XA ROLLBACK '{row[3].decode() if isinstance(row[3], bytes) else row[3]}'")
         session.close()
+
+
+@pytest.fixture
+def shop_instance(fake_mysql: Any) -> Iterator[Any]:
+    """A started Instance over the fake binlog of ``CREATE TABLE shop.t (id INT PRIMARY KEY)`` and five inserts
+    (ids 0-4): six change rows, from the start of the binlog, no cursor yet."""
+    from canal.config import InstanceConfig, MasterConfig
+    from canal.instance import Instance
+
+    fake_mysql.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+    for i in range(5):
+        fake_mysql.insert("shop.t", {"id": i})
+    config = InstanceConfig(
+        destination="shop",
+        master=MasterConfig(address=fake_mysql.address, journal_name="mysql-bin.000001", position=4),
+    )
+    with Instance(config) as inst:
+        yield inst

@@ -4,75 +4,66 @@ than waiting ``timeout`` for a full one; a bad linger is a typed error that hand
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pyarrow")
 
-from canal.config import InstanceConfig, MasterConfig
 from canal.errors import ServerError
 from canal.instance import Instance
 from canal.spark import run_batches
 from canal.spark.batches import LINGER_S
-from canal.testing.fake import FakeMysql
 
 LONG_TIMEOUT = 60.0  # what a batch far from full would wait without the linger
-
-
-@pytest.fixture
-def inst(fake_mysql: FakeMysql) -> Iterator[Instance]:
-    fake_mysql.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
-    for i in range(5):
-        fake_mysql.insert("shop.t", {"id": i})
-    config = InstanceConfig(
-        destination="linger",
-        master=MasterConfig(address=fake_mysql.address, journal_name="mysql-bin.000001", position=4),
-    )
-    with Instance(config) as inst:
-        yield inst
 
 
 ROWS = 6  # the CREATE TABLE and the five inserts
 
 
-def test_a_quiet_stream_is_handed_on_after_the_linger_not_the_timeout(inst: Instance) -> None:
+def test_a_quiet_stream_is_handed_on_after_the_linger_not_the_timeout(shop_instance: Instance) -> None:
     got: list[Any] = []
     began = time.monotonic()
     # 16 MB batches: five rows never fill one; the stream then has nothing more to add
     stats = run_batches(
-        inst, None, lambda rows, batch_id: got.append(rows), timeout=LONG_TIMEOUT, until=lambda s: s.rows >= ROWS
+        shop_instance,
+        None,
+        lambda rows, batch_id: got.append(rows),
+        timeout=LONG_TIMEOUT,
+        until=lambda s: s.rows >= ROWS,
     )
     assert time.monotonic() - began < LONG_TIMEOUT / 2
     assert stats.rows == ROWS and sum(rows.num_rows for rows in got) == ROWS
-    assert inst.list_batch_ids() == []  # acked
+    assert shop_instance.list_batch_ids() == []  # acked
 
 
-def test_an_instance_get_with_a_linger_returns_once_the_stream_is_quiet(inst: Instance) -> None:
+def test_an_instance_get_with_a_linger_returns_once_the_stream_is_quiet(shop_instance: Instance) -> None:
     began = time.monotonic()
-    msg = inst.get(1 << 20, LONG_TIMEOUT, linger=0.05)  # 1 GB: never full
+    msg = shop_instance.get(1 << 20, LONG_TIMEOUT, linger=0.05)  # 1 GB: never full
     assert time.monotonic() - began < LONG_TIMEOUT / 2
-    assert msg.entries and inst.list_batch_ids() == []  # handed out and acked
-    with inst.batch(1 << 20, 0.05, linger=0.01) as rest:  # nothing more: the timeout, not the linger, ends it
+    assert msg.entries and shop_instance.list_batch_ids() == []  # handed out and acked
+    with shop_instance.batch(1 << 20, 0.05, linger=0.01) as rest:  # nothing more: the timeout, not the linger, ends it
         assert not rest.entries
 
 
-def test_without_a_linger_a_batch_waits_for_the_timeout(inst: Instance) -> None:
+def test_without_a_linger_a_batch_waits_for_the_timeout(shop_instance: Instance) -> None:
     got: list[Any] = []
     began = time.monotonic()
-    stats = run_batches(inst, None, lambda rows, batch_id: got.append(rows), timeout=0.5, linger=None, max_batches=1)
+    stats = run_batches(
+        shop_instance, None, lambda rows, batch_id: got.append(rows), timeout=0.5, linger=None, max_batches=1
+    )
     assert time.monotonic() - began >= 0.5  # canal's rule: a batch that is not full waits the whole timeout
     assert stats.rows == ROWS and LINGER_S < 0.5
 
 
 @pytest.mark.parametrize("linger", [-1.0, float("nan"), True, "0.1"])
-def test_a_bad_linger_is_a_server_error_and_hands_out_nothing(inst: Instance, linger: Any) -> None:
+def test_a_bad_linger_is_a_server_error_and_hands_out_nothing(shop_instance: Instance, linger: Any) -> None:
     with pytest.raises(ServerError, match="linger"):
-        run_batches(inst, None, lambda rows, batch_id: None, linger=linger, max_batches=1)
+        run_batches(shop_instance, None, lambda rows, batch_id: None, linger=linger, max_batches=1)
     with pytest.raises(ServerError, match="linger"):
-        inst.get_without_ack(10, 0.1, linger=linger)
-    assert inst.get_cursor() is None and inst.list_batch_ids() == []  # nothing acked, nothing outstanding
-    assert inst.store.stats().get_sequence == -1  # nothing taken from the store
-    stats = run_batches(inst, None, lambda rows, batch_id: None, until=lambda s: s.rows >= ROWS)
+        shop_instance.get_without_ack(10, 0.1, linger=linger)
+    # nothing acked, nothing outstanding
+    assert shop_instance.get_cursor() is None and shop_instance.list_batch_ids() == []
+    assert shop_instance.store.stats().get_sequence == -1  # nothing taken from the store
+    stats = run_batches(shop_instance, None, lambda rows, batch_id: None, until=lambda s: s.rows >= ROWS)
     assert stats.rows == ROWS

@@ -398,17 +398,22 @@ def test_a_quiet_store_ends_a_wait_for_a_full_batch_after_the_linger(maker: Entr
 
 
 def test_a_linger_does_not_end_the_wait_while_entries_keep_coming(maker: EntryMaker) -> None:
-    with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
-        consumer = Runner(lambda: store.get(8, timeout=0, linger=WAIT))
+    """The quiet time counts from the last put: puts closer together than the linger, for longer than it, keep the
+    wait going until the batch is full (a linger counted from the first put would hand out half of it)."""
+    linger, gap = 1.0, 0.2  # the producer's pace is what is under test; five gaps are longer than the linger
+    with MemoryEventStore(64, batch_mode="ITEMSIZE") as store:
+        consumer = Runner(lambda: store.get(12, timeout=0, linger=linger))
         consumer.start()
         wait_until(lambda: store.waiting_consumers == 1, "get blocked")
-        for _ in range(3):
+        first_put = time.monotonic()
+        for _ in range(5):
             store.put(maker.stream(2))
-            wait_until(lambda: store.waiting_consumers == 1, "still blocked")
+            time.sleep(gap)
             assert not consumer.done.is_set()
         store.put(maker.stream(2))
         got = consumer.finish()
-        assert isinstance(got, Events) and len(got) == 8
+        assert time.monotonic() - first_put >= linger
+        assert isinstance(got, Events) and len(got) == 12
 
 
 def test_a_linger_does_not_end_a_wait_on_an_empty_store(maker: EntryMaker) -> None:
