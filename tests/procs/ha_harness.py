@@ -173,7 +173,8 @@ class ConsumerLog:
         out = cls(name)
         if not path.exists():
             return out
-        for line in path.read_text().splitlines():
+        # only whole lines: the last one may be torn -- still being written by a live process, or cut by a SIGKILL
+        for line in path.read_text().split("\n")[:-1]:
             kind, *rest = line.split()
             if kind == "S":
                 out.serving.append((int(rest[0]), float(rest[1])))
