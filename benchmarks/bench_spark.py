@@ -57,8 +57,10 @@ The rows' form (``--images``: the source's ``images`` option, default ``json`` a
 the reader builds typed images straight from the decoded values and the mirror's tasks decode them without text;
 ``json`` is the JSON-text form. The typed-batch figures: ``embedded_decode_ratio`` = embedded rows/s / decode-only
 rows/s (goal >= 0.8), ``steady_decode_ratio`` = steady rows/s / decode-only rows/s (>= 0.75), ``whole_bound_ratio`` =
-``whole_rows_per_s`` / ``decode_bound_rows_per_s`` (>= 0.75), and ``update_row_bytes``: the Arrow IPC bytes per row
-of a batch of the workload's UPDATE change rows as the reader spools them (<= 700).
+``whole_rows_per_s`` / ``decode_bound_rows_per_s`` (>= 0.75), and ``update_row_bytes``: the bytes per row of a spool
+file of the workload's first 1,000 UPDATE change rows, written by the reader's spool (LZ4-compressed Arrow IPC;
+<= 700), with ``update_row_arrow_bytes`` beside it: the same rows' uncompressed Arrow bytes, what Spark and the
+mirror's task hold.
 
 Spark's transfer alone (``transfer``; :mod:`spark_transfer`), last, in a new session: the run's own change rows,
 written to an Arrow IPC file beforehand (untimed), through a query of the same shape -- a reader on the executors,
@@ -72,7 +74,7 @@ encoding and the mirror cost nothing. ``steady_transfer_ratio`` = ``steady_rows_
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... embedded_rows_per_s=...
 steady_embedded_ratio=... embedded_decode_ratio=... steady_decode_ratio=... whole_bound_ratio=...
-update_row_bytes=... images=... transfer_whole_rows_per_s=... transfer_steady_rows_per_s=...
+update_row_bytes=... update_row_arrow_bytes=... images=... transfer_whole_rows_per_s=... transfer_steady_rows_per_s=...
 steady_transfer_ratio=... steady_decode_ceiling=... whole_bound_ceiling=...`` (with ``--cluster`` also
 ``cluster_local_ratio=... cluster_whole_rows_per_s=... cluster_steady_rows_per_s=...``); JSON in
 ``benchmarks/results/bench_spark.json``.
@@ -177,40 +179,58 @@ def baseline(
     server: Any, start: tuple[str, int], end: tuple[str, int], *, encode: bool, images: str = "json"
 ) -> dict[str, float]:
     """Decode the binlog (and, with ``encode``, turn it into change rows of the ``images`` form, as the reader
-    spools them) in this process, no Spark. With ``encode``: also ``update_row_bytes``, the Arrow IPC bytes of a
-    batch of UPDATE change rows per row (the first 1,000-row UPDATE event's rows, as the reader spools them)."""
-    import pyarrow as pa
-
+    spools them) in this process, no Spark. With ``encode``: also the bytes of UPDATE change rows per row
+    (:func:`update_row_bytes`)."""
     from canal.protocol import EventType
     from canal.spark.changes import entries_to_batch
     from canal.spark.variant_changes import entries_to_variant_batch
 
     make = entries_to_variant_batch if images == "variant" else entries_to_batch
-    first_update: Any = None  # the first UPDATE event: its change rows are measured after the timed run
+    updates: list[Any] = []  # the first 1,000 UPDATE rows' entries: measured after the timed run
+    update_rows = 0
 
     rows = 0
     began = time.perf_counter()
     for entries in entry_batches(server, start, end):
         if encode:
             rows += make(entries, "bench", 1).num_rows
-            if first_update is None:
-                first_update = next(
-                    (e for e in entries if e.row_change is not None and e.row_change.event_type is EventType.UPDATE),
-                    None,
-                )
+            for e in entries:
+                if update_rows < 1000 and e.row_change is not None and e.row_change.event_type is EventType.UPDATE:
+                    updates.append(e)
+                    update_rows += len(e.row_change.rows)
         else:
             rows += sum(len(e.row_change.rows) or 1 for e in entries if e.row_change is not None)
     seconds = time.perf_counter() - began
-    out = {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
-    if first_update is not None:
-        spooled = make([first_update], "bench", 1)
-        out["update_row_bytes"] = round(pa.ipc.get_record_batch_size(spooled) / spooled.num_rows)
+    out: dict[str, Any] = {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
+    if updates:
+        out.update(update_row_bytes(make(updates, "bench", 1)))
     return out
 
 
+def update_row_bytes(rows: Any) -> dict[str, int]:
+    """``update_row_bytes``: the bytes per row of a spool file of the change rows ``rows``, written as the reader
+    writes one (:class:`canal.spark.spool.Spool`); ``update_row_arrow_bytes``: their uncompressed Arrow bytes."""
+    import pyarrow as pa
+
+    from canal.spark.changes import INITIAL_OFFSET
+    from canal.spark.spool import Spool
+
+    with tempfile.TemporaryDirectory(prefix="bench-spool-") as tmp:
+        spool = Spool(tmp)
+        spool.write(dict(INITIAL_OFFSET), {**INITIAL_OFFSET, "batch": 1}, rows)
+        spooled = spool.path_for(dict(INITIAL_OFFSET)).stat().st_size
+    return {
+        "update_row_bytes": round(spooled / rows.num_rows),
+        "update_row_arrow_bytes": round(pa.ipc.get_record_batch_size(rows) / rows.num_rows),
+        "update_rows_measured": rows.num_rows,
+    }
+
+
 def write_rows(server: Any, start: tuple[str, int], end: tuple[str, int], path: Path, images: str) -> int:
-    """The workload's change rows of the ``images`` form, as the reader spools them, into the Arrow IPC file ``path``
-    (untimed: the transfer run's input). Returns the rows written."""
+    """The workload's change rows of the ``images`` form, as the reader makes them, into the Arrow IPC file ``path``
+    (untimed: the transfer run's input). Uncompressed, unlike a spool file: each transfer task memory-maps the one
+    file and slices its micro-batch's rows out of it, which would otherwise decompress every row. Returns the rows
+    written."""
     import pyarrow as pa
 
     from canal.spark.changes import arrow_schema, entries_to_batch
@@ -551,6 +571,7 @@ def run(
         "encode_ratio": round(decode_encode["rows_per_s"] / decode["rows_per_s"], 3),
         "images": images,
         "update_row_bytes": decode_encode.get("update_row_bytes"),
+        "update_row_arrow_bytes": decode_encode.get("update_row_arrow_bytes"),
         "embedded_no_jvm": no_jvm,
         "embedded_decode_ratio": round(no_jvm["rows_per_s"] / decode["rows_per_s"], 3),
         "steady_decode_ratio": round(local["steady_rows"] / steady_s / decode["rows_per_s"], 3)
@@ -684,7 +705,8 @@ def main(argv: list[str] | None = None) -> int:
         f"embedded_rows_per_s={out['embedded_no_jvm']['rows_per_s']} "
         f"steady_embedded_ratio={out['steady_embedded_ratio']} embedded_decode_ratio={out['embedded_decode_ratio']} "
         f"steady_decode_ratio={out['steady_decode_ratio']} whole_bound_ratio={out['whole_bound_ratio']} "
-        f"update_row_bytes={out['update_row_bytes']} images={out['images']} "
+        f"update_row_bytes={out['update_row_bytes']} update_row_arrow_bytes={out['update_row_arrow_bytes']} "
+        f"images={out['images']} "
         f"transfer_whole_rows_per_s={out['transfer_whole_rows_per_s']} "
         f"transfer_steady_rows_per_s={out['transfer_steady_rows_per_s']} "
         f"steady_transfer_ratio={out['steady_transfer_ratio']} steady_decode_ceiling={out['steady_decode_ceiling']} "

@@ -207,6 +207,63 @@ def test_a_spool_file_of_the_earlier_format_is_read(tmp_path: Path) -> None:
     assert got is not None and got[1] == end and got[0].equals(batch)
 
 
+def _repeated_rows(n: int) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """(start, end, change rows) of ``n`` INSERTs of one row each."""
+    entries = [
+        _entry(500 + i, 1, 400 + 100 * i, [RowData(TABLE, after=(i, Decimal("2.50"), "a note " * 20))])
+        for i in range(n)
+    ]
+    start, end = dict(INITIAL_OFFSET), offset_of(entries[-1], 1)
+    assert end is not None
+    return start, end, entries_to_batch(entries, "dest", 1)
+
+
+def test_a_spool_file_is_compressed_and_names_its_row_count(tmp_path: Path) -> None:
+    """Change rows repeat most of the row before (columns text, metadata, much of their images): the spool's Arrow
+    buffers are LZ4-compressed, and the writer records the row count, which the driver reads without decompressing
+    the rows."""
+    import pyarrow as pa
+
+    spool = Spool(tmp_path)
+    start, end, batch = _repeated_rows(2000)
+    writer = spool.open(start, batch.schema)
+    for chunk in (batch.slice(0, 1500), batch.slice(1500)):
+        writer.write(chunk)
+    writer.publish(end)
+    path = spool.path_for(start)
+    assert path.stat().st_size * 4 < pa.ipc.get_record_batch_size(batch)
+    with pa.ipc.open_file(path) as reader:
+        assert reader.get_batch_with_custom_metadata(reader.num_record_batches - 1)[1][b"rows"] == b"2000"
+    assert spool.rows(start) == 2000
+    got = spool.read(start)
+    assert got is not None and got[1] == end and got[0].equals(batch)
+    assert pa.Table.from_batches(list(read_spooled(spool.shared(start)))).equals(pa.Table.from_batches([batch]))
+    spool.write({**start, "batch": 7}, end, batch.slice(0, 0))
+    assert spool.rows({**start, "batch": 7}) == 0
+
+
+def test_a_spool_file_written_before_compression_is_read(tmp_path: Path) -> None:
+    """A spool file written in chunks before the compression came: plain buffers, and no row count beside the
+    end offset. It is read, counted and handed to a task as it was."""
+    import pyarrow as pa
+
+    spool = Spool(tmp_path)
+    start, end, batch = _repeated_rows(30)
+    schema = batch.schema.with_metadata({b"start": canonical(start).encode()})
+
+    def fill(fh: Any) -> None:
+        with pa.ipc.new_file(fh, schema) as writer:
+            writer.write_batch(batch.slice(0, 20))
+            writer.write_batch(batch.slice(20))
+            writer.write_batch(batch.slice(0, 0), custom_metadata={b"end": canonical(end).encode()})
+
+    write_file_atomic(spool.path_for(start), fill)
+    assert spool.rows(start) == 30
+    got = spool.read(start)
+    assert got is not None and got[1] == end and got[0].equals(batch)
+    assert pa.Table.from_batches(list(read_spooled(spool.shared(start)))).equals(pa.Table.from_batches([batch]))
+
+
 def test_options_restore_canal_key_case() -> None:
     cfg = config_from_options(
         {

@@ -97,7 +97,7 @@ from canal.snapshot.reader import (
 )
 from canal.snapshot.values import column_expression, rows_reader
 from canal.spark.changes import arrow_schema, table_codec
-from canal.spark.spool import discard_numbered
+from canal.spark.spool import discard_numbered, ipc_options
 from canal.sql import quote_name, read_column_type
 from canal.sql.types import INTEGER_TYPES, TEXT_TYPES
 
@@ -418,7 +418,7 @@ def _read_into(conn: Any, partition: ChunkPartition, fh: BinaryIO, stop: threadi
         else:
             position = begin_read_after_mark(cur, partition.watermark, partition.destination)
     read_ms = int(time.time() * 1000)
-    with pa.ipc.new_file(fh, arrow_schema()) as writer:
+    with pa.ipc.new_file(fh, arrow_schema(), options=ipc_options()) as writer:
         rows = 0
         pieces = iter(()) if layout is None else _RangeReader(conn, partition, layout).pieces()
         for keys, images in pieces:
