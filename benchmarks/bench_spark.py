@@ -71,19 +71,26 @@ encoding and the mirror cost nothing. ``steady_transfer_ratio`` = ``steady_rows_
 ``whole_bound_ceiling`` = its whole rate / ``decode_bound_rows_per_s``: the most ``steady_decode_ratio`` and
 ``whole_bound_ratio`` could be through Spark on this machine (a ceiling under 1 is Spark's, whatever pycanal does).
 
+The machine's CPU (:mod:`machine_cpu`: every process's busy time, the server's too) per change row of each run:
+``cpu_us_per_row_decode``, ``_decode_encode``, ``_embedded``, ``_spark`` (the local-mode query, from before its
+``start()`` to its end) and ``_transfer``; with the cores busy on average under ``machine_cpu`` in the JSON. A
+rate is bounded by the cores over that CPU.
+
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... embedded_rows_per_s=...
 steady_embedded_ratio=... embedded_decode_ratio=... steady_decode_ratio=... whole_bound_ratio=...
 update_row_bytes=... update_row_arrow_bytes=... images=... transfer_whole_rows_per_s=... transfer_steady_rows_per_s=...
-steady_transfer_ratio=... steady_decode_ceiling=... whole_bound_ceiling=...`` (with ``--cluster`` also
-``cluster_local_ratio=... cluster_whole_rows_per_s=... cluster_steady_rows_per_s=...``); JSON in
-``benchmarks/results/bench_spark.json``.
+steady_transfer_ratio=... steady_decode_ceiling=... whole_bound_ceiling=... cpu_us_per_row_decode=...
+cpu_us_per_row_decode_encode=... cpu_us_per_row_embedded=... cpu_us_per_row_spark=... cpu_us_per_row_transfer=...``
+(with ``--cluster`` also ``cluster_local_ratio=... cluster_whole_rows_per_s=... cluster_steady_rows_per_s=...``);
+JSON in ``benchmarks/results/bench_spark.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -91,6 +98,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from machine_cpu import Busy
 from result_file import write_result
 from spark_floor import first_batch_s
 from spark_transfer import transfer_run
@@ -484,7 +492,8 @@ def run(
         local_options = {"images": images} if spool_shared else {"spool.shared": "false", "images": images}
         try:
             register(spark)
-            run_ = stream(spark, server, start, work / "run", max_entries, buffer_size, local_options)
+            with Busy() as spark_cpu:
+                run_ = stream(spark, server, start, work / "run", max_entries, buffer_size, local_options)
             run_["mirror"].close()  # the folds under way (Spark jobs) end before the session does
         finally:
             stop_spark(spark)
@@ -508,11 +517,14 @@ def run(
         print(f"Spark's floor (first micro-batch of a one-row source): {floor_s:.2f} s", flush=True)
 
         load_arrow()
-        decode = baseline(server, start, end, encode=False)
+        with Busy() as decode_cpu:
+            decode = baseline(server, start, end, encode=False)
         print(f"baseline decode: {decode['rows_per_s']:,} rows/s", flush=True)
-        decode_encode = baseline(server, start, end, encode=True, images=images)
+        with Busy() as decode_encode_cpu:
+            decode_encode = baseline(server, start, end, encode=True, images=images)
         print(f"baseline decode + encode: {decode_encode['rows_per_s']:,} rows/s", flush=True)
-        no_jvm = embedded(server, start, work / "embedded", int(decode["rows"]))
+        with Busy() as embedded_cpu:
+            no_jvm = embedded(server, start, work / "embedded", int(decode["rows"]))
         print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
         # Spark's transfer alone, in a new session: the run's own change rows in micro-batches of its sizes
@@ -523,12 +535,13 @@ def run(
         spark = local_spark("pycanal-bench-transfer", extra=spark_conf(driver_memory))
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            transfer = transfer_run(
-                spark,
-                str(rows_path),
-                VARIANT_SCHEMA_DDL if images == "variant" else CHANGE_SCHEMA_DDL,
-                [b["rows"] for b in local["batches"]],
-            )
+            with Busy() as transfer_cpu:
+                transfer = transfer_run(
+                    spark,
+                    str(rows_path),
+                    VARIANT_SCHEMA_DDL if images == "variant" else CHANGE_SCHEMA_DDL,
+                    [b["rows"] for b in local["batches"]],
+                )
         finally:
             stop_spark(spark)
         rows_path.unlink()
@@ -594,6 +607,17 @@ def run(
         "mirror_rows": mirrored,
         "batches": local["batches"],
     }
+    # the whole machine's CPU per row, every process counted (machine_cpu): what bounds a rate on two cores
+    cpu = {
+        "decode": decode_cpu.figures(total_rows),
+        "decode_encode": decode_encode_cpu.figures(total_rows),
+        "embedded": embedded_cpu.figures(total_rows),
+        "spark": spark_cpu.figures(total_rows),
+        "transfer": transfer_cpu.figures(total_rows),
+    }
+    out["machine_cpu"] = {**cpu, "cores": os.cpu_count()}
+    for name, figs in cpu.items():
+        out[f"cpu_us_per_row_{name}"] = figs["cpu_us_per_row"]
     goals = {
         "whole_rows_per_s": ">= 45000",
         "steady_rows_per_s": ">= 60000",
@@ -710,7 +734,11 @@ def main(argv: list[str] | None = None) -> int:
         f"transfer_whole_rows_per_s={out['transfer_whole_rows_per_s']} "
         f"transfer_steady_rows_per_s={out['transfer_steady_rows_per_s']} "
         f"steady_transfer_ratio={out['steady_transfer_ratio']} steady_decode_ceiling={out['steady_decode_ceiling']} "
-        f"whole_bound_ceiling={out['whole_bound_ceiling']}{cluster}"
+        f"whole_bound_ceiling={out['whole_bound_ceiling']} "
+        f"cpu_us_per_row_decode={out['cpu_us_per_row_decode']} "
+        f"cpu_us_per_row_decode_encode={out['cpu_us_per_row_decode_encode']} "
+        f"cpu_us_per_row_embedded={out['cpu_us_per_row_embedded']} cpu_us_per_row_spark={out['cpu_us_per_row_spark']} "
+        f"cpu_us_per_row_transfer={out['cpu_us_per_row_transfer']}{cluster}"
     )
     return 0
 
