@@ -283,15 +283,22 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     order = winners.column("order_max")
     old_key = pc.equal(pc.bit_wise_and(order, 1), 0)
     at = pc.shift_right(order, 1)  # the change row (for an old key's delete: the UPDATE's row)
-    updated = pc.fill_null(pc.not_equal(table.column("type").take(at), "DELETE"), True)
+    # every row wins, in order (inserts, or each key changed once, in one table): the images need no copy
+    every_row = len(at) == table.num_rows and all_true(pc.equal(at, positions(len(at))))
+
+    def kept(column: Any) -> Any:
+        return column if every_row else column.take(at)
+
+    updated = pc.fill_null(pc.not_equal(kept(table.column("type")), "DELETE"), True)
     deletes = pc.or_(old_key, pc.invert(updated))
     kept_keys = winners.column("keys")
     after = table.column("after")
-    if pa.types.is_string(after.type):
-        kept_after = pc.if_else(old_key, pa.scalar(None, pa.string()), after.take(at))
-    else:  # a typed batch's image rows: an old key's delete keeps its UPDATE's, whose before image holds that key
-        kept_after = after.take(at)
-    seqs = table.column("seq").take(at)
+    if pa.types.is_string(after.type) and any_true(old_key):
+        kept_after = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(after))
+    else:  # JSON images with no old key's delete, or a typed batch's image rows (an old key's delete keeps its
+        # UPDATE's, whose before image holds that key)
+        kept_after = kept(after)
+    seqs = kept(table.column("seq"))
     counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
     offset = 0
     for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
