@@ -31,7 +31,8 @@ def _batches(path: Path) -> Iterator[tuple[int, list[list[Any]], bool]]:
         return
     delivered: dict[int, list[list[Any]]] = {}
     acked: set[int] = set()
-    for line in path.read_text().splitlines():
+    # only whole lines: the last one may be torn -- still being written by the live run, or cut by a SIGKILL
+    for line in path.read_text().split("\n")[:-1]:
         kind, batch, *rest = line.split(" ", 2)
         if kind == "D":
             delivered[int(batch)] = json.loads(rest[0])
