@@ -3,7 +3,10 @@ than waiting ``timeout`` for a full one; a bad linger is a typed error that hand
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,3 +70,44 @@ def test_a_bad_linger_is_a_server_error_and_hands_out_nothing(shop_instance: Ins
     assert shop_instance.store.stats().get_sequence == -1  # nothing taken from the store
     stats = run_batches(shop_instance, None, lambda rows, batch_id: None, until=lambda s: s.rows >= ROWS)
     assert stats.rows == ROWS
+
+
+def test_a_source_read_that_found_nothing_hands_on_a_quiet_stream_before_read_timeout(tmp_path: Path) -> None:
+    """A read of the canal source that finds nothing there waits up to read.timeout for a full batch; once a change
+    came and the stream is quiet -- a parser caught up with its server --, it hands it on after the linger."""
+    import pyarrow as pa
+
+    from canal.spark.changes import INITIAL_OFFSET, canonical
+    from canal.spark.source import CanalStreamReader, close_sessions
+    from canal.testing.fake import FakeMysql
+
+    with FakeMysql(name="linger-source") as fake:
+        fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))")
+        reader = CanalStreamReader(
+            {
+                "destination": "linger",
+                "master.address": fake.address,
+                "master.journal.name": "mysql-bin.000001",
+                "master.position": "4",
+                "spool.dir": str(tmp_path / "spool"),
+                "read.timeout": str(LONG_TIMEOUT),
+                "prefetch": "false",
+            }
+        )
+        try:
+            it, start = reader.read(dict(INITIAL_OFFSET))  # the CREATE TABLE: then the stream is caught up
+            assert [r["is_ddl"] for r in pa.Table.from_batches(list(it)).to_pylist()] == [True]
+            # the row comes while the next read waits (a read that found it there would pass either way)
+            insert = threading.Timer(0.5, lambda: fake.insert_many("shop.t", [{"id": 1, "v": "one"}]))
+            began = time.monotonic()
+            insert.start()
+            it, end = reader.read(start)
+            batches = list(it)
+            waited = time.monotonic() - began
+            insert.join()
+        finally:
+            close_sessions()
+    assert waited < LONG_TIMEOUT / 2
+    rows = pa.Table.from_batches(batches).to_pylist()
+    assert [json.loads(r["after"])["id"] for r in rows] == ["1"]
+    assert canonical(end) != canonical(start)

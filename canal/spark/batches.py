@@ -67,10 +67,11 @@ class RunStats:
 
 
 LINGER_S = 0.1
-"""How long :func:`run_batches` lets the stream be quiet before it hands on a batch that is not full: a parser
-behind the server hands over a transaction every few milliseconds (a 1,000-row statement) and fills its batches,
-while one caught up with the server has nothing to add until the server writes -- waiting ``timeout`` then (a
-second by default) would only delay those changes, and end a backlog's last batch a second late."""
+"""How long :func:`run_batches` -- and a read of the ``canal`` source that found nothing there -- lets the stream be
+quiet before it hands on a batch that is not full: a parser behind the server hands over a transaction every few
+milliseconds (a 1,000-row statement) and fills its batches, while one caught up with the server has nothing to add
+until the server writes -- waiting ``timeout`` then (a second by default) would only delay those changes, and end a
+backlog's last batch a second late."""
 
 CUT_PATIENCE_S = 30.0
 """How long the replay of a batch in flight before a crash waits for its next entry before it is cut short."""

@@ -98,7 +98,12 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "Entries per micro-batch at most (a snapshot entry counts its rows; at least one entry, and never a "
         "transaction's BEGIN alone, which moves no cursor: a micro-batch ending with it would end where it began).",
     ),
-    SourceOption("read.timeout", "0.5", "Seconds a read waits when nothing is there yet."),
+    SourceOption(
+        "read.timeout",
+        "0.5",
+        "Seconds a read waits when nothing is there yet: for a full batch, or, once changes came, until the stream "
+        "has been quiet for 0.1 s (a stream caught up with its server adds nothing more).",
+    ),
     SourceOption(
         "prefetch",
         "true",

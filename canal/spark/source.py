@@ -90,6 +90,7 @@ from canal.log import destination_logger
 from canal.parse.parser import EventParser
 from canal.position import EntryPosition
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType, Message
+from canal.spark.batches import LINGER_S
 from canal.spark.changes import (
     INITIAL_OFFSET,
     Offset,
@@ -381,8 +382,10 @@ class CanalStreamReader:
                     size = max(1, min(self.batch_size, self.max_entries - cut.taken))
                     msg = instance.get_without_ack(size, None)  # what is there now
                     if msg.id == EMPTY_MESSAGE_ID and not cut.count and not waited:
-                        waited = True  # nothing yet: wait up to read.timeout for a batch, then take what came
-                        msg = instance.get_without_ack(size, self.read_timeout)
+                        # nothing yet: wait up to read.timeout for a batch, then take what came -- or, once entries
+                        # came, until the stream has been quiet for LINGER_S (a caught-up parser adds nothing more)
+                        waited = True
+                        msg = instance.get_without_ack(size, self.read_timeout, linger=LINGER_S)
                         if msg.id == EMPTY_MESSAGE_ID and self.target is not None:
                             msg = self._await_target(instance, size, self.target)
                     mid, pending = msg.id, list(msg.entries)
