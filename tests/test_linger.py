@@ -1,5 +1,6 @@
-"""A get with a linger, and run_batches (which lingers by default), hand on a batch once the stream is quiet rather
-than waiting ``timeout`` for a full one; a bad linger is a typed error that hands out nothing."""
+"""A get with a linger, run_batches and a read of the canal source that found nothing there (which linger by
+default) hand on a batch once the stream is quiet rather than waiting ``timeout`` for a full one; a bad linger is a
+typed error that hands out nothing."""
 
 from __future__ import annotations
 
