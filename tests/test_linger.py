@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
+from test_store import wait_until
+
 from canal.errors import ServerError
 from canal.instance import Instance
 from canal.spark import run_batches
@@ -79,27 +81,32 @@ def test_a_source_read_that_found_nothing_hands_on_a_quiet_stream_before_read_ti
     import pyarrow as pa
 
     from canal.spark.changes import INITIAL_OFFSET, canonical
+    from canal.spark.sessions import session_of
     from canal.spark.source import CanalStreamReader, close_sessions
     from canal.testing.fake import FakeMysql
 
     with FakeMysql(name="linger-source") as fake:
         fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))")
-        reader = CanalStreamReader(
-            {
-                "destination": "linger",
-                "master.address": fake.address,
-                "master.journal.name": "mysql-bin.000001",
-                "master.position": "4",
-                "spool.dir": str(tmp_path / "spool"),
-                "read.timeout": str(LONG_TIMEOUT),
-                "prefetch": "false",
-            }
-        )
+        options = {
+            "destination": "linger",
+            "master.address": fake.address,
+            "master.journal.name": "mysql-bin.000001",
+            "master.position": "4",
+            "spool.dir": str(tmp_path / "spool"),
+            "read.timeout": str(LONG_TIMEOUT),
+            "prefetch": "false",
+        }
+        reader = CanalStreamReader(options)
         try:
             it, start = reader.read(dict(INITIAL_OFFSET))  # the CREATE TABLE: then the stream is caught up
             assert [r["is_ddl"] for r in pa.Table.from_batches(list(it)).to_pylist()] == [True]
-            # the row comes while the next read waits (a read that found it there would pass either way)
-            insert = threading.Timer(0.5, lambda: fake.insert_many("shop.t", [{"id": 1, "v": "one"}]))
+            store = session_of(options).instance.store
+
+            def insert_once_the_read_waits() -> None:
+                wait_until(lambda: store.waiting_consumers == 1, "the read waits in the store")
+                fake.insert_many("shop.t", [{"id": 1, "v": "one"}])
+
+            insert = threading.Thread(target=insert_once_the_read_waits)
             began = time.monotonic()
             insert.start()
             it, end = reader.read(start)

@@ -101,8 +101,7 @@ class Spool:
         try:
             with _spool_file(self.storage, self.name_for(start), self.form) as reader:
                 table = reader.read_all()
-                last = reader.num_record_batches - 1
-                meta = reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
+                meta = _closing_metadata(reader)
                 if meta is None or b"end" not in meta:
                     meta = table.schema.metadata or {}  # a file written whole, before the chunks came
                 end_offset: Offset = json.loads(meta[b"end"])
@@ -117,8 +116,7 @@ class Spool:
         batch, not its rows: reading those would decompress them), None when there is no such file."""
         try:
             with _spool_file(self.storage, self.name_for(start), self.form) as reader:
-                last = reader.num_record_batches - 1
-                meta = reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
+                meta = _closing_metadata(reader)
                 if meta is not None and b"rows" in meta:
                     return int(meta[b"rows"])
                 # a file written before the count was: its buffers are not compressed, so this reads headers only
@@ -179,6 +177,12 @@ class InlineRows:
 
     def __repr__(self) -> str:
         return f"InlineRows({len(self.data)} bytes)"
+
+
+def _closing_metadata(reader: Any) -> Any:
+    """The custom metadata of a spool file's last record batch (its end offset and row count), None without."""
+    last = reader.num_record_batches - 1
+    return reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
 
 
 @contextlib.contextmanager
