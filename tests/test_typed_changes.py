@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +28,7 @@ pa = pytest.importorskip("pyarrow")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig  # noqa: E402
 from canal.instance import Instance  # noqa: E402
+from canal.lake import typed_layout  # noqa: E402
 from canal.lake.images import parse_images  # noqa: E402
 from canal.lake.key_identity import key_value  # noqa: E402
 from canal.lake.types import MirrorTypeError, arrow_type  # noqa: E402
@@ -413,9 +415,47 @@ def batches(draw: st.DrawFn) -> list[Entry]:
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches())
-def test_random_rows_of_random_layouts_type_as_the_mirror_parses_them(entries: list[Entry]) -> None:
-    check_equivalent(entries)
+@given(batches(), st.sampled_from([1, 2, 3, typed_layout.CHUNK_ROWS]))
+def test_random_rows_of_random_layouts_type_as_the_mirror_parses_them(entries: list[Entry], chunk_rows: int) -> None:
+    # images are converted CHUNK_ROWS at a time: chunks of one to three images cut these batches' layouts anywhere
+    with mock.patch.object(typed_layout, "CHUNK_ROWS", chunk_rows):
+        check_equivalent(entries)
+
+
+PLAIN_KEY_VALUES = st.integers(-2, 2) | st.sampled_from(["1", "a", b"1", None, dt.date(2020, 1, 1)])
+KEY_VALUES = PLAIN_KEY_VALUES | st.sampled_from(
+    [True, 1.0, -0.0, 0.0, float("nan"), Decimal("1"), Decimal("1.0"), dt.datetime(2020, 1, 1), dt.timedelta(0)]
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=3), st.data())
+def test_keys_changed_of_a_row_event_is_key_changed_of_each_row(keys: list[bool], data: st.DataObject) -> None:
+    # the C path (plain key values) and the row-by-row one agree, whatever values and missing images a row event holds
+    table = TableSchema("s", "t", tuple(ColumnMeta(f"c{i}", mysql_type="int", is_key=k) for i, k in enumerate(keys)))
+    layout = typed_layout.layout_of(table)
+    values = data.draw(st.sampled_from([PLAIN_KEY_VALUES, KEY_VALUES]))  # plain values alone: the C path
+    image = st.tuples(*[values] * len(keys))
+    n = data.draw(st.integers(0, 6))
+    missing = st.none() if data.draw(st.booleans()) else st.nothing()  # rows without an image, or none
+    befores = data.draw(st.lists(image | missing, min_size=n, max_size=n))
+    afters = data.draw(st.lists(image | missing, min_size=n, max_size=n))
+    assert layout.keys_changed(befores, afters) == list(map(layout.key_changed, befores, afters))
+
+
+def test_collected_errors_name_their_rows_across_chunks() -> None:
+    table = TableSchema("s", "t", (ColumnMeta("id", mysql_type="int", is_key=True), ColumnMeta("v", mysql_type="int")))
+    values: list[Any] = [1, "x", 2, 3, 2**63, 4, "y"]  # rows 1, 4 and 6 do not convert to an int column
+    rows = [RowData(table, after=(i, v)) for i, v in enumerate(values)]
+    entries = [_entry(table, rows, EventType.INSERT)]
+    whole = entries_to_typed(entries, "d", 1, collect_errors=True)
+    with mock.patch.object(typed_layout, "CHUNK_ROWS", 2):
+        chunked = entries_to_typed(entries, "d", 1, collect_errors=True)
+    (layout,) = chunked.layouts
+    assert [(e.side, e.row, e.column) for e in chunked.errors[layout]] == [("after", r, 1) for r in (1, 4, 6)]
+    assert chunked.errors == whole.errors
+    assert chunked.images[layout].equals(whole.images[layout])
+    assert chunked.images[layout].column("after").field("v").to_pylist() == [1, None, 2, 3, None, 4, None]
 
 
 def test_no_change_rows_is_an_empty_typed_batch() -> None:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import attrs
 import pytest
@@ -29,6 +30,7 @@ from test_typed_changes import COLUMNS, _entry, _one_column, _read_all, _row, _x
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
+from canal.lake import typed_layout
 from canal.lake.mirror import DeltaMirror
 from canal.lake.typed_batch import TypedBatch, entries_to_typed
 from canal.lake.typed_plan import RowsNeeded
@@ -75,10 +77,12 @@ def _typed(chunk: Sequence[Entry], zero_dates: Any, fed: Fed) -> TypedBatch:
         fed.through_rows += 1
         return entries_to_batch(chunk, "d", 0)
 
-    # the before images of half the batches hold the key columns alone (as run_batches builds them for a mirror)
-    typed = entries_to_typed(
-        chunk, "d", 0, zero_dates=zero_dates, collect_errors=True, before_keys_only=len(chunk) % 2 == 1
-    )
+    # the before images of half the batches hold the key columns alone (as run_batches builds them for a mirror);
+    # images are converted in chunks of one to three (the errors collected must name their rows across chunks)
+    with mock.patch.object(typed_layout, "CHUNK_ROWS", 1 + len(chunk) % 3):
+        typed = entries_to_typed(
+            chunk, "d", 0, zero_dates=zero_dates, collect_errors=True, before_keys_only=len(chunk) % 2 == 1
+        )
     return attrs.evolve(typed, rows=rows)
 
 

@@ -123,7 +123,7 @@ class TypedBatch:
         return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
-# the order of the values _Collector.entry appends
+# the order of the values of _Collector.entries' tuples
 _ENTRY_FIELDS: Final = (
     "schema",
     "table",
@@ -135,15 +135,17 @@ _ENTRY_FIELDS: Final = (
     "log_offset",
     "gtid",
     "props",
+    "layout",
+    "image_start",
 )
 
 
 class _Collector:
-    """The growing columns of one batch: entry-level fields once per entry (spread over its rows at the end), the
-    images per layout, ``key_changed`` per row."""
+    """The growing columns of one batch: entry-level fields once per entry (a tuple an entry, transposed and spread
+    over its rows at the end), the images per layout, ``key_changed`` per row."""
 
     def __init__(self) -> None:
-        self.per_entry: dict[str, list[Any]] = {name: [] for name in (*_ENTRY_FIELDS, "layout", "image_start")}
+        self.entries: list[tuple[Any, ...]] = []  # per entry, its values in _ENTRY_FIELDS' order
         self.counts: list[int] = []
         self.key_changed: list[bool | None] = []
         self.before: dict[str, list[tuple[Any, ...] | None]] = {}
@@ -151,40 +153,49 @@ class _Collector:
         self.where: dict[str, str] = {}  # a table of each layout, to name in errors
         self.layouts: dict[str, Layout] = {}
 
-    def entry(self, entry: Entry, schema: str, kind: str, is_ddl: bool, sql: str | None, rows: int) -> None:
+    def entry(
+        self,
+        entry: Entry,
+        schema: str,
+        kind: str,
+        is_ddl: bool,
+        sql: str | None,
+        rows: int,
+        layout: str | None = None,
+        image_start: int | None = None,
+    ) -> None:
         h = entry.header
-        values = (
-            schema,
-            h.table,
-            kind,
-            is_ddl,
-            sql,
-            h.execute_time * 1000,
-            h.log_file,
-            h.log_offset,
-            h.gtid,
-            json.dumps(dict(h.props), sort_keys=True, ensure_ascii=False, separators=(",", ":")) if h.props else None,
+        self.entries.append(
+            (
+                schema,
+                h.table,
+                kind,
+                is_ddl,
+                sql,
+                h.execute_time * 1000,
+                h.log_file,
+                h.log_offset,
+                h.gtid,
+                json.dumps(dict(h.props), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                if h.props
+                else None,
+                layout,
+                image_start,
+            )
         )
-        for name, value in zip(_ENTRY_FIELDS, values, strict=True):
-            self.per_entry[name].append(value)
         self.counts.append(rows)
 
     def statement(self, entry: Entry, kind: str) -> None:
         rc = entry.row_change
         schema = (rc.ddl_schema if rc is not None else "") or entry.header.schema
         self.entry(entry, schema, kind, False, rc.sql if rc is not None else None, 1)
-        self._no_images(1)
-
-    def _no_images(self, rows: int) -> None:
-        self.per_entry["layout"].append(None)
-        self.per_entry["image_start"].append(None)
-        self.key_changed.extend([None] * rows)
+        self.key_changed.append(None)
 
     def ddl(self, entry: Entry) -> None:
         rc = entry.row_change
         assert rc is not None
         self.entry(entry, rc.ddl_schema or entry.header.schema, rc.event_type.name, True, rc.sql, 1)
-        self._no_images(1)
+        self.key_changed.append(None)
 
     def dml(self, entry: Entry, rows: Rows) -> None:
         rc = entry.row_change
@@ -198,15 +209,13 @@ class _Collector:
         self.after.setdefault(layout.id, [])
         self.layouts[layout.id] = layout
         self.where.setdefault(layout.id, rows.table.full_name)
-        self.entry(entry, entry.header.schema, rc.event_type.name, False, None, n)
-        self.per_entry["layout"].append(layout.id)
-        self.per_entry["image_start"].append(len(before))
+        self.entry(entry, entry.header.schema, rc.event_type.name, False, None, n, layout.id, len(before))
         before.extend(befores)
         self.after[layout.id].extend(afters)
         if rows.before is None or rows.after is None:  # an INSERT or a DELETE moves no key
             self.key_changed.extend([False] * n)
         else:
-            self.key_changed.extend(map(layout.key_changed, befores, afters))
+            self.key_changed.extend(layout.keys_changed(befores, afters))
 
 
 def _is_xa_end(entry: Entry) -> bool:
@@ -265,7 +274,9 @@ def entries_to_typed(
     starts = np.cumsum(counts) - counts
     row_index = np.arange(n_rows, dtype=np.int64) - np.repeat(starts, counts)
     first = (batch << SEQ_BITS) + first_index
-    image_start = pa.array(out.per_entry.pop("image_start"), pa.int64()).take(spread)
+    by_field = list(zip(*out.entries, strict=True)) or [()] * len(_ENTRY_FIELDS)  # no entries: every field empty
+    per_entry = dict(zip(_ENTRY_FIELDS, by_field, strict=True))
+    image_start = pa.array(per_entry.pop("image_start"), pa.int64()).take(spread)
     arrays: dict[str, Any] = {
         "destination": pa.DictionaryArray.from_arrays(
             pa.array(np.zeros(n_rows, dtype=np.int32)), pa.array([destination], pa.string())
@@ -276,7 +287,7 @@ def entries_to_typed(
         "image_row": pc.add(image_start, pa.array(row_index)).cast(pa.int32()),
         "key_changed": pa.array(out.key_changed, pa.bool_()),
     }
-    for name, values in out.per_entry.items():
+    for name, values in per_entry.items():
         field = schema.field(name)
         if pa.types.is_dictionary(field.type):
             # one dictionary entry per distinct value (a dictionary with repeated values would split group-bys)

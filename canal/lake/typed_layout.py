@@ -16,7 +16,8 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from operator import itemgetter
+from itertools import chain
+from operator import itemgetter, ne
 from typing import Any, Final, Generic, TypeVar
 
 import attrs
@@ -58,6 +59,11 @@ def layout_id(columns_json: str) -> str:
 
 
 _NONE = type(None)
+
+CHUNK_ROWS: Final = 1024
+"""Images converted at a time. A chunk's values stay in the CPU's cache from the transpose through the type check to
+pyarrow's conversion; a whole batch's (megabytes, parsed long before) missed it again on each of those passes, which
+made them most of the cost of a typed batch."""
 
 
 @attrs.frozen(slots=True)
@@ -123,6 +129,27 @@ class Layout:
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "key_changed", _key_changer(self.key_indexes, self._builders))
 
+    def keys_changed(
+        self, befores: Sequence[tuple[Any, ...] | None], afters: Sequence[tuple[Any, ...] | None]
+    ) -> list[bool]:
+        """:attr:`key_changed` of each pair of images of a row event. Keys of plain values (int, str, bytes, date:
+        equal exactly when their texts are) are compared in C, a whole column at a time; others row by row."""
+        if not self.key_indexes:
+            return [False] * len(befores)
+        if None not in befores and None not in afters:
+            # one key column: its value; several: a tuple of them
+            get: Callable[[Any], Any] = itemgetter(*self.key_indexes)
+            old, new = list(map(get, befores)), list(map(get, afters))
+            if len(self.key_indexes) == 1:
+                plain = _PLAIN_KEYS.issuperset(map(type, old)) and _PLAIN_KEYS.issuperset(map(type, new))
+            else:
+                plain = _PLAIN_KEYS.issuperset(map(type, chain.from_iterable(old))) and _PLAIN_KEYS.issuperset(
+                    map(type, chain.from_iterable(new))
+                )
+            if plain:
+                return list(map(ne, old, new))
+        return list(map(self.key_changed, befores, afters))
+
     @property
     def names(self) -> list[str]:
         return [c[0] for c in self.columns]
@@ -160,18 +187,21 @@ class Layout:
         widths = set(map(len, filter(None, images)))  # the images there (none is empty: a layout has columns)
         if widths != {width}:
             raise TypedChangeError(f"{where}: images of widths {sorted(widths)} in a layout of {width} columns")
-        columns: Sequence[Sequence[Any]]
-        if len(chosen) < width:  # the key's columns alone: a pass over the rows per key column, not a transpose
-            columns = [[None if image is None else image[index] for image in images] for index in chosen]
-        else:
-            rows = images if not missing else [(None,) * width if image is None else image for image in images]
-            columns = list(zip(*rows, strict=True))  # column by column, transposed in C
-        arrays = []
-        for index, cells in zip(chosen, columns, strict=True):
-            found: list[tuple[int, str]] | None = None if errors is None else []
-            arrays.append(_typed(self._builders[index], cells, where, zero_dates, found))
-            if errors is not None and found:
-                errors.extend(CellError(side, row, index, message) for row, message in found)
+        parts: list[list[Any]] = [[] for _ in chosen]
+        for start in range(0, len(images), CHUNK_ROWS):
+            chunk = images[start : start + CHUNK_ROWS]
+            columns: Sequence[Sequence[Any]]
+            if len(chosen) < width:  # the key's columns alone: a pass over the rows per key column, not a transpose
+                columns = [[None if image is None else image[index] for image in chunk] for index in chosen]
+            else:
+                rows = chunk if not missing else [(None,) * width if image is None else image for image in chunk]
+                columns = list(zip(*rows, strict=True))  # column by column, transposed in C
+            for part, index, cells in zip(parts, chosen, columns, strict=True):
+                found: list[tuple[int, str]] | None = None if errors is None else []
+                part.append(_typed(self._builders[index], cells, where, zero_dates, found))
+                if errors is not None and found:
+                    errors.extend(CellError(side, start + row, index, message) for row, message in found)
+        arrays = [part[0] if len(part) == 1 else pa.concat_arrays(part) for part in parts]
         mask = pa.array([image is None for image in images], pa.bool_()) if missing else None
         return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
 
@@ -238,6 +268,9 @@ def _key_changer(key_indexes: tuple[int, ...], builders: Sequence[_ColumnBuilder
 
 
 _TEXT_COMPARED: Final = frozenset({float, Decimal, frozenset, dt.timedelta, dt.datetime})
+# key values that key_changed compares as values, whose != between any two of them is a bool; other values (a bool,
+# equal to 1; a float or a Decimal, compared by their texts) take key_changed row by row
+_PLAIN_KEYS: Final = frozenset({int, str, bytes, dt.date, _NONE})
 
 
 def _make_layout(table: TableSchema) -> Layout:
