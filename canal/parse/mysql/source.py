@@ -51,6 +51,9 @@ CR_CONN_HOST_ERROR = 2003
 ER_PARSE_ERROR = 1064
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 _LOST = frozenset({CR_SERVER_LOST, CR_SERVER_GONE_ERROR, CR_CONN_HOST_ERROR})
+DUMP_READ_BUFFER = 256 * 1024
+"""Bytes the binlog dump's socket reads ask for at a time (see ``_prepare_dump``): an embedded mirror consuming a
+1,000,000-change dump in the same process ran 2-9% faster with them than with 8 KB reads (three runs each)."""
 
 
 def default_slave_id(address: str, server_id: int | None = None) -> int:
@@ -491,6 +494,12 @@ class MysqlBinlogSource:
         host = socket.gethostname()
         conn._execute_command(P.COM_REGISTER_SLAVE, P.register_slave_packet(slave_id, host, self._username, 0))
         self._read_ok(conn)
+        # The dump is one endless reply: read it in large pieces rather than pymysql's 8 KB. Each socket read releases
+        # the interpreter lock, and while another thread of the process holds it (a consumer building typed batches)
+        # the parser waits up to the switch interval to get it back: once per read, not once per event, with these.
+        # Nothing is buffered at this point (every reply before was read whole; the server sends nothing unasked).
+        conn._rfile.close()
+        conn._rfile = conn._sock.makefile("rb", buffering=DUMP_READ_BUFFER)
         flags = 0 if request.blocking else P.BINLOG_DUMP_NON_BLOCK
         if self._is_mariadb:
             flags |= P.BINLOG_SEND_ANNOTATE_ROWS_EVENT  # the same events as the files hold
