@@ -1,0 +1,166 @@
+"""Typed change batches packed into bytes, for the trip from the process that decoded them to the one that applies
+them, so that no change row crosses between them one by one (Spark's JVM turns every row of a DataFrame into its own
+form and back, which costs more than decoding the row did).
+
+A packed batch is one row of :func:`packed_schema`: Arrow IPC streams (LZ4-compressed, as the spool's files) in
+binary columns, in one of two forms:
+
+* ``typed`` -- the batch as the mirror applies it without text: ``changes`` its metadata table
+  (:func:`canal.lake.typed_batch.metadata_schema`), and per layout its ``columns`` JSON (the layout, described once)
+  and its ``images`` (the struct columns ``before`` and ``after``). :func:`unpack` gives the
+  :class:`~canal.lake.typed_batch.TypedBatch` back, equal to the one packed.
+* ``rows`` -- ``changes`` holds the batch's JSON change rows instead (``TypedBatch.rows()``), and no layouts. A batch
+  goes in this form when the typed one cannot carry all the mirror needs: it holds XA transactions or foreign keys'
+  actions (:func:`canal.lake.typed_plan.needs_rows`), a table's rows in two layouts, or values that did not convert
+  (the mirror decides about those -- ``zero_dates``, or a later change of the row superseding the cell -- and only
+  with the change rows can it).
+
+So an unpacked batch never needs what it does not hold, and a packed typed batch is exact: every cell converted, as
+:mod:`canal.lake.typed_layout` converts it. A payload that is not a packed batch is a :class:`PackedBatchError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from canal.lake.typed_batch import TypedBatch, metadata_schema
+from canal.lake.typed_layout import TypedChangeError, layout_from_columns
+from canal.lake.typed_plan import needs_rows
+from canal.lake.types import MirrorError
+
+FORM_TYPED: Final = "typed"
+FORM_ROWS: Final = "rows"
+PACKED_SCHEMA_DDL: Final = (
+    "form string, first_seq bigint, rows bigint, changes binary, layouts array<string>, images array<binary>"
+)
+"""The Spark schema of a packed batch (:func:`packed_schema` in Arrow)."""
+
+
+class PackedBatchError(MirrorError):
+    """A packed batch that cannot be unpacked: not a form this version writes, or bytes that are not its Arrow
+    streams. Nothing of it was applied."""
+
+
+def packed_schema() -> Any:
+    """A packed batch's Arrow schema: ``form`` (``typed`` or ``rows``), ``first_seq`` (its first change row's
+    ``seq``), ``rows`` (its change rows), ``changes`` (an Arrow IPC stream: the metadata table, or the JSON change
+    rows), ``layouts`` and ``images`` (per layout of a typed batch, its ``columns`` JSON and an Arrow IPC stream of its
+    images; null in the rows form)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("form", pa.string(), nullable=False),
+            pa.field("first_seq", pa.int64()),
+            pa.field("rows", pa.int64(), nullable=False),
+            pa.field("changes", pa.binary(), nullable=False),
+            pa.field("layouts", pa.list_(pa.string())),
+            pa.field("images", pa.list_(pa.binary())),
+        ]
+    )
+
+
+def form_of(batch: TypedBatch) -> str:
+    """The form :func:`pack` gives ``batch``: ``rows`` where the typed form cannot carry all the mirror needs (see
+    the module docstring), else ``typed``."""
+    if batch.errors or needs_rows(batch):
+        return FORM_ROWS
+    if len(batch.layouts) > 1:  # a table in two layouts (rows of several tables may share one)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        changes = batch.changes
+        dml = changes.filter(pc.is_valid(changes.column("layout")))
+        named = pa.table({name: dml.column(name).cast(pa.string()) for name in ("schema", "table", "layout")})
+        layouts = named.group_by(["schema", "table", "layout"]).aggregate([])
+        per_table = layouts.group_by(["schema", "table"]).aggregate([("layout", "count")])
+        if pc.max(per_table.column("layout_count")).as_py() > 1:
+            return FORM_ROWS
+    return FORM_TYPED
+
+
+def pack(batch: TypedBatch) -> Any:
+    """``batch`` as one packed row (a pyarrow Table of :func:`packed_schema`), in the form :func:`form_of` says.
+    The rows form needs the batch's change rows (``TypedBatch.rows``); a :class:`PackedBatchError` when it has
+    none."""
+    import pyarrow as pa
+
+    form = form_of(batch)
+    first = batch.changes.column("seq")[0].as_py() if batch.num_rows else None
+    if form == FORM_ROWS:
+        if batch.rows is None:
+            raise PackedBatchError(
+                "this typed batch goes in the rows form (XA transactions, foreign keys' actions, a table in two "
+                "layouts, or values that did not convert) but was built without its change rows (rows=)"
+            )
+        rows = batch.rows()
+        values: dict[str, Any] = {"changes": _stream(rows), "layouts": None, "images": None}
+    else:
+        ids = list(batch.layouts)
+        values = {
+            "changes": _stream(batch.changes),
+            "layouts": [_columns_json(batch, layout_id) for layout_id in ids],
+            "images": [_stream(batch.images[layout_id]) for layout_id in ids],
+        }
+    return pa.Table.from_pylist(
+        [{"form": form, "first_seq": first, "rows": batch.num_rows, **values}], schema=packed_schema()
+    )
+
+
+def unpack(row: Mapping[str, Any]) -> Any:
+    """A packed row (a mapping of :func:`packed_schema`'s fields: ``form``, ``changes``, ``layouts``, ``images``) as
+    what the mirror applies: a :class:`~canal.lake.typed_batch.TypedBatch` (typed form), or a pyarrow Table of JSON
+    change rows (rows form)."""
+    import pyarrow as pa
+
+    form = row.get("form")
+    if form == FORM_ROWS:
+        return _read_stream(row.get("changes"), "change rows")
+    if form != FORM_TYPED:
+        raise PackedBatchError(f"a packed batch of form {form!r}: this version reads 'typed' and 'rows'")
+    changes = _read_stream(row.get("changes"), "metadata")
+    if changes.schema != metadata_schema():
+        raise PackedBatchError(f"a packed typed batch whose metadata has the schema {changes.schema}")
+    described, streams = row.get("layouts") or [], row.get("images") or []
+    if len(described) != len(streams):
+        raise PackedBatchError(f"a packed typed batch with {len(described)} layouts and {len(streams)} image streams")
+    layouts, images = {}, {}
+    for columns_json, stream in zip(described, streams, strict=True):
+        try:
+            layout = layout_from_columns(columns_json)
+        except TypedChangeError as exc:
+            raise PackedBatchError(f"a packed typed batch's layout: {exc}") from None
+        table = _read_stream(stream, f"images of layout {layout.id}")
+        if table.schema.names != ["before", "after"]:
+            raise PackedBatchError(f"a packed typed batch whose images of layout {layout.id} have {table.schema}")
+        layouts[layout.id] = layout
+        images[layout.id] = pa.record_batch([column.combine_chunks() for column in table.columns], schema=table.schema)
+    return TypedBatch(changes, images, layouts)
+
+
+def _columns_json(batch: TypedBatch, layout_id: str) -> str:
+    # spelt as the layout's id was hashed from (canal.lake.typed_layout), so the unpacked layout has the same id
+    return json.dumps(batch.layouts[layout_id].describe(), separators=(",", ":"), ensure_ascii=False)
+
+
+def _stream(table: Any) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write(table)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def _read_stream(data: Any, what: str) -> Any:
+    import pyarrow as pa
+
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise PackedBatchError(f"a packed batch's {what} are {type(data).__name__}, not bytes")
+    try:
+        return pa.ipc.open_stream(data).read_all()
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        raise PackedBatchError(f"a packed batch's {what} are not an Arrow stream: {exc}") from None
