@@ -353,6 +353,49 @@ def test_with_full_metadata_the_binlog_wins_and_repairs_the_history(
     assert [c.name for c in repaired.columns("app", "t") or []] == ["id", "a", "b"]
 
 
+@pytest.mark.parametrize("alter_between", [False, True])
+def test_with_full_metadata_a_first_start_in_the_past_names_the_foreign_keys_actions(
+    mariadb_factory: MariaDBFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture, alter_between: bool
+) -> None:
+    """The binlog names the rows, but only the history names the foreign keys a parent's change cascades through:
+    a first start before the child was created holds them from the start (the binlog in between is scanned). With
+    a DDL in between that changes a table older than the start (which the history could not replay), it starts at
+    the read, as without foreign keys, and says that the changes before name the actions of the tables then."""
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=FULL"])
+    server.execute("CREATE DATABASE app")
+    server.execute("CREATE TABLE app.p (id INT NOT NULL PRIMARY KEY)")
+    start = server.execute("SHOW MASTER STATUS")[0][:2]
+    server.execute(
+        "CREATE TABLE app.c (id INT NOT NULL PRIMARY KEY, pid INT, "
+        "FOREIGN KEY (pid) REFERENCES app.p (id) ON DELETE CASCADE)"
+    )
+    if alter_between:
+        server.execute("ALTER TABLE app.p ADD COLUMN note VARCHAR(5)")
+    server.execute("INSERT INTO app.p (id) VALUES (1)")
+    server.execute("INSERT INTO app.c VALUES (1, 1)")
+    server.execute("DELETE FROM app.p WHERE id = 1")
+    inst = Instance(_config(server, tmp_path, (str(start[0]), int(start[1]))))
+    inst.start()
+    try:
+        entries: list[Entry] = []
+        deadline = time.monotonic() + 60
+        while not any(e.header.event_type is EventType.DELETE for e in entries if e.row_change is not None):
+            assert time.monotonic() < deadline and inst.parser.error is None, inst.parser.error
+            msg = inst.get_without_ack(100, timeout=0.5)
+            if msg.id != EMPTY_MESSAGE_ID:
+                entries.extend(msg.entries)
+                inst.ack(msg.id)
+    finally:
+        inst.stop()
+    (delete,) = [e for e in entries if e.row_change is not None and e.header.event_type is EventType.DELETE]
+    actions = json.loads(delete.header.props.get("FOREIGN_KEY_ACTIONS", "[]"))
+    assert [(a["db"], a["table"]) for a in actions] == [("app", "c")]
+    warned = [r for r in caplog.records if "foreign keys' actions named by the changes before" in r.getMessage()]
+    assert len(warned) == alter_between
+    if alter_between:
+        assert "ALTER TABLE app.p" in warned[0].getMessage()
+
+
 def test_local_binlog_files_read_with_a_schema_snapshot_give_the_same_rows(
     mariadb_factory: MariaDBFactory, tmp_path: Path
 ) -> None:

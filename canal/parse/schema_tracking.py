@@ -33,6 +33,7 @@ from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog
+from canal.schema.foreign_keys import CHANGING_ACTIONS
 from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
 from canal.sql import (
     AlterTable,
@@ -104,9 +105,12 @@ class SchemaTracker:
         if not start.position.journal_name or start.gtid_set:
             history.bootstrap(read_at, catalog, origin=source.address)
             return
-        if source.logs_column_names:
+        must_scan = _key(start.position) < _key(read_at) and _changing_foreign_keys(catalog)
+        if source.logs_column_names and not must_scan:
             # the binlog names every row: the history serves as a cross-check from the read on, and the binlog
-            # between the start and the read need not be scanned (a first start at an old position stays cheap)
+            # between the start and the read need not be scanned (a first start at an old position stays cheap).
+            # Not so when foreign keys' actions change rows: those only the history names (the FOREIGN_KEY_ACTIONS
+            # of a parent's change), so it must hold them from the start, as when it names the rows too.
             at = read_at if _key(start.position) < _key(read_at) else start.position
             history.bootstrap(at, catalog, origin=source.address)
             return
@@ -128,12 +132,35 @@ class SchemaTracker:
             )
             return
         ddl = next((d.describe() for d in found if created_in_range([d]) is None), found[0].describe())
+        if source.logs_column_names:
+            # the binlog names the rows; the history starts at the read, and the changes before it name the foreign
+            # keys' actions the tables have at the read (the DDL between may have changed them: say so)
+            history.bootstrap(read_at, catalog, origin=source.address)
+            self._log.warning(
+                "schema history starts at %s, not at %s: %s lies between them, so the foreign keys' actions named by "
+                "the changes before %s are those of the tables at that point",
+                read_at,
+                start.position,
+                ddl,
+                read_at,
+            )
+            return
         raise SchemaError(
             f"the schema history cannot start at {start.position}: {ddl} lies between it and now, and "
             f"{source.address} does not log column names (binlog_row_metadata is not FULL), so the rows before it "
             f"cannot be named; {RECOVERY}",
             position=str(start.position),
         )
+
+
+def _changing_foreign_keys(catalog: SchemaCatalog) -> bool:
+    """Whether a table of ``catalog`` has a foreign key whose action changes its rows (ON DELETE / UPDATE CASCADE,
+    SET NULL, SET DEFAULT)."""
+    return any(
+        fk.on_delete in CHANGING_ACTIONS or fk.on_update in CHANGING_ACTIONS
+        for table in catalog
+        for fk in table.foreign_keys
+    )
 
 
 def read_layouts(
