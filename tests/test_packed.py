@@ -144,6 +144,7 @@ def test_what_is_not_a_packed_batch_is_a_typed_error() -> None:
         ({**row, "images": [row["changes"]]}, "images of layout"),
         ({**row, "changes": row["images"][0]}, "metadata has the schema"),
         ({**row, "layouts": ["[[1,2]"]}, "describe no layout"),
+        ({**row, "layouts": ['[["id","int",true]]']}, "name layouts"),
     ]
     for bad, says in spoilt:
         with pytest.raises(PackedBatchError, match=says):

@@ -114,6 +114,7 @@ def unpack(row: Mapping[str, Any]) -> Any:
     what the mirror applies: a :class:`~canal.lake.typed_batch.TypedBatch` (typed form), or a pyarrow Table of JSON
     change rows (rows form)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     form = row.get("form")
     if form == FORM_ROWS:
@@ -137,6 +138,9 @@ def unpack(row: Mapping[str, Any]) -> Any:
             raise PackedBatchError(f"a packed typed batch whose images of layout {layout.id} have {table.schema}")
         layouts[layout.id] = layout
         images[layout.id] = pa.record_batch([column.combine_chunks() for column in table.columns], schema=table.schema)
+    named = set(pc.unique(changes.column("layout").combine_chunks().dictionary_decode().drop_null()).to_pylist())
+    if not named <= set(layouts):
+        raise PackedBatchError(f"a packed typed batch whose rows name layouts {sorted(named - set(layouts))} it lacks")
     return TypedBatch(changes, images, layouts)
 
 
