@@ -25,6 +25,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from canal.lake.arrow_streams import read_stream, stream_bytes
 from canal.lake.typed_batch import TypedBatch, metadata_schema
 from canal.lake.typed_layout import TypedChangeError, layout_from_columns
 from canal.lake.typed_plan import needs_rows
@@ -32,10 +33,8 @@ from canal.lake.types import MirrorError
 
 FORM_TYPED: Final = "typed"
 FORM_ROWS: Final = "rows"
-PACKED_SCHEMA_DDL: Final = (
-    "form string, first_seq bigint, rows bigint, changes binary, layouts array<string>, images array<binary>"
-)
-"""The Spark schema of a packed batch (:func:`packed_schema` in Arrow)."""
+COMPRESSION: Final = "lz4"
+"""The codec of the streams' buffers, as of the spool's files: a batch's rows repeat much of one another."""
 
 
 class PackedBatchError(MirrorError):
@@ -96,13 +95,13 @@ def pack(batch: TypedBatch) -> Any:
                 "layouts, or values that did not convert) but was built without its change rows (rows=)"
             )
         rows = batch.rows()
-        values: dict[str, Any] = {"changes": _stream(rows), "layouts": None, "images": None}
+        values: dict[str, Any] = {"changes": stream_bytes(rows, COMPRESSION), "layouts": None, "images": None}
     else:
         ids = list(batch.layouts)
         values = {
-            "changes": _stream(batch.changes),
+            "changes": stream_bytes(batch.changes, COMPRESSION),
             "layouts": [_columns_json(batch, layout_id) for layout_id in ids],
-            "images": [_stream(batch.images[layout_id]) for layout_id in ids],
+            "images": [stream_bytes(batch.images[layout_id], COMPRESSION) for layout_id in ids],
         }
     return pa.Table.from_pylist(
         [{"form": form, "first_seq": first, "rows": batch.num_rows, **values}], schema=packed_schema()
@@ -149,22 +148,12 @@ def _columns_json(batch: TypedBatch, layout_id: str) -> str:
     return json.dumps(batch.layouts[layout_id].describe(), separators=(",", ":"), ensure_ascii=False)
 
 
-def _stream(table: Any) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
-        writer.write(table)
-    data: bytes = sink.getvalue().to_pybytes()
-    return data
-
-
 def _read_stream(data: Any, what: str) -> Any:
     import pyarrow as pa
 
     if not isinstance(data, bytes | bytearray | memoryview):
         raise PackedBatchError(f"a packed batch's {what} are {type(data).__name__}, not bytes")
     try:
-        return pa.ipc.open_stream(data).read_all()
+        return read_stream(data)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
         raise PackedBatchError(f"a packed batch's {what} are not an Arrow stream: {exc}") from None

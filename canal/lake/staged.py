@@ -38,6 +38,7 @@ import attrs
 
 from canal.files import write_new
 from canal.lake import fs
+from canal.lake.arrow_streams import read_stream, stream_bytes
 from canal.lake.types import MirrorError
 
 STAGED_DIR = "_pycanal_staged"
@@ -85,21 +86,6 @@ def _outer_schema() -> Any:
     return pa.schema([("table", pa.string()), ("rows", pa.large_binary())])
 
 
-def _to_stream(rows: Any) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema) as writer:
-        writer.write_table(rows)
-    return bytes(sink.getvalue())
-
-
-def _from_stream(data: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(pa.py_buffer(data) if isinstance(data, bytes) else data).read_all()
-
-
 def write(root: str | os.PathLike[str], app_id: str, batch_id: int, parts: dict[str, Any]) -> str:
     """Stage ``parts`` (table name ``schema.table`` -> its rows, in its change log's schema) as batch ``batch_id``'s
     staged file, replacing one a replay of the batch finds (it holds the same changes); its location."""
@@ -110,7 +96,7 @@ def write(root: str | os.PathLike[str], app_id: str, batch_id: int, parts: dict[
     outer = pa.table(
         {
             "table": pa.array(list(parts), pa.string()),
-            "rows": pa.array([_to_stream(rows) for rows in parts.values()], pa.large_binary()),
+            "rows": pa.array([stream_bytes(rows) for rows in parts.values()], pa.large_binary()),
         },
         schema=_outer_schema(),
     )
@@ -177,7 +163,7 @@ def staged_rows(base: str | os.PathLike[str]) -> Any | None:
         if outer is None:
             continue
         for blob in outer.filter(pc.equal(outer.column("table"), name)).column("rows").to_pylist():
-            parts.append(_from_stream(blob))
+            parts.append(read_stream(blob))
     if not parts:
         return None
     return pa.concat_tables(parts, promote_options="permissive")
@@ -305,7 +291,7 @@ def load(root: str | os.PathLike[str], app_id: str, flushed_through: Callable[[s
             done = last[base]
             if done is not None and batch_id <= done:
                 continue
-            staged.tables.setdefault(base, StagedTable()).add(batch_id, _from_stream(blob))
+            staged.tables.setdefault(base, StagedTable()).add(batch_id, read_stream(blob))
             waiting.add(base)
         if waiting:
             staged.files[batch_id] = waiting

@@ -140,13 +140,8 @@ class Layout:
             # one key column: its value; several: a tuple of them
             get: Callable[[Any], Any] = itemgetter(*self.key_indexes)
             old, new = list(map(get, befores)), list(map(get, afters))
-            if len(self.key_indexes) == 1:
-                plain = _PLAIN_KEYS.issuperset(map(type, old)) and _PLAIN_KEYS.issuperset(map(type, new))
-            else:
-                plain = _PLAIN_KEYS.issuperset(map(type, chain.from_iterable(old))) and _PLAIN_KEYS.issuperset(
-                    map(type, chain.from_iterable(new))
-                )
-            if plain:
+            keys = chain(old, new)
+            if _PLAIN_KEYS.issuperset(map(type, keys if len(self.key_indexes) == 1 else chain.from_iterable(keys))):
                 return list(map(ne, old, new))
         return list(map(self.key_changed, befores, afters))
 

@@ -26,6 +26,7 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import CanalError
+from canal.lake.arrow_streams import stream_bytes
 from canal.lake.storage import StagedFile, Storage
 from canal.spark.changes import Offset, arrow_schema, canonical
 
@@ -277,14 +278,9 @@ def discard_numbered(storage: Storage, directory: str, through: int) -> None:
 def _inline(rows: Any) -> list[InlineRows]:
     """``rows`` (a table) as compressed Arrow IPC streams of at most :data:`INLINE_PIECE_BYTES` (halved until they
     fit; one row always goes whole)."""
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema, options=ipc_options()) as writer:
-        writer.write_table(rows)
-    data = sink.getvalue()
-    if data.size <= INLINE_PIECE_BYTES or rows.num_rows == 1:
-        return [InlineRows(data.to_pybytes())]
+    data = stream_bytes(rows, COMPRESSION)
+    if len(data) <= INLINE_PIECE_BYTES or rows.num_rows == 1:
+        return [InlineRows(data)]
     half = rows.num_rows // 2
     return _inline(rows.slice(0, half)) + _inline(rows.slice(half))
 
