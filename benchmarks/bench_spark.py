@@ -94,7 +94,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -190,10 +190,8 @@ def baseline(
     spools them) in this process, no Spark. With ``encode``: also the bytes of UPDATE change rows per row
     (:func:`update_row_bytes`)."""
     from canal.protocol import EventType
-    from canal.spark.changes import entries_to_batch
-    from canal.spark.variant_changes import entries_to_variant_batch
 
-    make = entries_to_variant_batch if images == "variant" else entries_to_batch
+    make = encoder(images)
     updates: list[Any] = []  # the first 1,000 UPDATE rows' entries: measured after the timed run
     update_rows = 0
 
@@ -201,7 +199,7 @@ def baseline(
     began = time.perf_counter()
     for entries in entry_batches(server, start, end):
         if encode:
-            rows += make(entries, "bench", 1).num_rows
+            rows += make(entries)[0]
             if update_rows < 1000:  # a pass over the entries only until they are found: this loop is timed
                 for e in entries:
                     if e.row_change is not None and e.row_change.event_type is EventType.UPDATE:
@@ -214,13 +212,38 @@ def baseline(
     seconds = time.perf_counter() - began
     out: dict[str, Any] = {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
     if updates:
-        out.update(update_row_bytes(make(updates, "bench", 1)))
+        out.update(update_row_bytes(*make(updates)))
     return out
 
 
-def update_row_bytes(rows: Any) -> dict[str, int]:
-    """``update_row_bytes``: the bytes per row of a spool file of the change rows ``rows``, written as the reader
-    writes one (:class:`canal.spark.spool.Spool`); ``update_row_arrow_bytes``: their uncompressed Arrow bytes."""
+def encoder(images: str) -> Callable[[list[Any]], tuple[int, Any]]:
+    """What the reader makes of an instance batch's entries in the ``images`` form: ``(change rows, a record batch
+    of them)`` -- with ``packed`` one packed row (:class:`canal.spark.packed_cut.PackedCut`)."""
+    from canal.spark.changes import entries_to_batch
+    from canal.spark.packed_cut import PackedCut
+    from canal.spark.variant_changes import entries_to_variant_batch
+
+    if images == "packed":
+
+        def packed(entries: list[Any]) -> tuple[int, Any]:
+            cut = PackedCut()
+            rows = cut.add(entries, "bench", 1, 0)
+            return rows, cut.packed().combine_chunks().to_batches()[0]
+
+        return packed
+    make = entries_to_variant_batch if images == "variant" else entries_to_batch
+
+    def rows_of(entries: list[Any]) -> tuple[int, Any]:
+        batch = make(entries, "bench", 1)
+        return batch.num_rows, batch
+
+    return rows_of
+
+
+def update_row_bytes(changes: int, rows: Any) -> dict[str, int]:
+    """``update_row_bytes``: the bytes per change row of a spool file of ``rows`` (``changes`` change rows: as many
+    record-batch rows, or one packed row), written as the reader writes one (:class:`canal.spark.spool.Spool`);
+    ``update_row_arrow_bytes``: their uncompressed Arrow bytes."""
     import pyarrow as pa
 
     from canal.spark.changes import INITIAL_OFFSET
@@ -231,32 +254,51 @@ def update_row_bytes(rows: Any) -> dict[str, int]:
         spool.write(dict(INITIAL_OFFSET), {**INITIAL_OFFSET, "batch": 1}, rows)
         spooled = spool.path_for(dict(INITIAL_OFFSET)).stat().st_size
     return {
-        "update_row_bytes": round(spooled / rows.num_rows),
-        "update_row_arrow_bytes": round(pa.ipc.get_record_batch_size(rows) / rows.num_rows),
-        "update_rows_measured": rows.num_rows,
+        "update_row_bytes": round(spooled / changes),
+        "update_row_arrow_bytes": round(pa.ipc.get_record_batch_size(rows) / changes),
+        "update_rows_measured": changes,
     }
 
 
-def write_rows(server: Any, start: tuple[str, int], end: tuple[str, int], path: Path, images: str) -> int:
+def write_rows(server: Any, start: tuple[str, int], end: tuple[str, int], path: Path, images: str) -> list[int]:
     """The workload's change rows of the ``images`` form, as the reader makes them, into the Arrow IPC file ``path``
     (untimed: the transfer run's input). Uncompressed, unlike a spool file: each transfer task memory-maps the one
-    file and slices its micro-batch's rows out of it, which would otherwise decompress every row. Returns the rows
-    written."""
+    file and slices its micro-batch's rows out of it, which would otherwise decompress every row. Returns the change
+    rows of each row written (1, or a packed row's)."""
     import pyarrow as pa
 
-    from canal.spark.changes import arrow_schema, entries_to_batch
-    from canal.spark.variant_changes import entries_to_variant_batch, variant_arrow_schema
+    from canal.lake.packed import packed_schema
+    from canal.spark.changes import arrow_schema
+    from canal.spark.variant_changes import variant_arrow_schema
 
-    make = entries_to_variant_batch if images == "variant" else entries_to_batch
-    schema = variant_arrow_schema() if images == "variant" else arrow_schema()
-    rows = 0
+    make = encoder(images)
+    schema = {"variant": variant_arrow_schema, "packed": packed_schema}.get(images, arrow_schema)()
+    written: list[int] = []
     with pa.ipc.new_file(str(path), schema) as out:
         for entries in entry_batches(server, start, end):
-            batch = make(entries, "bench", 1)
-            if batch.num_rows:
+            changes, batch = make(entries)
+            if changes:
                 out.write_batch(batch)
-                rows += batch.num_rows
-    return rows
+                written.extend([changes] if images == "packed" else [1] * changes)
+    return written
+
+
+def grouped(written: list[int], batch_rows: list[int]) -> list[int]:
+    """How many of the rows ``written`` (each holding that many change rows) make micro-batches of about
+    ``batch_rows`` change rows each, in order (a packed row is not cut)."""
+    groups: list[int] = []
+    at = 0
+    for want in batch_rows:
+        taken = got = 0
+        while at < len(written) and (got < want or not taken):
+            got += written[at]
+            taken += 1
+            at += 1
+        if taken:
+            groups.append(taken)
+    if at < len(written):
+        groups.append(len(written) - at)
+    return groups
 
 
 def embedded(server: Any, start: tuple[str, int], work: Path, rows: int) -> dict[str, Any]:
@@ -531,10 +573,12 @@ def run(
         print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
         # Spark's transfer alone, in a new session: the run's own change rows in micro-batches of its sizes
+        from canal.lake.packed import PACKED_SCHEMA_DDL
         from canal.spark import CHANGE_SCHEMA_DDL, VARIANT_SCHEMA_DDL
 
         rows_path = work / "rows.arrow"
-        write_rows(server, start, end, rows_path, images)
+        written = write_rows(server, start, end, rows_path, images)
+        micro_batches = [b["rows"] for b in local["batches"]]
         spark = local_spark("pycanal-bench-transfer", extra=spark_conf(driver_memory))
         spark.sparkContext.setLogLevel("ERROR")
         try:
@@ -542,8 +586,9 @@ def run(
                 transfer = transfer_run(
                     spark,
                     str(rows_path),
-                    VARIANT_SCHEMA_DDL if images == "variant" else CHANGE_SCHEMA_DDL,
-                    [b["rows"] for b in local["batches"]],
+                    {"variant": VARIANT_SCHEMA_DDL, "packed": PACKED_SCHEMA_DDL}.get(images, CHANGE_SCHEMA_DDL),
+                    grouped(written, micro_batches) if images == "packed" else micro_batches,
+                    counted_by="rows" if images == "packed" else None,
                 )
         finally:
             stop_spark(spark)
@@ -698,7 +743,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--driver-memory", help="spark.driver.memory (default Spark's, 1g)")
     parser.add_argument(
-        "--images", choices=("json", "variant"), default="json", help="the source's images option (the rows' form)"
+        "--images",
+        choices=("json", "variant", "packed"),
+        default="json",
+        help="the source's images option (the rows' form)",
     )
     args = parser.parse_args(argv)
     inserts, updates, deletes = args.inserts, args.updates, args.deletes

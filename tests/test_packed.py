@@ -10,12 +10,14 @@ hypothesis (random layouts and rows, DDL and XA rows between; ``TYPED_CHANGES_EX
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("deltalake")
@@ -27,16 +29,21 @@ from canal.lake.mirror import DeltaMirror  # noqa: E402
 from canal.lake.packed import (  # noqa: E402
     FORM_ROWS,
     FORM_TYPED,
+    PACKED_SCHEMA_DDL,
     PackedBatchError,
+    concat_typed,
     form_of,
     pack,
+    pack_rows,
     packed_schema,
     unpack,
+    unpack_all,
 )
 from canal.lake.typed_batch import TypedBatch, entries_to_typed  # noqa: E402
 from canal.lake.typed_plan import needs_rows  # noqa: E402
 from canal.protocol import ColumnMeta, Entry, EventType, RowData, TableSchema  # noqa: E402
 from canal.spark.changes import entries_to_batch  # noqa: E402
+from canal.spark.packed_cut import PackedCut  # noqa: E402
 
 
 def _typed(entries: Sequence[Entry], **kwargs: Any) -> TypedBatch:
@@ -149,3 +156,79 @@ def test_what_is_not_a_packed_batch_is_a_typed_error() -> None:
     for bad, says in spoilt:
         with pytest.raises(PackedBatchError, match=says):
             unpack(bad)
+
+
+def _micro_batch(chunks: Sequence[Sequence[Entry]]) -> Any:
+    """The packed rows of a micro-batch whose reader took ``chunks`` (instance batches) one after another."""
+    cut = PackedCut()
+    taken = 0
+    for chunk in chunks:
+        taken += cut.add(list(chunk), "d", 7, 3 + taken)
+    packed = cut.packed()
+    assert packed.schema == packed_schema() and packed.num_rows == len([c for c in chunks if c])
+    return packed
+
+
+def _plain(changes: Any) -> Any:
+    """A typed batch's metadata with its dictionary columns decoded (dictionaries differ between equal tables)."""
+    return pa.table(
+        {
+            name: column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
+            for name, column in zip(changes.column_names, changes.columns, strict=True)
+        }
+    )
+
+
+@st.composite
+def cut_batches(draw: st.DrawFn) -> list[list[Entry]]:
+    """A micro-batch's entries -- one or two random batches, so tables recur across its instance batches -- cut into
+    instance batches at random."""
+    entries = [e for batch in draw(st.lists(batches(), min_size=1, max_size=2)) for e in batch]
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(entries) - 1)), max_size=3)))
+    return [entries[a:b] for a, b in itertools.pairwise([0, *cuts, len(entries)]) if a < b]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cut_batches())
+def test_a_micro_batch_of_packed_rows_unpacks_to_the_batch_of_all_its_entries(chunks: list[list[Entry]]) -> None:
+    """However the reader's instance batches cut a micro-batch, its packed rows unpack into the one batch of all its
+    entries: typed when every instance batch can be and no table is in two layouts, else the change rows."""
+    entries = [e for chunk in chunks for e in chunk]
+    whole = _typed(entries, before_keys_only=True)  # as the reader builds them
+    out = unpack_all(_micro_batch(chunks))
+    if isinstance(out, TypedBatch):
+        assert form_of(whole) == FORM_TYPED
+        assert _plain(out.changes).equals(_plain(whole.changes))
+        assert dict(out.layouts) == dict(whole.layouts)
+        assert {k: v.equals(whole.images[k]) for k, v in out.images.items()} == {k: True for k in whole.images}
+        # and every cell as the mirror parses the change rows, the images whole (the reader keeps befores' keys only)
+        taken = [0, *itertools.accumulate(len(entries_to_batch(c, "d", 7, 3)) for c in chunks)]
+        whole_images = [entries_to_typed(c, "d", 7, 3 + n) for c, n in zip(chunks, taken, strict=False)]
+        check_equivalent(entries, concat_typed(whole_images))
+        for name in ("schema", "table", "type", "layout"):  # one dictionary entry per value, as group-bys need
+            dictionary = out.changes.column(name).chunk(0).dictionary
+            assert len(dictionary) == len(set(dictionary.to_pylist()))
+    else:
+        chunk_forms = [form_of(_typed(chunk)) for chunk in chunks]
+        assert form_of(whole) == FORM_ROWS or FORM_ROWS in chunk_forms
+        assert out.equals(pa.Table.from_batches([entries_to_batch(entries, "d", 7, 3)]))
+
+
+def test_a_micro_batch_packed_in_both_forms_is_refused() -> None:
+    table = TableSchema("s", "t", (ColumnMeta("id", mysql_type="int", is_key=True), ColumnMeta("v", mysql_type="int")))
+    typed = _typed([_entry(table, [RowData(table, after=(1, 2))], EventType.INSERT)])
+    both = pa.concat_tables([pack(typed), pack(typed, FORM_ROWS)])
+    with pytest.raises(PackedBatchError, match="both forms"):
+        unpack_all(both)
+    assert isinstance(unpack_all(pa.concat_tables([pack(typed), pack(typed)])), TypedBatch)
+    assert unpack_all(pa.concat_tables([pack_rows(typed.rows()), pack(typed, FORM_ROWS)])).num_rows == 2
+    empty = unpack_all(packed_schema().empty_table())
+    assert isinstance(empty, TypedBatch) and empty.num_rows == 0
+
+
+def test_the_packed_schema_in_sparks_ddl_is_the_arrow_one() -> None:
+    pytest.importorskip("pyspark")
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    spark_schema = from_arrow_schema(packed_schema())
+    assert ", ".join(f"{f.name} {f.dataType.simpleString().upper()}" for f in spark_schema) == PACKED_SCHEMA_DDL

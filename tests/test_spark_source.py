@@ -80,18 +80,24 @@ def written_workload(
     return conn, tmp_path / "ckpt", DeltaMirror(tmp_path / "mirror", log_history_s=3600), options
 
 
-def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("images", ["json", "packed"])
+def test_replay_of_an_uncommitted_batch_returns_the_same_rows(
+    mariadb: Any, spark: Any, tmp_path: Path, images: str
+) -> None:
     """A batch planned but not committed is replayed from the spool, row for row, read back by the planner on the
-    driver (``spool.shared`` off; a spool in an object store is replayed in the cluster and Connect tests)."""
+    driver (``spool.shared`` off; a spool in an object store is replayed in the cluster and Connect tests). Packed
+    batches are replayed byte for byte."""
     conn, checkpoint, mirror, options = written_workload(
         mariadb, tmp_path, 150, alter_at=40
     )  # >= 450 entries: >= 5 batches of <= 100
     options["spool.shared"] = "false"
+    options["images"] = images
     seen: dict[int, list[list[Any]]] = {}
 
     def crash_after_write(df: Any, batch_id: int) -> None:
         table = df.toArrow()
-        seen.setdefault(batch_id, []).append(table.select(["seq", "keys", "after"]).to_pylist())
+        kept = table if images == "packed" else table.select(["seq", "keys", "after"])
+        seen.setdefault(batch_id, []).append(kept.to_pylist())
         mirror(table, batch_id)
         if batch_id == 2 and len(seen[batch_id]) == 1:
             raise RuntimeError("crash after the Delta write")
@@ -117,8 +123,12 @@ def test_replay_of_an_uncommitted_batch_returns_the_same_rows(mariadb: Any, spar
     conn.close()
 
 
-def test_reader_process_killed_after_the_write(mariadb: Any, spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("images", ["json", "packed"])
+def test_reader_process_killed_after_the_write(mariadb: Any, spark: Any, tmp_path: Path, images: str) -> None:
+    """The reader's process killed after a batch was written: a restarted query replays from the spool and the
+    mirror ends equal to the tables, the mirror written by Spark tasks (packed: from the unpacked typed batches)."""
     conn, checkpoint, mirror, options = written_workload(mariadb, tmp_path, 80, alter_at=30)
+    options["images"] = images
     killed: list[int] = []
 
     def kill_reader_on_batch_2(df: Any, batch_id: int) -> None:

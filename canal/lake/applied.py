@@ -58,16 +58,21 @@ def read_applied(root: str | os.PathLike[str], app_id: str) -> Applied | None:
 
 
 def newest_position(table: Any) -> tuple[str, int] | None:
-    """(log_file, log_offset) of the newest change of a pyarrow Table of change rows; None without positions."""
+    """(log_file, log_offset) of the newest change of a pyarrow Table of change rows (or a typed batch's metadata);
+    None without positions."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     if "log_file" not in table.column_names or "log_offset" not in table.column_names or not table.num_rows:
         return None
-    files = [name for name in pc.unique(table.column("log_file")).to_pylist() if name]
+    names = table.column("log_file")
+    if pa.types.is_dictionary(names.type):  # a typed batch's metadata (canal.lake.typed_batch)
+        names = names.cast(pa.string())
+    files = [name for name in pc.unique(names).to_pylist() if name]
     if not files:
         return None
     newest = max(files, key=journal_number)
-    offsets = pc.filter(table.column("log_offset"), pc.equal(table.column("log_file"), newest))
+    offsets = pc.filter(table.column("log_offset"), pc.equal(names, newest))
     offset = pc.max(offsets).as_py()
     return None if offset is None else (newest, int(offset))
 

@@ -49,6 +49,7 @@ from canal.lake.journal import StepJournal
 from canal.lake.lease import WriterLease
 from canal.lake.locations import local_path
 from canal.lake.log_writer import LogWriter
+from canal.lake.packed import is_packed, unpack_all
 from canal.lake.plan import (
     MIRROR_COLUMNS,
     RenamePair,
@@ -101,7 +102,7 @@ def _to_arrow_table(changes: Any) -> Any:
     if isinstance(changes, Sequence) and all(isinstance(b, pa.RecordBatch) for b in changes):
         return pa.Table.from_batches(list(changes)) if changes else None
     if hasattr(changes, "toArrow"):  # a Spark DataFrame: only the columns the mirror reads cross over
-        return to_arrow(changes.select(*mirror_columns(changes.columns)))
+        return to_arrow(changes if is_packed(changes.columns) else changes.select(*mirror_columns(changes.columns)))
     raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
 
 
@@ -523,7 +524,7 @@ class DeltaMirror:
     def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
         """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) or a typed batch
         (:class:`~canal.lake.typed_batch.TypedBatch`: planned and applied from its typed images, no JSON parsed;
-        :mod:`canal.lake.typed_plan`) as batch ``batch_id``.
+        :mod:`canal.lake.typed_plan`) as batch ``batch_id``; rows of packed batches are unpacked into one (``packed``).
 
         The batch is applied as an ordered list of steps (:func:`~canal.lake.plan.batch_steps`): each table's DML rows
         up to the next DDL that touches it, reduced to the last change per key under the one layout they were
@@ -536,9 +537,14 @@ class DeltaMirror:
         (the caller schedules them, :meth:`fold_due`)."""
         if not isinstance(changes, TypedBatch):
             table = _to_arrow_table(changes)
-            if table is None or not holds_variants(table):
+            if table is not None and is_packed(table.column_names):
+                changes = unpack_all(table)  # the images=packed form: typed batches, or change rows (canal.lake.packed)
+                if not isinstance(changes, TypedBatch):
+                    return self._apply(changes, None, batch_id, steps_journal, fold)
+            elif table is None or not holds_variants(table):
                 return self._apply(changes if table is None else table, None, batch_id, steps_journal, fold)
-            changes = variant_rows_to_typed(table)  # the images=variant form: decoded into typed images
+            else:
+                changes = variant_rows_to_typed(table)  # the images=variant form: decoded into typed images
         if needs_rows(changes):  # XA, foreign keys' actions: followed in change rows (canal.lake.typed_plan)
             return self._apply(change_rows(changes), None, batch_id, steps_journal, fold)
         try:

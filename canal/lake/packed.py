@@ -17,12 +17,18 @@ binary columns, in one of two forms:
 
 So an unpacked batch never needs what it does not hold, and a packed typed batch is exact: every cell converted, as
 :mod:`canal.lake.typed_layout` converts it. A payload that is not a packed batch is a :class:`PackedBatchError`.
+
+A batch may travel as several packed rows (the ``canal`` source's ``images=packed`` micro-batch: a row per instance
+batch the reader took), all of one form -- the reader makes them so (:mod:`canal.spark.source`). :func:`unpack_all`
+joins them into the one batch the mirror applies: typed batches into one :class:`TypedBatch` (a layout's images
+appended, their rows renumbered), change rows into one table. Rows of both forms are a :class:`PackedBatchError`: the
+typed rows' change rows are not there to join the others.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from canal.lake.arrow_streams import read_stream, stream_bytes
@@ -49,16 +55,45 @@ def packed_schema() -> Any:
     images; null in the rows form)."""
     import pyarrow as pa
 
+    # nullable, lists' items named "element": the schema Spark checks a data source's rows against
     return pa.schema(
         [
-            pa.field("form", pa.string(), nullable=False),
+            pa.field("form", pa.string()),
             pa.field("first_seq", pa.int64()),
-            pa.field("rows", pa.int64(), nullable=False),
-            pa.field("changes", pa.binary(), nullable=False),
-            pa.field("layouts", pa.list_(pa.string())),
-            pa.field("images", pa.list_(pa.binary())),
+            pa.field("rows", pa.int64()),
+            pa.field("changes", pa.binary()),
+            pa.field("layouts", pa.list_(pa.field("element", pa.string()))),
+            pa.field("images", pa.list_(pa.field("element", pa.binary()))),
         ]
     )
+
+
+PACKED_SCHEMA_DDL: Final = (
+    "form STRING, first_seq BIGINT, rows BIGINT, changes BINARY, layouts ARRAY<STRING>, images ARRAY<BINARY>"
+)
+""":func:`packed_schema` in Spark's DDL (the ``canal`` source's schema with ``images=packed``)."""
+
+
+def is_packed(names: Iterable[str]) -> bool:
+    """Whether columns named ``names`` (an Arrow schema's, a DataFrame's) are packed batches', not change rows'."""
+    return {"form", "changes", "layouts", "images"} <= set(names)
+
+
+def table_layouts(batch: TypedBatch) -> set[tuple[str, str, str]]:
+    """``(schema, table, layout id)`` of the batch's row changes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    changes = batch.changes
+    dml = changes.filter(pc.is_valid(changes.column("layout")))
+    named = pa.table({name: dml.column(name).cast(pa.string()) for name in ("schema", "table", "layout")})
+    found = named.group_by(["schema", "table", "layout"]).aggregate([])
+    return set(zip(*(found.column(n).to_pylist() for n in ("schema", "table", "layout")), strict=True))
+
+
+def two_layouts(found: set[tuple[str, str, str]]) -> bool:
+    """Whether ``found`` (:func:`table_layouts`) has a table's rows in two layouts (several tables may share one)."""
+    return len({(schema, table) for schema, table, _ in found}) < len(found)
 
 
 def form_of(batch: TypedBatch) -> str:
@@ -66,46 +101,54 @@ def form_of(batch: TypedBatch) -> str:
     the module docstring), else ``typed``."""
     if batch.errors or needs_rows(batch):
         return FORM_ROWS
-    if len(batch.layouts) > 1:  # a table in two layouts (rows of several tables may share one)
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        changes = batch.changes
-        dml = changes.filter(pc.is_valid(changes.column("layout")))
-        named = pa.table({name: dml.column(name).cast(pa.string()) for name in ("schema", "table", "layout")})
-        layouts = named.group_by(["schema", "table", "layout"]).aggregate([])
-        per_table = layouts.group_by(["schema", "table"]).aggregate([("layout", "count")])
-        if pc.max(per_table.column("layout_count")).as_py() > 1:
-            return FORM_ROWS
+    if len(batch.layouts) > 1 and two_layouts(table_layouts(batch)):
+        return FORM_ROWS
     return FORM_TYPED
 
 
-def pack(batch: TypedBatch) -> Any:
-    """``batch`` as one packed row (a pyarrow Table of :func:`packed_schema`), in the form :func:`form_of` says.
-    The rows form needs the batch's change rows (``TypedBatch.rows``); a :class:`PackedBatchError` when it has
-    none."""
+def pack(batch: TypedBatch, form: str | None = None) -> Any:
+    """``batch`` as one packed row (a pyarrow Table of :func:`packed_schema`), in the form :func:`form_of` says, or
+    as change rows when ``form`` is ``rows`` (a batch that travels with others of that form). The rows form needs the
+    batch's change rows (``TypedBatch.rows``); a :class:`PackedBatchError` when it has none."""
     import pyarrow as pa
 
-    form = form_of(batch)
-    first = batch.changes.column("seq")[0].as_py() if batch.num_rows else None
+    if form is None:
+        form = form_of(batch)
     if form == FORM_ROWS:
         if batch.rows is None:
             raise PackedBatchError(
                 "this typed batch goes in the rows form (XA transactions, foreign keys' actions, a table in two "
                 "layouts, or values that did not convert) but was built without its change rows (rows=)"
             )
-        rows = batch.rows()
-        values: dict[str, Any] = {"changes": stream_bytes(rows, COMPRESSION), "layouts": None, "images": None}
-    else:
-        ids = list(batch.layouts)
-        values = {
-            "changes": stream_bytes(batch.changes, COMPRESSION),
-            "layouts": [_columns_json(batch, layout_id) for layout_id in ids],
-            "images": [stream_bytes(batch.images[layout_id], COMPRESSION) for layout_id in ids],
-        }
-    return pa.Table.from_pylist(
-        [{"form": form, "first_seq": first, "rows": batch.num_rows, **values}], schema=packed_schema()
-    )
+        return pack_rows(batch.rows())
+    ids = list(batch.layouts)
+    first = batch.changes.column("seq")[0].as_py() if batch.num_rows else None
+    row = {
+        "form": FORM_TYPED,
+        "first_seq": first,
+        "rows": batch.num_rows,
+        "changes": stream_bytes(batch.changes, COMPRESSION),
+        "layouts": [_columns_json(batch, layout_id) for layout_id in ids],
+        "images": [stream_bytes(batch.images[layout_id], COMPRESSION) for layout_id in ids],
+    }
+    return pa.Table.from_pylist([row], schema=packed_schema())
+
+
+def pack_rows(rows: Any) -> Any:
+    """Change rows (a pyarrow Table or RecordBatch of ``canal.spark.changes`` rows) as one packed row of the rows
+    form."""
+    import pyarrow as pa
+
+    first = rows.column("seq")[0].as_py() if rows.num_rows else None
+    row = {
+        "form": FORM_ROWS,
+        "first_seq": first,
+        "rows": rows.num_rows,
+        "changes": stream_bytes(rows, COMPRESSION),
+        "layouts": None,
+        "images": None,
+    }
+    return pa.Table.from_pylist([row], schema=packed_schema())
 
 
 def unpack(row: Mapping[str, Any]) -> Any:
@@ -141,6 +184,54 @@ def unpack(row: Mapping[str, Any]) -> Any:
     if not named <= set(layouts):
         raise PackedBatchError(f"a packed typed batch whose rows name layouts {sorted(named - set(layouts))} it lacks")
     return TypedBatch(changes, images, layouts)
+
+
+def unpack_all(packed: Any) -> Any:
+    """The rows of ``packed`` (a pyarrow Table or RecordBatch of packed batches, in stream order) as the one batch the
+    mirror applies: a :class:`TypedBatch` when they are typed (none: an empty one), else a table of change rows."""
+    import pyarrow as pa
+
+    found = [unpack(row) for row in packed.to_pylist()]
+    typed = [batch for batch in found if isinstance(batch, TypedBatch)]
+    if len(typed) == len(found):
+        return concat_typed(typed)
+    if typed:
+        raise PackedBatchError(
+            f"a batch of {len(found)} packed rows in both forms ({len(typed)} typed): its typed rows' change rows are "
+            "not there to join the others"
+        )
+    return pa.concat_tables(found, promote_options="default") if len(found) > 1 else found[0]
+
+
+def concat_typed(batches: Sequence[TypedBatch]) -> TypedBatch:
+    """Typed batches, in stream order, joined into one: a layout's images appended, the change rows' ``image_row``
+    renumbered to where their images are now."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(batches) == 1:
+        return batches[0]
+    if not batches:
+        schema = metadata_schema()
+        return TypedBatch(schema.empty_table(), {}, {})
+    layouts: dict[str, Any] = {}
+    parts: dict[str, list[Any]] = {}
+    changes = []
+    for batch in batches:
+        shift = {lid: sum(b.num_rows for b in parts.get(lid, ())) for lid in batch.layouts}
+        for lid, images in batch.images.items():
+            parts.setdefault(lid, []).append(images)
+        layouts.update(batch.layouts)
+        part = batch.changes
+        if any(shift.values()):
+            layout = part.column("layout").combine_chunks()
+            offsets = pa.array([shift[v] for v in layout.dictionary.to_pylist()], pa.int32()).take(layout.indices)
+            where = part.schema.get_field_index("image_row")
+            part = part.set_column(where, part.schema.field(where), pc.add(part.column("image_row"), offsets))
+        changes.append(part)
+    images = {lid: pa.concat_batches(found) for lid, found in parts.items()}
+    joined = pa.concat_tables(changes).unify_dictionaries().combine_chunks()
+    return TypedBatch(joined, images, layouts)
 
 
 def _columns_json(batch: TypedBatch, layout_id: str) -> str:

@@ -9,8 +9,10 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from canal.lake.packed import PACKED_SCHEMA_DDL
 from canal.lake.storage import in_object_store
 from canal.spark.changes import CHANGE_SCHEMA_DDL
+from canal.spark.options import IMAGES_PACKED
 from canal.spark.source import CanalStreamReader
 from canal.spark.source_options import image_form
 from canal.spark.variant_changes import IMAGES_VARIANT, VARIANT_SCHEMA_DDL
@@ -49,8 +51,10 @@ class CanalDataSource(DataSource):
         return "canal"
 
     def schema(self) -> str:
-        """The change-row schema; its images VARIANT values with ``images=variant``."""
-        return VARIANT_SCHEMA_DDL if image_form(self.options) == IMAGES_VARIANT else CHANGE_SCHEMA_DDL
+        """The change-row schema; its images VARIANT values with ``images=variant``; packed batches'
+        (:mod:`canal.lake.packed`) with ``images=packed``."""
+        form = image_form(self.options)
+        return {IMAGES_VARIANT: VARIANT_SCHEMA_DDL, IMAGES_PACKED: PACKED_SCHEMA_DDL}.get(form, CHANGE_SCHEMA_DDL)
 
     def reader_options(self) -> dict[str, str]:
         """The options, with ``spool.shared`` set unless given: true when ``spool.dir`` is in an object store (every

@@ -45,7 +45,9 @@ import attrs
 
 from canal.lake import fs, names
 from canal.lake.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
+from canal.lake.packed import is_packed, unpack_all
 from canal.lake.settings import MirrorSettings
+from canal.lake.typed_batch import TypedBatch
 from canal.lake.types import MirrorError
 
 if TYPE_CHECKING:
@@ -110,8 +112,9 @@ def worker_mirror(kind: type[DeltaMirror], settings: MirrorSettings) -> DeltaMir
 def write_group(
     kind: type[DeltaMirror], settings: MirrorSettings, batch_id: int, rows: Any, newest: tuple[str, int] | None = None
 ) -> Any:
-    """One table's change rows of a batch (a pyarrow Table), applied by a task: one result row per table, then the
-    ``done`` row (reporting ``newest``, the position of the newest change, when the task's caller found it)."""
+    """One table's change rows of a batch (a pyarrow Table, or a whole batch's typed batch), applied by a task: one
+    result row per table, then the ``done`` row (reporting ``newest``, the position of the newest change, when the
+    task's caller found it)."""
     mirror = worker_mirror(kind, settings)
     result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
     due = set(result.folds)
@@ -139,25 +142,30 @@ def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, name: str) -
 def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, batch_id: int, batches: Any) -> Any:
     """A micro-batch held by one partition, applied by its task (tables in parallel threads) -- or, when it holds
     DDL, written to a file in the mirror's root and answered with one row naming it, nothing applied: the driver
-    then applies it, in order, without reading the batch a second time."""
+    then applies it, in order, without reading the batch a second time. Packed batches (``images=packed``) are
+    unpacked here (:func:`canal.lake.packed.unpack_all`) and handed over to the driver packed."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     received = list(batches)
     rows = pa.Table.from_batches(received) if received else pa.table({"is_ddl": pa.array([], pa.bool_())})
-    newest = newest_position(rows)
+    batch: Any = rows  # what the mirror applies: the change rows, or the packed rows unpacked
+    if received and is_packed(rows.column_names):
+        batch = unpack_all(rows)
+    changes = batch.changes if isinstance(batch, TypedBatch) else batch  # the metadata of each change row
+    newest = newest_position(changes)
     # the root's options, for the reads below (in an object store) before the task's mirror is built
     fs.register(settings.root, "the mirror's root", settings.options or None)
     if refuses(read_applied(settings.root, settings.app_id), batch_id, newest):  # canal.lake.applied
-        answer = _answer([("", CHECKPOINT_MARK, rows.num_rows, False, None, _spelled(newest))])
-    elif rows.num_rows and (pc.any(rows.column("is_ddl")).as_py() or _for_the_driver(rows)):
+        answer = _answer([("", CHECKPOINT_MARK, changes.num_rows, False, None, _spelled(newest))])
+    elif changes.num_rows and (pc.any(changes.column("is_ddl")).as_py() or _for_the_driver(changes)):
         path = fs.join(settings.root, f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
         _spill(path, rows)
-        answer = _answer([("", DDL_MARK, rows.num_rows, False, path, _spelled(newest))])
-    elif rows.num_rows == 0:
+        answer = _answer([("", DDL_MARK, changes.num_rows, False, path, _spelled(newest))])
+    elif changes.num_rows == 0:
         answer = _answer([("", DONE_MARK, 0, False, None, None)])
     else:
-        answer = write_group(kind, settings, batch_id, rows, newest)
+        answer = write_group(kind, settings, batch_id, batch, newest)
     yield from answer.to_batches()
 
 
@@ -273,11 +281,15 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         mirror.reach_checked = True
     kind = type(mirror)
     settings = mirror.settings()
-    # the XA marks and positions too: a batch holding them (or statements) is the driver's (_for_the_driver)
-    changes = df.select(
-        *mirror.COLUMNS, *(name for name in ("props", "log_file", "log_offset", "before") if name in df.columns)
-    )
-    if _one_partition(changes):
+    packed = is_packed(df.columns)  # images=packed: a few rows of packed batches, applied together by one task
+    if packed:
+        changes = df if _one_partition(df) else df.coalesce(1)
+    else:
+        # the XA marks and positions too: a batch holding them (or statements) is the driver's (_for_the_driver)
+        changes = df.select(
+            *mirror.COLUMNS, *(name for name in ("props", "log_file", "log_offset", "before") if name in df.columns)
+        )
+    if packed or _one_partition(changes):
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
         # writes every table, in parallel threads, or answers that the batch holds DDL
         def write_all(batches: Any) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 
 from canal.lake.types import spark_type_sql
 from canal.protocol import TableSchema
-from canal.spark.options import IMAGE_FORMS
+from canal.spark.options import IMAGE_FORMS, IMAGES_PACKED
 from canal.sql import CreateTable, SqlError, read_statement
 
 
@@ -113,8 +113,11 @@ def _cells(images: str) -> Any:
     column``."""
     from pyspark.sql import functions as F
 
-    if images not in IMAGE_FORMS:
-        raise ValueError(f"images = {images!r}: expected json or variant (the canal source's images option)")
+    if images not in IMAGE_FORMS or images == IMAGES_PACKED:
+        raise ValueError(
+            f"images = {images!r}: expected json or variant (the canal source's images option; images=packed is the "
+            "mirror's form, a few rows of packed batches per micro-batch, not a row per change)"
+        )
     if images == "variant":
 
         def from_variant(image: Any, name: str, mysql_type: str) -> Any:

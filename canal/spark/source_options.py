@@ -138,11 +138,14 @@ def executor_snapshot(options: Mapping[str, str]) -> bool:
 
 
 def image_form(options: Mapping[str, str]) -> str:
-    """The ``images`` option: ``json`` or ``variant`` (:mod:`canal.spark.variant_changes`)."""
+    """The ``images`` option: ``json``, ``variant`` (:mod:`canal.spark.variant_changes`) or ``packed``
+    (:mod:`canal.lake.packed`)."""
     lower = {k.lower(): v for k, v in options.items()}
     text = lower.get("images", READER_DEFAULTS["images"]).strip().lower()
     if text not in IMAGE_FORMS:
-        raise SparkSourceError(f"canal source option images = {lower.get('images')!r}: expected json or variant")
+        raise SparkSourceError(
+            f"canal source option images = {lower.get('images')!r}: expected json, variant or packed"
+        )
     return text
 
 

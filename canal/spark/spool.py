@@ -27,6 +27,7 @@ import attrs
 
 from canal.errors import CanalError
 from canal.lake.arrow_streams import stream_bytes
+from canal.lake.packed import is_packed
 from canal.lake.storage import StagedFile, Storage
 from canal.spark.changes import Offset, arrow_schema, canonical
 
@@ -200,7 +201,7 @@ def _spool_file(storage: Storage, name: str, form: Any | None = None) -> Iterato
             if form is not None and not reader.schema.remove_metadata().equals(form.remove_metadata()):
                 raise SpoolError(
                     f"spool file {where} holds change rows of another form than this query reads "
-                    f"(images={_form_of(reader.schema)}, not images={_form_of(form)}): the option changed under a "
+                    f"(images={form_name(reader.schema)}, not images={form_name(form)}): the option changed under a "
                     "checkpoint; go on with the option the checkpoint was written with, or start a new checkpoint "
                     "and spool.dir"
                 )
@@ -248,10 +249,12 @@ class SpoolWriter:
         self._file.discard()
 
 
-def _form_of(schema: Any) -> str:
-    """``json`` or ``variant``: the image form of change rows in ``schema``."""
+def form_name(schema: Any) -> str:
+    """``json``, ``variant`` or ``packed``: the ``images`` form of the rows of ``schema``."""
     import pyarrow as pa
 
+    if is_packed(schema.names):
+        return "packed"
     return "variant" if pa.types.is_struct(schema.field("after").type) else "json"
 
 
