@@ -36,6 +36,8 @@ from canal.lake.packed import (  # noqa: E402
     pack,
     pack_rows,
     packed_schema,
+    table_layouts,
+    two_layouts,
     unpack,
     unpack_all,
 )
@@ -158,15 +160,25 @@ def test_what_is_not_a_packed_batch_is_a_typed_error() -> None:
             unpack(bad)
 
 
-def _micro_batch(chunks: Sequence[Sequence[Entry]]) -> Any:
-    """The packed rows of a micro-batch whose reader took ``chunks`` (instance batches) one after another."""
-    cut = PackedCut()
-    taken = 0
+def _micro_batches(chunks: Sequence[Sequence[Entry]]) -> list[tuple[list[list[Entry]], Any]]:
+    """The micro-batches a reader packs taking ``chunks`` (instance batches) one after another: a chunk the packer
+    refuses opens the next one. Each as (its chunks, its packed rows)."""
+    out: list[tuple[list[list[Entry]], Any]] = []
+    cut, taken, mine = PackedCut(), 0, []
     for chunk in chunks:
-        taken += cut.add(list(chunk), "d", 7, 3 + taken)
-    packed = cut.packed()
-    assert packed.schema == packed_schema() and packed.num_rows == len([c for c in chunks if c])
-    return packed
+        added = cut.add(list(chunk), "d", 7, 3 + taken)
+        if added is None:
+            assert mine and cut.rows and not cut.as_rows, "only typed rows packed already refuse an instance batch"
+            out.append((mine, cut.packed()))
+            cut, taken, mine = PackedCut(), 0, []
+            added = cut.add(list(chunk), "d", 7, 3)
+            assert added is not None, "an instance batch opening a micro-batch is always taken"
+        taken += added
+        mine.append(list(chunk))
+    out.append((mine, cut.packed()))
+    for its_chunks, packed in out:
+        assert packed.schema == packed_schema() and packed.num_rows == len([c for c in its_chunks if c])
+    return out
 
 
 def _plain(changes: Any) -> Any:
@@ -191,11 +203,23 @@ def cut_batches(draw: st.DrawFn) -> list[list[Entry]]:
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cut_batches())
 def test_a_micro_batch_of_packed_rows_unpacks_to_the_batch_of_all_its_entries(chunks: list[list[Entry]]) -> None:
-    """However the reader's instance batches cut a micro-batch, its packed rows unpack into the one batch of all its
-    entries: typed when every instance batch can be and no table is in two layouts, else the change rows."""
+    """However the reader's instance batches cut the stream, each micro-batch's packed rows unpack into the one batch
+    of all its entries: typed while every instance batch can be and no table is in two layouts; an instance batch
+    that cannot join typed rows opens the next micro-batch, which is change rows when it cannot be typed itself."""
+    batches = _micro_batches(chunks)
+    assert [c for its_chunks, _ in batches for c in its_chunks] == chunks  # each in one micro-batch, in order
+    for its_chunks, packed in batches:
+        _check_micro_batch(its_chunks, unpack_all(packed))
+    for (before, _), (after, _) in itertools.pairwise(batches):  # a refused chunk: rows, or a second layout
+        typed_before = _typed([e for c in before for e in c], before_keys_only=True)
+        opener = _typed(after[0])
+        assert form_of(typed_before) == FORM_TYPED
+        assert form_of(opener) == FORM_ROWS or two_layouts(table_layouts(typed_before) | table_layouts(opener))
+
+
+def _check_micro_batch(chunks: list[list[Entry]], out: Any) -> None:
     entries = [e for chunk in chunks for e in chunk]
     whole = _typed(entries, before_keys_only=True)  # as the reader builds them
-    out = unpack_all(_micro_batch(chunks))
     if isinstance(out, TypedBatch):
         assert form_of(whole) == FORM_TYPED
         assert _plain(out.changes).equals(_plain(whole.changes))
@@ -209,8 +233,7 @@ def test_a_micro_batch_of_packed_rows_unpacks_to_the_batch_of_all_its_entries(ch
             dictionary = out.changes.column(name).chunk(0).dictionary
             assert len(dictionary) == len(set(dictionary.to_pylist()))
     else:
-        chunk_forms = [form_of(_typed(chunk)) for chunk in chunks]
-        assert form_of(whole) == FORM_ROWS or FORM_ROWS in chunk_forms
+        assert form_of(_typed(chunks[0])) == FORM_ROWS  # a micro-batch of change rows: its first could not be typed
         assert out.equals(pa.Table.from_batches([entries_to_batch(entries, "d", 7, 3)]))
 
 
@@ -232,3 +255,41 @@ def test_the_packed_schema_in_sparks_ddl_is_the_arrow_one() -> None:
 
     spark_schema = from_arrow_schema(packed_schema())
     assert ", ".join(f"{f.name} {f.dataType.simpleString().upper()}" for f in spark_schema) == PACKED_SCHEMA_DDL
+
+
+def test_a_spool_of_change_rows_is_refused_to_a_packed_reader_and_back(tmp_path: Path, decoded: list[Entry]) -> None:  # noqa: F811
+    from canal.spark.changes import INITIAL_OFFSET, arrow_schema
+    from canal.spark.spool import Spool, SpoolError
+
+    start, end = dict(INITIAL_OFFSET), {**INITIAL_OFFSET, "batch": 1}
+    rows = entries_to_batch(decoded, "d", 1)
+    Spool(tmp_path / "json", None, arrow_schema()).write(start, end, rows)
+    packed = _micro_batches([decoded[:4], decoded[4:]])[0][1].combine_chunks().to_batches()[0]
+    Spool(tmp_path / "packed", None, packed_schema()).write(start, end, packed)
+    for where, reader_form, says in (
+        ("json", packed_schema(), "images=json, not images=packed"),
+        ("packed", arrow_schema(), "images=packed, not images=json"),
+    ):
+        spool = Spool(tmp_path / where, None, reader_form)
+        for read in (spool.read, spool.rows, spool.inline):
+            with pytest.raises(SpoolError, match=says):
+                read(start)
+        assert [p.name for p in (tmp_path / where).iterdir()]  # nothing dropped
+    again = Spool(tmp_path / "packed", None, packed_schema()).read(start)
+    assert again is not None and again[0].equals(packed) and again[1] == end  # replayed byte for byte
+
+
+def test_packed_images_are_for_the_mirror_only(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    from canal.spark.project import _cells
+    from canal.spark.source import CanalStreamReader, SparkSourceError
+
+    options = {"destination": "d", "master.address": "127.0.0.1:3306", "spool.dir": str(tmp_path / "spool")}
+    with pytest.raises(SparkSourceError, match=r"images = 'packed' cannot take snapshot\.partitions"):
+        CanalStreamReader({**options, "images": "packed", "snapshot.partitions": "2"})
+    with pytest.raises(SparkSourceError, match="expected json, variant or packed"):
+        CanalStreamReader({**options, "images": "arrow"})
+    assert not (tmp_path / "spool").exists()
+    assert CanalStreamReader({**options, "images": "packed"}).spool.form == packed_schema()
+    with pytest.raises(ValueError, match="images=packed is the mirror's form"):
+        _cells("packed")

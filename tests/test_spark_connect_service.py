@@ -44,11 +44,13 @@ def test_a_mirror_pickles_as_its_settings_and_holds_no_lock(tmp_path: Path) -> N
     assert copy.settings() == mirror.settings()
 
 
+@pytest.mark.parametrize("images", ["json", "packed"])
 def test_foreach_batch_mirror_over_spark_connect(
-    mariadb: Any, spark_connect: Any, s3_bucket: S3Bucket, tmp_path: Path
+    mariadb: Any, spark_connect: Any, s3_bucket: S3Bucket, tmp_path: Path, images: str
 ) -> None:
     """The source's spool and the mirror in the object store, over Connect: the mirror pickles with its root's
-    storage options, and the server's Python process and its tasks reach the store with them."""
+    storage options, and the server's Python process and its tasks reach the store with them. Packed batches too
+    (a Connect client cannot ask a DataFrame's partitions: the mirror takes them as one)."""
     from canal.spark import register
 
     conn = mariadb.connect()
@@ -66,7 +68,7 @@ def test_foreach_batch_mirror_over_spark_connect(
     storage = s3_bucket.storage_options
     mirror = DeltaMirror(f"{s3_bucket.url}/mirror", storage_options=storage)
     spool = {"spool.dir": f"{s3_bucket.url}/spool", **{f"spool.storage.{k}": v for k, v in storage.items()}}
-    options = {**_source_options(mariadb, start, tmp_path), **spool}
+    options = {**_source_options(mariadb, start, tmp_path), **spool, "images": images}
     query = _mirror_available_now(spark_connect, options, mirror, tmp_path / "ckpt")
     assert query.awaitTermination(180)
     assert query.exception() is None

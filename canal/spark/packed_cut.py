@@ -2,49 +2,67 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from canal.lake.packed import FORM_ROWS, form_of, pack, pack_rows, packed_schema, table_layouts, two_layouts
 from canal.lake.typed_batch import entries_to_typed
 from canal.protocol import Entry
 from canal.spark.changes import entries_to_batch
 
+PACKED_BATCH_BYTES: Final = 64 << 20
+"""The most Arrow bytes of typed batches (or change rows) an ``images=packed`` micro-batch takes: what the mirror's
+task holds once it has unpacked them (packed, LZ4 keeps about a fifth). Its entries are acked as each instance batch
+is packed, so the instance's store no longer bounds such a micro-batch; this does."""
+
 
 class PackedCut:
-    """The packed rows of one ``images=packed`` micro-batch (:mod:`canal.lake.packed`): a typed batch per instance
-    batch taken, packed as it comes. All the rows of a micro-batch are of one form, as the mirror joins them into one
-    batch: typed while every one can be, else -- a batch with XA transactions, foreign keys' actions, values that did
-    not convert, or a table in two layouts -- every one as change rows, made from the entries kept for that."""
+    """The packed rows of one ``images=packed`` micro-batch (:mod:`canal.lake.packed`): a packed row per instance
+    batch taken, packed as it comes, so its entries are not needed again (the reader acks them at once). All the rows
+    of a micro-batch are of one form, as the mirror joins them into one batch: typed while every one can be; an
+    instance batch that cannot -- it holds XA transactions, foreign keys' actions or values that did not convert, or
+    it brings a table's rows in a second layout -- is refused (:meth:`add` returns None) when typed rows are packed
+    already, and opens the next micro-batch; one that comes first makes its micro-batch change rows."""
 
     def __init__(self) -> None:
-        self.typed: list[Any] = []  # the packed typed rows, while every one is typed
-        self.makers: list[Callable[[], Any]] = []  # per packed row, its change rows, made on demand
+        self.rows: list[Any] = []  # the packed rows
         self.layouts: set[tuple[str, str, str]] = set()  # (schema, table, layout) of the typed rows
         self.as_rows = False
+        self.nbytes = 0  # the Arrow bytes of what was packed (PACKED_BATCH_BYTES)
 
-    def add(self, entries: list[Entry], destination: str, batch_no: int, first_index: int) -> int:
-        """Pack the change rows of ``entries`` (numbered from ``first_index``); how many there are."""
+    def add(self, entries: list[Entry], destination: str, batch_no: int, first_index: int) -> int | None:
+        """Pack the change rows of ``entries`` (numbered from ``first_index``): how many there are; None, with
+        nothing packed, when they cannot join this micro-batch's typed rows."""
+        if self.as_rows:
+            return self._add_rows(entries_to_batch(entries, destination, batch_no, first_index))
         typed = entries_to_typed(
             entries, destination, batch_no, first_index, collect_errors=True, before_keys_only=True
         )
         if not typed.num_rows:
             return 0
-        self.makers.append(functools.partial(entries_to_batch, entries, destination, batch_no, first_index))
-        if not self.as_rows:
-            self.layouts |= table_layouts(typed)
-            self.as_rows = form_of(typed) == FORM_ROWS or two_layouts(self.layouts)
-            if self.as_rows:
-                self.typed = []
-            else:
-                self.typed.append(pack(typed))
-        rows: int = typed.num_rows
-        return rows
+        found = self.layouts | table_layouts(typed)
+        if form_of(typed) == FORM_ROWS or two_layouts(found):
+            if self.rows:
+                return None
+            self.as_rows = True
+            return self._add_rows(entries_to_batch(entries, destination, batch_no, first_index))
+        self.layouts = found
+        self.rows.append(pack(typed))
+        self.nbytes += typed.changes.nbytes + sum(images.nbytes for images in typed.images.values())
+        count: int = typed.num_rows
+        return count
+
+    def _add_rows(self, rows: Any) -> int:
+        if rows.num_rows:
+            self.rows.append(pack_rows(rows))
+            self.nbytes += rows.nbytes
+        count: int = rows.num_rows
+        return count
+
+    def full(self) -> bool:
+        return self.nbytes >= PACKED_BATCH_BYTES
 
     def packed(self) -> Any:
         """The micro-batch's packed rows (a pyarrow Table of :func:`~canal.lake.packed.packed_schema`)."""
         import pyarrow as pa
 
-        found = [pack_rows(make()) for make in self.makers] if self.as_rows else self.typed
-        return pa.concat_tables(found) if found else packed_schema().empty_table()
+        return pa.concat_tables(self.rows) if self.rows else packed_schema().empty_table()

@@ -185,7 +185,13 @@ class _Cut:
         self.writer: SpoolWriter | None = None  # the spool file being written, from the first change row on
 
     def done(self, max_entries: int) -> bool:
-        return (self.taken >= max_entries and self.advanced()) or self.partial or self.full
+        packed_full = self.packer is not None and self.packer.full()
+        return ((self.taken >= max_entries or packed_full) and self.advanced()) or self.partial or self.full
+
+    def mark(self, session: Session) -> tuple[Any, ...]:
+        """What :meth:`give_back` restores: the cut's counts before a :meth:`take` (called under the session's
+        lock)."""
+        return (self.end, self.rows, self.nbytes, self.count, self.taken, self.partial, len(session.outstanding))
 
     def advanced(self) -> bool:
         """Whether the entries taken place a cursor past the micro-batch's start. Only then may a cap end it: a
@@ -239,15 +245,19 @@ class _Cut:
         elif not self.partial:
             session.outstanding.append(mid)
 
-    def encode(self, destination: str, batch_no: int) -> None:
+    def encode(self, destination: str, batch_no: int) -> bool:
         """Turn the entries taken since the last call into change rows and spool them (``images=packed``: into a
-        packed typed batch, kept until :meth:`publish`)."""
+        packed row, kept until :meth:`publish`). False when the packer refused them (they cannot join this
+        micro-batch's typed rows: :meth:`give_back` them)."""
         if not self.fresh:
-            return
+            return True
         if self.packer is not None:
-            self.chunk_rows += self.packer.add(self.fresh, destination, batch_no, self.chunk_rows)
+            added = self.packer.add(self.fresh, destination, batch_no, self.chunk_rows)
+            if added is None:
+                return False
+            self.chunk_rows += added
             self.fresh = []
-            return
+            return True
         make = entries_to_variant_batch if self.variant else entries_to_batch
         chunk = make(self.fresh, destination, batch_no, self.chunk_rows)
         self.fresh = []
@@ -257,6 +267,22 @@ class _Cut:
             self.writer.write(chunk)
             self.chunks.append(chunk)
             self.chunk_rows += chunk.num_rows
+        return True
+
+    def give_back(self, session: Session, mark: tuple[Any, ...], mid: int) -> None:
+        """End the micro-batch before the entries of the last :meth:`take` (instance batch ``mid``), which the
+        packer refused: they open the next micro-batch, as the rest of an instance batch a cap cuts does, and the
+        instance batch is acked with that one. Called under the session's lock."""
+        admitted, self.fresh = self.fresh, []
+        self.end, self.rows, self.nbytes, self.count, self.taken, partial, outstanding = mark
+        if self.partial and not partial:
+            pass  # the AvailableNow target fell in them: the session reopens at the end restored here, then reads them
+        elif self.full and session.carry_id == mid:
+            session.carry = admitted + session.carry  # a cap cut them off their instance batch: all of it goes on
+        else:
+            del session.outstanding[outstanding:]
+            session.carry, session.carry_id = admitted, mid
+        self.full = True
 
     def publish(self, end: Offset) -> None:
         """Publish the spool file with ``end``. (The chunks are handed to Spark as they are: joining 40 MB of them
@@ -414,9 +440,17 @@ class CanalStreamReader:
                     mid, pending = msg.id, list(msg.entries)
                 if pending:
                     assert mid is not None
+                    mark = cut.mark(session)
                     cut.take(session, mid, pending, self.limit, self.target, batch_no, self.max_entries)
             if pending:
-                cut.encode(self.destination, batch_no)  # outside the lock
+                assert mid is not None
+                if not cut.encode(self.destination, batch_no):  # outside the lock
+                    with session.lock:
+                        cut.give_back(session, mark, mid)
+                elif cut.packer is not None:
+                    # packed: nothing needs the entries again, so the store's room is freed now and a micro-batch is
+                    # bounded by its packed rows' bytes (PACKED_BATCH_BYTES), not by the store
+                    self._ack_spooled(session, start)
                 if until is not None:
                     with session.prefetch_progress:
                         session.prefetch_rows = cut.chunk_rows
@@ -466,8 +500,10 @@ class CanalStreamReader:
             reached = now
 
     def _ack_spooled(self, session: Session, start: Offset) -> None:
-        """Ack the instance batches whose entries are all in spool files now: the spool holds them for a replay, and
-        the instance's store needs the room for the entries after them.
+        """Ack the instance batches whose entries are all in spool files now (``images=packed``: packed, to be
+        spooled when the micro-batch ends): the spool holds them for a replay, and the instance's store needs the
+        room for the entries after them. Spark's checkpoint, not the instance's cursor, says where a restarted query
+        reads: a batch that was not spooled is read from the binlog again.
 
         A refused ack raises :class:`SparkSourceError` and closes the instance: the next ``read`` restarts it at the
         offset Spark asks for, and the batch just spooled is read from the spool, so nothing is lost.
@@ -490,9 +526,8 @@ class CanalStreamReader:
         )
         session.close()  # outside the lock: it waits for a prefetch, which takes the lock
         raise SparkSourceError(
-            f"the batch after {canonical(start)} is spooled, but the ack of instance batch {batch_id} was refused "
-            f"({type(exc).__name__}: {exc}); its rows are read from the spool, the ones after them from the binlog "
-            "again"
+            f"the batch after {canonical(start)} is spooled (or packed), but the ack of instance batch {batch_id} was "
+            f"refused ({type(exc).__name__}: {exc}); its rows are read from the spool, or the binlog again"
         ) from exc
 
     def _prefetch(self, session: Session, start: Offset) -> None:
