@@ -181,3 +181,62 @@ def _children(pid: int) -> list[int]:
             if int(fields[1]) == pid:
                 out.append(int(entry))
     return out
+
+
+def test_packed_micro_batches_carry_xa_and_second_layouts_as_their_own(
+    mariadb: Any, spark: Any, tmp_path: Path
+) -> None:
+    """images=packed through Spark: XA transactions (committed and rolled back) travel as change rows and a second
+    layout of a table (an ALTER between its rows) opens a micro-batch of its own, the rest typed; the mirror, written
+    by Spark tasks and the driver (the DDL), equals SELECT."""
+    conn = mariadb.connect(autocommit=True)
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.acct (id INT PRIMARY KEY, bal INT)")
+        cur.execute(f"CREATE TABLE `{db}`.notes (id INT PRIMARY KEY, txt VARCHAR(20))")
+        for round_ in range(3):
+            cur.executemany(f"INSERT INTO `{db}`.acct VALUES (%s, %s)", [(round_ * 100 + i, i) for i in range(30)])
+            cur.execute(f"INSERT INTO `{db}`.notes (id, txt) VALUES ({round_ * 2}, 'a'), ({round_ * 2 + 1}, 'b')")
+            cur.execute(f"XA START 'x{round_}'")
+            cur.execute(f"UPDATE `{db}`.acct SET bal = bal + 1000 WHERE id % 7 = {round_}")
+            cur.execute(f"XA END 'x{round_}'")
+            cur.execute(f"XA PREPARE 'x{round_}'")
+            cur.execute(f"XA {'ROLLBACK' if round_ == 1 else 'COMMIT'} 'x{round_}'")
+            cur.execute(f"UPDATE `{db}`.acct SET bal = bal - 1 WHERE id % 3 = 0")
+            cur.execute(f"ALTER TABLE `{db}`.notes ADD COLUMN c{round_} INT DEFAULT {round_}")
+            cur.execute(f"UPDATE `{db}`.notes SET txt = 'z' WHERE id % 2 = 0")
+            cur.execute(f"DELETE FROM `{db}`.acct WHERE id % 11 = {round_}")
+            for i in range(12):  # plain transactions: typed micro-batches between the others
+                cur.execute(f"UPDATE `{db}`.acct SET bal = bal + {i} WHERE id = {round_ * 100 + i}")
+    options = {
+        **source_options(mariadb, start, tmp_path / "ckpt.canal-spool"),
+        "filter.regex": rf"{db}\..*",
+        "images": "packed",
+        "batch.size": "4",  # instance batches of four entries, micro-batches of 30 at most
+        "max.entries": "30",
+    }
+    mirror = DeltaMirror(tmp_path / "mirror")
+    forms: list[str] = []
+
+    def each(df: Any, batch_id: int) -> None:
+        forms.extend(row["form"] for row in df.select("form").collect())
+        mirror(df, batch_id)
+
+    register(spark)
+    query = (
+        spark.readStream.format("canal")
+        .options(**options)
+        .load()
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    mirror.close()
+    for c in compare_tables(conn, mirror, db, ["acct", "notes"]):
+        assert c.equal, str(c)
+    assert "typed" in forms and "rows" in forms, forms
+    conn.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,6 +83,18 @@ class Session:
             self.ranges_ahead = None
             stop.set()
             thread.join(wait_s)
+
+    def let_prefetch_fill(self, quiet_s: float, most_s: float) -> None:
+        """Wait while the batch being prepared in the background still grows -- until it ends by itself (a cap, its
+        bytes), nothing new came for ``quiet_s`` (the reader caught up with the server), or ``most_s`` passed."""
+        deadline = time.monotonic() + most_s
+        with self.prefetch_progress:
+            seen = self.prefetch_rows
+            while (thread := self.prefetcher) is not None and thread.is_alive() and time.monotonic() < deadline:
+                self.prefetch_progress.wait(quiet_s)
+                if self.prefetch_rows == seen:
+                    return
+                seen = self.prefetch_rows
 
     def finish_prefetch(self) -> None:
         """End the batch being prepared in the background with what it holds, if there is one, and wait for it."""

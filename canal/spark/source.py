@@ -151,6 +151,7 @@ _PARTITION_FIELDS = ("chunks", "planned", "spooled")  # offset fields of the exe
 # and never less than _STALLED_MIN_S -- on a loaded machine a parser can pause longer than ten short timeouts
 _STALLED_WAITS = 10
 _STALLED_MIN_S = 20.0
+_FILL_MOST_S = 10.0  # the longest a packed micro-batch's read waits for the one being prepared to fill
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
 
 
@@ -189,8 +190,7 @@ class _Cut:
         return ((self.taken >= max_entries or packed_full) and self.advanced()) or self.partial or self.full
 
     def mark(self, session: Session) -> tuple[Any, ...]:
-        """What :meth:`give_back` restores: the cut's counts before a :meth:`take` (called under the session's
-        lock)."""
+        """What :meth:`give_back` restores: the counts before a :meth:`take` (under the session's lock)."""
         return (self.end, self.rows, self.nbytes, self.count, self.taken, self.partial, len(session.outstanding))
 
     def advanced(self) -> bool:
@@ -275,8 +275,8 @@ class _Cut:
         instance batch is acked with that one. Called under the session's lock."""
         admitted, self.fresh = self.fresh, []
         self.end, self.rows, self.nbytes, self.count, self.taken, partial, outstanding = mark
-        if self.partial and not partial:
-            pass  # the AvailableNow target fell in them: the session reopens at the end restored here, then reads them
+        if self.partial and not partial:  # the AvailableNow target fell in them: the session reopens at the end
+            pass
         elif self.full and session.carry_id == mid:
             session.carry = admitted + session.carry  # a cap cut them off their instance batch: all of it goes on
         else:
@@ -374,8 +374,9 @@ class CanalStreamReader:
         return iter(prepared.batches), prepared.end
 
     def _batch_after(self, session: Session, start: Offset, *, wait: bool) -> Prepared | None:
-        """The batch after ``start``: prepared ahead, spooled (a replay), else prepared now; None when nothing
-        came."""
+        """The batch after ``start``: prepared ahead, spooled (a replay), else prepared now; None if none came."""
+        if self.images == IMAGES_PACKED:  # while behind the server, fill it: Spark's cost is per micro-batch
+            session.let_prefetch_fill(LINGER_S, _FILL_MOST_S)
         session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
         prepared = session.take_prefetched(start)
         if prepared is None:
