@@ -53,14 +53,17 @@ the same disk). Its driver is this process, in a new JVM, its executors register
 whole-run figure beside it; its micro-batches' costs under ``cluster`` in the JSON. The cluster, its JVMs and its
 mirror are gone before the baselines run. ``--changes N`` runs a smaller workload (same proportions).
 
-The rows' form (``--images``: the source's ``images`` option, default ``json`` as the source's): with ``variant``
-the reader builds typed images straight from the decoded values and the mirror's tasks decode them without text;
-``json`` is the JSON-text form. The typed-batch figures: ``embedded_decode_ratio`` = embedded rows/s / decode-only
-rows/s (goal >= 0.8), ``steady_decode_ratio`` = steady rows/s / decode-only rows/s (>= 0.75), ``whole_bound_ratio`` =
-``whole_rows_per_s`` / ``decode_bound_rows_per_s`` (>= 0.75), and ``update_row_bytes``: the bytes per row of a spool
-file of the workload's first 1,000 UPDATE change rows, written by the reader's spool (LZ4-compressed Arrow IPC;
-<= 700), with ``update_row_arrow_bytes`` beside it: the same rows' uncompressed Arrow bytes, what Spark and the
-mirror's task hold.
+The rows' form (``--images``: the source's ``images`` option, default ``packed``, the form the Spark guide gives a
+mirror): with ``packed`` the reader packs a typed batch of each instance batch into a few Spark rows of Arrow IPC
+bytes (:mod:`canal.lake.packed`), acked once packed, and the mirror's task unpacks them -- no change row crosses the
+JVM; with ``variant`` the reader builds typed images straight from the decoded values and the mirror's tasks decode
+them without text; ``json`` is the JSON-text form (the source's default, for consumers of a row per change). The
+typed-batch figures: ``embedded_decode_ratio`` = embedded rows/s / decode-only rows/s (goal >= 0.8),
+``steady_decode_ratio`` = steady rows/s / decode-only rows/s (>= 0.75), ``whole_bound_ratio`` = ``whole_rows_per_s``
+/ ``decode_bound_rows_per_s`` (>= 0.75), and ``update_row_bytes``: the bytes per change row of a spool file of the
+workload's first 1,000 UPDATE change rows, written by the reader's spool (LZ4-compressed Arrow IPC; packed, one
+packed row; <= 700), with ``update_row_arrow_bytes`` beside it: the same rows' uncompressed Arrow bytes, what Spark
+and the mirror's task hold. ``decode_encode`` then builds what the reader spools in that form.
 
 Spark's transfer alone (``transfer``; :mod:`spark_transfer`), last, in a new session: the run's own change rows,
 written to an Arrow IPC file beforehand (untimed), through a query of the same shape -- a reader on the executors,
@@ -745,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--images",
         choices=("json", "variant", "packed"),
-        default="json",
+        default="packed",
         help="the source's images option (the rows' form)",
     )
     args = parser.parse_args(argv)

@@ -14,6 +14,11 @@ PACKED_BATCH_BYTES: Final = 64 << 20
 task holds once it has unpacked them (packed, LZ4 keeps about a fifth). Its entries are acked as each instance batch
 is packed, so the instance's store no longer bounds such a micro-batch; this does."""
 
+FIRST_BATCH_BYTES: Final = 8 << 20
+"""The bytes of the micro-batch a read prepares itself, not prefetched: the first of a query (or after a restart).
+Spark's first task of a query starts its Python worker and the mirror's tables, which takes seconds; a small first
+micro-batch lets that begin while the reader prefetches the next one, rather than after it filled a whole one."""
+
 
 class PackedCut:
     """The packed rows of one ``images=packed`` micro-batch (:mod:`canal.lake.packed`): a packed row per instance
@@ -23,7 +28,8 @@ class PackedCut:
     it brings a table's rows in a second layout -- is refused (:meth:`add` returns None) when typed rows are packed
     already, and opens the next micro-batch; one that comes first makes its micro-batch change rows."""
 
-    def __init__(self) -> None:
+    def __init__(self, most_bytes: int = PACKED_BATCH_BYTES) -> None:
+        self.most_bytes = most_bytes
         self.rows: list[Any] = []  # the packed rows
         self.layouts: set[tuple[str, str, str]] = set()  # (schema, table, layout) of the typed rows
         self.as_rows = False
@@ -59,7 +65,7 @@ class PackedCut:
         return count
 
     def full(self) -> bool:
-        return self.nbytes >= PACKED_BATCH_BYTES
+        return self.nbytes >= self.most_bytes
 
     def packed(self) -> Any:
         """The micro-batch's packed rows (a pyarrow Table of :func:`~canal.lake.packed.packed_schema`)."""

@@ -111,7 +111,7 @@ from canal.spark.chunks import (
     read_chunk,
 )
 from canal.spark.options import IMAGES_PACKED, READER_DEFAULTS
-from canal.spark.packed_cut import PackedCut
+from canal.spark.packed_cut import FIRST_BATCH_BYTES, PACKED_BATCH_BYTES, PackedCut
 from canal.spark.sessions import Prepared, Session, close_sessions, session_of
 from canal.spark.source_options import (
     STORE_SIZE,
@@ -168,11 +168,11 @@ class _Cut:
     batch's spool file as they come -- or with ``images=packed``, packed as they come and spooled when the batch ends
     (:class:`~canal.spark.packed_cut.PackedCut`)."""
 
-    def __init__(self, start: Offset, spool: Spool, images: str) -> None:
+    def __init__(self, start: Offset, spool: Spool, images: str, packed_bytes: int = PACKED_BATCH_BYTES) -> None:
         self.start = start
         self.spool = spool
         self.variant = images == IMAGES_VARIANT  # the images=variant form (canal.spark.variant_changes)
-        self.packer = PackedCut() if images == IMAGES_PACKED else None
+        self.packer = PackedCut(packed_bytes) if images == IMAGES_PACKED else None
         self.count = 0  # entries taken
         self.fresh: list[Any] = []  # entries taken and not yet turned into change rows
         self.end: Offset | None = None
@@ -186,8 +186,8 @@ class _Cut:
         self.writer: SpoolWriter | None = None  # the spool file being written, from the first change row on
 
     def done(self, max_entries: int) -> bool:
-        packed_full = self.packer is not None and self.packer.full()
-        return ((self.taken >= max_entries or packed_full) and self.advanced()) or self.partial or self.full
+        full = self.taken >= max_entries or (self.packer is not None and self.packer.full())
+        return (full and self.advanced()) or self.partial or self.full
 
     def mark(self, session: Session) -> tuple[Any, ...]:
         """What :meth:`give_back` restores: the counts before a :meth:`take` (under the session's lock)."""
@@ -275,8 +275,8 @@ class _Cut:
         instance batch is acked with that one. Called under the session's lock."""
         admitted, self.fresh = self.fresh, []
         self.end, self.rows, self.nbytes, self.count, self.taken, partial, outstanding = mark
-        if self.partial and not partial:  # the AvailableNow target fell in them: the session reopens at the end
-            pass
+        if self.partial and not partial:
+            pass  # the AvailableNow target fell in them: the session reopens at the end (they are read again)
         elif self.full and session.carry_id == mid:
             session.carry = admitted + session.carry  # a cap cut them off their instance batch: all of it goes on
         else:
@@ -285,8 +285,7 @@ class _Cut:
         self.full = True
 
     def publish(self, end: Offset) -> None:
-        """Publish the spool file with ``end``. (The chunks are handed to Spark as they are: joining 40 MB of them
-        into one record batch took 0.1-0.2 s, all of it in Spark's ``latestOffset``.)"""
+        """Publish the spool file with ``end`` (the chunks go to Spark as they are: joining 40 MB took 0.2 s)."""
         if self.packer is not None:
             packed = self.packer.packed()
             self.writer = self.spool.open(self.start, packed_schema())
@@ -401,7 +400,8 @@ class CanalStreamReader:
         with session.lock:
             if session.instance is None or session.pos is None or canonical(session.pos) != canonical(start):
                 session.open_at(start)
-        cut = _Cut(start, self.spool, self.images)
+        first = until is None and self.prefetch  # packed, a small first micro-batch: the prefetch makes the rest
+        cut = _Cut(start, self.spool, self.images, FIRST_BATCH_BYTES if first else PACKED_BATCH_BYTES)
         try:
             return self._take(session, start, cut, batch_no, wait=wait, until=until)
         finally:
