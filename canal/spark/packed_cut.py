@@ -9,10 +9,12 @@ from canal.lake.typed_batch import entries_to_typed
 from canal.protocol import Entry
 from canal.spark.changes import entries_to_batch
 
-PACKED_BATCH_BYTES: Final = 64 << 20
+PACKED_BATCH_BYTES: Final = 128 << 20
 """The most Arrow bytes of typed batches (or change rows) an ``images=packed`` micro-batch takes: what the mirror's
-task holds once it has unpacked them (packed, LZ4 keeps about a fifth). Its entries are acked as each instance batch
-is packed, so the instance's store no longer bounds such a micro-batch; this does."""
+task holds once it has unpacked them (packed, LZ4 keeps about a fifth; 128 MB: 260,000 inserts of the benchmark's
+10-column row, or 500,000 of its updates -- a JSON micro-batch of 160,000 inserts held 300 MB). Its entries are acked
+as each instance batch is packed, so the instance's store no longer bounds such a micro-batch; this does. Spark's
+cost is per micro-batch (over a second of CPU here), so the fewer the better."""
 
 FIRST_BATCH_BYTES: Final = 8 << 20
 """The bytes of the micro-batch a read prepares itself, not prefetched: the first of a query (or after a restart).

@@ -151,7 +151,8 @@ _PARTITION_FIELDS = ("chunks", "planned", "spooled")  # offset fields of the exe
 # and never less than _STALLED_MIN_S -- on a loaded machine a parser can pause longer than ten short timeouts
 _STALLED_WAITS = 10
 _STALLED_MIN_S = 20.0
-_FILL_MOST_S = 10.0  # the longest a packed micro-batch's read waits for the one being prepared to fill
+# a packed read lets the micro-batch being prepared fill while an instance batch comes every 0.3 s, for 10 s at most
+_FILL_QUIET_S, _FILL_MOST_S = 0.3, 10.0
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
 
 
@@ -375,7 +376,7 @@ class CanalStreamReader:
     def _batch_after(self, session: Session, start: Offset, *, wait: bool) -> Prepared | None:
         """The batch after ``start``: prepared ahead, spooled (a replay), else prepared now; None if none came."""
         if self.images == IMAGES_PACKED:  # while behind the server, fill it: Spark's cost is per micro-batch
-            session.let_prefetch_fill(LINGER_S, _FILL_MOST_S)
+            session.let_prefetch_fill(_FILL_QUIET_S, _FILL_MOST_S)
         session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
         prepared = session.take_prefetched(start)
         if prepared is None:
