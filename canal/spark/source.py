@@ -149,8 +149,7 @@ _PARTITION_FIELDS = ("chunks", "planned", "spooled")  # offset fields of the exe
 
 # AvailableNow: how long the parser may read nothing new before a run ends short (a server gone): ten read.timeouts,
 # and never less than _STALLED_MIN_S -- on a loaded machine a parser can pause longer than ten short timeouts
-_STALLED_WAITS = 10
-_STALLED_MIN_S = 20.0
+_STALLED_WAITS, _STALLED_MIN_S = 10, 20.0
 # a packed read lets the micro-batch being prepared fill while an instance batch comes every 0.3 s, for 10 s at most
 _FILL_QUIET_S, _FILL_MOST_S = 0.3, 10.0
 _PREFETCH_POLL_S = 0.02  # a prefetch that has taken all there is looks again this often (a read stops it at once)
