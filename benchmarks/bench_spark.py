@@ -270,12 +270,10 @@ def write_rows(server: Any, start: tuple[str, int], end: tuple[str, int], path: 
     rows of each row written (1, or a packed row's)."""
     import pyarrow as pa
 
-    from canal.lake.packed import packed_schema
-    from canal.spark.changes import arrow_schema
-    from canal.spark.variant_changes import variant_arrow_schema
+    from canal.spark.source_options import rows_schema
 
     make = encoder(images)
-    schema = {"variant": variant_arrow_schema, "packed": packed_schema}.get(images, arrow_schema)()
+    schema = rows_schema(images)
     written: list[int] = []
     with pa.ipc.new_file(str(path), schema) as out:
         for entries in entry_batches(server, start, end):
@@ -576,8 +574,7 @@ def run(
         print(f"embedded, no JVM (run_batches into DeltaMirror): {no_jvm['rows_per_s']:,} rows/s", flush=True)
         mirrored = run_["mirror"].read("bench", "t").num_rows
         # Spark's transfer alone, in a new session: the run's own change rows in micro-batches of its sizes
-        from canal.lake.packed import PACKED_SCHEMA_DDL
-        from canal.spark import CHANGE_SCHEMA_DDL, VARIANT_SCHEMA_DDL
+        from canal.spark.source_options import rows_schema_ddl
 
         rows_path = work / "rows.arrow"
         written = write_rows(server, start, end, rows_path, images)
@@ -589,7 +586,7 @@ def run(
                 transfer = transfer_run(
                     spark,
                     str(rows_path),
-                    {"variant": VARIANT_SCHEMA_DDL, "packed": PACKED_SCHEMA_DDL}.get(images, CHANGE_SCHEMA_DDL),
+                    rows_schema_ddl(images),
                     grouped(written, micro_batches) if images == "packed" else micro_batches,
                     counted_by="rows" if images == "packed" else None,
                 )

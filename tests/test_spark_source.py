@@ -44,10 +44,11 @@ def source_options(mariadb: Any, start: tuple[str, int], spool: Path) -> dict[st
     }
 
 
-def start_query(spark: Any, options: dict[str, str], checkpoint: Path, fn: Any) -> Any:
+def start_query(spark: Any, options: dict[str, str], checkpoint: Path, fn: Any, *, available_now: bool = False) -> Any:
     register(spark)
     stream = spark.readStream.format("canal").options(**options).load()
-    return stream.writeStream.foreachBatch(fn).option("checkpointLocation", str(checkpoint)).start()
+    writer = stream.writeStream.foreachBatch(fn).option("checkpointLocation", str(checkpoint))
+    return (writer.trigger(availableNow=True) if available_now else writer).start()
 
 
 def wait_mirrored(query: Any, conn: Any, mirror: DeltaMirror, db: str, deadline_s: float = 90.0) -> None:
@@ -223,16 +224,7 @@ def test_packed_micro_batches_carry_xa_and_second_layouts_as_their_own(
         forms.extend(row["form"] for row in df.select("form").collect())
         mirror(df, batch_id)
 
-    register(spark)
-    query = (
-        spark.readStream.format("canal")
-        .options(**options)
-        .load()
-        .writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_query(spark, options, tmp_path / "ckpt", each, available_now=True)
     assert query.awaitTermination(180)
     assert query.exception() is None
     mirror.close()

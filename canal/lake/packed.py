@@ -108,10 +108,9 @@ def form_of(batch: TypedBatch) -> str:
 
 def pack(batch: TypedBatch, form: str | None = None) -> Any:
     """``batch`` as one packed row (a pyarrow Table of :func:`packed_schema`), in the form :func:`form_of` says, or
-    as change rows when ``form`` is ``rows`` (a batch that travels with others of that form). The rows form needs the
-    batch's change rows (``TypedBatch.rows``); a :class:`PackedBatchError` when it has none."""
-    import pyarrow as pa
-
+    in ``form`` when the caller has decided it (``rows``: a batch that travels with others of that form; ``typed``:
+    one it found :func:`form_of` would give that). The rows form needs the batch's change rows (``TypedBatch.rows``);
+    a :class:`PackedBatchError` when it has none."""
     if form is None:
         form = form_of(batch)
     if form == FORM_ROWS:
@@ -122,31 +121,30 @@ def pack(batch: TypedBatch, form: str | None = None) -> Any:
             )
         return pack_rows(batch.rows())
     ids = list(batch.layouts)
-    first = batch.changes.column("seq")[0].as_py() if batch.num_rows else None
-    row = {
-        "form": FORM_TYPED,
-        "first_seq": first,
-        "rows": batch.num_rows,
-        "changes": stream_bytes(batch.changes, COMPRESSION),
-        "layouts": [_columns_json(batch, layout_id) for layout_id in ids],
-        "images": [stream_bytes(batch.images[layout_id], COMPRESSION) for layout_id in ids],
-    }
-    return pa.Table.from_pylist([row], schema=packed_schema())
+    layouts = [_columns_json(batch, layout_id) for layout_id in ids]
+    images = [stream_bytes(batch.images[layout_id], COMPRESSION) for layout_id in ids]
+    return _packed_row(FORM_TYPED, batch.changes, layouts, images)
 
 
 def pack_rows(rows: Any) -> Any:
     """Change rows (a pyarrow Table or RecordBatch of ``canal.spark.changes`` rows) as one packed row of the rows
     form."""
+    return _packed_row(FORM_ROWS, rows, None, None)
+
+
+def _packed_row(form: str, changes: Any, layouts: list[str] | None, images: list[bytes] | None) -> Any:
+    """One packed row: ``changes`` (the metadata table, or the change rows) as its stream, with ``layouts`` and
+    ``images`` as given."""
     import pyarrow as pa
 
-    first = rows.column("seq")[0].as_py() if rows.num_rows else None
+    first = changes.column("seq")[0].as_py() if changes.num_rows else None
     row = {
-        "form": FORM_ROWS,
+        "form": form,
         "first_seq": first,
-        "rows": rows.num_rows,
-        "changes": stream_bytes(rows, COMPRESSION),
-        "layouts": None,
-        "images": None,
+        "rows": changes.num_rows,
+        "changes": stream_bytes(changes, COMPRESSION),
+        "layouts": layouts,
+        "images": images,
     }
     return pa.Table.from_pylist([row], schema=packed_schema())
 
@@ -216,11 +214,13 @@ def concat_typed(batches: Sequence[TypedBatch]) -> TypedBatch:
         return TypedBatch(schema.empty_table(), {}, {})
     layouts: dict[str, Any] = {}
     parts: dict[str, list[Any]] = {}
+    held: dict[str, int] = {}  # per layout, the image rows of the batches before
     changes = []
     for batch in batches:
-        shift = {lid: sum(b.num_rows for b in parts.get(lid, ())) for lid in batch.layouts}
+        shift = {lid: held.get(lid, 0) for lid in batch.layouts}
         for lid, images in batch.images.items():
             parts.setdefault(lid, []).append(images)
+            held[lid] = held.get(lid, 0) + images.num_rows
         layouts.update(batch.layouts)
         part = batch.changes
         if any(shift.values()):

@@ -9,13 +9,9 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from canal.lake.packed import PACKED_SCHEMA_DDL
 from canal.lake.storage import in_object_store
-from canal.spark.changes import CHANGE_SCHEMA_DDL
-from canal.spark.options import IMAGES_PACKED
 from canal.spark.source import CanalStreamReader
-from canal.spark.source_options import image_form
-from canal.spark.variant_changes import IMAGES_VARIANT, VARIANT_SCHEMA_DDL
+from canal.spark.source_options import image_form, rows_schema_ddl
 
 try:
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
@@ -53,8 +49,7 @@ class CanalDataSource(DataSource):
     def schema(self) -> str:
         """The change-row schema; its images VARIANT values with ``images=variant``; packed batches'
         (:mod:`canal.lake.packed`) with ``images=packed``."""
-        form = image_form(self.options)
-        return {IMAGES_VARIANT: VARIANT_SCHEMA_DDL, IMAGES_PACKED: PACKED_SCHEMA_DDL}.get(form, CHANGE_SCHEMA_DDL)
+        return rows_schema_ddl(image_form(self.options))
 
     def reader_options(self) -> dict[str, str]:
         """The options, with ``spool.shared`` set unless given: true when ``spool.dir`` is in an object store (every

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from canal.lake.packed import FORM_ROWS, form_of, pack, pack_rows, packed_schema, table_layouts, two_layouts
+from canal.lake.packed import FORM_TYPED, pack, pack_rows, packed_schema, table_layouts, two_layouts
 from canal.lake.typed_batch import entries_to_typed
+from canal.lake.typed_plan import needs_rows
 from canal.protocol import Entry
 from canal.spark.changes import entries_to_batch
 
@@ -48,13 +49,13 @@ class PackedCut:
         if not typed.num_rows:
             return 0
         found = self.layouts | table_layouts(typed)
-        if form_of(typed) == FORM_ROWS or two_layouts(found):
+        if typed.errors or needs_rows(typed) or two_layouts(found):  # form_of, with this micro-batch's layouts
             if self.rows:
                 return None
             self.as_rows = True
             return self._add_rows(entries_to_batch(entries, destination, batch_no, first_index))
         self.layouts = found
-        self.rows.append(pack(typed))
+        self.rows.append(pack(typed, FORM_TYPED))
         self.nbytes += typed.changes.nbytes + sum(images.nbytes for images in typed.images.values())
         count: int = typed.num_rows
         return count

@@ -86,7 +86,6 @@ import attrs
 from canal.config import InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
-from canal.lake.packed import packed_schema
 from canal.log import destination_logger
 from canal.parse.parser import EventParser
 from canal.position import EntryPosition
@@ -123,15 +122,15 @@ from canal.spark.source_options import (
     executor_snapshot,
     image_form,
     reader_option,
+    rows_schema,
     spool_shared,
     storage_options,
 )
-from canal.spark.spool import InlineRows, Spool, SpoolWriter, empty_batch, read_inline, read_spooled
+from canal.spark.spool import InlineRows, Spool, SpoolWriter, read_inline, read_spooled
 from canal.spark.variant_changes import (
     IMAGES_VARIANT,
     entries_to_variant_batch,
     json_rows_to_variant,
-    variant_arrow_schema,
 )
 
 # the names moved to canal.spark.source_options and canal.spark.sessions that are imported from here
@@ -288,12 +287,12 @@ class _Cut:
         """Publish the spool file with ``end`` (the chunks go to Spark as they are: joining 40 MB took 0.2 s)."""
         if self.packer is not None:
             packed = self.packer.packed()
-            self.writer = self.spool.open(self.start, packed_schema())
+            self.writer = self.spool.open(self.start, self.spool.form)
             self.chunks = packed.combine_chunks().to_batches()  # a packed row is some 70 bytes a change
             for chunk in self.chunks:
                 self.writer.write(chunk)
         if self.writer is None:
-            self.writer = self.spool.open(self.start, variant_arrow_schema() if self.variant else empty_batch().schema)
+            self.writer = self.spool.open(self.start, self.spool.form)
         self.writer.publish(end)
 
     def discard(self) -> None:
@@ -318,10 +317,7 @@ class CanalStreamReader:
                 raise SparkSourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
             spool_dir = str(Path(meta_dir) / "spark-spool")
         self.images = image_form(lower)  # json, variant (canal.spark.variant_changes) or packed (canal.lake.packed)
-        form = {IMAGES_VARIANT: variant_arrow_schema, IMAGES_PACKED: packed_schema}.get(
-            self.images, lambda: empty_batch().schema
-        )()
-        self.spool = Spool(spool_dir, storage_options(lower), form)
+        self.spool = Spool(spool_dir, storage_options(lower), rows_schema(self.images))
         self.batch_size = reader_option(lower, "batch.size", READER_DEFAULTS["batch.size"], int)
         self.max_entries = reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
         self.read_timeout = reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)

@@ -30,6 +30,8 @@ __all__ = [
     "image_form",
     "options_key",
     "reader_option",
+    "rows_schema",
+    "rows_schema_ddl",
     "spool_shared",
     "storage_options",
 ]
@@ -147,6 +149,24 @@ def image_form(options: Mapping[str, str]) -> str:
             f"canal source option images = {lower.get('images')!r}: expected json, variant or packed"
         )
     return text
+
+
+def rows_schema(images: str) -> Any:
+    """The Arrow schema of the rows the source gives in the ``images`` form (:func:`image_form`)."""
+    from canal.lake.packed import packed_schema
+    from canal.spark.changes import arrow_schema
+    from canal.spark.variant_changes import variant_arrow_schema
+
+    return {"variant": variant_arrow_schema, "packed": packed_schema}.get(images, arrow_schema)()
+
+
+def rows_schema_ddl(images: str) -> str:
+    """:func:`rows_schema` in Spark's DDL (the source's schema)."""
+    from canal.lake.packed import PACKED_SCHEMA_DDL
+    from canal.spark.changes import CHANGE_SCHEMA_DDL
+    from canal.spark.variant_changes import VARIANT_SCHEMA_DDL
+
+    return {"variant": VARIANT_SCHEMA_DDL, "packed": PACKED_SCHEMA_DDL}.get(images, CHANGE_SCHEMA_DDL)
 
 
 def spool_shared(options: Mapping[str, str]) -> bool:

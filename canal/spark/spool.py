@@ -201,7 +201,7 @@ def _spool_file(storage: Storage, name: str, form: Any | None = None) -> Iterato
             if form is not None and not reader.schema.remove_metadata().equals(form.remove_metadata()):
                 raise SpoolError(
                     f"spool file {where} holds change rows of another form than this query reads "
-                    f"(images={form_name(reader.schema)}, not images={form_name(form)}): the option changed under a "
+                    f"(images={_form_name(reader.schema)}, not images={_form_name(form)}): the option changed under a "
                     "checkpoint; go on with the option the checkpoint was written with, or start a new checkpoint "
                     "and spool.dir"
                 )
@@ -249,7 +249,7 @@ class SpoolWriter:
         self._file.discard()
 
 
-def form_name(schema: Any) -> str:
+def _form_name(schema: Any) -> str:
     """``json``, ``variant`` or ``packed``: the ``images`` form of the rows of ``schema``."""
     import pyarrow as pa
 
