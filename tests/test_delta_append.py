@@ -306,12 +306,13 @@ def test_a_table_on_a_file_system_without_hard_links_is_appended_through_deltala
 
 def test_folds_complete_while_batches_keep_landing(tmp_path: Path) -> None:
     """Background folds of tables that take a batch every few milliseconds: every fold commits (none fails on a
-    conflict with the appends that land while it trims the log) and the logs stay small."""
+    conflict with the appends that land while it trims the log) and the logs stay small. Folds back to back
+    (``fold_duty=1``): the most of them, racing the appends."""
     from canal.lake import changelog
     from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
-    source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=0.05))
+    source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=0.05, fold_duty=1.0))
     source.apply(60)
     source.mirror.wait_for_folds()
     assert not source.mirror.fold_errors

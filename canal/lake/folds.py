@@ -2,7 +2,8 @@
 
 A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files
 (:meth:`Folds.fold_due`, from log sizes kept up to date as appends land), in a background thread
-(``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``); a log of many small
+(``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``), each table's folds paced
+to take at most ``fold_duty`` of the time (:data:`canal.lake.settings.FOLD_DUTY`); a log of many small
 files that is not due is compacted instead. A failed background fold is logged, recorded, counted
 (:mod:`canal.lake.health`) and tried again after a later batch. A table's appends and its folds' trims hold one lock
 per table (:meth:`Folds.appends`); a step that rewrites, moves or drops a table waits for its fold first
@@ -15,6 +16,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -59,6 +61,7 @@ class Folds:
         self.log_sizes: dict[str, changelog.LogSize] = {}  # base path -> its log's size, kept up to date
         self.written: set[str] = set()  # base paths whose logs the current batch appended to
         self._append_locks: dict[str, threading.Lock] = {}  # base path -> held by its log's appends and trims
+        self._rest_until: dict[str, float] = {}  # base path -> when its next background fold may start (fold_duty)
 
     def wait(self) -> None:
         """Wait until every background fold started so far has ended."""
@@ -159,8 +162,8 @@ class Folds:
             for path in scattered:
                 self._compact_claimed(path)
             return [Path(path).name for path in due]
-        for path in self.claim(scattered):
-            self.run([path], functools.partial(self._compact_claimed, path), sizes_known=True)
+        for path in self.claim(scattered, paced=False):
+            self.run([path], functools.partial(self._compact_claimed, path), sizes_known=True, paced=False)
         started = self.claim(due)
         for path in started:
             self.run([path], functools.partial(self._fold_claimed, path), sizes_known=True)
@@ -190,22 +193,26 @@ class Folds:
             self._log.info("the size of %s's change log is left to the next batch: %s", Path(path).name, exc)
             return None
 
-    def claim(self, paths: Iterable[str]) -> list[str]:
-        """The tables (base paths) among ``paths`` whose fold is not under way, now marked as under way: the caller
-        must hand them to :meth:`run`."""
+    def claim(self, paths: Iterable[str], *, paced: bool = True) -> list[str]:
+        """The tables (base paths) among ``paths`` whose fold is not under way -- and, ``paced``, whose last fold
+        rested long enough (``fold_duty``) -- now marked as under way: the caller must hand them to :meth:`run`."""
         claimed: list[str] = []
+        now = time.monotonic()
         with self.lock:
             for path in paths:
-                if path not in self._pending:
+                if path not in self._pending and not (paced and now < self._rest_until.get(path, now)):
                     self._pending[path] = Future()
                     claimed.append(path)
         return claimed
 
-    def run(self, paths: list[str], fold: Callable[[], object], *, sizes_known: bool = False) -> None:
+    def run(
+        self, paths: list[str], fold: Callable[[], object], *, sizes_known: bool = False, paced: bool = True
+    ) -> None:
         """Run ``fold`` (which folds the claimed tables ``paths``) in a background thread; a fold that fails is logged
         and left to a later batch (the log stays, and reads exactly), and counted: after ``max_fold_failures`` in a
         row the next batch is refused (:meth:`check`). The logs' sizes are read anew by the next batch that needs
-        them, unless ``sizes_known`` (``fold`` records them) and it succeeded."""
+        them, unless ``sizes_known`` (``fold`` records them) and it succeeded. ``paced``: the tables rest after it,
+        as ``fold_duty`` says, before :meth:`claim` gives them again."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._settings.fold_workers, thread_name_prefix="pycanal-fold")
         with self.lock:
@@ -213,6 +220,7 @@ class Folds:
 
         def run() -> None:
             error: BaseException | None = None
+            began = time.monotonic()
             try:
                 fold()
             except Exception as exc:
@@ -226,9 +234,13 @@ class Folds:
             else:  # (a fold done here was counted by _folded)
                 self.health.succeeded(list(paths), folded=False)
             finally:
+                ended = time.monotonic()
+                rest = (ended - began) * (1 / self._settings.fold_duty - 1)
                 with self.lock:
                     for path in paths:
                         self._pending.pop(path, None)
+                        if paced and error is None:  # a failed fold is tried again after the next batch
+                            self._rest_until[path] = ended + rest
                         if error is not None or not sizes_known:
                             self.log_sizes.pop(path, None)
                 for claim in claims:

@@ -63,7 +63,7 @@ from canal.lake.plan import (
 )
 from canal.lake.records import Recent
 from canal.lake.results import ApplyResult, TableStats
-from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, MirrorMode, MirrorSettings
+from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, FOLD_DUTY, MirrorMode, MirrorSettings
 from canal.lake.staging import Staging
 from canal.lake.stops import check_cascades, check_statements
 from canal.lake.typed_batch import TypedBatch
@@ -127,11 +127,12 @@ class DeltaMirror:
     :mod:`canal.spark.current`): the base alone is the source as of its last fold. ``copy_on_write`` MERGEs every
     batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
     table. A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files, in a
-    background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``);
-    a failed background fold is logged, counted (:meth:`metrics`) and tried again after the next batch; once a
-    table's folds failed ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold
-    of it succeeds (:mod:`canal.lake.health`). A fold keeps the base files it replaces for
-    ``retention_hours`` (time travel). DDL, TRUNCATE and a change of key fold the table first, within the batch.
+    background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``),
+    a table's at most ``fold_duty`` of the time (:data:`~canal.lake.settings.FOLD_DUTY`); a failed background fold
+    is logged, counted (:meth:`metrics`) and tried again after the next batch; once a table's folds failed
+    ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold of it succeeds
+    (:mod:`canal.lake.health`). A fold keeps the base files it replaces for ``retention_hours`` (time travel). DDL,
+    TRUNCATE and a change of key fold the table first, within the batch.
 
     ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
     table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
@@ -172,6 +173,7 @@ class DeltaMirror:
         fold_files: int = 100,
         background_folds: bool = True,
         fold_workers: int = 2,
+        fold_duty: float = FOLD_DUTY,
         on_executors: bool = True,
         log_history_s: float = changelog.LOG_HISTORY_S,
         stage_rows: int = 512,
@@ -195,6 +197,7 @@ class DeltaMirror:
             fold_files=fold_files,
             background_folds=background_folds,
             fold_workers=fold_workers,
+            fold_duty=fold_duty,
             on_executors=on_executors,
             log_history_s=log_history_s,
             stage_rows=stage_rows,
@@ -239,9 +242,8 @@ class DeltaMirror:
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A mirror pickles as its settings: Spark Connect pickles ``foreachBatch``'s function (a mirror, or a
-        function closing over one) into the server's Python process, where a mirror of the same settings is built.
-        What a mirror holds at run time (table handles, thread pools, locks, the writer lease, records) is this
-        process's and does not travel."""
+        function closing over one) into the server's Python process, where a mirror of the same settings is built;
+        what it holds at run time (table handles, pools, locks, the writer lease, records) does not travel."""
         return (_rebuild, (type(self), self._settings))
 
     @property
@@ -306,9 +308,8 @@ class DeltaMirror:
     # -- paths and versions --------------------------------------------------------------------------------------
 
     def table_path(self, schema: str, table: str) -> Path:
-        """The local directory of the mirror table of ``schema.table`` (:func:`canal.lake.names.directory`: escaped,
-        one entry of the root); a :class:`~canal.errors.StorageLocationError` for a root in an object store, whose
-        tables :meth:`table_location` names."""
+        """The local directory of the mirror table of ``schema.table`` (:func:`canal.lake.names.directory`); a
+        :class:`~canal.errors.StorageLocationError` for a root in an object store (:meth:`table_location`)."""
         return local_path(self.table_location(schema, table), "the mirror table's location")
 
     def table_location(self, schema: str, table: str) -> str:
@@ -460,13 +461,12 @@ class DeltaMirror:
         return self._folding.fold_due(path)
 
     def claim_folds(self, paths: Iterable[str]) -> list[str]:
-        """The tables (base paths) among ``paths`` whose fold is not under way, now marked as under way: the caller
-        must hand them to :meth:`run_folds`."""
+        """The tables (base paths) among ``paths`` whose fold is neither under way nor resting (``fold_duty``), now
+        marked as under way: the caller must hand them to :meth:`run_folds`."""
         return self._folding.claim(paths)
 
     def run_folds(self, paths: list[str], fold: Callable[[], object], *, sizes_known: bool = False) -> None:
-        """Run ``fold`` (which folds the claimed tables ``paths``) in a background thread (:meth:`Folds.run
-        <canal.lake.folds.Folds.run>`)."""
+        """Run ``fold`` (folding the claimed ``paths``) in a background thread (:meth:`canal.lake.folds.Folds.run`)."""
         self._folding.run(paths, fold, sizes_known=sizes_known)
 
     def flush_staged(self) -> None:

@@ -26,6 +26,13 @@ DEFAULT_FILE_BYTES = 1 << 20
 default (100 MB) keeps most tables in one file, which every batch rewrites whole: its cost grows with the table
 (``benchmarks/bench_mirror.py``)."""
 
+FOLD_DUTY = 0.5
+"""The most of the time a table's background folds take: after a fold that took T seconds, the table's next fold
+starts no sooner than ``T * (1 / fold_duty - 1)`` seconds after it ended. A fold rewrites the base files its log's
+keys touch, so while a table grows or a stream catches up, a fold due after every batch (10% of the base, the
+default ``fold_ratio``) ran back to back and held a core the decoder needed; paced, the log takes several batches
+between folds, and each base rewrite serves more of them."""
+
 
 def _pairs(options: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> tuple[tuple[str, str], ...]:
     items = options.items() if isinstance(options, Mapping) else (options or ())
@@ -56,6 +63,7 @@ class MirrorSettings:
     fold_files: int = 100
     background_folds: bool = True
     fold_workers: int = 2
+    fold_duty: float = FOLD_DUTY
     on_executors: bool = True
     log_history_s: float = LOG_HISTORY_S
     stage_rows: int = 512
@@ -74,6 +82,8 @@ class MirrorSettings:
             raise MirrorError(
                 f"fold_files and fold_workers must be >= 1, got {self.fold_files} and {self.fold_workers}"
             )
+        if not 0 < self.fold_duty <= 1:
+            raise MirrorError(f"fold_duty must be > 0 and <= 1, got {self.fold_duty}")
         if not self.log_history_s > 0:
             raise MirrorError(f"log_history_s must be > 0 (seconds), got {self.log_history_s}")
         if self.stage_rows < 0 or self.stage_spread < 1:
