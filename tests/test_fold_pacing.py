@@ -83,3 +83,22 @@ def test_a_duty_outside_zero_to_one_is_refused_before_anything_is_written(tmp_pa
     with pytest.raises(MirrorError, match="fold_duty must be > 0 and <= 1"):
         DeltaMirror(root, fold_duty=duty)
     assert not root.exists()
+
+
+def test_a_fold_under_a_second_does_not_rest_the_table(tmp_path: Path, clock: _Clock) -> None:
+    from canal.lake.settings import FOLD_REST_MIN_S
+
+    mirror = DeltaMirror(tmp_path, fold_duty=0.1)
+    path = str(tmp_path / "s.t")
+    for took, claimable in ((FOLD_REST_MIN_S * 0.9, True), (FOLD_REST_MIN_S, False)):
+        assert mirror.claim_folds([path]) == [path]
+        mirror.run_folds([path], _fold_taking(clock, took))
+        mirror.wait_for_folds()
+        assert (mirror.claim_folds([path]) == [path]) is claimable
+        if claimable:
+            mirror.run_folds([path], _fold_taking(clock, 0.0))
+            mirror.wait_for_folds()
+    clock.now += 9 * FOLD_REST_MIN_S
+    assert mirror.claim_folds([path]) == [path]
+    mirror.run_folds([path], _fold_taking(clock, 0.0))
+    mirror.close()

@@ -701,7 +701,8 @@ def test_scheduled_compaction_and_vacuum_keep_the_rows_and_the_batch_ids(tmp_pat
         DeltaMirror(tmp_path / "bad", retention_hours=-1)
     assert not (tmp_path / "bad").exists()
 
-    mirror = DeltaMirror(tmp_path / "mirror", optimize_every=3, vacuum_every=6, retention_hours=0)
+    # folds back to back (fold_duty=1): each batch's fold adds a base file for the compaction to join
+    mirror = DeltaMirror(tmp_path / "mirror", optimize_every=3, vacuum_every=6, retention_hours=0, fold_duty=1.0)
     path = str(mirror.table_path("shop", "t"))
 
     def operations() -> list[str]:

@@ -3,7 +3,8 @@
 A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files
 (:meth:`Folds.fold_due`, from log sizes kept up to date as appends land), in a background thread
 (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``), each table's folds paced
-to take at most ``fold_duty`` of the time (:data:`canal.lake.settings.FOLD_DUTY`); a log of many small
+to take at most ``fold_duty`` of the time (:data:`canal.lake.settings.FOLD_DUTY`; folds under a second excepted); a
+log of many small
 files that is not due is compacted instead. A failed background fold is logged, recorded, counted
 (:mod:`canal.lake.health`) and tried again after a later batch. A table's appends and its folds' trims hold one lock
 per table (:meth:`Folds.appends`); a step that rewrites, moves or drops a table waits for its fold first
@@ -26,7 +27,7 @@ from canal.lake import changelog, delta_append
 from canal.lake.changelog import FoldResult
 from canal.lake.handles import Handles
 from canal.lake.health import ERROR_CHARS, FoldHealth
-from canal.lake.settings import MirrorSettings
+from canal.lake.settings import FOLD_REST_MIN_S, MirrorSettings
 from canal.lake.writers import LogWriters
 
 
@@ -235,7 +236,8 @@ class Folds:
                 self.health.succeeded(list(paths), folded=False)
             finally:
                 ended = time.monotonic()
-                rest = (ended - began) * (1 / self._settings.fold_duty - 1)
+                took = ended - began
+                rest = took * (1 / self._settings.fold_duty - 1) if took >= FOLD_REST_MIN_S else 0.0
                 with self.lock:
                     for path in paths:
                         self._pending.pop(path, None)

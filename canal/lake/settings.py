@@ -31,7 +31,11 @@ FOLD_DUTY = 0.5
 starts no sooner than ``T * (1 / fold_duty - 1)`` seconds after it ended. A fold rewrites the base files its log's
 keys touch, so while a table grows or a stream catches up, a fold due after every batch (10% of the base, the
 default ``fold_ratio``) ran back to back and held a core the decoder needed; paced, the log takes several batches
-between folds, and each base rewrite serves more of them."""
+between folds, and each base rewrite serves more of them. A fold shorter than :data:`FOLD_REST_MIN_S` does not
+rest the table: a small table's folds cost little, and its base stays as fresh as before."""
+
+FOLD_REST_MIN_S = 1.0
+"""Folds shorter than this many seconds are not followed by a rest (``fold_duty``)."""
 
 
 def _pairs(options: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> tuple[tuple[str, str], ...]:
