@@ -69,3 +69,14 @@ def test_a_failed_rewrite_leaves_the_zip_as_it_was(tmp_path: Path, monkeypatch: 
         add_bytecode(archive)
     assert archive.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["pkg.zip"]  # no temporary file left
+
+
+def test_the_command_the_cluster_guide_gives(tmp_path: Path) -> None:
+    """``python -m canal.spark.zip_bytecode ZIP...``, as docs/guides/cluster.md runs it on each node."""
+    zips = [_zip(tmp_path / f"{name}.zip", {f"{name}/__init__.py": "VALUE = 2\n"}) for name in ("one", "two")]
+    command = [sys.executable, "-m", "canal.spark.zip_bytecode", *map(str, zips)]
+    first = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert first.stdout.splitlines() == ["one.zip: 1 modules compiled", "two.zip: 1 modules compiled"]
+    again = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert again.stdout.splitlines() == ["one.zip: holds bytecode already", "two.zip: holds bytecode already"]
+    assert _imported_from(zips[1], "two").splitlines() == [str(zips[1] / "two" / "__init__.pyc"), "2"]
