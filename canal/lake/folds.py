@@ -4,8 +4,7 @@ A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_
 (:meth:`Folds.fold_due`, from log sizes kept up to date as appends land), in a background thread
 (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``), each table's folds paced
 to take at most ``fold_duty`` of the time (:data:`canal.lake.settings.FOLD_DUTY`; folds under a second excepted); a
-log of many small
-files that is not due is compacted instead. A failed background fold is logged, recorded, counted
+log of many small files that is not due is compacted instead. A failed background fold is logged, recorded, counted
 (:mod:`canal.lake.health`) and tried again after a later batch. A table's appends and its folds' trims hold one lock
 per table (:meth:`Folds.appends`); a step that rewrites, moves or drops a table waits for its fold first
 (:meth:`Folds.settle`). The folding itself is :func:`canal.lake.changelog.fold`.
