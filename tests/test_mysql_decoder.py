@@ -7,6 +7,8 @@ import struct
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from canal.parse.mysql.decoder import make_datetime2_reader, make_time2_reader, read_date
 from canal.parse.mysql.json_binary import read_mysql_json
@@ -56,6 +58,28 @@ def test_decimal_reader(text: str, precision: int, scale: int) -> None:
     value = make_decimal_reader(precision, scale)(_pack_decimal(text, precision, scale))
     assert value == Decimal(text)
     assert value.as_tuple().exponent == -scale
+
+
+@st.composite
+def _decimals(draw: st.DrawFn) -> tuple[str, int, int]:
+    precision = draw(st.integers(1, 65))
+    scale = draw(st.integers(0, min(precision, 38)))
+    digits = draw(st.text("0123456789", min_size=precision, max_size=precision))
+    whole, fraction = digits[: precision - scale].lstrip("0") or "0", digits[precision - scale :]
+    sign = draw(st.sampled_from(["", "-"]))
+    return sign + whole + ("." + fraction if scale else ""), precision, scale
+
+
+@given(_decimals())
+def test_decimal_reader_gives_the_text_exactly(shape: tuple[str, int, int]) -> None:
+    """Every digit, the scale and the sign (a negative zero too) of any DECIMAL's bytes, whatever the thread's decimal
+    context (28 digits by default: digits beyond it must not round)."""
+    import decimal
+
+    text, precision, scale = shape
+    with decimal.localcontext(decimal.Context(prec=3)):
+        value = make_decimal_reader(precision, scale)(_pack_decimal(text, precision, scale))
+    assert str(value) == str(Decimal(text)) and value.as_tuple() == Decimal(text).as_tuple()
 
 
 def test_dates_and_times() -> None:

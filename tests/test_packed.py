@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -50,8 +51,6 @@ from canal.spark.packed_cut import PackedCut  # noqa: E402
 
 def _typed(entries: Sequence[Entry], **kwargs: Any) -> TypedBatch:
     """The typed batch of ``entries`` with its change rows, as a reader builds it."""
-    import attrs
-
     typed = entries_to_typed(entries, "d", 7, 3, collect_errors=True, **kwargs)
     return attrs.evolve(typed, rows=functools.partial(entries_to_batch, entries, "d", 7, 3))
 
@@ -68,9 +67,10 @@ def _round_trip(typed: TypedBatch) -> tuple[str, Any]:
 def _check(entries: Sequence[Entry]) -> str:
     typed = _typed(entries)
     form, out = _round_trip(typed)
-    tables_in_two_layouts = len(
-        {(c["schema"], c["table"], c["layout"]) for c in typed.changes.to_pylist() if c["layout"] is not None}
-    ) > len({(c["schema"], c["table"]) for c in typed.changes.to_pylist() if c["layout"] is not None})
+    found = {(c["schema"], c["table"], c["layout"]) for c in typed.changes.to_pylist() if c["layout"] is not None}
+    # what the maker noted as it went is what the changes hold (and what is found without the note)
+    assert typed.tables == found == table_layouts(attrs.evolve(typed, tables=None)) == table_layouts(typed)
+    tables_in_two_layouts = len(found) > len({(schema, table) for schema, table, _ in found})
     assert (form == FORM_ROWS) is bool(typed.errors or needs_rows(typed) or tables_in_two_layouts)
     if form == FORM_ROWS:
         assert out.equals(pa.Table.from_batches([entries_to_batch(entries, "d", 7, 3)]))

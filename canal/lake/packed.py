@@ -84,6 +84,8 @@ def table_layouts(batch: TypedBatch) -> set[tuple[str, str, str]]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if batch.tables is not None:  # noted as the batch was made: no pass over its changes
+        return set(batch.tables)
     changes = batch.changes
     dml = changes.filter(pc.is_valid(changes.column("layout")))
     named = pa.table({name: dml.column(name).cast(pa.string()) for name in ("schema", "table", "layout")})

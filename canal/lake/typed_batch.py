@@ -102,6 +102,9 @@ class TypedBatch:
     rows: Callable[[], Any] | None = attrs.field(default=None, eq=False, repr=False)
     """The same batch as JSON change rows, made on demand: what the mirror applies instead when the batch holds what
     only the change-row path follows (XA transactions, foreign keys' actions); None when the maker cannot give them."""
+    tables: frozenset[tuple[str, str, str]] | None = attrs.field(default=None, eq=False, repr=False)
+    """``(schema, table, layout id)`` of its row changes, where its maker noted them as it went (a reader asks for
+    them of every batch it packs: :func:`canal.lake.packed.table_layouts`); None: found from ``changes`` when asked."""
 
     @property
     def num_rows(self) -> int:
@@ -152,6 +155,7 @@ class _Collector:
         self.after: dict[str, list[tuple[Any, ...] | None]] = {}
         self.where: dict[str, str] = {}  # a table of each layout, to name in errors
         self.layouts: dict[str, Layout] = {}
+        self.tables: set[tuple[str, str, str]] = set()  # (schema, table, layout id) of the row changes
 
     def entry(
         self,
@@ -209,6 +213,7 @@ class _Collector:
         self.after.setdefault(layout.id, [])
         self.layouts[layout.id] = layout
         self.where.setdefault(layout.id, rows.table.full_name)
+        self.tables.add((entry.header.schema, entry.header.table, layout.id))
         self.entry(entry, entry.header.schema, rc.event_type.name, False, None, n, layout.id, len(before))
         before.extend(befores)
         self.after[layout.id].extend(afters)
@@ -299,4 +304,4 @@ def entries_to_typed(
         )
         arrays[name] = column.take(spread)
     changes = pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
-    return TypedBatch(changes, images, dict(out.layouts), errors)
+    return TypedBatch(changes, images, dict(out.layouts), errors, tables=frozenset(out.tables))
