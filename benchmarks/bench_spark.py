@@ -10,12 +10,15 @@ see the spool, so each micro-batch's task reads its rows from the spool file ins
 inside its input partition (``--driver-rows`` turns it off) --, timed from ``start()`` until it has terminated: the
 first micro-batch (reader process start, instance start, nothing prefetched) included, no warm-up over the same
 data. The Spark session exists before (a user's job has one); nothing of the pipeline has run in this
-process before (the baselines below run after the query). ``steady_rows_per_s`` (labelled: not what a user gets)
-leaves the first micro-batch out.
+process before (the baselines below run after the query, or in a process of their own). ``steady_rows_per_s``
+(labelled: not what a user gets) leaves the first micro-batch out.
 
-Same-run baselines, in this process without Spark, after the query: ``decode`` -- an Instance decoding the binlog,
-rows counted; ``decode_encode`` -- the same, each batch turned into change rows (``entries_to_batch``: what the reader
-adds).
+Same-run baselines, without Spark: ``decode`` -- an Instance decoding the binlog, rows counted, twice: in a new
+process before the query (this one runs nothing of the pipeline before it) and in this process after it; its rate is
+the two runs' rows over their mean time (``before_query`` and ``after_query`` beside it). One run after the query made
+the ratios below swing by a quarter between runs of the same code: this machine's speed moves in phases of a minute
+or more, and the query and one baseline fell in different ones. ``decode_encode`` -- after the query, each batch
+turned into change rows (``entries_to_batch``: what the reader adds).
 ``encode_ratio`` = decode+encode rate / decode-only rate. The reader runs in a PySpark worker, where pyarrow (and the
 pandas it loads on its first array) are loaded before the first batch; they are loaded here before both baselines,
 so that the ratio compares per-row work, not a one-off 0.6-0.8 s of imports inside the encode baseline.
@@ -94,6 +97,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -217,6 +221,44 @@ def baseline(
     if updates:
         out.update(update_row_bytes(*make(updates)))
     return out
+
+
+def decode_elsewhere(server: Any, start: tuple[str, int], end: tuple[str, int]) -> dict[str, float]:
+    """:func:`baseline` (decode only) in a new Python process, as this one runs it (pyarrow loaded first)."""
+    spec = {"address": server.address, "user": server.user, "password": server.password, "start": start, "end": end}
+    done = subprocess.run(
+        [sys.executable, __file__, "--decode-baseline"],
+        input=json.dumps(spec),  # the password on stdin, not in a process list
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode:
+        raise RuntimeError(f"the decode baseline's process failed: {done.stderr[-2000:]}")
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def decode_baseline_process() -> None:
+    """The body of :func:`decode_elsewhere`'s process: the server and positions on stdin, the figures on stdout."""
+    from types import SimpleNamespace
+
+    spec = json.loads(sys.stdin.read())
+    server = SimpleNamespace(address=spec["address"], user=spec["user"], password=spec["password"])
+    load_arrow()
+    print(json.dumps(baseline(server, tuple(spec["start"]), tuple(spec["end"]), encode=False)))
+
+
+def both_sides(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The decode-only baseline of the runs before and after the query: their rows over their mean time."""
+    seconds = (before["seconds"] + after["seconds"]) / 2
+    return {
+        "rows": after["rows"],
+        "seconds": round(seconds, 3),
+        "rows_per_s": round(after["rows"] / seconds),
+        "before_query": before,
+        "after_query": after,
+    }
 
 
 def encoder(images: str) -> Callable[[list[Any]], tuple[int, Any]]:
@@ -530,6 +572,8 @@ def run(
         end = master_position(conn)
         binlog_mb = (end[1] - start[1]) / 1e6 if end[0] == start[0] else None
         print(f"workload: {changes} row changes written in {time.perf_counter() - t0:.1f} s; binlog to {end}")
+        decode_before = decode_elsewhere(server, start, end)
+        print(f"baseline decode, before the query (a new process): {decode_before['rows_per_s']:,} rows/s", flush=True)
 
         # the query first: its driver has run nothing of the pipeline before (as a user's has not)
         spark = local_spark("pycanal-bench", extra=spark_conf(driver_memory))
@@ -564,8 +608,9 @@ def run(
 
         load_arrow()
         with Busy() as decode_cpu:
-            decode = baseline(server, start, end, encode=False)
-        print(f"baseline decode: {decode['rows_per_s']:,} rows/s", flush=True)
+            decode_after = baseline(server, start, end, encode=False)
+        decode = both_sides(decode_before, decode_after)
+        print(f"baseline decode, after the query: {decode_after['rows_per_s']:,} rows/s", flush=True)
         with Busy() as decode_encode_cpu:
             decode_encode = baseline(server, start, end, encode=True, images=images)
         print(f"baseline decode + encode: {decode_encode['rows_per_s']:,} rows/s", flush=True)
@@ -748,7 +793,11 @@ def main(argv: list[str] | None = None) -> int:
         default="packed",
         help="the source's images option (the rows' form)",
     )
+    parser.add_argument("--decode-baseline", action="store_true", help=argparse.SUPPRESS)  # decode_elsewhere's
     args = parser.parse_args(argv)
+    if args.decode_baseline:
+        decode_baseline_process()
+        return 0
     inserts, updates, deletes = args.inserts, args.updates, args.deletes
     if args.changes is not None:
         inserts, updates, deletes = workload_sizes(args.changes)
