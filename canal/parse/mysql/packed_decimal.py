@@ -41,14 +41,13 @@ def make_decimal_reader(precision: int, scale: int) -> Callable[[bytes], Decimal
     check_decimal_shape(precision, scale)
     intg = precision - scale
     size = decimal_size(precision, scale)
-    # groups from the most significant end: (bytes, is_fraction, digits)
-    groups: list[tuple[int, bool, int]] = []
+    # groups from the most significant end: (bytes, digits)
+    groups: list[tuple[int, int]] = []
     if intg % 9:
-        groups.append((_DIG2BYTES[intg % 9], False, intg % 9))
-    groups += [(4, False, 9)] * (intg // 9)
-    groups += [(4, True, 9)] * (scale // 9)
+        groups.append((_DIG2BYTES[intg % 9], intg % 9))
+    groups += [(4, 9)] * (intg // 9 + scale // 9)
     if scale % 9:
-        groups.append((_DIG2BYTES[scale % 9], True, scale % 9))
+        groups.append((_DIG2BYTES[scale % 9], scale % 9))
     total_bits = size * 8
     sign_bit = 1 << (total_bits - 1)
     all_ones = (1 << total_bits) - 1
@@ -57,7 +56,7 @@ def make_decimal_reader(precision: int, scale: int) -> Callable[[bytes], Decimal
     parts: list[tuple[int, int, int]] = []  # (shift, mask, multiplier)
     shift = total_bits
     digits_after = precision
-    for nbytes, _, digits in groups:
+    for nbytes, digits in groups:
         shift -= nbytes * 8
         digits_after -= digits
         parts.append((shift, (1 << (nbytes * 8)) - 1, 10**digits_after))
