@@ -22,27 +22,11 @@ import sys
 import threading
 from typing import Final
 
-from canal.spark.source_options import SparkSourceError
-
 RUNNER_MODULE: Final = "pyspark.sql.streaming.python_streaming_source_runner"
 """The module Spark runs (``python -m``) as a Python streaming source's process."""
 
 _tuned = threading.Lock()
 _done = False
-
-
-def threshold_option(text: str) -> int:
-    """The ``reader.gc.threshold`` option's value: 0, or a positive whole number; a SparkSourceError otherwise."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise SparkSourceError(
-            f"canal source option reader.gc.threshold = {text!r}: expected a whole number of allocations, or 0 to "
-            "leave Python's garbage collector as it is"
-        )
-    return value
 
 
 def main_module() -> str | None:

@@ -111,7 +111,7 @@ from canal.spark.chunks import (
 )
 from canal.spark.options import IMAGES_PACKED, READER_DEFAULTS
 from canal.spark.packed_cut import FIRST_BATCH_BYTES, PACKED_BATCH_BYTES, PackedCut
-from canal.spark.runner_gc import threshold_option, tune_runner_gc
+from canal.spark.runner_gc import tune_runner_gc
 from canal.spark.sessions import Prepared, Session, close_sessions, session_of
 from canal.spark.source_options import (
     STORE_SIZE,
@@ -323,7 +323,8 @@ class CanalStreamReader:
         self.max_entries = reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
         self.read_timeout = reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
         self.prefetch = reader_option(lower, "prefetch", READER_DEFAULTS["prefetch"], parse_bool)
-        self.gc_threshold = threshold_option(lower.get("reader.gc.threshold", READER_DEFAULTS["reader.gc.threshold"]))
+        gc_default = READER_DEFAULTS["reader.gc.threshold"]
+        self.gc_threshold = reader_option(lower, "reader.gc.threshold", gc_default, int, zero=True)  # 0: Python's
         self.shared = spool_shared(lower)  # a micro-batch's tasks read its spool file, else the driver inlines it
         self.limit = ReadCap(
             cap_option(lower, "maxRowsPerTrigger"),

@@ -205,14 +205,19 @@ def cap_option(options: Mapping[str, str], name: str) -> int | None:
     return None if text is None else reader_option({name: text}, name, text, int)
 
 
-def reader_option(options: Mapping[str, str], key: str, default: str, parse: Callable[[str], _T]) -> _T:
-    """A reader option parsed by ``parse``; numbers must be positive. SparkSourceError names the option otherwise."""
+def reader_option(
+    options: Mapping[str, str], key: str, default: str, parse: Callable[[str], _T], *, zero: bool = False
+) -> _T:
+    """A reader option parsed by ``parse``; numbers must be positive (or, with ``zero``, 0). SparkSourceError names
+    the option otherwise."""
     text = options.get(key, default).strip()
     try:
         value = parse(text)
     except ValueError:
         value = None
-    if value is None or (not isinstance(value, bool) and isinstance(value, int | float) and not value > 0):
+    if value is None or (
+        not isinstance(value, bool) and isinstance(value, int | float) and not (value > 0 or (zero and value == 0))
+    ):
         expected = "true or false" if parse is parse_bool else f"a positive {getattr(parse, '__name__', 'number')}"
-        raise SparkSourceError(f"canal source option {key} = {text!r}: expected {expected}")
+        raise SparkSourceError(f"canal source option {key} = {text!r}: expected {expected}{' or 0' if zero else ''}")
     return value
