@@ -193,7 +193,54 @@ def test_prefetch_off_gives_the_same_rows(fake: FakeMysql, tmp_path: Path) -> No
     close_sessions()
     without, _ = read_until(reader(fake, tmp_path / "b", prefetch=False), dict(INITIAL_OFFSET), ROWS)
     assert ids([b for _, b, _ in with_prefetch]) == ids([b for _, b, _ in without]) == list(range(ROWS))
-    assert not session_of(reader(fake, tmp_path / "b", prefetch=False).options).prefetched
+    assert not session_of(reader(fake, tmp_path / "b", prefetch=False).options).ready
+
+
+def packed_ids(batches: list[Any]) -> list[int]:
+    """The row ids of packed micro-batches (``images=packed``), in stream order."""
+    import pyarrow as pa
+
+    from canal.lake.packed import unpack_all
+
+    out: list[int] = []
+    for batch in batches:
+        typed = unpack_all(pa.Table.from_batches([batch]))
+        for images in typed.images.values():
+            out += [image["id"] for image in images.column("after").to_pylist() if image is not None]
+    return out
+
+
+def test_a_packed_prefetch_prepares_full_batches_ahead_two_at_most(fake: FakeMysql, tmp_path: Path) -> None:
+    """``images=packed``: a prefetched batch that ended by itself (here ``max.entries``) is followed by the next,
+    while Spark has not asked for it yet -- two ahead at most; each is spooled and read as prepared."""
+    from canal.spark.sessions import READY_MOST
+
+    r = CanalStreamReader({**reader(fake, tmp_path / "spool", prefetch=True).options, "images": "packed"})
+    session = session_of(r.options)
+    it, end = r.read(dict(INITIAL_OFFSET))
+    got = [one_batch(it)]
+    thread = session.prefetcher
+    assert thread is not None
+    thread.join(30)  # two batches prepared ahead, then it stops by itself: no read stopped it
+    assert not thread.is_alive() and len(session.ready) == READY_MOST
+    ahead = list(session.ready)
+    assert ahead[0][0] == canonical(end) and ahead[1][0] == canonical(ahead[0][1].end)
+    spool = Spool(tmp_path / "spool")
+    for start, prepared in ahead:  # spooled as they were prepared
+        spooled = spool.read(json.loads(start))
+        assert spooled is not None and spooled[0].equals(one_batch(iter(prepared.batches)))
+    it, end = r.read(end)  # the first of them, at once; the prefetch goes on after the second
+    got.append(one_batch(it))
+    assert got[-1].equals(one_batch(iter(ahead[0][1].batches))) and canonical(end) == canonical(ahead[0][1].end)
+    assert [key for key, _ in session.ready][:1] == [ahead[1][0]]
+    for _ in range(200):
+        if len(packed_ids(got)) >= ROWS:
+            break
+        it, end = r.read(end)
+        batch = one_batch(it)
+        if batch is not None:
+            got.append(batch)
+    assert packed_ids(got) == list(range(ROWS))
 
 
 def test_a_refused_ack_fails_the_read_and_loses_nothing(
@@ -223,3 +270,45 @@ def test_a_refused_ack_fails_the_read_and_loses_nothing(
     assert spooled is not None and ids([spooled[0]])
     monkeypatch.undo()
     assert_spooled_batch_then_the_rest(r, start, spooled, got)
+
+
+@pytest.mark.parametrize("images", ["json", "packed"])
+def test_an_available_now_run_ends_at_once_when_all_up_to_its_target_was_taken(
+    fake: FakeMysql, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, images: str
+) -> None:
+    """Trigger.AvailableNow ends at the first read that brings nothing. Once the parser has read to the target and
+    every entry up to it was taken, that read has nothing to wait for: it neither lets a packed micro-batch fill nor
+    waits ``read.timeout`` for entries (each wait was added to every run's end). The reads before it bring every
+    row."""
+    from canal.instance import Instance
+    from canal.spark.sessions import Session
+
+    timed: list[float | None] = []  # the timeouts of the instance gets, and a fill as -1
+    get = Instance.get_without_ack
+    fill = Session.let_prefetch_fill
+
+    def recorded_get(self: Instance, size: int, timeout: float | None = None, **kw: Any) -> Any:
+        timed.append(timeout)
+        return get(self, size, timeout, **kw)
+
+    def recorded_fill(self: Session, *args: Any) -> None:
+        timed.append(-1.0)
+        fill(self, *args)
+
+    monkeypatch.setattr(Instance, "get_without_ack", recorded_get)
+    monkeypatch.setattr(Session, "let_prefetch_fill", recorded_fill)
+    options = {**reader(fake, tmp_path / "spool", prefetch=True).options, "images": images, "read.timeout": "30"}
+    r = CanalStreamReader(options)
+    r.prepareForTriggerAvailableNow()
+    start, got = dict(INITIAL_OFFSET), []
+    for _ in range(200):
+        timed.clear()
+        it, end = r.read(start)
+        batch = one_batch(it)
+        if batch is None:
+            break
+        got.append(batch)
+        start = end
+    assert canonical(end) == canonical(start)  # the empty read: the run's end
+    assert timed and all(timeout is None for timeout in timed)  # it looked, and waited for nothing
+    assert (packed_ids(got) if images == "packed" else ids(got)) == list(range(ROWS))

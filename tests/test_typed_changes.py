@@ -462,3 +462,46 @@ def test_no_change_rows_is_an_empty_typed_batch() -> None:
     typed = entries_to_typed([], "d", 1)
     assert typed.num_rows == 0 and typed.changes.schema == metadata_schema()
     assert dict(typed.images) == {} and dict(typed.layouts) == {}
+
+
+_CONVERSIONS_PROBE = """
+import datetime, decimal, json, sys
+import pyarrow as pa
+from canal.lake.typed_layout import load_conversions
+if sys.argv[1] == "loaded":
+    load_conversions()
+before = set(sys.modules)
+columns = [
+    ([datetime.datetime(2024, 1, 1)], pa.timestamp("us")),
+    ([decimal.Decimal("1.5")], pa.decimal128(12, 2)),
+    ([datetime.date(2024, 1, 1)], pa.date32()),
+    (["x"], pa.string()),
+    ([b"x"], pa.binary()),
+    ([1.5], pa.float64()),
+    ([1], pa.int64()),
+]
+for values, kind in columns:
+    pa.array(values, kind)
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_after_load_conversions_building_columns_imports_nothing() -> None:
+    """:func:`~canal.lake.typed_layout.load_conversions` loads what pyarrow's first conversion of Python values
+    loads (pandas, when installed), so the Spark reader does it before its parser's thread starts: after it, the
+    conversions a typed batch's columns make import no module; without it, the first one does (what it spares)."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    def imported(mode: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", _CONVERSIONS_PROBE, mode], capture_output=True, text=True, timeout=120, check=True
+        )
+        found: list[str] = json.loads(done.stdout)
+        return found
+
+    assert imported("loaded") == []
+    cold = imported("cold")
+    assert cold and ("pandas" in cold) == (importlib.util.find_spec("pandas") is not None)

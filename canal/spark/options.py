@@ -114,7 +114,8 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "prefetch",
         "true",
         "Prepare the next batch while Spark runs this one (it takes what the instance decodes until Spark asks for "
-        "it), and read a micro-batch's snapshot ranges while Spark starts their tasks.",
+        "it; with images=packed, one that fills is followed by the next, two ahead at most), and read a "
+        "micro-batch's snapshot ranges while Spark starts their tasks.",
     ),
     SourceOption(
         "reader.gc.threshold",

@@ -7,15 +7,17 @@ options (:func:`session_of`) -- the instance, where its stream stands, the micro
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
 from canal.config import InstanceConfig, SnapshotMode
 from canal.instance import Instance
+from canal.lake.typed_layout import load_conversions
 from canal.log import destination_logger
 from canal.spark.changes import Offset, canonical, cursor_of, has_position
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, read_ahead
@@ -46,7 +48,8 @@ class Session:
         self.prefetch_stop = threading.Event()  # set: the prefetcher ends its batch with what it has taken
         self.prefetch_rows = 0  # change rows the running prefetch holds so far
         self.prefetch_progress = threading.Condition()  # notified when prefetch_rows grows
-        self.prefetched: tuple[str, Prepared] | None = None  # (canonical start, the batch prepared for it)
+        # the batches prepared ahead, in stream order: (canonical start, the batch prepared for it); two at most
+        self.ready: list[tuple[str, Prepared]] = []
         self.carry: list[Any] = []  # entries of an instance batch a read cap cut off: the next batch's first
         self.carry_id: int | None = None  # that instance batch's id
         self.initial: tuple[Offset, dict[str, Any] | None] | None = None  # executor snapshot: where a new query starts
@@ -84,14 +87,73 @@ class Session:
             stop.set()
             thread.join(wait_s)
 
-    def let_prefetch_fill(self, quiet_s: float, most_s: float) -> None:
-        """Wait while the batch being prepared in the background still grows -- until it ends by itself (a cap, its
-        bytes), nothing new came for ``quiet_s`` (the reader caught up with the server), or ``most_s`` passed."""
+    def start_prefetch(
+        self,
+        start: Offset,
+        prepare: Callable[[Offset, threading.Event], Prepared | None],
+        *,
+        chained: bool,
+        log: logging.Logger | logging.LoggerAdapter[Any],
+    ) -> None:
+        """Run ``prepare(start, stop)`` in a thread -- unless one runs already, or the instance does not stand at
+        ``start`` or at the end of the batches ready after it. ``chained``: a batch that ended by itself (full), not
+        stopped, is followed by the next, while fewer than :data:`READY_MOST` are ready."""
+        with self.lock:
+            if self.prefetcher is not None and self.prefetcher.is_alive():
+                return  # preparing the batches after those ready
+            at = start
+            for key, ready in self.ready:
+                if key == canonical(at):
+                    at = ready.end
+            if self.pos is None or canonical(self.pos) != canonical(at):
+                return
+            stop = threading.Event()
+            self.prefetch_rows = 0
+
+        def run() -> None:
+            nonlocal at
+            while True:
+                try:
+                    prepared = prepare(at, stop)
+                except Exception:  # the next read starts over from its own start and reports what is wrong
+                    log.warning("preparing the next batch failed; the next read reopens the instance", exc_info=True)
+                    with self.lock:
+                        self.pos = None
+                    return
+                if prepared is None:
+                    return
+                with self.prefetch_progress, self.lock:
+                    self.ready.append((canonical(at), prepared))
+                    self.prefetch_rows = 0
+                    self.prefetch_progress.notify_all()
+                    go_on = (
+                        chained
+                        and not stop.is_set()
+                        and len(self.ready) < READY_MOST
+                        and self.pos is not None
+                        and canonical(self.pos) == canonical(prepared.end)
+                    )
+                if not go_on:
+                    return
+                at = prepared.end
+
+        self.prefetcher = threading.Thread(target=run, name="canal-spark-prefetch", daemon=True)
+        self.prefetch_stop = stop
+        self.prefetcher.start()
+
+    def let_prefetch_fill(self, start: Offset, quiet_s: float, most_s: float) -> None:
+        """Wait while the batch being prepared in the background for ``start`` still grows -- until it is ready
+        (it ended by itself: a cap, its bytes), nothing new came for ``quiet_s`` (the reader caught up with the
+        server), or ``most_s`` passed."""
         deadline = time.monotonic() + most_s
+        key = canonical(start)
         with self.prefetch_progress:
             seen = self.prefetch_rows
             while (thread := self.prefetcher) is not None and thread.is_alive() and time.monotonic() < deadline:
                 self.prefetch_progress.wait(quiet_s)
+                with self.lock:
+                    if any(at == key for at, _ in self.ready):
+                        return
                 if self.prefetch_rows == seen:
                     return
                 seen = self.prefetch_rows
@@ -105,17 +167,24 @@ class Session:
             self.prefetcher = None
 
     def take_prefetched(self, start: Offset) -> Prepared | None:
-        """The batch prepared in the background for ``start`` (consumed), None if there is none."""
-        prefetched, self.prefetched = self.prefetched, None
-        if prefetched is None or prefetched[0] != canonical(start):
+        """The batch prepared ahead for ``start`` (consumed, with any ready before it), None if there is none;
+        batches ready for other starts are dropped then (the stream moved: they are in the spool)."""
+        key = canonical(start)
+        with self.lock:
+            for index, (at, prepared) in enumerate(self.ready):
+                if at == key:
+                    del self.ready[: index + 1]
+                    return prepared
+            if self.prefetcher is None or not self.prefetcher.is_alive():
+                self.ready.clear()
             return None
-        return prefetched[1]
 
     def open_at(self, start: Offset) -> Instance:
         """(Re)start the instance so that its next entry is the first one after ``start``."""
         self.close()
         # the saved cursor follows the checkpoint (what Spark has durably passed); a failed write fails the start
         instance = Instance.at(self.config, cursor_of(start)) if has_position(start) else Instance(self.config)
+        load_conversions()  # before the parser's thread competes with the import for the interpreter lock
         instance.start()
         meta = instance.meta
         self.instance, self.meta, self.pos, self.outstanding = instance, meta, dict(start), []
@@ -126,7 +195,7 @@ class Session:
         if self.prefetcher is not threading.current_thread():
             self.finish_prefetch()
         instance, meta = self.instance, self.meta
-        self.instance, self.meta, self.pos, self.outstanding, self.prefetched = None, None, None, [], None
+        self.instance, self.meta, self.pos, self.outstanding, self.ready = None, None, None, [], []
         self.carry, self.carry_id = [], None
         del meta  # the instance's own meta: instance.stop() stops it
         if instance is not None:
@@ -136,6 +205,8 @@ class Session:
                 destination_logger(__name__, instance.destination).warning("stopping the instance failed: %s", exc)
 
 
+READY_MOST = 2
+"""Batches prepared ahead, at most (``images=packed``: each up to ``PACKED_BATCH_BYTES`` of Arrow, compressed)."""
 _STOP_READ_AHEAD_S = 10.0  # a stopping source waits this long for a range read ahead to give up (one piece)
 _SESSIONS: dict[str, Session] = {}
 _SESSIONS_LOCK = threading.Lock()

@@ -374,10 +374,15 @@ class CanalStreamReader:
 
     def _batch_after(self, session: Session, start: Offset, *, wait: bool) -> Prepared | None:
         """The batch after ``start``: prepared ahead, spooled (a replay), else prepared now; None if none came."""
-        if self.images == IMAGES_PACKED:  # while behind the server, fill it: Spark's cost is per micro-batch
-            session.let_prefetch_fill(_FILL_QUIET_S, _FILL_MOST_S)
-        session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
-        prepared = session.take_prefetched(start)
+        prepared = session.take_prefetched(start)  # prepared ahead: the prefetch goes on with the next, if packed
+        last = session.prefetch_rows == 0 and self._target_read(session.instance)  # AvailableNow: nothing to fill
+        if prepared is None and self.images == IMAGES_PACKED and not last:
+            # while behind the server, let it fill: Spark's cost is per micro-batch
+            session.let_prefetch_fill(start, _FILL_QUIET_S, _FILL_MOST_S)
+            prepared = session.take_prefetched(start)
+        if prepared is None:
+            session.finish_prefetch()  # a batch being prepared for this start lands in the spool first
+            prepared = session.take_prefetched(start)
         if prepared is None:
             spooled = self.spool.read(start)
             if spooled is not None:
@@ -430,14 +435,17 @@ class CanalStreamReader:
                 else:
                     # take() keeps max.entries; at least one more entry while none placed a cursor yet
                     size = max(1, min(self.batch_size, self.max_entries - cut.taken))
+                    at_target = self._target_read(instance)  # asked first: the get below then has all up to it
                     msg = instance.get_without_ack(size, None)  # what is there now
                     if msg.id == EMPTY_MESSAGE_ID and not cut.count and not waited:
                         # nothing yet: wait up to read.timeout for a batch, then take what came -- or, once entries
-                        # came, until the stream has been quiet for LINGER_S (a caught-up parser adds nothing more)
+                        # came, until the stream has been quiet for LINGER_S (a caught-up parser adds nothing more);
+                        # an AvailableNow run whose parser has read to its target has nothing more to wait for
                         waited = True
-                        msg = instance.get_without_ack(size, self.read_timeout, linger=LINGER_S)
-                        if msg.id == EMPTY_MESSAGE_ID and self.target is not None:
-                            msg = self._await_target(instance, size, self.target)
+                        if not at_target:
+                            msg = instance.get_without_ack(size, self.read_timeout, linger=LINGER_S)
+                            if msg.id == EMPTY_MESSAGE_ID and self.target is not None:
+                                msg = self._await_target(instance, size, self.target)
                     mid, pending = msg.id, list(msg.entries)
                 if pending:
                     assert mid is not None
@@ -468,6 +476,12 @@ class CanalStreamReader:
         cut.publish(end)
         self._ack_spooled(session, start)
         return Prepared(cut.chunks, end)
+
+    def _target_read(self, instance: Instance | None) -> bool:
+        """Trigger.AvailableNow: whether the parser has read to the target, so that every entry up to it is in the
+        instance's store (or was taken from it) and none is still to come."""
+        reached = None if self.target is None or instance is None else _read_position(instance)
+        return reached is not None and self.target is not None and _at_or_past(reached, self.target)
 
     def _await_target(self, instance: Instance, size: int, target: EntryPosition) -> Message:
         """Trigger.AvailableNow ends at the first empty micro-batch, so an empty wait is not the end while data
@@ -534,35 +548,20 @@ class CanalStreamReader:
     def _prefetch(self, session: Session, start: Offset) -> None:
         """Prepare the batch after ``start`` in a thread while Spark runs the current one (``prefetch`` option).
 
-        Only when the instance stands at ``start``. The thread takes entries as the instance decodes them until the
-        next read stops it (:meth:`_prepare` with ``until``). The prepared batch is spooled like any other, so
-        whether or not it is asked for, a read of ``start`` -- in this process or after a restart -- returns exactly
-        it.
+        Only when the instance stands at ``start`` (or at the end of the batches prepared ahead of it). The thread
+        takes entries as the instance decodes them until the next read stops it (:meth:`_prepare` with ``until``);
+        with ``images=packed`` a batch that fills (``PACKED_BATCH_BYTES``) is followed by the next, two ahead at most
+        (:meth:`Session.start_prefetch`). A prepared batch is spooled like any other, so whether or not it is asked
+        for, a read of its start -- in this process or after a restart -- returns exactly it.
         """
         if not self.prefetch or session.instance is None or session.pos is None:
             return
-        if canonical(session.pos) != canonical(start):
-            return
-
-        stop = threading.Event()
-        session.prefetch_rows = 0
-
-        def prepare() -> None:
-            try:
-                prepared = self._prepare(session, start, wait=False, until=stop)
-            except Exception:  # the next read starts over from its own start and reports what is wrong
-                destination_logger(__name__, self.destination).warning(
-                    "preparing the next batch failed; the next read reopens the instance", exc_info=True
-                )
-                with session.lock:
-                    session.pos = None
-                return
-            if prepared is not None:
-                session.prefetched = (canonical(start), prepared)
-
-        session.prefetcher = threading.Thread(target=prepare, name="canal-spark-prefetch", daemon=True)
-        session.prefetch_stop = stop
-        session.prefetcher.start()
+        session.start_prefetch(
+            start,
+            lambda at, stop: self._prepare(session, at, wait=False, until=stop),
+            chained=self.images == IMAGES_PACKED,
+            log=destination_logger(__name__, self.destination),
+        )
 
     # -- executor snapshot partitions (option snapshot.partitions; see canal.spark.chunks) ---------------------------
 
