@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -478,6 +480,80 @@ def test_trigger_available_now_waits_for_the_parser_to_read_up_to_the_target(mar
         close_sessions()
     assert ids == [str(i) for i in range(30)]
     conn.close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("images", ["json", "packed"])
+def test_trigger_available_now_ends_only_after_a_running_snapshot(mariadb: Any, tmp_path: Path, images: str) -> None:
+    """A first start in snapshot mode ``initial`` of tables ``a`` and ``b``, with ``b`` locked by another session:
+    the snapshot hands over ``a``'s rows, then waits on ``b``. Nothing is written after the AvailableNow target, so
+    the parser stands at it and the store is empty -- but the run ends at its first empty read, and that read must not
+    come while a snapshot runs: the reads wait until ``b`` is unlocked, and every row comes. Driven through the reader
+    as Spark drives it, without Spark."""
+    import pyarrow.compute as pc
+
+    from canal.spark.changes import INITIAL_OFFSET
+    from canal.spark.source import CanalStreamReader, close_sessions
+
+    conn, locker = mariadb.connect(), mariadb.connect()
+    db = mariadb.database
+    with conn.cursor() as cur:
+        for table in ("a", "b"):
+            cur.execute(f"CREATE TABLE `{db}`.{table} (id INT PRIMARY KEY, x INT)")
+            cur.execute(f"INSERT INTO `{db}`.{table} SELECT seq, seq FROM seq_1_to_100")
+    with locker.cursor() as cur:
+        cur.execute(f"LOCK TABLES `{db}`.b WRITE")
+    options = _source_options(mariadb, master_position(conn), tmp_path, **{"pycanal.snapshot.mode": "initial"})
+    del options["master.journal.name"], options["master.position"]  # a first start: the snapshot is due
+    options.update({"pycanal.snapshot.chunk.rows": "10", "images": images, "read.timeout": "0.2"})
+    reader = CanalStreamReader(options)
+    counted: list[int] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        offset = dict(INITIAL_OFFSET)
+        try:
+            while True:
+                batches, end = reader.read(offset)
+                if end == offset:
+                    return
+                # json: a row per change; packed: a row per packed batch, which counts its change rows
+                for batch in batches:
+                    counted.append(batch.num_rows if images == "json" else pc.sum(batch.column("rows")).as_py())
+                reader.commit(end)
+                offset = end
+        except BaseException as exc:  # the test's thread reports it below
+            failed.append(exc)
+
+    try:
+        reader.prepareForTriggerAvailableNow()
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not _waits_for_lock(conn, "b"):  # the snapshot reached b (a's rows handed over)
+            ended = f"the run ended before the snapshot reached b ({sum(counted)} rows), or failed: {failed}"
+            assert not failed and thread.is_alive() and time.monotonic() < deadline, ended
+        thread.join(3.0)  # an empty read now would end the run, with a's rows only
+        assert thread.is_alive() and sum(counted) <= 100 and not failed
+        with locker.cursor() as cur:
+            cur.execute("UNLOCK TABLES")
+        thread.join(120)
+        assert not failed and not thread.is_alive() and sum(counted) == 200
+    finally:
+        locker.close()
+        close_sessions()
+    conn.close()
+
+
+def _waits_for_lock(conn: Any, table: str) -> bool:
+    """Whether a session's query naming `` `table` `` waits for its metadata lock (another session locked it)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE %s AND INFO LIKE %s",
+            ("%metadata lock%", f"%`{table}`%"),
+        )
+        (count,) = cur.fetchone()
+    return bool(count)
 
 
 @pytest.mark.integration

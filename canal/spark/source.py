@@ -439,13 +439,12 @@ class CanalStreamReader:
                     msg = instance.get_without_ack(size, None)  # what is there now
                     if msg.id == EMPTY_MESSAGE_ID and not cut.count and not waited:
                         # nothing yet: wait up to read.timeout for a batch, then take what came -- or, once entries
-                        # came, until the stream has been quiet for LINGER_S (a caught-up parser adds nothing more);
-                        # an AvailableNow run whose parser has read to its target has nothing more to wait for
+                        # came, until the stream has been quiet for LINGER_S (a caught-up parser adds nothing more)
                         waited = True
-                        if not at_target:
+                        if not at_target:  # AvailableNow with all up to its target in the store: nothing to wait for
                             msg = instance.get_without_ack(size, self.read_timeout, linger=LINGER_S)
                             if msg.id == EMPTY_MESSAGE_ID and self.target is not None:
-                                msg = self._await_target(instance, size, self.target)
+                                msg = self._await_target(instance, size)
                     mid, pending = msg.id, list(msg.entries)
                 if pending:
                     assert mid is not None
@@ -478,12 +477,14 @@ class CanalStreamReader:
         return Prepared(cut.chunks, end)
 
     def _target_read(self, instance: Instance | None) -> bool:
-        """Trigger.AvailableNow: whether the parser has read to the target, so that every entry up to it is in the
-        instance's store (or was taken from it) and none is still to come."""
-        reached = None if self.target is None or instance is None else _read_position(instance)
-        return reached is not None and self.target is not None and _at_or_past(reached, self.target)
+        """Trigger.AvailableNow: whether all up to the target is in the instance's store (or was taken from it) and
+        none is still to come -- no snapshot runs (its next chunk may be on its way) and the parser read that far."""
+        if self.target is None or instance is None or _snapshot_running(instance):
+            return False
+        reached = _read_position(instance)
+        return reached is not None and _at_or_past(reached, self.target)
 
-    def _await_target(self, instance: Instance, size: int, target: EntryPosition) -> Message:
+    def _await_target(self, instance: Instance, size: int) -> Message:
         """Trigger.AvailableNow ends at the first empty micro-batch, so an empty wait is not the end while data
         available now is still on its way: a snapshot's rows (however long its next chunk takes), and the binlog up to
         the target while the parser has not read that far (a loaded machine decodes slower than ``read.timeout``).
@@ -495,14 +496,14 @@ class CanalStreamReader:
         while True:
             if _snapshot_running(instance):
                 since = time.monotonic()
-            elif reached is not None and _at_or_past(reached, target):
+            elif self._target_read(instance):
                 return instance.get_without_ack(size, None)  # read that far: what is handed off is in the store
             elif time.monotonic() - since >= patience or not _parser_running(instance):
                 destination_logger(__name__, self.destination).warning(
                     "Trigger.AvailableNow: the parser has read to %s, short of the target %s, and has read nothing "
                     "for %.1f s: the run ends here and the next one goes on from its offset",
                     reached,
-                    target,
+                    self.target,
                     time.monotonic() - since,
                 )
                 return instance.get_without_ack(size, None)
