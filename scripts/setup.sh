@@ -103,5 +103,6 @@ fi
 .venv/bin/python -m compileall -q -j 0 canal > /dev/null  # the project's own, as it is now
 # pyspark's zip, which Spark puts first on every Python worker's path and whose modules no import can cache: each
 # worker (the data source planners, the streaming source's runner, the daemon) compiled pyspark again, 1.7 s of CPU
-# against 0.6 with the bytecode beside the sources (canal.spark.zip_bytecode; a zip that holds it is left alone)
+# against 0.6 with the bytecode beside the sources; and pyspark's test suites out of it, which each new worker's first
+# task rereads the directory entries of (canal.spark.zip_bytecode; a zip already written so is left alone)
 .venv/bin/python -m canal.spark.zip_bytecode > /dev/null || log "pyspark's zips keep their sources only"

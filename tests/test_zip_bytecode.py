@@ -1,5 +1,6 @@
 """``canal.spark.zip_bytecode``: pyspark's zips get each module's bytecode beside its source, which zipimport loads
-without compiling; a zip with bytecode is left alone, and a module that does not compile stays source."""
+without compiling, and lose their test suites; a zip with bytecode and no test suite is left alone, and a module that
+does not compile stays source."""
 
 from __future__ import annotations
 
@@ -41,20 +42,43 @@ def test_modules_load_from_the_bytecode_added_and_the_sources_stay(tmp_path: Pat
             "pkg/mod.py": "VALUE = sum(range(5))\n",
             "pkg/broken.py": "def (:\n",
             "pkg/tests/test_x.py": "VALUE = 1\n",
+            "pkg/tests/data/input.txt": "a test's data",
+            "pkg/testsuite.py": "VALUE = 'not a test directory'\n",
             "pkg/data.txt": "not a module",
         },
     )
     assert _imported_from(archive, "pkg.mod").splitlines()[0].endswith("pkg.zip/pkg/mod.py")  # source: compiled
-    assert add_bytecode(archive) == 2  # pkg/__init__ and pkg/mod; broken does not compile, tests are skipped
+    # pkg/__init__, pkg/mod and pkg/testsuite; broken does not compile, the tests are left out
+    assert add_bytecode(archive) == 3
     with zipfile.ZipFile(archive) as zin:
         names = set(zin.namelist())
         assert zin.read("pkg/data.txt") == b"not a module" and zin.read("pkg/mod.py") == b"VALUE = sum(range(5))\n"
-    assert {"pkg/__init__.pyc", "pkg/mod.pyc"} <= names and "pkg/broken.pyc" not in names
-    assert "pkg/tests/test_x.pyc" not in names
+    assert {"pkg/__init__.pyc", "pkg/mod.pyc", "pkg/testsuite.py", "pkg/testsuite.pyc"} <= names
+    assert "pkg/broken.pyc" not in names and "pkg/broken.py" in names
+    assert not {name for name in names if name.startswith("pkg/tests/")}  # the test suite is gone
     lines = _imported_from(archive, "pkg.mod").splitlines()
     assert lines == [str(archive / "pkg" / "mod.pyc"), "10"]  # loaded from the bytecode, the same module
     before = archive.read_bytes()
     assert add_bytecode(archive) == 0 and archive.read_bytes() == before  # holds bytecode already: left alone
+
+
+def test_a_zip_with_bytecode_and_its_test_suites_is_written_again_without_them(tmp_path: Path) -> None:
+    """A zip an earlier version of the tool gave bytecode and kept the tests of: its test suites cost each new worker
+    a reread of their directory entries (module docstring), so it is written again, its bytecode compiled anew."""
+    archive = _zip(
+        tmp_path / "pkg.zip",
+        {
+            "pkg/__init__.py": "VALUE = 'package'\n",
+            "pkg/__init__.pyc": "stale bytes, not bytecode",
+            "pkg/tests/__init__.py": "",
+            "pkg/tests/test_x.py": "VALUE = 1\n",
+        },
+    )
+    assert add_bytecode(archive) == 1
+    with zipfile.ZipFile(archive) as zin:
+        assert sorted(zin.namelist()) == ["pkg/__init__.py", "pkg/__init__.pyc"]
+    assert _imported_from(archive, "pkg").splitlines() == [str(archive / "pkg" / "__init__.pyc"), "package"]
+    assert add_bytecode(archive) == 0
 
 
 def test_a_failed_rewrite_leaves_the_zip_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,5 +102,6 @@ def test_the_command_the_cluster_guide_gives(tmp_path: Path) -> None:
     first = subprocess.run(command, capture_output=True, text=True, check=True)
     assert first.stdout.splitlines() == ["one.zip: 1 modules compiled", "two.zip: 1 modules compiled"]
     again = subprocess.run(command, capture_output=True, text=True, check=True)
-    assert again.stdout.splitlines() == ["one.zip: holds bytecode already", "two.zip: holds bytecode already"]
+    left = [f"{name}.zip: holds bytecode and no test suite already" for name in ("one", "two")]
+    assert again.stdout.splitlines() == left
     assert _imported_from(zips[1], "two").splitlines() == [str(zips[1] / "two" / "__init__.pyc"), "2"]
