@@ -897,7 +897,13 @@ class _CodeGen:
         names = [f"v{c.index}{suffix}" for c in cols]
         full = [f"v{i}{suffix}" if i in present else "None" for i in range(len(self.cols))]
         tup = "(" + ", ".join(full) + ("," if len(full) == 1 else "") + ")"
-        lines = ["nulls = b[p]; p += 1"] if nb == 1 else [f"nulls = _from_bytes(b[p:p + {nb}], 'little'); p += {nb}"]
+        # the servers set the bitmap's bits past the last column (MySQL's and MariaDB's pack_row start from all ones):
+        # masked off, a row without NULLs takes the fast path below
+        mask = "" if len(cols) % 8 == 0 else f" & {(1 << len(cols)) - 1}"
+        if nb == 1:
+            lines = [f"nulls = b[p]{mask}; p += 1"]
+        else:
+            lines = [f"nulls = _from_bytes(b[p:p + {nb}], 'little'){mask}; p += {nb}"]
         # fast path: no NULL in this image -> runs of fixed-width columns in one struct
         fast = self._runs(cols, names, lambda c: True)
         # with NULLs: NOT NULL fixed-width columns still go in runs, nullable ones test their bit
