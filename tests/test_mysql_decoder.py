@@ -11,10 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canal.parse.mysql.decoder import BinlogColumn, _layout, make_datetime2_reader, make_time2_reader, read_date
+from canal.parse.mysql.decoder import (
+    BinlogColumn,
+    TableDecoder,
+    TableMapInfo,
+    make_datetime2_reader,
+    make_time2_reader,
+    read_date,
+)
 from canal.parse.mysql.json_binary import read_mysql_json
 from canal.parse.mysql.packed_decimal import decimal_size, make_decimal_reader
-from canal.protocol import TableSchema
 
 
 def _pack_decimal(text: str, precision: int, scale: int) -> bytes:
@@ -164,8 +170,8 @@ def test_rows_read_the_same_whatever_bits_the_null_bitmap_holds_past_its_columns
     """MySQL and MariaDB set the bitmap's bits past the last column (pack_row starts from all ones); the decoder
     masks them off so that a row without NULLs takes the fast path (its runs of fixed-width columns read in one
     unpack), and a NULL in the last column is still read as NULL."""
-    make = _layout(_IMAGE_COLUMNS).gen.rows_function("w", [0, 1, 2, 3], None)
-    decode = make(TableSchema("s", "t", ()))
+    table = TableDecoder(TableMapInfo(1, "s", "t", _IMAGE_COLUMNS, has_names=True))
+    decode = table.decoder("w", bytes([0b1111]))  # every column in the image
     body = b"".join(_image(row, padding) for row in rows)
     decoded = decode(body, 0, len(body))
     assert decoded.before is None

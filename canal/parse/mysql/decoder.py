@@ -900,10 +900,8 @@ class _CodeGen:
         # the servers set the bitmap's bits past the last column (MySQL's and MariaDB's pack_row start from all ones):
         # masked off, a row without NULLs takes the fast path below
         mask = "" if len(cols) % 8 == 0 else f" & {(1 << len(cols)) - 1}"
-        if nb == 1:
-            lines = [f"nulls = b[p]{mask}; p += 1"]
-        else:
-            lines = [f"nulls = _from_bytes(b[p:p + {nb}], 'little'){mask}; p += {nb}"]
+        bitmap = "b[p]" if nb == 1 else f"_from_bytes(b[p:p + {nb}], 'little')"
+        lines = [f"nulls = {bitmap}{mask}; p += {nb}"]
         # fast path: no NULL in this image -> runs of fixed-width columns in one struct
         fast = self._runs(cols, names, lambda c: True)
         # with NULLs: NOT NULL fixed-width columns still go in runs, nullable ones test their bit
