@@ -32,6 +32,7 @@ from canal.parse.log_position import (
     MetaLogPositionManager,
 )
 from canal.parse.parser import EventParser, SourceFactory
+from canal.parse.source import RowsForm
 from canal.parse.sources import source_factory as default_source_factory
 from canal.position import LogPosition
 from canal.schema.history import SchemaHistory
@@ -110,6 +111,7 @@ class ParserGroup:
         self.members = tuple(members)
         self.group_sink = GroupSink(downstream, len(self.members), heartbeat_clock=lambda: int(time.time() * 1000))
         self.parsers: list[EventParser] = []
+        self.rows_form = RowsForm()  # one form for every member's dumps
         for index, master in enumerate(self.members):
             slave_id = None if config.slave_id is None else config.slave_id + index
             member_config = attrs.evolve(config, master=master, standby=None, slave_id=slave_id)
@@ -129,6 +131,7 @@ class ParserGroup:
                     schema_history=history,
                 )
             )
+            self.parsers[-1].rows_form = self.rows_form
 
     def start(self) -> None:
         self.group_sink.reset()

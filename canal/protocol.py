@@ -487,6 +487,93 @@ def _frozen(images: Sequence[tuple[Any, ...] | None] | None) -> tuple[tuple[Any,
 
 
 @attrs.frozen(slots=True)
+class ColumnForm:
+    """What a column of a :class:`ColumnarRows` holds: ``"value"`` -- the object decoder's values; ``"utf8"`` /
+    ``"latin1"`` -- the text's bytes in that charset; ``"datetime2"`` -- a DATETIME2's packed integer (``fsp``);
+    ``"decimal"`` -- a DECIMAL(``precision``, ``scale``)'s packed bytes. ``to_object`` reads one raw cell as the
+    object decoder does (None for ``"value"``); None cells are NULLs in every form."""
+
+    kind: str
+    fsp: int = 0
+    precision: int = 0
+    scale: int = 0
+    to_object: Callable[[Any], Any] | None = attrs.field(default=None, eq=False, repr=False)
+
+
+_Images = Sequence[tuple[Any, ...] | None] | None
+
+RawImage = tuple[tuple[Any, ...] | None, ...]
+"""One side's cells of a rows event: per column of the table, the tuple of its cells (one per row), or None for a
+column the image leaves out."""
+
+
+class ColumnarRows(Rows):
+    """The rows of one rows event as columns (``columns_before`` / ``columns_after``: a :data:`RawImage` or None for
+    a side the event has not), each column in its :class:`ColumnForm` (``forms``). ``before`` and ``after`` are the
+    object decoder's image tuples, made on first use."""
+
+    __slots__ = ("_images", "_n", "columns_after", "columns_before", "forms")
+
+    def __init__(
+        self,
+        table: TableSchema,
+        columns_before: RawImage | None,
+        columns_after: RawImage | None,
+        forms: tuple[ColumnForm, ...],
+        n: int,
+    ) -> None:
+        self.table = table
+        self.columns_before = columns_before
+        self.columns_after = columns_after
+        self.forms = forms
+        self._n = n
+        self._images: tuple[_Images, _Images] | None = None
+
+    def _made(self) -> tuple[_Images, _Images]:
+        images = self._images
+        if images is None:
+            images = self._images = (self._tuples(self.columns_before), self._tuples(self.columns_after))
+        return images
+
+    def _tuples(self, image: RawImage | None) -> _Images:
+        if image is None:
+            return None
+        n = self._n
+        cells = [
+            repeat(None, n) if col is None else col if form.to_object is None else objects(form, col)
+            for col, form in zip(image, self.forms, strict=True)
+        ]
+        return list(zip(*cells, strict=True))
+
+    @property
+    def before(self) -> Sequence[tuple[Any, ...] | None] | None:
+        return self._made()[0]
+
+    @before.setter
+    def before(self, value: Any) -> None:
+        raise AttributeError("ColumnarRows are immutable")
+
+    @property
+    def after(self) -> Sequence[tuple[Any, ...] | None] | None:
+        return self._made()[1]
+
+    @after.setter
+    def after(self, value: Any) -> None:
+        raise AttributeError("ColumnarRows are immutable")
+
+    def __len__(self) -> int:
+        return self._n
+
+
+def objects(form: ColumnForm, cells: Sequence[Any]) -> list[Any]:
+    """``cells`` of a column in ``form`` as the object decoder's values."""
+    read = form.to_object
+    if read is None:
+        return list(cells)
+    return [None if v is None else read(v) for v in cells]
+
+
+@attrs.frozen(slots=True)
 class Header:
     """canal's ``Header``: where an entry came from and what it is about."""
 

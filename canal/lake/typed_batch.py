@@ -37,7 +37,7 @@ import attrs
 from canal.lake.typed_layout import CellError, Layout, layout_of
 from canal.lake.types import ZeroDates
 from canal.parse.xa import XA_PREPARE_TYPE
-from canal.protocol import Entry, EntryType, Rows
+from canal.protocol import ColumnarRows, ColumnForm, Entry, EntryType, Rows
 
 SEQ_BITS = 32
 """``seq = batch << SEQ_BITS | index``: at most 2**32 rows per batch."""
@@ -145,7 +145,11 @@ _ENTRY_FIELDS: Final = (
 
 class _Collector:
     """The growing columns of one batch: entry-level fields once per entry (a tuple an entry, transposed and spread
-    over its rows at the end), the images per layout, ``key_changed`` per row."""
+    over its rows at the end), the images per layout, ``key_changed`` per row.
+
+    A layout whose rows all come as whole columns (:class:`~canal.protocol.ColumnarRows` of one form, every column
+    in their images) keeps them as they are, in ``columnar``, and its images are typed from them; the first rows of
+    it that do not (tuples, a partial image) turn what it kept into tuples."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[Any, ...]] = []  # per entry, its values in _ENTRY_FIELDS' order
@@ -156,6 +160,9 @@ class _Collector:
         self.where: dict[str, str] = {}  # a table of each layout, to name in errors
         self.layouts: dict[str, Layout] = {}
         self.tables: set[tuple[str, str, str]] = set()  # (schema, table, layout id) of the row changes
+        self.columnar: dict[str, list[ColumnarRows]] = {}
+        self.forms: dict[str, tuple[ColumnForm, ...]] = {}
+        self.counts_of: dict[str, int] = {}  # rows of each layout so far
 
     def entry(
         self,
@@ -205,22 +212,77 @@ class _Collector:
         rc = entry.row_change
         assert rc is not None
         layout = layout_of(rows.table)
+        key = layout.id
         n = len(rows)
+        forms = rows.forms if isinstance(rows, ColumnarRows) and _whole(rows) else None
+        if key not in self.layouts:
+            self.layouts[key] = layout
+            self.where[key] = rows.table.full_name
+            self.counts_of[key] = 0
+            if forms is not None:
+                self.columnar[key] = []
+                self.forms[key] = forms
+            else:
+                self.before[key], self.after[key] = [], []
+        elif key in self.columnar and forms != self.forms[key]:
+            self._to_tuples(key)
+        self.tables.add((entry.header.schema, entry.header.table, key))
+        self.entry(entry, entry.header.schema, rc.event_type.name, False, None, n, key, self.counts_of[key])
+        self.counts_of[key] += n
+        if key in self.columnar:
+            assert isinstance(rows, ColumnarRows)
+            self.columnar[key].append(rows)
+            before, after = rows.columns_before, rows.columns_after
+            changed = (
+                None
+                if before is None or after is None
+                else layout.keys_changed_columns(rows.forms, before, after, n, self.where[key])
+            )
+            if changed is not None:
+                self.key_changed.extend(changed)
+                return
+            if before is None or after is None:  # an INSERT or a DELETE moves no key
+                self.key_changed.extend([False] * n)
+                return
         nones: list[tuple[Any, ...] | None] = [None] * n
         befores = nones if rows.before is None else list(rows.before)
         afters = nones if rows.after is None else list(rows.after)
-        before = self.before.setdefault(layout.id, [])
-        self.after.setdefault(layout.id, [])
-        self.layouts[layout.id] = layout
-        self.where.setdefault(layout.id, rows.table.full_name)
-        self.tables.add((entry.header.schema, entry.header.table, layout.id))
-        self.entry(entry, entry.header.schema, rc.event_type.name, False, None, n, layout.id, len(before))
-        before.extend(befores)
-        self.after[layout.id].extend(afters)
+        if key not in self.columnar:
+            self.before[key].extend(befores)
+            self.after[key].extend(afters)
         if rows.before is None or rows.after is None:  # an INSERT or a DELETE moves no key
             self.key_changed.extend([False] * n)
         else:
             self.key_changed.extend(layout.keys_changed(befores, afters))
+
+    def _to_tuples(self, key: str) -> None:
+        before: list[tuple[Any, ...] | None] = []
+        after: list[tuple[Any, ...] | None] = []
+        for rows in self.columnar.pop(key):
+            n = len(rows)
+            before.extend([None] * n if rows.before is None else rows.before)
+            after.extend([None] * n if rows.after is None else rows.after)
+        self.before[key], self.after[key] = before, after
+        del self.forms[key]
+
+    def typed(
+        self, key: str, zero_dates: ZeroDates, found: list[CellError] | None, before_keys_only: bool
+    ) -> tuple[Any, Any]:
+        """The typed before and after images of layout ``key``."""
+        layout, where = self.layouts[key], self.where[key]
+        kept = self.columnar.get(key)
+        if kept is None:
+            before = layout.typed_image(self.before[key], where, zero_dates, found, "before", before_keys_only)
+            return before, layout.typed_image(self.after[key], where, zero_dates, found, "after")
+        forms = self.forms[key]
+        sides = [[(len(r), r.columns_before) for r in kept], [(len(r), r.columns_after) for r in kept]]
+        before = layout.typed_columns(forms, sides[0], where, zero_dates, found, "before", before_keys_only)
+        return before, layout.typed_columns(forms, sides[1], where, zero_dates, found, "after")
+
+
+def _whole(rows: ColumnarRows) -> bool:
+    """Every column in each image the rows have (binlog_row_image=FULL): the images are columns of the layout."""
+    return all(image is None or None not in image for image in (rows.columns_before, rows.columns_after))
 
 
 def _is_xa_end(entry: Entry) -> bool:
@@ -263,11 +325,9 @@ def entries_to_typed(
 
     images: dict[str, Any] = {}
     errors: dict[str, tuple[CellError, ...]] = {}
-    for key, layout in out.layouts.items():
-        where = out.where[key]
+    for key in out.layouts:
         found: list[CellError] | None = [] if collect_errors else None
-        before = layout.typed_image(out.before[key], where, zero_dates, found, "before", before_keys_only)
-        after = layout.typed_image(out.after[key], where, zero_dates, found, "after")
+        before, after = out.typed(key, zero_dates, found, before_keys_only)
         images[key] = pa.RecordBatch.from_arrays([before, after], names=["before", "after"])
         if found:
             errors[key] = tuple(found)

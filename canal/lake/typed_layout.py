@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter, ne
 from typing import Any, Final, Generic, TypeVar
 
@@ -24,8 +24,9 @@ import attrs
 
 from canal.lake.cell_text import server_text
 from canal.lake.key_identity import key_value
+from canal.lake.typed_columns import raw_array
 from canal.lake.types import MirrorTypeError, ZeroDates, arrow_type, typed_array
-from canal.protocol import ColumnMeta, TableSchema, render_text
+from canal.protocol import ColumnForm, ColumnMeta, RawImage, TableSchema, objects, render_text
 from canal.sql import read_column_type
 from canal.sql.types import stored_type
 
@@ -211,6 +212,95 @@ class Layout:
         arrays = [part[0] if len(part) == 1 else pa.concat_arrays(part) for part in parts]
         mask = pa.array([image is None for image in images], pa.bool_()) if missing else None
         return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
+
+    def typed_columns(
+        self,
+        forms: Sequence[ColumnForm],
+        segments: Sequence[tuple[int, RawImage | None]],
+        where: str,
+        zero_dates: ZeroDates,
+        errors: list[CellError] | None = None,
+        side: str = "after",
+        keys_only: bool = False,
+    ) -> Any:
+        """:meth:`typed_image` of the images of columnar rows events (:class:`~canal.protocol.ColumnarRows`):
+        ``segments`` holds each event's row count and its raw columns of this side (every column there; None: the
+        event has no such images), ``forms`` their forms. The same array, value for value and error for error."""
+        import pyarrow as pa
+
+        width = len(self.columns)
+        chosen = self.key_indexes if keys_only and self.key_indexes else range(width)
+        fields = [self.image_type.field(index) for index in chosen]
+        total = sum(n for n, _image in segments)
+        missing = any(image is None for _n, image in segments)
+        if all(image is None for _n, image in segments):
+            return pa.nulls(total, pa.struct(fields))
+        arrays = []
+        for index in chosen:
+            one = segments[0][1] if len(segments) == 1 else None
+            cells: Sequence[Any] = (
+                one[index] or ()
+                if one is not None
+                else list(chain.from_iterable(repeat(None, n) if im is None else im[index] or () for n, im in segments))
+            )
+            found: list[tuple[int, str]] | None = None if errors is None else []
+            arrays.append(self._typed_raw(index, forms[index], cells, where, zero_dates, found))
+            if errors is not None and found:
+                errors.extend(CellError(side, row, index, message) for row, message in found)
+        mask = None
+        if missing:
+            mask = pa.array(list(chain.from_iterable(repeat(image is None, n) for n, image in segments)), pa.bool_())
+        return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
+
+    def _typed_raw(
+        self,
+        index: int,
+        form: ColumnForm,
+        cells: Sequence[Any],
+        where: str,
+        zero_dates: ZeroDates,
+        found: list[tuple[int, str]] | None,
+    ) -> Any:
+        builder = self._builders[index]
+        if form.to_object is None:
+            return _typed(builder, cells, where, zero_dates, found)
+        fast = raw_array(form, builder.target, cells)
+        if fast is not None:
+            return fast
+        try:
+            values = objects(form, cells)
+        except (ValueError, UnicodeError) as exc:  # bytes the object decoder refuses at parse time: corrupt
+            raise TypedChangeError(f"{where} column {builder.name!r}: {exc}") from None
+        return _typed(builder, values, where, zero_dates, found)
+
+    def keys_changed_columns(
+        self, forms: Sequence[ColumnForm], before: RawImage, after: RawImage, n: int, where: str
+    ) -> list[bool] | None:
+        """:meth:`keys_changed` of an update's raw columns; None when an image leaves a key column out (the caller
+        then compares the images). A key cell the object decoder refuses is a :class:`TypedChangeError`."""
+        if not self.key_indexes:
+            return [False] * n
+        if any(before[i] is None or after[i] is None for i in self.key_indexes):
+            return None
+        try:
+            old = [objects(forms[i], before[i] or ()) for i in self.key_indexes]
+            new = [objects(forms[i], after[i] or ()) for i in self.key_indexes]
+        except (ValueError, UnicodeError) as exc:  # bytes the object decoder refuses at parse time: corrupt
+            raise TypedChangeError(f"{where} primary key: {exc}") from None
+        if _PLAIN_KEYS.issuperset(map(type, chain.from_iterable(old + new))):
+            if len(old) == 1:
+                return list(map(ne, old[0], new[0]))
+            return list(map(ne, zip(*old, strict=True), zip(*new, strict=True)))
+        width = len(self.columns)
+
+        def image(keys: tuple[Any, ...]) -> tuple[Any, ...]:
+            cells: list[Any] = [None] * width
+            for i, v in zip(self.key_indexes, keys, strict=True):
+                cells[i] = v
+            return tuple(cells)
+
+        pairs = zip(zip(*old, strict=True), zip(*new, strict=True), strict=True)
+        return [self.key_changed(image(b), image(a)) for b, a in pairs]
 
 
 def _typed(

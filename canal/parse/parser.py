@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import attrs
+
 from canal.config import InstanceConfig, MasterConfig
 from canal.errors import (
     BinlogPurgedError,
@@ -41,7 +43,7 @@ from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionB
 from canal.parse.events import BinlogEvent, HeartbeatEvent, QueryEvent, RotateEvent, RowsEvent
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.schema_tracking import SchemaTracker
-from canal.parse.source import BinlogSource, SchemaReader
+from canal.parse.source import BinlogSource, RowsForm, SchemaReader
 from canal.parse.start_position import (
     StartPosition,
     align_to_transaction,
@@ -98,6 +100,7 @@ class EventParser(StartStopContext):
         self.sink = sink
         self.log_position_manager = log_position_manager
         self.on_error = on_error
+        self.rows_form = RowsForm()  # how the dumps decode row images (Instance.decode_rows_by_column)
         self._log = destination_logger(__name__, destination)
         self._schemas = None if schema_history is None else SchemaTracker(schema_history, self._log)
         self._retry = RetryState(config.retry, rng or random.Random())
@@ -418,6 +421,7 @@ class EventParser(StartStopContext):
             marks = None if merge is None else merge.watermark_table
             self._last_read = clock()
             self._dumping = True
+            request = attrs.evolve(request, rows_form=self.rows_form)
             for event in source.dump(request):
                 self._last_read = clock()
                 if schemas is not None and event.__class__ is QueryEvent:

@@ -18,6 +18,16 @@ from canal.schema import SchemaCatalog
 from canal.schema.history import ColumnSource
 
 
+@attrs.define(slots=True)
+class RowsForm:
+    """How a dump decodes row images, read at each rows event so a consumer may change it while the dump runs:
+    ``columnar`` -- column by column (:mod:`canal.parse.mysql.columnar`), for a consumer that builds typed columns;
+    else tuples of values. Either form is the same :class:`~canal.protocol.Rows` to its readers. Sources that do not
+    decode binlog bytes (the fake binlog) ignore it."""
+
+    columnar: bool = False
+
+
 @attrs.frozen(slots=True)
 class BinlogFile:
     """One file of ``SHOW BINARY LOGS``."""
@@ -46,7 +56,7 @@ class DumpRequest:
     :class:`~canal.parse.events.IgnoredEvent` (the binlog type code, offsets, timestamp and server id unchanged), so
     the stream keeps one event per binlog event and contiguous offsets; every other event is exactly as with
     ``decode_rows=True``. A source may ignore the flag and decode anyway, so such a reader must skip row events and
-    table maps whichever form they take.
+    table maps whichever form they take. ``rows_form``: how row images are decoded (:class:`RowsForm`).
     """
 
     journal_name: str | None = None
@@ -56,6 +66,7 @@ class DumpRequest:
     heartbeat_period_s: float = 1.0
     decode_rows: bool = True
     schema: ColumnSource | None = attrs.field(default=None, eq=False, repr=False)
+    rows_form: RowsForm = attrs.field(factory=RowsForm, eq=False, repr=False)
 
 
 @runtime_checkable

@@ -305,6 +305,8 @@ def run_batches(
     stats = RunStats()
     # a DeltaMirror without Spark takes typed batches: no JSON text between the decoder and its tables
     typed_to = fn if spark is None and isinstance(fn, DeltaMirror) else None
+    if typed_to is not None:
+        instance.decode_rows_by_column()  # the rows become typed columns: decoded column by column, half the cost
     puller = _Puller(instance, batch_size, timeout, linger=linger)
     journal_file = None if journal is None else _JournalFile(journal)
     record = _Journal() if journal_file is None else journal_file.read()

@@ -179,12 +179,14 @@ class Session:
                 self.ready.clear()
             return None
 
-    def open_at(self, start: Offset) -> Instance:
-        """(Re)start the instance so that its next entry is the first one after ``start``."""
+    def open_at(self, start: Offset, typed: bool = False) -> Instance:
+        """(Re)start the instance so that its next entry is the first one after ``start``; ``typed``: the reader
+        builds typed columns of its rows (packed or variant images), which it decodes column by column then."""
         self.close()
         # the saved cursor follows the checkpoint (what Spark has durably passed); a failed write fails the start
         instance = Instance.at(self.config, cursor_of(start)) if has_position(start) else Instance(self.config)
         load_conversions()  # before the parser's thread competes with the import for the interpreter lock
+        instance.decode_rows_by_column(typed)
         instance.start()
         meta = instance.meta
         self.instance, self.meta, self.pos, self.outstanding = instance, meta, dict(start), []

@@ -67,6 +67,7 @@ from canal.parse.mysql.decoder import (
 from canal.parse.mysql.event_types import COMPRESSED_ROWS, HEARTBEATS, IGNORED, REFUSED, ROWS_KINDS
 from canal.parse.mysql.gtid_events import mariadb_gtid_list, mysql_gtid, mysql_tagged_gtid
 from canal.parse.mysql.packets import event_name, read_lenenc
+from canal.parse.source import RowsForm
 from canal.parse.xa import mariadb_gtid_xid
 from canal.position import EntryPosition
 from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn, SchemaHistory
@@ -126,8 +127,10 @@ class EventDecoder:
         verify_checksum: bool = False,
         schema_lookup: ColumnSource | None = None,
         decode_rows: bool = True,
+        rows_form: RowsForm | None = None,
     ) -> None:
         self.log_file = log_file
+        self.rows_form = rows_form if rows_form is not None else RowsForm()
         self.position = 4
         self.checksum = checksum
         self.verify_checksum = verify_checksum
@@ -580,7 +583,7 @@ class EventDecoder:
             b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
             p, end = 0, len(b)
         try:
-            rows = dec.decoder(kind, present, present2)(b, p, end)
+            rows = dec.decoder(kind, present, present2, self.rows_form.columnar)(b, p, end)
         except _MALFORMED as e:
             raise ParseError(
                 f"malformed {event_name(t)} of {dec.schema.full_name} at {self.log_file}:{off}: {e}"

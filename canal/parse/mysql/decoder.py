@@ -1107,11 +1107,12 @@ DecoderFactory = Callable[[TableSchema], Callable[..., Rows]]
 class _Layout:
     """The generated decoders of one column layout, shared by every table map with it (any table, any table id)."""
 
-    __slots__ = ("factories", "gen")
+    __slots__ = ("columnar", "factories", "gen")
 
     def __init__(self, cols: list[BinlogColumn]) -> None:
         self.gen = _CodeGen(cols)
-        self.factories: OrderedDict[tuple[str, bytes, bytes], DecoderFactory] = OrderedDict()
+        self.columnar: _CodeGen | None = None  # canal.parse.mysql.columnar's generator, made when first asked
+        self.factories: OrderedDict[tuple[str, bytes, bytes, bool], DecoderFactory] = OrderedDict()
 
 
 def _layout_key(cols: Sequence[BinlogColumn]) -> tuple[object, ...]:
@@ -1187,7 +1188,7 @@ class TableDecoder:
         )
         self._layout = _layout(info.columns)
         # least recently used first: a full cache drops its oldest decoder, not all of them
-        self._decoders: OrderedDict[tuple[str, bytes, bytes], Callable[..., Rows]] = OrderedDict()
+        self._decoders: OrderedDict[tuple[str, bytes, bytes, bool], Callable[..., Rows]] = OrderedDict()
 
     def with_table_id(self, table_id: int) -> TableDecoder:
         """The same table definition under another table id, sharing the compiled decoders: the server hands out a
@@ -1205,8 +1206,11 @@ class TableDecoder:
         twin._decoders = self._decoders
         return twin
 
-    def decoder(self, kind: str, present: bytes, present2: bytes = b"") -> Callable[..., Rows]:
-        key = (kind, present, present2)
+    def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> Callable[..., Rows]:
+        """The decoder of rows events of ``kind`` with these column bitmaps; with ``columnar`` (and a kind that has
+        one: not a partial update) a :class:`~canal.parse.mysql.columnar.ColumnarRows` decoder."""
+        columnar = columnar and kind != "p"
+        key = (kind, present, present2, columnar)
         fn = self._decoders.get(key)
         if fn is not None:
             self._decoders.move_to_end(key)
@@ -1222,8 +1226,15 @@ class TableDecoder:
                 if make is not None:
                     layout.factories.move_to_end(key)
             if make is None:
+                gen = layout.gen
+                if columnar:
+                    if layout.columnar is None:
+                        from canal.parse.mysql.columnar import ColumnarGen  # imports this module
+
+                        layout.columnar = ColumnarGen(gen.cols)
+                    gen = layout.columnar
                 try:
-                    make = layout.gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
+                    make = gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
                 except ValueError as exc:
                     raise ValueError(f"{self.schema.full_name}: {exc}") from exc
                 with _LAYOUTS_LOCK:

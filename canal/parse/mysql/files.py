@@ -187,7 +187,11 @@ class LocalBinlogSource:
 
     def _dump(self, name: str, request: DumpRequest) -> Iterator[BinlogEvent]:
         parser = EventDecoder(
-            name, verify_checksum=self._verify, decode_rows=request.decode_rows, schema_lookup=request.schema
+            name,
+            verify_checksum=self._verify,
+            decode_rows=request.decode_rows,
+            schema_lookup=request.schema,
+            rows_form=request.rows_form,
         )
         position = request.position
         last_activity = time.monotonic()

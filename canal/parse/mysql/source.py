@@ -458,6 +458,7 @@ class MysqlBinlogSource:
                 verify_checksum=self._verify_checksum,
                 schema_lookup=request.schema if request.schema is not None else self if self._schema_fallback else None,
                 decode_rows=request.decode_rows,
+                rows_form=request.rows_form,
             )
             if request.journal_name:
                 parser.position = request.position
