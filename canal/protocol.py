@@ -27,6 +27,7 @@ from typing import Any, overload
 
 import attrs
 
+from canal.errors import ParseError
 from canal.position import EntryPosition, SnapshotCursor
 
 
@@ -539,10 +540,13 @@ class ColumnarRows(Rows):
         if image is None:
             return None
         n = self._n
-        cells = [
-            repeat(None, n) if col is None else col if form.to_object is None else objects(form, col)
-            for col, form in zip(image, self.forms, strict=True)
-        ]
+        try:
+            cells = [
+                repeat(None, n) if col is None else col if form.to_object is None else objects(form, col)
+                for col, form in zip(image, self.forms, strict=True)
+            ]
+        except (ValueError, UnicodeError) as exc:  # what the object decoder refuses at parse time: corrupt bytes
+            raise ParseError(f"a row of {self.table.full_name} holds a cell its column cannot hold: {exc}") from None
         return list(zip(*cells, strict=True))
 
     @property

@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -173,3 +174,55 @@ def test_columns_read_from_mariadb_give_the_object_decoders_rows(
         if a.row_change is not None and b.row_change is not None:
             assert a.row_change.rows.before == b.row_change.rows.before  # type: ignore[attr-defined]
             assert a.row_change.rows.after == b.row_change.rows.after  # type: ignore[attr-defined]
+
+
+def test_the_form_changes_at_the_next_rows_event_and_run_batches_asks_for_columns(table: Any, tmp_path: Path) -> None:
+    """``decode_rows_by_column`` takes effect from the next rows event the parser reads, either way; the entries are
+    the same rows in both forms. ``run_batches`` into a DeltaMirror turns it on."""
+    pytest.importorskip("deltalake")
+    from canal.spark import DeltaMirror, run_batches
+
+    conn = table.connect()
+    start = master_position(conn)
+    config = InstanceConfig(
+        destination="switch",
+        master=table.master(start),
+        filter_regex=rf"{table.database}\..*",
+        store=StoreConfig(batch_mode="ITEMSIZE"),
+        meta_mode="file",
+        meta_dir=str(tmp_path / "meta"),
+    )
+
+    def rows_entries(inst: Instance, count: int) -> list[Entry]:
+        got: list[Entry] = []
+        while len(got) < count:
+            got += [e for e in inst.get(100, timeout=0.1).entries if e.entry_type is EntryType.ROWDATA]
+        return got
+
+    with Instance(config) as inst:
+        assert not inst.parser.rows_form.columnar
+        conn.cursor().execute("INSERT INTO t (id, v1, dt6) VALUES (1, 'caf\u00e9', '2024-02-29 12:00:00.5')")
+        first = rows_entries(inst, 1)
+        inst.decode_rows_by_column()
+        conn.cursor().execute("INSERT INTO t (id, v1, dt6) VALUES (2, 'na\u00efve', '0000-00-00 00:00:00')")
+        second = rows_entries(inst, 1)
+        inst.decode_rows_by_column(False)
+        conn.cursor().execute("UPDATE t SET v1 = 'x' WHERE id = 2")
+        third = rows_entries(inst, 1)
+    assert [type(e.row_change.rows).__name__ for e in first + second + third if e.row_change] == [
+        "Rows",
+        "ColumnarRows",
+        "Rows",
+    ]
+    second_rows = second[0].row_change.rows if second[0].row_change else None
+    assert second_rows is not None and second_rows.after is not None
+    assert second_rows.after[0][0] == 2 and "na\u00efve" in second_rows.after[0]
+    assert "0000-00-00 00:00:00.000000" in second_rows.after[0]
+
+    end = master_position(conn)
+    mirror = DeltaMirror(tmp_path / "mirror", zero_dates="null")
+    with Instance(attrs.evolve(config, destination="switch-mirror", meta_dir=str(tmp_path / "meta2"))) as inst:
+        run_batches(inst, None, mirror, until=lambda stats: stats.rows >= 3)
+        assert inst.parser.rows_form.columnar
+    mirror.close()
+    assert end and mirror.read(table.database, "t").num_rows == 2

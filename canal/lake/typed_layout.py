@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from itertools import chain, repeat
+from itertools import chain
 from operator import itemgetter, ne
 from typing import Any, Final, Generic, TypeVar
 
@@ -226,30 +226,40 @@ class Layout:
         """:meth:`typed_image` of the images of columnar rows events (:class:`~canal.protocol.ColumnarRows`):
         ``segments`` holds each event's row count and its raw columns of this side (every column there; None: the
         event has no such images), ``forms`` their forms. The same array, value for value and error for error."""
+        import numpy as np
         import pyarrow as pa
 
         width = len(self.columns)
         chosen = self.key_indexes if keys_only and self.key_indexes else range(width)
         fields = [self.image_type.field(index) for index in chosen]
         total = sum(n for n, _image in segments)
-        missing = any(image is None for _n, image in segments)
-        if all(image is None for _n, image in segments):
+        present = [image for _n, image in segments if image is not None]
+        if not present:
             return pa.nulls(total, pa.struct(fields))
+        # the columns of the rows with images, converted without NULL padding; then, if some rows have none (an
+        # INSERT's before, a DELETE's after), spread over all rows by a take with null indices there
+        missing = np.repeat(np.array([image is None for _n, image in segments]), [n for n, _image in segments])
+        spread = rows = None
+        if missing.any():
+            rows = np.flatnonzero(~missing)  # each converted cell's row among all
+            places = np.zeros(total, dtype=np.int64)
+            places[rows] = np.arange(len(rows))
+            spread = pa.array(places, mask=missing)
         arrays = []
         for index in chosen:
-            one = segments[0][1] if len(segments) == 1 else None
             cells: Sequence[Any] = (
-                one[index] or ()
-                if one is not None
-                else list(chain.from_iterable(repeat(None, n) if im is None else im[index] or () for n, im in segments))
+                present[0][index] or ()
+                if len(present) == 1
+                else list(chain.from_iterable(image[index] or () for image in present))
             )
             found: list[tuple[int, str]] | None = None if errors is None else []
-            arrays.append(self._typed_raw(index, forms[index], cells, where, zero_dates, found))
+            typed = self._typed_raw(index, forms[index], cells, where, zero_dates, found)
+            arrays.append(typed if spread is None else typed.take(spread))
             if errors is not None and found:
-                errors.extend(CellError(side, row, index, message) for row, message in found)
-        mask = None
-        if missing:
-            mask = pa.array(list(chain.from_iterable(repeat(image is None, n) for n, image in segments)), pa.bool_())
+                errors.extend(
+                    CellError(side, row if rows is None else int(rows[row]), index, message) for row, message in found
+                )
+        mask = None if spread is None else pa.array(missing)
         return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
 
     def _typed_raw(

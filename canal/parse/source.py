@@ -21,9 +21,9 @@ from canal.schema.history import ColumnSource
 @attrs.define(slots=True)
 class RowsForm:
     """How a dump decodes row images, read at each rows event so a consumer may change it while the dump runs:
-    ``columnar`` -- column by column (:mod:`canal.parse.mysql.columnar`), for a consumer that builds typed columns;
-    else tuples of values. Either form is the same :class:`~canal.protocol.Rows` to its readers. Sources that do not
-    decode binlog bytes (the fake binlog) ignore it."""
+    ``columnar`` -- column by column (:class:`~canal.parse.mysql.decoder.ColumnarGen`), for a consumer that builds
+    typed columns; else tuples of values. Either form is the same :class:`~canal.protocol.Rows` to its readers.
+    Sources that do not decode binlog bytes (the fake binlog) ignore it."""
 
     columnar: bool = False
 

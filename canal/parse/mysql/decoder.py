@@ -14,8 +14,9 @@ column types in them (YEAR, VECTOR, GEOMETRY differ by flavour and version), and
 from the FORMAT_DESCRIPTION event's server version -- decided once per format description, never per row.
 
 This is the one module of ``canal/`` over 800 lines, on purpose: the table-map reader, the column metadata and the
-code generator all hold the same per-type knowledge (how each MySQL type is laid out in a row image and what value
-it becomes), and a type's reading must change in one place; split apart, one type would be read in three.
+code generators (of tuples, and of columns: :class:`ColumnarGen`) all hold the same per-type knowledge (how each
+MySQL type is laid out in a row image and what value it becomes), and a type's reading must change in one place;
+split apart, one type would be read in four.
 
 Malformed bytes raise ``ValueError``/``IndexError``/``struct.error`` here (never a silently shortened value: a row
 image must end exactly at the event's end), which the event parser turns into a :class:`~canal.errors.ParseError`
@@ -50,7 +51,7 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -59,7 +60,7 @@ from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
-from canal.protocol import ColumnMeta, Rows, TableSchema
+from canal.protocol import ColumnarRows, ColumnForm, ColumnMeta, Rows, TableSchema
 from canal.schema import TableColumn, TableDef
 from canal.schema.history import SchemaColumn
 from canal.sql import read_column_type
@@ -1012,6 +1013,118 @@ class _CodeGen:
         ]
 
 
+# --- column by column -----------------------------------------------------------------------------------------
+#
+# Row images decoded column by column, for consumers that build typed columns (the Delta mirror, the Spark source's
+# packed and variant rows): the object decoder makes a Python value of every cell -- a ``datetime``, a ``Decimal``,
+# a ``str`` -- and a tuple of every image, which a typed batch then takes apart again, column by column, for pyarrow
+# to read back into buffers. For the columns that cost most, the columnar decoder keeps what the row image holds
+# instead: a DATETIME2 as its packed integer, a DECIMAL of up to 18 digits as its bytes, text as its bytes (one tuple
+# a column: the collector untracks tuples of plain values). ``canal.lake.typed_columns`` turns a whole column of them
+# into an Arrow array at once; every other column's cells are the object decoder's values. A ColumnarRows' ``before``
+# and ``after`` are exactly the object decoder's tuples, made from the columns on first use (each raw cell through
+# the object decoder's reader of its type). The one difference: a cell the object decoder refuses at parse time --
+# text that is not its column's charset, an impossible date: corrupt bytes -- is refused where it is converted.
+
+RAW_DECIMAL_DIGITS: Final = 18
+"""The most digits of a DECIMAL kept raw: its unscaled value fits an int64, so numpy can add up its groups."""
+
+
+def _latin1(raw: bytes) -> str:
+    return raw.decode("ascii") if raw.isascii() else raw.decode("cp1252", "canal-latin1")
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8")
+
+
+_VALUE: Final = ColumnForm("value")
+
+
+def column_form(c: BinlogColumn) -> ColumnForm:
+    """The form the columnar decoder keeps column ``c`` in."""
+    t = c.type
+    if t in (T_VARCHAR, T_VAR_STRING) or t in _BLOBS:  # not CHAR: its trailing spaces are stripped
+        codec = charset_of_collation(c.collation).codec
+        if codec == "utf-8":
+            return ColumnForm("utf8", to_object=_utf8)
+        if codec == "cp1252":
+            return ColumnForm("latin1", to_object=_latin1)
+        return _VALUE
+    if t == T_DATETIME2 and not c.hires:
+        return ColumnForm("datetime2", fsp=c.fsp, to_object=make_datetime2_reader(c.fsp))
+    if t == T_NEWDECIMAL and 0 < c.precision <= RAW_DECIMAL_DIGITS:
+        reader = make_decimal_reader(c.precision, c.scale)
+        return ColumnForm("decimal", precision=c.precision, scale=c.scale, to_object=reader)
+    return _VALUE
+
+
+class ColumnarGen(_CodeGen):
+    """The object decoder's code generator with the raw forms of :func:`column_form`: the same reading of every
+    row image (bitmap, runs of fixed widths, the end check), each cell appended to its column's list."""
+
+    def __init__(self, cols: list[BinlogColumn]) -> None:
+        super().__init__(cols)
+        self.forms = tuple(column_form(c) for c in cols)
+        self.ns["ColumnarRows"] = ColumnarRows
+        self.ns["FORMS"] = self.forms
+
+    def column(self, c: BinlogColumn, var: str) -> list[str]:
+        kind = self.forms[c.index].kind
+        if kind in ("utf8", "latin1"):
+            width = (2 if c.length > 255 else 1) if c.type in (T_VARCHAR, T_VAR_STRING) else c.length
+            read = {1: "n = b[p]; p += 1", 2: "n = b[p] | b[p + 1] << 8; p += 2"}.get(
+                width, f"n = _from_bytes(b[p:p + {width}], 'little'); p += {width}"
+            )
+            return [read, f"{var} = b[p:p + n]; p += n"]
+        if kind == "datetime2":
+            n = 5 + (c.fsp + 1) // 2
+            return [f"{var} = _from_bytes(b[p:p + {n}], 'big'); p += {n}"]
+        if kind == "decimal":
+            size = decimal_size(c.precision, c.scale)
+            return [f"{var} = b[p:p + {size}]; p += {size}"]
+        return super().column(c, var)
+
+    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> DecoderFactory:
+        """``make(T)`` returning ``decode(b, p, end) -> ColumnarRows`` for an event of ``kind`` 'w', 'u' or 'd' (a
+        MySQL partial update, 'p', has the object decoder only)."""
+        if kind not in "wud" or not present or (kind == "u" and not present2):
+            raise ValueError(f"no columnar decoder of rows events of kind {kind!r}")
+        sides = [(present, "")] + ([(present2 or [], "_a")] if kind == "u" else [])
+        src = ["def decode(b, p, end):"]
+        for cols, suffix in sides:
+            for i in cols:
+                src += [f"    c{i}{suffix} = []", f"    a{i}{suffix} = c{i}{suffix}.append"]
+        src.append("    while p < end:")
+        for cols, suffix in sides:
+            img, _tup = self.image(cols, suffix)
+            src += ["        " + ln for ln in img]
+            src += [f"        a{i}{suffix}(v{i}{suffix})" for i in cols]
+        src.append("    if p != end:")
+        src.append("        raise ValueError(f'the last row image ends {p - end} bytes past the event')")
+
+        def image(cols: list[int], suffix: str) -> str:
+            # tuples: the collector untracks a tuple of plain values, never a list, and the store holds many
+            cells = [f"tuple(c{i}{suffix})" if i in cols else "None" for i in range(len(self.cols))]
+            return "(" + ", ".join(cells) + ("," if len(cells) == 1 else "") + ")"
+
+        first = f"c{present[0]}"
+        if kind == "w":
+            result = f"ColumnarRows(T, None, {image(present, '')}, FORMS, len({first}))"
+        elif kind == "d":
+            result = f"ColumnarRows(T, {image(present, '')}, None, FORMS, len({first}))"
+        else:
+            result = f"ColumnarRows(T, {image(present, '')}, {image(present2 or [], '_a')}, FORMS, len({first}))"
+        src.append(f"    return {result}")
+        src.append("return decode")
+        code = "def make(T):\n" + "\n".join("    " + line for line in src)
+        ns = dict(self.ns)
+        exec(compile(code, f"<canal columnar rows decoder {kind}>", "exec"), ns)
+        make: DecoderFactory = ns["make"]
+        make.__source__ = code  # type: ignore[attr-defined]
+        return make
+
+
 @attrs.frozen
 class _PartialImage:
     """While a partial update's after image is generated: each JSON column's ordinal among the table's JSON columns
@@ -1111,7 +1224,7 @@ class _Layout:
 
     def __init__(self, cols: list[BinlogColumn]) -> None:
         self.gen = _CodeGen(cols)
-        self.columnar: _CodeGen | None = None  # canal.parse.mysql.columnar's generator, made when first asked
+        self.columnar: _CodeGen | None = None  # the ColumnarGen, made when first asked
         self.factories: OrderedDict[tuple[str, bytes, bytes, bool], DecoderFactory] = OrderedDict()
 
 
@@ -1208,7 +1321,7 @@ class TableDecoder:
 
     def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> Callable[..., Rows]:
         """The decoder of rows events of ``kind`` with these column bitmaps; with ``columnar`` (and a kind that has
-        one: not a partial update) a :class:`~canal.parse.mysql.columnar.ColumnarRows` decoder."""
+        one: not a partial update) a :class:`~canal.protocol.ColumnarRows` decoder (:class:`ColumnarGen`)."""
         columnar = columnar and kind != "p"
         key = (kind, present, present2, columnar)
         fn = self._decoders.get(key)
@@ -1229,8 +1342,6 @@ class TableDecoder:
                 gen = layout.gen
                 if columnar:
                     if layout.columnar is None:
-                        from canal.parse.mysql.columnar import ColumnarGen  # imports this module
-
                         layout.columnar = ColumnarGen(gen.cols)
                     gen = layout.columnar
                 try:
