@@ -233,23 +233,16 @@ class _Collector:
             assert isinstance(rows, ColumnarRows)
             self.columnar[key].append(rows)
             before, after = rows.columns_before, rows.columns_after
-            changed = (
-                None
-                if before is None or after is None
-                else layout.keys_changed_columns(rows.forms, before, after, n, self.where[key])
-            )
-            if changed is not None:
-                self.key_changed.extend(changed)
-                return
             if before is None or after is None:  # an INSERT or a DELETE moves no key
                 self.key_changed.extend([False] * n)
-                return
+            else:
+                self.key_changed.extend(layout.keys_changed_columns(rows.forms, before, after, n, self.where[key]))
+            return
         nones: list[tuple[Any, ...] | None] = [None] * n
         befores = nones if rows.before is None else list(rows.before)
         afters = nones if rows.after is None else list(rows.after)
-        if key not in self.columnar:
-            self.before[key].extend(befores)
-            self.after[key].extend(afters)
+        self.before[key].extend(befores)
+        self.after[key].extend(afters)
         if rows.before is None or rows.after is None:  # an INSERT or a DELETE moves no key
             self.key_changed.extend([False] * n)
         else:

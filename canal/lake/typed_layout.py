@@ -152,11 +152,18 @@ class Layout:
         if None not in befores and None not in afters:
             # one key column: its value; several: a tuple of them
             get: Callable[[Any], Any] = itemgetter(*self.key_indexes)
-            old, new = list(map(get, befores)), list(map(get, afters))
-            keys = chain(old, new)
-            if _PLAIN_KEYS.issuperset(map(type, keys if len(self.key_indexes) == 1 else chain.from_iterable(keys))):
-                return list(map(ne, old, new))
+            plain = self._plain_keys_changed(list(map(get, befores)), list(map(get, afters)))
+            if plain is not None:
+                return plain
         return list(map(self.key_changed, befores, afters))
+
+    def _plain_keys_changed(self, old: list[Any], new: list[Any]) -> list[bool] | None:
+        """Each row's old key against its new one (a value, or a tuple of several), compared in C when every value
+        is plain; None when one is not (key_changed then compares them row by row)."""
+        keys = chain(old, new)
+        if _PLAIN_KEYS.issuperset(map(type, keys if len(self.key_indexes) == 1 else chain.from_iterable(keys))):
+            return list(map(ne, old, new))
+        return None
 
     @property
     def names(self) -> list[str]:
@@ -285,25 +292,24 @@ class Layout:
 
     def keys_changed_columns(
         self, forms: Sequence[ColumnForm], before: RawImage, after: RawImage, n: int, where: str
-    ) -> list[bool] | None:
-        """:meth:`keys_changed` of an update's raw columns; None when an image leaves a key column out (the caller
-        then compares the images). A key cell the object decoder refuses is a :class:`TypedChangeError`."""
+    ) -> list[bool]:
+        """:meth:`keys_changed` of an update's raw columns (every key column in both images). A key cell the object
+        decoder refuses is a :class:`TypedChangeError`."""
         if not self.key_indexes:
             return [False] * n
-        if any(before[i] is None or after[i] is None for i in self.key_indexes):
-            return None
         try:
             old = [objects(forms[i], before[i] or ()) for i in self.key_indexes]
             new = [objects(forms[i], after[i] or ()) for i in self.key_indexes]
         except (ValueError, UnicodeError) as exc:  # bytes the object decoder refuses at parse time: corrupt
             raise TypedChangeError(f"{where} primary key: {exc}") from None
-        if _PLAIN_KEYS.issuperset(map(type, chain.from_iterable(old + new))):
-            if len(old) == 1:
-                return list(map(ne, old[0], new[0]))
-            return list(map(ne, zip(*old, strict=True), zip(*new, strict=True)))
+        olds, news = (old[0], new[0]) if len(old) == 1 else (list(zip(*old, strict=True)), list(zip(*new, strict=True)))
+        plain = self._plain_keys_changed(olds, news)
+        if plain is not None:
+            return plain
+        # keys of other values: as key_changed compares them, in images holding the keys alone
         width = len(self.columns)
 
-        def image(keys: tuple[Any, ...]) -> tuple[Any, ...]:
+        def image(keys: Sequence[Any]) -> tuple[Any, ...]:
             cells: list[Any] = [None] * width
             for i, v in zip(self.key_indexes, keys, strict=True):
                 cells[i] = v

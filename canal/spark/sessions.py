@@ -21,7 +21,7 @@ from canal.lake.typed_layout import load_conversions
 from canal.log import destination_logger
 from canal.spark.changes import Offset, canonical, cursor_of, has_position
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, read_ahead
-from canal.spark.source_options import config_from_options, executor_snapshot, options_key
+from canal.spark.source_options import config_from_options, executor_snapshot, image_form, options_key
 
 __all__ = ["Prepared", "Session", "close_sessions", "session_of"]
 
@@ -35,10 +35,12 @@ class Prepared:
 
 
 class Session:
-    """An instance and where its stream stands, for one set of options in this process."""
+    """An instance and where its stream stands, for one set of options in this process. ``typed``: the reader
+    builds typed columns of the rows (packed or variant images), so its instance decodes them column by column."""
 
-    def __init__(self, config: InstanceConfig) -> None:
+    def __init__(self, config: InstanceConfig, typed: bool = False) -> None:
         self.config = config
+        self.typed = typed
         self.lock = threading.RLock()
         self.instance: Instance | None = None
         self.meta: Any = None
@@ -179,14 +181,13 @@ class Session:
                 self.ready.clear()
             return None
 
-    def open_at(self, start: Offset, typed: bool = False) -> Instance:
-        """(Re)start the instance so that its next entry is the first one after ``start``; ``typed``: the reader
-        builds typed columns of its rows (packed or variant images), which it decodes column by column then."""
+    def open_at(self, start: Offset) -> Instance:
+        """(Re)start the instance so that its next entry is the first one after ``start``."""
         self.close()
         # the saved cursor follows the checkpoint (what Spark has durably passed); a failed write fails the start
         instance = Instance.at(self.config, cursor_of(start)) if has_position(start) else Instance(self.config)
         load_conversions()  # before the parser's thread competes with the import for the interpreter lock
-        instance.decode_rows_by_column(typed)
+        instance.decode_rows_by_column(self.typed)
         instance.start()
         meta = instance.meta
         self.instance, self.meta, self.pos, self.outstanding = instance, meta, dict(start), []
@@ -224,7 +225,8 @@ def session_of(options: Mapping[str, str]) -> Session:
             if executor_snapshot(options):
                 # the source plans the snapshot itself (executor partitions): the instance only streams
                 config = attrs.evolve(config, snapshot=attrs.evolve(config.snapshot, mode=SnapshotMode.NEVER))
-            session = _SESSIONS[key] = Session(config)
+            # a reader of packed or variant images builds typed columns of its rows: decoded column by column
+            session = _SESSIONS[key] = Session(config, typed=image_form(options) != "json")
         return session
 
 

@@ -404,7 +404,7 @@ class CanalStreamReader:
         batch_no = int(start.get("batch", 0)) + 1
         with session.lock:
             if session.instance is None or session.pos is None or canonical(session.pos) != canonical(start):
-                session.open_at(start, typed=self.images in (IMAGES_PACKED, IMAGES_VARIANT))
+                session.open_at(start)
         first = until is None and self.prefetch  # packed, a small first micro-batch: the prefetch makes the rest
         cut = _Cut(start, self.spool, self.images, FIRST_BATCH_BYTES if first else PACKED_BATCH_BYTES)
         try:
@@ -631,7 +631,7 @@ class CanalStreamReader:
             "gtid": now.gtid,
         }
         with session.lock:
-            session.open_at(pinned, typed=self.images in (IMAGES_PACKED, IMAGES_VARIANT))
+            session.open_at(pinned)
         planner = self._planner(session, config.snapshot.tables)
         destination_logger(__name__, self.destination).info(
             "snapshot of %d tables on executors, streaming from %s:%s",

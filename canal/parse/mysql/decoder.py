@@ -745,6 +745,17 @@ _FIXED: dict[int, tuple[str, str, int]] = {  # type -> (signed fmt, unsigned fmt
 }
 
 
+def _length_line(c: BinlogColumn) -> str:
+    """The generated line reading the length before a string's or a BLOB-like column's bytes into ``n``: one byte or
+    two for a VARCHAR/CHAR (by its maximum bytes), the metadata's 1-4 bytes for the others."""
+    width = (2 if c.length > 255 else 1) if c.type in (T_VARCHAR, T_VAR_STRING, T_STRING) else c.length
+    if width == 1:
+        return "n = b[p]; p += 1"
+    if width == 2:
+        return "n = b[p] | b[p + 1] << 8; p += 2"
+    return f"n = _from_bytes(b[p:p + {width}], 'little'); p += {width}"
+
+
 class _CodeGen:
     """Builds the Python source of the row decoders of one column layout (every table with these column types).
 
@@ -820,7 +831,7 @@ class _CodeGen:
             f = self.const(read_old_timestamp, "F")
             return [f"{var} = {f}(_from_bytes(b[p:p + 4], 'little')); p += 4"]
         if t in (T_VARCHAR, T_VAR_STRING, T_STRING):
-            lines = ["n = b[p] | b[p + 1] << 8; p += 2"] if c.length > 255 else ["n = b[p]; p += 1"]
+            lines = [_length_line(c)]
             if codec is None:
                 if t == T_STRING:
                     lines.append(f"{var} = b[p:p + n].ljust({c.length}, b'\\x00'); p += n")
@@ -833,13 +844,7 @@ class _CodeGen:
         if t == T_JSON and self._partial is not None:
             return self._partial_json(c, var, self._partial)
         if t in _BLOBS or t in (T_JSON, T_GEOMETRY, T_VECTOR):
-            L = c.length
-            if L == 1:
-                lines = ["n = b[p]; p += 1"]
-            elif L == 2:
-                lines = ["n = b[p] | b[p + 1] << 8; p += 2"]
-            else:
-                lines = [f"n = _from_bytes(b[p:p + {L}], 'little'); p += {L}"]
+            lines = [_length_line(c)]
             if t == T_GEOMETRY:
                 lines.append(f"{var} = b[p + 4:p + n]; p += n")
             elif t == T_JSON:
@@ -987,13 +992,21 @@ class _CodeGen:
         else:
             src.append(f"        append({tup})")
             result = "Rows(T, None, out)" if kind == "w" else "Rows(T, out, None)"
-        src.append("    if p != end:")
-        src.append("        raise ValueError(f'the last row image ends {p - end} bytes past the event')")
-        src.append(f"    return {result}")
-        src.append("return decode")
+        return self._factory(src, result, f"<canal rows decoder {kind}>")
+
+    def _factory(self, src: list[str], result: str, label: str) -> DecoderFactory:
+        """The factory of a decoder whose loop over the images is ``src``: the images must end at ``end``, and the
+        decoder returns ``result``."""
+        src = [
+            *src,
+            "    if p != end:",
+            "        raise ValueError(f'the last row image ends {p - end} bytes past the event')",
+            f"    return {result}",
+            "return decode",
+        ]
         code = "def make(T):\n" + "\n".join("    " + line for line in src)
         ns = dict(self.ns)
-        exec(compile(code, f"<canal rows decoder {kind}>", "exec"), ns)
+        exec(compile(code, label, "exec"), ns)
         make: DecoderFactory = ns["make"]
         make.__source__ = code  # type: ignore[attr-defined]
         return make
@@ -1031,6 +1044,7 @@ RAW_DECIMAL_DIGITS: Final = 18
 
 
 def _latin1(raw: bytes) -> str:
+    # what _text_lines generates for a cp1252 column, as a function (the generated code inlines it: no call a cell)
     return raw.decode("ascii") if raw.isascii() else raw.decode("cp1252", "canal-latin1")
 
 
@@ -1072,11 +1086,7 @@ class ColumnarGen(_CodeGen):
     def column(self, c: BinlogColumn, var: str) -> list[str]:
         kind = self.forms[c.index].kind
         if kind in ("utf8", "latin1"):
-            width = (2 if c.length > 255 else 1) if c.type in (T_VARCHAR, T_VAR_STRING) else c.length
-            read = {1: "n = b[p]; p += 1", 2: "n = b[p] | b[p + 1] << 8; p += 2"}.get(
-                width, f"n = _from_bytes(b[p:p + {width}], 'little'); p += {width}"
-            )
-            return [read, f"{var} = b[p:p + n]; p += n"]
+            return [_length_line(c), f"{var} = b[p:p + n]; p += n"]
         if kind == "datetime2":
             n = 5 + (c.fsp + 1) // 2
             return [f"{var} = _from_bytes(b[p:p + {n}], 'big'); p += {n}"]
@@ -1100,8 +1110,6 @@ class ColumnarGen(_CodeGen):
             img, _tup = self.image(cols, suffix)
             src += ["        " + ln for ln in img]
             src += [f"        a{i}{suffix}(v{i}{suffix})" for i in cols]
-        src.append("    if p != end:")
-        src.append("        raise ValueError(f'the last row image ends {p - end} bytes past the event')")
 
         def image(cols: list[int], suffix: str) -> str:
             # tuples: the collector untracks a tuple of plain values, never a list, and the store holds many
@@ -1115,14 +1123,7 @@ class ColumnarGen(_CodeGen):
             result = f"ColumnarRows(T, {image(present, '')}, None, FORMS, len({first}))"
         else:
             result = f"ColumnarRows(T, {image(present, '')}, {image(present2 or [], '_a')}, FORMS, len({first}))"
-        src.append(f"    return {result}")
-        src.append("return decode")
-        code = "def make(T):\n" + "\n".join("    " + line for line in src)
-        ns = dict(self.ns)
-        exec(compile(code, f"<canal columnar rows decoder {kind}>", "exec"), ns)
-        make: DecoderFactory = ns["make"]
-        make.__source__ = code  # type: ignore[attr-defined]
-        return make
+        return self._factory(src, result, f"<canal columnar rows decoder {kind}>")
 
 
 @attrs.frozen
