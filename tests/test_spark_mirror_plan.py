@@ -17,12 +17,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from canal.lake import DeltaMirror, names
+from canal.lake.compare import compare
 from canal.lake.images import OP_COLUMN, source, source_slow
 from canal.lake.plan import plan_tables
 from canal.lake.types import MirrorError, MirrorTypeError, typed_array, typed_strings
@@ -333,6 +335,48 @@ def test_typed_strings_is_typed_array_from_arrow(texts: list[str | None], target
     chunked = pa.chunked_array([pa.array(texts[:1], pa.string()), pa.array(texts[1:], pa.string())])
     assert typed_strings(chunked, target, "null").to_pylist() == want
     assert typed_strings(pa.array(texts, pa.string()), target, "null").to_pylist() == want
+
+
+@pytest.mark.parametrize(
+    ("target", "year0", "unit"),
+    [(pa.timestamp("us"), "0000-01-01 10:00:00.5", "us"), (pa.date32(), "0000-01-01", "D")],
+)
+def test_year_0_is_a_date_whatever_else_the_batch_holds(target: Any, year0: str, unit: str) -> None:
+    """MySQL stores year 0 with a month and a day ('0000-01-01'): not a zero date. Arrow holds it and Python's datetime
+    does not, so it stays a value whether the batch casts at once or value by value (a zero date beside it)."""
+    want = int(np.datetime64(year0.replace(" ", "T"), unit).astype(np.int64))
+    for zero_dates, texts in (("error", [year0]), ("null", [year0]), ("null", ["0000-00-00", year0])):
+        typed = typed_strings(pa.array(texts, pa.string()), target, zero_dates)  # type: ignore[arg-type]
+        assert typed.type == target
+        assert typed.cast(pa.int64() if unit == "us" else pa.int32()).to_pylist()[-1] == want
+        assert typed.null_count == len(texts) - 1
+    with pytest.raises(MirrorTypeError, match="zero date '0000-00-00'"):
+        typed_array(["0000-00-00", year0], target)
+
+
+def test_compare_reads_dates_python_cannot_hold() -> None:
+    """A mirror's year-0 cells compare with SELECT's (pymysql gives them as the server's text: datetime has no year
+    0); other dates as canal renders them; a zero date SELECT gives as text differs from the mirror's NULL."""
+    mirror = pa.table(
+        {
+            "id": [1, 2, 3],
+            "d": pa.array(np.array(["0000-01-01", "2024-02-29", "NaT"], "datetime64[D]")),
+            "t": pa.array(
+                np.array(["0000-01-01T10:00:00.5", "1000-01-01T00:00:00.001", "2024-01-02"], "datetime64[us]")
+            ),
+        }
+    )
+    rows = [
+        {"id": 1, "d": "0000-01-01", "t": "0000-01-01 10:00:00.500"},
+        {"id": 2, "d": dt.date(2024, 2, 29), "t": dt.datetime(1000, 1, 1, 0, 0, 0, 1000)},
+        {"id": 3, "d": None, "t": dt.datetime(2024, 1, 2)},
+    ]
+    assert compare(mirror, rows, ["id"]).equal
+    changes = [(0, {"t": "0000-01-01 10:00:00.501"}), (0, {"d": "0000-00-00"}), (2, {"d": "0000-00-00"})]
+    for at, changed in [*changes, (2, {"t": dt.datetime(2024, 1, 2, 0, 0, 1)})]:
+        other = [row | changed if i == at else row for i, row in enumerate(rows)]
+        result = compare(mirror, other, ["id"])
+        assert result.different == ((str(at + 1),),), changed
 
 
 @pytest.mark.parametrize(

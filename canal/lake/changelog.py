@@ -245,7 +245,7 @@ def _after(rows: Any, change: Change) -> Any:
 def _newer(log_table: Any, after: Change) -> Any:
     """The rows of the log (a DeltaTable) after the change ``after``. (Filtered after reading: a pyarrow dataset
     filter made deltalake 1.6's process abort at exit.)"""
-    rows = log_table.to_pyarrow_table()
+    rows = fs.delta_rows(log_table)
     if rows.num_rows == 0 or after == NOT_FOLDED:
         return rows
     return rows.filter(_after(rows, after))
@@ -287,10 +287,10 @@ def current_state(base: str | os.PathLike[str]) -> Any:
             table = fs.delta_table(base)
             after = folded(table)
             if keys is None or log_table is None:
-                return table.to_pyarrow_table()
+                return fs.delta_rows(table)
             with ThreadPoolExecutor(1) as pool:  # the log's files read while the base's are
                 reading = pool.submit(_newer, log_table, after)
-                rows = table.to_pyarrow_table()
+                rows = fs.delta_rows(table)
                 newer = reading.result()
             if staged is not None and staged.num_rows:
                 staged = staged.filter(_after(staged, after)) if after != NOT_FOLDED else staged

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
-from canal.lake import changelog
+from canal.lake import changelog, fs
 from canal.protocol import render_text
 
 
@@ -42,6 +42,53 @@ def _text(value: Any) -> str | None:
     return None if value is None else render_text(value)
 
 
+_Unit = Literal["D", "us"]  # numpy's units for a mirror's date and timestamp columns
+
+
+def _numpy_unit(arrow_type: Any) -> _Unit | None:
+    """The numpy unit a date or timestamp column's cells are rendered in; None for other columns."""
+    import pyarrow as pa
+
+    if pa.types.is_date(arrow_type):
+        return "D"
+    if pa.types.is_timestamp(arrow_type):
+        return "us"
+    return None
+
+
+def _dated_text(moment: Any, unit: _Unit) -> str:
+    """A numpy datetime64 as ``render_text`` spells a date or datetime (isoformat: six fraction digits only when
+    there is a fraction). numpy, not Python's ``datetime``: MySQL stores year 0 ('0000-01-01'), which Arrow and numpy
+    hold and ``datetime`` does not."""
+    import numpy as np
+
+    text = str(np.datetime_as_string(moment, unit=unit)).replace("T", " ")
+    return text.removesuffix(".000000")
+
+
+def _dated_column(column: Any, unit: _Unit) -> list[str | None]:
+    """A mirror's date or timestamp column in canal's text form, without Python's ``datetime`` (:func:`_dated_text`)."""
+    import pyarrow.compute as pc
+
+    valid = pc.is_valid(column).to_pylist()
+    moments = column.to_numpy(zero_copy_only=False).astype(f"datetime64[{unit}]")
+    return [_dated_text(m, unit) if ok else None for m, ok in zip(moments, valid, strict=True)]
+
+
+def _source_dated(value: Any, unit: _Unit) -> str | None:
+    """A ``SELECT`` cell of a date or timestamp column in the form of :func:`_dated_column`: a date or datetime as
+    canal renders it; text (pymysql's form for a value ``datetime`` cannot hold: year 0, a zero date) through numpy
+    when it reads as a date, else as it is -- a zero date stays text and differs from any value the mirror holds."""
+    import numpy as np
+
+    if not isinstance(value, str):
+        return _text(value)
+    try:
+        return _dated_text(np.datetime64(value.replace(" ", "T"), unit), unit)
+    except ValueError:
+        return value
+
+
 def compare(
     mirror_table: Any,
     rows_from_select: Sequence[Mapping[str, Any]],
@@ -57,17 +104,27 @@ def compare(
     if isinstance(mirror_table, str | Path):
         mirror_table = changelog.current_state(mirror_table)
     if not isinstance(mirror_table, pa.Table):
-        mirror_table = mirror_table.to_pyarrow_table()
-    mirror_rows = mirror_table.to_pylist()
+        mirror_table = fs.delta_rows(mirror_table)
+    units = {f.name: unit for f in mirror_table.schema if (unit := _numpy_unit(f.type)) is not None}
+    dated = {name: _dated_column(mirror_table.column(name), unit) for name, unit in units.items()}
+    mirror_rows = mirror_table.drop_columns(list(units)).to_pylist()
+    for name, texts in dated.items():
+        for row, text in zip(mirror_rows, texts, strict=True):
+            row[name] = text  # already text: render_text keeps it
     mirror_cols = set(mirror_table.column_names)
     source_cols = set(rows_from_select[0].keys()) if rows_from_select else mirror_cols
     columns = sorted(mirror_cols & source_cols)
 
-    def keyed(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str | None, ...], dict[str, str | None]]:
-        return {tuple(_text(r[k]) for k in key): {c: _text(r.get(c)) for c in columns} for r in rows}
+    def keyed(rows: Sequence[Mapping[str, Any]], source: bool) -> dict[tuple[str | None, ...], dict[str, str | None]]:
+        def cell(row: Mapping[str, Any], name: str) -> str | None:
+            value = row.get(name)
+            unit = units.get(name)
+            return _source_dated(value, unit) if source and unit is not None else _text(value)
 
-    src = keyed(rows_from_select)
-    mir = keyed(mirror_rows)
+        return {tuple(cell(r, k) for k in key): {c: cell(r, c) for c in columns} for r in rows}
+
+    src = keyed(rows_from_select, True)
+    mir = keyed(mirror_rows, False)
     missing = tuple(sorted((k for k in src if k not in mir), key=str))
     extra = tuple(sorted((k for k in mir if k not in src), key=str))
     different = tuple(sorted((k for k in src if k in mir and src[k] != mir[k]), key=str))

@@ -22,6 +22,7 @@ from canal.errors import SchemaError
 from canal.lake.ddl_text import ddl_statement
 from canal.lake.types import MirrorError, arrow_type
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
+from canal.schema.catalog import drops_primary
 from canal.sql import (
     AddColumn,
     AlterTable,
@@ -29,6 +30,8 @@ from canal.sql import (
     ColumnDef,
     CreateTable,
     DropColumn,
+    DropIndexStatement,
+    DropKey,
     RenameColumn,
     RenameTable,
     RenameTo,
@@ -127,6 +130,8 @@ def plan_evolution(
             continue  # a statement about a table the mirror does not hold: its first rows will create it
         if isinstance(stmt, AlterTable):
             stmt = _as_replay(stmt, catalog.tables.get(key))
+        elif isinstance(stmt, DropIndexStatement) and key in catalog.tables and not catalog.tables[key].primary:
+            stmt = attrs.evolve(stmt, if_exists=True)  # DROP INDEX `PRIMARY` ON t: as in _as_replay
         try:
             changes = catalog.apply(stmt, schema)
         except SchemaError as exc:
@@ -255,13 +260,16 @@ def renamed_tables(sql: str, session: str, fold_names: bool) -> list[tuple[str, 
 def _as_replay(stmt: AlterTable, table: TableDef | None) -> AlterTable:
     """An ALTER made safe to apply to a table that may already have it (a batch replayed after a crash between the
     rewrite and the MERGE): adding a column it has, dropping one it lacks, renaming one it already renamed, are
-    no-ops."""
+    no-ops. And to a table whose primary key the catalog does not know (seeded from the mirror's columns): dropping
+    the primary key is a no-op there -- the server dropped one, and keys change no column."""
     if table is None:
         return stmt
     names = {c.name.lower() for c in table.columns}
     actions = []
     for action in stmt.actions:
-        if isinstance(action, AddColumn) and action.column.name.lower() in names:
+        if isinstance(action, DropKey) and not table.primary and drops_primary(action):
+            action = attrs.evolve(action, if_exists=True)
+        elif isinstance(action, AddColumn) and action.column.name.lower() in names:
             action = attrs.evolve(action, if_not_exists=True)
         elif isinstance(action, DropColumn) and action.name.lower() not in names:
             action = attrs.evolve(action, if_exists=True)

@@ -124,7 +124,7 @@ class TableDDL:
         if not exists:
             return  # the table's first rows create it, in the layout they carry
         dt = fs.delta_table(path)
-        data = dt.to_pyarrow_table()
+        data = fs.delta_rows(dt)
         current = [(field.name, field.type) for field in data.schema]
         declared = dict(evolution.declared)
         if not evolution.changes(current) and not narrows(data, evolution.columns, declared):

@@ -108,6 +108,26 @@ def delta_table(location: str | os.PathLike[str], **kwargs: Any) -> Any:
     return DeltaTable(os.fspath(location), storage_options=delta_options(location), **kwargs)
 
 
+def delta_rows(table: Any) -> Any:
+    """The rows of a ``deltalake.DeltaTable``'s version as a pyarrow Table, read from its files in its schema.
+    ``DeltaTable.to_pyarrow_table`` turns every file's statistics into Python values to prune with, and Python's
+    ``datetime`` holds no year 0, which MySQL stores ('0000-01-01' in a DATE or DATETIME) and Arrow holds: with such a
+    value in a file, that call fails. The mirror's tables are unpartitioned and never prune, so nothing is lost."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pa_fs
+    from deltalake.fs import DeltaStorageHandler
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    paths: list[str] = actions.column("path").to_pylist()
+    sizes = dict(zip(paths, actions.column("size_bytes").to_pylist(), strict=True))
+    store = pa_fs.PyFileSystem(DeltaStorageHandler(table.table_uri, delta_options(table.table_uri), sizes))
+    parquet = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
+    schema = pa.schema(table.schema().to_arrow())
+    fragments = [parquet.make_fragment(path, filesystem=store) for path in paths]
+    return ds.FileSystemDataset(fragments, schema, parquet, store).to_table()
+
+
 def is_delta_table(location: str | os.PathLike[str]) -> bool:
     """Whether a Delta table is at ``location``."""
     from deltalake import DeltaTable

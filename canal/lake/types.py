@@ -64,10 +64,11 @@ class MirrorLeaseError(MirrorError):
 
 
 def is_zero_date(text: str) -> bool:
-    """MySQL's zero date or a date with a zero month or day ('0000-00-00', '2020-00-15 10:00:00')."""
+    """MySQL's zero date or a date with a zero month or day ('0000-00-00', '2020-00-15 10:00:00'). Year 0 with a
+    month and a day ('0000-01-01') is a date like any other, for MySQL and for Arrow."""
     if not _ZERO_DATE.match(text):
         return False
-    return text[:4] == "0000" or text[5:7] == "00" or text[8:10] == "00"
+    return text[5:7] == "00" or text[8:10] == "00"
 
 
 def base_type(mysql_type: str) -> str:
@@ -189,21 +190,23 @@ def _cast_exact(strings: Any, target: Any, zero_dates: ZeroDates) -> Any:
         ]
         return pa.concat_arrays(parts)
     dated = pa.types.is_date(target) or pa.types.is_timestamp(target)
+    # each value stays an Arrow array: a round trip through Python objects fails on what Arrow holds and Python's
+    # datetime does not (year 0, which MySQL stores and the bulk cast accepts)
     out: list[Any] = []
     for i in range(len(strings)):
         try:
-            out.append(strings.slice(i, 1).cast(target)[0].as_py())
+            out.append(strings.slice(i, 1).cast(target))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             text = strings[i].as_py()
             if dated and is_zero_date(text):
                 if zero_dates == "null":
-                    out.append(None)
+                    out.append(pa.nulls(1, target))
                     continue
                 raise MirrorTypeError(
                     f"zero date {text!r} fits no {target} column; mirror with zero_dates='null' to store it as NULL"
                 ) from None
             raise MirrorTypeError(f"value {text!r} does not convert to {target}: {exc}") from None
-    return pa.array(out, type=target)
+    return pa.concat_arrays(out) if out else pa.array([], type=target)
 
 
 _SPARK_TYPES: Final = {

@@ -82,7 +82,7 @@ DEFAULT_CHARSET = "utf8mb4"
 """MySQL 8's ``character_set_server`` (MariaDB before 11.6 defaults to latin1)."""
 
 
-def _drops_primary(action: DropKey) -> bool:
+def drops_primary(action: DropKey) -> bool:
     """DROP PRIMARY KEY, and DROP INDEX / KEY / CONSTRAINT `PRIMARY`: the primary key's index is named PRIMARY."""
     if action.kind == "PRIMARY KEY":
         return True
@@ -440,7 +440,7 @@ class SchemaCatalog:
                 if action.if_not_exists and primary and not drop_primary:
                     continue
                 declared_primary.append([n for n in action.key.column_names if n is not None])
-            elif isinstance(action, DropKey) and _drops_primary(action):
+            elif isinstance(action, DropKey) and drops_primary(action):
                 if not primary and not action.if_exists:
                     raise SchemaError(f"Can't DROP INDEX `PRIMARY` of {key}: no primary key", table=key)
                 drop_primary = True
