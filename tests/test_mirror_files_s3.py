@@ -197,7 +197,7 @@ def test_the_expanded_batch_is_kept_in_the_store_until_a_later_one(root: str, s3
 def test_a_ddl_batch_is_handed_to_the_driver_through_the_store(root: str, s3_bucket: S3Bucket) -> None:
     rows = pa.table({"is_ddl": [True], "sql": ["CREATE TABLE t (id int)"]})
     answer = pa.Table.from_batches(
-        list(write_partition(DeltaMirror, MirrorSettings(root=root, app_id="app"), 5, rows.to_batches()))
+        list(write_partition(DeltaMirror, MirrorSettings(root=root, app_id="app"), "e", 5, rows.to_batches()))
     )
     (spill,) = answer.column("spill").to_pylist()
     assert answer.column("status").to_pylist() == ["ddl"] and spill.startswith(f"{root}/{SPILL_PREFIX}5.")

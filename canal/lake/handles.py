@@ -7,6 +7,7 @@ micro-batch would pay twice per table (base and change log); a handle kept open 
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from canal.lake import changelog, delta_append, fs
@@ -17,6 +18,9 @@ class Handles:
 
     def __init__(self) -> None:
         self._open: dict[str, Any] = {}
+        # new whenever a table is forgotten (rewritten, moved, dropped): a Spark task's mirror, whose handles outlive
+        # the task, reads its tables anew when the driver's epoch is not the one it saw last (canal.spark.mirror_tasks)
+        self.epoch = uuid.uuid4().hex
 
     def table(self, path: str) -> Any:
         """The Delta table at ``path``, opened once and brought up to date on each use by reading only the commits
@@ -57,3 +61,4 @@ class Handles:
         """Drop the handles of the table at ``path`` and of its change log."""
         self._open.pop(path, None)
         self._open.pop(changelog.log_path(path), None)
+        self.epoch = uuid.uuid4().hex

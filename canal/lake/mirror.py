@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from canal.lake.cascade import ExpandedBatch, expand_cascades
 from canal.lake.changelog import FoldResult, quote, record_only
 from canal.lake.evolve import TableDDL
 from canal.lake.folds import Folds
-from canal.lake.frames import to_arrow
+from canal.lake.frames import batch_table
 from canal.lake.handles import Handles
 from canal.lake.health import MirrorMetrics, typed_storage_errors
 from canal.lake.images import source as source_of
@@ -56,7 +56,6 @@ from canal.lake.plan import (
     TablePlan,
     batch_steps,
     in_order,
-    mirror_columns,
     plan_tables,
     step_rows,
     true_count,
@@ -88,22 +87,6 @@ RECORD_CHARS = 1 << 20
 
 def _result_names(result: ApplyResult) -> int:
     return len(result.tables) + len(result.folds) + len(result.staged) + len(result.flushed)
-
-
-def _to_arrow_table(changes: Any) -> Any:
-    """A batch as one pyarrow Table (None: an empty list of record batches). A Spark DataFrame applied on the driver
-    is recognised by its ``toArrow`` (no pyspark import here): only the columns the mirror reads cross over."""
-    import pyarrow as pa
-
-    if isinstance(changes, pa.Table):
-        return changes
-    if isinstance(changes, pa.RecordBatch):
-        return pa.Table.from_batches([changes])
-    if isinstance(changes, Sequence) and all(isinstance(b, pa.RecordBatch) for b in changes):
-        return pa.Table.from_batches(list(changes)) if changes else None
-    if hasattr(changes, "toArrow"):  # a Spark DataFrame: only the columns the mirror reads cross over
-        return to_arrow(changes if is_packed(changes.columns) else changes.select(*mirror_columns(changes.columns)))
-    raise TypeError(f"cannot mirror {type(changes).__name__}: pass a pyarrow Table/RecordBatch or a DataFrame")
 
 
 def _each(apply_one: Callable[[str, TablePlan], bool], step: dict[str, TablePlan]) -> dict[str, bool]:
@@ -495,6 +478,14 @@ class DeltaMirror:
             self._handles.forget(path)
             self._writer.forget(path)
 
+    def tables_epoch(self, seen: str | None = None) -> str:
+        """The epoch of this mirror's tables (:class:`Handles`); given the driver's (``seen``), a Spark task's mirror
+        first forgets every table it holds if that epoch is not its own -- the driver rewrote, moved or dropped one."""
+        if seen is not None and seen != self._handles.epoch:
+            self._forget(*self._handles.locations())
+            self._handles.epoch = seen
+        return self._handles.epoch
+
     # -- applying ------------------------------------------------------------------------------------------------
 
     COLUMNS = MIRROR_COLUMNS
@@ -536,7 +527,7 @@ class DeltaMirror:
         whose last committed batch id is ``>= batch_id`` is skipped. ``fold=False``: start no fold after the batch
         (the caller schedules them, :meth:`fold_due`)."""
         if not isinstance(changes, TypedBatch):
-            table = _to_arrow_table(changes)
+            table = batch_table(changes)
             if table is not None and is_packed(table.column_names):
                 changes = unpack_all(table)  # the images=packed form: typed batches, or change rows (canal.lake.packed)
                 if not isinstance(changes, TypedBatch):
@@ -559,7 +550,7 @@ class DeltaMirror:
         self.check_folds()  # nothing of the batch written while a table's folds keep failing
         result = ApplyResult(batch_id)
         self._staging.new_batch()
-        table = _to_arrow_table(changes)
+        table = batch_table(changes)
         if table is None or table.num_rows == 0:
             self.history.append(result)
             return result

@@ -10,7 +10,9 @@ own code, so no change row is collected to the driver:
   throughput -- after a first job that looks for DDL (the batch is cached for the two).
 
 Each task builds the mirror from :meth:`DeltaMirror.settings` (a frozen :class:`~canal.lake.settings.MirrorSettings`;
-once per Python worker and value, kept for the next batches)
+once per Python worker and value, kept for the next batches, with the Delta tables it opened -- which it opens anew
+when the driver's :meth:`~canal.lake.mirror.DeltaMirror.tables_epoch` says that the driver rewrote, moved or dropped a
+table since: a kept handle would read the new table's commits on top of the old table's files, or fail)
 and applies its rows without the step journal: a table whose last
 committed batch id is at least the batch's is skipped, so a retried task, a replayed micro-batch and a speculative
 duplicate change nothing (merge-on-read: a duplicate append holds the same changes, and the latest change per key is
@@ -96,26 +98,32 @@ _WORKER_MIRRORS: dict[MirrorSettings, DeltaMirror] = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def worker_mirror(kind: type[DeltaMirror], settings: MirrorSettings) -> DeltaMirror:
+def worker_mirror(kind: type[DeltaMirror], settings: MirrorSettings, epoch: str) -> DeltaMirror:
     """The mirror a task writes with (``kind``: the driver's mirror class, so this module need not import it): one
     per settings in a Python worker, kept between tasks so its open Delta tables are reused; it starts no fold of its
-    own and never writes on executors itself."""
+    own and never writes on executors itself. ``epoch``: the driver's tables epoch (module docstring)."""
     with _WORKER_LOCK:
         mirror = _WORKER_MIRRORS.get(settings)
         if mirror is None:
             own = attrs.evolve(settings, background_folds=False, on_executors=False)
             mirror = _WORKER_MIRRORS[settings] = kind(**own.arguments())
             mirror.sole_log_writer = False  # folds run in other tasks: appends go through deltalake's checks
+        mirror.tables_epoch(epoch)
         return mirror
 
 
 def write_group(
-    kind: type[DeltaMirror], settings: MirrorSettings, batch_id: int, rows: Any, newest: tuple[str, int] | None = None
+    kind: type[DeltaMirror],
+    settings: MirrorSettings,
+    epoch: str,
+    batch_id: int,
+    rows: Any,
+    newest: tuple[str, int] | None = None,
 ) -> Any:
     """One table's change rows of a batch (a pyarrow Table, or a whole batch's typed batch), applied by a task: one
     result row per table, then the ``done`` row (reporting ``newest``, the position of the newest change, when the
     task's caller found it)."""
-    mirror = worker_mirror(kind, settings)
+    mirror = worker_mirror(kind, settings, epoch)
     result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
     due = set(result.folds)
     answer: list[tuple[str, str, int, bool, str | None, str | None]] = [
@@ -125,7 +133,7 @@ def write_group(
     return _answer(answer)
 
 
-def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, name: str) -> None:
+def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, epoch: str, name: str) -> None:
     """A Spark task's fold of one table (by its directory name, :func:`canal.lake.names.directory`)."""
     from canal.lake.changelog import FoldRaceError
 
@@ -136,10 +144,10 @@ def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, name: str) -
     # a speculative twin of this task folded the table, or appends kept it from trimming the log (the next fold
     # trims it): nothing to do now
     with contextlib.suppress(FoldRaceError):
-        worker_mirror(kind, settings).fold(schema, table)
+        worker_mirror(kind, settings, epoch).fold(schema, table)
 
 
-def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, batch_id: int, batches: Any) -> Any:
+def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, epoch: str, batch_id: int, batches: Any) -> Any:
     """A micro-batch held by one partition, applied by its task (tables in parallel threads) -- or, when it holds
     DDL, written to a file in the mirror's root and answered with one row naming it, nothing applied: the driver
     then applies it, in order, without reading the batch a second time. Packed batches (``images=packed``) are
@@ -165,7 +173,7 @@ def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, batch_id:
     elif changes.num_rows == 0:
         answer = _answer([("", DONE_MARK, 0, False, None, None)])
     else:
-        answer = write_group(kind, settings, batch_id, batch, newest)
+        answer = write_group(kind, settings, epoch, batch_id, batch, newest)
     yield from answer.to_batches()
 
 
@@ -281,6 +289,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         mirror.reach_checked = True
     kind = type(mirror)
     settings = mirror.settings()
+    epoch = mirror.tables_epoch()  # after the DDL of earlier batches, which the driver applied
     packed = is_packed(df.columns)  # images=packed: a few rows of packed batches, applied together by one task
     if packed:
         changes = df if _one_partition(df) else df.coalesce(1)
@@ -293,7 +302,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
         # writes every table, in parallel threads, or answers that the batch holds DDL
         def write_all(batches: Any) -> Any:
-            return write_partition(kind, settings, batch_id, batches)
+            return write_partition(kind, settings, epoch, batch_id, batches)
 
         outcome = _checked(changes.mapInArrow(write_all, RESULT_SCHEMA).collect(), 1, batch_id)
         newest = _newest(outcome)
@@ -337,7 +346,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
             else:
 
                 def write(rows: Any) -> Any:
-                    return write_group(kind, settings, batch_id, rows)
+                    return write_group(kind, settings, epoch, batch_id, rows)
 
                 collected = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
                 outcome = _checked(collected, shape["tables"], batch_id)
@@ -426,6 +435,7 @@ def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
     """Fold ``names`` (the tables' directory names) in one Spark job, a table per task, from a background thread of
     the driver; tables whose fold is under way are left for a later batch. The tables started."""
     settings = mirror.settings()
+    epoch = mirror.tables_epoch()
     kind = type(mirror)
     paths = {name: fs.join(os.fspath(mirror.root), name) for name in names}
     started = mirror.claim_folds(list(paths.values()))
@@ -437,7 +447,7 @@ def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
         def fold(batches: Any) -> Any:
             for batch in batches:
                 for name in batch.column("name").to_pylist():
-                    fold_in_task(kind, settings, name)
+                    fold_in_task(kind, settings, epoch, name)
             return iter(())
 
         # a DataFrame job (not an RDD one: Spark Connect has no RDDs), a table per partition as far as hashing
