@@ -2,8 +2,9 @@
 MariaDB): the schema workload of ``random_schema_workload`` -- ADD / DROP / RENAME / CHANGE / MODIFY column with FIRST
 / AFTER, name swaps, primary-key switches, table renames, swaps, drops and creations, values at their types' limits
 (year 0 among them) -- mirrored by ``DeltaMirror`` (a random mode; typed batches, change rows, or Spark's DataFrames)
-through ``run_batches`` in two runs of a random batch size, a new mirror object each. After each run every live
-table must equal ``SELECT *`` (values, column set and order), and no other table may be mirrored.
+through ``run_batches`` in two runs of a random batch size, a new mirror object each, under FULL or MINIMAL row
+metadata. After each run every live table must equal ``SELECT *`` (values, column set and order), and no other table
+may be mirrored.
 
 CI runs a few examples (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here); a failure prints the SQL and
 a blob that reproduces it.
@@ -41,6 +42,7 @@ def test_random_ddl_and_values_mirror_equal_to_select(
 ) -> None:
     spark = request.getfixturevalue("spark") if path == "spark" else None
     runs = iter(range(1_000_000))
+    default_metadata = mariadb.execute("SELECT @@GLOBAL.binlog_row_metadata")[0][0]
 
     @fuzz_settings(EXAMPLES)
     # longer workloads than the capture test's: a mirror's defects show where many rows meet many statements
@@ -48,6 +50,7 @@ def test_random_ddl_and_values_mirror_equal_to_select(
         ops=st.lists(operation, min_size=10, max_size=40),
         cut=st.integers(0, 40),
         mode=st.sampled_from(MODES),
+        metadata=st.sampled_from(["FULL", "MINIMAL"]),  # MINIMAL: rows named by the schema history
         seed=st.integers(0, 2**32 - 1),
     )
     # found by this test: a swap of two columns' names and types rewrites the table, and a Spark task's mirror kept
@@ -56,14 +59,16 @@ def test_random_ddl_and_values_mirror_equal_to_select(
         ops=[("add", 0, 0, 0), *[("insert", 0, 0, 0)] * 8, ("swap", 0, 0, 11), ("insert", 0, 0, 0)],
         cut=0,
         mode="merge_on_read",
+        metadata="FULL",
         seed=0,
     )
-    def check(ops: list[Op], cut: int, mode: Any, seed: int) -> None:
+    def check(ops: list[Op], cut: int, mode: Any, metadata: str, seed: int) -> None:
         db = f"mm{next(runs)}"
         mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
         mariadb.execute(f"CREATE DATABASE `{db}`")
         tmp = tmp_path_factory.mktemp("schema_mirror")
         conn = mariadb.connect()
+        mariadb.execute(f"SET GLOBAL binlog_row_metadata = {metadata}")
         try:
             config = capture_config(mariadb, tmp / "meta", master_position(conn), "schemamirror", schema=db)
             mariadb.execute(f"CREATE TABLE `{db}`.`{MARK}` (id INT AUTO_INCREMENT PRIMARY KEY)")
@@ -75,7 +80,7 @@ def test_random_ddl_and_values_mirror_equal_to_select(
                     if not workload.tables:
                         workload.create_table()
                     getattr(workload, "_" + kind)(a, b, c)
-                note(f"mode={mode} seed={seed}\nSQL:\n" + ";\n".join(workload.sql))
+                note(f"mode={mode} metadata={metadata} seed={seed}\nSQL:\n" + ";\n".join(workload.sql))
                 # a committed row last: the run ends at an entry (the workload may end with DDL, or with a
                 # statement the server refused)
                 mariadb.execute(f"INSERT INTO `{db}`.`{MARK}` VALUES ()")
@@ -92,6 +97,7 @@ def test_random_ddl_and_values_mirror_equal_to_select(
                     mirror.close()
         finally:
             conn.close()
+            mariadb.execute(f"SET GLOBAL binlog_row_metadata = {default_metadata}")
             mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
 
     check()
