@@ -111,7 +111,8 @@ def _assert_mirrors(conn: Any, mirror: DeltaMirror, workload: Workload) -> None:
             names = [d[0] for d in cur.description]
             rows = list(cur.fetchall())
         assert mirror.table_path(db, table).exists(), f"{db}.{table} is not mirrored"
-        result = compare(mirror.table_path(db, table), rows, [workload.key[table]], name=table)
+        mirrored = mirror.read(db, table)
+        result = compare(mirrored, rows, [workload.key[table]], name=table)
         assert result.equal, str(result)
-        assert mirror.read(db, table).column_names == names, table  # the source's column order
+        assert mirrored.column_names == names, table  # the source's column order
     assert {table for schema, table in mirror.tables() if schema == db} == {*workload.tables, MARK}

@@ -130,7 +130,12 @@ def plan_evolution(
             continue  # a statement about a table the mirror does not hold: its first rows will create it
         if isinstance(stmt, AlterTable):
             stmt = _as_replay(stmt, catalog.tables.get(key))
-        elif isinstance(stmt, DropIndexStatement) and key in catalog.tables and not catalog.tables[key].primary:
+        elif (
+            isinstance(stmt, DropIndexStatement)
+            and stmt.name.upper() == "PRIMARY"
+            and key in catalog.tables
+            and not catalog.tables[key].primary
+        ):
             stmt = attrs.evolve(stmt, if_exists=True)  # DROP INDEX `PRIMARY` ON t: as in _as_replay
         try:
             changes = catalog.apply(stmt, schema)

@@ -478,13 +478,17 @@ class DeltaMirror:
             self._handles.forget(path)
             self._writer.forget(path)
 
-    def tables_epoch(self, seen: str | None = None) -> str:
-        """The epoch of this mirror's tables (:class:`Handles`); given the driver's (``seen``), a Spark task's mirror
-        first forgets every table it holds if that epoch is not its own -- the driver rewrote, moved or dropped one."""
-        if seen is not None and seen != self._handles.epoch:
-            self._forget(*self._handles.locations())
-            self._handles.epoch = seen
+    @property
+    def tables_epoch(self) -> str:
+        """New whenever this mirror rewrites, moves or drops a table (:class:`Handles`)."""
         return self._handles.epoch
+
+    def follow_tables_epoch(self, epoch: str) -> None:
+        """A Spark task's mirror, given the driver's :attr:`tables_epoch`: every table it holds is read anew when
+        that is not its own -- the driver rewrote, moved or dropped one since."""
+        if epoch != self._handles.epoch:
+            self._forget(*self._handles.locations())
+            self._handles.epoch = epoch
 
     # -- applying ------------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ own code, so no change row is collected to the driver:
 
 Each task builds the mirror from :meth:`DeltaMirror.settings` (a frozen :class:`~canal.lake.settings.MirrorSettings`;
 once per Python worker and value, kept for the next batches, with the Delta tables it opened -- which it opens anew
-when the driver's :meth:`~canal.lake.mirror.DeltaMirror.tables_epoch` says that the driver rewrote, moved or dropped a
+when the driver's :attr:`~canal.lake.mirror.DeltaMirror.tables_epoch` says that the driver rewrote, moved or dropped a
 table since: a kept handle would read the new table's commits on top of the old table's files, or fail)
 and applies its rows without the step journal: a table whose last
 committed batch id is at least the batch's is skipped, so a retried task, a replayed micro-batch and a speculative
@@ -108,7 +108,7 @@ def worker_mirror(kind: type[DeltaMirror], settings: MirrorSettings, epoch: str)
             own = attrs.evolve(settings, background_folds=False, on_executors=False)
             mirror = _WORKER_MIRRORS[settings] = kind(**own.arguments())
             mirror.sole_log_writer = False  # folds run in other tasks: appends go through deltalake's checks
-        mirror.tables_epoch(epoch)
+        mirror.follow_tables_epoch(epoch)
         return mirror
 
 
@@ -289,7 +289,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         mirror.reach_checked = True
     kind = type(mirror)
     settings = mirror.settings()
-    epoch = mirror.tables_epoch()  # after the DDL of earlier batches, which the driver applied
+    epoch = mirror.tables_epoch  # after the DDL of earlier batches, which the driver applied
     packed = is_packed(df.columns)  # images=packed: a few rows of packed batches, applied together by one task
     if packed:
         changes = df if _one_partition(df) else df.coalesce(1)
@@ -435,7 +435,7 @@ def start_folds(mirror: DeltaMirror, spark: Any, names: list[str]) -> list[str]:
     """Fold ``names`` (the tables' directory names) in one Spark job, a table per task, from a background thread of
     the driver; tables whose fold is under way are left for a later batch. The tables started."""
     settings = mirror.settings()
-    epoch = mirror.tables_epoch()
+    epoch = mirror.tables_epoch
     kind = type(mirror)
     paths = {name: fs.join(os.fspath(mirror.root), name) for name in names}
     started = mirror.claim_folds(list(paths.values()))
