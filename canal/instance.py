@@ -50,7 +50,7 @@ from canal.meta.fence import Fence
 from canal.parse.log_position import LogPositionManager
 from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser, SourceFactory
-from canal.position import LogIdentity, LogPosition, PositionRange, SnapshotCursor
+from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
 from canal.schema.catalog import SchemaCatalog
 from canal.snapshot.destination import DestinationSnapshots
@@ -344,6 +344,14 @@ class Instance(StartStopContext):
             split_table_name(name)
         self._planning.check_tables(names, source, catalog)
         return [catalog.tables[name].table_schema(mariadb=catalog.mariadb) for name in names]
+
+    @property
+    def read_position(self) -> EntryPosition | None:
+        """How far the parser has read (:attr:`canal.parse.parser.EventParser.read_position`: every event before it
+        made no entry or was handed to the store, but for the transaction still being read, whose entries wait for
+        its end); None before its first event, and for a parser group, which reads no single binlog."""
+        parser = self.parser
+        return parser.read_position if isinstance(parser, EventParser) else None
 
     @property
     def snapshots(self) -> tuple[SnapshotRunner, ...]:

@@ -61,7 +61,7 @@ WIDER = {"INT": "BIGINT", "INT UNSIGNED": "BIGINT UNSIGNED", "DECIMAL(10,2)": "D
 
 _KINDS = [
     "insert", "insert", "insert", "update", "update", "delete", "add", "drop", "rename", "change", "modify",
-    "swap", "key", "rename_table", "drop_table", "create_table",
+    "swap", "key", "rename_table", "drop_table", "create_table", "rotate",
 ]  # fmt: skip
 
 KEY_COLUMNS = ("id", "k2")  # every table's two unique columns, either of them its primary key (``_key``)
@@ -302,6 +302,13 @@ class Workload:
     def _create_table(self, a: int, b: int, c: int) -> None:
         if len(self.tables) < 4:
             self.create_table()
+
+    # -- server operations -----------------------------------------------------------------------------------------
+
+    def _rotate(self, a: int, b: int, c: int) -> None:
+        """FLUSH BINARY LOGS: the server goes on in a new binlog file, as at ``max_binlog_size``, a restart or a
+        routine flush -- a stream (and a mirror resumed from a position) goes on across it."""
+        self._run("FLUSH BINARY LOGS")
 
 
 def _placed(columns: list[tuple[str, str]], column: tuple[str, str], position: str) -> list[tuple[str, str]]:

@@ -1,15 +1,15 @@
 """Randomized differential test of transactions (hypothesis, real MariaDB): what the Instance hands out, applied to
 a dict model, equals ``SELECT *`` of every table.
 
-A workload is a list of transactions over an InnoDB and a MyISAM table: plain commits and rollbacks, savepoints
-(names differing in case only), ``ROLLBACK TO`` and ``RELEASE SAVEPOINT`` mixing both engines (the server logs
-the rows a ``ROLLBACK TO`` undid when a non-transactional change came after the savepoint), XA transactions (on the
-InnoDB tables) committed, rolled back or committed in one phase, and ``CREATE TABLE ... SELECT``. Statements the
-server refuses (a duplicate key, an unknown savepoint) are left out, as the server leaves them. A destination then
-reads it all with a random ``transaction_size``, in batches of random sizes, some rolled back and fetched again,
-restarted at random batch boundaries (a file meta keeps the cursor); the consumer applies each row entry, a CREATE
-entry starts an empty table, and an XAROLLBACK entry undoes the transaction before it (the workload never
-interleaves XA transactions).
+A workload is a list of transactions over an InnoDB and a MyISAM table: plain commits and rollbacks, savepoints (names
+differing in case only), ``ROLLBACK TO`` and ``RELEASE SAVEPOINT`` mixing both engines (the server logs the rows a
+``ROLLBACK TO`` undid when a non-transactional change came after the savepoint), XA transactions (on the InnoDB tables)
+committed, rolled back or committed in one phase, and ``CREATE TABLE ... SELECT``; the server rotates its binlog
+(``FLUSH BINARY LOGS``) after a transaction or between an XA transaction's PREPARE and its COMMIT. Statements the server
+refuses (a duplicate key, an unknown savepoint) are left out, as the server leaves them. A destination then reads it all
+with a random ``transaction_size``, in batches of random sizes, some rolled back and fetched again, restarted at random
+batch boundaries (a file meta keeps the cursor); the consumer applies each row entry, a CREATE entry starts an empty
+table, and an XAROLLBACK entry undoes the transaction before it (the workload never interleaves XA transactions).
 
 CI runs a few examples (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here; set it higher for a longer
 run); a failure prints the SQL and a blob that reproduces it.
@@ -45,8 +45,12 @@ _row_op = st.tuples(st.sampled_from(["ins", "upd", "del"]), st.integers(0, 1), s
 _savepoint_op = st.tuples(st.sampled_from(["savepoint", "rollback_to", "release"]), st.integers(0, 2))
 _ops = st.lists(st.one_of(_row_op, _row_op, _savepoint_op), max_size=8)
 _transaction = st.tuples(
-    st.sampled_from(["commit", "commit", "rollback", "xa_commit", "xa_rollback", "xa_one_phase", "ctas"]), _ops
+    st.sampled_from(
+        ["commit", "commit", "rollback", "xa_commit", "xa_rollback", "xa_one_phase", "ctas", "rotate", "xa_rotate"]
+    ),
+    _ops,
 )
+ROTATE = "FLUSH BINARY LOGS"  # run on a connection of its own: a session with a prepared XA transaction can't
 _workload = st.lists(_transaction, min_size=1, max_size=8)
 _consumer = st.tuples(
     st.sampled_from([1, 2, 3, 1024]),  # transaction_size
@@ -69,7 +73,7 @@ class _Tables:
 
 def _statements(tables: _Tables, kind: str, ops: list[tuple[Any, ...]], n: int) -> list[str]:
     body: list[str] = []
-    xa = kind.startswith("xa")
+    xa = kind.startswith("xa")  # xa_rotate: the server rotates its binlog between XA PREPARE and XA COMMIT
     if xa:
         # a row every XA transaction writes: its prepared part is never empty, so the XAROLLBACK follows its rows
         body.append(f"INSERT INTO {tables.xalog} VALUES ({n}, 0)")
@@ -82,7 +86,7 @@ def _statements(tables: _Tables, kind: str, ops: list[tuple[Any, ...]], n: int) 
             body.append(f"UPDATE {table} SET v = {op[3]} WHERE id = {op[2]}")
         elif verb == "del":
             body.append(f"DELETE FROM {table} WHERE id = {op[2]}")
-        elif kind in ("commit", "rollback", "ctas"):  # savepoints in plain transactions only
+        elif kind in ("commit", "rollback", "ctas", "rotate"):  # savepoints in plain transactions only
             name = SAVEPOINTS[op[1]]
             body.append(
                 {
@@ -96,21 +100,25 @@ def _statements(tables: _Tables, kind: str, ops: list[tuple[Any, ...]], n: int) 
         return ["BEGIN", *body, "COMMIT"]
     if kind == "rollback":
         return ["BEGIN", *body, "ROLLBACK"]
+    if kind == "rotate":  # a transaction, then the next binlog file (a routine FLUSH, max_binlog_size, a restart)
+        return ["BEGIN", *body, "COMMIT", ROTATE]
     if kind == "ctas":
         copy = f"copy{len(tables.copies)}_{tables.inno}"
         tables.copies.append(copy)
         return ["BEGIN", *body, "COMMIT", f"CREATE TABLE {copy} (PRIMARY KEY (id)) SELECT id, v FROM {tables.inno}"]
     if kind == "xa_one_phase":
         return [f"XA START {xid}", *body, f"XA END {xid}", f"XA COMMIT {xid} ONE PHASE"]
-    outcome = "COMMIT" if kind == "xa_commit" else "ROLLBACK"
-    return [f"XA START {xid}", *body, f"XA END {xid}", f"XA PREPARE {xid}", f"XA {outcome} {xid}"]
+    outcome = "ROLLBACK" if kind == "xa_rollback" else "COMMIT"
+    rotated = [ROTATE] if kind == "xa_rotate" else []
+    return [f"XA START {xid}", *body, f"XA END {xid}", f"XA PREPARE {xid}", *rotated, f"XA {outcome} {xid}"]
 
 
-def _play(conn: Any, statements: list[str], log: list[str]) -> None:
-    with conn.cursor() as cur:
+def _play(conn: Any, statements: list[str], log: list[str], side: Any = None) -> None:
+    """Run ``statements`` on ``conn`` (a rotation on ``side``), logging each, or that the server refused it."""
+    with conn.cursor() as cur, (side or conn).cursor() as side_cur:
         for sql in statements:
             try:
-                cur.execute(sql)
+                (side_cur if sql == ROTATE else cur).execute(sql)
                 log.append(sql)
             except pymysql.err.MySQLError as exc:  # refused (a duplicate key, an unknown savepoint): not logged
                 log.append(f"-- refused: {sql} ({exc.args[0]})")
@@ -219,7 +227,7 @@ def test_random_transactions_hand_out_what_select_shows(
 ) -> None:
     run = next(_RUNS)
     tables = _Tables(mariadb.database, run)
-    conn = mariadb.connect()
+    conn, side = mariadb.connect(), mariadb.connect()
     conn.select_db(mariadb.database)
     log: list[str] = []
     try:
@@ -235,10 +243,11 @@ def test_random_transactions_hand_out_what_select_shows(
         )
         start = master_position(conn)
         for n, (kind, ops) in enumerate(workload):
-            _play(conn, _statements(tables, kind, list(ops), n), log)
+            _play(conn, _statements(tables, kind, list(ops), n), log, side)
         _play(conn, [f"INSERT INTO {tables.done} VALUES (1)"], log)
     finally:
         conn.close()
+        side.close()
     note("\n".join(log))
     transaction_size, plan = consumer
     config = InstanceConfig(

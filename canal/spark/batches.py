@@ -56,14 +56,23 @@ class RunStats:
     batch_ids: list[int] = attrs.field(factory=list)
     last_file: str | None = None  # binlog file of the last entry handled
     last_next_offset: int = 0  # offset just past the last entry handled (compare with SHOW MASTER STATUS)
+    # how far the parser had read when the stream was last found drained (every entry it had handed over handled):
+    # past the events that make no entry after the last that did -- MariaDB's Binlog_checkpoint, written after the
+    # first commit in a new binlog file, a filtered table's transactions, an XA PREPARE
+    drained_file: str | None = None
+    drained_offset: int = 0
 
     def reached(self, file: str, offset: int) -> bool:
-        """Whether every event before ``file:offset`` was handled (and acked)."""
+        """Whether every event before ``file:offset`` -- a position between transactions, as ``SHOW MASTER STATUS``
+        gives -- was handled (and acked): the last entry handled ends there or after, or the stream was found
+        drained with the parser's reading there or after."""
         from canal.position import journal_number
 
-        if self.last_file is None:
-            return False
-        return (journal_number(self.last_file), self.last_next_offset) >= (journal_number(file), offset)
+        target = (journal_number(file), offset)
+        return any(
+            at is not None and (journal_number(at), next_offset) >= target
+            for at, next_offset in ((self.last_file, self.last_next_offset), (self.drained_file, self.drained_offset))
+        )
 
 
 LINGER_S = 0.1
@@ -283,7 +292,8 @@ def run_batches(
     from ``fn`` leaves the batch unacked and propagates (the instance redelivers it after
     :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:
     the next ``run_batches`` with the same journal hands it to ``fn`` again. Stops after ``max_batches`` calls, when
-    ``stop`` is set, when ``until(stats)`` is true, or after ``idle_stop_s`` seconds without data. ``journal`` (a
+    ``stop`` is set, when ``until(stats)`` is true (``until=lambda s: s.reached(file, offset)`` with the master's
+    position runs until everything before it was handled), or after ``idle_stop_s`` seconds without data. ``journal`` (a
     file path; the spool is the directory beside it, ``<journal>.spool``) makes the first batch after a crash
     identical to the one that was in flight (see the module docstring). Snapshot rows need it: without one they
     raise :class:`~canal.errors.SnapshotError` before ``fn`` sees them and nothing is acked, because only the journal
@@ -333,9 +343,15 @@ def run_batches(
         if max_batches is not None and stats.batches >= max_batches:
             break
         began = time.perf_counter()
+        # how far the parser had read before a take that finds nothing: every event before it made no entry or was
+        # handed over -- to the store, and so to an earlier take, handled and acked before this one (the parser
+        # holds back only the transaction it is reading, which starts after any position between transactions)
+        read = instance.read_position if not puller.buffer else None
         entries, ack_ids, replaying = puller.take(cut_at)
         if not entries:
             puller.ack(ack_ids)  # entries dropped as already handed to fn, if any
+            if not ack_ids and read is not None and read.journal_name and read.position is not None:
+                stats.drained_file, stats.drained_offset = read.journal_name, read.position
             stats.decode_s += time.perf_counter() - began
             if not ack_ids and idle_stop_s is not None and time.monotonic() - idle_since > idle_stop_s:
                 break

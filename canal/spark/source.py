@@ -481,7 +481,7 @@ class CanalStreamReader:
         none is still to come -- no snapshot runs (its next chunk may be on its way) and the parser read that far."""
         if self.target is None or instance is None or _snapshot_running(instance):
             return False
-        reached = _read_position(instance)
+        reached = instance.read_position
         return reached is not None and _at_or_past(reached, self.target)
 
     def _await_target(self, instance: Instance, size: int) -> Message:
@@ -492,7 +492,7 @@ class CanalStreamReader:
         :data:`_STALLED_MIN_S`, (a server gone) ends the run."""
         patience = max(_STALLED_WAITS * self.read_timeout, _STALLED_MIN_S)
         since = time.monotonic()  # the parser's last progress
-        reached = _read_position(instance)
+        reached = instance.read_position
         while True:
             if _snapshot_running(instance):
                 since = time.monotonic()
@@ -510,7 +510,7 @@ class CanalStreamReader:
             msg = instance.get_without_ack(size, self.read_timeout)
             if msg.id != EMPTY_MESSAGE_ID:
                 return msg
-            now = _read_position(instance)
+            now = instance.read_position
             if now != reached:
                 since = time.monotonic()
             reached = now
@@ -769,12 +769,6 @@ def _past_target(entry: Entry, target: EntryPosition) -> bool:
     if entry.snapshot is not None or (rc is not None and rc.event_type is EventType.SNAPSHOT):
         return False
     return _at_or_past(entry.position, target)
-
-
-def _read_position(instance: Instance) -> EntryPosition | None:
-    """How far the instance's parser has read (None for a parser group, which has no single binlog)."""
-    parser = instance.parser
-    return parser.read_position if isinstance(parser, EventParser) else None
 
 
 def _parser_running(instance: Instance) -> bool:
