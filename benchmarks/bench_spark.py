@@ -90,13 +90,25 @@ The machine's CPU (:mod:`machine_cpu`: every process's busy time, the server's t
 ``start()`` to its end) and ``_transfer``; with the cores busy on average under ``machine_cpu`` in the JSON. A
 rate is bounded by the cores over that CPU.
 
+Where the query's CPU went (``spark_cpu_s``: :class:`machine_cpu.ByProcess`, ``/proc`` sampled every 0.2 s): Spark's
+JVM, the source's reader (the process Spark runs the streaming source in: decoding, typing, packing, spooling), the
+Python workers (the mirror's tasks and folds, the source's read tasks), this process (the driver's Python: the
+mirror's driver side) and the database; what no sample could attribute beside them. Two ceilings of
+``whole_bound_ratio`` on this machine follow, each ``decode_bound_rows_per_s``'s seconds over a least time for the
+query: ``reader_path_ceiling`` -- ``reader_start_s`` plus the reader's CPU seconds (its work done on a core of its own,
+everything after its last row free); ``cores_ceiling`` -- the query's busy CPU seconds over the cores (every core busy
+every moment). The reader types and packs what it decodes, so its CPU exceeds the decode-only baseline's, and what
+Spark's JVM and the mirror's tasks spend meanwhile has only the other core.
+
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... columnar_decode_rows_per_s=...
 embedded_rows_per_s=... steady_embedded_ratio=... embedded_decode_ratio=... steady_decode_ratio=...
 whole_bound_ratio=... update_row_bytes=... update_row_arrow_bytes=... images=... transfer_whole_rows_per_s=...
 transfer_steady_rows_per_s=... steady_transfer_ratio=... steady_decode_ceiling=... whole_bound_ceiling=...
 cpu_us_per_row_decode=... cpu_us_per_row_decode_encode=... cpu_us_per_row_embedded=... cpu_us_per_row_spark=...
-cpu_us_per_row_transfer=...`` (with ``--cluster`` also ``cluster_local_ratio=... cluster_whole_rows_per_s=...
+cpu_us_per_row_transfer=... reader_path_ceiling=... cores_ceiling=... spark_cpu_s_jvm=... spark_cpu_s_reader=...
+spark_cpu_s_python_workers=... spark_cpu_s_driver=... spark_cpu_s_database=... spark_cpu_s_unattributed=...`` (with
+``--cluster`` also ``cluster_local_ratio=... cluster_whole_rows_per_s=...
 cluster_steady_rows_per_s=...``);
 JSON in ``benchmarks/results/bench_spark.json``.
 """
@@ -114,7 +126,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from machine_cpu import Busy
+from machine_cpu import Busy, ByProcess
 from result_file import write_result
 from spark_floor import first_batch_s
 from spark_transfer import transfer_run
@@ -603,11 +615,12 @@ def run(
         local_options = {"images": images} if spool_shared else {"spool.shared": "false", "images": images}
         try:
             register(spark)
-            with Busy() as spark_cpu:
+            with ByProcess() as spark_parts:
                 run_ = stream(spark, server, start, work / "run", max_entries, buffer_size, local_options)
             run_["mirror"].close()  # the folds under way (Spark jobs) end before the session does
         finally:
             stop_spark(spark)
+        spark_cpu = spark_parts.busy
         local = figures(run_)
         print(f"local mode: {local['whole_rows_per_s']:,} rows/s, steady {local['steady_rows_per_s']}", flush=True)
         on_cluster = None
@@ -733,6 +746,11 @@ def run(
         "transfer": transfer_cpu.figures(total_rows),
     }
     out["machine_cpu"] = {**cpu, "cores": os.cpu_count()}
+    # where the query's CPU went, and the whole_bound_ratio it leaves room for on this machine (see the docstring)
+    cores = os.cpu_count() or 1
+    out["spark_cpu_s"] = spark_parts.cpu_s
+    out["reader_path_ceiling"] = round(decode_bound_s / (reader_start_s + spark_parts.cpu_s["reader"]), 3)
+    out["cores_ceiling"] = round(decode_bound_s / (spark_cpu.cpu_s / cores), 3)
     for name, figs in cpu.items():
         out[f"cpu_us_per_row_{name}"] = figs["cpu_us_per_row"]
     goals = {
@@ -863,7 +881,10 @@ def main(argv: list[str] | None = None) -> int:
         f"cpu_us_per_row_decode={out['cpu_us_per_row_decode']} "
         f"cpu_us_per_row_decode_encode={out['cpu_us_per_row_decode_encode']} "
         f"cpu_us_per_row_embedded={out['cpu_us_per_row_embedded']} cpu_us_per_row_spark={out['cpu_us_per_row_spark']} "
-        f"cpu_us_per_row_transfer={out['cpu_us_per_row_transfer']}{cluster}"
+        f"cpu_us_per_row_transfer={out['cpu_us_per_row_transfer']} "
+        f"reader_path_ceiling={out['reader_path_ceiling']} cores_ceiling={out['cores_ceiling']} "
+        + " ".join(f"spark_cpu_s_{part}={seconds}" for part, seconds in out["spark_cpu_s"].items())
+        + cluster
     )
     return 0
 

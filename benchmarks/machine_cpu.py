@@ -46,3 +46,104 @@ class Busy:
             "cpu_us_per_row": round(self.cpu_s / rows * 1e6, 1),
             "cores_busy": round(self.cpu_s / self.wall_s, 2),
         }
+
+
+PROCESS_KINDS = ("jvm", "reader", "python_workers", "driver", "database")
+"""The parts :class:`ByProcess` splits the machine's CPU into (plus ``unattributed``)."""
+
+
+def process_kind(pid: int, comm: str, cmdline: str) -> str | None:
+    """Which part of a Spark pipeline a process is: Spark's JVMs, the ``canal`` source's reader (the process Spark
+    runs a Python streaming source in), PySpark's Python workers (the daemon and the workers it forks: the mirror's
+    tasks and the source's read tasks), this benchmark's process (the driver's Python) or the database server."""
+    if pid == os.getpid():
+        return "driver"
+    if comm == "java":
+        return "jvm"
+    if comm in ("mariadbd", "mysqld"):
+        return "database"
+    if "python_streaming_source_runner" in cmdline:
+        return "reader"
+    if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline:
+        return "python_workers"
+    return None
+
+
+def _process_cpu(hz: int) -> dict[tuple[int, int], tuple[str, float]]:
+    """Every live process's kind (or "") and CPU seconds so far, by pid and start time (a pid is reused)."""
+    found: dict[tuple[int, int], tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as fb:
+                cmdline = fb.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        kind = process_kind(int(entry), comm, cmdline) or ""
+        # utime + stime; starttime
+        found[(int(entry), int(fields[19]))] = (kind, (int(fields[11]) + int(fields[12])) / hz)
+    return found
+
+
+class ByProcess:
+    """``with ByProcess() as parts: ...``: the machine's busy CPU seconds of the block split by
+    :data:`PROCESS_KINDS`, sampled from ``/proc`` every ``interval_s`` in a thread; the busy time no sample could
+    attribute (a process that ended between two samples, kernel threads, anything else) is ``unattributed``."""
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        import threading
+
+        self._interval_s = interval_s
+        self._hz = os.sysconf("SC_CLK_TCK")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-by-process", daemon=True)
+        # (pid, start time) -> kind, CPU at its first sample, at its newest
+        self._seen: dict[tuple[int, int], tuple[str, float, float]] = {}
+        self._born_before: set[tuple[int, int]] = set()
+        self._busy = Busy()
+        self.cpu_s: dict[str, float] = {}
+
+    def _sample(self) -> None:
+        for process, (kind, cpu) in _process_cpu(self._hz).items():
+            first = self._seen.get(process)
+            if first is not None:
+                # the newest kind known: a process the JVM forks is a copy of it until it runs the program it
+                # starts, and one that has ended (a zombie until reaped) has no command line left
+                kind = kind or first[0]
+            self._seen[process] = (kind, cpu if first is None else first[1], cpu)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._sample()
+
+    def __enter__(self) -> ByProcess:
+        self._busy.__enter__()
+        # a process alive at the start counts from here; one born later from its birth (its first sample's CPU is
+        # counted whole: a process seen first mid-block started in it)
+        self._sample()
+        self._born_before = set(self._seen)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        self._busy.__exit__(kind, exc, tb)
+        parts = dict.fromkeys(PROCESS_KINDS, 0.0)
+        for process, (what, first, newest) in self._seen.items():
+            if what:
+                parts[what] += newest - first if process in self._born_before else newest
+        parts = {k: round(v, 2) for k, v in parts.items()}
+        parts["unattributed"] = round(max(self._busy.cpu_s - sum(parts.values()), 0.0), 2)
+        self.cpu_s = parts
+
+    @property
+    def busy(self) -> Busy:
+        """The machine's busy CPU and wall seconds of the block (:class:`Busy`)."""
+        return self._busy
