@@ -318,7 +318,7 @@ class Instance(StartStopContext):
                     f"destination {self.destination} streams nothing more (snapshot mode initial_only): a snapshot "
                     "would never join the stream"
                 )
-            if merge.progress is not None or any(r.running for r in self._snapshots):
+            if merge.progress is not None or self.snapshot_running:
                 raise SnapshotError(
                     f"destination {self.destination} has an unfinished snapshot "
                     f"({', '.join(merge.progress.tables) if merge.progress else 'starting'}): wait for it first"
@@ -357,6 +357,12 @@ class Instance(StartStopContext):
     def snapshots(self) -> tuple[SnapshotRunner, ...]:
         """The snapshots this instance ran since it started (the last one last)."""
         return tuple(self._snapshots)
+
+    @property
+    def snapshot_running(self) -> bool:
+        """Whether a snapshot is still reading: its chunks join the stream as they are read, so an empty store
+        does not mean that all of its rows were handed out."""
+        return any(runner.running for runner in self._snapshots)
 
     def _snapshot_runner(
         self,

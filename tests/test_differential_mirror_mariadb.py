@@ -76,6 +76,15 @@ def test_snapshot_and_mirror_through_random_ddl_dml_and_crashes_equal_select(
         ),
         seed=st.integers(0, 2**32 - 1),
     )
+    # found by this test once its workloads rotated the binlog: its run stopped when the snapshot's runner said done
+    # with the last chunk in the store, not yet handled (the last chunk by key: ids 19, 21, ... were missing)
+    @example(
+        key=2,
+        composite=False,
+        rows=40,
+        ops=[("rename", 98), ("rotate", 55), ("rename", 80), ("rename", 15), ("drop", 64), ("del", 80), ("drop", 44)],
+        seed=273,
+    )
     # the server rotates its binlog while the mirror crashes and replays: positions cross files
     @example(
         key=0,
@@ -207,6 +216,11 @@ def _play(
                     until=done,
                     idle_stop_s=3,
                 )
+                if end is not None:
+                    # the snapshot's last chunk joins the store before its runner says done, and a run can stop at
+                    # that moment with the chunk unhandled: hand over what is left
+                    target = mirror if typed else apply
+                    run_batches(inst, None, target, batch_size=40, timeout=0.2, journal=journal, idle_stop_s=0.5)
             except Crash:
                 crashes += 1
                 assert crashes < 200

@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from canal.config import SnapshotMode
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
 from canal.lake.mirror import DeltaMirror
@@ -56,16 +57,17 @@ class RunStats:
     batch_ids: list[int] = attrs.field(factory=list)
     last_file: str | None = None  # binlog file of the last entry handled
     last_next_offset: int = 0  # offset just past the last entry handled (compare with SHOW MASTER STATUS)
-    # how far the parser had read when the stream was last found drained (every entry it had handed over handled):
-    # past the events that make no entry after the last that did -- MariaDB's Binlog_checkpoint, written after the
-    # first commit in a new binlog file, a filtered table's transactions, an XA PREPARE
+    # how far the parser had read when the stream was last found drained (every entry it had handed over handled;
+    # a destination that never snapshots): past the events that make no entry after the last that did -- MariaDB's
+    # Binlog_checkpoint, written after the first commit in a new binlog file, a filtered table's transactions, an
+    # XA PREPARE
     drained_file: str | None = None
     drained_offset: int = 0
 
     def reached(self, file: str, offset: int) -> bool:
         """Whether every event before ``file:offset`` -- a position between transactions, as ``SHOW MASTER STATUS``
-        gives -- was handled (and acked): the last entry handled ends there or after, or the stream was found
-        drained with the parser's reading there or after."""
+        gives -- was handled (and acked): the last entry handled ends there or after, or (a destination that never
+        snapshots) the stream was found drained with the parser's reading there or after."""
         from canal.position import journal_number
 
         target = (journal_number(file), offset)
@@ -335,6 +337,7 @@ def run_batches(
     if journal_file is not None:
         journal_file.spool.clear()  # a batch spooled but never recorded as pending was not acked: the instance has it
     idle_since = time.monotonic()
+    never_snapshots = instance.config.snapshot.mode is SnapshotMode.NEVER
     while True:
         if stop is not None and stop.is_set():
             break
@@ -345,8 +348,10 @@ def run_batches(
         began = time.perf_counter()
         # how far the parser had read before a take that finds nothing: every event before it made no entry or was
         # handed over -- to the store, and so to an earlier take, handled and acked before this one (the parser
-        # holds back only the transaction it is reading, which starts after any position between transactions)
-        read = instance.read_position if not puller.buffer else None
+        # holds back only the transaction it is reading, which starts after any position between transactions).
+        # Not for a destination that snapshots: its chunks join the stream at positions of their own, so a drained
+        # store says nothing of a chunk still to come
+        read = instance.read_position if not puller.buffer and never_snapshots and not instance.snapshots else None
         entries, ack_ids, replaying = puller.take(cut_at)
         if not entries:
             puller.ack(ack_ids)  # entries dropped as already handed to fn, if any

@@ -479,7 +479,7 @@ class CanalStreamReader:
     def _target_read(self, instance: Instance | None) -> bool:
         """Trigger.AvailableNow: whether all up to the target is in the instance's store (or was taken from it) and
         none is still to come -- no snapshot runs (its next chunk may be on its way) and the parser read that far."""
-        if self.target is None or instance is None or _snapshot_running(instance):
+        if self.target is None or instance is None or instance.snapshot_running:
             return False
         reached = instance.read_position
         return reached is not None and _at_or_past(reached, self.target)
@@ -494,7 +494,7 @@ class CanalStreamReader:
         since = time.monotonic()  # the parser's last progress
         reached = instance.read_position
         while True:
-            if _snapshot_running(instance):
+            if instance.snapshot_running:
                 since = time.monotonic()
             elif self._target_read(instance):
                 return instance.get_without_ack(size, None)  # read that far: what is handed off is in the store
@@ -774,10 +774,6 @@ def _past_target(entry: Entry, target: EntryPosition) -> bool:
 def _parser_running(instance: Instance) -> bool:
     parser = instance.parser
     return isinstance(parser, EventParser) and parser.is_running
-
-
-def _snapshot_running(instance: Instance) -> bool:
-    return any(runner.running for runner in instance.snapshots)
 
 
 def _master_position(config: InstanceConfig) -> EntryPosition | None:
