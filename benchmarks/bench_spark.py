@@ -93,7 +93,8 @@ rate is bounded by the cores over that CPU.
 Where the query's CPU went (``spark_cpu_s``: :class:`machine_cpu.ByProcess`, ``/proc`` sampled every 0.2 s): Spark's
 JVM, the source's reader (the process Spark runs the streaming source in: decoding, typing, packing, spooling), the
 Python workers (the mirror's tasks and folds, the source's read tasks), this process (the driver's Python: the
-mirror's driver side) and the database; what no sample could attribute beside them. Two ceilings of
+mirror's driver side) and the database; what no sample could attribute beside them (the sampling itself costs this
+process about 2 ms of CPU a sample, 1% of a core, inside the timed run). Two ceilings of
 ``whole_bound_ratio`` on this machine follow, each ``decode_bound_rows_per_s``'s seconds over a least time for the
 query: ``reader_path_ceiling`` -- ``reader_start_s`` plus the reader's CPU seconds (its work done on a core of its own,
 everything after its last row free); ``cores_ceiling`` -- the query's busy CPU seconds over the cores (every core busy
@@ -745,9 +746,9 @@ def run(
         "spark": spark_cpu.figures(total_rows),
         "transfer": transfer_cpu.figures(total_rows),
     }
-    out["machine_cpu"] = {**cpu, "cores": os.cpu_count()}
-    # where the query's CPU went, and the whole_bound_ratio it leaves room for on this machine (see the docstring)
     cores = os.cpu_count() or 1
+    out["machine_cpu"] = {**cpu, "cores": cores}
+    # where the query's CPU went, and the whole_bound_ratio it leaves room for on this machine (see the docstring)
     out["spark_cpu_s"] = spark_parts.cpu_s
     out["reader_path_ceiling"] = round(decode_bound_s / (reader_start_s + spark_parts.cpu_s["reader"]), 3)
     out["cores_ceiling"] = round(decode_bound_s / (spark_cpu.cpu_s / cores), 3)

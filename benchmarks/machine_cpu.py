@@ -69,8 +69,11 @@ def process_kind(pid: int, comm: str, cmdline: str) -> str | None:
     return None
 
 
-def _process_cpu(hz: int) -> dict[tuple[int, int], tuple[str, float]]:
-    """Every live process's kind (or "") and CPU seconds so far, by pid and start time (a pid is reused)."""
+def _process_cpu(hz: int, kinds: dict[tuple[int, int, str], str]) -> dict[tuple[int, int], tuple[str, float]]:
+    """Every live process's kind (or "") and CPU seconds so far, by pid and start time (a pid is reused). ``kinds``
+    keeps each process's kind by its name as well: its command line is read once a name, not at every sample (a
+    process the JVM forks is named as the JVM until it runs the program it starts; an ended one, a zombie until
+    reaped, keeps its name but has no command line left)."""
     found: dict[tuple[int, int], tuple[str, float]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -78,15 +81,17 @@ def _process_cpu(hz: int) -> dict[tuple[int, int], tuple[str, float]]:
         try:
             with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
                 stat = fh.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as fb:
-                cmdline = fb.read().replace(b"\0", b" ").decode(errors="replace")
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            process = (int(entry), int(fields[19]))  # pid, starttime
+            kind = kinds.get((*process, comm))
+            if kind is None:
+                with open(f"/proc/{entry}/cmdline", "rb") as fb:
+                    cmdline = fb.read().replace(b"\0", b" ").decode(errors="replace")
+                kind = kinds[(*process, comm)] = process_kind(process[0], comm, cmdline) or ""
         except OSError:  # gone meanwhile
             continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        kind = process_kind(int(entry), comm, cmdline) or ""
-        # utime + stime; starttime
-        found[(int(entry), int(fields[19]))] = (kind, (int(fields[11]) + int(fields[12])) / hz)
+        found[process] = (kind, (int(fields[11]) + int(fields[12])) / hz)  # utime + stime
     return found
 
 
@@ -105,17 +110,14 @@ class ByProcess:
         # (pid, start time) -> kind, CPU at its first sample, at its newest
         self._seen: dict[tuple[int, int], tuple[str, float, float]] = {}
         self._born_before: set[tuple[int, int]] = set()
+        self._kinds: dict[tuple[int, int, str], str] = {}  # (pid, start time, name) -> kind (_process_cpu)
         self._busy = Busy()
         self.cpu_s: dict[str, float] = {}
 
     def _sample(self) -> None:
-        for process, (kind, cpu) in _process_cpu(self._hz).items():
+        for process, (kind, cpu) in _process_cpu(self._hz, self._kinds).items():
             first = self._seen.get(process)
-            if first is not None:
-                # the newest kind known: a process the JVM forks is a copy of it until it runs the program it
-                # starts, and one that has ended (a zombie until reaped) has no command line left
-                kind = kind or first[0]
-            self._seen[process] = (kind, cpu if first is None else first[1], cpu)
+            self._seen[process] = (kind, cpu if first is None else first[1], cpu)  # the kind its name now says
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):

@@ -79,7 +79,7 @@ def test_a_run_reaches_a_master_position_across_a_binlog_rotation(mariadb: Any, 
     assert ids == [1, 2]
 
 
-def test_reached_is_false_before_anything_was_handled() -> None:
+def test_reached_is_false_before_anything_was_handled_and_compares_the_drained_position() -> None:
     stats = RunStats()
     assert not stats.reached("mysql-bin.000001", 4)
     stats.drained_file, stats.drained_offset = "mysql-bin.000001", 400
