@@ -57,6 +57,18 @@ class SchemaError(ParseError):
         self.position = position
 
 
+class EncryptedBinlogError(ParseError):
+    """A binlog file read from disk is encrypted (MariaDB ``encrypt_binlog=ON``): the events after its
+    ``START_ENCRYPTION_EVENT`` are ciphertext that only the server holding the key can read. Not retried: read the
+    binlog through the server (a ``MysqlBinlogSource``, which gets the events decrypted), or save decrypted copies
+    with ``mariadb-binlog --read-from-remote-server --raw``. ``key_version`` is the encryption key's version the file
+    names (never the key)."""
+
+    def __init__(self, message: str, *, key_version: int | None = None) -> None:
+        super().__init__(message)
+        self.key_version = key_version
+
+
 class SourceError(ParseError):
     """The binlog source (server, files, fake) failed or refused a request."""
 

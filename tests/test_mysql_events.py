@@ -1,5 +1,6 @@
 """The event parser on hand-built MySQL-format events (paths a MariaDB server never produces): v2 rows events with
-extra data, MySQL GTID and previous-GTIDs events, heartbeat v2, checksum verification, unsupported events."""
+extra data, MySQL GTID and previous-GTIDs events, heartbeat v2, checksum verification, unsupported events; MariaDB's
+START_ENCRYPTION_EVENT as a server sends it and as it lies on disk."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ import zlib
 
 import pytest
 
-from canal.errors import ParseError
+from canal.errors import EncryptedBinlogError, ParseError
 from canal.gtid import decode_mysql_gtid_set, encode_mysql_gtid_set
-from canal.parse.events import GtidEvent, GtidSetEvent, HeartbeatEvent, IgnoredEvent, RowsEvent, TableMapEvent
+from canal.parse.events import (
+    GtidEvent,
+    GtidSetEvent,
+    HeartbeatEvent,
+    IgnoredEvent,
+    RowsEvent,
+    StartEncryptionEvent,
+    TableMapEvent,
+)
 from canal.parse.mysql import EventDecoder
 from canal.parse.mysql import packets as P
 from canal.protocol import EventType
@@ -19,9 +28,9 @@ from canal.protocol import EventType
 SID = uuid.UUID("3e11fa47-71ca-11e1-9e33-c80aa9429562")
 
 
-def _event(type_code: int, body: bytes, log_pos: int, *, checksum: bool = False) -> bytes:
+def _event(type_code: int, body: bytes, log_pos: int, *, checksum: bool = False, flags: int = 0) -> bytes:
     size = 19 + len(body) + (4 if checksum else 0)
-    raw = struct.pack("<IBIIIH", 1_700_000_000, type_code, 7, size, log_pos, 0) + body
+    raw = struct.pack("<IBIIIH", 1_700_000_000, type_code, 7, size, log_pos, flags) + body
     return raw + struct.pack("<I", zlib.crc32(raw)) if checksum else raw
 
 
@@ -102,10 +111,59 @@ def test_corrupt_checksum_and_unsupported_events_raise() -> None:
     raw[20] ^= 0xFF
     with pytest.raises(ParseError, match="checksum mismatch"):
         parser.parse(bytes(raw))
-    with pytest.raises(ParseError, match=r"START_ENCRYPTION_EVENT at binlog\.000001:167: encrypted binlog files"):
-        parser.parse(_event(P.START_ENCRYPTION_EVENT, bytes(10), 200, checksum=True))
     with pytest.raises(ParseError, match="no table map"):
         parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(5, [(1, b"x")]), 300, checksum=True))
+
+
+NONCE = bytes(range(12))
+
+
+def _start_encryption(scheme: int = 1, key_version: int = 3, nonce: bytes = NONCE) -> bytes:
+    return bytes([scheme]) + struct.pack("<I", key_version) + nonce
+
+
+def test_a_start_encryption_event_is_read_when_the_server_decrypted_the_stream() -> None:
+    """A server flags it ignorable in a dump, whose events after it it decrypted; so does a file saved from a dump."""
+    parser = EventDecoder("binlog.000001", checksum=True, verify_checksum=True)
+    flagged = _event(P.START_ENCRYPTION_EVENT, _start_encryption(), 296, checksum=True, flags=P.LOG_EVENT_IGNORABLE_F)
+    ev = parser.parse(flagged)
+    assert isinstance(ev, StartEncryptionEvent) and isinstance(ev, IgnoredEvent)
+    assert (ev.offset, ev.next_offset, ev.scheme, ev.key_version, ev.nonce) == (256, 296, 1, 3, NONCE)
+    assert NONCE.hex() not in repr(ev)
+    # the position the dump started at, when it started inside the file: the server sends it with no position
+    artificial = _event(P.START_ENCRYPTION_EVENT, _start_encryption(), 0, checksum=True, flags=P.LOG_EVENT_IGNORABLE_F)
+    parser.position = 368
+    ev = parser.parse(artificial)
+    assert (ev.offset, ev.next_offset, ev.length) == (368, 368, 0)
+
+
+def test_an_encrypted_file_is_a_typed_stop() -> None:
+    """Unflagged, as the server writes it to disk: the events after it are ciphertext."""
+    parser = EventDecoder("binlog.000001", checksum=True, verify_checksum=True)
+    with pytest.raises(
+        EncryptedBinlogError,
+        match=r"START_ENCRYPTION_EVENT at binlog\.000001:256: this binlog file "
+        r"is encrypted \(encrypt_binlog=ON, key version 3\).*through the server",
+    ) as caught:
+        parser.parse(_event(P.START_ENCRYPTION_EVENT, _start_encryption(), 296, checksum=True))
+    assert caught.value.key_version == 3
+    assert parser.position == 4  # nothing read past it
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (_start_encryption(scheme=2), "encryption scheme 2"),
+        (_start_encryption()[:-1], "16 bytes of body, not 17"),
+        (_start_encryption() + b"\x00", "18 bytes of body, not 17"),
+    ],
+    ids=["scheme", "short", "long"],
+)
+def test_a_malformed_start_encryption_event_is_a_parse_error(body: bytes, message: str) -> None:
+    parser = EventDecoder("binlog.000001", checksum=True, verify_checksum=True)
+    flags = P.LOG_EVENT_IGNORABLE_F
+    with pytest.raises(ParseError, match=rf"malformed START_ENCRYPTION_EVENT at binlog\.000001:\d+: {message}"):
+        parser.parse(_event(P.START_ENCRYPTION_EVENT, body, 296, checksum=True, flags=flags))
 
 
 def test_gtid_set_encoding_round_trips() -> None:

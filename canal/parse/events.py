@@ -138,6 +138,18 @@ class IgnoredEvent(BinlogEvent):
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class StartEncryptionEvent(IgnoredEvent):
+    """MariaDB ``encrypt_binlog=ON``: the file's events after this one are encrypted with the key ``key_version``
+    under ``scheme`` (1: AES, the only scheme MariaDB writes) and ``nonce`` (12 bytes, stored in clear in the file).
+    A server decrypts them before it sends them and flags this event ignorable; sources yield it only then, so the
+    events after it are plain. It carries no change: only its position counts."""
+
+    scheme: int
+    key_version: int
+    nonce: bytes = attrs.field(repr=False)
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class TransactionPayloadEvent(BinlogEvent):
     """A MySQL compressed transaction (``binlog_transaction_compression=ON``): the BEGIN ... COMMIT events of one
     transaction in one event. Sources never yield it: they yield the events :meth:`EventDecoder.expand

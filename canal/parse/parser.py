@@ -29,6 +29,7 @@ from canal.errors import (
     BinlogPurgedError,
     CanalError,
     ConfigError,
+    EncryptedBinlogError,
     FencedWriteError,
     RolledBackHandOffError,
     SchemaError,
@@ -282,11 +283,12 @@ class EventParser(StartStopContext):
             | SchemaError
             | StoreBatchTooLargeError
             | XAPrepareLostError
-            | RolledBackHandOffError,
+            | RolledBackHandOffError
+            | EncryptedBinlogError,
         ):
             # a fenced write, a bad setting (e.g. an unreadable CA file), a schema the history cannot know, a
-            # hand-off the store can never hold, an XA PREPARE purged from the server or a rollback of what went out
-            # does not heal by retrying
+            # hand-off the store can never hold, an XA PREPARE purged from the server, a rollback of what went out
+            # or an encrypted file on disk does not heal by retrying
             raise exc
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure

@@ -12,9 +12,12 @@ leaves :meth:`EventDecoder.parse`, nothing is allocated beyond what the event ho
 without bound. With checksums verified, a corrupted event is never decoded, so no corrupted row is delivered.
 
 Event types: an event that could carry changes pycanal cannot decode (statement-based LOAD DATA, pre-GA rows
-events, encrypted files, incidents, any type this parser does not know unless the server flagged it ignorable) stops
-the dump with a ``ParseError`` naming it: never skipped while the cursor moves past it. The types ignored on purpose
-are listed in :data:`canal.parse.mysql.event_types.IGNORED` with the reason.
+events, incidents, any type this parser does not know unless the server flagged it ignorable) stops the dump with a
+``ParseError`` naming it: never skipped while the cursor moves past it. The types ignored on purpose are listed in
+:data:`canal.parse.mysql.event_types.IGNORED` with the reason. An encrypted binlog (MariaDB ``encrypt_binlog=ON``)
+reads through the server, which decrypts the events and flags the ``START_ENCRYPTION_EVENT`` before them ignorable;
+the same event unflagged (a file copied from the server's disk, ciphertext after it) raises
+:class:`~canal.errors.EncryptedBinlogError`.
 
 Server versions: MySQL 8.4 and later write no v1 rows events and announce a post-header length of 0 for them
 (such an event is refused); the format description's server version also picks the table maps' metadata rules
@@ -37,7 +40,7 @@ from collections.abc import Callable, Iterator
 import attrs
 import zstandard
 
-from canal.errors import ParseError, SchemaError
+from canal.errors import EncryptedBinlogError, ParseError, SchemaError
 from canal.gtid import decode_mysql_gtid_set
 from canal.parse.events import (
     BinlogEvent,
@@ -49,6 +52,7 @@ from canal.parse.events import (
     QueryEvent,
     RotateEvent,
     RowsEvent,
+    StartEncryptionEvent,
     TableMapEvent,
     TransactionPayloadEvent,
     XidEvent,
@@ -89,6 +93,8 @@ _MALFORMED = (IndexError, KeyError, ValueError, OverflowError, struct.error, zli
 _MAP_CACHE_SIZE = 8192  # table layouts kept with their decoders (a schema of thousands of tables fits)
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_ENCRYPTION_BODY = 17  # scheme, key version, nonce
+_ENCRYPTION_SCHEME = 1
 _FDE_FIXED = 57  # binlog version, server version, create timestamp, header length
 
 
@@ -159,6 +165,7 @@ class EventDecoder:
             P.HEARTBEAT_LOG_EVENT: self._heartbeat,
             P.HEARTBEAT_LOG_EVENT_V2: self._heartbeat_v2,
             P.TRANSACTION_PAYLOAD_EVENT: self._transaction_payload,
+            P.START_ENCRYPTION_EVENT: self._start_encryption,
         }
         for code in ROWS_KINDS:
             self._handlers[code] = self._rows
@@ -314,6 +321,38 @@ class EventDecoder:
     def _ignored(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         return IgnoredEvent(
             log_file=self.log_file, offset=off, next_offset=nxt, timestamp=ts, server_id=sid, type_code=t
+        )
+
+    def _start_encryption(
+        self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int
+    ) -> BinlogEvent:
+        # scheme (1 byte), key version (4), nonce (12): MariaDB's Start_encryption_log_event
+        if end - p != _ENCRYPTION_BODY:
+            raise ValueError(f"{end - p} bytes of body, not {_ENCRYPTION_BODY}")
+        scheme = b[p]
+        (key_version,) = _U32.unpack_from(b, p + 1)
+        if scheme != _ENCRYPTION_SCHEME:
+            raise ValueError(f"encryption scheme {scheme} (MariaDB writes only scheme {_ENCRYPTION_SCHEME})")
+        (flags,) = _U16.unpack_from(b, p - 2)  # the header's last field, the same in a file and a payload
+        if not flags & P.LOG_EVENT_IGNORABLE_F:
+            # as written to disk: only a server that sends the events decrypted flags it ignorable
+            raise EncryptedBinlogError(
+                f"{event_name(t)} at {self.log_file}:{off}: this binlog file is encrypted (encrypt_binlog=ON, key "
+                f"version {key_version}) and the events after it are ciphertext only the server can decrypt; read "
+                "the binlog through the server (its master address), or save decrypted copies with "
+                "mariadb-binlog --read-from-remote-server --raw",
+                key_version=key_version,
+            )
+        return StartEncryptionEvent(
+            log_file=self.log_file,
+            offset=off,
+            next_offset=nxt,
+            timestamp=ts,
+            server_id=sid,
+            type_code=t,
+            scheme=scheme,
+            key_version=key_version,
+            nonce=bytes(b[p + 5 : end]),
         )
 
     def _rotate(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:

@@ -4,6 +4,11 @@ types it ignores on purpose (:data:`IGNORED`, each with the reason: their positi
 types that stop the dump (:data:`REFUSED`, each with the reason it names), and the heartbeats (:data:`HEARTBEATS`).
 A type in none of these and not handled by :class:`~canal.parse.mysql.binlog.EventDecoder` stops the dump too, unless
 the server flagged it ignorable.
+
+MariaDB's ``START_ENCRYPTION_EVENT`` (``encrypt_binlog=ON``) is the decoder's to judge: a server decrypts the events
+after it and flags it ignorable in the dump (so does a file saved from a dump by ``mariadb-binlog --raw``), and it is
+read (:class:`~canal.parse.events.StartEncryptionEvent`); in a file copied from the server's disk it is unflagged and
+the events after it are ciphertext: :class:`~canal.errors.EncryptedBinlogError`.
 """
 
 from __future__ import annotations
@@ -56,7 +61,6 @@ IGNORED: Final[dict[int, str]] = {
 
 # Event types that carry changes pycanal cannot decode: the dump stops there, naming the event.
 REFUSED: Final[dict[int, str]] = {
-    P.START_ENCRYPTION_EVENT: "encrypted binlog files (encrypt_binlog=ON) cannot be read; read them through the server",
     P.INCIDENT_EVENT: "the server logged an incident: changes may be missing from the binlog at this point (a "
     "replica stops here too); check the source, then restart the capture after this position",
     **dict.fromkeys(

@@ -210,6 +210,13 @@ class LocalBinlogSource:
                     yield ev
                 else:  # like a server, send the file's format description first, as an artificial event
                     yield attrs.evolve(ev, offset=position, next_offset=position)
+                    # and, as a server does, read the event after it: in an encrypted file (MariaDB) it says so,
+                    # and the events at the position are ciphertext (a typed stop, not a checksum mismatch there)
+                    after = self._read_event(f, path)
+                    if after is not None and after[4] == P.START_ENCRYPTION_EVENT:
+                        parser.position = f.tell() - len(after)
+                        mark = parser.parse(after)  # refused unless the file holds the events decrypted
+                        yield attrs.evolve(mark, offset=position, next_offset=position)
                     f.seek(position)
                     parser.position = position
                 rotated_to: str | None = None
