@@ -19,6 +19,13 @@ class ConfigError(CanalError, ValueError):
         self.key = key
 
 
+class SecretError(ConfigError):
+    """A setting that names a secret (``KEY.env``: an environment variable; ``KEY.file``: a file) cannot be read
+    where it is used (the variable is unset or empty, the file missing, unreadable, empty or not text), names a
+    setting that holds no secret, or gives a secret twice. The message names the setting and the variable or the
+    file, never the secret (:mod:`canal.secrets`)."""
+
+
 class StorageLocationError(ConfigError):
     """A location (a mirror's root, a spool directory) names storage pycanal cannot use: a URI of an unknown scheme,
     an object store for a mirror's root (only local paths and ``file://`` URIs there, so far), or object-store

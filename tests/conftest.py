@@ -23,6 +23,7 @@ SLOW_FILES_FIRST = (
     "test_spark_source.py",
     "test_mirror_executors.py",
     "test_spark_connect_service.py",
+    "test_spark_connect_secrets.py",
     "test_differential_mirror_mariadb.py",
     "test_ha_processes.py",
     "test_hostile_binlog.py",

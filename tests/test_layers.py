@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "canal.address",
             "canal.gtid",
             "canal.files",
+            "canal.secrets",
         ),
     ),
     ("sql", ("canal.sql",)),

@@ -896,10 +896,13 @@ def test_register_makes_spool_shared_the_default_of_a_local_session_only() -> No
             self.conf = self
             self.dataSource = self
             self.master = master
+            self.settings: dict[str, str] = {}
 
-        def get(self, key: str, default: str) -> str:
-            assert key == "spark.master"
-            return self.master
+        def get(self, key: str, default: str | None = None) -> str | None:
+            return self.master if key == "spark.master" else self.settings.get(key, default)
+
+        def set(self, key: str, value: str) -> None:  # the redaction patterns (tests/test_spark_redaction.py)
+            self.settings[key] = value
 
         def register(self, cls: type) -> None:
             self.registered.append(cls)

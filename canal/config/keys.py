@@ -31,6 +31,7 @@ from canal.config.settings import (
     StoreConfig,
 )
 from canal.errors import ConfigError, FilterError
+from canal.secrets import is_secret_key
 
 logger = logging.getLogger(__name__)
 
@@ -38,17 +39,11 @@ logger = logging.getLogger(__name__)
 # loading helpers
 # --------------------------------------------------------------------------------------------------------------------
 
-_SECRET_KEY_RE: Final = re.compile(r"pass(?:word|wd)?|secret|accesskey|token|pwd|zookeeper\.auth", re.IGNORECASE)
-
-
-def _is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY_RE.search(key))
-
 
 def _shown(key: str, raw: str | None) -> str:
     if raw is None:
         return "(unset)"
-    return repr(_MASK) if _is_secret_key(key) else repr(raw)
+    return repr(_MASK) if is_secret_key(key) else repr(raw)
 
 
 class _Props:
@@ -68,9 +63,9 @@ class _Props:
             return None
         try:
             value = resolve_placeholders(raw, self._lookup, key=key, _stack=(key,))
-            return value if _is_secret_key(key) else value.strip()
+            return value if is_secret_key(key) else value.strip()
         except ConfigError:
-            if not _is_secret_key(key):
+            if not is_secret_key(key):
                 raise
             # the placeholder's name is part of the secret value: do not show it
             raise ConfigError(f"{key}: cannot resolve a placeholder in its value", key=key) from None

@@ -98,7 +98,7 @@ def delta_options(location: str | os.PathLike[str]) -> dict[str, str] | None:
     if not remote(text):
         return None
     storage, _name = _resolved(text)
-    return dict(storage.options) or None
+    return storage.store_options() or None
 
 
 def delta_table(location: str | os.PathLike[str], **kwargs: Any) -> Any:

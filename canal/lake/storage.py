@@ -14,7 +14,10 @@ rename, an object store's single PUT (an object is visible whole or not at all).
 conditional PUT (``If-None-Match: *``) on an object store; a store that refuses conditional PUTs fails the write with
 :class:`StorageError` rather than letting a second attempt replace the first.
 
-Options hold credentials: a :class:`Storage` prints its URI only, and errors never quote option values.
+Options hold credentials: a :class:`Storage` prints its URI only, and errors never quote option values. A secret
+option may be named instead of given (``AWS_SECRET_ACCESS_KEY.env`` = an environment variable's name,
+``AWS_SECRET_ACCESS_KEY.file`` = a file's path; :mod:`canal.secrets`): a :class:`Storage` holds the name, and reads
+the secret in the process that opens the store (:meth:`Storage.store_options`), so a pickled one carries no secret.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import attrs
 
 from canal.errors import CanalError, StorageLocationError
 from canal.files import AtomicFile
+from canal.secrets import check_named, read_named
 
 _LOG = logging.getLogger(__name__)
 
@@ -47,6 +51,11 @@ _CLIENT_KEYS: Final = frozenset(
     {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "proxy_url", "user_agent"}
 )
 _OPTION_PREFIXES: Final = ("aws_", "google_", "azure_")  # deltalake's names of a key, besides the bare one
+
+
+def _any_key(key: str) -> bool:
+    """Any store option may be named (the store's keys are open-ended; naming one that holds no secret is harmless)."""
+    return True
 
 
 def local_text(location: str) -> str | None:
@@ -75,8 +84,9 @@ class Storage:
     """A directory: a local path, or a prefix in an object store with the options that reach it.
 
     ``uri`` is the local path (as text) or the object-store URI without a trailing slash; ``options`` (kept out of
-    the repr: they hold credentials) are the store's, lower-cased. Picklable: tasks get it inside their partitions,
-    and each process opens the store once (:func:`_object_store`)."""
+    the repr: they hold credentials) are the store's as given, lower-cased, named secrets unread
+    (:meth:`store_options` reads them). Picklable: tasks get it inside their partitions, and each process opens the
+    store once (:func:`_object_store`)."""
 
     uri: str
     options: Mapping[str, str] = attrs.field(factory=dict, repr=False)
@@ -85,9 +95,11 @@ class Storage:
     def at(cls, location: str | os.PathLike[str], what: str, options: Mapping[str, str] | None = None) -> Storage:
         """The storage at ``location``; ``what`` names it in errors (``"the spool directory"``). A scheme other than
         ``file`` and those of :data:`OBJECT_SCHEMES` is a :class:`~canal.errors.StorageLocationError`, as are
-        ``options`` given for a local path (they would be silently ignored)."""
+        ``options`` given for a local path (they would be silently ignored); a malformed named secret is a
+        :class:`~canal.errors.SecretError` (:func:`canal.secrets.check_named`: nothing is read here)."""
         text = os.fspath(location)
         given = {str(k).lower(): str(v) for k, v in (options or {}).items()}
+        check_named(given, where=f"{what}'s storage option", may_name=_any_key)
         local = local_text(text)
         if local is None:
             parts = urlsplit(text)
@@ -106,6 +118,10 @@ class Storage:
                 "URIs"
             )
         return cls(text, {})
+
+    def store_options(self) -> dict[str, str]:
+        """The options the store is opened with: :attr:`options`, each named secret read in this process."""
+        return read_named(self.options, where=f"{self.uri}'s storage option", may_name=_any_key)
 
     @property
     def local(self) -> Path | None:
@@ -306,7 +322,7 @@ def _open_store(storage: Storage) -> Any:
 
     config: dict[str, str] = {}
     client: dict[str, Any] = {}
-    for key, value in storage.options.items():
+    for key, value in storage.store_options().items():
         bare = next((b for b in (key.removeprefix(p) for p in ("", *_OPTION_PREFIXES)) if b in _CLIENT_KEYS), None)
         if bare is None:
             config[key] = value

@@ -73,6 +73,22 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "environment variables apply.",
     ),
     SourceOption(
+        "<secret>.env",
+        None,
+        "Instead of an option that holds a secret, the name of an environment variable that holds it, read where "
+        "the option is used (the reader's process, and the executors that open the spool or snapshot connections): "
+        "`master.password.env`, `canal.instance.dbPassword.env`, the TLS key's password, `pycanal.zookeeper.auth`, "
+        "any `spool.storage.<key>.env` (`spool.storage.AWS_SECRET_ACCESS_KEY.env`). The query's plan, and so Spark's "
+        "event log, holds the name only. An unset or empty variable is a `SecretError` naming the option and the "
+        "variable, never the secret.",
+    ),
+    SourceOption(
+        "<secret>.file",
+        None,
+        "As `<secret>.env`, the path of a file that holds the secret (one line end at its end is dropped), read "
+        "each time a connection or the store is opened.",
+    ),
+    SourceOption(
         "spool.shared",
         "false",
         "`spool.dir` is reachable from every executor at the same path (one machine, or a shared file system): a "

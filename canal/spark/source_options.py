@@ -14,8 +14,9 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, parse_bool
+from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, format_properties, parse_bool
 from canal.errors import CanalError
+from canal.secrets import is_secret_key, read_named
 from canal.spark.options import CONNECTION_OPTIONS, IMAGE_FORMS, READER_DEFAULTS, READER_OPTIONS
 
 __all__ = [
@@ -59,6 +60,7 @@ _CAMEL_KEYS = {
     )
 }
 _READER_KEYS = frozenset(o.name.lower() for o in READER_OPTIONS)
+SOURCE_OPTION: Final = "canal source option"
 
 _T = TypeVar("_T")
 
@@ -91,11 +93,14 @@ another."""
 
 
 def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
-    """The instance config the source options name (with :data:`STORE_SIZE` unless they set the store's size)."""
+    """The instance config the source options name (with :data:`STORE_SIZE` unless they set the store's size). A
+    secret option given by name (``master.password.env``, ``master.password.file``, ...: :mod:`canal.secrets`) is
+    read here, in this process; the object store's (``spool.storage.*``) where the store is opened."""
     props: dict[str, str] = {}
-    for key, value in options.items():
+    instance_options = {k: v for k, v in options.items() if not k.lower().startswith(STORAGE_PREFIX)}
+    for key, value in read_named(instance_options, where=SOURCE_OPTION, may_name=is_secret_key).items():
         k = key.lower()
-        if k in _READER_KEYS or k.startswith(STORAGE_PREFIX):
+        if k in _READER_KEYS:
             continue
         if k in _SHORT_KEYS:
             props[_SHORT_KEYS[k]] = value
@@ -105,7 +110,7 @@ def config_from_options(options: Mapping[str, str]) -> InstanceConfig:
             props[_CAMEL_KEYS.get(k, key if key.lower() != key else k)] = value
         else:
             raise SparkSourceError(f"unknown canal source option {key!r}")
-    text = "\n".join(f"{k}={_escape(v)}" for k, v in props.items())
+    text = format_properties(props)  # each value as given: its leading blanks too (a secret read from a file)
     # the keys after it set another
     default = f"canal.instance.memory.buffer.size={STORE_SIZE}\n"
     path = options.get("properties")
@@ -123,10 +128,6 @@ STORAGE_PREFIX: Final = "spool.storage."
 def storage_options(options: Mapping[str, str]) -> dict[str, str]:
     """The object-store options among the source's (``spool.storage.*``), by their key."""
     return {k[len(STORAGE_PREFIX) :]: v for k, v in options.items() if k.lower().startswith(STORAGE_PREFIX)}
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def options_key(options: Mapping[str, str]) -> str:
