@@ -300,14 +300,43 @@ def test_the_cluster_lists_two_alive_workers(spark_cluster: SparkCluster) -> Non
     assert spark_cluster.master_url == f"spark://127.0.0.1:{spark_cluster.master.port}"
 
 
-def test_a_python_environment_the_worker_would_hide_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_the_executors_run_is_shared_from_the_hidden_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout and its environment in the temporary directory (a clone in /tmp): the worker binds each into its
+    tmpfs, read-only, before the tmpfs hides the rest; the paths inside another, outside it or missing are left."""
+    from canal.testing.services import SparkMaster, SparkWorker
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    checkout, venv = tmp_path / "clone", tmp_path / "clone" / ".venv"
+    tool = tmp_path / "tools.zip"
+    for path in (venv, checkout / "src"):
+        path.mkdir(parents=True)
+    tool.write_bytes(b"PK")
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    entries = [checkout, checkout / "src", tool, tmp_path / "gone", Path("/usr/lib")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(map(str, entries)))
+    worker = SparkWorker(SparkMaster())
+    assert worker.hidden == tmp_path.resolve()
+    assert worker.shared_paths() == [checkout.resolve(), tool.resolve()]  # the venv and src are in the checkout
+    worker.workdir = tmp_path / "worker"
+    worker.spark_home, worker._unshare = Path("/opt/spark"), "unshare"
+    script = worker._command()[-1]
+    view = f"{worker.workdir}/view"
+    assert f"mount --bind {checkout} {view}/clone && mount -o remount,bind,ro {view}/clone" in script
+    assert f": > {view}/tools.zip && mount --bind {tool} {view}/tools.zip" in script  # a file: bound onto a file
+    assert script.index("mount --bind") < script.index(f"mount --move {view} {tmp_path}") < script.index("exec ")
+
+
+def test_a_worker_that_would_have_to_share_the_whole_hidden_directory_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from canal.errors import ServiceError
     from canal.testing.services import SparkMaster, SparkWorker
 
-    hidden_env = Path(tempfile.gettempdir()) / "some-venv"
-    monkeypatch.setattr(sys, "prefix", str(hidden_env))
+    monkeypatch.setenv("PYTHONPATH", tempfile.gettempdir())
     worker = SparkWorker(SparkMaster())
-    with pytest.raises(ServiceError, match="hides") as refused:
+    with pytest.raises(ServiceError, match="they need all of it") as refused:
         worker.start()
-    assert str(hidden_env) in str(refused.value)
+    assert tempfile.gettempdir() in str(refused.value)
     assert worker.pid is None and worker.workdir is None and not worker.is_running

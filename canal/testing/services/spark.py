@@ -31,6 +31,10 @@ def spark_home() -> Path:
     return Path(spec.origin).parent
 
 
+def _q(path: Path) -> str:
+    return shlex.quote(str(path))
+
+
 def _absolute_pythonpath() -> str:
     """This process's ``PYTHONPATH`` with absolute entries: executors run in the worker's directory, where relative
     entries would name other directories."""
@@ -126,7 +130,10 @@ class SparkWorker(_SparkDaemon):
     """A standalone worker registered with ``master``, in its own mount namespace: a tmpfs is mounted over this
     machine's temporary directory (``tempfile.gettempdir()``, where the driver's and the tests' files are) before
     the JVM starts, so the worker and its executors see an empty one of their own, as on another host; the rest of
-    the file system (the Python environment, the source tree) is shared, as software installed on every host is.
+    the file system is shared, as software installed on every host is. What the executors run -- this interpreter's
+    environment, pyspark, the ``canal`` package's checkout and the ``PYTHONPATH`` entries (:meth:`shared_paths`) --
+    may lie in the temporary directory (a clone in ``/tmp``): each is bound into the worker's tmpfs at its own path,
+    read-only, and nothing else of the directory is.
 
     Needs root (``unshare -m``). The worker's directory (executors' logs, ``work/``) is inside that tmpfs: from
     outside, read it as ``/proc/PID/root/<its path>`` while the worker runs.
@@ -141,25 +148,39 @@ class SparkWorker(_SparkDaemon):
         self.cores = cores
         self.memory = memory
         self.webui_port = free_port()
-        self.hidden = Path(tempfile.gettempdir())
+        self.hidden = Path(tempfile.gettempdir()).resolve()
         """What the worker cannot see: it gets an empty tmpfs there."""
 
     def __repr__(self) -> str:
         return f"SparkWorker(address={self.address!r}, master={self.master.url!r}, pid={self.pid})"
+
+    def shared_paths(self) -> list[Path]:
+        """What of :attr:`hidden` the worker and its executors still see: the paths that what they run lies in and
+        that lie in the hidden directory, none inside another. ServiceError if one is the hidden directory itself."""
+        import canal
+
+        needed = [
+            sys.prefix,
+            sys.base_prefix,
+            str(spark_home()),
+            str(Path(canal.__file__).parent.parent),  # the checkout (an editable install, or PYTHONPATH's)
+            *_absolute_pythonpath().split(os.pathsep),
+        ]
+        inside = {path for path in (Path(e).resolve() for e in needed if e) if path.is_relative_to(self.hidden)}
+        if self.hidden in inside:
+            raise ServiceError(
+                f"SparkWorker hides {self.hidden} from its executors, but they need all of it (the Python "
+                "environment, the checkout or a PYTHONPATH entry is that directory): put them in a directory of "
+                "their own"
+            )
+        return sorted(p for p in inside if p.exists() and not any(p != q and p.is_relative_to(q) for q in inside))
 
     def _check_binaries(self) -> None:
         super()._check_binaries()
         self._unshare = _find_executable("unshare", "SparkWorker")
         if os.geteuid() != 0:
             raise ServiceError("SparkWorker needs root for its own mount namespace (unshare -m, mount -t tmpfs)")
-        # the executors' Python and the code they import must be outside what the worker hides
-        needed = [sys.prefix, *_absolute_pythonpath().split(os.pathsep)]
-        for path in (Path(entry).resolve() for entry in needed if entry):
-            if path.is_relative_to(self.hidden.resolve()):
-                raise ServiceError(
-                    f"SparkWorker hides {self.hidden} from its executors, but they need {path} (the Python "
-                    f"environment or a PYTHONPATH entry): put it outside {self.hidden}"
-                )
+        self.shared_paths()
 
     def _command(self) -> list[str]:
         assert self.workdir is not None
@@ -170,14 +191,23 @@ class SparkWorker(_SparkDaemon):
             *("--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(self.workdir / "work")),
             self.master.url,
         ]
-        hidden = shlex.quote(str(self.hidden))
-        script = (
-            f"mount -t tmpfs -o mode=1777 pycanal-worker {hidden} && mkdir -p {shlex.quote(str(self.workdir))}/work "
-            f"&& exec {shlex.join(worker)}"
-        )
+        # The tmpfs is made aside, in the worker's directory, the shared paths bound into it at their places, and
+        # then moved over the hidden directory: a path is bound while its original can still be reached.
+        view = self.workdir / "view"
+        steps = [f"mkdir -p {_q(view)}", f"mount -t tmpfs -o mode=1777 pycanal-worker {_q(view)}"]
+        for path in self.shared_paths():
+            target = view / path.relative_to(self.hidden)
+            make = f"mkdir -p {_q(target)}" if path.is_dir() else f"mkdir -p {_q(target.parent)} && : > {_q(target)}"
+            bind = f"mount --bind {_q(path)} {_q(target)} && mount -o remount,bind,ro {_q(target)}"
+            steps += [make, bind]
+        steps += [
+            f"mount --move {_q(view)} {_q(self.hidden)}",
+            f"mkdir -p {_q(self.workdir / 'work')}",
+            f"exec {shlex.join(worker)}",
+        ]
         # unshare without --fork exec()s sh, which exec()s spark-class, which exec()s the JVM: one pid throughout.
-        # Mount propagation is private (unshare's default), so the tmpfs stays inside the namespace.
-        return [self._unshare, "--mount", "--", "/bin/sh", "-c", script]
+        # Mount propagation is private (unshare's default), so the mounts stay inside the namespace.
+        return [self._unshare, "--mount", "--", "/bin/sh", "-c", " && ".join(steps)]
 
     def _probe(self) -> bool:
         try:
