@@ -1,9 +1,11 @@
 """A table that comes back under a new table id reuses its compiled decoders; the caches are bounded and evict
-the least recently used entry, not everything at once."""
+one entry at a time, not everything at once; reading a layout already compiled takes no lock (the parsers of every
+destination of a process share the cache)."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import threading
+from typing import Any
 
 import pytest
 from test_mysql_events import _event, _rows_v2, _table_map
@@ -17,7 +19,7 @@ from canal.parse.mysql import packets as P
 
 def _compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The kinds of the decoders generated from now on (the process-wide layout cache starts empty)."""
-    monkeypatch.setattr(decoder_module, "_LAYOUTS", OrderedDict())
+    monkeypatch.setattr(decoder_module, "_LAYOUTS", {})
     calls: list[str] = []
     real = decoder_module._CodeGen.rows_function
 
@@ -99,3 +101,30 @@ def test_a_reused_layout_keeps_its_own_table_id() -> None:
     # both ids stay valid: a rows event under the first id still decodes (ids are per-map, not per-layout)
     rows = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(1, [(30, b"z")]), 3000))
     assert isinstance(rows, RowsEvent) and rows.table_id == 1 and rows.rows[0].after == (30, "z")
+
+
+class _CountingLock:
+    """A lock that counts its acquisitions."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.taken += 1
+        self._lock.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lock.release()
+
+
+def test_a_compiled_layout_is_read_without_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    _compiles(monkeypatch)
+    lock = _CountingLock()
+    monkeypatch.setattr(decoder_module, "_LAYOUTS_LOCK", lock)
+    _read(EventDecoder("binlog.000001"), 1, 1, 1000)  # compiles the layout and its write decoder
+    taken = lock.taken
+    assert taken > 0
+    for n in range(20):  # what every other destination's parser does with the same tables: no lock
+        _read(EventDecoder("binlog.000001"), 1 + n, n, 1000)
+    assert lock.taken == taken
