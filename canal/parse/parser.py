@@ -31,6 +31,7 @@ from canal.errors import (
     ConfigError,
     EncryptedBinlogError,
     FencedWriteError,
+    ReplicaIdConflictError,
     RolledBackHandOffError,
     SchemaError,
     SourceError,
@@ -42,7 +43,14 @@ from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
 from canal.parse.events import BinlogEvent, HeartbeatEvent, QueryEvent, RotateEvent, RowsEvent
-from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
+from canal.parse.retry import (
+    CONFLICT_BACKOFF_S,
+    CONFLICTS_TO_STOP,
+    PURGED_ERRNO,
+    ConflictWindow,
+    RetryState,
+    is_purged,
+)
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.source import BinlogSource, RowsForm, SchemaReader
 from canal.parse.start_position import (
@@ -105,6 +113,7 @@ class EventParser(StartStopContext):
         self._log = destination_logger(__name__, destination)
         self._schemas = None if schema_history is None else SchemaTracker(schema_history, self._log)
         self._retry = RetryState(config.retry, rng or random.Random())
+        self._conflicts = ConflictWindow()  # replica-id clashes the server reported
         options = ConvertOptions(
             tables=TableFilters.from_strings(config.filter_regex, config.black_regex),
             fields=None
@@ -290,6 +299,14 @@ class EventParser(StartStopContext):
             # hand-off the store can never hold, an XA PREPARE purged from the server, a rollback of what went out
             # or an encrypted file on disk does not heal by retrying
             raise exc
+        if isinstance(exc, ReplicaIdConflictError):
+            clashes = self._conflicts.note(time.monotonic())
+            if exc.certain or clashes >= CONFLICTS_TO_STOP:
+                raise exc
+            wait = max(CONFLICT_BACKOFF_S, self.config.retry.backoff_s(clashes, self._retry.rng))
+            self._log.warning("%s (clash %d of %d allowed); retrying in %.2f s", exc, clashes, CONFLICTS_TO_STOP, wait)
+            self._backoff(wait)
+            return
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
             self._log.debug("the store was closed under the parser; waiting for stop")
