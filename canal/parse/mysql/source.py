@@ -13,7 +13,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from ssl import SSLContext
 from typing import Any, TypeVar
 
 import pymysql  # type: ignore[import-untyped]
@@ -25,7 +24,7 @@ from canal.errors import BinlogPurgedError, ReplicaIdConflictError, SchemaError,
 from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventDecoder
-from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tls_state
+from canal.parse.mysql.connect import TlsState, open_connection, shared_ssl_context, tls_state
 from canal.parse.mysql.replica_ids import REPLICA_IDS, derive_replica_id
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
@@ -129,7 +128,6 @@ class MysqlBinlogSource:
         self._verify_checksum = verify_checksum
         self._schema_fallback = schema_fallback
         self._ssl = ssl if ssl is not None else SslConfig()
-        self._ssl_context: SSLContext | None = None  # made at the first connection, shared by all of them
         self._side: pymysql.connections.Connection | None = None
         self._is_mariadb = False
         self._server_id: int | None = None
@@ -175,10 +173,7 @@ class MysqlBinlogSource:
     def _connect(
         self, conv: dict[Any, Any] | None = None, charset: str | None = None
     ) -> pymysql.connections.Connection:
-        with self._lock:
-            if self._ssl_context is None and self._ssl.enabled:
-                self._ssl_context = ssl_context(self._ssl)
-            context = self._ssl_context
+        context = shared_ssl_context(self._ssl)  # one per process for these settings (and their files' versions)
         return open_connection(
             address=self._address,
             host=self._host,
