@@ -18,7 +18,10 @@ from canal.client import ClientIdentity
 from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig
 from canal.errors import ReplicaIdConflictError
 from canal.instance import Instance
+from canal.parse import schema_tracking
 from canal.parse.mysql.replica_ids import REPLICA_IDS
+from canal.parse.mysql.source import MysqlBinlogSource
+from canal.parse.schema_tracking import read_layouts
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType, Message
 from canal.server import EmbeddedServer
 from canal.testing.plugin import MariaDBDatabase
@@ -119,6 +122,32 @@ def test_instance_stop_ends_its_dump_on_the_server(mariadb: MariaDBDatabase) -> 
         inst.stop()
     assert not {t for t, c in capture_threads(mariadb).items() if t not in before and c == "Binlog Dump"}
     wait_for("the capture user's connections to end", lambda: not set(capture_threads(mariadb)) - before, 2.0)
+
+
+def test_destinations_starting_together_read_the_layouts_once(
+    mariadb: MariaDBDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    monkeypatch.setattr(schema_tracking, "_SHARED_READS", {})
+    reads: list[str] = []
+    real = MysqlBinlogSource.schema_catalog
+    monkeypatch.setattr(MysqlBinlogSource, "schema_catalog", lambda self: reads.append(self.address) or real(self))
+
+    def layouts() -> tuple[list[str], Any]:
+        with MysqlBinlogSource(mariadb.address, mariadb.user, mariadb.password) as source:
+            catalog, at = read_layouts(source)
+        table = catalog.get(mariadb.database, "t")
+        assert table is not None
+        return [c.name for c in table.columns], at
+
+    first = layouts()
+    assert first[0] == ["id"] and len(reads) == 1
+    assert layouts() == first and len(reads) == 1  # another destination's start: the same read
+    mariadb.execute("INSERT INTO t VALUES (1)")
+    names, at = layouts()
+    assert names == ["id"] and len(reads) == 1 and at.position > first[1].position  # no DDL since: still valid
+    mariadb.execute("ALTER TABLE t ADD COLUMN v INT")
+    assert layouts()[0] == ["id", "v"] and len(reads) == 2  # a DDL since: read again
 
 
 # -- a replica id another replica takes ---------------------------------------------------------------------------

@@ -152,6 +152,12 @@ class MysqlBinlogSource:
         return self._address
 
     @property
+    def share_key(self) -> str:
+        """What a read of this server is valid for in the process (what it shows depends on the login): the
+        server's address and the user, never the password."""
+        return f"{self._username}@{self._address}"
+
+    @property
     def is_mariadb(self) -> bool:
         self._side_connection()
         return self._is_mariadb
