@@ -83,8 +83,8 @@ def test_destinations_without_a_slave_id_dump_side_by_side_and_stop_leaves_nothi
     server = EmbeddedServer()
     server.start()
     try:
-        for i in range(n):
-            server.start_destination(config(master, f"d{i}", rf"{db}\.t{i}"))
+        for i in range(n):  # each reading alone: a dump each
+            server.start_destination(config(master, f"d{i}", rf"{db}\.t{i}", share_reader=False))
         wait_for(
             f"{n} binlog dumps",
             lambda: sum(c == "Binlog Dump" for t, c in capture_threads(mariadb).items() if t not in before) == n,

@@ -105,6 +105,23 @@ class EntrySink:
             return
         self._store.rest_at(LogPosition(origin or LogIdentity(), anchor, 0))
 
+    def drops_empty(self, execute_ms: int) -> bool:
+        """Whether an empty transaction beginning at ``execute_ms`` would be dropped if handed off now; if so it is
+        counted as dropped (the policy's state moves as :meth:`sink` would move it), else nothing changes and
+        :meth:`sink` keeps it when it comes. For a parser that knows a transaction makes an empty one without making
+        it (a shared reader's :class:`~canal.parse.events.PassedEvent`)."""
+        if self._filter_transaction_entry:
+            return True  # its BEGIN and END are filtered: nothing of it is put, nothing is counted
+        if not self._filter_empty:
+            return False
+        last = self._empty_last_ms if self._empty_last_ms is not None else execute_ms
+        if self._empty_count + 1 <= self._empty_threshold and abs(execute_ms - last) <= self._empty_interval_ms:
+            self._empty_last_ms = last
+            self._empty_count += 1
+            self.empty_transactions_dropped += 1
+            return True
+        return False
+
     def _skip_empty(self, execute_ms: int) -> bool:
         if self._empty_last_ms is None:
             self._empty_last_ms = execute_ms

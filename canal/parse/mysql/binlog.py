@@ -43,6 +43,7 @@ import zstandard
 from canal.errors import EncryptedBinlogError, ParseError, SchemaError
 from canal.gtid import decode_mysql_gtid_set
 from canal.parse.events import (
+    UNDECODED,
     BinlogEvent,
     FormatDescriptionEvent,
     GtidEvent,
@@ -134,9 +135,11 @@ class EventDecoder:
         schema_lookup: ColumnSource | None = None,
         decode_rows: bool = True,
         rows_form: RowsForm | None = None,
+        decode_table: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.log_file = log_file
         self.rows_form = rows_form if rows_form is not None else RowsForm()
+        self.decode_table = decode_table  # DumpRequest.decode_table: rows of other tables come UNDECODED
         self.position = 4
         self.checksum = checksum
         self.verify_checksum = verify_checksum
@@ -464,6 +467,18 @@ class EventDecoder:
             fallback: list[SchemaColumn] | None = None
             problem: SchemaError | None = None
             version: int | None = None
+            if lookup is not None and getattr(lookup, "binlog_names_only", False):
+                # a reader without a schema history (canal.parse.shared): a table whose rows only a history could
+                # name (no column names) or time (pre-5.6 temporal columns) gets a problem, and the destinations
+                # that capture it read alone, where theirs does
+                if not info.has_names or any(c.type in _LEGACY_TEMPORAL for c in info.columns):
+                    problem = SchemaError(
+                        f"the table map of {info.schema}.{info.table} at {self.log_file}:{off} needs a schema history "
+                        "(no column names, or pre-5.6 temporal columns)",
+                        table=f"{info.schema}.{info.table}",
+                        position=f"{self.log_file}:{off}",
+                    )
+                lookup = None
             if not info.has_names and lookup is not None:
                 version = lookup.version
                 if lookup.strict:
@@ -608,6 +623,21 @@ class EventDecoder:
             raise ParseError(
                 f"{event_name(t)} at {self.log_file}:{off} has {ncols} columns, the table map of "
                 f"{dec.schema.full_name} {len(dec.columns)}: a corrupt event"
+            )
+        decode_table = self.decode_table
+        if decode_table is not None and not decode_table(dec.schema.schema, dec.schema.table):
+            return RowsEvent(
+                log_file=self.log_file,
+                offset=off,
+                next_offset=nxt,
+                timestamp=ts,
+                server_id=sid,
+                event_type=event_type,
+                table_id=table_id,
+                table=dec.schema,
+                rows=UNDECODED,
+                end_of_statement=bool(flags & 1),
+                schema_error=dec.problem,
             )
         nb = (ncols + 7) >> 3
         present = bytes(b[p : p + nb])

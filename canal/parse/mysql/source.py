@@ -522,6 +522,7 @@ class MysqlBinlogSource:
                 schema_lookup=request.schema if request.schema is not None else self if self._schema_fallback else None,
                 decode_rows=request.decode_rows,
                 rows_form=request.rows_form,
+                decode_table=request.decode_table,
             )
             if request.journal_name:
                 parser.position = request.position
