@@ -69,16 +69,19 @@ from canal.filter import TableFilters
 from canal.parse.events import (
     UNDECODED,
     BinlogEvent,
+    FormatDescriptionEvent,
     GtidEvent,
     PassedEvent,
     PassedTransaction,
     QueryEvent,
+    RotateEvent,
     RowsEvent,
     TableMapEvent,
     XidEvent,
 )
 from canal.parse.shared_groups import GroupTracker, Position, position_of
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm
+from canal.position import journal_number
 from canal.schema.history import SchemaColumn
 
 log = logging.getLogger(__name__)
@@ -260,6 +263,7 @@ class SharedReader:
         self._cond = threading.Condition()
         self._subs: tuple[Subscription, ...] = ()
         self._ahead: dict[Position, list[Subscription]] = {}
+        self._waiting: tuple[Subscription, ...] = ()  # the subscriptions in _ahead
         self._routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
         self._tracker = GroupTracker(start)
         self._group: _Group | None = None
@@ -271,6 +275,7 @@ class SharedReader:
         self._ring_bytes = 0
         self._flushed = time.monotonic()
         self._unshared: set[tuple[str, str]] = set()  # tables whose rows need a schema history
+        self._fdes: dict[int, BinlogEvent] = {}  # the format description of each recent file, by journal number
         self.waiting_for: Subscription | None = None
         self.ended = False
         self._quiet = False  # it ends because no one is left: its dump's end is no news
@@ -310,9 +315,10 @@ class SharedReader:
         with self._cond:
             self.ended = True
             self.error = error
-            subs = [*self._subs, *(s for waiting in self._ahead.values() for s in waiting)]
+            subs = [*self._subs, *self._waiting]
             self._subs = ()
             self._ahead.clear()
+            self._waiting = ()
             self._cond.notify_all()
         if error is not None and not self._quiet:
             log.info("shared reader %s ended: %s: %s", self.key, type(error).__name__, error)
@@ -351,9 +357,9 @@ class SharedReader:
 
     def _changed(self) -> None:
         """The subscriptions changed: routes and the rows form follow."""
+        self._waiting = tuple(s for w in self._ahead.values() for s in w)
         self._routes = {}
-        members = [s.member for s in self._subs] + [s.member for w in self._ahead.values() for s in w]
-        self._form.columnar = any(m.rows_form.columnar for m in members)
+        self._form.columnar = any(s.member.rows_form.columnar for s in (*self._subs, *self._waiting))
 
     def room(self) -> None:
         """The subscription the reader waits for has room again (called from its parser thread)."""
@@ -377,27 +383,58 @@ class SharedReader:
                 return None
             sub = Subscription(self, member)
             tracker = self._tracker
-            if first or (at is not None and tracker.between and tracker.next_start == at):
+            if first:
                 self._attach(sub)
                 return sub
             if at is None:
                 return None
+            prelude = self._prelude(at)
+            if prelude is None:
+                return None
+            if tracker.between and tracker.next_start == at:
+                for event in prelude:
+                    sub.push(event)
+                self._attach(sub)
+                return sub
             index = self._ring_index.get(at)
             if index is not None:
                 held = list(self._ring)[index - self._ring_base :]
                 undecoded = (h.event for h in held if isinstance(h.event, RowsEvent) and h.event.rows is UNDECODED)
                 if any(member.wants(e.table.schema, e.table.table) for e in undecoded):
                     return None  # rows it captures were not decoded then: it joins later
+                for event in prelude:
+                    sub.push(event)
                 for h in held:
                     sub.push(h.event)
                 self._attach(sub)
                 return sub
             here = tracker.next_start
             if here is not None and at[0] == here[0] and 0 < at[1] - here[1] <= AHEAD_BYTES:
+                for event in prelude:
+                    sub.push(event)
                 self._ahead.setdefault(at, []).append(sub)
                 self._changed()
                 return sub
             return None
+
+    def _prelude(self, at: Position) -> list[BinlogEvent] | None:
+        """What a dump of the server starting at ``at`` begins with: the artificial rotate naming the place, and the
+        format description event of its file (which gives a configured start its time). None when the reader has
+        not read that file's format description (it cannot give the joiner what its own dump would)."""
+        fde = self._fdes.get(at[0])
+        if fde is None:
+            return None
+        rotate = RotateEvent(
+            log_file=fde.log_file,
+            offset=0,
+            next_offset=0,
+            timestamp=0,
+            server_id=fde.server_id,
+            next_file=fde.log_file,
+            next_position=at[1],
+            artificial=True,
+        )
+        return [rotate, fde]
 
     def _attach(self, sub: Subscription) -> None:
         """``sub`` from now on, having been given everything of the stream up to where the reader stands."""
@@ -417,15 +454,23 @@ class SharedReader:
         return bool(self._route(schema, table))
 
     def _route(self, schema: str, table: str) -> tuple[Subscription, ...]:
-        found = self._routes.get((schema, table))
+        """The subscriptions capturing a table (those waiting ahead included). Also called by the decoder without
+        the lock: a change of subscriptions replaces the cache (it never clears it in place), so what this computes
+        from the subscriptions before a change goes into the cache the change dropped."""
+        routes = self._routes
+        found = routes.get((schema, table))
         if found is None:
-            waiting = [s for w in self._ahead.values() for s in w]
-            found = tuple(s for s in (*self._subs, *waiting) if s.member.wants(schema, table))
-            self._routes[(schema, table)] = found
+            found = tuple(s for s in (*self._subs, *self._waiting) if s.member.wants(schema, table))
+            routes[(schema, table)] = found
         return found
 
     def _dispatch(self, event: BinlogEvent) -> None:
         self.events_read += 1
+        if event.__class__ is FormatDescriptionEvent:
+            fdes = self._fdes
+            fdes[journal_number(event.log_file)] = event
+            if len(fdes) > 8:
+                del fdes[min(fdes)]
         tracker = self._tracker
         before = tracker.next_start if tracker.between else None
         tracker.follow(event)
@@ -699,7 +744,12 @@ class SharedStream:
         self._make_source = make_source
         self._sub: Subscription | None = None
         self._closed = False
-        self.shared = False  # reading through a reader now
+
+    @property
+    def shared(self) -> bool:
+        """Subscribed to a reader now (one that left still reads what was queued for it)."""
+        sub = self._sub
+        return sub is not None and sub.active and not self._closed
 
     def close(self) -> None:
         self._closed = True
@@ -719,7 +769,6 @@ class SharedStream:
         if self._closed:
             sub.close()
             return
-        self.shared = True
         # its connections are not needed while it shares (one that is, such as an XA read-back, opens again)
         self._source.close()
         yield from sub.events()
