@@ -37,6 +37,7 @@ Series, each labelled ``destination``:
 ``canal_instance_stream_ended``                      gauge    1 once an ``initial_only`` copy is complete
 ``canal_instance_cursor_binlog_file_number``         gauge    the number of the binlog file the saved cursor is in
 ``canal_instance_master_oldest_binlog_file_number``  gauge    the number of the oldest binlog file the master has
+``canal_instance_master_newest_binlog_file_number``  gauge    the number of the binlog file the master writes
 ===================================================  =======  =======================================================
 
 The delay series are absent until something was handed out / acked; the snapshot series until a snapshot started
@@ -44,8 +45,9 @@ in this process (its ETA while it runs and the estimate allows one). A destinati
 process (an HA standby) has no series. ``prometheus-client`` is imported only when the exporter is used.
 
 The binlog horizon. A cursor in a binlog file the master no longer has cannot be resumed (canal's errno 1236): the
-two ``binlog_file_number`` series say how close that is (``mysql-bin.000042``: 42). The cursor's is read from the
-destination's meta at each scrape; the master's oldest file from ``SHOW BINARY LOGS`` on a connection of its own, at
+``binlog_file_number`` series say how close that is (``mysql-bin.000042``: 42; a purge removes the files before the
+newest, so a cursor in the oldest of several is next). The cursor's is read from the
+destination's meta at each scrape; the master's files from ``SHOW BINARY LOGS`` on a connection of its own, at
 most every ``binlogs_every_s`` seconds, in a background thread: a scrape never waits for the server, and the series
 is absent until the first answer and after a failed one (logged). They compare within one server's numbering (after
 a failover to a server numbering its files otherwise, only the new cursor's means something). A source given as a
@@ -130,35 +132,36 @@ def file_number(name: str | None) -> int | None:
 
 
 class BinlogHorizon:
-    """The oldest binlog file a master still has, read at most every ``every_s`` seconds in a background thread
-    (:meth:`oldest` never waits for the server)."""
+    """The oldest and newest binlog files a master has, read at most every ``every_s`` seconds in a background
+    thread (:meth:`files` never waits for the server)."""
 
     def __init__(self, config: InstanceConfig, every_s: float = BINLOGS_EVERY_S) -> None:
         self.config = config
         self.every_s = every_s
         self._lock = threading.Lock()
-        self._oldest: str | None = None
+        self._files: tuple[str, str] | None = None  # (oldest, newest)
         self._read_at: float | None = None  # monotonic time of the last read started
         self._reading: threading.Thread | None = None
 
-    def oldest(self) -> str | None:
-        """The oldest file of the last answer (None: none yet, or the last read failed); a read starts in the
-        background when the last began ``every_s`` ago or more."""
+    def files(self) -> tuple[str, str] | None:
+        """The oldest and newest files of the last answer (None: none yet, or the last read failed); a read starts
+        in the background when the last began ``every_s`` ago or more."""
         with self._lock:
             due = self._read_at is None or time.monotonic() - self._read_at >= self.every_s
             if due and (self._reading is None or not self._reading.is_alive()):
                 self._read_at = time.monotonic()  # and again when the read begins
                 self._reading = threading.Thread(target=self.read, name="canal-binlog-horizon", daemon=True)
                 self._reading.start()
-            return self._oldest
+            return self._files
 
-    def read(self) -> str | None:
-        """Ask the master now (``SHOW BINARY LOGS``): its oldest file; None when it cannot be asked (logged)."""
+    def read(self) -> tuple[str, str] | None:
+        """Ask the master now (``SHOW BINARY LOGS``): its oldest and newest files; None when it cannot be asked
+        (logged)."""
         from canal.parse.sources import source_factory
 
         with self._lock:
             self._read_at = time.monotonic()
-        oldest = None
+        found = None
         try:
             source = source_factory(self.config)(self.config.master)
             try:
@@ -166,14 +169,14 @@ class BinlogHorizon:
                 files = source.binlog_files()
             finally:
                 source.close()
-            oldest = files[0].name if files else None
+            found = (files[0].name, files[-1].name) if files else None
         except Exception as exc:  # an unreachable master: the series is absent until it answers again
             destination_logger(__name__, self.config.destination).warning(
                 "cannot read the master's binlog files for the exporter: %s: %s", type(exc).__name__, exc
             )
         with self._lock:
-            self._oldest = oldest
-        return oldest
+            self._files = found
+        return found
 
 
 def _snapshots(source: MetricsSource) -> dict[str, InstanceMetrics]:
@@ -210,8 +213,8 @@ class CanalCollector:
             horizon = self._horizons[instance.destination] = BinlogHorizon(instance.config, self._binlogs_every_s)
         return horizon
 
-    def _binlog_files(self) -> dict[str, tuple[int | None, int | None]]:
-        """Destination -> (the number of its cursor's binlog file, that of its master's oldest)."""
+    def _binlog_files(self) -> dict[str, tuple[int | None, int | None, int | None]]:
+        """Destination -> the numbers of its cursor's binlog file, its master's oldest and newest."""
         out = {}
         for dest, instance in _instances(self._source).items():
             try:
@@ -220,7 +223,8 @@ class CanalCollector:
                 destination_logger(__name__, dest).warning("cannot read the cursor for the exporter: %s", exc)
                 cursor = None
             at = None if cursor is None else file_number(cursor.position.journal_name)
-            out[dest] = (at, file_number(self.horizon(instance).oldest()))
+            files = self.horizon(instance).files()
+            out[dest] = (at, *((None, None) if files is None else (file_number(files[0]), file_number(files[1]))))
         return out
 
     def describe(self) -> list[Metric]:
@@ -292,12 +296,17 @@ class CanalCollector:
         yield gauge(
             "cursor_binlog_file_number",
             "The number of the binlog file the saved cursor is in",
-            lambda m: files.get(m.destination, (None, None))[0],
+            lambda m: files.get(m.destination, (None, None, None))[0],
         )
         yield gauge(
             "master_oldest_binlog_file_number",
             "The number of the oldest binlog file the master has (SHOW BINARY LOGS)",
-            lambda m: files.get(m.destination, (None, None))[1],
+            lambda m: files.get(m.destination, (None, None, None))[1],
+        )
+        yield gauge(
+            "master_newest_binlog_file_number",
+            "The number of the binlog file the master writes (SHOW BINARY LOGS)",
+            lambda m: files.get(m.destination, (None, None, None))[2],
         )
 
 

@@ -133,17 +133,18 @@ def test_the_binlog_horizon_compares_the_cursor_with_the_masters_oldest_file(fak
         with start_http_server(0, instances=inst) as exporter:
             assert exporter.collector is not None
             horizon = exporter.collector.horizon(inst)
-            assert horizon.read() == "mysql-bin.000001"  # what a scrape's background read finds, here at once
+            assert horizon.read() == ("mysql-bin.000001", "mysql-bin.000001")  # a scrape's background read, at once
             samples = scrape(exporter.url)
             assert samples[("canal_instance_cursor_binlog_file_number", "example")] == 1
             assert samples[("canal_instance_master_oldest_binlog_file_number", "example")] == 1
             fake.rotate()
             fake.rotate()
             fake.purge_to("mysql-bin.000003")  # the file the cursor is in is gone: a restart could not resume
-            assert horizon.read() == "mysql-bin.000003"
+            assert horizon.read() == ("mysql-bin.000003", "mysql-bin.000003")
             samples = scrape(exporter.url)
     assert samples[("canal_instance_cursor_binlog_file_number", "example")] == 1
     assert samples[("canal_instance_master_oldest_binlog_file_number", "example")] == 3
+    assert samples[("canal_instance_master_newest_binlog_file_number", "example")] == 3
 
 
 def test_a_master_that_cannot_be_asked_has_no_horizon_series(fake: FakeMysql, caplog: pytest.LogCaptureFixture) -> None:
@@ -154,4 +155,4 @@ def test_a_master_that_cannot_be_asked_has_no_horizon_series(fake: FakeMysql, ca
     with caplog.at_level("WARNING", logger="canal.metrics"):
         assert horizon.read() is None
     assert "cannot read the master's binlog files" in caplog.text and "pa55word" not in caplog.text
-    assert horizon.oldest() is None  # and no second read started within every_s
+    assert horizon.files() is None  # and no second read started within every_s
