@@ -76,6 +76,8 @@ class SourceCounters:
     newest_time_ms: int | None = None  # the execute time at the end of the last micro-batch (its offset's timestamp)
 
 
+DML_TYPES = ("INSERT", "UPDATE", "DELETE")
+"""The types whose series start at 0 (an alert or a rate on them sees the first change); others appear when seen."""
 _COUNTERS: dict[str, SourceCounters] = {}
 _LOCK = threading.Lock()
 
@@ -96,12 +98,14 @@ def handed(destination: str, start: Offset, prepared: _P) -> _P:
     Spark: logged and counted."""
     end: Offset | None = getattr(prepared, "end", None)
     if end is None:
+        with _LOCK:  # the reader runs: its series start at 0, so that a rate sees the first micro-batch
+            _COUNTERS.setdefault(destination, SourceCounters(changes=dict.fromkeys(DML_TYPES, 0)))
         return prepared
     changes: dict[str, int] = dict(end.get("changes") or {})
     stamp = end.get("timestamp")
     now_ms = int(time.time() * 1000)
     with _LOCK:
-        counted = _COUNTERS.setdefault(destination, SourceCounters())
+        counted = _COUNTERS.setdefault(destination, SourceCounters(changes=dict.fromkeys(DML_TYPES, 0)))
         counted.micro_batches += 1
         for kind, rows in changes.items():
             counted.changes[kind] = counted.changes.get(kind, 0) + rows
