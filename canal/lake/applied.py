@@ -77,6 +77,22 @@ def newest_position(table: Any) -> tuple[str, int] | None:
     return None if offset is None else (newest, int(offset))
 
 
+def newest_time(table: Any) -> int | None:
+    """The newest execute time of the changes of a pyarrow Table of change rows (or a typed batch's metadata), in ms
+    since the epoch; None without any."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "execute_time" not in table.column_names or not table.num_rows:
+        return None
+    column = table.column("execute_time")
+    if not pa.types.is_timestamp(column.type):
+        return None
+    newest = pc.max(column.cast(pa.int64())).as_py()  # in the column's unit
+    per_ms = {"s": 0.001, "ms": 1, "us": 1000, "ns": 1_000_000}[column.type.unit]
+    return None if newest is None else int(newest // per_ms)
+
+
 def refuses(applied: Applied | None, batch_id: int, newest: tuple[str, int] | None) -> bool:
     """Whether batch ``batch_id``, whose newest change is at ``newest``, is not past the last batch finished
     (``applied``) but holds changes after its position: a new query's batch, not a replay."""

@@ -34,7 +34,7 @@ import attrs
 
 from canal.lake import changelog, delta_append, fs, maintenance
 from canal.lake import names as naming
-from canal.lake.applied import check_batch, newest_position, record_batch
+from canal.lake.applied import check_batch, newest_position, newest_time, record_batch
 from canal.lake.batch_ids import logged_batch_ids
 from canal.lake.cascade import ExpandedBatch, expand_cascades
 from canal.lake.changelog import FoldResult, quote, record_only
@@ -42,7 +42,7 @@ from canal.lake.evolve import TableDDL
 from canal.lake.folds import Folds
 from canal.lake.frames import batch_table
 from canal.lake.handles import Handles
-from canal.lake.health import MirrorMetrics, typed_storage_errors
+from canal.lake.health import MirrorCounters, MirrorMetrics, monitored, typed_storage_errors
 from canal.lake.images import source as source_of
 from canal.lake.images import type_sources
 from canal.lake.journal import StepJournal
@@ -216,6 +216,7 @@ class DeltaMirror:
         self.stats: dict[str, TableStats] = {}
         self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
         self.reach_checked = False  # whether Spark tasks were seen to reach the root (canal.spark.mirror_tasks)
+        self.counters = MirrorCounters()  # what its batches did, for metrics() and the exporter (canal.lake.health)
 
     # -- settings ------------------------------------------------------------------------------------------------
 
@@ -422,22 +423,9 @@ class DeltaMirror:
         self._folding.check()
 
     def metrics(self) -> MirrorMetrics:
-        """How the mirror is doing in this process: batches applied, folds done and failed (tables failing in a row),
-        staged parts held."""
-        parts = self._staging.loaded
-        health = self._folding.health
-        with health.lock:
-            failures, last = health.failures, health.last_error
-        return MirrorMetrics(
-            batches=self._applied_batches,
-            folds=health.done,
-            fold_failures=failures,
-            failing_folds=health.by_name(lambda path: Path(path).name),
-            last_fold_error=last,
-            staged_tables=0 if parts is None else len(parts.tables),
-            staged_rows=0 if parts is None else parts.rows,
-            staged_bytes=0 if parts is None else parts.bytes,
-        )
+        """How the mirror is doing in this process: batches applied and their newest position, folds done and failed
+        (tables failing in a row), staged parts held, batches stopped by error class (:mod:`canal.lake.health`)."""
+        return self.counters.metrics(self._folding.health, self._staging.loaded)
 
     def fold_due(self, path: str) -> bool:
         """Whether the change log of the table at ``path`` is big enough to fold (``fold_ratio``, ``fold_files``)."""
@@ -494,7 +482,8 @@ class DeltaMirror:
 
     COLUMNS = MIRROR_COLUMNS
 
-    def __call__(self, changes: Any, batch_id: int) -> None:
+    @monitored
+    def __call__(self, changes: Any, batch_id: int) -> ApplyResult:
         """``foreachBatch`` entry point: a Spark DataFrame is written by Spark tasks, a table per task, when
         ``on_executors`` (:func:`canal.spark.mirror_tasks.apply_on_executors`); anything else by :meth:`apply`.
 
@@ -504,9 +493,8 @@ class DeltaMirror:
         if self._settings.on_executors and hasattr(changes, "sparkSession"):
             from canal.spark.mirror_tasks import apply_on_executors
 
-            apply_on_executors(self, changes, batch_id)
-        else:
-            self.apply(changes, batch_id)
+            return apply_on_executors(self, changes, batch_id)
+        return self.apply(changes, batch_id)
 
     def new_result(self, batch_id: int) -> ApplyResult:
         return ApplyResult(batch_id)
@@ -515,6 +503,7 @@ class DeltaMirror:
         """The running statistics of one table (by its directory name: ``schema.table`` for plain names)."""
         return self.stats.setdefault(name, TableStats())
 
+    @monitored
     @typed_storage_errors
     def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
         """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) or a typed batch
@@ -564,7 +553,8 @@ class DeltaMirror:
         if steps_journal:
             self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.lake.lease)
             # a batch id finished already with changes after the position it reached: a new query (canal.lake.applied)
-            newest = newest_position(table)
+            newest = result.newest = newest_position(table)
+            result.newest_time_ms = newest_time(table)
             before = check_batch(self.root, self.app_id, batch_id, newest)
         journal = self._read_journal() if steps_journal else None
         if journal is not None and journal[0] > batch_id:

@@ -59,8 +59,9 @@ MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
 KEYLESS_ID = -1
 """The ``keys`` of a row of a table without a primary key in a typed batch's planner table
 (:mod:`canal.lake.typed_plan`, whose ``keys`` are int64 key ids; change rows hold ``"{}"``)."""
-# read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow
-OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before")
+# read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow,
+# execute times for the mirror's delay (canal.lake.health)
+OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before", "execute_time")
 
 
 def mirror_columns(names: Sequence[str]) -> list[str]:

@@ -113,6 +113,7 @@ def planned_form(batch: TypedBatch) -> tuple[Any, TypedImages]:
             "props": changes.column("props").cast(text),
             "log_file": changes.column("log_file").cast(text),
             "log_offset": changes.column("log_offset"),
+            "execute_time": changes.column("execute_time"),
         }
     )
     return table, TypedImages(batch.images, batch.layouts, base, batch.errors)

@@ -186,6 +186,11 @@ def moved(start: Mapping[str, Any], end: Mapping[str, Any]) -> bool:
     return start.get("snapshot") != end.get("snapshot")
 
 
+def with_changes(end: Offset, changes: Mapping[str, int]) -> Offset:
+    """``end`` carrying its micro-batch's change rows by type, field ``changes`` (:mod:`canal.spark.progress`)."""
+    return {**end, "changes": {kind: rows for kind, rows in sorted(changes.items()) if rows}}
+
+
 def canonical(offset: Mapping[str, Any]) -> str:
     return json.dumps(dict(offset), sort_keys=True, separators=(",", ":"))
 
@@ -332,6 +337,16 @@ def change_rows(entry: Entry) -> int:
     if rc.event_type.is_dml and rc.rows:
         return len(rc.rows)
     return 1 if rc.sql and not rc.rows else 0
+
+
+def change_type(entry: Entry) -> str:
+    """The ``type`` of the change rows :func:`entries_to_batch` makes of ``entry`` (with :func:`change_rows` of
+    them): its event type's name (``INSERT``, ``SNAPSHOT``, ``ALTER``, ...), ``XAPREPARE`` for an XA transaction's
+    end."""
+    rc = entry.row_change
+    if entry.entry_type is not EntryType.ROWDATA or rc is None:
+        return XA_PREPARE_TYPE if _is_xa_end(entry) else entry.entry_type.name
+    return rc.event_type.name
 
 
 def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, first_index: int = 0) -> Any:

@@ -46,7 +46,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from canal.lake import fs, names
-from canal.lake.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
+from canal.lake.applied import (
+    check_batch,
+    newest_position,
+    newest_time,
+    position_key,
+    read_applied,
+    record_batch,
+    refuses,
+)
 from canal.lake.packed import is_packed, unpack_all
 from canal.lake.settings import MirrorSettings
 from canal.lake.typed_batch import TypedBatch
@@ -82,8 +90,8 @@ def _result_arrow() -> Any:
 
 def _answer(rows: list[tuple[str, str, int, bool, str | None, str | None]]) -> Any:
     """Result rows ``(table, status, rows, fold_due, spill, newest)`` as a table of :data:`RESULT_SCHEMA`
-    (``newest``: ``file:offset`` of the newest change a task was given, on its ``done``/``ddl``/``checkpoint``
-    row)."""
+    (``newest``: ``file:offset`` of the newest change a task was given, and ``@`` its newest execute time in ms when
+    known, on its ``done``/``ddl``/``checkpoint`` row)."""
     import pyarrow as pa
 
     schema = _result_arrow()
@@ -118,18 +126,18 @@ def write_group(
     epoch: str,
     batch_id: int,
     rows: Any,
-    newest: tuple[str, int] | None = None,
+    newest: str | None = None,
 ) -> Any:
     """One table's change rows of a batch (a pyarrow Table, or a whole batch's typed batch), applied by a task: one
     result row per table, then the ``done`` row (reporting ``newest``, the position of the newest change, when the
-    task's caller found it)."""
+    task's caller found it, as :func:`_spelled` spells it)."""
     mirror = worker_mirror(kind, settings, epoch)
     result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
     due = set(result.folds)
     answer: list[tuple[str, str, int, bool, str | None, str | None]] = [
         (name, result.tables[name], 0, name in due, None, None) for name in sorted(result.tables)
     ]
-    answer.append(("", DONE_MARK, rows.num_rows, False, None, _spelled(newest)))
+    answer.append(("", DONE_MARK, rows.num_rows, False, None, newest))
     return _answer(answer)
 
 
@@ -162,18 +170,19 @@ def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, epoch: st
         batch = unpack_all(rows)
     changes = batch.changes if isinstance(batch, TypedBatch) else batch  # the metadata of each change row
     newest = newest_position(changes)
+    spelled = _spelled(newest, newest_time(changes))
     # the root's options, for the reads below (in an object store) before the task's mirror is built
     fs.register(settings.root, "the mirror's root", settings.options or None)
     if refuses(read_applied(settings.root, settings.app_id), batch_id, newest):  # canal.lake.applied
-        answer = _answer([("", CHECKPOINT_MARK, changes.num_rows, False, None, _spelled(newest))])
+        answer = _answer([("", CHECKPOINT_MARK, changes.num_rows, False, None, spelled)])
     elif changes.num_rows and (pc.any(changes.column("is_ddl")).as_py() or _for_the_driver(changes)):
         path = fs.join(settings.root, f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
         _spill(path, rows)
-        answer = _answer([("", DDL_MARK, changes.num_rows, False, path, _spelled(newest))])
+        answer = _answer([("", DDL_MARK, changes.num_rows, False, path, spelled)])
     elif changes.num_rows == 0:
         answer = _answer([("", DONE_MARK, 0, False, None, None)])
     else:
-        answer = write_group(kind, settings, epoch, batch_id, batch, newest)
+        answer = write_group(kind, settings, epoch, batch_id, batch, spelled)
     yield from answer.to_batches()
 
 
@@ -196,21 +205,28 @@ def _spill(path: str, rows: Any) -> None:
         spill.publish()
 
 
-def _spelled(position: tuple[str, int] | None) -> str | None:
-    return None if position is None else f"{position[0]}:{position[1]}"
-
-
-def _parsed(spelled: str | None) -> tuple[str, int] | None:
-    if not spelled:
+def _spelled(position: tuple[str, int] | None, when: int | None = None) -> str | None:
+    """``file:offset`` of ``position``, then ``@`` and ``when`` (an execute time in ms) if given."""
+    if position is None:
         return None
-    name, _, offset = spelled.rpartition(":")
-    return (name, int(offset))
+    return f"{position[0]}:{position[1]}" + ("" if when is None else f"@{when}")
 
 
-def _newest(outcome: list[Any]) -> tuple[str, int] | None:
-    """The newest of the positions the tasks' answers report."""
-    seen = [p for p in (_parsed(row["newest"]) for row in outcome) if p is not None]
-    return max(seen, key=lambda p: position_key(*p)) if seen else None
+def _parsed(spelled: str | None) -> tuple[tuple[str, int] | None, int | None]:
+    """The position and execute time :func:`_spelled` spelled."""
+    if not spelled:
+        return None, None
+    place, _, when = spelled.partition("@")
+    name, _, offset = place.rpartition(":")
+    return (name, int(offset)), (int(when) if when else None)
+
+
+def _newest(outcome: list[Any]) -> tuple[tuple[str, int] | None, int | None]:
+    """The newest of the positions the tasks' answers report, and the newest of their execute times."""
+    parsed = [_parsed(row["newest"]) for row in outcome]
+    seen = [position for position, _when in parsed if position is not None]
+    times = [when for _position, when in parsed if when is not None]
+    return (max(seen, key=lambda p: position_key(*p)) if seen else None), (max(times) if times else None)
 
 
 def _for_the_driver(rows: Any) -> bool:
@@ -296,7 +312,8 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     else:
         # the XA marks and positions too: a batch holding them (or statements) is the driver's (_for_the_driver)
         changes = df.select(
-            *mirror.COLUMNS, *(name for name in ("props", "log_file", "log_offset", "before") if name in df.columns)
+            *mirror.COLUMNS,
+            *(name for name in ("props", "log_file", "log_offset", "before", "execute_time") if name in df.columns),
         )
     if packed or _one_partition(changes):
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
@@ -305,7 +322,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
             return write_partition(kind, settings, epoch, batch_id, batches)
 
         outcome = _checked(changes.mapInArrow(write_all, RESULT_SCHEMA).collect(), 1, batch_id)
-        newest = _newest(outcome)
+        newest, newest_ms = _newest(outcome)
         before = check_batch(mirror.root, mirror.app_id, batch_id, newest)  # raises where the task refused
         if any(row["status"] == CHECKPOINT_MARK for row in outcome):
             raise MirrorError(f"batch {batch_id}: a mirror task refused it as no replay, and the driver does not")
@@ -334,9 +351,12 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
                     number.alias("n"), F.col("log_offset").alias("o"), F.col("log_file").alias("f")
                 )
                 measures.append(F.max(newest_change).alias("newest"))
+            if "execute_time" in changes.columns:
+                measures.append(F.max(F.unix_millis(F.col("execute_time"))).alias("newest_ms"))
             shape = changes.agg(*measures).first()
             found = None if shape is None else shape.asDict().get("newest")
             newest = None if found is None or not found["f"] else (found["f"], int(found["o"]))
+            newest_ms = None if shape is None else shape.asDict().get("newest_ms")
             before = check_batch(mirror.root, mirror.app_id, batch_id, newest)  # before a task writes
             if shape is None or shape["ddl"] is None:  # no rows
                 outcome = []
@@ -367,6 +387,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         if row["fold_due"]:
             due.append(row["table"])
     result.merge_s = time.perf_counter() - began
+    result.newest, result.newest_time_ms = newest, newest_ms
     record_batch(mirror.root, mirror.app_id, before, batch_id, newest)
     if due:
         result.folds = start_folds(mirror, df.sparkSession, due)
