@@ -5,7 +5,8 @@ files: ADD / DROP / RENAME / CHANGE / MODIFY COLUMN rewrite the table in the sou
 column's data across renames and moves (a declared type change converts the values as the server does:
 :func:`canal.lake.images.retyped`, :mod:`canal.lake.narrowing`); CREATE TABLE makes it empty (marked with its step:
 :mod:`canal.lake.step_marks`); DROP TABLE removes it; RENAME TABLE moves its directory and change log
-(:mod:`canal.lake.table_moves` in an object store). A rewrite that reorders columns writes the table anew beside
+(:mod:`canal.lake.table_moves` in an object store); DROP DATABASE drops every mirrored table of the database
+(:meth:`TableDDL.drop_schema`). A rewrite that reorders columns writes the table anew beside
 the old one and replaces it; one cut short by a crash is finished by the next batch (:meth:`TableDDL.recovered`).
 """
 
@@ -55,6 +56,29 @@ class TableDDL:
         moved_to = naming.parse(pair.new)
         assert moved_to is not None  # batch_steps names the pair by directory names
         self.move(fs.join(self._settings.root, pair.old), moved_to)
+
+    def drop_schema(self, schema: str, only: frozenset[str] | None) -> list[str]:
+        """DROP DATABASE ``schema``: every mirrored table of it (of ``only``, when set) goes with its change log; the
+        directory names of those dropped. The change logs are listed too, and a rewrite's leftovers (``.rewritten``,
+        ``.replaced``): a drop a crash cut short is finished by the step's replay."""
+        root = self._settings.root
+        found: set[str] = set()
+        for name in [*fs.listdir(root), *fs.listdir(fs.join(root, changelog.LOG_DIR))]:
+            for suffix in (".rewritten", ".replaced"):
+                name = name.removesuffix(suffix)
+            pair = naming.parse(name)
+            if pair is not None and pair[0] == schema and (only is None or naming.display(*pair) in only):
+                found.add(name)
+        for name in sorted(found):
+            path = fs.join(root, name)
+            self.recovered(path)  # a rewrite cut short is finished (or its leftovers put back) before it goes
+            self._folds.settle(path)  # a fold writes the base and the log: wait for it
+            self._forget(path)
+            self._folds.forget_size(path)
+            fs.rmtree(f"{path}.rewritten")
+            fs.rmtree(path)
+            fs.rmtree(changelog.log_path(path))
+        return sorted(found)
 
     def evolution(self, plan: TablePlan, path: str | None) -> Evolution | None:
         """What the batch's statements do to the table (None: none of them changes a layout)."""
