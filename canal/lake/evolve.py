@@ -27,6 +27,7 @@ from canal.lake.images import retyped, typed_column
 from canal.lake.narrowing import fit_declared, narrows
 from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
+from canal.lake.time_zones import shift
 from canal.lake.types import MirrorError, typed_array
 from canal.sql import CreateTable
 
@@ -93,7 +94,14 @@ class TableDDL:
         if path is not None and not self._created_by_this_step(path, statements, plan.fold_names):
             current = [field.name for field in fs.delta_table(path).schema().fields]
         return plan_evolution(
-            plan.schema, plan.table, current, statements, columns_of=self._columns_of, fold_names=plan.fold_names
+            plan.schema,
+            plan.table,
+            current,
+            statements,
+            columns_of=self._columns_of,
+            fold_names=plan.fold_names,
+            props=plan.ddl_props,
+            zero_dates=self._settings.zero_dates,
         )
 
     def _columns_of(self, schema: str, table: str) -> list[tuple[str, Any]] | None:
@@ -151,7 +159,8 @@ class TableDDL:
         data = fs.delta_rows(dt)
         current = [(field.name, field.type) for field in data.schema]
         declared = dict(evolution.declared)
-        if not evolution.changes(current) and not narrows(data, evolution.columns, declared):
+        shifts = dict(evolution.shifts)
+        if not evolution.changes(current) and not narrows(data, evolution.columns, declared) and not shifts:
             return
         fills = dict(evolution.fills)
         arrays, fields = [], []
@@ -161,6 +170,8 @@ class TableDDL:
                 if kind is not None and column.type != kind:
                     column = retyped(column, kind, f"{path}: column {source!r}")
                 column = fit_declared(column, declared.get(name))  # a narrower type: as the server converts
+                for to_utc, zone in shifts.get(name, ()):  # DATETIME <-> TIMESTAMP in the statement's time zone
+                    column = shift(column, zone, to_utc, self._settings.zero_dates, f"{path}: column {name!r}")
             else:
                 target = kind if kind is not None else pa.string()
                 fill = fills.get(name)

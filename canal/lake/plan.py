@@ -19,7 +19,7 @@ import attrs
 
 from canal.lake import drops
 from canal.lake import names as naming
-from canal.lake.ddl_text import ddl_statement, fold_flags
+from canal.lake.ddl_text import ddl_props, ddl_statement, fold_flags
 from canal.lake.evolution import renamed_tables
 from canal.lake.types import MirrorError
 from canal.sql import AlterTable, CreateDatabase, DropDatabase, DropTable, RenameTable, RenameTo, Statement, TableName
@@ -38,6 +38,8 @@ class TablePlan:
     layout: str | None = None
     ddl: list[tuple[int, str, str]] = attrs.field(factory=list)  # (batch row, type, sql) in order
     fold_names: bool = False  # its DDL comes from a server with lower_case_table_names=1 (canal.lake.ddl_text)
+    # batch row of a DDL -> the session state its effect depends on (time zone, start time, former column types)
+    ddl_props: dict[int, dict[str, str]] = attrs.field(factory=dict)
     at: Any = None  # the batch row of each kept change (parallel to keys / after)
     truncate: bool = False
     rows: int = 0
@@ -212,6 +214,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     if any_true(is_ddl):
         at = pc.indices_nonzero(is_ddl)
         folds = fold_flags(table)
+        states = ddl_props(table)
         ddl_rows = zip(
             at.to_pylist(),
             tid.take(at).to_pylist(),
@@ -236,9 +239,13 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
                     moved_first.setdefault(naming.directory(plan.schema, plan.table), []).append(old_name)
                 plans[old_name].ddl.append((row, kind, sql or ""))
                 plans[old_name].fold_names |= folds[row]
+                if row in states:
+                    plans[old_name].ddl_props[row] = states[row]
             if not olds:
                 plan.ddl.append((row, kind, sql or ""))
                 plan.fold_names |= folds[row]
+                if row in states:
+                    plan.ddl_props[row] = states[row]
         if moved_first:
             ordered: dict[str, TablePlan] = {}
             for name, plan in plans.items():

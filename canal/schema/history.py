@@ -46,6 +46,7 @@ from canal.schema.foreign_keys import ForeignKey, action_edges
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
 from canal.sql import (
     AlterTable,
+    ChangeColumn,
     CreateDatabase,
     CreateTable,
     DropDatabase,
@@ -368,6 +369,32 @@ class SchemaHistory:
                 edge["layout"] = None if schema is None else [[c.name, c.mysql_type, c.is_key] for c in schema.columns]
             self._actions[1][(db, name)] = edges
             return [dict(edge) for edge in edges]
+
+    def retyped_from(self, session: str, sql: str) -> dict[str, str]:
+        """For an ALTER TABLE that declares columns anew (MODIFY / CHANGE): each such column's MySQL type now, by its
+        name now -- what a holder of its values needs to convert them as the server does (a DATETIME read in the
+        session's time zone becomes a TIMESTAMP in UTC). Asked before the statement is applied; empty for any other
+        statement or a table the history does not hold."""
+        stmt = layout_statement(sql)
+        if not isinstance(stmt, AlterTable):
+            return {}
+        db, name = stmt.table.schema if stmt.table.schema is not None else session, stmt.table.name
+        if self.lower_case_names:  # the history keys tables as the server stores their names
+            db, name = db.lower(), name.lower()
+        with self._lock:
+            self._ensure_loaded()
+            table = self._catalog.get(db, name)
+        if table is None:
+            return {}
+        columns = {c.name.lower(): c for c in table.columns}
+        found: dict[str, str] = {}
+        for action in stmt.actions:
+            if not isinstance(action, ChangeColumn):
+                continue
+            old = columns.get(action.old_name.lower())
+            if old is not None:
+                found[old.name] = mysql_type_text(old, self.mariadb)
+        return found
 
     def table_schema(self, db: str, name: str) -> TableSchema | None:
         table = self.table(db, name)

@@ -134,6 +134,7 @@ class MysqlBinlogSource:
         self._closed = False
         self._logs_column_names = True  # binlog_row_metadata, read by open()
         self._lower_case_names = False  # lower_case_table_names=1, read by open()
+        self._system_time_zone: str | None = None  # system_time_zone, read by open()
 
     def __repr__(self) -> str:
         return (
@@ -215,8 +216,10 @@ class MysqlBinlogSource:
             "binlog_row_metadata",
             "mysql56_temporal_format",
             "lower_case_table_names",
+            "system_time_zone",
         )
         self._lower_case_names = variables.get("lower_case_table_names", "0") == "1"
+        self._system_time_zone = variables.get("system_time_zone")
         if variables.get("log_bin", "ON").upper() not in ("ON", "1"):
             raise ServerNotReadyError(
                 f"{self._address} has no binary log: start the server with log-bin=mysql-bin (my.cnf [mysqld])"
@@ -295,6 +298,11 @@ class MysqlBinlogSource:
     def lower_case_names(self) -> bool:
         """Whether the server stores names in lower case (``lower_case_table_names=1``, read when the source opened)."""
         return self._lower_case_names
+
+    @property
+    def system_time_zone(self) -> str | None:
+        """The server's ``system_time_zone`` (read when the source opened): what a session's ``SYSTEM`` zone is."""
+        return self._system_time_zone
 
     def schema_catalog(self) -> SchemaCatalog:
         """Every table's layout now, from information_schema (the server's own schemas aside)."""
