@@ -10,7 +10,8 @@ types before a MODIFY, ``RETYPED_FROM``), and the mirror converts as the server 
 * ``SYSTEM`` on a server started in Europe/Berlin (``system_time_zone`` = ``CET``, an abbreviation): a typed stop
   naming the statement, the zone and the table, nothing of its step written;
 * an instant outside TIMESTAMP's range (non-strict mode: the server stores the zero TIMESTAMP): NULL with
-  ``zero_dates="null"``, a typed error naming the column with ``zero_dates="error"``.
+  ``zero_dates="null"``, a typed error naming the column with ``zero_dates="error"``;
+* a crash after a conversion's commit and before the step journal says so: the replay does not convert twice.
 
 Every table is compared with ``SELECT`` read at ``time_zone = '+00:00'`` (the mirror holds TIMESTAMP values in UTC),
 through change rows and typed batches.
@@ -200,3 +201,51 @@ def test_system_time_zone_the_mirror_cannot_know_is_a_typed_stop(tmp_path: Path)
         m.mirror.close()
     finally:
         server.stop()
+
+
+def test_a_conversion_replayed_after_a_crash_is_not_made_twice(mariadb_factory: MariaDBFactory, tmp_path: Path) -> None:
+    import shutil
+
+    from canal.lake.plan import batch_steps, in_order
+
+    server = mariadb_factory()
+    m = Mirrored(server, tmp_path, "typed")
+    m.batch("CREATE TABLE app.t (id INT PRIMARY KEY, dt DATETIME, ts TIMESTAMP NULL)")
+    m.batch("INSERT INTO app.t VALUES (1, '2024-06-01 12:00:00', '2024-06-01 12:00:00')")
+    with m.conn.cursor() as cur:
+        for sql in (
+            "SET time_zone = '+05:00'",
+            "ALTER TABLE app.t MODIFY dt TIMESTAMP NULL",
+            "INSERT INTO app.t VALUES (2, '2024-06-02 12:00:00', '2024-06-02 12:00:00')",
+            "ALTER TABLE app.t MODIFY ts DATETIME",
+            "SET time_zone = DEFAULT",
+        ):
+            cur.execute(sql)
+    batches: list[tuple[Any, int]] = []
+    run_caught_up(m.conn, m.config, None, lambda rows, batch_id: batches.append((rows, batch_id)))
+    [(rows, batch_id)] = batches
+    steps = len(batch_steps(in_order(rows), None))
+    m.mirror.wait_for_folds()
+    before = m.mirror.root  # the mirror before the batch, copied for each crash
+
+    class Crash(Exception):
+        pass
+
+    for crash_at in range(1, steps + 1):
+        root = tmp_path / f"replay{crash_at}"
+        shutil.copytree(before, root)
+        m.mirror = DeltaMirror(root)
+        write = m.mirror._write_journal
+
+        def crash_before(batch: int, done: int, at: int = crash_at, write: Any = write) -> None:
+            if done >= at:
+                raise Crash  # the step's commit is made, the journal does not say so
+            write(batch, done)
+
+        m.mirror._write_journal = crash_before  # type: ignore[method-assign]
+        with pytest.raises(Crash):
+            m.mirror.apply(rows, batch_id)
+        m.mirror._write_journal = write  # type: ignore[method-assign]
+        m.mirror.apply(rows, batch_id)
+        m.assert_equal("t")
+        m.mirror.close()

@@ -160,6 +160,8 @@ class TableDDL:
         current = [(field.name, field.type) for field in data.schema]
         declared = dict(evolution.declared)
         shifts = dict(evolution.shifts)
+        if shifts and self.step is not None and step_marks.rewritten_by(dt, self._settings.app_id, *self.step):
+            shifts = {}  # this step's replay: its conversion is done (a layout cannot tell it)
         if not evolution.changes(current) and not narrows(data, evolution.columns, declared) and not shifts:
             return
         fills = dict(evolution.fills)
@@ -185,14 +187,21 @@ class TableDDL:
             arrays.append(column)
             fields.append(pa.field(name, column.type))
         rewritten = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        marks = None if self.step is None else step_marks.rewritten_metadata(self._settings.app_id, *self.step)
         if [f.name for f in fields] != data.column_names and {f.name for f in fields} == set(data.column_names):
             # the same columns in another order: delta-rs keeps a table's column order on overwrite, so the table
             # is written anew beside the old one, which it then replaces (its last batch id carried over)
-            self._recreate(path, dt, rewritten)
+            self._recreate(path, dt, rewritten, marks)
             return
-        fs.write_delta(dt, rewritten, mode="overwrite", schema_mode="overwrite")
+        fs.write_delta(
+            dt,
+            rewritten,
+            mode="overwrite",
+            schema_mode="overwrite",
+            commit_properties=None if marks is None else CommitProperties(custom_metadata=marks),
+        )
 
-    def _recreate(self, path: str, dt: Any, data: Any) -> None:
+    def _recreate(self, path: str, dt: Any, data: Any, marks: dict[str, str] | None) -> None:
         from deltalake import CommitProperties, Transaction
 
         version = dt.transaction_version(self._settings.app_id)
@@ -203,9 +212,10 @@ class TableDDL:
             data,
             mode="overwrite",
             configuration=self._new_table_configuration(),
-            commit_properties=None
-            if version is None
-            else CommitProperties(app_transactions=[Transaction(self._settings.app_id, version=version)]),
+            commit_properties=CommitProperties(
+                app_transactions=None if version is None else [Transaction(self._settings.app_id, version=version)],
+                custom_metadata=marks,
+            ),
         )
         self._forget(path)
         if fs.remote(path):
