@@ -23,6 +23,7 @@ from canal.errors import SchemaError
 from canal.lake.ddl_text import ddl_statement
 from canal.lake.time_zones import MirrorTimeZoneError, StatementZone, literal_to_utc
 from canal.lake.types import MirrorError, ZeroDates, arrow_type
+from canal.lake.versioning import known_periods, period_fill, versioning_change
 from canal.parse.convert import RETYPED_FROM_PROP
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
 from canal.schema.catalog import drops_primary
@@ -69,6 +70,8 @@ class Evolution:
     # column -> the time zone conversions statements of the batch made of its values, in order: (to UTC, zone) --
     # DATETIME to TIMESTAMP reads local time in the statement's zone, TIMESTAMP to DATETIME writes it
     shifts: tuple[tuple[str, tuple[tuple[bool, StatementZone], ...]], ...] = ()
+    # DROP SYSTEM VERSIONING: the mirror table's row_end column, whose current versions alone stay
+    current_only: str | None = None
 
     def changes(self, current: Sequence[tuple[str, Any]] | None) -> bool:
         """Whether the mirror table (``(name, arrow type)`` in order; None: it does not exist) must be rewritten."""
@@ -115,6 +118,8 @@ def plan_evolution(
     added: dict[str, tuple[ColumnDef, StatementZone]] = {}  # columns ALTERs added: rows take their defaults
     like_types: dict[str, Any] = {}  # the column types of the table a CREATE ... LIKE copied
     shifts: dict[str, list[tuple[bool, StatementZone]]] = {}  # column now -> its values' zone conversions
+    periods: dict[str, str] = {}  # period columns ADD SYSTEM VERSIONING added -> what the rows held read in them
+    current_only: str | None = None
     for row, sql in ddl:
         stmt = ddl_statement(sql, fold_names)
         if stmt is None:
@@ -142,7 +147,12 @@ def plan_evolution(
         if key not in catalog.tables and not isinstance(stmt, CreateTable):
             continue  # a statement about a table the mirror does not hold: its first rows will create it
         converted: dict[str, bool] = {}  # column after the statement -> converted to UTC (or from it)
+        versioning = versioning_change(stmt)
         if isinstance(stmt, AlterTable):
+            catalog.tables[key] = known_periods(catalog.tables[key], stmt, state)  # a versioned table's, by name
+            end = next((c.name for c in catalog.tables[key].columns if c.period == "END"), None)
+            if versioning == "DROP" and end is not None and origin.get(end) is not None:
+                current_only = origin[end]  # the history goes with the period columns
             stmt = _as_replay(stmt, catalog.tables.get(key))
             converted = _zone_conversions(stmt, catalog.tables.get(key), state, zone)
         elif (
@@ -181,15 +191,22 @@ def plan_evolution(
                 shifts = _shifted(shifts, change.origin, converted, zone)
                 if renamed:
                     renames.append((row, renamed))
+        if versioning == "ADD" and key in catalog.tables:  # the rows it holds get their first version's period
+            where = f"{key}: {sql[:200]!r}"
+            periods.update(
+                (c.name, period_fill(c.period, state, where))
+                for c in catalog.tables[key].columns
+                if c.period is not None and origin.get(c.name) is None and c.name not in periods
+            )
     final = catalog.tables.get(key)
     if final is None:
         return Evolution((), tuple(renames), exists=False, created=created, moved_to=moved_to)
     fills: tuple[tuple[str, str | None], ...] = ()
     if not created:
         fills = tuple(
-            (c.name, _fill(key, *added[c.name], c, zero_dates))
+            (c.name, periods[c.name] if c.name in periods else _fill(key, *added[c.name], c, zero_dates))
             for c in final.columns
-            if origin.get(c.name) is None and c.name in added
+            if origin.get(c.name) is None and (c.name in added or c.name in periods)
         )
     return Evolution(
         tuple(
@@ -208,6 +225,7 @@ def plan_evolution(
         fills=fills,
         declared=tuple((c.name, mysql_type_text(c, mariadb)) for c in final.columns if c.base != _KEPT),
         shifts=tuple((name, tuple(done)) for name, done in shifts.items() if done and origin.get(name) is not None),
+        current_only=current_only,
     )
 
 

@@ -29,6 +29,7 @@ from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
 from canal.lake.time_zones import shift
 from canal.lake.types import MirrorError, typed_array
+from canal.lake.versioning import current_rows
 from canal.sql import CreateTable
 
 
@@ -157,6 +158,8 @@ class TableDDL:
             return  # the table's first rows create it, in the layout they carry
         dt = fs.delta_table(path)
         data = fs.delta_rows(dt)
+        if evolution.current_only is not None and evolution.current_only in data.column_names:
+            data = current_rows(data, evolution.current_only)  # DROP SYSTEM VERSIONING: the history goes
         current = [(field.name, field.type) for field in data.schema]
         declared = dict(evolution.declared)
         shifts = dict(evolution.shifts)

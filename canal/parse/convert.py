@@ -41,6 +41,7 @@ from canal.parse.cascade import ForeignKeyActions, StatementTables
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
 from canal.parse.events import (
     BinlogEvent,
+    FormatDescriptionEvent,
     GtidEvent,
     GtidSetEvent,
     HeartbeatEvent,
@@ -65,6 +66,13 @@ RETYPED_FROM_PROP = "RETYPED_FROM"
 """Header prop of an ALTER TABLE entry that declares columns anew (MODIFY / CHANGE), added from the schema history
 (:meth:`canal.schema.history.SchemaHistory.retyped_from`): a JSON object of each such column's MySQL type before the
 statement, by its name before it (a TIMESTAMP's values are instants, a DATETIME's local times)."""
+IMPLICIT_COLUMNS_PROP = "IMPLICIT_COLUMNS"
+"""Header prop of an ALTER TABLE entry of a table with columns the server added itself and keeps last (a
+system-versioned table's implicit ``row_start`` / ``row_end``), added from the schema history: a JSON list of their
+names -- the columns the statement adds without a place go before them."""
+SERVER_VERSION_PROP = "SERVER_VERSION"
+"""Beside :data:`TIMESTAMP_PROP`: the version of the server that wrote the binlog (its format description's), which
+says TIMESTAMP's range (MariaDB 11.5 made it reach 2106: the ``row_end`` of a current row version)."""
 TIMESTAMP_PROP = "TIMESTAMP"
 """Header prop of a DDL entry whose statement used its start time to the microsecond (MariaDB logs it then: ``ADD
 SYSTEM VERSIONING`` makes it the ``row_start`` of the rows it versions): ``seconds.micros`` since the epoch, as
@@ -136,6 +144,7 @@ class EntryConverter:
         self.foreign_key_actions: ForeignKeyActions | None = None
         # the server's system_time_zone (set by the parser for each dump): what a statement's SYSTEM zone is
         self.system_time_zone: str | None = None
+        self._server_version: str | None = None  # of the binlog file read (its format description event)
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -248,6 +257,8 @@ class EntryConverter:
             return self.heartbeat(event)
         if isinstance(event, RotateEvent):
             return self._rotate(event)
+        if isinstance(event, FormatDescriptionEvent):
+            self._server_version = event.server_version or None
         return None
 
     def _rotate(self, event: RotateEvent) -> Entry | None:
@@ -592,6 +603,8 @@ class EntryConverter:
                     props[SYSTEM_TIME_ZONE_PROP] = self.system_time_zone
             if event.micros is not None:
                 props[TIMESTAMP_PROP] = f"{event.timestamp}.{event.micros:06d}"
+                if self._server_version is not None:
+                    props[SERVER_VERSION_PROP] = self._server_version
         if not props:
             return header
         return attrs.evolve(header, props={**header.props, **props})

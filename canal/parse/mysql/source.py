@@ -36,8 +36,10 @@ from canal.schema.information_schema import (
     BOOTSTRAP_FOREIGN_KEYS_SQL,
     BOOTSTRAP_PRIMARY_SQL,
     BOOTSTRAP_SQL,
+    BOOTSTRAP_VERSIONED_SQL,
     catalog_from_columns,
     foreign_key_rows,
+    versioned_table,
 )
 from canal.sql import quote_name
 
@@ -318,6 +320,10 @@ class MysqlBinlogSource:
             except SchemaError as exc:  # its keys unknown: a mirror stops at what they cascade (CASCADE_TABLES)
                 log.warning("%s: the foreign keys of %s.%s are not known: %s", self.address, db, table, exc)
         catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb, foreign_key_rows=keys)
+        for db, table in self._run(conn, BOOTSTRAP_VERSIONED_SQL):  # their period columns: from SHOW CREATE TABLE
+            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table))}")[0][1])
+            layout = versioned_table(str(db), text, mariadb=self._is_mariadb)
+            catalog.tables[layout.full_name] = layout
         for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
             catalog.databases[str(name)] = None if db_charset is None else str(db_charset)
         return catalog
