@@ -8,7 +8,8 @@ versioned before the stream's start.
 The mirror holds what the binlog logs: every version of a row, keyed by the primary key and ``row_end`` -- equal
 to ``SELECT ..., row_start, row_end FROM t FOR SYSTEM_TIME ALL`` -- and its current versions (``row_end`` at
 TIMESTAMP's maximum) equal ``SELECT *``. Through change rows under FULL row metadata and typed batches under
-MINIMAL (rows named by the schema history).
+MINIMAL (rows named by the schema history), in both of the mirror's modes; a batch that adds and drops versioning,
+replayed after a crash between any step's commit and its journal write, ends the same.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ def _versioned(conn: Any, table: str) -> bool:
         return cur.fetchone()[0] == "SYSTEM VERSIONED"
 
 
-@pytest.mark.parametrize(("path", "metadata"), [("rows", "FULL"), ("typed", "MINIMAL")])
+@pytest.mark.parametrize(
+    ("path", "metadata", "mode"), [("rows", "FULL", "merge_on_read"), ("typed", "MINIMAL", "copy_on_write")]
+)
 def test_tables_versioned_in_the_stream_mirror_every_version(
-    mariadb_factory: MariaDBFactory, tmp_path: Path, path: str, metadata: str
+    mariadb_factory: MariaDBFactory, tmp_path: Path, path: str, metadata: str, mode: Any
 ) -> None:
     server = mariadb_factory(extra_args=[f"--binlog-row-metadata={metadata}"])
     conn = server.connect()
@@ -68,7 +71,7 @@ def test_tables_versioned_in_the_stream_mirror_every_version(
         meta_mode="file",
         meta_dir=str(tmp_path / "meta"),
     )  # fmt: skip
-    mirror = DeltaMirror(tmp_path / "mirror")
+    mirror = DeltaMirror(tmp_path / "mirror", mode=mode)
     props: list[dict[str, str]] = []
 
     def apply(rows: Any, batch_id: int) -> None:
@@ -142,3 +145,68 @@ def test_tables_versioned_in_the_stream_mirror_every_version(
             p for p in props if "IMPLICIT_COLUMNS" in p
         ).items()
     mirror.close()
+
+
+def test_a_replayed_batch_that_adds_and_drops_versioning_changes_nothing_twice(
+    mariadb_factory: MariaDBFactory, tmp_path: Path
+) -> None:
+    import shutil
+
+    from canal.lake.plan import batch_steps, in_order
+
+    server = mariadb_factory()
+    conn = server.connect()
+    server.execute("CREATE DATABASE app")
+    start = master_position(conn)
+    config = InstanceConfig(
+        destination="replayed",
+        master=MasterConfig(
+            address=server.address, username=server.user, password=server.password, journal_name=start[0],
+            position=start[1],
+        ),
+        filter_regex=r"app\..*",
+        store=StoreConfig(batch_mode="ITEMSIZE"),
+        meta_mode="file",
+        meta_dir=str(tmp_path / "meta"),
+    )  # fmt: skip
+    mirror = DeltaMirror(tmp_path / "mirror")
+    server.execute("CREATE TABLE app.w (id INT PRIMARY KEY, a INT)")
+    server.execute("INSERT INTO app.w VALUES (1, 1), (2, 2)")
+    run_caught_up(conn, config, None, mirror)
+    for sql in (
+        "ALTER TABLE app.w ADD SYSTEM VERSIONING",
+        "UPDATE app.w SET a = 10 WHERE id = 1",
+        "INSERT INTO app.w VALUES (3, 3)",
+        "ALTER TABLE app.w DROP SYSTEM VERSIONING",
+        "INSERT INTO app.w VALUES (4, 4)",
+    ):
+        server.execute(sql)
+    batches: list[tuple[Any, int]] = []
+    run_caught_up(conn, config, None, lambda rows, batch_id: batches.append((rows, batch_id)))
+    [(rows, batch_id)] = batches
+    steps = len(batch_steps(in_order(rows), None))
+    mirror.close()
+
+    class Crash(Exception):
+        pass
+
+    expected = _select(conn, "SELECT * FROM app.w")
+    for crash_at in range(1, steps + 1):
+        root = tmp_path / f"replay{crash_at}"
+        shutil.copytree(mirror.root, root)
+        replayed = DeltaMirror(root)
+        write = replayed._write_journal
+
+        def crash_before(batch: int, done: int, at: int = crash_at, write: Any = write) -> None:
+            if done >= at:
+                raise Crash  # the step's commit is made, the journal does not say so
+            write(batch, done)
+
+        replayed._write_journal = crash_before  # type: ignore[method-assign]
+        with pytest.raises(Crash):
+            replayed.apply(rows, batch_id)
+        replayed._write_journal = write  # type: ignore[method-assign]
+        replayed.apply(rows, batch_id)
+        result = compare(replayed.read("app", "w"), expected, ["id"], name="w")
+        assert result.equal, (crash_at, str(result))
+        replayed.close()
