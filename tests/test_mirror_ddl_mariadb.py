@@ -157,8 +157,7 @@ def test_a_replayed_batch_with_renames_and_drops_changes_nothing(source: Source,
     source.conn.commit()
     batches: list[tuple[Any, int]] = []
     run_caught_up(source.conn, source.config, None, lambda rows, batch_id: batches.append((rows, batch_id)))
-    assert len(batches) == 1
-    rows, batch_id = batches[0]
+    rows, batch_id = _one_batch(batches)
     steps = len(batch_steps(in_order(rows), None))
     import shutil
 
@@ -317,8 +316,7 @@ def test_a_replayed_batch_with_a_drop_database_changes_nothing(source: Source, t
     _drop_database_batch(source)
     batches: list[tuple[Any, int]] = []
     run_caught_up(source.conn, source.config, None, lambda rows, batch_id: batches.append((rows, batch_id)))
-    assert len(batches) == 1
-    rows, batch_id = batches[0]
+    rows, batch_id = _one_batch(batches)
     assert "ERASE" in rows.column("type").to_pylist()  # the entry says the database's tables went
     steps = len(batch_steps(in_order(rows), None))
     source.mirror.wait_for_folds()  # copied whole below: no fold may write while it is
@@ -331,3 +329,10 @@ def test_a_replayed_batch_with_a_drop_database_changes_nothing(source: Source, t
         mirror.apply(rows, batch_id)  # and again: a replay of a finished batch changes nothing
         _assert_only_the_new_t(source, mirror)
         mirror.close()
+
+
+def _one_batch(batches: list[tuple[Any, int]]) -> tuple[Any, int]:
+    """The batches a run made of the statements as one (a loaded machine may cut them in two), under the last id."""
+    import pyarrow as pa
+
+    return pa.concat_tables([rows for rows, _id in batches]), batches[-1][1]
