@@ -2,8 +2,8 @@
 item 3): every table of the database goes -- the history forgets them (rows named by it, MINIMAL row metadata), the
 entry says so (ERASE, the database as its schema), and the mirror drops every table it holds of that database in
 order with the rest of the batch, so a table created again holds only its new rows and one not created again is no
-longer mirrored. Database names that need quoting and differ only in case are two databases. Change rows and typed
-batches alike.
+longer mirrored (``CREATE OR REPLACE DATABASE`` too). Database names that need quoting and differ only in case are two
+databases. Change rows and typed batches alike.
 """
 
 from __future__ import annotations
@@ -100,6 +100,9 @@ def test_drop_database_is_followed_by_the_history_the_entries_and_the_mirror(
         f"INSERT INTO `{LOWER}`.t VALUES (2, 20)",
     )
     assert _tables(conn) == [(UPPER, "t"), (LOWER, "t")]
+    # MariaDB's CREATE OR REPLACE DATABASE drops the database's tables too
+    batch(f"CREATE OR REPLACE DATABASE `{UPPER}`", f"CREATE TABLE `{UPPER}`.t (id INT PRIMARY KEY, v INT)")
+    batch(f"INSERT INTO `{UPPER}`.t VALUES (1, 1)")
     batch(
         f"DROP SCHEMA IF EXISTS `{UPPER}`",
         f"DROP DATABASE IF EXISTS `{UPPER}`",
