@@ -83,11 +83,15 @@ class StatementZone:
             return dt.UTC
         assert name is not None
         if name.upper() == "SYSTEM":
+            named = (
+                "which the capture could not read (a source that is not a server)"
+                if self.system is None
+                else f"which it names {self.system!r}: a name that does not say the zone's rules (DST) exactly"
+            )
             raise MirrorTimeZoneError(
-                f"{self.describe()} converted values in the server's system time zone, which it names "
-                f"{self.system!r}: a name that does not say the zone's rules (DST) exactly. Nothing of the step was "
-                "written. Run such DDL with an explicit time_zone (a named zone or an offset), or start the server "
-                "in UTC, then mirror the table anew from a snapshot."
+                f"{self.describe()} converted values in the server's system time zone, {named}. Nothing of the step "
+                "was written. Run such DDL with an explicit time_zone (a named zone or an offset), or start the "
+                "server in UTC, then mirror the table anew from a snapshot."
             )
         offset = _OFFSET.match(name)
         if offset is not None:
