@@ -52,11 +52,14 @@ from canal.lake.log_writer import LogWriter
 from canal.lake.packed import is_packed, unpack_all
 from canal.lake.plan import (
     MIRROR_COLUMNS,
+    DropSchema,
     RenamePair,
     TablePlan,
     batch_steps,
+    changes_tables,
     in_order,
     plan_tables,
+    step_names,
     step_rows,
     true_count,
 )
@@ -585,9 +588,9 @@ class DeltaMirror:
         journaled = journal is not None
         # every step planned and its rows typed before any is applied: a value that does not convert fails the
         # batch with nothing written
-        steps: list[RenamePair | dict[str, TablePlan]] = []
+        steps: list[RenamePair | DropSchema | dict[str, TablePlan]] = []
         for number, step in enumerate(batch_steps(table, self.only)):
-            if isinstance(step, RenamePair):
+            if isinstance(step, RenamePair | DropSchema):
                 steps.append(step)
                 continue
             plans = plan_tables(step_rows(table, step), self.only)  # a slice for a batch's only step, no copy
@@ -598,7 +601,7 @@ class DeltaMirror:
             steps.append(plans)
         result.prepare_s = time.perf_counter() - began
         hold()
-        if any(isinstance(step, RenamePair) or any(p.ddl or p.truncate for p in step.values()) for step in steps):
+        if any(changes_tables(step) for step in steps):
             self.flush_staged()  # DDL rewrites, moves, clears or drops change logs: nothing staged may outlive that
         # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
         last_step = {name: number for number, step in enumerate(steps) if isinstance(step, dict) for name in step}
@@ -612,12 +615,12 @@ class DeltaMirror:
         }
         for number, step in enumerate(steps):
             if number < done:  # applied before a crash: a replay skips it
-                for name in [step.old] if isinstance(step, RenamePair) else list(step):
+                for name in step_names(step):
                     if name not in result.tables:
                         result.tables[name] = "skipped"
                         self.stats.setdefault(name, TableStats()).skipped += 1
                 continue
-            if isinstance(step, RenamePair) or any(p.ddl or p.truncate for p in step.values()):
+            if changes_tables(step):
                 # the parts the batch's earlier steps staged go to their logs before a DDL step moves, rewrites or
                 # drops a table (a part staged under a name renamed away was appended to no table)
                 self.flush_staged()
@@ -625,6 +628,8 @@ class DeltaMirror:
             if isinstance(step, RenamePair):
                 self._ddl.rename_pair(step)
                 result.tables.setdefault(step.old, "applied")
+            elif isinstance(step, DropSchema):  # every mirrored table of the database goes
+                result.tables.update(dict.fromkeys(self._ddl.drop_schema(step.schema, self.only), "applied"))
             else:
                 merge_began = time.perf_counter()
 

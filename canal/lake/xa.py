@@ -17,7 +17,9 @@ by the parser (:mod:`canal.parse.xa_lookback`: rows and commit carry ``XA_RECOVE
 (``recovered`` files) and applied at the commit -- unless the mirror holds the rows of that PREPARE itself (it saw the
 group before the parser restarted), which then win. An ``XACOMMIT`` without ``XA_RECOVERED`` whose ``XAPREPARE``
 the mirror never saw (a stream from a parser that does not read back) stops the batch with :class:`MirrorXAError`,
-nothing written. An ``XAROLLBACK`` of such a transaction needs nothing: its rows never reached the mirror.
+nothing written. An ``XAROLLBACK`` of such a transaction needs nothing: its rows never reached the mirror. An XA
+transaction none of whose rows the destination captures reaches the mirror as an empty PREPARE group (the entry sink
+never drops one as empty), so its commit is one of a transaction the mirror knows.
 """
 
 from __future__ import annotations

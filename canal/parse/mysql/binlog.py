@@ -71,6 +71,7 @@ from canal.parse.mysql.decoder import (
 from canal.parse.mysql.event_types import COMPRESSED_ROWS, HEARTBEATS, IGNORED, REFUSED, ROWS_KINDS
 from canal.parse.mysql.gtid_events import mariadb_gtid_list, mysql_gtid, mysql_tagged_gtid
 from canal.parse.mysql.packets import event_name, read_lenenc
+from canal.parse.mysql.query_status import QueryStatus, read_status
 from canal.parse.source import RowsForm
 from canal.parse.xa import mariadb_gtid_xid
 from canal.position import EntryPosition
@@ -87,6 +88,7 @@ _U64 = struct.Struct("<Q")
 _FL_STANDALONE = 0x01
 _FL_TRANSACTIONAL = 0x04
 _QUERY_POST = struct.Struct("<IIBHH")
+_NO_STATUS = QueryStatus()
 
 # Exceptions a handler raises on bytes that do not decode; parse() turns them into a ParseError naming the event.
 _MALFORMED = (IndexError, KeyError, ValueError, OverflowError, struct.error, zlib.error, zstandard.ZstdError)
@@ -418,7 +420,8 @@ class EventDecoder:
 
     def _query(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         thread_id, _exec, schema_len, error_code, status_len = _QUERY_POST.unpack_from(b, p)
-        p += 13 + status_len
+        status_at = p + 13
+        p = status_at + status_len
         if p + schema_len + 1 > end:
             raise ValueError("status variables and schema name overrun the event")
         # statement text is not row data: a byte the client's charset put there that is not UTF-8 is replaced
@@ -428,6 +431,8 @@ class EventDecoder:
             sql = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}").decode("utf-8", "replace")
         else:
             sql = bytes(b[p:end]).decode("utf-8", "replace")
+        # the session state logged with a statement (its time zone, its start's microseconds): not of a BEGIN
+        status = _NO_STATUS if sql == "BEGIN" else read_status(b, status_at, status_at + status_len)
         return QueryEvent(
             log_file=self.log_file,
             offset=off,
@@ -438,6 +443,8 @@ class EventDecoder:
             sql=sql,
             thread_id=thread_id,
             error_code=error_code,
+            time_zone=status.time_zone,
+            micros=status.micros,
         )
 
     def _xid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
