@@ -68,7 +68,7 @@ from canal.lake.stops import check_cascades, check_statements
 from canal.lake.typed_batch import TypedBatch
 from canal.lake.typed_plan import RowsNeeded, TypedImages, change_rows, needs_rows, planned_form
 from canal.lake.typed_plan import type_sources as typed_sources
-from canal.lake.types import MirrorError, ZeroDates
+from canal.lake.types import MirrorError, ZeroDates, check_stored_types
 from canal.lake.variant_rows import holds_variants, variant_rows_to_typed
 from canal.lake.writers import LogWriters
 from canal.lake.xa import HeldTransactions, held_directory
@@ -755,10 +755,14 @@ class DeltaMirror:
             self._ddl.move(path, moved_to)
             stats.applied += 1
             return True
+        held = exists if evolution is None else delta_append.is_table(path)  # only DDL creates or drops it
+        if held:  # the rows' types against the base's: what its DDL declared
+            base = self._handles.get(path) or self._handles.table(path)
+            check_stored_types(f"{plan.schema}.{plan.table}", source.schema, base.schema().to_arrow())
         deletes = true_count(plan.deletes) if plan.deletes is not None else 0  # the source's ``d`` rows
         stats.upserts += source.num_rows - deletes
         stats.deletes += deletes
-        if not (exists if evolution is None else delta_append.is_table(path)):  # only DDL creates or drops it
+        if not held:
             fs.rmtree(changelog.log_path(path))  # a change log of an earlier life
             fs.write_delta(
                 path,

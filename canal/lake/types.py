@@ -94,6 +94,34 @@ def arrow_type(mysql_type: str) -> Any:
     return simple[stored.kind]
 
 
+def check_stored_types(table: str, rows: Any, stored: Any) -> None:
+    """A :class:`MirrorTypeError` when ``rows`` (a pyarrow schema: a batch's typed rows of ``table``) carry a column as
+    bytes that the mirror table (``stored``, its pyarrow schema) holds as text, or the other way round: the rows' type
+    is then not the one the table's DDL declared -- a MariaDB UUID / INET6 / INET4 read with no schema to name it is
+    a BINARY(n) to the capture, and its bytes must never pass as a string (nor the mirror hold them as one)."""
+    import pyarrow as pa
+
+    def kind(arrow: Any) -> str | None:
+        if pa.types.is_binary(arrow) or pa.types.is_large_binary(arrow):
+            return "binary"
+        if pa.types.is_string(arrow) or pa.types.is_large_string(arrow):
+            return "text"
+        return None
+
+    stored = pa.schema(stored)  # deltalake's schema is an arro3 one
+    names = set(stored.names)
+    for field in rows:
+        if field.name not in names:
+            continue
+        held, given = kind(stored.field(field.name).type), kind(field.type)
+        if held is not None and given is not None and held != given:
+            raise MirrorTypeError(
+                f"{table}: column {field.name!r} is {held} in the mirror (as its DDL declared it), the rows carry "
+                f"{given}: the capture could not know the column's type (a MariaDB UUID / INET type read without a "
+                "schema history is a BINARY(n) to it); this step of the batch was not applied"
+            )
+
+
 def typed_array(texts: Sequence[str | None], target: Any, zero_dates: ZeroDates = "error") -> Any:
     """canal text values as an Arrow array of ``target`` type, value for value; :class:`MirrorTypeError` for a value
     that does not convert (zero dates: see the module docstring)."""
