@@ -37,6 +37,7 @@ from canal.lake import names as naming
 from canal.lake.applied import check_batch, newest_position, record_batch
 from canal.lake.batch_ids import logged_batch_ids
 from canal.lake.cascade import ExpandedBatch, expand_cascades
+from canal.lake.cell_text import rows_texts
 from canal.lake.changelog import FoldResult, quote, record_only
 from canal.lake.evolve import TableDDL
 from canal.lake.folds import Folds
@@ -307,12 +308,10 @@ class DeltaMirror:
     def _mirrors(self, schema: str, table: str) -> bool:
         return self.only is None or f"{schema}.{table}" in self.only
 
-    def _current_rows(self, schema: str, table: str) -> list[dict[str, Any]] | None:
-        """A held table's rows as they are before the batch (None: not held): where a foreign key's action looks."""
-        if not self._holds(schema, table):
-            return None
-        rows: list[dict[str, Any]] = self.read(schema, table).to_pylist()
-        return rows
+    def _current_rows(self, schema: str, table: str) -> list[dict[str, str | None]] | None:
+        """A held table's rows as they are before the batch, in canal text (None: not held): where a foreign key's
+        action looks (rendered by Arrow: Python's dates hold no year 0, which MySQL stores)."""
+        return rows_texts(self.read(schema, table)) if self._holds(schema, table) else None
 
     def table_names(self) -> list[str]:
         """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables` gives
