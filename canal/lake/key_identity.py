@@ -9,8 +9,9 @@ row with multiple source rows", a read shows the row twice) or call an UPDATE a 
 grouping reads keys through this module: ``-0.0 + 0.0`` is ``0.0`` under IEEE rounding, NaN and every other value
 stay as they are. Images keep their exact values: only the identity is canonical.
 
-MariaDB 10.11 itself never writes -0.0 to a FLOAT or DOUBLE column (it stores 0.0: ``SELECT`` and the binlog show
-0.0), so -0.0 reaches the mirror only from a source that keeps it (MySQL) or a hand-made binlog.
+MariaDB 10.11 stores a FLOAT / DOUBLE -0.0 as 0.0, but a FLOAT that underflows (``-1e-50``) as -0.0, which its
+binlog holds and ``SELECT`` prints as 0: the decoder gives 0.0 there (:mod:`canal.sql.values`), so -0.0 reaches the
+mirror only from a source that keeps it (MySQL, which prints it ``-0``) or a hand-made binlog.
 """
 
 from __future__ import annotations
