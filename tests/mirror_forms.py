@@ -67,11 +67,13 @@ def capture(
     tables: Sequence[str],
     *,
     session: Sequence[str] = (),
+    columnar: bool = False,
     **settings: Any,
 ) -> Captured:
     """Run ``setup`` (before the capture starts: the tables exist) and then each phase's statements (``{db}`` is the
     quoted test database) on one connection (``session`` statements first, e.g. a ``sql_mode``), capturing from
-    the end of ``setup`` with an Instance (``settings``: more InstanceConfig fields)."""
+    the end of ``setup`` with an Instance (``settings``: more InstanceConfig fields; ``columnar``: its rows decoded
+    column by column, as run_batches into a mirror and the Spark reader's typed forms decode them)."""
     db = mariadb.database
     conn = mariadb.connect(autocommit=True)
     name = f"`{db}`"
@@ -94,6 +96,7 @@ def capture(
     )
     captured: list[Phase] = []
     with Instance(config) as inst:
+        inst.decode_rows_by_column(columnar)
         for statements in phases:
             with conn.cursor() as cur:
                 for sql in statements:
