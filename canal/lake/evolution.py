@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Final
 
 import attrs
@@ -42,6 +43,7 @@ from canal.sql import (
     read_column_type,
 )
 from canal.sql.types import INTEGER_TYPES
+from canal.sql.values import FIXED_BINARY_SIZES, canonical_text, fixed_binary_text, float_display, float_stored
 
 __all__ = ["Evolution", "plan_evolution", "renamed_tables"]
 
@@ -204,7 +206,7 @@ def plan_evolution(
     fills: tuple[tuple[str, str | None], ...] = ()
     if not created:
         fills = tuple(
-            (c.name, periods[c.name] if c.name in periods else _fill(key, *added[c.name], c, zero_dates))
+            (c.name, periods[c.name] if c.name in periods else _fill(key, *added[c.name], c, zero_dates, mariadb))
             for c in final.columns
             if origin.get(c.name) is None and (c.name in added or c.name in periods)
         )
@@ -284,10 +286,12 @@ def _shifted(
     return out
 
 
-def _fill(key: str, definition: ColumnDef, zone: StatementZone, column: TableColumn, zero_dates: ZeroDates) -> Any:
+def _fill(
+    key: str, definition: ColumnDef, zone: StatementZone, column: TableColumn, zero_dates: ZeroDates, mariadb: bool
+) -> Any:
     """The value an added column's existing rows read (:func:`existing_rows_value`); a TIMESTAMP's DEFAULT names a
     local time in the statement's zone, which the server stores as the UTC instant."""
-    value = existing_rows_value(key, definition, column)
+    value = existing_rows_value(key, definition, column, mariadb=mariadb)
     if column.base != "timestamp" or zone.identity:
         return value
     return literal_to_utc(value, zone, zero_dates, f"{key}: column {column.name!r}")
@@ -296,12 +300,13 @@ def _fill(key: str, definition: ColumnDef, zone: StatementZone, column: TableCol
 _ZERO_TEXT: Final = {"date": "0000-00-00", "datetime": "0000-00-00 00:00:00", "time": "00:00:00", "year": "0"}
 
 
-def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn) -> str | None:
+def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn, *, mariadb: bool = True) -> str | None:
     """The canal text the rows a table already holds read in a column ``ALTER TABLE ... ADD`` gives them (None:
-    NULL): its constant DEFAULT, else for a NOT NULL column the type's implicit default (0, '', an ENUM's first
-    label, a zero date), else NULL -- what the server writes into them without logging a row. A default the mirror
-    cannot compute (an expression, CURRENT_TIMESTAMP, a sequence, AUTO_INCREMENT numbering, a generated column) is
-    a MirrorError naming the table and column: never a NULL where the source has a value."""
+    NULL): its constant DEFAULT (as the column stores and ``SELECT`` shows it: a FLOAT's rounded, a UUID's or INET's
+    canonical text), else for a NOT NULL column the type's implicit default (0, '', an ENUM's first label, a zero
+    date, the zero UUID or address), else NULL -- what the server writes into them without logging a row. A default
+    the mirror cannot compute (an expression, CURRENT_TIMESTAMP, a sequence, AUTO_INCREMENT numbering, a generated
+    column) is a MirrorError naming the table and column: never a NULL where the source has a value."""
     default = definition.default
     if (
         definition.generated is not None
@@ -324,9 +329,13 @@ def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn) 
             return None
         if isinstance(value, bool):
             return "1" if value else "0"
-        return str(value)
+        return _stored_text(table, column, value, mariadb)
     if column.nullable:
         return None
+    if column.base in FIXED_BINARY_SIZES:  # the value of zero bytes
+        text = fixed_binary_text(column.base)
+        assert text is not None
+        return text(bytes(FIXED_BINARY_SIZES[column.base]))
     if column.base == "enum":
         return column.labels[0] if column.labels else ""
     if column.base in _ZERO_TEXT:
@@ -334,6 +343,25 @@ def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn) 
     if column.base in INTEGER_TYPES or column.base in ("decimal", "float", "double", "bit"):
         return "0"
     return ""
+
+
+def _stored_text(table: str, column: TableColumn, value: object, mariadb: bool) -> str:
+    """A literal DEFAULT as the column stores it and ``SELECT`` shows it (:mod:`canal.sql.values`)."""
+    try:
+        if column.base in FIXED_BINARY_SIZES:
+            return canonical_text(column.base, str(value))
+        if column.base in ("float", "double") and isinstance(value, int | float | Decimal):
+            scale = column.params[1] if len(column.params) > 1 else None
+            single = column.base == "float"
+            stored = float_stored(float(value), single, scale)
+            show = float_display(single, scale, mariadb=mariadb)
+            return repr(stored if show is None else show(stored))
+    except (ValueError, OverflowError) as exc:
+        raise MirrorError(
+            f"{table}: column {column.name!r} is added with DEFAULT {value!r}, which the mirror cannot read as "
+            f"{column.base.upper()}: {exc}"
+        ) from None
+    return str(value)
 
 
 def _follow(

@@ -25,6 +25,7 @@ from canal.lake.folds import Folds
 from canal.lake.handles import Handles
 from canal.lake.images import retyped, typed_column
 from canal.lake.narrowing import fit_declared, narrows
+from canal.lake.own_names import log_columns
 from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
 from canal.lake.time_zones import shift
@@ -117,8 +118,9 @@ class TableDDL:
         columns = [(f.name, f.type) for f in pa.schema(self._handles.table(path).schema().to_arrow())]
         log = self._handles.log(path)
         if log is not None:
-            known = {name for name, _kind in columns} | set(changelog.INTERNAL_COLUMNS)
-            columns += [(f.name, f.type) for f in pa.schema(log.schema().to_arrow()) if f.name not in known]
+            in_log = pa.schema(log.schema().to_arrow())
+            known = {name for name, _kind in columns} | set(log_columns(in_log.names))
+            columns += [(f.name, f.type) for f in in_log if f.name not in known]
         return columns
 
     def _created_by_this_step(self, path: str, statements: list[tuple[int, str]], fold_names: bool) -> bool:

@@ -37,6 +37,7 @@ from canal.lake import names as naming
 from canal.lake.applied import check_batch, newest_position, newest_time, record_batch
 from canal.lake.batch_ids import logged_batch_ids
 from canal.lake.cascade import ExpandedBatch, expand_cascades
+from canal.lake.cell_text import rows_texts
 from canal.lake.changelog import FoldResult, quote, record_only
 from canal.lake.evolve import TableDDL
 from canal.lake.folds import Folds
@@ -71,7 +72,7 @@ from canal.lake.stops import check_cascades, check_statements
 from canal.lake.typed_batch import TypedBatch
 from canal.lake.typed_plan import RowsNeeded, TypedImages, change_rows, needs_rows, planned_form
 from canal.lake.typed_plan import type_sources as typed_sources
-from canal.lake.types import MirrorError, ZeroDates
+from canal.lake.types import MirrorError, ZeroDates, check_stored_types
 from canal.lake.variant_rows import holds_variants, variant_rows_to_typed
 from canal.lake.writers import LogWriters
 from canal.lake.xa import HeldTransactions, held_directory
@@ -311,12 +312,10 @@ class DeltaMirror:
     def _mirrors(self, schema: str, table: str) -> bool:
         return self.only is None or f"{schema}.{table}" in self.only
 
-    def _current_rows(self, schema: str, table: str) -> list[dict[str, Any]] | None:
-        """A held table's rows as they are before the batch (None: not held): where a foreign key's action looks."""
-        if not self._holds(schema, table):
-            return None
-        rows: list[dict[str, Any]] = self.read(schema, table).to_pylist()
-        return rows
+    def _current_rows(self, schema: str, table: str) -> list[dict[str, str | None]] | None:
+        """A held table's rows as they are before the batch, in canal text (None: not held): where a foreign key's
+        action looks (rendered by Arrow: Python's dates hold no year 0, which MySQL stores)."""
+        return rows_texts(self.read(schema, table)) if self._holds(schema, table) else None
 
     def table_names(self) -> list[str]:
         """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables` gives
@@ -750,10 +749,14 @@ class DeltaMirror:
             self._ddl.move(path, moved_to)
             stats.applied += 1
             return True
+        held = exists if evolution is None else delta_append.is_table(path)  # only DDL creates or drops it
+        if held:  # the rows' types against the base's: what its DDL declared
+            base = self._handles.get(path) or self._handles.table(path)
+            check_stored_types(f"{plan.schema}.{plan.table}", source.schema, base.schema().to_arrow())
         deletes = true_count(plan.deletes) if plan.deletes is not None else 0  # the source's ``d`` rows
         stats.upserts += source.num_rows - deletes
         stats.deletes += deletes
-        if not (exists if evolution is None else delta_append.is_table(path)):  # only DDL creates or drops it
+        if not held:
             fs.rmtree(changelog.log_path(path))  # a change log of an earlier life
             fs.write_delta(
                 path,
