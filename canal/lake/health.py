@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -68,6 +69,23 @@ class MirrorMetrics:
     staged_tables: int  # tables holding staged parts
     staged_rows: int
     staged_bytes: int  # the staged parts held in memory (bounded by ``stage_bytes`` after each batch)
+
+
+def mirror_metrics(batches: int, health: FoldHealth, parts: Any) -> MirrorMetrics:
+    """The metrics of a mirror that applied ``batches``, whose folds' health is ``health`` and which holds the staged
+    parts ``parts`` (None: none loaded)."""
+    with health.lock:
+        failures, last = health.failures, health.last_error
+    return MirrorMetrics(
+        batches=batches,
+        folds=health.done,
+        fold_failures=failures,
+        failing_folds=health.by_name(lambda path: Path(path).name),
+        last_fold_error=last,
+        staged_tables=0 if parts is None else len(parts.tables),
+        staged_rows=0 if parts is None else parts.rows,
+        staged_bytes=0 if parts is None else parts.bytes,
+    )
 
 
 @attrs.define(slots=True)
