@@ -130,9 +130,13 @@ def admit_rows(
     app_id: str,
     *,
     check: Callable[[Any], None] | None = None,
+    skip: bool = False,
 ) -> Admitted:
     """A Spark task's part of a batch its driver admitted as ``number``: the rows the record before the batch
-    (``recorded``; None: every row) does not hold (``check``: as :func:`admit`'s). The driver records the batch."""
+    (``recorded``; None: every row) does not hold (``check``: as :func:`admit`'s), or none (``skip``: the batch was
+    admitted as a replay; its tables are reported skipped). The driver records the batch."""
+    if skip:
+        return Admitted(table, number, skip=True, records=False)
     if recorded is not None:
         followed = follow(table, recorded, os.fspath(root), app_id)
         table = table if followed.keep is None else table.filter(followed.keep)

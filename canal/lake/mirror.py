@@ -497,6 +497,7 @@ class DeltaMirror:
         steps_journal: bool = True,
         fold: bool = True,
         follow: Applied | None = None,
+        skip: bool = False,
     ) -> ApplyResult:
         """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) or a typed batch
         (:class:`~canal.lake.typed_batch.TypedBatch`: planned and applied from its typed images, no JSON parsed;
@@ -508,14 +509,13 @@ class DeltaMirror:
         them. A batch without DDL is one step per table. The steps done are journaled beside the tables, so a batch
         replayed after a crash goes on after the last step done and never applies one twice.
 
-        Which rows are new is decided by their source lineage, not by ``batch_id`` (:mod:`canal.lake.admit`): the
-        same last batch again is skipped, rows the mirror applied are left out (a new checkpoint that starts earlier, a
-        failover to a replica whose binlog numbering is behind), rows with no provable relation to what it applied
-        stop the batch (``MirrorLineageError``), and the batch is numbered past everything before it.
+        Which rows are new is decided by their source lineage, not by ``batch_id`` (:mod:`canal.lake.admit`): rows
+        the mirror applied are left out, rows with no provable relation to them stop the batch (``MirrorLineageError``).
 
         ``steps_journal=False`` (a Spark task writing its part of a batch without DDL, which the driver admitted):
         ``batch_id`` is the number the driver gave the batch, ``follow`` the record before it (the rows the mirror has
-        by it are left out); no step journal; a table whose last committed number is ``>= batch_id`` is skipped.
+        by it are left out; ``skip``: all of it, the batch is a replay); no step journal; a table whose last committed
+        number is ``>= batch_id`` is skipped.
         ``fold=False``: start no fold after the batch (the caller schedules them, :meth:`fold_due`)."""
         with self.fencing.renewed():  # the lease (if this batch takes it) renewed while the batch runs
             if not isinstance(changes, TypedBatch):
@@ -523,18 +523,18 @@ class DeltaMirror:
                 if table is not None and is_packed(table.column_names):
                     changes = unpack_all(table)  # images=packed: typed batches, or change rows (canal.lake.packed)
                     if not isinstance(changes, TypedBatch):
-                        return self._apply(changes, None, batch_id, steps_journal, fold, follow)
+                        return self._apply(changes, None, batch_id, steps_journal, fold, follow, skip)
                 elif table is None or not holds_variants(table):
                     rows = changes if table is None else table
-                    return self._apply(rows, None, batch_id, steps_journal, fold, follow)
+                    return self._apply(rows, None, batch_id, steps_journal, fold, follow, skip)
                 else:
                     changes = variant_rows_to_typed(table)  # the images=variant form: decoded into typed images
             if needs_rows(changes):  # XA, foreign keys' actions: followed in change rows (canal.lake.typed_plan)
-                return self._apply(change_rows(changes), None, batch_id, steps_journal, fold, follow)
+                return self._apply(change_rows(changes), None, batch_id, steps_journal, fold, follow, skip)
             try:
-                return self._apply(*planned_form(changes), batch_id, steps_journal, fold, follow)
+                return self._apply(*planned_form(changes), batch_id, steps_journal, fold, follow, skip)
             except RowsNeeded:  # raised before anything of the batch was written
-                return self._apply(change_rows(changes), None, batch_id, steps_journal, fold, follow)
+                return self._apply(change_rows(changes), None, batch_id, steps_journal, fold, follow, skip)
 
     def _apply(
         self,
@@ -544,6 +544,7 @@ class DeltaMirror:
         steps_journal: bool,
         fold: bool,
         follow: Applied | None = None,
+        skip: bool = False,
     ) -> ApplyResult:
         began = time.perf_counter()
         self.check_folds()  # nothing of the batch written while a table's folds keep failing
@@ -561,7 +562,7 @@ class DeltaMirror:
         admitted = (
             admit(table, batch_id, self.root, self.app_id, self._read_journal(), check=owners)
             if steps_journal
-            else admit_rows(table, batch_id, follow, self.root, self.app_id, check=owners)
+            else admit_rows(table, batch_id, follow, self.root, self.app_id, check=owners, skip=skip)
         )
         table, batch_number, done = in_order(admitted.table), admitted.number, admitted.done
         result.rows = table.num_rows

@@ -143,14 +143,16 @@ def write_group(
     recorded: Applied | None,
     token: str | None,
     outcome: dict[str, Any] | None = None,
+    skip: bool = False,
 ) -> Any:
     """Change rows of a batch (one table's, or a whole batch's typed batch) the driver admitted as ``number``,
     applied by a task -- those the record before the batch (``recorded``) does not hold -- while the driver holds
     the lease ``token``: one result row per table, then the ``done`` row, holding what the rows add to the record
-    (``outcome``: the admission's, when the task admitted the batch itself)."""
+    (``outcome``: the admission's, when the task admitted the batch itself; ``skip``: the batch is a replay, none of
+    it applied, its tables reported skipped)."""
     mirror = worker_mirror(kind, settings, epoch)
     mirror.fencing.token = token  # its commits fenced by the driver's lease (canal.lake.lease)
-    result = mirror.apply(rows, number, steps_journal=False, fold=False, follow=recorded)
+    result = mirror.apply(rows, number, steps_journal=False, fold=False, follow=recorded, skip=skip)
     due = set(result.folds)
     answer: list[tuple[str, str, int, bool, str | None, str | None]] = [
         (name, result.tables[name], 0, name in due, None, None) for name in sorted(result.tables)
@@ -211,11 +213,8 @@ def write_partition(
                 "skip": admitted.skip,
                 "replay": admitted.replay,
             }
-            if admitted.skip:
-                lineage = {**outcome, "advance": admitted.advance.to_json()}
-                answer = _answer([("", DONE_MARK, changes.num_rows, False, None, json.dumps(lineage))])
-            else:
-                answer = write_group(kind, settings, epoch, admitted.number, batch, admitted.recorded, token, outcome)
+            number, recorded = admitted.number, admitted.recorded
+            answer = write_group(kind, settings, epoch, number, batch, recorded, token, outcome, admitted.skip)
         except (MirrorLineageError, MirrorCheckpointError) as exc:  # refused before anything was written
             answer = _answer([("", REFUSED_MARK, changes.num_rows, False, type(exc).__name__, str(exc))])
     yield from answer.to_batches()
@@ -361,17 +360,14 @@ def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyRes
                 return mirror.apply(changes, batch_id)
             else:
                 admission = _admit_shape(mirror, shape, recorded, batch_id)
-                if admission["replay"]:
-                    outcome = []
-                else:
-                    number = admission["number"]
+                number, replay = admission["number"], admission["replay"]
 
-                    def write(rows: Any) -> Any:
-                        return write_group(kind, settings, epoch, number, rows, recorded, token)
+                def write(rows: Any) -> Any:
+                    return write_group(kind, settings, epoch, number, rows, recorded, token, skip=replay)
 
-                    collected = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
-                    outcome = _checked(collected, len(shape["tables"]), batch_id)
-                    outcome.append({"status": "admitted", "lineage": json.dumps(admission)})
+                collected = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
+                outcome = _checked(collected, len(shape["tables"]), batch_id)
+                outcome.append({"status": "admitted", "lineage": json.dumps(admission)})
         finally:
             changes.unpersist()
     result = mirror.new_result(batch_id)
