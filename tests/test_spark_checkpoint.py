@@ -21,21 +21,22 @@ pytestmark = [pytest.mark.integration]
 
 
 def _history(cur: Any, db: str) -> None:
-    """Rows inserted a hundred a statement, updated, deleted, a column added, then more of each."""
+    """Rows inserted a hundred a statement, updated and deleted, then a column added: the last change."""
     cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x INT)")
     for first in range(0, 600, 100):
         cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s)", [(i, i) for i in range(first, first + 100)])
     cur.execute(f"UPDATE `{db}`.a SET x = x + 1000 WHERE id % 9 = 0")
     cur.execute(f"DELETE FROM `{db}`.a WHERE id % 10 = 1")
     cur.execute(f"ALTER TABLE `{db}`.a ADD COLUMN y INT NOT NULL DEFAULT 7")
-    cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s, %s)", [(i, i, i % 3) for i in range(600, 900)])
-    cur.execute(f"UPDATE `{db}`.a SET x = -x WHERE id % 7 = 0")
 
 
 def _more(cur: Any, db: str, step: int) -> None:
+    """Changes after those: rows under the new layout, updates and deletes."""
+    first = 600 + 100 * step
+    cur.executemany(f"INSERT INTO `{db}`.a VALUES (%s, %s, %s)", [(i, i, i % 3) for i in range(first, first + 100)])
+    cur.execute(f"UPDATE `{db}`.a SET x = -x WHERE id % 7 = {step}")
     cur.execute(f"DELETE FROM `{db}`.a WHERE id % 13 = {step}")
     cur.execute(f"UPDATE `{db}`.a SET y = y + {step} WHERE id % 11 = 0")
-    cur.execute(f"INSERT INTO `{db}`.a VALUES ({1000 + step}, 1, 1)")
 
 
 def _exact(conn: Any, mirror: DeltaMirror, db: str) -> None:
@@ -69,7 +70,7 @@ def test_a_new_checkpoint_from_an_older_position_applies_exactly_what_the_mirror
     }
     second = DeltaMirror(tmp_path / "m")
     assert _mirror_available_now(spark, fresh, second, tmp_path / "ckpt2").awaitTermination(180)
-    assert len(second.history) >= 4  # several micro-batches of at most 500 rows
+    assert len(second.history) >= 2  # micro-batches of at most 500 rows
     assert set(second.history[0].tables.values()) == {"skipped"}  # the mirror held all of them
     _exact(conn, second, db)
     second.close()

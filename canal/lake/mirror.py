@@ -13,12 +13,12 @@ A batch (:mod:`canal.spark.changes` describes the change rows) goes through the 
 * each step is applied and journaled (:mod:`canal.lake.journal`), so a replay after a crash goes on after the last
   step done: DDL through :mod:`canal.lake.evolve`; rows appended to the table's change log
   (:mod:`canal.lake.log_writer`, small ones staged: :mod:`canal.lake.staging`) merge-on-read, or MERGEd into the
-  table copy-on-write; a table's last step commits the app transaction ``(app_id, batch_id)``, so a mirror without
-  a step journal (written by an older pycanal) skips a table whose ``transaction_version(app_id) >= batch_id``;
+  table copy-on-write; a table's last step commits the app transaction ``(app_id, number)``, so a mirror without
+  a step journal (written by an older pycanal) skips a table whose ``transaction_version(app_id) >= number``;
 * after the batch, folds are scheduled (:mod:`canal.lake.folds`) and upkeep done (:mod:`canal.lake.maintenance`).
 
-Batch ids must increase: Spark's micro-batch ids do, and so do :func:`canal.spark.run_batches`' position-derived ids.
-A DataFrame handed to ``foreachBatch`` can be passed straight in: ``query.foreachBatch(mirror)``.
+Before all that, :mod:`canal.lake.admit` keeps the rows the mirror has not applied, by their source lineage (a batch
+id proves nothing), and numbers the batch past everything before it. ``query.foreachBatch(mirror)`` works as is.
 """
 
 from __future__ import annotations

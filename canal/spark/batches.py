@@ -1,9 +1,12 @@
 """``foreachBatch`` for an instance embedded in the driver: pull, hand a DataFrame to ``fn``, ack after it returns.
 
-Batch ids increase and mean the same thing after a restart. :func:`run_batches` names a batch by the binlog position
-of its last entry (:func:`~canal.spark.changes.position_id`: ``journal_number << 32 | offset``), or by the id before
-it plus one when that position does not exceed it: snapshot rows sit at the boundary they follow, so any number of
-batches can end at one position.
+Batch ids mean the same thing after a restart. :func:`run_batches` names a batch by the binlog position of its last
+entry (:func:`~canal.spark.changes.position_id`: ``journal_number << 32 | offset``), or by the id before it plus one
+when that position does not exceed it: snapshot rows sit at the boundary they follow, so any number of batches can
+end at one position. Positions are one server's: after a failover to a replica whose binlog numbering is behind,
+the ids are lower, which a :class:`~canal.lake.mirror.DeltaMirror` does not take for replays (it follows the changes'
+source lineage, :mod:`canal.lake.lineage`); the journal names the server of its batch's end, and entries of another
+server's binlog are neither cut nor dropped by it.
 
 With a ``journal`` file, a crash between ``fn``'s write and the ack loses nothing and changes nothing an idempotent
 sink (e.g. :class:`~canal.lake.mirror.DeltaMirror`, which skips ids it has committed) has seen:
