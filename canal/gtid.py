@@ -234,6 +234,13 @@ class GtidSet:
             self._mariadb = ":" not in gtid
         self._add_text(gtid)
 
+    def update(self, text: str) -> None:
+        """Add every GTID of the set (or MariaDB position) ``text``, written in this set's flavour."""
+        for part in text.replace("\n", "").split(","):
+            part = part.strip()
+            if part:
+                self._add_text(part)
+
     def contains(self, gtid: str) -> bool:
         """Whether the one GTID ``gtid`` (``uuid:n``, ``uuid:tag:n`` or ``domain-server-seq``) is in the set: for
         MySQL, one of its intervals holds it; for MariaDB, its domain's position is at or past its sequence number

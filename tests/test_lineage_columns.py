@@ -8,7 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from canal.gtid import GtidSet
+from canal.lake.lineage import gtid_elements
 from canal.lake.packed import pack, unpack_all
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
@@ -54,3 +58,34 @@ def test_rows_spooled_or_packed_before_the_column_are_read_with_it_null(tmp_path
     packed = pack(type(typed)(without, typed.images, typed.layouts))
     unpacked = unpack_all(packed)
     assert unpacked.changes.column("log_server_id").to_pylist() == [None, None]
+
+
+_UUIDS = ("3e11fa47-71ca-11e1-9e33-c80aa9429562", "00000000-0000-0000-0000-000000000001")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    mysql=st.lists(st.tuples(st.sampled_from(_UUIDS), st.sampled_from(["", "tag:"]), st.integers(1, 40)), max_size=30),
+    mariadb=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(1, 40)), max_size=30),
+)
+def test_a_batchs_gtids_make_the_set_they_are_elements_of(
+    mysql: list[tuple[str, str, int]], mariadb: list[tuple[int, int, int]]
+) -> None:
+    """Against a model: the set the compacted elements of a batch's GTIDs make (canal.lake.lineage.gtid_elements)
+    holds exactly those GTIDs (MySQL), or each domain up to its highest sequence number (MariaDB), as
+    :class:`canal.gtid.GtidSet` built one GTID at a time does."""
+    for gtids in ([f"{u}:{t}{n}" for u, t, n in mysql], [f"{d}-{s}-{q}" for d, s, q in mariadb]):
+        if not gtids:
+            continue
+        made = GtidSet(",".join(gtid_elements(pa.array(sorted(set(gtids))))))
+        one_by_one = GtidSet()
+        for gtid in gtids:
+            one_by_one.add(gtid)
+        if ":" in gtids[0]:  # (a MariaDB domain's position names the server of its highest sequence number, either)
+            assert str(made) == str(one_by_one)
+        probes = (
+            [f"{u}:{t}{n}" for u in _UUIDS for t in ("", "tag:") for n in range(1, 42)]
+            if ":" in gtids[0]
+            else [f"{d}-9-{q}" for d in range(3) for q in range(1, 42)]
+        )
+        assert [made.contains(p) for p in probes] == [one_by_one.contains(p) for p in probes]

@@ -87,9 +87,9 @@ def fingerprint(table: Any) -> str | None:
         return fingerprint_of(table.num_rows, None, None) if "seq" in table.column_names else None
     seq = _column(table, "seq", _field_types()["log_offset"])
     bounds = pc.min_max(seq)
-    ends = [pc.index(seq, bounds[side]).as_py() for side in ("min", "max")]
-    fields = {name: _column(table, name, type_) for name, type_ in _field_types().items()}
-    first, last = ([fields[name][i].as_py() for name in FINGERPRINT_FIELDS] for i in ends)
+    ends = table.take([pc.index(seq, bounds[side]).as_py() for side in ("min", "max")])  # two rows, then typed
+    fields = {name: _column(ends, name, type_) for name, type_ in _field_types().items()}
+    first, last = ([fields[name][i].as_py() for name in FINGERPRINT_FIELDS] for i in (0, 1))
     return fingerprint_of(table.num_rows, first, last)
 
 
@@ -108,8 +108,9 @@ class Newest:
 
 @attrs.frozen(slots=True)
 class Advance:
-    """What a batch's rows applied add to the record: its newest change, the GTIDs of its transactions, its
-    destination. Several tasks' advances (a batch written a table group a task) merge into the batch's."""
+    """What a batch's rows applied add to the record: its newest change, the GTIDs of its transactions (as the
+    elements of a GTID set's text: a MariaDB domain's position, a MySQL source's intervals), its destination. Several
+    tasks' advances (a batch written a table group a task) merge into the batch's."""
 
     newest: Newest | None = None
     gtids: tuple[str, ...] = ()
@@ -134,10 +135,10 @@ class Advance:
         change and the GTIDs it adds to ``applied`` (its lineage moving to the newest change's server)."""
         before = applied if applied is not None else Applied(None, None, -1)
         gtids = GtidSet(before.gtids) if before.gtids else None
-        for gtid in self.gtids:
-            if gtids is None:
-                gtids = GtidSet()
-            gtids.add(gtid)
+        if self.gtids and gtids is None:
+            gtids = GtidSet(",".join(self.gtids))
+        elif self.gtids and gtids is not None:
+            gtids.update(",".join(self.gtids))
         newest = self.newest
         if newest is None:  # nothing new applied (every row was): only the batch finished moves
             return attrs.evolve(
@@ -166,6 +167,33 @@ class Followed:
     keep: Any
     advance: Advance
     kept: int  # rows kept
+
+
+def gtid_elements(gtids: Any) -> tuple[str, ...]:
+    """Distinct GTIDs (a pyarrow string array) as the elements of the set they make, computed a column at a time (a
+    batch may hold tens of thousands of transactions): per MariaDB domain its highest sequence number
+    (``domain-server-seq``), per MySQL source (``uuid`` or ``uuid:tag``) its intervals (``uuid:1-5:7``)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if not len(gtids):
+        return ()
+    if not pc.any(pc.match_substring(gtids, ":")).as_py():  # MariaDB: domain-server-seq
+        parts = pc.split_pattern(gtids, "-")
+        domain, server, seq = (pc.list_element(parts, i).cast("int64").to_numpy() for i in range(3))
+        order = np.argsort(seq, kind="stable")
+        highest = {int(d): (int(sv), int(q)) for d, sv, q in zip(domain[order], server[order], seq[order], strict=True)}
+        return tuple(f"{d}-{sv}-{q}" for d, (sv, q) in sorted(highest.items()))
+    found = pc.extract_regex(gtids, r"^(?P<source>.+):(?P<n>\d+)$")
+    sources, numbers = found.field("source"), found.field("n").cast("int64").to_numpy()
+    out = []
+    for source in sorted(pc.unique(sources).to_pylist()):
+        ns = np.unique(numbers[pc.equal(sources, source).to_numpy(zero_copy_only=False)])
+        breaks = np.flatnonzero(np.diff(ns) != 1)
+        starts, ends = ns[np.r_[0, breaks + 1]], ns[np.r_[breaks, len(ns) - 1]]
+        spans = ":".join(str(a) if a == b else f"{a}-{b}" for a, b in zip(starts, ends, strict=True))
+        out.append(f"{source}:{spans}")
+    return tuple(out)
 
 
 def destinations(table: Any) -> list[str]:
@@ -223,8 +251,9 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
     files = _column(table, "log_file", pa.string())
     offsets = pc.fill_null(_column(table, "log_offset", pa.int64()), 0).to_numpy(zero_copy_only=False)
     rows = pc.fill_null(_column(table, "row_index", pa.int64()), 0).to_numpy(zero_copy_only=False)
-    numbers_of = {name: journal_number(name) for name in pc.unique(files).drop_null().to_pylist()}
-    numbers = np.asarray([numbers_of.get(name, -1) for name in files.to_pylist()], dtype=np.int64)
+    encoded = files.dictionary_encode()  # a batch holds a few binlog files: each file's number once
+    numbers_of = pa.array([journal_number(name) for name in encoded.dictionary.to_pylist()], pa.int64())
+    numbers = pc.fill_null(numbers_of.take(encoded.indices), -1).to_numpy(zero_copy_only=False)
     has_position = pc.is_valid(files).to_numpy(zero_copy_only=False)
     keep = np.ones(n, dtype=bool)
     if applied is not None and (applied.log_file is not None or applied.gtids):
@@ -270,7 +299,7 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
             gtid=gtid[at].as_py(),
             type=str(kind[at].as_py()),
         )
-        gtids = tuple(sorted(pc.unique(gtid.filter(pa.array(changes))).drop_null().to_pylist()))
+        gtids = gtid_elements(pc.unique(gtid.filter(pa.array(changes))).drop_null())
     found = destinations(table)
     advance = Advance(newest, gtids, found[0] if found else None)
     kept = int(keep.sum())
