@@ -17,7 +17,8 @@ mirror applied: the batch stops with :class:`~canal.lake.types.MirrorLineageErro
 anything of it is written -- never skipped. So does a batch of another destination than the one the app id mirrors
 (two destinations mirrored into one root under one app id). SNAPSHOT rows (no position of their own: they sit at
 the boundary they follow) are never skipped by position; only the last batch again, known by its fingerprint, is a
-replay (:mod:`canal.lake.applied`).
+replay (:mod:`canal.lake.applied`). Rows an XA COMMIT brings read back from a PREPARE before the stream's start sit at
+the commit's position, every one of them: they count as applied once the commit row is, and move nothing.
 
 Rows without ``log_server_id`` (change rows made before it was, or by hand) and a record from before lineages were
 recorded are compared by position as before: taken to come from the server the mirror followed.
@@ -35,6 +36,7 @@ import attrs
 from canal.gtid import GtidSet
 from canal.lake.applied import Applied
 from canal.lake.types import MirrorLineageError
+from canal.parse.xa_lookback import XA_RECOVERED
 from canal.position import journal_number
 
 SNAPSHOT = "SNAPSHOT"
@@ -255,6 +257,11 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
     numbers_of = pa.array([journal_number(name) for name in encoded.dictionary.to_pylist()], pa.int64())
     numbers = pc.fill_null(numbers_of.take(encoded.indices), -1).to_numpy(zero_copy_only=False)
     has_position = pc.is_valid(files).to_numpy(zero_copy_only=False)
+    # rows an XA COMMIT brings read back from a PREPARE before the start: at the commit's position, all of them (no
+    # position of their own), so they count as applied once the commit row is; they never move the record
+    marked = pc.match_substring(_column(table, "props", pa.string()), f'"{XA_RECOVERED}"')
+    recovered = pc.fill_null(pc.and_(marked, pc.not_equal(kind, "XACOMMIT")), False).to_numpy(zero_copy_only=False)
+    rows = np.where(recovered, 0, rows)
     keep = np.ones(n, dtype=bool)
     if applied is not None and (applied.log_file is not None or applied.gtids):
         servers = pc.fill_null(server, -1).to_numpy(zero_copy_only=False)
@@ -284,7 +291,7 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
                 contained = pc.is_in(gtid, value_set=pa.array(applied_ids, pa.string()))
                 contained = pc.fill_null(contained, False).to_numpy(zero_copy_only=False)
         keep = snapshot | (same & after) | (other & ~contained)
-    changes = keep & ~snapshot
+    changes = keep & ~snapshot & ~recovered
     newest = None
     gtids: tuple[str, ...] = ()
     if changes.any():
