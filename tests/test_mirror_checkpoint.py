@@ -320,3 +320,24 @@ def test_a_new_app_id_on_a_root_is_numbered_past_it_and_may_not_write_its_tables
     new.apply(batch(upsert("other", 1, "a")), 0)  # a table of its own: numbered past the root's 40
     assert values(new.read("s", "other")) == {1: "a"} and new.version("s", "other") == 41
     new.close()
+
+
+def test_a_switch_of_servers_inside_one_batch_applies_each_change_once(tmp_path: Path) -> None:
+    """The destination switches to the promoted replica mid-batch (canal's standby switch, issue 65's in-process
+    failover): the batch holds the primary's changes, then the replica's from a point back in time -- the primary's
+    last changes again, a DDL among them, under the replica's positions -- then changes made on the replica. Each is
+    applied once: the replica's copies of this very batch's changes count as applied."""
+    state: dict[int, int] = {}
+    primary = _stream(10, alter_at=7, state=state)
+    again = [
+        attrs.evolve(c, server=2, file="mysql-bin.000001", offset=400 + 100 * i) for i, c in enumerate(primary[5:])
+    ]
+    made = _stream(
+        4, server=2, file="mysql-bin.000001", first_offset=900, first_seq=11, seed=3, state=state, altered=True
+    )
+    mirror = DeltaMirror(tmp_path / "m", background_folds=False)
+    mirror.apply(_batch(primary[:4]), 1)
+    mirror.apply(_batch([*primary[4:], *again, *made]), 2)
+    assert _state(mirror) == _model([*primary, *made])
+    assert mirror.read("shop", "t").column_names == ["id", "v", "w"]
+    mirror.close()

@@ -7,10 +7,11 @@ numbers its batches anew. So a row of a batch counts as applied when:
 
 * it comes from the server whose binlog the mirror's newest change came from, at or before that change's position
   (file number, offset, row index): the binlog of one server is one order; or
-* it comes from another server and its transaction's GTID is among those the mirror applied (MariaDB: its domain's
-  position is at or past its sequence number; MySQL: the set holds it), unless that transaction is the newest one
-  applied and was a DML one, which may have been applied in part (a batch can end inside a transaction): it is
-  applied again whole, in order, which leaves its rows as they were.
+* it comes from another server and its transaction's GTID is among those the mirror applied -- or the batch applies
+  before it (a switch of servers inside one batch) -- (MariaDB: its domain's position is at or past its sequence
+  number; MySQL: the set holds it), unless that transaction is the newest one applied and was a DML one, which may
+  have been applied in part (a batch can end inside a transaction): it is applied again whole, in order, which
+  leaves its rows as they were.
 
 A row from another server without a GTID (or a mirror that has recorded none) has no provable relation to what the
 mirror applied: the batch stops with :class:`~canal.lake.types.MirrorLineageError`, naming both lineages, before
@@ -277,16 +278,27 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
             after |= ~has_position  # a row without a position cannot be compared: applied, as it always was
         other = ~same & ~snapshot
         with_gtid = pc.is_valid(gtid).to_numpy(zero_copy_only=False)
-        unprovable = other & (~with_gtid if applied.gtids else np.ones(n, dtype=bool))
+        held = GtidSet(applied.gtids) if applied.gtids else None
+        opened = applied.open_gtid
+        own = same & after & ~snapshot & ~recovered
+        if other.any() and own.any():  # a switch inside the batch: its rows before it count as applied too
+            seq = pc.fill_null(_column(table, "seq", pa.int64()), 0).to_numpy(zero_copy_only=False)
+            last = int(np.flatnonzero(own)[np.argmax(seq[own])])
+            opened = gtid[last].as_py() if kind[last].as_py() in DML_TYPES else None
+            elements = ",".join(gtid_elements(pc.unique(gtid.filter(pa.array(own))).drop_null()))
+            if elements and held is None:
+                held = GtidSet(elements)
+            elif elements and held is not None:
+                held.update(elements)
+        unprovable = other & (~with_gtid if held else np.ones(n, dtype=bool))
         if unprovable.any():
             first = int(np.flatnonzero(unprovable)[0])
             where = (files[first].as_py(), int(offsets[first]), gtid[first].as_py())
             raise unprovable_error(applied, int(servers[first]), *where, root=root, app_id=app_id)
         contained = np.zeros(n, dtype=bool)
-        if applied.gtids and other.any():
-            held = GtidSet(applied.gtids)
+        if held and other.any():
             unique = pc.unique(gtid.filter(pa.array(other))).drop_null().to_pylist()
-            applied_ids = [g for g in unique if g != applied.open_gtid and held.contains(g)]
+            applied_ids = [g for g in unique if g != opened and held.contains(g)]
             if applied_ids:
                 contained = pc.is_in(gtid, value_set=pa.array(applied_ids, pa.string()))
                 contained = pc.fill_null(contained, False).to_numpy(zero_copy_only=False)
