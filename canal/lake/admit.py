@@ -101,7 +101,7 @@ def admit(
         check(admitted.table)
     if not admitted.skip and not decision.resume:
         # in flight from here on: the same batch again goes on with this number, another one is numbered past it
-        write_applied(root, app_id, with_pending(recorded, Pending(batch_id, mark, decision.number)))
+        write_applied(root, app_id, with_pending(recorded, Pending(batch_id, mark, decision.number)), synced=False)
     return admitted
 
 

@@ -118,11 +118,14 @@ def _from_json(data: dict[str, Any]) -> Applied:
     )
 
 
-def write_applied(root: str | os.PathLike[str], app_id: str, applied: Applied) -> None:
-    """Replace the record of ``app_id`` with ``applied`` (in today's form), whole."""
+def write_applied(root: str | os.PathLike[str], app_id: str, applied: Applied, *, synced: bool = True) -> None:
+    """Replace the record of ``app_id`` with ``applied`` (in today's form), whole. ``synced=False``: the batch in
+    flight, written before its first commit -- durable as those commits are (:func:`canal.lake.fs.write_bytes`),
+    without a second fsync in every batch."""
     data = attrs.asdict(applied, recurse=True)
     del data["legacy"]
-    fs.write_bytes(applied_path(root, app_id), json.dumps({"version": RECORD_VERSION, **data}).encode())
+    encoded = json.dumps({"version": RECORD_VERSION, **data}).encode()
+    fs.write_bytes(applied_path(root, app_id), encoded, synced=synced)
 
 
 def root_number(root: str | os.PathLike[str], app_id: str) -> int:

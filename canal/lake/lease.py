@@ -95,7 +95,9 @@ class WriterLease:
         self._renewed = 0.0
         self._lock = threading.RLock()  # hold() by the writer and by the renewal thread
         self._lost: str | None = None  # why the lease is no longer this mirror's (another writer took it)
-        self._renewing: threading.Event | None = None  # set to stop the renewal thread running now
+        self._renewing = False  # whether a batch runs: the renewal thread renews only then
+        self._stopped: threading.Event | None = None  # set to end the renewal thread (the lease given up)
+        self._renewer: threading.Thread | None = None
 
     def _record(self) -> dict[str, Any]:
         pid = os.getpid()
@@ -123,14 +125,18 @@ class WriterLease:
         from this mirror). ``renew``: go on renewing it from a thread until :meth:`pause` (a batch's time)."""
         with self._lock:
             self._hold(force=False)
-            if renew and self._renewing is None:
-                self._renewing = threading.Event()
-                threading.Thread(
+            if not renew:
+                return
+            self._renewing = True
+            if self._renewer is None or not self._renewer.is_alive():  # one thread, idle between batches
+                self._stopped = threading.Event()
+                self._renewer = threading.Thread(
                     target=_renew_while_held,
-                    args=(weakref.ref(self), self._renewing),
+                    args=(weakref.ref(self), self._stopped),
                     name=f"pycanal-lease-{self.app_id}",
                     daemon=True,
-                ).start()
+                )
+                self._renewer.start()
 
     def _hold(self, *, force: bool) -> None:
         now = time.time()
@@ -175,10 +181,11 @@ class WriterLease:
 
     def pause(self) -> None:
         """Stop renewing (the batch ended): an idle holder on another host lets its lease lapse after LEASE_S."""
-        with self._lock:
-            if self._renewing is not None:
-                self._renewing.set()
-                self._renewing = None
+        self._renewing = False
+
+    @property
+    def renewing(self) -> bool:
+        return self._renewing and self._held
 
     def _write(self, *, replace: bool) -> bool:
         data = json.dumps(self._record()).encode()
@@ -225,6 +232,10 @@ class WriterLease:
     def release(self) -> None:
         """Give the lease up (when this mirror still holds it)."""
         self.pause()
+        with self._lock:
+            if self._stopped is not None:
+                self._stopped.set()
+            self._stopped = self._renewer = None
         if not self._held:
             return
         self._held = False
@@ -300,13 +311,16 @@ def check_token(root: str | os.PathLike[str], app_id: str, token: str) -> None:
 
 
 def _renew_while_held(lease_ref: weakref.ref[WriterLease], stop: threading.Event) -> None:
-    """The renewal thread: renew every ``LEASE_S / 4`` seconds until ``stop``; a lease taken over is recorded as
-    lost (the next :meth:`WriterLease.check` fails), a store that refuses a renewal is tried again (the check fails
-    once the last renewal is too old)."""
+    """The renewal thread: while a batch runs, renew every ``LEASE_S / 4`` seconds, until ``stop`` (the lease given
+    up) or its lease is gone; a lease taken over is recorded as lost (the next :meth:`WriterLease.check` fails), a
+    store that refuses a renewal is tried again (the check fails once the last renewal is too old)."""
     while not stop.wait(LEASE_S / 4):
         lease = lease_ref()
         if lease is None:
             return
+        if not lease.renewing:
+            del lease
+            continue
         try:
             lease.renew()
         except MirrorLeaseError:

@@ -184,9 +184,12 @@ def gtid_elements(gtids: Any) -> tuple[str, ...]:
     if not pc.any(pc.match_substring(gtids, ":")).as_py():  # MariaDB: domain-server-seq
         parts = pc.split_pattern(gtids, "-")
         domain, server, seq = (pc.list_element(parts, i).cast("int64").to_numpy() for i in range(3))
-        order = np.argsort(seq, kind="stable")
-        highest = {int(d): (int(sv), int(q)) for d, sv, q in zip(domain[order], server[order], seq[order], strict=True)}
-        return tuple(f"{d}-{sv}-{q}" for d, (sv, q) in sorted(highest.items()))
+        out = []
+        for d in np.unique(domain):  # a domain's highest sequence number, and its server
+            at = np.flatnonzero(domain == d)
+            top = at[np.argmax(seq[at])]
+            out.append(f"{d}-{server[top]}-{seq[top]}")
+        return tuple(out)
     found = pc.extract_regex(gtids, r"^(?P<source>.+):(?P<n>\d+)$")
     sources, numbers = found.field("source"), found.field("n").cast("int64").to_numpy()
     out = []
@@ -244,7 +247,8 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    check_destination(destinations(table), applied, root, app_id)
+    found = destinations(table)
+    check_destination(found, applied, root, app_id)
     n = table.num_rows
     types = _field_types()
     kind = _column(table, "type", pa.string())
@@ -319,7 +323,6 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
             type=str(kind[at].as_py()),
         )
         gtids = gtid_elements(pc.unique(gtid.filter(pa.array(changes))).drop_null())
-    found = destinations(table)
     advance = Advance(newest, gtids, found[0] if found else None)
     kept = int(keep.sum())
     return Followed(None if kept == n else pa.array(keep), advance, kept)

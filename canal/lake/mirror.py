@@ -396,11 +396,11 @@ class DeltaMirror:
         self.fencing.hold()
 
     def check_owners(self, tables: Any, *, mirrored: bool = False) -> None:
-        """:class:`~canal.lake.types.MirrorLineageError` when one of ``tables`` (``(schema, table)`` pairs, or with
-        ``mirrored`` a batch's rows, the tables it mirrors) holds another app id's batches (:mod:`canal.lake.owners`);
-        :meth:`apply` asks before it writes."""
-        pairs = [pair for pair in table_pairs(tables) if self._mirrors(*pair)] if mirrored else tables
-        self._owners.check(pairs, self.table_location, self._handles.log)
+        """``MirrorLineageError`` when one of ``tables`` (``(schema, table)`` pairs; ``mirrored``: a batch's rows, the
+        tables it mirrors) holds another app id's batches (:mod:`canal.lake.owners`); asked before a batch writes."""
+        if self._owners.others():  # (one app id on the root: nothing to check)
+            pairs = [pair for pair in table_pairs(tables) if self._mirrors(*pair)] if mirrored else tables
+            self._owners.check(pairs, self.table_location, self._handles.log)
 
     def check_folds(self) -> None:
         """:class:`~canal.lake.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a

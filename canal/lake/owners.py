@@ -38,15 +38,19 @@ class TableOwners:
         self._checked: set[str] = set()
         self._lock = threading.Lock()
 
+    def others(self) -> list[str]:
+        """The root's other app ids (read once): none, and there is nothing to check."""
+        with self._lock:
+            if self._others is None:
+                self._others = other_app_ids(self.root, self.app_id)
+            return self._others
+
     def check(
         self, pairs: Iterable[tuple[str, str]], location: Callable[[str, str], str], logs: Callable[[str], Any]
     ) -> None:
         """:class:`MirrorLineageError` when a table of ``pairs`` (``(schema, table)``; ``location`` gives its path,
         ``logs`` its change log's DeltaTable or None) holds batches of another app id."""
-        with self._lock:
-            if self._others is None:
-                self._others = other_app_ids(self.root, self.app_id)
-            others = self._others
+        others = self.others()
         if not others:
             return
         for schema, table in pairs:

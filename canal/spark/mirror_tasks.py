@@ -458,7 +458,7 @@ def _admit_shape(mirror: DeltaMirror, shape: Any, recorded: Applied | None, batc
         return admission
     check_interrupted(decision, StepJournal(root, app_id).read(), batch_id, root, app_id)
     if not decision.resume:
-        write_applied(root, app_id, with_pending(recorded, Pending(batch_id, mark, decision.number)))
+        write_applied(root, app_id, with_pending(recorded, Pending(batch_id, mark, decision.number)), synced=False)
     return admission
 
 
