@@ -52,9 +52,16 @@ class MirrorUnreachableError(MirrorStorageError):
 
 
 class MirrorCheckpointError(MirrorError):
-    """A batch whose id the mirror finished already holds changes after those it applied: a query with a new
-    checkpoint location on an existing mirror (its batch ids start again), whose batches would be skipped as
-    replays. Nothing of the batch was written (:mod:`canal.lake.applied`)."""
+    """Another batch than the one the mirror was writing when it stopped: that batch (its query's, or its journal's)
+    applied part of its steps, which a different batch cannot finish. Nothing of the batch was written; run the
+    query that was writing the mirror until it goes on (:mod:`canal.lake.applied`)."""
+
+
+class MirrorLineageError(MirrorError):
+    """A batch whose changes have no provable relation to what the mirror applied: positions in another server's
+    binlog without GTIDs to tell which changes the mirror has (a failover to a replica), changes of another
+    destination than the one the app id mirrors, or a table another app id writes. Nothing of the batch was written
+    and none of it skipped; the error names both sides (:mod:`canal.lake.lineage`)."""
 
 
 class MirrorFoldError(MirrorError):

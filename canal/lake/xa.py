@@ -232,7 +232,7 @@ def _unknown_commit(table: Any, row: int, xid: str) -> str:
     return (
         f"{sql!r}{where} commits XA transaction {xid}, whose XA PREPARE (and rows) lie before the position this "
         "mirror's stream started from: the mirror cannot know which rows it committed. Nothing of the batch was "
-        "written. Start the destination from a position before that XA PREPARE, or mirror the tables anew from a "
+        "written. Start the destination from a position before that XA PREPARE, or mirror into a new root from a "
         "snapshot taken after the XA COMMIT."
     )
 

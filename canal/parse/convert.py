@@ -168,6 +168,11 @@ class EntryConverter:
         which in a replication chain is the originating server's) so a server change can be told apart.
         """
         self._source_server_id = server_id
+        if server_id is not None and start.server_id != server_id:
+            # the dump reads this server's binlog from ``start``: a position there, whatever server a saved cursor or
+            # a search by time (which reads each event's own id) named -- so every entry's anchor names the server
+            # whose binlog its position is in (the source lineage a mirror compares positions within)
+            start = attrs.evolve(start, server_id=server_id)
         self._start = start
         self._anchor = start
         self._anchor_filled = start.timestamp is not None and start.server_id is not None
