@@ -17,7 +17,10 @@ Exit status 0 when every mirror equals its table, 1 otherwise (or when a service
 Options: ``--seconds`` (workload duration, default 40), ``--rate`` (transactions per second, default 80),
 ``--preload`` (rows in the tables before the pipeline starts, default 200000),
 ``--out DIR`` (where the chart and the Delta tables go; default a temporary directory, removed at the end, the chart
-kept as ``$TMPDIR/pycanal-demo-throughput-lag.png``), ``--no-kill``.
+kept as ``$TMPDIR/pycanal-demo-throughput-lag.png``), ``--no-kill``, ``--metrics-port P`` and ``--mirror-metrics-port
+Q`` (Prometheus metrics: the Spark source's reader process serves the capture's and the source's series on
+127.0.0.1:P, the driver, which applies the mirror, the mirror's on Q; ``scripts/dashboard_png.py`` scrapes them to
+draw the monitoring guide's dashboard).
 """
 
 from __future__ import annotations
@@ -157,6 +160,8 @@ def run(
     progress: bool = True,
     spark: Any = None,
     preload: int = 200_000,
+    metrics_port: int | None = None,
+    mirror_metrics_port: int | None = None,
 ) -> DemoResult:
     """Run the demo; the figures for the summary. A given ``spark`` session is used and left running.
 
@@ -170,6 +175,8 @@ def run(
         "chart": chart,
         "progress": progress,
         "preload": preload,
+        "metrics_port": metrics_port,
+        "mirror_metrics_port": mirror_metrics_port,
     }
     if out_dir is not None:
         return _run(work_dir=out_dir, spark=spark, **args)
@@ -190,9 +197,13 @@ def _run(
     progress: bool,
     spark: Any,
     preload: int,
+    metrics_port: int | None = None,
+    mirror_metrics_port: int | None = None,
     keep_chart: bool = False,
 ) -> DemoResult:
     # run() owns the defaults and the temporary work directory; this is the demo itself
+    from canal.lake.metrics import MirrorCollector
+    from canal.metrics import start_http_server
     from canal.spark import DeltaMirror, register
     from canal.spark.testing import (
         SHOP_TABLES,
@@ -226,6 +237,7 @@ def _run(
         if spark is None:
             spark = local_spark("pycanal-demo", extra={"spark.ui.showConsoleProgress": "false"})
             jvm_pid = getattr(getattr(spark.sparkContext._gateway, "proc", None), "pid", None)
+        exporters = contextlib.ExitStack()
         try:
             if own_spark:
                 spark.sparkContext.setLogLevel("OFF")
@@ -247,6 +259,10 @@ def _run(
                 "max.entries": "20000",
                 "read.timeout": "0.2",
             }
+            if metrics_port is not None:  # the reader's process serves the capture's and the source's series
+                options["metrics.port"] = str(metrics_port)
+            if mirror_metrics_port is not None:  # this process applies the mirror: it serves the mirror's
+                exporters.enter_context(start_http_server(mirror_metrics_port, collectors=[MirrorCollector(mirror)]))
             t0 = time.monotonic()
             lock = threading.Lock()
 
@@ -367,6 +383,7 @@ def _run(
                     png = kept
                 result.chart = png
         finally:
+            exporters.close()
             if own_spark:
                 stop_spark(spark)
         conn.close()
@@ -420,11 +437,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="keep the chart and the Delta tables here")
     parser.add_argument("--no-kill", action="store_true", help="do not kill the reader process")
     parser.add_argument("--preload", type=int, default=200_000, help="rows in the tables before the pipeline starts")
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="the reader's process serves the capture's metrics here"
+    )
+    parser.add_argument("--mirror-metrics-port", type=int, default=None, help="the mirror's metrics are served here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         result = run(
-            seconds=args.seconds, rate=args.rate, out_dir=args.out, kill=not args.no_kill, preload=args.preload
+            seconds=args.seconds,
+            rate=args.rate,
+            out_dir=args.out,
+            kill=not args.no_kill,
+            preload=args.preload,
+            metrics_port=args.metrics_port,
+            mirror_metrics_port=args.mirror_metrics_port,
         )
     except ServiceError as exc:
         _say(f"demo failed: {exc}")

@@ -64,6 +64,26 @@ class SchemaError(ParseError):
         self.position = position
 
 
+class ColumnTypeError(SchemaError):
+    """A column whose binlog type no decoder of pycanal reads (a type code no server version known here writes, or
+    the pre-5.0 DECIMAL): there is no value ``SELECT`` shows to give. ``column`` is ``db.table.column``,
+    ``column_type`` the type as the binlog names it. Its table's rows stop a destination that captures the table
+    (nothing of them is handed out); one that filters the table out goes on."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        position: str | None = None,
+        column: str | None = None,
+        column_type: str | None = None,
+    ) -> None:
+        super().__init__(message, table=table, position=position)
+        self.column = column
+        self.column_type = column_type
+
+
 class EncryptedBinlogError(ParseError):
     """A binlog file read from disk is encrypted (MariaDB ``encrypt_binlog=ON``): the events after its
     ``START_ENCRYPTION_EVENT`` are ciphertext that only the server holding the key can read. Not retried: read the

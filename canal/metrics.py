@@ -12,49 +12,80 @@ time, so nothing is counted twice and nothing runs between scrapes::
     from prometheus_client import REGISTRY
     REGISTRY.register(CanalCollector(server))
 
+Other collectors join the same endpoint: ``start_http_server(9108, server=server, collectors=[MirrorCollector(m)])``
+serves a Delta mirror's series too (:mod:`canal.lake.metrics`); the ``canal`` Spark source serves its own and its
+instance's (:mod:`canal.spark.progress`).
+
 Series, each labelled ``destination``:
 
-============================================  =======  =======================================================
-``canal_instance_running``                    gauge    1 while the destination runs here without a fatal error
-``canal_instance_put_sequence``               gauge    entries the parser put into the store (store sequence)
-``canal_instance_get_sequence``               gauge    entries handed out (rewinds on rollback)
-``canal_instance_ack_sequence``               gauge    entries acked
-``canal_instance_store_entries``              gauge    entries held by the store (put, not yet acked)
-``canal_instance_store_bytes``                gauge    bytes held by the store
-``canal_instance_rows_per_second``            gauge    rows handed out per second over the last minute
-``canal_instance_delay_get_seconds``          gauge    now minus the execute time of the last entry handed out
-``canal_instance_delay_ack_seconds``          gauge    now minus the execute time of the last entry acked
-``canal_instance_reconnects_total``           counter  reconnects of the binlog source
-``canal_instance_errors_total``               counter  fatal parser errors
-``canal_instance_snapshot_rows``              gauge    rows of the last snapshot in the stream
-``canal_instance_snapshot_tables_done``       gauge    its tables done
-``canal_instance_snapshot_tables``            gauge    its tables (0 until it listed the captured ones)
-``canal_instance_snapshot_eta_seconds``       gauge    its ETA from InnoDB's row estimate
-``canal_instance_stream_ended``               gauge    1 once an ``initial_only`` copy is complete (no more entries)
-============================================  =======================================================
+===================================================  =======  =======================================================
+``canal_instance_running``                           gauge    1 while the destination runs here without a fatal error
+``canal_instance_put_sequence``                      gauge    entries the parser put into the store (store sequence)
+``canal_instance_get_sequence``                      gauge    entries handed out (rewinds on rollback)
+``canal_instance_ack_sequence``                      gauge    entries acked
+``canal_instance_store_entries``                     gauge    entries held by the store (put, not yet acked)
+``canal_instance_store_bytes``                       gauge    bytes held by the store
+``canal_instance_rows_per_second``                   gauge    rows handed out per second over the last minute
+``canal_instance_delay_get_seconds``                 gauge    now minus the execute time of the last entry handed out
+``canal_instance_delay_ack_seconds``                 gauge    now minus the execute time of the last entry acked
+``canal_instance_reconnects_total``                  counter  reconnects of the binlog source
+``canal_instance_errors_total``                      counter  fatal parser errors
+``canal_instance_snapshot_rows``                     gauge    rows of the last snapshot in the stream
+``canal_instance_snapshot_tables_done``              gauge    its tables done
+``canal_instance_snapshot_tables``                   gauge    its tables (0 until it listed the captured ones)
+``canal_instance_snapshot_eta_seconds``              gauge    its ETA from InnoDB's row estimate
+``canal_instance_stream_ended``                      gauge    1 once an ``initial_only`` copy is complete
+``canal_instance_cursor_binlog_file_number``         gauge    the number of the binlog file the saved cursor is in
+``canal_instance_master_oldest_binlog_file_number``  gauge    the number of the oldest binlog file the master has
+``canal_instance_master_newest_binlog_file_number``  gauge    the number of the binlog file the master writes
+===================================================  =======  =======================================================
 
 The delay series are absent until something was handed out / acked; the snapshot series until a snapshot started
 in this process (its ETA while it runs and the estimate allows one). A destination that is not running in this
 process (an HA standby) has no series. ``prometheus-client`` is imported only when the exporter is used.
+
+The binlog horizon. A cursor in a binlog file the master no longer has cannot be resumed (canal's errno 1236): the
+``binlog_file_number`` series say how close that is (``mysql-bin.000042``: 42; a purge removes the files before the
+newest, so a cursor in the oldest of several is next). The cursor's is read from the
+destination's meta at each scrape; the master's files from ``SHOW BINARY LOGS`` on a connection of its own, at
+most every ``binlogs_every_s`` seconds, in a background thread: a scrape never waits for the server, and the series
+is absent until the first answer and after a failed one (logged). They compare within one server's numbering (after
+a failover to a server numbering its files otherwise, only the new cursor's means something). A source given as a
+function of metrics has neither.
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from canal.errors import CanalError
+from canal.config import InstanceConfig
+from canal.errors import CanalError, NotRunningError
 from canal.instance import Instance, InstanceMetrics
+from canal.log import destination_logger
+from canal.position import journal_number
 from canal.server import EmbeddedServer
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["CanalCollector", "MetricsExporter", "MetricsSource", "start_http_server"]
+__all__ = [
+    "BINLOGS_EVERY_S",
+    "BinlogHorizon",
+    "CanalCollector",
+    "MetricsExporter",
+    "MetricsSource",
+    "start_http_server",
+]
+
+BINLOGS_EVERY_S = 60.0
+"""How often a collector asks a master for its oldest binlog file, at most (``SHOW BINARY LOGS``)."""
 
 MetricsSource = EmbeddedServer | Instance | Iterable[Instance] | Callable[[], Mapping[str, InstanceMetrics]]
 """What a collector reads: a server, an instance, several instances, or a function returning metrics by destination."""
@@ -66,13 +97,86 @@ class MissingExtraError(CanalError, ImportError):
     """prometheus-client is not installed."""
 
 
-def _require_prometheus() -> None:
+def require_prometheus() -> None:
     try:
         importlib.import_module("prometheus_client")
     except ImportError:
         raise MissingExtraError(
             "the Prometheus exporter needs prometheus-client: pip install 'pycanal[prometheus]'"
         ) from None
+
+
+def _instances(source: MetricsSource) -> dict[str, Instance]:
+    """The instances running in this process that ``source`` names (none for a function of metrics)."""
+    if isinstance(source, EmbeddedServer):
+        out = {}
+        for name in source.destinations:
+            try:
+                out[name] = source.instance(name)
+            except NotRunningError:
+                continue
+        return out
+    if isinstance(source, Instance):
+        return {source.destination: source}
+    if callable(source):
+        return {}
+    return {instance.destination: instance for instance in source}
+
+
+def file_number(name: str | None) -> int | None:
+    """The number of a binlog file (``mysql-bin.000042``: 42), None without one."""
+    if not name:
+        return None
+    number = journal_number(name)
+    return number if number >= 0 else None
+
+
+class BinlogHorizon:
+    """The oldest and newest binlog files a master has, read at most every ``every_s`` seconds in a background
+    thread (:meth:`files` never waits for the server)."""
+
+    def __init__(self, config: InstanceConfig, every_s: float = BINLOGS_EVERY_S) -> None:
+        self.config = config
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._files: tuple[str, str] | None = None  # (oldest, newest)
+        self._read_at: float | None = None  # monotonic time of the last read started
+        self._reading: threading.Thread | None = None
+
+    def files(self) -> tuple[str, str] | None:
+        """The oldest and newest files of the last answer (None: none yet, or the last read failed); a read starts
+        in the background when the last began ``every_s`` ago or more."""
+        with self._lock:
+            due = self._read_at is None or time.monotonic() - self._read_at >= self.every_s
+            if due and (self._reading is None or not self._reading.is_alive()):
+                self._read_at = time.monotonic()  # and again when the read begins
+                self._reading = threading.Thread(target=self.read, name="canal-binlog-horizon", daemon=True)
+                self._reading.start()
+            return self._files
+
+    def read(self) -> tuple[str, str] | None:
+        """Ask the master now (``SHOW BINARY LOGS``): its oldest and newest files; None when it cannot be asked
+        (logged)."""
+        from canal.parse.sources import source_factory
+
+        with self._lock:
+            self._read_at = time.monotonic()
+        found = None
+        try:
+            source = source_factory(self.config)(self.config.master)
+            try:
+                source.open()
+                files = source.binlog_files()
+            finally:
+                source.close()
+            found = (files[0].name, files[-1].name) if files else None
+        except Exception as exc:  # an unreachable master: the series is absent until it answers again
+            destination_logger(__name__, self.config.destination).warning(
+                "cannot read the master's binlog files for the exporter: %s: %s", type(exc).__name__, exc
+            )
+        with self._lock:
+            self._files = found
+        return found
 
 
 def _snapshots(source: MetricsSource) -> dict[str, InstanceMetrics]:
@@ -91,12 +195,37 @@ def _snapshots(source: MetricsSource) -> dict[str, InstanceMetrics]:
 class CanalCollector:
     """A prometheus-client custom collector over pycanal destinations (register it in any registry)."""
 
-    def __init__(self, source: MetricsSource, *, namespace: str = "canal") -> None:
-        _require_prometheus()
+    def __init__(
+        self, source: MetricsSource, *, namespace: str = "canal", binlogs_every_s: float = BINLOGS_EVERY_S
+    ) -> None:
+        require_prometheus()
         if isinstance(source, Iterator):
             source = list(source)  # an iterator would be exhausted by the first scrape
         self._source = source
         self._prefix = f"{namespace}_instance" if namespace else "instance"
+        self._binlogs_every_s = binlogs_every_s
+        self._horizons: dict[str, BinlogHorizon] = {}  # by destination
+
+    def horizon(self, instance: Instance) -> BinlogHorizon:
+        """The binlog horizon of ``instance``'s master (made on first use, anew for a new config)."""
+        horizon = self._horizons.get(instance.destination)
+        if horizon is None or horizon.config is not instance.config:
+            horizon = self._horizons[instance.destination] = BinlogHorizon(instance.config, self._binlogs_every_s)
+        return horizon
+
+    def _binlog_files(self) -> dict[str, tuple[int | None, int | None, int | None]]:
+        """Destination -> the numbers of its cursor's binlog file, its master's oldest and newest."""
+        out = {}
+        for dest, instance in _instances(self._source).items():
+            try:
+                cursor = instance.get_cursor()
+            except CanalError as exc:  # a meta that cannot be read now: no cursor series this scrape
+                destination_logger(__name__, dest).warning("cannot read the cursor for the exporter: %s", exc)
+                cursor = None
+            at = None if cursor is None else file_number(cursor.position.journal_name)
+            files = self.horizon(instance).files()
+            out[dest] = (at, *((None, None) if files is None else (file_number(files[0]), file_number(files[1]))))
+        return out
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: series come and go with destinations
@@ -105,6 +234,7 @@ class CanalCollector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         snapshots = sorted(_snapshots(self._source).items())
+        files = self._binlog_files()
         p = self._prefix
 
         def gauge(name: str, doc: str, value: Callable[[InstanceMetrics], float | None]) -> Metric:
@@ -163,6 +293,21 @@ class CanalCollector:
             "ETA of the last snapshot from InnoDB's row estimate",
             lambda m: None if m.snapshot is None else m.snapshot.eta_s,
         )
+        yield gauge(
+            "cursor_binlog_file_number",
+            "The number of the binlog file the saved cursor is in",
+            lambda m: files.get(m.destination, (None, None, None))[0],
+        )
+        yield gauge(
+            "master_oldest_binlog_file_number",
+            "The number of the oldest binlog file the master has (SHOW BINARY LOGS)",
+            lambda m: files.get(m.destination, (None, None, None))[1],
+        )
+        yield gauge(
+            "master_newest_binlog_file_number",
+            "The number of the binlog file the master writes (SHOW BINARY LOGS)",
+            lambda m: files.get(m.destination, (None, None, None))[2],
+        )
 
 
 @attrs.define
@@ -170,7 +315,7 @@ class MetricsExporter:
     """A running HTTP exporter: ``url`` to scrape, ``stop()`` to shut it down."""
 
     registry: CollectorRegistry
-    collector: CanalCollector
+    collector: CanalCollector | None  # None: only other collectors were given
     host: str
     port: int
     _server: Any = attrs.field(repr=False)
@@ -200,24 +345,28 @@ def start_http_server(
     server: EmbeddedServer | None = None,
     instances: Iterable[Instance] | Instance | None = None,
     source: MetricsSource | None = None,
+    collectors: Iterable[object] = (),
     registry: CollectorRegistry | None = None,
     namespace: str = "canal",
 ) -> MetricsExporter:
-    """Serve ``/metrics`` for ``server`` (or ``instances``, or any ``source``) on ``addr:port`` (port 0: a free one).
+    """Serve ``/metrics`` for ``server`` (or ``instances``, or any ``source``) and ``collectors`` (any
+    prometheus-client collectors: a Delta mirror's, :class:`canal.lake.metrics.MirrorCollector`) on ``addr:port``
+    (port 0: a free one).
 
-    The collector goes into ``registry`` (default: a new one holding only pycanal's series); the server runs on a
-    daemon thread until :meth:`MetricsExporter.stop`. Binds to loopback unless ``addr`` says otherwise.
+    The collectors go into ``registry`` (default: a new one holding only these series); the server runs on a daemon
+    thread until :meth:`MetricsExporter.stop`. Binds to loopback unless ``addr`` says otherwise.
     """
     given = [s for s in (server, instances, source) if s is not None]
-    if len(given) != 1:
-        raise TypeError("start_http_server needs exactly one of server=, instances= or source=")
-    what: MetricsSource = given[0]
-    _require_prometheus()
+    others = list(collectors)
+    if len(given) > 1 or not (given or others):
+        raise TypeError("start_http_server needs exactly one of server=, instances= or source=, or collectors=")
+    require_prometheus()
     import prometheus_client
     from prometheus_client.registry import Collector, CollectorRegistry
 
     target = registry if registry is not None else CollectorRegistry(auto_describe=False)
-    collector = CanalCollector(what, namespace=namespace)
-    target.register(cast(Collector, collector))
+    collector = CanalCollector(given[0], namespace=namespace) if given else None
+    for each in [*([collector] if collector is not None else []), *others]:
+        target.register(cast(Collector, each))
     httpd, thread = prometheus_client.start_http_server(port, addr=addr, registry=target)
     return MetricsExporter(target, collector, addr, int(httpd.server_port), httpd, thread)

@@ -187,12 +187,23 @@ def cli_reference() -> str:
 
 
 def metrics_reference() -> str:
+    from canal.lake.metrics import MirrorCollector
     from canal.metrics import CanalCollector
+    from canal.spark.progress import SourceCollector
 
     out = ["| series | type | what it measures |", "|---|---|---|"]
-    for family in CanalCollector(dict).collect():
-        name = family.name + ("_total" if family.type == "counter" else "")
-        out.append(f"| `{name}{{destination}}` | {family.type} | {_cell(family.documentation)} |")
+    extra = {"canal_source_changes": ", type", "canal_mirror_stops": ", error"}  # labels beside the collector's
+    collectors = (
+        (CanalCollector(dict), "destination"),
+        (SourceCollector(), "destination"),
+        (MirrorCollector([]), "root, app_id"),
+    )
+    for collector, labels in collectors:
+        for family in collector.collect():
+            name = family.name + ("_total" if family.type == "counter" else "")
+            out.append(
+                f"| `{name}{{{labels}{extra.get(family.name, '')}}}` | {family.type} | {_cell(family.documentation)} |"
+            )
     return "\n".join(out) + "\n"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from test_parser_helpers import UUID, MiniMysql
 
@@ -101,6 +102,32 @@ def test_ddl_entry() -> None:
     assert (alter.header.schema, alter.header.table) == ("shop", "orders")
     assert (create.header.schema, create.header.table, create.header.event_type) == ("other", "t", EventType.CREATE)
     assert grant.header.event_type is EventType.QUERY and grant.is_boundary
+
+
+def test_drop_database_is_an_erase_of_the_database_and_a_ddl_says_its_session_state() -> None:
+    """DROP DATABASE drops every table of it: ERASE (canal: QUERY), the database as schema, no table. A DDL carries
+    the time zone its session converted values in (with the server's system zone beside SYSTEM) and its start time
+    to the microsecond, when the server logged them; a BEGIN or a GRANT carries none."""
+    db = MiniMysql()
+    db.execute("DROP DATABASE `Shop 1`", schema="other")
+    event = db.all_events()[-1]
+    assert isinstance(event, QueryEvent)
+    events = [
+        event,
+        attrs.evolve(event, sql="ALTER TABLE t MODIFY c TIMESTAMP", time_zone="SYSTEM", offset=500, next_offset=600),
+        attrs.evolve(event, sql="ALTER TABLE t ADD SYSTEM VERSIONING", micros=42, offset=600, next_offset=700),
+        attrs.evolve(event, sql="GRANT SELECT ON *.* TO 'u'@'%'", time_zone="+05:00", offset=700, next_offset=800),
+    ]
+    conv = EntryConverter()
+    conv.reset(START)
+    conv.system_time_zone = "UTC"
+    erase, modify, versioned, grant = (conv.convert(e) for e in events)
+    assert erase is not None and erase.row_change is not None and erase.row_change.is_ddl
+    assert (erase.header.event_type, erase.header.schema, erase.header.table) == (EventType.ERASE, "Shop 1", "")
+    assert erase.row_change.ddl_schema == "other" and dict(erase.header.props) == {}
+    assert modify is not None and dict(modify.header.props) == {"TIME_ZONE": "SYSTEM", "SYSTEM_TIME_ZONE": "UTC"}
+    assert versioned is not None and dict(versioned.header.props) == {"TIMESTAMP": f"{event.timestamp}.000042"}
+    assert grant is not None and dict(grant.header.props) == {}
 
 
 def test_statement_inside_a_transaction_is_a_row_entry() -> None:

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
-from canal.metrics import CanalCollector, MissingExtraError, start_http_server
+from canal.metrics import BinlogHorizon, CanalCollector, MissingExtraError, start_http_server
 from canal.server import EmbeddedServer
 from canal.testing.fake import FakeMysql
 
@@ -123,3 +123,36 @@ def test_collector_without_prometheus_client_names_the_extra(fake: FakeMysql, mo
 def test_start_http_server_needs_one_source(fake: FakeMysql) -> None:
     with pytest.raises(TypeError, match="exactly one"):
         start_http_server(0)
+    with pytest.raises(TypeError, match="exactly one"):
+        start_http_server(0, instances=[], source=dict)
+
+
+def test_the_binlog_horizon_compares_the_cursor_with_the_masters_oldest_file(fake: FakeMysql) -> None:
+    with Instance(config(fake)) as inst:
+        consume(inst, 12)
+        with start_http_server(0, instances=inst) as exporter:
+            assert exporter.collector is not None
+            horizon = exporter.collector.horizon(inst)
+            assert horizon.read() == ("mysql-bin.000001", "mysql-bin.000001")  # a scrape's background read, at once
+            samples = scrape(exporter.url)
+            assert samples[("canal_instance_cursor_binlog_file_number", "example")] == 1
+            assert samples[("canal_instance_master_oldest_binlog_file_number", "example")] == 1
+            fake.rotate()
+            fake.rotate()
+            fake.purge_to("mysql-bin.000003")  # the file the cursor is in is gone: a restart could not resume
+            assert horizon.read() == ("mysql-bin.000003", "mysql-bin.000003")
+            samples = scrape(exporter.url)
+    assert samples[("canal_instance_cursor_binlog_file_number", "example")] == 1
+    assert samples[("canal_instance_master_oldest_binlog_file_number", "example")] == 3
+    assert samples[("canal_instance_master_newest_binlog_file_number", "example")] == 3
+
+
+def test_a_master_that_cannot_be_asked_has_no_horizon_series(fake: FakeMysql, caplog: pytest.LogCaptureFixture) -> None:
+    gone = InstanceConfig(
+        destination="gone", master=MasterConfig(address="127.0.0.1:1", username="u", password="pa55word")
+    )
+    horizon = BinlogHorizon(gone, every_s=3600)
+    with caplog.at_level("WARNING", logger="canal.metrics"):
+        assert horizon.read() is None
+    assert "cannot read the master's binlog files" in caplog.text and "pa55word" not in caplog.text
+    assert horizon.files() is None  # and no second read started within every_s

@@ -2,7 +2,9 @@
 
 * XA: rows logged at ``XA PREPARE`` are held until ``XA COMMIT`` (across batches and restarts), dropped at
   ``XA ROLLBACK``; ``XA COMMIT ... ONE PHASE`` is an ordinary transaction; an ``XA COMMIT`` whose ``XA PREPARE`` lies
-  before the start position is mirrored with the PREPARE's rows the parser reads back;
+  before the start position is mirrored with the PREPARE's rows the parser reads back; an XA transaction on a table
+  the destination does not capture reaches the mirror as an empty one, so its ``XA COMMIT`` closes a transaction
+  the mirror knows (in the stream, across restarts of the destination and the mirror, and read back);
 * DML logged as statements (a session with ``binlog_format`` STATEMENT or MIXED) stops the mirror with a typed
   error naming the statement and its position, nothing written.
 """
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("deltalake")
@@ -226,6 +229,67 @@ def test_a_snapshot_taken_while_an_xa_transaction_is_prepared_mirrors_its_commit
     assert _mirrored(mirror, db) == _select(mariadb) == [(1, 1), (5, 5), (6, 6)]
     run((prepared, "XA COMMIT 'snap'"), (conn, f"INSERT INTO `{db}`.t VALUES (3, 3)"))
     assert _mirrored(mirror, db) == _select(mariadb) == [(1, 10), (2, 2), (3, 3), (6, 6)]
+
+
+@pytest.mark.parametrize("path", ["rows", "typed"])
+def test_an_xa_transaction_on_a_table_not_captured_reaches_the_mirror_empty(
+    mariadb: MariaDBDatabase, conn: Any, sessions: Callable[[], Any], tmp_path: Path, path: str
+) -> None:
+    """Only ``t`` is captured; XA transactions write ``other``. Each one's PREPARE group reaches the consumer empty
+    (never dropped as an empty transaction), so the mirror knows the transaction its XA COMMIT / ROLLBACK ends --
+    prepared and ended in one run, prepared before a restart of both and committed after it, and prepared before
+    the stream's start (read back: nothing captured)."""
+    db = mariadb.database
+    _execute(
+        conn,
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+        f"CREATE TABLE `{db}`.other (id INT PRIMARY KEY, v INT)",
+    )
+    early = sessions()
+    _execute(
+        early, "XA START 'early'", f"INSERT INTO `{db}`.other VALUES (1, 1)", "XA END 'early'", "XA PREPARE 'early'"
+    )
+    config = attrs.evolve(_config(mariadb, tmp_path, master_position(conn)), filter_regex=rf"{db}\.t")
+    batches: list[Any] = []
+
+    def run(mirror: DeltaMirror) -> None:
+        def apply(batch: Any, batch_id: int) -> None:
+            batches.append(batch)
+            mirror.apply(batch, batch_id)  # change rows; a DeltaMirror itself is handed typed batches
+
+        run_caught_up(conn, config, None, apply if path == "rows" else mirror, batch_size=3)
+
+    mirror = DeltaMirror(tmp_path / "mirror")
+    _execute(
+        conn,
+        f"INSERT INTO `{db}`.t VALUES (1, 1)",
+        "XA START 'x1'",
+        f"INSERT INTO `{db}`.other VALUES (2, 2)",
+        "XA END 'x1'",
+        "XA PREPARE 'x1'",
+        "XA COMMIT 'x1'",
+        "XA START 'x2'",
+        f"INSERT INTO `{db}`.other VALUES (3, 3)",
+        "XA END 'x2'",
+        "XA PREPARE 'x2'",
+        "XA ROLLBACK 'x2'",
+        f"INSERT INTO `{db}`.t VALUES (2, 2)",
+    )
+    held = sessions()
+    _execute(held, "XA START 'x3'", f"INSERT INTO `{db}`.other VALUES (4, 4)", "XA END 'x3'", "XA PREPARE 'x3'")
+    run(mirror)
+    assert _mirrored(mirror, db) == [(1, 1), (2, 2)]
+    mirror.close()
+    _execute(held, "XA COMMIT 'x3'")  # prepared before the restart of the destination and the mirror
+    _execute(early, "XA COMMIT 'early'")  # prepared before the stream's start: read back, nothing captured
+    _execute(conn, f"INSERT INTO `{db}`.t VALUES (3, 3)")
+    mirror = DeltaMirror(tmp_path / "mirror")
+    run(mirror)
+    assert _mirrored(mirror, db) == _select(mariadb) == [(1, 1), (2, 2), (3, 3)]
+    if path == "rows":  # the entries say what happened: each XA transaction prepared, then ended
+        kinds = [k for batch in batches for k in batch.column("type").to_pylist() if k.startswith("XA")]
+        assert kinds == ["XAPREPARE", "XACOMMIT", "XAPREPARE", "XAROLLBACK", "XAPREPARE", "XACOMMIT", "XACOMMIT"]
+    mirror.close()
 
 
 @pytest.mark.parametrize("binlog_format", ["STATEMENT", "MIXED"])

@@ -27,3 +27,5 @@ class ApplyResult:
     folds: list[str] = attrs.field(factory=list)  # tables whose fold the batch started (merge_on_read)
     staged: list[str] = attrs.field(factory=list)  # tables whose part the batch staged (canal.lake.staged)
     flushed: list[str] = attrs.field(factory=list)  # tables whose staged parts the batch appended to their logs
+    newest: tuple[str, int] | None = None  # (binlog file, offset) of the batch's newest change (None: no position)
+    newest_time_ms: int | None = None  # the newest execute time of its changes, ms since the epoch

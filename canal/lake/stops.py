@@ -58,7 +58,7 @@ def _message(table: Any, row: int, sql: str) -> str:
         f"the statement {shown!r}{target}{where} was logged as SQL text (its session's binlog_format is STATEMENT or "
         "MIXED), not as rows: the mirror cannot know which rows it changed, and replaying the text need not change "
         "the same ones. Nothing of the batch was written. Make every writing session log rows (binlog_format=ROW; "
-        "`canal check` warns when sessions may change it), then mirror the table anew from a snapshot."
+        "`canal check` warns when sessions may change it), then mirror into a new root from a snapshot."
     )
 
 
@@ -104,7 +104,7 @@ def _cascade_message(table: Any, row: int, kind: str, children: list[tuple[str, 
     return (
         f"a {kind} of {parent}{where} may have changed rows of {names} through a foreign key's action (ON DELETE "
         "CASCADE / SET NULL, ON UPDATE CASCADE), which the binlog does not log: the mirror of "
-        f"{names} cannot follow it. Nothing of the batch was written. Mirror {names} anew from a snapshot, or "
+        f"{names} cannot follow it. Nothing of the batch was written. Mirror into a new root from a snapshot, or "
         "change the foreign key's action to RESTRICT / NO ACTION (the application then deletes the children itself, "
         "and the binlog logs those rows)."
     )

@@ -74,6 +74,16 @@ def in_object_store(location: str) -> bool:
     return bool(_SCHEME.match(location)) and urlsplit(location).scheme.lower() in OBJECT_SCHEMES
 
 
+def redacted(location: str) -> str:
+    """``location`` without what may hold a credential: a URI's user information (``s3://key:secret@bucket``), query
+    (an Azure SAS token) and fragment. For labels and messages."""
+    if not _SCHEME.match(location):
+        return location
+    parts = urlsplit(location)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
 class StorageError(CanalError):
     """A file of the spool could not be written, read or deleted in its store (the store's message is kept; option
     values are not)."""

@@ -67,8 +67,20 @@ def metadata_schema() -> Any:
             pa.field("layout", text),  # the layout id of a DML row's images, else null
             pa.field("image_row", pa.int32()),  # the row of those images in the layout's batch, else null
             pa.field("key_changed", pa.bool_()),  # an UPDATE that moved the primary key; null for non-DML rows
+            pa.field("log_server_id", pa.int64()),  # the server whose binlog holds the position (a change row's)
         ]
     )
+
+
+def conform_metadata(changes: Any) -> Any:
+    """``changes`` in :func:`metadata_schema`: a batch's metadata written before ``log_server_id`` was (a packed
+    batch spooled by an older pycanal) gets it as nulls -- positions of an unknown server, which the mirror compares
+    as it did then (:mod:`canal.lake.lineage`). Any other schema is returned as it is (its reader refuses it)."""
+    import pyarrow as pa
+
+    if "log_server_id" in changes.column_names:
+        return changes
+    return changes.append_column(pa.field("log_server_id", pa.int64()), pa.nulls(changes.num_rows, pa.int64()))
 
 
 METADATA_COLUMNS: Final = (
@@ -88,6 +100,7 @@ METADATA_COLUMNS: Final = (
     "layout",
     "image_row",
     "key_changed",
+    "log_server_id",
 )
 
 
@@ -140,6 +153,7 @@ _ENTRY_FIELDS: Final = (
     "props",
     "layout",
     "image_start",
+    "log_server_id",
 )
 
 
@@ -192,6 +206,7 @@ class _Collector:
                 else None,
                 layout,
                 image_start,
+                None if entry.anchor is None else entry.anchor.server_id,
             )
         )
         self.counts.append(rows)

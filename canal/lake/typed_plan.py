@@ -113,6 +113,12 @@ def planned_form(batch: TypedBatch) -> tuple[Any, TypedImages]:
             "props": changes.column("props").cast(text),
             "log_file": changes.column("log_file").cast(text),
             "log_offset": changes.column("log_offset"),
+            "execute_time": changes.column("execute_time"),
+            # what tells the rows the mirror applied from the others (canal.lake.lineage), dropped once it did
+            "destination": changes.column("destination").cast(text),
+            "row_index": changes.column("row_index"),
+            "gtid": changes.column("gtid").cast(text),
+            "log_server_id": changes.column("log_server_id"),
         }
     )
     return table, TypedImages(batch.images, batch.layouts, base, batch.errors)

@@ -426,6 +426,7 @@ class EventParser(StartStopContext):
             # names as the server stores them (lower_case_table_names=1): DDL entries and the history fold them
             lower_case = isinstance(source, SchemaReader) and source.lower_case_names
             self._converter.lower_case_names = lower_case
+            self._converter.system_time_zone = source.system_time_zone if isinstance(source, SchemaReader) else None
             self._buffer.clear()
             identity = self._identity(active)
             # where this dump resumes: a heartbeat's rest moves the restart point only past it
@@ -476,8 +477,9 @@ class EventParser(StartStopContext):
                     if stop.is_set():
                         raise _Interrupted("stop")
                     continue
+                known: dict[str, str] | None = None  # what the history knew before a DDL, for its entry
                 if schemas is not None and event.__class__ is QueryEvent:
-                    schemas.observe(event)
+                    known = schemas.observe(event)
                 elif marks is not None and event.__class__ is RowsEvent:
                     table = event.table
                     if table.table == marks[1] and table.schema == marks[0]:
@@ -486,6 +488,9 @@ class EventParser(StartStopContext):
                         continue  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
                 entry = convert(event)
+                if known and entry is not None and entry.row_change is not None and entry.row_change.is_ddl:
+                    header = entry.header
+                    entry = attrs.evolve(entry, header=attrs.evolve(header, props={**header.props, **known}))
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it

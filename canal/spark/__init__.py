@@ -9,7 +9,9 @@
   (:meth:`DeltaMirror.read` for pyarrow);
 * :func:`project` -- one table's change rows as typed columns (JSON or VARIANT images);
 * :func:`to_arrow` -- ``df.toArrow()`` that also reads the ``images=variant`` rows (:mod:`canal.lake.frames`);
-* :func:`current_rows` -- the rows one table's change rows leave (a batch computation over a change log).
+* :func:`current_rows` -- the rows one table's change rows leave (a batch computation over a change log);
+* :class:`ChangeCountListener` / :func:`micro_batch_changes` -- the changes in each micro-batch of the ``canal``
+  source, whatever its images form, read from the query's progress (:mod:`canal.spark.progress`).
 
 pyspark, pyarrow and deltalake are imported only when used (the ``spark`` extra).
 """
@@ -26,10 +28,12 @@ from canal.lake import (
     MirrorError,
     MirrorFoldError,
     MirrorLeaseError,
+    MirrorLineageError,
     MirrorMetrics,
     MirrorMode,
     MirrorStatementError,
     MirrorStorageError,
+    MirrorTimeZoneError,
     MirrorTypeError,
     MirrorUnreachableError,
     MirrorXAError,
@@ -41,6 +45,7 @@ from canal.lake.variant import VariantError
 from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
+from canal.spark.progress import MicroBatchChanges, micro_batch_changes
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register
 from canal.spark.sessions import close_sessions
@@ -55,19 +60,23 @@ __all__ = [
     "VARIANT_SCHEMA_DDL",
     "ApplyResult",
     "CanalStreamReader",
+    "ChangeCountListener",
     "Comparison",
     "DeltaMirror",
     "FoldResult",
     "JournalError",
+    "MicroBatchChanges",
     "MirrorCascadeError",
     "MirrorCheckpointError",
     "MirrorError",
     "MirrorFoldError",
     "MirrorLeaseError",
+    "MirrorLineageError",
     "MirrorMetrics",
     "MirrorMode",
     "MirrorStatementError",
     "MirrorStorageError",
+    "MirrorTimeZoneError",
     "MirrorTypeError",
     "MirrorUnreachableError",
     "MirrorXAError",
@@ -87,6 +96,7 @@ __all__ = [
     "current_rows",
     "entries_to_batch",
     "entries_to_variant_batch",
+    "micro_batch_changes",
     "position_id",
     "project",
     "register",
@@ -94,3 +104,12 @@ __all__ = [
     "to_arrow",
     "variant_arrow_schema",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """:class:`~canal.spark.listener.ChangeCountListener` is a pyspark class: imported when first asked for."""
+    if name == "ChangeCountListener":
+        from canal.spark.listener import ChangeCountListener
+
+        return ChangeCountListener
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,6 +32,10 @@ props              string      the entry's header props as a JSON object, null w
                                on XACOMMIT / XAROLLBACK / XAPREPARE rows (:mod:`canal.parse.xa`); also
                                ``XA_RECOVERED`` on the rows an XACOMMIT brings whose XA PREPARE lies before the
                                start, and on that XACOMMIT (:mod:`canal.parse.xa_lookback`)
+log_server_id      bigint      the ``server_id`` of the server whose binlog ``log_file`` / ``log_offset`` are in
+                               (the one the destination reads; a replica's binlog keeps the id of the server that
+                               first wrote each event, canal's ``Header.server_id``, which this is not): positions
+                               compare only within one server's binlog (:mod:`canal.lake.lineage`)
 =================  ==========  =================================================================================
 
 Besides DML and DDL rows: a DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or
@@ -83,6 +87,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table
     ("after", "STRING"),
     ("columns", "STRING"),
     ("props", "STRING"),
+    ("log_server_id", "BIGINT"),
 )
 
 CHANGE_SCHEMA_DDL = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
@@ -119,6 +124,22 @@ def arrow_schema() -> Any:
         "TIMESTAMP": pa.timestamp("us", tz="UTC"),  # Spark's TIMESTAMP: an instant, read in the session time zone
     }
     return pa.schema([pa.field(name, arrow_types[sql_type]) for name, sql_type in _COLUMNS])
+
+
+def conform(rows: Any) -> Any:
+    """Change rows (a RecordBatch or Table, JSON or VARIANT images) in today's schema: rows written before
+    ``log_server_id`` was (a spool file of an older pycanal) get it as nulls -- positions of an unknown server, which
+    the mirror compares as it did then (:mod:`canal.lake.lineage`)."""
+    import pyarrow as pa
+
+    if "log_server_id" in rows.schema.names or "gtid" not in rows.schema.names:  # today's, or packed batches
+        return rows
+    column = pa.nulls(rows.num_rows, pa.int64())
+    if isinstance(rows, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(
+            [*rows.columns, column], schema=rows.schema.append(pa.field("log_server_id", pa.int64()))
+        )
+    return rows.append_column(pa.field("log_server_id", pa.int64()), column)
 
 
 # -- offsets -------------------------------------------------------------------------------------------------------
@@ -184,6 +205,11 @@ def moved(start: Mapping[str, Any], end: Mapping[str, Any]) -> bool:
     if cursor_key(start) != cursor_key(end):
         return True
     return start.get("snapshot") != end.get("snapshot")
+
+
+def with_changes(end: Offset, changes: Mapping[str, int]) -> Offset:
+    """``end`` carrying its micro-batch's change rows by type, field ``changes`` (:mod:`canal.spark.progress`)."""
+    return {**end, "changes": {kind: rows for kind, rows in sorted(changes.items()) if rows}}
 
 
 def canonical(offset: Mapping[str, Any]) -> str:
@@ -310,7 +336,15 @@ _ENTRY_FIELDS = (
     "gtid",
     "columns",
     "props",
+    "log_server_id",
 )
+
+
+def log_server_id(entry: Entry) -> int | None:
+    """The id of the server whose binlog holds ``entry``'s position: its anchor's (the parser stamps every anchor
+    with the server it reads, :meth:`canal.parse.convert.EntryConverter.reset`); None where an entry has none."""
+    anchor = entry.anchor
+    return None if anchor is None else anchor.server_id
 
 
 def _props_json(props: Mapping[str, str]) -> str | None:
@@ -334,6 +368,16 @@ def change_rows(entry: Entry) -> int:
     return 1 if rc.sql and not rc.rows else 0
 
 
+def change_type(entry: Entry) -> str:
+    """The ``type`` of the change rows :func:`entries_to_batch` makes of ``entry`` (with :func:`change_rows` of
+    them): its event type's name (``INSERT``, ``SNAPSHOT``, ``ALTER``, ...), ``XAPREPARE`` for an XA transaction's
+    end."""
+    rc = entry.row_change
+    if entry.entry_type is not EntryType.ROWDATA or rc is None:
+        return XA_PREPARE_TYPE if _is_xa_end(entry) else entry.entry_type.name
+    return rc.event_type.name
+
+
 def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, first_index: int = 0) -> Any:
     """Change rows of ``entries`` (see the module docstring) as one pyarrow RecordBatch in :func:`arrow_schema`,
     ``seq`` numbered from ``batch << SEQ_BITS | first_index``."""
@@ -341,7 +385,9 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
     import pyarrow as pa
 
     per_entry: dict[str, list[Any]] = {name: [] for name in _ENTRY_FIELDS}
-    e_schema, e_table, e_type, e_ddl, e_sql, e_time, e_file, e_off, e_gtid, e_cols, e_props = per_entry.values()
+    e_schema, e_table, e_type, e_ddl, e_sql, e_time, e_file, e_off, e_gtid, e_cols, e_props, e_server = (
+        per_entry.values()
+    )
     counts: list[int] = []
     keys: list[str | None] = []
     old_keys: list[str | None] = []
@@ -393,6 +439,7 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
         e_file.append(h.log_file)
         e_off.append(h.log_offset)
         e_gtid.append(h.gtid)
+        e_server.append(log_server_id(entry))
 
     schema = arrow_schema()
     n_rows = len(keys)
@@ -442,6 +489,7 @@ def _statement_row(
         "gtid": h.gtid,
         "columns": None,
         "props": _props_json(h.props),
+        "log_server_id": log_server_id(entry),
     }
     for name, column in per_entry.items():
         column.append(values[name])

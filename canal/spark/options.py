@@ -143,6 +143,13 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "collectors are never touched (`canal.spark.runner_gc`).",
     ),
     SourceOption(
+        "reader.log.level",
+        "WARNING",
+        "In the process Spark starts to run the reader: the level from which the `canal` logger's records go to its "
+        "stderr, which Spark forwards to the driver's log (the Connect server's). `INFO` adds a line per "
+        "micro-batch: its changes by type, its binlog range and its lag (`canal.spark.progress`).",
+    ),
+    SourceOption(
         "maxRowsPerTrigger",
         None,
         "Cap of change rows per micro-batch (whole binlog events; as max.entries, at least one).",
@@ -156,6 +163,15 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "Snapshot key ranges per micro-batch read by executors (at most 512); snapshot mode `initial` or `never`.",
     ),
     SourceOption("snapshot.partition.rows", "100000", "Rows per snapshot key range (with `snapshot.partitions`)."),
+    SourceOption(
+        "metrics.port",
+        None,
+        "Serve Prometheus metrics from the process that runs the reader (Spark's `python_streaming_source_runner` "
+        "of the query, on the driver's host; over Spark Connect, the server's): the instance's `canal_instance_*` "
+        "series and the micro-batches' changes, `canal_source_*` (`canal.spark.progress`). Each query its own port; "
+        "one that is taken fails the query's first read.",
+    ),
+    SourceOption("metrics.address", "127.0.0.1", "The address `metrics.port` listens on."),
     SourceOption("path", None, "Ignored (Spark's `load(path)`)."),
 )
 """Options of the reader itself (not passed to the instance config)."""

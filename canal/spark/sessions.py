@@ -10,7 +10,7 @@ import atexit
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -21,6 +21,7 @@ from canal.lake.typed_layout import load_conversions
 from canal.log import destination_logger
 from canal.spark.changes import Offset, canonical, cursor_of, has_position
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, read_ahead
+from canal.spark.progress import log_in_runner, serve_metrics, stop_serving
 from canal.spark.source_options import config_from_options, executor_snapshot, image_form, options_key
 
 __all__ = ["Prepared", "Session", "close_sessions", "session_of"]
@@ -227,11 +228,23 @@ def session_of(options: Mapping[str, str]) -> Session:
                 config = attrs.evolve(config, snapshot=attrs.evolve(config.snapshot, mode=SnapshotMode.NEVER))
             # a reader of packed or variant images builds typed columns of its rows: decoded column by column
             session = _SESSIONS[key] = Session(config, typed=image_form(options) != "json")
-        return session
+    log_in_runner(options)  # the option reader.log.level, in Spark's process of the reader (canal.spark.progress)
+    serve_metrics(options, _LiveInstances())  # with the option metrics.port
+    return session
+
+
+class _LiveInstances:
+    """The instances this process's sessions run, read anew at each iteration (what its exporter serves)."""
+
+    def __iter__(self) -> Iterator[Instance]:
+        with _SESSIONS_LOCK:
+            sessions = list(_SESSIONS.values())
+        return iter([session.instance for session in sessions if session.instance is not None])
 
 
 def close_sessions() -> None:
-    """Stop every instance this process embeds for the source (also run at exit)."""
+    """Stop every instance this process embeds for the source, and its exporter (also run at exit)."""
+    stop_serving()
     with _SESSIONS_LOCK:
         sessions = list(_SESSIONS.values())
         _SESSIONS.clear()

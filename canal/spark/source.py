@@ -77,6 +77,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,10 +97,12 @@ from canal.spark.changes import (
     Offset,
     canonical,
     change_rows,
+    change_type,
     entries_to_batch,
     has_position,
     moved,
     offset_of,
+    with_changes,
 )
 from canal.spark.chunks import (
     MAX_PARTITIONS,
@@ -111,6 +114,7 @@ from canal.spark.chunks import (
 )
 from canal.spark.options import IMAGES_PACKED, READER_DEFAULTS
 from canal.spark.packed_cut import FIRST_BATCH_BYTES, PACKED_BATCH_BYTES, PackedCut
+from canal.spark.progress import handed
 from canal.spark.runner_gc import tune_runner_gc
 from canal.spark.sessions import Prepared, Session, close_sessions, session_of
 from canal.spark.source_options import (
@@ -181,6 +185,7 @@ class _Cut:
         self.taken = 0  # entries, a SNAPSHOT entry counting its rows (it holds up to 1,000)
         self.rows = 0  # change rows (what maxRowsPerTrigger counts)
         self.nbytes = 0  # binlog bytes (what maxBytesPerTrigger counts)
+        self.changes: Counter[str] = Counter()  # change rows by type: the end offset's (canal.spark.progress)
         self.chunks: list[Any] = []  # record batches of the change rows
         self.chunk_rows = 0
         self.writer: SpoolWriter | None = None  # the spool file being written, from the first change row on
@@ -191,7 +196,8 @@ class _Cut:
 
     def mark(self, session: Session) -> tuple[Any, ...]:
         """What :meth:`give_back` restores: the counts before a :meth:`take` (under the session's lock)."""
-        return (self.end, self.rows, self.nbytes, self.count, self.taken, self.partial, len(session.outstanding))
+        marked = (self.end, self.rows, self.nbytes, self.count, self.taken, self.partial, Counter(self.changes))
+        return (*marked, len(session.outstanding))
 
     def advanced(self) -> bool:
         """Whether the entries taken place a cursor past the micro-batch's start. Only then may a cap end it: a
@@ -230,6 +236,7 @@ class _Cut:
                 self.full = True
                 break
             self.rows += entry_rows
+            self.changes[change_type(entry)] += entry_rows
             self.nbytes += entry.header.event_length
             self.fresh.append(entry)
             self.count += 1
@@ -274,7 +281,7 @@ class _Cut:
         packer refused: they open the next micro-batch, as the rest of an instance batch a cap cuts does, and the
         instance batch is acked with that one. Called under the session's lock."""
         admitted, self.fresh = self.fresh, []
-        self.end, self.rows, self.nbytes, self.count, self.taken, partial, outstanding = mark
+        self.end, self.rows, self.nbytes, self.count, self.taken, partial, self.changes, outstanding = mark
         if self.partial and not partial:
             pass  # the AvailableNow target fell in them: the session reopens at the end (they are read again)
         elif self.full and session.carry_id == mid:
@@ -387,7 +394,7 @@ class CanalStreamReader:
             spooled = self.spool.read(start)
             if spooled is not None:
                 prepared = Prepared([spooled[0]] if spooled[0].num_rows else [], spooled[1])
-        return prepared or self._prepare(session, start, wait=wait)
+        return handed(self.destination, start, prepared or self._prepare(session, start, wait=wait))
 
     def _prepare(
         self, session: Session, start: Offset, *, wait: bool, until: threading.Event | None = None
@@ -467,7 +474,7 @@ class CanalStreamReader:
             if until is None or until.wait(_PREFETCH_POLL_S):
                 break
         with session.lock:
-            end = cut.end if cut.end is not None and moved(start, cut.end) else dict(start)
+            end = with_changes(cut.end, cut.changes) if cut.end is not None and moved(start, cut.end) else dict(start)
             # entries past an AvailableNow target were handed out but not returned: reopen on the next read
             session.pos = None if cut.partial else end
         if canonical(end) == canonical(start):
@@ -595,6 +602,7 @@ class CanalStreamReader:
             "chunks": after,
             "planned": [r.to_json() for r in ranges],
             "spooled": None if spooled is None else binlog_start,
+            **({} if spooled else {"changes": {}}),  # no binlog rows: not those of the micro-batch before
         }
         with session.lock:
             if session.pos is not None and canonical(session.pos) == canonical(binlog_end):

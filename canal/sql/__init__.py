@@ -59,10 +59,14 @@ def read_statement(sql: str, *, strict: bool = True) -> Statement:
 def read_column_type(text: str, *, strict: bool = True) -> ColumnType:
     """A data type alone (``int(10) unsigned``, ``decimal(12,2)``, ``enum('a','b')``, as information_schema and
     ColumnMeta.mysql_type show them). SqlError when it cannot be read; ``strict=False`` gives instead a type whose
-    ``base`` is the text's first word in lower case and nothing else."""
+    ``base`` is the text's first word in lower case and nothing else. MariaDB's column compression, which
+    information_schema shows after the type (``varchar(10) /*M!100301 COMPRESSED*/``), is storage, not type: read
+    past."""
     c = Cursor(text)
     try:
         column_type = read_type(c)
+        if c.accept("COMPRESSED") and c.accept("="):
+            c.word_or_string("a compression method")
         if not c.at_end():
             raise c.error("expected only a data type")
     except SqlError:
