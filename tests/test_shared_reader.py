@@ -3,78 +3,33 @@
 A differential: the same destination configs run once in one process through the shared reader -- with writes going
 on, a destination restarted with a batch outstanding, one started far behind the others, one that captures
 everything, a rotate, DDL, a savepoint, large and multi-table transactions -- and once each alone
-(``share_reader=False``) over the same binlog; every destination's acked entries must be equal, field by field.
+(``share_reader=False``) over the same binlog; every destination's acked entries must be equal, field by field. The
+same through an HA handover between two servers of the process, and through SIGKILLs of the process they share it
+in (``tests.procs.shared_consumer``).
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+from procs.ha_harness import Child, kill_all
+from shared_entries import END_ID, canonical, ended
 
 from canal.client import ClientIdentity
 from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.instance import Instance
-from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType
+from canal.protocol import EMPTY_MESSAGE_ID
 from canal.server import EmbeddedServer
 from canal.testing.plugin import MariaDBDatabase, ZooKeeperChroot
 
 pytestmark = pytest.mark.integration
-
-END_ID = 999_999
-
-
-def canonical(entry: Entry) -> tuple[Any, ...]:
-    """Everything an entry carries, comparable."""
-    h = entry.header
-    rc = entry.row_change
-    change = None
-    if rc is not None:
-        change = (
-            rc.event_type,
-            rc.is_ddl,
-            rc.sql,
-            rc.ddl_schema,
-            rc.table_id,
-            None if rc.table is None else rc.table.names,
-            tuple((r.before, r.after) for r in rc.rows),
-        )
-    return (
-        entry.entry_type,
-        h.log_file,
-        h.log_offset,
-        h.server_id,
-        h.execute_time,
-        h.schema,
-        h.table,
-        h.event_type,
-        h.event_length,
-        h.gtid,
-        tuple(sorted(h.props.items())),
-        change,
-        entry.thread_id,
-        entry.xid,
-        entry.anchor,
-        entry.rows_done,
-    )
-
-
-def ended(entries: Sequence[tuple[Any, ...]], db: str) -> bool:
-    """Whether the end marker (a row of ``db.marks`` with id END_ID) arrived."""
-    for e in entries:
-        change = e[11]
-        if (
-            e[0] is EntryType.ROWDATA
-            and e[6] == "marks"
-            and change is not None
-            and any(after is not None and after[0] == END_ID for _before, after in change[6])
-        ):
-            return True
-    return False
 
 
 class Consumer:
@@ -292,3 +247,68 @@ def test_a_destination_handed_over_under_ha_shares_again(
                 assert time.monotonic() < deadline, f"{name}: {len(alone.entries)} entries alone"
                 alone.step()
         assert consumers[name].entries == alone.entries, name
+
+
+def test_shared_destinations_through_kills_of_their_process(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    db = mariadb.database
+    mariadb.execute("CREATE TABLE marks (id INT PRIMARY KEY)")
+    master = mariadb.master()
+    workload(mariadb, 0)
+    names = ("one", "three", "all")
+    shared = {
+        n: attrs.evolve(c, flush_period_s=0)  # an ack is on disk when it returns
+        for n, c in configs(master, db, tmp_path / "shared", shared=True).items()
+        if n in names
+    }
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = {
+        "configs": {n: c.to_properties(include_password=True) for n, c in shared.items()},
+        "out": str(out),
+        "db": db,
+    }
+
+    def recorded(name: str) -> int:
+        path = out / f"{name}.log"
+        return path.read_text().count("\n") if path.exists() else 0
+
+    for part in (1, 2):
+        child = Child("shared", spec, module="tests.procs.shared_consumer")
+        writer = threading.Thread(target=workload, args=(mariadb, part))
+        try:
+            child.expect(lambda line: line == "ready", 60, "ready")
+            child.expect(lambda line: line == "shared", 60, "shared")
+            before = sum(recorded(n) for n in names)
+            writer.start()  # written while it reads
+            deadline = time.monotonic() + 60
+            while sum(recorded(n) for n in names) < before + 40:  # killed while it takes them
+                assert time.monotonic() < deadline, {n: recorded(n) for n in names}
+                time.sleep(0.005)
+        finally:
+            kill_all([child])
+            if writer.is_alive():
+                writer.join()
+    mariadb.execute(f"INSERT INTO marks VALUES ({END_ID})")
+    child = Child("shared", spec, module="tests.procs.shared_consumer")
+    try:
+        child.expect(lambda line: line == "done", 90, "done")
+    finally:
+        kill_all([child])
+    for name, config in configs(master, db, tmp_path / "alone", shared=False).items():
+        if name not in names:
+            continue
+        alone = Consumer(lambda size, timeout: inst.get_without_ack(size, timeout), lambda batch: inst.ack(batch))
+        with Instance(config) as inst:
+            deadline = time.monotonic() + 60
+            while not ended(alone.entries, db):
+                assert time.monotonic() < deadline, f"{name}: {len(alone.entries)} entries alone"
+                alone.step()
+        lines = (out / f"{name}.log").read_text().split("\n")[:-1]  # a line cut by a kill has no newline
+        seen: set[str] = set()
+        got = []
+        for line in lines:  # a batch recorded and killed before its ack comes again after the restart
+            if line not in seen:
+                seen.add(line)
+                got.append(line)
+        want = [repr(e) for e in alone.entries]
+        assert got == want[: len(got)] and len(got) >= len(want) - 2, name  # the END may follow the marker
