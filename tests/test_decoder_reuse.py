@@ -128,3 +128,24 @@ def test_a_compiled_layout_is_read_without_the_lock(monkeypatch: pytest.MonkeyPa
     for n in range(20):  # what every other destination's parser does with the same tables: no lock
         _read(EventDecoder("binlog.000001"), 1 + n, n, 1000)
     assert lock.taken == taken
+
+
+def test_events_of_few_rows_are_decoded_as_tuples_when_columns_are_asked() -> None:
+    # a wide table's events hold a row or two each: a list and a tuple per column of each event cost more than the
+    # tuples of its rows (20 times at 1,000 columns), so only events of many rows are decoded column by column
+    from canal.parse.mysql.binlog import COLUMNAR_MIN_ROWS
+    from canal.parse.source import RowsForm
+    from canal.protocol import ColumnarRows
+
+    parser = EventDecoder("binlog.000001", rows_form=RowsForm(columnar=True))
+    parser.parse(_event(P.TABLE_MAP_EVENT, _table_map(3), 1000))
+
+    def rows_of(count: int, pos: int) -> Any:
+        event = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(3, [(i, b"n%d" % i) for i in range(count)]), pos))
+        assert isinstance(event, RowsEvent) and [r.after for r in event.rows] == [(i, f"n{i}") for i in range(count)]
+        return event.rows
+
+    assert not isinstance(rows_of(1, 2000), ColumnarRows)
+    assert isinstance(rows_of(4 * COLUMNAR_MIN_ROWS, 3000), ColumnarRows)
+    assert not isinstance(rows_of(COLUMNAR_MIN_ROWS // 2, 4000), ColumnarRows)  # by the bytes a row took last
+    assert isinstance(rows_of(COLUMNAR_MIN_ROWS, 5000), ColumnarRows)
