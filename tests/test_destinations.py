@@ -19,6 +19,7 @@ from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryCon
 from canal.errors import ReplicaIdConflictError
 from canal.instance import Instance
 from canal.parse import schema_tracking
+from canal.parse.mysql.binlog import EventDecoder
 from canal.parse.mysql.replica_ids import REPLICA_IDS
 from canal.parse.mysql.source import MysqlBinlogSource
 from canal.parse.schema_tracking import read_layouts
@@ -105,6 +106,51 @@ def test_destinations_without_a_slave_id_dump_side_by_side_and_stop_leaves_nothi
         server.stop()
     # stop() returned: the dumps are gone from the server, and so is every other connection pycanal opened
     # (a connection's COM_QUIT may take the server a moment to process)
+    assert not {t for t, c in capture_threads(mariadb).items() if t not in before and c == "Binlog Dump"}
+    wait_for("the capture user's connections to end", lambda: not set(capture_threads(mariadb)) - before, 2.0)
+
+
+def test_shared_destinations_dump_once_decode_only_their_tables_and_stop_leaves_nothing(
+    mariadb: MariaDBDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = 4
+    for i in range(n):
+        mariadb.execute(f"CREATE TABLE t{i} (id INT PRIMARY KEY)")
+    mariadb.execute("CREATE TABLE other (id INT PRIMARY KEY)")  # no destination captures it
+    decoded: list[str] = []
+    real = EventDecoder._decode
+
+    def counting(self: EventDecoder, dec: Any, *args: Any) -> Any:
+        decoded.append(dec.schema.table)
+        return real(self, dec, *args)
+
+    monkeypatch.setattr(EventDecoder, "_decode", counting)
+    before = set(capture_threads(mariadb))
+    master = master_now(mariadb)
+    db = mariadb.database
+    server = EmbeddedServer()
+    server.start()
+    try:
+        for i in range(n):
+            server.start_destination(config(master, f"s{i}", rf"{db}\.t{i}"))
+        wait_for("sharing", lambda: all(server.instance(f"s{i}").parser.shared for i in range(n)))
+        decoded.clear()
+        for k in range(5):
+            mariadb.execute(f"INSERT INTO other VALUES ({k})")
+            for i in range(n):
+                mariadb.execute(f"INSERT INTO t{i} VALUES ({10 * i + k})")
+        for i in range(n):
+            client = ClientIdentity(f"s{i}", 1001)
+            assert take(lambda client=client: server.get(client, 100, timeout=0.2), 5) == [10 * i + k for k in range(5)]
+        # one dump for all of them; their own connections closed while they share
+        running = {t: c for t, c in capture_threads(mariadb).items() if t not in before}
+        assert list(running.values()).count("Binlog Dump") == 1, running
+        assert len(running) <= 2, running  # the reader's dump and its side connection
+        # each captured table's rows decoded once, the other table's never
+        assert "other" not in decoded and sorted(set(decoded)) == [f"t{i}" for i in range(n)]
+        assert all(decoded.count(f"t{i}") == 5 for i in range(n)), decoded
+    finally:
+        server.stop()
     assert not {t for t, c in capture_threads(mariadb).items() if t not in before and c == "Binlog Dump"}
     wait_for("the capture user's connections to end", lambda: not set(capture_threads(mariadb)) - before, 2.0)
 

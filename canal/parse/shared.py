@@ -777,7 +777,12 @@ class SharedStream:
         """The destination's own dump, until it can join a reader (the subscription then) or ends (None)."""
         readers, key, member = self._readers, self._key, self._member
         tracker = GroupTracker(at)
-        dump = self._source.dump(self._request)
+        # an idle server sends nothing but heartbeats: the dump looks for a reader to join at each, so at least this
+        # often (a reader may start after it, at the place it rests)
+        request = self._request
+        if not 0 < request.heartbeat_period_s <= HEARTBEAT_S:
+            request = attrs.evolve(request, heartbeat_period_s=HEARTBEAT_S)
+        dump = self._source.dump(request)
         try:
             for event in dump:
                 yield event
