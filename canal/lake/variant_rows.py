@@ -19,7 +19,7 @@ from canal.lake.key_identity import key_value
 from canal.lake.plan import in_order
 from canal.lake.typed_batch import TypedBatch, metadata_schema
 from canal.lake.typed_layout import Layout, layout_from_columns
-from canal.lake.variant import decode
+from canal.lake.variant import decode, decode_partial
 
 IMAGE_COLUMNS = ("keys", "old_keys", "before", "after")
 
@@ -66,8 +66,8 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
         at = pa.array(rows)
         image_row[rows] = np.arange(rows.size, dtype=np.int32)
         # the mirror reads only the key of a before image (a DELETE's, or an UPDATE's old key)
-        before = _keys_of(decode(table.column("before").take(at), layout.image_type), layout.key_names)
-        after = decode(table.column("after").take(at), layout.image_type)
+        before = _keys_of(_decoded(table, "before", at, layout), layout.key_names)
+        after = _decoded(table, "after", at, layout)
         if layout.id in images:  # two spellings of one layout: one batch of images
             known = images[layout.id]
             image_row[rows] += known.num_rows
@@ -105,15 +105,23 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
         # the whole before images, which foreign keys' actions read (the typed batch holds their keys alone)
         whole = {
             layout_id: batch.set_column(
-                0,
-                "before",
-                decode(table.column("before").take(pa.array(picked[layout_id])), layouts[layout_id].image_type),
+                0, "before", _decoded(table, "before", pa.array(picked[layout_id]), layouts[layout_id])
             )
             for layout_id, batch in images.items()
         }
         return _json_rows(table, changes, whole, layouts)
 
     return TypedBatch(changes, images, layouts, rows=rendered)
+
+
+def _decoded(table: Any, side: str, at: Any, layout: Layout) -> Any:
+    """The ``side`` images of ``table``'s rows ``at`` decoded into ``layout``'s typed columns: a partial image's
+    object holds the columns it carries (``before_absent`` / ``after_absent`` name the others, nulls here)."""
+    variants = table.column(side).take(at)
+    if f"{side}_absent" not in table.schema.names:
+        return decode(variants, layout.image_type)
+    absent = table.column(f"{side}_absent").take(at).combine_chunks()
+    return decode_partial(variants, layout.image_type, absent)
 
 
 def _keys_of(images: Any, key_names: list[str]) -> Any:
@@ -137,22 +145,25 @@ def _json_rows(table: Any, changes: Any, images: dict[str, Any], layouts: dict[s
         values[f"{layout_id}.before"] = batch.column("before").to_pylist()
         values[f"{layout_id}.after"] = batch.column("after").to_pylist()
     out: dict[str, list[str | None]] = {name: [] for name in IMAGE_COLUMNS}
-    for layout_id, row, moved in zip(
+    for layout_id, row, moved, before_absent, after_absent in zip(
         changes.column("layout").to_pylist(),
         changes.column("image_row").to_pylist(),
         changes.column("key_changed").to_pylist(),
+        changes.column("before_absent").to_pylist(),
+        changes.column("after_absent").to_pylist(),
         strict=True,
     ):
         if layout_id is None:
             for name in IMAGE_COLUMNS:
                 out[name].append(None)
             continue
-        before = values[f"{layout_id}.before"][row]
-        after = values[f"{layout_id}.after"][row]
+        before = _carried(values[f"{layout_id}.before"][row], before_absent)
+        after = _carried(values[f"{layout_id}.after"][row], after_absent)
         key_names = layouts[layout_id].key_names
         out["before"].append(_text(before))
         out["after"].append(_text(after))
-        out["keys"].append(_text(_pick(after if after is not None else before, key_names)))
+        key = after if before is None else before if after is None else {**before, **after}  # after's, else before's
+        out["keys"].append(_text(_pick(key, key_names)))
         out["old_keys"].append(_text(_pick(before, key_names)) if moved else None)
     replaced = table
     for name in IMAGE_COLUMNS:
@@ -162,9 +173,18 @@ def _json_rows(table: Any, changes: Any, images: dict[str, Any], layouts: dict[s
     return replaced
 
 
+def _carried(image: dict[str, Any] | None, absent: str | None) -> dict[str, Any] | None:
+    """A decoded image without the columns it does not carry (``absent``: their JSON list, or None)."""
+    if image is None or absent is None:
+        return image
+    left_out = set(json.loads(absent))
+    return {name: value for name, value in image.items() if name not in left_out}
+
+
 def _pick(image: dict[str, Any] | None, names: list[str]) -> dict[str, Any] | None:
-    """A key of ``image``: its cells as the key's identity (a float's -0.0 as 0.0), as the source spells keys."""
-    return None if image is None else {name: key_value(image[name]) for name in names}
+    """A key of ``image``: its cells as the key's identity (a float's -0.0 as 0.0), as the source spells keys (a
+    key column the image does not carry is left out)."""
+    return None if image is None else {name: key_value(image[name]) for name in names if name in image}
 
 
 def _text(image: dict[str, Any] | None) -> str | None:
