@@ -50,6 +50,7 @@ from canal.lake.lease import WriterLease
 from canal.lake.locations import local_path
 from canal.lake.log_writer import LogWriter
 from canal.lake.packed import is_packed, unpack_all
+from canal.lake.partial import chain_step, complete_before_writing, complete_source
 from canal.lake.plan import (
     MIRROR_COLUMNS,
     RenamePair,
@@ -216,6 +217,7 @@ class DeltaMirror:
         self.stats: dict[str, TableStats] = {}
         self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
         self.reach_checked = False  # whether Spark tasks were seen to reach the root (canal.spark.mirror_tasks)
+        self._rows_now = lambda db, name: self.read(db, name) if self._holds(db, name) else None  # None: not held
 
     # -- settings ------------------------------------------------------------------------------------------------
 
@@ -600,12 +602,13 @@ class DeltaMirror:
             if isinstance(step, RenamePair):
                 steps.append(step)
                 continue
-            plans = plan_tables(step_rows(table, step), self.only)  # a slice for a batch's only step, no copy
+            plans = plan_tables(chain_step(step_rows(table, step)), self.only)  # partial images: canal.lake.partial
             if number >= done and typed is not None:
                 typed_sources(plans, typed)
             elif number >= done:
                 type_sources([plan for plan in plans.values() if plan.layout is not None], self._settings.zero_dates)
             steps.append(plans)
+        complete_before_writing(steps, self._rows_now, self._settings.zero_dates)  # of tables without DDL
         result.prepare_s = time.perf_counter() - began
         hold()
         if any(isinstance(step, RenamePair) or any(p.ddl or p.truncate for p in step.values()) for step in steps):
@@ -733,6 +736,8 @@ class DeltaMirror:
             source, key_names = plan.source if plan.source is not None else source_of(plan, self._settings.zero_dates)
             if not key_names:
                 raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
+            # a partial image after a DDL of the table in this batch: completed from the table's rows as they are now
+            source = complete_source(plan, source, key_names, self._rows_now, self._settings.zero_dates)
         if exists and plan.truncate:
             self._handles.table(path).delete()
         if evolution is not None:

@@ -48,6 +48,7 @@ import attrs
 from canal.lake import fs, names
 from canal.lake.applied import check_batch, newest_position, position_key, read_applied, record_batch, refuses
 from canal.lake.packed import is_packed, unpack_all
+from canal.lake.plan import OPTIONAL_COLUMNS
 from canal.lake.settings import MirrorSettings
 from canal.lake.typed_batch import TypedBatch
 from canal.lake.types import MirrorError
@@ -295,9 +296,7 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         changes = df if _one_partition(df) else df.coalesce(1)
     else:
         # the XA marks and positions too: a batch holding them (or statements) is the driver's (_for_the_driver)
-        changes = df.select(
-            *mirror.COLUMNS, *(name for name in ("props", "log_file", "log_offset", "before") if name in df.columns)
-        )
+        changes = df.select(*mirror.COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in df.columns))
     if packed or _one_partition(changes):
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
         # writes every table, in parallel threads, or answers that the batch holds DDL
