@@ -104,8 +104,10 @@ def _apply(mirror: DeltaMirror, reader: Reader, form: str, batch: int) -> Any:
     return mirror.apply(_form(entries, form, batch), batch)
 
 
-@pytest.mark.parametrize("mode", ["merge_on_read", "copy_on_write"])
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize(
+    ("form", "mode"),
+    [*((form, "merge_on_read") for form in FORMS), ("rows", "copy_on_write"), ("typed", "copy_on_write")],
+)
 def test_partial_updates_merge_with_the_rows_state_through_folds(
     fake_mysql: FakeMysql, reader: Reader, tmp_path: Path, form: str, mode: str
 ) -> None:
