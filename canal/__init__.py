@@ -50,6 +50,7 @@ from canal.errors import (
 from canal.instance import Instance, InstanceMetrics
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import (
+    ABSENT,
     Column,
     ColumnMeta,
     Entry,
@@ -67,6 +68,7 @@ from canal.server import EmbeddedServer
 __version__ = "0.1.0"
 
 __all__ = [
+    "ABSENT",
     "DEFAULT_CLIENT_ID",
     "BatchMode",
     "BatchOrderError",

@@ -45,6 +45,10 @@ class TablePlan:
     rows: int = 0
     source: Any = None  # (the typed MERGE source, its key columns), built before the batch's first step
     seq: Any = None  # the ``seq`` of each kept change (parallel to keys / after)
+    # of a step with partial images (canal.lake.partial): each kept change's ``after_absent`` (null: a whole image)
+    # and the key whose mirror row completes it (``origin_keys``); None when the step has none
+    absent: Any = None
+    origin: Any = None
 
 
 MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
@@ -63,8 +67,8 @@ KEYLESS_ID = -1
 """The ``keys`` of a row of a table without a primary key in a typed batch's planner table
 (:mod:`canal.lake.typed_plan`, whose ``keys`` are int64 key ids; change rows hold ``"{}"``)."""
 # read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow,
-# execute times for the mirror's delay (canal.lake.health)
-OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before", "execute_time")
+# execute times for the mirror's delay (canal.lake.health), the columns partial images do not carry (canal.lake.partial)
+OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before", "execute_time", "before_absent", "after_absent")
 
 
 def mirror_columns(names: Sequence[str]) -> list[str]:
@@ -162,7 +166,8 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = table.select([*MIRROR_COLUMNS, *(["props"] if "props" in table.column_names else [])])  # fold_flags
+    extra = [name for name in ("props", "after_absent", "origin_keys") if name in table.column_names]
+    table = table.select([*MIRROR_COLUMNS, *extra])  # props: fold_flags; the rest: partial images
     if table.num_rows > 1 and not ascending(table.column("seq")):
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
     names = table.column("table")
@@ -308,6 +313,10 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
         # UPDATE's, whose before image holds that key)
         kept_after = kept(after)
     seqs = kept(table.column("seq"))
+    partial = "origin_keys" in table.column_names  # a step canal.lake.partial.chain_step left partial images in
+    if partial:  # an old key's delete completes nothing
+        kept_absent = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("after_absent")))
+        kept_origin = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("origin_keys")))
     counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
     offset = 0
     for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
@@ -317,6 +326,9 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
         plan.after = kept_after.slice(offset, count)
         plan.at = at.slice(offset, count)
         plan.seq = seqs.slice(offset, count)
+        if partial:
+            plan.absent = kept_absent.slice(offset, count)
+            plan.origin = kept_origin.slice(offset, count)
         offset += count
     return plans
 

@@ -76,6 +76,7 @@ from canal.lake.lineage import (
     unprovable_error,
 )
 from canal.lake.packed import is_packed, unpack_all
+from canal.lake.plan import OPTIONAL_COLUMNS
 from canal.lake.settings import MirrorSettings
 from canal.lake.typed_batch import TypedBatch
 from canal.lake.types import MirrorCheckpointError, MirrorError, MirrorLineageError
@@ -339,11 +340,9 @@ def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyRes
     if packed:
         changes = df if _one_partition(df) else df.coalesce(1)
     else:
-        # the XA marks, positions and lineage too: a batch holding XA marks (or statements) is the driver's
-        wanted = (
-            *("props", "log_file", "log_offset", "before", "execute_time"),
-            *("destination", "row_index", "gtid", "log_server_id"),
-        )
+        # the XA marks, positions, absent columns and lineage too: a batch holding XA marks (or statements) is the
+        # driver's (_for_the_driver)
+        wanted = (*OPTIONAL_COLUMNS, "destination", "row_index", "gtid", "log_server_id")
         changes = df.select(*mirror.COLUMNS, *(name for name in wanted if name in df.columns))
     if packed or _one_partition(changes):
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task

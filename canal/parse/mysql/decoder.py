@@ -61,7 +61,7 @@ from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
-from canal.protocol import ColumnarRows, ColumnForm, ColumnMeta, Rows, TableSchema
+from canal.protocol import ABSENT, ColumnarRows, ColumnForm, ColumnMeta, Rows, TableSchema
 from canal.schema import TableColumn, TableDef
 from canal.schema.history import SchemaColumn
 from canal.sql import read_column_type
@@ -796,6 +796,7 @@ class _CodeGen:
         self.cols = cols
         self.ns: dict[str, Any] = {
             "Rows": Rows,
+            "ABSENT": ABSENT,
             "_from_bytes": int.from_bytes,
         }
         self._n = 0
@@ -942,11 +943,13 @@ class _CodeGen:
         return []
 
     def image(self, present: list[int], suffix: str) -> tuple[list[str], str]:
-        """Lines reading one row image of the ``present`` columns; returns (lines, tuple expression)."""
+        """Lines reading one row image of the ``present`` columns; returns (lines, tuple expression). A column the
+        image does not carry (a partial image: ``binlog_row_image=MINIMAL`` / ``NOBLOB``) is ``ABSENT`` in the
+        tuple, never None (SQL NULL)."""
         cols = [self.cols[i] for i in present]
         nb = (len(cols) + 7) // 8
         names = [f"v{c.index}{suffix}" for c in cols]
-        full = [f"v{i}{suffix}" if i in present else "None" for i in range(len(self.cols))]
+        full = [f"v{i}{suffix}" if i in present else "ABSENT" for i in range(len(self.cols))]
         tup = "(" + ", ".join(full) + ("," if len(full) == 1 else "") + ")"
         # the servers set the bitmap's bits past the last column (MySQL's and MariaDB's pack_row start from all ones):
         # masked off, a row without NULLs takes the fast path below
