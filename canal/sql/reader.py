@@ -26,6 +26,7 @@ from canal.errors import SqlError
 from canal.sql.alter import read_alter_actions
 from canal.sql.cursor import Cursor
 from canal.sql.lexer import DSTRING, END, QUOTED, WORD
+from canal.sql.partitions import CHECK_OPTIONS, REPAIR_OPTIONS
 from canal.sql.statements import (
     AlterDatabase,
     AlterTable,
@@ -41,16 +42,20 @@ from canal.sql.statements import (
     OtherStatement,
     QueryKind,
     RenameTable,
+    Setting,
     Statement,
+    TableMaintenance,
     TableName,
     TableOption,
     TransactionStatement,
     TruncateTable,
     Unreadable,
+    named_tables,
+    statement_verb,
 )
 from canal.sql.tables import read_create_table, read_key_parts, read_table_options
 
-__all__ = ["TRACKED", "read_statements"]
+__all__ = ["READ_WHOLE", "TRACKED", "read_settings", "read_statements"]
 
 TRACKED: Final = (
     CreateTable,
@@ -65,6 +70,10 @@ TRACKED: Final = (
     AlterDatabase,
 )
 """The statement classes the schema follows: read whole, and a strict read raises when they cannot be read."""
+
+READ_WHOLE: Final = (*TRACKED, TableMaintenance)
+"""The statement classes read whole: text the reader does not know, after them or inside them, is an error when
+strict and an :class:`~canal.sql.statements.Unreadable` when lenient -- never left unread."""
 
 # objects whose definition carries a compound body: whatever follows belongs to it
 _COMPOUND_OBJECTS: Final = frozenset({"PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "PACKAGE"})
@@ -114,8 +123,14 @@ class _Reader:
             out.append(stmt)
             if self.stop:
                 break
-            if not c.at_end() and isinstance(stmt, TRACKED) and self.strict:
-                raise c.error("unexpected text after the statement")
+            if not c.at_end() and isinstance(stmt, READ_WHOLE):
+                error = c.error("unexpected text after the statement")
+                if self.strict:
+                    raise error
+                tables = named_tables(stmt)
+                stmt = out[-1] = Unreadable(
+                    stmt.kind, statement_verb(stmt), tables[0] if tables else None, str(error), tables
+                )
             if isinstance(stmt, Unreadable):
                 c.pos = start  # skip the whole statement, whatever the parentheses where reading stopped
             self.skip_statement()
@@ -142,14 +157,16 @@ class _Reader:
             self.stop = True  # a statement-form DML can be megabytes long: never tokenize its values
         return stmt
 
-    def guarded(self, verb: str, table: TableName | None, read: Callable[[], Statement]) -> Statement:
-        """Read a statement the schema follows; a lenient read turns an SqlError into an Unreadable."""
+    def guarded(
+        self, verb: str, table: TableName | None, read: Callable[[], Statement], kind: QueryKind = QueryKind.DDL
+    ) -> Statement:
+        """Read a statement read whole; a lenient read turns an SqlError into an Unreadable."""
         try:
             return read()
         except SqlError as exc:
             if self.strict:
                 raise
-            return Unreadable(QueryKind.DDL, verb, table, str(exc))
+            return Unreadable(kind, verb, table, str(exc), () if table is None else (table,))
 
     def missing_name(self, verb: str, what: str) -> Statement:
         if self.strict:
@@ -211,7 +228,9 @@ class _Reader:
         if not c.accept_seq("IF", "NOT", "EXISTS"):
             c.accept_seq("IF", "EXISTS")
         name = c.opt_table_name()
-        return OtherStatement(kind, f"{verb} {obj}", name.schema if name is not None else None)
+        schema = name.schema if name is not None else None
+        tables = (name,) if obj == "SEQUENCE" and name is not None else ()  # a sequence is a table (ALTER SEQUENCE)
+        return OtherStatement(kind, f"{verb} {obj}", schema, tables)
 
     def other_object(self, verb: str, obj: str) -> Statement:
         """CREATE / ALTER / DROP of anything but a table, an index or a database."""
@@ -601,9 +620,50 @@ class _Reader:
 
     def set_(self) -> Statement:
         c = self.c
+        if c.accept("STATEMENT"):
+            # MariaDB's SET STATEMENT var = value [, ...] FOR statement: the statement, run under those settings
+            # (read_settings gives them)
+            try:
+                _read_settings(c)
+                c.expect("FOR")
+            except SqlError as exc:
+                if self.strict:
+                    raise
+                self.stop = True  # what follows is not known to be one statement
+                return Unreadable(QueryKind.OTHER, "SET STATEMENT", None, str(exc))
+            return self.statement()
         if c.up() in ("PASSWORD", "ROLE") or (c.up() == "DEFAULT" and c.up(1) == "ROLE"):
             return OtherStatement(QueryKind.DCL, "SET")
         return OtherStatement(QueryKind.OTHER, "SET")
+
+    def maintenance(self, verb: str) -> Statement:
+        """OPTIMIZE / ANALYZE / CHECK / CHECKSUM / REPAIR [NO_WRITE_TO_BINLOG | LOCAL] TABLE t [, ...] [options]."""
+        c = self.c
+        c.accept("NO_WRITE_TO_BINLOG", "LOCAL")
+        if not c.accept("TABLE", "TABLES"):
+            return OtherStatement(QueryKind.OTHER, verb)  # ANALYZE SELECT ..., CHECK VIEW ...: not known
+        tables: list[TableName] = []
+
+        def read() -> Statement:
+            tables.append(c.table_name())
+            while c.accept(","):
+                tables.append(c.table_name())
+            start = c.pos
+            _MAINTENANCE_OPTIONS[verb](c)
+            options = c.text_from(start)
+            if not c.at_end():
+                raise c.error(f"unexpected text in {verb} TABLE")
+            return TableMaintenance(verb, tuple(tables), (options,) if options else ())
+
+        try:
+            return read()
+        except SqlError as exc:
+            if self.strict:
+                raise
+            return Unreadable(QueryKind.OTHER, f"{verb} TABLE", tables[0] if tables else None, str(exc), tuple(tables))
+
+    def flush(self) -> Statement:
+        return OtherStatement(QueryKind.OTHER, "FLUSH")
 
     def use(self) -> Statement:
         return OtherStatement(QueryKind.OTHER, "USE", self.c.opt_ident())
@@ -632,7 +692,85 @@ _HANDLERS: Final[dict[str, Callable[[_Reader], Statement]]] = {
     "REVOKE": _Reader.revoke,
     "SET": _Reader.set_,
     "USE": _Reader.use,
+    "FLUSH": _Reader.flush,
+    **{
+        verb: functools.partial(_Reader.maintenance, verb=verb)
+        for verb in ("OPTIMIZE", "ANALYZE", "CHECK", "CHECKSUM", "REPAIR")
+    },
 }
+
+
+def read_settings(sql: str) -> tuple[Setting, ...]:
+    """The settings of MariaDB's ``SET STATEMENT name = value [, ...] FOR statement`` in front of the (first)
+    statement of ``sql``; none when it has no such prefix or the prefix cannot be read. (The statement itself is
+    what :func:`read_statements` reads.)"""
+    c = Cursor(sql)
+    if not c.accept_seq("SET", "STATEMENT"):
+        return ()
+    try:
+        settings = _read_settings(c)
+        c.expect("FOR")
+    except SqlError:
+        return ()
+    return settings
+
+
+def _read_settings(c: Cursor) -> tuple[Setting, ...]:
+    settings = []
+    while True:
+        name = c.ident("a system variable").lower()
+        if not c.accept("="):
+            c.expect_seq(":", "=")
+        settings.append(Setting(name, c.expression()))
+        if not c.accept(","):
+            return tuple(settings)
+
+
+def _analyze_options(c: Cursor) -> None:
+    if c.accept_seq("PERSISTENT", "FOR"):  # MariaDB: engine-independent statistics
+        if c.accept("ALL"):
+            return
+        for part in ("COLUMNS", "INDEXES"):
+            if c.accept(part):
+                c.skip_group()
+        return
+    if c.up() in ("UPDATE", "DROP") and c.up(1) == "HISTOGRAM":  # MySQL 8
+        c.next()
+        c.next()
+        c.expect("ON")
+        c.ident("a column name")
+        while c.accept(","):
+            c.ident("a column name")
+        if c.accept("WITH"):
+            c.integer("a number of buckets")
+            c.expect("BUCKETS")
+        elif c.accept_seq("USING", "DATA"):
+            c.string("a histogram")
+
+
+def _wait(c: Cursor) -> None:
+    if c.accept("WAIT"):
+        c.integer("a number of seconds")
+    else:
+        c.accept("NOWAIT")
+
+
+def _words(*words: str, for_upgrade: bool = False) -> Callable[[Cursor], None]:
+    def read(c: Cursor) -> None:
+        while c.accept(*words) or (for_upgrade and c.accept_seq("FOR", "UPGRADE")):
+            pass
+
+    return read
+
+
+_MAINTENANCE_OPTIONS: Final[dict[str, Callable[[Cursor], None]]] = {
+    "OPTIMIZE": _wait,
+    "ANALYZE": _analyze_options,
+    "CHECK": _words(*CHECK_OPTIONS, for_upgrade=True),
+    "CHECKSUM": _words("QUICK", "EXTENDED"),
+    "REPAIR": _words(*REPAIR_OPTIONS),
+}
+"""What each maintenance statement takes after its tables."""
 
 
 # MariaDB's sequence table, as SHOW CREATE TABLE shows it for a sequence

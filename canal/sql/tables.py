@@ -9,6 +9,7 @@ import attrs
 from canal.sql.columns import read_check, read_column, read_references
 from canal.sql.cursor import Cursor
 from canal.sql.lexer import WORD
+from canal.sql.partitions import read_partitioning
 from canal.sql.statements import (
     CheckDef,
     ColumnDef,
@@ -328,11 +329,7 @@ def read_create_table(
 
 
 def _read_partitioning(c: Cursor) -> str:
-    """``PARTITION BY ...`` with its partition definitions, up to a query or the end."""
+    """``PARTITION BY ...`` with its partition definitions (read whole: :mod:`canal.sql.partitions`), as written."""
     start = c.pos
-    while not c.at_end() and c.up() not in ("AS", "SELECT", "IGNORE", "REPLACE", "WITH", "TABLE", "VALUES"):
-        if c.up() == "(":
-            c.skip_group()
-        else:
-            c.next()
+    read_partitioning(c)
     return c.text_from(start)
