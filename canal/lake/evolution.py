@@ -60,8 +60,9 @@ class Evolution:
     moved_to: tuple[str, str] | None = None
     # column added by an ALTER -> the canal text its existing rows read (None: NULL), as the server fills them
     fills: tuple[tuple[str, str | None], ...] = ()
-    # column -> the MySQL type a statement of the batch declared for it (its values are fit to it: narrowing)
-    declared: tuple[tuple[str, str], ...] = ()
+    # column -> its definition after the batch's statements, where one of them declared it (its values are converted
+    # to it as the server converts them: canal.lake.narrowing)
+    declared: tuple[tuple[str, TableColumn], ...] = ()
 
     def changes(self, current: Sequence[tuple[str, Any]] | None) -> bool:
         """Whether the mirror table (``(name, arrow type)`` in order; None: it does not exist) must be rewritten."""
@@ -189,7 +190,7 @@ def plan_evolution(
         created=created,
         moved_to=moved_to,
         fills=fills,
-        declared=tuple((c.name, mysql_type_text(c, mariadb)) for c in final.columns if c.base != _KEPT),
+        declared=tuple((c.name, c) for c in final.columns if c.base != _KEPT),
     )
 
 

@@ -23,7 +23,7 @@ from canal.lake.evolution import Evolution, plan_evolution
 from canal.lake.folds import Folds
 from canal.lake.handles import Handles
 from canal.lake.images import retyped, typed_column
-from canal.lake.narrowing import fit_declared, narrows
+from canal.lake.narrowing import converted, narrows
 from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
 from canal.lake.types import MirrorError, typed_array
@@ -136,7 +136,8 @@ class TableDDL:
                 column = data.column(source)
                 if kind is not None and column.type != kind:
                     column = retyped(column, kind, f"{path}: column {source!r}")
-                column = fit_declared(column, declared.get(name))  # a narrower type: as the server converts
+                # a narrower type, NOT NULL, fewer labels: as the server converts, or a MirrorTypeError
+                column = converted(column, declared.get(name), f"{path}: column {source!r}")
             else:
                 target = kind if kind is not None else pa.string()
                 fill = fills.get(name)
