@@ -37,7 +37,7 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.cascade import ForeignKeyActions, StatementTables
+from canal.parse.cascade import ForeignKeyActions, KnownForeignKeys, StatementTables
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
 from canal.parse.events import (
     BinlogEvent,
@@ -122,6 +122,8 @@ class EntryConverter:
         self.lower_case_names = False
         # the schema history's foreign keys (set by the parser when it keeps one): the FOREIGN_KEY_ACTIONS prop
         self.foreign_key_actions: ForeignKeyActions | None = None
+        # and its tables' own foreign keys: the tables a statement may have changed unseen (CASCADE_TABLES)
+        self.foreign_keys: KnownForeignKeys | None = None
         # what a statement the capture cannot follow, on a captured table, does (canal.parse.unmodeled): the typed
         # stop, before anything of it is handed off
         self.unmodeled: StatementPolicy = stop
@@ -395,7 +397,8 @@ class EntryConverter:
         table = event.table
         changes_rows = event.event_type in (EventType.DELETE, EventType.UPDATE)
         actions = self._stmt_tables.actions(table.schema, table.table, changes_rows, self.foreign_key_actions)
-        cascade = {**self._stmt_tables.rows(table.schema, table.table, event.end_of_statement), **actions}
+        silent = self._stmt_tables.rows(table.schema, table.table, event.end_of_statement, self.foreign_keys)
+        cascade = {**silent, **actions}
         flags = options.flags
         if flags.rows:
             return None

@@ -399,6 +399,7 @@ class EventParser(StartStopContext):
             if schemas is not None:
                 schemas.history.lower_case_names = lower_case
                 self._converter.foreign_key_actions = schemas.history.foreign_key_actions
+                self._converter.foreign_keys = schemas.history.known_foreign_keys
                 request = schemas.prepare(source, start, request)
             converter = self._converter
             convert = converter.convert
