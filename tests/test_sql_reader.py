@@ -336,6 +336,10 @@ ALTERS: list[tuple[str, list[Any]]] = [
         [_options(("ENGINE", "InnoDB"), ("ROW_FORMAT", "DYNAMIC"), ("COMMENT", "x, y"))],
     ),
     ("ALGORITHM=INPLACE, LOCK = NONE", [AlterOption("ALGORITHM", "INPLACE"), AlterOption("LOCK", "NONE")]),
+    (
+        "ENGINE=InnoDB, ALGORITHM=COPY, LOCK=SHARED",
+        [_options(("ENGINE", "InnoDB")), AlterOption("ALGORITHM", "COPY"), AlterOption("LOCK", "SHARED")],
+    ),
     ("FORCE", [AlterOption("FORCE")]),
     ("WITHOUT VALIDATION", [AlterOption("WITHOUT VALIDATION")]),
     ("ORDER BY a, b DESC", [OtherAction("ORDER BY", "ORDER BY a, b DESC")]),

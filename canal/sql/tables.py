@@ -211,6 +211,8 @@ def starts_table_option(c: Cursor) -> bool:
         return True
     if up == "WITH":
         return c.up(1) == "SYSTEM"
+    if up in ("ALGORITHM", "LOCK"):
+        return False  # how an ALTER runs (canal.sql.alter), never a table option
     # NAME = value, or one of the options MySQL allows without '='
     return c.up(1) == "=" or up in ("ENGINE", "TYPE", "COMMENT", "AUTO_INCREMENT", "ROW_FORMAT", "TABLESPACE",
                                     "UNION", "CONNECTION", "PASSWORD", "CHECKSUM", "KEY_BLOCK_SIZE",
