@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what pycanal needs to run its tests and demo; idempotent and quick when nothing changed.
-#  - system packages mariadb-server, zookeeper, default-jre-headless (only those missing; their services are
-#    not started: pycanal runs its own private servers)
+#  - system packages mariadb-server, zookeeper, default-jre-headless, percona-toolkit (only those missing; their
+#    services are not started: pycanal runs its own private servers; percona-toolkit's pt-online-schema-change runs
+#    a real online schema change in the tests)
 #  - .venv (Python >= 3.11) with pycanal installed editable with the dev, spark, pipelines, query and docs extras, reinstalled
 #    only when pyproject.toml changed since the last install
 #  - its bytecode (.pyc), and the project's: nothing else writes it where PYTHONDONTWRITEBYTECODE is set
@@ -31,6 +32,7 @@ have_file_or_cmd mariadbd /usr/sbin/mariadbd || missing+=(mariadb-server)
 have_file_or_cmd mariadb-install-db || missing+=(mariadb-server)
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
 have_file_or_cmd java || missing+=(default-jre-headless)
+have_file_or_cmd pt-online-schema-change || missing+=(percona-toolkit)
 if [[ -z $PYTHON ]]; then
     missing+=(python3 python3-venv)
 elif [[ ! -x .venv/bin/python ]] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then

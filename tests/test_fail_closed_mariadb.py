@@ -240,8 +240,7 @@ def test_pt_online_schema_change_is_followed_with_its_tables_and_stops_at_its_cu
     mariadb: MariaDBDatabase, conn: Any, tmp_path: Path
 ) -> None:
     tool = shutil.which("pt-online-schema-change")
-    if tool is None:
-        pytest.skip("pt-online-schema-change is not installed (Debian's percona-toolkit: scripts/setup.sh)")
+    assert tool is not None, "pt-online-schema-change is missing: scripts/setup.sh installs Debian's percona-toolkit"
     db = mariadb.database
     start = master_position(conn)
     _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY AUTO_INCREMENT, v INT, note VARCHAR(20))")
