@@ -140,7 +140,7 @@ def _within_labels(column: Any, definition: TableColumn, what: str) -> Any:
     known = pc.is_in(values, value_set=labels)
     if definition.base == "set":
         known = pc.or_(known, pc.equal(values, ""))  # the empty set
-    if not pc.all(known).as_py():
+    if pc.all(known).as_py() is False:  # (None: no value at all)
         value = values.filter(pc.invert(known))[0].as_py()
         raise _refused(what, definition, f"it holds {value!r}, not among the new labels")
     return column
