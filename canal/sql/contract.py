@@ -12,7 +12,7 @@ Nothing else: text the reader cannot read in full is a statement of its own shap
 gives the verdict on the statements of one query event: the shapes they are made of (an ALTER TABLE: one per
 action), the class that wins (``stop`` over ``followed`` over ``no change``) and the tables they touch.
 
-The table of docs/concepts/fail-closed.md is :func:`contract_table`'s (``python -m canal.sql.contract`` prints it;
+The table of docs/concepts/fail-closed.md is :func:`contract_table`'s (``python -m canal.sql`` prints it;
 a test compares the page with it).
 
     >>> from canal.sql import read_statements
@@ -165,11 +165,11 @@ SHAPES: Final[tuple[Shape, ...]] = (
     Shape("ENGINE = a row-keeping engine", _N, "InnoDB, MyISAM, Aria, MEMORY, RocksDB, Archive or CSV: the rows "
           "move to it", _ACTIONS),
     Shape("ENGINE = another engine", _S, "BLACKHOLE keeps no rows; FEDERATED, CONNECT, MERGE and others read "
-          "rows from elsewhere", _ACTIONS),
+          "rows from elsewhere (in CREATE TABLE too)", _ACTIONS),
     Shape("table options", _N, "COMMENT, AUTO_INCREMENT, ROW_FORMAT, KEY_BLOCK_SIZE, STATS_*, compression, "
           "encryption, directories and the like", _ACTIONS),
     Shape("a table option pycanal does not know", _S, "UNION (MERGE), CONNECTION (FEDERATED), SEQUENCE, or any "
-          "other: what it does to rows cannot be told", _ACTIONS),
+          "other (in CREATE TABLE too): what it does to rows cannot be told", _ACTIONS),
     Shape("ALGORITHM / LOCK / FORCE / VALIDATION", _N, "how the server runs the ALTER (FORCE rebuilds the table)",
           _ACTIONS),
     Shape("ORDER BY", _N, "the rows' order on disk", _ACTIONS),
@@ -211,9 +211,10 @@ SHAPES: Final[tuple[Shape, ...]] = (
     Shape("UPGRADE PARTITIONING", _N, "MySQL 5.7's native partitioning; rows stay", _PARTITIONS),
     # -- databases
     Shape("CREATE DATABASE", _M, "the history keeps its default character set (OR REPLACE drops the tables of "
-          "the one it replaces)", _DATABASES),
-    Shape("DROP DATABASE", _M, "every table in it is dropped", _DATABASES),
-    Shape("ALTER DATABASE", _M, "the default character set of tables created later", _DATABASES),
+          "the one it replaces)", _DATABASES, by_head=True),
+    Shape("DROP DATABASE", _M, "every table in it is dropped", _DATABASES, by_head=True),
+    Shape("ALTER DATABASE", _M, "the default character set of tables created later (a database's options "
+          "change no rows)", _DATABASES, by_head=True),
     # -- rows logged as statements
     Shape("INSERT / REPLACE / UPDATE / DELETE / LOAD DATA", _S, "a session with binlog_format STATEMENT or MIXED: "
           "the rows it changed are not in the binlog (a multi-table UPDATE or DELETE names no one table: it "
@@ -291,7 +292,13 @@ def statement_shapes(stmt: Statement) -> tuple[Shape, ...]:
             return (shape("ALTER TABLE without actions"),)
         found = [s for action in stmt.actions for s in _action_shapes(action, stmt.ignore)]
         return tuple(dict.fromkeys(found))
-    return (shape(_statement_shape(stmt)),)
+    first = shape(_statement_shape(stmt))
+    if isinstance(stmt, CreateTable) and first.name == "CREATE TABLE":
+        # a new table's engine and options decide whether SELECT shows the rows its row events log (BLACKHOLE:
+        # none of them)
+        stops = [shape(_option_shape(o.name, o.value)) for o in stmt.options]
+        return tuple(dict.fromkeys([first, *(s for s in stops if s.follow is Follow.STOP)]))
+    return (first,)
 
 
 _MAINTENANCE: Final = {"OPTIMIZE", "ANALYZE", "CHECK", "CHECKSUM", "REPAIR"}
@@ -516,7 +523,3 @@ def contract_table() -> str:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
-
-
-if __name__ == "__main__":
-    print(contract_table(), end="")

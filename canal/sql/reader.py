@@ -26,7 +26,7 @@ from canal.errors import SqlError
 from canal.sql.alter import read_alter_actions
 from canal.sql.cursor import Cursor
 from canal.sql.lexer import DSTRING, END, QUOTED, WORD
-from canal.sql.partitions import CHECK_OPTIONS, REPAIR_OPTIONS
+from canal.sql.maintenance import MAINTENANCE_OPTIONS, read_setting_list, read_settings
 from canal.sql.statements import (
     AlterDatabase,
     AlterTable,
@@ -42,7 +42,6 @@ from canal.sql.statements import (
     OtherStatement,
     QueryKind,
     RenameTable,
-    Setting,
     Statement,
     TableMaintenance,
     TableName,
@@ -167,6 +166,23 @@ class _Reader:
             if self.strict:
                 raise
             return Unreadable(kind, verb, table, str(exc), () if table is None else (table,))
+
+    def table_list(self) -> tuple[list[TableName], bool]:
+        """``name [, name ...]``, as long as names come; and whether a ``,`` came with no name after it."""
+        c = self.c
+        names: list[TableName] = []
+        while (name := c.opt_table_name()) is not None:
+            names.append(name)
+            if not c.accept(","):
+                return names, False
+        return names, bool(names)
+
+    def cut_short(self, verb: str, tables: list[TableName], what: str) -> Statement:
+        """A list of tables or renames that stops where another must come: an error, or an Unreadable naming the
+        tables read."""
+        if self.strict:
+            raise self.c.error(f"expected {what}")
+        return Unreadable(QueryKind.DDL, verb, tables[0], f"expected {what}", tuple(tables))
 
     def missing_name(self, verb: str, what: str) -> Statement:
         if self.strict:
@@ -397,16 +413,11 @@ class _Reader:
         obj = c.next().up
         if obj in ("TABLE", "TABLES"):
             if_exists = c.accept_seq("IF", "EXISTS")
-            names: list[TableName] = []
-            while True:
-                name = c.opt_table_name()
-                if name is None:
-                    break
-                names.append(name)
-                if not c.accept(","):
-                    break
+            names, dangling = self.table_list()
             if not names:
                 return self.missing_name("DROP TABLE", "a table name")
+            if dangling:
+                return self.cut_short("DROP TABLE", names, "a table name")
             c.accept("RESTRICT", "CASCADE")
             return DropTable(tuple(names), if_exists, "TEMPORARY" in mods)
         if obj == "INDEX":
@@ -427,13 +438,11 @@ class _Reader:
                 return Unreadable(QueryKind.DDL, "DROP INDEX", self.index_table(first), str(exc))
         if obj == "SEQUENCE":  # a sequence is a table (CREATE SEQUENCE)
             if_exists = c.accept_seq("IF", "EXISTS")
-            sequences: list[TableName] = []
-            while (name := c.opt_table_name()) is not None:
-                sequences.append(name)
-                if not c.accept(","):
-                    break
+            sequences, dangling = self.table_list()
             if not sequences:
                 return self.missing_name("DROP SEQUENCE", "a sequence name")
+            if dangling:
+                return self.cut_short("DROP SEQUENCE", sequences, "a sequence name")
             return DropTable(tuple(sequences), if_exists, "TEMPORARY" in mods)
         if obj in ("DATABASE", "SCHEMA"):
             if_exists = c.accept_seq("IF", "EXISTS")
@@ -457,17 +466,15 @@ class _Reader:
             if old is None:
                 break
             self.skip_wait()
-            if not c.accept("TO"):
-                break
-            new = c.opt_table_name()
+            new = c.opt_table_name() if c.accept("TO") else None
             if new is None:
                 break
             pairs.append((old, new))
             if not c.accept(","):
-                break
+                return RenameTable(tuple(pairs), if_exists)
         if not pairs:
             return self.missing_name("RENAME TABLE", "old_name TO new_name")
-        return RenameTable(tuple(pairs), if_exists)
+        return self.cut_short("RENAME TABLE", [n for pair in pairs for n in pair], "old_name TO new_name")
 
     def truncate(self) -> Statement:
         c = self.c
@@ -624,7 +631,7 @@ class _Reader:
             # MariaDB's SET STATEMENT var = value [, ...] FOR statement: the statement, run under those settings
             # (read_settings gives them)
             try:
-                _read_settings(c)
+                read_setting_list(c)
                 c.expect("FOR")
             except SqlError as exc:
                 if self.strict:
@@ -649,7 +656,7 @@ class _Reader:
             while c.accept(","):
                 tables.append(c.table_name())
             start = c.pos
-            _MAINTENANCE_OPTIONS[verb](c)
+            MAINTENANCE_OPTIONS[verb](c)
             options = c.text_from(start)
             if not c.at_end():
                 raise c.error(f"unexpected text in {verb} TABLE")
@@ -698,79 +705,6 @@ _HANDLERS: Final[dict[str, Callable[[_Reader], Statement]]] = {
         for verb in ("OPTIMIZE", "ANALYZE", "CHECK", "CHECKSUM", "REPAIR")
     },
 }
-
-
-def read_settings(sql: str) -> tuple[Setting, ...]:
-    """The settings of MariaDB's ``SET STATEMENT name = value [, ...] FOR statement`` in front of the (first)
-    statement of ``sql``; none when it has no such prefix or the prefix cannot be read. (The statement itself is
-    what :func:`read_statements` reads.)"""
-    c = Cursor(sql)
-    if not c.accept_seq("SET", "STATEMENT"):
-        return ()
-    try:
-        settings = _read_settings(c)
-        c.expect("FOR")
-    except SqlError:
-        return ()
-    return settings
-
-
-def _read_settings(c: Cursor) -> tuple[Setting, ...]:
-    settings = []
-    while True:
-        name = c.ident("a system variable").lower()
-        if not c.accept("="):
-            c.expect_seq(":", "=")
-        settings.append(Setting(name, c.expression()))
-        if not c.accept(","):
-            return tuple(settings)
-
-
-def _analyze_options(c: Cursor) -> None:
-    if c.accept_seq("PERSISTENT", "FOR"):  # MariaDB: engine-independent statistics
-        if c.accept("ALL"):
-            return
-        for part in ("COLUMNS", "INDEXES"):
-            if c.accept(part):
-                c.skip_group()
-        return
-    if c.up() in ("UPDATE", "DROP") and c.up(1) == "HISTOGRAM":  # MySQL 8
-        c.next()
-        c.next()
-        c.expect("ON")
-        c.ident("a column name")
-        while c.accept(","):
-            c.ident("a column name")
-        if c.accept("WITH"):
-            c.integer("a number of buckets")
-            c.expect("BUCKETS")
-        elif c.accept_seq("USING", "DATA"):
-            c.string("a histogram")
-
-
-def _wait(c: Cursor) -> None:
-    if c.accept("WAIT"):
-        c.integer("a number of seconds")
-    else:
-        c.accept("NOWAIT")
-
-
-def _words(*words: str, for_upgrade: bool = False) -> Callable[[Cursor], None]:
-    def read(c: Cursor) -> None:
-        while c.accept(*words) or (for_upgrade and c.accept_seq("FOR", "UPGRADE")):
-            pass
-
-    return read
-
-
-_MAINTENANCE_OPTIONS: Final[dict[str, Callable[[Cursor], None]]] = {
-    "OPTIMIZE": _wait,
-    "ANALYZE": _analyze_options,
-    "CHECK": _words(*CHECK_OPTIONS, for_upgrade=True),
-    "CHECKSUM": _words("QUICK", "EXTENDED"),
-    "REPAIR": _words(*REPAIR_OPTIONS),
-}
-"""What each maintenance statement takes after its tables."""
 
 
 # MariaDB's sequence table, as SHOW CREATE TABLE shows it for a sequence
