@@ -5,9 +5,10 @@ cursor before the statement and nothing of it in the mirror.
 * ``SET STATEMENT sql_mode='' FOR ALTER ...`` narrowings are mirrored as the server converted the values (they read
   as a SET before: the mirror kept 1000 where ``SELECT`` shows 127); a conversion the mirror cannot repeat exactly
   stops the batch with ``MirrorTypeError``;
-* partition maintenance: what keeps the rows is followed; TRUNCATE / DROP / EXCHANGE / CONVERT PARTITION and
-  CONVERT TABLE ... TO PARTITION stop, each naming both tables where there are two -- one destination per
-  statement, capturing only its tables, so the others (on tables it leaves out) must not stop it;
+* partition maintenance: what keeps the rows is followed; TRUNCATE / DROP / EXCHANGE / CONVERT PARTITION,
+  CONVERT TABLE ... TO PARTITION, a REORGANIZE of LIST partitions (MariaDB deletes the rows whose values the new
+  lists lack, without an error) and REPAIR TABLE stop, each naming both tables where there are two -- one
+  destination per statement, capturing only its tables, so the others (on tables it leaves out) must not stop it;
 * a captured table renamed to a name the filter leaves out leaves the mirror;
 * online schema changes: pt-online-schema-change run for real while the test writes rows, and gh-ost's cut-over
   replayed as its documentation describes it, are followed exactly when their tables are captured, and stop at the
@@ -164,6 +165,10 @@ _STOPS = [
     ("convt", "ct_in", ["CREATE TABLE ct (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
                         "(PARTITION p0 VALUES LESS THAN (20))", "CREATE TABLE ct_in (id INT PRIMARY KEY, v INT)"],
      "ALTER TABLE ct CONVERT TABLE ct_in TO PARTITION p1 VALUES LESS THAN MAXVALUE", ("ct", "ct_in"), "ct_in"),
+    # LIST partitions reorganized without a value some rows hold: MariaDB deletes those rows, with no error
+    ("reorg", "lr", ["CREATE TABLE lr (id INT PRIMARY KEY, v INT) PARTITION BY LIST (id) "
+                     "(PARTITION a VALUES IN (1, 11), PARTITION b VALUES IN (21))"],
+     "ALTER TABLE lr REORGANIZE PARTITION a, b INTO (PARTITION c VALUES IN (1, 11))", ("lr",), "lr"),
     ("repair", "rp", ["CREATE TABLE rp (id INT PRIMARY KEY, v INT)"], "REPAIR TABLE rp", ("rp",), "rp"),
 ]  # fmt: skip
 
@@ -182,7 +187,7 @@ def test_partition_maintenance_is_followed_where_rows_stay_and_stops_where_they_
     _execute(conn, f"USE `{db}`")
     for stop in _STOPS:
         _execute(conn, *stop[2])
-    for table in ("tr", "dp", "ex", "cv"):
+    for table in ("tr", "dp", "ex", "cv", "lr"):
         _execute(conn, f"INSERT INTO {table} VALUES (1, 1), (11, 11), (21, 21)")
     _execute(
         conn, "INSERT INTO ex_q VALUES (5, 50)", "INSERT INTO ct VALUES (1, 1)", "INSERT INTO ct_in VALUES (30, 3)"

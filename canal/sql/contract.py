@@ -198,8 +198,10 @@ SHAPES: Final[tuple[Shape, ...]] = (
           "tables named)", _PARTITIONS),
     Shape("COALESCE PARTITION", _N, "fewer HASH / KEY partitions: the rows spread over the rest, all kept",
           _PARTITIONS),
-    Shape("REORGANIZE PARTITION", _N, "partitions split or merged; the new ones cover the old ones' values (the "
-          "server refuses otherwise), so every row is kept", _PARTITIONS),
+    Shape("REORGANIZE PARTITION", _N, "RANGE partitions split or merged (the new ones cover the old ones' ranges: "
+          "the server refuses otherwise), or HASH / KEY partitioning rebuilt: every row is kept", _PARTITIONS),
+    Shape("REORGANIZE PARTITION ... VALUES IN", _S, "LIST partitions reorganized: MariaDB deletes the rows whose "
+          "values the new lists lack, unlogged and without an error (measured on 10.11)", _PARTITIONS),
     Shape("ANALYZE / CHECK / OPTIMIZE / REBUILD PARTITION", _N, "statistics, reads, or a rebuild of the "
           "partitions' storage; rows stay", _PARTITIONS),
     Shape("REPAIR PARTITION", _S, "as REPAIR TABLE: rows it cannot recover are gone", _PARTITIONS),
@@ -454,6 +456,8 @@ def _action_shape_names(action: AlterAction) -> list[str]:
     if isinstance(action, AlterOption):
         return ["ALGORITHM / LOCK / FORCE / VALIDATION"]
     if isinstance(action, PartitionAction):
+        if action.verb == "REORGANIZE PARTITION" and action.value_lists:
+            return ["REORGANIZE PARTITION ... VALUES IN"]
         return [_PARTITION_SHAPES[action.verb]]
     assert isinstance(action, OtherAction)
     if action.error is not None or action.head not in _OTHER_ACTION_SHAPES:

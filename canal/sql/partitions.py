@@ -56,7 +56,7 @@ def read_partition_action(c: Cursor) -> PartitionAction:
         # CONVERT TABLE t TO PARTITION p VALUES ...: the table becomes a partition
         source = c.table_name()
         c.expect("TO")
-        name = _definition(c)
+        name, _listed = _definition(c)
         _validation(c)
         return PartitionAction("CONVERT TABLE", (name,), source, c.text_from(start))
     c.expect("PARTITION")
@@ -69,7 +69,7 @@ def read_partition_action(c: Cursor) -> PartitionAction:
         if c.accept("PARTITIONS"):
             c.integer("a number of partitions")
         elif c.up() == "(":
-            names = tuple(_definitions(c))
+            names = tuple(name for name, _listed in _definitions(c))
     elif up == "DROP":
         c.accept_seq("IF", "EXISTS")
         names = _names(c, all_allowed=False)
@@ -81,7 +81,8 @@ def read_partition_action(c: Cursor) -> PartitionAction:
         if not c.at_end():
             names = _names(c, all_allowed=False)
             c.expect("INTO")
-            _definitions(c)
+            lists = any(listed for _name, listed in _definitions(c))
+            return PartitionAction(verb, names, None, c.text_from(start), lists)
     elif up == "EXCHANGE":
         names = (c.ident("a partition name"),)
         c.expect("WITH")
@@ -187,18 +188,19 @@ def _number(c: Cursor) -> None:
     c.next()
 
 
-def _definitions(c: Cursor) -> list[str]:
-    """``(PARTITION p ..., ...)``: the partitions' names."""
-    names = list(c.paren_list(lambda: _definition(c)))
-    return names
+def _definitions(c: Cursor) -> list[tuple[str, bool]]:
+    """``(PARTITION p ..., ...)``: each partition's name, and whether it lists its values (``VALUES IN``)."""
+    return list(c.paren_list(lambda: _definition(c)))
 
 
-def _definition(c: Cursor) -> str:
-    """``PARTITION name [VALUES ...] [options] [(SUBPARTITION ...)]``: its name."""
+def _definition(c: Cursor) -> tuple[str, bool]:
+    """``PARTITION name [VALUES ...] [options] [(SUBPARTITION ...)]``: its name, and whether it lists its values."""
     c.expect("PARTITION")
     name = c.ident("a partition name")
+    listed = False
     if c.accept("VALUES"):
         if c.accept("IN"):
+            listed = True
             c.skip_group()
         else:
             c.expect_seq("LESS", "THAN")
@@ -209,7 +211,7 @@ def _definition(c: Cursor) -> str:
     _options(c)
     if c.up() == "(":
         c.paren_list(lambda: _subpartition(c))
-    return name
+    return name, listed
 
 
 def _subpartition(c: Cursor) -> str:

@@ -433,12 +433,14 @@ class PartitionAction:
     ``"EXCHANGE PARTITION"``, ``"CONVERT TABLE"``, ``"PARTITION BY"``, ``"REMOVE PARTITIONING"``, ...),
     ``partitions`` the partition names it names (``("ALL",)`` for ALL), ``table`` the other table of EXCHANGE
     PARTITION ... WITH TABLE, CONVERT PARTITION ... TO TABLE and CONVERT TABLE ... TO PARTITION (None for the
-    rest), ``text`` as written."""
+    rest), ``text`` as written; ``value_lists`` whether a partition it defines lists its values (``VALUES IN``: a
+    LIST partitioning's)."""
 
     verb: str
     partitions: tuple[str, ...] = ()
     table: TableName | None = None
     text: str = ""
+    value_lists: bool = False
 
 
 AlterAction: TypeAlias = (
