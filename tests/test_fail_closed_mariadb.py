@@ -143,6 +143,21 @@ def test_set_statement_narrowings_are_mirrored_or_stop_typed(
     with pytest.raises(MirrorTypeError, match=r"column 'e' becomes enum\('a'\).*'b'"):
         _run(conn, config, mirror)
     assert mirror.version(db, "nm") == version and _mirrored(mirror, db, "nm") != _rows(mariadb, "nm")
+    # so does a character set that cannot hold a value: the server made it '?'
+    converting = _config(mariadb, tmp_path, start, "convert", "cc")
+    cc = DeltaMirror(tmp_path / "cc")
+    with mariadb.connect(autocommit=True, charset="utf8mb4") as session:
+        _execute(
+            session,
+            f"CREATE TABLE `{db}`.cc (id INT PRIMARY KEY, s VARCHAR(10)) DEFAULT CHARSET=utf8mb4",
+            f"INSERT INTO `{db}`.cc VALUES (1, 'é€😀'), (2, 'plain')",
+        )
+        _run(conn, converting, cc)
+        _execute(session, f"SET STATEMENT sql_mode='' FOR ALTER TABLE `{db}`.cc CONVERT TO CHARACTER SET latin1")
+    assert _rows(mariadb, "cc")[0] == (1, "é€?")
+    with pytest.raises(MirrorTypeError, match=r"column 's' holds 'é€😀', which CONVERT TO CHARACTER SET latin1"):
+        _run(conn, converting, cc)
+    assert _mirrored(cc, db, "cc") == [(1, "é€😀"), (2, "plain")]
 
 
 # the statements that stop: (destination, the tables it captures, setup, the statement, the tables it names, the

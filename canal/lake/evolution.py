@@ -28,6 +28,7 @@ from canal.sql import (
     AlterTable,
     ChangeColumn,
     ColumnDef,
+    ConvertCharset,
     CreateTable,
     DropColumn,
     DropIndexStatement,
@@ -63,6 +64,8 @@ class Evolution:
     # column -> its definition after the batch's statements, where one of them declared it (its values are converted
     # to it as the server converts them: canal.lake.narrowing)
     declared: tuple[tuple[str, TableColumn], ...] = ()
+    # the character set a CONVERT TO CHARACTER SET of the batch converted the table's text columns to (the last)
+    converted_to: str | None = None
 
     def changes(self, current: Sequence[tuple[str, Any]] | None) -> bool:
         """Whether the mirror table (``(name, arrow type)`` in order; None: it does not exist) must be rewritten."""
@@ -104,6 +107,7 @@ def plan_evolution(
     created = False
     moved_to: tuple[str, str] | None = None
     added: dict[str, ColumnDef] = {}  # columns ALTERs added, by name: their existing rows take their defaults
+    converted_to: str | None = None
     like_types: dict[str, Any] = {}  # the column types of the table a CREATE ... LIKE copied
     for row, sql in ddl:
         stmt = ddl_statement(sql, fold_names)
@@ -127,6 +131,9 @@ def plan_evolution(
                 continue
         if isinstance(stmt, AlterTable):
             added.update((a.column.name, a.column) for a in stmt.actions if isinstance(a, AddColumn))
+            for action in stmt.actions:
+                if isinstance(action, ConvertCharset) and action.charset != "default":
+                    converted_to = action.charset
         if key not in catalog.tables and not isinstance(stmt, CreateTable):
             continue  # a statement about a table the mirror does not hold: its first rows will create it
         if isinstance(stmt, AlterTable):
@@ -191,6 +198,7 @@ def plan_evolution(
         moved_to=moved_to,
         fills=fills,
         declared=tuple((c.name, c) for c in final.columns if c.base != _KEPT),
+        converted_to=converted_to,
     )
 
 

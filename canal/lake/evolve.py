@@ -23,10 +23,10 @@ from canal.lake.evolution import Evolution, plan_evolution
 from canal.lake.folds import Folds
 from canal.lake.handles import Handles
 from canal.lake.images import retyped, typed_column
-from canal.lake.narrowing import converted, narrows
+from canal.lake.narrowing import converted, narrows, unencodable
 from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
-from canal.lake.types import MirrorError, typed_array
+from canal.lake.types import MirrorError, MirrorTypeError, typed_array
 from canal.sql import CreateTable
 
 
@@ -127,6 +127,16 @@ class TableDDL:
         data = fs.delta_rows(dt)
         current = [(field.name, field.type) for field in data.schema]
         declared = dict(evolution.declared)
+        if evolution.converted_to is not None:
+            for name in data.column_names:  # every text column converted (the mirror does not know which are)
+                value = unencodable(data.column(name), evolution.converted_to)
+                if value is not None:
+                    raise MirrorTypeError(
+                        f"{path}: column {name!r} holds {value!r}, which CONVERT TO CHARACTER SET "
+                        f"{evolution.converted_to} made '?' where it cannot hold a character (a lax sql_mode); the "
+                        "mirror does not repeat that: nothing of the batch was written. Mirror the table anew from a "
+                        "snapshot taken after the ALTER"
+                    )
         if not evolution.changes(current) and not narrows(data, evolution.columns, declared):
             return
         fills = dict(evolution.fills)

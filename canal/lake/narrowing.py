@@ -182,21 +182,30 @@ def _longest_stored(column: Any, definition: TableColumn) -> int:
 
 
 def _encodable(column: Any, definition: TableColumn, what: str) -> Any:
+    if definition.base not in TEXT_TYPES and definition.base != "enum":
+        return column
+    value = unencodable(column, definition.charset or "utf8mb4")
+    if value is not None:
+        raise _refused(what, definition, f"it holds {value!r}, which {definition.charset} cannot hold")
+    return column
+
+
+def unencodable(column: Any, charset: str) -> str | None:
+    """A text value of ``column`` (the mirror's Arrow values) the MySQL character set ``charset`` cannot hold (the
+    server stores '?' for its characters under a lax sql_mode); None when there is none."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not pa.types.is_string(column.type) or (definition.base not in TEXT_TYPES and definition.base != "enum"):
-        return column
-    codec = charset_named(definition.charset or "utf8mb4").codec
-    if codec is None or codec in _UNICODE_CODECS:
-        return column
+    codec = charset_named(charset).codec
+    if not pa.types.is_string(column.type) or codec is None or codec in _UNICODE_CODECS:
+        return None
     foreign = pc.invert(pc.fill_null(pc.string_is_ascii(column), True))
     for value in column.filter(foreign).to_pylist():
         try:
             value.encode(codec)
         except UnicodeEncodeError:
-            raise _refused(what, definition, f"it holds {value!r}, which {definition.charset} cannot hold") from None
-    return column
+            return str(value)
+    return None
 
 
 def _not_null(column: Any, definition: TableColumn, what: str) -> Any:
