@@ -299,6 +299,8 @@ def read_create_table(
     partitioning = None
     if c.up() == "PARTITION" and c.up(1) == "BY":
         partitioning = _read_partitioning(c)
+    # MySQL 8.0.21+ logs the CREATE of an atomic CREATE TABLE ... SELECT so (its rows follow as row events)
+    c.accept_seq("START", "TRANSACTION")
     as_select = None
     if not c.at_end() and c.up() in _AS_SELECT_WORDS:
         c.accept("IGNORE", "REPLACE")
