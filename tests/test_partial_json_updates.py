@@ -359,3 +359,19 @@ PEER_BODY = bytes.fromhex(
 
 def test_the_layout_built_here_is_the_files() -> None:
     assert B.minimal_update(B.PEER_ROWS) == PEER_BODY
+
+
+def test_canal_tail_shows_the_diff_not_a_value() -> None:
+    from canal.cli.tail import json_line, row_line
+    from canal.protocol import EventType, Header, RowChange
+
+    rows = _decode(B.minimal_update([(1, [(M.REPLACE, "$.age", 26), (M.REMOVE, "$.x", None)], "Joe", 26)])).rows
+    header = Header("binlog.000001", 3750, 1, 1_700_000_000_000, "mysql", "t", EventType.UPDATE, 230)
+    entry = Entry(header, EntryType.ROWDATA, RowChange(EventType.UPDATE, rows, table=rows.table))
+    (row,) = rows
+    assert row_line(entry, row, utc=True) == (
+        "2023-11-14 22:13:20 UPDATE mysql.t id=1 json_col: REPLACE $.age 26; REMOVE $.x name: -> 'Joe' age: -> 26"
+    )
+    doc = json.loads(json_line("d", entry, row))
+    assert doc["after"] == {"name": "Joe", "age": 26}
+    assert doc["json_diffs"] == {"json_col": [["REPLACE", "$.age", "26"], ["REMOVE", "$.x", None]]}
