@@ -20,7 +20,9 @@ import pytest
 
 from canal import Instance, InstanceConfig, MasterConfig
 from canal.config import DetectingConfig, RetryConfig
+from canal.errors import BinlogPurgedError, NotRunningError
 from canal.lake.applied import read_applied
+from canal.lake.types import MirrorLineageError
 from canal.spark import DeltaMirror, run_batches
 from canal.spark.batches import RunStats
 from canal.spark.testing import compare_tables, master_position
@@ -173,4 +175,63 @@ def test_the_mirror_follows_the_parsers_switch_to_the_promoted_replica(
     assert admitted == changes + (0 if gtid_mode else 1), (admitted, changes)
     if not gtid_mode:  # the search by time brought the primary's changes again: skipped, all but that one
         assert stats.rows >= admitted + primary_changes
+    mirror.close()
+
+
+def _state(mirror: DeltaMirror) -> tuple[list[dict[str, Any]], int | None]:
+    return sorted(mirror.read("d", "t").to_pylist(), key=lambda r: r["id"]), mirror.version("d", "t")
+
+
+@pytest.mark.parametrize("gtid_mode", [False, True], ids=["file and position", "gtid"])
+def test_transactions_a_failover_lost_stop_the_mirror(mariadb_factory: Any, tmp_path: Path, gtid_mode: bool) -> None:
+    """The primary writes transactions its replica never receives, the mirror applies them, the primary dies and the
+    promoted replica numbers its own transactions as those (MariaDB: 0-2-4 after the mirror's 0-1-4): by file and
+    position, the mirror stops with MirrorLineageError naming both servers before it writes anything of the batch --
+    it skipped those transactions as applied before; by GTID, the promoted server refuses the dump (it has not the
+    GTIDs the cursor holds), a typed stop of the parser naming the loss."""
+    primary: MariaDBServer = mariadb_factory(server_id=1)
+    replica: MariaDBServer = mariadb_factory(server_id=2, replica_of=primary)
+    primary.execute("CREATE DATABASE d")
+    primary.execute("CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(20))")
+    start = master_position(primary.connect())
+    primary.execute("INSERT INTO d.t VALUES " + ", ".join(f"({i}, 'p{i}')" for i in range(10)))
+    replica.wait_for_replication()
+    replica.execute("STOP SLAVE IO_THREAD")  # what the primary writes now never reaches the replica
+    for i in range(3):
+        primary.execute("UPDATE d.t SET v = 'lost' WHERE id = %s", (i,))
+    config = InstanceConfig(
+        destination="shop",
+        master=_server(primary, journal_name=start[0], position=start[1]),
+        standby=_server(replica),
+        filter_regex=r"d\..*",
+        gtid_mode=gtid_mode,
+        fallback_interval_s=FALLBACK_S,
+        retry=RetryConfig(initial_backoff_s=0.01, max_backoff_s=0.1, connect_timeout_s=1.0),
+    )
+    mirror = DeltaMirror(tmp_path / "m")
+    with Instance(config) as inst:
+        until = master_position(primary.connect())
+        run_batches(inst, None, mirror, until=lambda s: s.reached(*until), idle_stop_s=60)
+        before = _state(mirror)
+        primary.kill()
+        replica.execute("STOP SLAVE")
+        replica.execute("RESET SLAVE ALL")  # promoted
+        for i in range(5, 9):
+            replica.execute("UPDATE d.t SET v = 'promoted' WHERE id = %s", (i,))
+        inst.parser.switch()  # as the detecting thread does once the primary stops answering
+        until = master_position(replica.connect())
+        if gtid_mode:
+            with pytest.raises(NotRunningError):
+                run_batches(inst, None, mirror, until=lambda s: s.reached(*until, server_id=2), idle_stop_s=60)
+            error = inst.parser.error
+            assert isinstance(error, BinlogPurgedError)
+            assert f"is not on {replica.address}, the server the parser switched to" in str(error)
+            assert "lost in the failover" in str(error)
+        else:
+            with pytest.raises(MirrorLineageError) as stop:
+                run_batches(inst, None, mirror, until=lambda s: s.reached(*until, server_id=2), idle_stop_s=60)
+            message = str(stop.value)
+            assert "server_id 1 at mysql-bin.000001" in message and "binlog of server_id 2" in message
+            assert "transaction 0-2-4" in message and "histories forked" in message
+    assert _state(mirror) == before  # nothing of the batch written, the lost changes not passed over
     mirror.close()
