@@ -549,10 +549,7 @@ class EventParser(StartStopContext):
                 if active:
                     assert merge is not None
                     resume = restart_position(entries, origin) or self._resume
-                    chunk_entries = merge.after_hand_off(entries, resume)
-                    if chunk_entries:
-                        self.sink(chunk_entries, origin)
-                        self.handed_off += len(chunk_entries)
+                    self.handed_off += merge.after_hand_off(entries, resume, lambda chunk: self.sink(chunk, origin))
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()
@@ -569,10 +566,8 @@ class EventParser(StartStopContext):
             if rest is None or not self._started:
                 return
             origin, entries = rest
-            chunk_entries = merge.due(entries[-1], restart_position(entries, origin) or self._resume)
-            if chunk_entries:
-                self.sink(chunk_entries, origin)
-                self.handed_off += len(chunk_entries)
+            resume = restart_position(entries, origin) or self._resume
+            self.handed_off += merge.due(entries[-1], resume, lambda chunk: self.sink(chunk, origin))
 
     def _recorded(self, position: LogPosition) -> None:
         self._resume = position
