@@ -10,7 +10,9 @@ sink (e.g. :class:`~canal.lake.mirror.DeltaMirror`, which skips ids it has commi
 
 * a batch of binlog entries: its id and end position are recorded before ``fn`` runs and marked done after the ack;
   the instance redelivers from its acked cursor and the first batch is cut to end exactly at the recorded position --
-  the same entries under the same id.
+  the same entries under the same id. A message the cut splits goes back to the instance, and its entries that the
+  batch held are dropped when they come again -- after a restart too: while the instance's acked cursor lies before
+  them, the journal's records say ``through`` where they end.
 * a batch that holds snapshot rows cannot come back that way: a restarted snapshot reads its chunks again, at a
   newer position. Its change rows are written to the spool next to the journal (Arrow IPC, fsynced) *before* the
   batch is acked and ``fn`` runs; after a crash the spooled batch is handed to ``fn`` again under its id, then any
@@ -109,9 +111,13 @@ class _Puller:
         self.linger = linger
         self.clock = clock
         self.buffer: deque[list[Any]] = deque()  # [message id, remaining entries]
-        # after a spooled batch was replayed: the binlog entries up to its end came to fn already (its ack may not
-        # have happened, so the instance can deliver them again); None once the stream passed it
+        # the binlog entries up to this position id came to fn already, and the instance may deliver them again (a
+        # spooled batch replayed, whose ack may not have happened; the rest of a message a cut batch split, handed
+        # back): they are dropped when they come; None once the stream passed it
         self.drop_through: int | None = None
+        # the same position while the instance has not had every message holding such an entry acked: a restart
+        # would deliver them again too, so the journal keeps it (None once acked past it)
+        self.behind: int | None = None
 
     def _fetch(self) -> bool:
         msg = self.instance.get_without_ack(self.batch_size, self.timeout, linger=self.linger)
@@ -126,6 +132,12 @@ class _Puller:
         self.buffer.append([msg.id, entries])
         return True
 
+    def redelivers(self, through: int | None) -> None:
+        """The binlog entries up to position id ``through`` came to fn already, but the instance may deliver them
+        again: drop them when they come."""
+        if through is not None:
+            self.drop_through = self.behind = through
+
     def take(self, until: int | None) -> tuple[list[Entry], list[int], bool]:
         """Entries for one batch, the message ids to ack after it (both empty when nothing arrived in time), and
         whether the batch is the one in flight before a crash, cut after ``until``.
@@ -136,6 +148,12 @@ class _Puller:
         are fetched until the one at ``until`` is there, however long the instance takes to read them again; only
         when nothing at all arrives for :data:`CUT_PATIENCE_S` (the entries no longer come: the filter changed, say)
         is the batch cut where the entries end, with a warning: it is then shorter than the one in flight.
+
+        A message the cut splits goes back to the instance (:meth:`Instance.rollback`, with every message fetched
+        after it), and the entries of it that this batch holds are dropped when the instance delivers them again: a
+        message is acked whole, so a puller that kept its rest would leave it outstanding -- unacked, and out of
+        reach of a later run on the instance, which gets only what follows it -- should the run stop before taking
+        it. The puller holds no entry between batches.
         """
         if not self.buffer and not self._fetch():
             return [], [], False
@@ -174,7 +192,10 @@ class _Puller:
             cut = next((i for i, entry in enumerate(rest) if past(entry)), len(rest))
             entries.extend(rest[:cut])
             if cut < len(rest):
-                self.buffer[0][1] = rest[cut:]
+                # the rest of this message, and the messages after it, back to the instance
+                self.instance.rollback(mid)
+                self.buffer.clear()
+                self.redelivers(until)
                 break
             ids.append(mid)
             self.buffer.popleft()
@@ -183,6 +204,8 @@ class _Puller:
     def ack(self, ids: list[int]) -> None:
         for mid in ids:
             self.instance.ack(mid)
+        if ids and self.drop_through is None:
+            self.behind = None  # the messages up to one past it are acked: a restart delivers none of them again
 
 
 class JournalError(CanalError):
@@ -198,6 +221,9 @@ class _Journal:
     pending: bool = False  # fn may not have finished with it
     end: int | None = None  # the position id of its last entry
     spooled: bool = False  # its rows are in the spool (it held snapshot rows; the instance acked it before fn)
+    # the binlog entries up to this position id came to fn in earlier batches, but the instance, whose acked cursor
+    # lies before some of them, delivers them again (a batch cut inside a message): dropped when they come
+    through: int | None = None
 
 
 def _int(value: Any) -> bool:
@@ -216,20 +242,22 @@ def _read_journal(path: Path) -> _Journal:
         document = json.loads(text)
     except ValueError as exc:
         raise JournalError(f"the run_batches journal {path} is not JSON ({exc}): {text[:80]!r}") from None
-    if isinstance(document, dict):
-        if set(document) == {"done"} and _int(document["done"]):
-            return _Journal(document["done"])
-        if "pending" in document and set(document) <= {"pending", "end", "spooled"}:
+    if isinstance(document, dict) and _int(document.get("through", 0)):  # through: optional
+        through = document.get("through")
+        if set(document) <= {"done", "through"} and _int(document.get("done")):
+            return _Journal(document["done"], through=through)
+        if "pending" in document and set(document) <= {"pending", "end", "spooled", "through"}:
             batch_id, end, spooled = (
                 document["pending"],
                 document.get("end", document["pending"]),
                 document.get("spooled", False),
             )
             if _int(batch_id) and _int(end) and isinstance(spooled, bool):
-                return _Journal(batch_id, True, end, spooled)
+                return _Journal(batch_id, True, end, spooled, through)
     raise JournalError(
         f"the run_batches journal {path} holds {text[:80]!r}; expected "
-        '{"pending": id, "end": position, "spooled": bool} or {"done": id}'
+        '{"pending": id, "end": position, "spooled": bool, "through": position} or {"done": id, "through": position} '
+        "(spooled and through optional)"
     )
 
 
@@ -257,17 +285,22 @@ class _JournalFile:
             )
         return found[0]
 
-    def pending(self, batch_id: int, end: int, spooled_rows: Any = None) -> None:
-        """Record the batch as in flight; with ``spooled_rows``, spool them first (the batch is acked before fn)."""
-        if spooled_rows is None:
-            write_json_atomic(self.path, {"pending": batch_id, "end": end})
-            return
-        self.spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, spooled_rows)
-        write_json_atomic(self.path, {"pending": batch_id, "end": end, "spooled": True})
+    def pending(self, batch_id: int, end: int, spooled_rows: Any = None, through: int | None = None) -> None:
+        """Record the batch as in flight; with ``spooled_rows``, spool them first (the batch is acked before fn).
+        ``through``: the binlog entries up to it came to fn before this batch, and a restart delivers them again."""
+        record: dict[str, Any] = {"pending": batch_id, "end": end}
+        if spooled_rows is not None:
+            self.spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, spooled_rows)
+            record["spooled"] = True
+        write_json_atomic(self.path, _through(record, through))
 
-    def done(self, batch_id: int) -> None:
-        write_json_atomic(self.path, {"done": batch_id})
+    def done(self, batch_id: int, through: int | None = None) -> None:
+        write_json_atomic(self.path, _through({"done": batch_id}, through))
         self.spool.discard(_spool_key(batch_id))
+
+
+def _through(record: dict[str, Any], through: int | None) -> dict[str, Any]:
+    return record if through is None else {**record, "through": through}
 
 
 def run_batches(
@@ -295,7 +328,8 @@ def run_batches(
     :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:
     the next ``run_batches`` with the same journal hands it to ``fn`` again. Stops after ``max_batches`` calls, when
     ``stop`` is set, when ``until(stats)`` is true (``until=lambda s: s.reached(file, offset)`` with the master's
-    position runs until everything before it was handled), or after ``idle_stop_s`` seconds without data. ``journal`` (a
+    position runs until everything before it was handled), or after ``idle_stop_s`` seconds without data; a run that
+    stops holds back nothing it took from the instance. ``journal`` (a
     file path; the spool is the directory beside it, ``<journal>.spool``) makes the first batch after a crash
     identical to the one that was in flight (see the module docstring). Snapshot rows need it: without one they
     raise :class:`~canal.errors.SnapshotError` before ``fn`` sees them and nothing is acked, because only the journal
@@ -330,10 +364,12 @@ def run_batches(
         rows = journal_file.spooled(record.last_id)
         if rows.num_rows:
             _call(fn, spark, rows, record.last_id, stats)
-        journal_file.done(record.last_id)
-        puller.drop_through = record.end
-    elif record.pending:
-        cut_at = record.end
+        puller.redelivers(record.end)  # acked before fn, unless the crash came first
+        journal_file.done(record.last_id, puller.behind)
+    else:
+        puller.redelivers(record.through)
+        if record.pending:
+            cut_at = record.end
     if journal_file is not None:
         journal_file.spool.clear()  # a batch spooled but never recorded as pending was not acked: the instance has it
     idle_since = time.monotonic()
@@ -377,7 +413,7 @@ def run_batches(
         if rows.num_rows:
             if journal_file is not None:
                 # a restarted snapshot cannot deliver snapshot rows again as they are: spool them, then ack
-                journal_file.pending(batch_id, end, rows if snapshot_rows else None)
+                journal_file.pending(batch_id, end, rows if snapshot_rows else None, puller.behind)
             if snapshot_rows:
                 puller.ack(ack_ids)
                 ack_ids = []
@@ -385,7 +421,7 @@ def run_batches(
             last_id = batch_id
         puller.ack(ack_ids)
         if rows.num_rows and journal_file is not None:
-            journal_file.done(batch_id)
+            journal_file.done(batch_id, puller.behind)
         last_binlog = next((e.header for e in reversed(entries) if not _is_snapshot(e)), None)
         if last_binlog is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
             stats.last_file, stats.last_next_offset = last_binlog.log_file, last_binlog.next_offset
