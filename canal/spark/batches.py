@@ -34,7 +34,6 @@ from typing import Any
 
 import attrs
 
-from canal.config import SnapshotMode
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
 from canal.lake.mirror import DeltaMirror
@@ -59,19 +58,27 @@ class RunStats:
     batch_ids: list[int] = attrs.field(factory=list)
     last_file: str | None = None  # binlog file of the last entry handled
     last_next_offset: int = 0  # offset just past the last entry handled (compare with SHOW MASTER STATUS)
-    # how far the parser had read when the stream was last found drained (every entry it had handed over handled;
-    # a destination that never snapshots): past the events that make no entry after the last that did -- MariaDB's
+    # how far the parser had read when the stream was last found drained (every entry it had handed over handled,
+    # and no snapshot reading): past the events that make no entry after the last that did -- MariaDB's
     # Binlog_checkpoint, written after the first commit in a new binlog file, a filtered table's transactions, an
     # XA PREPARE
     drained_file: str | None = None
     drained_offset: int = 0
+    snapshots: int = 0  # the snapshots the instance started, as of the last batch
+    # of those, how many ended done with every row of theirs handled: the entries acked reach where the snapshot's
+    # entries end in the store (SnapshotRunner.stored_through)
+    snapshots_handled: int = 0
 
     def reached(self, file: str, offset: int) -> bool:
         """Whether every event before ``file:offset`` -- a position between transactions, as ``SHOW MASTER STATUS``
-        gives -- was handled (and acked): the last entry handled ends there or after, or (a destination that never
-        snapshots) the stream was found drained with the parser's reading there or after."""
+        gives -- was handled (and acked): the last entry handled ends there or after, or the stream was found drained
+        with the parser's reading there or after; and every snapshot the instance started was handled whole (its
+        chunks join the stream at positions of their own, so a position says nothing of them). A snapshot that
+        failed or was stopped is never handled here: its rows come after the next start, which resumes it."""
         from canal.position import journal_number
 
+        if self.snapshots_handled < self.snapshots:
+            return False
         target = (journal_number(file), offset)
         return any(
             at is not None and (journal_number(at), next_offset) >= target
@@ -328,8 +335,8 @@ def run_batches(
     :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:
     the next ``run_batches`` with the same journal hands it to ``fn`` again. Stops after ``max_batches`` calls, when
     ``stop`` is set, when ``until(stats)`` is true (``until=lambda s: s.reached(file, offset)`` with the master's
-    position runs until everything before it was handled), or after ``idle_stop_s`` seconds without data; a run that
-    stops holds back nothing it took from the instance. ``journal`` (a
+    position runs until everything before it was handled, and every row of the instance's snapshots), or after
+    ``idle_stop_s`` seconds without data; a run that stops holds back nothing it took from the instance. ``journal`` (a
     file path; the spool is the directory beside it, ``<journal>.spool``) makes the first batch after a crash
     identical to the one that was in flight (see the module docstring). Snapshot rows need it: without one they
     raise :class:`~canal.errors.SnapshotError` before ``fn`` sees them and nothing is acked, because only the journal
@@ -373,10 +380,10 @@ def run_batches(
     if journal_file is not None:
         journal_file.spool.clear()  # a batch spooled but never recorded as pending was not acked: the instance has it
     idle_since = time.monotonic()
-    never_snapshots = instance.config.snapshot.mode is SnapshotMode.NEVER
     while True:
         if stop is not None and stop.is_set():
             break
+        _count_snapshots(instance, stats)
         if until is not None and until(stats):
             break
         if max_batches is not None and stats.batches >= max_batches:
@@ -385,9 +392,8 @@ def run_batches(
         # how far the parser had read before a take that finds nothing: every event before it made no entry or was
         # handed over -- to the store, and so to an earlier take, handled and acked before this one (the parser
         # holds back only the transaction it is reading, which starts after any position between transactions).
-        # Not for a destination that snapshots: its chunks join the stream at positions of their own, so a drained
-        # store says nothing of a chunk still to come
-        read = instance.read_position if not puller.buffer and never_snapshots and not instance.snapshots else None
+        # Not while a snapshot reads: its next chunk, on its way, joins the stream at a position of its own
+        read = None if instance.snapshot_running else instance.read_position
         entries, ack_ids, replaying = puller.take(cut_at)
         if not entries:
             puller.ack(ack_ids)  # entries dropped as already handed to fn, if any
@@ -426,6 +432,19 @@ def run_batches(
         if last_binlog is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
             stats.last_file, stats.last_next_offset = last_binlog.log_file, last_binlog.next_offset
     return stats
+
+
+def _count_snapshots(instance: Instance, stats: RunStats) -> None:
+    """The instance's snapshots, and how many ended done with every entry of theirs acked -- handled: a batch
+    holding snapshot rows is acked once spooled, before fn, but fn has returned by the time ``until`` asks."""
+    runners = instance.snapshots
+    if not runners:
+        return
+    acked = instance.store.stats().ack_sequence
+    stats.snapshots = len(runners)
+    stats.snapshots_handled = sum(
+        1 for runner in runners if runner.stored_through is not None and runner.stored_through <= acked
+    )
 
 
 def _batch(entries: list[Entry], destination: str, mirror: DeltaMirror | None) -> Any:
