@@ -1,4 +1,5 @@
-"""When a snapshot chunk counts as joined: once its entries are in the stream's store, never before.
+"""When a snapshot chunk counts as joined: once its entries are in the stream's store, never before; and where: a chunk
+read just after a binlog rotation joins at once on a server that writes nothing more.
 
 A snapshot's runner goes on -- and says it is done after its last chunk -- when the chunk has joined the stream;
 consumers that wait until a snapshot's rows were all handed over (``run_batches``' ``RunStats.reached``, the Spark
@@ -6,6 +7,11 @@ source's Trigger.AvailableNow) take a runner that stopped for "every chunk is in
 to count the chunk as joined before it put its entries, so a consumer could find the store drained in between (or
 for as long as a full store made the put wait). A put that fails leaves the chunk to be read again and the snapshot's
 progress where it was: no later entry may carry a progress past rows the stream never got.
+
+After a rotation the parser rests at the new file's start, but a snapshot read there is placed after the file's
+header events (format description, GTID list, MariaDB's Binlog_checkpoint), which make no entry: the chunk waited
+for the next transaction or server heartbeat (up to the detecting interval), where a chunk read on an idle server
+otherwise joins at once. The parser now rests after those events.
 """
 
 from __future__ import annotations
@@ -16,15 +22,23 @@ from typing import Any
 import pytest
 from test_parser_helpers import MemoryPositions
 
-from canal.config import InstanceConfig, MasterConfig
+from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig
+from canal.instance import Instance
 from canal.parse.parser import EventParser
 from canal.position import EntryPosition, LogIdentity, SnapshotCursor
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, TableSchema
 from canal.snapshot.merge import SnapshotAborted, SnapshotMerge
 from canal.snapshot.reader import Chunk
 from canal.testing import FakeMysql
+from canal.testing.plugin import MariaDBDatabase
 
 PLAN = SnapshotCursor(("shop.t",))
+# server heartbeats every 20 s at most: a chunk that waited for one would time out the tests' waits
+SLOW_HEARTBEATS: dict[str, Any] = {
+    "detecting": DetectingConfig(interval_s=60),
+    "retry": RetryConfig(heartbeat_period_s=20, read_timeout_s=60),
+}
+JOIN_S = 8.0
 
 
 class GatedSink:
@@ -115,3 +129,45 @@ def test_a_put_that_fails_leaves_the_chunk_to_be_read_again_and_the_progress_whe
     assert merge.after_hand_off([_end(300)], None, put.extend) == 1
     assert again.wait(0) == 1 and merge.progress is None
     assert [e.header.event_type for e in put] == [EventType.SNAPSHOT]
+
+
+def test_a_chunk_read_just_after_a_rotation_joins_at_once(fake_mysql: FakeMysql) -> None:
+    fake_mysql.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v INT)")
+    fake_mysql.insert("shop.t", {"id": 1, "v": 1})
+    config = InstanceConfig(
+        destination="join",
+        master=MasterConfig(address=fake_mysql.address, journal_name="mysql-bin.000001", position=4),
+        **SLOW_HEARTBEATS,
+    )
+    sink = GatedSink()
+    sink.gate.set()
+    parser = EventParser("join", config, lambda master: fake_mysql.source(), sink, MemoryPositions())
+    merge = SnapshotMerge()
+    merge.begin(PLAN)
+    parser.merge = merge
+    with parser:
+        sink.wait_ends(2)
+        following = fake_mysql.rotate()
+        with sink.cond:  # the parser followed the rotation: it rests at the new file's start
+            assert sink.cond.wait_for(lambda: any(e.header.log_file == following for e in sink.entries), 10)
+        assert fake_mysql.end > 4  # the new file's header events
+        schema = fake_mysql.table("shop.t")
+        window = merge.open_window("shop", "t", schema.key_indexes)
+        chunk = Chunk(schema, EntryPosition(following, fake_mysql.end), ((1, 1),), None)
+        generation = merge.layout_generation("shop", "t")
+        pending = merge.submit(window, chunk, 0, last=True, progress=PLAN, layout_generation=generation)
+        assert pending.wait(JOIN_S) == 1  # no transaction nor heartbeat came since
+    snapshot = [e for e in sink.entries if e.header.event_type is EventType.SNAPSHOT]
+    assert [(e.header.log_file, e.header.log_offset) for e in snapshot] == [(following, fake_mysql.end)]
+
+
+@pytest.mark.integration
+def test_a_snapshot_read_just_after_flush_binary_logs_joins_at_once(mariadb: MariaDBDatabase) -> None:
+    db = mariadb.database
+    mariadb.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+    mariadb.execute(f"INSERT INTO `{db}`.t VALUES (1), (2), (3)")
+    config = InstanceConfig(destination="join", master=mariadb.master(), filter_regex=rf"{db}\.t", **SLOW_HEARTBEATS)
+    with Instance(config) as inst:
+        mariadb.execute("FLUSH BINARY LOGS")  # and nothing written after it
+        runner = inst.snapshot([f"{db}.t"], chunk_rows=2)
+        assert runner.wait(JOIN_S).rows_emitted == 3  # two chunks, each placed after the new file's header events
