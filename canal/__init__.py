@@ -46,11 +46,14 @@ from canal.errors import (
     TlsError,
     UnknownBatchError,
     UnknownDestinationError,
+    UnmodeledStatementError,
     XAPrepareLostError,
 )
 from canal.instance import Instance, InstanceMetrics
+from canal.mysql_json import JsonDiff, JsonDiffOperation
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import (
+    ABSENT,
     Column,
     ColumnMeta,
     Entry,
@@ -68,6 +71,7 @@ from canal.server import EmbeddedServer
 __version__ = "0.1.0"
 
 __all__ = [
+    "ABSENT",
     "DEFAULT_CLIENT_ID",
     "BatchMode",
     "BatchOrderError",
@@ -90,6 +94,8 @@ __all__ = [
     "Instance",
     "InstanceConfig",
     "InstanceMetrics",
+    "JsonDiff",
+    "JsonDiffOperation",
     "KeylessTables",
     "LogIdentity",
     "LogPosition",
@@ -125,6 +131,7 @@ __all__ = [
     "TlsError",
     "UnknownBatchError",
     "UnknownDestinationError",
+    "UnmodeledStatementError",
     "XAPrepareLostError",
     "__version__",
     "load_conf_dir",

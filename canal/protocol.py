@@ -11,24 +11,71 @@ labels, BIT as ``int``, GEOMETRY as WKB ``bytes``, MySQL 9's VECTOR as a ``list`
 may also hold ``Decimal``, ``date``, ``datetime``, ``timedelta`` and :class:`JsonOpaque` values. Zero dates that
 Python cannot represent stay ``str``, as pymysql returns them. :attr:`Column.text` renders canal's string form of
 each value.
+
+Partial row images. Under ``binlog_row_image=MINIMAL`` or ``NOBLOB`` (a server or session setting) a rows event's
+images carry only some columns: its columns-present bitmaps say which, once per event. A column an image does not
+carry is *absent*, never NULL: its cell in the image tuple is :data:`ABSENT` (a sentinel that is not None and equals
+only itself); :meth:`RowData.after_dict` / :meth:`RowData.before_dict` and the column lists leave it out, as canal's
+protocol does; :attr:`RowData.after_absent` / :attr:`RowData.before_absent` name the absent columns, and
+:meth:`Rows.absent` gives their indexes per rows event. Snapshot rows (``EventType.SNAPSHOT``) are always whole.
+
+Partial JSON updates. MySQL's ``binlog_row_value_options=PARTIAL_JSON`` logs a JSON column an UPDATE changed with
+JSON_SET / JSON_REPLACE / JSON_REMOVE as a diff of the document (:class:`~canal.mysql_json.JsonDiff`: REPLACE,
+INSERT or REMOVE at a JSON path). Where the before image carries the document (``binlog_row_image=FULL``) the decoder
+applies the diff and the after image holds the whole document. Where it does not (MINIMAL, NOBLOB) the after image
+cannot: the column is :data:`ABSENT` there, and :attr:`RowData.diffs` (by column index) / :meth:`RowData.json_diffs`
+(by name) hold its diffs -- the change the statement made, never the column's value. The rows of one such event
+may differ in that column: one row logged whole beside one logged as a diff.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import enum
-import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from itertools import repeat
-from typing import Any, overload
+from typing import Any, Final, NoReturn, overload
 
 import attrs
 
 from canal.errors import ParseError
+from canal.mysql_json import JsonDiff as JsonDiff
+from canal.mysql_json import JsonDiffOperation as JsonDiffOperation
+from canal.mysql_json import JsonOpaque as JsonOpaque
+from canal.mysql_json import json_text as json_text
+from canal.mysql_json import render_timedelta
 from canal.position import EntryPosition, SnapshotCursor
+
+
+class Absent:
+    """The type of :data:`ABSENT`: one instance per process, kept so by pickling (a Spark worker's copy is the same
+    object), equal only to itself, and neither true nor false -- a test of its truth is a bug (the value is not
+    known), so it raises TypeError."""
+
+    __slots__ = ()
+    _made: Absent | None = None
+
+    def __new__(cls) -> Absent:
+        made = cls._made
+        if made is None:
+            made = cls._made = super().__new__(cls)
+        return made
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __reduce__(self) -> str:
+        return "ABSENT"  # pickled by name: the module's ABSENT, the same object
+
+    def __bool__(self) -> bool:
+        raise TypeError("ABSENT (a column the row image does not carry) has no truth value")
+
+
+ABSENT: Final[Absent] = Absent()
+"""The cell of a column a row image does not carry (``binlog_row_image=MINIMAL`` / ``NOBLOB``): not None, which is SQL
+NULL. ``value is ABSENT`` tests it."""
 
 
 class EntryType(enum.IntEnum):
@@ -136,7 +183,8 @@ class TableSchema:
     names: tuple[str, ...] = attrs.field(init=False)
     key_indexes: tuple[int, ...] = attrs.field(init=False)
     to_dict: Callable[[Sequence[Any]], dict[str, Any]] = attrs.field(init=False, repr=False, eq=False)
-    """An image of this layout as ``{column name: value}`` (ValueError for an image of another width)."""
+    """An image of this layout as ``{column name: value}``, every cell (:data:`ABSENT` ones too:
+    :meth:`RowData.after_dict` leaves those out); ValueError for an image of another width."""
     _index: Mapping[str, int] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -184,47 +232,6 @@ class Column:
         return render_text(self.value)
 
 
-@attrs.frozen(slots=True)
-class JsonOpaque:
-    """A value of another MySQL type inside a MySQL JSON document (MySQL's "opaque" JSON values: a BLOB, BIT,
-    YEAR, GEOMETRY ...): the MySQL field type number and the bytes. Rendered as MySQL prints it,
-    ``"base64:type<N>:<base64 of the bytes>"``."""
-
-    field_type: int
-    data: bytes
-
-
-def json_text(value: Any) -> str:
-    """A JSON value as MySQL prints it (``{"a": 1, "b": [true, "x"]}``), including the values only MySQL's JSON has:
-    DECIMAL as a number with its scale, DATE/DATETIME/TIME as strings (``"2024-05-06 07:08:09.000000"``), opaque
-    values as ``"base64:typeN:..."``."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int | float | str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, dict):
-        items = (f"{json.dumps(str(k), ensure_ascii=False)}: {json_text(v)}" for k, v in value.items())
-        return "{" + ", ".join(items) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(json_text(v) for v in value) + "]"
-    if isinstance(value, dt.datetime):
-        return '"' + value.replace(tzinfo=None).isoformat(" ", timespec="microseconds") + '"'
-    if isinstance(value, dt.date):
-        return '"' + value.isoformat() + '"'
-    if isinstance(value, dt.timedelta):
-        text = _render_timedelta(value)
-        return '"' + (text if "." in text else text + ".000000") + '"'
-    if isinstance(value, JsonOpaque):
-        return f'"base64:type{value.field_type}:{base64.b64encode(value.data).decode("ascii")}"'
-    raise TypeError(f"{type(value).__name__} is not a MySQL JSON value")
-
-
 def _java_double(value: float) -> str:
     """Java's ``Double.toString``: canal renders FLOAT/DOUBLE columns with it (shortest round-trip digits)."""
     if math.isnan(value):
@@ -242,17 +249,6 @@ def _java_double(value: float) -> str:
     power = len(digits) - 1 + exponent
     mantissa = text[0] + "." + (text[1:] or "0")
     return f"{'-' if sign else ''}{mantissa}E{power}"
-
-
-def _render_timedelta(value: dt.timedelta) -> str:
-    total_us = value // dt.timedelta(microseconds=1)
-    sign = "-" if total_us < 0 else ""
-    total_us = abs(total_us)
-    seconds, micros = divmod(total_us, 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    frac = f".{micros:06d}" if micros else ""
-    return f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}{frac}"
 
 
 def render_text(value: Any) -> str:
@@ -282,7 +278,7 @@ def render_text(value: Any) -> str:
     if isinstance(value, dt.time):
         return value.replace(tzinfo=None).isoformat()
     if isinstance(value, dt.timedelta):
-        return _render_timedelta(value)
+        return render_timedelta(value)
     if isinstance(value, frozenset | set):
         return ",".join(sorted(str(v) for v in value))
     if isinstance(value, dict | list):
@@ -321,20 +317,28 @@ def _image_to_dict(names: tuple[str, ...]) -> Callable[[Sequence[Any]], dict[str
 class RowData:
     """One changed row: the before image (UPDATE, DELETE) and the after image (INSERT, UPDATE).
 
-    Images are tuples of values in the order of ``table.columns`` (pycanal requires FULL row images).
+    Images are tuples of values in the order of ``table.columns``. A column the image does not carry (a partial row
+    image: ``binlog_row_image=MINIMAL`` or ``NOBLOB``) holds :data:`ABSENT`, never None: the dicts and column lists
+    leave it out, :attr:`before_absent` / :attr:`after_absent` name it.
     """
 
     table: TableSchema
     before: tuple[Any, ...] | None = None
     after: tuple[Any, ...] | None = None
+    diffs: Mapping[int, tuple[JsonDiff, ...]] | None = None
+    """A partial JSON update's diffs of the JSON columns the after image holds as :data:`ABSENT`, by column index
+    (None: the row has none)."""
 
     def _columns(self, image: tuple[Any, ...] | None, compare_to: tuple[Any, ...] | None, after: bool) -> list[Column]:
         # canal flags `updated` on after-image columns only: all of them for an INSERT, changed ones for an UPDATE
+        # (a column the before image does not carry counts as changed, as in canal); absent columns are left out
         if image is None:
             return []
         cols = []
         for i, (meta, value) in enumerate(zip(self.table.columns, image, strict=True)):
-            updated = after and (compare_to is None or compare_to[i] != value)
+            if value is ABSENT:
+                continue
+            updated = after and (compare_to is None or compare_to[i] is ABSENT or compare_to[i] != value)
             cols.append(
                 Column(i, meta.name, meta.sql_type, meta.mysql_type, meta.is_key, updated, value is None, value)
             )
@@ -342,50 +346,100 @@ class RowData:
 
     @property
     def before_columns(self) -> list[Column]:
+        """The columns the before image carries (canal's ``beforeColumns``)."""
         return self._columns(self.before, self.after, after=False)
 
     @property
     def after_columns(self) -> list[Column]:
+        """The columns the after image carries (canal's ``afterColumns``)."""
         return self._columns(self.after, self.before, after=True)
 
     def before_dict(self) -> dict[str, Any]:
-        """The before image as ``{column name: value}`` (empty for an INSERT)."""
-        return {} if self.before is None else self.table.to_dict(self.before)
+        """The before image as ``{column name: value}`` (empty for an INSERT; absent columns left out)."""
+        return {} if self.before is None else _image_dict(self.table, self.before)
 
     def after_dict(self) -> dict[str, Any]:
-        """The after image as ``{column name: value}`` (empty for a DELETE)."""
-        return {} if self.after is None else self.table.to_dict(self.after)
+        """The after image as ``{column name: value}`` (empty for a DELETE; absent columns left out)."""
+        return {} if self.after is None else _image_dict(self.table, self.after)
+
+    @property
+    def before_absent(self) -> tuple[str, ...]:
+        """The columns the before image does not carry, in table order (empty: every column, or no before image)."""
+        return _absent_names(self.table, self.before)
+
+    @property
+    def after_absent(self) -> tuple[str, ...]:
+        """The columns the after image does not carry, in table order (empty: every column, or no after image)."""
+        return _absent_names(self.table, self.after)
+
+    def json_diffs(self) -> dict[str, tuple[JsonDiff, ...]]:
+        """The diffs of a partial JSON update by column name (:attr:`diffs`; empty: none): the columns the after
+        image holds as :data:`ABSENT` because the server logged how the statement changed them, not their value."""
+        diffs = self.diffs
+        if not diffs:
+            return {}
+        names = self.table.names
+        return {names[i]: diffs[i] for i in sorted(diffs)}
 
     def updated_names(self) -> list[str]:
-        """Columns whose value differs between before and after (UPDATE only; every column for INSERT)."""
-        if self.after is None:
+        """Columns whose value differs between before and after (UPDATE only; every column for INSERT): of a partial
+        after image, the columns it carries whose before value differs or is not carried, and those a partial JSON
+        update changed (:attr:`diffs`)."""
+        after = self.after
+        if after is None:
             return []
-        if self.before is None:
-            return list(self.table.names)
-        return [n for n, b, a in zip(self.table.names, self.before, self.after, strict=True) if b != a]
+        names = self.table.names
+        before = self.before
+        diffs = self.diffs or {}
+        if before is None:
+            return [n for i, (n, a) in enumerate(zip(names, after, strict=True)) if a is not ABSENT or i in diffs]
+        return [
+            n
+            for i, (n, b, a) in enumerate(zip(names, before, after, strict=True))
+            if (a is not ABSENT and (b is ABSENT or b != a)) or i in diffs
+        ]
 
     def key(self) -> tuple[Any, ...]:
-        """Primary-key values: from the after image, or the before image of a DELETE."""
-        image = self.after if self.after is not None else self.before
+        """Primary-key values after the change: from the after image, or the before image of a DELETE -- or where the
+        after image does not carry a key column (a MINIMAL image of an UPDATE that kept its key), the before
+        image's. A key column neither image carries is :data:`ABSENT`."""
+        after, before = self.after, self.before
+        image = after if after is not None else before
         if image is None:
             return ()
-        return tuple(image[i] for i in self.table.key_indexes)
+        if after is None or before is None:
+            return tuple(image[i] for i in self.table.key_indexes)
+        return tuple(after[i] if after[i] is not ABSENT else before[i] for i in self.table.key_indexes)
+
+
+def _image_dict(table: TableSchema, image: tuple[Any, ...]) -> dict[str, Any]:
+    made = table.to_dict(image)
+    if ABSENT in made.values():  # a partial image: a scan in C, as cheap as the dict's building
+        return {name: value for name, value in made.items() if value is not ABSENT}
+    return made
+
+
+def _absent_names(table: TableSchema, image: tuple[Any, ...] | None) -> tuple[str, ...]:
+    if image is None or ABSENT not in image:
+        return ()
+    return tuple(name for name, value in zip(table.names, image, strict=True) if value is ABSENT)
 
 
 # RowData is a frozen attrs class: its generated __init__ sets each slot through object.__setattr__. Rows built by the
 # thousand set the three slots through their descriptors instead, about half the cost -- only while RowData has
 # exactly these fields, none with a validator or converter.
 _ROW_SLOTS: tuple[Callable[[RowData, Any], None], ...] = ()
-if [f.name for f in attrs.fields(RowData)] == ["table", "before", "after"] and not any(
+if [f.name for f in attrs.fields(RowData)] == ["table", "before", "after", "diffs"] and not any(
     f.validator or f.converter for f in attrs.fields(RowData)
 ):
-    _ROW_SLOTS = tuple(RowData.__dict__[name].__set__ for name in ("table", "before", "after"))
+    _ROW_SLOTS = tuple(RowData.__dict__[name].__set__ for name in ("table", "before", "after", "diffs"))
 
 
 class Rows(Sequence[RowData]):
     """The rows of one change of one table (``RowChange.rows``), held as images: ``before`` and ``after`` are
     sequences of image tuples, one per row (None: the change has no such images -- an INSERT's before, a DELETE's
-    after; an element None: that row has none). A :class:`RowData` is built each time a row is read and kept by
+    after; an element None: that row has none); ``diffs``, of a partial JSON update, each row's
+    :attr:`RowData.diffs` (None: no row has any). A :class:`RowData` is built each time a row is read and kept by
     nobody here.
 
     Why not a tuple of RowData: every RowData is an object the cyclic garbage collector tracks for as long as it
@@ -394,19 +448,23 @@ class Rows(Sequence[RowData]):
     untracked by the collector the first time it sees them. Immutable by contract, like the entries holding it.
     """
 
-    __slots__ = ("after", "before", "table")
+    __slots__ = ("after", "before", "diffs", "table")
 
     def __init__(
         self,
         table: TableSchema,
         before: Sequence[tuple[Any, ...] | None] | None,
         after: Sequence[tuple[Any, ...] | None] | None,
+        diffs: Sequence[Mapping[int, tuple[JsonDiff, ...]] | None] | None = None,
     ) -> None:
         if before is not None and after is not None and len(before) != len(after):
             raise ValueError(f"{len(before)} before images against {len(after)} after images")
+        if diffs is not None and (after is None or len(diffs) != len(after)):
+            raise ValueError("JSON diffs of rows without an after image apiece")
         self.table = table
         self.before = before
         self.after = after
+        self.diffs = diffs
 
     @classmethod
     def of(cls, rows: Sequence[RowData]) -> Rows:
@@ -420,30 +478,68 @@ class Rows(Sequence[RowData]):
             raise ValueError(f"rows of more than one table in one change (the first: {table.full_name})")
         before = [r.before for r in rows]
         after = [r.after for r in rows]
+        diffs = [r.diffs or None for r in rows]
+        for images, diffed in ((before, ()), (after, {i for d in diffs if d for i in d})):
+            shapes = {
+                tuple(v is ABSENT and i not in diffed for i, v in enumerate(image))
+                for image in images
+                if image is not None and ABSENT in image
+            }
+            if shapes and (len(shapes) > 1 or any(image is not None and ABSENT not in image for image in images)):
+                raise ValueError(
+                    f"rows of {table.full_name} whose images carry different columns: one rows event's images carry "
+                    "the same columns (its columns-present bitmap; a partial JSON update's diffs aside)"
+                )
         return cls(
             table,
             None if before.count(None) == len(before) else before,
             None if after.count(None) == len(after) else after,
+            None if diffs.count(None) == len(diffs) else diffs,
         )
 
     def __len__(self) -> int:
         images = self.after if self.after is not None else self.before
         return 0 if images is None else len(images)
 
+    def absent(self, side: str) -> tuple[int, ...]:
+        """The indexes of the columns the ``side`` (``"before"`` / ``"after"``) images of these rows do not carry:
+        one set per rows event, as its columns-present bitmap says (empty: every column, or no such images). Read
+        from the side's first image; :meth:`of` refuses rows whose images differ in it. Of rows with partial JSON
+        updates (``diffs``), the after images' columns differ row by row: :meth:`absent_of` gives each row's."""
+        images = self.before if side == "before" else self.after if side == "after" else _no_side(side)
+        if not images:
+            return ()
+        first = next((image for image in images if image is not None), None)
+        if first is None or ABSENT not in first:
+            return ()
+        return tuple(i for i, value in enumerate(first) if value is ABSENT)
+
+    def absent_of(self, side: str) -> list[tuple[int, ...]] | None:
+        """Row by row, the indexes of the columns its ``side`` image does not carry, where these rows' images differ
+        in them (the after images of a partial JSON update: a column one row logs as a diff, another whole); None
+        where :meth:`absent` holds for every row."""
+        if side == "before" or self.diffs is None:
+            return None
+        images = self.after if side == "after" else _no_side(side)
+        assert images is not None
+        return [() if image is None else tuple(i for i, v in enumerate(image) if v is ABSENT) for image in images]
+
     def __iter__(self) -> Iterator[RowData]:
         table, n = self.table, len(self)
         befores = repeat(None, n) if self.before is None else self.before
         afters = repeat(None, n) if self.after is None else self.after
+        diffs = repeat(None, n) if self.diffs is None else self.diffs
         if not _ROW_SLOTS:
-            for b, a in zip(befores, afters, strict=True):
-                yield RowData(table, b, a)
+            for b, a, d in zip(befores, afters, diffs, strict=True):
+                yield RowData(table, b, a, d)
             return
-        new, set_table, set_before, set_after = object.__new__, *_ROW_SLOTS
-        for b, a in zip(befores, afters, strict=True):
+        new, set_table, set_before, set_after, set_diffs = object.__new__, *_ROW_SLOTS
+        for b, a, d in zip(befores, afters, diffs, strict=True):
             row = new(RowData)
             set_table(row, table)
             set_before(row, b)
             set_after(row, a)
+            set_diffs(row, d)
             yield row
 
     @overload
@@ -453,14 +549,20 @@ class Rows(Sequence[RowData]):
     def __getitem__(self, index: slice) -> Rows: ...
 
     def __getitem__(self, index: int | slice) -> RowData | Rows:
-        before, after = self.before, self.after
+        before, after, diffs = self.before, self.after, self.diffs
         if isinstance(index, slice):
             return Rows(
                 self.table,
                 None if before is None else tuple(before[index]),
                 None if after is None else tuple(after[index]),
+                None if diffs is None else tuple(diffs[index]),
             )
-        return RowData(self.table, None if before is None else before[index], None if after is None else after[index])
+        return RowData(
+            self.table,
+            None if before is None else before[index],
+            None if after is None else after[index],
+            None if diffs is None else diffs[index],
+        )
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Rows):
@@ -468,6 +570,7 @@ class Rows(Sequence[RowData]):
                 self.table == other.table
                 and _frozen(self.before) == _frozen(other.before)
                 and _frozen(self.after) == _frozen(other.after)
+                and _frozen(self.diffs) == _frozen(other.diffs)
             )
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
@@ -480,10 +583,14 @@ class Rows(Sequence[RowData]):
         return f"Rows({self.table.full_name}, {len(self)} rows)"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Rows, (self.table, _frozen(self.before), _frozen(self.after)))
+        return (Rows, (self.table, _frozen(self.before), _frozen(self.after), _frozen(self.diffs)))
 
 
-def _frozen(images: Sequence[tuple[Any, ...] | None] | None) -> tuple[tuple[Any, ...] | None, ...] | None:
+def _no_side(side: str) -> NoReturn:
+    raise ValueError(f"side must be 'before' or 'after', not {side!r}")
+
+
+def _frozen(images: Sequence[Any] | None) -> tuple[Any, ...] | None:
     return None if images is None else tuple(images)
 
 
@@ -505,7 +612,7 @@ _Images = Sequence[tuple[Any, ...] | None] | None
 
 RawImage = tuple[tuple[Any, ...] | None, ...]
 """One side's cells of a rows event: per column of the table, the tuple of its cells (one per row), or None for a
-column the image leaves out."""
+column the image leaves out (:data:`ABSENT` in the image tuples)."""
 
 
 class ColumnarRows(Rows):
@@ -524,6 +631,7 @@ class ColumnarRows(Rows):
         n: int,
     ) -> None:
         self.table = table
+        self.diffs = None  # a partial JSON update has the object decoder only
         self.columns_before = columns_before
         self.columns_after = columns_after
         self.forms = forms
@@ -542,7 +650,7 @@ class ColumnarRows(Rows):
         n = self._n
         try:
             cells = [
-                repeat(None, n) if col is None else col if form.to_object is None else objects(form, col)
+                repeat(ABSENT, n) if col is None else col if form.to_object is None else objects(form, col)
                 for col, form in zip(image, self.forms, strict=True)
             ]
         except (ValueError, UnicodeError) as exc:  # what the object decoder refuses at parse time: corrupt bytes
@@ -567,6 +675,12 @@ class ColumnarRows(Rows):
 
     def __len__(self) -> int:
         return self._n
+
+    def absent(self, side: str) -> tuple[int, ...]:
+        columns = self.columns_before if side == "before" else self.columns_after if side == "after" else _no_side(side)
+        if columns is None or self._n == 0:
+            return ()
+        return tuple(i for i, cells in enumerate(columns) if cells is None)
 
 
 def objects(form: ColumnForm, cells: Sequence[Any]) -> list[Any]:

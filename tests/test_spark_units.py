@@ -355,7 +355,7 @@ def test_project_types_one_table(spark: Any) -> None:
 
     df = spark.createDataFrame(pa.Table.from_batches([batch]))
     typed = project(df, TABLE)
-    assert [f.name for f in typed.schema.fields] == ["op", "seq", "execute_time", "id", "amount", "note"]
+    assert [f.name for f in typed.schema.fields] == ["op", "seq", "execute_time", "absent", "id", "amount", "note"]
     assert typed.schema["amount"].dataType.simpleString() == "decimal(10,2)"
     got = sorted((r.id, r.amount, r.note) for r in typed.collect())
     assert got == [(1, Decimal("2.50"), "a"), (2, None, "b")]

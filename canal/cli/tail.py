@@ -27,8 +27,9 @@ from canal.errors import SourceError
 from canal.filter import TableFilter, compile_table_filter
 from canal.instance import Instance
 from canal.meta import FileMetaManager
+from canal.mysql_json import JsonDiff, JsonDiffOperation, json_text
 from canal.parse.sources import open_source
-from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Message, RowData, render_text
+from canal.protocol import ABSENT, EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Message, RowData, render_text
 
 _BATCH = 512  # entries per get when changes are waiting
 _POLL_S = 0.2  # how long one idle get waits for the next entry
@@ -112,7 +113,8 @@ def _ts(ms: int, utc: bool) -> str:
 
 
 def _pairs(names: Sequence[str], image: Sequence[Any]) -> str:
-    return " ".join(f"{n}={text_value(v)}" for n, v in zip(names, image, strict=True))
+    # a column a partial row image does not carry is left out, never shown as NULL
+    return " ".join(f"{n}={text_value(v)}" for n, v in zip(names, image, strict=True) if v is not ABSENT)
 
 
 def row_line(entry: Entry, row: RowData, *, utc: bool = False, show_position: bool = False) -> str:
@@ -121,10 +123,18 @@ def row_line(entry: Entry, row: RowData, *, utc: bool = False, show_position: bo
     table = row.table
     head = f"{_ts(h.execute_time, utc)} {kind.name} {table.schema}.{table.table}"
     if kind is EventType.UPDATE and row.before is not None and row.after is not None:
-        keys = [(table.names[i], row.after[i]) for i in table.key_indexes]
-        parts = [f"{n}={text_value(v)}" for n, v in keys]
-        for name, old, new in zip(table.names, row.before, row.after, strict=True):
-            if old != new:
+        keys = zip((table.names[i] for i in table.key_indexes), row.key(), strict=True)
+        parts = [f"{n}={text_value(v)}" for n, v in keys if v is not ABSENT]
+        diffs = row.diffs or {}
+        for i, (name, old, new) in enumerate(zip(table.names, row.before, row.after, strict=True)):
+            if i in diffs:  # a partial JSON update: how the document changed, not its value
+                parts.append(f"{name}: " + "; ".join(_diff_text(d) for d in diffs[i]))
+                continue
+            if new is ABSENT:  # not carried by a partial after image: not changed
+                continue
+            if old is ABSENT:
+                parts.append(f"{name}: -> {text_value(new)}")
+            elif old != new:
                 parts.append(f"{name}: {text_value(old)} -> {text_value(new)}")
         body = " ".join(parts)
     elif row.after is not None:
@@ -135,6 +145,11 @@ def row_line(entry: Entry, row: RowData, *, utc: bool = False, show_position: bo
         body = ""
     line = f"{head} {body}".rstrip()
     return f"{line} @{h.log_file}:{h.log_offset}" if show_position else line
+
+
+def _diff_text(diff: JsonDiff) -> str:
+    value = "" if diff.operation is JsonDiffOperation.REMOVE else " " + json_text(diff.value)
+    return f"{diff.operation.name} {diff.path}{value}"
 
 
 def ddl_line(entry: Entry, *, utc: bool = False, show_position: bool = False) -> str:
@@ -150,7 +165,7 @@ def ddl_line(entry: Entry, *, utc: bool = False, show_position: bool = False) ->
 def _image(names: Sequence[str], image: Sequence[Any] | None) -> dict[str, Any] | None:
     if image is None:
         return None
-    return {n: json_value(v) for n, v in zip(names, image, strict=True)}
+    return {n: json_value(v) for n, v in zip(names, image, strict=True) if v is not ABSENT}
 
 
 def json_line(destination: str, entry: Entry, row: RowData | None) -> str:
@@ -168,6 +183,8 @@ def json_line(destination: str, entry: Entry, row: RowData | None) -> str:
         "after": None if row is None else _image(row.table.names, row.after),
         "sql": rc.sql if rc is not None and row is None else None,
     }
+    if row is not None and row.diffs:  # a partial JSON update's diffs of columns "after" leaves out
+        doc = {**doc, "json_diffs": {name: [d.to_list() for d in diffs] for name, diffs in row.json_diffs().items()}}
     return json.dumps(doc, ensure_ascii=False, separators=(", ", ": "))
 
 

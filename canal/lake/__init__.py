@@ -15,6 +15,7 @@ from canal.lake.changelog import FoldResult
 from canal.lake.compare import Comparison, compare
 from canal.lake.health import MirrorMetrics
 from canal.lake.mirror import DeltaMirror
+from canal.lake.partial import MirrorPartialImageError
 from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import MirrorMode, MirrorSettings
 from canal.lake.stops import MirrorCascadeError, MirrorStatementError
@@ -48,6 +49,7 @@ __all__ = [
     "MirrorLineageError",
     "MirrorMetrics",
     "MirrorMode",
+    "MirrorPartialImageError",
     "MirrorSettings",
     "MirrorStatementError",
     "MirrorStorageError",

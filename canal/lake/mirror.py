@@ -39,7 +39,7 @@ from canal.lake.applied import Applied, newest_position, newest_time, write_appl
 from canal.lake.batch_ids import BatchVersions
 from canal.lake.cascade import ExpandedBatch, expand_cascades
 from canal.lake.cell_text import rows_texts
-from canal.lake.changelog import FoldResult, quote, record_only
+from canal.lake.changelog import FoldResult, record_only
 from canal.lake.evolve import TableDDL
 from canal.lake.folds import Folds
 from canal.lake.frames import batch_table
@@ -53,6 +53,7 @@ from canal.lake.locations import local_path
 from canal.lake.log_writer import LogWriter
 from canal.lake.owners import TableOwners, table_pairs
 from canal.lake.packed import is_packed, unpack_all
+from canal.lake.partial import chain_step, complete_before_writing, complete_source
 from canal.lake.plan import (
     MIRROR_COLUMNS,
     DropSchema,
@@ -71,6 +72,7 @@ from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, FOLD_DUTY, MirrorMode, MirrorSettings
 from canal.lake.staging import Staging
 from canal.lake.stops import check_cascades, check_statements
+from canal.lake.table_writes import create_table, merge_into
 from canal.lake.typed_batch import TypedBatch
 from canal.lake.typed_plan import RowsNeeded, TypedImages, change_rows, needs_rows, planned_form
 from canal.lake.typed_plan import type_sources as typed_sources
@@ -79,9 +81,6 @@ from canal.lake.variant_rows import holds_variants, variant_rows_to_typed
 from canal.lake.writers import LogWriters
 from canal.lake.xa import HeldTransactions, held_directory
 from canal.log import destination_logger
-
-OP_COLUMN = changelog.OP
-
 
 RECORDS_KEPT = 1000
 """Entries of ``history``, ``folds`` and ``fold_errors`` kept (the newest): a mirror runs for months."""
@@ -226,6 +225,7 @@ class DeltaMirror:
         self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
         self.reach_checked = False  # whether Spark tasks were seen to reach the root (canal.spark.mirror_tasks)
         self.counters = MirrorCounters()  # what its batches did, for metrics() and the exporter (canal.lake.health)
+        self._rows_now = lambda db, name: self.read(db, name) if self._holds(db, name) else None  # None: not held
 
     # -- settings ------------------------------------------------------------------------------------------------
 
@@ -607,12 +607,13 @@ class DeltaMirror:
             if isinstance(step, RenamePair | DropSchema):
                 steps.append(step)
                 continue
-            plans = plan_tables(step_rows(table, step), self.only)  # a slice for a batch's only step, no copy
+            plans = plan_tables(chain_step(step_rows(table, step)), self.only)  # partial images: canal.lake.partial
             if number >= done and typed is not None:
                 typed_sources(plans, typed)
             elif number >= done:
                 type_sources([plan for plan in plans.values() if plan.layout is not None], self._settings.zero_dates)
             steps.append(plans)
+        complete_before_writing(steps, self._rows_now, self._settings.zero_dates)  # of tables without DDL
         result.prepare_s = time.perf_counter() - began
         hold()
         if any(changes_tables(step) for step in steps):
@@ -708,7 +709,6 @@ class DeltaMirror:
     def _apply_table(
         self, plan: TablePlan, batch_id: int, stats: TableStats, *, check_version: bool = True, record: bool = True
     ) -> bool:
-        import pyarrow.compute as pc
         from deltalake import CommitProperties, Transaction
 
         self.fencing.check()  # the lease still this mirror's (its driver's): no commit after another writer took it
@@ -746,6 +746,8 @@ class DeltaMirror:
             source, key_names = plan.source if plan.source is not None else source_of(plan, self._settings.zero_dates)
             if not key_names:
                 raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
+            # a partial image after a DDL of the table in this batch: completed from the table's rows as they are now
+            source = complete_source(plan, source, key_names, self._rows_now, self._settings.zero_dates)
         if exists and plan.truncate:
             self._handles.table(path).delete()
         if evolution is not None:
@@ -776,15 +778,7 @@ class DeltaMirror:
         stats.upserts += source.num_rows - deletes
         stats.deletes += deletes
         if not held:
-            fs.rmtree(changelog.log_path(path))  # a change log of an earlier life
-            fs.write_delta(
-                path,
-                source.filter(pc.equal(source.column(OP_COLUMN), "u")).drop_columns([OP_COLUMN]),
-                mode="append",
-                commit_properties=commit,
-                configuration={"delta.targetFileSize": str(self._settings.file_bytes)},
-                target_file_size=self._settings.file_bytes,
-            )
+            create_table(path, source, commit, self._settings.file_bytes)
             self._ddl.move(path, moved_to)
             stats.applied += 1
             return True
@@ -794,14 +788,7 @@ class DeltaMirror:
             self._ddl.move(path, moved_to)
             stats.applied += 1
             return True
-        dt = self._handles.table(path)
-        predicate = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key_names) + changelog.key_range(
-            source, key_names
-        )
-        if not changelog.merge_changes(dt, source, predicate, commit) and record:
-            # a MERGE that changes nothing (deletes of rows the mirror does not hold) commits nothing, and so would
-            # not record the batch: record it, so a replay is recognised like any other
-            record_only(dt, commit)
+        merge_into(self._handles.table(path), source, key_names, commit, record)
         self._ddl.move(path, moved_to)
         stats.applied += 1
         return True

@@ -12,6 +12,7 @@ their tables' directories (:mod:`canal.lake.names`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from canal.lake import names as naming
 from canal.lake.ddl_text import ddl_props, ddl_statement, fold_flags
 from canal.lake.evolution import renamed_tables
 from canal.lake.types import MirrorError
+from canal.parse.unmodeled import LEAVES_CAPTURE, leaving_tables
 from canal.sql import AlterTable, CreateDatabase, DropDatabase, DropTable, RenameTable, RenameTo, Statement, TableName
 
 
@@ -45,6 +47,12 @@ class TablePlan:
     rows: int = 0
     source: Any = None  # (the typed MERGE source, its key columns), built before the batch's first step
     seq: Any = None  # the ``seq`` of each kept change (parallel to keys / after)
+    # of a step with partial images (canal.lake.partial): each kept change's ``after_absent`` (null: a whole image),
+    # the key whose mirror row completes it (``origin_keys``) and the JSON diffs to apply to that row's documents
+    # (``json_diffs``); None when the step has none
+    absent: Any = None
+    origin: Any = None
+    diffs: Any = None
 
 
 MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
@@ -63,8 +71,17 @@ KEYLESS_ID = -1
 """The ``keys`` of a row of a table without a primary key in a typed batch's planner table
 (:mod:`canal.lake.typed_plan`, whose ``keys`` are int64 key ids; change rows hold ``"{}"``)."""
 # read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow,
-# execute times for the mirror's delay (canal.lake.health)
-OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before", "execute_time")
+# execute times for the mirror's delay (canal.lake.health), the columns partial images do not carry (canal.lake.partial)
+OPTIONAL_COLUMNS = (
+    "props",
+    "log_file",
+    "log_offset",
+    "before",
+    "execute_time",
+    "before_absent",
+    "after_absent",
+    "json_diffs",
+)
 
 
 def mirror_columns(names: Sequence[str]) -> list[str]:
@@ -133,6 +150,7 @@ def in_order(table: Any) -> Any:
     folds = fold_flags(table)
     changed = False
     dropped: dict[int, list[TableName]] = {}  # row of a DROP TABLE of several tables -> them
+    left = _left_capture(table, is_ddl)  # row of a RENAME -> the tables it moved out of the capture
     for row in pc.indices_nonzero(is_ddl).to_pylist():
         stmt = ddl_statement(table.column("sql")[row].as_py(), folds[row])
         named = getattr(stmt, "table", None) if not isinstance(stmt, RenameTable) else None
@@ -145,9 +163,24 @@ def in_order(table: Any) -> Any:
             changed = True
     if changed:
         table = table.set_column(table.column_names.index("schema"), "schema", pa.array(schemas, pa.string()))
-    if dropped:
-        table = drops.one_per_table(table, dropped)
+    if dropped or left:
+        table = drops.one_per_table(table, dropped, left)
     return table
+
+
+def _left_capture(table: Any, is_ddl: Any) -> dict[int, list[TableName]]:
+    """For each DDL row whose props say it moved captured tables out of the capture
+    (:data:`canal.parse.unmodeled.LEAVES_CAPTURE`): those tables, by their new names."""
+    import pyarrow.compute as pc
+
+    if "props" not in table.column_names:
+        return {}
+    marked = pc.and_(is_ddl, pc.fill_null(pc.match_substring(table.column("props"), LEAVES_CAPTURE), False))
+    left: dict[int, list[TableName]] = {}
+    for row in pc.indices_nonzero(marked).to_pylist():
+        props = json.loads(table.column("props")[row].as_py())
+        left[row] = [TableName(db, name) for db, name in leaving_tables(props)]
+    return left
 
 
 def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]:
@@ -162,7 +195,8 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = table.select([*MIRROR_COLUMNS, *(["props"] if "props" in table.column_names else [])])  # fold_flags
+    extra = [name for name in ("props", "after_absent", "origin_keys", "json_diffs") if name in table.column_names]
+    table = table.select([*MIRROR_COLUMNS, *extra])  # props: fold_flags; the rest: partial images
     if table.num_rows > 1 and not ascending(table.column("seq")):
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
     names = table.column("table")
@@ -308,6 +342,15 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
         # UPDATE's, whose before image holds that key)
         kept_after = kept(after)
     seqs = kept(table.column("seq"))
+    partial = "origin_keys" in table.column_names  # a step canal.lake.partial.chain_step left partial images in
+    if partial:  # an old key's delete completes nothing
+        kept_absent = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("after_absent")))
+        kept_origin = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("origin_keys")))
+        kept_diffs = (
+            pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("json_diffs")))
+            if "json_diffs" in table.column_names
+            else None
+        )
     counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
     offset = 0
     for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
@@ -317,6 +360,10 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
         plan.after = kept_after.slice(offset, count)
         plan.at = at.slice(offset, count)
         plan.seq = seqs.slice(offset, count)
+        if partial:
+            plan.absent = kept_absent.slice(offset, count)
+            plan.origin = kept_origin.slice(offset, count)
+            plan.diffs = None if kept_diffs is None else kept_diffs.slice(offset, count)
         offset += count
     return plans
 

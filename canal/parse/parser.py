@@ -7,7 +7,10 @@ canal's ``AbstractEventParser`` / ``MysqlEventParser``, with these differences:
   handed twice whatever the log-position manager does -- including "the first N rows of this transaction";
 * a purged binlog (errno 1236) becomes a :class:`~canal.errors.BinlogPurgedError` naming the position after
   ``purge_threshold`` attempts, or, with ``reset_on_purge``, a loudly logged restart from the current position;
-* a fatal error is kept in :attr:`EventParser.error`, logged and passed to ``on_error``, never swallowed.
+* a fatal error is kept in :attr:`EventParser.error`, logged and passed to ``on_error``, never swallowed. An event
+  the parser refuses (a :class:`~canal.errors.ParseError` that is not the source's own failure: undecodable bytes,
+  a schema the history cannot know, a statement the capture cannot follow) is fatal at once: reading it again
+  gives the same refusal, so the destination stops on it instead of reconnecting forever.
 
 Idle dumps yield server heartbeats every ``detecting.interval_s``; each becomes a HEARTBEAT entry for the sink (which
 drops it). With ``detecting.enable`` a second thread runs ``detecting.sql`` every interval on a side connection;
@@ -29,11 +32,10 @@ from canal.errors import (
     BinlogPurgedError,
     CanalError,
     ConfigError,
-    EncryptedBinlogError,
     FencedWriteError,
+    ParseError,
     ReplicaIdConflictError,
     RolledBackHandOffError,
-    SchemaError,
     SourceError,
     StoreBatchTooLargeError,
     StoreClosedError,
@@ -42,7 +44,17 @@ from canal.errors import (
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
-from canal.parse.events import BinlogEvent, HeartbeatEvent, PassedEvent, QueryEvent, RotateEvent, RowsEvent
+from canal.parse.events import (
+    BinlogEvent,
+    FormatDescriptionEvent,
+    GtidSetEvent,
+    HeartbeatEvent,
+    IgnoredEvent,
+    PassedEvent,
+    QueryEvent,
+    RotateEvent,
+    RowsEvent,
+)
 from canal.parse.retry import (
     CONFLICT_BACKOFF_S,
     CONFLICTS_TO_STOP,
@@ -171,6 +183,7 @@ class EventParser(StartStopContext):
         # read (read_position). A plain attribute store per event; the position is worked out only when asked.
         self._last_event: BinlogEvent | None = None
         self._read_to: EntryPosition | None = None
+        self._read_server_id: int | None = None  # the server_id of the server the dump reads
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -199,16 +212,18 @@ class EventParser(StartStopContext):
         """How far the dump has read: the end of the furthest event read (a rotate's next file, a heartbeat's
         coordinates), None before the first. Every event before it has been handed off, or made no entry (a filtered
         table, an XA PREPARE): a reader that wants everything up to a master position waits for this to reach it,
-        since its restart point (:attr:`position`) stays at the last boundary's *start*."""
+        since its restart point (:attr:`position`) stays at the last boundary's *start*. Its ``server_id`` is the
+        server's whose binlog it is in (after a switch to the standby, the standby's)."""
         event = self._last_event
         if event is None:
             return self._read_to
+        server = self._read_server_id
         if isinstance(event, RotateEvent):
-            reached = EntryPosition(journal_name=event.next_file, position=event.next_position)
+            reached = EntryPosition(journal_name=event.next_file, position=event.next_position, server_id=server)
         elif isinstance(event, HeartbeatEvent):
-            reached = EntryPosition(journal_name=event.log_file, position=event.offset)
+            reached = EntryPosition(journal_name=event.log_file, position=event.offset, server_id=server)
         else:
-            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset)
+            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset, server_id=server)
         known = self._read_to
         if known is None or _ends_before(known, reached):
             self._read_to = known = reached  # artificial events (offset 0) and re-reads after a reconnect go back
@@ -310,19 +325,19 @@ class EventParser(StartStopContext):
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
+        if isinstance(exc, NeedTransactionBeginError):
+            self._log.warning("%s; moving the start back to its transaction", exc)
+            self._need_begin = True
+            return
         if isinstance(
             exc,
-            FencedWriteError
-            | ConfigError
-            | SchemaError
-            | StoreBatchTooLargeError
-            | XAPrepareLostError
-            | RolledBackHandOffError
-            | EncryptedBinlogError,
-        ):
-            # a fenced write, a bad setting (e.g. an unreadable CA file), a schema the history cannot know, a
-            # hand-off the store can never hold, an XA PREPARE purged from the server, a rollback of what went out
-            # or an encrypted file on disk does not heal by retrying
+            FencedWriteError | ConfigError | StoreBatchTooLargeError | XAPrepareLostError | RolledBackHandOffError,
+        ) or (isinstance(exc, ParseError) and not isinstance(exc, SourceError)):
+            # a fenced write, a bad setting (e.g. an unreadable CA file), a hand-off the store can never hold, an XA
+            # PREPARE purged from the server or a rollback of what went out does not heal by retrying; nor does an
+            # event the parser refuses (bytes it cannot decode, a schema the history cannot know, a statement the
+            # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
+            # failures are retried.
             raise exc
         if isinstance(exc, ReplicaIdConflictError):
             clashes = self._conflicts.note(time.monotonic())
@@ -336,10 +351,6 @@ class EventParser(StartStopContext):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
             self._log.debug("the store was closed under the parser; waiting for stop")
             self._backoff(self.config.retry.max_backoff_s)
-            return
-        if isinstance(exc, NeedTransactionBeginError):
-            self._log.warning("%s; moving the start back to its transaction", exc)
-            self._need_begin = True
             return
         if is_purged(exc):
             where = self._describe_resume()
@@ -356,9 +367,21 @@ class EventParser(StartStopContext):
                     self._reset_to_master = True
                     self._retry.clear_purge()
                     return
+                if self.switches and self.config.gtid_mode:
+                    # after a switch, a GTID the new server does not have was written on the old master and never
+                    # replicated: no newer start position recovers it
+                    raise BinlogPurgedError(
+                        f"binlog position {where} is not on {self._active.address}, the server the parser switched "
+                        f"to (errno {PURGED_ERRNO}: {exc}): this server purged it, or a transaction its GTIDs name "
+                        "was written on the old master and never reached this server -- lost in the failover, after "
+                        "it was handed to consumers. What they applied of it is not on this server: rebuild them from "
+                        "a snapshot of it",
+                        errno=PURGED_ERRNO,
+                    ) from exc
                 raise BinlogPurgedError(
-                    f"binlog position {where} is no longer on {self._active.address} (purged, errno {PURGED_ERRNO}); "
-                    "set a newer start position, or enable reset_on_purge to restart from the current position",
+                    f"binlog position {where} is no longer on {self._active.address} (purged, errno {PURGED_ERRNO}: "
+                    f"{exc}); set a newer start position, or enable reset_on_purge to restart from the current "
+                    "position",
                     errno=PURGED_ERRNO,
                 ) from exc
             purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
@@ -423,6 +446,7 @@ class EventParser(StartStopContext):
                 self._resume = LogPosition(self._identity(active), start.position, start.rows_done)
             self._log.info("dumping from %s at %s", source.address, start)
             self._converter.reset(start.position, start.rows_done, server_id=source.server_id())
+            self._read_server_id = source.server_id()
             # names as the server stores them (lower_case_table_names=1): DDL entries and the history fold them
             lower_case = isinstance(source, SchemaReader) and source.lower_case_names
             self._converter.lower_case_names = lower_case
@@ -445,6 +469,7 @@ class EventParser(StartStopContext):
             if schemas is not None:
                 schemas.history.lower_case_names = lower_case
                 self._converter.foreign_key_actions = schemas.history.foreign_key_actions
+                self._converter.foreign_keys = schemas.history.known_foreign_keys
                 request = schemas.prepare(source, start, request)
             converter = self._converter
             convert = converter.convert
@@ -477,20 +502,21 @@ class EventParser(StartStopContext):
                     if stop.is_set():
                         raise _Interrupted("stop")
                     continue
-                known: dict[str, str] | None = None  # what the history knew before a DDL, for its entry
-                if schemas is not None and event.__class__ is QueryEvent:
-                    known = schemas.observe(event)
-                elif marks is not None and event.__class__ is RowsEvent:
+                if marks is not None and event.__class__ is RowsEvent:
                     table = event.table
                     if table.table == marks[1] and table.schema == marks[0]:
                         assert merge is not None
                         merge.observe_marks(event)
                         continue  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
-                entry = convert(event)
-                if known and entry is not None and entry.row_change is not None and entry.row_change.is_ddl:
-                    header = entry.header
-                    entry = attrs.evolve(entry, header=attrs.evolve(header, props={**header.props, **known}))
+                entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
+                if schemas is not None and event.__class__ is QueryEvent:
+                    # recorded before its entry, and everything after it, is handed off; what the history knew
+                    # before a DDL goes with its entry (the types it retyped: canal.parse.convert.RETYPED_FROM_PROP)
+                    known = schemas.observe(event)
+                    if known and entry is not None and entry.row_change is not None and entry.row_change.is_ddl:
+                        header = entry.header
+                        entry = attrs.evolve(entry, header=attrs.evolve(header, props={**header.props, **known}))
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
@@ -499,6 +525,8 @@ class EventParser(StartStopContext):
                     else:
                         add(entry)
                     recovering_at_start = False
+                elif merge is not None and event.__class__ in _HEADER_EVENTS and not len(self._buffer):
+                    self._rest_after(event, merge)
                 self._last_event = event
                 if stop.is_set():
                     raise _Interrupted("stop")
@@ -662,10 +690,7 @@ class EventParser(StartStopContext):
                 if active:
                     assert merge is not None
                     resume = restart_position(entries, origin) or self._resume
-                    chunk_entries = merge.after_hand_off(entries, resume)
-                    if chunk_entries:
-                        self.sink(chunk_entries, origin)
-                        self.handed_off += len(chunk_entries)
+                    self.handed_off += merge.after_hand_off(entries, resume, lambda chunk: self.sink(chunk, origin))
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()
@@ -682,10 +707,30 @@ class EventParser(StartStopContext):
             if rest is None or not self._started:
                 return
             origin, entries = rest
-            chunk_entries = merge.due(entries[-1], restart_position(entries, origin) or self._resume)
-            if chunk_entries:
-                self.sink(chunk_entries, origin)
-                self.handed_off += len(chunk_entries)
+            resume = restart_position(entries, origin) or self._resume
+            self.handed_off += merge.due(entries[-1], resume, lambda chunk: self.sink(chunk, origin))
+
+    def _rest_after(self, event: BinlogEvent, merge: StreamMerge) -> None:
+        """An event between transactions that makes no entry -- a binlog file's header events (its format
+        description, GTID list, MariaDB's Binlog_checkpoint), which follow a rotation's rest at the file's start: the
+        stream rests after it. So a snapshot chunk placed there (read just after the rotation, on a server that
+        writes nothing more) joins now, not at the next transaction or server heartbeat."""
+        if not merge.active or not self._converter.between_transactions:
+            return
+        with self._hand_off_lock:
+            rest = self._rest
+            if rest is None or not self._started:
+                return
+            origin, entries = rest
+            last = entries[-1].header
+            at = EntryPosition(event.log_file, event.next_offset)
+            rested = EntryPosition(last.log_file, last.next_offset if entries[-1].is_boundary else last.log_offset)
+            if not last.log_file or not _ends_before(rested, at):
+                return  # only forward (a dump's artificial events carry offset 0)
+            resting = self._converter.resting_at(at)
+            self._rest = (origin, [resting])
+            resume = restart_position(entries, origin) or self._resume
+            self.handed_off += merge.due(resting, resume, lambda chunk: self.sink(chunk, origin))
 
     def _recorded(self, position: LogPosition) -> None:
         self._resume = position
@@ -776,6 +821,10 @@ class EventParser(StartStopContext):
                     side.close()
                 except Exception as exc:  # the detector is ending; its connection is dropped either way
                     self._log.debug("closing the detecting connection failed: %s", exc)
+
+
+_HEADER_EVENTS = frozenset({FormatDescriptionEvent, GtidSetEvent, IgnoredEvent})
+"""Events that make no entry between transactions: a rest moves past them (:meth:`EventParser._rest_after`)."""
 
 
 def _ends_before(a: EntryPosition, b: EntryPosition) -> bool:

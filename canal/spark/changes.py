@@ -24,7 +24,9 @@ keys               string      primary-key values, JSON object name -> text (of 
                                server compares keys (a FLOAT / DOUBLE -0.0 is spelt 0.0; the images keep -0.0)
 old_keys           string      for an UPDATE that changed the primary key: the key before it (the mirror deletes
                                that row); null otherwise (also for a key moved between 0.0 and -0.0: one key)
-before, after      string      row images, JSON object name -> text (null when the image does not exist)
+before, after      string      row images, JSON object name -> text (null when the image does not exist); a
+                               partial image (``binlog_row_image`` MINIMAL / NOBLOB) leaves out the columns it
+                               does not carry, as canal does -- never a null in their place
 columns            string      JSON list of ``[name, mysql_type, is_key]`` for DML rows
 props              string      the entry's header props as a JSON object, null when it has none: ``XA_XID`` on
                                the rows of an XA transaction (prepared, not committed: they count from the
@@ -36,6 +38,16 @@ log_server_id      bigint      the ``server_id`` of the server whose binlog ``lo
                                (the one the destination reads; a replica's binlog keeps the id of the server that
                                first wrote each event, canal's ``Header.server_id``, which this is not): positions
                                compare only within one server's binlog (:mod:`canal.lake.lineage`)
+before_absent,     string      the columns of ``columns`` a partial image does not carry, a JSON list of names in
+after_absent                   layout order (``["a","doc"]``); null when the image carries every column or does
+                               not exist. The key is then taken per column from the after image, else the
+                               before image (a MINIMAL UPDATE that kept its key logs it in the before image only);
+                               a key column neither carries is left out of ``keys``
+json_diffs         string      a partial JSON update's diffs of the JSON columns ``after_absent`` names because
+                               the server logged how the statement changed them, not their value (MySQL's
+                               ``binlog_row_value_options=PARTIAL_JSON`` where the before image does not carry
+                               the document): ``{"doc":[["REPLACE","$.age","26"]]}`` (:mod:`canal.lake.json_diffs`);
+                               null otherwise. The rows of one such event may differ in ``after_absent``
 =================  ==========  =================================================================================
 
 Besides DML and DDL rows: a DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or
@@ -60,6 +72,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from canal.lake.cell_text import encode_any, encode_float, encode_str, server_text
+from canal.lake.json_diffs import diffs_json
 from canal.lake.key_identity import is_float_type
 from canal.lake.typed_batch import SEQ_BITS
 from canal.lake.typed_layout import PerTableSchema
@@ -88,6 +101,9 @@ _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table
     ("columns", "STRING"),
     ("props", "STRING"),
     ("log_server_id", "BIGINT"),
+    ("before_absent", "STRING"),
+    ("after_absent", "STRING"),
+    ("json_diffs", "STRING"),
 )
 
 CHANGE_SCHEMA_DDL = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
@@ -126,20 +142,27 @@ def arrow_schema() -> Any:
     return pa.schema([pa.field(name, arrow_types[sql_type]) for name, sql_type in _COLUMNS])
 
 
+LATER_COLUMNS: Final = ("log_server_id", "before_absent", "after_absent", "json_diffs")
+"""Change-row columns added since spool files were first written (:func:`conform` adds them to older rows)."""
+
+
 def conform(rows: Any) -> Any:
-    """Change rows (a RecordBatch or Table, JSON or VARIANT images) in today's schema: rows written before
-    ``log_server_id`` was (a spool file of an older pycanal) get it as nulls -- positions of an unknown server, which
-    the mirror compares as it did then (:mod:`canal.lake.lineage`)."""
+    """Change rows (a RecordBatch or Table, JSON or VARIANT images) in today's schema: rows written before a column of
+    :data:`LATER_COLUMNS` was (a spool file of an older pycanal) get it as nulls -- positions of an unknown server,
+    which the mirror compares as it did then (:mod:`canal.lake.lineage`), and whole images."""
     import pyarrow as pa
 
-    if "log_server_id" in rows.schema.names or "gtid" not in rows.schema.names:  # today's, or packed batches
+    names = rows.schema.names
+    missing = [name for name in LATER_COLUMNS if name not in names]
+    if not missing or "gtid" not in names:  # today's, or packed batches
         return rows
-    column = pa.nulls(rows.num_rows, pa.int64())
+    wanted = arrow_schema()
+    columns = [*rows.columns, *(pa.nulls(rows.num_rows, wanted.field(name).type) for name in missing)]
+    schema = pa.schema([*rows.schema, *(wanted.field(name) for name in missing)], metadata=rows.schema.metadata)
+    order = [name for name in schema.names if name not in LATER_COLUMNS] + list(LATER_COLUMNS)
     if isinstance(rows, pa.RecordBatch):
-        return pa.RecordBatch.from_arrays(
-            [*rows.columns, column], schema=rows.schema.append(pa.field("log_server_id", pa.int64()))
-        )
-    return rows.append_column(pa.field("log_server_id", pa.int64()), column)
+        return pa.RecordBatch.from_arrays(columns, schema=schema).select(order)
+    return pa.Table.from_arrays(columns, schema=schema).select(order)
 
 
 # -- offsets -------------------------------------------------------------------------------------------------------
@@ -295,16 +318,19 @@ def _object_encoder(
 
 
 class _TableCodec:
-    """Per-table-layout helpers: the ``columns`` JSON and JSON encoders for row images and their keys."""
+    """Per-table-layout helpers: the ``columns`` JSON and JSON encoders for row images and their keys -- of whole
+    images, and (made when first met) of partial ones by the columns they lack."""
 
-    __slots__ = ("_image", "_keys", "columns_json")
+    __slots__ = ("_image", "_keys", "_partial", "columns_json", "table")
 
     def __init__(self, table: TableSchema) -> None:
+        self.table = table
         types = [c.mysql_type for c in table.columns]
         width = len(table.columns)
         self._image = _object_encoder(table.names, types, range(width), width)
         keys = table.key_indexes
         self._keys = _object_encoder([table.names[i] for i in keys], [types[i] for i in keys], keys, width, keys=True)
+        self._partial: dict[tuple[str, tuple[int, ...]], Callable[[Sequence[Any]], str]] = {}
         self.columns_json = json.dumps(
             [[c.name, c.mysql_type, c.is_key] for c in table.columns], separators=(",", ":"), ensure_ascii=False
         )
@@ -316,6 +342,42 @@ class _TableCodec:
     def keys(self, image: Sequence[Any] | None) -> str | None:
         """The primary-key cells of an image as a JSON object, each as its key identity (a float's -0.0 as 0.0)."""
         return None if image is None else self._keys(image)
+
+    def image_encoder(self, absent: tuple[int, ...]) -> Callable[[Sequence[Any] | None], str | None]:
+        """:meth:`image` of images that do not carry the columns ``absent``: they are left out of the object."""
+        if not absent:
+            return self.image
+        encode = self._encoder("image", absent)
+        return lambda image: None if image is None else encode(image)
+
+    def keys_encoder(self, absent: tuple[int, ...]) -> Callable[[Sequence[Any] | None], str | None]:
+        """:meth:`keys` of key images that do not carry the key columns ``absent`` (left out of the object)."""
+        if not absent:
+            return self.keys
+        encode = self._encoder("keys", absent)
+        return lambda image: None if image is None else encode(image)
+
+    def _encoder(self, kind: str, absent: tuple[int, ...]) -> Callable[[Sequence[Any]], str]:
+        made = self._partial.get((kind, absent))
+        if made is None:
+            table = self.table
+            chosen = table.key_indexes if kind == "keys" else range(len(table.columns))
+            kept = [i for i in chosen if i not in absent]
+            made = self._partial[(kind, absent)] = _object_encoder(
+                [table.names[i] for i in kept],
+                [table.columns[i].mysql_type for i in kept],
+                kept,
+                len(table.columns),
+                keys=kind == "keys",
+            )
+        return made
+
+    def absent_json(self, absent: tuple[int, ...]) -> str | None:
+        """The ``before_absent`` / ``after_absent`` text of images lacking the columns ``absent`` (None: none)."""
+        if not absent:
+            return None
+        names = [self.table.names[i] for i in absent]
+        return json.dumps(names, separators=(",", ":"), ensure_ascii=False)
 
 
 table_codec: Final = PerTableSchema(_TableCodec)
@@ -337,6 +399,8 @@ _ENTRY_FIELDS = (
     "columns",
     "props",
     "log_server_id",
+    "before_absent",
+    "after_absent",
 )
 
 
@@ -385,14 +449,28 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
     import pyarrow as pa
 
     per_entry: dict[str, list[Any]] = {name: [] for name in _ENTRY_FIELDS}
-    e_schema, e_table, e_type, e_ddl, e_sql, e_time, e_file, e_off, e_gtid, e_cols, e_props, e_server = (
-        per_entry.values()
-    )
+    (
+        e_schema,
+        e_table,
+        e_type,
+        e_ddl,
+        e_sql,
+        e_time,
+        e_file,
+        e_off,
+        e_gtid,
+        e_cols,
+        e_props,
+        e_server,
+        e_babs,
+        e_aabs,
+    ) = per_entry.values()
     counts: list[int] = []
     keys: list[str | None] = []
     old_keys: list[str | None] = []
     before: list[str | None] = []
     after: list[str | None] = []
+    diffed: list[tuple[int, str | None, str | None]] = []  # (row, after_absent, json_diffs) of partial JSON updates
     for entry in entries:
         rc = entry.row_change
         h = entry.header
@@ -405,6 +483,8 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             e_ddl.append(True)
             e_sql.append(rc.sql)
             e_cols.append(None)
+            e_babs.append(None)
+            e_aabs.append(None)
             counts.append(1)
             keys.append(None)
             old_keys.append(None)
@@ -416,16 +496,33 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             nones = [None] * len(rows)
             befores = nones if rows.before is None else rows.before
             afters = nones if rows.after is None else rows.after
-            after_keys = list(map(codec.keys, afters))
-            before_keys = list(map(codec.keys, befores))
+            absent_before, absent_after = rows.absent("before"), rows.absent("after")
+            if absent_before or absent_after:  # a partial image (binlog_row_image MINIMAL / NOBLOB)
+                after_keys, before_keys = _partial_keys(codec, befores, afters, absent_before, absent_after)
+            else:
+                after_keys = list(map(codec.keys, afters))
+                before_keys = list(map(codec.keys, befores))
             keys.extend(a if a is not None else b for a, b in zip(after_keys, before_keys, strict=True))
             old_keys.extend(None if a is None or b == a else b for a, b in zip(after_keys, before_keys, strict=True))
-            before.extend(map(codec.image, befores))
-            after.extend(map(codec.image, afters))
+            before.extend(map(codec.image_encoder(absent_before), befores))
+            shapes = rows.absent_of("after")
+            if shapes is not None:  # a partial JSON update: its rows' after images differ in the columns they carry
+                assert rows.diffs is not None
+                start = len(after)
+                after.extend(codec.image_encoder(shape)(image) for shape, image in zip(shapes, afters, strict=True))
+                diffed.extend(
+                    (start + n, codec.absent_json(shape), diffs_json(rows.table, diffs))
+                    for n, (shape, diffs) in enumerate(zip(shapes, rows.diffs, strict=True))
+                )
+                e_aabs.append(None)  # each row's, above
+            else:
+                after.extend(map(codec.image_encoder(absent_after), afters))
+                e_aabs.append(codec.absent_json(absent_after))
             e_schema.append(h.schema)
             e_ddl.append(False)
             e_sql.append(None)
             e_cols.append(codec.columns_json)
+            e_babs.append(codec.absent_json(absent_before))
             counts.append(len(rc.rows))
         elif rc.sql and not rc.rows:  # a statement inside a transaction (statement-format DML, ...)
             _statement_row(per_entry, counts, (keys, old_keys, before, after), entry, rc.event_type.name, False)
@@ -463,7 +560,46 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             pa.array(values, pa.int64()).cast(field.type) if name == "execute_time" else pa.array(values, field.type)
         )
         arrays[name] = column.take(spread)
+    arrays["json_diffs"] = pa.nulls(n_rows, pa.string())
+    if diffed:
+        after_absent = arrays["after_absent"].to_pylist()
+        json_diffs: list[str | None] = [None] * n_rows
+        for row, absent, diffs in diffed:
+            after_absent[row], json_diffs[row] = absent, diffs
+        arrays["after_absent"] = pa.array(after_absent, pa.string())
+        arrays["json_diffs"] = pa.array(json_diffs, pa.string())
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _partial_keys(
+    codec: _TableCodec,
+    befores: Sequence[Sequence[Any] | None],
+    afters: Sequence[Sequence[Any] | None],
+    absent_before: tuple[int, ...],
+    absent_after: tuple[int, ...],
+) -> tuple[list[str | None], list[str | None]]:
+    """The keys text of partial images' rows, after and before: the after image's key takes each key column it does
+    not carry from the before image (a MINIMAL UPDATE logs a key it kept in the before image only); a key column
+    neither image carries is left out of the text (the mirror stops at such a key)."""
+    key_indexes = codec.table.key_indexes
+    before_keys = list(map(codec.keys_encoder(tuple(i for i in absent_before if i in key_indexes)), befores))
+    lacking = [i for i in key_indexes if i in absent_after]
+    if not lacking:
+        return list(map(codec.keys_encoder(()), afters)), before_keys
+    unknown = tuple(i for i in lacking if i in absent_before)
+    encode = codec.keys_encoder(unknown)
+
+    def after_key(before: Sequence[Any] | None, after: Sequence[Any] | None) -> str | None:
+        if after is None:
+            return None
+        if before is None:
+            return codec.keys_encoder(tuple(lacking))(after)
+        merged = list(after)
+        for i in lacking:
+            merged[i] = before[i]
+        return encode(merged)
+
+    return list(map(after_key, befores, afters)), before_keys
 
 
 def _statement_row(
@@ -490,6 +626,8 @@ def _statement_row(
         "columns": None,
         "props": _props_json(h.props),
         "log_server_id": log_server_id(entry),
+        "before_absent": None,
+        "after_absent": None,
     }
     for name, column in per_entry.items():
         column.append(values[name])

@@ -189,12 +189,15 @@ def _closing_metadata(reader: Any) -> Any:
 
 def _of_form(schema: Any, form: Any) -> bool:
     """Whether a spool file's rows of ``schema`` are of the rows' ``form`` -- or its form as an older pycanal wrote
-    it, without ``log_server_id`` (:func:`~canal.spark.changes.conform` adds it as it reads them)."""
+    it, without some of :data:`~canal.spark.changes.LATER_COLUMNS` (:func:`~canal.spark.changes.conform` adds them
+    as it reads them)."""
+    from canal.spark.changes import LATER_COLUMNS
+
     written, wanted = schema.remove_metadata(), form.remove_metadata()
-    if written.equals(wanted):
-        return True
-    index = wanted.get_field_index("log_server_id")
-    return bool(index == len(wanted) - 1 and written.equals(wanted.remove(index)))
+    for name in LATER_COLUMNS:
+        if name in wanted.names and name not in written.names:
+            wanted = wanted.remove(wanted.get_field_index(name))
+    return bool(written.equals(wanted))
 
 
 @contextlib.contextmanager
