@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
@@ -148,7 +148,7 @@ class EventParser(StartStopContext):
         self._xa = XAFollower()  # XA COMMITs whose PREPARE lies before the start: their rows are read back
         # the empty-transaction policy of the sink (EntrySink.drops_empty), set by the assembly: transactions a shared
         # reader left out of this stream count against it without being made into entries
-        self.empty_transactions: Callable[[int], bool] | None = None
+        self.empty_transactions: Callable[[Sequence[int], int], int] | None = None
         # sharing the master's binlog with the process's other destinations of it (canal.parse.shared)
         self._member = SharedMember(destination, options.tables) if config.share_reader else None
         self._shared_key: str | None = None
@@ -581,16 +581,15 @@ class EventParser(StartStopContext):
         drops = self.empty_transactions
         merge = self._merge
         transactions = event.transactions
+        begins = [t.begin_ms for t in transactions]
         count = len(transactions)
         i = 0
         while i < count:
             if drops is not None and converter.can_pass_over and not (merge is not None and merge.active):
-                k = i
-                while k < count and drops(transactions[k].begin_ms):
-                    k += 1
-                if k > i:
-                    converter.pass_over(transactions[i:k])
-                    i = k
+                dropped = drops(begins, i)
+                if dropped:
+                    converter.pass_over(transactions[i : i + dropped])
+                    i += dropped
                     continue
             for passed in transactions[i].events:
                 entry = converter.convert(passed)

@@ -100,7 +100,7 @@ RING_BYTES: Final = 4 << 20
 """The reader's recent events (and their binlog bytes), from which a destination behind it can join."""
 AHEAD_BYTES: Final = 1 << 20
 """A destination this far ahead of the reader in the same file waits for it rather than read alone."""
-FLUSH_S: Final = 0.5
+FLUSH_S: Final = 1.0
 """Each destination learns of the transactions left out of its stream at least this often."""
 HEARTBEAT_S: Final = 1.0
 """The reader's dump asks the server for a heartbeat this often when idle (or as often as its first destination)."""
