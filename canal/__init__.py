@@ -45,11 +45,13 @@ from canal.errors import (
     TlsError,
     UnknownBatchError,
     UnknownDestinationError,
+    UnmodeledStatementError,
     XAPrepareLostError,
 )
 from canal.instance import Instance, InstanceMetrics
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import (
+    ABSENT,
     Column,
     ColumnMeta,
     Entry,
@@ -67,6 +69,7 @@ from canal.server import EmbeddedServer
 __version__ = "0.1.0"
 
 __all__ = [
+    "ABSENT",
     "DEFAULT_CLIENT_ID",
     "BatchMode",
     "BatchOrderError",
@@ -123,6 +126,7 @@ __all__ = [
     "TlsError",
     "UnknownBatchError",
     "UnknownDestinationError",
+    "UnmodeledStatementError",
     "XAPrepareLostError",
     "__version__",
     "load_conf_dir",

@@ -64,6 +64,26 @@ class SchemaError(ParseError):
         self.position = position
 
 
+class ColumnTypeError(SchemaError):
+    """A column whose binlog type no decoder of pycanal reads (a type code no server version known here writes, or
+    the pre-5.0 DECIMAL): there is no value ``SELECT`` shows to give. ``column`` is ``db.table.column``,
+    ``column_type`` the type as the binlog names it. Its table's rows stop a destination that captures the table
+    (nothing of them is handed out); one that filters the table out goes on."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        position: str | None = None,
+        column: str | None = None,
+        column_type: str | None = None,
+    ) -> None:
+        super().__init__(message, table=table, position=position)
+        self.column = column
+        self.column_type = column_type
+
+
 class EncryptedBinlogError(ParseError):
     """A binlog file read from disk is encrypted (MariaDB ``encrypt_binlog=ON``): the events after its
     ``START_ENCRYPTION_EVENT`` are ciphertext that only the server holding the key can read. Not retried: read the
@@ -74,6 +94,26 @@ class EncryptedBinlogError(ParseError):
     def __init__(self, message: str, *, key_version: int | None = None) -> None:
         super().__init__(message)
         self.key_version = key_version
+
+
+class UnmodeledStatementError(ParseError):
+    """A statement on a captured table that pycanal neither follows nor knows to change nothing (the "stop" class
+    of docs/concepts/fail-closed.md): a partition dropped or exchanged, a table renamed onto a captured name, DML
+    logged as a statement, text the SQL reader cannot read in full, ... The destination stops before anything of
+    it is handed off: its cursor stays before the statement.
+
+    ``statement`` is its text, shortened and with every string literal left out (no password a statement holds is
+    ever shown); ``shape`` the statement kind, as the contract page names it; ``tables`` the captured tables it
+    touches (``db.table``; empty when it does not say which); ``position`` where it is (``file:offset``)."""
+
+    def __init__(
+        self, message: str, *, statement: str, shape: str, tables: tuple[str, ...], position: str | None
+    ) -> None:
+        super().__init__(message)
+        self.statement = statement
+        self.shape = shape
+        self.tables = tables
+        self.position = position
 
 
 class SourceError(ParseError):

@@ -234,6 +234,33 @@ class GtidSet:
             self._mariadb = ":" not in gtid
         self._add_text(gtid)
 
+    def update(self, text: str) -> None:
+        """Add every GTID of the set (or MariaDB position) ``text``, written in this set's flavour."""
+        for part in text.replace("\n", "").split(","):
+            part = part.strip()
+            if part:
+                self._add_text(part)
+
+    def contains(self, gtid: str) -> bool:
+        """Whether the one GTID ``gtid`` (``uuid:n``, ``uuid:tag:n`` or ``domain-server-seq``) is in the set: for
+        MySQL, one of its intervals holds it; for MariaDB, its domain's position is at or past its sequence number
+        (MariaDB's replication order: a domain's sequence numbers increase across the servers that take it over)."""
+        text = gtid.strip()
+        if self._mariadb:
+            try:
+                ((domain, (_server, seq)),) = parse_mariadb_gtid_pos(text).items()
+            except ValueError as exc:
+                raise ParseError(str(exc)) from None
+            held = self._mariadb_domains.get(domain)
+            return held is not None and seq <= held[1]
+        sid, _, rest = text.partition(":")
+        *tags, number = rest.split(":") if rest else [""]
+        if not number.isdigit() or len(tags) > 1:
+            raise ParseError(f"malformed GTID {gtid!r}: expected uuid:n or uuid:tag:n")
+        n = int(number)
+        intervals = self._mysql.get((sid.strip().lower(), tags[0].strip().lower() if tags else ""), [])
+        return any(lo <= n <= hi for lo, hi in intervals)
+
     def copy(self) -> GtidSet:
         other = GtidSet(mariadb=self._mariadb)
         other._mysql = {k: [list(i) for i in v] for k, v in self._mysql.items()}

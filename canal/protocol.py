@@ -11,6 +11,13 @@ labels, BIT as ``int``, GEOMETRY as WKB ``bytes``, MySQL 9's VECTOR as a ``list`
 may also hold ``Decimal``, ``date``, ``datetime``, ``timedelta`` and :class:`JsonOpaque` values. Zero dates that
 Python cannot represent stay ``str``, as pymysql returns them. :attr:`Column.text` renders canal's string form of
 each value.
+
+Partial row images. Under ``binlog_row_image=MINIMAL`` or ``NOBLOB`` (a server or session setting) a rows event's
+images carry only some columns: its columns-present bitmaps say which, once per event. A column an image does not
+carry is *absent*, never NULL: its cell in the image tuple is :data:`ABSENT` (a sentinel that is not None and equals
+only itself); :meth:`RowData.after_dict` / :meth:`RowData.before_dict` and the column lists leave it out, as canal's
+protocol does; :attr:`RowData.after_absent` / :attr:`RowData.before_absent` name the absent columns, and
+:meth:`Rows.absent` gives their indexes per rows event. Snapshot rows (``EventType.SNAPSHOT``) are always whole.
 """
 
 from __future__ import annotations
@@ -23,12 +30,41 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from itertools import repeat
-from typing import Any, overload
+from typing import Any, Final, NoReturn, overload
 
 import attrs
 
 from canal.errors import ParseError
 from canal.position import EntryPosition, SnapshotCursor
+
+
+class Absent:
+    """The type of :data:`ABSENT`: one instance per process, kept so by pickling (a Spark worker's copy is the same
+    object), equal only to itself, and neither true nor false -- a test of its truth is a bug (the value is not
+    known), so it raises TypeError."""
+
+    __slots__ = ()
+    _made: Absent | None = None
+
+    def __new__(cls) -> Absent:
+        made = cls._made
+        if made is None:
+            made = cls._made = super().__new__(cls)
+        return made
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __reduce__(self) -> str:
+        return "ABSENT"  # pickled by name: the module's ABSENT, the same object
+
+    def __bool__(self) -> bool:
+        raise TypeError("ABSENT (a column the row image does not carry) has no truth value")
+
+
+ABSENT: Final[Absent] = Absent()
+"""The cell of a column a row image does not carry (``binlog_row_image=MINIMAL`` / ``NOBLOB``): not None, which is SQL
+NULL. ``value is ABSENT`` tests it."""
 
 
 class EntryType(enum.IntEnum):
@@ -136,7 +172,8 @@ class TableSchema:
     names: tuple[str, ...] = attrs.field(init=False)
     key_indexes: tuple[int, ...] = attrs.field(init=False)
     to_dict: Callable[[Sequence[Any]], dict[str, Any]] = attrs.field(init=False, repr=False, eq=False)
-    """An image of this layout as ``{column name: value}`` (ValueError for an image of another width)."""
+    """An image of this layout as ``{column name: value}``, every cell (:data:`ABSENT` ones too:
+    :meth:`RowData.after_dict` leaves those out); ValueError for an image of another width."""
     _index: Mapping[str, int] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -321,7 +358,9 @@ def _image_to_dict(names: tuple[str, ...]) -> Callable[[Sequence[Any]], dict[str
 class RowData:
     """One changed row: the before image (UPDATE, DELETE) and the after image (INSERT, UPDATE).
 
-    Images are tuples of values in the order of ``table.columns`` (pycanal requires FULL row images).
+    Images are tuples of values in the order of ``table.columns``. A column the image does not carry (a partial row
+    image: ``binlog_row_image=MINIMAL`` or ``NOBLOB``) holds :data:`ABSENT`, never None: the dicts and column lists
+    leave it out, :attr:`before_absent` / :attr:`after_absent` name it.
     """
 
     table: TableSchema
@@ -330,11 +369,14 @@ class RowData:
 
     def _columns(self, image: tuple[Any, ...] | None, compare_to: tuple[Any, ...] | None, after: bool) -> list[Column]:
         # canal flags `updated` on after-image columns only: all of them for an INSERT, changed ones for an UPDATE
+        # (a column the before image does not carry counts as changed, as in canal); absent columns are left out
         if image is None:
             return []
         cols = []
         for i, (meta, value) in enumerate(zip(self.table.columns, image, strict=True)):
-            updated = after and (compare_to is None or compare_to[i] != value)
+            if value is ABSENT:
+                continue
+            updated = after and (compare_to is None or compare_to[i] is ABSENT or compare_to[i] != value)
             cols.append(
                 Column(i, meta.name, meta.sql_type, meta.mysql_type, meta.is_key, updated, value is None, value)
             )
@@ -342,34 +384,68 @@ class RowData:
 
     @property
     def before_columns(self) -> list[Column]:
+        """The columns the before image carries (canal's ``beforeColumns``)."""
         return self._columns(self.before, self.after, after=False)
 
     @property
     def after_columns(self) -> list[Column]:
+        """The columns the after image carries (canal's ``afterColumns``)."""
         return self._columns(self.after, self.before, after=True)
 
     def before_dict(self) -> dict[str, Any]:
-        """The before image as ``{column name: value}`` (empty for an INSERT)."""
-        return {} if self.before is None else self.table.to_dict(self.before)
+        """The before image as ``{column name: value}`` (empty for an INSERT; absent columns left out)."""
+        return {} if self.before is None else _image_dict(self.table, self.before)
 
     def after_dict(self) -> dict[str, Any]:
-        """The after image as ``{column name: value}`` (empty for a DELETE)."""
-        return {} if self.after is None else self.table.to_dict(self.after)
+        """The after image as ``{column name: value}`` (empty for a DELETE; absent columns left out)."""
+        return {} if self.after is None else _image_dict(self.table, self.after)
+
+    @property
+    def before_absent(self) -> tuple[str, ...]:
+        """The columns the before image does not carry, in table order (empty: every column, or no before image)."""
+        return _absent_names(self.table, self.before)
+
+    @property
+    def after_absent(self) -> tuple[str, ...]:
+        """The columns the after image does not carry, in table order (empty: every column, or no after image)."""
+        return _absent_names(self.table, self.after)
 
     def updated_names(self) -> list[str]:
-        """Columns whose value differs between before and after (UPDATE only; every column for INSERT)."""
-        if self.after is None:
+        """Columns whose value differs between before and after (UPDATE only; every column for INSERT): of a partial
+        after image, the columns it carries whose before value differs or is not carried."""
+        after = self.after
+        if after is None:
             return []
-        if self.before is None:
-            return list(self.table.names)
-        return [n for n, b, a in zip(self.table.names, self.before, self.after, strict=True) if b != a]
+        names = self.table.names
+        before = self.before
+        if before is None:
+            return [n for n, a in zip(names, after, strict=True) if a is not ABSENT]
+        return [n for n, b, a in zip(names, before, after, strict=True) if a is not ABSENT and (b is ABSENT or b != a)]
 
     def key(self) -> tuple[Any, ...]:
-        """Primary-key values: from the after image, or the before image of a DELETE."""
-        image = self.after if self.after is not None else self.before
+        """Primary-key values after the change: from the after image, or the before image of a DELETE -- or where the
+        after image does not carry a key column (a MINIMAL image of an UPDATE that kept its key), the before
+        image's. A key column neither image carries is :data:`ABSENT`."""
+        after, before = self.after, self.before
+        image = after if after is not None else before
         if image is None:
             return ()
-        return tuple(image[i] for i in self.table.key_indexes)
+        if after is None or before is None:
+            return tuple(image[i] for i in self.table.key_indexes)
+        return tuple(after[i] if after[i] is not ABSENT else before[i] for i in self.table.key_indexes)
+
+
+def _image_dict(table: TableSchema, image: tuple[Any, ...]) -> dict[str, Any]:
+    made = table.to_dict(image)
+    if ABSENT in made.values():  # a partial image: a scan in C, as cheap as the dict's building
+        return {name: value for name, value in made.items() if value is not ABSENT}
+    return made
+
+
+def _absent_names(table: TableSchema, image: tuple[Any, ...] | None) -> tuple[str, ...]:
+    if image is None or ABSENT not in image:
+        return ()
+    return tuple(name for name, value in zip(table.names, image, strict=True) if value is ABSENT)
 
 
 # RowData is a frozen attrs class: its generated __init__ sets each slot through object.__setattr__. Rows built by the
@@ -420,6 +496,13 @@ class Rows(Sequence[RowData]):
             raise ValueError(f"rows of more than one table in one change (the first: {table.full_name})")
         before = [r.before for r in rows]
         after = [r.after for r in rows]
+        for images in (before, after):
+            shapes = {tuple(v is ABSENT for v in image) for image in images if image is not None and ABSENT in image}
+            if shapes and (len(shapes) > 1 or any(image is not None and ABSENT not in image for image in images)):
+                raise ValueError(
+                    f"rows of {table.full_name} whose images carry different columns: one rows event's images carry "
+                    "the same columns (its columns-present bitmap)"
+                )
         return cls(
             table,
             None if before.count(None) == len(before) else before,
@@ -429,6 +512,18 @@ class Rows(Sequence[RowData]):
     def __len__(self) -> int:
         images = self.after if self.after is not None else self.before
         return 0 if images is None else len(images)
+
+    def absent(self, side: str) -> tuple[int, ...]:
+        """The indexes of the columns the ``side`` (``"before"`` / ``"after"``) images of these rows do not carry:
+        one set per rows event, as its columns-present bitmap says (empty: every column, or no such images). Read
+        from the side's first image; :meth:`of` refuses rows whose images differ in it."""
+        images = self.before if side == "before" else self.after if side == "after" else _no_side(side)
+        if not images:
+            return ()
+        first = next((image for image in images if image is not None), None)
+        if first is None or ABSENT not in first:
+            return ()
+        return tuple(i for i, value in enumerate(first) if value is ABSENT)
 
     def __iter__(self) -> Iterator[RowData]:
         table, n = self.table, len(self)
@@ -483,6 +578,10 @@ class Rows(Sequence[RowData]):
         return (Rows, (self.table, _frozen(self.before), _frozen(self.after)))
 
 
+def _no_side(side: str) -> NoReturn:
+    raise ValueError(f"side must be 'before' or 'after', not {side!r}")
+
+
 def _frozen(images: Sequence[tuple[Any, ...] | None] | None) -> tuple[tuple[Any, ...] | None, ...] | None:
     return None if images is None else tuple(images)
 
@@ -505,7 +604,7 @@ _Images = Sequence[tuple[Any, ...] | None] | None
 
 RawImage = tuple[tuple[Any, ...] | None, ...]
 """One side's cells of a rows event: per column of the table, the tuple of its cells (one per row), or None for a
-column the image leaves out."""
+column the image leaves out (:data:`ABSENT` in the image tuples)."""
 
 
 class ColumnarRows(Rows):
@@ -542,7 +641,7 @@ class ColumnarRows(Rows):
         n = self._n
         try:
             cells = [
-                repeat(None, n) if col is None else col if form.to_object is None else objects(form, col)
+                repeat(ABSENT, n) if col is None else col if form.to_object is None else objects(form, col)
                 for col, form in zip(image, self.forms, strict=True)
             ]
         except (ValueError, UnicodeError) as exc:  # what the object decoder refuses at parse time: corrupt bytes
@@ -567,6 +666,12 @@ class ColumnarRows(Rows):
 
     def __len__(self) -> int:
         return self._n
+
+    def absent(self, side: str) -> tuple[int, ...]:
+        columns = self.columns_before if side == "before" else self.columns_after if side == "after" else _no_side(side)
+        if columns is None or self._n == 0:
+            return ()
+        return tuple(i for i, cells in enumerate(columns) if cells is None)
 
 
 def objects(form: ColumnForm, cells: Sequence[Any]) -> list[Any]:

@@ -149,3 +149,29 @@ def test_a_redelivery_that_stops_short_is_cut_where_it_ends_after_the_patience(c
     assert cut and entries == stream and ids == [1, 2, 3, 4, 5]
     assert CUT_PATIENCE_S < instance.now - 5 <= CUT_PATIENCE_S + 2  # gave up once nothing came for the patience
     assert "nothing arrived for 30 s" in caplog.text and "[d]" in caplog.text
+
+
+def _on(server: int, offset: int) -> Entry:
+    """A binlog entry of server ``server``'s binlog (its anchor names the server, as the parser stamps it)."""
+    from canal.position import EntryPosition
+
+    header = Header("mysql-bin.000001", offset, 1, 0, "s", "t", EventType.INSERT, 10)
+    return Entry(header, EntryType.ROWDATA, anchor=EntryPosition("mysql-bin.000001", 4, server_id=server))
+
+
+def test_after_a_failover_the_batch_in_flight_neither_cuts_nor_drops_another_servers_entries() -> None:
+    """The journal's batch in flight ended at a position of server 1's binlog; the instance now reads server 2's
+    (a promoted replica, its binlog numbering behind): those entries are no part of that batch, whatever their
+    position ids, so the first batch is neither cut short at the old end nor emptied by it."""
+    replica = [_on(2, offset) for offset in (100, 140, 180)]
+    end = position_id(_on(1, 5000)) + (4 << 32)  # far past the replica's ids, as the primary's were
+    puller = _Puller(_Redelivery(replica, [2, 1]), 100, 0.0)  # type: ignore[arg-type]
+    puller.lineage = 1
+    entries, ids, replaying = puller.take(end)
+    assert (entries, replaying) == (replica[:2], False) and ids == [1]
+    dropping = _Puller(_Redelivery(replica, [3]), 100, 0.0)  # type: ignore[arg-type]
+    dropping.drop_through, dropping.lineage = end, 1  # after a spooled batch was replayed
+    assert dropping.take(None)[0] == replica
+    old = _Puller(_Redelivery(replica, [3]), 100, 0.0)  # type: ignore[arg-type]
+    old.drop_through = end  # a journal of the old form: no server, ids compared as before
+    assert old.take(None)[0] == []

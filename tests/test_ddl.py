@@ -151,8 +151,9 @@ CASES: list[tuple[str, list[tuple[object, ...]]]] = [
         [(E.QUERY, "shop", None)],
     ),
     ("CREATE SCHEMA IF NOT EXISTS `my db`", [(E.QUERY, "my db", None)]),
-    ("DROP DATABASE IF EXISTS old_shop", [(E.QUERY, "old_shop", None)]),
-    ("DROP SCHEMA s2", [(E.QUERY, "s2", None)]),
+    # every table of the database goes: ERASE (canal says QUERY)
+    ("DROP DATABASE IF EXISTS old_shop", [(E.ERASE, "old_shop", None)]),
+    ("DROP SCHEMA s2", [(E.ERASE, "s2", None)]),
     ("ALTER DATABASE shop CHARACTER SET utf8mb4", [(E.QUERY, "shop", None)]),
     ("ALTER DATABASE DEFAULT CHARACTER SET utf8mb4", [(E.QUERY, D, None)]),
     # ---- views, routines, triggers, events, users

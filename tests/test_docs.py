@@ -138,6 +138,21 @@ def test_site_builds_strictly(site: Path) -> None:
     assert "get_without_ack" in (site / "reference" / "api" / "index.html").read_text()  # docstrings rendered
 
 
+def test_readme_links_reach_pages_and_their_headings(site: Path) -> None:
+    """The site's build checks the links between its pages and to their headings (``validation.anchors``), but
+    README.md is not one of them: each of its relative links names a file of the repository, and a link into docs/
+    with a ``#heading`` names one the built page has."""
+    targets = re.findall(r"\]\((?!https?://)([^)\s]+)\)", (ROOT / "README.md").read_text())
+    assert targets
+    for target in targets:
+        file, _, anchor = target.partition("#")
+        assert (ROOT / file).is_file(), target
+        if anchor:
+            page = Path(file).relative_to("docs").with_suffix("")
+            built = site / ("" if page.name == "index" else page) / "index.html"
+            assert f'id="{anchor}"' in built.read_text(), target
+
+
 def test_config_reference_lists_every_declared_setting(site: Path) -> None:
     import attrs
 

@@ -5,6 +5,7 @@ of the same batch renamed); where it can, a cascade reaches the grandchildren th
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,6 @@ def _dml(
         "before": text if kind == "DELETE" else None,
         "columns": json.dumps(layout),
         "props": None if props is None else json.dumps(props),
-        "log_file": "mysql-bin.000001",
-        "log_offset": 100,
     }
 
 
@@ -67,9 +66,17 @@ def _ddl(sql: str, table: str) -> dict[str, Any]:
     return {"destination": "d", "schema": "s", "table": table, "type": "ALTER", "is_ddl": True, "sql": sql}
 
 
+_BATCHES = itertools.count(1)
+
+
 def _batch(*rows: dict[str, Any]) -> Any:
+    """The rows as a batch, at binlog positions after every batch made before (as a stream's batches are)."""
     schema = arrow_schema()
-    filled = [{**{f.name: None for f in schema}, **row, "seq": i} for i, row in enumerate(rows)]
+    first = next(_BATCHES) * 1000
+    filled = [
+        {**{f.name: None for f in schema}, **row, "seq": i, "log_file": "mysql-bin.000001", "log_offset": first + i}
+        for i, row in enumerate(rows)
+    ]
     return pa.Table.from_pylist(filled, schema=schema)
 
 

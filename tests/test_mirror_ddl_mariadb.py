@@ -8,7 +8,9 @@ rows under one layout, the DDL, rows under the next), on a private MariaDB throu
 * ``DROP COLUMN x, ADD COLUMN x`` in one ALTER;
 * ``MODIFY`` to a smaller DECIMAL scale: rounded as the server rounds;
 * SET labels in the server's order, a pure column move, TIME text with its fraction digits;
-* ``ADD COLUMN ... NOT NULL DEFAULT 7`` (and implicit defaults): existing rows read what the server's do.
+* ``ADD COLUMN ... NOT NULL DEFAULT 7`` (and implicit defaults): existing rows read what the server's do;
+* ``DROP DATABASE`` drops every mirrored table of it, in order with the rest of the batch (a table created again by
+  ``CREATE TABLE IF NOT EXISTS`` holds only its new rows), also when a crash cuts the batch short at any step.
 """
 
 from __future__ import annotations
@@ -155,8 +157,7 @@ def test_a_replayed_batch_with_renames_and_drops_changes_nothing(source: Source,
     source.conn.commit()
     batches: list[tuple[Any, int]] = []
     run_caught_up(source.conn, source.config, None, lambda rows, batch_id: batches.append((rows, batch_id)))
-    assert len(batches) == 1
-    rows, batch_id = batches[0]
+    rows, batch_id = _one_batch(batches)
     steps = len(batch_steps(in_order(rows), None))
     import shutil
 
@@ -271,3 +272,67 @@ def test_one_alter_swapping_two_names_keeps_each_columns_values_and_type(source:
         "INSERT INTO t VALUES (3, 30, 'z')",
     )
     source.assert_equal("t", "id")
+
+
+def _drop_database_batch(source: Source) -> None:
+    source.batch(
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE u (id INT PRIMARY KEY)",
+        "INSERT INTO t VALUES (1, 1), (2, 2)",
+        "INSERT INTO u VALUES (1)",
+    )
+    with source.conn.cursor() as cur:
+        for sql in (
+            "INSERT INTO app.t VALUES (3, 3)",
+            "CREATE TABLE app.made (id INT PRIMARY KEY)",  # made in the batch, before the drop
+            "INSERT INTO app.made VALUES (1)",
+            "RENAME TABLE app.u TO app.u2",
+            "DROP DATABASE app",
+            "CREATE DATABASE app",
+            "CREATE TABLE IF NOT EXISTS app.t (id INT PRIMARY KEY, note VARCHAR(5))",
+            "INSERT INTO app.t VALUES (9, 'new')",
+            "USE app",
+        ):
+            cur.execute(sql)
+    source.conn.commit()
+
+
+def _assert_only_the_new_t(source: Source, mirror: DeltaMirror) -> None:
+    assert mirror.tables() == [("app", "t")]
+    assert mirror.read("app", "t").to_pylist() == source.select("t")[1] == [{"id": 9, "note": "new"}]
+
+
+def test_drop_database_drops_every_mirrored_table_in_order(source: Source) -> None:
+    _drop_database_batch(source)
+    run_caught_up(source.conn, source.config, None, source.mirror, batch_size=100_000)
+    _assert_only_the_new_t(source, source.mirror)
+    source.batch("DROP SCHEMA IF EXISTS app", "DROP DATABASE IF EXISTS app", "CREATE SCHEMA app", "USE app")
+    assert source.mirror.tables() == []
+
+
+def test_a_replayed_batch_with_a_drop_database_changes_nothing(source: Source, tmp_path: Path) -> None:
+    import shutil
+
+    _drop_database_batch(source)
+    batches: list[tuple[Any, int]] = []
+    run_caught_up(source.conn, source.config, None, lambda rows, batch_id: batches.append((rows, batch_id)))
+    rows, batch_id = _one_batch(batches)
+    assert "ERASE" in rows.column("type").to_pylist()  # the entry says the database's tables went
+    steps = len(batch_steps(in_order(rows), None))
+    source.mirror.wait_for_folds()  # copied whole below: no fold may write while it is
+    for crash_after in range(steps + 1):
+        root = tmp_path / f"replay{crash_after}"
+        shutil.copytree(source.mirror.root, root)
+        mirror = DeltaMirror(root, mode=source.mode)
+        _apply_steps(mirror, rows, batch_id, crash_after)
+        mirror.apply(rows, batch_id)
+        mirror.apply(rows, batch_id)  # and again: a replay of a finished batch changes nothing
+        _assert_only_the_new_t(source, mirror)
+        mirror.close()
+
+
+def _one_batch(batches: list[tuple[Any, int]]) -> tuple[Any, int]:
+    """The batches a run made of the statements as one (a loaded machine may cut them in two), under the last id."""
+    import pyarrow as pa
+
+    return pa.concat_tables([rows for rows, _id in batches]), batches[-1][1]

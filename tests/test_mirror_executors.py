@@ -204,7 +204,7 @@ def test_ddl_batch_files_left_by_a_failed_driver_are_dropped_by_a_later_one(tmp_
 def test_a_ddl_batch_is_handed_to_the_driver_in_a_file_read_once(tmp_path: Path) -> None:
     rows = pa.table({"is_ddl": [True], "sql": ["CREATE TABLE t (id int)"]})
     settings = MirrorSettings(root=str(tmp_path), app_id="app")
-    answer = pa.Table.from_batches(list(write_partition(DeltaMirror, settings, "e", 5, rows.to_batches())))
+    answer = pa.Table.from_batches(list(write_partition(DeltaMirror, settings, "e", 5, rows.to_batches(), None)))
     (spill,) = answer.column("spill").to_pylist()
     assert answer.column("status").to_pylist() == ["ddl"]
     assert [p.name for p in tmp_path.iterdir()] == [Path(spill).name] and Path(spill).parent == tmp_path

@@ -9,6 +9,7 @@ import json
 import time
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("obstore")
@@ -17,12 +18,12 @@ pytest.importorskip("pyarrow")
 import pyarrow as pa
 
 from canal.lake import DeltaMirror, fs, staged
-from canal.lake.applied import Applied, applied_path, check_batch, read_applied, record_batch
+from canal.lake.applied import Applied, Pending, applied_path, read_applied, root_number, with_pending, write_applied
 from canal.lake.cascade import ExpandedBatch
 from canal.lake.lease import LEASE_S, WriterLease, lease_path
 from canal.lake.settings import MirrorSettings
 from canal.lake.step_marks import created_by, created_metadata
-from canal.lake.types import MirrorCheckpointError, MirrorError, MirrorLeaseError
+from canal.lake.types import MirrorError, MirrorLeaseError
 from canal.lake.xa import HeldTransactions, MirrorXAError, held_directory
 from canal.spark.mirror_tasks import SPILL_PREFIX, _drop_spills, _read_spill, write_partition
 from canal.testing.plugin import S3Bucket
@@ -53,17 +54,15 @@ class _Owner:
     """A mirror object, as far as a lease cares (it is weakly referenced)."""
 
 
-def test_the_applied_position_is_recorded_read_and_refuses_a_new_query(root: str, s3_bucket: S3Bucket) -> None:
+def test_the_applied_record_is_written_read_and_a_damaged_one_is_a_typed_error(root: str, s3_bucket: S3Bucket) -> None:
     name = f"_pycanal_applied.{b'app'.hex()}.json"
     assert applied_path(root, "app") == f"{root}/{name}"  # a URI joined with "/", never collapsed to s3:/
     assert read_applied(root, "app") is None and _keys(s3_bucket) == []
-    record_batch(root, "app", None, 3, ("mysql-bin.000002", 120))
+    record = Applied(3, "f" * 32, 3, "d", 1, "mysql-bin.000002", 120, 0, "0-1-9", None)
+    write_applied(root, "app", with_pending(record, Pending(4, "e" * 32, 4)))
     assert _keys(s3_bucket) == [name]
-    assert read_applied(root, "app") == Applied(3, "mysql-bin.000002", 120)
-    before = _object(s3_bucket, name)
-    with pytest.raises(MirrorCheckpointError, match="batch 2 holds changes after it"):
-        check_batch(root, "app", 2, ("mysql-bin.000003", 4))
-    assert _object(s3_bucket, name) == before  # refused: the record as it was
+    assert read_applied(root, "app") == attrs.evolve(record, pending=Pending(4, "e" * 32, 4))
+    assert root_number(root, "other") == 4 and root_number(root, "app") == -1  # the others' numbers only
     fs.write_bytes(applied_path(root, "app"), b"{not json")
     with pytest.raises(MirrorError, match="cannot be read"):
         read_applied(root, "app")
@@ -197,7 +196,7 @@ def test_the_expanded_batch_is_kept_in_the_store_until_a_later_one(root: str, s3
 def test_a_ddl_batch_is_handed_to_the_driver_through_the_store(root: str, s3_bucket: S3Bucket) -> None:
     rows = pa.table({"is_ddl": [True], "sql": ["CREATE TABLE t (id int)"]})
     answer = pa.Table.from_batches(
-        list(write_partition(DeltaMirror, MirrorSettings(root=root, app_id="app"), "e", 5, rows.to_batches()))
+        list(write_partition(DeltaMirror, MirrorSettings(root=root, app_id="app"), "e", 5, rows.to_batches(), None))
     )
     (spill,) = answer.column("spill").to_pylist()
     assert answer.column("status").to_pylist() == ["ddl"] and spill.startswith(f"{root}/{SPILL_PREFIX}5.")

@@ -21,6 +21,8 @@ import pytest
 
 pytest.importorskip("deltalake")
 
+from mirror_forms import batch_of
+
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
 from canal.lake.mirror import DeltaMirror
@@ -172,7 +174,7 @@ def _mirrored(mirror: DeltaMirror) -> dict[str, list[tuple[str, ...]]]:
 
 
 @pytest.mark.parametrize("per_entry", [True, False], ids=["one-entry-batches", "one-batch"])
-@pytest.mark.parametrize("form", ["rows", "typed", "variant"])
+@pytest.mark.parametrize("form", ["rows", "typed", "packed", "variant"])
 @pytest.mark.parametrize("mode", MODES)
 def test_zero_and_negative_zero_are_one_key(
     phases: list[list[Entry]], tmp_path: Path, mode: Any, form: str, per_entry: bool
@@ -185,7 +187,9 @@ def test_zero_and_negative_zero_are_one_key(
             chunks: Sequence[Sequence[Entry]] = [[e] for e in entries] if per_entry else [entries]
             for chunk in chunks:
                 batch_id += 1
-                if form == "typed":
+                if form == "packed":  # as the canal source's images=packed carry them
+                    mirror.apply(batch_of(chunk, form, batch_id), batch_id)
+                elif form == "typed":
                     mirror.apply(entries_to_typed(chunk, "fk", batch_id, before_keys_only=True), batch_id)
                 elif form == "variant":  # the canal source's images=variant rows
                     mirror.apply(entries_to_variant_batch(chunk, "fk", batch_id), batch_id)

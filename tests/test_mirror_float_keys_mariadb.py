@@ -3,12 +3,15 @@
 MariaDB 10.11 compares keys by value (0.0 and -0.0 are one key) and stores a FLOAT / DOUBLE -0.0 as 0.0: ``-0e0``
 is a negative zero in an expression (``ATAN2(-0e0, -1)`` is -pi), yet the row it writes reads back as 0.0 (``ATAN2(k,
 -1)`` is pi), the binlog's row image holds 0.0, an UPDATE ``SET k = -k`` of the row changes nothing, and an INSERT of
-0.0 after it is a duplicate key. (``-0.0`` is a DECIMAL literal, zero with no sign at all.) So on MariaDB the mirror
-never sees -0.0 -- the binlog of a source that keeps it is tests/test_mirror_float_keys.py -- and must show what
-``SELECT`` shows: tables ``s (k DOUBLE PRIMARY KEY, v INT)``, ``c (a INT, k DOUBLE, v INT, PRIMARY KEY (a, k))`` and
-``f (k FLOAT PRIMARY KEY, v INT)`` go through inserts, key updates to -0.0 and back, a value update after, deletes;
-the entries are captured once per phase and fed to a mirror in each mode, as change rows and as typed batches, one
-entry a batch and all of a phase in one; after each phase, and after a fold, each table equals ``SELECT *``.
+0.0 after it is a duplicate key. (``-0.0`` is a DECIMAL literal, zero with no sign at all.) One way in remains: a
+FLOAT that underflows (``-1e-50``) is stored, and logged, as -0.0 -- and ``SELECT`` prints it as 0 (MariaDB prints
+no negative zero), so the decoder gives 0.0 (``canal.sql.values``) and the mirror holds what ``SELECT`` shows. Tables
+``s (k DOUBLE PRIMARY KEY, v INT)``, ``c (a INT, k DOUBLE, v INT, PRIMARY KEY (a, k))``, ``f (k FLOAT PRIMARY KEY, v
+INT)`` and ``u (k FLOAT PRIMARY KEY, x FLOAT, d DOUBLE)`` go through inserts, key updates to -0.0 (and to an
+underflowing FLOAT) and back, a value update after, deletes; the entries are captured once per phase and fed to a
+mirror in each mode, as change rows and as typed batches, one entry a batch and all of a phase in one; after each
+phase, and after a fold, each table equals ``SELECT *`` (floats compared by their repr: 0.0 is not -0.0). The
+binlog of a source that keeps -0.0 (MySQL) is tests/test_mirror_float_keys.py.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from canal.testing.services.mariadb import MariaDBServer
 
 pytestmark = pytest.mark.integration
 
-TABLES = {"s": ["k", "v"], "c": ["a", "k", "v"], "f": ["k", "v"]}
+TABLES = {"s": ["k", "v"], "c": ["a", "k", "v"], "f": ["k", "v"], "u": ["k", "x", "d"]}
 
 PHASES: list[list[str]] = [
     [
@@ -63,6 +66,10 @@ PHASES: list[list[str]] = [
     ],
     ["DELETE FROM {db}.s WHERE k = 0", "DELETE FROM {db}.c WHERE a = 2", "INSERT INTO {db}.s VALUES (-0e0, 3)"],
     ["DELETE FROM {db}.s WHERE k = 0", "DELETE FROM {db}.c", "DELETE FROM {db}.f"],
+    # a FLOAT that underflows is stored and logged as -0.0, a key or not; SELECT shows 0
+    ["INSERT INTO {db}.u VALUES (-1e-50, -1e-50, -1e-320 * 1e-10), (1.5, 0, 0)", "UPDATE {db}.u SET x = -1e-50"],
+    ["UPDATE {db}.u SET k = 0, x = 0 WHERE k = 0", "DELETE FROM {db}.u WHERE k = 0"],
+    ["UPDATE {db}.u SET k = -1e-40 * 1e-10 WHERE k = 1.5", "UPDATE {db}.u SET d = 2 WHERE k = 0"],
 ]
 
 
@@ -84,6 +91,9 @@ def _mirrored(mirror: DeltaMirror, db: str) -> dict[str, list[tuple[Any, ...]]]:
     out = {}
     mirror.flush_staged()
     for table, names in TABLES.items():
+        if not mirror.table_path(db, table).exists():  # no row of it yet
+            out[table] = []
+            continue
         rows = mirror.read(db, table)
         out[table] = sorted(_exact(tuple(r[n] for n in names)) for r in rows.to_pylist())
     return out
@@ -120,6 +130,7 @@ def _capture(mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory)
         cur.execute(f"CREATE TABLE `{db}`.s (k DOUBLE PRIMARY KEY, v INT)")
         cur.execute(f"CREATE TABLE `{db}`.c (a INT, k DOUBLE, v INT, PRIMARY KEY (a, k))")
         cur.execute(f"CREATE TABLE `{db}`.f (k FLOAT PRIMARY KEY, v INT)")
+        cur.execute(f"CREATE TABLE `{db}`.u (k FLOAT PRIMARY KEY, x FLOAT, d DOUBLE)")
         cur.execute(f"CREATE TABLE `{db}`.mark (n INT AUTO_INCREMENT PRIMARY KEY)")
     config = capture_config(mariadb, tmp_path_factory.mktemp("meta"), master_position(conn), "fk")
     config = attrs.evolve(config, flush_period_s=0)
@@ -151,6 +162,12 @@ def test_mariadb_stores_negative_zero_as_zero(mariadb: MariaDBDatabase, captured
             assert cur.execute(f"UPDATE `{db}`.z{column} SET k = -k, v = -v") == 0, "nothing changed"
             with pytest.raises(pymysql.err.IntegrityError, match="Duplicate entry"):
                 cur.execute(f"INSERT INTO `{db}`.z{column} VALUES (0e0, 1)")
+        # but a FLOAT that underflows is stored as -0.0, which SELECT prints as 0
+        cur.execute(f"CREATE TABLE `{db}`.under (k FLOAT PRIMARY KEY)")
+        cur.execute(f"INSERT INTO `{db}`.under VALUES (-1e-50)")
+        cur.execute(f"SELECT k, CONCAT(k), ATAN2(k, -1) < 0 FROM `{db}`.under")
+        k, text, negative = cur.fetchone()
+        assert (math.copysign(1, k), text, negative) == (1, "0", 1)
     conn.close()
     _, phases = captured
     zeros = [
@@ -163,8 +180,13 @@ def test_mariadb_stores_negative_zero_as_zero(mariadb: MariaDBDatabase, captured
         for v in image
         if isinstance(v, float) and v == 0
     ]
-    assert zeros and all(math.copysign(1, v) == 1 for v in zeros), "the binlog holds 0.0 where -0e0 was written"
-    assert phases[1][1] == {"s": [("0.0", 1), ("1.5", 2)], "c": [(1, "0.0", 1), (2, "0.0", 2)], "f": [("0.0", 1)]}
+    assert zeros and all(math.copysign(1, v) == 1 for v in zeros), "the entries hold 0.0 where -0e0 was written"
+    assert phases[1][1] == {
+        "s": [("0.0", 1), ("1.5", 2)],
+        "c": [(1, "0.0", 1), (2, "0.0", 2)],
+        "f": [("0.0", 1)],
+        "u": [],
+    }
 
 
 @pytest.mark.parametrize("per_entry", [True, False], ids=["one-entry-batches", "one-batch"])

@@ -106,6 +106,15 @@ def test_mixed_case_ddl_mirrors_one_table_per_server_table(mariadb_factory: Mari
         )
         batch("TRUNCATE TABLE SHOP.Moved", "INSERT INTO Shop.Moved VALUES (6, 60, 'six', 3, 'S')")
         assert _server_tables(conn) == ["shop.moved", "shop.orders_old"]
+        batch(
+            "CREATE TABLE Other.Keep (Id INT PRIMARY KEY)",
+            "INSERT INTO OTHER.keep VALUES (1)",
+            "DROP DATABASE SHOP",  # every table of shop goes, whatever case the statement names it in
+            "CREATE DATABASE Shop",
+            "CREATE TABLE IF NOT EXISTS SHOP.Moved (Id INT PRIMARY KEY)",
+            "INSERT INTO shop.moved VALUES (7)",
+        )
+        assert _server_tables(conn) == ["other.keep", "shop.moved"]
     finally:
         for mirror in mirrors.values():
             mirror.close()

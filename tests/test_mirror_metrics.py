@@ -24,7 +24,7 @@ from canal.lake.storage import redacted
 from canal.metrics import start_http_server
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark import DeltaMirror, MirrorCheckpointError, run_batches
+from canal.spark import DeltaMirror, MirrorLineageError, run_batches
 from canal.spark.changes import entries_to_batch
 from canal.testing.fake import FakeMysql
 
@@ -35,8 +35,9 @@ T = TableSchema(
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def _batch(file: str, first_offset: int, rows: dict[int, int], when_ms: int) -> Any:
-    """Upserts of ``rows`` at increasing offsets of binlog ``file`` from ``first_offset``, executed at ``when_ms``."""
+def _batch(file: str, first_offset: int, rows: dict[int, int], when_ms: int, destination: str = "d") -> Any:
+    """Upserts of ``rows`` at increasing offsets of binlog ``file`` from ``first_offset``, executed at ``when_ms``,
+    as ``destination``'s changes."""
     entries = []
     for i, (key, value) in enumerate(sorted(rows.items())):
         header = Header(file, first_offset + 100 * i, 1, when_ms, "shop", "t", EventType.INSERT)
@@ -48,7 +49,7 @@ def _batch(file: str, first_offset: int, rows: dict[int, int], when_ms: int) -> 
                 anchor=EntryPosition(file, 4),
             )
         )
-    return entries_to_batch(entries, "d", 0)
+    return entries_to_batch(entries, destination, 0)
 
 
 def scrape(url: str) -> tuple[Samples, str]:
@@ -74,8 +75,8 @@ def test_the_series_follow_the_batches_each_counted_once(tmp_path: Path) -> None
         assert set(mirror.apply(_batch("mysql-bin.000002", 500, {1: 10}, now_ms - 2000), 1).tables.values()) == {
             "skipped"
         }  # a replay counts neither as a batch nor its rows
-        with pytest.raises(MirrorCheckpointError):  # a new query's batch 0: refused, nothing written
-            mirror.apply(_batch("mysql-bin.000002", 900, {2: 20}, now_ms), 0)
+        with pytest.raises(MirrorLineageError):  # another destination's changes under the app id: refused
+            mirror.apply(_batch("mysql-bin.000002", 900, {2: 20}, now_ms, destination="other"), 2)
         after, _ = scrape(exporter.url)
         scraped_by = time.time() + 0.001
     mirror.close()
@@ -83,7 +84,7 @@ def test_the_series_follow_the_batches_each_counted_once(tmp_path: Path) -> None
     assert ("canal_mirror_applied_binlog_file_number", labels) not in before  # no position yet
     assert ("canal_mirror_delay_seconds", labels) not in before
     typed = error_classes()
-    assert {"MirrorError", "MirrorCheckpointError", "MirrorFoldError", "MirrorStorageError"} <= set(typed)
+    assert {"MirrorError", "MirrorLineageError", "MirrorFoldError", "MirrorStorageError"} <= set(typed)
     for error in typed:  # every typed stop has its series from the start: an alert on its increase sees the first
         assert before[("canal_mirror_stops_total", tuple(sorted((*labels, ("error", error)))))] == 0
     assert after[("canal_mirror_batches_total", labels)] == 2
@@ -91,7 +92,7 @@ def test_the_series_follow_the_batches_each_counted_once(tmp_path: Path) -> None
     assert after[("canal_mirror_applied_binlog_file_number", labels)] == 2
     assert after[("canal_mirror_applied_binlog_offset_bytes", labels)] == 500
     assert 2.0 <= after[("canal_mirror_delay_seconds", labels)] <= scraped_by - (now_ms - 2000) / 1000
-    assert after[("canal_mirror_stops_total", tuple(sorted((*labels, ("error", "MirrorCheckpointError")))))] == 1
+    assert after[("canal_mirror_stops_total", tuple(sorted((*labels, ("error", "MirrorLineageError")))))] == 1
     assert sum(v for (name, _), v in after.items() if name == "canal_mirror_stops_total") == 1
     assert after[("canal_mirror_heals_total", labels)] == 0
     assert after[("canal_mirror_fold_failures_total", labels)] == 0
@@ -102,7 +103,7 @@ def test_the_series_follow_the_batches_each_counted_once(tmp_path: Path) -> None
         "mysql-bin.000002",
         500,
     )
-    assert metrics.stops == {"MirrorCheckpointError": 1}
+    assert metrics.stops == {"MirrorLineageError": 1}
 
 
 def test_a_roots_credentials_stay_out_of_its_labels(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ class _Source:
                 else:
                     event, data = EventType.UPDATE, RowData(table, before=rows[key], after=value)
                     rows[key] = value
-                at = 100 + len(entries)
+                at = number * 10_000 + len(entries)  # a stream's batches: each after the one before
                 header = Header("mysql-bin.000001", at, 1, 1_700_000_000_000, "shop", table.table, event)
                 anchor = EntryPosition("mysql-bin.000001", 4)
                 entries.append(Entry(header, EntryType.ROWDATA, RowChange(event, [data]), anchor=anchor))

@@ -2,25 +2,31 @@
 
 * XA: rows logged at ``XA PREPARE`` are held until ``XA COMMIT`` (across batches and restarts), dropped at
   ``XA ROLLBACK``; ``XA COMMIT ... ONE PHASE`` is an ordinary transaction; an ``XA COMMIT`` whose ``XA PREPARE`` lies
-  before the start position is mirrored with the PREPARE's rows the parser reads back;
-* DML logged as statements (a session with ``binlog_format`` STATEMENT or MIXED) stops the mirror with a typed
-  error naming the statement and its position, nothing written.
+  before the start position is mirrored with the PREPARE's rows the parser reads back; an XA transaction on a table
+  the destination does not capture reaches the mirror as an empty one, so its ``XA COMMIT`` closes a transaction
+  the mirror knows (in the stream, across restarts of the destination and the mirror, and read back);
+* DML logged as statements (a session with ``binlog_format`` STATEMENT or MIXED) stops the capture with a typed
+  error naming the statement and its position, nothing of it written; change rows that hold one anyway stop the
+  mirror's batch.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("deltalake")
-
+import pyarrow as pa
 from capture_configs import capture_config
 
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
+from canal.errors import NotRunningError, UnmodeledStatementError
 from canal.instance import Instance
 from canal.lake.settings import MODES
 from canal.lake.stops import MirrorStatementError
@@ -228,8 +234,69 @@ def test_a_snapshot_taken_while_an_xa_transaction_is_prepared_mirrors_its_commit
     assert _mirrored(mirror, db) == _select(mariadb) == [(1, 10), (2, 2), (3, 3), (6, 6)]
 
 
+@pytest.mark.parametrize("path", ["rows", "typed"])
+def test_an_xa_transaction_on_a_table_not_captured_reaches_the_mirror_empty(
+    mariadb: MariaDBDatabase, conn: Any, sessions: Callable[[], Any], tmp_path: Path, path: str
+) -> None:
+    """Only ``t`` is captured; XA transactions write ``other``. Each one's PREPARE group reaches the consumer empty
+    (never dropped as an empty transaction), so the mirror knows the transaction its XA COMMIT / ROLLBACK ends --
+    prepared and ended in one run, prepared before a restart of both and committed after it, and prepared before
+    the stream's start (read back: nothing captured)."""
+    db = mariadb.database
+    _execute(
+        conn,
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+        f"CREATE TABLE `{db}`.other (id INT PRIMARY KEY, v INT)",
+    )
+    early = sessions()
+    _execute(
+        early, "XA START 'early'", f"INSERT INTO `{db}`.other VALUES (1, 1)", "XA END 'early'", "XA PREPARE 'early'"
+    )
+    config = attrs.evolve(_config(mariadb, tmp_path, master_position(conn)), filter_regex=rf"{db}\.t")
+    batches: list[Any] = []
+
+    def run(mirror: DeltaMirror) -> None:
+        def apply(batch: Any, batch_id: int) -> None:
+            batches.append(batch)
+            mirror.apply(batch, batch_id)  # change rows; a DeltaMirror itself is handed typed batches
+
+        run_caught_up(conn, config, None, apply if path == "rows" else mirror, batch_size=3)
+
+    mirror = DeltaMirror(tmp_path / "mirror")
+    _execute(
+        conn,
+        f"INSERT INTO `{db}`.t VALUES (1, 1)",
+        "XA START 'x1'",
+        f"INSERT INTO `{db}`.other VALUES (2, 2)",
+        "XA END 'x1'",
+        "XA PREPARE 'x1'",
+        "XA COMMIT 'x1'",
+        "XA START 'x2'",
+        f"INSERT INTO `{db}`.other VALUES (3, 3)",
+        "XA END 'x2'",
+        "XA PREPARE 'x2'",
+        "XA ROLLBACK 'x2'",
+        f"INSERT INTO `{db}`.t VALUES (2, 2)",
+    )
+    held = sessions()
+    _execute(held, "XA START 'x3'", f"INSERT INTO `{db}`.other VALUES (4, 4)", "XA END 'x3'", "XA PREPARE 'x3'")
+    run(mirror)
+    assert _mirrored(mirror, db) == [(1, 1), (2, 2)]
+    mirror.close()
+    _execute(held, "XA COMMIT 'x3'")  # prepared before the restart of the destination and the mirror
+    _execute(early, "XA COMMIT 'early'")  # prepared before the stream's start: read back, nothing captured
+    _execute(conn, f"INSERT INTO `{db}`.t VALUES (3, 3)")
+    mirror = DeltaMirror(tmp_path / "mirror")
+    run(mirror)
+    assert _mirrored(mirror, db) == _select(mariadb) == [(1, 1), (2, 2), (3, 3)]
+    if path == "rows":  # the entries say what happened: each XA transaction prepared, then ended
+        kinds = [k for batch in batches for k in batch.column("type").to_pylist() if k.startswith("XA")]
+        assert kinds == ["XAPREPARE", "XACOMMIT", "XAPREPARE", "XAROLLBACK", "XAPREPARE", "XACOMMIT", "XACOMMIT"]
+    mirror.close()
+
+
 @pytest.mark.parametrize("binlog_format", ["STATEMENT", "MIXED"])
-def test_dml_logged_as_a_statement_stops_the_mirror(
+def test_dml_logged_as_a_statement_stops_the_capture(
     mariadb: MariaDBDatabase, conn: Any, tmp_path: Path, binlog_format: str
 ) -> None:
     db = mariadb.database
@@ -246,23 +313,24 @@ def test_dml_logged_as_a_statement_stops_the_mirror(
         "SET SESSION binlog_format = 'ROW'",
     )
     for _ in range(2):
-        with pytest.raises(
-            MirrorStatementError, match=r"'UPDATE `.*`\.t SET v = v \+ 10 WHERE id = 1'.* at mysql-bin\.\d+:\d+"
-        ):
+        with pytest.raises(NotRunningError) as caught:
             _run(conn, config, mirror)
-        # the transactions before the statement's are mirrored, nothing of its batch (the rows before it either)
+        error = caught.value.__cause__
+        assert isinstance(error, UnmodeledStatementError), caught.value
+        assert error.statement == f"UPDATE `{db}`.t SET v = v + 10 WHERE id = 1" and error.tables == (f"{db}.t",)
+        assert re.fullmatch(r"mysql-bin\.\d+:\d+", error.position or "")
+        # the transactions before the statement's are mirrored, nothing of it (again after a restart)
         assert _mirrored(mirror, db) == [(1, 1), (2, 2)]
         assert version is None or mirror.version(db, "t") == version
         version = mirror.version(db, "t")
-    # the Instance still hands the statement out, as canal does; run_batches gives it a change row
-    handed: list[str | None] = []
-    end = master_position(conn)
-    with Instance(config) as inst:
-        run_batches(
-            inst,
-            None,
-            lambda rows, _id: handed.extend(rows.column("sql").to_pylist()),
-            until=lambda stats: stats.reached(*end),
-            timeout=0.5,
-        )
-    assert f"UPDATE `{db}`.t SET v = v + 10 WHERE id = 1" in handed
+    # change rows that hold such a statement anyway (from another source) stop the mirror's batch too
+    rows = pa.table(
+        {
+            "seq": [1], "schema": [db], "table": ["t"], "type": ["UPDATE"], "is_ddl": [False],
+            "sql": [f"UPDATE `{db}`.t SET v = 0"], "keys": [None], "old_keys": [None], "after": [None],
+            "columns": [None],
+        }
+    )  # fmt: skip
+    with pytest.raises(MirrorStatementError, match=r"'UPDATE `.*`\.t SET v = 0'"):
+        mirror(rows, 10**12)
+    assert mirror.version(db, "t") == version

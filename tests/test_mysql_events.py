@@ -1,6 +1,7 @@
 """The event parser on hand-built MySQL-format events (paths a MariaDB server never produces): v2 rows events with
-extra data, MySQL GTID and previous-GTIDs events, heartbeat v2, checksum verification, unsupported events; MariaDB's
-START_ENCRYPTION_EVENT as a server sends it and as it lies on disk."""
+extra data, MySQL GTID and previous-GTIDs events, heartbeat v2, checksum verification, unsupported events, a query
+event's status variables in MySQL's order and codes; MariaDB's START_ENCRYPTION_EVENT as a server sends it and as it
+lies on disk."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from canal.parse.events import (
     GtidSetEvent,
     HeartbeatEvent,
     IgnoredEvent,
+    QueryEvent,
     RowsEvent,
     StartEncryptionEvent,
     TableMapEvent,
@@ -169,3 +171,37 @@ def test_a_malformed_start_encryption_event_is_a_parse_error(body: bytes, messag
 def test_gtid_set_encoding_round_trips() -> None:
     text = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,4e11fa47-71ca-11e1-9e33-c80aa9429562:10"
     assert decode_mysql_gtid_set(encode_mysql_gtid_set(text)) == text
+
+
+def _query_event(status: bytes, sql: str = "ALTER TABLE t MODIFY c TIMESTAMP") -> bytes:
+    return struct.pack("<IIBHH", 7, 0, 4, 0, len(status)) + status + b"shop\x00" + sql.encode()
+
+
+def test_query_status_variables_give_the_time_zone_and_the_start_microseconds() -> None:
+    """MySQL 8 writes flags2, sql_mode, the catalog, auto-increment, charsets, the time zone, the databases it
+    updated and its own codes; MariaDB adds the start's microseconds (128) and an xid (129). A code the reader does
+    not know ends the reading; a value running past the variables' end is a ParseError."""
+    parser = EventDecoder("binlog.000001")
+    mysql = (
+        b"\x00" + bytes(4)  # Q_FLAGS2_CODE
+        + b"\x01" + bytes(8)  # Q_SQL_MODE_CODE
+        + b"\x06" + _lenenc_str(b"std")  # Q_CATALOG_NZ_CODE
+        + b"\x03" + bytes(4)  # Q_AUTO_INCREMENT
+        + b"\x04" + bytes(6)  # Q_CHARSET_CODE
+        + b"\x05" + _lenenc_str(b"Europe/Berlin")  # Q_TIME_ZONE_CODE
+        + b"\x0b" + _lenenc_str(b"root") + _lenenc_str(b"localhost")  # Q_INVOKER
+        + b"\x0c\x02shop\x00crm\x00"  # Q_UPDATED_DB_NAMES
+        + b"\x10\x01" + b"\x12" + bytes(2)  # explicit_defaults_for_timestamp, utf8mb4 collation
+    )  # fmt: skip
+    event = parser.parse(_event(P.QUERY_EVENT, _query_event(mysql), 1000))
+    assert isinstance(event, QueryEvent)
+    assert (event.sql, event.schema, event.time_zone, event.micros) == (
+        "ALTER TABLE t MODIFY c TIMESTAMP", "shop", "Europe/Berlin", None
+    )  # fmt: skip
+    mariadb = b"\x05" + _lenenc_str(b"+05:00") + b"\x80" + (972055).to_bytes(3, "little") + b"\x81" + bytes(8)
+    event = parser.parse(_event(P.QUERY_EVENT, _query_event(mariadb + b"\x0e" + bytes(8)), 2000))
+    assert isinstance(event, QueryEvent) and (event.time_zone, event.micros) == ("+05:00", 972055)
+    none = parser.parse(_event(P.QUERY_EVENT, _query_event(b"\x00" + bytes(4)), 3000))
+    assert isinstance(none, QueryEvent) and (none.time_zone, none.micros) == (None, None)
+    with pytest.raises(ParseError, match="QUERY_EVENT"):
+        parser.parse(_event(P.QUERY_EVENT, _query_event(b"\x05\x30+05:00"), 4000))

@@ -210,6 +210,47 @@ def test_drop_index_primary_drops_the_key_so_a_new_one_can_be_added() -> None:
         assert keys == [[], ["a"], ["id", "a"], []][i], sql
 
 
+def test_drop_database_and_system_versioning_change_the_layouts_and_reload(tmp_path: Any) -> None:
+    """DROP DATABASE forgets its tables (a table of the name created again has its new layout); a system-versioned
+    table has its implicit period columns last and row_end in its key, a column added later goes before them, and
+    DROP SYSTEM VERSIONING drops them; what the history tells an ALTER's entry is the state before it; a reload from
+    the store holds the same."""
+    history = SchemaHistory(FileHistoryStore(tmp_path / "history.json"))
+    history.bootstrap(pos(4), bootstrap_catalog())
+    statements = [
+        "CREATE TABLE t2 (id INT PRIMARY KEY, a INT) WITH SYSTEM VERSIONING",
+        "ALTER TABLE t2 ADD COLUMN b DATETIME",
+        "DROP DATABASE app",
+        "CREATE DATABASE app",
+        "CREATE TABLE IF NOT EXISTS t1 (id INT PRIMARY KEY, z TEXT)",
+        "CREATE TABLE t3 (id INT PRIMARY KEY, a INT)",
+        "ALTER TABLE t3 ADD SYSTEM VERSIONING",
+    ]
+    known = []
+    for i, sql in enumerate(statements):
+        known.append((history.retyped_from(DB, sql), history.implicit_columns(DB, sql)))
+        history.apply(pos(10 * (i + 1)), DB, sql, next_offset=10 * (i + 1) + 1)
+    assert known[1] == ({}, ["row_start", "row_end"])
+    columns = [(c.name, c.column_type, c.is_key) for c in history.columns(DB, "t3") or []]
+    assert columns == [
+        ("id", "int(11)", True),
+        ("a", "int(11)", False),
+        ("row_start", "timestamp(6)", False),
+        ("row_end", "timestamp(6)", True),
+    ]
+    assert history.table(DB, "t2") is None  # dropped with its database, not created again
+    assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "z"]
+    assert history.retyped_from(DB, "ALTER TABLE t3 MODIFY a TIMESTAMP, CHANGE id id BIGINT") == {
+        "a": "int(11)",
+        "id": "int(11)",
+    }
+    history.apply(pos(100), DB, "ALTER TABLE t3 DROP SYSTEM VERSIONING", next_offset=101)
+    assert [c.name for c in history.columns(DB, "t3") or []] == ["id", "a"]
+    reloaded = SchemaHistory(FileHistoryStore(tmp_path / "history.json"))
+    assert reloaded.columns(DB, "t3") == history.columns(DB, "t3")
+    assert reloaded.at(pos(75)).get(DB, "t3") == history.at(pos(75)).get(DB, "t3")  # versioned then
+
+
 def test_a_damaged_document_is_a_typed_error(tmp_path: Any) -> None:
     path = tmp_path / "schema.json"
     path.write_text('{"version": 1, "snapshots": [{"position": 3}]}')

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+import attrs
 import pytest
 
 from canal.errors import StoreClosedError
@@ -81,6 +82,21 @@ def test_empty_transactions_are_dropped_but_one_passes_per_interval() -> None:
     assert len(store.items) == 2
     sink.sink(txn(9000, rows=0))  # more than the interval after the last one let through: passes too
     assert len(store.items) == 4
+
+
+def test_an_empty_xa_prepare_group_is_never_dropped() -> None:
+    """None of its rows captured: its XA COMMIT follows as an entry, and must end a transaction the consumer saw."""
+    store = ListStore()
+    sink = EntrySink(store, empty_transaction_interval_ms=5000, empty_transaction_threshold=3)
+    prepared = txn(0, rows=0)
+    xa = {"XA_TYPE": "XA_START", "XA_XID": "X'7831',X'',1"}
+    prepared[0] = attrs.evolve(prepared[0], header=attrs.evolve(prepared[0].header, props=xa))
+    prepared[-1] = attrs.evolve(
+        prepared[-1], header=attrs.evolve(prepared[-1].header, props={**xa, "XA_TYPE": "XA_END"})
+    )
+    sink.sink(prepared)
+    sink.sink(txn(10, rows=0))  # an ordinary empty transaction still goes
+    assert store.items == prepared and sink.empty_transactions_dropped == 1
 
 
 def test_empty_transaction_filter_can_be_disabled() -> None:

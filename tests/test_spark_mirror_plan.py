@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from canal.lake import DeltaMirror, names
 from canal.lake.compare import compare
 from canal.lake.images import OP_COLUMN, source, source_slow
-from canal.lake.plan import plan_tables
+from canal.lake.plan import DropSchema, batch_steps, in_order, plan_tables
 from canal.lake.types import MirrorError, MirrorTypeError, typed_array, typed_strings
 
 Row = dict[str, Any]
@@ -299,6 +299,23 @@ def test_truncate_drops_only_the_changes_before_it() -> None:
     assert plan.truncate and plan.ddl == [(2, "TRUNCATE", "TRUNCATE t")] and plan.rows == 5
     typed, _keys = source(plan, "error")
     assert typed.to_pylist() == [{"id": 2, "v": "after", OP_COLUMN: "u"}, {"id": 3, "v": None, OP_COLUMN: "d"}]
+
+
+def test_a_drop_database_is_a_step_after_the_rows_of_its_tables() -> None:
+    """The rows of the database's tables before it are applied first; another database's rows wait for their own
+    step; the statement names no table (its database is in its SQL, in any case: a database name is case sensitive)."""
+    layout = json.dumps([["id", "int(11)", True]])
+
+    def dml(seq: int, schema: str) -> dict[str, Any]:
+        keys = json.dumps({"id": str(seq)})
+        row = {"seq": seq, "schema": schema, "table": "t", "type": "INSERT", "is_ddl": False, "sql": None}
+        return row | {"keys": keys, "after": keys, "columns": layout}
+
+    drop = {"seq": 3, "schema": "other", "table": "", "type": "ERASE", "is_ddl": True, "sql": "DROP DATABASE `D`"}
+    rows = [dml(1, "D"), dml(2, "d"), drop | {"keys": None, "after": None}, dml(4, "D")]
+    steps = batch_steps(in_order(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)), None)
+    shown = [step if isinstance(step, DropSchema) else step.to_pylist() for step in steps]
+    assert shown == [[0], DropSchema("D"), [1], [3]]
 
 
 def test_a_keyless_row_names_its_table() -> None:

@@ -3,6 +3,7 @@ AvailableNow."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -354,7 +355,7 @@ def test_project_types_one_table(spark: Any) -> None:
 
     df = spark.createDataFrame(pa.Table.from_batches([batch]))
     typed = project(df, TABLE)
-    assert [f.name for f in typed.schema.fields] == ["op", "seq", "execute_time", "id", "amount", "note"]
+    assert [f.name for f in typed.schema.fields] == ["op", "seq", "execute_time", "absent", "id", "amount", "note"]
     assert typed.schema["amount"].dataType.simpleString() == "decimal(10,2)"
     got = sorted((r.id, r.amount, r.note) for r in typed.collect())
     assert got == [(1, Decimal("2.50"), "a"), (2, None, "b")]
@@ -726,8 +727,12 @@ def test_a_batch_that_changes_nothing_is_recorded_and_its_replay_skipped(tmp_pat
     assert len(mirror.read("shop", "t")) == 3
 
 
+_OFFSETS = itertools.count(10_000, 100)
+
+
 def _change(table: TableSchema, event: EventType, rows: list[RowData]) -> Entry:
-    header = Header("mysql-bin.000002", 100, 1, 1_700_000_000_000, table.schema, table.table, event, 40)
+    """An entry of ``rows`` after every one made before (as a stream's entries are)."""
+    header = Header("mysql-bin.000002", next(_OFFSETS), 1, 1_700_000_000_000, table.schema, table.table, event, 40)
     return Entry(header, EntryType.ROWDATA, RowChange(event, rows), anchor=EntryPosition("mysql-bin.000002", 4))
 
 

@@ -28,7 +28,7 @@ from canal.filter import TableFilter, compile_table_filter
 from canal.instance import Instance
 from canal.meta import FileMetaManager
 from canal.parse.sources import open_source
-from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Message, RowData, render_text
+from canal.protocol import ABSENT, EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Message, RowData, render_text
 
 _BATCH = 512  # entries per get when changes are waiting
 _POLL_S = 0.2  # how long one idle get waits for the next entry
@@ -112,7 +112,8 @@ def _ts(ms: int, utc: bool) -> str:
 
 
 def _pairs(names: Sequence[str], image: Sequence[Any]) -> str:
-    return " ".join(f"{n}={text_value(v)}" for n, v in zip(names, image, strict=True))
+    # a column a partial row image does not carry is left out, never shown as NULL
+    return " ".join(f"{n}={text_value(v)}" for n, v in zip(names, image, strict=True) if v is not ABSENT)
 
 
 def row_line(entry: Entry, row: RowData, *, utc: bool = False, show_position: bool = False) -> str:
@@ -121,10 +122,14 @@ def row_line(entry: Entry, row: RowData, *, utc: bool = False, show_position: bo
     table = row.table
     head = f"{_ts(h.execute_time, utc)} {kind.name} {table.schema}.{table.table}"
     if kind is EventType.UPDATE and row.before is not None and row.after is not None:
-        keys = [(table.names[i], row.after[i]) for i in table.key_indexes]
-        parts = [f"{n}={text_value(v)}" for n, v in keys]
+        keys = zip((table.names[i] for i in table.key_indexes), row.key(), strict=True)
+        parts = [f"{n}={text_value(v)}" for n, v in keys if v is not ABSENT]
         for name, old, new in zip(table.names, row.before, row.after, strict=True):
-            if old != new:
+            if new is ABSENT:  # not carried by a partial after image: not changed
+                continue
+            if old is ABSENT:
+                parts.append(f"{name}: -> {text_value(new)}")
+            elif old != new:
                 parts.append(f"{name}: {text_value(old)} -> {text_value(new)}")
         body = " ".join(parts)
     elif row.after is not None:
@@ -150,7 +155,7 @@ def ddl_line(entry: Entry, *, utc: bool = False, show_position: bool = False) ->
 def _image(names: Sequence[str], image: Sequence[Any] | None) -> dict[str, Any] | None:
     if image is None:
         return None
-    return {n: json_value(v) for n, v in zip(names, image, strict=True)}
+    return {n: json_value(v) for n, v in zip(names, image, strict=True) if v is not ABSENT}
 
 
 def json_line(destination: str, entry: Entry, row: RowData | None) -> str:

@@ -15,10 +15,12 @@ from canal.lake.changelog import FoldResult
 from canal.lake.compare import Comparison, compare
 from canal.lake.health import MirrorMetrics
 from canal.lake.mirror import DeltaMirror
+from canal.lake.partial import MirrorPartialImageError
 from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import MirrorMode, MirrorSettings
 from canal.lake.stops import MirrorCascadeError, MirrorStatementError
 from canal.lake.storage import StorageError
+from canal.lake.time_zones import MirrorTimeZoneError
 from canal.lake.typed_batch import TypedBatch, entries_to_typed
 from canal.lake.typed_layout import TypedChangeError
 from canal.lake.typed_plan import RowsNeeded
@@ -27,6 +29,7 @@ from canal.lake.types import (
     MirrorError,
     MirrorFoldError,
     MirrorLeaseError,
+    MirrorLineageError,
     MirrorStorageError,
     MirrorTypeError,
     MirrorUnreachableError,
@@ -43,11 +46,14 @@ __all__ = [
     "MirrorError",
     "MirrorFoldError",
     "MirrorLeaseError",
+    "MirrorLineageError",
     "MirrorMetrics",
     "MirrorMode",
+    "MirrorPartialImageError",
     "MirrorSettings",
     "MirrorStatementError",
     "MirrorStorageError",
+    "MirrorTimeZoneError",
     "MirrorTypeError",
     "MirrorUnreachableError",
     "MirrorXAError",

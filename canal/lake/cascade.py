@@ -133,16 +133,25 @@ class _Children:
         self._images[name] = image
         return image
 
-    def seen(self, name: Name, kind: str, keys: Row | None, old_keys: Row | None, after: Row | None) -> None:
-        """A row of the batch of a child table: its image follows it."""
+    def seen(
+        self, name: Name, kind: str, keys: Row | None, old_keys: Row | None, after: Row | None, partial: bool = False
+    ) -> None:
+        """A row of the batch of a child table: its image follows it. A ``partial`` after image (``binlog_row_image``
+        MINIMAL / NOBLOB) updates the columns it carries of the row it changes; of a row not known here, the
+        table's other values are unknown (a cascade that updates rows there stops)."""
         if name not in self._layouts or keys is None or name in self._stale:
             return  # a table no cascade reaches, or one whose rows a cascade reaching it will find unknown
         image = self.image(name)
-        if old_keys is not None:
-            image.pop(self.key_of(name, old_keys), None)
+        was = image.pop(self.key_of(name, old_keys), None) if old_keys is not None else None
         key = self.key_of(name, keys)
         if kind == "DELETE":
             image.pop(key, None)
+        elif after is not None and partial:
+            prior = was if old_keys is not None else image.get(key)
+            if prior is None:
+                self._values_stale[name] = "a partial row image of a row not known here"
+                prior = {}
+            image[key] = {**prior, **after}
         elif after is not None:
             image[key] = dict(after)
 
@@ -224,13 +233,10 @@ def _cascade(
         if new is None:
             action, now = str(edge["on_delete"]), None
         else:
-            now = [new.get(c, _MISSING) for c in edge["ref_columns"]]
+            # a column a partial after image (binlog_row_image MINIMAL) does not carry was not written: it is as it was
+            now = [new.get(c, w) for c, w in zip(edge["ref_columns"], was, strict=True)]
             if now == was:
                 continue  # referenced columns kept: nothing to follow
-            if any(v is _MISSING for v in now):
-                raise MirrorCascadeError(
-                    f"the row image of {parent[0]}.{parent[1]} lacks a column foreign key {edge['name']} references"
-                )
             action = str(edge["on_update"])
         if action not in ("CASCADE", "SET NULL", "SET DEFAULT"):
             continue  # RESTRICT / NO ACTION: the server refused the change if a child row referenced it
@@ -337,7 +343,8 @@ def expand_cascades(
             continue
         after = _json(row.get("after"))
         if name in children._layouts and children.mirrored(name):
-            children.seen(name, kind, _json(row.get("keys")), _json(row.get("old_keys")), after)
+            partial = row.get("after_absent") is not None
+            children.seen(name, kind, _json(row.get("keys")), _json(row.get("old_keys")), after, partial)
         props = row.get("props")
         if kind == "INSERT" or not props or FOREIGN_KEY_ACTIONS not in props:
             continue

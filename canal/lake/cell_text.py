@@ -17,7 +17,7 @@ from typing import Any
 from canal.protocol import render_text
 from canal.sql import read_column_type
 
-__all__ = ["encode_any", "encode_float", "encode_str", "encode_value", "server_text"]
+__all__ = ["column_texts", "encode_any", "encode_float", "encode_str", "encode_value", "rows_texts", "server_text"]
 
 
 def _enc_int(v: Any) -> str:
@@ -76,6 +76,32 @@ def encode_value(v: Any) -> str:
     """A Python value (a cell the mirror read back) as canal text, as a change row's image holds it."""
     text: str = json.loads(encode_any(v))
     return text
+
+
+def column_texts(column: Any) -> list[str | None]:
+    """An Arrow column the mirror holds (or a typed image's field) as the canal text of each value, as
+    :func:`encode_value` spells it (None: SQL NULL). Dates and timestamps are rendered by Arrow, never through
+    Python's ``date``, which holds no year 0 (MySQL stores '0000-01-01'): a timestamp as ``YYYY-MM-DD HH:MM:SS`` with
+    its microseconds when it has some, as ``datetime.isoformat(" ")`` spells it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = column.type
+    if pa.types.is_date(kind):
+        texts: list[str | None] = column.cast(pa.string()).to_pylist()
+        return texts
+    if pa.types.is_timestamp(kind):
+        text = column.cast(pa.timestamp("us")).cast(pa.string())  # six fraction digits, always
+        whole = pc.replace_substring_regex(text, pattern=r"\.000000$", replacement="")
+        texts = whole.to_pylist()
+        return texts
+    return [None if value is None else encode_value(value) for value in column.to_pylist()]
+
+
+def rows_texts(table: Any) -> list[dict[str, str | None]]:
+    """A pyarrow Table's rows, each a dict of its cells' canal text (:func:`column_texts`)."""
+    columns = {name: column_texts(table.column(name).combine_chunks()) for name in table.column_names}
+    return [dict(zip(columns, cells, strict=True)) for cells in zip(*columns.values(), strict=True)]
 
 
 def server_text(mysql_type: str) -> Callable[[Any], str] | None:

@@ -2,9 +2,9 @@
 
 A batch that lands on a merge-on-read table appends its last change per key to the table's *change log* -- a Delta
 table at ``root/_changes/{directory}`` (the base's directory name, :mod:`canal.lake.names`) holding the table's
-columns plus :data:`BATCH` (the batch id),
-:data:`SEQ` (the change row's ``seq`` in it) and :data:`OP` (``u`` upsert, ``d`` delete) -- so its cost is what the
-batch holds, not the table's size. Changes are ordered by (batch id, seq): batch ids increase, and so does ``seq``
+columns plus ``BATCH`` (the batch id), ``SEQ`` (the change row's ``seq`` in it) and ``OP`` (``u`` upsert, ``d``
+delete), names no source column can have (:mod:`canal.lake.own_names`) -- so its cost is what the batch holds, not
+the table's size. Changes are ordered by (batch id, seq): batch ids increase, and so does ``seq``
 within a batch. A *fold* merges the log into the *base* (``root/{directory}``, a plain Delta table of the
 source's columns): every key's latest change, deletes dropped. It commits the base together with the change it folded
 through -- its (batch id, seq), as the versions of two app transactions (:data:`FOLD_BATCH_APP_ID`,
@@ -56,16 +56,14 @@ from canal.lake import fs
 from canal.lake.delta_append import is_table
 from canal.lake.health import ERROR_CHARS, storage_error_types
 from canal.lake.key_identity import drop_identity, identity_array, with_identity
+from canal.lake.own_names import BATCH as BATCH  # re-exported: the log's columns, named there
+from canal.lake.own_names import LOG_COLUMNS, current_names, log_columns, own_name
+from canal.lake.own_names import OP as OP
+from canal.lake.own_names import SEQ as SEQ
 from canal.lake.staged import staged_rows
 from canal.lake.types import MirrorError, MirrorStorageError
 
-BATCH = "_canal_batch"
-"""The change-log column holding each change's batch id."""
-SEQ = "_canal_seq"
-"""The change-log column holding each change's ``seq`` (its order within its batch)."""
-OP = "_canal_op"
-"""The change-log column holding each change's operation: ``u`` (upsert the row) or ``d`` (delete its key)."""
-INTERNAL_COLUMNS = (BATCH, SEQ, OP)
+INTERNAL_COLUMNS = LOG_COLUMNS
 FOLD_BATCH_APP_ID = "pycanal.folded.batch"
 """The app id whose transaction version on a base table is the batch id of the change it was folded through."""
 FOLD_SEQ_APP_ID = "pycanal.folded.seq"
@@ -219,7 +217,7 @@ def latest(rows: Any, keys: Sequence[str]) -> Any:
     # the change order as indices: only the key columns follow it, and the rows are taken once, at the end (a log's
     # rows are wide -- whole images --, and a fold reads all of them)
     order = pc.sort_indices(rows.select([BATCH, SEQ]), sort_keys=[(BATCH, "ascending"), (SEQ, "ascending")])
-    index = "__pycanal_row"
+    index = _ROW
     numbered = pa.table(
         {
             **{f"k{n}": identity_array(rows.column(k).take(order)) for n, k in enumerate(keys)},
@@ -234,6 +232,9 @@ def latest(rows: Any, keys: Sequence[str]) -> Any:
     return rows.take(order.take(last.take(pc.sort_indices(last))))  # in change order
 
 
+_ROW = own_name("row")
+
+
 def _after(rows: Any, change: Change) -> Any:
     """The mask of the log rows that come after ``change``."""
     import pyarrow.compute as pc
@@ -245,7 +246,7 @@ def _after(rows: Any, change: Change) -> Any:
 def _newer(log_table: Any, after: Change) -> Any:
     """The rows of the log (a DeltaTable) after the change ``after``. (Filtered after reading: a pyarrow dataset
     filter made deltalake 1.6's process abort at exit.)"""
-    rows = fs.delta_rows(log_table)
+    rows = current_names(fs.delta_rows(log_table))
     if rows.num_rows == 0 or after == NOT_FOLDED:
         return rows
     return rows.filter(_after(rows, after))
@@ -630,7 +631,8 @@ def trim(
         trimmed = _trim_files(log, through, lock)
         if trimmed is not None:
             return trimmed
-    b, s = quote(BATCH), quote(SEQ)
+    batch, seq, _op = log_columns([f.name for f in fs.delta_table(log).schema().fields])
+    b, s = quote(batch), quote(seq)
     with lock:
         return _replacing_files(
             log, lambda table: table.delete(f"{b} < {through[0]} OR ({b} = {through[0]} AND {s} <= {through[1]})")
@@ -655,6 +657,7 @@ def _trim_files(log: str, through: Change, appends: contextlib.AbstractContextMa
     table = fs.delta_table(log)
     version = table.version()
     before = set(table.file_uris())
+    batch_column, seq_column, _op = log_columns([f.name for f in table.schema().fields])
     adds = pa.table(table.get_add_actions(flatten=False))
     folded: list[tuple[str, int]] = []
     for path, size in zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(), strict=True):
@@ -663,10 +666,10 @@ def _trim_files(log: str, through: Change, appends: contextlib.AbstractContextMa
         try:
             where = fs.join(log, path)
             source = pa.BufferReader(fs.read_bytes(where)) if fs.remote(where) else where
-            changes = pq.read_table(source, columns=[BATCH, SEQ])
+            changes = pq.read_table(source, columns=[batch_column, seq_column])
         except (OSError, pa.ArrowInvalid):  # gone, or without the columns: Delta's DELETE reads the table anew
             return None
-        batch, seq = changes.column(BATCH), changes.column(SEQ)
+        batch, seq = changes.column(batch_column), changes.column(seq_column)
         at_last = pc.and_(pc.equal(batch, through[0]), pc.less_equal(seq, through[1]))
         up_to = pc.or_(pc.less(batch, through[0]), at_last)
         done = pc.sum(up_to.cast(pa.int64())).as_py() or 0
@@ -738,6 +741,17 @@ def compact(log: str, appends: contextlib.AbstractContextManager[object] | None 
     if not is_table(log):
         return 0
     return _replacing_files(log, lambda table: table.optimize.compact(), appends)
+
+
+def take_own_names(log: str) -> bool:
+    """Rewrite a change log an older pycanal wrote (columns ``_canal_*``) under the mirror's own names
+    (:mod:`canal.lake.own_names`), rows and history kept; False when it has them. Hold the log's append lock."""
+    if not is_table(log) or log_columns([f.name for f in fs.delta_table(log).schema().fields]) == LOG_COLUMNS:
+        return False
+    _replacing_files(
+        log, lambda t: fs.write_delta(t, current_names(fs.delta_rows(t)), mode="overwrite", schema_mode="overwrite")
+    )
+    return True
 
 
 def clear(log: str, schema: Any) -> None:

@@ -13,11 +13,19 @@ import json
 from typing import Any
 
 from canal.lake.types import MirrorError
-from canal.parse.convert import LOWER_CASE_PROP
+from canal.parse.convert import (
+    IMPLICIT_COLUMNS_PROP,
+    LOWER_CASE_PROP,
+    RETYPED_FROM_PROP,
+    TIME_ZONE_PROP,
+    TIMESTAMP_PROP,
+)
 from canal.schema.history import layout_statement
 from canal.sql import Statement, fold_table_names
 
-__all__ = ["ddl_statement", "fold_flags"]
+__all__ = ["ddl_props", "ddl_statement", "fold_flags"]
+
+_STATE_PROPS = (TIME_ZONE_PROP, TIMESTAMP_PROP, RETYPED_FROM_PROP, IMPLICIT_COLUMNS_PROP)
 
 
 def ddl_statement(sql: str | None, fold_names: bool) -> Statement | None:
@@ -25,6 +33,24 @@ def ddl_statement(sql: str | None, fold_names: bool) -> Statement | None:
     table names in lower case when ``fold_names`` (the row's :func:`fold_flags`)."""
     stmt = layout_statement(sql or "")
     return fold_table_names(stmt) if fold_names and stmt is not None else stmt
+
+
+def ddl_props(table: Any) -> dict[int, dict[str, str]]:
+    """The props of each DDL row of ``table`` (Arrow, rows by position) that carries the session state its effect
+    depends on (:data:`~canal.parse.convert.TIME_ZONE_PROP`, :data:`~canal.parse.convert.TIMESTAMP_PROP`,
+    :data:`~canal.parse.convert.RETYPED_FROM_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`): what the
+    mirror converts the table's values and places its columns with."""
+    import pyarrow.compute as pc
+
+    if "props" not in table.column_names or "is_ddl" not in table.column_names:
+        return {}
+    rows = pc.indices_nonzero(pc.and_(pc.fill_null(table.column("is_ddl"), False), pc.is_valid(table.column("props"))))
+    found: dict[int, dict[str, str]] = {}
+    for row, text in zip(rows.to_pylist(), table.column("props").take(rows).to_pylist(), strict=True):
+        if any(name in text for name in _STATE_PROPS):
+            props = _props(text)
+            found[row] = {k: str(v) for k, v in props.items()} if isinstance(props, dict) else {}
+    return found
 
 
 def fold_flags(table: Any) -> list[bool]:
@@ -38,8 +64,12 @@ def fold_flags(table: Any) -> list[bool]:
 def _folds(props_text: str | None) -> bool:
     if not props_text or LOWER_CASE_PROP not in props_text:
         return False
+    props = _props(props_text)
+    return isinstance(props, dict) and props.get(LOWER_CASE_PROP) == "1"
+
+
+def _props(props_text: str) -> Any:
     try:
-        props = json.loads(props_text)
+        return json.loads(props_text)
     except ValueError as exc:
         raise MirrorError(f"a change row's props are not JSON ({exc}): {props_text[:80]!r}") from None
-    return isinstance(props, dict) and props.get(LOWER_CASE_PROP) == "1"

@@ -13,14 +13,19 @@ the table is dropped (an OR REPLACE's old rows go), and its first rows create it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Final
 
 import attrs
 
 from canal.errors import SchemaError
 from canal.lake.ddl_text import ddl_statement
-from canal.lake.types import MirrorError, arrow_type
+from canal.lake.time_zones import MirrorTimeZoneError, StatementZone, literal_to_utc
+from canal.lake.types import MirrorError, ZeroDates, arrow_type
+from canal.lake.versioning import known_periods, period_fill, versioning_change
+from canal.parse.convert import RETYPED_FROM_PROP
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
 from canal.schema.catalog import drops_primary
 from canal.sql import (
@@ -28,6 +33,7 @@ from canal.sql import (
     AlterTable,
     ChangeColumn,
     ColumnDef,
+    ConvertCharset,
     CreateTable,
     DropColumn,
     DropIndexStatement,
@@ -35,8 +41,10 @@ from canal.sql import (
     RenameColumn,
     RenameTable,
     RenameTo,
+    read_column_type,
 )
 from canal.sql.types import INTEGER_TYPES
+from canal.sql.values import FIXED_BINARY_SIZES, canonical_text, fixed_binary_text, float_display, float_stored
 
 __all__ = ["Evolution", "plan_evolution", "renamed_tables"]
 
@@ -60,8 +68,16 @@ class Evolution:
     moved_to: tuple[str, str] | None = None
     # column added by an ALTER -> the canal text its existing rows read (None: NULL), as the server fills them
     fills: tuple[tuple[str, str | None], ...] = ()
-    # column -> the MySQL type a statement of the batch declared for it (its values are fit to it: narrowing)
-    declared: tuple[tuple[str, str], ...] = ()
+    # column -> its definition after the batch's statements, where one of them declared it (its values are converted
+    # to it as the server converts them: canal.lake.narrowing)
+    declared: tuple[tuple[str, TableColumn], ...] = ()
+    # the character set a CONVERT TO CHARACTER SET of the batch converted the table's text columns to (the last)
+    converted_to: str | None = None
+    # column -> the time zone conversions statements of the batch made of its values, in order: (to UTC, zone) --
+    # DATETIME to TIMESTAMP reads local time in the statement's zone, TIMESTAMP to DATETIME writes it
+    shifts: tuple[tuple[str, tuple[tuple[bool, StatementZone], ...]], ...] = ()
+    # DROP SYSTEM VERSIONING: the mirror table's row_end column, whose current versions alone stay
+    current_only: str | None = None
 
     def changes(self, current: Sequence[tuple[str, Any]] | None) -> bool:
         """Whether the mirror table (``(name, arrow type)`` in order; None: it does not exist) must be rewritten."""
@@ -88,11 +104,14 @@ def plan_evolution(
     mariadb: bool = True,
     columns_of: ColumnsOf | None = None,
     fold_names: bool = False,
+    props: Mapping[int, Mapping[str, str]] | None = None,
+    zero_dates: ZeroDates = "error",
 ) -> Evolution:
     """The :class:`Evolution` of table ``schema.table`` (columns ``current``; None: the mirror has no such table)
     under the statements ``ddl`` (``(batch row, sql)`` in order); ``columns_of`` gives the columns of the tables a
     CREATE TABLE ... LIKE names; ``fold_names``: the statements
-    come from a server with ``lower_case_table_names=1`` (:mod:`canal.lake.ddl_text`)."""
+    come from a server with ``lower_case_table_names=1`` (:mod:`canal.lake.ddl_text`); ``props``: the session state
+    each statement's row carries by batch row (its time zone: :mod:`canal.lake.time_zones`)."""
     catalog = SchemaCatalog(database=schema, mariadb=mariadb)
     key = f"{schema}.{table}"
     if current is not None:
@@ -102,12 +121,18 @@ def plan_evolution(
     renames: list[tuple[int, dict[str, str]]] = []
     created = False
     moved_to: tuple[str, str] | None = None
-    added: dict[str, ColumnDef] = {}  # columns ALTERs added, by name: their existing rows take their defaults
+    added: dict[str, tuple[ColumnDef, StatementZone]] = {}  # columns ALTERs added: rows take their defaults
+    converted_to: str | None = None
     like_types: dict[str, Any] = {}  # the column types of the table a CREATE ... LIKE copied
+    shifts: dict[str, list[tuple[bool, StatementZone]]] = {}  # column now -> its values' zone conversions
+    periods: dict[str, str] = {}  # period columns ADD SYSTEM VERSIONING added -> what the rows held read in them
+    current_only: str | None = None
     for row, sql in ddl:
         stmt = ddl_statement(sql, fold_names)
         if stmt is None:
             continue
+        state = (props or {}).get(row, {})
+        zone = StatementZone.of(state, key, sql)
         if isinstance(stmt, CreateTable) and _names(stmt.table, schema) == key and not stmt.temporary:
             if key in catalog.tables and stmt.if_not_exists and not stmt.or_replace:
                 continue  # the server leaves the table as it is
@@ -125,11 +150,21 @@ def plan_evolution(
                 origin = {}
                 continue
         if isinstance(stmt, AlterTable):
-            added.update((a.column.name, a.column) for a in stmt.actions if isinstance(a, AddColumn))
+            added.update((a.column.name, (a.column, zone)) for a in stmt.actions if isinstance(a, AddColumn))
+            for action in stmt.actions:
+                if isinstance(action, ConvertCharset) and action.charset != "default":
+                    converted_to = action.charset
         if key not in catalog.tables and not isinstance(stmt, CreateTable):
             continue  # a statement about a table the mirror does not hold: its first rows will create it
+        converted: dict[str, bool] = {}  # column after the statement -> converted to UTC (or from it)
+        versioning = versioning_change(stmt)
         if isinstance(stmt, AlterTable):
+            catalog.tables[key] = known_periods(catalog.tables[key], stmt, state)  # a versioned table's, by name
+            end = next((c.name for c in catalog.tables[key].columns if c.period == "END"), None)
+            if versioning == "DROP" and end is not None and origin.get(end) is not None:
+                current_only = origin[end]  # the history goes with the period columns
             stmt = _as_replay(stmt, catalog.tables.get(key))
+            converted = _zone_conversions(stmt, catalog.tables.get(key), state, zone)
         elif (
             isinstance(stmt, DropIndexStatement)
             and stmt.name.upper() == "PRIMARY"
@@ -147,14 +182,15 @@ def plan_evolution(
             if change.old != key and change.new != key:
                 continue
             if change.kind == "drop":
-                origin = {}
+                origin, shifts = {}, {}
             elif change.kind == "create":
                 created = True
-                origin = {c.name: None for c in catalog.tables[key].columns}
+                origin, shifts = {c.name: None for c in catalog.tables[key].columns}, {}
             elif change.kind == "rename" or (change.kind == "alter" and change.new != key):
                 assert change.new is not None
                 if change.kind == "alter":
                     origin, renamed = _follow(origin, change.origin)
+                    shifts = _shifted(shifts, change.origin, converted, zone)
                     if renamed:
                         renames.append((row, renamed))
                 key = change.new
@@ -162,17 +198,25 @@ def plan_evolution(
                 moved_to = (moved.db, moved.name)
             elif change.kind == "alter":
                 origin, renamed = _follow(origin, change.origin)
+                shifts = _shifted(shifts, change.origin, converted, zone)
                 if renamed:
                     renames.append((row, renamed))
+        if versioning == "ADD" and key in catalog.tables:  # the rows it holds get their first version's period
+            where = f"{key}: {sql[:200]!r}"
+            periods.update(
+                (c.name, period_fill(c.period, state, where))
+                for c in catalog.tables[key].columns
+                if c.period is not None and origin.get(c.name) is None and c.name not in periods
+            )
     final = catalog.tables.get(key)
     if final is None:
         return Evolution((), tuple(renames), exists=False, created=created, moved_to=moved_to)
     fills: tuple[tuple[str, str | None], ...] = ()
     if not created:
         fills = tuple(
-            (c.name, existing_rows_value(key, added[c.name], c))
+            (c.name, periods[c.name] if c.name in periods else _fill(key, *added[c.name], c, zero_dates, mariadb))
             for c in final.columns
-            if origin.get(c.name) is None and c.name in added
+            if origin.get(c.name) is None and (c.name in added or c.name in periods)
         )
     return Evolution(
         tuple(
@@ -189,19 +233,89 @@ def plan_evolution(
         created=created,
         moved_to=moved_to,
         fills=fills,
-        declared=tuple((c.name, mysql_type_text(c, mariadb)) for c in final.columns if c.base != _KEPT),
+        declared=tuple((c.name, c) for c in final.columns if c.base != _KEPT),
+        converted_to=converted_to,
+        shifts=tuple((name, tuple(done)) for name, done in shifts.items() if done and origin.get(name) is not None),
+        current_only=current_only,
     )
+
+
+_ZONED: Final = frozenset({"datetime", "timestamp"})
+
+
+def _zone_conversions(
+    stmt: AlterTable, table: TableDef | None, state: Mapping[str, str], zone: StatementZone
+) -> dict[str, bool]:
+    """The columns (by their names after ``stmt``) whose values ``stmt`` converts in its time zone: True from local
+    time to UTC (a DATETIME that becomes a TIMESTAMP), False back. A column's type before is the catalog's when a
+    statement of the batch declared it, else the schema history's (:data:`~canal.parse.convert.RETYPED_FROM_PROP`);
+    a conversion the mirror cannot tell or does not model, in a zone that is not UTC, is a MirrorTimeZoneError."""
+    if table is None:
+        return {}
+    before = {c.name.lower(): c for c in table.columns}
+    known = {name.lower(): mysql_type for name, mysql_type in json.loads(state.get(RETYPED_FROM_PROP, "{}")).items()}
+    converted: dict[str, bool] = {}
+    for action in stmt.actions:
+        if not isinstance(action, ChangeColumn) or action.old_name.lower() not in before:
+            continue
+        new = action.column.type.base
+        old_column = before[action.old_name.lower()]
+        old: str | None = old_column.base
+        if old == _KEPT:
+            text = known.get(action.old_name.lower())
+            old = None if text is None else read_column_type(text, strict=False).base
+        if old is not None and {old, new} == _ZONED:
+            converted[action.column.name] = new == "timestamp"
+        elif zone.identity or (old is not None and (old == new or "timestamp" not in {old, new})):
+            continue  # local time is UTC, or no TIMESTAMP meets another type: nothing depends on the zone
+        else:
+            what = (
+                "may have been a TIMESTAMP (the entry names no type before it: no schema history)"
+                if old is None
+                else (f"converts {old.upper()} to {new.upper()}, which the mirror converts only at UTC")
+            )
+            raise MirrorTimeZoneError(
+                f"{zone.describe()}: column {action.old_name!r} {what}. Nothing of the step was written. Mirror the "
+                "table anew from a snapshot taken after the statement."
+            )
+    return converted
+
+
+def _shifted(
+    shifts: dict[str, list[tuple[bool, StatementZone]]],
+    step: Mapping[str, str | None],
+    converted: Mapping[str, bool],
+    zone: StatementZone,
+) -> dict[str, list[tuple[bool, StatementZone]]]:
+    """The columns' zone conversions after one ALTER (``step``: new name -> the name before), its own added."""
+    out = {new: list(shifts.get(old, ())) for new, old in step.items() if old is not None}
+    for name, to_utc in converted.items():
+        if name in out and not zone.identity:
+            out[name].append((to_utc, zone))
+    return out
+
+
+def _fill(
+    key: str, definition: ColumnDef, zone: StatementZone, column: TableColumn, zero_dates: ZeroDates, mariadb: bool
+) -> Any:
+    """The value an added column's existing rows read (:func:`existing_rows_value`); a TIMESTAMP's DEFAULT names a
+    local time in the statement's zone, which the server stores as the UTC instant."""
+    value = existing_rows_value(key, definition, column, mariadb=mariadb)
+    if column.base != "timestamp" or zone.identity:
+        return value
+    return literal_to_utc(value, zone, zero_dates, f"{key}: column {column.name!r}")
 
 
 _ZERO_TEXT: Final = {"date": "0000-00-00", "datetime": "0000-00-00 00:00:00", "time": "00:00:00", "year": "0"}
 
 
-def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn) -> str | None:
+def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn, *, mariadb: bool = True) -> str | None:
     """The canal text the rows a table already holds read in a column ``ALTER TABLE ... ADD`` gives them (None:
-    NULL): its constant DEFAULT, else for a NOT NULL column the type's implicit default (0, '', an ENUM's first
-    label, a zero date), else NULL -- what the server writes into them without logging a row. A default the mirror
-    cannot compute (an expression, CURRENT_TIMESTAMP, a sequence, AUTO_INCREMENT numbering, a generated column) is
-    a MirrorError naming the table and column: never a NULL where the source has a value."""
+    NULL): its constant DEFAULT (as the column stores and ``SELECT`` shows it: a FLOAT's rounded, a UUID's or INET's
+    canonical text), else for a NOT NULL column the type's implicit default (0, '', an ENUM's first label, a zero
+    date, the zero UUID or address), else NULL -- what the server writes into them without logging a row. A default
+    the mirror cannot compute (an expression, CURRENT_TIMESTAMP, a sequence, AUTO_INCREMENT numbering, a generated
+    column) is a MirrorError naming the table and column: never a NULL where the source has a value."""
     default = definition.default
     if (
         definition.generated is not None
@@ -224,9 +338,13 @@ def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn) 
             return None
         if isinstance(value, bool):
             return "1" if value else "0"
-        return str(value)
+        return _stored_text(table, column, value, mariadb)
     if column.nullable:
         return None
+    if column.base in FIXED_BINARY_SIZES:  # the value of zero bytes
+        text = fixed_binary_text(column.base)
+        assert text is not None
+        return text(bytes(FIXED_BINARY_SIZES[column.base]))
     if column.base == "enum":
         return column.labels[0] if column.labels else ""
     if column.base in _ZERO_TEXT:
@@ -234,6 +352,25 @@ def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn) 
     if column.base in INTEGER_TYPES or column.base in ("decimal", "float", "double", "bit"):
         return "0"
     return ""
+
+
+def _stored_text(table: str, column: TableColumn, value: object, mariadb: bool) -> str:
+    """A literal DEFAULT as the column stores it and ``SELECT`` shows it (:mod:`canal.sql.values`)."""
+    try:
+        if column.base in FIXED_BINARY_SIZES:
+            return canonical_text(column.base, str(value))
+        if column.base in ("float", "double") and isinstance(value, int | float | Decimal):
+            scale = column.params[1] if len(column.params) > 1 else None
+            single = column.base == "float"
+            stored = float_stored(float(value), single, scale)
+            show = float_display(single, scale, mariadb=mariadb)
+            return repr(stored if show is None else show(stored))
+    except (ValueError, OverflowError) as exc:
+        raise MirrorError(
+            f"{table}: column {column.name!r} is added with DEFAULT {value!r}, which the mirror cannot read as "
+            f"{column.base.upper()}: {exc}"
+        ) from None
+    return str(value)
 
 
 def _follow(

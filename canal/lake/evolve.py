@@ -5,7 +5,8 @@ files: ADD / DROP / RENAME / CHANGE / MODIFY COLUMN rewrite the table in the sou
 column's data across renames and moves (a declared type change converts the values as the server does:
 :func:`canal.lake.images.retyped`, :mod:`canal.lake.narrowing`); CREATE TABLE makes it empty (marked with its step:
 :mod:`canal.lake.step_marks`); DROP TABLE removes it; RENAME TABLE moves its directory and change log
-(:mod:`canal.lake.table_moves` in an object store). A rewrite that reorders columns writes the table anew beside
+(:mod:`canal.lake.table_moves` in an object store); DROP DATABASE drops every mirrored table of the database
+(:meth:`TableDDL.drop_schema`). A rewrite that reorders columns writes the table anew beside
 the old one and replaces it; one cut short by a crash is finished by the next batch (:meth:`TableDDL.recovered`).
 """
 
@@ -23,10 +24,13 @@ from canal.lake.evolution import Evolution, plan_evolution
 from canal.lake.folds import Folds
 from canal.lake.handles import Handles
 from canal.lake.images import retyped, typed_column
-from canal.lake.narrowing import fit_declared, narrows
+from canal.lake.narrowing import converted, narrows, unencodable
+from canal.lake.own_names import log_columns
 from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
-from canal.lake.types import MirrorError, typed_array
+from canal.lake.time_zones import shift
+from canal.lake.types import MirrorError, MirrorTypeError, typed_array
+from canal.lake.versioning import current_rows
 from canal.sql import CreateTable
 
 
@@ -56,6 +60,29 @@ class TableDDL:
         assert moved_to is not None  # batch_steps names the pair by directory names
         self.move(fs.join(self._settings.root, pair.old), moved_to)
 
+    def drop_schema(self, schema: str, only: frozenset[str] | None) -> list[str]:
+        """DROP DATABASE ``schema``: every mirrored table of it (of ``only``, when set) goes with its change log; the
+        directory names of those dropped. The change logs are listed too, and a rewrite's leftovers (``.rewritten``,
+        ``.replaced``): a drop a crash cut short is finished by the step's replay."""
+        root = self._settings.root
+        found: set[str] = set()
+        for name in [*fs.listdir(root), *fs.listdir(fs.join(root, changelog.LOG_DIR))]:
+            for suffix in (".rewritten", ".replaced"):
+                name = name.removesuffix(suffix)
+            pair = naming.parse(name)
+            if pair is not None and pair[0] == schema and (only is None or naming.display(*pair) in only):
+                found.add(name)
+        for name in sorted(found):
+            path = fs.join(root, name)
+            self.recovered(path)  # a rewrite cut short is finished (or its leftovers put back) before it goes
+            self._folds.settle(path)  # a fold writes the base and the log: wait for it
+            self._forget(path)
+            self._folds.forget_size(path)
+            fs.rmtree(f"{path}.rewritten")
+            fs.rmtree(path)
+            fs.rmtree(changelog.log_path(path))
+        return sorted(found)
+
     def evolution(self, plan: TablePlan, path: str | None) -> Evolution | None:
         """What the batch's statements do to the table (None: none of them changes a layout)."""
         statements = [(row, sql) for row, kind, sql in plan.ddl if kind != "TRUNCATE"]
@@ -69,7 +96,14 @@ class TableDDL:
         if path is not None and not self._created_by_this_step(path, statements, plan.fold_names):
             current = [field.name for field in fs.delta_table(path).schema().fields]
         return plan_evolution(
-            plan.schema, plan.table, current, statements, columns_of=self._columns_of, fold_names=plan.fold_names
+            plan.schema,
+            plan.table,
+            current,
+            statements,
+            columns_of=self._columns_of,
+            fold_names=plan.fold_names,
+            props=plan.ddl_props,
+            zero_dates=self._settings.zero_dates,
         )
 
     def _columns_of(self, schema: str, table: str) -> list[tuple[str, Any]] | None:
@@ -84,8 +118,9 @@ class TableDDL:
         columns = [(f.name, f.type) for f in pa.schema(self._handles.table(path).schema().to_arrow())]
         log = self._handles.log(path)
         if log is not None:
-            known = {name for name, _kind in columns} | set(changelog.INTERNAL_COLUMNS)
-            columns += [(f.name, f.type) for f in pa.schema(log.schema().to_arrow()) if f.name not in known]
+            in_log = pa.schema(log.schema().to_arrow())
+            known = {name for name, _kind in columns} | set(log_columns(in_log.names))
+            columns += [(f.name, f.type) for f in in_log if f.name not in known]
         return columns
 
     def _created_by_this_step(self, path: str, statements: list[tuple[int, str]], fold_names: bool) -> bool:
@@ -125,9 +160,24 @@ class TableDDL:
             return  # the table's first rows create it, in the layout they carry
         dt = fs.delta_table(path)
         data = fs.delta_rows(dt)
+        if evolution.current_only is not None and evolution.current_only in data.column_names:
+            data = current_rows(data, evolution.current_only)  # DROP SYSTEM VERSIONING: the history goes
         current = [(field.name, field.type) for field in data.schema]
         declared = dict(evolution.declared)
-        if not evolution.changes(current) and not narrows(data, evolution.columns, declared):
+        shifts = dict(evolution.shifts)
+        if shifts and self.step is not None and step_marks.rewritten_by(dt, self._settings.app_id, *self.step):
+            shifts = {}  # this step's replay: its conversion is done (a layout cannot tell it)
+        if evolution.converted_to is not None:
+            for name in data.column_names:  # every text column converted (the mirror does not know which are)
+                value = unencodable(data.column(name), evolution.converted_to)
+                if value is not None:
+                    raise MirrorTypeError(
+                        f"{path}: column {name!r} holds {value!r}, which CONVERT TO CHARACTER SET "
+                        f"{evolution.converted_to} made '?' where it cannot hold a character (a lax sql_mode); the "
+                        "mirror does not repeat that: nothing of the batch was written. Mirror the table anew from a "
+                        "snapshot taken after the ALTER"
+                    )
+        if not evolution.changes(current) and not narrows(data, evolution.columns, declared) and not shifts:
             return
         fills = dict(evolution.fills)
         arrays, fields = [], []
@@ -136,7 +186,10 @@ class TableDDL:
                 column = data.column(source)
                 if kind is not None and column.type != kind:
                     column = retyped(column, kind, f"{path}: column {source!r}")
-                column = fit_declared(column, declared.get(name))  # a narrower type: as the server converts
+                # a narrower type, NOT NULL, fewer labels: as the server converts, or a MirrorTypeError
+                column = converted(column, declared.get(name), f"{path}: column {source!r}")
+                for to_utc, zone in shifts.get(name, ()):  # DATETIME <-> TIMESTAMP in the statement's time zone
+                    column = shift(column, zone, to_utc, self._settings.zero_dates, f"{path}: column {name!r}")
             else:
                 target = kind if kind is not None else pa.string()
                 fill = fills.get(name)
@@ -150,14 +203,21 @@ class TableDDL:
             arrays.append(column)
             fields.append(pa.field(name, column.type))
         rewritten = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        marks = None if self.step is None else step_marks.rewritten_metadata(self._settings.app_id, *self.step)
         if [f.name for f in fields] != data.column_names and {f.name for f in fields} == set(data.column_names):
             # the same columns in another order: delta-rs keeps a table's column order on overwrite, so the table
             # is written anew beside the old one, which it then replaces (its last batch id carried over)
-            self._recreate(path, dt, rewritten)
+            self._recreate(path, dt, rewritten, marks)
             return
-        fs.write_delta(dt, rewritten, mode="overwrite", schema_mode="overwrite")
+        fs.write_delta(
+            dt,
+            rewritten,
+            mode="overwrite",
+            schema_mode="overwrite",
+            commit_properties=None if marks is None else CommitProperties(custom_metadata=marks),
+        )
 
-    def _recreate(self, path: str, dt: Any, data: Any) -> None:
+    def _recreate(self, path: str, dt: Any, data: Any, marks: dict[str, str] | None) -> None:
         from deltalake import CommitProperties, Transaction
 
         version = dt.transaction_version(self._settings.app_id)
@@ -168,9 +228,10 @@ class TableDDL:
             data,
             mode="overwrite",
             configuration=self._new_table_configuration(),
-            commit_properties=None
-            if version is None
-            else CommitProperties(app_transactions=[Transaction(self._settings.app_id, version=version)]),
+            commit_properties=CommitProperties(
+                app_transactions=None if version is None else [Transaction(self._settings.app_id, version=version)],
+                custom_metadata=marks,
+            ),
         )
         self._forget(path)
         if fs.remote(path):

@@ -25,6 +25,7 @@ import contextlib
 import os
 import shutil
 import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -263,11 +264,18 @@ def makedirs(location: str) -> None:
         os.makedirs(location, exist_ok=True)
 
 
-def write_bytes(location: str, data: bytes, *, replace: bool = True) -> bool:
+def write_bytes(location: str, data: bytes, *, replace: bool = True, synced: bool = True) -> bool:
     """Write ``data`` to ``location`` whole; without ``replace`` only if no file is there (False when one was: it
-    stays)."""
+    stays). ``synced=False`` (locally): replaced whole through a rename but not fsynced -- it survives the writing
+    process's crash, not necessarily the machine's, as the Delta commits it guards (deltalake does not sync them)."""
     if not remote(location):
         os.makedirs(os.path.dirname(location) or ".", exist_ok=True)
+        if replace and not synced:
+            directory, name = os.path.split(location)
+            temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+            write_new(temporary, data)
+            os.replace(temporary, location)
+            return True
         if replace:
             write_bytes_atomic(location, data)
             return True

@@ -86,6 +86,23 @@ class MirrorMetrics:
     heals: int = 0  # tables read again in the stream where the server changed rows it did not log
 
 
+def mirror_metrics(batches: int, health: FoldHealth, parts: Any) -> MirrorMetrics:
+    """The metrics of a mirror that applied ``batches``, whose folds' health is ``health`` and which holds the staged
+    parts ``parts`` (None: none loaded)."""
+    with health.lock:
+        failures, last = health.failures, health.last_error
+    return MirrorMetrics(
+        batches=batches,
+        folds=health.done,
+        fold_failures=failures,
+        failing_folds=health.by_name(lambda path: Path(path).name),
+        last_fold_error=last,
+        staged_tables=0 if parts is None else len(parts.tables),
+        staged_rows=0 if parts is None else parts.rows,
+        staged_bytes=0 if parts is None else parts.bytes,
+    )
+
+
 @attrs.define(slots=True)
 class FoldHealth:
     """Failed folds per table (base path -> in a row), counted by the fold threads."""

@@ -14,7 +14,14 @@ from typing import Any
 
 from canal.lake.changelog import OP as OP_COLUMN
 from canal.lake.plan import TablePlan
-from canal.lake.types import MirrorTypeError, ZeroDates, arrow_type, typed_array, typed_strings
+from canal.lake.types import (
+    MirrorTypeError,
+    ZeroDates,
+    arrow_type,
+    column_zero_dates,
+    typed_array,
+    typed_strings,
+)
 
 _BLOCK = 1 << 20  # pyarrow.json's default block size; a block must hold the longest image
 
@@ -74,8 +81,13 @@ def parse_images(texts: Any, layout: Any, zero_dates: ZeroDates = "error") -> li
     if parsed.num_rows != n:
         return None
     return [
-        typed_column(name, lambda n=name, t=type_text: typed_strings(parsed.column(n), arrow_type(t), zero_dates))
-        for name, type_text, _key in layout
+        typed_column(
+            name,
+            lambda n=name, t=type_text, k=key: typed_strings(
+                parsed.column(n), arrow_type(t), column_zero_dates(zero_dates, bool(k))
+            ),
+        )
+        for name, type_text, key in layout
     ]
 
 
@@ -178,7 +190,10 @@ def source_slow(layout: Any, deletes: Any, keys: Any, after: Any, zero_dates: Ze
             values[n].append(image.get(n))
         ops.append("d" if delete else "u")
     arrays = [
-        typed_column(n, lambda n=n, t=t: typed_array(values[n], arrow_type(t), zero_dates)) for n, t, _k in layout
+        typed_column(
+            n, lambda n=n, t=t, k=k: typed_array(values[n], arrow_type(t), column_zero_dates(zero_dates, bool(k)))
+        )
+        for n, t, k in layout
     ]
     arrays.append(pa.array(ops, type=pa.string()))
     return pa.Table.from_arrays(arrays, names=[*names, OP_COLUMN])

@@ -9,8 +9,9 @@ row with multiple source rows", a read shows the row twice) or call an UPDATE a 
 grouping reads keys through this module: ``-0.0 + 0.0`` is ``0.0`` under IEEE rounding, NaN and every other value
 stay as they are. Images keep their exact values: only the identity is canonical.
 
-MariaDB 10.11 itself never writes -0.0 to a FLOAT or DOUBLE column (it stores 0.0: ``SELECT`` and the binlog show
-0.0), so -0.0 reaches the mirror only from a source that keeps it (MySQL) or a hand-made binlog.
+MariaDB 10.11 stores a FLOAT / DOUBLE -0.0 as 0.0, but a FLOAT that underflows (``-1e-50``) as -0.0, which its
+binlog holds and ``SELECT`` prints as 0: the decoder gives 0.0 there (:mod:`canal.sql.values`), so -0.0 reaches the
+mirror only from a source that keeps it (MySQL, which prints it ``-0``) or a hand-made binlog.
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from canal.lake.own_names import own_name
 from canal.lake.types import base_type
 
 FLOAT_TYPES = frozenset({"float", "double"})
 """MySQL base types (:func:`~canal.lake.types.base_type`, REAL and DOUBLE PRECISION read as double) whose -0.0 is
 the key 0.0."""
 
-IDENTITY_PREFIX = "__pycanal_key_"
-"""The prefix of the temporary columns :func:`with_identity` adds."""
+
+def identity_name(n: int) -> str:
+    """The temporary column :func:`with_identity` adds for the ``n``-th key column: a name no source column has
+    (:mod:`canal.lake.own_names`)."""
+    return own_name(f"key_{n}")
 
 
 def is_float_type(mysql_type: str) -> bool:
@@ -61,13 +66,13 @@ def identity_array(array: Any) -> Any:
 
 def with_identity(table: Any, keys: Sequence[str]) -> tuple[Any, list[str]]:
     """``table`` and the names of its key columns to group or join on: the keys themselves when none is a
-    floating-point column, else ``table`` with their identities added as temporary columns (named with
-    :data:`IDENTITY_PREFIX`; drop them after) and those columns' names."""
+    floating-point column, else ``table`` with their identities added as temporary columns (:func:`identity_name`;
+    drop them after) and those columns' names."""
     import pyarrow as pa
 
     if not any(pa.types.is_floating(table.schema.field(k).type) for k in keys):
         return table, list(keys)
-    names = [f"{IDENTITY_PREFIX}{n}" for n in range(len(keys))]
+    names = [identity_name(n) for n in range(len(keys))]
     for name, key in zip(names, keys, strict=True):
         table = table.append_column(name, identity_array(table.column(key)))
     return table, names
@@ -75,5 +80,6 @@ def with_identity(table: Any, keys: Sequence[str]) -> tuple[Any, list[str]]:
 
 def drop_identity(table: Any) -> Any:
     """``table`` without the columns :func:`with_identity` added."""
-    extra = [name for name in table.column_names if name.startswith(IDENTITY_PREFIX)]
+    added = {identity_name(n) for n in range(len(table.column_names))}
+    extra = [name for name in table.column_names if name in added]
     return table.drop_columns(extra) if extra else table

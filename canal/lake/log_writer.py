@@ -68,6 +68,7 @@ class LogWriter:
         # change log path -> (its version, its Arrow schema) after this process's last direct append (_append_directly)
         self._direct_state: dict[str, tuple[int, Any]] = {}
         self._log_keys: dict[str, list[str]] = {}  # base path -> its log's key columns, as last read or written
+        self._named: set[str] = set()  # base paths whose change log has the mirror's own column names (own_names)
 
     def pool(self) -> ThreadPoolExecutor:
         """The threads that write a step's tables (and its appends through deltalake) in parallel."""
@@ -84,6 +85,7 @@ class LogWriter:
         """What is known of the table's change log is read anew (rewritten, moved or dropped)."""
         self._direct_state.pop(changelog.log_path(path), None)
         self._log_keys.pop(path, None)
+        self._named.discard(path)
 
     def deferred(self, run: Callable[[], T]) -> T:
         """``run()`` (a step's tables, one after another), its change-log appends gathered and written once it has
@@ -119,6 +121,7 @@ class LogWriter:
         import pyarrow as pa
 
         log = changelog.log_path(path)
+        self._own_names(path)
         recorded = self._log_keys.get(path)
         if recorded is None:
             recorded = changelog.read_keys(log)
@@ -131,6 +134,7 @@ class LogWriter:
                     changelog.clear(log, self._handles.table(path).schema().to_arrow())
             changelog.write_keys(log, key_names)
         self._log_keys[path] = key_names
+        self._own_names(path)
         seq = plan.seq if plan.seq is not None else pa.array([], pa.int64())
         if seq.null_count:
             raise MirrorError(f"{plan.schema}.{plan.table}: change rows without a seq cannot be mirrored merge-on-read")
@@ -148,6 +152,17 @@ class LogWriter:
             self._step_appends.append(append)
         else:
             self.commit([append])
+
+    def _own_names(self, path: str) -> None:
+        """Before this process first writes the table's change log: one an older pycanal wrote names its own columns
+        otherwise (:mod:`canal.lake.own_names`), and is rewritten under the mirror's names first."""
+        if path in self._named:
+            return
+        log = changelog.log_path(path)
+        with self._folds.appends(path):
+            if changelog.take_own_names(log):
+                self._direct_state.pop(log, None)  # a new schema: read anew (a held handle reads the commit)
+        self._named.add(path)
 
     def _append_with_deltalake(self, path: str, log: str, rows: Any, commit: Any) -> None:
         """Append ``rows`` to the change log ``log`` of the table at ``path`` through deltalake, with ``commit``."""
@@ -255,6 +270,7 @@ class LogWriter:
         table = None if parts is None else parts.take(path)
         if parts is None or table is None:
             return
+        self._own_names(path)
         rows = pa.concat_tables(table.parts, promote_options="permissive")
         batch_id = table.batches[-1]
         log = changelog.log_path(path)

@@ -13,12 +13,12 @@ A batch (:mod:`canal.spark.changes` describes the change rows) goes through the 
 * each step is applied and journaled (:mod:`canal.lake.journal`), so a replay after a crash goes on after the last
   step done: DDL through :mod:`canal.lake.evolve`; rows appended to the table's change log
   (:mod:`canal.lake.log_writer`, small ones staged: :mod:`canal.lake.staging`) merge-on-read, or MERGEd into the
-  table copy-on-write; a table's last step commits the app transaction ``(app_id, batch_id)``, so a mirror without
-  a step journal (written by an older pycanal) skips a table whose ``transaction_version(app_id) >= batch_id``;
+  table copy-on-write; a table's last step commits the app transaction ``(app_id, number)``, so a mirror without
+  a step journal (written by an older pycanal) skips a table whose ``transaction_version(app_id) >= number``;
 * after the batch, folds are scheduled (:mod:`canal.lake.folds`) and upkeep done (:mod:`canal.lake.maintenance`).
 
-Batch ids must increase: Spark's micro-batch ids do, and so do :func:`canal.spark.run_batches`' position-derived ids.
-A DataFrame handed to ``foreachBatch`` can be passed straight in: ``query.foreachBatch(mirror)``.
+Before all that, :mod:`canal.lake.admit` keeps the rows the mirror has not applied, by their source lineage (a batch
+id proves nothing), and numbers the batch past everything before it. ``query.foreachBatch(mirror)`` works as is.
 """
 
 from __future__ import annotations
@@ -34,10 +34,12 @@ import attrs
 
 from canal.lake import changelog, delta_append, fs, maintenance
 from canal.lake import names as naming
-from canal.lake.applied import check_batch, newest_position, newest_time, record_batch
-from canal.lake.batch_ids import logged_batch_ids
+from canal.lake.admit import admit, admit_rows
+from canal.lake.applied import Applied, newest_position, newest_time, write_applied
+from canal.lake.batch_ids import BatchVersions
 from canal.lake.cascade import ExpandedBatch, expand_cascades
-from canal.lake.changelog import FoldResult, quote, record_only
+from canal.lake.cell_text import rows_texts
+from canal.lake.changelog import FoldResult, record_only
 from canal.lake.evolve import TableDDL
 from canal.lake.folds import Folds
 from canal.lake.frames import batch_table
@@ -46,17 +48,22 @@ from canal.lake.health import MirrorCounters, MirrorMetrics, monitored, typed_st
 from canal.lake.images import source as source_of
 from canal.lake.images import type_sources
 from canal.lake.journal import StepJournal
-from canal.lake.lease import WriterLease
+from canal.lake.lease import MirrorFence
 from canal.lake.locations import local_path
 from canal.lake.log_writer import LogWriter
+from canal.lake.owners import TableOwners, table_pairs
 from canal.lake.packed import is_packed, unpack_all
+from canal.lake.partial import chain_step, complete_before_writing, complete_source
 from canal.lake.plan import (
     MIRROR_COLUMNS,
+    DropSchema,
     RenamePair,
     TablePlan,
     batch_steps,
+    changes_tables,
     in_order,
     plan_tables,
+    step_names,
     step_rows,
     true_count,
 )
@@ -65,17 +72,15 @@ from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, FOLD_DUTY, MirrorMode, MirrorSettings
 from canal.lake.staging import Staging
 from canal.lake.stops import check_cascades, check_statements
+from canal.lake.table_writes import create_table, merge_into
 from canal.lake.typed_batch import TypedBatch
 from canal.lake.typed_plan import RowsNeeded, TypedImages, change_rows, needs_rows, planned_form
 from canal.lake.typed_plan import type_sources as typed_sources
-from canal.lake.types import MirrorError, ZeroDates
+from canal.lake.types import MirrorError, ZeroDates, check_stored_types
 from canal.lake.variant_rows import holds_variants, variant_rows_to_typed
 from canal.lake.writers import LogWriters
 from canal.lake.xa import HeldTransactions, held_directory
 from canal.log import destination_logger
-
-OP_COLUMN = changelog.OP
-
 
 RECORDS_KEPT = 1000
 """Entries of ``history``, ``folds`` and ``fold_errors`` kept (the newest): a mirror runs for months."""
@@ -195,7 +200,7 @@ class DeltaMirror:
         self._log = destination_logger(__name__, app_id)
         self._handles = Handles()  # the tables kept open between batches
         self._writers = LogWriters()
-        self._staging = Staging(settings, self._writers, self._log_batch)
+        self._staging = Staging(settings, self._writers, lambda path: self._versions.in_log(path))
         # folds done, in the order they ended; background folds that failed (tried again after a later batch): the
         # newest only (canal.lake.records)
         self._folding = Folds(
@@ -210,13 +215,17 @@ class DeltaMirror:
         self._writer = LogWriter(settings, self._handles, self._writers, self._folding, self._staging)
         self._ddl = TableDDL(settings, self._handles, self._folding, self._forget)
         self._journal = StepJournal(settings.root, settings.app_id)
-        self._lease: WriterLease | None = None  # taken by the first batch written with the step journal (lease)
+        self._versions = BatchVersions(settings.app_id, self._handles, self._staging)
+        self._owners = TableOwners(settings.root, settings.app_id)  # tables another app id writes are refused
+        # its lease (renewed while a batch runs), or a Spark task's: its driver's, fencing every commit
+        self.fencing = MirrorFence(settings.root, settings.app_id, self)
         self._applied_batches = 0  # batches that wrote something, for the maintenance schedule
         self._compact: set[str] = set()  # tables written since their last compaction
         self.stats: dict[str, TableStats] = {}
         self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
         self.reach_checked = False  # whether Spark tasks were seen to reach the root (canal.spark.mirror_tasks)
         self.counters = MirrorCounters()  # what its batches did, for metrics() and the exporter (canal.lake.health)
+        self._rows_now = lambda db, name: self.read(db, name) if self._holds(db, name) else None  # None: not held
 
     # -- settings ------------------------------------------------------------------------------------------------
 
@@ -308,12 +317,10 @@ class DeltaMirror:
     def _mirrors(self, schema: str, table: str) -> bool:
         return self.only is None or f"{schema}.{table}" in self.only
 
-    def _current_rows(self, schema: str, table: str) -> list[dict[str, Any]] | None:
-        """A held table's rows as they are before the batch (None: not held): where a foreign key's action looks."""
-        if not self._holds(schema, table):
-            return None
-        rows: list[dict[str, Any]] = self.read(schema, table).to_pylist()
-        return rows
+    def _current_rows(self, schema: str, table: str) -> list[dict[str, str | None]] | None:
+        """A held table's rows as they are before the batch, in canal text (None: not held): where a foreign key's
+        action looks (rendered by Arrow: Python's dates hold no year 0, which MySQL stores)."""
+        return rows_texts(self.read(schema, table)) if self._holds(schema, table) else None
 
     def table_names(self) -> list[str]:
         """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables` gives
@@ -341,36 +348,13 @@ class DeltaMirror:
         return self._batch_version(path)
 
     def _batch_version(self, path: str, base: Any = None) -> int | None:
-        """The last batch id committed to a table: to its base or (merge-on-read) to its change log."""
-        versions: list[int] = []
-        base = base if base is not None else fs.delta_table(path)
-        if (done := base.transaction_version(self.app_id)) is not None:
-            versions.append(int(done))
-        log = self._handles.log(path)
-        if log is not None and (done := log.transaction_version(self.app_id)) is not None:
-            versions.append(int(done))
-        parts = self._staging.parts_if_any()
-        if parts is not None and (last := parts.last_batch(path)) is not None:
-            versions.append(last)
-        return max(versions) if versions else None
-
-    def _log_batch(self, path: str) -> int | None:
-        """The last batch id the change log of the table at ``path`` recorded (None: none, or no log)."""
-        log = self._handles.log(path)
-        done = None if log is None else log.transaction_version(self.app_id)
-        return None if done is None else int(done)
+        """The last batch number committed to a table: to its base or (merge-on-read) to its change log."""
+        return self._versions.last(path, base)
 
     def committed_batch_ids(self, schema: str, table: str) -> list[int]:
-        """Every batch id committed to a table, in order (read from the Delta logs' ``txn`` actions of its base and,
-        merge-on-read, its change log -- whose commits are kept ``log_history_s``: older ones are not seen)."""
-        base = self.table_location(schema, table)
-        ids: list[int] = []
-        for log in (fs.join(base, "_delta_log"), fs.join(changelog.log_path(base), "_delta_log")):
-            ids.extend(logged_batch_ids(log, self.app_id))
-        parts = self._staging.parts_if_any()
-        if parts is not None:
-            ids.extend(parts.batch_ids(base))
-        return sorted(set(ids))
+        """Every batch number committed to a table, in order (read from the Delta logs' ``txn`` actions of its base
+        and, merge-on-read, its change log -- whose commits are kept ``log_history_s``: older ones are not seen)."""
+        return self._versions.committed(self.table_location(schema, table))
 
     @typed_storage_errors
     def read(self, schema: str, table: str) -> Any:
@@ -401,8 +385,7 @@ class DeltaMirror:
         self.flush_staged()
         self._folding.close()
         self._writer.close()
-        if self._lease is not None:
-            self._lease.release()
+        self.fencing.release()
 
     def __enter__(self) -> DeltaMirror:
         return self
@@ -411,11 +394,16 @@ class DeltaMirror:
         self.close()
 
     def hold_lease(self) -> None:
-        """Take (or renew) this mirror's lease on its root and app id; :class:`~canal.lake.types.MirrorLeaseError`
-        when another live mirror writes them (:mod:`canal.lake.lease`)."""
-        if self._lease is None:
-            self._lease = WriterLease(self.root, self.app_id, self)
-        self._lease.hold()
+        """Take (or renew) this mirror's lease on its root and app id, renewed until the batch ends; a
+        :class:`~canal.lake.types.MirrorLeaseError` when another live mirror writes them (:mod:`canal.lake.lease`)."""
+        self.fencing.hold()
+
+    def check_owners(self, tables: Any, *, mirrored: bool = False) -> None:
+        """``MirrorLineageError`` when one of ``tables`` (``(schema, table)`` pairs; ``mirrored``: a batch's rows, the
+        tables it mirrors) holds another app id's batches (:mod:`canal.lake.owners`); asked before a batch writes."""
+        if self._owners.others():  # (one app id on the root: nothing to check)
+            pairs = [pair for pair in table_pairs(tables) if self._mirrors(*pair)] if mirrored else tables
+            self._owners.check(pairs, self.table_location, self._handles.log)
 
     def check_folds(self) -> None:
         """:class:`~canal.lake.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a
@@ -505,7 +493,16 @@ class DeltaMirror:
 
     @monitored
     @typed_storage_errors
-    def apply(self, changes: Any, batch_id: int, *, steps_journal: bool = True, fold: bool = True) -> ApplyResult:
+    def apply(
+        self,
+        changes: Any,
+        batch_id: int,
+        *,
+        steps_journal: bool = True,
+        fold: bool = True,
+        follow: Applied | None = None,
+        skip: bool = False,
+    ) -> ApplyResult:
         """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) or a typed batch
         (:class:`~canal.lake.typed_batch.TypedBatch`: planned and applied from its typed images, no JSON parsed;
         :mod:`canal.lake.typed_plan`) as batch ``batch_id``; rows of packed batches are unpacked into one (``packed``).
@@ -516,28 +513,42 @@ class DeltaMirror:
         them. A batch without DDL is one step per table. The steps done are journaled beside the tables, so a batch
         replayed after a crash goes on after the last step done and never applies one twice.
 
-        ``steps_journal=False`` (a Spark task writing one table's part of a batch without DDL): no step journal; a table
-        whose last committed batch id is ``>= batch_id`` is skipped. ``fold=False``: start no fold after the batch
-        (the caller schedules them, :meth:`fold_due`)."""
-        if not isinstance(changes, TypedBatch):
-            table = batch_table(changes)
-            if table is not None and is_packed(table.column_names):
-                changes = unpack_all(table)  # the images=packed form: typed batches, or change rows (canal.lake.packed)
-                if not isinstance(changes, TypedBatch):
-                    return self._apply(changes, None, batch_id, steps_journal, fold)
-            elif table is None or not holds_variants(table):
-                return self._apply(changes if table is None else table, None, batch_id, steps_journal, fold)
-            else:
-                changes = variant_rows_to_typed(table)  # the images=variant form: decoded into typed images
-        if needs_rows(changes):  # XA, foreign keys' actions: followed in change rows (canal.lake.typed_plan)
-            return self._apply(change_rows(changes), None, batch_id, steps_journal, fold)
-        try:
-            return self._apply(*planned_form(changes), batch_id, steps_journal, fold)
-        except RowsNeeded:  # raised before anything of the batch was written
-            return self._apply(change_rows(changes), None, batch_id, steps_journal, fold)
+        Which rows are new is decided by their source lineage, not by ``batch_id`` (:mod:`canal.lake.admit`): rows
+        the mirror applied are left out, rows with no provable relation to them stop the batch (``MirrorLineageError``).
+
+        ``steps_journal=False`` (a Spark task writing its part of a batch without DDL, which the driver admitted):
+        ``batch_id`` is the number the driver gave the batch, ``follow`` the record before it (the rows the mirror has
+        by it are left out; ``skip``: all of it, the batch is a replay); no step journal; a table whose last committed
+        number is ``>= batch_id`` is skipped.
+        ``fold=False``: start no fold after the batch (the caller schedules them, :meth:`fold_due`)."""
+        with self.fencing.renewed():  # the lease (if this batch takes it) renewed while the batch runs
+            if not isinstance(changes, TypedBatch):
+                table = batch_table(changes)
+                if table is not None and is_packed(table.column_names):
+                    changes = unpack_all(table)  # images=packed: typed batches, or change rows (canal.lake.packed)
+                    if not isinstance(changes, TypedBatch):
+                        return self._apply(changes, None, batch_id, steps_journal, fold, follow, skip)
+                elif table is None or not holds_variants(table):
+                    rows = changes if table is None else table
+                    return self._apply(rows, None, batch_id, steps_journal, fold, follow, skip)
+                else:
+                    changes = variant_rows_to_typed(table)  # the images=variant form: decoded into typed images
+            if needs_rows(changes):  # XA, foreign keys' actions: followed in change rows (canal.lake.typed_plan)
+                return self._apply(change_rows(changes), None, batch_id, steps_journal, fold, follow, skip)
+            try:
+                return self._apply(*planned_form(changes), batch_id, steps_journal, fold, follow, skip)
+            except RowsNeeded:  # raised before anything of the batch was written
+                return self._apply(change_rows(changes), None, batch_id, steps_journal, fold, follow, skip)
 
     def _apply(
-        self, changes: Any, typed: TypedImages | None, batch_id: int, steps_journal: bool, fold: bool
+        self,
+        changes: Any,
+        typed: TypedImages | None,
+        batch_id: int,
+        steps_journal: bool,
+        fold: bool,
+        follow: Applied | None = None,
+        skip: bool = False,
     ) -> ApplyResult:
         began = time.perf_counter()
         self.check_folds()  # nothing of the batch written while a table's folds keep failing
@@ -547,36 +558,42 @@ class DeltaMirror:
         if table is None or table.num_rows == 0:
             self.history.append(result)
             return result
-        table = in_order(table)
-        result.rows = table.num_rows
-        newest, before = None, None
         if steps_journal:
             self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.lake.lease)
-            # a batch id finished already with changes after the position it reached: a new query (canal.lake.applied)
-            newest = result.newest = newest_position(table)
-            result.newest_time_ms = newest_time(table)
-            before = check_batch(self.root, self.app_id, batch_id, newest)
-        journal = self._read_journal() if steps_journal else None
-        if journal is not None and journal[0] > batch_id:
+        # the rows the mirror has not applied, by its record and their source lineage -- never by the batch's id --
+        # numbered past everything it applied (canal.lake.admit); a Spark task's part: as its driver admitted them
+        owners = functools.partial(self.check_owners, mirrored=True)  # another app id's tables: refused
+        admitted = (
+            admit(table, batch_id, self.root, self.app_id, self._read_journal(), check=owners)
+            if steps_journal
+            else admit_rows(table, batch_id, follow, self.root, self.app_id, check=owners, skip=skip)
+        )
+        table, batch_number, done = in_order(admitted.table), admitted.number, admitted.done
+        result.rows = table.num_rows
+        # the newest change of those it applies, for metrics() and the exporter (canal.lake.health)
+        result.newest, result.newest_time_ms = newest_position(table), newest_time(table)
+        if admitted.skip or not table.num_rows:
             for name in plan_tables(table, self.only):
-                result.tables[name] = "skipped"  # a later batch was applied: this one is a replay
+                result.tables[name] = "skipped"  # applied before: the same batch again, or changes the mirror has
                 self.stats.setdefault(name, TableStats()).skipped += 1
+            if admitted.records:
+                write_applied(self.root, self.app_id, admitted.after())
             self.history.append(result)
             return result
-        done = journal[1] if journal is not None and journal[0] == batch_id else 0
+        journal = self._read_journal() if steps_journal else None
         # XA: prepared rows held until their XA COMMIT (canal.lake.xa); statements stop (canal.lake.stops)
-        table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_id)
+        table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_number)
         check_statements(table)
         # foreign keys' actions the binlog does not log: the children's rows added (canal.lake.cascade);
         # a cascade without the source's foreign keys stops (canal.lake.stops)
         kept = ExpandedBatch(self.root, self.app_id)
         if steps_journal:
-            kept.drop_before(batch_id)
-        expanded = kept.load(batch_id) if done else None  # a replay: the batch its journaled steps counted
+            kept.drop_before(batch_number)
+        expanded = kept.load(batch_number) if done else None  # a replay: the batch its journaled steps counted
         if expanded is None:
             expanded = expand_cascades(table, self._current_rows, self._mirrors)
             if steps_journal and expanded.num_rows != table.num_rows:
-                kept.save(batch_id, expanded)
+                kept.save(batch_number, expanded)
         table = expanded
         check_cascades(table, self._holds)
         if "before" in table.column_names:
@@ -585,20 +602,21 @@ class DeltaMirror:
         journaled = journal is not None
         # every step planned and its rows typed before any is applied: a value that does not convert fails the
         # batch with nothing written
-        steps: list[RenamePair | dict[str, TablePlan]] = []
+        steps: list[RenamePair | DropSchema | dict[str, TablePlan]] = []
         for number, step in enumerate(batch_steps(table, self.only)):
-            if isinstance(step, RenamePair):
+            if isinstance(step, RenamePair | DropSchema):
                 steps.append(step)
                 continue
-            plans = plan_tables(step_rows(table, step), self.only)  # a slice for a batch's only step, no copy
+            plans = plan_tables(chain_step(step_rows(table, step)), self.only)  # partial images: canal.lake.partial
             if number >= done and typed is not None:
                 typed_sources(plans, typed)
             elif number >= done:
                 type_sources([plan for plan in plans.values() if plan.layout is not None], self._settings.zero_dates)
             steps.append(plans)
+        complete_before_writing(steps, self._rows_now, self._settings.zero_dates)  # of tables without DDL
         result.prepare_s = time.perf_counter() - began
         hold()
-        if any(isinstance(step, RenamePair) or any(p.ddl or p.truncate for p in step.values()) for step in steps):
+        if any(changes_tables(step) for step in steps):
             self.flush_staged()  # DDL rewrites, moves, clears or drops change logs: nothing staged may outlive that
         # a table's batch id is committed once, with its last step of the batch (its earlier steps commit without)
         last_step = {name: number for number, step in enumerate(steps) if isinstance(step, dict) for name in step}
@@ -612,19 +630,22 @@ class DeltaMirror:
         }
         for number, step in enumerate(steps):
             if number < done:  # applied before a crash: a replay skips it
-                for name in [step.old] if isinstance(step, RenamePair) else list(step):
+                for name in step_names(step):
                     if name not in result.tables:
                         result.tables[name] = "skipped"
                         self.stats.setdefault(name, TableStats()).skipped += 1
                 continue
-            if isinstance(step, RenamePair) or any(p.ddl or p.truncate for p in step.values()):
+            if changes_tables(step):
                 # the parts the batch's earlier steps staged go to their logs before a DDL step moves, rewrites or
                 # drops a table (a part staged under a name renamed away was appended to no table)
                 self.flush_staged()
-            self._ddl.step = (batch_id, number) if steps_journal else None
+            self._ddl.step = (batch_number, number) if steps_journal else None
             if isinstance(step, RenamePair):
+                self.fencing.check()
                 self._ddl.rename_pair(step)
                 result.tables.setdefault(step.old, "applied")
+            elif isinstance(step, DropSchema):  # every mirrored table of the database goes
+                result.tables.update(dict.fromkeys(self._ddl.drop_schema(step.schema, self.only), "applied"))
             else:
                 merge_began = time.perf_counter()
 
@@ -632,7 +653,7 @@ class DeltaMirror:
                     stats = self.stats.setdefault(name, TableStats())
                     stats.changes += plan.rows
                     record = last_step[name] == number and renamed_at.get(name, -1) < number
-                    return self._apply_table(plan, batch_id, stats, check_version=not journaled, record=record)
+                    return self._apply_table(plan, batch_number, stats, check_version=not journaled, record=record)
 
                 if len(step) > 1 and not any(plan.ddl or plan.truncate for plan in step.values()):
                     # tables of a step without DDL are independent: each its own Delta commits, in parallel (the
@@ -653,9 +674,10 @@ class DeltaMirror:
                         self._compact.add(name)
             self._ddl.step = None
             if steps_journal:
-                self._write_journal(batch_id, number + 1)
+                self._write_journal(batch_number, number + 1)
                 journaled = True
         for path in self._staging.due():
+            self.fencing.check()
             self._writer.flush(path)
         result.staged = sorted(Path(path).name for path in self._staging.staged_by_batch)
         result.flushed = sorted(Path(path).name for path in self._staging.flushed_by_batch)
@@ -670,8 +692,9 @@ class DeltaMirror:
                 for path in written:
                     self._folding.forget_size(path)
                 result.folds = sorted(Path(path).name for path in written if self.fold_due(path))
-        if steps_journal:
-            record_batch(self.root, self.app_id, before, batch_id, newest)
+        if admitted.records:
+            self.fencing.check()
+            write_applied(self.root, self.app_id, admitted.after())  # finished: its lineage, its number
         self.history.append(result)
         return result
 
@@ -686,9 +709,9 @@ class DeltaMirror:
     def _apply_table(
         self, plan: TablePlan, batch_id: int, stats: TableStats, *, check_version: bool = True, record: bool = True
     ) -> bool:
-        import pyarrow.compute as pc
         from deltalake import CommitProperties, Transaction
 
+        self.fencing.check()  # the lease still this mirror's (its driver's): no commit after another writer took it
         path = self.table_location(plan.schema, plan.table)
         self._ddl.recovered(path)
         exists = delta_append.is_table(path)
@@ -723,6 +746,8 @@ class DeltaMirror:
             source, key_names = plan.source if plan.source is not None else source_of(plan, self._settings.zero_dates)
             if not key_names:
                 raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
+            # a partial image after a DDL of the table in this batch: completed from the table's rows as they are now
+            source = complete_source(plan, source, key_names, self._rows_now, self._settings.zero_dates)
         if exists and plan.truncate:
             self._handles.table(path).delete()
         if evolution is not None:
@@ -745,19 +770,15 @@ class DeltaMirror:
             self._ddl.move(path, moved_to)
             stats.applied += 1
             return True
+        held = exists if evolution is None else delta_append.is_table(path)  # only DDL creates or drops it
+        if held:  # the rows' types against the base's: what its DDL declared
+            base = self._handles.get(path) or self._handles.table(path)
+            check_stored_types(f"{plan.schema}.{plan.table}", source.schema, base.schema().to_arrow())
         deletes = true_count(plan.deletes) if plan.deletes is not None else 0  # the source's ``d`` rows
         stats.upserts += source.num_rows - deletes
         stats.deletes += deletes
-        if not (exists if evolution is None else delta_append.is_table(path)):  # only DDL creates or drops it
-            fs.rmtree(changelog.log_path(path))  # a change log of an earlier life
-            fs.write_delta(
-                path,
-                source.filter(pc.equal(source.column(OP_COLUMN), "u")).drop_columns([OP_COLUMN]),
-                mode="append",
-                commit_properties=commit,
-                configuration={"delta.targetFileSize": str(self._settings.file_bytes)},
-                target_file_size=self._settings.file_bytes,
-            )
+        if not held:
+            create_table(path, source, commit, self._settings.file_bytes)
             self._ddl.move(path, moved_to)
             stats.applied += 1
             return True
@@ -767,14 +788,7 @@ class DeltaMirror:
             self._ddl.move(path, moved_to)
             stats.applied += 1
             return True
-        dt = self._handles.table(path)
-        predicate = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key_names) + changelog.key_range(
-            source, key_names
-        )
-        if not changelog.merge_changes(dt, source, predicate, commit) and record:
-            # a MERGE that changes nothing (deletes of rows the mirror does not hold) commits nothing, and so would
-            # not record the batch: record it, so a replay is recognised like any other
-            record_only(dt, commit)
+        merge_into(self._handles.table(path), source, key_names, commit, record)
         self._ddl.move(path, moved_to)
         stats.applied += 1
         return True

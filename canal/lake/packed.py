@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from canal.lake.arrow_streams import read_stream, stream_bytes
-from canal.lake.typed_batch import TypedBatch, metadata_schema
+from canal.lake.typed_batch import TypedBatch, conform_metadata, metadata_schema
 from canal.lake.typed_layout import TypedChangeError, layout_from_columns
 from canal.lake.typed_plan import needs_rows
 from canal.lake.types import MirrorError
@@ -163,7 +163,7 @@ def unpack(row: Mapping[str, Any]) -> Any:
         return _read_stream(row.get("changes"), "change rows")
     if form != FORM_TYPED:
         raise PackedBatchError(f"a packed batch of form {form!r}: this version reads 'typed' and 'rows'")
-    changes = _read_stream(row.get("changes"), "metadata")
+    changes = conform_metadata(_read_stream(row.get("changes"), "metadata"))
     if changes.schema != metadata_schema():
         raise PackedBatchError(f"a packed typed batch whose metadata has the schema {changes.schema}")
     described, streams = row.get("layouts") or [], row.get("images") or []

@@ -3,7 +3,8 @@
 :func:`in_order` takes the mirror's columns of a batch in ``seq`` order (each DDL row named by the table its
 statement changes); :func:`batch_steps` cuts it into ordered steps -- each table's DML rows up to the next DDL that
 touches it, that DDL, the next rows (docs/architecture.md says why this is exact), a RENAME TABLE a step per pair
-(:class:`RenamePair`); :func:`plan_tables` reduces a step's rows to one :class:`TablePlan` per table: its DDL in
+(:class:`RenamePair`), a DROP DATABASE a step that drops every mirrored table of that database (:class:`DropSchema`);
+:func:`plan_tables` reduces a step's rows to one :class:`TablePlan` per table: its DDL in
 order, and the last change per primary key (deletes delete, inserts and updates upsert the full after image --
 pycanal requires FULL row images; an update that changed the key also deletes the old key). Plans are named by
 their tables' directories (:mod:`canal.lake.names`).
@@ -11,6 +12,7 @@ their tables' directories (:mod:`canal.lake.names`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,10 +20,11 @@ import attrs
 
 from canal.lake import drops
 from canal.lake import names as naming
-from canal.lake.ddl_text import ddl_statement, fold_flags
+from canal.lake.ddl_text import ddl_props, ddl_statement, fold_flags
 from canal.lake.evolution import renamed_tables
 from canal.lake.types import MirrorError
-from canal.sql import AlterTable, DropTable, RenameTable, RenameTo, TableName
+from canal.parse.unmodeled import LEAVES_CAPTURE, leaving_tables
+from canal.sql import AlterTable, CreateDatabase, DropDatabase, DropTable, RenameTable, RenameTo, Statement, TableName
 
 
 @attrs.define(slots=True)
@@ -37,11 +40,17 @@ class TablePlan:
     layout: str | None = None
     ddl: list[tuple[int, str, str]] = attrs.field(factory=list)  # (batch row, type, sql) in order
     fold_names: bool = False  # its DDL comes from a server with lower_case_table_names=1 (canal.lake.ddl_text)
+    # batch row of a DDL -> the session state its effect depends on (time zone, start time, former column types)
+    ddl_props: dict[int, dict[str, str]] = attrs.field(factory=dict)
     at: Any = None  # the batch row of each kept change (parallel to keys / after)
     truncate: bool = False
     rows: int = 0
     source: Any = None  # (the typed MERGE source, its key columns), built before the batch's first step
     seq: Any = None  # the ``seq`` of each kept change (parallel to keys / after)
+    # of a step with partial images (canal.lake.partial): each kept change's ``after_absent`` (null: a whole image)
+    # and the key whose mirror row completes it (``origin_keys``); None when the step has none
+    absent: Any = None
+    origin: Any = None
 
 
 MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
@@ -60,8 +69,8 @@ KEYLESS_ID = -1
 """The ``keys`` of a row of a table without a primary key in a typed batch's planner table
 (:mod:`canal.lake.typed_plan`, whose ``keys`` are int64 key ids; change rows hold ``"{}"``)."""
 # read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow,
-# execute times for the mirror's delay (canal.lake.health)
-OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before", "execute_time")
+# execute times for the mirror's delay (canal.lake.health), the columns partial images do not carry (canal.lake.partial)
+OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before", "execute_time", "before_absent", "after_absent")
 
 
 def mirror_columns(names: Sequence[str]) -> list[str]:
@@ -130,6 +139,7 @@ def in_order(table: Any) -> Any:
     folds = fold_flags(table)
     changed = False
     dropped: dict[int, list[TableName]] = {}  # row of a DROP TABLE of several tables -> them
+    left = _left_capture(table, is_ddl)  # row of a RENAME -> the tables it moved out of the capture
     for row in pc.indices_nonzero(is_ddl).to_pylist():
         stmt = ddl_statement(table.column("sql")[row].as_py(), folds[row])
         named = getattr(stmt, "table", None) if not isinstance(stmt, RenameTable) else None
@@ -142,9 +152,24 @@ def in_order(table: Any) -> Any:
             changed = True
     if changed:
         table = table.set_column(table.column_names.index("schema"), "schema", pa.array(schemas, pa.string()))
-    if dropped:
-        table = drops.one_per_table(table, dropped)
+    if dropped or left:
+        table = drops.one_per_table(table, dropped, left)
     return table
+
+
+def _left_capture(table: Any, is_ddl: Any) -> dict[int, list[TableName]]:
+    """For each DDL row whose props say it moved captured tables out of the capture
+    (:data:`canal.parse.unmodeled.LEAVES_CAPTURE`): those tables, by their new names."""
+    import pyarrow.compute as pc
+
+    if "props" not in table.column_names:
+        return {}
+    marked = pc.and_(is_ddl, pc.fill_null(pc.match_substring(table.column("props"), LEAVES_CAPTURE), False))
+    left: dict[int, list[TableName]] = {}
+    for row in pc.indices_nonzero(marked).to_pylist():
+        props = json.loads(table.column("props")[row].as_py())
+        left[row] = [TableName(db, name) for db, name in leaving_tables(props)]
+    return left
 
 
 def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]:
@@ -159,7 +184,8 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = table.select([*MIRROR_COLUMNS, *(["props"] if "props" in table.column_names else [])])  # fold_flags
+    extra = [name for name in ("props", "after_absent", "origin_keys") if name in table.column_names]
+    table = table.select([*MIRROR_COLUMNS, *extra])  # props: fold_flags; the rest: partial images
     if table.num_rows > 1 and not ascending(table.column("seq")):
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
     names = table.column("table")
@@ -212,6 +238,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     if any_true(is_ddl):
         at = pc.indices_nonzero(is_ddl)
         folds = fold_flags(table)
+        states = ddl_props(table)
         ddl_rows = zip(
             at.to_pylist(),
             tid.take(at).to_pylist(),
@@ -236,9 +263,13 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
                     moved_first.setdefault(naming.directory(plan.schema, plan.table), []).append(old_name)
                 plans[old_name].ddl.append((row, kind, sql or ""))
                 plans[old_name].fold_names |= folds[row]
+                if row in states:
+                    plans[old_name].ddl_props[row] = states[row]
             if not olds:
                 plan.ddl.append((row, kind, sql or ""))
                 plan.fold_names |= folds[row]
+                if row in states:
+                    plan.ddl_props[row] = states[row]
         if moved_first:
             ordered: dict[str, TablePlan] = {}
             for name, plan in plans.items():
@@ -300,6 +331,10 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
         # UPDATE's, whose before image holds that key)
         kept_after = kept(after)
     seqs = kept(table.column("seq"))
+    partial = "origin_keys" in table.column_names  # a step canal.lake.partial.chain_step left partial images in
+    if partial:  # an old key's delete completes nothing
+        kept_absent = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("after_absent")))
+        kept_origin = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("origin_keys")))
     counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
     offset = 0
     for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
@@ -309,6 +344,9 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
         plan.after = kept_after.slice(offset, count)
         plan.at = at.slice(offset, count)
         plan.seq = seqs.slice(offset, count)
+        if partial:
+            plan.absent = kept_absent.slice(offset, count)
+            plan.origin = kept_origin.slice(offset, count)
         offset += count
     return plans
 
@@ -323,11 +361,30 @@ class RenamePair:
     new: str
 
 
+@attrs.frozen(slots=True)
+class DropSchema:
+    """``DROP DATABASE`` (``DROP SCHEMA``, ``CREATE OR REPLACE DATABASE``) of ``schema``, a step of its own: the server
+    drops every table of the database without logging a row or naming one, so every table the mirror holds of it at
+    that point of the batch goes (those an earlier step of the batch created or renamed into it among them; the
+    tables' rows of the batch before it are applied first). Found by listing the mirror's tables when the step is
+    applied: a replay after a crash in the middle drops what is left."""
+
+    schema: str
+
+
+def dropped_schema(stmt: Statement | None) -> str | None:
+    """The database whose every table ``stmt`` drops: ``DROP DATABASE d``, ``CREATE OR REPLACE DATABASE d``."""
+    if isinstance(stmt, DropDatabase) or (isinstance(stmt, CreateDatabase) and stmt.or_replace):
+        return stmt.name
+    return None
+
+
 def batch_steps(table: Any, only: frozenset[str] | None) -> list[Any]:
-    """The batch (in ``seq`` order) as ordered steps: an Arrow index array of rows to plan and apply together, or a
-    :class:`RenamePair`. A table's DML rows form one step up to the next DDL row that touches the table (its own,
-    or a RENAME naming it), which is a step of its own (a RENAME TABLE: a step per pair); rows of tables no DDL
-    touches stay one step per table, applied after the DDL steps that come before their last row."""
+    """The batch (in ``seq`` order) as ordered steps: an Arrow index array of rows to plan and apply together, a
+    :class:`RenamePair` or a :class:`DropSchema`. A table's DML rows form one step up to the next DDL row that touches
+    the table (its own, a RENAME naming it, or a DROP DATABASE of its database), which is a step of its own (a RENAME
+    TABLE: a step per pair); rows of tables no DDL touches stay one step per table, applied after the DDL steps that
+    come before their last row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -344,6 +401,7 @@ def batch_steps(table: Any, only: frozenset[str] | None) -> list[Any]:
         None if not t else naming.directory(db if db is not None else "None", t)
         for db, t in zip(schemas, table.column("table").to_pylist(), strict=True)
     ]
+    schema_of = {name: db for name, db in zip(names, schemas, strict=True) if name is not None}
     steps: list[Any] = []
     pending: dict[str | None, list[int]] = {}  # table -> its DML rows since the last DDL that touched it
 
@@ -358,6 +416,13 @@ def batch_steps(table: Any, only: frozenset[str] | None) -> list[Any]:
             pending.setdefault(name, []).append(row)
             continue
         stmt = ddl_statement(sqls[row], folds[row])
+        dropped = dropped_schema(stmt)
+        if dropped is not None:
+            for other in list(pending):
+                if other is not None and schema_of.get(other) == dropped:
+                    flush(other)
+            steps.append(DropSchema(dropped))
+            continue
         if isinstance(stmt, RenameTable):
             session = schemas[row] or ""
             pairs = [((old.schema or session, old.name), (new.schema or session, new.name)) for old, new in stmt.pairs]
@@ -387,3 +452,14 @@ def batch_steps(table: Any, only: frozenset[str] | None) -> list[Any]:
     for name in list(pending):
         flush(name)
     return steps
+
+
+def changes_tables(step: RenamePair | DropSchema | dict[str, TablePlan]) -> bool:
+    """Whether a planned step moves, rewrites, clears or drops a table (a RENAME pair, a DROP DATABASE, DDL, TRUNCATE):
+    what is staged must reach the change logs before it."""
+    return not isinstance(step, dict) or any(plan.ddl or plan.truncate for plan in step.values())
+
+
+def step_names(step: RenamePair | DropSchema | dict[str, TablePlan]) -> list[str]:
+    """The tables a planned step names: its plans', a RENAME pair's old one (a DROP DATABASE names none)."""
+    return [step.old] if isinstance(step, RenamePair) else list(step) if isinstance(step, dict) else []

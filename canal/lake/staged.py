@@ -39,6 +39,7 @@ import attrs
 from canal.files import write_new
 from canal.lake import fs
 from canal.lake.arrow_streams import read_stream, stream_bytes
+from canal.lake.own_names import current_names
 from canal.lake.types import MirrorError
 
 STAGED_DIR = "_pycanal_staged"
@@ -163,7 +164,7 @@ def staged_rows(base: str | os.PathLike[str]) -> Any | None:
         if outer is None:
             continue
         for blob in outer.filter(pc.equal(outer.column("table"), name)).column("rows").to_pylist():
-            parts.append(read_stream(blob))
+            parts.append(current_names(read_stream(blob)))  # (staged by an older pycanal: its names)
     if not parts:
         return None
     return pa.concat_tables(parts, promote_options="permissive")
@@ -291,7 +292,7 @@ def load(root: str | os.PathLike[str], app_id: str, flushed_through: Callable[[s
             done = last[base]
             if done is not None and batch_id <= done:
                 continue
-            staged.tables.setdefault(base, StagedTable()).add(batch_id, read_stream(blob))
+            staged.tables.setdefault(base, StagedTable()).add(batch_id, current_names(read_stream(blob)))
             waiting.add(base)
         if waiting:
             staged.files[batch_id] = waiting

@@ -16,6 +16,11 @@ holds
 * ``layouts``: per layout id, the :class:`~canal.lake.typed_layout.Layout` -- its ``[name, mysql_type, is_key]``
   list, described once per batch.
 
+A partial row image (``binlog_row_image`` MINIMAL / NOBLOB) has a null cell for each column it does not carry, and
+its change row names those columns in ``before_absent`` / ``after_absent`` (as a change row does: a JSON list of
+names; null for a whole image): a null cell is SQL NULL only where that list does not name its column. The mirror
+applies a batch with partial images from its change rows (:func:`canal.lake.typed_plan.needs_rows`).
+
 The primary key is not copied: it is the key columns of the after image, or of the before image for a DELETE
 (:meth:`TypedBatch.keys`); ``key_changed`` says an UPDATE moved it (a change row's ``old_keys`` is then the key
 columns of the before image).
@@ -67,8 +72,25 @@ def metadata_schema() -> Any:
             pa.field("layout", text),  # the layout id of a DML row's images, else null
             pa.field("image_row", pa.int32()),  # the row of those images in the layout's batch, else null
             pa.field("key_changed", pa.bool_()),  # an UPDATE that moved the primary key; null for non-DML rows
+            pa.field("log_server_id", pa.int64()),  # the server whose binlog holds the position (a change row's)
+            pa.field("before_absent", text),  # the columns a partial before image does not carry (JSON), else null
+            pa.field("after_absent", text),  # the columns a partial after image does not carry (JSON), else null
         ]
     )
+
+
+def conform_metadata(changes: Any) -> Any:
+    """``changes`` in :func:`metadata_schema`: a batch's metadata written before ``log_server_id`` or the absent
+    columns were (a packed batch spooled by an older pycanal) gets them as nulls -- positions of an unknown server,
+    which the mirror compares as it did then (:mod:`canal.lake.lineage`), and whole images. Any other schema is
+    returned as it is (its reader refuses it)."""
+    import pyarrow as pa
+
+    wanted = metadata_schema()
+    for name in ("log_server_id", "before_absent", "after_absent"):
+        if name not in changes.column_names:
+            changes = changes.append_column(wanted.field(name), pa.nulls(changes.num_rows, wanted.field(name).type))
+    return changes.select(wanted.names) if set(wanted.names) == set(changes.column_names) else changes
 
 
 METADATA_COLUMNS: Final = (
@@ -88,6 +110,9 @@ METADATA_COLUMNS: Final = (
     "layout",
     "image_row",
     "key_changed",
+    "log_server_id",
+    "before_absent",
+    "after_absent",
 )
 
 
@@ -113,7 +138,8 @@ class TypedBatch:
 
     def keys(self, layout: str) -> Any:
         """The primary keys of the rows of ``layout``'s batch: a struct array of the key columns of the after image,
-        or of the before image where there is no after image (a DELETE)."""
+        or of the before image where there is no after image (a DELETE) or the after image does not carry the column
+        (a partial image: a key column is never NULL, so its null cell there is one the image lacks)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -122,7 +148,7 @@ class TypedBatch:
         names = self.layouts[layout].key_names
         fields = [after.type.field(n) for n in names]
         has_after = pc.is_valid(after)
-        arrays = [pc.if_else(has_after, after.field(n), before.field(n)) for n in names]
+        arrays = [pc.if_else(has_after, pc.coalesce(after.field(n), before.field(n)), before.field(n)) for n in names]
         return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
@@ -140,6 +166,9 @@ _ENTRY_FIELDS: Final = (
     "props",
     "layout",
     "image_start",
+    "log_server_id",
+    "before_absent",
+    "after_absent",
 )
 
 
@@ -174,6 +203,7 @@ class _Collector:
         rows: int,
         layout: str | None = None,
         image_start: int | None = None,
+        absent: tuple[str | None, str | None] = (None, None),
     ) -> None:
         h = entry.header
         self.entries.append(
@@ -192,6 +222,8 @@ class _Collector:
                 else None,
                 layout,
                 image_start,
+                None if entry.anchor is None else entry.anchor.server_id,
+                *absent,
             )
         )
         self.counts.append(rows)
@@ -214,7 +246,8 @@ class _Collector:
         layout = layout_of(rows.table)
         key = layout.id
         n = len(rows)
-        forms = rows.forms if isinstance(rows, ColumnarRows) and _whole(rows) else None
+        absent_before, absent_after = rows.absent("before"), rows.absent("after")  # (of columns: no tuple made)
+        forms = rows.forms if isinstance(rows, ColumnarRows) and not absent_before and not absent_after else None
         if key not in self.layouts:
             self.layouts[key] = layout
             self.where[key] = rows.table.full_name
@@ -227,7 +260,10 @@ class _Collector:
         elif key in self.columnar and forms != self.forms[key]:
             self._to_tuples(key)
         self.tables.add((entry.header.schema, entry.header.table, key))
-        self.entry(entry, entry.header.schema, rc.event_type.name, False, None, n, key, self.counts_of[key])
+        codec_absent = (_absent_json(rows, absent_before), _absent_json(rows, absent_after))
+        self.entry(
+            entry, entry.header.schema, rc.event_type.name, False, None, n, key, self.counts_of[key], codec_absent
+        )
         self.counts_of[key] += n
         if key in self.columnar:
             assert isinstance(rows, ColumnarRows)
@@ -241,12 +277,18 @@ class _Collector:
         nones: list[tuple[Any, ...] | None] = [None] * n
         befores = nones if rows.before is None else list(rows.before)
         afters = nones if rows.after is None else list(rows.after)
+        if absent_before or absent_after:  # a partial image: its absent cells typed as nulls, named by the change row
+            befores = [_nulled(image, absent_before) for image in befores]
+            afters = [_nulled(image, absent_after) for image in afters]
         self.before[key].extend(befores)
         self.after[key].extend(afters)
         if rows.before is None or rows.after is None:  # an INSERT or a DELETE moves no key
             self.key_changed.extend([False] * n)
         else:
-            self.key_changed.extend(layout.keys_changed(befores, afters))
+            kept = [i for i in layout.key_indexes if i in absent_after]  # a key the after image does not carry: kept
+            self.key_changed.extend(
+                layout.keys_changed(befores, _with_cells(afters, befores, kept) if kept else afters)
+            )
 
     def _to_tuples(self, key: str) -> None:
         before: list[tuple[Any, ...] | None] = []
@@ -273,9 +315,38 @@ class _Collector:
         return before, layout.typed_columns(forms, sides[1], where, zero_dates, found, "after")
 
 
-def _whole(rows: ColumnarRows) -> bool:
-    """Every column in each image the rows have (binlog_row_image=FULL): the images are columns of the layout."""
-    return all(image is None or None not in image for image in (rows.columns_before, rows.columns_after))
+def _absent_json(rows: Rows, absent: tuple[int, ...]) -> str | None:
+    """The names of the columns ``absent`` as a change row's ``before_absent`` / ``after_absent`` text."""
+    if not absent:
+        return None
+    names = rows.table.names
+    return json.dumps([names[i] for i in absent], separators=(",", ":"), ensure_ascii=False)
+
+
+def _nulled(image: tuple[Any, ...] | None, absent: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """A partial image with a null cell for each column it does not carry (its change row names them)."""
+    if image is None or not absent:
+        return image
+    cells = list(image)
+    for i in absent:
+        cells[i] = None
+    return tuple(cells)
+
+
+def _with_cells(
+    images: list[tuple[Any, ...] | None], others: list[tuple[Any, ...] | None], indexes: list[int]
+) -> list[tuple[Any, ...] | None]:
+    """``images`` with the cells at ``indexes`` taken from ``others`` (row by row)."""
+    out: list[tuple[Any, ...] | None] = []
+    for image, other in zip(images, others, strict=True):
+        if image is None or other is None:
+            out.append(image)
+            continue
+        cells = list(image)
+        for i in indexes:
+            cells[i] = other[i]
+        out.append(tuple(cells))
+    return out
 
 
 def _is_xa_end(entry: Entry) -> bool:

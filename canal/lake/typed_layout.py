@@ -25,7 +25,7 @@ import attrs
 from canal.lake.cell_text import server_text
 from canal.lake.key_identity import key_value
 from canal.lake.typed_columns import raw_array
-from canal.lake.types import MirrorTypeError, ZeroDates, arrow_type, typed_array
+from canal.lake.types import ColumnZeroDates, MirrorTypeError, ZeroDates, arrow_type, column_zero_dates, typed_array
 from canal.protocol import ColumnForm, ColumnMeta, RawImage, TableSchema, objects, render_text
 from canal.sql import read_column_type
 from canal.sql.types import stored_type
@@ -213,7 +213,8 @@ class Layout:
                 columns = list(zip(*rows, strict=True))  # column by column, transposed in C
             for part, index, cells in zip(parts, chosen, columns, strict=True):
                 found: list[tuple[int, str]] | None = None if errors is None else []
-                part.append(_typed(self._builders[index], cells, where, zero_dates, found))
+                of_column = column_zero_dates(zero_dates, index in self.key_indexes)
+                part.append(_typed(self._builders[index], cells, where, of_column, found))
                 if errors is not None and found:
                     errors.extend(CellError(side, start + row, index, message) for row, message in found)
         arrays = [part[0] if len(part) == 1 else pa.concat_arrays(part) for part in parts]
@@ -260,7 +261,8 @@ class Layout:
                 else list(chain.from_iterable(image[index] or () for image in present))
             )
             found: list[tuple[int, str]] | None = None if errors is None else []
-            typed = self._typed_raw(index, forms[index], cells, where, zero_dates, found)
+            of_column = column_zero_dates(zero_dates, index in self.key_indexes)
+            typed = self._typed_raw(index, forms[index], cells, where, of_column, found)
             arrays.append(typed if spread is None else typed.take(spread))
             if errors is not None and found:
                 errors.extend(
@@ -275,7 +277,7 @@ class Layout:
         form: ColumnForm,
         cells: Sequence[Any],
         where: str,
-        zero_dates: ZeroDates,
+        zero_dates: ColumnZeroDates,
         found: list[tuple[int, str]] | None,
     ) -> Any:
         builder = self._builders[index]
@@ -323,7 +325,7 @@ def _typed(
     builder: _ColumnBuilder,
     values: Sequence[Any],
     where: str,
-    zero_dates: ZeroDates,
+    zero_dates: ColumnZeroDates,
     found: list[tuple[int, str]] | None,
 ) -> Any:
     import pyarrow as pa

@@ -13,9 +13,10 @@ image, deletes the key columns of the before image (a DELETE's, or the moving UP
 
 What only the change-row path follows makes the mirror apply the batch's JSON change rows instead
 (:func:`needs_rows`, ``TypedBatch.rows``): XA transactions (their prepared rows are held on disk as change rows until
-their commit) and foreign keys' actions (the cascades read the change rows' images); so does a plan whose last
-changes span two layouts of a table (a DDL between them the batch does not hold), which the JSON path reads under its
-last layout by column name (:class:`RowsNeeded`).
+their commit), foreign keys' actions (the cascades read the change rows' images) and partial row images
+(``binlog_row_image`` MINIMAL / NOBLOB: completed from the mirror's rows, :mod:`canal.lake.partial`); so does a
+plan whose last changes span two layouts of a table (a DDL between them the batch does not hold), which the JSON
+path reads under its last layout by column name (:class:`RowsNeeded`).
 """
 
 from __future__ import annotations
@@ -53,27 +54,40 @@ class TypedImages:
 
 
 def needs_rows(batch: TypedBatch) -> bool:
-    """Whether the batch holds an XA transaction's rows or outcome, or a row marked with props (a foreign key's
-    action, an XA xid): the mirror then applies its change rows. DDL rows' props (``lower_case_table_names``) do
-    not count: the planner reads them alike in both forms."""
+    """Whether the batch holds an XA transaction's rows or outcome, a row marked with props (a foreign key's
+    action, an XA xid) or a partial row image: the mirror then applies its change rows. DDL rows' props
+    (``lower_case_table_names``) do not count: the planner reads them alike in both forms."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     changes = batch.changes
     if changes.num_rows == 0:
         return False
+    if holds_partial_images(changes):
+        return True
     marked = pc.and_(pc.is_valid(changes.column("props")), pc.invert(pc.fill_null(changes.column("is_ddl"), False)))
     types = changes.column("type").cast(pa.string())
     outcome = pc.fill_null(pc.is_in(types, value_set=pa.array(_XA_TYPES, pa.string())), False)
     return bool(pc.any(pc.or_(marked, outcome)).as_py())
 
 
+def holds_partial_images(changes: Any) -> bool:
+    """Whether change rows, or a typed batch's ``changes``, hold a partial row image (``before_absent`` or
+    ``after_absent`` set; tables without those columns -- change rows of an older pycanal -- hold none)."""
+    names = changes.schema.names
+    return any(side in names and changes.column(side).null_count < changes.num_rows for side in _ABSENT_SIDES)
+
+
+_ABSENT_SIDES = ("before_absent", "after_absent")
+
+
 def change_rows(batch: TypedBatch) -> Any:
     """The batch's JSON change rows (``TypedBatch.rows``); :class:`RowsNeeded` when it has none."""
     if batch.rows is None:
         raise RowsNeeded(
-            "this typed batch holds XA transactions, foreign keys' actions or a table's rows in two layouts without "
-            "the DDL between them, which the mirror follows in change rows: build it with its change rows (rows=)"
+            "this typed batch holds XA transactions, foreign keys' actions, partial row images or a table's rows in "
+            "two layouts without the DDL between them, which the mirror follows in change rows: build it with its "
+            "change rows (rows=)"
         )
     return batch.rows()
 
@@ -114,6 +128,11 @@ def planned_form(batch: TypedBatch) -> tuple[Any, TypedImages]:
             "log_file": changes.column("log_file").cast(text),
             "log_offset": changes.column("log_offset"),
             "execute_time": changes.column("execute_time"),
+            # what tells the rows the mirror applied from the others (canal.lake.lineage), dropped once it did
+            "destination": changes.column("destination").cast(text),
+            "row_index": changes.column("row_index"),
+            "gtid": changes.column("gtid").cast(text),
+            "log_server_id": changes.column("log_server_id"),
         }
     )
     return table, TypedImages(batch.images, batch.layouts, base, batch.errors)

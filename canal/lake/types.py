@@ -11,6 +11,9 @@ A value that does not convert is never turned into NULL: the batch fails with :c
 the table, column and value. The one choice is MySQL's zero dates ('0000-00-00', '2020-00-00 ...') in DATE,
 DATETIME and TIMESTAMP columns, which no date type holds: ``zero_dates="error"`` (the default) fails the batch,
 ``zero_dates="null"`` stores them as NULL -- an explicit, lossy choice (``DeltaMirror(root, zero_dates="null")``).
+Never in a primary-key column, whatever the choice: keys that differ only in a zero date ('0000-00-00' and
+'2020-01-00') would become one NULL key, and the mirror would merge rows the source keeps apart; such a key fails
+the batch (:func:`column_zero_dates`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from canal.sql import read_column_type
 from canal.sql.types import stored_type
 
 ZeroDates = Literal["error", "null"]
+ColumnZeroDates = Literal["error", "null", "key"]
+"""How one column takes zero dates: a mirror's :data:`ZeroDates`, or ``key`` (a primary-key column: never NULL)."""
 _ZERO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
@@ -47,9 +52,16 @@ class MirrorUnreachableError(MirrorStorageError):
 
 
 class MirrorCheckpointError(MirrorError):
-    """A batch whose id the mirror finished already holds changes after those it applied: a query with a new
-    checkpoint location on an existing mirror (its batch ids start again), whose batches would be skipped as
-    replays. Nothing of the batch was written (:mod:`canal.lake.applied`)."""
+    """Another batch than the one the mirror was writing when it stopped: that batch (its query's, or its journal's)
+    applied part of its steps, which a different batch cannot finish. Nothing of the batch was written; run the
+    query that was writing the mirror until it goes on (:mod:`canal.lake.applied`)."""
+
+
+class MirrorLineageError(MirrorError):
+    """A batch whose changes have no provable relation to what the mirror applied: positions in another server's
+    binlog without GTIDs to tell which changes the mirror has (a failover to a replica), changes of another
+    destination than the one the app id mirrors, or a table another app id writes. Nothing of the batch was written
+    and none of it skipped; the error names both sides (:mod:`canal.lake.lineage`)."""
 
 
 class MirrorFoldError(MirrorError):
@@ -61,6 +73,12 @@ class MirrorFoldError(MirrorError):
 class MirrorLeaseError(MirrorError):
     """Another live mirror writes the same root under the same app id: two writers would share one step journal and
     one set of staged files, and record each other's batches as done."""
+
+
+def column_zero_dates(zero_dates: ZeroDates | ColumnZeroDates, is_key: bool) -> ColumnZeroDates:
+    """How a column takes zero dates: ``key`` for a primary-key column (a zero date there fails the batch, whatever
+    the mirror's choice), else the mirror's ``zero_dates``."""
+    return "key" if is_key else zero_dates
 
 
 def is_zero_date(text: str) -> bool:
@@ -94,7 +112,35 @@ def arrow_type(mysql_type: str) -> Any:
     return simple[stored.kind]
 
 
-def typed_array(texts: Sequence[str | None], target: Any, zero_dates: ZeroDates = "error") -> Any:
+def check_stored_types(table: str, rows: Any, stored: Any) -> None:
+    """A :class:`MirrorTypeError` when ``rows`` (a pyarrow schema: a batch's typed rows of ``table``) carry a column as
+    bytes that the mirror table (``stored``, its pyarrow schema) holds as text, or the other way round: the rows' type
+    is then not the one the table's DDL declared -- a MariaDB UUID / INET6 / INET4 read with no schema to name it is
+    a BINARY(n) to the capture, and its bytes must never pass as a string (nor the mirror hold them as one)."""
+    import pyarrow as pa
+
+    def kind(arrow: Any) -> str | None:
+        if pa.types.is_binary(arrow) or pa.types.is_large_binary(arrow):
+            return "binary"
+        if pa.types.is_string(arrow) or pa.types.is_large_string(arrow):
+            return "text"
+        return None
+
+    stored = pa.schema(stored)  # deltalake's schema is an arro3 one
+    names = set(stored.names)
+    for field in rows:
+        if field.name not in names:
+            continue
+        held, given = kind(stored.field(field.name).type), kind(field.type)
+        if held is not None and given is not None and held != given:
+            raise MirrorTypeError(
+                f"{table}: column {field.name!r} is {held} in the mirror (as its DDL declared it), the rows carry "
+                f"{given}: the capture could not know the column's type (a MariaDB UUID / INET type read without a "
+                "schema history is a BINARY(n) to it); this step of the batch was not applied"
+            )
+
+
+def typed_array(texts: Sequence[str | None], target: Any, zero_dates: ColumnZeroDates = "error") -> Any:
     """canal text values as an Arrow array of ``target`` type, value for value; :class:`MirrorTypeError` for a value
     that does not convert (zero dates: see the module docstring)."""
     import pyarrow as pa
@@ -107,7 +153,7 @@ def typed_array(texts: Sequence[str | None], target: Any, zero_dates: ZeroDates 
     return typed_strings(pa.array(texts, type=pa.string()), target, zero_dates)
 
 
-def typed_strings(strings: Any, target: Any, zero_dates: ZeroDates = "error") -> Any:
+def typed_strings(strings: Any, target: Any, zero_dates: ColumnZeroDates = "error") -> Any:
     """:func:`typed_array` for canal text already in an Arrow string array (or chunked array), without a trip
     through Python objects: the same values, the same errors, binary as latin-1 bytes."""
     import pyarrow as pa
@@ -173,7 +219,7 @@ def latin1_bytes(strings: Any) -> Any:
 _SMALL = 32  # below this many values a failed cast is retried value by value instead of by halves
 
 
-def _cast_exact(strings: Any, target: Any, zero_dates: ZeroDates) -> Any:
+def _cast_exact(strings: Any, target: Any, zero_dates: ColumnZeroDates) -> Any:
     """Cast value by value semantics, found by halves: a value whose own cast fails is a zero date turned into NULL
     (only with ``zero_dates="null"`` and a date target) or a :class:`MirrorTypeError`."""
     import pyarrow as pa
@@ -202,6 +248,12 @@ def _cast_exact(strings: Any, target: Any, zero_dates: ZeroDates) -> Any:
                 if zero_dates == "null":
                     out.append(pa.nulls(1, target))
                     continue
+                if zero_dates == "key":
+                    raise MirrorTypeError(
+                        f"zero date {text!r} in a primary-key column: no {target} holds it, and as NULL "
+                        "(zero_dates='null') keys that differ only in a zero date would become one; the mirror cannot "
+                        "hold this table exactly (leave it out, or replace the zero dates in the source)"
+                    ) from None
                 raise MirrorTypeError(
                     f"zero date {text!r} fits no {target} column; mirror with zero_dates='null' to store it as NULL"
                 ) from None

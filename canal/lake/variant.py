@@ -32,6 +32,7 @@ variant -- is a :class:`VariantError` naming the field and the row: never a NULL
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any, Final
 
 import numpy as np
@@ -572,3 +573,61 @@ def decode(variants: pa.StructArray | pa.ChunkedArray, image_type: pa.StructType
         columns = [column.take(spread) for column in columns]
     mask = None if valid.all() else pa.array(~valid)
     return pa.StructArray.from_arrays(columns, fields=list(image_type), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------------- partial images
+
+
+def _by_absent(absent: pa.Array) -> list[tuple[tuple[str, ...], np.ndarray[Any, Any]]]:
+    """The rows of each distinct ``absent`` value (a JSON list of names, or null: none)."""
+    encoded = absent.dictionary_encode() if not pa.types.is_dictionary(absent.type) else absent
+    indices = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    groups = []
+    for code in np.unique(indices).tolist():
+        names = () if code < 0 else tuple(json.loads(encoded.dictionary[code].as_py()))
+        groups.append((names, np.flatnonzero(indices == code)))
+    return groups
+
+
+def _joined(parts: list[tuple[np.ndarray[Any, Any], pa.Array]], rows: int) -> pa.Array:
+    """Arrays of the rows ``parts`` name, put back in row order."""
+    at = np.empty(rows, np.int64)
+    start = 0
+    for chosen, _array in parts:
+        at[chosen] = np.arange(start, start + len(chosen))
+        start += len(chosen)
+    return pa.concat_arrays([array for _chosen, array in parts]).take(pa.array(at))
+
+
+def encode_partial(images: pa.StructArray, absent: pa.Array) -> pa.StructArray:
+    """:func:`encode` of images some of which are partial: ``absent`` names, per row, the fields its image does not
+    carry (a JSON list of names; null: every field), which its object then leaves out -- a field it does not carry is
+    never a variant null."""
+    if absent.null_count == len(absent):
+        return encode(images)
+    parts = []
+    for names, chosen in _by_absent(absent):
+        part = images.take(pa.array(chosen))
+        kept = [f for f in images.type if f.name not in names]
+        mask = None if part.null_count == 0 else pc.invert(part.is_valid())
+        fields = pa.StructArray.from_arrays([part.field(f.name) for f in kept], fields=kept, mask=mask)
+        parts.append((chosen, encode(fields)))
+    return _joined(parts, len(images))
+
+
+def decode_partial(variants: pa.StructArray, image_type: pa.StructType, absent: pa.Array) -> pa.StructArray:
+    """:func:`decode` of variants some of which are objects of partial images (``absent``: per row, the JSON list of
+    the fields its image does not carry, or null): each must hold exactly the fields it carries; a field it does not
+    carry is a null cell of the typed image (the change row names it)."""
+    array = variants.combine_chunks() if isinstance(variants, pa.ChunkedArray) else variants
+    if absent.null_count == len(absent):
+        return decode(array, image_type)
+    parts = []
+    for names, chosen in _by_absent(absent):
+        part = array.take(pa.array(chosen))
+        carried = pa.struct([f for f in image_type if f.name not in names])
+        read = decode(part, carried)
+        columns = [read.field(f.name) if f.name not in names else pa.nulls(len(part), f.type) for f in image_type]
+        mask = None if read.null_count == 0 else pc.invert(read.is_valid())
+        parts.append((chosen, pa.StructArray.from_arrays(columns, fields=list(image_type), mask=mask)))
+    return _joined(parts, len(array))

@@ -6,7 +6,8 @@ Each layout's rows (by their ``columns`` text, :func:`~canal.lake.typed_layout.l
 on the way, and a :class:`~canal.lake.variant.VariantError` for a variant that is not an image of that layout, never
 a value turned into NULL. What the mirror follows only in JSON change rows (XA transactions, foreign keys' actions)
 gets them from the typed images (``TypedBatch.rows``), each cell spelt as canal text as the mirror spells the rows it
-reads back (:func:`canal.lake.cell_text.encode_value`), so keys group alike within and across such batches.
+reads back (:func:`canal.lake.cell_text.column_texts`: rendered by Arrow, never through Python's dates, which hold no
+year 0), so keys group alike within and across such batches.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from canal.lake.cell_text import encode_value
-from canal.lake.key_identity import key_value
+from canal.lake.cell_text import column_texts
+from canal.lake.key_identity import is_float_type, key_text
 from canal.lake.plan import in_order
 from canal.lake.typed_batch import TypedBatch, metadata_schema
 from canal.lake.typed_layout import Layout, layout_from_columns
-from canal.lake.variant import decode
+from canal.lake.variant import decode, decode_partial
 
 IMAGE_COLUMNS = ("keys", "old_keys", "before", "after")
 
@@ -66,8 +67,8 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
         at = pa.array(rows)
         image_row[rows] = np.arange(rows.size, dtype=np.int32)
         # the mirror reads only the key of a before image (a DELETE's, or an UPDATE's old key)
-        before = _keys_of(decode(table.column("before").take(at), layout.image_type), layout.key_names)
-        after = decode(table.column("after").take(at), layout.image_type)
+        before = _keys_of(_decoded(table, "before", at, layout), layout.key_names)
+        after = _decoded(table, "after", at, layout)
         if layout.id in images:  # two spellings of one layout: one batch of images
             known = images[layout.id]
             image_row[rows] += known.num_rows
@@ -105,15 +106,23 @@ def variant_rows_to_typed(table: Any) -> TypedBatch:
         # the whole before images, which foreign keys' actions read (the typed batch holds their keys alone)
         whole = {
             layout_id: batch.set_column(
-                0,
-                "before",
-                decode(table.column("before").take(pa.array(picked[layout_id])), layouts[layout_id].image_type),
+                0, "before", _decoded(table, "before", pa.array(picked[layout_id]), layouts[layout_id])
             )
             for layout_id, batch in images.items()
         }
         return _json_rows(table, changes, whole, layouts)
 
     return TypedBatch(changes, images, layouts, rows=rendered)
+
+
+def _decoded(table: Any, side: str, at: Any, layout: Layout) -> Any:
+    """The ``side`` images of ``table``'s rows ``at`` decoded into ``layout``'s typed columns: a partial image's
+    object holds the columns it carries (``before_absent`` / ``after_absent`` name the others, nulls here)."""
+    variants = table.column(side).take(at)
+    if f"{side}_absent" not in table.schema.names:
+        return decode(variants, layout.image_type)
+    absent = table.column(f"{side}_absent").take(at).combine_chunks()
+    return decode_partial(variants, layout.image_type, absent)
 
 
 def _keys_of(images: Any, key_names: list[str]) -> Any:
@@ -132,28 +141,33 @@ def _json_rows(table: Any, changes: Any, images: dict[str, Any], layouts: dict[s
     paths read), from the decoded images ``images``."""
     import pyarrow as pa
 
-    values: dict[str, list[dict[str, Any] | None]] = {}
+    values: dict[str, list[dict[str, str | None] | None]] = {}
     for layout_id, batch in images.items():
-        values[f"{layout_id}.before"] = batch.column("before").to_pylist()
-        values[f"{layout_id}.after"] = batch.column("after").to_pylist()
+        values[f"{layout_id}.before"] = _image_texts(batch.column("before"))
+        values[f"{layout_id}.after"] = _image_texts(batch.column("after"))
     out: dict[str, list[str | None]] = {name: [] for name in IMAGE_COLUMNS}
-    for layout_id, row, moved in zip(
+    for layout_id, row, moved, before_absent, after_absent in zip(
         changes.column("layout").to_pylist(),
         changes.column("image_row").to_pylist(),
         changes.column("key_changed").to_pylist(),
+        changes.column("before_absent").to_pylist(),
+        changes.column("after_absent").to_pylist(),
         strict=True,
     ):
         if layout_id is None:
             for name in IMAGE_COLUMNS:
                 out[name].append(None)
             continue
-        before = values[f"{layout_id}.before"][row]
-        after = values[f"{layout_id}.after"][row]
-        key_names = layouts[layout_id].key_names
+        before = _carried(values[f"{layout_id}.before"][row], before_absent)
+        after = _carried(values[f"{layout_id}.after"][row], after_absent)
+        layout = layouts[layout_id]
+        key_names = layout.key_names
+        floats = {name for name, mysql_type, _key in layout.columns if is_float_type(mysql_type)}
         out["before"].append(_text(before))
         out["after"].append(_text(after))
-        out["keys"].append(_text(_pick(after if after is not None else before, key_names)))
-        out["old_keys"].append(_text(_pick(before, key_names)) if moved else None)
+        key = after if before is None else before if after is None else {**before, **after}  # after's, else before's
+        out["keys"].append(_text(_pick(key, key_names, floats)))
+        out["old_keys"].append(_text(_pick(before, key_names, floats)) if moved else None)
     replaced = table
     for name in IMAGE_COLUMNS:
         if name in replaced.schema.names:
@@ -162,14 +176,35 @@ def _json_rows(table: Any, changes: Any, images: dict[str, Any], layouts: dict[s
     return replaced
 
 
-def _pick(image: dict[str, Any] | None, names: list[str]) -> dict[str, Any] | None:
-    """A key of ``image``: its cells as the key's identity (a float's -0.0 as 0.0), as the source spells keys."""
-    return None if image is None else {name: key_value(image[name]) for name in names}
+def _image_texts(images: Any) -> list[dict[str, str | None] | None]:
+    """A struct array of typed images as each image's cells in canal text (None: no image)."""
+    fields = [images.type.field(i).name for i in range(images.type.num_fields)]
+    columns = [column_texts(images.field(i)) for i in range(len(fields))]
+    present = images.is_valid().to_pylist()
+    return [
+        dict(zip(fields, cells, strict=True)) if there else None
+        for there, *cells in zip(present, *columns, strict=True)
+    ]
 
 
-def _text(image: dict[str, Any] | None) -> str | None:
+def _carried(image: dict[str, str | None] | None, absent: str | None) -> dict[str, str | None] | None:
+    """A decoded image without the columns it does not carry (``absent``: their JSON list, or None)."""
+    if image is None or absent is None:
+        return image
+    left_out = set(json.loads(absent))
+    return {name: value for name, value in image.items() if name not in left_out}
+
+
+def _pick(image: dict[str, str | None] | None, names: list[str], floats: set[str]) -> dict[str, str | None] | None:
+    """A key of ``image``: its cells as the key's identity (a FLOAT / DOUBLE's -0.0 as 0.0: ``floats`` names those
+    columns), as the source spells keys (a key column the image does not carry is left out)."""
+    if image is None:
+        return None
+    return {name: key_text(image[name]) if name in floats else image[name] for name in names if name in image}
+
+
+def _text(image: dict[str, str | None] | None) -> str | None:
     """An image as a change row's JSON holds it: compact, each value its canal text, SQL NULL as null."""
     if image is None:
         return None
-    spelt = {name: None if value is None else encode_value(value) for name, value in image.items()}
-    return json.dumps(spelt, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(image, ensure_ascii=False, separators=(",", ":"))

@@ -17,7 +17,9 @@ by the parser (:mod:`canal.parse.xa_lookback`: rows and commit carry ``XA_RECOVE
 (``recovered`` files) and applied at the commit -- unless the mirror holds the rows of that PREPARE itself (it saw the
 group before the parser restarted), which then win. An ``XACOMMIT`` without ``XA_RECOVERED`` whose ``XAPREPARE``
 the mirror never saw (a stream from a parser that does not read back) stops the batch with :class:`MirrorXAError`,
-nothing written. An ``XAROLLBACK`` of such a transaction needs nothing: its rows never reached the mirror.
+nothing written. An ``XAROLLBACK`` of such a transaction needs nothing: its rows never reached the mirror. An XA
+transaction none of whose rows the destination captures reaches the mirror as an empty PREPARE group (the entry sink
+never drops one as empty), so its commit is one of a transaction the mirror knows.
 """
 
 from __future__ import annotations
@@ -230,7 +232,7 @@ def _unknown_commit(table: Any, row: int, xid: str) -> str:
     return (
         f"{sql!r}{where} commits XA transaction {xid}, whose XA PREPARE (and rows) lie before the position this "
         "mirror's stream started from: the mirror cannot know which rows it committed. Nothing of the batch was "
-        "written. Start the destination from a position before that XA PREPARE, or mirror the tables anew from a "
+        "written. Start the destination from a position before that XA PREPARE, or mirror into a new root from a "
         "snapshot taken after the XA COMMIT."
     )
 

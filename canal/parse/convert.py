@@ -37,10 +37,11 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.cascade import ForeignKeyActions, StatementTables
+from canal.parse.cascade import ForeignKeyActions, KnownForeignKeys, StatementTables
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
 from canal.parse.events import (
     BinlogEvent,
+    FormatDescriptionEvent,
     GtidEvent,
     GtidSetEvent,
     HeartbeatEvent,
@@ -50,12 +51,33 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.unmodeled import CaptureVerdict, StatementPolicy, capture_verdict, stop
 from canal.parse.xa import xa_props
 from canal.position import EntryPosition, journal_number
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
 
 LOWER_CASE_PROP = "lower_case_table_names"
 """Header prop of statement entries from a server with ``lower_case_table_names=1`` (value ``"1"``)."""
+TIME_ZONE_PROP = "TIME_ZONE"
+"""Header prop of a DDL entry whose statement used its session's time zone (converted DATETIME values to TIMESTAMP,
+evaluated a TIMESTAMP default): the zone as the server logged it (``+05:00``, ``Europe/Berlin``, ``SYSTEM``)."""
+SYSTEM_TIME_ZONE_PROP = "SYSTEM_TIME_ZONE"
+"""Beside :data:`TIME_ZONE_PROP` ``SYSTEM``: the server's ``system_time_zone`` (read at the dump's start), if known."""
+RETYPED_FROM_PROP = "RETYPED_FROM"
+"""Header prop of an ALTER TABLE entry that declares columns anew (MODIFY / CHANGE), added from the schema history
+(:meth:`canal.schema.history.SchemaHistory.retyped_from`): a JSON object of each such column's MySQL type before the
+statement, by its name before it (a TIMESTAMP's values are instants, a DATETIME's local times)."""
+IMPLICIT_COLUMNS_PROP = "IMPLICIT_COLUMNS"
+"""Header prop of an ALTER TABLE entry of a table with columns the server added itself and keeps last (a
+system-versioned table's implicit ``row_start`` / ``row_end``), added from the schema history: a JSON list of their
+names -- the columns the statement adds without a place go before them."""
+SERVER_VERSION_PROP = "SERVER_VERSION"
+"""Beside :data:`TIMESTAMP_PROP`: the version of the server that wrote the binlog (its format description's), which
+says TIMESTAMP's range (MariaDB 11.5 made it reach 2106: the ``row_end`` of a current row version)."""
+TIMESTAMP_PROP = "TIMESTAMP"
+"""Header prop of a DDL entry whose statement used its start time to the microsecond (MariaDB logs it then: ``ADD
+SYSTEM VERSIONING`` makes it the ``row_start`` of the rows it versions): ``seconds.micros`` since the epoch, as
+``mysqlbinlog`` prints ``SET TIMESTAMP``."""
 
 SavepointListener = Callable[[str, str, str], None]
 """``listener(verb, name, where)``: a savepoint statement inside a transaction (:attr:`EntryConverter.savepoints`);
@@ -121,6 +143,14 @@ class EntryConverter:
         self.lower_case_names = False
         # the schema history's foreign keys (set by the parser when it keeps one): the FOREIGN_KEY_ACTIONS prop
         self.foreign_key_actions: ForeignKeyActions | None = None
+        # the server's system_time_zone (set by the parser for each dump): what a statement's SYSTEM zone is
+        self.system_time_zone: str | None = None
+        self._server_version: str | None = None  # of the binlog file read (its format description event)
+        # and its tables' own foreign keys: the tables a statement may have changed unseen (CASCADE_TABLES)
+        self.foreign_keys: KnownForeignKeys | None = None
+        # what a statement the capture cannot follow, on a captured table, does (canal.parse.unmodeled): the typed
+        # stop, before anything of it is handed off
+        self.unmodeled: StatementPolicy = stop
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -144,6 +174,11 @@ class EntryConverter:
         which in a replication chain is the originating server's) so a server change can be told apart.
         """
         self._source_server_id = server_id
+        if server_id is not None and start.server_id != server_id:
+            # the dump reads this server's binlog from ``start``: a position there, whatever server a saved cursor or
+            # a search by time (which reads each event's own id) named -- so every entry's anchor names the server
+            # whose binlog its position is in (the source lineage a mirror compares positions within)
+            start = attrs.evolve(start, server_id=server_id)
         self._start = start
         self._anchor = start
         self._anchor_filled = start.timestamp is not None and start.server_id is not None
@@ -233,6 +268,8 @@ class EntryConverter:
             return self.heartbeat(event)
         if isinstance(event, RotateEvent):
             return self._rotate(event)
+        if isinstance(event, FormatDescriptionEvent):
+            self._server_version = event.server_version or None
         return None
 
     def _rotate(self, event: RotateEvent) -> Entry | None:
@@ -391,7 +428,8 @@ class EntryConverter:
         table = event.table
         changes_rows = event.event_type in (EventType.DELETE, EventType.UPDATE)
         actions = self._stmt_tables.actions(table.schema, table.table, changes_rows, self.foreign_key_actions)
-        cascade = {**self._stmt_tables.rows(table.schema, table.table, event.end_of_statement), **actions}
+        silent = self._stmt_tables.rows(table.schema, table.table, event.end_of_statement, self.foreign_keys)
+        cascade = {**silent, **actions}
         flags = options.flags
         if flags.rows:
             return None
@@ -479,16 +517,37 @@ class EntryConverter:
             what = repr(event.sql) if isinstance(event, QueryEvent) else type(event).__name__
             listener(verb, name, f"{what} at {event.log_file}:{event.offset}")
 
+    def _judged(self, event: QueryEvent) -> CaptureVerdict:
+        """The statement contract's verdict on a statement (canal.parse.unmodeled); an unmodeled one on a captured
+        table goes to :attr:`unmodeled` (the typed stop, by default) before anything of it is handed off -- whatever
+        the query filter flags, which choose what is delivered, not what is followed."""
+        tables = self.options.tables
+        verdict = capture_verdict(
+            event.sql,
+            self._session(event),
+            (lambda _db, _t: True) if tables is None else tables.matches,
+            EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id),
+            in_transaction=self._in_txn,
+            lower_case=self.lower_case_names,
+        )
+        if verdict.unmodeled is None:
+            return verdict
+        marks = self.unmodeled(verdict.unmodeled)  # raises (the default), or a policy took care of it
+        return attrs.evolve(verdict, unmodeled=None, marks=tuple(marks.items()))
+
     def _statement(self, event: QueryEvent, results: Sequence[DdlResult]) -> Entry | None:
         first = results[0]
         event_type = first.event_type
         flag = first.kind.filter_flag
         flags = self.options.flags
+        resumed_past = self._skip_event == (event.log_file, event.offset)  # handed off before: not judged again
+        verdict = CaptureVerdict() if resumed_past else self._judged(event)
+        props = verdict.props()
         dropped = (
             (flag == "dml" and flags.query_dml)
             or (flag == "ddl" and flags.query_ddl)
             or (flag == "dcl" and flags.query_dcl)
-            or not self._tables_pass(results)
+            or not (self._tables_pass(results) or verdict.leaves or verdict.marks)
         )
         if self._in_txn:
             # a statement inside a transaction (statement-format DML, ...): a row entry, not a boundary
@@ -507,8 +566,10 @@ class EntryConverter:
                         first.schema or "",
                         first.table or "",
                         self._txn_gtid,
-                        xa_props(None, self._txn_xa),
-                    )
+                        {**xa_props(None, self._txn_xa), **props},
+                    ),
+                    event,
+                    first,
                 ),
                 entry_type=EntryType.ROWDATA,
                 # a DDL inside a transaction (MariaDB's CREATE TABLE ... SELECT) is still a DDL, as canal marks it
@@ -520,7 +581,7 @@ class EntryConverter:
             )
         # outside a transaction: a DDL (or DCL, or other statement) -- a boundary in its own right
         self._seen_data = True
-        return self._boundary_statement(event, event_type, dropped, first)
+        return self._boundary_statement(event, event_type, dropped, first, props)
 
     def _boundary_statement(
         self,
@@ -542,9 +603,12 @@ class EntryConverter:
         if dropped:
             return None
         schema = (first.schema if first is not None else None) or self._session(event)
+        table = (first.table if first is not None else None) or ""
         return Entry(
             header=self._ddl_header(
-                self._header(event, event_type, schema, (first.table if first is not None else None) or "", gtid, props)
+                self._header(event, event_type, schema, table, gtid, props),
+                event,
+                first,
             ),
             entry_type=EntryType.ROWDATA,
             row_change=RowChange(
@@ -557,12 +621,26 @@ class EntryConverter:
             rows_done=0,
         )
 
-    def _ddl_header(self, header: Header) -> Header:
+    def _ddl_header(self, header: Header, event: QueryEvent, first: DdlResult | None) -> Header:
         """A statement entry's header; under ``lower_case_table_names=1`` it says so (prop ``lower_case_table_names``
-        = ``"1"``): the names in its SQL text are as typed, the server's are their lower case."""
-        if not self.lower_case_names:
+        = ``"1"``): the names in its SQL text are as typed, the server's are their lower case. A DDL's carries the
+        session state the server logged with it that its effect depends on: the time zone (:data:`TIME_ZONE_PROP`)
+        and the start time's microseconds (:data:`TIMESTAMP_PROP`)."""
+        props: dict[str, str] = {}
+        if self.lower_case_names:
+            props[LOWER_CASE_PROP] = "1"
+        if first is not None and first.kind is QueryKind.DDL:
+            if event.time_zone is not None:
+                props[TIME_ZONE_PROP] = event.time_zone
+                if event.time_zone.upper() == "SYSTEM" and self.system_time_zone is not None:
+                    props[SYSTEM_TIME_ZONE_PROP] = self.system_time_zone
+            if event.micros is not None:
+                props[TIMESTAMP_PROP] = f"{event.timestamp}.{event.micros:06d}"
+                if self._server_version is not None:
+                    props[SERVER_VERSION_PROP] = self._server_version
+        if not props:
             return header
-        return attrs.evolve(header, props={**header.props, LOWER_CASE_PROP: "1"})
+        return attrs.evolve(header, props={**header.props, **props})
 
     def _session(self, event: QueryEvent) -> str:
         """The statement's session database, as the server names it."""

@@ -18,7 +18,9 @@ Semantics follow canal's ``DruidDdlParser``, with these deliberate differences:
 * ``ALTER TABLE ... ADD FOREIGN KEY`` / ``ADD CHECK`` gives ALTER (canal builds no result for it);
 * ``REPLACE`` and ``LOAD DATA ... INTO TABLE`` in statement form are INSERT (as canal's ``SimpleDdlParser``);
 * results of an ALTER TABLE with several clauses are deduplicated (canal gives one per clause); the first result is
-  the one canal puts in the entry header, and it is the same as canal's.
+  the one canal puts in the entry header, and it is the same as canal's;
+* ``DROP DATABASE`` / ``DROP SCHEMA`` gives ERASE (canal: QUERY), with the database as its schema and no table: it
+  drops every table of the database, which no row event and no other entry says.
 """
 
 from __future__ import annotations
@@ -107,10 +109,11 @@ class _Classifier:
             return [self.table(EventType.DINDEX, stmt.table)]
         if isinstance(stmt, st.CreateDatabase | st.DropDatabase | st.AlterDatabase):
             name = stmt.name if stmt.name is not None else self.default  # ALTER DATABASE without a name: the session's
-            return [DdlResult(EventType.QUERY, name, None, kind=QueryKind.DDL, database_level=True)]
+            database_event = EventType.ERASE if isinstance(stmt, st.DropDatabase) else EventType.QUERY  # tables go
+            return [DdlResult(database_event, name, None, kind=QueryKind.DDL, database_level=True)]
         if isinstance(stmt, st.DmlStatement):
             return [self.table(_DML_EVENTS[stmt.verb], stmt.table, QueryKind.DML)]
-        if isinstance(stmt, st.TransactionStatement | st.Grant):
+        if isinstance(stmt, st.TransactionStatement | st.Grant | st.TableMaintenance):
             return self.query(stmt.kind)
         if isinstance(stmt, st.OtherStatement):
             return self.query(stmt.kind, stmt.schema)

@@ -91,6 +91,9 @@ class QueryEvent(BinlogEvent):
     sql: str
     thread_id: int = 0
     error_code: int = 0
+    # the session's time_zone, logged when the statement used it (canal.parse.mysql.query_status): None otherwise
+    time_zone: str | None = None
+    micros: int | None = None  # MariaDB: the microseconds of the statement's start time (``timestamp`` its seconds)
 
 
 @attrs.frozen(slots=True, kw_only=True)

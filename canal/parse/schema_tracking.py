@@ -22,12 +22,14 @@ files read are known, others only if the files log column names (else their rows
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Final
 
 import attrs
 
 from canal.errors import SchemaError
+from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP
 from canal.parse.events import QueryEvent
 from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
@@ -36,6 +38,7 @@ from canal.schema import SchemaCatalog
 from canal.schema.foreign_keys import CHANGING_ACTIONS
 from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
 from canal.sql import (
+    AlterDatabase,
     AlterTable,
     CreateDatabase,
     CreateTable,
@@ -79,13 +82,21 @@ class SchemaTracker:
         self._origin = source.address
         return attrs.evolve(request, schema=history)
 
-    def observe(self, event: QueryEvent) -> None:
-        """A query event the dump read: a DDL is recorded (and persisted) before anything after it is handed off."""
+    def observe(self, event: QueryEvent) -> dict[str, str]:
+        """A query event the dump read: a DDL is recorded (and persisted) before anything after it is handed off.
+        What the history knew before it that its entry carries (:data:`~canal.parse.convert.RETYPED_FROM_PROP`,
+        :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`)."""
         position = EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id)
         if self._rewind_at_first_event:
             self._rewind_at_first_event = False
             self.history.rewind(position, origin=self._origin)
+        retyped = self.history.retyped_from(event.schema, event.sql)
+        implicit = self.history.implicit_columns(event.schema, event.sql)
         self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset)
+        props = {RETYPED_FROM_PROP: json.dumps(retyped, separators=(",", ":"))} if retyped else {}
+        if implicit:
+            props[IMPLICIT_COLUMNS_PROP] = json.dumps(implicit, separators=(",", ":"))
+        return props
 
     # -- bootstrap ----------------------------------------------------------------------------------------------------
 
@@ -242,8 +253,8 @@ def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
     created: set[str] = set()
     for d in ddl:
         stmt = d.statement
-        if isinstance(stmt, CreateDatabase):
-            continue
+        if isinstance(stmt, CreateDatabase | AlterDatabase):
+            continue  # no table's layout (the bootstrap reads each database's default character set)
         names = _touched(stmt, d.schema)
         if names is None:
             return None

@@ -127,3 +127,9 @@ class SchemaReader(Protocol):
         """Whether the server stores database and table names in lower case (``lower_case_table_names=1``):
         its row events name tables so, whatever case a DDL typed them in."""
         ...
+
+    @property
+    def system_time_zone(self) -> str | None:
+        """The server's ``system_time_zone`` (the name its operating system gives the zone it started in, such as
+        ``UTC`` or ``CET``): what a session whose ``time_zone`` is ``SYSTEM`` converts in. None: not known."""
+        ...

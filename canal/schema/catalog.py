@@ -12,7 +12,13 @@ What it models: CREATE TABLE (columns, types, UNSIGNED/ZEROFILL, NOT NULL, PRIMA
 CHARACTER SET/COLLATE on columns, tables and databases, ENUM/SET labels), CREATE [OR REPLACE] TABLE ... LIKE, ALTER
 TABLE ADD/DROP/MODIFY/CHANGE/RENAME COLUMN (FIRST/AFTER, IF [NOT] EXISTS), ADD/DROP PRIMARY KEY, RENAME TO, CONVERT TO
 CHARACTER SET, DEFAULT CHARSET, DROP INDEX / CONSTRAINT `PRIMARY`, DROP TABLE, RENAME TABLE (several pairs, applied
-in order), TRUNCATE, CREATE/DROP DATABASE, CREATE/DROP SEQUENCE (a MariaDB sequence is a table of a fixed layout).
+in order), TRUNCATE, CREATE/ALTER/DROP DATABASE, CREATE/DROP SEQUENCE (a MariaDB sequence is a table of a fixed
+layout), and MariaDB's system versioning: ``WITH SYSTEM VERSIONING`` and ``ALTER TABLE ... ADD SYSTEM VERSIONING``
+give the table its period columns -- ``row_start`` and ``row_end`` (``TIMESTAMP(6)``), invisible, after the others,
+unless columns are declared ``AS ROW START`` / ``AS ROW END`` -- and append the ``row_end`` column to its primary
+key, as the server does (the binlog logs every version of a row: the current one with ``row_end`` at TIMESTAMP's
+maximum); columns added later go before the implicit ones, a primary key added later ends with ``row_end`` too;
+``DROP SYSTEM VERSIONING`` drops them again.
 The actions of one ALTER name columns of the table as it was before the statement, as the server resolves them
 (``CHANGE a b ..., CHANGE b a ...`` swaps two columns). A layout statement the SQL reader could not read (or an ALTER
 action it could not) is a SchemaError, never a layout left as it was. Defaults,
@@ -35,6 +41,7 @@ from canal.schema.foreign_keys import ForeignKey, generated_name, normal_action
 from canal.sql import (
     AddColumn,
     AddKey,
+    AlterDatabase,
     AlterTable,
     ChangeColumn,
     ConvertCharset,
@@ -80,6 +87,30 @@ a layout left as it was (CREATE/DROP INDEX, views, routines, grants ... change n
 
 DEFAULT_CHARSET = "utf8mb4"
 """MySQL 8's ``character_set_server`` (MariaDB before 11.6 defaults to latin1)."""
+
+
+_VERSIONING: Final = "WITH SYSTEM VERSIONING"
+_PERIOD_COLUMNS: Final = (("row_start", "START"), ("row_end", "END"))  # what WITH SYSTEM VERSIONING adds by itself
+
+
+def versioned(columns: list[TableColumn], primary: list[str]) -> tuple[list[TableColumn], list[str]]:
+    """A table's columns and primary key once it is system-versioned: its period columns (declared ``AS ROW START``
+    / ``AS ROW END``, else ``row_start`` and ``row_end`` appended) and the period's end in its primary key."""
+    if not any(c.period is not None for c in columns):
+        implicit = (
+            TableColumn(n, "timestamp", (6,), nullable=False, period=p, hidden=True) for n, p in _PERIOD_COLUMNS
+        )
+        columns = [*columns, *implicit]
+    end = next((c.name for c in columns if c.period == "END"), None)
+    if primary and end is not None and end.lower() not in {p.lower() for p in primary}:
+        primary = [*primary, end]
+    return columns, primary
+
+
+def unversioned(columns: list[TableColumn], primary: list[str]) -> tuple[list[TableColumn], list[str]]:
+    """A table's columns and primary key after DROP SYSTEM VERSIONING: without its period columns."""
+    period = {c.name.lower() for c in columns if c.period is not None}
+    return [c for c in columns if c.name.lower() not in period], [p for p in primary if p.lower() not in period]
 
 
 def drops_primary(action: DropKey) -> bool:
@@ -158,9 +189,13 @@ class TableDef:
                 + ("" if key.on_delete == "RESTRICT" else f" ON DELETE {key.on_delete}")
                 + ("" if key.on_update == "RESTRICT" else f" ON UPDATE {key.on_update}")
             )
+        period = {c.period: c.name for c in self.columns if c.period is not None}
+        if period:
+            lines.append(f"PERIOD FOR SYSTEM_TIME ({quote_name(period['START'])}, {quote_name(period['END'])})")
         body = ",\n  ".join(lines)
         name = f"{quote_name(self.db)}.{quote_name(self.name)}" if qualified else quote_name(self.name)
-        return f"CREATE TABLE {name} (\n  {body}\n) ENGINE=InnoDB DEFAULT CHARSET={self.charset}"
+        versioning = f" {_VERSIONING}" if period else ""
+        return f"CREATE TABLE {name} (\n  {body}\n) ENGINE=InnoDB DEFAULT CHARSET={self.charset}{versioning}"
 
 
 @attrs.frozen(slots=True)
@@ -261,6 +296,15 @@ class SchemaCatalog:
             return changes
         if isinstance(stmt, DropDatabase):
             return self._drop_database(stmt.name)
+        if isinstance(stmt, AlterDatabase):
+            # the default of tables created later in it (the tables it holds keep theirs)
+            name = stmt.name or sess
+            declared = stmt.charset or _charset_of_collation(stmt.collation)
+            if name and declared and declared != "default":
+                self.databases[name] = declared
+            elif name and declared == "default":
+                self.databases[name] = None
+            return []
         return []
 
     def _drop_database(self, name: str) -> list[TableChange]:
@@ -323,6 +367,8 @@ class SchemaCatalog:
             columns = [self._materialize_charset(resolve_column(c), charset) for c in stmt.columns]
             declared = [index for index in stmt.indexes if index.kind == "PRIMARY"]
             primary = list(declared[0].column_names) if declared else [c.name for c in columns if c.primary]
+            if any(option.name == _VERSIONING for option in stmt.options):
+                columns, primary = versioned(columns, primary)
             table = self._table(db_name, name, columns, primary, charset)
             keys: list[ForeignKey] = []
             for fk in stmt.foreign_keys:  # a column's inline REFERENCES makes no key in InnoDB
@@ -349,8 +395,9 @@ class SchemaCatalog:
         convert: str | None = None
         for action in stmt.actions:
             if isinstance(action, RenameTo):
-                new_db = action.table.schema if action.table.schema is not None else t.db
-                new_name = action.table.name
+                # an unqualified new name is in the session's database, as MariaDB and MySQL resolve it (ALTER TABLE
+                # db1.t RENAME TO t2 from db2 makes db2.t2); without one the server refuses the statement
+                new_db, _, new_name = full(action.table).partition(".")
             elif isinstance(action, ConvertCharset):
                 charset = convert = action.charset
             elif isinstance(action, SetTableOptions):
@@ -358,6 +405,7 @@ class SchemaCatalog:
                     if option.name == "CHARSET":
                         charset = option.value.lower()
 
+        other = {" ".join(a.text.upper().split()) for a in stmt.actions if isinstance(a, OtherAction)}
         unread = [a for a in stmt.actions if isinstance(a, OtherAction) and a.error is not None]
         if unread:  # an action not read may change any column: never a layout that silently misses it
             raise SchemaError(f"cannot read the ALTER TABLE action {unread[0].text!r}: {unread[0].error}", table=key)
@@ -412,8 +460,8 @@ class SchemaCatalog:
                 if at is None:
                     raise SchemaError(f"Unknown column {after!r} in {key}", table=key)
                 cols.insert(at + 1, col)
-            else:
-                cols.append(col)
+            else:  # last, but before what the server keeps last (a system-versioned table's implicit columns)
+                cols.insert(next((i for i, c in enumerate(cols) if c.hidden), len(cols)), col)
 
         later = {id(change): col for change, col in placed_later}
         primary = [
@@ -450,6 +498,16 @@ class SchemaCatalog:
             if primary:
                 raise SchemaError(f"Multiple primary key defined in {key}", table=key)
             primary = declared
+        if "ADD SYSTEM VERSIONING" in other:
+            before = {c.name for c in cols}
+            cols, primary = versioned(cols, primary)
+            origin.update((c.name, None) for c in cols if c.name not in before)  # the period columns it adds itself
+        elif "DROP SYSTEM VERSIONING" in other:
+            cols, primary = unversioned(cols, primary)
+            kept = {c.name for c in cols}
+            origin = {name: was for name, was in origin.items() if name in kept}
+        elif any(c.period is not None for c in cols):
+            cols, primary = versioned(cols, primary)  # a primary key added to a versioned table ends with row_end
         if convert is not None:
             # MariaDB's JSON is a LONGTEXT and converts with the text columns; MySQL's JSON has no charset
             cols = [

@@ -46,6 +46,8 @@ class TableColumn:
     nullable: bool = True
     charset: str | None = None  # the MySQL charset declared on the column (None: the table's)
     primary: bool = False  # inline PRIMARY KEY
+    period: str | None = None  # "START" / "END": a system-versioned table's row_start / row_end (AS ROW START / END)
+    hidden: bool = False  # added by the server itself (WITH SYSTEM VERSIONING's row_start, row_end): kept last
 
     def renamed(self, name: str) -> TableColumn:
         return attrs.evolve(self, name=name)
@@ -69,9 +71,10 @@ def resolve_column(col: ColumnDef) -> TableColumn:
         t.labels,
         t.unsigned,
         t.zerofill,
-        col.is_nullable,
+        col.is_nullable and col.row_period is None,
         charset,
         col.primary_key,
+        col.row_period,
     )
 
 
@@ -153,5 +156,7 @@ def column_sql(col: TableColumn, table_charset: str, mariadb: bool) -> str:
     text = f"{quote_name(col.name)} {mysql_type_text(col, mariadb)}"
     if col.charset and col.charset != table_charset and effective_charset(col, table_charset) is not None:
         text += f" CHARACTER SET {col.charset}"
+    if col.period is not None:
+        return text + f" GENERATED ALWAYS AS ROW {col.period} INVISIBLE"
     text += "" if col.nullable and not col.primary else " NOT NULL"
     return text

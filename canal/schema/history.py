@@ -45,7 +45,9 @@ from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
 from canal.schema.foreign_keys import ActionIndex, ForeignKey, action_edges, action_index
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
 from canal.sql import (
+    AlterDatabase,
     AlterTable,
+    ChangeColumn,
     CreateDatabase,
     CreateTable,
     DropDatabase,
@@ -80,6 +82,7 @@ _LAYOUT_STATEMENTS: Final = (
     TruncateTable,
     CreateDatabase,
     DropDatabase,
+    AlterDatabase,  # the default character set of tables created later
 )
 RECOVERY: Final = (
     "recover with `canal schema rebuild --destination D --at FILE:POS` at a position after which the server's current "
@@ -89,7 +92,7 @@ RECOVERY: Final = (
 
 def layout_statement(sql: str) -> Statement | None:
     """The statement of ``sql`` if it can change a table layout (CREATE/ALTER/DROP/RENAME/TRUNCATE TABLE,
-    CREATE/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
+    CREATE/ALTER/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
     if len(sql) <= _CACHED_SQL:
         return _layout_statement_cached(sql)  # BEGIN / COMMIT / the same DDL again: read once (statements are frozen)
     return _layout_statement(sql)
@@ -312,6 +315,16 @@ class SchemaHistory:
                 raise SchemaError(f"the layout of {db}.{name} is unknown: {why}; {RECOVERY}", table=f"{db}.{name}")
             return self._catalog.get(db, name)
 
+    def known_foreign_keys(self, db: str, name: str) -> tuple[ForeignKey, ...] | None:
+        """The foreign keys of table ``db.name`` (as a child); None when the history has no such table or its
+        layout is unknown since a DDL."""
+        with self._lock:
+            self._ensure_loaded()
+            if f"{db}.{name}" in self._unknown:
+                return None
+            table = self._catalog.get(db, name)
+            return None if table is None else table.foreign_keys
+
     def columns(self, db: str, name: str) -> list[SchemaColumn] | None:
         """The current columns of ``db.name`` for a row decoder (None: the history has no such table);
         SchemaError if its layout is unknown since a DDL."""
@@ -370,6 +383,44 @@ class SchemaHistory:
                 edge["layout"] = None if schema is None else [[c.name, c.mysql_type, c.is_key] for c in schema.columns]
             known_edges[(db, name)] = edges
             return [dict(edge) for edge in edges]
+
+    def implicit_columns(self, session: str, sql: str) -> list[str]:
+        """For an ALTER TABLE of a table with columns the server added itself and keeps last (a system-versioned
+        table's implicit ``row_start`` / ``row_end``): their names, in order -- where a holder of the table's columns
+        by name needs to place the columns the statement adds. Asked before the statement is applied."""
+        table = self._altered(session, sql)
+        return [] if table is None else [c.name for c in table.columns if c.hidden]
+
+    def _altered(self, session: str, sql: str) -> TableDef | None:
+        """The table an ALTER TABLE statement changes, as the history holds it now (None: another statement)."""
+        stmt = layout_statement(sql)
+        if not isinstance(stmt, AlterTable):
+            return None
+        db, name = stmt.table.schema if stmt.table.schema is not None else session, stmt.table.name
+        if self.lower_case_names:  # the history keys tables as the server stores their names
+            db, name = db.lower(), name.lower()
+        with self._lock:
+            self._ensure_loaded()
+            return self._catalog.get(db, name)
+
+    def retyped_from(self, session: str, sql: str) -> dict[str, str]:
+        """For an ALTER TABLE that declares columns anew (MODIFY / CHANGE): each such column's MySQL type now, by its
+        name now -- what a holder of its values needs to convert them as the server does (a DATETIME read in the
+        session's time zone becomes a TIMESTAMP in UTC). Asked before the statement is applied; empty for any other
+        statement or a table the history does not hold."""
+        stmt = layout_statement(sql)
+        table = self._altered(session, sql)
+        if table is None or not isinstance(stmt, AlterTable):
+            return {}
+        columns = {c.name.lower(): c for c in table.columns}
+        found: dict[str, str] = {}
+        for action in stmt.actions:
+            if not isinstance(action, ChangeColumn):
+                continue
+            old = columns.get(action.old_name.lower())
+            if old is not None:
+                found[old.name] = mysql_type_text(old, self.mariadb)
+        return found
 
     def table_schema(self, db: str, name: str) -> TableSchema | None:
         table = self.table(db, name)

@@ -22,10 +22,12 @@ __all__ = [
     "BOOTSTRAP_FOREIGN_KEYS_SQL",
     "BOOTSTRAP_PRIMARY_SQL",
     "BOOTSTRAP_SQL",
+    "BOOTSTRAP_VERSIONED_SQL",
     "TABLE_COLUMNS_SQL",
     "TABLE_PRIMARY_SQL",
     "catalog_from_columns",
     "foreign_key_rows",
+    "versioned_table",
 ]
 
 
@@ -141,6 +143,28 @@ def foreign_key_rows(db: str, create_table: str) -> list[tuple[str, str, str, st
         for k in table.foreign_keys
         for column, ref in zip(k.columns, k.ref_columns, strict=True)
     ]
+
+
+BOOTSTRAP_VERSIONED_SQL: Final = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'SYSTEM VERSIONED' AND "
+    "TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') ORDER BY TABLE_SCHEMA, TABLE_NAME"
+)
+"""MariaDB's system-versioned tables, whose layouts their ``SHOW CREATE TABLE`` tells (:func:`versioned_table`):
+``COLUMNS`` lists no implicit ``row_start`` / ``row_end`` and ``STATISTICS`` no ``row_end`` in the primary key, where
+the binlog's row images and keys have them."""
+
+
+def versioned_table(db: str, create_table: str, *, mariadb: bool) -> TableDef:
+    """The layout of a system-versioned table of ``db`` from its ``SHOW CREATE TABLE`` text, as the one DDL code
+    (:class:`SchemaCatalog`) makes it: its period columns, and the period's end in its primary key."""
+    stmt = layout_statement(create_table)
+    if not isinstance(stmt, CreateTable):
+        raise SchemaError(f"cannot read the layout of a system-versioned table of {db}: {create_table[:200]!r}")
+    scratch = SchemaCatalog(database=db, mariadb=mariadb)
+    scratch.apply(attrs.evolve(stmt, table=attrs.evolve(stmt.table, schema=db)))
+    table = scratch.get(db, stmt.table.name)
+    assert table is not None
+    return table
 
 
 BOOTSTRAP_DATABASES_SQL: Final = (

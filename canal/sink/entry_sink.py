@@ -1,5 +1,9 @@
 """The entry sink: drops heartbeats, applies the transaction-entry filter and canal's empty-transaction policy,
 and puts what is left into the store, blocking (in bounded waits, so stop() is honoured) while the store is full.
+
+An XA transaction's PREPARE group is never dropped as empty (none of its rows captured): its ``XA COMMIT`` /
+``XA ROLLBACK`` comes later as an entry of its own, which a consumer -- the mirror above all (:mod:`canal.lake.xa`) --
+must be able to tell from the commit of a transaction prepared before the stream's start.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from typing import Protocol
 
 from canal.errors import StoreClosedError
 from canal.log import destination_logger
+from canal.parse.xa import XA_TYPE
 from canal.position import LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 
@@ -91,7 +96,8 @@ class EntrySink:
         # an empty transaction is a whole one, BEGIN first; an END handed off alone closes a transaction whose rows
         # went in an earlier part (or were acked before a restart) and must reach the consumer
         whole = kept[0].entry_type is EntryType.TRANSACTIONBEGIN
-        if not has_rows and whole and self._filter_empty and self._skip_empty(kept[0].header.execute_time):
+        xa = XA_TYPE in kept[0].header.props  # a PREPARE group: its outcome follows (see the module)
+        if not has_rows and whole and not xa and self._filter_empty and self._skip_empty(kept[0].header.execute_time):
             self.empty_transactions_dropped += 1
             return
         self._put(kept, origin)

@@ -7,12 +7,15 @@ here by its :class:`~canal.protocol.ColumnMeta`:
 
 * integers, YEAR: ``int``; BIT: the bytes' big-endian ``int``; DECIMAL: ``Decimal`` of the text (its scale kept);
 * FLOAT: selected as ``CAST(col AS DOUBLE)`` by the reader (the float's exact value, as the binlog's 4 bytes give
-  it), then rounded as the decoder rounds it (:func:`canal.sql.types.float_value`: what ``SELECT`` prints);
-  DOUBLE as is: ``float`` of the text;
+  it), then rounded as the decoder rounds it (:func:`canal.sql.values.float_display`: what ``SELECT`` prints, 6
+  significant digits or a ``FLOAT(M,D)``'s decimals; the server prints a negative zero as its flavour does, so its
+  sign is already the decoder's); DOUBLE as is: ``float`` of the text the server prints (a ``DOUBLE(M,D)``'s
+  decimals, MariaDB's 0 for -0.0);
 * DATE, DATETIME: ``date`` / ``datetime``, but a zero or invalid date (``0000-00-00``, ``2020-00-15``) stays its text,
   as the decoder returns it; TIMESTAMP: UTC-aware ``datetime`` (the session runs in UTC), zero as text; TIME:
   ``timedelta``;
-* text, ENUM, JSON on MariaDB: ``str``; SET: ``frozenset`` of its labels; binary strings, BLOBs: ``bytes``;
+* text, ENUM, JSON on MariaDB, UUID, INET6, INET4: ``str``; SET: ``frozenset`` of its labels; binary strings, BLOBs:
+  ``bytes``;
   geometries: selected as ``ST_AsBinary`` (WKB without the SRID, as the decoder hands them out).
 """
 
@@ -26,7 +29,8 @@ from typing import Any, Final
 
 from canal.protocol import ColumnMeta, TableSchema
 from canal.sql import read_column_type
-from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES, float_value
+from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES
+from canal.sql.values import float_display
 
 __all__ = ["column_expression", "rows_reader"]
 
@@ -68,8 +72,12 @@ def _time(raw: Any) -> dt.timedelta:
     return -value if sign else value
 
 
-def _float(raw: Any) -> float:
-    return float_value(float(raw))  # the exact float32 value (selected as DOUBLE), as the decoder rounds it
+def _float(meta: ColumnMeta) -> Callable[[Any], float]:
+    """A FLOAT's exact float32 value (selected as DOUBLE), as the decoder rounds it (the sign of a zero is the
+    server's already: MariaDB prints -0.0 as 0)."""
+    show = float_display(True, read_column_type(meta.mysql_type, strict=False).scale, mariadb=False)
+    assert show is not None
+    return lambda raw: show(float(raw))
 
 
 def _bit(raw: Any) -> int:
@@ -94,7 +102,7 @@ def _reader(meta: ColumnMeta) -> Callable[[Any], Any]:
     if base == "decimal":
         return lambda raw: Decimal(_text(raw))
     if base == "float":
-        return _float
+        return _float(meta)
     if base == "double":
         return float  # reads the text or the bytes of a number
     if base == "date":
@@ -126,7 +134,8 @@ def _fast(meta: ColumnMeta) -> Callable[[Sequence[Any]], list[Any]] | None:
     if base in INTEGER_TYPES or base == "year":
         return lambda column: list(map(int, column))
     if base == "float":
-        return lambda column: list(map(_float, column))
+        read = _float(meta)
+        return lambda column: list(map(read, column))
     if base == "double":
         return lambda column: list(map(float, column))
     if base == "decimal":

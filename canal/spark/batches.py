@@ -1,9 +1,12 @@
 """``foreachBatch`` for an instance embedded in the driver: pull, hand a DataFrame to ``fn``, ack after it returns.
 
-Batch ids increase and mean the same thing after a restart. :func:`run_batches` names a batch by the binlog position
-of its last entry (:func:`~canal.spark.changes.position_id`: ``journal_number << 32 | offset``), or by the id before
-it plus one when that position does not exceed it: snapshot rows sit at the boundary they follow, so any number of
-batches can end at one position.
+Batch ids mean the same thing after a restart. :func:`run_batches` names a batch by the binlog position of its last
+entry (:func:`~canal.spark.changes.position_id`: ``journal_number << 32 | offset``), or by the id before it plus one
+when that position does not exceed it: snapshot rows sit at the boundary they follow, so any number of batches can
+end at one position. Positions are one server's: after a failover to a replica whose binlog numbering is behind,
+the ids are lower, which a :class:`~canal.lake.mirror.DeltaMirror` does not take for replays (it follows the changes'
+source lineage, :mod:`canal.lake.lineage`); the journal names the server of its batch's end, and entries of another
+server's binlog are neither cut nor dropped by it.
 
 With a ``journal`` file, a crash between ``fn``'s write and the ack loses nothing and changes nothing an idempotent
 sink (e.g. :class:`~canal.lake.mirror.DeltaMirror`, which skips ids it has committed) has seen:
@@ -40,7 +43,7 @@ from canal.lake.typed_batch import TypedBatch, entries_to_typed
 from canal.log import destination_logger
 from canal.meta.persist import write_json_atomic
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
-from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, position_id
+from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, log_server_id, position_id
 from canal.spark.spool import Spool
 
 
@@ -112,6 +115,17 @@ class _Puller:
         # after a spooled batch was replayed: the binlog entries up to its end came to fn already (its ack may not
         # have happened, so the instance can deliver them again); None once the stream passed it
         self.drop_through: int | None = None
+        # the server whose binlog the journal's end position is in (None: a journal of the old form, or no
+        # position): an entry of another server's binlog is no entry of that batch, whatever its position id
+        self.lineage: int | None = None
+
+    def _beyond(self, entry: Entry, end: int) -> bool:
+        """Whether ``entry`` lies past the position id ``end`` of the batch in flight before a crash: a snapshot entry
+        (read again at a later position), an entry of another server's binlog (a failover: its position ids say
+        nothing of the other's), or one later in the same binlog."""
+        server = log_server_id(entry)
+        other = self.lineage is not None and server is not None and server != self.lineage
+        return _is_snapshot(entry) or other or position_id(entry) > end
 
     def _fetch(self) -> bool:
         msg = self.instance.get_without_ack(self.batch_size, self.timeout, linger=self.linger)
@@ -120,8 +134,8 @@ class _Puller:
         entries = list(msg.entries)
         if self.drop_through is not None:
             end = self.drop_through
-            entries = [e for e in entries if _is_snapshot(e) or position_id(e) > end]
-            if entries and position_id(entries[-1]) > end:
+            entries = [e for e in entries if self._beyond(e, end)]
+            if entries and self._beyond(entries[-1], end):
                 self.drop_through = None
         self.buffer.append([msg.id, entries])
         return True
@@ -142,8 +156,8 @@ class _Puller:
         entries: list[Entry]
         ids: list[int]
         first = next((rest[0] for _mid, rest in self.buffer if rest), None)
-        if until is not None and first is not None and (_is_snapshot(first) or position_id(first) > until):
-            until = None  # the recorded batch was acked before the crash: nothing to cut
+        if until is not None and first is not None and self._beyond(first, until):
+            until = None  # the recorded batch was acked before the crash (or another server's binlog): nothing to cut
         if until is None:
             entries = [e for _mid, rest in self.buffer for e in rest]
             ids = [mid for mid, _rest in self.buffer]
@@ -151,7 +165,7 @@ class _Puller:
             return entries, ids, False
 
         def past(entry: Entry) -> bool:
-            return _is_snapshot(entry) or position_id(entry) > until
+            return self._beyond(entry, until)
 
         # cut at until: fetch until the batch's last entry (the one at until) or one past it is buffered
         quiet_since = self.clock()
@@ -198,6 +212,7 @@ class _Journal:
     pending: bool = False  # fn may not have finished with it
     end: int | None = None  # the position id of its last entry
     spooled: bool = False  # its rows are in the spool (it held snapshot rows; the instance acked it before fn)
+    server: int | None = None  # the server whose binlog ``end`` is in (None: unknown, a journal of the old form)
 
 
 def _int(value: Any) -> bool:
@@ -219,17 +234,18 @@ def _read_journal(path: Path) -> _Journal:
     if isinstance(document, dict):
         if set(document) == {"done"} and _int(document["done"]):
             return _Journal(document["done"])
-        if "pending" in document and set(document) <= {"pending", "end", "spooled"}:
-            batch_id, end, spooled = (
+        if "pending" in document and set(document) <= {"pending", "end", "spooled", "server"}:
+            batch_id, end, spooled, server = (
                 document["pending"],
                 document.get("end", document["pending"]),
                 document.get("spooled", False),
+                document.get("server"),
             )
-            if _int(batch_id) and _int(end) and isinstance(spooled, bool):
-                return _Journal(batch_id, True, end, spooled)
+            if _int(batch_id) and _int(end) and isinstance(spooled, bool) and (server is None or _int(server)):
+                return _Journal(batch_id, True, end, spooled, server)
     raise JournalError(
         f"the run_batches journal {path} holds {text[:80]!r}; expected "
-        '{"pending": id, "end": position, "spooled": bool} or {"done": id}'
+        '{"pending": id, "end": position, "server": server_id, "spooled": bool} or {"done": id}'
     )
 
 
@@ -257,13 +273,14 @@ class _JournalFile:
             )
         return found[0]
 
-    def pending(self, batch_id: int, end: int, spooled_rows: Any = None) -> None:
-        """Record the batch as in flight; with ``spooled_rows``, spool them first (the batch is acked before fn)."""
+    def pending(self, batch_id: int, end: int, server: int | None, spooled_rows: Any = None) -> None:
+        """Record the batch as in flight (``end`` in the binlog of ``server``); with ``spooled_rows``, spool them
+        first (the batch is acked before fn)."""
         if spooled_rows is None:
-            write_json_atomic(self.path, {"pending": batch_id, "end": end})
+            write_json_atomic(self.path, {"pending": batch_id, "end": end, "server": server})
             return
         self.spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, spooled_rows)
-        write_json_atomic(self.path, {"pending": batch_id, "end": end, "spooled": True})
+        write_json_atomic(self.path, {"pending": batch_id, "end": end, "server": server, "spooled": True})
 
     def done(self, batch_id: int) -> None:
         write_json_atomic(self.path, {"done": batch_id})
@@ -331,9 +348,9 @@ def run_batches(
         if rows.num_rows:
             _call(fn, spark, rows, record.last_id, stats)
         journal_file.done(record.last_id)
-        puller.drop_through = record.end
+        puller.drop_through, puller.lineage = record.end, record.server
     elif record.pending:
-        cut_at = record.end
+        cut_at, puller.lineage = record.end, record.server
     if journal_file is not None:
         journal_file.spool.clear()  # a batch spooled but never recorded as pending was not acked: the instance has it
     idle_since = time.monotonic()
@@ -377,7 +394,7 @@ def run_batches(
         if rows.num_rows:
             if journal_file is not None:
                 # a restarted snapshot cannot deliver snapshot rows again as they are: spool them, then ack
-                journal_file.pending(batch_id, end, rows if snapshot_rows else None)
+                journal_file.pending(batch_id, end, log_server_id(entries[-1]), rows if snapshot_rows else None)
             if snapshot_rows:
                 puller.ack(ack_ids)
                 ack_ids = []

@@ -24,7 +24,9 @@ keys               string      primary-key values, JSON object name -> text (of 
                                server compares keys (a FLOAT / DOUBLE -0.0 is spelt 0.0; the images keep -0.0)
 old_keys           string      for an UPDATE that changed the primary key: the key before it (the mirror deletes
                                that row); null otherwise (also for a key moved between 0.0 and -0.0: one key)
-before, after      string      row images, JSON object name -> text (null when the image does not exist)
+before, after      string      row images, JSON object name -> text (null when the image does not exist); a
+                               partial image (``binlog_row_image`` MINIMAL / NOBLOB) leaves out the columns it
+                               does not carry, as canal does -- never a null in their place
 columns            string      JSON list of ``[name, mysql_type, is_key]`` for DML rows
 props              string      the entry's header props as a JSON object, null when it has none: ``XA_XID`` on
                                the rows of an XA transaction (prepared, not committed: they count from the
@@ -32,6 +34,15 @@ props              string      the entry's header props as a JSON object, null w
                                on XACOMMIT / XAROLLBACK / XAPREPARE rows (:mod:`canal.parse.xa`); also
                                ``XA_RECOVERED`` on the rows an XACOMMIT brings whose XA PREPARE lies before the
                                start, and on that XACOMMIT (:mod:`canal.parse.xa_lookback`)
+log_server_id      bigint      the ``server_id`` of the server whose binlog ``log_file`` / ``log_offset`` are in
+                               (the one the destination reads; a replica's binlog keeps the id of the server that
+                               first wrote each event, canal's ``Header.server_id``, which this is not): positions
+                               compare only within one server's binlog (:mod:`canal.lake.lineage`)
+before_absent,     string      the columns of ``columns`` a partial image does not carry, a JSON list of names in
+after_absent                   layout order (``["a","doc"]``); null when the image carries every column or does
+                               not exist. The key is then taken per column from the after image, else the
+                               before image (a MINIMAL UPDATE that kept its key logs it in the before image only);
+                               a key column neither carries is left out of ``keys``
 =================  ==========  =================================================================================
 
 Besides DML and DDL rows: a DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or
@@ -83,6 +94,9 @@ _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table
     ("after", "STRING"),
     ("columns", "STRING"),
     ("props", "STRING"),
+    ("log_server_id", "BIGINT"),
+    ("before_absent", "STRING"),
+    ("after_absent", "STRING"),
 )
 
 CHANGE_SCHEMA_DDL = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
@@ -119,6 +133,29 @@ def arrow_schema() -> Any:
         "TIMESTAMP": pa.timestamp("us", tz="UTC"),  # Spark's TIMESTAMP: an instant, read in the session time zone
     }
     return pa.schema([pa.field(name, arrow_types[sql_type]) for name, sql_type in _COLUMNS])
+
+
+LATER_COLUMNS: Final = ("log_server_id", "before_absent", "after_absent")
+"""Change-row columns added since spool files were first written (:func:`conform` adds them to older rows)."""
+
+
+def conform(rows: Any) -> Any:
+    """Change rows (a RecordBatch or Table, JSON or VARIANT images) in today's schema: rows written before a column of
+    :data:`LATER_COLUMNS` was (a spool file of an older pycanal) get it as nulls -- positions of an unknown server,
+    which the mirror compares as it did then (:mod:`canal.lake.lineage`), and whole images."""
+    import pyarrow as pa
+
+    names = rows.schema.names
+    missing = [name for name in LATER_COLUMNS if name not in names]
+    if not missing or "gtid" not in names:  # today's, or packed batches
+        return rows
+    wanted = arrow_schema()
+    columns = [*rows.columns, *(pa.nulls(rows.num_rows, wanted.field(name).type) for name in missing)]
+    schema = pa.schema([*rows.schema, *(wanted.field(name) for name in missing)], metadata=rows.schema.metadata)
+    order = [name for name in schema.names if name not in LATER_COLUMNS] + list(LATER_COLUMNS)
+    if isinstance(rows, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(columns, schema=schema).select(order)
+    return pa.Table.from_arrays(columns, schema=schema).select(order)
 
 
 # -- offsets -------------------------------------------------------------------------------------------------------
@@ -274,16 +311,19 @@ def _object_encoder(
 
 
 class _TableCodec:
-    """Per-table-layout helpers: the ``columns`` JSON and JSON encoders for row images and their keys."""
+    """Per-table-layout helpers: the ``columns`` JSON and JSON encoders for row images and their keys -- of whole
+    images, and (made when first met) of partial ones by the columns they lack."""
 
-    __slots__ = ("_image", "_keys", "columns_json")
+    __slots__ = ("_image", "_keys", "_partial", "columns_json", "table")
 
     def __init__(self, table: TableSchema) -> None:
+        self.table = table
         types = [c.mysql_type for c in table.columns]
         width = len(table.columns)
         self._image = _object_encoder(table.names, types, range(width), width)
         keys = table.key_indexes
         self._keys = _object_encoder([table.names[i] for i in keys], [types[i] for i in keys], keys, width, keys=True)
+        self._partial: dict[tuple[str, tuple[int, ...]], Callable[[Sequence[Any]], str]] = {}
         self.columns_json = json.dumps(
             [[c.name, c.mysql_type, c.is_key] for c in table.columns], separators=(",", ":"), ensure_ascii=False
         )
@@ -295,6 +335,42 @@ class _TableCodec:
     def keys(self, image: Sequence[Any] | None) -> str | None:
         """The primary-key cells of an image as a JSON object, each as its key identity (a float's -0.0 as 0.0)."""
         return None if image is None else self._keys(image)
+
+    def image_encoder(self, absent: tuple[int, ...]) -> Callable[[Sequence[Any] | None], str | None]:
+        """:meth:`image` of images that do not carry the columns ``absent``: they are left out of the object."""
+        if not absent:
+            return self.image
+        encode = self._encoder("image", absent)
+        return lambda image: None if image is None else encode(image)
+
+    def keys_encoder(self, absent: tuple[int, ...]) -> Callable[[Sequence[Any] | None], str | None]:
+        """:meth:`keys` of key images that do not carry the key columns ``absent`` (left out of the object)."""
+        if not absent:
+            return self.keys
+        encode = self._encoder("keys", absent)
+        return lambda image: None if image is None else encode(image)
+
+    def _encoder(self, kind: str, absent: tuple[int, ...]) -> Callable[[Sequence[Any]], str]:
+        made = self._partial.get((kind, absent))
+        if made is None:
+            table = self.table
+            chosen = table.key_indexes if kind == "keys" else range(len(table.columns))
+            kept = [i for i in chosen if i not in absent]
+            made = self._partial[(kind, absent)] = _object_encoder(
+                [table.names[i] for i in kept],
+                [table.columns[i].mysql_type for i in kept],
+                kept,
+                len(table.columns),
+                keys=kind == "keys",
+            )
+        return made
+
+    def absent_json(self, absent: tuple[int, ...]) -> str | None:
+        """The ``before_absent`` / ``after_absent`` text of images lacking the columns ``absent`` (None: none)."""
+        if not absent:
+            return None
+        names = [self.table.names[i] for i in absent]
+        return json.dumps(names, separators=(",", ":"), ensure_ascii=False)
 
 
 table_codec: Final = PerTableSchema(_TableCodec)
@@ -315,7 +391,17 @@ _ENTRY_FIELDS = (
     "gtid",
     "columns",
     "props",
+    "log_server_id",
+    "before_absent",
+    "after_absent",
 )
+
+
+def log_server_id(entry: Entry) -> int | None:
+    """The id of the server whose binlog holds ``entry``'s position: its anchor's (the parser stamps every anchor
+    with the server it reads, :meth:`canal.parse.convert.EntryConverter.reset`); None where an entry has none."""
+    anchor = entry.anchor
+    return None if anchor is None else anchor.server_id
 
 
 def _props_json(props: Mapping[str, str]) -> str | None:
@@ -356,7 +442,22 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
     import pyarrow as pa
 
     per_entry: dict[str, list[Any]] = {name: [] for name in _ENTRY_FIELDS}
-    e_schema, e_table, e_type, e_ddl, e_sql, e_time, e_file, e_off, e_gtid, e_cols, e_props = per_entry.values()
+    (
+        e_schema,
+        e_table,
+        e_type,
+        e_ddl,
+        e_sql,
+        e_time,
+        e_file,
+        e_off,
+        e_gtid,
+        e_cols,
+        e_props,
+        e_server,
+        e_babs,
+        e_aabs,
+    ) = per_entry.values()
     counts: list[int] = []
     keys: list[str | None] = []
     old_keys: list[str | None] = []
@@ -374,6 +475,8 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             e_ddl.append(True)
             e_sql.append(rc.sql)
             e_cols.append(None)
+            e_babs.append(None)
+            e_aabs.append(None)
             counts.append(1)
             keys.append(None)
             old_keys.append(None)
@@ -385,16 +488,22 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             nones = [None] * len(rows)
             befores = nones if rows.before is None else rows.before
             afters = nones if rows.after is None else rows.after
-            after_keys = list(map(codec.keys, afters))
-            before_keys = list(map(codec.keys, befores))
+            absent_before, absent_after = rows.absent("before"), rows.absent("after")
+            if absent_before or absent_after:  # a partial image (binlog_row_image MINIMAL / NOBLOB)
+                after_keys, before_keys = _partial_keys(codec, befores, afters, absent_before, absent_after)
+            else:
+                after_keys = list(map(codec.keys, afters))
+                before_keys = list(map(codec.keys, befores))
             keys.extend(a if a is not None else b for a, b in zip(after_keys, before_keys, strict=True))
             old_keys.extend(None if a is None or b == a else b for a, b in zip(after_keys, before_keys, strict=True))
-            before.extend(map(codec.image, befores))
-            after.extend(map(codec.image, afters))
+            before.extend(map(codec.image_encoder(absent_before), befores))
+            after.extend(map(codec.image_encoder(absent_after), afters))
             e_schema.append(h.schema)
             e_ddl.append(False)
             e_sql.append(None)
             e_cols.append(codec.columns_json)
+            e_babs.append(codec.absent_json(absent_before))
+            e_aabs.append(codec.absent_json(absent_after))
             counts.append(len(rc.rows))
         elif rc.sql and not rc.rows:  # a statement inside a transaction (statement-format DML, ...)
             _statement_row(per_entry, counts, (keys, old_keys, before, after), entry, rc.event_type.name, False)
@@ -408,6 +517,7 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
         e_file.append(h.log_file)
         e_off.append(h.log_offset)
         e_gtid.append(h.gtid)
+        e_server.append(log_server_id(entry))
 
     schema = arrow_schema()
     n_rows = len(keys)
@@ -434,6 +544,37 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
 
 
+def _partial_keys(
+    codec: _TableCodec,
+    befores: Sequence[Sequence[Any] | None],
+    afters: Sequence[Sequence[Any] | None],
+    absent_before: tuple[int, ...],
+    absent_after: tuple[int, ...],
+) -> tuple[list[str | None], list[str | None]]:
+    """The keys text of partial images' rows, after and before: the after image's key takes each key column it does
+    not carry from the before image (a MINIMAL UPDATE logs a key it kept in the before image only); a key column
+    neither image carries is left out of the text (the mirror stops at such a key)."""
+    key_indexes = codec.table.key_indexes
+    before_keys = list(map(codec.keys_encoder(tuple(i for i in absent_before if i in key_indexes)), befores))
+    lacking = [i for i in key_indexes if i in absent_after]
+    if not lacking:
+        return list(map(codec.keys_encoder(()), afters)), before_keys
+    unknown = tuple(i for i in lacking if i in absent_before)
+    encode = codec.keys_encoder(unknown)
+
+    def after_key(before: Sequence[Any] | None, after: Sequence[Any] | None) -> str | None:
+        if after is None:
+            return None
+        if before is None:
+            return codec.keys_encoder(tuple(lacking))(after)
+        merged = list(after)
+        for i in lacking:
+            merged[i] = before[i]
+        return encode(merged)
+
+    return list(map(after_key, befores, afters)), before_keys
+
+
 def _statement_row(
     per_entry: dict[str, list[Any]],
     counts: list[int],
@@ -457,6 +598,9 @@ def _statement_row(
         "gtid": h.gtid,
         "columns": None,
         "props": _props_json(h.props),
+        "log_server_id": log_server_id(entry),
+        "before_absent": None,
+        "after_absent": None,
     }
     for name, column in per_entry.items():
         column.append(values[name])

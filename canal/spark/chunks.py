@@ -510,6 +510,9 @@ def _snapshot_rows(
         "after": pa.array(images, pa.string()) if isinstance(images, list) else images,
         "columns": same(table_codec(table).columns_json, pa.string()),
         "props": pa.nulls(n, pa.string()),
+        "log_server_id": same(position.server_id, pa.int64()),
+        "before_absent": pa.nulls(n, pa.string()),  # a snapshot's rows are whole
+        "after_absent": pa.nulls(n, pa.string()),
     }
     schema = arrow_schema()
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)

@@ -26,6 +26,7 @@ import os
 from typing import Any
 
 from canal.lake import changelog
+from canal.lake.own_names import LOG_COLUMNS, log_columns, own_name
 
 
 def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:
@@ -46,7 +47,7 @@ def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:
     keys, (batch, seq) = files.keys, files.folded
     if keys is None or not (files.log_files or files.staged is not None):
         return base
-    parts = [spark.read.parquet(*files.log_files)] if files.log_files else []
+    parts = [_current_names(spark.read.parquet(*files.log_files))] if files.log_files else []
     if files.staged is not None:
         # staged changes (a few batches' small parts, canal.lake.staged) pass through the driver, in the types the
         # Parquet files give the same columns
@@ -56,12 +57,22 @@ def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:
     log = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1], allowMissingColumns=True)
     b, s, op = F.col(changelog.BATCH), F.col(changelog.SEQ), F.col(changelog.OP)
     newer = log.where((b > batch) | ((b == batch) & (s > seq)))
-    rank = "__pycanal_rank"
+    rank = own_name("rank")
     last = Window.partitionBy(*(_column(k) for k in keys)).orderBy(b.desc(), s.desc())
     latest = newer.withColumn(rank, F.row_number().over(last)).where(F.col(rank) == 1).drop(rank)
     kept = base.join(latest.select(*(_column(k) for k in keys)), on=list(keys), how="left_anti")
     upserts = latest.where(op == "u").drop(*changelog.INTERNAL_COLUMNS)
     return kept.unionByName(upserts, allowMissingColumns=True)
+
+
+def _current_names(log: Any) -> Any:
+    """A change log's rows (a DataFrame) with the mirror's own column names (one an older pycanal wrote has others:
+    :func:`canal.lake.own_names.current_names`)."""
+    names = log_columns(log.columns)
+    for old, new in zip(names, LOG_COLUMNS, strict=True):
+        if old != new:
+            log = log.withColumnRenamed(old, new)
+    return log
 
 
 def _column(name: str) -> Any:

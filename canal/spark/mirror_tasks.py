@@ -14,9 +14,17 @@ once per Python worker and value, kept for the next batches, with the Delta tabl
 when the driver's :attr:`~canal.lake.mirror.DeltaMirror.tables_epoch` says that the driver rewrote, moved or dropped a
 table since: a kept handle would read the new table's commits on top of the old table's files, or fail)
 and applies its rows without the step journal: a table whose last
-committed batch id is at least the batch's is skipped, so a retried task, a replayed micro-batch and a speculative
+committed batch number is at least the batch's is skipped, so a retried task, a replayed micro-batch and a speculative
 duplicate change nothing (merge-on-read: a duplicate append holds the same changes, and the latest change per key is
 the same row; copy-on-write: the second MERGE fails on Delta's conflict check and its retry is skipped).
+
+Which rows are new, and the batch's number, come from the mirror's record (:mod:`canal.lake.admit`), before any
+task writes: the one-partition task admits its batch itself (it has all of its rows; a batch the record refuses is
+answered ``refused`` with nothing written, and the driver raises the error); for several partitions the driver
+admits the batch from one aggregation of its rows (its fingerprint, destinations, a change whose lineage nothing
+relates to the record's, its tables), and each task applies the rows of its tables the record does not hold. Each
+task answers what its rows add to the record (:class:`~canal.lake.lineage.Advance`), which the driver writes once
+every answer is in. Tasks check before each commit that the driver still holds the mirror's lease (its token).
 
 A batch that holds DDL is applied by the driver, in order, with the step journal (:meth:`DeltaMirror.apply`): DDL can
 touch several tables at once (``RENAME TABLE a TO b, b TO a``), which per-table tasks could not order. The driver
@@ -37,6 +45,7 @@ meanwhile (appends and folds never block each other: :mod:`canal.lake.changelog`
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -46,30 +55,46 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from canal.lake import fs, names
+from canal.lake.admit import admit, check_interrupted
 from canal.lake.applied import (
-    check_batch,
-    newest_position,
-    newest_time,
+    Applied,
+    Pending,
+    decide,
     position_key,
     read_applied,
-    record_batch,
-    refuses,
+    root_number,
+    with_pending,
+    write_applied,
+)
+from canal.lake.journal import StepJournal
+from canal.lake.lineage import (
+    FINGERPRINT_FIELDS,
+    Advance,
+    check_destination,
+    fingerprint_of,
+    follow,
+    unprovable_error,
 )
 from canal.lake.packed import is_packed, unpack_all
+from canal.lake.plan import OPTIONAL_COLUMNS
 from canal.lake.settings import MirrorSettings
 from canal.lake.typed_batch import TypedBatch
-from canal.lake.types import MirrorError
+from canal.lake.types import MirrorCheckpointError, MirrorError, MirrorLineageError
 
 if TYPE_CHECKING:
     from canal.lake.mirror import DeltaMirror
     from canal.lake.results import ApplyResult
 
-RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill string, newest string"
+RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill string, lineage string"
 DONE_MARK = "done"  # the status of the row that ends a task's answer (its rows: the change rows it was given)
 DDL_MARK = "ddl"  # the status a one-partition task answers for a batch with DDL, having applied nothing
-# the status a one-partition task answers, having applied nothing, for a batch whose id the mirror finished already
-# but which holds changes after the position it reached (canal.lake.applied): the driver raises
-CHECKPOINT_MARK = "checkpoint"
+# the status a one-partition task answers, having applied nothing, for a batch the mirror's record refuses
+# (canal.lake.admit): ``spill`` names the error's class, ``lineage`` holds its message; the driver raises it
+REFUSED_MARK = "refused"
+_REFUSALS: dict[str, type[MirrorError]] = {
+    "MirrorLineageError": MirrorLineageError,
+    "MirrorCheckpointError": MirrorCheckpointError,
+}
 SPILL_PREFIX = "_pycanal_ddl_batch."  # files of batches with DDL handed from a task to the driver, in the root
 
 
@@ -83,15 +108,14 @@ def _result_arrow() -> Any:
             ("rows", pa.int64()),
             ("fold_due", pa.bool_()),
             ("spill", pa.string()),
-            ("newest", pa.string()),
+            ("lineage", pa.string()),
         ]
     )
 
 
 def _answer(rows: list[tuple[str, str, int, bool, str | None, str | None]]) -> Any:
-    """Result rows ``(table, status, rows, fold_due, spill, newest)`` as a table of :data:`RESULT_SCHEMA`
-    (``newest``: ``file:offset`` of the newest change a task was given, and ``@`` its newest execute time in ms when
-    known, on its ``done``/``ddl``/``checkpoint`` row)."""
+    """Result rows ``(table, status, rows, fold_due, spill, lineage)`` as a table of :data:`RESULT_SCHEMA`
+    (``lineage``, on a task's ``done`` row: what its rows add to the mirror's record, as JSON -- :func:`_outcome`)."""
     import pyarrow as pa
 
     schema = _result_arrow()
@@ -124,20 +148,31 @@ def write_group(
     kind: type[DeltaMirror],
     settings: MirrorSettings,
     epoch: str,
-    batch_id: int,
+    number: int,
     rows: Any,
-    newest: str | None = None,
+    recorded: Applied | None,
+    token: str | None,
+    outcome: dict[str, Any] | None = None,
+    skip: bool = False,
 ) -> Any:
-    """One table's change rows of a batch (a pyarrow Table, or a whole batch's typed batch), applied by a task: one
-    result row per table, then the ``done`` row (reporting ``newest``, the position of the newest change, when the
-    task's caller found it, as :func:`_spelled` spells it)."""
+    """Change rows of a batch (one table's, or a whole batch's typed batch) the driver admitted as ``number``,
+    applied by a task -- those the record before the batch (``recorded``) does not hold -- while the driver holds
+    the lease ``token``: one result row per table, then the ``done`` row, holding what the rows add to the record
+    (``outcome``: the admission's, when the task admitted the batch itself; ``skip``: the batch is a replay, none of
+    it applied, its tables reported skipped)."""
     mirror = worker_mirror(kind, settings, epoch)
-    result = mirror.apply(rows, batch_id, steps_journal=False, fold=False)
+    mirror.fencing.token = token  # its commits fenced by the driver's lease (canal.lake.lease)
+    result = mirror.apply(rows, number, steps_journal=False, fold=False, follow=recorded, skip=skip)
     due = set(result.folds)
     answer: list[tuple[str, str, int, bool, str | None, str | None]] = [
         (name, result.tables[name], 0, name in due, None, None) for name in sorted(result.tables)
     ]
-    answer.append(("", DONE_MARK, rows.num_rows, False, None, newest))
+    changes = rows.changes if isinstance(rows, TypedBatch) else rows
+    advance = follow(changes, recorded, settings.root, settings.app_id).advance
+    lineage = {**(outcome or {}), "advance": advance.to_json()}
+    # the newest change the task applied and its execute time, for the driver's metrics (canal.lake.health)
+    lineage["newest"], lineage["newest_ms"] = result.newest, result.newest_time_ms
+    answer.append(("", DONE_MARK, rows.num_rows, False, None, json.dumps(lineage)))
     return _answer(answer)
 
 
@@ -155,11 +190,14 @@ def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, epoch: str, 
         worker_mirror(kind, settings, epoch).fold(schema, table)
 
 
-def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, epoch: str, batch_id: int, batches: Any) -> Any:
-    """A micro-batch held by one partition, applied by its task (tables in parallel threads) -- or, when it holds
-    DDL, written to a file in the mirror's root and answered with one row naming it, nothing applied: the driver
-    then applies it, in order, without reading the batch a second time. Packed batches (``images=packed``) are
-    unpacked here (:func:`canal.lake.packed.unpack_all`) and handed over to the driver packed."""
+def write_partition(
+    kind: type[DeltaMirror], settings: MirrorSettings, epoch: str, batch_id: int, batches: Any, token: str | None
+) -> Any:
+    """A micro-batch held by one partition, admitted (:mod:`canal.lake.admit`) and applied by its task (tables in
+    parallel threads) -- or, when it holds DDL, written to a file in the mirror's root and answered with one row
+    naming it, nothing applied: the driver then applies it, in order, without reading the batch a second time.
+    Packed batches (``images=packed``) are unpacked here (:func:`canal.lake.packed.unpack_all`) and handed over to
+    the driver packed. A batch the record refuses is answered ``refused``, nothing written."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -169,20 +207,28 @@ def write_partition(kind: type[DeltaMirror], settings: MirrorSettings, epoch: st
     if received and is_packed(rows.column_names):
         batch = unpack_all(rows)
     changes = batch.changes if isinstance(batch, TypedBatch) else batch  # the metadata of each change row
-    newest = newest_position(changes)
-    spelled = _spelled(newest, newest_time(changes))
     # the root's options, for the reads below (in an object store) before the task's mirror is built
     fs.register(settings.root, "the mirror's root", settings.options or None)
-    if refuses(read_applied(settings.root, settings.app_id), batch_id, newest):  # canal.lake.applied
-        answer = _answer([("", CHECKPOINT_MARK, changes.num_rows, False, None, spelled)])
-    elif changes.num_rows and (pc.any(changes.column("is_ddl")).as_py() or _for_the_driver(changes)):
+    if changes.num_rows == 0:
+        answer = _answer([("", DONE_MARK, 0, False, None, None)])
+    elif pc.any(changes.column("is_ddl")).as_py() or _for_the_driver(changes):
         path = fs.join(settings.root, f"{SPILL_PREFIX}{batch_id}.{uuid.uuid4().hex}.arrow")
         _spill(path, rows)
-        answer = _answer([("", DDL_MARK, changes.num_rows, False, path, spelled)])
-    elif changes.num_rows == 0:
-        answer = _answer([("", DONE_MARK, 0, False, None, None)])
+        answer = _answer([("", DDL_MARK, changes.num_rows, False, path, None)])
     else:
-        answer = write_group(kind, settings, epoch, batch_id, batch, spelled)
+        try:
+            journal = StepJournal(settings.root, settings.app_id).read()
+            admitted = admit(changes, batch_id, settings.root, settings.app_id, journal, filtered=False)
+            outcome = {
+                "number": admitted.number,
+                "fingerprint": admitted.fingerprint,
+                "skip": admitted.skip,
+                "replay": admitted.replay,
+            }
+            number, recorded = admitted.number, admitted.recorded
+            answer = write_group(kind, settings, epoch, number, batch, recorded, token, outcome, admitted.skip)
+        except (MirrorLineageError, MirrorCheckpointError) as exc:  # refused before anything was written
+            answer = _answer([("", REFUSED_MARK, changes.num_rows, False, type(exc).__name__, str(exc))])
     yield from answer.to_batches()
 
 
@@ -203,30 +249,6 @@ def _spill(path: str, rows: Any) -> None:
         with pa.ipc.new_file(spill.fh, rows.schema) as writer:
             writer.write_table(rows)
         spill.publish()
-
-
-def _spelled(position: tuple[str, int] | None, when: int | None = None) -> str | None:
-    """``file:offset`` of ``position``, then ``@`` and ``when`` (an execute time in ms) if given."""
-    if position is None:
-        return None
-    return f"{position[0]}:{position[1]}" + ("" if when is None else f"@{when}")
-
-
-def _parsed(spelled: str | None) -> tuple[tuple[str, int] | None, int | None]:
-    """The position and execute time :func:`_spelled` spelled."""
-    if not spelled:
-        return None, None
-    place, _, when = spelled.partition("@")
-    name, _, offset = place.rpartition(":")
-    return (name, int(offset)), (int(when) if when else None)
-
-
-def _newest(outcome: list[Any]) -> tuple[tuple[str, int] | None, int | None]:
-    """The newest of the positions the tasks' answers report, and the newest of their execute times."""
-    parsed = [_parsed(row["newest"]) for row in outcome]
-    seen = [position for position, _when in parsed if position is not None]
-    times = [when for _position, when in parsed if when is not None]
-    return (max(seen, key=lambda p: position_key(*p)) if seen else None), (max(times) if times else None)
 
 
 def _for_the_driver(rows: Any) -> bool:
@@ -277,7 +299,7 @@ def _checked(outcome: list[Any], expected: int, batch_id: int) -> list[Any]:
     recorded with fewer tables."""
     from canal.lake.types import MirrorError
 
-    ends = sum(1 for row in outcome if row["status"] in (DONE_MARK, DDL_MARK, CHECKPOINT_MARK))
+    ends = sum(1 for row in outcome if row["status"] in (DONE_MARK, DDL_MARK, REFUSED_MARK))
     if ends != expected:
         raise MirrorError(
             f"batch {batch_id}: the driver received the answers of {ends} of {expected} mirror tasks (Spark lost "
@@ -289,12 +311,18 @@ def _checked(outcome: list[Any], expected: int, batch_id: int) -> list[Any]:
 
 def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResult:
     """Apply a micro-batch (a Spark DataFrame of change rows) with Spark tasks (module docstring)."""
+    mirror.hold_lease()  # the driver writes the root (canal.lake.lease), renewed while the tasks run
+    try:
+        return _apply_on_executors(mirror, df, batch_id)
+    finally:
+        mirror.fencing.pause()
+
+
+def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResult:
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     began = time.perf_counter()
     mirror.check_folds()  # nothing of the batch written while a table's folds keep failing (canal.lake.health)
-    mirror.hold_lease()  # the driver writes the root (canal.lake.lease)
     mirror.flush_staged()  # tasks append to the change logs: what the driver staged goes first (canal.lake.staged)
     mirror.tasks_append = True  # the driver's own folds must not trim by whole files while tasks append
     if not mirror.reach_checked:
@@ -306,26 +334,26 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
     kind = type(mirror)
     settings = mirror.settings()
     epoch = mirror.tables_epoch  # after the DDL of earlier batches, which the driver applied
+    token = mirror.fencing.held_token
+    recorded = read_applied(mirror.root, mirror.app_id)  # the record before the batch (canal.lake.applied)
     packed = is_packed(df.columns)  # images=packed: a few rows of packed batches, applied together by one task
     if packed:
         changes = df if _one_partition(df) else df.coalesce(1)
     else:
-        # the XA marks and positions too: a batch holding them (or statements) is the driver's (_for_the_driver)
-        changes = df.select(
-            *mirror.COLUMNS,
-            *(name for name in ("props", "log_file", "log_offset", "before", "execute_time") if name in df.columns),
-        )
+        # the XA marks, positions, absent columns and lineage too: a batch holding XA marks (or statements) is the
+        # driver's (_for_the_driver)
+        wanted = (*OPTIONAL_COLUMNS, "destination", "row_index", "gtid", "log_server_id")
+        changes = df.select(*mirror.COLUMNS, *(name for name in wanted if name in df.columns))
     if packed or _one_partition(changes):
         # the whole batch in one partition (the canal source's micro-batches): one job, no shuffle -- its task
-        # writes every table, in parallel threads, or answers that the batch holds DDL
+        # admits the batch and writes every table, in parallel threads, or answers that the batch holds DDL
         def write_all(batches: Any) -> Any:
-            return write_partition(kind, settings, epoch, batch_id, batches)
+            return write_partition(kind, settings, epoch, batch_id, batches, token)
 
         outcome = _checked(changes.mapInArrow(write_all, RESULT_SCHEMA).collect(), 1, batch_id)
-        newest, newest_ms = _newest(outcome)
-        before = check_batch(mirror.root, mirror.app_id, batch_id, newest)  # raises where the task refused
-        if any(row["status"] == CHECKPOINT_MARK for row in outcome):
-            raise MirrorError(f"batch {batch_id}: a mirror task refused it as no replay, and the driver does not")
+        for row in outcome:
+            if row["status"] == REFUSED_MARK:
+                raise _REFUSALS.get(row["spill"], MirrorError)(row["lineage"])
         spilled = [row["spill"] for row in outcome if row["status"] == DDL_MARK]
         if spilled:
             _drop_spills(mirror.root, batch_id)
@@ -333,50 +361,47 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
             mirror.wait_for_folds()
             return mirror.apply(rows, batch_id)
     else:
-        # two Spark jobs read the batch (is there DDL, and how many tables? write it, a table per task): cached, so
-        # the source is read once
+        # two Spark jobs read the batch (is there DDL, which tables, what lineage? write it, a table per task):
+        # cached, so the source is read once
         changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            driver = F.col("is_ddl") | F.col("sql").isNotNull()
-            if "props" in changes.columns:
-                driver = driver | F.col("props").isNotNull()
-            measures = [
-                F.max(driver.cast("int")).alias("ddl"),
-                F.count_distinct(F.col("schema"), F.col("table")).alias("tables"),
-            ]
-            if "log_file" in changes.columns and "log_offset" in changes.columns:
-                # the newest change, by (binlog file number, offset) as canal.position.journal_number orders files
-                number = F.regexp_extract(F.col("log_file"), r"(\d+)$", 1).cast("long")
-                newest_change = F.struct(
-                    number.alias("n"), F.col("log_offset").alias("o"), F.col("log_file").alias("f")
-                )
-                measures.append(F.max(newest_change).alias("newest"))
-            if "execute_time" in changes.columns:
-                measures.append(F.max(F.unix_millis(F.col("execute_time"))).alias("newest_ms"))
-            shape = changes.agg(*measures).first()
-            found = None if shape is None else shape.asDict().get("newest")
-            newest = None if found is None or not found["f"] else (found["f"], int(found["o"]))
-            newest_ms = None if shape is None else shape.asDict().get("newest_ms")
-            before = check_batch(mirror.root, mirror.app_id, batch_id, newest)  # before a task writes
+            shape = _shape(changes, recorded)
             if shape is None or shape["ddl"] is None:  # no rows
                 outcome = []
             elif shape["ddl"]:
                 mirror.wait_for_folds()
                 return mirror.apply(changes, batch_id)
             else:
+                admission = _admit_shape(mirror, shape, recorded, batch_id)
+                number, replay = admission["number"], admission["replay"]
 
                 def write(rows: Any) -> Any:
-                    return write_group(kind, settings, epoch, batch_id, rows)
+                    return write_group(kind, settings, epoch, number, rows, recorded, token, skip=replay)
 
                 collected = changes.groupBy("schema", "table").applyInArrow(write, RESULT_SCHEMA).collect()
-                outcome = _checked(collected, shape["tables"], batch_id)
+                outcome = _checked(collected, len(shape["tables"]), batch_id)
+                outcome.append({"status": "admitted", "lineage": json.dumps(admission)})
         finally:
             changes.unpersist()
     result = mirror.new_result(batch_id)
     due: list[str] = []
+    answered: dict[str, Any] = {}
+    advance = Advance()
+    newest: list[tuple[str, int]] = []  # the tasks' newest changes and execute times (for metrics)
+    newest_ms: list[int] = []
     for row in outcome:
-        if row["status"] == DONE_MARK:
-            result.rows += row["rows"]
+        if row["status"] in (DONE_MARK, "admitted"):
+            if row["status"] == DONE_MARK:
+                result.rows += row["rows"]
+            if row["lineage"]:
+                found = json.loads(row["lineage"])
+                advance = advance.merge(Advance.from_json(found.pop("advance", None) or Advance().to_json()))
+                if found.get("newest"):
+                    newest.append((found["newest"][0], int(found["newest"][1])))
+                if found.get("newest_ms") is not None:
+                    newest_ms.append(int(found["newest_ms"]))
+                found.pop("newest", None), found.pop("newest_ms", None)
+                answered.update(found)
             continue
         result.tables[row["table"]] = row["status"]
         stats = mirror.table_stats(row["table"])
@@ -387,12 +412,77 @@ def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResu
         if row["fold_due"]:
             due.append(row["table"])
     result.merge_s = time.perf_counter() - began
-    result.newest, result.newest_time_ms = newest, newest_ms
-    record_batch(mirror.root, mirror.app_id, before, batch_id, newest)
+    if newest:
+        result.newest = max(newest, key=lambda p: position_key(*p))
+    result.newest_time_ms = max(newest_ms) if newest_ms else None
+    if answered and not answered.get("replay"):
+        mirror.fencing.check()
+        after = advance.recorded(recorded, batch_id, answered.get("fingerprint"), int(answered["number"]))
+        write_applied(mirror.root, mirror.app_id, after)  # the batch finished: its lineage, its number
     if due:
         result.folds = start_folds(mirror, df.sparkSession, due)
     mirror.history.append(result)
     return result
+
+
+def _shape(changes: Any, recorded: Applied | None) -> Any:
+    """One aggregation of a batch of several partitions: whether it holds DDL (or what else the driver applies), its
+    tables, its row count and its first and last rows (its fingerprint), its destinations, and the first change
+    whose lineage nothing relates to the record's (:func:`canal.lake.lineage.follow`'s rule)."""
+    from pyspark.sql import functions as F
+
+    def column(name: str, sql_type: str) -> Any:
+        return F.col(name) if name in changes.columns else F.lit(None).cast(sql_type)
+
+    driver = F.col("is_ddl") | F.col("sql").isNotNull()
+    if "props" in changes.columns:
+        driver = driver | F.col("props").isNotNull()
+    fields = [
+        column(name, "bigint" if name in ("log_server_id", "log_offset", "row_index") else "string").alias(name)
+        for name in FINGERPRINT_FIELDS
+    ]
+    ordered = F.struct(F.col("seq").alias("seq"), *fields)
+    measures = [
+        F.max(driver.cast("int")).alias("ddl"),
+        F.collect_set(F.struct(F.col("schema"), F.col("table"))).alias("tables"),
+        F.count(F.lit(1)).alias("count"),
+        F.min(ordered).alias("first"),
+        F.max(ordered).alias("last"),
+        F.collect_set(column("destination", "string")).alias("destinations"),
+    ]
+    if recorded is not None and recorded.server_id is not None:
+        server, gtid = column("log_server_id", "bigint"), column("gtid", "string")
+        other = server.isNotNull() & (server != F.lit(recorded.server_id)) & (F.col("type") != F.lit("SNAPSHOT"))
+        unprovable = other & (gtid.isNull() if recorded.gtids else F.lit(True))
+        measures.append(F.min(F.when(unprovable, ordered)).alias("unprovable"))
+    return changes.agg(*measures).first()
+
+
+def _admit_shape(mirror: DeltaMirror, shape: Any, recorded: Applied | None, batch_id: int) -> dict[str, Any]:
+    """The driver's admission of a batch of several partitions from its :func:`_shape` (:func:`canal.lake.admit.
+    admit`'s rules): refused, a replay, or numbered and recorded as in flight before any task writes."""
+    root, app_id = mirror.root, mirror.app_id
+    check_destination(shape["destinations"], recorded, root, app_id)
+    found = shape.asDict().get("unprovable")
+    if found is not None and recorded is not None:
+        raise unprovable_error(
+            recorded, found["log_server_id"], found["log_file"], found["log_offset"], found["gtid"], root=root,
+            app_id=app_id,
+        )  # fmt: skip
+    mirror.check_owners([(pair["schema"], pair["table"]) for pair in shape["tables"] if pair["table"]])
+
+    def ends(row: Any) -> list[Any] | None:
+        return None if row is None else [row[name] for name in FINGERPRINT_FIELDS]
+
+    mark = fingerprint_of(shape["count"], ends(shape["first"]), ends(shape["last"]))
+    decision = decide(recorded, batch_id, mark, lambda: root_number(root, app_id))
+    admission = {"number": decision.number, "fingerprint": mark, "replay": decision.replay}
+    if decision.replay:
+        return admission
+    check_interrupted(decision, StepJournal(root, app_id).read(), batch_id, root, app_id)
+    if not decision.resume:
+        write_applied(root, app_id, with_pending(recorded, Pending(batch_id, mark, decision.number)), synced=False)
+    return admission
 
 
 REACH_PREFIX = "_pycanal_reach."  # a file the driver writes in the root for the executors to find

@@ -28,19 +28,40 @@ def project(df: Any, table_schema_or_ddl: Layout, table: str | None = None, *, i
 
     ``table_schema_or_ddl``: a :class:`~canal.protocol.TableSchema`, a ``CREATE TABLE`` statement, or
     ``[(column, mysql_type), ...]`` together with ``table="schema.table"`` (or a bare table name). Output columns:
-    ``op`` (INSERT / UPDATE / DELETE), ``seq``, ``execute_time``, then the table's columns typed (values from the
-    after image, or the before image of a DELETE). DDL rows and other tables are dropped. ``images``: the form the
-    source gave them (its ``images`` option; named, not read from ``df``'s schema, which a Spark Declarative
+    ``op`` (INSERT / UPDATE / DELETE), ``seq``, ``execute_time``, ``absent``, then the table's columns typed (values
+    from the after image, or the before image of a DELETE). DDL rows and other tables are dropped. ``images``: the
+    form the source gave them (its ``images`` option; named, not read from ``df``'s schema, which a Spark Declarative
     Pipeline's query function may not analyse): ``json`` text is parsed and cast, ``variant`` cells are read with
     ``variant_get`` as the mirror types them.
+
+    A partial row image (``binlog_row_image`` MINIMAL / NOBLOB) does not carry every column: an UPDATE's column its
+    after image lacks was not written, so it is taken from the before image where that carries it (the key a MINIMAL
+    image logs there); a column neither image carries is NULL in its typed column and named in ``absent`` (an array
+    of column names, empty for a whole change) -- a NULL there is no value of the row.
     """
     from pyspark.sql import functions as F
 
     schema_name, table_name, columns = _layout(table_schema_or_ddl, table)
-    cell = _cells(images)
-    image = F.coalesce(F.col("after"), F.col("before"))
+    carried, cell = _cells(images)
+    in_after, in_before = (
+        [F.coalesce(carried(F.col(side), name), F.lit(False)) for name, _type in columns]
+        for side in ("after", "before")
+    )
     selected = [F.col("type").alias("op"), F.col("seq"), F.col("execute_time")]
-    selected += [cell(image, name, mysql_type).alias(name) for name, mysql_type in columns]
+    selected.append(
+        F.array_compact(
+            F.array(
+                *[
+                    F.when(~(a | b), F.lit(name))
+                    for (name, _type), a, b in zip(columns, in_after, in_before, strict=True)
+                ]
+            )
+        ).alias("absent")
+    )
+    selected += [
+        F.when(a, cell(F.col("after"), name, mysql_type)).otherwise(cell(F.col("before"), name, mysql_type)).alias(name)
+        for (name, mysql_type), a in zip(columns, in_after, strict=True)
+    ]
     return df.where(_of_table(schema_name, table_name)).select(*selected)
 
 
@@ -48,10 +69,14 @@ def current_rows(
     df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], table: str | None = None, *, images: str = "json"
 ) -> Any:
     """The rows the change rows in ``df`` leave in one table, typed as :func:`project` types them: for each key
-    (the columns ``keys``) its last change by ``seq``, unless that was a DELETE or an UPDATE that moved the row to
-    another key. A batch computation over a whole change log (e.g. a Spark Declarative Pipeline's materialized
-    view over a streaming table of change rows); :class:`~canal.lake.mirror.DeltaMirror` keeps a mirror
-    incrementally instead. The change log must start with the table empty or with a snapshot of it."""
+    (the columns ``keys``) the state its changes since its last DELETE (or an UPDATE that moved the row to another
+    key) leave -- each column from the last of them that carries it, so partial row images (``binlog_row_image``
+    MINIMAL / NOBLOB) update the columns they carry. A batch computation over a whole change log (e.g. a Spark
+    Declarative Pipeline's materialized view over a streaming table of change rows);
+    :class:`~canal.lake.mirror.DeltaMirror` keeps a mirror incrementally instead. The change log must start with the
+    table empty or with a snapshot of it: a row a column of which no change carries (an INSERT under MINIMAL that left
+    a column to its default, or an UPDATE of a row the log never saw whole) fails the query with an error naming the
+    table and the column, never a NULL in its place."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -61,13 +86,14 @@ def current_rows(
     if not keys or missing:
         raise ValueError(f"keys must name columns of the table: {', '.join(missing) or 'none given'}")
     changes = project(df, columns, f"{schema_name}.{table_name}" if schema_name else table_name, images=images).select(
-        "seq", (F.col("op") == "DELETE").alias("gone"), *names
+        "seq", (F.col("op") == "DELETE").alias("gone"), "absent", *names
     )
     # an UPDATE that changed the key also removes the row under its old key, at the same point of the stream
-    cell = _cells(images)
+    _carried, cell = _cells(images)
     moves = df.where(_of_table(schema_name, table_name) & F.col("old_keys").isNotNull()).select(
         F.col("seq"),
         F.lit(True).alias("gone"),
+        F.array(*[F.lit(name) for name in names if name not in keys]).alias("absent"),
         *[
             (
                 cell(F.col("old_keys"), name, mysql_type)
@@ -77,9 +103,38 @@ def current_rows(
             for name, mysql_type in columns
         ],
     )
-    last = Window.partitionBy(*keys).orderBy(F.col("seq").desc(), F.col("gone").asc())
-    ranked = changes.unionByName(moves).select("*", F.row_number().over(last).alias("_last"))
-    return ranked.where((F.col("_last") == 1) & ~F.col("gone")).select(*names)
+    # the changes since each key's last removal; each column from the last one that carries it
+    gone_at = F.max(F.when(F.col("gone"), F.col("seq"))).over(Window.partitionBy(*keys))
+    live = (
+        changes.unionByName(moves)
+        .select("*", gone_at.alias("_gone_at"))
+        .where(F.col("_gone_at").isNull() | (F.col("seq") > F.col("_gone_at")))
+    )
+    values = []
+    for name in names:
+        if name in keys:
+            continue
+        carries = ~F.array_contains(F.col("absent"), name)
+        values.append(F.max_by(F.col(name), F.when(carries, F.col("seq"))).alias(name))
+        values.append(F.max(carries.cast("int")).alias(f"{_HAS}{name}"))
+    rows = live.groupBy(*keys).agg(*values)
+    where = f"{schema_name}.{table_name}" if schema_name else table_name
+    checked = [
+        F.col(name)
+        if name in keys
+        else F.when(F.col(f"{_HAS}{name}") == 1, F.col(name))
+        .otherwise(
+            F.raise_error(F.lit(f"{where}: no change carries column {name} of a row (a partial row image)")).cast(
+                spark_type_sql(mysql_type)
+            )
+        )
+        .alias(name)
+        for name, mysql_type in columns
+    ]
+    return rows.select(*checked)
+
+
+_HAS = "__pycanal_has_"  # a column of current_rows' aggregate: whether a change carries the column named after it
 
 
 def _layout(table_schema_or_ddl: Layout, table: str | None) -> tuple[str | None, str, list[tuple[str, str]]]:
@@ -108,9 +163,9 @@ def _of_table(schema_name: str | None, table_name: str) -> Any:
     return cond & (F.col("schema") == schema_name) if schema_name else cond
 
 
-def _cells(images: str) -> Any:
-    """How a cell of images of the form ``images`` is read: ``(image column, column name, mysql_type) -> typed
-    column``."""
+def _cells(images: str) -> tuple[Any, Any]:
+    """How images of the form ``images`` are read: ``carried(image column, column name)`` -- whether an image
+    carries the column (null for no image) -- and ``cell(image column, column name, mysql_type) -> typed column``."""
     from pyspark.sql import functions as F
 
     if images not in IMAGE_FORMS or images == IMAGES_PACKED:
@@ -123,12 +178,19 @@ def _cells(images: str) -> Any:
         def from_variant(image: Any, name: str, mysql_type: str) -> Any:
             return F.variant_get(image, variant_path(name), spark_type_sql(mysql_type))
 
-        return from_variant
+        def in_variant(image: Any, name: str) -> Any:
+            # a variant null (SQL NULL) is carried; a field the object leaves out reads as SQL NULL
+            return F.when(image.isNotNull(), F.variant_get(image, variant_path(name), "variant").isNotNull())
+
+        return in_variant, from_variant
 
     def from_json(image: Any, name: str, mysql_type: str) -> Any:
         return _typed(F.from_json(image, "MAP<STRING,STRING>").getItem(name), mysql_type)
 
-    return from_json
+    def in_json(image: Any, name: str) -> Any:
+        return F.map_contains_key(F.from_json(image, "MAP<STRING,STRING>"), name)
+
+    return in_json, from_json
 
 
 def variant_path(name: str) -> str:

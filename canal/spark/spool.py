@@ -29,7 +29,7 @@ from canal.errors import CanalError
 from canal.lake.arrow_streams import stream_bytes
 from canal.lake.packed import is_packed
 from canal.lake.storage import StagedFile, Storage
-from canal.spark.changes import Offset, arrow_schema, canonical
+from canal.spark.changes import Offset, arrow_schema, canonical, conform
 
 _LOG = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class Spool:
                 end_offset: Offset = json.loads(meta[b"end"])
         except FileNotFoundError:
             return None
-        table = table.replace_schema_metadata(None).combine_chunks()
+        table = conform(table.replace_schema_metadata(None).combine_chunks())
         batches = table.to_batches()
         return (batches[0] if batches else empty_batch()), end_offset
 
@@ -144,7 +144,7 @@ class Spool:
                 rows = pa.Table.from_batches([b for b in batches if b.num_rows], reader.schema)
         except FileNotFoundError:
             return None
-        return _inline(rows.replace_schema_metadata(None)) if rows.num_rows else []
+        return _inline(conform(rows.replace_schema_metadata(None))) if rows.num_rows else []
 
     def discard(self, start: Offset) -> None:
         """Delete the file of the batch that starts at ``start``, if there is one."""
@@ -187,6 +187,19 @@ def _closing_metadata(reader: Any) -> Any:
     return reader.get_batch_with_custom_metadata(last)[1] if last >= 0 else None
 
 
+def _of_form(schema: Any, form: Any) -> bool:
+    """Whether a spool file's rows of ``schema`` are of the rows' ``form`` -- or its form as an older pycanal wrote
+    it, without some of :data:`~canal.spark.changes.LATER_COLUMNS` (:func:`~canal.spark.changes.conform` adds them
+    as it reads them)."""
+    from canal.spark.changes import LATER_COLUMNS
+
+    written, wanted = schema.remove_metadata(), form.remove_metadata()
+    for name in LATER_COLUMNS:
+        if name in wanted.names and name not in written.names:
+            wanted = wanted.remove(wanted.get_field_index(name))
+    return bool(written.equals(wanted))
+
+
 @contextlib.contextmanager
 def _spool_file(storage: Storage, name: str, form: Any | None = None) -> Iterator[Any]:
     """The Arrow IPC reader of spool file ``name``, memory-mapped when local; FileNotFoundError when there is none,
@@ -198,7 +211,7 @@ def _spool_file(storage: Storage, name: str, form: Any | None = None) -> Iterato
     try:
         with storage.open(name) as source:
             reader = pa.ipc.open_file(source)
-            if form is not None and not reader.schema.remove_metadata().equals(form.remove_metadata()):
+            if form is not None and not _of_form(reader.schema, form):
                 raise SpoolError(
                     f"spool file {where} holds change rows of another form than this query reads "
                     f"(images={_form_name(reader.schema)}, not images={_form_name(form)}): the option changed under a "
@@ -305,7 +318,7 @@ def read_spooled(rows: SpooledRows) -> Any:
             for i in range(reader.num_record_batches):
                 batch = reader.get_batch(i)
                 if batch.num_rows:
-                    yield batch.replace_schema_metadata(None)
+                    yield conform(batch.replace_schema_metadata(None))
     except FileNotFoundError:
         raise SpoolError(
             f"spool file {rows.storage.locate(rows.name)} is not there for this task: with spool.shared (or "

@@ -5,7 +5,9 @@ same metadata columns, except that ``keys``, ``old_keys``, ``before`` and ``afte
 (objects of the table's columns, each cell typed: BIGINT, DOUBLE, DECIMAL(p,s), DATE, TIMESTAMP_NTZ, BINARY or
 STRING as :func:`canal.lake.types.spark_type_sql` maps the MySQL type; SQL NULL is a variant null) rather than JSON
 text of canal text. A reader gets a cell with ``after:qty::int`` or ``variant_get(after, '$.qty', 'int')``, and
-:func:`canal.spark.project` types a table's columns without parsing text. ``columns`` still describes the layout.
+:func:`canal.spark.project` types a table's columns without parsing text. ``columns`` still describes the layout. A
+partial image's object leaves out the columns it does not carry, which ``before_absent`` / ``after_absent`` name
+(``variant_get`` of such a field is SQL NULL: read those columns to tell it from a NULL).
 
 The rows are built from a :class:`~canal.lake.typed_batch.TypedBatch` -- the decoder's values straight into typed
 Arrow columns, one layout at a time -- and the variants from those columns by :mod:`canal.lake.variant`'s
@@ -21,7 +23,7 @@ from typing import Any, Final
 
 from canal.lake.key_identity import identity_array
 from canal.lake.typed_batch import TypedBatch, entries_to_typed
-from canal.lake.variant import encode, variant_arrow_type
+from canal.lake.variant import encode, encode_partial, variant_arrow_type
 from canal.protocol import Entry
 from canal.spark.changes import CHANGE_SCHEMA_DDL, COLUMN_NAMES, arrow_schema
 
@@ -77,15 +79,16 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
         count = images.num_rows
         bases[i + 1] = bases[i] + count
         described.append(json.dumps(layout.describe(), separators=(",", ":"), ensure_ascii=False))
-        parts["before"].append(encode(images.column("before")))
-        parts["after"].append(encode(images.column("after")))
+        of_layout = valid & (indices == i)
+        for side in ("before", "after"):  # a partial image's object leaves out the columns it does not carry
+            absent = _by_image_row(changes.column(f"{side}_absent"), of_layout, image_row, count)
+            parts[side].append(encode_partial(images.column(side), absent))
         if not layout.key_names:  # a table without a primary key: keys {} (as in JSON), never old keys
             parts["keys"].append(_empty_objects(count))
             parts["old_keys"].append(pa.nulls(count, variant_arrow_type()))
             continue
         parts["keys"].append(encode(_identities(typed.keys(layout_id))))
         # an UPDATE that moved the key: its before image's key, on the image row of that change
-        of_layout = valid & (indices == i)
         moved = np.zeros(count, dtype=bool)
         moved[image_row[of_layout]] = key_changed[of_layout]
         before_keys = _key_struct(images.column("before"), layout.key_names, ~moved)
@@ -94,13 +97,43 @@ def typed_to_variant_rows(typed: TypedBatch) -> Any:
     columns: dict[str, Any] = {}
     for name in VARIANT_COLUMNS:
         whole = pa.concat_arrays(parts[name]) if parts[name] else pa.array([], variant_arrow_type())
-        columns[name] = whole.take(at) if n else whole
+        columns[name] = _whole_fields(whole.take(at)) if n else whole
     columns["columns"] = pa.array(described, pa.string()).take(pa.array(np.where(valid, indices, 0), mask=~valid))
     arrays = [
         columns[field.name] if field.name in columns else changes.column(field.name).combine_chunks().cast(field.type)
         for field in schema
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _by_image_row(column: Any, of_layout: Any, image_row: Any, count: int) -> Any:
+    """A change rows' column (strings) as the values of one layout's image rows (``of_layout``: that layout's change
+    rows, ``image_row``: each one's image row); null for image rows no change row names."""
+    import numpy as np
+    import pyarrow as pa
+
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(pa.string())
+    if values.null_count == len(values):
+        return pa.nulls(count, pa.string())
+    rows = np.flatnonzero(of_layout)
+    at = np.full(count, -1, np.int64)
+    at[image_row[rows]] = rows
+    return values.take(pa.array(at, mask=at < 0))
+
+
+def _whole_fields(variants: Any) -> Any:
+    """Variants whose null rows (no image: a DDL row's, an INSERT's before) hold empty bytes in their fields rather
+    than nulls: a VARIANT's fields are not nullable (Spark checks them when it takes the rows as a DataFrame)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not variants.null_count:
+        return variants
+    fields = list(variant_arrow_type())
+    children = [pc.fill_null(variants.field(f.name), pa.scalar(b"", pa.binary())) for f in fields]
+    return pa.StructArray.from_arrays(children, fields=fields, mask=pc.invert(variants.is_valid()))
 
 
 _EMPTY_OBJECT: Final = b"\x02\x00\x00"  # an object (offsets 1 byte wide) of no fields

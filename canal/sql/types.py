@@ -15,6 +15,7 @@ from typing import Final
 import attrs
 
 from canal.protocol import SqlType
+from canal.sql.values import float_value
 
 __all__ = [
     "BLOB_TYPES",
@@ -159,6 +160,10 @@ _SQL_TYPES: Final = {
     "varchar": SqlType.VARCHAR,
     "vector": SqlType.OTHER,
     "null": SqlType.NULL,
+    # MariaDB's UUID / INET types: their values are the text the server prints (canal.sql.values)
+    "uuid": SqlType.VARCHAR,
+    "inet4": SqlType.VARCHAR,
+    "inet6": SqlType.VARCHAR,
 }
 _INT_SQL_TYPES: Final = {
     "tinyint": SqlType.TINYINT,
@@ -174,13 +179,6 @@ _UNSIGNED_INT_SQL_TYPES: Final = {
     "int": SqlType.BIGINT,
     "bigint": SqlType.DECIMAL,
 }
-
-
-def float_value(exact: float) -> float:
-    """A FLOAT column's value: its float32 ``exact`` value rounded to the 6 significant digits the server prints
-    (``SELECT`` shows 1.1 for the float32 nearest 1.1). The binlog decoder and the snapshot reader both give this,
-    so a row compares equal whichever path it came by."""
-    return float(f"{exact:.6g}")
 
 
 def canal_sql_type(base: str, *, unsigned: bool = False, binary: bool = False) -> int:
@@ -212,7 +210,7 @@ class StoredType:
     ``timestamp`` (microseconds, no time zone; TIMESTAMP values in UTC), ``binary`` or ``string``. Integers are int64,
     but BIGINT UNSIGNED and BIT(64) decimal(20,0); DECIMAL(p,s) decimal up to 38 digits, its exact text beyond
     (up to DECIMAL(65,30)); TIME is text (-838:59:59 .. 838:59:59 fits no time type); binary strings, BLOBs and
-    geometries (WKB) binary; text, ENUM, SET and JSON string.
+    geometries (WKB) binary; text, ENUM, SET, JSON and MariaDB's UUID, INET6 and INET4 (their printed text) string.
     """
 
     kind: str

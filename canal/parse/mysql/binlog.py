@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 import attrs
 import zstandard
 
-from canal.errors import EncryptedBinlogError, ParseError, SchemaError
+from canal.errors import ColumnTypeError, EncryptedBinlogError, ParseError, SchemaError
 from canal.gtid import decode_mysql_gtid_set
 from canal.parse.events import (
     BinlogEvent,
@@ -64,16 +64,21 @@ from canal.parse.mysql.decoder import (
     TableDecoder,
     TableMapInfo,
     binlog_layout,
+    declare_types,
     metadata_rules,
+    needs_declared_type,
     parse_table_map_body,
     schema_mismatch,
+    unreadable_columns,
 )
 from canal.parse.mysql.event_types import COMPRESSED_ROWS, HEARTBEATS, IGNORED, REFUSED, ROWS_KINDS
 from canal.parse.mysql.gtid_events import mariadb_gtid_list, mysql_gtid, mysql_tagged_gtid
 from canal.parse.mysql.packets import event_name, read_lenenc
+from canal.parse.mysql.query_status import QueryStatus, read_status
 from canal.parse.source import RowsForm
 from canal.parse.xa import mariadb_gtid_xid
 from canal.position import EntryPosition
+from canal.protocol import Rows
 from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn, SchemaHistory
 from canal.sql import read_column_type
 
@@ -87,6 +92,7 @@ _U64 = struct.Struct("<Q")
 _FL_STANDALONE = 0x01
 _FL_TRANSACTIONAL = 0x04
 _QUERY_POST = struct.Struct("<IIBHH")
+_NO_STATUS = QueryStatus()
 
 # Exceptions a handler raises on bytes that do not decode; parse() turns them into a ParseError naming the event.
 _MALFORMED = (IndexError, KeyError, ValueError, OverflowError, struct.error, zlib.error, zstandard.ZstdError)
@@ -155,6 +161,7 @@ class EventDecoder:
             P.FORMAT_DESCRIPTION_EVENT: self._fde,
             P.QUERY_EVENT: self._query,
             P.QUERY_COMPRESSED_EVENT: self._query,
+            P.EXECUTE_LOAD_QUERY_EVENT: self._execute_load_query,
             P.XID_EVENT: self._xid,
             P.TABLE_MAP_EVENT: self._table_map,
             P.GTID_LOG_EVENT: self._mysql_gtid,
@@ -416,9 +423,20 @@ class EventDecoder:
             checksum=self.checksum,
         )
 
-    def _query(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
+    def _execute_load_query(
+        self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int
+    ) -> BinlogEvent:
+        """A statement-format LOAD DATA's statement: a query event whose post-header has 13 more bytes (the file's
+        id, where its name is in the text, how duplicates go). Its rows are not in the binlog; the capture judges
+        the statement as DML logged as a statement."""
+        return self._query(b, p, end, ts, sid, off, nxt, t, extra=13)
+
+    def _query(
+        self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int, extra: int = 0
+    ) -> BinlogEvent:
         thread_id, _exec, schema_len, error_code, status_len = _QUERY_POST.unpack_from(b, p)
-        p += 13 + status_len
+        status_at = p + 13 + extra
+        p = status_at + status_len
         if p + schema_len + 1 > end:
             raise ValueError("status variables and schema name overrun the event")
         # statement text is not row data: a byte the client's charset put there that is not UTF-8 is replaced
@@ -428,6 +446,8 @@ class EventDecoder:
             sql = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}").decode("utf-8", "replace")
         else:
             sql = bytes(b[p:end]).decode("utf-8", "replace")
+        # the session state logged with a statement (its time zone, its start's microseconds): not of a BEGIN
+        status = _NO_STATUS if sql == "BEGIN" else read_status(b, status_at, status_at + status_len)
         return QueryEvent(
             log_file=self.log_file,
             offset=off,
@@ -438,6 +458,8 @@ class EventDecoder:
             sql=sql,
             thread_id=thread_id,
             error_code=error_code,
+            time_zone=status.time_zone,
+            micros=status.micros,
         )
 
     def _xid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
@@ -473,9 +495,19 @@ class EventDecoder:
             legacy = [c for c in info.columns if c.type in _LEGACY_TEMPORAL]
             if legacy and lookup is not None:
                 self._resolve_legacy_temporal(info.schema, info.table, legacy)
-            dec = TableDecoder(info, fallback, problem=problem, lookup_version=version)
-            if info.has_names and lookup is not None and lookup.strict:
-                self._cross_check(info, dec, off)
+            if lookup is not None and any(needs_declared_type(c) for c in info.columns):
+                found = fallback if fallback is not None or not info.has_names else self._schema_columns(info)
+                if found is not None:
+                    declare_types(info.columns, found)
+                    version = lookup.version  # a DDL may change a declared type under the same table map
+            unreadable = self._unreadable(info, f"{self.log_file}:{off}")
+            if unreadable is not None:
+                problem = unreadable
+            dec = TableDecoder(
+                info, fallback, problem=problem, lookup_version=version, unreadable=unreadable is not None
+            )
+            if info.has_names and lookup is not None and lookup.strict and unreadable is None:
+                self._cross_check(info, dec, off)  # (a type no decoder reads is no layout to repair the history with)
             if len(self._map_cache) >= _MAP_CACHE_SIZE:
                 self._map_cache.popitem(last=False)
             self._map_cache[key] = dec
@@ -515,6 +547,34 @@ class EventDecoder:
             f"{why}; {RECOVERY}",
             table=full,
             position=where,
+        )
+
+    def _schema_columns(self, info: TableMapInfo) -> list[SchemaColumn] | None:
+        """The schema's columns of a table map that names its own (FULL metadata), for the types the binlog does not
+        say (:func:`~canal.parse.mysql.decoder.declare_types`); None when the schema does not know the table."""
+        assert self.schema_lookup is not None
+        try:
+            found = self.schema_lookup.columns(info.schema, info.table)
+        except SchemaError:
+            return None  # unknown since a DDL the history could not apply: the cross-check says so
+        return None if found is None else list(found)
+
+    @staticmethod
+    def _unreadable(info: TableMapInfo, where: str) -> ColumnTypeError | None:
+        """The error of a table map with a column whose binlog type no decoder reads: its rows are not decoded, and
+        stop a destination that captures the table (the converter raises it), never one that filters it out."""
+        bad = unreadable_columns(info.columns)
+        if not bad:
+            return None
+        c = bad[0]
+        column = f"{info.schema}.{info.table}.{c.name if c.name is not None else f'<column {c.index + 1}>'}"
+        return ColumnTypeError(
+            f"{column} has binlog column type {c.type}, which pycanal cannot decode (table map at {where}): its rows "
+            "cannot be captured; filter the table out, or change the column's type",
+            table=f"{info.schema}.{info.table}",
+            position=where,
+            column=column,
+            column_type=f"binlog type {c.type}",
         )
 
     def _cross_check(self, info: TableMapInfo, dec: TableDecoder, off: int) -> None:
@@ -618,15 +678,10 @@ class EventDecoder:
             p += nb
         if p > end:
             raise ValueError("column bitmaps overrun the event")
-        if t in COMPRESSED_ROWS:
-            b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
-            p, end = 0, len(b)
-        try:
-            rows = dec.decoder(kind, present, present2, self.rows_form.columnar)(b, p, end)
-        except _MALFORMED as e:
-            raise ParseError(
-                f"malformed {event_name(t)} of {dec.schema.full_name} at {self.log_file}:{off}: {e}"
-            ) from e
+        if dec.unreadable:  # a column no decoder reads: no rows, and its error for the converter (if captured)
+            rows = Rows(dec.schema, None, [])
+        else:
+            rows = self._decode(dec, t, kind, b, p, end, (present, present2), off)
         return RowsEvent(
             log_file=self.log_file,
             offset=off,
@@ -640,6 +695,21 @@ class EventDecoder:
             end_of_statement=bool(flags & 1),
             schema_error=dec.problem,
         )
+
+    def _decode(
+        self, dec: TableDecoder, t: int, kind: str, b: bytes, p: int, end: int, bitmaps: tuple[bytes, bytes], off: int
+    ) -> Rows:
+        """The row images of a rows event (of type ``t``) whose column ``bitmaps`` ended at ``p``."""
+        present, present2 = bitmaps
+        if t in COMPRESSED_ROWS:
+            b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
+            p, end = 0, len(b)
+        try:
+            return dec.decoder(kind, present, present2, self.rows_form.columnar)(b, p, end)
+        except _MALFORMED as e:
+            raise ParseError(
+                f"malformed {event_name(t)} of {dec.schema.full_name} at {self.log_file}:{off}: {e}"
+            ) from e
 
     def _mysql_gtid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         gtid = mysql_gtid(b, p, end)

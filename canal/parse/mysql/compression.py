@@ -1,7 +1,8 @@
-"""Compressed binlog content: MariaDB's zlib-compressed query and rows events (:func:`mariadb_uncompress`), and
-MySQL 8's compressed transactions (``TRANSACTION_PAYLOAD_EVENT``): the payload event's header
-(:func:`transaction_payload`) and the raw events its payload holds, inflated as they are read
-(:func:`payload_events`). :class:`~canal.parse.mysql.binlog.EventDecoder` decodes the events these give.
+"""Compressed binlog content: MariaDB's zlib-compressed query and rows events (:func:`mariadb_uncompress`), the
+values of MariaDB's compressed columns (:func:`mariadb_column_value`), and MySQL 8's compressed transactions
+(``TRANSACTION_PAYLOAD_EVENT``): the payload event's header (:func:`transaction_payload`) and the raw events its
+payload holds, inflated as they are read (:func:`payload_events`). :class:`~canal.parse.mysql.binlog.EventDecoder`
+decodes the events these give.
 
 Malformed content raises ``ValueError`` (or ``zlib.error`` / ``zstandard.ZstdError``), which the event decoder turns
 into a :class:`~canal.errors.ParseError` naming the event; what the event decoder would refuse by name (an unknown
@@ -23,7 +24,14 @@ from canal.parse.events import TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.packets import read_lenenc
 
-__all__ = ["PAYLOAD_NONE", "PAYLOAD_ZSTD", "mariadb_uncompress", "payload_events", "transaction_payload"]
+__all__ = [
+    "PAYLOAD_NONE",
+    "PAYLOAD_ZSTD",
+    "mariadb_column_value",
+    "mariadb_uncompress",
+    "payload_events",
+    "transaction_payload",
+]
 
 _U32 = struct.Struct("<I")
 PAYLOAD_ZSTD, PAYLOAD_NONE = 0, 255  # a compressed transaction's compression types
@@ -46,6 +54,39 @@ def mariadb_uncompress(buf: bytes, where: str) -> bytes:
         raise ParseError(f"corrupt compressed event at {where}: {e}") from None
     if len(data) != size:
         raise ParseError(f"compressed event at {where} inflates to {len(data)}+ bytes, expected {size}")
+    return data
+
+
+_ZLIB_METHOD = 8  # the one compression method of MariaDB's column compression (its compression_methods[8])
+
+
+def mariadb_column_value(stored: bytes, limit: int) -> bytes:
+    """The value of a MariaDB compressed column (``VARCHAR/TEXT/BLOB ... COMPRESSED``, binlog types 141 and 140) from
+    the bytes a row image holds for it: nothing for an empty value; else a header byte, whose high nibble names the
+    method (0: the value follows as it is; 8: zlib), and for zlib, in its low bits, how many bytes of the value's
+    length follow (big-endian, 1-4) and (bit 3) a raw deflate stream rather than a zlib one. ``limit`` is the most
+    bytes the column holds; ``ValueError`` for anything else (corrupt bytes: the server stores no other form)."""
+    if not stored:
+        return b""
+    head = stored[0]
+    method = head >> 4
+    if method == 0:  # stored as it is (shorter than column_compression_threshold, or not smaller compressed)
+        return bytes(stored[1:])
+    if method != _ZLIB_METHOD:
+        raise ValueError(f"compressed column header 0x{head:02x}: no compression method {method}")
+    lenlen = head & 0x07
+    if not 1 <= lenlen <= 4 or len(stored) < 1 + lenlen:
+        raise ValueError(f"compressed column header 0x{head:02x} with {len(stored)} bytes")
+    size = int.from_bytes(stored[1 : 1 + lenlen], "big")
+    if size > limit:
+        raise ValueError(f"a compressed column value of {size} bytes, the column holds {limit}")
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS if head & 0x08 else zlib.MAX_WBITS)
+    try:
+        data = inflater.decompress(stored[1 + lenlen :], size + 1)  # never more than it declares (+1: too long)
+    except zlib.error as e:
+        raise ValueError(f"corrupt compressed column value: {e}") from None
+    if len(data) != size or not inflater.eof:
+        raise ValueError(f"a compressed column value inflates to {len(data)} bytes, {size} declared")
     return data
 
 

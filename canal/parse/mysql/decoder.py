@@ -56,17 +56,19 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import SchemaError
+from canal.parse.mysql.compression import mariadb_column_value
 from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
 from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
-from canal.protocol import ColumnarRows, ColumnForm, ColumnMeta, Rows, TableSchema
+from canal.protocol import ABSENT, ColumnarRows, ColumnForm, ColumnMeta, Rows, TableSchema
 from canal.schema import TableColumn, TableDef
 from canal.schema.history import SchemaColumn
 from canal.sql import read_column_type
 from canal.sql.charsets import charset_of_collation, collation_of_charset
-from canal.sql.types import BLOB_TYPES, TEXT_TYPES, canal_sql_type, float_value
+from canal.sql.types import BLOB_TYPES, TEXT_TYPES, canal_sql_type
 from canal.sql.types import GEOMETRY_TYPE_NAMES as _GEOMETRIES
+from canal.sql.values import FIXED_BINARY_SIZES, fixed_binary_text, float_display
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,8 @@ T_BIT = 16
 T_TIMESTAMP2 = 17
 T_DATETIME2 = 18
 T_TIME2 = 19
+T_BLOB_COMPRESSED = 140  # MariaDB: TEXT/BLOB ... COMPRESSED
+T_VARCHAR_COMPRESSED = 141  # MariaDB: VARCHAR/VARBINARY ... COMPRESSED
 T_VECTOR = 242  # MySQL 9
 T_JSON = 245
 T_NEWDECIMAL = 246
@@ -106,7 +110,15 @@ T_GEOMETRY = 255
 
 _NUMERIC = frozenset({T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_FLOAT, T_DOUBLE, T_LONGLONG, T_INT24, T_NEWDECIMAL})
 _BLOBS = frozenset({T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_BLOB})
-_CHARACTER = frozenset({T_STRING, T_VAR_STRING, T_VARCHAR, *_BLOBS})
+_COMPRESSED = frozenset({T_BLOB_COMPRESSED, T_VARCHAR_COMPRESSED})
+_CHARACTER = frozenset({T_STRING, T_VAR_STRING, T_VARCHAR, *_BLOBS, *_COMPRESSED})
+_FLOATS = frozenset({T_FLOAT, T_DOUBLE})
+# the binlog types the row decoders read (a table map with another type decodes no row: unreadable_columns)
+_READABLE = frozenset(
+    {T_TINY, T_SHORT, T_LONG, T_FLOAT, T_DOUBLE, T_NULL, T_TIMESTAMP, T_LONGLONG, T_INT24, T_DATE, T_TIME, T_DATETIME}
+    | {T_YEAR, T_NEWDATE, T_VARCHAR, T_BIT, T_TIMESTAMP2, T_DATETIME2, T_TIME2, T_VECTOR, T_JSON, T_NEWDECIMAL, T_ENUM}
+    | {T_SET, T_VAR_STRING, T_STRING, T_GEOMETRY, *_BLOBS, *_COMPRESSED}
+)
 # types whose table-map metadata is empty
 _NO_METADATA = frozenset(
     {T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_NULL, T_TIMESTAMP, T_LONGLONG, T_INT24, T_DATE, T_TIME, T_DATETIME, T_YEAR}
@@ -127,11 +139,15 @@ class MetadataRules:
       8.0.29 and later do (reported); 8.0.23 is where the server's list took YEAR in.
     * MySQL 9 counts VECTOR columns in the charset list (binary collation): they are blobs to the server.
     * MariaDB (whose optional metadata starts with 10.5) counts YEAR in the signedness bitmap and GEOMETRY columns
-      in the charset list (GEOMETRY is a blob to the server, with the binary collation).
+      in the charset list (GEOMETRY is a blob to the server, with the binary collation), and its compressed columns
+      (types 140, 141) there too.
+
+    ``mariadb``: the server is MariaDB, which prints a FLOAT / DOUBLE negative zero as 0 (:mod:`canal.sql.values`).
     """
 
     signed: frozenset[int]
     character: frozenset[int]
+    mariadb: bool = False
 
 
 def metadata_rules(server_version: str) -> MetadataRules:
@@ -140,7 +156,7 @@ def metadata_rules(server_version: str) -> MetadataRules:
     match = _SERVER_VERSION.match(server_version)
     version = tuple(int(x) for x in match.groups()) if match else (8, 0, 40)
     if "mariadb" in server_version.lower():
-        return MetadataRules(_NUMERIC | {T_YEAR}, _CHARACTER | {T_GEOMETRY})
+        return MetadataRules(_NUMERIC | {T_YEAR}, _CHARACTER | {T_GEOMETRY}, mariadb=True)
     signed = _NUMERIC | {T_YEAR} if version >= (8, 0, 23) else _NUMERIC
     character = _CHARACTER | {T_VECTOR} if version >= (9, 0, 0) else _CHARACTER
     return MetadataRules(frozenset(signed), frozenset(character))
@@ -202,6 +218,10 @@ class BinlogColumn:
     geometry_type: int = 0
     is_key: bool = False
     hires: bool = False  # MariaDB's pre-10.1 fractional DATETIME/TIME/TIMESTAMP format (fsp from information_schema)
+    # the type the schema declares, where the binlog type does not say it all: a FLOAT/DOUBLE's decimals, MariaDB's
+    # UUID / INET6 / INET4 logged as BINARY(n) (canal.sql.values); "" when not known
+    declared: str = ""
+    negative_zero: bool = True  # a FLOAT/DOUBLE's -0.0 keeps its sign as the server prints it (MySQL; not MariaDB)
 
 
 # --- value helpers used by generated code -------------------------------------------------------------------------
@@ -531,7 +551,7 @@ def parse_table_map_body(
         c = BinlogColumn(index=i, type=t, nullable=False)
         if t in (T_FLOAT, T_DOUBLE):
             pos += 1
-        elif t in (T_BLOB, T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_GEOMETRY, T_JSON, T_VECTOR):
+        elif t in (T_BLOB, T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_GEOMETRY, T_JSON, T_VECTOR, T_BLOB_COMPRESSED):
             c.length = buf[pos]
             pos += 1
             if not 1 <= c.length <= 4:
@@ -541,9 +561,11 @@ def parse_table_map_body(
             pos += 1
             if c.fsp > 6:
                 raise ValueError(f"column {i} of {schema}.{table}: fractional precision {c.fsp}")
-        elif t in (T_VARCHAR, T_VAR_STRING):
+        elif t in (T_VARCHAR, T_VAR_STRING, T_VARCHAR_COMPRESSED):
             c.length = buf[pos] | (buf[pos + 1] << 8)
             pos += 2
+            if t == T_VARCHAR_COMPRESSED and c.length < 1:
+                raise ValueError(f"column {i} of {schema}.{table}: a compressed VARCHAR of {c.length} bytes")
         elif t == T_NEWDECIMAL:
             c.precision, c.scale = buf[pos], buf[pos + 1]
             pos += 2
@@ -582,6 +604,9 @@ def parse_table_map_body(
 
     if rules is None:
         rules = _DEFAULT_RULES
+    for c in cols:
+        if c.type in _FLOATS:
+            c.negative_zero = not rules.mariadb
     numeric = [c for c in cols if c.type in rules.signed]
     character = [c for c in cols if c.type in rules.character]
     enumset = [c for c in cols if c.type in (T_ENUM, T_SET)]
@@ -675,10 +700,8 @@ def _column_meta(c: BinlogColumn, fb: SchemaColumn | None) -> ColumnMeta:
     if t in _INT_TYPES:
         base, w, uw = _INT_TYPES[t]
         mysql_type = f"{base}({uw}) unsigned" if unsigned else f"{base}({w})"
-    elif t == T_FLOAT:
-        mysql_type = "float"
-    elif t == T_DOUBLE:
-        mysql_type = "double"
+    elif t in _FLOATS:
+        mysql_type = c.declared or ("float" if t == T_FLOAT else "double")
     elif t in (T_NEWDECIMAL, T_DECIMAL):
         mysql_type = f"decimal({c.precision},{c.scale})"
         if unsigned:
@@ -698,9 +721,13 @@ def _column_meta(c: BinlogColumn, fb: SchemaColumn | None) -> ColumnMeta:
         mysql_type = kind + "(" + ",".join("'" + lb.replace("'", "''") + "'" for lb in labels) + ")"
     elif t in (T_VARCHAR, T_VAR_STRING):
         mysql_type = f"varbinary({c.length})" if codec is None else f"varchar({c.length // charset.maxlen})"
+    elif t == T_VARCHAR_COMPRESSED:  # its maximum bytes count the compression header's byte
+        mysql_type = f"varbinary({c.length - 1})" if codec is None else f"varchar({(c.length - 1) // charset.maxlen})"
+    elif t == T_STRING and c.declared:  # MariaDB's UUID / INET6 / INET4, logged as BINARY(n)
+        mysql_type = c.declared
     elif t == T_STRING:
         mysql_type = f"binary({c.length})" if codec is None else f"char({c.length // charset.maxlen})"
-    elif t in _BLOBS:
+    elif t in _BLOBS or t == T_BLOB_COMPRESSED:
         size = _TEXT_NAMES.get(c.length, "")
         # as canal reports them: every TEXT is a CLOB, every BLOB a BLOB
         mysql_type = f"{size}blob" if codec is None else f"{size}text"
@@ -748,7 +775,8 @@ _FIXED: dict[int, tuple[str, str, int]] = {  # type -> (signed fmt, unsigned fmt
 def _length_line(c: BinlogColumn) -> str:
     """The generated line reading the length before a string's or a BLOB-like column's bytes into ``n``: one byte or
     two for a VARCHAR/CHAR (by its maximum bytes), the metadata's 1-4 bytes for the others."""
-    width = (2 if c.length > 255 else 1) if c.type in (T_VARCHAR, T_VAR_STRING, T_STRING) else c.length
+    strings = (T_VARCHAR, T_VAR_STRING, T_STRING, T_VARCHAR_COMPRESSED)
+    width = (2 if c.length > 255 else 1) if c.type in strings else c.length
     if width == 1:
         return "n = b[p]; p += 1"
     if width == 2:
@@ -768,6 +796,7 @@ class _CodeGen:
         self.cols = cols
         self.ns: dict[str, Any] = {
             "Rows": Rows,
+            "ABSENT": ABSENT,
             "_from_bytes": int.from_bytes,
         }
         self._n = 0
@@ -830,6 +859,19 @@ class _CodeGen:
         if t == T_TIMESTAMP:
             f = self.const(read_old_timestamp, "F")
             return [f"{var} = {f}(_from_bytes(b[p:p + 4], 'little')); p += 4"]
+        if t == T_STRING and c.declared:  # UUID / INET6 / INET4: the text of its bytes (zero bytes stripped)
+            f = self.const(fixed_binary_text(read_column_type(c.declared, strict=False).base), "F")
+            return [_length_line(c), f"{var} = {f}(b[p:p + n].ljust({c.length}, b'\\x00')); p += n"]
+        if t in _COMPRESSED:
+            f = self.const(mariadb_column_value, "F")
+            # the most bytes a value holds: a VARCHAR's maximum counts the compression header's byte
+            limit = c.length - 1 if t == T_VARCHAR_COMPRESSED else (1 << (8 * c.length)) - 1
+            lines = [_length_line(c), f"t = {f}(b[p:p + n], {limit}); p += n"]
+            if codec is None:
+                return [*lines, f"{var} = t"]
+            if codec == "cp1252":
+                return [*lines, f"{var} = t.decode('ascii') if t.isascii() else t.decode('cp1252', 'canal-latin1')"]
+            return [*lines, f"{var} = t.decode({codec!r})"]
         if t in (T_VARCHAR, T_VAR_STRING, T_STRING):
             lines = [_length_line(c)]
             if codec is None:
@@ -891,17 +933,23 @@ class _CodeGen:
     def post(self, c: BinlogColumn, var: str) -> list[str]:
         if c.type == T_YEAR:
             return [f"if {var}: {var} += 1900"]
-        if c.type == T_FLOAT:
-            f = self.const(float_value, "F")
+        if c.type in _FLOATS:
+            scale = read_column_type(c.declared, strict=False).scale if c.declared else None
+            if c.type == T_DOUBLE and scale is None:  # its own value; MariaDB prints -0.0 as 0 (-0.0 + 0.0 is 0.0)
+                return [] if c.negative_zero else [f"{var} += 0.0"]
+            show = float_display(c.type == T_FLOAT, scale, mariadb=not c.negative_zero)
+            f = self.const(show, "F")
             return [f"{var} = {f}({var})"]
         return []
 
     def image(self, present: list[int], suffix: str) -> tuple[list[str], str]:
-        """Lines reading one row image of the ``present`` columns; returns (lines, tuple expression)."""
+        """Lines reading one row image of the ``present`` columns; returns (lines, tuple expression). A column the
+        image does not carry (a partial image: ``binlog_row_image=MINIMAL`` / ``NOBLOB``) is ``ABSENT`` in the
+        tuple, never None (SQL NULL)."""
         cols = [self.cols[i] for i in present]
         nb = (len(cols) + 7) // 8
         names = [f"v{c.index}{suffix}" for c in cols]
-        full = [f"v{i}{suffix}" if i in present else "None" for i in range(len(self.cols))]
+        full = [f"v{i}{suffix}" if i in present else "ABSENT" for i in range(len(self.cols))]
         tup = "(" + ", ".join(full) + ("," if len(full) == 1 else "") + ")"
         # the servers set the bitmap's bits past the last column (MySQL's and MariaDB's pack_row start from all ones):
         # masked off, a row without NULLs takes the fast path below
@@ -1159,15 +1207,60 @@ _LOGGED_AS: dict[str, frozenset[int]] = {
     "timestamp": frozenset({T_TIMESTAMP, T_TIMESTAMP2}),
     "char": frozenset({T_STRING}),
     "binary": frozenset({T_STRING}),
-    "varchar": frozenset({T_VARCHAR, T_VAR_STRING}),
-    "varbinary": frozenset({T_VARCHAR, T_VAR_STRING}),
+    "varchar": frozenset({T_VARCHAR, T_VAR_STRING, T_VARCHAR_COMPRESSED}),
+    "varbinary": frozenset({T_VARCHAR, T_VAR_STRING, T_VARCHAR_COMPRESSED}),
     "enum": frozenset({T_ENUM, T_STRING}),
     "set": frozenset({T_SET, T_STRING}),
-    "json": frozenset({T_JSON}) | _BLOBS,
-    **{name: _BLOBS for name in (*TEXT_TYPES - {"char", "varchar"}, *BLOB_TYPES - {"binary", "varbinary"})},
+    "json": frozenset({T_JSON, T_BLOB_COMPRESSED}) | _BLOBS,
+    **{
+        name: _BLOBS | {T_BLOB_COMPRESSED}
+        for name in (*TEXT_TYPES - {"char", "varchar"}, *BLOB_TYPES - {"binary", "varbinary"})
+    },
     **{name: frozenset({T_GEOMETRY}) for name in _GEOMETRIES},
+    **{name: frozenset({T_STRING}) for name in FIXED_BINARY_SIZES},  # MariaDB's UUID / INET6 / INET4: BINARY(n)
 }
 _BLOB_LENGTH_BYTES = {"tinytext": 1, "tinyblob": 1, "text": 2, "blob": 2, "mediumtext": 3, "mediumblob": 3}
+
+
+_BINARY_COLLATION: Final = 63
+
+
+def _binary_string(column_type: str) -> bool:
+    """Whether a declared type is a binary string (BINARY, VARBINARY, the BLOBs; MariaDB's UUID / INET types)."""
+    base = read_column_type(column_type, strict=False).base
+    return base in BLOB_TYPES or base in FIXED_BINARY_SIZES
+
+
+def needs_declared_type(c: BinlogColumn) -> bool:
+    """Whether column ``c``'s value depends on a type its binlog type does not say: a FLOAT/DOUBLE's declared decimals,
+    or a BINARY(16) / BINARY(4) that may be MariaDB's UUID, INET6 or INET4 (:func:`declare_types`)."""
+    if c.type in _FLOATS:
+        return True
+    binary = c.collation is None or charset_of_collation(c.collation).codec is None
+    return c.type == T_STRING and c.length in (16, 4) and binary
+
+
+def declare_types(columns: Sequence[BinlogColumn], found: Sequence[SchemaColumn]) -> None:
+    """Give the columns that need one (:func:`needs_declared_type`) their declared type from ``found``, a schema's
+    columns in the same order (the schema history, or information_schema with the history off): a FLOAT/DOUBLE its
+    type text (its decimals), a BINARY(n) that is a UUID / INET6 / INET4 that type's name. A column whose name the
+    binlog gives and the schema names otherwise is left as it is."""
+    if len(found) != len(columns):
+        return
+    for c, f in zip(columns, found, strict=True):
+        if not needs_declared_type(c) or (c.name is not None and c.name.lower() != f.name.lower()):
+            continue
+        declared = read_column_type(f.column_type, strict=False)
+        if c.type in _FLOATS and declared.base in ("float", "double"):
+            c.declared = f.column_type
+        elif c.type == T_STRING and FIXED_BINARY_SIZES.get(declared.base) == c.length:
+            c.declared = declared.base
+
+
+def unreadable_columns(columns: Sequence[BinlogColumn]) -> list[BinlogColumn]:
+    """The columns whose binlog type no row decoder reads (the pre-5.0 DECIMAL, a type code no server version known
+    here writes): their table's rows are never decoded, and stop a destination that captures the table."""
+    return [c for c in columns if c.type not in _READABLE]
 
 
 def binlog_layout(info: TableMapInfo, schema: TableSchema, previous: TableDef | None) -> TableDef:
@@ -1209,8 +1302,12 @@ def schema_mismatch(columns: Sequence[BinlogColumn], found: Sequence[SchemaColum
             digits = (declared.precision or 10, declared.scale or 0)
             if (c.precision, c.scale) != digits:
                 return f"column {c.index + 1} ({f.name} {f.column_type}) is DECIMAL({c.precision},{c.scale})"
+        fixed = FIXED_BINARY_SIZES.get(declared.base)
+        if fixed is not None and c.length != fixed:
+            return f"column {c.index + 1} ({f.name} {f.column_type}) is BINARY({c.length}) in the binlog"
         size = _BLOB_LENGTH_BYTES.get(declared.base, 4 if declared.base in ("longtext", "longblob") else None)
-        if c.type in _BLOBS and size is not None and declared.base != "json" and c.length != size:
+        blob_like = c.type in _BLOBS or c.type == T_BLOB_COMPRESSED
+        if blob_like and size is not None and declared.base != "json" and c.length != size:
             return f"column {c.index + 1} ({f.name} {f.column_type}) has a {c.length}-byte length in the binlog"
     return None
 
@@ -1245,6 +1342,8 @@ def _layout_key(cols: Sequence[BinlogColumn]) -> tuple[object, ...]:
             c.labels,
             c.geometry_type,
             c.hires,
+            c.declared,
+            c.negative_zero,
         )
         for c in cols
     )
@@ -1273,7 +1372,7 @@ def _layout(cols: list[BinlogColumn]) -> _Layout:
 class TableDecoder:
     """One table map: its schema and its row decoders (bound to this table, generated once per column layout)."""
 
-    __slots__ = ("_decoders", "_layout", "columns", "lookup_version", "problem", "schema", "table_id")
+    __slots__ = ("_decoders", "_layout", "columns", "lookup_version", "problem", "schema", "table_id", "unreadable")
 
     def __init__(
         self,
@@ -1282,10 +1381,12 @@ class TableDecoder:
         *,
         problem: SchemaError | None = None,
         lookup_version: int | None = None,
+        unreadable: bool = False,
     ) -> None:
         self.table_id = info.table_id
         self.columns = info.columns
         self.problem = problem  # the columns could not be known exactly: rows of a captured table must not pass
+        self.unreadable = unreadable  # a column no decoder reads: rows are never decoded (``problem`` says why)
         self.lookup_version = lookup_version  # the ColumnSource version the names came from (None: the binlog)
         fb: list[SchemaColumn | None] = [None] * len(info.columns)
         if fallback is not None and len(fallback) == len(info.columns):
@@ -1295,6 +1396,8 @@ class TableDecoder:
                     c.labels = f.labels
                 if c.collation is None and f.charset is not None:
                     c.collation = collation_of_charset(f.charset)  # NO_LOG: the binlog names no charsets
+                elif c.collation is None and c.type in _CHARACTER and _binary_string(f.column_type):
+                    c.collation = _BINARY_COLLATION  # NO_LOG: a BINARY, VARBINARY, BLOB (the history names no charset)
                 if not info.has_signedness and f.unsigned is not None and c.type in _UNSIGNABLE:
                     c.unsigned = f.unsigned  # NO_LOG: the binlog says no column is unsigned; the history knows
         self.schema = TableSchema(
@@ -1314,6 +1417,7 @@ class TableDecoder:
         twin.table_id = table_id
         twin.columns = self.columns
         twin.problem = self.problem
+        twin.unreadable = self.unreadable
         twin.lookup_version = self.lookup_version
         twin.schema = self.schema
         twin._layout = self._layout

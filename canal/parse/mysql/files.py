@@ -5,7 +5,9 @@ Only the transport differs from :class:`~canal.parse.mysql.source.MysqlBinlogSou
 every row decoded by the same code. Column names come from the table maps, so the files must have been written with
 ``binlog_row_metadata=FULL`` (there is no information_schema to fall back on); otherwise columns are named
 ``UNKNOWN_COLn``. For the same reason, fractional-second temporal columns created on MariaDB with
-``mysql56_temporal_format=OFF`` cannot be read from files.
+``mysql56_temporal_format=OFF`` cannot be read from files, and where no schema history knows a table (one created
+before the files' start), the binlog alone types its columns: a MariaDB UUID / INET6 / INET4 is its BINARY(n) bytes,
+a ``FLOAT(M,D)`` has 6 significant digits rather than its ``D`` decimals (:mod:`canal.sql.values`).
 """
 
 from __future__ import annotations

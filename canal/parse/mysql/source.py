@@ -36,8 +36,10 @@ from canal.schema.information_schema import (
     BOOTSTRAP_FOREIGN_KEYS_SQL,
     BOOTSTRAP_PRIMARY_SQL,
     BOOTSTRAP_SQL,
+    BOOTSTRAP_VERSIONED_SQL,
     catalog_from_columns,
     foreign_key_rows,
+    versioned_table,
 )
 from canal.sql import quote_name
 
@@ -134,6 +136,7 @@ class MysqlBinlogSource:
         self._closed = False
         self._logs_column_names = True  # binlog_row_metadata, read by open()
         self._lower_case_names = False  # lower_case_table_names=1, read by open()
+        self._system_time_zone: str | None = None  # system_time_zone, read by open()
 
     def __repr__(self) -> str:
         return (
@@ -215,8 +218,10 @@ class MysqlBinlogSource:
             "binlog_row_metadata",
             "mysql56_temporal_format",
             "lower_case_table_names",
+            "system_time_zone",
         )
         self._lower_case_names = variables.get("lower_case_table_names", "0") == "1"
+        self._system_time_zone = variables.get("system_time_zone")
         if variables.get("log_bin", "ON").upper() not in ("ON", "1"):
             raise ServerNotReadyError(
                 f"{self._address} has no binary log: start the server with log-bin=mysql-bin (my.cnf [mysqld])"
@@ -296,6 +301,11 @@ class MysqlBinlogSource:
         """Whether the server stores names in lower case (``lower_case_table_names=1``, read when the source opened)."""
         return self._lower_case_names
 
+    @property
+    def system_time_zone(self) -> str | None:
+        """The server's ``system_time_zone`` (read when the source opened): what a session's ``SYSTEM`` zone is."""
+        return self._system_time_zone
+
     def schema_catalog(self) -> SchemaCatalog:
         """Every table's layout now, from information_schema (the server's own schemas aside)."""
         conn = self._side_connection()
@@ -310,6 +320,10 @@ class MysqlBinlogSource:
             except SchemaError as exc:  # its keys unknown: a mirror stops at what they cascade (CASCADE_TABLES)
                 log.warning("%s: the foreign keys of %s.%s are not known: %s", self.address, db, table, exc)
         catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb, foreign_key_rows=keys)
+        for db, table in self._run(conn, BOOTSTRAP_VERSIONED_SQL):  # their period columns: from SHOW CREATE TABLE
+            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table))}")[0][1])
+            layout = versioned_table(str(db), text, mariadb=self._is_mariadb)
+            catalog.tables[layout.full_name] = layout
         for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
             catalog.databases[str(name)] = None if db_charset is None else str(db_charset)
         return catalog

@@ -69,6 +69,10 @@ The model
   them (DECIMAL quantized to its scale, TIMESTAMP as a UTC-aware datetime, SET as a frozenset, BINARY(n) padded,
   MariaDB JSON as text); an unknown column, a missing key, a duplicate key or a value that does not fit raises
   :class:`FakeMysqlError`. ``update``/``delete`` complete partial images from the table's contents.
+* **Row images.** ``FakeMysql(row_image="MINIMAL")`` (or ``"NOBLOB"``; settable as :attr:`FakeMysql.row_image`,
+  and per transaction: ``fake.transaction(row_image="MINIMAL")``, a session's ``SET binlog_row_image``) writes
+  partial row images as MariaDB does (:mod:`canal.testing.fake.row_image`): a consumer's tests see the columns an
+  image does not carry as :data:`~canal.protocol.ABSENT`, and a mirror's tests its partial updates.
 * **GTIDs.** MySQL ``uuid:N`` (one deterministic uuid per server id, :meth:`FakeMysql.server_uuid`), MariaDB
   ``domain-server-seq``. :meth:`~FakeMysql.enable_gtid` turns them on for MySQL (the binlog rotates, as a real
   server does).

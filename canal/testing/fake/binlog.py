@@ -15,7 +15,7 @@ import attrs
 from canal.parse import events as ev
 from canal.parse.source import BinlogFile
 from canal.position import journal_number
-from canal.protocol import EventType, RowData, Rows, TableSchema
+from canal.protocol import ABSENT, EventType, RowData, Rows, TableSchema
 from canal.testing.fake.catalog import Table
 from canal.testing.fake.columns import value_size
 from canal.testing.fake.errors import FakeMysqlError
@@ -275,7 +275,9 @@ class BinlogWriter:
             row_size = 0
             for image in (row.before, row.after):
                 if image is not None:
-                    row_size += (n + 7) // 8 + sum(value_size(c, v) for c, v in zip(t.columns, image, strict=True))
+                    row_size += (n + 7) // 8 + sum(
+                        value_size(c, v) for c, v in zip(t.columns, image, strict=True) if v is not ABSENT
+                    )
             if rows and size + row_size > self.max_rows_event_size:
                 chunks.append((rows, size))
                 rows, size = [], fixed

@@ -13,6 +13,7 @@ from typing import Any
 from canal.schema import TableColumn, effective_charset, mysql_type_text
 from canal.schema.columns import charset_codec
 from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEMPORAL_TYPES, TEXT_TYPES
+from canal.sql.values import FIXED_BINARY_SIZES, canonical_text, fixed_binary_text
 from canal.testing.fake.errors import FakeMysqlError
 
 INT_TYPES = INTEGER_TYPES
@@ -43,6 +44,10 @@ def implicit_default(col: TableColumn) -> Any:
         return 0.0
     if b in TEXT_TYPES:
         return ""
+    if b in FIXED_BINARY_SIZES:  # the value of zero bytes, as text
+        text = fixed_binary_text(b)
+        assert text is not None
+        return text(bytes(FIXED_BINARY_SIZES[b]))
     if b == "enum":
         return col.labels[0]
     if b == "set":
@@ -128,9 +133,18 @@ def coerce(col: TableColumn, value: Any, table: str, table_charset: str, mariadb
         except UnicodeEncodeError:
             raise bad(f"not representable in {cs}") from None
         return value
-    if b in BLOB_TYPES or b in GEOMETRY_TYPES or b in ("uuid", "inet4", "inet6"):
-        if isinstance(value, str) and b in ("uuid", "inet4", "inet6"):
-            return value
+    if b in FIXED_BINARY_SIZES:  # MariaDB's UUID / INET types: the text the server prints (canal.sql.values)
+        try:
+            if isinstance(value, bytes | bytearray | memoryview):
+                of_bytes = fixed_binary_text(b)
+                assert of_bytes is not None
+                return of_bytes(bytes(value))
+            if isinstance(value, str):
+                return canonical_text(b, value)
+        except ValueError as exc:
+            raise bad(str(exc)) from None
+        raise bad("a str (or its stored bytes) is expected")
+    if b in BLOB_TYPES or b in GEOMETRY_TYPES:
         if not isinstance(value, bytes | bytearray | memoryview):
             raise bad("bytes are expected")
         data = bytes(value)

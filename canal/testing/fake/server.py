@@ -21,6 +21,7 @@ from canal.testing.fake.dump import FakeDump, locate_file, locate_gtid
 from canal.testing.fake.errors import FakeMysqlError
 from canal.testing.fake.faults import Faults
 from canal.testing.fake.queries import answer
+from canal.testing.fake.row_image import RowImage, checked
 from canal.testing.fake.source import NAME_PATTERN, FakeBinlogSource, lookup_fake
 from canal.testing.fake.transaction import FakeTransaction
 
@@ -64,6 +65,7 @@ class FakeMysql:
         thread_id: int = 8,
         register: bool = True,
         charset: str = "utf8mb4",
+        row_image: RowImage = "FULL",
     ) -> None:
         if not NAME_PATTERN.match(name):
             raise FakeMysqlError(f"a FakeMysql name must match {NAME_PATTERN.pattern}, got {name!r}")
@@ -73,6 +75,7 @@ class FakeMysql:
         self._idle_cond = threading.Condition(self._lock)  # a dump started waiting: wakes wait_for_idle_dumps
         self._clock = _epoch_seconds(start_time)
         self._mariadb = mariadb
+        self._row_image = checked(row_image)
         self._domain_id = domain_id
         self._catalog = Catalog(mariadb=mariadb, database=database, charset=charset)
         self._log = BinlogWriter(
@@ -146,6 +149,17 @@ class FakeMysql:
     @property
     def is_mariadb(self) -> bool:
         return self._mariadb
+
+    @property
+    def row_image(self) -> RowImage:
+        """The server's ``binlog_row_image`` (FULL, MINIMAL or NOBLOB): which columns the rows events' images carry
+        (:mod:`canal.testing.fake.row_image`); a transaction may set its own (``transaction(row_image=...)``, a
+        session's ``SET binlog_row_image``). Settable, like ``SET GLOBAL``: later transactions follow it."""
+        return self._row_image
+
+    @row_image.setter
+    def row_image(self, value: RowImage) -> None:
+        self._row_image = checked(value)
 
     @property
     def gtid_enabled(self) -> bool:
@@ -268,13 +282,15 @@ class FakeMysql:
     # -- DML ----------------------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[FakeTransaction]:
+    def transaction(self, *, row_image: RowImage | None = None) -> Iterator[FakeTransaction]:
         """``with fake.transaction() as tx:`` -- written as one binlog transaction when the block ends normally;
-        an exception in the block writes nothing and changes no rows."""
+        an exception in the block writes nothing and changes no rows. ``row_image``: the ``binlog_row_image`` of
+        this transaction's rows (a session's setting; default: the server's, :attr:`row_image`)."""
+        image = self._row_image if row_image is None else checked(row_image)
         with self._lock:
             self._check_writable()
             self._tx_open = True
-        tx = FakeTransaction(self)
+        tx = FakeTransaction(self, image)
         try:
             yield tx
         except BaseException:

@@ -126,6 +126,11 @@ class FakeBinlogSource:
         """A fake keeps names as typed (``lower_case_table_names=0``)."""
         return False
 
+    @property
+    def system_time_zone(self) -> str | None:
+        """A fake's statements log no time zone: its system's is UTC."""
+        return "UTC"
+
     def schema_catalog(self) -> SchemaCatalog:
         """The fake's table layouts now (its catalog is the schema history's)."""
         return self.fake.schema_catalog()

@@ -11,6 +11,7 @@ from canal.testing.fake.binlog import RowsStatement
 from canal.testing.fake.catalog import Table, hashable
 from canal.testing.fake.columns import coerce
 from canal.testing.fake.errors import FakeMysqlError
+from canal.testing.fake.row_image import RowImage, carried, cut
 
 if TYPE_CHECKING:
     from canal.testing.fake.server import FakeMysql
@@ -25,10 +26,15 @@ class FakeTransaction:
     ``max_rows_event_size`` bytes). Partial images are completed from the table's current contents: ``update``
     needs the key columns in ``before`` and only the changed columns in ``after``; ``delete`` needs the key.
     After the commit, ``events`` holds the events written (empty when the transaction changed nothing).
+
+    ``row_image``: the session's ``binlog_row_image`` (FULL, MINIMAL, NOBLOB): which columns the rows events'
+    images carry (:mod:`canal.testing.fake.row_image`); the columns a statement wrote are the ones it names (an
+    insert's row, an update's ``after``).
     """
 
-    def __init__(self, fake: FakeMysql) -> None:
+    def __init__(self, fake: FakeMysql, row_image: RowImage = "FULL") -> None:
         self._fake = fake
+        self.row_image: RowImage = row_image
         self._stmts: list[RowsStatement] = []
         self._overlay: dict[str, dict[tuple[Any, ...], tuple[Any, ...] | None]] = {}
         self.events: list[BinlogEvent] = []
@@ -71,6 +77,8 @@ class FakeTransaction:
             overlay = self._overlay.setdefault(t.full_name, {})
             staged = dict(overlay)
             out: list[RowData] = []
+            written = {name for _before, after in pairs for name in after or ()}  # one statement writes these
+            keep_before, keep_after = carried(self.row_image, t, kind, written)
             for before_vals, after_vals in pairs:
                 if kind is EventType.INSERT:
                     assert after_vals is not None
@@ -79,13 +87,13 @@ class FakeTransaction:
                     if self._current(t, staged, key) is not None:
                         raise FakeMysqlError(f"Duplicate entry {key!r} for key 'PRIMARY' in {t.full_name}")
                     staged[key] = image
-                    out.append(RowData(t.schema, None, image))
+                    out.append(RowData(t.schema, None, cut(image, keep_after)))
                     continue
                 assert before_vals is not None
                 key, current = self._find(t, staged, before_vals)
                 if kind is EventType.DELETE:
                     staged[key] = None
-                    out.append(RowData(t.schema, current, None))
+                    out.append(RowData(t.schema, cut(current, keep_before), None))
                     continue
                 assert after_vals is not None
                 image = self._image(t, after_vals, current)
@@ -94,7 +102,9 @@ class FakeTransaction:
                     raise FakeMysqlError(f"Duplicate entry {new_key!r} for key 'PRIMARY' in {t.full_name}")
                 staged[key] = None
                 staged[new_key] = image
-                out.append(RowData(t.schema, current, image))
+                if keep_after is not None and not keep_after:
+                    continue  # wrote no column: the server logs no row (nor does MINIMAL carry an empty image)
+                out.append(RowData(t.schema, cut(current, keep_before), cut(image, keep_after)))
             if not out:
                 return
             overlay.clear()
