@@ -29,7 +29,7 @@ from typing import Final
 import attrs
 
 from canal.errors import SchemaError
-from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP
+from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
 from canal.parse.events import QueryEvent
 from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
@@ -84,15 +84,17 @@ class SchemaTracker:
     def observe(self, event: QueryEvent) -> dict[str, str]:
         """A query event the dump read: a DDL is recorded (and persisted) before anything after it is handed off.
         What the history knew before it that its entry carries (:data:`~canal.parse.convert.RETYPED_FROM_PROP`,
-        :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`)."""
+        :data:`~canal.parse.convert.RETYPED_TO_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`)."""
         position = EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id)
         if self._rewind_at_first_event:
             self._rewind_at_first_event = False
             self.history.rewind(position, origin=self._origin)
-        retyped = self.history.retyped_from(event.schema, event.sql)
+        retyped, retyped_to = self.history.retyped(event.schema, event.sql, position)
         implicit = self.history.implicit_columns(event.schema, event.sql)
         self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset)
         props = {RETYPED_FROM_PROP: json.dumps(retyped, separators=(",", ":"))} if retyped else {}
+        if retyped_to:
+            props[RETYPED_TO_PROP] = json.dumps(retyped_to, separators=(",", ":"))
         if implicit:
             props[IMPLICIT_COLUMNS_PROP] = json.dumps(implicit, separators=(",", ":"))
         return props
