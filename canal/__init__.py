@@ -45,6 +45,7 @@ from canal.errors import (
     TlsError,
     UnknownBatchError,
     UnknownDestinationError,
+    UnmodeledStatementError,
     XAPrepareLostError,
 )
 from canal.instance import Instance, InstanceMetrics
@@ -125,6 +126,7 @@ __all__ = [
     "TlsError",
     "UnknownBatchError",
     "UnknownDestinationError",
+    "UnmodeledStatementError",
     "XAPrepareLostError",
     "__version__",
     "load_conf_dir",

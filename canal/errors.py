@@ -96,6 +96,26 @@ class EncryptedBinlogError(ParseError):
         self.key_version = key_version
 
 
+class UnmodeledStatementError(ParseError):
+    """A statement on a captured table that pycanal neither follows nor knows to change nothing (the "stop" class
+    of docs/concepts/fail-closed.md): a partition dropped or exchanged, a table renamed onto a captured name, DML
+    logged as a statement, text the SQL reader cannot read in full, ... The destination stops before anything of
+    it is handed off: its cursor stays before the statement.
+
+    ``statement`` is its text, shortened and with every string literal left out (no password a statement holds is
+    ever shown); ``shape`` the statement kind, as the contract page names it; ``tables`` the captured tables it
+    touches (``db.table``; empty when it does not say which); ``position`` where it is (``file:offset``)."""
+
+    def __init__(
+        self, message: str, *, statement: str, shape: str, tables: tuple[str, ...], position: str | None
+    ) -> None:
+        super().__init__(message)
+        self.statement = statement
+        self.shape = shape
+        self.tables = tables
+        self.position = position
+
+
 class SourceError(ParseError):
     """The binlog source (server, files, fake) failed or refused a request."""
 

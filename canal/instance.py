@@ -464,12 +464,14 @@ class Instance(StartStopContext):
         if not self.meta.has_subscribe(client):
             raise NotSubscribedError(f"client {client} has not subscribed to destination {self.destination!r}")
 
-    def _require_running(self) -> None:
+    def _require_started(self) -> None:
         if not self._started:
             raise NotRunningError(f"destination {self.destination!r} is not running in this process")
-        error = self.parser.error
-        if error is not None:
-            raise NotRunningError(f"destination {self.destination!r} stopped on an error: {error}") from error
+
+    def _stopped_on(self, error: BaseException) -> NotRunningError:
+        stopped = NotRunningError(f"destination {self.destination!r} stopped on an error: {error}")
+        stopped.__cause__ = error
+        return stopped
 
     # -- the consumer API ----------------------------------------------------------------------------------------
 
@@ -496,6 +498,10 @@ class Instance(StartStopContext):
         returns what is there. ``linger`` (seconds) ends a wait for a full batch early, once entries are there and
         the parser has handed over nothing new for that long: the stream went quiet (it caught up with the
         server), so the entries go now instead of waiting for the server's next writes. An empty message has id -1.
+
+        After the parser stopped on an error (an event it refuses: ``metrics().running`` is False), the entries it
+        handed off before still go out, at once; then :class:`~canal.errors.NotRunningError` is raised, the error
+        its ``__cause__``. Batches handed out can still be acked or rolled back.
         """
         if batch_size <= 0:
             raise ServerError(f"batch_size must be positive, got {batch_size}")
@@ -503,10 +509,17 @@ class Instance(StartStopContext):
             raise ServerError(f"linger must be a number of seconds >= 0, got {linger!r}")
         with self._lock:
             me = self._client(client)
-            self._require_running()
+            self._require_started()
             self._require_subscribed(me)
+            failed = self.parser.error
+            if failed is not None:
+                # the parser stopped on an error: what it handed off before goes out (up to the event it refused),
+                # then the error -- without waiting for more, which will not come
+                timeout, linger = None, None
             events = self.store.get(batch_size, timeout, linger)
             if events.is_empty or events.range is None:
+                if failed is not None:
+                    raise self._stopped_on(failed)
                 self._follow_rest(me)
                 return Message(EMPTY_MESSAGE_ID, ())
             if self._guard is not None:
@@ -569,7 +582,7 @@ class Instance(StartStopContext):
         """
         with self._lock:
             me = self._client(client)
-            self._require_running()
+            self._require_started()  # batches handed out before a fatal error can still be acked
             self._require_subscribed(me)
             mark = self._outstanding(me, batch_id)
             outstanding = self.meta.batch_ids(me)
@@ -595,7 +608,7 @@ class Instance(StartStopContext):
         """Hand out again: every outstanding batch (no id), or batch ``batch_id`` and every one after it."""
         with self._lock:
             me = self._client(client)
-            self._require_running()
+            self._require_started()
             self._require_subscribed(me)
             if batch_id is None:
                 if self._guard is not None:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what pycanal needs to run its tests and demo; idempotent and quick when nothing changed.
-#  - system packages mariadb-server, mariadb-client, tzdata, zookeeper, default-jre-headless, prometheus (only those
-#    missing; their services are not started: pycanal runs its own private servers; prometheus brings promtool, which
-#    checks the alert rules in monitoring/, and the server that scripts/dashboard_png.py scrapes the demo with)
+#  - system packages mariadb-server, mariadb-client, tzdata, zookeeper, default-jre-headless, prometheus,
+#    percona-toolkit (only those missing; their services are not started: pycanal runs its own private servers;
+#    prometheus brings promtool, which checks the alert rules in monitoring/, and the server that
+#    scripts/dashboard_png.py scrapes the demo with; percona-toolkit's pt-online-schema-change runs a real online
+#    schema change in the tests)
 #  - .venv (Python >= 3.11) with pycanal installed editable with the dev, spark, pipelines, query and docs extras, reinstalled
 #    only when pyproject.toml changed since the last install
 #  - its bytecode (.pyc), and the project's: nothing else writes it where PYTHONDONTWRITEBYTECODE is set
@@ -38,6 +40,7 @@ have_file_or_cmd mariadb || missing+=(mariadb-client)
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
 have_file_or_cmd java || missing+=(default-jre-headless)
 have_file_or_cmd promtool /usr/bin/promtool || missing+=(prometheus)
+have_file_or_cmd pt-online-schema-change || missing+=(percona-toolkit)
 if [[ -z $PYTHON ]]; then
     missing+=(python3 python3-venv)
 elif [[ ! -x .venv/bin/python ]] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then

@@ -447,5 +447,5 @@ def test_check_names_accounts_that_may_log_statements() -> None:
     assert statuses(run_checks(quiet))["session_binlog_format"] == "OK"
     loud = ServerFacts("10.11.6-MariaDB", GOOD_VARS, [], "canal@%", statement_loggers=["'app'@'%'"])
     (check,) = [c for c in run_checks(loud) if c.name == "session_binlog_format"]
-    assert check.status == "WARN" and "'app'@'%'" in check.detail and "MirrorStatementError" in check.detail
+    assert check.status == "WARN" and "'app'@'%'" in check.detail and "UnmodeledStatementError" in check.detail
     assert check.line().endswith("-- fix: " + check.fix)

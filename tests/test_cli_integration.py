@@ -270,7 +270,7 @@ def test_check_warns_when_sessions_may_log_statements(
         assert code == 0, out
         line = by_check(out)["session_binlog_format"]
         assert line.startswith("WARN session_binlog_format: "), line
-        assert f"'{user}'@'%'" in line and "MirrorStatementError" in line and "-- fix: " in line
+        assert f"'{user}'@'%'" in line and "UnmodeledStatementError" in line and "-- fix: " in line
     finally:
         mariadb.execute(f"DROP USER '{user}'@'%'")
     code, out, _err = run(capsys, "check", "--address", mariadb.address, "--user", mariadb.user, "--password",

@@ -7,10 +7,12 @@ import pytest
 from test_parser_helpers import UUID, MiniMysql
 
 from canal.config import FilterFlags
+from canal.errors import UnmodeledStatementError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
 from canal.parse.events import BinlogEvent, QueryEvent, RowsEvent, XidEvent
+from canal.parse.unmodeled import StatementPolicy, UnmodeledStatement
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType
 
@@ -18,9 +20,15 @@ START = EntryPosition("mysql-bin.000001", 4)
 
 
 def convert_all(
-    events: list[BinlogEvent], options: ConvertOptions | None = None, start: EntryPosition = START, rows_done: int = 0
+    events: list[BinlogEvent],
+    options: ConvertOptions | None = None,
+    start: EntryPosition = START,
+    rows_done: int = 0,
+    policy: StatementPolicy | None = None,
 ) -> list[Entry]:
     conv = EntryConverter(options)
+    if policy is not None:
+        conv.unmodeled = policy
     conv.reset(start, rows_done)
     out = []
     for event in events:
@@ -28,6 +36,11 @@ def convert_all(
         if entry is not None:
             out.append(entry)
     return out
+
+
+def _let_through(statement: UnmodeledStatement) -> dict[str, str]:
+    """A statement policy that hands every statement off (as a healing policy would, after arranging a snapshot)."""
+    return {}
 
 
 def two_transactions() -> MiniMysql:
@@ -132,7 +145,8 @@ def test_drop_database_is_an_erase_of_the_database_and_a_ddl_says_its_session_st
 
 def test_statement_inside_a_transaction_is_a_row_entry() -> None:
     db = MiniMysql()
-    db.transaction([("insert", "shop.users", [(1, "a")])], statements=["INSERT INTO shop.log VALUES (1)"])
+    # MariaDB logs CREATE TABLE ... SELECT under row logging as the CREATE with its columns, then the rows
+    db.transaction([("insert", "shop.users", [(1, "a")])], statements=["CREATE TABLE shop.log (x INT)"])
     entries = convert_all(db.all_events())
     assert [e.entry_type for e in entries] == [
         EntryType.TRANSACTIONBEGIN,
@@ -141,9 +155,52 @@ def test_statement_inside_a_transaction_is_a_row_entry() -> None:
         EntryType.TRANSACTIONEND,
     ]
     stmt = entries[1]
-    assert stmt.row_change is not None and not stmt.row_change.is_ddl
-    assert stmt.header.event_type is EventType.INSERT and stmt.row_change.sql.startswith("INSERT")
+    assert stmt.row_change is not None and stmt.row_change.is_ddl
+    assert stmt.header.event_type is EventType.CREATE and stmt.row_change.sql.startswith("CREATE")
     assert [e.rows_done for e in entries] == [0, 1, 2, 0]
+
+
+def test_dml_logged_as_a_statement_on_a_captured_table_stops_before_it_is_handed_off() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.users", [(1, "a")])])
+    db.transaction([("insert", "shop.users", [(2, "b")])], statements=["INSERT INTO shop.log VALUES ('secret', 1)"])
+    events = db.all_events()
+    conv = EntryConverter()
+    conv.reset(START)
+    handed: list[Entry] = []
+    with pytest.raises(UnmodeledStatementError) as caught:
+        for event in events:
+            entry = conv.convert(event)
+            if entry is not None:
+                handed.append(entry)
+    error = caught.value
+    statement = next(e for e in events if isinstance(e, QueryEvent) and e.sql.startswith("INSERT"))
+    assert error.tables == ("shop.log",) and error.position == f"mysql-bin.000001:{statement.offset}"
+    assert error.shape == "INSERT / REPLACE / UPDATE / DELETE / LOAD DATA"
+    assert error.statement == "INSERT INTO shop.log VALUES ('***', 1)" and "secret" not in str(error)
+    # nothing after the statement's transaction began was converted; the cursor stays at the boundary before it
+    end = [e for e in handed if e.entry_type is EntryType.TRANSACTIONEND][-1]
+    assert handed[-1].entry_type is EntryType.TRANSACTIONBEGIN and conv.anchor == end.anchor == handed[-1].anchor
+    # a table the filter leaves out never stops; the query_dml flag only hides what is delivered
+    only_users = ConvertOptions(tables=TableFilters.from_strings(r"shop\.users", ""))
+    assert [e.entry_type for e in convert_all(events, only_users)] == [
+        EntryType.TRANSACTIONBEGIN,
+        EntryType.ROWDATA,
+        EntryType.TRANSACTIONEND,
+    ] * 2
+    with pytest.raises(UnmodeledStatementError):
+        convert_all(events, ConvertOptions(flags=FilterFlags(query_dml=True)))
+    # a policy that takes care of it (issue "heal": an in-stream snapshot) gets the statement and marks its entry
+    seen: list[UnmodeledStatement] = []
+
+    def heal(statement: UnmodeledStatement) -> dict[str, str]:
+        seen.append(statement)
+        return {"HEALED": "snapshot"}
+
+    healed = convert_all(events, policy=heal)
+    marked = [e for e in healed if e.header.props.get("HEALED")]
+    assert len(marked) == 1 and marked[0].row_change is not None and marked[0].row_change.sql.startswith("INSERT")
+    assert seen[0].captured == ("shop.log",) and seen[0].in_transaction
 
 
 def test_table_filters() -> None:
@@ -180,14 +237,15 @@ def test_filter_flags() -> None:
     db = two_transactions()
     db.transaction([("insert", "shop.users", [(9, "z")])], statements=["UPDATE shop.log SET x = 1"])
     events = db.all_events()
-    no_ddl = convert_all(events, ConvertOptions(flags=FilterFlags(query_ddl=True)))
+    no_ddl = convert_all(events, ConvertOptions(flags=FilterFlags(query_ddl=True)), policy=_let_through)
     assert not any(e.row_change is not None and e.row_change.is_ddl for e in no_ddl)
-    no_rows = convert_all(events, ConvertOptions(flags=FilterFlags(rows=True)))
+    no_rows = convert_all(events, ConvertOptions(flags=FilterFlags(rows=True)), policy=_let_through)
     assert not any(e.entry_type is EntryType.ROWDATA and e.row_change and e.row_change.rows for e in no_rows)
-    no_dml = convert_all(events, ConvertOptions(flags=FilterFlags(query_dml=True)))
+    no_dml = convert_all(events, ConvertOptions(flags=FilterFlags(query_dml=True)), policy=_let_through)
     assert not any(e.row_change is not None and e.row_change.sql.startswith("UPDATE") for e in no_dml)
-    assert any(e.row_change is not None and e.row_change.sql.startswith("UPDATE") for e in convert_all(events))
-    no_insert = convert_all(events, ConvertOptions(flags=FilterFlags(dml_insert=True)))
+    passed = convert_all(events, policy=_let_through)
+    assert any(e.row_change is not None and e.row_change.sql.startswith("UPDATE") for e in passed)
+    no_insert = convert_all(events, ConvertOptions(flags=FilterFlags(dml_insert=True)), policy=_let_through)
     assert [
         e.header.event_type
         for e in no_insert

@@ -17,7 +17,7 @@ from test_parser_helpers import (
 )
 
 from canal.config import DetectingConfig, FilterFlags, InstanceConfig, MasterConfig, RetryConfig
-from canal.errors import BinlogPurgedError, ConfigError, SourceUnreachableError
+from canal.errors import BinlogPurgedError, ConfigError, ParseError, SourceUnreachableError
 from canal.parse.convert import EntryConverter
 from canal.parse.parser import EventParser
 from canal.position import EntryPosition, LogIdentity, LogPosition
@@ -286,7 +286,27 @@ def test_filters_and_ddl_entries_through_the_parser() -> None:
     ddl_cfg = config(db, master_kwargs=FROM_START)
     all_entries, _ = run_until(ddl_cfg, [db], 6)
     ddls = [e for e in all_entries if e.row_change is not None and e.row_change.is_ddl]
-    assert [e.header.event_type for e in ddls] == [EventType.CREATE, EventType.ALTER]
+    # the CREATE TABLE inside a transaction (MariaDB logs a CREATE TABLE ... SELECT so) is a DDL too
+    assert [e.header.event_type for e in ddls] == [EventType.CREATE, EventType.ALTER, EventType.CREATE]
+
+
+def test_an_event_the_parser_refuses_stops_it_without_reconnecting() -> None:
+    db = MiniMysql()
+    db.transaction([("insert", "shop.users", [(1, "ann")])])
+    db.transaction([("insert", "shop.users", [(2, "bob")])], statements=["SAVEPOINT"])  # a savepoint with no name
+    errors: list[BaseException] = []
+    sink = CollectingSink()
+    cfg = config(db, master_kwargs=FROM_START, retry=fast_retry(max_attempts=None))
+    parser = EventParser("example", cfg, factory(db), sink, MemoryPositions(), on_error=errors.append)
+    parser.start()
+    try:
+        assert parser.join(10), "the parser stops: the same bytes would give the same refusal"
+        assert isinstance(parser.error, ParseError) and "unreadable savepoint statement" in str(parser.error)
+        assert errors == [parser.error] and parser.reconnects == 0 and not parser.is_running
+        # the transaction before the event was handed off, nothing of the one holding it
+        assert [e.header.table for e in sink.entries if e.entry_type is EntryType.ROWDATA] == ["users"]
+    finally:
+        parser.stop()
 
 
 def test_a_fatal_error_is_surfaced_not_swallowed() -> None:

@@ -264,7 +264,7 @@ def statement_logging_check(facts: ServerFacts) -> Check:
         "session_binlog_format",
         "WARN",
         f"{accounts} may SET SESSION binlog_format (SUPER or BINLOG ADMIN): DML such a session logs as statements "
-        "comes as statement entries, and stops the Delta mirror (MirrorStatementError)",
+        "on a captured table stops the destination (UnmodeledStatementError)",
         "make sure no application changes its session's binlog_format, or take SUPER / BINLOG ADMIN from its account",
     )
 

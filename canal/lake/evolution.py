@@ -33,6 +33,7 @@ from canal.sql import (
     AlterTable,
     ChangeColumn,
     ColumnDef,
+    ConvertCharset,
     CreateTable,
     DropColumn,
     DropIndexStatement,
@@ -67,8 +68,11 @@ class Evolution:
     moved_to: tuple[str, str] | None = None
     # column added by an ALTER -> the canal text its existing rows read (None: NULL), as the server fills them
     fills: tuple[tuple[str, str | None], ...] = ()
-    # column -> the MySQL type a statement of the batch declared for it (its values are fit to it: narrowing)
-    declared: tuple[tuple[str, str], ...] = ()
+    # column -> its definition after the batch's statements, where one of them declared it (its values are converted
+    # to it as the server converts them: canal.lake.narrowing)
+    declared: tuple[tuple[str, TableColumn], ...] = ()
+    # the character set a CONVERT TO CHARACTER SET of the batch converted the table's text columns to (the last)
+    converted_to: str | None = None
     # column -> the time zone conversions statements of the batch made of its values, in order: (to UTC, zone) --
     # DATETIME to TIMESTAMP reads local time in the statement's zone, TIMESTAMP to DATETIME writes it
     shifts: tuple[tuple[str, tuple[tuple[bool, StatementZone], ...]], ...] = ()
@@ -118,6 +122,7 @@ def plan_evolution(
     created = False
     moved_to: tuple[str, str] | None = None
     added: dict[str, tuple[ColumnDef, StatementZone]] = {}  # columns ALTERs added: rows take their defaults
+    converted_to: str | None = None
     like_types: dict[str, Any] = {}  # the column types of the table a CREATE ... LIKE copied
     shifts: dict[str, list[tuple[bool, StatementZone]]] = {}  # column now -> its values' zone conversions
     periods: dict[str, str] = {}  # period columns ADD SYSTEM VERSIONING added -> what the rows held read in them
@@ -146,6 +151,9 @@ def plan_evolution(
                 continue
         if isinstance(stmt, AlterTable):
             added.update((a.column.name, (a.column, zone)) for a in stmt.actions if isinstance(a, AddColumn))
+            for action in stmt.actions:
+                if isinstance(action, ConvertCharset) and action.charset != "default":
+                    converted_to = action.charset
         if key not in catalog.tables and not isinstance(stmt, CreateTable):
             continue  # a statement about a table the mirror does not hold: its first rows will create it
         converted: dict[str, bool] = {}  # column after the statement -> converted to UTC (or from it)
@@ -225,7 +233,8 @@ def plan_evolution(
         created=created,
         moved_to=moved_to,
         fills=fills,
-        declared=tuple((c.name, mysql_type_text(c, mariadb)) for c in final.columns if c.base != _KEPT),
+        declared=tuple((c.name, c) for c in final.columns if c.base != _KEPT),
+        converted_to=converted_to,
         shifts=tuple((name, tuple(done)) for name, done in shifts.items() if done and origin.get(name) is not None),
         current_only=current_only,
     )

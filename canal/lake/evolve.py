@@ -24,12 +24,12 @@ from canal.lake.evolution import Evolution, plan_evolution
 from canal.lake.folds import Folds
 from canal.lake.handles import Handles
 from canal.lake.images import retyped, typed_column
-from canal.lake.narrowing import fit_declared, narrows
+from canal.lake.narrowing import converted, narrows, unencodable
 from canal.lake.own_names import log_columns
 from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
 from canal.lake.time_zones import shift
-from canal.lake.types import MirrorError, typed_array
+from canal.lake.types import MirrorError, MirrorTypeError, typed_array
 from canal.lake.versioning import current_rows
 from canal.sql import CreateTable
 
@@ -167,6 +167,16 @@ class TableDDL:
         shifts = dict(evolution.shifts)
         if shifts and self.step is not None and step_marks.rewritten_by(dt, self._settings.app_id, *self.step):
             shifts = {}  # this step's replay: its conversion is done (a layout cannot tell it)
+        if evolution.converted_to is not None:
+            for name in data.column_names:  # every text column converted (the mirror does not know which are)
+                value = unencodable(data.column(name), evolution.converted_to)
+                if value is not None:
+                    raise MirrorTypeError(
+                        f"{path}: column {name!r} holds {value!r}, which CONVERT TO CHARACTER SET "
+                        f"{evolution.converted_to} made '?' where it cannot hold a character (a lax sql_mode); the "
+                        "mirror does not repeat that: nothing of the batch was written. Mirror the table anew from a "
+                        "snapshot taken after the ALTER"
+                    )
         if not evolution.changes(current) and not narrows(data, evolution.columns, declared) and not shifts:
             return
         fills = dict(evolution.fills)
@@ -176,7 +186,8 @@ class TableDDL:
                 column = data.column(source)
                 if kind is not None and column.type != kind:
                     column = retyped(column, kind, f"{path}: column {source!r}")
-                column = fit_declared(column, declared.get(name))  # a narrower type: as the server converts
+                # a narrower type, NOT NULL, fewer labels: as the server converts, or a MirrorTypeError
+                column = converted(column, declared.get(name), f"{path}: column {source!r}")
                 for to_utc, zone in shifts.get(name, ()):  # DATETIME <-> TIMESTAMP in the statement's time zone
                     column = shift(column, zone, to_utc, self._settings.zero_dates, f"{path}: column {name!r}")
             else:

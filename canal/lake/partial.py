@@ -39,6 +39,7 @@ from typing import Any, Final
 
 from canal.lake.images import typed_column
 from canal.lake.key_identity import drop_identity, with_identity
+from canal.lake.plan import DropSchema
 from canal.lake.typed_plan import holds_partial_images
 from canal.lake.types import MirrorError, ZeroDates, arrow_type, typed_array
 
@@ -172,18 +173,23 @@ table."""
 def complete_before_writing(steps: Sequence[Any], read: Read, zero_dates: ZeroDates) -> None:
     """Complete the plans' partial changes (:func:`complete_source`) of the tables no DDL of the batch touches --
     their one step -- before any step is written: a stop there leaves the whole batch unwritten. ``steps``: the
-    batch's steps as the mirror planned and typed them (a dict of plans, or a rename pair)."""
+    batch's steps as the mirror planned and typed them (a dict of plans, a rename pair, or a database dropped)."""
     touched: set[str] = set()
+    dropped: set[str] = set()  # databases a DROP DATABASE of the batch drops: every table of them is touched
     for step in steps:
         if isinstance(step, dict):
             touched.update(name for name, plan in step.items() if plan.ddl or plan.truncate)
+        elif isinstance(step, DropSchema):
+            dropped.add(step.schema)
         else:
             touched.update((step.old, step.new))
     for step in steps:
         if not isinstance(step, dict):
             continue
         for name, plan in step.items():
-            if name not in touched and needs_mirror(plan) and plan.source is not None:
+            if name in touched or plan.schema in dropped:
+                continue
+            if needs_mirror(plan) and plan.source is not None:
                 source, key_names = plan.source
                 plan.source = (complete_source(plan, source, key_names, read, zero_dates), key_names)
 

@@ -12,6 +12,7 @@ their tables' directories (:mod:`canal.lake.names`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from canal.lake import names as naming
 from canal.lake.ddl_text import ddl_props, ddl_statement, fold_flags
 from canal.lake.evolution import renamed_tables
 from canal.lake.types import MirrorError
+from canal.parse.unmodeled import LEAVES_CAPTURE, leaving_tables
 from canal.sql import AlterTable, CreateDatabase, DropDatabase, DropTable, RenameTable, RenameTo, Statement, TableName
 
 
@@ -137,6 +139,7 @@ def in_order(table: Any) -> Any:
     folds = fold_flags(table)
     changed = False
     dropped: dict[int, list[TableName]] = {}  # row of a DROP TABLE of several tables -> them
+    left = _left_capture(table, is_ddl)  # row of a RENAME -> the tables it moved out of the capture
     for row in pc.indices_nonzero(is_ddl).to_pylist():
         stmt = ddl_statement(table.column("sql")[row].as_py(), folds[row])
         named = getattr(stmt, "table", None) if not isinstance(stmt, RenameTable) else None
@@ -149,9 +152,24 @@ def in_order(table: Any) -> Any:
             changed = True
     if changed:
         table = table.set_column(table.column_names.index("schema"), "schema", pa.array(schemas, pa.string()))
-    if dropped:
-        table = drops.one_per_table(table, dropped)
+    if dropped or left:
+        table = drops.one_per_table(table, dropped, left)
     return table
+
+
+def _left_capture(table: Any, is_ddl: Any) -> dict[int, list[TableName]]:
+    """For each DDL row whose props say it moved captured tables out of the capture
+    (:data:`canal.parse.unmodeled.LEAVES_CAPTURE`): those tables, by their new names."""
+    import pyarrow.compute as pc
+
+    if "props" not in table.column_names:
+        return {}
+    marked = pc.and_(is_ddl, pc.fill_null(pc.match_substring(table.column("props"), LEAVES_CAPTURE), False))
+    left: dict[int, list[TableName]] = {}
+    for row in pc.indices_nonzero(marked).to_pylist():
+        props = json.loads(table.column("props")[row].as_py())
+        left[row] = [TableName(db, name) for db, name in leaving_tables(props)]
+    return left
 
 
 def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]:

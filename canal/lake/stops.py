@@ -1,9 +1,11 @@
 """Changes a mirror cannot follow from the change rows alone: it stops there with a typed error, nothing written.
 
-* A DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or MIXED; :mod:`canal.spark.changes`
-  hands it out as a row with its ``sql`` and no images, as canal hands out the statement entry): the rows it changed
+* A DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or MIXED): the rows it changed
   are not in the binlog, and SQL text replayed against the mirror need not change the rows it changed on the source
-  (functions, triggers, ``LIMIT`` without ``ORDER BY``, the session's state). :class:`MirrorStatementError` names the
+  (functions, triggers, ``LIMIT`` without ``ORDER BY``, the session's state). pycanal's capture stops before such a
+  statement on a captured table (:class:`~canal.errors.UnmodeledStatementError`, :mod:`canal.parse.unmodeled`); change
+  rows that hold one anyway (:mod:`canal.spark.changes` makes a row with its ``sql`` and no images of a statement
+  entry a policy let through, or of entries from elsewhere) stop the batch: :class:`MirrorStatementError` names the
   statement and its position. ``canal check`` warns when sessions may switch their ``binlog_format``.
 * A DELETE (or an UPDATE that changed a primary key) whose statement may have changed a mirrored table through a
   foreign key's action, which the binlog does not log (:mod:`canal.parse.cascade`), where the source did not name

@@ -11,15 +11,20 @@ keys' actions itself: with a schema history, each DELETE / UPDATE row entry of s
 keys its rows' changes follow (:data:`FOREIGN_KEY_ACTIONS`), which the Delta mirror applies
 (:mod:`canal.lake.cascade`); without, it stops there (:mod:`canal.lake.stops`).
 
-It names a child whether or not a row of it changed (the server maps it before it knows), and a table a trigger was
-prepared to write but did not.
+It names a child whether or not a row of it changed (the server maps it before it knows). Without a schema history
+it also names a table a trigger was prepared to write but did not (pt-online-schema-change's delete trigger, for a
+row it had not copied yet); with one (:data:`KnownForeignKeys`), only the tables a foreign key's action can reach from
+the tables the statement logged rows of (directly, or through another such table), and every table whose keys the
+history does not know -- a trigger's writes are logged as rows, so a table no action reaches changed nothing unseen.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
+
+from canal.schema.foreign_keys import CHANGING_ACTIONS, ForeignKey
 
 CASCADE_TABLES: Final = "CASCADE_TABLES"
 FOREIGN_KEY_ACTIONS: Final = "FOREIGN_KEY_ACTIONS"
@@ -31,6 +36,10 @@ schema history (:meth:`canal.schema.history.SchemaHistory.foreign_key_actions`):
 
 ForeignKeyActions = Callable[[str, str], list[dict[str, Any]]]
 """``(db, table)`` -> the foreign keys a change of its rows follows (the schema history's)."""
+
+KnownForeignKeys = Callable[[str, str], Sequence[ForeignKey] | None]
+"""``(db, table)`` -> the table's own foreign keys, as the schema history knows them (None: it does not know the
+table)."""
 
 
 class StatementTables:
@@ -59,12 +68,41 @@ class StatementTables:
         edges = [e for e in follow(schema, table) if (e["db"], e["table"]) in self._mapped]
         return {FOREIGN_KEY_ACTIONS: json.dumps(edges, ensure_ascii=False, separators=(",", ":"))} if edges else {}
 
-    def rows(self, schema: str, table: str, end_of_statement: bool) -> Mapping[str, str]:
+    def rows(
+        self, schema: str, table: str, end_of_statement: bool, keys: KnownForeignKeys | None = None
+    ) -> Mapping[str, str]:
         """A rows event of ``schema.table``; at the statement's last one, the props naming the tables it mapped and
-        logged no rows of (empty when none)."""
+        logged no rows of that it may have changed unseen (all of them without ``keys``; empty when none)."""
         self._rowed.add((schema, table))
         if not end_of_statement:
             return {}
-        silent = [list(name) for name in self._mapped if name not in self._rowed]
+        silent = [name for name in self._mapped if name not in self._rowed]
+        if keys is not None and silent:
+            silent = _reachable(silent, self._rowed, keys)
         self.reset()
-        return {CASCADE_TABLES: json.dumps(silent, ensure_ascii=False)} if silent else {}
+        return {CASCADE_TABLES: json.dumps([list(n) for n in silent], ensure_ascii=False)} if silent else {}
+
+
+def _reachable(
+    silent: list[tuple[str, str]], rowed: set[tuple[str, str]], keys: KnownForeignKeys
+) -> list[tuple[str, str]]:
+    """The tables of ``silent`` a foreign key's action may have changed: those whose keys the history does not know,
+    and those with a key that changes rows referencing a table of ``rowed`` or another such table."""
+    changed = set(rowed)
+    found: set[tuple[str, str]] = set()
+    progress = True
+    while progress:
+        progress = False
+        for name in silent:
+            if name in found:
+                continue
+            known = keys(*name)
+            if known is None or any(
+                (key.ref_db, key.ref_table) in changed
+                and (key.on_delete in CHANGING_ACTIONS or key.on_update in CHANGING_ACTIONS)
+                for key in known
+            ):
+                found.add(name)
+                changed.add(name)
+                progress = True
+    return [name for name in silent if name in found]

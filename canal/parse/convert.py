@@ -37,7 +37,7 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.cascade import ForeignKeyActions, StatementTables
+from canal.parse.cascade import ForeignKeyActions, KnownForeignKeys, StatementTables
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
 from canal.parse.events import (
     BinlogEvent,
@@ -51,6 +51,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.unmodeled import CaptureVerdict, StatementPolicy, capture_verdict, stop
 from canal.parse.xa import xa_props
 from canal.position import EntryPosition, journal_number
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
@@ -154,6 +155,11 @@ class EntryConverter:
         # the server's system_time_zone (set by the parser for each dump): what a statement's SYSTEM zone is
         self.system_time_zone: str | None = None
         self._server_version: str | None = None  # of the binlog file read (its format description event)
+        # and its tables' own foreign keys: the tables a statement may have changed unseen (CASCADE_TABLES)
+        self.foreign_keys: KnownForeignKeys | None = None
+        # what a statement the capture cannot follow, on a captured table, does (canal.parse.unmodeled): the typed
+        # stop, before anything of it is handed off
+        self.unmodeled: StatementPolicy = stop
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -431,7 +437,8 @@ class EntryConverter:
         table = event.table
         changes_rows = event.event_type in (EventType.DELETE, EventType.UPDATE)
         actions = self._stmt_tables.actions(table.schema, table.table, changes_rows, self.foreign_key_actions)
-        cascade = {**self._stmt_tables.rows(table.schema, table.table, event.end_of_statement), **actions}
+        silent = self._stmt_tables.rows(table.schema, table.table, event.end_of_statement, self.foreign_keys)
+        cascade = {**silent, **actions}
         flags = options.flags
         if flags.rows:
             return None
@@ -519,16 +526,37 @@ class EntryConverter:
             what = repr(event.sql) if isinstance(event, QueryEvent) else type(event).__name__
             listener(verb, name, f"{what} at {event.log_file}:{event.offset}")
 
+    def _judged(self, event: QueryEvent) -> CaptureVerdict:
+        """The statement contract's verdict on a statement (canal.parse.unmodeled); an unmodeled one on a captured
+        table goes to :attr:`unmodeled` (the typed stop, by default) before anything of it is handed off -- whatever
+        the query filter flags, which choose what is delivered, not what is followed."""
+        tables = self.options.tables
+        verdict = capture_verdict(
+            event.sql,
+            self._session(event),
+            (lambda _db, _t: True) if tables is None else tables.matches,
+            EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id),
+            in_transaction=self._in_txn,
+            lower_case=self.lower_case_names,
+        )
+        if verdict.unmodeled is None:
+            return verdict
+        marks = self.unmodeled(verdict.unmodeled)  # raises (the default), or a policy took care of it
+        return attrs.evolve(verdict, unmodeled=None, marks=tuple(marks.items()))
+
     def _statement(self, event: QueryEvent, results: Sequence[DdlResult]) -> Entry | None:
         first = results[0]
         event_type = first.event_type
         flag = first.kind.filter_flag
         flags = self.options.flags
+        resumed_past = self._skip_event == (event.log_file, event.offset)  # handed off before: not judged again
+        verdict = CaptureVerdict() if resumed_past else self._judged(event)
+        props = verdict.props()
         dropped = (
             (flag == "dml" and flags.query_dml)
             or (flag == "ddl" and flags.query_ddl)
             or (flag == "dcl" and flags.query_dcl)
-            or not self._tables_pass(results)
+            or not (self._tables_pass(results) or verdict.leaves or verdict.marks)
         )
         if self._in_txn:
             # a statement inside a transaction (statement-format DML, ...): a row entry, not a boundary
@@ -547,7 +575,7 @@ class EntryConverter:
                         first.schema or "",
                         first.table or "",
                         self._txn_gtid,
-                        xa_props(None, self._txn_xa),
+                        {**xa_props(None, self._txn_xa), **props},
                     ),
                     event,
                     first,
@@ -562,7 +590,7 @@ class EntryConverter:
             )
         # outside a transaction: a DDL (or DCL, or other statement) -- a boundary in its own right
         self._seen_data = True
-        return self._boundary_statement(event, event_type, dropped, first)
+        return self._boundary_statement(event, event_type, dropped, first, props)
 
     def _boundary_statement(
         self,

@@ -113,7 +113,7 @@ class _Classifier:
             return [DdlResult(database_event, name, None, kind=QueryKind.DDL, database_level=True)]
         if isinstance(stmt, st.DmlStatement):
             return [self.table(_DML_EVENTS[stmt.verb], stmt.table, QueryKind.DML)]
-        if isinstance(stmt, st.TransactionStatement | st.Grant):
+        if isinstance(stmt, st.TransactionStatement | st.Grant | st.TableMaintenance):
             return self.query(stmt.kind)
         if isinstance(stmt, st.OtherStatement):
             return self.query(stmt.kind, stmt.schema)

@@ -7,7 +7,10 @@ canal's ``AbstractEventParser`` / ``MysqlEventParser``, with these differences:
   handed twice whatever the log-position manager does -- including "the first N rows of this transaction";
 * a purged binlog (errno 1236) becomes a :class:`~canal.errors.BinlogPurgedError` naming the position after
   ``purge_threshold`` attempts, or, with ``reset_on_purge``, a loudly logged restart from the current position;
-* a fatal error is kept in :attr:`EventParser.error`, logged and passed to ``on_error``, never swallowed.
+* a fatal error is kept in :attr:`EventParser.error`, logged and passed to ``on_error``, never swallowed. An event
+  the parser refuses (a :class:`~canal.errors.ParseError` that is not the source's own failure: undecodable bytes,
+  a schema the history cannot know, a statement the capture cannot follow) is fatal at once: reading it again
+  gives the same refusal, so the destination stops on it instead of reconnecting forever.
 
 Idle dumps yield server heartbeats every ``detecting.interval_s``; each becomes a HEARTBEAT entry for the sink (which
 drops it). With ``detecting.enable`` a second thread runs ``detecting.sql`` every interval on a side connection;
@@ -29,10 +32,9 @@ from canal.errors import (
     BinlogPurgedError,
     CanalError,
     ConfigError,
-    EncryptedBinlogError,
     FencedWriteError,
+    ParseError,
     RolledBackHandOffError,
-    SchemaError,
     SourceError,
     StoreBatchTooLargeError,
     StoreClosedError,
@@ -276,28 +278,24 @@ class EventParser(StartStopContext):
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
+        if isinstance(exc, NeedTransactionBeginError):
+            self._log.warning("%s; moving the start back to its transaction", exc)
+            self._need_begin = True
+            return
         if isinstance(
             exc,
-            FencedWriteError
-            | ConfigError
-            | SchemaError
-            | StoreBatchTooLargeError
-            | XAPrepareLostError
-            | RolledBackHandOffError
-            | EncryptedBinlogError,
-        ):
-            # a fenced write, a bad setting (e.g. an unreadable CA file), a schema the history cannot know, a
-            # hand-off the store can never hold, an XA PREPARE purged from the server, a rollback of what went out
-            # or an encrypted file on disk does not heal by retrying
+            FencedWriteError | ConfigError | StoreBatchTooLargeError | XAPrepareLostError | RolledBackHandOffError,
+        ) or (isinstance(exc, ParseError) and not isinstance(exc, SourceError)):
+            # a fenced write, a bad setting (e.g. an unreadable CA file), a hand-off the store can never hold, an XA
+            # PREPARE purged from the server or a rollback of what went out does not heal by retrying; nor does an
+            # event the parser refuses (bytes it cannot decode, a schema the history cannot know, a statement the
+            # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
+            # failures are retried.
             raise exc
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
             self._log.debug("the store was closed under the parser; waiting for stop")
             self._backoff(self.config.retry.max_backoff_s)
-            return
-        if isinstance(exc, NeedTransactionBeginError):
-            self._log.warning("%s; moving the start back to its transaction", exc)
-            self._need_begin = True
             return
         if is_purged(exc):
             where = self._describe_resume()
@@ -403,6 +401,7 @@ class EventParser(StartStopContext):
             if schemas is not None:
                 schemas.history.lower_case_names = lower_case
                 self._converter.foreign_key_actions = schemas.history.foreign_key_actions
+                self._converter.foreign_keys = schemas.history.known_foreign_keys
                 request = schemas.prepare(source, start, request)
             converter = self._converter
             convert = converter.convert
@@ -427,20 +426,21 @@ class EventParser(StartStopContext):
             request = attrs.evolve(request, rows_form=self.rows_form)
             for event in source.dump(request):
                 self._last_read = clock()
-                known: dict[str, str] | None = None  # what the history knew before a DDL, for its entry
-                if schemas is not None and event.__class__ is QueryEvent:
-                    known = schemas.observe(event)
-                elif marks is not None and event.__class__ is RowsEvent:
+                if marks is not None and event.__class__ is RowsEvent:
                     table = event.table
                     if table.table == marks[1] and table.schema == marks[0]:
                         assert merge is not None
                         merge.observe_marks(event)
                         continue  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
-                entry = convert(event)
-                if known and entry is not None and entry.row_change is not None and entry.row_change.is_ddl:
-                    header = entry.header
-                    entry = attrs.evolve(entry, header=attrs.evolve(header, props={**header.props, **known}))
+                entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
+                if schemas is not None and event.__class__ is QueryEvent:
+                    # recorded before its entry, and everything after it, is handed off; what the history knew
+                    # before a DDL goes with its entry (the types it retyped: canal.parse.convert.RETYPED_FROM_PROP)
+                    known = schemas.observe(event)
+                    if known and entry is not None and entry.row_change is not None and entry.row_change.is_ddl:
+                        header = entry.header
+                        entry = attrs.evolve(entry, header=attrs.evolve(header, props={**header.props, **known}))
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it

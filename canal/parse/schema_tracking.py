@@ -38,6 +38,7 @@ from canal.schema import SchemaCatalog
 from canal.schema.foreign_keys import CHANGING_ACTIONS
 from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
 from canal.sql import (
+    AlterDatabase,
     AlterTable,
     CreateDatabase,
     CreateTable,
@@ -254,8 +255,8 @@ def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
     created: set[str] = set()
     for d in ddl:
         stmt = d.statement
-        if isinstance(stmt, CreateDatabase):
-            continue
+        if isinstance(stmt, CreateDatabase | AlterDatabase):
+            continue  # no table's layout (the bootstrap reads each database's default character set)
         names = _touched(stmt, d.schema)
         if names is None:
             return None

@@ -28,6 +28,7 @@ from canal.parse.convert import ConvertOptions, EntryConverter
 from canal.parse.events import HeartbeatEvent, RotateEvent, RowsEvent, TableMapEvent
 from canal.parse.retry import is_purged
 from canal.parse.source import BinlogSource, DumpRequest
+from canal.parse.unmodeled import UnmodeledStatement
 from canal.parse.xa import XA_TYPE, XA_XID, xid_key
 from canal.position import EntryPosition, journal_number
 from canal.protocol import Entry, EntryType
@@ -132,7 +133,8 @@ def _scan(
     finds where that group starts; the second dumps from there and decodes the group's rows alone."""
     start: int | None = None
     begin: int | None = None
-    for offset, entry in _entries(source, options, name, 4, limit, decode_rows=False):
+    held = _HeldStops()
+    for offset, entry in _entries(source, options, name, 4, limit, held, decode_rows=False):
         props = entry.header.props
         if entry.entry_type is EntryType.TRANSACTIONBEGIN:
             xid = props.get(XA_XID)
@@ -145,8 +147,9 @@ def _scan(
     if start is None:
         return None
     group = PreparedGroup(f"{name}:{start}", [])
-    for _, entry in _entries(source, options, name, start, limit, decode_rows=True):
+    for _, entry in _entries(source, options, name, start, limit, held, decode_rows=True):
         if entry.entry_type is EntryType.ROWDATA:
+            held.check(entry)
             group.entries.append(entry)
         elif entry.entry_type is EntryType.TRANSACTIONEND:
             return group
@@ -158,11 +161,42 @@ def _scan(
 _SCAN_HEARTBEAT_S = 1.0  # how long a read-back dump that reached the end of the binlog waits before it stops
 
 
+class _HeldStops:
+    """The statement policy of a read-back: the binlog it reads lies before the stream's start, which never judged
+    it, so a statement the capture cannot follow matters only inside the PREPARE group read back (:meth:`check`);
+    elsewhere it is let through (its entry, never handed off, is marked)."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, UnmodeledStatement] = {}
+
+    def __call__(self, statement: UnmodeledStatement) -> dict[str, str]:
+        where = f"{statement.position.journal_name}:{statement.position.position}"
+        self.found[where] = statement
+        return {_UNMODELED: where}
+
+    def check(self, entry: Entry) -> None:
+        """The typed stop of an entry of the group read back that is a statement the capture cannot follow."""
+        where = entry.header.props.get(_UNMODELED)
+        if where is not None:
+            raise self.found[where].error()
+
+
+_UNMODELED = "UNMODELED_READ_BACK"  # a read-back's own mark (never handed off)
+
+
 def _entries(
-    source: BinlogSource, options: ConvertOptions, name: str, position: int, limit: int | None, *, decode_rows: bool
+    source: BinlogSource,
+    options: ConvertOptions,
+    name: str,
+    position: int,
+    limit: int | None,
+    held: _HeldStops,
+    *,
+    decode_rows: bool,
 ) -> Iterator[tuple[int, Entry]]:
     """The entries of the binlog file ``name`` from ``position`` (an event start) to ``limit``, with their offsets."""
     converter = EntryConverter(options)
+    converter.unmodeled = held
     converter.reset(EntryPosition(name, position))
     # non-blocking: the server ends the dump at the end of its binlog. A dump seen to wait there all the same (a
     # full suite's run once did, in the commit's file) gets the server's heartbeat, sent only to a dump waiting for

@@ -12,13 +12,13 @@ What it models: CREATE TABLE (columns, types, UNSIGNED/ZEROFILL, NOT NULL, PRIMA
 CHARACTER SET/COLLATE on columns, tables and databases, ENUM/SET labels), CREATE [OR REPLACE] TABLE ... LIKE, ALTER
 TABLE ADD/DROP/MODIFY/CHANGE/RENAME COLUMN (FIRST/AFTER, IF [NOT] EXISTS), ADD/DROP PRIMARY KEY, RENAME TO, CONVERT TO
 CHARACTER SET, DEFAULT CHARSET, DROP INDEX / CONSTRAINT `PRIMARY`, DROP TABLE, RENAME TABLE (several pairs, applied
-in order), TRUNCATE, CREATE/DROP DATABASE, CREATE/DROP SEQUENCE (a MariaDB sequence is a table of a fixed layout),
-and MariaDB's system versioning: ``WITH SYSTEM VERSIONING`` and ``ALTER TABLE ... ADD SYSTEM VERSIONING`` give the
-table its period columns -- ``row_start`` and ``row_end`` (``TIMESTAMP(6)``), invisible, after the others, unless
-columns are declared ``AS ROW START`` / ``AS ROW END`` -- and append the ``row_end`` column to its primary key, as
-the server does (the binlog logs every version of a row: the current one with ``row_end`` at TIMESTAMP's maximum);
-columns added later go before the implicit ones, a primary key added later ends with ``row_end`` too; ``DROP SYSTEM
-VERSIONING`` drops them again.
+in order), TRUNCATE, CREATE/ALTER/DROP DATABASE, CREATE/DROP SEQUENCE (a MariaDB sequence is a table of a fixed
+layout), and MariaDB's system versioning: ``WITH SYSTEM VERSIONING`` and ``ALTER TABLE ... ADD SYSTEM VERSIONING``
+give the table its period columns -- ``row_start`` and ``row_end`` (``TIMESTAMP(6)``), invisible, after the others,
+unless columns are declared ``AS ROW START`` / ``AS ROW END`` -- and append the ``row_end`` column to its primary
+key, as the server does (the binlog logs every version of a row: the current one with ``row_end`` at TIMESTAMP's
+maximum); columns added later go before the implicit ones, a primary key added later ends with ``row_end`` too;
+``DROP SYSTEM VERSIONING`` drops them again.
 The actions of one ALTER name columns of the table as it was before the statement, as the server resolves them
 (``CHANGE a b ..., CHANGE b a ...`` swaps two columns). A layout statement the SQL reader could not read (or an ALTER
 action it could not) is a SchemaError, never a layout left as it was. Defaults,
@@ -41,6 +41,7 @@ from canal.schema.foreign_keys import ForeignKey, generated_name, normal_action
 from canal.sql import (
     AddColumn,
     AddKey,
+    AlterDatabase,
     AlterTable,
     ChangeColumn,
     ConvertCharset,
@@ -295,6 +296,15 @@ class SchemaCatalog:
             return changes
         if isinstance(stmt, DropDatabase):
             return self._drop_database(stmt.name)
+        if isinstance(stmt, AlterDatabase):
+            # the default of tables created later in it (the tables it holds keep theirs)
+            name = stmt.name or sess
+            declared = stmt.charset or _charset_of_collation(stmt.collation)
+            if name and declared and declared != "default":
+                self.databases[name] = declared
+            elif name and declared == "default":
+                self.databases[name] = None
+            return []
         return []
 
     def _drop_database(self, name: str) -> list[TableChange]:
@@ -385,8 +395,9 @@ class SchemaCatalog:
         convert: str | None = None
         for action in stmt.actions:
             if isinstance(action, RenameTo):
-                new_db = action.table.schema if action.table.schema is not None else t.db
-                new_name = action.table.name
+                # an unqualified new name is in the session's database, as MariaDB and MySQL resolve it (ALTER TABLE
+                # db1.t RENAME TO t2 from db2 makes db2.t2); without one the server refuses the statement
+                new_db, _, new_name = full(action.table).partition(".")
             elif isinstance(action, ConvertCharset):
                 charset = convert = action.charset
             elif isinstance(action, SetTableOptions):

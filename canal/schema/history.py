@@ -45,6 +45,7 @@ from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
 from canal.schema.foreign_keys import ForeignKey, action_edges
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
 from canal.sql import (
+    AlterDatabase,
     AlterTable,
     ChangeColumn,
     ConvertCharset,
@@ -82,6 +83,7 @@ _LAYOUT_STATEMENTS: Final = (
     TruncateTable,
     CreateDatabase,
     DropDatabase,
+    AlterDatabase,  # the default character set of tables created later
 )
 RECOVERY: Final = (
     "recover with `canal schema rebuild --destination D --at FILE:POS` at a position after which the server's current "
@@ -91,7 +93,7 @@ RECOVERY: Final = (
 
 def layout_statement(sql: str) -> Statement | None:
     """The statement of ``sql`` if it can change a table layout (CREATE/ALTER/DROP/RENAME/TRUNCATE TABLE,
-    CREATE/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
+    CREATE/ALTER/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
     if len(sql) <= _CACHED_SQL:
         return _layout_statement_cached(sql)  # BEGIN / COMMIT / the same DDL again: read once (statements are frozen)
     return _layout_statement(sql)
@@ -312,6 +314,16 @@ class SchemaHistory:
             if why is not None:
                 raise SchemaError(f"the layout of {db}.{name} is unknown: {why}; {RECOVERY}", table=f"{db}.{name}")
             return self._catalog.get(db, name)
+
+    def known_foreign_keys(self, db: str, name: str) -> tuple[ForeignKey, ...] | None:
+        """The foreign keys of table ``db.name`` (as a child); None when the history has no such table or its
+        layout is unknown since a DDL."""
+        with self._lock:
+            self._ensure_loaded()
+            if f"{db}.{name}" in self._unknown:
+                return None
+            table = self._catalog.get(db, name)
+            return None if table is None else table.foreign_keys
 
     def columns(self, db: str, name: str) -> list[SchemaColumn] | None:
         """The current columns of ``db.name`` for a row decoder (None: the history has no such table);

@@ -13,12 +13,15 @@ mirror's schema evolution and the Spark projection.
     >>> read_statement("/*M!100301 ALTER TABLE t ADD COLUMN IF NOT EXISTS c INT AFTER id */").actions[0].after
     'id'
 
-What it reads: see :mod:`canal.sql.reader` (statements), :mod:`canal.sql.tables` and :mod:`canal.sql.columns`
-(definitions), :mod:`canal.sql.alter` (ALTER TABLE actions), :mod:`canal.sql.lexer` (comments, version comments,
-quoting). Why not a general SQL parser such as sqlglot (30.30, measured here): it drops ``/*! */`` and ``/*M! */``
-version comments (the statement inside is lost), falls back to an opaque command for ``ADD COLUMN (a, b)``,
-``WAIT n``, ``CONVERT TO CHARACTER SET`` and ``RENAME TABLE``, rejects ``POINT`` / ``INET6`` columns, and takes about
-2 ms per mysqldump CREATE TABLE -- ten times this reader. A binlog needs only DDL and statement heads, exactly.
+What it reads: see :mod:`canal.sql.reader` (statements; MariaDB's ``SET STATEMENT ... FOR`` reads as its statement,
+:func:`read_settings` gives the settings), :mod:`canal.sql.tables` and :mod:`canal.sql.columns` (definitions),
+:mod:`canal.sql.alter` (ALTER TABLE actions), :mod:`canal.sql.partitions` (partitioning), :mod:`canal.sql.lexer`
+(comments, version comments, quoting). What pycanal does with each statement it reads -- follows it, knows it changes
+nothing, or stops -- is :mod:`canal.sql.contract`. Why not a general SQL parser such as sqlglot (30.30, measured
+here): it drops ``/*! */`` and ``/*M! */`` version comments (the statement inside is lost), falls back to an opaque
+command for ``ADD COLUMN (a, b)``, ``WAIT n``, ``CONVERT TO CHARACTER SET`` and ``RENAME TABLE``, rejects ``POINT`` /
+``INET6`` columns, and takes about 2 ms per mysqldump CREATE TABLE -- ten times this reader. A binlog needs only DDL
+and statement heads, exactly.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from canal.errors import SqlError
 from canal.sql import statements
 from canal.sql.columns import read_type
 from canal.sql.cursor import Cursor
-from canal.sql.reader import TRACKED, read_statements
+from canal.sql.reader import TRACKED, read_settings, read_statements
 from canal.sql.statements import *  # noqa: F403 -- the statement classes are this package's API
 from canal.sql.statements import Statement, TableName
 from canal.sql.types import ColumnType
@@ -40,6 +43,7 @@ __all__ = [
     "Cursor",
     "SqlError",
     "read_column_type",
+    "read_settings",
     "read_statement",
     "read_statements",
     "read_table_name",

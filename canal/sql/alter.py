@@ -7,6 +7,7 @@ from typing import Final
 from canal.errors import SqlError
 from canal.sql.columns import read_column
 from canal.sql.cursor import Cursor
+from canal.sql.partitions import read_partition_action, starts_partition_action
 from canal.sql.statements import (
     AddColumn,
     AddKey,
@@ -32,34 +33,24 @@ __all__ = ["read_alter_actions"]
 
 # where a column definition in ALTER TABLE ends besides ',': its position, or partition options
 _COLUMN_END: Final = frozenset({"FIRST", "AFTER", "PARTITION", "REMOVE"})
-# actions that change no column and are read up to the next top-level comma
-_OTHER_HEADS: Final = frozenset(
-    {
-        "ANALYZE",
-        "CHECK",
-        "COALESCE",
-        "DISABLE",
-        "DISCARD",
-        "ENABLE",
-        "EXCHANGE",
-        "IMPORT",
-        "OPTIMIZE",
-        "REBUILD",
-        "REORGANIZE",
-        "REPAIR",
-        "TRUNCATE",
-        "UPGRADE",
-        "SECONDARY_LOAD",
-        "SECONDARY_UNLOAD",
-    }
-)
+# actions that change no column, read whole: (head, the words that follow it)
+_OTHER_ACTIONS: Final = {
+    "ENABLE": ("KEYS",),
+    "DISABLE": ("KEYS",),
+    "DISCARD": ("TABLESPACE",),
+    "IMPORT": ("TABLESPACE",),
+    "SECONDARY_LOAD": (),
+    "SECONDARY_UNLOAD": (),
+}
 # partition options end the action list (no comma before them)
 _PARTITION_OPTIONS: Final = (("PARTITION", "BY"), ("REMOVE", "PARTITIONING"))
 # words that start an action: a name after ORDER BY's comma is not one of these
 _ACTION_WORDS: Final = frozenset(
-    {"ADD", "DROP", "MODIFY", "CHANGE", "RENAME", "ALTER", "CONVERT", "ALGORITHM", "LOCK", "FORCE", "ORDER"}
-    | _OTHER_HEADS
-)
+    {"ADD", "DROP", "MODIFY", "CHANGE", "RENAME", "ALTER", "CONVERT", "ALGORITHM", "LOCK", "FORCE", "ORDER",
+     "TRUNCATE", "EXCHANGE", "COALESCE", "REORGANIZE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD", "REPAIR",
+     "REMOVE", "UPGRADE"}
+    | set(_OTHER_ACTIONS)
+)  # fmt: skip
 
 
 def read_alter_actions(c: Cursor, strict: bool) -> tuple[AlterAction, ...]:
@@ -78,7 +69,14 @@ def read_alter_actions(c: Cursor, strict: bool) -> tuple[AlterAction, ...]:
                 raise
             c.pos = start
             actions.append(_other(c, str(exc)))
-        if not (c.at_end() or c.accept(",") or _at_partition_options(c) or starts_table_option(c)):
+        if c.accept(","):
+            if c.at_end():  # a comma the server would refuse: the statement was not read as the server read it
+                error = c.error("expected an ALTER TABLE action after ','")
+                if strict:
+                    raise error
+                actions.append(OtherAction(",", ",", str(error)))
+            continue
+        if not (c.at_end() or _at_partition_options(c) or starts_table_option(c)):
             error = c.error("unexpected text after an ALTER TABLE action")
             if strict:
                 raise error
@@ -122,6 +120,8 @@ def _position(c: Cursor) -> tuple[bool, str | None]:
 
 def _read_action(c: Cursor) -> list[AlterAction]:
     up = c.up()
+    if starts_partition_action(c):
+        return [read_partition_action(c)]
     if up == "ADD":
         return _add(c)
     if up == "DROP":
@@ -167,16 +167,20 @@ def _read_action(c: Cursor) -> list[AlterAction]:
         return [SetTableOptions(read_table_options(c))]
     if up == "ORDER" and c.up(1) == "BY":
         return [_order_by(c)]
-    if up in _OTHER_HEADS or _at_partition_options(c):
-        return [_other(c)]
+    if up in _OTHER_ACTIONS:
+        start = c.pos
+        c.next()
+        for word in _OTHER_ACTIONS[up]:
+            c.expect(word)
+        return [OtherAction(" ".join((up, *_OTHER_ACTIONS[up])), c.text_from(start))]
     raise c.error("expected an ALTER TABLE action")
 
 
 def _add(c: Cursor) -> list[AlterAction]:
     c.next()
     column = c.accept("COLUMN")
-    if not column and c.up() in ("PARTITION", "SYSTEM"):
-        return [_other_from_previous(c)]
+    if not column and c.up() == "SYSTEM":
+        return [_versioning(c, "ADD")]
     if_not_exists = c.accept_seq("IF", "NOT", "EXISTS")
     if not column and (opens_index(c) or c.up() in ("CONSTRAINT", "FOREIGN", "CHECK", "PERIOD")):
         elements = TableElements()
@@ -196,9 +200,11 @@ def _add(c: Cursor) -> list[AlterAction]:
     return [AddColumn(col, first, after, if_not_exists)]
 
 
-def _other_from_previous(c: Cursor) -> OtherAction:
-    c.pos -= 1  # keep the ADD in the action's text
-    return _other(c)
+def _versioning(c: Cursor, verb: str) -> OtherAction:
+    """``ADD SYSTEM VERSIONING`` / ``DROP SYSTEM VERSIONING`` (after the verb)."""
+    start = c.pos - 1
+    c.expect_seq("SYSTEM", "VERSIONING")
+    return OtherAction(f"{verb} SYSTEM VERSIONING", c.text_from(start))
 
 
 def _added(elements: TableElements, if_not_exists: bool) -> list[AlterAction]:
@@ -211,8 +217,15 @@ def _added(elements: TableElements, if_not_exists: bool) -> list[AlterAction]:
 
 def _drop(c: Cursor) -> AlterAction:
     c.next()
-    if c.up() in ("PARTITION", "SYSTEM", "PERIOD"):
-        return _other_from_previous(c)
+    if c.up() == "SYSTEM":
+        return _versioning(c, "DROP")
+    if c.up() == "PERIOD":
+        start = c.pos - 1
+        c.next()
+        c.accept_seq("IF", "EXISTS")
+        c.expect("FOR")
+        c.ident("a period name")
+        return OtherAction("DROP PERIOD", c.text_from(start))
     if c.accept_seq("PRIMARY", "KEY"):
         return DropKey("PRIMARY KEY")
     kind = None
@@ -248,8 +261,21 @@ def _rename(c: Cursor) -> AlterAction:
 
 
 def _alter(c: Cursor) -> AlterAction:
-    if c.up(1) in ("INDEX", "KEY", "CHECK", "CONSTRAINT"):
-        return _other(c)
+    start = c.pos
+    what = c.up(1)
+    if what in ("INDEX", "KEY"):  # ALTER INDEX i [NOT] IGNORED | VISIBLE | INVISIBLE
+        c.pos += 2
+        c.ident("an index name")
+        if not c.accept("VISIBLE", "INVISIBLE"):
+            c.accept("NOT")
+            c.expect("IGNORED")
+        return OtherAction("ALTER INDEX", c.text_from(start))
+    if what in ("CHECK", "CONSTRAINT"):  # MySQL 8: ALTER CHECK c [NOT] ENFORCED
+        c.pos += 2
+        c.ident("a constraint name")
+        c.accept("NOT")
+        c.expect("ENFORCED")
+        return OtherAction(f"ALTER {what}", c.text_from(start))
     c.next()
     c.accept("COLUMN")
     c.accept_seq("IF", "EXISTS")

@@ -22,7 +22,19 @@ import re
 from collections.abc import Iterator
 from typing import Final, NamedTuple
 
-__all__ = ["DSTRING", "END", "NUMBER", "PUNCT", "QUOTED", "STRING", "WORD", "Token", "TokenStream", "unescape"]
+__all__ = [
+    "DSTRING",
+    "END",
+    "NUMBER",
+    "PUNCT",
+    "QUOTED",
+    "STRING",
+    "WORD",
+    "Token",
+    "TokenStream",
+    "unescape",
+    "without_strings",
+]
 
 WORD: Final = 0  # keyword, unquoted identifier or integer
 QUOTED: Final = 1  # `quoted identifier`
@@ -159,3 +171,22 @@ class TokenStream:
                 parts.append(" ")
             parts.append(sql[tok.start : tok.end])
         return "".join(parts)
+
+
+def without_strings(sql: str, limit: int = 200) -> str:
+    """``sql`` as an error message may show it: every string literal left out (``'***'``: passwords, connection
+    strings and hashes are string literals), comments dropped, the blanks between tokens one space, cut to about
+    ``limit`` characters (``...`` then). Only the tokens shown are read (a megabyte INSERT costs its head)."""
+    parts: list[str] = []
+    size = 0
+    end = None
+    for tok in _tokens(sql):
+        piece = "'***'" if tok.kind in (STRING, DSTRING) else sql[tok.start : tok.end]
+        if end is not None and tok.start != end:
+            piece = " " + piece
+        parts.append(piece)
+        size += len(piece)
+        end = tok.end
+        if size > limit:
+            return "".join(parts)[:limit] + "..."
+    return "".join(parts)

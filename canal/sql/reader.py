@@ -26,6 +26,7 @@ from canal.errors import SqlError
 from canal.sql.alter import read_alter_actions
 from canal.sql.cursor import Cursor
 from canal.sql.lexer import DSTRING, END, QUOTED, WORD
+from canal.sql.maintenance import MAINTENANCE_OPTIONS, read_setting_list, read_settings
 from canal.sql.statements import (
     AlterDatabase,
     AlterTable,
@@ -42,15 +43,18 @@ from canal.sql.statements import (
     QueryKind,
     RenameTable,
     Statement,
+    TableMaintenance,
     TableName,
     TableOption,
     TransactionStatement,
     TruncateTable,
     Unreadable,
+    named_tables,
+    statement_verb,
 )
 from canal.sql.tables import read_create_table, read_key_parts, read_table_options
 
-__all__ = ["TRACKED", "read_statements"]
+__all__ = ["READ_WHOLE", "TRACKED", "read_settings", "read_statements"]
 
 TRACKED: Final = (
     CreateTable,
@@ -65,6 +69,10 @@ TRACKED: Final = (
     AlterDatabase,
 )
 """The statement classes the schema follows: read whole, and a strict read raises when they cannot be read."""
+
+READ_WHOLE: Final = (*TRACKED, TableMaintenance)
+"""The statement classes read whole: text the reader does not know, after them or inside them, is an error when
+strict and an :class:`~canal.sql.statements.Unreadable` when lenient -- never left unread."""
 
 # objects whose definition carries a compound body: whatever follows belongs to it
 _COMPOUND_OBJECTS: Final = frozenset({"PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "PACKAGE"})
@@ -114,8 +122,14 @@ class _Reader:
             out.append(stmt)
             if self.stop:
                 break
-            if not c.at_end() and isinstance(stmt, TRACKED) and self.strict:
-                raise c.error("unexpected text after the statement")
+            if not c.at_end() and isinstance(stmt, READ_WHOLE):
+                error = c.error("unexpected text after the statement")
+                if self.strict:
+                    raise error
+                tables = named_tables(stmt)
+                stmt = out[-1] = Unreadable(
+                    stmt.kind, statement_verb(stmt), tables[0] if tables else None, str(error), tables
+                )
             if isinstance(stmt, Unreadable):
                 c.pos = start  # skip the whole statement, whatever the parentheses where reading stopped
             self.skip_statement()
@@ -142,14 +156,33 @@ class _Reader:
             self.stop = True  # a statement-form DML can be megabytes long: never tokenize its values
         return stmt
 
-    def guarded(self, verb: str, table: TableName | None, read: Callable[[], Statement]) -> Statement:
-        """Read a statement the schema follows; a lenient read turns an SqlError into an Unreadable."""
+    def guarded(
+        self, verb: str, table: TableName | None, read: Callable[[], Statement], kind: QueryKind = QueryKind.DDL
+    ) -> Statement:
+        """Read a statement read whole; a lenient read turns an SqlError into an Unreadable."""
         try:
             return read()
         except SqlError as exc:
             if self.strict:
                 raise
-            return Unreadable(QueryKind.DDL, verb, table, str(exc))
+            return Unreadable(kind, verb, table, str(exc), () if table is None else (table,))
+
+    def table_list(self) -> tuple[list[TableName], bool]:
+        """``name [, name ...]``, as long as names come; and whether a ``,`` came with no name after it."""
+        c = self.c
+        names: list[TableName] = []
+        while (name := c.opt_table_name()) is not None:
+            names.append(name)
+            if not c.accept(","):
+                return names, False
+        return names, bool(names)
+
+    def cut_short(self, verb: str, tables: list[TableName], what: str) -> Statement:
+        """A list of tables or renames that stops where another must come: an error, or an Unreadable naming the
+        tables read."""
+        if self.strict:
+            raise self.c.error(f"expected {what}")
+        return Unreadable(QueryKind.DDL, verb, tables[0], f"expected {what}", tuple(tables))
 
     def missing_name(self, verb: str, what: str) -> Statement:
         if self.strict:
@@ -211,7 +244,9 @@ class _Reader:
         if not c.accept_seq("IF", "NOT", "EXISTS"):
             c.accept_seq("IF", "EXISTS")
         name = c.opt_table_name()
-        return OtherStatement(kind, f"{verb} {obj}", name.schema if name is not None else None)
+        schema = name.schema if name is not None else None
+        tables = (name,) if obj == "SEQUENCE" and name is not None else ()  # a sequence is a table (ALTER SEQUENCE)
+        return OtherStatement(kind, f"{verb} {obj}", schema, tables)
 
     def other_object(self, verb: str, obj: str) -> Statement:
         """CREATE / ALTER / DROP of anything but a table, an index or a database."""
@@ -378,16 +413,11 @@ class _Reader:
         obj = c.next().up
         if obj in ("TABLE", "TABLES"):
             if_exists = c.accept_seq("IF", "EXISTS")
-            names: list[TableName] = []
-            while True:
-                name = c.opt_table_name()
-                if name is None:
-                    break
-                names.append(name)
-                if not c.accept(","):
-                    break
+            names, dangling = self.table_list()
             if not names:
                 return self.missing_name("DROP TABLE", "a table name")
+            if dangling:
+                return self.cut_short("DROP TABLE", names, "a table name")
             c.accept("RESTRICT", "CASCADE")
             return DropTable(tuple(names), if_exists, "TEMPORARY" in mods)
         if obj == "INDEX":
@@ -408,13 +438,11 @@ class _Reader:
                 return Unreadable(QueryKind.DDL, "DROP INDEX", self.index_table(first), str(exc))
         if obj == "SEQUENCE":  # a sequence is a table (CREATE SEQUENCE)
             if_exists = c.accept_seq("IF", "EXISTS")
-            sequences: list[TableName] = []
-            while (name := c.opt_table_name()) is not None:
-                sequences.append(name)
-                if not c.accept(","):
-                    break
+            sequences, dangling = self.table_list()
             if not sequences:
                 return self.missing_name("DROP SEQUENCE", "a sequence name")
+            if dangling:
+                return self.cut_short("DROP SEQUENCE", sequences, "a sequence name")
             return DropTable(tuple(sequences), if_exists, "TEMPORARY" in mods)
         if obj in ("DATABASE", "SCHEMA"):
             if_exists = c.accept_seq("IF", "EXISTS")
@@ -438,17 +466,15 @@ class _Reader:
             if old is None:
                 break
             self.skip_wait()
-            if not c.accept("TO"):
-                break
-            new = c.opt_table_name()
+            new = c.opt_table_name() if c.accept("TO") else None
             if new is None:
                 break
             pairs.append((old, new))
             if not c.accept(","):
-                break
+                return RenameTable(tuple(pairs), if_exists)
         if not pairs:
             return self.missing_name("RENAME TABLE", "old_name TO new_name")
-        return RenameTable(tuple(pairs), if_exists)
+        return self.cut_short("RENAME TABLE", [n for pair in pairs for n in pair], "old_name TO new_name")
 
     def truncate(self) -> Statement:
         c = self.c
@@ -601,9 +627,50 @@ class _Reader:
 
     def set_(self) -> Statement:
         c = self.c
+        if c.accept("STATEMENT"):
+            # MariaDB's SET STATEMENT var = value [, ...] FOR statement: the statement, run under those settings
+            # (read_settings gives them)
+            try:
+                read_setting_list(c)
+                c.expect("FOR")
+            except SqlError as exc:
+                if self.strict:
+                    raise
+                self.stop = True  # what follows is not known to be one statement
+                return Unreadable(QueryKind.OTHER, "SET STATEMENT", None, str(exc))
+            return self.statement()
         if c.up() in ("PASSWORD", "ROLE") or (c.up() == "DEFAULT" and c.up(1) == "ROLE"):
             return OtherStatement(QueryKind.DCL, "SET")
         return OtherStatement(QueryKind.OTHER, "SET")
+
+    def maintenance(self, verb: str) -> Statement:
+        """OPTIMIZE / ANALYZE / CHECK / CHECKSUM / REPAIR [NO_WRITE_TO_BINLOG | LOCAL] TABLE t [, ...] [options]."""
+        c = self.c
+        c.accept("NO_WRITE_TO_BINLOG", "LOCAL")
+        if not c.accept("TABLE", "TABLES"):
+            return OtherStatement(QueryKind.OTHER, verb)  # ANALYZE SELECT ..., CHECK VIEW ...: not known
+        tables: list[TableName] = []
+
+        def read() -> Statement:
+            tables.append(c.table_name())
+            while c.accept(","):
+                tables.append(c.table_name())
+            start = c.pos
+            MAINTENANCE_OPTIONS[verb](c)
+            options = c.text_from(start)
+            if not c.at_end():
+                raise c.error(f"unexpected text in {verb} TABLE")
+            return TableMaintenance(verb, tuple(tables), (options,) if options else ())
+
+        try:
+            return read()
+        except SqlError as exc:
+            if self.strict:
+                raise
+            return Unreadable(QueryKind.OTHER, f"{verb} TABLE", tables[0] if tables else None, str(exc), tuple(tables))
+
+    def flush(self) -> Statement:
+        return OtherStatement(QueryKind.OTHER, "FLUSH")
 
     def use(self) -> Statement:
         return OtherStatement(QueryKind.OTHER, "USE", self.c.opt_ident())
@@ -632,6 +699,11 @@ _HANDLERS: Final[dict[str, Callable[[_Reader], Statement]]] = {
     "REVOKE": _Reader.revoke,
     "SET": _Reader.set_,
     "USE": _Reader.use,
+    "FLUSH": _Reader.flush,
+    **{
+        verb: functools.partial(_Reader.maintenance, verb=verb)
+        for verb in ("OPTIMIZE", "ANALYZE", "CHECK", "CHECKSUM", "REPAIR")
+    },
 }
 
 

@@ -43,20 +43,25 @@ __all__ = [
     "IndexDef",
     "OtherAction",
     "OtherStatement",
+    "PartitionAction",
     "QueryKind",
     "RenameColumn",
     "RenameIndex",
     "RenameTable",
     "RenameTo",
     "SetTableOptions",
+    "Setting",
     "Statement",
+    "TableMaintenance",
     "TableName",
     "TableOption",
     "TransactionStatement",
     "TruncateTable",
     "Unreadable",
     "fold_table_names",
+    "named_tables",
     "quote_name",
+    "statement_verb",
 ]
 
 
@@ -412,13 +417,30 @@ class AlterOption:
 
 @attrs.frozen(slots=True)
 class OtherAction:
-    """An action that changes no column: partitioning, ORDER BY, ENABLE/DISABLE KEYS, tablespaces, system
-    versioning, periods ... ``head`` is its first words upper-cased (``"ADD PARTITION"``), ``text`` as written.
-    ``error`` is set only by a lenient read that could not read the action: it says why."""
+    """An action that changes no column, read whole: ORDER BY, ENABLE/DISABLE KEYS, ALTER INDEX ... [NOT] IGNORED,
+    DISCARD/IMPORT TABLESPACE, system versioning, periods ... ``head`` is its first words upper-cased (``"ORDER BY"``,
+    ``"ADD SYSTEM"``), ``text`` as written. ``error`` is set only by a lenient read that could not read the action
+    (its ``head`` then is its first two words, whatever they are): it says why."""
 
     head: str
     text: str
     error: str | None = None
+
+
+@attrs.frozen(slots=True)
+class PartitionAction:
+    """A partition action of ALTER TABLE, read whole: ``verb`` its leading words upper-cased (``"DROP PARTITION"``,
+    ``"EXCHANGE PARTITION"``, ``"CONVERT TABLE"``, ``"PARTITION BY"``, ``"REMOVE PARTITIONING"``, ...),
+    ``partitions`` the partition names it names (``("ALL",)`` for ALL), ``table`` the other table of EXCHANGE
+    PARTITION ... WITH TABLE, CONVERT PARTITION ... TO TABLE and CONVERT TABLE ... TO PARTITION (None for the
+    rest), ``text`` as written; ``value_lists`` whether a partition it defines lists its values (``VALUES IN``: a
+    LIST partitioning's)."""
+
+    verb: str
+    partitions: tuple[str, ...] = ()
+    table: TableName | None = None
+    text: str = ""
+    value_lists: bool = False
 
 
 AlterAction: TypeAlias = (
@@ -435,6 +457,7 @@ AlterAction: TypeAlias = (
     | SetTableOptions
     | AlterOption
     | OtherAction
+    | PartitionAction
 )
 
 
@@ -514,6 +537,16 @@ class AlterDatabase:
 
     kind = QueryKind.DDL
 
+    @property
+    def charset(self) -> str | None:
+        """The database's new default character set (lower case), if the statement sets one."""
+        return _lower_option(self.options, "CHARSET")
+
+    @property
+    def collation(self) -> str | None:
+        """The database's new default collation (lower case), if the statement sets one."""
+        return _lower_option(self.options, "COLLATE")
+
 
 @attrs.frozen(slots=True)
 class CreateIndex:
@@ -551,6 +584,19 @@ class DmlStatement:
 
 
 @attrs.frozen(slots=True)
+class TableMaintenance:
+    """OPTIMIZE / ANALYZE / CHECK / CHECKSUM / REPAIR [NO_WRITE_TO_BINLOG | LOCAL] TABLE t [, t2 ...] [options],
+    read whole: ``verb`` upper-cased (``"OPTIMIZE"``), ``tables`` as named, ``options`` what follows them as written
+    (``"PERSISTENT FOR ALL"``, ``"QUICK"``, ``"WAIT 5"``)."""
+
+    verb: str
+    tables: tuple[TableName, ...]
+    options: tuple[str, ...] = ()
+
+    kind = QueryKind.OTHER
+
+
+@attrs.frozen(slots=True)
 class TransactionStatement:
     """BEGIN, COMMIT, ROLLBACK, SAVEPOINT and XA statements; ``xid`` is the text after an XA verb, as written.
 
@@ -578,11 +624,13 @@ class Grant:
 @attrs.frozen(slots=True)
 class OtherStatement:
     """Any other statement: ``verb`` is its head upper-cased (``"CREATE VIEW"``, ``"GRANT"``, ``"SET"``, ``"USE"``),
-    ``schema`` the database it names (a view's or routine's schema, USE's database), if any."""
+    ``schema`` the database it names (a view's or routine's schema, USE's database), if any; ``tables`` the tables
+    it is about where its head names them (``ALTER SEQUENCE s``: a sequence is a table)."""
 
     kind: QueryKind
     verb: str
     schema: str | None = None
+    tables: tuple[TableName, ...] = ()
 
 
 @attrs.frozen(slots=True)
@@ -590,12 +638,14 @@ class Unreadable:
     """A statement whose head was read but whose rest was not (lenient reads only; a strict read raises SqlError).
 
     ``verb`` is e.g. ``"CREATE TABLE"``, ``table`` the table it names when that much was read, ``error`` why the
-    rest could not be read."""
+    rest could not be read. ``tables`` holds every table it was read to name (``table`` first) when the statement
+    was read whole but text the reader does not know follows it; otherwise just ``table``, if any."""
 
     kind: QueryKind
     verb: str
     table: TableName | None
     error: str
+    tables: tuple[TableName, ...] = ()
 
 
 Statement: TypeAlias = (
@@ -610,11 +660,76 @@ Statement: TypeAlias = (
     | CreateIndex
     | DropIndexStatement
     | DmlStatement
+    | TableMaintenance
     | TransactionStatement
     | Grant
     | OtherStatement
     | Unreadable
 )
+
+
+@attrs.frozen(slots=True)
+class Setting:
+    """One ``name = value`` of MariaDB's ``SET STATEMENT name = value [, ...] FOR statement``: the system
+    variable's name in lower case, its value as written (``Expression``)."""
+
+    name: str
+    value: Expression
+
+
+_VERBS: dict[type, str] = {
+    CreateTable: "CREATE TABLE",
+    AlterTable: "ALTER TABLE",
+    RenameTable: "RENAME TABLE",
+    DropTable: "DROP TABLE",
+    TruncateTable: "TRUNCATE TABLE",
+    CreateIndex: "CREATE INDEX",
+    DropIndexStatement: "DROP INDEX",
+    CreateDatabase: "CREATE DATABASE",
+    DropDatabase: "DROP DATABASE",
+    AlterDatabase: "ALTER DATABASE",
+    Grant: "GRANT",
+}
+
+
+def statement_verb(stmt: Statement) -> str:
+    """The statement's head as its SQL starts (``"ALTER TABLE"``, ``"OPTIMIZE TABLE"``, ``"INSERT"``, ...)."""
+    if isinstance(stmt, OtherStatement | Unreadable):
+        return stmt.verb
+    if isinstance(stmt, TableMaintenance):
+        return f"{stmt.verb} TABLE"
+    if isinstance(stmt, DmlStatement):
+        return stmt.verb
+    if isinstance(stmt, TransactionStatement):
+        return stmt.savepoint_verb or stmt.kind.name.replace("_", " ")
+    return _VERBS[type(stmt)]
+
+
+def named_tables(stmt: Statement) -> tuple[TableName, ...]:
+    """Every table the statement names, in order and without repeats, as written (a RENAME's old and new names, an
+    ALTER's RENAME TO and the other table of a partition exchange or conversion; a CREATE ... LIKE's source)."""
+    found: list[TableName] = []
+    if isinstance(stmt, CreateTable):
+        found = [stmt.table, *([stmt.like] if stmt.like is not None else [])]
+    elif isinstance(stmt, AlterTable):
+        found = [stmt.table]
+        for action in stmt.actions:
+            other = action.table if isinstance(action, RenameTo | PartitionAction) else None
+            if other is not None:
+                found.append(other)
+    elif isinstance(stmt, RenameTable):
+        found = [name for pair in stmt.pairs for name in pair]
+    elif isinstance(stmt, DropTable | TableMaintenance):
+        found = list(stmt.tables)
+    elif isinstance(stmt, TruncateTable | CreateIndex | DropIndexStatement):
+        found = [stmt.table]
+    elif isinstance(stmt, DmlStatement):
+        found = [stmt.table] if stmt.table is not None else []
+    elif isinstance(stmt, OtherStatement | Unreadable):
+        found = list(stmt.tables)
+        if isinstance(stmt, Unreadable) and stmt.table is not None and stmt.table not in found:
+            found.insert(0, stmt.table)
+    return tuple(dict.fromkeys(found))
 
 
 def fold_table_names(stmt: Statement) -> Statement:

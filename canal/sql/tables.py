@@ -9,6 +9,7 @@ import attrs
 from canal.sql.columns import read_check, read_column, read_references
 from canal.sql.cursor import Cursor
 from canal.sql.lexer import WORD
+from canal.sql.partitions import read_partitioning
 from canal.sql.statements import (
     CheckDef,
     ColumnDef,
@@ -210,6 +211,8 @@ def starts_table_option(c: Cursor) -> bool:
         return True
     if up == "WITH":
         return c.up(1) == "SYSTEM"
+    if up in ("ALGORITHM", "LOCK"):
+        return False  # how an ALTER runs (canal.sql.alter), never a table option
     # NAME = value, or one of the options MySQL allows without '='
     return c.up(1) == "=" or up in ("ENGINE", "TYPE", "COMMENT", "AUTO_INCREMENT", "ROW_FORMAT", "TABLESPACE",
                                     "UNION", "CONNECTION", "PASSWORD", "CHECKSUM", "KEY_BLOCK_SIZE",
@@ -296,6 +299,8 @@ def read_create_table(
     partitioning = None
     if c.up() == "PARTITION" and c.up(1) == "BY":
         partitioning = _read_partitioning(c)
+    # MySQL 8.0.21+ logs the CREATE of an atomic CREATE TABLE ... SELECT so (its rows follow as row events)
+    c.accept_seq("START", "TRANSACTION")
     as_select = None
     if not c.at_end() and c.up() in _AS_SELECT_WORDS:
         c.accept("IGNORE", "REPLACE")
@@ -328,11 +333,7 @@ def read_create_table(
 
 
 def _read_partitioning(c: Cursor) -> str:
-    """``PARTITION BY ...`` with its partition definitions, up to a query or the end."""
+    """``PARTITION BY ...`` with its partition definitions (read whole: :mod:`canal.sql.partitions`), as written."""
     start = c.pos
-    while not c.at_end() and c.up() not in ("AS", "SELECT", "IGNORE", "REPLACE", "WITH", "TABLE", "VALUES"):
-        if c.up() == "(":
-            c.skip_group()
-        else:
-            c.next()
+    read_partitioning(c)
     return c.text_from(start)

@@ -161,6 +161,7 @@ class EventDecoder:
             P.FORMAT_DESCRIPTION_EVENT: self._fde,
             P.QUERY_EVENT: self._query,
             P.QUERY_COMPRESSED_EVENT: self._query,
+            P.EXECUTE_LOAD_QUERY_EVENT: self._execute_load_query,
             P.XID_EVENT: self._xid,
             P.TABLE_MAP_EVENT: self._table_map,
             P.GTID_LOG_EVENT: self._mysql_gtid,
@@ -422,9 +423,19 @@ class EventDecoder:
             checksum=self.checksum,
         )
 
-    def _query(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
+    def _execute_load_query(
+        self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int
+    ) -> BinlogEvent:
+        """A statement-format LOAD DATA's statement: a query event whose post-header has 13 more bytes (the file's
+        id, where its name is in the text, how duplicates go). Its rows are not in the binlog; the capture judges
+        the statement as DML logged as a statement."""
+        return self._query(b, p, end, ts, sid, off, nxt, t, extra=13)
+
+    def _query(
+        self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int, extra: int = 0
+    ) -> BinlogEvent:
         thread_id, _exec, schema_len, error_code, status_len = _QUERY_POST.unpack_from(b, p)
-        status_at = p + 13
+        status_at = p + 13 + extra
         p = status_at + status_len
         if p + schema_len + 1 > end:
             raise ValueError("status variables and schema name overrun the event")

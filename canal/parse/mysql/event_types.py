@@ -57,6 +57,11 @@ IGNORED: Final[dict[int, str]] = {
     P.XA_PREPARE_LOG_EVENT: "the XA PREPARE marker after XA END",
     P.ANNOTATE_ROWS_EVENT: "the statement text beside its rows (MariaDB binlog_annotate_row_events)",
     P.BINLOG_CHECKPOINT_EVENT: "MariaDB crash-recovery checkpoint",
+    # a statement-format LOAD DATA: the file's bytes, then the statement (EXECUTE_LOAD_QUERY_EVENT, read as a query
+    # event), which the capture judges as it judges DML logged as a statement (canal.parse.unmodeled)
+    P.BEGIN_LOAD_QUERY_EVENT: "the first bytes of a statement-format LOAD DATA's file",
+    P.APPEND_BLOCK_EVENT: "more bytes of a statement-format LOAD DATA's file",
+    P.DELETE_FILE_EVENT: "a statement-format LOAD DATA that failed: its file is dropped",
 }
 
 # Event types that carry changes pycanal cannot decode: the dump stops there, naming the event.
@@ -64,12 +69,9 @@ REFUSED: Final[dict[int, str]] = {
     P.INCIDENT_EVENT: "the server logged an incident: changes may be missing from the binlog at this point (a "
     "replica stops here too); check the source, then restart the capture after this position",
     **dict.fromkeys(
-        (P.LOAD_EVENT, P.CREATE_FILE_EVENT, P.APPEND_BLOCK_EVENT, P.EXEC_LOAD_EVENT, P.DELETE_FILE_EVENT),
-        "statement-based LOAD DATA events carry rows pycanal cannot decode; use binlog_format=ROW",
-    ),
-    **dict.fromkeys(
-        (P.NEW_LOAD_EVENT, P.BEGIN_LOAD_QUERY_EVENT, P.EXECUTE_LOAD_QUERY_EVENT),
-        "statement-based LOAD DATA events carry rows pycanal cannot decode; use binlog_format=ROW",
+        (P.LOAD_EVENT, P.CREATE_FILE_EVENT, P.EXEC_LOAD_EVENT, P.NEW_LOAD_EVENT),
+        "statement-based LOAD DATA events of servers before 5.0.3 carry rows pycanal cannot decode; use "
+        "binlog_format=ROW",
     ),
     **dict.fromkeys(
         (P.PRE_GA_WRITE_ROWS_EVENT, P.PRE_GA_UPDATE_ROWS_EVENT, P.PRE_GA_DELETE_ROWS_EVENT),

@@ -1,0 +1,206 @@
+"""The capture's side of the statement contract (:mod:`canal.sql.contract`): which query events stop it.
+
+:func:`capture_verdict` reads a query event's statement(s) and, with the destination's table filter, tells:
+
+* ``unmodeled``: an :class:`UnmodeledStatement` when the statement is of a shape that stops and touches a captured
+  table -- or cannot say which tables it touches (a statement the reader does not know, a multi-table DML): a
+  statement on tables the filter leaves out never stops. A RENAME (``RENAME TABLE``, ``ALTER TABLE ... RENAME TO``)
+  that leaves a captured name holding a table the filter left out -- the cut-over of an online schema change whose
+  own tables are filtered out -- stops too: that table's rows were never captured.
+* ``leaves``: the captured tables a RENAME moved to names the filter leaves out. They leave the capture: the
+  statement's entry says so in its :data:`LEAVES_CAPTURE` prop, and the mirror drops them.
+
+The renames of one statement are followed pair by pair (``a TO tmp, b TO a, tmp TO b`` keeps both captured).
+
+What happens to an unmodeled statement is one decision, :class:`StatementPolicy`, that the converter calls with
+the statement, its tables and its position before anything of it is handed off: :func:`stop` (the default) raises
+:class:`~canal.errors.UnmodeledStatementError`. Healing ("The mirror heals itself": an in-stream snapshot of the
+tables) plugs in here: a policy that arranges a snapshot of ``statement.captured`` at ``statement.position`` and
+returns the props to mark the statement's entry with, so the statement is handed off and the stream goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final, NoReturn, Protocol
+
+import attrs
+
+from canal.errors import UnmodeledStatementError
+from canal.position import EntryPosition
+from canal.sql import AlterTable, RenameTable, RenameTo, Statement, TableName, read_statements
+from canal.sql.contract import Follow, Shape, judge, shape
+from canal.sql.lexer import without_strings
+
+__all__ = [
+    "LEAVES_CAPTURE",
+    "CaptureVerdict",
+    "StatementPolicy",
+    "UnmodeledStatement",
+    "capture_verdict",
+    "leaving_tables",
+    "stop",
+]
+
+LEAVES_CAPTURE: Final = "LEAVES_CAPTURE"
+"""Header prop of a RENAME's entry that moved captured tables to names the destination's filter leaves out: a JSON
+list of ``[schema, table]`` (their new names). Their rows are no longer captured; the mirror drops them."""
+
+_ONTO_CAPTURED: Final = "RENAME TABLE onto a captured name"
+_SHOWN: Final = 200  # characters of a statement an error shows
+
+Captured = Callable[[str, str], bool]
+"""``captured(schema, table)``: whether the destination's filter captures that table."""
+
+
+@attrs.frozen(slots=True)
+class UnmodeledStatement:
+    """A statement the capture cannot follow, met on captured tables.
+
+    ``sql`` is its text as logged (a policy may read it; a message shows :attr:`shown`, never ``sql``);
+    ``schema`` the session's database; ``shape`` the contract's shape that stops it; ``tables`` every table it
+    names (``db.table``, captured or not; empty when it does not say which); ``captured`` those the filter
+    captures; ``position`` where its event starts; ``in_transaction`` whether it is a statement inside a
+    transaction (DML logged as a statement) rather than a transaction of its own (DDL)."""
+
+    sql: str
+    schema: str
+    shape: Shape
+    tables: tuple[str, ...]
+    captured: tuple[str, ...]
+    position: EntryPosition
+    in_transaction: bool
+
+    @property
+    def shown(self) -> str:
+        """The statement as a message may show it: shortened, its string literals left out."""
+        return without_strings(self.sql, _SHOWN)
+
+    def error(self) -> UnmodeledStatementError:
+        """The typed stop naming it."""
+        where = f"{self.position.journal_name}:{self.position.position}"
+        tables = ", ".join(self.tables) if self.tables else "tables it does not name"
+        return UnmodeledStatementError(
+            f"{self.shape.name} on {tables} at {where}: {self.shape.description}. The statement {self.shown!r} "
+            "changes what pycanal cannot follow, so the destination stops before it (nothing of it was handed "
+            "off; a restart stops here again). Mirror the tables anew from a snapshot taken after it (a new "
+            "destination, or this one started after this position), or leave them out of the filter if they need "
+            "not be captured. docs/concepts/fail-closed.md lists what pycanal follows.",
+            statement=self.shown,
+            shape=self.shape.name,
+            tables=self.tables,
+            position=where,
+        )
+
+
+class StatementPolicy(Protocol):
+    """What the converter does with an unmodeled statement, before anything of it is handed off: raise (the
+    statement stops the destination), or return the props its entry gets (the policy took care of it, e.g. by
+    arranging a snapshot of its tables; the entry is handed off). Called again each time the statement is read
+    (a restart reads again what was not acked), so a policy must be idempotent."""
+
+    def __call__(self, statement: UnmodeledStatement) -> Mapping[str, str]: ...
+
+
+def stop(statement: UnmodeledStatement) -> NoReturn:
+    """The default policy: the typed stop (:class:`~canal.errors.UnmodeledStatementError`)."""
+    raise statement.error()
+
+
+@attrs.frozen(slots=True)
+class CaptureVerdict:
+    """What the capture makes of one query event: the statement that stops it (None: it goes on), the captured
+    tables its RENAMEs moved out of the capture (``(schema, table)``, their new names), and the props a
+    :class:`StatementPolicy` that let an unmodeled statement through marks its entry with."""
+
+    unmodeled: UnmodeledStatement | None = None
+    leaves: tuple[tuple[str, str], ...] = ()
+    marks: tuple[tuple[str, str], ...] = ()
+
+    def props(self) -> dict[str, str]:
+        """The entry's props: the tables that leave the capture, and a policy's marks."""
+        props = dict(self.marks)
+        if self.leaves:
+            props[LEAVES_CAPTURE] = json.dumps([list(t) for t in self.leaves], ensure_ascii=False)
+        return props
+
+
+_GOES_ON: Final = CaptureVerdict()
+
+
+def capture_verdict(
+    sql: str,
+    session: str,
+    captured: Captured,
+    position: EntryPosition,
+    *,
+    in_transaction: bool,
+    lower_case: bool = False,
+) -> CaptureVerdict:
+    """The verdict on a query event (not transaction control) of database ``session`` at ``position``;
+    ``lower_case``: the server folds table names (``lower_case_table_names=1``)."""
+    statements = read_statements(sql, strict=False)
+    verdict = judge(statements)
+
+    def qualified(name: TableName) -> tuple[str, str]:
+        db, table = name.schema if name.schema is not None else session, name.name
+        return (db.lower(), table.lower()) if lower_case else (db, table)
+
+    named = [qualified(t) for t in verdict.tables]
+    touched = [t for t in named if captured(*t)]
+    entering, leaves = _renames(statements, qualified, captured)
+    stopping: Shape | None = None
+    if verdict.follow is Follow.STOP and (touched or not verdict.tables_known):
+        stopping = verdict.stops[0]
+    elif entering:
+        stopping = shape(_ONTO_CAPTURED)
+    if stopping is None:
+        return CaptureVerdict(leaves=tuple(leaves)) if leaves else _GOES_ON
+    statement = UnmodeledStatement(
+        sql,
+        session,
+        stopping,
+        tuple(f"{db}.{t}" for db, t in named),
+        tuple(f"{db}.{t}" for db, t in (touched if stopping.name != _ONTO_CAPTURED else entering)),
+        position,
+        in_transaction,
+    )
+    return CaptureVerdict(statement, tuple(leaves))
+
+
+def _renames(
+    statements: Sequence[Statement], qualified: Callable[[TableName], tuple[str, str]], captured: Captured
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The captured names a statement's renames leave holding a table the filter left out, and the captured
+    tables they move to names the filter leaves out (their new names): the renames followed in order."""
+    pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
+    for stmt in statements:
+        if isinstance(stmt, RenameTable):
+            pairs += [(qualified(old), qualified(new)) for old, new in stmt.pairs]
+        elif isinstance(stmt, AlterTable):
+            old = qualified(stmt.table)
+            for action in stmt.actions:
+                if isinstance(action, RenameTo):  # an unqualified new name is in the session's database
+                    pairs.append((old, qualified(action.table)))
+    if not pairs:
+        return [], []
+    holds_captured: dict[tuple[str, str], bool] = {}  # name -> whether the table it holds now was captured
+    exists: dict[tuple[str, str], bool] = {}
+    for old, new in pairs:
+        was = holds_captured.get(old, captured(*old))
+        exists[old] = False
+        exists[new] = True
+        holds_captured[new] = was
+    finals = [name for name, there in exists.items() if there]
+    entering = [name for name in finals if captured(*name) and not holds_captured[name]]
+    leaves = [name for name in finals if not captured(*name) and holds_captured[name]]
+    return entering, leaves
+
+
+def leaving_tables(props: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The ``(schema, table)`` pairs of an entry's (or change row's) :data:`LEAVES_CAPTURE` prop; [] without it."""
+    text = props.get(LEAVES_CAPTURE)
+    if not text:
+        return []
+    return [(str(db), str(table)) for db, table in json.loads(text)]
