@@ -43,7 +43,16 @@ from canal.errors import (
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
-from canal.parse.events import BinlogEvent, HeartbeatEvent, QueryEvent, RotateEvent, RowsEvent
+from canal.parse.events import (
+    BinlogEvent,
+    FormatDescriptionEvent,
+    GtidSetEvent,
+    HeartbeatEvent,
+    IgnoredEvent,
+    QueryEvent,
+    RotateEvent,
+    RowsEvent,
+)
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.source import BinlogSource, RowsForm, SchemaReader
@@ -449,6 +458,8 @@ class EventParser(StartStopContext):
                     else:
                         add(entry)
                     recovering_at_start = False
+                elif merge is not None and event.__class__ in _HEADER_EVENTS and not len(self._buffer):
+                    self._rest_after(event, merge)
                 self._last_event = event
                 if stop.is_set():
                     raise _Interrupted("stop")
@@ -556,10 +567,7 @@ class EventParser(StartStopContext):
                 if active:
                     assert merge is not None
                     resume = restart_position(entries, origin) or self._resume
-                    chunk_entries = merge.after_hand_off(entries, resume)
-                    if chunk_entries:
-                        self.sink(chunk_entries, origin)
-                        self.handed_off += len(chunk_entries)
+                    self.handed_off += merge.after_hand_off(entries, resume, lambda chunk: self.sink(chunk, origin))
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()
@@ -576,10 +584,30 @@ class EventParser(StartStopContext):
             if rest is None or not self._started:
                 return
             origin, entries = rest
-            chunk_entries = merge.due(entries[-1], restart_position(entries, origin) or self._resume)
-            if chunk_entries:
-                self.sink(chunk_entries, origin)
-                self.handed_off += len(chunk_entries)
+            resume = restart_position(entries, origin) or self._resume
+            self.handed_off += merge.due(entries[-1], resume, lambda chunk: self.sink(chunk, origin))
+
+    def _rest_after(self, event: BinlogEvent, merge: StreamMerge) -> None:
+        """An event between transactions that makes no entry -- a binlog file's header events (its format
+        description, GTID list, MariaDB's Binlog_checkpoint), which follow a rotation's rest at the file's start: the
+        stream rests after it. So a snapshot chunk placed there (read just after the rotation, on a server that
+        writes nothing more) joins now, not at the next transaction or server heartbeat."""
+        if not merge.active or not self._converter.between_transactions:
+            return
+        with self._hand_off_lock:
+            rest = self._rest
+            if rest is None or not self._started:
+                return
+            origin, entries = rest
+            last = entries[-1].header
+            at = EntryPosition(event.log_file, event.next_offset)
+            rested = EntryPosition(last.log_file, last.next_offset if entries[-1].is_boundary else last.log_offset)
+            if not last.log_file or not _ends_before(rested, at):
+                return  # only forward (a dump's artificial events carry offset 0)
+            resting = self._converter.resting_at(at)
+            self._rest = (origin, [resting])
+            resume = restart_position(entries, origin) or self._resume
+            self.handed_off += merge.due(resting, resume, lambda chunk: self.sink(chunk, origin))
 
     def _recorded(self, position: LogPosition) -> None:
         self._resume = position
@@ -667,6 +695,10 @@ class EventParser(StartStopContext):
                     side.close()
                 except Exception as exc:  # the detector is ending; its connection is dropped either way
                     self._log.debug("closing the detecting connection failed: %s", exc)
+
+
+_HEADER_EVENTS = frozenset({FormatDescriptionEvent, GtidSetEvent, IgnoredEvent})
+"""Events that make no entry between transactions: a rest moves past them (:meth:`EventParser._rest_after`)."""
 
 
 def _ends_before(a: EntryPosition, b: EntryPosition) -> bool:
