@@ -114,6 +114,8 @@ def test_numbers_into_float(value: Any, expected: float) -> None:
         ("\t5", 5, "5.00"),
         ("12.345abc", 12, "12.35"),
         ("1.005", 1, "1.01"),
+        ("ünïcödé", 0, "0.00"),
+        ("é5", 0, "0.00"),
     ],
 )
 def test_text_read_as_a_number(text: str, integer: int, decimal: str) -> None:
@@ -121,7 +123,7 @@ def test_text_read_as_a_number(text: str, integer: int, decimal: str) -> None:
     assert cv.decimal_text(cv.to_decimal(cv.text_decimal(text), t("decimal(6,2)"))) == decimal
 
 
-@pytest.mark.parametrize("text", ["\n5", "\u00a05", "\uff15"])
+@pytest.mark.parametrize("text", ["\n5", "\u00a05", "\uff15", "-x", "+", ".e1"])
 def test_text_the_mirror_may_read_otherwise_is_not_modeled(text: str) -> None:
     with pytest.raises(cv.Unmodeled):
         cv.text_integer(text)

@@ -188,14 +188,19 @@ _NUMBER_PREFIX: Final = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE
 
 
 def _number_text(text: str, pattern: re.Pattern[str]) -> str | None:
-    """The number ``text`` begins with (after spaces and tabs), None when it begins with none; Unmodeled where the
-    server may read more than the mirror (another space character, a character that is not ASCII)."""
+    """The number ``text`` begins with (after spaces and tabs), None when it begins with none (a letter, any
+    character that is neither a space nor a digit nor a sign); Unmodeled where the server may read more than the
+    mirror."""
     rest = text.lstrip(_LEADING)
     match = pattern.match(rest)
     if match is not None:
         return match.group()
-    if rest and (rest[0].isspace() or not rest[0].isascii()):
-        raise Unmodeled(text, "text that begins with a space character or a character that is not ASCII")
+    if _NUMBER_PREFIX.match(rest) is not None:
+        return None  # a number without leading digits, into an integer ('.5' is 0)
+    if rest and (rest[0].isspace() or rest[0].isdigit() or rest[0] in "+-."):
+        # another space character (a newline, U+00A0), a digit that is not ASCII (U+FF15), a sign the server may read
+        # past: what it reads there is not measured
+        raise Unmodeled(text, "text that begins with a space character, a digit or a sign the mirror does not read")
     return None
 
 

@@ -35,7 +35,6 @@ from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog
-from canal.schema.foreign_keys import CHANGING_ACTIONS
 from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
 from canal.sql import (
     AlterDatabase,
@@ -118,15 +117,13 @@ class SchemaTracker:
         if not start.position.journal_name or start.gtid_set:
             history.bootstrap(read_at, catalog, origin=source.address)
             return
-        must_scan = _key(start.position) < _key(read_at) and _changing_foreign_keys(catalog)
-        if source.logs_column_names and not must_scan:
-            # the binlog names every row: the history serves as a cross-check from the read on, and the binlog
-            # between the start and the read need not be scanned (a first start at an old position stays cheap).
-            # Not so when foreign keys' actions change rows: those only the history names (the FOREIGN_KEY_ACTIONS
-            # of a parent's change), so it must hold them from the start, as when it names the rows too.
-            at = read_at if _key(start.position) < _key(read_at) else start.position
-            history.bootstrap(at, catalog, origin=source.address)
+        if not _key(start.position) < _key(read_at):
+            history.bootstrap(start.position, catalog, origin=source.address)  # the layouts read hold at the start
             return
+        # the binlog between the start and the read is scanned (its query events; rows are not decoded) even where
+        # the binlog names every row: what only the history names must hold from the start -- the foreign keys'
+        # actions of a parent's change (FOREIGN_KEY_ACTIONS), and the types an ALTER converts values from
+        # (RETYPED_FROM, which the mirror converts them by)
         found = layout_ddl_between(source, start.position, read_at)
         if history.lower_case_names:  # the catalog read holds the names the server stores
             found = [attrs.evolve(d, statement=fold_table_names(d.statement), schema=d.schema.lower()) for d in found]
@@ -147,11 +144,13 @@ class SchemaTracker:
         ddl = next((d.describe() for d in found if created_in_range([d]) is None), found[0].describe())
         if source.logs_column_names:
             # the binlog names the rows; the history starts at the read, and the changes before it name the foreign
-            # keys' actions the tables have at the read (the DDL between may have changed them: say so)
+            # keys' actions the tables have at the read (the DDL between may have changed them: say so), and no
+            # types an ALTER converted from (the mirror stops at a conversion they decide)
             history.bootstrap(read_at, catalog, origin=source.address)
             self._log.warning(
                 "schema history starts at %s, not at %s: %s lies between them, so the foreign keys' actions named by "
-                "the changes before %s are those of the tables at that point",
+                "the changes before %s are those of the tables at that point, and the ALTERs before it name no types "
+                "they converted values from",
                 read_at,
                 start.position,
                 ddl,
@@ -164,16 +163,6 @@ class SchemaTracker:
             f"cannot be named; {RECOVERY}",
             position=str(start.position),
         )
-
-
-def _changing_foreign_keys(catalog: SchemaCatalog) -> bool:
-    """Whether a table of ``catalog`` has a foreign key whose action changes its rows (ON DELETE / UPDATE CASCADE,
-    SET NULL, SET DEFAULT)."""
-    return any(
-        fk.on_delete in CHANGING_ACTIONS or fk.on_update in CHANGING_ACTIONS
-        for table in catalog
-        for fk in table.foreign_keys
-    )
 
 
 def read_layouts(
