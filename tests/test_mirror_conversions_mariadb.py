@@ -305,25 +305,30 @@ def test_added_columns_defaults_are_stored_as_the_server_stores_them(mariadb: Ma
 def test_a_history_started_after_the_alter_names_no_types_and_the_mirror_stops(
     mariadb: MariaDBDatabase, tmp_path: Path
 ) -> None:
-    """A capture whose first start comes after a narrowing ALTER reads the table's layout after it: its schema history
-    cannot tell the types before (it named the types after as RETYPED_FROM, and the mirror kept 'abcdefgh' where
-    SELECT shows 'abc'). The mirror then converts what the stored kind decides (an integer clipped) and stops typed
-    where the type before decides (text), nothing of the ALTER written."""
+    """A capture whose first start comes before an ALTER of a table that existed before that start reads the table's
+    layout after the ALTER: its schema history cannot tell the types before it (it named the types after as
+    RETYPED_FROM, and the mirror kept 'abcdefgh' where SELECT shows 'abc'). The mirror then converts what the stored
+    kind decides (an integer clipped) and stops typed where the type before decides (text), nothing of that ALTER
+    written. (A table created after the start is followed from its CREATE: the history scans the binlog before.)"""
     db = mariadb.database
     conn = mariadb.connect(charset="utf8mb4")
-    config = capture_config(mariadb, tmp_path / "meta", master_position(conn), "late", schema=db)
-    mirror = DeltaMirror(tmp_path / "mirror")
     _execute(
         conn,
         "SET SESSION sql_mode = ''",
         f"CREATE TABLE `{db}`.n (id INT PRIMARY KEY, a INT, c VARCHAR(10))",
-        f"INSERT INTO `{db}`.n VALUES (1, 1000, 'abcdefgh')",
+        f"INSERT INTO `{db}`.n VALUES (1, 5, 'before')",
+    )
+    config = capture_config(mariadb, tmp_path / "meta", master_position(conn), "late", schema=db)
+    mirror = DeltaMirror(tmp_path / "mirror")
+    _execute(
+        conn,
+        f"INSERT INTO `{db}`.n VALUES (2, 1000, 'abcdefgh')",
         f"ALTER TABLE `{db}`.n MODIFY a TINYINT",
         f"ALTER TABLE `{db}`.n MODIFY c VARCHAR(3)",
     )
     with pytest.raises(MirrorConversionError, match=r"column 'c'.*type before the statement is unknown") as stop:
         run_caught_up(conn, config, None, mirror)
     assert stop.value.table == f"{db}.n" and stop.value.column == "c"
-    assert mirror.read(db, "n").to_pylist() == [{"id": 1, "a": 127, "c": "abcdefgh"}]  # the ALTER of c: not written
+    assert mirror.read(db, "n").to_pylist() == [{"id": 2, "a": 127, "c": "abcdefgh"}]  # the ALTER of c: not written
     mirror.close()
     conn.close()
