@@ -6,8 +6,9 @@ the strict default, and mirrored again -- through change rows or typed batches. 
 types and the statement, with nothing of the ALTER written (the table as it was before). A strict ALTER the server
 refuses logs nothing: there is nothing to follow.
 
-CI plays ``PYCANAL_CONVERSION_EXAMPLES`` examples (default 10, about 40 s here); a longer run sets it higher (the
-report of the run that found the conversions the mirror models played 1,500). A failure prints the SQL.
+CI plays ``PYCANAL_CONVERSION_EXAMPLES`` examples, half through each path (default 24, about 20 s here); a longer
+run sets it higher, without pytest's timeout: ``PYCANAL_CONVERSION_EXAMPLES=3000 pytest --timeout=0 -k every
+tests/test_mirror_conversions_mariadb.py``. A failure prints the SQL.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = int(os.environ.get("PYCANAL_CONVERSION_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("PYCANAL_CONVERSION_EXAMPLES", "24"))
 
 _INTS = ["0", "1", "-1", "5", "69", "70", "127", "-128", "255", "1000", "2024", "-5", "2147483647", "NULL"]
 _WIDE = ["9223372036854775807", "-9223372036854775808", "18446744073709551615", "65", "NULL", "0", "3"]
