@@ -282,6 +282,13 @@ def test_every_modeled_pair_is_between_families() -> None:
     assert ("time", "datetime") not in MODELED and not any(source == "float" for source, _target in MODELED)
 
 
+def test_a_column_of_nulls_converts_whatever_the_types() -> None:
+    assert _apply("float", "double", [None, None], pa.float64()) == [None, None]  # FLOAT to DOUBLE: no value, no stop
+    assert _apply("time", "datetime", [], pa.string()) == []
+    with pytest.raises(MirrorConversionError, match="may be a zero date"):  # a NULL date may be a zero date
+        _apply("date", "varchar(10) character set utf8mb4", [None], pa.date32(), zero_dates="null")
+
+
 def test_a_type_before_unknown_converts_only_where_the_stored_kind_decides() -> None:
     assert _apply(None, "tinyint(4)", [1000, None], pa.int64()) == [127, None]  # any integer, YEAR or BIT: a number
     with pytest.raises(MirrorConversionError, match="type before the statement is unknown"):
@@ -302,6 +309,16 @@ def test_an_unmodeled_pair_the_history_names_stops_the_batch_before_it_writes(tm
     assert stop.value.table == "s.t" and stop.value.column == "v"
     assert values(mirror.read("s", "t")) == {1: "x"}  # nothing of the batch: not even the row before the ALTER
     mirror.close()
+    # a table created in the batch holds no value to convert: its ALTER converts nothing, whatever the types
+    fresh = DeltaMirror(tmp_path / "fresh")
+    fresh.apply(
+        batch(
+            ddl("t", "CREATE", CREATE.format(table="t")), ddl("t", "ALTER", "ALTER TABLE t MODIFY v TIME", props=types)
+        ),
+        1,
+    )
+    assert fresh.read("s", "t").num_rows == 0 and fresh.read("s", "t").column_names == ["id", "v"]
+    fresh.close()
 
 
 def test_the_contract_page_holds_the_generated_conversions_table() -> None:

@@ -164,7 +164,12 @@ class Conversion:
             return column
         new = read_column_type(self.new, strict=False)
         converted = column
-        if not self.identity:
+        if not self.identity and _only_nulls(column):  # no value: NULL is NULL whatever the types
+            dated = pa.types.is_date32(column.type) or pa.types.is_timestamp(column.type)
+            if zero_dates == "null" and sourced_nulls and dated and family(new) not in _DATED:
+                raise self.stop("a NULL the mirror holds may be a zero date (zero_dates='null'), which becomes a value")
+            converted = pa.nulls(len(column), arrow_type(self.new))
+        elif not self.identity:
             old = self._known_or_assumed(column, new)
             if zero_dates == "null" and sourced_nulls and family(old) in _DATED and family(new) not in _DATED:
                 raise self.stop("a NULL the mirror holds may be a zero date (zero_dates='null'), which becomes a value")
@@ -736,11 +741,13 @@ def _json_object(text: str | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def check_batch_conversions(steps: Sequence[Any]) -> None:
+def check_batch_conversions(steps: Sequence[Any], rows_now: Callable[[str, str], Any]) -> None:
     """Before anything of a batch is written: the typed stop for the first ALTER of ``steps`` (the batch's planned
     steps: plans by table, renames, drops) that converts a column between types the schema history names
-    (RETYPED_FROM and RETYPED_TO) and the mirror does not model. (A conversion of a column whose types the history
-    does not name, or that stops on a value, stops when its step is applied, before that step writes anything.)"""
+    (RETYPED_FROM and RETYPED_TO) and the mirror does not model -- where the mirror holds values of it (``rows_now``:
+    a held table's current rows, None for a table not held; a column of NULLs converts exactly whatever the types).
+    A conversion of a column whose types the history does not name, or that stops on a value, stops when its step
+    is applied, before that step writes anything."""
     plans = [plan for step in steps if isinstance(step, dict) for plan in step.values()]
     for plan in plans:
         for row, _kind, sql in plan.ddl:
@@ -752,5 +759,14 @@ def check_batch_conversions(steps: Sequence[Any]) -> None:
             known_from = _json_object(state.get(RETYPED_FROM_PROP))
             rule = fractions_rule(state)
             for column, new in _json_object(state.get(RETYPED_TO_PROP)).items():
-                conversion = Conversion(key, column, column, known_from.get(column), new, True, sql, zone, rule)
-                conversion.check()
+                try:
+                    Conversion(key, column, column, known_from.get(column), new, True, sql, zone, rule).check()
+                except MirrorConversionError:
+                    held = rows_now(plan.schema, plan.table)
+                    if held is None or column not in held.column_names or _only_nulls(held.column(column)):
+                        continue  # nothing to convert (yet: the step looks again at the values it meets)
+                    raise
+
+
+def _only_nulls(column: Any) -> bool:
+    return bool(column.null_count == len(column))

@@ -83,10 +83,10 @@ class TableDDL:
         return sorted(found)
 
     @staticmethod
-    def check_conversions(steps: list[Any]) -> None:
-        """Before a batch writes anything: an ALTER among its ``steps`` that converts values between types the mirror
-        does not model stops it (:func:`canal.lake.conversions.check_batch_conversions`)."""
-        check_batch_conversions(steps)
+    def check_conversions(steps: list[Any], rows_now: Callable[[str, str], Any]) -> None:
+        """Before a batch writes anything: an ALTER among its ``steps`` that converts values the mirror holds between
+        types it does not model stops it (:func:`canal.lake.conversions.check_batch_conversions`)."""
+        check_batch_conversions(steps, rows_now)
 
     def evolution(self, plan: TablePlan, path: str | None) -> Evolution | None:
         """What the batch's statements do to the table (None: none of them changes a layout)."""
