@@ -22,9 +22,7 @@ made NOT NULL: its NULLs take the type's zero value, as the server gives them un
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final
@@ -49,7 +47,6 @@ __all__ = [
     "family",
     "fractions_rule",
     "statement_conversions",
-    "stored_default",
 ]
 
 _TIME_ROUND_FRACTIONAL: Final = 1 << 34  # MariaDB's sql_mode bit
@@ -676,62 +673,6 @@ def _text_of(column: TableColumn | None, table: TableDef | None, mariadb: bool) 
     if column.charset == UNKNOWN_CHARSET or (column.charset is None and table.charset == UNKNOWN_CHARSET):
         return mysql_type_text(column, mariadb)  # the table's charset, which the catalog does not know
     return type_with_charset(column, table.charset, mariadb)
-
-
-_MOMENT: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
-_TIME: Final = re.compile(r"-?\d{1,3}:\d{2}:\d{2}(?:\.\d{1,6})?")
-
-
-def stored_default(
-    text: str | None, literal: Any, column_type: str, rule: str | None, table: str, column: str, sql: str
-) -> str | None:
-    """A column's literal DEFAULT (canal text; ``literal`` the value the SQL reader read) as the rows ``ADD COLUMN``
-    gives it store it (measured): fractional seconds beyond the type's cut by the statement's ``rule`` (a typed stop
-    where it is unknown), a CHAR without trailing spaces, a SET's labels in the definition's order, an ENUM's label
-    as written, a YEAR given as 1-99 in 2001-2069 / 1970-1999, a DECIMAL rounded half away from zero."""
-    if text is None:
-        return None
-    t = read_column_type(column_type, strict=False)
-    kind = family(t)
-    try:
-        if kind in ("datetime", "timestamp") and (moment := _MOMENT.fullmatch(text)) is not None and moment[7]:
-            year, month, day, hour, minute, second = (int(part) for part in moment.groups()[:6])
-            days = (dt.date(year, month, day) - dt.date(1970, 1, 1)).days if year else None
-            if days is None:
-                raise cv.Unmodeled(text, "a DEFAULT in year 0 with fractional seconds")
-            micros = ((days * 86400 + hour * 3600 + minute * 60 + second) * 10**6) + int(moment[7].ljust(6, "0"))
-            return cv.datetime_text(cv.narrow_fraction(micros, cv.fsp(t), rule, signed=False), cv.fsp(t))
-        if kind == "time":
-            if not _TIME.fullmatch(text):
-                raise cv.Unmodeled(text, "a TIME DEFAULT not written as [-]HH:MM:SS[.ffffff]")
-            return cv.time_text(cv.narrow_fraction(cv.time_micros(text), cv.fsp(t), rule, signed=True), cv.fsp(t))
-        if kind == "text" and t.base == "char":
-            return text.rstrip(" ")
-        if kind == "set":
-            return cv.set_labels(text, t.labels)
-        if kind == "enum":
-            if text.rstrip(" ") not in t.labels:
-                raise cv.Unmodeled(text, "a DEFAULT that is no label as written (the collation decides)")
-            return text.rstrip(" ")
-        if kind == "year":
-            if isinstance(literal, int) and not isinstance(literal, bool):
-                return str(cv.to_year(literal))
-            if not (len(text) == 4 and text.isdigit()):
-                raise cv.Unmodeled(text, "a YEAR DEFAULT given as text other than four digits")
-        if kind == "decimal" and isinstance(literal, int | Decimal | float) and not isinstance(literal, bool):
-            return cv.decimal_text(cv.to_decimal(literal, t))
-    except (cv.Unmodeled, ValueError) as exc:
-        why = exc.why if isinstance(exc, cv.Unmodeled) else str(exc)
-        raise MirrorConversionError(
-            f"{table}: {sql[:200]!r} adds column {column!r} ({column_type}) with DEFAULT {text!r}: {why}, which the "
-            "mirror does not reproduce exactly for the rows the table holds. Nothing of the step was written. Mirror "
-            "the table anew from a snapshot taken after the statement.",
-            table=table,
-            column=column,
-            to_type=column_type,
-            statement=sql,
-        ) from None
-    return text
 
 
 def _json_object(text: str | None) -> dict[str, str]:

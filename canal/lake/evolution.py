@@ -13,7 +13,9 @@ the table is dropped (an OR REPLACE's old rows go), and its first rows create it
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final
@@ -21,13 +23,14 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import SchemaError
+from canal.lake import converters as cv
 from canal.lake.conversions import KEPT as _KEPT
 from canal.lake.conversions import UNKNOWN_CHARSET as _UNKNOWN_CHARSET
-from canal.lake.conversions import Conversion, fractions_rule, statement_conversions, stored_default
+from canal.lake.conversions import Conversion, family, fractions_rule, statement_conversions
 from canal.lake.converters import time_text
 from canal.lake.ddl_text import ddl_statement
 from canal.lake.time_zones import MirrorTimeZoneError, StatementZone, literal_to_utc
-from canal.lake.types import MirrorError, ZeroDates, arrow_type
+from canal.lake.types import MirrorConversionError, MirrorError, ZeroDates, arrow_type
 from canal.lake.versioning import known_periods, period_fill, versioning_change
 from canal.parse.convert import RETYPED_FROM_PROP
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
@@ -301,7 +304,7 @@ def _fill(
     mariadb: bool,
 ) -> Any:
     """The value an added column's existing rows read (:func:`existing_rows_value`) as the column stores it
-    (:func:`canal.lake.conversions.stored_default`: fractional seconds cut by the statement's ``rule``, ...); a
+    (:func:`stored_default`: fractional seconds cut by the statement's ``rule``, ...); a
     TIMESTAMP's DEFAULT names a local time in the statement's zone, which the server stores as the UTC instant."""
     value = existing_rows_value(key, definition, column, mariadb=mariadb)
     if definition.default is not None and definition.default.literal:
@@ -360,6 +363,62 @@ def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn, 
     if column.base in INTEGER_TYPES or column.base in ("decimal", "float", "double", "bit"):
         return "0"
     return ""
+
+
+_MOMENT: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+_TIME: Final = re.compile(r"-?\d{1,3}:\d{2}:\d{2}(?:\.\d{1,6})?")
+
+
+def stored_default(
+    text: str | None, literal: Any, column_type: str, rule: str | None, table: str, column: str, sql: str
+) -> str | None:
+    """A column's literal DEFAULT (canal text; ``literal`` the value the SQL reader read) as the rows ``ADD COLUMN``
+    gives it store it (measured): fractional seconds beyond the type's cut by the statement's ``rule`` (a typed stop
+    where it is unknown), a CHAR without trailing spaces, a SET's labels in the definition's order, an ENUM's label
+    as written, a YEAR given as 1-99 in 2001-2069 / 1970-1999, a DECIMAL rounded half away from zero."""
+    if text is None:
+        return None
+    t = read_column_type(column_type, strict=False)
+    kind = family(t)
+    try:
+        if kind in ("datetime", "timestamp") and (moment := _MOMENT.fullmatch(text)) is not None and moment[7]:
+            year, month, day, hour, minute, second = (int(part) for part in moment.groups()[:6])
+            days = (dt.date(year, month, day) - dt.date(1970, 1, 1)).days if year else None
+            if days is None:
+                raise cv.Unmodeled(text, "a DEFAULT in year 0 with fractional seconds")
+            micros = ((days * 86400 + hour * 3600 + minute * 60 + second) * 10**6) + int(moment[7].ljust(6, "0"))
+            return cv.datetime_text(cv.narrow_fraction(micros, cv.fsp(t), rule, signed=False), cv.fsp(t))
+        if kind == "time":
+            if not _TIME.fullmatch(text):
+                raise cv.Unmodeled(text, "a TIME DEFAULT not written as [-]HH:MM:SS[.ffffff]")
+            return cv.time_text(cv.narrow_fraction(cv.time_micros(text), cv.fsp(t), rule, signed=True), cv.fsp(t))
+        if kind == "text" and t.base == "char":
+            return text.rstrip(" ")
+        if kind == "set":
+            return cv.set_labels(text, t.labels)
+        if kind == "enum":
+            if text.rstrip(" ") not in t.labels:
+                raise cv.Unmodeled(text, "a DEFAULT that is no label as written (the collation decides)")
+            return text.rstrip(" ")
+        if kind == "year":
+            if isinstance(literal, int) and not isinstance(literal, bool):
+                return str(cv.to_year(literal))
+            if not (len(text) == 4 and text.isdigit()):
+                raise cv.Unmodeled(text, "a YEAR DEFAULT given as text other than four digits")
+        if kind == "decimal" and isinstance(literal, int | Decimal | float) and not isinstance(literal, bool):
+            return cv.decimal_text(cv.to_decimal(literal, t))
+    except (cv.Unmodeled, ValueError) as exc:
+        why = exc.why if isinstance(exc, cv.Unmodeled) else str(exc)
+        raise MirrorConversionError(
+            f"{table}: {sql[:200]!r} adds column {column!r} ({column_type}) with DEFAULT {text!r}: {why}, which the "
+            "mirror does not reproduce exactly for the rows the table holds. Nothing of the step was written. Mirror "
+            "the table anew from a snapshot taken after the statement.",
+            table=table,
+            column=column,
+            to_type=column_type,
+            statement=sql,
+        ) from None
+    return text
 
 
 def _stored_text(table: str, column: TableColumn, value: object, mariadb: bool) -> str:
