@@ -165,6 +165,7 @@ class EventParser(StartStopContext):
         # read (read_position). A plain attribute store per event; the position is worked out only when asked.
         self._last_event: BinlogEvent | None = None
         self._read_to: EntryPosition | None = None
+        self._read_server_id: int | None = None  # the server_id of the server the dump reads
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -193,16 +194,18 @@ class EventParser(StartStopContext):
         """How far the dump has read: the end of the furthest event read (a rotate's next file, a heartbeat's
         coordinates), None before the first. Every event before it has been handed off, or made no entry (a filtered
         table, an XA PREPARE): a reader that wants everything up to a master position waits for this to reach it,
-        since its restart point (:attr:`position`) stays at the last boundary's *start*."""
+        since its restart point (:attr:`position`) stays at the last boundary's *start*. Its ``server_id`` is the
+        server's whose binlog it is in (after a switch to the standby, the standby's)."""
         event = self._last_event
         if event is None:
             return self._read_to
+        server = self._read_server_id
         if isinstance(event, RotateEvent):
-            reached = EntryPosition(journal_name=event.next_file, position=event.next_position)
+            reached = EntryPosition(journal_name=event.next_file, position=event.next_position, server_id=server)
         elif isinstance(event, HeartbeatEvent):
-            reached = EntryPosition(journal_name=event.log_file, position=event.offset)
+            reached = EntryPosition(journal_name=event.log_file, position=event.offset, server_id=server)
         else:
-            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset)
+            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset, server_id=server)
         known = self._read_to
         if known is None or _ends_before(known, reached):
             self._read_to = known = reached  # artificial events (offset 0) and re-reads after a reconnect go back
@@ -321,9 +324,21 @@ class EventParser(StartStopContext):
                     self._reset_to_master = True
                     self._retry.clear_purge()
                     return
+                if self.switches and self.config.gtid_mode:
+                    # after a switch, a GTID the new server does not have was written on the old master and never
+                    # replicated: no newer start position recovers it
+                    raise BinlogPurgedError(
+                        f"binlog position {where} is not on {self._active.address}, the server the parser switched "
+                        f"to (errno {PURGED_ERRNO}: {exc}): this server purged it, or a transaction its GTIDs name "
+                        "was written on the old master and never reached this server -- lost in the failover, after "
+                        "it was handed to consumers. What they applied of it is not on this server: rebuild them from "
+                        "a snapshot of it",
+                        errno=PURGED_ERRNO,
+                    ) from exc
                 raise BinlogPurgedError(
-                    f"binlog position {where} is no longer on {self._active.address} (purged, errno {PURGED_ERRNO}); "
-                    "set a newer start position, or enable reset_on_purge to restart from the current position",
+                    f"binlog position {where} is no longer on {self._active.address} (purged, errno {PURGED_ERRNO}: "
+                    f"{exc}); set a newer start position, or enable reset_on_purge to restart from the current "
+                    "position",
                     errno=PURGED_ERRNO,
                 ) from exc
             purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
@@ -388,6 +403,7 @@ class EventParser(StartStopContext):
                 self._resume = LogPosition(self._identity(active), start.position, start.rows_done)
             self._log.info("dumping from %s at %s", source.address, start)
             self._converter.reset(start.position, start.rows_done, server_id=source.server_id())
+            self._read_server_id = source.server_id()
             # names as the server stores them (lower_case_table_names=1): DDL entries and the history fold them
             lower_case = isinstance(source, SchemaReader) and source.lower_case_names
             self._converter.lower_case_names = lower_case

@@ -42,7 +42,7 @@ from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
 from canal.schema.columns import TableColumn, effective_charset, mysql_type_text, type_with_charset
-from canal.schema.foreign_keys import ForeignKey, action_edges
+from canal.schema.foreign_keys import ActionIndex, ForeignKey, action_edges, action_index
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
 from canal.sql import (
     AlterDatabase,
@@ -239,8 +239,9 @@ class SchemaHistory:
         # each start): DDL names are folded as the server folds them, so the history keys tables as rows name them
         self.lower_case_names = False
         # the foreign keys each table's row changes follow, for the state of ``version``: looked up on every
-        # DELETE / UPDATE rows event of a statement that maps other tables
-        self._actions: tuple[int, dict[tuple[str, str], list[dict[str, Any]]]] = (-1, {})
+        # DELETE / UPDATE rows event, so the catalog's index of them is built once per state, not per table (a
+        # pass over 2,000 tables for each table's first row change made a stream over many tables quadratic)
+        self._actions: tuple[int, ActionIndex, dict[tuple[str, str], list[dict[str, Any]]]] = (-1, {}, {})
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
 
     @contextlib.contextmanager
@@ -369,18 +370,19 @@ class SchemaHistory:
         ``layout``: its child's columns as ``[name, mysql_type, is_key]``."""
         with self._lock:
             self._ensure_loaded()
+            catalog = self._catalog
             if self._actions[0] != self.version:
-                self._actions = (self.version, {})
-            known = self._actions[1].get((db, name))
+                self._actions = (self.version, action_index((t.db, t.name, t.foreign_keys) for t in catalog), {})
+            _version, index, known_edges = self._actions
+            known = known_edges.get((db, name))
             if known is not None:
                 return [dict(edge) for edge in known]
-            catalog = self._catalog
-            edges = action_edges(((t.db, t.name, t.foreign_keys) for t in catalog), db, name)
+            edges = action_edges(index, db, name)
             for edge in edges:
                 child = catalog.get(edge["db"], edge["table"])
                 schema = None if child is None else child.table_schema(mariadb=self.mariadb)
                 edge["layout"] = None if schema is None else [[c.name, c.mysql_type, c.is_key] for c in schema.columns]
-            self._actions[1][(db, name)] = edges
+            known_edges[(db, name)] = edges
             return [dict(edge) for edge in edges]
 
     def implicit_columns(self, session: str, sql: str) -> list[str]:

@@ -71,21 +71,30 @@ class RunStats:
     # of those, how many ended done with every row of theirs handled: the entries acked reach where the snapshot's
     # entries end in the store (SnapshotRunner.stored_through)
     snapshots_handled: int = 0
+    # the server_id of the server whose binlog last_file / drained_file are in (None: not known)
+    last_server_id: int | None = None
+    drained_server_id: int | None = None
 
-    def reached(self, file: str, offset: int) -> bool:
+    def reached(self, file: str, offset: int, server_id: int | None = None) -> bool:
         """Whether every event before ``file:offset`` -- a position between transactions, as ``SHOW MASTER STATUS``
         gives -- was handled (and acked): the last entry handled ends there or after, or the stream was found drained
         with the parser's reading there or after; and every snapshot the instance started was handled whole (its
         chunks join the stream at positions of their own, so a position says nothing of them). A snapshot that
-        failed or was stopped is never handled here: its rows come after the next start, which resumes it."""
+        failed or was stopped is never handled here: its rows come after the next start, which resumes it. A
+        position means something in one server's binlog only: after a switch to the standby (whose binlog numbering
+        may be far behind the old master's), give the server's ``server_id`` -- the old master's positions then count
+        for nothing."""
         from canal.position import journal_number
 
         if self.snapshots_handled < self.snapshots:
             return False
         target = (journal_number(file), offset)
         return any(
-            at is not None and (journal_number(at), next_offset) >= target
-            for at, next_offset in ((self.last_file, self.last_next_offset), (self.drained_file, self.drained_offset))
+            at is not None and server_id in (None, server) and (journal_number(at), next_offset) >= target
+            for at, next_offset, server in (
+                (self.last_file, self.last_next_offset, self.last_server_id),
+                (self.drained_file, self.drained_offset, self.drained_server_id),
+            )
         )
 
 
@@ -423,6 +432,7 @@ def run_batches(
             puller.ack(ack_ids)  # entries dropped as already handed to fn, if any
             if not ack_ids and read is not None and read.journal_name and read.position is not None:
                 stats.drained_file, stats.drained_offset = read.journal_name, read.position
+                stats.drained_server_id = read.server_id
             stats.decode_s += time.perf_counter() - began
             if not ack_ids and idle_stop_s is not None and time.monotonic() - idle_since > idle_stop_s:
                 break
@@ -453,9 +463,10 @@ def run_batches(
         puller.ack(ack_ids)
         if rows.num_rows and journal_file is not None:
             journal_file.done(batch_id, puller.behind, log_server_id(entries[-1]))
-        last_binlog = next((e.header for e in reversed(entries) if not _is_snapshot(e)), None)
-        if last_binlog is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
-            stats.last_file, stats.last_next_offset = last_binlog.log_file, last_binlog.next_offset
+        last_entry = next((e for e in reversed(entries) if not _is_snapshot(e)), None)
+        if last_entry is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
+            stats.last_file, stats.last_next_offset = last_entry.header.log_file, last_entry.header.next_offset
+            stats.last_server_id = log_server_id(last_entry)
     return stats
 
 
