@@ -463,6 +463,7 @@ class EventDecoder:
             error_code=error_code,
             time_zone=status.time_zone,
             micros=status.micros,
+            sql_mode=status.sql_mode,
         )
 
     def _xid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
