@@ -14,7 +14,9 @@ no row decoding) for statements that change a layout:
   :class:`~canal.errors.SchemaError` naming the DDL and the recovery, never silently misnamed.
 
 A server that logs column names (``binlog_row_metadata=FULL``) names every row itself: the history starts at the
-read without a scan (a first start at an old position stays cheap) and serves as the cross-check from there.
+read without a scan (a first start at an old position stays cheap) and serves as the cross-check from there -- unless
+only the history gives what some rows need: foreign keys whose actions change rows, or a column whose value depends on
+a type the binlog does not say (MariaDB's UUID / INET6 / INET4, logged as BINARY(n); a FLOAT(M,D)'s decimals).
 
 A source that cannot tell its layouts (a directory of binlog files) starts an empty history: tables created in the
 files read are known, others only if the files log column names (else their rows fail with SchemaError).
@@ -50,6 +52,7 @@ from canal.sql import (
     TruncateTable,
     fold_table_names,
 )
+from canal.sql.values import FIXED_BINARY_SIZES
 
 __all__ = ["SchemaTracker", "created_in_range", "first_layout_ddl", "layout_ddl_between", "read_layouts"]
 
@@ -116,12 +119,16 @@ class SchemaTracker:
         if not start.position.journal_name or start.gtid_set:
             history.bootstrap(read_at, catalog, origin=source.address)
             return
-        must_scan = _key(start.position) < _key(read_at) and _changing_foreign_keys(catalog)
+        must_scan = _key(start.position) < _key(read_at) and (
+            _changing_foreign_keys(catalog) or _typed_by_the_history(catalog)
+        )
         if source.logs_column_names and not must_scan:
             # the binlog names every row: the history serves as a cross-check from the read on, and the binlog
             # between the start and the read need not be scanned (a first start at an old position stays cheap).
             # Not so when foreign keys' actions change rows: those only the history names (the FOREIGN_KEY_ACTIONS
-            # of a parent's change), so it must hold them from the start, as when it names the rows too.
+            # of a parent's change), so it must hold them from the start, as when it names the rows too. Nor when a
+            # column's value depends on a type the binlog does not say: a row before the read whose table's layout
+            # the history would not know gets the binlog's type (a UUID's 16 bytes, a FLOAT(7,4) at 6 digits)
             at = read_at if _key(start.position) < _key(read_at) else start.position
             history.bootstrap(at, catalog, origin=source.address)
             return
@@ -162,6 +169,17 @@ class SchemaTracker:
             f"cannot be named; {RECOVERY}",
             position=str(start.position),
         )
+
+
+def _typed_by_the_history(catalog: SchemaCatalog) -> bool:
+    """Whether a table of ``catalog`` has a column whose value depends on a type its binlog type does not say, even
+    with FULL metadata: MariaDB's UUID / INET6 / INET4 (logged as BINARY(n)), a FLOAT or DOUBLE with declared
+    decimals (:func:`canal.parse.mysql.decoder.needs_declared_type`)."""
+    return any(
+        column.base in FIXED_BINARY_SIZES or (column.base in ("float", "double") and column.params)
+        for table in catalog
+        for column in table.columns
+    )
 
 
 def _changing_foreign_keys(catalog: SchemaCatalog) -> bool:
