@@ -49,6 +49,7 @@ from canal.errors import (
     XAPrepareLostError,
 )
 from canal.instance import Instance, InstanceMetrics
+from canal.mysql_json import JsonDiff, JsonDiffOperation
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import (
     ABSENT,
@@ -92,6 +93,8 @@ __all__ = [
     "Instance",
     "InstanceConfig",
     "InstanceMetrics",
+    "JsonDiff",
+    "JsonDiffOperation",
     "KeylessTables",
     "LogIdentity",
     "LogPosition",

@@ -382,6 +382,7 @@ class Instance(StartStopContext):
             max_rows_per_s,
             waiting=self.store.producer_waiting,
             rows_out=lambda: self._snapshot_rows_out,
+            stored=lambda: self.store.stats().put_sequence,
         )
 
     def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor | None) -> None:
