@@ -24,7 +24,7 @@ from canal.lake.evolution import Evolution, plan_evolution
 from canal.lake.folds import Folds
 from canal.lake.handles import Handles
 from canal.lake.images import retyped, typed_column
-from canal.lake.narrowing import converted, narrows, unencodable
+from canal.lake.narrowing import clipped, converted, narrows, unencodable
 from canal.lake.own_names import log_columns
 from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
@@ -185,7 +185,8 @@ class TableDDL:
             if source is not None and source in data.column_names:
                 column = data.column(source)
                 if kind is not None and column.type != kind:
-                    column = retyped(column, kind, f"{path}: column {source!r}")
+                    # an integer narrowed: clipped first (its old values may not fit the new type's Arrow type)
+                    column = retyped(clipped(column, declared.get(name)), kind, f"{path}: column {source!r}")
                 # a narrower type, NOT NULL, fewer labels: as the server converts, or a MirrorTypeError
                 column = converted(column, declared.get(name), f"{path}: column {source!r}")
                 for to_utc, zone in shifts.get(name, ()):  # DATETIME <-> TIMESTAMP in the statement's time zone

@@ -75,6 +75,29 @@ def fit_declared(column: Any, mysql_type: str | None) -> Any:
     return column
 
 
+def clipped(column: Any, definition: TableColumn | None) -> Any:
+    """``column`` (the mirror's Arrow values, before a retype to the layout's type) clipped to the range of the
+    integer type ``definition`` declares, as the server converts them: a BIGINT UNSIGNED (the mirror's
+    DECIMAL(20,0)) of 2**64 - 1 made INT UNSIGNED is 4294967295 before it meets INT UNSIGNED's int64, which it would
+    not fit. Other columns (and types) as they are; :func:`converted` then applies the rest of the declaration."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if definition is None or len(column) == 0:
+        return column
+    if pa.types.is_integer(column.type):
+        return fit_declared(column, mysql_type_text(definition, True))
+    bounds = integer_range(mysql_type_text(definition, True))
+    if bounds is None or not pa.types.is_decimal(column.type) or column.type.scale != 0:
+        return column
+    low, high = (pa.scalar(Decimal(b), column.type) for b in bounds)
+    too_low = pc.fill_null(pc.less(column, low), False)
+    too_high = pc.fill_null(pc.greater(column, high), False)
+    if not (pc.any(too_low).as_py() or pc.any(too_high).as_py()):
+        return column
+    return pc.if_else(too_low, low, pc.if_else(too_high, high, column))
+
+
 def _within(bounds: tuple[int, int], arrow_type: Any) -> tuple[int, int]:
     """The bounds, kept inside what ``arrow_type`` holds (a mirror column holds no value beyond it anyway)."""
     import numpy as np
