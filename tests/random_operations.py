@@ -180,9 +180,11 @@ class Operations:
             return [(str(name), description) for name, description in cur.fetchall()]
 
     def _partition(self, a: int, b: int, c: int) -> None:
+        if not self.partitioned:
+            self._partitioned(a, b // 2, c)  # (a HASH table for an even b: b itself stays the draw below)
         names = sorted(self.partitioned)
         if not names:
-            return self._partitioned(a, b, c)
+            return None
         table = names[a % len(names)]
         ranged = self.partitioned[table] == "RANGE"
         parts = self._partitions(table)
@@ -424,19 +426,19 @@ class Operations:
             if not self._run(f"CREATE TABLE {self._q(new)} LIKE {self._q(table)}"):
                 return
             self._run(f"ALTER TABLE {self._q(new)} {actions}")
-            self._run(
-                f"CREATE TRIGGER `{trigger}_del` AFTER DELETE ON {self._q(table)} FOR EACH ROW BEGIN {handler}; "
-                f"DELETE IGNORE FROM {self._q(new)} WHERE {self._q(new)}.`{key}` <=> OLD.`{key}`; END"
-            )
-            self._run(
-                f"CREATE TRIGGER `{trigger}_upd` AFTER UPDATE ON {self._q(table)} FOR EACH ROW BEGIN {handler}; "
-                f"DELETE IGNORE FROM {self._q(new)} WHERE !(OLD.`{key}` <=> NEW.`{key}`) AND "
-                f"{self._q(new)}.`{key}` <=> OLD.`{key}`; REPLACE INTO {self._q(new)} ({cols}) VALUES ({values}); END"
-            )
-            self._run(
-                f"CREATE TRIGGER `{trigger}_ins` AFTER INSERT ON {self._q(table)} FOR EACH ROW BEGIN {handler}; "
-                f"REPLACE INTO {self._q(new)} ({cols}) VALUES ({values}); END"
-            )
+            for event, body in (
+                ("DELETE", f"DELETE IGNORE FROM {self._q(new)} WHERE {self._q(new)}.`{key}` <=> OLD.`{key}`;"),
+                (
+                    "UPDATE",
+                    f"DELETE IGNORE FROM {self._q(new)} WHERE !(OLD.`{key}` <=> NEW.`{key}`) AND "
+                    f"{self._q(new)}.`{key}` <=> OLD.`{key}`; REPLACE INTO {self._q(new)} ({cols}) VALUES ({values});",
+                ),
+                ("INSERT", f"REPLACE INTO {self._q(new)} ({cols}) VALUES ({values});"),
+            ):
+                self._run(
+                    f"CREATE TRIGGER `{self.db}`.`{trigger}_{event[:3].lower()}` AFTER {event} ON {self._q(table)} "
+                    f"FOR EACH ROW BEGIN {handler}; {body} END"
+                )
             for n, (low, high) in enumerate(self._key_chunks(table, 2 + c % 4)):
                 self._run(
                     f"INSERT LOW_PRIORITY IGNORE INTO {self._q(new)} ({cols}) SELECT {cols} FROM {self._q(table)} "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,13 @@ def test_random_ddl_and_dml_are_captured_as_select_saw_them(
             if any(op[0] == "database" for op in ops):
                 # a destination running as the database is dropped and created again: a first start at a position
                 # before a CREATE TABLE IF NOT EXISTS stops typed under MINIMAL metadata (the table may have been
-                # there before it, its layout then unknown)
+                # there before it, its layout then unknown); the workload waits for the history's bootstrap (the
+                # parser's first event read), which refuses to read the layouts while DDL runs
                 inst.start()
+                deadline = time.monotonic() + 30
+                while inst.read_position is None:
+                    assert time.monotonic() < deadline and inst.parser.error is None, inst.parser.error
+                    time.sleep(0.05)
             conn = mariadb.connect()
             try:
                 workload = Workload(conn, db, seed, layer="capture")
@@ -107,8 +113,9 @@ def test_random_ddl_and_dml_are_captured_as_select_saw_them(
                 inst.stop()
             mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
 
+    seen = Counter(CASES_SEEN)
     check()
-    print(f"\n{metadata}: workloads per case: {dict(sorted(CASES_SEEN.items()))}")
+    print(f"\n{metadata}: workloads per case: {dict(sorted((CASES_SEEN - seen).items()))}")
 
 
 def _until_stopped(inst: Instance, limit_s: float) -> tuple[list[Row], BaseException | None]:

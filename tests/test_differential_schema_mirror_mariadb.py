@@ -24,6 +24,7 @@ a blob that reproduces it; ``-s`` prints how many workloads reached each case.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,24 @@ def test_random_ddl_and_values_mirror_equal_to_select(
         helpers=True,
         seed=0,
     )
+    # the stops, on every path: a MINIMAL image's INSERT that leaves columns to their defaults (the mirror's, right
+    # after a run caught up), then gh-ost's cut-over with its tables filtered out (the capture's)
+    @example(
+        ops=[*[("insert", 0, 0, 0)] * 2, ("image", 0, 1, 0), ("update", 0, 0, 0), ("insert_defaults", 0, 0, 0)],
+        cut=2,
+        mode="copy_on_write",
+        metadata="FULL",
+        helpers=True,
+        seed=0,
+    )
+    @example(
+        ops=[*[("insert", 0, 0, 0)] * 5, ("gh_ost", 0, 0, 1), ("insert", 0, 0, 0)],
+        cut=1,
+        mode="merge_on_read",
+        metadata="MINIMAL",
+        helpers=False,
+        seed=0,
+    )
     def check(ops: list[Op], cut: int, mode: Any, metadata: str, helpers: bool, seed: int) -> None:
         db = f"mm{next(runs)}"
         marks = f"{db}_marks"
@@ -157,8 +176,9 @@ def test_random_ddl_and_values_mirror_equal_to_select(
             for name in (db, marks):
                 mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
+    seen = Counter(CASES_SEEN)
     check()
-    print(f"\n{path}: workloads per case: {dict(sorted(CASES_SEEN.items()))}")
+    print(f"\n{path}: workloads per case: {dict(sorted((CASES_SEEN - seen).items()))}")
 
 
 class _Runs:
