@@ -160,9 +160,9 @@ def _within_labels(column: Any, definition: TableColumn, what: str) -> Any:
     values = column if definition.base == "enum" else pc.list_flatten(pc.split_pattern(column, ","))
     values = pc.drop_null(values)
     labels = pa.array(definition.labels, pa.string())
-    known = pc.is_in(values, value_set=labels)
-    if definition.base == "set":
-        known = pc.or_(known, pc.equal(values, ""))  # the empty set
+    # the empty set; an ENUM's '' is its error value (index 0: a NULL made NOT NULL, a value no label held under a
+    # lax sql_mode), which an ALTER keeps whatever the labels
+    known = pc.or_(pc.is_in(values, value_set=labels), pc.equal(values, ""))
     if pc.all(known).as_py() is False:  # (None: no value at all)
         value = values.filter(pc.invert(known))[0].as_py()
         raise _refused(what, definition, f"it holds {value!r}, not among the new labels")
