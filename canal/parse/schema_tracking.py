@@ -41,6 +41,7 @@ from canal.sql import (
     AlterTable,
     CreateDatabase,
     CreateTable,
+    DropDatabase,
     DropTable,
     RenameTable,
     RenameTo,
@@ -240,12 +241,16 @@ def layout_ddl_between(
 def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
     """The tables (``db.table``) the statements create, when each table they touch is first touched by a plain
     CREATE TABLE (so it did not exist before them); None when some statement touches a table that existed before
-    (its layout before the statement cannot be known from the layouts now)."""
+    (its layout before the statement cannot be known from the layouts now).
+
+    A DROP DATABASE (or CREATE OR REPLACE DATABASE) drops its tables: those born in the range stay born there (a
+    CREATE of the same name afterwards is one again); a table of it that existed before the range is in no layout
+    now, so the history does not know it, and its rows before the drop stop typed as any unknown table's do."""
     created: set[str] = set()
     for d in ddl:
         stmt = d.statement
-        if isinstance(stmt, CreateDatabase | AlterDatabase):
-            continue  # no table's layout (the bootstrap reads each database's default character set)
+        if isinstance(stmt, CreateDatabase | AlterDatabase | DropDatabase):
+            continue  # no layout the history starts from (the bootstrap reads each database's default character set)
         names = _touched(stmt, d.schema)
         if names is None:
             return None
