@@ -20,6 +20,7 @@ dump on the new server starts by time (the last handed-off time minus ``fallback
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -44,6 +45,7 @@ from canal.errors import (
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
+from canal.parse.detecting import detect_master
 from canal.parse.events import (
     BinlogEvent,
     FormatDescriptionEvent,
@@ -64,7 +66,8 @@ from canal.parse.retry import (
     is_purged,
 )
 from canal.parse.schema_tracking import SchemaTracker
-from canal.parse.shared import READERS, SharedMember, SharedReaderLeft, SharedStream, share_key
+from canal.parse.shared import READERS, SharedMember, SharedReaderLeft
+from canal.parse.shared_stream import SharedStream, share_key
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm, SchemaReader
 from canal.parse.start_position import (
     StartPosition,
@@ -243,7 +246,7 @@ class EventParser(StartStopContext):
         self._watchdog.start()
         if self.config.detecting.enable:
             self._detector = threading.Thread(
-                target=self._detect, name=f"canal-detecting-{self.destination}", daemon=True
+                target=functools.partial(detect_master, self), name=f"canal-detecting-{self.destination}", daemon=True
             )
             self._detector.start()
 
@@ -777,49 +780,6 @@ class EventParser(StartStopContext):
                 self._log.warning("nothing received from %s for %.1f s: reconnecting", self._active.address, idle)
                 self._last_read = time.monotonic()
                 self._close_source("read timeout")
-
-    def _detect(self) -> None:
-        detecting = self.config.detecting
-        failures = 0
-        side: BinlogSource | None = None
-        side_for: MasterConfig | None = None
-        try:
-            while not self._stop.wait(detecting.interval_s):
-                active = self._active
-                try:
-                    if side is None or side_for is not active:
-                        if side is not None:
-                            side.close()
-                        side, side_for = self.source_factory(active), active
-                        side.open()
-                    side.query(detecting.sql)
-                    failures = 0
-                except Exception as exc:
-                    failures += 1
-                    if side is not None:
-                        try:
-                            side.close()
-                        except Exception as close_exc:  # a failed probe's connection is dropped either way
-                            self._log.debug("closing the detecting connection failed: %s", close_exc)
-                    side = None
-                    self._log.warning(
-                        "detecting %r on %s failed (%d/%d): %s",
-                        detecting.sql,
-                        active.address,
-                        failures,
-                        detecting.retry_threshold,
-                        exc,
-                    )
-                    if failures >= detecting.retry_threshold:
-                        failures = 0
-                        if detecting.ha_switch and self.config.standby is not None:
-                            self.switch()
-        finally:
-            if side is not None:
-                try:
-                    side.close()
-                except Exception as exc:  # the detector is ending; its connection is dropped either way
-                    self._log.debug("closing the detecting connection failed: %s", exc)
 
 
 _HEADER_EVENTS = frozenset({FormatDescriptionEvent, GtidSetEvent, IgnoredEvent})
