@@ -225,9 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.perf_counter() - started, 1),
     }
     write_result("bench_destinations", document)
-    print(
-        f"RESULT dest_cpu_ratio={ratio:.2f} start_{counts[-1]}_s={top['start_s']} rss_per_dest_mb={per_dest:.2f}"
-    )
+    print(f"RESULT dest_cpu_ratio={ratio:.2f} start_{counts[-1]}_s={top['start_s']} rss_per_dest_mb={per_dest:.2f}")
     return 0
 
 
