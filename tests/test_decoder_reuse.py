@@ -1,10 +1,11 @@
 """A table that comes back under a new table id reuses its compiled decoders; tables with the same columns share
 their parsed columns and generated code under their own names; the caches are bounded and evict the least recently
-used entry, not everything at once."""
+used entry, not everything at once; reading a layout already compiled takes no lock (the parsers of every
+destination of a process share the cache)."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from canal.schema.history import SchemaColumn
 
 def _compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The kinds of the decoders generated from now on (the process-wide layout cache starts empty)."""
-    monkeypatch.setattr(decoder_module, "_LAYOUTS", OrderedDict())
+    monkeypatch.setattr(decoder_module, "_LAYOUTS", {})
     calls: list[str] = []
     real = decoder_module._CodeGen.rows_function
 
@@ -105,6 +106,54 @@ def test_a_reused_layout_keeps_its_own_table_id() -> None:
     # both ids stay valid: a rows event under the first id still decodes (ids are per-map, not per-layout)
     rows = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(1, [(30, b"z")]), 3000))
     assert isinstance(rows, RowsEvent) and rows.table_id == 1 and rows.rows[0].after == (30, "z")
+
+
+class _CountingLock:
+    """A lock that counts its acquisitions."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.taken += 1
+        self._lock.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lock.release()
+
+
+def test_a_compiled_layout_is_read_without_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    _compiles(monkeypatch)
+    lock = _CountingLock()
+    monkeypatch.setattr(decoder_module, "_LAYOUTS_LOCK", lock)
+    _read(EventDecoder("binlog.000001"), 1, 1, 1000)  # compiles the layout and its write decoder
+    taken = lock.taken
+    assert taken > 0
+    for n in range(20):  # what every other destination's parser does with the same tables: no lock
+        _read(EventDecoder("binlog.000001"), 1 + n, n, 1000)
+    assert lock.taken == taken
+
+
+def test_events_of_few_rows_are_decoded_as_tuples_when_columns_are_asked() -> None:
+    # a wide table's events hold a row or two each: a list and a tuple per column of each event cost more than the
+    # tuples of its rows (20 times at 1,000 columns), so only events of many rows are decoded column by column
+    from canal.parse.mysql.binlog import COLUMNAR_MIN_ROWS
+    from canal.parse.source import RowsForm
+    from canal.protocol import ColumnarRows
+
+    parser = EventDecoder("binlog.000001", rows_form=RowsForm(columnar=True))
+    parser.parse(_event(P.TABLE_MAP_EVENT, _table_map(3), 1000))
+
+    def rows_of(count: int, pos: int) -> Any:
+        event = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(3, [(i, b"n%d" % i) for i in range(count)]), pos))
+        assert isinstance(event, RowsEvent) and [r.after for r in event.rows] == [(i, f"n{i}") for i in range(count)]
+        return event.rows
+
+    assert not isinstance(rows_of(1, 2000), ColumnarRows)
+    assert isinstance(rows_of(4 * COLUMNAR_MIN_ROWS, 3000), ColumnarRows)
+    assert not isinstance(rows_of(COLUMNAR_MIN_ROWS // 2, 4000), ColumnarRows)  # by the bytes a row took last
+    assert isinstance(rows_of(COLUMNAR_MIN_ROWS, 5000), ColumnarRows)
 
 
 def _parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
