@@ -15,6 +15,7 @@ from canal.lake.changelog import FoldResult
 from canal.lake.compare import Comparison, compare
 from canal.lake.health import MirrorMetrics
 from canal.lake.mirror import DeltaMirror
+from canal.lake.native_memory import purge_freed_memory
 from canal.lake.partial import MirrorPartialImageError
 from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import MirrorMode, MirrorSettings
@@ -67,3 +68,5 @@ __all__ = [
     "compare",
     "entries_to_typed",
 ]
+
+purge_freed_memory()  # before any of these modules loads deltalake (each imports it when used)
