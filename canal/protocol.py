@@ -198,6 +198,21 @@ class TableSchema:
         # rebuilt from its fields: ``to_dict`` is generated code, which pickle cannot carry
         return (TableSchema, (self.schema, self.table, self.columns))
 
+    def renamed(self, schema: str, table: str) -> TableSchema:
+        """These columns as table ``schema.table``'s: what is derived from the columns alone (names, keys, the dict
+        maker, the name index) is shared, not built again -- a stream over thousands of tables of one definition
+        meets a new table at every other transaction."""
+        twin: TableSchema = object.__new__(TableSchema)
+        setattr_ = object.__setattr__
+        setattr_(twin, "schema", schema)
+        setattr_(twin, "table", table)
+        setattr_(twin, "columns", self.columns)
+        setattr_(twin, "names", self.names)
+        setattr_(twin, "key_indexes", self.key_indexes)
+        setattr_(twin, "to_dict", self.to_dict)
+        setattr_(twin, "_index", self._index)  # read only
+        return twin
+
     @property
     def full_name(self) -> str:
         return f"{self.schema}.{self.table}"

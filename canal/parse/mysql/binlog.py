@@ -486,9 +486,9 @@ class EventDecoder:
         ):
             dec = None  # a DDL since: the names it took may have changed
         if dec is None and (same := self._same_columns.get(b, p, end, self.table_id_len)) is not None:
-            info, dec = same  # the columns of a table seen before, under this table's name
+            info, dec, columns_key = same  # the columns of a table seen before, under this table's name
             if lookup is not None and lookup.strict:
-                self._cross_check(info, dec, off)
+                self._cross_check(info, dec, off, columns_key)
             self._keep_map(key, dec)
         elif dec is None:
             info = parse_table_map_body(b, p, end, self.table_id_len, self._metadata_rules)
@@ -522,8 +522,9 @@ class EventDecoder:
                 self._same_columns.add(b, p, end, self.table_id_len, info, dec)
             self._keep_map(key, dec)
         else:
+            # the same table under a new id (it left the server's table_definition_cache): the same decoder, whose
+            # compiled code regenerated for each id made a schema of thousands of tables ten times slower
             self._map_cache.move_to_end(key)
-            dec = dec.with_table_id(table_id)
         self.tables[table_id] = dec
         return TableMapEvent(
             log_file=self.log_file,
@@ -531,7 +532,7 @@ class EventDecoder:
             next_offset=nxt,
             timestamp=ts,
             server_id=sid,
-            table_id=dec.table_id,
+            table_id=table_id,
             schema=dec.schema.schema,
             table=dec.schema.table,
             table_schema=dec.schema,
@@ -592,17 +593,22 @@ class EventDecoder:
             column_type=f"binlog type {c.type}",
         )
 
-    def _cross_check(self, info: TableMapInfo, dec: TableDecoder, off: int) -> None:
+    def _cross_check(self, info: TableMapInfo, dec: TableDecoder, off: int, columns_key: bytes | None = None) -> None:
         """A table map with names (FULL metadata) against the schema history: the binlog wins; a divergence is
-        logged and repairs the history (from this position on)."""
+        logged and repairs the history (from this position on). ``columns_key``: the map's columns are those
+        :class:`SameColumns` knows by it (a layout they were found to agree with is not compared again)."""
         assert self.schema_lookup is not None
         try:
             found = self.schema_lookup.columns(info.schema, info.table)
         except SchemaError:
             found = None  # unknown since a DDL it could not apply: the binlog tells it now
-        names = [m.name for m in dec.schema.columns]
-        if found is not None and [f.name for f in found] == names and schema_mismatch(info.columns, found) is None:
-            return
+        if found is not None:
+            if columns_key is not None and self._same_columns.agreed(columns_key, found):
+                return
+            if tuple(f.name for f in found) == dec.schema.names and schema_mismatch(info.columns, found) is None:
+                if columns_key is not None:
+                    self._same_columns.agree(columns_key, found)
+                return
         previous = None
         if found is not None and isinstance(self.schema_lookup, SchemaHistory):
             previous = self.schema_lookup.table(info.schema, info.table)

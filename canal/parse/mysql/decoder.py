@@ -1348,16 +1348,22 @@ class SameColumns:
     columns, column metadata and generated code under its own name (:meth:`TableDecoder.renamed`) instead of
     building them again. Each new table of a stream over 2,000 tables of one definition cost about as much as one
     of its transactions, most of it there. Holds only decoders that nothing but those bytes made (the caller's
-    choice: names from the binlog, nothing taken from a schema, no problem); least recently used first."""
+    choice: names from the binlog, nothing taken from a schema, no problem); least recently used first.
 
-    __slots__ = ("_known", "size")
+    It also remembers the schema-history layout such columns were last found to agree with (:meth:`agreed`):
+    each table is still checked against the history, but a table whose history layout is that one -- the history
+    hands tables of one layout the same tuple -- needs no second comparison."""
+
+    __slots__ = ("_agreed", "_known", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._known: OrderedDict[bytes, tuple[TableMapInfo, TableDecoder]] = OrderedDict()
+        self._agreed: dict[bytes, Sequence[Any]] = {}
 
     def clear(self) -> None:
         self._known.clear()
+        self._agreed.clear()
 
     def add(self, buf: bytes, pos: int, end: int, table_id_len: int, info: TableMapInfo, dec: TableDecoder) -> None:
         """Keep ``dec``, made from the table map body ``buf[pos:end]`` (``info``), for tables of the same columns."""
@@ -1365,9 +1371,9 @@ class SameColumns:
             self._known.popitem(last=False)
         self._known[bytes(buf[read_table_names(buf, pos, table_id_len)[2] : end])] = (info, dec)
 
-    def get(self, buf: bytes, pos: int, end: int, table_id_len: int) -> tuple[TableMapInfo, TableDecoder] | None:
+    def get(self, buf: bytes, pos: int, end: int, table_id_len: int) -> tuple[TableMapInfo, TableDecoder, bytes] | None:
         """The table map body ``buf[pos:end]`` as its table's info and decoder, when a table with the same columns
-        was kept (None otherwise)."""
+        was kept, and the key its columns are known by (None otherwise)."""
         if not self._known:
             return None
         schema, table, columns_at = read_table_names(buf, pos, table_id_len)
@@ -1379,7 +1385,18 @@ class SameColumns:
         info, dec = known
         table_id = int.from_bytes(buf[pos : pos + table_id_len], "little")
         mine = TableMapInfo(table_id, schema, table, info.columns, info.has_names, info.has_signedness)
-        return mine, dec.renamed(table_id, schema, table)
+        return mine, dec.renamed(table_id, schema, table), key
+
+    def agreed(self, key: bytes, found: Sequence[Any]) -> bool:
+        """Whether the columns known by ``key`` were found to agree with the history's columns ``found`` (that very
+        sequence: the history hands out one per layout, so this is no comparison)."""
+        return self._agreed.get(key) is found
+
+    def agree(self, key: bytes, found: Sequence[Any]) -> None:
+        """The columns known by ``key`` agree with the history's columns ``found``."""
+        if len(self._agreed) >= self.size:
+            self._agreed.clear()
+        self._agreed[key] = found
 
 
 def _layout_key(cols: Sequence[BinlogColumn]) -> tuple[object, ...]:
@@ -1439,7 +1456,7 @@ class TableDecoder:
         lookup_version: int | None = None,
         unreadable: bool = False,
     ) -> None:
-        self.table_id = info.table_id
+        self.table_id = info.table_id  # of the map it was made from (it serves every id its table comes back under)
         self.columns = info.columns
         self.problem = problem  # the columns could not be known exactly: rows of a captured table must not pass
         self.unreadable = unreadable  # a column no decoder reads: rows are never decoded (``problem`` says why)
@@ -1463,32 +1480,44 @@ class TableDecoder:
         # least recently used first: a full cache drops its oldest decoder, not all of them
         self._decoders: OrderedDict[tuple[str, bytes, bytes, bool], Callable[..., Rows]] = OrderedDict()
 
-    def with_table_id(self, table_id: int) -> TableDecoder:
-        """The same table definition under another table id, sharing the compiled decoders: the server hands out a
-        new id whenever the table leaves its table_definition_cache, and regenerating the code each time made a
-        schema of thousands of tables ten times slower than one table."""
-        if table_id == self.table_id:
-            return self
-        return self._twin(table_id, self.schema, self._decoders)
-
     def renamed(self, table_id: int, schema: str, table: str) -> TableDecoder:
         """This table map's columns as another table's (:class:`SameColumns`): its column metadata and generated
         code shared, its own schema (the names rows carry) and its own decoders (bound to that schema)."""
-        return self._twin(table_id, TableSchema(schema, table, self.schema.columns), OrderedDict())
-
-    def _twin(
-        self, table_id: int, schema: TableSchema, decoders: OrderedDict[Any, Callable[..., Rows]]
-    ) -> TableDecoder:
         twin = object.__new__(TableDecoder)
         twin.table_id = table_id
         twin.columns = self.columns
         twin.problem = self.problem
         twin.unreadable = self.unreadable
         twin.lookup_version = self.lookup_version
-        twin.schema = schema
+        twin.schema = self.schema.renamed(schema, table)
         twin._layout = self._layout
-        twin._decoders = decoders
+        twin._decoders = OrderedDict()
         return twin
+
+    def _compile(self, key: tuple[str, bytes, bytes, bool]) -> DecoderFactory:
+        """The generated code of rows events ``key`` (kind, column bitmaps, columnar) for this table's layout, kept
+        with the layout for every table map that has it."""
+        kind, present, present2, columnar = key
+        ncols = len(self.columns)
+
+        def bits(bm: bytes) -> list[int]:
+            return [i for i in range(ncols) if bm[i >> 3] >> (i & 7) & 1]
+
+        layout = self._layout
+        gen = layout.gen
+        if columnar:
+            if layout.columnar is None:
+                layout.columnar = ColumnarGen(gen.cols)
+            gen = layout.columnar
+        try:
+            make = gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
+        except ValueError as exc:
+            raise ValueError(f"{self.schema.full_name}: {exc}") from exc
+        with _LAYOUTS_LOCK:
+            layout.factories[key] = make
+            if len(layout.factories) > _MAX_DECODERS:
+                layout.factories.popitem(last=False)
+        return make
 
     def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> Callable[..., Rows]:
         """The decoder of rows events of ``kind`` with these column bitmaps; with ``columnar`` (and a kind that has
@@ -1498,33 +1527,16 @@ class TableDecoder:
         fn = self._decoders.get(key)
         if fn is not None:
             self._decoders.move_to_end(key)
-        else:
-            ncols = len(self.columns)
-
-            def bits(bm: bytes) -> list[int]:
-                return [i for i in range(ncols) if bm[i >> 3] >> (i & 7) & 1]
-
-            layout = self._layout
-            with _LAYOUTS_LOCK:
-                make = layout.factories.get(key)
-                if make is not None:
-                    layout.factories.move_to_end(key)
-            if make is None:
-                gen = layout.gen
-                if columnar:
-                    if layout.columnar is None:
-                        layout.columnar = ColumnarGen(gen.cols)
-                    gen = layout.columnar
-                try:
-                    make = gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
-                except ValueError as exc:
-                    raise ValueError(f"{self.schema.full_name}: {exc}") from exc
-                with _LAYOUTS_LOCK:
-                    layout.factories[key] = make
-                    if len(layout.factories) > _MAX_DECODERS:
-                        layout.factories.popitem(last=False)
-            fn = make(self.schema)
-            if len(self._decoders) >= _MAX_DECODERS:
-                self._decoders.popitem(last=False)
-            self._decoders[key] = fn
+            return fn
+        layout = self._layout
+        with _LAYOUTS_LOCK:
+            make = layout.factories.get(key)
+            if make is not None:
+                layout.factories.move_to_end(key)
+        if make is None:
+            make = self._compile(key)
+        fn = make(self.schema)  # a table seen under another name binds the code of its layout to its own schema
+        if len(self._decoders) >= _MAX_DECODERS:
+            self._decoders.popitem(last=False)
+        self._decoders[key] = fn
         return fn
