@@ -726,7 +726,7 @@ class EventDecoder:
             b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
             p, end = 0, len(b)
         try:
-            return dec.decoder(kind, present, present2, self.rows_form.columnar)(b, p, end)
+            return dec.decoder(kind, present, present2, self.rows_form.columnar)(dec.schema, b, p, end)
         except _MALFORMED as e:
             raise ParseError(
                 f"malformed {event_name(t)} of {dec.schema.full_name} at {self.log_file}:{off}: {e}"

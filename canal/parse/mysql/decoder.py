@@ -793,9 +793,10 @@ def _length_line(c: BinlogColumn) -> str:
 class _CodeGen:
     """Builds the Python source of the row decoders of one column layout (every table with these column types).
 
-    The code depends on the columns' types and type metadata only, never on names: each generated function is a
-    factory ``make(T)`` that binds a table's ``TableSchema`` (the ``table`` of its rows) into a decoder, so tables of
-    one layout (a schema sharded into thousands of like tables) generate and compile the code once.
+    The code depends on the columns' types and type metadata only, never on names: each generated function
+    ``decode(T, b, p, end)`` takes the table's ``TableSchema`` (the ``table`` of its rows) with the event's bytes, so
+    tables of one layout (a schema sharded into thousands of like tables) generate, compile and keep one function
+    for all of them, not one bound to each.
     """
 
     def __init__(self, cols: list[BinlogColumn]) -> None:
@@ -1019,15 +1020,15 @@ class _CodeGen:
         flush()
         return lines
 
-    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> DecoderFactory:
-        """``make(T)`` returning ``decode(b, p, end) -> Rows`` (rows of table ``T``) for one rows event kind:
+    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> RowsDecoder:
+        """``decode(T, b, p, end) -> Rows`` (rows of table ``T``) for one rows event kind:
         'w', 'u', 'd', or 'p' (a MySQL partial update: an update whose after image may hold JSON diffs). The images
         must fill ``b[p:end]`` exactly: a last row that runs past ``end`` raises ``ValueError`` (its bytes were
         misread)."""
         if not present or (kind in "up" and not present2):
             raise ValueError("rows event with no column in its row image")
         # the images go to one list per side (Rows: no RowData per row), the after images of an update to a second
-        src = ["def decode(b, p, end):", "    out = []", "    append = out.append"]
+        src = ["def decode(T, b, p, end):", "    out = []", "    append = out.append"]
         if kind in "up":
             src += ["    out2 = []", "    append2 = out2.append"]
         if kind == "p":  # each row's JSON diffs the after image does not apply (ABSENT cells), or None
@@ -1056,24 +1057,23 @@ class _CodeGen:
         else:
             src.append(f"        append({tup})")
             result = "Rows(T, None, out)" if kind == "w" else "Rows(T, out, None)"
-        return self._factory(src, result, f"<canal rows decoder {kind}>")
+        return self._function(src, result, f"<canal rows decoder {kind}>")
 
-    def _factory(self, src: list[str], result: str, label: str) -> DecoderFactory:
-        """The factory of a decoder whose loop over the images is ``src``: the images must end at ``end``, and the
-        decoder returns ``result``."""
+    def _function(self, src: list[str], result: str, label: str) -> RowsDecoder:
+        """The decoder whose loop over the images is ``src``: the images must end at ``end``, and it returns
+        ``result``."""
         src = [
             *src,
             "    if p != end:",
             "        raise ValueError(f'the last row image ends {p - end} bytes past the event')",
             f"    return {result}",
-            "return decode",
         ]
-        code = "def make(T):\n" + "\n".join("    " + line for line in src)
+        code = "\n".join(src)
         ns = dict(self.ns)
         exec(compile(code, label, "exec"), ns)
-        make: DecoderFactory = ns["make"]
-        make.__source__ = code  # type: ignore[attr-defined]
-        return make
+        decode: RowsDecoder = ns["decode"]
+        decode.__source__ = code  # type: ignore[attr-defined]
+        return decode
 
     def _value_options(self, partial_bytes: int) -> list[str]:
         """A partial update's after image starts with MySQL's value options (a length-encoded integer; bit 0:
@@ -1159,13 +1159,13 @@ class ColumnarGen(_CodeGen):
             return [f"{var} = b[p:p + {size}]; p += {size}"]
         return super().column(c, var)
 
-    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> DecoderFactory:
-        """``make(T)`` returning ``decode(b, p, end) -> ColumnarRows`` for an event of ``kind`` 'w', 'u' or 'd' (a
+    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> RowsDecoder:
+        """``decode(T, b, p, end) -> ColumnarRows`` for an event of ``kind`` 'w', 'u' or 'd' (a
         MySQL partial update, 'p', has the object decoder only)."""
         if kind not in "wud" or not present or (kind == "u" and not present2):
             raise ValueError(f"no columnar decoder of rows events of kind {kind!r}")
         sides = [(present, "")] + ([(present2 or [], "_a")] if kind == "u" else [])
-        src = ["def decode(b, p, end):"]
+        src = ["def decode(T, b, p, end):"]
         for cols, suffix in sides:
             for i in cols:
                 src += [f"    c{i}{suffix} = []", f"    a{i}{suffix} = c{i}{suffix}.append"]
@@ -1187,7 +1187,7 @@ class ColumnarGen(_CodeGen):
             result = f"ColumnarRows(T, {image(present, '')}, None, FORMS, len({first}))"
         else:
             result = f"ColumnarRows(T, {image(present, '')}, {image(present2 or [], '_a')}, FORMS, len({first}))"
-        return self._factory(src, result, f"<canal columnar rows decoder {kind}>")
+        return self._function(src, result, f"<canal columnar rows decoder {kind}>")
 
 
 @attrs.frozen
@@ -1328,18 +1328,19 @@ def schema_mismatch(columns: Sequence[BinlogColumn], found: Sequence[SchemaColum
     return None
 
 
-DecoderFactory = Callable[[TableSchema], Callable[..., Rows]]
+RowsDecoder = Callable[[TableSchema, bytes, int, int], Rows]
+"""``decode(T, b, p, end)``: the rows of table ``T`` in ``b[p:end]`` (one rows event's images)."""
 
 
 class _Layout:
     """The generated decoders of one column layout, shared by every table map with it (any table, any table id)."""
 
-    __slots__ = ("columnar", "factories", "gen")
+    __slots__ = ("columnar", "decoders", "gen")
 
     def __init__(self, cols: list[BinlogColumn]) -> None:
         self.gen = _CodeGen(cols)
         self.columnar: _CodeGen | None = None  # the ColumnarGen, made when first asked
-        self.factories: OrderedDict[tuple[str, bytes, bytes, bool], DecoderFactory] = OrderedDict()
+        self.decoders: OrderedDict[tuple[str, bytes, bytes, bool], RowsDecoder] = OrderedDict()
 
 
 class SameColumns:
@@ -1443,7 +1444,7 @@ def _layout(cols: list[BinlogColumn]) -> _Layout:
 
 
 class TableDecoder:
-    """One table map: its schema and its row decoders (bound to this table, generated once per column layout)."""
+    """One table map: its schema and its row decoders (generated once per column layout, handed the schema)."""
 
     __slots__ = ("_decoders", "_layout", "columns", "lookup_version", "problem", "schema", "table_id", "unreadable")
 
@@ -1478,11 +1479,11 @@ class TableDecoder:
         )
         self._layout = _layout(info.columns)
         # least recently used first: a full cache drops its oldest decoder, not all of them
-        self._decoders: OrderedDict[tuple[str, bytes, bytes, bool], Callable[..., Rows]] = OrderedDict()
+        self._decoders: OrderedDict[tuple[str, bytes, bytes, bool], RowsDecoder] = OrderedDict()
 
     def renamed(self, table_id: int, schema: str, table: str) -> TableDecoder:
-        """This table map's columns as another table's (:class:`SameColumns`): its column metadata and generated
-        code shared, its own schema (the names rows carry) and its own decoders (bound to that schema)."""
+        """This table map's columns as another table's (:class:`SameColumns`): its column metadata and decoders
+        shared, its own schema (the names its rows carry, which the decoders are handed)."""
         twin = object.__new__(TableDecoder)
         twin.table_id = table_id
         twin.columns = self.columns
@@ -1491,10 +1492,10 @@ class TableDecoder:
         twin.lookup_version = self.lookup_version
         twin.schema = self.schema.renamed(schema, table)
         twin._layout = self._layout
-        twin._decoders = OrderedDict()
+        twin._decoders = self._decoders  # the layout's code, which takes the table's schema when called
         return twin
 
-    def _compile(self, key: tuple[str, bytes, bytes, bool]) -> DecoderFactory:
+    def _compile(self, key: tuple[str, bytes, bytes, bool]) -> RowsDecoder:
         """The generated code of rows events ``key`` (kind, column bitmaps, columnar) for this table's layout, kept
         with the layout for every table map that has it."""
         kind, present, present2, columnar = key
@@ -1510,18 +1511,19 @@ class TableDecoder:
                 layout.columnar = ColumnarGen(gen.cols)
             gen = layout.columnar
         try:
-            make = gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
+            fn = gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
         except ValueError as exc:
             raise ValueError(f"{self.schema.full_name}: {exc}") from exc
         with _LAYOUTS_LOCK:
-            layout.factories[key] = make
-            if len(layout.factories) > _MAX_DECODERS:
-                layout.factories.popitem(last=False)
-        return make
+            layout.decoders[key] = fn
+            if len(layout.decoders) > _MAX_DECODERS:
+                layout.decoders.popitem(last=False)
+        return fn
 
-    def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> Callable[..., Rows]:
-        """The decoder of rows events of ``kind`` with these column bitmaps; with ``columnar`` (and a kind that has
-        one: not a partial update) a :class:`~canal.protocol.ColumnarRows` decoder (:class:`ColumnarGen`)."""
+    def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> RowsDecoder:
+        """The decoder of rows events of ``kind`` with these column bitmaps, ``decode(T, b, p, end)`` (``T``: this
+        table's :attr:`schema`); with ``columnar`` (and a kind that has one: not a partial update) a
+        :class:`~canal.protocol.ColumnarRows` decoder (:class:`ColumnarGen`)."""
         columnar = columnar and kind != "p"
         key = (kind, present, present2, columnar)
         fn = self._decoders.get(key)
@@ -1530,12 +1532,11 @@ class TableDecoder:
             return fn
         layout = self._layout
         with _LAYOUTS_LOCK:
-            make = layout.factories.get(key)
-            if make is not None:
-                layout.factories.move_to_end(key)
-        if make is None:
-            make = self._compile(key)
-        fn = make(self.schema)  # a table seen under another name binds the code of its layout to its own schema
+            fn = layout.decoders.get(key)
+            if fn is not None:
+                layout.decoders.move_to_end(key)
+        if fn is None:
+            fn = self._compile(key)
         if len(self._decoders) >= _MAX_DECODERS:
             self._decoders.popitem(last=False)
         self._decoders[key] = fn
