@@ -236,6 +236,7 @@ def assemble(
             schema_history=build_schema_history(config, meta),
         )
         parser.merge = SnapshotMerge(config.snapshot.watermark)
+        parser.empty_transactions = sink.drops_empty  # transactions a shared reader leaves out count against it
     else:
         parser = ParserGroup(config, members, source_factory, sink.sink, log_positions, on_error, meta)
     return InstanceParts(meta, own_meta, log_positions, store, sink, parser, start)

@@ -152,6 +152,19 @@ class RolledBackHandOffError(ParseError):
     size and start again from before it."""
 
 
+class ReplicaIdConflictError(SourceError):
+    """Another replica is connected to the master with this dump's replica id (``server_id``), so the server ended
+    one of the two dumps (MariaDB errno 4052, MySQL 1236 "A slave with the same server_uuid/server_id ..."), or two
+    destinations of this process set the same ``slave_id`` for one master (``certain``). ``replica_id`` is the id.
+    The fix is a ``slave_id`` of its own per destination (canal.instance.mysql.slaveId), or none: pycanal then derives
+    one (:mod:`canal.parse.mysql.replica_ids`)."""
+
+    def __init__(self, message: str, *, replica_id: int, errno: int | None = None, certain: bool = False) -> None:
+        super().__init__(message, errno=errno)
+        self.replica_id = replica_id
+        self.certain = certain
+
+
 class ServerNotReadyError(SourceError):
     """The server is reachable but not set up for capture (binlog format, row image, grants)."""
 

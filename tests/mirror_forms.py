@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
+import pytest
 
 from canal.config import InstanceConfig, StoreConfig
 from canal.instance import Instance
@@ -24,6 +25,7 @@ from canal.lake.compare import compare
 from canal.lake.mirror import DeltaMirror
 from canal.lake.packed import pack, unpack_all
 from canal.lake.typed_batch import entries_to_typed
+from canal.parse.mysql import binlog
 from canal.protocol import Entry, EntryType
 from canal.spark.changes import entries_to_batch
 from canal.spark.testing import master_position, primary_key, select_all
@@ -95,7 +97,10 @@ def capture(
         **settings,
     )
     captured: list[Phase] = []
-    with Instance(config) as inst:
+    with pytest.MonkeyPatch.context() as patch, Instance(config) as inst:
+        # the events here hold a few rows each, which the parser decodes as tuples (binlog.COLUMNAR_MIN_ROWS) unless
+        # told to take columns of any event
+        patch.setattr(binlog, "COLUMNAR_MIN_ROWS", 0 if columnar else binlog.COLUMNAR_MIN_ROWS)
         inst.decode_rows_by_column(columnar)
         for statements in phases:
             with conn.cursor() as cur:

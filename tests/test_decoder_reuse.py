@@ -1,11 +1,12 @@
 """A table that comes back under a new table id reuses its compiled decoders; tables with the same columns share
 their parsed columns and generated code under their own names; the caches are bounded and evict the least recently
-used entry, not everything at once."""
+used entry, not everything at once; reading a layout already compiled takes no lock (the parsers of every
+destination of a process share the cache)."""
 
 from __future__ import annotations
 
 import struct
-from collections import OrderedDict
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from test_mysql_events import _event, _lenenc_str, _rows_v2, _table_map
 
 from canal.errors import ParseError
 from canal.parse.events import RowsEvent, TableMapEvent
-from canal.parse.mysql import EventDecoder
+from canal.parse.mysql import EventDecoder, map_columns
 from canal.parse.mysql import binlog as binlog_module
 from canal.parse.mysql import decoder as decoder_module
 from canal.parse.mysql import packets as P
@@ -26,7 +27,7 @@ from canal.sql import read_statement
 
 def _compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The kinds of the decoders generated from now on (the process-wide layout cache starts empty)."""
-    monkeypatch.setattr(decoder_module, "_LAYOUTS", OrderedDict())
+    monkeypatch.setattr(decoder_module, "_LAYOUTS", {})
     calls: list[str] = []
     real = decoder_module._CodeGen.rows_function
 
@@ -108,6 +109,54 @@ def test_a_reused_layout_keeps_its_own_table_id() -> None:
     # both ids stay valid: a rows event under the first id still decodes (ids are per-map, not per-layout)
     rows = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(1, [(30, b"z")]), 3000))
     assert isinstance(rows, RowsEvent) and rows.table_id == 1 and rows.rows[0].after == (30, "z")
+
+
+class _CountingLock:
+    """A lock that counts its acquisitions."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.taken += 1
+        self._lock.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lock.release()
+
+
+def test_a_compiled_layout_is_read_without_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    _compiles(monkeypatch)
+    lock = _CountingLock()
+    monkeypatch.setattr(decoder_module, "_LAYOUTS_LOCK", lock)
+    _read(EventDecoder("binlog.000001"), 1, 1, 1000)  # compiles the layout and its write decoder
+    taken = lock.taken
+    assert taken > 0
+    for n in range(20):  # what every other destination's parser does with the same tables: no lock
+        _read(EventDecoder("binlog.000001"), 1 + n, n, 1000)
+    assert lock.taken == taken
+
+
+def test_events_of_few_rows_are_decoded_as_tuples_when_columns_are_asked() -> None:
+    # a wide table's events hold a row or two each: a list and a tuple per column of each event cost more than the
+    # tuples of its rows (20 times at 1,000 columns), so only events of many rows are decoded column by column
+    from canal.parse.mysql.binlog import COLUMNAR_MIN_ROWS
+    from canal.parse.source import RowsForm
+    from canal.protocol import ColumnarRows
+
+    parser = EventDecoder("binlog.000001", rows_form=RowsForm(columnar=True))
+    parser.parse(_event(P.TABLE_MAP_EVENT, _table_map(3), 1000))
+
+    def rows_of(count: int, pos: int) -> Any:
+        event = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(3, [(i, b"n%d" % i) for i in range(count)]), pos))
+        assert isinstance(event, RowsEvent) and [r.after for r in event.rows] == [(i, f"n{i}") for i in range(count)]
+        return event.rows
+
+    assert not isinstance(rows_of(1, 2000), ColumnarRows)
+    assert isinstance(rows_of(4 * COLUMNAR_MIN_ROWS, 3000), ColumnarRows)
+    assert not isinstance(rows_of(COLUMNAR_MIN_ROWS // 2, 4000), ColumnarRows)  # by the bytes a row took last
+    assert isinstance(rows_of(COLUMNAR_MIN_ROWS, 5000), ColumnarRows)
 
 
 def _parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -284,13 +333,13 @@ def test_each_table_is_checked_against_the_history_and_a_known_agreement_is_not_
     and one whose layout the history holds otherwise (another column name) is compared, found to differ and
     repaired from the binlog, as any table is."""
     compared: list[str] = []
-    real = binlog_module.schema_mismatch
+    real = map_columns.schema_mismatch
 
     def counting(columns: Any, found: Sequence[SchemaColumn]) -> str | None:
         compared.append(",".join(f.name for f in found))
         return real(columns, found)
 
-    monkeypatch.setattr(binlog_module, "schema_mismatch", counting)
+    monkeypatch.setattr(map_columns, "schema_mismatch", counting)
     catalog = SchemaCatalog(charset="utf8mb4", database="shop", mariadb=True)
     for n in range(4):
         second = "title" if n == 2 else "name"

@@ -270,6 +270,15 @@ def test_pymysql_internals_that_connect_relies_on(server: MariaDBServer) -> None
     # PREFERRED: with no TLS arguments pymysql negotiates opportunistically through ``ctx``
     conn = pymysql.connections.Connection(host="127.0.0.1", port=server.port, defer_connect=True)
     assert conn.ssl is True and conn._ssl_required is False and isinstance(conn.ctx, ssl.SSLContext)
+    # ... which it makes in _create_ssl_ctx({}), where connect._Connection makes none (ours replaces it)
+    made: list[object] = []
+    real = pymysql.connections.Connection._create_ssl_ctx
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            pymysql.connections.Connection, "_create_ssl_ctx", lambda self, sslp: made.append(sslp) or real(self, sslp)
+        )
+        pymysql.connections.Connection(host="127.0.0.1", port=server.port, defer_connect=True)
+    assert made == [{}]
     # the socket of an open connection tells whether and how it is encrypted
     opened = open_connection(
         address=server.address,
@@ -295,6 +304,52 @@ def test_a_changed_pymysql_fails_loudly_for_preferred(server: MariaDBServer, mon
     monkeypatch.setattr(pymysql.connections.Connection, "__init__", older)
     with pytest.raises(CanalError, match="sslMode PREFERRED cannot be honoured"):
         source(server, SslConfig(mode="PREFERRED")).open()
+
+
+def test_one_context_per_setting_and_none_from_pymysql(
+    server: MariaDBServer, certs: Certificates, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a destination's start used to read the system's trust store for each connection (pymysql's default context
+    # for PREFERRED, then ours): 60 ms of CPU each, most of the start of 100 destinations
+    monkeypatch.setattr(connect, "_CONTEXTS", {})
+    made: list[SslConfig] = []
+    real = connect.ssl_context
+    monkeypatch.setattr(connect, "ssl_context", lambda config: made.append(config) or real(config))
+    trust_store_reads: list[object] = []
+    real_defaults = ssl.SSLContext.load_default_certs
+    monkeypatch.setattr(
+        ssl.SSLContext, "load_default_certs", lambda self, *a: trust_store_reads.append(a) or real_defaults(self, *a)
+    )
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(Path(certs.ca).read_bytes())
+    verify = SslConfig(mode="VERIFY_CA", ca=str(ca))
+    for config in (verify, verify, SslConfig(mode="VERIFY_CA", ca=str(ca)), SslConfig(mode="REQUIRED")):
+        src = source(server, config)
+        src.open()
+        assert src.tls.encrypted
+        src.close()
+    assert made == [verify, SslConfig(mode="REQUIRED")]
+    assert trust_store_reads == []
+    # a renewed CA file is read at the next connection
+    ca.write_bytes(Path(certs.ca).read_bytes() + b"\n")
+    src = source(server, verify)
+    src.open()
+    src.close()
+    assert made == [verify, SslConfig(mode="REQUIRED"), verify]
+    # PREFERRED makes a context of its own, but pymysql reads no trust store for it
+    conn = open_connection(
+        address=server.address,
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        ssl_config=SslConfig(mode="PREFERRED"),
+    )
+    try:
+        assert isinstance(conn._sock, ssl.SSLSocket)
+    finally:
+        conn.close()
+    assert trust_store_reads == []
 
 
 # -- unreadable files --------------------------------------------------------------------------------------------------

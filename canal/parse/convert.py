@@ -45,6 +45,7 @@ from canal.parse.events import (
     GtidEvent,
     GtidSetEvent,
     HeartbeatEvent,
+    PassedTransaction,
     QueryEvent,
     RotateEvent,
     RowsEvent,
@@ -292,6 +293,33 @@ class EntryConverter:
         if isinstance(event, FormatDescriptionEvent):
             self._server_version = event.server_version or None
         return None
+
+    @property
+    def can_pass_over(self) -> bool:
+        """Whether :meth:`pass_over` applies now: between transactions, nothing of a resumed dump left to skip."""
+        return not (self._in_txn or self._skip_event is not None or self._skip_begin or self._skip_rows)
+
+    def pass_over(self, transactions: Sequence[PassedTransaction]) -> None:
+        """Whole transactions that make no entry here but empty ones the sink drops (a shared reader left them out of
+        this stream: :class:`~canal.parse.events.PassedEvent`), given their GTID, BEGIN and end events: the state
+        moves as converting them would move it -- the GTID state takes their GTIDs, the anchor moves to the last
+        one's end -- without making the entries. Only when :attr:`can_pass_over`."""
+        assert self.can_pass_over and transactions
+        if not self._anchor_filled:
+            self._fill_anchor(transactions[0].events[0])
+        if self._executed is not None or self.options.gtid_mode:
+            for transaction in transactions:
+                for event in transaction.events:
+                    if isinstance(event, GtidEvent):
+                        if self._executed is None:
+                            self._executed = GtidSet(mariadb=event.mariadb)
+                        self._executed.add(event.gtid)
+        self._seen_data = True
+        self._pending_gtid = None
+        self._pending_xa = None
+        self._close_txn()
+        self._anchor = self._boundary_position(transactions[-1].events[-1])
+        self._anchor_filled = True
 
     def _rotate(self, event: RotateEvent) -> Entry | None:
         """A binlog rotate between transactions: the anchor moves to the next file's start (resumed at, nothing there

@@ -22,6 +22,17 @@ from canal.errors import SchemaError
 from canal.protocol import EventType, RowData, TableSchema
 
 
+class _Undecoded(tuple):  # type: ignore[type-arg]
+    """The rows of a rows event a source was asked not to decode (:attr:`DumpRequest.decode_table
+    <canal.parse.source.DumpRequest.decode_table>`): none, and recognisable as such (``rows is UNDECODED``)."""
+
+    __slots__ = ()
+
+
+UNDECODED: Sequence[RowData] = _Undecoded()
+"""``RowsEvent.rows`` of a rows event left undecoded (its table is one no reader of the stream captures)."""
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class BinlogEvent:
     """Fields every event has."""
@@ -164,3 +175,25 @@ class TransactionPayloadEvent(BinlogEvent):
     compression: int  # 0 zstd, 255 none
     payload: bytes
     uncompressed_size: int
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class PassedTransaction:
+    """One transaction a shared reader left out of a destination's stream (:class:`PassedEvent`): its events other
+    than table maps, rows and annotations (its GTID, BEGIN and end), and the execute time of the event that opens it
+    (``begin_ms``: the time its TRANSACTIONBEGIN entry would carry)."""
+
+    events: tuple[BinlogEvent, ...]
+    begin_ms: int
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class PassedEvent(BinlogEvent):
+    """Whole transactions a shared reader (:mod:`canal.parse.shared`) left out of a destination's stream because no
+    table of theirs is one the destination captures: never read from a binlog. Its position is the last one's end
+    event's; ``transactions`` are in binlog order. The parser gives the converter their boundary events, or only their
+    GTIDs and end when the empty-transaction policy drops them anyway (:meth:`EntryConverter.pass_over
+    <canal.parse.convert.EntryConverter.pass_over>`): the entries are the ones it would have made of the whole
+    transactions."""
+
+    transactions: tuple[PassedTransaction, ...]

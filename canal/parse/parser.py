@@ -20,10 +20,11 @@ dump on the new server starts by time (the last handed-off time minus ``fallback
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
@@ -34,6 +35,7 @@ from canal.errors import (
     ConfigError,
     FencedWriteError,
     ParseError,
+    ReplicaIdConflictError,
     RolledBackHandOffError,
     SourceError,
     StoreBatchTooLargeError,
@@ -43,19 +45,30 @@ from canal.errors import (
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
+from canal.parse.detecting import detect_master
 from canal.parse.events import (
     BinlogEvent,
     FormatDescriptionEvent,
     GtidSetEvent,
     HeartbeatEvent,
     IgnoredEvent,
+    PassedEvent,
     QueryEvent,
     RotateEvent,
     RowsEvent,
 )
-from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
+from canal.parse.retry import (
+    CONFLICT_BACKOFF_S,
+    CONFLICTS_TO_STOP,
+    PURGED_ERRNO,
+    ConflictWindow,
+    RetryState,
+    is_purged,
+)
 from canal.parse.schema_tracking import SchemaTracker
-from canal.parse.source import BinlogSource, RowsForm, SchemaReader
+from canal.parse.shared import READERS, SharedMember, SharedReaderLeft
+from canal.parse.shared_stream import SharedStream, share_key
+from canal.parse.source import BinlogSource, DumpRequest, RowsForm, SchemaReader
 from canal.parse.start_position import (
     StartPosition,
     align_to_transaction,
@@ -116,6 +129,7 @@ class EventParser(StartStopContext):
         self._log = destination_logger(__name__, destination)
         self._schemas = None if schema_history is None else SchemaTracker(schema_history, self._log)
         self._retry = RetryState(config.retry, rng or random.Random())
+        self._conflicts = ConflictWindow()  # replica-id clashes the server reported
         options = ConvertOptions(
             tables=TableFilters.from_strings(config.filter_regex, config.black_regex),
             fields=None
@@ -135,6 +149,13 @@ class EventParser(StartStopContext):
         self._converter.savepoints = self._buffer.savepoint  # rows a ROLLBACK TO undid are never handed off
         self._options = options
         self._xa = XAFollower()  # XA COMMITs whose PREPARE lies before the start: their rows are read back
+        # the empty-transaction policy of the sink (EntrySink.drops_empty), set by the assembly: transactions a shared
+        # reader left out of this stream count against it without being made into entries
+        self.empty_transactions: Callable[[Sequence[int], int], int] | None = None
+        # sharing the master's binlog with the process's other destinations of it (canal.parse.shared)
+        self._member = SharedMember(destination, options.tables) if config.share_reader else None
+        self._shared_key: str | None = None
+        self._stream: SharedStream | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()  # cuts a backoff short (a switch)
@@ -225,7 +246,7 @@ class EventParser(StartStopContext):
         self._watchdog.start()
         if self.config.detecting.enable:
             self._detector = threading.Thread(
-                target=self._detect, name=f"canal-detecting-{self.destination}", daemon=True
+                target=functools.partial(detect_master, self), name=f"canal-detecting-{self.destination}", daemon=True
             )
             self._detector.start()
 
@@ -253,6 +274,19 @@ class EventParser(StartStopContext):
         self._thread = None
         self._detector = None
         self._watchdog = None
+        self._unshare()
+
+    def _unshare(self) -> None:
+        key, member = self._shared_key, self._member
+        self._shared_key = None
+        if key is not None and member is not None:
+            READERS.unregister(key, member)
+
+    @property
+    def shared(self) -> bool:
+        """Whether the dump reads through the process's shared reader of its master now (:mod:`canal.parse.shared`)."""
+        stream = self._stream
+        return stream is not None and stream.shared
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the parser thread ends (stop or fatal error); True if it did."""
@@ -273,6 +307,10 @@ class EventParser(StartStopContext):
                     if self._stop.is_set():
                         break
                     self._log.info("dump interrupted (%s); reconnecting", why)
+                except SharedReaderLeft as why:
+                    if self._stop.is_set():
+                        break
+                    self._log.info("%s; dumping again from the last position handed off", why)
                 except Exception as exc:
                     if self._stop.is_set():
                         break
@@ -304,6 +342,14 @@ class EventParser(StartStopContext):
             # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
             # failures are retried.
             raise exc
+        if isinstance(exc, ReplicaIdConflictError):
+            clashes = self._conflicts.note(time.monotonic())
+            if exc.certain or clashes >= CONFLICTS_TO_STOP:
+                raise exc
+            wait = max(CONFLICT_BACKOFF_S, self.config.retry.backoff_s(clashes, self._retry.rng))
+            self._log.warning("%s (clash %d of %d allowed); retrying in %.2f s", exc, clashes, CONFLICTS_TO_STOP, wait)
+            self._backoff(wait)
+            return
         if isinstance(exc, StoreClosedError):
             # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
             self._log.debug("the store was closed under the parser; waiting for stop")
@@ -449,8 +495,16 @@ class EventParser(StartStopContext):
             self._last_read = clock()
             self._dumping = True
             request = attrs.evolve(request, rows_form=self.rows_form)
-            for event in source.dump(request):
+            events = self._events(source, active, request, marks)
+            for event in events:
                 self._last_read = clock()
+                if event.__class__ is PassedEvent:
+                    assert isinstance(event, PassedEvent)
+                    self._passed(event)
+                    self._last_event = event
+                    if stop.is_set():
+                        raise _Interrupted("stop")
+                    continue
                 if marks is not None and event.__class__ is RowsEvent:
                     table = event.table
                     if table.table == marks[1] and table.schema == marks[0]:
@@ -489,10 +543,65 @@ class EventParser(StartStopContext):
             self._dumping = False
             with self._lock:
                 self._source = None
+                stream, self._stream = self._stream, None
+            if stream is not None:
+                stream.close()
             try:
                 source.close()
             except Exception as exc:  # a broken connection may fail to close; it is dropped either way
                 self._log.debug("closing the source failed: %s", exc)
+
+    def _events(
+        self, source: BinlogSource, active: MasterConfig, request: DumpRequest, marks: tuple[str, str] | None
+    ) -> Iterable[BinlogEvent]:
+        """The dump's events: through the process's shared reader of the master when this destination may share one
+        (:mod:`canal.parse.shared`), else the source's own dump."""
+        member = self._member
+        key = share_key(source) if member is not None else None
+        if key != self._shared_key:
+            self._unshare()
+        if member is None or key is None:
+            return source.dump(request)
+        if self._shared_key is None:
+            READERS.register(key, member)
+            self._shared_key = key
+        member.watermark = marks
+        member.rows_form = self.rows_form
+        stream = SharedStream(READERS, key, member, source, request, lambda: self.source_factory(active))
+        with self._lock:
+            self._stream = stream
+            if self._stop.is_set():
+                stream.close()
+        return stream
+
+    def _passed(self, event: PassedEvent) -> None:
+        """Transactions a shared reader left out of this stream (none of their tables is captured here): the entries
+        converting their GTID, BEGIN and end events makes -- an empty transaction the sink keeps, now and then --
+        with the state moving as it would. While nothing is left to skip and no snapshot merges into the stream,
+        those the sink drops anyway only move the state (:meth:`EntryConverter.pass_over`): no entry is made."""
+        converter = self._converter
+        add = self._buffer.add
+        drops = self.empty_transactions
+        merge = self._merge
+        transactions = event.transactions
+        begins = [t.begin_ms for t in transactions]
+        count = len(transactions)
+        i = 0
+        while i < count:
+            if drops is not None and converter.can_pass_over and not (merge is not None and merge.active):
+                dropped = drops(begins, i)
+                if dropped:
+                    converter.pass_over(transactions[i : i + dropped])
+                    i += dropped
+                    continue
+            for passed in transactions[i].events:
+                entry = converter.convert(passed)
+                if entry is not None:
+                    add(entry)
+            i += 1
+        if not converter.in_transaction:
+            # the stream rests after them: the restart point and a caught-up cursor move there
+            add(converter.resting_at(converter.anchor, event.timestamp * 1000))
 
     def _hand_off_recovered(
         self, source: BinlogSource, xid: str, commit: Entry, anchor: EntryPosition, skip: int
@@ -634,6 +743,9 @@ class EventParser(StartStopContext):
     def _close_source(self, reason: str) -> None:
         with self._lock:
             source = self._source
+            stream = self._stream
+        if stream is not None:
+            stream.close()
         if source is not None:
             try:
                 source.close()
@@ -668,49 +780,6 @@ class EventParser(StartStopContext):
                 self._log.warning("nothing received from %s for %.1f s: reconnecting", self._active.address, idle)
                 self._last_read = time.monotonic()
                 self._close_source("read timeout")
-
-    def _detect(self) -> None:
-        detecting = self.config.detecting
-        failures = 0
-        side: BinlogSource | None = None
-        side_for: MasterConfig | None = None
-        try:
-            while not self._stop.wait(detecting.interval_s):
-                active = self._active
-                try:
-                    if side is None or side_for is not active:
-                        if side is not None:
-                            side.close()
-                        side, side_for = self.source_factory(active), active
-                        side.open()
-                    side.query(detecting.sql)
-                    failures = 0
-                except Exception as exc:
-                    failures += 1
-                    if side is not None:
-                        try:
-                            side.close()
-                        except Exception as close_exc:  # a failed probe's connection is dropped either way
-                            self._log.debug("closing the detecting connection failed: %s", close_exc)
-                    side = None
-                    self._log.warning(
-                        "detecting %r on %s failed (%d/%d): %s",
-                        detecting.sql,
-                        active.address,
-                        failures,
-                        detecting.retry_threshold,
-                        exc,
-                    )
-                    if failures >= detecting.retry_threshold:
-                        failures = 0
-                        if detecting.ha_switch and self.config.standby is not None:
-                            self.switch()
-        finally:
-            if side is not None:
-                try:
-                    side.close()
-                except Exception as exc:  # the detector is ending; its connection is dropped either way
-                    self._log.debug("closing the detecting connection failed: %s", exc)
 
 
 _HEADER_EVENTS = frozenset({FormatDescriptionEvent, GtidSetEvent, IgnoredEvent})

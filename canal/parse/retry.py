@@ -10,6 +10,7 @@ or -- with ``reset_on_purge`` -- a reset to the server's current position.
 from __future__ import annotations
 
 import random
+from collections import deque
 
 import attrs
 
@@ -17,6 +18,13 @@ from canal.config import RetryConfig
 from canal.errors import BinlogPurgedError, SourceError
 
 PURGED_ERRNO = 1236
+CONFLICTS_TO_STOP = 3
+"""Replica-id clashes (:class:`~canal.errors.ReplicaIdConflictError`) within :data:`CONFLICT_WINDOW_S` that stop the
+parser: one or two are retried, as the other dump may be this destination's own predecessor (a process handing the
+destination over, or a dump of it the server has not seen closing) that is about to end."""
+CONFLICT_WINDOW_S = 60.0
+CONFLICT_BACKOFF_S = 1.0
+"""At least this long before a dump that lost its replica id connects again: time for a predecessor to end."""
 
 
 def is_purged(exc: BaseException) -> bool:
@@ -59,3 +67,19 @@ class RetryState:
     def clear_purge(self) -> None:
         self.purged = 0
         self.purged_at = None
+
+
+@attrs.define
+class ConflictWindow:
+    """The times of the replica-id clashes of the last :data:`CONFLICT_WINDOW_S` seconds."""
+
+    window_s: float = CONFLICT_WINDOW_S
+    times: deque[float] = attrs.field(factory=deque)
+
+    def note(self, now: float) -> int:
+        """Count a clash at ``now`` (monotonic seconds); how many fell within the window."""
+        times = self.times
+        times.append(now)
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+        return len(times)

@@ -7,7 +7,7 @@ server's error number where there is one) and a purged position with :class:`~ca
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -57,6 +57,10 @@ class DumpRequest:
     the stream keeps one event per binlog event and contiguous offsets; every other event is exactly as with
     ``decode_rows=True``. A source may ignore the flag and decode anyway, so such a reader must skip row events and
     table maps whichever form they take. ``rows_form``: how row images are decoded (:class:`RowsForm`).
+
+    ``decode_table(schema, table)`` (None: every table) says whether the rows of a table are decoded: a rows event of
+    a table it refuses comes with :data:`~canal.parse.events.UNDECODED` rows, its other fields as ever (a shared
+    reader decodes only the tables some destination captures). A source may ignore it and decode anyway.
     """
 
     journal_name: str | None = None
@@ -67,6 +71,7 @@ class DumpRequest:
     decode_rows: bool = True
     schema: ColumnSource | None = attrs.field(default=None, eq=False, repr=False)
     rows_form: RowsForm = attrs.field(factory=RowsForm, eq=False, repr=False)
+    decode_table: Callable[[str, str], bool] | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @runtime_checkable

@@ -87,6 +87,7 @@ def open_source(master: MasterConfig, config: InstanceConfig) -> BinlogSource:
         connect_timeout=config.retry.connect_timeout_s,
         read_timeout=config.retry.read_timeout_s,
         ssl=master.ssl,
+        replica_name=config.destination,
     )
 
 

@@ -111,6 +111,29 @@ class EntrySink:
             return
         self._store.rest_at(LogPosition(origin or LogIdentity(), anchor, 0))
 
+    def drops_empty(self, begins_ms: Sequence[int], start: int = 0) -> int:
+        """How many of the empty transactions beginning at ``begins_ms[start:]``, in order, would be dropped if handed
+        off now, up to the first that would be kept: those are counted as dropped (the policy's state moves as
+        :meth:`sink` would move it); the one kept changes nothing, and :meth:`sink` keeps it when it comes. For a
+        parser that knows transactions make empty ones without making them (a shared reader's
+        :class:`~canal.parse.events.PassedEvent`)."""
+        end = len(begins_ms)
+        if self._filter_transaction_entry:
+            return end - start  # their BEGIN and END are filtered: nothing of them is put, nothing is counted
+        if not self._filter_empty or start >= end:
+            return 0
+        count, threshold, interval = self._empty_count, self._empty_threshold, self._empty_interval_ms
+        last = self._empty_last_ms if self._empty_last_ms is not None else begins_ms[start]
+        i = start
+        while i < end and count < threshold and abs(begins_ms[i] - last) <= interval:
+            count += 1
+            i += 1
+        if i > start:
+            self._empty_count = count
+            self._empty_last_ms = last
+            self.empty_transactions_dropped += i - start
+        return i - start
+
     def _skip_empty(self, execute_ms: int) -> bool:
         if self._empty_last_ms is None:
             self._empty_last_ms = execute_ms

@@ -116,6 +116,8 @@ def _refused(kind: str | None, text: str | None) -> MirrorError:
     if kind == MirrorPartialImageError.__name__ and text is not None:
         return MirrorPartialImageError(**json.loads(text))
     return _REFUSALS.get(kind or "", MirrorError)(text)
+
+
 SPILL_PREFIX = "_pycanal_ddl_batch."  # files of batches with DDL handed from a task to the driver, in the root
 
 

@@ -40,9 +40,10 @@ from collections.abc import Callable, Iterator
 import attrs
 import zstandard
 
-from canal.errors import ColumnTypeError, EncryptedBinlogError, ParseError, SchemaError
+from canal.errors import EncryptedBinlogError, ParseError, SchemaError
 from canal.gtid import decode_mysql_gtid_set
 from canal.parse.events import (
+    UNDECODED,
     BinlogEvent,
     FormatDescriptionEvent,
     GtidEvent,
@@ -60,28 +61,29 @@ from canal.parse.events import (
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.compression import mariadb_uncompress, payload_events, transaction_payload
 from canal.parse.mysql.decoder import (
-    BinlogColumn,
     SameColumns,
     TableDecoder,
-    TableMapInfo,
-    binlog_layout,
     declare_types,
     metadata_rules,
     needs_declared_type,
     parse_table_map_body,
-    schema_mismatch,
-    unreadable_columns,
 )
 from canal.parse.mysql.event_types import COMPRESSED_ROWS, HEARTBEATS, IGNORED, REFUSED, ROWS_KINDS
 from canal.parse.mysql.gtid_events import mariadb_gtid_list, mysql_gtid, mysql_tagged_gtid
+from canal.parse.mysql.map_columns import (
+    cross_check,
+    current_columns,
+    history_columns,
+    resolve_legacy_temporal,
+    schema_columns,
+    unreadable_problem,
+)
 from canal.parse.mysql.packets import event_name, read_lenenc
 from canal.parse.mysql.query_status import QueryStatus, read_status
 from canal.parse.source import RowsForm
 from canal.parse.xa import mariadb_gtid_xid
-from canal.position import EntryPosition
 from canal.protocol import Rows
-from canal.schema.history import RECOVERY, ColumnSource, SchemaColumn, SchemaHistory
-from canal.sql import read_column_type
+from canal.schema.history import ColumnSource, SchemaColumn
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,9 @@ _NO_STATUS = QueryStatus()
 # Exceptions a handler raises on bytes that do not decode; parse() turns them into a ParseError naming the event.
 _MALFORMED = (IndexError, KeyError, ValueError, OverflowError, struct.error, zlib.error, zstandard.ZstdError)
 _MAP_CACHE_SIZE = 8192  # table layouts kept with their decoders (a schema of thousands of tables fits)
+COLUMNAR_MIN_ROWS = 16
+"""Rows an event must hold (estimated) to be decoded column by column when the consumer asks for columns; fewer are
+decoded as tuples, which typed batches take as well (``EventDecoder._many_rows``)."""
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _ENCRYPTION_BODY = 17  # scheme, key version, nonce
@@ -141,9 +146,11 @@ class EventDecoder:
         schema_lookup: ColumnSource | None = None,
         decode_rows: bool = True,
         rows_form: RowsForm | None = None,
+        decode_table: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.log_file = log_file
         self.rows_form = rows_form if rows_form is not None else RowsForm()
+        self.decode_table = decode_table  # DumpRequest.decode_table: rows of other tables come UNDECODED
         self.position = 4
         self.checksum = checksum
         self.verify_checksum = verify_checksum
@@ -155,6 +162,7 @@ class EventDecoder:
         self._map_cache: OrderedDict[bytes, TableDecoder] = OrderedDict()
         self._same_columns = SameColumns(_MAP_CACHE_SIZE)  # another table's map with those columns: shared
         self._warned: set[tuple[str, str]] = set()
+        self._row_bytes: dict[int, int] = {}  # bytes a row of a table's last rows event took (its column list's id)
         self._rows_post = {P.WRITE_ROWS_EVENT_V1: 8, P.WRITE_ROWS_EVENT_V2: 10}
         self.server_version = ""
         self._metadata_rules = metadata_rules("")
@@ -488,36 +496,50 @@ class EventDecoder:
         if dec is None and (same := self._same_columns.get(b, p, end, self.table_id_len)) is not None:
             info, dec, columns_key = same  # the columns of a table seen before, under this table's name
             if lookup is not None and lookup.strict:
-                self._cross_check(info, dec, off, columns_key)
+                cross_check(lookup, info, dec, self.log_file, off, (self._same_columns, columns_key))
             self._keep_map(key, dec)
         elif dec is None:
             info = parse_table_map_body(b, p, end, self.table_id_len, self._metadata_rules)
             fallback: list[SchemaColumn] | None = None
             problem: SchemaError | None = None
             version: int | None = None
+            if lookup is not None and getattr(lookup, "binlog_names_only", False):
+                # a reader without a schema history (canal.parse.shared): a table whose rows only a history could
+                # name (no column names) or time (pre-5.6 temporal columns) gets a problem, and the destinations
+                # that capture it read alone, where theirs does
+                if not info.has_names or any(c.type in _LEGACY_TEMPORAL for c in info.columns):
+                    problem = SchemaError(
+                        f"the table map of {info.schema}.{info.table} at {self.log_file}:{off} needs a schema history "
+                        "(no column names, or pre-5.6 temporal columns)",
+                        table=f"{info.schema}.{info.table}",
+                        position=f"{self.log_file}:{off}",
+                    )
+                lookup = None
             if not info.has_names and lookup is not None:
                 version = lookup.version
                 if lookup.strict:
-                    fallback, problem = self._history_columns(info, f"{self.log_file}:{off}")
+                    fallback, problem = history_columns(lookup, info, f"{self.log_file}:{off}")
                 else:
-                    fallback = self._current_columns(info)
+                    fallback = current_columns(lookup, info, self._warned)
             legacy = [c for c in info.columns if c.type in _LEGACY_TEMPORAL]
             if legacy and lookup is not None:
-                self._resolve_legacy_temporal(info.schema, info.table, legacy)
+                resolve_legacy_temporal(lookup, info.schema, info.table, legacy)
             declared = lookup is not None and any(needs_declared_type(c) for c in info.columns)
             if declared and lookup is not None:
-                found = fallback if fallback is not None or not info.has_names else self._schema_columns(info)
+                found = fallback if fallback is not None or not info.has_names else schema_columns(lookup, info)
                 if found is not None:
                     declare_types(info.columns, found)
                     version = lookup.version  # a DDL may change a declared type under the same table map
-            unreadable = self._unreadable(info, f"{self.log_file}:{off}")
+            unreadable = unreadable_problem(info, f"{self.log_file}:{off}")
             if unreadable is not None:
                 problem = unreadable
             dec = TableDecoder(
                 info, fallback, problem=problem, lookup_version=version, unreadable=unreadable is not None
             )
             if info.has_names and lookup is not None and lookup.strict and unreadable is None:
-                self._cross_check(info, dec, off)  # (a type no decoder reads is no layout to repair the history with)
+                cross_check(
+                    lookup, info, dec, self.log_file, off
+                )  # (a type no decoder reads is no layout to repair the history with)
             if info.has_names and problem is None and not legacy and not declared:  # made of the map's bytes alone
                 self._same_columns.add(b, p, end, self.table_id_len, info, dec)
             self._keep_map(key, dec)
@@ -542,124 +564,6 @@ class EventDecoder:
         if len(self._map_cache) >= _MAP_CACHE_SIZE:
             self._map_cache.popitem(last=False)
         self._map_cache[key] = dec
-
-    def _history_columns(self, info: TableMapInfo, where: str) -> tuple[list[SchemaColumn] | None, SchemaError | None]:
-        """Names from the schema history, checked against the table map: a table it does not hold, or one whose
-        columns differ, gets no names and the SchemaError its captured rows will raise."""
-        assert self.schema_lookup is not None
-        full = f"{info.schema}.{info.table}"
-        try:
-            found = self.schema_lookup.columns(info.schema, info.table)
-        except SchemaError as exc:
-            return None, SchemaError(f"{exc} (rows at {where})", table=full, position=where)
-        if found is None:
-            why = "the schema history has no such table"
-        else:
-            why = schema_mismatch(info.columns, found) or ""
-            if not why:
-                return list(found), None
-        return None, SchemaError(
-            f"the table map of {full} at {where} carries no column names and does not match the schema history: "
-            f"{why}; {RECOVERY}",
-            table=full,
-            position=where,
-        )
-
-    def _schema_columns(self, info: TableMapInfo) -> list[SchemaColumn] | None:
-        """The schema's columns of a table map that names its own (FULL metadata), for the types the binlog does not
-        say (:func:`~canal.parse.mysql.decoder.declare_types`); None when the schema does not know the table."""
-        assert self.schema_lookup is not None
-        try:
-            found = self.schema_lookup.columns(info.schema, info.table)
-        except SchemaError:
-            return None  # unknown since a DDL the history could not apply: the cross-check says so
-        return None if found is None else list(found)
-
-    @staticmethod
-    def _unreadable(info: TableMapInfo, where: str) -> ColumnTypeError | None:
-        """The error of a table map with a column whose binlog type no decoder reads: its rows are not decoded, and
-        stop a destination that captures the table (the converter raises it), never one that filters it out."""
-        bad = unreadable_columns(info.columns)
-        if not bad:
-            return None
-        c = bad[0]
-        column = f"{info.schema}.{info.table}.{c.name if c.name is not None else f'<column {c.index + 1}>'}"
-        return ColumnTypeError(
-            f"{column} has binlog column type {c.type}, which pycanal cannot decode (table map at {where}): its rows "
-            "cannot be captured; filter the table out, or change the column's type",
-            table=f"{info.schema}.{info.table}",
-            position=where,
-            column=column,
-            column_type=f"binlog type {c.type}",
-        )
-
-    def _cross_check(self, info: TableMapInfo, dec: TableDecoder, off: int, columns_key: bytes | None = None) -> None:
-        """A table map with names (FULL metadata) against the schema history: the binlog wins; a divergence is
-        logged and repairs the history (from this position on). ``columns_key``: the map's columns are those
-        :class:`SameColumns` knows by it (a layout they were found to agree with is not compared again)."""
-        assert self.schema_lookup is not None
-        try:
-            found = self.schema_lookup.columns(info.schema, info.table)
-        except SchemaError:
-            found = None  # unknown since a DDL it could not apply: the binlog tells it now
-        if found is not None:
-            if columns_key is not None and self._same_columns.agreed(columns_key, found):
-                return
-            if tuple(f.name for f in found) == dec.schema.names and schema_mismatch(info.columns, found) is None:
-                if columns_key is not None:
-                    self._same_columns.agree(columns_key, found)
-                return
-        previous = None
-        if found is not None and isinstance(self.schema_lookup, SchemaHistory):
-            previous = self.schema_lookup.table(info.schema, info.table)
-        layout = binlog_layout(info, dec.schema, previous)
-        where = EntryPosition(self.log_file, off)
-        if self.schema_lookup.repair(where, layout):
-            why = "it has no such table" if found is None else schema_mismatch(info.columns, found) or "other names"
-            log.warning(
-                "the table map of %s.%s at %s:%d differs from the schema history (%s); the binlog wins: the history "
-                "takes its layout from here on",
-                info.schema,
-                info.table,
-                self.log_file,
-                off,
-                why,
-            )
-
-    def _current_columns(self, info: TableMapInfo) -> list[SchemaColumn] | None:
-        """Names from information_schema now (the schema history is off), with a warning once per table."""
-        assert self.schema_lookup is not None
-        found = self.schema_lookup.columns(info.schema, info.table)
-        fallback = list(found) if found is not None and len(found) == len(info.columns) else None
-        if (info.schema, info.table) not in self._warned:
-            self._warned.add((info.schema, info.table))
-            log.warning(
-                "binlog table map of %s.%s carries no column names (binlog_row_metadata is not FULL) and the schema "
-                "history is off: names %s from information_schema now; rows written before a later DDL may get "
-                "wrong names. Turn the schema history on, or set binlog_row_metadata=FULL on the server.",
-                info.schema,
-                info.table,
-                "taken" if fallback is not None else "NOT found (UNKNOWN_COLn used)",
-            )
-        return fallback
-
-    def _resolve_legacy_temporal(self, schema: str, table: str, legacy: list[BinlogColumn]) -> None:
-        # MariaDB's pre-10.1 fractional temporal formats (mysql56_temporal_format=OFF when the column was created)
-        # are logged as plain DATETIME/TIME/TIMESTAMP without their precision: take it from the schema history (or
-        # information_schema with the history off)
-        assert self.schema_lookup is not None
-        try:
-            found = self.schema_lookup.columns(schema, table)
-        except SchemaError:
-            return  # unknown to the history: its rows of a captured table fail with that error anyway
-        if not found:
-            return
-        for c in legacy:
-            if c.index < len(found):
-                fsp = read_column_type(found[c.index].column_type, strict=False).fsp
-                if fsp and 0 < fsp <= 6:
-                    c.hires = True
-                    c.fsp = fsp
 
     def _rows(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         kind, event_type, v2 = ROWS_KINDS[t]
@@ -689,6 +593,21 @@ class EventDecoder:
             raise ParseError(
                 f"{event_name(t)} at {self.log_file}:{off} has {ncols} columns, the table map of "
                 f"{dec.schema.full_name} {len(dec.columns)}: a corrupt event"
+            )
+        decode_table = self.decode_table
+        if decode_table is not None and not decode_table(dec.schema.schema, dec.schema.table):
+            return RowsEvent(
+                log_file=self.log_file,
+                offset=off,
+                next_offset=nxt,
+                timestamp=ts,
+                server_id=sid,
+                event_type=event_type,
+                table_id=table_id,
+                table=dec.schema,
+                rows=UNDECODED,
+                end_of_statement=bool(flags & 1),
+                schema_error=dec.problem,
             )
         nb = (ncols + 7) >> 3
         present = bytes(b[p : p + nb])
@@ -725,12 +644,28 @@ class EventDecoder:
         if t in COMPRESSED_ROWS:
             b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
             p, end = 0, len(b)
+        wanted = self.rows_form.columnar
         try:
-            return dec.decoder(kind, present, present2, self.rows_form.columnar)(dec.schema, b, p, end)
+            rows = dec.decoder(kind, present, present2, wanted and self._many_rows(dec, end - p))(dec.schema, b, p, end)
         except _MALFORMED as e:
             raise ParseError(
                 f"malformed {event_name(t)} of {dec.schema.full_name} at {self.log_file}:{off}: {e}"
             ) from e
+        if wanted and rows:
+            sizes = self._row_bytes
+            if len(sizes) >= _MAP_CACHE_SIZE:
+                sizes.clear()
+            sizes[id(dec.columns)] = (end - p) // len(rows)
+        return rows
+
+    def _many_rows(self, dec: TableDecoder, size: int) -> bool:
+        """Whether a rows event of ``size`` bytes of ``dec``'s table holds enough rows to decode column by column.
+        The columnar decoder makes a list (and a tuple) per column of each event: a wide table's events hold a row
+        or two each (a server cuts them at binlog_row_event_max_size, 8 KB by default), and at 1,000 columns those
+        lists made the decoding 17 times slower than tuples and the mirror's run hold 1.7 GB. The rows per event are
+        estimated from the table's last event (before one: four bytes a cell)."""
+        per_row = self._row_bytes.get(id(dec.columns)) or 4 * len(dec.columns)
+        return size >= COLUMNAR_MIN_ROWS * per_row
 
     def _mysql_gtid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         gtid = mysql_gtid(b, p, end)

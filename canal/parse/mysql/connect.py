@@ -13,11 +13,18 @@ pymysql internals used here, and nowhere else, each watched by ``tests/test_tls.
   configured TLS versions and client certificate apply. Older pymysql releases continue in plain text when TLS was
   asked for and the server offers none, which is why pycanal needs pymysql >= 1.2.
 * Whether an open connection is encrypted, and how, is read from its socket (``Connection._sock``).
+* pymysql makes its PREFERRED context in ``Connection._create_ssl_ctx({})`` while it is constructed: the system's
+  trust store, read anew for every connection (60 ms of CPU here: most of a destination's start). Ours replaces it
+  before the handshake anyway, so :class:`_Connection` makes none.
+
+Contexts are shared: :func:`shared_ssl_context` makes one per TLS configuration (and version of its files) for the
+whole process. An ``SSLContext`` is safe to use from several threads at once; it is never changed once made.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import threading
 from typing import Any
@@ -43,6 +50,20 @@ assert set(_VERSIONS) == set(TLS_VERSIONS)
 
 _plain_noted: set[str] = set()
 _plain_lock = threading.Lock()
+
+_CONTEXTS: dict[tuple[SslConfig, tuple[tuple[str, int, int] | None, ...]], ssl.SSLContext | None] = {}
+_CONTEXTS_LOCK = threading.Lock()
+_MAX_CONTEXTS = 64
+
+
+class _Connection(Connection):  # type: ignore[misc]
+    """pymysql's connection, without the default context it makes for opportunistic TLS (see the module docstring):
+    :func:`open_connection` sets the configured one before the handshake."""
+
+    def _create_ssl_ctx(self, sslp: Any) -> Any:
+        if isinstance(sslp, dict) and not sslp:
+            return None
+        return super()._create_ssl_ctx(sslp)
 
 
 @attrs.frozen
@@ -102,6 +123,36 @@ def ssl_context(config: SslConfig) -> ssl.SSLContext | None:
     return context
 
 
+def _file_version(path: str | None) -> tuple[str, int, int] | None:
+    if path is None:
+        return None
+    try:
+        found = os.stat(path)
+    except OSError:
+        return (path, -1, -1)  # ssl_context names the unreadable file
+    return (path, found.st_mtime_ns, found.st_size)
+
+
+def shared_ssl_context(config: SslConfig) -> ssl.SSLContext | None:
+    """:func:`ssl_context` for ``config``, made once per process for each version of its files (a renewed CA,
+    certificate or key file, by its modification time and size, makes a new one: the next connection picks it up).
+    Raises what :func:`ssl_context` raises, and keeps nothing then."""
+    if config.mode is SslMode.DISABLED:
+        return None
+    key = (config, tuple(_file_version(p) for p in (config.ca, config.cert, config.key)))
+    context = _CONTEXTS.get(key)  # read without the lock: a dict lookup is atomic, and a value never changes
+    if context is not None:
+        return context
+    with _CONTEXTS_LOCK:
+        context = _CONTEXTS.get(key)
+        if context is None:
+            context = ssl_context(config)
+            _CONTEXTS[key] = context
+            if len(_CONTEXTS) > _MAX_CONTEXTS:
+                del _CONTEXTS[next(iter(_CONTEXTS))]
+        return context
+
+
 def open_connection(
     *,
     address: str,
@@ -119,12 +170,12 @@ def open_connection(
 ) -> Connection:
     """A logged-in pymysql connection to ``host:port`` with TLS as ``ssl_config`` says.
 
-    ``context`` is a context :func:`ssl_context` made earlier for the same config (a source makes one and reuses it);
+    ``context`` is a context :func:`ssl_context` made for the same config (default: :func:`shared_ssl_context`);
     ``address`` is how messages name the server. Raises TlsError or SourceUnreachableError (errno set).
     """
     mode = ssl_config.mode
     if context is None:
-        context = ssl_context(ssl_config)
+        context = shared_ssl_context(ssl_config)
     kwargs: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -142,7 +193,7 @@ def open_connection(
         kwargs["ssl_disabled"] = True
     elif mode.requires_tls:
         kwargs["ssl"] = context  # pymysql refuses to continue if the server offers no TLS
-    conn = Connection(**kwargs)
+    conn = _Connection(**kwargs)
     if mode is SslMode.PREFERRED and context is not None:
         _prefer_tls(conn, context)
     try:

@@ -1340,7 +1340,7 @@ class _Layout:
     def __init__(self, cols: list[BinlogColumn]) -> None:
         self.gen = _CodeGen(cols)
         self.columnar: _CodeGen | None = None  # the ColumnarGen, made when first asked
-        self.decoders: OrderedDict[tuple[str, bytes, bytes, bool], RowsDecoder] = OrderedDict()
+        self.decoders: dict[tuple[str, bytes, bytes, bool], RowsDecoder] = {}  # oldest inserted first
 
 
 class SameColumns:
@@ -1423,23 +1423,28 @@ def _layout_key(cols: Sequence[BinlogColumn]) -> tuple[object, ...]:
     )
 
 
-# process-wide, as compiled code is: least recently used first; the lock keeps parsers of several destinations
-# (threads of one process) from evicting under each other
-_LAYOUTS: OrderedDict[tuple[object, ...], _Layout] = OrderedDict()
+# process-wide, as compiled code is, and read without a lock: the parsers of every destination of the process (one
+# thread each) read these on every table map they have not seen, and a lock held there serialised them all. A dict
+# lookup is one atomic operation in CPython, and the values are never changed once in (a _Layout's decoders are a
+# dict of its own, written the same way). Only insertion takes the lock, so that two threads never evict under each
+# other; the oldest inserted goes first (a layout in use stays in every TableDecoder that holds it, so one evicted
+# costs only its next new table map a compilation).
+_LAYOUTS: dict[tuple[object, ...], _Layout] = {}
 _LAYOUTS_LOCK = threading.Lock()
 _MAX_LAYOUTS = 4096
 
 
 def _layout(cols: list[BinlogColumn]) -> _Layout:
     key = _layout_key(cols)
+    layout = _LAYOUTS.get(key)
+    if layout is not None:
+        return layout
     with _LAYOUTS_LOCK:
         layout = _LAYOUTS.get(key)
-        if layout is not None:
-            _LAYOUTS.move_to_end(key)
-            return layout
-        layout = _LAYOUTS[key] = _Layout(cols)
-        if len(_LAYOUTS) > _MAX_LAYOUTS:
-            _LAYOUTS.popitem(last=False)
+        if layout is None:
+            layout = _LAYOUTS[key] = _Layout(cols)
+            if len(_LAYOUTS) > _MAX_LAYOUTS:
+                del _LAYOUTS[next(iter(_LAYOUTS))]
         return layout
 
 
@@ -1515,9 +1520,10 @@ class TableDecoder:
         except ValueError as exc:
             raise ValueError(f"{self.schema.full_name}: {exc}") from exc
         with _LAYOUTS_LOCK:
-            layout.decoders[key] = fn
-            if len(layout.decoders) > _MAX_DECODERS:
-                layout.decoders.popitem(last=False)
+            decoders = layout.decoders
+            decoders[key] = fn
+            if len(decoders) > _MAX_DECODERS:
+                del decoders[next(iter(decoders))]
         return fn
 
     def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> RowsDecoder:
@@ -1530,11 +1536,7 @@ class TableDecoder:
         if fn is not None:
             self._decoders.move_to_end(key)
             return fn
-        layout = self._layout
-        with _LAYOUTS_LOCK:
-            fn = layout.decoders.get(key)
-            if fn is not None:
-                layout.decoders.move_to_end(key)
+        fn = self._layout.decoders.get(key)  # read without the lock, as _LAYOUTS is
         if fn is None:
             fn = self._compile(key)
         if len(self._decoders) >= _MAX_DECODERS:

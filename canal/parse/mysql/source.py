@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import threading
-import zlib
+import time
 from collections.abc import Callable, Iterator
-from ssl import SSLContext
 from typing import Any, TypeVar
 
 import pymysql  # type: ignore[import-untyped]
@@ -22,11 +20,12 @@ import pymysql.err  # type: ignore[import-untyped]
 
 from canal.address import split_address
 from canal.config import SslConfig
-from canal.errors import BinlogPurgedError, SchemaError, ServerNotReadyError, SourceError
+from canal.errors import BinlogPurgedError, ReplicaIdConflictError, SchemaError, ServerNotReadyError, SourceError
 from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventDecoder
-from canal.parse.mysql.connect import TlsState, open_connection, ssl_context, tls_state
+from canal.parse.mysql.connect import TlsState, open_connection, shared_ssl_context, tls_state
+from canal.parse.mysql.replica_ids import REPLICA_IDS, derive_replica_id
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog, TableDef
@@ -52,19 +51,24 @@ CR_SERVER_GONE_ERROR = 2006
 CR_CONN_HOST_ERROR = 2003
 ER_PARSE_ERROR = 1064
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+ER_NO_SUCH_THREAD = 1094
+DUMP_END_WAIT_S = 2.0
+"""How long :meth:`MysqlBinlogSource.close` waits for the server to end the dump threads it killed."""
 _LOST = frozenset({CR_SERVER_LOST, CR_SERVER_GONE_ERROR, CR_CONN_HOST_ERROR})
 DUMP_READ_BUFFER = 256 * 1024
 """Bytes the binlog dump's socket reads ask for at a time (see ``_prepare_dump``): an embedded mirror consuming a
 1,000,000-change dump in the same process ran 2-9% faster with them than with 8 KB reads (three runs each)."""
 
 
-def default_slave_id(address: str, server_id: int | None = None) -> int:
-    """A stable replica id derived from this host, process and the server address (never the server's own id)."""
-    seed = f"{socket.gethostname()}:{os.getpid()}:{address}".encode()
-    sid = 0x10000 + zlib.crc32(seed) % 0x7FFE0000
-    if server_id is not None and sid == server_id:
-        sid += 1
-    return sid
+ER_SLAVE_SAME_ID = 4052  # MariaDB; MySQL reports the same clash as 1236 with this text:
+_SAME_ID_TEXT = "same server_uuid/server_id"
+
+
+def default_slave_id(address: str, server_id: int | None = None, name: str = "") -> int:
+    """The replica id a dump of destination ``name`` on ``address`` derives in this process (never the server's own
+    id ``server_id``); :mod:`canal.parse.mysql.replica_ids` describes the scheme."""
+    sid = derive_replica_id(address, name)
+    return sid + 1 if sid == server_id else sid
 
 
 def _errno(exc: BaseException) -> int | None:
@@ -112,8 +116,10 @@ class MysqlBinlogSource:
         verify_checksum: bool = True,
         schema_fallback: bool = True,
         ssl: SslConfig | None = None,
+        replica_name: str = "",
     ) -> None:
         self._address = address
+        self._replica_name = replica_name
         self._host, self._port = split_address(address, 3306)
         self._username = username
         self._password = password
@@ -124,7 +130,6 @@ class MysqlBinlogSource:
         self._verify_checksum = verify_checksum
         self._schema_fallback = schema_fallback
         self._ssl = ssl if ssl is not None else SslConfig()
-        self._ssl_context: SSLContext | None = None  # made at the first connection, shared by all of them
         self._side: pymysql.connections.Connection | None = None
         self._is_mariadb = False
         self._server_id: int | None = None
@@ -132,7 +137,6 @@ class MysqlBinlogSource:
         self._lock = threading.RLock()
         self._query_lock = threading.Lock()  # the side connection serves one statement at a time
         self._dumps: set[pymysql.connections.Connection] = set()
-        self._dump_ids: dict[int, int] = {}
         self._closed = False
         self._logs_column_names = True  # binlog_row_metadata, read by open()
         self._lower_case_names = False  # lower_case_table_names=1, read by open()
@@ -151,15 +155,23 @@ class MysqlBinlogSource:
         return self._address
 
     @property
+    def share_key(self) -> str:
+        """What a read of this server is valid for in the process (what it shows depends on the login): the
+        server's address and the user, never the password."""
+        return f"{self._username}@{self._address}"
+
+    @property
     def is_mariadb(self) -> bool:
         self._side_connection()
         return self._is_mariadb
 
     @property
     def slave_id(self) -> int:
-        if self._slave_id is None:
-            self._slave_id = default_slave_id(self._address, self.server_id())
-        return self._slave_id
+        """The configured replica id, else the one this source's destination derives (a dump steps over an id
+        another dump of this process holds: :mod:`canal.parse.mysql.replica_ids`)."""
+        if self._slave_id is not None:
+            return self._slave_id
+        return default_slave_id(self._address, self.server_id(), self._replica_name)
 
     def snapshot_connection(self) -> pymysql.connections.Connection:
         """A new connection for a snapshot chunk: every value as the server's text (no pymysql conversion), in
@@ -170,10 +182,7 @@ class MysqlBinlogSource:
     def _connect(
         self, conv: dict[Any, Any] | None = None, charset: str | None = None
     ) -> pymysql.connections.Connection:
-        with self._lock:
-            if self._ssl_context is None and self._ssl.enabled:
-                self._ssl_context = ssl_context(self._ssl)
-            context = self._ssl_context
+        context = shared_ssl_context(self._ssl)  # one per process for these settings (and their files' versions)
         return open_connection(
             address=self._address,
             host=self._host,
@@ -350,22 +359,71 @@ class MysqlBinlogSource:
         return [BinlogFile(str(r[0]), int(r[1])) for r in self.query("SHOW BINARY LOGS")]
 
     def close(self) -> None:
+        """Close every connection of this source: the dumps end on the server too before this returns (see
+        :meth:`_end_dumps`), the side connection with COM_QUIT."""
         with self._lock:
             self._closed = True
             dumps = list(self._dumps)
             side, self._side = self._side, None
+        threads = []
         for conn in dumps:
             sock = getattr(conn, "_sock", None)
             if sock is not None:
+                threads.append(conn.thread_id())
                 # only wakes the dump's reader, which then ends with "source closed"; a socket its thread has closed
                 # already raises OSError here, and there is nothing left to wake
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+        if threads:
+            self._end_dumps(side, threads)
         if side is not None:
             try:
                 side.close()  # sends COM_QUIT, which a broken or already closed connection cannot
             except (pymysql.err.Error, OSError):
                 side._force_close()
+
+    def _end_dumps(self, side: pymysql.connections.Connection | None, threads: list[int]) -> None:
+        """End the server's threads of dumps this source closed, and wait (up to :data:`DUMP_END_WAIT_S`) until
+        they are gone. A binlog dump thread waiting for new events does not read its socket: it notices a closed
+        one only when it next writes to it (an event, or a heartbeat a period later), and a closed source would leave
+        it on the server until then, registered under its replica id. The capture user may end its own threads."""
+        own = side is not None and self._query_lock.acquire(timeout=1.0)
+        conn = side if own else None
+        try:
+            if conn is None:  # no side connection, or one busy with a statement of another thread
+                conn = self._connect()
+            with conn.cursor() as cur:
+                for thread in threads:
+                    try:
+                        cur.execute(f"KILL CONNECTION {int(thread)}")
+                    except pymysql.err.OperationalError as exc:
+                        if _errno(exc) != ER_NO_SUCH_THREAD:  # already gone: what was wanted
+                            raise
+                listed = ", ".join(str(int(t)) for t in threads)
+                deadline = time.monotonic() + DUMP_END_WAIT_S
+                while True:
+                    cur.execute(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({listed})")
+                    row = cur.fetchone()
+                    if not row or not row[0]:
+                        return
+                    if time.monotonic() > deadline:
+                        log.warning(
+                            "%s: binlog dump threads %s still listed %.1f s after KILL",
+                            self._address,
+                            listed,
+                            DUMP_END_WAIT_S,
+                        )
+                        return
+                    time.sleep(0.005)
+        except (pymysql.err.Error, OSError, SourceError) as exc:
+            # the dumps' sockets are closed: the server ends their threads at its next write to them at the latest
+            log.warning("%s: could not end the server's binlog dump threads %s: %s", self._address, threads, exc)
+        finally:
+            if own:
+                self._query_lock.release()
+            elif conn is not None:
+                with contextlib.suppress(pymysql.err.Error, OSError):
+                    conn.close()
 
     def __enter__(self) -> MysqlBinlogSource:
         self.open()
@@ -432,7 +490,7 @@ class MysqlBinlogSource:
         if request.gtid_set is None and not request.journal_name:
             raise SourceError(f"{self._address}: a dump needs a journal name or a GTID set")
         self._side_connection()
-        return self._dump(request, self.slave_id)
+        return self._dump(request)
 
     def _where(self, request: DumpRequest) -> str:
         if request.gtid_set is not None:
@@ -444,26 +502,31 @@ class MysqlBinlogSource:
             return self._read_timeout
         return max(4 * request.heartbeat_period_s, 10.0)
 
-    def _dump(self, request: DumpRequest, slave_id: int) -> Iterator[BinlogEvent]:
+    def _dump(self, request: DumpRequest) -> Iterator[BinlogEvent]:
         conn = self._connect()
         with self._lock:
             if self._closed:
                 conn.close()
                 raise SourceError(f"{self._address}: source is closed", errno=CR_SERVER_LOST)
-            # the server ends an older dump registered with the same id: concurrent dumps of one source get their own
-            # (the first keeps the configured id, so a restarted process still replaces its stale registration)
-            taken = set(self._dump_ids.values())
-            while slave_id in taken:
-                slave_id = slave_id + 1 if slave_id < 0xFFFFFFFF else 1
             self._dumps.add(conn)
-            self._dump_ids[id(conn)] = slave_id
+        # the server ends an older dump registered with the same id: every dump of this process holds its own
+        try:
+            slave_id = REPLICA_IDS.lease(
+                self._address, self._replica_name, configured=self._slave_id, master_id=self._server_id
+            )
+        except BaseException:
+            with self._lock:
+                self._dumps.discard(conn)
+            conn._force_close()
+            raise
+        log.debug("%s: dumping as replica id %d", self._address, slave_id)
         try:
             try:
                 checksum = self._prepare_dump(conn, request, slave_id)
                 # a server that stops sending (hung, paused, network partition) sends no heartbeats either
                 conn._sock.settimeout(self._idle_timeout(request))
             except pymysql.err.MySQLError as e:
-                raise self._error(e, request) from None
+                raise self._error(e, request, slave_id=slave_id) from None
             except OSError as e:
                 raise SourceError(f"{self._address}: dump setup failed: {e}", errno=CR_SERVER_LOST) from None
             parser = EventDecoder(
@@ -473,14 +536,15 @@ class MysqlBinlogSource:
                 schema_lookup=request.schema if request.schema is not None else self if self._schema_fallback else None,
                 decode_rows=request.decode_rows,
                 rows_form=request.rows_form,
+                decode_table=request.decode_table,
             )
             if request.journal_name:
                 parser.position = request.position
-            yield from self._read_events(conn, parser, request)
+            yield from self._read_events(conn, parser, request, slave_id)
         finally:
             with self._lock:
                 self._dumps.discard(conn)
-                self._dump_ids.pop(id(conn), None)
+            REPLICA_IDS.release(self._address, slave_id)
             conn._force_close()
 
     def _prepare_dump(self, conn: pymysql.connections.Connection, request: DumpRequest, slave_id: int) -> bool:
@@ -549,7 +613,7 @@ class MysqlBinlogSource:
         raise pymysql.err.OperationalError(code, msg)
 
     def _read_events(
-        self, conn: pymysql.connections.Connection, parser: EventDecoder, request: DumpRequest
+        self, conn: pymysql.connections.Connection, parser: EventDecoder, request: DumpRequest, slave_id: int
     ) -> Iterator[BinlogEvent]:
         read = conn._read_bytes
         read_packet = P.read_packet
@@ -559,7 +623,7 @@ class MysqlBinlogSource:
             try:
                 data, seq = read_packet(read, seq)
             except pymysql.err.MySQLError as e:
-                raise self._error(e, request, parser) from None
+                raise self._error(e, request, parser, slave_id) from None
             except OSError as e:
                 raise SourceError(
                     f"{self._address}: binlog dump connection lost after {parser.log_file}:{parser.position}: {e}",
@@ -590,7 +654,7 @@ class MysqlBinlogSource:
                 try:
                     self._raise_error_packet(data)
                 except pymysql.err.MySQLError as e:
-                    raise self._error(e, request, parser) from None
+                    raise self._error(e, request, parser, slave_id) from None
             else:
                 raise SourceError(
                     f"{self._address}: unexpected packet 0x{first:02x} in the binlog dump after "
@@ -599,18 +663,42 @@ class MysqlBinlogSource:
                 )
 
     def _error(
-        self, exc: pymysql.err.MySQLError, request: DumpRequest, parser: EventDecoder | None = None
+        self,
+        exc: pymysql.err.MySQLError,
+        request: DumpRequest,
+        parser: EventDecoder | None = None,
+        slave_id: int | None = None,
     ) -> SourceError:
         code = _errno(exc)
         text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
         if self._closed:
             return SourceError(f"{self._address}: binlog dump stopped: source closed", errno=code or CR_SERVER_LOST)
+        if slave_id is not None and (code == ER_SLAVE_SAME_ID or _SAME_ID_TEXT in text):
+            return self._conflict(slave_id, code, text)
         if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
             return BinlogPurgedError(
                 f"{self._address} cannot send the binlog from {self._where(request)}: {text}", errno=code
             )
         where = f" after {parser.log_file}:{parser.position}" if parser is not None else ""
         return SourceError(f"{self._address}: binlog dump failed{where}: {text}", errno=code or CR_SERVER_LOST)
+
+    def _conflict(self, slave_id: int, code: int | None, text: str) -> ReplicaIdConflictError:
+        """Another replica registered this dump's id, and the server ended this dump for it."""
+        if self._slave_id is None:
+            # a derived id: the next dump of this destination derives another
+            REPLICA_IDS.redraw(self._address, self._replica_name)
+            fix = "pycanal derived this id; the next attempt derives another"
+        else:
+            fix = (
+                "give this destination a slave_id (canal.instance.mysql.slaveId) that no other replica of the server "
+                "uses, or leave it unset to have one derived"
+            )
+        return ReplicaIdConflictError(
+            f"{self._address}: another replica connected with replica id (server_id) {slave_id} and the server ended "
+            f"this binlog dump ({text}); {fix}",
+            replica_id=slave_id,
+            errno=code,
+        )
 
 
 def _split_labels(inner: str) -> list[str]:

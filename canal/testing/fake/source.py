@@ -71,6 +71,12 @@ class FakeBinlogSource:
         return f"fake://{self._name}"
 
     @property
+    def share_key(self) -> str:
+        """What a read of this fake is valid for in the process: its address (destinations of one fake may share a
+        reader, :mod:`canal.parse.shared`, as those of one server do)."""
+        return self.address
+
+    @property
     def is_mariadb(self) -> bool:
         return self.fake.is_mariadb
 

@@ -1,0 +1,732 @@
+"""One binlog read for many destinations: the destinations of one master in one process share a reader.
+
+Every destination used to dump and decode the whole binlog itself, then filter it: N destinations of one server cost
+N dumps on the server and N decodes of every event here. A :class:`SharedReader` dumps the server once for all of
+them, decodes the rows of only the tables some destination captures, and routes each event to the destinations that
+need it, each through its own queue into its own parser thread. Everything after the queue is the destination's
+own, as before: its converter, transaction buffer, snapshot merge, schema history, store, cursor, acks and HA.
+
+**Who shares.** A destination shares when its config allows it (``InstanceConfig.share_reader``, on by default), its
+source can say what a read of it is valid for (``share_key``: a MySQL/MariaDB server and login, or a fake), and
+another destination of that master runs in the process: a destination alone reads alone, as it always did. A reader
+serves the server and login it was made for; a destination that switches to its standby leaves it.
+
+**Routing.** The reader follows the stream's groups of events (:mod:`canal.parse.shared_groups`). An event outside
+every group, and every group that is not plain (DDL, XA, savepoints, statements, rolled-back transactions), goes to
+every destination. A plain transaction goes whole to each destination that captures one of its tables (or the table
+of its snapshot watermarks), from its first event, however late in it that table's first row comes; the others get,
+later, a :class:`~canal.parse.events.PassedEvent` naming it with its GTID, BEGIN and end -- at the next event they
+do get, or within :data:`FLUSH_S` -- from which their parser makes exactly the entries it would have made of the
+whole transaction (:meth:`canal.parse.parser.EventParser`; empty transactions the sink keeps included). A
+destination's entries are therefore the ones it would get reading alone; what differs is only when it learns that
+nothing happened to its tables.
+
+**Decoding.** The reader's rows are named by the binlog (``binlog_row_metadata=FULL``), never by one destination's
+schema history: a table map without column names (or with pre-5.6 temporal columns) has a ``schema_error``, and the
+destinations capturing that table leave the reader for good and read alone, where their own history names the rows.
+The rows of a table no destination captures are not decoded (:attr:`DumpRequest.decode_table
+<canal.parse.source.DumpRequest.decode_table>`). While a destination shares, its schema history follows every DDL
+but is not cross-checked against table maps (reading alone, it is). Rows are decoded column by column when any
+destination of the reader asks for that (:class:`~canal.parse.source.RowsForm`).
+
+**Joining and leaving.** A destination joins at a point between groups. At its start: where the reader stands, or
+where it stood -- the reader keeps its last :data:`RING_EVENTS` events (and :data:`RING_BYTES` bytes of binlog) --, or
+up to :data:`AHEAD_BYTES` ahead of it in the same file (it waits there for the reader); otherwise it reads alone, and
+after each event of its own dump looks whether the reader has reached (or still holds) that point, and joins there.
+With no reader running, a destination that starts while another of the master runs makes one at its own start. A
+destination leaves when it stops (its connection and threads go, the reader's stay for the others), when its source
+closes (a master/standby switch), when the reader cannot name a captured table's rows, and when it is slow: the reader
+never holds more than :data:`QUEUE_EVENTS` events for one destination, and waits at most :data:`SLOW_WAIT_S` for room
+before that destination leaves and reads alone from its last handed-off position (it may join again
+:data:`REJOIN_AFTER_S` later). A reader left alone with one destination keeps it and waits for it, as its own dump
+would. A reader with no destination left ends.
+
+**Errors.** An error of the reader's dump (a lost connection, a purged position, a refused event) ends it and is
+raised in every destination's parser after the events before it, as its own dump would have raised it: each retries
+or stops by its own policy, and comes back alone or to a new reader. A destination's own error (a typed stop, a
+failed hand-off) ends only its subscription.
+
+**Cost.** Per event the reader does the decoding once and a queue append per destination that gets the event; per
+plain transaction a destination does not capture, it does nothing until the destination's next delivery, where the
+parser counts the transaction against the empty-transaction policy and moves its position (a GTID set update in GTID
+mode): about a microsecond.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import attrs
+
+from canal.errors import CanalError
+from canal.filter import TableFilters
+from canal.parse.events import (
+    UNDECODED,
+    BinlogEvent,
+    FormatDescriptionEvent,
+    GtidEvent,
+    PassedEvent,
+    PassedTransaction,
+    QueryEvent,
+    RotateEvent,
+    RowsEvent,
+    TableMapEvent,
+    XidEvent,
+)
+from canal.parse.shared_groups import GroupTracker, Position
+from canal.parse.source import BinlogSource, DumpRequest, RowsForm
+from canal.position import journal_number
+from canal.schema.history import SchemaColumn
+
+log = logging.getLogger(__name__)
+
+QUEUE_EVENTS: Final = 8192
+"""Events the reader holds for one destination before it waits for room."""
+SLOW_WAIT_S: Final = 1.0
+"""How long the reader waits for room in a full destination's queue before that destination leaves."""
+REJOIN_AFTER_S: Final = 5.0
+"""How long a destination that left for being slow reads alone before it may join again."""
+PREFIX_EVENTS: Final = 4096
+"""Events of an open transaction kept for a destination that turns out to capture a table of it; past that the
+transaction goes to every destination (the memory stays bounded)."""
+RING_EVENTS: Final = 8192
+RING_BYTES: Final = 4 << 20
+"""The reader's recent events (and their binlog bytes), from which a destination behind it can join."""
+AHEAD_BYTES: Final = 1 << 20
+"""A destination this far ahead of the reader in the same file waits for it rather than read alone."""
+FLUSH_S: Final = 1.0
+"""Each destination learns of the transactions left out of its stream at least this often."""
+HEARTBEAT_S: Final = 1.0
+"""The reader's dump asks the server for a heartbeat this often when idle (or as often as its first destination)."""
+
+_PASSED_KINDS: Final = (GtidEvent, QueryEvent, XidEvent)
+
+
+class SharedReaderLeft(CanalError):
+    """This destination's subscription to a shared reader ended without an error of the source (it was slow, the
+    reader cannot name a table it captures, or it could not join where it stands): the parser dumps again from its
+    last handed-off position, alone, as after a reconnect."""
+
+
+class BinlogNamesOnly:
+    """The reader's :class:`~canal.schema.history.ColumnSource`: no schema history. Table maps the binlog cannot name
+    alone get a problem (see :meth:`canal.parse.mysql.binlog.EventDecoder`), never names from elsewhere."""
+
+    binlog_names_only = True
+    strict = False
+    version = 0
+
+    def columns(self, schema: str, table: str) -> list[SchemaColumn] | None:
+        return None
+
+    def repair(self, position: Any, table: Any) -> bool:
+        return False
+
+
+BINLOG_NAMES_ONLY: Final = BinlogNamesOnly()
+
+
+@attrs.define(eq=False)
+class SharedMember:
+    """What a reader knows of one destination: its name, which tables it captures and how it decodes rows."""
+
+    destination: str
+    tables: TableFilters | None  # None: every table
+    watermark: tuple[str, str] | None = None  # its snapshot watermark table (canal.snapshot.marks)
+    rows_form: RowsForm = attrs.field(factory=RowsForm)
+    rejoin_at: float = 0.0  # monotonic: it left for being slow, and reads alone until then
+
+    def wants(self, schema: str, table: str) -> bool:
+        tables = self.tables
+        return tables is None or tables.matches(schema, table) or (schema, table) == self.watermark
+
+
+class Subscription:
+    """One destination's queue from a reader, read by its parser thread (:meth:`events`)."""
+
+    def __init__(self, reader: SharedReader, member: SharedMember) -> None:
+        self.reader = reader
+        self.member = member
+        self.items: collections.deque[BinlogEvent | list[BinlogEvent]] = collections.deque()
+        self.pushed = 0  # events appended (the reader thread only)
+        self.popped = 0  # events taken (the parser thread only)
+        self.waiting = False  # the parser waits for events
+        self.wake = threading.Event()
+        self.end: BaseException | None = None  # what the stream ends with after the queued events
+        self.closed = False
+        self.active = True  # the reader routes to it
+        # routing state, the reader's (under its lock)
+        self.next_seq = 0  # the first group it has neither been given nor told of
+        self.group_seq = -1  # the group it is being given
+
+    @property
+    def queued(self) -> int:
+        return self.pushed - self.popped
+
+    def push(self, item: BinlogEvent | list[BinlogEvent], count: int = 1) -> None:
+        self.items.append(item)
+        self.pushed += count
+        if self.waiting:
+            self.wake.set()
+
+    def finish(self, end: BaseException | None) -> None:
+        """No more events after the queued ones: the stream ends with ``end`` (None: it just ends)."""
+        self.active = False
+        if self.end is None:
+            self.end = end
+        self.wake.set()
+
+    def close(self) -> None:
+        """The destination stops reading (its parser stops or switches): leave the reader."""
+        self.closed = True
+        self.wake.set()
+        self.reader.leave(self)
+
+    def events(self) -> Iterator[BinlogEvent]:
+        items = self.items
+        reader = self.reader
+        while True:
+            if items:
+                item = items.popleft()
+                if item.__class__ is list:
+                    assert isinstance(item, list)
+                    self.popped += len(item)
+                    yield from item
+                else:
+                    assert isinstance(item, BinlogEvent)
+                    self.popped += 1
+                    yield item
+                if reader.waiting_for is self and self.queued <= QUEUE_EVENTS // 2:
+                    reader.room()
+                continue
+            if self.closed:
+                return
+            end = self.end
+            if end is not None:
+                raise _copy(end)
+            if not self.active:
+                return
+            self.waiting = True
+            if not items and self.end is None and self.active and not self.closed:
+                self.wake.wait(1.0)
+            self.wake.clear()
+            self.waiting = False
+
+
+def _copy(error: BaseException) -> BaseException:
+    """The reader's error for one more destination to raise (its own object, where the error can be copied)."""
+    try:
+        return copy.copy(error)
+    except Exception:  # an error made with arguments copy cannot give again: the one object, then
+        return error
+
+
+@attrs.define(slots=True)
+class _Group:
+    seq: int
+    events: list[BinlogEvent]  # its events so far (None once given to everyone)
+    begin_ms: int = 0
+    everyone: bool = False  # given to every destination (not plain, or too long to keep)
+    given: list[Subscription] = attrs.field(factory=list)
+
+
+@attrs.define(slots=True)
+class _Held:
+    event: BinlogEvent
+    joinable: Position | None  # it starts between groups, at this place
+
+
+class SharedReader:
+    """One dump of a server for the destinations subscribed to it (see the module docstring)."""
+
+    def __init__(
+        self, readers: SharedReaders, key: str, source: BinlogSource, request: DumpRequest, start: Position | None
+    ) -> None:
+        self.key = key
+        self._readers = readers
+        self._source = source
+        self._form = RowsForm()
+        self._request = attrs.evolve(
+            request,
+            schema=BINLOG_NAMES_ONLY,
+            rows_form=self._form,
+            decode_table=self._decodes,
+            heartbeat_period_s=min(request.heartbeat_period_s or HEARTBEAT_S, HEARTBEAT_S),
+            blocking=True,
+        )
+        self._cond = threading.Condition()
+        self._subs: tuple[Subscription, ...] = ()
+        self._ahead: dict[Position, list[Subscription]] = {}
+        self._waiting: tuple[Subscription, ...] = ()  # the subscriptions in _ahead
+        self._routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
+        self._tracker = GroupTracker(start)
+        self._group: _Group | None = None
+        self._seq = 0  # groups opened
+        self._passed: dict[int, PassedTransaction] = {}
+        self._ring: collections.deque[_Held] = collections.deque()
+        self._ring_index: dict[Position, int] = {}
+        self._ring_base = 0  # the index of _ring[0] since the reader began
+        self._ring_bytes = 0
+        self._flushed = time.monotonic()
+        self._unshared: set[tuple[str, str]] = set()  # tables whose rows need a schema history
+        self._fdes: dict[int, BinlogEvent] = {}  # the format description of each recent file, by journal number
+        self.waiting_for: Subscription | None = None
+        self.ended = False
+        self._quiet = False  # it ends because no one is left: its dump's end is no news
+        self.error: BaseException | None = None
+        self.events_read = 0
+        self._thread = threading.Thread(target=self._run, name=f"canal-shared-reader-{key}", daemon=True)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def subscriptions(self) -> tuple[Subscription, ...]:
+        return self._subs
+
+    def _run(self) -> None:
+        error: BaseException | None = None
+        try:
+            self._source.open()
+            for event in self._source.dump(self._request):
+                with self._cond:
+                    if not self._subs and not self._ahead:
+                        break
+                    self._dispatch(event)
+        except BaseException as exc:  # every subscriber gets it, as its own dump would have raised it
+            error = exc
+        finally:
+            self._end(error)
+            try:
+                self._source.close()
+            except Exception as exc:  # closing a broken connection may fail: it is dropped either way
+                log.debug("shared reader %s: closing its source failed: %s", self.key, exc)
+
+    def _end(self, error: BaseException | None) -> None:
+        self._readers.forget(self)
+        with self._cond:
+            self.ended = True
+            self.error = error
+            subs = [*self._subs, *self._waiting]
+            self._subs = ()
+            self._ahead.clear()
+            self._waiting = ()
+            self._cond.notify_all()
+        if error is not None and not self._quiet:
+            log.info("shared reader %s ended: %s: %s", self.key, type(error).__name__, error)
+        end = error if error is not None else SharedReaderLeft(f"the shared reader of {self.key} ended")
+        for sub in subs:
+            sub.finish(end)
+
+    def leave(self, sub: Subscription) -> None:
+        """``sub`` leaves (its destination stops or switches); the reader ends when no one is left."""
+        with self._cond:
+            self._drop(sub)
+            empty = not self._subs and not self._ahead and not self.ended
+            if empty:
+                self.ended = True  # no one joins a reader that is ending
+                self._quiet = True
+            self._cond.notify_all()
+        if empty:
+            self._readers.forget(self)
+            self._source.close()  # ends the dump (its server thread too): the reader thread ends
+
+    def _drop(self, sub: Subscription) -> None:
+        sub.active = False
+        if sub in self._subs:
+            self._subs = tuple(s for s in self._subs if s is not sub)
+        for place, waiting in list(self._ahead.items()):
+            if sub in waiting:
+                waiting.remove(sub)
+                if not waiting:
+                    del self._ahead[place]
+        self._changed()
+
+    def _eject(self, sub: Subscription, why: str) -> None:
+        log.info("[%s] leaves the shared reader of %s: %s", sub.member.destination, self.key, why)
+        self._drop(sub)
+        sub.finish(SharedReaderLeft(f"left the shared reader of {self.key}: {why}"))
+
+    def _changed(self) -> None:
+        """The subscriptions changed: routes and the rows form follow."""
+        self._waiting = tuple(s for w in self._ahead.values() for s in w)
+        self._routes = {}
+        self._form.columnar = any(s.member.rows_form.columnar for s in (*self._subs, *self._waiting))
+
+    def room(self) -> None:
+        """The subscription the reader waits for has room again (called from its parser thread)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    # -- joining -------------------------------------------------------------------------------------------------
+
+    def may_join(self, at: Position) -> bool:
+        """A quick look, without the lock, whether a destination at ``at`` could join now."""
+        tracker = self._tracker
+        return not self.ended and ((tracker.between and tracker.next_start == at) or at in self._ring_index)
+
+    def subscribe(self, member: SharedMember, at: Position | None, *, first: bool = False) -> Subscription | None:
+        """A subscription for a destination whose next event starts at ``at`` (between groups): from where the reader
+        stands or stood, or from ahead of it; None when it cannot join there (it reads alone)."""
+        with self._cond:
+            if self.ended:
+                return None
+            if member.tables is not None and any(member.wants(*name) for name in self._unshared):
+                return None
+            sub = Subscription(self, member)
+            tracker = self._tracker
+            if first:
+                self._attach(sub)
+                return sub
+            if at is None:
+                return None
+            prelude = self._prelude(at)
+            if prelude is None:
+                return None
+            if tracker.between and tracker.next_start == at:
+                for event in prelude:
+                    sub.push(event)
+                self._attach(sub)
+                return sub
+            index = self._ring_index.get(at)
+            if index is not None:
+                held = list(self._ring)[index - self._ring_base :]
+                undecoded = (h.event for h in held if isinstance(h.event, RowsEvent) and h.event.rows is UNDECODED)
+                if any(member.wants(e.table.schema, e.table.table) for e in undecoded):
+                    return None  # rows it captures were not decoded then: it joins later
+                for event in prelude:
+                    sub.push(event)
+                for h in held:
+                    sub.push(h.event)
+                self._attach(sub)
+                return sub
+            here = tracker.next_start
+            if here is not None and at[0] == here[0] and 0 < at[1] - here[1] <= AHEAD_BYTES:
+                for event in prelude:
+                    sub.push(event)
+                self._ahead.setdefault(at, []).append(sub)
+                self._changed()
+                return sub
+            return None
+
+    def _prelude(self, at: Position) -> list[BinlogEvent] | None:
+        """What a dump of the server starting at ``at`` begins with: the artificial rotate naming the place, and the
+        format description event of its file (which gives a configured start its time). None when the reader has
+        not read that file's format description (it cannot give the joiner what its own dump would)."""
+        fde = self._fdes.get(at[0])
+        if fde is None:
+            return None
+        rotate = RotateEvent(
+            log_file=fde.log_file,
+            offset=0,
+            next_offset=0,
+            timestamp=0,
+            server_id=fde.server_id,
+            next_file=fde.log_file,
+            next_position=at[1],
+            artificial=True,
+        )
+        return [rotate, fde]
+
+    def _attach(self, sub: Subscription) -> None:
+        """``sub`` from now on, having been given everything of the stream up to where the reader stands."""
+        group = self._group
+        sub.next_seq = self._seq + 1 if group is None else group.seq + 1
+        if group is not None:
+            # it joined where the reader held the group's start: it has every event of it so far
+            sub.group_seq = group.seq
+            group.given.append(sub)
+        self._subs = (*self._subs, sub)
+        self._changed()
+
+    # -- routing (the reader thread, under the lock) -------------------------------------------------------------
+
+    def _decodes(self, schema: str, table: str) -> bool:
+        """DumpRequest.decode_table: rows of a table some destination captures (or waits to)."""
+        return bool(self._route(schema, table))
+
+    def _route(self, schema: str, table: str) -> tuple[Subscription, ...]:
+        """The subscriptions capturing a table (those waiting ahead included). Also called by the decoder without
+        the lock: a change of subscriptions replaces the cache (it never clears it in place), so what this computes
+        from the subscriptions before a change goes into the cache the change dropped."""
+        routes = self._routes
+        found = routes.get((schema, table))
+        if found is None:
+            found = tuple(s for s in (*self._subs, *self._waiting) if s.member.wants(schema, table))
+            routes[(schema, table)] = found
+        return found
+
+    def _dispatch(self, event: BinlogEvent) -> None:
+        self.events_read += 1
+        if event.__class__ is FormatDescriptionEvent:
+            fdes = self._fdes
+            fdes[journal_number(event.log_file)] = event
+            if len(fdes) > 8:
+                del fdes[min(fdes)]
+        tracker = self._tracker
+        before = tracker.next_start if tracker.between else None
+        tracker.follow(event)
+        at = before if tracker.continuous else None
+        if self._ahead:
+            self._arrive(at, event)
+        self._hold(event, at)
+        if tracker.opened:
+            self._open(event)
+        group = self._group
+        if group is None:
+            self._to_everyone(event)
+        else:
+            self._in_group(group, event)
+            if tracker.ended:
+                self._close(group)
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_S:
+            self._flush_all(now)
+
+    def _arrive(self, at: Position | None, event: BinlogEvent) -> None:
+        """Destinations waiting ahead: the ones at ``at`` join; the ones the reader passed read alone."""
+        here = self._tracker.next_start
+        for place in list(self._ahead):
+            if at == place:
+                for sub in self._ahead.pop(place):
+                    self._attach(sub)
+            elif here is not None and (place[0] < here[0] or (place[0] == here[0] and place[1] < here[1])):
+                for sub in self._ahead.pop(place):
+                    self._eject(sub, "the reader passed the point it waited at")
+
+    def _hold(self, event: BinlogEvent, joinable: Position | None) -> None:
+        ring = self._ring
+        ring.append(_Held(event, joinable))
+        if joinable is not None:
+            self._ring_index[joinable] = self._ring_base + len(ring) - 1
+        self._ring_bytes += event.length
+        while len(ring) > RING_EVENTS or self._ring_bytes > RING_BYTES:
+            old = ring.popleft()
+            self._ring_base += 1
+            self._ring_bytes -= old.event.length
+            if old.joinable is not None:
+                self._ring_index.pop(old.joinable, None)
+
+    def _open(self, event: BinlogEvent) -> None:
+        group = self._group
+        if group is not None and not group.everyone:
+            self._give_everyone(group)  # a group that never ended: whoever reads the stream reads it whole
+        self._seq += 1
+        self._group = _Group(self._seq, [])
+
+    def _in_group(self, group: _Group, event: BinlogEvent) -> None:
+        tracker = self._tracker
+        if tracker.begin is event:
+            group.begin_ms = event.timestamp * 1000
+        given = len(group.given)
+        if not group.everyone:
+            if not tracker.plain or len(group.events) >= PREFIX_EVENTS:
+                self._give_everyone(group)  # what came before this event; this one follows below
+                given = len(group.given)
+            else:
+                group.events.append(event)
+                cls = event.__class__
+                if cls is RowsEvent or cls is TableMapEvent:
+                    # a table's capturers get the transaction from its first event, this one included
+                    self._give_capturers(group, event)
+        for sub in group.given[:given]:
+            self._give(sub, event)
+
+    def _give_capturers(self, group: _Group, event: BinlogEvent) -> None:
+        table: Any = event.table if isinstance(event, RowsEvent) else event
+        name = (table.schema, table.table)
+        if isinstance(event, RowsEvent) and event.schema_error is not None:
+            for sub in self._route(*name):
+                self._eject(sub, f"its rows of {name[0]}.{name[1]} need its schema history")
+            self._unshared.add(name)
+            return
+        for sub in self._route(*name):
+            if sub.group_seq != group.seq and sub.active:
+                self._start(sub, group, list(group.events))
+
+    def _give_everyone(self, group: _Group) -> None:
+        group.everyone = True
+        prefix = group.events
+        group.events = []
+        for sub in self._subs:
+            if sub.group_seq != group.seq:
+                self._start(sub, group, list(prefix))
+
+    def _start(self, sub: Subscription, group: _Group, prefix: list[BinlogEvent]) -> None:
+        """Give ``sub`` the group from its first event (``prefix``: its events so far)."""
+        self._tell_passed(sub, group.seq)
+        sub.group_seq = group.seq
+        sub.next_seq = group.seq + 1
+        group.given.append(sub)
+        self._give(sub, prefix, len(prefix))
+
+    def _close(self, group: _Group) -> None:
+        self._group = None
+        if not group.everyone:
+            events = tuple(e for e in group.events if e.__class__ in _PASSED_KINDS)
+            self._passed[group.seq] = PassedTransaction(events=events, begin_ms=group.begin_ms)
+
+    def _to_everyone(self, event: BinlogEvent) -> None:
+        for sub in self._subs:
+            self._tell_passed(sub, self._seq + 1)
+            self._give(sub, event)
+
+    def _tell_passed(self, sub: Subscription, upto: int) -> None:
+        """Give ``sub`` a PassedEvent of the groups left out of its stream before group ``upto``."""
+        first = sub.next_seq
+        if first >= upto:
+            return
+        passed = self._passed
+        found = [p for p in (passed.get(seq) for seq in range(first, upto)) if p is not None]
+        sub.next_seq = upto
+        if found:
+            end = found[-1].events[-1]
+            self._give(
+                sub,
+                PassedEvent(
+                    log_file=end.log_file,
+                    offset=end.offset,
+                    next_offset=end.next_offset,
+                    timestamp=end.timestamp,
+                    server_id=end.server_id,
+                    transactions=tuple(found),
+                ),
+            )
+
+    def _flush_all(self, now: float) -> None:
+        """Every destination learns of the groups left out of its stream; the reader forgets what all know."""
+        self._flushed = now
+        group = self._group
+        upto = self._seq + 1 if group is None else group.seq
+        for sub in self._subs:
+            self._tell_passed(sub, upto)
+        low = min((s.next_seq for s in self._subs), default=upto)
+        for seq in [seq for seq in self._passed if seq < low]:
+            del self._passed[seq]
+        self._form.columnar = any(s.member.rows_form.columnar for s in self._subs)
+
+    def _give(self, sub: Subscription, item: BinlogEvent | list[BinlogEvent], count: int = 1) -> None:
+        if not sub.active:
+            return
+        if isinstance(item, RowsEvent) and item.rows is UNDECODED:
+            table = item.table
+            if sub.member.wants(table.schema, table.table):
+                self._eject(sub, f"it joined after rows of {table.schema}.{table.table} were read undecoded")
+                return
+        if sub.queued >= QUEUE_EVENTS and not self._wait_for(sub):
+            return
+        sub.push(item, count)
+
+    def _wait_for(self, sub: Subscription) -> bool:
+        """Wait (the lock released) for room in ``sub``'s queue; past SLOW_WAIT_S it leaves, unless it is the only
+        destination left. Whether it is still subscribed."""
+        deadline = time.monotonic() + SLOW_WAIT_S
+        self.waiting_for = sub
+        try:
+            while sub.active and sub.queued >= QUEUE_EVENTS and not self.ended:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if len(self._subs) > 1:
+                        sub.member.rejoin_at = time.monotonic() + REJOIN_AFTER_S
+                        self._eject(sub, f"its queue stayed full ({QUEUE_EVENTS} events) for {SLOW_WAIT_S} s")
+                        return False
+                    left = SLOW_WAIT_S  # the only one: the reader reads for it alone, and waits
+                self._cond.wait(min(left, 0.5))
+        finally:
+            self.waiting_for = None
+        return sub.active
+
+
+class SharedReaders:
+    """The process's shared readers, one per server and login (:data:`READERS`), and the destinations that may
+    share them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._readers: dict[str, SharedReader] = {}
+        self._members: dict[str, list[SharedMember]] = {}
+
+    def reader(self, key: str) -> SharedReader | None:
+        return self._readers.get(key)
+
+    def register(self, key: str, member: SharedMember) -> None:
+        with self._lock:
+            members = self._members.setdefault(key, [])
+            if member not in members:
+                members.append(member)
+
+    def unregister(self, key: str, member: SharedMember) -> None:
+        with self._lock:
+            members = self._members.get(key, [])
+            if member in members:
+                members.remove(member)
+            if not members:
+                self._members.pop(key, None)
+
+    def forget(self, reader: SharedReader) -> None:
+        with self._lock:
+            if self._readers.get(reader.key) is reader:
+                del self._readers[reader.key]
+
+    def open(
+        self,
+        key: str,
+        member: SharedMember,
+        at: Position | None,
+        make_source: Callable[[], BinlogSource],
+        request: DumpRequest,
+    ) -> Subscription | None:
+        """A subscription for a dump that starts at ``at`` with ``request``: to the running reader when it can take
+        it there, or to a new reader made at ``at`` when another destination of the server runs here; None: the
+        destination reads alone."""
+        if time.monotonic() < member.rejoin_at:
+            return None
+        with self._lock:
+            reader = self._readers.get(key)
+            if reader is None or reader.ended:
+                others = [m for m in self._members.get(key, []) if m is not member]
+                if not others:
+                    return None
+                reader = SharedReader(self, key, make_source(), request, at)
+                self._readers[key] = reader
+                sub = reader.subscribe(member, at, first=True)
+                reader.start()
+                log.info("[%s] reads %s through a new shared reader", member.destination, key)
+                return sub
+        sub = reader.subscribe(member, at)
+        if sub is not None:
+            log.info("[%s] reads %s through its shared reader", member.destination, key)
+        return sub
+
+    def join(self, key: str, member: SharedMember, at: Position) -> Subscription | None:
+        """A subscription for a destination reading alone whose next event starts at ``at``, when the reader is
+        there (or still holds it); None: it goes on alone."""
+        reader = self._readers.get(key)
+        if reader is None or time.monotonic() < member.rejoin_at or not reader.may_join(at):
+            return None
+        sub = reader.subscribe(member, at)
+        if sub is not None:
+            log.info("[%s] joins the shared reader of %s", member.destination, key)
+        return sub
+
+
+READERS = SharedReaders()
+
+
+__all__ = [
+    "BINLOG_NAMES_ONLY",
+    "READERS",
+    "SharedMember",
+    "SharedReader",
+    "SharedReaderLeft",
+    "SharedReaders",
+    "Subscription",
+]

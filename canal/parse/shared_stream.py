@@ -1,0 +1,104 @@
+"""A destination's dump when it may share its master's binlog (:mod:`canal.parse.shared`): through the process's
+reader of that master, or alone -- from where its cursor rests -- until its own dump reaches a place between
+transactions where it can join one (looking at least every :data:`~canal.parse.shared.HEARTBEAT_S`: an idle server
+sends only heartbeats)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+
+import attrs
+
+from canal.parse.events import BinlogEvent
+from canal.parse.shared import HEARTBEAT_S, SharedMember, SharedReaders, Subscription
+from canal.parse.shared_groups import GroupTracker, Position, position_of
+from canal.parse.source import BinlogSource, DumpRequest
+
+
+class SharedStream:
+    """The events of one dump of a destination that may share: through a reader, or alone until it can join one.
+
+    Iterate it as a source's dump; :meth:`close` ends it (and leaves the reader).
+    """
+
+    def __init__(
+        self,
+        readers: SharedReaders,
+        key: str,
+        member: SharedMember,
+        source: BinlogSource,
+        request: DumpRequest,
+        make_source: Callable[[], BinlogSource],
+    ) -> None:
+        self._readers = readers
+        self._key = key
+        self._member = member
+        self._source = source
+        self._request = request
+        self._make_source = make_source
+        self._sub: Subscription | None = None
+        self._closed = False
+
+    @property
+    def shared(self) -> bool:
+        """Subscribed to a reader now (one that left still reads what was queued for it)."""
+        sub = self._sub
+        return sub is not None and sub.active and not self._closed
+
+    def close(self) -> None:
+        self._closed = True
+        sub = self._sub
+        if sub is not None:
+            sub.close()
+
+    def __iter__(self) -> Iterator[BinlogEvent]:
+        request = self._request
+        at = None if request.gtid_set is not None else position_of(request.journal_name, request.position)
+        sub = self._readers.open(self._key, self._member, at, self._make_source, request)
+        if sub is None:
+            sub = yield from self._alone(at)
+            if sub is None:
+                return
+        self._sub = sub
+        if self._closed:
+            sub.close()
+            return
+        # its connections are not needed while it shares (one that is, such as an XA read-back, opens again)
+        self._source.close()
+        yield from sub.events()
+
+    def _alone(self, at: Position | None) -> Generator[BinlogEvent, None, Subscription | None]:
+        """The destination's own dump, until it can join a reader (the subscription then) or ends (None)."""
+        readers, key, member = self._readers, self._key, self._member
+        tracker = GroupTracker(at)
+        # an idle server sends nothing but heartbeats: the dump looks for a reader to join at each, so at least this
+        # often (a reader may start after it, at the place it rests)
+        request = self._request
+        if not 0 < request.heartbeat_period_s <= HEARTBEAT_S:
+            request = attrs.evolve(request, heartbeat_period_s=HEARTBEAT_S)
+        dump = self._source.dump(request)
+        try:
+            for event in dump:
+                yield event
+                tracker.follow(event)
+                if tracker.between:
+                    place = tracker.next_start
+                    assert place is not None
+                    sub = readers.join(key, member, place)
+                    if sub is not None:
+                        # the dump's server thread ends now, not at its next heartbeat
+                        self._source.close()
+                        return sub
+                if self._closed:
+                    return None
+        finally:
+            close = getattr(dump, "close", None)
+            if close is not None:
+                close()
+        return None
+
+
+def share_key(source: BinlogSource) -> str | None:
+    """What a read of ``source`` is valid for in this process (None: it is not shared)."""
+    key = getattr(source, "share_key", None)
+    return key if isinstance(key, str) else None

@@ -1,0 +1,290 @@
+"""The shared reader against its model, reading alone: random workloads on the fake binlog (MySQL and MariaDB
+flavours, GTID mode or not), random filters, a destination restarted part-way and one started late; every
+destination's acked entries through the shared reader equal its entries read alone. Empty transactions the sink
+keeps (one every 5 s of binlog time) are in the workloads, so the parser's counting of left-out transactions is
+compared too."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shared_entries import canonical
+
+from canal.client import ClientIdentity
+from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
+from canal.errors import SourceError
+from canal.instance import Instance
+from canal.parse import shared
+from canal.protocol import EMPTY_MESSAGE_ID, EntryType
+from canal.server import EmbeddedServer
+from canal.testing import FakeMysql
+
+_names = itertools.count()
+TABLES = ("a.t", "a.u", "b.t", "c.t")
+FILTERS = (r"a\..*", r"a\.t", r"b\..*", r"a\.u,c\.t", r".*\..*", r"c\..*")
+
+operation = st.one_of(
+    st.tuples(st.just("txn"), st.lists(st.sampled_from(TABLES), min_size=1, max_size=4)),
+    st.tuples(st.just("rotate"), st.none()),
+    st.tuples(st.just("ddl"), st.sampled_from(TABLES)),
+    st.tuples(st.just("sleep"), st.none()),  # 6 s of binlog time: the sink keeps the next empty transaction
+)
+
+
+def write(fake: FakeMysql, operations: list[tuple[str, Any]], keys: itertools.count[int]) -> None:
+    for kind, arg in operations:
+        if kind == "txn":
+            with fake.transaction() as tx:
+                for table in arg:
+                    k = next(keys)
+                    tx.insert(table, {"id": k, "v": f"row {k}"})
+                    if k % 3 == 0:
+                        tx.update(table, {"id": k, "v": f"row {k}"}, {"id": k, "v": f"changed {k}"})
+        elif kind == "rotate":
+            fake.rotate()
+        elif kind == "ddl":
+            fake.execute(f"ALTER TABLE {arg} COMMENT 'c{next(keys)}'")
+        else:
+            fake.advance_clock(seconds=6)
+
+
+def config(
+    fake: FakeMysql, start: Any, name: str, regex: str, meta: Path, *, share: bool, gtid: bool
+) -> InstanceConfig:
+    return InstanceConfig(
+        destination=name,
+        master=MasterConfig(address=fake.address, journal_name=start.journal_name, position=start.position),
+        filter_regex=f"{regex},m\\.marks",
+        share_reader=share,
+        gtid_mode=gtid,
+        meta_mode="file",
+        meta_dir=str(meta),
+        flush_period_s=0,
+        transaction_size=3,
+        store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=64),
+        detecting=DetectingConfig(interval_s=0.2),
+        retry=RetryConfig(initial_backoff_s=0.01, max_backoff_s=0.1, heartbeat_period_s=0.2, read_timeout_s=10),
+    )
+
+
+def is_end(entry: tuple[Any, ...], end: int) -> bool:
+    change = entry[11]
+    return (
+        entry[0] is EntryType.ROWDATA
+        and entry[6] == "marks"
+        and change is not None
+        and change[6] != ()
+        and (change[6][-1][1][0] == end)
+    )
+
+
+def done(entries: list[tuple[Any, ...]], end: int) -> bool:
+    return any(is_end(e, end) for e in entries)
+
+
+def upto_end(entries: list[tuple[Any, ...]], end: int) -> list[tuple[Any, ...]]:
+    """The entries up to the end marker's row (a batch may end before or after the transaction's end)."""
+    return entries[: next(i for i, e in enumerate(entries) if is_end(e, end)) + 1]
+
+
+def drain(get: Callable[[], Any], ack: Callable[[int], None], out: list[tuple[Any, ...]], end: int) -> None:
+    deadline = time.monotonic() + 30
+    while not done(out, end):
+        assert time.monotonic() < deadline, f"{len(out)} entries, no end marker"
+        msg = get()
+        if msg.id != EMPTY_MESSAGE_ID:
+            ack(msg.id)
+            out += [canonical(e) for e in msg.entries]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.lists(operation, max_size=12),
+    after=st.lists(operation, max_size=12),
+    filters=st.lists(st.sampled_from(FILTERS), min_size=2, max_size=4),
+    mariadb=st.booleans(),
+    gtid=st.booleans(),
+    restart=st.booleans(),
+)
+def test_shared_entries_are_the_entries_read_alone(
+    before: list[tuple[str, Any]],
+    after: list[tuple[str, Any]],
+    filters: list[str],
+    mariadb: bool,
+    gtid: bool,
+    restart: bool,
+) -> None:
+    fake = FakeMysql(name=f"shared_model_{next(_names)}", mariadb=mariadb, gtid=gtid)
+    try:
+        for table in (*TABLES, "m.marks"):
+            fake.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(20))")
+        start = fake.master_status()
+        keys = itertools.count(1)
+        write(fake, before, keys)
+        names = [f"d{i}" for i in range(len(filters))]
+        with tempfile.TemporaryDirectory() as tmp:
+            got: dict[str, list[tuple[Any, ...]]] = {n: [] for n in names}
+            server = EmbeddedServer()
+            server.start()
+            try:
+                for name, regex in zip(names[:-1], filters, strict=False):  # the last starts late
+                    server.start_destination(config(fake, start, name, regex, Path(tmp, "s"), share=True, gtid=gtid))
+
+                def step(name: str) -> None:
+                    client = ClientIdentity(name, 1001)
+                    msg = server.get_without_ack(client, 5, 0.02)
+                    if msg.id != EMPTY_MESSAGE_ID:
+                        server.ack(client, msg.id)
+                        got[name] += [canonical(e) for e in msg.entries]
+
+                for name in names[:-1]:
+                    step(name)
+                write(fake, after, keys)
+                # a restart by GTID set resumes with other anchors than a dump that goes on (after a rotate, the one
+                # of the last boundary read before it), alone as much as shared: only file and position restarts
+                if restart and not gtid:
+                    server.stop_destination(names[0])
+                    server.start_destination(names[0])
+                late = config(fake, start, names[-1], filters[-1], Path(tmp, "s"), share=True, gtid=gtid)
+                server.start_destination(late)
+                end = next(keys)
+                fake.insert("m.marks", {"id": end, "v": "end"})
+                for name in names:
+                    client = ClientIdentity(name, 1001)
+                    drain(
+                        lambda client=client: server.get_without_ack(client, 5, 0.02),
+                        lambda batch, client=client: server.ack(client, batch),
+                        got[name],
+                        end,
+                    )
+                sharing = any(server.instance(n).parser.shared for n in names)
+            finally:
+                server.stop()
+            assert sharing
+            for name, regex in zip(names, filters, strict=True):
+                alone: list[tuple[Any, ...]] = []
+                with Instance(config(fake, start, name, regex, Path(tmp, "a"), share=False, gtid=gtid)) as inst:
+                    drain(lambda inst=inst: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+                assert upto_end(got[name], end) == upto_end(alone, end), name
+    finally:
+        fake.unregister()
+        assert not shared.READERS._readers  # every reader ended with its destinations
+
+
+def _shared_pair(fake: FakeMysql, tmp: str, regexes: tuple[str, ...], **kw: Any) -> tuple[EmbeddedServer, Any]:
+    start = fake.master_status()
+    server = EmbeddedServer()
+    server.start()
+    for i, regex in enumerate(regexes):
+        server.start_destination(
+            attrs.evolve(config(fake, start, f"d{i}", regex, Path(tmp, "s"), share=True, gtid=False), **kw)
+        )
+    return server, start
+
+
+def _wait(what: str, check: Callable[[], bool], limit_s: float = 20.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_slow_destination_leaves_the_reader_and_the_others_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared, "QUEUE_EVENTS", 40)
+    monkeypatch.setattr(shared, "SLOW_WAIT_S", 0.2)
+    monkeypatch.setattr(shared, "REJOIN_AFTER_S", 0.5)
+    fake = FakeMysql(name=f"shared_slow_{next(_names)}", mariadb=True)
+    try:
+        for table in (*TABLES, "m.marks"):
+            fake.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(20))")
+        with tempfile.TemporaryDirectory() as tmp:
+            server, start = _shared_pair(fake, tmp, (r"a\..*", r"a\..*"))
+            got: list[tuple[Any, ...]] = []
+            slow: list[tuple[Any, ...]] = []
+            try:
+                _wait("sharing", lambda: all(server.instance(n).parser.shared for n in ("d0", "d1")))
+                keys = itertools.count(1)
+                end = 0
+                # d1 takes nothing: its store (64 entries) fills, then its queue; d0 goes on meanwhile
+                for _ in range(60):
+                    write(fake, [("txn", ["a.t"])], keys)
+                    end = next(keys)
+                    fake.insert("m.marks", {"id": end, "v": "end"})
+                    client = ClientIdentity("d0", 1001)
+                    drain(
+                        lambda client=client: server.get_without_ack(client, 5, 0.02),
+                        lambda batch, client=client: server.ack(client, batch),
+                        got,
+                        end,
+                    )
+                assert not server.instance("d1").parser.shared  # it left, and reads alone
+                assert server.instance("d0").parser.shared
+                client = ClientIdentity("d1", 1001)
+                drain(
+                    lambda: server.get_without_ack(client, 5, 0.02),
+                    lambda batch: server.ack(client, batch),
+                    slow,
+                    end,
+                )
+                _wait("d1 to join again", lambda: server.instance("d1").parser.shared)
+            finally:
+                server.stop()
+            alone: list[tuple[Any, ...]] = []
+            with Instance(config(fake, start, "d1", r"a\..*", Path(tmp, "a"), share=False, gtid=False)) as inst:
+                drain(lambda: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+            assert upto_end(slow, end) == upto_end(alone, end)
+            assert upto_end(got, end) == upto_end(alone, end)  # d0 captures what d1 does
+    finally:
+        fake.unregister()
+
+
+def test_an_error_of_the_readers_dump_goes_to_every_destination() -> None:
+    fake = FakeMysql(name=f"shared_error_{next(_names)}", mariadb=True)
+    try:
+        for table in (*TABLES, "m.marks"):
+            fake.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(20))")
+        with tempfile.TemporaryDirectory() as tmp:
+            server, start = _shared_pair(fake, tmp, (r"a\..*", r"b\..*", r".*\..*"))
+            names = ("d0", "d1", "d2")
+            got: dict[str, list[tuple[Any, ...]]] = {n: [] for n in names}
+            try:
+                _wait("sharing", lambda: all(server.instance(n).parser.shared for n in names))
+                reconnects = {n: server.instance(n).parser.reconnects for n in names}
+                fake.fail_after(events=7)  # the reader's next dump: the one after this drop
+                keys = itertools.count(1)
+                shared.READERS.reader(f"fake://{fake.name}")._source.close()  # type: ignore[union-attr]
+                write(fake, [("txn", ["a.t", "b.t"]), ("txn", ["c.t"])] * 5, keys)
+                end = next(keys)
+                fake.insert("m.marks", {"id": end, "v": "end"})
+                for name in names:
+                    client = ClientIdentity(name, 1001)
+                    drain(
+                        lambda client=client: server.get_without_ack(client, 5, 0.02),
+                        lambda batch, client=client: server.ack(client, batch),
+                        got[name],
+                        end,
+                    )
+                # every destination saw the dump fail and dumped again
+                assert all(server.instance(n).parser.reconnects > reconnects[n] for n in names)
+                assert all(isinstance(server.instance(n).parser.last_error, SourceError) for n in names), {
+                    n: server.instance(n).parser.last_error for n in names
+                }
+            finally:
+                server.stop()
+            for i, name in enumerate(names):
+                alone: list[tuple[Any, ...]] = []
+                regex = (r"a\..*", r"b\..*", r".*\..*")[i]
+                with Instance(config(fake, start, name, regex, Path(tmp, "a"), share=False, gtid=False)) as inst:
+                    drain(lambda inst=inst: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+                assert upto_end(got[name], end) == upto_end(alone, end), name
+    finally:
+        fake.unregister()
