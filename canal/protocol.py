@@ -203,14 +203,10 @@ class TableSchema:
         maker, the name index) is shared, not built again -- a stream over thousands of tables of one definition
         meets a new table at every other transaction."""
         twin: TableSchema = object.__new__(TableSchema)
-        setattr_ = object.__setattr__
-        setattr_(twin, "schema", schema)
-        setattr_(twin, "table", table)
-        setattr_(twin, "columns", self.columns)
-        setattr_(twin, "names", self.names)
-        setattr_(twin, "key_indexes", self.key_indexes)
-        setattr_(twin, "to_dict", self.to_dict)
-        setattr_(twin, "_index", self._index)  # read only
+        object.__setattr__(twin, "schema", schema)
+        object.__setattr__(twin, "table", table)
+        for shared in ("columns", "names", "key_indexes", "to_dict", "_index"):  # _index: read only
+            object.__setattr__(twin, shared, getattr(self, shared))
         return twin
 
     @property
