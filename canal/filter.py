@@ -274,6 +274,14 @@ class _AnyOf(NameFilter):
         return any(p.selects_all_of(schema) for p in self.parts)
 
 
+def _unmemoized(f: NameFilter, schema: str, table: str) -> bool:
+    """``f.matches(schema, table)`` for a caller that keeps its own memo: a stream over thousands of tables asks
+    once for each, and a second memo of the same answer cost as much as the match."""
+    if isinstance(f, TableFilter):
+        return f.matches_name(f"{schema}.{table}") if f.patterns else f.match_empty
+    return f.matches(schema, table)
+
+
 _EVERYTHING = compile_table_filter("", "filter", match_empty=True)
 _NOTHING = compile_table_filter("", "black_filter", match_empty=False)
 
@@ -315,7 +323,7 @@ class TableFilters:
         hit = memo.get(key)
         if hit is not None:
             return hit
-        result = self.white.matches(schema, table) and not self.black.matches(schema, table)
+        result = _unmemoized(self.white, schema, table) and not _unmemoized(self.black, schema, table)
         if len(memo) >= _MEMO_MAX:
             memo.clear()
         memo[key] = result

@@ -198,6 +198,17 @@ class TableSchema:
         # rebuilt from its fields: ``to_dict`` is generated code, which pickle cannot carry
         return (TableSchema, (self.schema, self.table, self.columns))
 
+    def renamed(self, schema: str, table: str) -> TableSchema:
+        """These columns as table ``schema.table``'s: what is derived from the columns alone (names, keys, the dict
+        maker, the name index) is shared, not built again -- a stream over thousands of tables of one definition
+        meets a new table at every other transaction."""
+        twin: TableSchema = object.__new__(TableSchema)
+        object.__setattr__(twin, "schema", schema)
+        object.__setattr__(twin, "table", table)
+        for shared in ("columns", "names", "key_indexes", "to_dict", "_index"):  # _index: read only
+            object.__setattr__(twin, shared, getattr(self, shared))
+        return twin
+
     @property
     def full_name(self) -> str:
         return f"{self.schema}.{self.table}"

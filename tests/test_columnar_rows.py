@@ -178,11 +178,13 @@ def test_columns_give_the_object_decoders_images_and_typed_batches(
     for offset, (columns, kind, body, n) in enumerate(events):
         table = TableDecoder(TableMapInfo(1, "s", "t", columns, has_names=True))
         present = bytes([0xFF]) * ((len(columns) + 7) // 8)
-        columnar = table.decoder(kind, present, present if kind == "u" else b"", columnar=True)(body, 0, len(body))
+        columnar = table.decoder(kind, present, present if kind == "u" else b"", columnar=True)(
+            table.schema, body, 0, len(body)
+        )
         assert isinstance(columnar, ColumnarRows)
         assert len(columnar) == n
         try:
-            objects = table.decoder(kind, present, present if kind == "u" else b"")(body, 0, len(body))
+            objects = table.decoder(kind, present, present if kind == "u" else b"")(table.schema, body, 0, len(body))
         except ValueError:  # a cell the object decoder refuses (corrupt bytes): columns refuse it where it is read
             refused = True
             refusal = _outcome(lambda rows=columnar: (rows.before, rows.after))
@@ -193,7 +195,9 @@ def test_columns_give_the_object_decoders_images_and_typed_batches(
         assert columnar.after == objects.after
         by_object.append(_entry(objects, kind, 4 + offset))
         # a fresh decoding: the typed batch is built from the columns, not from the tuples made above
-        again = table.decoder(kind, present, present if kind == "u" else b"", columnar=True)(body, 0, len(body))
+        again = table.decoder(kind, present, present if kind == "u" else b"", columnar=True)(
+            table.schema, body, 0, len(body)
+        )
         by_column.append(_entry(again, kind, 4 + offset))
     if refused:
         # every cell converted: the refused one is a typed error; with the before images' keys only, a refused

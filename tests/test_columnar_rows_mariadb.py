@@ -104,8 +104,9 @@ def _entries(mariadb: Any, start: tuple[str, int], end: tuple[str, int], columna
     )
     stop = (journal_number(end[0]), end[1])
     out: list[Entry] = []
-    with Instance(config) as inst:
-        inst.decode_rows_by_column(columnar)
+    inst = Instance(config)
+    inst.decode_rows_by_column(columnar)  # before the parser starts: every rows event is read in this form
+    with inst:
         while not out or (journal_number(out[-1].header.log_file), out[-1].header.next_offset) < stop:
             out.extend(inst.get(1000, timeout=0.1).entries)
     return out

@@ -5,6 +5,7 @@ destination of a process share the cache)."""
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -12,14 +13,16 @@ from typing import Any
 import pytest
 from test_mysql_events import _event, _lenenc_str, _rows_v2, _table_map
 
+from canal.errors import ParseError
 from canal.parse.events import RowsEvent, TableMapEvent
-from canal.parse.mysql import EventDecoder
+from canal.parse.mysql import EventDecoder, map_columns
 from canal.parse.mysql import binlog as binlog_module
 from canal.parse.mysql import decoder as decoder_module
 from canal.parse.mysql import packets as P
 from canal.position import EntryPosition
-from canal.schema import TableDef
-from canal.schema.history import SchemaColumn
+from canal.schema import SchemaCatalog, TableDef
+from canal.schema.history import SchemaColumn, SchemaHistory
+from canal.sql import read_statement
 
 
 def _compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -271,3 +274,96 @@ def test_columns_that_take_from_the_schema_are_not_shared(monkeypatch: pytest.Mo
         tm = parser.parse(_event(P.TABLE_MAP_EVENT, _named(nameless, b"shop", table), 2000 + 100 * n))
         assert isinstance(tm, TableMapEvent) and tm.table_schema.names == ("id", "name")
     assert parsed[2:] == ["shop.orders", "shop.orders2"]
+
+
+def _float_rows(table_id: int, values: list[float]) -> bytes:
+    """A WRITE_ROWS_EVENT_V2 body of ``_float_map``'s one FLOAT column."""
+    body = table_id.to_bytes(6, "little") + b"\x01\x00" + struct.pack("<H", 2)
+    body += bytes([1, 0b1])
+    for v in values:
+        body += b"\x00" + struct.pack("<f", v)
+    return body
+
+
+def test_a_table_id_the_server_hands_to_another_table_decodes_that_tables_rows() -> None:
+    """Table ids are the server's table_definition_cache slots, not tables: an id seen for one table comes back for
+    another (of the same columns, shared as SameColumns shares them, or of others), and back again; each rows event
+    is decoded and named by the table map just before it, never by a decoder kept for another table."""
+    parser = EventDecoder("binlog.000001")
+    pos = 1000
+
+    def rows_after(body: bytes, rows: bytes) -> RowsEvent:
+        nonlocal pos
+        assert isinstance(parser.parse(_event(P.TABLE_MAP_EVENT, body, pos)), TableMapEvent)
+        event = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, rows, pos + 100))
+        pos += 300
+        assert isinstance(event, RowsEvent) and event.table_id == 9
+        return event
+
+    for table in (b"orders", b"orders2", b"orders"):  # the same columns: the second shares the first's
+        event = rows_after(_named(_table_map(9), b"shop", table), _rows_v2(9, [(pos, b"v")]))
+        assert event.rows[0].table.table == table.decode() and event.rows[0].after == (pos - 300, "v")
+    event = rows_after(_float_map(9, b"prices"), _float_rows(9, [1.5]))  # other columns under the same id
+    assert event.rows[0].table.full_name == "shop.prices" and event.rows[0].table.names == ("f",)
+    assert event.rows[0].after == (1.5,)
+    event = rows_after(_named(_table_map(9), b"shop", b"orders2"), _rows_v2(9, [(3, b"w")]))
+    assert event.rows[0].table.table == "orders2" and event.rows[0].after == (3, "w")
+
+
+def test_a_table_whose_layout_changed_under_the_same_id_gets_its_new_columns() -> None:
+    """After a DDL the server may map the table under the id it had: its new table map is another map (another
+    key), and its rows are decoded with the new columns, not the decoder the old map made."""
+    parser = EventDecoder("binlog.000001")
+    parser.parse(_event(P.TABLE_MAP_EVENT, _named(_table_map(9), b"shop", b"t"), 1000))
+    before = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(9, [(1, b"a")]), 1100))
+    assert isinstance(before, RowsEvent) and before.rows[0].table.names == ("id", "name")
+    parser.parse(_event(P.TABLE_MAP_EVENT, _float_map(9, b"t"), 1200))  # ALTER TABLE t: one FLOAT column now
+    after = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _float_rows(9, [2.25]), 1300))
+    assert isinstance(after, RowsEvent) and after.rows[0].table.names == ("f",) and after.rows[0].after == (2.25,)
+    assert after.rows[0].table.full_name == "shop.t"
+    with pytest.raises(ParseError, match=r"has 2 columns, the table map of shop\.t 1"):  # an old-layout event now
+        parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(9, [(1, b"a")]), 1400))
+
+
+def test_each_table_is_checked_against_the_history_and_a_known_agreement_is_not_compared_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Shards in a real schema history: the history hands tables of one layout the same columns, so a shard whose
+    layout is one already found to agree with these columns is not compared again -- but every shard is looked up,
+    and one whose layout the history holds otherwise (another column name) is compared, found to differ and
+    repaired from the binlog, as any table is."""
+    compared: list[str] = []
+    real = map_columns.schema_mismatch
+
+    def counting(columns: Any, found: Sequence[SchemaColumn]) -> str | None:
+        compared.append(",".join(f.name for f in found))
+        return real(columns, found)
+
+    monkeypatch.setattr(map_columns, "schema_mismatch", counting)
+    catalog = SchemaCatalog(charset="utf8mb4", database="shop", mariadb=True)
+    for n in range(4):
+        second = "title" if n == 2 else "name"
+        catalog.apply(read_statement(f"CREATE TABLE s{n} (id INT UNSIGNED PRIMARY KEY, {second} VARCHAR(10))"), "shop")
+    history = SchemaHistory()
+    history.bootstrap(EntryPosition("binlog.000001", 4), catalog)
+    asked: list[str] = []
+    real_columns = history.columns
+
+    def columns(db: str, table: str) -> tuple[SchemaColumn, ...] | None:
+        asked.append(table)
+        return real_columns(db, table)
+
+    monkeypatch.setattr(history, "columns", columns)
+    parser = EventDecoder("binlog.000001", schema_lookup=history)
+    for n in range(4):
+        tm = parser.parse(
+            _event(P.TABLE_MAP_EVENT, _named(_table_map(20 + n), b"shop", f"s{n}".encode()), 1000 + 100 * n)
+        )
+        assert isinstance(tm, TableMapEvent) and tm.table_schema.names == ("id", "name")
+    assert asked == ["s0", "s1", "s2", "s3"]  # each table looked up
+    # s0 made the decoder (compared), s1 found the agreement (compared once), s2 differs (its names, then compared
+    # for the warning that says why), s3 agrees as s1 did: not compared
+    assert compared == ["id,name", "id,name", "id,title"]
+    repaired = history.table("shop", "s2")
+    assert repaired is not None and [c.name for c in repaired.columns] == ["id", "name"]
+    assert history.records == 1

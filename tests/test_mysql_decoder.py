@@ -173,6 +173,6 @@ def test_rows_read_the_same_whatever_bits_the_null_bitmap_holds_past_its_columns
     table = TableDecoder(TableMapInfo(1, "s", "t", _IMAGE_COLUMNS, has_names=True))
     decode = table.decoder("w", bytes([0b1111]))  # every column in the image
     body = b"".join(_image(row, padding) for row in rows)
-    decoded = decode(body, 0, len(body))
+    decoded = decode(table.schema, body, 0, len(body))
     assert decoded.before is None
     assert list(decoded.after or ()) == rows

@@ -105,7 +105,7 @@ def test_both_decoders_give_absent_for_the_columns_an_image_leaves_out(columnar:
     table = TableDecoder(TableMapInfo(1, "s", "t", _COLUMNS, has_names=True))
     # MINIMAL: the before image holds the key, the after image the columns written (a NULL among them)
     body = _row((1, None, None, None), [0]) + _row((None, None, "new", None), [1, 2])
-    rows = table.decoder("u", bytes([0b0001]), bytes([0b0110]), columnar=columnar)(body, 0, len(body))
+    rows = table.decoder("u", bytes([0b0001]), bytes([0b0110]), columnar=columnar)(table.schema, body, 0, len(body))
     assert isinstance(rows, ColumnarRows) is columnar
     assert list(rows.before or ()) == [(1, ABSENT, ABSENT, ABSENT)]
     assert list(rows.after or ()) == [(ABSENT, None, "new", ABSENT)]
@@ -115,7 +115,7 @@ def test_both_decoders_give_absent_for_the_columns_an_image_leaves_out(columnar:
     assert row.key() == (1,)
     # NOBLOB: every column but the TEXT one
     body = _row((2, 5, "x", None), [0, 1, 2])
-    rows = table.decoder("d", bytes([0b0111]), columnar=columnar)(body, 0, len(body))
+    rows = table.decoder("d", bytes([0b0111]), columnar=columnar)(table.schema, body, 0, len(body))
     assert list(rows.before or ()) == [(2, 5, "x", ABSENT)]
     assert rows[0].before_absent == ("doc",)
 

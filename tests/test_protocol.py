@@ -221,3 +221,18 @@ def test_the_dict_functions_are_bounded_and_drop_the_oldest_first(monkeypatch: p
     layouts = [TableSchema("s", f"t{i}", (ColumnMeta(f"c{i}"),)) for i in range(5)]
     assert list(protocol._TO_DICT) == [("c2",), ("c3",), ("c4",)]
     assert [t.to_dict((i,)) for i, t in enumerate(layouts)] == [{f"c{i}": i} for i in range(5)]  # layouts keep theirs
+
+
+def test_a_renamed_schema_is_the_schema_built_under_that_name() -> None:
+    """What tables of one definition share (names, keys, the dict maker, the name index) is shared, and the copy
+    is what building it under its own name gives: equal, hashed alike, pickled, indexed."""
+    renamed = ORDERS.renamed("shop2", "orders7")
+    built = TableSchema("shop2", "orders7", ORDERS.columns)
+    assert renamed == built and hash(renamed) == hash(built) and renamed != ORDERS
+    assert (renamed.schema, renamed.table, renamed.full_name) == ("shop2", "orders7", "shop2.orders7")
+    assert renamed.names == built.names and renamed.key_indexes == (0,) and renamed.columns is ORDERS.columns
+    assert renamed.index_of("note") == 2 and renamed.to_dict((1, None, "x")) == {"id": 1, "amount": None, "note": "x"}
+    with pytest.raises(KeyError, match=r"shop2\.orders7 has no column 'nope'"):
+        renamed.index_of("nope")
+    assert pickle.loads(pickle.dumps(renamed)) == built
+    assert ORDERS.full_name == "shop.orders"  # the original keeps its name

@@ -292,3 +292,23 @@ def test_a_switch_to_another_server_restarts_the_history_at_the_time_of_its_star
     assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "a", "b", "c"]
     history.rewind(EntryPosition("standby-bin.000007", 500), origin="standby:3306")  # same server: by position
     assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "a", "b"]
+
+
+def test_tables_of_one_layout_get_the_same_columns_until_one_changes() -> None:
+    """The decoder's columns are made once per layout (a stream over thousands of tables of one definition asks for
+    a new table's at every other transaction): tables of one layout get the very same tuple; a table a DDL changed
+    gets its own, and the others keep theirs."""
+    catalog = SchemaCatalog(charset="utf8mb4", database=DB, mariadb=True)
+    for name in ("s1", "s2", "s3"):
+        catalog.apply(read_statement(f"CREATE TABLE {name} (id INT PRIMARY KEY, a VARCHAR(5))"), DB)
+    history = SchemaHistory(MemoryHistoryStore())
+    history.bootstrap(pos(4), catalog)
+    s1, s2 = history.columns(DB, "s1"), history.columns(DB, "s2")
+    assert s1 is not None and s1 is s2
+    assert [(c.name, c.is_key, c.column_type) for c in s1] == [("id", True, "int(11)"), ("a", False, "varchar(5)")]
+    history.apply(pos(100), DB, "ALTER TABLE s2 MODIFY a VARCHAR(9)")
+    s2 = history.columns(DB, "s2")
+    assert s2 is not None and [c.column_type for c in s2] == ["int(11)", "varchar(9)"]
+    assert history.columns(DB, "s1") is s1 and history.columns(DB, "s3") is s1
+    history.apply(pos(200), DB, "ALTER TABLE s3 MODIFY a VARCHAR(9)")
+    assert history.columns(DB, "s3") is s2  # the same layout again: the same columns

@@ -13,8 +13,14 @@ no row decoding) for statements that change a layout:
 * any other DDL there: rows before it would be named by a later schema, so the start is refused with
   :class:`~canal.errors.SchemaError` naming the DDL and the recovery, never silently misnamed.
 
-A server that logs column names (``binlog_row_metadata=FULL``) names every row itself: the history starts at the
-read without a scan (a first start at an old position stays cheap) and serves as the cross-check from there.
+A server that logs column names (``binlog_row_metadata=FULL``) names every row itself: the binlog is scanned all the
+same (what only the history names -- foreign keys' actions, the types an ALTER converted from -- must hold from
+the start), and a DDL there starts the history at the read rather than refusing the start.
+
+The scan of the binlog up to the master status taken first runs in a thread of its own while the layouts are read
+(information_schema over thousands of tables is most of a second of the server's time, the scan a few microseconds
+of this process's per event); what the binlog grew by meanwhile is scanned after. A failed scan fails the bootstrap
+as it would have in line.
 
 A source that cannot tell its layouts (a directory of binlog files) starts an empty history: tables created in the
 files read are known, others only if the files log column names (else their rows fail with SchemaError).
@@ -34,7 +40,7 @@ from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPE
 from canal.parse.events import QueryEvent
 from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
-from canal.position import EntryPosition
+from canal.position import EntryPosition, journal_number
 from canal.schema import SchemaCatalog
 from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
 from canal.sql import (
@@ -115,18 +121,23 @@ class SchemaTracker:
                 at,
             )
             return
-        catalog, read_at = read_layouts(source, self._log)
-        if not start.position.journal_name or start.gtid_set:
+        # the binlog between the start and the read is scanned (its query events; rows are not decoded) even where
+        # the binlog names every row: what only the history names must hold from the start -- the foreign keys'
+        # actions of a parent's change (FOREIGN_KEY_ACTIONS), and the types an ALTER converts values from
+        # (RETYPED_FROM, which the mirror converts them by); from now on, while the layouts are read
+        scan = _DdlScan(source, start.position) if start.position.journal_name and not start.gtid_set else None
+        try:
+            catalog, read_at = read_layouts(source, self._log)
+        finally:
+            if scan is not None:
+                scan.join()
+        if scan is None:
             history.bootstrap(read_at, catalog, origin=source.address)
             return
         if not _key(start.position) < _key(read_at):
             history.bootstrap(start.position, catalog, origin=source.address)  # the layouts read hold at the start
             return
-        # the binlog between the start and the read is scanned (its query events; rows are not decoded) even where
-        # the binlog names every row: what only the history names must hold from the start -- the foreign keys'
-        # actions of a parent's change (FOREIGN_KEY_ACTIONS), and the types an ALTER converts values from
-        # (RETYPED_FROM, which the mirror converts them by)
-        found = layout_ddl_between(source, start.position, read_at)
+        found = scan.until(read_at)
         if history.lower_case_names:  # the catalog read holds the names the server stores
             found = [attrs.evolve(d, statement=fold_table_names(d.statement), schema=d.schema.lower()) for d in found]
         if not found:
@@ -260,6 +271,39 @@ class _Ddl:
         return f"the DDL {self.sql[:200]!r} at {self.log_file}:{self.offset}"
 
 
+class _DdlScan:
+    """:func:`layout_ddl_between` the start and the binlog's end now, in a thread of its own (see the module's
+    docstring); :meth:`until` joins it and scans the rest up to where the layouts were read."""
+
+    def __init__(self, source: BinlogSource, start: EntryPosition) -> None:
+        self.source = source
+        self.start = start
+        self.end = source.master_status()
+        self._found: list[_Ddl] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="canal-ddl-scan", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._found = layout_ddl_between(self.source, self.start, self.end)
+        except BaseException as exc:  # raised where the bootstrap waits for it (until)
+            self._error = exc
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def until(self, end: EntryPosition) -> list[_Ddl]:
+        """The layout statements in [start, ``end``): the thread's, then those of what lies past its end."""
+        self.join()
+        if self._error is not None:
+            raise self._error
+        stop = _key(end)
+        found = [d for d in self._found if (journal_number(d.log_file), d.offset) < stop]
+        rest = EntryPosition(self.end.journal_name, self.end.position)
+        return found + layout_ddl_between(self.source, max(rest, self.start, key=_key), end)
+
+
 def layout_ddl_between(
     source: BinlogSource, start: EntryPosition, end: EntryPosition, *, first_only: bool = False
 ) -> list[_Ddl]:
@@ -269,14 +313,19 @@ def layout_ddl_between(
     request = DumpRequest(start.journal_name, start.position or 4, blocking=False, decode_rows=False)
     events = source.dump(request)
     found: list[_Ddl] = []
+    # a first start past a busy stretch of binlog reads every event of it here: nothing per event but the compare
+    end_at, start_at = _key(end), _key(start)
+    file_name, file_number = "", -1
     try:
         for event in events:
             if event.offset == 0:
                 continue  # an artificial event (a dump's first rotate)
-            at = (EntryPosition(event.log_file, event.offset).journal_number, event.offset)
-            if not at < _key(end):
+            if event.log_file != file_name:
+                file_name, file_number = event.log_file, journal_number(event.log_file)
+            at = (file_number, event.offset)
+            if not at < end_at:
                 break
-            if start.included and at == _key(start):
+            if start.included and at == start_at:
                 continue  # consumed already
             if isinstance(event, QueryEvent):
                 stmt = layout_statement(event.sql)

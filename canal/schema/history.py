@@ -100,6 +100,7 @@ def layout_statement(sql: str) -> Statement | None:
 
 
 _CACHED_SQL: Final = 4096
+_COLUMNS_MADE_MAX: Final = 4096  # distinct table layouts whose decoder columns are kept
 
 
 def _layout_statement(sql: str) -> Statement | None:
@@ -242,6 +243,10 @@ class SchemaHistory:
         # DELETE / UPDATE rows event, so the catalog's index of them is built once per state, not per table (a
         # pass over 2,000 tables for each table's first row change made a stream over many tables quadratic)
         self._actions: tuple[int, ActionIndex, dict[tuple[str, str], list[dict[str, Any]]]] = (-1, {}, {})
+        # the decoder's columns by what they are made of, not by table: every table of one definition (shards, a
+        # schema per tenant) shares them, and a stream over thousands of such tables asks for a new table's at
+        # every other transaction
+        self._columns_made: dict[tuple[object, ...], tuple[SchemaColumn, ...]] = {}
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
 
     @contextlib.contextmanager
@@ -326,24 +331,31 @@ class SchemaHistory:
             table = self._catalog.get(db, name)
             return None if table is None else table.foreign_keys
 
-    def columns(self, db: str, name: str) -> list[SchemaColumn] | None:
+    def columns(self, db: str, name: str) -> tuple[SchemaColumn, ...] | None:
         """The current columns of ``db.name`` for a row decoder (None: the history has no such table);
-        SchemaError if its layout is unknown since a DDL."""
+        SchemaError if its layout is unknown since a DDL. Tables of one layout get the same tuple."""
         table = self.table(db, name)
         if table is None:
             return None
-        primary = {p.lower() for p in table.primary}
-        return [
-            SchemaColumn(
-                name=c.name,
-                is_key=c.name.lower() in primary,
-                labels=c.labels,
-                unsigned=c.unsigned if c.base not in ("enum", "set") else None,
-                column_type=mysql_type_text(c, self.mariadb),
-                charset=effective_charset(c, table.charset),
+        key = (table.columns, table.primary, table.charset, self.mariadb)
+        made = self._columns_made.get(key)
+        if made is None:
+            primary = {p.lower() for p in table.primary}
+            made = tuple(
+                SchemaColumn(
+                    name=c.name,
+                    is_key=c.name.lower() in primary,
+                    labels=c.labels,
+                    unsigned=c.unsigned if c.base not in ("enum", "set") else None,
+                    column_type=mysql_type_text(c, self.mariadb),
+                    charset=effective_charset(c, table.charset),
+                )
+                for c in table.columns
             )
-            for c in table.columns
-        ]
+            if len(self._columns_made) >= _COLUMNS_MADE_MAX:
+                self._columns_made.clear()  # layouts come and go with DDL
+            self._columns_made[key] = made
+        return made
 
     def repair(self, position: EntryPosition, table: TableDef) -> bool:
         """The binlog (FULL metadata) names ``table`` differently from the history: the binlog wins from

@@ -494,9 +494,9 @@ class EventDecoder:
         ):
             dec = None  # a DDL since: the names it took may have changed
         if dec is None and (same := self._same_columns.get(b, p, end, self.table_id_len)) is not None:
-            info, dec = same  # the columns of a table seen before, under this table's name
+            info, dec, columns_key = same  # the columns of a table seen before, under this table's name
             if lookup is not None and lookup.strict:
-                cross_check(lookup, info, dec, self.log_file, off)
+                cross_check(lookup, info, dec, self.log_file, off, (self._same_columns, columns_key))
             self._keep_map(key, dec)
         elif dec is None:
             info = parse_table_map_body(b, p, end, self.table_id_len, self._metadata_rules)
@@ -544,8 +544,9 @@ class EventDecoder:
                 self._same_columns.add(b, p, end, self.table_id_len, info, dec)
             self._keep_map(key, dec)
         else:
+            # the same table under a new id (it left the server's table_definition_cache): the same decoder, whose
+            # compiled code regenerated for each id made a schema of thousands of tables ten times slower
             self._map_cache.move_to_end(key)
-            dec = dec.with_table_id(table_id)
         self.tables[table_id] = dec
         return TableMapEvent(
             log_file=self.log_file,
@@ -553,7 +554,7 @@ class EventDecoder:
             next_offset=nxt,
             timestamp=ts,
             server_id=sid,
-            table_id=dec.table_id,
+            table_id=table_id,
             schema=dec.schema.schema,
             table=dec.schema.table,
             table_schema=dec.schema,
@@ -645,7 +646,7 @@ class EventDecoder:
             p, end = 0, len(b)
         wanted = self.rows_form.columnar
         try:
-            rows = dec.decoder(kind, present, present2, wanted and self._many_rows(dec, end - p))(b, p, end)
+            rows = dec.decoder(kind, present, present2, wanted and self._many_rows(dec, end - p))(dec.schema, b, p, end)
         except _MALFORMED as e:
             raise ParseError(
                 f"malformed {event_name(t)} of {dec.schema.full_name} at {self.log_file}:{off}: {e}"

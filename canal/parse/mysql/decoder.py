@@ -793,9 +793,10 @@ def _length_line(c: BinlogColumn) -> str:
 class _CodeGen:
     """Builds the Python source of the row decoders of one column layout (every table with these column types).
 
-    The code depends on the columns' types and type metadata only, never on names: each generated function is a
-    factory ``make(T)`` that binds a table's ``TableSchema`` (the ``table`` of its rows) into a decoder, so tables of
-    one layout (a schema sharded into thousands of like tables) generate and compile the code once.
+    The code depends on the columns' types and type metadata only, never on names: each generated function
+    ``decode(T, b, p, end)`` takes the table's ``TableSchema`` (the ``table`` of its rows) with the event's bytes, so
+    tables of one layout (a schema sharded into thousands of like tables) generate, compile and keep one function
+    for all of them, not one bound to each.
     """
 
     def __init__(self, cols: list[BinlogColumn]) -> None:
@@ -1019,15 +1020,15 @@ class _CodeGen:
         flush()
         return lines
 
-    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> DecoderFactory:
-        """``make(T)`` returning ``decode(b, p, end) -> Rows`` (rows of table ``T``) for one rows event kind:
+    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> RowsDecoder:
+        """``decode(T, b, p, end) -> Rows`` (rows of table ``T``) for one rows event kind:
         'w', 'u', 'd', or 'p' (a MySQL partial update: an update whose after image may hold JSON diffs). The images
         must fill ``b[p:end]`` exactly: a last row that runs past ``end`` raises ``ValueError`` (its bytes were
         misread)."""
         if not present or (kind in "up" and not present2):
             raise ValueError("rows event with no column in its row image")
         # the images go to one list per side (Rows: no RowData per row), the after images of an update to a second
-        src = ["def decode(b, p, end):", "    out = []", "    append = out.append"]
+        src = ["def decode(T, b, p, end):", "    out = []", "    append = out.append"]
         if kind in "up":
             src += ["    out2 = []", "    append2 = out2.append"]
         if kind == "p":  # each row's JSON diffs the after image does not apply (ABSENT cells), or None
@@ -1056,24 +1057,23 @@ class _CodeGen:
         else:
             src.append(f"        append({tup})")
             result = "Rows(T, None, out)" if kind == "w" else "Rows(T, out, None)"
-        return self._factory(src, result, f"<canal rows decoder {kind}>")
+        return self._function(src, result, f"<canal rows decoder {kind}>")
 
-    def _factory(self, src: list[str], result: str, label: str) -> DecoderFactory:
-        """The factory of a decoder whose loop over the images is ``src``: the images must end at ``end``, and the
-        decoder returns ``result``."""
+    def _function(self, src: list[str], result: str, label: str) -> RowsDecoder:
+        """The decoder whose loop over the images is ``src``: the images must end at ``end``, and it returns
+        ``result``."""
         src = [
             *src,
             "    if p != end:",
             "        raise ValueError(f'the last row image ends {p - end} bytes past the event')",
             f"    return {result}",
-            "return decode",
         ]
-        code = "def make(T):\n" + "\n".join("    " + line for line in src)
+        code = "\n".join(src)
         ns = dict(self.ns)
         exec(compile(code, label, "exec"), ns)
-        make: DecoderFactory = ns["make"]
-        make.__source__ = code  # type: ignore[attr-defined]
-        return make
+        decode: RowsDecoder = ns["decode"]
+        decode.__source__ = code  # type: ignore[attr-defined]
+        return decode
 
     def _value_options(self, partial_bytes: int) -> list[str]:
         """A partial update's after image starts with MySQL's value options (a length-encoded integer; bit 0:
@@ -1159,13 +1159,13 @@ class ColumnarGen(_CodeGen):
             return [f"{var} = b[p:p + {size}]; p += {size}"]
         return super().column(c, var)
 
-    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> DecoderFactory:
-        """``make(T)`` returning ``decode(b, p, end) -> ColumnarRows`` for an event of ``kind`` 'w', 'u' or 'd' (a
+    def rows_function(self, kind: str, present: list[int], present2: list[int] | None) -> RowsDecoder:
+        """``decode(T, b, p, end) -> ColumnarRows`` for an event of ``kind`` 'w', 'u' or 'd' (a
         MySQL partial update, 'p', has the object decoder only)."""
         if kind not in "wud" or not present or (kind == "u" and not present2):
             raise ValueError(f"no columnar decoder of rows events of kind {kind!r}")
         sides = [(present, "")] + ([(present2 or [], "_a")] if kind == "u" else [])
-        src = ["def decode(b, p, end):"]
+        src = ["def decode(T, b, p, end):"]
         for cols, suffix in sides:
             for i in cols:
                 src += [f"    c{i}{suffix} = []", f"    a{i}{suffix} = c{i}{suffix}.append"]
@@ -1187,7 +1187,7 @@ class ColumnarGen(_CodeGen):
             result = f"ColumnarRows(T, {image(present, '')}, None, FORMS, len({first}))"
         else:
             result = f"ColumnarRows(T, {image(present, '')}, {image(present2 or [], '_a')}, FORMS, len({first}))"
-        return self._factory(src, result, f"<canal columnar rows decoder {kind}>")
+        return self._function(src, result, f"<canal columnar rows decoder {kind}>")
 
 
 @attrs.frozen
@@ -1328,18 +1328,19 @@ def schema_mismatch(columns: Sequence[BinlogColumn], found: Sequence[SchemaColum
     return None
 
 
-DecoderFactory = Callable[[TableSchema], Callable[..., Rows]]
+RowsDecoder = Callable[[TableSchema, bytes, int, int], Rows]
+"""``decode(T, b, p, end)``: the rows of table ``T`` in ``b[p:end]`` (one rows event's images)."""
 
 
 class _Layout:
     """The generated decoders of one column layout, shared by every table map with it (any table, any table id)."""
 
-    __slots__ = ("columnar", "factories", "gen")
+    __slots__ = ("columnar", "decoders", "gen")
 
     def __init__(self, cols: list[BinlogColumn]) -> None:
         self.gen = _CodeGen(cols)
         self.columnar: _CodeGen | None = None  # the ColumnarGen, made when first asked
-        self.factories: dict[tuple[str, bytes, bytes, bool], DecoderFactory] = {}  # oldest inserted first
+        self.decoders: dict[tuple[str, bytes, bytes, bool], RowsDecoder] = {}  # oldest inserted first
 
 
 class SameColumns:
@@ -1348,16 +1349,22 @@ class SameColumns:
     columns, column metadata and generated code under its own name (:meth:`TableDecoder.renamed`) instead of
     building them again. Each new table of a stream over 2,000 tables of one definition cost about as much as one
     of its transactions, most of it there. Holds only decoders that nothing but those bytes made (the caller's
-    choice: names from the binlog, nothing taken from a schema, no problem); least recently used first."""
+    choice: names from the binlog, nothing taken from a schema, no problem); least recently used first.
 
-    __slots__ = ("_known", "size")
+    It also remembers the schema-history layout such columns were last found to agree with (:meth:`agreed`):
+    each table is still checked against the history, but a table whose history layout is that one -- the history
+    hands tables of one layout the same tuple -- needs no second comparison."""
+
+    __slots__ = ("_agreed", "_known", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._known: OrderedDict[bytes, tuple[TableMapInfo, TableDecoder]] = OrderedDict()
+        self._agreed: dict[bytes, Sequence[Any]] = {}
 
     def clear(self) -> None:
         self._known.clear()
+        self._agreed.clear()
 
     def add(self, buf: bytes, pos: int, end: int, table_id_len: int, info: TableMapInfo, dec: TableDecoder) -> None:
         """Keep ``dec``, made from the table map body ``buf[pos:end]`` (``info``), for tables of the same columns."""
@@ -1365,9 +1372,9 @@ class SameColumns:
             self._known.popitem(last=False)
         self._known[bytes(buf[read_table_names(buf, pos, table_id_len)[2] : end])] = (info, dec)
 
-    def get(self, buf: bytes, pos: int, end: int, table_id_len: int) -> tuple[TableMapInfo, TableDecoder] | None:
+    def get(self, buf: bytes, pos: int, end: int, table_id_len: int) -> tuple[TableMapInfo, TableDecoder, bytes] | None:
         """The table map body ``buf[pos:end]`` as its table's info and decoder, when a table with the same columns
-        was kept (None otherwise)."""
+        was kept, and the key its columns are known by (None otherwise)."""
         if not self._known:
             return None
         schema, table, columns_at = read_table_names(buf, pos, table_id_len)
@@ -1379,7 +1386,18 @@ class SameColumns:
         info, dec = known
         table_id = int.from_bytes(buf[pos : pos + table_id_len], "little")
         mine = TableMapInfo(table_id, schema, table, info.columns, info.has_names, info.has_signedness)
-        return mine, dec.renamed(table_id, schema, table)
+        return mine, dec.renamed(table_id, schema, table), key
+
+    def agreed(self, key: bytes, found: Sequence[Any]) -> bool:
+        """Whether the columns known by ``key`` were found to agree with the history's columns ``found`` (that very
+        sequence: the history hands out one per layout, so this is no comparison)."""
+        return self._agreed.get(key) is found
+
+    def agree(self, key: bytes, found: Sequence[Any]) -> None:
+        """The columns known by ``key`` agree with the history's columns ``found``."""
+        if len(self._agreed) >= self.size:
+            self._agreed.clear()
+        self._agreed[key] = found
 
 
 def _layout_key(cols: Sequence[BinlogColumn]) -> tuple[object, ...]:
@@ -1407,7 +1425,7 @@ def _layout_key(cols: Sequence[BinlogColumn]) -> tuple[object, ...]:
 
 # process-wide, as compiled code is, and read without a lock: the parsers of every destination of the process (one
 # thread each) read these on every table map they have not seen, and a lock held there serialised them all. A dict
-# lookup is one atomic operation in CPython, and the values are never changed once in (a _Layout's factories are a
+# lookup is one atomic operation in CPython, and the values are never changed once in (a _Layout's decoders are a
 # dict of its own, written the same way). Only insertion takes the lock, so that two threads never evict under each
 # other; the oldest inserted goes first (a layout in use stays in every TableDecoder that holds it, so one evicted
 # costs only its next new table map a compilation).
@@ -1431,7 +1449,7 @@ def _layout(cols: list[BinlogColumn]) -> _Layout:
 
 
 class TableDecoder:
-    """One table map: its schema and its row decoders (bound to this table, generated once per column layout)."""
+    """One table map: its schema and its row decoders (generated once per column layout, handed the schema)."""
 
     __slots__ = ("_decoders", "_layout", "columns", "lookup_version", "problem", "schema", "table_id", "unreadable")
 
@@ -1444,7 +1462,7 @@ class TableDecoder:
         lookup_version: int | None = None,
         unreadable: bool = False,
     ) -> None:
-        self.table_id = info.table_id
+        self.table_id = info.table_id  # of the map it was made from (it serves every id its table comes back under)
         self.columns = info.columns
         self.problem = problem  # the columns could not be known exactly: rows of a captured table must not pass
         self.unreadable = unreadable  # a column no decoder reads: rows are never decoded (``problem`` says why)
@@ -1466,68 +1484,62 @@ class TableDecoder:
         )
         self._layout = _layout(info.columns)
         # least recently used first: a full cache drops its oldest decoder, not all of them
-        self._decoders: OrderedDict[tuple[str, bytes, bytes, bool], Callable[..., Rows]] = OrderedDict()
-
-    def with_table_id(self, table_id: int) -> TableDecoder:
-        """The same table definition under another table id, sharing the compiled decoders: the server hands out a
-        new id whenever the table leaves its table_definition_cache, and regenerating the code each time made a
-        schema of thousands of tables ten times slower than one table."""
-        if table_id == self.table_id:
-            return self
-        return self._twin(table_id, self.schema, self._decoders)
+        self._decoders: OrderedDict[tuple[str, bytes, bytes, bool], RowsDecoder] = OrderedDict()
 
     def renamed(self, table_id: int, schema: str, table: str) -> TableDecoder:
-        """This table map's columns as another table's (:class:`SameColumns`): its column metadata and generated
-        code shared, its own schema (the names rows carry) and its own decoders (bound to that schema)."""
-        return self._twin(table_id, TableSchema(schema, table, self.schema.columns), OrderedDict())
-
-    def _twin(
-        self, table_id: int, schema: TableSchema, decoders: OrderedDict[Any, Callable[..., Rows]]
-    ) -> TableDecoder:
+        """This table map's columns as another table's (:class:`SameColumns`): its column metadata and decoders
+        shared, its own schema (the names its rows carry, which the decoders are handed)."""
         twin = object.__new__(TableDecoder)
         twin.table_id = table_id
         twin.columns = self.columns
         twin.problem = self.problem
         twin.unreadable = self.unreadable
         twin.lookup_version = self.lookup_version
-        twin.schema = schema
+        twin.schema = self.schema.renamed(schema, table)
         twin._layout = self._layout
-        twin._decoders = decoders
+        twin._decoders = self._decoders  # the layout's code, which takes the table's schema when called
         return twin
 
-    def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> Callable[..., Rows]:
-        """The decoder of rows events of ``kind`` with these column bitmaps; with ``columnar`` (and a kind that has
-        one: not a partial update) a :class:`~canal.protocol.ColumnarRows` decoder (:class:`ColumnarGen`)."""
+    def _compile(self, key: tuple[str, bytes, bytes, bool]) -> RowsDecoder:
+        """The generated code of rows events ``key`` (kind, column bitmaps, columnar) for this table's layout, kept
+        with the layout for every table map that has it."""
+        kind, present, present2, columnar = key
+        ncols = len(self.columns)
+
+        def bits(bm: bytes) -> list[int]:
+            return [i for i in range(ncols) if bm[i >> 3] >> (i & 7) & 1]
+
+        layout = self._layout
+        gen = layout.gen
+        if columnar:
+            if layout.columnar is None:
+                layout.columnar = ColumnarGen(gen.cols)
+            gen = layout.columnar
+        try:
+            fn = gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
+        except ValueError as exc:
+            raise ValueError(f"{self.schema.full_name}: {exc}") from exc
+        with _LAYOUTS_LOCK:
+            decoders = layout.decoders
+            decoders[key] = fn
+            if len(decoders) > _MAX_DECODERS:
+                del decoders[next(iter(decoders))]
+        return fn
+
+    def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> RowsDecoder:
+        """The decoder of rows events of ``kind`` with these column bitmaps, ``decode(T, b, p, end)`` (``T``: this
+        table's :attr:`schema`); with ``columnar`` (and a kind that has one: not a partial update) a
+        :class:`~canal.protocol.ColumnarRows` decoder (:class:`ColumnarGen`)."""
         columnar = columnar and kind != "p"
         key = (kind, present, present2, columnar)
         fn = self._decoders.get(key)
         if fn is not None:
             self._decoders.move_to_end(key)
-        else:
-            ncols = len(self.columns)
-
-            def bits(bm: bytes) -> list[int]:
-                return [i for i in range(ncols) if bm[i >> 3] >> (i & 7) & 1]
-
-            layout = self._layout
-            make = layout.factories.get(key)  # read without the lock, as _LAYOUTS is
-            if make is None:
-                gen = layout.gen
-                if columnar:
-                    if layout.columnar is None:
-                        layout.columnar = ColumnarGen(gen.cols)
-                    gen = layout.columnar
-                try:
-                    make = gen.rows_function(kind, bits(present), bits(present2) if kind in "up" else None)
-                except ValueError as exc:
-                    raise ValueError(f"{self.schema.full_name}: {exc}") from exc
-                with _LAYOUTS_LOCK:
-                    factories = layout.factories
-                    factories[key] = make
-                    if len(factories) > _MAX_DECODERS:
-                        del factories[next(iter(factories))]
-            fn = make(self.schema)
-            if len(self._decoders) >= _MAX_DECODERS:
-                self._decoders.popitem(last=False)
-            self._decoders[key] = fn
+            return fn
+        fn = self._layout.decoders.get(key)  # read without the lock, as _LAYOUTS is
+        if fn is None:
+            fn = self._compile(key)
+        if len(self._decoders) >= _MAX_DECODERS:
+            self._decoders.popitem(last=False)
+        self._decoders[key] = fn
         return fn

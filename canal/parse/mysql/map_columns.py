@@ -10,6 +10,7 @@ import logging
 from canal.errors import ColumnTypeError, SchemaError
 from canal.parse.mysql.decoder import (
     BinlogColumn,
+    SameColumns,
     TableDecoder,
     TableMapInfo,
     binlog_layout,
@@ -75,16 +76,28 @@ def unreadable_problem(info: TableMapInfo, where: str) -> ColumnTypeError | None
     )
 
 
-def cross_check(lookup: ColumnSource, info: TableMapInfo, dec: TableDecoder, log_file: str, off: int) -> None:
+def cross_check(
+    lookup: ColumnSource,
+    info: TableMapInfo,
+    dec: TableDecoder,
+    log_file: str,
+    off: int,
+    known: tuple[SameColumns, bytes] | None = None,
+) -> None:
     """A table map with names (FULL metadata) against the schema history: the binlog wins; a divergence is
-    logged and repairs the history (from this position on)."""
+    logged and repairs the history (from this position on). ``known``: the map's columns are those the
+    :class:`SameColumns` knows by that key (a history layout they were found to agree with is not compared again)."""
     try:
         found = lookup.columns(info.schema, info.table)
     except SchemaError:
         found = None  # unknown since a DDL it could not apply: the binlog tells it now
-    names = [m.name for m in dec.schema.columns]
-    if found is not None and [f.name for f in found] == names and schema_mismatch(info.columns, found) is None:
-        return
+    if found is not None:
+        if known is not None and known[0].agreed(known[1], found):
+            return
+        if tuple(f.name for f in found) == dec.schema.names and schema_mismatch(info.columns, found) is None:
+            if known is not None:
+                known[0].agree(known[1], found)
+            return
     previous = None
     if found is not None and isinstance(lookup, SchemaHistory):
         previous = lookup.table(info.schema, info.table)
