@@ -42,8 +42,10 @@ from canal.errors import (
 )
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
+from canal.parse import healing
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
 from canal.parse.events import BinlogEvent, HeartbeatEvent, QueryEvent, RotateEvent, RowsEvent
+from canal.parse.heal_marks import HEAL, with_layouts
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.source import BinlogSource, RowsForm, SchemaReader
@@ -55,6 +57,7 @@ from canal.parse.start_position import (
     with_gtid_state,
 )
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
+from canal.parse.unmodeled import StatementPolicy, stop
 from canal.parse.xa_lookback import XAFollower, prepared_rows, recovered_entries
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
@@ -156,6 +159,19 @@ class EventParser(StartStopContext):
         # read (read_position). A plain attribute store per event; the position is worked out only when asked.
         self._last_event: BinlogEvent | None = None
         self._read_to: EntryPosition | None = None
+        # heal="snapshot": the destination's heal policy (canal.snapshot.heal.Healer), set by the instance; None: the
+        # changes a copy cannot follow stop typed (statements) or reach it as they are (canal.parse.healing)
+        self._heal: StatementPolicy | None = None
+
+    @property
+    def heal(self) -> StatementPolicy | None:
+        """The heal policy (None: heal=stop)."""
+        return self._heal
+
+    @heal.setter
+    def heal(self, policy: StatementPolicy | None) -> None:
+        self._heal = policy
+        self._converter.unmodeled = stop if policy is None else policy
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -419,6 +435,9 @@ class EventParser(StartStopContext):
                 add(self._converter.resting_at(start.position))
             stop = self._stop
             clock = time.monotonic
+            heal = self._heal
+            tables = self._options.tables
+            assert tables is not None  # (the parser's options always filter)
             merge = self._merge
             marks = None if merge is None else merge.watermark_table
             self._last_read = clock()
@@ -434,13 +453,29 @@ class EventParser(StartStopContext):
                         continue  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
                 entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
+                converting = None
                 if schemas is not None and event.__class__ is QueryEvent:
+                    if heal is not None and entry is not None:  # before the history follows the ALTER
+                        converting = healing.conversion(
+                            entry, event, schemas.history.table, tables.matches, mariadb=schemas.history.mariadb
+                        )
                     # recorded before its entry, and everything after it, is handed off; what the history knew
                     # before a DDL goes with its entry (the types it retyped: canal.parse.convert.RETYPED_FROM_PROP)
                     known = schemas.observe(event)
                     if known and entry is not None and entry.row_change is not None and entry.row_change.is_ddl:
                         header = entry.header
                         entry = attrs.evolve(entry, header=attrs.evolve(header, props={**header.props, **known}))
+                if heal is not None and entry is not None:
+                    # a change a copy cannot follow, judged on its entry (canal.parse.healing): healed
+                    changed = converting if converting is not None else healing.partial(entry)
+                    if changed is not None:
+                        entry = healing.marked(entry, heal(changed))
+                    if HEAL in entry.header.props:  # the layouts the healed tables have from here
+                        entry = with_layouts(
+                            entry,
+                            None if schemas is None else schemas.history.table,
+                            mariadb=schemas is not None and schemas.history.mariadb,
+                        )
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it

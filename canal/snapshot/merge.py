@@ -11,7 +11,8 @@ parser (:meth:`attach`) to hand it off at that boundary rather than at the next 
 
 SNAPSHOT entries carry the after image only (consumers apply them as upserts), name the table in their header, take
 the cursor of the boundary they follow (acking them moves no binlog position), and carry their chunk and progress in
-``header.props``.
+``header.props`` (``snapshot.table_index``: the table's place in the snapshot's list -- a heal may list a table
+twice, :mod:`canal.snapshot.heal`).
 
 Progress in the cursor. From :meth:`SnapshotMerge.begin` until the snapshot's last entry, every entry handed off
 carries the snapshot's :class:`~canal.position.SnapshotCursor` as of that point (:meth:`SnapshotMerge.tag`): the
@@ -26,8 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+import attrs
+
 from canal.errors import CanalError, SnapshotError
 from canal.parse.events import RowsEvent
+from canal.parse.heal_marks import HEAL, heal_mark
 from canal.position import EntryPosition, LogPosition, SnapshotCursor
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange, Rows
 from canal.snapshot.marks import MarkedRead, mark_of
@@ -101,6 +105,9 @@ class SnapshotMerge:
         self._pending: list[PendingChunk] = []
         self._handed: tuple[int, int] | None = None  # the end of the last boundary handed off
         self._progress: SnapshotCursor | None = None  # what entries handed off now carry (None: no snapshot)
+        # the running snapshot's tables: what progress computed from a chunk's (maybe shorter) list is rebased onto
+        # when a heal extends the list while the chunk waits (extend)
+        self._tables: tuple[str, ...] = ()
         self._hand_off_now: Callable[[], None] | None = None  # the parser's: hand off what is due at its boundary
         self._end_stream = False  # the stream ends with the snapshot's last entry (snapshot mode initial_only)
         self._stream_ended = False
@@ -134,9 +141,24 @@ class SnapshotMerge:
         ``end_stream`` True: the stream ends with the snapshot's last entry (with ``progress`` None: at once)."""
         with self._lock:
             self._progress = progress
+            self._tables = () if progress is None else progress.tables
             if end_stream is not None:
                 self._end_stream = end_stream
                 self._stream_ended = end_stream and progress is None
+
+    def extend(self, tables: Sequence[str], first_new: int) -> None:
+        """The running snapshot's tables are now ``tables``: its list with more appended from index ``first_new`` (a
+        heal, :meth:`~canal.snapshot.runner.SnapshotRunner.extend`). Entries handed off from now on carry the longer
+        list; a snapshot whose last entry was handed off already (its runner not yet over) goes on with the first new
+        table."""
+        tables = tuple(tables)
+        with self._lock:
+            self._tables = tables
+            progress = self._progress
+            if progress is not None:
+                self._progress = attrs.evolve(progress, tables=tables)
+            else:
+                self._progress = SnapshotCursor(tables, first_new, None, 0)
 
     @property
     def stream_ended(self) -> bool:
@@ -231,6 +253,14 @@ class SnapshotMerge:
                 name = f"{entry.header.schema}.{entry.header.table}".lower()
                 with self._lock:
                     self._ddl[name] = self._ddl.get(name, 0) + 1
+            if rc is not None and entry.header.props and HEAL in entry.header.props:
+                # a heal voids its tables' rows from here: a chunk read before it (its rows older than the point)
+                # is read again, as after a DDL
+                mark = heal_mark(entry.header.props)
+                with self._lock:
+                    for healed in () if mark is None else mark.tables:
+                        name = f"{healed.schema}.{healed.table}".lower()
+                        self._ddl[name] = self._ddl.get(name, 0) + 1
         if windows:
             for entry in entries:
                 rc = entry.row_change
@@ -290,12 +320,12 @@ class SnapshotMerge:
             pending._finish(None, LayoutChanged(f"a DDL of {pending.chunk.table.full_name} came before its place"))
         out: list[Entry] = []
         for pending in due:
-            entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume)
-            out.extend(entries_of_chunk)
-            with self._lock:
+            with self._lock:  # (a heal that extends the tables meanwhile waits: the entries carry its list)
+                entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume, self._tables or None)
                 self._progress = progress
                 if progress is None and self._end_stream:
                     self._stream_ended = True
+            out.extend(entries_of_chunk)
             pending._finish(emitted)
         return out
 
@@ -317,10 +347,11 @@ class SnapshotMerge:
 
 
 def snapshot_entries(
-    pending: PendingChunk, at: Header, resume: LogPosition | None
+    pending: PendingChunk, at: Header, resume: LogPosition | None, tables: tuple[str, ...] | None = None
 ) -> tuple[list[Entry], int, SnapshotCursor | None]:
     """The SNAPSHOT entries of a waiting chunk placed after the boundary whose header is ``at``, the number of rows
-    they hold, and the snapshot's progress after them.
+    they hold, and the snapshot's progress after them. ``tables``: the snapshot's tables now, when a heal made the
+    list longer than the one the chunk was read with (its progress is rebased onto it).
 
     The chunk is cut into parts of ``ROWS_PER_ENTRY`` rows as read; each part loses the rows the stream overtook
     (:meth:`ChunkWindow.reconcile`) and its entry's progress names the key of the part's last row *read* (a dropped
@@ -333,6 +364,8 @@ def snapshot_entries(
     anchor: EntryPosition | None = None if resume is None else resume.position
     rows_done = 0 if resume is None else resume.rows_done
     base = pending.progress
+    if tables is not None and tables != base.tables:
+        base = attrs.evolve(base, tables=tables)
     done_rows = base.rows
     entries: list[Entry] = []
     emitted = 0
@@ -368,6 +401,7 @@ def snapshot_entries(
                 "snapshot.chunk": str(pending.number),
                 "snapshot.position": str(pending.due_at),
                 "snapshot.table_done": "true" if table_done else "false",
+                "snapshot.table_index": str(base.table),
             },
         )
         change = RowChange(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from canal.config import InstanceConfig
@@ -254,6 +254,20 @@ def master_position(conn: Any) -> tuple[str, int]:
         cur.execute("SHOW MASTER STATUS")
         row = cur.fetchone()
         return str(row[0]), int(row[1])
+
+
+def healed_by(instance: Instance, end: tuple[str, int]) -> Callable[[RunStats], bool]:
+    """An ``until`` for :func:`~canal.spark.run_batches`: true once everything before ``end`` (a master position) was
+    handled and no snapshot is left -- a heal's (:mod:`canal.snapshot.heal`) included: none reading, none unfinished
+    in the cursor."""
+
+    def done(stats: RunStats) -> bool:
+        if not stats.reached(*end) or instance.snapshot_running:
+            return False
+        cursor = instance.get_cursor()
+        return cursor is None or cursor.snapshot is None
+
+    return done
 
 
 def run_caught_up(conn: Any, config: InstanceConfig, spark: Any, fn: Any, batch_size: int = 500) -> RunStats:

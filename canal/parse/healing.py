@@ -1,0 +1,126 @@
+"""The changes the parser judges on their entries for a heal, beside the statements the converter judges.
+
+Under ``heal="snapshot"`` the parser hands these to the destination's heal policy (a
+:class:`~canal.parse.unmodeled.StatementPolicy`, :class:`canal.snapshot.heal.Healer`), as the converter hands it the
+statements the contract stops (:mod:`canal.parse.unmodeled`):
+
+* :func:`conversion` -- an ALTER TABLE of a captured table whose conversion of the rows it holds a copy cannot
+  repeat exactly (:func:`canal.schema.conversions.unrepeatable`), asked with the layout before the statement, so
+  before the schema history follows it;
+* :func:`partial` -- a rows entry whose partial images a copy cannot apply
+  (:func:`canal.parse.heal_marks.partial_image`).
+
+Each gives the change as an :class:`~canal.parse.unmodeled.UnmodeledStatement` of shape
+:data:`~canal.parse.heal_marks.CONVERSION` or :data:`~canal.parse.heal_marks.PARTIAL_IMAGE`, healable, naming its one
+table; :func:`marked` puts the policy's props on the entry. Under ``heal="stop"`` none of this runs: such changes
+reach a mirror as they are, and it stops typed there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from canal.errors import SchemaError
+from canal.parse.convert import SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
+from canal.parse.events import QueryEvent
+from canal.parse.heal_marks import CONVERSION, PARTIAL_IMAGE, partial_image
+from canal.parse.unmodeled import UnmodeledStatement
+from canal.position import EntryPosition
+from canal.protocol import Entry, EntryType
+from canal.schema.catalog import TableDef
+from canal.schema.conversions import unrepeatable
+from canal.schema.history import layout_statement
+from canal.sql import AlterTable
+
+__all__ = ["conversion", "marked", "partial"]
+
+Captured = Callable[[str, str], bool]
+
+
+def conversion(
+    entry: Entry,
+    event: QueryEvent,
+    layout: Callable[[str, str], TableDef | None],
+    captured: Captured,
+    *,
+    mariadb: bool,
+) -> UnmodeledStatement | None:
+    """The ALTER TABLE of ``entry`` (a DDL entry of ``event``) as a change to heal, when a copy of its captured table
+    may not repeat its conversions (``layout``: the table's layout before it, the schema history's); else None."""
+    rc = entry.row_change
+    if rc is None or not rc.is_ddl:
+        return None
+    stmt = layout_statement(event.sql)
+    if not isinstance(stmt, AlterTable):
+        return None
+    header = entry.header
+    db = stmt.table.schema if stmt.table.schema is not None else header.schema
+    name = stmt.table.name
+    if header.props.get("lower_case_table_names") == "1":
+        db, name = db.lower(), name.lower()
+    if not captured(db, name):
+        return None
+    try:
+        before = layout(db, name)
+    except SchemaError:
+        return None  # a layout the history lost: a copy does what it can
+    why = unrepeatable(
+        stmt,
+        before,
+        zone=header.props.get(TIME_ZONE_PROP),
+        system_zone=header.props.get(SYSTEM_TIME_ZONE_PROP),
+        mariadb=mariadb,
+    )
+    if why is None:
+        return None
+    table = f"{db}.{name}"
+    return UnmodeledStatement(
+        event.sql,
+        header.schema,
+        attrs.evolve(CONVERSION, description=why),
+        (table,),
+        (table,),
+        _position(entry),
+        False,
+        True,
+        (table,),
+    )
+
+
+def partial(entry: Entry) -> UnmodeledStatement | None:
+    """A rows entry whose partial images a copy cannot apply, as a change to heal (its table); else None."""
+    if entry.entry_type is not EntryType.ROWDATA:
+        return None
+    why = partial_image(entry)
+    if why is None:
+        return None
+    header = entry.header
+    table = f"{header.schema}.{header.table}"
+    rc = entry.row_change
+    assert rc is not None
+    return UnmodeledStatement(
+        f"{rc.event_type.name} of {table}: {why}",
+        header.schema,
+        attrs.evolve(PARTIAL_IMAGE, description=why),
+        (table,),
+        (table,),
+        _position(entry),
+        True,
+        True,
+        (table,),
+    )
+
+
+def marked(entry: Entry, props: Mapping[str, str]) -> Entry:
+    """``entry`` with ``props`` added to its header's."""
+    if not props:
+        return entry
+    return attrs.evolve(entry, header=attrs.evolve(entry.header, props={**entry.header.props, **props}))
+
+
+def _position(entry: Entry) -> EntryPosition:
+    h = entry.header
+    return EntryPosition(h.log_file, h.log_offset, h.execute_time, h.server_id)
+
