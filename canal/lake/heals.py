@@ -8,8 +8,10 @@ the mark's change rows (a statement, or the rows of an entry whose partial image
 * ``DROP TABLE IF EXISTS`` of each table -- every row it held is void there, a row the source lost unlogged with
   them (a table the source no longer has stays dropped);
 * and ``CREATE TABLE`` of each table that exists after the point, in the layout the mark gives (the schema
-  history's: a table renamed onto the name, or converted by an ALTER, has its new one); without a layout (no schema
-  history) ``TRUNCATE TABLE`` instead, keeping its layout.
+  history's: a table renamed onto the name, or converted by an ALTER, has its new one). Where the mark knows no
+  layout (no schema history, or one that holds later DDL already) the table's next rows make it, in the layout they
+  carry, as the rows of a table the mirror does not hold do: until then the mirror has no such table (a reader
+  that finds none reads an empty one).
 
 These are ordinary DDL rows at the mark's place in the batch, so they are planned, applied and journaled as any DDL
 is (:mod:`canal.lake.plan`, the step journal): exact through crashes and replays, in every form of batch (a typed
@@ -109,9 +111,7 @@ def replace_healed(table: Any, setting: HealSetting) -> tuple[Any, list[HealMark
         for healed in mark.tables:
             name = str(TableName(healed.schema, healed.table))
             statements = [("ERASE", f"DROP TABLE IF EXISTS {name}")]
-            if not healed.known:
-                statements = [("TRUNCATE", f"TRUNCATE TABLE {name}")]
-            elif healed.create is not None:
+            if healed.create is not None:
                 statements.append(("CREATE", healed.create))
             for kind, sql in statements:
                 take.append(row)

@@ -568,8 +568,8 @@ class DeltaMirror:
             if steps_journal
             else admit_rows(table, batch_id, follow, self.root, self.app_id, check=owners, skip=skip)
         )
-        batch_number, done = admitted.number, admitted.done  # healed tables: replaced (canal.lake.heals)
-        table = heal_resets(in_order(admitted.table), self._settings.heal, self.counters.healed, done > 0)
+        batch_number, done, again = admitted.number, admitted.done, admitted.done > 0 or admitted.skip
+        table = heal_resets(in_order(admitted.table), self._settings.heal, self.counters.healed, again)  # heals
         result.rows = table.num_rows
         # the newest change of those it applies, for metrics() and the exporter (canal.lake.health)
         result.newest, result.newest_time_ms = newest_position(table), newest_time(table)

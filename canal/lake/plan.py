@@ -51,6 +51,7 @@ class TablePlan:
     # and the key whose mirror row completes it (``origin_keys``); None when the step has none
     absent: Any = None
     origin: Any = None
+    pending: Any = None  # whether the change's table is still read by a snapshot (canal.lake.partial.PENDING)
 
 
 MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
@@ -184,7 +185,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    extra = [name for name in ("props", "after_absent", "origin_keys") if name in table.column_names]
+    extra = [name for name in ("props", "after_absent", "origin_keys", "origin_pending") if name in table.column_names]
     table = table.select([*MIRROR_COLUMNS, *extra])  # props: fold_flags; the rest: partial images
     if table.num_rows > 1 and not ascending(table.column("seq")):
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
@@ -335,6 +336,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     if partial:  # an old key's delete completes nothing
         kept_absent = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("after_absent")))
         kept_origin = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("origin_keys")))
+        kept_pending = pc.if_else(old_key, pa.scalar(False, pa.bool_()), kept(table.column("origin_pending")))
     counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
     offset = 0
     for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
@@ -347,6 +349,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
         if partial:
             plan.absent = kept_absent.slice(offset, count)
             plan.origin = kept_origin.slice(offset, count)
+            plan.pending = kept_pending.slice(offset, count)
         offset += count
     return plans
 

@@ -13,7 +13,8 @@ Where the server changed a captured table's rows without logging them, the captu
     one object per table: ``schema``, ``table``, ``pass`` (the index in the snapshot's list of tables of the read
     that heals it -- its SNAPSHOT entries carry it as ``snapshot.table_index``), and ``create``: the table's layout
     after the point as ``CREATE TABLE`` text from the schema history, ``null`` when the table no longer exists; no
-    ``create`` when the layout is not known (no schema history).
+    ``create`` when the layout is not known (no schema history, or one that already holds later DDL: a first start
+    at an old position on a server that logs column names).
 
 For a consumer keeping copies of tables: every row it holds of those tables is void at this entry (drop them, or the
 table: its layout may have changed); the rows of later entries and the SNAPSHOT rows of the heal rebuild it, and the
@@ -47,6 +48,7 @@ __all__ = [
     "CONVERSION",
     "HEAL",
     "PARTIAL_IMAGE",
+    "SNAPSHOT_PENDING",
     "HealMark",
     "HealedTable",
     "heal_mark",
@@ -56,6 +58,11 @@ __all__ = [
 
 HEAL: Final = "HEAL"
 """Header prop of the entry a heal starts at (module docstring)."""
+
+SNAPSHOT_PENDING: Final = "SNAPSHOT_PENDING"
+"""Header prop (``"true"``) of an UPDATE with partial after images (``binlog_row_image`` MINIMAL / NOBLOB) of a table a
+snapshot in the stream -- a heal's, or any -- still reads: a copy that does not hold a row it updates skips that row,
+for the snapshot brings it, the update's columns written over (:mod:`canal.snapshot.window`)."""
 
 PARTIAL_IMAGE: Final = Shape(
     "partial row image",
@@ -191,4 +198,3 @@ def partial_image(entry: Entry) -> str | None:
 def tables_of(mark: HealMark) -> Sequence[str]:
     """The ``db.table`` names a mark heals, in order."""
     return [t.full_name for t in mark.tables]
-

@@ -24,14 +24,13 @@ import attrs
 
 from canal.errors import SchemaError
 from canal.parse.convert import SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
-from canal.parse.events import QueryEvent
-from canal.parse.heal_marks import CONVERSION, PARTIAL_IMAGE, partial_image
+from canal.parse.events import BinlogEvent, QueryEvent
+from canal.parse.heal_marks import CONVERSION, PARTIAL_IMAGE, partial_image, with_layouts
 from canal.parse.unmodeled import UnmodeledStatement
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType
-from canal.schema.catalog import TableDef
 from canal.schema.conversions import unrepeatable
-from canal.schema.history import layout_statement
+from canal.schema.history import SchemaHistory, layout_statement
 from canal.sql import AlterTable
 
 __all__ = ["conversion", "marked", "partial"]
@@ -40,17 +39,13 @@ Captured = Callable[[str, str], bool]
 
 
 def conversion(
-    entry: Entry,
-    event: QueryEvent,
-    layout: Callable[[str, str], TableDef | None],
-    captured: Captured,
-    *,
-    mariadb: bool,
+    entry: Entry, event: QueryEvent, history: SchemaHistory, captured: Captured
 ) -> UnmodeledStatement | None:
     """The ALTER TABLE of ``entry`` (a DDL entry of ``event``) as a change to heal, when a copy of its captured table
-    may not repeat its conversions (``layout``: the table's layout before it, the schema history's); else None."""
+    may not repeat its conversions (asked with the schema history's layout before it; a history that holds later
+    DDL already -- a bootstrap taken after the event -- cannot say, and None is the answer); else None."""
     rc = entry.row_change
-    if rc is None or not rc.is_ddl:
+    if rc is None or not rc.is_ddl or not history.holds_nothing_after(_position(entry)):
         return None
     stmt = layout_statement(event.sql)
     if not isinstance(stmt, AlterTable):
@@ -63,7 +58,7 @@ def conversion(
     if not captured(db, name):
         return None
     try:
-        before = layout(db, name)
+        before = history.table(db, name)
     except SchemaError:
         return None  # a layout the history lost: a copy does what it can
     why = unrepeatable(
@@ -71,7 +66,7 @@ def conversion(
         before,
         zone=header.props.get(TIME_ZONE_PROP),
         system_zone=header.props.get(SYSTEM_TIME_ZONE_PROP),
-        mariadb=mariadb,
+        mariadb=history.mariadb,
     )
     if why is None:
         return None
@@ -113,6 +108,16 @@ def partial(entry: Entry) -> UnmodeledStatement | None:
     )
 
 
+def with_history_layouts(entry: Entry, event: BinlogEvent, history: SchemaHistory | None) -> Entry:
+    """A :data:`~canal.parse.heal_marks.HEAL`-marked entry of ``event`` with its tables' layouts after it, from the
+    schema history (:func:`~canal.parse.heal_marks.with_layouts`) -- unknown without one, or when the history holds
+    DDL from after the event (a bootstrap taken later: its layouts are not the ones there)."""
+    after = EntryPosition(event.log_file, event.next_offset) if event.next_offset > event.offset else None
+    if history is None or after is None or not history.holds_nothing_after(after):
+        return with_layouts(entry, None, mariadb=False)
+    return with_layouts(entry, history.table, mariadb=history.mariadb)
+
+
 def marked(entry: Entry, props: Mapping[str, str]) -> Entry:
     """``entry`` with ``props`` added to its header's."""
     if not props:
@@ -123,4 +128,3 @@ def marked(entry: Entry, props: Mapping[str, str]) -> Entry:
 def _position(entry: Entry) -> EntryPosition:
     h = entry.header
     return EntryPosition(h.log_file, h.log_offset, h.execute_time, h.server_id)
-

@@ -45,7 +45,7 @@ from canal.log import destination_logger
 from canal.parse import healing
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
 from canal.parse.events import BinlogEvent, HeartbeatEvent, QueryEvent, RotateEvent, RowsEvent
-from canal.parse.heal_marks import HEAL, with_layouts
+from canal.parse.heal_marks import HEAL
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.source import BinlogSource, RowsForm, SchemaReader
@@ -456,9 +456,7 @@ class EventParser(StartStopContext):
                 converting = None
                 if schemas is not None and event.__class__ is QueryEvent:
                     if heal is not None and entry is not None:  # before the history follows the ALTER
-                        converting = healing.conversion(
-                            entry, event, schemas.history.table, tables.matches, mariadb=schemas.history.mariadb
-                        )
+                        converting = healing.conversion(entry, event, schemas.history, tables.matches)
                     # recorded before its entry, and everything after it, is handed off; what the history knew
                     # before a DDL goes with its entry (the types it retyped: canal.parse.convert.RETYPED_FROM_PROP)
                     known = schemas.observe(event)
@@ -471,11 +469,7 @@ class EventParser(StartStopContext):
                     if changed is not None:
                         entry = healing.marked(entry, heal(changed))
                     if HEAL in entry.header.props:  # the layouts the healed tables have from here
-                        entry = with_layouts(
-                            entry,
-                            None if schemas is None else schemas.history.table,
-                            mariadb=schemas is not None and schemas.history.mariadb,
-                        )
+                        entry = healing.with_history_layouts(entry, event, None if schemas is None else schemas.history)
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it

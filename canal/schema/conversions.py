@@ -140,9 +140,7 @@ def _added(action: AddColumn, utc: bool, known: bool) -> str | None:
     return None
 
 
-def _changed(
-    old: TableColumn, new: TableColumn, charset: str, utc: bool, known: bool, mariadb: bool
-) -> str | None:
+def _changed(old: TableColumn, new: TableColumn, charset: str, utc: bool, known: bool, mariadb: bool) -> str | None:
     before = read_column_type(mysql_type_text(old, mariadb), strict=False)
     after = read_column_type(mysql_type_text(new, mariadb), strict=False)
     was, now = stored_type(before), stored_type(after)
@@ -185,12 +183,23 @@ def _widens(old: TableColumn, new: TableColumn, was: StoredType, now: StoredType
     """Whether every value of the old stored kind keeps its value in the new one (or is cut as a copy cuts it)."""
     if was.kind == now.kind == "string":
         return old.base not in ("time", "json") and new.base not in ("time", "json", "uuid", "inet4", "inet6")
+    if old.base in INTEGER_TYPES and new.base in INTEGER_TYPES:  # (BIGINT UNSIGNED: a decimal kind)
+        low, high = _integer_range(old)
+        new_low, new_high = _integer_range(new)
+        return new_low <= low and high <= new_high
+    if old.base == "date" and new.base == "datetime":
+        return True  # midnight of the day (a TIMESTAMP would read it in the session's zone)
     if old.base in INTEGER_TYPES and new.base == "decimal":  # (BIGINT UNSIGNED is a decimal kind too: not this)
         digits = 20 if old.base == "bigint" else 10
         return now.precision - now.scale >= digits and (not new.unsigned or old.unsigned)
     if was.kind == "decimal" and now.kind == "decimal" and old.base == new.base == "decimal":
         return not new.unsigned or old.unsigned  # (fewer integer digits: checked after)
     return False
+
+
+def _integer_range(column: TableColumn) -> tuple[int, int]:
+    bits = 8 * INTEGER_TYPES[column.base]
+    return (0, 2**bits - 1) if column.unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
 
 def _most_bytes(column: TableColumn, charset: str) -> int:

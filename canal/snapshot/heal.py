@@ -24,7 +24,9 @@ apply, an ALTER whose conversions a copy cannot repeat: :mod:`canal.parse.healin
 snapshot when there is one (:meth:`~canal.snapshot.runner.SnapshotRunner.extend`), else starts one; its progress
 rides with the entries from the mark on (the mark's own entry included), so a restart resumes it, and a restart
 before the mark was acked reads the statement and heals again. Each heal is logged (the tables, why, the statement
-and its position) and counted (``Instance.metrics().heals``).
+and its position) and counted (``Instance.metrics().heals``). Where no snapshot can be taken (a source that is not a
+server, group mode) a statement stops typed as under ``heal="stop"``, and a change judged on its entry goes on as it
+is (a mirror stops typed there), with a warning.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from canal.errors import CanalError
 from canal.log import DestinationAdapter
-from canal.parse.heal_marks import HEAL, HealedTable, HealMark
+from canal.parse.heal_marks import CONVERSION, HEAL, PARTIAL_IMAGE, HealedTable, HealMark
 from canal.parse.unmodeled import UnmodeledStatement
 
 __all__ = ["Healer"]
+
+_ON_ENTRIES = frozenset({PARTIAL_IMAGE.name, CONVERSION.name})  # what the parser judges on entries
 
 HealTables = Callable[[Sequence[str]], Mapping[str, int]]
 """``read_again(tables)``: the snapshot reads ``tables`` (``db.table``) again from now on; the index of each one's
@@ -61,6 +65,13 @@ class Healer:
         try:
             passes = self._read_again(statement.heal_tables)
         except CanalError as exc:
+            if statement.shape.name in _ON_ENTRIES:
+                # judged on the entry, not a statement the capture stops at: it goes on as it is, and a mirror stops
+                # typed there (what heal="stop" does)
+                self._log.warning(
+                    "%s at %s cannot be healed (%s): handed off as it is", statement.shown, statement.where, exc
+                )
+                return {}
             raise statement.error(str(exc)) from exc
         self._healed(len(statement.heal_tables))
         self._log.warning(

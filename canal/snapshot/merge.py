@@ -26,14 +26,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
 from canal.errors import CanalError, SnapshotError
 from canal.parse.events import RowsEvent
-from canal.parse.heal_marks import HEAL, heal_mark
+from canal.parse.heal_marks import HEAL, SNAPSHOT_PENDING, heal_mark
 from canal.position import EntryPosition, LogPosition, SnapshotCursor
-from canal.protocol import Entry, EntryType, EventType, Header, RowChange, Rows
+from canal.protocol import ABSENT, ColumnarRows, Entry, EntryType, EventType, Header, RowChange, Rows
 from canal.snapshot.marks import MarkedRead, mark_of
 from canal.snapshot.reader import Chunk
 from canal.snapshot.window import ChunkWindow, entry_position_key, position_key
@@ -168,14 +169,21 @@ class SnapshotMerge:
     # -- the parser thread: before and after each hand-off -------------------------------------------------------
 
     def tag(self, entries: list[Entry]) -> list[Entry]:
-        """``entries`` carrying the unfinished snapshot's progress (the same list when there is none)."""
+        """``entries`` carrying the unfinished snapshot's progress (the same list when there is none); a partial
+        UPDATE of a table it still reads also carries :data:`~canal.parse.heal_marks.SNAPSHOT_PENDING`."""
         progress = self._progress
         if progress is None:
             return entries
-        return [
-            Entry(e.header, e.entry_type, e.row_change, e.thread_id, e.xid, e.anchor, e.rows_done, progress)
-            for e in entries
-        ]
+        reading = frozenset(progress.tables[progress.table :])
+        out = []
+        for e in entries:
+            header, rc = e.header, e.row_change
+            if rc is not None and rc.event_type is EventType.UPDATE and f"{header.schema}.{header.table}" in reading:
+                rows = rc.rows
+                if isinstance(rows, Rows | ColumnarRows) and rows.absent("after"):
+                    header = attrs.evolve(header, props={**header.props, SNAPSHOT_PENDING: "true"})
+            out.append(Entry(header, e.entry_type, rc, e.thread_id, e.xid, e.anchor, e.rows_done, progress))
+        return out
 
     def open_window(self, schema: str, table: str, key_indexes: Sequence[int]) -> ChunkWindow:
         """Start recording the table's changed keys (before the chunk's read starts)."""
@@ -270,8 +278,13 @@ class SnapshotMerge:
                 window = windows.get((h.schema, h.table))
                 if window is not None:
                     at = position_key(h.log_file, h.log_offset)
+                    keeps = _keeps_key(rc, window.key_indexes)
                     for row in rc.rows:
-                        window.observe((row.before, row.after), at)
+                        before, after = row.before, row.after
+                        if keeps is not None and before is not None and after is not None and keeps(before, after):
+                            window.observe_partial(before, after, at)  # a partial update: no whole state
+                        else:
+                            window.observe((before, after), at)
         if last.entry_type is not EntryType.HEARTBEAT and not last.is_boundary:
             return []
         return self.due(last, resume)
@@ -344,6 +357,22 @@ class SnapshotMerge:
         del self._marks[read.low], self._marks[read.high]
         self._placed = (read, low, high)
         return True
+
+
+def _keeps_key(rc: RowChange, keys: Sequence[int]) -> Callable[[Sequence[Any], Sequence[Any]], bool] | None:
+    """For the rows of an UPDATE whose after images are partial (``binlog_row_image`` MINIMAL / NOBLOB) on a table
+    with a key: whether a row's update kept its key (its after image carries no key column, or the same values).
+    None for any other change: its rows are whole states."""
+    rows = rc.rows
+    if rc.event_type is not EventType.UPDATE or not keys or not isinstance(rows, Rows | ColumnarRows):
+        return None
+    if not rows.absent("after"):
+        return None
+
+    def keeps(before: Sequence[Any], after: Sequence[Any]) -> bool:
+        return all(after[i] is ABSENT or after[i] == before[i] for i in keys)
+
+    return keeps
 
 
 def snapshot_entries(
