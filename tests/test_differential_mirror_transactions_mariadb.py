@@ -85,7 +85,10 @@ class _Workload:
         self.xids = 0
         self.v_type, self.s_len = "INT", 12
         self.stop: type[CanalError] | None = None  # the error the mirror must stop with, once the op ran
-        self.config = capture_config(mariadb, tmp / "meta", master_position(self.conn), "txfuzz", schema=db)
+        # heal="stop": a statement-format UPDATE stops typed here (heals are tested in test_fail_closed_mariadb.py)
+        self.config = capture_config(
+            mariadb, tmp / "meta", master_position(self.conn), "txfuzz", schema=db, heal="stop"
+        )
         self.run(self.conn, "SET SESSION sql_mode = ''")
         self.run(self.conn, f"CREATE TABLE `{db}`.p (id INT PRIMARY KEY)")
         self.run(self.conn, f"CREATE TABLE `{db}`.mark (id INT AUTO_INCREMENT PRIMARY KEY)")
