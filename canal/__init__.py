@@ -50,6 +50,7 @@ from canal.errors import (
     XAPrepareLostError,
 )
 from canal.instance import Instance, InstanceMetrics
+from canal.mysql_json import JsonDiff, JsonDiffOperation
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import (
     ABSENT,
@@ -94,6 +95,8 @@ __all__ = [
     "Instance",
     "InstanceConfig",
     "InstanceMetrics",
+    "JsonDiff",
+    "JsonDiffOperation",
     "KeylessTables",
     "LogIdentity",
     "LogPosition",

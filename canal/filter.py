@@ -476,7 +476,12 @@ class FieldFilter:
                 return [None if image is None else take(image) for image in images]
             return list(map(take, images))  # type: ignore[arg-type]  # no None in it
 
-        return Rows(proj.table, side(images.before), side(images.after))
+        diffs = images.diffs
+        if diffs is not None:  # a partial JSON update's diffs follow their columns to their new indexes, or go
+            at = {old: new for new, old in enumerate(proj.indexes)}
+            kept = [None if d is None else {at[i]: c for i, c in d.items() if i in at} or None for d in diffs]
+            diffs = None if kept.count(None) == len(kept) else kept
+        return Rows(proj.table, side(images.before), side(images.after), diffs)
 
     def _projection(self, table: TableSchema) -> _Projection | None:
         if not self.include and not self.exclude:

@@ -388,6 +388,7 @@ class Instance(StartStopContext):
             max_rows_per_s,
             waiting=self.store.producer_waiting,
             rows_out=lambda: self._snapshot_rows_out,
+            stored=lambda: self.store.stats().put_sequence,
         )
 
     def _read_again(self, tables: Sequence[str]) -> dict[str, int]:

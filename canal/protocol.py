@@ -18,14 +18,20 @@ carry is *absent*, never NULL: its cell in the image tuple is :data:`ABSENT` (a 
 only itself); :meth:`RowData.after_dict` / :meth:`RowData.before_dict` and the column lists leave it out, as canal's
 protocol does; :attr:`RowData.after_absent` / :attr:`RowData.before_absent` name the absent columns, and
 :meth:`Rows.absent` gives their indexes per rows event. Snapshot rows (``EventType.SNAPSHOT``) are always whole.
+
+Partial JSON updates. MySQL's ``binlog_row_value_options=PARTIAL_JSON`` logs a JSON column an UPDATE changed with
+JSON_SET / JSON_REPLACE / JSON_REMOVE as a diff of the document (:class:`~canal.mysql_json.JsonDiff`: REPLACE,
+INSERT or REMOVE at a JSON path). Where the before image carries the document (``binlog_row_image=FULL``) the decoder
+applies the diff and the after image holds the whole document. Where it does not (MINIMAL, NOBLOB) the after image
+cannot: the column is :data:`ABSENT` there, and :attr:`RowData.diffs` (by column index) / :meth:`RowData.json_diffs`
+(by name) hold its diffs -- the change the statement made, never the column's value. The rows of one such event
+may differ in that column: one row logged whole beside one logged as a diff.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import enum
-import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
@@ -35,6 +41,11 @@ from typing import Any, Final, NoReturn, overload
 import attrs
 
 from canal.errors import ParseError
+from canal.mysql_json import JsonDiff as JsonDiff
+from canal.mysql_json import JsonDiffOperation as JsonDiffOperation
+from canal.mysql_json import JsonOpaque as JsonOpaque
+from canal.mysql_json import json_text as json_text
+from canal.mysql_json import render_timedelta
 from canal.position import EntryPosition, SnapshotCursor
 
 
@@ -221,47 +232,6 @@ class Column:
         return render_text(self.value)
 
 
-@attrs.frozen(slots=True)
-class JsonOpaque:
-    """A value of another MySQL type inside a MySQL JSON document (MySQL's "opaque" JSON values: a BLOB, BIT,
-    YEAR, GEOMETRY ...): the MySQL field type number and the bytes. Rendered as MySQL prints it,
-    ``"base64:type<N>:<base64 of the bytes>"``."""
-
-    field_type: int
-    data: bytes
-
-
-def json_text(value: Any) -> str:
-    """A JSON value as MySQL prints it (``{"a": 1, "b": [true, "x"]}``), including the values only MySQL's JSON has:
-    DECIMAL as a number with its scale, DATE/DATETIME/TIME as strings (``"2024-05-06 07:08:09.000000"``), opaque
-    values as ``"base64:typeN:..."``."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int | float | str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, dict):
-        items = (f"{json.dumps(str(k), ensure_ascii=False)}: {json_text(v)}" for k, v in value.items())
-        return "{" + ", ".join(items) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(json_text(v) for v in value) + "]"
-    if isinstance(value, dt.datetime):
-        return '"' + value.replace(tzinfo=None).isoformat(" ", timespec="microseconds") + '"'
-    if isinstance(value, dt.date):
-        return '"' + value.isoformat() + '"'
-    if isinstance(value, dt.timedelta):
-        text = _render_timedelta(value)
-        return '"' + (text if "." in text else text + ".000000") + '"'
-    if isinstance(value, JsonOpaque):
-        return f'"base64:type{value.field_type}:{base64.b64encode(value.data).decode("ascii")}"'
-    raise TypeError(f"{type(value).__name__} is not a MySQL JSON value")
-
-
 def _java_double(value: float) -> str:
     """Java's ``Double.toString``: canal renders FLOAT/DOUBLE columns with it (shortest round-trip digits)."""
     if math.isnan(value):
@@ -279,17 +249,6 @@ def _java_double(value: float) -> str:
     power = len(digits) - 1 + exponent
     mantissa = text[0] + "." + (text[1:] or "0")
     return f"{'-' if sign else ''}{mantissa}E{power}"
-
-
-def _render_timedelta(value: dt.timedelta) -> str:
-    total_us = value // dt.timedelta(microseconds=1)
-    sign = "-" if total_us < 0 else ""
-    total_us = abs(total_us)
-    seconds, micros = divmod(total_us, 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    frac = f".{micros:06d}" if micros else ""
-    return f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}{frac}"
 
 
 def render_text(value: Any) -> str:
@@ -319,7 +278,7 @@ def render_text(value: Any) -> str:
     if isinstance(value, dt.time):
         return value.replace(tzinfo=None).isoformat()
     if isinstance(value, dt.timedelta):
-        return _render_timedelta(value)
+        return render_timedelta(value)
     if isinstance(value, frozenset | set):
         return ",".join(sorted(str(v) for v in value))
     if isinstance(value, dict | list):
@@ -366,6 +325,9 @@ class RowData:
     table: TableSchema
     before: tuple[Any, ...] | None = None
     after: tuple[Any, ...] | None = None
+    diffs: Mapping[int, tuple[JsonDiff, ...]] | None = None
+    """A partial JSON update's diffs of the JSON columns the after image holds as :data:`ABSENT`, by column index
+    (None: the row has none)."""
 
     def _columns(self, image: tuple[Any, ...] | None, compare_to: tuple[Any, ...] | None, after: bool) -> list[Column]:
         # canal flags `updated` on after-image columns only: all of them for an INSERT, changed ones for an UPDATE
@@ -410,17 +372,32 @@ class RowData:
         """The columns the after image does not carry, in table order (empty: every column, or no after image)."""
         return _absent_names(self.table, self.after)
 
+    def json_diffs(self) -> dict[str, tuple[JsonDiff, ...]]:
+        """The diffs of a partial JSON update by column name (:attr:`diffs`; empty: none): the columns the after
+        image holds as :data:`ABSENT` because the server logged how the statement changed them, not their value."""
+        diffs = self.diffs
+        if not diffs:
+            return {}
+        names = self.table.names
+        return {names[i]: diffs[i] for i in sorted(diffs)}
+
     def updated_names(self) -> list[str]:
         """Columns whose value differs between before and after (UPDATE only; every column for INSERT): of a partial
-        after image, the columns it carries whose before value differs or is not carried."""
+        after image, the columns it carries whose before value differs or is not carried, and those a partial JSON
+        update changed (:attr:`diffs`)."""
         after = self.after
         if after is None:
             return []
         names = self.table.names
         before = self.before
+        diffs = self.diffs or {}
         if before is None:
-            return [n for n, a in zip(names, after, strict=True) if a is not ABSENT]
-        return [n for n, b, a in zip(names, before, after, strict=True) if a is not ABSENT and (b is ABSENT or b != a)]
+            return [n for i, (n, a) in enumerate(zip(names, after, strict=True)) if a is not ABSENT or i in diffs]
+        return [
+            n
+            for i, (n, b, a) in enumerate(zip(names, before, after, strict=True))
+            if (a is not ABSENT and (b is ABSENT or b != a)) or i in diffs
+        ]
 
     def key(self) -> tuple[Any, ...]:
         """Primary-key values after the change: from the after image, or the before image of a DELETE -- or where the
@@ -452,16 +429,17 @@ def _absent_names(table: TableSchema, image: tuple[Any, ...] | None) -> tuple[st
 # thousand set the three slots through their descriptors instead, about half the cost -- only while RowData has
 # exactly these fields, none with a validator or converter.
 _ROW_SLOTS: tuple[Callable[[RowData, Any], None], ...] = ()
-if [f.name for f in attrs.fields(RowData)] == ["table", "before", "after"] and not any(
+if [f.name for f in attrs.fields(RowData)] == ["table", "before", "after", "diffs"] and not any(
     f.validator or f.converter for f in attrs.fields(RowData)
 ):
-    _ROW_SLOTS = tuple(RowData.__dict__[name].__set__ for name in ("table", "before", "after"))
+    _ROW_SLOTS = tuple(RowData.__dict__[name].__set__ for name in ("table", "before", "after", "diffs"))
 
 
 class Rows(Sequence[RowData]):
     """The rows of one change of one table (``RowChange.rows``), held as images: ``before`` and ``after`` are
     sequences of image tuples, one per row (None: the change has no such images -- an INSERT's before, a DELETE's
-    after; an element None: that row has none). A :class:`RowData` is built each time a row is read and kept by
+    after; an element None: that row has none); ``diffs``, of a partial JSON update, each row's
+    :attr:`RowData.diffs` (None: no row has any). A :class:`RowData` is built each time a row is read and kept by
     nobody here.
 
     Why not a tuple of RowData: every RowData is an object the cyclic garbage collector tracks for as long as it
@@ -470,19 +448,23 @@ class Rows(Sequence[RowData]):
     untracked by the collector the first time it sees them. Immutable by contract, like the entries holding it.
     """
 
-    __slots__ = ("after", "before", "table")
+    __slots__ = ("after", "before", "diffs", "table")
 
     def __init__(
         self,
         table: TableSchema,
         before: Sequence[tuple[Any, ...] | None] | None,
         after: Sequence[tuple[Any, ...] | None] | None,
+        diffs: Sequence[Mapping[int, tuple[JsonDiff, ...]] | None] | None = None,
     ) -> None:
         if before is not None and after is not None and len(before) != len(after):
             raise ValueError(f"{len(before)} before images against {len(after)} after images")
+        if diffs is not None and (after is None or len(diffs) != len(after)):
+            raise ValueError("JSON diffs of rows without an after image apiece")
         self.table = table
         self.before = before
         self.after = after
+        self.diffs = diffs
 
     @classmethod
     def of(cls, rows: Sequence[RowData]) -> Rows:
@@ -496,17 +478,23 @@ class Rows(Sequence[RowData]):
             raise ValueError(f"rows of more than one table in one change (the first: {table.full_name})")
         before = [r.before for r in rows]
         after = [r.after for r in rows]
-        for images in (before, after):
-            shapes = {tuple(v is ABSENT for v in image) for image in images if image is not None and ABSENT in image}
+        diffs = [r.diffs or None for r in rows]
+        for images, diffed in ((before, ()), (after, {i for d in diffs if d for i in d})):
+            shapes = {
+                tuple(v is ABSENT and i not in diffed for i, v in enumerate(image))
+                for image in images
+                if image is not None and ABSENT in image
+            }
             if shapes and (len(shapes) > 1 or any(image is not None and ABSENT not in image for image in images)):
                 raise ValueError(
                     f"rows of {table.full_name} whose images carry different columns: one rows event's images carry "
-                    "the same columns (its columns-present bitmap)"
+                    "the same columns (its columns-present bitmap; a partial JSON update's diffs aside)"
                 )
         return cls(
             table,
             None if before.count(None) == len(before) else before,
             None if after.count(None) == len(after) else after,
+            None if diffs.count(None) == len(diffs) else diffs,
         )
 
     def __len__(self) -> int:
@@ -516,7 +504,8 @@ class Rows(Sequence[RowData]):
     def absent(self, side: str) -> tuple[int, ...]:
         """The indexes of the columns the ``side`` (``"before"`` / ``"after"``) images of these rows do not carry:
         one set per rows event, as its columns-present bitmap says (empty: every column, or no such images). Read
-        from the side's first image; :meth:`of` refuses rows whose images differ in it."""
+        from the side's first image; :meth:`of` refuses rows whose images differ in it. Of rows with partial JSON
+        updates (``diffs``), the after images' columns differ row by row: :meth:`absent_of` gives each row's."""
         images = self.before if side == "before" else self.after if side == "after" else _no_side(side)
         if not images:
             return ()
@@ -525,20 +514,32 @@ class Rows(Sequence[RowData]):
             return ()
         return tuple(i for i, value in enumerate(first) if value is ABSENT)
 
+    def absent_of(self, side: str) -> list[tuple[int, ...]] | None:
+        """Row by row, the indexes of the columns its ``side`` image does not carry, where these rows' images differ
+        in them (the after images of a partial JSON update: a column one row logs as a diff, another whole); None
+        where :meth:`absent` holds for every row."""
+        if side == "before" or self.diffs is None:
+            return None
+        images = self.after if side == "after" else _no_side(side)
+        assert images is not None
+        return [() if image is None else tuple(i for i, v in enumerate(image) if v is ABSENT) for image in images]
+
     def __iter__(self) -> Iterator[RowData]:
         table, n = self.table, len(self)
         befores = repeat(None, n) if self.before is None else self.before
         afters = repeat(None, n) if self.after is None else self.after
+        diffs = repeat(None, n) if self.diffs is None else self.diffs
         if not _ROW_SLOTS:
-            for b, a in zip(befores, afters, strict=True):
-                yield RowData(table, b, a)
+            for b, a, d in zip(befores, afters, diffs, strict=True):
+                yield RowData(table, b, a, d)
             return
-        new, set_table, set_before, set_after = object.__new__, *_ROW_SLOTS
-        for b, a in zip(befores, afters, strict=True):
+        new, set_table, set_before, set_after, set_diffs = object.__new__, *_ROW_SLOTS
+        for b, a, d in zip(befores, afters, diffs, strict=True):
             row = new(RowData)
             set_table(row, table)
             set_before(row, b)
             set_after(row, a)
+            set_diffs(row, d)
             yield row
 
     @overload
@@ -548,14 +549,20 @@ class Rows(Sequence[RowData]):
     def __getitem__(self, index: slice) -> Rows: ...
 
     def __getitem__(self, index: int | slice) -> RowData | Rows:
-        before, after = self.before, self.after
+        before, after, diffs = self.before, self.after, self.diffs
         if isinstance(index, slice):
             return Rows(
                 self.table,
                 None if before is None else tuple(before[index]),
                 None if after is None else tuple(after[index]),
+                None if diffs is None else tuple(diffs[index]),
             )
-        return RowData(self.table, None if before is None else before[index], None if after is None else after[index])
+        return RowData(
+            self.table,
+            None if before is None else before[index],
+            None if after is None else after[index],
+            None if diffs is None else diffs[index],
+        )
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Rows):
@@ -563,6 +570,7 @@ class Rows(Sequence[RowData]):
                 self.table == other.table
                 and _frozen(self.before) == _frozen(other.before)
                 and _frozen(self.after) == _frozen(other.after)
+                and _frozen(self.diffs) == _frozen(other.diffs)
             )
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
@@ -575,14 +583,14 @@ class Rows(Sequence[RowData]):
         return f"Rows({self.table.full_name}, {len(self)} rows)"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Rows, (self.table, _frozen(self.before), _frozen(self.after)))
+        return (Rows, (self.table, _frozen(self.before), _frozen(self.after), _frozen(self.diffs)))
 
 
 def _no_side(side: str) -> NoReturn:
     raise ValueError(f"side must be 'before' or 'after', not {side!r}")
 
 
-def _frozen(images: Sequence[tuple[Any, ...] | None] | None) -> tuple[tuple[Any, ...] | None, ...] | None:
+def _frozen(images: Sequence[Any] | None) -> tuple[Any, ...] | None:
     return None if images is None else tuple(images)
 
 
@@ -623,6 +631,7 @@ class ColumnarRows(Rows):
         n: int,
     ) -> None:
         self.table = table
+        self.diffs = None  # a partial JSON update has the object decoder only
         self.columns_before = columns_before
         self.columns_after = columns_after
         self.forms = forms

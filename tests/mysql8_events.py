@@ -122,16 +122,30 @@ def table_map(
     )
 
 
-def rows_v2(table_id: int, ncols: int, images: bytes, *, update: bool = False) -> bytes:
-    """A v2 rows event body with every column present in both images."""
-    bitmap = ((1 << ncols) - 1).to_bytes((ncols + 7) // 8, "little")
+def rows_v2(
+    table_id: int,
+    ncols: int,
+    images: bytes,
+    *,
+    update: bool = False,
+    present: Sequence[int] | None = None,
+    present_after: Sequence[int] | None = None,
+) -> bytes:
+    """A v2 rows event body with every column present in both images, or (a partial row image:
+    ``binlog_row_image`` MINIMAL / NOBLOB) the columns ``present`` in the (before) image and ``present_after`` in an
+    update's after image."""
+
+    def bitmap(columns: Sequence[int] | None) -> bytes:
+        bits = (1 << ncols) - 1 if columns is None else sum(1 << i for i in columns)
+        return bits.to_bytes((ncols + 7) // 8, "little")
+
     return (
         table_id.to_bytes(6, "little")
         + b"\x01\x00"  # STMT_END_F
         + struct.pack("<H", 2)  # no extra data
         + lenenc(ncols)
-        + bitmap
-        + (bitmap if update else b"")
+        + bitmap(present)
+        + (bitmap(present_after) if update else b"")
         + images
     )
 

@@ -1,12 +1,13 @@
 """run_batches' replay after a crash, against a model (hypothesis): the instance redelivers from an acked cursor at or
 before the batch in flight, binlog entries the same as before and snapshot entries read anew (at or after that
 batch's end). A binlog batch is cut to end exactly where it ended; after a spooled batch, the binlog entries up to its
-end are dropped and nothing else is; every message is acked once, in order."""
+end are dropped and nothing else is; every message is acked once, in order. A message the cut splits goes back to
+the instance: the puller holds nothing between batches, so a run that stops after the cut batch leaves nothing
+outstanding, and the next run (or the next start, told by the journal how far fn got) hands on the rest once."""
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from typing import Any
 
 from hypothesis import given
@@ -27,28 +28,56 @@ def _snapshot(offset: int, n: int) -> Entry:
 
 
 class _Redelivery:
-    """The instance after a restart: ``entries`` in messages of the given sizes; records acks."""
+    """The instance after a restart, as its store hands out: the stream from the acked cursor, in messages of the
+    given sizes (the last one repeated); a rollback hands out again from a message's first entry, a restart from
+    the acked cursor. Records acks."""
 
     destination = "d"
 
     def __init__(self, entries: list[Entry], sizes: list[int]) -> None:
-        self.messages: deque[Message] = deque()
-        i = 0
-        for mid, size in enumerate(sizes, 1):
-            if i >= len(entries):
-                break
-            self.messages.append(Message(mid, entries[i : i + size]))
-            i += size
-        if i < len(entries):
-            self.messages.append(Message(len(self.messages) + 1, entries[i:]))
-        self.handed = len(self.messages)
+        self.stream = entries
+        self.sizes = list(sizes)
+        self.acked_to = 0  # entries before this index are acked
+        self.next = 0  # the next entry to hand out
+        self.outstanding: list[tuple[int, int, int]] = []  # (message id, first entry, entry after the last)
+        self.handed = 0  # message ids handed out so far
         self.acked: list[int] = []
 
     def get_without_ack(self, batch_size: int, timeout: float, linger: float | None = None) -> Message:
-        return self.messages.popleft() if self.messages else Message(EMPTY_MESSAGE_ID)
+        if self.next >= len(self.stream):
+            return Message(EMPTY_MESSAGE_ID)
+        size = self.sizes.pop(0) if len(self.sizes) > 1 else self.sizes[0]
+        first, self.next = self.next, min(self.next + size, len(self.stream))
+        self.handed += 1
+        self.outstanding.append((self.handed, first, self.next))
+        return Message(self.handed, self.stream[first : self.next])
 
     def ack(self, batch_id: int) -> None:
+        mid, _first, end = self.outstanding.pop(0)
+        assert mid == batch_id, f"acked {batch_id} before {mid}"
         self.acked.append(batch_id)
+        self.acked_to = end
+
+    def rollback(self, batch_id: int) -> None:
+        at = next(i for i, (mid, _first, _end) in enumerate(self.outstanding) if mid == batch_id)
+        self.next = self.outstanding[at][1]
+        del self.outstanding[at:]
+
+    def restart(self) -> None:
+        self.outstanding.clear()
+        self.next = self.acked_to
+
+
+def _drain(puller: _Puller) -> list[Entry]:
+    """What a run hands on, batch after batch, acking each (no cut)."""
+    out: list[Entry] = []
+    while True:
+        more, ids, cut = puller.take(None)
+        if not more and not ids:
+            return out
+        assert not cut and not puller.buffer
+        out += more
+        puller.ack(ids)
 
 
 @st.composite
@@ -82,16 +111,31 @@ def test_a_binlog_batch_in_flight_comes_back_cut_exactly_at_its_end(
     puller = _Puller(instance, 5, 0.0)  # type: ignore[arg-type]
     entries, ids, cut = puller.take(end)
     assert cut and entries == stream[: end_index + 1]
-    rest: list[Entry] = []
-    while True:
-        more, more_ids, cut = puller.take(None)
-        if not more and not more_ids:
-            break
-        assert not cut
-        rest += more
-        ids += more_ids
-    assert entries + rest == stream
-    assert ids == list(range(1, instance.handed + 1))  # every message acked once, in order
+    assert not puller.buffer  # a message the cut split went back to the instance
+    puller.ack(ids)
+    assert entries + _drain(puller) == stream
+    assert not instance.outstanding and instance.acked_to == len(stream)  # every message acked once, in order
+
+
+@given(_replays(), _SIZES, st.booleans())
+def test_a_run_that_stops_after_the_cut_batch_leaves_the_rest_to_the_next_run_once(
+    replay: tuple[list[Entry], int, int], sizes: list[int], restart: bool
+) -> None:
+    """The run stops once the cut batch is handled (``until``, ``max_batches``): the next run on the instance --
+    or, when the process stops there, on the instance started again -- hands on the rest, and not the cut batch's
+    entries again (the journal's ``through``: how far fn got while the instance may deliver it again)."""
+    stream, _end_index, end = replay
+    instance = _Redelivery(stream, sizes)
+    first = _Puller(instance, 5, 0.0)  # type: ignore[arg-type]
+    entries, ids, _cut = first.take(end)
+    first.ack(ids)
+    through = first.behind  # what run_batches writes into the journal with the batch's done
+    if restart:
+        instance.restart()
+    following = _Puller(instance, 5, 0.0)  # type: ignore[arg-type]
+    following.redelivers(through)
+    assert entries + _drain(following) == stream
+    assert not instance.outstanding and instance.acked_to == len(stream)
 
 
 @given(_replays(), _SIZES)
@@ -101,18 +145,11 @@ def test_after_a_spooled_batch_only_the_binlog_entries_it_held_are_dropped(
     stream, _end_index, end = replay
     instance = _Redelivery(stream, sizes)
     puller = _Puller(instance, 5, 0.0)  # type: ignore[arg-type]
-    puller.drop_through = end
-    delivered: list[Entry] = []
-    ids: list[int] = []
-    while True:
-        more, more_ids, _cut = puller.take(None)
-        if not more and not more_ids:
-            break
-        delivered += more
-        ids += more_ids
+    puller.redelivers(end)
+    delivered = _drain(puller)
     kept = [e for e in stream if e.header.event_type is EventType.SNAPSHOT or position_id(e) > end]
     assert delivered == kept
-    assert ids == list(range(1, instance.handed + 1))
+    assert instance.acked == list(range(1, instance.handed + 1))
 
 
 class _SlowRedelivery(_Redelivery):

@@ -1,9 +1,9 @@
-"""Randomized differential test of the snapshot and the mirror (hypothesis): a table whose key is of a random type
-(INT, BIGINT UNSIGNED, VARCHAR with a case-insensitive collation, a composite key, ENUM, BIT, DATETIME, DECIMAL)
-holds rows; a destination snapshots it (``SnapshotConfig(mode="initial")``, small chunks) while random DML and DDL
-run, all mirrored by ``DeltaMirror`` (in each of its modes) through ``run_batches``; batches crash at random,
-part-applied (after a random number of the mirror's steps), and are replayed by the next run. At the end the mirror
-must equal ``SELECT *``. Each mode runs twice: the mirror fed change rows (``run_batches`` calls a function that
+"""Randomized differential test of the snapshot and the mirror (hypothesis): a table whose key is of a random type (INT,
+BIGINT UNSIGNED, VARCHAR with a case-insensitive collation, a composite key, ENUM, BIT, DATETIME, DECIMAL) holds rows; a
+destination snapshots it (``SnapshotConfig(mode="initial")``, small chunks) while random DML and DDL run (and the server
+rotates its binlog), all mirrored by ``DeltaMirror`` (in each of its modes) through ``run_batches``; batches crash at
+random, part-applied (after a random number of the mirror's steps), and are replayed by the next run. At the end the
+mirror must equal ``SELECT *``. Each mode runs twice: the mirror fed change rows (``run_batches`` calls a function that
 applies them), and the mirror handed to ``run_batches`` itself, which then gets typed batches.
 
 CI runs a few examples (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here); a failure prints the SQL
@@ -19,7 +19,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 from random_schema_workload import FUZZ_EXAMPLES, fuzz_settings
 
@@ -51,7 +51,7 @@ KEYS: list[tuple[str, Any]] = [
 ]
 
 
-OPS = ["ins", "upd", "del", "add", "drop", "rename"]
+OPS = ["ins", "upd", "del", "add", "drop", "rename", "rotate"]
 
 
 class Crash(Exception):
@@ -70,10 +70,28 @@ def test_snapshot_and_mirror_through_random_ddl_dml_and_crashes_equal_select(
         key=st.integers(0, len(KEYS) - 1),
         composite=st.booleans(),
         rows=st.integers(0, 60),
-        ops=st.lists(
-            st.tuples(st.sampled_from(["ins", "upd", "del", "add", "drop", "rename"]), st.integers(0, 99)), max_size=25
-        ),
+        ops=st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 99)), max_size=25),
         seed=st.integers(0, 2**32 - 1),
+    )
+    # a rotation during the initial snapshot, with crashes (CI, once the workload rotated): the resumed snapshot's last
+    # chunk, read just after FLUSH BINARY LOGS, waited for the workload's next transaction (the parser rested at the
+    # new file's start) and joined right after it -- in the message that replayed the batch in flight, or just after
+    # that batch -- and the run stopped with it not handled, the master's position reached and the runner done: ids
+    # 19, 21, ... were missing from the mirror
+    @example(
+        key=2,
+        composite=False,
+        rows=40,
+        ops=[("rename", 98), ("rotate", 55), ("rename", 80), ("rename", 15), ("drop", 64), ("del", 80), ("drop", 44)],
+        seed=273,
+    )
+    # the server rotates its binlog while the mirror crashes and replays: positions cross files
+    @example(
+        key=0,
+        composite=False,
+        rows=10,
+        ops=[("upd", 1), ("rotate", 0), ("ins", 2), ("add", 3), ("rotate", 0), ("del", 3), ("upd", 4), ("rotate", 0)],
+        seed=1,
     )
     def check(key: int, composite: bool, rows: int, ops: list[tuple[str, int]], seed: int) -> None:
         db = f"mz{next(runs)}"
@@ -140,6 +158,8 @@ def _play(
             extra.append(name)
         elif kind == "drop" and extra:
             run(f"ALTER TABLE `{db}`.t DROP COLUMN {extra.pop(x % len(extra))}")
+        elif kind == "rotate":  # the next binlog file (a routine FLUSH, max_binlog_size, a restart)
+            run("FLUSH BINARY LOGS")
         elif kind == "rename" and extra:
             old = extra[x % len(extra)]
             new = f"r{len(sql)}"
@@ -181,9 +201,8 @@ def _play(
         with Instance(config) as inst:
             end = master_position(conn) if not pending else None
 
-            def done(stats: Any, inst: Instance = inst, end: Any = end) -> bool:
-                finished = not inst.snapshots or inst.snapshots[-1].progress().done
-                return end is not None and finished and stats.reached(*end)
+            def done(stats: Any, end: Any = end) -> bool:
+                return end is not None and stats.reached(*end)  # and every row of the snapshot handled
 
             try:
                 run_batches(

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "canal.start_stop",
             "canal.position",
             "canal.protocol",
+            "canal.mysql_json",
             "canal.client",
             "canal.filter",
             "canal.address",

@@ -2,7 +2,8 @@
 (canal.lake.admit, canal.lake.lineage), on change rows made from hand-built entries: a new query (its batch ids
 starting again) from an older position applies exactly what the mirror lacks, DDL in the old range included; the
 same batch again is a replay; a failover to a server whose binlog numbering is behind is followed by GTID, and
-without GTIDs stops typed with nothing written; another destination under the same app id, and another batch than
+without GTIDs stops typed with nothing written, as does one that lost transactions the mirror applied (MariaDB's
+numbers reused by the promoted server); another destination under the same app id, and another batch than
 the one left half-applied, are refused; a record of the old form is read with its old rules and rewritten; a new
 app id on a root numbers its batches past the others and may not write their tables."""
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -340,4 +342,82 @@ def test_a_switch_of_servers_inside_one_batch_applies_each_change_once(tmp_path:
     mirror.apply(_batch([*primary[4:], *again, *made]), 2)
     assert _state(mirror) == _model([*primary, *made])
     assert mirror.read("shop", "t").column_names == ["id", "v", "w"]
+    mirror.close()
+
+
+def _lost() -> tuple[list[Change], list[Change], list[Change], list[Change]]:
+    """A failover that lost the primary's last three transactions: the replica received 0-1-1..7 of the primary's
+    0-1-1..10 (the mirror applied them all), then, promoted, numbered its own from 0-2-8."""
+    state: dict[int, int] = {}
+    primary = _stream(10, server=1, file="mysql-bin.000004", state=state)
+    received: dict[int, int] = {}
+    _stream(7, server=1, state=received)  # the same draws: the replica's rows after 0-1-7
+    again = [
+        attrs.evolve(c, server=2, file="mysql-bin.000001", offset=400 + 100 * i) for i, c in enumerate(primary[:7])
+    ]
+    made = _stream(4, server=2, file="mysql-bin.000001", first_offset=1200, first_seq=8, seed=3, state=received)
+    return primary[:6], primary[6:], again, made
+
+
+@pytest.mark.parametrize("switch_inside", [False, True], ids=["across batches", "inside a batch"])
+def test_a_failover_that_lost_transactions_stops_naming_both_servers(tmp_path: Path, switch_inside: bool) -> None:
+    """MariaDB numbers a domain's transactions across servers: the promoted replica's 0-2-8 is numbered as the
+    primary's 0-1-8, which the mirror applied and the replica never had. It was skipped as applied, silently; it
+    stops the batch now (canal.lake.forks), nothing of it written -- also where the switch falls inside one batch."""
+    first, rest, again, made = _lost()
+    mirror = DeltaMirror(tmp_path / "m", background_folds=False)
+    mirror.apply(_batch(first), 1)
+    if not switch_inside:
+        mirror.apply(_batch(rest), 2)
+    before = (_state(mirror), Path(applied_path(mirror.root, mirror.app_id)).read_bytes())
+    batch = [*rest, *again, *made] if switch_inside else [*again, *made]
+    with pytest.raises(MirrorLineageError) as stopped:
+        mirror.apply(_batch(batch), 3)
+    message = str(stopped.value)
+    assert "binlog of server_id 2, which holds transaction 0-2-8" in message
+    assert "domain 0 (server 1: 1-" in message and "histories forked" in message and "server_id 1 at" in message
+    assert (_state(mirror), Path(applied_path(mirror.root, mirror.app_id)).read_bytes()) == before
+    mirror.close()
+
+
+def test_a_record_without_origins_and_changes_before_the_start_are_followed_as_before(tmp_path: Path) -> None:
+    """What a record written before origins were kept applied counts by the domain's position, as it did; and a
+    transaction of another writing server numbered below everything the mirror applied in the domain (from before
+    its start, brought again by a search by time) counts as applied: neither stops."""
+    primary, again, made = _failover(gtids=True)
+    mirror = DeltaMirror(tmp_path / "m", background_folds=False)
+    mirror.apply(_batch(primary[3:]), 1)  # the mirror started at 0-1-4
+    record = read_applied(mirror.root, mirror.app_id)
+    assert record is not None and record.origins == "0-1-4-10"
+    older = [
+        attrs.evolve(c, gtid=f"0-3-{n}", server=2, file="mysql-bin.000001", offset=300 + n)
+        for n, c in enumerate(primary[:3], start=1)
+    ]  # fmt: skip  (written on server 3 when it was the primary)
+    mirror.apply(_batch([*older, *again, *made[:3]]), 2)
+    path = Path(applied_path(mirror.root, mirror.app_id))
+    data = json.loads(path.read_bytes())
+    del data["origins"]  # a record written before origins were kept
+    path.write_text(json.dumps(data))
+    mirror.apply(_batch(made[3:]), 3)
+    assert _state(mirror) == _model([*primary[3:], *made])
+    record = read_applied(mirror.root, mirror.app_id)
+    assert record is not None and record.origins == "0-2-14-16"  # kept from here on
+    mirror.close()
+
+
+@pytest.mark.spark
+def test_the_spark_driver_stops_at_the_fork_too(spark: Any, tmp_path: Path) -> None:
+    """Through Spark, a DataFrame of several partitions (the driver admits it from an aggregation, its tasks write a
+    table each) stops alike, nothing written. (The canal source's one partition is admitted by its task with the
+    rules above.)"""
+    partitions = 3
+    first, rest, again, made = _lost()
+    mirror = DeltaMirror(tmp_path / "m", background_folds=False)
+    mirror.apply(_batch([*first, *rest]), 1)
+    before = (_state(mirror), Path(applied_path(mirror.root, mirror.app_id)).read_bytes())
+    df = spark.createDataFrame(pa.table(_batch([*again, *made])))
+    df = df.repartition(partitions)
+    with pytest.raises(MirrorLineageError, match=r"which holds transaction 0-2-8.*histories forked"):
+        mirror(df, 2)
+    assert (_state(mirror), Path(applied_path(mirror.root, mirror.app_id)).read_bytes()) == before
     mirror.close()

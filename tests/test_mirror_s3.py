@@ -153,9 +153,9 @@ def test_direct_appends_publish_by_conditional_put(
     puts: list[tuple[str, bool]] = []
     real = fs.write_bytes
 
-    def write_bytes(location: str, data: bytes, *, replace: bool = True) -> bool:
+    def write_bytes(location: str, data: bytes, *, replace: bool = True, synced: bool = True) -> bool:
         puts.append((location.rsplit("/", 2)[-2], replace))
-        return real(location, data, replace=replace)
+        return real(location, data, replace=replace, synced=synced)
 
     monkeypatch.setattr(fs, "write_bytes", write_bytes)
     mirror.apply(batch(upsert("a", 3, "three")), 3)

@@ -118,12 +118,14 @@ class Model:
             header = Header(FILE, 10 * index, schema="s", table="t", event_type=kind, event_length=5)
             entries.append(Entry(header, EntryType.ROWDATA, RowChange(kind, tuple(rows), table=TABLE)))
         entries.append(Entry(Header(FILE, 10 * index + 5, event_length=5), EntryType.TRANSACTIONEND, xid=index))
-        self.apply(self.merge.after_hand_off(entries, None))
+        self.merge.after_hand_off(entries, None, self.apply)
+        self.done_chunk()  # a chunk counts as joined once its entries are put
 
     def heartbeat(self) -> None:
         if self.handed:
             last = Entry(Header(FILE, 10 * (self.handed - 1) + 5, event_length=5), EntryType.TRANSACTIONEND)
-            self.apply(self.merge.due(last, None))
+            self.merge.due(last, None, self.apply)
+            self.done_chunk()
 
     def apply(self, entries: list[Entry]) -> None:
         for entry in entries:
@@ -131,7 +133,6 @@ class Model:
             for row in entry.iter_rows():
                 key, value = row.after
                 self.consumer[key] = value
-            self.done_chunk()
 
     def done_chunk(self) -> None:
         if self.pending is not None and self.pending.emitted is not None:

@@ -1,12 +1,16 @@
 """``project`` and ``current_rows`` (canal.spark.project) over change rows with partial row images (``binlog_row_image``
 MINIMAL / NOBLOB, written by the fake binlog), in the JSON and VARIANT forms: a column an image does not carry is
 named in ``absent`` (and taken from the before image where that carries it), never passed off as a NULL; the rows
-the changes leave merge each column from the last change that carries it."""
+the changes leave merge each column from the last change that carries it -- and refuse a JSON column a partial JSON
+update (MySQL's PARTIAL_JSON under MINIMAL) changed by a diff after that change, which they cannot apply."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import mysql8_events as M
+import partial_json_binlog as B
 import pytest
 
 pytest.importorskip("pyspark")
@@ -15,6 +19,8 @@ import pyarrow as pa
 
 from canal.config import InstanceConfig, MasterConfig
 from canal.instance import Instance
+from canal.parse.mysql import packets as P
+from canal.protocol import EntryType
 from canal.spark import current_rows, entries_to_batch, project
 from canal.spark.variant_changes import entries_to_variant_batch
 from canal.testing.fake import FakeMysql
@@ -73,3 +79,42 @@ def test_current_rows_refuse_a_row_no_change_carries_whole(spark: Any, fake_mysq
     df = _changes(spark, fake_mysql, "json")
     with pytest.raises(Exception, match="no change carries column b of a row"):
         current_rows(df, COLUMNS, ["id"], table="d.t").collect()
+
+
+def _mysql_changes(spark: Any, tmp_path: Path, transactions: list[Any], images: str) -> Any:
+    """Change rows of a MySQL 8 binlog file (partial JSON updates: :mod:`partial_json_binlog`)."""
+    binlogs = tmp_path / "binlogs"
+    binlogs.mkdir(parents=True)
+    (binlogs / "binlog.000001").write_bytes(B.binlog_file(transactions, schema="d"))
+    config = InstanceConfig(
+        destination="partial",
+        master=MasterConfig(address=f"file://{binlogs}", journal_name="binlog.000001", position=4),
+    )
+    entries: list[Any] = []
+    with Instance(config) as inst:
+        while sum(e.entry_type is EntryType.TRANSACTIONEND for e in entries) < len(transactions):
+            entries.extend(inst.get(1000, timeout=10.0, linger=0.05).entries)
+    make = entries_to_batch if images == "json" else entries_to_variant_batch
+    return spark.createDataFrame(pa.Table.from_batches([make(entries, "d", 1)]))
+
+
+@pytest.mark.parametrize("images", ["json", "variant"])
+def test_current_rows_refuse_a_json_diff_they_cannot_apply(spark: Any, tmp_path: Path, images: str) -> None:
+    """A partial JSON update's diff (MySQL's PARTIAL_JSON under MINIMAL) changes the document without carrying it:
+    project names the column absent, and current_rows fails naming it rather than give the document before the diff
+    -- until a later change carries the document again."""
+    layout = [("id", "int"), ("json_col", "json"), ("name", "varchar(100)"), ("age", "int")]
+    inserted = [(P.WRITE_ROWS_EVENT_V2, B.insert([(1, {"age": 1}, "a", 1)]))]
+    diffed = [(P.PARTIAL_UPDATE_ROWS_EVENT, B.minimal_update([(1, [(M.REPLACE, "$.age", 2)], "a", 2)]))]
+    rewritten = [(P.PARTIAL_UPDATE_ROWS_EVENT, B.minimal_update([(1, B.Whole({"age": 3}), "a", 3)]))]
+    df = _mysql_changes(spark, tmp_path / "diffed", [inserted, diffed], images)
+    typed = project(df, layout, table="d.t", images=images).orderBy("seq").collect()
+    assert [(r.op, list(r.absent), r.json_col, r.age) for r in typed] == [
+        ("INSERT", [], '{"age": 1}', 1),
+        ("UPDATE", ["json_col"], None, 2),
+    ]
+    with pytest.raises(Exception, match="a partial JSON update changed column json_col of a row by a diff"):
+        current_rows(df, layout, ["id"], table="d.t", images=images).collect()
+    df = _mysql_changes(spark, tmp_path / "rewritten", [inserted, diffed, rewritten], images)
+    left = current_rows(df, layout, ["id"], table="d.t", images=images).collect()
+    assert [r.asDict() for r in left] == [{"id": 1, "json_col": '{"age": 3}', "name": "a", "age": 3}]

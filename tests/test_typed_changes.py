@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 from unittest import mock
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -411,7 +412,19 @@ def batches(draw: st.DrawFn) -> list[Entry]:
                 after = before if draw(st.booleans()) else image(table)  # same keys, or (likely) moved ones
                 rows.append(RowData(table, before=before, after=after))
         entries.append(_entry(table, rows, event))
-    return entries
+    return _in_binlog_order(entries)
+
+
+def _in_binlog_order(entries: list[Entry]) -> list[Entry]:
+    """``entries`` at increasing binlog offsets, each its own transaction, as a stream has them: a mirror fed them in
+    several batches tells what it applied by position (canal.lake.lineage), so one position twice is a replay."""
+    placed = []
+    for i, entry in enumerate(entries):
+        offset = 1000 + 200 * i
+        header = attrs.evolve(entry.header, log_offset=offset)
+        anchor = attrs.evolve(entry.anchor, position=offset - 100) if entry.anchor is not None else None
+        placed.append(attrs.evolve(entry, header=header, anchor=anchor))
+    return placed
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -220,17 +220,10 @@ def run_checks(facts: ServerFacts, watermark_table: str | None = None) -> list[C
         checks.append(_setting(compression, "OFF", facts, quote=False))
     partial = facts.variables.get("binlog_row_value_options")
     if partial is not None and not facts.is_mariadb:
-        if partial.strip():
-            checks.append(
-                Check(
-                    "binlog_row_value_options",
-                    "FAIL",
-                    f"{partial}: partial JSON updates leave the after image incomplete",
-                    "SET GLOBAL binlog_row_value_options = ''; and in my.cnf [mysqld]: binlog_row_value_options = ''",
-                )
-            )
-        else:
-            checks.append(Check("binlog_row_value_options", "OK", "'' (full JSON images)"))
+        # a partial JSON update logs a diff of the document; with the before image's document (binlog_row_image=FULL,
+        # checked above) the decoder applies it, so the after image is whole
+        shown = f"{partial} (partial JSON updates: their diffs applied to the before image's document)"
+        checks.append(Check("binlog_row_value_options", "OK", shown if partial.strip() else "'' (full JSON images)"))
     server_id = facts.variables.get("server_id", "0")
     if server_id.isdigit() and int(server_id) > 0:
         checks.append(Check("server_id", "OK", server_id))

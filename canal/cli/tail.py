@@ -27,6 +27,7 @@ from canal.errors import SourceError
 from canal.filter import TableFilter, compile_table_filter
 from canal.instance import Instance
 from canal.meta import FileMetaManager
+from canal.mysql_json import JsonDiff, JsonDiffOperation, json_text
 from canal.parse.sources import open_source
 from canal.protocol import ABSENT, EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Message, RowData, render_text
 
@@ -124,7 +125,11 @@ def row_line(entry: Entry, row: RowData, *, utc: bool = False, show_position: bo
     if kind is EventType.UPDATE and row.before is not None and row.after is not None:
         keys = zip((table.names[i] for i in table.key_indexes), row.key(), strict=True)
         parts = [f"{n}={text_value(v)}" for n, v in keys if v is not ABSENT]
-        for name, old, new in zip(table.names, row.before, row.after, strict=True):
+        diffs = row.diffs or {}
+        for i, (name, old, new) in enumerate(zip(table.names, row.before, row.after, strict=True)):
+            if i in diffs:  # a partial JSON update: how the document changed, not its value
+                parts.append(f"{name}: " + "; ".join(_diff_text(d) for d in diffs[i]))
+                continue
             if new is ABSENT:  # not carried by a partial after image: not changed
                 continue
             if old is ABSENT:
@@ -140,6 +145,11 @@ def row_line(entry: Entry, row: RowData, *, utc: bool = False, show_position: bo
         body = ""
     line = f"{head} {body}".rstrip()
     return f"{line} @{h.log_file}:{h.log_offset}" if show_position else line
+
+
+def _diff_text(diff: JsonDiff) -> str:
+    value = "" if diff.operation is JsonDiffOperation.REMOVE else " " + json_text(diff.value)
+    return f"{diff.operation.name} {diff.path}{value}"
 
 
 def ddl_line(entry: Entry, *, utc: bool = False, show_position: bool = False) -> str:
@@ -173,6 +183,8 @@ def json_line(destination: str, entry: Entry, row: RowData | None) -> str:
         "after": None if row is None else _image(row.table.names, row.after),
         "sql": rc.sql if rc is not None and row is None else None,
     }
+    if row is not None and row.diffs:  # a partial JSON update's diffs of columns "after" leaves out
+        doc = {**doc, "json_diffs": {name: [d.to_list() for d in diffs] for name, diffs in row.json_diffs().items()}}
     return json.dumps(doc, ensure_ascii=False, separators=(", ", ": "))
 
 

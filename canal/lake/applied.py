@@ -16,7 +16,8 @@ from a backup, promoted -- gives lower ones). A lower id proves nothing. So the 
   a new app id on a root starts past every number the root's other app ids used;
 * the source lineage up to the last batch (:mod:`canal.lake.lineage`): the destination, the server whose binlog the
   newest change came from and its position, and the GTIDs applied -- by which each row of a batch is known applied
-  (skipped) or not (applied), whatever the batch's id.
+  (skipped) or not (applied), whatever the batch's id -- and, of MariaDB's GTIDs, the numbers applied per domain and
+  writing server (:mod:`canal.lake.forks`).
 
 A record written before the lineage was (``{"batch", "log_file", "log_offset"}``) is read with its old rules
 (``legacy``): its position is taken to be in the binlog of the server the next batch comes from, its batch id is its
@@ -68,6 +69,9 @@ class Applied:
     open_gtid: str | None = None  # the newest change's transaction, when it may go on in the next batch (its rows)
     pending: Pending | None = None
     legacy: bool = False  # read from a record of the old form (module docstring)
+    # MariaDB: per domain and writing server, the lowest and highest numbers applied (canal.lake.forks: a fork of
+    # the servers' histories told from a replay); None: none recorded (a record written before they were)
+    origins: str | None = None
 
     @property
     def lineage(self) -> str:
@@ -116,6 +120,7 @@ def _from_json(data: dict[str, Any]) -> Applied:
         pending=None
         if pending is None
         else Pending(int(pending["batch"]), pending["fingerprint"], int(pending["number"])),
+        origins=data.get("origins"),
     )
 
 

@@ -38,10 +38,11 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from canal.lake import fs
+from canal.lake import fs, json_diffs
 from canal.lake.cell_text import encode_value
 from canal.lake.key_identity import is_float_type, key_text
 from canal.lake.stops import MirrorCascadeError
+from canal.mysql_json import JsonDiffError
 from canal.parse.cascade import FOREIGN_KEY_ACTIONS
 from canal.schema.history import layout_statement
 from canal.sql import (
@@ -134,11 +135,19 @@ class _Children:
         return image
 
     def seen(
-        self, name: Name, kind: str, keys: Row | None, old_keys: Row | None, after: Row | None, partial: bool = False
+        self,
+        name: Name,
+        kind: str,
+        keys: Row | None,
+        old_keys: Row | None,
+        after: Row | None,
+        partial: bool = False,
+        diffs: str | None = None,
     ) -> None:
         """A row of the batch of a child table: its image follows it. A ``partial`` after image (``binlog_row_image``
-        MINIMAL / NOBLOB) updates the columns it carries of the row it changes; of a row not known here, the
-        table's other values are unknown (a cascade that updates rows there stops)."""
+        MINIMAL / NOBLOB) updates the columns it carries of the row it changes, and its JSON ``diffs`` (a
+        ``json_diffs`` text) the documents it changed; of a row not known here, the table's other values are
+        unknown (a cascade that updates rows there stops)."""
         if name not in self._layouts or keys is None or name in self._stale:
             return  # a table no cascade reaches, or one whose rows a cascade reaching it will find unknown
         image = self.image(name)
@@ -152,6 +161,12 @@ class _Children:
                 self._values_stale[name] = "a partial row image of a row not known here"
                 prior = {}
             image[key] = {**prior, **after}
+            for column, column_diffs in json_diffs.loads(diffs).items():
+                try:
+                    image[key][column] = json_diffs.apply_text(image[key][column], column_diffs)
+                except (KeyError, JsonDiffError):  # a document not known here, or not the server's
+                    self._values_stale[name] = f"a partial JSON update of {column} in a row not known here"
+                    image[key].pop(column, None)
         elif after is not None:
             image[key] = dict(after)
 
@@ -344,7 +359,8 @@ def expand_cascades(
         after = _json(row.get("after"))
         if name in children._layouts and children.mirrored(name):
             partial = row.get("after_absent") is not None
-            children.seen(name, kind, _json(row.get("keys")), _json(row.get("old_keys")), after, partial)
+            keys, old_keys = _json(row.get("keys")), _json(row.get("old_keys"))
+            children.seen(name, kind, keys, old_keys, after, partial, row.get(json_diffs.JSON_DIFFS))
         props = row.get("props")
         if kind == "INSERT" or not props or FOREIGN_KEY_ACTIONS not in props:
             continue

@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from canal.gtid import GtidSet
+from canal.lake import forks
 from canal.lake.applied import Applied
 from canal.lake.types import MirrorLineageError
 from canal.parse.xa_lookback import XA_RECOVERED
@@ -118,10 +119,17 @@ class Advance:
     newest: Newest | None = None
     gtids: tuple[str, ...] = ()
     destination: str | None = None
+    origins: tuple[str, ...] = ()  # MariaDB: the numbers applied per domain and writing server (canal.lake.forks)
 
     def merge(self, other: Advance) -> Advance:
         newest = max((n for n in (self.newest, other.newest) if n is not None), key=lambda n: n.seq, default=None)
-        return Advance(newest, tuple(sorted({*self.gtids, *other.gtids})), self.destination or other.destination)
+        origins = forks.merged(None, (*self.origins, *other.origins))
+        return Advance(
+            newest,
+            tuple(sorted({*self.gtids, *other.gtids})),
+            self.destination or other.destination,
+            tuple(origins.split(",")) if origins else (),
+        )
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self), separators=(",", ":"))
@@ -131,7 +139,7 @@ class Advance:
         data = json.loads(text)
         newest = data.get("newest")
         found = None if newest is None else Newest(**newest)
-        return cls(found, tuple(data.get("gtids") or ()), data.get("destination"))
+        return cls(found, tuple(data.get("gtids") or ()), data.get("destination"), tuple(data.get("origins") or ()))
 
     def recorded(self, applied: Applied | None, batch_id: int, fingerprint: str | None, number: int) -> Applied:
         """The record once the batch ``batch_id`` (``fingerprint``, numbered ``number``) is applied: the newest
@@ -148,6 +156,7 @@ class Advance:
                 before, batch=batch_id, fingerprint=fingerprint, pending=None, legacy=False,
                 destination=before.destination or self.destination,
             )  # fmt: skip
+        origins = forks.merged(before.origins, self.origins)
         has_position = newest.log_file is not None
         return Applied(
             batch=batch_id,
@@ -160,6 +169,7 @@ class Advance:
             row_index=newest.row_index if has_position else before.row_index,
             gtids=None if gtids is None else str(gtids),
             open_gtid=newest.gtid if newest.type in DML_TYPES else None,
+            origins=origins,
         )
 
 
@@ -283,17 +293,20 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
         other = ~same & ~snapshot
         with_gtid = pc.is_valid(gtid).to_numpy(zero_copy_only=False)
         held = GtidSet(applied.gtids) if applied.gtids else None
+        origins = forks.parse(applied.origins)
         opened = applied.open_gtid
         own = same & after & ~snapshot & ~recovered
         if other.any() and own.any():  # a switch inside the batch: its rows before it count as applied too
             seq = pc.fill_null(_column(table, "seq", pa.int64()), 0).to_numpy(zero_copy_only=False)
             last = int(np.flatnonzero(own)[np.argmax(seq[own])])
             opened = gtid[last].as_py() if kind[last].as_py() in DML_TYPES else None
-            elements = ",".join(gtid_elements(pc.unique(gtid.filter(pa.array(own))).drop_null()))
+            own_gtids = pc.unique(gtid.filter(pa.array(own))).drop_null()
+            elements = ",".join(gtid_elements(own_gtids))
             if elements and held is None:
                 held = GtidSet(elements)
             elif elements and held is not None:
                 held.update(elements)
+            origins = forks.parse(forks.merged(applied.origins, forks.origin_elements(own_gtids)))
         unprovable = other & (~with_gtid if held else np.ones(n, dtype=bool))
         if unprovable.any():
             first = int(np.flatnonzero(unprovable)[0])
@@ -303,6 +316,10 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
         if held and other.any():
             unique = pc.unique(gtid.filter(pa.array(other))).drop_null().to_pylist()
             applied_ids = [g for g in unique if g != opened and held.contains(g)]
+            forked = forks.find_fork(origins, applied_ids) if held.is_mariadb else None
+            if forked is not None:  # numbered as applied, never applied: the servers' histories forked
+                at = int(np.flatnonzero(pc.fill_null(pc.equal(gtid, forked), False).to_numpy(zero_copy_only=False))[0])
+                raise forks.fork_error(applied, int(servers[at]), forked, root=root, app_id=app_id)
             if applied_ids:
                 contained = pc.is_in(gtid, value_set=pa.array(applied_ids, pa.string()))
                 contained = pc.fill_null(contained, False).to_numpy(zero_copy_only=False)
@@ -310,6 +327,7 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
     changes = keep & ~snapshot & ~recovered
     newest = None
     gtids: tuple[str, ...] = ()
+    origin: tuple[str, ...] = ()
     if changes.any():
         seq = pc.fill_null(_column(table, "seq", pa.int64()), 0).to_numpy(zero_copy_only=False)
         at = int(np.flatnonzero(changes)[np.argmax(seq[changes])])
@@ -322,7 +340,9 @@ def follow(table: Any, applied: Applied | None, root: str, app_id: str) -> Follo
             gtid=gtid[at].as_py(),
             type=str(kind[at].as_py()),
         )
-        gtids = gtid_elements(pc.unique(gtid.filter(pa.array(changes))).drop_null())
-    advance = Advance(newest, gtids, found[0] if found else None)
+        applied_gtids = pc.unique(gtid.filter(pa.array(changes))).drop_null()
+        gtids = gtid_elements(applied_gtids)
+        origin = forks.origin_elements(applied_gtids)
+    advance = Advance(newest, gtids, found[0] if found else None, origin)
     kept = int(keep.sum())
     return Followed(None if kept == n else pa.array(keep), advance, kept)

@@ -17,6 +17,13 @@ written, from the key's state just before the change, taken
   before any step is applied, so a stop there leaves the whole batch unwritten. The row of an UPDATE that moved the
   key is found by its old key (``origin_keys``).
 
+A partial JSON update (MySQL's ``binlog_row_value_options=PARTIAL_JSON``) whose before image does not carry the
+document is a partial UPDATE too: its after image lacks the JSON column, and its ``json_diffs``
+(:mod:`canal.lake.json_diffs`) say how the statement changed the document. The mirror applies them, as MySQL did,
+to the document the key's state just before holds -- the step's earlier rows of the key (a chain of partial changes
+of a key the step never saw whole carries their diffs one after the other), else the mirror's row
+(:func:`complete_source`).
+
 What the mirror cannot complete is a :class:`MirrorPartialImageError`, raised before the change is written -- naming
 the table, the columns the image lacks and the key:
 
@@ -25,7 +32,9 @@ the table, the columns the image lacks and the key:
 * an UPDATE of a key the mirror does not hold, or that the batch deleted before it -- but for an UPDATE of a table a
   snapshot in the stream still reads (:data:`~canal.parse.heal_marks.SNAPSHOT_PENDING`: a heal's), which the
   snapshot's row brings, the update's columns written over: skipped, as the delete of a row not held;
-* a change whose images carry no whole key (neither the after image nor the before image holds a key column).
+* a change whose images carry no whole key (neither the after image nor the before image holds a key column);
+* a JSON diff that does not apply to the document the mirror holds (SQL NULL, or no member or cell where its path
+  points): the mirror's row is not the server's.
 
 The capture heals the first and the last (:mod:`canal.snapshot.heal`: it reads the table again from there) under
 its default ``heal="snapshot"``; they reach a mirror only from a destination set to ``heal="stop"``.
@@ -42,10 +51,12 @@ from typing import Any, Final
 
 from canal.lake.changelog import OP
 from canal.lake.images import typed_column
+from canal.lake.json_diffs import JSON_DIFFS, apply_text, dumps, loads
 from canal.lake.key_identity import drop_identity, with_identity
 from canal.lake.plan import DropSchema
 from canal.lake.typed_plan import holds_partial_images
 from canal.lake.types import MirrorError, ZeroDates, arrow_type, typed_array
+from canal.mysql_json import JsonDiff, JsonDiffError
 from canal.parse.heal_marks import SNAPSHOT_PENDING
 
 ORIGIN: Final = "origin_keys"
@@ -100,13 +111,16 @@ def chain_step(rows: Any) -> Any:
     data["after"] = rows.column("after").to_pylist()
     after_absent = rows.column(AFTER_ABSENT).to_pylist() if AFTER_ABSENT in names else [None] * rows.num_rows
     before_absent = rows.column(BEFORE_ABSENT).to_pylist() if BEFORE_ABSENT in names else [None] * rows.num_rows
+    json_diffs = rows.column(JSON_DIFFS).to_pylist() if JSON_DIFFS in names else [None] * rows.num_rows
     partial_tables = {
         (data["schema"][i], data["table"][i])
         for i in range(rows.num_rows)
         if after_absent[i] is not None or before_absent[i] is not None
     }
     origin: list[str | None] = [None] * rows.num_rows
-    states: dict[tuple[str, str, str], tuple[str, dict[str, Any], str | None]] = {}
+    # per key: whole / partial / deleted, the columns known, the key to complete the rest from, and the JSON diffs
+    # of columns not known yet (a chain of partial JSON updates of a key the step never saw whole), in order
+    states: dict[tuple[str, str, str], tuple[str, dict[str, Any], str | None, dict[str, list[JsonDiff]]]] = {}
     for i in range(rows.num_rows):
         name = (data["schema"][i], data["table"][i])
         if name not in partial_tables or data["is_ddl"][i] or data["columns"][i] is None or data["keys"][i] is None:
@@ -117,16 +131,17 @@ def chain_step(rows: Any) -> Any:
         lacking = json.loads(lacking_text) if lacking_text is not None else []
         _check_key(name, layout, key, old, lacking)
         if kind == "DELETE":
-            states[(*name, key)] = (_DELETED, {}, None)
+            states[(*name, key)] = (_DELETED, {}, None, {})
             continue
         after = json.loads(data["after"][i]) if data["after"][i] is not None else {}
+        diffs = _diffs(name, json_diffs[i], lacking, key)
         if old is not None:
             moved = states.get((*name, old))
-            states[(*name, old)] = (_DELETED, {}, None)
+            states[(*name, old)] = (_DELETED, {}, None, {})
         else:
             moved = None
         if not lacking:
-            states[(*name, key)] = (_FULL, after, None)
+            states[(*name, key)] = (_FULL, after, None, {})
             continue
         if kind != "UPDATE":
             raise MirrorPartialImageError(
@@ -134,35 +149,70 @@ def chain_step(rows: Any) -> Any:
             )
         prior = moved if old is not None else states.get((*name, key))
         if prior is None:  # the step never saw the key: completed from the mirror's row
-            states[(*name, key)] = (_PARTIAL, after, old if old is not None else key)
+            states[(*name, key)] = (_PARTIAL, after, old if old is not None else key, diffs)
         elif prior[0] == _DELETED:
             raise MirrorPartialImageError(*name, lacking, key, "an UPDATE of a row the batch deleted before it")
         else:
-            states[(*name, key)] = (prior[0], {**prior[1], **after}, prior[2])
-        state, merged, source = states[(*name, key)]
+            merged = {**prior[1], **after}
+            pending = {column: list(d) for column, d in prior[3].items() if column not in after}
+            for column, column_diffs in diffs.items():
+                if column in merged:  # the document before it is known: the diff applies to it now
+                    merged[column] = _applied(name, column, merged[column], column_diffs, lacking, key)
+                else:  # not known yet either: after the diffs before it, from the mirror's document
+                    pending.setdefault(column, []).extend(column_diffs)
+            states[(*name, key)] = (prior[0], merged, prior[2], pending)
+        state, merged, source, pending = states[(*name, key)]
         data["after"][i] = json.dumps(
             {c[0]: merged[c[0]] for c in layout if c[0] in merged}, ensure_ascii=False, separators=(",", ":")
         )
         still = [c[0] for c in layout if c[0] not in merged]
         if state == _FULL or not still:  # whole now: the columns before it, or its chain's, cover the rest
-            states[(*name, key)] = (_FULL, merged, None)
-            after_absent[i], origin[i] = None, None
+            states[(*name, key)] = (_FULL, merged, None, {})
+            after_absent[i], origin[i], json_diffs[i] = None, None, None
         else:
             after_absent[i], origin[i] = json.dumps(still, ensure_ascii=False, separators=(",", ":")), source
+            json_diffs[i] = dumps(pending)
     props = rows.column("props").to_pylist() if "props" in names else [None] * rows.num_rows
-    pending = [origin[i] is not None and SNAPSHOT_PENDING in (props[i] or "") for i in range(rows.num_rows)]
+    read_along = [origin[i] is not None and SNAPSHOT_PENDING in (props[i] or "") for i in range(rows.num_rows)]
     out = rows
-    for column, values, kind in (
+    rewritten = (
         ("after", data["after"], pa.string()),
         (AFTER_ABSENT, after_absent, pa.string()),
+        (JSON_DIFFS, json_diffs, pa.string()),
         (ORIGIN, origin, pa.string()),
-        (PENDING, pending, pa.bool_()),
-    ):
+        (PENDING, read_along, pa.bool_()),
+    )
+    for column, values, kind in rewritten:
         array = pa.array(values, kind)
         out = (
             out.set_column(names.index(column), column, array) if column in names else out.append_column(column, array)
         )
     return out
+
+
+def _diffs(name: tuple[str, str], text: str | None, lacking: list[str], key: str) -> dict[str, list[JsonDiff]]:
+    """A change row's JSON diffs (``json_diffs``), each of a column its after image lacks."""
+    try:
+        diffs = loads(text)
+    except ValueError as exc:
+        raise MirrorPartialImageError(*name, lacking, key, f"its JSON diffs cannot be read ({exc})") from None
+    stray = [column for column in diffs if column not in lacking]
+    if stray:
+        raise MirrorPartialImageError(*name, lacking, key, f"it holds JSON diffs of {', '.join(stray)} besides values")
+    return diffs
+
+
+def _applied(
+    name: tuple[str, str], column: str, text: Any, diffs: list[JsonDiff], lacking: list[str], key: str | None
+) -> str:
+    """``column``'s document (its canal text) with a partial JSON update's ``diffs`` applied: a
+    MirrorPartialImageError where they do not apply (the document is not the one the server held)."""
+    try:
+        return apply_text(text, diffs)
+    except JsonDiffError as exc:
+        raise MirrorPartialImageError(
+            *name, lacking, key, f"its JSON diff of {column} does not apply to the document before it ({exc})"
+        ) from None
 
 
 def _check_key(name: tuple[str, str], layout: list[Any], key: str, old: str | None, lacking: list[str]) -> None:
@@ -219,7 +269,7 @@ def complete_source(plan: Any, source: Any, key_names: list[str], read: Read, ze
     if not needs_mirror(plan):
         return source
     completed = _completed(plan, source, key_names, read, zero_dates)
-    plan.absent = plan.origin = plan.pending = None
+    plan.absent = plan.origin = plan.diffs = plan.pending = None
     return completed
 
 
@@ -238,6 +288,9 @@ def _completed(plan: Any, source: Any, key_names: list[str], read: Read, zero_da
     layout = json.loads(plan.layout)
     lacking = [json.loads(text) for text in absent.take(pa.array(partial)).to_pylist()]
     origins = _plain(plan.origin).take(pa.array(partial)).to_pylist()
+    texts = [None] * len(partial) if plan.diffs is None else _plain(plan.diffs).take(pa.array(partial)).to_pylist()
+    where = (plan.schema, plan.table)
+    diffs = [_diffs(where, text, names, key) for text, names, key in zip(texts, lacking, origins, strict=True)]
     wanted = [c for c in layout if any(c[0] in names for names in lacking)]
     rows = read(plan.schema, plan.table)
     columns = {name: _plain(column) for name, column in zip(source.column_names, source.columns, strict=True)}
@@ -285,7 +338,14 @@ def _completed(plan: Any, source: Any, key_names: list[str], read: Read, zero_da
         mask = np.zeros(source.num_rows, bool)
         mask[partial[takes]] = True
         target = columns[name].type
-        values = joined.column(name).combine_chunks().cast(target).take(pa.array(np.where(mask, at, 0)))
+        held = joined.column(name).combine_chunks()
+        diffed = [j for j in np.flatnonzero(takes) if name in diffs[j] and found[j]]  # (skipped: no row)
+        if diffed:  # a partial JSON update: its diffs applied to the document the mirror holds
+            texts = held.to_pylist()
+            for j in diffed:
+                texts[j] = _applied((plan.schema, plan.table), name, texts[j], diffs[j][name], lacking[j], origins[j])
+            held = pa.array(texts, pa.string())
+        values = held.cast(target).take(pa.array(np.where(mask, at, 0)))
         columns[name] = pc.if_else(pa.array(mask), values, columns[name])
     return pa.table(columns)
 

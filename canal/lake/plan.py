@@ -47,10 +47,12 @@ class TablePlan:
     rows: int = 0
     source: Any = None  # (the typed MERGE source, its key columns), built before the batch's first step
     seq: Any = None  # the ``seq`` of each kept change (parallel to keys / after)
-    # of a step with partial images (canal.lake.partial): each kept change's ``after_absent`` (null: a whole image)
-    # and the key whose mirror row completes it (``origin_keys``); None when the step has none
+    # of a step with partial images (canal.lake.partial): each kept change's ``after_absent`` (null: a whole image),
+    # the key whose mirror row completes it (``origin_keys``) and the JSON diffs to apply to that row's documents
+    # (``json_diffs``); None when the step has none
     absent: Any = None
     origin: Any = None
+    diffs: Any = None
     pending: Any = None  # whether the change's table is still read by a snapshot (canal.lake.partial.PENDING)
 
 
@@ -71,7 +73,16 @@ KEYLESS_ID = -1
 (:mod:`canal.lake.typed_plan`, whose ``keys`` are int64 key ids; change rows hold ``"{}"``)."""
 # read when there: XA marks and foreign keys' actions, positions for errors, the before images the actions follow,
 # execute times for the mirror's delay (canal.lake.health), the columns partial images do not carry (canal.lake.partial)
-OPTIONAL_COLUMNS = ("props", "log_file", "log_offset", "before", "execute_time", "before_absent", "after_absent")
+OPTIONAL_COLUMNS = (
+    "props",
+    "log_file",
+    "log_offset",
+    "before",
+    "execute_time",
+    "before_absent",
+    "after_absent",
+    "json_diffs",
+)
 
 
 def mirror_columns(names: Sequence[str]) -> list[str]:
@@ -185,7 +196,8 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    extra = [name for name in ("props", "after_absent", "origin_keys", "origin_pending") if name in table.column_names]
+    partials = ("props", "after_absent", "origin_keys", "json_diffs", "origin_pending")
+    extra = [name for name in partials if name in table.column_names]
     table = table.select([*MIRROR_COLUMNS, *extra])  # props: fold_flags; the rest: partial images
     if table.num_rows > 1 and not ascending(table.column("seq")):
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
@@ -336,6 +348,11 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     if partial:  # an old key's delete completes nothing
         kept_absent = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("after_absent")))
         kept_origin = pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("origin_keys")))
+        kept_diffs = (
+            pc.if_else(old_key, pa.scalar(None, pa.string()), kept(table.column("json_diffs")))
+            if "json_diffs" in table.column_names
+            else None
+        )
         kept_pending = pc.if_else(old_key, pa.scalar(False, pa.bool_()), kept(table.column("origin_pending")))
     counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
     offset = 0
@@ -349,6 +366,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
         if partial:
             plan.absent = kept_absent.slice(offset, count)
             plan.origin = kept_origin.slice(offset, count)
+            plan.diffs = None if kept_diffs is None else kept_diffs.slice(offset, count)
             plan.pending = kept_pending.slice(offset, count)
         offset += count
     return plans

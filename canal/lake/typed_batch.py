@@ -18,8 +18,10 @@ holds
 
 A partial row image (``binlog_row_image`` MINIMAL / NOBLOB) has a null cell for each column it does not carry, and
 its change row names those columns in ``before_absent`` / ``after_absent`` (as a change row does: a JSON list of
-names; null for a whole image): a null cell is SQL NULL only where that list does not name its column. The mirror
-applies a batch with partial images from its change rows (:func:`canal.lake.typed_plan.needs_rows`).
+names; null for a whole image): a null cell is SQL NULL only where that list does not name its column. A partial
+JSON update's diffs of a column its after image does not carry are in ``json_diffs``, as in a change row
+(:mod:`canal.lake.json_diffs`). The mirror applies a batch with partial images from its change rows
+(:func:`canal.lake.typed_plan.needs_rows`).
 
 The primary key is not copied: it is the key columns of the after image, or of the before image for a DELETE
 (:meth:`TypedBatch.keys`); ``key_changed`` says an UPDATE moved it (a change row's ``old_keys`` is then the key
@@ -39,6 +41,7 @@ from typing import Any, Final
 
 import attrs
 
+from canal.lake.json_diffs import diffs_json
 from canal.lake.typed_layout import CellError, Layout, layout_of
 from canal.lake.types import ZeroDates
 from canal.parse.xa import XA_PREPARE_TYPE
@@ -75,6 +78,7 @@ def metadata_schema() -> Any:
             pa.field("log_server_id", pa.int64()),  # the server whose binlog holds the position (a change row's)
             pa.field("before_absent", text),  # the columns a partial before image does not carry (JSON), else null
             pa.field("after_absent", text),  # the columns a partial after image does not carry (JSON), else null
+            pa.field("json_diffs", pa.string()),  # a partial JSON update's diffs (canal.lake.json_diffs), else null
         ]
     )
 
@@ -87,7 +91,7 @@ def conform_metadata(changes: Any) -> Any:
     import pyarrow as pa
 
     wanted = metadata_schema()
-    for name in ("log_server_id", "before_absent", "after_absent"):
+    for name in ("log_server_id", "before_absent", "after_absent", "json_diffs"):
         if name not in changes.column_names:
             changes = changes.append_column(wanted.field(name), pa.nulls(changes.num_rows, wanted.field(name).type))
     return changes.select(wanted.names) if set(wanted.names) == set(changes.column_names) else changes
@@ -113,6 +117,7 @@ METADATA_COLUMNS: Final = (
     "log_server_id",
     "before_absent",
     "after_absent",
+    "json_diffs",
 )
 
 
@@ -192,6 +197,8 @@ class _Collector:
         self.columnar: dict[str, list[ColumnarRows]] = {}
         self.forms: dict[str, tuple[ColumnForm, ...]] = {}
         self.counts_of: dict[str, int] = {}  # rows of each layout so far
+        self.n_rows = 0
+        self.diffed: list[tuple[int, str | None, str | None]] = []  # (row, after_absent, json_diffs) of partial JSON
 
     def entry(
         self,
@@ -227,6 +234,7 @@ class _Collector:
             )
         )
         self.counts.append(rows)
+        self.n_rows += rows
 
     def statement(self, entry: Entry, kind: str) -> None:
         rc = entry.row_change
@@ -261,6 +269,14 @@ class _Collector:
             self._to_tuples(key)
         self.tables.add((entry.header.schema, entry.header.table, key))
         codec_absent = (_absent_json(rows, absent_before), _absent_json(rows, absent_after))
+        shapes = rows.absent_of("after")
+        if shapes is not None:  # a partial JSON update: its rows' after images differ in the columns they carry
+            assert rows.diffs is not None
+            self.diffed.extend(
+                (self.n_rows + i, _absent_json(rows, shape), diffs_json(rows.table, diffs))
+                for i, (shape, diffs) in enumerate(zip(shapes, rows.diffs, strict=True))
+            )
+            codec_absent = (codec_absent[0], None)  # each row's, above
         self.entry(
             entry, entry.header.schema, rc.event_type.name, False, None, n, key, self.counts_of[key], codec_absent
         )
@@ -277,9 +293,12 @@ class _Collector:
         nones: list[tuple[Any, ...] | None] = [None] * n
         befores = nones if rows.before is None else list(rows.before)
         afters = nones if rows.after is None else list(rows.after)
-        if absent_before or absent_after:  # a partial image: its absent cells typed as nulls, named by the change row
-            befores = [_nulled(image, absent_before) for image in befores]
-            afters = [_nulled(image, absent_after) for image in afters]
+        if absent_before or absent_after or shapes is not None:  # a partial image: absent cells typed as nulls, named
+            befores = [_nulled(image, absent_before) for image in befores]  # by the change row
+            if shapes is None:
+                afters = [_nulled(image, absent_after) for image in afters]
+            else:
+                afters = [_nulled(image, shape) for image, shape in zip(afters, shapes, strict=True)]
         self.before[key].extend(befores)
         self.after[key].extend(afters)
         if rows.before is None or rows.after is None:  # an INSERT or a DELETE moves no key
@@ -427,5 +446,13 @@ def entries_to_typed(
             pa.array(values, pa.int64()).cast(field.type) if name == "execute_time" else pa.array(values, field.type)
         )
         arrays[name] = column.take(spread)
+    arrays["json_diffs"] = pa.nulls(n_rows, pa.string())
+    if out.diffed:
+        after_absent = arrays["after_absent"].cast(pa.string()).to_pylist()
+        json_diffs: list[str | None] = [None] * n_rows
+        for row, absent, diffs in out.diffed:
+            after_absent[row], json_diffs[row] = absent, diffs
+        arrays["after_absent"] = pa.array(after_absent, pa.string()).dictionary_encode()
+        arrays["json_diffs"] = pa.array(json_diffs, pa.string())
     changes = pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
     return TypedBatch(changes, images, dict(out.layouts), errors, tables=frozenset(out.tables))

@@ -167,6 +167,18 @@ class EntryConverter:
     def in_transaction(self) -> bool:
         return self._in_txn
 
+    @property
+    def between_transactions(self) -> bool:
+        """Outside any transaction (no GTID waiting for its statement either), with nothing of a resumed dump left to
+        skip: an event read now that makes no entry leaves the stream resting after it."""
+        return (
+            not self._in_txn
+            and self._pending_gtid is None
+            and self._skip_event is None
+            and not self._skip_begin
+            and not self._skip_rows
+        )
+
     def reset(self, start: EntryPosition, rows_done: int = 0, *, server_id: int | None = None) -> None:
         """Begin a new dump at ``start`` (a dump start or a consumed boundary), skipping ``rows_done`` rows.
 

@@ -44,7 +44,16 @@ from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse import healing
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
-from canal.parse.events import BinlogEvent, HeartbeatEvent, QueryEvent, RotateEvent, RowsEvent
+from canal.parse.events import (
+    BinlogEvent,
+    FormatDescriptionEvent,
+    GtidSetEvent,
+    HeartbeatEvent,
+    IgnoredEvent,
+    QueryEvent,
+    RotateEvent,
+    RowsEvent,
+)
 from canal.parse.heal_marks import HEAL
 from canal.parse.retry import PURGED_ERRNO, RetryState, is_purged
 from canal.parse.schema_tracking import SchemaTracker
@@ -159,6 +168,7 @@ class EventParser(StartStopContext):
         # read (read_position). A plain attribute store per event; the position is worked out only when asked.
         self._last_event: BinlogEvent | None = None
         self._read_to: EntryPosition | None = None
+        self._read_server_id: int | None = None  # the server_id of the server the dump reads
         # heal="snapshot": the destination's heal policy (canal.snapshot.heal.Healer), set by the instance; None: the
         # changes a copy cannot follow stop typed (statements) or reach it as they are (canal.parse.healing)
         self._heal: StatementPolicy | None = None
@@ -200,16 +210,18 @@ class EventParser(StartStopContext):
         """How far the dump has read: the end of the furthest event read (a rotate's next file, a heartbeat's
         coordinates), None before the first. Every event before it has been handed off, or made no entry (a filtered
         table, an XA PREPARE): a reader that wants everything up to a master position waits for this to reach it,
-        since its restart point (:attr:`position`) stays at the last boundary's *start*."""
+        since its restart point (:attr:`position`) stays at the last boundary's *start*. Its ``server_id`` is the
+        server's whose binlog it is in (after a switch to the standby, the standby's)."""
         event = self._last_event
         if event is None:
             return self._read_to
+        server = self._read_server_id
         if isinstance(event, RotateEvent):
-            reached = EntryPosition(journal_name=event.next_file, position=event.next_position)
+            reached = EntryPosition(journal_name=event.next_file, position=event.next_position, server_id=server)
         elif isinstance(event, HeartbeatEvent):
-            reached = EntryPosition(journal_name=event.log_file, position=event.offset)
+            reached = EntryPosition(journal_name=event.log_file, position=event.offset, server_id=server)
         else:
-            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset)
+            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset, server_id=server)
         known = self._read_to
         if known is None or _ends_before(known, reached):
             self._read_to = known = reached  # artificial events (offset 0) and re-reads after a reconnect go back
@@ -328,9 +340,21 @@ class EventParser(StartStopContext):
                     self._reset_to_master = True
                     self._retry.clear_purge()
                     return
+                if self.switches and self.config.gtid_mode:
+                    # after a switch, a GTID the new server does not have was written on the old master and never
+                    # replicated: no newer start position recovers it
+                    raise BinlogPurgedError(
+                        f"binlog position {where} is not on {self._active.address}, the server the parser switched "
+                        f"to (errno {PURGED_ERRNO}: {exc}): this server purged it, or a transaction its GTIDs name "
+                        "was written on the old master and never reached this server -- lost in the failover, after "
+                        "it was handed to consumers. What they applied of it is not on this server: rebuild them from "
+                        "a snapshot of it",
+                        errno=PURGED_ERRNO,
+                    ) from exc
                 raise BinlogPurgedError(
-                    f"binlog position {where} is no longer on {self._active.address} (purged, errno {PURGED_ERRNO}); "
-                    "set a newer start position, or enable reset_on_purge to restart from the current position",
+                    f"binlog position {where} is no longer on {self._active.address} (purged, errno {PURGED_ERRNO}: "
+                    f"{exc}); set a newer start position, or enable reset_on_purge to restart from the current "
+                    "position",
                     errno=PURGED_ERRNO,
                 ) from exc
             purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
@@ -395,6 +419,7 @@ class EventParser(StartStopContext):
                 self._resume = LogPosition(self._identity(active), start.position, start.rows_done)
             self._log.info("dumping from %s at %s", source.address, start)
             self._converter.reset(start.position, start.rows_done, server_id=source.server_id())
+            self._read_server_id = source.server_id()
             # names as the server stores them (lower_case_table_names=1): DDL entries and the history fold them
             lower_case = isinstance(source, SchemaReader) and source.lower_case_names
             self._converter.lower_case_names = lower_case
@@ -478,6 +503,8 @@ class EventParser(StartStopContext):
                     else:
                         add(entry)
                     recovering_at_start = False
+                elif merge is not None and event.__class__ in _HEADER_EVENTS and not len(self._buffer):
+                    self._rest_after(event, merge)
                 self._last_event = event
                 if stop.is_set():
                     raise _Interrupted("stop")
@@ -585,10 +612,7 @@ class EventParser(StartStopContext):
                 if active:
                     assert merge is not None
                     resume = restart_position(entries, origin) or self._resume
-                    chunk_entries = merge.after_hand_off(entries, resume)
-                    if chunk_entries:
-                        self.sink(chunk_entries, origin)
-                        self.handed_off += len(chunk_entries)
+                    self.handed_off += merge.after_hand_off(entries, resume, lambda chunk: self.sink(chunk, origin))
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()
@@ -605,10 +629,30 @@ class EventParser(StartStopContext):
             if rest is None or not self._started:
                 return
             origin, entries = rest
-            chunk_entries = merge.due(entries[-1], restart_position(entries, origin) or self._resume)
-            if chunk_entries:
-                self.sink(chunk_entries, origin)
-                self.handed_off += len(chunk_entries)
+            resume = restart_position(entries, origin) or self._resume
+            self.handed_off += merge.due(entries[-1], resume, lambda chunk: self.sink(chunk, origin))
+
+    def _rest_after(self, event: BinlogEvent, merge: StreamMerge) -> None:
+        """An event between transactions that makes no entry -- a binlog file's header events (its format
+        description, GTID list, MariaDB's Binlog_checkpoint), which follow a rotation's rest at the file's start: the
+        stream rests after it. So a snapshot chunk placed there (read just after the rotation, on a server that
+        writes nothing more) joins now, not at the next transaction or server heartbeat."""
+        if not merge.active or not self._converter.between_transactions:
+            return
+        with self._hand_off_lock:
+            rest = self._rest
+            if rest is None or not self._started:
+                return
+            origin, entries = rest
+            last = entries[-1].header
+            at = EntryPosition(event.log_file, event.next_offset)
+            rested = EntryPosition(last.log_file, last.next_offset if entries[-1].is_boundary else last.log_offset)
+            if not last.log_file or not _ends_before(rested, at):
+                return  # only forward (a dump's artificial events carry offset 0)
+            resting = self._converter.resting_at(at)
+            self._rest = (origin, [resting])
+            resume = restart_position(entries, origin) or self._resume
+            self.handed_off += merge.due(resting, resume, lambda chunk: self.sink(chunk, origin))
 
     def _recorded(self, position: LogPosition) -> None:
         self._resume = position
@@ -696,6 +740,10 @@ class EventParser(StartStopContext):
                     side.close()
                 except Exception as exc:  # the detector is ending; its connection is dropped either way
                     self._log.debug("closing the detecting connection failed: %s", exc)
+
+
+_HEADER_EVENTS = frozenset({FormatDescriptionEvent, GtidSetEvent, IgnoredEvent})
+"""Events that make no entry between transactions: a rest moves past them (:meth:`EventParser._rest_after`)."""
 
 
 def _ends_before(a: EntryPosition, b: EntryPosition) -> bool:

@@ -71,16 +71,20 @@ class StreamMerge(Protocol):
         """The entries to hand off in place of ``entries`` (carrying what the cursor must remember)."""
         ...
 
-    def after_hand_off(self, entries: Sequence[Entry], resume: LogPosition | None) -> list[Entry]:
-        """Called after each hand-off with the restart point it made; the entries to hand off next (at a boundary)."""
+    def after_hand_off(
+        self, entries: Sequence[Entry], resume: LogPosition | None, put: Callable[[list[Entry]], None]
+    ) -> int:
+        """Called after each hand-off with the restart point it made: at a boundary, ``put`` what joins the stream
+        there (it returns once they are stored); how many entries were put."""
         ...
 
     def attach(self, hand_off_now: Callable[[], None]) -> None:
         """The parser's callback that hands off, from any thread, what is due at the boundary it rests at."""
         ...
 
-    def due(self, last: Entry, resume: LogPosition | None) -> list[Entry]:
-        """What is due now after ``last``, the boundary the parser rests at (the parser's hand-off lock held)."""
+    def due(self, last: Entry, resume: LogPosition | None, put: Callable[[list[Entry]], None]) -> int:
+        """``put`` what is due now after ``last``, the boundary the parser rests at (the parser's hand-off lock
+        held); how many entries were put."""
         ...
 
     def abort(self, reason: str) -> None:

@@ -70,9 +70,11 @@ class DestinationSnapshots:
         *,
         waiting: Callable[[], None],
         rows_out: Callable[[], int],
+        stored: Callable[[], int] | None = None,
     ) -> SnapshotRunner:
         """The runner of ``plan``; ``waiting`` tells the store the runner waits for the consumer, ``rows_out`` is the
-        snapshot rows up to the last entry handed out (the runner's read-ahead is counted from there)."""
+        snapshot rows up to the last entry handed out (the runner's read-ahead is counted from there), ``stored``
+        the store's put sequence (:attr:`SnapshotRunner.stored_through`)."""
         settings = self.config.snapshot
         known: list[SchemaCatalog] = [] if catalog is None else [catalog]
 
@@ -128,6 +130,7 @@ class DestinationSnapshots:
             waiting=waiting,
             watermarks=self.watermark_writer(),
             table_schema_now=table_schema_now,
+            stored=stored,
         )
         return runner
 

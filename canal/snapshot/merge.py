@@ -3,11 +3,17 @@
 A snapshot reader (its own thread and connection) opens a :class:`~canal.snapshot.window.ChunkWindow` for the table,
 reads a chunk exact at a binlog position, and :meth:`SnapshotMerge.submit` s it. The parser thread calls
 :meth:`SnapshotMerge.after_hand_off` after every hand-off: it records the keys of the windows' tables, and at a
-transaction boundary at or after a waiting chunk's position it returns the chunk's reconciled rows as SNAPSHOT
-entries, which the parser hands off next -- so they reach the store between transactions, after every binlog change
-they already contain and before every change they do not. A chunk whose position the parser has already passed,
-with the parser resting at a boundary (an idle server sends nothing to hand off), joins at once: ``submit`` asks the
-parser (:meth:`attach`) to hand it off at that boundary rather than at the next heartbeat.
+transaction boundary at or after a waiting chunk's position it puts the chunk's reconciled rows, as SNAPSHOT
+entries, into the stream next (through the parser's ``put``) -- so they reach the store between transactions, after
+every binlog change they already contain and before every change they do not. A chunk whose position the parser has
+already passed, with the parser resting at a boundary (an idle server sends nothing to hand off), joins at once:
+``submit`` asks the parser (:meth:`attach`) to hand it off at that boundary rather than at the next heartbeat.
+
+A chunk counts as joined -- its reader's :meth:`PendingChunk.wait` returns, and the snapshot's progress moves past
+it -- only once ``put`` returned: its entries are in the store. So a runner that is no longer running has every
+chunk it read in the store (what a consumer waiting until a snapshot's rows were all handled relies on), and a put
+that fails (the store closed under it) leaves the chunk to be read again, with no entry carrying a progress past
+rows the stream never got.
 
 SNAPSHOT entries carry the after image only (consumers apply them as upserts), name the table in their header, take
 the cursor of the boundary they follow (acking them moves no binlog position), and carry their chunk and progress in
@@ -39,9 +45,12 @@ from canal.snapshot.marks import MarkedRead, mark_of
 from canal.snapshot.reader import Chunk
 from canal.snapshot.window import ChunkWindow, entry_position_key, position_key
 
-__all__ = ["ROWS_PER_ENTRY", "LayoutChanged", "PendingChunk", "SnapshotAborted", "SnapshotMerge"]
+__all__ = ["ROWS_PER_ENTRY", "LayoutChanged", "PendingChunk", "Put", "SnapshotAborted", "SnapshotMerge"]
 
 ROWS_PER_ENTRY = 1000  # rows of one SNAPSHOT entry: the granularity of acks inside a chunk
+
+Put = Callable[[list[Entry]], None]
+"""The parser's way to put entries into the stream (its sink), under its hand-off lock: returns once they are stored."""
 
 
 class SnapshotAborted(CanalError):
@@ -251,8 +260,8 @@ class SnapshotMerge:
         for chunk in pending:
             chunk._finish(None, SnapshotAborted(f"snapshot chunk dropped: {reason}"))
 
-    def after_hand_off(self, entries: Sequence[Entry], resume: LogPosition | None) -> list[Entry]:
-        """Record the handed-off rows of watched tables; at a boundary, the SNAPSHOT entries now due."""
+    def after_hand_off(self, entries: Sequence[Entry], resume: LogPosition | None, put: Put) -> int:
+        """Record the handed-off rows of watched tables; at a boundary, put the SNAPSHOT entries now due (how many)."""
         windows = self._windows
         last = entries[-1]
         for entry in entries:
@@ -286,18 +295,19 @@ class SnapshotMerge:
                         else:
                             window.observe((before, after), at)
         if last.entry_type is not EntryType.HEARTBEAT and not last.is_boundary:
-            return []
-        return self.due(last, resume)
+            return 0
+        return self.due(last, resume, put)
 
-    def due(self, last: Entry, resume: LogPosition | None) -> list[Entry]:
-        """The SNAPSHOT entries of the chunks the stream has reached, placed after ``last``, the boundary (or
-        heartbeat) the parser rests at (called with the parser's hand-off lock held)."""
+    def due(self, last: Entry, resume: LogPosition | None, put: Put) -> int:
+        """Put the SNAPSHOT entries of the chunks the stream has reached, placed after ``last``, the boundary (or
+        heartbeat) the parser rests at (called with the parser's hand-off lock held); how many were put. The chunks
+        count as joined once ``put`` returned; if it raises, they are dropped (read again) and the error propagates."""
         h = last.header
         if h.log_file:
             end = h.log_offset + h.event_length if last.entry_type is not EntryType.HEARTBEAT else h.log_offset
             self._handed = position_key(h.log_file, end)
         if not self._pending or self._handed is None:
-            return []
+            return 0
         due: list[PendingChunk] = []
         stale: list[PendingChunk] = []  # read under a layout a DDL the stream handed off since has changed
         failed: list[tuple[PendingChunk, MarkedRead]] = []
@@ -331,16 +341,34 @@ class SnapshotMerge:
             )
         for pending in stale:
             pending._finish(None, LayoutChanged(f"a DDL of {pending.chunk.table.full_name} came before its place"))
+        if not due:
+            return 0
         out: list[Entry] = []
+        joined: list[tuple[PendingChunk, int]] = []
+        with self._lock:
+            progress, tables = self._progress, self._tables or None  # the list a heal may still make longer
         for pending in due:
-            with self._lock:  # (a heal that extends the tables meanwhile waits: the entries carry its list)
-                entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume, self._tables or None)
-                self._progress = progress
-                if progress is None and self._end_stream:
-                    self._stream_ended = True
+            entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume, tables)
             out.extend(entries_of_chunk)
+            joined.append((pending, emitted))
+        if out:
+            try:
+                put(out)
+            except BaseException as exc:
+                dropped = SnapshotAborted(f"snapshot chunk dropped: the stream did not take it ({exc})")
+                for pending, _emitted in joined:
+                    pending._finish(None, dropped)
+                raise
+        # in the store now: the entries after them carry the progress past them, and their readers go on
+        with self._lock:
+            if tables is not None and self._tables != tables:  # a heal made the list longer meanwhile
+                progress = _rebased(progress, self._tables, len(tables))
+            self._progress = progress
+            if progress is None and self._end_stream:
+                self._stream_ended = True
+        for pending, emitted in joined:
             pending._finish(emitted)
-        return out
+        return len(out)
 
     def _place(self, pending: PendingChunk) -> bool:
         """Give a chunk read between watermarks its place once the parser has seen both (lock held)."""
@@ -357,6 +385,14 @@ class SnapshotMerge:
         del self._marks[read.low], self._marks[read.high]
         self._placed = (read, low, high)
         return True
+
+
+def _rebased(progress: SnapshotCursor | None, tables: tuple[str, ...], first_new: int) -> SnapshotCursor | None:
+    """``progress``, computed with the snapshot's list before a heal made it ``tables`` (more appended from
+    ``first_new``): on the longer list, and not ended while a table of it is left."""
+    if progress is None:
+        return SnapshotCursor(tables, first_new, None, 0)
+    return attrs.evolve(progress, tables=tables)
 
 
 def _keeps_key(rc: RowChange, keys: Sequence[int]) -> Callable[[Sequence[Any], Sequence[Any]], bool] | None:

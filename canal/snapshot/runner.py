@@ -68,6 +68,8 @@ class SnapshotRunner:
     a chunk (:class:`~canal.snapshot.reader.ChunkReader`); ``keyless`` says what to do with a table without a
     chunk key. ``watermarks`` places each read between two watermark writes (:mod:`canal.snapshot.marks`; the
     runner closes it when it ends); without it, reads are placed at MariaDB's consistent snapshot position.
+    ``stored()`` gives the stream's store's put sequence: taken when the runner ends done
+    (:attr:`stored_through`), it says where the snapshot's entries end in the store.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class SnapshotRunner:
         waiting: Callable[[], None] | None = None,
         watermarks: WatermarkWriter | None = None,
         table_schema_now: Callable[[str, str], TableSchema | None] | None = None,
+        stored: Callable[[], int] | None = None,
     ) -> None:
         if chunk_rows < 1:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
@@ -120,6 +123,10 @@ class SnapshotRunner:
         self._rows_emitted = plan.rows
         self._rows_expected = 0
         self.error: BaseException | None = None
+        self._stored = stored
+        # once the snapshot ended done: the store's put sequence then, at or after its last entry (a chunk joins the
+        # stream only once its entries are in the store), so a consumer that acked that far has every row of it
+        self.stored_through: int | None = None
         self._done = threading.Event()
         # the plan's tables grow (extend) while the thread reads them: the index of the table being read, and
         # whether the thread has taken its last table (then the runner takes no more), under one lock
@@ -254,6 +261,8 @@ class SnapshotRunner:
                 self._watermarks.close()
                 self._merge.forget_marks()
             self._finished_at = time.monotonic()
+            if self.error is None and self._stored is not None:
+                self.stored_through = self._stored()
             self._done.set()
 
     def _table(self, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:

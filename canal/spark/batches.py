@@ -13,7 +13,9 @@ sink (e.g. :class:`~canal.lake.mirror.DeltaMirror`, which skips ids it has commi
 
 * a batch of binlog entries: its id and end position are recorded before ``fn`` runs and marked done after the ack;
   the instance redelivers from its acked cursor and the first batch is cut to end exactly at the recorded position --
-  the same entries under the same id.
+  the same entries under the same id. A message the cut splits goes back to the instance, and its entries that the
+  batch held are dropped when they come again -- after a restart too: while the instance's acked cursor lies before
+  them, the journal's records say ``through`` where they end.
 * a batch that holds snapshot rows cannot come back that way: a restarted snapshot reads its chunks again, at a
   newer position. Its change rows are written to the spool next to the journal (Arrow IPC, fsynced) *before* the
   batch is acked and ``fn`` runs; after a crash the spooled batch is handed to ``fn`` again under its id, then any
@@ -35,7 +37,6 @@ from typing import Any
 
 import attrs
 
-from canal.config import SnapshotMode
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
 from canal.lake.mirror import DeltaMirror
@@ -60,23 +61,40 @@ class RunStats:
     batch_ids: list[int] = attrs.field(factory=list)
     last_file: str | None = None  # binlog file of the last entry handled
     last_next_offset: int = 0  # offset just past the last entry handled (compare with SHOW MASTER STATUS)
-    # how far the parser had read when the stream was last found drained (every entry it had handed over handled;
-    # a destination that never snapshots): past the events that make no entry after the last that did -- MariaDB's
+    # how far the parser had read when the stream was last found drained (every entry it had handed over handled,
+    # and no snapshot reading): past the events that make no entry after the last that did -- MariaDB's
     # Binlog_checkpoint, written after the first commit in a new binlog file, a filtered table's transactions, an
     # XA PREPARE
     drained_file: str | None = None
     drained_offset: int = 0
+    snapshots: int = 0  # the snapshots the instance started, as of the last batch
+    # of those, how many ended done with every row of theirs handled: the entries acked reach where the snapshot's
+    # entries end in the store (SnapshotRunner.stored_through)
+    snapshots_handled: int = 0
+    # the server_id of the server whose binlog last_file / drained_file are in (None: not known)
+    last_server_id: int | None = None
+    drained_server_id: int | None = None
 
-    def reached(self, file: str, offset: int) -> bool:
+    def reached(self, file: str, offset: int, server_id: int | None = None) -> bool:
         """Whether every event before ``file:offset`` -- a position between transactions, as ``SHOW MASTER STATUS``
-        gives -- was handled (and acked): the last entry handled ends there or after, or (a destination that never
-        snapshots) the stream was found drained with the parser's reading there or after."""
+        gives -- was handled (and acked): the last entry handled ends there or after, or the stream was found drained
+        with the parser's reading there or after; and every snapshot the instance started was handled whole (its
+        chunks join the stream at positions of their own, so a position says nothing of them). A snapshot that
+        failed or was stopped is never handled here: its rows come after the next start, which resumes it. A
+        position means something in one server's binlog only: after a switch to the standby (whose binlog numbering
+        may be far behind the old master's), give the server's ``server_id`` -- the old master's positions then count
+        for nothing."""
         from canal.position import journal_number
 
+        if self.snapshots_handled < self.snapshots:
+            return False
         target = (journal_number(file), offset)
         return any(
-            at is not None and (journal_number(at), next_offset) >= target
-            for at, next_offset in ((self.last_file, self.last_next_offset), (self.drained_file, self.drained_offset))
+            at is not None and server_id in (None, server) and (journal_number(at), next_offset) >= target
+            for at, next_offset, server in (
+                (self.last_file, self.last_next_offset, self.last_server_id),
+                (self.drained_file, self.drained_offset, self.drained_server_id),
+            )
         )
 
 
@@ -112,17 +130,21 @@ class _Puller:
         self.linger = linger
         self.clock = clock
         self.buffer: deque[list[Any]] = deque()  # [message id, remaining entries]
-        # after a spooled batch was replayed: the binlog entries up to its end came to fn already (its ack may not
-        # have happened, so the instance can deliver them again); None once the stream passed it
+        # the binlog entries up to this position id came to fn already, and the instance may deliver them again (a
+        # spooled batch replayed, whose ack may not have happened; the rest of a message a cut batch split, handed
+        # back): they are dropped when they come; None once the stream passed it
         self.drop_through: int | None = None
-        # the server whose binlog the journal's end position is in (None: a journal of the old form, or no
-        # position): an entry of another server's binlog is no entry of that batch, whatever its position id
+        # the same position while the instance has not had every message holding such an entry acked: a restart
+        # would deliver them again too, so the journal keeps it (None once acked past it)
+        self.behind: int | None = None
+        # the server whose binlog the journal's positions are in (None: a journal of the old form, or no position):
+        # an entry of another server's binlog is no entry of that batch, whatever its position id
         self.lineage: int | None = None
 
     def _beyond(self, entry: Entry, end: int) -> bool:
-        """Whether ``entry`` lies past the position id ``end`` of the batch in flight before a crash: a snapshot entry
-        (read again at a later position), an entry of another server's binlog (a failover: its position ids say
-        nothing of the other's), or one later in the same binlog."""
+        """Whether ``entry`` lies past the position id ``end`` the journal recorded: a snapshot entry (read again at a
+        later position), an entry of another server's binlog (a failover: its position ids say nothing of the
+        other's), or one later in the same binlog."""
         server = log_server_id(entry)
         other = self.lineage is not None and server is not None and server != self.lineage
         return _is_snapshot(entry) or other or position_id(entry) > end
@@ -140,6 +162,12 @@ class _Puller:
         self.buffer.append([msg.id, entries])
         return True
 
+    def redelivers(self, through: int | None) -> None:
+        """The binlog entries up to position id ``through`` came to fn already, but the instance may deliver them
+        again: drop them when they come."""
+        if through is not None:
+            self.drop_through = self.behind = through
+
     def take(self, until: int | None) -> tuple[list[Entry], list[int], bool]:
         """Entries for one batch, the message ids to ack after it (both empty when nothing arrived in time), and
         whether the batch is the one in flight before a crash, cut after ``until``.
@@ -150,6 +178,12 @@ class _Puller:
         are fetched until the one at ``until`` is there, however long the instance takes to read them again; only
         when nothing at all arrives for :data:`CUT_PATIENCE_S` (the entries no longer come: the filter changed, say)
         is the batch cut where the entries end, with a warning: it is then shorter than the one in flight.
+
+        A message the cut splits goes back to the instance (:meth:`Instance.rollback`, with every message fetched
+        after it), and the entries of it that this batch holds are dropped when the instance delivers them again: a
+        message is acked whole, so a puller that kept its rest would leave it outstanding -- unacked, and out of
+        reach of a later run on the instance, which gets only what follows it -- should the run stop before taking
+        it. The puller holds no entry between batches.
         """
         if not self.buffer and not self._fetch():
             return [], [], False
@@ -188,7 +222,10 @@ class _Puller:
             cut = next((i for i, entry in enumerate(rest) if past(entry)), len(rest))
             entries.extend(rest[:cut])
             if cut < len(rest):
-                self.buffer[0][1] = rest[cut:]
+                # the rest of this message, and the messages after it, back to the instance
+                self.instance.rollback(mid)
+                self.buffer.clear()
+                self.redelivers(until)
                 break
             ids.append(mid)
             self.buffer.popleft()
@@ -197,6 +234,8 @@ class _Puller:
     def ack(self, ids: list[int]) -> None:
         for mid in ids:
             self.instance.ack(mid)
+        if ids and self.drop_through is None:
+            self.behind = None  # the messages up to one past it are acked: a restart delivers none of them again
 
 
 class JournalError(CanalError):
@@ -212,7 +251,10 @@ class _Journal:
     pending: bool = False  # fn may not have finished with it
     end: int | None = None  # the position id of its last entry
     spooled: bool = False  # its rows are in the spool (it held snapshot rows; the instance acked it before fn)
-    server: int | None = None  # the server whose binlog ``end`` is in (None: unknown, a journal of the old form)
+    # the binlog entries up to this position id came to fn in earlier batches, but the instance, whose acked cursor
+    # lies before some of them, delivers them again (a batch cut inside a message): dropped when they come
+    through: int | None = None
+    server: int | None = None  # the server whose binlog ``end`` and ``through`` are in (None: unknown, old form)
 
 
 def _int(value: Any) -> bool:
@@ -231,21 +273,23 @@ def _read_journal(path: Path) -> _Journal:
         document = json.loads(text)
     except ValueError as exc:
         raise JournalError(f"the run_batches journal {path} is not JSON ({exc}): {text[:80]!r}") from None
-    if isinstance(document, dict):
-        if set(document) == {"done"} and _int(document["done"]):
-            return _Journal(document["done"])
-        if "pending" in document and set(document) <= {"pending", "end", "spooled", "server"}:
-            batch_id, end, spooled, server = (
+    server = document.get("server") if isinstance(document, dict) else None  # optional, null: unknown
+    if isinstance(document, dict) and _int(document.get("through", 0)) and (server is None or _int(server)):
+        through = document.get("through")  # optional
+        if set(document) <= {"done", "through", "server"} and _int(document.get("done")):
+            return _Journal(document["done"], through=through, server=server)
+        if "pending" in document and set(document) <= {"pending", "end", "spooled", "through", "server"}:
+            batch_id, end, spooled = (
                 document["pending"],
                 document.get("end", document["pending"]),
                 document.get("spooled", False),
-                document.get("server"),
             )
-            if _int(batch_id) and _int(end) and isinstance(spooled, bool) and (server is None or _int(server)):
-                return _Journal(batch_id, True, end, spooled, server)
+            if _int(batch_id) and _int(end) and isinstance(spooled, bool):
+                return _Journal(batch_id, True, end, spooled, through, server)
     raise JournalError(
         f"the run_batches journal {path} holds {text[:80]!r}; expected "
-        '{"pending": id, "end": position, "server": server_id, "spooled": bool} or {"done": id}'
+        '{"pending": id, "end": position, "spooled": bool, "through": position, "server": server_id} or '
+        '{"done": id, "through": position, "server": server_id} (spooled, through and server optional)'
     )
 
 
@@ -273,18 +317,28 @@ class _JournalFile:
             )
         return found[0]
 
-    def pending(self, batch_id: int, end: int, server: int | None, spooled_rows: Any = None) -> None:
+    def pending(
+        self, batch_id: int, end: int, server: int | None, spooled_rows: Any = None, through: int | None = None
+    ) -> None:
         """Record the batch as in flight (``end`` in the binlog of ``server``); with ``spooled_rows``, spool them
-        first (the batch is acked before fn)."""
-        if spooled_rows is None:
-            write_json_atomic(self.path, {"pending": batch_id, "end": end, "server": server})
-            return
-        self.spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, spooled_rows)
-        write_json_atomic(self.path, {"pending": batch_id, "end": end, "server": server, "spooled": True})
+        first (the batch is acked before fn). ``through``: the binlog entries up to it came to fn before this batch,
+        and a restart delivers them again."""
+        record: dict[str, Any] = {"pending": batch_id, "end": end, "server": server}
+        if spooled_rows is not None:
+            self.spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, spooled_rows)
+            record["spooled"] = True
+        write_json_atomic(self.path, _through(record, through))
 
-    def done(self, batch_id: int) -> None:
-        write_json_atomic(self.path, {"done": batch_id})
+    def done(self, batch_id: int, through: int | None = None, server: int | None = None) -> None:
+        record: dict[str, Any] = {"done": batch_id}
+        if through is not None:
+            record["server"] = server
+        write_json_atomic(self.path, _through(record, through))
         self.spool.discard(_spool_key(batch_id))
+
+
+def _through(record: dict[str, Any], through: int | None) -> dict[str, Any]:
+    return record if through is None else {**record, "through": through}
 
 
 def run_batches(
@@ -312,7 +366,8 @@ def run_batches(
     :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:
     the next ``run_batches`` with the same journal hands it to ``fn`` again. Stops after ``max_batches`` calls, when
     ``stop`` is set, when ``until(stats)`` is true (``until=lambda s: s.reached(file, offset)`` with the master's
-    position runs until everything before it was handled), or after ``idle_stop_s`` seconds without data. ``journal`` (a
+    position runs until everything before it was handled, and every row of the instance's snapshots), or after
+    ``idle_stop_s`` seconds without data; a run that stops holds back nothing it took from the instance. ``journal`` (a
     file path; the spool is the directory beside it, ``<journal>.spool``) makes the first batch after a crash
     identical to the one that was in flight (see the module docstring). Snapshot rows need it: without one they
     raise :class:`~canal.errors.SnapshotError` before ``fn`` sees them and nothing is acked, because only the journal
@@ -347,17 +402,21 @@ def run_batches(
         rows = journal_file.spooled(record.last_id)
         if rows.num_rows:
             _call(fn, spark, rows, record.last_id, stats)
-        journal_file.done(record.last_id)
-        puller.drop_through, puller.lineage = record.end, record.server
-    elif record.pending:
-        cut_at, puller.lineage = record.end, record.server
+        puller.lineage = record.server
+        puller.redelivers(record.end)  # acked before fn, unless the crash came first
+        journal_file.done(record.last_id, puller.behind, record.server)
+    else:
+        puller.lineage = record.server
+        puller.redelivers(record.through)
+        if record.pending:
+            cut_at = record.end
     if journal_file is not None:
         journal_file.spool.clear()  # a batch spooled but never recorded as pending was not acked: the instance has it
     idle_since = time.monotonic()
-    never_snapshots = instance.config.snapshot.mode is SnapshotMode.NEVER
     while True:
         if stop is not None and stop.is_set():
             break
+        _count_snapshots(instance, stats)
         if until is not None and until(stats):
             break
         if max_batches is not None and stats.batches >= max_batches:
@@ -366,14 +425,14 @@ def run_batches(
         # how far the parser had read before a take that finds nothing: every event before it made no entry or was
         # handed over -- to the store, and so to an earlier take, handled and acked before this one (the parser
         # holds back only the transaction it is reading, which starts after any position between transactions).
-        # Not for a destination that snapshots: its chunks join the stream at positions of their own, so a drained
-        # store says nothing of a chunk still to come
-        read = instance.read_position if not puller.buffer and never_snapshots and not instance.snapshots else None
+        # Not while a snapshot reads: its next chunk, on its way, joins the stream at a position of its own
+        read = None if instance.snapshot_running else instance.read_position
         entries, ack_ids, replaying = puller.take(cut_at)
         if not entries:
             puller.ack(ack_ids)  # entries dropped as already handed to fn, if any
             if not ack_ids and read is not None and read.journal_name and read.position is not None:
                 stats.drained_file, stats.drained_offset = read.journal_name, read.position
+                stats.drained_server_id = read.server_id
             stats.decode_s += time.perf_counter() - began
             if not ack_ids and idle_stop_s is not None and time.monotonic() - idle_since > idle_stop_s:
                 break
@@ -394,7 +453,8 @@ def run_batches(
         if rows.num_rows:
             if journal_file is not None:
                 # a restarted snapshot cannot deliver snapshot rows again as they are: spool them, then ack
-                journal_file.pending(batch_id, end, log_server_id(entries[-1]), rows if snapshot_rows else None)
+                server = log_server_id(entries[-1])
+                journal_file.pending(batch_id, end, server, rows if snapshot_rows else None, puller.behind)
             if snapshot_rows:
                 puller.ack(ack_ids)
                 ack_ids = []
@@ -402,11 +462,25 @@ def run_batches(
             last_id = batch_id
         puller.ack(ack_ids)
         if rows.num_rows and journal_file is not None:
-            journal_file.done(batch_id)
-        last_binlog = next((e.header for e in reversed(entries) if not _is_snapshot(e)), None)
-        if last_binlog is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
-            stats.last_file, stats.last_next_offset = last_binlog.log_file, last_binlog.next_offset
+            journal_file.done(batch_id, puller.behind, log_server_id(entries[-1]))
+        last_entry = next((e for e in reversed(entries) if not _is_snapshot(e)), None)
+        if last_entry is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
+            stats.last_file, stats.last_next_offset = last_entry.header.log_file, last_entry.header.next_offset
+            stats.last_server_id = log_server_id(last_entry)
     return stats
+
+
+def _count_snapshots(instance: Instance, stats: RunStats) -> None:
+    """The instance's snapshots, and how many ended done with every entry of theirs acked -- handled: a batch
+    holding snapshot rows is acked once spooled, before fn, but fn has returned by the time ``until`` asks."""
+    runners = instance.snapshots
+    if not runners:
+        return
+    acked = instance.store.stats().ack_sequence
+    stats.snapshots = len(runners)
+    stats.snapshots_handled = sum(
+        1 for runner in runners if runner.stored_through is not None and runner.stored_through <= acked
+    )
 
 
 def _batch(entries: list[Entry], destination: str, mirror: DeltaMirror | None) -> Any:

@@ -43,6 +43,11 @@ after_absent                   layout order (``["a","doc"]``); null when the ima
                                not exist. The key is then taken per column from the after image, else the
                                before image (a MINIMAL UPDATE that kept its key logs it in the before image only);
                                a key column neither carries is left out of ``keys``
+json_diffs         string      a partial JSON update's diffs of the JSON columns ``after_absent`` names because
+                               the server logged how the statement changed them, not their value (MySQL's
+                               ``binlog_row_value_options=PARTIAL_JSON`` where the before image does not carry
+                               the document): ``{"doc":[["REPLACE","$.age","26"]]}`` (:mod:`canal.lake.json_diffs`);
+                               null otherwise. The rows of one such event may differ in ``after_absent``
 =================  ==========  =================================================================================
 
 Besides DML and DDL rows: a DML statement logged as a statement (a session with ``binlog_format`` STATEMENT or
@@ -67,6 +72,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from canal.lake.cell_text import encode_any, encode_float, encode_str, server_text
+from canal.lake.json_diffs import diffs_json
 from canal.lake.key_identity import is_float_type
 from canal.lake.typed_batch import SEQ_BITS
 from canal.lake.typed_layout import PerTableSchema
@@ -97,6 +103,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table
     ("log_server_id", "BIGINT"),
     ("before_absent", "STRING"),
     ("after_absent", "STRING"),
+    ("json_diffs", "STRING"),
 )
 
 CHANGE_SCHEMA_DDL = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
@@ -135,7 +142,7 @@ def arrow_schema() -> Any:
     return pa.schema([pa.field(name, arrow_types[sql_type]) for name, sql_type in _COLUMNS])
 
 
-LATER_COLUMNS: Final = ("log_server_id", "before_absent", "after_absent")
+LATER_COLUMNS: Final = ("log_server_id", "before_absent", "after_absent", "json_diffs")
 """Change-row columns added since spool files were first written (:func:`conform` adds them to older rows)."""
 
 
@@ -463,6 +470,7 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
     old_keys: list[str | None] = []
     before: list[str | None] = []
     after: list[str | None] = []
+    diffed: list[tuple[int, str | None, str | None]] = []  # (row, after_absent, json_diffs) of partial JSON updates
     for entry in entries:
         rc = entry.row_change
         h = entry.header
@@ -497,13 +505,24 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             keys.extend(a if a is not None else b for a, b in zip(after_keys, before_keys, strict=True))
             old_keys.extend(None if a is None or b == a else b for a, b in zip(after_keys, before_keys, strict=True))
             before.extend(map(codec.image_encoder(absent_before), befores))
-            after.extend(map(codec.image_encoder(absent_after), afters))
+            shapes = rows.absent_of("after")
+            if shapes is not None:  # a partial JSON update: its rows' after images differ in the columns they carry
+                assert rows.diffs is not None
+                start = len(after)
+                after.extend(codec.image_encoder(shape)(image) for shape, image in zip(shapes, afters, strict=True))
+                diffed.extend(
+                    (start + n, codec.absent_json(shape), diffs_json(rows.table, diffs))
+                    for n, (shape, diffs) in enumerate(zip(shapes, rows.diffs, strict=True))
+                )
+                e_aabs.append(None)  # each row's, above
+            else:
+                after.extend(map(codec.image_encoder(absent_after), afters))
+                e_aabs.append(codec.absent_json(absent_after))
             e_schema.append(h.schema)
             e_ddl.append(False)
             e_sql.append(None)
             e_cols.append(codec.columns_json)
             e_babs.append(codec.absent_json(absent_before))
-            e_aabs.append(codec.absent_json(absent_after))
             counts.append(len(rc.rows))
         elif rc.sql and not rc.rows:  # a statement inside a transaction (statement-format DML, ...)
             _statement_row(per_entry, counts, (keys, old_keys, before, after), entry, rc.event_type.name, False)
@@ -541,6 +560,14 @@ def entries_to_batch(entries: Iterable[Entry], destination: str, batch: int, fir
             pa.array(values, pa.int64()).cast(field.type) if name == "execute_time" else pa.array(values, field.type)
         )
         arrays[name] = column.take(spread)
+    arrays["json_diffs"] = pa.nulls(n_rows, pa.string())
+    if diffed:
+        after_absent = arrays["after_absent"].to_pylist()
+        json_diffs: list[str | None] = [None] * n_rows
+        for row, absent, diffs in diffed:
+            after_absent[row], json_diffs[row] = absent, diffs
+        arrays["after_absent"] = pa.array(after_absent, pa.string())
+        arrays["json_diffs"] = pa.array(json_diffs, pa.string())
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
 
 

@@ -513,6 +513,7 @@ def _snapshot_rows(
         "log_server_id": same(position.server_id, pa.int64()),
         "before_absent": pa.nulls(n, pa.string()),  # a snapshot's rows are whole
         "after_absent": pa.nulls(n, pa.string()),
+        "json_diffs": pa.nulls(n, pa.string()),
     }
     schema = arrow_schema()
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)

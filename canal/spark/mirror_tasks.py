@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from canal.gtid import GtidSet
 from canal.lake import fs, names
 from canal.lake.admit import admit, check_interrupted
 from canal.lake.applied import (
@@ -66,6 +67,8 @@ from canal.lake.applied import (
     with_pending,
     write_applied,
 )
+from canal.lake.forks import find_fork, fork_error
+from canal.lake.forks import parse as parse_origins
 from canal.lake.journal import StepJournal
 from canal.lake.lineage import (
     FINGERPRINT_FIELDS,
@@ -455,6 +458,9 @@ def _shape(changes: Any, recorded: Applied | None) -> Any:
         other = server.isNotNull() & (server != F.lit(recorded.server_id)) & (F.col("type") != F.lit("SNAPSHOT"))
         unprovable = other & (gtid.isNull() if recorded.gtids else F.lit(True))
         measures.append(F.min(F.when(unprovable, ordered)).alias("unprovable"))
+        if recorded.origins:  # MariaDB: the other servers' transactions, to tell a fork from a replay
+            candidate = F.when(other & gtid.isNotNull(), F.struct(gtid.alias("gtid"), server.alias("server")))
+            measures.append(F.collect_set(candidate).alias("others"))
     return changes.agg(*measures).first()
 
 
@@ -469,6 +475,14 @@ def _admit_shape(mirror: DeltaMirror, shape: Any, recorded: Applied | None, batc
             recorded, found["log_server_id"], found["log_file"], found["log_offset"], found["gtid"], root=root,
             app_id=app_id,
         )  # fmt: skip
+    others = shape.asDict().get("others")
+    if others and recorded is not None and recorded.gtids:
+        held = GtidSet(recorded.gtids)
+        found_in = {row["gtid"]: row["server"] for row in others}
+        applied_ids = [g for g in found_in if g != recorded.open_gtid and held.contains(g)]
+        forked = find_fork(parse_origins(recorded.origins), applied_ids) if held.is_mariadb else None
+        if forked is not None:
+            raise fork_error(recorded, found_in[forked], forked, root=root, app_id=app_id)
     mirror.check_owners([(pair["schema"], pair["table"]) for pair in shape["tables"] if pair["table"]])
 
     def ends(row: Any) -> list[Any] | None:

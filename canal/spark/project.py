@@ -37,8 +37,14 @@ def project(df: Any, table_schema_or_ddl: Layout, table: str | None = None, *, i
     A partial row image (``binlog_row_image`` MINIMAL / NOBLOB) does not carry every column: an UPDATE's column its
     after image lacks was not written, so it is taken from the before image where that carries it (the key a MINIMAL
     image logs there); a column neither image carries is NULL in its typed column and named in ``absent`` (an array
-    of column names, empty for a whole change) -- a NULL there is no value of the row.
+    of column names, empty for a whole change) -- a NULL there is no value of the row. So is a JSON column a partial
+    JSON update changed by a diff (``json_diffs``, MySQL's ``binlog_row_value_options=PARTIAL_JSON``).
     """
+    return _project(df, table_schema_or_ddl, table, images=images, diffed=False)
+
+
+def _project(df: Any, table_schema_or_ddl: Layout, table: str | None, *, images: str, diffed: bool) -> Any:
+    """:func:`project`; with ``diffed``, a column ``diffed`` too: the columns the change's JSON diffs changed."""
     from pyspark.sql import functions as F
 
     schema_name, table_name, columns = _layout(table_schema_or_ddl, table)
@@ -58,6 +64,8 @@ def project(df: Any, table_schema_or_ddl: Layout, table: str | None = None, *, i
             )
         ).alias("absent")
     )
+    if diffed:
+        selected.append(_diffed(df))
     selected += [
         F.when(a, cell(F.col("after"), name, mysql_type)).otherwise(cell(F.col("before"), name, mysql_type)).alias(name)
         for (name, mysql_type), a in zip(columns, in_after, strict=True)
@@ -76,7 +84,9 @@ def current_rows(
     :class:`~canal.lake.mirror.DeltaMirror` keeps a mirror incrementally instead. The change log must start with the
     table empty or with a snapshot of it: a row a column of which no change carries (an INSERT under MINIMAL that left
     a column to its default, or an UPDATE of a row the log never saw whole) fails the query with an error naming the
-    table and the column, never a NULL in its place."""
+    table and the column, never a NULL in its place. So does a row whose JSON column a partial JSON update changed by a
+    diff after the last change that carries its document (``json_diffs``; the mirror applies such diffs, this query
+    does not), never the document before the diff."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -85,8 +95,9 @@ def current_rows(
     missing = [k for k in keys if k not in names]
     if not keys or missing:
         raise ValueError(f"keys must name columns of the table: {', '.join(missing) or 'none given'}")
-    changes = project(df, columns, f"{schema_name}.{table_name}" if schema_name else table_name, images=images).select(
-        "seq", (F.col("op") == "DELETE").alias("gone"), "absent", *names
+    where = f"{schema_name}.{table_name}" if schema_name else table_name
+    changes = _project(df, columns, where, images=images, diffed=True).select(
+        "seq", (F.col("op") == "DELETE").alias("gone"), "absent", "diffed", *names
     )
     # an UPDATE that changed the key also removes the row under its old key, at the same point of the stream
     _carried, cell = _cells(images)
@@ -94,6 +105,7 @@ def current_rows(
         F.col("seq"),
         F.lit(True).alias("gone"),
         F.array(*[F.lit(name) for name in names if name not in keys]).alias("absent"),
+        F.array().cast("array<string>").alias("diffed"),
         *[
             (
                 cell(F.col("old_keys"), name, mysql_type)
@@ -115,17 +127,28 @@ def current_rows(
         if name in keys:
             continue
         carries = ~F.array_contains(F.col("absent"), name)
+        touches = carries | F.array_contains(F.col("diffed"), name)
         values.append(F.max_by(F.col(name), F.when(carries, F.col("seq"))).alias(name))
-        values.append(F.max(carries.cast("int")).alias(f"{_HAS}{name}"))
+        values.append(F.max(F.when(carries, F.col("seq"))).alias(f"{_CARRIED}{name}"))
+        values.append(F.max(F.when(touches, F.col("seq"))).alias(f"{_TOUCHED}{name}"))
     rows = live.groupBy(*keys).agg(*values)
-    where = f"{schema_name}.{table_name}" if schema_name else table_name
+
+    def stop(message: str, mysql_type: str) -> Any:
+        return F.raise_error(F.lit(f"{where}: {message}")).cast(spark_type_sql(mysql_type))
+
     checked = [
         F.col(name)
         if name in keys
-        else F.when(F.col(f"{_HAS}{name}") == 1, F.col(name))
+        else F.when(F.col(f"{_CARRIED}{name}") == F.col(f"{_TOUCHED}{name}"), F.col(name))
+        .when(
+            F.col(f"{_CARRIED}{name}").isNull() & F.col(f"{_TOUCHED}{name}").isNull(),
+            stop(f"no change carries column {name} of a row (a partial row image)", mysql_type),
+        )
         .otherwise(
-            F.raise_error(F.lit(f"{where}: no change carries column {name} of a row (a partial row image)")).cast(
-                spark_type_sql(mysql_type)
+            stop(
+                f"a partial JSON update changed column {name} of a row by a diff after the last change that carries "
+                "its document (json_diffs): current_rows does not apply diffs; read the mirror (DeltaMirror)",
+                mysql_type,
             )
         )
         .alias(name)
@@ -134,7 +157,21 @@ def current_rows(
     return rows.select(*checked)
 
 
-_HAS = "__pycanal_has_"  # a column of current_rows' aggregate: whether a change carries the column named after it
+# columns of current_rows' aggregate: the last change that carries the column named after it, and the last that
+# carries or changes it (a partial JSON update's diff)
+_CARRIED = "__pycanal_carried_"
+_TOUCHED = "__pycanal_touched_"
+
+
+def _diffed(df: Any) -> Any:
+    """The names of the columns each change row's JSON diffs changed (``json_diffs``; none where the rows have no
+    such column, of an older pycanal), as an array column ``diffed``."""
+    from pyspark.sql import functions as F
+
+    if "json_diffs" not in df.columns:
+        return F.array().cast("array<string>").alias("diffed")
+    diffs = F.from_json(F.col("json_diffs"), "MAP<STRING,ARRAY<ARRAY<STRING>>>")
+    return F.coalesce(F.map_keys(diffs), F.array().cast("array<string>")).alias("diffed")
 
 
 def _layout(table_schema_or_ddl: Layout, table: str | None) -> tuple[str | None, str, list[tuple[str, str]]]:

@@ -22,11 +22,14 @@ readable: they hold a name. ``spark.redaction.regex`` is the cluster's and canno
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from canal.secrets import NAMED_FORMS, SECRET_KEY_PATTERN
 
 __all__ = ["OPTIONS_PATTERN", "OPTIONS_REDACTION", "STRING_PATTERN", "STRING_REDACTION", "redact_source_secrets"]
+
+_LOG = logging.getLogger(__name__)
 
 OPTIONS_REDACTION: Final = "spark.sql.redaction.options.regex"
 STRING_REDACTION: Final = "spark.sql.redaction.string.regex"
@@ -74,7 +77,27 @@ def _extended(existing: str | None, ours: str) -> str:
 def redact_source_secrets(spark: Any) -> None:
     """Extend ``spark``'s session patterns so that Spark redacts the source's secret options wherever it writes a
     plan: :data:`OPTIONS_PATTERN` joins ``spark.sql.redaction.options.regex``, :data:`STRING_PATTERN` joins
-    ``spark.sql.redaction.string.regex`` (or, unset, the cluster's ``spark.redaction.string.regex``). Idempotent."""
-    spark.conf.set(OPTIONS_REDACTION, _extended(_current(spark, OPTIONS_REDACTION), OPTIONS_PATTERN))
-    string = _current(spark, STRING_REDACTION) or _current(spark, _STRING_FALLBACK)
-    spark.conf.set(STRING_REDACTION, _extended(string, STRING_PATTERN))
+    ``spark.sql.redaction.string.regex`` (or, unset, the cluster's ``spark.redaction.string.regex``). Idempotent.
+
+    A Spark Declarative Pipeline refuses changes to its session (``SESSION_MUTATION_IN_DECLARATIVE_PIPELINE``): there
+    the patterns belong in the pipeline spec's ``configuration``, and a warning says so, naming both settings and
+    what to give them -- the options stay as they are (a pipeline's source options can name their secrets instead:
+    ``master.password.env``, ``master.password.file``)."""
+    from pyspark.errors import PySparkException
+
+    try:
+        spark.conf.set(OPTIONS_REDACTION, _extended(_current(spark, OPTIONS_REDACTION), OPTIONS_PATTERN))
+        string = _current(spark, STRING_REDACTION) or _current(spark, _STRING_FALLBACK)
+        spark.conf.set(STRING_REDACTION, _extended(string, STRING_PATTERN))
+    except PySparkException as exc:
+        if "SESSION_MUTATION_IN_DECLARATIVE_PIPELINE" not in str(exc.getCondition() or exc):
+            raise
+        _LOG.warning(
+            "a declarative pipeline's session cannot be changed, so the canal source's secret options are not "
+            "redacted by it: give them by name (master.password.env / .file), or set in the pipeline spec's "
+            "configuration %s to %r and %s to %r",
+            OPTIONS_REDACTION,
+            OPTIONS_PATTERN,
+            STRING_REDACTION,
+            STRING_PATTERN,
+        )

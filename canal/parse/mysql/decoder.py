@@ -58,7 +58,7 @@ import attrs
 from canal.errors import SchemaError
 from canal.parse.mysql.compression import mariadb_column_value
 from canal.parse.mysql.geometry import GEOMETRY_TYPE_NAMES
-from canal.parse.mysql.json_binary import apply_json_diff, read_mysql_json
+from canal.parse.mysql.json_binary import apply_json_diff, read_json_diffs, read_mysql_json
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
 from canal.protocol import ABSENT, ColumnarRows, ColumnForm, ColumnMeta, Rows, TableSchema
@@ -915,19 +915,22 @@ class _CodeGen:
 
     def _partial_json(self, c: BinlogColumn, var: str, partial: _PartialImage) -> list[str]:
         """A JSON column of a partial update's after image: the full document, or (its partial bit set) a diff of
-        the before image's document (MySQL's ``Json_diff_vector``: a 4-byte length, then the diffs)."""
+        the document (MySQL's ``Json_diff_vector``: a 4-byte length, then the diffs) -- applied to the before
+        image's document where that carries it (``binlog_row_image=FULL``); else (MINIMAL, NOBLOB) the cell is
+        ``ABSENT`` and the row's diffs (``dd``, by column index) hold the column's."""
         saved, self._partial = self._partial, None
         try:
             full = self.column(c, var)
         finally:
             self._partial = saved
         bit = 1 << partial.json_ordinal[c.index]
+        diff = ["n = _from_bytes(b[p:p + 4], 'little'); p += 4"]
         if c.index in partial.before_present:
             f = self.const(apply_json_diff, "F")
-            diff = ["n = _from_bytes(b[p:p + 4], 'little'); p += 4", f"{var} = {f}(v{c.index}, b[p:p + n]); p += n"]
+            diff.append(f"{var} = {f}(v{c.index}, b[p:p + n]); p += n")
         else:
-            why = self.const(f"partial JSON update of column {c.index} without it in the before image", "K")
-            diff = [f"raise ValueError({why})"]
+            f = self.const(read_json_diffs, "F")
+            diff += [f"{var} = ABSENT", "if dd is None: dd = {}", f"dd[{c.index}] = {f}(b[p:p + n]); p += n"]
         return [f"if pbits & {bit}:", *("    " + ln for ln in diff), "else:", *("    " + ln for ln in full)]
 
     def post(self, c: BinlogColumn, var: str) -> list[str]:
@@ -1021,6 +1024,8 @@ class _CodeGen:
         src = ["def decode(b, p, end):", "    out = []", "    append = out.append"]
         if kind in "up":
             src += ["    out2 = []", "    append2 = out2.append"]
+        if kind == "p":  # each row's JSON diffs the after image does not apply (ABSENT cells), or None
+            src += ["    out3 = []", "    append3 = out3.append"]
         src.append("    while p < end:")
         img, tup = self.image(present, "")
         src += ["        " + ln for ln in img]
@@ -1030,13 +1035,18 @@ class _CodeGen:
                 json_cols = [c.index for c in self.cols if c.type == T_JSON]
                 self._partial = _PartialImage({i: n for n, i in enumerate(json_cols)}, frozenset(present))
                 src += ["        " + ln for ln in self._value_options((len(json_cols) + 7) // 8)]
+                src.append("        dd = None")
             try:
                 img2, tup2 = self.image(present2, "_a")
             finally:
                 self._partial = None
             src += ["        " + ln for ln in img2]
             src += [f"        append({tup})", f"        append2({tup2})"]
-            result = "Rows(T, out, out2)"
+            if kind == "p":
+                src.append("        append3(dd)")
+                result = "Rows(T, out, out2, out3 if any(out3) else None)"
+            else:
+                result = "Rows(T, out, out2)"
         else:
             src.append(f"        append({tup})")
             result = "Rows(T, None, out)" if kind == "w" else "Rows(T, out, None)"

@@ -16,21 +16,20 @@ is limited by the document's size (a document whose entries point at one shared 
 malformed document raises ``ValueError``; the binlog parser turns it into a :class:`~canal.errors.ParseError` naming
 the event.
 
-A partial update (:func:`apply_json_diff`) is MySQL's ``Json_diff_vector``: a list of (operation, path, value)
-applied to the before image as MySQL's ``apply_json_diffs`` does, so the after image is the whole document.
+A partial update's diffs of a column (:func:`read_json_diffs`) are MySQL's ``Json_diff_vector``: a list of
+(operation, path, value), which :func:`apply_json_diff` applies to the before image's document as MySQL's
+``apply_json_diffs`` does (:mod:`canal.mysql_json`), so the after image is the whole document.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
-import json
 import struct
 from typing import Any
 
+from canal.mysql_json import JsonDiff, JsonDiffOperation, JsonOpaque, apply_json_diffs, parse_json_path
 from canal.parse.mysql.packed_decimal import check_decimal_shape, decimal_size, make_decimal_reader
 from canal.parse.mysql.packets import read_lenenc
-from canal.protocol import JsonOpaque
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY = 0, 1, 2, 3
 LITERAL, INT16, UINT16, INT32, UINT32, INT64, UINT64, DOUBLE, STRING, OPAQUE = 4, 5, 6, 7, 8, 9, 10, 11, 12, 15
@@ -201,166 +200,42 @@ def _packed_temporal(field_type: int, v: int) -> Any:
 
 # --- partial updates --------------------------------------------------------------------------------------------
 
-REPLACE, INSERT, REMOVE = 0, 1, 2
-_OPERATIONS = {REPLACE: "REPLACE", INSERT: "INSERT", REMOVE: "REMOVE"}
+_OPERATIONS = {op.value: op for op in JsonDiffOperation}
 
 
-class _Last:
-    """An array leg counted from the end: ``[last]`` (offset 0) or ``[last-N]``."""
-
-    __slots__ = ("offset",)
-
-    def __init__(self, offset: int) -> None:
-        self.offset = offset
-
-
-Leg = str | int | _Last
-
-
-def apply_json_diff(before: Any, raw: bytes) -> Any:
-    """The document ``before`` with the diffs of one partial update (``raw``: the diff vector without its length)
-    applied; ``before`` is not changed. A diff that does not apply raises ``ValueError``: MySQL only logs diffs
-    that applied to this very before image, so the before image or the diff is corrupt."""
-    if before is None:
-        raise ValueError("partial JSON update of a NULL document")
-    doc = copy.deepcopy(before)
+def read_json_diffs(raw: bytes) -> tuple[JsonDiff, ...]:
+    """The diffs of one JSON column of a partial update (``raw``: MySQL's ``Json_diff_vector`` without its length):
+    per diff the operation byte, the path (length-encoded text) and, but for REMOVE, the value (length-encoded
+    binary JSON). ``ValueError`` for bytes that are not that, or a path no diff may have."""
+    out = []
     p, end = 0, len(raw)
     while p < end:
-        op = raw[p]
-        if op not in _OPERATIONS:
-            raise ValueError(f"unknown JSON diff operation {op}")
+        op = _OPERATIONS.get(raw[p])
+        if op is None:
+            raise ValueError(f"unknown JSON diff operation {raw[p]}")
         n, p = read_lenenc(raw, p + 1)
         if p + n > end:
             raise ValueError("JSON diff path runs past the diff")
-        text = raw[p : p + n].decode("utf-8")
-        legs = parse_json_path(text)
+        path = raw[p : p + n].decode("utf-8")
+        if not parse_json_path(path):
+            raise ValueError(f"JSON diff {op.name} of the whole document ({path!r})")
         p += n
         value = None
-        if op != REMOVE:
+        if op is not JsonDiffOperation.REMOVE:
             n, p = read_lenenc(raw, p)
             if p + n > end:
                 raise ValueError("JSON diff value runs past the diff")
             value = read_mysql_json(raw[p : p + n])
             p += n
-        if not legs:
-            raise ValueError(f"JSON diff {_OPERATIONS[op]} of the whole document ({text!r})")
-        doc = _apply(doc, op, legs, value, text)
+        out.append(JsonDiff(op, path, value))
     if p != end:
         raise ValueError("JSON diff overruns its length")
-    return doc
+    return tuple(out)
 
 
-def _index(leg: int | _Last, size: int) -> int:
-    # MySQL's Json_array_index: from the start, clamped to the size; from the end, 0 when before the first
-    if isinstance(leg, _Last):
-        return size - leg.offset - 1 if leg.offset < size else 0
-    return min(leg, size)
-
-
-def _seek(doc: Any, legs: list[Leg]) -> Any:
-    node = doc
-    for leg in legs:
-        if isinstance(node, list) and not isinstance(leg, str):
-            i = _index(leg, len(node))
-            if i >= len(node):
-                return _MISSING
-            node = node[i]
-        elif isinstance(node, dict) and isinstance(leg, str):
-            if leg not in node:
-                return _MISSING
-            node = node[leg]
-        else:
-            return _MISSING
-    return node
-
-
-_MISSING = object()
-
-
-def _apply(doc: Any, op: int, legs: list[Leg], value: Any, text: str) -> Any:
-    parent = _seek(doc, legs[:-1])
-    last = legs[-1]
-    ok = False
-    if isinstance(parent, dict) and isinstance(last, str):
-        if (op == REPLACE) == (last in parent) and op != REMOVE:  # REPLACE an existing member, INSERT a new one
-            parent[last] = value
-            ok = True
-        elif op == REMOVE and last in parent:
-            del parent[last]
-            ok = True
-    elif isinstance(parent, list) and not isinstance(last, str):
-        i = _index(last, len(parent))
-        if op == INSERT:
-            parent.insert(i, value)
-            ok = True
-        elif i < len(parent):
-            if op == REPLACE:
-                parent[i] = value
-            else:
-                del parent[i]
-            ok = True
-    if not ok:
-        raise ValueError(f"JSON diff {_OPERATIONS[op]} {text!r} does not apply to the before image")
-    return doc
-
-
-def parse_json_path(text: str) -> list[Leg]:
-    """The legs of a MySQL JSON path without wildcards (``$.a."b c"[3][last-1]``): member names and array cells."""
-    s = text.strip()
-    if not s.startswith("$"):
-        raise ValueError(f"JSON path {text!r} does not start with $")
-    legs: list[Leg] = []
-    i, n = 1, len(s)
-    while i < n:
-        ch = s[i]
-        if ch.isspace():
-            i += 1
-        elif ch == ".":
-            i += 1
-            while i < n and s[i].isspace():
-                i += 1
-            if i < n and s[i] == '"':
-                name, i = _quoted(s, i, text)
-            else:
-                j = i
-                while j < n and s[j] not in '.[" \t\r\n*':
-                    j += 1
-                if j == i:
-                    raise ValueError(f"JSON path {text!r} has an empty or wildcard member at {i}")
-                name, i = s[i:j], j
-            legs.append(name)
-        elif ch == "[":
-            j = s.find("]", i)
-            if j < 0:
-                raise ValueError(f"JSON path {text!r} has an unclosed [")
-            legs.append(_array_leg(s[i + 1 : j].strip(), text))
-            i = j + 1
-        else:
-            raise ValueError(f"JSON path {text!r}: unexpected {ch!r} at {i}")
-    return legs
-
-
-def _quoted(s: str, i: int, text: str) -> tuple[str, int]:
-    j = i + 1
-    while j < len(s):
-        if s[j] == "\\":
-            j += 2
-            continue
-        if s[j] == '"':
-            name = json.loads(s[i : j + 1])
-            assert isinstance(name, str)
-            return name, j + 1
-        j += 1
-    raise ValueError(f"JSON path {text!r} has an unclosed quoted member")
-
-
-def _array_leg(inner: str, text: str) -> int | _Last:
-    if inner.isdigit():
-        return int(inner)
-    if inner.startswith("last"):
-        rest = inner[4:].replace(" ", "")
-        if not rest:
-            return _Last(0)
-        if rest.startswith("-") and rest[1:].isdigit():
-            return _Last(int(rest[1:]))
-    raise ValueError(f"JSON path {text!r} has an unsupported array leg [{inner}]")
+def apply_json_diff(before: Any, raw: bytes) -> Any:
+    """The document ``before`` with the diffs of one partial update (``raw``: the diff vector without its length)
+    applied (:func:`canal.mysql_json.apply_json_diffs`); ``before`` is not changed. A diff that does not apply
+    raises ``ValueError``: MySQL only logs diffs that applied to this very before image, so the before image or the
+    diff is corrupt."""
+    return apply_json_diffs(before, read_json_diffs(raw))
