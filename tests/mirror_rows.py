@@ -1,5 +1,6 @@
 """Change rows for mirror tests, built by hand in the columns :class:`canal.spark.DeltaMirror` reads: DML rows of
-tables ``(id INT key, v VARCHAR(20))`` and DDL rows, numbered by ``seq`` in the order given."""
+tables ``(id INT key, v VARCHAR(20))`` and DDL rows (with the props the capture gives them), numbered by ``seq`` in
+the order given."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ SCHEMA = pa.schema(
         ("old_keys", pa.string()),
         ("after", pa.string()),
         ("columns", pa.string()),
+        ("props", pa.string()),
     ]
 )
 LAYOUT = json.dumps([["id", "int(11)", True], ["v", "varchar(20)", False]])
@@ -55,8 +57,11 @@ def delete(table: str, key: int, schema: str = "s") -> dict[str, Any]:
     }
 
 
-def ddl(table: str, kind: str, sql: str, schema: str = "s") -> dict[str, Any]:
+def ddl(table: str, kind: str, sql: str, schema: str = "s", props: dict[str, str] | None = None) -> dict[str, Any]:
+    """A DDL row; ``props`` what the capture tells of it (a retyping ALTER's types before and after it:
+    ``RETYPED_FROM`` / ``RETYPED_TO``)."""
     return {
+        "props": None if props is None else json.dumps(props),
         "schema": schema,
         "table": table,
         "type": kind,

@@ -1,8 +1,9 @@
 """Randomized differential test of the mirror's foreign-key actions (hypothesis, real MariaDB): random inserts,
 deletes and key updates on a parent ``p``, a child ``c`` (ON DELETE CASCADE / ON UPDATE CASCADE to ``p.id``,
 ON DELETE SET NULL / ON UPDATE SET NULL to the unique ``p.u``), a grandchild ``g`` (ON DELETE CASCADE / ON UPDATE
-CASCADE to ``c.id``) and a tree ``t`` referencing itself (ON DELETE CASCADE), some inside transactions, mirrored by
-``DeltaMirror`` in runs of random batch sizes, a new mirror object each run. Every table must equal ``SELECT *``
+CASCADE to ``c.id``) and a tree ``t`` referencing itself (ON DELETE CASCADE), some inside transactions, binlog
+rotations (``FLUSH BINARY LOGS`` from another session, a transaction open or not), mirrored by ``DeltaMirror`` in runs
+of random batch sizes, a new mirror object each run. Every table must equal ``SELECT *``
 after every run.
 
 CI runs a few examples (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here); a longer run sets it higher.
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.integration
 EXAMPLES = max(2, FUZZ_EXAMPLES // 4)
 TABLES = ("p", "c", "g", "t")
 OPS = ["ins_p", "ins_c", "ins_g", "ins_t", "del_p", "del_c", "del_t", "upd_p_id", "upd_p_u", "upd_c_id", "txn", "run"]
+OPS.append("rotate")  # FLUSH BINARY LOGS from another session: between transactions, or while one is open
 
 
 def test_mirror_follows_random_foreign_key_actions(
@@ -118,6 +120,9 @@ def _play(
         elif kind == "txn":
             run("COMMIT" if in_txn else "START TRANSACTION")
             in_txn = not in_txn
+        elif kind == "rotate":
+            sql.append("FLUSH BINARY LOGS  -- another session")
+            mariadb.execute("FLUSH BINARY LOGS")
         elif kind == "run" and not in_txn:
             _mirror_and_compare(mariadb, conn, db, tmp, config, sql, rng)
     if in_txn:

@@ -1,8 +1,9 @@
 """Randomized differential test of the mirror and transactions as the server commits them (hypothesis, real MariaDB):
-random DML on a table, XA transactions (committed later, rolled back, one phase; each prepared in a session of its
-own, its outcome after any number of other operations), narrowing MODIFYs under a lax ``sql_mode``, DML a session
-logs as statements, deletes that cascade through foreign keys -- mirrored by ``DeltaMirror`` (each of its modes)
-through ``run_batches`` in runs of random batch sizes, a new mirror object each run (held XA rows live on disk).
+random DML on a table, XA transactions (committed later, rolled back, one phase; each prepared in a session of its own,
+its outcome after any number of other operations) on it and on a table the capture leaves out, narrowing MODIFYs under a
+lax ``sql_mode``, DML a session logs as statements, deletes that cascade through foreign keys, binlog rotations (an XA
+transaction's PREPARE and its COMMIT may lie on either side) -- mirrored by ``DeltaMirror`` (each of its modes) through
+``run_batches`` in runs of random batch sizes, a new mirror object each run (held XA rows live on disk).
 
 Where the workload holds a statement-logged DML, the capture must stop with the typed error
 (``UnmodeledStatementError``, the cause of the ``NotRunningError`` the run ends with); otherwise (cascading deletes
@@ -39,6 +40,7 @@ EXAMPLES = max(2, FUZZ_EXAMPLES // 4)
 
 OPS = ["ins", "ins", "upd", "del", "xa_commit", "xa_rollback", "xa_one_phase", "outcome", "narrow", "run"]
 OPS.append("cascade")  # the mirror follows a cascading delete (canal.lake.cascade)
+OPS += ["rotate", "outside_commit", "outside_rollback", "outside_one_phase"]  # FLUSH BINARY LOGS; XA on `outside`
 RARE = ["statement"]  # ops after which the mirror must stop
 
 
@@ -83,15 +85,23 @@ class _Workload:
         self.ids: list[int] = []
         self.next_id = 1
         self.xids = 0
+        self.outside_rows = 0
         self.v_type, self.s_len = "INT", 12
         self.stop: type[CanalError] | None = None  # the error the mirror must stop with, once the op ran
         # heal="stop": a statement-format UPDATE stops typed here (heals are tested in test_fail_closed_mariadb.py)
         self.config = capture_config(
-            mariadb, tmp / "meta", master_position(self.conn), "txfuzz", schema=db, heal="stop"
+            mariadb,
+            tmp / "meta",
+            master_position(self.conn),
+            "txfuzz",
+            schema=db,
+            black_regex=rf"{db}\.outside",
+            heal="stop",
         )
         self.run(self.conn, "SET SESSION sql_mode = ''")
         self.run(self.conn, f"CREATE TABLE `{db}`.p (id INT PRIMARY KEY)")
         self.run(self.conn, f"CREATE TABLE `{db}`.mark (id INT AUTO_INCREMENT PRIMARY KEY)")
+        self.run(self.conn, f"CREATE TABLE `{db}`.outside (id INT PRIMARY KEY, v INT)")  # the capture leaves it out
         self.run(self.conn, f"INSERT INTO `{db}`.p VALUES (1), (2)")
         self.run(
             self.conn,
@@ -122,7 +132,9 @@ class _Workload:
         else:
             self.run(session, f"DELETE FROM `{db}`.t WHERE id = {self.ids.pop(x % len(self.ids))}")
 
-    def xa(self, x: int, outcome: str) -> None:
+    def xa(self, x: int, outcome: str, table: str = "t") -> None:
+        """An XA transaction of its own session on ``table``: ``t``, or ``outside``, which the capture leaves out
+        (its XA COMMIT must neither pass the filter nor stop the mirror)."""
         session = self.mariadb.connect(autocommit=True)
         self.sessions.append(session)
         self.run(session, "SET SESSION sql_mode = ''")
@@ -131,7 +143,11 @@ class _Workload:
         held: list[int] = []  # rows no other session touches until the outcome (the transaction holds their locks)
         self.run(session, f"XA START '{xid}'")
         for i in range(1 + x % 3):
-            self.run(session, f"INSERT INTO `{self.db}`.t VALUES {self.row(x + i, held)}")
+            if table == "t":
+                self.run(session, f"INSERT INTO `{self.db}`.t VALUES {self.row(x + i, held)}")
+            else:
+                self.outside_rows += 1
+                self.run(session, f"INSERT INTO `{self.db}`.outside VALUES ({self.outside_rows}, {x})")
         self.run(session, f"XA END '{xid}'")
         if outcome == "one_phase":
             self.run(session, f"XA COMMIT '{xid}' ONE PHASE")
@@ -154,6 +170,10 @@ class _Workload:
                 self.dml(self.conn, kind, x)
             elif kind.startswith("xa_"):
                 self.xa(x, kind[3:])
+            elif kind.startswith("outside_"):
+                self.xa(x, kind[8:], "outside")
+            elif kind == "rotate":  # a prepared XA transaction may lie across it
+                self.run(self.conn, "FLUSH BINARY LOGS")
             elif kind == "outcome" and self.prepared:
                 self.commit(x % len(self.prepared))
             elif kind == "narrow":

@@ -1,11 +1,12 @@
 """Randomized differential test of names and the DDL forms that name several tables (hypothesis, a real MariaDB):
-databases, tables and columns named from a pool holding dots, slashes, ``..``, backticks, quotes, spaces, ``%``,
-``#``, non-ASCII letters and differing case; random CREATE, CREATE OR REPLACE (plain and LIKE), multi-table DROP,
-multi-pair RENAME (across databases), INSERT, UPDATE and DELETE, caught up into a ``DeltaMirror`` (a random mode)
-through ``run_batches`` at random points. At the end every table of the server equals its mirror (``SELECT *``),
-``table_names()`` lists exactly the server's tables, as it spells them, and nothing was written outside the root.
-It runs twice: on the session's server, and on a private one with ``lower_case_table_names=1``, where the statements
-keep the pool's mixed case and the server folds them (its rows events name tables in lower case, its DDL as typed).
+databases, tables and columns named from a pool holding dots, slashes, ``..``, backticks, quotes, spaces, ``%``, ``#``,
+non-ASCII letters and differing case; random CREATE, CREATE OR REPLACE (plain and LIKE), multi-table DROP, multi-pair
+RENAME (across databases), INSERT, UPDATE and DELETE, binlog rotations (``FLUSH BINARY LOGS``), caught up into a
+``DeltaMirror`` (a random mode) through ``run_batches`` at random points. At the end every table of the server equals
+its mirror (``SELECT *``), ``table_names()`` lists exactly the server's tables, as it spells them, and nothing was
+written outside the root. It runs twice: on the session's server, and on a private one with
+``lower_case_table_names=1``, where the statements keep the pool's mixed case and the server folds them (its rows events
+name tables in lower case, its DDL as typed).
 
 A statement the server refuses (a name taken, a table gone) is left out of the workload. CI runs a few examples
 (``PYCANAL_FUZZ_EXAMPLES``, default 20, a quarter of them here); a longer run sets it higher.
@@ -42,6 +43,7 @@ POOL = ["t", "T", "a.b", "a/b", "x/../..", "sp ace", "p%20q", "h#1", "b`t", "q'\
 DATABASES = [f"{PREFIX}{suffix}" for suffix in ["", "X", "x", "/..", " é#`%"]]
 MARKS = f"{PREFIX}marks"  # a row here ends every stretch caught up: the last event is one the filter hands out
 KINDS = ["create", "create", "replace", "like", "drop", "rename", "insert", "insert", "update", "delete", "catch_up"]
+KINDS.append("rotate")  # FLUSH BINARY LOGS: the stream and a mirror resumed from a position go on in the next file
 
 
 def ident(name: str) -> str:
@@ -155,6 +157,8 @@ def _play(
             run(f"UPDATE {target} SET id = id + 1000 WHERE id % 2 = {x % 2}")
         elif kind == "delete" and (target := existing(x)) is not None:
             run(f"DELETE FROM {target} WHERE id % 3 = {x % 3}")
+        elif kind == "rotate":
+            run("FLUSH BINARY LOGS")
         if kind == "catch_up" or rng.random() < 0.1:
             catch_up(rng.choice([5, 100_000]))
     catch_up(100_000)

@@ -5,8 +5,10 @@ naming the statement, its tables and its position, with the cursor before the st
 mirror.
 
 * ``SET STATEMENT sql_mode='' FOR ALTER ...`` narrowings are mirrored as the server converted the values (they read
-  as a SET before: the mirror kept 1000 where ``SELECT`` shows 127); a conversion the mirror cannot repeat exactly
-  stops the batch with ``MirrorTypeError``;
+  as a SET before: the mirror kept 1000 where ``SELECT`` shows 127), a label dropped from an ENUM and a character a
+  new charset lacks too ('' and '?'); a conversion the mirror cannot repeat exactly heals by default (the capture
+  asks the mirror's model: only that one is read again) and stops with ``MirrorConversionError`` under
+  ``heal="stop"`` (every pair: tests/test_mirror_conversions_mariadb.py);
 * partition maintenance: what keeps the rows is followed; TRUNCATE / DROP / EXCHANGE / CONVERT PARTITION,
   CONVERT TABLE ... TO PARTITION, a REORGANIZE of LIST partitions (MariaDB deletes the rows whose values the new
   lists lack, without an error) and REPAIR TABLE stop, each naming both tables where there are two -- one
@@ -36,7 +38,7 @@ pytest.importorskip("deltalake")
 from canal.config import InstanceConfig, StoreConfig
 from canal.errors import NotRunningError, ParseError, UnmodeledStatementError
 from canal.instance import Instance
-from canal.lake.types import MirrorTypeError
+from canal.lake.types import MirrorConversionError
 from canal.protocol import EventType
 from canal.spark import DeltaMirror, run_batches
 from canal.spark.testing import healed_by, master_position
@@ -160,12 +162,10 @@ def test_set_statement_narrowings_are_mirrored_or_stop_typed(
     assert _rows(mariadb, "nm")[0] == (1, 127, 0, "abc", 0, 1000, "a")  # what the server did
     _run(conn, config, mirror)
     assert _mirrored(mirror, db, "nm") == _rows(mariadb, "nm")
-    # a label the values still use goes: the server stores '' (lax), which the mirror does not repeat: a typed stop
-    version = mirror.version(db, "nm")
+    # a label the values still use goes: the server stores '' (lax), and so does the mirror
     _execute(conn, f"SET STATEMENT sql_mode='' FOR ALTER TABLE `{db}`.nm MODIFY e ENUM('a')")
-    with pytest.raises(MirrorTypeError, match=r"column 'e' becomes enum\('a'\).*'b'"):
-        _run(conn, config, mirror)
-    assert mirror.version(db, "nm") == version and _mirrored(mirror, db, "nm") != _rows(mariadb, "nm")
+    _run(conn, config, mirror)
+    assert _rows(mariadb, "nm")[1][-1] == "" and _mirrored(mirror, db, "nm") == _rows(mariadb, "nm")
     # so does a character set that cannot hold a value: the server made it '?'
     converting = _config(mariadb, tmp_path, start, "convert", "cc")
     cc = DeltaMirror(tmp_path / "cc")
@@ -174,12 +174,22 @@ def test_set_statement_narrowings_are_mirrored_or_stop_typed(
         _run(conn, converting, cc)
         _execute(session, f"SET STATEMENT sql_mode='' FOR ALTER TABLE `{db}`.cc CONVERT TO CHARACTER SET latin1")
     assert _rows(mariadb, "cc")[0] == (1, "é€?")
-    with pytest.raises(MirrorTypeError, match=r"column 's' holds 'é€😀', which CONVERT TO CHARACTER SET latin1"):
-        _run(conn, converting, cc)
-    assert _mirrored(cc, db, "cc") == [(1, "é€😀"), (2, "plain")]
-    # healing (the default), the capture reads both tables again from the statements a copy cannot repeat: equal
-    _execute(conn, f"INSERT INTO `{db}`.nm VALUES (4, 1, 2, 'x', 3, 4, 'a')", f"UPDATE `{db}`.cc SET s = 'z'")
-    assert _healed(conn, healing, healed, tmp_path / "journal") == 2 and healed.metrics().heals == 2
+    _run(conn, converting, cc)
+    assert _mirrored(cc, db, "cc") == _rows(mariadb, "cc")
+    # a conversion the mirror does not model stops typed, nothing written: FLOAT to DOUBLE shows the float32 exactly
+    _execute(conn, f"ALTER TABLE `{db}`.nm ADD COLUMN f FLOAT", f"UPDATE `{db}`.nm SET f = 1.1")
+    _run(conn, config, mirror)
+    before = _mirrored(mirror, db, "nm")
+    version = mirror.version(db, "nm")
+    _execute(conn, f"ALTER TABLE `{db}`.nm MODIFY f DOUBLE")
+    with pytest.raises(MirrorConversionError, match=r"column 'f' from float to double") as stopped:
+        _run(conn, config, mirror)
+    assert stopped.value.table == f"{db}.nm" and stopped.value.column == "f"
+    assert mirror.version(db, "nm") == version and _mirrored(mirror, db, "nm") == before
+    # healing (the default), the capture reads nm again from the one statement the mirror would not repeat (FLOAT to
+    # DOUBLE) and follows the conversions it models as plain DDL: equal, one heal
+    _execute(conn, f"INSERT INTO `{db}`.nm VALUES (4, 1, 2, 'x', 3, 4, 'a', 2.5)", f"UPDATE `{db}`.cc SET s = 'z'")
+    assert _healed(conn, healing, healed, tmp_path / "journal") == 1 and healed.metrics().heals == 1
     for table in ("nm", "cc"):
         assert _mirrored(healed, db, table) == _rows(mariadb, table), table
 

@@ -77,7 +77,8 @@ def test_a_column_reorder_rewrites_the_table_in_the_store(s3_bucket: S3Bucket, r
     mirror.apply(batch(ddl("t", "CREATE", CREATE.format(table="t")), upsert("t", 1, "x"), upsert("t", 2, "y")), 1)
     reordered = json.dumps([["v", "varchar(20)", False], ["id", "int(11)", True]])
     row = {**upsert("t", 3, "z"), "columns": reordered}
-    mirror.apply(batch(ddl("t", "ALTER", "ALTER TABLE t MODIFY v VARCHAR(20) FIRST"), row), 2)
+    types = {"RETYPED_FROM": json.dumps({"v": "varchar(20)"}), "RETYPED_TO": json.dumps({"v": "varchar(20)"})}
+    mirror.apply(batch(ddl("t", "ALTER", "ALTER TABLE t MODIFY v VARCHAR(20) FIRST", props=types), row), 2)
     table = mirror.read("s", "t")
     assert table.column_names == ["v", "id"]
     assert values(table) == {1: "x", 2: "y", 3: "z"}

@@ -4,11 +4,16 @@ foreign keys were kept still loads), and the edges a parent's row change follows
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
+import pytest
 
 from canal.position import EntryPosition
+from canal.schema import foreign_keys as foreign_keys_module
+from canal.schema import history as history_module
 from canal.schema.catalog import SchemaCatalog
-from canal.schema.foreign_keys import ForeignKey, action_edges
+from canal.schema.foreign_keys import ForeignKey, action_edges, action_index
 from canal.schema.history import MemoryHistoryStore, SchemaHistory
 from canal.sql import read_statement
 
@@ -21,7 +26,7 @@ def _catalog(*sql: str) -> SchemaCatalog:
 
 
 def _edges(catalog: SchemaCatalog, table: str) -> list[tuple[str, str, str, str]]:
-    found = action_edges(((t.db, t.name, t.foreign_keys) for t in catalog), "d", table)
+    found = action_edges(action_index((t.db, t.name, t.foreign_keys) for t in catalog), "d", table)
     return [(e["table"], e["name"], e["on_delete"], e["on_update"]) for e in found]
 
 
@@ -105,3 +110,36 @@ def test_show_create_and_repair_keep_foreign_keys() -> None:
     reloaded._load(history.to_json())  # the repair's record replays them
     again_c = reloaded.table("d", "c")
     assert again_c is not None and again_c.foreign_keys == c.foreign_keys
+
+
+def test_history_indexes_the_foreign_keys_once_per_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each table's first DELETE / UPDATE asks for its edges: the catalog's index of foreign keys is built once per
+    state, not once per table (a pass over every table for each one made a stream over 2,000 tables quadratic), and
+    a DDL that adds a key is seen by the next lookup."""
+    built: list[int] = []
+    real = foreign_keys_module.action_index
+
+    def counting(tables: Any) -> Any:
+        built.append(1)
+        return real(tables)
+
+    monkeypatch.setattr(history_module, "action_index", counting)
+    history = SchemaHistory(MemoryHistoryStore())
+    tables = [f"CREATE TABLE t{i} (id INT PRIMARY KEY, pid INT)" for i in range(50)]
+    history.bootstrap(
+        EntryPosition("mysql-bin.000001", 4, 1000), _catalog("CREATE TABLE p (id INT PRIMARY KEY)", *tables)
+    )
+    for i in range(50):
+        assert history.foreign_key_actions("d", f"t{i}") == []
+    assert history.foreign_key_actions("d", "p") == []
+    assert len(built) == 1
+    history.apply(
+        EntryPosition("mysql-bin.000001", 100, 2000),
+        "d",
+        "ALTER TABLE t7 ADD CONSTRAINT f7 FOREIGN KEY (pid) REFERENCES p (id) ON DELETE CASCADE",
+    )
+    edges = history.foreign_key_actions("d", "p")
+    assert [(e["table"], e["name"], e["on_delete"]) for e in edges] == [("t7", "f7", "CASCADE")]
+    assert edges[0]["layout"] == [["id", "int(11)", True], ["pid", "int(11)", False]]
+    assert all(history.foreign_key_actions("d", f"t{i}") == [] for i in range(50))
+    assert len(built) == 2

@@ -228,7 +228,7 @@ def test_drop_database_and_system_versioning_change_the_layouts_and_reload(tmp_p
     ]
     known = []
     for i, sql in enumerate(statements):
-        known.append((history.retyped_from(DB, sql), history.implicit_columns(DB, sql)))
+        known.append((history.retyped(DB, sql)[0], history.implicit_columns(DB, sql)))
         history.apply(pos(10 * (i + 1)), DB, sql, next_offset=10 * (i + 1) + 1)
     assert known[1] == ({}, ["row_start", "row_end"])
     columns = [(c.name, c.column_type, c.is_key) for c in history.columns(DB, "t3") or []]
@@ -240,12 +240,23 @@ def test_drop_database_and_system_versioning_change_the_layouts_and_reload(tmp_p
     ]
     assert history.table(DB, "t2") is None  # dropped with its database, not created again
     assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "z"]
-    assert history.retyped_from(DB, "ALTER TABLE t3 MODIFY a TIMESTAMP, CHANGE id id BIGINT") == {
-        "a": "int(11)",
-        "id": "int(11)",
-    }
+    assert history.retyped(DB, "ALTER TABLE t3 MODIFY a TIMESTAMP, CHANGE id id BIGINT") == (
+        {"a": "int(11)", "id": "int(11)"},
+        {"a": "timestamp", "id": "bigint(20)"},
+    )
+    # text with its charset (the table's where the column declares none), and CONVERT TO's text columns
+    added = "ALTER TABLE t3 ADD COLUMN s VARCHAR(5) CHARACTER SET latin1, ADD e ENUM('x')"
+    history.apply(pos(90), DB, added, next_offset=91)
+    assert history.retyped(DB, "ALTER TABLE t3 MODIFY s VARCHAR(3)") == (
+        {"s": "varchar(5) character set latin1"},
+        {"s": "varchar(3) character set utf8mb4"},
+    )
+    assert history.retyped(DB, "ALTER TABLE t3 CONVERT TO CHARACTER SET latin1") == (
+        {"s": "varchar(5) character set latin1", "e": "enum('x') character set utf8mb4"},
+        {"s": "varchar(5) character set latin1", "e": "enum('x') character set latin1"},
+    )
     history.apply(pos(100), DB, "ALTER TABLE t3 DROP SYSTEM VERSIONING", next_offset=101)
-    assert [c.name for c in history.columns(DB, "t3") or []] == ["id", "a"]
+    assert [c.name for c in history.columns(DB, "t3") or []] == ["id", "a", "s", "e"]
     reloaded = SchemaHistory(FileHistoryStore(tmp_path / "history.json"))
     assert reloaded.columns(DB, "t3") == history.columns(DB, "t3")
     assert reloaded.at(pos(75)).get(DB, "t3") == history.at(pos(75)).get(DB, "t3")  # versioned then

@@ -118,3 +118,29 @@ def test_current_rows_refuse_a_json_diff_they_cannot_apply(spark: Any, tmp_path:
     df = _mysql_changes(spark, tmp_path / "rewritten", [inserted, diffed, rewritten], images)
     left = current_rows(df, layout, ["id"], table="d.t", images=images).collect()
     assert [r.asDict() for r in left] == [{"id": 1, "json_col": '{"age": 3}', "name": "a", "age": 3}]
+
+
+def test_a_partial_insert_stops_the_mirror_written_by_spark_tasks_typed(
+    spark: Any, fake_mysql: FakeMysql, tmp_path: Path
+) -> None:
+    """A batch without DDL is written by a Spark task; an INSERT whose MINIMAL image left columns to their defaults is
+    refused there before anything is written, and the driver raises the typed error with its fields (found by the
+    randomized mirror differential through Spark: the driver raised Spark's PythonException)."""
+    from canal.lake import DeltaMirror, MirrorPartialImageError
+
+    fake_mysql.execute("CREATE TABLE d.t (id INT PRIMARY KEY, a INT, b VARCHAR(20), doc TEXT)")
+    fake_mysql.insert_many("d.t", [{"id": 1, "a": 1, "b": "x", "doc": "d1"}])
+    with fake_mysql.transaction(row_image="MINIMAL") as tx:
+        tx.insert("d.t", {"id": 2, "b": "y"})
+    df = _changes(spark, fake_mysql, "json")
+    first, second = df.filter("after_absent IS NULL").coalesce(1), df.filter("after_absent IS NOT NULL").coalesce(1)
+    mirror = DeltaMirror(tmp_path / "mirror")
+    mirror(first, 1)
+    version = mirror.version("d", "t")
+    with pytest.raises(MirrorPartialImageError) as stop:
+        mirror(second, 2)
+    assert (stop.value.schema, stop.value.table, stop.value.columns) == ("d", "t", ("a", "doc"))
+    assert mirror.version("d", "t") == version and mirror.read("d", "t").to_pylist() == [
+        {"id": 1, "a": 1, "b": "x", "doc": "d1"}
+    ]
+    mirror.close()

@@ -27,6 +27,7 @@ from canal.lake.typed_layout import TypedChangeError
 from canal.lake.typed_plan import RowsNeeded
 from canal.lake.types import (
     MirrorCheckpointError,
+    MirrorConversionError,
     MirrorError,
     MirrorFoldError,
     MirrorLeaseError,
@@ -44,6 +45,7 @@ __all__ = [
     "FoldResult",
     "MirrorCascadeError",
     "MirrorCheckpointError",
+    "MirrorConversionError",
     "MirrorError",
     "MirrorFoldError",
     "MirrorHealError",

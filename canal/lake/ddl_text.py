@@ -17,6 +17,8 @@ from canal.parse.convert import (
     IMPLICIT_COLUMNS_PROP,
     LOWER_CASE_PROP,
     RETYPED_FROM_PROP,
+    RETYPED_TO_PROP,
+    SQL_MODE_PROP,
     TIME_ZONE_PROP,
     TIMESTAMP_PROP,
 )
@@ -25,7 +27,14 @@ from canal.sql import Statement, fold_table_names
 
 __all__ = ["ddl_props", "ddl_statement", "fold_flags"]
 
-_STATE_PROPS = (TIME_ZONE_PROP, TIMESTAMP_PROP, RETYPED_FROM_PROP, IMPLICIT_COLUMNS_PROP)
+_STATE_PROPS = (
+    TIME_ZONE_PROP,
+    TIMESTAMP_PROP,
+    RETYPED_FROM_PROP,
+    RETYPED_TO_PROP,
+    SQL_MODE_PROP,
+    IMPLICIT_COLUMNS_PROP,
+)
 
 
 def ddl_statement(sql: str | None, fold_names: bool) -> Statement | None:
@@ -38,7 +47,8 @@ def ddl_statement(sql: str | None, fold_names: bool) -> Statement | None:
 def ddl_props(table: Any) -> dict[int, dict[str, str]]:
     """The props of each DDL row of ``table`` (Arrow, rows by position) that carries the session state its effect
     depends on (:data:`~canal.parse.convert.TIME_ZONE_PROP`, :data:`~canal.parse.convert.TIMESTAMP_PROP`,
-    :data:`~canal.parse.convert.RETYPED_FROM_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`): what the
+    :data:`~canal.parse.convert.RETYPED_FROM_PROP`, :data:`~canal.parse.convert.RETYPED_TO_PROP`,
+    :data:`~canal.parse.convert.SQL_MODE_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`): what the
     mirror converts the table's values and places its columns with."""
     import pyarrow.compute as pc
 

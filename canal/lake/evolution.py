@@ -13,7 +13,9 @@ the table is dropped (an OR REPLACE's old rows go), and its first rows create it
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final
@@ -21,9 +23,14 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import SchemaError
+from canal.lake import converters as cv
+from canal.lake.conversions import KEPT as _KEPT
+from canal.lake.conversions import UNKNOWN_CHARSET as _UNKNOWN_CHARSET
+from canal.lake.conversions import Conversion, family, fractions_rule, statement_conversions
+from canal.lake.converters import time_text
 from canal.lake.ddl_text import ddl_statement
 from canal.lake.time_zones import MirrorTimeZoneError, StatementZone, literal_to_utc
-from canal.lake.types import MirrorError, ZeroDates, arrow_type
+from canal.lake.types import MirrorConversionError, MirrorError, ZeroDates, arrow_type
 from canal.lake.versioning import known_periods, period_fill, versioning_change
 from canal.parse.convert import RETYPED_FROM_PROP
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
@@ -33,7 +40,6 @@ from canal.sql import (
     AlterTable,
     ChangeColumn,
     ColumnDef,
-    ConvertCharset,
     CreateTable,
     DropColumn,
     DropIndexStatement,
@@ -47,8 +53,6 @@ from canal.sql.types import INTEGER_TYPES
 from canal.sql.values import FIXED_BINARY_SIZES, canonical_text, fixed_binary_text, float_display, float_stored
 
 __all__ = ["Evolution", "plan_evolution", "renamed_tables"]
-
-_KEPT: Final = "?"  # the base type of a column whose MySQL definition the mirror does not know (it keeps its type)
 
 
 @attrs.frozen(slots=True)
@@ -68,14 +72,10 @@ class Evolution:
     moved_to: tuple[str, str] | None = None
     # column added by an ALTER -> the canal text its existing rows read (None: NULL), as the server fills them
     fills: tuple[tuple[str, str | None], ...] = ()
-    # column -> its definition after the batch's statements, where one of them declared it (its values are converted
-    # to it as the server converts them: canal.lake.narrowing)
-    declared: tuple[tuple[str, TableColumn], ...] = ()
-    # the character set a CONVERT TO CHARACTER SET of the batch converted the table's text columns to (the last)
-    converted_to: str | None = None
-    # column -> the time zone conversions statements of the batch made of its values, in order: (to UTC, zone) --
-    # DATETIME to TIMESTAMP reads local time in the statement's zone, TIMESTAMP to DATETIME writes it
-    shifts: tuple[tuple[str, tuple[tuple[bool, StatementZone], ...]], ...] = ()
+    # column -> the value conversions statements of the batch made of it, in order (canal.lake.conversions): a type
+    # declared anew (MODIFY / CHANGE), CONVERT TO CHARACTER SET, NOT NULL; DATETIME <-> TIMESTAMP in the statement's
+    # time zone
+    conversions: tuple[tuple[str, tuple[Conversion, ...]], ...] = ()
     # DROP SYSTEM VERSIONING: the mirror table's row_end column, whose current versions alone stay
     current_only: str | None = None
 
@@ -116,15 +116,14 @@ def plan_evolution(
     key = f"{schema}.{table}"
     if current is not None:
         columns = tuple(TableColumn(name, _KEPT) for name in current)
-        catalog.tables[key] = TableDef(schema, table, columns, (), "utf8mb4")
+        catalog.tables[key] = TableDef(schema, table, columns, (), _UNKNOWN_CHARSET)
     origin: dict[str, str | None] = {name: name for name in current or ()}
     renames: list[tuple[int, dict[str, str]]] = []
     created = False
     moved_to: tuple[str, str] | None = None
-    added: dict[str, tuple[ColumnDef, StatementZone]] = {}  # columns ALTERs added: rows take their defaults
-    converted_to: str | None = None
+    added: dict[str, tuple[ColumnDef, StatementZone, str | None]] = {}  # ALTERs' columns: rows take their defaults
     like_types: dict[str, Any] = {}  # the column types of the table a CREATE ... LIKE copied
-    shifts: dict[str, list[tuple[bool, StatementZone]]] = {}  # column now -> its values' zone conversions
+    conversions: dict[str, list[Conversion]] = {}  # column now -> the conversions of its values, in order
     periods: dict[str, str] = {}  # period columns ADD SYSTEM VERSIONING added -> what the rows held read in them
     current_only: str | None = None
     for row, sql in ddl:
@@ -142,7 +141,7 @@ def plan_evolution(
                 like_key = _names(like, schema)
                 if like_key != key:
                     copied = tuple(TableColumn(name, _KEPT) for name, _kind in known)
-                    catalog.tables[like_key] = TableDef(like.schema or schema, like.name, copied, (), "utf8mb4")
+                    catalog.tables[like_key] = TableDef(like.schema or schema, like.name, copied, (), _UNKNOWN_CHARSET)
                 like_types = dict(known)
             elif like is not None or stmt.as_select is not None:
                 # columns the mirror cannot know: the table goes (an OR REPLACE's old rows with it), its rows remake it
@@ -150,13 +149,12 @@ def plan_evolution(
                 origin = {}
                 continue
         if isinstance(stmt, AlterTable):
-            added.update((a.column.name, (a.column, zone)) for a in stmt.actions if isinstance(a, AddColumn))
-            for action in stmt.actions:
-                if isinstance(action, ConvertCharset) and action.charset != "default":
-                    converted_to = action.charset
+            rule = fractions_rule(state)
+            added.update((a.column.name, (a.column, zone, rule)) for a in stmt.actions if isinstance(a, AddColumn))
         if key not in catalog.tables and not isinstance(stmt, CreateTable):
             continue  # a statement about a table the mirror does not hold: its first rows will create it
-        converted: dict[str, bool] = {}  # column after the statement -> converted to UTC (or from it)
+        made: dict[str, Conversion] = {}  # column before the statement -> what the statement converts of it
+        before: TableDef | None = None
         versioning = versioning_change(stmt)
         if isinstance(stmt, AlterTable):
             catalog.tables[key] = known_periods(catalog.tables[key], stmt, state)  # a versioned table's, by name
@@ -164,7 +162,8 @@ def plan_evolution(
             if versioning == "DROP" and end is not None and origin.get(end) is not None:
                 current_only = origin[end]  # the history goes with the period columns
             stmt = _as_replay(stmt, catalog.tables.get(key))
-            converted = _zone_conversions(stmt, catalog.tables.get(key), state, zone)
+            _check_zones(stmt, catalog.tables.get(key), state, zone)
+            before = catalog.tables.get(key)
         elif (
             isinstance(stmt, DropIndexStatement)
             and stmt.name.upper() == "PRIMARY"
@@ -181,16 +180,19 @@ def plan_evolution(
         for change in changes:
             if change.old != key and change.new != key:
                 continue
+            if change.kind == "alter" and isinstance(stmt, AlterTable) and change.new is not None:
+                after = catalog.tables[change.new]
+                made = statement_conversions(key, sql, stmt, state, zone, before, after, change.origin, mariadb)
             if change.kind == "drop":
-                origin, shifts = {}, {}
+                origin, conversions = {}, {}
             elif change.kind == "create":
                 created = True
-                origin, shifts = {c.name: None for c in catalog.tables[key].columns}, {}
+                origin, conversions = {c.name: None for c in catalog.tables[key].columns}, {}
             elif change.kind == "rename" or (change.kind == "alter" and change.new != key):
                 assert change.new is not None
                 if change.kind == "alter":
                     origin, renamed = _follow(origin, change.origin)
-                    shifts = _shifted(shifts, change.origin, converted, zone)
+                    conversions = _chained(conversions, change.origin, made)
                     if renamed:
                         renames.append((row, renamed))
                 key = change.new
@@ -198,7 +200,7 @@ def plan_evolution(
                 moved_to = (moved.db, moved.name)
             elif change.kind == "alter":
                 origin, renamed = _follow(origin, change.origin)
-                shifts = _shifted(shifts, change.origin, converted, zone)
+                conversions = _chained(conversions, change.origin, made)
                 if renamed:
                     renames.append((row, renamed))
         if versioning == "ADD" and key in catalog.tables:  # the rows it holds get their first version's period
@@ -233,9 +235,9 @@ def plan_evolution(
         created=created,
         moved_to=moved_to,
         fills=fills,
-        declared=tuple((c.name, c) for c in final.columns if c.base != _KEPT),
-        converted_to=converted_to,
-        shifts=tuple((name, tuple(done)) for name, done in shifts.items() if done and origin.get(name) is not None),
+        conversions=tuple(
+            (name, tuple(done)) for name, done in conversions.items() if done and origin.get(name) is not None
+        ),
         current_only=current_only,
     )
 
@@ -243,18 +245,15 @@ def plan_evolution(
 _ZONED: Final = frozenset({"datetime", "timestamp"})
 
 
-def _zone_conversions(
-    stmt: AlterTable, table: TableDef | None, state: Mapping[str, str], zone: StatementZone
-) -> dict[str, bool]:
-    """The columns (by their names after ``stmt``) whose values ``stmt`` converts in its time zone: True from local
-    time to UTC (a DATETIME that becomes a TIMESTAMP), False back. A column's type before is the catalog's when a
-    statement of the batch declared it, else the schema history's (:data:`~canal.parse.convert.RETYPED_FROM_PROP`);
-    a conversion the mirror cannot tell or does not model, in a zone that is not UTC, is a MirrorTimeZoneError."""
+def _check_zones(stmt: AlterTable, table: TableDef | None, state: Mapping[str, str], zone: StatementZone) -> None:
+    """A MirrorTimeZoneError for a column ``stmt`` converts in a time zone that is not UTC in a way the mirror does
+    not model (DATETIME <-> TIMESTAMP it models: :mod:`canal.lake.conversions`), or may convert so (its type before
+    is unknown). A column's type before is the catalog's when a statement of the batch declared it, else the schema
+    history's (:data:`~canal.parse.convert.RETYPED_FROM_PROP`)."""
     if table is None:
-        return {}
+        return
     before = {c.name.lower(): c for c in table.columns}
     known = {name.lower(): mysql_type for name, mysql_type in json.loads(state.get(RETYPED_FROM_PROP, "{}")).items()}
-    converted: dict[str, bool] = {}
     for action in stmt.actions:
         if not isinstance(action, ChangeColumn) or action.old_name.lower() not in before:
             continue
@@ -264,43 +263,53 @@ def _zone_conversions(
         if old == _KEPT:
             text = known.get(action.old_name.lower())
             old = None if text is None else read_column_type(text, strict=False).base
-        if old is not None and {old, new} == _ZONED:
-            converted[action.column.name] = new == "timestamp"
-        elif zone.identity or (old is not None and (old == new or "timestamp" not in {old, new})):
-            continue  # local time is UTC, or no TIMESTAMP meets another type: nothing depends on the zone
-        else:
-            what = (
-                "may have been a TIMESTAMP (the entry names no type before it: no schema history)"
-                if old is None
-                else (f"converts {old.upper()} to {new.upper()}, which the mirror converts only at UTC")
-            )
-            raise MirrorTimeZoneError(
-                f"{zone.describe()}: column {action.old_name!r} {what}. Nothing of the step was written. Mirror the "
-                "table anew from a snapshot taken after the statement."
-            )
-    return converted
+        modeled = old is not None and ({old, new} == _ZONED or old == new or "timestamp" not in {old, new})
+        if zone.identity or modeled:
+            continue  # local time is UTC, DATETIME <-> TIMESTAMP, or no TIMESTAMP meets another type
+        what = (
+            "may have been a TIMESTAMP (the entry names no type before it: no schema history)"
+            if old is None
+            else (f"converts {old.upper()} to {new.upper()}, which the mirror converts only at UTC")
+        )
+        raise MirrorTimeZoneError(
+            f"{zone.describe()}: column {action.old_name!r} {what}. Nothing of the step was written. Mirror the "
+            "table anew from a snapshot taken after the statement.",
+            table=zone.table,
+            column=action.old_name,
+            from_type=old,
+            to_type=new,
+            statement=zone.sql,
+        )
 
 
-def _shifted(
-    shifts: dict[str, list[tuple[bool, StatementZone]]],
-    step: Mapping[str, str | None],
-    converted: Mapping[str, bool],
-    zone: StatementZone,
-) -> dict[str, list[tuple[bool, StatementZone]]]:
-    """The columns' zone conversions after one ALTER (``step``: new name -> the name before), its own added."""
-    out = {new: list(shifts.get(old, ())) for new, old in step.items() if old is not None}
-    for name, to_utc in converted.items():
-        if name in out and not zone.identity:
-            out[name].append((to_utc, zone))
+def _chained(
+    conversions: dict[str, list[Conversion]], step: Mapping[str, str | None], made: Mapping[str, Conversion]
+) -> dict[str, list[Conversion]]:
+    """The columns' conversions after one ALTER (``step``: new name -> the name before; ``made``: what it converted,
+    by the name before), its own added."""
+    out = {new: list(conversions.get(old, ())) for new, old in step.items() if old is not None}
+    for new, old in step.items():
+        if old is not None and old in made:
+            out[new].append(made[old])
     return out
 
 
 def _fill(
-    key: str, definition: ColumnDef, zone: StatementZone, column: TableColumn, zero_dates: ZeroDates, mariadb: bool
+    key: str,
+    definition: ColumnDef,
+    zone: StatementZone,
+    rule: str | None,
+    column: TableColumn,
+    zero_dates: ZeroDates,
+    mariadb: bool,
 ) -> Any:
-    """The value an added column's existing rows read (:func:`existing_rows_value`); a TIMESTAMP's DEFAULT names a
-    local time in the statement's zone, which the server stores as the UTC instant."""
+    """The value an added column's existing rows read (:func:`existing_rows_value`) as the column stores it
+    (:func:`stored_default`: fractional seconds cut by the statement's ``rule``, ...); a
+    TIMESTAMP's DEFAULT names a local time in the statement's zone, which the server stores as the UTC instant."""
     value = existing_rows_value(key, definition, column, mariadb=mariadb)
+    if definition.default is not None and definition.default.literal:
+        literal = definition.default.value
+        value = stored_default(value, literal, mysql_type_text(column, mariadb), rule, key, column.name, zone.sql)
     if column.base != "timestamp" or zone.identity:
         return value
     return literal_to_utc(value, zone, zero_dates, f"{key}: column {column.name!r}")
@@ -347,11 +356,69 @@ def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn, 
         return text(bytes(FIXED_BINARY_SIZES[column.base]))
     if column.base == "enum":
         return column.labels[0] if column.labels else ""
+    if column.base == "time":
+        return time_text(0, column.params[0] if column.params else 0)  # as the mirror holds a TIME: its digits
     if column.base in _ZERO_TEXT:
         return _ZERO_TEXT[column.base]
     if column.base in INTEGER_TYPES or column.base in ("decimal", "float", "double", "bit"):
         return "0"
     return ""
+
+
+_MOMENT: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+_TIME: Final = re.compile(r"-?\d{1,3}:\d{2}:\d{2}(?:\.\d{1,6})?")
+
+
+def stored_default(
+    text: str | None, literal: Any, column_type: str, rule: str | None, table: str, column: str, sql: str
+) -> str | None:
+    """A column's literal DEFAULT (canal text; ``literal`` the value the SQL reader read) as the rows ``ADD COLUMN``
+    gives it store it (measured): fractional seconds beyond the type's cut by the statement's ``rule`` (a typed stop
+    where it is unknown), a CHAR without trailing spaces, a SET's labels in the definition's order, an ENUM's label
+    as written, a YEAR given as 1-99 in 2001-2069 / 1970-1999, a DECIMAL rounded half away from zero."""
+    if text is None:
+        return None
+    t = read_column_type(column_type, strict=False)
+    kind = family(t)
+    try:
+        if kind in ("datetime", "timestamp") and (moment := _MOMENT.fullmatch(text)) is not None and moment[7]:
+            year, month, day, hour, minute, second = (int(part) for part in moment.groups()[:6])
+            days = (dt.date(year, month, day) - dt.date(1970, 1, 1)).days if year else None
+            if days is None:
+                raise cv.Unmodeled(text, "a DEFAULT in year 0 with fractional seconds")
+            micros = ((days * 86400 + hour * 3600 + minute * 60 + second) * 10**6) + int(moment[7].ljust(6, "0"))
+            return cv.datetime_text(cv.narrow_fraction(micros, cv.fsp(t), rule, signed=False), cv.fsp(t))
+        if kind == "time":
+            if not _TIME.fullmatch(text):
+                raise cv.Unmodeled(text, "a TIME DEFAULT not written as [-]HH:MM:SS[.ffffff]")
+            return cv.time_text(cv.narrow_fraction(cv.time_micros(text), cv.fsp(t), rule, signed=True), cv.fsp(t))
+        if kind == "text" and t.base == "char":
+            return text.rstrip(" ")
+        if kind == "set":
+            return cv.set_labels(text, t.labels)
+        if kind == "enum":
+            if text.rstrip(" ") not in t.labels:
+                raise cv.Unmodeled(text, "a DEFAULT that is no label as written (the collation decides)")
+            return text.rstrip(" ")
+        if kind == "year":
+            if isinstance(literal, int) and not isinstance(literal, bool):
+                return str(cv.to_year(literal))
+            if not (len(text) == 4 and text.isdigit()):
+                raise cv.Unmodeled(text, "a YEAR DEFAULT given as text other than four digits")
+        if kind == "decimal" and isinstance(literal, int | Decimal | float) and not isinstance(literal, bool):
+            return cv.decimal_text(cv.to_decimal(literal, t))
+    except (cv.Unmodeled, ValueError) as exc:
+        why = exc.why if isinstance(exc, cv.Unmodeled) else str(exc)
+        raise MirrorConversionError(
+            f"{table}: {sql[:200]!r} adds column {column!r} ({column_type}) with DEFAULT {text!r}: {why}, which the "
+            "mirror does not reproduce exactly for the rows the table holds. Nothing of the step was written. Mirror "
+            "the table anew from a snapshot taken after the statement.",
+            table=table,
+            column=column,
+            to_type=column_type,
+            statement=sql,
+        ) from None
+    return text
 
 
 def _stored_text(table: str, column: TableColumn, value: object, mariadb: bool) -> str:

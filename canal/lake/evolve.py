@@ -2,8 +2,8 @@
 
 What the statements do is planned by :mod:`canal.lake.evolution` (the one DDL code); this module does it to the
 files: ADD / DROP / RENAME / CHANGE / MODIFY COLUMN rewrite the table in the source's column order, keeping each
-column's data across renames and moves (a declared type change converts the values as the server does:
-:func:`canal.lake.images.retyped`, :mod:`canal.lake.narrowing`); CREATE TABLE makes it empty (marked with its step:
+column's data across renames and moves (a declared type change converts the values as the server does, or stops:
+:mod:`canal.lake.conversions`); CREATE TABLE makes it empty (marked with its step:
 :mod:`canal.lake.step_marks`); DROP TABLE removes it; RENAME TABLE moves its directory and change log
 (:mod:`canal.lake.table_moves` in an object store); DROP DATABASE drops every mirrored table of the database
 (:meth:`TableDDL.drop_schema`). A rewrite that reorders columns writes the table anew beside
@@ -19,17 +19,16 @@ from typing import Any
 
 from canal.lake import changelog, delta_append, fs, step_marks, table_moves
 from canal.lake import names as naming
+from canal.lake.conversions import check_batch_conversions
 from canal.lake.ddl_text import ddl_statement
 from canal.lake.evolution import Evolution, plan_evolution
 from canal.lake.folds import Folds
 from canal.lake.handles import Handles
 from canal.lake.images import retyped, typed_column
-from canal.lake.narrowing import converted, narrows, unencodable
 from canal.lake.own_names import log_columns
 from canal.lake.plan import RenamePair, TablePlan
 from canal.lake.settings import MirrorSettings
-from canal.lake.time_zones import shift
-from canal.lake.types import MirrorError, MirrorTypeError, typed_array
+from canal.lake.types import MirrorError, typed_array
 from canal.lake.versioning import current_rows
 from canal.sql import CreateTable
 
@@ -82,6 +81,12 @@ class TableDDL:
             fs.rmtree(path)
             fs.rmtree(changelog.log_path(path))
         return sorted(found)
+
+    @staticmethod
+    def check_conversions(steps: list[Any], rows_now: Callable[[str, str], Any]) -> None:
+        """Before a batch writes anything: an ALTER among its ``steps`` that converts values the mirror holds between
+        types it does not model stops it (:func:`canal.lake.conversions.check_batch_conversions`)."""
+        check_batch_conversions(steps, rows_now)
 
     def evolution(self, plan: TablePlan, path: str | None) -> Evolution | None:
         """What the batch's statements do to the table (None: none of them changes a layout)."""
@@ -163,33 +168,31 @@ class TableDDL:
         if evolution.current_only is not None and evolution.current_only in data.column_names:
             data = current_rows(data, evolution.current_only)  # DROP SYSTEM VERSIONING: the history goes
         current = [(field.name, field.type) for field in data.schema]
-        declared = dict(evolution.declared)
-        shifts = dict(evolution.shifts)
-        if shifts and self.step is not None and step_marks.rewritten_by(dt, self._settings.app_id, *self.step):
-            shifts = {}  # this step's replay: its conversion is done (a layout cannot tell it)
-        if evolution.converted_to is not None:
-            for name in data.column_names:  # every text column converted (the mirror does not know which are)
-                value = unencodable(data.column(name), evolution.converted_to)
-                if value is not None:
-                    raise MirrorTypeError(
-                        f"{path}: column {name!r} holds {value!r}, which CONVERT TO CHARACTER SET "
-                        f"{evolution.converted_to} made '?' where it cannot hold a character (a lax sql_mode); the "
-                        "mirror does not repeat that: nothing of the batch was written. Mirror the table anew from a "
-                        "snapshot taken after the ALTER"
-                    )
-        if not evolution.changes(current) and not narrows(data, evolution.columns, declared) and not shifts:
-            return
+        conversions = dict(evolution.conversions)
+        if conversions and self.step is not None and step_marks.rewritten_by(dt, self._settings.app_id, *self.step):
+            conversions = {}  # this step's replay: its conversions are done (a layout cannot tell them)
         fills = dict(evolution.fills)
+        converted: dict[str, Any] = {}
+        for name, source, _kind in evolution.columns:
+            if source is not None and source in data.column_names and conversions.get(name):
+                column = data.column(source)
+                for conversion in conversions[name]:  # as the server converted them (canal.lake.conversions)
+                    column = conversion.apply(column, self._settings.zero_dates)
+                converted[name] = column
+        if not evolution.changes(current) and all(
+            converted[name].equals(data.column(source).combine_chunks())
+            for name, source, _kind in evolution.columns
+            if name in converted
+        ):
+            return
         arrays, fields = [], []
         for name, source, kind in evolution.columns:
-            if source is not None and source in data.column_names:
+            if name in converted:
+                column = converted[name]
+            elif source is not None and source in data.column_names:
                 column = data.column(source)
                 if kind is not None and column.type != kind:
                     column = retyped(column, kind, f"{path}: column {source!r}")
-                # a narrower type, NOT NULL, fewer labels: as the server converts, or a MirrorTypeError
-                column = converted(column, declared.get(name), f"{path}: column {source!r}")
-                for to_utc, zone in shifts.get(name, ()):  # DATETIME <-> TIMESTAMP in the statement's time zone
-                    column = shift(column, zone, to_utc, self._settings.zero_dates, f"{path}: column {name!r}")
             else:
                 target = kind if kind is not None else pa.string()
                 fill = fills.get(name)

@@ -615,6 +615,7 @@ class DeltaMirror:
                 type_sources([plan for plan in plans.values() if plan.layout is not None], self._settings.zero_dates)
             steps.append(plans)
         complete_before_writing(steps, self._rows_now, self._settings.zero_dates)  # of tables without DDL
+        self._ddl.check_conversions(steps[done:], self._rows_now)  # an ALTER's unmodeled conversion: none written
         result.prepare_s = time.perf_counter() - began
         hold()
         if any(changes_tables(step) for step in steps):

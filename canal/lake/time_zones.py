@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import attrs
 
-from canal.lake.types import MirrorError, MirrorTypeError, ZeroDates
+from canal.lake.types import MirrorConversionError, MirrorTypeError, ZeroDates
 from canal.parse.convert import SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
 
 __all__ = ["MirrorTimeZoneError", "StatementZone", "literal_to_utc", "shift"]
@@ -40,7 +40,7 @@ _EPOCH: Final = dt.datetime(1970, 1, 1)
 _TIMESTAMP_MAX_S: Final = 2**31 - 1  # 2038-01-19 03:14:07 UTC: TIMESTAMP's last second
 
 
-class MirrorTimeZoneError(MirrorError):
+class MirrorTimeZoneError(MirrorConversionError):
     """A DDL converted values in a time zone the mirror cannot know exactly (``SYSTEM`` on a server whose system zone
     is not UTC, a name Python's tz database does not hold), or in a way the mirror does not model."""
 
@@ -91,7 +91,9 @@ class StatementZone:
             raise MirrorTimeZoneError(
                 f"{self.describe()} converted values in the server's system time zone, {named}. Nothing of the step "
                 "was written. Run such DDL with an explicit time_zone (a named zone or an offset), or start the "
-                "server in UTC, then mirror the table anew from a snapshot."
+                "server in UTC, then mirror the table anew from a snapshot.",
+                table=self.table,
+                statement=self.sql,
             )
         offset = _OFFSET.match(name)
         if offset is not None:
@@ -104,7 +106,9 @@ class StatementZone:
         except (ZoneInfoNotFoundError, ValueError):
             raise MirrorTimeZoneError(
                 f"{self.describe()} converted values in a time zone Python's tz database does not hold. Nothing of "
-                "the step was written. Install the tzdata the server's time zone tables came from, then apply again."
+                "the step was written. Install the tzdata the server's time zone tables came from, then apply again.",
+                table=self.table,
+                statement=self.sql,
             ) from None
 
 

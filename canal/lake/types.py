@@ -40,6 +40,40 @@ class MirrorTypeError(MirrorError, ValueError):
     """A value does not convert exactly to its column's Arrow type; nothing of the batch was written."""
 
 
+class MirrorConversionError(MirrorError):
+    """A DDL statement converted a table's values in a way the mirror does not reproduce exactly (an ALTER's MODIFY
+    / CHANGE / CONVERT TO CHARACTER SET between types it does not model, a value outside what it models, a time zone
+    it cannot know): the server rewrote the rows without logging them, so the mirror stops before writing anything
+    of the step. ``table`` (``schema.table``), ``column``, ``from_type``, ``to_type`` and ``statement`` name what
+    stopped (None where it is not one column's: a time zone); the table is what a heal reads again."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        column: str | None = None,
+        from_type: str | None = None,
+        to_type: str | None = None,
+        statement: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.table = table
+        self.column = column
+        self.from_type = from_type
+        self.to_type = to_type
+        self.statement = statement
+
+    def __reduce__(self) -> Any:  # pickles with its fields (a Spark task's error travels to the driver)
+        fields = (self.table, self.column, self.from_type, self.to_type, self.statement)
+        return _conversion_error, (type(self), str(self), fields)
+
+
+def _conversion_error(cls: type[MirrorConversionError], message: str, fields: tuple[Any, ...]) -> Any:
+    table, column, from_type, to_type, statement = fields
+    return cls(message, table=table, column=column, from_type=from_type, to_type=to_type, statement=statement)
+
+
 class MirrorStorageError(MirrorError):
     """A mirror's files cannot be read or written: a damaged Parquet file, a truncated Delta commit, a disk error.
     The error names the mirror's root and what failed; its cause is the error of the library that met it."""

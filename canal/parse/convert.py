@@ -65,8 +65,12 @@ SYSTEM_TIME_ZONE_PROP = "SYSTEM_TIME_ZONE"
 """Beside :data:`TIME_ZONE_PROP` ``SYSTEM``: the server's ``system_time_zone`` (read at the dump's start), if known."""
 RETYPED_FROM_PROP = "RETYPED_FROM"
 """Header prop of an ALTER TABLE entry that declares columns anew (MODIFY / CHANGE), added from the schema history
-(:meth:`canal.schema.history.SchemaHistory.retyped_from`): a JSON object of each such column's MySQL type before the
+(:meth:`canal.schema.history.SchemaHistory.retyped`): a JSON object of each such column's MySQL type before the
 statement, by its name before it (a TIMESTAMP's values are instants, a DATETIME's local times)."""
+RETYPED_TO_PROP = "RETYPED_TO"
+"""Beside :data:`RETYPED_FROM_PROP` (and for the same columns, by the same names): each column's type after the
+statement, with its charset where it holds text, as the schema history resolved it (a MODIFY without a charset takes
+the table's; CONVERT TO CHARACTER SET moves every text column, a TEXT to a wider one where its characters need it)."""
 IMPLICIT_COLUMNS_PROP = "IMPLICIT_COLUMNS"
 """Header prop of an ALTER TABLE entry of a table with columns the server added itself and keeps last (a
 system-versioned table's implicit ``row_start`` / ``row_end``), added from the schema history: a JSON list of their
@@ -74,6 +78,11 @@ names -- the columns the statement adds without a place go before them."""
 SERVER_VERSION_PROP = "SERVER_VERSION"
 """Beside :data:`TIMESTAMP_PROP`: the version of the server that wrote the binlog (its format description's), which
 says TIMESTAMP's range (MariaDB 11.5 made it reach 2106: the ``row_end`` of a current row version)."""
+SQL_MODE_PROP = "SQL_MODE"
+"""Header prop of an ALTER TABLE entry: the statement's ``sql_mode`` as the server logged it, its bit set in decimal (as
+``mysqlbinlog`` prints ``SET @@session.sql_mode``), with :data:`SERVER_VERSION_PROP` beside it (MariaDB's bits are not
+MySQL's): how the statement converted the values it rewrote (MariaDB rounds fractional seconds it narrows under
+``TIME_ROUND_FRACTIONAL``, and truncates them without it)."""
 TIMESTAMP_PROP = "TIMESTAMP"
 """Header prop of a DDL entry whose statement used its start time to the microsecond (MariaDB logs it then: ``ADD
 SYSTEM VERSIONING`` makes it the ``row_start`` of the rows it versions): ``seconds.micros`` since the epoch, as
@@ -637,7 +646,8 @@ class EntryConverter:
         """A statement entry's header; under ``lower_case_table_names=1`` it says so (prop ``lower_case_table_names``
         = ``"1"``): the names in its SQL text are as typed, the server's are their lower case. A DDL's carries the
         session state the server logged with it that its effect depends on: the time zone (:data:`TIME_ZONE_PROP`)
-        and the start time's microseconds (:data:`TIMESTAMP_PROP`)."""
+        and the start time's microseconds (:data:`TIMESTAMP_PROP`); an ALTER TABLE's also its sql_mode
+        (:data:`SQL_MODE_PROP`)."""
         props: dict[str, str] = {}
         if self.lower_case_names:
             props[LOWER_CASE_PROP] = "1"
@@ -648,6 +658,10 @@ class EntryConverter:
                     props[SYSTEM_TIME_ZONE_PROP] = self.system_time_zone
             if event.micros is not None:
                 props[TIMESTAMP_PROP] = f"{event.timestamp}.{event.micros:06d}"
+                if self._server_version is not None:
+                    props[SERVER_VERSION_PROP] = self._server_version
+            if event.sql_mode is not None and first.event_type is EventType.ALTER:
+                props[SQL_MODE_PROP] = str(event.sql_mode)
                 if self._server_version is not None:
                     props[SERVER_VERSION_PROP] = self._server_version
         if not props:

@@ -94,6 +94,7 @@ class QueryEvent(BinlogEvent):
     # the session's time_zone, logged when the statement used it (canal.parse.mysql.query_status): None otherwise
     time_zone: str | None = None
     micros: int | None = None  # MariaDB: the microseconds of the statement's start time (``timestamp`` its seconds)
+    sql_mode: int | None = None  # the statement's sql_mode, the server's bit set (None: not read)
 
 
 @attrs.frozen(slots=True, kw_only=True)

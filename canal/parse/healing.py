@@ -4,9 +4,10 @@ Under ``heal="snapshot"`` the parser hands these to the destination's heal polic
 :class:`~canal.parse.unmodeled.StatementPolicy`, :class:`canal.snapshot.heal.Healer`), as the converter hands it the
 statements the contract stops (:mod:`canal.parse.unmodeled`):
 
-* :func:`conversion` -- an ALTER TABLE of a captured table whose conversion of the rows it holds a copy cannot
-  repeat exactly (:func:`canal.schema.conversions.unrepeatable`), asked with the layout before the statement, so
-  before the schema history follows it;
+* :func:`conversion` -- an ALTER TABLE of a captured table whose conversion of the rows it holds the mirror would not
+  repeat exactly (:func:`canal.schema.conversions.unrepeatable`: the model :mod:`canal.lake.conversions` converts
+  by), asked with the layout and the types before the statement -- those the mirror is given -- so before the
+  schema history follows it;
 * :func:`partial` -- a rows entry whose partial images a copy cannot apply
   (:func:`canal.parse.heal_marks.partial_image`).
 
@@ -23,13 +24,13 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from canal.errors import SchemaError
-from canal.parse.convert import SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
+from canal.parse.convert import SERVER_VERSION_PROP, SQL_MODE_PROP, SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
 from canal.parse.events import BinlogEvent, QueryEvent
 from canal.parse.heal_marks import CONVERSION, PARTIAL_IMAGE, partial_image, with_layouts
 from canal.parse.unmodeled import UnmodeledStatement
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType
-from canal.schema.conversions import unrepeatable
+from canal.schema.conversions import fractions_rule, unrepeatable
 from canal.schema.history import SchemaHistory, layout_statement
 from canal.sql import AlterTable
 
@@ -61,11 +62,14 @@ def conversion(
         before = history.table(db, name)
     except SchemaError:
         return None  # a layout the history lost: a copy does what it can
+    props = header.props
     why = unrepeatable(
         stmt,
         before,
-        zone=header.props.get(TIME_ZONE_PROP),
-        system_zone=header.props.get(SYSTEM_TIME_ZONE_PROP),
+        history.retyped(event.schema, event.sql, _position(entry)),  # the types the mirror is given
+        zone=props.get(TIME_ZONE_PROP),
+        system_zone=props.get(SYSTEM_TIME_ZONE_PROP),
+        fractions=fractions_rule(props.get(SQL_MODE_PROP), props.get(SERVER_VERSION_PROP, "")),
         mariadb=history.mariadb,
     )
     if why is None:

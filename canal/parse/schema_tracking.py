@@ -29,13 +29,12 @@ from typing import Final
 import attrs
 
 from canal.errors import SchemaError
-from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP
+from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
 from canal.parse.events import QueryEvent
 from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog
-from canal.schema.foreign_keys import CHANGING_ACTIONS
 from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
 from canal.sql import (
     AlterDatabase,
@@ -85,15 +84,17 @@ class SchemaTracker:
     def observe(self, event: QueryEvent) -> dict[str, str]:
         """A query event the dump read: a DDL is recorded (and persisted) before anything after it is handed off.
         What the history knew before it that its entry carries (:data:`~canal.parse.convert.RETYPED_FROM_PROP`,
-        :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`)."""
+        :data:`~canal.parse.convert.RETYPED_TO_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`)."""
         position = EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id)
         if self._rewind_at_first_event:
             self._rewind_at_first_event = False
             self.history.rewind(position, origin=self._origin)
-        retyped = self.history.retyped_from(event.schema, event.sql)
+        retyped, retyped_to = self.history.retyped(event.schema, event.sql, position)
         implicit = self.history.implicit_columns(event.schema, event.sql)
         self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset)
         props = {RETYPED_FROM_PROP: json.dumps(retyped, separators=(",", ":"))} if retyped else {}
+        if retyped_to:
+            props[RETYPED_TO_PROP] = json.dumps(retyped_to, separators=(",", ":"))
         if implicit:
             props[IMPLICIT_COLUMNS_PROP] = json.dumps(implicit, separators=(",", ":"))
         return props
@@ -116,15 +117,13 @@ class SchemaTracker:
         if not start.position.journal_name or start.gtid_set:
             history.bootstrap(read_at, catalog, origin=source.address)
             return
-        must_scan = _key(start.position) < _key(read_at) and _changing_foreign_keys(catalog)
-        if source.logs_column_names and not must_scan:
-            # the binlog names every row: the history serves as a cross-check from the read on, and the binlog
-            # between the start and the read need not be scanned (a first start at an old position stays cheap).
-            # Not so when foreign keys' actions change rows: those only the history names (the FOREIGN_KEY_ACTIONS
-            # of a parent's change), so it must hold them from the start, as when it names the rows too.
-            at = read_at if _key(start.position) < _key(read_at) else start.position
-            history.bootstrap(at, catalog, origin=source.address)
+        if not _key(start.position) < _key(read_at):
+            history.bootstrap(start.position, catalog, origin=source.address)  # the layouts read hold at the start
             return
+        # the binlog between the start and the read is scanned (its query events; rows are not decoded) even where
+        # the binlog names every row: what only the history names must hold from the start -- the foreign keys'
+        # actions of a parent's change (FOREIGN_KEY_ACTIONS), and the types an ALTER converts values from
+        # (RETYPED_FROM, which the mirror converts them by)
         found = layout_ddl_between(source, start.position, read_at)
         if history.lower_case_names:  # the catalog read holds the names the server stores
             found = [attrs.evolve(d, statement=fold_table_names(d.statement), schema=d.schema.lower()) for d in found]
@@ -145,11 +144,13 @@ class SchemaTracker:
         ddl = next((d.describe() for d in found if created_in_range([d]) is None), found[0].describe())
         if source.logs_column_names:
             # the binlog names the rows; the history starts at the read, and the changes before it name the foreign
-            # keys' actions the tables have at the read (the DDL between may have changed them: say so)
+            # keys' actions the tables have at the read (the DDL between may have changed them: say so), and no
+            # types an ALTER converted from (the mirror stops at a conversion they decide)
             history.bootstrap(read_at, catalog, origin=source.address)
             self._log.warning(
                 "schema history starts at %s, not at %s: %s lies between them, so the foreign keys' actions named by "
-                "the changes before %s are those of the tables at that point",
+                "the changes before %s are those of the tables at that point, and the ALTERs before it name no types "
+                "they converted values from",
                 read_at,
                 start.position,
                 ddl,
@@ -162,16 +163,6 @@ class SchemaTracker:
             f"cannot be named; {RECOVERY}",
             position=str(start.position),
         )
-
-
-def _changing_foreign_keys(catalog: SchemaCatalog) -> bool:
-    """Whether a table of ``catalog`` has a foreign key whose action changes its rows (ON DELETE / UPDATE CASCADE,
-    SET NULL, SET DEFAULT)."""
-    return any(
-        fk.on_delete in CHANGING_ACTIONS or fk.on_update in CHANGING_ACTIONS
-        for table in catalog
-        for fk in table.foreign_keys
-    )
 
 
 def read_layouts(

@@ -13,6 +13,7 @@ from canal.schema.columns import (
     mysql_type_text,
     resolve_column,
     sql_type_of,
+    type_with_charset,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "mysql_type_text",
     "resolve_column",
     "sql_type_of",
+    "type_with_charset",
 ]

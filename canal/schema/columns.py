@@ -23,6 +23,7 @@ __all__ = [
     "mysql_type_text",
     "resolve_column",
     "sql_type_of",
+    "type_with_charset",
 ]
 
 _INT_WIDTH = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10), "bigint": (20, 20)}
@@ -126,6 +127,15 @@ def mysql_type_text(col: TableColumn, mariadb: bool) -> str:
     if col.zerofill:
         text += " zerofill"
     return text
+
+
+def type_with_charset(col: TableColumn, table_charset: str, mariadb: bool) -> str:
+    """:func:`mysql_type_text` with the column's charset where it holds text (``varchar(10) character set latin1``):
+    what a conversion of its values depends on (text becomes the charset's bytes, characters the charset lacks
+    become ``?``)."""
+    charset = effective_charset(col, table_charset)
+    text = mysql_type_text(col, mariadb)
+    return text if charset is None else f"{text} character set {charset}"
 
 
 def sql_type_of(col: TableColumn, charset: str | None, *, mariadb: bool = False) -> int:

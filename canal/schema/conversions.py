@@ -1,67 +1,191 @@
-"""Which ALTER TABLE conversions of existing values a copy of the table cannot repeat exactly from the rows it holds.
+"""Which value conversions of ALTER TABLE a copy of the table repeats exactly: the one model of them.
 
-An ALTER rewrites the rows a table holds without logging one. A copy (the Delta mirror: :mod:`canal.lake.evolve`)
-repeats what the server did from the statement, the layout before it and its own rows: integers clipped to a
-narrower range, strings cut to fewer characters, DECIMALs rounded to fewer decimals, DATETIME and TIMESTAMP
-converted in the statement's time zone, an added column's constant default. Where the outcome depends on values in a
-way it does not model, it stops typed at the statement (``MirrorTypeError``, ``MirrorTimeZoneError``,
-``MirrorError``) -- and then only where a value actually falls outside, which the capture cannot see in advance.
+An ALTER rewrites the rows a table holds without logging one. The Delta mirror repeats it from the statement, the
+types before and after it and its own rows (:mod:`canal.lake.conversions`, which converts the values); the capture
+asks the same model before the statement reaches any copy, and under ``heal="snapshot"`` reads the table again after
+a statement the mirror would not repeat (:mod:`canal.parse.healing`, :mod:`canal.snapshot.heal`) instead of letting
+the mirror stop there. Both read it here:
 
-:func:`unrepeatable` tells, before the statement reaches any copy, whether it *may* convert a value so: the capture
-heals such a statement under ``heal="snapshot"`` (reads the table again after it, :mod:`canal.snapshot.heal`)
-rather than let a copy stop there. It is read from the statement and the layout before it only, so it errs on the
-safe side: a statement it names may have converted nothing a copy could not have, and a heal then costs a re-read
-of the table, nothing more. What it names:
+* :data:`PAIRS` -- the modeled conversions, by the :func:`family` of the column's type before and after; a pair not
+  in it is not modeled (``MirrorConversionError`` in the mirror);
+* :func:`unmodeled` -- why two types of a modeled pair are not modeled after all (a FLOAT(M,D) target, a charset the
+  mirror does not know);
+* :func:`by_value` -- why a modeled conversion may meet a value it does not model (text read as a number, a label
+  the column's collation decides, fractional seconds cut under a sql_mode not known, ...): the mirror stops at such
+  a value only, which the capture cannot see in advance;
+* :data:`NOT_NULL_ZEROS` -- the families whose zero value the mirror writes for the NULLs of a column made NOT NULL.
 
-* a column declared anew (MODIFY / CHANGE) whose values may not survive as the copy converts them: another stored
-  kind (TEXT to INT, DATE to VARCHAR, ...) except a widening that keeps every value (a larger integer, a DECIMAL with
-  room for its digits, FLOAT to DOUBLE, text to text), fewer integer digits of a DECIMAL, ENUM / SET labels that do
-  not keep every label, a BINARY(n) of another length, a TEXT / BLOB type that holds fewer bytes than the values
-  may have, text moved to a character set that cannot hold every character, NOT NULL on a type whose implicit
-  default a copy does not write (temporal and others), a DATETIME / TIMESTAMP conversion in a time zone whose rules
-  are not known exactly (``SYSTEM`` on a server not in UTC, a zone Python's tz database does not hold), TIMESTAMP to
-  or from another type in a zone that is not UTC;
-* an added column whose values the server computes per row (a generated column, AUTO_INCREMENT, a DEFAULT that is
-  an expression, a NOT NULL TIMESTAMP without a default) or a TIMESTAMP default read in a zone not known exactly;
-* ``CONVERT TO CHARACTER SET`` of a character set that cannot hold every character (latin1, ascii, ...).
+:func:`unrepeatable` is the capture's question: whether a copy may not repeat a statement exactly -- a pair of
+:func:`unmodeled` or :func:`by_value`, NOT NULL of a type outside :data:`NOT_NULL_ZEROS`, a DATETIME / TIMESTAMP
+conversion in a time zone whose rules are not known exactly, TIMESTAMP to or from another type outside UTC
+(``MirrorTimeZoneError``), an added column whose values the server computes per row. It errs on the safe side: a
+statement it names may have converted nothing a copy could not have, and its heal costs a re-read of the table. A
+zero date an ALTER makes (a date made NOT NULL over NULLs, a DATETIME outside TIMESTAMP's range) is not asked: the
+mirror holds it with ``zero_dates="null"`` and cannot without, re-read or not.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Final
 
 from canal.errors import SchemaError
 from canal.schema.catalog import TableDef
-from canal.schema.columns import TableColumn, effective_charset, mysql_type_text, resolve_column
+from canal.schema.columns import mysql_type_text, resolve_column
 from canal.sql import read_column_type
-from canal.sql.charsets import charset_named
-from canal.sql.statements import AddColumn, AlterTable, ChangeColumn, ConvertCharset, SetTableOptions
-from canal.sql.types import INTEGER_TYPES, TEXT_TYPES, StoredType, stored_type
+from canal.sql.statements import AddColumn, AlterTable, ChangeColumn
+from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES, ColumnType
 
-__all__ = ["unrepeatable", "zone_known"]
+__all__ = [
+    "NOT_NULL_ZEROS",
+    "PAIRS",
+    "TEXT_CHARSETS",
+    "by_value",
+    "family",
+    "fractions_rule",
+    "unmodeled",
+    "unrepeatable",
+    "zone_known",
+]
 
-_WHOLE_CHARSETS: Final = frozenset({"utf8mb4", "utf16", "utf16le", "utf32", "gb18030", "binary"})
-_FRACTIONAL: Final = frozenset({"time", "datetime", "timestamp"})
+TEXT_CHARSETS: Final = frozenset({"utf8mb4", "utf8mb3", "utf8", "latin1", "ascii"})
+"""The character sets whose characters the mirror knows (it writes '?' for those a charset lacks)."""
+
+_TIME_ROUND_FRACTIONAL: Final = 1 << 34  # MariaDB's sql_mode bit
+
+
+def family(t: ColumnType) -> str:
+    """The family of a column type by how its values convert: ``integer``, ``decimal``, ``float``, ``double``,
+    ``bit``, ``year``, ``date``, ``datetime``, ``timestamp``, ``time``, ``text`` (character strings), ``binary`` (byte
+    strings: BINARY, VARBINARY, BLOBs, text in the binary charset), ``enum``, ``set``, ``uuid``, ``inet6``, ``inet4``,
+    ``json`` (MySQL's; MariaDB's JSON is LONGTEXT), ``geometry`` or ``vector``."""
+    base = t.base
+    if base in INTEGER_TYPES:
+        return "integer"
+    if base in TEXT_TYPES:
+        return "binary" if t.charset == "binary" else "text"
+    if base in BLOB_TYPES:
+        return "binary"
+    if base in GEOMETRY_TYPE_NAMES:
+        return "geometry"
+    return base
+
+
+def fractions_rule(sql_mode: str | None, server_version: str) -> str | None:
+    """How a statement cut fractional seconds, from its sql_mode and the server's version as logged: ``round``
+    (MariaDB under ``TIME_ROUND_FRACTIONAL``), ``truncate`` (MariaDB without), None when unknown (no sql_mode logged,
+    or a server that is not MariaDB: not measured)."""
+    if sql_mode is None or not sql_mode.isdigit() or "mariadb" not in server_version.lower():
+        return None
+    return "round" if int(sql_mode) & _TIME_ROUND_FRACTIONAL else "truncate"
+
+
+_NUMERIC_SOURCES: Final = ("integer", "decimal", "double", "year", "bit", "enum", "set")  # not FLOAT: held rounded
+_NUMERIC_TARGETS: Final = ("integer", "decimal", "double", "float")
+_DATED: Final = ("date", "datetime", "timestamp")
+_AS_TEXT: Final = ("integer", "decimal", "year", "bit", "text", "binary", "enum", "set", "uuid", "inet6", "inet4",
+                   "date", "datetime", "timestamp", "time")  # fmt: skip
+
+PAIRS: Final[dict[tuple[str, str], str]] = {
+    **{(s, t): "number" for s in _NUMERIC_SOURCES for t in _NUMERIC_TARGETS},
+    **{(s, "year"): "year" for s in ("integer", "decimal", "year", "bit")},
+    **{(s, "bit"): "bit" for s in ("integer", "year", "bit")},
+    **{("integer", t): "labels_of_number" for t in ("enum", "set")},
+    **{(s, "text"): "text" for s in _AS_TEXT},
+    **{(s, "binary"): "binary" for s in _AS_TEXT},
+    **{("text", t): "number_of_text" for t in _NUMERIC_TARGETS},
+    **{(s, t): "labels" for s in ("text", "enum", "set") for t in ("enum", "set")},
+    **{("text", t): "fixed" for t in ("uuid", "inet6", "inet4")},
+    **{(s, t): "dated" for s in _DATED for t in _DATED},
+    **{(s, "time"): "dated_to_time" for s in ("date", "datetime")},
+    ("time", "time"): "time",
+}
+"""The modeled conversions: the families (:func:`family`) of a column's type before and after an ALTER, each with the
+name of the conversion the mirror makes of them (:data:`canal.lake.conversions.MODELED` gives each its function).
+Every pair not here is not modeled (a type to itself converts nothing: never looked up)."""
+
+NOT_NULL_ZEROS: Final = frozenset(
+    {"integer", "decimal", "float", "double", "year", "bit", "text", "enum", "set", "binary", "time", "uuid",
+     "inet6", "inet4"}
+)  # fmt: skip
+"""The families whose zero value (0, '', the empty ENUM value, empty bytes, 00:00:00) the mirror writes for the NULLs
+of a column made NOT NULL, as the server gives them under a lax sql_mode; a date's is the zero date (held only with
+``zero_dates='null'``), a TIMESTAMP's the current time."""
+
+
+def unmodeled(old: ColumnType, new: ColumnType) -> str | None:
+    """Why the mirror does not model converting values of ``old`` to ``new`` (types with their charset where they
+    hold text), whatever the values; None when it does."""
+    pair = (family(old), family(new))
+    if pair not in PAIRS:
+        return f"{pair[0].upper()} to {pair[1].upper()} is not a conversion the mirror models"
+    source, target = pair
+    if target in ("double", "float") and new.scale is not None and source in (*_NUMERIC_SOURCES, "text"):
+        return f"a {new.base.upper()}(M,D) rounds to its decimals and precision in ways not measured"
+    if source == "double" and old.scale is not None and target in _NUMERIC_TARGETS:
+        return f"the mirror holds {old.base.upper()} values rounded as SELECT shows them, not as stored"
+    if target == "text" and new.charset not in TEXT_CHARSETS and new.charset != old.charset:
+        return f"text in the charset {new.charset or 'the table has (unknown)'}"
+    if target == "binary" and source in ("text", "enum", "set") and old.charset not in TEXT_CHARSETS:
+        return f"text in the charset {old.charset or 'the table has (unknown)'} as bytes"
+    return None
+
+
+_ZERO_DATED: Final = ("date", "datetime")
+"""The families whose values an ALTER may make the zero date (a NULL made NOT NULL; a DATETIME outside TIMESTAMP's
+range is the zero TIMESTAMP): a mirror with ``zero_dates="null"`` holds it as NULL, as it converts; one with
+``"error"`` cannot hold it, nor the zero dates a re-read would bring -- a heal helps neither, so none is asked."""
+
+_PLAIN: Final = re.compile(r"[\x20-\x7e]*")  # printable ASCII (canal.lake.converters.label_of reads such labels)
+
+
+def by_value(old: ColumnType, new: ColumnType, fractions: str | None) -> str | None:
+    """Why a modeled conversion of ``old`` to ``new`` may meet a value the mirror does not model (it stops at such a
+    value: :class:`canal.lake.converters.Unmodeled`, or a value outside TIMESTAMP's range); None when it converts
+    every value. ``fractions``: the statement's :func:`fractions_rule`."""
+    source, target = family(old), family(new)
+    timed = ("datetime", "timestamp", "time")
+    if source in timed and target in timed and fractions is None and _fsp(new) < _fsp(old):
+        return "fractional seconds cut under a sql_mode the mirror does not know"
+    if source == "text" and target in (*_NUMERIC_TARGETS, "enum", "set", "uuid", "inet6", "inet4"):
+        return f"text the server reads as {target.upper()} in ways the mirror may not follow"
+    if source == "binary" and target == "text":
+        return f"bytes that may be no {new.charset} text"
+    if (
+        source == "text"
+        and target == "text"
+        and new.charset not in TEXT_CHARSETS
+        and new.base not in ("char", "varchar")
+    ):
+        return f"text cut to a {new.base.upper()} in a charset the mirror does not know"
+    if source in ("enum", "set") and target in ("enum", "set"):
+        gone = [label for label in old.labels if label not in new.labels]
+        if gone and (source != target or not _labels_plain(gone, new.labels)):
+            return "labels the values hold go, and the column's collation decides what they become"
+    wide = source == "double" or (source == "decimal" and (old.precision or 10) - (old.scale or 0) >= 19)
+    if wide and target == "integer" and new.base == "bigint" and new.unsigned:
+        return "a number at or past 2**63 into BIGINT UNSIGNED"
+    if source == "bit" and target in ("double", "float") and (old.params[0] if old.params else 1) == 64:
+        return "a BIT value of 2**63 or more into a floating type"
+    return None
+
+
+def _labels_plain(gone: list[str], labels: tuple[str, ...]) -> bool:
+    """Whether labels that go become '' (left out of a SET) whatever the collation: printable ASCII, no new label
+    equal to them ignoring case, not digits."""
+    lower = {label.lower() for label in labels}
+    return all(_PLAIN.fullmatch(label) for label in (*gone, *labels)) and not any(
+        label.lower() in lower or label.strip(" ").isdigit() for label in gone
+    )
+
+
+def _fsp(t: ColumnType) -> int:
+    return t.params[0] if t.params else 0
+
+
 _UTC_NAMES: Final = frozenset({"UTC", "ETC/UTC", "UNIVERSAL", "ETC/UNIVERSAL", "ZULU", "ETC/ZULU"})
 _OFFSET: Final = re.compile(r"^([+-])(\d{1,2}):(\d{2})$")
-_ZONED: Final = frozenset({"datetime", "timestamp"})
-# the most bytes a value of each type holds
-_BYTE_LIMITS: Final = {
-    "tinytext": 255,
-    "text": 65535,
-    "mediumtext": 16777215,
-    "longtext": 4294967295,
-    "tinyblob": 255,
-    "blob": 65535,
-    "mediumblob": 16777215,
-    "longblob": 4294967295,
-}
-# the types whose NOT NULL a copy fills with their implicit default (0, '', the empty ENUM value, empty bytes)
-_NOT_NULL_FILLED: Final = frozenset(
-    {*INTEGER_TYPES, "decimal", "float", "double", *TEXT_TYPES, "enum", "set", "varbinary", "tinyblob", "blob",
-     "mediumblob", "longblob"}
-)  # fmt: skip
 
 
 def zone_known(name: str | None, system: str | None) -> tuple[bool, bool]:
@@ -88,22 +212,26 @@ def zone_known(name: str | None, system: str | None) -> tuple[bool, bool]:
 
 
 def unrepeatable(
-    stmt: AlterTable, table: TableDef | None, *, zone: str | None, system_zone: str | None, mariadb: bool
+    stmt: AlterTable,
+    table: TableDef | None,
+    retyped: tuple[Mapping[str, str], Mapping[str, str]],
+    *,
+    zone: str | None,
+    system_zone: str | None,
+    fractions: str | None,
+    mariadb: bool,
 ) -> str | None:
     """Why a copy of ``table`` (its layout before ``stmt``) may not repeat ``stmt``'s conversion of the rows it holds
-    exactly (module docstring), or None. ``zone`` / ``system_zone``: the statement's time zone as the server logged
-    it. A table the layout of which is not known (None) gives None: a copy does what it can there."""
+    exactly (module docstring), or None. ``retyped``: the types before and after it of each column it converts, by
+    its name before (:meth:`canal.schema.history.SchemaHistory.retyped`: what the mirror is given); ``zone`` /
+    ``system_zone``: the statement's time zone as the server logged it; ``fractions``: its :func:`fractions_rule`. A
+    table whose layout is not known (None) gives None: a copy does what it can there."""
     if table is None:
         return None
     utc, known = zone_known(zone, system_zone)
     columns = {c.name.lower(): c for c in table.columns}
     for action in stmt.actions:
-        if isinstance(action, ConvertCharset):
-            if not _holds_every_character(action.charset):
-                return f"CONVERT TO CHARACTER SET {action.charset}: text it cannot hold becomes '?'"
-        elif isinstance(action, SetTableOptions):
-            continue
-        elif isinstance(action, AddColumn):
+        if isinstance(action, AddColumn):
             why = _added(action, utc, known)
             if why is not None:
                 return why
@@ -115,9 +243,28 @@ def unrepeatable(
                 new = resolve_column(action.column)
             except SchemaError as exc:
                 return f"column {action.old_name!r}: {exc}"
-            why = _changed(old, new, table.charset, utc, known, mariadb)
-            if why is not None:
-                return f"column {action.old_name!r} becomes {mysql_type_text(new, mariadb)}: {why}"
+            made = family(read_column_type(mysql_type_text(new, mariadb), strict=False))
+            if old.nullable and not new.nullable and made not in (*NOT_NULL_ZEROS, *_ZERO_DATED):
+                return f"column {action.old_name!r} made NOT NULL: the server gives a NULL {made.upper()}'s zero value"
+    before, after = retyped
+    for name, old_text in before.items():
+        new_text = after.get(name)
+        if new_text is None or new_text == old_text:
+            continue  # converts nothing (or the history cannot follow it: neither can a copy's catalog)
+        old_type, new_type = read_column_type(old_text, strict=False), read_column_type(new_text, strict=False)
+        why = _zoned(old_type, new_type, utc, known) or unmodeled(old_type, new_type)
+        why = why or by_value(old_type, new_type, fractions)
+        if why is not None:
+            return f"column {name!r} from {old_text} to {new_text}: {why}"
+    return None
+
+
+def _zoned(old: ColumnType, new: ColumnType, utc: bool, known: bool) -> str | None:
+    pair = {old.base, new.base}
+    if pair == {"datetime", "timestamp"} and not known:
+        return "DATETIME and TIMESTAMP converted in a time zone whose rules are not known exactly"
+    if "timestamp" in pair and len(pair) == 2 and pair != {"datetime", "timestamp"} and not utc:
+        return "a TIMESTAMP converted to or from another type in a time zone that is not UTC"
     return None
 
 
@@ -125,96 +272,15 @@ def _added(action: AddColumn, utc: bool, known: bool) -> str | None:
     column = action.column
     if column.row_period is not None:
         return None  # a system-versioning period column: its values are the statement's (a copy follows them)
-    base = column.type.base
     name = column.name
     if column.generated is not None or column.auto_increment:
         return f"column {name!r} is added with values the server computes for each row"
     default = column.default
     if default is not None and not default.literal:
         return f"column {name!r} is added with DEFAULT {default.text}, computed for each row"
-    if base == "timestamp":
+    if column.type.base == "timestamp":
         if default is None and column.nullable is False:
             return f"column {name!r} is added as a NOT NULL TIMESTAMP without a default (the server's time)"
         if default is not None and default.value is not None and not utc and not known:
             return f"column {name!r} is added with a TIMESTAMP default read in a time zone not known exactly"
     return None
-
-
-def _changed(old: TableColumn, new: TableColumn, charset: str, utc: bool, known: bool, mariadb: bool) -> str | None:
-    before = read_column_type(mysql_type_text(old, mariadb), strict=False)
-    after = read_column_type(mysql_type_text(new, mariadb), strict=False)
-    was, now = stored_type(before), stored_type(after)
-    old_base, new_base = old.base, new.base
-    zoned = {old_base, new_base} == _ZONED
-    if zoned and not known:
-        return "DATETIME and TIMESTAMP converted in a time zone whose rules are not known exactly"
-    if "timestamp" in {old_base, new_base} and old_base != new_base and not zoned and not utc:
-        return "a TIMESTAMP converted to or from another type in a time zone that is not UTC"
-    if was != now and not zoned and not _widens(old, new, was, now):
-        return "its values change kind, and the server converts what does not fit in ways a copy does not repeat"
-    if was.kind == "decimal" and now.kind == "decimal" and now.precision - now.scale < was.precision - was.scale:
-        return "fewer integer digits: a value that does not fit is clipped"
-    widened = old_base == "float" and new_base == "double" and not new.params and not old.params
-    if new_base in ("float", "double") and (old_base, old.params) != (new_base, new.params) and not widened:
-        return "a floating-point value rounded to another precision"
-    if old_base == new_base and old_base in _FRACTIONAL and _fsp(new) < _fsp(old):
-        return "fewer fractional digits of a second"
-    if new_base in ("enum", "set") and (old_base != new_base or not set(old.labels) <= set(new.labels)):
-        return "labels the values may hold go"
-    if new_base == "binary" and (old_base != "binary" or old.params[:1] != new.params[:1]):
-        return "BINARY values of another length"
-    limit = _BYTE_LIMITS.get(new_base)
-    if limit is not None and _most_bytes(old, charset) > limit:
-        return f"values may hold more than the {limit} bytes the type holds"
-    new_charset = effective_charset(new, charset)
-    old_charset = effective_charset(old, charset)
-    if new_charset is not None and new_charset != old_charset and not _holds_every_character(new_charset):
-        return f"text moved to {new_charset}, which cannot hold every character"
-    if old.nullable and not new.nullable and new_base not in _NOT_NULL_FILLED:
-        return "NOT NULL: the server gives a NULL its type's implicit default, which a copy does not write"
-    return None
-
-
-def _fsp(column: TableColumn) -> int:
-    return column.params[0] if column.params else 0
-
-
-def _widens(old: TableColumn, new: TableColumn, was: StoredType, now: StoredType) -> bool:
-    """Whether every value of the old stored kind keeps its value in the new one (or is cut as a copy cuts it)."""
-    if was.kind == now.kind == "string":
-        return old.base not in ("time", "json") and new.base not in ("time", "json", "uuid", "inet4", "inet6")
-    if old.base in INTEGER_TYPES and new.base in INTEGER_TYPES:  # (BIGINT UNSIGNED: a decimal kind)
-        low, high = _integer_range(old)
-        new_low, new_high = _integer_range(new)
-        return new_low <= low and high <= new_high
-    if old.base == "date" and new.base == "datetime":
-        return True  # midnight of the day (a TIMESTAMP would read it in the session's zone)
-    if old.base in INTEGER_TYPES and new.base == "decimal":  # (BIGINT UNSIGNED is a decimal kind too: not this)
-        digits = 20 if old.base == "bigint" else 10
-        return now.precision - now.scale >= digits and (not new.unsigned or old.unsigned)
-    if was.kind == "decimal" and now.kind == "decimal" and old.base == new.base == "decimal":
-        return not new.unsigned or old.unsigned  # (fewer integer digits: checked after)
-    return False
-
-
-def _integer_range(column: TableColumn) -> tuple[int, int]:
-    bits = 8 * INTEGER_TYPES[column.base]
-    return (0, 2**bits - 1) if column.unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-
-
-def _most_bytes(column: TableColumn, charset: str) -> int:
-    """The most bytes a value of ``column`` may hold."""
-    limit = _BYTE_LIMITS.get(column.base)
-    if limit is not None:
-        return limit
-    if column.base in ("char", "varchar", "binary", "varbinary"):
-        length = column.params[0] if column.params else 1
-        text = effective_charset(column, charset)
-        return length * (1 if text is None else charset_named(text).maxlen)
-    return 1 << 32  # anything else held as text or bytes: as much as any type holds
-
-
-def _holds_every_character(charset: str) -> bool:
-    """Whether a MySQL character set holds every character (others store '?' for what they lack, under a lax
-    sql_mode); ``binary`` holds bytes."""
-    return charset_named(charset).name in _WHOLE_CHARSETS

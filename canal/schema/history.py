@@ -41,13 +41,14 @@ from canal.errors import SchemaError, SqlError
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
-from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
-from canal.schema.foreign_keys import ForeignKey, action_edges
+from canal.schema.columns import TableColumn, effective_charset, mysql_type_text, type_with_charset
+from canal.schema.foreign_keys import ActionIndex, ForeignKey, action_edges, action_index
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
 from canal.sql import (
     AlterDatabase,
     AlterTable,
     ChangeColumn,
+    ConvertCharset,
     CreateDatabase,
     CreateTable,
     DropDatabase,
@@ -238,8 +239,9 @@ class SchemaHistory:
         # each start): DDL names are folded as the server folds them, so the history keys tables as rows name them
         self.lower_case_names = False
         # the foreign keys each table's row changes follow, for the state of ``version``: looked up on every
-        # DELETE / UPDATE rows event of a statement that maps other tables
-        self._actions: tuple[int, dict[tuple[str, str], list[dict[str, Any]]]] = (-1, {})
+        # DELETE / UPDATE rows event, so the catalog's index of them is built once per state, not per table (a
+        # pass over 2,000 tables for each table's first row change made a stream over many tables quadratic)
+        self._actions: tuple[int, ActionIndex, dict[tuple[str, str], list[dict[str, Any]]]] = (-1, {}, {})
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
 
     @contextlib.contextmanager
@@ -376,18 +378,19 @@ class SchemaHistory:
         ``layout``: its child's columns as ``[name, mysql_type, is_key]``."""
         with self._lock:
             self._ensure_loaded()
+            catalog = self._catalog
             if self._actions[0] != self.version:
-                self._actions = (self.version, {})
-            known = self._actions[1].get((db, name))
+                self._actions = (self.version, action_index((t.db, t.name, t.foreign_keys) for t in catalog), {})
+            _version, index, known_edges = self._actions
+            known = known_edges.get((db, name))
             if known is not None:
                 return [dict(edge) for edge in known]
-            catalog = self._catalog
-            edges = action_edges(((t.db, t.name, t.foreign_keys) for t in catalog), db, name)
+            edges = action_edges(index, db, name)
             for edge in edges:
                 child = catalog.get(edge["db"], edge["table"])
                 schema = None if child is None else child.table_schema(mariadb=self.mariadb)
                 edge["layout"] = None if schema is None else [[c.name, c.mysql_type, c.is_key] for c in schema.columns]
-            self._actions[1][(db, name)] = edges
+            known_edges[(db, name)] = edges
             return [dict(edge) for edge in edges]
 
     def implicit_columns(self, session: str, sql: str) -> list[str]:
@@ -409,24 +412,46 @@ class SchemaHistory:
             self._ensure_loaded()
             return self._catalog.get(db, name)
 
-    def retyped_from(self, session: str, sql: str) -> dict[str, str]:
-        """For an ALTER TABLE that declares columns anew (MODIFY / CHANGE): each such column's MySQL type now, by its
-        name now -- what a holder of its values needs to convert them as the server does (a DATETIME read in the
-        session's time zone becomes a TIMESTAMP in UTC). Asked before the statement is applied; empty for any other
-        statement or a table the history does not hold."""
+    def retyped(self, session: str, sql: str, at: EntryPosition | None = None) -> tuple[dict[str, str], dict[str, str]]:
+        """For an ALTER TABLE that declares columns anew (MODIFY / CHANGE) or converts the table's text (CONVERT TO
+        CHARACTER SET): each such column's type before the statement and after it (the MySQL type, with its charset
+        where it holds text: :func:`~canal.schema.columns.type_with_charset`), both by its name before it -- what a
+        holder of its values needs to convert them as the server did (a DATETIME read in the session's time zone
+        becomes a TIMESTAMP in UTC, text in the table's charset becomes bytes). Asked before the statement is
+        applied; empty for any other statement, a table the history does not hold, a statement it cannot follow, or
+        a statement at ``at`` that the history's layouts are already past (it started later: it cannot know the
+        types before)."""
         stmt = layout_statement(sql)
+        with self._lock:
+            self._ensure_loaded()
+            if at is not None and self._position is not None and _k(at) < _k(self._position):
+                return {}, {}
         table = self._altered(session, sql)
         if table is None or not isinstance(stmt, AlterTable):
-            return {}
+            return {}, {}
         columns = {c.name.lower(): c for c in table.columns}
-        found: dict[str, str] = {}
-        for action in stmt.actions:
-            if not isinstance(action, ChangeColumn):
+        named = {action.old_name.lower() for action in stmt.actions if isinstance(action, ChangeColumn)}
+        if any(isinstance(action, ConvertCharset) for action in stmt.actions):
+            named |= {k for k, c in columns.items() if effective_charset(c, table.charset) is not None}
+        before = {
+            columns[k].name: type_with_charset(columns[k], table.charset, self.mariadb) for k in named if k in columns
+        }
+        scratch = SchemaCatalog(database=table.db, mariadb=self.mariadb)
+        scratch.tables[f"{table.db}.{table.name}"] = table
+        try:
+            changes = scratch.apply(fold_table_names(stmt) if self.lower_case_names else stmt, table.db)
+        except SchemaError:
+            return before, {}  # the history cannot follow it either (apply says so)
+        after: dict[str, str] = {}
+        for change in changes:
+            new = scratch.tables.get(change.new or "")
+            if change.kind != "alter" or new is None:
                 continue
-            old = columns.get(action.old_name.lower())
-            if old is not None:
-                found[old.name] = mysql_type_text(old, self.mariadb)
-        return found
+            for column in new.columns:
+                was = change.origin.get(column.name)
+                if was is not None and was in before:
+                    after[was] = type_with_charset(column, new.charset, self.mariadb)
+        return before, after
 
     def table_schema(self, db: str, name: str) -> TableSchema | None:
         table = self.table(db, name)

@@ -19,8 +19,9 @@ duplicate change nothing (merge-on-read: a duplicate append holds the same chang
 the same row; copy-on-write: the second MERGE fails on Delta's conflict check and its retry is skipped).
 
 Which rows are new, and the batch's number, come from the mirror's record (:mod:`canal.lake.admit`), before any
-task writes: the one-partition task admits its batch itself (it has all of its rows; a batch the record refuses is
-answered ``refused`` with nothing written, and the driver raises the error); for several partitions the driver
+task writes: the one-partition task admits its batch itself (it has all of its rows; a batch the record refuses, or
+whose partial row images the mirror cannot complete, is answered ``refused`` with nothing written, and the driver
+raises the typed error); for several partitions the driver
 admits the batch from one aggregation of its rows (its fingerprint, destinations, a change whose lineage nothing
 relates to the record's, its tables), and each task applies the rows of its tables the record does not hold. Each
 task answers what its rows add to the record (:class:`~canal.lake.lineage.Advance`), which the driver writes once
@@ -79,6 +80,7 @@ from canal.lake.lineage import (
     unprovable_error,
 )
 from canal.lake.packed import is_packed, unpack_all
+from canal.lake.partial import MirrorPartialImageError
 from canal.lake.plan import OPTIONAL_COLUMNS
 from canal.lake.settings import MirrorSettings
 from canal.lake.typed_batch import TypedBatch
@@ -98,6 +100,24 @@ _REFUSALS: dict[str, type[MirrorError]] = {
     "MirrorLineageError": MirrorLineageError,
     "MirrorCheckpointError": MirrorCheckpointError,
 }
+
+
+def _refusal(exc: MirrorError) -> tuple[str, str]:
+    """What a task answers for an error that refused its batch: the error's class and what the driver rebuilds it
+    from (its message; a partial image's fields, as JSON)."""
+    if isinstance(exc, MirrorPartialImageError):
+        fields = {"schema": exc.schema, "table": exc.table, "columns": exc.columns, "key": exc.key}
+        return type(exc).__name__, json.dumps({**fields, "reason": exc.reason})
+    return type(exc).__name__, str(exc)
+
+
+def _refused(kind: str | None, text: str | None) -> MirrorError:
+    """The error a task answered ``refused`` with (:func:`_refusal`), for the driver to raise."""
+    if kind == MirrorPartialImageError.__name__ and text is not None:
+        return MirrorPartialImageError(**json.loads(text))
+    return _REFUSALS.get(kind or "", MirrorError)(text)
+
+
 SPILL_PREFIX = "_pycanal_ddl_batch."  # files of batches with DDL handed from a task to the driver, in the root
 
 
@@ -200,7 +220,8 @@ def write_partition(
     parallel threads) -- or, when it holds DDL, written to a file in the mirror's root and answered with one row
     naming it, nothing applied: the driver then applies it, in order, without reading the batch a second time.
     Packed batches (``images=packed``) are unpacked here (:func:`canal.lake.packed.unpack_all`) and handed over to
-    the driver packed. A batch the record refuses is answered ``refused``, nothing written."""
+    the driver packed. A batch the record refuses, or whose partial images the mirror cannot complete
+    (:class:`~canal.lake.partial.MirrorPartialImageError`), is answered ``refused``, nothing written."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -230,8 +251,10 @@ def write_partition(
             }
             number, recorded = admitted.number, admitted.recorded
             answer = write_group(kind, settings, epoch, number, batch, recorded, token, outcome, admitted.skip)
-        except (MirrorLineageError, MirrorCheckpointError) as exc:  # refused before anything was written
-            answer = _answer([("", REFUSED_MARK, changes.num_rows, False, type(exc).__name__, str(exc))])
+        # refused before anything was written: by the record, or a partial image the mirror cannot complete (the
+        # completion runs before any table's first write in a batch without DDL: canal.lake.partial)
+        except (MirrorLineageError, MirrorCheckpointError, MirrorPartialImageError) as exc:
+            answer = _answer([("", REFUSED_MARK, changes.num_rows, False, *_refusal(exc))])
     yield from answer.to_batches()
 
 
@@ -356,7 +379,7 @@ def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyRes
         outcome = _checked(changes.mapInArrow(write_all, RESULT_SCHEMA).collect(), 1, batch_id)
         for row in outcome:
             if row["status"] == REFUSED_MARK:
-                raise _REFUSALS.get(row["spill"], MirrorError)(row["lineage"])
+                raise _refused(row["spill"], row["lineage"])
         spilled = [row["spill"] for row in outcome if row["status"] == DDL_MARK]
         if spilled:
             _drop_spills(mirror.root, batch_id)

@@ -65,7 +65,7 @@ def _project(df: Any, table_schema_or_ddl: Layout, table: str | None, *, images:
         ).alias("absent")
     )
     if diffed:
-        selected.append(_diffed(df))
+        selected.append(_diffed())
     selected += [
         F.when(a, cell(F.col("after"), name, mysql_type)).otherwise(cell(F.col("before"), name, mysql_type)).alias(name)
         for (name, mysql_type), a in zip(columns, in_after, strict=True)
@@ -163,13 +163,12 @@ _CARRIED = "__pycanal_carried_"
 _TOUCHED = "__pycanal_touched_"
 
 
-def _diffed(df: Any) -> Any:
-    """The names of the columns each change row's JSON diffs changed (``json_diffs``; none where the rows have no
-    such column, of an older pycanal), as an array column ``diffed``."""
+def _diffed() -> Any:
+    """The names of the columns each change row's JSON diffs changed (``json_diffs``), as an array column
+    ``diffed``. The column is named, not looked up in ``df``'s schema: a Spark Declarative Pipeline's query function
+    may not analyse its DataFrame (change rows of a pycanal before json_diffs: add it as a null string column)."""
     from pyspark.sql import functions as F
 
-    if "json_diffs" not in df.columns:
-        return F.array().cast("array<string>").alias("diffed")
     diffs = F.from_json(F.col("json_diffs"), "MAP<STRING,ARRAY<ARRAY<STRING>>>")
     return F.coalesce(F.map_keys(diffs), F.array().cast("array<string>")).alias("diffed")
 

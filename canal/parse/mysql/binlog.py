@@ -61,6 +61,7 @@ from canal.parse.mysql import packets as P
 from canal.parse.mysql.compression import mariadb_uncompress, payload_events, transaction_payload
 from canal.parse.mysql.decoder import (
     BinlogColumn,
+    SameColumns,
     TableDecoder,
     TableMapInfo,
     binlog_layout,
@@ -152,6 +153,7 @@ class EventDecoder:
         # keyed by the table map's body after the table id: a table that comes back under a new id (it left the
         # server's table_definition_cache) reuses its decoders; least recently used first
         self._map_cache: OrderedDict[bytes, TableDecoder] = OrderedDict()
+        self._same_columns = SameColumns(_MAP_CACHE_SIZE)  # another table's map with those columns: shared
         self._warned: set[tuple[str, str]] = set()
         self._rows_post = {P.WRITE_ROWS_EVENT_V1: 8, P.WRITE_ROWS_EVENT_V2: 10}
         self.server_version = ""
@@ -410,6 +412,7 @@ class EventDecoder:
         if server_version != self.server_version:
             self._metadata_rules = metadata_rules(server_version)
             self._map_cache.clear()  # table maps read under another server's rules
+            self._same_columns.clear()
         self.server_version = server_version
         self.tables.clear()
         return FormatDescriptionEvent(
@@ -460,6 +463,7 @@ class EventDecoder:
             error_code=error_code,
             time_zone=status.time_zone,
             micros=status.micros,
+            sql_mode=status.sql_mode,
         )
 
     def _xid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
@@ -481,7 +485,12 @@ class EventDecoder:
             and dec.lookup_version != lookup.version
         ):
             dec = None  # a DDL since: the names it took may have changed
-        if dec is None:
+        if dec is None and (same := self._same_columns.get(b, p, end, self.table_id_len)) is not None:
+            info, dec = same  # the columns of a table seen before, under this table's name
+            if lookup is not None and lookup.strict:
+                self._cross_check(info, dec, off)
+            self._keep_map(key, dec)
+        elif dec is None:
             info = parse_table_map_body(b, p, end, self.table_id_len, self._metadata_rules)
             fallback: list[SchemaColumn] | None = None
             problem: SchemaError | None = None
@@ -495,7 +504,8 @@ class EventDecoder:
             legacy = [c for c in info.columns if c.type in _LEGACY_TEMPORAL]
             if legacy and lookup is not None:
                 self._resolve_legacy_temporal(info.schema, info.table, legacy)
-            if lookup is not None and any(needs_declared_type(c) for c in info.columns):
+            declared = lookup is not None and any(needs_declared_type(c) for c in info.columns)
+            if declared and lookup is not None:
                 found = fallback if fallback is not None or not info.has_names else self._schema_columns(info)
                 if found is not None:
                     declare_types(info.columns, found)
@@ -508,9 +518,9 @@ class EventDecoder:
             )
             if info.has_names and lookup is not None and lookup.strict and unreadable is None:
                 self._cross_check(info, dec, off)  # (a type no decoder reads is no layout to repair the history with)
-            if len(self._map_cache) >= _MAP_CACHE_SIZE:
-                self._map_cache.popitem(last=False)
-            self._map_cache[key] = dec
+            if info.has_names and problem is None and not legacy and not declared:  # made of the map's bytes alone
+                self._same_columns.add(b, p, end, self.table_id_len, info, dec)
+            self._keep_map(key, dec)
         else:
             self._map_cache.move_to_end(key)
             dec = dec.with_table_id(table_id)
@@ -526,6 +536,11 @@ class EventDecoder:
             table=dec.schema.table,
             table_schema=dec.schema,
         )
+
+    def _keep_map(self, key: bytes, dec: TableDecoder) -> None:
+        if len(self._map_cache) >= _MAP_CACHE_SIZE:
+            self._map_cache.popitem(last=False)
+        self._map_cache[key] = dec
 
     def _history_columns(self, info: TableMapInfo, where: str) -> tuple[list[SchemaColumn] | None, SchemaError | None]:
         """Names from the schema history, checked against the table map: a table it does not hold, or one whose

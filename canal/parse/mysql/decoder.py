@@ -7,7 +7,8 @@ A TABLE_MAP event describes one table's columns in binlog terms (types, type met
 that table's column types and compiled with :func:`compile` -- one straight-line function per (event kind, present
 columns), with runs of fixed-width non-null columns read by one precompiled :class:`struct.Struct` and the null
 bitmap read as one integer. Decoders are cached by the table map's bytes, so a table map repeated for every
-statement costs one dict lookup.
+statement costs one dict lookup, and a table whose map describes the same columns as another's (shards, a schema
+per tenant) takes that table's parsed columns and code under its own name (:class:`SameColumns`).
 
 The optional metadata's SIGNEDNESS bitmap and charset lists name no columns: each server counts its own set of
 column types in them (YEAR, VECTOR, GEOMETRY differ by flavour and version), and :class:`MetadataRules` says which,
@@ -518,6 +519,17 @@ class TableMapInfo:
     has_signedness: bool = False  # MINIMAL and FULL metadata say which numeric columns are unsigned; NO_LOG does not
 
 
+def read_table_names(buf: bytes, pos: int, table_id_len: int) -> tuple[str, str, int]:
+    """A table map's database and table names (its body's table id at ``pos``) and where its columns start."""
+    pos += table_id_len + 2  # flags
+    n = buf[pos]
+    schema = bytes(buf[pos + 1 : pos + 1 + n]).decode("utf-8")
+    pos += n + 2
+    n = buf[pos]
+    table = bytes(buf[pos + 1 : pos + 1 + n]).decode("utf-8")
+    return schema, table, pos + n + 2
+
+
 def parse_table_map_body(
     buf: bytes, pos: int, end: int, table_id_len: int = 6, rules: MetadataRules | None = None
 ) -> TableMapInfo:
@@ -529,13 +541,7 @@ def parse_table_map_body(
     another length than the column types need.
     """
     table_id = int.from_bytes(buf[pos : pos + table_id_len], "little")
-    pos += table_id_len + 2  # flags
-    n = buf[pos]
-    schema = bytes(buf[pos + 1 : pos + 1 + n]).decode("utf-8")
-    pos += n + 2
-    n = buf[pos]
-    table = bytes(buf[pos + 1 : pos + 1 + n]).decode("utf-8")
-    pos += n + 2
+    schema, table, pos = read_table_names(buf, pos, table_id_len)
     ncols, pos = read_lenenc(buf, pos)
     if not 1 <= ncols <= end - pos:
         raise ValueError(f"table map of {schema}.{table} declares {ncols} columns")
@@ -1336,6 +1342,46 @@ class _Layout:
         self.factories: OrderedDict[tuple[str, bytes, bytes, bool], DecoderFactory] = OrderedDict()
 
 
+class SameColumns:
+    """Table maps known by what they say of their columns alone (their body after the table's name), so that a table
+    whose columns are those of a table seen before -- shards, a schema per tenant -- takes that table's parsed
+    columns, column metadata and generated code under its own name (:meth:`TableDecoder.renamed`) instead of
+    building them again. Each new table of a stream over 2,000 tables of one definition cost about as much as one
+    of its transactions, most of it there. Holds only decoders that nothing but those bytes made (the caller's
+    choice: names from the binlog, nothing taken from a schema, no problem); least recently used first."""
+
+    __slots__ = ("_known", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._known: OrderedDict[bytes, tuple[TableMapInfo, TableDecoder]] = OrderedDict()
+
+    def clear(self) -> None:
+        self._known.clear()
+
+    def add(self, buf: bytes, pos: int, end: int, table_id_len: int, info: TableMapInfo, dec: TableDecoder) -> None:
+        """Keep ``dec``, made from the table map body ``buf[pos:end]`` (``info``), for tables of the same columns."""
+        if len(self._known) >= self.size:
+            self._known.popitem(last=False)
+        self._known[bytes(buf[read_table_names(buf, pos, table_id_len)[2] : end])] = (info, dec)
+
+    def get(self, buf: bytes, pos: int, end: int, table_id_len: int) -> tuple[TableMapInfo, TableDecoder] | None:
+        """The table map body ``buf[pos:end]`` as its table's info and decoder, when a table with the same columns
+        was kept (None otherwise)."""
+        if not self._known:
+            return None
+        schema, table, columns_at = read_table_names(buf, pos, table_id_len)
+        key = bytes(buf[columns_at:end])
+        known = self._known.get(key)
+        if known is None:
+            return None
+        self._known.move_to_end(key)
+        info, dec = known
+        table_id = int.from_bytes(buf[pos : pos + table_id_len], "little")
+        mine = TableMapInfo(table_id, schema, table, info.columns, info.has_names, info.has_signedness)
+        return mine, dec.renamed(table_id, schema, table)
+
+
 def _layout_key(cols: Sequence[BinlogColumn]) -> tuple[object, ...]:
     """Everything the generated code reads of the columns (not their names or keys)."""
     return tuple(
@@ -1423,15 +1469,25 @@ class TableDecoder:
         schema of thousands of tables ten times slower than one table."""
         if table_id == self.table_id:
             return self
+        return self._twin(table_id, self.schema, self._decoders)
+
+    def renamed(self, table_id: int, schema: str, table: str) -> TableDecoder:
+        """This table map's columns as another table's (:class:`SameColumns`): its column metadata and generated
+        code shared, its own schema (the names rows carry) and its own decoders (bound to that schema)."""
+        return self._twin(table_id, TableSchema(schema, table, self.schema.columns), OrderedDict())
+
+    def _twin(
+        self, table_id: int, schema: TableSchema, decoders: OrderedDict[Any, Callable[..., Rows]]
+    ) -> TableDecoder:
         twin = object.__new__(TableDecoder)
         twin.table_id = table_id
         twin.columns = self.columns
         twin.problem = self.problem
         twin.unreadable = self.unreadable
         twin.lookup_version = self.lookup_version
-        twin.schema = self.schema
+        twin.schema = schema
         twin._layout = self._layout
-        twin._decoders = self._decoders
+        twin._decoders = decoders
         return twin
 
     def decoder(self, kind: str, present: bytes, present2: bytes = b"", columnar: bool = False) -> Callable[..., Rows]:

@@ -1,11 +1,14 @@
 """The status variables of a query event: the session state the server logged with a statement.
 
 A Query event's post-header is followed by ``status_vars_len`` bytes of ``(code, value)`` pairs; each code's value
-has a fixed layout (MySQL's and MariaDB's ``log_event.h``). pycanal reads two of them:
+has a fixed layout (MySQL's and MariaDB's ``log_event.h``). pycanal reads three of them:
 
 * ``Q_TIME_ZONE_CODE`` (5): the session's ``time_zone`` (``+05:00``, ``Europe/Berlin``, ``SYSTEM``), written when the
   statement used it -- a DDL that converted DATETIME values to TIMESTAMP or evaluated a TIMESTAMP default does;
   a statement logged without it did not depend on the zone;
+* ``Q_SQL_MODE_CODE`` (1): the statement's ``sql_mode`` as the server's bit set (always logged; ``SET STATEMENT
+  sql_mode=... FOR`` logs the statement's): how an ALTER converted the values it rewrote (MariaDB rounds fractional
+  seconds it narrows under ``TIME_ROUND_FRACTIONAL``, else truncates them);
 * MariaDB's ``Q_HRNOW`` (128): the microseconds of the statement's start time (the event header holds its seconds):
   the time the server gave the statement's ``NOW()``, the ``row_start`` of the rows ``ADD SYSTEM VERSIONING`` made
   versions of.
@@ -41,6 +44,7 @@ _FIXED: Final = {
     128: 3,  # MariaDB Q_HRNOW
     129: 8,  # MariaDB Q_XID
 }
+_SQL_MODE: Final = 1
 _TIME_ZONE: Final = 5
 _HRNOW: Final = 128
 _OVER_MAX_DBS: Final = 254  # Q_UPDATED_DB_NAMES: more databases than it lists (none follow)
@@ -52,12 +56,14 @@ class QueryStatus:
 
     time_zone: str | None = None
     micros: int | None = None
+    sql_mode: int | None = None
 
 
 def read_status(b: bytes | memoryview, start: int, end: int) -> QueryStatus:
     """The status variables in ``b[start:end]``."""
     time_zone: str | None = None
     micros: int | None = None
+    sql_mode: int | None = None
     p = start
     while p < end:
         code = b[p]
@@ -66,6 +72,8 @@ def read_status(b: bytes | memoryview, start: int, end: int) -> QueryStatus:
         if size is not None:
             if code == _HRNOW and p + 3 <= end:
                 micros = int.from_bytes(b[p : p + 3], "little")
+            elif code == _SQL_MODE and p + 8 <= end:
+                sql_mode = int.from_bytes(b[p : p + 8], "little")
         elif code in (_TIME_ZONE, 6):  # Q_TIME_ZONE_CODE, Q_CATALOG_NZ_CODE: a length byte, then the text
             size = 1 + _byte(b, p, end)
             if code == _TIME_ZONE:
@@ -90,7 +98,7 @@ def read_status(b: bytes | memoryview, start: int, end: int) -> QueryStatus:
         p += size
         if p > end:
             raise ValueError(f"status variable {code} runs past the status variables' end")
-    return QueryStatus(time_zone, micros)
+    return QueryStatus(time_zone, micros, sql_mode)
 
 
 def _byte(b: bytes | memoryview, p: int, end: int) -> int:
