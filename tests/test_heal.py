@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from canal.config import HealMode, InstanceConfig, MasterConfig
 from canal.errors import ConfigError, UnmodeledStatementError
 from canal.log import destination_logger
+from canal.parse.convert import RETYPED_FROM_PROP, RETYPED_TO_PROP
 from canal.parse.heal_marks import (
     HEAL,
     PARTIAL_IMAGE,
@@ -478,7 +479,10 @@ def _mirror_batches(fake: Any, form: str) -> tuple[Any, Any]:
     marked = []
     for entry in second:
         if entry.row_change is not None and entry.row_change.is_ddl:
-            entry = attrs.evolve(entry, header=attrs.evolve(entry.header, props={HEAL: mark.prop()}))
+            # the types the statement would convert go with it, void: the mirror converts nothing of a healed
+            # statement (an unmodeled pair here -- checked, the batch stopped with MirrorConversionError)
+            retyped = {RETYPED_FROM_PROP: '{"v":"float"}', RETYPED_TO_PROP: '{"v":"double"}'}
+            entry = attrs.evolve(entry, header=attrs.evolve(entry.header, props={HEAL: mark.prop(), **retyped}))
         marked.append(entry)
     schema = next(e.row_change.table for e in first if e.row_change is not None and e.row_change.table is not None)
     snapshot_header = Header(marked[-1].header.log_file, marked[-1].header.log_offset, schema="d", table="t",

@@ -27,9 +27,10 @@ mirror that must never lose its rows' history to a re-read, or whose tables anot
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from canal.lake.types import MirrorError
+from canal.parse.convert import RETYPED_FROM_PROP, RETYPED_TO_PROP
 from canal.parse.heal_marks import HEAL, HealMark, heal_mark
 from canal.sql import TableName
 
@@ -45,6 +46,9 @@ _EMPTIED = ("keys", "old_keys", "after", "before", "columns", "before_absent", "
 class MirrorHealError(MirrorError):
     """A batch holds a heal (the capture reads tables again where the server changed their rows unlogged) and the
     mirror is set to refuse one (``heal="stop"``): nothing of the batch was written."""
+
+
+_VOID_PROPS: Final = frozenset({HEAL, RETYPED_FROM_PROP, RETYPED_TO_PROP})
 
 
 def replace_healed(table: Any, setting: HealSetting) -> tuple[Any, list[HealMark]]:
@@ -75,7 +79,8 @@ def replace_healed(table: Any, setting: HealSetting) -> tuple[Any, list[HealMark
         if mark is None:  # (a prop that merely holds the word)
             covered.discard(row)
             continue
-        found[row] = (mark, {k: v for k, v in decoded.items() if k != HEAL})
+        # the statement is not applied: what it converts (the types before and after it) goes with it
+        found[row] = (mark, {k: v for k, v in decoded.items() if k not in _VOID_PROPS})
         last_text, last_row = text, row
     if not found:
         return table, []
