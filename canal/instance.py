@@ -33,7 +33,7 @@ import attrs
 
 from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
-from canal.config import InstanceConfig, MasterConfig, SnapshotMode
+from canal.config import HealMode, InstanceConfig, MasterConfig, SnapshotMode
 from canal.errors import (
     ConfigError,
     NotRunningError,
@@ -54,6 +54,7 @@ from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRang
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
 from canal.schema.catalog import SchemaCatalog
 from canal.snapshot.destination import DestinationSnapshots
+from canal.snapshot.heal import Healer
 from canal.snapshot.merge import SnapshotMerge
 from canal.snapshot.runner import SnapshotProgress, SnapshotRunner, split_table_name
 from canal.start_stop import StartStopContext
@@ -78,6 +79,7 @@ class InstanceMetrics:
     last_error: str | None  # the last error, fatal or retried
     snapshot: SnapshotProgress | None = None  # the last snapshot started here (None: none)
     stream_ended: bool = False  # snapshot mode initial_only: the copy is complete and nothing more will come
+    heals: int = 0  # tables read again in the stream where the server changed rows unlogged (canal.snapshot.heal)
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -167,6 +169,10 @@ class Instance(StartStopContext):
         self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
         self._followed: dict[int, LogPosition] = {}  # per client id: the last rest its cursor was checked against
         self._planning = DestinationSnapshots(config, self.parser, self._log)
+        self._heals = 0
+        self._heal_lock = threading.Lock()  # a heal (the parser thread) and snapshot() start one snapshot at a time
+        if config.heal is HealMode.SNAPSHOT and isinstance(self.parser, EventParser):
+            self.parser.heal = Healer(self._read_again, self._count_heals, self._log)
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -309,7 +315,7 @@ class Instance(StartStopContext):
             raise ConfigError("a snapshot needs at least one table", key="snapshot.tables")
         for name in names:
             split_table_name(name)
-        with self._lock:
+        with self._lock, self._heal_lock:
             if not self._started:
                 raise NotRunningError(f"destination {self.destination} is not running")
             merge, source = self._planning.parts()
@@ -384,6 +390,35 @@ class Instance(StartStopContext):
             rows_out=lambda: self._snapshot_rows_out,
             stored=lambda: self.store.stats().put_sequence,
         )
+
+    def _read_again(self, tables: Sequence[str]) -> dict[str, int]:
+        """A heal (the parser thread, :mod:`canal.snapshot.heal`): ``tables`` are read again in the stream from now
+        on -- in the running snapshot, or in one started now (after the rest of an unfinished one that failed or was
+        stopped in this run). The index of each one's read in the snapshot's list of tables."""
+        names = tuple(dict.fromkeys(tables))
+        with self._heal_lock:
+            merge, source = self._planning.parts()
+            if merge.stream_ended:
+                raise SnapshotError("the stream ended with its snapshot (snapshot mode initial_only)")
+            running = self._snapshots[-1] if self._snapshots else None
+            passes = None if running is None else running.extend(names)
+            if passes is not None:
+                return passes
+            left = merge.progress  # a snapshot of this run that failed or was stopped: it goes on first
+            if left is not None and left.tables:
+                plan = attrs.evolve(left, tables=(*left.tables, *names))
+                passes = {name: len(left.tables) + i for i, name in enumerate(names)}
+            else:
+                plan = SnapshotCursor(names)
+                passes = {name: i for i, name in enumerate(names)}
+            runner = self._snapshot_runner(plan, merge, source, None, None, None)
+            merge.begin(plan)  # the entries handed off from here (the heal's own included) carry it
+            self._snapshots.append(runner)
+            runner.start()
+            return passes
+
+    def _count_heals(self, tables: int) -> None:
+        self._heals += tables
 
     def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor | None) -> None:
         """Make the initial snapshot and its start durable before anything is handed out: the server's position now,
@@ -724,6 +759,7 @@ class Instance(StartStopContext):
             last_error=None if error is None else f"{type(error).__name__}: {error}",
             snapshot=self._snapshots[-1].progress() if self._snapshots else None,
             stream_ended=self._stream_ended(),
+            heals=self._heals,
         )
 
     def _stream_ended(self) -> bool:

@@ -10,7 +10,8 @@ Besides the schema operations (:data:`SCHEMA_KINDS`) it plays what production do
 (:data:`OPERATION_KINDS`, in :mod:`random_operations`): partition maintenance, DROP and CREATE DATABASE, narrowing
 MODIFYs under a lax ``sql_mode``, DDL in a session time zone, the statement sequences of pt-online-schema-change and
 gh-ost, session row images, system versioning, DML logged as statements, XA on a table the capture leaves out, and
-MariaDB's own types among the values. What the contract gives each of them today is one table, :data:`OUTCOMES`.
+MariaDB's own types among the values. What the contract gives each of them is one table, :data:`OUTCOMES` (under
+``heal="stop"``, :data:`HEALED` for what heals by default).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from random_operations import NAMED_ZONE, OPERATION_KINDS, UTC, Operations, Stop
 
 from canal.errors import UnmodeledStatementError
 from canal.lake.partial import MirrorPartialImageError
-from canal.lake.types import MirrorError, MirrorTypeError
+from canal.lake.types import MirrorConversionError, MirrorError
 
 FUZZ_EXAMPLES = int(os.environ.get("PYCANAL_FUZZ_EXAMPLES", "20"))
 """How many random workloads a differential test plays (``PYCANAL_FUZZ_EXAMPLES``; a longer run sets it higher)."""
@@ -49,10 +50,11 @@ def fuzz_settings(examples: int) -> settings:
 
 
 EQUAL: Final = "equal"
-# What the contract (docs/concepts/fail-closed.md) gives each operation the workloads draw, today: EQUAL -- the
-# entries and the mirror equal SELECT --, or the typed error the capture (UnmodeledStatementError, naming the tables)
-# or the mirror (a MirrorError) stops with, nothing of the statement handed off or written. A mirror's stop is EQUAL
-# for the entries, which carry what SELECT shows. Issue 65's heal turns a stop into EQUAL here, one line each.
+# What the contract (docs/concepts/fail-closed.md) gives each operation the workloads draw under the defaults
+# (heal="snapshot"): EQUAL -- the entries and the mirror equal SELECT --, or the typed error the capture
+# (UnmodeledStatementError, naming the tables) or the mirror (a MirrorError) stops with, nothing of the statement
+# handed off or written. A mirror's stop is EQUAL for the entries, which carry what SELECT shows. What heals (issue
+# 65: the capture reads the table again from the statement) is EQUAL here, and its stop under heal="stop" is HEALED's.
 OUTCOMES: Final[dict[str, str | type[Exception]]] = {
     # partition maintenance, on a table partitioned by RANGE or HASH of its id
     "ADD PARTITION": EQUAL,
@@ -61,44 +63,60 @@ OUTCOMES: Final[dict[str, str | type[Exception]]] = {
     "REBUILD PARTITION": EQUAL,
     "OPTIMIZE PARTITION": EQUAL,
     "ANALYZE PARTITION": EQUAL,
-    "TRUNCATE PARTITION": UnmodeledStatementError,
-    "DROP PARTITION": UnmodeledStatementError,
-    "EXCHANGE PARTITION": UnmodeledStatementError,  # naming both tables
+    "TRUNCATE PARTITION": EQUAL,  # healed
+    "DROP PARTITION": EQUAL,  # healed
+    "EXCHANGE PARTITION": EQUAL,  # healed: both tables
     # the workload's database, then CREATE DATABASE and CREATE TABLE IF NOT EXISTS of its old names, other layouts
     "DROP DATABASE": EQUAL,  # DROP DATABASE / SCHEMA [IF EXISTS]
     "CREATE OR REPLACE DATABASE": EQUAL,
-    # SET STATEMENT sql_mode='' FOR ALTER TABLE ... MODIFY
+    # SET STATEMENT sql_mode='' FOR ALTER TABLE ... MODIFY: converted as the server did (canal.lake.conversions)
     "narrowing MODIFY": EQUAL,  # INT -> TINYINT / UNSIGNED, a VARCHAR shortened, NOT NULL over NULLs
-    "ENUM label removed": MirrorTypeError,  # a row holds the label
-    "character set that cannot hold a value": MirrorTypeError,
-    "TEXT shortened": MirrorTypeError,  # a value longer than TINYTEXT holds
-    "temporal NOT NULL over NULLs": MirrorTypeError,  # the server's zero date
+    "ENUM label removed": EQUAL,  # a row holds the label: ''
+    "character set that cannot hold a value": EQUAL,  # '?'
+    "TEXT shortened": EQUAL,  # a value longer than TINYTEXT holds: cut
+    "FLOAT made DOUBLE": EQUAL,  # healed: a conversion the mirror does not model (it holds FLOAT's 6 digits)
+    # the zero date: the mirror (zero_dates="error") holds it neither converted nor read again
+    "temporal NOT NULL over NULLs": MirrorConversionError,
     # DDL in a session's time zone (an offset, a named zone, SYSTEM)
     "ADD COLUMN TIMESTAMP DEFAULT in a time zone": EQUAL,
     "MODIFY DATETIME <-> TIMESTAMP in a time zone": EQUAL,
     # online schema changes: the tools' statement sequences, the application writing between them
     "pt-online-schema-change, its tables captured": EQUAL,
-    "pt-online-schema-change, its tables filtered out": UnmodeledStatementError,  # at the cut-over RENAME
+    "pt-online-schema-change, its tables filtered out": EQUAL,  # healed at the cut-over RENAME
     "gh-ost, its tables captured": EQUAL,
-    "gh-ost, its tables filtered out": UnmodeledStatementError,  # at the cut-over RENAME
+    "gh-ost, its tables filtered out": EQUAL,  # healed at the cut-over RENAME
     # binlog_row_image set by a session
     "UPDATE / DELETE under a MINIMAL or NOBLOB image": EQUAL,
     "INSERT leaving columns to their defaults, the image carrying them": EQUAL,  # FULL, or NOBLOB without a BLOB
-    "INSERT leaving columns to their defaults, MINIMAL image": MirrorPartialImageError,
-    "INSERT leaving a BLOB / TEXT to its default, NOBLOB image": MirrorPartialImageError,
+    "INSERT leaving columns to their defaults, MINIMAL image": EQUAL,  # healed
+    "INSERT leaving a BLOB / TEXT to its default, NOBLOB image": EQUAL,  # healed
     # system versioning added and dropped in the stream
     "ADD SYSTEM VERSIONING": EQUAL,
     "DROP SYSTEM VERSIONING": EQUAL,
     # statements about rows
-    "DML logged as a statement": UnmodeledStatementError,
+    "DML logged as a statement": EQUAL,  # healed
     "DML logged as a statement, its table filtered out": EQUAL,
     "XA transaction on a table filtered out": EQUAL,
 }
 
+HEALED: Final[dict[str, type[Exception]]] = {
+    "TRUNCATE PARTITION": UnmodeledStatementError,
+    "DROP PARTITION": UnmodeledStatementError,
+    "EXCHANGE PARTITION": UnmodeledStatementError,  # naming both tables
+    "FLOAT made DOUBLE": MirrorConversionError,
+    "pt-online-schema-change, its tables filtered out": UnmodeledStatementError,
+    "gh-ost, its tables filtered out": UnmodeledStatementError,
+    "INSERT leaving columns to their defaults, MINIMAL image": MirrorPartialImageError,
+    "INSERT leaving a BLOB / TEXT to its default, NOBLOB image": MirrorPartialImageError,
+    "DML logged as a statement": UnmodeledStatementError,
+}
+"""The cases of :data:`OUTCOMES` that heal under the defaults, each with its typed stop under ``heal="stop"``."""
 
-def outcome(case: str, layer: str = "mirror") -> str | type[Exception]:
-    """What the contract gives ``case`` at ``layer`` ("capture": the entries, "mirror": the Delta mirror)."""
-    expected = OUTCOMES[case]
+
+def outcome(case: str, layer: str = "mirror", heal: str = "snapshot") -> str | type[Exception]:
+    """What the contract gives ``case`` at ``layer`` ("capture": the entries, "mirror": the Delta mirror) under the
+    destination's ``heal`` setting."""
+    expected = HEALED[case] if heal == "stop" and case in HEALED else OUTCOMES[case]
     if layer == "capture" and isinstance(expected, type) and issubclass(expected, MirrorError):
         return EQUAL
     return expected
@@ -222,7 +240,8 @@ class Stop:
 class Workload(Operations):
     """Plays operations on database ``db`` of ``conn``; ``rows`` are ``(table, event, values)`` as SELECT saw them.
 
-    ``layer`` is what the test compares ("capture": entries, "mirror"), for :func:`outcome`; ``helpers_captured``
+    ``layer`` is what the test compares ("capture": entries, "mirror") and ``heal`` the destination's setting, for
+    :func:`outcome`; ``helpers_captured``
     whether the capture takes the online schema change tools' tables (``_t_new``, ``_t_gho``, ...);
     ``before_stop`` runs before a statement the mirror stops at (a test catches the mirror up there, so that what it
     then holds is known). A statement whose outcome is a stop ends the workload: :attr:`stop` says what it was."""
@@ -237,6 +256,7 @@ class Workload(Operations):
         seed: int,
         *,
         layer: str = "mirror",
+        heal: str = "snapshot",
         helpers_captured: bool = True,
         before_stop: Callable[[], None] | None = None,
     ) -> None:
@@ -244,6 +264,7 @@ class Workload(Operations):
         self.db = db
         self.rng = random.Random(seed)
         self.layer = layer
+        self.heal = heal
         self.helpers_captured = helpers_captured
         self.before_stop = before_stop
         self.tables: dict[str, list[tuple[str, str]]] = {}  # name -> [(column, type)] in the table's order
@@ -336,7 +357,7 @@ class Workload(Operations):
         """Run ``sql``, the statement of ``case`` (:data:`OUTCOMES`); False when the server refused it. Where the
         contract stops at it, the workload ends there (:class:`Stopped`), :attr:`stop` holding what the tests
         check: ``tables`` (names in :attr:`db`) the error must name, and every table as it was before."""
-        expected = outcome(case, self.layer)
+        expected = outcome(case, self.layer, self.heal)
         if expected == EQUAL:
             if self._run(sql):
                 self._seen(case)

@@ -88,8 +88,15 @@ class _Workload:
         self.outside_rows = 0
         self.v_type, self.s_len = "INT", 12
         self.stop: type[CanalError] | None = None  # the error the mirror must stop with, once the op ran
+        # heal="stop": a statement-format UPDATE stops typed here (heals are tested in test_fail_closed_mariadb.py)
         self.config = capture_config(
-            mariadb, tmp / "meta", master_position(self.conn), "txfuzz", schema=db, black_regex=rf"{db}\.outside"
+            mariadb,
+            tmp / "meta",
+            master_position(self.conn),
+            "txfuzz",
+            schema=db,
+            black_regex=rf"{db}\.outside",
+            heal="stop",
         )
         self.run(self.conn, "SET SESSION sql_mode = ''")
         self.run(self.conn, f"CREATE TABLE `{db}`.p (id INT PRIMARY KEY)")

@@ -1,11 +1,14 @@
 """The statement contract on a real MariaDB (docs/concepts/fail-closed.md): what the capture follows equals ``SELECT``
-in the mirror, and what it cannot follow stops typed, naming the statement, its tables and its position, with the
-cursor before the statement and nothing of it in the mirror.
+in the mirror; what it cannot follow heals under the default ``heal="snapshot"`` -- the tables are read again in the
+stream from the statement on, and the mirror equals ``SELECT`` with no stop -- and under ``heal="stop"`` stops typed,
+naming the statement, its tables and its position, with the cursor before the statement and nothing of it in the
+mirror.
 
 * ``SET STATEMENT sql_mode='' FOR ALTER ...`` narrowings are mirrored as the server converted the values (they read
   as a SET before: the mirror kept 1000 where ``SELECT`` shows 127), a label dropped from an ENUM and a character a
-  new charset lacks too ('' and '?'); a conversion the mirror cannot repeat exactly stops with
-  ``MirrorConversionError`` (every pair: tests/test_mirror_conversions_mariadb.py);
+  new charset lacks too ('' and '?'); a conversion the mirror cannot repeat exactly heals by default (the capture
+  asks the mirror's model: only that one is read again) and stops with ``MirrorConversionError`` under
+  ``heal="stop"`` (every pair: tests/test_mirror_conversions_mariadb.py);
 * partition maintenance: what keeps the rows is followed; TRUNCATE / DROP / EXCHANGE / CONVERT PARTITION,
   CONVERT TABLE ... TO PARTITION, a REORGANIZE of LIST partitions (MariaDB deletes the rows whose values the new
   lists lack, without an error) and REPAIR TABLE stop, each naming both tables where there are two -- one
@@ -27,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("deltalake")
@@ -37,13 +41,15 @@ from canal.instance import Instance
 from canal.lake.types import MirrorConversionError
 from canal.protocol import EventType
 from canal.spark import DeltaMirror, run_batches
-from canal.spark.testing import master_position
+from canal.spark.testing import healed_by, master_position
 from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
 
 
-def _config(db: MariaDBDatabase, tmp: Path, start: tuple[str, int], name: str, tables: str) -> InstanceConfig:
+def _config(
+    db: MariaDBDatabase, tmp: Path, start: tuple[str, int], name: str, tables: str, heal: str = "stop"
+) -> InstanceConfig:
     return InstanceConfig(
         destination=name,
         master=db.master(start),
@@ -51,7 +57,19 @@ def _config(db: MariaDBDatabase, tmp: Path, start: tuple[str, int], name: str, t
         store=StoreConfig(batch_mode="ITEMSIZE"),
         meta_mode="file",
         meta_dir=str(tmp / name / "meta"),
+        heal=heal,
     )
+
+
+def _healed(conn: Any, config: InstanceConfig, mirror: Any, journal: Path) -> int:
+    """Run a destination that heals (``heal="snapshot"``, the default) into ``mirror`` until it handled what the
+    server has written and its heals are over; the tables it healed."""
+    end = master_position(conn)
+    with Instance(attrs.evolve(config, heal="snapshot")) as inst:
+        run_batches(inst, None, mirror, batch_size=50, timeout=0.5, journal=journal, until=healed_by(inst, end))
+        metrics = inst.metrics()
+    assert metrics.running and metrics.errors == 0, metrics.last_error
+    return metrics.heals
 
 
 def _run(conn: Any, config: InstanceConfig, mirror: Any) -> Instance:
@@ -126,6 +144,11 @@ def test_set_statement_narrowings_are_mirrored_or_stop_typed(
         f"CREATE TABLE `{db}`.nm (id INT PRIMARY KEY, n INT, u INT, s VARCHAR(10), z INT, w INT, e ENUM('a', 'b'))",
         f"INSERT INTO `{db}`.nm VALUES (1, 1000, -5, 'abcdefgh', NULL, 1000, 'a'), (2, -3, 7, 'xy', 4, 1, 'b')",
     )
+    # a destination that heals runs from before the ALTERs, as it would in production: its schema history holds the
+    # layouts they convert from
+    healed, healing = DeltaMirror(tmp_path / "healed"), _config(mariadb, tmp_path, start, "healing", "nm,cc")
+    _execute(conn, f"CREATE TABLE `{db}`.cc (id INT PRIMARY KEY, s VARCHAR(10)) DEFAULT CHARSET=utf8mb4")
+    assert _healed(conn, healing, healed, tmp_path / "journal") == 0
     with pytest.raises(Exception, match="Out of range"):  # the session's strict mode refuses it: nothing is logged
         _execute(conn, f"ALTER TABLE `{db}`.nm MODIFY w TINYINT")
     _execute(
@@ -147,11 +170,7 @@ def test_set_statement_narrowings_are_mirrored_or_stop_typed(
     converting = _config(mariadb, tmp_path, start, "convert", "cc")
     cc = DeltaMirror(tmp_path / "cc")
     with mariadb.connect(autocommit=True, charset="utf8mb4") as session:
-        _execute(
-            session,
-            f"CREATE TABLE `{db}`.cc (id INT PRIMARY KEY, s VARCHAR(10)) DEFAULT CHARSET=utf8mb4",
-            f"INSERT INTO `{db}`.cc VALUES (1, 'é€😀'), (2, 'plain')",
-        )
+        _execute(session, f"INSERT INTO `{db}`.cc VALUES (1, 'é€😀'), (2, 'plain')")
         _run(conn, converting, cc)
         _execute(session, f"SET STATEMENT sql_mode='' FOR ALTER TABLE `{db}`.cc CONVERT TO CHARACTER SET latin1")
     assert _rows(mariadb, "cc")[0] == (1, "é€?")
@@ -167,6 +186,12 @@ def test_set_statement_narrowings_are_mirrored_or_stop_typed(
         _run(conn, config, mirror)
     assert stopped.value.table == f"{db}.nm" and stopped.value.column == "f"
     assert mirror.version(db, "nm") == version and _mirrored(mirror, db, "nm") == before
+    # healing (the default), the capture reads nm again from the one statement the mirror would not repeat (FLOAT to
+    # DOUBLE) and follows the conversions it models as plain DDL: equal, one heal
+    _execute(conn, f"INSERT INTO `{db}`.nm VALUES (4, 1, 2, 'x', 3, 4, 'a', 2.5)", f"UPDATE `{db}`.cc SET s = 'z'")
+    assert _healed(conn, healing, healed, tmp_path / "journal") == 1 and healed.metrics().heals == 1
+    for table in ("nm", "cc"):
+        assert _mirrored(healed, db, table) == _rows(mariadb, table), table
 
 
 # the statements that stop: (destination, the tables it captures, setup, the statement, the tables it names, the
@@ -230,6 +255,10 @@ def test_partition_maintenance_is_followed_where_rows_stay_and_stops_where_they_
         "INSERT INTO gone2 VALUES (1)",
     )
     before = {stop[5]: _rows(mariadb, stop[5]) for stop in _STOPS}
+    # a destination that heals, capturing every table a statement below changes unlogged, runs from before them
+    captured = ",".join(stop[1] for stop in _STOPS)
+    healed, healing = DeltaMirror(tmp_path / "healed"), _config(mariadb, tmp_path, start, "healing", captured)
+    assert _healed(conn, healing, healed, tmp_path / "journal") == 0
     _execute(conn, *(stop[3] for stop in _STOPS))
     _execute(
         conn,
@@ -263,6 +292,13 @@ def test_partition_maintenance_is_followed_where_rows_stay_and_stops_where_they_
         assert _mirrored(mirror, db, table) == before[table]
         if name != "repair":  # (REPAIR does nothing to an InnoDB table: it stops all the same)
             assert _rows_if_any(mariadb, table) != before[table]
+    # healing (the default): each table is read again from its statement on, and every mirrored table equals
+    # SELECT -- ct_in, taken into a partition, is gone
+    _execute(conn, "INSERT INTO tr VALUES (2, 2)", "UPDATE dp SET v = 0", "DELETE FROM cv WHERE id = 1")
+    assert _healed(conn, healing, healed, tmp_path / "journal") == len(_STOPS)
+    for stop in _STOPS:
+        assert _mirrored(healed, db, stop[1]) == _rows_if_any(mariadb, stop[1]), stop[1]
+    assert {t for _db, t in healed.tables()} == {stop[1] for stop in _STOPS} - {"ct_in"}
 
 
 def test_pt_online_schema_change_is_followed_with_its_tables_and_stops_at_its_cut_over_without(
@@ -278,8 +314,10 @@ def test_pt_online_schema_change_is_followed_with_its_tables_and_stops_at_its_cu
     # tool's tables from their creation on (they know _t_new has no foreign key: a row its delete trigger did not
     # find is no cascade)
     everything, only = DeltaMirror(tmp_path / "all"), DeltaMirror(tmp_path / "only")
+    healed = DeltaMirror(tmp_path / "healed")
     _run(conn, _config(mariadb, tmp_path, start, "all", ".*"), everything)
     _run(conn, _config(mariadb, tmp_path, start, "only", "t"), only)
+    _healed(conn, _config(mariadb, tmp_path, start, "healing", "t"), healed, tmp_path / "journal")
     done = threading.Event()
     written: list[int] = []
 
@@ -325,6 +363,9 @@ def test_pt_online_schema_change_is_followed_with_its_tables_and_stops_at_its_cu
         and (cursor.position.journal_name, cursor.position.position) < where
     )
     assert {t for _db, t in only.tables()} == {"t"}
+    # healing (the default): t is read again from the cut-over on, in its new layout -- equal, no tool's table
+    assert _healed(conn, _config(mariadb, tmp_path, start, "healing", "t"), healed, tmp_path / "journal") == 1
+    assert _mirrored(healed, db, "t") == _rows(mariadb, "t") and {t for _db, t in healed.tables()} == {"t"}
 
 
 def test_gh_ost_cut_over_is_followed_with_its_tables_and_stops_without(
@@ -387,6 +428,9 @@ def test_gh_ost_cut_over_is_followed_with_its_tables_and_stops_without(
     assert error.shape == "RENAME TABLE onto a captured name" and error.tables == (f"{db}.t", f"{db}._t_del",
                                                                                    f"{db}._t_gho")  # fmt: skip
     assert _mirrored(only, db, "t") == [(i, i * 10 if i in (3, 30) else i) for i in range(1, 41) if i != 7]
+    healed = DeltaMirror(tmp_path / "healed")
+    assert _healed(conn, _config(mariadb, tmp_path, start, "healing", "t"), healed, tmp_path / "journal") == 1
+    assert _mirrored(healed, db, "t") == _rows(mariadb, "t") and {t for _db, t in healed.tables()} == {"t"}
 
 
 def test_a_statement_format_load_data_stops_the_destination(
@@ -432,3 +476,15 @@ def test_a_statement_format_load_data_stops_the_destination(
         cursor = inst.get_cursor()
         load = _offset_of(conn, "INTO TABLE `ld`", "Execute_load_query")
         assert cursor is not None and (cursor.position.journal_name, cursor.position.position) < load
+    # healing (the default): ld is read again from the LOAD DATA on, counted in the metrics and the exporter
+    _execute(conn, f"INSERT INTO `{db}`.ld VALUES (3, 'c')")
+    healed = DeltaMirror(tmp_path / "healed")
+    config = attrs.evolve(_config(mariadb, tmp_path, start, "healing", "ld"), heal="snapshot")
+    end = master_position(conn)
+    with Instance(config) as inst:
+        run_batches(inst, None, healed, batch_size=50, timeout=0.5, journal=tmp_path / "j", until=healed_by(inst, end))
+        samples = {s.name: s.value for m in CanalCollector(inst).collect() for s in m.samples}
+        assert inst.metrics().heals == 1 and samples["canal_instance_heals_total"] == 1
+        assert samples["canal_instance_errors_total"] == 0
+    assert _mirrored(healed, db, "ld") == _rows(mariadb, "ld") == [(1, "a"), (2, "b"), (3, "c")]
+    assert {t for _db, t in healed.tables()} == {"ld"}

@@ -177,7 +177,7 @@ def _play(
 ) -> str:
     """One example: the table made and mirrored, then each column's ALTER mirrored in turn; what the last one did."""
     db = mariadb.database
-    config = capture_config(mariadb, tmp / "meta", master_position(conn), "conversions", schema=db)
+    config = capture_config(mariadb, tmp / "meta", master_position(conn), "conversions", schema=db, heal="stop")
     mirror = DeltaMirror(tmp / "mirror", zero_dates="null")  # the zero dates the conversions make: NULL
     target: Callable[[Any, int], Any] = mirror if path == "typed" else (lambda b, i: mirror.apply(b, i))
     names = [f"v{i}" for i in range(len(columns))]
@@ -277,7 +277,7 @@ def test_added_columns_defaults_are_stored_as_the_server_stores_them(mariadb: Ma
     does not reproduce (an ENUM label in another case, which the collation matches) stops typed, nothing written."""
     db = mariadb.database
     conn = mariadb.connect(charset="utf8mb4")
-    config = capture_config(mariadb, tmp_path / "meta", master_position(conn), "defaults", schema=db)
+    config = capture_config(mariadb, tmp_path / "meta", master_position(conn), "defaults", schema=db, heal="stop")
     mirror = DeltaMirror(tmp_path / "mirror")
     _execute(conn, f"CREATE TABLE `{db}`.d (id INT PRIMARY KEY)", f"INSERT INTO `{db}`.d VALUES (1), (2)")
     run_caught_up(conn, config, None, mirror)
@@ -319,7 +319,7 @@ def test_a_history_started_after_the_alter_names_no_types_and_the_mirror_stops(
         f"CREATE TABLE `{db}`.n (id INT PRIMARY KEY, a INT, c VARCHAR(10))",
         f"INSERT INTO `{db}`.n VALUES (1, 5, 'before')",
     )
-    config = capture_config(mariadb, tmp_path / "meta", master_position(conn), "late", schema=db)
+    config = capture_config(mariadb, tmp_path / "meta", master_position(conn), "late", schema=db, heal="stop")
     mirror = DeltaMirror(tmp_path / "mirror")
     _execute(
         conn,

@@ -19,16 +19,18 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pymysql
 import pytest
 
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.instance import Instance
 from canal.lake.plan import batch_steps, in_order
 from canal.lake.settings import MODES
-from canal.spark import DeltaMirror, MirrorError, MirrorMode
-from canal.spark.testing import run_caught_up
+from canal.spark import DeltaMirror, MirrorError, MirrorMode, run_batches
+from canal.spark.testing import healed_by, master_position, run_caught_up
 from canal.testing.plugin import MariaDBFactory
 
 pytestmark = pytest.mark.integration
@@ -37,6 +39,7 @@ pytestmark = pytest.mark.integration
 class Source:
     def __init__(self, server: Any, tmp_path: Path, mode: MirrorMode) -> None:
         self.mode: MirrorMode = mode
+        self.journal = tmp_path / "journal"  # run_batches keeps the batch ids of a heal's snapshot rows there
         server.execute("CREATE DATABASE app")
         journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
         self.config = InstanceConfig(
@@ -62,7 +65,10 @@ class Source:
             for sql in statements:
                 cur.execute(sql)
         self.conn.commit()
-        run_caught_up(self.conn, self.config, None, self.mirror, batch_size=100_000)
+        end = master_position(self.conn)
+        with Instance(self.config) as inst:
+            until = healed_by(inst, end)  # (and a heal's rows, where the capture heals)
+            run_batches(inst, None, self.mirror, batch_size=100_000, timeout=0.5, journal=self.journal, until=until)
 
     def select(self, table: str) -> tuple[list[str], list[dict[str, Any]]]:
         with self.conn.cursor(pymysql.cursors.DictCursor) as cur:
@@ -244,8 +250,17 @@ def test_an_added_column_with_a_default_reads_the_default_in_existing_rows(sourc
     source.assert_equal("t", "id")
 
 
-def test_an_expression_default_the_mirror_cannot_compute_is_a_typed_error(source: Source) -> None:
+@pytest.mark.parametrize("heal", ["stop", "snapshot"])
+def test_an_expression_default_the_mirror_cannot_compute_heals_or_is_a_typed_error(source: Source, heal: str) -> None:
+    """The values the server computed for the rows: the capture reads the table again from the ALTER on (the
+    default), or the mirror stops typed there (heal="stop")."""
+    source.config = attrs.evolve(source.config, heal=heal)
     source.batch("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+    if heal == "snapshot":
+        source.batch("ALTER TABLE t ADD COLUMN created DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP")
+        source.assert_equal("t", "id")
+        assert source.mirror.metrics().heals == 1
+        return
     with pytest.raises(MirrorError, match=r"app\.t.*created.*DEFAULT.*(?i:current_timestamp)"):
         source.batch("ALTER TABLE t ADD COLUMN created DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP")
     assert source.mirror.read("app", "t").column_names == ["id"]  # nothing changed

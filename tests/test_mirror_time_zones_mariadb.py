@@ -25,15 +25,17 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.instance import Instance
 from canal.lake.time_zones import MirrorTimeZoneError
 from canal.lake.types import MirrorTypeError
-from canal.spark import DeltaMirror, compare
-from canal.spark.testing import master_position, run_caught_up
+from canal.spark import DeltaMirror, compare, run_batches
+from canal.spark.testing import healed_by, master_position, run_caught_up
 from canal.testing.plugin import MariaDBFactory
 from canal.testing.services.mariadb import MariaDBServer
 
@@ -59,7 +61,8 @@ def _load_zone(server: Any) -> None:
 class Mirrored:
     """A capture of database ``app`` from the server's position now, mirrored by change rows or typed batches."""
 
-    def __init__(self, server: Any, tmp_path: Path, path: str, **mirror: Any) -> None:
+    def __init__(self, server: Any, tmp_path: Path, path: str, heal: str = "snapshot", **mirror: Any) -> None:
+        self.tmp_path = tmp_path
         self.conn = server.connect()
         self.conn.cursor().execute("CREATE DATABASE app")
         journal, position = master_position(self.conn)
@@ -76,6 +79,7 @@ class Mirrored:
             store=StoreConfig(batch_mode="ITEMSIZE"),
             meta_mode="file",
             meta_dir=str(tmp_path / "meta"),
+            heal=heal,
         )
         self.mirror = DeltaMirror(tmp_path / "mirror", **mirror)
         self.path = path
@@ -94,6 +98,18 @@ class Mirrored:
             for sql in statements:
                 cur.execute(sql)
         run_caught_up(self.conn, self.config, None, self.apply if self.path == "rows" else self.mirror)
+
+    def healed_batch(self, *statements: str) -> int:
+        """``batch``, for statements the capture heals: run with run_batches' journal until the heals are over; the
+        tables healed."""
+        with self.conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+        end = master_position(self.conn)
+        with Instance(self.config) as inst:
+            until = healed_by(inst, end)
+            run_batches(inst, None, self.mirror, batch_size=50, timeout=0.5, journal=self.tmp_path / "j", until=until)
+            return inst.metrics().heals
 
     def assert_equal(self, table: str) -> None:
         with self.conn.cursor() as cur:
@@ -188,17 +204,29 @@ class _BerlinServer(MariaDBServer):
         return {**os.environ, "TZ": ZONE}
 
 
-def test_system_time_zone_the_mirror_cannot_know_is_a_typed_stop(tmp_path: Path) -> None:
+def test_system_time_zone_the_mirror_cannot_know_heals_or_is_a_typed_stop(tmp_path: Path) -> None:
+    """The server's system zone is not one the mirror knows the rules of: a conversion in it heals by default (the
+    table is read again from the ALTER on: equal to SELECT), and is the mirror's typed stop under heal="stop"."""
     server = _BerlinServer()
     server.start()
     try:
         assert server.execute("SELECT @@system_time_zone")[0][0] in ("CET", "CEST")
-        m = Mirrored(server, tmp_path, "typed")
+        m = Mirrored(server, tmp_path / "stop", "typed", heal="stop")
         m.batch("CREATE TABLE app.t (id INT PRIMARY KEY, dt DATETIME)", "INSERT INTO app.t VALUES (1, '2024-06-01')")
+        # a destination that heals, from the same start (and run before the ALTER, as in production)
+        healing = Mirrored.__new__(Mirrored)
+        healing.conn, healing.tmp_path, healing.path = m.conn, tmp_path / "heal", "typed"
+        healing.config = attrs.evolve(m.config, destination="healing", heal="snapshot", meta_dir=str(tmp_path / "hm"))
+        healing.mirror = DeltaMirror(tmp_path / "heal" / "mirror")
+        assert healing.healed_batch() == 0
         with pytest.raises(MirrorTimeZoneError, match=r"MODIFY dt TIMESTAMP.*app\.t.*'SYSTEM'.*'CE"):
             m.batch("ALTER TABLE app.t MODIFY dt TIMESTAMP NULL")  # the session's zone is SYSTEM
         assert m.mirror.read("app", "t").to_pylist() == [{"id": 1, "dt": dt.datetime(2024, 6, 1)}]
         m.mirror.close()
+        assert healing.healed_batch("INSERT INTO app.t VALUES (2, '2024-12-01 10:00:00')") == 1
+        healing.assert_equal("t")
+        assert healing.mirror.metrics().heals == 1 and healing.mirror.read("app", "t").num_rows == 2
+        healing.mirror.close()
     finally:
         server.stop()
 

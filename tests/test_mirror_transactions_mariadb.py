@@ -5,9 +5,9 @@
   before the start position is mirrored with the PREPARE's rows the parser reads back; an XA transaction on a table
   the destination does not capture reaches the mirror as an empty one, so its ``XA COMMIT`` closes a transaction
   the mirror knows (in the stream, across restarts of the destination and the mirror, and read back);
-* DML logged as statements (a session with ``binlog_format`` STATEMENT or MIXED) stops the capture with a typed
-  error naming the statement and its position, nothing of it written; change rows that hold one anyway stop the
-  mirror's batch.
+* DML logged as statements (a session with ``binlog_format`` STATEMENT or MIXED) heals by default (its table is read
+  again from there: the mirror equals SELECT), and under ``heal="stop"`` stops the capture with a typed error naming
+  the statement and its position, nothing of it written; change rows that hold one anyway stop the mirror's batch.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from canal.lake.settings import MODES
 from canal.lake.stops import MirrorStatementError
 from canal.protocol import EntryType, EventType
 from canal.spark import DeltaMirror, MirrorMode, run_batches
-from canal.spark.testing import master_position, run_caught_up
+from canal.spark.testing import healed_by, master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
@@ -43,8 +43,8 @@ def conn(sessions: Callable[[], Any]) -> Any:
     return sessions()
 
 
-def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int]) -> InstanceConfig:
-    return capture_config(mariadb, tmp_path / "meta", start, "txn")
+def _config(mariadb: MariaDBDatabase, tmp_path: Path, start: tuple[str, int], heal: str = "snapshot") -> InstanceConfig:
+    return capture_config(mariadb, tmp_path / "meta", start, "txn", heal=heal)
 
 
 def _run(conn: Any, config: InstanceConfig, mirror: DeltaMirror, batch_size: int = 3) -> None:
@@ -296,11 +296,12 @@ def test_an_xa_transaction_on_a_table_not_captured_reaches_the_mirror_empty(
 
 
 @pytest.mark.parametrize("binlog_format", ["STATEMENT", "MIXED"])
-def test_dml_logged_as_a_statement_stops_the_capture(
+def test_dml_logged_as_a_statement_heals_or_stops_the_capture(
     mariadb: MariaDBDatabase, conn: Any, tmp_path: Path, binlog_format: str
 ) -> None:
     db = mariadb.database
-    config = _config(mariadb, tmp_path, master_position(conn))
+    start = master_position(conn)
+    config = _config(mariadb, tmp_path, start, heal="stop")
     _execute(conn, f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)", f"INSERT INTO `{db}`.t VALUES (1, 1)")
     mirror = DeltaMirror(tmp_path / "mirror")
     _run(conn, config, mirror)
@@ -334,3 +335,11 @@ def test_dml_logged_as_a_statement_stops_the_capture(
     with pytest.raises(MirrorStatementError, match=r"'UPDATE `.*`\.t SET v = 0'"):
         mirror(rows, 10**12)
     assert mirror.version(db, "t") == version
+    # healing (the default): t is read again from the statement on, and the mirror equals SELECT
+    healing = capture_config(mariadb, tmp_path / "healing", start, "healing")
+    healed = DeltaMirror(tmp_path / "healed")
+    end = master_position(conn)
+    with Instance(healing) as inst:
+        run_batches(inst, None, healed, batch_size=3, timeout=0.5, journal=tmp_path / "j", until=healed_by(inst, end))
+        assert inst.metrics().heals == 1
+    assert _mirrored(healed, db) == _select(mariadb) == [(1, 11), (2, 2)]

@@ -3,8 +3,9 @@ carries exactly the columns the image does (checked against what MariaDB 10.11 l
 one with only a UNIQUE NOT NULL key, one without a key, a key holding a TEXT neighbour, BLOB/TEXT/JSON columns), each
 carried value equals ``SELECT``; and the mirror -- fed change rows, typed, packed and VARIANT batches, merge-on-read
 through folds and copy-on-write, and through the ``canal`` source with the mirror written by Spark tasks -- equals
-``SELECT``, or stops with ``MirrorPartialImageError`` having written nothing at an INSERT whose image lacks the columns
-it left to their defaults."""
+``SELECT``. An INSERT whose image lacks the columns it left to their defaults heals under the default
+``heal="snapshot"`` (the capture reads its table again from there: the mirror equals ``SELECT``, no stop); under
+``heal="stop"`` the mirror stops with ``MirrorPartialImageError`` there, having written nothing."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from canal.config import InstanceConfig
 from canal.instance import Instance
 from canal.lake import DeltaMirror, MirrorPartialImageError, compare
 from canal.protocol import Entry, EntryType
-from canal.spark.testing import master_position, select_all
+from canal.spark import run_batches
+from canal.spark.testing import healed_by, master_position, select_all
 from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
@@ -90,7 +92,7 @@ def test_entries_carry_what_each_row_image_logs_and_the_mirror_equals_select(
     with conn.cursor() as cur:
         for name, (columns, _key) in TABLES.items():
             cur.execute(f"CREATE TABLE `{db}`.{name} ({columns})")
-    start = master_position(conn)
+    start = origin = master_position(conn)
     seen_after: list[dict[str, Any] | None] = []  # SELECT of each statement's row after it
     for image, table, sql, _before, _after in STATEMENTS:
         with conn.cursor() as cur:
@@ -136,7 +138,8 @@ def test_entries_carry_what_each_row_image_logs_and_the_mirror_equals_select(
                 result = compare(mirror.read(db, table), select_all(conn, db, table), TABLES[table][1], name=table)
                 assert result.equal, f"{form} {mode}: {result}"
             mirror.close()
-    # an INSERT under MINIMAL that leaves columns to their defaults: the mirror stops, nothing written
+    # an INSERT under MINIMAL that leaves columns to their defaults, not healed (heal="stop"): the mirror stops,
+    # nothing written
     mirror = DeltaMirror(tmp_path / "rows-merge_on_read", tables=only, background_folds=False)
     before = {t: (mirror.read(db, t).to_pylist(), mirror.version(db, t)) for t in keyed}
     start = master_position(conn)
@@ -147,7 +150,7 @@ def test_entries_carry_what_each_row_image_logs_and_the_mirror_equals_select(
     conn.commit()
     end = master_position(conn)
     with Instance(
-        InstanceConfig(destination="images2", master=mariadb.master(start), filter_regex=rf"{db}\..*")
+        InstanceConfig(destination="images2", master=mariadb.master(start), filter_regex=rf"{db}\..*", heal="stop")
     ) as inst:
         more = _entries(inst, end)
     with pytest.raises(MirrorPartialImageError) as stop:
@@ -155,6 +158,28 @@ def test_entries_carry_what_each_row_image_logs_and_the_mirror_equals_select(
     assert (stop.value.table, stop.value.columns, stop.value.key) == ("pk", ("a", "doc", "j", "d"), '{"id":"9"}')
     assert {t: (mirror.read(db, t).to_pylist(), mirror.version(db, t)) for t in keyed} == before
     mirror.close()
+    # healing (the default): the capture reads pk again from that INSERT on, and a mirror built from the first
+    # statement equals SELECT, with no stop
+    with conn.cursor() as cur:
+        cur.execute(f"UPDATE `{db}`.pk SET b = 'after' WHERE id = 9")  # (MINIMAL: an update the mirror applies)
+    conn.commit()
+    healed = DeltaMirror(tmp_path / "healed", tables=only)
+    config = InstanceConfig(
+        destination="healing",
+        master=mariadb.master(origin),
+        filter_regex=rf"{db}\..*",
+        meta_mode="file",
+        meta_dir=str(tmp_path / "meta"),
+    )
+    end = master_position(conn)
+    with Instance(config) as inst:
+        run_batches(inst, None, healed, batch_size=50, timeout=0.5, journal=tmp_path / "j", until=healed_by(inst, end))
+        assert inst.metrics().heals == 1
+    for table in keyed:
+        result = compare(healed.read(db, table), select_all(conn, db, table), TABLES[table][1], name=table)
+        assert result.equal, f"healed: {result}"
+    assert healed.metrics().heals == 1
+    healed.close()
     conn.close()
 
 

@@ -245,7 +245,7 @@ def run_checks(facts: ServerFacts, watermark_table: str | None = None) -> list[C
 def statement_logging_check(facts: ServerFacts) -> Check:
     """Whether sessions may log DML as statements although the server's binlog_format is ROW: an account with SUPER
     or BINLOG ADMIN may ``SET SESSION binlog_format`` to STATEMENT or MIXED. canal hands such DML out as statement
-    entries; the Delta mirror stops at them (it cannot replay SQL text)."""
+    entries; pycanal reads the table again in the stream from there (a heal), and a heal costs a read of the table."""
     if not facts.statement_loggers:
         return Check(
             "session_binlog_format",
@@ -257,7 +257,8 @@ def statement_logging_check(facts: ServerFacts) -> Check:
         "session_binlog_format",
         "WARN",
         f"{accounts} may SET SESSION binlog_format (SUPER or BINLOG ADMIN): DML such a session logs as statements "
-        "on a captured table stops the destination (UnmodeledStatementError)",
+        "on a captured table has it read again in the stream (a heal), or stops the destination under heal=stop "
+        "(UnmodeledStatementError)",
         "make sure no application changes its session's binlog_format, or take SUPER / BINLOG ADMIN from its account",
     )
 

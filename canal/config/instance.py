@@ -64,6 +64,7 @@ from canal.config.server import ServerConfig
 from canal.config.settings import (
     DetectingConfig,
     FilterFlags,
+    HealMode,
     MasterConfig,
     MetaMode,
     RetryConfig,
@@ -73,6 +74,7 @@ from canal.config.settings import (
     ZkAuth,
     _enum_converter,
     _to_meta_mode,
+    to_heal_mode,
     to_zk_auth,
 )
 from canal.errors import ConfigError
@@ -211,6 +213,11 @@ class InstanceConfig:
         factory=SnapshotConfig, validator=_check(lambda v: isinstance(v, SnapshotConfig), "must be a SnapshotConfig")
     )
     """Snapshots of tables that already hold rows (SnapshotConfig)."""
+    heal: HealMode = attrs.field(
+        default=HealMode.SNAPSHOT, converter=to_heal_mode, metadata=canal_key("pycanal.heal", "enum")
+    )
+    """Where the server changed a captured table's rows without logging them: `snapshot` reads the table again in
+    the stream from that point (a heal), `stop` stops typed (HealMode)."""
 
     _table_filters: TableFilters = attrs.field(init=False, repr=False, eq=False)
     _field_filters: FieldFilter = attrs.field(init=False, repr=False, eq=False)

@@ -642,6 +642,27 @@ def _to_snapshot_mode(value: SnapshotMode | str) -> SnapshotMode:
     return _enum_converter(SnapshotMode, "SnapshotConfig", "mode")(value)
 
 
+class HealMode(enum.StrEnum):
+    """What the capture does where the server changed a captured table's rows without logging them (partition
+    maintenance, a table renamed onto a captured name, DML logged as a statement, an ALTER whose conversions a copy
+    cannot repeat, a partial row image a copy cannot apply; docs/concepts/fail-closed.md lists them).
+
+    * ``snapshot`` (the default): heal -- the statement's entry says the tables' rows are void from there
+      (:data:`canal.parse.heal_marks.HEAL`), and the capture reads the tables again in the stream, from that point
+      (an in-stream snapshot, :mod:`canal.snapshot.heal`); a mirror replaces each table with what the read gives,
+      merged with the changes after it. Needs a MariaDB source (or a ``watermark_table``), as a snapshot does.
+    * ``stop``: the typed stop of "fail closed" (:class:`~canal.errors.UnmodeledStatementError`), and the changes a
+      mirror cannot follow reach it as they are (it stops typed there).
+    """
+
+    SNAPSHOT = "snapshot"
+    STOP = "stop"
+
+
+def to_heal_mode(value: HealMode | str) -> HealMode:
+    return _enum_converter(HealMode, "InstanceConfig", "heal")(value)
+
+
 class KeylessTables(enum.StrEnum):
     """What a snapshot does with a table that has no primary key and no unique key over NOT NULL columns (one
     with such a unique key is chunked by it).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from canal.lake.changelog import FoldResult
 from canal.lake.compare import Comparison, compare
+from canal.lake.heals import MirrorHealError
 from canal.lake.health import MirrorMetrics
 from canal.lake.mirror import DeltaMirror
 from canal.lake.native_memory import purge_freed_memory
@@ -48,6 +49,7 @@ __all__ = [
     "MirrorConversionError",
     "MirrorError",
     "MirrorFoldError",
+    "MirrorHealError",
     "MirrorLeaseError",
     "MirrorLineageError",
     "MirrorMetrics",

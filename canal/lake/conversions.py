@@ -35,8 +35,10 @@ from canal.lake.time_zones import StatementZone, shift
 from canal.lake.types import MirrorConversionError, MirrorTypeError, ZeroDates, arrow_type
 from canal.parse.convert import RETYPED_FROM_PROP, RETYPED_TO_PROP, SERVER_VERSION_PROP, SQL_MODE_PROP
 from canal.schema import TableColumn, TableDef, mysql_type_text, type_with_charset
+from canal.schema.conversions import PAIRS, TEXT_CHARSETS, family, unmodeled
+from canal.schema.conversions import fractions_rule as rule_of_fractions
 from canal.sql import AlterTable, ChangeColumn, ConvertCharset, read_column_type
-from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES, ColumnType
+from canal.sql.types import ColumnType
 
 __all__ = [
     "KEPT",
@@ -49,38 +51,16 @@ __all__ = [
     "statement_conversions",
 ]
 
-_TIME_ROUND_FRACTIONAL: Final = 1 << 34  # MariaDB's sql_mode bit
 KEPT: Final = "?"
 """The base type of a column whose MySQL definition a mirror's catalog does not know (it keeps its type)."""
 UNKNOWN_CHARSET: Final = "unknown"
 """The default charset of a table a mirror's catalog knows only by its columns' names."""
 
 
-def family(t: ColumnType) -> str:
-    """The family of a column type by how its values convert: ``integer``, ``decimal``, ``float``, ``double``,
-    ``bit``, ``year``, ``date``, ``datetime``, ``timestamp``, ``time``, ``text`` (character strings), ``binary`` (byte
-    strings: BINARY, VARBINARY, BLOBs, text in the binary charset), ``enum``, ``set``, ``uuid``, ``inet6``, ``inet4``,
-    ``json`` (MySQL's; MariaDB's JSON is LONGTEXT), ``geometry`` or ``vector``."""
-    base = t.base
-    if base in INTEGER_TYPES:
-        return "integer"
-    if base in TEXT_TYPES:
-        return "binary" if t.charset == "binary" else "text"
-    if base in BLOB_TYPES:
-        return "binary"
-    if base in GEOMETRY_TYPE_NAMES:
-        return "geometry"
-    return base
-
-
 def fractions_rule(state: Mapping[str, str]) -> str | None:
-    """How the statement of a DDL row's props cut fractional seconds: ``round`` (MariaDB under
-    ``TIME_ROUND_FRACTIONAL``), ``truncate`` (MariaDB without), None when unknown (no sql_mode logged, or a server
-    that is not MariaDB: not measured)."""
-    mode, version = state.get(SQL_MODE_PROP), state.get(SERVER_VERSION_PROP, "")
-    if mode is None or not mode.isdigit() or "mariadb" not in version.lower():
-        return None
-    return "round" if int(mode) & _TIME_ROUND_FRACTIONAL else "truncate"
+    """How the statement of a DDL row's props cut fractional seconds
+    (:func:`canal.schema.conversions.fractions_rule` of its sql_mode and server version)."""
+    return rule_of_fractions(state.get(SQL_MODE_PROP), state.get(SERVER_VERSION_PROP, ""))
 
 
 Build = Callable[[ColumnType, ColumnType, "Conversion"], "cv.Values | str"]
@@ -135,11 +115,10 @@ class Conversion:
     def _values(self, old: ColumnType) -> cv.Values:
         assert self.new is not None
         new = read_column_type(self.new, strict=False)
-        pair = (family(old), family(new))
-        build = MODELED.get(pair)
-        if build is None:
-            raise self.stop(f"{pair[0].upper()} to {pair[1].upper()} is not a conversion the mirror models")
-        made = build(old, new, self)
+        why = unmodeled(old, new)  # (the pairs of PAIRS, and their parameters)
+        if why is not None:
+            raise self.stop(why)
+        made = MODELED[(family(old), family(new))](old, new, self)
         if isinstance(made, str):
             raise self.stop(made)
         return made
@@ -289,8 +268,6 @@ def _writer(new: ColumnType, conv: Conversion) -> Callable[[Any], Any] | str:
         if (new.precision or 10) > 38:  # stored as its text
             return lambda n: cv.decimal_text(cv.to_decimal(n, new))
         return lambda n: cv.to_decimal(n, new)
-    if kind in ("double", "float") and new.scale is not None:
-        return f"a {new.base.upper()}(M,D) rounds to its decimals and precision in ways not measured"
     if kind == "double":
         return cv.to_double
     if kind == "float":
@@ -304,7 +281,7 @@ def _number_to_number(old: ColumnType, new: ColumnType, conv: Conversion) -> cv.
         return lambda column: fit_declared(column, new.text)
     read = _reader(old)
     if read is None:
-        return f"the mirror holds {old.base.upper()} values rounded as SELECT shows them, not as stored"
+        return f"{old.base.upper()} read as a number"
     if family(old) == "bit" and family(new) in ("double", "float"):
         read = _signed_bits  # measured: BIT(64) b'11..1' becomes -1.0
     write = _writer(new, conv)
@@ -362,8 +339,6 @@ def _as_text(old: ColumnType) -> Callable[[Any], str] | None:
 def _to_text(old: ColumnType, new: ColumnType, conv: Conversion) -> cv.Values | str:
     charset = new.charset
     same = charset is not None and charset == old.charset
-    if charset not in cv.TEXT_CHARSETS and not same:
-        return f"text in the charset {charset or 'the table has (unknown)'}"
     kind = family(old)
     if kind == "binary":
         return _each(new, lambda raw: cv.text_fit(cv.decoded(raw, charset or ""), new))
@@ -376,7 +351,7 @@ def _to_text(old: ColumnType, new: ColumnType, conv: Conversion) -> cv.Values | 
         return f"{old.base.upper()} as text (its digits depend on the column's width)"
     if kind == "text" and charset == "utf8mb4" and new.base in ("char", "varchar"):
         return lambda column: _fit_characters(column, new)
-    if same and charset not in cv.TEXT_CHARSETS:
+    if same and charset not in TEXT_CHARSETS:
         return _each(new, lambda value: _fit_unknown(text(value), new))
     return _each(new, lambda value: cv.text_fit(cv.in_charset(text(value), charset or ""), new))
 
@@ -404,8 +379,6 @@ def _to_binary(old: ColumnType, new: ColumnType, conv: Conversion) -> cv.Values 
         return _each(new, lambda text: cv.bytes_fit(cv.fixed_bytes(text, kind), new))
     if kind in ("text", "enum", "set"):
         charset = old.charset
-        if charset not in cv.TEXT_CHARSETS:
-            return f"text in the charset {charset or 'the table has (unknown)'} as bytes"
         return _each(new, lambda text: cv.bytes_fit(cv.encoded(text, charset or ""), new))
     if kind in ("date", "datetime", "timestamp"):
         return _dated_text(old, new, lambda text: cv.bytes_fit(text.encode("ascii"), new))
@@ -540,40 +513,25 @@ def _each(new: ColumnType, convert: Callable[[Any], Any]) -> cv.Values:
     return lambda column: cv.each(column, target, convert)
 
 
-def _bit_to_bit(old: ColumnType, new: ColumnType, conv: Conversion) -> cv.Values | str:
-    return _integer_to_bit(old, new, conv)
-
-
-_NUMERIC_SOURCES: Final = ("integer", "decimal", "double", "year", "bit", "enum", "set")  # not FLOAT: see _reader
-_NUMERIC_TARGETS: Final = ("integer", "decimal", "double", "float")
-
-MODELED: Final[dict[tuple[str, str], Build]] = {
-    **{(s, t): _number_to_number for s in _NUMERIC_SOURCES for t in _NUMERIC_TARGETS},
-    **{(s, "year"): _integer_to_year for s in ("integer", "decimal", "year", "bit")},
-    **{(s, "bit"): _integer_to_bit for s in ("integer", "year")},
-    ("bit", "bit"): _bit_to_bit,
-    ("integer", "enum"): _integer_to_labels,
-    ("integer", "set"): _integer_to_labels,
-    **{
-        (s, "text"): _to_text
-        for s in ("integer", "decimal", "year", "bit", "text", "binary", "enum", "set", "uuid", "inet6", "inet4")
-    },
-    **{(s, "text"): _to_text for s in ("date", "datetime", "timestamp", "time")},
-    **{
-        (s, "binary"): _to_binary
-        for s in ("integer", "decimal", "year", "bit", "text", "binary", "enum", "set", "uuid", "inet6", "inet4")
-    },
-    **{(s, "binary"): _to_binary for s in ("date", "datetime", "timestamp", "time")},
-    **{("text", t): _text_to_number for t in _NUMERIC_TARGETS},
-    **{(s, t): _text_to_labels for s in ("text", "enum", "set") for t in ("enum", "set")},
-    **{("text", t): _text_to_fixed for t in ("uuid", "inet6", "inet4")},
-    **{(s, t): _dated for s in ("date", "datetime", "timestamp") for t in ("date", "datetime", "timestamp")},
-    **{(s, "time"): _dated_to_time for s in ("date", "datetime")},
-    ("time", "time"): _time_to_time,
+_BUILDS: Final[dict[str, Build]] = {
+    "number": _number_to_number,
+    "year": _integer_to_year,
+    "bit": _integer_to_bit,
+    "labels_of_number": _integer_to_labels,
+    "text": _to_text,
+    "binary": _to_binary,
+    "number_of_text": _text_to_number,
+    "labels": _text_to_labels,
+    "fixed": _text_to_fixed,
+    "dated": _dated,
+    "dated_to_time": _dated_to_time,
+    "time": _time_to_time,
 }
-"""The modeled conversions by the families (:func:`family`) of the types before and after: each gives the function
-of the column's values, or why two types of those families are not modeled. Every pair not here is a stop (a type
-to itself converts nothing: never looked up)."""
+
+MODELED: Final[dict[tuple[str, str], Build]] = {pair: _BUILDS[name] for pair, name in PAIRS.items()}
+"""The modeled conversions (:data:`canal.schema.conversions.PAIRS`, the model the capture asks too) with the function
+of the column's values each gives, or why two types of its families are not modeled. Every pair not here is a stop (a
+type to itself converts nothing: never looked up)."""
 
 _NAMES: Final = {
     "integer": "TINYINT ... BIGINT [UNSIGNED]",

@@ -113,8 +113,6 @@ def _latin1_table() -> str:
 
 _LATIN1: Final = _latin1_table()
 _LATIN1_BYTES: Final = {char: byte for byte, char in enumerate(_LATIN1)}
-TEXT_CHARSETS: Final = frozenset({"utf8mb4", "utf8mb3", "utf8", "latin1", "ascii"})
-"""The charsets whose characters the mirror knows (a conversion to another one is not modeled)."""
 
 
 def _holds(charset: str, char: str) -> bool:
@@ -128,7 +126,8 @@ def _holds(charset: str, char: str) -> bool:
 
 
 def in_charset(text: str, charset: str) -> str:
-    """``text`` stored in a column of ``charset`` (one of :data:`TEXT_CHARSETS`): a character it lacks is '?'."""
+    """``text`` stored in a column of ``charset`` (one of :data:`canal.schema.conversions.TEXT_CHARSETS`): a
+    character it lacks is '?'."""
     if charset == "utf8mb4" or text.isascii():
         return text
     return "".join(c if _holds(charset, c) else "?" for c in text)

@@ -44,6 +44,7 @@ from canal.lake.evolve import TableDDL
 from canal.lake.folds import Folds
 from canal.lake.frames import batch_table
 from canal.lake.handles import Handles
+from canal.lake.heals import HealSetting, heal_resets
 from canal.lake.health import MirrorCounters, MirrorMetrics, monitored, typed_storage_errors
 from canal.lake.images import source as source_of
 from canal.lake.images import type_sources
@@ -143,6 +144,7 @@ class DeltaMirror:
 
     ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
     append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
+    ``heal``: ``snapshot`` replaces a table a heal reads again, at its mark; ``stop`` refuses it (canal.lake.heals).
     """
 
     def __init__(
@@ -169,6 +171,7 @@ class DeltaMirror:
         stage_bytes: int = DEFAULT_STAGE_BYTES,
         max_fold_failures: int = 3,
         storage_options: Mapping[str, str] | None = None,
+        heal: HealSetting = "snapshot",
     ) -> None:
         checked = MirrorSettings(  # a bad argument fails here, before anything is registered or written
             root=os.fspath(root),
@@ -192,6 +195,7 @@ class DeltaMirror:
             stage_spread=stage_spread,
             stage_bytes=stage_bytes,
             max_fold_failures=max_fold_failures,
+            heal=heal,
         )
         # the root as text: a local path, or an object store's URI whose options this process registers for every
         # location under it (canal.lake.fs); kept out of reprs and messages with the options
@@ -267,10 +271,9 @@ class DeltaMirror:
 
     @property
     def sole_log_writer(self) -> bool:
-        """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so
-        appends may be written as Delta commits directly (:mod:`canal.lake.delta_append`). Spark tasks' mirrors
-        are not (folds run in other tasks); set it False where another process or mirror object folds the same
-        root."""
+        """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so appends
+        may be written as Delta commits directly (:mod:`canal.lake.delta_append`). Spark tasks' mirrors are not
+        (folds run in other tasks); set it False where another process or mirror object folds the same root."""
         return self._writers.sole
 
     @sole_log_writer.setter
@@ -323,8 +326,7 @@ class DeltaMirror:
         return rows_texts(self.read(schema, table)) if self._holds(schema, table) else None
 
     def table_names(self) -> list[str]:
-        """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables` gives
-        the pairs: a name holding a dot reads ambiguously here)."""
+        """``schema.table`` of every mirrored table that exists, as the server spells them (:meth:`tables`: pairs)."""
         return sorted(naming.display(*pair) for pair in self.tables())
 
     def tables(self) -> list[tuple[str, str]]:
@@ -358,16 +360,15 @@ class DeltaMirror:
 
     @typed_storage_errors
     def read(self, schema: str, table: str) -> Any:
-        """The current state of one mirrored table as a pyarrow Table (merge-on-read: its base overlaid with the
-        newer changes of its log, exact whatever fold is under way)."""
+        """The current state of one mirrored table as a pyarrow Table (merge-on-read: its base overlaid with the newer
+        changes of its log, exact whatever fold is under way)."""
         return changelog.current_state(self.table_location(schema, table))
 
     # -- folds (merge_on_read) -----------------------------------------------------------------------------------
 
     @typed_storage_errors
     def fold(self, schema: str | None = None, table: str | None = None) -> list[FoldResult]:
-        """Fold now, in this thread: one table, or every table that has a change log (its staged changes appended
-        to it first); returns what each fold did."""
+        """Fold now, in this thread: one table, or every table with a change log (its staged changes appended first)."""
         if (schema is None) != (table is None):
             raise MirrorError("fold() takes both schema and table, or neither")
         if schema is not None and table is not None:
@@ -380,8 +381,7 @@ class DeltaMirror:
 
     @typed_storage_errors
     def close(self) -> None:
-        """Append the staged changes to their change logs, wait for background folds and stop the mirror's threads
-        (it can still apply batches afterwards)."""
+        """Append staged changes to their logs, wait for background folds, stop the threads (it can apply again)."""
         self.flush_staged()
         self._folding.close()
         self._writer.close()
@@ -568,7 +568,8 @@ class DeltaMirror:
             if steps_journal
             else admit_rows(table, batch_id, follow, self.root, self.app_id, check=owners, skip=skip)
         )
-        table, batch_number, done = in_order(admitted.table), admitted.number, admitted.done
+        batch_number, done, again = admitted.number, admitted.done, admitted.done > 0 or admitted.skip
+        table = heal_resets(in_order(admitted.table), self._settings.heal, self.counters.healed, again)  # heals
         result.rows = table.num_rows
         # the newest change of those it applies, for metrics() and the exporter (canal.lake.health)
         result.newest, result.newest_time_ms = newest_position(table), newest_time(table)

@@ -29,12 +29,15 @@ the table, the columns the image lacks and the key:
 
 * an INSERT that does not carry every column (MINIMAL logs the columns the statement named; NOBLOB leaves out the
   BLOB/TEXT ones it did not: a default the mirror cannot know);
-* an UPDATE of a key the mirror does not hold, or that the batch deleted before it;
+* an UPDATE of a key the mirror does not hold, or that the batch deleted before it -- but for an UPDATE of a table a
+  snapshot in the stream still reads (:data:`~canal.parse.heal_marks.SNAPSHOT_PENDING`: a heal's), which the
+  snapshot's row brings, the update's columns written over: skipped, as the delete of a row not held;
 * a change whose images carry no whole key (neither the after image nor the before image holds a key column);
 * a JSON diff that does not apply to the document the mirror holds (SQL NULL, or no member or cell where its path
   points): the mirror's row is not the server's.
 
-A heal (re-reading the table, as the issue "The mirror heals itself" plans) catches it by its type.
+The capture heals the first and the last (:mod:`canal.snapshot.heal`: it reads the table again from there) under
+its default ``heal="snapshot"``; they reach a mirror only from a destination set to ``heal="stop"``.
 
 What it costs: a batch with partial images that needs the mirror's rows reads the current state of each such table
 once per step (as a foreign key's action does, :mod:`canal.lake.cascade`); whole images cost nothing here.
@@ -46,6 +49,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from canal.lake.changelog import OP
 from canal.lake.images import typed_column
 from canal.lake.json_diffs import JSON_DIFFS, apply_text, dumps, loads
 from canal.lake.key_identity import drop_identity, with_identity
@@ -53,10 +57,15 @@ from canal.lake.plan import DropSchema
 from canal.lake.typed_plan import holds_partial_images
 from canal.lake.types import MirrorError, ZeroDates, arrow_type, typed_array
 from canal.mysql_json import JsonDiff, JsonDiffError
+from canal.parse.heal_marks import SNAPSHOT_PENDING
 
 ORIGIN: Final = "origin_keys"
 """The batch column (of the mirror's working table, never stored) holding, per partial change left to complete from
 the mirror, the key whose row it completes: its own key, or the key an UPDATE moved it from."""
+PENDING: Final = "origin_pending"
+"""Beside :data:`ORIGIN`: the change is an UPDATE of a table a snapshot in the stream still reads
+(:data:`~canal.parse.heal_marks.SNAPSHOT_PENDING`): where the mirror does not hold its row, the snapshot brings it
+with the update's columns written over, so the change is skipped there rather than refused."""
 AFTER_ABSENT: Final = "after_absent"
 BEFORE_ABSENT: Final = "before_absent"
 
@@ -163,10 +172,18 @@ def chain_step(rows: Any) -> Any:
         else:
             after_absent[i], origin[i] = json.dumps(still, ensure_ascii=False, separators=(",", ":")), source
             json_diffs[i] = dumps(pending)
+    props = rows.column("props").to_pylist() if "props" in names else [None] * rows.num_rows
+    read_along = [origin[i] is not None and SNAPSHOT_PENDING in (props[i] or "") for i in range(rows.num_rows)]
     out = rows
-    rewritten = (("after", data["after"]), (AFTER_ABSENT, after_absent), (JSON_DIFFS, json_diffs), (ORIGIN, origin))
-    for column, values in rewritten:
-        array = pa.array(values, pa.string())
+    rewritten = (
+        ("after", data["after"], pa.string()),
+        (AFTER_ABSENT, after_absent, pa.string()),
+        (JSON_DIFFS, json_diffs, pa.string()),
+        (ORIGIN, origin, pa.string()),
+        (PENDING, read_along, pa.bool_()),
+    )
+    for column, values, kind in rewritten:
+        array = pa.array(values, kind)
         out = (
             out.set_column(names.index(column), column, array) if column in names else out.append_column(column, array)
         )
@@ -252,7 +269,7 @@ def complete_source(plan: Any, source: Any, key_names: list[str], read: Read, ze
     if not needs_mirror(plan):
         return source
     completed = _completed(plan, source, key_names, read, zero_dates)
-    plan.absent = plan.origin = plan.diffs = None
+    plan.absent = plan.origin = plan.diffs = plan.pending = None
     return completed
 
 
@@ -276,10 +293,10 @@ def _completed(plan: Any, source: Any, key_names: list[str], read: Read, zero_da
     diffs = [_diffs(where, text, names, key) for text, names, key in zip(texts, lacking, origins, strict=True)]
     wanted = [c for c in layout if any(c[0] in names for names in lacking)]
     rows = read(plan.schema, plan.table)
+    columns = {name: _plain(column) for name, column in zip(source.column_names, source.columns, strict=True)}
     if rows is None or rows.num_rows == 0:
-        raise MirrorPartialImageError(
-            plan.schema, plan.table, lacking[0], origins[0], "the mirror does not hold the row it updates"
-        )
+        _skip_pending(plan, partial, np.zeros(len(partial), bool), lacking, origins, columns)
+        return pa.table(columns)
     held = set(rows.column_names)
     missing = [c[0] for c in wanted if c[0] not in held] + [k for k in key_names if k not in held]
     if missing:
@@ -313,11 +330,7 @@ def _completed(plan: Any, source: Any, key_names: list[str], read: Read, zero_da
         raise MirrorPartialImageError(plan.schema, plan.table, [], None, "the mirror holds one of its keys twice")
     found = np.asarray(joined.column(found_at).is_valid().to_numpy(zero_copy_only=False), bool)
     if not found.all():
-        first = int(np.argmin(found))
-        raise MirrorPartialImageError(
-            plan.schema, plan.table, lacking[first], origins[first], "the mirror does not hold the row it updates"
-        )
-    columns = {name: _plain(column) for name, column in zip(source.column_names, source.columns, strict=True)}
+        _skip_pending(plan, partial, found, lacking, origins, columns)
     at = np.full(source.num_rows, -1, np.int64)
     at[partial] = np.arange(len(partial))
     for name, _type, _key in wanted:
@@ -326,7 +339,7 @@ def _completed(plan: Any, source: Any, key_names: list[str], read: Read, zero_da
         mask[partial[takes]] = True
         target = columns[name].type
         held = joined.column(name).combine_chunks()
-        diffed = [j for j in np.flatnonzero(takes) if name in diffs[j]]
+        diffed = [j for j in np.flatnonzero(takes) if name in diffs[j] and found[j]]  # (skipped: no row)
         if diffed:  # a partial JSON update: its diffs applied to the document the mirror holds
             texts = held.to_pylist()
             for j in diffed:
@@ -335,6 +348,34 @@ def _completed(plan: Any, source: Any, key_names: list[str], read: Read, zero_da
         values = held.cast(target).take(pa.array(np.where(mask, at, 0)))
         columns[name] = pc.if_else(pa.array(mask), values, columns[name])
     return pa.table(columns)
+
+
+def _skip_pending(
+    plan: Any, partial: Any, found: Any, lacking: list[Any], origins: list[Any], columns: dict[str, Any]
+) -> None:
+    """The partial changes (at ``partial``, in the plan) whose row the mirror does not hold (``found`` False): an
+    update of a table a snapshot still reads (:data:`PENDING`) becomes the delete of a row not held -- skipped; the
+    snapshot brings the row, the update's columns written over (:mod:`canal.snapshot.window`). Any other is a
+    :class:`MirrorPartialImageError`."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pending = (
+        np.asarray(_plain(plan.pending).to_numpy(zero_copy_only=False), bool)[partial]
+        if plan.pending is not None
+        else np.zeros(len(partial), bool)
+    )
+    refused = ~found & ~pending
+    if refused.any():
+        first = int(np.argmax(refused))
+        raise MirrorPartialImageError(
+            plan.schema, plan.table, lacking[first], origins[first], "the mirror does not hold the row it updates"
+        )
+    skipped = np.zeros(len(columns[OP]), bool)
+    skipped[partial[~found]] = True
+    plan.deletes = pc.or_(_plain(plan.deletes), pa.array(skipped))
+    columns[OP] = pc.if_else(pa.array(skipped), pa.scalar("d", columns[OP].type), columns[OP])
 
 
 def _plain(array: Any) -> Any:

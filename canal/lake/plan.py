@@ -53,6 +53,7 @@ class TablePlan:
     absent: Any = None
     origin: Any = None
     diffs: Any = None
+    pending: Any = None  # whether the change's table is still read by a snapshot (canal.lake.partial.PENDING)
 
 
 MIRROR_COLUMNS = (  # the change-row columns DeltaMirror reads
@@ -195,7 +196,8 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    extra = [name for name in ("props", "after_absent", "origin_keys", "json_diffs") if name in table.column_names]
+    partials = ("props", "after_absent", "origin_keys", "json_diffs", "origin_pending")
+    extra = [name for name in partials if name in table.column_names]
     table = table.select([*MIRROR_COLUMNS, *extra])  # props: fold_flags; the rest: partial images
     if table.num_rows > 1 and not ascending(table.column("seq")):
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))  # a stable sort
@@ -351,6 +353,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
             if "json_diffs" in table.column_names
             else None
         )
+        kept_pending = pc.if_else(old_key, pa.scalar(False, pa.bool_()), kept(table.column("origin_pending")))
     counts = winners.group_by("tid").aggregate([("order_max", "count")]).sort_by("tid")
     offset = 0
     for t, count in zip(*(counts.column(c).to_pylist() for c in ("tid", "order_max_count")), strict=True):
@@ -364,6 +367,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
             plan.absent = kept_absent.slice(offset, count)
             plan.origin = kept_origin.slice(offset, count)
             plan.diffs = None if kept_diffs is None else kept_diffs.slice(offset, count)
+            plan.pending = kept_pending.slice(offset, count)
         offset += count
     return plans
 

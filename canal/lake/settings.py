@@ -13,6 +13,7 @@ from typing import Any, Literal
 import attrs
 
 from canal.lake.changelog import LOG_HISTORY_S
+from canal.lake.heals import HEALS, HealSetting
 from canal.lake.types import MirrorError, ZeroDates
 
 MirrorMode = Literal["merge_on_read", "copy_on_write"]
@@ -74,8 +75,11 @@ class MirrorSettings:
     stage_spread: int = 16
     stage_bytes: int = DEFAULT_STAGE_BYTES
     max_fold_failures: int = 3
+    heal: HealSetting = "snapshot"
 
     def __attrs_post_init__(self) -> None:
+        if self.heal not in HEALS:
+            raise MirrorError(f"heal must be one of {', '.join(HEALS)}, got {self.heal!r}")
         if self.zero_dates not in ("error", "null"):
             raise MirrorError(f"zero_dates must be 'error' or 'null', got {self.zero_dates!r}")
         if self.mode not in MODES:

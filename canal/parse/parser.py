@@ -8,14 +8,12 @@ canal's ``AbstractEventParser`` / ``MysqlEventParser``, with these differences:
 * a purged binlog (errno 1236) becomes a :class:`~canal.errors.BinlogPurgedError` naming the position after
   ``purge_threshold`` attempts, or, with ``reset_on_purge``, a loudly logged restart from the current position;
 * a fatal error is kept in :attr:`EventParser.error`, logged and passed to ``on_error``, never swallowed. An event
-  the parser refuses (a :class:`~canal.errors.ParseError` that is not the source's own failure: undecodable bytes,
-  a schema the history cannot know, a statement the capture cannot follow) is fatal at once: reading it again
-  gives the same refusal, so the destination stops on it instead of reconnecting forever.
+  the parser refuses (a :class:`~canal.errors.ParseError` not of the source: undecodable bytes, a schema the history
+  cannot know, a statement the capture cannot follow) is fatal at once: the destination stops, as a reconnect reads
+  the same refusal.
 
-Idle dumps yield server heartbeats every ``detecting.interval_s``; each becomes a HEARTBEAT entry for the sink (which
-drops it). With ``detecting.enable`` a second thread runs ``detecting.sql`` every interval on a side connection;
-``retry_threshold`` consecutive failures switch to the other configured server when ``ha_switch`` is on, and the
-dump on the new server starts by time (the last handed-off time minus ``fallback_interval_s``).
+Idle dumps yield heartbeats every ``detecting.interval_s`` (entries the sink drops); :mod:`canal.parse.detecting`
+switches to the standby, whose dump starts by time (the last handed-off time minus ``fallback_interval_s``).
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ from canal.errors import (
 )
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
+from canal.parse import healing
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
 from canal.parse.detecting import detect_master
 from canal.parse.events import (
@@ -77,6 +76,7 @@ from canal.parse.start_position import (
     with_gtid_state,
 )
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
+from canal.parse.unmodeled import StatementPolicy, stop
 from canal.parse.xa_lookback import XAFollower, prepared_rows, recovered_entries
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
@@ -99,13 +99,10 @@ class _Interrupted(Exception):
 
 
 class EventParser(StartStopContext):
-    """Reads one destination's binlog on its own thread and hands whole transactions to ``sink``.
-
-    ``source_factory(master_config)`` builds an unopened :class:`BinlogSource` for the master or the standby (None:
-    :func:`default_source_factory`).
-    ``sink(entries, origin)`` blocks until the entries are stored (it may raise; the parser then retries from the last
-    handed-off position). After each hand-off the restart point goes to ``log_position_manager``.
-    """
+    """Reads one destination's binlog on its own thread and hands whole transactions to ``sink(entries, origin)``,
+    which blocks until they are stored (if it raises, the parser retries from the last handed-off position); after
+    each hand-off the restart point goes to ``log_position_manager``. ``source_factory(master_config)`` builds an
+    unopened :class:`BinlogSource` for the master or the standby (None: :func:`default_source_factory`)."""
 
     def __init__(
         self,
@@ -187,6 +184,19 @@ class EventParser(StartStopContext):
         self._last_event: BinlogEvent | None = None
         self._read_to: EntryPosition | None = None
         self._read_server_id: int | None = None  # the server_id of the server the dump reads
+        # heal="snapshot": the destination's heal policy (canal.snapshot.heal.Healer), set by the instance; None: the
+        # changes a copy cannot follow stop typed (statements) or reach it as they are (canal.parse.healing)
+        self._heal: StatementPolicy | None = None
+
+    @property
+    def heal(self) -> StatementPolicy | None:
+        """The heal policy (None: heal=stop)."""
+        return self._heal
+
+    @heal.setter
+    def heal(self, policy: StatementPolicy | None) -> None:
+        self._heal = policy
+        self._converter.unmodeled = stop if policy is None else policy
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -490,6 +500,9 @@ class EventParser(StartStopContext):
                 add(self._converter.resting_at(start.position))
             stop = self._stop
             clock = time.monotonic
+            heal = self._heal
+            tables = self._options.tables
+            assert tables is not None  # (the parser's options always filter)
             merge = self._merge
             marks = None if merge is None else merge.watermark_table
             self._last_read = clock()
@@ -513,13 +526,9 @@ class EventParser(StartStopContext):
                         continue  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
                 entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
-                if schemas is not None and event.__class__ is QueryEvent:
-                    # recorded before its entry, and everything after it, is handed off; what the history knew
-                    # before a DDL goes with its entry (the types it retyped: canal.parse.convert.RETYPED_FROM_PROP)
-                    known = schemas.observe(event)
-                    if known and entry is not None and entry.row_change is not None and entry.row_change.is_ddl:
-                        header = entry.header
-                        entry = attrs.evolve(entry, header=attrs.evolve(header, props={**header.props, **known}))
+                if heal is not None or (schemas is not None and event.__class__ is QueryEvent):
+                    # the history follows a DDL before its entry goes out; a change a copy cannot follow is healed
+                    entry = healing.followed(entry, event, schemas, heal, tables.matches)
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it

@@ -13,10 +13,12 @@
 The renames of one statement are followed pair by pair (``a TO tmp, b TO a, tmp TO b`` keeps both captured).
 
 What happens to an unmodeled statement is one decision, :class:`StatementPolicy`, that the converter calls with
-the statement, its tables and its position before anything of it is handed off: :func:`stop` (the default) raises
-:class:`~canal.errors.UnmodeledStatementError`. Healing ("The mirror heals itself": an in-stream snapshot of the
-tables) plugs in here: a policy that arranges a snapshot of ``statement.captured`` at ``statement.position`` and
-returns the props to mark the statement's entry with, so the statement is handed off and the stream goes on.
+the statement, its tables and its position before anything of it is handed off: :func:`stop` raises
+:class:`~canal.errors.UnmodeledStatementError`. Under ``heal="snapshot"`` (the default) the instance's policy is a
+:class:`~canal.snapshot.heal.Healer`: for a statement that heals (``healable``: every shape of it that stops heals,
+and it says which tables it touches) it reads ``heal_tables`` again in the stream from ``position`` and returns the
+props that mark the statement's entry (:data:`canal.parse.heal_marks.HEAL`), so the statement is handed off and the
+stream goes on; any other statement it stops as :func:`stop` does.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ class UnmodeledStatement:
     ``schema`` the session's database; ``shape`` the contract's shape that stops it; ``tables`` every table it
     names (``db.table``, captured or not; empty when it does not say which); ``captured`` those the filter
     captures; ``position`` where its event starts; ``in_transaction`` whether it is a statement inside a
-    transaction (DML logged as a statement) rather than a transaction of its own (DDL)."""
+    transaction (DML logged as a statement) rather than a transaction of its own (DDL). ``healable``: reading
+    ``heal_tables`` (every captured table it names) again after it makes copies of them exact
+    (:attr:`canal.sql.contract.Verdict.heals`)."""
 
     sql: str
     schema: str
@@ -71,22 +75,36 @@ class UnmodeledStatement:
     captured: tuple[str, ...]
     position: EntryPosition
     in_transaction: bool
+    healable: bool = False
+    heal_tables: tuple[str, ...] = ()
 
     @property
     def shown(self) -> str:
         """The statement as a message may show it: shortened, its string literals left out."""
         return without_strings(self.sql, _SHOWN)
 
-    def error(self) -> UnmodeledStatementError:
-        """The typed stop naming it."""
-        where = f"{self.position.journal_name}:{self.position.position}"
+    @property
+    def where(self) -> str:
+        """Its position as ``file:offset``."""
+        return f"{self.position.journal_name}:{self.position.position}"
+
+    def error(self, why_not_healed: str | None = None) -> UnmodeledStatementError:
+        """The typed stop naming it (``why_not_healed``: why the destination, set to heal, could not)."""
+        where = self.where
         tables = ", ".join(self.tables) if self.tables else "tables it does not name"
+        healing = (
+            f" It could not be healed by reading the tables again: {why_not_healed}."
+            if why_not_healed
+            else " A re-read of the tables would heal it: the destination is set to stop (heal=stop)."
+            if self.healable
+            else ""
+        )
         return UnmodeledStatementError(
             f"{self.shape.name} on {tables} at {where}: {self.shape.description}. The statement {self.shown!r} "
             "changes what pycanal cannot follow, so the destination stops before it (nothing of it was handed "
-            "off; a restart stops here again). Mirror the tables anew from a snapshot taken after it (a new "
-            "destination, or this one started after this position), or leave them out of the filter if they need "
-            "not be captured. docs/concepts/fail-closed.md lists what pycanal follows.",
+            f"off; a restart stops here again).{healing} Mirror the tables anew from a snapshot taken after it (a "
+            "new destination, or this one started after this position), or leave them out of the filter if they "
+            "need not be captured. docs/concepts/fail-closed.md lists what pycanal follows.",
             statement=self.shown,
             shape=self.shape.name,
             tables=self.tables,
@@ -104,7 +122,8 @@ class StatementPolicy(Protocol):
 
 
 def stop(statement: UnmodeledStatement) -> NoReturn:
-    """The default policy: the typed stop (:class:`~canal.errors.UnmodeledStatementError`)."""
+    """The policy of ``heal="stop"`` (and of a converter nothing set another on): the typed stop
+    (:class:`~canal.errors.UnmodeledStatementError`)."""
     raise statement.error()
 
 
@@ -151,10 +170,13 @@ def capture_verdict(
     touched = [t for t in named if captured(*t)]
     entering, leaves = _renames(statements, qualified, captured)
     stopping: Shape | None = None
+    healable = False
     if verdict.follow is Follow.STOP and (touched or not verdict.tables_known):
         stopping = verdict.stops[0]
+        healable = verdict.heals and (not entering or shape(_ONTO_CAPTURED).heals)
     elif entering:
         stopping = shape(_ONTO_CAPTURED)
+        healable = stopping.heals and verdict.tables_known
     if stopping is None:
         return CaptureVerdict(leaves=tuple(leaves)) if leaves else _GOES_ON
     statement = UnmodeledStatement(
@@ -165,6 +187,8 @@ def capture_verdict(
         tuple(f"{db}.{t}" for db, t in (touched if stopping.name != _ONTO_CAPTURED else entering)),
         position,
         in_transaction,
+        healable and bool(touched),
+        tuple(dict.fromkeys(f"{db}.{t}" for db, t in touched)),
     )
     return CaptureVerdict(statement, tuple(leaves))
 

@@ -65,7 +65,7 @@ from canal.sql import (
     quote_name,
 )
 from canal.sql.charsets import charset_named
-from canal.sql.statements import ForeignKeyDef
+from canal.sql.statements import ForeignKeyDef, PartitionAction
 
 __all__ = ["DEFAULT_CHARSET", "LAYOUT_VERBS", "SchemaCatalog", "TableChange", "TableDef"]
 
@@ -533,7 +533,29 @@ class SchemaCatalog:
         self.tables[new_key] = table
         renamed = {k: self._renamed_key(c.name, changed) for k, c in original.items()}
         self._retarget(key, new_key, renamed)
-        return [TableChange("alter", key, new_key, origin)]
+        return [TableChange("alter", key, new_key, origin), *self._partition_tables(stmt, table, full)]
+
+    def _partition_tables(
+        self, stmt: AlterTable, table: TableDef, full: Callable[[TableName], str]
+    ) -> list[TableChange]:
+        """The tables partition actions make or take: ``CONVERT PARTITION p TO TABLE t`` makes ``t`` with the
+        partitioned table's columns, key and charset (MariaDB 10.7+), ``CONVERT TABLE t TO PARTITION`` takes ``t``
+        into it (``t`` is gone)."""
+        changes: list[TableChange] = []
+        for action in stmt.actions:
+            if not isinstance(action, PartitionAction) or action.table is None:
+                continue
+            other = full(action.table)
+            db, _, name = other.partition(".")
+            if action.verb == "CONVERT PARTITION":
+                if other in self.tables:
+                    raise SchemaError(f"Table {other!r} already exists", table=other)
+                made = self._table(db, name, list(table.columns), list(table.primary), table.charset)
+                self.tables[other] = made
+                changes.append(TableChange("create", None, other))
+            elif action.verb == "CONVERT TABLE" and self.tables.pop(other, None) is not None:
+                changes.append(TableChange("drop", other, None))
+        return changes
 
     def _foreign_key(self, fk: ForeignKeyDef, db: str, table: str, taken: list[str], key: str) -> ForeignKey:
         """A FOREIGN KEY clause of ``db.table`` as the server keeps it (a generated name when it has none)."""

@@ -300,6 +300,14 @@ class SchemaHistory:
             self._ensure_loaded()
             return self._position
 
+    def holds_nothing_after(self, position: EntryPosition) -> bool:
+        """Whether the current state is the one an event at ``position`` sees: nothing after it was applied (a
+        bootstrap taken later -- a first start at an old position, on a server that logs column names -- holds the
+        layouts of later DDL)."""
+        with self._lock:
+            self._ensure_loaded()
+            return self._position is None or _k(self._position) <= _k(position)
+
     @property
     def records(self) -> int:
         with self._lock:

@@ -17,7 +17,8 @@ rows the stream never got.
 
 SNAPSHOT entries carry the after image only (consumers apply them as upserts), name the table in their header, take
 the cursor of the boundary they follow (acking them moves no binlog position), and carry their chunk and progress in
-``header.props``.
+``header.props`` (``snapshot.table_index``: the table's place in the snapshot's list -- a heal may list a table
+twice, :mod:`canal.snapshot.heal`).
 
 Progress in the cursor. From :meth:`SnapshotMerge.begin` until the snapshot's last entry, every entry handed off
 carries the snapshot's :class:`~canal.position.SnapshotCursor` as of that point (:meth:`SnapshotMerge.tag`): the
@@ -31,11 +32,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
 
 from canal.errors import CanalError, SnapshotError
 from canal.parse.events import RowsEvent
+from canal.parse.heal_marks import HEAL, SNAPSHOT_PENDING, heal_mark
 from canal.position import EntryPosition, LogPosition, SnapshotCursor
-from canal.protocol import Entry, EntryType, EventType, Header, RowChange, Rows
+from canal.protocol import ABSENT, ColumnarRows, Entry, EntryType, EventType, Header, RowChange, Rows
 from canal.snapshot.marks import MarkedRead, mark_of
 from canal.snapshot.reader import Chunk
 from canal.snapshot.window import ChunkWindow, entry_position_key, position_key
@@ -110,6 +115,9 @@ class SnapshotMerge:
         self._pending: list[PendingChunk] = []
         self._handed: tuple[int, int] | None = None  # the end of the last boundary handed off
         self._progress: SnapshotCursor | None = None  # what entries handed off now carry (None: no snapshot)
+        # the running snapshot's tables: what progress computed from a chunk's (maybe shorter) list is rebased onto
+        # when a heal extends the list while the chunk waits (extend)
+        self._tables: tuple[str, ...] = ()
         self._hand_off_now: Callable[[], None] | None = None  # the parser's: hand off what is due at its boundary
         self._end_stream = False  # the stream ends with the snapshot's last entry (snapshot mode initial_only)
         self._stream_ended = False
@@ -143,9 +151,24 @@ class SnapshotMerge:
         ``end_stream`` True: the stream ends with the snapshot's last entry (with ``progress`` None: at once)."""
         with self._lock:
             self._progress = progress
+            self._tables = () if progress is None else progress.tables
             if end_stream is not None:
                 self._end_stream = end_stream
                 self._stream_ended = end_stream and progress is None
+
+    def extend(self, tables: Sequence[str], first_new: int) -> None:
+        """The running snapshot's tables are now ``tables``: its list with more appended from index ``first_new`` (a
+        heal, :meth:`~canal.snapshot.runner.SnapshotRunner.extend`). Entries handed off from now on carry the longer
+        list; a snapshot whose last entry was handed off already (its runner not yet over) goes on with the first new
+        table."""
+        tables = tuple(tables)
+        with self._lock:
+            self._tables = tables
+            progress = self._progress
+            if progress is not None:
+                self._progress = attrs.evolve(progress, tables=tables)
+            else:
+                self._progress = SnapshotCursor(tables, first_new, None, 0)
 
     @property
     def stream_ended(self) -> bool:
@@ -155,14 +178,21 @@ class SnapshotMerge:
     # -- the parser thread: before and after each hand-off -------------------------------------------------------
 
     def tag(self, entries: list[Entry]) -> list[Entry]:
-        """``entries`` carrying the unfinished snapshot's progress (the same list when there is none)."""
+        """``entries`` carrying the unfinished snapshot's progress (the same list when there is none); a partial
+        UPDATE of a table it still reads also carries :data:`~canal.parse.heal_marks.SNAPSHOT_PENDING`."""
         progress = self._progress
         if progress is None:
             return entries
-        return [
-            Entry(e.header, e.entry_type, e.row_change, e.thread_id, e.xid, e.anchor, e.rows_done, progress)
-            for e in entries
-        ]
+        reading = frozenset(progress.tables[progress.table :])
+        out = []
+        for e in entries:
+            header, rc = e.header, e.row_change
+            if rc is not None and rc.event_type is EventType.UPDATE and f"{header.schema}.{header.table}" in reading:
+                rows = rc.rows
+                if isinstance(rows, Rows | ColumnarRows) and rows.absent("after"):
+                    header = attrs.evolve(header, props={**header.props, SNAPSHOT_PENDING: "true"})
+            out.append(Entry(header, e.entry_type, rc, e.thread_id, e.xid, e.anchor, e.rows_done, progress))
+        return out
 
     def open_window(self, schema: str, table: str, key_indexes: Sequence[int]) -> ChunkWindow:
         """Start recording the table's changed keys (before the chunk's read starts)."""
@@ -240,6 +270,14 @@ class SnapshotMerge:
                 name = f"{entry.header.schema}.{entry.header.table}".lower()
                 with self._lock:
                     self._ddl[name] = self._ddl.get(name, 0) + 1
+            if rc is not None and entry.header.props and HEAL in entry.header.props:
+                # a heal voids its tables' rows from here: a chunk read before it (its rows older than the point)
+                # is read again, as after a DDL
+                mark = heal_mark(entry.header.props)
+                with self._lock:
+                    for healed in () if mark is None else mark.tables:
+                        name = f"{healed.schema}.{healed.table}".lower()
+                        self._ddl[name] = self._ddl.get(name, 0) + 1
         if windows:
             for entry in entries:
                 rc = entry.row_change
@@ -249,8 +287,13 @@ class SnapshotMerge:
                 window = windows.get((h.schema, h.table))
                 if window is not None:
                     at = position_key(h.log_file, h.log_offset)
+                    keeps = _keeps_key(rc, window.key_indexes)
                     for row in rc.rows:
-                        window.observe((row.before, row.after), at)
+                        before, after = row.before, row.after
+                        if keeps is not None and before is not None and after is not None and keeps(before, after):
+                            window.observe_partial(before, after, at)  # a partial update: no whole state
+                        else:
+                            window.observe((before, after), at)
         if last.entry_type is not EntryType.HEARTBEAT and not last.is_boundary:
             return 0
         return self.due(last, resume, put)
@@ -302,9 +345,10 @@ class SnapshotMerge:
             return 0
         out: list[Entry] = []
         joined: list[tuple[PendingChunk, int]] = []
-        progress = self._progress
+        with self._lock:
+            progress, tables = self._progress, self._tables or None  # the list a heal may still make longer
         for pending in due:
-            entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume)
+            entries_of_chunk, emitted, progress = snapshot_entries(pending, h, resume, tables)
             out.extend(entries_of_chunk)
             joined.append((pending, emitted))
         if out:
@@ -317,6 +361,8 @@ class SnapshotMerge:
                 raise
         # in the store now: the entries after them carry the progress past them, and their readers go on
         with self._lock:
+            if tables is not None and self._tables != tables:  # a heal made the list longer meanwhile
+                progress = _rebased(progress, self._tables, len(tables))
             self._progress = progress
             if progress is None and self._end_stream:
                 self._stream_ended = True
@@ -341,11 +387,36 @@ class SnapshotMerge:
         return True
 
 
+def _rebased(progress: SnapshotCursor | None, tables: tuple[str, ...], first_new: int) -> SnapshotCursor | None:
+    """``progress``, computed with the snapshot's list before a heal made it ``tables`` (more appended from
+    ``first_new``): on the longer list, and not ended while a table of it is left."""
+    if progress is None:
+        return SnapshotCursor(tables, first_new, None, 0)
+    return attrs.evolve(progress, tables=tables)
+
+
+def _keeps_key(rc: RowChange, keys: Sequence[int]) -> Callable[[Sequence[Any], Sequence[Any]], bool] | None:
+    """For the rows of an UPDATE whose after images are partial (``binlog_row_image`` MINIMAL / NOBLOB) on a table
+    with a key: whether a row's update kept its key (its after image carries no key column, or the same values).
+    None for any other change: its rows are whole states."""
+    rows = rc.rows
+    if rc.event_type is not EventType.UPDATE or not keys or not isinstance(rows, Rows | ColumnarRows):
+        return None
+    if not rows.absent("after"):
+        return None
+
+    def keeps(before: Sequence[Any], after: Sequence[Any]) -> bool:
+        return all(after[i] is ABSENT or after[i] == before[i] for i in keys)
+
+    return keeps
+
+
 def snapshot_entries(
-    pending: PendingChunk, at: Header, resume: LogPosition | None
+    pending: PendingChunk, at: Header, resume: LogPosition | None, tables: tuple[str, ...] | None = None
 ) -> tuple[list[Entry], int, SnapshotCursor | None]:
     """The SNAPSHOT entries of a waiting chunk placed after the boundary whose header is ``at``, the number of rows
-    they hold, and the snapshot's progress after them.
+    they hold, and the snapshot's progress after them. ``tables``: the snapshot's tables now, when a heal made the
+    list longer than the one the chunk was read with (its progress is rebased onto it).
 
     The chunk is cut into parts of ``ROWS_PER_ENTRY`` rows as read; each part loses the rows the stream overtook
     (:meth:`ChunkWindow.reconcile`) and its entry's progress names the key of the part's last row *read* (a dropped
@@ -358,6 +429,8 @@ def snapshot_entries(
     anchor: EntryPosition | None = None if resume is None else resume.position
     rows_done = 0 if resume is None else resume.rows_done
     base = pending.progress
+    if tables is not None and tables != base.tables:
+        base = attrs.evolve(base, tables=tables)
     done_rows = base.rows
     entries: list[Entry] = []
     emitted = 0
@@ -393,6 +466,7 @@ def snapshot_entries(
                 "snapshot.chunk": str(pending.number),
                 "snapshot.position": str(pending.due_at),
                 "snapshot.table_done": "true" if table_done else "false",
+                "snapshot.table_index": str(base.table),
             },
         )
         change = RowChange(

@@ -4,6 +4,10 @@ For each table, chunk by chunk: open the table's window in the parser's :class:`
 read the chunk (:class:`~canal.snapshot.reader.ChunkReader`, exact at a binlog position), submit it, and wait until
 the parser has put it into the stream. Memory holds one chunk. A chunk the parser drops (a switch to another server)
 is read again.
+
+A running snapshot takes more tables (:meth:`SnapshotRunner.extend`: a heal, :mod:`canal.snapshot.heal`): a table
+not read yet is read after the point it was asked at anyway; one being read or done is read again, in a pass of its
+own at the end of the list (rows read before that point may be out of date). A runner that has ended takes none.
 """
 
 from __future__ import annotations
@@ -124,6 +128,11 @@ class SnapshotRunner:
         # stream only once its entries are in the store), so a consumer that acked that far has every row of it
         self.stored_through: int | None = None
         self._done = threading.Event()
+        # the plan's tables grow (extend) while the thread reads them: the index of the table being read, and
+        # whether the thread has taken its last table (then the runner takes no more), under one lock
+        self._plan_lock = threading.Lock()
+        self._index = plan.table
+        self._closed = False
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -138,6 +147,32 @@ class SnapshotRunner:
     @property
     def running(self) -> bool:
         return self._thread is not None and not self._done.is_set()
+
+    def extend(self, tables: Sequence[str]) -> dict[str, int] | None:
+        """Read ``tables`` (``db.table``) too, each from its first row, in a read that begins after this call: the
+        index in :attr:`plan` ``.tables`` of each one's read (a table listed and not started yet is read there;
+        one being read or done is appended again). None when the runner has ended (it took its last table, stopped
+        or failed): start another. The merge's progress takes the longer list at once (the entries handed off next
+        carry it)."""
+        for name in tables:
+            split_table_name(name)
+        with self._plan_lock:
+            if self._closed or self._done.is_set():
+                return None
+            listed = list(self.plan.tables)
+            passes: dict[str, int] = {}
+            for name in tables:
+                later = [i for i, listed_name in enumerate(listed) if listed_name == name and i > self._index]
+                if later:
+                    passes[name] = later[0]
+                else:
+                    passes[name] = len(listed)
+                    listed.append(name)
+            first_new = len(self.plan.tables)
+            if len(listed) != first_new:
+                self.plan = attrs.evolve(self.plan, tables=tuple(listed))
+                self._merge.extend(self.plan.tables, first_new)
+            return passes
 
     def start(self) -> SnapshotRunner:
         self._started_at = time.monotonic()
@@ -185,21 +220,31 @@ class SnapshotRunner:
             if self._watermarks is not None:
                 self._watermarks.check()
             plan = self.plan
-            schemas: list[TableSchema | None] = []
-            for name in plan.tables[plan.table :]:
+            schemas: dict[int, TableSchema | None] = {}
+            for index, name in enumerate(plan.tables[plan.table :], plan.table):
                 db, table = split_table_name(name)
-                schema = self._table_schema(db, table)
-                schemas.append(schema)
+                schemas[index] = self._table_schema(db, table)
             if self._estimated_rows is not None:
-                self._rows_expected = self._estimated_rows([s for s in schemas if s is not None])
-            for index, schema in enumerate(schemas, plan.table):
+                self._rows_expected = self._estimated_rows([s for s in schemas.values() if s is not None])
+            index = plan.table
+            while True:
+                with self._plan_lock:
+                    tables = self.plan.tables
+                    if index >= len(tables):
+                        self._closed = True  # extend() now refuses: a later table needs another runner
+                        break
+                    self._index = index
+                name = tables[index]
+                # a table added while the snapshot ran (a heal): its layout as the server has it now
+                schema = schemas.pop(index) if index in schemas else self._table_schema_now(*split_table_name(name))
                 if schema is None:  # dropped since the snapshot was planned: its DROP is in the stream
-                    self._log.warning("%s no longer exists: the snapshot skips it", plan.tables[index])
+                    self._log.warning("%s no longer exists: the snapshot skips it", name)
                     self._skip_table(index)
                 else:
                     self._table(schema, index, plan.after if index == plan.table else None)
                 self._tables_done += 1
-            self._log.info("snapshot of %s done: %d rows", ", ".join(plan.tables), self._rows_emitted)
+                index += 1
+            self._log.info("snapshot of %s done: %d rows", ", ".join(self.plan.tables), self._rows_emitted)
         except _Stopped:
             self.error = CanalError("the snapshot was stopped before it finished: the next start resumes it")
         except BaseException as exc:
@@ -210,6 +255,8 @@ class SnapshotRunner:
                 exc,
             )
         finally:
+            with self._plan_lock:
+                self._closed = True
             if self._watermarks is not None:
                 self._watermarks.close()
                 self._merge.forget_marks()
@@ -265,11 +312,12 @@ class SnapshotRunner:
 
     def _skip_table(self, index: int) -> None:
         """The table at ``index`` is gone: the snapshot's progress moves to the next one (or ends)."""
-        tables = self.plan.tables
-        following = index + 1
-        self._merge.begin(
-            SnapshotCursor(tables, following, None, self._rows_emitted) if following < len(tables) else None
-        )
+        with self._plan_lock:  # (the list may grow meanwhile: the merge then takes the longer one)
+            tables = self.plan.tables
+            following = index + 1
+            self._merge.begin(
+                SnapshotCursor(tables, following, None, self._rows_emitted) if following < len(tables) else None
+            )
 
     def _reader(self, schema: TableSchema) -> ChunkReader:
         marks = self._watermarks

@@ -16,6 +16,13 @@ rows *at* ``P``. The parser hands them off at the first transaction boundary ``E
 The window opens (the parser starts recording the table's keys) *before* the chunk's transaction starts, so the
 parser's position at the opening is at or before ``P`` and every transaction after ``P`` is recorded.
 
+A partial row image (``binlog_row_image`` MINIMAL / NOBLOB) is no whole state: an UPDATE that logs the columns it
+changed, found by its key, tells nothing of the others. A copy that does not hold the row yet (its table is being
+read) cannot apply it, so such an update does not overtake the chunk's row: the row is kept, with the columns the
+update carries written over it, in order (:meth:`ChunkWindow.observe_partial`) -- the row as it is at the boundary
+the chunk joins at. A change with a whole image (an INSERT, a DELETE, an UPDATE logged whole or moving its key) still
+overtakes it.
+
 Why a read-only low watermark alone would not do (and where this is exact): on MySQL a transaction is written to the
 binlog before InnoDB makes it visible, so a position read before and after a ``SELECT`` brackets the read but does
 not say which of the transactions in between it saw; DBLog therefore needs both watermarks and drops every key
@@ -30,6 +37,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from canal.position import EntryPosition
+from canal.protocol import ABSENT
 
 __all__ = ["ChunkWindow", "entry_position_key", "position_key"]
 
@@ -59,6 +67,8 @@ class ChunkWindow:
         self.table = table
         self.key_indexes = tuple(key_indexes)
         self._changed: dict[Hashable, tuple[int, int]] = {}
+        # key -> the partial after images of its updates that kept it, with their positions, in order
+        self._partial: dict[Hashable, list[tuple[tuple[int, int], Sequence[Any]]]] = {}
         self._lock = threading.Lock()
 
     def key(self, row: Sequence[Any]) -> Hashable:
@@ -75,16 +85,31 @@ class ChunkWindow:
                 if image is not None:
                     changed[self.key(image)] = at
 
+    def observe_partial(self, before: Sequence[Any], after: Sequence[Any], at: tuple[int, int]) -> None:
+        """An UPDATE at ``at`` whose after image is partial and keeps the key its before image holds (a table with a
+        key): the columns it carries are written over the chunk's row at :meth:`reconcile`."""
+        with self._lock:
+            self._partial.setdefault(self.key(before), []).append((at, after))
+
     def reconcile(self, rows: Sequence[Sequence[Any]], snapshot_at: EntryPosition) -> list[Sequence[Any]]:
-        """The rows still exact at the parser's current boundary: those whose key no change at or after
-        ``snapshot_at`` touched."""
+        """The rows exact at the parser's current boundary: those whose key no change at or after ``snapshot_at``
+        touched, and those only partial updates after it touched, with the columns those carry written over."""
         lower = entry_position_key(snapshot_at)
         with self._lock:
-            changed = self._changed
-            if not changed:
+            changed, partial = self._changed, self._partial
+            if not changed and not partial:
                 return list(rows)
             key = self.key
-            return [row for row in rows if changed.get(key(row), (-1, -1)) < lower]
+            kept: list[Sequence[Any]] = []
+            for row in rows:
+                k = key(row)
+                if changed.get(k, (-1, -1)) >= lower:
+                    continue
+                for at, after in partial.get(k, ()):
+                    if at >= lower:
+                        row = tuple(c if a is ABSENT else a for c, a in zip(row, after, strict=True))
+                kept.append(row)
+            return kept
 
 
 def _hashable(value: Any) -> Hashable:

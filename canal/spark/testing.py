@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from canal.config import InstanceConfig
@@ -256,12 +256,36 @@ def master_position(conn: Any) -> tuple[str, int]:
         return str(row[0]), int(row[1])
 
 
-def run_caught_up(conn: Any, config: InstanceConfig, spark: Any, fn: Any, batch_size: int = 500) -> RunStats:
+def healed_by(instance: Instance, end: tuple[str, int]) -> Callable[[RunStats], bool]:
+    """An ``until`` for :func:`~canal.spark.run_batches`: true once everything before ``end`` (a master position) was
+    handled and no snapshot is left -- a heal's (:mod:`canal.snapshot.heal`) included: none reading, none unfinished
+    in the cursor."""
+
+    def done(stats: RunStats) -> bool:
+        if not stats.reached(*end) or instance.snapshot_running:
+            return False
+        cursor = instance.get_cursor()
+        if cursor is None or cursor.snapshot is None:
+            return True
+        # a read whose last table was dropped before it came to it ends with no entry of its own (the runner skips
+        # the table): the acked cursor keeps its progress until the stream's next entry. Over all the same once the
+        # merge holds no progress and every entry handed out was acked
+        merge = getattr(instance.parser, "merge", None)
+        return merge is not None and merge.progress is None and instance.store.size == 0
+
+    return done
+
+
+def run_caught_up(
+    conn: Any, config: InstanceConfig, spark: Any, fn: Any, batch_size: int = 500, journal: Any = None
+) -> RunStats:
     """Run an instance of ``config`` through :func:`~canal.spark.run_batches` into ``fn`` until it has handled
-    everything the master (``conn``) had written when called."""
+    everything the master (``conn``) had written when called, and its heals are over (:func:`healed_by`; a heal's
+    rows need ``journal``)."""
     end = master_position(conn)
     with Instance(config) as inst:
-        return run_batches(inst, spark, fn, batch_size=batch_size, timeout=0.5, until=lambda stats: stats.reached(*end))
+        until = healed_by(inst, end)
+        return run_batches(inst, spark, fn, batch_size=batch_size, timeout=0.5, until=until, journal=journal)
 
 
 RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"

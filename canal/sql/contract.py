@@ -8,6 +8,12 @@ Every statement shape the SQL reader knows is declared once in :data:`SHAPES`, w
   (:class:`~canal.errors.UnmodeledStatementError`, raised by the capture: :mod:`canal.parse.unmodeled`), where it
   touches a captured table.
 
+A shape that stops may *heal* (:attr:`Shape.heals`): its tables' rows changed in a way the binlog does not say, but
+reading the tables again after it makes a copy of them exact. Under the default ``heal="snapshot"`` the capture then
+reads those tables again in the stream instead of stopping (:mod:`canal.snapshot.heal`); the page's table shows it as
+``healed``. The others stop whatever ``heal`` says: a re-read would not help (a table whose rows come from elsewhere,
+or whose later changes its binlog does not show), or what the statement did cannot be told.
+
 Nothing else: text the reader cannot read in full is a statement of its own shape, which stops. :func:`judge`
 gives the verdict on the statements of one query event: the shapes they are made of (an ALTER TABLE: one per
 action), the class that wins (``stop`` over ``followed`` over ``no change``) and the tables they touch.
@@ -88,13 +94,20 @@ class Shape:
     the page's ``section`` it is listed under, and ``by_head``: whether its head alone decides its class (objects
     that hold no rows, privileges, transaction control, and the shapes that stop whatever follows the head) -- the
     other shapes are read whole, and text the reader does not know in them makes them ``a statement the reader
-    cannot read in full``."""
+    cannot read in full``. ``heals``: of a shape that stops, whether reading its tables again after it makes a copy
+    of them exact (the capture heals it under ``heal="snapshot"``)."""
 
     name: str
     follow: Follow
     description: str
     section: str
     by_head: bool = False
+    heals: bool = False
+
+    @property
+    def shown(self) -> str:
+        """The class the contract page shows: ``healed`` for a shape that stops and heals (by default)."""
+        return "healed" if self.follow is Follow.STOP and self.heals else self.follow.value
 
 
 _TABLES = "Tables"
@@ -111,7 +124,7 @@ SHAPES: Final[tuple[Shape, ...]] = (
           "SELECT under row logging): the history takes its columns, the mirror makes it empty; its rows follow as "
           "row events", _TABLES),
     Shape("CREATE TABLE ... SELECT", _S, "the query itself, logged so under statement-based logging: the rows it "
-          "copied are not in the binlog", _TABLES),
+          "copied are not in the binlog", _TABLES, heals=True),
     Shape("CREATE TEMPORARY TABLE", _N, "a session's own table, never in a row event", _TABLES, by_head=True),
     Shape("DROP TABLE", _M, "the tables and their rows are gone", _TABLES),
     Shape("DROP TEMPORARY TABLE", _N, "a session's own table, never in a row event", _TABLES, by_head=True),
@@ -119,7 +132,7 @@ SHAPES: Final[tuple[Shape, ...]] = (
           "the filter leaves out leaves the capture (the mirror drops it)", _TABLES),
     Shape("RENAME TABLE onto a captured name", _S, "a table the filter leaves out (its rows never captured) "
           "renamed to a captured name: the cut-over of gh-ost or pt-online-schema-change with their own tables "
-          "filtered out", _TABLES),
+          "filtered out", _TABLES, heals=True),
     Shape("TRUNCATE TABLE", _M, "every row is gone", _TABLES),
     Shape("CREATE INDEX", _N, "an index (a UNIQUE one the rows fit: a duplicate fails the statement)", _TABLES),
     Shape("DROP INDEX", _N, "an index", _TABLES),
@@ -129,7 +142,7 @@ SHAPES: Final[tuple[Shape, ...]] = (
     Shape("CHECK TABLE", _N, "reads the table", _TABLES),
     Shape("CHECKSUM TABLE", _N, "reads the table", _TABLES),
     Shape("REPAIR TABLE", _S, "rebuilds a MyISAM, Aria, Archive or CSV table from what it can read: rows it cannot "
-          "recover are gone, unlogged", _TABLES),
+          "recover are gone, unlogged", _TABLES, heals=True),
     Shape("ALTER SEQUENCE", _S, "sets a sequence's row (RESTART, ...) without logging it", _TABLES, by_head=True),
     # -- ALTER TABLE actions
     Shape("ADD COLUMN", _M, "the rows take the column's default; the mirror refuses typed a default it cannot "
@@ -182,31 +195,31 @@ SHAPES: Final[tuple[Shape, ...]] = (
           "CREATE TABLE): the mirror holds every row version, the rows it holds getting their first one; DROP drops "
           "the history rows with the period columns", _ACTIONS),
     Shape("ALTER IGNORE TABLE ... a unique key", _S, "deletes all but one of the rows that share a key, unlogged",
-          _ACTIONS),
+          _ACTIONS, heals=True),
     Shape("ALTER IGNORE TABLE ... repartitioning", _S, "deletes the rows no new partition takes, unlogged",
-          _ACTIONS),
+          _ACTIONS, heals=True),
     Shape("ALTER TABLE without actions", _N, "nothing", _ACTIONS),
     Shape("an ALTER TABLE action the reader cannot read", _S, "what it does cannot be told", _ACTIONS),
     # -- partitions
     Shape("ADD PARTITION", _N, "new, empty partitions (of HASH / KEY partitioning: the rows spread over them, all "
           "kept)", _PARTITIONS),
-    Shape("DROP PARTITION", _S, "deletes the partitions' rows, unlogged", _PARTITIONS),
-    Shape("TRUNCATE PARTITION", _S, "deletes the partitions' rows, unlogged", _PARTITIONS),
+    Shape("DROP PARTITION", _S, "deletes the partitions' rows, unlogged", _PARTITIONS, heals=True),
+    Shape("TRUNCATE PARTITION", _S, "deletes the partitions' rows, unlogged", _PARTITIONS, heals=True),
     Shape("EXCHANGE PARTITION ... WITH TABLE", _S, "swaps a partition's rows with the other table's, unlogged "
-          "(both tables named)", _PARTITIONS),
+          "(both tables named)", _PARTITIONS, heals=True),
     Shape("CONVERT PARTITION ... TO TABLE", _S, "moves a partition's rows into a new table, unlogged (both "
-          "tables named)", _PARTITIONS),
+          "tables named)", _PARTITIONS, heals=True),
     Shape("CONVERT TABLE ... TO PARTITION", _S, "moves a table's rows into a new partition, unlogged (both "
-          "tables named)", _PARTITIONS),
+          "tables named)", _PARTITIONS, heals=True),
     Shape("COALESCE PARTITION", _N, "fewer HASH / KEY partitions: the rows spread over the rest, all kept",
           _PARTITIONS),
     Shape("REORGANIZE PARTITION", _N, "RANGE partitions split or merged (the new ones cover the old ones' ranges: "
           "the server refuses otherwise), or HASH / KEY partitioning rebuilt: every row is kept", _PARTITIONS),
     Shape("REORGANIZE PARTITION ... VALUES IN", _S, "LIST partitions reorganized: MariaDB deletes the rows whose "
-          "values the new lists lack, unlogged and without an error (measured on 10.11)", _PARTITIONS),
+          "values the new lists lack, unlogged and without an error (measured on 10.11)", _PARTITIONS, heals=True),
     Shape("ANALYZE / CHECK / OPTIMIZE / REBUILD PARTITION", _N, "statistics, reads, or a rebuild of the "
           "partitions' storage; rows stay", _PARTITIONS),
-    Shape("REPAIR PARTITION", _S, "as REPAIR TABLE: rows it cannot recover are gone", _PARTITIONS),
+    Shape("REPAIR PARTITION", _S, "as REPAIR TABLE: rows it cannot recover are gone", _PARTITIONS, heals=True),
     Shape("DISCARD / IMPORT PARTITION ... TABLESPACE", _S, "the partitions' rows leave with their tablespace "
           "files, or arrive with others", _PARTITIONS),
     Shape("PARTITION BY", _N, "new partitioning: every row goes to its new partition (the server refuses a row "
@@ -222,7 +235,7 @@ SHAPES: Final[tuple[Shape, ...]] = (
     # -- rows logged as statements
     Shape("INSERT / REPLACE / UPDATE / DELETE / LOAD DATA", _S, "a session with binlog_format STATEMENT or MIXED: "
           "the rows it changed are not in the binlog (a multi-table UPDATE or DELETE names no one table: it "
-          "stops whatever it changed)", _ROWS, by_head=True),
+          "stops whatever it changed)", _ROWS, by_head=True, heals=True),
     # -- everything else
     Shape("transaction control", _M, "BEGIN, COMMIT, ROLLBACK, savepoints and XA: the boundaries the capture "
           "hands transactions out by", _OTHER, by_head=True),
@@ -273,6 +286,13 @@ class Verdict:
     @property
     def stops(self) -> tuple[Shape, ...]:
         return tuple(s for s in self.shapes if s.follow is Follow.STOP)
+
+    @property
+    def heals(self) -> bool:
+        """Whether reading the tables again after the statements makes a copy of them exact: every shape that stops
+        heals, and the statements say which tables they touch."""
+        stops = self.stops
+        return bool(stops) and self.tables_known and all(s.heals for s in stops)
 
 
 def judge(statements: Sequence[Statement]) -> Verdict:
@@ -522,7 +542,7 @@ def contract_table() -> str:
         out += [f"**{section}**", "", "| statement | pycanal | what it does to rows and columns |", "|---|---|---|"]
         for s in SHAPES:
             if s.section == section:
-                out.append(f"| {_cell(s.name)} | {s.follow.value} | {_cell(s.description)} |")
+                out.append(f"| {_cell(s.name)} | {s.shown} | {_cell(s.description)} |")
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
