@@ -58,7 +58,14 @@ from canal.sql import (
     fold_table_names,
 )
 
-__all__ = ["SchemaTracker", "created_in_range", "first_layout_ddl", "layout_ddl_between", "read_layouts"]
+__all__ = [
+    "SchemaTracker",
+    "created_in_range",
+    "first_layout_ddl",
+    "forget_layout_reads",
+    "layout_ddl_between",
+    "read_layouts",
+]
 
 _READ_ATTEMPTS: Final = 5
 
@@ -192,6 +199,13 @@ _SHARED_READS: dict[str, _LayoutRead] = {}
 _SHARED_LOCKS: dict[str, threading.Lock] = {}
 _SHARED_LOCK = threading.Lock()
 _SHARED_SCAN_BYTES: Final = 16 << 20  # the most binlog a start scans for DDL to take an earlier read
+
+
+def forget_layout_reads() -> None:
+    """Forget the layouts read for the process: the next start reads them as a fresh process's first would (for
+    benchmarks that time one start after another in one process)."""
+    with _SHARED_LOCK:
+        _SHARED_READS.clear()
 
 
 def _shared_lock(key: str) -> threading.Lock:
