@@ -44,10 +44,10 @@ sys.path.insert(0, str(ROOT))
 
 from result_file import write_result  # noqa: E402
 
+from canal.lake.forms.changes import entries_to_batch  # noqa: E402
 from canal.lake.settings import DEFAULT_FILE_BYTES  # noqa: E402
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema  # noqa: E402
 from canal.spark import DeltaMirror  # noqa: E402
-from canal.spark.changes import entries_to_batch  # noqa: E402
 
 TABLE = TableSchema(
     "bench",

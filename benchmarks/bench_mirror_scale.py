@@ -21,8 +21,8 @@ set-up, not measured. Five measurements, all in one run:
 3. ``tables_ratio``: batches of 2,000 changes spread over 50 tables of 10k rows (40 each) against the same changes to
    one table of the same 500k rows, merge_on_read, the two interleaved batch by batch: median whole-``apply`` seconds
    of the 50-table batches over the 1-table ones. Goal <= 3. With the mirror's defaults the 50 parts of a batch are
-   staged, in one file (``stage_rows``: :mod:`canal.lake.staged`), and each batch appends the staged parts of a few
-   tables to their change logs (``stage_spread``): the JSON lists how many of each, batch by batch. The first
+   staged, in one file (``stage_rows``: :mod:`canal.lake.store.staged`), and each batch appends the staged parts of a
+   few tables to their change logs (``stage_spread``): the JSON lists how many of each, batch by batch. The first
    batches run before any log is compacted or folded, so ``--table-later-batches`` more batches of both follow,
    interleaved as before, while their logs are compacted (every 16 files) and folded (at 10% of a table's rows) in
    the background: the 50-table batches' median and maximum seconds (a batch must never wait for that maintenance),
@@ -83,16 +83,13 @@ sys.path.insert(0, str(ROOT))
 
 from result_file import write_result  # noqa: E402
 
-from canal.lake import (  # noqa: E402
-    DeltaMirror,
-    changelog,
-    delta_append,
-)
-from canal.lake import names as naming  # noqa: E402
+from canal.lake import DeltaMirror  # noqa: E402
+from canal.lake.forms.changes import SEQ_BITS, arrow_schema, entries_to_batch  # noqa: E402
 from canal.lake.settings import DEFAULT_FILE_BYTES  # noqa: E402
+from canal.lake.store import changelog, delta_append  # noqa: E402
+from canal.lake.store import names as naming  # noqa: E402
 from canal.lake.types import arrow_type  # noqa: E402
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema  # noqa: E402
-from canal.spark.changes import SEQ_BITS, arrow_schema, entries_to_batch  # noqa: E402
 
 SCHEMA = "bench"
 BATCH_ROWS = 2000

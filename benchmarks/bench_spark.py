@@ -60,8 +60,8 @@ mirror are gone before the baselines run. ``--changes N`` runs a smaller workloa
 
 The rows' form (``--images``: the source's ``images`` option, default ``packed``, the form the Spark guide gives a
 mirror): with ``packed`` the reader packs a typed batch of each instance batch into a few Spark rows of Arrow IPC
-bytes (:mod:`canal.lake.packed`), acked once packed, and the mirror's task unpacks them -- no change row crosses the
-JVM; with ``variant`` the reader builds typed images straight from the decoded values and the mirror's tasks decode
+bytes (:mod:`canal.lake.forms.packed`), acked once packed, and the mirror's task unpacks them -- no change row crosses
+the JVM; with ``variant`` the reader builds typed images straight from the decoded values and the mirror's tasks decode
 them without text; ``json`` is the JSON-text form (the source's default, for consumers of a row per change). The
 typed-batch figures: ``embedded_decode_ratio`` = embedded rows/s / decode-only rows/s (goal >= 0.8),
 ``steady_decode_ratio`` = steady rows/s / decode-only rows/s (>= 0.75), ``whole_bound_ratio`` = ``whole_rows_per_s``
@@ -298,9 +298,9 @@ def both_sides(before: dict[str, float], after: dict[str, float]) -> dict[str, A
 def encoder(images: str) -> Callable[[list[Any]], tuple[int, Any]]:
     """What the reader makes of an instance batch's entries in the ``images`` form: ``(change rows, a record batch
     of them)`` -- with ``packed`` one packed row (:class:`canal.spark.packed_cut.PackedCut`)."""
-    from canal.spark.changes import entries_to_batch
+    from canal.lake.forms.changes import entries_to_batch
+    from canal.lake.forms.variant_changes import entries_to_variant_batch
     from canal.spark.packed_cut import PackedCut
-    from canal.spark.variant_changes import entries_to_variant_batch
 
     if images == "packed":
 
@@ -325,7 +325,7 @@ def update_row_bytes(changes: int, rows: Any) -> dict[str, int]:
     ``update_row_arrow_bytes``: their uncompressed Arrow bytes."""
     import pyarrow as pa
 
-    from canal.spark.changes import INITIAL_OFFSET
+    from canal.lake.forms.changes import INITIAL_OFFSET
     from canal.spark.spool import Spool
 
     with tempfile.TemporaryDirectory(prefix="bench-spool-") as tmp:

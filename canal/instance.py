@@ -514,7 +514,7 @@ class Instance(StartStopContext):
     def decode_rows_by_column(self, columnar: bool = True) -> None:
         """From the next rows event the parser reads on, decode row images column by column
         (:class:`~canal.parse.mysql.decoder.ColumnarGen`) -- for a consumer that builds typed columns of them
-        (:func:`~canal.lake.typed_batch.entries_to_typed`, which :func:`~canal.spark.batches.run_batches` into a
+        (:func:`~canal.lake.forms.typed_batch.entries_to_typed`, which :func:`~canal.spark.batches.run_batches` into a
         DeltaMirror and the Spark source's packed and variant rows call on): the main job's rows then cost half as
         much. The entries are the same either way; reading a row's ``before`` / ``after`` tuples of such an entry
         costs more than it did. ``columnar=False`` goes back to tuples. The fake binlog has one form only."""

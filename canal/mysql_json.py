@@ -127,7 +127,7 @@ class JsonDiff:
 
     def to_list(self) -> list[Any]:
         """``[operation, path, value text]`` (the value as :func:`json_text` prints it; null for REMOVE): the form
-        the change rows carry (:mod:`canal.lake.json_diffs`)."""
+        the change rows carry (:mod:`canal.lake.forms.json_diffs`)."""
         value = None if self.operation is JsonDiffOperation.REMOVE else json_text(self.value)
         return [self.operation.name, self.path, value]
 

@@ -22,14 +22,14 @@ import pytest
 from canal.config import InstanceConfig, StoreConfig
 from canal.instance import Instance
 from canal.lake.compare import compare
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.forms.packed import pack, unpack_all
+from canal.lake.forms.typed_batch import entries_to_typed
+from canal.lake.forms.variant_changes import entries_to_variant_batch
 from canal.lake.mirror import DeltaMirror
-from canal.lake.packed import pack, unpack_all
-from canal.lake.typed_batch import entries_to_typed
 from canal.parse.mysql import binlog
 from canal.protocol import Entry, EntryType
-from canal.spark.changes import entries_to_batch
 from canal.spark.testing import master_position, primary_key, select_all
-from canal.spark.variant_changes import entries_to_variant_batch
 from canal.testing.plugin import MariaDBDatabase
 
 FORMS = ("rows", "typed", "packed", "variant")

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from random_operations import NAMED_ZONE, OPERATION_KINDS, UTC, Operations, Stopped, base_type, placed
 
 from canal.errors import UnmodeledStatementError
-from canal.lake.partial import MirrorPartialImageError
+from canal.lake.apply.partial import MirrorPartialImageError
 from canal.lake.types import MirrorConversionError, MirrorError
 
 FUZZ_EXAMPLES = int(os.environ.get("PYCANAL_FUZZ_EXAMPLES", "20"))
@@ -69,7 +69,7 @@ OUTCOMES: Final[dict[str, str | type[Exception]]] = {
     # the workload's database, then CREATE DATABASE and CREATE TABLE IF NOT EXISTS of its old names, other layouts
     "DROP DATABASE": EQUAL,  # DROP DATABASE / SCHEMA [IF EXISTS]
     "CREATE OR REPLACE DATABASE": EQUAL,
-    # SET STATEMENT sql_mode='' FOR ALTER TABLE ... MODIFY: converted as the server did (canal.lake.conversions)
+    # SET STATEMENT sql_mode='' FOR ALTER TABLE ... MODIFY: converted as the server did (canal.lake.ddl.conversions)
     "narrowing MODIFY": EQUAL,  # INT -> TINYINT / UNSIGNED, a VARCHAR shortened, NOT NULL over NULLs
     "ENUM label removed": EQUAL,  # a row holds the label: ''
     "character set that cannot hold a value": EQUAL,  # '?'

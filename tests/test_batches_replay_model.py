@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from canal.lake.forms.changes import position_id
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Header, Message
 from canal.spark.batches import CUT_PATIENCE_S, _Puller
-from canal.spark.changes import position_id
 
 
 def _binlog(offset: int) -> Entry:

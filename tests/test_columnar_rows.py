@@ -3,7 +3,7 @@
 Random row images of every column form -- text in UTF-8 and latin1 (ASCII or not, valid or not), DATETIME2 of every
 fsp (zero, invalid and impossible dates among them), DECIMALs (corrupt groups among them), NULLs anywhere -- are
 decoded both ways: the rows' ``before`` / ``after`` tuples are the object decoder's, and the typed batch built of
-them (canal.lake.typed_batch) is the one built of the object decoder's rows, value for value and error for error.
+them (canal.lake.forms.typed_batch) is the one built of the object decoder's rows, value for value and error for error.
 Against a real server: tests/test_columnar_rows_mariadb.py.
 """
 
@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 pytest.importorskip("pyarrow")
 
 from canal.errors import ParseError
-from canal.lake.typed_batch import entries_to_typed
-from canal.lake.typed_layout import TypedChangeError
+from canal.lake.forms.typed_batch import entries_to_typed
+from canal.lake.forms.typed_layout import TypedChangeError
 from canal.parse.mysql.decoder import BinlogColumn, TableDecoder, TableMapInfo
 from canal.parse.mysql.packed_decimal import decimal_size
 from canal.protocol import ColumnarRows, Entry, EntryType, EventType, Header, RowChange, Rows

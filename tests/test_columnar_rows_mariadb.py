@@ -26,8 +26,8 @@ pytest.importorskip("pyarrow")
 
 from canal.config import InstanceConfig, StoreConfig
 from canal.instance import Instance
-from canal.lake.typed_batch import entries_to_typed
-from canal.lake.typed_layout import TypedChangeError
+from canal.lake.forms.typed_batch import entries_to_typed
+from canal.lake.forms.typed_layout import TypedChangeError
 from canal.parse.mysql import binlog
 from canal.position import journal_number
 from canal.protocol import ColumnarRows, Entry, EntryType

@@ -1,5 +1,5 @@
-"""Appends written as Delta commits directly (canal.lake.delta_append): read back by deltalake like its own, placed
-after any commit another writer made first, and refused -- with nothing left behind -- where a blind append would
+"""Appends written as Delta commits directly (canal.lake.store.delta_append): read back by deltalake like its own,
+placed after any commit another writer made first, and refused -- with nothing left behind -- where a blind append would
 be wrong (a schema change, a newer checkpoint, a table that is not the one the version was read from). The mirrors
 here stage nothing (``stage_rows=0``): every batch's part is such an append (staging: tests/test_mirror_staged.py)."""
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from canal import files
-from canal.lake import delta_append
+from canal.lake.store import delta_append
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -122,7 +122,7 @@ def test_an_unreadable_last_checkpoint_refuses_the_append(tmp_path: Path) -> Non
 
 
 def test_a_mirror_appends_directly_across_compactions_checkpoints_and_folds(tmp_path: Path) -> None:
-    from canal.lake import changelog
+    from canal.lake.store import changelog
     from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
@@ -196,7 +196,7 @@ class _Source:
         self.last = 0
 
     def apply(self, count: int = 1) -> None:
-        from canal.spark.changes import entries_to_batch
+        from canal.lake.forms.changes import entries_to_batch
         from tests.procs.mirror_writer import batch
 
         for _ in range(count):
@@ -245,7 +245,7 @@ def test_batches_land_while_a_background_compaction_rewrites_the_log(
 
     from deltalake.table import TableOptimizer
 
-    from canal.lake import changelog
+    from canal.lake.store import changelog
     from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
@@ -308,7 +308,7 @@ def test_folds_complete_while_batches_keep_landing(tmp_path: Path) -> None:
     """Background folds of tables that take a batch every few milliseconds: every fold commits (none fails on a
     conflict with the appends that land while it trims the log) and the logs stay small. Folds back to back
     (``fold_duty=1``): the most of them, racing the appends."""
-    from canal.lake import changelog
+    from canal.lake.store import changelog
     from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
@@ -330,7 +330,7 @@ def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_b
     2-10 ms a table while folds compete for the cores); the size it recorded is the log's."""
     import threading
 
-    from canal.lake import changelog
+    from canal.lake.store import changelog
     from canal.spark import DeltaMirror
     from tests.procs.mirror_writer import TABLES
 
@@ -361,7 +361,7 @@ def test_a_background_fold_or_compaction_leaves_the_log_size_read_for_the_next_b
 
 
 def _log_changes(log: Path) -> list[tuple[int, int]]:
-    from canal.lake import changelog
+    from canal.lake.store import changelog
 
     rows = deltalake.DeltaTable(str(log)).to_pyarrow_table(columns=[changelog.BATCH, changelog.SEQ])
     return sorted(zip(rows.column(0).to_pylist(), rows.column(1).to_pylist(), strict=True))
@@ -371,7 +371,7 @@ def test_a_trim_by_files_removes_whole_files_and_deletes_rows_where_a_file_strad
     """``trim(by_files=True)``: files whose changes all come at or before the trimmed change go by a commit of
     ``remove`` actions; when a file holds changes on both sides, the rows are deleted instead. Either way the log
     keeps exactly the later changes."""
-    from canal.lake import changelog
+    from canal.lake.store import changelog
     from canal.spark import DeltaMirror
 
     source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=1000.0, fold_files=1000, background_folds=False))

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.integration
 EXAMPLES = max(2, FUZZ_EXAMPLES // 4)
 
 OPS = ["ins", "ins", "upd", "del", "xa_commit", "xa_rollback", "xa_one_phase", "outcome", "narrow", "run"]
-OPS.append("cascade")  # the mirror follows a cascading delete (canal.lake.cascade)
+OPS.append("cascade")  # the mirror follows a cascading delete (canal.lake.apply.cascade)
 OPS += ["rotate", "outside_commit", "outside_rollback", "outside_one_phase"]  # FLUSH BINARY LOGS; XA on `outside`
 RARE = ["statement"]  # ops after which the mirror must stop
 

@@ -162,7 +162,7 @@ def _asked(create: str, alter: str, zone: str | None = None, fractions: str | No
 
 @pytest.mark.parametrize(
     ("alter", "zone", "heals"),
-    [  # the mirror models these (canal.lake.conversions): plain DDL
+    [  # the mirror models these (canal.lake.ddl.conversions): plain DDL
         ("MODIFY n TINYINT", None, False),  # clipped: the mirror clips too
         ("MODIFY u BIGINT UNSIGNED", None, False),
         ("MODIFY n BIGINT UNSIGNED", None, False),  # negative values become 0
@@ -230,12 +230,12 @@ _VALUES = ["1", "-5", "300", "a", "A", "b", "é€😀", "12.75", "x" * 300, " 7
 @settings(max_examples=200, deadline=None)
 @given(old=st.sampled_from(_OLD_TYPES), new=st.sampled_from(_NEW_TYPES), values=st.lists(st.sampled_from(_VALUES)))
 def test_what_the_mirror_refuses_to_convert_the_capture_heals(old: str, new: str, values: list[str | None]) -> None:
-    """Against the mirror's own conversion (canal.lake.conversions), asked with the types the schema history gives
+    """Against the mirror's own conversion (canal.lake.ddl.conversions), asked with the types the schema history gives
     both: a MODIFY whose values the mirror would refuse (MirrorConversionError, MirrorTypeError) is one the capture
     heals first -- never a stop in a mirror of a destination that heals."""
     pytest.importorskip("pyarrow")
-    from canal.lake.conversions import Conversion
-    from canal.lake.time_zones import StatementZone
+    from canal.lake.ddl.conversions import Conversion
+    from canal.lake.ddl.time_zones import StatementZone
     from canal.lake.types import MirrorError, arrow_type, typed_array
 
     create = f"CREATE TABLE d.t (id INT PRIMARY KEY, c {old})"
@@ -267,7 +267,7 @@ def test_what_the_mirror_refuses_to_convert_the_capture_heals(old: str, new: str
 
 def test_the_zero_values_the_capture_counts_on_are_the_mirrors() -> None:
     pytest.importorskip("pyarrow")
-    from canal.lake.conversions import _ZERO
+    from canal.lake.ddl.conversions import _ZERO
     from canal.schema.conversions import NOT_NULL_ZEROS
 
     assert set(_ZERO) == NOT_NULL_ZEROS
@@ -514,7 +514,7 @@ def test_the_mirror_replaces_a_healed_table_at_its_mark(fake_mysql: Any, tmp_pat
 def test_a_mirror_that_refuses_heals_writes_nothing_of_the_batch(fake_mysql: Any, tmp_path: Path) -> None:
     pytest.importorskip("deltalake")
     from canal.lake import DeltaMirror
-    from canal.lake.heals import MirrorHealError
+    from canal.lake.apply.heals import MirrorHealError
 
     first, second = _mirror_batches(fake_mysql, "rows")
     mirror = DeltaMirror(tmp_path / "m", heal="stop", background_folds=False)

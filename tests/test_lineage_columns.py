@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canal.gtid import GtidSet
-from canal.lake.lineage import gtid_elements
-from canal.lake.packed import pack, unpack_all
+from canal.lake.forms.changes import arrow_schema, conform, entries_to_batch
+from canal.lake.forms.packed import pack, unpack_all
+from canal.lake.identity.lineage import gtid_elements
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
-from canal.spark.changes import arrow_schema, conform, entries_to_batch
 from canal.spark.spool import Spool
 from canal.spark.typed_changes import entries_to_typed
 
@@ -72,8 +72,9 @@ _UUIDS = ("3e11fa47-71ca-11e1-9e33-c80aa9429562", "00000000-0000-0000-0000-00000
 def test_a_batchs_gtids_make_the_set_they_are_elements_of(
     mysql: list[tuple[str, str, int]], mariadb: list[tuple[int, int, int]]
 ) -> None:
-    """Against a model: the set the compacted elements of a batch's GTIDs make (canal.lake.lineage.gtid_elements)
-    holds exactly those GTIDs (MySQL), or each domain up to its highest sequence number (MariaDB), as
+    """Against a model: the set the compacted elements of a batch's GTIDs make
+    (canal.lake.identity.lineage.gtid_elements) holds exactly those GTIDs (MySQL), or each domain up to its highest
+    sequence number (MariaDB), as
     :class:`canal.gtid.GtidSet` built one GTID at a time does."""
     for gtids in ([f"{u}:{t}{n}" for u, t, n in mysql], [f"{d}-{s}-{q}" for d, s, q in mariadb]):
         if not gtids:

@@ -26,13 +26,13 @@ from mirror_forms import FORMS, capture, mirror_all
 
 from canal.config import InstanceConfig, MasterConfig, SchemaHistoryConfig, StoreConfig
 from canal.instance import Instance
+from canal.lake.forms.changes import entries_to_batch
 from canal.lake.mirror import DeltaMirror
 from canal.lake.types import MirrorTypeError
 from canal.parse.events import RowsEvent
 from canal.parse.mysql.files import LocalBinlogSource
 from canal.parse.source import DumpRequest
 from canal.protocol import EntryType, SqlType
-from canal.spark.changes import entries_to_batch
 from canal.spark.testing import master_position
 from canal.sql.values import canonical_text, inet4_text, inet6_text, uuid_text
 from canal.testing.plugin import MariaDBDatabase

@@ -20,7 +20,7 @@ from capture_configs import capture_config
 
 from canal.config import InstanceConfig, SchemaHistoryConfig
 from canal.instance import Instance
-from canal.lake.stops import MirrorCascadeError
+from canal.lake.apply.stops import MirrorCascadeError
 from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.protocol import EntryType
 from canal.spark import DeltaMirror

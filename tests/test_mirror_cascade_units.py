@@ -1,4 +1,4 @@
-"""The mirror's foreign-key actions (:mod:`canal.lake.cascade`) on hand-made change rows, without a server:
+"""The mirror's foreign-key actions (:mod:`canal.lake.apply.cascade`) on hand-made change rows, without a server:
 where it cannot follow an action it stops with :class:`MirrorCascadeError` and writes nothing of the batch (a child
 without a primary key, SET DEFAULT, a parent DELETE without its before image, a child whose foreign key column a DDL
 of the same batch renamed); where it can, a cascade reaches the grandchildren through rows the batch itself made."""
@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from canal.lake.stops import MirrorCascadeError
+from canal.lake.apply.stops import MirrorCascadeError
+from canal.lake.forms.changes import arrow_schema
 from canal.parse.cascade import CASCADE_TABLES, FOREIGN_KEY_ACTIONS
 from canal.spark import DeltaMirror
-from canal.spark.changes import arrow_schema
 
 P_LAYOUT = [["id", "int(11)", True]]
 C_LAYOUT = [["id", "int(11)", True], ["pid", "int(11)", False]]

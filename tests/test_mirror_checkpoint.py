@@ -1,7 +1,7 @@
 """Which changes of a batch the mirror applied already, decided by their source lineage and never by the batch's id
-(canal.lake.admit, canal.lake.lineage), on change rows made from hand-built entries: a new query (its batch ids
-starting again) from an older position applies exactly what the mirror lacks, DDL in the old range included; the
-same batch again is a replay; a failover to a server whose binlog numbering is behind is followed by GTID, and
+(canal.lake.identity.admit, canal.lake.identity.lineage), on change rows made from hand-built entries: a new query (its
+batch ids starting again) from an older position applies exactly what the mirror lacks, DDL in the old range included;
+the same batch again is a replay; a failover to a server whose binlog numbering is behind is followed by GTID, and
 without GTIDs stops typed with nothing written, as does one that lost transactions the mirror applied (MariaDB's
 numbers reused by the promoted server); another destination under the same app id, and another batch than
 the one left half-applied, are refused; a record of the old form is read with its old rules and rewritten; a new
@@ -22,11 +22,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from canal.lake.applied import applied_path, read_applied
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.identity.applied import applied_path, read_applied
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror, MirrorCheckpointError, MirrorLineageError
-from canal.spark.changes import entries_to_batch
 
 pytest.importorskip("deltalake")
 
@@ -363,7 +363,8 @@ def _lost() -> tuple[list[Change], list[Change], list[Change], list[Change]]:
 def test_a_failover_that_lost_transactions_stops_naming_both_servers(tmp_path: Path, switch_inside: bool) -> None:
     """MariaDB numbers a domain's transactions across servers: the promoted replica's 0-2-8 is numbered as the
     primary's 0-1-8, which the mirror applied and the replica never had. It was skipped as applied, silently; it
-    stops the batch now (canal.lake.forks), nothing of it written -- also where the switch falls inside one batch."""
+    stops the batch now (canal.lake.identity.forks), nothing of it written -- also where the switch falls inside one
+    batch."""
     first, rest, again, made = _lost()
     mirror = DeltaMirror(tmp_path / "m", background_folds=False)
     mirror.apply(_batch(first), 1)

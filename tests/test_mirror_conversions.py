@@ -1,6 +1,7 @@
-"""The value conversions of an ALTER the mirror models (canal.lake.converters), each against what MariaDB 10.11 made
+"""The value conversions of an ALTER the mirror models (canal.lake.ddl.converters), each against what MariaDB 10.11 made
 of the same value under ``sql_mode=''`` (measured by hand; tests/test_mirror_conversions_mariadb.py plays them against
-the server), the allow-list and its stops (canal.lake.conversions), and a batch stopped before it writes anything."""
+the server), the allow-list and its stops (canal.lake.ddl.conversions), and a batch stopped before it writes
+anything."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from canal.lake import converters as cv
-from canal.lake.conversions import MODELED, Conversion, family, fractions_rule
-from canal.lake.time_zones import StatementZone
+from canal.lake.ddl import converters as cv
+from canal.lake.ddl.conversions import MODELED, Conversion, family, fractions_rule
+from canal.lake.ddl.time_zones import StatementZone
 from canal.lake.types import MirrorConversionError, MirrorTypeError
 from canal.sql import read_column_type
 
@@ -324,9 +325,9 @@ def test_an_unmodeled_pair_the_history_names_stops_the_batch_before_it_writes(tm
 def test_the_contract_page_holds_the_generated_conversions_table() -> None:
     import re
 
-    from canal.lake.conversions import conversions_table
+    from canal.lake.ddl.conversions import conversions_table
 
     page = (Path(__file__).parent.parent / "docs" / "concepts" / "fail-closed.md").read_text(encoding="utf-8")
     found = re.search(r"<!-- contract:conversions -->\n(.*?)<!-- /contract:conversions -->", page, re.S)
     assert found is not None, "the page marks its generated table"
-    assert found.group(1) == conversions_table(), "regenerate it from canal.lake.conversions.conversions_table()"
+    assert found.group(1) == conversions_table(), "regenerate it from canal.lake.ddl.conversions.conversions_table()"

@@ -30,7 +30,7 @@ pytest.importorskip("deltalake")
 
 from capture_configs import capture_config
 
-from canal.lake.cell_text import server_text
+from canal.lake.forms.cell_text import server_text
 from canal.lake.types import MirrorConversionError
 from canal.spark import DeltaMirror, compare
 from canal.spark.testing import master_position, run_caught_up

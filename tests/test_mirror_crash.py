@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from canal.lake import changelog
+from canal.lake.store import changelog
 from canal.spark import DeltaMirror
 from tests.procs.mirror_writer import TABLES, Row, source_after
 

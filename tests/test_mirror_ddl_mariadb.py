@@ -27,7 +27,7 @@ pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
-from canal.lake.plan import batch_steps, in_order
+from canal.lake.planning.plan import batch_steps, in_order
 from canal.lake.settings import MODES
 from canal.spark import DeltaMirror, MirrorError, MirrorMode, run_batches
 from canal.spark.testing import healed_by, master_position, run_caught_up

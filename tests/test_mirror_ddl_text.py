@@ -1,4 +1,4 @@
-"""How the mirror reads a DDL row's statement (:mod:`canal.lake.ddl_text`): names folded only for rows whose props
+"""How the mirror reads a DDL row's statement (:mod:`canal.lake.ddl.ddl_text`): names folded only for rows whose props
 say ``lower_case_table_names=1``, columns and literals as typed; props that are not JSON are a typed error."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from canal.lake.ddl_text import ddl_statement, fold_flags
-from canal.lake.evolution import plan_evolution, renamed_tables
+from canal.lake.ddl.ddl_text import ddl_statement, fold_flags
+from canal.lake.ddl.evolution import plan_evolution, renamed_tables
 from canal.lake.types import MirrorError
 from canal.sql import AlterTable, CreateTable, TableName
 

@@ -14,8 +14,8 @@ import attrs
 import pyarrow as pa
 import pytest
 
-from canal.lake import changelog
 from canal.lake.settings import MODES, MirrorSettings
+from canal.lake.store import changelog
 from canal.lake.types import MirrorError, MirrorStorageError
 from canal.spark import (
     DeltaMirror,

@@ -5,7 +5,7 @@ them (``4294969365``), are far below those the mirror applied (``21474837000``).
 mirror has not seen yet, the replica is promoted and takes writes (updates and deletes of rows the primary wrote
 too), and the destination is restarted against it by file and position (the search by time goes back a fallback
 interval: it brings again changes the mirror applied) or by GTID. The mirror ends equal to ``SELECT`` on the
-replica: what it had is skipped by GTID, nothing else (canal.lake.lineage)."""
+replica: what it had is skipped by GTID, nothing else (canal.lake.identity.lineage)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from canal import Instance, InstanceConfig, MasterConfig
-from canal.lake.applied import read_applied
+from canal.lake.identity.applied import read_applied
 from canal.spark import DeltaMirror, run_batches
 from canal.spark.testing import compare_tables, master_position
 from canal.testing.services import MariaDBServer

@@ -125,7 +125,7 @@ def _logged(root: Path, **options: Any) -> DeltaMirror:
 
 @pytest.mark.parametrize("damaged", ["log-parquet", "base-parquet", "base-commit", "log-commit"])
 def test_damaged_files_are_typed_errors_and_a_refused_batch_writes_nothing(tmp_path: Path, damaged: str) -> None:
-    from canal.lake import changelog
+    from canal.lake.store import changelog
     from canal.spark import MirrorStorageError
 
     _logged(tmp_path).close()
@@ -153,7 +153,7 @@ def test_damaged_files_are_typed_errors_and_a_refused_batch_writes_nothing(tmp_p
 
 
 def test_failing_background_folds_are_counted_and_then_refuse_batches(tmp_path: Path) -> None:
-    from canal.lake import changelog
+    from canal.lake.store import changelog
     from canal.spark import MirrorFoldError
 
     _logged(tmp_path).close()
@@ -200,7 +200,7 @@ def test_staged_parts_are_bounded_by_bytes_not_only_rows(tmp_path: Path) -> None
 
 def test_the_mirrors_records_keep_the_newest_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from canal.lake import mirror as mirror_module
-    from canal.lake.records import Recent
+    from canal.lake.upkeep.records import Recent
 
     monkeypatch.setattr(mirror_module, "RECORDS_KEPT", 5)
     monkeypatch.setattr(mirror_module, "RECORD_NAMES", 30)
@@ -306,7 +306,7 @@ def test_an_append_that_loses_a_commit_file_to_the_logs_cleanup_reads_the_log_ag
     import pyarrow as pa
     from deltalake.exceptions import DeltaError
 
-    from canal.lake import changelog
+    from canal.lake.store import changelog
 
     log = tmp_path / "log"
     handle = changelog.append(log, pa.table({"id": [1]}), None)  # creates the log

@@ -6,7 +6,8 @@ fails the batch with MirrorTypeError naming table, column and value: zero dates 
 store them as NULL.
 
 Each test runs twice: through Spark (``run_batches`` hands the mirror DataFrames of change rows) and without it
-(``spark=None``: the mirror gets typed batches, :class:`~canal.lake.typed_batch.TypedBatch`, no JSON text between).
+(``spark=None``: the mirror gets typed batches, :class:`~canal.lake.forms.typed_batch.TypedBatch`, no JSON text
+between).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The mirror's own small files under a root in an object store (a private S3-compatible server), each module through
-:mod:`canal.lake.fs`: the applied position, the writer lease, the step marks of a table's first commit, staged
+:mod:`canal.lake.store.fs`: the applied position, the writer lease, the step marks of a table's first commit, staged
 parts, held XA rows, the kept expanded batch and the DDL batch handed from a task to the driver -- written, read,
 listed and deleted as objects under the root's prefix, and an error leaving them as they were."""
 
@@ -17,14 +17,23 @@ pytest.importorskip("pyarrow")
 
 import pyarrow as pa
 
-from canal.lake import DeltaMirror, fs, staged
-from canal.lake.applied import Applied, Pending, applied_path, read_applied, root_number, with_pending, write_applied
-from canal.lake.cascade import ExpandedBatch
-from canal.lake.lease import LEASE_S, WriterLease, lease_path
+from canal.lake import DeltaMirror
+from canal.lake.apply.cascade import ExpandedBatch
+from canal.lake.apply.step_marks import created_by, created_metadata
+from canal.lake.apply.xa import HeldTransactions, MirrorXAError, held_directory
+from canal.lake.identity.applied import (
+    Applied,
+    Pending,
+    applied_path,
+    read_applied,
+    root_number,
+    with_pending,
+    write_applied,
+)
+from canal.lake.identity.lease import LEASE_S, WriterLease, lease_path
 from canal.lake.settings import MirrorSettings
-from canal.lake.step_marks import created_by, created_metadata
+from canal.lake.store import fs, staged
 from canal.lake.types import MirrorError, MirrorLeaseError
-from canal.lake.xa import HeldTransactions, MirrorXAError, held_directory
 from canal.spark.mirror_tasks import SPILL_PREFIX, _drop_spills, _read_spill, write_partition
 from canal.testing.plugin import S3Bucket
 from tests.test_mirror_xa_units import _batch, _row

@@ -25,12 +25,12 @@ from mirror_forms import batch_of
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.forms.typed_batch import entries_to_typed
+from canal.lake.forms.variant_changes import entries_to_variant_batch
 from canal.lake.mirror import DeltaMirror
 from canal.lake.settings import MODES
-from canal.lake.typed_batch import entries_to_typed
 from canal.protocol import Entry, EntryType
-from canal.spark.changes import entries_to_batch
-from canal.spark.variant_changes import entries_to_variant_batch
 from canal.testing.fake import FakeMysql
 
 Row = dict[str, Any]

@@ -31,11 +31,11 @@ pytest.importorskip("deltalake")
 from capture_configs import capture_config
 
 from canal.instance import Instance
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.forms.typed_batch import entries_to_typed
 from canal.lake.mirror import DeltaMirror
 from canal.lake.settings import MODES
-from canal.lake.typed_batch import entries_to_typed
 from canal.protocol import Entry, EntryType
-from canal.spark.changes import entries_to_batch
 from canal.spark.testing import master_position
 from canal.testing.plugin import MariaDBDatabase
 from canal.testing.services.mariadb import MariaDBServer

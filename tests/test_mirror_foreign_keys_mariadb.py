@@ -1,4 +1,4 @@
-"""The Delta mirror applies foreign keys' actions the binlog does not log (:mod:`canal.lake.cascade`), on a
+"""The Delta mirror applies foreign keys' actions the binlog does not log (:mod:`canal.lake.apply.cascade`), on a
 real MariaDB: ON DELETE CASCADE over three levels, ON DELETE SET NULL, ON UPDATE CASCADE of a primary and of a
 unique non-primary key (into a child's primary key too), ON UPDATE SET NULL, a table's key to itself, a child
 inserted and its parent deleted in one transaction, a parent deleted with no child (no stop), ALTER TABLE DROP / ADD

@@ -1,5 +1,5 @@
-"""The writer lease across a batch longer than the lease (canal.lake.lease), with a short lease and a second writer
-on "another host" (a process whose host name differs, so only the lease's renewal time tells whether the first
+"""The writer lease across a batch longer than the lease (canal.lake.identity.lease), with a short lease and a second
+writer on "another host" (a process whose host name differs, so only the lease's renewal time tells whether the first
 writer lives): a long batch renews its lease from a thread, so the second writer is refused throughout and the
 first one's batch lands whole; a writer whose renewals stopped (its process stood still) and whose lease another
 writer took is stopped before its next commit, and the other writer's batch lands."""
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from canal.lake import lease
+from canal.lake.identity import lease
 from canal.spark import DeltaMirror, MirrorLeaseError
 from tests.mirror_rows import batch, upsert, values
 
@@ -23,7 +23,7 @@ pytest.importorskip("deltalake")
 LEASE_S = 1.0
 _OTHER_HOST = """
 import sys, time
-import canal.lake.lease as lease
+import canal.lake.identity.lease as lease
 lease.LEASE_S = float(sys.argv[3])
 lease.socket.gethostname = lambda: "another-host.invalid"
 from canal.spark import DeltaMirror, MirrorLeaseError

@@ -18,14 +18,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
-from canal.lake.applied import newest_position
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.identity.applied import newest_position
 from canal.lake.metrics import MirrorCollector, error_classes
-from canal.lake.storage import redacted
+from canal.lake.store.storage import redacted
 from canal.metrics import start_http_server
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror, MirrorLineageError, run_batches
-from canal.spark.changes import entries_to_batch
 from canal.testing.fake import FakeMysql
 
 T = TableSchema(

@@ -6,7 +6,7 @@ through ``run_batches`` (no JVM), in each of the mirror's modes:
   its old rows (the SELECT form waits for its statement to reach the mirror: issue 43 item 6);
 * table and database names holding dots, slashes, ``..``, ``%20``, spaces, ``#``, backticks, non-ASCII letters and
   differing case: each its own directory, inside the mirror root, listed by ``table_names()`` as the server spells
-  it, readable by deltalake and Polars (:mod:`canal.lake.names`);
+  it, readable by deltalake and Polars (:mod:`canal.lake.store.names`);
 * column names holding a backtick, quotes, dots, spaces and non-ASCII letters: every MERGE, fold and DDL works.
 """
 

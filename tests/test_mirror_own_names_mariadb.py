@@ -21,9 +21,9 @@ pytest.importorskip("deltalake")
 from mirror_forms import FORMS, Captured, capture, mirror_all
 from mirror_rows import CREATE, batch, ddl, delete, upsert, values
 
-from canal.lake import changelog, fs, staged
 from canal.lake.mirror import DeltaMirror
 from canal.lake.own_names import LEGACY_LOG_COLUMNS, LOG_COLUMNS, MYSQL_NAME_CHARACTERS
+from canal.lake.store import changelog, fs, staged
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
 from canal.testing.plugin import MariaDBDatabase
 from canal.testing.services.mariadb import MariaDBServer

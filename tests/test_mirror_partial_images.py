@@ -27,11 +27,11 @@ import pyarrow as pa
 from canal.config import InstanceConfig, MasterConfig
 from canal.instance import Instance
 from canal.lake import DeltaMirror, MirrorPartialImageError
-from canal.lake.typed_batch import entries_to_typed
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.forms.typed_batch import entries_to_typed
+from canal.lake.forms.variant_changes import entries_to_variant_batch
 from canal.protocol import Entry, EntryType
-from canal.spark.changes import entries_to_batch
 from canal.spark.packed_cut import PackedCut
-from canal.spark.variant_changes import entries_to_variant_batch
 from canal.testing.fake import FakeMysql
 
 FORMS = ("rows", "typed", "packed", "variant")

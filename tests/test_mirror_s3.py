@@ -4,7 +4,7 @@ and deletes is finished by the replay; a table that was not copied there is refu
 reprs and messages.
 
 Which commit path each store takes: locally the mirror's own Delta commits (change-log appends and whole-file trims,
-:mod:`canal.lake.delta_append`) are published by renames that never replace; in an object store by a conditional
+:mod:`canal.lake.store.delta_append`) are published by renames that never replace; in an object store by a conditional
 PUT (``If-None-Match: *``) -- :func:`test_direct_appends_publish_by_conditional_put` watches the puts. Tables the
 mirror creates, folds and rewrites are committed by ``deltalake`` itself in both.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from canal.errors import StorageLocationError
-from canal.lake import fs, table_moves
+from canal.lake.store import fs, table_moves
 from canal.spark import DeltaMirror
 from canal.testing.plugin import S3Bucket
 from tests.mirror_rows import CREATE, batch, ddl, delete, upsert, values

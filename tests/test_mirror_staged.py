@@ -1,5 +1,5 @@
-"""Staged changes (canal.lake.staged): a batch's small parts of many tables written as one file and appended to their
-change logs later. Every read of the current state stays exact -- while parts are staged, while a flush races a
+"""Staged changes (canal.lake.store.staged): a batch's small parts of many tables written as one file and appended to
+their change logs later. Every read of the current state stays exact -- while parts are staged, while a flush races a
 reader, after a flush the process did not live to finish, after a replayed batch -- and a closing mirror leaves
 every change in the change logs, each batch id recorded.
 
@@ -20,12 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from canal.lake import changelog, staged
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.store import changelog, staged
 from canal.lake.types import MirrorError
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror
-from canal.spark.changes import entries_to_batch
 
 deltalake = pytest.importorskip("deltalake")
 

@@ -4,7 +4,7 @@ DeltaMirror while a workload writes to the primary (server id 1); the primary is
 behind) is promoted and takes the writes, and the parser's detecting thread switches the dump to it -- by GTID, or
 by file and position with the search by time (``fallback_interval_s`` reaching back over every change of the run:
 the standby delivers them all again). The mirror ends equal to ``SELECT`` on the promoted server, and each change is
-applied once: the re-delivered ones are skipped by their GTIDs (canal.lake.lineage), counted here -- except the
+applied once: the re-delivered ones are skipped by their GTIDs (canal.lake.identity.lineage), counted here -- except the
 newest transaction applied before the switch, which the lineage applies again whole, in order (a batch may have
 ended inside it), leaving its rows as they were. A ``run_batches`` waiting for the promoted server's position names
 its server (``RunStats.reached(..., server_id=2)``): the old primary's positions, numbered higher, prove nothing."""
@@ -21,7 +21,7 @@ import pytest
 from canal import Instance, InstanceConfig, MasterConfig
 from canal.config import DetectingConfig, RetryConfig
 from canal.errors import BinlogPurgedError, NotRunningError
-from canal.lake.applied import read_applied
+from canal.lake.identity.applied import read_applied
 from canal.lake.types import MirrorLineageError
 from canal.spark import DeltaMirror, run_batches
 from canal.spark.batches import RunStats

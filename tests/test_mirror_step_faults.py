@@ -31,8 +31,9 @@ from typing import Any
 
 import pytest
 
-from canal.lake import evolve, staged
-from canal.lake.plan import RenamePair, batch_steps
+from canal.lake.apply import evolve
+from canal.lake.planning.plan import RenamePair, batch_steps
+from canal.lake.store import staged
 from canal.spark import DeltaMirror
 from tests.mirror_rows import CREATE, batch, ddl, delete, upsert, values
 

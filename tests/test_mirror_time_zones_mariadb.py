@@ -32,7 +32,7 @@ pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
-from canal.lake.time_zones import MirrorTimeZoneError
+from canal.lake.ddl.time_zones import MirrorTimeZoneError
 from canal.lake.types import MirrorTypeError
 from canal.spark import DeltaMirror, compare, run_batches
 from canal.spark.testing import healed_by, master_position, run_caught_up
@@ -234,7 +234,7 @@ def test_system_time_zone_the_mirror_cannot_know_heals_or_is_a_typed_stop(tmp_pa
 def test_a_conversion_replayed_after_a_crash_is_not_made_twice(mariadb_factory: MariaDBFactory, tmp_path: Path) -> None:
     import shutil
 
-    from canal.lake.plan import batch_steps, in_order
+    from canal.lake.planning.plan import batch_steps, in_order
 
     server = mariadb_factory()
     m = Mirrored(server, tmp_path, "typed")

@@ -28,8 +28,8 @@ from capture_configs import capture_config
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.errors import NotRunningError, UnmodeledStatementError
 from canal.instance import Instance
+from canal.lake.apply.stops import MirrorStatementError
 from canal.lake.settings import MODES
-from canal.lake.stops import MirrorStatementError
 from canal.protocol import EntryType, EventType
 from canal.spark import DeltaMirror, MirrorMode, run_batches
 from canal.spark.testing import healed_by, master_position, run_caught_up

@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("deltalake")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
-from canal.lake.versioning import CURRENT_FROM
+from canal.lake.ddl.versioning import CURRENT_FROM
 from canal.spark import DeltaMirror, compare
 from canal.spark.testing import master_position, run_caught_up
 from canal.testing.plugin import MariaDBFactory
@@ -152,7 +152,7 @@ def test_a_replayed_batch_that_adds_and_drops_versioning_changes_nothing_twice(
 ) -> None:
     import shutil
 
-    from canal.lake.plan import batch_steps, in_order
+    from canal.lake.planning.plan import batch_steps, in_order
 
     server = mariadb_factory()
     conn = server.connect()

@@ -1,4 +1,4 @@
-"""The mirror's XA holding (:mod:`canal.lake.xa`) on hand-made change rows, without a server: prepared rows
+"""The mirror's XA holding (:mod:`canal.lake.apply.xa`) on hand-made change rows, without a server: prepared rows
 wait for their XA COMMIT in a later batch, a batch replayed after a crash (before or after its steps) applies them
 once, a rollback drops them, and xids written differently name one transaction."""
 
@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from canal.lake.xa import MirrorXAError
+from canal.lake.apply.xa import MirrorXAError
+from canal.lake.forms.changes import arrow_schema
 from canal.parse.xa import xid_key
 from canal.spark import DeltaMirror
-from canal.spark.changes import arrow_schema
 
 COLUMNS = json.dumps([["id", "int(11)", True], ["v", "int(11)", False]])
 

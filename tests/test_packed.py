@@ -1,7 +1,7 @@
-"""Packed typed batches (:mod:`canal.lake.packed`): what is unpacked is what was packed -- a typed batch whose every
-cell equals the mirror's parse of the JSON change rows, or those change rows themselves where the typed form cannot
-carry all the mirror needs -- and a mirror fed unpacked batches ends equal to one fed the change rows. A payload that
-is not a packed batch is a typed error.
+"""Packed typed batches (:mod:`canal.lake.forms.packed`): what is unpacked is what was packed -- a typed batch whose
+every cell equals the mirror's parse of the JSON change rows, or those change rows themselves where the typed form
+cannot carry all the mirror needs -- and a mirror fed unpacked batches ends equal to one fed the change rows. A payload
+that is not a packed batch is a typed error.
 
 The entries come from the fake binlog (every type family, keys moved, an ALTER and a DROP between rows) and from
 hypothesis (random layouts and rows, DDL and XA rows between; ``TYPED_CHANGES_EXAMPLES`` sets the count).
@@ -26,8 +26,8 @@ pytest.importorskip("deltalake")
 from test_typed_changes import EXAMPLES, _entry, _one_column, batches, check_equivalent  # noqa: E402
 from test_typed_mirror import _state, decoded  # noqa: E402, F401
 
-from canal.lake.mirror import DeltaMirror  # noqa: E402
-from canal.lake.packed import (  # noqa: E402
+from canal.lake.forms.changes import entries_to_batch  # noqa: E402
+from canal.lake.forms.packed import (  # noqa: E402
     FORM_ROWS,
     FORM_TYPED,
     PACKED_SCHEMA_DDL,
@@ -42,10 +42,10 @@ from canal.lake.packed import (  # noqa: E402
     unpack,
     unpack_all,
 )
-from canal.lake.typed_batch import TypedBatch, entries_to_typed  # noqa: E402
-from canal.lake.typed_plan import needs_rows  # noqa: E402
+from canal.lake.forms.typed_batch import TypedBatch, entries_to_typed  # noqa: E402
+from canal.lake.forms.typed_plan import needs_rows  # noqa: E402
+from canal.lake.mirror import DeltaMirror  # noqa: E402
 from canal.protocol import ColumnMeta, Entry, EventType, RowData, TableSchema  # noqa: E402
-from canal.spark.changes import entries_to_batch  # noqa: E402
 from canal.spark.packed_cut import PackedCut  # noqa: E402
 
 
@@ -258,7 +258,7 @@ def test_the_packed_schema_in_sparks_ddl_is_the_arrow_one() -> None:
 
 
 def test_a_spool_of_change_rows_is_refused_to_a_packed_reader_and_back(tmp_path: Path, decoded: list[Entry]) -> None:  # noqa: F811
-    from canal.spark.changes import INITIAL_OFFSET, arrow_schema
+    from canal.lake.forms.changes import INITIAL_OFFSET, arrow_schema
     from canal.spark.spool import Spool, SpoolError
 
     start, end = dict(INITIAL_OFFSET), {**INITIAL_OFFSET, "batch": 1}

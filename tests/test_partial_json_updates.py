@@ -215,10 +215,10 @@ def test_an_instance_delivers_the_diffs(tmp_path: Path, by_column: bool) -> None
 
 def test_change_rows_and_typed_batches_carry_the_diffs_apart() -> None:
     pytest.importorskip("pyarrow")
-    from canal.lake.typed_batch import entries_to_typed
+    from canal.lake.forms.changes import entries_to_batch
+    from canal.lake.forms.typed_batch import entries_to_typed
+    from canal.lake.forms.variant_changes import entries_to_variant_batch
     from canal.protocol import Header, RowChange
-    from canal.spark.changes import entries_to_batch
-    from canal.spark.variant_changes import entries_to_variant_batch
 
     doc = {"age": 1}
     rows = _decode(B.minimal_update([(1, B.Whole(doc), "x", 1), (2, [(M.REMOVE, "$.age", None)], "y", 2)])).rows

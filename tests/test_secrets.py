@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from canal.errors import ConfigError, SecretError
-from canal.lake import fs
-from canal.lake.storage import Storage
+from canal.lake.store import fs
+from canal.lake.store.storage import Storage
 from canal.secrets import check_named, is_secret_key, named_secret, read_named
 from canal.spark.source_options import config_from_options
 

@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyarrow")
 
+from canal.lake.forms.changes import COLUMN_NAMES, arrow_schema, change_rows, entries_to_batch
+from canal.lake.forms.typed_batch import SEQ_BITS
 from canal.lake.key_identity import is_float_type, key_value
-from canal.lake.typed_batch import SEQ_BITS
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema, render_text
-from canal.spark.changes import COLUMN_NAMES, arrow_schema, change_rows, entries_to_batch
 
 # MySQL types whose encoders take a fast branch, and one that does not (bit)
 MYSQL_TYPES = (

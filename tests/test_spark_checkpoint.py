@@ -1,8 +1,8 @@
 """A new checkpoint location on an existing mirror, started from an older position, as the production report had
 it: the same mirror root, a new checkpoint and destination meta, micro-batches of at most 500 rows, a DDL, deletes
 and updates in the range the mirror already holds. Its batch ids start at 0 again, and its first micro-batches bring
-changes the mirror has: they are skipped row by row (canal.lake.admit), never applied again -- no deleted row comes
-back, none reverts, no schema mismatch -- and its later ones apply exactly what the mirror lacks. The query from
+changes the mirror has: they are skipped row by row (canal.lake.identity.admit), never applied again -- no deleted row
+comes back, none reverts, no schema mismatch -- and its later ones apply exactly what the mirror lacks. The query from
 the old checkpoint then goes on exactly. The same through run_batches, whose ids are binlog positions."""
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark import BarrierTaskContext
 from canal.spark import DeltaMirror, MirrorUnreachableError
-from canal.spark.changes import entries_to_batch
+from canal.lake.forms.changes import entries_to_batch
 from tests.procs.mirror_writer import TABLES, batch
 
 conf, marker, hidden, shared = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]

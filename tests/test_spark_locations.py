@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from canal.errors import ConfigError, StorageLocationError
-from canal.lake.locations import local_path
+from canal.lake.store.locations import local_path
 from canal.spark import DeltaMirror
 from canal.spark.spool import Spool
 

@@ -23,10 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canal.lake import DeltaMirror, names
+from canal.lake import DeltaMirror
 from canal.lake.compare import compare
-from canal.lake.images import OP_COLUMN, source, source_slow
-from canal.lake.plan import DropSchema, batch_steps, in_order, plan_tables
+from canal.lake.planning.images import OP_COLUMN, source, source_slow
+from canal.lake.planning.plan import DropSchema, batch_steps, in_order, plan_tables
+from canal.lake.store import names
 from canal.lake.types import MirrorError, MirrorTypeError, typed_array, typed_strings
 
 Row = dict[str, Any]
@@ -213,7 +214,7 @@ def model_plan(rows: list[Row], only: frozenset[str] | None = None) -> dict[str,
         if not row["table"] or (only is not None and full not in only):
             continue
         kept += 1
-        # a plan is named by its table's directory (canal.lake.names), filtered by ``schema.table``
+        # a plan is named by its table's directory (canal.lake.store.names), filtered by ``schema.table``
         plan = plans.setdefault(names.directory(row["schema"], row["table"]), ModelPlan(row["schema"], row["table"]))
         plan.rows += 1
         if row["is_ddl"]:
@@ -426,7 +427,7 @@ def test_the_mirror_names_table_column_and_value_and_writes_nothing(tmp_path: Pa
     with pytest.raises(MirrorTypeError, match=r"^s\.t: column 'd': zero date '0000-00-00'"):
         mirror.apply(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), 1)
     assert not (tmp_path / "s.t").exists()  # nothing written
-    mirror.close()  # another mirror writes the root next (one at a time: canal.lake.lease)
+    mirror.close()  # another mirror writes the root next (one at a time: canal.lake.identity.lease)
     DeltaMirror(tmp_path, zero_dates="null").apply(pa.Table.from_pylist(rows, schema=ARROW_SCHEMA), 1)
     assert DeltaMirror(tmp_path).read("s", "t").to_pylist() == [{"id": 1, "d": None}]
     with pytest.raises(MirrorError, match="zero_dates"):
@@ -478,7 +479,7 @@ def test_delta_contents_match_the_model(tmp_path_factory: pytest.TempPathFactory
 
 
 def test_images_take_the_arrow_path_unless_odd() -> None:
-    from canal.lake.images import parse_images
+    from canal.lake.planning.images import parse_images
 
     layout = [["id", "int(11)", True], ['q"', "varchar(5)", False], ["d", "date", False]]
     plain = pa.array(['{"id":"1","q\\"":"é","d":"0000-00-00"}', '{"id":"2","extra":{"x":1}}'])

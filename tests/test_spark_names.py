@@ -1,4 +1,4 @@
-"""``canal.lake.names``: (schema, table) <-> a directory name, for any names a server may hold (hypothesis)."""
+"""``canal.lake.store.names``: (schema, table) <-> a directory name, for any names a server may hold (hypothesis)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from canal.lake import names
+from canal.lake.store import names
 from canal.spark import MirrorError
 
 # MariaDB names: any BMP character but NUL (text, so no lone surrogate); the pool's characters drawn often

@@ -19,10 +19,10 @@ import pyarrow as pa
 
 from canal.config import InstanceConfig, MasterConfig
 from canal.instance import Instance
+from canal.lake.forms.variant_changes import entries_to_variant_batch
 from canal.parse.mysql import packets as P
 from canal.protocol import EntryType
 from canal.spark import current_rows, entries_to_batch, project
-from canal.spark.variant_changes import entries_to_variant_batch
 from canal.testing.fake import FakeMysql
 
 pytestmark = [pytest.mark.spark]

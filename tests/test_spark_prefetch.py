@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("pyarrow")
 
 from canal.errors import MetaError
-from canal.spark.changes import INITIAL_OFFSET, Offset, canonical
+from canal.lake.forms.changes import INITIAL_OFFSET, Offset, canonical
 from canal.spark.sessions import session_of
 from canal.spark.source import CanalStreamReader, SparkSourceError, Spool, close_sessions
 from canal.testing.fake import FakeMysql
@@ -200,7 +200,7 @@ def packed_ids(batches: list[Any]) -> list[int]:
     """The row ids of packed micro-batches (``images=packed``), in stream order."""
     import pyarrow as pa
 
-    from canal.lake.packed import unpack_all
+    from canal.lake.forms.packed import unpack_all
 
     out: list[int] = []
     for batch in batches:

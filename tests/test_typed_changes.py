@@ -1,7 +1,7 @@
-"""Typed change batches (:mod:`canal.lake.typed_batch`, named by :mod:`canal.spark.typed_changes`) against the
+"""Typed change batches (:mod:`canal.lake.forms.typed_batch`, named by :mod:`canal.spark.typed_changes`) against the
 change rows: the same rows, and every typed cell equal to what the mirror parses out of the change row's JSON image
-(``entries_to_batch`` and then ``canal.lake.images.parse_images``, the function ``DeltaMirror`` types change rows'
-MERGE sources with) -- the equivalence that lets the mirror take typed batches instead.
+(``entries_to_batch`` and then ``canal.lake.planning.images.parse_images``, the function ``DeltaMirror`` types change
+rows' MERGE sources with) -- the equivalence that lets the mirror take typed batches instead.
 
 The entries come from the fake binlog (``FakeMysql(mariadb=True)`` read by an ``Instance``: values as the decoder
 gives them) for every type family, and from hypothesis for random layouts and rows. ``TYPED_CHANGES_EXAMPLES``
@@ -29,9 +29,10 @@ pa = pytest.importorskip("pyarrow")
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig  # noqa: E402
 from canal.instance import Instance  # noqa: E402
-from canal.lake import typed_layout  # noqa: E402
-from canal.lake.images import parse_images  # noqa: E402
+from canal.lake.forms import typed_layout  # noqa: E402
+from canal.lake.forms.changes import entries_to_batch  # noqa: E402
 from canal.lake.key_identity import key_value  # noqa: E402
+from canal.lake.planning.images import parse_images  # noqa: E402
 from canal.lake.types import MirrorTypeError, arrow_type  # noqa: E402
 from canal.position import EntryPosition  # noqa: E402
 from canal.protocol import (  # noqa: E402
@@ -45,7 +46,6 @@ from canal.protocol import (  # noqa: E402
     RowData,
     TableSchema,
 )
-from canal.spark.changes import entries_to_batch  # noqa: E402
 from canal.spark.typed_changes import (  # noqa: E402
     METADATA_COLUMNS,
     TypedBatch,
@@ -417,7 +417,8 @@ def batches(draw: st.DrawFn) -> list[Entry]:
 
 def _in_binlog_order(entries: list[Entry]) -> list[Entry]:
     """``entries`` at increasing binlog offsets, each its own transaction, as a stream has them: a mirror fed them in
-    several batches tells what it applied by position (canal.lake.lineage), so one position twice is a replay."""
+    several batches tells what it applied by position (canal.lake.identity.lineage), so one position twice is a
+    replay."""
     placed = []
     for i, entry in enumerate(entries):
         offset = 1000 + 200 * i
@@ -480,7 +481,7 @@ def test_no_change_rows_is_an_empty_typed_batch() -> None:
 _CONVERSIONS_PROBE = """
 import datetime, decimal, json, sys
 import pyarrow as pa
-from canal.lake.typed_layout import load_conversions
+from canal.lake.forms.typed_layout import load_conversions
 if sys.argv[1] == "loaded":
     load_conversions()
 before = set(sys.modules)
@@ -500,7 +501,7 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 
 
 def test_after_load_conversions_building_columns_imports_nothing() -> None:
-    """:func:`~canal.lake.typed_layout.load_conversions` loads what pyarrow's first conversion of Python values
+    """:func:`~canal.lake.forms.typed_layout.load_conversions` loads what pyarrow's first conversion of Python values
     loads (pandas, when installed), so the Spark reader does it before its parser's thread starts: after it, the
     conversions a typed batch's columns make import no module; without it, the first one does (what it spares)."""
     import importlib.util

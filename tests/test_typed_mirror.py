@@ -1,6 +1,7 @@
-"""DeltaMirror fed typed batches (:class:`~canal.lake.typed_batch.TypedBatch`, planned by :mod:`canal.lake.typed_plan`)
-ends equal to a DeltaMirror fed the JSON change rows of the same entries: every table, value for value, and the same
-errors -- across DDL, every type family, keys moved, merge_on_read and copy_on_write.
+"""DeltaMirror fed typed batches (:class:`~canal.lake.forms.typed_batch.TypedBatch`, planned by
+:mod:`canal.lake.forms.typed_plan`) ends equal to a DeltaMirror fed the JSON change rows of the same entries: every
+table, value for value, and the same errors -- across DDL, every type family, keys moved, merge_on_read and
+copy_on_write.
 
 The entries come from the fake binlog read by an ``Instance`` (every type family, an ALTER between rows, a DROP), and
 from hypothesis (random layouts and rows, DDL and XA rows between).
@@ -30,14 +31,14 @@ from test_typed_changes import COLUMNS, _entry, _one_column, _read_all, _row, _x
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
-from canal.lake import typed_layout
+from canal.lake.forms import typed_layout
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.forms.typed_batch import TypedBatch, entries_to_typed
+from canal.lake.forms.typed_plan import RowsNeeded
 from canal.lake.mirror import DeltaMirror
-from canal.lake.typed_batch import TypedBatch, entries_to_typed
-from canal.lake.typed_plan import RowsNeeded
 from canal.lake.types import MirrorError
 from canal.protocol import ColumnMeta, Entry, EventType, RowData, TableSchema
 from canal.spark.batches import run_batches
-from canal.spark.changes import entries_to_batch
 from canal.testing.fake import FakeMysql
 
 EXAMPLES = int(os.environ.get("TYPED_MIRROR_EXAMPLES", "10"))

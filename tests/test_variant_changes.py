@@ -1,4 +1,4 @@
-"""Change rows in the ``images=variant`` form (:mod:`canal.spark.variant_changes`): the same rows as the JSON form,
+"""Change rows in the ``images=variant`` form (:mod:`canal.lake.forms.variant_changes`): the same rows as the JSON form,
 their images VARIANT values whose cells read back -- by pyspark's own variant reader, the outside reference -- as the
 values the JSON form spells; and a DeltaMirror fed them ends equal to one fed the JSON rows (every type family, DDL
 between rows, keys moved, XA through the change rows the variant batch renders, random layouts and rows).
@@ -27,19 +27,19 @@ from pyspark.sql.types import VariantVal
 from test_typed_changes import _entry, _one_column, batches
 from test_typed_mirror import MODES, Fed, _feed, _one_layout_per_table, _state, _xa_rows, decoded  # noqa: F401
 
-from canal.lake.mirror import DeltaMirror
-from canal.lake.typed_layout import TypedChangeError
-from canal.lake.types import MirrorError
-from canal.lake.variant_rows import holds_variants, variant_rows_to_typed
-from canal.protocol import ColumnMeta, Entry, EventType, RowData, TableSchema
-from canal.spark.changes import entries_to_batch
-from canal.spark.variant_changes import (
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.forms.typed_layout import TypedChangeError
+from canal.lake.forms.variant_changes import (
     VARIANT_COLUMNS,
     VARIANT_SCHEMA_DDL,
     entries_to_variant_batch,
     json_rows_to_variant,
     variant_arrow_schema,
 )
+from canal.lake.forms.variant_rows import holds_variants, variant_rows_to_typed
+from canal.lake.mirror import DeltaMirror
+from canal.lake.types import MirrorError
+from canal.protocol import ColumnMeta, Entry, EventType, RowData, TableSchema
 
 EXAMPLES = int(os.environ.get("VARIANT_MIRROR_EXAMPLES", "8"))
 
@@ -217,7 +217,7 @@ def test_rendered_change_rows_hold_whole_before_images() -> None:
 
 
 def test_a_spool_of_the_other_form_is_refused_naming_the_option(tmp_path: Path, decoded: list[Entry]) -> None:  # noqa: F811
-    from canal.spark.changes import INITIAL_OFFSET, arrow_schema
+    from canal.lake.forms.changes import INITIAL_OFFSET, arrow_schema
     from canal.spark.spool import Spool, SpoolError
 
     start, end = dict(INITIAL_OFFSET), {**INITIAL_OFFSET, "batch": 1}

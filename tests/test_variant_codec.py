@@ -1,4 +1,4 @@
-"""canal.lake.variant: typed images to Spark VARIANT and back.
+"""canal.lake.forms.variant: typed images to Spark VARIANT and back.
 
 Round trips of random layouts and values (hypothesis), the encoded bytes read by pyspark's own variant reader as an
 outside reference, variants pyspark's builder wrote (other header sizes) decoded, errors typed and naming field and
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from canal.lake.forms.variant import VariantError, decode, encode, variant_arrow_type
 from canal.lake.types import MirrorTypeError
-from canal.lake.variant import VariantError, decode, encode, variant_arrow_type
 
 pyspark_types = pytest.importorskip("pyspark.sql.types")
 

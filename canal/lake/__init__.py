@@ -11,21 +11,21 @@ pyarrow and deltalake are imported when used (the ``lake`` extra); this package 
 
 from __future__ import annotations
 
-from canal.lake.changelog import FoldResult
+from canal.lake.apply.heals import MirrorHealError
+from canal.lake.apply.partial import MirrorPartialImageError
+from canal.lake.apply.stops import MirrorCascadeError, MirrorStatementError
+from canal.lake.apply.xa import MirrorXAError
 from canal.lake.compare import Comparison, compare
-from canal.lake.heals import MirrorHealError
-from canal.lake.health import MirrorMetrics
+from canal.lake.ddl.time_zones import MirrorTimeZoneError
+from canal.lake.forms.typed_batch import TypedBatch, entries_to_typed
+from canal.lake.forms.typed_layout import TypedChangeError
+from canal.lake.forms.typed_plan import RowsNeeded
 from canal.lake.mirror import DeltaMirror
 from canal.lake.native_memory import purge_freed_memory
-from canal.lake.partial import MirrorPartialImageError
 from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import MirrorMode, MirrorSettings
-from canal.lake.stops import MirrorCascadeError, MirrorStatementError
-from canal.lake.storage import StorageError
-from canal.lake.time_zones import MirrorTimeZoneError
-from canal.lake.typed_batch import TypedBatch, entries_to_typed
-from canal.lake.typed_layout import TypedChangeError
-from canal.lake.typed_plan import RowsNeeded
+from canal.lake.store.changelog import FoldResult
+from canal.lake.store.storage import StorageError
 from canal.lake.types import (
     MirrorCheckpointError,
     MirrorConversionError,
@@ -37,7 +37,7 @@ from canal.lake.types import (
     MirrorTypeError,
     MirrorUnreachableError,
 )
-from canal.lake.xa import MirrorXAError
+from canal.lake.upkeep.health import MirrorMetrics
 
 __all__ = [
     "ApplyResult",

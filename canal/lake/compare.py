@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import attrs
 
-from canal.lake import changelog, fs
+from canal.lake.store import changelog, fs
 from canal.protocol import render_text
 
 

@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from canal.lake.health import MirrorMetrics
-from canal.lake.storage import redacted
+from canal.lake.store.storage import redacted
 from canal.lake.types import MirrorError
+from canal.lake.upkeep.health import MirrorMetrics
 from canal.metrics import file_number, require_prometheus
 
 if TYPE_CHECKING:

@@ -1,24 +1,26 @@
 """The Delta mirror's facade: :class:`DeltaMirror`, which applies batches of change rows to one Delta table per source
 table under a root, idempotently per batch (``deltalake``, no JVM needed), and its batch's outcome.
 
-A batch (:mod:`canal.spark.changes` describes the change rows) goes through the package's modules in order:
+A batch (:mod:`canal.lake.forms.changes` describes the change rows) goes through the package's modules in order:
 
-* :mod:`canal.lake.plan` puts it in ``seq`` order and cuts it into ordered steps -- each table's rows up to the next
-  DDL that touches it, that DDL, the next rows (docs/architecture.md says why this is exact) -- and reduces each
+* :mod:`canal.lake.planning.plan` puts it in ``seq`` order and cuts it into ordered steps -- each table's rows up to the
+  next DDL that touches it, that DDL, the next rows (docs/architecture.md says why this is exact) -- and reduces each
   step to a plan per table (its last change per primary key, its DDL);
-* XA transactions are held until their commit (:mod:`canal.lake.xa`), statements and cascades stop where the mirror
-  cannot follow (:mod:`canal.lake.stops`), foreign keys' actions add the children's rows (:mod:`canal.lake.cascade`);
-* :mod:`canal.lake.images` types every step's images before any step is applied (a value that does not convert fails
-  the batch with nothing written);
-* each step is applied and journaled (:mod:`canal.lake.journal`), so a replay after a crash goes on after the last
-  step done: DDL through :mod:`canal.lake.evolve`; rows appended to the table's change log
-  (:mod:`canal.lake.log_writer`, small ones staged: :mod:`canal.lake.staging`) merge-on-read, or MERGEd into the
-  table copy-on-write; a table's last step commits the app transaction ``(app_id, number)``, so a mirror without
+* XA transactions are held until their commit (:mod:`canal.lake.apply.xa`), statements and cascades stop where the
+  mirror cannot follow (:mod:`canal.lake.apply.stops`), foreign keys' actions add the children's rows
+  (:mod:`canal.lake.apply.cascade`);
+* :mod:`canal.lake.planning.images` types every step's images before any step is applied (a value that does not convert
+  fails the batch with nothing written);
+* each step is applied and journaled (:mod:`canal.lake.identity.journal`), so a replay after a crash goes on after the
+  last step done: DDL through :mod:`canal.lake.apply.evolve`; rows appended to the table's change log
+  (:mod:`canal.lake.apply.log_writer`, small ones staged: :mod:`canal.lake.apply.staging`) merge-on-read, or MERGEd into
+  the table copy-on-write; a table's last step commits the app transaction ``(app_id, number)``, so a mirror without
   a step journal (written by an older pycanal) skips a table whose ``transaction_version(app_id) >= number``;
-* after the batch, folds are scheduled (:mod:`canal.lake.folds`) and upkeep done (:mod:`canal.lake.maintenance`).
+* after the batch, folds are scheduled (:mod:`canal.lake.upkeep.folds`) and upkeep done
+  (:mod:`canal.lake.upkeep.maintenance`).
 
-Before all that, :mod:`canal.lake.admit` keeps the rows the mirror has not applied, by their source lineage (a batch
-id proves nothing), and numbers the batch past everything before it. ``query.foreachBatch(mirror)`` works as is.
+Before all that, :mod:`canal.lake.identity.admit` keeps the rows the mirror has not applied, by their source lineage (a
+batch id proves nothing), and numbers the batch past everything before it. ``query.foreachBatch(mirror)`` works as is.
 """
 
 from __future__ import annotations
@@ -32,30 +34,31 @@ from typing import Any
 
 import attrs
 
-from canal.lake import changelog, delta_append, fs, maintenance
-from canal.lake import names as naming
-from canal.lake.admit import admit, admit_rows
-from canal.lake.applied import Applied, newest_position, newest_time, write_applied
-from canal.lake.batch_ids import BatchVersions
-from canal.lake.cascade import ExpandedBatch, expand_cascades
-from canal.lake.cell_text import rows_texts
-from canal.lake.changelog import FoldResult, record_only
-from canal.lake.evolve import TableDDL
-from canal.lake.folds import Folds
-from canal.lake.frames import batch_table
-from canal.lake.handles import Handles
-from canal.lake.heals import HealSetting, heal_resets
-from canal.lake.health import MirrorCounters, MirrorMetrics, monitored, typed_storage_errors
-from canal.lake.images import source as source_of
-from canal.lake.images import type_sources
-from canal.lake.journal import StepJournal
-from canal.lake.lease import MirrorFence
-from canal.lake.locations import local_path
-from canal.lake.log_writer import LogWriter
-from canal.lake.owners import TableOwners, table_pairs
-from canal.lake.packed import is_packed, unpack_all
-from canal.lake.partial import chain_step, complete_before_writing, complete_source
-from canal.lake.plan import (
+from canal.lake.apply.cascade import ExpandedBatch, expand_cascades
+from canal.lake.apply.evolve import TableDDL
+from canal.lake.apply.heals import HealSetting, heal_resets
+from canal.lake.apply.log_writer import LogWriter
+from canal.lake.apply.partial import chain_step, complete_before_writing, complete_source
+from canal.lake.apply.staging import Staging
+from canal.lake.apply.stops import check_cascades, check_statements
+from canal.lake.apply.table_writes import create_table, merge_into
+from canal.lake.apply.xa import HeldTransactions, held_directory
+from canal.lake.forms.cell_text import rows_texts
+from canal.lake.forms.frames import batch_table
+from canal.lake.forms.packed import is_packed, unpack_all
+from canal.lake.forms.typed_batch import TypedBatch
+from canal.lake.forms.typed_plan import RowsNeeded, TypedImages, change_rows, needs_rows, planned_form
+from canal.lake.forms.typed_plan import type_sources as typed_sources
+from canal.lake.forms.variant_rows import holds_variants, variant_rows_to_typed
+from canal.lake.identity.admit import admit, admit_rows
+from canal.lake.identity.applied import Applied, newest_position, newest_time, write_applied
+from canal.lake.identity.batch_ids import BatchVersions
+from canal.lake.identity.journal import StepJournal
+from canal.lake.identity.lease import MirrorFence
+from canal.lake.identity.owners import TableOwners, table_pairs
+from canal.lake.planning.images import source as source_of
+from canal.lake.planning.images import type_sources
+from canal.lake.planning.plan import (
     MIRROR_COLUMNS,
     DropSchema,
     RenamePair,
@@ -68,19 +71,19 @@ from canal.lake.plan import (
     step_rows,
     true_count,
 )
-from canal.lake.records import Recent
 from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, FOLD_DUTY, MirrorMode, MirrorSettings
-from canal.lake.staging import Staging
-from canal.lake.stops import check_cascades, check_statements
-from canal.lake.table_writes import create_table, merge_into
-from canal.lake.typed_batch import TypedBatch
-from canal.lake.typed_plan import RowsNeeded, TypedImages, change_rows, needs_rows, planned_form
-from canal.lake.typed_plan import type_sources as typed_sources
+from canal.lake.store import changelog, delta_append, fs
+from canal.lake.store import names as naming
+from canal.lake.store.changelog import FoldResult, record_only
+from canal.lake.store.handles import Handles
+from canal.lake.store.locations import local_path
 from canal.lake.types import MirrorError, ZeroDates, check_stored_types
-from canal.lake.variant_rows import holds_variants, variant_rows_to_typed
-from canal.lake.writers import LogWriters
-from canal.lake.xa import HeldTransactions, held_directory
+from canal.lake.upkeep import maintenance
+from canal.lake.upkeep.folds import Folds
+from canal.lake.upkeep.health import MirrorCounters, MirrorMetrics, monitored, typed_storage_errors
+from canal.lake.upkeep.records import Recent
+from canal.lake.upkeep.writers import LogWriters
 from canal.log import destination_logger
 
 RECORDS_KEPT = 1000
@@ -111,7 +114,7 @@ class DeltaMirror:
     make reads cheaper. Tables that exist keep their setting.
 
     ``mode``: ``merge_on_read`` (the default) appends each batch's last change per key to the table's change log
-    beside its base and folds the log into the base when it grows (:mod:`canal.lake.changelog`), so a batch costs
+    beside its base and folds the log into the base when it grows (:mod:`canal.lake.store.changelog`), so a batch costs
     what it holds whatever the table's size; read the current state with :meth:`read` (or
     :mod:`canal.spark.current`): the base alone is the source as of its last fold. ``copy_on_write`` MERGEs every
     batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
@@ -120,8 +123,8 @@ class DeltaMirror:
     a table's at most ``fold_duty`` of the time (:data:`~canal.lake.settings.FOLD_DUTY`); a failed background fold
     is logged, counted (:meth:`metrics`) and tried again after the next batch; once a table's folds failed
     ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold of it succeeds
-    (:mod:`canal.lake.health`). A fold keeps the base files it replaces for ``retention_hours`` (time travel). DDL,
-    TRUNCATE and a change of key fold the table first, within the batch.
+    (:mod:`canal.lake.upkeep.health`). A fold keeps the base files it replaces for ``retention_hours`` (time travel).
+    DDL, TRUNCATE and a change of key fold the table first, within the batch.
 
     ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
     table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
@@ -130,21 +133,22 @@ class DeltaMirror:
     ``stage_rows``: merge-on-read, a table's part of a batch of at most this many rows is staged -- every such part
     of the batch written as one file, appended to the table's change log later, a few tables a batch
     (``stage_spread``: each batch flushes at least one in that many of the tables staged), or before anything else
-    writes the table (:mod:`canal.lake.staged`): a batch spread over many tables then costs about what one
+    writes the table (:mod:`canal.lake.store.staged`): a batch spread over many tables then costs about what one
     table's would. 0: never stage. Readers of the current state read staged changes too. ``stage_bytes``: the most
     a batch stages, and the most held staged after each batch (the oldest tables flushed first).
 
-    ``app_id``: one live mirror writes a root under an app id (:mod:`canal.lake.lease`; a second is refused with
-    ``MirrorLeaseError``): give each destination mirrored into one root its own.
+    ``app_id``: one live mirror writes a root under an app id (:mod:`canal.lake.identity.lease`; a second is refused
+    with ``MirrorLeaseError``): give each destination mirrored into one root its own.
 
     ``root``: a local path, a ``file://`` URI, or a prefix in an object store (``s3://bucket/mirror``, ``gs://``,
     ``az://``, ``abfss://``) reached with ``storage_options`` -- the keys ``deltalake`` takes (``AWS_ENDPOINT_URL``,
     ``AWS_ACCESS_KEY_ID``, ...), else the store's environment variables -- which travel to executors' tasks with the
-    mirror's settings and stay out of reprs and messages (:mod:`canal.lake.fs`).
+    mirror's settings and stay out of reprs and messages (:mod:`canal.lake.store.fs`).
 
     ``log_history_s``: how long a change log keeps its Delta commits behind a checkpoint (default a second: an
     append lists them all). :meth:`committed_batch_ids` sees a change log's batch ids that far back only.
-    ``heal``: ``snapshot`` replaces a table a heal reads again, at its mark; ``stop`` refuses it (canal.lake.heals).
+    ``heal``: ``snapshot`` replaces a table a heal reads again, at its mark; ``stop`` refuses it
+    (canal.lake.apply.heals).
     """
 
     def __init__(
@@ -198,7 +202,7 @@ class DeltaMirror:
             heal=heal,
         )
         # the root as text: a local path, or an object store's URI whose options this process registers for every
-        # location under it (canal.lake.fs); kept out of reprs and messages with the options
+        # location under it (canal.lake.store.fs); kept out of reprs and messages with the options
         settings = attrs.evolve(checked, root=fs.register(root, "the mirror's root", storage_options))
         self._settings = settings
         self._log = destination_logger(__name__, app_id)
@@ -206,7 +210,7 @@ class DeltaMirror:
         self._writers = LogWriters()
         self._staging = Staging(settings, self._writers, lambda path: self._versions.in_log(path))
         # folds done, in the order they ended; background folds that failed (tried again after a later batch): the
-        # newest only (canal.lake.records)
+        # newest only (canal.lake.upkeep.records)
         self._folding = Folds(
             settings,
             self._handles,
@@ -228,7 +232,8 @@ class DeltaMirror:
         self.stats: dict[str, TableStats] = {}
         self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
         self.reach_checked = False  # whether Spark tasks were seen to reach the root (canal.spark.mirror_tasks)
-        self.counters = MirrorCounters()  # what its batches did, for metrics() and the exporter (canal.lake.health)
+        # what its batches did, for metrics() and the exporter (canal.lake.upkeep.health)
+        self.counters = MirrorCounters()
         self._rows_now = lambda db, name: self.read(db, name) if self._holds(db, name) else None  # None: not held
 
     # -- settings ------------------------------------------------------------------------------------------------
@@ -272,7 +277,7 @@ class DeltaMirror:
     @property
     def sole_log_writer(self) -> bool:
         """Whether this mirror object is the only writer of its change logs (appends, folds, compactions), so appends
-        may be written as Delta commits directly (:mod:`canal.lake.delta_append`). Spark tasks' mirrors are not
+        may be written as Delta commits directly (:mod:`canal.lake.store.delta_append`). Spark tasks' mirrors are not
         (folds run in other tasks); set it False where another process or mirror object folds the same root."""
         return self._writers.sole
 
@@ -284,7 +289,7 @@ class DeltaMirror:
     def tasks_append(self) -> bool:
         """Whether Spark tasks have appended to this mirror's change logs (:mod:`canal.spark.mirror_tasks` sets
         it): its folds then trim through Delta's DELETE, whose conflict checks cover their appends and the
-        checkpoints those write, not by removing whole files (:func:`canal.lake.changelog.trim`)."""
+        checkpoints those write, not by removing whole files (:func:`canal.lake.store.changelog.trim`)."""
         return self._writers.tasks_append
 
     @tasks_append.setter
@@ -304,7 +309,7 @@ class DeltaMirror:
     # -- paths and versions --------------------------------------------------------------------------------------
 
     def table_path(self, schema: str, table: str) -> Path:
-        """The local directory of the mirror table of ``schema.table`` (:func:`canal.lake.names.directory`); a
+        """The local directory of the mirror table of ``schema.table`` (:func:`canal.lake.store.names.directory`); a
         :class:`~canal.errors.StorageLocationError` for a root in an object store (:meth:`table_location`)."""
         return local_path(self.table_location(schema, table), "the mirror table's location")
 
@@ -395,24 +400,27 @@ class DeltaMirror:
 
     def hold_lease(self) -> None:
         """Take (or renew) this mirror's lease on its root and app id, renewed until the batch ends; a
-        :class:`~canal.lake.types.MirrorLeaseError` when another live mirror writes them (:mod:`canal.lake.lease`)."""
+        :class:`~canal.lake.types.MirrorLeaseError` when another live mirror writes them
+        (:mod:`canal.lake.identity.lease`)."""
         self.fencing.hold()
 
     def check_owners(self, tables: Any, *, mirrored: bool = False) -> None:
         """``MirrorLineageError`` when one of ``tables`` (``(schema, table)`` pairs; ``mirrored``: a batch's rows, the
-        tables it mirrors) holds another app id's batches (:mod:`canal.lake.owners`); asked before a batch writes."""
+        tables it mirrors) holds another app id's batches (:mod:`canal.lake.identity.owners`); asked before a batch
+        writes."""
         if self._owners.others():  # (one app id on the root: nothing to check)
             pairs = [pair for pair in table_pairs(tables) if self._mirrors(*pair)] if mirrored else tables
             self._owners.check(pairs, self.table_location, self._handles.log)
 
     def check_folds(self) -> None:
         """:class:`~canal.lake.types.MirrorFoldError` when a table's folds failed ``max_fold_failures`` times in a
-        row (:mod:`canal.lake.health`); :meth:`apply` asks first."""
+        row (:mod:`canal.lake.upkeep.health`); :meth:`apply` asks first."""
         self._folding.check()
 
     def metrics(self) -> MirrorMetrics:
         """How the mirror is doing in this process: batches applied and their newest position, folds done and failed
-        (tables failing in a row), staged parts held, batches stopped by error class (:mod:`canal.lake.health`)."""
+        (tables failing in a row), staged parts held, batches stopped by error class
+        (:mod:`canal.lake.upkeep.health`)."""
         return self.counters.metrics(self._folding.health, self._staging.loaded)
 
     def fold_due(self, path: str) -> bool:
@@ -425,11 +433,12 @@ class DeltaMirror:
         return self._folding.claim(paths)
 
     def run_folds(self, paths: list[str], fold: Callable[[], object], *, sizes_known: bool = False) -> None:
-        """Run ``fold`` (folding the claimed ``paths``) in a background thread (:meth:`canal.lake.folds.Folds.run`)."""
+        """Run ``fold`` (folding the claimed ``paths``) in a background thread
+        (:meth:`canal.lake.upkeep.folds.Folds.run`)."""
         self._folding.run(paths, fold, sizes_known=sizes_known)
 
     def flush_staged(self) -> None:
-        """Append every staged change to its table's change log (:mod:`canal.lake.staged`)."""
+        """Append every staged change to its table's change log (:mod:`canal.lake.store.staged`)."""
         self._writer.flush_staged()
 
     def vacuum(self, retention_hours: int = 168) -> dict[str, int]:
@@ -443,7 +452,7 @@ class DeltaMirror:
         return maintenance.vacuum(self.root, self._table_directories, retention_hours, self.wait_for_folds)
 
     def _maintain(self) -> float:
-        """Scheduled upkeep after an applied batch (:mod:`canal.lake.maintenance`)."""
+        """Scheduled upkeep after an applied batch (:mod:`canal.lake.upkeep.maintenance`)."""
         return maintenance.maintain(
             self._settings, self._applied_batches, self._compact, self._handles, self._folding, self.vacuum
         )
@@ -504,17 +513,19 @@ class DeltaMirror:
         skip: bool = False,
     ) -> ApplyResult:
         """Apply one batch of change rows (a DataFrame, pyarrow Table or RecordBatch) or a typed batch
-        (:class:`~canal.lake.typed_batch.TypedBatch`: planned and applied from its typed images, no JSON parsed;
-        :mod:`canal.lake.typed_plan`) as batch ``batch_id``; rows of packed batches are unpacked into one (``packed``).
+        (:class:`~canal.lake.forms.typed_batch.TypedBatch`: planned and applied from its typed images, no JSON parsed;
+        :mod:`canal.lake.forms.typed_plan`) as batch ``batch_id``; rows of packed batches are unpacked into one
+        (``packed``).
 
-        The batch is applied as an ordered list of steps (:func:`~canal.lake.plan.batch_steps`): each table's DML rows
-        up to the next DDL that touches it, reduced to the last change per key under the one layout they were
+        The batch is applied as an ordered list of steps (:func:`~canal.lake.planning.plan.batch_steps`): each table's
+        DML rows up to the next DDL that touches it, reduced to the last change per key under the one layout they were
         written in and merged at once, then that DDL, then the table's next rows, and so on -- as the source applied
         them. A batch without DDL is one step per table. The steps done are journaled beside the tables, so a batch
         replayed after a crash goes on after the last step done and never applies one twice.
 
-        Which rows are new is decided by their source lineage, not by ``batch_id`` (:mod:`canal.lake.admit`): rows
-        the mirror applied are left out, rows with no provable relation to them stop the batch (``MirrorLineageError``).
+        Which rows are new is decided by their source lineage, not by ``batch_id`` (:mod:`canal.lake.identity.admit`):
+        rows the mirror applied are left out, rows with no provable relation to them stop the batch
+        (``MirrorLineageError``).
 
         ``steps_journal=False`` (a Spark task writing its part of a batch without DDL, which the driver admitted):
         ``batch_id`` is the number the driver gave the batch, ``follow`` the record before it (the rows the mirror has
@@ -525,7 +536,8 @@ class DeltaMirror:
             if not isinstance(changes, TypedBatch):
                 table = batch_table(changes)
                 if table is not None and is_packed(table.column_names):
-                    changes = unpack_all(table)  # images=packed: typed batches, or change rows (canal.lake.packed)
+                    # images=packed: typed batches, or change rows (canal.lake.forms.packed)
+                    changes = unpack_all(table)
                     if not isinstance(changes, TypedBatch):
                         return self._apply(changes, None, batch_id, steps_journal, fold, follow, skip)
                 elif table is None or not holds_variants(table):
@@ -533,7 +545,7 @@ class DeltaMirror:
                     return self._apply(rows, None, batch_id, steps_journal, fold, follow, skip)
                 else:
                     changes = variant_rows_to_typed(table)  # the images=variant form: decoded into typed images
-            if needs_rows(changes):  # XA, foreign keys' actions: followed in change rows (canal.lake.typed_plan)
+            if needs_rows(changes):  # XA, foreign keys' actions: followed in change rows (canal.lake.forms.typed_plan)
                 return self._apply(change_rows(changes), None, batch_id, steps_journal, fold, follow, skip)
             try:
                 return self._apply(*planned_form(changes), batch_id, steps_journal, fold, follow, skip)
@@ -559,9 +571,10 @@ class DeltaMirror:
             self.history.append(result)
             return result
         if steps_journal:
-            self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.lake.lease)
+            self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.lake.identity.lease)
         # the rows the mirror has not applied, by its record and their source lineage -- never by the batch's id --
-        # numbered past everything it applied (canal.lake.admit); a Spark task's part: as its driver admitted them
+        # numbered past everything it applied (canal.lake.identity.admit); a Spark task's part: as its driver admitted
+        # them
         owners = functools.partial(self.check_owners, mirrored=True)  # another app id's tables: refused
         admitted = (
             admit(table, batch_id, self.root, self.app_id, self._read_journal(), check=owners)
@@ -571,7 +584,7 @@ class DeltaMirror:
         batch_number, done, again = admitted.number, admitted.done, admitted.done > 0 or admitted.skip
         table = heal_resets(in_order(admitted.table), self._settings.heal, self.counters.healed, again)  # heals
         result.rows = table.num_rows
-        # the newest change of those it applies, for metrics() and the exporter (canal.lake.health)
+        # the newest change of those it applies, for metrics() and the exporter (canal.lake.upkeep.health)
         result.newest, result.newest_time_ms = newest_position(table), newest_time(table)
         if admitted.skip or not table.num_rows:
             for name in plan_tables(table, self.only):
@@ -582,11 +595,11 @@ class DeltaMirror:
             self.history.append(result)
             return result
         journal = self._read_journal() if steps_journal else None
-        # XA: prepared rows held until their XA COMMIT (canal.lake.xa); statements stop (canal.lake.stops)
+        # XA: prepared rows held until their XA COMMIT (canal.lake.apply.xa); statements stop (canal.lake.apply.stops)
         table, hold = HeldTransactions(held_directory(self.root, self.app_id)).follow(table, batch_number)
         check_statements(table)
-        # foreign keys' actions the binlog does not log: the children's rows added (canal.lake.cascade);
-        # a cascade without the source's foreign keys stops (canal.lake.stops)
+        # foreign keys' actions the binlog does not log: the children's rows added (canal.lake.apply.cascade);
+        # a cascade without the source's foreign keys stops (canal.lake.apply.stops)
         kept = ExpandedBatch(self.root, self.app_id)
         if steps_journal:
             kept.drop_before(batch_number)
@@ -608,7 +621,8 @@ class DeltaMirror:
             if isinstance(step, RenamePair | DropSchema):
                 steps.append(step)
                 continue
-            plans = plan_tables(chain_step(step_rows(table, step)), self.only)  # partial images: canal.lake.partial
+            # partial images: canal.lake.apply.partial
+            plans = plan_tables(chain_step(step_rows(table, step)), self.only)
             if number >= done and typed is not None:
                 typed_sources(plans, typed)
             elif number >= done:
@@ -701,7 +715,8 @@ class DeltaMirror:
         return result
 
     def _read_journal(self) -> tuple[int, int] | None:
-        """(batch id, steps done) of the last batch this mirror's app id applied (:mod:`canal.lake.journal`)."""
+        """(batch id, steps done) of the last batch this mirror's app id applied
+        (:mod:`canal.lake.identity.journal`)."""
         return self._journal.read()
 
     def _write_journal(self, batch_id: int, done: int) -> None:

@@ -8,7 +8,7 @@ would be dropped or taken for the mirror's. MySQL allows almost any character in
 
 Until this scheme the change log's columns were ``_canal_batch``, ``_canal_seq`` and ``_canal_op``, which a source
 column may well be named (every batch of such a table then failed): :data:`LEGACY_LOG_COLUMNS`. A log or staged part
-written with them is read as if it had the new names (:func:`canal.lake.changelog.current_names`), and the first
+written with them is read as if it had the new names (:func:`canal.lake.store.changelog.current_names`), and the first
 append to such a log folds it and starts it anew under the new ones; no data moves otherwise.
 """
 

@@ -18,14 +18,14 @@ class TableStats:
 @attrs.define(slots=True)
 class ApplyResult:
     batch_id: int
-    # table (its directory name, canal.lake.names: ``schema.table`` for plain names) -> "applied" | "skipped"
+    # table (its directory name, canal.lake.store.names: ``schema.table`` for plain names) -> "applied" | "skipped"
     tables: dict[str, str] = attrs.field(factory=dict)
     rows: int = 0
     merge_s: float = 0.0
     prepare_s: float = 0.0
     maintenance_s: float = 0.0  # scheduled compaction and vacuum after the batch (``optimize_every``, ...)
     folds: list[str] = attrs.field(factory=list)  # tables whose fold the batch started (merge_on_read)
-    staged: list[str] = attrs.field(factory=list)  # tables whose part the batch staged (canal.lake.staged)
+    staged: list[str] = attrs.field(factory=list)  # tables whose part the batch staged (canal.lake.store.staged)
     flushed: list[str] = attrs.field(factory=list)  # tables whose staged parts the batch appended to their logs
     newest: tuple[str, int] | None = None  # (binlog file, offset) of the batch's newest change (None: no position)
     newest_time_ms: int | None = None  # the newest execute time of its changes, ms since the epoch

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 import attrs
 
-from canal.lake.changelog import LOG_HISTORY_S
-from canal.lake.heals import HEALS, HealSetting
+from canal.lake.apply.heals import HEALS, HealSetting
+from canal.lake.store.changelog import LOG_HISTORY_S
 from canal.lake.types import MirrorError, ZeroDates
 
 MirrorMode = Literal["merge_on_read", "copy_on_write"]
@@ -52,7 +52,7 @@ def _names(tables: Iterable[str] | None) -> tuple[str, ...] | None:
 class MirrorSettings:
     """The constructor arguments of a :class:`~canal.lake.mirror.DeltaMirror` (its docstring says what each does),
     checked: a bad one is a :class:`~canal.lake.types.MirrorError` before anything is written. ``root`` is the text
-    the mirror registered (:func:`canal.lake.fs.register`); ``tables`` the names in order."""
+    the mirror registered (:func:`canal.lake.store.fs.register`); ``tables`` the names in order."""
 
     root: str
     storage_options: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs, repr=False)

@@ -88,14 +88,14 @@ class MirrorUnreachableError(MirrorStorageError):
 class MirrorCheckpointError(MirrorError):
     """Another batch than the one the mirror was writing when it stopped: that batch (its query's, or its journal's)
     applied part of its steps, which a different batch cannot finish. Nothing of the batch was written; run the
-    query that was writing the mirror until it goes on (:mod:`canal.lake.applied`)."""
+    query that was writing the mirror until it goes on (:mod:`canal.lake.identity.applied`)."""
 
 
 class MirrorLineageError(MirrorError):
     """A batch whose changes have no provable relation to what the mirror applied: positions in another server's
     binlog without GTIDs to tell which changes the mirror has (a failover to a replica), changes of another
     destination than the one the app id mirrors, or a table another app id writes. Nothing of the batch was written
-    and none of it skipped; the error names both sides (:mod:`canal.lake.lineage`)."""
+    and none of it skipped; the error names both sides (:mod:`canal.lake.identity.lineage`)."""
 
 
 class MirrorFoldError(MirrorError):

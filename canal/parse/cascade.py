@@ -9,7 +9,7 @@ tables on the statement's last row entry, as the header prop :data:`CASCADE_TABL
 ``[schema, table]``). A consumer that keeps copies of those tables must look them up again, or apply the foreign
 keys' actions itself: with a schema history, each DELETE / UPDATE row entry of such a statement carries the foreign
 keys its rows' changes follow (:data:`FOREIGN_KEY_ACTIONS`), which the Delta mirror applies
-(:mod:`canal.lake.cascade`); without, it stops there (:mod:`canal.lake.stops`).
+(:mod:`canal.lake.apply.cascade`); without, it stops there (:mod:`canal.lake.apply.stops`).
 
 It names a child whether or not a row of it changed (the server maps it before it knows). Without a schema history
 it also names a table a trigger was prepared to write but did not (pt-online-schema-change's delete trigger, for a

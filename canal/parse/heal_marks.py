@@ -20,7 +20,7 @@ For a consumer keeping copies of tables: every row it holds of those tables is v
 table: its layout may have changed); the rows of later entries and the SNAPSHOT rows of the heal rebuild it, and the
 table is whole again at its SNAPSHOT entry with ``snapshot.table_done`` ``true`` and ``snapshot.table_index`` equal to
 its ``pass``. The statement itself (its ``sql``) need not be applied. The mirror does exactly that
-(:mod:`canal.lake.heals`).
+(:mod:`canal.lake.apply.heals`).
 
 Besides statements (:mod:`canal.parse.unmodeled`), two kinds of change heal, judged on the entry:
 

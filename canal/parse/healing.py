@@ -5,7 +5,7 @@ Under ``heal="snapshot"`` the parser hands these to the destination's heal polic
 statements the contract stops (:mod:`canal.parse.unmodeled`):
 
 * :func:`conversion` -- an ALTER TABLE of a captured table whose conversion of the rows it holds the mirror would not
-  repeat exactly (:func:`canal.schema.conversions.unrepeatable`: the model :mod:`canal.lake.conversions` converts
+  repeat exactly (:func:`canal.schema.conversions.unrepeatable`: the model :mod:`canal.lake.ddl.conversions` converts
   by), asked with the layout and the types before the statement -- those the mirror is given -- so before the
   schema history follows it;
 * :func:`partial` -- a rows entry whose partial images a copy cannot apply

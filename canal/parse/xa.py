@@ -25,7 +25,7 @@ XA_TYPE: Final = "XA_TYPE"
 XA_XID: Final = "XA_XID"
 XA_PREPARE_TYPE: Final = "XAPREPARE"
 """The ``type`` of the change row made of an XA transaction's TRANSACTIONEND (its ``XA END``, before ``XA PREPARE``:
-:mod:`canal.spark.changes`), which the mirror reads (:mod:`canal.lake.xa`)."""
+:mod:`canal.lake.forms.changes`), which the mirror reads (:mod:`canal.lake.apply.xa`)."""
 
 _FL_GROUP_COMMIT_ID: Final = 0x02
 _FL_PREPARED_XA: Final = 0x40

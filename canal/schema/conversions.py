@@ -1,7 +1,7 @@
 """Which value conversions of ALTER TABLE a copy of the table repeats exactly: the one model of them.
 
 An ALTER rewrites the rows a table holds without logging one. The Delta mirror repeats it from the statement, the
-types before and after it and its own rows (:mod:`canal.lake.conversions`, which converts the values); the capture
+types before and after it and its own rows (:mod:`canal.lake.ddl.conversions`, which converts the values); the capture
 asks the same model before the statement reaches any copy, and under ``heal="snapshot"`` reads the table again after
 a statement the mirror would not repeat (:mod:`canal.parse.healing`, :mod:`canal.snapshot.heal`) instead of letting
 the mirror stop there. Both read it here:
@@ -102,7 +102,7 @@ PAIRS: Final[dict[tuple[str, str], str]] = {
     ("time", "time"): "time",
 }
 """The modeled conversions: the families (:func:`family`) of a column's type before and after an ALTER, each with the
-name of the conversion the mirror makes of them (:data:`canal.lake.conversions.MODELED` gives each its function).
+name of the conversion the mirror makes of them (:data:`canal.lake.ddl.conversions.MODELED` gives each its function).
 Every pair not here is not modeled (a type to itself converts nothing: never looked up)."""
 
 NOT_NULL_ZEROS: Final = frozenset(
@@ -137,12 +137,12 @@ _ZERO_DATED: Final = ("date", "datetime")
 range is the zero TIMESTAMP): a mirror with ``zero_dates="null"`` holds it as NULL, as it converts; one with
 ``"error"`` cannot hold it, nor the zero dates a re-read would bring -- a heal helps neither, so none is asked."""
 
-_PLAIN: Final = re.compile(r"[\x20-\x7e]*")  # printable ASCII (canal.lake.converters.label_of reads such labels)
+_PLAIN: Final = re.compile(r"[\x20-\x7e]*")  # printable ASCII (canal.lake.ddl.converters.label_of reads such labels)
 
 
 def by_value(old: ColumnType, new: ColumnType, fractions: str | None) -> str | None:
     """Why a modeled conversion of ``old`` to ``new`` may meet a value the mirror does not model (it stops at such a
-    value: :class:`canal.lake.converters.Unmodeled`, or a value outside TIMESTAMP's range); None when it converts
+    value: :class:`canal.lake.ddl.converters.Unmodeled`, or a value outside TIMESTAMP's range); None when it converts
     every value. ``fractions``: the statement's :func:`fractions_rule`."""
     source, target = family(old), family(new)
     timed = ("datetime", "timestamp", "time")

@@ -2,8 +2,9 @@
 and puts what is left into the store, blocking (in bounded waits, so stop() is honoured) while the store is full.
 
 An XA transaction's PREPARE group is never dropped as empty (none of its rows captured): its ``XA COMMIT`` /
-``XA ROLLBACK`` comes later as an entry of its own, which a consumer -- the mirror above all (:mod:`canal.lake.xa`) --
-must be able to tell from the commit of a transaction prepared before the stream's start.
+``XA ROLLBACK`` comes later as an entry of its own, which a consumer -- the mirror above all
+(:mod:`canal.lake.apply.xa`) -- must be able to tell from the commit of a transaction prepared before the stream's
+start.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 * :func:`current_dataframe`, :func:`current_duckdb`, :func:`current_polars` -- a mirrored table's current state
   (:meth:`DeltaMirror.read` for pyarrow);
 * :func:`project` -- one table's change rows as typed columns (JSON or VARIANT images);
-* :func:`to_arrow` -- ``df.toArrow()`` that also reads the ``images=variant`` rows (:mod:`canal.lake.frames`);
+* :func:`to_arrow` -- ``df.toArrow()`` that also reads the ``images=variant`` rows (:mod:`canal.lake.forms.frames`);
 * :func:`current_rows` -- the rows one table's change rows leave (a batch computation over a change log);
 * :class:`ChangeCountListener` / :func:`micro_batch_changes` -- the changes in each micro-batch of the ``canal``
   source, whatever its images form, read from the query's progress (:mod:`canal.spark.progress`).
@@ -43,10 +43,11 @@ from canal.lake import (
     StorageError,
     compare,
 )
-from canal.lake.frames import to_arrow
-from canal.lake.variant import VariantError
+from canal.lake.forms.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
+from canal.lake.forms.frames import to_arrow
+from canal.lake.forms.variant import VariantError
+from canal.lake.forms.variant_changes import VARIANT_SCHEMA_DDL, entries_to_variant_batch, variant_arrow_schema
 from canal.spark.batches import JournalError, RunStats, run_batches
-from canal.spark.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
 from canal.spark.progress import MicroBatchChanges, micro_batch_changes
 from canal.spark.project import current_rows, project
@@ -55,7 +56,6 @@ from canal.spark.sessions import close_sessions
 from canal.spark.source import CanalStreamReader
 from canal.spark.source_options import SparkSourceError, config_from_options
 from canal.spark.spool import Spool, SpoolError
-from canal.spark.variant_changes import VARIANT_SCHEMA_DDL, entries_to_variant_batch, variant_arrow_schema
 
 __all__ = [
     "CHANGE_SCHEMA_DDL",

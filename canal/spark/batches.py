@@ -1,12 +1,12 @@
 """``foreachBatch`` for an instance embedded in the driver: pull, hand a DataFrame to ``fn``, ack after it returns.
 
 Batch ids mean the same thing after a restart. :func:`run_batches` names a batch by the binlog position of its last
-entry (:func:`~canal.spark.changes.position_id`: ``journal_number << 32 | offset``), or by the id before it plus one
-when that position does not exceed it: snapshot rows sit at the boundary they follow, so any number of batches can
+entry (:func:`~canal.lake.forms.changes.position_id`: ``journal_number << 32 | offset``), or by the id before it plus
+one when that position does not exceed it: snapshot rows sit at the boundary they follow, so any number of batches can
 end at one position. Positions are one server's: after a failover to a replica whose binlog numbering is behind,
 the ids are lower, which a :class:`~canal.lake.mirror.DeltaMirror` does not take for replays (it follows the changes'
-source lineage, :mod:`canal.lake.lineage`); the journal names the server of its batch's end, and entries of another
-server's binlog are neither cut nor dropped by it.
+source lineage, :mod:`canal.lake.identity.lineage`); the journal names the server of its batch's end, and entries of
+another server's binlog are neither cut nor dropped by it.
 
 With a ``journal`` file, a crash between ``fn``'s write and the ack loses nothing and changes nothing an idempotent
 sink (e.g. :class:`~canal.lake.mirror.DeltaMirror`, which skips ids it has committed) has seen:
@@ -39,12 +39,12 @@ import attrs
 
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
+from canal.lake.forms.changes import CHANGE_SCHEMA_DDL, entries_to_batch, log_server_id, position_id
+from canal.lake.forms.typed_batch import TypedBatch, entries_to_typed
 from canal.lake.mirror import DeltaMirror
-from canal.lake.typed_batch import TypedBatch, entries_to_typed
 from canal.log import destination_logger
 from canal.meta.persist import write_json_atomic
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
-from canal.spark.changes import CHANGE_SCHEMA_DDL, entries_to_batch, log_server_id, position_id
 from canal.spark.spool import Spool
 
 
@@ -357,10 +357,10 @@ def run_batches(
 ) -> RunStats:
     """Pull batches from a started ``instance`` and call ``fn(df, batch_id)`` with each; ack after ``fn`` returns.
 
-    ``df`` has the change-row schema (:data:`~canal.spark.changes.CHANGE_SCHEMA_DDL`): a Spark DataFrame, or with
+    ``df`` has the change-row schema (:data:`~canal.lake.forms.changes.CHANGE_SCHEMA_DDL`): a Spark DataFrame, or with
     ``spark=None`` a pyarrow Table -- except that with ``spark=None`` a :class:`~canal.lake.mirror.DeltaMirror`
-    passed as ``fn`` gets a :class:`~canal.lake.typed_batch.TypedBatch` (typed columns, no JSON text; batches holding
-    snapshot rows, which are spooled as change rows, stay change rows). Batches
+    passed as ``fn`` gets a :class:`~canal.lake.forms.typed_batch.TypedBatch` (typed columns, no JSON text; batches
+    holding snapshot rows, which are spooled as change rows, stay change rows). Batches
     without change rows (only transaction boundaries or heartbeats) are acked without calling ``fn``. An exception
     from ``fn`` leaves the batch unacked and propagates (the instance redelivers it after
     :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:
@@ -485,8 +485,9 @@ def _count_snapshots(instance: Instance, stats: RunStats) -> None:
 
 def _batch(entries: list[Entry], destination: str, mirror: DeltaMirror | None) -> Any:
     """The batch ``fn`` gets: change rows, or for ``mirror`` a typed batch (its change rows made only if the mirror
-    asks for them: XA transactions, foreign keys' actions; :mod:`canal.lake.typed_plan`). Values that do not convert
-    are collected in the typed batch, the mirror failing it only for a value it applies, as it does change rows."""
+    asks for them: XA transactions, foreign keys' actions; :mod:`canal.lake.forms.typed_plan`). Values that do not
+    convert are collected in the typed batch, the mirror failing it only for a value it applies, as it does change
+    rows."""
     if mirror is None:
         return entries_to_batch(entries, destination, 0)
     typed = entries_to_typed(

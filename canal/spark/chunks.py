@@ -57,7 +57,7 @@ differently, so a range's file is named after the range as well as its micro-bat
 Reading fast. For a table whose key is its primary key and whose columns are all of the types below, the server
 renders each row's key and image as the change row's JSON text (``CONCAT`` / ``JSON_QUOTE``) and joins a piece of
 rows into one value (``GROUP_CONCAT``), which pyarrow splits: no Python work per row. The text is the same as the
-Python encoder's (:mod:`canal.spark.changes`) for these types: integers and DECIMAL (plain digits), DATE, DATETIME
+Python encoder's (:mod:`canal.lake.forms.changes`) for these types: integers and DECIMAL (plain digits), DATE, DATETIME
 and TIMESTAMP without fractional seconds (the session runs in UTC), and non-binary text, ENUM and JSON (MariaDB
 writes the hex digits of a few control characters in upper case; those rows are re-encoded). Other tables are read
 row by row through the snapshot's value readers and the same encoder as binlog rows.
@@ -79,8 +79,9 @@ import attrs
 
 from canal.errors import SnapshotError
 from canal.files import HardLinksUnsupportedError
-from canal.lake.storage import Storage
-from canal.lake.typed_batch import SEQ_BITS
+from canal.lake.forms.changes import arrow_schema, table_codec
+from canal.lake.forms.typed_batch import SEQ_BITS
+from canal.lake.store.storage import Storage
 from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
@@ -96,7 +97,6 @@ from canal.snapshot.reader import (
     prepare_snapshot_session,
 )
 from canal.snapshot.values import column_expression, rows_reader
-from canal.spark.changes import arrow_schema, table_codec
 from canal.spark.spool import discard_numbered, ipc_options
 from canal.sql import quote_name, read_column_type
 from canal.sql.types import INTEGER_TYPES, TEXT_TYPES
@@ -355,10 +355,10 @@ def _write_chunk(partition: ChunkPartition, stop: threading.Event | None = None)
 
     Spark may run a range's task more than once at the same time (speculative execution, an executor thought lost),
     and each attempt reads its own snapshot. The file is published without replacing one
-    (:meth:`~canal.lake.storage.Storage.write` with ``replace=False``): the first attempt to finish wins, every attempt
-    returns the file's rows, so whichever attempt Spark keeps returned what a replay reads. The spool directory
+    (:meth:`~canal.lake.store.storage.Storage.write` with ``replace=False``): the first attempt to finish wins, every
+    attempt returns the file's rows, so whichever attempt Spark keeps returned what a replay reads. The spool directory
     therefore needs renames that never replace a file, or hard links (local and NFS file systems have them), or, in
-    an object store, conditional writes (:class:`~canal.lake.storage.Storage`).
+    an object store, conditional writes (:class:`~canal.lake.store.storage.Storage`).
     """
     import pymysql  # type: ignore[import-untyped]
 
@@ -479,7 +479,7 @@ def _snapshot_rows(
     keys: Any,
     images: Any,
 ) -> Any:
-    """Change rows (:func:`~canal.spark.changes.arrow_schema`) of ``table``'s SNAPSHOT rows: ``keys`` / ``images``
+    """Change rows (:func:`~canal.lake.forms.changes.arrow_schema`) of ``table``'s SNAPSHOT rows: ``keys`` / ``images``
     their JSON."""
     import numpy as np
     import pyarrow as pa

@@ -1,7 +1,7 @@
 """The current state of a mirrored table, read exactly from pyarrow, Spark, DuckDB or Polars -- no Delta jars needed.
 
-A merge-on-read table is its base plus the newer changes of its change log (:mod:`canal.lake.changelog`) and its
-staged changes not in the log yet (:mod:`canal.lake.staged`): the current state is the base without the keys the
+A merge-on-read table is its base plus the newer changes of its change log (:mod:`canal.lake.store.changelog`) and its
+staged changes not in the log yet (:mod:`canal.lake.store.staged`): the current state is the base without the keys the
 newer changes name, plus their latest upserts. Each reader here
 builds exactly that; on a copy-on-write table (no log) each is the plain table.
 
@@ -25,14 +25,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from canal.lake import changelog
 from canal.lake.own_names import LOG_COLUMNS, log_columns, own_name
+from canal.lake.store import changelog
 
 
 def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:
     """The current rows of the mirror table at ``path`` as a Spark DataFrame: the base's and the log's data files,
     each key's latest change after the base's folded one, computed by Spark (no row of the files passes through the
-    driver; the staged changes not in the log yet do, :mod:`canal.lake.staged`).
+    driver; the staged changes not in the log yet do, :mod:`canal.lake.store.staged`).
 
     The files are those of the tables' snapshots now. A fold that trims the log before Spark has read them deletes
     some: the job then fails on a missing file (never answers with a change missing); call this again."""
@@ -49,7 +49,7 @@ def current_dataframe(spark: Any, path: str | os.PathLike[str]) -> Any:
         return base
     parts = [_current_names(spark.read.parquet(*files.log_files))] if files.log_files else []
     if files.staged is not None:
-        # staged changes (a few batches' small parts, canal.lake.staged) pass through the driver, in the types the
+        # staged changes (a few batches' small parts, canal.lake.store.staged) pass through the driver, in the types the
         # Parquet files give the same columns
         staged = spark.createDataFrame(files.staged)
         types = {f.name: f.dataType for f in (parts[0] if parts else base).schema.fields}

@@ -9,7 +9,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from canal.lake.storage import in_object_store
+from canal.lake.store.storage import in_object_store
 from canal.spark.source import CanalStreamReader
 from canal.spark.source_options import image_form, rows_schema_ddl
 
@@ -48,7 +48,7 @@ class CanalDataSource(DataSource):
 
     def schema(self) -> str:
         """The change-row schema; its images VARIANT values with ``images=variant``; packed batches'
-        (:mod:`canal.lake.packed`) with ``images=packed``."""
+        (:mod:`canal.lake.forms.packed`) with ``images=packed``."""
         return rows_schema_ddl(image_form(self.options))
 
     def reader_options(self) -> dict[str, str]:

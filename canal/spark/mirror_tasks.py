@@ -18,14 +18,14 @@ committed batch number is at least the batch's is skipped, so a retried task, a 
 duplicate change nothing (merge-on-read: a duplicate append holds the same changes, and the latest change per key is
 the same row; copy-on-write: the second MERGE fails on Delta's conflict check and its retry is skipped).
 
-Which rows are new, and the batch's number, come from the mirror's record (:mod:`canal.lake.admit`), before any
+Which rows are new, and the batch's number, come from the mirror's record (:mod:`canal.lake.identity.admit`), before any
 task writes: the one-partition task admits its batch itself (it has all of its rows; a batch the record refuses, or
 whose partial row images the mirror cannot complete, is answered ``refused`` with nothing written, and the driver
 raises the typed error); for several partitions the driver
 admits the batch from one aggregation of its rows (its fingerprint, destinations, a change whose lineage nothing
 relates to the record's, its tables), and each task applies the rows of its tables the record does not hold. Each
-task answers what its rows add to the record (:class:`~canal.lake.lineage.Advance`), which the driver writes once
-every answer is in. Tasks check before each commit that the driver still holds the mirror's lease (its token).
+task answers what its rows add to the record (:class:`~canal.lake.identity.lineage.Advance`), which the driver writes
+once every answer is in. Tasks check before each commit that the driver still holds the mirror's lease (its token).
 
 A batch that holds DDL is applied by the driver, in order, with the step journal (:meth:`DeltaMirror.apply`): DDL can
 touch several tables at once (``RENAME TABLE a TO b, b TO a``), which per-table tasks could not order. The driver
@@ -40,7 +40,7 @@ tables a task wrote are skipped by batch id -- rather than pass as a batch with 
 
 Folds run as Spark tasks too: the tasks report which tables' logs are due (:meth:`DeltaMirror.fold_due`), and the
 driver starts one Spark job folding them, a table per task, in a background thread -- the next micro-batches land
-meanwhile (appends and folds never block each other: :mod:`canal.lake.changelog`).
+meanwhile (appends and folds never block each other: :mod:`canal.lake.store.changelog`).
 """
 
 from __future__ import annotations
@@ -56,9 +56,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from canal.gtid import GtidSet
-from canal.lake import fs, names
-from canal.lake.admit import admit, check_interrupted
-from canal.lake.applied import (
+from canal.lake.apply.partial import MirrorPartialImageError
+from canal.lake.forms.packed import is_packed, unpack_all
+from canal.lake.forms.typed_batch import TypedBatch
+from canal.lake.identity.admit import admit, check_interrupted
+from canal.lake.identity.applied import (
     Applied,
     Pending,
     decide,
@@ -68,10 +70,10 @@ from canal.lake.applied import (
     with_pending,
     write_applied,
 )
-from canal.lake.forks import find_fork, fork_error
-from canal.lake.forks import parse as parse_origins
-from canal.lake.journal import StepJournal
-from canal.lake.lineage import (
+from canal.lake.identity.forks import find_fork, fork_error
+from canal.lake.identity.forks import parse as parse_origins
+from canal.lake.identity.journal import StepJournal
+from canal.lake.identity.lineage import (
     FINGERPRINT_FIELDS,
     Advance,
     check_destination,
@@ -79,11 +81,9 @@ from canal.lake.lineage import (
     follow,
     unprovable_error,
 )
-from canal.lake.packed import is_packed, unpack_all
-from canal.lake.partial import MirrorPartialImageError
-from canal.lake.plan import OPTIONAL_COLUMNS
+from canal.lake.planning.plan import OPTIONAL_COLUMNS
 from canal.lake.settings import MirrorSettings
-from canal.lake.typed_batch import TypedBatch
+from canal.lake.store import fs, names
 from canal.lake.types import MirrorCheckpointError, MirrorError, MirrorLineageError
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ RESULT_SCHEMA = "table string, status string, rows long, fold_due boolean, spill
 DONE_MARK = "done"  # the status of the row that ends a task's answer (its rows: the change rows it was given)
 DDL_MARK = "ddl"  # the status a one-partition task answers for a batch with DDL, having applied nothing
 # the status a one-partition task answers, having applied nothing, for a batch the mirror's record refuses
-# (canal.lake.admit): ``spill`` names the error's class, ``lineage`` holds its message; the driver raises it
+# (canal.lake.identity.admit): ``spill`` names the error's class, ``lineage`` holds its message; the driver raises it
 REFUSED_MARK = "refused"
 _REFUSALS: dict[str, type[MirrorError]] = {
     "MirrorLineageError": MirrorLineageError,
@@ -184,7 +184,7 @@ def write_group(
     (``outcome``: the admission's, when the task admitted the batch itself; ``skip``: the batch is a replay, none of
     it applied, its tables reported skipped)."""
     mirror = worker_mirror(kind, settings, epoch)
-    mirror.fencing.token = token  # its commits fenced by the driver's lease (canal.lake.lease)
+    mirror.fencing.token = token  # its commits fenced by the driver's lease (canal.lake.identity.lease)
     result = mirror.apply(rows, number, steps_journal=False, fold=False, follow=recorded, skip=skip)
     due = set(result.folds)
     answer: list[tuple[str, str, int, bool, str | None, str | None]] = [
@@ -193,15 +193,15 @@ def write_group(
     changes = rows.changes if isinstance(rows, TypedBatch) else rows
     advance = follow(changes, recorded, settings.root, settings.app_id).advance
     lineage = {**(outcome or {}), "advance": advance.to_json()}
-    # the newest change the task applied and its execute time, for the driver's metrics (canal.lake.health)
+    # the newest change the task applied and its execute time, for the driver's metrics (canal.lake.upkeep.health)
     lineage["newest"], lineage["newest_ms"] = result.newest, result.newest_time_ms
     answer.append(("", DONE_MARK, rows.num_rows, False, None, json.dumps(lineage)))
     return _answer(answer)
 
 
 def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, epoch: str, name: str) -> None:
-    """A Spark task's fold of one table (by its directory name, :func:`canal.lake.names.directory`)."""
-    from canal.lake.changelog import FoldRaceError
+    """A Spark task's fold of one table (by its directory name, :func:`canal.lake.store.names.directory`)."""
+    from canal.lake.store.changelog import FoldRaceError
 
     pair = names.parse(name)
     if pair is None:
@@ -216,12 +216,12 @@ def fold_in_task(kind: type[DeltaMirror], settings: MirrorSettings, epoch: str, 
 def write_partition(
     kind: type[DeltaMirror], settings: MirrorSettings, epoch: str, batch_id: int, batches: Any, token: str | None
 ) -> Any:
-    """A micro-batch held by one partition, admitted (:mod:`canal.lake.admit`) and applied by its task (tables in
-    parallel threads) -- or, when it holds DDL, written to a file in the mirror's root and answered with one row
+    """A micro-batch held by one partition, admitted (:mod:`canal.lake.identity.admit`) and applied by its task (tables
+    in parallel threads) -- or, when it holds DDL, written to a file in the mirror's root and answered with one row
     naming it, nothing applied: the driver then applies it, in order, without reading the batch a second time.
-    Packed batches (``images=packed``) are unpacked here (:func:`canal.lake.packed.unpack_all`) and handed over to
+    Packed batches (``images=packed``) are unpacked here (:func:`canal.lake.forms.packed.unpack_all`) and handed over to
     the driver packed. A batch the record refuses, or whose partial images the mirror cannot complete
-    (:class:`~canal.lake.partial.MirrorPartialImageError`), is answered ``refused``, nothing written."""
+    (:class:`~canal.lake.apply.partial.MirrorPartialImageError`), is answered ``refused``, nothing written."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -252,7 +252,7 @@ def write_partition(
             number, recorded = admitted.number, admitted.recorded
             answer = write_group(kind, settings, epoch, number, batch, recorded, token, outcome, admitted.skip)
         # refused before anything was written: by the record, or a partial image the mirror cannot complete (the
-        # completion runs before any table's first write in a batch without DDL: canal.lake.partial)
+        # completion runs before any table's first write in a batch without DDL: canal.lake.apply.partial)
         except (MirrorLineageError, MirrorCheckpointError, MirrorPartialImageError) as exc:
             answer = _answer([("", REFUSED_MARK, changes.num_rows, False, *_refusal(exc))])
     yield from answer.to_batches()
@@ -337,7 +337,7 @@ def _checked(outcome: list[Any], expected: int, batch_id: int) -> list[Any]:
 
 def apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyResult:
     """Apply a micro-batch (a Spark DataFrame of change rows) with Spark tasks (module docstring)."""
-    mirror.hold_lease()  # the driver writes the root (canal.lake.lease), renewed while the tasks run
+    mirror.hold_lease()  # the driver writes the root (canal.lake.identity.lease), renewed while the tasks run
     try:
         return _apply_on_executors(mirror, df, batch_id)
     finally:
@@ -348,8 +348,9 @@ def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyRes
     from pyspark import StorageLevel
 
     began = time.perf_counter()
-    mirror.check_folds()  # nothing of the batch written while a table's folds keep failing (canal.lake.health)
-    mirror.flush_staged()  # tasks append to the change logs: what the driver staged goes first (canal.lake.staged)
+    mirror.check_folds()  # nothing of the batch written while a table's folds keep failing (canal.lake.upkeep.health)
+    # tasks append to the change logs: what the driver staged goes first (canal.lake.store.staged)
+    mirror.flush_staged()
     mirror.tasks_append = True  # the driver's own folds must not trim by whole files while tasks append
     if not mirror.reach_checked:
         spark = df.sparkSession
@@ -361,7 +362,7 @@ def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyRes
     settings = mirror.settings()
     epoch = mirror.tables_epoch  # after the DDL of earlier batches, which the driver applied
     token = mirror.fencing.held_token
-    recorded = read_applied(mirror.root, mirror.app_id)  # the record before the batch (canal.lake.applied)
+    recorded = read_applied(mirror.root, mirror.app_id)  # the record before the batch (canal.lake.identity.applied)
     packed = is_packed(df.columns)  # images=packed: a few rows of packed batches, applied together by one task
     if packed:
         changes = df if _one_partition(df) else df.coalesce(1)
@@ -454,7 +455,7 @@ def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyRes
 def _shape(changes: Any, recorded: Applied | None) -> Any:
     """One aggregation of a batch of several partitions: whether it holds DDL (or what else the driver applies), its
     tables, its row count and its first and last rows (its fingerprint), its destinations, and the first change
-    whose lineage nothing relates to the record's (:func:`canal.lake.lineage.follow`'s rule)."""
+    whose lineage nothing relates to the record's (:func:`canal.lake.identity.lineage.follow`'s rule)."""
     from pyspark.sql import functions as F
 
     def column(name: str, sql_type: str) -> Any:
@@ -488,8 +489,9 @@ def _shape(changes: Any, recorded: Applied | None) -> Any:
 
 
 def _admit_shape(mirror: DeltaMirror, shape: Any, recorded: Applied | None, batch_id: int) -> dict[str, Any]:
-    """The driver's admission of a batch of several partitions from its :func:`_shape` (:func:`canal.lake.admit.
-    admit`'s rules): refused, a replay, or numbered and recorded as in flight before any task writes."""
+    """The driver's admission of a batch of several partitions from its :func:`_shape`
+    (:func:`canal.lake.identity.admit. admit`'s rules): refused, a replay, or numbered and recorded as in flight before
+    any task writes."""
     root, app_id = mirror.root, mirror.app_id
     check_destination(shape["destinations"], recorded, root, app_id)
     found = shape.asDict().get("unprovable")
@@ -534,12 +536,12 @@ def check_executors_reach(root: str, spark: Any) -> None:
     local path, the case this catches, is on no executor of another host."""
     import pyarrow as pa
 
-    from canal.lake.storage import StorageError
+    from canal.lake.store.storage import StorageError
     from canal.lake.types import MirrorUnreachableError
 
     token = uuid.uuid4().hex
     probe = fs.join(root, f"{REACH_PREFIX}{token}")
-    options = fs.delta_options(root)  # a root in an object store: the options that reach it (canal.lake.fs)
+    options = fs.delta_options(root)  # a root in an object store: the options that reach it (canal.lake.store.fs)
     fs.makedirs(root)
     fs.write_bytes(probe, token.encode())
 

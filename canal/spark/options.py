@@ -16,8 +16,8 @@ import attrs
 __all__ = ["CONNECTION_OPTIONS", "IMAGES_PACKED", "IMAGE_FORMS", "READER_DEFAULTS", "READER_OPTIONS", "SourceOption"]
 
 IMAGE_FORMS: Final = ("json", "variant", "packed")
-"""The values of the ``images`` option: how change rows carry their images (:mod:`canal.spark.variant_changes`), or
-``packed``: typed batches packed for the mirror (:mod:`canal.lake.packed`), not a row per change."""
+"""The values of the ``images`` option: how change rows carry their images (:mod:`canal.lake.forms.variant_changes`), or
+``packed``: typed batches packed for the mirror (:mod:`canal.lake.forms.packed`), not a row per change."""
 
 IMAGES_PACKED: Final = "packed"
 """The ``images`` option's value of packed batches: the reader's typed batches, a few Spark rows a micro-batch."""
@@ -105,7 +105,7 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "decoded values without text. `variant` refuses a value with no typed form (a zero date) with a typed error; "
         "PySpark 4.3's `DataFrame.toArrow` fails on its rows (a VARIANT column holding NULLs): read them with "
         "`canal.spark.to_arrow(df)`. Or `packed`, for a `DeltaMirror` only: each micro-batch is a few rows of typed "
-        "batches packed in Arrow streams (`canal.lake.packed`), not a row per change, so no change row crosses "
+        "batches packed in Arrow streams (`canal.lake.forms.packed`), not a row per change, so no change row crosses "
         "Spark's JVM -- the mirror's fastest path. Not with `snapshot.partitions`.",
     ),
     SourceOption(

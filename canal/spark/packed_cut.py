@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from canal.lake.packed import FORM_TYPED, pack, pack_rows, packed_schema, table_layouts, two_layouts
-from canal.lake.typed_batch import entries_to_typed
-from canal.lake.typed_plan import needs_rows
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.forms.packed import FORM_TYPED, pack, pack_rows, packed_schema, table_layouts, two_layouts
+from canal.lake.forms.typed_batch import entries_to_typed
+from canal.lake.forms.typed_plan import needs_rows
 from canal.protocol import Entry
-from canal.spark.changes import entries_to_batch
 
 PACKED_BATCH_BYTES: Final = 128 << 20
 """The most Arrow bytes of typed batches (or change rows) an ``images=packed`` micro-batch takes: what the mirror's
@@ -24,7 +24,7 @@ micro-batch lets that begin while the reader prefetches the next one, rather tha
 
 
 class PackedCut:
-    """The packed rows of one ``images=packed`` micro-batch (:mod:`canal.lake.packed`): a packed row per instance
+    """The packed rows of one ``images=packed`` micro-batch (:mod:`canal.lake.forms.packed`): a packed row per instance
     batch taken, packed as it comes, so its entries are not needed again (the reader acks them at once). All the rows
     of a micro-batch are of one form, as the mirror joins them into one batch: typed while every one can be; an
     instance batch that cannot -- it holds XA transactions, foreign keys' actions or values that did not convert, or
@@ -71,7 +71,7 @@ class PackedCut:
         return self.nbytes >= self.most_bytes
 
     def packed(self) -> Any:
-        """The micro-batch's packed rows (a pyarrow Table of :func:`~canal.lake.packed.packed_schema`)."""
+        """The micro-batch's packed rows (a pyarrow Table of :func:`~canal.lake.forms.packed.packed_schema`)."""
         import pyarrow as pa
 
         return pa.concat_tables(self.rows) if self.rows else packed_schema().empty_table()

@@ -194,7 +194,7 @@ def _layout(table_schema_or_ddl: Layout, table: str | None) -> tuple[str | None,
 def _of_table(schema_name: str | None, table_name: str) -> Any:
     from pyspark.sql import functions as F
 
-    # row changes only: DDL and statements (SQL text without images, canal.spark.changes) have no values to type
+    # row changes only: DDL and statements (SQL text without images, canal.lake.forms.changes) have no values to type
     cond = (F.col("table") == table_name) & (~F.col("is_ddl")) & F.col("columns").isNotNull()
     return cond & (F.col("schema") == schema_name) if schema_name else cond
 

@@ -87,12 +87,7 @@ import attrs
 from canal.config import InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
-from canal.log import destination_logger
-from canal.parse.parser import EventParser
-from canal.position import EntryPosition
-from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType, Message
-from canal.spark.batches import LINGER_S
-from canal.spark.changes import (
+from canal.lake.forms.changes import (
     INITIAL_OFFSET,
     Offset,
     canonical,
@@ -104,6 +99,16 @@ from canal.spark.changes import (
     offset_of,
     with_changes,
 )
+from canal.lake.forms.variant_changes import (
+    IMAGES_VARIANT,
+    entries_to_variant_batch,
+    json_rows_to_variant,
+)
+from canal.log import destination_logger
+from canal.parse.parser import EventParser
+from canal.position import EntryPosition
+from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType, Message
+from canal.spark.batches import LINGER_S
 from canal.spark.chunks import (
     MAX_PARTITIONS,
     ChunkPartition,
@@ -132,11 +137,6 @@ from canal.spark.source_options import (
     storage_options,
 )
 from canal.spark.spool import InlineRows, Spool, SpoolWriter, read_inline, read_spooled
-from canal.spark.variant_changes import (
-    IMAGES_VARIANT,
-    entries_to_variant_batch,
-    json_rows_to_variant,
-)
 
 # the names moved to canal.spark.source_options and canal.spark.sessions that are imported from here
 __all__ = [
@@ -175,7 +175,7 @@ class _Cut:
     def __init__(self, start: Offset, spool: Spool, images: str, packed_bytes: int = PACKED_BATCH_BYTES) -> None:
         self.start = start
         self.spool = spool
-        self.variant = images == IMAGES_VARIANT  # the images=variant form (canal.spark.variant_changes)
+        self.variant = images == IMAGES_VARIANT  # the images=variant form (canal.lake.forms.variant_changes)
         self.packer = PackedCut(packed_bytes) if images == IMAGES_PACKED else None
         self.count = 0  # entries taken
         self.fresh: list[Any] = []  # entries taken and not yet turned into change rows
@@ -324,7 +324,8 @@ class CanalStreamReader:
             if not meta_dir:
                 raise SparkSourceError("the canal source needs option spool.dir (next to the checkpoint) or meta.dir")
             spool_dir = str(Path(meta_dir) / "spark-spool")
-        self.images = image_form(lower)  # json, variant (canal.spark.variant_changes) or packed (canal.lake.packed)
+        # json, variant (canal.lake.forms.variant_changes) or packed (canal.lake.forms.packed)
+        self.images = image_form(lower)
         self.spool = Spool(spool_dir, storage_options(lower), rows_schema(self.images))
         self.batch_size = reader_option(lower, "batch.size", READER_DEFAULTS["batch.size"], int)
         self.max_entries = reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)

@@ -141,8 +141,8 @@ def executor_snapshot(options: Mapping[str, str]) -> bool:
 
 
 def image_form(options: Mapping[str, str]) -> str:
-    """The ``images`` option: ``json``, ``variant`` (:mod:`canal.spark.variant_changes`) or ``packed``
-    (:mod:`canal.lake.packed`)."""
+    """The ``images`` option: ``json``, ``variant`` (:mod:`canal.lake.forms.variant_changes`) or ``packed``
+    (:mod:`canal.lake.forms.packed`)."""
     lower = {k.lower(): v for k, v in options.items()}
     text = lower.get("images", READER_DEFAULTS["images"]).strip().lower()
     if text not in IMAGE_FORMS:
@@ -154,18 +154,18 @@ def image_form(options: Mapping[str, str]) -> str:
 
 def rows_schema(images: str) -> Any:
     """The Arrow schema of the rows the source gives in the ``images`` form (:func:`image_form`)."""
-    from canal.lake.packed import packed_schema
-    from canal.spark.changes import arrow_schema
-    from canal.spark.variant_changes import variant_arrow_schema
+    from canal.lake.forms.changes import arrow_schema
+    from canal.lake.forms.packed import packed_schema
+    from canal.lake.forms.variant_changes import variant_arrow_schema
 
     return {"variant": variant_arrow_schema, "packed": packed_schema}.get(images, arrow_schema)()
 
 
 def rows_schema_ddl(images: str) -> str:
     """:func:`rows_schema` in Spark's DDL (the source's schema)."""
-    from canal.lake.packed import PACKED_SCHEMA_DDL
-    from canal.spark.changes import CHANGE_SCHEMA_DDL
-    from canal.spark.variant_changes import VARIANT_SCHEMA_DDL
+    from canal.lake.forms.changes import CHANGE_SCHEMA_DDL
+    from canal.lake.forms.packed import PACKED_SCHEMA_DDL
+    from canal.lake.forms.variant_changes import VARIANT_SCHEMA_DDL
 
     return {"variant": VARIANT_SCHEMA_DDL, "packed": PACKED_SCHEMA_DDL}.get(images, CHANGE_SCHEMA_DDL)
 

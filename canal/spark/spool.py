@@ -8,7 +8,7 @@ temporary name -- chunk by chunk as the batch is prepared (:class:`SpoolWriter`)
 custom metadata of its last record batch (an empty one), as they are known only when the batch is. Its buffers are
 LZ4-compressed (:data:`COMPRESSION`). (Files written before the chunks came have the end offset in the schema
 metadata; files written before the compression have plain buffers and no row count. Both are read.) The directory
-may be local or a prefix in an object store (:class:`canal.lake.storage.Storage`): there a file is written locally
+may be local or a prefix in an object store (:class:`canal.lake.store.storage.Storage`): there a file is written locally
 and uploaded whole when it is published.
 """
 
@@ -26,10 +26,10 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import CanalError
-from canal.lake.arrow_streams import stream_bytes
-from canal.lake.packed import is_packed
-from canal.lake.storage import StagedFile, Storage
-from canal.spark.changes import Offset, arrow_schema, canonical, conform
+from canal.lake.forms.changes import Offset, arrow_schema, canonical, conform
+from canal.lake.forms.packed import is_packed
+from canal.lake.store.arrow_streams import stream_bytes
+from canal.lake.store.storage import StagedFile, Storage
 
 _LOG = logging.getLogger(__name__)
 
@@ -189,9 +189,9 @@ def _closing_metadata(reader: Any) -> Any:
 
 def _of_form(schema: Any, form: Any) -> bool:
     """Whether a spool file's rows of ``schema`` are of the rows' ``form`` -- or its form as an older pycanal wrote
-    it, without some of :data:`~canal.spark.changes.LATER_COLUMNS` (:func:`~canal.spark.changes.conform` adds them
-    as it reads them)."""
-    from canal.spark.changes import LATER_COLUMNS
+    it, without some of :data:`~canal.lake.forms.changes.LATER_COLUMNS` (:func:`~canal.lake.forms.changes.conform` adds
+    them as it reads them)."""
+    from canal.lake.forms.changes import LATER_COLUMNS
 
     written, wanted = schema.remove_metadata(), form.remove_metadata()
     for name in LATER_COLUMNS:

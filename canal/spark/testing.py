@@ -10,7 +10,8 @@ from typing import Any
 
 from canal.config import InstanceConfig
 from canal.instance import Instance
-from canal.lake import Comparison, DeltaMirror, compare, fs
+from canal.lake import Comparison, DeltaMirror, compare
+from canal.lake.store import fs
 from canal.spark.batches import RunStats, run_batches
 from canal.testing.services.spark import TEST_JVM_OPTIONS
 

@@ -8,11 +8,11 @@ KILL_AT, the process SIGKILLs itself at that point of its first occurrence (afte
 something to do):
 
 * ``append``: DELAY_MS after a change-log append started writing (its files written or not, its commit not yet),
-  through deltalake or written directly (:mod:`canal.lake.delta_append`);
+  through deltalake or written directly (:mod:`canal.lake.store.delta_append`);
 * ``publish``: a direct append's data file written, its commit file about to be published;
 * ``fold``: DELAY_MS after a fold started its MERGE into the base;
 * ``between``: after a fold committed the base, before it trims the log (a fold's two steps);
-* ``stage``: DELAY_MS after a batch's staged file started being written (:mod:`canal.lake.staged`);
+* ``stage``: DELAY_MS after a batch's staged file started being written (:mod:`canal.lake.store.staged`);
 * ``flushed``: after a flush appended a table's staged parts to its log, before their staged files are deleted.
 """
 
@@ -26,11 +26,11 @@ import threading
 from decimal import Decimal
 from typing import Any
 
-from canal.lake import changelog, delta_append, staged
+from canal.lake.forms.changes import entries_to_batch
+from canal.lake.store import changelog, delta_append, staged
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror
-from canal.spark.changes import entries_to_batch
 
 TABLES = tuple(
     TableSchema(

@@ -1097,11 +1097,11 @@ class _CodeGen:
 # a ``str`` -- and a tuple of every image, which a typed batch then takes apart again, column by column, for pyarrow
 # to read back into buffers. For the columns that cost most, the columnar decoder keeps what the row image holds
 # instead: a DATETIME2 as its packed integer, a DECIMAL of up to 18 digits as its bytes, text as its bytes (one tuple
-# a column: the collector untracks tuples of plain values). ``canal.lake.typed_columns`` turns a whole column of them
-# into an Arrow array at once; every other column's cells are the object decoder's values. A ColumnarRows' ``before``
-# and ``after`` are exactly the object decoder's tuples, made from the columns on first use (each raw cell through
-# the object decoder's reader of its type). The one difference: a cell the object decoder refuses at parse time --
-# text that is not its column's charset, an impossible date: corrupt bytes -- is refused where it is converted.
+# a column: the collector untracks tuples of plain values). ``canal.lake.forms.typed_columns`` turns a whole column of
+# them into an Arrow array at once; every other column's cells are the object decoder's values. A ColumnarRows'
+# ``before`` and ``after`` are exactly the object decoder's tuples, made from the columns on first use (each raw cell
+# through the object decoder's reader of its type). The one difference: a cell the object decoder refuses at parse time
+# -- text that is not its column's charset, an impossible date: corrupt bytes -- is refused where it is converted.
 
 RAW_DECIMAL_DIGITS: Final = 18
 """The most digits of a DECIMAL kept raw: its unscaled value fits an int64, so numpy can add up its groups."""
