@@ -76,12 +76,13 @@ from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, FOLD_DU
 from canal.lake.store import changelog, delta_append, fs
 from canal.lake.store import names as naming
 from canal.lake.store.changelog import FoldResult, record_only
+from canal.lake.store.errors import typed_storage_errors
 from canal.lake.store.handles import Handles
 from canal.lake.store.locations import local_path
 from canal.lake.types import MirrorError, ZeroDates, check_stored_types
 from canal.lake.upkeep import maintenance
 from canal.lake.upkeep.folds import Folds
-from canal.lake.upkeep.health import MirrorCounters, MirrorMetrics, monitored, typed_storage_errors
+from canal.lake.upkeep.health import MirrorCounters, MirrorMetrics, monitored
 from canal.lake.upkeep.records import Recent
 from canal.lake.upkeep.writers import LogWriters
 from canal.log import destination_logger
@@ -223,7 +224,7 @@ class DeltaMirror:
         self._writer = LogWriter(settings, self._handles, self._writers, self._folding, self._staging)
         self._ddl = TableDDL(settings, self._handles, self._folding, self._forget)
         self._journal = StepJournal(settings.root, settings.app_id)
-        self._versions = BatchVersions(settings.app_id, self._handles, self._staging)
+        self._versions = BatchVersions(settings.app_id, self._handles, self._staging.parts_if_any)
         self._owners = TableOwners(settings.root, settings.app_id)  # tables another app id writes are refused
         # its lease (renewed while a batch runs), or a Spark task's: its driver's, fencing every commit
         self.fencing = MirrorFence(settings.root, settings.app_id, self)

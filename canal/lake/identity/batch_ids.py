@@ -4,9 +4,9 @@ log's), as ``DeltaMirror.committed_batch_ids`` reports them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from canal.lake.apply.staging import Staging
 from canal.lake.store import changelog, fs, staged
 from canal.lake.store.handles import Handles
 
@@ -41,12 +41,13 @@ def logged_batch_ids(log: str, app_id: str) -> list[int]:
 
 class BatchVersions:
     """The batch numbers a mirror (``app_id``) committed to its tables: to a base, to its change log (kept open in
-    ``handles``), or staged (``staging``)."""
+    ``handles``), or staged (``staged_parts``: what the mirror's staging holds, None when it cannot hold anything --
+    a callable, so that this record of what was committed does not depend on how appends are applied)."""
 
-    def __init__(self, app_id: str, handles: Handles, staging: Staging) -> None:
+    def __init__(self, app_id: str, handles: Handles, staged_parts: Callable[[], staged.Staged | None]) -> None:
         self.app_id = app_id
         self._handles = handles
-        self._staging = staging
+        self._staged_parts = staged_parts
 
     def last(self, path: str, base: Any = None) -> int | None:
         """The last batch number committed to the table at ``path``: to its base or (merge-on-read) its change log."""
@@ -57,7 +58,7 @@ class BatchVersions:
         log = self._handles.log(path)
         if log is not None and (done := log.transaction_version(self.app_id)) is not None:
             versions.append(int(done))
-        parts = self._staging.parts_if_any()
+        parts = self._staged_parts()
         if parts is not None and (last := parts.last_batch(path)) is not None:
             versions.append(last)
         return max(versions) if versions else None
@@ -74,7 +75,7 @@ class BatchVersions:
         ids: list[int] = []
         for log in (fs.join(base, "_delta_log"), fs.join(changelog.log_path(base), "_delta_log")):
             ids.extend(logged_batch_ids(log, self.app_id))
-        parts = self._staging.parts_if_any()
+        parts = self._staged_parts()
         if parts is not None:
             ids.extend(parts.batch_ids(base))
         return sorted(set(ids))

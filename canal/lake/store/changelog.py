@@ -59,9 +59,9 @@ from canal.lake.own_names import OP as OP
 from canal.lake.own_names import SEQ as SEQ
 from canal.lake.store import fs
 from canal.lake.store.delta_append import is_table
+from canal.lake.store.errors import ERROR_CHARS, storage_error_types
 from canal.lake.store.staged import staged_rows
 from canal.lake.types import MirrorError, MirrorStorageError
-from canal.lake.upkeep.health import ERROR_CHARS, storage_error_types
 
 INTERNAL_COLUMNS = LOG_COLUMNS
 FOLD_BATCH_APP_ID = "pycanal.folded.batch"

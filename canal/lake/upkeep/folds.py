@@ -25,8 +25,9 @@ from typing import Any
 from canal.lake.settings import FOLD_REST_MIN_S, MirrorSettings
 from canal.lake.store import changelog, delta_append
 from canal.lake.store.changelog import FoldResult
+from canal.lake.store.errors import ERROR_CHARS
 from canal.lake.store.handles import Handles
-from canal.lake.upkeep.health import ERROR_CHARS, FoldHealth
+from canal.lake.upkeep.health import FoldHealth
 from canal.lake.upkeep.writers import LogWriters
 
 

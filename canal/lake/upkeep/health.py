@@ -8,9 +8,7 @@ table's reach ``max_fold_failures`` the next batch is refused with :class:`~cana
 raising what stops it. A fold that lost a commit race (:class:`~canal.lake.store.changelog.FoldRaceError`) did no harm
 and counts as neither.
 
-:func:`typed_storage_errors` turns what pyarrow and deltalake raise for files they cannot read or write (a damaged
-Parquet file, a truncated Delta commit, a disk error) into :class:`~canal.lake.types.MirrorStorageError` at the
-mirror's public methods, naming the root and the method.
+Storage errors become :class:`~canal.lake.types.MirrorStorageError` in :mod:`canal.lake.store.errors`.
 
 :class:`MirrorCounters` counts what the batches handed to a mirror object did -- in the process that hands them over:
 the embedded :func:`~canal.spark.run_batches` process, the Spark driver under ``foreachBatch`` (with
@@ -32,38 +30,10 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from canal.lake.identity.applied import position_key
-from canal.lake.types import MirrorError, MirrorFoldError, MirrorStorageError
+from canal.lake.store.errors import ERROR_CHARS
+from canal.lake.types import MirrorFoldError
 
 F = TypeVar("F", bound=Callable[..., Any])
-ERROR_CHARS = 2000  # of a fold error kept: the library's message can carry a whole backtrace
-
-
-def storage_error_types() -> tuple[type[BaseException], ...]:
-    import pyarrow as pa
-    from deltalake.exceptions import DeltaError
-
-    from canal.lake.store.storage import StorageError  # the mirror's own files in an object store (canal.lake.store.fs)
-
-    return (pa.ArrowException, DeltaError, OSError, StorageError)
-
-
-def typed_storage_errors(method: F) -> F:
-    """``method`` of an object with a ``root``, raising :class:`MirrorStorageError` for a storage error (a
-    MirrorError, or any other error, goes through as it is)."""
-
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except MirrorError:
-            raise
-        except storage_error_types() as exc:
-            raise MirrorStorageError(
-                f"mirror {self.root}: {method.__name__} failed on its files: {type(exc).__name__}: "
-                f"{str(exc)[:ERROR_CHARS]}"
-            ) from exc
-
-    return cast(F, wrapper)
 
 
 @attrs.frozen(slots=True)
