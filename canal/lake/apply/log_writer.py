@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import attrs
-
+from canal.lake.apply.appends import LogAppend
 from canal.lake.apply.staging import Staging
 from canal.lake.planning.plan import TablePlan
 from canal.lake.settings import MirrorSettings
@@ -31,19 +30,6 @@ T = TypeVar("T")
 
 TABLE_WORKERS = 4
 """Threads that apply the tables of one step: a Delta commit mostly waits (files, the log), so more than the cores."""
-
-
-@attrs.define(slots=True)
-class LogAppend:
-    """One table's change rows of a step, to be appended to its change log (:meth:`LogWriter.commit`)."""
-
-    path: str  # the base table
-    log: str
-    rows: Any  # the change rows, with the log's batch and seq columns
-    batch_id: int | None  # committed as the mirror's app transaction, when the append records the batch
-    through_deltalake: Callable[[], None]  # the append through deltalake (a new log, new columns, another writer)
-    direct: tuple[int, Any, Any] | None = None  # (the log's version, its Arrow schema, the rows in it): direct append
-    flushed: list[int] | None = None  # a flush of staged parts: their batch ids (staged.FLUSHED_BATCHES)
 
 
 def flushed_metadata(batch_ids: Sequence[int]) -> dict[str, str]:

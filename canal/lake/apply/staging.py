@@ -11,14 +11,11 @@ costs about what one table's would. Only a mirror that is its logs' only writer 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from canal.lake.apply.appends import LogAppend
 from canal.lake.settings import MirrorSettings
 from canal.lake.store import fs, staged
 from canal.lake.upkeep.writers import LogWriters
-
-if TYPE_CHECKING:
-    from canal.lake.apply.log_writer import LogAppend
 
 
 class Staging:
