@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CANAL = ROOT / "canal"
 LAKE_MODULES = sorted(
-    "canal.lake" if path.name == "__init__.py" else f"canal.lake.{path.stem}" for path in (CANAL / "lake").glob("*.py")
+    ".".join(path.relative_to(ROOT).with_suffix("").parts[: -1 if path.name == "__init__.py" else None])
+    for path in (CANAL / "lake").rglob("*.py")
 )
 MAX_LINES = 800
 DECODER = "canal/parse/mysql/decoder.py"  # its docstring says why it is one module
@@ -65,9 +66,11 @@ def test_the_spark_names_are_the_lake_ones() -> None:
     from canal.errors import CanalError
 
     for name in canal.lake.__all__:
-        if hasattr(canal.spark, name):
+        if hasattr(canal.spark, name) and name != "DeltaMirror":
             assert getattr(canal.spark, name) is getattr(canal.lake, name), name
-    assert canal.spark.DeltaMirror is canal.lake.DeltaMirror
+    # the Spark side's mirror is the lake's, with the DataFrame entry point only canal.spark can give it
+    assert issubclass(canal.spark.DeltaMirror, canal.lake.DeltaMirror)
+    assert canal.spark.DeltaMirror.__module__ == "canal.spark.mirror"
     assert issubclass(canal.lake.MirrorError, CanalError)
     for error in ("MirrorCheckpointError", "MirrorFoldError", "MirrorXAError", "StorageError"):
         assert issubclass(getattr(canal.lake, error), CanalError), error
@@ -189,3 +192,82 @@ def test_an_embedded_mirror_applies_a_batch_without_pyspark(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["True {'s.t': 'skipped'} 1", "[]"]
+
+
+def _lake_imports() -> dict[str, set[str]]:
+    """The ``canal`` modules each module of canal/lake imports anywhere: at module level, inside functions (lazy
+    imports) and under ``TYPE_CHECKING`` -- each is a dependency a reader of the package must know about."""
+    from test_layers import graph
+
+    return {m: targets for m, targets in graph(type_checking=True).items() if m.split(".")[:2] == ["canal", "lake"]}
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle a depth-first walk of ``edges`` finds."""
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the walk's path, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for other in sorted(edges.get(node, ())):
+            if state.get(other) == 1:
+                cycles.append([*path[path.index(other) :], other])
+            elif other not in state:
+                walk(other)
+        path.pop()
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            walk(name)
+    return cycles
+
+
+def test_the_lake_imports_no_canal_spark_nor_pyspark_even_lazily() -> None:
+    # the DataFrame entry point is canal.spark's (canal.spark.DeltaMirror), which hands the lake Arrow
+    spark = sorted((m, t) for m, targets in _lake_imports().items() for t in targets if t.startswith("canal.spark"))
+    assert spark == []
+    for path in (CANAL / "lake").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n == "pyspark" or n.startswith("pyspark.") for n in names), path
+
+
+def test_the_lake_modules_and_its_sub_packages_import_one_another_one_way() -> None:
+    imports = _lake_imports()
+    # no circle between two modules of the package, counting every import (log_writer and staging imported each
+    # other, one of them under TYPE_CHECKING)
+    modules = {m: {t for t in targets if t in imports and t != "canal.lake"} for m, targets in imports.items()}
+    assert _cycles({m: ts for m, ts in modules.items() if m != "canal.lake"}) == []
+    assert "canal.lake.apply.log_writer" not in modules["canal.lake.apply.staging"]
+
+    # nor between its parts: a sub-package, or a module at the top (the facade, its settings, the shared vocabulary)
+    def part(module: str) -> str:
+        return ".".join(module.split(".")[:3])
+
+    parts: dict[str, set[str]] = {}
+    for module, targets in modules.items():
+        if module != "canal.lake":  # the package re-exports its parts' names
+            parts.setdefault(part(module), set()).update(part(t) for t in targets if part(t) != part(module))
+    assert _cycles(parts) == []
+    # no part imports the package itself, which imports the facade and through it every part
+    assert sorted(m for m, targets in imports.items() if m != "canal.lake" and "canal.lake" in targets) == []
+
+
+def test_the_lake_mirror_refuses_a_dataframe_it_would_have_to_hand_to_spark_tasks(tmp_path: Path) -> None:
+    from canal.lake import DeltaMirror, MirrorError
+
+    class Frame:  # what the mirror recognises a Spark DataFrame by
+        sparkSession = object()
+
+        def toArrow(self) -> None:
+            raise AssertionError("a refused batch is not read")
+
+    root = tmp_path / "m"
+    with DeltaMirror(root, background_folds=False) as mirror:
+        with pytest.raises(MirrorError, match=r"canal\.spark\.DeltaMirror"):
+            mirror(Frame(), 1)
+        assert mirror.tables() == [] and mirror.history == []

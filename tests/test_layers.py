@@ -48,9 +48,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-# imports the layer order allows as documented hooks, each made inside a function: ``DeltaMirror.__call__`` hands a
-# Spark DataFrame to the Spark side of the mirror (canal.lake runs without pyspark; docs/architecture.md)
-HOOKS: set[tuple[str, str]] = {("canal.lake.mirror", "canal.spark.mirror_tasks")}
+# imports the layer order allows as documented hooks, each made inside a function (none now: canal.spark.DeltaMirror
+# hands a Spark DataFrame to the Spark side of the mirror, canal.lake never imports canal.spark)
+HOOKS: set[tuple[str, str]] = set()
 
 
 def module_name(path: Path) -> str:

@@ -21,9 +21,9 @@ from test_mirror_partial_images import FORMS, _form
 
 from canal.config import InstanceConfig
 from canal.instance import Instance
-from canal.lake import DeltaMirror, MirrorPartialImageError, compare
+from canal.lake import MirrorPartialImageError, compare
 from canal.protocol import Entry, EntryType
-from canal.spark import run_batches
+from canal.spark import DeltaMirror, run_batches
 from canal.spark.testing import healed_by, master_position, select_all
 from canal.testing.plugin import MariaDBDatabase
 

@@ -126,7 +126,7 @@ def test_a_partial_insert_stops_the_mirror_written_by_spark_tasks_typed(
     """A batch without DDL is written by a Spark task; an INSERT whose MINIMAL image left columns to their defaults is
     refused there before anything is written, and the driver raises the typed error with its fields (found by the
     randomized mirror differential through Spark: the driver raised Spark's PythonException)."""
-    from canal.lake import DeltaMirror, MirrorPartialImageError
+    from canal.spark import DeltaMirror, MirrorPartialImageError
 
     fake_mysql.execute("CREATE TABLE d.t (id INT PRIMARY KEY, a INT, b VARCHAR(20), doc TEXT)")
     fake_mysql.insert_many("d.t", [{"id": 1, "a": 1, "b": "x", "doc": "d1"}])

@@ -1,26 +1,12 @@
 """The Delta mirror's facade: :class:`DeltaMirror`, which applies batches of change rows to one Delta table per source
 table under a root, idempotently per batch (``deltalake``, no JVM needed), and its batch's outcome.
 
-A batch (:mod:`canal.lake.forms.changes` describes the change rows) goes through the package's modules in order:
-
-* :mod:`canal.lake.planning.plan` puts it in ``seq`` order and cuts it into ordered steps -- each table's rows up to the
-  next DDL that touches it, that DDL, the next rows (docs/architecture.md says why this is exact) -- and reduces each
-  step to a plan per table (its last change per primary key, its DDL);
-* XA transactions are held until their commit (:mod:`canal.lake.apply.xa`), statements and cascades stop where the
-  mirror cannot follow (:mod:`canal.lake.apply.stops`), foreign keys' actions add the children's rows
-  (:mod:`canal.lake.apply.cascade`);
-* :mod:`canal.lake.planning.images` types every step's images before any step is applied (a value that does not convert
-  fails the batch with nothing written);
-* each step is applied and journaled (:mod:`canal.lake.identity.journal`), so a replay after a crash goes on after the
-  last step done: DDL through :mod:`canal.lake.apply.evolve`; rows appended to the table's change log
-  (:mod:`canal.lake.apply.log_writer`, small ones staged: :mod:`canal.lake.apply.staging`) merge-on-read, or MERGEd into
-  the table copy-on-write; a table's last step commits the app transaction ``(app_id, number)``, so a mirror without
-  a step journal (written by an older pycanal) skips a table whose ``transaction_version(app_id) >= number``;
-* after the batch, folds are scheduled (:mod:`canal.lake.upkeep.folds`) and upkeep done
-  (:mod:`canal.lake.upkeep.maintenance`).
-
-Before all that, :mod:`canal.lake.identity.admit` keeps the rows the mirror has not applied, by their source lineage (a
-batch id proves nothing), and numbers the batch past everything before it. ``query.foreachBatch(mirror)`` works as is.
+A batch (:mod:`canal.lake.forms`) goes through the sub-packages in order: :mod:`canal.lake.identity` admits the rows
+not applied yet, by source lineage, and numbers the batch; :mod:`canal.lake.planning` cuts it into ordered steps (a
+table's rows up to the next DDL that touches it, that DDL, ...: docs/architecture.md says why this is exact) of a plan
+per table, their images typed before any step is applied; :mod:`canal.lake.apply` holds XA transactions, stops where
+the mirror cannot follow, adds foreign keys' actions and applies each step, journaled (rows to the change logs of
+:mod:`canal.lake.store`, staged, or MERGEd; DDL to the files); :mod:`canal.lake.upkeep` schedules folds and upkeep.
 """
 
 from __future__ import annotations
@@ -95,10 +81,6 @@ RECORD_CHARS = 1 << 20
 """Characters of the ``fold_errors`` kept, at most."""
 
 
-def _result_names(result: ApplyResult) -> int:
-    return len(result.tables) + len(result.folds) + len(result.staged) + len(result.flushed)
-
-
 def _each(apply_one: Callable[[str, TablePlan], bool], step: dict[str, TablePlan]) -> dict[str, bool]:
     return {name: apply_one(name, plan) for name, plan in step.items()}
 
@@ -127,9 +109,9 @@ class DeltaMirror:
     (:mod:`canal.lake.upkeep.health`). A fold keeps the base files it replaces for ``retention_hours`` (time travel).
     DDL, TRUNCATE and a change of key fold the table first, within the batch.
 
-    ``on_executors``: a Spark DataFrame handed to the mirror by ``foreachBatch`` is written by Spark tasks, each
-    table's part of the batch by one task, tables in parallel, and folds run as Spark tasks too
-    (:mod:`canal.spark.mirror_tasks`); a batch that holds DDL is applied by the driver, in order.
+    ``on_executors``: a Spark DataFrame handed to :class:`canal.spark.DeltaMirror` by ``foreachBatch`` is written by
+    Spark tasks, a table per task, folds too (:mod:`canal.spark.mirror_tasks`; a batch with DDL by the driver, in
+    order); this class refuses it (``MirrorError``). ``on_executors=False``: the driver applies it, as Arrow.
 
     ``stage_rows``: merge-on-read, a table's part of a batch of at most this many rows is staged -- every such part
     of the batch written as one file, appended to the table's change log later, a few tables a batch
@@ -231,7 +213,7 @@ class DeltaMirror:
         self._applied_batches = 0  # batches that wrote something, for the maintenance schedule
         self._compact: set[str] = set()  # tables written since their last compaction
         self.stats: dict[str, TableStats] = {}
-        self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, _result_names)  # the newest batches
+        self.history: list[ApplyResult] = Recent(RECORDS_KEPT, RECORD_NAMES, ApplyResult.names_held)  # newest
         self.reach_checked = False  # whether Spark tasks were seen to reach the root (canal.spark.mirror_tasks)
         # what its batches did, for metrics() and the exporter (canal.lake.upkeep.health)
         self.counters = MirrorCounters()
@@ -482,17 +464,18 @@ class DeltaMirror:
 
     @monitored
     def __call__(self, changes: Any, batch_id: int) -> ApplyResult:
-        """``foreachBatch`` entry point: a Spark DataFrame is written by Spark tasks, a table per task, when
-        ``on_executors`` (:func:`canal.spark.mirror_tasks.apply_on_executors`); anything else by :meth:`apply`.
-
-        The one place this package reaches into :mod:`canal.spark`, imported here and only for a DataFrame (it has
-        ``sparkSession``): the Spark side of the mirror lives with the rest of the Spark code, and a mirror used
-        without Spark (the ``lake`` extra, no pyspark) never imports it."""
+        """``foreachBatch``'s entry: a DataFrame to :meth:`apply_dataframe` (``on_executors``), else :meth:`apply`."""
         if self._settings.on_executors and hasattr(changes, "sparkSession"):
-            from canal.spark.mirror_tasks import apply_on_executors
-
-            return apply_on_executors(self, changes, batch_id)
+            return self.apply_dataframe(changes, batch_id)
         return self.apply(changes, batch_id)
+
+    def apply_dataframe(self, df: Any, batch_id: int) -> ApplyResult:
+        """Spark tasks write a DataFrame: :class:`canal.spark.DeltaMirror` (this package never imports canal.spark).
+        Here: refused, nothing written -- not quietly applied on the driver instead."""
+        raise MirrorError(
+            f"mirror {self.root}: batch {batch_id} is a Spark DataFrame and on_executors=True: canal.spark.DeltaMirror "
+            "writes it with Spark tasks (on_executors=False: the driver applies it)"
+        )
 
     def new_result(self, batch_id: int) -> ApplyResult:
         return ApplyResult(batch_id)

@@ -4,7 +4,8 @@
 * :func:`run_batches` -- an instance embedded in the driver, batch by batch into ``fn(df, batch_id)``;
 * :class:`DeltaMirror` / :func:`compare` -- one Delta table per source table, applied once per batch id
   (merge-on-read: a change log beside each table, folded in; or copy-on-write MERGE): :mod:`canal.lake`, which needs
-  no Spark, re-exported here;
+  no Spark, re-exported here -- its mirror as :mod:`canal.spark.mirror`'s, which writes a ``foreachBatch`` DataFrame
+  with Spark tasks;
 * :func:`current_dataframe`, :func:`current_duckdb`, :func:`current_polars` -- a mirrored table's current state
   (:meth:`DeltaMirror.read` for pyarrow);
 * :func:`project` -- one table's change rows as typed columns (JSON or VARIANT images);
@@ -21,7 +22,6 @@ from __future__ import annotations
 from canal.lake import (
     ApplyResult,
     Comparison,
-    DeltaMirror,
     FoldResult,
     MirrorCascadeError,
     MirrorCheckpointError,
@@ -49,6 +49,7 @@ from canal.lake.forms.variant import VariantError
 from canal.lake.forms.variant_changes import VARIANT_SCHEMA_DDL, entries_to_variant_batch, variant_arrow_schema
 from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
+from canal.spark.mirror import DeltaMirror
 from canal.spark.progress import MicroBatchChanges, micro_batch_changes
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register
