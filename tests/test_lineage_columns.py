@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from canal.gtid import GtidSet
 from canal.lake.forms.changes import arrow_schema, conform, entries_to_batch
 from canal.lake.forms.packed import pack, unpack_all
+from canal.lake.forms.typed_batch import entries_to_typed
 from canal.lake.identity.lineage import gtid_elements
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark.spool import Spool
-from canal.spark.typed_changes import entries_to_typed
 
 T = TableSchema("s", "t", (ColumnMeta("id", mysql_type="int(11)", is_key=True),))
 

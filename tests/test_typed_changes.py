@@ -1,7 +1,7 @@
-"""Typed change batches (:mod:`canal.lake.forms.typed_batch`, named by :mod:`canal.spark.typed_changes`) against the
-change rows: the same rows, and every typed cell equal to what the mirror parses out of the change row's JSON image
-(``entries_to_batch`` and then ``canal.lake.planning.images.parse_images``, the function ``DeltaMirror`` types change
-rows' MERGE sources with) -- the equivalence that lets the mirror take typed batches instead.
+"""Typed change batches (:mod:`canal.lake.forms.typed_batch`) against the change rows: the same rows, and every
+typed cell equal to what the mirror parses out of the change row's JSON image (``entries_to_batch`` and then
+``canal.lake.planning.images.parse_images``, the function ``DeltaMirror`` types change rows' MERGE sources with) --
+the equivalence that lets the mirror take typed batches instead.
 
 The entries come from the fake binlog (``FakeMysql(mariadb=True)`` read by an ``Instance``: values as the decoder
 gives them) for every type family, and from hypothesis for random layouts and rows. ``TYPED_CHANGES_EXAMPLES``
@@ -31,6 +31,8 @@ from canal.config import InstanceConfig, MasterConfig, StoreConfig  # noqa: E402
 from canal.instance import Instance  # noqa: E402
 from canal.lake.forms import typed_layout  # noqa: E402
 from canal.lake.forms.changes import entries_to_batch  # noqa: E402
+from canal.lake.forms.typed_batch import METADATA_COLUMNS, TypedBatch, entries_to_typed, metadata_schema  # noqa: E402
+from canal.lake.forms.typed_layout import TypedChangeError, layout_id  # noqa: E402
 from canal.lake.key_identity import key_value  # noqa: E402
 from canal.lake.planning.images import parse_images  # noqa: E402
 from canal.lake.types import MirrorTypeError, arrow_type  # noqa: E402
@@ -45,14 +47,6 @@ from canal.protocol import (  # noqa: E402
     RowChange,
     RowData,
     TableSchema,
-)
-from canal.spark.typed_changes import (  # noqa: E402
-    METADATA_COLUMNS,
-    TypedBatch,
-    TypedChangeError,
-    entries_to_typed,
-    layout_id,
-    metadata_schema,
 )
 from canal.testing.fake import FakeMysql  # noqa: E402
 
