@@ -325,7 +325,7 @@ def update_row_bytes(changes: int, rows: Any) -> dict[str, int]:
     ``update_row_arrow_bytes``: their uncompressed Arrow bytes."""
     import pyarrow as pa
 
-    from canal.lake.forms.changes import INITIAL_OFFSET
+    from canal.spark.offsets import INITIAL_OFFSET
     from canal.spark.spool import Spool
 
     with tempfile.TemporaryDirectory(prefix="bench-spool-") as tmp:

@@ -80,7 +80,7 @@ def test_a_source_read_that_found_nothing_hands_on_a_quiet_stream_before_read_ti
     came and the stream is quiet -- a parser caught up with its server --, it hands it on after the linger."""
     import pyarrow as pa
 
-    from canal.lake.forms.changes import INITIAL_OFFSET, canonical
+    from canal.spark.offsets import INITIAL_OFFSET, canonical
     from canal.spark.sessions import session_of
     from canal.spark.source import CanalStreamReader, close_sessions
     from canal.testing.fake import FakeMysql

@@ -30,10 +30,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.instance import Instance
-from canal.lake.forms.changes import INITIAL_OFFSET
 from canal.lake.metrics import MirrorCollector
 from canal.metrics import start_http_server
 from canal.spark import DeltaMirror
+from canal.spark.offsets import INITIAL_OFFSET
 from canal.spark.progress import SourceCollector, handed
 from canal.spark.sessions import Prepared
 from canal.testing.fake import FakeMysql

@@ -258,7 +258,8 @@ def test_the_packed_schema_in_sparks_ddl_is_the_arrow_one() -> None:
 
 
 def test_a_spool_of_change_rows_is_refused_to_a_packed_reader_and_back(tmp_path: Path, decoded: list[Entry]) -> None:  # noqa: F811
-    from canal.lake.forms.changes import INITIAL_OFFSET, arrow_schema
+    from canal.lake.forms.changes import arrow_schema
+    from canal.spark.offsets import INITIAL_OFFSET
     from canal.spark.spool import Spool, SpoolError
 
     start, end = dict(INITIAL_OFFSET), {**INITIAL_OFFSET, "batch": 1}

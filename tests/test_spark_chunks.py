@@ -27,10 +27,10 @@ from canal import files
 from canal.errors import SnapshotError
 from canal.files import temp_files_of
 from canal.instance import Instance
-from canal.lake.forms.changes import INITIAL_OFFSET
 from canal.lake.store.storage import Storage
 from canal.spark import chunks
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, ChunkRange, discard_chunks_through, read_chunk
+from canal.spark.offsets import INITIAL_OFFSET
 from canal.spark.sessions import session_of
 from canal.spark.source import CanalStreamReader, SourceConnector, close_sessions, config_from_options
 from canal.spark.testing import master_position

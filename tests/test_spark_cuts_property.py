@@ -27,9 +27,9 @@ pytest.importorskip("pyarrow")
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from canal.lake.forms.changes import INITIAL_OFFSET, Offset, canonical
 from canal.lake.forms.packed import is_packed, unpack_all
 from canal.lake.forms.typed_batch import TypedBatch
+from canal.spark.offsets import INITIAL_OFFSET, Offset, canonical
 from canal.spark.source import CanalStreamReader, close_sessions
 from canal.testing.fake import FakeMysql
 

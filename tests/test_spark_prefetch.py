@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("pyarrow")
 
 from canal.errors import MetaError
-from canal.lake.forms.changes import INITIAL_OFFSET, Offset, canonical
+from canal.spark.offsets import INITIAL_OFFSET, Offset, canonical
 from canal.spark.sessions import session_of
 from canal.spark.source import CanalStreamReader, SparkSourceError, Spool, close_sessions
 from canal.testing.fake import FakeMysql

@@ -23,8 +23,8 @@ pytest.importorskip("prometheus_client")
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from canal.lake.forms.changes import INITIAL_OFFSET, Offset, canonical
 from canal.spark import micro_batch_changes, progress
+from canal.spark.offsets import INITIAL_OFFSET, Offset, canonical
 from canal.spark.progress import log_in_runner
 from canal.spark.runner_gc import RUNNER_MODULE
 from canal.spark.source import CanalStreamReader, SparkSourceError, close_sessions

@@ -15,8 +15,9 @@ pytest.importorskip("obstore")
 pytest.importorskip("pyarrow")
 
 from canal.errors import StorageLocationError
-from canal.lake.forms.changes import INITIAL_OFFSET, entries_to_batch
+from canal.lake.forms.changes import entries_to_batch
 from canal.lake.store.storage import Storage, StorageError, in_object_store
+from canal.spark.offsets import INITIAL_OFFSET
 from canal.spark.source import config_from_options
 from canal.spark.spool import Spool, SpoolError, read_spooled
 from canal.testing.plugin import S3Bucket

@@ -21,11 +21,12 @@ pytest.importorskip("deltalake")
 from canal.config import InstanceConfig, MasterConfig, StoreConfig
 from canal.files import temp_files_of, write_file_atomic
 from canal.instance import Instance
-from canal.lake.forms.changes import INITIAL_OFFSET, arrow_schema, canonical, cursor_key, offset_of
+from canal.lake.forms.changes import arrow_schema
 from canal.lake.types import MirrorError
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror, Spool, current_rows, entries_to_batch, project
+from canal.spark.offsets import INITIAL_OFFSET, canonical, cursor_key, offset_of
 from canal.spark.project import parse_create_table
 from canal.spark.source import (
     STORE_SIZE,
@@ -471,7 +472,7 @@ def test_trigger_available_now_waits_for_the_parser_to_read_up_to_the_target(mar
     ``read.timeout`` of 0.05 s: a read must not come back empty before the parser has read up to the master's
     position, or the rows after the noise wait for the next run (a loaded machine did this with the default
     timeout). Driven through the reader as Spark drives it, without Spark: reads until the first empty one."""
-    from canal.lake.forms.changes import INITIAL_OFFSET
+    from canal.spark.offsets import INITIAL_OFFSET
     from canal.spark.source import CanalStreamReader, close_sessions
 
     conn = mariadb.connect()
@@ -514,7 +515,7 @@ def test_trigger_available_now_ends_only_after_a_running_snapshot(mariadb: Any, 
     as Spark drives it, without Spark."""
     import pyarrow.compute as pc
 
-    from canal.lake.forms.changes import INITIAL_OFFSET
+    from canal.spark.offsets import INITIAL_OFFSET
     from canal.spark.source import CanalStreamReader, close_sessions
 
     conn, locker = mariadb.connect(), mariadb.connect()

@@ -217,7 +217,8 @@ def test_rendered_change_rows_hold_whole_before_images() -> None:
 
 
 def test_a_spool_of_the_other_form_is_refused_naming_the_option(tmp_path: Path, decoded: list[Entry]) -> None:  # noqa: F811
-    from canal.lake.forms.changes import INITIAL_OFFSET, arrow_schema
+    from canal.lake.forms.changes import arrow_schema
+    from canal.spark.offsets import INITIAL_OFFSET
     from canal.spark.spool import Spool, SpoolError
 
     start, end = dict(INITIAL_OFFSET), {**INITIAL_OFFSET, "batch": 1}

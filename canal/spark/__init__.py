@@ -43,13 +43,14 @@ from canal.lake import (
     StorageError,
     compare,
 )
-from canal.lake.forms.changes import CHANGE_SCHEMA_DDL, INITIAL_OFFSET, arrow_schema, entries_to_batch, position_id
+from canal.lake.forms.changes import CHANGE_SCHEMA_DDL, arrow_schema, entries_to_batch, position_id
 from canal.lake.forms.frames import to_arrow
 from canal.lake.forms.variant import VariantError
 from canal.lake.forms.variant_changes import VARIANT_SCHEMA_DDL, entries_to_variant_batch, variant_arrow_schema
 from canal.spark.batches import JournalError, RunStats, run_batches
 from canal.spark.current import current_dataframe, current_duckdb, current_polars
 from canal.spark.mirror import DeltaMirror
+from canal.spark.offsets import INITIAL_OFFSET
 from canal.spark.progress import MicroBatchChanges, micro_batch_changes
 from canal.spark.project import current_rows, project
 from canal.spark.registration import register

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from canal.lake.forms.changes import Offset, has_position
 from canal.log import destination_logger
+from canal.spark.offsets import Offset, has_position
 from canal.spark.runner_gc import RUNNER_MODULE, main_module
 from canal.spark.source_options import SparkSourceError, reader_option
 

@@ -17,10 +17,10 @@ import attrs
 
 from canal.config import InstanceConfig, SnapshotMode
 from canal.instance import Instance
-from canal.lake.forms.changes import Offset, canonical, cursor_of, has_position
 from canal.lake.forms.typed_layout import load_conversions
 from canal.log import destination_logger
 from canal.spark.chunks import ChunkPartition, ChunkPlanner, read_ahead
+from canal.spark.offsets import Offset, canonical, cursor_of, has_position
 from canal.spark.progress import log_in_runner, serve_metrics, stop_serving
 from canal.spark.source_options import config_from_options, executor_snapshot, image_form, options_key
 

@@ -87,18 +87,7 @@ import attrs
 from canal.config import InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
-from canal.lake.forms.changes import (
-    INITIAL_OFFSET,
-    Offset,
-    canonical,
-    change_rows,
-    change_type,
-    entries_to_batch,
-    has_position,
-    moved,
-    offset_of,
-    with_changes,
-)
+from canal.lake.forms.changes import change_rows, change_type, entries_to_batch
 from canal.lake.forms.variant_changes import (
     IMAGES_VARIANT,
     entries_to_variant_batch,
@@ -117,6 +106,7 @@ from canal.spark.chunks import (
     discard_chunks_through,
     read_chunk,
 )
+from canal.spark.offsets import INITIAL_OFFSET, Offset, canonical, has_position, moved, offset_of, with_changes
 from canal.spark.options import IMAGES_PACKED, READER_DEFAULTS
 from canal.spark.packed_cut import FIRST_BATCH_BYTES, PACKED_BATCH_BYTES, PackedCut
 from canal.spark.progress import handed

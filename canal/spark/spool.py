@@ -26,10 +26,11 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import CanalError
-from canal.lake.forms.changes import Offset, arrow_schema, canonical, conform
+from canal.lake.forms.changes import arrow_schema, conform
 from canal.lake.forms.packed import is_packed
 from canal.lake.store.arrow_streams import stream_bytes
 from canal.lake.store.storage import StagedFile, Storage
+from canal.spark.offsets import Offset, canonical
 
 _LOG = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Change rows: the flat, Spark-friendly form of canal entries, and the offsets that place them.
+"""Change rows: the flat, Spark-friendly form of canal entries (the ``canal`` source's ``images=json``).
 
 One row per changed row (INSERT / UPDATE / DELETE) and one row per DDL statement. Values travel as canal text inside
 JSON objects (``{"id": "1", "note": null}``; SQL NULL is JSON null), so one schema fits every table; :func:`project`
@@ -56,12 +56,8 @@ MIXED) is a row with ``is_ddl`` false, its ``sql`` and no images (a mirror canno
 :mod:`canal.lake.apply.stops`); the end of an XA transaction's first phase is an ``XAPREPARE`` row (no table), so
 a consumer knows which xids were prepared in its stream.
 
-Offsets (JSON-native dicts, :func:`offset_of`): the consumer cursor after a batch -- the anchor boundary
-(``file``, ``offset``, ``included``, ``timestamp``, ``server_id``, ``gtid``) and ``rows_done`` row entries of the
-transaction after it, and ``snapshot``, an unfinished snapshot's progress (:class:`~canal.position.SnapshotCursor`
-as JSON, or null) -- plus ``batch``, a counter of non-empty batches. The cursor fields are exactly what an
-:class:`~canal.instance.Instance` restarts from (:func:`cursor_of`). SNAPSHOT entries move ``snapshot`` only, so
-offsets are ordered by ``batch`` (:func:`moved` says whether entries moved the cursor at all).
+The offsets that place a micro-batch of change rows in the binlog are the ``canal`` source's:
+:mod:`canal.spark.offsets`.
 """
 
 from __future__ import annotations
@@ -79,7 +75,7 @@ from canal.lake.forms.typed_layout import PerTableSchema
 from canal.lake.key_identity import is_float_type
 from canal.lake.types import base_type
 from canal.parse.xa import XA_PREPARE_TYPE
-from canal.position import EntryPosition, LogIdentity, LogPosition, SnapshotCursor, journal_number
+from canal.position import journal_number
 from canal.protocol import Entry, EntryType, Rows, TableSchema
 
 _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table in the module docstring
@@ -111,22 +107,6 @@ CHANGE_SCHEMA_DDL = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMN
 """The change-row schema as a Spark DDL string."""
 
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in _COLUMNS)
-
-
-Offset = dict[str, Any]
-
-INITIAL_OFFSET: Offset = {
-    "batch": 0,
-    "file": None,
-    "offset": None,
-    "included": False,
-    "rows_done": 0,
-    "timestamp": None,
-    "server_id": None,
-    "gtid": None,
-    "snapshot": None,
-}
-"""Where a new query starts: wherever the instance starts (its saved cursor, else the configured position)."""
 
 
 def arrow_schema() -> Any:
@@ -164,80 +144,6 @@ def conform(rows: Any) -> Any:
     if isinstance(rows, pa.RecordBatch):
         return pa.RecordBatch.from_arrays(columns, schema=schema).select(order)
     return pa.Table.from_arrays(columns, schema=schema).select(order)
-
-
-# -- offsets -------------------------------------------------------------------------------------------------------
-
-
-def offset_of(entry: Entry, batch: int) -> Offset | None:
-    """The offset (cursor) just after ``entry``; None for entries that do not place a cursor (heartbeats)."""
-    anchor = entry.anchor
-    if anchor is None or entry.entry_type is EntryType.HEARTBEAT:
-        return None
-    return {
-        "batch": batch,
-        "file": anchor.journal_name,
-        "offset": anchor.position,
-        "included": anchor.included,
-        "rows_done": entry.rows_done,
-        "timestamp": anchor.timestamp,
-        "server_id": anchor.server_id,
-        "gtid": anchor.gtid,
-        "snapshot": None if entry.snapshot is None else entry.snapshot.to_dict(),
-    }
-
-
-def has_position(offset: Mapping[str, Any]) -> bool:
-    return offset.get("file") is not None and offset.get("offset") is not None
-
-
-def cursor_of(offset: Mapping[str, Any]) -> LogPosition:
-    """The instance cursor an offset names (the source address is left open: the configured master)."""
-    position = EntryPosition(
-        journal_name=offset["file"],
-        position=offset["offset"],
-        timestamp=offset.get("timestamp"),
-        server_id=offset.get("server_id"),
-        gtid=offset.get("gtid"),
-        included=bool(offset.get("included", False)),
-    )
-    snapshot = offset.get("snapshot")
-    return LogPosition(
-        LogIdentity(None, -1),
-        position,
-        int(offset.get("rows_done", 0)),
-        None if snapshot is None else SnapshotCursor.from_dict(snapshot),
-    )
-
-
-def cursor_key(offset: Mapping[str, Any]) -> tuple[int, int, int, str, int]:
-    """An order on offsets by binlog position (the batch counter is ignored); the initial offset sorts first."""
-    if not has_position(offset):
-        return (-2, -1, 0, "", -1)
-    return (
-        journal_number(offset["file"]),
-        int(offset["offset"]),
-        1 if offset.get("included") else 0,
-        str(offset["file"]),
-        int(offset.get("rows_done", 0)),
-    )
-
-
-def moved(start: Mapping[str, Any], end: Mapping[str, Any]) -> bool:
-    """Whether the cursor ``end`` names lies past ``start``'s: a later binlog position, or the same one with a
-    snapshot that went on (SNAPSHOT entries sit at the boundary they follow)."""
-    if cursor_key(start) != cursor_key(end):
-        return True
-    return start.get("snapshot") != end.get("snapshot")
-
-
-def with_changes(end: Offset, changes: Mapping[str, int]) -> Offset:
-    """``end`` carrying its micro-batch's change rows by type, field ``changes`` (:mod:`canal.spark.progress`)."""
-    return {**end, "changes": {kind: rows for kind, rows in sorted(changes.items()) if rows}}
-
-
-def canonical(offset: Mapping[str, Any]) -> str:
-    return json.dumps(dict(offset), sort_keys=True, separators=(",", ":"))
 
 
 def position_id(entry: Entry) -> int:
