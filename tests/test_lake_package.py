@@ -257,6 +257,13 @@ def test_the_lake_modules_and_its_sub_packages_import_one_another_one_way() -> N
     assert sorted(m for m, targets in imports.items() if m != "canal.lake" and "canal.lake" in targets) == []
 
 
+def test_every_lake_sub_package_is_on_the_architecture_page() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    packages = sorted(p.parent.name for p in (CANAL / "lake").glob("*/__init__.py"))
+    assert len(packages) >= 6
+    assert [p for p in packages if f"`canal.lake.{p}`" not in doc] == []
+
+
 def test_the_lake_mirror_refuses_a_dataframe_it_would_have_to_hand_to_spark_tasks(tmp_path: Path) -> None:
     from canal.lake import DeltaMirror, MirrorError
 
