@@ -12,9 +12,12 @@ from typing import Any, Literal
 
 import attrs
 
-from canal.lake.apply.heals import HEALS, HealSetting
 from canal.lake.store.changelog import LOG_HISTORY_S
 from canal.lake.types import MirrorError, ZeroDates
+
+HealSetting = Literal["snapshot", "stop"]
+"""What a mirror does with a batch that heals a table (canal.lake.apply.heals): reset it, or refuse the batch."""
+HEALS: tuple[HealSetting, ...] = ("snapshot", "stop")
 
 MirrorMode = Literal["merge_on_read", "copy_on_write"]
 MODES: tuple[MirrorMode, ...] = ("merge_on_read", "copy_on_write")

@@ -27,8 +27,9 @@ mirror that must never lose its rows' history to a re-read, or whose tables anot
 from __future__ import annotations
 
 import json
-from typing import Any, Final, Literal
+from typing import Any, Final
 
+from canal.lake.settings import HealSetting
 from canal.lake.types import MirrorError
 from canal.parse.convert import RETYPED_FROM_PROP, RETYPED_TO_PROP
 from canal.parse.heal_marks import HEAL, HealMark, heal_mark
@@ -36,8 +37,6 @@ from canal.sql import TableName
 
 __all__ = ["HealSetting", "MirrorHealError", "heal_resets", "replace_healed"]
 
-HealSetting = Literal["snapshot", "stop"]
-HEALS: tuple[HealSetting, ...] = ("snapshot", "stop")
 
 # the change-row columns a reset row leaves empty (of those a batch has): a DDL row has no images, keys or layout
 _EMPTIED = ("keys", "old_keys", "after", "before", "columns", "before_absent", "after_absent", "origin_keys")
