@@ -34,7 +34,19 @@ def test_a_second_dump_of_one_destination_steps_over_its_first() -> None:
     second = ids.lease(ADDRESS, "orders")  # an XA read-back beside the stream
     assert second != first
     configured = ids.lease(ADDRESS, "shop", configured=1234)
-    assert configured == 1234 and ids.lease(ADDRESS, "shop", configured=1234) == 1235
+    assert configured == 1234 and ids.lease(ADDRESS, "shop", configured=1234) >= FIRST_DERIVED_ID
+
+
+def test_a_second_dump_of_a_configured_destination_never_takes_the_next_configured_id() -> None:
+    """A shared reader made from destination one's source dumps beside one's own dump: it takes a derived id, not
+    7102, which destination two has set (two was refused with ReplicaIdConflictError naming one: found by
+    test_e2e_mariadb's two destinations under load)."""
+    ids = ReplicaIds()
+    assert ids.lease(ADDRESS, "one", configured=7101) == 7101
+    beside = ids.lease(ADDRESS, "one", configured=7101)
+    assert beside not in (7101, 7102) and beside >= FIRST_DERIVED_ID
+    assert ids.lease(ADDRESS, "two", configured=7102) == 7102
+    assert ids.held(ADDRESS) == {7101: "one", beside: "one", 7102: "two"}
 
 
 def test_derived_ids_step_over_held_ones_and_the_master(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,8 +65,9 @@ class ReplicaIds:
 
     def lease(self, address: str, name: str, *, configured: int | None = None, master_id: int | None = None) -> int:
         """An id for a new dump of destination ``name`` on ``address``: ``configured`` when set (another dump of the
-        same destination, such as an XA read-back beside its stream, takes the next free id), else the derived one,
-        stepping over ids held here and the master's ``master_id``. Release it with :meth:`release`.
+        same destination while it holds it -- an XA read-back beside its stream, a shared reader made from its
+        source -- takes a derived id), else the derived one, stepping over ids held here and the master's
+        ``master_id``. Release it with :meth:`release`.
 
         Raises :class:`ReplicaIdConflictError` when another destination of this process holds ``configured``.
         """
@@ -82,9 +83,12 @@ class ReplicaIds:
                         replica_id=configured,
                         certain=True,
                     )
-                replica_id = configured
-            else:
-                replica_id = derive_replica_id(address, name, self._redraws.get((address, name), 0), salt=self._salt)
+                if owner is None and configured != master_id:
+                    held[configured] = name
+                    return configured
+            # a derived id; also for another dump of a destination whose configured id its first dump holds: the
+            # next number could be the id another destination of this process has set (7101 stepped onto 7102)
+            replica_id = derive_replica_id(address, name, self._redraws.get((address, name), 0), salt=self._salt)
             while replica_id in held or replica_id == master_id:
                 replica_id = _next_id(replica_id)
             held[replica_id] = name
