@@ -162,7 +162,9 @@ def test_a_modify_to_binary_gives_bytes_again_under_the_same_table_map(
         ["ALTER TABLE {db}.m MODIFY u BINARY(16)", f"INSERT INTO {{db}}.m VALUES (2, x'{UUIDS[0].replace('-', '')}')"],
         ["ALTER TABLE {db}.m MODIFY u UUID", f"INSERT INTO {{db}}.m VALUES (3, '{UUIDS[1]}')"],
     ]
-    captured = capture(mariadb, tmp_path / "meta", setup, phases, ["m"])
+    # heal="stop": the decoding under one table map is what is tested (by default the capture reads m again after
+    # the MODIFYs, conversions of UUID and BINARY the mirror does not repeat, and its snapshot rows hold the UUIDs)
+    captured = capture(mariadb, tmp_path / "meta", setup, phases, ["m"], heal="stop")
     values = {r.after_dict()["id"]: (r.after_dict()["u"], r.after_columns[1].mysql_type) for r in captured.rows()}
     raw = bytes.fromhex(UUIDS[0].replace("-", ""))
     assert values == {1: (UUIDS[0], "uuid"), 2: (raw, "binary(16)"), 3: (UUIDS[1], "uuid")}
