@@ -584,7 +584,7 @@ class EventParser(StartStopContext):
         drops = self.empty_transactions
         merge = self._merge
         transactions = event.transactions
-        begins = [t.begin_ms for t in transactions]
+        begins = event.begins_ms
         count = len(transactions)
         i = 0
         while i < count:

@@ -54,6 +54,7 @@ mode): about a microsecond.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import copy
 import logging
@@ -66,6 +67,7 @@ import attrs
 
 from canal.errors import CanalError
 from canal.filter import TableFilters
+from canal.gtid import gtid_step
 from canal.parse.events import (
     UNDECODED,
     BinlogEvent,
@@ -268,7 +270,12 @@ class SharedReader:
         self._tracker = GroupTracker(start)
         self._group: _Group | None = None
         self._seq = 0  # groups opened
-        self._passed: dict[int, PassedTransaction] = {}
+        # the plain groups no one (or not everyone) got, in binlog order: their sequence numbers, the transactions
+        # and their begin times side by side, so that telling a destination of a run of them is two bisections and
+        # slices rather than a walk over every sequence number
+        self._passed_seqs: list[int] = []
+        self._passed: list[PassedTransaction] = []
+        self._passed_begins: list[int] = []
         self._ring: collections.deque[_Held] = collections.deque()
         self._ring_index: dict[Position, int] = {}
         self._ring_base = 0  # the index of _ring[0] since the reader began
@@ -572,7 +579,17 @@ class SharedReader:
         self._group = None
         if not group.everyone:
             events = tuple(e for e in group.events if e.__class__ in _PASSED_KINDS)
-            self._passed[group.seq] = PassedTransaction(events=events, begin_ms=group.begin_ms)
+            gtids = [e.gtid for e in events if isinstance(e, GtidEvent)]
+            gtid = gtid_step(gtids[0]) if len(gtids) == 1 else None
+            passed = self._passed
+            run_offset = 0
+            if gtid is not None and passed:
+                previous = passed[-1]
+                if previous.gtid is not None and gtid.follows(previous.gtid):
+                    run_offset = previous.run_offset + 1
+            self._passed_seqs.append(group.seq)
+            passed.append(PassedTransaction(events=events, begin_ms=group.begin_ms, gtid=gtid, run_offset=run_offset))
+            self._passed_begins.append(group.begin_ms)
 
     def _to_everyone(self, event: BinlogEvent) -> None:
         for sub in self._subs:
@@ -584,10 +601,12 @@ class SharedReader:
         first = sub.next_seq
         if first >= upto:
             return
-        passed = self._passed
-        found = [p for p in (passed.get(seq) for seq in range(first, upto)) if p is not None]
         sub.next_seq = upto
-        if found:
+        seqs = self._passed_seqs
+        lo = bisect.bisect_left(seqs, first)
+        hi = bisect.bisect_left(seqs, upto, lo)
+        if lo < hi:
+            found = tuple(self._passed[lo:hi])
             end = found[-1].events[-1]
             self._give(
                 sub,
@@ -597,7 +616,8 @@ class SharedReader:
                     next_offset=end.next_offset,
                     timestamp=end.timestamp,
                     server_id=end.server_id,
-                    transactions=tuple(found),
+                    transactions=found,
+                    begins_ms=tuple(self._passed_begins[lo:hi]),
                 ),
             )
 
@@ -609,8 +629,9 @@ class SharedReader:
         for sub in self._subs:
             self._tell_passed(sub, upto)
         low = min((s.next_seq for s in self._subs), default=upto)
-        for seq in [seq for seq in self._passed if seq < low]:
-            del self._passed[seq]
+        known = bisect.bisect_left(self._passed_seqs, low)
+        if known:
+            del self._passed_seqs[:known], self._passed[:known], self._passed_begins[:known]
         self._form.columnar = any(s.member.rows_form.columnar for s in self._subs)
 
     def _give(self, sub: Subscription, item: BinlogEvent | list[BinlogEvent], count: int = 1) -> None:
