@@ -102,6 +102,9 @@ RING_BYTES: Final = 4 << 20
 """The reader's recent events (and their binlog bytes), from which a destination behind it can join."""
 AHEAD_BYTES: Final = 1 << 20
 """A destination this far ahead of the reader in the same file waits for it rather than read alone."""
+WAKE_EVENTS: Final = 256
+"""Events queued for a waiting destination inside a transaction before its parser is woken; otherwise it is woken
+once the transaction ends (one wake per transaction rather than one per event: most of the cost of sharing)."""
 FLUSH_S: Final = 1.0
 """Each destination learns of the transactions left out of its stream at least this often."""
 HEARTBEAT_S: Final = 1.0
@@ -175,7 +178,11 @@ class Subscription:
         self.items.append(item)
         self.pushed += count
         if self.waiting:
-            self.wake.set()
+            reader = self.reader
+            if reader.in_group and self.pushed - self.popped < WAKE_EVENTS:
+                reader.unwoken.add(self)  # woken when the reader's transaction ends
+            else:
+                self.wake.set()
 
     def finish(self, end: BaseException | None) -> None:
         """No more events after the queued ones: the stream ends with ``end`` (None: it just ends)."""
@@ -269,6 +276,8 @@ class SharedReader:
         self._routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
         self._tracker = GroupTracker(start)
         self._group: _Group | None = None
+        # the destinations given events of the open group while their parser waited, woken when it ends
+        self.unwoken: set[Subscription] = set()
         self._seq = 0  # groups opened
         # the plain groups no one (or not everyone) got, in binlog order: their sequence numbers, the transactions
         # and their begin times side by side, so that telling a destination of a run of them is two bisections and
@@ -497,6 +506,18 @@ class SharedReader:
         now = time.monotonic()
         if now - self._flushed >= FLUSH_S:
             self._flush_all(now)
+        if self._group is None and self.unwoken:
+            self._wake_unwoken()
+
+    @property
+    def in_group(self) -> bool:
+        """Whether the reader is inside a group of events (destinations given some of it are woken at its end)."""
+        return self._group is not None
+
+    def _wake_unwoken(self) -> None:
+        for sub in self.unwoken:
+            sub.wake.set()
+        self.unwoken.clear()
 
     def _arrive(self, at: Position | None, event: BinlogEvent) -> None:
         """Destinations waiting ahead: the ones at ``at`` join; the ones the reader passed read alone."""
@@ -651,6 +672,7 @@ class SharedReader:
         destination left. Whether it is still subscribed."""
         deadline = time.monotonic() + SLOW_WAIT_S
         self.waiting_for = sub
+        self._wake_unwoken()  # room comes from the parsers reading what they hold
         try:
             while sub.active and sub.queued >= QUEUE_EVENTS and not self.ended:
                 left = deadline - time.monotonic()
