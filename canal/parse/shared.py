@@ -274,6 +274,7 @@ class SharedReader:
         self._ahead: dict[Position, list[Subscription]] = {}
         self._waiting: tuple[Subscription, ...] = ()  # the subscriptions in _ahead
         self._routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
+        self._routed: frozenset[Subscription] = frozenset()  # the subscriptions the routes were made for
         self._tracker = GroupTracker(start)
         self._group: _Group | None = None
         # the destinations given events of the open group while their parser waited, woken when it ends
@@ -372,9 +373,18 @@ class SharedReader:
         sub.finish(SharedReaderLeft(f"left the shared reader of {self.key}: {why}"))
 
     def _changed(self) -> None:
-        """The subscriptions changed: routes and the rows form follow."""
+        """The subscriptions changed: routes and the rows form follow. A table's route keeps the subscriptions it
+        had that are still there and asks only the new ones whether they capture it (a filter per table and
+        destination once, not again on every join): into a new cache, never the old one in place (_route)."""
         self._waiting = tuple(s for w in self._ahead.values() for s in w)
-        self._routes = {}
+        routed = self._routed
+        now = (*self._subs, *self._waiting)
+        routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
+        for name, found in list(self._routes.items()):  # the decoder may add to it meanwhile
+            had = set(found)
+            routes[name] = tuple(s for s in now if (s in had if s in routed else s.member.wants(*name)))
+        self._routes = routes
+        self._routed = frozenset(now)
         self._form.columnar = any(s.member.rows_form.columnar for s in (*self._subs, *self._waiting))
 
     def room(self) -> None:
