@@ -206,3 +206,6 @@ class PassedEvent(BinlogEvent):
     # each transaction's ``begin_ms``, side by side: what the empty-transaction policy reads of a run
     # (:meth:`EntrySink.drops_empty <canal.sink.entry_sink.EntrySink.drops_empty>`)
     begins_ms: tuple[int, ...]
+    # whether the stream rests after them: False when a group given to the destination follows at once (its own
+    # entries move the cursor; a resting point in between would only be overwritten)
+    rests: bool = True

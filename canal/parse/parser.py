@@ -599,7 +599,7 @@ class EventParser(StartStopContext):
                 if entry is not None:
                     add(entry)
             i += 1
-        if not converter.in_transaction:
+        if event.rests and not converter.in_transaction:
             # the stream rests after them: the restart point and a caught-up cursor move there
             add(converter.resting_at(converter.anchor, event.timestamp * 1000))
 

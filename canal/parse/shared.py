@@ -600,7 +600,7 @@ class SharedReader:
 
     def _start(self, sub: Subscription, group: _Group, prefix: list[BinlogEvent]) -> None:
         """Give ``sub`` the group from its first event (``prefix``: its events so far)."""
-        self._tell_passed(sub, group.seq)
+        self._tell_passed(sub, group.seq, rests=False)
         sub.group_seq = group.seq
         sub.next_seq = group.seq + 1
         group.given.append(sub)
@@ -627,8 +627,9 @@ class SharedReader:
             self._tell_passed(sub, self._seq + 1)
             self._give(sub, event)
 
-    def _tell_passed(self, sub: Subscription, upto: int) -> None:
-        """Give ``sub`` a PassedEvent of the groups left out of its stream before group ``upto``."""
+    def _tell_passed(self, sub: Subscription, upto: int, *, rests: bool = True) -> None:
+        """Give ``sub`` a PassedEvent of the groups left out of its stream before group ``upto`` (``rests``: False
+        when group ``upto`` follows it at once)."""
         first = sub.next_seq
         if first >= upto:
             return
@@ -649,6 +650,7 @@ class SharedReader:
                     server_id=end.server_id,
                     transactions=found,
                     begins_ms=tuple(self._passed_begins[lo:hi]),
+                    rests=rests,
                 ),
             )
 
