@@ -46,10 +46,12 @@ raised in every destination's parser after the events before it, as its own dump
 or stops by its own policy, and comes back alone or to a new reader. A destination's own error (a typed stop, a
 failed hand-off) ends only its subscription.
 
-**Cost.** Per event the reader does the decoding once and a queue append per destination that gets the event; per
-plain transaction a destination does not capture, it does nothing until the destination's next delivery, where the
-parser counts the transaction against the empty-transaction policy and moves its position (a GTID set update in GTID
-mode): about a microsecond.
+**Cost.** Per event the reader does the decoding once and a queue append per destination that gets the event, and
+wakes a waiting parser once per group it is given (at the group's end, or once :data:`WAKE_EVENTS` wait). A plain
+transaction a destination does not capture costs it nothing until its next delivery, where the run of them since
+the last is one PassedEvent: a slice of the reader's list, the empty-transaction policy over it at once while all
+lie within its interval, the position moved to the last, and in GTID mode one GTID set update per run of one
+source's consecutive GTIDs -- a few steps per run, not per transaction.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ AHEAD_BYTES: Final = 1 << 20
 """A destination this far ahead of the reader in the same file waits for it rather than read alone."""
 WAKE_EVENTS: Final = 256
 """Events queued for a waiting destination inside a transaction before its parser is woken; otherwise it is woken
-once the transaction ends (one wake per transaction rather than one per event: most of the cost of sharing)."""
+once the transaction ends (one wake per transaction rather than one per event)."""
 FLUSH_S: Final = 1.0
 """Each destination learns of the transactions left out of its stream at least this often."""
 HEARTBEAT_S: Final = 1.0
