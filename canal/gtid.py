@@ -10,6 +10,8 @@ import struct
 import uuid
 from collections.abc import Mapping, Sequence
 
+import attrs
+
 from canal.errors import ParseError
 
 _U64 = struct.Struct("<Q")
@@ -159,6 +161,37 @@ def decode_mysql_gtid_set(buf: bytes, pos: int = 0, end: int | None = None) -> s
 
 
 _GTID_INTERVAL_ANCHORED = re.compile(r"^(\d+)(?:-(\d+))?$")
+_MARIADB_GTID = re.compile(r"([0-9]+)-([0-9]+)-([0-9]+)")
+_MYSQL_GTID = re.compile(r"([^:,\s]+):(?:([A-Za-z_][A-Za-z0-9_]{0,31}):)?([0-9]+)")
+
+
+@attrs.frozen(slots=True)
+class GtidStep:
+    """One GTID as the source that numbers it and its number: MySQL ``(uuid, tag)`` and the gno; MariaDB ``(domain,
+    server)`` and the sequence number. GTIDs of one source numbered one after another are a span a
+    :class:`GtidSet` takes at once (:meth:`GtidSet.add_span`)."""
+
+    source: tuple[str, str] | tuple[int, int]
+    number: int
+    mariadb: bool  # its flavour, as GtidSet.add reads it from the text
+
+    def follows(self, previous: GtidStep) -> bool:
+        """Whether this GTID is the next one of ``previous``'s source."""
+        return (
+            self.number == previous.number + 1 and self.source == previous.source and self.mariadb == previous.mariadb
+        )
+
+
+def gtid_step(gtid: str) -> GtidStep | None:
+    """``gtid`` as a :class:`GtidStep`, when written plainly (``uuid:n``, ``uuid:tag:n``, ``domain-server-seq``);
+    None for any other text, which :meth:`GtidSet.add` then reads (and refuses, if malformed)."""
+    match = _MARIADB_GTID.fullmatch(gtid)
+    if match is not None:
+        return GtidStep((int(match.group(1)), int(match.group(2))), int(match.group(3)), True)
+    match = _MYSQL_GTID.fullmatch(gtid)
+    if match is not None:
+        return GtidStep((match.group(1).lower(), (match.group(2) or "").lower()), int(match.group(3)), False)
+    return None
 
 
 class GtidSet:
@@ -233,6 +266,24 @@ class GtidSet:
         if not self._mysql and not self._mariadb_domains:
             self._mariadb = ":" not in gtid
         self._add_text(gtid)
+
+    def add_span(self, first: int, last: GtidStep) -> bool:
+        """Add the GTIDs of ``last``'s source numbered ``first`` to ``last.number``, in one step: the set ends as
+        adding each in turn leaves it. False (nothing added) when the set is of the other flavour, where
+        :meth:`add` refuses each."""
+        if not self._mysql and not self._mariadb_domains:
+            self._mariadb = last.mariadb
+        if self._mariadb != last.mariadb:
+            return False
+        if last.mariadb:
+            domain, server = last.source
+            assert isinstance(domain, int) and isinstance(server, int)
+            self._set_mariadb(domain, server, last.number)  # a domain keeps its highest sequence number
+        else:
+            sid, tag = last.source
+            assert isinstance(sid, str) and isinstance(tag, str)
+            self._add_interval((sid, tag), first, last.number)
+        return True
 
     def update(self, text: str) -> None:
         """Add every GTID of the set (or MariaDB position) ``text``, written in this set's flavour."""

@@ -45,15 +45,22 @@ def canonical(entry: Entry) -> tuple[Any, ...]:
     )
 
 
+def _is_marker(e: tuple[Any, ...]) -> bool:
+    change = e[11]
+    return (
+        e[0] is EntryType.ROWDATA
+        and e[6] == "marks"
+        and change is not None
+        and any(after is not None and after[0] == END_ID for _before, after in change[6])
+    )
+
+
 def ended(entries: Sequence[tuple[Any, ...]], db: str) -> bool:
     """Whether the end marker (a row of ``db.marks`` with id END_ID) arrived."""
-    for e in entries:
-        change = e[11]
-        if (
-            e[0] is EntryType.ROWDATA
-            and e[6] == "marks"
-            and change is not None
-            and any(after is not None and after[0] == END_ID for _before, after in change[6])
-        ):
-            return True
-    return False
+    return any(_is_marker(e) for e in entries)
+
+
+def through_marker(entries: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The entries up to the end marker's row: whether its transaction's END came in the same batch depends on when
+    the consumer asked, not on what the destination made."""
+    return list(entries[: next(i for i, e in enumerate(entries) if _is_marker(e)) + 1])

@@ -29,4 +29,3 @@ def purge_freed_memory() -> bool:
     if "deltalake" not in sys.modules:
         os.environ.setdefault(ALLOCATOR_SETTING, PURGE_AT_ONCE)
     return os.environ.get(ALLOCATOR_SETTING) == PURGE_AT_ONCE
-

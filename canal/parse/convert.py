@@ -308,18 +308,39 @@ class EntryConverter:
         if not self._anchor_filled:
             self._fill_anchor(transactions[0].events[0])
         if self._executed is not None or self.options.gtid_mode:
-            for transaction in transactions:
-                for event in transaction.events:
-                    if isinstance(event, GtidEvent):
-                        if self._executed is None:
-                            self._executed = GtidSet(mariadb=event.mariadb)
-                        self._executed.add(event.gtid)
+            self._add_passed_gtids(transactions)
         self._seen_data = True
         self._pending_gtid = None
         self._pending_xa = None
         self._close_txn()
         self._anchor = self._boundary_position(transactions[-1].events[-1])
         self._anchor_filled = True
+
+    def _add_passed_gtids(self, transactions: Sequence[PassedTransaction]) -> None:
+        """The GTIDs of passed transactions into the GTID state, a run of one source's consecutive GTIDs at once
+        (:attr:`PassedTransaction.run_offset <canal.parse.events.PassedTransaction.run_offset>`): a step per run, not
+        per transaction, in their order."""
+        runs: list[tuple[int, int]] = []  # [start, end) of each run, last first
+        end = len(transactions)
+        while end:
+            last = transactions[end - 1]
+            start = max(0, end - 1 - last.run_offset) if last.gtid is not None else end - 1
+            runs.append((start, end))
+            end = start
+        for start, end in reversed(runs):
+            step = transactions[end - 1].gtid
+            first = transactions[start].gtid
+            if step is not None and first is not None:
+                if self._executed is None:
+                    self._executed = GtidSet(mariadb=step.mariadb)
+                if self._executed.add_span(first.number, step):
+                    continue
+            for transaction in transactions[start:end]:  # one at a time: GtidSet.add reads (or refuses) each
+                for event in transaction.events:
+                    if isinstance(event, GtidEvent):
+                        if self._executed is None:
+                            self._executed = GtidSet(mariadb=event.mariadb)
+                        self._executed.add(event.gtid)
 
     def _rotate(self, event: RotateEvent) -> Entry | None:
         """A binlog rotate between transactions: the anchor moves to the next file's start (resumed at, nothing there

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import attrs
 
 from canal.errors import SchemaError
+from canal.gtid import GtidStep
 from canal.protocol import EventType, RowData, TableSchema
 
 
@@ -185,6 +186,11 @@ class PassedTransaction:
 
     events: tuple[BinlogEvent, ...]
     begin_ms: int
+    # its GTID read once for every destination (None: it has none, or one only GtidSet.add reads), and how many
+    # transactions before it in the reader's list of passed ones carry the GTIDs just before it of the same source:
+    # a run of them is one span of a GTID set (EntryConverter.pass_over)
+    gtid: GtidStep | None = None
+    run_offset: int = 0
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -197,3 +203,9 @@ class PassedEvent(BinlogEvent):
     transactions."""
 
     transactions: tuple[PassedTransaction, ...]
+    # each transaction's ``begin_ms``, side by side: what the empty-transaction policy reads of a run
+    # (:meth:`EntrySink.drops_empty <canal.sink.entry_sink.EntrySink.drops_empty>`)
+    begins_ms: tuple[int, ...]
+    # whether the stream rests after them: False when a group given to the destination follows at once (its own
+    # entries move the cursor; a resting point in between would only be overwritten)
+    rests: bool = True

@@ -593,7 +593,7 @@ class EventParser(StartStopContext):
         drops = self.empty_transactions
         merge = self._merge
         transactions = event.transactions
-        begins = [t.begin_ms for t in transactions]
+        begins = event.begins_ms
         count = len(transactions)
         i = 0
         while i < count:
@@ -608,7 +608,7 @@ class EventParser(StartStopContext):
                 if entry is not None:
                     add(entry)
             i += 1
-        if not converter.in_transaction:
+        if event.rests and not converter.in_transaction:
             # the stream rests after them: the restart point and a caught-up cursor move there
             add(converter.resting_at(converter.anchor, event.timestamp * 1000))
 

@@ -46,14 +46,17 @@ raised in every destination's parser after the events before it, as its own dump
 or stops by its own policy, and comes back alone or to a new reader. A destination's own error (a typed stop, a
 failed hand-off) ends only its subscription.
 
-**Cost.** Per event the reader does the decoding once and a queue append per destination that gets the event; per
-plain transaction a destination does not capture, it does nothing until the destination's next delivery, where the
-parser counts the transaction against the empty-transaction policy and moves its position (a GTID set update in GTID
-mode): about a microsecond.
+**Cost.** Per event the reader does the decoding once and a queue append per destination that gets the event, and
+wakes a waiting parser once per group it is given (at the group's end, or once :data:`WAKE_EVENTS` wait). A plain
+transaction a destination does not capture costs it nothing until its next delivery, where the run of them since
+the last is one PassedEvent: a slice of the reader's list, the empty-transaction policy over it at once while all
+lie within its interval, the position moved to the last, and in GTID mode one GTID set update per run of one
+source's consecutive GTIDs -- a few steps per run, not per transaction.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 import copy
 import logging
@@ -66,6 +69,7 @@ import attrs
 
 from canal.errors import CanalError
 from canal.filter import TableFilters
+from canal.gtid import gtid_step
 from canal.parse.events import (
     UNDECODED,
     BinlogEvent,
@@ -100,6 +104,9 @@ RING_BYTES: Final = 4 << 20
 """The reader's recent events (and their binlog bytes), from which a destination behind it can join."""
 AHEAD_BYTES: Final = 1 << 20
 """A destination this far ahead of the reader in the same file waits for it rather than read alone."""
+WAKE_EVENTS: Final = 256
+"""Events queued for a waiting destination inside a transaction before its parser is woken; otherwise it is woken
+once the transaction ends (one wake per transaction rather than one per event)."""
 FLUSH_S: Final = 1.0
 """Each destination learns of the transactions left out of its stream at least this often."""
 HEARTBEAT_S: Final = 1.0
@@ -173,7 +180,11 @@ class Subscription:
         self.items.append(item)
         self.pushed += count
         if self.waiting:
-            self.wake.set()
+            reader = self.reader
+            if reader.in_group and self.pushed - self.popped < WAKE_EVENTS:
+                reader.unwoken.add(self)  # woken when the reader's transaction ends
+            else:
+                self.wake.set()
 
     def finish(self, end: BaseException | None) -> None:
         """No more events after the queued ones: the stream ends with ``end`` (None: it just ends)."""
@@ -265,10 +276,18 @@ class SharedReader:
         self._ahead: dict[Position, list[Subscription]] = {}
         self._waiting: tuple[Subscription, ...] = ()  # the subscriptions in _ahead
         self._routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
+        self._routed: frozenset[Subscription] = frozenset()  # the subscriptions the routes were made for
         self._tracker = GroupTracker(start)
         self._group: _Group | None = None
+        # the destinations given events of the open group while their parser waited, woken when it ends
+        self.unwoken: set[Subscription] = set()
         self._seq = 0  # groups opened
-        self._passed: dict[int, PassedTransaction] = {}
+        # the plain groups no one (or not everyone) got, in binlog order: their sequence numbers, the transactions
+        # and their begin times side by side, so that telling a destination of a run of them is two bisections and
+        # slices rather than a walk over every sequence number
+        self._passed_seqs: list[int] = []
+        self._passed: list[PassedTransaction] = []
+        self._passed_begins: list[int] = []
         self._ring: collections.deque[_Held] = collections.deque()
         self._ring_index: dict[Position, int] = {}
         self._ring_base = 0  # the index of _ring[0] since the reader began
@@ -356,9 +375,18 @@ class SharedReader:
         sub.finish(SharedReaderLeft(f"left the shared reader of {self.key}: {why}"))
 
     def _changed(self) -> None:
-        """The subscriptions changed: routes and the rows form follow."""
+        """The subscriptions changed: routes and the rows form follow. A table's route keeps the subscriptions it
+        had that are still there and asks only the new ones whether they capture it (a filter per table and
+        destination once, not again on every join): into a new cache, never the old one in place (_route)."""
         self._waiting = tuple(s for w in self._ahead.values() for s in w)
-        self._routes = {}
+        routed = self._routed
+        now = (*self._subs, *self._waiting)
+        routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
+        for name, found in list(self._routes.items()):  # the decoder may add to it meanwhile
+            had = set(found)
+            routes[name] = tuple(s for s in now if (s in had if s in routed else s.member.wants(*name)))
+        self._routes = routes
+        self._routed = frozenset(now)
         self._form.columnar = any(s.member.rows_form.columnar for s in (*self._subs, *self._waiting))
 
     def room(self) -> None:
@@ -490,6 +518,18 @@ class SharedReader:
         now = time.monotonic()
         if now - self._flushed >= FLUSH_S:
             self._flush_all(now)
+        if self._group is None and self.unwoken:
+            self._wake_unwoken()
+
+    @property
+    def in_group(self) -> bool:
+        """Whether the reader is inside a group of events (destinations given some of it are woken at its end)."""
+        return self._group is not None
+
+    def _wake_unwoken(self) -> None:
+        for sub in self.unwoken:
+            sub.wake.set()
+        self.unwoken.clear()
 
     def _arrive(self, at: Position | None, event: BinlogEvent) -> None:
         """Destinations waiting ahead: the ones at ``at`` join; the ones the reader passed read alone."""
@@ -562,7 +602,7 @@ class SharedReader:
 
     def _start(self, sub: Subscription, group: _Group, prefix: list[BinlogEvent]) -> None:
         """Give ``sub`` the group from its first event (``prefix``: its events so far)."""
-        self._tell_passed(sub, group.seq)
+        self._tell_passed(sub, group.seq, rests=False)
         sub.group_seq = group.seq
         sub.next_seq = group.seq + 1
         group.given.append(sub)
@@ -572,22 +612,35 @@ class SharedReader:
         self._group = None
         if not group.everyone:
             events = tuple(e for e in group.events if e.__class__ in _PASSED_KINDS)
-            self._passed[group.seq] = PassedTransaction(events=events, begin_ms=group.begin_ms)
+            gtids = [e.gtid for e in events if isinstance(e, GtidEvent)]
+            gtid = gtid_step(gtids[0]) if len(gtids) == 1 else None
+            passed = self._passed
+            run_offset = 0
+            if gtid is not None and passed:
+                previous = passed[-1]
+                if previous.gtid is not None and gtid.follows(previous.gtid):
+                    run_offset = previous.run_offset + 1
+            self._passed_seqs.append(group.seq)
+            passed.append(PassedTransaction(events=events, begin_ms=group.begin_ms, gtid=gtid, run_offset=run_offset))
+            self._passed_begins.append(group.begin_ms)
 
     def _to_everyone(self, event: BinlogEvent) -> None:
         for sub in self._subs:
             self._tell_passed(sub, self._seq + 1)
             self._give(sub, event)
 
-    def _tell_passed(self, sub: Subscription, upto: int) -> None:
-        """Give ``sub`` a PassedEvent of the groups left out of its stream before group ``upto``."""
+    def _tell_passed(self, sub: Subscription, upto: int, *, rests: bool = True) -> None:
+        """Give ``sub`` a PassedEvent of the groups left out of its stream before group ``upto`` (``rests``: False
+        when group ``upto`` follows it at once)."""
         first = sub.next_seq
         if first >= upto:
             return
-        passed = self._passed
-        found = [p for p in (passed.get(seq) for seq in range(first, upto)) if p is not None]
         sub.next_seq = upto
-        if found:
+        seqs = self._passed_seqs
+        lo = bisect.bisect_left(seqs, first)
+        hi = bisect.bisect_left(seqs, upto, lo)
+        if lo < hi:
+            found = tuple(self._passed[lo:hi])
             end = found[-1].events[-1]
             self._give(
                 sub,
@@ -597,7 +650,9 @@ class SharedReader:
                     next_offset=end.next_offset,
                     timestamp=end.timestamp,
                     server_id=end.server_id,
-                    transactions=tuple(found),
+                    transactions=found,
+                    begins_ms=tuple(self._passed_begins[lo:hi]),
+                    rests=rests,
                 ),
             )
 
@@ -609,8 +664,9 @@ class SharedReader:
         for sub in self._subs:
             self._tell_passed(sub, upto)
         low = min((s.next_seq for s in self._subs), default=upto)
-        for seq in [seq for seq in self._passed if seq < low]:
-            del self._passed[seq]
+        known = bisect.bisect_left(self._passed_seqs, low)
+        if known:
+            del self._passed_seqs[:known], self._passed[:known], self._passed_begins[:known]
         self._form.columnar = any(s.member.rows_form.columnar for s in self._subs)
 
     def _give(self, sub: Subscription, item: BinlogEvent | list[BinlogEvent], count: int = 1) -> None:
@@ -630,6 +686,7 @@ class SharedReader:
         destination left. Whether it is still subscribed."""
         deadline = time.monotonic() + SLOW_WAIT_S
         self.waiting_for = sub
+        self._wake_unwoken()  # room comes from the parsers reading what they hold
         try:
             while sub.active and sub.queued >= QUEUE_EVENTS and not self.ended:
                 left = deadline - time.monotonic()

@@ -214,8 +214,7 @@ def latest(rows: Any, keys: Sequence[str]) -> Any:
 
     if rows.num_rows <= 1:
         return rows
-    # the change order as indices: only the key columns follow it, and the rows are taken once, at the end (a log's
-    # rows are wide -- whole images --, and a fold reads all of them)
+    # the change order as indices: only the key columns follow it, and the rows (whole images) are taken once, at last
     order = pc.sort_indices(rows.select([BATCH, SEQ]), sort_keys=[(BATCH, "ascending"), (SEQ, "ascending")])
     index = _ROW
     numbered = pa.table(
@@ -243,13 +242,17 @@ def _after(rows: Any, change: Change) -> Any:
     return pc.or_(pc.greater(batch, change[0]), pc.and_(pc.equal(batch, change[0]), pc.greater(seq, change[1])))
 
 
-def _newer(log_table: Any, after: Change) -> Any:
-    """The rows of the log (a DeltaTable) after the change ``after``. (Filtered after reading: a pyarrow dataset
-    filter made deltalake 1.6's process abort at exit.)"""
-    rows = current_names(fs.delta_rows(log_table))
-    if rows.num_rows == 0 or after == NOT_FOLDED:
-        return rows
-    return rows.filter(_after(rows, after))
+def _newer(log_table: Any, after: Change, keys: Sequence[str]) -> Any:
+    """Each key's last change (:func:`latest`) in the log (a DeltaTable) after ``after``, read a file at a time and
+    reduced as it comes: a fold holds its changes and one file, not the log (a dataset filter aborted deltalake 1.6)."""
+    import pyarrow as pa
+
+    changes = None
+    for piece in fs.delta_pieces(log_table):
+        rows = current_names(piece)
+        rows = rows if after == NOT_FOLDED or rows.num_rows == 0 else rows.filter(_after(rows, after))
+        changes = latest(rows if changes is None else pa.concat_tables([changes, rows]), keys)
+    return current_names(fs.delta_rows(log_table)) if changes is None else changes  # no file: no rows, its schema
 
 
 def _overlay(base_rows: Any, newer: Any, keys: Sequence[str]) -> Any:
@@ -290,13 +293,13 @@ def current_state(base: str | os.PathLike[str]) -> Any:
             if keys is None or log_table is None:
                 return fs.delta_rows(table)
             with ThreadPoolExecutor(1) as pool:  # the log's files read while the base's are
-                reading = pool.submit(_newer, log_table, after)
+                reading = pool.submit(_newer, log_table, after, keys)
                 rows = fs.delta_rows(table)
                 newer = reading.result()
             if staged is not None and staged.num_rows:
                 staged = staged.filter(_after(staged, after)) if after != NOT_FOLDED else staged
-                newer = pa.concat_tables([newer, staged], promote_options="permissive")
-            return _overlay(rows, None if newer is None else latest(newer, keys), keys)
+                newer = latest(pa.concat_tables([newer, staged], promote_options="permissive"), keys)
+            return _overlay(rows, newer, keys)
         except Exception as exc:
             # a fold removed the files of the versions just read (its trim deletes them at once), or the log's
             # cleanup a commit file: read again
@@ -484,13 +487,12 @@ def _fold(
     table = fs.delta_table(base)
     after = folded(table)
     log_table = fs.delta_table(log)
-    newer = _newer(log_table, after)
+    changes = _newer(log_table, after, keys)
     through = after
     merged = 0
-    if newer.num_rows:
+    if changes.num_rows:
         import pyarrow.compute as pc
 
-        changes = latest(newer, keys)
         merged = changes.num_rows
         last = changes.take(pc.sort_indices(changes, sort_keys=[(BATCH, "descending"), (SEQ, "descending")])[:1])
         through = (int(last.column(BATCH)[0].as_py()), int(last.column(SEQ)[0].as_py()))

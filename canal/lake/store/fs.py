@@ -27,7 +27,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -115,6 +115,25 @@ def delta_rows(table: Any) -> Any:
     ``DeltaTable.to_pyarrow_table`` turns every file's statistics into Python values to prune with, and Python's
     ``datetime`` holds no year 0, which MySQL stores ('0000-01-01' in a DATE or DATETIME) and Arrow holds: with such a
     value in a file, that call fails. The mirror's tables are unpartitioned and never prune, so nothing is lost."""
+    import pyarrow.dataset as ds
+
+    fragments, schema, parquet, store = _fragments(table)
+    return ds.FileSystemDataset(fragments, schema, parquet, store).to_table()
+
+
+def delta_pieces(table: Any) -> Iterator[Any]:
+    """The rows of a ``deltalake.DeltaTable``'s version as :func:`delta_rows` reads them, one data file at a time (a
+    pyarrow Table each, in its schema): a reader that reduces them as they come holds one file's rows, not the
+    table's."""
+    import pyarrow.dataset as ds
+
+    fragments, schema, parquet, store = _fragments(table)
+    for fragment in fragments:
+        yield ds.FileSystemDataset([fragment], schema, parquet, store).to_table()
+
+
+def _fragments(table: Any) -> tuple[list[Any], Any, Any, Any]:
+    """The Parquet fragments of a DeltaTable's version, its Arrow schema, the format and the filesystem to read with."""
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.fs as pa_fs
@@ -126,8 +145,7 @@ def delta_rows(table: Any) -> Any:
     store = pa_fs.PyFileSystem(DeltaStorageHandler(table.table_uri, delta_options(table.table_uri), sizes))
     parquet = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
     schema = pa.schema(table.schema().to_arrow())
-    fragments = [parquet.make_fragment(path, filesystem=store) for path in paths]
-    return ds.FileSystemDataset(fragments, schema, parquet, store).to_table()
+    return [parquet.make_fragment(path, filesystem=store) for path in paths], schema, parquet, store
 
 
 def is_delta_table(location: str | os.PathLike[str]) -> bool:
