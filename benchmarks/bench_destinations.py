@@ -10,11 +10,13 @@ for every N, spread evenly over the N databases, while a consumer thread per des
   the last row consumed, over the rows;
 * RSS after the run, and the server's binlog dumps while it ran.
 
-The baseline is N=1 in the same run. ``dest_cpu_ratio`` = CPU per row at N=100 / at N=1 (goal <= 2);
+Each N runs ``--rounds`` times (5), interleaved, each round in a fresh process; each figure is the median of its
+rounds (a round of N=1 takes a fraction of a CPU-second, whose noise alone moved the ratio by 0.5). The baseline is
+N=1 in the same run. ``dest_cpu_ratio`` = CPU per row at N=100 / at N=1 (goal <= 2);
 ``start_100_s`` (goal <= 2); ``rss_per_dest_mb`` = (RSS at N=100 - RSS at N=1) / 99 (goal <= 1). The headline
 figures are the whole run's: no warm-up pass.
 
-    .venv/bin/python benchmarks/bench_destinations.py [--writes 2000] [--counts 1,100]
+    .venv/bin/python benchmarks/bench_destinations.py [--writes 2000] [--counts 1,100] [--rounds 5]
 
 Writes ``benchmarks/results/bench_destinations.json``; the last line is
 ``RESULT dest_cpu_ratio=... start_100_s=... rss_per_dest_mb=...``.
@@ -26,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import threading
@@ -188,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--writes", type=int, default=2000)
     ap.add_argument("--counts", default="1,100", help="numbers of destinations, the first is the baseline")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of each N, interleaved; the medians are reported")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -197,26 +201,38 @@ def main(argv: list[str] | None = None) -> int:
 
     counts = [int(c) for c in args.counts.split(",")]
     started = time.perf_counter()
-    runs: dict[str, Any] = {}
+    rounds: dict[str, list[dict[str, Any]]] = {str(n): [] for n in counts}
     with MariaDBServer(server_id=1, extra_args=["--max-connections=1000"]) as server:
         for db in range(DATABASES):
             server.execute(f"CREATE DATABASE d{db:03d}")
             server.execute(f"CREATE TABLE d{db:03d}.t (id INT PRIMARY KEY, v VARCHAR(32), n BIGINT)")
-        for n in counts:
-            result = run(server, n, args.writes - args.writes % n)
-            runs[str(n)] = result
-            print(
-                f"N={n}: started in {result['start_s']} s ({result['start_cpu_s']} CPU-s), {result['rows']} rows in "
-                f"{result['wall_s']} s, {result['cpu_per_row_ms']} ms CPU per row, RSS {result['rss_run_mb']} MB, "
-                f"{result['server_dumps']} dumps on the server, {result['reconnects']} reconnects",
-                flush=True,
-            )
+        for _ in range(args.rounds):  # interleaved: a drift of the machine's load falls on every N alike
+            for n in counts:
+                result = run(server, n, args.writes - args.writes % n)
+                rounds[str(n)].append(result)
+                print(
+                    f"N={n}: started in {result['start_s']} s ({result['start_cpu_s']} CPU-s), {result['rows']} rows "
+                    f"in {result['wall_s']} s, {result['cpu_per_row_ms']} ms CPU per row, RSS {result['rss_run_mb']} "
+                    f"MB, {result['server_dumps']} dumps on the server, {result['reconnects']} reconnects",
+                    flush=True,
+                )
+    # each N's median round by CPU per row (its other figures from the same round), start and RSS medians apart
+    runs: dict[str, Any] = {}
+    for n, results in rounds.items():
+        median = sorted(results, key=lambda r: r["cpu_per_row_ms"])[len(results) // 2]
+        runs[n] = {
+            **median,
+            "start_s": statistics.median(r["start_s"] for r in results),
+            "rss_run_mb": statistics.median(r["rss_run_mb"] for r in results),
+            "rounds": results,
+        }
     base, top = runs[str(counts[0])], runs[str(counts[-1])]
     ratio = top["cpu_per_row_ms"] / base["cpu_per_row_ms"]
     per_dest = (top["rss_run_mb"] - base["rss_run_mb"]) / max(1, counts[-1] - counts[0])
     document = {
         "benchmark": "bench_destinations",
         "writes": args.writes,
+        "rounds": args.rounds,
         "runs": runs,
         "dest_cpu_ratio": round(ratio, 2),
         f"start_{counts[-1]}_s": top["start_s"],
