@@ -26,19 +26,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from children import read_spec, start_child
 from result_file import write_result
 
-ROOT = Path(__file__).resolve().parent.parent
 DATABASES = 100
 
 
@@ -155,13 +153,7 @@ def run(server: Any, n: int, writes: int) -> dict[str, Any]:
         "n": n,
         "writes": writes,
     }
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    proc = start_child(__file__, "--child", spec)
     assert proc.stdin is not None and proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
@@ -192,10 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writes", type=int, default=2000)
     ap.add_argument("--counts", default="1,100", help="numbers of destinations, the first is the baseline")
     ap.add_argument("--rounds", type=int, default=5, help="runs of each N, interleaved; the medians are reported")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        child(json.loads(args.child))
+        child(read_spec())
         return 0
     from canal.testing.services import MariaDBServer
 

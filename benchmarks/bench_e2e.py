@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
 import statistics
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_decode import DELETES, INSERTS, UPDATES, build_workload, run_pmr
+from children import read_spec, run_child
 from result_file import write_result
 
 from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
@@ -38,7 +38,6 @@ from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType
 from canal.testing.services import MariaDBServer
 
-ROOT = Path(__file__).resolve().parent.parent
 ROWS = INSERTS + UPDATES + DELETES
 STORE = StoreConfig(buffer_size=16384, memory_unit=1024, batch_mode="MEMSIZE")  # canal's defaults
 GET_BATCH = 512  # MEMSIZE: up to 512 KiB of binlog events per get
@@ -317,16 +316,7 @@ def run_rss(server: MariaDBServer) -> dict[str, Any]:
             "position": int(position),
             "rows": rows,
         }
-        proc = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--rss-child", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"rss child failed: {proc.stderr[-2000:]}")
-        child = json.loads(proc.stdout.strip().splitlines()[-1])
+        child = run_child(__file__, "--rss-child", spec, timeout=300, what="rss child")
         child["write_s"] = round(write_s, 2)
         out[str(rows)] = child
         print(
@@ -348,10 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-s", type=float, default=10.0)
     ap.add_argument("--profile", action="store_true", help="cProfile one extra end-to-end run and print the top")
     ap.add_argument("--only", choices=("throughput", "latency", "rss"), help="run one part (no JSON written)")
-    ap.add_argument("--rss-child", help=argparse.SUPPRESS)
+    ap.add_argument("--rss-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.rss_child:
-        rss_child(json.loads(args.rss_child))
+        rss_child(read_spec())
         return 0
     if args.only == "throughput":
         with MariaDBServer(server_id=1) as server:

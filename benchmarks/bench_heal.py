@@ -101,9 +101,7 @@ class Writers:
                     if op < 0.6:
                         cur.execute("UPDATE shop.t SET qty = qty + 1 WHERE id = %s", (key,))
                     elif op < 0.8:
-                        cur.execute(
-                            "INSERT IGNORE INTO shop.t VALUES (%s, 1, 'new', 1.5, '2026-02-02')", (key,)
-                        )
+                        cur.execute("INSERT IGNORE INTO shop.t VALUES (%s, 1, 'new', 1.5, '2026-02-02')", (key,))
                     else:
                         cur.execute("DELETE FROM shop.t WHERE id = %s", (key,))
                     cur.execute("INSERT INTO shop.o (w) VALUES (%s)", (key,))

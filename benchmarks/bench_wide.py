@@ -24,18 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from children import read_spec, run_child
 from result_file import write_result
 
-ROOT = Path(__file__).resolve().parent.parent
 ROWS = 1000
 UPDATES = 20
 
@@ -158,16 +155,7 @@ def run(server: Any, mode: str, width: int, start: tuple[str, int]) -> dict[str,
         "mode": mode,
         "width": width,
     }
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{mode} at {width} columns failed: {proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_child(__file__, "--child", spec, timeout=1800, what=f"{mode} at {width} columns")
     print(
         f"{mode} {width} columns: {result['rows']} rows in {result['seconds']} s ({result['us_per_cell']} us a cell, "
         f"{result['cpu_us_per_cell']} us CPU), decoding {result['decode_rows_per_cpu_s']:,} rows per CPU-s, "
@@ -180,10 +168,10 @@ def run(server: Any, mode: str, width: int, start: tuple[str, int]) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--widths", default="10,100,1000")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        child(json.loads(args.child))
+        child(read_spec())
         return 0
     from canal.testing.services import MariaDBServer
 
