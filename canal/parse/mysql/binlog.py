@@ -35,7 +35,7 @@ import re
 import struct
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 import zstandard
@@ -82,7 +82,7 @@ from canal.parse.mysql.packets import event_name, read_lenenc
 from canal.parse.mysql.query_status import QueryStatus, read_status
 from canal.parse.source import RowsForm
 from canal.parse.xa import mariadb_gtid_xid
-from canal.protocol import Rows
+from canal.protocol import RowData, Rows
 from canal.schema.history import ColumnSource, SchemaColumn
 
 log = logging.getLogger(__name__)
@@ -595,33 +595,23 @@ class EventDecoder:
                 f"{dec.schema.full_name} {len(dec.columns)}: a corrupt event"
             )
         decode_table = self.decode_table
+        rows: Sequence[RowData]
         if decode_table is not None and not decode_table(dec.schema.schema, dec.schema.table):
-            return RowsEvent(
-                log_file=self.log_file,
-                offset=off,
-                next_offset=nxt,
-                timestamp=ts,
-                server_id=sid,
-                event_type=event_type,
-                table_id=table_id,
-                table=dec.schema,
-                rows=UNDECODED,
-                end_of_statement=bool(flags & 1),
-                schema_error=dec.problem,
-            )
-        nb = (ncols + 7) >> 3
-        present = bytes(b[p : p + nb])
-        p += nb
-        present2 = b""
-        if kind in "up":
-            present2 = bytes(b[p : p + nb])
-            p += nb
-        if p > end:
-            raise ValueError("column bitmaps overrun the event")
-        if dec.unreadable:  # a column no decoder reads: no rows, and its error for the converter (if captured)
-            rows = Rows(dec.schema, None, [])
+            rows = UNDECODED  # a table no destination of the reader captures
         else:
-            rows = self._decode(dec, t, kind, b, p, end, (present, present2), off)
+            nb = (ncols + 7) >> 3
+            present = bytes(b[p : p + nb])
+            p += nb
+            present2 = b""
+            if kind in "up":
+                present2 = bytes(b[p : p + nb])
+                p += nb
+            if p > end:
+                raise ValueError("column bitmaps overrun the event")
+            if dec.unreadable:  # a column no decoder reads: no rows, and its error for the converter (if captured)
+                rows = Rows(dec.schema, None, [])
+            else:
+                rows = self._decode(dec, t, kind, b, p, end, (present, present2), off)
         return RowsEvent(
             log_file=self.log_file,
             offset=off,
