@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from shared_entries import canonical
 
@@ -107,6 +107,16 @@ def drain(get: Callable[[], Any], ack: Callable[[int], None], out: list[tuple[An
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# a restarted destination's sink judged the empty transactions it read again against the last one it kept before
+# the restart, 6 s later in the binlog, and kept one it had dropped
+@example(
+    before=[("txn", ["a.t"]), ("rotate", None), ("txn", ["a.u"])],
+    after=[("sleep", None), ("txn", ["a.u"])],
+    filters=[r"a\.t", r"a\..*"],
+    mariadb=False,
+    gtid=False,
+    restart=True,
+)
 @given(
     before=st.lists(operation, max_size=12),
     after=st.lists(operation, max_size=12),

@@ -71,8 +71,13 @@ class EntrySink:
         self._stopped.set()
 
     def reset(self) -> None:
-        """Allow sinking again after stop() (a restarted instance reuses its sink)."""
+        """Allow sinking again after stop() (a restarted instance reuses its sink). The empty-transaction policy
+        starts afresh, as in a new process: the restarted parser reads again from the cursor, and a transaction
+        judged against the last one kept before the restart -- which may lie after it in the binlog -- would be kept
+        where a destination that never stopped dropped it."""
         self._stopped.clear()
+        self._empty_count = 0
+        self._empty_last_ms = None
 
     def sink(self, entries: Sequence[Entry], origin: LogIdentity | None = None) -> None:
         """Put one hand-off (a whole transaction, or part of a large one) read from ``origin`` into the store."""
