@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_parser_helpers import CollectingSink, MemoryPositions, MiniMysql
 
 from canal.errors import ParseError, RolledBackHandOffError
@@ -198,3 +200,38 @@ def test_rows_a_rollback_to_savepoint_undid_are_never_handed_off(size: int) -> N
     buffer.add(begin)  # a transaction's savepoints end with it
     with pytest.raises(ParseError):
         buffer.savepoint("RELEASE", "c", "at test")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(min_value=1, max_value=12),
+    size=st.integers(min_value=1, max_value=20),
+    part_bytes=st.integers(min_value=1, max_value=400),
+)
+def test_parts_are_bounded_by_binlog_bytes_as_by_entries(rows: int, size: int, part_bytes: int) -> None:
+    """A transaction goes out in parts of at most ``part_bytes`` binlog bytes (a part holds at least one entry, and a
+    BEGIN never ends one) as well as of ``transaction_size`` entries: in order, each part recorded with the rows it
+    holds, the whole transaction handed off."""
+    entries = _rows_transaction(rows)
+    sink = CollectingSink()
+    positions = MemoryPositions()
+    buffer = TransactionBuffer(
+        "example", sink, positions, transaction_size=size, part_bytes=part_bytes, identity=IDENTITY
+    )
+    for entry in entries:
+        buffer.add(entry)
+    assert sink.entries == entries and len(buffer) == 0
+    for batch, recorded in zip(sink.batches, positions.history, strict=True):
+        body = [e for e in batch if e.entry_type is not EntryType.TRANSACTIONBEGIN]
+        assert len(body) == 1 or sum(e.header.event_length for e in body) <= part_bytes
+        assert len(batch) <= max(size, 2) and batch[-1].entry_type is not EntryType.TRANSACTIONBEGIN
+        last = batch[-1]
+        assert recorded == LogPosition(IDENTITY, last.anchor or EntryPosition(), last.rows_done)
+    total = sum(e.header.event_length for e in entries)
+    if total <= part_bytes and len(entries) <= size:
+        assert sink.batches == [entries]  # a transaction that fits goes whole
+
+
+def test_part_bytes_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        TransactionBuffer("example", CollectingSink(), part_bytes=0)

@@ -194,7 +194,8 @@ class InstanceConfig:
         default=1024, validator=_positive_int, metadata=canal_key("canal.instance.transaction.size", "int")
     )
     """Entries after which a large transaction is handed to the store in parts (at most the store's `buffer_size`:
-    a part is put whole, so a larger one could never be put)."""
+    a part is put whole, so a larger one could never be put). A part also holds at most a quarter of the store's
+    bytes (`canal.parse.parser.PART_OF_STORE`)."""
     share_reader: bool = attrs.field(
         default=True, validator=_bool, metadata=canal_key("pycanal.instance.shared.reader", "bool")
     )

@@ -132,15 +132,23 @@ class TransactionBuffer:
         position_manager: LogPositionManagerLike | None = None,
         *,
         transaction_size: int = 1024,
+        part_bytes: int | None = None,
         identity: LogIdentity | None = None,
         on_recorded: Callable[[LogPosition], None] | None = None,
     ) -> None:
         if transaction_size < 1:
             raise ValueError(f"transaction_size must be >= 1, got {transaction_size}")
+        if part_bytes is not None and part_bytes < 1:
+            raise ValueError(f"part_bytes must be >= 1, got {part_bytes}")
         self.destination = destination
         self.sink = sink
         self.position_manager = position_manager
         self.transaction_size = transaction_size
+        # binlog bytes after which a transaction goes out in parts, as after transaction_size entries: what the
+        # parser holds decoded while the store is full stays a fraction of the store (a wide row decodes to 7-9
+        # times its binlog bytes, and 1,024 of them could be more than the store itself)
+        self.part_bytes = part_bytes
+        self._bytes = 0  # binlog bytes of the entries buffered
         self.identity = identity or LogIdentity()
         self.on_recorded = on_recorded
         self._buffer: list[Entry] = []
@@ -157,6 +165,7 @@ class TransactionBuffer:
     def clear(self) -> None:
         """Drop what was not handed off (after a failed dump; it will be read again)."""
         self._buffer.clear()
+        self._bytes = 0
         self._savepoints.clear()
         self._hold_next = False
 
@@ -182,6 +191,7 @@ class TransactionBuffer:
             raise ParseError(f"{verb} {name!r} names no savepoint of the transaction being read: {where}")
         if verb == "ROLLBACK TO":
             del self._buffer[marks[found][1] :]
+            self._bytes = _bytes_of(self._buffer)
             del marks[found + 1 :]  # savepoints set after it are gone; it stays
         else:  # RELEASE SAVEPOINT: it and every later one are gone
             del marks[found:]
@@ -201,6 +211,7 @@ class TransactionBuffer:
                 # an unterminated transaction with nothing in it: its BEGIN alone would be a part no cursor can
                 # follow (a cursor cannot say "the BEGIN and no row"), and it carries no change
                 buffer.clear()
+                self._bytes = 0
             elif buffer:
                 # an unterminated transaction before it (a dump that started mid-transaction): hand it off as it is
                 self._hand_off(len(buffer))
@@ -208,10 +219,11 @@ class TransactionBuffer:
             self._hold_next = False
             self._savepoints.append(("", len(buffer)))
         buffer.append(entry)
+        self._bytes += entry.header.event_length
         if entry.is_boundary:
             self._savepoints.clear()  # the transaction is over: nothing of it can be undone any more
             self.flush()
-        elif len(buffer) >= self.transaction_size:
+        elif len(buffer) >= self.transaction_size or (self.part_bytes is not None and self._bytes >= self.part_bytes):
             self.flush()
 
     def flush(self) -> None:
@@ -233,6 +245,8 @@ class TransactionBuffer:
             if ready == 0:
                 return
             count = min(ready, self.transaction_size)
+            if self.part_bytes is not None and self._bytes > self.part_bytes:
+                count = _within(buffer, count, self.part_bytes)
             if buffer[count - 1].entry_type is EntryType.TRANSACTIONBEGIN:
                 if count > 1:
                     count -= 1
@@ -256,6 +270,7 @@ class TransactionBuffer:
             )
         dropped = len(buffer) - begin - 1
         del buffer[begin + 1 :]
+        self._bytes = _bytes_of(buffer)
         self._savepoints.clear()
         if dropped:
             destination_logger(__name__, self.destination).info(
@@ -266,6 +281,7 @@ class TransactionBuffer:
         part = self._buffer[:count]
         self.sink(part, self.identity)
         del self._buffer[:count]
+        self._bytes -= _bytes_of(part)
         if self._savepoints:
             self._savepoints = [(name, at - count) for name, at in self._savepoints]
         self.handoffs += 1
@@ -293,6 +309,20 @@ class TransactionBuffer:
             self.on_recorded(position)
         if self.position_manager is not None:
             self.position_manager.persist_position(self.destination, position)
+
+
+def _bytes_of(entries: Sequence[Entry]) -> int:
+    return sum(entry.header.event_length for entry in entries)
+
+
+def _within(buffer: Sequence[Entry], count: int, limit: int) -> int:
+    """How many of the first ``count`` entries of ``buffer`` hold at most ``limit`` binlog bytes (at least one)."""
+    size = 0
+    for i in range(count):
+        size += buffer[i].header.event_length
+        if size > limit:
+            return max(i, 1)
+    return count
 
 
 def _file_offset(position: EntryPosition) -> tuple[int, int]:
