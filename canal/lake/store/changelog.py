@@ -549,6 +549,7 @@ def merge_changes(table: Any, source: Any, predicate: str, commit: Any) -> bool:
             source_alias="s",
             target_alias="t",
             merge_schema=True,
+            writer_properties=fs.writer_properties(len(columns)),
             commit_properties=commit,
         )
         .when_matched_delete(predicate=f"s.{OP} = 'd'")
@@ -742,7 +743,11 @@ def compact(log: str, appends: contextlib.AbstractContextManager[object] | None 
     ``appends``: see :func:`_replacing_files`."""
     if not is_table(log):
         return 0
-    return _replacing_files(log, lambda table: table.optimize.compact(), appends)
+    return _replacing_files(
+        log,
+        lambda table: table.optimize.compact(writer_properties=fs.writer_properties(len(table.schema().fields))),
+        appends,
+    )
 
 
 def take_own_names(log: str) -> bool:

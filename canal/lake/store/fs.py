@@ -155,10 +155,30 @@ def is_delta_table(location: str | os.PathLike[str]) -> bool:
     return bool(DeltaTable.is_deltatable(os.fspath(location), storage_options=delta_options(location)))
 
 
+WIDE_COLUMNS = 256
+"""Parquet files of tables wider than this many columns are written without dictionary pages: a Parquet writer keeps
+a dictionary encoder for every column it writes, about 60 KB each whatever the rows, so at 1,000 columns a write
+or a MERGE held some 60 MB more (``benchmarks/bench_wide.py``) for files that a wide table's few rows a file hardly
+shrink."""
+
+
+def writer_properties(width: int) -> Any:
+    """The ``writer_properties`` of a Delta write or MERGE of ``width`` columns (None: deltalake's defaults)."""
+    if width <= WIDE_COLUMNS:
+        return None
+    from deltalake import ColumnProperties, WriterProperties
+
+    return WriterProperties(default_column_properties=ColumnProperties(dictionary_enabled=False))
+
+
 def write_delta(target: Any, data: Any, **kwargs: Any) -> None:
-    """``deltalake.write_deltalake`` to ``target`` -- a location (given its root's options) or a DeltaTable."""
+    """``deltalake.write_deltalake`` to ``target`` -- a location (given its root's options) or a DeltaTable; a wide
+    table's without dictionary pages (:data:`WIDE_COLUMNS`)."""
     from deltalake import write_deltalake
 
+    schema = getattr(data, "schema", None)
+    if "writer_properties" not in kwargs and schema is not None and hasattr(schema, "names"):
+        kwargs["writer_properties"] = writer_properties(len(schema.names))
     if isinstance(target, str | os.PathLike):
         write_deltalake(os.fspath(target), data, storage_options=delta_options(target), **kwargs)
     else:
