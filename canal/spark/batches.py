@@ -42,6 +42,7 @@ from canal.instance import Instance
 from canal.lake.forms.changes import CHANGE_SCHEMA_DDL, entries_to_batch, log_server_id, position_id
 from canal.lake.forms.typed_batch import TypedBatch, entries_to_typed
 from canal.lake.mirror import DeltaMirror
+from canal.lake.native_memory import give_back_freed
 from canal.log import destination_logger
 from canal.meta.persist import write_json_atomic
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
@@ -97,6 +98,10 @@ class RunStats:
             )
         )
 
+
+GIVE_BACK_BYTES = 1 << 20
+"""After a batch of this many binlog bytes or more, the free pages of the C library's arenas go back to the system
+(:func:`~canal.lake.native_memory.give_back_freed`): the batch's decoded rows are several times its binlog bytes."""
 
 LINGER_S = 0.1
 """How long :func:`run_batches` -- and a read of the ``canal`` source that found nothing there -- lets the stream be
@@ -467,6 +472,9 @@ def run_batches(
         if last_entry is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
             stats.last_file, stats.last_next_offset = last_entry.header.log_file, last_entry.header.next_offset
             stats.last_server_id = log_server_id(last_entry)
+        if sum(e.header.event_length for e in entries) >= GIVE_BACK_BYTES:
+            del entries, rows, last_entry  # the batch's decoded rows, freed with the ack: given back
+            give_back_freed()
     return stats
 
 
