@@ -194,7 +194,48 @@ def compile_table_filter(text: str | None, key: str = "filter", *, match_empty: 
             match = _fullmatcher(combined)
     else:  # groups: back-references would be renumbered in one combined regex
         match = _any_fullmatch(tuple(compiled))
+    literals = [_literal(_normalize(p)) for p in patterns]
+    if patterns and all(name is not None for name in literals):
+        match = _literal_matcher(frozenset(name.lower() for name in literals if name is not None), match)
     return TableFilter(text, patterns, _match=match, match_empty=match_empty)
+
+
+_METACHARACTERS = frozenset(".^$*+?{}[]|()")
+
+
+def _literal(pattern: str) -> str | None:
+    """The one name ``pattern`` matches when it is plain ASCII text (``shop\\.orders``: escaped punctuation, no
+    metacharacter); else None."""
+    if not pattern.isascii():
+        return None
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= len(pattern) or pattern[i + 1].isalnum() or pattern[i + 1] == "_":
+                return None  # \d, \b, \1 ... are classes, anchors or references
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        if c in _METACHARACTERS or not c.isprintable():
+            return None
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _literal_matcher(names: frozenset[str], regex: Callable[[str], bool]) -> Callable[[str], bool]:
+    """A filter of plain names (a destination per table or database, as canal's deployments configure them): a set
+    lookup in place of a regex, which a shared reader asks for each table and each of its destinations. The regex
+    still answers for a name that is not ASCII, where its case-insensitive matching is more than ``lower()``."""
+
+    def match(name: str) -> bool:
+        if name.isascii():
+            return name.lower() in names
+        return regex(name)
+
+    return match
 
 
 def _schema_and_table(pattern: str) -> tuple[str, str] | None:

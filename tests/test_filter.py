@@ -402,3 +402,28 @@ def test_a_database_ddl_passes_when_a_table_of_it_may(white: str, black: str, sc
     assert filters.may_include_schema(schema) is expected
     if not expected:  # never wrong in that direction: no table of the schema is included
         assert not any(filters.includes(schema, t) for t in ["t", "orders", "b", "a", "x"])
+
+
+_NAME_CHARS = st.sampled_from([*"abcAB_z09$-. ", "K", "\u212a", "s", "\u017f", "\u00e9", "\u00c9"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    names=st.lists(st.text(_NAME_CHARS, min_size=1, max_size=6), min_size=1, max_size=3),
+    probe=st.text(_NAME_CHARS, min_size=1, max_size=8),
+    escape_dots=st.booleans(),
+)
+def test_a_filter_of_plain_names_answers_as_its_regexes(names: list[str], probe: str, escape_dots: bool) -> None:
+    """Plain names are looked up, not matched (a shared reader asks each table of each destination): the answer is
+    the regexes' -- case-insensitive, a name with a metacharacter or outside ASCII matched by its regex."""
+    patterns = [re.sub(r"\.", r"\\.", n) if escape_dots else n for n in names]
+    patterns = [p for p in patterns if p.strip() and "," not in p]
+    if not patterns:
+        return
+    try:
+        f = compile_table_filter(",".join(patterns))
+    except FilterError:
+        return
+    compiled = [re.compile(p, re.IGNORECASE | re.DOTALL) for p in f.patterns]  # as the filter split them
+    for name in (probe, *names, *(n.upper() for n in names), *(n.lower() for n in names)):
+        assert f.matches_name(name) is any(c.fullmatch(name) is not None for c in compiled), (patterns, name)
