@@ -195,7 +195,7 @@ class InstanceConfig:
     )
     """Entries after which a large transaction is handed to the store in parts (at most the store's `buffer_size`:
     a part is put whole, so a larger one could never be put). A part also holds at most a quarter of the store's
-    bytes (`canal.parse.parser.PART_OF_STORE`)."""
+    bytes (`canal.config.settings.PART_OF_STORE`, `StoreConfig.part_bytes`)."""
     share_reader: bool = attrs.field(
         default=True, validator=_bool, metadata=canal_key("pycanal.instance.shared.reader", "bool")
     )

@@ -382,6 +382,12 @@ class MasterConfig:
         return _redacted(self)
 
 
+PART_OF_STORE = 4
+"""A transaction goes to the store in parts of at most this fraction of the store's bytes: while the store is full,
+the parser holds one part decoded (a row decodes to several times its binlog bytes), and a part of a quarter of the
+store leaves room for the next to come in while a consumer handles a batch."""
+
+
 @keyed
 @attrs.frozen(slots=True)
 class StoreConfig:
@@ -413,6 +419,12 @@ class StoreConfig:
     def max_bytes(self) -> int:
         """The byte bound of the store in MEMSIZE mode: ``buffer_size * memory_unit``."""
         return self.buffer_size * self.memory_unit
+
+    @property
+    def part_bytes(self) -> int:
+        """The most binlog bytes of one part a large transaction is handed to the store in (as well as at most
+        ``transaction_size`` entries): :data:`PART_OF_STORE` of :attr:`max_bytes`."""
+        return max(1, self.max_bytes // PART_OF_STORE)
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)

@@ -83,11 +83,6 @@ from canal.protocol import Entry, EntryType
 from canal.schema.history import SchemaHistory
 from canal.start_stop import StartStopContext
 
-PART_OF_STORE = 4
-"""A transaction goes to the store in parts of at most this fraction of the store's bytes (as well as of
-``transaction_size`` entries): while the store is full, the parser holds one part decoded, and a part of a quarter of
-the store leaves room for the next to come in while a consumer handles a batch."""
-
 SourceFactory = Callable[[MasterConfig], BinlogSource]
 ErrorCallback = Callable[[BaseException], None]
 
@@ -146,7 +141,7 @@ class EventParser(StartStopContext):
             self._hand_off,
             log_position_manager,
             transaction_size=config.transaction_size,
-            part_bytes=max(1, config.store.max_bytes // PART_OF_STORE),
+            part_bytes=config.store.part_bytes,
             on_recorded=self._recorded,
         )
         self._converter.savepoints = self._buffer.savepoint  # rows a ROLLBACK TO undid are never handed off

@@ -743,11 +743,7 @@ def compact(log: str, appends: contextlib.AbstractContextManager[object] | None 
     ``appends``: see :func:`_replacing_files`."""
     if not is_table(log):
         return 0
-    return _replacing_files(
-        log,
-        lambda table: table.optimize.compact(writer_properties=fs.writer_properties(len(table.schema().fields))),
-        appends,
-    )
+    return _replacing_files(log, fs.compact_delta, appends)
 
 
 def take_own_names(log: str) -> bool:

@@ -171,6 +171,11 @@ def writer_properties(width: int) -> Any:
     return WriterProperties(default_column_properties=ColumnProperties(dictionary_enabled=False))
 
 
+def compact_delta(table: Any) -> Any:
+    """``table.optimize.compact()`` of a DeltaTable, a wide table's without dictionary pages (:data:`WIDE_COLUMNS`)."""
+    return table.optimize.compact(writer_properties=writer_properties(len(table.schema().fields)))
+
+
 def write_delta(target: Any, data: Any, **kwargs: Any) -> None:
     """``deltalake.write_deltalake`` to ``target`` -- a location (given its root's options) or a DeltaTable; a wide
     table's without dictionary pages (:data:`WIDE_COLUMNS`)."""

@@ -35,8 +35,7 @@ def maintain(
             path = fs.join(settings.root, name)
             folds.settle(path)  # a fold writes the base too: one writer at a time
             if fs.is_delta_table(path):
-                table = handles.table(path)
-                table.optimize.compact(writer_properties=fs.writer_properties(len(table.schema().fields)))
+                fs.compact_delta(handles.table(path))
         compact.clear()
     if settings.vacuum_every is not None and n % settings.vacuum_every == 0:
         vacuum_all(settings.retention_hours)
