@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 
@@ -15,9 +16,15 @@ from canal.sink import EntrySink, GroupSink
 T = TableSchema("s", "t", (ColumnMeta("id", is_key=True),))
 
 
-def txn(ms: int, rows: int = 1, server_id: int = 1) -> list[Entry]:
+_OFFSETS = itertools.count(1)
+
+
+def txn(ms: int, rows: int = 1, server_id: int = 1, at: int | None = None) -> list[Entry]:
+    """A transaction of ``rows`` rows at ``at`` (a binlog offset; else after the one made before)."""
+    base = next(_OFFSETS) * 1000 if at is None else at
+
     def h(off: int) -> Header:
-        return Header("mysql-bin.000001", off, server_id=server_id, execute_time=ms, event_length=10)
+        return Header("mysql-bin.000001", base + off, server_id=server_id, execute_time=ms, event_length=10)
 
     out = [Entry(h(4), EntryType.TRANSACTIONBEGIN, thread_id=1)]
     out += [
@@ -207,3 +214,23 @@ def test_group_stop_and_leave_release_waiters() -> None:
     assert not t.is_alive() and len(errors) == 1 and store.items == []
     with pytest.raises(IndexError):
         group.member(3)
+
+
+def test_empty_transactions_read_again_are_judged_as_they_were() -> None:
+    """A parser restarted from a cursor reads again what it handed off after it: the empty transactions among them
+    are judged in the state before them, not against the last one kept since (later in the binlog)."""
+    store = ListStore()
+    sink = EntrySink(store, empty_transaction_interval_ms=5000, empty_transaction_threshold=100)
+    stream = [(0, 1000), (6000, 2000), (7000, 3000)]  # (ms, offset): dropped, kept (6 s after), dropped
+    for ms, at in stream:
+        sink.sink(txn(ms, rows=0, at=at))
+    first = [e.header.log_offset for e in store.items]
+    assert first == [2004, 2099] and sink.empty_transactions_dropped == 2
+    store.items.clear()
+    for ms, at in stream:  # read again from before the first
+        sink.sink(txn(ms, rows=0, at=at))
+    assert [e.header.log_offset for e in store.items] == first
+    store.items.clear()
+    for ms, at in stream[2:]:  # from after the kept one: judged in the state it left
+        sink.sink(txn(ms, rows=0, at=at))
+    assert store.items == []

@@ -102,10 +102,10 @@ class DeltaMirror:
     :mod:`canal.spark.current`): the base alone is the source as of its last fold. ``copy_on_write`` MERGEs every
     batch into the table itself, which a standard Delta reader then sees current, at a cost that grows with the
     table. A fold starts when the log holds ``fold_ratio`` times the base's rows or ``fold_files`` files, in a
-    background thread (``background_folds``; else at the end of the batch), tables in parallel (``fold_workers``),
-    a table's at most ``fold_duty`` of the time (:data:`~canal.lake.settings.FOLD_DUTY`); a failed background fold
-    is logged, counted (:meth:`metrics`) and tried again after the next batch; once a table's folds failed
-    ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold of it succeeds
+    background thread, tables in parallel (``fold_workers``), a table's at most ``fold_duty`` of the time
+    (:data:`~canal.lake.settings.FOLD_DUTY`; ``background_folds=False``: after each batch, unpaced); a failed
+    background fold is logged, counted (:meth:`metrics`) and tried again after the next batch; once a table's folds
+    failed ``max_fold_failures`` times in a row, batches are refused (``MirrorFoldError``) until a fold succeeds
     (:mod:`canal.lake.upkeep.health`). A fold keeps the base files it replaces for ``retention_hours`` (time travel).
     DDL, TRUNCATE and a change of key fold the table first, within the batch.
 

@@ -9,6 +9,7 @@ start.
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Sequence
 from typing import Protocol
@@ -16,11 +17,16 @@ from typing import Protocol
 from canal.errors import StoreClosedError
 from canal.log import destination_logger
 from canal.parse.xa import XA_TYPE
-from canal.position import LogIdentity, LogPosition
+from canal.position import LogIdentity, LogPosition, journal_number
 from canal.protocol import Entry, EntryType
 
 # canal's EntryEventSink defaults: let one empty transaction through every 5 s of binlog time or every 8192 of
 # them, so cursors and the log position keep advancing when every row of a busy stream is filtered out.
+JUDGED_KEPT = 4096
+"""Judgements of empty transactions whose state before them an :class:`EntrySink` keeps, for a parser that reads
+them again (:meth:`EntrySink._judge_empty`): more than a restarted destination reads again between its cursor and
+where it stopped, unless its consumer acked nothing for that many empty transactions."""
+
 EMPTY_TRANSACTION_INTERVAL_MS = 5_000
 EMPTY_TRANSACTION_THRESHOLD = 8_192
 _TXN_MARKERS = (EntryType.TRANSACTIONBEGIN, EntryType.TRANSACTIONEND)
@@ -59,6 +65,8 @@ class EntrySink:
         self._stopped = threading.Event()
         self._empty_count = 0
         self._empty_last_ms: int | None = None
+        self._judged: collections.deque[tuple[tuple[int, int], int, int | None]] = collections.deque(maxlen=JUDGED_KEPT)
+        self._judged_origin: LogIdentity | None = None
         self._log = destination_logger(__name__, destination)
         # counters for metrics
         self.entries_put = 0
@@ -71,13 +79,8 @@ class EntrySink:
         self._stopped.set()
 
     def reset(self) -> None:
-        """Allow sinking again after stop() (a restarted instance reuses its sink). The empty-transaction policy
-        starts afresh, as in a new process: the restarted parser reads again from the cursor, and a transaction
-        judged against the last one kept before the restart -- which may lie after it in the binlog -- would be kept
-        where a destination that never stopped dropped it."""
+        """Allow sinking again after stop() (a restarted instance reuses its sink)."""
         self._stopped.clear()
-        self._empty_count = 0
-        self._empty_last_ms = None
 
     def sink(self, entries: Sequence[Entry], origin: LogIdentity | None = None) -> None:
         """Put one hand-off (a whole transaction, or part of a large one) read from ``origin`` into the store."""
@@ -103,10 +106,30 @@ class EntrySink:
         # went in an earlier part (or were acked before a restart) and must reach the consumer
         whole = kept[0].entry_type is EntryType.TRANSACTIONBEGIN
         xa = XA_TYPE in kept[0].header.props  # a PREPARE group: its outcome follows (see the module)
-        if not has_rows and whole and not xa and self._filter_empty and self._skip_empty(kept[0].header.execute_time):
+        if not has_rows and whole and not xa and self._filter_empty and self._judge_empty(kept[0], origin):
             self.empty_transactions_dropped += 1
             return
         self._put(kept, origin)
+
+    def _judge_empty(self, begin: Entry, origin: LogIdentity | None) -> bool:
+        """:meth:`_skip_empty` of the empty transaction beginning with ``begin``, judged in the policy's state before
+        it when it was judged before: a parser restarted from a cursor reads again transactions it handed off (or
+        dropped) after that cursor, and judged against the state they left -- the last empty transaction kept, later
+        in the binlog -- one dropped before would be kept now, where a destination that never stopped drops it. The
+        state before each judgement is kept by position (the newest :data:`JUDGED_KEPT`, of one server's binlog)."""
+        h = begin.header
+        if not h.log_file or h.log_offset <= 0:  # no place in a binlog (made, not read): judged as it comes
+            return self._skip_empty(h.execute_time)
+        key = (journal_number(h.log_file), h.log_offset)
+        judged = self._judged
+        if origin != self._judged_origin:
+            judged.clear()  # another server's positions: not comparable
+            self._judged_origin = origin
+        if judged and judged[-1][0] >= key:
+            while judged and judged[-1][0] >= key:  # read again from before them: the state before the first
+                _, self._empty_count, self._empty_last_ms = judged.pop()
+        judged.append((key, self._empty_count, self._empty_last_ms))
+        return self._skip_empty(h.execute_time)
 
     def _rest(self, heartbeat: Entry, origin: LogIdentity | None) -> None:
         """A heartbeat handed off alone rests between transactions (``rows_done`` 0) at its anchor: the store learns
