@@ -22,14 +22,14 @@ from canal.protocol import Entry, EntryType
 
 # canal's EntryEventSink defaults: let one empty transaction through every 5 s of binlog time or every 8192 of
 # them, so cursors and the log position keep advancing when every row of a busy stream is filtered out.
+EMPTY_TRANSACTION_INTERVAL_MS = 5_000
+EMPTY_TRANSACTION_THRESHOLD = 8_192
+_TXN_MARKERS = (EntryType.TRANSACTIONBEGIN, EntryType.TRANSACTIONEND)
+
 JUDGED_KEPT = 4096
 """Judgements of empty transactions whose state before them an :class:`EntrySink` keeps, for a parser that reads
 them again (:meth:`EntrySink._judge_empty`): more than a restarted destination reads again between its cursor and
 where it stopped, unless its consumer acked nothing for that many empty transactions."""
-
-EMPTY_TRANSACTION_INTERVAL_MS = 5_000
-EMPTY_TRANSACTION_THRESHOLD = 8_192
-_TXN_MARKERS = (EntryType.TRANSACTIONBEGIN, EntryType.TRANSACTIONEND)
 
 
 class PutTarget(Protocol):
@@ -125,9 +125,8 @@ class EntrySink:
         if origin != self._judged_origin:
             judged.clear()  # another server's positions: not comparable
             self._judged_origin = origin
-        if judged and judged[-1][0] >= key:
-            while judged and judged[-1][0] >= key:  # read again from before them: the state before the first
-                _, self._empty_count, self._empty_last_ms = judged.pop()
+        while judged and judged[-1][0] >= key:  # read again from before them: the state before the first
+            _, self._empty_count, self._empty_last_ms = judged.pop()
         judged.append((key, self._empty_count, self._empty_last_ms))
         return self._skip_empty(h.execute_time)
 
