@@ -148,6 +148,27 @@ def test_random_ddl_and_values_mirror_equal_to_select(
         seed=0,
         heal="snapshot",
     )
+    # found by this test: an INSERT of a MINIMAL image heals t19, which is renamed to t28 before the heal reads it;
+    # the read skipped t19 as dropped, and the mirror's t28 held none of its rows
+    @example(
+        ops=[
+            *[("partitioned", 39, 35, 33), ("insert", 37, 72, 0), ("partition", 69, 20, 35), ("image", 70, 10, 24)],
+            *[("insert", 0, 43, 17), ("insert", 33, 83, 86), ("insert_defaults", 90, 58, 30)],
+            *[("rename_table", 51, 43, 73), ("insert", 16, 88, 72), ("partition", 0, 40, 19)],
+            *[("statement", 38, 81, 29), ("gh_ost", 96, 99, 63), ("insert", 94, 34, 16), ("narrow", 89, 14, 74)],
+            *[("rename_table", 83, 29, 90), ("pt_osc", 18, 99, 38), ("database", 21, 77, 25)],
+            *[("partition", 58, 71, 70), ("rotate", 69, 0, 0), ("insert", 97, 47, 44), ("insert", 33, 93, 85)],
+            *[("gh_ost", 57, 28, 18), ("insert", 39, 40, 0), ("versioning", 98, 16, 54), ("zone", 46, 52, 23)],
+            *[("insert_defaults", 70, 92, 90), ("create_table", 24, 67, 17), *[("insert", 0, 0, 0)] * 11],
+            ("rename_table", 21, 0, 0),
+        ],
+        cut=0,
+        mode="merge_on_read",
+        metadata="FULL",
+        helpers=True,
+        seed=0,
+        heal="snapshot",
+    )
     def check(ops: list[Op], cut: int, mode: Any, metadata: str, helpers: bool, seed: int, heal: str) -> None:
         db = f"mm{next(runs)}"
         marks = f"{db}_marks"

@@ -10,12 +10,14 @@ import queue
 import random
 import time
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 from procs.ha_harness import Child, Runs, kill_all
 from test_snapshot_stream import Writers, _load
 
-from canal.config import InstanceConfig, SnapshotConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.testing.plugin import MariaDBDatabase
 
@@ -210,5 +212,108 @@ def test_a_heal_of_a_table_dropped_before_its_read_is_over(mariadb: MariaDBDatab
         cur.execute(f"INSERT INTO `{db}`.u VALUES (1)")
     run_caught_up(conn, config, None, mirror, journal=tmp_path / "journal")
     assert not mirror.table_path(db, "t").exists() and mirror.read(db, "u").to_pylist() == [{"id": 1}]
+    mirror.close()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    "rename",
+    [
+        "RENAME TABLE `{db}`.t TO `{db}`.t2",
+        "ALTER TABLE `{db}`.t RENAME TO `{db}`.t2",
+        "RENAME TABLE `{db}`.t TO `{db}`.tmp, `{db}`.tmp TO `{db}`.t2",
+    ],
+    ids=["rename", "alter-rename", "two-steps"],
+)
+def test_a_heal_of_a_table_renamed_before_its_read_is_over(
+    mariadb: MariaDBDatabase, tmp_path: Path, rename: str
+) -> None:
+    """A table healed (an ALTER the mirror would not repeat) and renamed before the heal's read came to it: its rows
+    live on under the new name, so the heal follows the rename and reads that table. It used to skip the read as if
+    the table were dropped, and the mirror held the new name with none of the rows written before the heal."""
+    from capture_configs import capture_config
+
+    from canal.spark.testing import run_caught_up
+
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    config = capture_config(mariadb, tmp_path / "meta", master_position(conn), "renamed", schema=db)
+    mirror = DeltaMirror(tmp_path / "mirror")
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, f FLOAT)")
+        cur.execute(f"INSERT INTO `{db}`.t VALUES (1, 1.1), (2, 2.5)")
+    run_caught_up(conn, config, None, mirror, journal=tmp_path / "journal")
+    with conn.cursor() as cur:
+        cur.execute(f"ALTER TABLE `{db}`.t MODIFY f DOUBLE")
+        cur.execute(f"INSERT INTO `{db}`.t VALUES (3, 3.25)")
+        cur.execute(rename.format(db=db))
+        cur.execute(f"INSERT INTO `{db}`.t2 VALUES (4, 4.5)")
+    run_caught_up(conn, config, None, mirror, journal=tmp_path / "journal")
+    assert not mirror.table_path(db, "t").exists() and not mirror.table_path(db, "tmp").exists()
+    _equal(mariadb, mirror, ("t2",))
+    assert len(mirror.read(db, "t2").to_pylist()) == 4
+    mirror.close()
+    conn.close()
+
+
+@pytest.mark.parametrize("heal", ["snapshot", "stop"])
+def test_a_table_renamed_before_the_initial_snapshot_reads_it(
+    mariadb: MariaDBDatabase, tmp_path: Path, heal: str
+) -> None:
+    """The initial snapshot reads big (slowly), then t; t is renamed to t2 while big is read. The snapshot reads t2
+    (the rename heals), and the mirror holds t2 with every row; under heal="stop" the destination stops typed at the
+    rename, naming it, and t2 is not left short of rows without a word."""
+    from capture_configs import capture_config
+
+    from canal.errors import NotRunningError, UnmodeledStatementError
+    from canal.parse.heal_marks import RENAMED_WHILE_READ
+    from canal.spark.testing import healed_by
+
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.big (id INT PRIMARY KEY, v INT)")
+        cur.execute(f"INSERT INTO `{db}`.big VALUES " + ", ".join(f"({i}, {i})" for i in range(100)))
+        cur.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)")
+        cur.execute(f"INSERT INTO `{db}`.t VALUES (1, 1), (2, 2), (3, 3)")
+    snapshot = SnapshotConfig(mode="initial", tables=(f"{db}.big", f"{db}.t"), chunk_rows=5, max_rows_per_s=25)
+    config = capture_config(mariadb, tmp_path / "meta", master_position(conn), "initial", schema=db, heal=heal)
+    master = MasterConfig(address=mariadb.address, username=mariadb.user, password=mariadb.password)
+    config = attrs.evolve(config, master=master, snapshot=snapshot)  # no position: the initial snapshot's first start
+    deadline = time.monotonic() + 60
+    mirror = DeltaMirror(tmp_path / "mirror")
+    end: tuple[str, int] | None = None
+    with Instance(config) as inst:
+
+        def until(stats: Any) -> bool:
+            nonlocal end
+            assert time.monotonic() < deadline, inst.metrics()
+            if end is None:
+                runner = inst.snapshots[-1] if inst.snapshots else None
+                if runner is None or runner.progress().rows_read == 0:
+                    return False
+                assert runner.progress().tables_done == 0, "the snapshot read big before t was renamed"
+                with conn.cursor() as cur:
+                    cur.execute(f"RENAME TABLE `{db}`.t TO `{db}`.t2")
+                    cur.execute(f"INSERT INTO `{db}`.t2 VALUES (4, 4)")
+                end = master_position(conn)
+                return False
+            return healed_by(inst, end)(stats)
+
+        if heal == "stop":
+            with pytest.raises(NotRunningError) as caught:
+                run_batches(inst, None, mirror, batch_size=50, timeout=0.5, journal=tmp_path / "journal", until=until)
+            error = caught.value.__cause__
+            assert isinstance(error, UnmodeledStatementError) and error.shape == RENAMED_WHILE_READ.name
+            assert error.tables == (f"{db}.t", f"{db}.t2")
+            assert not mirror.table_path(db, "t2").exists()
+        else:
+            run_batches(inst, None, mirror, batch_size=50, timeout=0.5, journal=tmp_path / "journal", until=until)
+            metrics = inst.metrics()
+            assert metrics.errors == 0 and metrics.heals == 2  # t (gone: nothing read) and t2
+    if heal == "snapshot":
+        assert not mirror.table_path(db, "t").exists()
+        _equal(mariadb, mirror, ("big", "t2"))
+        assert len(mirror.read(db, "t2").to_pylist()) == 4
     mirror.close()
     conn.close()

@@ -7,13 +7,16 @@ password -- while one on tables the filter leaves out goes on."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from canal.errors import UnmodeledStatementError
+from canal.parse.heal_marks import RENAMED_WHILE_READ
 from canal.parse.unmodeled import LEAVES_CAPTURE, Captured, capture_verdict, leaving_tables
 from canal.position import EntryPosition
 from canal.sql import AlterTable, TableMaintenance, read_settings, read_statement, read_statements
@@ -265,3 +268,34 @@ def test_renames_onto_and_out_of_captured_names() -> None:
     left = capture_verdict("ALTER TABLE t RENAME TO t_archive", "shop", captured, AT, in_transaction=False)
     assert left.unmodeled is None and left.leaves == (("shop", "t_archive"),)
     assert leaving_tables(left.props()) == [("shop", "t_archive")] and LEAVES_CAPTURE in left.props()
+
+
+def test_a_rename_of_a_table_a_snapshot_still_reads_heals_under_its_new_name() -> None:
+    everything: Captured = lambda *_: True  # noqa: E731
+    asked: list[str] = []
+
+    def reading(*tables: str) -> Callable[[], frozenset[str]]:
+        def unread() -> frozenset[str]:
+            asked.append("asked")
+            return frozenset(tables)
+
+        return unread
+
+    def verdict(sql: str, unread: Callable[[], frozenset[str]], captured: Captured = everything) -> Any:
+        return capture_verdict(sql, "shop", captured, AT, in_transaction=False, reading=unread)
+
+    for sql in ("RENAME TABLE t TO t2", "ALTER TABLE shop.t RENAME TO t2", "RENAME TABLE t TO tmp, tmp TO t2"):
+        moved = verdict(sql, reading("shop.t", "shop.z")).unmodeled
+        assert moved is not None and moved.shape is RENAMED_WHILE_READ and moved.healable
+        # every captured name it touches: the old one is void (gone), the new one read under its name
+        assert set(moved.heal_tables) >= {"shop.t", "shop.t2"} and "shop.t2" in moved.captured
+        # a table read all of already, or one the snapshot does not read, is followed as it was
+        assert verdict(sql, reading("shop.z")).unmodeled is None
+    # a swap moves the table read to the other name; out of the capture it leaves, and nothing is read again
+    swap = verdict("RENAME TABLE t TO tmp, u TO t, tmp TO u", reading("shop.t")).unmodeled
+    assert swap is not None and {"shop.t", "shop.u"} <= set(swap.heal_tables)
+    out = verdict("RENAME TABLE t TO archive.t", reading("shop.t"), _only("shop.t"))
+    assert out.unmodeled is None and out.leaves == (("archive", "t"),)
+    # asked only of a statement that renames
+    asked.clear()
+    assert verdict("ALTER TABLE t ADD COLUMN c INT", reading("shop.t")).unmodeled is None and not asked

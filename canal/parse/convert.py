@@ -28,7 +28,7 @@ CREATE, then the copied rows) keeps ``is_ddl``, as canal marks it. Savepoint sta
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
 
@@ -161,6 +161,9 @@ class EntryConverter:
         # what a statement the capture cannot follow, on a captured table, does (canal.parse.unmodeled): the typed
         # stop, before anything of it is handed off
         self.unmodeled: StatementPolicy = stop
+        # the tables (db.table) the snapshot in the stream has not read all of (set by the parser with its merge):
+        # a RENAME of one to a captured name goes to unmodeled too (canal.parse.unmodeled)
+        self.reading: Callable[[], Collection[str]] | None = None
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -599,11 +602,16 @@ class EntryConverter:
             EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id),
             in_transaction=self._in_txn,
             lower_case=self.lower_case_names,
+            reading=self._reading,
         )
         if verdict.unmodeled is None:
             return verdict
         marks = self.unmodeled(verdict.unmodeled)  # raises (the default), or a policy took care of it
         return attrs.evolve(verdict, unmodeled=None, marks=tuple(marks.items()))
+
+    def _reading(self) -> Collection[str]:
+        reading = () if self.reading is None else self.reading()
+        return {name.lower() for name in reading} if self.lower_case_names and reading else reading
 
     def _statement(self, event: QueryEvent, results: Sequence[DdlResult]) -> Entry | None:
         first = results[0]

@@ -6,7 +6,8 @@ Where the server changed a captured table's rows without logging them, the captu
 
 ``why``
     what made the rows unknown: the statement contract's shape (``TRUNCATE PARTITION``, ``RENAME TABLE onto a
-    captured name``, ...; :mod:`canal.sql.contract`), :data:`PARTIAL_IMAGE` or :data:`CONVERSION`;
+    captured name``, ...; :mod:`canal.sql.contract`), :data:`PARTIAL_IMAGE`, :data:`CONVERSION` or
+    :data:`RENAMED_WHILE_READ`;
 ``at``
     the event's position, ``file:offset``; ``statement``: the statement shortened, string literals left out;
 ``tables``
@@ -48,6 +49,7 @@ __all__ = [
     "CONVERSION",
     "HEAL",
     "PARTIAL_IMAGE",
+    "RENAMED_WHILE_READ",
     "SNAPSHOT_PENDING",
     "HealMark",
     "HealedTable",
@@ -70,6 +72,14 @@ PARTIAL_IMAGE: Final = Shape(
     "an INSERT that does not carry every column (binlog_row_image MINIMAL / NOBLOB: the others took defaults the "
     "binlog does not say), or an image without its whole key: a copy cannot apply it",
     "Row images",
+    heals=True,
+)
+RENAMED_WHILE_READ: Final = Shape(
+    "RENAME of a table a snapshot still reads",
+    Follow.STOP,
+    "a captured table renamed to a captured name before the snapshot in the stream (the initial one, a heal's) "
+    "read all of it: the read, which finds no table under the old name, goes on under the new one",
+    "Tables",
     heals=True,
 )
 CONVERSION: Final = Shape(

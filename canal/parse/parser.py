@@ -180,8 +180,7 @@ class EventParser(StartStopContext):
         # the last one left the stream: (origin, its entries) when it ended at a boundary or heartbeat, else None
         self._hand_off_lock = threading.Lock()
         self._rest: tuple[LogIdentity, list[Entry]] | None = None
-        # the last event the dump read, set once its entry is handed off (or it made none): how far the stream has
-        # read (read_position). A plain attribute store per event; the position is worked out only when asked.
+        # the last event read, set once its entry is handed off (or it made none); read_position works it out if asked
         self._last_event: BinlogEvent | None = None
         self._read_to: EntryPosition | None = None
         self._read_server_id: int | None = None  # the server_id of the server the dump reads
@@ -679,6 +678,7 @@ class EventParser(StartStopContext):
     @merge.setter
     def merge(self, merge: StreamMerge | None) -> None:
         self._merge = merge
+        self._converter.reading = None if merge is None else merge.reading  # a RENAME of one it reads heals
         if merge is not None:
             merge.attach(self._hand_off_due)
 

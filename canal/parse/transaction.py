@@ -34,7 +34,7 @@ difference.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from canal.errors import ParseError, RolledBackHandOffError
@@ -69,6 +69,10 @@ class StreamMerge(Protocol):
 
     def tag(self, entries: list[Entry]) -> list[Entry]:
         """The entries to hand off in place of ``entries`` (carrying what the cursor must remember)."""
+        ...
+
+    def reading(self) -> Collection[str]:
+        """The tables (``db.table``) whose entries from outside the binlog have not all joined the stream yet."""
         ...
 
     def after_hand_off(

@@ -6,7 +6,10 @@
   table -- or cannot say which tables it touches (a statement the reader does not know, a multi-table DML): a
   statement on tables the filter leaves out never stops. A RENAME (``RENAME TABLE``, ``ALTER TABLE ... RENAME TO``)
   that leaves a captured name holding a table the filter left out -- the cut-over of an online schema change whose
-  own tables are filtered out -- stops too: that table's rows were never captured.
+  own tables are filtered out -- stops too: that table's rows were never captured. So does a RENAME of a captured
+  table to a captured name while a snapshot in the stream has not read all of it (``reading``): the read, which
+  would find no table under the old name, must go on under the new one
+  (:data:`~canal.parse.heal_marks.RENAMED_WHILE_READ`, which heals).
 * ``leaves``: the captured tables a RENAME moved to names the filter leaves out. They leave the capture: the
   statement's entry says so in its :data:`LEAVES_CAPTURE` prop, and the mirror drops them.
 
@@ -24,12 +27,13 @@ stream goes on; any other statement it stops as :func:`stop` does.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Final, NoReturn, Protocol
 
 import attrs
 
 from canal.errors import UnmodeledStatementError
+from canal.parse.heal_marks import RENAMED_WHILE_READ
 from canal.position import EntryPosition
 from canal.sql import AlterTable, RenameTable, RenameTo, Statement, TableName, read_statements
 from canal.sql.contract import Follow, Shape, judge, shape
@@ -156,9 +160,11 @@ def capture_verdict(
     *,
     in_transaction: bool,
     lower_case: bool = False,
+    reading: Callable[[], Collection[str]] | None = None,
 ) -> CaptureVerdict:
     """The verdict on a query event (not transaction control) of database ``session`` at ``position``;
-    ``lower_case``: the server folds table names (``lower_case_table_names=1``)."""
+    ``lower_case``: the server folds table names (``lower_case_table_names=1``); ``reading()``: the tables
+    (``db.table``) a snapshot in the stream has not read all of yet, asked only of a statement that renames."""
     statements = read_statements(sql, strict=False)
     verdict = judge(statements)
 
@@ -168,14 +174,14 @@ def capture_verdict(
 
     named = [qualified(t) for t in verdict.tables]
     touched = [t for t in named if captured(*t)]
-    entering, leaves = _renames(statements, qualified, captured)
+    entering, leaves, moved = _renames(statements, qualified, captured, reading)
     stopping: Shape | None = None
     healable = False
     if verdict.follow is Follow.STOP and (touched or not verdict.tables_known):
         stopping = verdict.stops[0]
         healable = verdict.heals and (not entering or shape(_ONTO_CAPTURED).heals)
-    elif entering:
-        stopping = shape(_ONTO_CAPTURED)
+    elif entering or moved:
+        stopping = shape(_ONTO_CAPTURED) if entering else RENAMED_WHILE_READ
         healable = stopping.heals and verdict.tables_known
     if stopping is None:
         return CaptureVerdict(leaves=tuple(leaves)) if leaves else _GOES_ON
@@ -194,10 +200,14 @@ def capture_verdict(
 
 
 def _renames(
-    statements: Sequence[Statement], qualified: Callable[[TableName], tuple[str, str]], captured: Captured
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """The captured names a statement's renames leave holding a table the filter left out, and the captured
-    tables they move to names the filter leaves out (their new names): the renames followed in order."""
+    statements: Sequence[Statement],
+    qualified: Callable[[TableName], tuple[str, str]],
+    captured: Captured,
+    reading: Callable[[], Collection[str]] | None,
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]]]:
+    """The captured names a statement's renames leave holding a table the filter left out, the captured tables
+    they move to names the filter leaves out (their new names), and the captured names they leave holding a table
+    of ``reading`` under another name: the renames followed in order."""
     pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
     for stmt in statements:
         if isinstance(stmt, RenameTable):
@@ -208,18 +218,29 @@ def _renames(
                 if isinstance(action, RenameTo):  # an unqualified new name is in the session's database
                     pairs.append((old, qualified(action.table)))
     if not pairs:
-        return [], []
+        return [], [], []
     holds_captured: dict[tuple[str, str], bool] = {}  # name -> whether the table it holds now was captured
+    first_name: dict[tuple[str, str], tuple[str, str]] = {}  # name -> the name its table had before the statement
     exists: dict[tuple[str, str], bool] = {}
     for old, new in pairs:
         was = holds_captured.get(old, captured(*old))
         exists[old] = False
         exists[new] = True
         holds_captured[new] = was
+        first_name[new] = first_name.get(old, old)
     finals = [name for name, there in exists.items() if there]
     entering = [name for name in finals if captured(*name) and not holds_captured[name]]
     leaves = [name for name in finals if not captured(*name) and holds_captured[name]]
-    return entering, leaves
+    unread = () if reading is None else reading()
+    moved = [
+        name
+        for name in finals
+        if captured(*name)
+        and holds_captured[name]
+        and first_name[name] != name
+        and "{}.{}".format(*first_name[name]) in unread
+    ]
+    return entering, leaves, moved
 
 
 def leaving_tables(props: Mapping[str, str]) -> list[tuple[str, str]]:

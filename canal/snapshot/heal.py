@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from canal.errors import CanalError
 from canal.log import DestinationAdapter
-from canal.parse.heal_marks import CONVERSION, HEAL, PARTIAL_IMAGE, HealedTable, HealMark
+from canal.parse.heal_marks import CONVERSION, HEAL, PARTIAL_IMAGE, RENAMED_WHILE_READ, HealedTable, HealMark
 from canal.parse.unmodeled import UnmodeledStatement
 
 __all__ = ["Healer"]
@@ -75,11 +75,14 @@ class Healer:
             raise statement.error(str(exc)) from exc
         self._healed(len(statement.heal_tables))
         self._log.warning(
-            "healing %s: %s at %s (%s) changed rows the binlog does not hold; reading %s again in the stream from here",
+            "healing %s: %s at %s (%s) %s; reading %s again in the stream from here",
             ", ".join(statement.heal_tables),
             statement.shape.name,
             statement.where,
             statement.shown,
+            "moved a table the snapshot had not read all of"
+            if statement.shape is RENAMED_WHILE_READ
+            else "changed rows the binlog does not hold",
             "it" if len(statement.heal_tables) == 1 else "them",
         )
         mark = HealMark(

@@ -170,6 +170,12 @@ class SnapshotMerge:
             else:
                 self._progress = SnapshotCursor(tables, first_new, None, 0)
 
+    def reading(self) -> frozenset[str]:
+        """The tables (``db.table``) the snapshot in the stream has not read all of: those of the progress entries
+        handed off now carry, from its table on (a table being read included)."""
+        progress = self._progress
+        return frozenset() if progress is None else frozenset(progress.tables[progress.table :])
+
     @property
     def stream_ended(self) -> bool:
         """The snapshot that ends the stream has handed off its last entry: the parser hands off nothing more."""

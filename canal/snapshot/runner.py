@@ -220,12 +220,14 @@ class SnapshotRunner:
             if self._watermarks is not None:
                 self._watermarks.check()
             plan = self.plan
-            schemas: dict[int, TableSchema | None] = {}
+            # each table's layout, and the count of its DDL the stream had handed off before it was read: a DDL handed
+            # off by the time the table's turn comes makes that layout stale (canal.snapshot.merge.layout_generation)
+            schemas: dict[int, tuple[int, TableSchema | None]] = {}
             for index, name in enumerate(plan.tables[plan.table :], plan.table):
                 db, table = split_table_name(name)
-                schemas[index] = self._table_schema(db, table)
+                schemas[index] = (self._merge.layout_generation(db, table), self._table_schema(db, table))
             if self._estimated_rows is not None:
-                self._rows_expected = self._estimated_rows([s for s in schemas.values() if s is not None])
+                self._rows_expected = self._estimated_rows([s for _, s in schemas.values() if s is not None])
             index = plan.table
             while True:
                 with self._plan_lock:
@@ -234,14 +236,18 @@ class SnapshotRunner:
                         self._closed = True  # extend() now refuses: a later table needs another runner
                         break
                     self._index = index
-                name = tables[index]
-                # a table added while the snapshot ran (a heal): its layout as the server has it now
-                schema = schemas.pop(index) if index in schemas else self._table_schema_now(*split_table_name(name))
-                if schema is None:  # dropped since the snapshot was planned: its DROP is in the stream
-                    self._log.warning("%s no longer exists: the snapshot skips it", name)
+                db, table = split_table_name(tables[index])
+                generation, schema = schemas.pop(index, (-1, None))
+                if generation != self._merge.layout_generation(db, table):
+                    # a table added while the snapshot ran (a heal), or one whose DDL the stream handed off since its
+                    # layout was read: its layout as the server has it now
+                    generation = self._merge.layout_generation(db, table)
+                    schema = self._table_schema_now(db, table)
+                if schema is None:  # dropped or renamed since: its DROP or RENAME is in the stream, or will be
+                    self._log.warning("%s.%s no longer exists: the snapshot skips it", db, table)
                     self._skip_table(index)
                 else:
-                    self._table(schema, index, plan.after if index == plan.table else None)
+                    self._table(schema, index, plan.after if index == plan.table else None, generation)
                 self._tables_done += 1
                 index += 1
             self._log.info("snapshot of %s done: %d rows", ", ".join(self.plan.tables), self._rows_emitted)
@@ -265,17 +271,18 @@ class SnapshotRunner:
                 self.stored_through = self._stored()
             self._done.set()
 
-    def _table(self, schema: TableSchema, index: int, after: tuple[Any, ...] | None) -> None:
+    def _table(self, schema: TableSchema, index: int, after: tuple[Any, ...] | None, generation: int) -> None:
         """One table's chunks into the stream. Its layout is read again whenever a DDL of the table reaches the
         stream before a chunk read under the old one (:class:`~canal.snapshot.merge.LayoutChanged`), or a read
         fails on a column or table the server no longer has: the chunk is read again under the new layout, after
         the same key while the chunk key is the same columns, else from the table's first row (a changed key
-        cannot continue after values of another; rows read again are upserts, none is skipped)."""
+        cannot continue after values of another; rows read again are upserts, none is skipped). ``generation``:
+        the table's DDL count in the stream before ``schema`` was read."""
         db, name = schema.schema, schema.table
         key_names = self.plan.key if index == self.plan.table else None
-        generation = self._merge.layout_generation(db, name)
         current: TableSchema | None = schema if index > self.plan.table or after is None else None
         if current is None:
+            generation = self._merge.layout_generation(db, name)
             current = self._table_schema_now(db, name)  # a resume: the layout now, not the one of the plan
         while current is not None:
             reader = self._reader(current)
