@@ -14,7 +14,7 @@ from test_store_support import EntryMaker, model_cut, model_range
 from canal.errors import StoreBatchTooLargeError, StoreSequenceError
 from canal.position import LogIdentity
 from canal.protocol import Entry, EntryType
-from canal.store import BatchMode, MemoryEventStore
+from canal.store import BatchMode, MemoryEventStore, memory
 
 KINDS = st.sampled_from("BRRRREDH")
 ORIGIN = st.sampled_from([None, LogIdentity("master:3306", 7), LogIdentity("standby:3306", 7)])
@@ -39,12 +39,17 @@ class StoreMachine(RuleBasedStateMachine):
         unit=st.sampled_from([1, 50, 100, 256]),
         mode=st.sampled_from(list(BatchMode)),
         ddl=st.booleans(),
+        first_slots=st.sampled_from([1, 2, 4, memory.FIRST_SLOTS]),  # the ring grows as puts need
     )
-    def setup(self, size: int, unit: int, mode: BatchMode, ddl: bool) -> None:
+    def setup(self, size: int, unit: int, mode: BatchMode, ddl: bool, first_slots: int) -> None:
         self.size, self.unit, self.mode, self.ddl = size, unit, mode, ddl
         self.memsize = mode is BatchMode.MEMSIZE
         self.store = MemoryEventStore(size, unit, mode.value.lower(), ddl_isolation=ddl)
-        self.store.start()
+        self.first_slots, memory.FIRST_SLOTS = memory.FIRST_SLOTS, first_slots
+        try:
+            self.store.start()
+        finally:
+            memory.FIRST_SLOTS = self.first_slots
 
     def teardown(self) -> None:
         if self.store is not None:

@@ -1,8 +1,11 @@
 """The in-memory ring-buffer event store (canal's ``MemoryEventStoreWithBuffer``, with exact limits).
 
-Layout. A preallocated list of ``buffer_size`` slots (a power of two) holds the entries; sequence ``s`` lives in slot
-``s & (buffer_size - 1)``. A parallel list holds each slot's byte size, and running byte totals are kept for the put,
-get and ack sequences. Puts and acks are slice assignments; the only per-entry Python work on the hot path is one
+Layout. A list of slots (a power of two) holds the entries; sequence ``s`` lives in slot ``s & (slots - 1)``. A
+parallel list holds each slot's byte size, and running byte totals are kept for the put, get and ack sequences. The
+ring starts at :data:`FIRST_SLOTS` slots and doubles, up to ``buffer_size``, when a put needs more (its entries move
+to their slots in the larger ring): a store that never holds many entries never has ``buffer_size`` slots, which
+the garbage collector would walk at each collection (16,384 per store by default, twice, for every destination of
+the process) and which take memory. Puts and acks are slice assignments; the only per-entry Python work on the hot path is one
 comprehension over the incoming batch for its sizes. A get hands out a slice; when everything unread fits the byte
 budget (the usual case for a consumer that keeps up) its cut is O(1), otherwise a binary search over running sums of
 the entries it hands out. Acking what was handed out frees its bytes in O(1). The position range of a batch is
@@ -32,7 +35,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import cast
+from typing import TypeVar, cast
 
 from canal.config import BatchMode
 from canal.errors import ConfigError, StoreBatchTooLargeError, StoreClosedError, StoreSequenceError
@@ -41,6 +44,11 @@ from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRang
 from canal.protocol import Entry, EntryType
 from canal.start_stop import StartStopContext
 from canal.store.base import INIT_SEQUENCE, Events, StoreStats
+
+_T = TypeVar("_T")
+
+FIRST_SLOTS = 256
+"""The ring's slots when a store starts (or ``buffer_size``, when smaller); it doubles as puts need."""
 
 _ROWDATA = EntryType.ROWDATA
 _BEGIN = EntryType.TRANSACTIONBEGIN
@@ -107,7 +115,6 @@ class MemoryEventStore(StartStopContext):
         except ValueError as exc:
             raise ConfigError(str(exc), key="batch_mode") from None
         self._size = buffer_size
-        self._mask = buffer_size - 1
         self._unit = memory_unit
         self._mode = mode
         self._memsize = mode is BatchMode.MEMSIZE
@@ -124,8 +131,10 @@ class MemoryEventStore(StartStopContext):
         self._reset()
 
     def _reset(self) -> None:
-        self._buf: list[Entry | None] = [None] * self._size
-        self._sizes: list[int] = [0] * self._size
+        self._slots = min(self._size, FIRST_SLOTS)  # the ring's length: it grows up to _size (_grow)
+        self._mask = self._slots - 1
+        self._buf: list[Entry | None] = [None] * self._slots
+        self._sizes: list[int] = [0] * self._slots
         self._put = self._get = self._ack = INIT_SEQUENCE
         self._put_mem = self._get_mem = self._ack_mem = 0
         self._starved = False  # the last put attempt found no room (cleared by the next successful put)
@@ -156,7 +165,7 @@ class MemoryEventStore(StartStopContext):
             if not self._started:
                 return
             self._started = False
-            self._buf = [None] * self._size
+            self._buf = [None] * self._slots
             self._not_full.notify_all()
             self._not_empty.notify_all()
         self._log.debug("store stopped")
@@ -262,18 +271,10 @@ class MemoryEventStore(StartStopContext):
         origins = self._origins
         if not origins or origins[-1][1] != origin:
             origins.append((self._put + 1, origin))
-        s = (self._put + 1) & self._mask
-        e = s + n
-        buf = self._buf
-        if e <= self._size:
-            buf[s:e] = entries
-            self._sizes[s:e] = sizes
-        else:
-            k = self._size - s
-            buf[s:] = entries[:k]
-            buf[: n - k] = entries[k:]
-            self._sizes[s:] = sizes[:k]
-            self._sizes[: n - k] = sizes[k:]
+        if self._put - self._ack + n > self._slots:
+            self._grow(self._put - self._ack + n)
+        self._place(self._buf, self._put + 1, entries)
+        self._place(self._sizes, self._put + 1, sizes)
         self._put += n
         self._put_mem += batch_bytes
         self._latest = latest
@@ -282,6 +283,36 @@ class MemoryEventStore(StartStopContext):
         self._put_at = time.monotonic()
         if self._get_waiters:
             self._not_empty.notify_all()
+
+    def _grow(self, held: int) -> None:
+        """Ring of at least ``held`` slots (<= buffer_size, which _fits checks): the entries not acked move over."""
+        first, live = self._ack + 1, self._put - self._ack
+        entries, sizes = self._taken(self._buf, first, live), self._taken(self._sizes, first, live)
+        slots = self._slots
+        while slots < held:
+            slots *= 2
+        self._slots, self._mask = slots, slots - 1
+        self._buf, self._sizes = [None] * slots, [0] * slots
+        self._place(self._buf, first, entries)
+        self._place(self._sizes, first, sizes)
+
+    def _taken(self, ring: list[_T], first: int, n: int) -> list[_T]:
+        """The slots of sequences ``first`` .. ``first + n - 1`` of ``ring``, in order (a new list)."""
+        s = first & self._mask
+        e = s + n
+        return ring[s:e] if e <= self._slots else ring[s:] + ring[: e - self._slots]
+
+    def _place(self, ring: list[_T], first: int, items: Sequence[_T]) -> None:
+        """``items`` into the slots of sequences ``first`` on of ``ring``."""
+        n = len(items)
+        s = first & self._mask
+        e = s + n
+        if e <= self._slots:
+            ring[s:e] = items
+        else:
+            k = self._slots - s
+            ring[s:] = items[:k]
+            ring[: n - k] = items[k:]
 
     # ------------------------------------------------------------------ get
 
@@ -323,9 +354,7 @@ class MemoryEventStore(StartStopContext):
             else:
                 n = avail
                 nbytes = self._put_mem - self._get_mem
-            s = start & self._mask
-            e = s + n
-            entries = self._buf[s:e] if e <= self._size else self._buf[s:] + self._buf[: e - self._size]
+            entries = self._taken(self._buf, start, n)
             if self._ddl_isolation:
                 for i, entry in enumerate(cast("list[Entry]", entries)):
                     if _is_ddl(entry):
@@ -410,7 +439,7 @@ class MemoryEventStore(StartStopContext):
             return avail, unread_bytes
         sizes = self._sizes
         mask = self._mask
-        size = self._size
+        size = self._slots
         taken = 0
         total = 0
         chunk = 256
@@ -434,9 +463,9 @@ class MemoryEventStore(StartStopContext):
         """Bytes of the ``n`` entries from sequence ``first``."""
         s = first & self._mask
         e = s + n
-        if e <= self._size:
+        if e <= self._slots:
             return sum(self._sizes[s:e])
-        return sum(self._sizes[s:]) + sum(self._sizes[: e - self._size])
+        return sum(self._sizes[s:]) + sum(self._sizes[: e - self._slots])
 
     # ------------------------------------------------------------------ ack / rollback / clear
 
@@ -457,14 +486,7 @@ class MemoryEventStore(StartStopContext):
             n = end_seq - ack
             if not n:
                 return
-            s = (ack + 1) & self._mask
-            e = s + n
-            buf = self._buf
-            if e <= self._size:
-                buf[s:e] = [None] * n
-            else:
-                buf[s:] = [None] * (self._size - s)
-                buf[: e - self._size] = [None] * (e - self._size)
+            self._place(self._buf, ack + 1, [None] * n)
             self._ack_mem = self._get_mem if end_seq == self._get else self._ack_mem + self._bytes_of(ack + 1, n)
             self._ack = end_seq
             origins = self._origins
@@ -504,7 +526,7 @@ class MemoryEventStore(StartStopContext):
         with self._lock:
             if not self._started:
                 raise self._closed()
-            self._buf[:] = [None] * self._size
+            self._buf[:] = [None] * self._slots
             self._get = self._ack = self._put
             self._get_mem = self._ack_mem = self._put_mem
             self._rest = None
