@@ -106,6 +106,9 @@ class TableFilter(NameFilter):
     patterns: tuple[str, ...]
     _match: Callable[[str], bool] = attrs.field(alias="_match")
     match_empty: bool = True
+    # the ``schema.table`` names (lower case) a filter of plain names selects, an ASCII name matching when its lower
+    # case is one of them; None when a pattern is a regex
+    literal_names: frozenset[str] | None = None
     _memo: dict[tuple[str, str], bool] = attrs.field(factory=dict, init=False)
 
     @property
@@ -195,9 +198,11 @@ def compile_table_filter(text: str | None, key: str = "filter", *, match_empty: 
     else:  # groups: back-references would be renumbered in one combined regex
         match = _any_fullmatch(tuple(compiled))
     literals = [_literal(_normalize(p)) for p in patterns]
+    names = None
     if patterns and all(name is not None for name in literals):
-        match = _literal_matcher(frozenset(name.lower() for name in literals if name is not None), match)
-    return TableFilter(text, patterns, _match=match, match_empty=match_empty)
+        names = frozenset(name.lower() for name in literals if name is not None)
+        match = _literal_matcher(names, match)
+    return TableFilter(text, patterns, _match=match, match_empty=match_empty, literal_names=names)
 
 
 _METACHARACTERS = frozenset(".^$*+?{}[]|()")
@@ -373,6 +378,16 @@ class TableFilters:
     def matches(self, schema: str, table: str) -> bool:
         """Alias of :meth:`includes`, so a TableFilters can stand where a filter is expected."""
         return self.includes(schema, table)
+
+    @property
+    def literal_names(self) -> frozenset[str] | None:
+        """The ``schema.table`` names (lower case) these filters include when the white list is plain names and
+        the black list empty: an ASCII table is included exactly when its lower-cased name is one of them (a name
+        outside ASCII is asked of :meth:`includes`). None otherwise."""
+        white, black = self.white, self.black
+        if isinstance(white, TableFilter) and isinstance(black, TableFilter) and black.is_empty:
+            return white.literal_names  # (an empty black list excludes nothing: __attrs_post_init__)
+        return None
 
     def may_include_schema(self, schema: str) -> bool:
         """Whether a table of ``schema`` may be included: what a database-level DDL (``CREATE/DROP DATABASE``)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 from typing import Any
 
 import attrs
@@ -33,6 +33,7 @@ from canal.errors import PositionError
 _SUFFIX = re.compile(r"(\d+)$")
 
 
+@lru_cache(maxsize=1024)  # asked for every event and position compared, of a few file names at a time
 def journal_number(journal_name: str | None) -> int:
     """The numeric suffix of a binlog file name (``mysql-bin.000042`` -> 42); -1 when there is none."""
     if not journal_name:

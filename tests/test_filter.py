@@ -425,5 +425,11 @@ def test_a_filter_of_plain_names_answers_as_its_regexes(names: list[str], probe:
     except FilterError:
         return
     compiled = [re.compile(p, re.IGNORECASE | re.DOTALL) for p in f.patterns]  # as the filter split them
+    # a shared reader routes an ASCII name by the names' index (TableFilters.literal_names) when there is one
+    index = TableFilters(f).literal_names
     for name in (probe, *names, *(n.upper() for n in names), *(n.lower() for n in names)):
-        assert f.matches_name(name) is any(c.fullmatch(name) is not None for c in compiled), (patterns, name)
+        expected = any(c.fullmatch(name) is not None for c in compiled)
+        assert f.matches_name(name) is expected, (patterns, name)
+        if index is not None and name.isascii():
+            assert (name.lower() in index) is expected, (patterns, name)
+    assert TableFilters(f, compile_table_filter("x", match_empty=False)).literal_names is None  # a black list

@@ -30,7 +30,7 @@ from canal.testing import FakeMysql
 
 _names = itertools.count()
 TABLES = ("a.t", "a.u", "b.t", "c.t")
-FILTERS = (r"a\..*", r"a\.t", r"b\..*", r"a\.u,c\.t", r".*\..*", r"c\..*")
+FILTERS = (r"a\..*", r"a\.t", r"b\..*", r"a\.u,c\.t", r".*\..*", r"c\..*", r"A\.T,C\.t")
 
 operation = st.one_of(
     st.tuples(st.just("txn"), st.lists(st.sampled_from(TABLES), min_size=1, max_size=4)),

@@ -1,15 +1,15 @@
 """The in-memory ring-buffer event store (canal's ``MemoryEventStoreWithBuffer``, with exact limits).
 
-Layout. A list of slots (a power of two) holds the entries; sequence ``s`` lives in slot ``s & (slots - 1)``. A
-parallel list holds each slot's byte size, and running byte totals are kept for the put, get and ack sequences. The
-ring starts at :data:`FIRST_SLOTS` slots and doubles, up to ``buffer_size``, when a put needs more (its entries move
-to their slots in the larger ring): a store that never holds many entries never has ``buffer_size`` slots, which
-the garbage collector would walk at each collection (16,384 per store by default, twice, for every destination of
-the process) and which take memory. Puts and acks are slice assignments; the only per-entry Python work on the hot path is one
-comprehension over the incoming batch for its sizes. A get hands out a slice; when everything unread fits the byte
-budget (the usual case for a consumer that keeps up) its cut is O(1), otherwise a binary search over running sums of
-the entries it hands out. Acking what was handed out frees its bytes in O(1). The position range of a batch is
-computed from its first and last entry and a backward scan for its last transaction boundary.
+Layout. A list of slots (a power of two) holds the entries; sequence ``s`` lives in slot ``s & (slots - 1)``. A parallel
+list holds each slot's byte size, and running byte totals are kept for the put, get and ack sequences. The ring starts
+at :data:`FIRST_SLOTS` slots and doubles, up to ``buffer_size``, when a put needs more (its entries move to their slots
+in the larger ring): a store that never holds many entries never has ``buffer_size`` slots, which the garbage collector
+would walk at each collection (16,384 per store by default, twice, for every destination of the process) and which take
+memory. Puts and acks are slice assignments; the only per-entry Python work on the hot path is one comprehension over
+the incoming batch for its sizes. A get hands out a slice; when everything unread fits the byte budget (the usual case
+for a consumer that keeps up) its cut is O(1), otherwise a binary search over running sums of the entries it hands out.
+Acking what was handed out frees its bytes in O(1). The position range of a batch is computed from its first and last
+entry and a backward scan for its last transaction boundary.
 
 Limits. The store never holds more than ``buffer_size`` entries, and in MEMSIZE mode never more than
 ``buffer_size * memory_unit`` bytes, counting the incoming batch (canal checks before adding and may overshoot; we do
