@@ -11,10 +11,11 @@ turn), 1,000 rows inserted in one statement and updated 20 times by statements o
 
 ``wide_cell_ratio`` = the mirror's us per cell at 1,000 columns / at 100 (goal <= 1.2); ``mirror_decode_ratio`` = the
 mirror run's decode rate / the instance run's, for the 10-column rows (goal >= 0.9): rows per CPU second of the parser
-thread, which is the decoding (the mirror's own work runs in the consumer's thread); ``wide_peak_rss_mb`` = the peak
-RSS (VmHWM) of the mirror run at 1,000 columns (goal <= 600).
+thread, which is the decoding (the mirror's own work runs in the consumer's thread), the median of ``--rounds`` runs of
+each, interleaved (the parser spends about 70 ms on those rows: one run's ratio moved between 0.90 and 1.09);
+``wide_peak_rss_mb`` = the peak RSS (VmHWM) of the mirror run at 1,000 columns (goal <= 600).
 
-    .venv/bin/python benchmarks/bench_wide.py [--widths 10,100,1000]
+    .venv/bin/python benchmarks/bench_wide.py [--widths 10,100,1000] [--rounds 5]
 
 Writes ``benchmarks/results/bench_wide.json``; the last line is
 ``RESULT wide_cell_ratio=... mirror_decode_ratio=... wide_peak_rss_mb=...``.
@@ -165,9 +166,16 @@ def run(server: Any, mode: str, width: int, start: tuple[str, int]) -> dict[str,
     return result
 
 
+def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median decode rate (its other figures from the same run), with every run beside it."""
+    median = sorted(results, key=lambda r: r["decode_rows_per_cpu_s"])[len(results) // 2]
+    return {**median, "rounds": results} if len(results) > 1 else median
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--widths", default="10,100,1000")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of each mode at the narrowest width; medians")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -179,14 +187,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     mirror: dict[int, dict[str, Any]] = {}
     instance: dict[int, dict[str, Any]] = {}
+    narrow, wide = min(widths), max(widths)
     with MariaDBServer(server_id=1) as server:
         for width in widths:
             # written after the runs of the narrower tables: a parser reads nothing past its own rows (it would
             # decode ahead while the run ends, and count that in its decoding)
             start = write_workload(server, width)
-            instance[width] = run(server, "instance", width, start)
-            mirror[width] = run(server, "mirror", width, start)
-    narrow, wide = min(widths), max(widths)
+            rounds: dict[str, list[dict[str, Any]]] = {"instance": [], "mirror": []}
+            for _ in range(args.rounds if width == narrow else 1):
+                for mode, results in rounds.items():
+                    results.append(run(server, mode, width, start))
+            instance[width], mirror[width] = (_median(rounds[mode]) for mode in ("instance", "mirror"))
     middle = 100 if 100 in widths else narrow
     cell_ratio = mirror[wide]["us_per_cell"] / mirror[middle]["us_per_cell"]
     cpu_cell_ratio = mirror[wide]["cpu_us_per_cell"] / mirror[middle]["cpu_us_per_cell"]

@@ -84,6 +84,7 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.shared_groups import GroupTracker, Position
+from canal.parse.shared_routes import Routes
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm
 from canal.position import journal_number
 from canal.schema.history import SchemaColumn
@@ -282,12 +283,7 @@ class SharedReader:
         self._subs: tuple[Subscription, ...] = ()
         self._ahead: dict[Position, list[Subscription]] = {}
         self._waiting: tuple[Subscription, ...] = ()  # the subscriptions in _ahead
-        self._routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
-        self._routed: frozenset[Subscription] = frozenset()  # the subscriptions the routes were made for
-        # the subscriptions whose filters are plain names, by lower-case name (canal's destination per database or
-        # table: a table's route is one lookup, not a filter per destination), and the others
-        self._by_name: dict[str, tuple[Subscription, ...]] = {}
-        self._asked: tuple[Subscription, ...] = ()
+        self._routes: Routes[Subscription] = Routes(())
         self._tracker = GroupTracker(start)
         self._group: _Group | None = None
         # the destinations given events of the open group while their parser waited, woken when it ends
@@ -386,31 +382,10 @@ class SharedReader:
         sub.finish(SharedReaderLeft(f"left the shared reader of {self.key}: {why}"))
 
     def _changed(self) -> None:
-        """The subscriptions changed: routes and the rows form follow. A table's route takes the subscriptions of
-        plain names from the index; of the others, it keeps those it had that are still there and asks only the new
-        ones whether they capture it (a filter per table and destination once, not again on every join): into a
-        new cache, never the old one in place (_route)."""
+        """The subscriptions changed: routes (:mod:`canal.parse.shared_routes`: a filter per table and destination
+        once, not again on every join) and the rows form follow."""
         self._waiting = tuple(s for w in self._ahead.values() for s in w)
-        routed = self._routed
-        now = (*self._subs, *self._waiting)
-        by_name: dict[str, tuple[Subscription, ...]] = {}
-        asked: list[Subscription] = []
-        for sub in now:
-            names = sub.member.literal_names()
-            if names is None:
-                asked.append(sub)
-            else:
-                for literal in names:
-                    by_name[literal] = (*by_name.get(literal, ()), sub)
-        self._by_name, self._asked = by_name, tuple(asked)
-        routes: dict[tuple[str, str], tuple[Subscription, ...]] = {}
-        for name, found in list(self._routes.items()):  # the decoder may add to it meanwhile
-            had = set(found)
-            routes[name] = self._indexed(*name) + tuple(
-                s for s in self._asked_for(*name) if (s in had if s in routed else s.member.wants(*name))
-            )
-        self._routes = routes
-        self._routed = frozenset(now)
+        self._routes = Routes((*self._subs, *self._waiting), self._routes)
         self._form.columnar = any(s.member.rows_form.columnar for s in (*self._subs, *self._waiting))
 
     def room(self) -> None:
@@ -506,29 +481,9 @@ class SharedReader:
         return bool(self._route(schema, table))
 
     def _route(self, schema: str, table: str) -> tuple[Subscription, ...]:
-        """The subscriptions capturing a table (those waiting ahead included). Also called by the decoder without
-        the lock: a change of subscriptions replaces the cache (it never clears it in place), so what this computes
-        from the subscriptions before a change goes into the cache the change dropped."""
-        routes = self._routes
-        found = routes.get((schema, table))
-        if found is None:
-            found = self._indexed(schema, table) + tuple(
-                s for s in self._asked_for(schema, table) if s.member.wants(schema, table)
-            )
-            routes[(schema, table)] = found
-        return found
-
-    def _indexed(self, schema: str, table: str) -> tuple[Subscription, ...]:
-        """The subscriptions of plain names that capture a table of an ASCII name (others: :meth:`_asked_for`)."""
-        name = f"{schema}.{table}"
-        return self._by_name.get(name.lower(), ()) if name.isascii() else ()
-
-    def _asked_for(self, schema: str, table: str) -> tuple[Subscription, ...]:
-        """The subscriptions to ask whether they capture a table: those not indexed, and for a name outside ASCII
-        (where a filter's case-insensitive match is more than ``lower()``) every one."""
-        if schema.isascii() and table.isascii():
-            return self._asked
-        return (*self._subs, *self._waiting)
+        """The subscriptions capturing a table (those waiting ahead included); also called by the decoder, without
+        the lock (:mod:`canal.parse.shared_routes`)."""
+        return self._routes(schema, table)
 
     def _dispatch(self, event: BinlogEvent) -> None:
         self.events_read += 1
