@@ -5,7 +5,8 @@ Usage: python -m tests.procs.shared_consumer '{"configs": {name: InstanceConfig.
 "out": dir, "db": name}'
 
 Each batch's entries (``repr`` of ``test_shared_reader.canonical``) are appended to ``{out}/{name}.log``, one per
-line, fsynced, then the batch is acked: a kill between the two leaves a batch recorded that is delivered again.
+line, in one write, fsynced, then the batch is acked: a kill between the two leaves a batch recorded that is delivered
+again. A kill inside the write may leave the file's last line cut: the next start cuts it off before it appends.
 stdout: "ready" once every destination has started, "shared" once they all read through the shared reader, "done".
 """
 
@@ -35,7 +36,7 @@ def main() -> None:
     print("ready", flush=True)
     told = False
     finished: set[str] = set()
-    logs = {name: open(out / f"{name}.log", "a", encoding="utf-8") for name in configs}  # noqa: SIM115
+    logs = {name: _log(out / f"{name}.log") for name in configs}
     while len(finished) < len(configs):
         if not told and all(server.instance(n).parser.shared for n in configs):
             print("shared", flush=True)
@@ -47,9 +48,9 @@ def main() -> None:
             msg = server.get_without_ack(client, 20, 0.02)
             if msg.id == EMPTY_MESSAGE_ID:
                 continue
-            log = logs[name]
+            lines = []
             for entry in msg.entries:
-                log.write(repr(canonical(entry)) + "\n")
+                lines.append(repr(canonical(entry)) + "\n")
                 rc = entry.row_change
                 if (
                     entry.entry_type is EntryType.ROWDATA
@@ -58,12 +59,20 @@ def main() -> None:
                     and any(r.after is not None and r.after[0] == END_ID for r in rc.rows)
                 ):
                     finished.add(name)
-            log.flush()
-            os.fsync(log.fileno())
+            os.write(logs[name], "".join(lines).encode())
+            os.fsync(logs[name])
             server.ack(client, msg.id)
         time.sleep(0.001)
     server.stop()
     print("done", flush=True)
+
+
+def _log(path: Path) -> int:
+    """``path`` opened to append whole lines: a last line a kill cut short is cut off."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    text = os.pread(fd, os.fstat(fd).st_size, 0)
+    os.ftruncate(fd, text.rfind(b"\n") + 1)
+    return fd
 
 
 if __name__ == "__main__":
