@@ -297,6 +297,49 @@ def test_a_running_snapshot_reads_a_healed_table_again_unless_it_is_still_to_com
         _runner(plan, merge).extend(["nodot"])
 
 
+class _StatusConnection:
+    """A connection whose one query, ``SHOW MASTER STATUS``, gives ``FILE`` at offset 500."""
+
+    def cursor(self) -> Any:
+        return self
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def execute(self, sql: str) -> None:
+        assert sql == "SHOW MASTER STATUS"
+
+    def fetchone(self) -> tuple[str, str]:
+        return FILE, "500"
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_table_found_gone_is_left_once_the_stream_passed_where_the_server_was() -> None:
+    """Found gone, a table may have been dropped or renamed: the snapshot's progress leaves it only once the stream
+    has handed off what the server had logged then, so that a RENAME of it met on the way is converted while the
+    table is still the one being read (and heals under its new name)."""
+    merge = SnapshotMerge()
+    plan = SnapshotCursor(("d.gone",))
+    merge.begin(plan)
+    runner = SnapshotRunner("d", plan, merge, _StatusConnection, lambda db, t: None).start()
+    try:
+        heartbeat = Entry(Header(FILE, 400), EntryType.HEARTBEAT)
+        merge.due(heartbeat, None, lambda entries: None)  # the stream at offset 400: before where the server was
+        with pytest.raises(TimeoutError):
+            runner.wait(0.3)
+        assert merge.progress == plan and merge.reading() == {"d.gone"}
+        merge.due(Entry(Header(FILE, 500), EntryType.HEARTBEAT), None, lambda entries: None)
+        runner.wait(10)
+        assert merge.progress is None and not merge.reading()
+    finally:
+        runner.stop()
+
+
 def test_a_snapshot_whose_last_entry_went_goes_on_with_the_tables_a_heal_added() -> None:
     merge = SnapshotMerge()
     merge.begin(SnapshotCursor(("d.a",)))

@@ -170,6 +170,12 @@ class SnapshotMerge:
             else:
                 self._progress = SnapshotCursor(tables, first_new, None, 0)
 
+    def handed_past(self, position: tuple[int, int]) -> bool:
+        """Whether the stream has handed off everything before ``position`` (a :func:`position_key`): its last
+        boundary or heartbeat lies there or later."""
+        handed = self._handed
+        return handed is not None and position <= handed
+
     def reading(self) -> frozenset[str]:
         """The tables (``db.table``) the snapshot in the stream has not read all of: those of the progress entries
         handed off now carry, from its table on (a table being read included)."""

@@ -23,12 +23,13 @@ import pymysql  # type: ignore[import-untyped]
 from canal.config.settings import KeylessTables
 from canal.errors import CanalError, ConfigError, SnapshotError
 from canal.log import destination_logger
+from canal.parse.mysql.source import binlog_status
 from canal.position import SnapshotCursor
 from canal.protocol import TableSchema
 from canal.snapshot.marks import WatermarkWriter
 from canal.snapshot.merge import LayoutChanged, PendingChunk, SnapshotAborted, SnapshotMerge
 from canal.snapshot.reader import Chunk, ChunkReader, begin_consistent_read
-from canal.snapshot.window import ChunkWindow
+from canal.snapshot.window import ChunkWindow, position_key
 
 __all__ = ["AHEAD_CHUNKS", "SnapshotProgress", "SnapshotRunner", "split_table_name"]
 
@@ -318,7 +319,12 @@ class SnapshotRunner:
         self._skip_table(index)
 
     def _skip_table(self, index: int) -> None:
-        """The table at ``index`` is gone: the snapshot's progress moves to the next one (or ends)."""
+        """The table at ``index`` is gone: the snapshot's progress moves to the next one (or ends) -- once the stream
+        has handed off what the server had logged when the read found it gone. Whether a DROP or a RENAME took it the
+        read cannot tell; the stream can, while the table is still the one being read: a RENAME of it then heals
+        under its new name (:data:`~canal.parse.heal_marks.RENAMED_WHILE_READ`), where one converted after the
+        progress left it would pass as a plain rename, the new name short of the rows not read."""
+        self._await_stream(self._server_position())
         with self._plan_lock:  # (the list may grow meanwhile: the merge then takes the longer one)
             tables = self.plan.tables
             following = index + 1
@@ -403,6 +409,34 @@ class SnapshotRunner:
         finally:
             if window is not None:
                 self._merge.close_window(window)
+
+    def _server_position(self) -> tuple[int, int]:
+        """The server's binlog end now, as a :func:`~canal.snapshot.window.position_key`."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                status = binlog_status(cur)
+        finally:
+            conn.close()
+        if status is None:
+            raise SnapshotError("SHOW MASTER STATUS is empty (binary logging off?): a table the snapshot found gone "
+                                "cannot be told dropped from renamed")  # fmt: skip
+        return position_key(str(status[0]), int(status[1]))
+
+    def _await_stream(self, position: tuple[int, int]) -> None:
+        """Wait until the stream has handed off everything before ``position`` (an idle one gets there at its next
+        heartbeat); a stream that does not within :data:`_DDL_WAIT_S` is a SnapshotError."""
+        deadline = time.monotonic() + _DDL_WAIT_S
+        while not self._merge.handed_past(position):
+            if self._stop.is_set():
+                raise _Stopped
+            if time.monotonic() > deadline:
+                raise SnapshotError(
+                    f"the stream did not reach offset {position[1]} of binlog file number {position[0]} within "
+                    f"{_DDL_WAIT_S:.0f} s, where the server was when the snapshot found a table gone: whether it "
+                    "was dropped or renamed is not known"
+                )
+            self._stop.wait(0.05)
 
     def _await_ddl(self, schema: TableSchema, generation: int, exc: BaseException) -> None:
         """A read failed on a column or table the server no longer has: a DDL ran that the stream has not handed off

@@ -365,7 +365,7 @@ class MemoryEventStore(StartStopContext):
             else:
                 n = avail
                 nbytes = self._put_mem - self._get_mem
-            s = start & self._mask
+            s = start & self._mask  # _taken written out: the get path of every batch
             e = s + n
             slots = self._slots
             entries = self._buf[s:e] if e <= slots else self._buf[s:] + self._buf[: e - slots]
@@ -500,7 +500,7 @@ class MemoryEventStore(StartStopContext):
             n = end_seq - ack
             if not n:
                 return
-            s = (ack + 1) & self._mask
+            s = (ack + 1) & self._mask  # _place of Nones written out: the ack path of every batch
             e = s + n
             buf, slots = self._buf, self._slots
             if e <= slots:
