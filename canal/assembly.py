@@ -237,6 +237,7 @@ def assemble(
         )
         parser.merge = SnapshotMerge(config.snapshot.watermark)
         parser.empty_transactions = sink.drops_empty  # transactions a shared reader leaves out count against it
+        parser.room = sink.room  # a shared reader may then take its events on its own thread (canal.parse.shared)
     else:
         parser = ParserGroup(config, members, source_factory, sink.sink, log_positions, on_error, meta)
     return InstanceParts(meta, own_meta, log_positions, store, sink, parser, start)

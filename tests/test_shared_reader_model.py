@@ -307,3 +307,45 @@ def test_an_error_of_the_readers_dump_goes_to_every_destination() -> None:
                 assert upto_end(got[name], end) == upto_end(alone, end), name
     finally:
         fake.unregister()
+
+
+def test_waiting_parsers_converted_on_the_readers_thread_get_the_entries_they_get_alone() -> None:
+    """One transaction at a time, each taken before the next is written: every parser waits when its transaction ends,
+    so the reader converts them on its own thread (canal.parse.shared_queue); the entries are still the ones each
+    destination gets reading alone."""
+    fake = FakeMysql(name=f"shared_inline_{next(_names)}", mariadb=True)
+    regexes = (r"a\..*", r"b\..*", r".*\..*")
+    names = ("d0", "d1", "d2")
+    try:
+        for table in (*TABLES, "m.marks"):
+            fake.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(20))")
+        with tempfile.TemporaryDirectory() as tmp:
+            server, start = _shared_pair(fake, tmp, regexes)
+            got: dict[str, list[tuple[Any, ...]]] = {n: [] for n in names}
+            try:
+                _wait("sharing", lambda: all(server.instance(n).parser.shared for n in names))
+                reader = shared.READERS.reader(f"fake://{fake.name}")
+                assert reader is not None
+                keys = itertools.count(1)
+                for tables in (["a.t"], ["b.t", "a.u"], ["c.t"], ["a.t"], ["b.t"]) * 3:
+                    write(fake, [("txn", tables)], keys)
+                    end = next(keys)
+                    fake.insert("m.marks", {"id": end, "v": "end"})
+                    for name in names:
+                        client = ClientIdentity(name, 1001)
+                        drain(
+                            lambda client=client: server.get_without_ack(client, 5, 0.02),
+                            lambda batch, client=client: server.ack(client, batch),
+                            got[name],
+                            end,
+                        )
+                assert reader.inlined > 0
+            finally:
+                server.stop()
+            for name, regex in zip(names, regexes, strict=True):
+                alone: list[tuple[Any, ...]] = []
+                with Instance(config(fake, start, name, regex, Path(tmp, "a"), share=False, gtid=False)) as inst:
+                    drain(lambda inst=inst: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+                assert upto_end(got[name], end) == upto_end(alone, end), name
+    finally:
+        fake.unregister()

@@ -300,6 +300,19 @@ def test_byte_limit_counts_the_incoming_batch(maker: EntryMaker) -> None:
         assert not store.try_put([maker.make("R", 0), maker.make("R", 1)])
 
 
+def test_fits_says_what_a_put_would_do_now(maker: EntryMaker) -> None:
+    store = MemoryEventStore(8, memory_unit=100)  # 800 bytes
+    assert not store.fits(1, 1)  # not started: a put would raise
+    with store:
+        assert store.fits(8, 800) and not store.fits(9, 1)
+        assert store.fits(1, 801)  # more bytes than the store holds go in alone, into an empty store
+        store.put([maker.make("R", 500)] * 1)
+        assert store.fits(7, 300) and not store.fits(8, 1) and not store.fits(1, 301)
+        assert store.size == 1  # asking put nothing
+    with MemoryEventStore(8, batch_mode="ITEMSIZE") as items:
+        assert items.fits(8, 10**9) and not items.fits(9, 0)
+
+
 def test_oversized_byte_batch_waits_for_an_empty_store(maker: EntryMaker) -> None:
     with MemoryEventStore(8, memory_unit=100) as store:
         store.put([maker.make("R", 10)])

@@ -45,6 +45,7 @@ from canal.parse.events import (
     GtidEvent,
     GtidSetEvent,
     HeartbeatEvent,
+    PassedEvent,
     PassedTransaction,
     QueryEvent,
     RotateEvent,
@@ -301,6 +302,38 @@ class EntryConverter:
     def can_pass_over(self) -> bool:
         """Whether :meth:`pass_over` applies now: between transactions, nothing of a resumed dump left to skip."""
         return not (self._in_txn or self._skip_event is not None or self._skip_begin or self._skip_rows)
+
+    def take_passed(
+        self,
+        event: PassedEvent,
+        add: Callable[[Entry], None],
+        drops: Callable[[Sequence[int], int], int] | None,
+        merging: bool,
+    ) -> None:
+        """Transactions a shared reader left out of this stream (none of their tables is captured here): ``add``
+        gets the entries converting their GTID, BEGIN and end events makes -- an empty transaction the sink keeps,
+        now and then -- with the state moving as it would. While nothing is left to skip and no snapshot merges into
+        the stream (``merging``), those the sink ``drops`` anyway only move the state (:meth:`pass_over`): no entry
+        is made."""
+        transactions = event.transactions
+        begins = event.begins_ms
+        count = len(transactions)
+        i = 0
+        while i < count:
+            if drops is not None and not merging and self.can_pass_over:
+                dropped = drops(begins, i)
+                if dropped:
+                    self.pass_over(transactions[i : i + dropped])
+                    i += dropped
+                    continue
+            for passed in transactions[i].events:
+                entry = self.convert(passed)
+                if entry is not None:
+                    add(entry)
+            i += 1
+        if event.rests and not self.in_transaction:
+            # the stream rests after them: the restart point and a caught-up cursor move there
+            add(self.resting_at(self.anchor, event.timestamp * 1000))
 
     def pass_over(self, transactions: Sequence[PassedTransaction]) -> None:
         """Whole transactions that make no entry here but empty ones the sink drops (a shared reader left them out of

@@ -28,7 +28,6 @@ import attrs
 
 from canal.config import InstanceConfig, MasterConfig
 from canal.errors import (
-    BinlogPurgedError,
     CanalError,
     ConfigError,
     FencedWriteError,
@@ -63,6 +62,7 @@ from canal.parse.retry import (
     ConflictWindow,
     RetryState,
     is_purged,
+    purged_error,
 )
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.shared import READERS, SharedMember, SharedReaderLeft
@@ -150,6 +150,9 @@ class EventParser(StartStopContext):
         # the empty-transaction policy of the sink (EntrySink.drops_empty), set by the assembly: transactions a shared
         # reader left out of this stream count against it without being made into entries
         self.empty_transactions: Callable[[Sequence[int], int], int] | None = None
+        # the sink's: whether a hand-off of that many entries and bytes goes in now (None: unknown, and a shared
+        # reader never runs this parser's steps on its thread -- it could wait there for room)
+        self.room: Callable[[int, int], bool] | None = None
         # sharing the master's binlog with the process's other destinations of it (canal.parse.shared)
         self._member = SharedMember(destination, options.tables) if config.share_reader else None
         self._shared_key: str | None = None
@@ -380,23 +383,8 @@ class EventParser(StartStopContext):
                     self._reset_to_master = True
                     self._retry.clear_purge()
                     return
-                if self.switches and self.config.gtid_mode:
-                    # after a switch, a GTID the new server does not have was written on the old master and never
-                    # replicated: no newer start position recovers it
-                    raise BinlogPurgedError(
-                        f"binlog position {where} is not on {self._active.address}, the server the parser switched "
-                        f"to (errno {PURGED_ERRNO}: {exc}): this server purged it, or a transaction its GTIDs name "
-                        "was written on the old master and never reached this server -- lost in the failover, after "
-                        "it was handed to consumers. What they applied of it is not on this server: rebuild them from "
-                        "a snapshot of it",
-                        errno=PURGED_ERRNO,
-                    ) from exc
-                raise BinlogPurgedError(
-                    f"binlog position {where} is no longer on {self._active.address} (purged, errno {PURGED_ERRNO}: "
-                    f"{exc}); set a newer start position, or enable reset_on_purge to restart from the current "
-                    "position",
-                    errno=PURGED_ERRNO,
-                ) from exc
+                switched = bool(self.switches) and self.config.gtid_mode
+                raise purged_error(where, self._active.address, exc, switched=switched) from exc
             purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
             self._log.warning("binlog position %s purged (%s); retrying in %.2f s", where, exc, purge_delay)
             self._backoff(purge_delay)
@@ -509,21 +497,26 @@ class EventParser(StartStopContext):
             self._dumping = True
             request = attrs.evolve(request, rows_form=self.rows_form)
             events = self._events(source, active, request, marks)
-            for event in events:
+
+            def take(event: BinlogEvent) -> None:
+                nonlocal recovering_at_start
                 self._last_read = clock()
                 if event.__class__ is PassedEvent:
                     assert isinstance(event, PassedEvent)
-                    self._passed(event)
+                    passed_merge = self._merge
+                    converter.take_passed(
+                        event, add, self.empty_transactions, passed_merge is not None and passed_merge.active
+                    )
                     self._last_event = event
                     if stop.is_set():
                         raise _Interrupted("stop")
-                    continue
+                    return
                 if marks is not None and event.__class__ is RowsEvent:
                     table = event.table
                     if table.table == marks[1] and table.schema == marks[0]:
                         assert merge is not None
                         merge.observe_marks(event)
-                        continue  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
+                        return  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
                 entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
                 if heal is not None or (schemas is not None and event.__class__ is QueryEvent):
@@ -542,6 +535,16 @@ class EventParser(StartStopContext):
                 self._last_event = event
                 if stop.is_set():
                     raise _Interrupted("stop")
+
+            member = self._member
+            if member is not None:  # a reader may take its events through these steps on its own thread
+                member.step, member.ready = take, self._steps_ready
+            try:
+                for event in events:
+                    take(event)
+            finally:
+                if member is not None:
+                    member.step = None
             if stop.is_set():
                 raise _Interrupted("stop")
             reason = self._take_interrupt()
@@ -583,34 +586,14 @@ class EventParser(StartStopContext):
                 stream.close()
         return stream
 
-    def _passed(self, event: PassedEvent) -> None:
-        """Transactions a shared reader left out of this stream (none of their tables is captured here): the entries
-        converting their GTID, BEGIN and end events makes -- an empty transaction the sink keeps, now and then --
-        with the state moving as it would. While nothing is left to skip and no snapshot merges into the stream,
-        those the sink drops anyway only move the state (:meth:`EntryConverter.pass_over`): no entry is made."""
-        converter = self._converter
-        add = self._buffer.add
-        drops = self.empty_transactions
-        merge = self._merge
-        transactions = event.transactions
-        begins = event.begins_ms
-        count = len(transactions)
-        i = 0
-        while i < count:
-            if drops is not None and converter.can_pass_over and not (merge is not None and merge.active):
-                dropped = drops(begins, i)
-                if dropped:
-                    converter.pass_over(transactions[i : i + dropped])
-                    i += dropped
-                    continue
-            for passed in transactions[i].events:
-                entry = converter.convert(passed)
-                if entry is not None:
-                    add(entry)
-            i += 1
-        if event.rests and not converter.in_transaction:
-            # the stream rests after them: the restart point and a caught-up cursor move there
-            add(converter.resting_at(converter.anchor, event.timestamp * 1000))
+    def _steps_ready(self, entries: int, size: int) -> bool:
+        """Whether a shared reader may take events through this parser's steps on its own thread now: no snapshot
+        merges into the stream (its hand-offs may wait for a chunk's turn) and no stop, and -- for ``entries`` --
+        the store takes what they make with what the buffer holds, without waiting."""
+        room, merge = self.room, self._merge
+        if room is None or self._stop.is_set() or (merge is not None and merge.active):
+            return False
+        return not entries or room(entries + len(self._buffer), size + self._buffer.byte_size)
 
     def _hand_off_recovered(
         self, source: BinlogSource, xid: str, commit: Entry, anchor: EntryPosition, skip: int

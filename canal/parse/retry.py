@@ -32,6 +32,26 @@ def is_purged(exc: BaseException) -> bool:
     return isinstance(exc, BinlogPurgedError) or (isinstance(exc, SourceError) and exc.errno == PURGED_ERRNO)
 
 
+def purged_error(where: str, address: str, exc: BaseException, *, switched: bool) -> BinlogPurgedError:
+    """The stop for a position the server no longer has, past the purge threshold (``switched``: in GTID mode
+    after a switch to the standby)."""
+    if switched:
+        # after a switch, a GTID the new server does not have was written on the old master and never replicated: no
+        # newer start position recovers it
+        return BinlogPurgedError(
+            f"binlog position {where} is not on {address}, the server the parser switched to (errno {PURGED_ERRNO}: "
+            f"{exc}): this server purged it, or a transaction its GTIDs name was written on the old master and never "
+            "reached this server -- lost in the failover, after it was handed to consumers. What they applied of it "
+            "is not on this server: rebuild them from a snapshot of it",
+            errno=PURGED_ERRNO,
+        )
+    return BinlogPurgedError(
+        f"binlog position {where} is no longer on {address} (purged, errno {PURGED_ERRNO}: {exc}); set a newer start "
+        "position, or enable reset_on_purge to restart from the current position",
+        errno=PURGED_ERRNO,
+    )
+
+
 @attrs.define
 class RetryState:
     """Consecutive-failure bookkeeping for one parser."""

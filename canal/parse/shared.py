@@ -46,23 +46,25 @@ raised in every destination's parser after the events before it, as its own dump
 or stops by its own policy, and comes back alone or to a new reader. A destination's own error (a typed stop, a
 failed hand-off) ends only its subscription.
 
-**Cost.** Per event the reader does the decoding once and a queue append per destination that gets the event, and
-wakes a waiting parser once per group it is given (at the group's end, or once :data:`WAKE_EVENTS` wait). A plain
-transaction a destination does not capture costs it nothing until its next delivery, where the run of them since
-the last is one PassedEvent: a slice of the reader's list, the empty-transaction policy over it at once while all
-lie within its interval, the position moved to the last, and in GTID mode one GTID set update per run of one
-source's consecutive GTIDs -- a few steps per run, not per transaction.
+**Cost.** Per event the reader does the decoding once and a queue append per destination that gets the event. At
+the end of a group it takes the group through the parser's steps itself, on its own thread, for each destination it
+gave the group to whose parser thread waits and whose store has room (:mod:`canal.parse.shared_queue`): no thread is
+woken for it. Other destinations' parsers are woken once per group (at its end, or once
+:data:`~canal.parse.shared_queue.WAKE_EVENTS` wait). A plain transaction a destination does not capture costs it
+nothing until its next delivery, where the run of them since the last is one PassedEvent: a slice of the reader's
+list, the empty-transaction policy over it at once while all lie within its interval, the position moved to the
+last, and in GTID mode one GTID set update per run of one source's consecutive GTIDs -- a few steps per run, not per
+transaction.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
-import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -84,6 +86,7 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.shared_groups import GroupTracker, Position
+from canal.parse.shared_queue import Subscription
 from canal.parse.shared_routes import Routes
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm
 from canal.position import journal_number
@@ -105,9 +108,6 @@ RING_BYTES: Final = 4 << 20
 """The reader's recent events (and their binlog bytes), from which a destination behind it can join."""
 AHEAD_BYTES: Final = 1 << 20
 """A destination this far ahead of the reader in the same file waits for it rather than read alone."""
-WAKE_EVENTS: Final = 256
-"""Events queued for a waiting destination inside a transaction before its parser is woken; otherwise it is woken
-once the transaction ends (one wake per transaction rather than one per event)."""
 FLUSH_S: Final = 1.0
 """Each destination learns of the transactions left out of its stream at least this often."""
 HEARTBEAT_S: Final = 1.0
@@ -149,6 +149,10 @@ class SharedMember:
     watermark: tuple[str, str] | None = None  # its snapshot watermark table (canal.snapshot.marks)
     rows_form: RowsForm = attrs.field(factory=RowsForm)
     rejoin_at: float = 0.0  # monotonic: it left for being slow, and reads alone until then
+    # its parser's step for one event, and whether a step may run on the reader's thread now and there is room for
+    # what that many entries and bytes make (0, 0: the room is known) -- set while its parser reads through a reader
+    step: Callable[[BinlogEvent], None] | None = None
+    ready: Callable[[int, int], bool] | None = None
 
     def wants(self, schema: str, table: str) -> bool:
         tables = self.tables
@@ -160,90 +164,6 @@ class SharedMember:
         table; else None (it is asked, :meth:`wants`)."""
         tables = self.tables
         return None if tables is None or self.watermark is not None else tables.literal_names
-
-
-class Subscription:
-    """One destination's queue from a reader, read by its parser thread (:meth:`events`)."""
-
-    def __init__(self, reader: SharedReader, member: SharedMember) -> None:
-        self.reader = reader
-        self.member = member
-        self.items: collections.deque[BinlogEvent | list[BinlogEvent]] = collections.deque()
-        self.pushed = 0  # events appended (the reader thread only)
-        self.popped = 0  # events taken (the parser thread only)
-        self.waiting = False  # the parser waits for events
-        self.wake = threading.Event()
-        self.end: BaseException | None = None  # what the stream ends with after the queued events
-        self.closed = False
-        self.active = True  # the reader routes to it
-        # routing state, the reader's (under its lock)
-        self.next_seq = 0  # the first group it has neither been given nor told of
-        self.group_seq = -1  # the group it is being given
-
-    @property
-    def queued(self) -> int:
-        return self.pushed - self.popped
-
-    def push(self, item: BinlogEvent | list[BinlogEvent], count: int = 1) -> None:
-        self.items.append(item)
-        self.pushed += count
-        if self.waiting:
-            reader = self.reader
-            if reader.in_group and self.pushed - self.popped < WAKE_EVENTS:
-                reader.unwoken.add(self)  # woken when the reader's transaction ends
-            else:
-                self.wake.set()
-
-    def finish(self, end: BaseException | None) -> None:
-        """No more events after the queued ones: the stream ends with ``end`` (None: it just ends)."""
-        self.active = False
-        if self.end is None:
-            self.end = end
-        self.wake.set()
-
-    def close(self) -> None:
-        """The destination stops reading (its parser stops or switches): leave the reader."""
-        self.closed = True
-        self.wake.set()
-        self.reader.leave(self)
-
-    def events(self) -> Iterator[BinlogEvent]:
-        items = self.items
-        reader = self.reader
-        while True:
-            if items:
-                item = items.popleft()
-                if item.__class__ is list:
-                    assert isinstance(item, list)
-                    self.popped += len(item)
-                    yield from item
-                else:
-                    assert isinstance(item, BinlogEvent)
-                    self.popped += 1
-                    yield item
-                if reader.waiting_for is self and self.queued <= QUEUE_EVENTS // 2:
-                    reader.room()
-                continue
-            if self.closed:
-                return
-            end = self.end
-            if end is not None:
-                raise _copy(end)
-            if not self.active:
-                return
-            self.waiting = True
-            if not items and self.end is None and self.active and not self.closed:
-                self.wake.wait(1.0)
-            self.wake.clear()
-            self.waiting = False
-
-
-def _copy(error: BaseException) -> BaseException:
-    """The reader's error for one more destination to raise (its own object, where the error can be copied)."""
-    try:
-        return copy.copy(error)
-    except Exception:  # an error made with arguments copy cannot give again: the one object, then
-        return error
 
 
 @attrs.define(slots=True)
@@ -288,6 +208,9 @@ class SharedReader:
         self._group: _Group | None = None
         # the destinations given events of the open group while their parser waited, woken when it ends
         self.unwoken: set[Subscription] = set()
+        self._inline_due: list[Subscription] = []  # given a whole group while parked: converted here
+        self.inlined = 0  # runs of a destination's steps on this thread (canal.parse.shared_queue)
+        self.room_at = QUEUE_EVENTS // 2  # a queue the reader waits for has room again at this many events
         self._seq = 0  # groups opened
         # the plain groups no one (or not everyone) got, in binlog order: their sequence numbers, the transactions
         # and their begin times side by side, so that telling a destination of a run of them is two bisections and
@@ -327,6 +250,10 @@ class SharedReader:
                     if not self._subs and not self._ahead:
                         break
                     self._dispatch(event)
+                    due, self._inline_due = self._inline_due, []
+                for sub in due:  # outside the lock: a step may call back into the reader (a destination leaving)
+                    if not sub.run_inline():
+                        sub.wake.set()
         except BaseException as exc:  # every subscriber gets it, as its own dump would have raised it
             error = exc
         finally:
@@ -512,7 +439,8 @@ class SharedReader:
         if now - self._flushed >= FLUSH_S:
             self._flush_all(now)
         if self._group is None and self.unwoken:
-            self._wake_unwoken()
+            self._inline_due.extend(self.unwoken)
+            self.unwoken.clear()
 
     @property
     def in_group(self) -> bool:

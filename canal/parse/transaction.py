@@ -163,6 +163,11 @@ class TransactionBuffer:
         self.last_position: LogPosition | None = None
         self.handoffs = 0
 
+    @property
+    def byte_size(self) -> int:
+        """Binlog bytes of the entries buffered."""
+        return self._bytes
+
     def __len__(self) -> int:
         return len(self._buffer)
 

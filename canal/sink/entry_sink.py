@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from canal.errors import StoreClosedError
@@ -57,6 +57,7 @@ class EntrySink:
         put_wait_s: float = 0.2,
     ) -> None:
         self._store = store
+        self._fits: Callable[[int, int], bool] | None = getattr(store, "fits", None)
         self._filter_transaction_entry = filter_transaction_entry
         self._filter_empty = filter_empty_transaction
         self._empty_interval_ms = empty_transaction_interval_ms
@@ -73,6 +74,12 @@ class EntrySink:
         self.empty_transactions_dropped = 0
         self.heartbeats = 0
         self.last_heartbeat_ms = 0
+
+    def room(self, entries: int, byte_size: int) -> bool:
+        """Whether a hand-off of at most that many entries and binlog bytes goes into the store now, without waiting
+        (False for a store that cannot say)."""
+        fits = self._fits
+        return fits is not None and not self._stopped.is_set() and fits(entries, byte_size)
 
     def stop(self) -> None:
         """Wake a sink() blocked on a full store; it raises StoreClosedError."""

@@ -107,6 +107,10 @@ class EventStore(Protocol):
         """Append a batch atomically if it fits now; never blocks."""
         ...
 
+    def fits(self, entries: int, byte_size: int) -> bool:
+        """Whether a batch of that many entries and binlog bytes would be put now, without waiting."""
+        ...
+
     def producer_waiting(self) -> None:
         """A producer outside the store waits for the consumer: a get waiting for a full batch returns what is there."""
         ...

@@ -232,6 +232,11 @@ class MemoryEventStore(StartStopContext):
         """Append ``entries`` atomically if they fit now; False (nothing put) when they do not. Never blocks."""
         return self.put(entries, 0, origin)
 
+    def fits(self, entries: int, byte_size: int) -> bool:
+        """Whether a batch of ``entries`` entries and ``byte_size`` binlog bytes would be put now, without waiting."""
+        with self._lock:
+            return self._started and entries <= self._size and self._fits(entries, byte_size)
+
     def _too_large(self, n: int) -> StoreBatchTooLargeError:
         return StoreBatchTooLargeError(
             f"a batch of {n} entries can never fit a store of {self._size} entries; "

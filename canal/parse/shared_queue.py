@@ -1,0 +1,183 @@
+"""A destination's queue from its master's shared reader (:mod:`canal.parse.shared`), read by its parser thread --
+or, while that thread waits, taken through the parser's steps on the reader's own thread.
+
+Read through its own thread, a destination given a transaction now and then costs a wake of that thread and a
+hand-over of the interpreter to it per transaction: on these machines more than converting the transaction. So when
+the reader ends a transaction it gave to a destination whose parser thread waits, and whose store takes what the
+queued events make without waiting (:attr:`SharedMember.ready <canal.parse.shared.SharedMember.ready>`), it runs the
+parser's step (:attr:`SharedMember.step <canal.parse.shared.SharedMember.step>`) for each of them itself, outside its
+lock. The parser's state belongs to one thread at a time through :attr:`Subscription.turn`, which the parser thread
+holds except while it waits: the steps run one at a time and in order, as on the parser's thread, and what a step
+raises on the reader's thread the parser thread raises in its place. A snapshot merging into the stream, a stop, or a
+store without room leaves the events to the parser thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final
+
+from canal.parse.events import BinlogEvent, PassedEvent
+
+if TYPE_CHECKING:
+    from canal.parse.shared import SharedMember, SharedReader
+
+WAKE_EVENTS: Final = 256
+"""Events queued for a waiting destination inside a transaction before its parser is woken; otherwise it is woken
+(or its events are taken on the reader's thread) once the transaction ends: once per transaction, not per event."""
+PASSED_EVENT_BYTES: Final = 1024
+"""Bytes allowed for each GTID, BEGIN or end event of a passed transaction when the reader asks whether a store has
+room (their entries carry the event's length: a few dozen bytes each)."""
+
+
+class Subscription:
+    """One destination's queue from a reader, read by its parser thread (:meth:`events`) or taken on the reader's
+    thread (:meth:`run_inline`)."""
+
+    def __init__(self, reader: SharedReader, member: SharedMember) -> None:
+        self.reader = reader
+        self.member = member
+        self.items: collections.deque[BinlogEvent | list[BinlogEvent]] = collections.deque()
+        self.pushed = 0  # events appended (the reader thread only)
+        self.popped = 0  # events taken (whichever thread holds the turn)
+        self.waiting = False  # the parser thread waits for events (it does not hold the turn)
+        self.wake = threading.Event()
+        # the parser's state is the thread's that holds this: its own thread's, except while it waits
+        self.turn = threading.Lock()
+        self.failed: BaseException | None = None  # what a step raised on the reader's thread
+        self.end: BaseException | None = None  # what the stream ends with after the queued events
+        self.closed = False
+        self.active = True  # the reader routes to it
+        # routing state, the reader's (under its lock)
+        self.next_seq = 0  # the first group it has neither been given nor told of
+        self.group_seq = -1  # the group it is being given
+
+    @property
+    def queued(self) -> int:
+        return self.pushed - self.popped
+
+    def push(self, item: BinlogEvent | list[BinlogEvent], count: int = 1) -> None:
+        self.items.append(item)
+        self.pushed += count
+        if self.waiting:
+            reader = self.reader
+            if reader.in_group and self.pushed - self.popped < WAKE_EVENTS:
+                reader.unwoken.add(self)  # woken (or taken on the reader's thread) when the transaction ends
+            else:
+                self.wake.set()
+
+    def finish(self, end: BaseException | None) -> None:
+        """No more events after the queued ones: the stream ends with ``end`` (None: it just ends)."""
+        self.active = False
+        if self.end is None:
+            self.end = end
+        self.wake.set()
+
+    def close(self) -> None:
+        """The destination stops reading (its parser stops or switches): leave the reader."""
+        self.closed = True
+        self.wake.set()
+        self.reader.leave(self)
+
+    def events(self) -> Iterator[BinlogEvent]:
+        """The parser thread's events; it holds the turn from its first step on, except while it waits."""
+        items = self.items
+        reader = self.reader
+        turn = self.turn
+        turn.acquire()
+        try:
+            while True:
+                failed = self.failed
+                if failed is not None:
+                    raise failed
+                if items:
+                    item = items.popleft()
+                    if item.__class__ is list:
+                        assert isinstance(item, list)
+                        self.popped += len(item)
+                        yield from item
+                    else:
+                        assert isinstance(item, BinlogEvent)
+                        self.popped += 1
+                        yield item
+                    if reader.waiting_for is self and self.queued <= reader.room_at:
+                        reader.room()
+                    continue
+                if self.closed:
+                    return
+                end = self.end
+                if end is not None:
+                    raise _copy(end)
+                if not self.active:
+                    return
+                self.waiting = True
+                turn.release()
+                try:
+                    if not items and self.end is None and self.active and not self.closed:
+                        self.wake.wait(1.0)
+                finally:
+                    turn.acquire()  # waits while the reader's thread takes events through the steps
+                self.wake.clear()
+                self.waiting = False
+        finally:
+            turn.release()
+
+    def run_inline(self) -> bool:
+        """The reader's thread, outside its lock: take the queued events through the parser's steps here while its
+        thread waits. Whether it did; if not (the parser thread is busy, not ready, or a step raised -- which its
+        thread then raises), the caller wakes the parser thread."""
+        member = self.member
+        step, ready = member.step, member.ready
+        if step is None or ready is None or not self.waiting or not self.turn.acquire(False):
+            return False
+        items = self.items
+        try:
+            if not self.waiting or not self.active or self.failed is not None or not items:
+                return False
+            if not ready(*_bound(items)):
+                return False  # its store cannot take them now: its own thread waits for room, not the reader
+            while items:
+                item = items.popleft()
+                events = item if isinstance(item, list) else [item]
+                self.popped += len(events)
+                for i, event in enumerate(events):
+                    if i and not ready(0, 0):  # a snapshot began, or a stop: the rest on the parser's thread
+                        items.appendleft(events[i:])
+                        self.popped -= len(events) - i
+                        return False
+                    step(event)
+            self.reader.inlined += 1
+            return True
+        except BaseException as exc:  # the parser thread raises it, as it would have from its own step
+            self.failed = exc
+            return False
+        finally:
+            self.turn.release()
+
+
+def _bound(items: collections.deque[BinlogEvent | list[BinlogEvent]]) -> tuple[int, int]:
+    """At most how many entries, of how many bytes, the queued events make (an event makes at most one entry; a
+    PassedEvent one per event of its transactions, and a rest)."""
+    entries = size = 0
+    for item in items:
+        for event in item if isinstance(item, list) else (item,):
+            if event.__class__ is PassedEvent:
+                assert isinstance(event, PassedEvent)
+                passed = sum(len(t.events) for t in event.transactions)
+                entries += passed + 1
+                size += passed * PASSED_EVENT_BYTES
+            else:
+                entries += 1
+                size += event.length
+    return entries, size
+
+
+def _copy(error: BaseException) -> BaseException:
+    """The reader's error for one more destination to raise (its own object, where the error can be copied)."""
+    try:
+        return copy.copy(error)
+    except Exception:  # an error made with arguments copy cannot give again: the one object, then
+        return error
