@@ -14,14 +14,15 @@ import pytest
 from canal.errors import CanalError
 from canal.parse.events import BinlogEvent, GtidEvent, PassedEvent, PassedTransaction, XidEvent
 from canal.parse.shared import SharedMember
-from canal.parse.shared_queue import PASSED_EVENT_BYTES, Subscription, _bound
+from canal.parse.shared_queue import PASSED_EVENT_BYTES, PASSED_EVENTS, Subscription, _bound
 
 
 class _Reader:
-    """What a subscription asks of its reader."""
+    """What a subscription asks of its reader (inside a transaction: a waiting parser given events is woken, or taken
+    here, at its end)."""
 
     def __init__(self) -> None:
-        self.in_group = False
+        self.in_group = True
         self.unwoken: set[Subscription] = set()
         self.waiting_for: Subscription | None = None
         self.room_at = 4096
@@ -165,8 +166,8 @@ def test_a_snapshot_beginning_mid_way_leaves_the_rest_to_the_parser_thread_in_or
         parser.end()
 
 
-@pytest.mark.parametrize("state", ["busy", "no steps", "closed"])
-def test_nothing_is_taken_from_a_parser_that_is_busy_has_no_steps_or_left(state: str) -> None:
+@pytest.mark.parametrize("state", ["busy", "no steps", "closed", "woken"])
+def test_nothing_is_taken_from_a_parser_that_is_busy_has_no_steps_left_or_was_woken(state: str) -> None:
     taken: list[BinlogEvent] = []
     sub = _subscription(None if state == "no steps" else taken.append, lambda entries, size: True)
     if state == "busy":  # its thread holds the turn between two events
@@ -177,12 +178,16 @@ def test_nothing_is_taken_from_a_parser_that_is_busy_has_no_steps_or_left(state:
         sub.waiting = True
     if state == "closed":
         sub.active = False
+    if state == "woken":  # for an event before (outside a transaction, or of a DDL): its own thread takes the queue
+        sub.reader.in_group = False  # type: ignore[attr-defined]
+        sub.push(_xid(1))
+        assert sub.wake.is_set()
     sub.push(_xid(2))
     assert not sub.run_inline()
     assert taken == [] and sub.reader.inlined == 0  # type: ignore[attr-defined]
 
 
-def test_the_bound_counts_an_entry_an_event_and_a_passed_transactions_events() -> None:
+def test_the_bound_counts_an_entry_an_event_and_the_most_a_passed_transaction_makes() -> None:
     gtid: Any = GtidEvent(log_file="b", offset=4, next_offset=46, timestamp=0, server_id=1, gtid="0-1-5")
     passed = PassedEvent(
         log_file="b",
@@ -196,4 +201,4 @@ def test_the_bound_counts_an_entry_an_event_and_a_passed_transactions_events() -
     sub = _subscription(None, lambda entries, size: True)
     sub.push(passed)
     sub.push([_xid(2)], 1)
-    assert _bound(sub.items) == (6 + 1 + 1, 6 * PASSED_EVENT_BYTES + 31)
+    assert _bound(sub.items) == (3 * PASSED_EVENTS + 1 + 1, 3 * PASSED_EVENTS * PASSED_EVENT_BYTES + 31)

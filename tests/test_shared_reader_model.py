@@ -24,6 +24,8 @@ from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryCon
 from canal.errors import SourceError
 from canal.instance import Instance
 from canal.parse import shared
+from canal.parse.events import BinlogEvent, QueryEvent, RowsEvent
+from canal.parse.shared_queue import Subscription
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType
 from canal.server import EmbeddedServer
 from canal.testing import FakeMysql
@@ -309,10 +311,23 @@ def test_an_error_of_the_readers_dump_goes_to_every_destination() -> None:
         fake.unregister()
 
 
-def test_waiting_parsers_converted_on_the_readers_thread_get_the_entries_they_get_alone() -> None:
+def test_waiting_parsers_converted_on_the_readers_thread_get_the_entries_they_get_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """One transaction at a time, each taken before the next is written: every parser waits when its transaction ends,
-    so the reader converts them on its own thread (canal.parse.shared_queue); the entries are still the ones each
-    destination gets reading alone."""
+    so the reader converts them on its own thread (canal.parse.shared_queue) -- plain transactions only: a DDL goes to
+    the parsers' own threads; the entries are still the ones each destination gets reading alone."""
+    taken: list[BinlogEvent] = []
+    run_inline = Subscription.run_inline
+
+    def spied(sub: Subscription) -> bool:
+        queued = [e for item in sub.items for e in (item if isinstance(item, list) else [item])]
+        done = run_inline(sub)
+        if done:
+            taken.extend(queued)
+        return done
+
+    monkeypatch.setattr(Subscription, "run_inline", spied)
     fake = FakeMysql(name=f"shared_inline_{next(_names)}", mariadb=True)
     regexes = (r"a\..*", r"b\..*", r".*\..*")
     names = ("d0", "d1", "d2")
@@ -327,8 +342,8 @@ def test_waiting_parsers_converted_on_the_readers_thread_get_the_entries_they_ge
                 reader = shared.READERS.reader(f"fake://{fake.name}")
                 assert reader is not None
                 keys = itertools.count(1)
-                for tables in (["a.t"], ["b.t", "a.u"], ["c.t"], ["a.t"], ["b.t"]) * 3:
-                    write(fake, [("txn", tables)], keys)
+                for tables in (["a.t"], ["b.t", "a.u"], ["c.t"], ["a.t"], [], ["b.t"]) * 3:
+                    write(fake, [("txn", tables)] if tables else [("ddl", "a.t")], keys)
                     end = next(keys)
                     fake.insert("m.marks", {"id": end, "v": "end"})
                     for name in names:
@@ -339,7 +354,9 @@ def test_waiting_parsers_converted_on_the_readers_thread_get_the_entries_they_ge
                             got[name],
                             end,
                         )
-                assert reader.inlined > 0
+                assert reader.inlined > 0 and any(isinstance(e, RowsEvent) for e in taken)
+                # no DDL was taken on the reader's thread: the ALTERs went to the parsers' own threads
+                assert not [e for e in taken if isinstance(e, QueryEvent) and "ALTER" in e.sql.upper()]
             finally:
                 server.stop()
             for name, regex in zip(names, regexes, strict=True):

@@ -77,6 +77,7 @@ from canal.parse.start_position import (
 )
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.parse.unmodeled import StatementPolicy, stop
+from canal.parse.watchdog import WATCHDOG
 from canal.parse.xa_lookback import XAFollower, prepared_rows, recovered_entries
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
@@ -162,7 +163,7 @@ class EventParser(StartStopContext):
         self._wake = threading.Event()  # cuts a backoff short (a switch)
         self._thread: threading.Thread | None = None
         self._detector: threading.Thread | None = None
-        self._watchdog: threading.Thread | None = None
+        self._watch_key: int | None = None  # its check on the process's watchdog (canal.parse.watchdog)
         self._last_read = time.monotonic()
         self._dumping = False
         self._source: BinlogSource | None = None
@@ -255,8 +256,7 @@ class EventParser(StartStopContext):
         self._started = True
         self._thread = threading.Thread(target=self._run, name=f"canal-parser-{self.destination}", daemon=True)
         self._thread.start()
-        self._watchdog = threading.Thread(target=self._watch, name=f"canal-watchdog-{self.destination}", daemon=True)
-        self._watchdog.start()
+        self._watch_key = WATCHDOG.watch(min(self.config.retry.read_timeout_s / 4, 1.0), self._watch)
         if self.config.detecting.enable:
             self._detector = threading.Thread(
                 target=functools.partial(detect_master, self), name=f"canal-detecting-{self.destination}", daemon=True
@@ -276,8 +276,11 @@ class EventParser(StartStopContext):
             with self._hand_off_lock:
                 self._rest = None
             self._merge.abort("the parser stopped")
+        if self._watch_key is not None:
+            WATCHDOG.unwatch(self._watch_key)
+            self._watch_key = None
         current = threading.current_thread()
-        for thread in (self._thread, self._detector, self._watchdog):
+        for thread in (self._thread, self._detector):
             if thread is not None and thread is not current:
                 thread.join(timeout)
                 if thread.is_alive():
@@ -286,7 +289,6 @@ class EventParser(StartStopContext):
                     )
         self._thread = None
         self._detector = None
-        self._watchdog = None
         self._unshare()
 
     def _unshare(self) -> None:
@@ -761,18 +763,19 @@ class EventParser(StartStopContext):
         return new
 
     def _watch(self) -> None:
-        """Close a dump that received nothing (not even a heartbeat) for ``read_timeout_s``: a dead connection."""
+        """The watchdog's check, every quarter of ``read_timeout_s`` (at most a second): a dump that received nothing
+        (not even a heartbeat) for that long is a dead connection, closed on a thread of its own (closing may wait on
+        the network; the watchdog checks every parser of the process)."""
+        if not self._dumping or self._stop.is_set():
+            return
         timeout = self.config.retry.read_timeout_s
-        tick = min(timeout / 4, 1.0)
-        while not self._stop.wait(tick):
-            if not self._dumping:
-                continue
-            idle = time.monotonic() - self._last_read
-            # the sink may block (a full store): only a dump waiting on the server counts as stalled
-            if idle > timeout and not self._in_sink:
-                self._log.warning("nothing received from %s for %.1f s: reconnecting", self._active.address, idle)
-                self._last_read = time.monotonic()
-                self._close_source("read timeout")
+        idle = time.monotonic() - self._last_read
+        # the sink may block (a full store): only a dump waiting on the server counts as stalled
+        if idle > timeout and not self._in_sink:
+            self._log.warning("nothing received from %s for %.1f s: reconnecting", self._active.address, idle)
+            self._last_read = time.monotonic()
+            name = f"canal-read-timeout-{self.destination}"
+            threading.Thread(target=self._close_source, args=("read timeout",), name=name, daemon=True).start()
 
 
 _HEADER_EVENTS = frozenset({FormatDescriptionEvent, GtidSetEvent, IgnoredEvent})

@@ -86,7 +86,7 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.shared_groups import GroupTracker, Position
-from canal.parse.shared_queue import Subscription
+from canal.parse.shared_queue import PASSED_EVENTS, Subscription
 from canal.parse.shared_routes import Routes
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm
 from canal.position import journal_number
@@ -175,12 +175,6 @@ class _Group:
     given: list[Subscription] = attrs.field(factory=list)
 
 
-@attrs.define(slots=True)
-class _Held:
-    event: BinlogEvent
-    joinable: Position | None  # it starts between groups, at this place
-
-
 class SharedReader:
     """One dump of a server for the destinations subscribed to it (see the module docstring)."""
 
@@ -218,7 +212,9 @@ class SharedReader:
         self._passed_seqs: list[int] = []
         self._passed: list[PassedTransaction] = []
         self._passed_begins: list[int] = []
-        self._ring: collections.deque[_Held] = collections.deque()
+        # each: the event, the place between groups it starts at (None: inside one) and its bytes -- a tuple, not an
+        # object of a class: thousands are held, and every collection of the interpreter's garbage walks them
+        self._ring: collections.deque[tuple[BinlogEvent, Position | None, int]] = collections.deque()
         self._ring_index: dict[Position, int] = {}
         self._ring_base = 0  # the index of _ring[0] since the reader began
         self._ring_bytes = 0
@@ -352,14 +348,14 @@ class SharedReader:
                 return sub
             index = self._ring_index.get(at)
             if index is not None:
-                held = list(self._ring)[index - self._ring_base :]
-                undecoded = (h.event for h in held if isinstance(h.event, RowsEvent) and h.event.rows is UNDECODED)
+                held = [h[0] for h in list(self._ring)[index - self._ring_base :]]
+                undecoded = (e for e in held if isinstance(e, RowsEvent) and e.rows is UNDECODED)
                 if any(member.wants(e.table.schema, e.table.table) for e in undecoded):
                     return None  # rows it captures were not decoded then: it joins later
                 for event in prelude:
                     sub.push(event)
-                for h in held:
-                    sub.push(h.event)
+                for event in held:
+                    sub.push(event)
                 self._attach(sub)
                 return sub
             here = tracker.next_start
@@ -439,8 +435,14 @@ class SharedReader:
         if now - self._flushed >= FLUSH_S:
             self._flush_all(now)
         if self._group is None and self.unwoken:
-            self._inline_due.extend(self.unwoken)
-            self.unwoken.clear()
+            if group is not None and not group.everyone:
+                # a plain transaction ended: converted on this thread for the parsers that wait (shared_queue).
+                # Any other group (a DDL, XA, a statement) goes to their own threads: what it does there -- a schema
+                # history written, a binlog read back -- may wait on I/O
+                self._inline_due.extend(self.unwoken)
+                self.unwoken.clear()
+            else:
+                self._wake_unwoken()
 
     @property
     def in_group(self) -> bool:
@@ -465,21 +467,24 @@ class SharedReader:
 
     def _hold(self, event: BinlogEvent, joinable: Position | None) -> None:
         ring = self._ring
-        ring.append(_Held(event, joinable))
+        length = event.length
+        ring.append((event, joinable, length))
         if joinable is not None:
             self._ring_index[joinable] = self._ring_base + len(ring) - 1
-        self._ring_bytes += event.length
+        self._ring_bytes += length
         while len(ring) > RING_EVENTS or self._ring_bytes > RING_BYTES:
-            old = ring.popleft()
+            _, place, length = ring.popleft()
             self._ring_base += 1
-            self._ring_bytes -= old.event.length
-            if old.joinable is not None:
-                self._ring_index.pop(old.joinable, None)
+            self._ring_bytes -= length
+            if place is not None:
+                self._ring_index.pop(place, None)
 
     def _open(self, event: BinlogEvent) -> None:
         group = self._group
-        if group is not None and not group.everyone:
-            self._give_everyone(group)  # a group that never ended: whoever reads the stream reads it whole
+        if group is not None:
+            if not group.everyone:
+                self._give_everyone(group)  # a group that never ended: whoever reads the stream reads it whole
+            self._wake_unwoken()  # and the parsers' own threads take it
         self._seq += 1
         self._group = _Group(self._seq, [])
 
@@ -533,6 +538,7 @@ class SharedReader:
         self._group = None
         if not group.everyone:
             events = tuple(e for e in group.events if e.__class__ in _PASSED_KINDS)
+            assert len(events) <= PASSED_EVENTS  # what a destination's store is asked room for (shared_queue._bound)
             gtids = [e.gtid for e in events if isinstance(e, GtidEvent)]
             gtid = gtid_step(gtids[0]) if len(gtids) == 1 else None
             passed = self._passed

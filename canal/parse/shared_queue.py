@@ -8,8 +8,10 @@ queued events make without waiting (:attr:`SharedMember.ready <canal.parse.share
 parser's step (:attr:`SharedMember.step <canal.parse.shared.SharedMember.step>`) for each of them itself, outside its
 lock. The parser's state belongs to one thread at a time through :attr:`Subscription.turn`, which the parser thread
 holds except while it waits: the steps run one at a time and in order, as on the parser's thread, and what a step
-raises on the reader's thread the parser thread raises in its place. A snapshot merging into the stream, a stop, or a
-store without room leaves the events to the parser thread.
+raises on the reader's thread the parser thread raises in its place. Only plain transactions (rows, and the passed
+transactions told with them) are taken so: a parser woken for anything else -- a DDL, whose schema history may be
+written, an XA COMMIT read back from the server, a heartbeat -- takes what is queued on its own thread, as does one
+whose stream a snapshot merges into, one that stops, or one whose store has no room.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ if TYPE_CHECKING:
 WAKE_EVENTS: Final = 256
 """Events queued for a waiting destination inside a transaction before its parser is woken; otherwise it is woken
 (or its events are taken on the reader's thread) once the transaction ends: once per transaction, not per event."""
+PASSED_EVENTS: Final = 3
+"""The most events a passed transaction holds: its GTID, BEGIN and end (a plain group's,
+:mod:`canal.parse.shared_groups`: table maps, rows and annotations are not kept)."""
 PASSED_EVENT_BYTES: Final = 1024
-"""Bytes allowed for each GTID, BEGIN or end event of a passed transaction when the reader asks whether a store has
-room (their entries carry the event's length: a few dozen bytes each)."""
+"""Bytes allowed for each of them when the reader asks whether a store has room (their entries carry the event's
+length: a few dozen bytes each)."""
 
 
 class Subscription:
@@ -131,8 +136,8 @@ class Subscription:
         thread then raises), the caller wakes the parser thread."""
         member = self.member
         step, ready = member.step, member.ready
-        if step is None or ready is None or not self.waiting or not self.turn.acquire(False):
-            return False
+        if step is None or ready is None or not self.waiting or self.wake.is_set() or not self.turn.acquire(False):
+            return False  # busy, not sharing, or woken for what it was given before (only its own thread takes that)
         items = self.items
         try:
             if not self.waiting or not self.active or self.failed is not None or not items:
@@ -166,7 +171,7 @@ def _bound(items: collections.deque[BinlogEvent | list[BinlogEvent]]) -> tuple[i
         for event in item if isinstance(item, list) else (item,):
             if event.__class__ is PassedEvent:
                 assert isinstance(event, PassedEvent)
-                passed = sum(len(t.events) for t in event.transactions)
+                passed = PASSED_EVENTS * len(event.transactions)  # not a sum over them: it runs per transaction
                 entries += passed + 1
                 size += passed * PASSED_EVENT_BYTES
             else:
