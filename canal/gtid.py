@@ -161,7 +161,6 @@ def decode_mysql_gtid_set(buf: bytes, pos: int = 0, end: int | None = None) -> s
 
 
 _GTID_INTERVAL_ANCHORED = re.compile(r"^(\d+)(?:-(\d+))?$")
-_MARIADB_GTID = re.compile(r"([0-9]+)-([0-9]+)-([0-9]+)")
 _MYSQL_GTID = re.compile(r"([^:,\s]+):(?:([A-Za-z_][A-Za-z0-9_]{0,31}):)?([0-9]+)")
 
 
@@ -185,9 +184,9 @@ class GtidStep:
 def gtid_step(gtid: str) -> GtidStep | None:
     """``gtid`` as a :class:`GtidStep`, when written plainly (``uuid:n``, ``uuid:tag:n``, ``domain-server-seq``);
     None for any other text, which :meth:`GtidSet.add` then reads (and refuses, if malformed)."""
-    match = _MARIADB_GTID.fullmatch(gtid)
-    if match is not None:
-        return GtidStep((int(match.group(1)), int(match.group(2))), int(match.group(3)), True)
+    parts = gtid.split("-")  # MariaDB's domain-server-seq; split, not a regex: a shared reader reads every GTID
+    if len(parts) == 3 and all(p.isascii() and p.isdigit() for p in parts):
+        return GtidStep((int(parts[0]), int(parts[1])), int(parts[2]), True)
     match = _MYSQL_GTID.fullmatch(gtid)
     if match is not None:
         return GtidStep((match.group(1).lower(), (match.group(2) or "").lower()), int(match.group(3)), False)

@@ -70,6 +70,7 @@ def test_only_plain_gtids_are_steps() -> None:
     assert step is not None and step.source == (_UUIDS[1].lower(), "tag") and step.number == 7 and not step.mariadb
     step = gtid_step("0-2-9")
     assert step is not None and step.source == (0, 2) and step.number == 9 and step.mariadb
-    for text in (" 0-1-5", "0-1-5,1-1-2", f"{_UUIDS[0]}:1-3", f"{_UUIDS[0]}:", "0-1", "x"):
+    odd = ("0-1-5 ", "0--5", "0-1-+5", "0-1-\u0665", "0-1-5-6", "-0-1")  # \u0665: an Arabic-Indic digit, not [0-9]
+    for text in (" 0-1-5", "0-1-5,1-1-2", f"{_UUIDS[0]}:1-3", f"{_UUIDS[0]}:", "0-1", "x", *odd):
         assert gtid_step(text) is None, text
     assert not GtidSet("0-1-5").add_span(1, gtid_step(f"{_UUIDS[0]}:1") or pytest.fail())  # the other flavour

@@ -200,6 +200,9 @@ class SharedReader:
         self._routes: Routes[Subscription] = Routes(())
         self._tracker = GroupTracker(start)
         self._group: _Group | None = None
+        # whether it is inside a group of events (destinations given some of it are woken at its end): _group is not
+        # None, as a flag for Subscription.push, which asks at every event it queues
+        self.in_group = False
         # the destinations given events of the open group while their parser waited, woken when it ends
         self.unwoken: set[Subscription] = set()
         self._inline_due: list[Subscription] = []  # given a whole group while parked: converted here
@@ -444,11 +447,6 @@ class SharedReader:
             else:
                 self._wake_unwoken()
 
-    @property
-    def in_group(self) -> bool:
-        """Whether the reader is inside a group of events (destinations given some of it are woken at its end)."""
-        return self._group is not None
-
     def _wake_unwoken(self) -> None:
         for sub in self.unwoken:
             sub.wake.set()
@@ -467,7 +465,9 @@ class SharedReader:
 
     def _hold(self, event: BinlogEvent, joinable: Position | None) -> None:
         ring = self._ring
-        length = event.length
+        length = event.next_offset - event.offset  # BinlogEvent.length, without its call: it runs for every event
+        if length < 0:
+            length = 0
         ring.append((event, joinable, length))
         if joinable is not None:
             self._ring_index[joinable] = self._ring_base + len(ring) - 1
@@ -487,6 +487,7 @@ class SharedReader:
             self._wake_unwoken()  # and the parsers' own threads take it
         self._seq += 1
         self._group = _Group(self._seq, [])
+        self.in_group = True
 
     def _in_group(self, group: _Group, event: BinlogEvent) -> None:
         tracker = self._tracker
@@ -503,7 +504,8 @@ class SharedReader:
                 if cls is RowsEvent or cls is TableMapEvent:
                     # a table's capturers get the transaction from its first event, this one included
                     self._give_capturers(group, event)
-        for sub in group.given[:given]:
+        subs = group.given
+        for sub in subs if given == len(subs) else subs[:given]:  # not those just given it with their prefix
             self._give(sub, event)
 
     def _give_capturers(self, group: _Group, event: BinlogEvent) -> None:
@@ -536,6 +538,7 @@ class SharedReader:
 
     def _close(self, group: _Group) -> None:
         self._group = None
+        self.in_group = False
         if not group.everyone:
             events = tuple(e for e in group.events if e.__class__ in _PASSED_KINDS)
             assert len(events) <= PASSED_EVENTS  # what a destination's store is asked room for (shared_queue._bound)
@@ -599,12 +602,12 @@ class SharedReader:
     def _give(self, sub: Subscription, item: BinlogEvent | list[BinlogEvent], count: int = 1) -> None:
         if not sub.active:
             return
-        if isinstance(item, RowsEvent) and item.rows is UNDECODED:
+        if item.__class__ is RowsEvent and item.rows is UNDECODED:
             table = item.table
             if sub.member.wants(table.schema, table.table):
                 self._eject(sub, f"it joined after rows of {table.schema}.{table.table} were read undecoded")
                 return
-        if sub.queued >= QUEUE_EVENTS and not self._wait_for(sub):
+        if sub.pushed - sub.popped >= QUEUE_EVENTS and not self._wait_for(sub):
             return
         sub.push(item, count)
 

@@ -176,7 +176,9 @@ def _bound(items: collections.deque[BinlogEvent | list[BinlogEvent]]) -> tuple[i
                 size += passed * PASSED_EVENT_BYTES
             else:
                 entries += 1
-                size += event.length
+                length = event.next_offset - event.offset  # BinlogEvent.length, without its call
+                if length > 0:
+                    size += length
     return entries, size
 
 
