@@ -77,6 +77,7 @@ from canal.parse.events import (
     BinlogEvent,
     FormatDescriptionEvent,
     GtidEvent,
+    IgnoredEvent,
     PassedEvent,
     PassedTransaction,
     QueryEvent,
@@ -499,8 +500,12 @@ class SharedReader:
                 self._give_everyone(group)  # what came before this event; this one follows below
                 given = len(group.given)
             else:
-                group.events.append(event)
                 cls = event.__class__
+                if cls is IgnoredEvent:
+                    # an annotation of rows (MariaDB logs one for each statement): no destination makes an entry of
+                    # it, nor moves a position it hands off; it is left out of the plain transaction it is given
+                    return
+                group.events.append(event)
                 if cls is RowsEvent or cls is TableMapEvent:
                     # a table's capturers get the transaction from its first event, this one included
                     self._give_capturers(group, event)
