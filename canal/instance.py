@@ -392,7 +392,8 @@ class Instance(StartStopContext):
         )
 
     def _read_again(self, tables: Sequence[str]) -> dict[str, int]:
-        """A heal (the parser thread, :mod:`canal.snapshot.heal`): ``tables`` are read again in the stream from now
+        """A heal (the parser's step -- its thread, or a shared reader's for a plain transaction -- through
+        :mod:`canal.snapshot.heal`): ``tables`` are read again in the stream from now
         on -- in the running snapshot, or in one started now (after the rest of an unfinished one that failed or was
         stopped in this run). The index of each one's read in the snapshot's list of tables."""
         names = tuple(dict.fromkeys(tables))
