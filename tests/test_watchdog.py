@@ -80,6 +80,25 @@ def test_a_failing_check_is_said_runs_again_and_the_others_go_on(caplog: pytest.
     assert "broken check" in caplog.text
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread it ends says so
+def test_a_check_that_ends_its_thread_leaves_the_next_watch_a_thread_of_its_own() -> None:
+    dog = Watchdog("test-watchdog")
+
+    def fatal() -> None:
+        raise SystemExit("a check ended its thread")
+
+    key = dog.watch(0.01, fatal)
+    thread = dog.thread
+    assert thread is not None
+    thread.join(5)
+    assert not thread.is_alive() and dog.thread is None
+    dog.unwatch(key)
+    runs: list[int] = []
+    again = dog.watch(0.01, lambda: runs.append(1))
+    _await("the new thread's check", lambda: bool(runs))
+    dog.unwatch(again)
+
+
 @pytest.mark.parametrize("tick", [0, -1.0])
 def test_a_tick_must_be_positive(tick: float) -> None:
     dog = Watchdog("test-watchdog")

@@ -69,6 +69,14 @@ class Watchdog:
             self._cond.notify()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with self._cond:
+                if self._thread is threading.current_thread():  # ended by what a check raised beyond Exception
+                    self._thread = None  # the next watch starts another
+
+    def _loop(self) -> None:
         cond = self._cond
         while True:
             with cond:
