@@ -142,7 +142,9 @@ def test_a_store_without_room_leaves_the_events_to_the_parser_thread() -> None:
         parser.end()
 
 
-def test_a_snapshot_beginning_mid_way_leaves_the_rest_to_the_parser_thread_in_order() -> None:
+@pytest.mark.parametrize("split", [False, True])
+def test_a_snapshot_beginning_mid_way_leaves_the_rest_to_the_parser_thread_in_order(split: bool) -> None:
+    """Checked before every event: inside one queued list of events, and between two queued items (``split``)."""
     merging = threading.Event()
     taken: list[int] = []
 
@@ -156,7 +158,11 @@ def test_a_snapshot_beginning_mid_way_leaves_the_rest_to_the_parser_thread_in_or
     parser = _Parser(sub)
     parser.start()
     try:
-        sub.push([_xid(1), _xid(2)], 2)
+        if split:
+            sub.push(_xid(1))
+            sub.push(_xid(2))
+        else:
+            sub.push([_xid(1), _xid(2)], 2)
         sub.push(_xid(3))
         assert not sub.run_inline()
         assert taken == [1] and sub.queued == 2

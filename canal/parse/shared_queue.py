@@ -144,15 +144,17 @@ class Subscription:
                 return False
             if not ready(*_bound(items)):
                 return False  # its store cannot take them now: its own thread waits for room, not the reader
+            first = True  # the check above holds for the first event
             while items:
                 item = items.popleft()
                 events = item if isinstance(item, list) else [item]
                 self.popped += len(events)
                 for i, event in enumerate(events):
-                    if i and not ready(0, 0):  # a snapshot began, or a stop: the rest on the parser's thread
+                    if not first and not ready(0, 0):  # a snapshot began, or a stop: the rest on the parser's thread
                         items.appendleft(events[i:])
                         self.popped -= len(events) - i
                         return False
+                    first = False
                     step(event)
             self.reader.inlined += 1
             return True
