@@ -108,6 +108,22 @@ def drain(get: Callable[[], Any], ack: Callable[[int], None], out: list[tuple[An
             out += [canonical(e) for e in msg.entries]
 
 
+def drain_shared(server: EmbeddedServer, name: str, out: list[tuple[Any, ...]], end: int) -> None:
+    """Destination ``name`` of ``server``'s entries into ``out``, through the end marker ``end``."""
+    client = ClientIdentity(name, 1001)
+    drain(lambda: server.get_without_ack(client, 5, 0.02), lambda batch: server.ack(client, batch), out, end)
+
+
+def read_alone(
+    fake: FakeMysql, start: Any, name: str, regex: str, tmp: str, end: int, *, gtid: bool = False
+) -> list[tuple[Any, ...]]:
+    """The entries destination ``name`` gets reading alone from ``start``, through the end marker ``end``."""
+    alone: list[tuple[Any, ...]] = []
+    with Instance(config(fake, start, name, regex, Path(tmp, "a"), share=False, gtid=gtid)) as inst:
+        drain(lambda: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+    return alone
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # a restarted destination reads again the empty transactions after its cursor: judged against the last one it kept
 # before the restart, 6 s later in the binlog, it kept one it had dropped; and judged afresh (a policy reset at the
@@ -180,21 +196,13 @@ def test_shared_entries_are_the_entries_read_alone(
                 end = next(keys)
                 fake.insert("m.marks", {"id": end, "v": "end"})
                 for name in names:
-                    client = ClientIdentity(name, 1001)
-                    drain(
-                        lambda client=client: server.get_without_ack(client, 5, 0.02),
-                        lambda batch, client=client: server.ack(client, batch),
-                        got[name],
-                        end,
-                    )
+                    drain_shared(server, name, got[name], end)
                 sharing = any(server.instance(n).parser.shared for n in names)
             finally:
                 server.stop()
             assert sharing
             for name, regex in zip(names, filters, strict=True):
-                alone: list[tuple[Any, ...]] = []
-                with Instance(config(fake, start, name, regex, Path(tmp, "a"), share=False, gtid=gtid)) as inst:
-                    drain(lambda inst=inst: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+                alone = read_alone(fake, start, name, regex, tmp, end, gtid=gtid)
                 assert upto_end(got[name], end) == upto_end(alone, end), name
     finally:
         fake.unregister()
@@ -240,28 +248,14 @@ def test_a_slow_destination_leaves_the_reader_and_the_others_go_on(monkeypatch: 
                     write(fake, [("txn", ["a.t"])], keys)
                     end = next(keys)
                     fake.insert("m.marks", {"id": end, "v": "end"})
-                    client = ClientIdentity("d0", 1001)
-                    drain(
-                        lambda client=client: server.get_without_ack(client, 5, 0.02),
-                        lambda batch, client=client: server.ack(client, batch),
-                        got,
-                        end,
-                    )
+                    drain_shared(server, "d0", got, end)
                 assert not server.instance("d1").parser.shared  # it left, and reads alone
                 assert server.instance("d0").parser.shared
-                client = ClientIdentity("d1", 1001)
-                drain(
-                    lambda: server.get_without_ack(client, 5, 0.02),
-                    lambda batch: server.ack(client, batch),
-                    slow,
-                    end,
-                )
+                drain_shared(server, "d1", slow, end)
                 _wait("d1 to join again", lambda: server.instance("d1").parser.shared)
             finally:
                 server.stop()
-            alone: list[tuple[Any, ...]] = []
-            with Instance(config(fake, start, "d1", r"a\..*", Path(tmp, "a"), share=False, gtid=False)) as inst:
-                drain(lambda: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+            alone = read_alone(fake, start, "d1", r"a\..*", tmp, end)
             assert upto_end(slow, end) == upto_end(alone, end)
             assert upto_end(got, end) == upto_end(alone, end)  # d0 captures what d1 does
     finally:
@@ -287,13 +281,7 @@ def test_an_error_of_the_readers_dump_goes_to_every_destination() -> None:
                 end = next(keys)
                 fake.insert("m.marks", {"id": end, "v": "end"})
                 for name in names:
-                    client = ClientIdentity(name, 1001)
-                    drain(
-                        lambda client=client: server.get_without_ack(client, 5, 0.02),
-                        lambda batch, client=client: server.ack(client, batch),
-                        got[name],
-                        end,
-                    )
+                    drain_shared(server, name, got[name], end)
                 # every destination saw the dump fail and dumped again
                 assert all(server.instance(n).parser.reconnects > reconnects[n] for n in names)
                 assert all(isinstance(server.instance(n).parser.last_error, SourceError) for n in names), {
@@ -302,10 +290,7 @@ def test_an_error_of_the_readers_dump_goes_to_every_destination() -> None:
             finally:
                 server.stop()
             for i, name in enumerate(names):
-                alone: list[tuple[Any, ...]] = []
-                regex = (r"a\..*", r"b\..*", r".*\..*")[i]
-                with Instance(config(fake, start, name, regex, Path(tmp, "a"), share=False, gtid=False)) as inst:
-                    drain(lambda inst=inst: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+                alone = read_alone(fake, start, name, (r"a\..*", r"b\..*", r".*\..*")[i], tmp, end)
                 assert upto_end(got[name], end) == upto_end(alone, end), name
     finally:
         fake.unregister()
@@ -347,22 +332,14 @@ def test_waiting_parsers_converted_on_the_readers_thread_get_the_entries_they_ge
                     end = next(keys)
                     fake.insert("m.marks", {"id": end, "v": "end"})
                     for name in names:
-                        client = ClientIdentity(name, 1001)
-                        drain(
-                            lambda client=client: server.get_without_ack(client, 5, 0.02),
-                            lambda batch, client=client: server.ack(client, batch),
-                            got[name],
-                            end,
-                        )
+                        drain_shared(server, name, got[name], end)
                 assert reader.inlined > 0 and any(isinstance(e, RowsEvent) for e in taken)
                 # no DDL was taken on the reader's thread: the ALTERs went to the parsers' own threads
                 assert not [e for e in taken if isinstance(e, QueryEvent) and "ALTER" in e.sql.upper()]
             finally:
                 server.stop()
             for name, regex in zip(names, regexes, strict=True):
-                alone: list[tuple[Any, ...]] = []
-                with Instance(config(fake, start, name, regex, Path(tmp, "a"), share=False, gtid=False)) as inst:
-                    drain(lambda inst=inst: inst.get_without_ack(5, 0.02), inst.ack, alone, end)
+                alone = read_alone(fake, start, name, regex, tmp, end)
                 assert upto_end(got[name], end) == upto_end(alone, end), name
     finally:
         fake.unregister()

@@ -58,6 +58,10 @@ class ListStore:
             self.items.extend(entries)
             return True
 
+    def fits(self, entries: int, byte_size: int) -> bool:
+        with self.cond:
+            return len(self.items) + entries <= self.capacity
+
     def drain(self) -> None:
         with self.cond:
             self.items.clear()
@@ -234,3 +238,15 @@ def test_empty_transactions_read_again_are_judged_as_they_were() -> None:
     for ms, at in stream[2:]:  # from after the kept one: judged in the state it left
         sink.sink(txn(ms, rows=0, at=at))
     assert store.items == []
+
+
+def test_room_says_whether_a_hand_off_goes_in_without_waiting_and_not_after_stop() -> None:
+    store = ListStore(capacity=3)
+    sink = EntrySink(store)
+    assert sink.room(3, 10**6) and not sink.room(4, 0)
+    sink.sink(txn(1000, rows=1))  # BEGIN, a row, END
+    assert not sink.room(1, 0) and store.items
+    store.drain()
+    assert sink.room(3, 0)
+    sink.stop()
+    assert not sink.room(1, 0)  # a stopped sink takes nothing: the parser's own thread meets the stop

@@ -32,7 +32,8 @@ def test_checks_run_at_their_own_tick_on_one_thread_that_ends_with_the_last() ->
     thread = dog.thread
     assert thread is not None and thread.is_alive()
     _await("ten fast checks", lambda: len(runs["fast"]) >= 10)
-    assert len(runs["slow"]) <= 1  # 0.2 s apart, while the fast one ran ten times 0.01 s apart
+    # 0.2 s apart, while the fast one ran (at least) ten times 0.01 s apart: a late thread delays both alike
+    assert len(runs["slow"]) <= max(1, len(runs["fast"]) // 5)
     assert set(runs["fast"]) == {"test-watchdog"} and set(runs["slow"]) <= {"test-watchdog"}
     dog.unwatch(fast)
     count = len(runs["fast"])

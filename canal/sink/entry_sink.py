@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from canal.errors import StoreClosedError
@@ -41,6 +41,8 @@ class PutTarget(Protocol):
 
     def rest_at(self, position: LogPosition) -> None: ...
 
+    def fits(self, entries: int, byte_size: int) -> bool: ...
+
 
 class EntrySink:
     """Filters one parser's hand-offs and puts them into the store."""
@@ -57,7 +59,6 @@ class EntrySink:
         put_wait_s: float = 0.2,
     ) -> None:
         self._store = store
-        self._fits: Callable[[int, int], bool] | None = getattr(store, "fits", None)
         self._filter_transaction_entry = filter_transaction_entry
         self._filter_empty = filter_empty_transaction
         self._empty_interval_ms = empty_transaction_interval_ms
@@ -76,10 +77,8 @@ class EntrySink:
         self.last_heartbeat_ms = 0
 
     def room(self, entries: int, byte_size: int) -> bool:
-        """Whether a hand-off of at most that many entries and binlog bytes goes into the store now, without waiting
-        (False for a store that cannot say)."""
-        fits = self._fits
-        return fits is not None and not self._stopped.is_set() and fits(entries, byte_size)
+        """Whether a hand-off of at most that many entries and binlog bytes goes into the store now, without waiting."""
+        return not self._stopped.is_set() and self._store.fits(entries, byte_size)
 
     def stop(self) -> None:
         """Wake a sink() blocked on a full store; it raises StoreClosedError."""

@@ -426,31 +426,42 @@ class SnapshotRunner:
     def _await_stream(self, position: tuple[int, int]) -> None:
         """Wait until the stream has handed off everything before ``position`` (an idle one gets there at its next
         heartbeat); a stream that does not within :data:`_DDL_WAIT_S` is a SnapshotError."""
-        deadline = time.monotonic() + _DDL_WAIT_S
-        while not self._merge.handed_past(position):
-            if self._stop.is_set():
-                raise _Stopped
-            if time.monotonic() > deadline:
-                raise SnapshotError(
-                    f"the stream did not reach offset {position[1]} of binlog file number {position[0]} within "
-                    f"{_DDL_WAIT_S:.0f} s, where the server was when the snapshot found a table gone: whether it "
-                    "was dropped or renamed is not known"
-                )
-            self._stop.wait(0.05)
+        self._await_merge(
+            lambda: self._merge.handed_past(position),
+            lambda: SnapshotError(
+                f"the stream did not reach offset {position[1]} of binlog file number {position[0]} within "
+                f"{_DDL_WAIT_S:.0f} s, where the server was when the snapshot found a table gone: whether it "
+                "was dropped or renamed is not known"
+            ),
+        )
 
     def _await_ddl(self, schema: TableSchema, generation: int, exc: BaseException) -> None:
         """A read failed on a column or table the server no longer has: a DDL ran that the stream has not handed off
         yet. Wait until it has (the new layout is then the one to read under); a DDL that never reaches this
         destination's stream (a filtered table) is a SnapshotError."""
+        self._await_merge(
+            lambda: self._merge.layout_generation(schema.schema, schema.table) != generation,
+            lambda: SnapshotError(
+                f"reading {schema.full_name} failed ({exc}) and no DDL of it reached the stream within "
+                f"{_DDL_WAIT_S:.0f} s: its layout changed in a way this destination does not see"
+            ),
+            cause=exc,
+        )
+
+    def _await_merge(
+        self, done: Callable[[], bool], late: Callable[[], SnapshotError], cause: BaseException | None = None
+    ) -> None:
+        """Wait until ``done()`` (the stream's merge got somewhere: the parser thread moves it, looked at every
+        50 ms); a stop raises _Stopped, and past :data:`_DDL_WAIT_S` the error ``late()`` makes (from ``cause``)."""
         deadline = time.monotonic() + _DDL_WAIT_S
-        while self._merge.layout_generation(schema.schema, schema.table) == generation:
+        while not done():
             if self._stop.is_set():
                 raise _Stopped
             if time.monotonic() > deadline:
-                raise SnapshotError(
-                    f"reading {schema.full_name} failed ({exc}) and no DDL of it reached the stream within "
-                    f"{_DDL_WAIT_S:.0f} s: its layout changed in a way this destination does not see"
-                ) from exc
+                error = late()
+                if cause is not None:
+                    raise error from cause
+                raise error
             self._stop.wait(0.05)
 
     def _joined(self, pending: PendingChunk, schema: TableSchema) -> Any:
