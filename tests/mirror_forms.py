@@ -98,8 +98,8 @@ def capture(
     )
     captured: list[Phase] = []
     with pytest.MonkeyPatch.context() as patch, Instance(config) as inst:
-        # the events here hold a few rows each, which the parser decodes as tuples (binlog.COLUMNAR_MIN_ROWS) unless
-        # told to take columns of any event
+        # a table of wide rows is decoded as tuples (binlog.COLUMNAR_MIN_ROWS) unless the parser is told to take
+        # columns of every table
         patch.setattr(binlog, "COLUMNAR_MIN_ROWS", 0 if columnar else binlog.COLUMNAR_MIN_ROWS)
         inst.decode_rows_by_column(columnar)
         for statements in phases:

@@ -125,8 +125,8 @@ def _outcome(entries: list[Entry], zero_dates: Any, keys_only: bool, collect: bo
 @pytest.fixture
 def table(mariadb: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     mariadb.execute(DDL)
-    # events of a few rows are decoded as tuples unless told otherwise (binlog.COLUMNAR_MIN_ROWS): these tests
-    # compare the two decoders on such events, so every one is decoded column by column when columns are asked
+    # a table of wide rows is decoded as tuples unless told otherwise (binlog.COLUMNAR_MIN_ROWS): these tests compare
+    # the two decoders, so every table is decoded column by column when columns are asked
     monkeypatch.setattr(binlog, "COLUMNAR_MIN_ROWS", 0)
     yield mariadb
 

@@ -138,25 +138,42 @@ def test_a_compiled_layout_is_read_without_the_lock(monkeypatch: pytest.MonkeyPa
     assert lock.taken == taken
 
 
-def test_events_of_few_rows_are_decoded_as_tuples_when_columns_are_asked() -> None:
-    # a wide table's events hold a row or two each: a list and a tuple per column of each event cost more than the
-    # tuples of its rows (20 times at 1,000 columns), so only events of many rows are decoded column by column
-    from canal.parse.mysql.binlog import COLUMNAR_MIN_ROWS
+def test_a_table_is_decoded_one_way_when_columns_are_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a typed batch keeps a layout's columns only while every rows event of it comes as columns: a table decodes one
+    # way, by columns when a full event holds COLUMNAR_MIN_ROWS row images or more (estimated from the bytes an
+    # image of its first rows event took), else as tuples -- whatever the rows each event holds
     from canal.parse.source import RowsForm
     from canal.protocol import ColumnarRows
 
+    # full events of 1 KB: a table of images over 128 bytes is "wide" (the helper's VARCHAR takes 255 bytes at most)
+    monkeypatch.setattr(binlog_module, "FULL_EVENT_BYTES", 8 * 128)
     parser = EventDecoder("binlog.000001", rows_form=RowsForm(columnar=True))
-    parser.parse(_event(P.TABLE_MAP_EVENT, _table_map(3), 1000))
+    narrow, shard = 3, 4
+    parser.parse(_event(P.TABLE_MAP_EVENT, _table_map(narrow), 1000))
+    parser.parse(_event(P.TABLE_MAP_EVENT, _table_map(shard).replace(b"\x06orders", b"\x06shard2"), 1100))
 
-    def rows_of(count: int, pos: int) -> Any:
-        event = parser.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(3, [(i, b"n%d" % i) for i in range(count)]), pos))
-        assert isinstance(event, RowsEvent) and [r.after for r in event.rows] == [(i, f"n{i}") for i in range(count)]
+    def rows_of(table_id: int, count: int, size: int, pos: int, on: EventDecoder = parser) -> Any:
+        values = [(i, b"n%d" % i + b"x" * size) for i in range(count)]
+        event = on.parse(_event(P.WRITE_ROWS_EVENT_V2, _rows_v2(table_id, values), pos))
+        assert isinstance(event, RowsEvent)
+        assert [r.after for r in event.rows] == [(i, v.decode()) for i, v in values]
         return event.rows
 
-    assert not isinstance(rows_of(1, 2000), ColumnarRows)
-    assert isinstance(rows_of(4 * COLUMNAR_MIN_ROWS, 3000), ColumnarRows)
-    assert not isinstance(rows_of(COLUMNAR_MIN_ROWS // 2, 4000), ColumnarRows)  # by the bytes a row took last
-    assert isinstance(rows_of(COLUMNAR_MIN_ROWS, 5000), ColumnarRows)
+    # the narrow table's first event, of one row, decides: every event after it by columns, however few its rows
+    assert all(isinstance(rows_of(narrow, n, 4, 2000 + 100 * n), ColumnarRows) for n in (1, 1, 64, 2, 1))
+    # a table of the same columns (a shard: one layout of a typed batch) is decided with it, whatever its images
+    assert isinstance(rows_of(shard, 9, 200, 9000), ColumnarRows)
+    # a wide table's first event holds many rows, but each image takes 200 bytes: tuples, that event too (decoded by
+    # columns to find out, then again), and every event after it, however many rows or few bytes
+    wide = EventDecoder("binlog.000001", rows_form=RowsForm(columnar=True))
+    wide.parse(_event(P.TABLE_MAP_EVENT, _table_map(narrow), 1000))
+    sizes = ((9, 200), (40, 0), (1, 0))
+    assert not any(isinstance(rows_of(narrow, n, size, 9000 + 100 * n, wide), ColumnarRows) for n, size in sizes)
+    # a consumer that asks for tuples gets tuples of a table decided by columns, and asks for columns again
+    parser.rows_form = RowsForm(columnar=False)
+    assert not isinstance(rows_of(narrow, 3, 4, 20000), ColumnarRows)
+    parser.rows_form = RowsForm(columnar=True)
+    assert isinstance(rows_of(narrow, 3, 4, 21000), ColumnarRows)
 
 
 def _parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -202,7 +202,7 @@ def _instance_rows(tmp_path: Path, by_column: bool) -> list[Any]:
 def test_an_instance_delivers_the_diffs(tmp_path: Path, by_column: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through an Instance reading a MySQL 8 binlog file, by the object decoder and by the columnar one (which
     reads a partial update with the object decoder)."""
-    # every event by columns when they are asked (the parser decodes an event of a few rows as tuples otherwise)
+    # every table by columns when they are asked (the parser decodes a table of wide rows as tuples otherwise)
     monkeypatch.setattr("canal.parse.mysql.binlog.COLUMNAR_MIN_ROWS", 0)
     inserted_1, inserted_2, updated = _instance_rows(tmp_path, by_column)
     assert inserted_1.after == (1, {"age": 21, "name": "Joe"}, "Joe", 21)

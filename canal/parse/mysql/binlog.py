@@ -100,9 +100,12 @@ _NO_STATUS = QueryStatus()
 # Exceptions a handler raises on bytes that do not decode; parse() turns them into a ParseError naming the event.
 _MALFORMED = (IndexError, KeyError, ValueError, OverflowError, struct.error, zlib.error, zstandard.ZstdError)
 _MAP_CACHE_SIZE = 8192  # table layouts kept with their decoders (a schema of thousands of tables fits)
-COLUMNAR_MIN_ROWS = 16
-"""Rows an event must hold (estimated) to be decoded column by column when the consumer asks for columns; fewer are
-decoded as tuples, which typed batches take as well (``EventDecoder._many_rows``)."""
+COLUMNAR_MIN_ROWS = 8
+"""Row images a full rows event of a table must hold (estimated) for the table to be decoded column by column when
+the consumer asks for columns; a table of wider rows is decoded as tuples, which typed batches take as well
+(``EventDecoder._by_columns``)."""
+FULL_EVENT_BYTES = 8192
+"""Where MySQL and MariaDB cut a statement's rows events by default (``binlog_row_event_max_size``)."""
 _LEGACY_TEMPORAL = frozenset({7, 11, 12})  # TIMESTAMP, TIME, DATETIME (pre-5.6 formats)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _ENCRYPTION_BODY = 17  # scheme, key version, nonce
@@ -162,7 +165,9 @@ class EventDecoder:
         self._map_cache: OrderedDict[bytes, TableDecoder] = OrderedDict()
         self._same_columns = SameColumns(_MAP_CACHE_SIZE)  # another table's map with those columns: shared
         self._warned: set[tuple[str, str]] = set()
-        self._row_bytes: dict[int, int] = {}  # bytes a row of a table's last rows event took (its column list's id)
+        # whether a table's rows are decoded by columns, decided at its first rows event (_by_columns): by its column
+        # list's id (tables of one layout share it), with the list, which a reused id is not
+        self._by_columns_of: dict[int, tuple[object, bool]] = {}
         self._rows_post = {P.WRITE_ROWS_EVENT_V1: 8, P.WRITE_ROWS_EVENT_V2: 10}
         self.server_version = ""
         self._metadata_rules = metadata_rules("")
@@ -634,28 +639,39 @@ class EventDecoder:
         if t in COMPRESSED_ROWS:
             b = mariadb_uncompress(bytes(b[p:end]), f"{self.log_file}:{off}")
             p, end = 0, len(b)
-        wanted = self.rows_form.columnar
+        by_columns = self._by_columns(dec) if self.rows_form.columnar else False
         try:
-            rows = dec.decoder(kind, present, present2, wanted and self._many_rows(dec, end - p))(dec.schema, b, p, end)
+            rows = dec.decoder(kind, present, present2, by_columns is not False)(dec.schema, b, p, end)
+            # the table's first rows decide its form, and are decoded again when that is tuples
+            if by_columns is None and rows and not self._decide(dec, (end - p) // (len(rows) * (1 + (kind in "up")))):
+                rows = dec.decoder(kind, present, present2, False)(dec.schema, b, p, end)
         except _MALFORMED as e:
             raise ParseError(
                 f"malformed {event_name(t)} of {dec.schema.full_name} at {self.log_file}:{off}: {e}"
             ) from e
-        if wanted and rows:
-            sizes = self._row_bytes
-            if len(sizes) >= _MAP_CACHE_SIZE:
-                sizes.clear()
-            sizes[id(dec.columns)] = (end - p) // len(rows)
         return rows
 
-    def _many_rows(self, dec: TableDecoder, size: int) -> bool:
-        """Whether a rows event of ``size`` bytes of ``dec``'s table holds enough rows to decode column by column.
-        The columnar decoder makes a list (and a tuple) per column of each event: a wide table's events hold a row
-        or two each (a server cuts them at binlog_row_event_max_size, 8 KB by default), and at 1,000 columns those
-        lists made the decoding 17 times slower than tuples and the mirror's run hold 1.7 GB. The rows per event are
-        estimated from the table's last event (before one: four bytes a cell)."""
-        per_row = self._row_bytes.get(id(dec.columns)) or 4 * len(dec.columns)
-        return size >= COLUMNAR_MIN_ROWS * per_row
+    def _by_columns(self, dec: TableDecoder) -> bool | None:
+        """Whether the rows of ``dec``'s table are decoded column by column when the consumer asks for columns (None:
+        not decided yet). A table decodes one way: a typed batch keeps a layout's columns only while all its rows
+        come as columns, and the first tuples of it turn every column decoded before them back into tuples."""
+        decided = self._by_columns_of.get(id(dec.columns))
+        return decided[1] if decided is not None and decided[0] is dec.columns else None
+
+    def _decide(self, dec: TableDecoder, image_bytes: int) -> bool:
+        """Decide :meth:`_by_columns` of ``dec``'s table from the bytes a row image of its first rows event took: by
+        columns when a full event holds :data:`COLUMNAR_MIN_ROWS` images or more. The columnar decoder makes a list
+        and a tuple per column of each event, and keeps raw text, DATETIME2 and DECIMAL cells: for events of many
+        images of few columns (the Spark benchmark's 10-column table, events of 15 rows) it decodes and types them
+        in 0.4 of the tuples' time, a wide table's events of a row or two (a server cuts them at 8 KB) in 2.2 times
+        it at 300 columns and 7 times at 1,000 (where the mirror's run held 1.7 GB); at 100 columns (events of 6
+        rows) the two cost the same."""
+        decided = self._by_columns_of
+        if len(decided) >= _MAP_CACHE_SIZE:
+            decided.clear()
+        by_columns = COLUMNAR_MIN_ROWS * max(image_bytes, 1) <= FULL_EVENT_BYTES
+        decided[id(dec.columns)] = (dec.columns, by_columns)
+        return by_columns
 
     def _mysql_gtid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
         gtid = mysql_gtid(b, p, end)
