@@ -1,6 +1,10 @@
-"""A first start's scan of the binlog between its start and the table layouts' read runs while the layouts are read
-(canal.parse.schema_tracking): what it finds is what an in-line scan finds, what the binlog grew by meanwhile is
-scanned too, and a failed scan fails the bootstrap, leaving the history empty."""
+"""A first start's check of the binlog between its start and the table layouts' read (canal.parse.schema_tracking),
+either way it is made: by a scan that runs while the layouts are read (a server that does not log column names), or
+by the dump itself as it reads (one that does: the history bootstrapped in memory at the start, decided at the first
+layout statement before the read, with the rest of the range scanned then, and persisted once the dump has read the
+whole range). What it finds decides the history alike: what the binlog grew by while the layouts were read is checked
+too, a failed scan fails the bootstrap, leaving the history empty, and where the binlog names its rows and holds no
+layout statement in the range, the parser's dump is the only one."""
 
 from __future__ import annotations
 
@@ -10,17 +14,21 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 
-from canal.errors import SourceError
+from canal.errors import SchemaError, SourceError
 from canal.parse import schema_tracking
+from canal.parse.events import QueryEvent
 from canal.parse.source import DumpRequest
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition
-from canal.schema.history import SchemaHistory
+from canal.schema.history import MemoryHistoryStore, SchemaHistory, layout_statement
 from canal.testing.fake import FakeMysql
 
 _names = itertools.count()
+# the two ways: the fake's table maps name their columns; told otherwise, the tracker scans as for such a server
+WAYS = pytest.mark.parametrize("names", [True, False], ids=["by-the-dump", "by-a-scan"])
 
 
 @pytest.fixture
@@ -31,9 +39,32 @@ def fake() -> Iterator[FakeMysql]:
         yield server
 
 
-def _bootstrap(fake: FakeMysql, start: EntryPosition, *, after_first_status: str | None = None) -> SchemaHistory:
+def _tracker(history: SchemaHistory) -> schema_tracking.SchemaTracker:
+    return schema_tracking.SchemaTracker(history, logging.LoggerAdapter(logging.getLogger(__name__), {}))
+
+
+def _read(tracker: schema_tracking.SchemaTracker, source: Any, request: DumpRequest) -> None:
+    """What the parser's dump does for the history, up to the first layout statement it is about to follow (the
+    history then is what the bootstrap made of the range) or the binlog's end: each query event settled before the
+    history answers for it, each event passed after it."""
+    for event in source.dump(attrs.evolve(request, blocking=False)):
+        if isinstance(event, QueryEvent):
+            tracker.settle(event)
+            if layout_statement(event.sql) is not None:
+                return
+        tracker.passed(event)
+
+
+def _bootstrap(
+    fake: FakeMysql,
+    start: EntryPosition,
+    *,
+    names: bool = True,
+    after_first_status: str | None = None,
+    history: SchemaHistory | None = None,
+) -> SchemaHistory:
     """The history a first start at ``start`` bootstraps; ``after_first_status``: a DDL run on the server just after
-    the scan took its end (while the layouts are about to be read)."""
+    the first master status was taken (the scan's end, or the layouts' first read)."""
     source = fake.source()
     source.open()
     real_status = source.master_status
@@ -46,28 +77,48 @@ def _bootstrap(fake: FakeMysql, start: EntryPosition, *, after_first_status: str
         return status
 
     source.master_status = master_status  # type: ignore[method-assign]
-    history = SchemaHistory()
-    tracker = schema_tracking.SchemaTracker(history, logging.LoggerAdapter(logging.getLogger(__name__), {}))
+    if not names:
+        type(source).logs_column_names = False  # type: ignore[misc]  (restored below)
+    history = history if history is not None else SchemaHistory()
+    tracker = _tracker(history)
     try:
-        tracker.prepare(source, StartPosition(start), DumpRequest(start.journal_name, start.position or 4))
+        request = tracker.prepare(source, StartPosition(start), DumpRequest(start.journal_name, start.position or 4))
+        _read(tracker, source, request)
     finally:
+        if not names:
+            del type(source).logs_column_names  # type: ignore[misc]
         source.close()
     return history
 
 
-def test_what_the_scan_finds_before_the_read_decides_where_the_history_starts(fake: FakeMysql) -> None:
+@pytest.fixture(autouse=True)
+def _restore_logs_column_names() -> Iterator[None]:
+    from canal.testing.fake.source import FakeBinlogSource
+
+    prop = FakeBinlogSource.__dict__["logs_column_names"]
+    yield
+    FakeBinlogSource.logs_column_names = prop  # type: ignore[misc]
+
+
+@WAYS
+def test_what_the_scan_finds_before_the_read_decides_where_the_history_starts(fake: FakeMysql, names: bool) -> None:
     start = fake.master_status()
     fake.execute("CREATE TABLE d.born (id INT PRIMARY KEY)")  # created after the start: replayed, not bootstrapped
-    history = _bootstrap(fake, start)
+    history = _bootstrap(fake, start, names=names)
     assert history.position == start
     assert history.table("d", "born") is None and history.table("d", "t") is not None
 
 
-def test_what_the_binlog_grew_by_while_the_layouts_were_read_is_scanned_too(fake: FakeMysql) -> None:
-    """A DDL written after the scan took its end and before the layouts' read is in no part the thread scanned: the
-    rest is scanned after it, and the ALTER of a table that existed at the start moves the history's start to the
-    read (the fake logs column names), as an in-line scan would."""
+@WAYS
+def test_what_the_binlog_grew_by_while_the_layouts_were_read_is_scanned_too(fake: FakeMysql, names: bool) -> None:
+    """A DDL written after the first master status (the scan's end, or the layouts' first read) is checked too: the
+    ALTER of a table that existed at the start moves the history's start to the read where the binlog names its
+    rows, and refuses the start where it does not, as an in-line scan would."""
     start = fake.master_status()
+    if not names:
+        with pytest.raises(SchemaError, match=r"ALTER TABLE d\.t ADD COLUMN b INT"):
+            _bootstrap(fake, start, names=False, after_first_status="ALTER TABLE d.t ADD COLUMN b INT")
+        return
     history = _bootstrap(fake, start, after_first_status="ALTER TABLE d.t ADD COLUMN b INT")
     position = history.position
     assert position is not None and position != start and position.position is not None
@@ -76,30 +127,85 @@ def test_what_the_binlog_grew_by_while_the_layouts_were_read_is_scanned_too(fake
     assert table is not None and [c.name for c in table.columns] == ["id", "a", "b"]
 
 
+@WAYS
 def test_a_failed_scan_fails_the_bootstrap_and_leaves_the_history_empty(
-    fake: FakeMysql, monkeypatch: pytest.MonkeyPatch
+    fake: FakeMysql, monkeypatch: pytest.MonkeyPatch, names: bool
 ) -> None:
     start = fake.master_status()
     fake.execute("CREATE TABLE d.born (id INT PRIMARY KEY)")
     real = schema_tracking.layout_ddl_between
 
     def failing(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread().name == "canal-ddl-scan":
+        # the scan of the range: in its thread beside the layouts' read, or from the dump's first layout statement
+        if threading.current_thread().name == "canal-ddl-scan" or (names and not kwargs.get("first_only")):
             raise SourceError("the dump connection broke", errno=2013)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(schema_tracking, "layout_ddl_between", failing)
-    history = SchemaHistory()
+    store = MemoryHistoryStore()
+    history = SchemaHistory(store)
     with pytest.raises(SourceError, match="the dump connection broke"):
-        _bootstrap_into(fake, start, history)
+        _bootstrap(fake, start, names=names, history=history)
     assert history.is_empty and history.position is None
+    assert not store.load()  # nothing persisted: the next start bootstraps again
+    monkeypatch.undo()
+    assert _bootstrap(fake, start, names=names, history=history).position == start
 
 
-def _bootstrap_into(fake: FakeMysql, start: EntryPosition, history: SchemaHistory) -> None:
+def test_where_the_binlog_names_its_rows_the_dump_is_the_only_one(fake: FakeMysql) -> None:
+    """No layout statement between the start and the read: the parser's own dump checks the range as it reads it,
+    the history is held in memory meanwhile and persisted once the dump has read the whole range."""
+    start = fake.master_status()
+    fake.insert("d.t", {"id": 1, "a": 1})
+    fake.insert("d.t", {"id": 2, "a": 2})
     source = fake.source()
     source.open()
-    tracker = schema_tracking.SchemaTracker(history, logging.LoggerAdapter(logging.getLogger(__name__), {}))
+    dumps: list[DumpRequest] = []
+    real_dump = source.dump
+
+    def counted(request: DumpRequest) -> Any:
+        dumps.append(request)
+        return real_dump(request)
+
+    source.dump = counted  # type: ignore[method-assign]
+    store = MemoryHistoryStore()
+    history = SchemaHistory(store)
+    tracker = _tracker(history)
+    try:
+        request = tracker.prepare(source, StartPosition(start), DumpRequest(start.journal_name, start.position or 4))
+        assert history.position == start and not store.load() and tracker.checking
+        events = list(source.dump(attrs.evolve(request, blocking=False)))
+        for event in events[:-1]:  # every event of the range but the last: still checking, nothing persisted
+            assert tracker.passed(event)
+        assert not store.load()
+        assert not tracker.passed(events[-1])  # the last one read: the layouts held from the start
+    finally:
+        source.close()
+    assert store.load() and not tracker.checking and history.position == start
+    assert [d.decode_rows for d in dumps] == [True]  # the parser's dump only: no scan
+
+
+def test_a_switch_before_the_check_ended_bootstraps_from_the_other_server(fake: FakeMysql) -> None:
+    start = fake.master_status()
+    fake.insert("d.t", {"id": 1, "a": 1})
+    history = SchemaHistory()
+    tracker = _tracker(history)
+    source = fake.source()
+    source.open()
     try:
         tracker.prepare(source, StartPosition(start), DumpRequest(start.journal_name, start.position or 4))
     finally:
         source.close()
+    assert tracker.checking
+    with FakeMysql(name=f"bootstrap_scan{next(_names)}", server_id=2) as standby:
+        standby.execute("CREATE DATABASE d")
+        standby.execute("CREATE TABLE d.other (id INT PRIMARY KEY)")
+        other = standby.source()
+        other.open()
+        try:
+            at = standby.master_status()
+            tracker.prepare(other, StartPosition(at), DumpRequest(at.journal_name, at.position or 4))
+        finally:
+            other.close()
+    assert not tracker.checking  # the standby's layouts, read at its start
+    assert history.table("d", "other") is not None and history.table("d", "t") is None

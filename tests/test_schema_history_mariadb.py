@@ -478,3 +478,37 @@ def test_local_binlog_files_read_with_a_schema_snapshot_give_the_same_rows(
         assert _consume(inst, len(writer.rows)) == writer.rows
     finally:
         inst.stop()
+
+
+def test_with_full_metadata_a_first_start_in_the_past_reads_the_range_once(
+    mariadb_factory: MariaDBFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history a first start at a past position bootstraps is checked by the parser's own dump as it reads the
+    range, where the binlog names the rows: no scan of the range beside it (a second dump, which doubled the
+    server's work), and the history persisted once the range was read."""
+    from canal.parse import schema_tracking
+
+    server = mariadb_factory(extra_args=["--binlog-row-metadata=FULL"])
+    server.execute("CREATE DATABASE app")
+    server.execute("CREATE TABLE app.t (id INT NOT NULL PRIMARY KEY, a INT)")
+    journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
+    server.execute("INSERT INTO app.t VALUES (1, 1), (2, 2)", database="app")
+    server.execute("UPDATE app.t SET a = a + 1")
+    scanned: list[tuple[EntryPosition, EntryPosition]] = []
+    real = schema_tracking.layout_ddl_between
+
+    def recorded(source: Any, start: EntryPosition, end: EntryPosition, **kwargs: Any) -> Any:
+        scanned.append((start, end))
+        return real(source, start, end, **kwargs)
+
+    monkeypatch.setattr(schema_tracking, "layout_ddl_between", recorded)
+    inst = Instance(_config(server, tmp_path, (str(journal), int(position))))
+    inst.start()
+    try:
+        assert [kind for _t, kind, _v in _consume(inst, 4)] == ["INSERT", "INSERT", "UPDATE", "UPDATE"]
+    finally:
+        inst.stop()
+    start = EntryPosition(str(journal), int(position))
+    # the layouts' read checks what ran while it read them (nothing); no scan reads from the start
+    assert scanned and all(s.position != start.position and s.position == e.position for s, e in scanned)
+    assert (tmp_path / "history" / "schema_history.json").is_file()

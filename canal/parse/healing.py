@@ -152,6 +152,7 @@ def followed(
     images -- with the layouts the healed tables have from there."""
     converting = None
     if schemas is not None and isinstance(event, QueryEvent):
+        schemas.settle(event)  # a first start's layouts, checked as the dump reads: decided before they answer
         if heal is not None and entry is not None:
             converting = conversion(entry, event, schemas.history, captured)
         known = schemas.observe(event)
@@ -164,5 +165,7 @@ def followed(
     if changed is not None:
         entry = marked(entry, heal(changed))
     if HEAL in entry.header.props:
+        if schemas is not None:
+            schemas.settle(event, layouts=True)
         entry = with_history_layouts(entry, event, None if schemas is None else schemas.history)
     return entry

@@ -500,8 +500,10 @@ class EventParser(StartStopContext):
             request = attrs.evolve(request, rows_form=self.rows_form)
             events = self._events(source, active, request, marks)
 
+            checking = schemas is not None and schemas.checking
+
             def take(event: BinlogEvent) -> None:
-                nonlocal recovering_at_start
+                nonlocal recovering_at_start, checking
                 self._last_read = clock()
                 if event.__class__ is PassedEvent:
                     assert isinstance(event, PassedEvent)
@@ -509,6 +511,9 @@ class EventParser(StartStopContext):
                     converter.take_passed(
                         event, add, self.empty_transactions, passed_merge is not None and passed_merge.active
                     )
+                    if checking:
+                        assert schemas is not None
+                        checking = schemas.passed(event)
                     self._last_event = event
                     if stop.is_set():
                         raise _Interrupted("stop")
@@ -534,6 +539,9 @@ class EventParser(StartStopContext):
                     recovering_at_start = False
                 elif merge is not None and event.__class__ in _HEADER_EVENTS and not len(self._buffer):
                     self._rest_after(event, merge)
+                if checking:  # a first start's layouts, checked as the dump reads (parse.schema_tracking)
+                    assert schemas is not None
+                    checking = schemas.passed(event)
                 self._last_event = event
                 if stop.is_set():
                     raise _Interrupted("stop")

@@ -3,7 +3,7 @@ every DDL the dump reads before the entries after the DDL are handed off, and gi
 
 Bootstrap. The layouts are read now (:meth:`~canal.parse.source.SchemaReader.schema_catalog`), but a dump may start
 earlier (a configured position, a cursor from before the history existed). They are valid from the start position
-only if no DDL lies between it and the moment they were read, so the binlog in between is scanned (structure only,
+only if no DDL lies between it and the moment they were read, so the binlog in between is checked (structure only,
 no row decoding) for statements that change a layout:
 
 * master status is taken before and after reading the layouts; a DDL between the two makes the read ambiguous and it
@@ -13,14 +13,27 @@ no row decoding) for statements that change a layout:
 * any other DDL there: rows before it would be named by a later schema, so the start is refused with
   :class:`~canal.errors.SchemaError` naming the DDL and the recovery, never silently misnamed.
 
-A server that logs column names (``binlog_row_metadata=FULL``) names every row itself: the binlog is scanned all the
+A server that logs column names (``binlog_row_metadata=FULL``) names every row itself: the binlog is checked all the
 same (what only the history names -- foreign keys' actions, the types an ALTER converted from -- must hold from
 the start), and a DDL there starts the history at the read rather than refusing the start.
 
-The scan of the binlog up to the master status taken first runs in a thread of its own while the layouts are read
-(information_schema over thousands of tables is most of a second of the server's time, the scan a few microseconds
-of this process's per event); what the binlog grew by meanwhile is scanned after. A failed scan fails the bootstrap
-as it would have in line.
+How it is checked. On a server that does not log column names, by a scan of the binlog up to the master status taken
+first, in a thread of its own while the layouts are read (information_schema over thousands of tables is most of a
+second of the server's time, the scan a few microseconds of this process's per event); what the binlog grew by
+meanwhile is scanned after. A failed scan fails the bootstrap as it would have in line.
+
+On one that does, by the parser's own dump as it reads, with no second dump of the range (which doubled the server's
+work and cost this process 1.5 us a row of a first start's range): the history is bootstrapped at the start, held
+in memory, and every event before the range's first layout statement is read under layouts no statement changed.
+What the history answers for those events is the same whatever the check decides -- a table created in the range
+has no rows before its CREATE, and a foreign key's action is named only for a child the statement mapped; a table
+altered later has the read's layout, as where the history starts at the read. At that first layout statement (or
+an entry that asks the history for its tables' layouts: a heal's, :meth:`SchemaTracker.settle`) the rest of the
+range is scanned, from there, and the history becomes what a scan of the whole range makes of it before the
+statement is followed. Once the dump has read the whole range without one (:meth:`SchemaTracker.passed`), the history
+is persisted. Nothing is before: a destination that stops first bootstraps again at its next start, and a dump of
+another server (a switch) bootstraps from that server's start. A failed scan there fails the dump and leaves the
+history empty.
 
 A source that cannot tell its layouts (a directory of binlog files) starts an empty history: tables created in the
 files read are known, others only if the files log column names (else their rows fail with SchemaError).
@@ -37,7 +50,7 @@ import attrs
 
 from canal.errors import SchemaError
 from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
-from canal.parse.events import QueryEvent
+from canal.parse.events import BinlogEvent, QueryEvent
 from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition, journal_number
@@ -74,6 +87,17 @@ def _key(position: EntryPosition) -> tuple[int, int]:
     return (position.journal_number, -1 if position.position is None else position.position)
 
 
+@attrs.frozen(slots=True)
+class _Unchecked:
+    """A bootstrap at ``start`` of the layouts read at ``read_at`` on the server at ``address`` (one that logs column
+    names), held in memory while the dump checks the binlog in between (see the module's docstring)."""
+
+    address: str
+    start: EntryPosition
+    read_at: EntryPosition
+    catalog: SchemaCatalog
+
+
 class SchemaTracker:
     """Keeps one destination's :class:`~canal.schema.history.SchemaHistory` in step with the parser's dumps."""
 
@@ -82,11 +106,22 @@ class SchemaTracker:
         self._log = log
         self._rewind_at_first_event = False
         self._origin: str | None = None  # the address of the server the current dump reads
+        self._source: BinlogSource | None = None  # the current dump's source
+        self._unchecked: _Unchecked | None = None
 
     def prepare(self, source: BinlogSource, start: StartPosition, request: DumpRequest) -> DumpRequest:
         """Before a dump from ``start``: bootstrap (first start) or rewind the history; the request with the
         history as the decoder's layouts."""
         history = self.history
+        self._source = source
+        unchecked = self._unchecked
+        if unchecked is not None:
+            if source.address != unchecked.address or not start.position.journal_name or start.gtid_set:
+                # positions of another server (a switch) do not compare with the read's: a bootstrap of its own
+                self._unchecked = None
+                history.forget()
+            elif not _key(start.position) < _key(unchecked.read_at):
+                self._checked()  # the dumps before this one read the whole range: the layouts held from the start
         if history.is_empty:
             self._bootstrap(source, start)
         elif start.position.journal_name and not start.gtid_set:
@@ -95,6 +130,51 @@ class SchemaTracker:
             self._rewind_at_first_event = True  # a GTID start: the first event tells where the dump is
         self._origin = source.address
         return attrs.evolve(request, schema=history)
+
+    def settle(self, event: BinlogEvent, *, layouts: bool = False) -> None:
+        """Before the history answers for ``event`` what a bootstrap's check decides (see the module's docstring): a
+        layout statement, or (``layouts``) an entry that names its tables' layouts from the history. While the dump
+        checks the binlog between its start and the layouts' read, such an event before the read has the rest of
+        that range scanned and the history made what a scan of all of it makes."""
+        unchecked = self._unchecked
+        if unchecked is None:
+            return
+        if not (journal_number(event.log_file), event.offset) < _key(unchecked.read_at):
+            self._checked()  # (the check ends at the event before, unless the dump started there)
+            return
+        if not layouts and not (isinstance(event, QueryEvent) and layout_statement(event.sql) is not None):
+            return
+        self._unchecked = None
+        source = self._source
+        assert source is not None
+        try:
+            found = layout_ddl_between(source, EntryPosition(event.log_file, event.offset), unchecked.read_at)
+            self._start_history(source, unchecked.start, unchecked.read_at, unchecked.catalog, found)
+        except BaseException:
+            self.history.forget()  # nothing persisted: the next dump bootstraps it again
+            raise
+
+    @property
+    def checking(self) -> bool:
+        """Whether the dump checks a bootstrap as it reads (see the module's docstring): :meth:`passed` each event."""
+        return self._unchecked is not None
+
+    def passed(self, event: BinlogEvent) -> bool:
+        """An event the dump took while :attr:`checking` (after the parser followed it): once the dump read every
+        event before the layouts' read, without a layout statement among them (:meth:`settle` decides at the first),
+        the check ends (the layouts held from the start) and the history is persisted. Whether the check goes on."""
+        unchecked = self._unchecked
+        if unchecked is None:
+            return False
+        if event.next_offset and not (journal_number(event.log_file), event.next_offset) < _key(unchecked.read_at):
+            self._checked()
+            return False
+        return True
+
+    def _checked(self) -> None:
+        """The dump read the range a bootstrap is checked over, and no layout statement: persist it."""
+        self._unchecked = None
+        self.history.persist()
 
     def observe(self, event: QueryEvent) -> dict[str, str]:
         """A query event the dump read: a DDL is recorded (and persisted) before anything after it is handed off.
@@ -128,27 +208,47 @@ class SchemaTracker:
                 at,
             )
             return
-        # the binlog between the start and the read is scanned (its query events; rows are not decoded) even where
-        # the binlog names every row: what only the history names must hold from the start -- the foreign keys'
-        # actions of a parent's change (FOREIGN_KEY_ACTIONS), and the types an ALTER converts values from
-        # (RETYPED_FROM, which the mirror converts them by); from now on, while the layouts are read
-        scan = _DdlScan(source, start.position) if start.position.journal_name and not start.gtid_set else None
+        # the binlog between the start and the read is checked for layout statements (its query events; rows are
+        # not decoded) even where the binlog names every row: what only the history names must hold from the start
+        # -- the foreign keys' actions of a parent's change (FOREIGN_KEY_ACTIONS), and the types an ALTER converts
+        # values from (RETYPED_FROM, which the mirror converts them by). Where it names every row, by the dump itself
+        # as it reads (settle); elsewhere by a scan, from now on, while the layouts are read.
+        file_start = bool(start.position.journal_name) and not start.gtid_set
+        rides = file_start and source.logs_column_names
+        scan = _DdlScan(source, start.position) if file_start and not rides else None
         try:
             catalog, read_at = read_layouts(source, self._log)
         finally:
             if scan is not None:
                 scan.join()
-        if scan is None:
+        if not file_start:
             history.bootstrap(read_at, catalog, origin=source.address)
             return
         if not _key(start.position) < _key(read_at):
             history.bootstrap(start.position, catalog, origin=source.address)  # the layouts read hold at the start
             return
-        found = scan.until(read_at)
+        if rides:
+            history.bootstrap(start.position, catalog, origin=source.address, persist=False)
+            self._unchecked = _Unchecked(source.address, start.position, read_at, catalog.copy())
+            return
+        assert scan is not None
+        self._start_history(source, start.position, read_at, catalog, scan.until(read_at))
+
+    def _start_history(
+        self,
+        source: BinlogSource,
+        start: EntryPosition,
+        read_at: EntryPosition,
+        catalog: SchemaCatalog,
+        found: list[_Ddl],
+    ) -> None:
+        """Bootstrap the history of the layouts ``catalog`` read at ``read_at`` for a dump from ``start``, given the
+        layout statements ``found`` between the two (see the module's docstring)."""
+        history = self.history
         if history.lower_case_names:  # the catalog read holds the names the server stores
             found = [attrs.evolve(d, statement=fold_table_names(d.statement), schema=d.schema.lower()) for d in found]
         if not found:
-            history.bootstrap(start.position, catalog, origin=source.address)
+            history.bootstrap(start, catalog, origin=source.address)
             return
         created = created_in_range(found)
         if created is not None:
@@ -156,13 +256,13 @@ class SchemaTracker:
             # history replays them as the dump reads them
             for name in created:
                 catalog.tables.pop(name, None)
-            history.bootstrap(start.position, catalog, origin=source.address)
+            history.bootstrap(start, catalog, origin=source.address)
             self._log.info(
-                "schema history starts at %s without %s (created after it)", start.position, ", ".join(sorted(created))
+                "schema history starts at %s without %s (created after it)", start, ", ".join(sorted(created))
             )
             return
         ddl = next((d.describe() for d in found if created_in_range([d]) is None), found[0].describe())
-        if source.logs_column_names:
+        if isinstance(source, SchemaReader) and source.logs_column_names:
             # the binlog names the rows; the history starts at the read, and the changes before it name the foreign
             # keys' actions the tables have at the read (the DDL between may have changed them: say so), and no
             # types an ALTER converted from (the mirror stops at a conversion they decide)
@@ -172,16 +272,16 @@ class SchemaTracker:
                 "the changes before %s are those of the tables at that point, and the ALTERs before it name no types "
                 "they converted values from",
                 read_at,
-                start.position,
+                start,
                 ddl,
                 read_at,
             )
             return
         raise SchemaError(
-            f"the schema history cannot start at {start.position}: {ddl} lies between it and now, and "
+            f"the schema history cannot start at {start}: {ddl} lies between it and now, and "
             f"{source.address} does not log column names (binlog_row_metadata is not FULL), so the rows before it "
             f"cannot be named; {RECOVERY}",
-            position=str(start.position),
+            position=str(start),
         )
 
 

@@ -478,9 +478,13 @@ class SchemaHistory:
 
     # -- changes ------------------------------------------------------------------------------------------------------
 
-    def bootstrap(self, position: EntryPosition, catalog: SchemaCatalog, *, origin: str | None = None) -> None:
+    def bootstrap(
+        self, position: EntryPosition, catalog: SchemaCatalog, *, origin: str | None = None, persist: bool = True
+    ) -> None:
         """Start the history over: ``catalog`` holds the layouts valid for events at ``position`` (in the binlog of
-        server ``origin``) and after."""
+        server ``origin``) and after. With ``persist=False`` it is held in memory only, until :meth:`persist` or the
+        next change that persists (a first start's layouts that the dump checks as it reads them:
+        :mod:`canal.parse.schema_tracking`), or :meth:`forget`."""
         with self._lock, self._all_or_nothing():
             self._loaded = True  # what the store held is replaced
             self.origin = origin
@@ -492,7 +496,8 @@ class SchemaHistory:
             self._unknown = {}
             self._position = position
             self.version += 1
-            self._save()
+            if persist:
+                self._save()
         log.info(
             "destination %s: schema history bootstrapped at %s with %d tables",
             self.destination,
@@ -500,6 +505,21 @@ class SchemaHistory:
             len(catalog.tables),
             extra={"destination": self.destination},
         )
+
+    def persist(self) -> None:
+        """Persist the history as it is (a bootstrap made with ``persist=False``)."""
+        with self._lock:
+            self._ensure_loaded()
+            self._save()
+
+    def forget(self) -> None:
+        """Drop a bootstrap made with ``persist=False`` and never persisted: the history is empty again, as its store
+        is."""
+        with self._lock:
+            self._snapshots, self._records = [], []
+            self._catalog, self._unknown = SchemaCatalog(mariadb=self.mariadb), {}
+            self._position = self.origin = None
+            self.version += 1
 
     def rewind(self, position: EntryPosition, *, origin: str | None = None) -> None:
         """Make the current state the one events at ``position`` see; records at or after it are dropped (a dump
