@@ -1,10 +1,11 @@
 """A first start's check of the binlog between its start and the table layouts' read (canal.parse.schema_tracking),
 either way it is made: by a scan that runs while the layouts are read (a server that does not log column names), or
-by the dump itself as it reads (one that does: the history bootstrapped in memory at the start, decided at the first
-layout statement before the read, with the rest of the range scanned then, and persisted once the dump has read the
-whole range). What it finds decides the history alike: what the binlog grew by while the layouts were read is checked
-too, a failed scan fails the bootstrap, leaving the history empty, and where the binlog names its rows and holds no
-layout statement in the range, the parser's dump is the only one."""
+by the dump itself as it reads (one that does: the history bootstrapped in memory at the start, tables the range
+creates left out as the dump meets their CREATE, the history started at the read at a statement of an older table,
+and persisted once the dump has read the whole range). What it finds decides the history alike, and both ways make
+the same history of a whole range: what the binlog grew by while the layouts were read is checked too, a failed scan
+fails the bootstrap, leaving the history empty, and where the binlog names its rows the parser's dump is the only
+one."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 
 from canal.errors import SchemaError, SourceError
 from canal.parse import schema_tracking
-from canal.parse.events import QueryEvent
+from canal.parse.events import QueryEvent, RowsEvent
 from canal.parse.source import DumpRequest
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition
@@ -43,14 +44,16 @@ def _tracker(history: SchemaHistory) -> schema_tracking.SchemaTracker:
     return schema_tracking.SchemaTracker(history, logging.LoggerAdapter(logging.getLogger(__name__), {}))
 
 
-def _read(tracker: schema_tracking.SchemaTracker, source: Any, request: DumpRequest) -> None:
-    """What the parser's dump does for the history, up to the first layout statement it is about to follow (the
-    history then is what the bootstrap made of the range) or the binlog's end: each query event settled before the
-    history answers for it, each event passed after it."""
+def _read(tracker: schema_tracking.SchemaTracker, source: Any, request: DumpRequest, *, whole: bool = False) -> None:
+    """What the parser's dump does for the history: each query event settled before the history answers for it
+    (and followed, with ``whole``), each event passed after it; up to the first layout statement it is about to
+    follow (the history then is what the bootstrap made of the range), or with ``whole`` the binlog's end."""
     for event in source.dump(attrs.evolve(request, blocking=False)):
         if isinstance(event, QueryEvent):
             tracker.settle(event)
-            if layout_statement(event.sql) is not None:
+            if whole:
+                tracker.observe(event)
+            elif layout_statement(event.sql) is not None:
                 return
         tracker.passed(event)
 
@@ -62,6 +65,7 @@ def _bootstrap(
     names: bool = True,
     after_first_status: str | None = None,
     history: SchemaHistory | None = None,
+    whole: bool = False,
 ) -> SchemaHistory:
     """The history a first start at ``start`` bootstraps; ``after_first_status``: a DDL run on the server just after
     the first master status was taken (the scan's end, or the layouts' first read)."""
@@ -83,7 +87,7 @@ def _bootstrap(
     tracker = _tracker(history)
     try:
         request = tracker.prepare(source, StartPosition(start), DumpRequest(start.journal_name, start.position or 4))
-        _read(tracker, source, request)
+        _read(tracker, source, request, whole=whole)
     finally:
         if not names:
             del type(source).logs_column_names  # type: ignore[misc]
@@ -131,12 +135,14 @@ def test_what_the_binlog_grew_by_while_the_layouts_were_read_is_scanned_too(fake
 def test_a_failed_scan_fails_the_bootstrap_and_leaves_the_history_empty(
     fake: FakeMysql, monkeypatch: pytest.MonkeyPatch, names: bool
 ) -> None:
+    """By a scan beside the layouts' read; by the dump, the scan of the rest of the range that an entry naming its
+    tables' layouts from the history (a heal's) asks for before the range was read."""
     start = fake.master_status()
     fake.execute("CREATE TABLE d.born (id INT PRIMARY KEY)")
+    fake.insert("d.t", {"id": 1, "a": 1})
     real = schema_tracking.layout_ddl_between
 
     def failing(*args: Any, **kwargs: Any) -> Any:
-        # the scan of the range: in its thread beside the layouts' read, or from the dump's first layout statement
         if threading.current_thread().name == "canal-ddl-scan" or (names and not kwargs.get("first_only")):
             raise SourceError("the dump connection broke", errno=2013)
         return real(*args, **kwargs)
@@ -145,11 +151,60 @@ def test_a_failed_scan_fails_the_bootstrap_and_leaves_the_history_empty(
     store = MemoryHistoryStore()
     history = SchemaHistory(store)
     with pytest.raises(SourceError, match="the dump connection broke"):
-        _bootstrap(fake, start, names=names, history=history)
+        if not names:
+            _bootstrap(fake, start, names=False, history=history)
+        else:
+            source = fake.source()
+            source.open()
+            tracker = _tracker(history)
+            try:
+                request = tracker.prepare(source, StartPosition(start), DumpRequest(start.journal_name, start.position))
+                events = source.dump(attrs.evolve(request, blocking=False))
+                rows = next(event for event in events if isinstance(event, RowsEvent))
+                tracker.settle(rows, layouts=True)
+            finally:
+                source.close()
     assert history.is_empty and history.position is None
     assert not store.load()  # nothing persisted: the next start bootstraps again
     monkeypatch.undo()
     assert _bootstrap(fake, start, names=names, history=history).position == start
+
+
+def test_both_ways_make_the_same_history_of_a_range(fake: FakeMysql) -> None:
+    """Tables created in the range, altered, renamed and dropped there, with rows between: the history the dump's
+    check persists once it read the range is the one a scan's bootstrap makes and the dump then follows."""
+    start = fake.master_status()
+    fake.execute("CREATE TABLE d.born (id INT PRIMARY KEY)")
+    fake.insert("d.t", {"id": 1, "a": 1})
+    fake.execute("ALTER TABLE d.born ADD COLUMN b INT")
+    fake.execute("CREATE TABLE d.gone (id INT PRIMARY KEY)")
+    fake.execute("RENAME TABLE d.born TO d.renamed")
+    fake.execute("DROP TABLE d.gone")
+    fake.insert("d.t", {"id": 2, "a": 2})
+    stores = {names: MemoryHistoryStore() for names in (True, False)}
+    for names, store in stores.items():
+        history = _bootstrap(fake, start, names=names, history=SchemaHistory(store), whole=True)
+        assert history.position is not None and history.position != start  # the DDL followed
+        assert [s.position for s in history._snapshots] == [start]
+    assert stores[True].load() == stores[False].load()
+
+
+def test_a_statement_of_a_table_older_than_the_start_after_created_ones_starts_the_history_at_the_read(
+    fake: FakeMysql,
+) -> None:
+    start = fake.master_status()
+    fake.execute("CREATE TABLE d.born (id INT PRIMARY KEY)")
+    fake.execute("ALTER TABLE d.t ADD COLUMN b INT")
+    read = fake.master_status()
+    stores = {names: MemoryHistoryStore() for names in (True, False)}
+    for names, store in stores.items():
+        if not names:  # a server that names no rows refuses such a start
+            with pytest.raises(SchemaError, match=r"ALTER TABLE d\.t"):
+                _bootstrap(fake, start, names=False, history=SchemaHistory(store), whole=True)
+            continue
+        history = _bootstrap(fake, start, history=SchemaHistory(store), whole=True)
+        assert history.position == read
+        assert [c.name for c in history.table("d", "t").columns] == ["id", "a", "b"]  # type: ignore[union-attr]
 
 
 def test_where_the_binlog_names_its_rows_the_dump_is_the_only_one(fake: FakeMysql) -> None:

@@ -24,16 +24,20 @@ meanwhile is scanned after. A failed scan fails the bootstrap as it would have i
 
 On one that does, by the parser's own dump as it reads, with no second dump of the range (which doubled the server's
 work and cost this process 1.5 us a row of a first start's range): the history is bootstrapped at the start, held
-in memory, and every event before the range's first layout statement is read under layouts no statement changed.
-What the history answers for those events is the same whatever the check decides -- a table created in the range
-has no rows before its CREATE, and a foreign key's action is named only for a child the statement mapped; a table
-altered later has the read's layout, as where the history starts at the read. At that first layout statement (or
-an entry that asks the history for its tables' layouts: a heal's, :meth:`SchemaTracker.settle`) the rest of the
-range is scanned, from there, and the history becomes what a scan of the whole range makes of it before the
-statement is followed. Once the dump has read the whole range without one (:meth:`SchemaTracker.passed`), the history
-is persisted. Nothing is before: a destination that stops first bootstraps again at its next start, and a dump of
-another server (a switch) bootstraps from that server's start. A failed scan there fails the dump and leaves the
-history empty.
+in memory, and the parser hands each layout statement before the read to :meth:`SchemaTracker.settle` before it
+follows it. Before the range's first one, the history answers for every event what it answers
+whatever the check finds: a table created in the range has no rows before its CREATE, a foreign key's action is
+named only for a child the statement mapped, and a table altered later has the read's layout, as where the history
+starts at the read. A statement of a table created in the range (a CREATE of a table it did not hold, then what
+alters, renames or drops it) leaves the tables it creates out of the layouts at the start, as a scan's bootstrap
+does, and is followed; the first statement of a table older than the start starts the history at the read, as a
+scan finding it would. So a whole range makes the history a scan makes of it; where a statement of an older table
+comes after statements of tables created in the range, the changes between are named as the history followed them
+(what a scan would have named from the layouts at the read). An entry that asks the history for its tables' layouts
+(a heal's) before the read has the rest of the range scanned first. Once the dump has read the whole range
+(:meth:`SchemaTracker.passed`), the history is persisted; nothing of it is before: a destination that stops first
+bootstraps again at its next start, a dump of another server (a switch) bootstraps from that server's start, and a
+failed scan leaves the history empty.
 
 A source that cannot tell its layouts (a directory of binlog files) starts an empty history: tables created in the
 files read are known, others only if the files log column names (else their rows fail with SchemaError).
@@ -90,12 +94,14 @@ def _key(position: EntryPosition) -> tuple[int, int]:
 @attrs.frozen(slots=True)
 class _Unchecked:
     """A bootstrap at ``start`` of the layouts read at ``read_at`` on the server at ``address`` (one that logs column
-    names), held in memory while the dump checks the binlog in between (see the module's docstring)."""
+    names), held in memory while the dump checks the binlog in between (see the module's docstring); ``seen``: the
+    layout statements it read there so far, each of a table created in the range."""
 
     address: str
     start: EntryPosition
     read_at: EntryPosition
     catalog: SchemaCatalog
+    seen: tuple[_Ddl, ...] = ()
 
 
 class SchemaTracker:
@@ -133,26 +139,57 @@ class SchemaTracker:
 
     def settle(self, event: BinlogEvent, *, layouts: bool = False) -> None:
         """Before the history answers for ``event`` what a bootstrap's check decides (see the module's docstring): a
-        layout statement, or (``layouts``) an entry that names its tables' layouts from the history. While the dump
-        checks the binlog between its start and the layouts' read, such an event before the read has the rest of
-        that range scanned and the history made what a scan of all of it makes."""
+        layout statement, or (``layouts``) an entry that names its tables' layouts from the history, before the
+        layouts' read. A statement of a table created in the range is followed as the bootstrap of a scan that
+        found it would follow it (the table left out of the layouts at the start); any other makes the history start
+        at the read; an entry that names layouts has the rest of the range scanned, and the history made what a scan
+        of all of it makes."""
         unchecked = self._unchecked
         if unchecked is None:
             return
         if not (journal_number(event.log_file), event.offset) < _key(unchecked.read_at):
             self._checked()  # (the check ends at the event before, unless the dump started there)
             return
-        if not layouts and not (isinstance(event, QueryEvent) and layout_statement(event.sql) is not None):
+        if layouts:
+            source = self._source
+            assert source is not None
+            try:
+                rest = layout_ddl_between(source, EntryPosition(event.log_file, event.offset), unchecked.read_at)
+                self._decide(unchecked, [*unchecked.seen, *self._folded(rest)], whole=True)
+            except BaseException:
+                self._unchecked = None
+                self.history.forget()  # nothing persisted: the next dump bootstraps it again
+                raise
             return
-        self._unchecked = None
+        if not isinstance(event, QueryEvent):
+            return
+        stmt = layout_statement(event.sql)
+        if stmt is not None:
+            ddl = self._folded([_Ddl(event.log_file, event.offset, event.schema, event.sql, stmt)])
+            self._decide(unchecked, [*unchecked.seen, *ddl], whole=False)
+
+    def _folded(self, found: list[_Ddl]) -> list[_Ddl]:
+        if not self.history.lower_case_names:  # else the catalog read holds the names the server stores
+            return found
+        return [attrs.evolve(d, statement=fold_table_names(d.statement), schema=d.schema.lower()) for d in found]
+
+    def _decide(self, unchecked: _Unchecked, found: list[_Ddl], *, whole: bool) -> None:
+        """The layout statements ``found`` between the start and the read so far (``whole``: all of them): while
+        each is of a table created in the range, the tables they create are left out of the layouts at the start
+        (as a scan's bootstrap leaves them out), and the check goes on unless ``whole``; a statement of a table older
+        than the start starts the history at the read."""
+        created = created_in_range(found)
         source = self._source
         assert source is not None
-        try:
-            found = layout_ddl_between(source, EntryPosition(event.log_file, event.offset), unchecked.read_at)
-            self._start_history(source, unchecked.start, unchecked.read_at, unchecked.catalog, found)
-        except BaseException:
-            self.history.forget()  # nothing persisted: the next dump bootstraps it again
-            raise
+        if created is None:
+            self._unchecked = None
+            self._start_history(source, unchecked.start, unchecked.read_at, unchecked.catalog.copy(), found)
+            return
+        known = created_in_range(list(unchecked.seen)) or set()
+        self.history.leave_out(created - known)  # (tables created before were left out then, and replayed since)
+        self._unchecked = attrs.evolve(unchecked, seen=tuple(found))
+        if whole:
+            self._checked()
 
     @property
     def checking(self) -> bool:
@@ -172,7 +209,8 @@ class SchemaTracker:
         return True
 
     def _checked(self) -> None:
-        """The dump read the range a bootstrap is checked over, and no layout statement: persist it."""
+        """The dump read the range a bootstrap is checked over (or a scan the rest of it), and no layout statement of
+        a table older than the start: persist it."""
         self._unchecked = None
         self.history.persist()
 

@@ -32,7 +32,7 @@ import functools
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
@@ -248,6 +248,7 @@ class SchemaHistory:
         # every other transaction
         self._columns_made: dict[tuple[object, ...], tuple[SchemaColumn, ...]] = {}
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
+        self._provisional = False  # a bootstrap made with persist=False, not persisted since: nothing is saved
 
     @contextlib.contextmanager
     def _all_or_nothing(self) -> Iterator[None]:
@@ -261,6 +262,7 @@ class SchemaHistory:
             self.version,
             self.mariadb,
             self.origin,
+            self._provisional,
         )
         try:
             yield
@@ -274,6 +276,7 @@ class SchemaHistory:
                 self.version,
                 self.mariadb,
                 self.origin,
+                self._provisional,
             ) = saved
             raise
 
@@ -496,8 +499,8 @@ class SchemaHistory:
             self._unknown = {}
             self._position = position
             self.version += 1
-            if persist:
-                self._save()
+            self._provisional = not persist
+            self._save()
         log.info(
             "destination %s: schema history bootstrapped at %s with %d tables",
             self.destination,
@@ -507,18 +510,40 @@ class SchemaHistory:
         )
 
     def persist(self) -> None:
-        """Persist the history as it is (a bootstrap made with ``persist=False``)."""
+        """Persist the history as it is: a bootstrap made with ``persist=False``, and what was applied since."""
         with self._lock:
             self._ensure_loaded()
+            self._provisional = False
             self._save()
 
     def forget(self) -> None:
-        """Drop a bootstrap made with ``persist=False`` and never persisted: the history is empty again, as its store
-        is."""
+        """Drop a bootstrap made with ``persist=False`` and not persisted since: the history is empty again, as its
+        store is."""
         with self._lock:
+            if not self._provisional:
+                raise SchemaError(f"destination {self.destination}: a persisted schema history is not forgotten")
             self._snapshots, self._records = [], []
             self._catalog, self._unknown = SchemaCatalog(mariadb=self.mariadb), {}
             self._position = self.origin = None
+            self._provisional = False
+            self.version += 1
+
+    def leave_out(self, tables: Iterable[str]) -> None:
+        """Drop ``tables`` (``db.table``) from a bootstrap made with ``persist=False`` and not persisted since, and from
+        the state now: tables a statement after the bootstrap's position creates, where the layouts it was given were
+        read (a first start's check, :mod:`canal.parse.schema_tracking`)."""
+        names = set(tables)
+        if not names:
+            return
+        with self._lock:
+            if not self._provisional or not self._snapshots:
+                raise SchemaError(f"destination {self.destination}: tables are left out of a new bootstrap only")
+            first = self._snapshots[0]
+            catalog = first.catalog.copy()
+            for name in names:
+                catalog.tables.pop(name, None)
+                self._catalog.tables.pop(name, None)
+            self._snapshots[0] = _Snapshot(first.position, catalog, first.unknown)
             self.version += 1
 
     def rewind(self, position: EntryPosition, *, origin: str | None = None) -> None:
@@ -720,7 +745,8 @@ class SchemaHistory:
             return f'{head[:-1]},"snapshots":[{snapshots}],"records":[{records}]}}'
 
     def _save(self) -> None:
-        self.store.save(self.to_json())
+        if not self._provisional:  # a bootstrap made with persist=False is saved by persist()
+            self.store.save(self.to_json())
 
     def _load(self, text: str) -> None:
         try:
