@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from canal.lake.forms.changes import entries_to_batch
 from canal.lake.store import changelog
@@ -88,3 +90,59 @@ def test_a_fold_reads_the_log_a_file_at_a_time_and_folds_it_exactly(
     assert changelog.log_size(location).log_rows == 0
     assert sizes and max(sizes) <= 2 * KEYS, sizes  # the changes so far (one per key) and one file: never the log
     mirror.close()
+
+
+_KEY_KINDS = {
+    "int": st.integers(0, 12),
+    "float": st.sampled_from([0.0, -0.0, 1.5, -2.25, 3.0]),  # -0.0 and 0.0 are one key (canal.lake.key_identity)
+    "text": st.sampled_from(["a", "b", "é", "ab", ""]),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), kind=st.sampled_from([*_KEY_KINDS, "composite"]))
+def test_pieces_reduce_to_the_latest_change_per_key_of_the_whole_log(data: st.DataObject, kind: str) -> None:
+    """changelog.reduced, a piece at a time, gives what changelog.latest gives the whole log at once: pieces in any
+    order of their changes, keys in several of them, copies of one change in two pieces (a replayed append)."""
+    import pyarrow as pa
+
+    from canal.lake.own_names import BATCH, OP, SEQ
+
+    keys = ["k", "k2"] if kind == "composite" else ["k"]
+    key = st.tuples(_KEY_KINDS["int"], _KEY_KINDS["text"]) if kind == "composite" else _KEY_KINDS[kind]
+    seqs = iter(range(10**6))
+    changes = [
+        (
+            data.draw(key),
+            data.draw(st.integers(1, 4)),
+            next(seqs),
+            data.draw(st.integers(-(10**6), 10**6)),
+            data.draw(st.sampled_from("ud")),
+        )
+        for _ in range(data.draw(st.integers(1, 30)))
+    ]
+    pieces: list[list[tuple[Any, ...]]] = [[] for _ in range(data.draw(st.integers(1, 5)))]
+    for change in changes:
+        for at in data.draw(st.sets(st.integers(0, len(pieces) - 1), min_size=1, max_size=2)):  # two: a copy
+            pieces[at].append(change)
+
+    def table(rows: list[tuple[Any, ...]]) -> Any:
+        columns: dict[str, Any] = {}
+        if kind == "composite":
+            columns["k"] = pa.array([r[0][0] for r in rows], pa.int64())
+            columns["k2"] = pa.array([r[0][1] for r in rows], pa.string())
+        else:
+            columns["k"] = pa.array(
+                [r[0] for r in rows], {"int": pa.int64(), "float": pa.float64()}.get(kind, pa.string())
+            )
+        columns["v"] = pa.array([r[3] for r in rows], pa.int64())
+        columns[BATCH] = pa.array([r[1] for r in rows], pa.int64())
+        columns[SEQ] = pa.array([r[2] for r in rows], pa.int64())
+        columns[OP] = pa.array([r[4] for r in rows], pa.string())
+        return pa.table(columns)
+
+    tables = [table(rows) for rows in pieces]
+    expected = changelog.latest(pa.concat_tables(tables), keys)
+    got = changelog.reduced(iter(tables), keys)
+    assert got is not None
+    assert got.to_pylist() == expected.to_pylist()
