@@ -21,20 +21,23 @@ def _command(script: str, flag: str) -> list[str]:
     return [sys.executable, str(Path(script).resolve()), flag]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
+def _env(root: Path = ROOT) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root)}
 
 
-def run_child(script: str, flag: str, spec: Mapping[str, Any], *, timeout: float, what: str) -> dict[str, Any]:
+def run_child(
+    script: str, flag: str, spec: Mapping[str, Any], *, timeout: float, what: str, root: Path = ROOT
+) -> dict[str, Any]:
     """Run ``script flag`` with ``spec`` on its stdin and return the JSON document of its last line; SystemExit naming
-    ``what`` with the end of its stderr when it fails."""
+    ``what`` with the end of its stderr when it fails. ``root``: the tree whose ``canal`` the child imports (another
+    version's checkout: benchmarks/ab.py)."""
     proc = subprocess.run(
         _command(script, flag),
         input=json.dumps(spec) + "\n",
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=_env(),
+        env=_env(root),
     )
     if proc.returncode != 0:
         raise SystemExit(f"{what} failed: {proc.stderr[-3000:]}")

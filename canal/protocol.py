@@ -689,7 +689,7 @@ class ColumnarRows(Rows):
 
     def absent(self, side: str) -> tuple[int, ...]:
         columns = self.columns_before if side == "before" else self.columns_after if side == "after" else _no_side(side)
-        if columns is None or self._n == 0:
+        if columns is None or self._n == 0 or None not in columns:  # (asked of every rows event: whole images first)
             return ()
         return tuple(i for i, cells in enumerate(columns) if cells is None)
 
