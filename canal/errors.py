@@ -125,7 +125,24 @@ class SourceError(ParseError):
 
 
 class SourceUnreachableError(SourceError):
-    """The MySQL/MariaDB server could not be reached or refused the login."""
+    """The MySQL/MariaDB server could not be reached or refused the login. Retried with backoff (a server restarting
+    refuses connections for a while), except for its subclasses :class:`SourceAccessDeniedError` and
+    :class:`SourceHostUnknownError`, which no retry fixes."""
+
+
+class SourceAccessDeniedError(SourceUnreachableError):
+    """The server refused the login: a wrong user or password (MySQL errno 1044, 1045, 1698), an account locked,
+    blocked after too many failed logins or with an expired password, or a connection aborted by the server's
+    ``init_connect``. Not retried: retrying a wrong password changes nothing, and on a server with
+    ``max_password_errors`` (MariaDB) or ``FAILED_LOGIN_ATTEMPTS`` (MySQL) it locks the account for everyone. A
+    password rotated while a destination runs reaches it here at its next reconnect: restart it with the new one."""
+
+
+class SourceHostUnknownError(SourceUnreachableError):
+    """The server's host name does not resolve (DNS answers that no such name exists). Not retried before the
+    destination's first connection to it: the address is wrong. A name that stops resolving after the destination
+    was connected (a DNS record removed while its server restarts) is retried like any network error, and so is a
+    temporary failure of name resolution."""
 
 
 class TlsError(SourceUnreachableError):
@@ -166,7 +183,22 @@ class ReplicaIdConflictError(SourceError):
 
 
 class ServerNotReadyError(SourceError):
-    """The server is reachable but not set up for capture (binlog format, row image, grants)."""
+    """The server is reachable but not set up for capture: no binary log, ``binlog_format`` not ROW,
+    ``binlog_row_image`` not FULL, or a missing grant (:class:`MissingPrivilegeError`). The message says which
+    ``SET GLOBAL`` / my.cnf line or ``GRANT`` fixes it (``canal check`` lists them all). Not retried: a destination
+    stops on it, at its first connection or at a reconnect after the server's settings changed."""
+
+
+class MissingPrivilegeError(ServerNotReadyError):
+    """The capture user lacks a privilege a request needs (MySQL errno 1227, 1142, 1143, or 1045 when the binlog
+    dump registers as a replica): REPLICATION SLAVE for the dump, BINLOG MONITOR (MariaDB 10.5+) or REPLICATION
+    CLIENT for ``SHOW MASTER STATUS`` / ``SHOW BINARY LOGS``, SELECT for table metadata and snapshots. ``privilege``
+    names what the server asked for. A grant revoked while a destination runs reaches it here at its next
+    reconnect."""
+
+    def __init__(self, message: str, *, privilege: str, errno: int | None = None) -> None:
+        super().__init__(message, errno=errno)
+        self.privilege = privilege
 
 
 class StoreError(CanalError):

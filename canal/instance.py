@@ -80,9 +80,35 @@ class InstanceMetrics:
     snapshot: SnapshotProgress | None = None  # the last snapshot started here (None: none)
     stream_ended: bool = False  # snapshot mode initial_only: the copy is complete and nothing more will come
     heals: int = 0  # tables read again in the stream where the server changed rows unlogged (canal.snapshot.heal)
+    # the state, one of STATES: "streaming" (a dump reads from the master), "connecting" (the first connection, or a
+    # reconnect backing off after last_error), "failed" (stopped on last_error: no retry fixes it), "ended" (an
+    # initial_only copy is complete), "stopped"
+    state: str = "stopped"
+    connected: bool = False  # a dump reads from the master now (an event or heartbeat came since it opened)
+    last_error_type: str | None = None  # the class of last_error (SourceUnreachableError, MissingPrivilegeError, ...)
+    # now minus the master's time up to which the consumer acked everything: the execute time of the first entry not
+    # acked, or -- with everything acked -- the time up to which the parser read the binlog, which the master's
+    # heartbeats refresh while it writes nothing. It grows while the consumer does not ack what waits, and while the
+    # master cannot be read. None until the parser read an event
+    ack_lag_ms: int | None = None
+    delay_put_ms: int | None = None  # now minus the execute time of the newest entry the parser put into the store
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
+
+
+STATES = ("streaming", "connecting", "failed", "ended", "stopped")
+"""The values of :attr:`InstanceMetrics.state`."""
+
+
+def _state(started: bool, failed: bool, ended: bool, connected: bool) -> str:
+    if not started:
+        return "stopped"
+    if failed:
+        return "failed"
+    if ended:
+        return "ended"
+    return "streaming" if connected else "connecting"
 
 
 class _RateWindow:
@@ -452,6 +478,7 @@ class Instance(StartStopContext):
     def _parser_failed(self, error: BaseException) -> None:
         self._errors += 1
         self._log.error("parser stopped on a fatal error: %s", error)
+        self.store.input_ended()  # a get waiting for entries returns now, and raises the error
         if self._on_error is not None:
             self._on_error(error)
 
@@ -555,6 +582,7 @@ class Instance(StartStopContext):
                 timeout, linger = None, None
             events = self.store.get(batch_size, timeout, linger)
             if events.is_empty or events.range is None:
+                failed = self.parser.error  # (it may have stopped during the wait, which its error ended)
                 if failed is not None:
                     raise self._stopped_on(failed)
                 self._follow_rest(me)
@@ -743,10 +771,14 @@ class Instance(StartStopContext):
         stats = self.store.stats()
         now = time.time()
         now_ms = int(now * 1000)
-        error = self.parser.error or self.parser.last_error
+        parser = self.parser
+        error = parser.error or parser.last_error
+        connected = self._started and parser.connected
+        ended = self._stream_ended()
+        latest = self.store.latest_position() if self._started else None
         return InstanceMetrics(
             destination=self.destination,
-            running=self._started and self.parser.error is None,
+            running=self._started and parser.error is None,
             put_sequence=stats.put_sequence,
             get_sequence=stats.get_sequence,
             ack_sequence=stats.ack_sequence,
@@ -759,9 +791,22 @@ class Instance(StartStopContext):
             errors=self._errors,
             last_error=None if error is None else f"{type(error).__name__}: {error}",
             snapshot=self._snapshots[-1].progress() if self._snapshots else None,
-            stream_ended=self._stream_ended(),
+            stream_ended=ended,
             heals=self._heals,
+            state=_state(self._started, parser.error is not None, ended, connected),
+            connected=connected,
+            last_error_type=None if error is None else type(error).__name__,
+            ack_lag_ms=None if not self._started or ended else self._ack_lag_ms(now_ms),
+            delay_put_ms=None if latest is None or not latest.timestamp else now_ms - latest.timestamp,
         )
+
+    def _ack_lag_ms(self, now_ms: int) -> int | None:
+        """:attr:`InstanceMetrics.ack_lag_ms`."""
+        waiting = self.store.first_position()  # the first entry not acked
+        if waiting is not None and waiting.timestamp:
+            return max(0, now_ms - waiting.timestamp)
+        through = self.parser.read_through_ms
+        return None if through is None else max(0, now_ms - through)
 
     def _stream_ended(self) -> bool:
         merge = self.parser.merge if isinstance(self.parser, EventParser) else None

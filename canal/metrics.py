@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from canal.config import InstanceConfig
-from canal.errors import CanalError, NotRunningError
+from canal.errors import CanalError
 from canal.instance import Instance, InstanceMetrics
 from canal.log import destination_logger
 from canal.position import journal_number
@@ -110,13 +110,7 @@ def require_prometheus() -> None:
 def _instances(source: MetricsSource) -> dict[str, Instance]:
     """The instances running in this process that ``source`` names (none for a function of metrics)."""
     if isinstance(source, EmbeddedServer):
-        out = {}
-        for name in source.destinations:
-            try:
-                out[name] = source.instance(name)
-            except NotRunningError:
-                continue
-        return out
+        return source.running_instances()  # starts nothing: a scrape never starts a destination
     if isinstance(source, Instance):
         return {source.destination: source}
     if callable(source):
@@ -204,6 +198,7 @@ class CanalCollector:
             source = list(source)  # an iterator would be exhausted by the first scrape
         self._source = source
         self._prefix = f"{namespace}_instance" if namespace else "instance"
+        self._server_prefix = f"{namespace}_server" if namespace else "server"
         self._binlogs_every_s = binlogs_every_s
         self._horizons: dict[str, BinlogHorizon] = {}  # by destination
 
@@ -253,6 +248,30 @@ class CanalCollector:
             return family
 
         yield gauge("running", "1 while the destination runs in this process", lambda m: 1.0 if m.running else 0.0)
+        yield gauge(
+            "connected",
+            "1 while a dump reads from the master; 0 while it connects, backs off after a failure, or stopped",
+            lambda m: 1.0 if m.connected else 0.0,
+        )
+        errors = GaugeMetricFamily(
+            f"{p}_last_error_info",
+            "1 for the class of the destination's last error (retried or fatal)",
+            labels=[*_LABELS, "error"],
+        )
+        for dest, m in snapshots:
+            if m.last_error_type is not None:
+                errors.add_metric([dest, m.last_error_type], 1.0)
+        yield errors
+        yield gauge(
+            "ack_lag_seconds",
+            "Now minus the master's time up to which everything was acked (refreshed by the master's heartbeats)",
+            lambda m: None if m.ack_lag_ms is None else m.ack_lag_ms / 1000,
+        )
+        yield gauge(
+            "delay_put_seconds",
+            "Now minus the execute time of the newest entry the parser put into the store",
+            lambda m: None if m.delay_put_ms is None else m.delay_put_ms / 1000,
+        )
         yield gauge("put_sequence", "Entries put into the store by the parser", lambda m: m.put_sequence)
         yield gauge("get_sequence", "Entries handed out to consumers", lambda m: m.get_sequence)
         yield gauge("ack_sequence", "Entries acked by consumers", lambda m: m.ack_sequence)
@@ -312,6 +331,14 @@ class CanalCollector:
             "The number of the binlog file the master writes (SHOW BINARY LOGS)",
             lambda m: files.get(m.destination, (None, None, None))[2],
         )
+        zookeeper = self._source.zookeeper_connected if isinstance(self._source, EmbeddedServer) else None
+        if zookeeper is not None:  # a process's series: there even while it serves no destination
+            family = GaugeMetricFamily(
+                f"{self._server_prefix}_zookeeper_connected",
+                "1 while the server's ZooKeeper session is connected (0: it serves no destination meanwhile)",
+            )
+            family.add_metric([], 1.0 if zookeeper else 0.0)
+            yield family
 
 
 @attrs.define

@@ -390,14 +390,34 @@ class EmbeddedServer(StartStopContext):
         <canal.instance.Instance.snapshot>`); under HA only the process that serves it can."""
         return self.instance(destination).snapshot(tables, chunk_rows=chunk_rows, max_rows_per_s=max_rows_per_s)
 
-    def metrics(self) -> dict[str, InstanceMetrics]:
+    def running_instances(self) -> dict[str, Instance]:
+        """The instances that run in this process now, by destination. Unlike :meth:`instance` it starts nothing: a
+        lazy destination never used, or one stopped with :meth:`stop_destination`, is not among them (nor, under
+        HA, one this process does not serve)."""
         out = {}
-        for name in self.destinations:
-            try:
-                out[name] = self.instance(name).metrics()
-            except NotRunningError:
-                continue
+        with self._lock:
+            slots = list(self._slots.items()) if self._started else []
+        for name, slot in slots:
+            if slot.ha is not None:
+                try:
+                    out[name] = slot.ha.active_instance()
+                except NotRunningError:
+                    continue
+            elif slot.instance is not None and slot.instance.is_started:
+                out[name] = slot.instance
         return out
+
+    @property
+    def zookeeper_connected(self) -> bool | None:
+        """Whether the ZooKeeper session is connected now (None: no ZooKeeper, or the server is not started).
+        While it is not, this process serves no destination (a suspended session stops serving at once)."""
+        zk = self._zk
+        return None if zk is None else bool(zk.connected)
+
+    def metrics(self) -> dict[str, InstanceMetrics]:
+        """The metrics of the destinations running in this process (:meth:`running_instances`: reading them starts
+        nothing, so a scrape never starts a destination)."""
+        return {name: instance.metrics() for name, instance in sorted(self.running_instances().items())}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.destinations)

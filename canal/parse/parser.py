@@ -10,7 +10,11 @@ canal's ``AbstractEventParser`` / ``MysqlEventParser``, with these differences:
 * a fatal error is kept in :attr:`EventParser.error`, logged and passed to ``on_error``, never swallowed. An event
   the parser refuses (a :class:`~canal.errors.ParseError` not of the source: undecodable bytes, a schema the history
   cannot know, a statement the capture cannot follow) is fatal at once: the destination stops, as a reconnect reads
-  the same refusal.
+  the same refusal;
+* so is what no retry fixes (:func:`~canal.parse.retry.is_permanent`): a refused login, a missing grant, a server
+  not set up for capture (binlog format or row image), a host name that does not resolve before the first
+  connection. Network failures (a refused or lost connection: a server restarting) are retried, visibly:
+  :attr:`EventParser.connected` is False meanwhile and :attr:`EventParser.last_error` names the failure.
 
 Idle dumps yield heartbeats every ``detecting.interval_s`` (entries the sink drops); :mod:`canal.parse.detecting`
 switches to the standby, whose dump starts by time (the last handed-off time minus ``fallback_interval_s``).
@@ -61,6 +65,7 @@ from canal.parse.retry import (
     PURGED_ERRNO,
     ConflictWindow,
     RetryState,
+    is_permanent,
     is_purged,
     purged_error,
 )
@@ -165,7 +170,10 @@ class EventParser(StartStopContext):
         self._detector: threading.Thread | None = None
         self._watch_key: int | None = None  # its check on the process's watchdog (canal.parse.watchdog)
         self._last_read = time.monotonic()
+        self._dump_began = self._last_read  # when the current dump began reading (connected: an event came since)
         self._dumping = False
+        self._connected_once = False  # a dump of this parser opened its source once (a name resolved then)
+        self._read_through: int | None = None  # read_through_ms, as far as it was worked out
         self._source: BinlogSource | None = None
         self._active: MasterConfig = config.master
         self._resume: LogPosition | None = None
@@ -244,6 +252,27 @@ class EventParser(StartStopContext):
         known = self._read_to
         if known is None or _ends_before(known, reached):
             self._read_to = known = reached  # artificial events (offset 0) and re-reads after a reconnect go back
+        return known
+
+    @property
+    def connected(self) -> bool:
+        """Whether a dump is reading from the server now: it opened and an event (a heartbeat included) came since.
+        False before the first, while a failed one waits to be retried, and after a fatal error."""
+        return self._dumping and self._last_read > self._dump_began and self.error is None
+
+    @property
+    def read_through_ms(self) -> int | None:
+        """The master's time (ms since the epoch) up to which this parser has read its binlog: the execute time of
+        the last event it read or, when that was a heartbeat -- the server had nothing more to send --, the time the
+        heartbeat came. It stands still while the server cannot be read. None before the first event."""
+        event, known = self._last_event, self._read_through
+        if event is not None:
+            if event.__class__ is HeartbeatEvent:
+                at: int | None = int((time.time() - (time.monotonic() - self._last_read)) * 1000)
+            else:
+                at = event.timestamp * 1000 or None  # artificial events carry 0
+            if at is not None and (known is None or at > known):
+                self._read_through = known = at
         return known
 
     def start(self) -> None:
@@ -357,6 +386,10 @@ class EventParser(StartStopContext):
             # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
             # failures are retried.
             raise exc
+        if is_permanent(exc, connected_before=self._connected_once):
+            # a refused login, a missing grant, a server not set up for capture, an address that names no host:
+            # the same answer comes again, and retrying a wrong password can lock the account
+            raise exc
         if isinstance(exc, ReplicaIdConflictError):
             clashes = self._conflicts.note(time.monotonic())
             if exc.certain or clashes >= CONFLICTS_TO_STOP:
@@ -443,6 +476,7 @@ class EventParser(StartStopContext):
             self._source = source
         try:
             source.open()
+            self._connected_once = True
             start = self._find_start(source, active)
             if self._resume is None:
                 # nothing handed off yet: a reconnect must come back here, not to a newer master position
@@ -495,7 +529,7 @@ class EventParser(StartStopContext):
             assert tables is not None  # (the parser's options always filter)
             merge = self._merge
             marks = None if merge is None else merge.watermark_table
-            self._last_read = clock()
+            self._last_read = self._dump_began = clock()
             self._dumping = True
             request = attrs.evolve(request, rows_form=self.rows_form)
             events = self._events(source, active, request, marks)

@@ -15,7 +15,13 @@ from collections import deque
 import attrs
 
 from canal.config import RetryConfig
-from canal.errors import BinlogPurgedError, SourceError
+from canal.errors import (
+    BinlogPurgedError,
+    ServerNotReadyError,
+    SourceAccessDeniedError,
+    SourceError,
+    SourceHostUnknownError,
+)
 
 PURGED_ERRNO = 1236
 CONFLICTS_TO_STOP = 3
@@ -25,6 +31,28 @@ destination over, or a dump of it the server has not seen closing) that is about
 CONFLICT_WINDOW_S = 60.0
 CONFLICT_BACKOFF_S = 1.0
 """At least this long before a dump that lost its replica id connects again: time for a predecessor to end."""
+
+
+def is_permanent(exc: BaseException, *, connected_before: bool) -> bool:
+    """Whether a source's failure is one no retry fixes, so the parser stops on it at once (with the default
+    ``RetryConfig`` everything else is retried forever):
+
+    * a login the server refuses (:class:`~canal.errors.SourceAccessDeniedError`): the configured password does
+      not change while the process runs, and retrying a wrong one can lock the account (MariaDB's
+      ``max_password_errors``, MySQL's ``FAILED_LOGIN_ATTEMPTS``) -- a password rotated on the server while the
+      destination runs stops it at its next reconnect;
+    * a server not set up for capture (:class:`~canal.errors.ServerNotReadyError`: no binary log, ``binlog_format``
+      not ROW, ``binlog_row_image`` not FULL, and :class:`~canal.errors.MissingPrivilegeError`): a DBA must change
+      it. A grant revoked or ``binlog_format`` changed with ``SET GLOBAL`` while the destination runs leaves the
+      open dump going (the server checks them for new sessions and requests; statement-logged DML on a captured
+      table heals or stops as the heal policy says), and stops the destination at its next reconnect;
+    * a host name that does not resolve (:class:`~canal.errors.SourceHostUnknownError`) before ``connected_before``:
+      the address is wrong. Once the parser has connected, a name that stops resolving (a Kubernetes headless
+      service while its pod restarts) is retried like a refused connection.
+    """
+    if isinstance(exc, ServerNotReadyError | SourceAccessDeniedError):
+        return True
+    return isinstance(exc, SourceHostUnknownError) and not connected_before
 
 
 def is_purged(exc: BaseException) -> bool:

@@ -2,13 +2,16 @@
 
 Never reconnects on its own: any failure during a dump ends the iterator with :class:`~canal.errors.SourceError`
 (``errno`` 2013 for a lost connection, or the server's error number), and the parser's retry policy decides what
-to do. Purged or unknown positions (errno 1236) raise :class:`~canal.errors.BinlogPurgedError`.
+to do. Purged or unknown positions (errno 1236) raise :class:`~canal.errors.BinlogPurgedError`; a request the
+capture user lacks the privilege for raises :class:`~canal.errors.MissingPrivilegeError` naming it, and a server
+not set up for capture :class:`~canal.errors.ServerNotReadyError` (neither is retried).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 import threading
 import time
@@ -20,7 +23,14 @@ import pymysql.err  # type: ignore[import-untyped]
 
 from canal.address import split_address
 from canal.config import SslConfig
-from canal.errors import BinlogPurgedError, ReplicaIdConflictError, SchemaError, ServerNotReadyError, SourceError
+from canal.errors import (
+    BinlogPurgedError,
+    MissingPrivilegeError,
+    ReplicaIdConflictError,
+    SchemaError,
+    ServerNotReadyError,
+    SourceError,
+)
 from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventDecoder
@@ -62,6 +72,36 @@ DUMP_READ_BUFFER = 256 * 1024
 
 ER_SLAVE_SAME_ID = 4052  # MariaDB; MySQL reports the same clash as 1236 with this text:
 _SAME_ID_TEXT = "same server_uuid/server_id"
+
+ER_SPECIFIC_ACCESS_DENIED = 1227  # "Access denied; you need (at least one of) the X privilege(s)"
+_QUERY_DENIED = frozenset(
+    {
+        1044,  # ER_DBACCESS_DENIED_ERROR
+        1142,  # ER_TABLEACCESS_DENIED_ERROR: "SELECT command denied to user ..."
+        1143,  # ER_COLUMNACCESS_DENIED_ERROR
+        ER_SPECIFIC_ACCESS_DENIED,
+    }
+)
+"""Refusals of a statement after the login that only a GRANT changes (:class:`~canal.errors.MissingPrivilegeError`)."""
+_DUMP_DENIED = frozenset({1045, ER_SPECIFIC_ACCESS_DENIED})
+"""Refusals of a logged-in user's replica registration or binlog dump (MariaDB answers COM_REGISTER_SLAVE without
+REPLICATION SLAVE with 1045): the user lacks REPLICATION SLAVE."""
+_NEEDED = re.compile(r"you need \(at least one of\) the (.+?) privilege", re.IGNORECASE)
+_COMMAND = re.compile(r"^(\w+) command denied", re.IGNORECASE)
+
+
+def privilege_error(address: str, user: str, what: str, code: int, text: str, *, dump: bool) -> MissingPrivilegeError:
+    """The typed refusal of ``what`` (a statement, or the binlog dump when ``dump``) for a missing privilege: the
+    privilege the server's message names (or REPLICATION SLAVE for the dump), and the GRANT that gives it."""
+    needed = _NEEDED.search(text) or (None if dump else _COMMAND.search(text))
+    privilege = needed.group(1).upper() if needed is not None else "REPLICATION SLAVE" if dump else "SELECT"
+    grant = privilege.split(",")[-1].strip()  # of "SUPER, BINLOG MONITOR": the narrower one, named last
+    return MissingPrivilegeError(
+        f"{address}: {what} refused for user {user!r} (errno {code}: {text}): it needs {privilege}; run GRANT "
+        f"{grant} ON *.* TO the user ('canal check' lists every grant capture needs)",
+        privilege=privilege,
+        errno=code,
+    )
 
 
 def default_slave_id(address: str, server_id: int | None = None, name: str = "") -> int:
@@ -290,6 +330,9 @@ class MysqlBinlogSource:
                 with self._lock:
                     if self._side is conn:
                         self._side = None
+            if code in _QUERY_DENIED:
+                text = str(e.args[1]) if len(e.args) > 1 else str(e)
+                raise privilege_error(self._address, self._username, what, code, text, dump=False) from None
             raise SourceError(f"{self._address}: {what} failed: {e}", errno=code) from None
         except OSError as e:
             with self._lock:
@@ -675,6 +718,8 @@ class MysqlBinlogSource:
             return SourceError(f"{self._address}: binlog dump stopped: source closed", errno=code or CR_SERVER_LOST)
         if slave_id is not None and (code == ER_SLAVE_SAME_ID or _SAME_ID_TEXT in text):
             return self._conflict(slave_id, code, text)
+        if code in _DUMP_DENIED and code is not None:
+            return privilege_error(self._address, self._username, "the binlog dump", code, text, dump=True)
         if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
             return BinlogPurgedError(
                 f"{self._address} cannot send the binlog from {self._where(request)}: {text}", errno=code

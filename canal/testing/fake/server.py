@@ -531,9 +531,10 @@ class FakeMysql:
             self._faults.fail_after = events
 
     def refuse(self, errno: int = 1040, times: int = 1, message: str | None = None) -> None:
-        """The next ``times`` connect (``source.open()``) or dump attempts fail with ``errno``: SourceUnreachableError
-        for connection/login errors (2002, 2003, 2005, 2006, 2013, 1040, 1045, 1129, 1130), BinlogPurgedError for
-        1236, SourceError otherwise."""
+        """The next ``times`` connect (``source.open()``) or dump attempts fail with ``errno``, typed as
+        :class:`~canal.parse.mysql.MysqlBinlogSource` types it: SourceAccessDeniedError for a refused login (1044,
+        1045, 1698), MissingPrivilegeError for 1227, SourceUnreachableError for connection errors (2002, 2003, 2005,
+        2006, 2013, 1040, 1129, 1130), BinlogPurgedError for 1236, SourceError otherwise."""
         with self._lock:
             self._faults.refuse_errno = errno
             self._faults.refuse_left = times
