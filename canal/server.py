@@ -17,15 +17,17 @@ from typing import Any
 
 import attrs
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from canal.client import ClientIdentity
 from canal.config import InstanceConfig, MasterConfig, ServerConfig, ZkAuth, load_conf_dir, to_zk_auth
-from canal.errors import ConfigError, NotRunningError, ServerError, UnknownDestinationError
+from canal.errors import ConfigError, HAError, NotRunningError, ServerError, UnknownDestinationError
 from canal.ha import ClusterRegistration, ServerRunningMonitor
 from canal.instance import Instance, InstanceMetrics
 from canal.log import destination_logger
 from canal.meta.fence import ZkFence
-from canal.meta.zkclient import make_client
+from canal.meta.zkclient import make_client, run_or_stop
 from canal.position import LogPosition
 from canal.protocol import Message
 from canal.snapshot.runner import SnapshotRunner
@@ -146,6 +148,12 @@ class EmbeddedServer(StartStopContext):
     ``zk_hosts`` turns on HA: destinations run only in the process holding their running node. ``address`` names
     this process in ZooKeeper (default ``host:pid``). ``zk_auth`` (``("digest", "user:password")``) authenticates
     the session and protects every node pycanal creates with an ACL (:mod:`canal.meta.zkclient`).
+
+    ZooKeeper that cannot be reached: :meth:`start` raises :class:`~canal.errors.HAError` naming the hosts after
+    ``zk_timeout_s``. :meth:`stop` is bounded: it hands the destinations over (flushing their cursors) while
+    ZooKeeper answers, for at most ``stop_timeout_s``; with ZooKeeper unreachable it gives up on what needs it --
+    the running nodes die with the session, and cursors acked since the last flush (at most ``flush_period_s``) are
+    delivered again by the next owner, as after a crash -- instead of waiting for ZooKeeper to come back.
     """
 
     def __init__(
@@ -156,8 +164,11 @@ class EmbeddedServer(StartStopContext):
         ha_delay_s: float = 5.0,
         zk_timeout_s: float = 10.0,
         zk_auth: ZkAuth | tuple[str, str] | str | None = None,
+        stop_timeout_s: float = 10.0,
     ) -> None:
         self.zk_hosts = zk_hosts
+        self.stop_timeout_s = stop_timeout_s
+        self._log = destination_logger(__name__, "-")  # the server's own records (its destinations log their own)
         self._zk_auth = to_zk_auth(zk_auth)  # never shown (ZkAuth masks the credential)
         self.address = address or default_server_address()
         self.ha_delay_s = ha_delay_s
@@ -199,29 +210,54 @@ class EmbeddedServer(StartStopContext):
             if self._started:
                 return
             if self.zk_hosts:
-                self._zk = make_client(self.zk_hosts, self._zk_timeout_s, self._zk_auth)
-                self._zk.start(timeout=self._zk_timeout_s)
-                self._registration = ClusterRegistration(self._zk, self.address)
-                self._registration.start()
+                zk = make_client(self.zk_hosts, self._zk_timeout_s, self._zk_auth)
+                try:
+                    zk.start(timeout=self._zk_timeout_s)
+                    registration = ClusterRegistration(zk, self.address)
+                    registration.start()
+                except (KazooException, KazooTimeoutError) as exc:
+                    zk.stop()
+                    zk.close()
+                    raise HAError(
+                        f"cannot reach ZooKeeper at {self.zk_hosts} within {self._zk_timeout_s:g} s "
+                        f"({type(exc).__name__}): is it running, and are the hosts right?"
+                    ) from None
+                self._zk, self._registration = zk, registration
             self._started = True
             for name, slot in self._slots.items():
                 if not slot.lazy:
                     self._start_slot(name, slot)
 
     def stop(self) -> None:
+        """Stop every destination, and leave ZooKeeper (bounded by ``stop_timeout_s``: see the class docstring)."""
         with self._lock:
             if not self._started:
                 return
-            for name in list(self._slots):
-                self._stop_slot(self._slots[name])
-            if self._registration is not None:
-                self._registration.stop()
-                self._registration = None
-            if self._zk is not None:
-                self._zk.stop()
-                self._zk.close()
+            zk = self._zk
+            if zk is None:
+                self._stop_all()
+            else:
+                budget = self.stop_timeout_s if zk.connected else 0.0
+                if not run_or_stop(zk, self._stop_all, budget, name="canal-server-stop"):
+                    self._log.warning(
+                        "ZooKeeper at %s did not answer: stopped without it (running nodes expire with the session; "
+                        "cursors acked since the last flush are delivered again by the next owner)",
+                        self.zk_hosts,
+                    )
+                zk.stop()
+                zk.close()
                 self._zk = None
             self._started = False
+
+    def _stop_all(self) -> None:
+        for name in list(self._slots):
+            try:
+                self._stop_slot(self._slots[name])
+            except Exception as exc:  # ZooKeeper gone mid-way: stop the other destinations all the same
+                destination_logger(__name__, name).warning("stopping failed: %s: %s", type(exc).__name__, exc)
+        if self._registration is not None:
+            self._registration.stop()
+            self._registration = None
 
     # -- destinations --------------------------------------------------------------------------------------------
 

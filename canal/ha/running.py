@@ -149,15 +149,17 @@ class RunningMonitor:
         with self._lock:
             if not self._running:
                 return
-        self._call(self._release_now)
-        with self._lock:
-            self._running = False
-            if self._timer is not None:
-                self._timer.cancel()
-        self._client.remove_listener(self._on_state)
-        self._tasks.put(None)
-        if self._worker is not None and self._worker is not threading.current_thread():
-            self._worker.join(10)
+        try:
+            self._call(self._release_now)
+        finally:  # a release ZooKeeper failed (its client stopped under it) still ends the worker
+            with self._lock:
+                self._running = False
+                if self._timer is not None:
+                    self._timer.cancel()
+            self._client.remove_listener(self._on_state)
+            self._tasks.put(None)
+            if self._worker is not None and self._worker is not threading.current_thread():
+                self._worker.join(10)
 
     def release(self) -> None:
         """Hand over on purpose: stop serving, free the node, and stay out until :meth:`rejoin`."""
