@@ -41,6 +41,7 @@ from canal.lake.identity.applied import Applied, newest_position, newest_time, w
 from canal.lake.identity.batch_ids import BatchVersions
 from canal.lake.identity.journal import StepJournal
 from canal.lake.identity.lease import MirrorFence
+from canal.lake.identity.lineage import destinations
 from canal.lake.identity.owners import TableOwners, table_pairs
 from canal.lake.planning.images import source as source_of
 from canal.lake.planning.images import type_sources
@@ -554,6 +555,7 @@ class DeltaMirror:
         if table is None or table.num_rows == 0:
             self.history.append(result)
             return result
+        result.destination = next(iter(destinations(table)), None)  # (an app id mirrors one destination)
         if steps_journal:
             self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.lake.identity.lease)
         # the rows the mirror has not applied, by its record and their source lineage -- never by the batch's id --

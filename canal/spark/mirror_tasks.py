@@ -446,6 +446,7 @@ def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyRes
         mirror.fencing.check()
         after = advance.recorded(recorded, batch_id, answered.get("fingerprint"), int(answered["number"]))
         write_applied(mirror.root, mirror.app_id, after)  # the batch finished: its lineage, its number
+        result.destination = after.destination
     if due:
         result.folds = start_folds(mirror, df.sparkSession, due)
     mirror.history.append(result)
