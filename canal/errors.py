@@ -156,6 +156,13 @@ class BinlogPurgedError(SourceError):
     """The requested binlog position no longer exists on the server (MySQL errno 1236)."""
 
 
+class UnknownBinlogPositionError(BinlogPurgedError):
+    """A start position the server never had: its binlog file is newer than the server's newest, or has a name
+    the server's files do not have (a position from another server, or one set by hand), or its offset lies past the
+    end of its file. Not a purge: ``reset_on_purge`` does not skip to the server's current position over it. Set a
+    position among the server's files (``SHOW BINARY LOGS``; ``canal position set`` checks it)."""
+
+
 class XAPrepareLostError(BinlogPurgedError):
     """An ``XA COMMIT`` whose ``XA PREPARE`` (and so its rows) lies before the stream's start and is no longer in any
     binlog file on the server: the rows it made visible cannot be handed out. Raised before anything of the commit

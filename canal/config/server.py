@@ -154,6 +154,12 @@ class ServerConfig:
         metadata=canal_key("canal.port", "int"),
     )
     """Port registered in ZooKeeper with the address."""
+    metrics_port: int | None = attrs.field(
+        default=None,
+        validator=_check(lambda v: v is None or (_is_int(v) and 0 <= v < 65536), "must be a port in 0..65535"),
+        metadata=canal_key("canal.metrics.pull.port", "opt_int"),
+    )
+    """Port of the Prometheus exporter `canal serve` runs (None: canal's 11112; 0: a free one)."""
     base_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
     """Directory relative paths of the properties resolve against (canal's working directory)."""
     properties: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping, repr=False, eq=False)

@@ -67,7 +67,9 @@ from canal.parse.retry import (
     RetryState,
     is_permanent,
     is_purged,
+    position_problem,
     purged_error,
+    unknown_position_error,
 )
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.shared import READERS, SharedMember, SharedReaderLeft
@@ -406,6 +408,9 @@ class EventParser(StartStopContext):
         if is_purged(exc):
             where = self._describe_resume()
             if self._retry.purge(where):
+                problem = self._position_problem()
+                if problem is not None:  # never on the server: no reset_on_purge skips over it
+                    raise unknown_position_error(where, self._active.address, problem) from exc
                 if self.config.retry.reset_on_purge:
                     self._log.error(
                         "BINLOG PURGED: position %s is no longer on %s (errno %d); resetting to the current master "
@@ -421,7 +426,15 @@ class EventParser(StartStopContext):
                 switched = bool(self.switches) and self.config.gtid_mode
                 raise purged_error(where, self._active.address, exc, switched=switched) from exc
             purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
-            self._log.warning("binlog position %s purged (%s); retrying in %.2f s", where, exc, purge_delay)
+            self._log.warning(
+                "binlog position %s is not on %s (%s); asking again in %.2f s (attempt %d of %d)",
+                where,
+                self._active.address,
+                exc,
+                purge_delay,
+                self._retry.purged,
+                self.config.retry.purge_threshold,
+            )
             self._backoff(purge_delay)
             return
         delay = self._retry.failure()
@@ -463,8 +476,39 @@ class EventParser(StartStopContext):
     def _describe_resume(self) -> str:
         resume = self._resume
         if resume is None:
-            return "(the configured start)"
+            active = self._active
+            if active.journal_name:
+                return f"{active.journal_name}:{active.position or 4} (the configured start)"
+            if active.gtid:
+                return f"GTID set {active.gtid} (the configured start)"
+            return "the configured start"
         return str(resume.position) + (f" +{resume.rows_done} rows" if resume.rows_done else "")
+
+    def _position_problem(self) -> str | None:
+        """Why the position the dumps ask for is not on the server when that is not a purge (a file it never had,
+        an offset past a file's end: :func:`~canal.parse.retry.position_problem`), read from its binlog files on a
+        connection of its own; None when it is purged, or cannot be told."""
+        resume, active = self._resume, self._active
+        journal, offset = (
+            (resume.position.journal_name, resume.position.position)
+            if resume is not None
+            else (active.journal_name, active.position)
+        )
+        if not journal or self.config.gtid_mode:
+            return None
+        source = self.source_factory(active)
+        try:
+            source.open()
+            files = source.binlog_files()
+        except Exception as exc:  # the server cannot be asked now: say purged, as the server did
+            self._log.debug("cannot list the binlog files of %s: %s", active.address, exc)
+            return None
+        finally:
+            try:
+                source.close()
+            except Exception as exc:
+                self._log.debug("closing the source failed: %s", exc)
+        return position_problem([(f.name, f.size) for f in files], journal, offset)
 
     def _dump_once(self) -> None:
         with self._lock:

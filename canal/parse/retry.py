@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 
 import attrs
 
@@ -21,7 +22,9 @@ from canal.errors import (
     SourceAccessDeniedError,
     SourceError,
     SourceHostUnknownError,
+    UnknownBinlogPositionError,
 )
+from canal.position import journal_number
 
 PURGED_ERRNO = 1236
 CONFLICTS_TO_STOP = 3
@@ -76,6 +79,36 @@ def purged_error(where: str, address: str, exc: BaseException, *, switched: bool
     return BinlogPurgedError(
         f"binlog position {where} is no longer on {address} (purged, errno {PURGED_ERRNO}: {exc}); set a newer start "
         "position, or enable reset_on_purge to restart from the current position",
+        errno=PURGED_ERRNO,
+    )
+
+
+def position_problem(files: Sequence[tuple[str, int]], journal: str, offset: int | None) -> str | None:
+    """What is wrong with ``journal:offset`` on a server whose binlog files are ``files`` (``SHOW BINARY LOGS``:
+    name and size, oldest first), when it is not a purge: a file newer than the newest or of a name the server does
+    not write, or an offset past the file's end. None when the position is there, or purged (a file older than the
+    oldest), or when there are no files to tell."""
+    if not files:
+        return None
+    names = {name: size for name, size in files}
+    oldest, newest = files[0][0], files[-1][0]
+    if journal in names:
+        size = names[journal]
+        if offset is not None and offset > size:
+            return f"offset {offset} is past the end of {journal} ({size} bytes)"
+        return None
+    base, number = journal.rpartition(".")[0], journal_number(journal)
+    if base == oldest.rpartition(".")[0] and 0 <= number < journal_number(oldest):
+        return None  # purged
+    if base == newest.rpartition(".")[0] and number > journal_number(newest):
+        return f"{journal} is newer than its newest binlog file, {newest}"
+    return f"it has no {journal} (its binlog files: {oldest} .. {newest})"
+
+
+def unknown_position_error(where: str, address: str, problem: str) -> UnknownBinlogPositionError:
+    return UnknownBinlogPositionError(
+        f"binlog position {where} was never on {address}: {problem}. It is not a purged position (a position from "
+        "another server, or set by hand?): set a start position the server has (SHOW BINARY LOGS)",
         errno=PURGED_ERRNO,
     )
 

@@ -79,6 +79,16 @@ assert set(_VERSIONS) == set(TLS_VERSIONS)
 
 _plain_noted: set[str] = set()
 _plain_lock = threading.Lock()
+_plain_level = logging.WARNING
+
+
+def note_plain_connections(level: int) -> None:
+    """The level of the one note per server and process that a PREFERRED connection went unencrypted (the server
+    offers no TLS): a warning by default, for a long-running process's log; the ``canal`` command line's short
+    commands log it at INFO (``canal check`` reports TLS in a line of its own)."""
+    global _plain_level
+    _plain_level = level
+
 
 _CONTEXTS: dict[tuple[SslConfig, tuple[tuple[str, int, int] | None, ...]], ssl.SSLContext | None] = {}
 _CONTEXTS_LOCK = threading.Lock()
@@ -241,7 +251,8 @@ def open_connection(
             first = address not in _plain_noted
             _plain_noted.add(address)
         if first:
-            log.warning(
+            log.log(
+                _plain_level,
                 "MySQL server %s offers no TLS: connected unencrypted (sslMode PREFERRED); set sslMode REQUIRED or "
                 "stronger to refuse this",
                 address,
