@@ -11,6 +11,25 @@ class CanalError(Exception):
     """Root of every error pycanal raises on purpose."""
 
 
+class MissingExtraError(CanalError, ImportError):
+    """A feature needs a package of an optional extra that is not installed; the message names the extra to install
+    (``pip install 'pycanal[query]'``), ``extra`` holds its name."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
+
+
+def require_extra(module: str, extra: str, what: str) -> None:
+    """:class:`MissingExtraError` unless ``module`` can be imported: ``what`` needs it, from the extra ``extra``."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(f"{what} needs {module}: pip install 'pycanal[{extra}]'", extra=extra) from None
+
+
 class ConfigError(CanalError, ValueError):
     """A configuration value is missing, malformed or inconsistent. Nothing was started or changed."""
 

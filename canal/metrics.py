@@ -57,7 +57,6 @@ function of metrics has neither.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -66,7 +65,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from canal.config import InstanceConfig
-from canal.errors import CanalError
+from canal.errors import CanalError, MissingExtraError, require_extra
 from canal.instance import Instance, InstanceMetrics
 from canal.log import destination_logger
 from canal.position import journal_number
@@ -82,6 +81,7 @@ __all__ = [
     "CanalCollector",
     "MetricsExporter",
     "MetricsSource",
+    "MissingExtraError",
     "start_http_server",
 ]
 
@@ -94,17 +94,9 @@ MetricsSource = EmbeddedServer | Instance | Iterable[Instance] | Callable[[], Ma
 _LABELS = ["destination"]
 
 
-class MissingExtraError(CanalError, ImportError):
-    """prometheus-client is not installed."""
-
-
 def require_prometheus() -> None:
-    try:
-        importlib.import_module("prometheus_client")
-    except ImportError:
-        raise MissingExtraError(
-            "the Prometheus exporter needs prometheus-client: pip install 'pycanal[prometheus]'"
-        ) from None
+    """:class:`~canal.errors.MissingExtraError` unless prometheus-client is installed (the ``prometheus`` extra)."""
+    require_extra("prometheus_client", "prometheus", "the Prometheus exporter")
 
 
 def _instances(source: MetricsSource) -> dict[str, Instance]:
