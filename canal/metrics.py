@@ -20,6 +20,10 @@ Series, each labelled ``destination``:
 
 ===================================================  =======  =======================================================
 ``canal_instance_running``                           gauge    1 while the destination runs here without a fatal error
+``canal_instance_connected``                         gauge    1 while a dump reads from the master (0: retrying)
+``canal_instance_last_error_info``                   gauge    1, labelled ``error``: the class of the last error
+``canal_instance_ack_lag_seconds``                   gauge    now minus the master's time everything acked reaches
+``canal_instance_delay_put_seconds``                 gauge    now minus the execute time of the newest entry put
 ``canal_instance_put_sequence``                      gauge    entries the parser put into the store (store sequence)
 ``canal_instance_get_sequence``                      gauge    entries handed out (rewinds on rollback)
 ``canal_instance_ack_sequence``                      gauge    entries acked
@@ -41,7 +45,14 @@ Series, each labelled ``destination``:
 ``canal_instance_master_newest_binlog_file_number``  gauge    the number of the binlog file the master writes
 ===================================================  =======  =======================================================
 
-The delay series are absent until something was handed out / acked; the snapshot series until a snapshot started
+A server with ZooKeeper also serves ``canal_server_zookeeper_connected`` (no label), there while it serves no
+destination: a suspended session stops every destination here, and their series go.
+
+``canal_instance_ack_lag_seconds`` is the one delay an idle source leaves small: with entries waiting it is now minus
+the execute time of the first one not acked, and with everything acked now minus the time up to which the parser read
+the binlog, which the master's heartbeats move on while nothing is written (absent until the parser read an event).
+It grows while the consumer does not ack what waits, and while the master cannot be read. The delay series are
+absent until something was handed out / acked / put; the snapshot series until a snapshot started
 in this process (its ETA while it runs and the estimate allows one). A destination that is not running in this
 process (an HA standby) has no series. ``prometheus-client`` is imported only when the exporter is used.
 
@@ -77,6 +88,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BINLOGS_EVERY_S",
+    "SERVER_SERIES",
     "BinlogHorizon",
     "CanalCollector",
     "MetricsExporter",
@@ -84,6 +96,11 @@ __all__ = [
     "MissingExtraError",
     "start_http_server",
 ]
+
+SERVER_SERIES = {
+    "zookeeper_connected": "1 while the server's ZooKeeper session is connected (0: it serves no destination meanwhile)"
+}
+"""The series of a server (``canal_server_*``, no labels: the scrape's ``instance`` names the process), by name."""
 
 BINLOGS_EVERY_S = 60.0
 """How often a collector asks a master for its oldest binlog file, at most (``SHOW BINARY LOGS``)."""
@@ -326,8 +343,7 @@ class CanalCollector:
         zookeeper = self._source.zookeeper_connected if isinstance(self._source, EmbeddedServer) else None
         if zookeeper is not None:  # a process's series: there even while it serves no destination
             family = GaugeMetricFamily(
-                f"{self._server_prefix}_zookeeper_connected",
-                "1 while the server's ZooKeeper session is connected (0: it serves no destination meanwhile)",
+                f"{self._server_prefix}_zookeeper_connected", SERVER_SERIES["zookeeper_connected"]
             )
             family.add_metric([], 1.0 if zookeeper else 0.0)
             yield family

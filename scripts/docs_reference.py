@@ -188,11 +188,17 @@ def cli_reference() -> str:
 
 def metrics_reference() -> str:
     from canal.lake.metrics import MirrorCollector
-    from canal.metrics import CanalCollector
+    from canal.metrics import SERVER_SERIES, CanalCollector
     from canal.spark.progress import SourceCollector
 
     out = ["| series | type | what it measures |", "|---|---|---|"]
-    extra = {"canal_source_changes": ", type", "canal_mirror_stops": ", error"}  # labels beside the collector's
+    # labels beside the collector's
+    extra = {
+        "canal_source_changes": ", type",
+        "canal_mirror_stops": ", error",
+        "canal_mirror_info": ", destination",
+        "canal_instance_last_error_info": ", error",
+    }
     collectors = (
         (CanalCollector(dict), "destination"),
         (SourceCollector(), "destination"),
@@ -204,6 +210,8 @@ def metrics_reference() -> str:
             out.append(
                 f"| `{name}{{{labels}{extra.get(family.name, '')}}}` | {family.type} | {_cell(family.documentation)} |"
             )
+    for name, doc in SERVER_SERIES.items():  # a server's own (CanalCollector serves them for an EmbeddedServer)
+        out.append(f"| `canal_server_{name}` | gauge | {_cell(doc)} |")
     return "\n".join(out) + "\n"
 
 
