@@ -97,7 +97,7 @@ def privilege_error(address: str, user: str, what: str, code: int, text: str, *,
     privilege = needed.group(1).upper() if needed is not None else "REPLICATION SLAVE" if dump else "SELECT"
     grant = privilege.split(",")[-1].strip()  # of "SUPER, BINLOG MONITOR": the narrower one, named last
     return MissingPrivilegeError(
-        f"{address}: {what} refused for user {user!r} (errno {code}: {text}): it needs {privilege}; run GRANT "
+        f"{address}: {what} failed for user {user!r} (errno {code}: {text}): it needs {privilege}; run GRANT "
         f"{grant} ON *.* TO the user ('canal check' lists every grant capture needs)",
         privilege=privilege,
         errno=code,
