@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -47,6 +47,7 @@ from canal.log import destination_logger
 from canal.meta import MetaManager
 from canal.meta.core import check_known, check_remove
 from canal.meta.fence import Fence
+from canal.parse.heal_marks import HEAL, heal_mark
 from canal.parse.log_position import LogPositionManager
 from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser, SourceFactory
@@ -633,7 +634,7 @@ class Instance(StartStopContext):
         for entry in entries:
             if entry.entry_type is EntryType.ROWDATA:
                 h = entry.header
-                if h.table and not narrowed.includes(h.schema, h.table):
+                if h.table and not narrowed.includes(h.schema, h.table) and not _heals_any(h.props, narrowed):
                     continue
             kept.append(entry)
         return kept
@@ -811,3 +812,10 @@ class Instance(StartStopContext):
     def _stream_ended(self) -> bool:
         merge = self.parser.merge if isinstance(self.parser, EventParser) else None
         return isinstance(merge, SnapshotMerge) and merge.stream_ended
+
+
+def _heals_any(props: Mapping[str, str], tables: TableFilters) -> bool:
+    """Whether an entry marks a heal of a table ``tables`` include: a statement names the tables it names, and may
+    heal others it reaches (a view's base table, a trigger's), which the client must see voided."""
+    mark = heal_mark(props) if HEAL in props else None
+    return mark is not None and any(tables.includes(t.schema, t.table) for t in mark.tables)

@@ -253,13 +253,23 @@ def statement_logging_check(facts: ServerFacts) -> Check:
             "no account this user can see may change its session's binlog_format (SUPER or BINLOG ADMIN)",
         )
     accounts = ", ".join(facts.statement_loggers)
+    on_all, _dbs = _global_privileges(facts.grants)
+    blind = [p for p in ("TRIGGER", "SHOW VIEW") if not on_all & {p, "ALL", "ALL PRIVILEGES"}]
+    unseen = (
+        f"; {_account(facts.current_user)} lacks {' and '.join(blind)}, so what such a statement reaches through "
+        "triggers and views cannot be told, and every captured table is read again"
+        if blind
+        else ""
+    )
     return Check(
         "session_binlog_format",
         "WARN",
         f"{accounts} may SET SESSION binlog_format (SUPER or BINLOG ADMIN): DML such a session logs as statements "
-        "on a captured table has it read again in the stream (a heal), or stops the destination under heal=stop "
-        "(UnmodeledStatementError)",
-        "make sure no application changes its session's binlog_format, or take SUPER / BINLOG ADMIN from its account",
+        "has every captured table it reaches (its own, a view's base tables, what its triggers, the functions it "
+        "calls and its foreign keys' actions change) read again in the stream (a heal), or stops the destination "
+        f"under heal=stop (UnmodeledStatementError){unseen}",
+        "make sure no application changes its session's binlog_format, or take SUPER / BINLOG ADMIN from its account"
+        + (f"; GRANT {', '.join(blind)} ON *.* TO {_account(facts.current_user)};" if blind else ""),
     )
 
 

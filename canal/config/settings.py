@@ -301,7 +301,8 @@ class MasterConfig:
     )
     """The server: `host:port`, `file://DIR` (a directory of binlog files) or `fake://NAME` (an in-memory FakeMysql)."""
     username: str = attrs.field(default="canal", validator=_str, metadata=canal_key("canal.instance.dbUsername", "str"))
-    """The capture user (needs SELECT, REPLICATION SLAVE, REPLICATION CLIENT; MariaDB also BINLOG MONITOR)."""
+    """The capture user (needs SELECT, REPLICATION SLAVE, REPLICATION CLIENT; MariaDB also BINLOG MONITOR; SHOW VIEW
+    and TRIGGER where a session may log DML as statements)."""
     password: str = attrs.field(
         default="canal",
         repr=_mask_repr,

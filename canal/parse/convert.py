@@ -37,9 +37,18 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.cascade import ForeignKeyActions, KnownForeignKeys, StatementTables
+from canal.parse.cascade import (
+    ForeignKeyActions,
+    KnownForeignKeys,
+    StatementTables,
+    actions_prop,
+    out_of_capture,
+    out_of_capture_statement,
+    references_unchanged,
+)
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
 from canal.parse.events import (
+    UNDECODED,
     BinlogEvent,
     FormatDescriptionEvent,
     GtidEvent,
@@ -53,10 +62,13 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.reach import StatementReach
+from canal.parse.sessions import Scope, SessionTables
 from canal.parse.unmodeled import CaptureVerdict, StatementPolicy, capture_verdict, stop
 from canal.parse.xa import xa_props
 from canal.position import EntryPosition, journal_number
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
+from canal.sql import read_statements
 
 LOWER_CASE_PROP = "lower_case_table_names"
 """Header prop of statement entries from a server with ``lower_case_table_names=1`` (value ``"1"``)."""
@@ -165,6 +177,13 @@ class EntryConverter:
         # the tables (db.table) the snapshot in the stream has not read all of (set by the parser with its merge):
         # a RENAME of one to a captured name goes to unmodeled too (canal.parse.unmodeled)
         self.reading: Callable[[], Collection[str]] | None = None
+        # what a statement logged as a statement may change beyond the tables it names (set by the parser from its
+        # schema history; without one that cannot be told): canal.parse.reach
+        self.reach = StatementReach(None)
+        # each session's temporary tables, which shadow the tables of their names (canal.parse.sessions); and
+        # whether the last query event was about them alone (the schema history then leaves it)
+        self._sessions = SessionTables()
+        self.session_only = False
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -214,6 +233,7 @@ class EntryConverter:
         self._pending_gtid = None
         self._txn_xa = self._pending_xa = None
         self._stmt_tables.reset()
+        self._sessions.clear()  # a session's temporary tables before the start are not in the binlog read
         self._executed = GtidSet(start.gtid) if self.options.gtid_mode and start.gtid else None
         self._skip_event = (start.journal_name, start.position) if start.included and start.position else None
         self._skip_begin = rows_done > 0
@@ -296,6 +316,8 @@ class EntryConverter:
             return self._rotate(event)
         if isinstance(event, FormatDescriptionEvent):
             self._server_version = event.server_version or None
+            if event.created:
+                self._sessions.clear()  # a binlog the server began at its start: every session before it ended
         return None
 
     @property
@@ -533,9 +555,9 @@ class EntryConverter:
         options = self.options
         table = event.table
         changes_rows = event.event_type in (EventType.DELETE, EventType.UPDATE)
-        actions = self._stmt_tables.actions(table.schema, table.table, changes_rows, self.foreign_key_actions)
+        edges = self._stmt_tables.edges(table.schema, table.table, changes_rows, self.foreign_key_actions)
         silent = self._stmt_tables.rows(table.schema, table.table, event.end_of_statement, self.foreign_keys)
-        cascade = {**silent, **actions}
+        cascade = {**silent, **actions_prop(edges)}
         flags = options.flags
         if flags.rows:
             return None
@@ -548,7 +570,17 @@ class EntryConverter:
             return None
         tables = options.tables
         if tables is not None and not tables.matches(table.schema, table.table):
-            return None
+            # the parent left out: what its foreign keys' actions did to captured children is in no entry (unless
+            # an UPDATE whose rows were decoded changed no column its children reference, as the schema history
+            # knows them)
+            children = out_of_capture(edges, silent, tables.matches)
+            known = self.foreign_key_actions is not None
+            if not children or (
+                (kind is EventType.UPDATE and known and event.rows is not UNDECODED)
+                and references_unchanged(edges, table.schema, table.table, table.names, event.rows)
+            ):
+                return None
+            return self._cascade_out_of_capture(event, children)
         if event.schema_error is not None:
             raise event.schema_error  # a captured table whose columns cannot be known exactly: never misnamed rows
         self._rows += 1
@@ -577,7 +609,29 @@ class EntryConverter:
             rows_done=self._rows,
         )
 
+    def _cascade_out_of_capture(self, event: RowsEvent, children: Sequence[tuple[str, str]]) -> Entry | None:
+        """A change of a table the filter leaves out whose foreign keys' actions may have changed captured
+        ``children``: they heal from here (:attr:`unmodeled`: the typed stop under heal="stop"), the mark on a
+        statement entry of the first child (:func:`canal.parse.cascade.out_of_capture_statement`)."""
+        statement = out_of_capture_statement(event, children)
+        marks = self.unmodeled(statement)  # raises (heal="stop"), or the heal's mark
+        self._rows += 1
+        if self._skip_rows:
+            self._skip_rows -= 1
+            return None
+        db, name = children[0]  # (a client filter narrowing the capture keeps it)
+        return Entry(
+            header=self._header(
+                event, EventType.QUERY, db, name, self._txn_gtid, {**xa_props(None, self._txn_xa), **marks}
+            ),
+            entry_type=EntryType.ROWDATA,
+            row_change=RowChange(event_type=EventType.QUERY, sql=statement.sql, ddl_schema=event.table.schema),
+            anchor=self._anchor,
+            rows_done=self._rows,
+        )
+
     def _query(self, event: QueryEvent) -> Entry | None:
+        self.session_only = False
         results = classify_ddl(event.sql, event.schema or None)
         if self.lower_case_names:
             results = [
@@ -623,19 +677,37 @@ class EntryConverter:
             what = repr(event.sql) if isinstance(event, QueryEvent) else type(event).__name__
             listener(verb, name, f"{what} at {event.log_file}:{event.offset}")
 
-    def _judged(self, event: QueryEvent) -> CaptureVerdict:
+    def _judged(self, event: QueryEvent, resumed_past: bool) -> CaptureVerdict:
         """The statement contract's verdict on a statement (canal.parse.unmodeled); an unmodeled one on a captured
         table goes to :attr:`unmodeled` (the typed stop, by default) before anything of it is handed off -- whatever
-        the query filter flags, which choose what is delivered, not what is followed."""
+        the query filter flags, which choose what is delivered, not what is followed. The statement's session's
+        temporary tables follow it first (``resumed_past``: it was handed off before, and is not judged again)."""
         tables = self.options.tables
+        session = self._session(event)
+        statements = read_statements(event.sql, strict=False)
+        flagged = event.thread_specific
+        scope = self._sessions.follow(
+            statements, session, event.server_id, event.thread_id, flagged=flagged, lower_case=self.lower_case_names
+        )
+        if self._in_txn:
+            # a statement inside a transaction is judged as a restart inside it judges it again, which knows no
+            # session's temporary tables made before it (the transaction's entries it skips must be the ones handed
+            # off): by the event's flag alone -- a DML of a temporary table shadowing a captured one heals that one
+            scope = Scope(flagged=flagged)
+        self.session_only = scope.session_only
+        if resumed_past:
+            return CaptureVerdict(captures_nothing=scope.session_only)
         verdict = capture_verdict(
             event.sql,
-            self._session(event),
+            session,
             (lambda _db, _t: True) if tables is None else tables.matches,
             EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id),
             in_transaction=self._in_txn,
             lower_case=self.lower_case_names,
             reading=self._reading,
+            statements=statements,
+            scope=scope,
+            reach=self.reach,
         )
         if verdict.unmodeled is None:
             return verdict
@@ -652,12 +724,13 @@ class EntryConverter:
         flag = first.kind.filter_flag
         flags = self.options.flags
         resumed_past = self._skip_event == (event.log_file, event.offset)  # handed off before: not judged again
-        verdict = CaptureVerdict() if resumed_past else self._judged(event)
+        verdict = self._judged(event, resumed_past)
         props = verdict.props()
         dropped = (
             (flag == "dml" and flags.query_dml)
             or (flag == "ddl" and flags.query_ddl)
             or (flag == "dcl" and flags.query_dcl)
+            or verdict.captures_nothing  # a session's temporary tables alone, or DML that reaches none captured
             or not (self._tables_pass(results) or verdict.leaves or verdict.marks)
         )
         if self._in_txn:

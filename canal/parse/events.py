@@ -69,6 +69,8 @@ class FormatDescriptionEvent(BinlogEvent):
     binlog_version: int = 4
     server_version: str = ""
     checksum: bool = False
+    # when the server wrote it at its start (seconds), else 0: every session before it ended with the old process
+    created: int = 0
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -107,6 +109,8 @@ class QueryEvent(BinlogEvent):
     time_zone: str | None = None
     micros: int | None = None  # MariaDB: the microseconds of the statement's start time (``timestamp`` its seconds)
     sql_mode: int | None = None  # the statement's sql_mode, the server's bit set (None: not read)
+    # the header's LOG_EVENT_THREAD_SPECIFIC_F: the statement used a temporary table of its session (or CONNECTION_ID())
+    thread_specific: bool = False
 
 
 @attrs.frozen(slots=True, kw_only=True)

@@ -46,6 +46,7 @@ from canal.schema.catalog import TableDef
 from canal.sql.contract import Follow, Shape
 
 __all__ = [
+    "CASCADE_OUT_OF_CAPTURE",
     "CONVERSION",
     "HEAL",
     "PARTIAL_IMAGE",
@@ -80,6 +81,14 @@ RENAMED_WHILE_READ: Final = Shape(
     "a captured table renamed to a captured name before the snapshot in the stream (the initial one, a heal's) "
     "read all of it: the read, which finds no table under the old name, goes on under the new one",
     "Tables",
+    heals=True,
+)
+CASCADE_OUT_OF_CAPTURE: Final = Shape(
+    "a foreign key's action from a table the filter leaves out",
+    Follow.STOP,
+    "MariaDB logs only the parent's row change of an ON DELETE / ON UPDATE CASCADE or SET NULL: with the parent "
+    "left out of the capture, what the action did to its captured children is in no entry",
+    "Rows logged as statements",
     heals=True,
 )
 CONVERSION: Final = Shape(

@@ -59,6 +59,7 @@ from canal.parse.events import (
     RotateEvent,
     RowsEvent,
 )
+from canal.parse.reach import StatementReach
 from canal.parse.retry import (
     CONFLICT_BACKOFF_S,
     CONFLICTS_TO_STOP,
@@ -551,6 +552,10 @@ class EventParser(StartStopContext):
                 schemas.history.lower_case_names = lower_case
                 self._converter.foreign_key_actions = schemas.history.foreign_key_actions
                 self._converter.foreign_keys = schemas.history.known_foreign_keys
+                marks_table = None if self._merge is None else self._merge.watermark_table
+                reach = self._converter.reach
+                if reach.history is not schemas.history or reach.skipped != marks_table:
+                    self._converter.reach = StatementReach(schemas.history, marks_table)
                 request = schemas.prepare(source, start, request)
             converter = self._converter
             convert = converter.convert
@@ -601,7 +606,9 @@ class EventParser(StartStopContext):
                 entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
                 if heal is not None or (schemas is not None and event.__class__ is QueryEvent):
                     # the history follows a DDL before its entry goes out; a change a copy cannot follow is healed
-                    entry = healing.followed(entry, event, schemas, heal, tables.matches)
+                    # (not a statement on a session's temporary tables alone: no table of the schema changed)
+                    own = converter.session_only and event.__class__ is QueryEvent
+                    entry = healing.followed(entry, event, None if own else schemas, heal, tables.matches)
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it

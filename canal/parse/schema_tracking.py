@@ -37,12 +37,15 @@ import attrs
 
 from canal.errors import SchemaError
 from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
-from canal.parse.events import QueryEvent
+from canal.parse.events import FormatDescriptionEvent, QueryEvent
+from canal.parse.sessions import SessionTables
 from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition, journal_number
 from canal.schema import SchemaCatalog
-from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
+from canal.schema.followed import history_statement
+from canal.schema.history import RECOVERY, SchemaHistory
+from canal.schema.objects import EVERY_DATABASE
 from canal.sql import (
     AlterDatabase,
     AlterTable,
@@ -57,6 +60,7 @@ from canal.sql import (
     TruncateTable,
     fold_table_names,
 )
+from canal.sql.objects import ObjectStatement
 
 __all__ = [
     "SchemaTracker",
@@ -120,7 +124,11 @@ class SchemaTracker:
         history = self.history
         if not isinstance(source, SchemaReader):
             at = start.position if start.position.journal_name else source.master_status()
-            history.bootstrap(at, SchemaCatalog(mariadb=source.is_mariadb), origin=source.address)
+            empty = SchemaCatalog(mariadb=source.is_mariadb)
+            # the views, triggers and routines made before the files read are not known either
+            empty.objects.unseen_triggers.add(EVERY_DATABASE)
+            empty.objects.unseen_routines.add(EVERY_DATABASE)
+            history.bootstrap(at, empty, origin=source.address)
             self._log.warning(
                 "%s cannot tell its tables' layouts: the schema history starts empty at %s and knows the tables the "
                 "binlog creates from here on (others need binlog_row_metadata=FULL)",
@@ -147,6 +155,12 @@ class SchemaTracker:
         found = scan.until(read_at)
         if history.lower_case_names:  # the catalog read holds the names the server stores
             found = [attrs.evolve(d, statement=fold_table_names(d.statement), schema=d.schema.lower()) for d in found]
+        for d in found:
+            if isinstance(d.statement, ObjectStatement) and (d.statement.verb != "CREATE" or d.statement.or_replace):
+                # the read came after it dropped or replaced an object the start still had: that one is not known
+                # (the dump reads the statement again, and the history follows it from there)
+                catalog.objects.forget(d.statement, d.schema)
+        found = [d for d in found if not isinstance(d.statement, ObjectStatement)]
         if not found:
             history.bootstrap(start.position, catalog, origin=source.address)
             return
@@ -253,7 +267,7 @@ def _read_layouts(
     assert isinstance(source, BinlogSource)
     for _attempt in range(_READ_ATTEMPTS):
         before = source.master_status()
-        catalog = source.schema_catalog()
+        catalog = source.schema_catalog(objects=True)
         after = source.master_status()
         ddl = first_layout_ddl(source, before, after)
         if ddl is None:
@@ -279,7 +293,7 @@ class _Ddl:
     offset: int
     schema: str
     sql: str
-    statement: Statement
+    statement: Statement | ObjectStatement
 
     def describe(self) -> str:
         return f"the DDL {self.sql[:200]!r} at {self.log_file}:{self.offset}"
@@ -327,6 +341,7 @@ def layout_ddl_between(
     request = DumpRequest(start.journal_name, start.position or 4, blocking=False, decode_rows=False)
     events = source.dump(request)
     found: list[_Ddl] = []
+    sessions = SessionTables()
     # a first start past a busy stretch of binlog reads every event of it here: nothing per event but the compare
     end_at, start_at = _key(end), _key(start)
     file_name, file_number = "", -1
@@ -341,12 +356,21 @@ def layout_ddl_between(
                 break
             if start.included and at == start_at:
                 continue  # consumed already
-            if isinstance(event, QueryEvent):
-                stmt = layout_statement(event.sql)
-                if stmt is not None:
-                    found.append(_Ddl(event.log_file, event.offset, event.schema, event.sql, stmt))
-                    if first_only:
-                        break
+            if isinstance(event, FormatDescriptionEvent) and event.created:
+                sessions.clear()  # the server started: its sessions' temporary tables are gone
+            elif isinstance(event, QueryEvent):
+                # (a view's, trigger's or routine's too: what the bootstrap read of them may miss)
+                stmt = history_statement(event.sql)
+                if stmt is None:
+                    continue
+                if not isinstance(stmt, ObjectStatement):
+                    flagged = event.thread_specific
+                    scope = sessions.follow([stmt], event.schema, event.server_id, event.thread_id, flagged=flagged)
+                    if scope.session_only:
+                        continue  # a session's temporary tables: no layout of the schema
+                found.append(_Ddl(event.log_file, event.offset, event.schema, event.sql, stmt))
+                if first_only:
+                    break
     finally:
         close = getattr(events, "close", None)
         if close is not None:
@@ -365,8 +389,10 @@ def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
     created: set[str] = set()
     for d in ddl:
         stmt = d.statement
-        if isinstance(stmt, CreateDatabase | AlterDatabase | DropDatabase):
-            continue  # no layout the history starts from (the bootstrap reads each database's default character set)
+        if isinstance(stmt, CreateDatabase | AlterDatabase | DropDatabase | ObjectStatement):
+            # no layout the history starts from (the bootstrap reads each database's default character set; views,
+            # triggers and routines the window changed are the bootstrap's to forget)
+            continue
         names = _touched(stmt, d.schema)
         if names is None:
             return None

@@ -38,6 +38,7 @@ from canal.errors import SchemaError
 from canal.protocol import TableSchema
 from canal.schema.columns import TableColumn, column_meta, column_sql, effective_charset, resolve_column
 from canal.schema.foreign_keys import ForeignKey, generated_name, normal_action
+from canal.schema.objects import ObjectCatalog
 from canal.sql import (
     AddColumn,
     AddKey,
@@ -65,6 +66,7 @@ from canal.sql import (
     quote_name,
 )
 from canal.sql.charsets import charset_named
+from canal.sql.objects import ObjectStatement
 from canal.sql.statements import ForeignKeyDef, PartitionAction
 
 __all__ = ["DEFAULT_CHARSET", "LAYOUT_VERBS", "SchemaCatalog", "TableChange", "TableDef"]
@@ -228,6 +230,7 @@ class SchemaCatalog:
         self.database = database
         self.databases: dict[str, str | None] = {database: None} if database else {}  # name -> declared charset
         self.tables: dict[str, TableDef] = {}  # "db.table" -> layout
+        self.objects = ObjectCatalog()  # views, triggers, routines (canal.schema.objects)
 
     # -- reading ------------------------------------------------------------------------------------------------------
 
@@ -249,6 +252,7 @@ class SchemaCatalog:
         other = SchemaCatalog(charset=self.charset, database=self.database, mariadb=self.mariadb)
         other.databases = dict(self.databases)
         other.tables = dict(self.tables)
+        other.objects = self.objects.copy()
         return other
 
     def use(self, database: str) -> None:
@@ -307,11 +311,20 @@ class SchemaCatalog:
             return []
         return []
 
+    def apply_object(self, stmt: ObjectStatement, session: str | None = None) -> bool:
+        """A CREATE / ALTER / DROP of a view, trigger or routine (:func:`canal.sql.objects.read_object`), run in
+        ``session`` (None: the catalog's database); whether it changed the catalog's objects."""
+        sess = session if session else self.database
+        if not sess and any(name.schema is None for name in stmt.names):
+            raise SchemaError(f"No database selected for {stmt.kind.lower()} {stmt.names[0].name!r}")
+        return self.objects.apply(stmt, sess)
+
     def _drop_database(self, name: str) -> list[TableChange]:
         dropped = [key for key, t in self.tables.items() if t.db == name]
         for key in dropped:
             del self.tables[key]
         self.databases.pop(name, None)
+        self.objects.database_dropped(name)
         return [TableChange("drop", key, None) for key in dropped]
 
     def _database_charset(self, db: str) -> str:
@@ -375,6 +388,8 @@ class SchemaCatalog:
                 keys.append(self._foreign_key(fk, db_name, name, [k.name for k in keys], key))
             table = attrs.evolve(table, foreign_keys=tuple(keys))
         changes = [TableChange("drop", key, None)] if exists else []
+        if exists:
+            self.objects.table_dropped(key)  # OR REPLACE: the table replaced goes with its triggers
         self.tables[key] = table
         return [*changes, TableChange("create", None, key)]
 
@@ -531,6 +546,8 @@ class SchemaCatalog:
         table = attrs.evolve(table, foreign_keys=tuple(keys))
         del self.tables[key]
         self.tables[new_key] = table
+        if new_key != key:
+            self.objects.table_renamed(key, new_key)
         renamed = {k: self._renamed_key(c.name, changed) for k, c in original.items()}
         self._retarget(key, new_key, renamed)
         return [TableChange("alter", key, new_key, origin), *self._partition_tables(stmt, table, full)]
@@ -608,23 +625,29 @@ class SchemaCatalog:
             raise SchemaError(f"Unknown table {', '.join(missing)}", table=missing[0])
         changes = [TableChange("drop", k, None) for k in keys if k in self.tables]
         for k in keys:
-            self.tables.pop(k, None)
+            if self.tables.pop(k, None) is not None:
+                self.objects.table_dropped(k)
         return changes
 
     def _rename_tables(self, stmt: RenameTable, full: Callable[[TableName], str]) -> list[TableChange]:
         tables = dict(self.tables)
+        objects = self.objects.copy()
         changes = []
         for old, new in stmt.pairs:
             src, dst = full(old), full(new)
+            if dst in tables or objects.view(*dst.split(".", 1)) is not None:
+                raise SchemaError(f"Table {dst!r} already exists", table=dst)
             t = tables.pop(src, None)
             if t is None:
+                if objects.rename_view(src, dst):  # RENAME TABLE renames views too
+                    continue
                 raise SchemaError(f"Table {src!r} doesn't exist", table=src)
-            if dst in tables:
-                raise SchemaError(f"Table {dst!r} already exists", table=dst)
             ddb = dst.split(".", 1)[0]
             tables[dst] = attrs.evolve(t, db=ddb, name=new.name)
+            objects.table_renamed(src, dst)
             changes.append(TableChange("rename", src, dst))
         self.tables = tables
+        self.objects = objects
         for change in changes:
             assert change.old is not None and change.new is not None
             self._retarget(change.old, change.new)

@@ -28,7 +28,6 @@ are re-exported here). The layouts the bootstrap reads from the server are :mod:
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import threading
@@ -37,30 +36,25 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from canal.errors import SchemaError, SqlError
+from canal.errors import SchemaError
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
-from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
+from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
 from canal.schema.columns import TableColumn, effective_charset, mysql_type_text, type_with_charset
+from canal.schema.followed import history_statement, layout_statement
 from canal.schema.foreign_keys import ActionIndex, ForeignKey, action_edges, action_index
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
+from canal.schema.objects import EVERY_DATABASE, ObjectCatalog
+from canal.schema.reach import Reach, reach
 from canal.sql import (
-    AlterDatabase,
     AlterTable,
     ChangeColumn,
     ConvertCharset,
-    CreateDatabase,
-    CreateTable,
-    DropDatabase,
-    DropIndexStatement,
-    DropTable,
-    RenameTable,
     Statement,
-    TruncateTable,
-    Unreadable,
+    TableName,
     fold_table_names,
-    read_statement,
 )
+from canal.sql.objects import ObjectStatement, Write
 
 __all__ = [
     "ColumnSource",
@@ -75,49 +69,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION: Final = 1
-_LAYOUT_STATEMENTS: Final = (
-    CreateTable,
-    AlterTable,
-    DropTable,
-    RenameTable,
-    TruncateTable,
-    CreateDatabase,
-    DropDatabase,
-    AlterDatabase,  # the default character set of tables created later
-)
 RECOVERY: Final = (
     "recover with `canal schema rebuild --destination D --at FILE:POS` at a position after which the server's current "
     "schema holds (e.g. the cursor, if no DDL followed it), or set binlog_row_metadata=FULL on the server"
 )
 
 
-def layout_statement(sql: str) -> Statement | None:
-    """The statement of ``sql`` if it can change a table layout (CREATE/ALTER/DROP/RENAME/TRUNCATE TABLE,
-    CREATE/ALTER/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
-    if len(sql) <= _CACHED_SQL:
-        return _layout_statement_cached(sql)  # BEGIN / COMMIT / the same DDL again: read once (statements are frozen)
-    return _layout_statement(sql)
-
-
-_CACHED_SQL: Final = 4096
 _COLUMNS_MADE_MAX: Final = 4096  # distinct table layouts whose decoder columns are kept
-
-
-def _layout_statement(sql: str) -> Statement | None:
-    try:
-        stmt = read_statement(sql, strict=False)
-    except SqlError:
-        return None
-    if isinstance(stmt, _LAYOUT_STATEMENTS):
-        return stmt
-    if isinstance(stmt, Unreadable) and stmt.verb in LAYOUT_VERBS:
-        return stmt  # the catalog refuses it: the history must never keep a layout that misses a DDL
-    if isinstance(stmt, DropIndexStatement) and stmt.name.upper() == "PRIMARY":
-        return stmt  # DROP INDEX `PRIMARY` ON t drops the primary key
-    return None
-
-
-_layout_statement_cached = functools.lru_cache(maxsize=1024)(_layout_statement)
 
 
 @attrs.frozen(slots=True)
@@ -384,6 +342,64 @@ class SchemaHistory:
             assert stmt is not None
             return self._apply_statement(stmt, position, table.db, sql, position.position)
 
+    def _action_index(self) -> tuple[ActionIndex, dict[tuple[str, str], list[dict[str, Any]]]]:
+        """The current state's foreign keys by the table they reference, and the edges looked up from it (under the
+        lock): built once per state."""
+        if self._actions[0] != self.version:
+            self._actions = (self.version, action_index((t.db, t.name, t.foreign_keys) for t in self._catalog), {})
+        return self._actions[1], self._actions[2]
+
+    def reach(
+        self,
+        writes: Sequence[Write],
+        calls: Sequence[TableName],
+        session: str,
+        temporary: Callable[[str, str], bool] | None = None,
+        *,
+        flagged: bool = False,
+    ) -> Reach:
+        """The tables a statement logged as a statement, run in database ``session``, may change as the current
+        state tells (:func:`canal.schema.reach.reach`): its ``writes``, the functions it ``calls``, and what their
+        views, triggers, routines and foreign keys reach; ``temporary(db, table)``: a name its session holds as a
+        temporary table; ``flagged``: the statement used a temporary table (a name no table of the schema has is
+        that one)."""
+        if self.lower_case_names:
+            writes = [fold_table_names(w) for w in writes]
+            calls = [fold_table_names(c) for c in calls]
+            session = session.lower()
+        with self._lock:
+            self._ensure_loaded()
+            index, _edges = self._action_index()
+            return reach(
+                self._catalog,
+                index,
+                writes,
+                calls,
+                session,
+                unknown_tables=self._unknown,
+                temporary=temporary,
+                flagged=flagged,
+            )
+
+    def function_names(self) -> set[str] | None:
+        """The stored functions' names the history knows (lower case); None when some cannot be known (a database
+        whose routines the bootstrap could not see): a statement's calls are then read whole."""
+        with self._lock:
+            self._ensure_loaded()
+            objects = self._catalog.objects
+            return None if objects.unseen_routines else objects.function_names()
+
+    def captured_tables(self, captured: Callable[[str, str], bool]) -> tuple[str, ...]:
+        """Every table (``db.table``) the history holds now that ``captured`` takes, those whose layout it lost
+        included: what a statement heals whose reach cannot be told."""
+        with self._lock:
+            self._ensure_loaded()
+            names = [(t.db, t.name) for t in self._catalog]
+            for lost in self._unknown:
+                db, _, table = lost.partition(".")
+                names.append((db, table))
+        return tuple(sorted(dict.fromkeys(f"{db}.{table}" for db, table in names if captured(db, table))))
+
     def foreign_key_actions(self, db: str, name: str) -> list[dict[str, Any]]:
         """The foreign keys whose actions change rows when a row of ``db.name`` is deleted or has its referenced
         columns changed, children's children included (:func:`canal.schema.foreign_keys.action_edges`), each with
@@ -391,9 +407,7 @@ class SchemaHistory:
         with self._lock:
             self._ensure_loaded()
             catalog = self._catalog
-            if self._actions[0] != self.version:
-                self._actions = (self.version, action_index((t.db, t.name, t.foreign_keys) for t in catalog), {})
-            _version, index, known_edges = self._actions
+            index, known_edges = self._action_index()
             known = known_edges.get((db, name))
             if known is not None:
                 return [dict(edge) for edge in known]
@@ -567,7 +581,7 @@ class SchemaHistory:
     def apply(self, position: EntryPosition, schema: str, sql: str, *, next_offset: int | None = None) -> bool:
         """Apply a query event's statement at ``position`` (its own position; ``next_offset`` where the next event
         starts) run in session database ``schema``; whether it changed the history. Persisted before it returns."""
-        stmt = layout_statement(sql)
+        stmt = history_statement(sql)
         if stmt is None:
             return False
         with self._lock:
@@ -575,7 +589,12 @@ class SchemaHistory:
             return self._apply_statement(stmt, position, schema, sql, next_offset)
 
     def _apply_statement(
-        self, stmt: Statement, position: EntryPosition, schema: str, sql: str, next_offset: int | None
+        self,
+        stmt: Statement | ObjectStatement,
+        position: EntryPosition,
+        schema: str,
+        sql: str,
+        next_offset: int | None,
     ) -> bool:
         with self._all_or_nothing():
             if not self._snapshots:
@@ -613,10 +632,13 @@ class SchemaHistory:
         self,
         catalog: SchemaCatalog,
         unknown: dict[str, str],
-        stmt: Statement,
+        stmt: Statement | ObjectStatement,
         schema: str,
         position: EntryPosition,
     ) -> list[TableChange]:
+        if isinstance(stmt, ObjectStatement):
+            self._apply_object(catalog, stmt, schema, position)
+            return []
         if self.lower_case_names:
             stmt = fold_table_names(stmt)
             schema = schema.lower()
@@ -647,6 +669,29 @@ class SchemaHistory:
                     unknown.pop(name, None)
         return changes
 
+    def _apply_object(
+        self, catalog: SchemaCatalog, stmt: ObjectStatement, schema: str, position: EntryPosition
+    ) -> None:
+        if self.lower_case_names:
+            stmt = fold_table_names(stmt)
+            schema = schema.lower()
+        try:
+            catalog.apply_object(stmt, schema or None)
+        except SchemaError as exc:
+            # an object the history cannot place: what any database's statements reach is not known from here
+            catalog.objects.unseen_triggers.add(EVERY_DATABASE)
+            catalog.objects.unseen_routines.add(EVERY_DATABASE)
+            log.warning(
+                "destination %s: schema history cannot follow the %s %s at %s (%s); what statements logged as "
+                "statements reach is not known from here",
+                self.destination,
+                stmt.verb,
+                stmt.kind,
+                position,
+                exc,
+                extra={"destination": self.destination},
+            )
+
     def _state_at(self, position: EntryPosition | None) -> tuple[SchemaCatalog, dict[str, str]]:
         """The state events at ``position`` see (None: after every record)."""
         if position is None:
@@ -667,7 +712,7 @@ class SchemaHistory:
                 continue
             if not record_before(record.position):
                 break
-            stmt = layout_statement(record.sql)
+            stmt = history_statement(record.sql)
             if stmt is not None:
                 self._apply(catalog, unknown, stmt, record.schema, record.position)
         return catalog, unknown
@@ -753,6 +798,7 @@ def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
             | ({"foreign_keys": [k.to_dict() for k in t.foreign_keys]} if t.foreign_keys else {})
             for t in catalog
         ],
+        "objects": catalog.objects.to_dict(),
     }
 
 
@@ -766,4 +812,5 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
         keys = tuple(ForeignKey.from_dict(k) for k in t.get("foreign_keys", ()))  # none in older documents
         table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys)
         catalog.tables[table.full_name] = table
+    catalog.objects = ObjectCatalog.from_dict(doc.get("objects"))  # older documents: none known, and none seen
     return catalog

@@ -5,28 +5,41 @@ bootstrap (every table, or one table), the foreign keys read from ``SHOW CREATE 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
 
-from canal.errors import SchemaError
+from canal.errors import CanalError, SchemaError
 from canal.schema.catalog import SchemaCatalog, TableDef
 from canal.schema.columns import TableColumn
 from canal.schema.foreign_keys import ForeignKey, normal_action
 from canal.schema.history import layout_statement
+from canal.schema.objects import EVERY_DATABASE, ObjectCatalog, Routine, Trigger, View
 from canal.sql import CreateTable
+from canal.sql.objects import read_uses
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "BOOTSTRAP_DATABASES_SQL",
     "BOOTSTRAP_FOREIGN_KEYS_SQL",
+    "BOOTSTRAP_GRANTS_SQL",
     "BOOTSTRAP_PRIMARY_SQL",
+    "BOOTSTRAP_ROUTINES_SQL",
+    "BOOTSTRAP_SCHEMA_GRANTS_SQL",
     "BOOTSTRAP_SQL",
+    "BOOTSTRAP_TRIGGERS_SQL",
     "BOOTSTRAP_VERSIONED_SQL",
+    "BOOTSTRAP_VIEWS_SQL",
+    "ROUTINES_VISIBLE_SQL",
     "TABLE_COLUMNS_SQL",
     "TABLE_PRIMARY_SQL",
     "catalog_from_columns",
     "foreign_key_rows",
+    "objects_from_rows",
+    "read_objects",
     "versioned_table",
 ]
 
@@ -172,3 +185,109 @@ BOOTSTRAP_DATABASES_SQL: Final = (
     "('mysql', 'information_schema', 'performance_schema', 'sys')"
 )
 """The databases and their default charsets (a table created later without a charset takes its database's)."""
+
+
+_NOT_SYSTEM: Final = "NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
+
+BOOTSTRAP_VIEWS_SQL: Final = (
+    f"SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS WHERE TABLE_SCHEMA {_NOT_SYSTEM}"
+)
+"""Every view and its query (empty where the user lacks SHOW VIEW on it: its definition is then not known)."""
+
+BOOTSTRAP_TRIGGERS_SQL: Final = (
+    "SELECT TRIGGER_SCHEMA, TRIGGER_NAME, EVENT_MANIPULATION, EVENT_OBJECT_TABLE, ACTION_STATEMENT "
+    f"FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA {_NOT_SYSTEM}"
+)
+"""The triggers the user may see (those of tables it has the TRIGGER privilege on) and their bodies."""
+
+BOOTSTRAP_ROUTINES_SQL: Final = (
+    "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, ROUTINE_DEFINITION FROM information_schema.ROUTINES "
+    f"WHERE ROUTINE_SCHEMA {_NOT_SYSTEM} AND ROUTINE_TYPE IN ('FUNCTION', 'PROCEDURE')"
+)
+"""Stored functions and procedures and their bodies (NULL where the user may not read it)."""
+
+ROUTINES_VISIBLE_SQL: Final = "SELECT 1 FROM mysql.proc LIMIT 0"
+"""Succeeds when the user may read MariaDB's ``mysql.proc``: ``ROUTINES`` then lists every routine (as it does to a
+user with SELECT on every database, MySQL's rule too)."""
+
+BOOTSTRAP_GRANTS_SQL: Final = (
+    "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = %s "
+    "AND PRIVILEGE_TYPE IN ('TRIGGER', 'SELECT')"
+)
+"""The user's global TRIGGER and SELECT privileges (argument: the grantee, ``'user'@'host'`` of
+``CURRENT_USER()``)."""
+
+BOOTSTRAP_SCHEMA_GRANTS_SQL: Final = (
+    "SELECT TABLE_SCHEMA FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = %s AND PRIVILEGE_TYPE = 'TRIGGER'"
+)
+"""The databases the user has the TRIGGER privilege on (argument: the grantee)."""
+
+
+def grantee(current_user: str) -> str:
+    """``CURRENT_USER()``'s ``user@host`` as information_schema's privilege tables name it: ``'user'@'host'``."""
+    user, _, host = current_user.rpartition("@")
+    return f"'{user}'@'{host}'"
+
+
+def objects_from_rows(
+    views: Sequence[Sequence[Any]],
+    triggers: Sequence[Sequence[Any]],
+    routines: Sequence[Sequence[Any]] | None,
+    *,
+    databases: Sequence[str],
+    triggers_seen: Sequence[str] | None,
+) -> ObjectCatalog:
+    """The views, triggers and routines of the bootstrap's rows (:data:`BOOTSTRAP_VIEWS_SQL`,
+    :data:`BOOTSTRAP_TRIGGERS_SQL`, :data:`BOOTSTRAP_ROUTINES_SQL`; ``routines`` None when the user could not list
+    them all). ``triggers_seen``: the databases whose triggers the user may see (None: all of them), of
+    ``databases``; the others' are not known."""
+    objects = ObjectCatalog()
+    for db, name, definition in views:
+        text = "" if definition is None else str(definition)
+        objects.add(View(str(db), str(name), read_uses(text) if text.strip() else None))
+    for db, name, event, table, body in triggers:
+        uses = None if body is None else attrs.evolve(read_uses(str(body)), names=())
+        objects.add(Trigger(str(db), str(name), str(table), (str(event).upper(),), uses))
+    if routines is None:
+        objects.unseen_routines.add(EVERY_DATABASE)
+    for db, name, kind, body in routines or ():
+        uses = None if body is None else attrs.evolve(read_uses(str(body)), names=())
+        objects.add(Routine(str(db), str(name), str(kind).upper(), uses))
+    if triggers_seen is not None:
+        objects.unseen_triggers = {db for db in databases if db not in set(triggers_seen)}
+    return objects
+
+
+Run = Callable[..., Sequence[Sequence[Any]]]
+"""``run(sql, *args)``: the rows of a query on the server (a failure raises :class:`~canal.errors.CanalError`)."""
+
+
+def read_objects(run: Run, databases: Sequence[str]) -> ObjectCatalog:
+    """The server's views, triggers and routines now (:func:`objects_from_rows`), and what of them the user cannot
+    see: triggers without the TRIGGER privilege, view definitions without SHOW VIEW, routines without SELECT on
+    ``mysql.proc`` (each logged)."""
+    who = grantee(str(run("SELECT CURRENT_USER()")[0][0]))
+    granted = {str(row[0]) for row in run(BOOTSTRAP_GRANTS_SQL, who)}
+    seen: list[str] | None = None
+    if "TRIGGER" not in granted:
+        seen = [str(row[0]) for row in run(BOOTSTRAP_SCHEMA_GRANTS_SQL, who)]
+    routines: list[Sequence[Any]] | None = None
+    try:
+        if "SELECT" not in granted:
+            run(ROUTINES_VISIBLE_SQL)
+    except CanalError as exc:  # ROUTINES lists only the routines the user may run
+        log.warning("the capture user cannot list every routine: %s", exc)
+    else:
+        routines = list(run(BOOTSTRAP_ROUTINES_SQL))
+    objects = objects_from_rows(
+        run(BOOTSTRAP_VIEWS_SQL), run(BOOTSTRAP_TRIGGERS_SQL), routines, databases=databases, triggers_seen=seen
+    )
+    unseen = [f"the definition of view {v.db}.{v.name}" for v in objects.views.values() if v.uses is None]
+    unseen += [f"the triggers of {db}" for db in sorted(objects.unseen_triggers)]
+    if unseen:
+        log.warning(
+            "the capture user cannot see %s (grant it TRIGGER and SHOW VIEW): a statement logged as a statement "
+            "that may reach them heals every captured table",
+            ", ".join(unseen[:5]) + (f" and {len(unseen) - 5} more" if len(unseen) > 5 else ""),
+        )
+    return objects

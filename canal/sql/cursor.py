@@ -19,6 +19,11 @@ _T = TypeVar("_T")
 _OPERATOR_CHARS: Final = frozenset("+-*/%|&^<>=!~")
 _WORD_OPERATORS: Final = frozenset({"AND", "OR", "XOR", "DIV", "MOD"})
 _UNARY: Final = frozenset("-+~!")
+# the words between CREATE / ALTER / DROP and the kind of object that say how it is made (TEMPORARY, UNIQUE, ...)
+_CREATE_MODIFIERS: Final = frozenset(
+    {"TEMPORARY", "ONLINE", "OFFLINE", "IGNORE", "UNIQUE", "FULLTEXT", "SPATIAL", "AGGREGATE", "GLOBAL", "LOCAL",
+     "UNDO", "EXTERNAL", "VECTOR"}
+)  # fmt: skip
 _SHOWN: Final = 60  # characters of the statement shown in an error
 
 
@@ -111,6 +116,44 @@ class Cursor:
         """An optional ``=`` (table and index options allow one)."""
         if self.s.peek().up == "=":
             self.s.pos += 1
+
+    def skip_user(self) -> None:
+        """A user as DEFINER = names it: ``CURRENT_USER[()]``, ``name``, ``name@host`` (quoted or not)."""
+        if self.accept("CURRENT_USER"):
+            if self.up() == "(" and self.up(1) == ")":
+                self.s.pos += 2
+            return
+        self.next()
+        if self.up() == "@":
+            self.s.pos += 1
+            self.next()
+            while self.up() in (".", "%", "-", ":") and self.peek(1).kind == WORD:  # an unquoted host: 10.0.0.1
+                self.s.pos += 2
+
+    def create_modifiers(self) -> set[str]:
+        """OR REPLACE, DEFINER=..., ALGORITHM=..., SQL SECURITY ..., TEMPORARY, ONLINE, UNIQUE, ... (as seen), after
+        CREATE / ALTER / DROP and before the kind of object."""
+        seen: set[str] = set()
+        while True:
+            up = self.up()
+            if up == "OR" and self.up(1) == "REPLACE":
+                self.s.pos += 2
+                seen.add("OR REPLACE")
+            elif up == "DEFINER":
+                self.s.pos += 1
+                self.accept("=")
+                self.skip_user()
+            elif up == "ALGORITHM":
+                self.s.pos += 1
+                self.accept("=")
+                self.next()
+            elif up == "SQL" and self.up(1) == "SECURITY":
+                self.s.pos += 3
+            elif up in _CREATE_MODIFIERS:
+                self.s.pos += 1
+                seen.add(up)
+            else:
+                return seen
 
     # -- names --------------------------------------------------------------------------------------------------------
 

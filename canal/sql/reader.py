@@ -80,10 +80,6 @@ _NAMED_OBJECTS: Final = frozenset(
     {"VIEW", "PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "SEQUENCE", "PACKAGE", "SYNONYM"}
 )
 _DCL_OBJECTS: Final = frozenset({"USER", "ROLE"})
-_CREATE_MODIFIERS: Final = frozenset(
-    {"TEMPORARY", "ONLINE", "OFFLINE", "IGNORE", "UNIQUE", "FULLTEXT", "SPATIAL", "AGGREGATE", "GLOBAL", "LOCAL",
-     "UNDO", "EXTERNAL", "VECTOR"}
-)  # fmt: skip
 _ALTER_DB_OPTION_WORDS: Final = frozenset(
     {"DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "ENCRYPTION", "READ", "COMMENT", "UPGRADE"}
 )
@@ -198,44 +194,6 @@ class _Reader:
         else:
             c.accept("NOWAIT")
 
-    def skip_user(self) -> None:
-        c = self.c
-        if c.accept("CURRENT_USER"):
-            if c.up() == "(" and c.up(1) == ")":
-                c.pos += 2
-            return
-        c.next()
-        if c.up() == "@":
-            c.pos += 1
-            c.next()
-            while c.up() in (".", "%", "-", ":") and c.peek(1).kind == WORD:  # an unquoted host: 10.0.0.1
-                c.pos += 2
-
-    def create_modifiers(self) -> set[str]:
-        """OR REPLACE, DEFINER=..., ALGORITHM=..., SQL SECURITY ..., TEMPORARY, ONLINE, UNIQUE, ... (as seen)."""
-        c = self.c
-        seen: set[str] = set()
-        while True:
-            up = c.up()
-            if up == "OR" and c.up(1) == "REPLACE":
-                c.pos += 2
-                seen.add("OR REPLACE")
-            elif up == "DEFINER":
-                c.pos += 1
-                c.accept("=")
-                self.skip_user()
-            elif up == "ALGORITHM":
-                c.pos += 1
-                c.accept("=")
-                c.next()
-            elif up == "SQL" and c.up(1) == "SECURITY":
-                c.pos += 3
-            elif up in _CREATE_MODIFIERS:
-                c.pos += 1
-                seen.add(up)
-            else:
-                return seen
-
     def named_object(self, verb: str, obj: str, kind: QueryKind = QueryKind.DDL) -> OtherStatement:
         """A view, routine, trigger ...: its schema when qualified."""
         c = self.c
@@ -277,7 +235,7 @@ class _Reader:
 
     def create(self) -> Statement:
         c = self.c
-        mods = self.create_modifiers()
+        mods = self.c.create_modifiers()
         obj = c.next().up
         if obj == "TABLE":
             if_not_exists = c.accept_seq("IF", "NOT", "EXISTS")
@@ -389,7 +347,7 @@ class _Reader:
 
     def alter(self) -> Statement:
         c = self.c
-        mods = self.create_modifiers()
+        mods = self.c.create_modifiers()
         obj = c.next().up
         if obj == "TABLE":
             if_exists = c.accept_seq("IF", "EXISTS")
@@ -409,7 +367,7 @@ class _Reader:
 
     def drop(self) -> Statement:
         c = self.c
-        mods = self.create_modifiers()
+        mods = self.c.create_modifiers()
         obj = c.next().up
         if obj in ("TABLE", "TABLES"):
             if_exists = c.accept_seq("IF", "EXISTS")
@@ -487,12 +445,12 @@ class _Reader:
 
     # -- statement-form DML (heads only) ------------------------------------------------------------------------------
 
-    def insert(self) -> Statement:
+    def insert(self, head: str = "") -> Statement:
         c = self.c
         while c.accept("LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"):
             pass
         c.accept("INTO")
-        return DmlStatement("INSERT", c.opt_table_name())
+        return DmlStatement("INSERT", c.opt_table_name(), head)
 
     def update(self) -> Statement:
         c = self.c
@@ -527,7 +485,7 @@ class _Reader:
         c = self.c
         if not c.accept("DATA", "XML"):
             return OtherStatement(QueryKind.OTHER, "LOAD")
-        return DmlStatement("INSERT", c.opt_table_name() if self.skip_to("INTO", "TABLE") else None)
+        return DmlStatement("INSERT", c.opt_table_name() if self.skip_to("INTO", "TABLE") else None, "LOAD")
 
     def with_(self) -> Statement:
         c = self.c
@@ -683,7 +641,7 @@ _HANDLERS: Final[dict[str, Callable[[_Reader], Statement]]] = {
     "RENAME": _Reader.rename,
     "TRUNCATE": _Reader.truncate,
     "INSERT": _Reader.insert,
-    "REPLACE": _Reader.insert,
+    "REPLACE": functools.partial(_Reader.insert, head="REPLACE"),
     "UPDATE": _Reader.update,
     "DELETE": _Reader.delete,
     "LOAD": _Reader.load,

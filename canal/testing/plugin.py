@@ -107,7 +107,7 @@ class MariaDBDatabase:
 
     @property
     def user(self) -> str:
-        """The capture user (SELECT, REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR)."""
+        """The capture user (SELECT, SHOW VIEW, TRIGGER, REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR)."""
         return self.server.user
 
     @property

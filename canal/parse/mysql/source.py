@@ -48,6 +48,7 @@ from canal.schema.information_schema import (
     BOOTSTRAP_VERSIONED_SQL,
     catalog_from_columns,
     foreign_key_rows,
+    read_objects,
     versioned_table,
 )
 from canal.sql import quote_name
@@ -358,8 +359,9 @@ class MysqlBinlogSource:
         """The server's ``system_time_zone`` (read when the source opened): what a session's ``SYSTEM`` zone is."""
         return self._system_time_zone
 
-    def schema_catalog(self) -> SchemaCatalog:
-        """Every table's layout now, from information_schema (the server's own schemas aside)."""
+    def schema_catalog(self, *, objects: bool = False) -> SchemaCatalog:
+        """Every table's layout now, from information_schema (the server's own schemas aside); with ``objects``, its
+        views, triggers and routines too (:func:`canal.schema.information_schema.read_objects`)."""
         conn = self._side_connection()
         charset = str(self._run(conn, "SELECT @@character_set_server")[0][0])
         rows = self._run(conn, BOOTSTRAP_SQL)
@@ -378,6 +380,10 @@ class MysqlBinlogSource:
             catalog.tables[layout.full_name] = layout
         for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
             catalog.databases[str(name)] = None if db_charset is None else str(db_charset)
+        if objects:
+            catalog.objects = read_objects(
+                lambda sql, *args: self._run(conn, sql, args or None), list(catalog.databases)
+            )
         return catalog
 
     def server_id(self) -> int:

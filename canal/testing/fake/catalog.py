@@ -19,10 +19,12 @@ from canal.sql import (
     CreateDatabase,
     DropDatabase,
     DropTable,
+    OtherStatement,
     SqlError,
     Statement,
     read_table_name,
 )
+from canal.sql.objects import read_object
 from canal.sql.types import INTEGER_TYPES, TEXT_TYPES
 from canal.testing.fake.columns import coerce, implicit_default
 from canal.testing.fake.errors import FakeMysqlError
@@ -117,6 +119,10 @@ class Catalog:
         schemas = self.schemas.copy()
         try:
             changes = schemas.apply(stmt, session or None)
+            # a view, trigger or routine: kept as the schema history keeps them (what a statement reaches)
+            made = read_object(text) if isinstance(stmt, OtherStatement) else None
+            if made is not None:
+                schemas.apply_object(made, session or None)
         except SchemaError as exc:
             raise FakeMysqlError(str(exc)) from None
         tables = dict(self.tables)
