@@ -10,6 +10,8 @@ import doctest
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import canal.schema.reach
 import canal.sql.objects
@@ -28,6 +30,24 @@ from canal.sql import TableName, read_statement, read_statements
 from canal.sql.objects import read_object, read_uses
 
 AT = EntryPosition("mysql-bin.000001", 4)
+_WORDS = [
+    "UPDATE",
+    "DELETE",
+    "INSERT",
+    "FROM",
+    "JOIN",
+    "SET",
+    "(",
+    ")",
+    "`q`",
+    "t",
+    "a.b",
+    ",",
+    "ON",
+    "CALL",
+    "f(",
+    ";",
+]
 
 
 def test_the_modules_examples_run() -> None:
@@ -73,6 +93,18 @@ def test_what_a_body_calls_and_whether_it_builds_sql_at_run_time() -> None:
     assert read_uses("BEGIN PREPARE st FROM @sql; EXECUTE st; END").dynamic
     # a derived table's query is read for its calls
     assert TableName(None, "h") in read_uses("DELETE a FROM t a JOIN (SELECT h(1) id) d USING (id)").calls
+    # any text reads, cut short or not SQL at all
+    for text in ("UPDATE t JOIN (SELECT ((", "DELETE FROM", "INSERT", "'unclosed", "`x", "CALL"):
+        read_uses(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=80) | st.lists(st.sampled_from(_WORDS)).map(" ".join))
+def test_any_text_reads_without_an_error(text: str) -> None:
+    read_uses(text)
+    read_object(text)
+    read_object("CREATE VIEW v AS " + text)
+    read_object("CREATE TRIGGER tr AFTER INSERT ON t FOR EACH ROW " + text)
 
 
 def test_views_triggers_and_routines_are_read() -> None:

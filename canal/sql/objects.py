@@ -173,7 +173,7 @@ def _routine(c: Cursor, base: ObjectStatement) -> ObjectStatement:
 
 def read_uses(sql: str) -> Uses:
     """What ``sql`` may change and run (module docstring): a routine's or trigger's body, a view's query, or a
-    logged statement (whose own target is in :attr:`Uses.writes` too)."""
+    logged statement (whose own target is in :attr:`Uses.writes` too). Any text reads: what is not SQL is names."""
     return _scan(Cursor(sql))
 
 
@@ -283,7 +283,11 @@ def _table_references(c: Cursor, end: frozenset[str], found: _Found) -> list[Tab
         if tok is END or up in end:
             break
         if up == "(":
-            first, stop = c.skip_group()
+            try:
+                first, stop = c.skip_group()
+            except SqlError:  # never closed: the rest of the text is read as it is
+                c.next()
+                continue
             inner = _scan(Cursor(c.text(first, stop)))
             found.calls.extend(inner.calls)
             found.writes.extend(inner.writes)
