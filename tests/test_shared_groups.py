@@ -1,4 +1,4 @@
-"""The groups a shared reader routes whole (canal.parse.shared_groups): transactions and statements with their GTID
+"""The groups a shared reader routes whole (canal.parse.shared.groups): transactions and statements with their GTID
 event, which of them are plain rows, and where a stream rests between them."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
-from canal.parse.shared_groups import GroupTracker
+from canal.parse.shared.groups import GroupTracker
 from canal.protocol import EventType, TableSchema
 
 FILE = "mysql-bin.000003"

@@ -1,5 +1,5 @@
 """A destination's queue from a shared reader, taken through its parser's steps on the reader's thread while the
-parser thread waits (canal.parse.shared_queue): in order, one thread at a time, what a step raises raised by the
+parser thread waits (canal.parse.shared.queue): in order, one thread at a time, what a step raises raised by the
 parser thread, and nothing taken there when the parser is busy, its store has no room, or a snapshot begins."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from canal.errors import CanalError
 from canal.parse.events import BinlogEvent, GtidEvent, PassedEvent, PassedTransaction, XidEvent
-from canal.parse.shared import SharedMember
-from canal.parse.shared_queue import PASSED_EVENT_BYTES, PASSED_EVENTS, Subscription, _bound
+from canal.parse.shared.member import SharedMember
+from canal.parse.shared.queue import PASSED_EVENT_BYTES, PASSED_EVENTS, Subscription, _bound
 
 
 class _Reader:
