@@ -175,3 +175,85 @@ def test_a_destination_joining_while_the_reader_waits_for_room_gets_each_event_o
     finally:
         fake.unregister()
         assert not shared.READERS._readers
+
+
+@pytest.mark.parametrize("mariadb", [False, True], ids=["mysql", "mariadb"])
+def test_a_destination_waiting_ahead_of_the_reader_gets_nothing_before_its_place(
+    mariadb: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader is held back by "slow" (its queue full); a transaction of a.t is written, then "ahead" starts after
+    it, a little ahead of the reader in the same file: it waits there for the reader. When the reader goes on, the
+    transaction before that place is not "ahead"'s, though it captures its table."""
+    monkeypatch.setattr(shared, "QUEUE_EVENTS", 40)
+    monkeypatch.setattr(shared, "SLOW_WAIT_S", 60.0)  # "slow" holds the reader back until it takes its entries
+    fake = _fake(mariadb)
+    try:
+        fake.execute("CREATE TABLE b.t (id INT PRIMARY KEY, v VARCHAR(20))")
+        start = fake.master_status()
+        with tempfile.TemporaryDirectory() as tmp:
+            meta = Path(tmp, "s")
+            server = EmbeddedServer()
+            server.start()
+            regexes = {"slow": r"b\..*", "other": r"a\..*", "ahead": r"a\..*"}
+            got: dict[str, list[tuple[Any, ...]]] = {n: [] for n in regexes}
+            try:
+                for name in ("slow", "other"):
+                    server.start_destination(fake_config(fake, start, name, regexes[name], meta, share=True))
+                wait_for("sharing", lambda: all(server.instance(n).parser.shared for n in ("slow", "other")))
+                reader = reader_of(fake)
+                with fake.transaction() as tx:
+                    for k in range(100):
+                        tx.insert("b.t", {"id": k, "v": f"row {k}"})
+                wait_for("the reader to wait for room", lambda: reader.waiting_for is not None)
+                _rows(fake, range(1, 3))  # before the place "ahead" starts at
+                place = fake.master_status()
+                server.start_destination(fake_config(fake, place, "ahead", regexes["ahead"], meta, share=True))
+                wait_for("ahead to wait for the reader", lambda: bool(reader._ahead))
+                _rows(fake, range(3, 5))
+                fake.insert("m.marks", {"id": 100, "v": "end"})
+                drain_all(server, got, 100)
+            finally:
+                server.stop()
+            starts = {"slow": start, "other": start, "ahead": place}
+            for name, regex in regexes.items():
+                alone = read_alone(fake, starts[name], name, regex, tmp, 100)
+                assert upto_end(got[name], 100) == upto_end(alone, 100), name
+    finally:
+        fake.unregister()
+        assert not shared.READERS._readers
+
+
+@pytest.mark.parametrize("mariadb", [False, True], ids=["mysql", "mariadb"])
+def test_a_file_start_joins_an_idle_gtid_reader_where_its_heartbeats_say_it_rests(mariadb: bool) -> None:
+    """A reader's dump from the GTID set of everything written rests at the binlog's end, having sent nothing since
+    the file's header events; a destination from that end waits ahead of the place the reader was last given, and
+    joins where the reader's heartbeats say it rests -- not only at the next transaction, nor after its read
+    timeout."""
+    fake = _fake(mariadb)
+    try:
+        _rows(fake, range(1, 6))
+        gtids = fake.gtid_executed()
+        end = fake.master_status()
+        with tempfile.TemporaryDirectory() as tmp:
+            meta = Path(tmp, "s")
+            server = EmbeddedServer()
+            server.start()
+            got: dict[str, list[tuple[Any, ...]]] = {n: [] for n in ("g1", "g2", "f")}
+            try:
+                for name in ("g1", "g2"):
+                    server.start_destination(fake_config(fake, gtids, name, r"a\..*", meta, share=True))
+                wait_for("the reader", lambda: any(server.instance(n).parser.shared for n in ("g1", "g2")))
+                reader = reader_of(fake)
+                server.start_destination(fake_config(fake, end, "f", r"a\..*", meta, share=True))
+                wait_for("f to join", lambda: server.instance("f").parser.shared and not reader._ahead, 5)
+                assert server.instance("f").parser.reconnects == 0
+                _rows(fake, range(6, 8))
+                fake.insert("m.marks", {"id": 100, "v": "end"})
+                drain_all(server, got, 100)
+                assert server.instance("f").parser.shared
+            finally:
+                server.stop()
+            _compare(fake, got, {"g1": gtids, "g2": gtids, "f": end}, tmp, 100)
+    finally:
+        fake.unregister()
+        assert not shared.READERS._readers

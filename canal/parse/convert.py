@@ -275,6 +275,8 @@ class EntryConverter:
         """The entry for one event, or None (filtered out, already handed off, or nothing to emit)."""
         if not self._anchor_filled and not isinstance(event, HeartbeatEvent | RotateEvent):
             self._fill_anchor(event)
+        if self._skip_event is not None:
+            self._passed_skipped_boundary(event)
         if isinstance(event, RowsEvent):
             return self._rows_event(event)
         if isinstance(event, TableMapEvent):
@@ -436,6 +438,24 @@ class EntryConverter:
         if not self.rest_after_skip or event.next_offset <= event.offset:
             return None
         return self.resting_at(EntryPosition(event.log_file, event.next_offset))
+
+    def _passed_skipped_boundary(self, event: BinlogEvent) -> None:
+        """A resumed dump that goes past the boundary it resumed at without reading it -- a dump from a GTID set
+        leaves out the group that ends there, as every group the set holds -- has nothing left to skip: from here it
+        moves as a dump that read the boundary would (a rotate moves its anchor)."""
+        skip = self._skip_event
+        assert skip is not None
+        if skip[0] is None or skip[1] is None:
+            return
+        if isinstance(event, RotateEvent):
+            # where the binlog goes on: a dump from a GTID set may begin in a file after the boundary's
+            here = (journal_number(event.next_file), event.next_position)
+        elif event.next_offset <= event.offset or event.timestamp == 0:
+            return  # an artificial event, or a heartbeat: it has no place in the binlog
+        else:
+            here = (journal_number(event.log_file), event.offset)
+        if here > (journal_number(skip[0]), skip[1]):
+            self._skip_event = None
 
     def _is_skipped_boundary(self, event: BinlogEvent) -> bool:
         skip = self._skip_event

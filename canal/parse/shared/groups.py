@@ -152,7 +152,15 @@ class GroupTracker:
         self.jumped = False
         cls = event.__class__
         if cls is HeartbeatEvent:
+            # the server's place in the binlog: past where the stream stood (between groups, in its file), the dump
+            # read on without sending what lay between -- a dump from a GTID set over the groups the set holds
             self.continuous = False
+            known = self.next_start
+            if not self.open and known is not None and event.log_file:
+                here = (journal_number(event.log_file), event.offset)
+                if here[0] == known[0] and here[1] > known[1]:
+                    self.jumped = True
+                    self.next_start = here
             return
         if cls is RotateEvent:
             assert isinstance(event, RotateEvent)

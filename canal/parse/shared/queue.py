@@ -38,7 +38,7 @@ WAKE_EVENTS: Final = 256
 (or its events are taken on the reader's thread) once the transaction ends: once per transaction, not per event."""
 PASSED_EVENTS: Final = 3
 """The most events a passed transaction holds: its GTID, BEGIN and end (a plain group's,
-:mod:`canal.parse.shared_groups`: table maps, rows and annotations are not kept)."""
+:mod:`canal.parse.shared.groups`: table maps, rows and annotations are not kept)."""
 PASSED_EVENT_BYTES: Final = 1024
 """Bytes allowed for each of them when the reader asks whether a store has room (their entries carry the event's
 length: a few dozen bytes each)."""
@@ -89,6 +89,7 @@ class Subscription:
         self.end: BaseException | None = None  # what the stream ends with after the queued events
         self.closed = False
         self.active = True  # the reader routes to it
+        self.attached = False  # it is given the stream (not waiting ahead of the reader for its place)
         # routing state, the reader's (under its lock)
         self.next_seq = 0  # the first group it has neither been given nor told of
         self.group_seq = -1  # the group it is being given

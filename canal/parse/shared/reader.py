@@ -21,6 +21,7 @@ from canal.parse.events import (
     BinlogEvent,
     FormatDescriptionEvent,
     GtidEvent,
+    HeartbeatEvent,
     IgnoredEvent,
     LayoutSeen,
     PassedEvent,
@@ -141,7 +142,10 @@ class SharedReader:
         self._quiet = False  # it ends because no one is left: its dump's end is no news
         self.error: BaseException | None = None
         self.events_read = 0
-        self._thread = threading.Thread(target=self._run, name=f"canal-shared-reader-{key}", daemon=True)
+        # named by the server and login it reads (the rest of the key: its settings)
+        self._thread = threading.Thread(
+            target=self._run, name=f"canal-shared-reader-{key.split(' ', 1)[0]}", daemon=True
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -251,9 +255,12 @@ class SharedReader:
         tracker = self._tracker
         return not self.ended and ((tracker.between and tracker.next_start == at) or at in self._ring_index)
 
-    def subscribe(self, member: SharedMember, at: Position | None, *, first: bool = False) -> Subscription | None:
+    def subscribe(
+        self, member: SharedMember, at: Position | None, *, first: bool = False, starts: bool = True
+    ) -> Subscription | None:
         """A subscription for a destination whose next event starts at ``at`` (between groups): from where the reader
-        stands or stood, or from ahead of it; None when it cannot join there (it reads alone)."""
+        stands or stood, or from ahead of it; None when it cannot join there (it reads alone). ``starts``: its dump
+        starts there (it is given what a dump begins with, :meth:`_prelude`); else its own dump went on to there."""
         with self._cond:
             if self.ended:
                 return None
@@ -266,7 +273,7 @@ class SharedReader:
                 return sub
             if at is None:
                 return None
-            prelude = self._prelude(at)
+            prelude = self._prelude(at) if starts else []
             if prelude is None:
                 return None
             if tracker.between and tracker.next_start == at:
@@ -300,8 +307,9 @@ class SharedReader:
             return None
 
     def _prelude(self, at: Position) -> list[BinlogEvent] | None:
-        """What a dump of the server starting at ``at`` begins with: the artificial rotate naming the place, and the
-        format description event of its file (which gives a configured start its time). None when the reader has
+        """What a dump of the server starting at ``at`` begins with: the artificial rotate naming the place, and --
+        past the file's start, where the dump reads it -- the format description event of its file, sent as a server
+        sends it there (no place of its own; its time gives a configured start its time). None when the reader has
         not read that file's format description (it cannot give the joiner what its own dump would)."""
         fde = self._fdes.get(at[0])
         if fde is None:
@@ -316,11 +324,12 @@ class SharedReader:
             next_position=at[1],
             artificial=True,
         )
-        return [rotate, fde]
+        return [rotate] if at[1] <= 4 else [rotate, attrs.evolve(fde, offset=0, next_offset=0)]
 
     def _attach(self, sub: Subscription) -> None:
         """``sub`` from now on, having been given everything of the stream up to where the reader stands."""
         group = self._group
+        sub.attached = True
         sub.next_seq = self._seq + 1 if group is None else group.seq + 1
         if group is not None:
             # it joined where the reader held the group's start: it has every event of it so far
@@ -363,12 +372,16 @@ class SharedReader:
         at = before if tracker.continuous else None
         if self._ahead:
             self._arrive(at, event)
+        if tracker.opened and self._group is not None:
+            # a group that never ended, before this event is held: a destination joining from the events held
+            # while the reader waits for room here has the group's events, and not this one
+            self._abandon(self._group)
         self._hold(event, at)
         if tracker.opened:
             if cls is GtidEvent and self._other_starts:
                 assert isinstance(event, GtidEvent)
                 self._skipped_by_some(event)
-            self._open(event)
+            self._open()
         group = self._group
         if group is None:
             self._to_everyone(event)
@@ -451,10 +464,14 @@ class SharedReader:
         self.unwoken.clear()
 
     def _arrive(self, at: Position | None, event: BinlogEvent) -> None:
-        """Destinations waiting ahead: the ones at ``at`` join; the ones the reader passed read alone."""
-        here = self._tracker.next_start
+        """Destinations waiting ahead: the ones at ``at`` join -- or, at a heartbeat, those where the reader rests
+        (a dump from a GTID set reads on over what it leaves out, and its heartbeats say where it got to) --; the
+        ones the reader passed read alone."""
+        tracker = self._tracker
+        here = tracker.next_start
+        rests = event.__class__ is HeartbeatEvent and tracker.between
         for place in list(self._ahead):
-            if at == place:
+            if at == place or (rests and place == here):
                 for sub in self._ahead.pop(place):
                     self._attach(sub)
             elif here is not None and (place[0] < here[0] or (place[0] == here[0] and place[1] < here[1])):
@@ -477,12 +494,13 @@ class SharedReader:
             if place is not None:
                 self._ring_index.pop(place, None)
 
-    def _open(self, event: BinlogEvent) -> None:
-        group = self._group
-        if group is not None:
-            if not group.everyone:
-                self._give_everyone(group)  # a group that never ended: whoever reads the stream reads it whole
-            self._wake_unwoken()  # and the parsers' own threads take it
+    def _abandon(self, group: _Group) -> None:
+        """A group that never ended (another opens): whoever reads the stream reads it whole."""
+        if not group.everyone:
+            self._give_everyone(group)
+        self._wake_unwoken()  # and the parsers' own threads take it
+
+    def _open(self) -> None:
         self._seq += 1
         self._group = _Group(self._seq, [])
         self.in_group = True
@@ -520,8 +538,8 @@ class SharedReader:
                 self._eject(sub, f"its rows of {name[0]}.{name[1]} need its schema history")
             self._unshared.add(name)
             return
-        for sub in self._route(*name):
-            if sub.group_seq != group.seq and sub.active:
+        for sub in self._route(*name):  # not those waiting ahead: the group lies before their place
+            if sub.attached and sub.group_seq != group.seq and sub.active:
                 self._start(sub, group, list(group.events))
 
     def _give_everyone(self, group: _Group) -> None:
@@ -705,7 +723,7 @@ class SharedReaders:
         reader = self._readers.get(key)
         if reader is None or time.monotonic() < member.rejoin_at or not reader.may_join(at):
             return None
-        sub = reader.subscribe(member, at)
+        sub = reader.subscribe(member, at, starts=False)
         if sub is not None:
             log.info("[%s] joins the shared reader of %s", member.destination, key)
         return sub
