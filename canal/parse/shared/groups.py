@@ -157,10 +157,10 @@ class GroupTracker:
             self.continuous = False
             known = self.next_start
             if not self.open and known is not None and event.log_file:
-                here = (journal_number(event.log_file), event.offset)
-                if here[0] == known[0] and here[1] > known[1]:
+                rests = (journal_number(event.log_file), event.offset)
+                if rests[0] == known[0] and rests[1] > known[1]:
                     self.jumped = True
-                    self.next_start = here
+                    self.next_start = rests
             return
         if cls is RotateEvent:
             assert isinstance(event, RotateEvent)
