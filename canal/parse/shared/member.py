@@ -25,7 +25,7 @@ import attrs
 
 from canal.errors import CanalError, ParseError, SchemaError
 from canal.filter import TableFilters
-from canal.gtid import GtidSet
+from canal.gtid import GtidSet, GtidStep
 from canal.parse.events import BinlogEvent, LayoutSeen
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.source import RowsForm
@@ -77,15 +77,16 @@ class SharedMember:
         self.gtid_text = gtid_set
         self.gtid_start = None if gtid_set is None else GtidSet(gtid_set)
 
-    def skips(self, gtid: str) -> bool:
-        """Whether its own dump leaves out the group of ``gtid``: one from a GTID set leaves out the groups the set
-        holds (MySQL: any of them, wherever it lies; MariaDB: those of a domain up to the set's position in it,
-        which in a binlog whose domains' sequence numbers increase are the ones at or below it)."""
+    def skips(self, gtid: str, step: GtidStep | None = None) -> bool:
+        """Whether its own dump leaves out the group of ``gtid`` (read already as ``step``, when it could be): one
+        from a GTID set leaves out the groups the set holds (MySQL: any of them, wherever it lies; MariaDB: those of
+        a domain up to the set's position in it, which in a binlog whose domains' sequence numbers increase are the
+        ones at or below it)."""
         start = self.gtid_start
         if not start:
             return False
         try:
-            return start.contains(gtid)
+            return start.contains(gtid) if step is None else start.holds(step)
         except ParseError:  # a GTID of the other flavour than the set's: which it skips is unknown, so say it does
             return True
 

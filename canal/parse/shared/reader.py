@@ -454,8 +454,9 @@ class SharedReader:
 
     def _skipped_by_some(self, event: GtidEvent) -> None:
         """A group opens: a destination whose own dump would leave it out (its GTID set holds it) leaves first."""
+        step = gtid_step(event.gtid)  # read once for every destination
         for sub in self._other_starts:
-            if sub.member.skips(event.gtid):
+            if sub.member.skips(event.gtid, step):
                 self._eject(sub, f"its own dump leaves out the group of GTID {event.gtid}")
 
     def _wake_unwoken(self) -> None:
