@@ -130,6 +130,9 @@ def test_a_dump_that_leaves_events_out_jumps_past_its_place() -> None:
     assert tracker.jumped and tracker.between and tracker.next_start == (3, 900)
     tracker.follow(HeartbeatEvent(log_file="mysql-bin.000004", offset=950, next_offset=950, timestamp=0, server_id=1))
     assert not tracker.jumped and tracker.next_start == (3, 900)  # another file: the rotate into it tells
+    s.at = 1000  # more left out, then the file ends
+    tracker.follow(RotateEvent(**s._place(), next_file="mysql-bin.000004", next_position=4))
+    assert tracker.jumped and not tracker.continuous and tracker.next_start == (4, 4)
 
 
 def test_a_dump_start_places_the_stream_at_its_first_real_event() -> None:

@@ -17,9 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from shared_entries import drain_all, fake_config, read_alone, reader_of, upto_end, wait_for
 
+from canal.config import DetectingConfig, InstanceConfig, RetryConfig
 from canal.parse.events import BinlogEvent
 from canal.parse.shared import reader as shared
 from canal.parse.shared.queue import Subscription
@@ -50,31 +52,51 @@ def _compare(
 
 
 @pytest.mark.parametrize("mariadb", [False, True], ids=["mysql", "mariadb"])
-@pytest.mark.parametrize("where", ["held", "at"])
-def test_a_file_start_never_joins_before_a_gap_of_a_gtid_readers_dump(mariadb: bool, where: str) -> None:
+@pytest.mark.parametrize("where", ["held", "held-rotated", "at"])
+def test_a_file_start_never_joins_before_a_gap_of_a_gtid_readers_dump(
+    mariadb: bool, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The reader's dump starts from the GTID set after rows 1-5, so it leaves them out; a destination from the
-    file's start (before them) joins from the events the reader holds ("held": rows 6-7 are read) or where the
-    reader rests ("at": nothing after the rows yet). It must get rows 1-7, as alone."""
+    file's start (before them) joins from the events the reader holds ("held": rows 6-7 are read; "held-rotated":
+    the gap ends where the file does, rows 6-7 are in the next, and no heartbeat of the idle reader came between) or
+    where the reader rests ("at": nothing after the rows yet). It must get rows 1-7, as alone."""
     fake = _fake(mariadb)
     try:
         fake.rotate()
         file_start = fake.master_status()  # after the new file's header events: before rows 1-5
+        if where == "held-rotated":
+            # the file's first event: a place the reader holds; and the reader's dump sends no heartbeat
+            file_start = attrs.evolve(file_start, position=4)
+            monkeypatch.setattr(shared, "HEARTBEAT_S", 60.0)
         _rows(fake, range(1, 6))
         gtids = fake.gtid_executed()
+        quiet = RetryConfig(initial_backoff_s=0.01, max_backoff_s=0.1, heartbeat_period_s=60, read_timeout_s=120)
+
+        def config(start: Any, name: str) -> InstanceConfig:
+            made = fake_config(fake, start, name, r"a\..*", Path(tmp, "s"), share=True)
+            if where != "held-rotated":
+                return made
+            return attrs.evolve(made, retry=quiet, detecting=DetectingConfig(interval_s=60))
+
         with tempfile.TemporaryDirectory() as tmp:
-            meta = Path(tmp, "s")
             server = EmbeddedServer()
             server.start()
             got: dict[str, list[tuple[Any, ...]]] = {n: [] for n in ("g1", "g2", "f")}
             try:
                 for name in ("g1", "g2"):  # one of them makes the reader: a dump from the GTID set
-                    server.start_destination(fake_config(fake, gtids, name, r"a\..*", meta, share=True))
+                    server.start_destination(config(gtids, name))
                 wait_for("the reader", lambda: any(server.instance(n).parser.shared for n in ("g1", "g2")))
-                if where == "held":
+                if where.startswith("held"):
+                    if where == "held-rotated":
+                        fake.rotate()
                     _rows(fake, range(6, 8))
-                    end_now = fake.master_status().position
-                    wait_for("rows 6-7 read", lambda: reader_of(fake)._tracker.next_start == (2, end_now))
-                server.start_destination(fake_config(fake, file_start, "f", r"a\..*", meta, share=True))
+                    now = fake.master_status()
+                    assert now.position is not None
+                    wait_for(
+                        "rows 6-7 read",
+                        lambda: reader_of(fake)._tracker.next_start == (now.journal_number, now.position),
+                    )
+                server.start_destination(config(file_start, "f"))
                 if where == "at":
                     _rows(fake, range(6, 8))
                 fake.insert("m.marks", {"id": 100, "v": "end"})

@@ -165,7 +165,10 @@ class GroupTracker:
         if cls is RotateEvent:
             assert isinstance(event, RotateEvent)
             here = position_of(event.log_file, event.offset)
-            self.continuous = not event.artificial and here is not None and here == self.next_start
+            known = self.next_start
+            self.continuous = not event.artificial and here is not None and here == known
+            # the rotate that ends a file, past where the stream stood: what lay between was left out
+            self.jumped = not event.artificial and here is not None and known is not None and here > known
             self.next_start = position_of(event.next_file, event.next_position)
             return
         here = (journal_number(event.log_file), event.offset)
