@@ -18,8 +18,8 @@ cursor placement (``anchor`` + ``rows_done``, see :mod:`canal.position`):
 Resuming from a cursor (``reset(start, rows_done=N)``) suppresses the boundary the cursor names (when ``included``),
 and the BEGIN and first N ROWDATA entries of the transaction that follows, so exactly what was handed off before is
 not produced again. A dump from a GTID set never sends that boundary (its group is in the set): once past its place,
-the converter moves on as if it had read it, so a rotate then moves the anchor as in a dump that never stopped. Filters are applied per rows event; no per-row work is done unless a field filter projects the
-rows of that table.
+the converter moves on as if it had read it, so a rotate then moves the anchor as in a dump that never stopped.
+Filters are applied per rows event; no per-row work is done unless a field filter projects the rows of that table.
 
 A statement inside a transaction is a ROWDATA entry of it; a DDL there (MariaDB's ``CREATE TABLE ... SELECT``: the
 CREATE, then the copied rows) keeps ``is_ddl``, as canal marks it. Savepoint statements inside a transaction go to
