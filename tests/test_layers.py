@@ -11,6 +11,7 @@ hints included (a part names what it needs of another in a protocol of its own).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 CANAL = Path(__file__).resolve().parent.parent / "canal"
@@ -113,6 +114,12 @@ def imports_of(path: Path, module: str, known: set[str], *, type_checking: bool 
 
 
 def graph(*, type_checking: bool = True) -> dict[str, set[str]]:
+    """The import graph (a copy each time: tests change theirs), read once per kind."""
+    return {m: set(ts) for m, ts in _graph(type_checking).items()}
+
+
+@functools.cache
+def _graph(type_checking: bool) -> dict[str, set[str]]:
     paths = {module_name(p): p for p in CANAL.rglob("*.py")}
     known = set(paths)
     found = {m: imports_of(p, m, known, type_checking=type_checking) for m, p in paths.items()}
