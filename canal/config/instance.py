@@ -199,8 +199,9 @@ class InstanceConfig:
     share_reader: bool = attrs.field(
         default=True, validator=_bool, metadata=canal_key("pycanal.instance.shared.reader", "bool")
     )
-    """Read the binlog through the process's shared reader of the master when another destination of it runs here:
-    one dump and one decode for all of them (`canal.parse.shared`). Off: this destination always reads alone."""
+    """Read the binlog through the process's shared reader of the master when another destination of it, with the same
+    login, TLS and connection settings, runs here: one dump and one decode for all of them (`canal.parse.shared`).
+    Off: this destination always reads alone."""
     retry: RetryConfig = attrs.field(
         factory=RetryConfig, validator=_check(lambda v: isinstance(v, RetryConfig), "must be a RetryConfig")
     )

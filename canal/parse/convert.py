@@ -17,8 +17,9 @@ cursor placement (``anchor`` + ``rows_done``, see :mod:`canal.position`):
 
 Resuming from a cursor (``reset(start, rows_done=N)``) suppresses the boundary the cursor names (when ``included``),
 and the BEGIN and first N ROWDATA entries of the transaction that follows, so exactly what was handed off before is
-not produced again. Filters are applied per rows event; no per-row work is done unless a field filter projects the
-rows of that table.
+not produced again. A dump from a GTID set never sends that boundary (its group is in the set): once past its place,
+the converter moves on as if it had read it, so a rotate then moves the anchor as in a dump that never stopped.
+Filters are applied per rows event; no per-row work is done unless a field filter projects the rows of that table.
 
 A statement inside a transaction is a ROWDATA entry of it; a DDL there (MariaDB's ``CREATE TABLE ... SELECT``: the
 CREATE, then the copied rows) keeps ``is_ddl``, as canal marks it. Savepoint statements inside a transaction go to
@@ -295,6 +296,8 @@ class EntryConverter:
         """The entry for one event, or None (filtered out, already handed off, or nothing to emit)."""
         if not self._anchor_filled and not isinstance(event, HeartbeatEvent | RotateEvent):
             self._fill_anchor(event)
+        if self._skip_event is not None:
+            self._passed_skipped_boundary(event)
         if isinstance(event, RowsEvent):
             return self._rows_event(event)
         if isinstance(event, TableMapEvent):
@@ -458,6 +461,24 @@ class EntryConverter:
         if not self.rest_after_skip or event.next_offset <= event.offset:
             return None
         return self.resting_at(EntryPosition(event.log_file, event.next_offset))
+
+    def _passed_skipped_boundary(self, event: BinlogEvent) -> None:
+        """A resumed dump that goes past the boundary it resumed at without reading it -- a dump from a GTID set
+        leaves out the group that ends there, as every group the set holds -- has nothing left to skip: from here it
+        moves as a dump that read the boundary would (a rotate moves its anchor)."""
+        skip = self._skip_event
+        assert skip is not None
+        if skip[0] is None or skip[1] is None:
+            return
+        if isinstance(event, RotateEvent):
+            # where the binlog goes on: a dump from a GTID set may begin in a file after the boundary's
+            here = (journal_number(event.next_file), event.next_position)
+        elif event.next_offset <= event.offset or event.timestamp == 0:
+            return  # an artificial event, or a heartbeat: it has no place in the binlog
+        else:
+            here = (journal_number(event.log_file), event.offset)
+        if here > (journal_number(skip[0]), skip[1]):
+            self._skip_event = None
 
     def _is_skipped_boundary(self, event: BinlogEvent) -> bool:
         skip = self._skip_event

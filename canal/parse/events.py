@@ -21,6 +21,7 @@ import attrs
 from canal.errors import SchemaError
 from canal.gtid import GtidStep
 from canal.protocol import EventType, RowData, TableSchema
+from canal.schema.history import SchemaColumn
 
 
 class _Undecoded(tuple):  # type: ignore[type-arg]
@@ -73,6 +74,16 @@ class FormatDescriptionEvent(BinlogEvent):
     created: int = 0
 
 
+@attrs.frozen(slots=True)
+class LayoutSeen:
+    """What a shared reader's schema history held of a table when the reader decoded its table map
+    (:mod:`canal.parse.shared`): the columns it gives a row decoder (None: no such table), or that the table's layout
+    is unknown since a DDL. A destination's own history must hold the same there, or the destination reads alone."""
+
+    columns: tuple[SchemaColumn, ...] | None
+    unknown: bool = False
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class TableMapEvent(BinlogEvent):
     """Binds ``table_id`` to a table layout for the row events that follow it in the same statement."""
@@ -81,6 +92,8 @@ class TableMapEvent(BinlogEvent):
     schema: str
     table: str
     table_schema: TableSchema
+    # set by a shared reader that decodes with a schema history: what that history held of the table here
+    seen: LayoutSeen | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(slots=True, kw_only=True)

@@ -73,8 +73,7 @@ from canal.parse.retry import (
     unknown_position_error,
 )
 from canal.parse.schema_tracking import SchemaTracker
-from canal.parse.shared import READERS, SharedMember, SharedReaderLeft
-from canal.parse.shared_stream import SharedStream, share_key
+from canal.parse.shared import READERS, SharedMember, SharedReaderLeft, SharedStream, share_key
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm, SchemaReader
 from canal.parse.start_position import (
     StartPosition,
@@ -290,9 +289,16 @@ class EventParser(StartStopContext):
         self._thread.start()
         self._watch_key = WATCHDOG.watch(min(self.config.retry.read_timeout_s / 4, 1.0), self._watch)
         if self.config.detecting.enable:
-            self._detector = threading.Thread(
-                target=functools.partial(detect_master, self), name=f"canal-detecting-{self.destination}", daemon=True
+            detect = functools.partial(
+                detect_master,
+                self.config,
+                self.source_factory,
+                lambda: self._active,
+                self._stop,
+                self.switch,
+                self._log,
             )
+            self._detector = threading.Thread(target=detect, name=f"canal-detecting-{self.destination}", daemon=True)
             self._detector.start()
 
     def stop(self, timeout: float | None = 10.0) -> None:
@@ -656,7 +662,7 @@ class EventParser(StartStopContext):
         """The dump's events: through the process's shared reader of the master when this destination may share one
         (:mod:`canal.parse.shared`), else the source's own dump."""
         member = self._member
-        key = share_key(source) if member is not None else None
+        key = share_key(source, request) if member is not None else None
         if key != self._shared_key:
             self._unshare()
         if member is None or key is None:
@@ -666,6 +672,7 @@ class EventParser(StartStopContext):
             self._shared_key = key
         member.watermark = marks
         member.rows_form = self.rows_form
+        member.schemas = self._schemas
         stream = SharedStream(READERS, key, member, source, request, lambda: self.source_factory(active))
         with self._lock:
             self._stream = stream

@@ -118,6 +118,22 @@ class SchemaTracker:
             props[IMPLICIT_COLUMNS_PROP] = json.dumps(implicit, separators=(",", ":"))
         return props
 
+    def follow(self, event: QueryEvent) -> None:
+        """A query event read: the history follows it (what :meth:`observe` does, without what an entry carries)."""
+        position = EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id)
+        if self._rewind_at_first_event:
+            self._rewind_at_first_event = False
+            self.history.rewind(position, origin=self._origin)
+        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset)
+
+    def fork(self) -> SchemaTracker:
+        """A tracker over an in-memory copy of the history in its state now (a rewind due at the first event
+        included), which changes apart from this one: a shared reader's own (:mod:`canal.parse.shared`)."""
+        twin = SchemaTracker(self.history.fork(), self._log)
+        twin._rewind_at_first_event = self._rewind_at_first_event
+        twin._origin = self._origin
+        return twin
+
     # -- bootstrap ----------------------------------------------------------------------------------------------------
 
     def _bootstrap(self, source: BinlogSource, start: StartPosition) -> None:

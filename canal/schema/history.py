@@ -490,6 +490,27 @@ class SchemaHistory:
             catalog, _unknown = self._state_at(position)
             return catalog
 
+    def fork(self) -> SchemaHistory:
+        """A copy in this state, in memory, that changes apart from this history (nothing it does is persisted)."""
+        with self._lock:
+            self._ensure_loaded()
+            twin = SchemaHistory(
+                mariadb=self.mariadb,
+                snapshot_every=self.snapshot_every,
+                snapshot_interval_s=self.snapshot_interval_s,
+                expire_s=self.expire_s,
+                destination=self.destination,
+            )
+            twin._loaded = True
+            twin._snapshots = list(self._snapshots)  # snapshots and records are never changed, only replaced
+            twin._records = list(self._records)
+            twin._catalog = self._catalog.copy()
+            twin._unknown = dict(self._unknown)
+            twin._position = self._position
+            twin.origin = self.origin
+            twin.lower_case_names = self.lower_case_names
+            return twin
+
     # -- changes ------------------------------------------------------------------------------------------------------
 
     def bootstrap(self, position: EntryPosition, catalog: SchemaCatalog, *, origin: str | None = None) -> None:

@@ -508,18 +508,6 @@ class EventDecoder:
             fallback: list[SchemaColumn] | None = None
             problem: SchemaError | None = None
             version: int | None = None
-            if lookup is not None and getattr(lookup, "binlog_names_only", False):
-                # a reader without a schema history (canal.parse.shared): a table whose rows only a history could
-                # name (no column names) or time (pre-5.6 temporal columns) gets a problem, and the destinations
-                # that capture it read alone, where theirs does
-                if not info.has_names or any(c.type in _LEGACY_TEMPORAL for c in info.columns):
-                    problem = SchemaError(
-                        f"the table map of {info.schema}.{info.table} at {self.log_file}:{off} needs a schema history "
-                        "(no column names, or pre-5.6 temporal columns)",
-                        table=f"{info.schema}.{info.table}",
-                        position=f"{self.log_file}:{off}",
-                    )
-                lookup = None
             if not info.has_names and lookup is not None:
                 version = lookup.version
                 if lookup.strict:

@@ -51,6 +51,7 @@ from canal.schema.information_schema import (
     read_objects,
     versioned_table,
 )
+from canal.secrets import secret_token
 from canal.sql import quote_name
 
 log = logging.getLogger(__name__)
@@ -197,9 +198,25 @@ class MysqlBinlogSource:
 
     @property
     def share_key(self) -> str:
-        """What a read of this server is valid for in the process (what it shows depends on the login): the
-        server's address and the user, never the password."""
-        return f"{self._username}@{self._address}"
+        """What a read of this server is valid for in the process: everything that decides what a connection of
+        this source is and how its dump is read, so that a destination reads through a shared reader
+        (:mod:`canal.parse.shared`) only when the reader's connection is one it would open itself. The server's
+        address; the login -- the user, and which password (and client key password): a number this process gives
+        each, never the password; the auth plugin is the account's, so user and address decide it --; TLS -- the mode
+        (whether it encrypts, whether it verifies the CA, the host name), the CA, client certificate and key files
+        and the TLS versions --; the charset; whether event checksums are verified; and whether information_schema
+        names the columns of a table map without names. Equal keys, equal connections."""
+        tls = self._ssl
+        parts = [f"login {secret_token(self._username, self._password, tls.key_password or '')}", tls.mode.value]
+        parts += [f"{name} {path}" for name, path in (("ca", tls.ca), ("cert", tls.cert), ("key", tls.key)) if path]
+        if tls.tls_versions:
+            parts.append("/".join(tls.tls_versions))
+        parts.append(self._charset)
+        if not self._verify_checksum:
+            parts.append("checksums unverified")
+        if not self._schema_fallback:
+            parts.append("no information_schema names")
+        return f"{self._username}@{self._address} ({', '.join(parts)})"
 
     @property
     def is_mariadb(self) -> bool:
