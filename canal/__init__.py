@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
 from canal.config import (
+    BalanceConfig,
     BatchMode,
     DetectingConfig,
     FilterFlags,
@@ -78,6 +79,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ABSENT",
     "DEFAULT_CLIENT_ID",
+    "BalanceConfig",
     "BatchMode",
     "BatchOrderError",
     "BinlogPurgedError",

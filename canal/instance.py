@@ -307,19 +307,37 @@ class Instance(StartStopContext):
             self._started = True
             self._log.info("started (master %s)", self.config.master.redacted().get("address"))
 
-    def stop(self) -> None:
-        """Stop the parser, drop what the store holds (unacked batches are redelivered after a restart), flush meta."""
+    def stop(self, *, follow: bool = True) -> None:
+        """Stop the parser, drop what the store holds (unacked batches are redelivered after a restart), flush meta.
+
+        ``follow=False``: the clients' cursors stay where they are rather than following the stream to where it
+        rests (after :meth:`persist` did, and the destination was handed over: this process may not write any more).
+        """
         with self._lock:
             if not self._started:
                 return
             self._started = False
-            for client in self._subscribed_clients():
+            for client in self._subscribed_clients() if follow else ():
                 try:
                     self._follow_rest(client)  # a restart right after a rotate starts in the new file
                 except Exception as exc:  # the cursor stays where it was (a valid restart point); stop goes on
                     self._log.warning("client %s: the cursor could not follow the stream: %s", client.client_id, exc)
             self._shut_down()
             self._log.info("stopped")
+
+    def persist(self) -> None:
+        """Persist the meta as :meth:`stop` does (each client with nothing outstanding following the stream where it
+        rests, then the meta flushed), without stopping. An HA hand-over persists under its fencing token, frees the
+        destination for the next owner at once, and stops the rest of the instance after."""
+        with self._lock:
+            if not self._started:
+                return
+            for client in self._subscribed_clients():
+                try:
+                    self._follow_rest(client)
+                except Exception as exc:  # the cursor stays where it was (a valid restart point)
+                    self._log.warning("client %s: the cursor could not follow the stream: %s", client.client_id, exc)
+            self.meta.flush()
 
     def snapshot(
         self, tables: Sequence[str], *, chunk_rows: int | None = None, max_rows_per_s: float | None = None
@@ -703,6 +721,11 @@ class Instance(StartStopContext):
             if msg.id != EMPTY_MESSAGE_ID:
                 self.ack(msg.id, client)
             return msg
+
+    def outstanding(self) -> int:
+        """Batches handed out and neither acked nor rolled back, over every client. Read from the meta without the
+        consumer lock, so it does not wait for a get that waits for entries (an HA hand-over asks while one may)."""
+        return sum(len(self.meta.batch_ids(c)) for c in self._subscribed_clients())
 
     def list_batch_ids(self, client: ClientIdentity | None = None) -> list[int]:
         """Outstanding batch ids, oldest first."""

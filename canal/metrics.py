@@ -347,6 +347,42 @@ class CanalCollector:
             )
             family.add_metric([], 1.0 if zookeeper else 0.0)
             yield family
+        yield from self._ha()
+
+    def _ha(self) -> Iterator[Metric]:
+        """The ``canal_ha_*`` series of a server under ZooKeeper HA (:meth:`EmbeddedServer.balance_state`): what
+        it serves and is assigned, its share, its moves, and which destinations some process holds."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        p = self._prefix.removesuffix("instance") + "ha"
+        ha = self._source.balance_state() if isinstance(self._source, EmbeddedServer) else None
+        serving = GaugeMetricFamily(f"{p}_serving", "1 while this process serves the destination", labels=_LABELS)
+        owned = GaugeMetricFamily(
+            f"{p}_owned", "1 while some process holds the destination's running node, as this one saw", labels=_LABELS
+        )
+        count = GaugeMetricFamily(f"{p}_serving_destinations", "Destinations this process serves")
+        assigned = GaugeMetricFamily(f"{p}_assigned_destinations", "Destinations the balance group assigns here")
+        share = GaugeMetricFamily(f"{p}_share", "This process's share of the balance group's destinations")
+        members = GaugeMetricFamily(f"{p}_members", "Live processes in the balance group")
+        moves = CounterMetricFamily(
+            f"{p}_moves",
+            "Destinations this process began serving (in), handed over (out) or stopped serving otherwise (lost)",
+            labels=["direction"],
+        )
+        if ha is not None:
+            for dest, held in ha.owned.items():
+                serving.add_metric([dest], 1.0 if dest in ha.serving else 0.0)
+                owned.add_metric([dest], 1.0 if held else 0.0)
+            count.add_metric([], len(ha.serving))
+            if ha.group is not None:
+                assigned.add_metric([], len(ha.assigned))
+                members.add_metric([], ha.members)
+                if ha.share is not None:
+                    share.add_metric([], ha.share)
+            moves.add_metric(["in"], ha.moves_in)
+            moves.add_metric(["out"], ha.moves_out)
+            moves.add_metric(["lost"], ha.losses)
+        yield from (serving, owned, count, assigned, share, members, moves)
 
 
 @attrs.define

@@ -60,7 +60,7 @@ from canal.config.keys import (
     _ssl_from_props,
 )
 from canal.config.properties import format_properties, parse_properties
-from canal.config.server import ServerConfig
+from canal.config.server import ServerConfig, _to_tuple
 from canal.config.settings import (
     DetectingConfig,
     FilterFlags,
@@ -202,6 +202,17 @@ class InstanceConfig:
     """Read the binlog through the process's shared reader of the master when another destination of it, with the same
     login, TLS and connection settings, runs here: one dump and one decode for all of them (`canal.parse.shared`).
     Off: this destination always reads alone."""
+    preferred_hosts: tuple[str, ...] = attrs.field(
+        default=(),
+        converter=_to_tuple,
+        validator=_check(
+            lambda v: isinstance(v, tuple) and all(isinstance(h, str) and h.strip() for h in v),
+            "must be a tuple of host names or addresses",
+        ),
+        metadata=canal_key("pycanal.instance.preferred.hosts", "list"),
+    )
+    """Under balancing, the hosts (or `host:port` addresses) of the processes that should run this destination when
+    one of them is in the group; any other process runs it otherwise."""
     retry: RetryConfig = attrs.field(
         factory=RetryConfig, validator=_check(lambda v: isinstance(v, RetryConfig), "must be a RetryConfig")
     )
