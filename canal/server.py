@@ -114,10 +114,10 @@ class EmbeddedServer(StartStopContext):
 
     ZooKeeper that cannot be reached: :meth:`start` raises :class:`~canal.errors.HAError` naming the hosts after
     ``zk_timeout_s``. :meth:`stop` is bounded: it hands the destinations over (each through ``on_revoked``, its
-    cursors flushed) while ZooKeeper answers, for at most ``stop_timeout_s`` plus the balance's
-    ``revoke_timeout_s``; with ZooKeeper unreachable it gives up on what needs it -- the running nodes die with the
-    session, and cursors acked since the last flush (at most ``flush_period_s``) are delivered again by the next
-    owner, as after a crash -- instead of waiting for ZooKeeper to come back.
+    cursors flushed) while ZooKeeper answers, for at most ``stop_timeout_s``; past it (ZooKeeper unreachable, an
+    ``on_revoked`` that hangs) it gives up on what needs ZooKeeper -- the running nodes die with the session, and
+    cursors acked since the last flush (at most ``flush_period_s``) are delivered again by the next owner, as after
+    a crash -- instead of waiting for ZooKeeper to come back.
     """
 
     def __init__(
@@ -221,7 +221,7 @@ class EmbeddedServer(StartStopContext):
             if zk is None:
                 self._stop_all()
             else:
-                budget = self.stop_timeout_s + self.balance.revoke_timeout_s if zk.connected else 0.0
+                budget = self.stop_timeout_s if zk.connected else 0.0
                 if not run_or_stop(zk, self._stop_all, budget, name="canal-server-stop"):
                     self._log.warning(
                         "ZooKeeper at %s did not answer: stopped without it (running nodes expire with the session; "
@@ -231,7 +231,7 @@ class EmbeddedServer(StartStopContext):
                 zk.stop()
                 zk.close()
                 self._zk = None
-            self._callbacks.stop(self.balance.revoke_timeout_s)
+            self._callbacks.stop(self.stop_timeout_s)
             self._started = False
 
     def _stop_all(self) -> None:
@@ -250,14 +250,14 @@ class EmbeddedServer(StartStopContext):
 
     def _hand_over_all(self) -> None:
         """The graceful part of :meth:`stop`: leave the balance group, hand over what this process serves, all at
-        once; bounded by ``revoke_timeout_s`` and the ZooKeeper timeout (skipped while ZooKeeper is unreachable)."""
+        once; within ``stop_timeout_s`` (skipped while ZooKeeper is unreachable)."""
         held = [slot.ha for slot in self._slots.values() if slot.ha is not None]
         if not held or self._zk is None or not self._zk.connected:
             return
-        deadline = time.monotonic() + self.balance.revoke_timeout_s + self._zk_timeout_s
+        deadline = time.monotonic() + min(self.stop_timeout_s, self.balance.revoke_timeout_s + self._zk_timeout_s)
         if self._balancer is not None:
             self._balancer.leave()
-            if not self._balancer.wait_left(self._zk_timeout_s):
+            if not self._balancer.wait_left(max(0.0, deadline - time.monotonic())):
                 destination_logger(__name__, ",".join(h.destination for h in held)).warning(
                     "the balance group did not take this process's leave within %.1fs", self._zk_timeout_s
                 )

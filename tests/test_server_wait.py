@@ -62,7 +62,7 @@ def row_ids(server: EmbeddedServer, client: ClientIdentity) -> list[int]:
     """Row ids of shop.t handed out until an empty get (each get waits up to 2 s for entries)."""
     ids: list[int] = []
     while True:
-        msg = server.get(client, 100, timeout=2.0)
+        msg = server.get(client, 100, timeout=2.0, linger=0.05)
         if msg.id == -1:
             return ids
         ids.extend(row_ids_of(msg))
@@ -103,11 +103,13 @@ def test_an_instance_of_an_earlier_activation_cannot_ack_under_the_next_one(
         assert monitor is not None
         first = monitor.token
         old = server.instance("shop")
-        while 0 not in row_ids_of(server.get(client, 100, timeout=2.0)):  # acked: the cursor is in ZooKeeper
+        while 0 not in row_ids_of(
+            server.get(client, 100, timeout=2.0, linger=0.05)
+        ):  # acked: the cursor is in ZooKeeper
             pass
         fake_mysql.insert("shop.t", {"id": 1})
         fake_mysql.insert("shop.t", {"id": 2})
-        while 1 not in row_ids_of(batch := server.get_without_ack(client, 100, timeout=2.0)):
+        while 1 not in row_ids_of(batch := server.get_without_ack(client, 100, timeout=2.0, linger=0.05)):
             if batch.id != -1:
                 server.ack(client, batch.id)
         zk = zookeeper.client()
