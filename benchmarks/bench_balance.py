@@ -151,6 +151,28 @@ class Bench:
         self.events: queue.Queue[tuple[str, str]] = queue.Queue()
         self.children: dict[str, Child] = {}
         self.live: dict[str, Child] = {}
+        self.acked: dict[str, int] = {}  # destination -> the highest row id acked, from the children's "A" lines
+        self.acked_changed = threading.Condition()
+        threading.Thread(target=self._follow, daemon=True).start()
+
+    def _follow(self) -> None:
+        while True:
+            _name, line = self.events.get()
+            if line.startswith("A "):
+                _, dest, top = line.split()
+                with self.acked_changed:
+                    self.acked[dest] = max(self.acked.get(dest, -1), int(top))
+                    self.acked_changed.notify_all()
+
+    def caught_up(self) -> None:
+        """Until every row written so far was acked: a measurement starts without a backlog (which is consumed in
+        larger batches, each row cheaper)."""
+        written = {f"d{i:02d}": n for i, n in enumerate(self.writers.next)}
+        with self.acked_changed:
+            done = self.acked_changed.wait_for(
+                lambda: all(self.acked.get(d, -1) >= n - 1 for d, n in written.items() if n), 120
+            )
+        assert done, "the consumers did not catch up within 120 s"
 
     def _on_members(self, children: list[str]) -> None:
         self.members.append((time.monotonic(), len(children)))
@@ -192,7 +214,8 @@ class Bench:
         return rows
 
     def cpu_per_row(self, label: str) -> dict[str, float]:
-        """CPU seconds of the live processes per row they acked over the window."""
+        """CPU seconds of the live processes per row they acked over the window (begun with no backlog)."""
+        self.caught_up()
         pids = [c.pid for c in self.live.values()]
         start, cpu0 = time.monotonic(), sum(cpu_s(p) for p in pids)
         time.sleep(self.args.window)  # the measured stretch: rows flow, nothing waits on it
@@ -248,6 +271,7 @@ def main() -> None:
     parser.add_argument("--workdir", default="/tmp/pycanal-bench-balance")
     args = parser.parse_args()
     m, n = args.destinations, args.processes
+    load_before = os.getloadavg()
 
     with MariaDBServer(server_id=1) as first, MariaDBServer(server_id=2) as second, ZooKeeperServer() as zk:
         bench = Bench(args, [first, second], zk)
@@ -320,6 +344,9 @@ def main() -> None:
         "baseline_one_process": baseline,
         "balanced": balanced,
         "cpu_per_row_ratio": round(ratio, 3),
+        # the machine's load around the run: on a shared 2-core machine the gaps and settle times are mostly waits
+        # for a core, so they compare only between runs of like load
+        "load_average_1m": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
     }
     write_result("bench_balance", doc)
     print(
