@@ -46,8 +46,9 @@ or types a table otherwise never gets the reader's naming. A table map whose tab
 gives its rows a ``schema_error``, and the destinations capturing the table read alone, where their own history
 decides. Destinations without a history share readers that decode as they do (information_schema names unnamed
 columns). The rows of a table no destination captures are not decoded (:attr:`DumpRequest.decode_table
-<canal.parse.source.DumpRequest.decode_table>`). Rows are decoded column by column when any destination of the reader
-asks for that (:class:`~canal.parse.source.RowsForm`).
+<canal.parse.source.DumpRequest.decode_table>`), unless their statement maps one that is: a parent's rows tell a
+destination capturing its child whether a foreign key's action reached it, as they do alone. Rows are decoded
+column by column when any destination of the reader asks for that (:class:`~canal.parse.source.RowsForm`).
 
 **Joining and leaving.** A destination joins at a point between groups. At its start: where the reader stands, or
 where it stood -- the reader keeps its last :data:`~canal.parse.shared.reader.RING_EVENTS` events (and

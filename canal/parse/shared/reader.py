@@ -136,6 +136,10 @@ class SharedReader:
         self._ring_bytes = 0
         self._flushed = time.monotonic()
         self._unshared: set[tuple[str, str]] = set()  # tables whose rows need a schema history
+        # the statement being read maps a table some destination captures: its rows of every table are decoded (a
+        # parent's rows tell a destination capturing its child whether a foreign key's action reached it)
+        self._maps_captured = False
+        self._statement_maps: list[tuple[str, str]] = []  # the tables the statement being read maps
         self._fdes: dict[int, BinlogEvent] = {}  # the format description of each recent file, by journal number
         self.waiting_for: Subscription | None = None
         self.ended = False
@@ -284,13 +288,15 @@ class SharedReader:
             index = self._ring_index.get(at)
             if index is not None:
                 held = [h[0] for h in list(self._ring)[index - self._ring_base :]]
-                undecoded = (e for e in held if isinstance(e, RowsEvent) and e.rows is UNDECODED)
-                if any(member.wants(e.table.schema, e.table.table) for e in undecoded):
-                    return None  # rows it captures were not decoded then: it joins later
+                undecoded = _undecoded_for(member, held)
+                if undecoded:
+                    return None  # rows it needs were not decoded then: it joins later
                 if member.gtid_text != self._gtid_text and any(
                     isinstance(e, GtidEvent) and member.skips(e.gtid) for e in held
                 ):
                     return None  # its own dump leaves out a group held there: it goes on alone past it
+                if undecoded is None:
+                    self._maps_captured = True  # it joins inside a statement mapping a table it captures
                 for event in prelude:
                     sub.push(event)
                 for event in held:
@@ -341,8 +347,11 @@ class SharedReader:
     # -- routing (the reader thread, under the lock) -------------------------------------------------------------
 
     def _decodes(self, schema: str, table: str) -> bool:
-        """DumpRequest.decode_table: rows of a table some destination captures (or waits to)."""
-        return bool(self._route(schema, table))
+        """DumpRequest.decode_table: rows of a table some destination captures (or waits to), and every row of a
+        statement that maps such a table. A destination reading alone decodes every row: an UPDATE of a parent it
+        leaves out, whose rows change no column a captured child references, reached no child
+        (:func:`canal.parse.cascade.references_unchanged`) -- undecoded, it would heal (or stop) the child."""
+        return self._maps_captured or bool(self._route(schema, table))
 
     def _route(self, schema: str, table: str) -> tuple[Subscription, ...]:
         """The subscriptions capturing a table (those waiting ahead included); also called by the decoder, without
@@ -352,18 +361,27 @@ class SharedReader:
     def _dispatch(self, event: BinlogEvent) -> None:
         self.events_read += 1
         cls = event.__class__
+        ends_statement = False
         if cls is FormatDescriptionEvent:
             fdes = self._fdes
             fdes[journal_number(event.log_file)] = event
             if len(fdes) > 8:
                 del fdes[min(fdes)]
-        elif self._schemas is not None:
-            if cls is TableMapEvent:
-                assert isinstance(event, TableMapEvent)
+        elif cls is TableMapEvent:
+            assert isinstance(event, TableMapEvent)
+            self._statement_maps.append((event.schema, event.table))
+            if not self._maps_captured and self._route(event.schema, event.table):
+                self._maps_captured = True  # the statement's rows, the tables it does not capture included, decode
+            if self._schemas is not None:
                 event = self._stamped(event)
-            elif cls is QueryEvent:
-                assert isinstance(event, QueryEvent)
-                self._follow(event)
+        elif cls is RowsEvent:
+            assert isinstance(event, RowsEvent)
+            if event.end_of_statement:
+                self._maps_captured = False
+                ends_statement = True
+        elif cls is QueryEvent and self._schemas is not None:
+            assert isinstance(event, QueryEvent)
+            self._follow(event)
         tracker = self._tracker
         before = tracker.next_start if tracker.between else None
         tracker.follow(event)
@@ -372,6 +390,9 @@ class SharedReader:
         at = before if tracker.continuous else None
         if self._ahead:
             self._arrive(at, event)
+        if tracker.opened and self._statement_maps:  # a statement that never ended (a group that never did)
+            self._statement_maps.clear()
+            self._maps_captured = False
         if tracker.opened and self._group is not None:
             # a group that never ended, before this event is held: a destination joining from the events held
             # while the reader waits for room here has the group's events, and not this one
@@ -389,6 +410,8 @@ class SharedReader:
             self._in_group(group, event)
             if tracker.ended:
                 self._close(group)
+        if ends_statement:  # what a destination is given of the statement was checked against its maps (_give)
+            self._statement_maps.clear()
         now = time.monotonic()
         if now - self._flushed >= FLUSH_S:
             self._flush_all(now)
@@ -629,7 +652,8 @@ class SharedReader:
             return
         if item.__class__ is RowsEvent and item.rows is UNDECODED:
             table = item.table
-            if sub.member.wants(table.schema, table.table):
+            member = sub.member
+            if member.wants(table.schema, table.table) or any(member.wants(*t) for t in self._statement_maps):
                 self._eject(sub, f"it joined after rows of {table.schema}.{table.table} were read undecoded")
                 return
         if sub.pushed - sub.popped >= QUEUE_EVENTS and not self._wait_for(sub):
@@ -655,6 +679,23 @@ class SharedReader:
         finally:
             self.waiting_for = None
         return sub.active
+
+
+def _undecoded_for(member: SharedMember, events: list[BinlogEvent]) -> bool | None:
+    """Whether ``events`` (from a place between groups) hold rows ``member`` needs decoded that were not: rows of a
+    table it captures, or of a statement that maps one (:meth:`SharedReader._decodes`). None: they do not, and end
+    inside a statement that maps one (the rest of its rows must decode)."""
+    maps_captured = False
+    for event in events:
+        if isinstance(event, TableMapEvent):
+            maps_captured = maps_captured or member.wants(event.schema, event.table)
+        elif isinstance(event, RowsEvent):
+            table = event.table
+            if event.rows is UNDECODED and (maps_captured or member.wants(table.schema, table.table)):
+                return True
+            if event.end_of_statement:
+                maps_captured = False
+    return None if maps_captured else False
 
 
 class SharedReaders:

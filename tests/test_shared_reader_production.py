@@ -1,0 +1,134 @@
+"""What production does to destinations sharing a reader of a real MariaDB, each compared with the same destination
+reading alone (``share_reader=False``) over the same binlog: a foreign key's action from a table no destination
+captures, ..."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shared_entries import END_ID, canonical, ended, through_marker
+
+from canal.client import ClientIdentity
+from canal.config import InstanceConfig, MasterConfig, RetryConfig, StoreConfig
+from canal.instance import Instance
+from canal.protocol import EMPTY_MESSAGE_ID, Entry
+from canal.server import EmbeddedServer
+from canal.testing.plugin import MariaDBDatabase
+
+pytestmark = pytest.mark.integration
+
+
+def _config(master: MasterConfig, name: str, tables: str, db: str, meta: Path, *, share: bool) -> InstanceConfig:
+    return InstanceConfig(
+        destination=name,
+        master=master,
+        filter_regex=",".join(rf"{db}\.{t}" for t in (*tables.split(","), "marks")),
+        share_reader=share,
+        meta_mode="file",  # a schema history
+        meta_dir=str(meta),
+        heal="stop",  # a heal where alone there is none stops the destination: seen at once
+        store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=256),
+        retry=RetryConfig(initial_backoff_s=0.02, max_backoff_s=0.3, read_timeout_s=10, heartbeat_period_s=0.3),
+    )
+
+
+def _take(get: Callable[[], Any], ack: Callable[[int], None], failed: Callable[[], Any], name: str) -> list[Entry]:
+    """A destination's entries through the end marker; a destination that stopped fails the test with its error."""
+    out: list[Entry] = []
+    deadline = time.monotonic() + 60
+    while not ended([canonical(e) for e in out], ""):
+        error = failed()
+        assert error is None, f"{name} stopped: {type(error).__name__}: {error}"
+        assert time.monotonic() < deadline, f"{name}: {len(out)} entries, no end marker"
+        msg = get()
+        if msg.id != EMPTY_MESSAGE_ID:
+            ack(msg.id)
+            out += msg.entries
+    return out
+
+
+def _alone(inst: Instance, name: str) -> list[Entry]:
+    try:
+        return _take(lambda: inst.get_without_ack(50, 0.05), inst.ack, lambda: inst.parser.error, name)
+    finally:
+        inst.stop()
+
+
+def _shared(server: EmbeddedServer, name: str) -> list[Entry]:
+    client = ClientIdentity(name, 1001)
+    return _take(
+        lambda: server.get_without_ack(client, 50, 0.05),
+        lambda batch: server.ack(client, batch),
+        lambda: server.instance(name).parser.error,
+        name,
+    )
+
+
+def _same(got: list[Entry], want: list[Entry], name: str) -> None:
+    a, b = through_marker([canonical(e) for e in got]), through_marker([canonical(e) for e in want])
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        assert x == y, f"{name}: entry {i} differs:\nshared {x}\nalone  {y}"
+    assert len(a) == len(b), name
+
+
+def _run_shared(
+    mariadb: MariaDBDatabase, tmp_path: Path, tables: dict[str, str], workload: Callable[[], None]
+) -> tuple[dict[str, list[Entry]], dict[str, bool]]:
+    """``tables``' destinations, started alone (their twins) and in one server sharing, before ``workload``: each
+    shared destination's entries, compared with its twin's; whether each still shared at the end."""
+    db = mariadb.database
+    master = mariadb.master()
+    alone = {n: Instance(_config(master, n, t, db, tmp_path / "alone", share=False)) for n, t in tables.items()}
+    server = EmbeddedServer()
+    try:
+        for inst in alone.values():
+            inst.start()
+        server.start()
+        for name, t in tables.items():
+            server.start_destination(_config(master, name, t, db, tmp_path / "shared", share=True))
+        deadline = time.monotonic() + 30
+        while not all(server.instance(n).parser.shared for n in tables):
+            assert time.monotonic() < deadline, "the destinations did not share"
+            time.sleep(0.01)
+        workload()
+        mariadb.execute(f"INSERT INTO marks VALUES ({END_ID})")
+        got = {n: _shared(server, n) for n in tables}
+        shared = {n: server.instance(n).parser.shared for n in tables}
+        server.stop()
+        for name, inst in alone.items():
+            _same(got[name], _alone(inst, name), name)
+    finally:
+        server.stop()
+        for inst in alone.values():
+            inst.stop()
+    return got, shared
+
+
+def test_a_foreign_keys_action_from_a_table_no_destination_captures(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    """An UPDATE of a parent no destination captures, of a column no child references: alone, the destination
+    capturing the child decodes the parent's rows, sees its children's keys unchanged, and makes nothing of it.
+    Sharing, the reader must decode those rows for it too (it decodes only captured tables' rows): undecoded, the
+    change looks as if it may have reached the child, a heal (here a typed stop) the destination never makes alone."""
+    for sql in (
+        "CREATE TABLE p (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE c (id INT PRIMARY KEY, pid INT, "
+        "FOREIGN KEY (pid) REFERENCES p (id) ON UPDATE CASCADE ON DELETE CASCADE)",
+        "CREATE TABLE o (id INT PRIMARY KEY)",
+        "CREATE TABLE marks (id INT PRIMARY KEY)",
+        "INSERT INTO p VALUES (1, 'a'), (2, 'b')",
+        "INSERT INTO c VALUES (10, 1), (20, 2)",
+    ):
+        mariadb.execute(sql)
+
+    def workload() -> None:
+        mariadb.execute("UPDATE p SET v = 'x' WHERE id = 1")  # no child's key changes: nothing happened to c
+        mariadb.execute("INSERT INTO o VALUES (1)")
+        mariadb.execute("INSERT INTO c VALUES (30, 2)")
+
+    got, shared = _run_shared(mariadb, tmp_path, {"child": "c", "other": "o"}, workload)
+    assert all(shared.values()), shared
+    assert any(e.header.table == "c" and e.row_change is not None and e.row_change.rows for e in got["child"])
