@@ -9,7 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+from procs.ha_harness import Child, kill_all
 from shared_entries import END_ID, canonical, ended, through_marker
 
 from canal.client import ClientIdentity
@@ -132,3 +134,46 @@ def test_a_foreign_keys_action_from_a_table_no_destination_captures(mariadb: Mar
     got, shared = _run_shared(mariadb, tmp_path, {"child": "c", "other": "o"}, workload)
     assert all(shared.values()), shared
     assert any(e.header.table == "c" and e.row_change is not None and e.row_change.rows for e in got["child"])
+
+
+def test_a_destination_handed_to_another_process_takes_its_replica_id_from_the_reader(
+    mariadb: MariaDBDatabase, tmp_path: Path
+) -> None:
+    """Destinations set their own ``slave_id`` (canal's ``canal.instance.mysql.slaveId``). The one whose start made
+    the reader leaves this process (an HA handover) and dumps from another with its id: the server keeps one dump per
+    replica id and ends the older one. The reader's dump must not be that one: the destination still sharing here,
+    alone, never hears of another destination's id."""
+    for sql in ("CREATE TABLE o (id INT PRIMARY KEY)", "CREATE TABLE c (id INT PRIMARY KEY)"):
+        mariadb.execute(sql)
+    mariadb.execute("CREATE TABLE marks (id INT PRIMARY KEY)")
+    db = mariadb.database
+    master = mariadb.master()
+    configs = {
+        name: attrs.evolve(_config(master, name, t, db, tmp_path, share=True), slave_id=slave_id)
+        for name, t, slave_id in (("stays", "o", 7101), ("moves", "c", 7102))
+    }
+    server = EmbeddedServer()
+    other: Child | None = None
+    try:
+        server.start()
+        server.start_destination(configs["stays"])
+        server.start_destination(configs["moves"])  # another destination runs: it makes the reader, of its source
+        deadline = time.monotonic() + 30
+        while not all(server.instance(n).parser.shared for n in configs):
+            assert time.monotonic() < deadline, "the destinations did not share"
+            time.sleep(0.01)
+        server.stop_destination("moves")  # released here, taken by the other process
+        spec = {"address": mariadb.address, "user": mariadb.user, "password": mariadb.password, "slave_id": 7102}
+        other = Child("moves", spec, module="tests.procs.replica_dump")
+        other.expect(lambda line: line == "dumping", 30, "dumping")
+        mariadb.execute("INSERT INTO o VALUES (1)")
+        mariadb.execute(f"INSERT INTO marks VALUES ({END_ID})")
+        got = _shared(server, "stays")
+        parser = server.instance("stays").parser
+        error = parser.last_error
+    finally:
+        if other is not None:
+            kill_all([other])
+        server.stop()
+    assert error is None, f"{type(error).__name__}: {error}"
+    assert any(e.header.table == "o" for e in got)

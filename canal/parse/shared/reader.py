@@ -89,6 +89,11 @@ class SharedReader:
         self.key = key
         self._readers = readers
         self._source = source
+        # its dump is no one destination's: a replica id of its own, not the configured one of the destination whose
+        # source it is (which that destination takes with it when it leaves the process)
+        dump_as = getattr(source, "dump_as", None)
+        if dump_as is not None:
+            dump_as(f"shared reader of {key}")
         self._form = RowsForm()
         # its own schema history (None: it decodes as a destination without one does): a fork of the first
         # destination's, which follows every DDL it reads before it decodes the next event (canal.parse.shared.member)
