@@ -4,6 +4,7 @@ captures, ..."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from canal.config import InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, Entry
 from canal.server import EmbeddedServer
-from canal.testing.plugin import MariaDBDatabase
+from canal.testing.plugin import MariaDBDatabase, MariaDBFactory
 
 pytestmark = pytest.mark.integration
 
@@ -177,3 +178,45 @@ def test_a_destination_handed_to_another_process_takes_its_replica_id_from_the_r
         server.stop()
     assert error is None, f"{type(error).__name__}: {error}"
     assert any(e.header.table == "o" for e in got)
+
+
+def test_a_server_shutdown_ends_each_shared_dump_as_it_ends_a_dump_alone(
+    mariadb_factory: MariaDBFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server shutting down ends its dumps (an EOF packet): a destination reading alone takes that for a failed dump
+    -- counted against its retries, retried after a backoff, its last error --, and so must each destination reading
+    through the shared reader, rather than dumping again at once as if it had merely left the reader."""
+    server = mariadb_factory()
+    server.execute("CREATE DATABASE d")
+    for table in ("o", "c", "marks"):
+        server.execute(f"CREATE TABLE d.{table} (id INT PRIMARY KEY)")
+    journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
+    master = MasterConfig(
+        address=server.address, username=server.user, password=server.password, journal_name=journal, position=position
+    )
+    names = {"one": "o", "two": "c"}
+    embedded = EmbeddedServer()
+    try:
+        embedded.start()
+        for name, table in names.items():
+            embedded.start_destination(_config(master, name, table, "d", tmp_path / "shared", share=True))
+            embedded.start_destination(_config(master, f"{name}_alone", table, "d", tmp_path / "alone", share=False))
+        deadline = time.monotonic() + 30
+        while not all(embedded.instance(n).parser.shared for n in names):
+            assert time.monotonic() < deadline, "the destinations did not share"
+            time.sleep(0.01)
+        with caplog.at_level(logging.INFO, logger="canal.parse.parser"):
+            server.restart()
+            server.execute(f"INSERT INTO d.marks VALUES ({END_ID})")
+            for name in names:
+                for twin in (name, f"{name}_alone"):
+                    _shared(embedded, twin)
+    finally:
+        embedded.stop()
+    for name in (*names, *(f"{n}_alone" for n in names)):
+        ended_dump = [
+            r.getMessage()
+            for r in caplog.records
+            if r.getMessage().startswith(f"[{name}] dump from ") and "(SourceError: the dump from" in r.getMessage()
+        ]
+        assert ended_dump, f"{name}: no failed dump logged"

@@ -69,7 +69,8 @@ handed-off position (it may join again :data:`~canal.parse.shared.reader.REJOIN_
 with one destination keeps it and waits for it, as its own dump would. A reader with no destination left ends.
 
 **Errors.** An error of the reader's dump (a lost connection, a purged position, a refused event) ends it and is
-raised in every destination's parser after the events before it, as its own dump would have raised it: each retries
+raised in every destination's parser after the events before it, as its own dump would have raised it (a dump the
+server ends, shutting down, ends each destination's stream, which its parser takes for a failed dump): each retries
 or stops by its own policy, and comes back alone or to a new reader. A destination's own error (a typed stop, a
 failed hand-off) ends only its subscription. A statement the reader's history cannot follow ends the reader, and
 every destination reads alone past it, where its own history decides.

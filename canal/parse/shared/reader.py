@@ -167,6 +167,7 @@ class SharedReader:
 
     def _run(self) -> None:
         error: BaseException | None = None
+        ended = False  # the dump ended of itself (a server shutting down sends its end): each stream ends so too
         try:
             self._source.open()
             for event in self._source.dump(self._request):
@@ -178,16 +179,20 @@ class SharedReader:
                 for sub in due:  # outside the lock: a step may call back into the reader (a destination leaving)
                     if not sub.run_inline():
                         sub.wake.set()
+            else:
+                ended = True
         except BaseException as exc:  # every subscriber gets it, as its own dump would have raised it
             error = exc
         finally:
-            self._end(error)
+            self._end(error, ended=ended)
             try:
                 self._source.close()
             except Exception as exc:  # closing a broken connection may fail: it is dropped either way
                 log.debug("shared reader %s: closing its source failed: %s", self.key, exc)
 
-    def _end(self, error: BaseException | None) -> None:
+    def _end(self, error: BaseException | None, *, ended: bool = False) -> None:
+        """No more events: every subscription ends with ``error``, or -- when the dump ``ended`` of itself -- just ends,
+        as a destination's own dump would (its parser takes that for a failed dump); else it leaves the reader."""
         self._readers.forget(self)
         with self._cond:
             self.ended = True
@@ -199,7 +204,7 @@ class SharedReader:
             self._cond.notify_all()
         if error is not None and not self._quiet:
             log.info("shared reader %s ended: %s: %s", self.key, type(error).__name__, error)
-        end = error if error is not None else SharedReaderLeft(f"the shared reader of {self.key} ended")
+        end = error if error is not None or ended else SharedReaderLeft(f"the shared reader of {self.key} ended")
         for sub in subs:
             sub.finish(end)
 
