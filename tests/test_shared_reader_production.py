@@ -180,6 +180,51 @@ def test_a_destination_handed_to_another_process_takes_its_replica_id_from_the_r
     assert any(e.header.table == "o" for e in got)
 
 
+def test_xa_transactions_and_a_destination_starting_between_prepare_and_commit(
+    mariadb: MariaDBDatabase, tmp_path: Path
+) -> None:
+    """XA transactions of either destination's tables, committed, rolled back and one phase, go to each as alone; a
+    destination whose start lies between an XA PREPARE and its COMMIT reads the prepared rows back from the server
+    through its own connection while it shares."""
+    for sql in ("CREATE TABLE o (id INT PRIMARY KEY)", "CREATE TABLE c (id INT PRIMARY KEY)"):
+        mariadb.execute(sql)
+    mariadb.execute("CREATE TABLE marks (id INT PRIMARY KEY)")
+    db = mariadb.database
+    start = mariadb.master()
+    with mariadb.connect() as conn, conn.cursor() as cur:
+        for sql in ("XA START 'x1'", "INSERT INTO c VALUES (1)", "INSERT INTO o VALUES (1)", "XA END 'x1'"):
+            cur.execute(sql)
+        cur.execute("XA PREPARE 'x1'")
+    between = mariadb.master()
+    with mariadb.connect() as conn, conn.cursor() as cur:
+        for sql in ("XA START 'x2'", "INSERT INTO o VALUES (2)", "XA END 'x2'", "XA PREPARE 'x2'"):
+            cur.execute(sql)
+        cur.execute("XA ROLLBACK 'x2'")
+        for sql in ("XA START 'x3'", "INSERT INTO c VALUES (3)", "XA END 'x3'", "XA COMMIT 'x3' ONE PHASE"):
+            cur.execute(sql)
+    mariadb.execute("INSERT INTO o VALUES (4)")
+    mariadb.execute("XA COMMIT 'x1'")
+    mariadb.execute(f"INSERT INTO marks VALUES ({END_ID})")
+    configs = {
+        "early": _config(start, "early", "o", db, tmp_path / "shared", share=True),
+        "late": _config(between, "late", "c", db, tmp_path / "shared", share=True),
+    }
+    server = EmbeddedServer()
+    try:
+        server.start()
+        server.start_destination(configs["early"])
+        got = {"early": _shared(server, "early")}  # the reader stands past the XA COMMIT when "late" starts
+        server.start_destination(configs["late"])
+        got["late"] = _shared(server, "late")
+        assert server.instance("late").parser.shared  # it read the XA COMMIT through the reader
+    finally:
+        server.stop()
+    for name, config in configs.items():
+        alone = Instance(attrs.evolve(config, share_reader=False, meta_dir=str(tmp_path / "alone")))
+        alone.start()
+        _same(got[name], _alone(alone, name), name)
+
+
 def test_a_server_shutdown_ends_each_shared_dump_as_it_ends_a_dump_alone(
     mariadb_factory: MariaDBFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
