@@ -265,3 +265,38 @@ def test_a_server_shutdown_ends_each_shared_dump_as_it_ends_a_dump_alone(
             if r.getMessage().startswith(f"[{name}] dump from ") and "(SourceError: the dump from" in r.getMessage()
         ]
         assert ended_dump, f"{name}: no failed dump logged"
+
+
+def test_a_destination_with_a_short_read_timeout_gets_its_heartbeats_while_idle(
+    mariadb: MariaDBDatabase, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A destination counts its dump dead when nothing came for ``read_timeout_s``, and asks the server for a
+    heartbeat often enough never to count an idle one so (half of it, or its heartbeat period). Sharing a reader that
+    another destination, of a longer period, made, it must get its heartbeats as often: an idle server is not a dead
+    connection."""
+    for table in ("o", "c", "marks"):
+        mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY)")
+    db = mariadb.database
+    master = mariadb.master()
+    quick = attrs.evolve(
+        _config(master, "quick", "c", db, tmp_path, share=True),
+        retry=RetryConfig(initial_backoff_s=0.02, max_backoff_s=0.3, read_timeout_s=0.8, heartbeat_period_s=0.2),
+    )
+    slow = attrs.evolve(_config(master, "slow", "o", db, tmp_path, share=True), retry=RetryConfig())
+    server = EmbeddedServer()
+    try:
+        server.start()
+        server.start_destination(quick)
+        server.start_destination(slow)  # the second of the master: it makes the reader, with its own period
+        deadline = time.monotonic() + 30
+        while not all(server.instance(n).parser.shared for n in ("quick", "slow")):
+            assert time.monotonic() < deadline, "the destinations did not share"
+            time.sleep(0.01)
+        with caplog.at_level(logging.WARNING, logger="canal.parse.parser"):
+            time.sleep(3)  # idle: only heartbeats come
+        parser = server.instance("quick").parser
+        error = parser.last_error
+    finally:
+        server.stop()
+    stalls = [r.getMessage() for r in caplog.records if "nothing received" in r.getMessage()]
+    assert not stalls and error is None, (stalls, error)

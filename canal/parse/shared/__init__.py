@@ -66,7 +66,11 @@ table's rows as its own history does, and when it is slow: the reader never hold
 :data:`~canal.parse.shared.reader.QUEUE_EVENTS` events for one destination, and waits at most
 :data:`~canal.parse.shared.reader.SLOW_WAIT_S` for room before that destination leaves and reads alone from its last
 handed-off position (it may join again :data:`~canal.parse.shared.reader.REJOIN_AFTER_S` later). A reader left alone
-with one destination keeps it and waits for it, as its own dump would. A reader with no destination left ends.
+with one destination keeps it and waits for it, as its own dump would. A reader with no destination left ends. A
+reader asks the server for heartbeats as often as the destinations of its key registered when it starts do (at least
+every :data:`~canal.parse.shared.reader.HEARTBEAT_S`); a destination asking more often joins none that asks less
+often, and each destination's watchdog counts the reader's connection dead by its own read timeout when the reader
+received nothing for that long (:attr:`SharedStream.read_at <canal.parse.shared.stream.SharedStream.read_at>`).
 
 **Errors.** An error of the reader's dump (a lost connection, a purged position, a refused event) ends it and is
 raised in every destination's parser after the events before it, as its own dump would have raised it (a dump the

@@ -100,14 +100,19 @@ class SharedReader:
         self._schemas: SchemaTracker | None = None if first.schemas is None else first.schemas.fork()
         self._seen: dict[tuple[str, str], tuple[int, LayoutSeen]] = {}  # by table: its history's version, what it held
         self._gtid_text = request.gtid_set  # the GTID set its dump starts from (None: a file position)
+        # heartbeats as often as the most often any destination of its key asks for them (SharedReaders.open)
+        self.heartbeat_s = min(request.heartbeat_period_s or HEARTBEAT_S, HEARTBEAT_S)
         self._request = attrs.evolve(
             request,
             schema=None if self._schemas is None else self._schemas.history,
             rows_form=self._form,
             decode_table=self._decodes,
-            heartbeat_period_s=min(request.heartbeat_period_s or HEARTBEAT_S, HEARTBEAT_S),
+            heartbeat_period_s=self.heartbeat_s,
             blocking=True,
         )
+        # when its dump last received an event (a heartbeat included): a destination's watchdog counts that as its
+        # own dump's reads (canal.parse.parser), since it is the connection it reads through
+        self.last_read = time.monotonic()
         self._cond = threading.Condition()
         self._subs: tuple[Subscription, ...] = ()
         self._ahead: dict[Position, list[Subscription]] = {}
@@ -280,6 +285,8 @@ class SharedReader:
                 return None
             if member.tables is not None and any(member.wants(*name) for name in self._unshared):
                 return None
+            if 0 < member.heartbeat_s < self.heartbeat_s:
+                return None  # its dump would hear from an idle server more often: alone, it never counts it dead
             sub = Subscription(self, member)
             tracker = self._tracker
             if first:
@@ -422,7 +429,7 @@ class SharedReader:
                 self._close(group)
         if ends_statement:  # what a destination is given of the statement was checked against its maps (_give)
             self._statement_maps.clear()
-        now = time.monotonic()
+        now = self.last_read = time.monotonic()
         if now - self._flushed >= FLUSH_S:
             self._flush_all(now)
         if self._group is None and self.unwoken:
@@ -686,6 +693,7 @@ class SharedReader:
                         return False
                     left = SLOW_WAIT_S  # the only one: the reader reads for it alone, and waits
                 self._cond.wait(min(left, 0.5))
+                self.last_read = time.monotonic()  # it does not read, on purpose: no dead connection to the others
         finally:
             self.waiting_for = None
         return sub.active
@@ -758,6 +766,10 @@ class SharedReaders:
                 others = [m for m in self._members.get(key, []) if m is not member]
                 if not others:
                     return None
+                # heartbeats as often as any of them asks (alone, each counts a dump silent for its read timeout dead)
+                periods = [m.heartbeat_s for m in (member, *others) if m.heartbeat_s > 0]
+                if periods:
+                    request = attrs.evolve(request, heartbeat_period_s=min(periods))
                 reader = SharedReader(self, key, make_source(), request, at, member)
                 self._readers[key] = reader
                 sub = reader.subscribe(member, at, first=True)
