@@ -405,8 +405,9 @@ class EntryConverter:
 
     def _rotate(self, event: RotateEvent) -> Entry | None:
         """A binlog rotate between transactions: the anchor moves to the next file's start (resumed at, nothing there
-        consumed yet), and a HEARTBEAT entry says the stream rests there -- so a caught-up cursor follows the rotate
-        and a purge of the old file strands nothing. A rotate into a later file only: the artificial one that opens
+        consumed yet; stamped with the rotate's time, whether the dump read the boundary before or resumed past it),
+        and a HEARTBEAT entry says the stream rests there -- so a caught-up cursor follows the rotate and a purge of
+        the old file strands nothing. A rotate into a later file only: the artificial one that opens
         every dump names the file the dump starts in, while the one a server sends when a dump passes the end of a
         file closed by a shutdown (no rotate event in it) names the next. Not one met while a resumed dump still
         skips what was handed off before, nor inside a transaction (servers rotate between transactions)."""
@@ -418,7 +419,7 @@ class EntryConverter:
         self._anchor = EntryPosition(
             journal_name=event.next_file,
             position=event.next_position,
-            timestamp=anchor.timestamp if anchor.timestamp is not None else event.timestamp * 1000 or None,
+            timestamp=event.timestamp * 1000 or anchor.timestamp,
             server_id=anchor.server_id if anchor.server_id is not None else self._source_server_id,
             gtid=str(self._executed) if self.options.gtid_mode and self._executed else anchor.gtid,
             included=False,

@@ -667,6 +667,7 @@ class EventParser(StartStopContext):
             self._unshare()
         if member is None or key is None:
             return source.dump(request)
+        member.heartbeat_s = request.heartbeat_period_s  # before it registers: a reader made now hears as often
         if self._shared_key is None:
             READERS.register(key, member)
             self._shared_key = key
@@ -861,7 +862,15 @@ class EventParser(StartStopContext):
         if not self._dumping or self._stop.is_set():
             return
         timeout = self.config.retry.read_timeout_s
-        idle = time.monotonic() - self._last_read
+        last = self._last_read
+        stream = self._stream
+        if stream is not None:
+            # sharing: the reader's connection is the one it reads through, and it is alive while the reader receives
+            # (a transaction of other destinations' tables goes on, or heartbeats come), whatever it passes on here
+            read_at = stream.read_at
+            if read_at is not None and read_at > last:
+                last = read_at
+        idle = time.monotonic() - last
         # the sink may block (a full store): only a dump waiting on the server counts as stalled
         if idle > timeout and not self._in_sink:
             self._log.warning("nothing received from %s for %.1f s: reconnecting", self._active.address, idle)

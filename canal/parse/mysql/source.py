@@ -218,6 +218,15 @@ class MysqlBinlogSource:
             parts.append("no information_schema names")
         return f"{self._username}@{self._address} ({', '.join(parts)})"
 
+    def dump_as(self, name: str) -> None:
+        """Register this source's dumps as ``name``, with a replica id derived for it, whatever ``slave_id`` is
+        configured: a shared reader's source (:mod:`canal.parse.shared`), made from the source of the destination
+        that started it, reads for every destination of the process and is none of their dumps. A destination that
+        leaves the process (an HA handover) dumps elsewhere with its configured id, and the server would end the
+        reader's dump for it: the destinations still reading through it would get another destination's clash."""
+        self._slave_id = None
+        self._replica_name = name
+
     @property
     def is_mariadb(self) -> bool:
         self._side_connection()
