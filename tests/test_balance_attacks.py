@@ -6,6 +6,7 @@ past their session: tests/test_balance_attack_processes.py.)"""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -16,8 +17,12 @@ from kazoo.recipe.watchers import DataWatch
 from procs.balance_harness import Ownership
 from test_balance_zookeeper import Ledger, Service, Writer, await_ledger, check_callbacks_alternate, configs
 
+from canal.client import ClientIdentity
+from canal.config import InstanceConfig, MasterConfig
+from canal.errors import NotRunningError
 from canal.ha.balance import newer_format
 from canal.meta import zkpaths
+from canal.server import EmbeddedServer
 from canal.testing.fake import FakeMysql
 from canal.testing.plugin import ZooKeeperChroot
 
@@ -93,3 +98,70 @@ def test_only_a_document_of_a_newer_format_is_left_alone() -> None:
     assert newer_format(b'{"version": 2, "owners": {}}')
     for data in (b'{"version": 1}', b'{"version": 0}', b'{"version": true}', b"[]", b"", b"\xff{", b'{"version": "9"}'):
         assert not newer_format(data), data
+
+
+class _Said(logging.Handler):
+    """Sets ``event`` once a record of the logger it is added to contains ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text, self.event = text, threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+def test_a_get_waiting_when_a_hand_over_begins_hands_out_nothing_after_it(
+    fake_mysql: FakeMysql, zookeeper: ZooKeeperChroot, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a consumer without on_revoked (canal serve's) waits in a get when the hand-over begins: the drain saw nothing
+    # outstanding and persisted the meta from before the batch that get then handed out, so the next owner delivered
+    # it again after this one handled it
+    fake_mysql.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+    client = ClientIdentity("shop", 1001)
+    master = MasterConfig(address=fake_mysql.address, journal_name="mysql-bin.000001", position=4)
+    shop = InstanceConfig(destination="shop", master=master, flush_period_s=0)
+    said = _Said("no new batches here")
+    caplog.set_level(logging.INFO, logger="canal.ha.destination")
+    logging.getLogger("canal.ha.destination").addHandler(said)
+    first = EmbeddedServer(zk_hosts=zookeeper.hosts, address="a:1", ha_delay_s=30)
+    second = EmbeddedServer(zk_hosts=zookeeper.hosts, address="b:1", ha_delay_s=30)
+    got: list[object] = []
+    try:
+        with first, second:
+            first.start_destination(shop)
+            assert first.wait_serving("shop", 20)
+            second.start_destination(shop)
+            owners = Ownership(zookeeper.client(), ["shop"])
+            owners.wait(lambda o: o.doc is not None and len(o.doc.members) == 2, 20, "two members")
+            instance = first.instance("shop")
+
+            def consume() -> None:
+                try:
+                    got.append(first.get_without_ack(client, 100, timeout=10.0, linger=0.05))
+                except NotRunningError as exc:
+                    got.append(exc)
+
+            waiting = threading.Thread(target=consume)
+            waiting.start()
+            while instance._lock.acquire(blocking=False):  # until the get waits for entries, holding the lock
+                instance._lock.release()
+                waiting.join(0.01)
+            releasing = threading.Thread(target=first.release, args=("shop",))
+            releasing.start()
+            assert said.event.wait(20), "the hand-over did not begin"
+            fake_mysql.insert("shop.t", {"id": 1})  # what the waiting get finds
+            waiting.join(20)
+            releasing.join(30)
+            assert not releasing.is_alive()
+            assert isinstance(got[0], NotRunningError), got  # not handed out here ...
+            assert second.wait_serving("shop", 20)
+            while True:  # ... but by the next owner, once
+                msg = second.get(client, 100, timeout=2.0, linger=0.05)
+                rows = [r.after[0] for e in msg.entries if e.row_change is not None for r in e.iter_rows() if r.after]
+                if rows or msg.id == -1:
+                    break
+            assert rows == [1]
+    finally:
+        logging.getLogger("canal.ha.destination").removeHandler(said)

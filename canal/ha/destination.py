@@ -10,7 +10,8 @@ server's call: always without balancing, only while the balance group assigns it
 graceful stop, :meth:`~canal.server.EmbeddedServer.release`), in order:
 
 1. when its ``on_revoked`` is due (callbacks run one at a time: until then the destination serves as before), new
-   batches are refused (a get raises :class:`~canal.errors.NotRunningError`); acks and rollbacks go on;
+   batches are refused (a get raises :class:`~canal.errors.NotRunningError`, also one that was waiting for
+   entries when it began: its batch is put back); acks and rollbacks go on;
 2. ``on_revoked(destination)`` runs: the service finishes the batch in hand, acks it or rolls it back, and stops
    its consumer of the destination;
 3. batches still outstanding get until ``revoke_timeout_s`` (counted from the hand-over's start) to be acked or
@@ -154,7 +155,9 @@ class HaDestination:
         def guard() -> None:
             monitor.confirm_owner(token)
 
-        instance = Instance(self.config, members=self.members, zk=self._zk, fence=fence, guard=guard)
+        instance = Instance(
+            self.config, members=self.members, zk=self._zk, fence=fence, guard=guard, hand_out=self._hand_out
+        )
         try:
             instance.start()
         except BaseException:
@@ -208,6 +211,17 @@ class HaDestination:
                 "batches handed out can still be acked or rolled back until it is"
             )
         return instance
+
+    def _hand_out(self) -> None:
+        # the instance asks after a get's wait: a get that began before the hand-over hands out nothing after it
+        # began (the hand-over's drain does not wait for it, and the meta it persists is from before its batch)
+        with self._lock:
+            draining = self._draining
+        if draining:
+            raise NotRunningError(
+                f"destination {self.destination!r} is being handed over to another process: no new batches here; "
+                "batches handed out can still be acked or rolled back until it is"
+            )
 
     def settled(self) -> None:
         """A batch was acked or rolled back (a hand-over waiting for the outstanding batches looks again)."""
