@@ -27,15 +27,17 @@ CANAL = Path(sys.executable).parent / "canal"
 class Served:
     """A running ``canal serve``: its stdout and stderr lines, read on threads."""
 
-    def __init__(self, conf: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, conf: Path, env: dict[str, str], argv: list[str] | None = None, out: queue.Queue[str] | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
-            [str(CANAL), "serve", str(conf), "--metrics-port", "0"],
+            [str(CANAL), "serve", str(conf), "--metrics-port", "0", *(argv or [])],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
         )
-        self.out: queue.Queue[str] = queue.Queue()
+        self.out: queue.Queue[str] = queue.Queue() if out is None else out  # (shared by several, given one)
         self.err: queue.Queue[str] = queue.Queue()
         self.err_lines: list[str] = []
         self.readers = [

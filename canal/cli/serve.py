@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 from canal.cli.common import CliError
 from canal.cli.tail import json_line
+from canal.client import ClientIdentity
 from canal.errors import CanalError, NotRunningError
 from canal.log import destination_logger
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType, Message
@@ -129,18 +130,20 @@ class _Consuming:
         while not self.stop.is_set():
             if not self.server.wait_serving(self.destination, POLL_S):
                 continue
+            # through the server's calls, not the instance's: a hand-over to another replica (a balance group)
+            # refuses new batches there while the batch in hand is acked, so that nothing printed is delivered again
+            client = ClientIdentity(self.destination)
             try:
-                instance = self.server.instance(self.destination)
                 while not self.stop.is_set():
-                    message = instance.get_without_ack(BATCH_SIZE, POLL_S)
+                    message = self.server.get_without_ack(client, BATCH_SIZE, POLL_S)
                     if message.id == EMPTY_MESSAGE_ID:
                         continue
                     try:
                         self.consumer(self.destination, message)
                     except BaseException:
-                        instance.rollback(message.id)
+                        self.server.rollback(client, message.id)
                         raise
-                    instance.ack(message.id)
+                    self.server.ack(client, message.id)
             except NotRunningError as exc:
                 cause = exc.__cause__
                 if cause is not None and not isinstance(cause, NotRunningError):
@@ -149,6 +152,9 @@ class _Consuming:
                     self.log.error("stopped on %s: %s; the other destinations go on", type(cause).__name__, cause)
                     return
                 self.log.info("not served here now (%s); waiting", exc)
+                # a hand-over refuses batches before this process stops serving: look again after a while, not in
+                # a loop of refusals meanwhile
+                self.stop.wait(POLL_S)
             except CanalError as exc:
                 self._fail(f"{type(exc).__name__}: {exc}")
                 return
