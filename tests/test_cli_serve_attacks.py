@@ -66,10 +66,13 @@ class Writer:
         return dict(self.next)
 
 
-def serve(conf: Path, mariadb: MariaDBDatabase, name: str, out: queue.Queue[str]) -> Served:
-    """``canal serve`` with the printing consumer, its lines into ``out``."""
+def serve(
+    conf: Path, mariadb: MariaDBDatabase, name: str, out: queue.Queue[str], more: dict[str, str] | None = None
+) -> Served:
+    """``canal serve`` with the printing consumer, its lines into ``out`` (``more``: environment variables)."""
     env = {
         **os.environ,
+        **(more or {}),
         "CANAL_PASSWORD": mariadb.password,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
     }
@@ -137,3 +140,37 @@ def test_replicas_of_canal_serve_hand_a_destination_over_without_printing_a_row_
     assert set(printed.printed) == expected
     twice = sorted(k for k, n in printed.printed.items() if n > 1)
     assert not twice, f"{len(twice)} rows printed twice: {twice[:10]}"
+
+
+def test_sigterm_while_a_slow_consumer_holds_a_batch_waits_for_it(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    # canal serve waited 2 s for the consumers, then stopped the server under the batch in hand: its ack failed,
+    # and the next run printed it again
+    conf = conf_dir(
+        tmp_path,
+        mariadb,
+        ["a"],
+        "canal.instance.global.spring.xml = classpath:spring/file-instance.xml\n"
+        f"canal.file.data.dir = {tmp_path / 'meta'}\n",
+    )
+    Writer(mariadb, ["a"])
+    out: queue.Queue[str] = queue.Queue()
+    printed = Ledger(out)
+    slow = {"SERVE_CONSUMER_S": "3"}
+    first = serve(conf, mariadb, "one:1", out, slow)
+    try:
+        first.err_line("canal serve: 1 destinations")
+        mariadb.execute("INSERT INTO t_a VALUES (1)")
+        printed.take()  # the consumer printed the batch and works on it (3 s) before it returns
+        assert first.terminate() == 0
+    finally:
+        first.kill()
+    mariadb.execute("INSERT INTO t_a VALUES (2)")
+    again = serve(conf, mariadb, "one:1", out)
+    try:
+        again.err_line("canal serve: 1 destinations")
+        printed.until({("a", 2)})
+        assert again.terminate() == 0
+    finally:
+        again.kill()
+    printed.rest()
+    assert printed.printed == {("a", 1): 1, ("a", 2): 1}

@@ -10,9 +10,10 @@ process stops serving (another took it over, ZooKeeper lost) goes back to waitin
 retry fixes stays stopped -- its metrics say so (``canal_instance_running`` 0, ``canal_instance_last_error_info``)
 -- while the others go on.
 
-SIGTERM or SIGINT stops it cleanly: the consumers end after the batch in hand, the destinations stop (their cursors
-flushed, bounded when ZooKeeper does not answer: ``EmbeddedServer.stop``), the exporter closes, and the command
-exits 0.
+SIGTERM or SIGINT stops it cleanly: the consumers end after the batch in hand (a slow one is waited for up to the
+server's ``stop_timeout_s``; past it, its batch is delivered again by the next run), the destinations stop (their
+cursors flushed, bounded when ZooKeeper does not answer: ``EmbeddedServer.stop``), the exporter closes, and the
+command exits 0.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import importlib
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -39,6 +41,7 @@ DEFAULT_METRICS_PORT = 11112
 """canal's ``canal.metrics.pull.port`` default."""
 BATCH_SIZE = 1000
 POLL_S = 0.5  # a consumer's get waits this long, so it sees a stop within it
+_log = destination_logger(__name__, "-")
 
 Consumer = Callable[[str, Message], object]
 
@@ -205,12 +208,12 @@ def run(args: argparse.Namespace) -> int:
             if not args.no_metrics:
                 exporter = start_http_server(port, args.metrics_address, server=server)
                 print(f"canal serve: metrics at {exporter.url}", file=sys.stderr, flush=True)
-            threads = []
+            threads: list[_Consuming] = []
             for name in server.destinations:
                 server.start_destination(name)
                 consuming = _Consuming(server, name, consumer, stop, failed)
                 consuming.thread.start()
-                threads.append(consuming.thread)
+                threads.append(consuming)
             print(
                 f"canal serve: {len(threads)} destinations ({', '.join(server.destinations) or 'none'}); SIGTERM stops",
                 file=sys.stderr,
@@ -218,8 +221,19 @@ def run(args: argparse.Namespace) -> int:
             )
             while not stop.wait(1.0):
                 pass
-            for thread in threads:
-                thread.join(POLL_S * 4)
+            # each consumer finishes the batch in hand and acks it before the server stops: a batch it handled and
+            # could not ack would be handed to the consumer again by the next run. Bounded as the server's stop is
+            deadline = time.monotonic() + server.stop_timeout_s
+            for consuming in threads:
+                consuming.thread.join(max(0.0, deadline - time.monotonic()))
+            busy = [c.destination for c in threads if c.thread.is_alive()]
+            if busy:
+                _log.warning(
+                    "the consumers of %s did not return within %.1fs: their batches in hand are delivered again "
+                    "by the next run",
+                    ", ".join(busy),
+                    server.stop_timeout_s,
+                )
         finally:
             if exporter is not None:
                 exporter.stop()
