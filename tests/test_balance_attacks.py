@@ -18,7 +18,7 @@ from procs.balance_harness import Ownership
 from test_balance_zookeeper import Ledger, Service, Writer, await_ledger, check_callbacks_alternate, configs
 
 from canal.client import ClientIdentity
-from canal.config import InstanceConfig, MasterConfig
+from canal.config import BalanceConfig, InstanceConfig, MasterConfig
 from canal.errors import NotRunningError
 from canal.ha.balance import newer_format
 from canal.meta import zkpaths
@@ -165,3 +165,51 @@ def test_a_get_waiting_when_a_hand_over_begins_hands_out_nothing_after_it(
             assert rows == [1]
     finally:
         logging.getLogger("canal.ha.destination").removeHandler(said)
+
+
+def test_an_on_revoked_that_never_returns_does_not_silence_the_later_callbacks(
+    zookeeper: ZooKeeperChroot, fakes: list[FakeMysql]
+) -> None:
+    # the callbacks run one at a time on one thread: an on_revoked that never returned kept every later callback
+    # queued behind it for ever -- a destination given back to this process was served (its running node held)
+    # with no on_assigned, so nothing consumed it
+    Writer(fakes, 2)
+    hang = threading.Event()
+    assigned: list[str] = []
+    said = threading.Condition()
+
+    def on_assigned(dest: str) -> None:
+        with said:
+            assigned.append(dest)
+            said.notify_all()
+
+    balance = BalanceConfig(revoke_timeout_s=1.0)
+    first = EmbeddedServer(
+        zk_hosts=zookeeper.hosts,
+        address="a:1",
+        ha_delay_s=0.2,
+        balance=balance,
+        on_assigned=on_assigned,
+        on_revoked=lambda d: hang.wait(),  # a service's bug: it never returns
+    )
+    second = EmbeddedServer(zk_hosts=zookeeper.hosts, address="b:1", ha_delay_s=0.2, balance=balance)
+    owners = Ownership(zookeeper.client(), ["d00", "d01"])
+    try:
+        first.start()
+        for config in configs(fakes, 2):
+            first.start_destination(config)
+        with said:
+            assert said.wait_for(lambda: len(assigned) == 2, 20)
+        second.start()
+        for config in configs(fakes, 2):
+            second.start_destination(config)
+        moved = owners.wait(lambda o: o.settled(["a:1", "b:1"]), 30, "one destination handed over")
+        gone = next(d for d, h in moved.items() if h == "b:1")  # its on_revoked hangs in the first process
+        second.stop()  # it comes back to the first
+        owners.wait(lambda o: o.holders[gone] == "a:1", 30, "the destination back")
+        with said:
+            assert said.wait_for(lambda: assigned.count(gone) == 2, 10), assigned
+    finally:
+        hang.set()
+        second.stop()
+        first.stop()

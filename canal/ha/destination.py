@@ -26,14 +26,15 @@ the service: the instance stops at once and ``on_revoked`` is called after the f
 
 **Callbacks** run on one thread of the server (``canal-ha-callbacks``), one at a time, in the order of the events:
 for each destination, ``on_assigned`` and ``on_revoked`` alternate, starting with ``on_assigned``. A callback that
-raises is logged and the hand-over goes on.
+raises is logged and the hand-over goes on; one that has not returned after ``revoke_timeout_s`` is left running,
+and the callbacks after it run on a new thread (:class:`Callbacks`).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from kazoo.client import KazooClient
@@ -50,15 +51,23 @@ DRAIN_CHECK_S = 0.05  # how often a hand-over looks again at batches acked outsi
 
 
 class Callbacks:
-    """The service's ``on_assigned`` / ``on_revoked``, run one at a time on the ``canal-ha-callbacks`` thread."""
+    """The service's ``on_assigned`` / ``on_revoked``, run one at a time on the ``canal-ha-callbacks`` thread.
 
-    def __init__(self, on_assigned: DestinationCallback | None, on_revoked: DestinationCallback | None) -> None:
+    A callback that has not returned after ``stuck_s`` seconds (the hand-over's ``revoke_timeout_s``: a service's
+    bug) is left running on its thread, and the callbacks after it run on a new one: the hand-over it was part of
+    goes on without it, and later ones -- an ``on_assigned`` of a destination given back to this process -- must not
+    wait for it for ever.
+    """
+
+    def __init__(
+        self, on_assigned: DestinationCallback | None, on_revoked: DestinationCallback | None, *, stuck_s: float = 30.0
+    ) -> None:
         self._on = {"assigned": on_assigned, "revoked": on_revoked}
-        self._queue: queue.Queue[
-            tuple[DestinationCallback, str, str, threading.Event, Callable[[], None] | None] | None
-        ] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._stuck_s = stuck_s
+        self._items: deque[tuple[DestinationCallback, str, str, threading.Event, Callable[[], None] | None]] = deque()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None  # the one thread that takes the next callback
+        self._stopping = False
 
     def submit(self, event: str, destination: str, before: Callable[[], None] | None = None) -> threading.Event:
         """Queue the callback of ``event`` (``assigned`` or ``revoked``); the returned event is set once it ran.
@@ -70,19 +79,34 @@ class Callbacks:
                 before()
             done.set()
             return done
-        with self._lock:
+        with self._changed:
+            self._items.append((callback, event, destination, done, before))
+            self._stopping = False
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="canal-ha-callbacks", daemon=True)
-                self._thread.start()
-        self._queue.put((callback, event, destination, done, before))
+                self._start_thread()
+            self._changed.notify_all()
         return done
 
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="canal-ha-callbacks", daemon=True)
+        self._thread.start()
+
     def _run(self) -> None:
+        me = threading.current_thread()
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            callback, event, destination, done, before = item
+            with self._changed:
+                while self._thread is me and not self._items and not self._stopping:
+                    self._changed.wait()
+                if self._thread is not me:
+                    return  # replaced while its callback hung: the new thread has the queue
+                if not self._items:
+                    self._thread = None  # stopped, and nothing left
+                    self._changed.notify_all()
+                    return
+                callback, event, destination, done, before = self._items.popleft()
+            watch = threading.Timer(self._stuck_s, self._stuck, args=(me, event, destination))
+            watch.daemon = True
+            watch.start()
             try:
                 if before is not None:
                     before()
@@ -90,15 +114,28 @@ class Callbacks:
             except Exception:  # the service's error: logged; the hand-over must go on
                 destination_logger(__name__, destination).exception("on_%s(%r) raised", event, destination)
             finally:
+                watch.cancel()
                 done.set()
+
+    def _stuck(self, thread: threading.Thread, event: str, destination: str) -> None:
+        with self._changed:
+            if self._thread is not thread:
+                return
+            destination_logger(__name__, destination).error(
+                "on_%s(%r) has not returned after %.1fs: the callbacks after it run on a new thread",
+                event,
+                destination,
+                self._stuck_s,
+            )
+            self._start_thread()
 
     def stop(self, timeout: float) -> None:
         """Run what is queued (up to ``timeout`` seconds), then end the thread."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self._thread is None, max(0.0, deadline - time.monotonic()))
 
 
 class HaDestination:
