@@ -63,8 +63,8 @@ class Served:
     def rows(self, n: int, timeout: float = 30.0) -> list[dict[str, object]]:
         return [json.loads(self.out.get(timeout=timeout)) for _ in range(n)]
 
-    def terminate(self, timeout: float = 20.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
+    def terminate(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 20.0) -> int:
+        self.proc.send_signal(sig)
         code = self.proc.wait(timeout)
         for reader in self.readers:  # every line it wrote is read once its pipes close
             reader.join(5)

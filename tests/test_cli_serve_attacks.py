@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import threading
 from collections import Counter
 from pathlib import Path
@@ -142,9 +143,18 @@ def test_replicas_of_canal_serve_hand_a_destination_over_without_printing_a_row_
     assert not twice, f"{len(twice)} rows printed twice: {twice[:10]}"
 
 
-def test_sigterm_while_a_slow_consumer_holds_a_batch_waits_for_it(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "pause"),
+    [
+        pytest.param(signal.SIGTERM, "3", id="SIGTERM-slow-consumer"),
+        pytest.param(signal.SIGHUP, "0.1", id="SIGHUP"),  # a closed terminal (a JVM's canal stops cleanly on it)
+    ],
+)
+def test_a_stop_signal_while_the_consumer_holds_a_batch_waits_for_it(
+    mariadb: MariaDBDatabase, tmp_path: Path, sig: signal.Signals, pause: str
+) -> None:
     # canal serve waited 2 s for the consumers, then stopped the server under the batch in hand: its ack failed,
-    # and the next run printed it again
+    # and the next run printed it again. SIGHUP ended it at once, nothing flushed
     conf = conf_dir(
         tmp_path,
         mariadb,
@@ -155,13 +165,13 @@ def test_sigterm_while_a_slow_consumer_holds_a_batch_waits_for_it(mariadb: Maria
     Writer(mariadb, ["a"])
     out: queue.Queue[str] = queue.Queue()
     printed = Ledger(out)
-    slow = {"SERVE_CONSUMER_S": "3"}
+    slow = {"SERVE_CONSUMER_S": pause}
     first = serve(conf, mariadb, "one:1", out, slow)
     try:
         first.err_line("canal serve: 1 destinations")
         mariadb.execute("INSERT INTO t_a VALUES (1)")
-        printed.take()  # the consumer printed the batch and works on it (3 s) before it returns
-        assert first.terminate() == 0
+        printed.take()  # the consumer printed the batch and works on it before it returns
+        assert first.terminate(sig) == 0
     finally:
         first.kill()
     mariadb.execute("INSERT INTO t_a VALUES (2)")

@@ -10,8 +10,8 @@ process stops serving (another took it over, ZooKeeper lost) goes back to waitin
 retry fixes stays stopped -- its metrics say so (``canal_instance_running`` 0, ``canal_instance_last_error_info``)
 -- while the others go on.
 
-SIGTERM or SIGINT stops it cleanly: the consumers end after the batch in hand (a slow one is waited for up to the
-server's ``stop_timeout_s``; past it, its batch is delivered again by the next run), the destinations stop (their
+SIGTERM, SIGINT or SIGHUP stops it cleanly: the consumers end after the batch in hand (a slow one is waited for up to
+the server's ``stop_timeout_s``; past it, its batch is delivered again by the next run), the destinations stop (their
 cursors flushed, bounded when ZooKeeper does not answer: ``EmbeddedServer.stop``), the exporter closes, and the
 command exits 0.
 """
@@ -42,6 +42,8 @@ DEFAULT_METRICS_PORT = 11112
 BATCH_SIZE = 1000
 POLL_S = 0.5  # a consumer's get waits this long, so it sees a stop within it
 _log = destination_logger(__name__, "-")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Each stops the server cleanly (SIGHUP: its terminal closed; canal's JVM runs its shutdown hook on each)."""
 
 Consumer = Callable[[str, Message], object]
 
@@ -51,8 +53,8 @@ def add_parser(sub: Any) -> None:
         "serve",
         help="run a conf directory as a long-running server with its Prometheus exporter",
         description="Run every destination of a canal conf directory (canal.properties and "
-        "{destination}/instance.properties) until SIGTERM or SIGINT, as canal's startup.sh does, with the Prometheus "
-        "exporter (extra 'prometheus'). Each destination's batches go to the consumer and are acked when it "
+        "{destination}/instance.properties) until SIGTERM, SIGINT or SIGHUP, as canal's startup.sh does, with the "
+        "Prometheus exporter (extra 'prometheus'). Each destination's batches go to the consumer and are acked when it "
         "returns: by default one JSON line per row on stdout (as 'canal tail --json' prints them). A consumer that "
         "raises stops the server (exit status 2). SIGTERM stops it cleanly (exit status 0).",
     )
@@ -176,7 +178,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
