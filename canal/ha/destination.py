@@ -337,9 +337,17 @@ class HaDestination:
                         "on_revoked did not return within %.1fs: handing over anyway", self._revoke_timeout_s
                     )
                 self._drain(instance, deadline)
-                self.monitor.call(self._hand_over)
-                self.moves_out += 1
-                self._log.info("handed over")
+                handed: list[bool] = []
+                self.monitor.call(lambda: handed.append(self._hand_over(instance)))
+                if handed and handed[0]:
+                    self.moves_out += 1
+                    self._log.info("handed over")
+                else:  # its session was suspended or lost meanwhile: not a hand-over, whatever came after
+                    self.losses += 1
+                    self._log.warning(
+                        "stopped serving before the hand-over ended (ZooKeeper session suspended or lost): the next "
+                        "owner delivers again what was acked since the last flush"
+                    )
             else:
                 self.monitor.release()  # not serving: just stop competing
         finally:
@@ -376,9 +384,11 @@ class HaDestination:
                     return
                 self._settled.wait(min(remaining, DRAIN_CHECK_S))  # acks through the instance itself notify nobody
 
-    def _hand_over(self) -> None:
+    def _hand_over(self, expected: Instance) -> bool:
         # on the monitor's thread: persist the meta while the token is valid, free the node ("released") for the
-        # next owner, then stop the instance -- its parser and store -- elsewhere: the next owner need not wait
+        # next owner, then stop the instance -- its parser and store -- elsewhere: the next owner need not wait.
+        # Whether it handed over ``expected``, the instance whose hand-over began (not: that activation ended
+        # meanwhile, and any activation since is released without one)
         self.serving.clear()
         with self._lock:
             instance, self.instance = self.instance, None
@@ -392,6 +402,7 @@ class HaDestination:
             threading.Thread(
                 target=self._stop_instance, args=(instance, "a hand-over"), kwargs={"follow": False}, daemon=True
             ).start()
+        return instance is expected
 
     def stop(self) -> None:
         """Stop competing and release at once (the server hands over first when it can)."""
