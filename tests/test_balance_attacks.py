@@ -289,3 +289,49 @@ def test_a_group_comes_back_whole_after_zookeeper_was_down(
     # nothing lost; what was acked and not yet flushed when the sessions ended may come again (HA redelivery)
     for dest, rows in writer.expected().items():
         assert sorted(set(ledger.rows[dest])) == rows, dest
+
+
+def test_a_session_suspended_during_on_revoked_is_a_loss_not_a_hand_over(
+    private_zookeeper: ZooKeeperChroot, fake_mysql: FakeMysql
+) -> None:
+    # the running node outlived the release: the session came back (within its timeout), the node was still its,
+    # and this process no longer wanted it -- nobody served the destination until the process ended. And the
+    # hand-over counted a move out (and logged "handed over") though its activation had ended with the suspension
+    zookeeper = private_zookeeper
+    server = zookeeper.server
+    assert isinstance(server, ZooKeeperServer)
+    fake_mysql.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+    master = MasterConfig(address=fake_mysql.address, journal_name="mysql-bin.000001", position=4)
+    shop = InstanceConfig(destination="shop", master=master)
+    revoking, go_on = threading.Event(), threading.Event()
+
+    def on_revoked(dest: str) -> None:
+        revoking.set()
+        go_on.wait(30)
+
+    first = EmbeddedServer(zk_hosts=zookeeper.hosts, address="a:1", ha_delay_s=0.2, on_revoked=on_revoked)
+    second = EmbeddedServer(zk_hosts=zookeeper.hosts, address="b:1", ha_delay_s=0.2)
+    try:
+        with first, second:
+            first.start_destination(shop)
+            assert first.wait_serving("shop", 20)
+            second.start_destination(shop)
+            owners = Ownership(zookeeper.client(), ["shop"])
+            owners.wait(lambda o: o.doc is not None and len(o.doc.members) == 2, 20, "two members")
+            releasing = threading.Thread(target=first.release, args=("shop",))
+            releasing.start()
+            assert revoking.wait(20)
+            server.pause()  # the session is suspended while on_revoked runs: the activation ends here ...
+            try:
+                assert _until(lambda: first.zookeeper_connected is False, 20)
+                go_on.set()  # ... and the hand-over ends while ZooKeeper cannot be reached
+                releasing.join(30)
+                assert not releasing.is_alive()
+            finally:
+                server.resume()
+            # the same session comes back: the running node it still holds must go, or nobody ever serves "shop"
+            assert second.wait_serving("shop", 20)
+            state = first.balance_state()
+            assert (state.moves_in, state.moves_out, state.losses) == (1, 0, 1), state
+    finally:
+        go_on.set()
