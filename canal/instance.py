@@ -157,6 +157,7 @@ class Instance(StartStopContext):
         zk: Any = None,
         fence: Fence | None = None,
         guard: Callable[[], None] | None = None,
+        hand_out: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.destination = config.destination
@@ -184,6 +185,10 @@ class Instance(StartStopContext):
         # after a get's wait and before an ack or rollback changes anything, so a process that was paused while
         # another took over hands out nothing and writes nothing
         self._guard = guard
+        # whether batches may still be handed out (raises NotRunningError once an HA hand-over began): asked, with
+        # the guard, after a get's wait -- a get that began waiting before the hand-over must not hand out a batch
+        # the hand-over no longer waits for
+        self._hand_out = hand_out
         self.default_client = ClientIdentity(self.destination, DEFAULT_CLIENT_ID)
         self._lock = threading.RLock()  # serialises consumer calls, like canal's synchronized(instance)
         self._client_filters: dict[int, TableFilters] = {}
@@ -606,9 +611,12 @@ class Instance(StartStopContext):
                     raise self._stopped_on(failed)
                 self._follow_rest(me)
                 return Message(EMPTY_MESSAGE_ID, ())
-            if self._guard is not None:
+            if self._guard is not None or self._hand_out is not None:
                 try:
-                    self._guard()
+                    if self._guard is not None:
+                        self._guard()
+                    if self._hand_out is not None:
+                        self._hand_out()
                 except BaseException:
                     self.store.rollback(events.start_seq - 1)  # not handed out: put back as it was
                     raise

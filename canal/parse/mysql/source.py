@@ -34,7 +34,14 @@ from canal.errors import (
 from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventDecoder
-from canal.parse.mysql.connect import TlsState, open_connection, shared_ssl_context, tls_state
+from canal.parse.mysql.connect import (
+    EXPIRED_PASSWORD,
+    TlsState,
+    expired_password_error,
+    open_connection,
+    shared_ssl_context,
+    tls_state,
+)
 from canal.parse.mysql.replica_ids import REPLICA_IDS, derive_replica_id
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
@@ -274,9 +281,16 @@ class MysqlBinlogSource:
             if self._side is None:
                 self._closed = False
                 conn = self._connect()
-                with conn.cursor() as cur:
-                    cur.execute("SELECT VERSION(), @@server_id")
-                    row = cur.fetchone()
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("SELECT VERSION(), @@server_id")
+                        row = cur.fetchone()
+                except pymysql.err.MySQLError as e:  # the first statement of a new login: typed as every other
+                    conn.close()
+                    code, text = _errno(e), str(e.args[1]) if len(e.args) > 1 else str(e)
+                    if code in EXPIRED_PASSWORD:
+                        raise expired_password_error(self._address, self._username, code, text) from None
+                    raise SourceError(f"{self._address}: the first statement failed: {text}", errno=code) from None
                 assert row is not None
                 self._version = str(row[0])
                 self._is_mariadb = "mariadb" in self._version.lower()
@@ -357,9 +371,11 @@ class MysqlBinlogSource:
                 with self._lock:
                     if self._side is conn:
                         self._side = None
+            text = str(e.args[1]) if len(e.args) > 1 else str(e)
             if code in _QUERY_DENIED:
-                text = str(e.args[1]) if len(e.args) > 1 else str(e)
                 raise privilege_error(self._address, self._username, what, code, text, dump=False) from None
+            if code in EXPIRED_PASSWORD:
+                raise expired_password_error(self._address, self._username, code, text) from None
             raise SourceError(f"{self._address}: {what} failed: {e}", errno=code) from None
         except OSError as e:
             with self._lock:
@@ -752,6 +768,8 @@ class MysqlBinlogSource:
             return self._conflict(slave_id, code, text)
         if code in _DUMP_DENIED and code is not None:
             return privilege_error(self._address, self._username, "the binlog dump", code, text, dump=True)
+        if code in EXPIRED_PASSWORD and code is not None:  # the password expired since the side connection logged in
+            return expired_password_error(self._address, self._username, code, text)
         if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
             return BinlogPurgedError(
                 f"{self._address} cannot send the binlog from {self._where(request)}: {text}", errno=code
