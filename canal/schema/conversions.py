@@ -235,7 +235,7 @@ def unrepeatable(
     columns = {c.name.lower(): c for c in table.columns}
     for action in stmt.actions:
         if isinstance(action, AddColumn):
-            why = _added(action, utc, known) or _hex_text(action, table)
+            why = _added(action, utc, known) or _default_bytes(action, table)
             if why is not None:
                 return why
         elif isinstance(action, ChangeColumn):
@@ -275,17 +275,25 @@ def _zoned(old: ColumnType, new: ColumnType, utc: bool, known: bool) -> str | No
     return None
 
 
-def _hex_text(action: AddColumn, table: TableDef) -> str | None:
-    """Why a copy may not read a hexadecimal or bit DEFAULT (bytes) of an added text column as the server does: a
-    character set it does not know, or bytes beyond ASCII in one the column does not declare (a copy without the
-    table's charset reads only those alike)."""
+def _default_bytes(action: AddColumn, table: TableDef) -> str | None:
+    """Why a copy may not read a DEFAULT of an added column as the server stored it, between text and bytes: a
+    hexadecimal or bit literal (bytes) as text in a character set a copy does not know, or bytes beyond ASCII in one
+    the column does not declare (a copy without the table's charset reads only those alike); text beyond ASCII as
+    bytes (its encoding in the connection's character set, which a copy is not told)."""
     column = action.column
     default = column.default
-    if default is None or not isinstance(default.value, bytes) or column.type.base not in (*TEXT_TYPES, "enum", "set"):
+    value = None if default is None else default.value
+    if default is None or not isinstance(value, str | bytes):
         return None
     declared = column.type.charset or (None if column.type.collation is None else column.type.collation.split("_")[0])
+    base = column.type.base
+    binary = declared == "binary" or base in BLOB_TYPES or base in ("binary", "varbinary")
+    if isinstance(value, str):
+        return None if value.isascii() or not binary else f"column {column.name!r} is added with text as bytes"
+    if binary or base not in (*TEXT_TYPES, "enum", "set"):
+        return None
     charset = declared or table.charset
-    if declared == "binary" or (charset in TEXT_CHARSETS and (declared is not None or default.value.isascii())):
+    if charset in TEXT_CHARSETS and (declared is not None or value.isascii()):
         return None
     return f"column {column.name!r} is added with DEFAULT {default.text} in the character set {charset}"
 

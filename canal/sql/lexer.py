@@ -100,15 +100,16 @@ class Token(NamedTuple):
 END: Final = Token(PUNCT, "", "", -1, -1)
 """Returned past the last token: its ``up`` matches no word and no punctuation."""
 
-_ESCAPES: Final = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
-_ESCAPE_RE: Final = re.compile(r"\\(.)", re.DOTALL)
+_ESCAPES: Final = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
+_ESCAPE_RES: Final = {q: re.compile(rf"\\(.)|{q}{q}", re.DOTALL) for q in "'\""}
 
 
 def unescape(body: str, quote: str, backslash_escapes: bool = True) -> str:
     """A quoted string's content: backslash escapes (unless the mode has none: NO_BACKSLASH_ESCAPES) and doubled
-    quotes undone (``\\%`` and ``\\_`` keep their backslash, as MySQL does outside LIKE patterns)."""
+    quotes undone, in one pass from the left (``\\"\\"`` is two quotes, not one; ``\\%`` and ``\\_`` keep
+    their backslash, as MySQL does outside LIKE patterns)."""
     if backslash_escapes and "\\" in body:
-        body = _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+        return _ESCAPE_RES[quote].sub(lambda m: quote if m.group(1) is None else _ESCAPES.get(m[1], m[1]), body)
     return body.replace(quote + quote, quote)
 
 

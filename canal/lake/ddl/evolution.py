@@ -445,16 +445,28 @@ def _as_column_takes(value: Literal, column: TableColumn, table: str, sql: str) 
     as its big-endian number by a numeric type, as a UUID's or INET's stored bytes by those types, as text in the
     column's character set by a text type (a charset it does not declare: ASCII bytes only, which every character
     set the mirror knows reads alike), as bytes by a binary one (measured); other literals as they are. A value
-    the mirror cannot read so is a MirrorConversionError."""
+    the mirror cannot read so is a MirrorConversionError -- so is a string of characters beyond ASCII for a binary
+    type, whose bytes are the text in the statement's connection character set (not logged to the mirror)."""
+    base = column.base
+    binary = base in BLOB_TYPES or base in ("binary", "varbinary") or column.charset == "binary"
+    if isinstance(value, str) and binary and not value.isascii():
+        raise MirrorConversionError(
+            f"{table}: {sql[:200]!r} adds column {column.name!r} ({base.upper()}) with DEFAULT {value!r}: text beyond "
+            "ASCII as bytes, which are its encoding in the session's connection character set. Nothing of the step "
+            "was written. Mirror the table anew from a snapshot taken after the statement.",
+            table=table,
+            column=column.name,
+            to_type=base,
+            statement=sql,
+        )
     if not isinstance(value, bytes):
         return value
-    base = column.base
     if base in _NUMERIC_BASES:
         return int.from_bytes(value, "big")
     fixed = fixed_binary_text(base)
     if fixed is not None and len(value) == FIXED_BINARY_SIZES[base]:
         return fixed(value)
-    if base in BLOB_TYPES or base in ("binary", "varbinary") or column.charset == "binary":
+    if binary:
         return value.decode("latin-1")  # canal's text of bytes: a character a byte
     known = None if column.charset is None else CHARSETS.get(column.charset.lower())
     codec = None if known is None else known.codec
