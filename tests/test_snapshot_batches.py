@@ -23,7 +23,7 @@ from canal.testing.plugin import MariaDBDatabase
 pytest.importorskip("deltalake")
 
 from canal.spark import DeltaMirror, RunStats, run_batches
-from canal.spark.testing import compare_tables, master_position, no_batch_twice
+from canal.spark.testing import compare_tables, healed_by, master_position, no_batch_twice
 
 pytestmark = pytest.mark.integration
 
@@ -68,6 +68,31 @@ def test_snapshot_rows_need_a_journal_and_nothing_is_acked_without_one(
             run_batches(inst, None, lambda df, batch_id: called.append(batch_id), idle_stop_s=30)
         assert inst.get_cursor() == before and inst.list_batch_ids()  # refused batches stay outstanding
     assert called == []
+
+
+def test_the_defaults_heal_with_the_journal_a_mirror_keeps_beside_its_records(
+    mariadb: MariaDBDatabase, tmp_path: Path
+) -> None:
+    """``run_batches(inst, None, mirror)`` as the README shows it, no journal given: the initial snapshot's rows and a
+    heal's (a DELETE logged as a statement: ``heal="snapshot"``, the default) are delivered through the journal the
+    run keeps beside the mirror's records -- it failed with ``SnapshotError: run_batches needs a journal``."""
+    _load(mariadb)
+    mirror = DeltaMirror(tmp_path / "mirror", log_history_s=3600)
+    conn = mariadb.connect(autocommit=True)
+    with Instance(_config(mariadb, tmp_path / "meta")) as inst:
+        run_batches(inst, None, mirror, batch_size=200, timeout=0.2, until=healed_by(inst, master_position(conn)))
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute(f"DELETE FROM `{mariadb.database}`.k WHERE MOD(id, 7) = 0")
+        run_batches(inst, None, mirror, batch_size=200, timeout=0.2, until=healed_by(inst, master_position(conn)))
+        assert inst.metrics().heals == 1
+    conn.close()
+    journal = Path(mirror.root) / f"_pycanal_run.{mirror.app_id.encode().hex()}.json"
+    assert set(json.loads(journal.read_text())) <= {"done", "through", "server"}
+    _assert_equal(mariadb, mirror)
+    # journal=False: none, and snapshot rows are refused as before
+    with Instance(_config(mariadb, tmp_path / "meta2")) as inst, pytest.raises(SnapshotError, match="journal"):
+        run_batches(inst, None, DeltaMirror(tmp_path / "other"), journal=False, idle_stop_s=30)
 
 
 def test_many_batches_at_one_position_get_increasing_ids(mariadb: MariaDBDatabase, tmp_path: Path) -> None:

@@ -31,9 +31,8 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 import attrs
 
@@ -41,10 +40,11 @@ from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
 from canal.lake.forms.changes import CHANGE_SCHEMA_DDL, entries_to_batch, log_server_id, position_id
 from canal.lake.forms.typed_batch import TypedBatch, entries_to_typed
+from canal.lake.identity.applied import run_journal_path
 from canal.lake.mirror import DeltaMirror
 from canal.lake.native_memory import give_back_freed
+from canal.lake.store import fs
 from canal.log import destination_logger
-from canal.meta.persist import write_json_atomic
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
 from canal.spark.spool import Spool
 
@@ -266,13 +266,13 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _read_journal(path: Path) -> _Journal:
+def _read_journal(path: str) -> _Journal:
     """The journal's record of the last batch; an empty record when there is no journal yet."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = fs.read_text(path)
     except FileNotFoundError:
         return _Journal()
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise JournalError(f"cannot read the run_batches journal {path}: {exc}") from exc
     try:
         document = json.loads(text)
@@ -303,11 +303,12 @@ def _spool_key(batch_id: int) -> dict[str, int]:
 
 
 class _JournalFile:
-    """The journal file and the spool beside it (``<journal>.spool``)."""
+    """The journal file and the spool beside it (``<journal>.spool``): a local path, or a location in an object store
+    (``options``: the store's, as the mirror's root it is kept beside takes them)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.spool = Spool(self.path.with_name(self.path.name + ".spool"))
+    def __init__(self, path: str | os.PathLike[str], options: Mapping[str, str] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.spool = Spool(self.path + ".spool", options or None)
 
     def read(self) -> _Journal:
         return _read_journal(self.path)
@@ -332,14 +333,22 @@ class _JournalFile:
         if spooled_rows is not None:
             self.spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, spooled_rows)
             record["spooled"] = True
-        write_json_atomic(self.path, _through(record, through))
+        self._write(_through(record, through))
 
     def done(self, batch_id: int, through: int | None = None, server: int | None = None) -> None:
         record: dict[str, Any] = {"done": batch_id}
         if through is not None:
             record["server"] = server
-        write_json_atomic(self.path, _through(record, through))
+        self._write(_through(record, through))
         self.spool.discard(_spool_key(batch_id))
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        """Replace the journal with ``record``, durably (locally: atomically through a rename, fsynced)."""
+        text = json.dumps(dict(record), sort_keys=True, separators=(",", ":")) + "\n"
+        try:
+            fs.write_bytes(self.path, text.encode("utf-8"))
+        except OSError as exc:
+            raise JournalError(f"cannot write the run_batches journal {self.path}: {exc}") from exc
 
 
 def _through(record: dict[str, Any], through: int | None) -> dict[str, Any]:
@@ -354,7 +363,7 @@ def run_batches(
     batch_size: int = 16384,
     timeout: float = 1.0,
     linger: float | None = LINGER_S,
-    journal: str | os.PathLike[str] | None = None,
+    journal: str | os.PathLike[str] | Literal[False] | None = None,
     max_batches: int | None = None,
     stop: threading.Event | None = None,
     idle_stop_s: float | None = None,
@@ -373,10 +382,12 @@ def run_batches(
     ``stop`` is set, when ``until(stats)`` is true (``until=lambda s: s.reached(file, offset)`` with the master's
     position runs until everything before it was handled, and every row of the instance's snapshots), or after
     ``idle_stop_s`` seconds without data; a run that stops holds back nothing it took from the instance. ``journal`` (a
-    file path; the spool is the directory beside it, ``<journal>.spool``) makes the first batch after a crash
-    identical to the one that was in flight (see the module docstring). Snapshot rows need it: without one they
-    raise :class:`~canal.errors.SnapshotError` before ``fn`` sees them and nothing is acked, because only the journal
-    keeps their batch ids (which are not binlog positions) across a restart.
+    file path, or a location in an object store; the spool is the directory beside it, ``<journal>.spool``) makes the
+    first batch after a crash identical to the one that was in flight (see the module docstring). Snapshot rows --
+    an initial snapshot's, a heal's -- need it: without one they raise :class:`~canal.errors.SnapshotError` before
+    ``fn`` sees them and nothing is acked, because only the journal keeps their batch ids (which are not binlog
+    positions) across a restart. By default (None) a :class:`~canal.lake.mirror.DeltaMirror` given as ``fn`` gets one
+    beside its records (``_pycanal_run.<app id as hex>.json`` in its root), so the defaults heal; ``False``: none.
 
     ``batch_size`` and ``timeout`` are what each batch asks of the instance (:meth:`Instance.get_without_ack`): in
     the store's default MEMSIZE mode ``batch_size`` units of ``memory_unit`` bytes (16384: 16 MB of binlog events,
@@ -397,7 +408,7 @@ def run_batches(
     if typed_to is not None:
         instance.decode_rows_by_column()  # the rows become typed columns: decoded column by column, half the cost
     puller = _Puller(instance, batch_size, timeout, linger=linger)
-    journal_file = None if journal is None else _JournalFile(journal)
+    journal_file = _journal_of(fn, journal)
     record = _Journal() if journal_file is None else journal_file.read()
     last_id = record.last_id or 0
     cut_at: int | None = None  # the end of the binlog batch in flight before a crash
@@ -476,6 +487,20 @@ def run_batches(
             del entries, rows, last_entry  # the batch's decoded rows, freed with the ack: given back
             give_back_freed()
     return stats
+
+
+def _journal_of(fn: Callable[[Any, int], Any], journal: str | os.PathLike[str] | Literal[False] | None) -> Any:
+    """The journal a run keeps: the one given; by default (None), for a :class:`~canal.lake.mirror.DeltaMirror` given
+    as ``fn``, one beside its records (:func:`~canal.lake.identity.applied.run_journal_path`: the mirror's root and
+    app id, its store's options) -- so that the defaults heal, whose snapshot rows need one; none for ``False``, or
+    for another ``fn`` given none."""
+    if journal is False:
+        return None
+    if journal is not None:
+        return _JournalFile(journal)
+    if isinstance(fn, DeltaMirror):
+        return _JournalFile(run_journal_path(fn.root, fn.app_id), fn.storage_options)
+    return None
 
 
 def _count_snapshots(instance: Instance, stats: RunStats) -> None:

@@ -42,6 +42,7 @@ ALL_ROWS = 1 << 31
 """The row index a record written before rows were counted gives its position: every row of that event applied."""
 _PREFIX, _SUFFIX = "_pycanal_applied.", ".json"
 _JOURNAL_PREFIX = "_pycanal_steps."
+_RUN_PREFIX = "_pycanal_run."
 
 
 @attrs.frozen(slots=True)
@@ -85,6 +86,12 @@ class Applied:
 def applied_path(root: str | os.PathLike[str], app_id: str) -> str:
     """The location of the record (``root``: a local path or an object-store URI, :mod:`canal.lake.store.fs`)."""
     return fs.join(os.fspath(root), f"{_PREFIX}{app_id.encode().hex()}{_SUFFIX}")
+
+
+def run_journal_path(root: str | os.PathLike[str], app_id: str) -> str:
+    """Where :func:`canal.spark.run_batches` keeps its journal by default for a mirror of ``root`` / ``app_id`` (its
+    spool beside it, ``<journal>.spool``): with the mirror's records, one per app id."""
+    return fs.join(os.fspath(root), f"{_RUN_PREFIX}{app_id.encode().hex()}{_SUFFIX}")
 
 
 def read_applied(root: str | os.PathLike[str], app_id: str) -> Applied | None:
