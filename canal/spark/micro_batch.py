@@ -122,20 +122,20 @@ class MicroBatchCut:
     def encode(self, destination: str, batch_no: int) -> bool:
         """Turn the entries taken since the last call into change rows and spool them (``images=packed``: into a
         packed row, kept until :meth:`publish`). False when the packer refused them (they cannot join this
-        micro-batch's typed rows: :meth:`give_back` them)."""
+        micro-batch's typed rows: :meth:`give_back` them, as they were taken)."""
         if not self.fresh:
             return True
-        self._stamp()
+        fresh, covered = self._stamped()
         if self.packer is not None:
-            added = self.packer.add(self.fresh, destination, batch_no, self.chunk_rows)
+            added = self.packer.add(fresh, destination, batch_no, self.chunk_rows)
             if added is None:
                 return False
             self.chunk_rows += added
-            self.fresh = []
+            self.fresh, self.covered = [], covered
             return True
         make = entries_to_variant_batch if self.variant else entries_to_batch
-        chunk = make(self.fresh, destination, batch_no, self.chunk_rows)
-        self.fresh = []
+        chunk = make(fresh, destination, batch_no, self.chunk_rows)
+        self.fresh, self.covered = [], covered
         if chunk.num_rows:
             if self.writer is None:
                 self.writer = self.spool.open(self.start, chunk.schema)
@@ -144,18 +144,17 @@ class MicroBatchCut:
             self.chunk_rows += chunk.num_rows
         return True
 
-    def _stamp(self) -> None:
-        """The range's ends on the entries taken since the last call: where it begins on the micro-batch's first
-        entry with change rows, where it ends so far -- after everything taken -- on their last."""
+    def _stamped(self) -> tuple[list[Any], str | None]:
+        """The entries taken since the last call with the range's ends (:mod:`canal.lake.forms.ranges`): where it
+        begins on the micro-batch's first entry with change rows, where it ends so far -- after everything taken --
+        on their last; and ``covered`` once they are encoded."""
         if not any(change_rows(entry) for entry in self.fresh):
-            return
+            return self.fresh, self.covered
         start = None
         if self.covered is None:  # the first change rows of the micro-batch
             start = self.since if self.since is not None else next(filter(None, map(cursor_before, self.fresh)), None)
         end = Cursor.of_offset(self.end)
-        self.fresh = stamped(self.fresh, start, end)
-        if end is not None:
-            self.covered = end.text()
+        return stamped(self.fresh, start, end), (self.covered if end is None else end.text())
 
     def give_back(self, session: Session, mark: tuple[Any, ...], mid: int) -> None:
         """End the micro-batch before the entries of the last :meth:`take` (instance batch ``mid``), which the
