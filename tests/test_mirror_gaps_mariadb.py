@@ -7,6 +7,7 @@ followed the stream past transactions the filter leaves out, and the query or de
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -127,20 +128,29 @@ def test_a_new_checkpoint_after_a_batch_the_mirror_never_applied_is_refused(
     extra = {"meta.dir": str(tmp_path / "meta"), "canal.file.flush.period": "50"}
     options = _source_options(mariadb, start, tmp_path, **extra)
     mirror = DeltaMirror(tmp_path / "m")
-    assert _mirror_available_now(spark, options, mirror, tmp_path / "ckpt").awaitTermination(120)
-    _exact(conn, mirror, db)
-    # the old query's next micro-batch is spooled -- the instance acked -- and its foreachBatch fails: never applied
-    _insert(conn, "a", 100, 20)
+    caught_up, lose = threading.Event(), threading.Event()
 
-    def lost(_df: Any, _batch_id: int) -> None:
-        raise RuntimeError("the driver died before it wrote this micro-batch")
+    def old_query(df: Any, batch_id: int) -> None:
+        """The old query: its micro-batches applied, until one is spooled -- the instance acked -- but lost with the
+        driver: never applied."""
+        if lose.is_set() and not df.isEmpty():
+            raise RuntimeError("the driver died before it wrote this micro-batch")
+        mirror(df, batch_id)
+        if mirror.table_path(db, "a").exists() and mirror.read(db, "a").num_rows == 50:
+            caught_up.set()
 
-    failing = (
-        spark.readStream.format("canal").options(**options).load().writeStream.foreachBatch(lost)
-        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start()
+    old = (
+        spark.readStream.format("canal").options(**options).load().writeStream.foreachBatch(old_query)
+        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="0.2 seconds").start()
     )  # fmt: skip
-    with pytest.raises(StreamingQueryException):
-        failing.awaitTermination(120)
+    try:
+        assert caught_up.wait(120), old.exception()
+        lose.set()
+        _insert(conn, "a", 100, 20)
+        with pytest.raises(StreamingQueryException):
+            old.awaitTermination(120)
+    finally:
+        old.stop()
     _insert(conn, "a", 200, 5)
     record = Path(applied_path(mirror.root, mirror.app_id)).read_bytes()
     rows = mirror.read(db, "a").to_pylist()

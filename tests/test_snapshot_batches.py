@@ -18,7 +18,7 @@ from test_snapshot_stream import Writers, _load
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.errors import SnapshotError
 from canal.instance import Instance
-from canal.testing.plugin import MariaDBDatabase
+from canal.testing.plugin import MariaDBDatabase, S3Bucket
 
 pytest.importorskip("deltalake")
 
@@ -273,3 +273,23 @@ def test_sigkill_at_each_step_of_a_batch_with_snapshot_rows(mariadb: MariaDBData
                 assert before == batch, f"binlog row {event}: in batch {before}, then {batch}"
     assert len({key for table, key in delivered_in if table == "k"}) > 2000
     _assert_equal(mariadb, DeltaMirror(tmp_path / "mirror", log_history_s=3600))
+
+
+def test_the_default_journal_of_a_mirror_in_an_object_store_is_kept_there(
+    mariadb: MariaDBDatabase, s3_bucket: S3Bucket, tmp_path: Path
+) -> None:
+    """A mirror whose root is in an object store: the journal run_batches keeps beside its records, and the spool of
+    a batch holding snapshot rows, are written there through the mirror's store options."""
+    _load(mariadb)
+    root = f"{s3_bucket.url}/mirror"
+    mirror = DeltaMirror(root, storage_options=s3_bucket.storage_options)
+    with Instance(_config(mariadb, tmp_path / "meta")) as inst:
+        conn = mariadb.connect()
+        run_batches(inst, None, mirror, batch_size=500, timeout=0.2, until=healed_by(inst, master_position(conn)))
+        conn.close()
+    name = f"{s3_bucket.name}/mirror/_pycanal_run.{mirror.app_id.encode().hex()}.json"
+    with s3_bucket.filesystem().open_input_stream(name) as stream:
+        record = json.loads(stream.read())
+    assert "done" in record and record.get("next")  # the last batch, and where the next one's range begins
+    _assert_equal(mariadb, mirror)
+    mirror.close()
