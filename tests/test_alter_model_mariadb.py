@@ -157,8 +157,7 @@ def test_alters_are_followed_exactly_or_healed_and_stop_typed_under_heal_stop(
     # destinations that stop (heal="stop"), one per statement that heals, all caught up before it
     stops = {case.table: DeltaMirror(tmp_path / case.table / "mirror") for case in CASES if case.heals}
     stop_config = {
-        table: attrs.evolve(_config(mariadb, tmp_path, start, f"stop_{table}", [table]), heal="stop")
-        for table in stops
+        table: attrs.evolve(_config(mariadb, tmp_path, start, f"stop_{table}", [table]), heal="stop") for table in stops
     }
     for table, mirror in stops.items():
         assert _run(conn, stop_config[table], mirror, tmp_path / table / "journal") == 0

@@ -8,6 +8,7 @@ followed the stream past transactions the filter leaves out, and the query or de
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,10 @@ def test_run_batches_refuses_a_destination_that_lost_its_cursor(mariadb: Any, tm
     # memory meta and no position: the destination starts at the master's position now, after those changes
     config = _config(mariadb, None, "a", None)
     with Instance(config) as inst:
+        deadline = time.monotonic() + 60
+        while inst.read_position is None:  # its dump began (where the master was then): the next rows come after it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         _insert(conn, "a", 200, 5)
         with pytest.raises(MirrorCheckpointError, match="never applied"):
             run_batches(inst, None, mirror, timeout=0.3, idle_stop_s=5)

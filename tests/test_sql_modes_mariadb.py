@@ -49,6 +49,7 @@ MODES = [
 _PIECES = ["a", "\\", "\\\\", "''", '""', "\\'", '\\"', "é", " ", "\\n", "%", "\\_", ","]
 _NAME_PIECES = ["c", "\\", "é", "_1", "$"]
 
+
 def _literal(ansi: bool) -> st.SearchStrategy[str]:
     """A string literal of random pieces: quoted ' (or " where that quotes a string), or under ANSI_QUOTES now and
     then "s", a name -- a DEFAULT of column s, which the server computes."""

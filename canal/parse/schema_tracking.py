@@ -115,9 +115,7 @@ class SchemaTracker:
         implicit = self.history.implicit_columns(event.schema, event.sql, mode)
         altered = self.history.altered_table(event.schema, event.sql, mode)
         computed = None if altered is None else computed_columns(altered)
-        self.history.apply(
-            position, event.schema, event.sql, next_offset=event.next_offset, sql_mode=event.sql_mode
-        )
+        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset, sql_mode=event.sql_mode)
         props = {RETYPED_FROM_PROP: json.dumps(retyped, separators=(",", ":"))} if retyped else {}
         if retyped_to:
             props[RETYPED_TO_PROP] = json.dumps(retyped_to, separators=(",", ":"))

@@ -68,10 +68,7 @@ def computed_columns(table: TableDef) -> dict[str, Computed]:
 def to_json(columns: Mapping[str, Computed]) -> str:
     """:func:`computed_columns` as a prop's JSON: ``{"id": {"auto_increment": true}, "g": {"generated": "v * 2"}}``."""
     return json.dumps(
-        {
-            name: {k: v for k, v in attrs.asdict(c).items() if v not in (False, None)}
-            for name, c in columns.items()
-        },
+        {name: {k: v for k, v in attrs.asdict(c).items() if v not in (False, None)} for name, c in columns.items()},
         separators=(",", ":"),
         ensure_ascii=False,
     )

@@ -315,9 +315,7 @@ def _read_journal(path: str) -> _Journal:
                 document.get("spooled", False),
             )
             if _int(batch_id) and _int(end) and isinstance(spooled, bool):
-                return _Journal(
-                    batch_id, True, end, spooled, through, server, range_from, range_to, range_next, reach
-                )
+                return _Journal(batch_id, True, end, spooled, through, server, range_from, range_to, range_next, reach)
     raise JournalError(
         f"the run_batches journal {path} holds {text[:80]!r}; expected "
         '{"pending": id, "end": position, "spooled": bool, "through": position, "server": server_id} or '
