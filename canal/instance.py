@@ -200,6 +200,9 @@ class Instance(StartStopContext):
         self._snapshots: list[SnapshotRunner] = []
         self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
         self._followed: dict[int, LogPosition] = {}  # per client id: the last rest its cursor was checked against
+        # told where a client's cursor is about to follow the stream's rest, before it moves there (run_batches
+        # journals how far the stream was read with nothing for its function: canal.lake.forms.ranges)
+        self.following: Callable[[LogPosition], None] | None = None
         self._planning = DestinationSnapshots(config, self.parser, self._log)
         self._heals = 0
         self._heal_lock = threading.Lock()  # a heal (the parser thread) and snapshot() start one snapshot at a time
@@ -648,6 +651,8 @@ class Instance(StartStopContext):
                 return
         if self._guard is not None:
             self._guard()
+        if self.following is not None:
+            self.following(rest)
         self.meta.update_cursor(client, rest)
         self._followed[client.client_id] = rest
         self._log.debug("client %s is caught up; its cursor follows the stream to %s", client.client_id, rest.position)

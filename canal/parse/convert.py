@@ -90,14 +90,21 @@ IMPLICIT_COLUMNS_PROP = "IMPLICIT_COLUMNS"
 """Header prop of an ALTER TABLE entry of a table with columns the server added itself and keeps last (a
 system-versioned table's implicit ``row_start`` / ``row_end``), added from the schema history: a JSON list of their
 names -- the columns the statement adds without a place go before them."""
+COMPUTED_PROP = "COMPUTED_COLUMNS"
+"""Header prop of an ALTER TABLE entry of a table with columns whose values the server computes, added from the schema
+history: a JSON object of those columns before the statement, by name -- ``{"id": {"auto_increment": true}, "g":
+{"generated": "v * 2"}}`` (:mod:`canal.schema.computed`): whether an ALTER numbers a column anew, or computes a
+generated column's values again, which a copy cannot repeat."""
 SERVER_VERSION_PROP = "SERVER_VERSION"
 """Beside :data:`TIMESTAMP_PROP`: the version of the server that wrote the binlog (its format description's), which
 says TIMESTAMP's range (MariaDB 11.5 made it reach 2106: the ``row_end`` of a current row version)."""
 SQL_MODE_PROP = "SQL_MODE"
-"""Header prop of an ALTER TABLE entry: the statement's ``sql_mode`` as the server logged it, its bit set in decimal (as
-``mysqlbinlog`` prints ``SET @@session.sql_mode``), with :data:`SERVER_VERSION_PROP` beside it (MariaDB's bits are not
-MySQL's): how the statement converted the values it rewrote (MariaDB rounds fractional seconds it narrows under
-``TIME_ROUND_FRACTIONAL``, and truncates them without it)."""
+"""Header prop of an ALTER TABLE entry, and of any DDL entry whose text reads otherwise than under the default mode
+(:mod:`canal.sql.modes`: ``NO_BACKSLASH_ESCAPES``, ``ANSI_QUOTES``, ...): the statement's ``sql_mode`` as the server
+logged it, its bit set in decimal (as ``mysqlbinlog`` prints ``SET @@session.sql_mode``), with
+:data:`SERVER_VERSION_PROP` beside it (MariaDB's bits are not MySQL's): how its text reads, and how the statement
+converted the values it rewrote (MariaDB rounds fractional seconds it narrows under ``TIME_ROUND_FRACTIONAL``, and
+truncates them without it; a 0 made AUTO_INCREMENT stays 0 under ``NO_AUTO_VALUE_ON_ZERO``)."""
 TIMESTAMP_PROP = "TIMESTAMP"
 """Header prop of a DDL entry whose statement used its start time to the microsecond (MariaDB logs it then: ``ADD
 SYSTEM VERSIONING`` makes it the ``row_start`` of the rows it versions): ``seconds.micros`` since the epoch, as
@@ -654,7 +661,7 @@ class EntryConverter:
 
     def _query(self, event: QueryEvent) -> Entry | None:
         self.session_only = False
-        results = classify_ddl(event.sql, event.schema or None)
+        results = classify_ddl(event.sql, event.schema or None, event.mode)
         if self.lower_case_names:
             results = [
                 attrs.evolve(
@@ -706,7 +713,7 @@ class EntryConverter:
         temporary tables follow it first (``resumed_past``: it was handed off before, and is not judged again)."""
         tables = self.options.tables
         session = self._session(event)
-        statements = read_statements(event.sql, strict=False)
+        statements = read_statements(event.sql, strict=False, mode=event.mode)
         flagged = event.thread_specific
         scope = self._sessions.follow(
             statements, session, event.server_id, event.thread_id, flagged=flagged, lower_case=self.lower_case_names
@@ -730,6 +737,7 @@ class EntryConverter:
             statements=statements,
             scope=scope,
             reach=self.reach,
+            mode=event.mode,
         )
         if verdict.unmodeled is None:
             return verdict
@@ -832,7 +840,7 @@ class EntryConverter:
         = ``"1"``): the names in its SQL text are as typed, the server's are their lower case. A DDL's carries the
         session state the server logged with it that its effect depends on: the time zone (:data:`TIME_ZONE_PROP`)
         and the start time's microseconds (:data:`TIMESTAMP_PROP`); an ALTER TABLE's also its sql_mode
-        (:data:`SQL_MODE_PROP`)."""
+        (:data:`SQL_MODE_PROP`), as does any DDL's whose text reads otherwise under it."""
         props: dict[str, str] = {}
         if self.lower_case_names:
             props[LOWER_CASE_PROP] = "1"
@@ -845,7 +853,7 @@ class EntryConverter:
                 props[TIMESTAMP_PROP] = f"{event.timestamp}.{event.micros:06d}"
                 if self._server_version is not None:
                     props[SERVER_VERSION_PROP] = self._server_version
-            if event.sql_mode is not None and first.event_type is EventType.ALTER:
+            if event.sql_mode is not None and (first.event_type is EventType.ALTER or not event.mode.reads_as_default):
                 props[SQL_MODE_PROP] = str(event.sql_mode)
                 if self._server_version is not None:
                     props[SERVER_VERSION_PROP] = self._server_version

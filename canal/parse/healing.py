@@ -52,7 +52,7 @@ def conversion(
     rc = entry.row_change
     if rc is None or not rc.is_ddl or not history.holds_nothing_after(_position(entry)):
         return None
-    stmt = layout_statement(event.sql)
+    stmt = layout_statement(event.sql, event.mode)
     if not isinstance(stmt, AlterTable):
         return None
     header = entry.header
@@ -70,11 +70,12 @@ def conversion(
     why = unrepeatable(
         stmt,
         before,
-        history.retyped(event.schema, event.sql, _position(entry)),  # the types the mirror is given
+        history.retyped(event.schema, event.sql, _position(entry), event.mode),  # the types the mirror is given
         zone=props.get(TIME_ZONE_PROP),
         system_zone=props.get(SYSTEM_TIME_ZONE_PROP),
         fractions=fractions_rule(props.get(SQL_MODE_PROP), props.get(SERVER_VERSION_PROP, "")),
         mariadb=history.mariadb,
+        mode=event.mode,
     )
     if why is None:
         return None

@@ -38,11 +38,13 @@ from canal.parse.reach import NO_HISTORY, StatementReach, Temporary
 from canal.parse.sessions import Scope
 from canal.position import EntryPosition
 from canal.sql import (
+    DEFAULT_MODE,
     AlterTable,
     CreateTable,
     DropIndexStatement,
     RenameTable,
     RenameTo,
+    SqlMode,
     Statement,
     TableName,
     TruncateTable,
@@ -188,16 +190,17 @@ def capture_verdict(
     scope: Scope | None = None,
     temporary: Temporary | None = None,
     reach: StatementReach | None = None,
+    mode: SqlMode = DEFAULT_MODE,
 ) -> CaptureVerdict:
     """The verdict on a query event (not transaction control) of database ``session`` at ``position``;
     ``lower_case``: the server folds table names (``lower_case_table_names=1``); ``reading()``: the tables
     (``db.table``) a snapshot in the stream has not read all of yet, asked only of a statement that renames;
-    ``statements``: ``sql`` read (leniently), if it was; ``scope``: where the statement stands among its session's
-    temporary tables, and ``temporary(db, table)`` whether its session holds one of that name
-    (:mod:`canal.parse.sessions`); ``reach``: what a statement logged as a statement may change beyond the tables
+    ``statements``: ``sql`` read (leniently, under its sql_mode ``mode``), if it was; ``scope``: where the statement
+    stands among its session's temporary tables, and ``temporary(db, table)`` whether its session holds one of that
+    name (:mod:`canal.parse.sessions`); ``reach``: what a statement logged as a statement may change beyond the tables
     it names (:mod:`canal.parse.reach`; None: that cannot be told)."""
     if statements is None:
-        statements = read_statements(sql, strict=False)
+        statements = read_statements(sql, strict=False, mode=mode)
     verdict = judge(statements)
 
     def qualified(name: TableName) -> tuple[str, str]:

@@ -9,6 +9,7 @@ from typing import Final
 from canal.errors import SqlError
 from canal.schema.catalog import LAYOUT_VERBS
 from canal.sql import (
+    DEFAULT_MODE,
     AlterDatabase,
     AlterTable,
     CreateDatabase,
@@ -17,6 +18,7 @@ from canal.sql import (
     DropIndexStatement,
     DropTable,
     RenameTable,
+    SqlMode,
     Statement,
     TruncateTable,
     Unreadable,
@@ -38,20 +40,21 @@ _LAYOUT_STATEMENTS: Final = (
 )
 
 
-def layout_statement(sql: str) -> Statement | None:
+def layout_statement(sql: str, mode: SqlMode = DEFAULT_MODE) -> Statement | None:
     """The statement of ``sql`` if it can change a table layout (CREATE/ALTER/DROP/RENAME/TRUNCATE TABLE,
-    CREATE/ALTER/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
+    CREATE/ALTER/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...); read under the
+    statement's sql_mode ``mode`` (:mod:`canal.sql.modes`)."""
     if len(sql) <= _CACHED_SQL:
-        return _layout_statement_cached(sql)  # BEGIN / COMMIT / the same DDL again: read once (statements are frozen)
-    return _layout_statement(sql)
+        return _layout_statement_cached(sql, mode)  # BEGIN / COMMIT / the same DDL again: read once (frozen)
+    return _layout_statement(sql, mode)
 
 
 _CACHED_SQL: Final = 4096
 
 
-def _layout_statement(sql: str) -> Statement | None:
+def _layout_statement(sql: str, mode: SqlMode = DEFAULT_MODE) -> Statement | None:
     try:
-        stmt = read_statement(sql, strict=False)
+        stmt = read_statement(sql, strict=False, mode=mode)
     except SqlError:
         return None
     if isinstance(stmt, _LAYOUT_STATEMENTS):
@@ -66,10 +69,11 @@ def _layout_statement(sql: str) -> Statement | None:
 _layout_statement_cached = functools.lru_cache(maxsize=1024)(_layout_statement)
 
 
-def history_statement(sql: str) -> Statement | ObjectStatement | None:
+def history_statement(sql: str, mode: SqlMode = DEFAULT_MODE) -> Statement | ObjectStatement | None:
     """The statement of ``sql`` if the history follows it: a :func:`layout_statement`, or a CREATE / ALTER / DROP
-    of a view, trigger, function or procedure (:func:`canal.sql.objects.read_object`: what statements reach)."""
-    stmt = layout_statement(sql)
+    of a view, trigger, function or procedure (:func:`canal.sql.objects.read_object`: what statements reach); read
+    under the statement's sql_mode ``mode``."""
+    stmt = layout_statement(sql, mode)
     if stmt is not None:
         return stmt
     if len(sql) <= _CACHED_SQL:

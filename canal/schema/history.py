@@ -47,9 +47,11 @@ from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHis
 from canal.schema.objects import EVERY_DATABASE, ObjectCatalog
 from canal.schema.reach import Reach, reach
 from canal.sql import (
+    DEFAULT_MODE,
     AlterTable,
     ChangeColumn,
     ConvertCharset,
+    SqlMode,
     Statement,
     TableName,
     fold_table_names,
@@ -116,6 +118,7 @@ class _Record:
     after: EntryPosition  # where the next event starts: the state after the DDL applies from here
     schema: str  # the session database it ran in
     sql: str
+    sql_mode: int | None = None  # the statement's, as logged (canal.sql.modes: how its text reads)
     encoded: str = attrs.field(eq=False, init=False)  # its JSON, made once (the document is written on every DDL)
 
     def __attrs_post_init__(self) -> None:
@@ -124,6 +127,7 @@ class _Record:
             "after": self.after.to_dict(),
             "schema": self.schema,
             "sql": self.sql,
+            **({} if self.sql_mode is None else {"sql_mode": self.sql_mode}),
         }
         object.__setattr__(self, "encoded", json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
 
@@ -419,16 +423,16 @@ class SchemaHistory:
             known_edges[(db, name)] = edges
             return [dict(edge) for edge in edges]
 
-    def implicit_columns(self, session: str, sql: str) -> list[str]:
+    def implicit_columns(self, session: str, sql: str, mode: SqlMode = DEFAULT_MODE) -> list[str]:
         """For an ALTER TABLE of a table with columns the server added itself and keeps last (a system-versioned
         table's implicit ``row_start`` / ``row_end``): their names, in order -- where a holder of the table's columns
         by name needs to place the columns the statement adds. Asked before the statement is applied."""
-        table = self._altered(session, sql)
+        table = self.altered_table(session, sql, mode)
         return [] if table is None else [c.name for c in table.columns if c.hidden]
 
-    def _altered(self, session: str, sql: str) -> TableDef | None:
+    def altered_table(self, session: str, sql: str, mode: SqlMode = DEFAULT_MODE) -> TableDef | None:
         """The table an ALTER TABLE statement changes, as the history holds it now (None: another statement)."""
-        stmt = layout_statement(sql)
+        stmt = layout_statement(sql, mode)
         if not isinstance(stmt, AlterTable):
             return None
         db, name = stmt.table.schema if stmt.table.schema is not None else session, stmt.table.name
@@ -438,7 +442,9 @@ class SchemaHistory:
             self._ensure_loaded()
             return self._catalog.get(db, name)
 
-    def retyped(self, session: str, sql: str, at: EntryPosition | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    def retyped(
+        self, session: str, sql: str, at: EntryPosition | None = None, mode: SqlMode = DEFAULT_MODE
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """For an ALTER TABLE that declares columns anew (MODIFY / CHANGE) or converts the table's text (CONVERT TO
         CHARACTER SET): each such column's type before the statement and after it (the MySQL type, with its charset
         where it holds text: :func:`~canal.schema.columns.type_with_charset`), both by its name before it -- what a
@@ -446,13 +452,13 @@ class SchemaHistory:
         becomes a TIMESTAMP in UTC, text in the table's charset becomes bytes). Asked before the statement is
         applied; empty for any other statement, a table the history does not hold, a statement it cannot follow, or
         a statement at ``at`` that the history's layouts are already past (it started later: it cannot know the
-        types before)."""
-        stmt = layout_statement(sql)
+        types before). ``mode``: the statement's sql_mode."""
+        stmt = layout_statement(sql, mode)
         with self._lock:
             self._ensure_loaded()
             if at is not None and self._position is not None and _k(at) < _k(self._position):
                 return {}, {}
-        table = self._altered(session, sql)
+        table = self.altered_table(session, sql, mode)
         if table is None or not isinstance(stmt, AlterTable):
             return {}, {}
         columns = {c.name.lower(): c for c in table.columns}
@@ -599,15 +605,27 @@ class SchemaHistory:
             if dropped:
                 self._save()
 
-    def apply(self, position: EntryPosition, schema: str, sql: str, *, next_offset: int | None = None) -> bool:
+    def apply(
+        self,
+        position: EntryPosition,
+        schema: str,
+        sql: str,
+        *,
+        next_offset: int | None = None,
+        sql_mode: int | None = None,
+    ) -> bool:
         """Apply a query event's statement at ``position`` (its own position; ``next_offset`` where the next event
-        starts) run in session database ``schema``; whether it changed the history. Persisted before it returns."""
-        stmt = history_statement(sql)
+        starts) run in session database ``schema`` under ``sql_mode`` (as logged); whether it changed the history.
+        Persisted before it returns."""
+        stmt = history_statement(sql, self._mode(sql_mode))
         if stmt is None:
             return False
         with self._lock:
             self._ensure_loaded()
-            return self._apply_statement(stmt, position, schema, sql, next_offset)
+            return self._apply_statement(stmt, position, schema, sql, next_offset, sql_mode)
+
+    def _mode(self, sql_mode: int | None) -> SqlMode:
+        return SqlMode.of(sql_mode, mariadb=self.mariadb)
 
     def _apply_statement(
         self,
@@ -616,6 +634,7 @@ class SchemaHistory:
         schema: str,
         sql: str,
         next_offset: int | None,
+        sql_mode: int | None = None,
     ) -> bool:
         with self._all_or_nothing():
             if not self._snapshots:
@@ -624,7 +643,7 @@ class SchemaHistory:
                 return False  # already in the state (a bootstrap or snapshot taken after it)
             self._apply(self._catalog, self._unknown, stmt, schema, position)
             after = _after(position, next_offset)
-            self._records.append(_Record(position, after, schema, sql))
+            self._records.append(_Record(position, after, schema, sql, sql_mode))
             self._position = after
             self.version += 1
             if self._snapshot_due(after):
@@ -733,7 +752,7 @@ class SchemaHistory:
                 continue
             if not record_before(record.position):
                 break
-            stmt = history_statement(record.sql)
+            stmt = history_statement(record.sql, self._mode(record.sql_mode))
             if stmt is not None:
                 self._apply(catalog, unknown, stmt, record.schema, record.position)
         return catalog, unknown
@@ -790,6 +809,7 @@ class SchemaHistory:
                     EntryPosition.from_dict(r["after"]),
                     str(r["schema"]),
                     str(r["sql"]),
+                    r.get("sql_mode"),  # none in older documents: the default mode
                 )
                 for r in doc["records"]
             ]

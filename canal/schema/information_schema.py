@@ -52,7 +52,8 @@ def catalog_from_columns(
     mariadb: bool,
     foreign_key_rows: Sequence[Sequence[Any]] = (),
 ) -> SchemaCatalog:
-    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`), primary keys
+    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`; rows without its last two
+    fields, ``EXTRA`` and ``GENERATION_EXPRESSION``, know no computed columns), primary keys
     (:data:`BOOTSTRAP_PRIMARY_SQL`) and foreign keys (:data:`BOOTSTRAP_FOREIGN_KEYS_SQL`)."""
     from canal.sql import read_column_type
 
@@ -62,9 +63,10 @@ def catalog_from_columns(
     for db, table, name in primary_rows:
         primary.setdefault(f"{db}.{table}", []).append(str(name))
     charsets: dict[str, str] = {}
-    for db, table, name, column_type, nullable, _key, column_charset, table_collation in rows:
+    for db, table, name, column_type, nullable, _key, column_charset, table_collation, *computed in rows:
         full = f"{db}.{table}"
         ct = read_column_type(str(column_type), strict=False)
+        extra, expression = (str(computed[0] or ""), computed[1]) if len(computed) == 2 else ("", None)
         columns.setdefault(full, []).append(
             TableColumn(
                 str(name),
@@ -75,6 +77,8 @@ def catalog_from_columns(
                 ct.zerofill,
                 str(nullable) == "YES",
                 None if column_charset is None else str(column_charset),
+                auto_increment="auto_increment" in extra.lower(),
+                generated=str(expression) if expression and "generated" in extra.lower() else None,
             )
         )
         if table_collation:
@@ -104,7 +108,8 @@ def catalog_from_columns(
 
 _COLUMNS_SQL = (
     "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE, c.COLUMN_KEY, "
-    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
+    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION, c.EXTRA, c.GENERATION_EXPRESSION "
+    "FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
     "ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
     "WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_SCHEMA NOT IN "
     "('mysql', 'information_schema', 'performance_schema', 'sys') "
