@@ -440,6 +440,7 @@ class Instance(StartStopContext):
                 plan = SnapshotCursor(names)
                 passes = {name: i for i, name in enumerate(names)}
             runner = self._snapshot_runner(plan, merge, source, None, None, None)
+            runner.heals = True
             merge.begin(plan)  # the entries handed off from here (the heal's own included) carry it
             self._snapshots.append(runner)
             runner.start()

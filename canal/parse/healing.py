@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified
 from canal.parse.convert import SERVER_VERSION_PROP, SQL_MODE_PROP, SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
 from canal.parse.events import BinlogEvent, QueryEvent
 from canal.parse.heal_marks import CONVERSION, HEAL, PARTIAL_IMAGE, partial_image, with_layouts
@@ -78,7 +79,7 @@ def conversion(
     )
     if why is None:
         return None
-    table = f"{db}.{name}"
+    table = qualified(db, name)
     return UnmodeledStatement(
         event.sql,
         header.schema,
@@ -100,7 +101,7 @@ def partial(entry: Entry) -> UnmodeledStatement | None:
     if why is None:
         return None
     header = entry.header
-    table = f"{header.schema}.{header.table}"
+    table = qualified(header.schema, header.table)
     rc = entry.row_change
     assert rc is not None
     return UnmodeledStatement(

@@ -35,6 +35,7 @@ from canal.errors import (
     CanalError,
     ConfigError,
     FencedWriteError,
+    HealError,
     ParseError,
     ReplicaIdConflictError,
     RolledBackHandOffError,
@@ -387,10 +388,16 @@ class EventParser(StartStopContext):
             return
         if isinstance(
             exc,
-            FencedWriteError | ConfigError | StoreBatchTooLargeError | XAPrepareLostError | RolledBackHandOffError,
+            FencedWriteError
+            | ConfigError
+            | StoreBatchTooLargeError
+            | XAPrepareLostError
+            | RolledBackHandOffError
+            | HealError,
         ) or (isinstance(exc, ParseError) and not isinstance(exc, SourceError)):
             # a fenced write, a bad setting (e.g. an unreadable CA file), a hand-off the store can never hold, an XA
-            # PREPARE purged from the server or a rollback of what went out does not heal by retrying; nor does an
+            # PREPARE purged from the server, a rollback of what went out or a heal that could not read its tables
+            # (canal.snapshot.merge.SnapshotMerge.fail) does not heal by retrying; nor does an
             # event the parser refuses (bytes it cannot decode, a schema the history cannot know, a statement the
             # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
             # failures are retried.
@@ -758,6 +765,11 @@ class EventParser(StartStopContext):
         self._converter.reading = None if merge is None else merge.reading  # a RENAME of one it reads heals
         if merge is not None:
             merge.attach(self._hand_off_due)
+
+    @property
+    def schema_history(self) -> SchemaHistory | None:
+        """The schema history the parser follows the binlog with (None: none is kept)."""
+        return None if self._schemas is None else self._schemas.history
 
     def _hand_off(self, entries: list[Entry], origin: LogIdentity) -> None:
         self._in_sink = True

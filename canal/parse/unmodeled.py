@@ -33,6 +33,7 @@ from typing import Final, NoReturn, Protocol
 import attrs
 
 from canal.errors import UnmodeledStatementError
+from canal.names import qualified as qualified_name
 from canal.parse.heal_marks import RENAMED_WHILE_READ
 from canal.parse.reach import NO_HISTORY, StatementReach, Temporary
 from canal.parse.sessions import Scope
@@ -231,12 +232,12 @@ def capture_verdict(
         sql,
         session,
         stopping,
-        tuple(f"{db}.{t}" for db, t in named),
-        tuple(f"{db}.{t}" for db, t in (touched if stopping.name != _ONTO_CAPTURED else entering)),
+        tuple(qualified_name(db, t) for db, t in named),
+        tuple(qualified_name(db, t) for db, t in (touched if stopping.name != _ONTO_CAPTURED else entering)),
         position,
         in_transaction,
         healable and bool(touched),
-        tuple(dict.fromkeys(f"{db}.{t}" for db, t in touched)),
+        tuple(dict.fromkeys(qualified_name(db, t) for db, t in touched)),
     )
     return CaptureVerdict(statement, tuple(leaves))
 
@@ -384,7 +385,7 @@ def _renames(
         if captured(*name)
         and holds_captured[name]
         and first_name[name] != name
-        and "{}.{}".format(*first_name[name]) in unread
+        and qualified_name(*first_name[name]) in unread
     ]
     return entering, leaves, moved
 

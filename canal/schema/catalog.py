@@ -35,6 +35,7 @@ from typing import Final, Literal
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified, split_qualified
 from canal.protocol import TableSchema
 from canal.schema.columns import TableColumn, column_meta, column_sql, effective_charset, resolve_column
 from canal.schema.foreign_keys import ForeignKey, generated_name, normal_action
@@ -160,7 +161,8 @@ class TableDef:
 
     @property
     def full_name(self) -> str:
-        return f"{self.db}.{self.name}"
+        """The catalog's key of the table (:func:`canal.names.qualified`)."""
+        return qualified(self.db, self.name)
 
     def table_schema(self, *, mariadb: bool) -> TableSchema:
         """The :class:`~canal.protocol.TableSchema` a decoder reports for rows of this layout."""
@@ -238,11 +240,11 @@ class SchemaCatalog:
         db = db if db is not None else self.database
         if not db:
             raise SchemaError(f"No database selected for table {name!r}: qualify it (db.table) or USE a database")
-        return f"{db}.{name}"
+        return qualified(db, name)
 
     def get(self, db: str, name: str) -> TableDef | None:
         """The layout of ``db.name``, or None."""
-        return self.tables.get(f"{db}.{name}")
+        return self.tables.get(qualified(db, name))
 
     def __iter__(self) -> Iterator[TableDef]:
         return iter(self.tables.values())
@@ -338,7 +340,7 @@ class SchemaCatalog:
             )
         for p in primary:
             if p.lower() not in names:
-                raise SchemaError(f"Key column {p!r} doesn't exist in table {db}.{name}", table=f"{db}.{name}")
+                raise SchemaError(f"Key column {p!r} doesn't exist in table {db}.{name}", table=qualified(db, name))
 
     @staticmethod
     def _materialize_charset(col: TableColumn, table_charset: str) -> TableColumn:
@@ -357,8 +359,7 @@ class SchemaCatalog:
 
     def _create_table(self, stmt: CreateTable, full: Callable[[TableName], str]) -> list[TableChange]:
         key = full(stmt.table)
-        db_name = key.split(".", 1)[0]
-        name = stmt.table.name
+        db_name, name = split_qualified(key)
         if stmt.temporary:
             return []  # a session's own table: never in the binlog's row events as a table of the schema
         exists = key in self.tables
@@ -412,7 +413,7 @@ class SchemaCatalog:
             if isinstance(action, RenameTo):
                 # an unqualified new name is in the session's database, as MariaDB and MySQL resolve it (ALTER TABLE
                 # db1.t RENAME TO t2 from db2 makes db2.t2); without one the server refuses the statement
-                new_db, _, new_name = full(action.table).partition(".")
+                new_db, new_name = split_qualified(full(action.table))
             elif isinstance(action, ConvertCharset):
                 charset = convert = action.charset
             elif isinstance(action, SetTableOptions):
@@ -530,7 +531,7 @@ class SchemaCatalog:
                 for c in cols
             ]
         # ALTER COLUMN ... DEFAULT, other indexes, checks, ENGINE=, ALGORITHM=, LOCK=, FORCE, ...: the layout stays
-        new_key = f"{new_db}.{new_name}"
+        new_key = qualified(new_db, new_name)
         if new_key != key and new_key in self.tables:
             raise SchemaError(f"Table {new_key!r} already exists", table=new_key)
         table = self._table(new_db, new_name, cols, primary, charset)
@@ -563,7 +564,7 @@ class SchemaCatalog:
             if not isinstance(action, PartitionAction) or action.table is None:
                 continue
             other = full(action.table)
-            db, _, name = other.partition(".")
+            db, name = split_qualified(other)
             if action.verb == "CONVERT PARTITION":
                 if other in self.tables:
                     raise SchemaError(f"Table {other!r} already exists", table=other)
@@ -591,8 +592,8 @@ class SchemaCatalog:
     def _retarget(self, old: str, new: str, columns: Mapping[str, str] | None = None) -> None:
         """The foreign keys referencing table ``old`` reference ``new`` (renamed) and its renamed ``columns``
         (lower-case old name -> new name), as InnoDB follows a rename."""
-        old_db, _, old_name = old.partition(".")
-        new_db, _, new_name = new.partition(".")
+        old_db, old_name = split_qualified(old)
+        new_db, new_name = split_qualified(new)
         for name, t in list(self.tables.items()):
             if not any((k.ref_db, k.ref_table) == (old_db, old_name) for k in t.foreign_keys):
                 continue
@@ -642,8 +643,8 @@ class SchemaCatalog:
                 if objects.rename_view(src, dst):  # RENAME TABLE renames views too
                     continue
                 raise SchemaError(f"Table {src!r} doesn't exist", table=src)
-            ddb = dst.split(".", 1)[0]
-            tables[dst] = attrs.evolve(t, db=ddb, name=new.name)
+            ddb, dname = split_qualified(dst)
+            tables[dst] = attrs.evolve(t, db=ddb, name=dname)
             objects.table_renamed(src, dst)
             changes.append(TableChange("rename", src, dst))
         self.tables = tables

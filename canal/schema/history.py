@@ -37,6 +37,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
@@ -282,9 +283,11 @@ class SchemaHistory:
         """The current layout of ``db.name`` (None: no such table); SchemaError if it is unknown since a DDL."""
         with self._lock:
             self._ensure_loaded()
-            why = self._unknown.get(f"{db}.{name}")
+            why = self._unknown.get(qualified(db, name))
             if why is not None:
-                raise SchemaError(f"the layout of {db}.{name} is unknown: {why}; {RECOVERY}", table=f"{db}.{name}")
+                raise SchemaError(
+                    f"the layout of {qualified(db, name)} is unknown: {why}; {RECOVERY}", table=qualified(db, name)
+                )
             return self._catalog.get(db, name)
 
     def known_foreign_keys(self, db: str, name: str) -> tuple[ForeignKey, ...] | None:
@@ -292,7 +295,7 @@ class SchemaHistory:
         layout is unknown since a DDL."""
         with self._lock:
             self._ensure_loaded()
-            if f"{db}.{name}" in self._unknown:
+            if qualified(db, name) in self._unknown:
                 return None
             table = self._catalog.get(db, name)
             return None if table is None else table.foreign_keys
@@ -463,7 +466,7 @@ class SchemaHistory:
             columns[k].name: type_with_charset(columns[k], table.charset, self.mariadb) for k in named if k in columns
         }
         scratch = SchemaCatalog(database=table.db, mariadb=self.mariadb)
-        scratch.tables[f"{table.db}.{table.name}"] = table
+        scratch.tables[table.full_name] = table
         try:
             changes = scratch.apply(fold_table_names(stmt) if self.lower_case_names else stmt, table.db)
         except SchemaError:

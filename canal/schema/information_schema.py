@@ -12,6 +12,7 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import CanalError, SchemaError
+from canal.names import qualified, split_qualified
 from canal.schema.catalog import SchemaCatalog, TableDef
 from canal.schema.columns import TableColumn
 from canal.schema.foreign_keys import ForeignKey, normal_action
@@ -60,10 +61,10 @@ def catalog_from_columns(
     columns: dict[str, list[TableColumn]] = {}
     primary: dict[str, list[str]] = {}
     for db, table, name in primary_rows:
-        primary.setdefault(f"{db}.{table}", []).append(str(name))
+        primary.setdefault(qualified(str(db), str(table)), []).append(str(name))
     charsets: dict[str, str] = {}
     for db, table, name, column_type, nullable, _key, column_charset, table_collation in rows:
-        full = f"{db}.{table}"
+        full = qualified(str(db), str(table))
         ct = read_column_type(str(column_type), strict=False)
         columns.setdefault(full, []).append(
             TableColumn(
@@ -82,7 +83,7 @@ def catalog_from_columns(
         catalog.databases.setdefault(str(db), None)
     keys: dict[str, dict[str, ForeignKey]] = {}
     for db, table, name, column, ref_db, ref_table, ref_column, on_delete, on_update in foreign_key_rows:
-        of_table = keys.setdefault(f"{db}.{table}", {})
+        of_table = keys.setdefault(qualified(str(db), str(table)), {})
         key = of_table.get(str(name)) or ForeignKey(
             str(name), (), str(ref_db), str(ref_table), (), normal_action(on_delete), normal_action(on_update)
         )
@@ -90,7 +91,7 @@ def catalog_from_columns(
             key, columns=(*key.columns, str(column)), ref_columns=(*key.ref_columns, str(ref_column))
         )
     for full, cols in columns.items():
-        db, _, table = full.partition(".")
+        db, table = split_qualified(full)
         catalog.tables[full] = TableDef(
             db,
             table,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from canal.config import InstanceConfig, KeylessTables, SnapshotMode
-from canal.errors import ConfigError, SnapshotError
+from canal.errors import ConfigError, SchemaError, SnapshotError
 from canal.log import DestinationAdapter
 from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser
@@ -85,7 +85,7 @@ class DestinationSnapshots:
 
         def table_schema(db: str, table: str) -> TableSchema | None:
             catalog = current()
-            found = catalog.tables.get(f"{db}.{table}")
+            found = catalog.get(db, table)
             return None if found is None else found.table_schema(mariadb=catalog.mariadb)
 
         def table_schema_now(db: str, table: str) -> TableSchema | None:
@@ -115,6 +115,16 @@ class DestinationSnapshots:
         def unread_rows() -> int:
             return runner.rows_emitted - max(rows_out(), plan.rows)
 
+        def in_stream(db: str, table: str) -> bool | None:
+            """Whether the stream's schema history holds the table (None: no history, or it lost the layout)."""
+            history = self._parser.schema_history if isinstance(self._parser, EventParser) else None
+            if history is None:
+                return None
+            try:
+                return history.table(db, table) is not None
+            except SchemaError:
+                return None
+
         runner = SnapshotRunner(
             self.destination,
             plan,
@@ -131,6 +141,7 @@ class DestinationSnapshots:
             watermarks=self.watermark_writer(),
             table_schema_now=table_schema_now,
             stored=stored,
+            in_stream=in_stream,
         )
         return runner
 
@@ -151,7 +162,7 @@ class DestinationSnapshots:
             name
             for name in catalog.tables
             if filters.includes(*split_table_name(name))
-            and name.partition(".")[0].lower() not in _SYSTEM_DBS
+            and split_table_name(name)[0].lower() not in _SYSTEM_DBS
             and name != marks
         )
 

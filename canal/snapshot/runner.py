@@ -21,8 +21,9 @@ import attrs
 import pymysql  # type: ignore[import-untyped]
 
 from canal.config.settings import KeylessTables
-from canal.errors import CanalError, ConfigError, SnapshotError
+from canal.errors import CanalError, ConfigError, HealError, SnapshotError
 from canal.log import destination_logger
+from canal.names import split_qualified
 from canal.parse.mysql.source import binlog_status
 from canal.position import SnapshotCursor
 from canal.protocol import TableSchema
@@ -37,8 +38,13 @@ AHEAD_CHUNKS = 4  # chunks of rows a snapshot may keep in the store that the con
 
 
 def split_table_name(name: str) -> tuple[str, str]:
-    db, dot, table = name.partition(".")
-    if not dot or not db or not table:
+    """``(db, table)`` of a snapshot's table name (:func:`canal.names.qualified`: ```shop.eu`.orders`` for a name
+    that holds a dot); ConfigError for one that is not such a name."""
+    try:
+        db, table = split_qualified(name)
+    except ValueError as exc:
+        raise ConfigError(f"snapshot tables are named db.table: {exc}", key="snapshot.tables") from None
+    if not db or not table:
         raise ConfigError(f"snapshot tables are named db.table, got {name!r}", key="snapshot.tables")
     return db, table
 
@@ -70,7 +76,15 @@ class SnapshotRunner:
     chunk key. ``watermarks`` places each read between two watermark writes (:mod:`canal.snapshot.marks`; the
     runner closes it when it ends); without it, reads are placed at MariaDB's consistent snapshot position.
     ``stored()`` gives the stream's store's put sequence: taken when the runner ends done
-    (:attr:`stored_through`), it says where the snapshot's entries end in the store.
+    (:attr:`stored_through`), it says where the snapshot's entries end in the store. ``in_stream(db, table)`` says
+    whether the stream's schema history holds a table (None: it cannot say): a table the server does not have
+    though the stream, past where the server was, still does is not read under that name -- a
+    :class:`~canal.errors.SnapshotError`, never a table skipped in silence.
+
+    A runner that reads a heal's pass (:attr:`heals`: one started or extended by a heal, :mod:`canal.snapshot.heal`)
+    and fails stops the destination: the merge raises a :class:`~canal.errors.HealError` at the stream's next
+    hand-off (:meth:`~canal.snapshot.merge.SnapshotMerge.fail`), for a copy of the healed tables would stay void or
+    stale for good. Other snapshots that fail leave the destination streaming, their progress kept in the cursor.
     """
 
     def __init__(
@@ -91,6 +105,7 @@ class SnapshotRunner:
         watermarks: WatermarkWriter | None = None,
         table_schema_now: Callable[[str, str], TableSchema | None] | None = None,
         stored: Callable[[], int] | None = None,
+        in_stream: Callable[[str, str], bool | None] | None = None,
     ) -> None:
         if chunk_rows < 1:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
@@ -125,6 +140,8 @@ class SnapshotRunner:
         self._rows_expected = 0
         self.error: BaseException | None = None
         self._stored = stored
+        self._in_stream = in_stream
+        self.heals = False  # the plan holds a heal's pass (extend, or a runner started for one)
         # once the snapshot ended done: the store's put sequence then, at or after its last entry (a chunk joins the
         # stream only once its entries are in the store), so a consumer that acked that far has every row of it
         self.stored_through: int | None = None
@@ -170,6 +187,7 @@ class SnapshotRunner:
                     passes[name] = len(listed)
                     listed.append(name)
             first_new = len(self.plan.tables)
+            self.heals = True
             if len(listed) != first_new:
                 self.plan = attrs.evolve(self.plan, tables=tuple(listed))
                 self._merge.extend(self.plan.tables, first_new)
@@ -261,6 +279,13 @@ class SnapshotRunner:
                 ", ".join(self.tables),
                 exc,
             )
+            if self.heals:
+                failed = HealError(
+                    f"the heal reading {', '.join(self.tables[self._index :])} again failed: {exc}; the destination "
+                    "stops, its cursor keeping the heal unfinished (a start reads the tables again)"
+                )
+                failed.__cause__ = exc
+                self._merge.fail(failed)
         finally:
             with self._plan_lock:
                 self._closed = True
@@ -325,6 +350,13 @@ class SnapshotRunner:
         under its new name (:data:`~canal.parse.heal_marks.RENAMED_WHILE_READ`), where one converted after the
         progress left it would pass as a plain rename, the new name short of the rows not read."""
         self._await_stream(self._server_position())
+        db, name = split_table_name(self.plan.tables[index])
+        if self._in_stream is not None and self._in_stream(db, name):
+            raise SnapshotError(
+                f"{self.plan.tables[index]} is not on the server, but the stream, past where the server was when the "
+                "read found it missing, still has it (no DROP or RENAME of it reached the stream): the snapshot "
+                "cannot read it under that name"
+            )
         with self._plan_lock:  # (the list may grow meanwhile: the merge then takes the longer one)
             tables = self.plan.tables
             following = index + 1

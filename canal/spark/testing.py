@@ -13,6 +13,7 @@ from canal.instance import Instance
 from canal.lake import Comparison, DeltaMirror, compare
 from canal.lake.store import fs
 from canal.spark.batches import RunStats, run_batches
+from canal.sql import quote_name
 from canal.testing.services.spark import TEST_JVM_OPTIONS
 
 
@@ -75,7 +76,7 @@ def stop_spark(spark: Any, timeout_s: float = 30.0) -> None:
 def select_all(conn: Any, schema: str, table: str) -> list[dict[str, Any]]:
     """``SELECT *`` of a table as dicts (a pymysql connection)."""
     with conn.cursor() as cur:
-        cur.execute(f"SELECT * FROM `{schema}`.`{table}`")
+        cur.execute(f"SELECT * FROM {quote_name(schema)}.{quote_name(table)}")
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
