@@ -60,6 +60,7 @@ from canal.parse.events import (
     RotateEvent,
     RowsEvent,
 )
+from canal.parse.heal_marks import HEAL
 from canal.parse.reach import StatementReach
 from canal.parse.retry import (
     CONFLICT_BACKOFF_S,
@@ -617,11 +618,14 @@ class EventParser(StartStopContext):
                         return  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
                 entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
+                filtered = converter.take_filtered() if entry is None else None  # a query filter flag's
                 if heal is not None or (schemas is not None and event.__class__ is QueryEvent):
                     # the history follows a DDL before its entry goes out; a change a copy cannot follow is healed
                     # (not a statement on a session's temporary tables alone: no table of the schema changed)
                     own = converter.session_only and event.__class__ is QueryEvent
-                    entry = healing.followed(entry, event, None if own else schemas, heal, tables.matches)
+                    entry = healing.followed(filtered or entry, event, None if own else schemas, heal, tables.matches)
+                    if filtered is not None and (entry is None or HEAL not in entry.header.props):
+                        entry = None  # the flags choose what is delivered, not what is followed: a heal goes out
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
