@@ -51,8 +51,10 @@ from canal.sql import (
     AlterDatabase,
     AlterTable,
     CreateDatabase,
+    CreateIndex,
     CreateTable,
     DropDatabase,
+    DropIndexStatement,
     DropTable,
     RenameTable,
     RenameTo,
@@ -471,6 +473,6 @@ def _touched(stmt: Statement, session: str) -> list[str] | None:
         return [full(t) for t in stmt.tables]
     if isinstance(stmt, RenameTable):
         return [full(n) for pair in stmt.pairs for n in pair]
-    if isinstance(stmt, TruncateTable):
+    if isinstance(stmt, TruncateTable | CreateIndex | DropIndexStatement):
         return [full(stmt.table)]
     return None

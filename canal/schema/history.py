@@ -45,6 +45,7 @@ from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
 from canal.schema.followed import history_statement, layout_statement
 from canal.schema.foreign_keys import ActionIndex, ForeignKey, action_edges, action_index
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
+from canal.schema.keys import TableKey
 from canal.schema.objects import EVERY_DATABASE, ObjectCatalog
 from canal.schema.reach import Reach, reach
 from canal.sql import (
@@ -306,10 +307,10 @@ class SchemaHistory:
         table = self.table(db, name)
         if table is None:
             return None
-        key = (table.columns, table.primary, table.charset, self.mariadb)
+        key = (table.columns, table.row_key, table.charset, self.mariadb)
         made = self._columns_made.get(key)
         if made is None:
-            primary = {p.lower() for p in table.primary}
+            primary = {p.lower() for p in table.row_key}
             made = tuple(
                 SchemaColumn(
                     name=c.name,
@@ -338,6 +339,14 @@ class SchemaHistory:
                 names = {c.name.lower() for c in table.columns}
                 kept = tuple(k for k in previous.foreign_keys if all(c.lower() in names for c in k.columns))
                 table = attrs.evolve(table, foreign_keys=kept)
+            if previous is not None and previous.keys and not table.keys:
+                # nor its other keys: those whose columns are still there stay; and the primary key it names may
+                # be the unique key the server promotes to one (canal.schema.keys), no primary key of the table's
+                names = {c.name.lower() for c in table.columns}
+                others = tuple(k for k in previous.keys if all(c.lower() in names for c in k.columns))
+                table = attrs.evolve(table, keys=others)
+                if not previous.primary and table.primary and table.primary == previous.row_key:
+                    table = attrs.evolve(table, primary=())
             sql = table.show_create(mariadb=self.mariadb, qualified=True).replace(
                 "CREATE TABLE", "CREATE OR REPLACE TABLE", 1
             )
@@ -820,6 +829,7 @@ def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
                 "columns": [_column_to_dict(c) for c in t.columns],
             }
             | ({"foreign_keys": [k.to_dict() for k in t.foreign_keys]} if t.foreign_keys else {})
+            | ({"keys": [k.to_dict() for k in t.keys]} if t.keys else {})
             for t in catalog
         ],
         "objects": catalog.objects.to_dict(),
@@ -834,7 +844,8 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
             TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"])}) for c in t["columns"]
         )
         keys = tuple(ForeignKey.from_dict(k) for k in t.get("foreign_keys", ()))  # none in older documents
-        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys)
+        others = tuple(TableKey.from_dict(k) for k in t.get("keys", ()))  # none in older documents
+        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys, others)
         catalog.tables[table.full_name] = table
     catalog.objects = ObjectCatalog.from_dict(doc.get("objects"))  # older documents: none known, and none seen
     return catalog

@@ -197,9 +197,10 @@ class ChunkReader:
     def chunk_key(self) -> tuple[str, ...] | None:
         """The columns chunks follow, in their index's order (which may differ from the table's column order: the
         ORDER BY must be the index's, or every chunk is a full scan and a filesort): the primary key, else the
-        unique key over NOT NULL columns with the fewest columns (then the first by name; prefix indexes do not
-        order whole values), else None (no key: the table is read whole). Chosen from ``information_schema``, the
-        same way on every run, so a resumed snapshot continues after the key it stopped at."""
+        unique key over NOT NULL columns the server promotes to one (``COLUMN_KEY`` ``PRI``: the key InnoDB
+        clusters by, a MINIMAL row image's before image carries and the table's rows are identified by,
+        :mod:`canal.schema.keys`), else None (no key: the table is read whole). Chosen from ``information_schema``,
+        the same way on every run, so a resumed snapshot continues after the key it stopped at."""
         if not self._key_known:
             self._key_indexes = self._unique_key()
             self._key_known = True
@@ -214,7 +215,7 @@ class ChunkReader:
         schema = self.schema
         with self._connection().cursor() as cur:
             cur.execute(
-                "SELECT s.INDEX_NAME, s.COLUMN_NAME, s.SUB_PART, c.IS_NULLABLE "
+                "SELECT s.INDEX_NAME, s.COLUMN_NAME, s.SUB_PART, c.IS_NULLABLE, c.COLUMN_KEY "
                 "FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c "
                 "ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME "
                 "WHERE s.TABLE_SCHEMA = %s AND s.TABLE_NAME = %s AND s.NON_UNIQUE = 0 "
@@ -224,16 +225,22 @@ class ChunkReader:
             found = cur.fetchall()
         position = {c.name.lower(): i for i, c in enumerate(schema.columns)}
         indexes: dict[str, list[int | None]] = {}
-        for index, column, sub_part, nullable in found:
+        promoted: set[int | None] = set()
+        for index, column, sub_part, nullable, key in found:
             usable = sub_part is None and as_text(nullable).upper() == "NO"
             indexes.setdefault(as_text(index), []).append(position.get(as_text(column).lower()) if usable else None)
-        # the primary key first (its name is PRIMARY), then the narrowest unique key
+            if as_text(key) == "PRI":
+                promoted.add(position.get(as_text(column).lower()))
+        # the primary key (named PRIMARY), else the unique key the server promotes to one (its columns say PRI),
+        # else the narrowest unique key (then the first by name)
         candidates = [
-            (name.upper() != "PRIMARY", len(cols), name, cols) for name, cols in indexes.items() if None not in cols
+            (name.upper() != "PRIMARY", set(cols) != promoted, len(cols), name, cols)
+            for name, cols in indexes.items()
+            if None not in cols
         ]
         if not candidates:
             return None
-        _secondary, _n, _name, chosen = min(candidates, key=lambda c: (c[0], c[1], c[2]))
+        chosen = min(candidates, key=lambda c: c[:4])[4]
         return tuple(i for i in chosen if i is not None)
 
     # -- reading ---------------------------------------------------------------------------------------------------

@@ -401,6 +401,9 @@ class SnapshotRunner:
         number = 0
         window: ChunkWindow | None = None
         chunk: Chunk | None = None
+        # the window finds the stream's changes of a chunk's rows by the key the chunk follows (a table without a
+        # primary key: its unique NOT NULL key, which a MINIMAL image's before image carries); no key: whole rows
+        window_key = schema.key_indexes if key is None else tuple(schema.index_of(k) for k in key)
         try:
             while True:
                 self._wait_for_consumer(AHEAD_CHUNKS * reader.rows_per_chunk)
@@ -412,7 +415,7 @@ class SnapshotRunner:
                     else:
                         if window is not None:
                             self._merge.close_window(window)
-                        window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
+                        window = self._merge.open_window(schema.schema, schema.table, window_key)
                         chunk = reader.read(after)
                 except pymysql.err.MySQLError as exc:
                     if not _layout_gone(exc):

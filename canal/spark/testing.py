@@ -82,10 +82,20 @@ def select_all(conn: Any, schema: str, table: str) -> list[dict[str, Any]]:
 
 
 def primary_key(conn: Any, schema: str, table: str) -> list[str]:
+    """The columns a table's rows are identified by: its primary key, else the UNIQUE NOT NULL key the server
+    promotes to one (``COLUMN_KEY`` ``PRI``, :mod:`canal.schema.keys`); [] for a table with neither."""
     with conn.cursor() as cur:
         cur.execute(
             "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
             "AND CONSTRAINT_NAME='PRIMARY' ORDER BY ORDINAL_POSITION",
+            (schema, table),
+        )
+        found = [str(r[0]) for r in cur.fetchall()]
+        if found:
+            return found
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
+            "AND COLUMN_KEY='PRI' ORDER BY ORDINAL_POSITION",
             (schema, table),
         )
         return [str(r[0]) for r in cur.fetchall()]

@@ -43,7 +43,7 @@ from canal.schema.history import SchemaColumn
 from canal.schema.information_schema import (
     BOOTSTRAP_DATABASES_SQL,
     BOOTSTRAP_FOREIGN_KEYS_SQL,
-    BOOTSTRAP_PRIMARY_SQL,
+    BOOTSTRAP_KEYS_SQL,
     BOOTSTRAP_SQL,
     BOOTSTRAP_VERSIONED_SQL,
     catalog_from_columns,
@@ -382,7 +382,7 @@ class MysqlBinlogSource:
         conn = self._side_connection()
         charset = str(self._run(conn, "SELECT @@character_set_server")[0][0])
         rows = self._run(conn, BOOTSTRAP_SQL)
-        primary = self._run(conn, BOOTSTRAP_PRIMARY_SQL)
+        primary = self._run(conn, BOOTSTRAP_KEYS_SQL)
         keys = []
         for db, table in self._run(conn, BOOTSTRAP_FOREIGN_KEYS_SQL):
             text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table))}")[0][1])
