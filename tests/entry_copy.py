@@ -45,9 +45,8 @@ class EntryCopy:
                 for healed in mark.tables:
                     if healed.table in self.tables:
                         self.tables[healed.table].clear()
-            if rc.is_ddl or header.table not in self.tables or not rc.event_type.is_dml and rc.event_type is not (
-                EventType.SNAPSHOT
-            ):
+            applied = rc.event_type.is_dml or rc.event_type is EventType.SNAPSHOT
+            if rc.is_ddl or header.table not in self.tables or not applied:
                 continue
             rows = self.tables[header.table]
             names = rc.rows.table.names if hasattr(rc.rows, "table") else ()

@@ -357,7 +357,7 @@ def test_a_heal_whose_table_the_server_lacks_but_the_stream_has_stops_the_destin
             runner.wait(10)
         heartbeat = Entry(Header(FILE, 600), EntryType.HEARTBEAT)
         if heals:
-            with pytest.raises(HealError, match="the heal reading `d.x`.t again failed"):
+            with pytest.raises(HealError, match=r"the heal reading `d\.x`\.t again failed"):
                 merge.tag([heartbeat])
             assert merge.active
         else:

@@ -195,7 +195,8 @@ def test_a_heal_of_a_table_keyed_by_a_unique_key_under_minimal_writers_ends_equa
             if consumer == "copy":
                 consume_while(inst, copy.apply, writers.thread.is_alive)
             else:
-                run_batches(inst, None, mirror, timeout=0.2, journal=journal, until=lambda _: not writers.thread.is_alive())
+                writing = writers.thread.is_alive
+                run_batches(inst, None, mirror, timeout=0.2, journal=journal, until=lambda _: not writing())
         if consumer == "copy":
             drain(inst, copy.apply, master_position(conn))
         else:
