@@ -62,6 +62,7 @@ from canal.parse.events import (
 )
 from canal.parse.heal_marks import HEAL
 from canal.parse.reach import StatementReach
+from canal.parse.rereads import RowRereads
 from canal.parse.retry import (
     CONFLICT_BACKOFF_S,
     CONFLICTS_TO_STOP,
@@ -626,6 +627,10 @@ class EventParser(StartStopContext):
                     entry = healing.followed(filtered or entry, event, None if own else schemas, heal, tables.matches)
                     if filtered is not None and (entry is None or HEAL not in entry.header.props):
                         entry = None  # the flags choose what is delivered, not what is followed: a heal goes out
+                if entry is not None and event.__class__ is RowsEvent:
+                    # rows a partial UPDATE leaves a copy unable to make exact are read again (or stop typed)
+                    history = None if schemas is None else schemas.history
+                    healing.reread_rows(entry, history, converter.reading, self.rereads)
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
@@ -769,6 +774,10 @@ class EventParser(StartStopContext):
         self._converter.reading = None if merge is None else merge.reading  # a RENAME of one it reads heals
         if merge is not None:
             merge.attach(self._hand_off_due)
+
+    rereads: RowRereads | None = None
+    """How the destination reads rows again that a partial UPDATE leaves a copy unable to make exact
+    (:mod:`canal.parse.rereads`); None: such an UPDATE stops typed (``heal="stop"``, or no snapshots)."""
 
     @property
     def schema_history(self) -> SchemaHistory | None:

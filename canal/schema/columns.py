@@ -13,6 +13,7 @@ from canal.errors import SchemaError
 from canal.protocol import ColumnMeta
 from canal.sql import ColumnDef, quote_name
 from canal.sql.charsets import charset_named
+from canal.sql.lexer import END, QUOTED, WORD, TokenStream
 from canal.sql.types import INTEGER_TYPES, KNOWN_TYPES, TEMPORAL_TYPES, TEXT_TYPES, canal_sql_type
 
 __all__ = [
@@ -49,6 +50,9 @@ class TableColumn:
     primary: bool = False  # inline PRIMARY KEY
     period: str | None = None  # "START" / "END": a system-versioned table's row_start / row_end (AS ROW START / END)
     hidden: bool = False  # added by the server itself (WITH SYSTEM VERSIONING's row_start, row_end): kept last
+    # a VIRTUAL generated column: the names its expression reads (lower case; a superset of the columns it is computed
+    # from). Partial row images never carry its value (canal.parse.rereads); None: a stored column
+    virtual_of: tuple[str, ...] | None = None
 
     def renamed(self, name: str) -> TableColumn:
         return attrs.evolve(self, name=name)
@@ -76,7 +80,22 @@ def resolve_column(col: ColumnDef) -> TableColumn:
         charset,
         col.primary_key,
         col.row_period,
+        virtual_of=None if col.generated is None or col.stored else expression_names(col.generated.text),
     )
+
+
+def expression_names(text: str) -> tuple[str, ...]:
+    """The names an expression reads (lower case), in order, once each: every identifier but a function's name (a
+    superset of the columns it reads -- keywords are among them, and no column's name is a string)."""
+    stream = TokenStream(text)
+    names: dict[str, None] = {}
+    token = stream.next()
+    while token is not END:
+        following = stream.peek()
+        if token.kind == QUOTED or (token.kind == WORD and not token.text[0].isdigit() and following.up != "("):
+            names[token.text.lower()] = None
+        token = stream.next()
+    return tuple(names)
 
 
 def effective_charset(col: TableColumn, table_charset: str) -> str | None:

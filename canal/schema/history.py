@@ -813,7 +813,18 @@ class SchemaHistory:
 
 
 def _column_to_dict(c: TableColumn) -> dict[str, Any]:
-    return attrs.asdict(c, recurse=False) | {"params": list(c.params), "labels": list(c.labels)}
+    out = attrs.asdict(c, recurse=False) | {"params": list(c.params), "labels": list(c.labels)}
+    if c.virtual_of is None:
+        del out["virtual_of"]  # documents stay as they were for tables without VIRTUAL columns
+    else:
+        out["virtual_of"] = list(c.virtual_of)
+    return out
+
+
+def _virtual(column: Mapping[str, Any]) -> dict[str, Any]:
+    """A column document's ``virtual_of`` as a tuple (none in older documents)."""
+    names = column.get("virtual_of")
+    return {} if names is None else {"virtual_of": tuple(names)}
 
 
 def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
@@ -841,7 +852,8 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
     catalog.databases = {str(k): v for k, v in doc["databases"].items()}
     for t in doc["tables"]:
         columns = tuple(
-            TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"])}) for c in t["columns"]
+            TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"]), **_virtual(c)})
+            for c in t["columns"]
         )
         keys = tuple(ForeignKey.from_dict(k) for k in t.get("foreign_keys", ()))  # none in older documents
         others = tuple(TableKey.from_dict(k) for k in t.get("keys", ()))  # none in older documents

@@ -14,7 +14,7 @@ import attrs
 from canal.errors import CanalError, SchemaError
 from canal.names import qualified, split_qualified
 from canal.schema.catalog import SchemaCatalog, TableDef
-from canal.schema.columns import TableColumn
+from canal.schema.columns import TableColumn, expression_names
 from canal.schema.foreign_keys import ForeignKey, normal_action
 from canal.schema.history import layout_statement
 from canal.schema.keys import TableKey, server_order
@@ -63,7 +63,7 @@ def catalog_from_columns(
     primary, others = _keys(key_rows)
     promoted: dict[str, set[str]] = {}  # COLUMN_KEY 'PRI' of a table without a primary key: the key it promotes
     charsets: dict[str, str] = {}
-    for db, table, name, column_type, nullable, key, column_charset, table_collation in rows:
+    for db, table, name, column_type, nullable, key, column_charset, table_collation, extra, expression in rows:
         full = qualified(str(db), str(table))
         if str(key) == "PRI":
             promoted.setdefault(full, set()).add(str(name).lower())
@@ -78,6 +78,9 @@ def catalog_from_columns(
                 ct.zerofill,
                 str(nullable) == "YES",
                 None if column_charset is None else str(column_charset),
+                virtual_of=expression_names(str(expression or ""))
+                if "VIRTUAL" in str(extra or "").upper()
+                else None,
             )
         )
         if table_collation:
@@ -136,7 +139,8 @@ def _keys(key_rows: Sequence[Sequence[Any]]) -> tuple[dict[str, list[str]], dict
 
 _COLUMNS_SQL = (
     "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE, c.COLUMN_KEY, "
-    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
+    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION, c.EXTRA, c.GENERATION_EXPRESSION "
+    "FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
     "ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
     "WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_SCHEMA NOT IN "
     "('mysql', 'information_schema', 'performance_schema', 'sys') "

@@ -18,9 +18,11 @@ chunks of wide rows hold fewer rows (the first chunk of a table is small, to mea
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import pymysql  # type: ignore[import-untyped]
@@ -107,6 +109,41 @@ def _key_argument(meta: Any) -> tuple[str, Callable[[Any], Any]]:
 
 
 _AS_NUMBER = "CAST(%s AS UNSIGNED)"
+
+
+def equal_arguments(schema: TableSchema, keys: Sequence[str], values: Sequence[Any]) -> list[tuple[str, Any]] | None:
+    """``(placeholder, argument)`` per key column for ``column = placeholder`` to find the row whose key has
+    ``values`` -- values as the binlog decoder gives them, each compared as its column compares (an integer as one,
+    not as a DOUBLE; a DECIMAL exactly) --, or None for a value of a type it does not find rows by (a TIMESTAMP, a
+    float, a SET, ...): read the table whole then."""
+    out: list[tuple[str, Any]] = []
+    for name, value in zip(keys, values, strict=True):
+        meta = schema.columns[schema.index_of(name)]
+        base = read_column_type(meta.mysql_type, strict=False).base
+        if isinstance(value, bool) or value is None:
+            return None
+        if isinstance(value, int) and base in _INTEGERS:
+            out.append(("CAST(%s AS UNSIGNED)" if meta.unsigned else "CAST(%s AS SIGNED)", str(value)))
+        elif isinstance(value, Decimal) and base == "decimal":
+            out.append(("CAST(%s AS DECIMAL(65,30))", str(value)))
+        elif isinstance(value, str) and base in _TEXTS:
+            out.append(("%s", value))
+        elif isinstance(value, bytes | bytearray) and base in _BYTES:
+            out.append(("%s", bytes(value)))
+        elif isinstance(value, datetime.datetime) and base == "datetime" and value.tzinfo is None:
+            out.append(("CAST(%s AS DATETIME(6))", value.isoformat(sep=" ")))
+        elif isinstance(value, datetime.date) and not isinstance(value, datetime.datetime) and base == "date":
+            out.append(("CAST(%s AS DATE)", value.isoformat()))
+        else:
+            return None
+    return out
+
+
+_INTEGERS: Final = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"})
+_TEXTS: Final = frozenset(
+    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "uuid", "inet4", "inet6"}
+)
+_BYTES: Final = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 
 
 def _unchanged(raw: Any) -> Any:
@@ -287,6 +324,32 @@ class ChunkReader:
         next_key = row_keys[-1] if len(raw_rows) == limit else None
         self._measure(raw_rows)
         return Chunk(self.schema, position, rows, next_key, row_keys)
+
+    def read_keys(self, keys: Sequence[Sequence[tuple[str, Any]]]) -> Chunk:
+        """The rows whose chunk key is one of ``keys`` (each key a list of :func:`equal_arguments`, in the chunk
+        key's order), in key order, exact at the position it reports: a key no row has makes no row (no keys: no
+        rows). The chunk names no next key, and no key of its rows to go on after."""
+        names = self.chunk_key()
+        assert names is not None, "a read of rows by their keys needs a chunk key"
+        ors = [
+            "("
+            + " AND ".join(f"{quote_name(n)} = {placeholder}" for n, (placeholder, _) in zip(names, key, strict=True))
+            + ")"
+            for key in keys
+        ]
+        sql = f"{self._select} WHERE {' OR '.join(ors) or '1 = 0'} ORDER BY {', '.join(quote_name(k) for k in names)}"
+        args = [argument for key in keys for _, argument in key]
+        conn = self._connection()
+        try:
+            with conn.cursor() as cur:
+                position = self._begin_read(cur)
+                cur.execute(sql, args)
+                raw_rows = cur.fetchall()
+                cur.execute("COMMIT")
+        except BaseException:
+            self.close()
+            raise
+        return Chunk(self.schema, position, tuple(self._read(raw_rows)), None, None)
 
     def _start_streaming(self) -> Chunk:
         self.close()  # a read of the whole table starts afresh

@@ -8,13 +8,19 @@ is read again.
 A running snapshot takes more tables (:meth:`SnapshotRunner.extend`: a heal, :mod:`canal.snapshot.heal`): a table
 not read yet is read after the point it was asked at anyway; one being read or done is read again, in a pass of its
 own at the end of the list (rows read before that point may be out of date). A runner that has ended takes none.
+
+It also takes rows (:meth:`SnapshotRunner.reread`: rows a partial row image left a copy unable to make exact,
+:mod:`canal.parse.rereads`): a pass of the table that reads only those keys -- one query, or a few of at most
+``chunk_rows`` keys, each exact at its position and joining the stream through its window like any chunk, the last
+with ``snapshot.table_done``. In the cursor such a pass is the table's name like any other, with no key to go on
+after: a restart reads the whole table in it (the keys live in memory only), which leaves a copy exact too.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -29,7 +35,7 @@ from canal.position import SnapshotCursor
 from canal.protocol import TableSchema
 from canal.snapshot.marks import WatermarkWriter
 from canal.snapshot.merge import LayoutChanged, PendingChunk, SnapshotAborted, SnapshotMerge
-from canal.snapshot.reader import Chunk, ChunkReader, begin_consistent_read
+from canal.snapshot.reader import Chunk, ChunkReader, begin_consistent_read, equal_arguments
 from canal.snapshot.window import ChunkWindow, position_key
 
 __all__ = ["AHEAD_CHUNKS", "SnapshotProgress", "SnapshotRunner", "split_table_name"]
@@ -151,6 +157,9 @@ class SnapshotRunner:
         self._plan_lock = threading.Lock()
         self._index = plan.table
         self._closed = False
+        # passes that read some rows only (reread): pass index -> their keys, ``((column, value), ...)`` in the table's
+        # column order, values as the binlog decoder gives them; taken when the pass starts
+        self._keys: dict[int, dict[tuple[tuple[str, Any], ...], None]] = {}
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -183,6 +192,7 @@ class SnapshotRunner:
                 later = [i for i, listed_name in enumerate(listed) if listed_name == name and i > self._index]
                 if later:
                     passes[name] = later[0]
+                    self._keys.pop(later[0], None)  # a pass of some rows only reads all of them now
                 else:
                     passes[name] = len(listed)
                     listed.append(name)
@@ -192,6 +202,36 @@ class SnapshotRunner:
                 self.plan = attrs.evolve(self.plan, tables=tuple(listed))
                 self._merge.extend(self.plan.tables, first_new)
             return passes
+
+    def reread(self, table: str, keys: Iterable[tuple[tuple[str, Any], ...]]) -> int | None:
+        """Read the rows of ``table`` (``db.table``) whose keys are ``keys`` again, in a read that begins after this
+        call: a later pass of the table not started yet takes them (a whole one reads them anyway), else a pass of
+        those rows is appended (module docstring). Each key is ``((column, value), ...)``, the values as the binlog
+        decoder gives them. The pass's index in :attr:`plan` ``.tables``; None when the runner has ended (it took
+        its last table, stopped or failed): start another (:meth:`read_only`)."""
+        split_table_name(table)
+        with self._plan_lock:
+            if self._closed or self._done.is_set():
+                return None
+            self.heals = True
+            listed = self.plan.tables
+            later = [i for i, name in enumerate(listed) if name == table and i > self._index]
+            if later:
+                pending = self._keys.get(later[0])
+                if pending is not None:
+                    pending.update(dict.fromkeys(keys))
+                return later[0]
+            index = len(listed)
+            self._keys[index] = dict.fromkeys(keys)
+            self.plan = attrs.evolve(self.plan, tables=(*listed, table))
+            self._merge.extend(self.plan.tables, index)
+            return index
+
+    def read_only(self, index: int, keys: Iterable[tuple[tuple[str, Any], ...]]) -> None:
+        """Before :meth:`start`: the pass at ``index`` reads the rows with ``keys`` only (:meth:`reread`'s form)."""
+        assert self._thread is None, "a pass's keys are given before the runner starts"
+        self.heals = True
+        self._keys.setdefault(index, {}).update(dict.fromkeys(keys))
 
     def start(self) -> SnapshotRunner:
         self._started_at = time.monotonic()
@@ -255,6 +295,7 @@ class SnapshotRunner:
                         self._closed = True  # extend() now refuses: a later table needs another runner
                         break
                     self._index = index
+                    keys = self._keys.pop(index, None)  # a pass of some rows only: reread() adds none now
                 db, table = split_table_name(tables[index])
                 generation, schema = schemas.pop(index, (-1, None))
                 if generation != self._merge.layout_generation(db, table):
@@ -265,6 +306,8 @@ class SnapshotRunner:
                 if schema is None:  # dropped or renamed since: its DROP or RENAME is in the stream, or will be
                     self._log.warning("%s.%s no longer exists: the snapshot skips it", db, table)
                     self._skip_table(index)
+                elif keys is not None:
+                    self._rows(schema, index, list(keys), generation)
                 else:
                     self._table(schema, index, plan.after if index == plan.table else None, generation)
                 self._tables_done += 1
@@ -342,6 +385,76 @@ class SnapshotRunner:
             "%s.%s no longer exists: the snapshot leaves it (its DROP or RENAME is in the stream)", db, name
         )
         self._skip_table(index)
+
+    def _rows(self, schema: TableSchema, index: int, keys: list[tuple[tuple[str, Any], ...]], generation: int) -> None:
+        """A pass that reads the rows with ``keys`` only, in reads of at most ``chunk_rows`` keys, each with its window;
+        the last one says the table is done. Its progress names no key to go on after: a restart reads the table
+        whole. A key of a type rows cannot be found by (:func:`~canal.snapshot.reader.equal_arguments`), or a chunk
+        key that is not the keys' columns, reads the whole table instead. A DDL of the table while it reads, or the
+        stream dropping a read, reads the rows again under the layout the server has then."""
+        db, name = schema.schema, schema.table
+        current: TableSchema | None = schema
+        while current is not None:
+            reader = self._reader(current)
+            try:
+                key = reader.chunk_key()
+                found = None if key is None else _key_arguments(current, key, keys)
+                if found is None:
+                    self._log.info("%s: its rows are read again whole (not by their keys)", current.full_name)
+                    after = self._chunks(reader, current, index, None, key, generation)
+                else:
+                    assert key is not None
+                    after = self._key_reads(reader, current, index, key, found, generation)
+                if after is _DONE:
+                    return
+            finally:
+                reader.close()
+            generation = self._merge.layout_generation(db, name)
+            current = self._table_schema_now(db, name)
+        self._skip_table(index)
+
+    def _key_reads(
+        self,
+        reader: ChunkReader,
+        schema: TableSchema,
+        index: int,
+        key: tuple[str, ...],
+        keys: list[list[tuple[str, Any]]],
+        generation: int,
+    ) -> Any:
+        """The rows with ``keys`` into the stream (:meth:`_rows`): ``_DONE``, or ``_LAYOUT`` once the table's layout
+        changed under a read."""
+        step = max(1, reader.chunk_rows)
+        groups = [keys[i : i + step] for i in range(0, len(keys), step)] or [[]]
+        window_key = tuple(schema.index_of(k) for k in key)
+        number = 0
+        while number < len(groups):
+            self._wait_for_consumer(AHEAD_CHUNKS * reader.rows_per_chunk)
+            progress = SnapshotCursor(self.plan.tables, index, None, self._rows_emitted, key)
+            started = time.monotonic()
+            window = self._merge.open_window(schema.schema, schema.table, window_key)
+            try:
+                try:
+                    chunk = reader.read_keys(groups[number])
+                except pymysql.err.MySQLError as exc:
+                    if not _layout_gone(exc):
+                        raise
+                    self._await_ddl(schema, generation, exc)
+                    return _LAYOUT
+                self._rows_read += len(chunk.rows)
+                last = number == len(groups) - 1
+                pending = self._merge.submit(
+                    window, chunk, number, last=last, progress=progress, layout_generation=generation
+                )
+                joined = self._joined(pending, schema)
+            finally:
+                self._merge.close_window(window)
+            if joined is _LAYOUT:
+                return _LAYOUT
+            if joined:
+                self._throttle(len(chunk.rows), started)
+                number += 1
+        return _DONE
 
     def _skip_table(self, index: int) -> None:
         """The table at ``index`` is gone: the snapshot's progress moves to the next one (or ends) -- once the stream
@@ -557,3 +670,20 @@ _LAYOUT_ERRORS = frozenset({1054, 1146})
 
 def _layout_gone(exc: BaseException) -> bool:
     return bool(exc.args) and exc.args[0] in _LAYOUT_ERRORS
+
+
+def _key_arguments(
+    schema: TableSchema, key: tuple[str, ...], keys: list[tuple[tuple[str, Any], ...]]
+) -> list[list[tuple[str, Any]]] | None:
+    """Each of ``keys`` as the arguments that find its row by the chunk key ``key`` (in the key's order); None when a
+    key does not name the chunk key's columns, or holds a value rows cannot be found by."""
+    out = []
+    for named in keys:
+        values = dict(named)
+        if set(values) != set(key):
+            return None
+        found = equal_arguments(schema, key, [values[k] for k in key])
+        if found is None:
+            return None
+        out.append(found)
+    return out
