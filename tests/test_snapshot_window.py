@@ -403,7 +403,7 @@ def play_partial(model: PartialModel, steps: list[tuple[Any, ...]]) -> None:
     model.drain()
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.dictionaries(st.integers(0, PARTIAL_KEYS - 1), st.tuples(st.integers(0, 99), st.integers(0, 99))),
     st.lists(st.integers(1, PARTIAL_KEYS - 1), unique=True, max_size=3).map(
