@@ -288,12 +288,12 @@ def _statement_verdict(
     if isinstance(found, CaptureVerdict):
         return found
     stopping, touched, healable = found
-    touched_names = tuple(dict.fromkeys(f"{db}.{t}" for db, t in touched))
+    touched_names = tuple(dict.fromkeys(qualified_name(db, t) for db, t in touched))
     statement = UnmodeledStatement(
         sql,
         session,
         stopping,
-        tuple(f"{db}.{t}" for db, t in named),
+        tuple(qualified_name(db, t) for db, t in named),
         touched_names,
         position,
         in_transaction,
@@ -319,7 +319,7 @@ def _reaching(
     """A statement logged as a statement, whose rows are not in the binlog: it stops (or heals) where it can reach a
     captured table, or where what it reaches cannot be told (then every captured table heals)."""
     found = NO_HISTORY if reach is None else reach.of(statements, sql, session, temporary, flagged=flagged)
-    touched = [f"{db}.{t}" for db, t in found.tables if captured(db, t)]
+    touched = [qualified_name(db, t) for db, t in found.tables if captured(db, t)]
     heal_tables: tuple[str, ...] = tuple(dict.fromkeys(touched))
     every: tuple[str, ...] | None = ()
     if found.unknown is not None:
@@ -335,7 +335,7 @@ def _reaching(
         sql,
         session,
         stopping,
-        tuple(f"{db}.{t}" for db, t in named),
+        tuple(qualified_name(db, t) for db, t in named),
         tuple(touched),
         position,
         in_transaction,

@@ -675,7 +675,7 @@ class SchemaCatalog:
         changes = []
         for old, new in stmt.pairs:
             src, dst = full(old), full(new)
-            if dst in tables or objects.view(*dst.split(".", 1)) is not None:
+            if dst in tables or objects.view(*split_qualified(dst)) is not None:
                 raise SchemaError(f"Table {dst!r} already exists", table=dst)
             t = tables.pop(src, None)
             if t is None:

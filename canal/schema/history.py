@@ -37,7 +37,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from canal.errors import SchemaError
-from canal.names import qualified
+from canal.names import qualified, split_qualified
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
@@ -407,10 +407,8 @@ class SchemaHistory:
         with self._lock:
             self._ensure_loaded()
             names = [(t.db, t.name) for t in self._catalog]
-            for lost in self._unknown:
-                db, _, table = lost.partition(".")
-                names.append((db, table))
-        return tuple(sorted(dict.fromkeys(f"{db}.{table}" for db, table in names if captured(db, table))))
+            names.extend(split_qualified(lost) for lost in self._unknown)
+        return tuple(sorted(dict.fromkeys(qualified(db, table) for db, table in names if captured(db, table))))
 
     def foreign_key_actions(self, db: str, name: str) -> list[dict[str, Any]]:
         """The foreign keys whose actions change rows when a row of ``db.name`` is deleted or has its referenced
