@@ -41,7 +41,7 @@ from canal.names import qualified, split_qualified
 from canal.protocol import TableSchema
 from canal.schema.columns import TableColumn, column_meta, column_sql, effective_charset, resolve_column
 from canal.schema.foreign_keys import ForeignKey, generated_name, normal_action
-from canal.schema.keys import TableKey, key_name, key_of, row_key, server_order
+from canal.schema.keys import TableKey, key_name, key_of, placed, row_key
 from canal.schema.objects import ObjectCatalog
 from canal.sql import (
     AddColumn,
@@ -392,7 +392,7 @@ class SchemaCatalog:
         others = [
             attrs.evolve(k, parts=tuple((names.get(c.lower(), c), n) for c, n in k.parts)) for k in others
         ]
-        return TableDef(db, name, cols, keys, cs, keys=server_order(others, cols))
+        return TableDef(db, name, cols, keys, cs, keys=placed(others, cols))
 
     def _create_table(self, stmt: CreateTable, full: Callable[[TableName], str]) -> list[TableChange]:
         key = full(stmt.table)

@@ -17,7 +17,7 @@ from canal.schema.catalog import SchemaCatalog, TableDef
 from canal.schema.columns import TableColumn, expression_names
 from canal.schema.foreign_keys import ForeignKey, normal_action
 from canal.schema.history import layout_statement
-from canal.schema.keys import TableKey, server_order
+from canal.schema.keys import TableKey
 from canal.schema.objects import EVERY_DATABASE, ObjectCatalog, Routine, Trigger, View
 from canal.sql import CreateTable
 from canal.sql.objects import read_uses
@@ -108,7 +108,7 @@ def catalog_from_columns(
             tuple(primary.get(full, ())),
             charsets.get(full, charset),
             tuple(keys.get(full, {}).values()),
-            server_order(found, cols),
+            tuple(found),  # the server's order, as information_schema lists it
         )
     return catalog
 
