@@ -93,6 +93,7 @@ class InstanceMetrics:
     # master cannot be read. None until the parser read an event
     ack_lag_ms: int | None = None
     delay_put_ms: int | None = None  # now minus the execute time of the newest entry the parser put into the store
+    rows_reread: int = 0  # rows read again where a partial UPDATE left a copy unable to make them exact
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -205,9 +206,11 @@ class Instance(StartStopContext):
         self.following: Callable[[LogPosition], None] | None = None
         self._planning = DestinationSnapshots(config, self.parser, self._log)
         self._heals = 0
+        self._rows_reread = 0  # rows read again where a partial UPDATE left a copy unable to make them exact
         self._heal_lock = threading.Lock()  # a heal (the parser thread) and snapshot() start one snapshot at a time
         if config.heal is HealMode.SNAPSHOT and isinstance(self.parser, EventParser):
             self.parser.heal = Healer(self._read_again, self._count_heals, self._log)
+            self.parser.rereads = self._reread
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -466,10 +469,35 @@ class Instance(StartStopContext):
                 plan = SnapshotCursor(names)
                 passes = {name: i for i, name in enumerate(names)}
             runner = self._snapshot_runner(plan, merge, source, None, None, None)
+            runner.heals = True
             merge.begin(plan)  # the entries handed off from here (the heal's own included) carry it
             self._snapshots.append(runner)
             runner.start()
             return passes
+
+    def _reread(self, table: str, keys: Sequence[tuple[tuple[str, Any], ...]]) -> None:
+        """Rows a partial UPDATE leaves a copy unable to make exact (the parser's step, through
+        :mod:`canal.parse.rereads`): read again in the stream from now on -- a pass of the running snapshot that
+        reads those keys only, or a snapshot started now for them (after the rest of an unfinished one)."""
+        with self._heal_lock:
+            merge, source = self._planning.parts()
+            if merge.stream_ended:
+                raise SnapshotError("the stream ended with its snapshot (snapshot mode initial_only)")
+            running = self._snapshots[-1] if self._snapshots else None
+            if running is not None and running.reread(table, keys) is not None:
+                self._rows_reread += len(keys)
+                return
+            left = merge.progress  # a snapshot of this run that failed or was stopped: it goes on first
+            if left is not None and left.tables:
+                plan = attrs.evolve(left, tables=(*left.tables, table))
+            else:
+                plan = SnapshotCursor((table,))
+            runner = self._snapshot_runner(plan, merge, source, None, None, None)
+            runner.read_only(len(plan.tables) - 1, keys)
+            merge.begin(plan)  # the entries handed off from here (the update's own included) carry it
+            self._snapshots.append(runner)
+            runner.start()
+            self._rows_reread += len(keys)
 
     def _count_heals(self, tables: int) -> None:
         self._heals += tables
@@ -835,6 +863,7 @@ class Instance(StartStopContext):
             last_error_type=None if error is None else type(error).__name__,
             ack_lag_ms=None if not self._started or ended else self._ack_lag_ms(now_ms),
             delay_put_ms=None if latest is None or not latest.timestamp else now_ms - latest.timestamp,
+            rows_reread=self._rows_reread,
         )
 
     def _ack_lag_ms(self, now_ms: int) -> int | None:

@@ -63,6 +63,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.heal_marks import HEAL
 from canal.parse.reach import StatementReach
 from canal.parse.sessions import Scope, SessionTables
 from canal.parse.unmodeled import CaptureVerdict, StatementPolicy, capture_verdict, stop
@@ -192,6 +193,9 @@ class EntryConverter:
         # whether the last query event was about them alone (the schema history then leaves it)
         self._sessions = SessionTables()
         self.session_only = False
+        # the entry of the last statement outside a transaction that only a query filter flag dropped (the parser's,
+        # through take_filtered): a copy still needs it where the parser's judgement heals it (an ALTER's conversions)
+        self._filtered: Entry | None = None
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -756,13 +760,16 @@ class EntryConverter:
         resumed_past = self._skip_event == (event.log_file, event.offset)  # handed off before: not judged again
         verdict = self._judged(event, resumed_past)
         props = verdict.props()
-        dropped = (
+        # the query filter flags choose which statements are delivered, not what a copy follows: a statement whose
+        # entry carries a heal's mark goes out whatever they say (its tables' rows are void from there)
+        flagged = (
             (flag == "dml" and flags.query_dml)
             or (flag == "ddl" and flags.query_ddl)
             or (flag == "dcl" and flags.query_dcl)
-            or verdict.captures_nothing  # a session's temporary tables alone, or DML that reaches none captured
-            or not (self._tables_pass(results) or verdict.leaves or verdict.marks)
-        )
+        ) and HEAL not in props
+        # a session's temporary tables alone, or DML that reaches none captured, passes nothing
+        passes = not verdict.captures_nothing and (self._tables_pass(results) or verdict.leaves or verdict.marks)
+        dropped = flagged or not passes
         if self._in_txn:
             # a statement inside a transaction (statement-format DML, ...): a row entry, not a boundary
             self._seen_data = True
@@ -795,7 +802,19 @@ class EntryConverter:
             )
         # outside a transaction: a DDL (or DCL, or other statement) -- a boundary in its own right
         self._seen_data = True
+        if flagged and passes:
+            # only the flag drops it: the parser may still heal it (take_filtered), and it then goes out
+            self._filtered = self._boundary_statement(event, event_type, False, first, props)
+            return None
         return self._boundary_statement(event, event_type, dropped, first, props)
+
+    def take_filtered(self) -> Entry | None:
+        """The entry of the statement just converted (outside a transaction) that only a query filter flag dropped,
+        once: the parser judges it as it judges a delivered one (an ALTER whose conversions a copy cannot repeat) and
+        hands it off only where that marks it ``HEAL`` -- the flags choose what is delivered, not what is
+        followed."""
+        filtered, self._filtered = self._filtered, None
+        return filtered
 
     def _boundary_statement(
         self,

@@ -36,6 +36,7 @@ from typing import Final
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified
 from canal.parse.convert import COMPUTED_PROP, IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
 from canal.parse.events import FormatDescriptionEvent, QueryEvent
 from canal.parse.sessions import SessionTables
@@ -51,8 +52,10 @@ from canal.sql import (
     AlterDatabase,
     AlterTable,
     CreateDatabase,
+    CreateIndex,
     CreateTable,
     DropDatabase,
+    DropIndexStatement,
     DropTable,
     RenameTable,
     RenameTo,
@@ -454,7 +457,7 @@ def _renames(stmt: RenameTable | AlterTable, session: str) -> list[tuple[str, st
     renames nothing."""
 
     def full(name: TableName) -> str:
-        return f"{name.schema if name.schema is not None else session}.{name.name}"
+        return qualified(name.schema if name.schema is not None else session, name.name)
 
     if isinstance(stmt, RenameTable):
         return [(full(old), full(new)) for old, new in stmt.pairs]
@@ -466,7 +469,7 @@ def _touched(stmt: Statement, session: str) -> list[str] | None:
     """The tables a layout statement touches, the one it creates or alters first; None: a whole database."""
 
     def full(name: TableName) -> str:
-        return f"{name.schema if name.schema is not None else session}.{name.name}"
+        return qualified(name.schema if name.schema is not None else session, name.name)
 
     if isinstance(stmt, CreateTable):
         return [full(stmt.table), *([full(stmt.like)] if stmt.like is not None else [])]
@@ -477,6 +480,6 @@ def _touched(stmt: Statement, session: str) -> list[str] | None:
         return [full(t) for t in stmt.tables]
     if isinstance(stmt, RenameTable):
         return [full(n) for pair in stmt.pairs for n in pair]
-    if isinstance(stmt, TruncateTable):
+    if isinstance(stmt, TruncateTable | CreateIndex | DropIndexStatement):
         return [full(stmt.table)]
     return None

@@ -13,6 +13,7 @@ from canal.errors import SchemaError
 from canal.protocol import ColumnMeta
 from canal.sql import ColumnDef, quote_name
 from canal.sql.charsets import charset_named
+from canal.sql.lexer import END, QUOTED, WORD, TokenStream
 from canal.sql.types import INTEGER_TYPES, KNOWN_TYPES, TEMPORAL_TYPES, TEXT_TYPES, canal_sql_type
 
 __all__ = [
@@ -53,6 +54,9 @@ class TableColumn:
     # (VIRTUAL or STORED / PERSISTENT alike), as written or as information_schema shows it
     auto_increment: bool = False
     generated: str | None = None
+    # a VIRTUAL generated column: the names its expression reads (lower case; a superset of the columns it is computed
+    # from). Partial row images never carry its value (canal.parse.rereads); None: a stored column
+    virtual_of: tuple[str, ...] | None = None
 
     def renamed(self, name: str) -> TableColumn:
         return attrs.evolve(self, name=name)
@@ -96,7 +100,22 @@ def resolve_column(col: ColumnDef) -> TableColumn:
         col.row_period,
         auto_increment=col.auto_increment,
         generated=None if col.generated is None else col.generated.text,
+        virtual_of=None if col.generated is None or col.stored else expression_names(col.generated.text),
     )
+
+
+def expression_names(text: str) -> tuple[str, ...]:
+    """The names an expression reads (lower case), in order, once each: every identifier but a function's name (a
+    superset of the columns it reads -- keywords are among them, and no column's name is a string)."""
+    stream = TokenStream(text)
+    names: dict[str, None] = {}
+    token = stream.next()
+    while token is not END:
+        following = stream.peek()
+        if token.kind == QUOTED or (token.kind == WORD and not token.text[0].isdigit() and following.up != "("):
+            names[token.text.lower()] = None
+        token = stream.next()
+    return tuple(names)
 
 
 def effective_charset(col: TableColumn, table_charset: str) -> str | None:

@@ -1,5 +1,5 @@
-"""The statements the schema history follows, read once: what changes a table's layout, and what changes what a
-statement logged as a statement reaches (a view, trigger or routine)."""
+"""The statements the schema history follows, read once: what changes a table's layout or the key its rows are
+identified by, and what changes what a statement logged as a statement reaches (a view, trigger or routine)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from canal.sql import (
     AlterDatabase,
     AlterTable,
     CreateDatabase,
+    CreateIndex,
     CreateTable,
     DropDatabase,
     DropIndexStatement,
@@ -70,18 +71,27 @@ _layout_statement_cached = functools.lru_cache(maxsize=1024)(_layout_statement)
 
 
 def history_statement(sql: str, mode: SqlMode = DEFAULT_MODE) -> Statement | ObjectStatement | None:
-    """The statement of ``sql`` if the history follows it: a :func:`layout_statement`, or a CREATE / ALTER / DROP
-    of a view, trigger, function or procedure (:func:`canal.sql.objects.read_object`: what statements reach); read
-    under the statement's sql_mode ``mode``."""
+    """The statement of ``sql`` if the history follows it: a :func:`layout_statement`; a CREATE UNIQUE INDEX or a
+    DROP INDEX (a UNIQUE key made or dropped may make or unmake the key a table without a primary key is identified
+    by: :mod:`canal.schema.keys`); or a CREATE / ALTER / DROP of a view, trigger, function or procedure
+    (:func:`canal.sql.objects.read_object`: what statements reach); read under the statement's sql_mode ``mode``."""
     stmt = layout_statement(sql, mode)
     if stmt is not None:
         return stmt
     if len(sql) <= _CACHED_SQL:
-        return _object_statement_cached(sql)
-    return _object_statement(sql)
+        return _object_statement_cached(sql, mode)
+    return _object_statement(sql, mode)
 
 
-def _object_statement(sql: str) -> ObjectStatement | None:
+def _object_statement(sql: str, mode: SqlMode) -> Statement | ObjectStatement | None:
+    try:
+        stmt = read_statement(sql, strict=False, mode=mode)
+    except SqlError:
+        return None
+    if isinstance(stmt, CreateIndex):
+        return stmt if stmt.index.kind == "UNIQUE" else None
+    if isinstance(stmt, DropIndexStatement):
+        return stmt
     try:
         return read_object(sql)
     except SqlError:

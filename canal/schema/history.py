@@ -37,6 +37,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified, split_qualified
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
@@ -44,6 +45,7 @@ from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
 from canal.schema.followed import history_statement, layout_statement
 from canal.schema.foreign_keys import ActionIndex, ForeignKey, action_edges, action_index
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
+from canal.schema.keys import TableKey
 from canal.schema.objects import EVERY_DATABASE, ObjectCatalog
 from canal.schema.reach import Reach, reach
 from canal.sql import (
@@ -286,9 +288,11 @@ class SchemaHistory:
         """The current layout of ``db.name`` (None: no such table); SchemaError if it is unknown since a DDL."""
         with self._lock:
             self._ensure_loaded()
-            why = self._unknown.get(f"{db}.{name}")
+            why = self._unknown.get(qualified(db, name))
             if why is not None:
-                raise SchemaError(f"the layout of {db}.{name} is unknown: {why}; {RECOVERY}", table=f"{db}.{name}")
+                raise SchemaError(
+                    f"the layout of {qualified(db, name)} is unknown: {why}; {RECOVERY}", table=qualified(db, name)
+                )
             return self._catalog.get(db, name)
 
     def known_foreign_keys(self, db: str, name: str) -> tuple[ForeignKey, ...] | None:
@@ -296,7 +300,7 @@ class SchemaHistory:
         layout is unknown since a DDL."""
         with self._lock:
             self._ensure_loaded()
-            if f"{db}.{name}" in self._unknown:
+            if qualified(db, name) in self._unknown:
                 return None
             table = self._catalog.get(db, name)
             return None if table is None else table.foreign_keys
@@ -307,10 +311,10 @@ class SchemaHistory:
         table = self.table(db, name)
         if table is None:
             return None
-        key = (table.columns, table.primary, table.charset, self.mariadb)
+        key = (table.columns, table.row_key, table.charset, self.mariadb)
         made = self._columns_made.get(key)
         if made is None:
-            primary = {p.lower() for p in table.primary}
+            primary = {p.lower() for p in table.row_key}
             made = tuple(
                 SchemaColumn(
                     name=c.name,
@@ -339,6 +343,14 @@ class SchemaHistory:
                 names = {c.name.lower() for c in table.columns}
                 kept = tuple(k for k in previous.foreign_keys if all(c.lower() in names for c in k.columns))
                 table = attrs.evolve(table, foreign_keys=kept)
+            if previous is not None and previous.keys and not table.keys:
+                # nor its other keys: those whose columns are still there stay; and the primary key it names may
+                # be the unique key the server promotes to one (canal.schema.keys), no primary key of the table's
+                names = {c.name.lower() for c in table.columns}
+                others = tuple(k for k in previous.keys if all(c.lower() in names for c in k.columns))
+                table = attrs.evolve(table, keys=others)
+                if not previous.primary and table.primary and table.primary == previous.row_key:
+                    table = attrs.evolve(table, primary=())
             sql = table.show_create(mariadb=self.mariadb, qualified=True).replace(
                 "CREATE TABLE", "CREATE OR REPLACE TABLE", 1
             )
@@ -399,10 +411,8 @@ class SchemaHistory:
         with self._lock:
             self._ensure_loaded()
             names = [(t.db, t.name) for t in self._catalog]
-            for lost in self._unknown:
-                db, _, table = lost.partition(".")
-                names.append((db, table))
-        return tuple(sorted(dict.fromkeys(f"{db}.{table}" for db, table in names if captured(db, table))))
+            names.extend(split_qualified(lost) for lost in self._unknown)
+        return tuple(sorted(dict.fromkeys(qualified(db, table) for db, table in names if captured(db, table))))
 
     def foreign_key_actions(self, db: str, name: str) -> list[dict[str, Any]]:
         """The foreign keys whose actions change rows when a row of ``db.name`` is deleted or has its referenced
@@ -469,7 +479,7 @@ class SchemaHistory:
             columns[k].name: type_with_charset(columns[k], table.charset, self.mariadb) for k in named if k in columns
         }
         scratch = SchemaCatalog(database=table.db, mariadb=self.mariadb)
-        scratch.tables[f"{table.db}.{table.name}"] = table
+        scratch.tables[table.full_name] = table
         try:
             changes = scratch.apply(fold_table_names(stmt) if self.lower_case_names else stmt, table.db)
         except SchemaError:
@@ -821,7 +831,18 @@ class SchemaHistory:
 
 
 def _column_to_dict(c: TableColumn) -> dict[str, Any]:
-    return attrs.asdict(c, recurse=False) | {"params": list(c.params), "labels": list(c.labels)}
+    out = attrs.asdict(c, recurse=False) | {"params": list(c.params), "labels": list(c.labels)}
+    if c.virtual_of is None:
+        del out["virtual_of"]  # documents stay as they were for tables without VIRTUAL columns
+    else:
+        out["virtual_of"] = list(c.virtual_of)
+    return out
+
+
+def _virtual(column: Mapping[str, Any]) -> dict[str, Any]:
+    """A column document's ``virtual_of`` as a tuple (none in older documents)."""
+    names = column.get("virtual_of")
+    return {} if names is None else {"virtual_of": tuple(names)}
 
 
 def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
@@ -837,6 +858,7 @@ def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
                 "columns": [_column_to_dict(c) for c in t.columns],
             }
             | ({"foreign_keys": [k.to_dict() for k in t.foreign_keys]} if t.foreign_keys else {})
+            | ({"keys": [k.to_dict() for k in t.keys]} if t.keys else {})
             for t in catalog
         ],
         "objects": catalog.objects.to_dict(),
@@ -848,10 +870,12 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
     catalog.databases = {str(k): v for k, v in doc["databases"].items()}
     for t in doc["tables"]:
         columns = tuple(
-            TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"])}) for c in t["columns"]
+            TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"]), **_virtual(c)})
+            for c in t["columns"]
         )
         keys = tuple(ForeignKey.from_dict(k) for k in t.get("foreign_keys", ()))  # none in older documents
-        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys)
+        others = tuple(TableKey.from_dict(k) for k in t.get("keys", ()))  # none in older documents
+        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys, others)
         catalog.tables[table.full_name] = table
     catalog.objects = ObjectCatalog.from_dict(doc.get("objects"))  # older documents: none known, and none seen
     return catalog

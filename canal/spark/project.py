@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from canal.lake.types import spark_type_sql
+from canal.names import split_qualified
 from canal.protocol import TableSchema
 from canal.spark.options import IMAGE_FORMS, IMAGES_PACKED
 from canal.sql import CreateTable, SqlError, read_statement
@@ -187,7 +188,8 @@ def _layout(table_schema_or_ddl: Layout, table: str | None) -> tuple[str | None,
         columns = [(str(n), str(t)) for n, t in table_schema_or_ddl]
         schema_name, table_name = None, table
     if table is not None:
-        schema_name, _, table_name = table.rpartition(".") if "." in table else (schema_name, "", table)
+        # ```shop.eu`.orders`` where a name holds a dot (canal.names)
+        schema_name, table_name = split_qualified(table) if "." in table else (schema_name, table)
     return schema_name, table_name, columns
 
 

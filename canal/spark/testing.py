@@ -13,6 +13,7 @@ from canal.instance import Instance
 from canal.lake import Comparison, DeltaMirror, compare
 from canal.lake.store import fs
 from canal.spark.batches import RunStats, run_batches
+from canal.sql import quote_name
 from canal.testing.services.spark import TEST_JVM_OPTIONS
 
 
@@ -75,16 +76,26 @@ def stop_spark(spark: Any, timeout_s: float = 30.0) -> None:
 def select_all(conn: Any, schema: str, table: str) -> list[dict[str, Any]]:
     """``SELECT *`` of a table as dicts (a pymysql connection)."""
     with conn.cursor() as cur:
-        cur.execute(f"SELECT * FROM `{schema}`.`{table}`")
+        cur.execute(f"SELECT * FROM {quote_name(schema)}.{quote_name(table)}")
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def primary_key(conn: Any, schema: str, table: str) -> list[str]:
+    """The columns a table's rows are identified by: its primary key, else the UNIQUE NOT NULL key the server
+    promotes to one (``COLUMN_KEY`` ``PRI``, :mod:`canal.schema.keys`); [] for a table with neither."""
     with conn.cursor() as cur:
         cur.execute(
             "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
             "AND CONSTRAINT_NAME='PRIMARY' ORDER BY ORDINAL_POSITION",
+            (schema, table),
+        )
+        found = [str(r[0]) for r in cur.fetchall()]
+        if found:
+            return found
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
+            "AND COLUMN_KEY='PRI' ORDER BY ORDINAL_POSITION",
             (schema, table),
         )
         return [str(r[0]) for r in cur.fetchall()]

@@ -32,6 +32,7 @@ from canal.lake.ddl.ddl_text import ddl_statement, statement_mode
 from canal.lake.ddl.time_zones import MirrorTimeZoneError, StatementZone, literal_to_utc
 from canal.lake.ddl.versioning import known_periods, period_fill, versioning_change
 from canal.lake.types import MirrorConversionError, MirrorError, ZeroDates, arrow_type
+from canal.names import qualified
 from canal.parse.convert import RETYPED_FROM_PROP
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
 from canal.schema.catalog import drops_primary
@@ -117,7 +118,7 @@ def plan_evolution(
     come from a server with ``lower_case_table_names=1`` (:mod:`canal.lake.ddl.ddl_text`); ``props``: the session state
     each statement's row carries by batch row (its time zone: :mod:`canal.lake.ddl.time_zones`)."""
     catalog = SchemaCatalog(database=schema, mariadb=mariadb)
-    key = f"{schema}.{table}"
+    key = qualified(schema, table)
     if current is not None:
         columns = tuple(TableColumn(name, _KEPT) for name in current)
         catalog.tables[key] = TableDef(schema, table, columns, (), _UNKNOWN_CHARSET)
@@ -519,7 +520,7 @@ def _follow(
 
 def _names(name: Any, session: str) -> str:
     """The catalog's key of a table name a statement wrote (its schema defaulting to the session's)."""
-    return f"{name.schema if name.schema is not None else session}.{name.name}"
+    return qualified(name.schema if name.schema is not None else session, name.name)
 
 
 def renamed_tables(sql: str, session: str, fold_names: bool, mode: SqlMode = DEFAULT_MODE) -> list[tuple[str, str]]:

@@ -313,7 +313,10 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     keyless = pc.and_(dml, pc.fill_null(pc.equal(keys, no_key), False))
     if any_true(keyless):
         full = full_names[tid[pc.indices_nonzero(keyless)[0].as_py()].as_py()]  # the first such row's table
-        raise MirrorError(f"{full} has no primary key; the mirror needs one to apply updates and deletes")
+        raise MirrorError(
+            f"{full} has no primary key and no UNIQUE key over NOT NULL columns; the mirror needs one to apply updates "
+            "and deletes"
+        )
     rows = pa.table({"tid": tid, "pos": pos, "keys": keys}).filter(dml)
     # the layout is the last DML row's, even one a later TRUNCATE discards
     last_rows = rows.group_by("tid").aggregate([("pos", "max")])

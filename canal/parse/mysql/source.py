@@ -50,9 +50,11 @@ from canal.schema.history import SchemaColumn
 from canal.schema.information_schema import (
     BOOTSTRAP_DATABASES_SQL,
     BOOTSTRAP_FOREIGN_KEYS_SQL,
-    BOOTSTRAP_PRIMARY_SQL,
+    BOOTSTRAP_KEYS_SQL,
     BOOTSTRAP_SQL,
     BOOTSTRAP_VERSIONED_SQL,
+    TABLE_COLUMNS_SQL,
+    TABLE_KEYS_SQL,
     catalog_from_columns,
     foreign_key_rows,
     read_objects,
@@ -62,6 +64,13 @@ from canal.secrets import secret_token
 from canal.sql import quote_name
 
 log = logging.getLogger(__name__)
+
+# one table's type, and whether it has foreign keys (a child): what schema_catalog(table) reads SHOW CREATE TABLE for
+_TABLE_KIND_SQL = (
+    "SELECT t.TABLE_TYPE, EXISTS (SELECT 1 FROM information_schema.KEY_COLUMN_USAGE k WHERE k.TABLE_SCHEMA = "
+    "t.TABLE_SCHEMA AND k.TABLE_NAME = t.TABLE_NAME AND k.REFERENCED_TABLE_NAME IS NOT NULL) "
+    "FROM information_schema.TABLES t WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s"
+)
 
 _T = TypeVar("_T")
 
@@ -401,23 +410,34 @@ class MysqlBinlogSource:
         """The server's ``system_time_zone`` (read when the source opened): what a session's ``SYSTEM`` zone is."""
         return self._system_time_zone
 
-    def schema_catalog(self, *, objects: bool = False) -> SchemaCatalog:
-        """Every table's layout now, from information_schema (the server's own schemas aside); with ``objects``, its
-        views, triggers and routines too (:func:`canal.schema.information_schema.read_objects`)."""
+    def schema_catalog(self, table: tuple[str, str] | None = None, *, objects: bool = False) -> SchemaCatalog:
+        """Every table's layout now, from information_schema (the server's own schemas aside); with ``table``
+        (``(db, name)``), that table's alone (none when there is no such table); with ``objects``, its views, triggers
+        and routines too (:func:`canal.schema.information_schema.read_objects`)."""
         conn = self._side_connection()
         charset = str(self._run(conn, "SELECT @@character_set_server")[0][0])
-        rows = self._run(conn, BOOTSTRAP_SQL)
-        primary = self._run(conn, BOOTSTRAP_PRIMARY_SQL)
+        if table is not None:
+            rows = self._run(conn, TABLE_COLUMNS_SQL, table)
+            primary = self._run(conn, TABLE_KEYS_SQL, table)
+            kind = self._run(conn, _TABLE_KIND_SQL, table)
+            children = [table] if kind and kind[0][1] else []
+            versioned = [table] if kind and str(kind[0][0]) == "SYSTEM VERSIONED" else []
+        else:
+            rows = self._run(conn, BOOTSTRAP_SQL)
+            primary = self._run(conn, BOOTSTRAP_KEYS_SQL)
+            children = self._run(conn, BOOTSTRAP_FOREIGN_KEYS_SQL)
+            versioned = self._run(conn, BOOTSTRAP_VERSIONED_SQL)
         keys = []
-        for db, table in self._run(conn, BOOTSTRAP_FOREIGN_KEYS_SQL):
-            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table))}")[0][1])
+        for db, table_name in children:
+            table_text = f"{quote_name(str(db))}.{quote_name(str(table_name))}"
+            text = str(self._run(conn, f"SHOW CREATE TABLE {table_text}")[0][1])
             try:
                 keys.extend(foreign_key_rows(str(db), text))
             except SchemaError as exc:  # its keys unknown: a mirror stops at what they cascade (CASCADE_TABLES)
-                log.warning("%s: the foreign keys of %s.%s are not known: %s", self.address, db, table, exc)
+                log.warning("%s: the foreign keys of %s are not known: %s", self.address, table_text, exc)
         catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb, foreign_key_rows=keys)
-        for db, table in self._run(conn, BOOTSTRAP_VERSIONED_SQL):  # their period columns: from SHOW CREATE TABLE
-            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table))}")[0][1])
+        for db, table_name in versioned:  # their period columns: from SHOW CREATE TABLE
+            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table_name))}")[0][1])
             layout = versioned_table(str(db), text, mariadb=self._is_mariadb)
             catalog.tables[layout.full_name] = layout
         for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
