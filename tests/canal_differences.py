@@ -32,7 +32,18 @@ DIFFERENCES: dict[str, str] = {
     "negative-zero": "canal's FLOAT that underflowed is -0.0; SELECT (and pycanal) show 0",
     "geometry-srid": "canal's GEOMETRY holds the server's 4-byte SRID before the WKB; pycanal's is the WKB",
     "json-as-blob": "canal's MariaDB JSON is a BLOB (sqlType 2004, bytes as ISO-8859-1); pycanal's a CLOB of text",
-    "canal-stops": "canal stops (and retries forever) at a table map its TSDB does not match, under FULL metadata",
+    "ddl-kind": "canal reads some DDL (partition maintenance ...) as a QUERY naming no table; pycanal names its kind and table",
+    "rotate-file-name": "canal's entries of the first transaction after a binlog rotation name the file before it",
+    "statement-dml": "canal hands out DML the server logged as a statement as an entry of SQL and no rows, filtered "
+    "tables' too; pycanal follows it or stops, typed (docs/concepts/fail-closed.md)",
+    "database-ddl": "canal's CREATE / DROP DATABASE entries are QUERY entries naming the database with its quotes; "
+    "pycanal's DROP is an ERASE, and names it unquoted",
+    "ddl-dropped": "canal hands out no entry for some DDL its parser cannot read (ALTER TABLE ... REMOVE PARTITIONING)",
+    "xa-outcome": "pycanal's XA COMMIT / ROLLBACK entries are DDL-flagged boundaries naming the session's database",
+    "canal-stops": "canal stops, retrying forever, at rows its TSDB does not match (MariaDB's SET STATEMENT ... FOR "
+    "DDL, system versioning, compressed columns; under FULL metadata, MariaDB's signedness bits of YEAR)",
+    "tsdb-layout": "canal names some rows after DDL with another layout than the table had (its TSDB's replay)",
+    "empty-transaction": "both drop most transactions that hold nothing captured, and let one through now and then",
 }
 
 
@@ -128,16 +139,85 @@ def _column(form: Form, path: str) -> dict[str, Any]:
     return node  # type: ignore[no-any-return]
 
 
+def _renamed_after_rotation(canal: Sequence[Form], out: Comparison) -> list[Form]:
+    """canal's entries with the file they were read from: an offset below the one before it, in the same file,
+    is in the next file (:data:`rotate-file-name`)."""
+    fixed: list[Form] = []
+    for f in canal:
+        if fixed and f["logfileName"] <= fixed[-1]["logfileName"] and f["logfileOffset"] < fixed[-1]["logfileOffset"]:
+            name = fixed[-1]["logfileName"]
+            stem, _, number = name.rpartition(".")
+            f = {**f, "logfileName": f"{stem}.{int(number) + 1:0{len(number)}d}"}
+            out.fired["rotate-file-name"] += 1
+        elif fixed and f["logfileName"] < fixed[-1]["logfileName"]:
+            f = {**f, "logfileName": fixed[-1]["logfileName"]}
+            out.fired["rotate-file-name"] += 1
+        fixed.append(f)
+    return fixed
+
+
+def _layout(form: Form) -> list[tuple[str, bool, str]]:
+    """The columns a row entry's first image names: (name, key, type without the DDL's spelling)."""
+    rows = form.get("rows") or []
+    if not rows:
+        return []
+    image = rows[0]["after"] or rows[0]["before"]
+    return [(c["name"], c["isKey"], normal_type(c["mysqlType"])) for c in image]
+
+
+def _empty(forms: Sequence[Form], key: tuple[str, int, str]) -> bool:
+    """No row or DDL entry in the transaction that ends at ``key`` (since the boundary before it), in ``forms``."""
+    at = (key[0], key[1])
+    before = [f for f in forms if (f["logfileName"], f["logfileOffset"]) < at]
+    for f in reversed(before):
+        if f["entryType"] == "TRANSACTIONEND" or f.get("isDdl"):
+            return True
+        if f["entryType"] == "ROWDATA" and f.get("rows"):
+            return False
+    return True
+
+
+_DATABASE_DDL = re.compile(r"^\s*(create|drop|alter)\s+(or\s+replace\s+)?(database|schema)\b", re.IGNORECASE)
+
+
+def _database_ddl(canal: Form, ours: Form) -> bool:
+    """A CREATE / DROP / ALTER DATABASE both hand out: canal's QUERY naming the database as quoted in the statement,
+    pycanal's naming it unquoted (an ERASE for DROP)."""
+    return (
+        canal.get("sql") == ours.get("sql")
+        and bool(_DATABASE_DDL.match(canal.get("sql") or ""))
+        and canal["schemaName"].strip("`") == ours["schemaName"]
+        and canal["eventType"] == "QUERY"
+        and ours["eventType"] in ("QUERY", "ERASE")
+    )
+
+
+def _ddl_kind(canal: Form, ours: Form) -> bool:
+    """canal's DDL parser read the statement as a QUERY of no table; pycanal's names it (the same SQL)."""
+    return (
+        canal.get("isDdl") is True
+        and ours.get("isDdl") is True
+        and canal["eventType"] == "QUERY"
+        and not canal["tableName"]
+        and canal.get("sql") == ours.get("sql")
+    )
+
+
 def compare(canal: Sequence[Form], ours: Sequence[Form], *, canal_gtid: bool = False, canal_stopped: bool = False) -> Comparison:
     """What differs between canal's entries and pycanal's beyond the rules (``canal_stopped``: canal raised an
     alarm, and pycanal's entries past canal's last are :data:`canal-stops`)."""
     out = Comparison()
+    canal = _renamed_after_rotation(canal, out)
     ck, ok = by_key(canal), by_key(ours)
     last = max(((f["logfileName"], f["logfileOffset"]) for f in canal), default=("", 0))
     for k in sorted(ck.keys() - ok.keys()):
         f = ck[k]
         if f["entryType"] == "ROWDATA" and f["eventType"] == "QUERY" and not f["isDdl"] and not f["tableName"]:
             out.fired["statement-text"] += 1
+        elif f["entryType"] == "TRANSACTIONEND" and _empty(canal, k) and _empty(ours, k):
+            out.fired["empty-transaction"] += 1
+        elif f["entryType"] == "ROWDATA" and f["eventType"] in ("INSERT", "UPDATE", "DELETE") and f["sql"] and not f["rows"]:
+            out.fired["statement-dml"] += 1
         else:
             out.unexplained.append(f"canal only: {k} {f['eventType']} {f.get('sql', '')[:80]!r}")
     for k in sorted(ok.keys() - ck.keys()):
@@ -146,16 +226,29 @@ def compare(canal: Sequence[Form], ours: Sequence[Form], *, canal_gtid: bool = F
             out.fired["canal-stops"] += 1
         elif f["entryType"] == "TRANSACTIONBEGIN":
             out.fired["no-begin-on-mariadb"] += 1
+        elif f["entryType"] == "TRANSACTIONEND" and _empty(canal, k) and _empty(ours, k):
+            out.fired["empty-transaction"] += 1
+        elif f["entryType"] == "ROWDATA" and f["isDdl"] and f["sql"]:
+            out.fired["ddl-dropped"] += 1
         else:
             out.unexplained.append(f"pycanal only: {k} {f['eventType']} {f.get('sql', '')[:80]!r}")
     for k in sorted(ck.keys() & ok.keys()):
+        relaid = _layout(ck[k]) != _layout(ok[k])
         for path, a, b in differences(ck[k], ok[k]):
             field = leaf(path)
             rule: str | None = None
             if field == "eventType" and path == "eventType" and ck[k]["entryType"] == "TRANSACTIONEND":
                 rule = "boundary-event-type" if a == "UPDATE" else None
+            elif _database_ddl(ck[k], ok[k]) and path in ("schemaName", "eventType", "rowEventType", "ddlSchemaName"):
+                rule = "database-ddl"
+            elif _ddl_kind(ck[k], ok[k]) and path in ("tableName", "schemaName", "eventType", "rowEventType", "ddlSchemaName"):
+                rule = "ddl-kind"
+            elif ck[k]["eventType"] in ("XACOMMIT", "XAROLLBACK") and path in ("isDdl", "schemaName", "ddlSchemaName"):
+                rule = "xa-outcome" if a in (False, "") else None
             elif path == "gtid" and not canal_gtid and a == "":
                 rule = "gtid-header"
+            elif path.startswith("rows[") and relaid and leaf(path) != "updated":
+                rule = "tsdb-layout"
             elif path.startswith("rows["):
                 rule = column_rule(path, _column(ck[k], path), _column(ok[k], path))
             if rule is None:
