@@ -10,6 +10,7 @@ the test that pins each difference (``tests/test_peers_canal_mariadb.py``).
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -36,8 +37,9 @@ DIFFERENCES: dict[str, str] = {
     "rotate-file-name": "canal's entries of the first transaction after a binlog rotation name the file before it",
     "statement-dml": "canal hands out DML the server logged as a statement as an entry of SQL and no rows, filtered "
     "tables' too; pycanal follows it or stops, typed (docs/concepts/fail-closed.md)",
-    "database-ddl": "canal's CREATE / DROP DATABASE entries are QUERY entries naming the database with its quotes; "
-    "pycanal's DROP is an ERASE, and names it unquoted",
+    "database-ddl": "canal's CREATE / DROP DATABASE entries are QUERY entries naming the database with its quotes, "
+    "and come for databases the filter takes nothing of; pycanal's DROP is an ERASE, unquoted, for captured ones",
+    "decimal-scale": "canal's DECIMAL with a zero fraction has one digit after the point (1.0 for 1.00: canal #2081)",
     "ddl-dropped": "canal hands out no entry for some DDL its parser cannot read (ALTER TABLE ... REMOVE PARTITIONING)",
     "xa-outcome": "pycanal's XA COMMIT / ROLLBACK entries are DDL-flagged boundaries naming the session's database",
     "canal-stops": "canal stops, retrying forever, at rows its TSDB does not match (MariaDB's SET STATEMENT ... FOR "
@@ -114,6 +116,8 @@ def column_rule(path: str, canal: dict[str, Any], ours: dict[str, Any]) -> str |
         chosen = [x for x in b.split(",") if x] if b else []
         if all(x in labels for x in chosen) and a == str(sum(1 << labels.index(x) for x in chosen)):
             return "enum-set-numbers"
+    if base == "decimal" and "." in b and _same_number(a, b) and len(a) < len(b) and a.endswith(".0"):
+        return "decimal-scale"
     if base == "binary" and a == b.rstrip("\x00"):
         return "binary-trailing-zeros"
     if base == "float" and a == "-0.0" and b == "0.0":
@@ -130,6 +134,13 @@ def column_rule(path: str, canal: dict[str, Any], ours: dict[str, Any]) -> str |
     if base in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext") and "\ufffd" in a and len(a) <= len(b):
         return "column-charset"
     return None
+
+
+def _same_number(a: str, b: str) -> bool:
+    try:
+        return Decimal(a) == Decimal(b)
+    except ArithmeticError:
+        return False
 
 
 def _column(form: Form, path: str) -> dict[str, Any]:
@@ -216,6 +227,8 @@ def compare(canal: Sequence[Form], ours: Sequence[Form], *, canal_gtid: bool = F
             out.fired["statement-text"] += 1
         elif f["entryType"] == "TRANSACTIONEND" and _empty(canal, k) and _empty(ours, k):
             out.fired["empty-transaction"] += 1
+        elif f["entryType"] == "ROWDATA" and f["isDdl"] and _DATABASE_DDL.match(f["sql"]):
+            out.fired["database-ddl"] += 1
         elif f["entryType"] == "ROWDATA" and f["eventType"] in ("INSERT", "UPDATE", "DELETE") and f["sql"] and not f["rows"]:
             out.fired["statement-dml"] += 1
         else:

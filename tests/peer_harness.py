@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -282,7 +283,11 @@ class CanalPeer(PeerProcess):
                 raise PeerError(f"canal: {destination}'s {len(entries)} entries never satisfied the wait")
 
     def alarms(self, destination: str) -> list[str]:
-        return [line["message"] for line in self.select("alarm", destination=destination)]
+        """canal's alarms for the destination, and the errors its threads for it logged (canal names a
+        destination's threads after it: ``destination = NAME , address = ...``, ``...-Parser-NAME-0``)."""
+        named = re.compile(rf"(destination = {re.escape(destination)} ,)|(-{re.escape(destination)}-\d+$)")
+        logged = [f"{line['message']}\n{line['causes']}" for line in self.select("log_error") if named.search(line["thread"])]
+        return [line["message"] for line in self.select("alarm", destination=destination)] + logged
 
 
 class DebeziumPeer(PeerProcess):

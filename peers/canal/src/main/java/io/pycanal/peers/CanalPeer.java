@@ -118,6 +118,16 @@ public final class CanalPeer implements Harness.Peer {
         AlarmLines alarms = new AlarmLines();
         alarms.start();
         instance.setAlarmHandler(alarms);
+        if (instance.getEventParser() instanceof MysqlEventParser) {
+            // canal.instance.filter.field / filter.black.field: not CanalParameter settings, the parser's
+            MysqlEventParser parser = (MysqlEventParser) instance.getEventParser();
+            if (c.get("field_filter") != null) {
+                parser.setFieldFilter(c.get("field_filter").toString());
+            }
+            if (c.get("field_black_filter") != null) {
+                parser.setFieldBlackFilter(c.get("field_black_filter").toString());
+            }
+        }
         if (Harness.flag(c, "tsdb", true) && instance.getEventParser() instanceof MysqlEventParser) {
             MysqlEventParser parser = (MysqlEventParser) instance.getEventParser();
             parser.setTableMetaTSDBFactory(tsdb);
@@ -165,6 +175,7 @@ public final class CanalPeer implements Harness.Peer {
         p.setStorageMode(StorageMode.MEMORY);
         p.setMemoryStorageBufferSize((int) Harness.number(c, "buffer_size", 16 * 1024));
         p.setMemoryStorageRawEntry(Harness.flag(c, "raw", true));
+        p.setStorageBatchMode(CanalParameter.BatchMode.valueOf(Harness.string(c, "batch_mode", "MEMSIZE")));
         p.setTransactionSize((int) Harness.number(c, "transaction_size", 1024));
         // canal.instance.parser.parallel defaults to true in canal's deployer (CanalParameter's own default is false)
         p.setParallel(Harness.flag(c, "parallel", true));
@@ -268,7 +279,7 @@ public final class CanalPeer implements Harness.Peer {
             throw new IllegalStateException("destination " + client.getDestination() + " is not started");
         }
         consumer.subscribe();
-        consumer.once(Harness.flag(c, "ack", false));
+        consumer.once(Harness.flag(c, "ack", false), (int) Harness.number(c, "batch_size", consumer.batchSize));
     }
 
     private void stop(String destination) {
@@ -344,7 +355,7 @@ public final class CanalPeer implements Harness.Peer {
                         continue;
                     }
                     subscribe();
-                    once(true);
+                    once(true, batchSize);
                 } catch (InterruptedException e) {
                     return;
                 } catch (Throwable e) {
@@ -361,8 +372,8 @@ public final class CanalPeer implements Harness.Peer {
         }
 
         /** One getWithoutAck; its entries printed (or counted), then acked if {@code ack}. */
-        void once(boolean ack) throws Exception {
-            Message message = server.getWithoutAck(client, batchSize, timeoutMs, TimeUnit.MILLISECONDS);
+        void once(boolean ack, int size) throws Exception {
+            Message message = server.getWithoutAck(client, size, timeoutMs, TimeUnit.MILLISECONDS);
             long id = message.getId();
             if (id == -1) {
                 return;
