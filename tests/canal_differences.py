@@ -10,9 +10,9 @@ the test that pins each difference (``tests/test_peers_canal_mariadb.py``).
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from collections import Counter
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 import attrs
@@ -33,7 +33,8 @@ DIFFERENCES: dict[str, str] = {
     "negative-zero": "canal's FLOAT that underflowed is -0.0; SELECT (and pycanal) show 0",
     "geometry-srid": "canal's GEOMETRY holds the server's 4-byte SRID before the WKB; pycanal's is the WKB",
     "json-as-blob": "canal's MariaDB JSON is a BLOB (sqlType 2004, bytes as ISO-8859-1); pycanal's a CLOB of text",
-    "ddl-kind": "canal reads some DDL (partition maintenance ...) as a QUERY naming no table; pycanal names its kind and table",
+    "ddl-kind": "canal reads some DDL (partition maintenance ...) as a QUERY naming no table; pycanal names its kind "
+    "and table",
     "rotate-file-name": "canal's entries of the first transaction after a binlog rotation name the file before it",
     "statement-dml": "canal hands out DML the server logged as a statement as an entry of SQL and no rows, filtered "
     "tables' too; pycanal follows it or stops, typed (docs/concepts/fail-closed.md)",
@@ -55,7 +56,9 @@ class Comparison:
     fired: Counter[str] = attrs.field(factory=Counter)
 
     def report(self) -> str:
-        return "\n".join(self.unexplained[:40]) + (f"\n... {len(self.unexplained) - 40} more" if len(self.unexplained) > 40 else "")
+        return "\n".join(self.unexplained[:40]) + (
+            f"\n... {len(self.unexplained) - 40} more" if len(self.unexplained) > 40 else ""
+        )
 
 
 _INT_WIDTH = re.compile(r"\b(tinyint|smallint|mediumint|int|bigint|year)\(\d+\)")
@@ -214,7 +217,9 @@ def _ddl_kind(canal: Form, ours: Form) -> bool:
     )
 
 
-def compare(canal: Sequence[Form], ours: Sequence[Form], *, canal_gtid: bool = False, canal_stopped: bool = False) -> Comparison:
+def compare(
+    canal: Sequence[Form], ours: Sequence[Form], *, canal_gtid: bool = False, canal_stopped: bool = False
+) -> Comparison:
     """What differs between canal's entries and pycanal's beyond the rules (``canal_stopped``: canal raised an
     alarm, and pycanal's entries past canal's last are :data:`canal-stops`)."""
     out = Comparison()
@@ -229,7 +234,12 @@ def compare(canal: Sequence[Form], ours: Sequence[Form], *, canal_gtid: bool = F
             out.fired["empty-transaction"] += 1
         elif f["entryType"] == "ROWDATA" and f["isDdl"] and _DATABASE_DDL.match(f["sql"]):
             out.fired["database-ddl"] += 1
-        elif f["entryType"] == "ROWDATA" and f["eventType"] in ("INSERT", "UPDATE", "DELETE") and f["sql"] and not f["rows"]:
+        elif (
+            f["entryType"] == "ROWDATA"
+            and f["eventType"] in ("INSERT", "UPDATE", "DELETE")
+            and f["sql"]
+            and not f["rows"]
+        ):
             out.fired["statement-dml"] += 1
         else:
             out.unexplained.append(f"canal only: {k} {f['eventType']} {f.get('sql', '')[:80]!r}")
@@ -254,7 +264,13 @@ def compare(canal: Sequence[Form], ours: Sequence[Form], *, canal_gtid: bool = F
                 rule = "boundary-event-type" if a == "UPDATE" else None
             elif _database_ddl(ck[k], ok[k]) and path in ("schemaName", "eventType", "rowEventType", "ddlSchemaName"):
                 rule = "database-ddl"
-            elif _ddl_kind(ck[k], ok[k]) and path in ("tableName", "schemaName", "eventType", "rowEventType", "ddlSchemaName"):
+            elif _ddl_kind(ck[k], ok[k]) and path in (
+                "tableName",
+                "schemaName",
+                "eventType",
+                "rowEventType",
+                "ddlSchemaName",
+            ):
                 rule = "ddl-kind"
             elif ck[k]["eventType"] in ("XACOMMIT", "XAROLLBACK") and path in ("isDdl", "schemaName", "ddlSchemaName"):
                 rule = "xa-outcome" if a in (False, "") else None

@@ -43,7 +43,10 @@ def from_canal(line: dict[str, Any]) -> Form:
             sql=rc["sql"],
             ddlSchemaName=rc["ddlSchemaName"],
             rows=[
-                {"before": [_canal_column(c) for c in r["beforeColumns"]], "after": [_canal_column(c) for c in r["afterColumns"]]}
+                {
+                    "before": [_canal_column(c) for c in r["beforeColumns"]],
+                    "after": [_canal_column(c) for c in r["afterColumns"]],
+                }
                 for r in rc["rowDatas"]
             ],
         )
@@ -89,7 +92,10 @@ def from_pycanal(entry: Entry) -> Form:
             sql=rc.sql,
             ddlSchemaName=rc.ddl_schema,
             rows=[
-                {"before": [_pycanal_column(c) for c in r.before_columns], "after": [_pycanal_column(c) for c in r.after_columns]}
+                {
+                    "before": [_pycanal_column(c) for c in r.before_columns],
+                    "after": [_pycanal_column(c) for c in r.after_columns],
+                }
                 for r in rc.rows
             ],
         )
@@ -135,8 +141,8 @@ def leaf(path: str) -> str:
 
 def describe(forms: Iterable[Form]) -> str:
     return "\n".join(
-        f"  {f['logfileName']}:{f['logfileOffset']} {f['entryType']} {f['eventType']} {f['schemaName']}.{f['tableName']}"
-        + (f" {f.get('sql', '')[:80]!r}" if f.get("sql") else "")
+        f"  {f['logfileName']}:{f['logfileOffset']} {f['entryType']} {f['eventType']} "
+        f"{f['schemaName']}.{f['tableName']}" + (f" {f.get('sql', '')[:80]!r}" if f.get("sql") else "")
         for f in forms
     )
 

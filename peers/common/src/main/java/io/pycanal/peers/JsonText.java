@@ -24,7 +24,7 @@ public final class JsonText {
         return out.toString();
     }
 
-    /** Appends {@code raw}, already JSON text (a converter's output), as it is. */
+    /** JSON text already (a converter's output), written as it is but for its characters beyond ASCII. */
     public static final class Raw {
         final String text;
 
@@ -38,7 +38,21 @@ public final class JsonText {
         if (value == null) {
             out.append("null");
         } else if (value instanceof Raw) {
-            out.append(((Raw) value).text == null ? "null" : ((Raw) value).text);
+            String raw = ((Raw) value).text;
+            if (raw == null) {
+                out.append("null");
+            } else {
+                // JSON text: a character beyond ASCII can only be inside a string, where its \\u escape is the same
+                for (int i = 0; i < raw.length(); i++) {
+                    char c = raw.charAt(i);
+                    if (c > 0x7e) {
+                        out.append("\\u").append(HEX[(c >> 12) & 15]).append(HEX[(c >> 8) & 15])
+                            .append(HEX[(c >> 4) & 15]).append(HEX[c & 15]);
+                    } else {
+                        out.append(c);
+                    }
+                }
+            }
         } else if (value instanceof CharSequence) {
             writeString(out, value.toString());
         } else if (value instanceof Boolean) {
