@@ -132,6 +132,7 @@ class PeerProcess:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
             line = json.loads(raw)
+            line["_t"] = time.monotonic()  # when it arrived (a test orders what two processes did by it)
             with self._cond:
                 self.lines.append(line)
                 self._cond.notify_all()

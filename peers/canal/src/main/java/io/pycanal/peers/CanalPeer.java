@@ -8,6 +8,8 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
+import org.I0Itec.zkclient.exception.ZkNodeExistsException;
+
 import com.alibaba.otter.canal.common.zookeeper.ZkClientx;
 import com.alibaba.otter.canal.common.zookeeper.ZookeeperPathUtils;
 import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningData;
@@ -221,7 +223,9 @@ public final class CanalPeer implements Harness.Peer {
 
     /** Runs the destination the way canal's deployer does under ZooKeeper: only while this process holds its running node. */
     private void monitor(String destination, Map<String, Object> c, Consumer consumer) {
-        ZkClientx zk = ZkClientx.getZkClient(Harness.required(c, "zk"));
+        // canal's deployer uses ZkClient's default session (30 s); a test that kills the owner sets a shorter one
+        ZkClientx zk = new ZkClientx(Harness.required(c, "zk"), (int) Harness.number(c, "zk_session_ms", 30_000),
+            (int) Harness.number(c, "zk_connect_ms", 30_000));
         zk.createPersistent(ZookeeperPathUtils.DESTINATION_ROOT_NODE, true);
         zk.createPersistent(ZookeeperPathUtils.CANAL_CLUSTER_ROOT_NODE, true);
         String registered = Harness.required(c, "server_address"); // canal.register.ip:canal.port
@@ -253,7 +257,12 @@ public final class CanalPeer implements Harness.Peer {
             @Override
             public void processStart() {
                 String path = ZookeeperPathUtils.getDestinationClusterNode(destination, registered);
-                zk.createEphemeral(path);
+                zk.createPersistent(ZookeeperPathUtils.getDestinationClusterRoot(destination), true);
+                try {
+                    zk.createEphemeral(path);
+                } catch (ZkNodeExistsException e) {
+                    // registered already: the monitor's init and start both call this, as in canal's deployer
+                }
             }
 
             @Override
@@ -341,6 +350,9 @@ public final class CanalPeer implements Harness.Peer {
         void subscribe() {
             if (!subscribed) {
                 server.subscribe(client);
+                // what canal's client connector does when it connects: batches a former consumer got and never
+                // acked (in the meta, as marks) are handed out again from the cursor
+                server.rollback(client);
                 subscribed = true;
             }
         }
