@@ -6,7 +6,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 
 import org.I0Itec.zkclient.exception.ZkNodeExistsException;
 
@@ -26,11 +25,8 @@ import com.alibaba.otter.canal.instance.manager.model.CanalParameter.MetaMode;
 import com.alibaba.otter.canal.instance.manager.model.CanalParameter.SourcingType;
 import com.alibaba.otter.canal.instance.manager.model.CanalParameter.StorageMode;
 import com.alibaba.otter.canal.parse.inbound.mysql.MysqlEventParser;
-import com.alibaba.otter.canal.protocol.CanalEntry;
 import com.alibaba.otter.canal.protocol.ClientIdentity;
-import com.alibaba.otter.canal.protocol.Message;
 import com.alibaba.otter.canal.server.embedded.CanalServerWithEmbedded;
-import com.google.protobuf.ByteString;
 
 /**
  * canal's embedded server as a peer. Each {@code start} command builds one destination: a CanalInstanceWithManager
@@ -47,7 +43,7 @@ public final class CanalPeer implements Harness.Peer {
 
     private final CanalServerWithEmbedded server = CanalServerWithEmbedded.instance();
     private final Map<String, Map<String, Object>> configs = new ConcurrentHashMap<>();
-    private final Map<String, Consumer> consumers = new ConcurrentHashMap<>();
+    private final Map<String, EmbeddedConsumer> consumers = new ConcurrentHashMap<>();
     private final Map<String, ServerRunningMonitor> monitors = new ConcurrentHashMap<>();
     private final H2Tsdb tsdb = new H2Tsdb();
     private volatile boolean serverStarted;
@@ -61,6 +57,9 @@ public final class CanalPeer implements Harness.Peer {
         switch (name) {
             case "start":
                 start(c);
+                break;
+            case "start_conf":
+                start(ConfDir.settings(Harness.required(c, "conf_dir"), Harness.required(c, "destination"), c));
                 break;
             case "stop":
                 stop(Harness.required(c, "destination"));
@@ -205,7 +204,7 @@ public final class CanalPeer implements Harness.Peer {
         }
         ensureServer();
         long begun = System.nanoTime();
-        Consumer consumer = new Consumer(client(c), c, begun);
+        EmbeddedConsumer consumer = new EmbeddedConsumer(server, client(c), c, begun);
         if (Harness.flag(c, "ha", false)) {
             monitor(destination, c, consumer);
         } else {
@@ -222,7 +221,7 @@ public final class CanalPeer implements Harness.Peer {
     }
 
     /** Runs the destination the way canal's deployer does under ZooKeeper: only while this process holds its running node. */
-    private void monitor(String destination, Map<String, Object> c, Consumer consumer) {
+    private void monitor(String destination, Map<String, Object> c, EmbeddedConsumer consumer) {
         // canal's deployer uses ZkClient's default session (30 s); a test that kills the owner sets a shorter one
         ZkClientx zk = new ZkClientx(Harness.required(c, "zk"), (int) Harness.number(c, "zk_session_ms", 30_000),
             (int) Harness.number(c, "zk_connect_ms", 30_000));
@@ -283,7 +282,7 @@ public final class CanalPeer implements Harness.Peer {
 
     private void get(Map<String, Object> c) throws Exception {
         ClientIdentity client = client(c);
-        Consumer consumer = consumers.get(client.getDestination());
+        EmbeddedConsumer consumer = consumers.get(client.getDestination());
         if (consumer == null) {
             throw new IllegalStateException("destination " + client.getDestination() + " is not started");
         }
@@ -292,7 +291,7 @@ public final class CanalPeer implements Harness.Peer {
     }
 
     private void stop(String destination) {
-        Consumer consumer = consumers.remove(destination);
+        EmbeddedConsumer consumer = consumers.remove(destination);
         if (consumer != null) {
             consumer.halt();
         }
@@ -317,145 +316,6 @@ public final class CanalPeer implements Harness.Peer {
         }
         if (serverStarted) {
             server.stop();
-        }
-    }
-
-    /** One client of one destination: gets, prints (or counts) and acks. */
-    private final class Consumer implements Runnable {
-        final ClientIdentity client;
-        final int batchSize;
-        final long timeoutMs;
-        final boolean print;
-        final long untilRows;
-        final long begun;
-        final Thread thread;
-        volatile boolean running = true;
-        boolean subscribed;
-        long rows;
-        long entries;
-        long firstRowNanos;
-        long lastRowNanos;
-
-        Consumer(ClientIdentity client, Map<String, Object> c, long begun) {
-            this.client = client;
-            this.batchSize = (int) Harness.number(c, "batch_size", 1000);
-            this.timeoutMs = Harness.number(c, "timeout_ms", 200);
-            this.print = Harness.flag(c, "print", true);
-            this.untilRows = Harness.number(c, "until_rows", -1);
-            this.begun = begun;
-            this.thread = new Thread(this, "peers-consumer-" + client.getDestination());
-            this.thread.setDaemon(true);
-        }
-
-        void subscribe() {
-            if (!subscribed) {
-                server.subscribe(client);
-                // what canal's client connector does when it connects: batches a former consumer got and never
-                // acked (in the meta, as marks) are handed out again from the cursor
-                server.rollback(client);
-                subscribed = true;
-            }
-        }
-
-        @Override
-        public void run() {
-            while (running) {
-                try {
-                    if (!server.isStart(client.getDestination())) {
-                        subscribed = false; // a standby: wait until this process runs the destination
-                        Thread.sleep(20);
-                        continue;
-                    }
-                    subscribe();
-                    once(true, batchSize);
-                } catch (InterruptedException e) {
-                    return;
-                } catch (Throwable e) {
-                    if (running) {
-                        Harness.emit(Harness.error("consume " + client.getDestination(), e));
-                        try {
-                            Thread.sleep(200);
-                        } catch (InterruptedException interrupted) {
-                            return;
-                        }
-                    }
-                }
-            }
-        }
-
-        /** One getWithoutAck; its entries printed (or counted), then acked if {@code ack}. */
-        void once(boolean ack, int size) throws Exception {
-            Message message = server.getWithoutAck(client, size, timeoutMs, TimeUnit.MILLISECONDS);
-            long id = message.getId();
-            if (id == -1) {
-                return;
-            }
-            List<?> raw = message.isRaw() ? message.getRawEntries() : message.getEntries();
-            int batchRows = 0;
-            List<Map<String, Object>> lines = print ? new ArrayList<>(raw.size() + 1) : null;
-            for (Object item : raw) {
-                CanalEntry.Entry entry = item instanceof ByteString ? CanalEntry.Entry.parseFrom((ByteString) item)
-                    : (CanalEntry.Entry) item;
-                batchRows += EntryJson.rows(entry);
-                if (print) {
-                    Map<String, Object> line = Harness.line("entry");
-                    line.put("destination", client.getDestination());
-                    line.put("batch", id);
-                    line.putAll(EntryJson.entry(entry));
-                    lines.add(line);
-                }
-            }
-            entries += raw.size();
-            if (batchRows > 0) {
-                long now = System.nanoTime();
-                if (rows == 0) {
-                    firstRowNanos = now;
-                }
-                lastRowNanos = now;
-                rows += batchRows;
-            }
-            if (print) {
-                Map<String, Object> batch = Harness.line("batch");
-                batch.put("destination", client.getDestination());
-                batch.put("batch", id);
-                batch.put("entries", raw.size());
-                batch.put("rows", batchRows);
-                lines.add(batch);
-                Harness.emitAll(lines);
-            }
-            if (ack) {
-                server.ack(client, id);
-                if (print) {
-                    Map<String, Object> line = Harness.line("ack");
-                    line.put("destination", client.getDestination());
-                    line.put("batch", id);
-                    Harness.emit(line);
-                }
-            }
-            if (untilRows > 0 && rows >= untilRows) {
-                Map<String, Object> count = Harness.line("count");
-                count.put("destination", client.getDestination());
-                count.put("rows", rows);
-                count.put("entries", entries);
-                count.put("first_row_ms", (firstRowNanos - begun) / 1e6);
-                count.put("last_row_ms", (lastRowNanos - begun) / 1e6);
-                Harness.emit(count);
-                untilRowsReached();
-            }
-        }
-
-        private void untilRowsReached() {
-            running = false;
-        }
-
-        void halt() {
-            running = false;
-            thread.interrupt();
-            try {
-                thread.join(5000);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
         }
     }
 }

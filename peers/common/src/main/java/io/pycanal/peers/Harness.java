@@ -26,9 +26,9 @@ public final class Harness {
 
     /** A peer: runs the commands it knows, and stops everything it started on close. */
     public interface Peer {
-        void command(String name, Map<String, Object> command) throws Exception;
+        void command(String name, Map<String, Object> command) throws Throwable;
 
-        void close() throws Exception;
+        void close() throws Throwable;
     }
 
     private static final Object LOCK = new Object();
