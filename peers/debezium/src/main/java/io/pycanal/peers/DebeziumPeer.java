@@ -73,7 +73,37 @@ public final class DebeziumPeer implements Harness.Peer {
                 props.setProperty(e.getKey(), String.valueOf(e.getValue()));
             }
         }
+        // after the given properties: a start at a position takes its own snapshot mode
+        if (c.get("offset") != null) {
+            // start at a binlog position: an offset store holding it, and the schema history rebuilt from the
+            // captured tables' schema (snapshot.mode=recovery: no DDL may lie between the position and now)
+            props.setProperty("offset.storage", "org.apache.kafka.connect.storage.FileOffsetBackingStore");
+            props.setProperty("offset.storage.file.filename", seedOffset(name, c.get("offset")));
+            props.setProperty("snapshot.mode", "recovery");
+        }
         return props;
+    }
+
+    /**
+     * A FileOffsetBackingStore file holding one offset of the connector {@code name} (topic prefix {@code name}):
+     * the store's file format (a serialized map of the offset converter's key bytes to its value bytes; JSON without
+     * schemas), written directly.
+     */
+    private static String seedOffset(String name, Object offset) {
+        try {
+            java.io.File file = java.io.File.createTempFile("peers-offsets-" + name, ".dat");
+            file.deleteOnExit();
+            java.util.HashMap<byte[], byte[]> raw = new java.util.HashMap<>();
+            String key = "[" + JsonText.write(name) + ",{\"server\":" + JsonText.write(name) + "}]";
+            raw.put(key.getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                JsonText.write(offset).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            try (java.io.ObjectOutputStream out = new java.io.ObjectOutputStream(new java.io.FileOutputStream(file))) {
+                out.writeObject(raw);
+            }
+            return file.getPath();
+        } catch (java.io.IOException e) {
+            throw new IllegalStateException("the offset file could not be written", e);
+        }
     }
 
     private void start(Map<String, Object> c) {
