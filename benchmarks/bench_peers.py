@@ -103,7 +103,9 @@ def run_debezium(server: MariaDBServer, start: tuple[str, int], run: int) -> dic
     try:
         cpu0 = peer.cpu_seconds()
         props = mariadb_properties(server.host, server.port, "root", "", 6100 + run)
-        props.update({"database.include.list": "bench", "table.include.list": r"bench\.t", "include.schema.changes": "false"})
+        props.update(
+            {"database.include.list": "bench", "table.include.list": r"bench\.t", "include.schema.changes": "false"}
+        )
         peer.start_engine(
             f"bench{run}",
             props,
