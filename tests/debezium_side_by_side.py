@@ -41,7 +41,7 @@ def streaming(peer: DebeziumPeer, engine: str, server: Any, timeout: float = 60.
                 raise
 
 
-def _await_mark(peer: DebeziumPeer, engine: str, mark: int, timeout: float) -> None:
+def _await_mark(peer: DebeziumPeer, engine: str, mark: int, timeout: float, start: int = 0) -> None:
     """Waits for the engine's record of marker row ``mark``; :class:`PeerError` at once if the engine stopped."""
     line = peer.wait_for(
         lambda line: (
@@ -55,6 +55,7 @@ def _await_mark(peer: DebeziumPeer, engine: str, mark: int, timeout: float) -> N
         ),
         timeout,
         f"marker row {mark}",
+        start=start,
     )
     if line["kind"] == "completed":
         raise PeerError(f"Debezium's engine {engine} stopped: {line.get('error')}\n{line.get('trace', '')[:3000]}")
@@ -90,7 +91,7 @@ def side_by_side(
     server.execute(f"INSERT INTO {MARKS}.dbz VALUES ({mark})")
     records: dict[str, list[dict[str, Any]]] = {}
     for engine in engines:
-        _await_mark(peer, engine, mark, timeout)
+        _await_mark(peer, engine, mark, timeout, start)
         records[engine] = [
             line
             for line in peer.lines[start:]
