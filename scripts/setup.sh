@@ -8,6 +8,9 @@
 #  - .venv (Python >= 3.11) with pycanal installed editable with the dev, spark, pipelines, query and docs extras, reinstalled
 #    only when pyproject.toml changed since the last install
 #  - its bytecode (.pyc), and the project's: nothing else writes it where PYTHONDONTWRITEBYTECODE is set
+#  - the peers' harness (peers/: canal's embedded server and Debezium's engine, which the differential tests and
+#    benchmarks/bench_peers.py run beside pycanal), built with Maven when mvn is installed, rebuilt only when its
+#    sources changed; without mvn its tests skip, saying so
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -116,3 +119,24 @@ fi
 # against 0.6 with the bytecode beside the sources; and pyspark's test suites out of it, which each new worker's first
 # task rereads the directory entries of (canal.spark.zip_bytecode; a zip already written so is left alone)
 .venv/bin/python -m canal.spark.zip_bytecode > /dev/null || log "pyspark's zips keep their sources only"
+
+# The peers' harness: `mvn compile` of peers/ writes each module's classes and its class path (jars in ~/.m2, from
+# Maven Central the first time: ~120 MB; offline afterwards). The stamp is the digest of peers/'s sources, which
+# tests/peer_harness.py compares before it runs a peer.
+if command -v mvn >/dev/null 2>&1; then
+    peers_want=$(cd peers && find . -name target -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum \
+        | sha256sum | cut -d' ' -f1)
+    if [[ ! -f peers/target/build-stamp || $(cat peers/target/build-stamp) != "$peers_want" ]]; then
+        log "building the peers' harness (peers/, log: peers/target/build.log)"
+        mkdir -p peers/target
+        # offline first: a second machine state with every jar in ~/.m2 builds without asking Maven Central
+        if (cd peers && { mvn -B -q -o compile || mvn -B -q compile; }) > peers/target/build.log 2>&1; then
+            printf '%s\n' "$peers_want" > peers/target/build-stamp
+        else
+            tail -n 30 peers/target/build.log >&2
+            log "the peers' harness did not build (peers/target/build.log): the tests against canal and Debezium skip"
+        fi
+    fi
+else
+    log "no mvn: the peers' harness (peers/) is not built, and the tests against canal and Debezium skip"
+fi

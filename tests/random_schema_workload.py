@@ -352,7 +352,7 @@ class Workload(*FAMILIES, Operations):  # type: ignore[misc]
         name = name or self._name("t")
         columns = [("id", "INT NOT NULL"), ("k2", f"{k2} NOT NULL")]
         for _ in range(self.rng.randint(1, 3)):
-            columns.append((self._column_name(columns), self.rng.choice(TYPES)[0]))
+            columns.append((self._column_name(columns), self.rng.choice(self.types)[0]))
         body = ", ".join(f"`{c}` {t}" for c, t in columns)
         key, unique = ("id", "k2") if k2 == "INT" else ("k2", "id")
         verb = "CREATE TABLE IF NOT EXISTS" if if_not_exists else "CREATE TABLE"
@@ -505,7 +505,7 @@ class Workload(*FAMILIES, Operations):  # type: ignore[misc]
 
     def _literal(self, sql_type: str) -> str:
         base = base_type(sql_type)
-        for name, make in [*TYPES, *NARROW_TYPES.items()]:
+        for name, make in [*self.types, *NARROW_TYPES.items()]:
             if base_type(name) == base:
                 return make(self.rng)
         for narrow, wide in WIDER.items():
@@ -531,7 +531,7 @@ class Workload(*FAMILIES, Operations):  # type: ignore[misc]
 
     def _add(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
-        name, sql_type = self._column_name(self.tables[table]), TYPES[b % len(TYPES)][0]
+        name, sql_type = self._column_name(self.tables[table]), self.types[b % len(self.types)][0]
         position = self._position(table, c)
         columns = list(self.tables[table])
         self._alter(table, f"ADD COLUMN `{name}` {sql_type}{position}", placed(columns, (name, sql_type), position))
