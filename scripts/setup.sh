@@ -8,6 +8,9 @@
 #  - .venv (Python >= 3.11) with pycanal installed editable with the dev, spark, pipelines, query and docs extras, reinstalled
 #    only when pyproject.toml changed since the last install
 #  - its bytecode (.pyc), and the project's: nothing else writes it where PYTHONDONTWRITEBYTECODE is set
+#  - the jars (jars/: Spark's Delta, Kafka and S3A connectors, the tests' Kafka broker, canal's MQ classes), fetched
+#    from Maven Central and built when mvn is installed, again only when their pom files changed; without mvn the
+#    tests that need them skip, saying so
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -116,3 +119,24 @@ fi
 # against 0.6 with the bytecode beside the sources; and pyspark's test suites out of it, which each new worker's first
 # task rereads the directory entries of (canal.spark.zip_bytecode; a zip already written so is left alone)
 .venv/bin/python -m canal.spark.zip_bytecode > /dev/null || log "pyspark's zips keep their sources only"
+
+# The jars: `mvn compile` of jars/ copies the Spark connectors into jars/spark/target/jars and writes the class paths of
+# the Kafka broker and of canal's MQ classes (jars in ~/.m2, from Maven Central the first time; offline afterwards).
+# The stamp is the digest of jars/'s sources, which canal.testing.jars compares before a test uses them.
+if command -v mvn >/dev/null 2>&1; then
+    jars_want=$(cd jars && find . -name target -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum \
+        | sha256sum | cut -d' ' -f1)
+    if [[ ! -f jars/target/build-stamp || $(cat jars/target/build-stamp) != "$jars_want" ]]; then
+        log "fetching and building the jars (jars/, log: jars/target/build.log)"
+        mkdir -p jars/target
+        # offline first: with every jar in ~/.m2 nothing asks Maven Central
+        if (cd jars && { mvn -B -q -o compile || mvn -B -q compile; }) > jars/target/build.log 2>&1; then
+            printf '%s\n' "$jars_want" > jars/target/build-stamp
+        else
+            tail -n 30 jars/target/build.log >&2
+            log "the jars did not build (jars/target/build.log): the tests of Delta's, Kafka's and S3A's connectors skip"
+        fi
+    fi
+else
+    log "no mvn: the jars (jars/) are not built, and the tests of Delta's, Kafka's and S3A's connectors skip"
+fi

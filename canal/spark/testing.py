@@ -16,9 +16,13 @@ from canal.spark.batches import RunStats, run_batches
 from canal.testing.services.spark import TEST_JVM_OPTIONS
 
 
-def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, str] | None = None) -> Any:
+def local_spark(
+    app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, str] | None = None, connectors: bool = False
+) -> Any:
     """A local SparkSession set up for pycanal's tests: this interpreter for Python workers, loopback only, no UI, a
-    JVM tuned for small short jobs (:data:`TEST_JVM_OPTIONS`; ``extra`` can override it)."""
+    JVM tuned for small short jobs (:data:`TEST_JVM_OPTIONS`; ``extra`` can override it). With ``connectors``, the
+    jars of Delta Lake's, Kafka's and S3A's connectors that ``scripts/setup.sh`` fetched, and Delta's SQL
+    (:func:`canal.testing.jars.spark_conf`; a :class:`~canal.errors.ServiceError` says why when they are not there)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -36,6 +40,11 @@ def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, s
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
     )
+    if connectors:
+        from canal.testing import jars
+
+        for key, value in jars.spark_conf().items():
+            builder = builder.config(key, value)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
