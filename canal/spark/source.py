@@ -88,6 +88,8 @@ from canal.config import InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
 from canal.lake.forms.changes import change_rows, change_type, entries_to_batch
+from canal.lake.forms.flat_messages import MessageMaker
+from canal.lake.forms.mq_routing import Routing
 from canal.lake.forms.variant_changes import (
     IMAGES_VARIANT,
     entries_to_variant_batch,
@@ -113,6 +115,7 @@ from canal.spark.progress import handed
 from canal.spark.runner_gc import tune_runner_gc
 from canal.spark.sessions import Prepared, Session, close_sessions, session_of
 from canal.spark.source_options import (
+    MESSAGES_PREFIX,
     STORE_SIZE,
     ReadCap,
     SourceConnector,
@@ -162,9 +165,17 @@ class _Cut:
     batch's spool file as they come -- or with ``images=packed``, packed as they come and spooled when the batch ends
     (:class:`~canal.spark.packed_cut.PackedCut`)."""
 
-    def __init__(self, start: Offset, spool: Spool, images: str, packed_bytes: int = PACKED_BATCH_BYTES) -> None:
+    def __init__(
+        self,
+        start: Offset,
+        spool: Spool,
+        images: str,
+        packed_bytes: int = PACKED_BATCH_BYTES,
+        messages: MessageMaker | None = None,
+    ) -> None:
         self.start = start
         self.spool = spool
+        self.messages = messages  # the messages option: MQ messages instead of change rows
         self.variant = images == IMAGES_VARIANT  # the images=variant form (canal.lake.forms.variant_changes)
         self.packer = PackedCut(packed_bytes) if images == IMAGES_PACKED else None
         self.count = 0  # entries taken
@@ -255,8 +266,11 @@ class _Cut:
             self.chunk_rows += added
             self.fresh = []
             return True
-        make = entries_to_variant_batch if self.variant else entries_to_batch
-        chunk = make(self.fresh, destination, batch_no, self.chunk_rows)
+        if self.messages is not None:
+            chunk = self.messages.make(self.fresh, batch_no, self.chunk_rows)
+        else:
+            make = entries_to_variant_batch if self.variant else entries_to_batch
+            chunk = make(self.fresh, destination, batch_no, self.chunk_rows)
         self.fresh = []
         if chunk.num_rows:
             if self.writer is None:
@@ -330,12 +344,27 @@ class CanalStreamReader:
         )
         config = config_from_options(self.options)  # validates the options early
         self.destination = config.destination
+        self.messages: MessageMaker | None = None
+        if self.images.startswith(MESSAGES_PREFIX):
+            if not config.mq.flat_message:
+                raise SparkSourceError(
+                    "canal.mq.flatMessage = false asks for canal's protobuf messages, which the canal source does not "
+                    "make: its messages option makes canal's FlatMessage JSON (canal.mq.flatMessage=true)"
+                )
+            form = self.images.removeprefix(MESSAGES_PREFIX)
+            self.messages = MessageMaker(form, Routing(config.mq), config.destination)
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None
         rows_default = READER_DEFAULTS["snapshot.partition.rows"]
         self.partition_rows = reader_option(lower, "snapshot.partition.rows", rows_default, int)
         if executor_snapshot(self.options):
+            if self.images.startswith(MESSAGES_PREFIX):
+                raise SparkSourceError(
+                    "canal source option messages cannot take snapshot.partitions: executors read the snapshot's "
+                    "ranges as change rows; the reader's own snapshot (pycanal.snapshot.mode=initial without "
+                    "snapshot.partitions) makes messages"
+                )
             if self.images == IMAGES_PACKED:
                 raise SparkSourceError(
                     "canal source option images = 'packed' cannot take snapshot.partitions: executors read the "
@@ -404,7 +433,9 @@ class CanalStreamReader:
             if session.instance is None or session.pos is None or canonical(session.pos) != canonical(start):
                 session.open_at(start)
         first = until is None and self.prefetch  # packed, a small first micro-batch: the prefetch makes the rest
-        cut = _Cut(start, self.spool, self.images, FIRST_BATCH_BYTES if first else PACKED_BATCH_BYTES)
+        cut = _Cut(
+            start, self.spool, self.images, FIRST_BATCH_BYTES if first else PACKED_BATCH_BYTES, self.messages
+        )
         try:
             return self._take(session, start, cut, batch_no, wait=wait, until=until)
         finally:

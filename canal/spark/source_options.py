@@ -140,10 +140,29 @@ def executor_snapshot(options: Mapping[str, str]) -> bool:
     return any(k.lower() == "snapshot.partitions" for k in options)
 
 
+MESSAGES_PREFIX: Final = "messages."
+"""The rows' form with the ``messages`` option: ``messages.canal`` or ``messages.debezium``
+(:mod:`canal.lake.forms.flat_messages`)."""
+
+
 def image_form(options: Mapping[str, str]) -> str:
     """The ``images`` option: ``json``, ``variant`` (:mod:`canal.lake.forms.variant_changes`) or ``packed``
-    (:mod:`canal.lake.forms.packed`)."""
+    (:mod:`canal.lake.forms.packed`); with the ``messages`` option, ``messages.canal`` or ``messages.debezium``
+    (MQ messages, :mod:`canal.lake.forms.flat_messages`)."""
+    from canal.lake.forms.flat_messages import MESSAGE_FORMS
+
     lower = {k.lower(): v for k, v in options.items()}
+    messages = lower.get("messages")
+    if messages is not None:
+        form = messages.strip().lower()
+        if form not in MESSAGE_FORMS:
+            raise SparkSourceError(f"canal source option messages = {messages!r}: expected canal or debezium")
+        if "images" in lower:
+            raise SparkSourceError(
+                "canal source options messages and images exclude each other: messages are rows of their own "
+                "(topic, partition, key, value), not change rows"
+            )
+        return MESSAGES_PREFIX + form
     text = lower.get("images", READER_DEFAULTS["images"]).strip().lower()
     if text not in IMAGE_FORMS:
         raise SparkSourceError(
@@ -155,18 +174,24 @@ def image_form(options: Mapping[str, str]) -> str:
 def rows_schema(images: str) -> Any:
     """The Arrow schema of the rows the source gives in the ``images`` form (:func:`image_form`)."""
     from canal.lake.forms.changes import arrow_schema
+    from canal.lake.forms.flat_messages import message_schema
     from canal.lake.forms.packed import packed_schema
     from canal.lake.forms.variant_changes import variant_arrow_schema
 
+    if images.startswith(MESSAGES_PREFIX):
+        return message_schema()
     return {"variant": variant_arrow_schema, "packed": packed_schema}.get(images, arrow_schema)()
 
 
 def rows_schema_ddl(images: str) -> str:
     """:func:`rows_schema` in Spark's DDL (the source's schema)."""
     from canal.lake.forms.changes import CHANGE_SCHEMA_DDL
+    from canal.lake.forms.flat_messages import MESSAGE_SCHEMA_DDL
     from canal.lake.forms.packed import PACKED_SCHEMA_DDL
     from canal.lake.forms.variant_changes import VARIANT_SCHEMA_DDL
 
+    if images.startswith(MESSAGES_PREFIX):
+        return MESSAGE_SCHEMA_DDL
     return {"variant": VARIANT_SCHEMA_DDL, "packed": PACKED_SCHEMA_DDL}.get(images, CHANGE_SCHEMA_DDL)
 
 

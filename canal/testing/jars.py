@@ -73,7 +73,7 @@ def skip_reason() -> str | None:
     )
     if not stamp_path().is_file() or not built:
         if shutil.which("mvn") is None:
-            return f"the jars ({base}) are not built and Maven is not installed: install maven, then run {SETUP_COMMAND}"
+            return f"the jars ({base}) are not built and Maven is not installed: install maven, run {SETUP_COMMAND}"
         return f"the jars ({base}) are not built: run {SETUP_COMMAND}"
     if stamp_path().read_text().strip() != sources_digest():
         return f"the jars ({base}) are older than their pom files: run {SETUP_COMMAND}"

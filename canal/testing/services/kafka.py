@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar
@@ -152,8 +153,8 @@ class KafkaServer(_Service):
         try:
             futures[name].result(timeout)
         except Exception as exc:
-            raise ServiceError(f"creating Kafka topic {name!r} failed: {exc}; log tail:\n{_tail(self.log_path)}") from exc
-        import time
+            tail = _tail(self.log_path)
+            raise ServiceError(f"creating Kafka topic {name!r} failed: {exc}; log tail:\n{tail}") from exc
 
         deadline = time.monotonic() + timeout
         while True:
