@@ -14,7 +14,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, format_properties, parse_bool
+from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, MqConfig, format_properties, parse_bool
 from canal.errors import CanalError
 from canal.secrets import is_secret_key, read_named
 from canal.spark.options import CONNECTION_OPTIONS, IMAGE_FORMS, READER_DEFAULTS, READER_OPTIONS
@@ -57,6 +57,7 @@ _CAMEL_KEYS = {
         "canal.serverMode",
         "canal.withoutNetty",
         "canal.zkServers",
+        *(field.metadata["canal_key"] for field in attrs.fields(MqConfig)),  # canal.mq.dynamicTopic, ...
     )
 }
 _READER_KEYS = frozenset(o.name.lower() for o in READER_OPTIONS)

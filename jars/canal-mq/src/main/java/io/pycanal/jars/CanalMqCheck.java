@@ -30,9 +30,10 @@ import com.alibaba.otter.canal.protocol.Message;
  * classes, and prints one JSON line a message:
  * <ul>
  * <li>{@code same}: the value parsed into canal's {@link FlatMessage} (fastjson2, as canal's clients parse it) and
- * written again as canal's Kafka producer writes it ({@code JSON.toJSONBytes(flatMessage, WriteNulls)}) gives the
- * value's bytes back: the message is one canal's producer could have written; {@code canal} holds canal's text when
- * it is not the same;</li>
+ * written again as canal's Kafka producer writes it ({@code JSON.toJSONBytes(flatMessage, WriteNulls)}) is the same
+ * JSON (every field, value and type; a row's columns in any order, as fastjson2 parses a row into a hash map):
+ * the message is one canal's producer could have written; {@code identical} says whether the bytes are too;
+ * {@code canal} holds canal's text when it is not the same;</li>
  * <li>{@code common}: canal-adapter's form ({@link CommonMessage}) parsed from it, its row count;</li>
  * <li>{@code topic_expected}, {@code partitions_expected}: where canal's producer routes a message of its database
  * and table ({@link MQMessageUtils#messageTopics}, then {@link MQMessageUtils#parseDynamicTopicPartition} and
@@ -98,8 +99,11 @@ public final class CanalMqCheck {
         String text = new String(record.value(), StandardCharsets.UTF_8);
         FlatMessage flat = JSON.parseObject(text, FlatMessage.class);
         byte[] again = JSON.toJSONBytes(flat, JSONWriter.Feature.WriteNulls);
-        boolean same = Arrays.equals(again, record.value());
+        // fastjson2 parses a row's map into a hash map: written again, its columns may come in another order than
+        // canal's producer writes them (column order); the rest is compared byte for byte
+        boolean same = JSON.parse(again).equals(JSON.parse(record.value()));
         out.put("same", same);
+        out.put("identical", Arrays.equals(again, record.value()));
         if (!same) {
             out.put("canal", new String(again, StandardCharsets.UTF_8));
         }
