@@ -68,9 +68,8 @@ def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
     from canal.spark import register
     from canal.spark.testing import local_spark, stop_spark
-    from canal.testing import jars
 
-    session = local_spark("pycanal-tests", connectors=jars.skip_reason() is None)
+    session = local_spark("pycanal-tests")  # with the connectors when they are built
     register(session)
     yield session
     stop_spark(session)  # the JVM too: no process outlives the run

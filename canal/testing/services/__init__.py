@@ -1,4 +1,5 @@
-"""Private MariaDB, ZooKeeper, S3 (moto), Kafka (KRaft), Spark standalone and Spark Connect servers for tests and the demo.
+"""Private MariaDB, ZooKeeper, S3 (moto), Kafka (KRaft), Spark standalone and Spark Connect servers for tests and
+the demo.
 
 Each server runs as a child process on a free 127.0.0.1 port with its own temporary directory, never touching the
 system services or their configuration. Servers are stopped by pid: explicitly (:meth:`stop`), by leaving a ``with``

@@ -146,7 +146,7 @@ class KafkaServer(_Service):
 
     def create_topic(self, name: str, partitions: int = 1, timeout: float = 60.0) -> None:
         """Create topic ``name`` with ``partitions`` partitions (one replica) and wait until it has a leader."""
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         admin = self.admin()
         futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
