@@ -29,9 +29,7 @@ def read_topics(bootstrap: str, topics: Sequence[str], timeout: float = 60.0) ->
     """Every message of ``topics`` from their start to their end now, partition by partition in offset order."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "pycanal-check", "enable.auto.commit": False}
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pycanal-check", "enable.auto.commit": False})
     try:
         metadata = consumer.list_topics(timeout=timeout)
         parts = [TopicPartition(t, p) for t in topics for p in metadata.topics[t].partitions]
@@ -134,8 +132,16 @@ def canal_check(bootstrap: str, topics: Sequence[str], **routing: Any) -> list[d
 
     settings = {"bootstrap": bootstrap, "topics": list(topics), **routing}
     done = subprocess.run(
-        ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", jars.classpath("canal-mq"),
-         "io.pycanal.jars.CanalMqCheck", json.dumps(settings)],
+        [
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            jars.classpath("canal-mq"),
+            "io.pycanal.jars.CanalMqCheck",
+            json.dumps(settings),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

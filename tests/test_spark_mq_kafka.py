@@ -24,7 +24,19 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(60
 
 
 FLAT_FIELDS = [
-    "data", "database", "es", "gtid", "id", "isDdl", "mysqlType", "old", "pkNames", "sql", "sqlType", "table", "ts",
+    "data",
+    "database",
+    "es",
+    "gtid",
+    "id",
+    "isDdl",
+    "mysqlType",
+    "old",
+    "pkNames",
+    "sql",
+    "sqlType",
+    "table",
+    "ts",
     "type",
 ]
 
@@ -227,8 +239,15 @@ def test_a_driver_killed_mid_write_writes_some_messages_twice_and_keys_drop_them
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     args = [
-        kafka_server.bootstrap, mariadb.address, mariadb.user, mariadb.password, str(start[0]), str(start[1]),
-        rf"{db}\.orders", str(tmp_path / "spool"), str(tmp_path / "checkpoint"),
+        kafka_server.bootstrap,
+        mariadb.address,
+        mariadb.user,
+        mariadb.password,
+        str(start[0]),
+        str(start[1]),
+        rf"{db}\.orders",
+        str(tmp_path / "spool"),
+        str(tmp_path / "checkpoint"),
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
@@ -242,8 +261,11 @@ def test_a_driver_killed_mid_write_writes_some_messages_twice_and_keys_drop_them
             consumer.close()
 
     driver = subprocess.Popen(
-        [sys.executable, str(script), *args, "slow"], env=env, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [sys.executable, str(script), *args, "slow"],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 400

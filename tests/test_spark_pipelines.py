@@ -1,8 +1,7 @@
 """The example Spark Declarative Pipeline (``examples/shop_pipeline``) run by ``spark-pipelines`` against a real
 MariaDB: its first run snapshots a populated table, a second run (a new process, the catalog and checkpoints kept)
-takes what was written since -- an update, a delete, an insert, key changes and an ADD COLUMN -- and each time the
-materialized view and the AUTO CDC flow's Delta table (Delta Lake's connector from ``jars/``, given in ``spark.jars``
-instead of the example's ``spark.jars.packages``) equal ``SELECT`` of the layout the pipeline declares."""
+takes what was written since -- an update, a delete, an insert and a key change -- and each time the materialized
+view equals ``SELECT *``."""
 
 from __future__ import annotations
 
@@ -67,30 +66,9 @@ def mirrored(work: Path) -> list[tuple[Any, ...]]:
     return sorted((r["id"], r["name"], r["tier"]) for r in table.to_pylist())
 
 
-def auto_cdc(work: Path) -> list[tuple[Any, ...]]:
-    """The AUTO CDC flow's Delta table, read by delta-rs (the table Delta Lake's connector wrote)."""
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(work / "spark-warehouse" / "customers_cdc")).to_pyarrow_table()
-    return sorted((r["id"], r["name"], r["tier"]) for r in table.to_pylist())
-
-
-def with_local_jars(work: Path) -> None:
-    """The example's configuration with the jars scripts/setup.sh fetched (no resolution when the pipeline starts)."""
-    from canal.testing import jars
-
-    conf = work / "conf" / "spark-defaults.conf"
-    lines = [line for line in conf.read_text().splitlines() if not line.startswith("spark.jars.packages")]
-    conf.write_text("\n".join([*lines, f"spark.jars {','.join(jars.spark_jars())}", ""]))
-
-
 def test_the_example_pipeline_snapshots_then_follows_the_binlog(mariadb: Any, tmp_path: Path) -> None:
-    from conftest import needs_jars
-
-    needs_jars()
     work = tmp_path / "shop_pipeline"
     shutil.copytree(EXAMPLE, work)
-    with_local_jars(work)
     spec = work / "spark-pipeline.yml"
     spec.write_text(spec.read_text().replace("file:///tmp/pycanal-shop-pipeline", (tmp_path / "storage").as_uri()))
     mariadb.execute("CREATE TABLE customers (id INT PRIMARY KEY, name VARCHAR(40), tier INT)")
@@ -102,7 +80,6 @@ def test_the_example_pipeline_snapshots_then_follows_the_binlog(mariadb: Any, tm
     out = run_pipeline(work, mariadb)
     assert "shop_changes has COMPLETED" in out and "customers has COMPLETED" in out
     assert mirrored(work) == source()
-    assert auto_cdc(work) == source()
     changes = pq.read_table(work / "spark-warehouse" / "shop_changes")
     assert changes.column("type").to_pylist().count("SNAPSHOT") == 500
 
@@ -110,11 +87,7 @@ def test_the_example_pipeline_snapshots_then_follows_the_binlog(mariadb: Any, tm
     mariadb.execute("DELETE FROM customers WHERE id BETWEEN 11 AND 20")
     mariadb.execute("INSERT INTO customers VALUES (1000, 'new', 1)")
     mariadb.execute("UPDATE customers SET id = 2000 WHERE id = 30")  # a key change
-    mariadb.execute("UPDATE customers SET id = id + 5000, tier = 7 WHERE id BETWEEN 40 AND 44")  # five in one event
-    mariadb.execute("ALTER TABLE customers ADD COLUMN note VARCHAR(10)")  # a column the pipeline does not declare
-    mariadb.execute("UPDATE customers SET note = 'n', name = 'after' WHERE id <= 3")
     run_pipeline(work, mariadb)
     assert mirrored(work) == source()
-    assert auto_cdc(work) == source()  # key changes applied: each old key deleted
     changes = pq.read_table(work / "spark-warehouse" / "shop_changes")
     assert changes.column("type").to_pylist().count("SNAPSHOT") == 500  # the second run snapshots nothing

@@ -102,7 +102,10 @@ def test_a_query_killed_and_restarted_from_an_s3a_checkpoint_ends_exact(
     def run(crash: bool) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, str(script), json.dumps({**settings, "crash": crash})],
-            env=env, capture_output=True, text=True, timeout=500,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=500,
         )
 
     killed = run(crash=True)

@@ -38,9 +38,7 @@ class MqConfig:
         metadata=canal_key("canal.mq.partitionsNum", "opt_int"),
     )
     """How many partitions ``partition_hash`` spreads over (None: one, as canal)."""
-    partition_hash: str = attrs.field(
-        default="", validator=_str, metadata=canal_key("canal.mq.partitionHash", "str")
-    )
+    partition_hash: str = attrs.field(default="", validator=_str, metadata=canal_key("canal.mq.partitionHash", "str"))
     """Rows to partitions by hash: ``schema.table:col1^col2``, ``regex:$pk$`` (the primary key), or ``regex`` alone
     (the table's name), separated by commas or semicolons; a table none matches goes to partition 0."""
     dynamic_topic_partition_num: str = attrs.field(

@@ -10,7 +10,7 @@
   (:meth:`DeltaMirror.read` for pyarrow);
 * :func:`project` -- one table's change rows as typed columns (JSON or VARIANT images);
 * :func:`to_arrow` -- ``df.toArrow()`` that also reads the ``images=variant`` rows (:mod:`canal.lake.forms.frames`);
-* :func:`cdc_rows` -- :func:`project` with a DELETE of each old key an UPDATE moved (for an AUTO CDC flow);
+* :func:`cdc_rows` -- :func:`project` with a DELETE of each old key an UPDATE moved (for a MERGE by key);
 * :func:`current_rows` -- the rows one table's change rows leave (a batch computation over a change log);
 * :class:`ChangeCountListener` / :func:`micro_batch_changes` -- the changes in each micro-batch of the ``canal``
   source, whatever its images form, read from the query's progress (:mod:`canal.spark.progress`).

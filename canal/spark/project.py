@@ -77,11 +77,11 @@ def cdc_rows(
     df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], table: str | None = None, *, images: str = "json"
 ) -> Any:
     """:func:`project`'s rows of one table, with a ``DELETE`` of the old key before each UPDATE that moved a row to
-    another key (the change row's ``old_keys``): what a merge by key needs that knows no old key -- a Spark
-    Declarative Pipeline's AUTO CDC flow (``dp.create_auto_cdc_flow(..., keys=keys, sequence_by="seq",
-    apply_as_deletes="op = 'DELETE'", except_column_list=["op", "seq", "execute_time", "absent"])``). The DELETE has
-    the UPDATE's ``seq``: it is another key's change, ordered with that key's own changes. The table's columns are
-    those of the layout given: a column a later DDL adds is not among them until the layout is."""
+    another key (the change row's ``old_keys``): what a merge by key needs that knows no old key -- Delta's MERGE of
+    each key's latest row (by ``seq``) in a ``foreachBatch``, or an AUTO CDC flow (``keys=keys, sequence_by="seq",
+    apply_as_deletes="op = 'DELETE'"``) where its target supports row-level operations. The DELETE has the UPDATE's
+    ``seq``: it is another key's change, ordered with that key's own changes. The table's columns are those of the
+    layout given: a column a later DDL adds is not among them until the layout is."""
     from pyspark.sql import functions as F
 
     schema_name, table_name, columns = _layout(table_schema_or_ddl, table)

@@ -53,8 +53,11 @@ def sources_digest() -> str:
     under ``jars/`` outside ``target/`` directories, in byte order of their paths (``./pom.xml`` ...)."""
     base = root()
     names = sorted(
-        ("./" + p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file()
-         and "target" not in p.relative_to(base).parts),
+        (
+            "./" + p.relative_to(base).as_posix()
+            for p in base.rglob("*")
+            if p.is_file() and "target" not in p.relative_to(base).parts
+        ),
         key=str.encode,
     )
     lines = "".join(f"{hashlib.sha256((base / n).read_bytes()).hexdigest()}  {n}\n" for n in names)

@@ -151,8 +151,8 @@ class MessageMaker:
         h = entry.header
         schema, table = (rc.ddl_schema or h.schema) if rc.is_ddl else h.schema, h.table
         topic = self.routing.topic(schema, table)
-        head = f"{_js(schema)},\"es\":{h.execute_time},\"gtid\":{_js(h.gtid or '')},\"id\":{batch_no}"
-        tail = f",\"sql\":{_js(rc.sql or '')}"
+        head = f'{_js(schema)},"es":{h.execute_time},"gtid":{_js(h.gtid or "")},"id":{batch_no}'
+        tail = f',"sql":{_js(rc.sql or "")}'
         ts = self.now_ms()
         kind = rc.event_type.name
         prefix = f"{h.log_file}:{h.log_offset}:{batch_no}:"
@@ -161,9 +161,9 @@ class MessageMaker:
         def emit(partition: int, data: str, is_ddl: bool, layout: tuple[str, str, str], old: str) -> None:
             pk, mysql, sql_type = layout
             value = (
-                f"{{\"data\":{data},\"database\":{head},\"isDdl\":{'true' if is_ddl else 'false'},"
-                f"\"mysqlType\":{mysql},\"old\":{old},\"pkNames\":{pk}{tail},\"sqlType\":{sql_type},"
-                f"\"table\":{_js(table)},\"ts\":{ts},\"type\":{_js(kind)}}}"
+                f'{{"data":{data},"database":{head},"isDdl":{"true" if is_ddl else "false"},'
+                f'"mysqlType":{mysql},"old":{old},"pkNames":{pk}{tail},"sqlType":{sql_type},'
+                f'"table":{_js(table)},"ts":{ts},"type":{_js(kind)}}}'
             )
             topics.append(topic)
             partitions.append(partition)
@@ -269,9 +269,9 @@ class MessageMaker:
             values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
-def _text_cells(table: TableSchema, images: Sequence[Any], at: Sequence[int], absent: tuple[int, ...]) -> list[
-    list[str | None]
-]:
+def _text_cells(
+    table: TableSchema, images: Sequence[Any], at: Sequence[int], absent: tuple[int, ...]
+) -> list[list[str | None]]:
     """The canal text of the columns ``at`` (-1: not a column) of each image (absent: None)."""
     from canal.lake.forms.cell_text import encode_any
 

@@ -139,8 +139,10 @@ class Routing:
             i = item.rfind(":")
             if i > 0:
                 pattern, columns = item[:i], item[i + 1 :]
-                mode = HashMode(auto_pk=True) if columns.lower() == "$pk$" else HashMode(
-                    columns=tuple(c for c in columns.split("^") if c)
+                mode = (
+                    HashMode(auto_pk=True)
+                    if columns.lower() == "$pk$"
+                    else HashMode(columns=tuple(c for c in columns.split("^") if c))
                 )
             else:
                 pattern, mode = item, HashMode(table_hash=True)

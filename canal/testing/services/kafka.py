@@ -160,8 +160,11 @@ class KafkaServer(_Service):
         while True:
             topics = admin.list_topics(name, timeout=timeout).topics
             described = topics.get(name)
-            if described is not None and described.error is None and len(described.partitions) == partitions and all(
-                p.leader >= 0 for p in described.partitions.values()
+            if (
+                described is not None
+                and described.error is None
+                and len(described.partitions) == partitions
+                and all(p.leader >= 0 for p in described.partitions.values())
             ):
                 return
             if time.monotonic() > deadline:

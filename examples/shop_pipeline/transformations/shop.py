@@ -1,5 +1,4 @@
-"""The shop database's change rows as a streaming table, ``customers`` as they leave it, and ``customers_cdc``, a
-Delta table an AUTO CDC flow keeps by key from the same changes.
+"""The shop database's change rows as a streaming table, and ``customers`` as they leave it.
 
 The connection comes from the environment: SHOP_MYSQL_ADDRESS (host:port), SHOP_MYSQL_USER, SHOP_MYSQL_PASSWORD,
 and SHOP_DATABASE (default ``shop``). The first run snapshots the tables (the rows already there, then the binlog);
@@ -12,7 +11,7 @@ from pathlib import Path
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
 
-from canal.spark import cdc_rows, current_rows, register
+from canal.spark import current_rows, register
 
 spark = SparkSession.active()
 register(spark)
@@ -41,20 +40,3 @@ def shop_changes() -> DataFrame:
 @dp.materialized_view(comment="customers as the changes leave them")
 def customers() -> DataFrame:
     return current_rows(spark.read.table("shop_changes"), CUSTOMERS, keys=["id"])
-
-
-@dp.temporary_view(comment="customers' changes as typed rows, a DELETE of the old key before each key change")
-def customer_changes() -> DataFrame:
-    return cdc_rows(spark.readStream.table("shop_changes"), CUSTOMERS, keys=["id"])
-
-
-# AUTO CDC merges each key's latest change into a Delta table (its format has MERGE; parquet's has not)
-dp.create_streaming_table("customers_cdc", comment="customers kept by AUTO CDC", format="delta")
-dp.create_auto_cdc_flow(
-    target="customers_cdc",
-    source="customer_changes",
-    keys=["id"],
-    sequence_by="seq",
-    apply_as_deletes="op = 'DELETE'",
-    except_column_list=["op", "seq", "execute_time", "absent"],
-)
