@@ -56,7 +56,7 @@ def test_a_bad_mq_value_is_a_config_error_naming_its_key() -> None:
         ({"messages": "avro"}, "expected canal or debezium"),
         ({"messages": "canal", "images": "json"}, "exclude each other"),
         ({"messages": "canal", "canal.mq.flatmessage": "false"}, "protobuf"),
-        ({"messages": "canal", "snapshot.partitions": "2", "pycanal.snapshot.mode": "initial"}, "snapshot.partitions"),
+        ({"messages": "canal", "snapshot.partitions": "2", "pycanal.snapshot.mode": "initial"}, "messages cannot"),
     ],
 )
 def test_the_messages_option_refuses_what_it_cannot_make(options: dict[str, str], message: str, tmp_path) -> None:

@@ -88,8 +88,6 @@ from canal.config import InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
 from canal.lake.forms.changes import change_rows, change_type, entries_to_batch
-from canal.lake.forms.flat_messages import MessageMaker
-from canal.lake.forms.mq_routing import Routing
 from canal.lake.forms.variant_changes import (
     IMAGES_VARIANT,
     entries_to_variant_batch,
@@ -115,7 +113,6 @@ from canal.spark.progress import handed
 from canal.spark.runner_gc import tune_runner_gc
 from canal.spark.sessions import Prepared, Session, close_sessions, session_of
 from canal.spark.source_options import (
-    MESSAGES_PREFIX,
     STORE_SIZE,
     ReadCap,
     SourceConnector,
@@ -124,6 +121,7 @@ from canal.spark.source_options import (
     config_from_options,
     executor_snapshot,
     image_form,
+    message_maker,
     reader_option,
     rows_schema,
     spool_shared,
@@ -165,17 +163,12 @@ class _Cut:
     batch's spool file as they come -- or with ``images=packed``, packed as they come and spooled when the batch ends
     (:class:`~canal.spark.packed_cut.PackedCut`)."""
 
-    def __init__(
-        self,
-        start: Offset,
-        spool: Spool,
-        images: str,
-        packed_bytes: int = PACKED_BATCH_BYTES,
-        messages: MessageMaker | None = None,
+    def __init__(  # messages: the messages option's maker (MQ messages instead of change rows)
+        self, start: Offset, spool: Spool, images: str, packed_bytes: int = PACKED_BATCH_BYTES, messages: Any = None
     ) -> None:
         self.start = start
         self.spool = spool
-        self.messages = messages  # the messages option: MQ messages instead of change rows
+        self.messages = messages
         self.variant = images == IMAGES_VARIANT  # the images=variant form (canal.lake.forms.variant_changes)
         self.packer = PackedCut(packed_bytes) if images == IMAGES_PACKED else None
         self.count = 0  # entries taken
@@ -344,32 +337,19 @@ class CanalStreamReader:
         )
         config = config_from_options(self.options)  # validates the options early
         self.destination = config.destination
-        self.messages: MessageMaker | None = None
-        if self.images.startswith(MESSAGES_PREFIX):
-            if not config.mq.flat_message:
-                raise SparkSourceError(
-                    "canal.mq.flatMessage = false asks for canal's protobuf messages, which the canal source does not "
-                    "make: its messages option makes canal's FlatMessage JSON (canal.mq.flatMessage=true)"
-                )
-            form = self.images.removeprefix(MESSAGES_PREFIX)
-            self.messages = MessageMaker(form, Routing(config.mq), config.destination)
+        self.messages = message_maker(self.images, config)  # the messages option (None: change rows)
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None
         rows_default = READER_DEFAULTS["snapshot.partition.rows"]
         self.partition_rows = reader_option(lower, "snapshot.partition.rows", rows_default, int)
         if executor_snapshot(self.options):
-            if self.images.startswith(MESSAGES_PREFIX):
+            if self.images == IMAGES_PACKED or self.messages is not None:
                 raise SparkSourceError(
-                    "canal source option messages cannot take snapshot.partitions: executors read the snapshot's "
-                    "ranges as change rows; the reader's own snapshot (pycanal.snapshot.mode=initial without "
-                    "snapshot.partitions) makes messages"
-                )
-            if self.images == IMAGES_PACKED:
-                raise SparkSourceError(
-                    "canal source option images = 'packed' cannot take snapshot.partitions: executors read the "
-                    "snapshot's ranges as change rows (images=json or variant); the reader's own snapshot "
-                    "(pycanal.snapshot.mode=initial without snapshot.partitions) is packed"
+                    f"canal source option {'images = packed' if self.messages is None else 'messages'} cannot take "
+                    "snapshot.partitions: executors read the snapshot's ranges as change rows (images=json or "
+                    "variant); the reader's own snapshot (pycanal.snapshot.mode=initial without snapshot.partitions) "
+                    "is read by the reader"
                 )
             self.partitions_per_batch = reader_option(lower, "snapshot.partitions", "", int)
             if self.partitions_per_batch > MAX_PARTITIONS:

@@ -172,6 +172,22 @@ def image_form(options: Mapping[str, str]) -> str:
     return text
 
 
+def message_maker(images: str, config: InstanceConfig) -> Any:
+    """The :class:`~canal.lake.forms.flat_messages.MessageMaker` of the form ``images`` names with the ``messages``
+    option, routed by the config's ``canal.mq.*`` keys; None for change rows."""
+    from canal.lake.forms.flat_messages import MessageMaker
+    from canal.lake.forms.mq_routing import Routing
+
+    if not images.startswith(MESSAGES_PREFIX):
+        return None
+    if not config.mq.flat_message:
+        raise SparkSourceError(
+            "canal.mq.flatMessage = false asks for canal's protobuf messages, which the canal source does not make: "
+            "its messages option makes canal's FlatMessage JSON (canal.mq.flatMessage=true)"
+        )
+    return MessageMaker(images.removeprefix(MESSAGES_PREFIX), Routing(config.mq), config.destination)
+
+
 def rows_schema(images: str) -> Any:
     """The Arrow schema of the rows the source gives in the ``images`` form (:func:`image_form`)."""
     from canal.lake.forms.changes import arrow_schema
