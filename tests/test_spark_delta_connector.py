@@ -45,7 +45,7 @@ def _mirror(mariadb: Any, root: Path, **settings: Any) -> Any:
     )
     mirror = DeltaMirror(root, background_folds=False, **settings)
     with Instance(config) as inst:
-        run_batches(inst, None, mirror, batch_size=25, idle_stop_s=1.0)
+        run_batches(inst, None, mirror, batch_size=60, idle_stop_s=1.0)
     return mirror
 
 
