@@ -34,8 +34,10 @@ class MicroBatchCut:
         images: str,
         packed_bytes: int = PACKED_BATCH_BYTES,
         since: Cursor | None = None,
+        messages: Any = None,
     ) -> None:
         self.start = start
+        self.messages = messages  # the messages option's maker (MQ messages instead of change rows)
         # the binlog range the micro-batch covers (canal.lake.forms.ranges): from ``since`` (None: its first entry
         # says), to the end of what it took when it last made change rows (``covered``, which the end offset keeps:
         # the next micro-batch's range begins there)
@@ -133,8 +135,11 @@ class MicroBatchCut:
             self.chunk_rows += added
             self.fresh, self.covered = [], covered
             return True
-        make = entries_to_variant_batch if self.variant else entries_to_batch
-        chunk = make(fresh, destination, batch_no, self.chunk_rows)
+        if self.messages is not None:
+            chunk = self.messages.make(fresh, batch_no, self.chunk_rows)
+        else:
+            make = entries_to_variant_batch if self.variant else entries_to_batch
+            chunk = make(fresh, destination, batch_no, self.chunk_rows)
         self.fresh, self.covered = [], covered
         if chunk.num_rows:
             if self.writer is None:

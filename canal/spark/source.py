@@ -128,6 +128,7 @@ from canal.spark.source_options import (
     config_from_options,
     executor_snapshot,
     image_form,
+    message_maker,
     reader_option,
     rows_schema,
     spool_shared,
@@ -195,17 +196,19 @@ class CanalStreamReader:
         )
         config = config_from_options(self.options)  # validates the options early
         self.destination = config.destination
+        self.messages = message_maker(self.images, config)  # the messages option (None: change rows)
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None
         rows_default = READER_DEFAULTS["snapshot.partition.rows"]
         self.partition_rows = reader_option(lower, "snapshot.partition.rows", rows_default, int)
         if executor_snapshot(self.options):
-            if self.images == IMAGES_PACKED:
+            if self.images == IMAGES_PACKED or self.messages is not None:
                 raise SparkSourceError(
-                    "canal source option images = 'packed' cannot take snapshot.partitions: executors read the "
-                    "snapshot's ranges as change rows (images=json or variant); the reader's own snapshot "
-                    "(pycanal.snapshot.mode=initial without snapshot.partitions) is packed"
+                    f"canal source option {'images = packed' if self.messages is None else 'messages'} cannot take "
+                    "snapshot.partitions: executors read the snapshot's ranges as change rows (images=json or "
+                    "variant); the reader's own snapshot (pycanal.snapshot.mode=initial without snapshot.partitions) "
+                    "is read by the reader"
                 )
             self.partitions_per_batch = reader_option(lower, "snapshot.partitions", "", int)
             if self.partitions_per_batch > MAX_PARTITIONS:
@@ -271,7 +274,7 @@ class CanalStreamReader:
         first = until is None and self.prefetch  # packed, a small first micro-batch: the prefetch makes the rest
         since = range_since(start, None if session.instance is None else session.instance.get_cursor())
         size = FIRST_BATCH_BYTES if first else PACKED_BATCH_BYTES
-        cut = MicroBatchCut(start, self.spool, self.images, size, since)
+        cut = MicroBatchCut(start, self.spool, self.images, size, since, self.messages)
         try:
             return self._take(session, start, cut, batch_no, wait=wait, until=until)
         finally:

@@ -17,9 +17,19 @@ from canal.sql import quote_name
 from canal.testing.services.spark import TEST_JVM_OPTIONS
 
 
-def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, str] | None = None) -> Any:
+def local_spark(
+    app_name: str = "pycanal",
+    *,
+    cores: int = 2,
+    extra: dict[str, str] | None = None,
+    connectors: bool | None = None,
+) -> Any:
     """A local SparkSession set up for pycanal's tests: this interpreter for Python workers, loopback only, no UI, a
-    JVM tuned for small short jobs (:data:`TEST_JVM_OPTIONS`; ``extra`` can override it)."""
+    JVM tuned for small short jobs (:data:`TEST_JVM_OPTIONS`; ``extra`` can override it). With ``connectors``, the
+    jars of Delta Lake's, Kafka's and S3A's connectors that ``scripts/setup.sh`` fetched, and Delta's SQL
+    (:func:`canal.testing.jars.spark_conf`; a :class:`~canal.errors.ServiceError` says why when they are not there);
+    by default, when they are there (a process has one SparkContext: the first session's jars are every later one's).
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -37,6 +47,13 @@ def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, s
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
     )
+    from canal.testing import jars
+
+    if connectors is None:
+        connectors = jars.skip_reason() is None
+    if connectors:
+        for key, value in jars.spark_conf().items():
+            builder = builder.config(key, value)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
