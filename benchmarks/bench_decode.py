@@ -47,9 +47,17 @@ DDL = """CREATE TABLE bench.t (
 ) CHARACTER SET utf8mb4"""
 
 
-def build_workload(server: MariaDBServer, table: str = "bench.t") -> str:
+def build_workload(
+    server: MariaDBServer,
+    table: str = "bench.t",
+    *,
+    inserts: int = INSERTS,
+    updates: int = UPDATES,
+    deletes: int = DELETES,
+) -> str:
     """Write the workload into ``table`` (in a new binlog file; the database ``bench`` is created if missing);
-    returns that binlog file (the dump start)."""
+    returns that binlog file (the dump start). ``inserts`` / ``updates`` / ``deletes`` (multiples of the batch of
+    1,000 rows) scale it down for a test that reads it with other readers too."""
     conn = server.connect()
     with conn.cursor() as cur:
         cur.execute("FLUSH BINARY LOGS")
@@ -59,7 +67,7 @@ def build_workload(server: MariaDBServer, table: str = "bench.t") -> str:
         first = str(row[0])
         cur.execute("CREATE DATABASE IF NOT EXISTS bench")
         cur.execute(DDL.replace("bench.t", table))
-        for start in range(0, INSERTS, BATCH):
+        for start in range(0, inserts, BATCH):
             values = []
             for i in range(start, start + BATCH):
                 values.append(
@@ -72,12 +80,12 @@ def build_workload(server: MariaDBServer, table: str = "bench.t") -> str:
             cur.execute("BEGIN")
             cur.execute(f"INSERT INTO {table} VALUES " + ",".join(values))
             cur.execute("COMMIT")
-        for start in range(0, UPDATES, BATCH):
+        for start in range(0, updates, BATCH):
             cur.execute(
                 f"UPDATE {table} SET amount = amount + 1, state = 'paid', maybe = id "
                 f"WHERE id >= {start} AND id < {start + BATCH}"
             )
-        for start in range(INSERTS - DELETES, INSERTS, BATCH):
+        for start in range(inserts - deletes, inserts, BATCH):
             cur.execute(f"DELETE FROM {table} WHERE id >= {start} AND id < {start + BATCH}")
     conn.close()
     return first

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import socket
 from typing import Final
 
 _HOST_RE: Final = re.compile(
@@ -58,3 +60,35 @@ def host_and_port(address: str | None) -> tuple[str | None, int]:
         except ValueError:
             pass  # not host:port (a directory of local binlog files): canal's form keeps it whole, port 0
     return address, 0
+
+
+def same_endpoint(saved: str | None, current: str) -> bool:
+    """Whether a position's ``sourceAddress`` (``saved``) names the server at ``current``.
+
+    The same text is; otherwise two ``host:port`` addresses with the same port whose hosts resolve to a common
+    address are: Java canal writes the host its ``InetSocketAddress`` resolved to (``localhost`` for a configured
+    ``127.0.0.1``, a reverse-DNS name for an IP), so a cursor canal acked names the same server under another
+    spelling. A host that does not resolve matches only its own spelling. Anything else (``fake://``, a directory of
+    binlog files) matches only itself.
+    """
+    if saved is None or saved == current:
+        return True
+    try:
+        saved_host, saved_port = split_address(saved)
+        host, port = split_address(current)
+    except ValueError:
+        return False
+    if saved_port != port:
+        return False
+    if saved_host.lower() == host.lower():
+        return True
+    return bool(_resolved(saved_host) & _resolved(host))
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(host: str) -> frozenset[str]:
+    """The IP addresses ``host`` resolves to (an IP address: itself); empty when it does not resolve."""
+    try:
+        return frozenset(str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP))
+    except (OSError, UnicodeError):
+        return frozenset()

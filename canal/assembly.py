@@ -156,6 +156,17 @@ class ParserGroup:
     def reconnects(self) -> int:
         return sum(p.reconnects for p in self.parsers)
 
+    @property
+    def connected(self) -> bool:
+        """Whether every member's dump reads from its server: the merge waits for a member that does not."""
+        return all(p.connected for p in self.parsers)
+
+    @property
+    def read_through_ms(self) -> int | None:
+        """The earliest of the members' (the merge holds what is later until every member has read that far)."""
+        times = [p.read_through_ms for p in self.parsers]
+        return None if any(t is None for t in times) else min(t for t in times if t is not None)
+
 
 @attrs.define(slots=True)
 class InstanceParts:

@@ -11,6 +11,25 @@ class CanalError(Exception):
     """Root of every error pycanal raises on purpose."""
 
 
+class MissingExtraError(CanalError, ImportError):
+    """A feature needs a package of an optional extra that is not installed; the message names the extra to install
+    (``pip install 'pycanal[query]'``), ``extra`` holds its name."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
+
+
+def require_extra(module: str, extra: str, what: str) -> None:
+    """:class:`MissingExtraError` unless ``module`` can be imported: ``what`` needs it, from the extra ``extra``."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(f"{what} needs {module}: pip install 'pycanal[{extra}]'", extra=extra) from None
+
+
 class ConfigError(CanalError, ValueError):
     """A configuration value is missing, malformed or inconsistent. Nothing was started or changed."""
 
@@ -125,7 +144,24 @@ class SourceError(ParseError):
 
 
 class SourceUnreachableError(SourceError):
-    """The MySQL/MariaDB server could not be reached or refused the login."""
+    """The MySQL/MariaDB server could not be reached or refused the login. Retried with backoff (a server restarting
+    refuses connections for a while), except for its subclasses :class:`SourceAccessDeniedError` and
+    :class:`SourceHostUnknownError`, which no retry fixes."""
+
+
+class SourceAccessDeniedError(SourceUnreachableError):
+    """The server refused the login: a wrong user or password (MySQL errno 1044, 1045, 1698), an account locked,
+    blocked after too many failed logins or with an expired password, or a connection aborted by the server's
+    ``init_connect``. Not retried: retrying a wrong password changes nothing, and on a server with
+    ``max_password_errors`` (MariaDB) or ``FAILED_LOGIN_ATTEMPTS`` (MySQL) it locks the account for everyone. A
+    password rotated while a destination runs reaches it here at its next reconnect: restart it with the new one."""
+
+
+class SourceHostUnknownError(SourceUnreachableError):
+    """The server's host name does not resolve (DNS answers that no such name exists). Not retried before the
+    destination's first connection to it: the address is wrong. A name that stops resolving after the destination
+    was connected (a DNS record removed while its server restarts) is retried like any network error, and so is a
+    temporary failure of name resolution."""
 
 
 class TlsError(SourceUnreachableError):
@@ -137,6 +173,13 @@ class TlsError(SourceUnreachableError):
 
 class BinlogPurgedError(SourceError):
     """The requested binlog position no longer exists on the server (MySQL errno 1236)."""
+
+
+class UnknownBinlogPositionError(BinlogPurgedError):
+    """A start position the server never had: its binlog file is newer than the server's newest, or has a name
+    the server's files do not have (a position from another server, or one set by hand), or its offset lies past the
+    end of its file. Not a purge: ``reset_on_purge`` does not skip to the server's current position over it. Set a
+    position among the server's files (``SHOW BINARY LOGS``; ``canal position set`` checks it)."""
 
 
 class XAPrepareLostError(BinlogPurgedError):
@@ -166,7 +209,22 @@ class ReplicaIdConflictError(SourceError):
 
 
 class ServerNotReadyError(SourceError):
-    """The server is reachable but not set up for capture (binlog format, row image, grants)."""
+    """The server is reachable but not set up for capture: no binary log, ``binlog_format`` not ROW,
+    ``binlog_row_image`` not FULL, or a missing grant (:class:`MissingPrivilegeError`). The message says which
+    ``SET GLOBAL`` / my.cnf line or ``GRANT`` fixes it (``canal check`` lists them all). Not retried: a destination
+    stops on it, at its first connection or at a reconnect after the server's settings changed."""
+
+
+class MissingPrivilegeError(ServerNotReadyError):
+    """The capture user lacks a privilege a request needs (MySQL errno 1227, 1142, 1143, or 1045 when the binlog
+    dump registers as a replica): REPLICATION SLAVE for the dump, BINLOG MONITOR (MariaDB 10.5+) or REPLICATION
+    CLIENT for ``SHOW MASTER STATUS`` / ``SHOW BINARY LOGS``, SELECT for table metadata and snapshots. ``privilege``
+    names what the server asked for. A grant revoked while a destination runs reaches it here at its next
+    reconnect."""
+
+    def __init__(self, message: str, *, privilege: str, errno: int | None = None) -> None:
+        super().__init__(message, errno=errno)
+        self.privilege = privilege
 
 
 class StoreError(CanalError):
@@ -206,6 +264,12 @@ class FencedWriteError(MetaError):
 
 class SnapshotError(CanalError):
     """A snapshot cannot start (another is unfinished) or cannot go on."""
+
+
+class HealError(SnapshotError):
+    """A heal could not read its tables again (one is not on the server though the stream still has it, a read that
+    failed): the destination stops with it, for a copy of those tables can no longer be made exact. Its cursor keeps
+    the heal unfinished: a start after the cause is fixed reads them again."""
 
 
 class ServerError(CanalError):

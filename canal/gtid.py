@@ -311,6 +311,20 @@ class GtidSet:
         intervals = self._mysql.get((sid.strip().lower(), tags[0].strip().lower() if tags else ""), [])
         return any(lo <= n <= hi for lo, hi in intervals)
 
+    def holds(self, step: GtidStep) -> bool:
+        """:meth:`contains` for a GTID read already (:func:`gtid_step`): no text read again."""
+        if step.mariadb != self._mariadb and (self._mysql or self._mariadb_domains):
+            raise ParseError(f"a {'MariaDB' if step.mariadb else 'MySQL'} GTID against a set of the other flavour")
+        if step.mariadb:
+            domain = step.source[0]
+            assert isinstance(domain, int)
+            held = self._mariadb_domains.get(domain)
+            return held is not None and step.number <= held[1]
+        sid, tag = step.source
+        assert isinstance(sid, str) and isinstance(tag, str)
+        intervals = self._mysql.get((sid, tag))
+        return intervals is not None and any(lo <= step.number <= hi for lo, hi in intervals)
+
     def copy(self) -> GtidSet:
         other = GtidSet(mariadb=self._mariadb)
         other._mysql = {k: [list(i) for i in v] for k, v in self._mysql.items()}

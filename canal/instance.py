@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -47,6 +47,7 @@ from canal.log import destination_logger
 from canal.meta import MetaManager
 from canal.meta.core import check_known, check_remove
 from canal.meta.fence import Fence
+from canal.parse.heal_marks import HEAL, heal_mark
 from canal.parse.log_position import LogPositionManager
 from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser, SourceFactory
@@ -80,9 +81,36 @@ class InstanceMetrics:
     snapshot: SnapshotProgress | None = None  # the last snapshot started here (None: none)
     stream_ended: bool = False  # snapshot mode initial_only: the copy is complete and nothing more will come
     heals: int = 0  # tables read again in the stream where the server changed rows unlogged (canal.snapshot.heal)
+    # the state, one of STATES: "streaming" (a dump reads from the master), "connecting" (the first connection, or a
+    # reconnect backing off after last_error), "failed" (stopped on last_error: no retry fixes it), "ended" (an
+    # initial_only copy is complete), "stopped"
+    state: str = "stopped"
+    connected: bool = False  # a dump reads from the master now (an event or heartbeat came since it opened)
+    last_error_type: str | None = None  # the class of last_error (SourceUnreachableError, MissingPrivilegeError, ...)
+    # now minus the master's time up to which the consumer acked everything: the execute time of the first entry not
+    # acked, or -- with everything acked -- the time up to which the parser read the binlog, which the master's
+    # heartbeats refresh while it writes nothing. It grows while the consumer does not ack what waits, and while the
+    # master cannot be read. None until the parser read an event
+    ack_lag_ms: int | None = None
+    delay_put_ms: int | None = None  # now minus the execute time of the newest entry the parser put into the store
+    rows_reread: int = 0  # rows read again where a partial UPDATE left a copy unable to make them exact
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
+
+
+STATES = ("streaming", "connecting", "failed", "ended", "stopped")
+"""The values of :attr:`InstanceMetrics.state`."""
+
+
+def _state(started: bool, failed: bool, ended: bool, connected: bool) -> str:
+    if not started:
+        return "stopped"
+    if failed:
+        return "failed"
+    if ended:
+        return "ended"
+    return "streaming" if connected else "connecting"
 
 
 class _RateWindow:
@@ -130,6 +158,7 @@ class Instance(StartStopContext):
         zk: Any = None,
         fence: Fence | None = None,
         guard: Callable[[], None] | None = None,
+        hand_out: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.destination = config.destination
@@ -157,6 +186,10 @@ class Instance(StartStopContext):
         # after a get's wait and before an ack or rollback changes anything, so a process that was paused while
         # another took over hands out nothing and writes nothing
         self._guard = guard
+        # whether batches may still be handed out (raises NotRunningError once an HA hand-over began): asked, with
+        # the guard, after a get's wait -- a get that began waiting before the hand-over must not hand out a batch
+        # the hand-over no longer waits for
+        self._hand_out = hand_out
         self.default_client = ClientIdentity(self.destination, DEFAULT_CLIENT_ID)
         self._lock = threading.RLock()  # serialises consumer calls, like canal's synchronized(instance)
         self._client_filters: dict[int, TableFilters] = {}
@@ -168,11 +201,16 @@ class Instance(StartStopContext):
         self._snapshots: list[SnapshotRunner] = []
         self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
         self._followed: dict[int, LogPosition] = {}  # per client id: the last rest its cursor was checked against
+        # told where a client's cursor is about to follow the stream's rest, before it moves there (run_batches
+        # journals how far the stream was read with nothing for its function: canal.lake.forms.ranges)
+        self.following: Callable[[LogPosition], None] | None = None
         self._planning = DestinationSnapshots(config, self.parser, self._log)
         self._heals = 0
+        self._rows_reread = 0  # rows read again where a partial UPDATE left a copy unable to make them exact
         self._heal_lock = threading.Lock()  # a heal (the parser thread) and snapshot() start one snapshot at a time
         if config.heal is HealMode.SNAPSHOT and isinstance(self.parser, EventParser):
             self.parser.heal = Healer(self._read_again, self._count_heals, self._log)
+            self.parser.rereads = self._reread
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -280,19 +318,37 @@ class Instance(StartStopContext):
             self._started = True
             self._log.info("started (master %s)", self.config.master.redacted().get("address"))
 
-    def stop(self) -> None:
-        """Stop the parser, drop what the store holds (unacked batches are redelivered after a restart), flush meta."""
+    def stop(self, *, follow: bool = True) -> None:
+        """Stop the parser, drop what the store holds (unacked batches are redelivered after a restart), flush meta.
+
+        ``follow=False``: the clients' cursors stay where they are rather than following the stream to where it
+        rests (after :meth:`persist` did, and the destination was handed over: this process may not write any more).
+        """
         with self._lock:
             if not self._started:
                 return
             self._started = False
-            for client in self._subscribed_clients():
+            for client in self._subscribed_clients() if follow else ():
                 try:
                     self._follow_rest(client)  # a restart right after a rotate starts in the new file
                 except Exception as exc:  # the cursor stays where it was (a valid restart point); stop goes on
                     self._log.warning("client %s: the cursor could not follow the stream: %s", client.client_id, exc)
             self._shut_down()
             self._log.info("stopped")
+
+    def persist(self) -> None:
+        """Persist the meta as :meth:`stop` does (each client with nothing outstanding following the stream where it
+        rests, then the meta flushed), without stopping. An HA hand-over persists under its fencing token, frees the
+        destination for the next owner at once, and stops the rest of the instance after."""
+        with self._lock:
+            if not self._started:
+                return
+            for client in self._subscribed_clients():
+                try:
+                    self._follow_rest(client)
+                except Exception as exc:  # the cursor stays where it was (a valid restart point)
+                    self._log.warning("client %s: the cursor could not follow the stream: %s", client.client_id, exc)
+            self.meta.flush()
 
     def snapshot(
         self, tables: Sequence[str], *, chunk_rows: int | None = None, max_rows_per_s: float | None = None
@@ -413,10 +469,35 @@ class Instance(StartStopContext):
                 plan = SnapshotCursor(names)
                 passes = {name: i for i, name in enumerate(names)}
             runner = self._snapshot_runner(plan, merge, source, None, None, None)
+            runner.heals = True
             merge.begin(plan)  # the entries handed off from here (the heal's own included) carry it
             self._snapshots.append(runner)
             runner.start()
             return passes
+
+    def _reread(self, table: str, keys: Sequence[tuple[tuple[str, Any], ...]]) -> None:
+        """Rows a partial UPDATE leaves a copy unable to make exact (the parser's step, through
+        :mod:`canal.parse.rereads`): read again in the stream from now on -- a pass of the running snapshot that
+        reads those keys only, or a snapshot started now for them (after the rest of an unfinished one)."""
+        with self._heal_lock:
+            merge, source = self._planning.parts()
+            if merge.stream_ended:
+                raise SnapshotError("the stream ended with its snapshot (snapshot mode initial_only)")
+            running = self._snapshots[-1] if self._snapshots else None
+            if running is not None and running.reread(table, keys) is not None:
+                self._rows_reread += len(keys)
+                return
+            left = merge.progress  # a snapshot of this run that failed or was stopped: it goes on first
+            if left is not None and left.tables:
+                plan = attrs.evolve(left, tables=(*left.tables, table))
+            else:
+                plan = SnapshotCursor((table,))
+            runner = self._snapshot_runner(plan, merge, source, None, None, None)
+            runner.read_only(len(plan.tables) - 1, keys)
+            merge.begin(plan)  # the entries handed off from here (the update's own included) carry it
+            self._snapshots.append(runner)
+            runner.start()
+            self._rows_reread += len(keys)
 
     def _count_heals(self, tables: int) -> None:
         self._heals += tables
@@ -452,6 +533,7 @@ class Instance(StartStopContext):
     def _parser_failed(self, error: BaseException) -> None:
         self._errors += 1
         self._log.error("parser stopped on a fatal error: %s", error)
+        self.store.input_ended()  # a get waiting for entries returns now, and raises the error
         if self._on_error is not None:
             self._on_error(error)
 
@@ -555,13 +637,17 @@ class Instance(StartStopContext):
                 timeout, linger = None, None
             events = self.store.get(batch_size, timeout, linger)
             if events.is_empty or events.range is None:
+                failed = self.parser.error  # (it may have stopped during the wait, which its error ended)
                 if failed is not None:
                     raise self._stopped_on(failed)
                 self._follow_rest(me)
                 return Message(EMPTY_MESSAGE_ID, ())
-            if self._guard is not None:
+            if self._guard is not None or self._hand_out is not None:
                 try:
-                    self._guard()
+                    if self._guard is not None:
+                        self._guard()
+                    if self._hand_out is not None:
+                        self._hand_out()
                 except BaseException:
                     self.store.rollback(events.start_seq - 1)  # not handed out: put back as it was
                     raise
@@ -593,6 +679,8 @@ class Instance(StartStopContext):
                 return
         if self._guard is not None:
             self._guard()
+        if self.following is not None:
+            self.following(rest)
         self.meta.update_cursor(client, rest)
         self._followed[client.client_id] = rest
         self._log.debug("client %s is caught up; its cursor follows the stream to %s", client.client_id, rest.position)
@@ -605,7 +693,7 @@ class Instance(StartStopContext):
         for entry in entries:
             if entry.entry_type is EntryType.ROWDATA:
                 h = entry.header
-                if h.table and not narrowed.includes(h.schema, h.table):
+                if h.table and not narrowed.includes(h.schema, h.table) and not _heals_any(h.props, narrowed):
                     continue
             kept.append(entry)
         return kept
@@ -675,6 +763,11 @@ class Instance(StartStopContext):
                 self.ack(msg.id, client)
             return msg
 
+    def outstanding(self) -> int:
+        """Batches handed out and neither acked nor rolled back, over every client. Read from the meta without the
+        consumer lock, so it does not wait for a get that waits for entries (an HA hand-over asks while one may)."""
+        return sum(len(self.meta.batch_ids(c)) for c in self._subscribed_clients())
+
     def list_batch_ids(self, client: ClientIdentity | None = None) -> list[int]:
         """Outstanding batch ids, oldest first."""
         with self._lock:
@@ -743,10 +836,14 @@ class Instance(StartStopContext):
         stats = self.store.stats()
         now = time.time()
         now_ms = int(now * 1000)
-        error = self.parser.error or self.parser.last_error
+        parser = self.parser
+        error = parser.error or parser.last_error
+        connected = self._started and parser.connected
+        ended = self._stream_ended()
+        latest = self.store.latest_position() if self._started else None
         return InstanceMetrics(
             destination=self.destination,
-            running=self._started and self.parser.error is None,
+            running=self._started and parser.error is None,
             put_sequence=stats.put_sequence,
             get_sequence=stats.get_sequence,
             ack_sequence=stats.ack_sequence,
@@ -759,10 +856,31 @@ class Instance(StartStopContext):
             errors=self._errors,
             last_error=None if error is None else f"{type(error).__name__}: {error}",
             snapshot=self._snapshots[-1].progress() if self._snapshots else None,
-            stream_ended=self._stream_ended(),
+            stream_ended=ended,
             heals=self._heals,
+            state=_state(self._started, parser.error is not None, ended, connected),
+            connected=connected,
+            last_error_type=None if error is None else type(error).__name__,
+            ack_lag_ms=None if not self._started or ended else self._ack_lag_ms(now_ms),
+            delay_put_ms=None if latest is None or not latest.timestamp else now_ms - latest.timestamp,
+            rows_reread=self._rows_reread,
         )
+
+    def _ack_lag_ms(self, now_ms: int) -> int | None:
+        """:attr:`InstanceMetrics.ack_lag_ms`."""
+        waiting = self.store.first_position()  # the first entry not acked
+        if waiting is not None and waiting.timestamp:
+            return max(0, now_ms - waiting.timestamp)
+        through = self.parser.read_through_ms
+        return None if through is None else max(0, now_ms - through)
 
     def _stream_ended(self) -> bool:
         merge = self.parser.merge if isinstance(self.parser, EventParser) else None
         return isinstance(merge, SnapshotMerge) and merge.stream_ended
+
+
+def _heals_any(props: Mapping[str, str], tables: TableFilters) -> bool:
+    """Whether an entry marks a heal of a table ``tables`` include: a statement names the tables it names, and may
+    heal others it reaches (a view's base table, a trigger's), which the client must see voided."""
+    mark = heal_mark(props) if HEAL in props else None
+    return mark is not None and any(tables.includes(t.schema, t.table) for t in mark.tables)

@@ -20,6 +20,10 @@ Series, each labelled ``destination``:
 
 ===================================================  =======  =======================================================
 ``canal_instance_running``                           gauge    1 while the destination runs here without a fatal error
+``canal_instance_connected``                         gauge    1 while a dump reads from the master (0: retrying)
+``canal_instance_last_error_info``                   gauge    1, labelled ``error``: the class of the last error
+``canal_instance_ack_lag_seconds``                   gauge    now minus the master's time everything acked reaches
+``canal_instance_delay_put_seconds``                 gauge    now minus the execute time of the newest entry put
 ``canal_instance_put_sequence``                      gauge    entries the parser put into the store (store sequence)
 ``canal_instance_get_sequence``                      gauge    entries handed out (rewinds on rollback)
 ``canal_instance_ack_sequence``                      gauge    entries acked
@@ -31,6 +35,7 @@ Series, each labelled ``destination``:
 ``canal_instance_reconnects_total``                  counter  reconnects of the binlog source
 ``canal_instance_errors_total``                      counter  fatal parser errors
 ``canal_instance_heals_total``                       counter  tables read again in the stream (unlogged changes healed)
+``canal_instance_rows_reread_total``                 counter  rows read again (a partial UPDATE a copy cannot complete)
 ``canal_instance_snapshot_rows``                     gauge    rows of the last snapshot in the stream
 ``canal_instance_snapshot_tables_done``              gauge    its tables done
 ``canal_instance_snapshot_tables``                   gauge    its tables (0 until it listed the captured ones)
@@ -41,7 +46,14 @@ Series, each labelled ``destination``:
 ``canal_instance_master_newest_binlog_file_number``  gauge    the number of the binlog file the master writes
 ===================================================  =======  =======================================================
 
-The delay series are absent until something was handed out / acked; the snapshot series until a snapshot started
+A server with ZooKeeper also serves ``canal_server_zookeeper_connected`` (no label), there while it serves no
+destination: a suspended session stops every destination here, and their series go.
+
+``canal_instance_ack_lag_seconds`` is the one delay an idle source leaves small: with entries waiting it is now minus
+the execute time of the first one not acked, and with everything acked now minus the time up to which the parser read
+the binlog, which the master's heartbeats move on while nothing is written (absent until the parser read an event).
+It grows while the consumer does not ack what waits, and while the master cannot be read. The delay series are
+absent until something was handed out / acked / put; the snapshot series until a snapshot started
 in this process (its ETA while it runs and the estimate allows one). A destination that is not running in this
 process (an HA standby) has no series. ``prometheus-client`` is imported only when the exporter is used.
 
@@ -57,7 +69,6 @@ function of metrics has neither.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -66,7 +77,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from canal.config import InstanceConfig
-from canal.errors import CanalError, NotRunningError
+from canal.errors import CanalError, MissingExtraError, require_extra
 from canal.instance import Instance, InstanceMetrics
 from canal.log import destination_logger
 from canal.position import journal_number
@@ -78,12 +89,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BINLOGS_EVERY_S",
+    "SERVER_SERIES",
     "BinlogHorizon",
     "CanalCollector",
     "MetricsExporter",
     "MetricsSource",
+    "MissingExtraError",
     "start_http_server",
 ]
+
+SERVER_SERIES = {
+    "zookeeper_connected": "1 while the server's ZooKeeper session is connected (0: it serves no destination meanwhile)"
+}
+"""The series of a server (``canal_server_*``, no labels: the scrape's ``instance`` names the process), by name."""
 
 BINLOGS_EVERY_S = 60.0
 """How often a collector asks a master for its oldest binlog file, at most (``SHOW BINARY LOGS``)."""
@@ -94,29 +112,15 @@ MetricsSource = EmbeddedServer | Instance | Iterable[Instance] | Callable[[], Ma
 _LABELS = ["destination"]
 
 
-class MissingExtraError(CanalError, ImportError):
-    """prometheus-client is not installed."""
-
-
 def require_prometheus() -> None:
-    try:
-        importlib.import_module("prometheus_client")
-    except ImportError:
-        raise MissingExtraError(
-            "the Prometheus exporter needs prometheus-client: pip install 'pycanal[prometheus]'"
-        ) from None
+    """:class:`~canal.errors.MissingExtraError` unless prometheus-client is installed (the ``prometheus`` extra)."""
+    require_extra("prometheus_client", "prometheus", "the Prometheus exporter")
 
 
 def _instances(source: MetricsSource) -> dict[str, Instance]:
     """The instances running in this process that ``source`` names (none for a function of metrics)."""
     if isinstance(source, EmbeddedServer):
-        out = {}
-        for name in source.destinations:
-            try:
-                out[name] = source.instance(name)
-            except NotRunningError:
-                continue
-        return out
+        return source.running_instances()  # starts nothing: a scrape never starts a destination
     if isinstance(source, Instance):
         return {source.destination: source}
     if callable(source):
@@ -204,6 +208,7 @@ class CanalCollector:
             source = list(source)  # an iterator would be exhausted by the first scrape
         self._source = source
         self._prefix = f"{namespace}_instance" if namespace else "instance"
+        self._server_prefix = f"{namespace}_server" if namespace else "server"
         self._binlogs_every_s = binlogs_every_s
         self._horizons: dict[str, BinlogHorizon] = {}  # by destination
 
@@ -253,6 +258,30 @@ class CanalCollector:
             return family
 
         yield gauge("running", "1 while the destination runs in this process", lambda m: 1.0 if m.running else 0.0)
+        yield gauge(
+            "connected",
+            "1 while a dump reads from the master; 0 while it connects, backs off after a failure, or stopped",
+            lambda m: 1.0 if m.connected else 0.0,
+        )
+        errors = GaugeMetricFamily(
+            f"{p}_last_error_info",
+            "1 for the class of the destination's last error (retried or fatal)",
+            labels=[*_LABELS, "error"],
+        )
+        for dest, m in snapshots:
+            if m.last_error_type is not None:
+                errors.add_metric([dest, m.last_error_type], 1.0)
+        yield errors
+        yield gauge(
+            "ack_lag_seconds",
+            "Now minus the master's time up to which everything was acked (refreshed by the master's heartbeats)",
+            lambda m: None if m.ack_lag_ms is None else m.ack_lag_ms / 1000,
+        )
+        yield gauge(
+            "delay_put_seconds",
+            "Now minus the execute time of the newest entry the parser put into the store",
+            lambda m: None if m.delay_put_ms is None else m.delay_put_ms / 1000,
+        )
         yield gauge("put_sequence", "Entries put into the store by the parser", lambda m: m.put_sequence)
         yield gauge("get_sequence", "Entries handed out to consumers", lambda m: m.get_sequence)
         yield gauge("ack_sequence", "Entries acked by consumers", lambda m: m.ack_sequence)
@@ -273,6 +302,11 @@ class CanalCollector:
         yield counter("errors", "Fatal parser errors", lambda m: m.errors)
         yield counter(
             "heals", "Tables read again in the stream where the server changed rows unlogged", lambda m: m.heals
+        )
+        yield counter(
+            "rows_reread",
+            "Rows read again in the stream where a partial UPDATE left a copy unable to make them exact",
+            lambda m: m.rows_reread,
         )
         yield gauge(
             "stream_ended", "1 once an initial_only copy is complete: no more entries", lambda m: int(m.stream_ended)
@@ -312,6 +346,49 @@ class CanalCollector:
             "The number of the binlog file the master writes (SHOW BINARY LOGS)",
             lambda m: files.get(m.destination, (None, None, None))[2],
         )
+        zookeeper = self._source.zookeeper_connected if isinstance(self._source, EmbeddedServer) else None
+        if zookeeper is not None:  # a process's series: there even while it serves no destination
+            family = GaugeMetricFamily(
+                f"{self._server_prefix}_zookeeper_connected", SERVER_SERIES["zookeeper_connected"]
+            )
+            family.add_metric([], 1.0 if zookeeper else 0.0)
+            yield family
+        yield from self._ha()
+
+    def _ha(self) -> Iterator[Metric]:
+        """The ``canal_ha_*`` series of a server under ZooKeeper HA (:meth:`EmbeddedServer.balance_state`): what
+        it serves and is assigned, its share, its moves, and which destinations some process holds."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        p = self._prefix.removesuffix("instance") + "ha"
+        ha = self._source.balance_state() if isinstance(self._source, EmbeddedServer) else None
+        serving = GaugeMetricFamily(f"{p}_serving", "1 while this process serves the destination", labels=_LABELS)
+        owned = GaugeMetricFamily(
+            f"{p}_owned", "1 while some process holds the destination's running node, as this one saw", labels=_LABELS
+        )
+        count = GaugeMetricFamily(f"{p}_serving_destinations", "Destinations this process serves")
+        assigned = GaugeMetricFamily(f"{p}_assigned_destinations", "Destinations the balance group assigns here")
+        share = GaugeMetricFamily(f"{p}_share", "This process's share of the balance group's destinations")
+        members = GaugeMetricFamily(f"{p}_members", "Live processes in the balance group")
+        moves = CounterMetricFamily(
+            f"{p}_moves",
+            "Destinations this process began serving (in), handed over (out) or stopped serving otherwise (lost)",
+            labels=["direction"],
+        )
+        if ha is not None:
+            for dest, held in ha.owned.items():
+                serving.add_metric([dest], 1.0 if dest in ha.serving else 0.0)
+                owned.add_metric([dest], 1.0 if held else 0.0)
+            count.add_metric([], len(ha.serving))
+            if ha.group is not None:
+                assigned.add_metric([], len(ha.assigned))
+                members.add_metric([], ha.members)
+                if ha.share is not None:
+                    share.add_metric([], ha.share)
+            moves.add_metric(["in"], ha.moves_in)
+            moves.add_metric(["out"], ha.moves_out)
+            moves.add_metric(["lost"], ha.losses)
+        yield from (serving, owned, count, assigned, share, members, moves)
 
 
 @attrs.define

@@ -326,12 +326,20 @@ class LogPosition:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """canal's cursor document (its field is spelled ``postion``) plus ``rowsDone``."""
+        """canal's cursor document (its field is spelled ``postion``) plus ``rowsDone`` and ``anchorIncluded``.
+
+        ``postion.included`` is always false, as canal writes it: Java canal's store reads a cursor marked included
+        as "hand out the event at the cursor again" and fails on an empty store (a NullPointerException on every
+        get, measured: ``tests/test_peers_ha_mariadb.py``). Whether the anchor's event was consumed is pycanal's own
+        ``anchorIncluded``; canal, reading the cursor as the last entry its client acked, resumes from the same event
+        as on its own restart."""
+        position = self.position.to_dict() | {"included": False}
         return {
             "@type": _CANAL_LOG_POSITION_TYPE,
             "identity": self.identity.to_dict(),
-            "postion": self.position.to_dict(),
+            "postion": position,
             "rowsDone": self.rows_done,
+            "anchorIncluded": self.position.included,
         } | ({} if self.snapshot is None else {"snapshot": self.snapshot.to_dict()})
 
     @classmethod
@@ -343,9 +351,15 @@ class LogPosition:
             raise PositionError("a log position document needs a 'postion' object (canal's spelling)")
         rows = _opt_int(data.get("rowsDone", 0), "rowsDone") or 0
         identity = data.get("identity")
+        position = EntryPosition.from_dict(raw)
+        if "anchorIncluded" in data:  # pycanal's (a document without it: canal's, or pycanal's of before)
+            included = data["anchorIncluded"]
+            if not isinstance(included, bool):
+                raise PositionError(f"cursor field 'anchorIncluded' must be true or false, got {included!r}")
+            position = position.with_included(included)
         return cls(
             identity=LogIdentity.from_dict(identity) if identity is not None else LogIdentity(),
-            position=EntryPosition.from_dict(raw),
+            position=position,
             rows_done=rows,
             snapshot=_opt_snapshot(data),
         )

@@ -236,11 +236,19 @@ class Column:
     updated: bool
     is_null: bool
     value: Any
+    fsp: int = 0  # a temporal column's fractional seconds precision: its text shows that many digits
 
     @property
     def text(self) -> str:
-        """canal's string form of the value (``""`` for NULL)."""
-        return render_text(self.value)
+        """canal's string form of the value (``""`` for NULL): what ``SELECT`` prints, as canal's ``getValue()``
+        holds it -- a temporal column's fraction with the column's ``fsp`` digits (``.120`` for DATETIME(3),
+        ``.000000`` for DATETIME(6)), a YEAR with four digits."""
+        value = self.value
+        if self.fsp and isinstance(value, dt.datetime | dt.time | dt.timedelta):
+            return render_fraction(value, self.fsp)
+        if value == 0 and type(value) is int and self.mysql_type.startswith("year"):
+            return "0000"  # YEAR's zero (the only value under 1000 it holds) prints as 0000
+        return render_text(value)
 
 
 def _java_double(value: float) -> str:
@@ -260,6 +268,19 @@ def _java_double(value: float) -> str:
     power = len(digits) - 1 + exponent
     mantissa = text[0] + "." + (text[1:] or "0")
     return f"{'-' if sign else ''}{mantissa}E{power}"
+
+
+def render_fraction(value: dt.datetime | dt.time | dt.timedelta, fsp: int) -> str:
+    """:func:`render_text` of a temporal value with exactly ``fsp`` (1-6) fraction digits, as ``SELECT`` prints a
+    column of that precision (the value holds no digit beyond them)."""
+    if isinstance(value, dt.timedelta):
+        total_us = value // dt.timedelta(microseconds=1)
+        micros = abs(total_us) % 1_000_000
+        whole = render_timedelta(value - dt.timedelta(microseconds=micros if total_us >= 0 else -micros))
+    else:
+        micros = value.microsecond
+        whole = render_text(value.replace(microsecond=0))
+    return f"{whole}.{micros:06d}"[: len(whole) + 1 + fsp]
 
 
 def render_text(value: Any) -> str:
@@ -351,7 +372,9 @@ class RowData:
                 continue
             updated = after and (compare_to is None or compare_to[i] is ABSENT or compare_to[i] != value)
             cols.append(
-                Column(i, meta.name, meta.sql_type, meta.mysql_type, meta.is_key, updated, value is None, value)
+                Column(
+                    i, meta.name, meta.sql_type, meta.mysql_type, meta.is_key, updated, value is None, value, meta.fsp
+                )
             )
         return cols
 

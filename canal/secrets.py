@@ -15,16 +15,28 @@ names the setting and the variable or the file -- never the secret.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import os
 import re
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
 from canal.errors import SecretError
 
-__all__ = ["NAMED_FORMS", "SECRET_KEY_PATTERN", "check_named", "is_secret_key", "named_secret", "read_named"]
+__all__ = [
+    "NAMED_FORMS",
+    "SECRET_KEY_PATTERN",
+    "check_named",
+    "is_secret_key",
+    "named_secret",
+    "read_named",
+    "secret_token",
+]
 
 SECRET_KEY_PATTERN: Final = (
     r"pass(?:word|wd)?|secret|accesskey|token|pwd|zookeeper\.auth"
@@ -124,3 +136,17 @@ def _from_file(where: str, key: str, path: str) -> str:
     if not text:
         raise SecretError(f"{where} {key} names the file {path}, which is empty", key=key)
     return text
+
+
+_TOKEN_KEY: Final = os.urandom(32)
+_TOKENS: dict[bytes, int] = {}
+_TOKENS_LOCK = threading.Lock()
+
+
+def secret_token(*secrets: str) -> str:
+    """A label of ``secrets`` for comparing them where they must not appear (a key that log lines name): equal for
+    equal secrets within this process, and telling nothing of them -- a number given, in the order first seen, to
+    each digest under a key made at random for the process."""
+    digest = hmac.new(_TOKEN_KEY, json.dumps(secrets).encode("utf-8"), hashlib.sha256).digest()
+    with _TOKENS_LOCK:
+        return str(_TOKENS.setdefault(digest, len(_TOKENS) + 1))

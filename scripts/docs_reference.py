@@ -188,11 +188,25 @@ def cli_reference() -> str:
 
 def metrics_reference() -> str:
     from canal.lake.metrics import MirrorCollector
-    from canal.metrics import CanalCollector
+    from canal.metrics import SERVER_SERIES, CanalCollector
     from canal.spark.progress import SourceCollector
 
     out = ["| series | type | what it measures |", "|---|---|---|"]
-    extra = {"canal_source_changes": ", type", "canal_mirror_stops": ", error"}  # labels beside the collector's
+    # labels beside the collector's
+    extra = {
+        "canal_source_changes": ", type",
+        "canal_mirror_stops": ", error",
+        "canal_mirror_info": ", destination",
+        "canal_instance_last_error_info": ", error",
+    }
+    # the process's own HA series (EmbeddedServer.balance_state) are not a destination's
+    own = {
+        "canal_ha_serving_destinations": "",
+        "canal_ha_assigned_destinations": "",
+        "canal_ha_share": "",
+        "canal_ha_members": "",
+        "canal_ha_moves": "direction",
+    }
     collectors = (
         (CanalCollector(dict), "destination"),
         (SourceCollector(), "destination"),
@@ -201,9 +215,11 @@ def metrics_reference() -> str:
     for collector, labels in collectors:
         for family in collector.collect():
             name = family.name + ("_total" if family.type == "counter" else "")
-            out.append(
-                f"| `{name}{{{labels}{extra.get(family.name, '')}}}` | {family.type} | {_cell(family.documentation)} |"
-            )
+            shown = own.get(family.name, labels + extra.get(family.name, ""))
+            selector = f"{name}{{{shown}}}" if shown else name
+            out.append(f"| `{selector}` | {family.type} | {_cell(family.documentation)} |")
+    for name, doc in SERVER_SERIES.items():  # a server's own (CanalCollector serves them for an EmbeddedServer)
+        out.append(f"| `canal_server_{name}` | gauge | {_cell(doc)} |")
     return "\n".join(out) + "\n"
 
 

@@ -12,6 +12,14 @@ MODIFYs under a lax ``sql_mode``, DDL in a session time zone, the statement sequ
 gh-ost, session row images, system versioning, DML logged as statements, XA on a table the capture leaves out, and
 MariaDB's own types among the values. What the contract gives each of them is one table, :data:`OUTCOMES` (under
 ``heal="stop"``, :data:`HEALED` for what heals by default).
+
+Families of operations beyond those are classes mixed into :class:`Workload` (:data:`FAMILIES`), each with its own
+kinds and outcomes, drawn by a test of its own (tests/test_differential_reach_mariadb.py draws its family's) and,
+once listed in :data:`SHARED_FAMILIES`, by every workload: :mod:`random_reach_operations` (statements that change
+tables they do not name: views, triggers, routines, foreign keys, temporary tables, odd names, under ROW, STATEMENT
+and MIXED) is the first, :mod:`random_alter_operations` (ALTERs the conversion model follows or heals -- AUTO_INCREMENT
+made, generated columns, BINARY padding, hex and bit defaults -- and DDL under NO_BACKSLASH_ESCAPES and ANSI_QUOTES)
+the second. A family that needs a session of its own takes one from the workload's ``connect``.
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ import attrs
 import pymysql
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from random_alter_operations import AlterOperations
 from random_operations import NAMED_ZONE, OPERATION_KINDS, UTC, Operations, Stopped, base_type, placed
+from random_reach_operations import ReachOperations
 
 from canal.errors import UnmodeledStatementError
 from canal.lake.apply.partial import MirrorPartialImageError
@@ -111,6 +121,15 @@ HEALED: Final[dict[str, type[Exception]]] = {
     "DML logged as a statement": UnmodeledStatementError,
 }
 """The cases of :data:`OUTCOMES` that heal under the defaults, each with its typed stop under ``heal="stop"``."""
+
+FAMILIES: Final = (ReachOperations, AlterOperations)
+"""The families of operations beside the schema's and production's (:mod:`random_operations`), mixed into
+:class:`Workload`: each a class of the workload's methods (``_`` and the kind) with its ``KINDS``, ``OUTCOMES``,
+``HEALED`` and ``ENTRY_KINDS`` (:mod:`random_reach_operations` shows one). A family is added here; its kinds are drawn
+by a test of its own, and by :data:`any_operation` once listed in :data:`SHARED_FAMILIES`."""
+for _family in FAMILIES:
+    OUTCOMES.update(_family.OUTCOMES)
+    HEALED.update(_family.HEALED)
 
 
 def outcome(case: str, layer: str = "mirror", heal: str = "snapshot") -> str | type[Exception]:
@@ -198,9 +217,15 @@ SCHEMA_KINDS = [
     "swap", "key", "rename_table", "drop_table", "create_table", "rotate",
 ]  # fmt: skip
 _KINDS = SCHEMA_KINDS  # (the name the first tests used)
-KINDS = [*SCHEMA_KINDS, *OPERATION_KINDS]
-"""Every operation: the schema's and production's."""
-CAPTURE_KINDS = [*SCHEMA_KINDS, *(k for k in OPERATION_KINDS if k in Operations.ENTRY_KINDS)]
+SHARED_FAMILIES: tuple[type, ...] = ()
+"""The families of :data:`FAMILIES` whose kinds every workload draws (:data:`KINDS`)."""
+KINDS = [*SCHEMA_KINDS, *OPERATION_KINDS, *(kind for family in SHARED_FAMILIES for kind in family.KINDS)]
+"""Every operation: the schema's and production's, and the shared families'."""
+CAPTURE_KINDS = [
+    *SCHEMA_KINDS,
+    *(k for k in OPERATION_KINDS if k in Operations.ENTRY_KINDS),
+    *(k for family in SHARED_FAMILIES for k in family.KINDS if k in family.ENTRY_KINDS),
+]
 """The operations whose entries the capture test compares with SELECT's rows (the others write rows the workload
 does not record -- an online schema change's copies -- or images that leave columns out)."""
 
@@ -237,7 +262,7 @@ class Stop:
     state: dict[str, TableState]
 
 
-class Workload(Operations):
+class Workload(*FAMILIES, Operations):  # type: ignore[misc]
     """Plays operations on database ``db`` of ``conn``; ``rows`` are ``(table, event, values)`` as SELECT saw them.
 
     ``layer`` is what the test compares ("capture": entries, "mirror") and ``heal`` the destination's setting, for
@@ -259,8 +284,10 @@ class Workload(Operations):
         heal: str = "snapshot",
         helpers_captured: bool = True,
         before_stop: Callable[[], None] | None = None,
+        connect: Callable[[], Any] | None = None,
     ) -> None:
         self.conn = conn
+        self.connect = connect  # a new autocommit connection (a session of its own), where a family needs one
         self.db = db
         self.rng = random.Random(seed)
         self.layer = layer
@@ -297,14 +324,16 @@ class Workload(Operations):
             return own
         return name
 
-    def _run(self, sql: str, commit: bool = True) -> bool:
-        """Run one statement; False when the server refused it. ``changed`` says how many rows it changed (an
-        UPDATE that sets a row's values again changes none, and the binlog logs no row for it)."""
+    def _run(self, sql: str, commit: bool = True, conn: Any = None) -> bool:
+        """Run one statement (on ``conn``: another session's connection); False when the server refused it.
+        ``changed`` says how many rows it changed (an UPDATE that sets a row's values again changes none, and the
+        binlog logs no row for it)."""
+        conn = self.conn if conn is None else conn
         try:
-            with self.conn.cursor() as cur:
+            with conn.cursor() as cur:
                 self.changed = cur.execute(sql)
             if commit:
-                self.conn.commit()
+                conn.commit()
         except pymysql.err.MySQLError as exc:
             self.refused.append(f"{sql} -- {exc.args[0]}")
             return False
@@ -323,7 +352,7 @@ class Workload(Operations):
         name = name or self._name("t")
         columns = [("id", "INT NOT NULL"), ("k2", f"{k2} NOT NULL")]
         for _ in range(self.rng.randint(1, 3)):
-            columns.append((self._column_name(columns), self.rng.choice(TYPES)[0]))
+            columns.append((self._column_name(columns), self.rng.choice(self.types)[0]))
         body = ", ".join(f"`{c}` {t}" for c, t in columns)
         key, unique = ("id", "k2") if k2 == "INT" else ("k2", "id")
         verb = "CREATE TABLE IF NOT EXISTS" if if_not_exists else "CREATE TABLE"
@@ -353,13 +382,14 @@ class Workload(Operations):
 
     # -- the outcomes ---------------------------------------------------------------------------------------------
 
-    def _at(self, case: str, sql: str, tables: tuple[str, ...] = ()) -> bool:
-        """Run ``sql``, the statement of ``case`` (:data:`OUTCOMES`); False when the server refused it. Where the
-        contract stops at it, the workload ends there (:class:`Stopped`), :attr:`stop` holding what the tests
-        check: ``tables`` (names in :attr:`db`) the error must name, and every table as it was before."""
+    def _at(self, case: str, sql: str, tables: tuple[str, ...] = (), conn: Any = None) -> bool:
+        """Run ``sql``, the statement of ``case`` (:data:`OUTCOMES`; on ``conn``: another session's connection);
+        False when the server refused it. Where the contract stops at it, the workload ends there
+        (:class:`Stopped`), :attr:`stop` holding what the tests check: ``tables`` (names in :attr:`db`) the error
+        must name, and every table as it was before."""
         expected = outcome(case, self.layer, self.heal)
         if expected == EQUAL:
-            if self._run(sql):
+            if self._run(sql, conn=conn):
                 self._seen(case)
                 return True
             return False
@@ -367,7 +397,7 @@ class Workload(Operations):
         if issubclass(expected, MirrorError) and self.before_stop is not None:
             self.before_stop()
         state = self.state()
-        if not self._run(sql):
+        if not self._run(sql, conn=conn):
             return False
         self._seen(case)
         CASES_SEEN[f"stop: {case}"] += 1
@@ -475,7 +505,7 @@ class Workload(Operations):
 
     def _literal(self, sql_type: str) -> str:
         base = base_type(sql_type)
-        for name, make in [*TYPES, *NARROW_TYPES.items()]:
+        for name, make in [*self.types, *NARROW_TYPES.items()]:
             if base_type(name) == base:
                 return make(self.rng)
         for narrow, wide in WIDER.items():
@@ -501,7 +531,7 @@ class Workload(Operations):
 
     def _add(self, a: int, b: int, c: int) -> None:
         table = self._table(a)
-        name, sql_type = self._column_name(self.tables[table]), TYPES[b % len(TYPES)][0]
+        name, sql_type = self._column_name(self.tables[table]), self.types[b % len(self.types)][0]
         position = self._position(table, c)
         columns = list(self.tables[table])
         self._alter(table, f"ADD COLUMN `{name}` {sql_type}{position}", placed(columns, (name, sql_type), position))

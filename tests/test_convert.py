@@ -12,9 +12,13 @@ from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
 from canal.parse.events import BinlogEvent, QueryEvent, RowsEvent, XidEvent
+from canal.parse.reach import StatementReach
 from canal.parse.unmodeled import StatementPolicy, UnmodeledStatement
 from canal.position import EntryPosition
 from canal.protocol import Entry, EntryType, EventType
+from canal.schema import SchemaCatalog
+from canal.schema.history import SchemaHistory
+from canal.sql import read_statement
 
 START = EntryPosition("mysql-bin.000001", 4)
 
@@ -25,10 +29,13 @@ def convert_all(
     start: EntryPosition = START,
     rows_done: int = 0,
     policy: StatementPolicy | None = None,
+    reach: StatementReach | None = None,
 ) -> list[Entry]:
     conv = EntryConverter(options)
     if policy is not None:
         conv.unmodeled = policy
+    if reach is not None:
+        conv.reach = reach
     conv.reset(start, rows_done)
     out = []
     for event in events:
@@ -160,12 +167,24 @@ def test_statement_inside_a_transaction_is_a_row_entry() -> None:
     assert [e.rows_done for e in entries] == [0, 1, 2, 0]
 
 
+def _shop_history() -> StatementReach:
+    """What statements reach, from a schema history holding shop.users and shop.log (no views, triggers, routines
+    or foreign keys)."""
+    catalog = SchemaCatalog(database="shop", mariadb=True)
+    for sql in ("CREATE TABLE users (id INT PRIMARY KEY, name TEXT)", "CREATE TABLE log (what TEXT, n INT)"):
+        catalog.apply(read_statement(sql))
+    history = SchemaHistory()
+    history.bootstrap(START, catalog)
+    return StatementReach(history)
+
+
 def test_dml_logged_as_a_statement_on_a_captured_table_stops_before_it_is_handed_off() -> None:
     db = MiniMysql()
     db.transaction([("insert", "shop.users", [(1, "a")])])
     db.transaction([("insert", "shop.users", [(2, "b")])], statements=["INSERT INTO shop.log VALUES ('secret', 1)"])
     events = db.all_events()
     conv = EntryConverter()
+    conv.reach = _shop_history()
     conv.reset(START)
     handed: list[Entry] = []
     with pytest.raises(UnmodeledStatementError) as caught:
@@ -181,15 +200,19 @@ def test_dml_logged_as_a_statement_on_a_captured_table_stops_before_it_is_handed
     # nothing after the statement's transaction began was converted; the cursor stays at the boundary before it
     end = [e for e in handed if e.entry_type is EntryType.TRANSACTIONEND][-1]
     assert handed[-1].entry_type is EntryType.TRANSACTIONBEGIN and conv.anchor == end.anchor == handed[-1].anchor
-    # a table the filter leaves out never stops; the query_dml flag only hides what is delivered
+    # a table the filter leaves out, which reaches no captured table, never stops; the query_dml flag only hides
+    # what is delivered
     only_users = ConvertOptions(tables=TableFilters.from_strings(r"shop\.users", ""))
-    assert [e.entry_type for e in convert_all(events, only_users)] == [
+    assert [e.entry_type for e in convert_all(events, only_users, reach=_shop_history())] == [
         EntryType.TRANSACTIONBEGIN,
         EntryType.ROWDATA,
         EntryType.TRANSACTIONEND,
     ] * 2
     with pytest.raises(UnmodeledStatementError):
-        convert_all(events, ConvertOptions(flags=FilterFlags(query_dml=True)))
+        convert_all(events, ConvertOptions(flags=FilterFlags(query_dml=True)), reach=_shop_history())
+    # without a schema history what it reaches cannot be told (a trigger of shop.log may write shop.users): a stop
+    with pytest.raises(UnmodeledStatementError, match="keeps no schema history"):
+        convert_all(events, only_users)
     # a policy that takes care of it (issue "heal": an in-stream snapshot) gets the statement and marks its entry
     seen: list[UnmodeledStatement] = []
 
@@ -197,7 +220,7 @@ def test_dml_logged_as_a_statement_on_a_captured_table_stops_before_it_is_handed
         seen.append(statement)
         return {"HEALED": "snapshot"}
 
-    healed = convert_all(events, policy=heal)
+    healed = convert_all(events, policy=heal, reach=_shop_history())
     marked = [e for e in healed if e.header.props.get("HEALED")]
     assert len(marked) == 1 and marked[0].row_change is not None and marked[0].row_change.sql.startswith("INSERT")
     assert seen[0].captured == ("shop.log",) and seen[0].in_transaction
@@ -255,6 +278,28 @@ def test_filter_flags() -> None:
     grants.execute("GRANT SELECT ON *.* TO 'u'@'%'")
     assert convert_all(grants.all_events(), ConvertOptions(flags=FilterFlags(query_dcl=True))) == []
     assert len(convert_all(grants.all_events())) == 1
+
+
+def test_a_statement_marked_for_a_heal_goes_out_whatever_the_query_filter_flags() -> None:
+    """The flags choose which statements are delivered, not what a copy follows: a statement a heal marks (its
+    tables' rows are void from there) is delivered with them set; one no heal marks is not."""
+    from canal.parse.heal_marks import HEAL
+
+    db = two_transactions()
+    db.transaction([("insert", "shop.users", [(9, "z")])], statements=["UPDATE shop.log SET x = 1"])
+    events = db.all_events()
+
+    def heal(statement: UnmodeledStatement) -> dict[str, str]:
+        return {HEAL: '{"why":"x","at":"","statement":"","tables":[]}'}
+
+    no_dml = ConvertOptions(flags=FilterFlags(query_dml=True))
+    marked = [e for e in convert_all(events, no_dml, policy=heal) if HEAL in e.header.props]
+    assert [e.row_change.sql for e in marked if e.row_change] == ["UPDATE shop.log SET x = 1"]
+    assert HEAL in marked[0].header.props
+    assert not any(
+        e.row_change is not None and e.row_change.sql.startswith("UPDATE")
+        for e in convert_all(events, no_dml, policy=_let_through)
+    )
 
 
 def test_gtid_in_header_and_executed_set_in_gtid_mode() -> None:

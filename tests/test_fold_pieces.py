@@ -2,7 +2,8 @@
 merges and one file of the log, never the whole log -- whose rows are whole images, a file a batch, and more of them
 while the table's folds rest (``fold_duty``). Six batches of updates, deletes and inserts again of 40 keys, each
 appended as a file of its own, read and folded: the table equals a model of the source before and after the fold,
-and no reduction of the log (``changelog.latest``) was handed more than one file's rows beside the changes so far."""
+and no reduction of the log (``latest_changes.latest``) was handed more than one file's rows beside the changes so
+far."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canal.lake.forms.changes import entries_to_batch
-from canal.lake.store import changelog
+from canal.lake.store import changelog, latest_changes
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror
@@ -72,13 +73,13 @@ def test_a_fold_reads_the_log_a_file_at_a_time_and_folds_it_exactly(
     location = str(mirror.table_path("shop", "t"))
     assert changelog.log_size(location).log_files >= 6  # the batches' files, not folded
     sizes: list[int] = []
-    latest = changelog.latest
+    latest = latest_changes.latest
 
     def recorded(rows: Any, keys: Any) -> Any:
         sizes.append(rows.num_rows)
         return latest(rows, keys)
 
-    monkeypatch.setattr(changelog, "latest", recorded)
+    monkeypatch.setattr(latest_changes, "latest", recorded)
 
     def state() -> dict[int, int]:
         return {r["id"]: r["v"] for r in mirror.read("shop", "t").to_pylist()}
@@ -102,8 +103,8 @@ _KEY_KINDS = {
 @settings(max_examples=40, deadline=None)
 @given(data=st.data(), kind=st.sampled_from([*_KEY_KINDS, "composite"]))
 def test_pieces_reduce_to_the_latest_change_per_key_of_the_whole_log(data: st.DataObject, kind: str) -> None:
-    """changelog.reduced, a piece at a time, gives what changelog.latest gives the whole log at once: pieces in any
-    order of their changes, keys in several of them, copies of one change in two pieces (a replayed append)."""
+    """latest_changes.reduced, a piece at a time, gives what latest_changes.latest gives the whole log at once: pieces
+    in any order of their changes, keys in several of them, copies of one change in two pieces (a replayed append)."""
     import pyarrow as pa
 
     from canal.lake.own_names import BATCH, OP, SEQ
@@ -142,7 +143,7 @@ def test_pieces_reduce_to_the_latest_change_per_key_of_the_whole_log(data: st.Da
         return pa.table(columns)
 
     tables = [table(rows) for rows in pieces]
-    expected = changelog.latest(pa.concat_tables(tables), keys)
-    got = changelog.reduced(iter(tables), keys)
+    expected = latest_changes.latest(pa.concat_tables(tables), keys)
+    got = latest_changes.reduced(iter(tables), keys)
     assert got is not None
     assert got.to_pylist() == expected.to_pylist()

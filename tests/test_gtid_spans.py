@@ -74,3 +74,18 @@ def test_only_plain_gtids_are_steps() -> None:
     for text in (" 0-1-5", "0-1-5,1-1-2", f"{_UUIDS[0]}:1-3", f"{_UUIDS[0]}:", "0-1", "x", *odd):
         assert gtid_step(text) is None, text
     assert not GtidSet("0-1-5").add_span(1, gtid_step(f"{_UUIDS[0]}:1") or pytest.fail())  # the other flavour
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_holds_answers_as_contains_for_a_gtid_read_already(data: st.DataObject) -> None:
+    # what a shared reader asks of each destination's GTID set for every group it opens (GtidSet.holds)
+    mariadb = data.draw(st.booleans())
+    runs = _MARIADB_RUNS if mariadb else _MYSQL_RUNS
+    gtids = GtidSet(mariadb=mariadb)
+    for gtid in data.draw(runs):
+        gtids.add(gtid)
+    for probe in data.draw(runs):
+        step = gtid_step(probe)
+        assert step is not None
+        assert gtids.holds(step) == gtids.contains(probe), probe

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.integration
 DEST = "ha"
 SESSION_TIMEOUT_S = 2.0
 CLIENT = ClientIdentity(DEST, 1001)
-NOT_ACKED_ERRORS = {"FencedWriteError", "NotRunningError", "UnknownBatchError"}  # the ack certainly wrote nothing
+# the ack certainly wrote nothing
+NOT_ACKED_ERRORS = {"FencedWriteError", "NotRunningError", "OwnershipLostError", "UnknownBatchError"}
 
 
 def base_args(mariadb: MariaDBDatabase, zookeeper: ZooKeeperChroot, tmp_path: Path) -> dict[str, Any]:
@@ -219,7 +220,9 @@ def test_sigkill_the_active_process_ten_times(
     assert max(takeovers) < 15.0, takeovers
 
 
-def check_no_loss_no_acked_redelivery(logs: list[ConsumerLog], total: int, killed: set[str]) -> None:
+def check_no_loss_no_acked_redelivery(
+    logs: list[ConsumerLog], total: int, killed: set[str], *, redelivered_at_least: int = 1
+) -> None:
     # every batch: (process, token, batch id) -> (t before the get, row ids)
     batches: dict[tuple[str, int | None, int], tuple[float, list[int]]] = {}
     for log in logs:
@@ -271,7 +274,7 @@ def check_no_loss_no_acked_redelivery(logs: list[ConsumerLog], total: int, kille
                 continue
             redelivered += 1
             assert t_get < ack_time[key], f"row {i} acked in {key} was delivered again later in {other}"
-    assert redelivered > 0  # the kills that held a batch did catch it unacked
+    assert redelivered >= redelivered_at_least  # the kills that held a batch did catch it unacked
 
 
 def check_serving_intervals(logs: list[ConsumerLog], expected_at_least: int) -> None:

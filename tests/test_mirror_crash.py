@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from canal.lake.store import changelog
+from canal.lake.store import changelog, latest_changes
 from canal.spark import DeltaMirror
 from tests.procs.mirror_writer import TABLES, Row, source_after
 
@@ -147,7 +147,7 @@ def test_a_fold_between_a_readers_two_snapshots_loses_no_change(
             if not parts:  # folded and trimmed whole
                 return base
             log = pa.concat_tables(parts, promote_options="permissive")
-            return changelog._overlay(base, changelog.latest(log.filter(changelog._after(log, after)), keys), keys)
+            return changelog._overlay(base, latest_changes.latest(log.filter(changelog._after(log, after)), keys), keys)
 
         # the fold's trim deleted the log files just listed: that read fails (a Spark job reading them would), and
         # is done again -- it never answers with a change missing

@@ -28,15 +28,16 @@ pytest.importorskip("yaml")
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
-from canal.instance import Instance
+from canal.config import InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.lake.metrics import MirrorCollector
 from canal.metrics import start_http_server
+from canal.server import EmbeddedServer
 from canal.spark import DeltaMirror
 from canal.spark.offsets import INITIAL_OFFSET
 from canal.spark.progress import SourceCollector, handed
 from canal.spark.sessions import Prepared
 from canal.testing.fake import FakeMysql
+from canal.testing.plugin import ZooKeeperChroot
 
 MONITORING = Path(__file__).resolve().parent.parent / "monitoring"
 DASHBOARD = MONITORING / "pycanal-dashboard.json"
@@ -106,22 +107,34 @@ def rule_exprs() -> list[str]:
     return [rule["expr"] for group in groups for rule in group["rules"]]
 
 
-def served_names(tmp_path: Path) -> set[str]:
-    """The names of the samples one exporter serves with each kind of series holding data."""
+def served_names(tmp_path: Path, zookeeper: ZooKeeperChroot) -> set[str]:
+    """The names of the samples one exporter serves with each kind of series holding data: a server under
+    ZooKeeper whose destination failed a connection once and then handed out and acked changes, a mirror that
+    applied a batch, the Spark source's counters."""
     with FakeMysql(name="monitoring") as fake:
         fake.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
         for i in range(5):
             fake.insert("shop.t", {"id": i})
+        fake.refuse(errno=2003)  # a failure retried: its class is the last error's
         master = MasterConfig(address=fake.address, journal_name="mysql-bin.000001", position=4)
-        config = InstanceConfig(destination="mon", master=master, store=StoreConfig(batch_mode="ITEMSIZE"))
-        with Instance(config) as inst, DeltaMirror(tmp_path / "mirror") as mirror:
+        config = InstanceConfig(
+            destination="mon",
+            master=master,
+            store=StoreConfig(batch_mode="ITEMSIZE"),
+            retry=RetryConfig(initial_backoff_s=0.01, heartbeat_period_s=0.05),
+        )
+        server = EmbeddedServer(zk_hosts=zookeeper.hosts, ha_delay_s=0.2)
+        with server, DeltaMirror(tmp_path / "mirror") as mirror:
+            server.start_destination(config)
+            assert server.wait_serving("mon", 20)
+            inst = server.instance("mon")
             msg = inst.get_without_ack(100, timeout=2.0)
             inst.ack(msg.id)
             rows = [
                 {"seq": 1, "schema": "s", "table": "t", "type": "INSERT", "is_ddl": False, "sql": None,
                  "keys": '{"id": "1"}', "old_keys": None, "after": '{"id": "1"}',
                  "columns": '[["id", "int(11)", true]]', "log_file": "mysql-bin.000001", "log_offset": 400,
-                 "execute_time": datetime.now(UTC)}
+                 "execute_time": datetime.now(UTC), "destination": "mon"}
             ]  # fmt: skip
             import pyarrow as pa
 
@@ -130,7 +143,7 @@ def served_names(tmp_path: Path) -> set[str]:
                    "changes": {"INSERT": 5}}  # fmt: skip
             handed("mon", dict(INITIAL_OFFSET), Prepared([], end))
             collectors = [MirrorCollector(mirror), SourceCollector()]
-            with start_http_server(0, instances=inst, collectors=collectors) as exporter:
+            with start_http_server(0, server=server, collectors=collectors) as exporter:
                 assert exporter.collector is not None
                 exporter.collector.horizon(inst).read()
                 with urllib.request.urlopen(exporter.url, timeout=10) as response:
@@ -138,8 +151,13 @@ def served_names(tmp_path: Path) -> set[str]:
     return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
-def test_every_series_the_dashboard_and_the_rules_name_is_served(tmp_path: Path) -> None:
-    served = served_names(tmp_path)
+PROMETHEUS_SERIES = {"up"}
+"""Series Prometheus makes itself for every scrape target."""
+
+
+@pytest.mark.integration
+def test_every_series_the_dashboard_and_the_rules_name_is_served(tmp_path: Path, zookeeper: ZooKeeperChroot) -> None:
+    served = served_names(tmp_path, zookeeper) | PROMETHEUS_SERIES
     named = {name for expr in dashboard_exprs() + rule_exprs() for name in metric_names(expr)}
     assert len(named) >= 20  # the lexer found them
     assert named <= served, sorted(named - served)
@@ -147,12 +165,18 @@ def test_every_series_the_dashboard_and_the_rules_name_is_served(tmp_path: Path)
     rules = {expr: metric_names(expr) for expr in rule_exprs()}
     for wanted in (
         "canal_instance_running",
-        "canal_instance_delay_ack_seconds",
+        "canal_instance_connected",
+        "canal_instance_ack_lag_seconds",
+        "canal_instance_delay_put_seconds",
+        "canal_server_zookeeper_connected",
+        "canal_mirror_info",
+        "up",
         "canal_instance_errors_total",
         "canal_instance_master_oldest_binlog_file_number",
         "canal_mirror_delay_seconds",
         "canal_mirror_stops_total",
         "canal_mirror_fold_failures_total",
+        "canal_ha_owned",
     ):
         assert any(wanted in names for names in rules.values()), wanted
 
@@ -179,6 +203,6 @@ def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
 def test_promtool_checks_the_rules_and_runs_their_unit_tests() -> None:
     checked = _promtool("check", "rules", RULES.name)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 8 rules found" in checked.stdout
+    assert "SUCCESS: 14 rules found" in checked.stdout
     tested = _promtool("test", "rules", RULE_TESTS.name)
     assert tested.returncode == 0, tested.stdout + tested.stderr

@@ -148,10 +148,27 @@ def test_json_form_is_stable() -> None:
     # persisted cursors depend on this exact text: change it only with a migration
     p = LogPosition(LogIdentity("10.0.0.5:3306", 1234), EntryPosition("mysql-bin.000003", 1570, 1, 7, None, True), 2)
     assert p.to_json() == (
+        '{"@type":"com.alibaba.otter.canal.protocol.position.LogPosition","anchorIncluded":true,"identity":'
+        '{"slaveId":1234,"sourceAddress":{"address":"10.0.0.5","port":3306}},"postion":{"included":false,'
+        '"journalName":"mysql-bin.000003","position":1570,"serverId":7,"timestamp":1},"rowsDone":2}'
+    )
+    # a cursor pycanal wrote before anchorIncluded (its postion marked included) reads the same
+    before = (
         '{"@type":"com.alibaba.otter.canal.protocol.position.LogPosition","identity":{"slaveId":1234,'
         '"sourceAddress":{"address":"10.0.0.5","port":3306}},"postion":{"included":true,'
         '"journalName":"mysql-bin.000003","position":1570,"serverId":7,"timestamp":1},"rowsDone":2}'
     )
+    assert LogPosition.from_json(before) == p
+
+
+def test_the_cursor_canal_reads_is_never_marked_included() -> None:
+    """Java canal's store hands out the event at an included cursor again, and fails when it is not in the store: a
+    NullPointerException on every get (measured against canal 1.1.7: tests/test_peers_ha_mariadb.py)."""
+    consumed = LogPosition(LogIdentity("10.0.0.5:3306"), EntryPosition("mysql-bin.000003", 1570, 1, 7, None, True))
+    document = json.loads(consumed.to_json())
+    assert document["postion"]["included"] is False and document["anchorIncluded"] is True
+    with pytest.raises(PositionError, match="anchorIncluded"):
+        LogPosition.from_dict({**document, "anchorIncluded": "yes"})
 
 
 @pytest.mark.parametrize(

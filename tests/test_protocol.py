@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from canal import protocol
 from canal.position import EntryPosition
 from canal.protocol import (
+    Column,
     ColumnMeta,
     Entry,
     EntryType,
@@ -151,6 +152,29 @@ def test_double_text_round_trips_like_java(value: float) -> None:
 def test_column_text_uses_render() -> None:
     row = RowData(ORDERS, None, (1, Decimal("9.90"), None))
     assert [c.text for c in row.after_columns] == ["1", "9.90", ""]
+
+
+@pytest.mark.parametrize(
+    ("mysql_type", "fsp", "value", "text"),
+    [
+        # what SELECT prints, and canal's text (measured side by side: tests/test_peers_canal_mariadb.py)
+        ("datetime(3)", 3, dt.datetime(2024, 1, 2, 3, 4, 5, 120000), "2024-01-02 03:04:05.120"),
+        ("datetime(3)", 3, dt.datetime(1000, 1, 1), "1000-01-01 00:00:00.000"),
+        ("datetime(6)", 6, dt.datetime(2024, 1, 2, 3, 4, 5), "2024-01-02 03:04:05.000000"),
+        ("timestamp(4)", 4, dt.datetime(1970, 1, 1, 0, 0, 1, 100, tzinfo=dt.UTC), "1970-01-01 00:00:01.0001"),
+        ("time(2)", 2, dt.timedelta(hours=12, microseconds=500000), "12:00:00.50"),
+        ("time(2)", 2, -dt.timedelta(hours=838, minutes=59, seconds=59), "-838:59:59.00"),
+        ("time(1)", 1, -dt.timedelta(seconds=1, microseconds=500000), "-00:00:01.5"),
+        ("datetime", 0, dt.datetime(2024, 1, 2, 3, 4, 5), "2024-01-02 03:04:05"),
+        ("datetime(3)", 3, "0000-00-00 00:00:00.000", "0000-00-00 00:00:00.000"),
+        ("year(4)", 0, 0, "0000"),
+        ("year(4)", 0, 2024, "2024"),
+        ("int(11)", 0, 0, "0"),
+    ],
+)
+def test_column_text_has_the_columns_fraction_digits(mysql_type: str, fsp: int, value: object, text: str) -> None:
+    column = Column(0, "c", 0, mysql_type, False, False, value is None, value, fsp)
+    assert column.text == text
 
 
 def test_entry_position_and_boundaries() -> None:

@@ -189,9 +189,12 @@ def test_an_unreadable_layout_ddl_that_names_no_table_stops_the_history() -> Non
 def test_statements_that_change_no_layout_stay_harmless() -> None:
     history = SchemaHistory()
     history.bootstrap(pos(4), bootstrap_catalog())
-    for i, sql in enumerate(["GRANT SELECT ON app.* TO u", "CREATE INDEX i ON t1 (a)", "CREATE FUNCTION f() $$"]):
+    for i, sql in enumerate(["GRANT SELECT ON app.* TO u", "CREATE INDEX i ON t1 (a)"]):
         assert not history.apply(pos(10 + i), DB, sql, next_offset=11 + i)
+    # a routine is kept (what a statement logged as a statement reaches), a layout is not changed
+    assert history.apply(pos(20), DB, "CREATE FUNCTION f() $$", next_offset=21)
     assert [c.name for c in history.columns(DB, "t1") or []] == ["id", "a"]
+    assert history.function_names() == {"f"}
 
 
 def test_drop_index_primary_drops_the_key_so_a_new_one_can_be_added() -> None:

@@ -1,4 +1,4 @@
-"""The groups a shared reader routes whole (canal.parse.shared_groups): transactions and statements with their GTID
+"""The groups a shared reader routes whole (canal.parse.shared.groups): transactions and statements with their GTID
 event, which of them are plain rows, and where a stream rests between them."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
-from canal.parse.shared_groups import GroupTracker
+from canal.parse.shared.groups import GroupTracker
 from canal.protocol import EventType, TableSchema
 
 FILE = "mysql-bin.000003"
@@ -97,14 +97,42 @@ def test_the_stream_rests_between_groups_where_the_next_event_starts() -> None:
         assert not tracker.between
     tracker.follow(s.xid())
     assert tracker.between and tracker.next_start == (3, 140) and tracker.continuous
-    tracker.follow(HeartbeatEvent(log_file=FILE, offset=500, next_offset=500, timestamp=0, server_id=1))
-    assert tracker.next_start == (3, 140) and not tracker.continuous  # a heartbeat names no event
+    tracker.follow(HeartbeatEvent(log_file=FILE, offset=140, next_offset=140, timestamp=0, server_id=1))
+    assert tracker.next_start == (3, 140) and not tracker.continuous and not tracker.jumped  # it names no event
     rotate = RotateEvent(**s._place(), next_file="mysql-bin.000004", next_position=4)
     tracker.follow(rotate)
     assert tracker.next_start == (4, 4)
     fde = FormatDescriptionEvent(log_file="mysql-bin.000004", offset=4, next_offset=120, timestamp=1, server_id=1)
     tracker.follow(fde)
     assert tracker.between and tracker.next_start == (4, 120) and tracker.continuous
+
+
+def test_a_dump_that_leaves_events_out_jumps_past_its_place() -> None:
+    """A dump from a GTID set leaves out the groups the set holds: the next event it sends, or the place a heartbeat
+    names between groups, lies past where the stream stood -- no place before it continues the stream."""
+    s = Stream()
+    tracker = GroupTracker((3, 100))
+    for event in (s.gtid(), *s.rows(), s.xid()):
+        tracker.follow(event)
+        assert tracker.continuous and not tracker.jumped
+    s.at = 700  # groups left out
+    tracker.follow(s.gtid())
+    assert tracker.jumped and not tracker.continuous and tracker.next_start == (3, 710)
+    for event in (*s.rows(), s.xid()):
+        tracker.follow(event)
+        assert tracker.continuous and not tracker.jumped
+    assert tracker.between and tracker.next_start == (3, 740)
+    inside = GroupTracker((3, 100))
+    inside.follow(s.gtid())
+    inside.follow(HeartbeatEvent(log_file=FILE, offset=900, next_offset=900, timestamp=0, server_id=1))
+    assert not inside.jumped  # a heartbeat inside a group moves nothing
+    tracker.follow(HeartbeatEvent(log_file=FILE, offset=900, next_offset=900, timestamp=0, server_id=1))
+    assert tracker.jumped and tracker.between and tracker.next_start == (3, 900)
+    tracker.follow(HeartbeatEvent(log_file="mysql-bin.000004", offset=950, next_offset=950, timestamp=0, server_id=1))
+    assert not tracker.jumped and tracker.next_start == (3, 900)  # another file: the rotate into it tells
+    s.at = 1000  # more left out, then the file ends
+    tracker.follow(RotateEvent(**s._place(), next_file="mysql-bin.000004", next_position=4))
+    assert tracker.jumped and not tracker.continuous and tracker.next_start == (4, 4)
 
 
 def test_a_dump_start_places_the_stream_at_its_first_real_event() -> None:

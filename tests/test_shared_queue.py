@@ -1,6 +1,7 @@
 """A destination's queue from a shared reader, taken through its parser's steps on the reader's thread while the
-parser thread waits (canal.parse.shared_queue): in order, one thread at a time, what a step raises raised by the
-parser thread, and nothing taken there when the parser is busy, its store has no room, or a snapshot begins."""
+parser thread waits (canal.parse.shared.queue): in order, one thread at a time, what a step raises raised by the
+parser thread, and nothing taken there when the parser is busy, its store has no room, or a snapshot begins; and the
+table maps of captured tables checked against the destination's own schema history on either thread."""
 
 from __future__ import annotations
 
@@ -12,9 +13,24 @@ from typing import Any
 import pytest
 
 from canal.errors import CanalError
-from canal.parse.events import BinlogEvent, GtidEvent, PassedEvent, PassedTransaction, XidEvent
-from canal.parse.shared import SharedMember
-from canal.parse.shared_queue import PASSED_EVENT_BYTES, PASSED_EVENTS, Subscription, _bound
+from canal.filter import TableFilters
+from canal.log import destination_logger
+from canal.parse.events import (
+    BinlogEvent,
+    GtidEvent,
+    LayoutSeen,
+    PassedEvent,
+    PassedTransaction,
+    TableMapEvent,
+    XidEvent,
+)
+from canal.parse.schema_tracking import SchemaTracker
+from canal.parse.shared.member import SharedMember, SharedReaderLeft, layout_seen
+from canal.parse.shared.queue import PASSED_EVENT_BYTES, PASSED_EVENTS, Subscription, _bound
+from canal.position import EntryPosition
+from canal.protocol import TableSchema
+from canal.schema import SchemaCatalog
+from canal.schema.history import SchemaHistory
 
 
 class _Reader:
@@ -27,12 +43,16 @@ class _Reader:
         self.waiting_for: Subscription | None = None
         self.room_at = 4096
         self.inlined = 0
+        self.last_read = 0.0
         self.left: list[Subscription] = []
 
     def room(self) -> None:
         pass
 
     def leave(self, sub: Subscription) -> None:
+        self.left.append(sub)
+
+    def diverged(self, sub: Subscription, why: str) -> None:
         self.left.append(sub)
 
 
@@ -208,3 +228,45 @@ def test_the_bound_counts_an_entry_an_event_and_the_most_a_passed_transaction_ma
     sub.push(passed)
     sub.push([_xid(2)], 1)
     assert _bound(sub.items) == (3 * PASSED_EVENTS + 1 + 1, 3 * PASSED_EVENTS * PASSED_EVENT_BYTES + 31)
+
+
+def _map(table: str, seen: LayoutSeen, offset: int) -> TableMapEvent:
+    return TableMapEvent(
+        log_file="b.000001",
+        offset=offset,
+        next_offset=offset + 40,
+        timestamp=0,
+        server_id=1,
+        table_id=offset,
+        schema="db",
+        table=table,
+        table_schema=TableSchema("db", table, ()),
+        seen=seen,
+    )
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["parser thread", "reader thread"])
+def test_a_table_map_decoded_with_another_layout_than_the_destinations_makes_it_leave(inline: bool) -> None:
+    history = SchemaHistory(mariadb=True)
+    history.bootstrap(EntryPosition("b.000001", 4), SchemaCatalog(mariadb=True))
+    history.apply(EntryPosition("b.000001", 10), "db", "CREATE TABLE t (id INT PRIMARY KEY, f FLOAT(7,4))")
+    taken: list[BinlogEvent] = []
+    sub = _subscription(taken.append, lambda entries, size: True)
+    sub.member.tables = TableFilters.from_strings(r"db\.t", "")
+    sub.member.schemas = SchemaTracker(history, destination_logger(__name__, "d"))
+    mine = layout_seen(history, "db", "t")
+    other = LayoutSeen(None)  # what a history without the table holds
+    for event in (_map("t", mine, 100), _map("u", other, 200), _map("t", mine, 300), _map("t", other, 400)):
+        sub.push(event)
+    if inline:
+        sub.waiting = True
+        assert not sub.run_inline()  # the last map stops it; its parser thread raises that
+        with pytest.raises(SharedReaderLeft, match=r"another layout of db\.t"):
+            next(sub.events())
+    else:
+        events = sub.events()
+        taken += [next(events), next(events), next(events)]  # db.u is not captured: not checked
+        with pytest.raises(SharedReaderLeft, match=r"another layout of db\.t"):
+            next(events)
+    assert [e.offset for e in taken] == [100, 200, 300]
+    assert sub.reader.left == [sub]  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ from shared_entries import END_ID, canonical, ended, through_marker
 from canal.client import ClientIdentity
 from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.instance import Instance
-from canal.protocol import EMPTY_MESSAGE_ID
+from canal.protocol import EMPTY_MESSAGE_ID, EntryType
 from canal.server import EmbeddedServer
 from canal.testing.plugin import MariaDBDatabase, ZooKeeperChroot
 
@@ -249,6 +249,22 @@ def test_a_destination_handed_over_under_ha_shares_again(
         assert through_marker(consumers[name].entries) == through_marker(alone.entries), name
 
 
+_BEGIN = repr(EntryType.TRANSACTIONBEGIN)
+_END = repr(EntryType.TRANSACTIONEND)
+
+
+def without_empty_transactions(lines: list[str]) -> list[str]:
+    """``lines`` (reprs of :func:`canonical` entries) without the transactions that hold no row: a BEGIN followed
+    at once by its END."""
+    kept: list[str] = []
+    for line in lines:
+        if line.startswith(f"({_END}") and kept and kept[-1].startswith(f"({_BEGIN}"):
+            kept.pop()
+            continue
+        kept.append(line)
+    return kept
+
+
 def test_shared_destinations_through_kills_of_their_process(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
     db = mariadb.database
     mariadb.execute("CREATE TABLE marks (id INT PRIMARY KEY)")
@@ -311,4 +327,8 @@ def test_shared_destinations_through_kills_of_their_process(mariadb: MariaDBData
                 seen.add(line)
                 got.append(line)
         want = [repr(e) for e in through_marker(alone.entries)]
+        # canal's empty-transaction policy lets one through every 5 s of binlog time, judged against the last one a
+        # process let through: a process started again after a kill begins that count afresh, so which empty
+        # transactions come depends on how long the workload took on this machine, killed or alone alike
+        got, want = without_empty_transactions(got), without_empty_transactions(want)
         assert got[: len(want)] == want and len(got) <= len(want) + 1, name  # the marker's END may follow it

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from test_parser_helpers import UUID, MiniMysql
 
+from canal.address import same_endpoint
 from canal.config import MasterConfig
 from canal.parse.events import BinlogEvent, GtidEvent, QueryEvent, RowsEvent, XidEvent
 from canal.parse.start_position import (
@@ -269,3 +271,36 @@ def test_a_gtid_event_begins_a_transaction() -> None:
     assert begins_transaction(conn, "mysql-bin.000001", gtid.offset)
     # a BEGIN after its GTID event: the dump may start there (the GTID event is not needed to read the transaction)
     assert begins_transaction(conn, "mysql-bin.000001", begin.offset)
+
+
+def test_a_cursor_canal_wrote_names_this_server_by_its_resolved_host() -> None:
+    """Java canal writes the host its InetSocketAddress resolved to: a cursor for 127.0.0.1:P names localhost:P
+    (measured: tests/test_peers_ha_mariadb.py). It is this server's position, not a switch searched by time (which
+    handed out again every row of the fallback interval)."""
+    db = timeline()
+    xid = events_of(db, XidEvent)[1]
+    anchor = EntryPosition(xid.log_file, xid.offset, xid.timestamp * 1000, 1, None, True)
+    saved = LogPosition(LogIdentity("localhost:3306", -1), anchor)
+    start = find(db, saved=saved, address="127.0.0.1:3306")
+    assert start.position == anchor and start.reason == "saved position"
+    other = find(db, saved=LogPosition(LogIdentity("localhost:3307", -1), anchor), address="127.0.0.1:3306")
+    assert "switch" in other.reason
+
+
+@pytest.mark.parametrize(
+    ("saved", "current", "same"),
+    [
+        (None, "127.0.0.1:3306", True),
+        ("127.0.0.1:3306", "127.0.0.1:3306", True),
+        ("localhost:3306", "127.0.0.1:3306", True),
+        ("LOCALHOST:3306", "localhost:3306", True),
+        ("localhost:3307", "127.0.0.1:3306", False),
+        ("10.255.255.1:3306", "127.0.0.1:3306", False),
+        ("no-such-host.invalid:3306", "127.0.0.1:3306", False),
+        ("fake://a", "fake://a", True),
+        ("fake://a", "fake://b", False),
+        ("/var/lib/binlogs", "127.0.0.1:3306", False),
+    ],
+)
+def test_same_endpoint(saved: str | None, current: str, same: bool) -> None:
+    assert same_endpoint(saved, current) is same

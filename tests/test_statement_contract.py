@@ -120,6 +120,7 @@ EXAMPLES: dict[str, list[str]] = {
         "DELETE FROM {t} WHERE id = 1",
         "LOAD DATA INFILE '/tmp/x' INTO TABLE {t}",
     ],
+    "SELECT / DO calling stored functions": ["SELECT `d`.`f`(42)", "DO f(1)"],
     "transaction control": ["BEGIN", "COMMIT", "XA COMMIT 'x'", "SAVEPOINT s"],
     "views, routines, triggers, events, servers, tablespaces": [
         "CREATE VIEW v AS SELECT 1",
@@ -133,8 +134,15 @@ EXAMPLES: dict[str, list[str]] = {
     "a statement pycanal does not know": ["FROBNICATE {t}", "CREATE FROBNICATOR x"],
     "a statement the reader cannot read in full": ["CREATE TABLE {t} (id INT) zq", "RENAME TABLE {t}"],
 }
-# shapes the capture gives, not the reader: it depends on what the destination captures
-CAPTURE_SHAPES = {"RENAME TABLE onto a captured name"}
+# shapes the capture gives, not the reader: it depends on what the destination captures, and on the sessions'
+# temporary tables (canal.parse.sessions)
+CAPTURE_SHAPES = {
+    "RENAME TABLE onto a captured name",
+    "a statement on a session's temporary table",
+    "TRUNCATE of a name a session may hold as temporary",
+    "a layout change of a name a session may hold as temporary",
+    "a statement on a session's temporary tables and others",
+}
 
 AT = EntryPosition("mysql-bin.000003", 1234)
 

@@ -7,6 +7,7 @@
     canal position  show|set --meta-dir DIR | --zk HOSTS  --destination D [--client-id 1001] ...
     canal check     --address HOST:PORT --user canal [--password]
     canal ha status --zk HOSTS [--destination D]
+    canal serve     CONF_DIR [--consumer MODULE:CALLABLE] [--metrics-port 11112]
 
 Exit status: 0 on success, 1 when a check failed or there was nothing to show, 2 on an error (one line on stderr, no
 traceback; credentials never appear). ``main(argv)`` returns the status instead of exiting, for tests and embedding.
@@ -24,10 +25,11 @@ from canal.cli import check as check
 from canal.cli import ha as ha
 from canal.cli import position as position
 from canal.cli import schema as schema
+from canal.cli import serve as serve
 from canal.cli import snapshot as snapshot
 from canal.cli import tail as tail
-from canal.cli.common import SECRETS
 from canal.errors import CanalError
+from canal.parse.mysql.connect import note_plain_connections
 
 __all__ = ["build_parser", "main"]
 
@@ -40,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="canal",
         description="pycanal: MySQL/MariaDB binlog change capture, embedded. Tail changes, copy tables, manage "
-        "cursors, check a server's setup, inspect ZooKeeper HA state.",
+        "cursors, check a server's setup, inspect ZooKeeper HA state, run a conf directory as a server.",
     )
     parser.add_argument("--version", action="version", version=f"pycanal {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr (-v info, -vv debug)")
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_parser(sub)
     ha.add_parser(sub)
     schema.add_parser(sub)
+    serve.add_parser(sub)
     return parser
 
 
@@ -60,7 +63,7 @@ def _setup_logging(verbosity: int) -> None:
     root.setLevel(level)
     if not any(getattr(h, "_canal_cli", False) for h in root.handlers):
         handler = _StderrHandler()
-        handler.setFormatter(_RedactingFormatter("canal: %(levelname)s %(message)s"))
+        handler.setFormatter(logging.Formatter("canal: %(levelname)s %(message)s"))
         root.addHandler(handler)
     # kazoo logs every failed connection attempt; our own error line says what matters
     logging.getLogger("kazoo").setLevel(logging.CRITICAL if verbosity <= 0 else level)
@@ -78,11 +81,6 @@ class _StderrHandler(logging.Handler):
             self.handleError(record)
 
 
-class _RedactingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return SECRETS.redact(super().format(record))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
@@ -92,12 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_ERROR)
     _setup_logging(args.verbose)
+    if args.command != "serve":  # a short command: its user chose the mode (check reports TLS in a line)
+        note_plain_connections(logging.INFO)
     try:
         status: int = args.run(args)
         return status
     except CanalError as exc:
         message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"canal {args.command}: error: {SECRETS.redact(message)}", file=sys.stderr)
+        print(f"canal {args.command}: error: {message}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_OK

@@ -13,7 +13,7 @@ import pymysql  # type: ignore[import-untyped]
 
 from canal.cli.common import CliError, add_source_arguments, load_instance_config
 from canal.errors import SourceError, SourceUnreachableError, TlsError
-from canal.parse.mysql.connect import TlsState, open_connection, tls_state
+from canal.parse.mysql.connect import EXPIRED_PASSWORD, TlsState, open_connection, tls_state
 from canal.sql import Grant, read_statements
 
 
@@ -253,13 +253,23 @@ def statement_logging_check(facts: ServerFacts) -> Check:
             "no account this user can see may change its session's binlog_format (SUPER or BINLOG ADMIN)",
         )
     accounts = ", ".join(facts.statement_loggers)
+    on_all, _dbs = _global_privileges(facts.grants)
+    blind = [p for p in ("TRIGGER", "SHOW VIEW") if not on_all & {p, "ALL", "ALL PRIVILEGES"}]
+    unseen = (
+        f"; {_account(facts.current_user)} lacks {' and '.join(blind)}, so what such a statement reaches through "
+        "triggers and views cannot be told, and every captured table is read again"
+        if blind
+        else ""
+    )
     return Check(
         "session_binlog_format",
         "WARN",
         f"{accounts} may SET SESSION binlog_format (SUPER or BINLOG ADMIN): DML such a session logs as statements "
-        "on a captured table has it read again in the stream (a heal), or stops the destination under heal=stop "
-        "(UnmodeledStatementError)",
-        "make sure no application changes its session's binlog_format, or take SUPER / BINLOG ADMIN from its account",
+        "has every captured table it reaches (its own, a view's base tables, what its triggers, the functions it "
+        "calls and its foreign keys' actions change) read again in the stream (a heal), or stops the destination "
+        f"under heal=stop (UnmodeledStatementError){unseen}",
+        "make sure no application changes its session's binlog_format, or take SUPER / BINLOG ADMIN from its account"
+        + (f"; GRANT {', '.join(blind)} ON *.* TO {_account(facts.current_user)};" if blind else ""),
     )
 
 
@@ -300,6 +310,11 @@ def run(args: argparse.Namespace) -> int:
         state = tls_state(conn, master.ssl.mode)
         facts = read_facts(conn)
     except pymysql.err.MySQLError as exc:  # after the login: a lost connection, a limit, a statement refused
+        if exc.args and exc.args[0] in EXPIRED_PASSWORD:  # let in, and every statement refused
+            fix = "set a new password (as that user: ALTER USER CURRENT_USER() IDENTIFIED BY '...')"
+            detail = f"{master.username}@{master.address}: the password has expired (errno {exc.args[0]})"
+            print(Check("connect", "FAIL", detail, fix).line())
+            return 1
         raise SourceError(f"reading the settings of {master.address} failed: {exc}", errno=exc.args[0]) from None
     finally:
         conn.close()

@@ -1,4 +1,9 @@
-"""Shared pieces of the ``canal`` command line: secrets, source selection, position arguments, output helpers."""
+"""Shared pieces of the ``canal`` command line: source selection, the password, position arguments, output helpers.
+
+Secrets are kept out of the output by what they are, never by their text: every message is made from redacted
+forms (a config's ``redacted()``, :func:`canal.secrets.is_secret_key`, the connection's own redaction of a server's
+answer), so no output is searched for a password's text -- which, for canal's default password ``canal``, masked the
+user's name and the word wherever it stood."""
 
 from __future__ import annotations
 
@@ -19,27 +24,6 @@ from canal.errors import CanalError, ConfigError, PositionError
 
 PASSWORD_ENV = "CANAL_PASSWORD"
 DEFAULT_DESTINATION = "example"
-
-_MASK = "***"
-
-
-class Secrets:
-    """Every credential the command line saw, so that no output or error message can show one."""
-
-    def __init__(self) -> None:
-        self._values: set[str] = set()
-
-    def add(self, value: str | None) -> None:
-        if value:
-            self._values.add(value)
-
-    def redact(self, text: str) -> str:
-        for value in sorted(self._values, key=len, reverse=True):
-            text = text.replace(value, _MASK)
-        return text
-
-
-SECRETS = Secrets()
 
 
 class CliError(CanalError):
@@ -108,7 +92,6 @@ def resolve_password(args: argparse.Namespace) -> str | None:
         password = getpass.getpass("password: ")
     elif password is None:
         password = os.environ.get(PASSWORD_ENV)
-    SECRETS.add(password)
     return password
 
 
@@ -121,9 +104,6 @@ def load_instance_config(args: argparse.Namespace) -> InstanceConfig:
         if not path.is_file():
             raise CliError(f"--properties {args.properties}: no such file")
         config = InstanceConfig.from_properties(path, destination=destination)
-        SECRETS.add(config.master.password)
-        if config.standby is not None:
-            SECRETS.add(config.standby.password)
         master = config.master
         changes: dict[str, Any] = {}
         if args.address:

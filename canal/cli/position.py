@@ -10,16 +10,28 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from canal.cli.common import CliError, add_source_arguments, load_instance_config, parse_hosts, parse_timestamp
+from canal.cli.common import (
+    CliError,
+    add_source_arguments,
+    load_instance_config,
+    parse_hosts,
+    parse_timestamp,
+    positive_float,
+)
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
 from canal.config import to_zk_auth
 from canal.errors import HAError, PositionError, SourceError
 from canal.ha.running import RELEASED
 from canal.meta import FileMetaManager, MetaManager, ZooKeeperMetaManager
 from canal.meta.zkclient import make_client
+from canal.parse.retry import position_problem
+from canal.parse.source import BinlogSource
 from canal.parse.sources import open_source
 from canal.parse.start_position import StartPosition, align_to_transaction, find_by_timestamp
 from canal.position import EntryPosition, LogIdentity, LogPosition
+
+ZK_TIMEOUT_S = 5.0
+"""How long ``canal position`` waits for ZooKeeper by default: a command fails fast rather than hangs."""
 
 
 def add_parser(sub: Any) -> None:
@@ -70,6 +82,13 @@ def add_meta_arguments(p: argparse.ArgumentParser, *, client: bool = True) -> No
         default=os.environ.get("PYCANAL_ZK_AUTH"),
         help="ZooKeeper authentication, e.g. digest:user:password (default: $PYCANAL_ZK_AUTH)",
     )
+    p.add_argument(
+        "--zk-timeout",
+        type=positive_float,
+        default=ZK_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for a connection to ZooKeeper before failing (default {ZK_TIMEOUT_S:g})",
+    )
     p.add_argument("--destination", default="example", metavar="NAME", help="destination (default: example)")
     if client:
         p.add_argument(
@@ -84,7 +103,7 @@ def meta_manager(args: argparse.Namespace) -> Iterator[MetaManager]:
     if args.meta_dir:
         manager = FileMetaManager(args.meta_dir, flush_period_s=None)
     else:
-        manager = ZooKeeperMetaManager(parse_hosts(args.zk), auth=to_zk_auth(args.zk_auth))
+        manager = ZooKeeperMetaManager(parse_hosts(args.zk), timeout_s=args.zk_timeout, auth=to_zk_auth(args.zk_auth))
     with manager:
         yield manager
 
@@ -105,20 +124,32 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def _cursor_from_args(args: argparse.Namespace) -> LogPosition:
+    has_source = bool(args.properties or args.address)
     if args.document is not None:
         if args.offset is not None:
             raise CliError("--offset goes with --file, not --json")
         text = sys.stdin.read() if args.document == "-" else args.document
-        return LogPosition.from_json(text)
-    has_source = bool(args.properties or args.address)
+        cursor = LogPosition.from_json(text)
+        if has_source and cursor.position.journal_name:
+            with _source(args) as source:
+                check_on_server(source, cursor.position)
+        return cursor
     if args.file is not None:
         offset = 4 if args.offset is None else args.offset
         if offset < 4:
             raise PositionError(f"--offset must be at least 4 (a binlog file's first event), got {offset}")
         start = StartPosition(EntryPosition(args.file, offset), reason="canal position set", aligned=False)
         if not has_source:
+            print(
+                f"canal position set: {args.file}:{offset} is not checked against the server (give --properties or "
+                "--address to check that it has it, and to move the offset to its transaction's start)",
+                file=sys.stderr,
+            )
             return LogPosition(LogIdentity(), start.position)
-        return _with_source(args, lambda source: align_to_transaction(source, start, None))
+        with _source(args) as source:
+            check_on_server(source, start.position)
+            aligned = align_to_transaction(source, start, None)
+            return LogPosition(LogIdentity(source.address, -1), aligned.position, aligned.rows_done)
     if args.offset is not None:
         raise CliError("--offset goes with --file")
     ms = parse_timestamp(args.timestamp)
@@ -126,16 +157,31 @@ def _cursor_from_args(args: argparse.Namespace) -> LogPosition:
         raise CliError(
             "--timestamp is resolved against the server: add --properties FILE or --address HOST:PORT --user USER"
         )
-    return _with_source(args, lambda source: find_by_timestamp(source, ms, reason="canal position set"))
+    with _source(args) as source:
+        found = find_by_timestamp(source, ms, reason="canal position set")
+        return LogPosition(LogIdentity(source.address, -1), found.position, found.rows_done)
 
 
-def _with_source(args: argparse.Namespace, find: Any) -> LogPosition:
+def check_on_server(source: BinlogSource, position: EntryPosition) -> None:
+    """:class:`~canal.errors.PositionError` unless the server has ``position`` (its file, and the offset within
+    it): a position it never had, or purged, would stop the next start."""
+    journal = position.journal_name or ""
+    files = source.binlog_files()
+    problem = position_problem([(f.name, f.size) for f in files], journal, position.position)
+    if problem is None and files and journal not in {f.name for f in files}:
+        problem = f"{journal} was purged (its oldest binlog file is {files[0].name})"
+    if problem is not None:
+        raise PositionError(f"{journal}:{position.position} is not a position on {source.address}: {problem}")
+
+
+@contextlib.contextmanager
+def _source(args: argparse.Namespace) -> Iterator[BinlogSource]:
+    """The source the arguments name, opened (and closed after)."""
     config = load_instance_config(args)
     source = open_source(config.master, config)
     try:
         source.open()
-        start: StartPosition = find(source)
-        return LogPosition(LogIdentity(source.address, -1), start.position, start.rows_done)
+        yield source
     finally:
         # the position is found (or its error is on its way out); a connection that fails to close changes neither
         with contextlib.suppress(SourceError, OSError):
@@ -151,10 +197,10 @@ def check_not_running(args: argparse.Namespace) -> None:
 
     from canal.meta import zkpaths
 
-    zk = make_client(parse_hosts(args.zk), 10.0, to_zk_auth(args.zk_auth))
+    zk = make_client(parse_hosts(args.zk), args.zk_timeout, to_zk_auth(args.zk_auth))
     path = zkpaths.destination_running_path(args.destination)
     try:
-        zk.start(timeout=10.0)
+        zk.start(timeout=args.zk_timeout)
         try:
             data, _ = zk.get(path)
         except NoNodeError:
@@ -165,7 +211,7 @@ def check_not_running(args: argparse.Namespace) -> None:
                 f"({type(exc).__name__}); pass --force to set the position anyway"
             ) from None
     except KazooTimeoutError:
-        raise HAError(f"cannot connect to ZooKeeper at {args.zk}") from None
+        raise HAError(f"cannot connect to ZooKeeper at {args.zk} within {args.zk_timeout:g} s") from None
     finally:
         zk.stop()
         zk.close()

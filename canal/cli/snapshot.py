@@ -9,18 +9,19 @@ the snapshot's last row is printed. With ``--meta-dir`` an interrupted copy resu
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from typing import Any, TextIO
 
 import attrs
 
-from canal.cli.common import add_source_arguments, load_instance_config, positive_float, positive_int
+from canal.cli.common import CliError, add_source_arguments, load_instance_config, positive_float, positive_int
 from canal.cli.tail import _loop, local_config, run_instance
 from canal.config import InstanceConfig, SnapshotConfig, SnapshotMode
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
-from canal.snapshot.runner import SnapshotProgress
+from canal.snapshot.runner import SnapshotProgress, split_table_name
 
 _BAR_WIDTH = 30
 _DRAW_EVERY_S = 0.2
@@ -40,7 +41,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--tables",
         metavar="DB.TABLE,...",
-        help="the tables to copy (default: every table the properties' filter captures)",
+        help="the tables to copy (default: every table the properties' filter captures); the changes printed are "
+        "those of these tables only",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per row, as canal tail --json prints them")
     p.add_argument("--chunk-rows", type=positive_int, metavar="N", help="rows read per chunk (default 10000)")
@@ -63,6 +65,12 @@ def snapshot_config(args: argparse.Namespace) -> InstanceConfig:
     changes: dict[str, Any] = {"mode": SnapshotMode.INITIAL_ONLY}
     if args.tables:
         changes["tables"] = args.tables
+        # the changes made during the copy are printed for these tables only: the destination's filter narrowed
+        names = [name.strip() for name in args.tables.split(",") if name.strip()]
+        for name in names:
+            if not config.table_filters.includes(*split_table_name(name)):
+                raise CliError(f"--tables {name}: the destination's filter does not capture it")
+        config = attrs.evolve(config, filter_regex=",".join(re.escape(name) for name in names))
     if args.chunk_rows is not None:
         changes["chunk_rows"] = args.chunk_rows
     if args.max_rows_per_s is not None:

@@ -37,8 +37,9 @@ from canal.config.conf_dir import load_conf_dir
 from canal.config.fields import DEFAULT_FILTER_REGEX, ZK_AUTH_KEY
 from canal.config.instance import InstanceConfig
 from canal.config.keys import SSL_PROPERTY_KEYS, parse_bool
+from canal.config.mq import MqConfig
 from canal.config.properties import format_properties, parse_properties, resolve_placeholders
-from canal.config.server import ServerConfig
+from canal.config.server import BalanceConfig, ServerConfig, to_balance_config
 from canal.config.settings import (
     TLS_VERSIONS,
     BatchMode,
@@ -64,6 +65,7 @@ __all__ = [
     "SSL_PROPERTY_KEYS",
     "TLS_VERSIONS",
     "ZK_AUTH_KEY",
+    "BalanceConfig",
     "BatchMode",
     "DetectingConfig",
     "FilterFlags",
@@ -72,6 +74,7 @@ __all__ = [
     "KeylessTables",
     "MasterConfig",
     "MetaMode",
+    "MqConfig",
     "RetryConfig",
     "SchemaHistoryConfig",
     "ServerConfig",
@@ -86,5 +89,6 @@ __all__ = [
     "parse_bool",
     "parse_properties",
     "resolve_placeholders",
+    "to_balance_config",
     "to_zk_auth",
 ]

@@ -7,6 +7,7 @@ sources, TLS key stores, and the report of unknown keys."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -17,6 +18,7 @@ from typing import Any, Final, TypeVar
 import attrs
 
 from canal.config.fields import _MASK, KEYED_CLASSES, _FieldError, _warn_once
+from canal.config.mq import MqConfig
 from canal.config.properties import resolve_placeholders
 from canal.config.settings import (
     DetectingConfig,
@@ -187,6 +189,7 @@ _FLAGS_SPEC: Final = _spec_of(FilterFlags)
 _RETRY_SPEC: Final = _spec_of(RetryConfig)
 _SCHEMA_HISTORY_SPEC: Final = _spec_of(SchemaHistoryConfig)
 _SNAPSHOT_SPEC: Final = _spec_of(SnapshotConfig)
+_MQ_SPEC: Final = _spec_of(MqConfig)
 
 
 def _key(cls: type, field: str) -> str:
@@ -507,11 +510,60 @@ _IGNORED_PREFIXES: Final = (
 _PER_DESTINATION_SUFFIXES: Final = ("spring.xml", "mode", "lazy", "manager.address")
 
 
+NEAR_MISS_EDITS = 2
+"""A key this many single-character edits (or fewer) from a key pycanal reads, or equal to one but for case, is taken
+for a misspelling of it. No key of canal's own files is within three edits of a key pycanal reads."""
+
+
+def _edits(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance of ``a`` and ``b``, or ``limit + 1`` once it is known to exceed ``limit`` (only the band
+    of ``limit`` cells either side of the diagonal is computed)."""
+    over = limit + 1
+    if abs(len(a) - len(b)) > limit:
+        return over
+    previous = [j if j <= limit else over for j in range(len(b) + 1)]
+    for i in range(1, len(a) + 1):
+        low, high = max(1, i - limit), min(len(b), i + limit)
+        current = [over] * (len(b) + 1)
+        current[0] = i if i <= limit else over
+        char = a[i - 1]
+        for j in range(low, high + 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != b[j - 1]), over)
+        if min(current[low - 1 : high + 1]) >= over:
+            return over
+        previous = current
+    return previous[len(b)]
+
+
+@functools.lru_cache(maxsize=4096)
+def near_miss(key: str) -> tuple[str, ...]:
+    """The keys pycanal reads that ``key`` may misspell: the one equal to it but for case, else those nearest to it
+    within :data:`NEAR_MISS_EDITS` edits (several at one distance: ``canal.id`` and ``canal.ip`` are one edit
+    apart); empty when none is that near."""
+    folded = key.casefold()
+    found: dict[int, list[str]] = {}
+    for known in sorted(_used_keys()):
+        if known.casefold() == folded:
+            return (known,)
+        distance = _edits(key, known, NEAR_MISS_EDITS)
+        if distance <= NEAR_MISS_EDITS:
+            found.setdefault(distance, []).append(known)
+    return tuple(found[min(found)]) if found else ()
+
+
 def _report_keys(keys: Iterable[str], dest: str | None, destinations: tuple[str, ...], source: str) -> None:
-    """Warn (once per key per process) about unknown keys; debug-log the ones pycanal knowingly ignores."""
+    """Warn (once per key per process) about unknown keys, naming the key a misspelt one was meant to be; debug-log
+    the ones pycanal knowingly ignores (canal's keys of features it does not have), unless one misspells a key it
+    reads (``canal.instance.mysql.slaveID``: the ignored prefix ``canal.instance.mysql.`` hid it)."""
     used = _used_keys()
+    where = f" (destination {dest})" if dest else ""
     for key in keys:
         if key in used:
+            continue
+        meant = near_miss(key)
+        if meant:
+            warning = "%s%s: key %s is not read: did you mean %s?"
+            _warn_once(f"unknown-key:{key}", warning, source, where, key, " or ".join(meant))
             continue
         per_dest = any(
             key == f"canal.instance.{d}.{suffix}" for d in destinations for suffix in _PER_DESTINATION_SUFFIXES
@@ -519,5 +571,4 @@ def _report_keys(keys: Iterable[str], dest: str | None, destinations: tuple[str,
         if per_dest or key in _IGNORED_KEYS or key.startswith(_IGNORED_PREFIXES):
             logger.debug("%s: key %s is not used by pycanal", source, key)
             continue
-        where = f" (destination {dest})" if dest else ""
         _warn_once(f"unknown-key:{key}", "%s%s: unknown key %s is ignored", source, where, key)

@@ -71,6 +71,63 @@ def _frozen_mapping(value: Mapping[str, str]) -> Mapping[str, str]:
     return MappingProxyType(dict(value))
 
 
+def _validate_group(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or not DESTINATION_RE.fullmatch(value):
+        raise _FieldError(
+            type(inst).__name__,
+            attr.name,
+            value,
+            "must be 1-128 letters, digits, '_', '.', '-' (it names a ZooKeeper node)",
+        )
+
+
+@keyed
+@attrs.frozen(slots=True)
+class BalanceConfig:
+    """How the processes that embed the same destinations on one ZooKeeper share them (:mod:`canal.ha.balance`).
+
+    Each process of a group serves within one of its share, a process that joins or leaves moves only what it must,
+    and every move is a hand-over through the service's ``on_revoked`` / ``on_assigned`` (:mod:`canal.ha.destination`).
+    Off, a destination runs in whichever process creates its running node first, as in canal's cluster mode.
+    """
+
+    enabled: bool = attrs.field(default=True, validator=_bool, metadata=canal_key("pycanal.ha.balance", "bool"))
+    """Share the destinations across the processes of the group; off: the first process to start runs every
+    destination and the others stand by (canal's cluster mode)."""
+    group: str = attrs.field(
+        default="default",
+        converter=_strip_str,
+        validator=_validate_group,
+        metadata=canal_key("pycanal.ha.balance.group", "str"),
+    )
+    """The balance group: the processes of one group share its destinations; other groups on the same ZooKeeper
+    balance apart."""
+    max_destinations: int | None = attrs.field(
+        default=None, validator=_opt_non_negative_int, metadata=canal_key("pycanal.ha.max.destinations", "opt_int")
+    )
+    """At most this many destinations run in this process (None: no cap); a destination no process has room for
+    runs nowhere."""
+    revoke_timeout_s: float = attrs.field(
+        default=30.0, validator=_positive_number, metadata=canal_key("pycanal.ha.revoke.timeout", "float")
+    )
+    """How long a hand-over waits for `on_revoked` and for the batches handed out to be acked or rolled back, in
+    seconds; then it hands over anyway and the next owner delivers them again."""
+
+    def redacted(self) -> dict[str, Any]:
+        return _redacted(self)
+
+
+def to_balance_config(value: BalanceConfig | bool | None) -> BalanceConfig:
+    """``EmbeddedServer(balance=...)``: a BalanceConfig, True / None (the default one) or False (off)."""
+    if value is None or value is True:
+        return BalanceConfig()
+    if value is False:
+        return BalanceConfig(enabled=False)
+    if isinstance(value, BalanceConfig):
+        return value
+    raise _FieldError("EmbeddedServer", "balance", value, "must be a BalanceConfig, True, False or None")
+
+
 @keyed
 @attrs.frozen(slots=True)
 class ServerConfig:
@@ -154,6 +211,17 @@ class ServerConfig:
         metadata=canal_key("canal.port", "int"),
     )
     """Port registered in ZooKeeper with the address."""
+    metrics_port: int | None = attrs.field(
+        default=None,
+        validator=_check(lambda v: v is None or (_is_int(v) and 0 <= v < 65536), "must be a port in 0..65535"),
+        metadata=canal_key("canal.metrics.pull.port", "opt_int"),
+    )
+    """Port of the Prometheus exporter `canal serve` runs (None: canal's 11112; 0: a free one)."""
+    balance: BalanceConfig = attrs.field(
+        factory=BalanceConfig,
+        validator=_check(lambda v: isinstance(v, BalanceConfig), "must be a BalanceConfig"),
+    )
+    """How the processes embedding these destinations on one ZooKeeper share them (BalanceConfig)."""
     base_dir: str | None = attrs.field(default=None, converter=_to_path_str, validator=_validate_meta_dir)
     """Directory relative paths of the properties resolve against (canal's working directory)."""
     properties: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping, repr=False, eq=False)
@@ -183,6 +251,7 @@ class ServerConfig:
 
 
 _SERVER_SPEC: Final = _spec_of(ServerConfig)
+_BALANCE_SPEC: Final = _spec_of(BalanceConfig)
 
 
 def _server_from_raw(raw: dict[str, str], base: str | None, conf_dir: str | None) -> ServerConfig:
@@ -209,11 +278,13 @@ def _server_from_raw(raw: dict[str, str], base: str | None, conf_dir: str | None
     if "file_data_dir" in kwargs:
         kwargs["file_data_dir"] = _resolve_dir(kwargs["file_data_dir"], base, alias, kwargs.get("conf_dir"))
     _report_keys(raw, None, names, "canal.properties")
+    balance = _build(BalanceConfig, {f: k for f, k, _ in _BALANCE_SPEC}, props, **_read_fields(props, _BALANCE_SPEC))
     return _build(
         ServerConfig,
         _key_names(ServerConfig) | {"meta_mode": xml_key},
         props,
         destination_meta_modes=per_dest,
+        balance=balance,
         base_dir=base,
         properties=raw,
         **kwargs,

@@ -12,7 +12,8 @@ import threading
 from collections.abc import Iterable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from canal.client import ClientIdentity
@@ -132,11 +133,21 @@ class ClusterRegistration:
         with self._lock:
             self._destinations.discard(destination)
         if self._started:
-            self._client.delete(zkpaths.destination_cluster_path(destination, self.address))
+            self._unregister(zkpaths.destination_cluster_path(destination, self.address))
 
     def stop(self) -> None:
         self._started = False
         self._client.remove_listener(self._on_state)
         for node in self._nodes():
+            self._unregister(node)
+
+    def _unregister(self, node: str) -> None:
+        """Delete an ephemeral registration; one that cannot be deleted now (ZooKeeper unreachable, the client
+        stopped) dies with the session."""
+        if not self._client.connected:
+            return
+        try:
             if self._client.exists(node):
                 self._client.delete(node)
+        except (KazooException, KazooTimeoutError) as exc:
+            self._log.info("%s is left to expire with the session: %s", node, type(exc).__name__)

@@ -86,6 +86,7 @@ class RunningMonitor:
         self._retry_pending = False  # a failed activation released the node; compete again after the delay
         self._watch: DataWatch | None = None
         self.attempts = 0  # finished attempts to create the node (tests await the first one)
+        self.held: bool | None = None  # whether anyone holds the node, as last seen (None: not read yet)
 
     # -- public state
     @property
@@ -97,16 +98,24 @@ class RunningMonitor:
         """The fencing token of the current activation (None while standing by)."""
         return self._token if self._active.is_set() else None
 
-    def confirm_owner(self) -> None:
+    def confirm_owner(self, token: int | None = None) -> None:
         """Prove with a ZooKeeper round trip that this process still owns the node, or raise OwnershipLostError.
 
         The owner holds the running node with its current session and no one has been activated since (the epoch
         node's version is still this activation's token). A process that was paused (SIGSTOP, a long GC, a frozen
         VM) learns of a lost session only some time after it resumes; this check lets it refuse to act meanwhile.
+        With ``token``, the ownership must be that activation's: what an earlier activation left running (an
+        instance still stopping when the process was activated again) cannot act under a later one.
         """
-        token = self.token
-        if token is None:
+        current = self.token
+        if current is None:
             raise OwnershipLostError(f"this process does not own {self.path}; the call was not applied")
+        if token is not None and token != current:
+            raise OwnershipLostError(
+                f"the activation with fencing token {token} of {self.path} has ended (this process now holds it "
+                f"under {current}); the call was not applied"
+            )
+        token = current
         try:
             _data, epoch = self._client.get(self.epoch_path)
             running = self._client.exists(self.path)
@@ -131,33 +140,43 @@ class RunningMonitor:
     def wait_active(self, timeout: float | None = None) -> bool:
         return self._active.wait(timeout)
 
+    @property
+    def competing(self) -> bool:
+        """Whether this process competes for the node (or holds it): started, and not released."""
+        with self._lock:
+            return self._running and not self._released
+
     # -- lifecycle
-    def start(self) -> None:
+    def start(self, *, compete: bool = True) -> None:
+        """Start watching the node; compete for it now, or (``compete=False``) only after :meth:`rejoin`."""
         with self._lock:
             if self._running:
                 return
             self._running = True
-            self._released = False
+            self._released = not compete
         self._worker = threading.Thread(target=self._work, name=f"running-monitor:{self.path}", daemon=True)
         self._worker.start()
         self._client.add_listener(self._on_state)
         self._watch = DataWatch(self._client, self.path, self._on_data)
-        self._tasks.put(self._compete)
+        if compete:
+            self._tasks.put(self._compete)
 
     def stop(self) -> None:
         """Release (if active) and stop competing."""
         with self._lock:
             if not self._running:
                 return
-        self._call(self._release_now)
-        with self._lock:
-            self._running = False
-            if self._timer is not None:
-                self._timer.cancel()
-        self._client.remove_listener(self._on_state)
-        self._tasks.put(None)
-        if self._worker is not None and self._worker is not threading.current_thread():
-            self._worker.join(10)
+        try:
+            self._call(self._release_now)
+        finally:  # a release ZooKeeper failed (its client stopped under it) still ends the worker
+            with self._lock:
+                self._running = False
+                if self._timer is not None:
+                    self._timer.cancel()
+            self._client.remove_listener(self._on_state)
+            self._tasks.put(None)
+            if self._worker is not None and self._worker is not threading.current_thread():
+                self._worker.join(10)
 
     def release(self) -> None:
         """Hand over on purpose: stop serving, free the node, and stay out until :meth:`rejoin`."""
@@ -169,6 +188,11 @@ class RunningMonitor:
         with self._lock:
             self._released = False
         self._tasks.put(self._compete)
+
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the monitor's thread, after the steps queued before it (an activation under way ends
+        first), and wait for it; what it raises is raised here. Inside ``fn``, :meth:`release` runs at once."""
+        self._call(fn)
 
     # -- worker
     def _call(self, fn: Callable[[], None]) -> None:
@@ -240,7 +264,10 @@ class RunningMonitor:
             self._timer.start()
 
     def _compete(self) -> None:
-        if not self._running or self._released or self._active.is_set() or not self._client.connected:
+        if self._running and self._released:
+            self._free_own_node()  # released while disconnected: the node may still be this session's
+            return
+        if not self._running or self._active.is_set() or not self._client.connected:
             return
         try:
             self._try_create()
@@ -312,7 +339,8 @@ class RunningMonitor:
                 return
             self._active.clear()
             self._token = None
-        self._log.warning("stopped serving %s: %s", self.path, reason)
+        # a release is chosen (a hand-over); anything else happened to this process
+        (self._log.info if reason == "released" else self._log.warning)("stopped serving %s: %s", self.path, reason)
         self._on_standby(reason)
 
     def _release_now(self) -> None:
@@ -320,10 +348,15 @@ class RunningMonitor:
             self._released = True
             if self._timer is not None:
                 self._timer.cancel()
-        was_active = self._active.is_set()
         self._standby("released")
-        if not was_active or not self._client.connected:
-            return
+        self._free_own_node()
+
+    def _free_own_node(self) -> None:
+        """Delete the running node if this session holds it (released: this process does not want it). Also when
+        this process had already stopped serving -- its session suspended, then back --: the node outlived that
+        stop, and nobody else could take the destination while it stood."""
+        if not self._client.connected:
+            return  # the CONNECTED that follows comes here again (``_compete``)
         try:
             _raw, stat = self._client.get(self.path)
             if stat.ephemeralOwner != self._session_id():
@@ -349,6 +382,7 @@ class RunningMonitor:
             self._tasks.put(self._compete)
 
     def _on_data(self, data: bytes | None, stat: ZnodeStat | None, *_event: Any) -> None:
+        self.held = stat is not None
         if stat is None:
             self._tasks.put(self._on_deleted)
             return

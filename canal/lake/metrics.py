@@ -25,9 +25,13 @@ and query) and ``app_id``:
 ``canal_mirror_staged_bytes``                   gauge    their bytes
 ``canal_mirror_stops_total``                    counter  batches that failed, by ``error`` (its class)
 ``canal_mirror_heals_total``                    counter  tables read again in the stream (unlogged changes healed)
+``canal_mirror_info``                           gauge    1, labelled ``destination`` too: the destination it mirrors
 ==============================================  =======  =========================================================
 
-The position and delay series are absent until a batch carried a position (change rows without ``log_file``, a
+``canal_mirror_info`` joins a mirror's series with its capture's, which are labelled ``destination``:
+``canal_mirror_delay_seconds * on (job, instance, root, app_id) group_left (destination) canal_mirror_info``. It is
+absent until a batch applied here named its destination. The position and delay series are absent until a batch
+carried a position (change rows without ``log_file``, a
 ``canal`` source without one, carry none). The delay grows while no change comes, as the capture's does: read it with
 the capture's (``canal_instance_delay_ack_seconds``). ``canal_mirror_stops_total`` has a series at 0 for every
 :class:`~canal.lake.types.MirrorError` class, so that an alert on its increase sees the first stop; a stop usually ends
@@ -141,3 +145,10 @@ class MirrorCollector:
         yield counter(
             "heals", "Tables read again in the stream where the server changed rows unlogged", lambda m: m.heals
         )
+        info = GaugeMetricFamily(
+            f"{p}_info", "1; its destination label names the destination it mirrors", labels=[*_LABELS, "destination"]
+        )
+        for labels, m in read:
+            if m.destination is not None:
+                info.add_metric([*labels, m.destination], 1.0)
+        yield info

@@ -41,6 +41,7 @@ from canal.lake.identity.applied import Applied, newest_position, newest_time, w
 from canal.lake.identity.batch_ids import BatchVersions
 from canal.lake.identity.journal import StepJournal
 from canal.lake.identity.lease import MirrorFence
+from canal.lake.identity.lineage import destinations
 from canal.lake.identity.owners import TableOwners, table_pairs
 from canal.lake.planning.images import source as source_of
 from canal.lake.planning.images import type_sources
@@ -554,6 +555,7 @@ class DeltaMirror:
         if table is None or table.num_rows == 0:
             self.history.append(result)
             return result
+        result.destination = next(iter(destinations(table)), None)  # (an app id mirrors one destination)
         if steps_journal:
             self.hold_lease()  # one writer (and reader) of the root's journal per app id (canal.lake.identity.lease)
         # the rows the mirror has not applied, by its record and their source lineage -- never by the batch's id --
@@ -746,7 +748,10 @@ class DeltaMirror:
             # typed before any step of the batch was applied (apply)
             source, key_names = plan.source if plan.source is not None else source_of(plan, self._settings.zero_dates)
             if not key_names:
-                raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
+                raise MirrorError(
+                    f"{plan.schema}.{plan.table} has no primary key and no UNIQUE key over NOT NULL columns; the "
+                    "mirror needs one"
+                )
             # a partial image after a DDL of the table in this batch: completed from the table's rows as they are now
             source = complete_source(plan, source, key_names, self._rows_now, self._settings.zero_dates)
         if exists and plan.truncate:

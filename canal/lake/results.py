@@ -29,6 +29,7 @@ class ApplyResult:
     flushed: list[str] = attrs.field(factory=list)  # tables whose staged parts the batch appended to their logs
     newest: tuple[str, int] | None = None  # (binlog file, offset) of the batch's newest change (None: no position)
     newest_time_ms: int | None = None  # the newest execute time of its changes, ms since the epoch
+    destination: str | None = None  # the destination its changes came from (None: its rows name none)
 
     def names_held(self) -> int:
         """The table names it holds: its weight in a mirror's bounded ``history`` (:mod:`canal.lake.upkeep.records`)."""

@@ -137,3 +137,7 @@ class MetaManager(StartStopComponent, Protocol):
     def clear_all_batchs(self, client: ClientIdentity) -> None:
         """Drop every outstanding mark (rollback)."""
         ...
+
+    def flush(self) -> None:
+        """Persist what is held now (a no-op for a manager that writes through, or keeps nothing)."""
+        ...

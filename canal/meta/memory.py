@@ -95,3 +95,6 @@ class MemoryMetaManager(Lifecycle):
     def clear_all_batchs(self, client: ClientIdentity) -> None:
         self._require_started()
         self._core.clear_all_batchs(client)
+
+    def flush(self) -> None:
+        """Nothing to persist: it keeps everything in memory (the file and period-mixed managers write here)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -61,3 +62,29 @@ def make_client(hosts: str, timeout_s: float, auth: ZkAuth | None = None, *, rea
         auth_data=[(auth.scheme, auth.credential)],
         default_acl=zk_acl(auth),
     )
+
+
+def run_or_stop(client: KazooClient, work: Callable[[], None], timeout_s: float, *, name: str) -> bool:
+    """Run ``work`` (which calls ZooKeeper) on a thread named ``name`` for at most ``timeout_s`` seconds; whether it
+    ended in time. While ZooKeeper cannot be reached kazoo queues every request until the session comes back, so a
+    call can wait for ever: past the time, the client is stopped, which fails every waiting request at once
+    (``ConnectionClosedError``), and ``work`` is given as long again to finish what needs no ZooKeeper. Use it where
+    giving up is safe: a stop (an ephemeral node dies with the session; a fenced write fails anyway)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed back to the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    in_time = not thread.is_alive()
+    if not in_time:
+        client.stop()
+        thread.join(max(timeout_s, 1.0))
+    if errors:
+        raise errors[0]
+    return in_time

@@ -9,6 +9,10 @@
 /otter/canal/destinations/{dest}/{clientId}/cursor
 /otter/canal/destinations/{dest}/{clientId}/running    client running node (ephemeral)
 /otter/canal/destinations/{dest}/{clientId}/mark/{batchId:010d}
+
+and pycanal's additions: ``.../{dest}/epoch`` and ``.../{clientId}/epoch`` (fencing tokens),
+``.../{dest}/schema_history``, and the balance groups ``/otter/canal/balance/{group}/members/m-{sequence}`` and
+``.../{group}/assignment``.
 """
 
 from __future__ import annotations
@@ -84,3 +88,21 @@ def destination_epoch_path(destination: str) -> str:
 def client_epoch_path(client: ClientIdentity) -> str:
     """pycanal's addition: the client running monitor's fencing token (the version of this node)."""
     return f"{client_path(client)}/epoch"
+
+
+BALANCE_ROOT = f"{CANAL_ROOT}/balance"
+
+
+def balance_path(group: str) -> str:
+    """pycanal's addition: a balance group (``canal.ha.balance``)."""
+    return f"{BALANCE_ROOT}/{validate_destination(group)}"
+
+
+def balance_members_path(group: str) -> str:
+    """The group's members: ephemeral sequential ``m-<sequence>`` nodes, one per live process."""
+    return f"{balance_path(group)}/members"
+
+
+def balance_assignment_path(group: str) -> str:
+    """The group's assignment: a persistent JSON document, written with a version check."""
+    return f"{balance_path(group)}/assignment"

@@ -422,3 +422,6 @@ class ZooKeeperMetaManager(ZooKeeperClientOwner):
         for bid in reversed(self._mark_ids(client)):
             with zk_errors(f"clear batch marks of {client}"), suppress(NoNodeError):
                 self.zk.delete(zkpaths.mark_path(client, bid))
+
+    def flush(self) -> None:
+        """Nothing to persist: every change is written to ZooKeeper as it is made."""

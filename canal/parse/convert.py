@@ -17,8 +17,9 @@ cursor placement (``anchor`` + ``rows_done``, see :mod:`canal.position`):
 
 Resuming from a cursor (``reset(start, rows_done=N)``) suppresses the boundary the cursor names (when ``included``),
 and the BEGIN and first N ROWDATA entries of the transaction that follows, so exactly what was handed off before is
-not produced again. Filters are applied per rows event; no per-row work is done unless a field filter projects the
-rows of that table.
+not produced again. A dump from a GTID set never sends that boundary (its group is in the set): once past its place,
+the converter moves on as if it had read it, so a rotate then moves the anchor as in a dump that never stopped.
+Filters are applied per rows event; no per-row work is done unless a field filter projects the rows of that table.
 
 A statement inside a transaction is a ROWDATA entry of it; a DDL there (MariaDB's ``CREATE TABLE ... SELECT``: the
 CREATE, then the copied rows) keeps ``is_ddl``, as canal marks it. Savepoint statements inside a transaction go to
@@ -37,9 +38,18 @@ from canal.errors import ParseError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.boundary import Boundary, query_boundary
-from canal.parse.cascade import ForeignKeyActions, KnownForeignKeys, StatementTables
+from canal.parse.cascade import (
+    ForeignKeyActions,
+    KnownForeignKeys,
+    StatementTables,
+    actions_prop,
+    out_of_capture,
+    out_of_capture_statement,
+    references_unchanged,
+)
 from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
 from canal.parse.events import (
+    UNDECODED,
     BinlogEvent,
     FormatDescriptionEvent,
     GtidEvent,
@@ -53,10 +63,14 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.heal_marks import HEAL
+from canal.parse.reach import StatementReach
+from canal.parse.sessions import Scope, SessionTables
 from canal.parse.unmodeled import CaptureVerdict, StatementPolicy, capture_verdict, stop
 from canal.parse.xa import xa_props
 from canal.position import EntryPosition, journal_number
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
+from canal.sql import read_statements
 
 LOWER_CASE_PROP = "lower_case_table_names"
 """Header prop of statement entries from a server with ``lower_case_table_names=1`` (value ``"1"``)."""
@@ -77,14 +91,21 @@ IMPLICIT_COLUMNS_PROP = "IMPLICIT_COLUMNS"
 """Header prop of an ALTER TABLE entry of a table with columns the server added itself and keeps last (a
 system-versioned table's implicit ``row_start`` / ``row_end``), added from the schema history: a JSON list of their
 names -- the columns the statement adds without a place go before them."""
+COMPUTED_PROP = "COMPUTED_COLUMNS"
+"""Header prop of an ALTER TABLE entry of a table with columns whose values the server computes, added from the schema
+history: a JSON object of those columns before the statement, by name -- ``{"id": {"auto_increment": true}, "g":
+{"generated": "v * 2"}}`` (:mod:`canal.schema.computed`): whether an ALTER numbers a column anew, or computes a
+generated column's values again, which a copy cannot repeat."""
 SERVER_VERSION_PROP = "SERVER_VERSION"
 """Beside :data:`TIMESTAMP_PROP`: the version of the server that wrote the binlog (its format description's), which
 says TIMESTAMP's range (MariaDB 11.5 made it reach 2106: the ``row_end`` of a current row version)."""
 SQL_MODE_PROP = "SQL_MODE"
-"""Header prop of an ALTER TABLE entry: the statement's ``sql_mode`` as the server logged it, its bit set in decimal (as
-``mysqlbinlog`` prints ``SET @@session.sql_mode``), with :data:`SERVER_VERSION_PROP` beside it (MariaDB's bits are not
-MySQL's): how the statement converted the values it rewrote (MariaDB rounds fractional seconds it narrows under
-``TIME_ROUND_FRACTIONAL``, and truncates them without it)."""
+"""Header prop of an ALTER TABLE entry, and of any DDL entry whose text reads otherwise than under the default mode
+(:mod:`canal.sql.modes`: ``NO_BACKSLASH_ESCAPES``, ``ANSI_QUOTES``, ...): the statement's ``sql_mode`` as the server
+logged it, its bit set in decimal (as ``mysqlbinlog`` prints ``SET @@session.sql_mode``), with
+:data:`SERVER_VERSION_PROP` beside it (MariaDB's bits are not MySQL's): how its text reads, and how the statement
+converted the values it rewrote (MariaDB rounds fractional seconds it narrows under ``TIME_ROUND_FRACTIONAL``, and
+truncates them without it; a 0 made AUTO_INCREMENT stays 0 under ``NO_AUTO_VALUE_ON_ZERO``)."""
 TIMESTAMP_PROP = "TIMESTAMP"
 """Header prop of a DDL entry whose statement used its start time to the microsecond (MariaDB logs it then: ``ADD
 SYSTEM VERSIONING`` makes it the ``row_start`` of the rows it versions): ``seconds.micros`` since the epoch, as
@@ -165,6 +186,16 @@ class EntryConverter:
         # the tables (db.table) the snapshot in the stream has not read all of (set by the parser with its merge):
         # a RENAME of one to a captured name goes to unmodeled too (canal.parse.unmodeled)
         self.reading: Callable[[], Collection[str]] | None = None
+        # what a statement logged as a statement may change beyond the tables it names (set by the parser from its
+        # schema history; without one that cannot be told): canal.parse.reach
+        self.reach = StatementReach(None)
+        # each session's temporary tables, which shadow the tables of their names (canal.parse.sessions); and
+        # whether the last query event was about them alone (the schema history then leaves it)
+        self._sessions = SessionTables()
+        self.session_only = False
+        # the entry of the last statement outside a transaction that only a query filter flag dropped (the parser's,
+        # through take_filtered): a copy still needs it where the parser's judgement heals it (an ALTER's conversions)
+        self._filtered: Entry | None = None
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -214,6 +245,7 @@ class EntryConverter:
         self._pending_gtid = None
         self._txn_xa = self._pending_xa = None
         self._stmt_tables.reset()
+        self._sessions.clear()  # a session's temporary tables before the start are not in the binlog read
         self._executed = GtidSet(start.gtid) if self.options.gtid_mode and start.gtid else None
         self._skip_event = (start.journal_name, start.position) if start.included and start.position else None
         self._skip_begin = rows_done > 0
@@ -275,6 +307,8 @@ class EntryConverter:
         """The entry for one event, or None (filtered out, already handed off, or nothing to emit)."""
         if not self._anchor_filled and not isinstance(event, HeartbeatEvent | RotateEvent):
             self._fill_anchor(event)
+        if self._skip_event is not None:
+            self._passed_skipped_boundary(event)
         if isinstance(event, RowsEvent):
             return self._rows_event(event)
         if isinstance(event, TableMapEvent):
@@ -296,6 +330,8 @@ class EntryConverter:
             return self._rotate(event)
         if isinstance(event, FormatDescriptionEvent):
             self._server_version = event.server_version or None
+            if event.created:
+                self._sessions.clear()  # a binlog the server began at its start: every session before it ended
         return None
 
     @property
@@ -380,8 +416,9 @@ class EntryConverter:
 
     def _rotate(self, event: RotateEvent) -> Entry | None:
         """A binlog rotate between transactions: the anchor moves to the next file's start (resumed at, nothing there
-        consumed yet), and a HEARTBEAT entry says the stream rests there -- so a caught-up cursor follows the rotate
-        and a purge of the old file strands nothing. A rotate into a later file only: the artificial one that opens
+        consumed yet; stamped with the rotate's time, whether the dump read the boundary before or resumed past it),
+        and a HEARTBEAT entry says the stream rests there -- so a caught-up cursor follows the rotate and a purge of
+        the old file strands nothing. A rotate into a later file only: the artificial one that opens
         every dump names the file the dump starts in, while the one a server sends when a dump passes the end of a
         file closed by a shutdown (no rotate event in it) names the next. Not one met while a resumed dump still
         skips what was handed off before, nor inside a transaction (servers rotate between transactions)."""
@@ -393,7 +430,7 @@ class EntryConverter:
         self._anchor = EntryPosition(
             journal_name=event.next_file,
             position=event.next_position,
-            timestamp=anchor.timestamp if anchor.timestamp is not None else event.timestamp * 1000 or None,
+            timestamp=event.timestamp * 1000 or anchor.timestamp,
             server_id=anchor.server_id if anchor.server_id is not None else self._source_server_id,
             gtid=str(self._executed) if self.options.gtid_mode and self._executed else anchor.gtid,
             included=False,
@@ -436,6 +473,24 @@ class EntryConverter:
         if not self.rest_after_skip or event.next_offset <= event.offset:
             return None
         return self.resting_at(EntryPosition(event.log_file, event.next_offset))
+
+    def _passed_skipped_boundary(self, event: BinlogEvent) -> None:
+        """A resumed dump that goes past the boundary it resumed at without reading it -- a dump from a GTID set
+        leaves out the group that ends there, as every group the set holds -- has nothing left to skip: from here it
+        moves as a dump that read the boundary would (a rotate moves its anchor)."""
+        skip = self._skip_event
+        assert skip is not None
+        if skip[0] is None or skip[1] is None:
+            return
+        if isinstance(event, RotateEvent):
+            # where the binlog goes on: a dump from a GTID set may begin in a file after the boundary's
+            here = (journal_number(event.next_file), event.next_position)
+        elif event.next_offset <= event.offset or event.timestamp == 0:
+            return  # an artificial event, or a heartbeat: it has no place in the binlog
+        else:
+            here = (journal_number(event.log_file), event.offset)
+        if here > (journal_number(skip[0]), skip[1]):
+            self._skip_event = None
 
     def _is_skipped_boundary(self, event: BinlogEvent) -> bool:
         skip = self._skip_event
@@ -533,9 +588,9 @@ class EntryConverter:
         options = self.options
         table = event.table
         changes_rows = event.event_type in (EventType.DELETE, EventType.UPDATE)
-        actions = self._stmt_tables.actions(table.schema, table.table, changes_rows, self.foreign_key_actions)
+        edges = self._stmt_tables.edges(table.schema, table.table, changes_rows, self.foreign_key_actions)
         silent = self._stmt_tables.rows(table.schema, table.table, event.end_of_statement, self.foreign_keys)
-        cascade = {**silent, **actions}
+        cascade = {**silent, **actions_prop(edges)}
         flags = options.flags
         if flags.rows:
             return None
@@ -548,7 +603,17 @@ class EntryConverter:
             return None
         tables = options.tables
         if tables is not None and not tables.matches(table.schema, table.table):
-            return None
+            # the parent left out: what its foreign keys' actions did to captured children is in no entry (unless
+            # an UPDATE whose rows were decoded changed no column its children reference, as the schema history
+            # knows them)
+            children = out_of_capture(edges, silent, tables.matches)
+            known = self.foreign_key_actions is not None
+            if not children or (
+                (kind is EventType.UPDATE and known and event.rows is not UNDECODED)
+                and references_unchanged(edges, table.schema, table.table, table.names, event.rows)
+            ):
+                return None
+            return self._cascade_out_of_capture(event, children)
         if event.schema_error is not None:
             raise event.schema_error  # a captured table whose columns cannot be known exactly: never misnamed rows
         self._rows += 1
@@ -577,8 +642,30 @@ class EntryConverter:
             rows_done=self._rows,
         )
 
+    def _cascade_out_of_capture(self, event: RowsEvent, children: Sequence[tuple[str, str]]) -> Entry | None:
+        """A change of a table the filter leaves out whose foreign keys' actions may have changed captured
+        ``children``: they heal from here (:attr:`unmodeled`: the typed stop under heal="stop"), the mark on a
+        statement entry of the first child (:func:`canal.parse.cascade.out_of_capture_statement`)."""
+        statement = out_of_capture_statement(event, children)
+        marks = self.unmodeled(statement)  # raises (heal="stop"), or the heal's mark
+        self._rows += 1
+        if self._skip_rows:
+            self._skip_rows -= 1
+            return None
+        db, name = children[0]  # (a client filter narrowing the capture keeps it)
+        return Entry(
+            header=self._header(
+                event, EventType.QUERY, db, name, self._txn_gtid, {**xa_props(None, self._txn_xa), **marks}
+            ),
+            entry_type=EntryType.ROWDATA,
+            row_change=RowChange(event_type=EventType.QUERY, sql=statement.sql, ddl_schema=event.table.schema),
+            anchor=self._anchor,
+            rows_done=self._rows,
+        )
+
     def _query(self, event: QueryEvent) -> Entry | None:
-        results = classify_ddl(event.sql, event.schema or None)
+        self.session_only = False
+        results = classify_ddl(event.sql, event.schema or None, event.mode)
         if self.lower_case_names:
             results = [
                 attrs.evolve(
@@ -623,19 +710,38 @@ class EntryConverter:
             what = repr(event.sql) if isinstance(event, QueryEvent) else type(event).__name__
             listener(verb, name, f"{what} at {event.log_file}:{event.offset}")
 
-    def _judged(self, event: QueryEvent) -> CaptureVerdict:
+    def _judged(self, event: QueryEvent, resumed_past: bool) -> CaptureVerdict:
         """The statement contract's verdict on a statement (canal.parse.unmodeled); an unmodeled one on a captured
         table goes to :attr:`unmodeled` (the typed stop, by default) before anything of it is handed off -- whatever
-        the query filter flags, which choose what is delivered, not what is followed."""
+        the query filter flags, which choose what is delivered, not what is followed. The statement's session's
+        temporary tables follow it first (``resumed_past``: it was handed off before, and is not judged again)."""
         tables = self.options.tables
+        session = self._session(event)
+        statements = read_statements(event.sql, strict=False, mode=event.mode)
+        flagged = event.thread_specific
+        scope = self._sessions.follow(
+            statements, session, event.server_id, event.thread_id, flagged=flagged, lower_case=self.lower_case_names
+        )
+        if self._in_txn:
+            # a statement inside a transaction is judged as a restart inside it judges it again, which knows no
+            # session's temporary tables made before it (the transaction's entries it skips must be the ones handed
+            # off): by the event's flag alone -- a DML of a temporary table shadowing a captured one heals that one
+            scope = Scope(flagged=flagged)
+        self.session_only = scope.session_only
+        if resumed_past:
+            return CaptureVerdict(captures_nothing=scope.session_only)
         verdict = capture_verdict(
             event.sql,
-            self._session(event),
+            session,
             (lambda _db, _t: True) if tables is None else tables.matches,
             EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id),
             in_transaction=self._in_txn,
             lower_case=self.lower_case_names,
             reading=self._reading,
+            statements=statements,
+            scope=scope,
+            reach=self.reach,
+            mode=event.mode,
         )
         if verdict.unmodeled is None:
             return verdict
@@ -652,14 +758,18 @@ class EntryConverter:
         flag = first.kind.filter_flag
         flags = self.options.flags
         resumed_past = self._skip_event == (event.log_file, event.offset)  # handed off before: not judged again
-        verdict = CaptureVerdict() if resumed_past else self._judged(event)
+        verdict = self._judged(event, resumed_past)
         props = verdict.props()
-        dropped = (
+        # the query filter flags choose which statements are delivered, not what a copy follows: a statement whose
+        # entry carries a heal's mark goes out whatever they say (its tables' rows are void from there)
+        flagged = (
             (flag == "dml" and flags.query_dml)
             or (flag == "ddl" and flags.query_ddl)
             or (flag == "dcl" and flags.query_dcl)
-            or not (self._tables_pass(results) or verdict.leaves or verdict.marks)
-        )
+        ) and HEAL not in props
+        # a session's temporary tables alone, or DML that reaches none captured, passes nothing
+        passes = not verdict.captures_nothing and (self._tables_pass(results) or verdict.leaves or verdict.marks)
+        dropped = flagged or not passes
         if self._in_txn:
             # a statement inside a transaction (statement-format DML, ...): a row entry, not a boundary
             self._seen_data = True
@@ -692,7 +802,19 @@ class EntryConverter:
             )
         # outside a transaction: a DDL (or DCL, or other statement) -- a boundary in its own right
         self._seen_data = True
+        if flagged and passes:
+            # only the flag drops it: the parser may still heal it (take_filtered), and it then goes out
+            self._filtered = self._boundary_statement(event, event_type, False, first, props)
+            return None
         return self._boundary_statement(event, event_type, dropped, first, props)
+
+    def take_filtered(self) -> Entry | None:
+        """The entry of the statement just converted (outside a transaction) that only a query filter flag dropped,
+        once: the parser judges it as it judges a delivered one (an ALTER whose conversions a copy cannot repeat) and
+        hands it off only where that marks it ``HEAL`` -- the flags choose what is delivered, not what is
+        followed."""
+        filtered, self._filtered = self._filtered, None
+        return filtered
 
     def _boundary_statement(
         self,
@@ -737,7 +859,7 @@ class EntryConverter:
         = ``"1"``): the names in its SQL text are as typed, the server's are their lower case. A DDL's carries the
         session state the server logged with it that its effect depends on: the time zone (:data:`TIME_ZONE_PROP`)
         and the start time's microseconds (:data:`TIMESTAMP_PROP`); an ALTER TABLE's also its sql_mode
-        (:data:`SQL_MODE_PROP`)."""
+        (:data:`SQL_MODE_PROP`), as does any DDL's whose text reads otherwise under it."""
         props: dict[str, str] = {}
         if self.lower_case_names:
             props[LOWER_CASE_PROP] = "1"
@@ -750,7 +872,7 @@ class EntryConverter:
                 props[TIMESTAMP_PROP] = f"{event.timestamp}.{event.micros:06d}"
                 if self._server_version is not None:
                     props[SERVER_VERSION_PROP] = self._server_version
-            if event.sql_mode is not None and first.event_type is EventType.ALTER:
+            if event.sql_mode is not None and (first.event_type is EventType.ALTER or not event.mode.reads_as_default):
                 props[SQL_MODE_PROP] = str(event.sql_mode)
                 if self._server_version is not None:
                     props[SERVER_VERSION_PROP] = self._server_version

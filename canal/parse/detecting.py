@@ -5,30 +5,38 @@ failures in a row when ``ha_switch`` is on. Independent of the dump, which a dea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import threading
+from collections.abc import Callable
 
-from canal.config import MasterConfig
+from canal.config import InstanceConfig, MasterConfig
 from canal.parse.source import BinlogSource
 
-if TYPE_CHECKING:
-    from canal.parse.parser import EventParser
 
-
-def detect_master(parser: EventParser) -> None:
-    """The detecting thread of ``parser``: runs ``detecting.sql`` on the active server every ``interval_s`` over a
-    connection of its own, and after ``retry_threshold`` failures in a row switches to the standby (``ha_switch``)."""
-    detecting = parser.config.detecting
+def detect_master(
+    config: InstanceConfig,
+    source_factory: Callable[[MasterConfig], BinlogSource],
+    active_master: Callable[[], MasterConfig],
+    stop: threading.Event,
+    switch: Callable[[], MasterConfig],
+    log: logging.LoggerAdapter[logging.Logger],
+) -> None:
+    """A destination's detecting thread (its parser's, :class:`~canal.parse.parser.EventParser`, which starts it with
+    its own parts): runs ``detecting.sql`` on the active server (``active_master()``) every ``interval_s`` over a
+    connection of its own (from ``source_factory``), and after ``retry_threshold`` failures in a row switches to the
+    standby (``switch()``, with ``ha_switch``); ends when ``stop`` is set."""
+    detecting = config.detecting
     failures = 0
     side: BinlogSource | None = None
     side_for: MasterConfig | None = None
     try:
-        while not parser._stop.wait(detecting.interval_s):
-            active = parser._active
+        while not stop.wait(detecting.interval_s):
+            active = active_master()
             try:
                 if side is None or side_for is not active:
                     if side is not None:
                         side.close()
-                    side, side_for = parser.source_factory(active), active
+                    side, side_for = source_factory(active), active
                     side.open()
                 side.query(detecting.sql)
                 failures = 0
@@ -38,9 +46,9 @@ def detect_master(parser: EventParser) -> None:
                     try:
                         side.close()
                     except Exception as close_exc:  # a failed probe's connection is dropped either way
-                        parser._log.debug("closing the detecting connection failed: %s", close_exc)
+                        log.debug("closing the detecting connection failed: %s", close_exc)
                 side = None
-                parser._log.warning(
+                log.warning(
                     "detecting %r on %s failed (%d/%d): %s",
                     detecting.sql,
                     active.address,
@@ -50,11 +58,11 @@ def detect_master(parser: EventParser) -> None:
                 )
                 if failures >= detecting.retry_threshold:
                     failures = 0
-                    if detecting.ha_switch and parser.config.standby is not None:
-                        parser.switch()
+                    if detecting.ha_switch and config.standby is not None:
+                        switch()
     finally:
         if side is not None:
             try:
                 side.close()
             except Exception as exc:  # the detector is ending; its connection is dropped either way
-                parser._log.debug("closing the detecting connection failed: %s", exc)
+                log.debug("closing the detecting connection failed: %s", exc)

@@ -21,6 +21,8 @@ import attrs
 from canal.errors import SchemaError
 from canal.gtid import GtidStep
 from canal.protocol import EventType, RowData, TableSchema
+from canal.schema.history import SchemaColumn
+from canal.sql.modes import SqlMode
 
 
 class _Undecoded(tuple):  # type: ignore[type-arg]
@@ -69,6 +71,18 @@ class FormatDescriptionEvent(BinlogEvent):
     binlog_version: int = 4
     server_version: str = ""
     checksum: bool = False
+    # when the server wrote it at its start (seconds), else 0: every session before it ended with the old process
+    created: int = 0
+
+
+@attrs.frozen(slots=True)
+class LayoutSeen:
+    """What a shared reader's schema history held of a table when the reader decoded its table map
+    (:mod:`canal.parse.shared`): the columns it gives a row decoder (None: no such table), or that the table's layout
+    is unknown since a DDL. A destination's own history must hold the same there, or the destination reads alone."""
+
+    columns: tuple[SchemaColumn, ...] | None
+    unknown: bool = False
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -79,6 +93,8 @@ class TableMapEvent(BinlogEvent):
     schema: str
     table: str
     table_schema: TableSchema
+    # set by a shared reader that decodes with a schema history: what that history held of the table here
+    seen: LayoutSeen | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -107,6 +123,14 @@ class QueryEvent(BinlogEvent):
     time_zone: str | None = None
     micros: int | None = None  # MariaDB: the microseconds of the statement's start time (``timestamp`` its seconds)
     sql_mode: int | None = None  # the statement's sql_mode, the server's bit set (None: not read)
+    # the header's LOG_EVENT_THREAD_SPECIFIC_F: the statement used a temporary table of its session (or CONNECTION_ID())
+    thread_specific: bool = False
+    mariadb: bool = True  # written by a MariaDB server (sql_mode bits 9 and 32 are MariaDB's own modes there)
+
+    @property
+    def mode(self) -> SqlMode:
+        """How the statement's text reads under its sql_mode (:mod:`canal.sql.modes`; the default when not read)."""
+        return SqlMode.of(self.sql_mode, mariadb=self.mariadb)
 
 
 @attrs.frozen(slots=True, kw_only=True)

@@ -41,11 +41,13 @@ from typing import Final
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified
 from canal.protocol import ColumnarRows, Entry, EventType, Rows
 from canal.schema.catalog import TableDef
 from canal.sql.contract import Follow, Shape
 
 __all__ = [
+    "CASCADE_OUT_OF_CAPTURE",
     "CONVERSION",
     "HEAL",
     "PARTIAL_IMAGE",
@@ -82,6 +84,14 @@ RENAMED_WHILE_READ: Final = Shape(
     "Tables",
     heals=True,
 )
+CASCADE_OUT_OF_CAPTURE: Final = Shape(
+    "a foreign key's action from a table the filter leaves out",
+    Follow.STOP,
+    "MariaDB logs only the parent's row change of an ON DELETE / ON UPDATE CASCADE or SET NULL: with the parent "
+    "left out of the capture, what the action did to its captured children is in no entry",
+    "Rows logged as statements",
+    heals=True,
+)
 CONVERSION: Final = Shape(
     "ALTER TABLE converting values a copy cannot repeat",
     Follow.STOP,
@@ -106,7 +116,7 @@ class HealedTable:
 
     @property
     def full_name(self) -> str:
-        return f"{self.schema}.{self.table}"
+        return qualified(self.schema, self.table)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"schema": self.schema, "table": self.table, "pass": self.pass_}

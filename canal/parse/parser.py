@@ -10,7 +10,11 @@ canal's ``AbstractEventParser`` / ``MysqlEventParser``, with these differences:
 * a fatal error is kept in :attr:`EventParser.error`, logged and passed to ``on_error``, never swallowed. An event
   the parser refuses (a :class:`~canal.errors.ParseError` not of the source: undecodable bytes, a schema the history
   cannot know, a statement the capture cannot follow) is fatal at once: the destination stops, as a reconnect reads
-  the same refusal.
+  the same refusal;
+* so is what no retry fixes (:func:`~canal.parse.retry.is_permanent`): a refused login, a missing grant, a server
+  not set up for capture (binlog format or row image), a host name that does not resolve before the first
+  connection. Network failures (a refused or lost connection: a server restarting) are retried, visibly:
+  :attr:`EventParser.connected` is False meanwhile and :attr:`EventParser.last_error` names the failure.
 
 Idle dumps yield heartbeats every ``detecting.interval_s`` (entries the sink drops); :mod:`canal.parse.detecting`
 switches to the standby, whose dump starts by time (the last handed-off time minus ``fallback_interval_s``).
@@ -31,6 +35,7 @@ from canal.errors import (
     CanalError,
     ConfigError,
     FencedWriteError,
+    HealError,
     ParseError,
     ReplicaIdConflictError,
     RolledBackHandOffError,
@@ -55,18 +60,23 @@ from canal.parse.events import (
     RotateEvent,
     RowsEvent,
 )
+from canal.parse.heal_marks import HEAL
+from canal.parse.reach import StatementReach
+from canal.parse.rereads import RowRereads
 from canal.parse.retry import (
     CONFLICT_BACKOFF_S,
     CONFLICTS_TO_STOP,
     PURGED_ERRNO,
     ConflictWindow,
     RetryState,
+    is_permanent,
     is_purged,
+    position_problem,
     purged_error,
+    unknown_position_error,
 )
 from canal.parse.schema_tracking import SchemaTracker
-from canal.parse.shared import READERS, SharedMember, SharedReaderLeft
-from canal.parse.shared_stream import SharedStream, share_key
+from canal.parse.shared import READERS, SharedMember, SharedReaderLeft, SharedStream, share_key
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm, SchemaReader
 from canal.parse.start_position import (
     StartPosition,
@@ -165,7 +175,10 @@ class EventParser(StartStopContext):
         self._detector: threading.Thread | None = None
         self._watch_key: int | None = None  # its check on the process's watchdog (canal.parse.watchdog)
         self._last_read = time.monotonic()
+        self._dump_began = self._last_read  # when the current dump began reading (connected: an event came since)
         self._dumping = False
+        self._connected_once = False  # a dump of this parser opened its source once (a name resolved then)
+        self._read_through: int | None = None  # read_through_ms, as far as it was worked out
         self._source: BinlogSource | None = None
         self._active: MasterConfig = config.master
         self._resume: LogPosition | None = None
@@ -246,6 +259,27 @@ class EventParser(StartStopContext):
             self._read_to = known = reached  # artificial events (offset 0) and re-reads after a reconnect go back
         return known
 
+    @property
+    def connected(self) -> bool:
+        """Whether a dump is reading from the server now: it opened and an event (a heartbeat included) came since.
+        False before the first, while a failed one waits to be retried, and after a fatal error."""
+        return self._dumping and self._last_read > self._dump_began and self.error is None
+
+    @property
+    def read_through_ms(self) -> int | None:
+        """The master's time (ms since the epoch) up to which this parser has read its binlog: the execute time of
+        the last event it read or, when that was a heartbeat -- the server had nothing more to send --, the time the
+        heartbeat came. It stands still while the server cannot be read. None before the first event."""
+        event, known = self._last_event, self._read_through
+        if event is not None:
+            if event.__class__ is HeartbeatEvent:
+                at: int | None = int((time.time() - (time.monotonic() - self._last_read)) * 1000)
+            else:
+                at = event.timestamp * 1000 or None  # artificial events carry 0
+            if at is not None and (known is None or at > known):
+                self._read_through = known = at
+        return known
+
     def start(self) -> None:
         if self._started:
             return
@@ -258,9 +292,16 @@ class EventParser(StartStopContext):
         self._thread.start()
         self._watch_key = WATCHDOG.watch(min(self.config.retry.read_timeout_s / 4, 1.0), self._watch)
         if self.config.detecting.enable:
-            self._detector = threading.Thread(
-                target=functools.partial(detect_master, self), name=f"canal-detecting-{self.destination}", daemon=True
+            detect = functools.partial(
+                detect_master,
+                self.config,
+                self.source_factory,
+                lambda: self._active,
+                self._stop,
+                self.switch,
+                self._log,
             )
+            self._detector = threading.Thread(target=detect, name=f"canal-detecting-{self.destination}", daemon=True)
             self._detector.start()
 
     def stop(self, timeout: float | None = 10.0) -> None:
@@ -349,13 +390,23 @@ class EventParser(StartStopContext):
             return
         if isinstance(
             exc,
-            FencedWriteError | ConfigError | StoreBatchTooLargeError | XAPrepareLostError | RolledBackHandOffError,
+            FencedWriteError
+            | ConfigError
+            | StoreBatchTooLargeError
+            | XAPrepareLostError
+            | RolledBackHandOffError
+            | HealError,
         ) or (isinstance(exc, ParseError) and not isinstance(exc, SourceError)):
             # a fenced write, a bad setting (e.g. an unreadable CA file), a hand-off the store can never hold, an XA
-            # PREPARE purged from the server or a rollback of what went out does not heal by retrying; nor does an
+            # PREPARE purged from the server, a rollback of what went out or a heal that could not read its tables
+            # (canal.snapshot.merge.SnapshotMerge.fail) does not heal by retrying; nor does an
             # event the parser refuses (bytes it cannot decode, a schema the history cannot know, a statement the
             # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
             # failures are retried.
+            raise exc
+        if is_permanent(exc, connected_before=self._connected_once):
+            # a refused login, a missing grant, a server not set up for capture, an address that names no host:
+            # the same answer comes again, and retrying a wrong password can lock the account
             raise exc
         if isinstance(exc, ReplicaIdConflictError):
             clashes = self._conflicts.note(time.monotonic())
@@ -373,6 +424,9 @@ class EventParser(StartStopContext):
         if is_purged(exc):
             where = self._describe_resume()
             if self._retry.purge(where):
+                problem = self._position_problem()
+                if problem is not None:  # never on the server: no reset_on_purge skips over it
+                    raise unknown_position_error(where, self._active.address, problem) from exc
                 if self.config.retry.reset_on_purge:
                     self._log.error(
                         "BINLOG PURGED: position %s is no longer on %s (errno %d); resetting to the current master "
@@ -388,7 +442,15 @@ class EventParser(StartStopContext):
                 switched = bool(self.switches) and self.config.gtid_mode
                 raise purged_error(where, self._active.address, exc, switched=switched) from exc
             purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
-            self._log.warning("binlog position %s purged (%s); retrying in %.2f s", where, exc, purge_delay)
+            self._log.warning(
+                "binlog position %s is not on %s (%s); asking again in %.2f s (attempt %d of %d)",
+                where,
+                self._active.address,
+                exc,
+                purge_delay,
+                self._retry.purged,
+                self.config.retry.purge_threshold,
+            )
             self._backoff(purge_delay)
             return
         delay = self._retry.failure()
@@ -430,8 +492,39 @@ class EventParser(StartStopContext):
     def _describe_resume(self) -> str:
         resume = self._resume
         if resume is None:
-            return "(the configured start)"
+            active = self._active
+            if active.journal_name:
+                return f"{active.journal_name}:{active.position or 4} (the configured start)"
+            if active.gtid:
+                return f"GTID set {active.gtid} (the configured start)"
+            return "the configured start"
         return str(resume.position) + (f" +{resume.rows_done} rows" if resume.rows_done else "")
+
+    def _position_problem(self) -> str | None:
+        """Why the position the dumps ask for is not on the server when that is not a purge (a file it never had,
+        an offset past a file's end: :func:`~canal.parse.retry.position_problem`), read from its binlog files on a
+        connection of its own; None when it is purged, or cannot be told."""
+        resume, active = self._resume, self._active
+        journal, offset = (
+            (resume.position.journal_name, resume.position.position)
+            if resume is not None
+            else (active.journal_name, active.position)
+        )
+        if not journal or self.config.gtid_mode:
+            return None
+        source = self.source_factory(active)
+        try:
+            source.open()
+            files = source.binlog_files()
+        except Exception as exc:  # the server cannot be asked now: say purged, as the server did
+            self._log.debug("cannot list the binlog files of %s: %s", active.address, exc)
+            return None
+        finally:
+            try:
+                source.close()
+            except Exception as exc:
+                self._log.debug("closing the source failed: %s", exc)
+        return position_problem([(f.name, f.size) for f in files], journal, offset)
 
     def _dump_once(self) -> None:
         with self._lock:
@@ -443,6 +536,7 @@ class EventParser(StartStopContext):
             self._source = source
         try:
             source.open()
+            self._connected_once = True
             start = self._find_start(source, active)
             if self._resume is None:
                 # nothing handed off yet: a reconnect must come back here, not to a newer master position
@@ -473,6 +567,10 @@ class EventParser(StartStopContext):
                 schemas.history.lower_case_names = lower_case
                 self._converter.foreign_key_actions = schemas.history.foreign_key_actions
                 self._converter.foreign_keys = schemas.history.known_foreign_keys
+                marks_table = None if self._merge is None else self._merge.watermark_table
+                reach = self._converter.reach
+                if reach.history is not schemas.history or reach.skipped != marks_table:
+                    self._converter.reach = StatementReach(schemas.history, marks_table)
                 request = schemas.prepare(source, start, request)
             converter = self._converter
             convert = converter.convert
@@ -495,7 +593,7 @@ class EventParser(StartStopContext):
             assert tables is not None  # (the parser's options always filter)
             merge = self._merge
             marks = None if merge is None else merge.watermark_table
-            self._last_read = clock()
+            self._last_read = self._dump_began = clock()
             self._dumping = True
             request = attrs.evolve(request, rows_form=self.rows_form)
             events = self._events(source, active, request, marks)
@@ -526,9 +624,18 @@ class EventParser(StartStopContext):
                         return  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
                 entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
+                filtered = converter.take_filtered() if entry is None else None  # a query filter flag's
                 if heal is not None or (schemas is not None and event.__class__ is QueryEvent):
                     # the history follows a DDL before its entry goes out; a change a copy cannot follow is healed
-                    entry = healing.followed(entry, event, schemas, heal, tables.matches)
+                    # (not a statement on a session's temporary tables alone: no table of the schema changed)
+                    own = converter.session_only and event.__class__ is QueryEvent
+                    entry = healing.followed(filtered or entry, event, None if own else schemas, heal, tables.matches)
+                    if filtered is not None and (entry is None or HEAL not in entry.header.props):
+                        entry = None  # the flags choose what is delivered, not what is followed: a heal goes out
+                if entry is not None and event.__class__ is RowsEvent:
+                    # rows a partial UPDATE leaves a copy unable to make exact are read again (or stop typed)
+                    history = None if schemas is None else schemas.history
+                    healing.reread_rows(entry, history, converter.reading, self.rereads)
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
@@ -579,16 +686,18 @@ class EventParser(StartStopContext):
         """The dump's events: through the process's shared reader of the master when this destination may share one
         (:mod:`canal.parse.shared`), else the source's own dump."""
         member = self._member
-        key = share_key(source) if member is not None else None
+        key = share_key(source, request) if member is not None else None
         if key != self._shared_key:
             self._unshare()
         if member is None or key is None:
             return source.dump(request)
+        member.heartbeat_s = request.heartbeat_period_s  # before it registers: a reader made now hears as often
         if self._shared_key is None:
             READERS.register(key, member)
             self._shared_key = key
         member.watermark = marks
         member.rows_form = self.rows_form
+        member.schemas = self._schemas
         stream = SharedStream(READERS, key, member, source, request, lambda: self.source_factory(active))
         with self._lock:
             self._stream = stream
@@ -674,6 +783,15 @@ class EventParser(StartStopContext):
         self._converter.reading = None if merge is None else merge.reading  # a RENAME of one it reads heals
         if merge is not None:
             merge.attach(self._hand_off_due)
+
+    rereads: RowRereads | None = None
+    """How the destination reads rows again that a partial UPDATE leaves a copy unable to make exact
+    (:mod:`canal.parse.rereads`); None: such an UPDATE stops typed (``heal="stop"``, or no snapshots)."""
+
+    @property
+    def schema_history(self) -> SchemaHistory | None:
+        """The schema history the parser follows the binlog with (None: none is kept)."""
+        return None if self._schemas is None else self._schemas.history
 
     def _hand_off(self, entries: list[Entry], origin: LogIdentity) -> None:
         self._in_sink = True
@@ -777,7 +895,15 @@ class EventParser(StartStopContext):
         if not self._dumping or self._stop.is_set():
             return
         timeout = self.config.retry.read_timeout_s
-        idle = time.monotonic() - self._last_read
+        last = self._last_read
+        stream = self._stream
+        if stream is not None:
+            # sharing: the reader's connection is the one it reads through, and it is alive while the reader receives
+            # (a transaction of other destinations' tables goes on, or heartbeats come), whatever it passes on here
+            read_at = stream.read_at
+            if read_at is not None and read_at > last:
+                last = read_at
+        idle = time.monotonic() - last
         # the sink may block (a full store): only a dump waiting on the server counts as stalled
         if idle > timeout and not self._in_sink:
             self._log.warning("nothing received from %s for %.1f s: reconnecting", self._active.address, idle)

@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 
 import attrs
 
 from canal.config import RetryConfig
-from canal.errors import BinlogPurgedError, SourceError
+from canal.errors import (
+    BinlogPurgedError,
+    ServerNotReadyError,
+    SourceAccessDeniedError,
+    SourceError,
+    SourceHostUnknownError,
+    UnknownBinlogPositionError,
+)
+from canal.position import journal_number
 
 PURGED_ERRNO = 1236
 CONFLICTS_TO_STOP = 3
@@ -25,6 +34,28 @@ destination over, or a dump of it the server has not seen closing) that is about
 CONFLICT_WINDOW_S = 60.0
 CONFLICT_BACKOFF_S = 1.0
 """At least this long before a dump that lost its replica id connects again: time for a predecessor to end."""
+
+
+def is_permanent(exc: BaseException, *, connected_before: bool) -> bool:
+    """Whether a source's failure is one no retry fixes, so the parser stops on it at once (with the default
+    ``RetryConfig`` everything else is retried forever):
+
+    * a login the server refuses (:class:`~canal.errors.SourceAccessDeniedError`): the configured password does
+      not change while the process runs, and retrying a wrong one can lock the account (MariaDB's
+      ``max_password_errors``, MySQL's ``FAILED_LOGIN_ATTEMPTS``) -- a password rotated on the server while the
+      destination runs stops it at its next reconnect;
+    * a server not set up for capture (:class:`~canal.errors.ServerNotReadyError`: no binary log, ``binlog_format``
+      not ROW, ``binlog_row_image`` not FULL, and :class:`~canal.errors.MissingPrivilegeError`): a DBA must change
+      it. A grant revoked or ``binlog_format`` changed with ``SET GLOBAL`` while the destination runs leaves the
+      open dump going (the server checks them for new sessions and requests; statement-logged DML on a captured
+      table heals or stops as the heal policy says), and stops the destination at its next reconnect;
+    * a host name that does not resolve (:class:`~canal.errors.SourceHostUnknownError`) before ``connected_before``:
+      the address is wrong. Once the parser has connected, a name that stops resolving (a Kubernetes headless
+      service while its pod restarts) is retried like a refused connection.
+    """
+    if isinstance(exc, ServerNotReadyError | SourceAccessDeniedError):
+        return True
+    return isinstance(exc, SourceHostUnknownError) and not connected_before
 
 
 def is_purged(exc: BaseException) -> bool:
@@ -48,6 +79,36 @@ def purged_error(where: str, address: str, exc: BaseException, *, switched: bool
     return BinlogPurgedError(
         f"binlog position {where} is no longer on {address} (purged, errno {PURGED_ERRNO}: {exc}); set a newer start "
         "position, or enable reset_on_purge to restart from the current position",
+        errno=PURGED_ERRNO,
+    )
+
+
+def position_problem(files: Sequence[tuple[str, int]], journal: str, offset: int | None) -> str | None:
+    """What is wrong with ``journal:offset`` on a server whose binlog files are ``files`` (``SHOW BINARY LOGS``:
+    name and size, oldest first), when it is not a purge: a file newer than the newest or of a name the server does
+    not write, or an offset past the file's end. None when the position is there, or purged (a file older than the
+    oldest), or when there are no files to tell."""
+    if not files:
+        return None
+    names = {name: size for name, size in files}
+    oldest, newest = files[0][0], files[-1][0]
+    if journal in names:
+        size = names[journal]
+        if offset is not None and offset > size:
+            return f"offset {offset} is past the end of {journal} ({size} bytes)"
+        return None
+    base, number = journal.rpartition(".")[0], journal_number(journal)
+    if base == oldest.rpartition(".")[0] and 0 <= number < journal_number(oldest):
+        return None  # purged
+    if base == newest.rpartition(".")[0] and number > journal_number(newest):
+        return f"{journal} is newer than its newest binlog file, {newest}"
+    return f"it has no {journal} (its binlog files: {oldest} .. {newest})"
+
+
+def unknown_position_error(where: str, address: str, problem: str) -> UnknownBinlogPositionError:
+    return UnknownBinlogPositionError(
+        f"binlog position {where} was never on {address}: {problem}. It is not a purged position (a position from "
+        "another server, or set by hand?): set a start position the server has (SHOW BINARY LOGS)",
         errno=PURGED_ERRNO,
     )
 

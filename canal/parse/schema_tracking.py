@@ -53,19 +53,26 @@ from typing import Final
 import attrs
 
 from canal.errors import SchemaError
-from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
-from canal.parse.events import BinlogEvent, QueryEvent
+from canal.names import qualified
+from canal.parse.convert import COMPUTED_PROP, IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
+from canal.parse.events import BinlogEvent, FormatDescriptionEvent, QueryEvent
+from canal.parse.sessions import SessionTables
 from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition, journal_number
 from canal.schema import SchemaCatalog
-from canal.schema.history import RECOVERY, SchemaHistory, layout_statement
+from canal.schema.computed import computed_columns, to_json
+from canal.schema.followed import history_statement
+from canal.schema.history import RECOVERY, SchemaHistory
+from canal.schema.objects import EVERY_DATABASE
 from canal.sql import (
     AlterDatabase,
     AlterTable,
     CreateDatabase,
+    CreateIndex,
     CreateTable,
     DropDatabase,
+    DropIndexStatement,
     DropTable,
     RenameTable,
     RenameTo,
@@ -74,6 +81,7 @@ from canal.sql import (
     TruncateTable,
     fold_table_names,
 )
+from canal.sql.objects import ObjectStatement
 
 __all__ = [
     "SchemaTracker",
@@ -114,6 +122,7 @@ class SchemaTracker:
         self._origin: str | None = None  # the address of the server the current dump reads
         self._source: BinlogSource | None = None  # the current dump's source
         self._unchecked: _Unchecked | None = None
+        self._taken_to: EntryPosition | None = None  # while checking: the end of the last event the dump took
 
     def prepare(self, source: BinlogSource, start: StartPosition, request: DumpRequest) -> DumpRequest:
         """Before a dump from ``start``: bootstrap (first start) or rewind the history; the request with the
@@ -124,7 +133,7 @@ class SchemaTracker:
         if unchecked is not None:
             if source.address != unchecked.address or not start.position.journal_name or start.gtid_set:
                 # positions of another server (a switch) do not compare with the read's: a bootstrap of its own
-                self._unchecked = None
+                self._stop_checking()
                 history.forget()
             elif not _key(start.position) < _key(unchecked.read_at):
                 self._checked()  # the dumps before this one read the whole range: the layouts held from the start
@@ -139,11 +148,12 @@ class SchemaTracker:
 
     def settle(self, event: BinlogEvent, *, layouts: bool = False) -> None:
         """Before the history answers for ``event`` what a bootstrap's check decides (see the module's docstring): a
-        layout statement, or (``layouts``) an entry that names its tables' layouts from the history, before the
-        layouts' read. A statement of a table created in the range is followed as the bootstrap of a scan that
-        found it would follow it (the table left out of the layouts at the start); any other makes the history start
-        at the read; an entry that names layouts has the rest of the range scanned, and the history made what a scan
-        of all of it makes."""
+        layout statement, a view's, trigger's or routine's, or (``layouts``) an entry that names its tables' layouts
+        from the history, before the layouts' read. A statement of a table created in the range is followed as the
+        bootstrap of a scan that found it would follow it (the table left out of the layouts at the start); one that
+        drops or replaces a view, trigger or routine has that object forgotten at the start, as a scan's bootstrap
+        forgets it; any other makes the history start at the read; an entry that names layouts has the rest of the
+        range scanned, and the history made what a scan of all of it makes."""
         unchecked = self._unchecked
         if unchecked is None:
             return
@@ -151,22 +161,42 @@ class SchemaTracker:
             self._checked()  # (the check ends at the event before, unless the dump started there)
             return
         if layouts:
-            source = self._source
-            assert source is not None
-            try:
-                rest = layout_ddl_between(source, EntryPosition(event.log_file, event.offset), unchecked.read_at)
-                self._decide(unchecked, [*unchecked.seen, *self._folded(rest)], whole=True)
-            except BaseException:
-                self._unchecked = None
-                self.history.forget()  # nothing persisted: the next dump bootstraps it again
-                raise
+            self._scan_rest(unchecked, EntryPosition(event.log_file, event.offset))
             return
         if not isinstance(event, QueryEvent):
             return
-        stmt = layout_statement(event.sql)
-        if stmt is not None:
-            ddl = self._folded([_Ddl(event.log_file, event.offset, event.schema, event.sql, stmt)])
-            self._decide(unchecked, [*unchecked.seen, *ddl], whole=False)
+        stmt = history_statement(event.sql, event.mode)
+        if stmt is None:
+            return
+        ddl = self._folded([_Ddl(event.log_file, event.offset, event.schema, event.sql, stmt)])
+        if isinstance(stmt, ObjectStatement):
+            self.history.forget_objects(_replaced_objects(ddl))  # before the history follows it
+            self._unchecked = attrs.evolve(unchecked, seen=(*unchecked.seen, *ddl))
+            return
+        self._decide(unchecked, [*unchecked.seen, *ddl], whole=False)
+
+    def _question(self) -> None:
+        """The history is asked what a statement logged as a statement reaches (its views, triggers, routines, every
+        table it holds) while the dump checks a bootstrap: the rest of the range is scanned first, from the end of
+        the last event the dump took, and the history made what a scan of all of it makes."""
+        unchecked = self._unchecked
+        if unchecked is not None:
+            self._scan_rest(unchecked, self._taken_to or unchecked.start)
+
+    def _scan_rest(self, unchecked: _Unchecked, at: EntryPosition) -> None:
+        source = self._source
+        assert source is not None
+        if not _key(at) < _key(unchecked.read_at):
+            self._checked()
+            return
+        try:
+            rest = self._folded(layout_ddl_between(source, at, unchecked.read_at))
+            self.history.forget_objects(_replaced_objects(rest))
+            self._decide(unchecked, [*unchecked.seen, *rest], whole=True)
+        except BaseException:
+            self._stop_checking()
+            self.history.forget()  # nothing persisted: the next dump bootstraps it again
+            raise
 
     def _folded(self, found: list[_Ddl]) -> list[_Ddl]:
         if not self.history.lower_case_names:  # else the catalog read holds the names the server stores
@@ -182,7 +212,7 @@ class SchemaTracker:
         source = self._source
         assert source is not None
         if created is None:
-            self._unchecked = None
+            self._stop_checking()
             self._start_history(source, unchecked.start, unchecked.read_at, unchecked.catalog.copy(), found)
             return
         known = created_in_range(list(unchecked.seen)) or set()
@@ -190,6 +220,10 @@ class SchemaTracker:
         self._unchecked = attrs.evolve(unchecked, seen=tuple(found))
         if whole:
             self._checked()
+
+    def _stop_checking(self) -> None:
+        self._unchecked = None
+        self.history.before_question = None
 
     @property
     def checking(self) -> bool:
@@ -203,34 +237,58 @@ class SchemaTracker:
         unchecked = self._unchecked
         if unchecked is None:
             return False
-        if event.next_offset and not (journal_number(event.log_file), event.next_offset) < _key(unchecked.read_at):
-            self._checked()
-            return False
+        if event.next_offset:
+            if not (journal_number(event.log_file), event.next_offset) < _key(unchecked.read_at):
+                self._checked()
+                return False
+            self._taken_to = EntryPosition(event.log_file, event.next_offset)
         return True
 
     def _checked(self) -> None:
         """The dump read the range a bootstrap is checked over (or a scan the rest of it), and no layout statement of
         a table older than the start: persist it."""
-        self._unchecked = None
+        self._stop_checking()
         self.history.persist()
 
     def observe(self, event: QueryEvent) -> dict[str, str]:
         """A query event the dump read: a DDL is recorded (and persisted) before anything after it is handed off.
         What the history knew before it that its entry carries (:data:`~canal.parse.convert.RETYPED_FROM_PROP`,
-        :data:`~canal.parse.convert.RETYPED_TO_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`)."""
+        :data:`~canal.parse.convert.RETYPED_TO_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`,
+        :data:`~canal.parse.convert.COMPUTED_PROP`)."""
         position = EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id)
         if self._rewind_at_first_event:
             self._rewind_at_first_event = False
             self.history.rewind(position, origin=self._origin)
-        retyped, retyped_to = self.history.retyped(event.schema, event.sql, position)
-        implicit = self.history.implicit_columns(event.schema, event.sql)
-        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset)
+        mode = event.mode
+        retyped, retyped_to = self.history.retyped(event.schema, event.sql, position, mode)
+        implicit = self.history.implicit_columns(event.schema, event.sql, mode)
+        altered = self.history.altered_table(event.schema, event.sql, mode)
+        computed = None if altered is None else computed_columns(altered)
+        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset, sql_mode=event.sql_mode)
         props = {RETYPED_FROM_PROP: json.dumps(retyped, separators=(",", ":"))} if retyped else {}
         if retyped_to:
             props[RETYPED_TO_PROP] = json.dumps(retyped_to, separators=(",", ":"))
         if implicit:
             props[IMPLICIT_COLUMNS_PROP] = json.dumps(implicit, separators=(",", ":"))
+        if computed:
+            props[COMPUTED_PROP] = to_json(computed)
         return props
+
+    def follow(self, event: QueryEvent) -> None:
+        """A query event read: the history follows it (what :meth:`observe` does, without what an entry carries)."""
+        position = EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id)
+        if self._rewind_at_first_event:
+            self._rewind_at_first_event = False
+            self.history.rewind(position, origin=self._origin)
+        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset, sql_mode=event.sql_mode)
+
+    def fork(self) -> SchemaTracker:
+        """A tracker over an in-memory copy of the history in its state now (a rewind due at the first event
+        included), which changes apart from this one: a shared reader's own (:mod:`canal.parse.shared`)."""
+        twin = SchemaTracker(self.history.fork(), self._log)
+        twin._rewind_at_first_event = self._rewind_at_first_event
+        twin._origin = self._origin
+        return twin
 
     # -- bootstrap ----------------------------------------------------------------------------------------------------
 
@@ -238,7 +296,11 @@ class SchemaTracker:
         history = self.history
         if not isinstance(source, SchemaReader):
             at = start.position if start.position.journal_name else source.master_status()
-            history.bootstrap(at, SchemaCatalog(mariadb=source.is_mariadb), origin=source.address)
+            empty = SchemaCatalog(mariadb=source.is_mariadb)
+            # the views, triggers and routines made before the files read are not known either
+            empty.objects.unseen_triggers.add(EVERY_DATABASE)
+            empty.objects.unseen_routines.add(EVERY_DATABASE)
+            history.bootstrap(at, empty, origin=source.address)
             self._log.warning(
                 "%s cannot tell its tables' layouts: the schema history starts empty at %s and knows the tables the "
                 "binlog creates from here on (others need binlog_row_metadata=FULL)",
@@ -268,6 +330,8 @@ class SchemaTracker:
         if rides:
             history.bootstrap(start.position, catalog, origin=source.address, persist=False)
             self._unchecked = _Unchecked(source.address, start.position, read_at, catalog.copy())
+            self._taken_to = None
+            history.before_question = self._question  # what a statement reaches: decided before it is answered
             return
         assert scan is not None
         self._start_history(source, start.position, read_at, catalog, scan.until(read_at))
@@ -285,6 +349,11 @@ class SchemaTracker:
         history = self.history
         if history.lower_case_names:  # the catalog read holds the names the server stores
             found = [attrs.evolve(d, statement=fold_table_names(d.statement), schema=d.schema.lower()) for d in found]
+        for stmt, schema in _replaced_objects(found):
+            # the read came after it dropped or replaced an object the start still had: that one is not known
+            # (the dump reads the statement again, and the history follows it from there)
+            catalog.objects.forget(stmt, schema)
+        found = [d for d in found if not isinstance(d.statement, ObjectStatement)]
         if not found:
             history.bootstrap(start, catalog, origin=source.address)
             return
@@ -391,7 +460,7 @@ def _read_layouts(
     assert isinstance(source, BinlogSource)
     for _attempt in range(_READ_ATTEMPTS):
         before = source.master_status()
-        catalog = source.schema_catalog()
+        catalog = source.schema_catalog(objects=True)
         after = source.master_status()
         ddl = first_layout_ddl(source, before, after)
         if ddl is None:
@@ -417,7 +486,7 @@ class _Ddl:
     offset: int
     schema: str
     sql: str
-    statement: Statement
+    statement: Statement | ObjectStatement
 
     def describe(self) -> str:
         return f"the DDL {self.sql[:200]!r} at {self.log_file}:{self.offset}"
@@ -465,6 +534,7 @@ def layout_ddl_between(
     request = DumpRequest(start.journal_name, start.position or 4, blocking=False, decode_rows=False)
     events = source.dump(request)
     found: list[_Ddl] = []
+    sessions = SessionTables()
     # a first start past a busy stretch of binlog reads every event of it here: nothing per event but the compare
     end_at, start_at = _key(end), _key(start)
     file_name, file_number = "", -1
@@ -479,17 +549,36 @@ def layout_ddl_between(
                 break
             if start.included and at == start_at:
                 continue  # consumed already
-            if isinstance(event, QueryEvent):
-                stmt = layout_statement(event.sql)
-                if stmt is not None:
-                    found.append(_Ddl(event.log_file, event.offset, event.schema, event.sql, stmt))
-                    if first_only:
-                        break
+            if isinstance(event, FormatDescriptionEvent) and event.created:
+                sessions.clear()  # the server started: its sessions' temporary tables are gone
+            elif isinstance(event, QueryEvent):
+                # (a view's, trigger's or routine's too: what the bootstrap read of them may miss)
+                stmt = history_statement(event.sql, event.mode)
+                if stmt is None:
+                    continue
+                if not isinstance(stmt, ObjectStatement):
+                    flagged = event.thread_specific
+                    scope = sessions.follow([stmt], event.schema, event.server_id, event.thread_id, flagged=flagged)
+                    if scope.session_only:
+                        continue  # a session's temporary tables: no layout of the schema
+                found.append(_Ddl(event.log_file, event.offset, event.schema, event.sql, stmt))
+                if first_only:
+                    break
     finally:
         close = getattr(events, "close", None)
         if close is not None:
             close()
     return found
+
+
+def _replaced_objects(found: list[_Ddl]) -> list[tuple[ObjectStatement, str]]:
+    """The statements among ``found`` that drop, alter or replace a view, trigger or routine, each with its session's
+    database: what the layouts read after them hold of those objects is not what the start had."""
+    return [
+        (d.statement, d.schema)
+        for d in found
+        if isinstance(d.statement, ObjectStatement) and (d.statement.verb != "CREATE" or d.statement.or_replace)
+    ]
 
 
 def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
@@ -503,8 +592,10 @@ def created_in_range(ddl: list[_Ddl]) -> set[str] | None:
     created: set[str] = set()
     for d in ddl:
         stmt = d.statement
-        if isinstance(stmt, CreateDatabase | AlterDatabase | DropDatabase):
-            continue  # no layout the history starts from (the bootstrap reads each database's default character set)
+        if isinstance(stmt, CreateDatabase | AlterDatabase | DropDatabase | ObjectStatement):
+            # no layout the history starts from (the bootstrap reads each database's default character set; views,
+            # triggers and routines the window changed are the bootstrap's to forget)
+            continue
         names = _touched(stmt, d.schema)
         if names is None:
             return None
@@ -543,7 +634,7 @@ def _renames(stmt: RenameTable | AlterTable, session: str) -> list[tuple[str, st
     renames nothing."""
 
     def full(name: TableName) -> str:
-        return f"{name.schema if name.schema is not None else session}.{name.name}"
+        return qualified(name.schema if name.schema is not None else session, name.name)
 
     if isinstance(stmt, RenameTable):
         return [(full(old), full(new)) for old, new in stmt.pairs]
@@ -555,7 +646,7 @@ def _touched(stmt: Statement, session: str) -> list[str] | None:
     """The tables a layout statement touches, the one it creates or alters first; None: a whole database."""
 
     def full(name: TableName) -> str:
-        return f"{name.schema if name.schema is not None else session}.{name.name}"
+        return qualified(name.schema if name.schema is not None else session, name.name)
 
     if isinstance(stmt, CreateTable):
         return [full(stmt.table), *([full(stmt.like)] if stmt.like is not None else [])]
@@ -566,6 +657,6 @@ def _touched(stmt: Statement, session: str) -> list[str] | None:
         return [full(t) for t in stmt.tables]
     if isinstance(stmt, RenameTable):
         return [full(n) for pair in stmt.pairs for n in pair]
-    if isinstance(stmt, TruncateTable):
+    if isinstance(stmt, TruncateTable | CreateIndex | DropIndexStatement):
         return [full(stmt.table)]
     return None

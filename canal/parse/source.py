@@ -123,8 +123,10 @@ class SchemaReader(Protocol):
         """Whether its table maps carry column names (``binlog_row_metadata=FULL``)."""
         ...
 
-    def schema_catalog(self) -> SchemaCatalog:
-        """Every table's layout now (the server's own schemas aside)."""
+    def schema_catalog(self, *, objects: bool = False) -> SchemaCatalog:
+        """Every table's layout now (the server's own schemas aside); with ``objects``, the views, triggers and
+        routines too (:attr:`SchemaCatalog.objects <canal.schema.SchemaCatalog.objects>`: what the schema history
+        bootstraps from)."""
         ...
 
     @property

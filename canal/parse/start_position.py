@@ -30,6 +30,7 @@ from typing import Protocol
 
 import attrs
 
+from canal.address import same_endpoint
 from canal.gtid import GtidSet
 from canal.log import DestinationAdapter
 from canal.parse.boundary import Boundary, event_boundary
@@ -138,7 +139,7 @@ def _from_saved(
 ) -> StartPosition:
     pos = saved.position
     fallback_ms = int(fallback_interval_s * 1000)
-    if saved.identity.source_address not in (None, address):
+    if not same_endpoint(saved.identity.source_address, address):
         # a switch to another server: its file names and offsets mean nothing here; go by time
         if pos.timestamp is None:
             # nothing was read on the old server yet (a start without time): this server's configured position

@@ -33,10 +33,25 @@ from typing import Final, NoReturn, Protocol
 import attrs
 
 from canal.errors import UnmodeledStatementError
+from canal.names import qualified as qualified_name
 from canal.parse.heal_marks import RENAMED_WHILE_READ
+from canal.parse.reach import NO_HISTORY, StatementReach, Temporary
+from canal.parse.sessions import Scope
 from canal.position import EntryPosition
-from canal.sql import AlterTable, RenameTable, RenameTo, Statement, TableName, read_statements
-from canal.sql.contract import Follow, Shape, judge, shape
+from canal.sql import (
+    DEFAULT_MODE,
+    AlterTable,
+    CreateTable,
+    DropIndexStatement,
+    RenameTable,
+    RenameTo,
+    SqlMode,
+    Statement,
+    TableName,
+    TruncateTable,
+    read_statements,
+)
+from canal.sql.contract import REACHING, Follow, Shape, Verdict, judge, shape
 from canal.sql.lexer import without_strings
 
 __all__ = [
@@ -69,8 +84,9 @@ class UnmodeledStatement:
     names (``db.table``, captured or not; empty when it does not say which); ``captured`` those the filter
     captures; ``position`` where its event starts; ``in_transaction`` whether it is a statement inside a
     transaction (DML logged as a statement) rather than a transaction of its own (DDL). ``healable``: reading
-    ``heal_tables`` (every captured table it names) again after it makes copies of them exact
-    (:attr:`canal.sql.contract.Verdict.heals`)."""
+    ``heal_tables`` (every captured table it names, or can reach: :mod:`canal.schema.reach`) again after it makes
+    copies of them exact (:attr:`canal.sql.contract.Verdict.heals`). ``unknown_reach``: why what a statement logged
+    as a statement reaches cannot be told (then ``heal_tables`` is every captured table)."""
 
     sql: str
     schema: str
@@ -81,6 +97,7 @@ class UnmodeledStatement:
     in_transaction: bool
     healable: bool = False
     heal_tables: tuple[str, ...] = ()
+    unknown_reach: str | None = None
 
     @property
     def shown(self) -> str:
@@ -96,6 +113,11 @@ class UnmodeledStatement:
         """The typed stop naming it (``why_not_healed``: why the destination, set to heal, could not)."""
         where = self.where
         tables = ", ".join(self.tables) if self.tables else "tables it does not name"
+        reaches = [t for t in self.captured if t not in self.tables]
+        if self.unknown_reach is not None:
+            tables += f" (what it reaches cannot be told: {self.unknown_reach})"
+        elif reaches:
+            tables += f" (reaching {', '.join(reaches)})"
         healing = (
             f" It could not be healed by reading the tables again: {why_not_healed}."
             if why_not_healed
@@ -134,12 +156,16 @@ def stop(statement: UnmodeledStatement) -> NoReturn:
 @attrs.frozen(slots=True)
 class CaptureVerdict:
     """What the capture makes of one query event: the statement that stops it (None: it goes on), the captured
-    tables its RENAMEs moved out of the capture (``(schema, table)``, their new names), and the props a
-    :class:`StatementPolicy` that let an unmodeled statement through marks its entry with."""
+    tables its RENAMEs moved out of the capture (``(schema, table)``, their new names), the props a
+    :class:`StatementPolicy` that let an unmodeled statement through marks its entry with, and
+    ``captures_nothing``: it changed no captured table, whatever the tables it names -- a session's temporary tables
+    alone (:mod:`canal.parse.sessions`), or DML logged as a statement that reaches none (its entry is left out, as a
+    statement on tables the filter leaves out is)."""
 
     unmodeled: UnmodeledStatement | None = None
     leaves: tuple[tuple[str, str], ...] = ()
     marks: tuple[tuple[str, str], ...] = ()
+    captures_nothing: bool = False
 
     def props(self) -> dict[str, str]:
         """The entry's props: the tables that leave the capture, and a policy's marks."""
@@ -161,11 +187,21 @@ def capture_verdict(
     in_transaction: bool,
     lower_case: bool = False,
     reading: Callable[[], Collection[str]] | None = None,
+    statements: Sequence[Statement] | None = None,
+    scope: Scope | None = None,
+    temporary: Temporary | None = None,
+    reach: StatementReach | None = None,
+    mode: SqlMode = DEFAULT_MODE,
 ) -> CaptureVerdict:
     """The verdict on a query event (not transaction control) of database ``session`` at ``position``;
     ``lower_case``: the server folds table names (``lower_case_table_names=1``); ``reading()``: the tables
-    (``db.table``) a snapshot in the stream has not read all of yet, asked only of a statement that renames."""
-    statements = read_statements(sql, strict=False)
+    (``db.table``) a snapshot in the stream has not read all of yet, asked only of a statement that renames;
+    ``statements``: ``sql`` read (leniently, under its sql_mode ``mode``), if it was; ``scope``: where the statement
+    stands among its session's temporary tables, and ``temporary(db, table)`` whether its session holds one of that
+    name (:mod:`canal.parse.sessions`); ``reach``: what a statement logged as a statement may change beyond the tables
+    it names (:mod:`canal.parse.reach`; None: that cannot be told)."""
+    if statements is None:
+        statements = read_statements(sql, strict=False, mode=mode)
     verdict = judge(statements)
 
     def qualified(name: TableName) -> tuple[str, str]:
@@ -173,6 +209,16 @@ def capture_verdict(
         return (db.lower(), table.lower()) if lower_case else (db, table)
 
     named = [qualified(t) for t in verdict.tables]
+    reaching = any(s.name in REACHING for s in verdict.shapes)
+    if scope is not None and not reaching:
+        session_verdict = _session_tables(verdict, statements, scope, named, captured)
+        if session_verdict is not None:
+            return _statement_verdict(session_verdict, sql, session, named, position, in_transaction)
+    if reaching:
+        flagged = scope is not None and scope.flagged
+        return _reaching(
+            verdict, statements, sql, session, captured, named, position, in_transaction, temporary, reach, flagged
+        )
     touched = [t for t in named if captured(*t)]
     entering, leaves, moved = _renames(statements, qualified, captured, reading)
     stopping: Shape | None = None
@@ -189,14 +235,118 @@ def capture_verdict(
         sql,
         session,
         stopping,
-        tuple(f"{db}.{t}" for db, t in named),
-        tuple(f"{db}.{t}" for db, t in (touched if stopping.name != _ONTO_CAPTURED else entering)),
+        tuple(qualified_name(db, t) for db, t in named),
+        tuple(qualified_name(db, t) for db, t in (touched if stopping.name != _ONTO_CAPTURED else entering)),
         position,
         in_transaction,
         healable and bool(touched),
-        tuple(dict.fromkeys(f"{db}.{t}" for db, t in touched)),
+        tuple(dict.fromkeys(qualified_name(db, t) for db, t in touched)),
     )
     return CaptureVerdict(statement, tuple(leaves))
+
+
+_CAPTURES_NOTHING: Final = CaptureVerdict(captures_nothing=True)
+
+
+def _session_tables(
+    verdict: Verdict,
+    statements: Sequence[Statement],
+    scope: Scope,
+    named: list[tuple[str, str]],
+    captured: Captured,
+) -> CaptureVerdict | tuple[Shape, list[tuple[str, str]], bool] | None:
+    """A statement (not DML) among its session's temporary tables: on them alone it changes nothing of the schema;
+    beside tables of the schema it stops; with the thread-specific flag and no temporary table known under the
+    names it touches, whether it changed the tables of those names cannot be told. None: none of that."""
+    temporary = scope.temporary
+    if temporary and scope.session_only:
+        return _CAPTURES_NOTHING
+    real = [t for t in named if t not in temporary and captured(*t)]
+    if temporary:
+        if real and verdict.follow is not Follow.NO_CHANGE:
+            return shape("a statement on a session's temporary tables and others"), real, False
+        return None
+    if not (scope.flagged and real):
+        return None
+    for stmt in statements:
+        if isinstance(stmt, TruncateTable):
+            return shape("TRUNCATE of a name a session may hold as temporary"), real, True
+        if (
+            isinstance(stmt, AlterTable | RenameTable)
+            or (isinstance(stmt, DropIndexStatement) and stmt.name.upper() == "PRIMARY")
+            or (isinstance(stmt, CreateTable) and not stmt.temporary and stmt.like is not None)
+        ):
+            return shape("a layout change of a name a session may hold as temporary"), real, False
+    return None
+
+
+def _statement_verdict(
+    found: CaptureVerdict | tuple[Shape, list[tuple[str, str]], bool],
+    sql: str,
+    session: str,
+    named: list[tuple[str, str]],
+    position: EntryPosition,
+    in_transaction: bool,
+) -> CaptureVerdict:
+    if isinstance(found, CaptureVerdict):
+        return found
+    stopping, touched, healable = found
+    touched_names = tuple(dict.fromkeys(qualified_name(db, t) for db, t in touched))
+    statement = UnmodeledStatement(
+        sql,
+        session,
+        stopping,
+        tuple(qualified_name(db, t) for db, t in named),
+        touched_names,
+        position,
+        in_transaction,
+        healable,
+        touched_names if healable else (),
+    )
+    return CaptureVerdict(statement)
+
+
+def _reaching(
+    verdict: Verdict,
+    statements: Sequence[Statement],
+    sql: str,
+    session: str,
+    captured: Captured,
+    named: list[tuple[str, str]],
+    position: EntryPosition,
+    in_transaction: bool,
+    temporary: Temporary | None,
+    reach: StatementReach | None,
+    flagged: bool,
+) -> CaptureVerdict:
+    """A statement logged as a statement, whose rows are not in the binlog: it stops (or heals) where it can reach a
+    captured table, or where what it reaches cannot be told (then every captured table heals)."""
+    found = NO_HISTORY if reach is None else reach.of(statements, sql, session, temporary, flagged=flagged)
+    touched = [qualified_name(db, t) for db, t in found.tables if captured(db, t)]
+    heal_tables: tuple[str, ...] = tuple(dict.fromkeys(touched))
+    every: tuple[str, ...] | None = ()
+    if found.unknown is not None:
+        every = None if reach is None else reach.every_captured(captured)
+        heal_tables = tuple(dict.fromkeys([*touched, *(every or ())]))
+        if every is not None and not heal_tables:
+            return _CAPTURES_NOTHING  # nothing is captured
+    elif not touched:
+        return _CAPTURES_NOTHING
+    stopping = verdict.stops[0]
+    heals = all(s.heals for s in verdict.stops) and every is not None and bool(heal_tables)
+    statement = UnmodeledStatement(
+        sql,
+        session,
+        stopping,
+        tuple(qualified_name(db, t) for db, t in named),
+        tuple(touched),
+        position,
+        in_transaction,
+        heals,
+        heal_tables,
+        found.unknown,
+    )
+    return CaptureVerdict(statement)
 
 
 def _renames(
@@ -238,7 +388,7 @@ def _renames(
         if captured(*name)
         and holds_captured[name]
         and first_name[name] != name
-        and "{}.{}".format(*first_name[name]) in unread
+        and qualified_name(*first_name[name]) in unread
     ]
     return entering, leaves, moved
 

@@ -31,10 +31,11 @@ from collections.abc import Mapping
 from typing import Final
 
 from canal.errors import SchemaError
-from canal.schema.catalog import TableDef
-from canal.schema.columns import mysql_type_text, resolve_column
-from canal.sql import read_column_type
-from canal.sql.statements import AddColumn, AlterTable, ChangeColumn
+from canal.schema.catalog import SchemaCatalog, TableDef
+from canal.schema.columns import effective_charset, mysql_type_text, resolve_column, type_with_charset
+from canal.schema.computed import recomputed
+from canal.sql import DEFAULT_MODE, SqlMode, read_column_type
+from canal.sql.statements import AddColumn, AlterTable, ChangeColumn, ConvertCharset
 from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES, ColumnType
 
 __all__ = [
@@ -220,19 +221,21 @@ def unrepeatable(
     system_zone: str | None,
     fractions: str | None,
     mariadb: bool,
+    mode: SqlMode = DEFAULT_MODE,
 ) -> str | None:
     """Why a copy of ``table`` (its layout before ``stmt``) may not repeat ``stmt``'s conversion of the rows it holds
     exactly (module docstring), or None. ``retyped``: the types before and after it of each column it converts, by
     its name before (:meth:`canal.schema.history.SchemaHistory.retyped`: what the mirror is given); ``zone`` /
-    ``system_zone``: the statement's time zone as the server logged it; ``fractions``: its :func:`fractions_rule`. A
-    table whose layout is not known (None) gives None: a copy does what it can there."""
+    ``system_zone``: the statement's time zone as the server logged it; ``fractions``: its :func:`fractions_rule`;
+    ``mode``: its sql_mode (whether a zero made AUTO_INCREMENT stays: :mod:`canal.schema.computed`). A table whose
+    layout is not known (None) gives None: a copy does what it can there."""
     if table is None:
         return None
     utc, known = zone_known(zone, system_zone)
     columns = {c.name.lower(): c for c in table.columns}
     for action in stmt.actions:
         if isinstance(action, AddColumn):
-            why = _added(action, utc, known)
+            why = _added(action, utc, known) or _default_bytes(action, table)
             if why is not None:
                 return why
         elif isinstance(action, ChangeColumn):
@@ -247,6 +250,10 @@ def unrepeatable(
             if old.nullable and not new.nullable and made not in (*NOT_NULL_ZEROS, *_ZERO_DATED):
                 return f"column {action.old_name!r} made NOT NULL: the server gives a NULL {made.upper()}'s zero value"
     before, after = retyped
+    converted = [name for name, old_text in before.items() if after.get(name) not in (None, old_text)]
+    computed = recomputed(stmt, table, converted, converted, mode)
+    if computed is not None:
+        return computed
     for name, old_text in before.items():
         new_text = after.get(name)
         if new_text is None or new_text == old_text:
@@ -268,6 +275,29 @@ def _zoned(old: ColumnType, new: ColumnType, utc: bool, known: bool) -> str | No
     return None
 
 
+def _default_bytes(action: AddColumn, table: TableDef) -> str | None:
+    """Why a copy may not read a DEFAULT of an added column as the server stored it, between text and bytes: a
+    hexadecimal or bit literal (bytes) as text in a character set a copy does not know, or bytes beyond ASCII in one
+    the column does not declare (a copy without the table's charset reads only those alike); text beyond ASCII as
+    bytes (its encoding in the connection's character set, which a copy is not told)."""
+    column = action.column
+    default = column.default
+    value = None if default is None else default.value
+    if default is None or not isinstance(value, str | bytes):
+        return None
+    declared = column.type.charset or (None if column.type.collation is None else column.type.collation.split("_")[0])
+    base = column.type.base
+    binary = declared == "binary" or base in BLOB_TYPES or base in ("binary", "varbinary")
+    if isinstance(value, str):
+        return None if value.isascii() or not binary else f"column {column.name!r} is added with text as bytes"
+    if binary or base not in (*TEXT_TYPES, "enum", "set"):
+        return None
+    charset = declared or table.charset
+    if charset in TEXT_CHARSETS and (declared is not None or value.isascii()):
+        return None
+    return f"column {column.name!r} is added with DEFAULT {default.text} in the character set {charset}"
+
+
 def _added(action: AddColumn, utc: bool, known: bool) -> str | None:
     column = action.column
     if column.row_period is not None:
@@ -284,3 +314,31 @@ def _added(action: AddColumn, utc: bool, known: bool) -> str | None:
         if default is not None and default.value is not None and not utc and not known:
             return f"column {name!r} is added with a TIMESTAMP default read in a time zone not known exactly"
     return None
+
+
+def alter_types(table: TableDef, stmt: AlterTable, mariadb: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """For an ALTER TABLE of ``table`` (its names as the catalog keeps them): each column it declares anew (MODIFY /
+    CHANGE) or whose text it converts (CONVERT TO CHARACTER SET), with its type before the statement and after it
+    (:func:`~canal.schema.columns.type_with_charset`), both by its name before it (the schema history's
+    :meth:`~canal.schema.history.SchemaHistory.retyped`); no types after where the statement cannot be applied."""
+    columns = {c.name.lower(): c for c in table.columns}
+    named = {action.old_name.lower() for action in stmt.actions if isinstance(action, ChangeColumn)}
+    if any(isinstance(action, ConvertCharset) for action in stmt.actions):
+        named |= {k for k, c in columns.items() if effective_charset(c, table.charset) is not None}
+    before = {columns[k].name: type_with_charset(columns[k], table.charset, mariadb) for k in named if k in columns}
+    scratch = SchemaCatalog(database=table.db, mariadb=mariadb)
+    scratch.tables[table.full_name] = table
+    try:
+        changes = scratch.apply(stmt, table.db)
+    except SchemaError:
+        return before, {}  # the history cannot follow it either (apply says so)
+    after: dict[str, str] = {}
+    for change in changes:
+        new = scratch.tables.get(change.new or "")
+        if change.kind != "alter" or new is None:
+            continue
+        for column in new.columns:
+            was = change.origin.get(column.name)
+            if was is not None and was in before:
+                after[was] = type_with_charset(column, new.charset, mariadb)
+    return before, after

@@ -20,7 +20,7 @@ A DDL the catalog cannot apply (an ALTER of a table it never saw, CREATE TABLE .
 the table is marked unknown from that position, and only a row event of that table that needs names from the
 history fails, with :class:`~canal.errors.SchemaError` naming the table, the position and the recovery.
 
-Persisted as one JSON document (:meth:`SchemaHistory.to_json`) through a
+Persisted as one JSON document (:meth:`SchemaHistory.to_json`, :mod:`canal.schema.history_document`) through a
 :class:`~canal.schema.history_store.HistoryStore`: in memory, or a file beside the destination's file meta (the stores
 are re-exported here). The layouts the bootstrap reads from the server are :mod:`canal.schema.information_schema`'s.
 """
@@ -28,39 +28,36 @@ are re-exported here). The layouts the bootstrap reads from the server are :mod:
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Final
 
 import attrs
 
-from canal.errors import SchemaError, SqlError
+from canal.errors import SchemaError
+from canal.names import qualified, split_qualified
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
-from canal.schema.catalog import LAYOUT_VERBS, SchemaCatalog, TableChange, TableDef
-from canal.schema.columns import TableColumn, effective_charset, mysql_type_text, type_with_charset
+from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
+from canal.schema.column_source import ColumnSource, SchemaColumn
+from canal.schema.columns import effective_charset, mysql_type_text
+from canal.schema.conversions import alter_types
+from canal.schema.followed import history_statement, layout_statement
 from canal.schema.foreign_keys import ActionIndex, ForeignKey, action_edges, action_index
+from canal.schema.history_document import Record, Snapshot, decode, encode
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
+from canal.schema.objects import EVERY_DATABASE
+from canal.schema.reach import Reach, reach
 from canal.sql import (
-    AlterDatabase,
+    DEFAULT_MODE,
     AlterTable,
-    ChangeColumn,
-    ConvertCharset,
-    CreateDatabase,
-    CreateTable,
-    DropDatabase,
-    DropIndexStatement,
-    DropTable,
-    RenameTable,
+    SqlMode,
     Statement,
-    TruncateTable,
-    Unreadable,
+    TableName,
     fold_table_names,
-    read_statement,
 )
+from canal.sql.objects import ObjectStatement, Write
 
 __all__ = [
     "ColumnSource",
@@ -74,117 +71,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION: Final = 1
-_LAYOUT_STATEMENTS: Final = (
-    CreateTable,
-    AlterTable,
-    DropTable,
-    RenameTable,
-    TruncateTable,
-    CreateDatabase,
-    DropDatabase,
-    AlterDatabase,  # the default character set of tables created later
-)
 RECOVERY: Final = (
     "recover with `canal schema rebuild --destination D --at FILE:POS` at a position after which the server's current "
     "schema holds (e.g. the cursor, if no DDL followed it), or set binlog_row_metadata=FULL on the server"
 )
 
 
-def layout_statement(sql: str) -> Statement | None:
-    """The statement of ``sql`` if it can change a table layout (CREATE/ALTER/DROP/RENAME/TRUNCATE TABLE,
-    CREATE/ALTER/DROP DATABASE), else None (DML, grants, views, routines, indexes on their own...)."""
-    if len(sql) <= _CACHED_SQL:
-        return _layout_statement_cached(sql)  # BEGIN / COMMIT / the same DDL again: read once (statements are frozen)
-    return _layout_statement(sql)
-
-
-_CACHED_SQL: Final = 4096
 _COLUMNS_MADE_MAX: Final = 4096  # distinct table layouts whose decoder columns are kept
-
-
-def _layout_statement(sql: str) -> Statement | None:
-    try:
-        stmt = read_statement(sql, strict=False)
-    except SqlError:
-        return None
-    if isinstance(stmt, _LAYOUT_STATEMENTS):
-        return stmt
-    if isinstance(stmt, Unreadable) and stmt.verb in LAYOUT_VERBS:
-        return stmt  # the catalog refuses it: the history must never keep a layout that misses a DDL
-    if isinstance(stmt, DropIndexStatement) and stmt.name.upper() == "PRIMARY":
-        return stmt  # DROP INDEX `PRIMARY` ON t drops the primary key
-    return None
-
-
-_layout_statement_cached = functools.lru_cache(maxsize=1024)(_layout_statement)
-
-
-@attrs.frozen(slots=True)
-class SchemaColumn:
-    """What a row decoder takes from the history for one column of a table map without names."""
-
-    name: str
-    is_key: bool
-    labels: tuple[str, ...]
-    unsigned: bool | None
-    column_type: str
-    charset: str | None = None  # the MySQL charset of a text column (a table map without metadata names none)
-
-
-class ColumnSource(Protocol):
-    """Where a row decoder takes the columns of a table map that carries no names.
-
-    ``strict``: a table it does not know, or a table map whose column count or types differ from what it returns, is
-    a :class:`~canal.errors.SchemaError` (the schema history) rather than ``UNKNOWN_COLn`` names with a warning
-    (``information_schema`` now). ``version`` changes whenever what it returns may have changed, so decoders built
-    from an older answer are rebuilt.
-    """
-
-    strict: bool
-    version: int
-
-    def columns(self, db: str, table: str) -> Sequence[SchemaColumn] | None: ...
-
-    def repair(self, position: EntryPosition, table: TableDef) -> bool:
-        """A strict source only: the binlog names ``table``'s columns (FULL metadata) and they differ from what it
-        holds; take the binlog's layout from ``position`` on. Whether it changed anything."""
-        ...
-
-
-@attrs.frozen(slots=True)
-class _Record:
-    position: EntryPosition  # the DDL event's own position
-    after: EntryPosition  # where the next event starts: the state after the DDL applies from here
-    schema: str  # the session database it ran in
-    sql: str
-    encoded: str = attrs.field(eq=False, init=False)  # its JSON, made once (the document is written on every DDL)
-
-    def __attrs_post_init__(self) -> None:
-        doc = {
-            "position": self.position.to_dict(),
-            "after": self.after.to_dict(),
-            "schema": self.schema,
-            "sql": self.sql,
-        }
-        object.__setattr__(self, "encoded", json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
-
-
-@attrs.frozen(slots=True)
-class _Snapshot:
-    position: EntryPosition  # the first event position the state applies to
-    catalog: SchemaCatalog = attrs.field(eq=False)
-    unknown: Mapping[str, str] = attrs.field(eq=False)  # db.table -> why its layout is unknown
-    # its JSON, made once: a snapshot never changes, and the document is written on every DDL
-    encoded: str = attrs.field(eq=False, init=False)
-
-    def __attrs_post_init__(self) -> None:
-        doc = {
-            "position": self.position.to_dict(),
-            "catalog": _catalog_to_dict(self.catalog),
-            "unknown": dict(self.unknown),
-        }
-        object.__setattr__(self, "encoded", json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
 
 
 def _k(position: EntryPosition) -> tuple[int, int, bool]:
@@ -229,8 +122,8 @@ class SchemaHistory:
         self.expire_s = expire_s
         self.destination = destination
         self._lock = threading.RLock()
-        self._snapshots: list[_Snapshot] = []
-        self._records: list[_Record] = []
+        self._snapshots: list[Snapshot] = []
+        self._records: list[Record] = []
         self._catalog = SchemaCatalog(mariadb=mariadb)
         self._unknown: dict[str, str] = {}
         self._position: EntryPosition | None = None  # the state applies to events from here on
@@ -249,6 +142,9 @@ class SchemaHistory:
         self._columns_made: dict[tuple[object, ...], tuple[SchemaColumn, ...]] = {}
         self._loaded = False  # read from the store at first use (a ZooKeeper meta is started after assembly)
         self._provisional = False  # a bootstrap made with persist=False, not persisted since: nothing is saved
+        # called before the history tells what a statement reaches (a first start's bootstrap that the dump checks
+        # as it reads decides first what it holds of the views, triggers and routines: canal.parse.schema_tracking)
+        self.before_question: Callable[[], None] | None = None
 
     @contextlib.contextmanager
     def _all_or_nothing(self) -> Iterator[None]:
@@ -327,9 +223,11 @@ class SchemaHistory:
         """The current layout of ``db.name`` (None: no such table); SchemaError if it is unknown since a DDL."""
         with self._lock:
             self._ensure_loaded()
-            why = self._unknown.get(f"{db}.{name}")
+            why = self._unknown.get(qualified(db, name))
             if why is not None:
-                raise SchemaError(f"the layout of {db}.{name} is unknown: {why}; {RECOVERY}", table=f"{db}.{name}")
+                raise SchemaError(
+                    f"the layout of {qualified(db, name)} is unknown: {why}; {RECOVERY}", table=qualified(db, name)
+                )
             return self._catalog.get(db, name)
 
     def known_foreign_keys(self, db: str, name: str) -> tuple[ForeignKey, ...] | None:
@@ -337,7 +235,7 @@ class SchemaHistory:
         layout is unknown since a DDL."""
         with self._lock:
             self._ensure_loaded()
-            if f"{db}.{name}" in self._unknown:
+            if qualified(db, name) in self._unknown:
                 return None
             table = self._catalog.get(db, name)
             return None if table is None else table.foreign_keys
@@ -348,10 +246,10 @@ class SchemaHistory:
         table = self.table(db, name)
         if table is None:
             return None
-        key = (table.columns, table.primary, table.charset, self.mariadb)
+        key = (table.columns, table.row_key, table.charset, self.mariadb)
         made = self._columns_made.get(key)
         if made is None:
-            primary = {p.lower() for p in table.primary}
+            primary = {p.lower() for p in table.row_key}
             made = tuple(
                 SchemaColumn(
                     name=c.name,
@@ -380,12 +278,82 @@ class SchemaHistory:
                 names = {c.name.lower() for c in table.columns}
                 kept = tuple(k for k in previous.foreign_keys if all(c.lower() in names for c in k.columns))
                 table = attrs.evolve(table, foreign_keys=kept)
+            if previous is not None and previous.keys and not table.keys:
+                # nor its other keys: those whose columns are still there stay; and the primary key it names may
+                # be the unique key the server promotes to one (canal.schema.keys), no primary key of the table's
+                names = {c.name.lower() for c in table.columns}
+                others = tuple(k for k in previous.keys if all(c.lower() in names for c in k.columns))
+                table = attrs.evolve(table, keys=others)
+                if not previous.primary and table.primary and table.primary == previous.row_key:
+                    table = attrs.evolve(table, primary=())
             sql = table.show_create(mariadb=self.mariadb, qualified=True).replace(
                 "CREATE TABLE", "CREATE OR REPLACE TABLE", 1
             )
             stmt = layout_statement(sql)
             assert stmt is not None
             return self._apply_statement(stmt, position, table.db, sql, position.position)
+
+    def _action_index(self) -> tuple[ActionIndex, dict[tuple[str, str], list[dict[str, Any]]]]:
+        """The current state's foreign keys by the table they reference, and the edges looked up from it (under the
+        lock): built once per state."""
+        if self._actions[0] != self.version:
+            self._actions = (self.version, action_index((t.db, t.name, t.foreign_keys) for t in self._catalog), {})
+        return self._actions[1], self._actions[2]
+
+    def reach(
+        self,
+        writes: Sequence[Write],
+        calls: Sequence[TableName],
+        session: str,
+        temporary: Callable[[str, str], bool] | None = None,
+        *,
+        flagged: bool = False,
+    ) -> Reach:
+        """The tables a statement logged as a statement, run in database ``session``, may change as the current
+        state tells (:func:`canal.schema.reach.reach`): its ``writes``, the functions it ``calls``, and what their
+        views, triggers, routines and foreign keys reach; ``temporary(db, table)``: a name its session holds as a
+        temporary table; ``flagged``: the statement used a temporary table (a name no table of the schema has is
+        that one)."""
+        if self.before_question is not None:
+            self.before_question()
+        if self.lower_case_names:
+            writes = [fold_table_names(w) for w in writes]
+            calls = [fold_table_names(c) for c in calls]
+            session = session.lower()
+        with self._lock:
+            self._ensure_loaded()
+            index, _edges = self._action_index()
+            return reach(
+                self._catalog,
+                index,
+                writes,
+                calls,
+                session,
+                unknown_tables=self._unknown,
+                temporary=temporary,
+                flagged=flagged,
+            )
+
+    def function_names(self) -> set[str] | None:
+        """The stored functions' names the history knows (lower case); None when some cannot be known (a database
+        whose routines the bootstrap could not see): a statement's calls are then read whole."""
+        if self.before_question is not None:
+            self.before_question()
+        with self._lock:
+            self._ensure_loaded()
+            objects = self._catalog.objects
+            return None if objects.unseen_routines else objects.function_names()
+
+    def captured_tables(self, captured: Callable[[str, str], bool]) -> tuple[str, ...]:
+        """Every table (``db.table``) the history holds now that ``captured`` takes, those whose layout it lost
+        included: what a statement heals whose reach cannot be told."""
+        if self.before_question is not None:
+            self.before_question()
+        with self._lock:
+            self._ensure_loaded()
+            names = [(t.db, t.name) for t in self._catalog]
+            names.extend(split_qualified(lost) for lost in self._unknown)
+        return tuple(sorted(dict.fromkeys(qualified(db, table) for db, table in names if captured(db, table))))
 
     def foreign_key_actions(self, db: str, name: str) -> list[dict[str, Any]]:
         """The foreign keys whose actions change rows when a row of ``db.name`` is deleted or has its referenced
@@ -394,9 +362,7 @@ class SchemaHistory:
         with self._lock:
             self._ensure_loaded()
             catalog = self._catalog
-            if self._actions[0] != self.version:
-                self._actions = (self.version, action_index((t.db, t.name, t.foreign_keys) for t in catalog), {})
-            _version, index, known_edges = self._actions
+            index, known_edges = self._action_index()
             known = known_edges.get((db, name))
             if known is not None:
                 return [dict(edge) for edge in known]
@@ -408,16 +374,16 @@ class SchemaHistory:
             known_edges[(db, name)] = edges
             return [dict(edge) for edge in edges]
 
-    def implicit_columns(self, session: str, sql: str) -> list[str]:
+    def implicit_columns(self, session: str, sql: str, mode: SqlMode = DEFAULT_MODE) -> list[str]:
         """For an ALTER TABLE of a table with columns the server added itself and keeps last (a system-versioned
         table's implicit ``row_start`` / ``row_end``): their names, in order -- where a holder of the table's columns
         by name needs to place the columns the statement adds. Asked before the statement is applied."""
-        table = self._altered(session, sql)
+        table = self.altered_table(session, sql, mode)
         return [] if table is None else [c.name for c in table.columns if c.hidden]
 
-    def _altered(self, session: str, sql: str) -> TableDef | None:
+    def altered_table(self, session: str, sql: str, mode: SqlMode = DEFAULT_MODE) -> TableDef | None:
         """The table an ALTER TABLE statement changes, as the history holds it now (None: another statement)."""
-        stmt = layout_statement(sql)
+        stmt = layout_statement(sql, mode)
         if not isinstance(stmt, AlterTable):
             return None
         db, name = stmt.table.schema if stmt.table.schema is not None else session, stmt.table.name
@@ -427,7 +393,9 @@ class SchemaHistory:
             self._ensure_loaded()
             return self._catalog.get(db, name)
 
-    def retyped(self, session: str, sql: str, at: EntryPosition | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    def retyped(
+        self, session: str, sql: str, at: EntryPosition | None = None, mode: SqlMode = DEFAULT_MODE
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """For an ALTER TABLE that declares columns anew (MODIFY / CHANGE) or converts the table's text (CONVERT TO
         CHARACTER SET): each such column's type before the statement and after it (the MySQL type, with its charset
         where it holds text: :func:`~canal.schema.columns.type_with_charset`), both by its name before it -- what a
@@ -435,38 +403,16 @@ class SchemaHistory:
         becomes a TIMESTAMP in UTC, text in the table's charset becomes bytes). Asked before the statement is
         applied; empty for any other statement, a table the history does not hold, a statement it cannot follow, or
         a statement at ``at`` that the history's layouts are already past (it started later: it cannot know the
-        types before)."""
-        stmt = layout_statement(sql)
+        types before). ``mode``: the statement's sql_mode."""
+        stmt = layout_statement(sql, mode)
         with self._lock:
             self._ensure_loaded()
             if at is not None and self._position is not None and _k(at) < _k(self._position):
                 return {}, {}
-        table = self._altered(session, sql)
+        table = self.altered_table(session, sql, mode)
         if table is None or not isinstance(stmt, AlterTable):
             return {}, {}
-        columns = {c.name.lower(): c for c in table.columns}
-        named = {action.old_name.lower() for action in stmt.actions if isinstance(action, ChangeColumn)}
-        if any(isinstance(action, ConvertCharset) for action in stmt.actions):
-            named |= {k for k, c in columns.items() if effective_charset(c, table.charset) is not None}
-        before = {
-            columns[k].name: type_with_charset(columns[k], table.charset, self.mariadb) for k in named if k in columns
-        }
-        scratch = SchemaCatalog(database=table.db, mariadb=self.mariadb)
-        scratch.tables[f"{table.db}.{table.name}"] = table
-        try:
-            changes = scratch.apply(fold_table_names(stmt) if self.lower_case_names else stmt, table.db)
-        except SchemaError:
-            return before, {}  # the history cannot follow it either (apply says so)
-        after: dict[str, str] = {}
-        for change in changes:
-            new = scratch.tables.get(change.new or "")
-            if change.kind != "alter" or new is None:
-                continue
-            for column in new.columns:
-                was = change.origin.get(column.name)
-                if was is not None and was in before:
-                    after[was] = type_with_charset(column, new.charset, self.mariadb)
-        return before, after
+        return alter_types(table, fold_table_names(stmt) if self.lower_case_names else stmt, self.mariadb)
 
     def table_schema(self, db: str, name: str) -> TableSchema | None:
         table = self.table(db, name)
@@ -478,6 +424,27 @@ class SchemaHistory:
             self._ensure_loaded()
             catalog, _unknown = self._state_at(position)
             return catalog
+
+    def fork(self) -> SchemaHistory:
+        """A copy in this state, in memory, that changes apart from this history (nothing it does is persisted)."""
+        with self._lock:
+            self._ensure_loaded()
+            twin = SchemaHistory(
+                mariadb=self.mariadb,
+                snapshot_every=self.snapshot_every,
+                snapshot_interval_s=self.snapshot_interval_s,
+                expire_s=self.expire_s,
+                destination=self.destination,
+            )
+            twin._loaded = True
+            twin._snapshots = list(self._snapshots)  # snapshots and records are never changed, only replaced
+            twin._records = list(self._records)
+            twin._catalog = self._catalog.copy()
+            twin._unknown = dict(self._unknown)
+            twin._position = self._position
+            twin.origin = self.origin
+            twin.lower_case_names = self.lower_case_names
+            return twin
 
     # -- changes ------------------------------------------------------------------------------------------------------
 
@@ -492,7 +459,7 @@ class SchemaHistory:
             self._loaded = True  # what the store held is replaced
             self.origin = origin
             self.mariadb = catalog.mariadb
-            snapshot = _Snapshot(position, catalog.copy(), {})
+            snapshot = Snapshot(position, catalog.copy(), {})
             self._snapshots = [snapshot]
             self._records = []
             self._catalog = catalog.copy()
@@ -543,7 +510,28 @@ class SchemaHistory:
             for name in names:
                 catalog.tables.pop(name, None)
                 self._catalog.tables.pop(name, None)
-            self._snapshots[0] = _Snapshot(first.position, catalog, first.unknown)
+            self._snapshots[0] = Snapshot(first.position, catalog, first.unknown)
+            self.version += 1
+
+    def forget_objects(self, statements: Iterable[tuple[ObjectStatement, str]]) -> None:
+        """Forget, at a bootstrap made with ``persist=False`` and not persisted since, the views, triggers and
+        routines that ``statements`` (each with its session's database) after its position drop, alter or replace:
+        the layouts it was given were read after them (a first start's check, :mod:`canal.parse.schema_tracking`).
+        The state now is the bootstrap's with what was applied since."""
+        forgotten = list(statements)
+        if not forgotten:
+            return
+        with self._lock:
+            if not self._provisional or not self._snapshots:
+                raise SchemaError(f"destination {self.destination}: objects are forgotten at a new bootstrap only")
+            first = self._snapshots[0]
+            catalog = first.catalog.copy()
+            for stmt, schema in forgotten:
+                if self.lower_case_names:
+                    stmt, schema = fold_table_names(stmt), schema.lower()
+                catalog.objects.forget(stmt, schema)
+            self._snapshots = [Snapshot(first.position, catalog, first.unknown)]  # (later ones held the objects)
+            self._catalog, self._unknown = self._state_at(None)
             self.version += 1
 
     def rewind(self, position: EntryPosition, *, origin: str | None = None) -> None:
@@ -579,7 +567,7 @@ class SchemaHistory:
                 )
             else:
                 catalog, unknown = self._state_at_time(position.timestamp)
-            self._snapshots = [_Snapshot(position, catalog, unknown)]
+            self._snapshots = [Snapshot(position, catalog, unknown)]
             self._records = []
             self._catalog, self._unknown, self._position = catalog.copy(), dict(unknown), position
             self.origin = origin
@@ -609,18 +597,36 @@ class SchemaHistory:
             if dropped:
                 self._save()
 
-    def apply(self, position: EntryPosition, schema: str, sql: str, *, next_offset: int | None = None) -> bool:
+    def apply(
+        self,
+        position: EntryPosition,
+        schema: str,
+        sql: str,
+        *,
+        next_offset: int | None = None,
+        sql_mode: int | None = None,
+    ) -> bool:
         """Apply a query event's statement at ``position`` (its own position; ``next_offset`` where the next event
-        starts) run in session database ``schema``; whether it changed the history. Persisted before it returns."""
-        stmt = layout_statement(sql)
+        starts) run in session database ``schema`` under ``sql_mode`` (as logged); whether it changed the history.
+        Persisted before it returns."""
+        stmt = history_statement(sql, self._mode(sql_mode))
         if stmt is None:
             return False
         with self._lock:
             self._ensure_loaded()
-            return self._apply_statement(stmt, position, schema, sql, next_offset)
+            return self._apply_statement(stmt, position, schema, sql, next_offset, sql_mode)
+
+    def _mode(self, sql_mode: int | None) -> SqlMode:
+        return SqlMode.of(sql_mode, mariadb=self.mariadb)
 
     def _apply_statement(
-        self, stmt: Statement, position: EntryPosition, schema: str, sql: str, next_offset: int | None
+        self,
+        stmt: Statement | ObjectStatement,
+        position: EntryPosition,
+        schema: str,
+        sql: str,
+        next_offset: int | None,
+        sql_mode: int | None = None,
     ) -> bool:
         with self._all_or_nothing():
             if not self._snapshots:
@@ -629,7 +635,7 @@ class SchemaHistory:
                 return False  # already in the state (a bootstrap or snapshot taken after it)
             self._apply(self._catalog, self._unknown, stmt, schema, position)
             after = _after(position, next_offset)
-            self._records.append(_Record(position, after, schema, sql))
+            self._records.append(Record(position, after, schema, sql, sql_mode))
             self._position = after
             self.version += 1
             if self._snapshot_due(after):
@@ -658,10 +664,13 @@ class SchemaHistory:
         self,
         catalog: SchemaCatalog,
         unknown: dict[str, str],
-        stmt: Statement,
+        stmt: Statement | ObjectStatement,
         schema: str,
         position: EntryPosition,
     ) -> list[TableChange]:
+        if isinstance(stmt, ObjectStatement):
+            self._apply_object(catalog, stmt, schema, position)
+            return []
         if self.lower_case_names:
             stmt = fold_table_names(stmt)
             schema = schema.lower()
@@ -692,6 +701,29 @@ class SchemaHistory:
                     unknown.pop(name, None)
         return changes
 
+    def _apply_object(
+        self, catalog: SchemaCatalog, stmt: ObjectStatement, schema: str, position: EntryPosition
+    ) -> None:
+        if self.lower_case_names:
+            stmt = fold_table_names(stmt)
+            schema = schema.lower()
+        try:
+            catalog.apply_object(stmt, schema or None)
+        except SchemaError as exc:
+            # an object the history cannot place: what any database's statements reach is not known from here
+            catalog.objects.unseen_triggers.add(EVERY_DATABASE)
+            catalog.objects.unseen_routines.add(EVERY_DATABASE)
+            log.warning(
+                "destination %s: schema history cannot follow the %s %s at %s (%s); what statements logged as "
+                "statements reach is not known from here",
+                self.destination,
+                stmt.verb,
+                stmt.kind,
+                position,
+                exc,
+                extra={"destination": self.destination},
+            )
+
     def _state_at(self, position: EntryPosition | None) -> tuple[SchemaCatalog, dict[str, str]]:
         """The state events at ``position`` see (None: after every record)."""
         if position is None:
@@ -712,14 +744,14 @@ class SchemaHistory:
                 continue
             if not record_before(record.position):
                 break
-            stmt = layout_statement(record.sql)
+            stmt = history_statement(record.sql, self._mode(record.sql_mode))
             if stmt is not None:
                 self._apply(catalog, unknown, stmt, record.schema, record.position)
         return catalog, unknown
 
     def _compact(self, position: EntryPosition) -> None:
         """A snapshot of the current state at ``position``; what expired before the newest time is dropped."""
-        self._snapshots.append(_Snapshot(position, self._catalog.copy(), dict(self._unknown)))
+        self._snapshots.append(Snapshot(position, self._catalog.copy(), dict(self._unknown)))
         newest = position.timestamp
         if newest is None:
             return
@@ -737,79 +769,15 @@ class SchemaHistory:
     def to_json(self) -> str:
         with self._lock:
             self._ensure_loaded()
-            head = json.dumps(
-                {"version": FORMAT_VERSION, "mariadb": self.mariadb, "origin": self.origin}, separators=(",", ":")
-            )
-            records = ",".join(record.encoded for record in self._records)
-            snapshots = ",".join(snapshot.encoded for snapshot in self._snapshots)
-            return f'{head[:-1]},"snapshots":[{snapshots}],"records":[{records}]}}'
+            return encode(self.mariadb, self.origin, self._snapshots, self._records)
 
     def _save(self) -> None:
         if not self._provisional:  # a bootstrap made with persist=False is saved by persist()
             self.store.save(self.to_json())
 
     def _load(self, text: str) -> None:
-        try:
-            doc = json.loads(text)
-            if doc.get("version") != FORMAT_VERSION:
-                raise SchemaError(f"schema history format {doc.get('version')!r} is not {FORMAT_VERSION}")
-            self.mariadb = bool(doc.get("mariadb", self.mariadb))
-            origin = doc.get("origin")
-            self.origin = None if origin is None else str(origin)
-            self._snapshots = [
-                _Snapshot(
-                    EntryPosition.from_dict(s["position"]),
-                    _catalog_from_dict(s["catalog"], self.mariadb),
-                    dict(s.get("unknown", {})),
-                )
-                for s in doc["snapshots"]
-            ]
-            self._records = [
-                _Record(
-                    EntryPosition.from_dict(r["position"]),
-                    EntryPosition.from_dict(r["after"]),
-                    str(r["schema"]),
-                    str(r["sql"]),
-                )
-                for r in doc["records"]
-            ]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaError(f"the schema history document in {self.store!r} is damaged: {exc}") from None
+        doc = decode(text, self.mariadb, repr(self.store))
+        self.mariadb, self.origin, self._snapshots, self._records = doc.mariadb, doc.origin, doc.snapshots, doc.records
         if self._snapshots:
             self._catalog, self._unknown = self._state_at(None)
             self._position = self._records[-1].after if self._records else self._snapshots[-1].position
-
-
-def _column_to_dict(c: TableColumn) -> dict[str, Any]:
-    return attrs.asdict(c, recurse=False) | {"params": list(c.params), "labels": list(c.labels)}
-
-
-def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
-    return {
-        "charset": catalog.charset,
-        "databases": dict(catalog.databases),
-        "tables": [
-            {
-                "db": t.db,
-                "name": t.name,
-                "charset": t.charset,
-                "primary": list(t.primary),
-                "columns": [_column_to_dict(c) for c in t.columns],
-            }
-            | ({"foreign_keys": [k.to_dict() for k in t.foreign_keys]} if t.foreign_keys else {})
-            for t in catalog
-        ],
-    }
-
-
-def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
-    catalog = SchemaCatalog(charset=str(doc["charset"]), mariadb=mariadb)
-    catalog.databases = {str(k): v for k, v in doc["databases"].items()}
-    for t in doc["tables"]:
-        columns = tuple(
-            TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"])}) for c in t["columns"]
-        )
-        keys = tuple(ForeignKey.from_dict(k) for k in t.get("foreign_keys", ()))  # none in older documents
-        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys)
-        catalog.tables[table.full_name] = table
-    return catalog

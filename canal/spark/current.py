@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from canal.errors import require_extra
 from canal.lake.own_names import LOG_COLUMNS, log_columns, own_name
 from canal.lake.store import changelog
 
@@ -85,6 +86,7 @@ def _column(name: str) -> Any:
 def current_duckdb(path: str | os.PathLike[str], connection: Any = None) -> Any:
     """The current rows of the mirror table at ``path`` as a DuckDB relation (on ``connection``, else DuckDB's
     default connection)."""
+    require_extra("duckdb", "query", "current_duckdb")
     import duckdb
 
     rows = changelog.current_state(path)
@@ -93,6 +95,7 @@ def current_duckdb(path: str | os.PathLike[str], connection: Any = None) -> Any:
 
 def current_polars(path: str | os.PathLike[str]) -> Any:
     """The current rows of the mirror table at ``path`` as a Polars DataFrame."""
+    require_extra("polars", "query", "current_polars")
     import polars as pl
 
     return pl.from_arrow(changelog.current_state(path))

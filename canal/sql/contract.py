@@ -77,7 +77,17 @@ from canal.sql.statements import (
     named_tables,
 )
 
-__all__ = ["SHAPES", "Follow", "Shape", "Verdict", "contract_table", "judge", "shape", "statement_shapes"]
+__all__ = [
+    "REACHING",
+    "SHAPES",
+    "Follow",
+    "Shape",
+    "Verdict",
+    "contract_table",
+    "judge",
+    "shape",
+    "statement_shapes",
+]
 
 
 class Follow(enum.Enum):
@@ -128,6 +138,19 @@ SHAPES: Final[tuple[Shape, ...]] = (
     Shape("CREATE TEMPORARY TABLE", _N, "a session's own table, never in a row event", _TABLES, by_head=True),
     Shape("DROP TABLE", _M, "the tables and their rows are gone", _TABLES),
     Shape("DROP TEMPORARY TABLE", _N, "a session's own table, never in a row event", _TABLES, by_head=True),
+    Shape("a statement on a session's temporary table", _N, "a session's own table shadows the table of its name: "
+          "what that session does to it (TRUNCATE, ALTER TABLE, RENAME, DROP, DML) changes nothing else -- the "
+          "capture follows each session's temporary tables by the thread id its statements are logged with (a DML "
+          "of one shadowing a captured table reads that one again: a restart inside its transaction could not tell)",
+          _TABLES),
+    Shape("TRUNCATE of a name a session may hold as temporary", _S, "the event's thread-specific flag says the "
+          "statement used a temporary table, and the capture did not see one of that name created (before the "
+          "dump's start): the table of the schema is read again, whichever it was", _TABLES, heals=True),
+    Shape("a layout change of a name a session may hold as temporary", _S, "ALTER TABLE, RENAME TABLE, DROP INDEX "
+          "`PRIMARY` or CREATE TABLE ... LIKE with the thread-specific flag, naming a table the capture did not see "
+          "a session create a temporary table of: whether the table of the schema changed cannot be told", _TABLES),
+    Shape("a statement on a session's temporary tables and others", _S, "CREATE TABLE ... LIKE a temporary table, "
+          "or a RENAME TABLE moving both kinds: a temporary table's layout is not kept", _TABLES),
     Shape("RENAME TABLE", _M, "each pair moves a table with its rows, in order; a captured table renamed to a name "
           "the filter leaves out leaves the capture (the mirror drops it)", _TABLES),
     Shape("RENAME TABLE onto a captured name", _S, "a table the filter leaves out (its rows never captured) "
@@ -234,13 +257,20 @@ SHAPES: Final[tuple[Shape, ...]] = (
           "change no rows)", _DATABASES, by_head=True),
     # -- rows logged as statements
     Shape("INSERT / REPLACE / UPDATE / DELETE / LOAD DATA", _S, "a session with binlog_format STATEMENT or MIXED: "
-          "the rows it changed are not in the binlog (a multi-table UPDATE or DELETE names no one table: it "
-          "stops whatever it changed)", _ROWS, by_head=True, heals=True),
+          "the rows it changed are not in the binlog. Every captured table it can reach heals: its tables (a "
+          "view's base tables), what its table's triggers and the stored functions it calls write, and the "
+          "children its foreign keys' ON DELETE / ON UPDATE actions change -- or every captured table, where that "
+          "cannot be told (no schema history, a definition the capture user cannot read, SQL built at run time)",
+          _ROWS, by_head=True, heals=True),
+    Shape("SELECT / DO calling stored functions", _S, "logged as a statement when a stored function it calls "
+          "writes: every captured table those functions can reach heals, as for DML", _ROWS, by_head=True,
+          heals=True),
     # -- everything else
     Shape("transaction control", _M, "BEGIN, COMMIT, ROLLBACK, savepoints and XA: the boundaries the capture "
           "hands transactions out by", _OTHER, by_head=True),
-    Shape("views, routines, triggers, events, servers, tablespaces", _N, "CREATE / "
-          "ALTER / DROP of objects that hold no rows (a trigger's and a routine's writes are logged as rows)",
+    Shape("views, routines, triggers, events, servers, tablespaces", _N, "CREATE / ALTER / DROP of objects that "
+          "hold no rows. The schema history keeps views, triggers, functions and procedures: what a statement "
+          "logged as a statement reaches through them heals (under row logging their writes are logged as rows)",
           _OTHER, by_head=True),
     Shape("users, roles and privileges", _N, "GRANT, REVOKE, CREATE / ALTER / DROP / RENAME USER and ROLE, SET "
           "PASSWORD (their text is never shown)", _OTHER, by_head=True),
@@ -254,6 +284,10 @@ SHAPES: Final[tuple[Shape, ...]] = (
 )  # fmt: skip
 
 _BY_NAME: Final = {s.name: s for s in SHAPES}
+
+REACHING: Final = frozenset({"INSERT / REPLACE / UPDATE / DELETE / LOAD DATA", "SELECT / DO calling stored functions"})
+"""The shapes of statements logged as statements whose rows are not in the binlog: what they change is what they can
+reach (:mod:`canal.schema.reach`), not only the tables they name."""
 assert len(_BY_NAME) == len(SHAPES), "two shapes of one name"
 
 
@@ -377,6 +411,8 @@ def _other_shape(stmt: OtherStatement) -> str:
         return "views, routines, triggers, events, servers, tablespaces"
     if stmt.verb in ("SET", "USE"):
         return "SET, USE"
+    if stmt.verb in ("SELECT", "DO"):  # the server logs one only when a stored function it calls writes
+        return "SELECT / DO calling stored functions"
     if stmt.verb == "FLUSH":
         return "FLUSH"
     return "a statement pycanal does not know"
@@ -521,7 +557,8 @@ def _tables_known(stmt: Statement) -> bool:
         # or the name itself would be
         return bool(stmt.tables) and stmt.verb != "RENAME TABLE"
     if isinstance(stmt, OtherStatement):
-        return _other_shape(stmt) != "a statement pycanal does not know"
+        # a SELECT / DO names no table the functions it calls write
+        return _other_shape(stmt) not in ("a statement pycanal does not know", "SELECT / DO calling stored functions")
     if isinstance(stmt, AlterTable):
         return all(
             action.head.split(" ", 1)[0] in _ACTIONS_ON_ONE_TABLE

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from decimal import Decimal
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 import attrs
 
@@ -140,14 +140,16 @@ def quote_name(name: str) -> str:
 
 # -- parts of definitions ---------------------------------------------------------------------------------------------
 
-Literal: TypeAlias = str | int | Decimal | float | bool | None
+Literal: TypeAlias = str | bytes | int | Decimal | float | bool | None
 
 
 @attrs.frozen(slots=True)
 class Expression:
     """An expression as written (``text``). ``literal`` tells whether it is a plain literal: a string (``value`` is
     its content), a number (int or Decimal; float for an exponent), TRUE/FALSE, or NULL (``value`` None). Hex and bit
-    literals (``X'0f'``, ``b'1'``, ``0x0f``) are literals whose ``value`` is their integer."""
+    literals (``X'0f'``, ``b'1'``, ``0x0f``, ``0b1``) are literals whose ``value`` is their bytes (``X'0041'`` two of
+    them): binary strings, which the server reads as text, bytes or their big-endian number as the column's type
+    takes them."""
 
     text: str
     literal: bool = False
@@ -574,11 +576,13 @@ class DropIndexStatement:
 @attrs.frozen(slots=True)
 class DmlStatement:
     """INSERT / REPLACE / UPDATE / DELETE / LOAD DATA in statement form: ``verb`` is INSERT (also for REPLACE and
-    LOAD), UPDATE or DELETE; ``table`` the one table it changes, None for multi-table forms or when unreadable.
-    Only the head is read: the values of a huge INSERT are never tokenized."""
+    LOAD), UPDATE or DELETE; ``table`` the one table it changes, None for multi-table forms or when unreadable;
+    ``head`` the statement's own first word where it is not ``verb`` (``REPLACE``, ``LOAD``: they may delete rows
+    too). Only the head is read: the values of a huge INSERT are never tokenized."""
 
     verb: str
     table: TableName | None
+    head: str = ""
 
     kind = QueryKind.DML
 
@@ -732,9 +736,13 @@ def named_tables(stmt: Statement) -> tuple[TableName, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def fold_table_names(stmt: Statement) -> Statement:
-    """``stmt`` with every database and table name in lower case, as a server with ``lower_case_table_names=1``
-    stores and compares them (column, index and other names keep their case)."""
+_Folded = TypeVar("_Folded")
+
+
+def fold_table_names(stmt: _Folded) -> _Folded:
+    """``stmt`` (a statement, or any frozen attrs value holding :class:`TableName`) with every database and table name
+    in lower case, as a server with ``lower_case_table_names=1`` stores and compares them (column, index and other
+    names keep their case)."""
     folded = _fold(stmt)
     assert isinstance(folded, type(stmt))
     return folded

@@ -115,6 +115,10 @@ class EventStore(Protocol):
         """A producer outside the store waits for the consumer: a get waiting for a full batch returns what is there."""
         ...
 
+    def input_ended(self) -> None:
+        """Nothing more will be put: gets return what is there at once, until the store starts again."""
+        ...
+
     def get(self, batch_size: int, timeout: float | None = None, linger: float | None = None) -> Events:
         """Hand out the next batch (None: at once; <= 0: wait for a full batch; > 0: wait up to timeout); with
         ``linger``, a wait also ends once nothing was put for that many seconds while entries are there."""

@@ -138,6 +138,7 @@ class MemoryEventStore(StartStopContext):
         self._put = self._get = self._ack = INIT_SEQUENCE
         self._put_mem = self._get_mem = self._ack_mem = 0
         self._starved = False  # the last put attempt found no room (cleared by the next successful put)
+        self._input_ended = False  # nothing more will be put until the store starts again (input_ended)
         self._put_at = time.monotonic()  # when entries were last put (a get with a linger hands out a quiet store's)
         self._latest: EntryPosition | None = None
         # (put sequence, position): the stream rested at position when everything up to that sequence was put
@@ -263,6 +264,14 @@ class MemoryEventStore(StartStopContext):
         for entries that will not come until it takes these."""
         with self._lock:
             self._starve()
+
+    def input_ended(self) -> None:
+        """Nothing more will be put (the producer stopped on a fatal error): every get waiting now, and every get
+        until the store starts again, returns what is there at once (possibly nothing) instead of waiting."""
+        with self._lock:
+            self._input_ended = True
+            if self._get_waiters:
+                self._not_empty.notify_all()
 
     def _write(
         self,
@@ -433,6 +442,8 @@ class MemoryEventStore(StartStopContext):
         self._get_waiters += 1
         try:
             while True:
+                if self._input_ended:
+                    return
                 now = time.monotonic()
                 wait = None if deadline is None else deadline - now
                 if wait is not None and wait <= 0:

@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from canal.lake.forms.changes import entries_to_batch
-from canal.lake.store import changelog, delta_append, staged
+from canal.lake.store import changelog, delta_append, latest_changes, staged
 from canal.position import EntryPosition
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
 from canal.spark import DeltaMirror
@@ -123,14 +123,14 @@ def _arm(kill_at: str, delay_ms: float) -> None:
 
         delta_append.rename_if_absent = publish  # type: ignore[assignment]
     elif kill_at == "fold":
-        real_latest = changelog.latest
+        real_latest = latest_changes.latest
 
         def latest(rows: Any, keys: Any) -> Any:
             if once():
                 _kill_after(delay_ms)  # the MERGE starts right after the latest changes are known
             return real_latest(rows, keys)
 
-        changelog.latest = latest  # type: ignore[assignment]
+        latest_changes.latest = latest  # type: ignore[assignment]
     elif kill_at == "between":
         real_trim = changelog.trim
 

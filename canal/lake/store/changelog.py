@@ -46,18 +46,18 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import attrs
 
-from canal.lake.key_identity import drop_identity, identity_array, with_identity
+from canal.lake.key_identity import drop_identity, with_identity
 from canal.lake.own_names import BATCH as BATCH  # re-exported: the log's columns, named there
-from canal.lake.own_names import LOG_COLUMNS, current_names, log_columns, own_name
+from canal.lake.own_names import LOG_COLUMNS, current_names, log_columns
 from canal.lake.own_names import OP as OP
 from canal.lake.own_names import SEQ as SEQ
-from canal.lake.store import fs
+from canal.lake.store import fs, latest_changes
 from canal.lake.store.delta_append import is_table
 from canal.lake.store.errors import ERROR_CHARS, storage_error_types
 from canal.lake.store.staged import staged_rows
@@ -206,34 +206,6 @@ def folded(base: Any) -> Change:
     return NOT_FOLDED if batch is None or seq is None else (int(batch), int(seq))
 
 
-def latest(rows: Any, keys: Sequence[str]) -> Any:
-    """Each key's last change, by (batch, seq) (rows with equal batch, seq and key are copies of one change: a
-    replayed or duplicated append); keys are grouped by their identity (:mod:`canal.lake.key_identity`)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if rows.num_rows <= 1:
-        return rows
-    # the change order as indices: only the key columns follow it, and the rows (whole images) are taken once, at last
-    order = pc.sort_indices(rows.select([BATCH, SEQ]), sort_keys=[(BATCH, "ascending"), (SEQ, "ascending")])
-    index = _ROW
-    numbered = pa.table(
-        {
-            **{f"k{n}": identity_array(rows.column(k).take(order)) for n, k in enumerate(keys)},
-            index: pa.array(range(rows.num_rows), pa.int64()),
-        }
-    )
-    last = (
-        numbered.group_by([f"k{n}" for n in range(len(keys))], use_threads=False)
-        .aggregate([(index, "max")])
-        .column(f"{index}_max")
-    )
-    return rows.take(order.take(last.take(pc.sort_indices(last))))  # in change order
-
-
-_ROW = own_name("row")
-
-
 def _after(rows: Any, change: Change) -> Any:
     """The mask of the log rows that come after ``change``."""
     import pyarrow.compute as pc
@@ -243,78 +215,13 @@ def _after(rows: Any, change: Change) -> Any:
 
 
 def _newer(log_table: Any, after: Change, keys: Sequence[str]) -> Any:
-    """Each key's last change (:func:`latest`) in the log (a DeltaTable) after ``after``, in change order, read a file
-    at a time and reduced as it comes (:func:`reduced`): a fold holds its changes and one file, not the log (a dataset
-    filter aborted deltalake 1.6)."""
+    """Each key's last change in the log (a DeltaTable) after ``after``, in change order, read a file at a time and
+    reduced as it comes (:func:`canal.lake.store.latest_changes.reduced`): a fold holds its changes and one file, not
+    the log (a dataset filter aborted deltalake 1.6)."""
     pieces = (current_names(piece) for piece in fs.delta_pieces(log_table))
     newer = (p if after == NOT_FOLDED or not p.num_rows else p.filter(_after(p, after)) for p in pieces)
-    changes = reduced(newer, keys)
+    changes = latest_changes.reduced(newer, keys)
     return current_names(fs.delta_rows(log_table)) if changes is None else changes  # no file: no rows, its schema
-
-
-def reduced(pieces: Iterable[Any], keys: Sequence[str]) -> Any:
-    """:func:`latest` of the rows of ``pieces`` (tables of change-log rows) together, in change order, taken a piece at
-    a time: each piece reduced alone, then joined to the changes so far by its keys (:func:`_merged`), so a row is
-    copied when a later piece's change supersedes another of its piece's, not at every piece; None without pieces."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    changes = None
-    for piece in pieces:
-        rows = latest(piece, keys)
-        changes = rows if changes is None else _merged(changes, rows, keys)
-    if changes is not None and changes.num_rows > 1:  # pieces of a log come in its add actions' order, not its commits'
-        order = pc.sort_indices(changes.select([BATCH, SEQ]), sort_keys=[(BATCH, "ascending"), (SEQ, "ascending")])
-        if not pc.all(pc.equal(order, pa.array(range(changes.num_rows), pa.uint64()))).as_py():
-            changes = changes.take(order)
-    return changes
-
-
-def _merged(changes: Any, rows: Any, keys: Sequence[str]) -> Any:
-    """The last change per key of ``changes`` and ``rows``, each holding a key at most once: their rows but those
-    that a change of the other to the same key supersedes (the later by batch and seq; of two copies of one change,
-    the one in ``changes``), found by joining the two on their keys' identities and change order alone. Neither is
-    copied when no key is in both."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not rows.num_rows or not changes.num_rows:
-        return rows if not changes.num_rows else changes
-    old, on = with_identity(changes.select([*keys, BATCH, SEQ]), keys)
-    new, _ = with_identity(rows.select([*keys, BATCH, SEQ]), keys)
-    old = old.select([*on, BATCH, SEQ]).append_column(_OLD_ROW, pa.array(np.arange(old.num_rows)))
-    new = new.select(on).append_column(_NEW_ROW, pa.array(np.arange(new.num_rows)))
-    new = new.append_column(_NEW_BATCH, rows.column(BATCH)).append_column(_NEW_SEQ, rows.column(SEQ))
-    both = old.join(new, keys=on, join_type="inner", use_threads=False)
-    if not both.num_rows:
-        return pa.concat_tables([changes, rows])
-    later = pc.or_(
-        pc.greater(both.column(_NEW_BATCH), both.column(BATCH)),
-        pc.and_(
-            pc.equal(both.column(_NEW_BATCH), both.column(BATCH)), pc.greater(both.column(_NEW_SEQ), both.column(SEQ))
-        ),
-    )
-    return pa.concat_tables(
-        [
-            _without(changes, both.column(_OLD_ROW).filter(later)),
-            _without(rows, both.column(_NEW_ROW).filter(pc.invert(later))),
-        ]
-    )
-
-
-def _without(table: Any, rows: Any) -> Any:
-    """``table`` without the rows at the positions ``rows`` (an Arrow array): ``table`` itself when it names none."""
-    import numpy as np
-
-    if not len(rows):
-        return table
-    keep = np.ones(table.num_rows, dtype=bool)
-    keep[rows.to_numpy(zero_copy_only=False)] = False
-    return table.filter(keep)
-
-
-_OLD_ROW, _NEW_ROW, _NEW_BATCH, _NEW_SEQ = (own_name(n) for n in ("old_row", "new_row", "new_batch", "new_seq"))
 
 
 def _overlay(base_rows: Any, newer: Any, keys: Sequence[str]) -> Any:
@@ -360,7 +267,7 @@ def current_state(base: str | os.PathLike[str]) -> Any:
                 newer = reading.result()
             if staged is not None and staged.num_rows:
                 staged = staged.filter(_after(staged, after)) if after != NOT_FOLDED else staged
-                newer = latest(pa.concat_tables([newer, staged], promote_options="permissive"), keys)
+                newer = latest_changes.latest(pa.concat_tables([newer, staged], promote_options="permissive"), keys)
             return _overlay(rows, newer, keys)
         except Exception as exc:
             # a fold removed the files of the versions just read (its trim deletes them at once), or the log's

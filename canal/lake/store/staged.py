@@ -16,9 +16,9 @@ Why every state reads exactly. A table's staged changes are always newer than ev
 but a flush writes the log while it has staged parts, and a flush takes all of them. A fold folds what the log
 held, so a fold's change (batch, seq) is older than every staged change. A reader (:func:`staged_rows`) reads the
 staged files before it takes the log's snapshot: a flush committing in between leaves the same changes in both --
-copies of one change, which the current state takes once (:func:`canal.lake.store.changelog.latest`) -- and a staged
-file is deleted only after its tables' flushes committed, so a file gone before it is read is in the log the reader
-takes next. A process killed while it writes a staged file leaves a temporary file that nothing reads (a file
+copies of one change, which the current state takes once (:func:`canal.lake.store.latest_changes.latest`) -- and a
+staged file is deleted only after its tables' flushes committed, so a file gone before it is read is in the log the
+reader takes next. A process killed while it writes a staged file leaves a temporary file that nothing reads (a file
 appears whole under its name, by a rename -- or one PUT in an object store, :mod:`canal.lake.store.fs`); killed after,
 its batch is staged: a replay of the batch writes the same file again, and the next mirror on the root takes the
 staged parts up where they are (:func:`load`), dropping those its last flush had appended already.

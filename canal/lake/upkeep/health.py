@@ -54,6 +54,7 @@ class MirrorMetrics:
     delay_ms: int | None = None  # now minus the execute time of the newest change applied (None: none yet)
     stops: dict[str, int] = attrs.field(factory=dict)  # batches that failed, by error class (typed: MirrorError's)
     heals: int = 0  # tables read again in the stream where the server changed rows it did not log
+    destination: str | None = None  # the destination of the changes applied (None: no batch named one yet)
 
 
 def mirror_metrics(batches: int, health: FoldHealth, parts: Any) -> MirrorMetrics:
@@ -127,6 +128,7 @@ class MirrorCounters:
     newest_time_ms: int | None = None  # the newest execute time among the changes applied
     stops: dict[str, int] = attrs.field(factory=dict)  # error class name -> batches that failed with it
     heals: int = 0
+    destination: str | None = None  # the destination of the changes applied (the last batch that named one)
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     depth: threading.local = attrs.field(factory=threading.local)  # entry points under way in each thread
 
@@ -144,6 +146,8 @@ class MirrorCounters:
             when = result.newest_time_ms
             if when is not None and (self.newest_time_ms is None or when > self.newest_time_ms):
                 self.newest_time_ms = when
+            if result.destination is not None:
+                self.destination = result.destination
 
     def stopped(self, error: BaseException) -> None:
         """A batch failed with ``error`` (nothing of it, or of its remaining steps, applied)."""
@@ -178,6 +182,7 @@ class MirrorCounters:
                 delay_ms=None if self.newest_time_ms is None else max(0, now_ms - self.newest_time_ms),
                 stops=dict(self.stops),
                 heals=self.heals,
+                destination=self.destination,
             )
 
 

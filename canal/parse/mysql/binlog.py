@@ -111,6 +111,7 @@ _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _ENCRYPTION_BODY = 17  # scheme, key version, nonce
 _ENCRYPTION_SCHEME = 1
 _FDE_FIXED = 57  # binlog version, server version, create timestamp, header length
+LOG_EVENT_THREAD_SPECIFIC_F = 0x04  # a query event's header flag: the statement used its session's temporary tables
 
 
 def _checksum_aware(server_version: str) -> bool:
@@ -437,6 +438,7 @@ class EventDecoder:
             binlog_version=version,
             server_version=server_version,
             checksum=self.checksum,
+            created=_U32.unpack_from(b, p + 52)[0],
         )
 
     def _execute_load_query(
@@ -450,6 +452,7 @@ class EventDecoder:
     def _query(
         self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int, extra: int = 0
     ) -> BinlogEvent:
+        start = p
         thread_id, _exec, schema_len, error_code, status_len = _QUERY_POST.unpack_from(b, p)
         status_at = p + 13 + extra
         p = status_at + status_len
@@ -464,6 +467,7 @@ class EventDecoder:
             sql = bytes(b[p:end]).decode("utf-8", "replace")
         # the session state logged with a statement (its time zone, its start's microseconds): not of a BEGIN
         status = _NO_STATUS if sql == "BEGIN" else read_status(b, status_at, status_at + status_len)
+        (flags,) = _U16.unpack_from(b, start - 2)  # the header's last field, the same in a file and a payload
         return QueryEvent(
             log_file=self.log_file,
             offset=off,
@@ -477,6 +481,8 @@ class EventDecoder:
             time_zone=status.time_zone,
             micros=status.micros,
             sql_mode=status.sql_mode,
+            thread_specific=bool(flags & LOG_EVENT_THREAD_SPECIFIC_F),
+            mariadb="mariadb" in self.server_version.lower() or not self.server_version,
         )
 
     def _xid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:
@@ -508,18 +514,6 @@ class EventDecoder:
             fallback: list[SchemaColumn] | None = None
             problem: SchemaError | None = None
             version: int | None = None
-            if lookup is not None and getattr(lookup, "binlog_names_only", False):
-                # a reader without a schema history (canal.parse.shared): a table whose rows only a history could
-                # name (no column names) or time (pre-5.6 temporal columns) gets a problem, and the destinations
-                # that capture it read alone, where theirs does
-                if not info.has_names or any(c.type in _LEGACY_TEMPORAL for c in info.columns):
-                    problem = SchemaError(
-                        f"the table map of {info.schema}.{info.table} at {self.log_file}:{off} needs a schema history "
-                        "(no column names, or pre-5.6 temporal columns)",
-                        table=f"{info.schema}.{info.table}",
-                        position=f"{self.log_file}:{off}",
-                    )
-                lookup = None
             if not info.has_names and lookup is not None:
                 version = lookup.version
                 if lookup.strict:

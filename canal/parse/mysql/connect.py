@@ -3,8 +3,10 @@ positions, metadata and detecting, and ``canal check`` all come through :func:`o
 
 TLS follows the configured :class:`~canal.config.SslMode` with the MySQL client's meaning, never pymysql's defaults
 (which changed in pymysql 1.2 from "never" to "when offered"). Failures are typed: :class:`~canal.errors.TlsError`
-when the connection cannot be secured as configured, :class:`~canal.errors.SourceUnreachableError` for anything else
-that stops the login. No message contains the password.
+when the connection cannot be secured as configured, :class:`~canal.errors.SourceAccessDeniedError` when the server
+refuses the login (:data:`ACCESS_DENIED`), :class:`~canal.errors.SourceHostUnknownError` when the host name does not
+resolve, :class:`~canal.errors.SourceUnreachableError` for anything else that stops the login (a refused or timed-out
+connection: what a retry may fix). No message contains the password.
 
 pymysql internals used here, and nowhere else, each watched by ``tests/test_tls.py``:
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import ssl
 import threading
 from typing import Any
@@ -36,20 +39,59 @@ from pymysql.connections import Connection  # type: ignore[import-untyped]
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from canal.config import TLS_VERSIONS, SslConfig, SslMode
-from canal.errors import CanalError, ConfigError, SourceUnreachableError, TlsError
+from canal.errors import (
+    CanalError,
+    ConfigError,
+    SourceAccessDeniedError,
+    SourceHostUnknownError,
+    SourceUnreachableError,
+    TlsError,
+)
 
 log = logging.getLogger(__name__)
 
 CR_CONN_HOST_ERROR = 2003
 CR_SSL_CONNECTION_ERROR = 2026
 ER_SECURE_TRANSPORT_REQUIRED = 3159  # MySQL 5.7+ with require_secure_transport=ON
-ACCESS_DENIED = frozenset({1044, 1045, 1698, 1251})
+ACCESS_DENIED = frozenset(
+    {
+        1044,  # ER_DBACCESS_DENIED_ERROR
+        1045,  # ER_ACCESS_DENIED_ERROR: a wrong user or password
+        1184,  # ER_NEW_ABORTING_CONNECTION: the server's init_connect failed for this user
+        1251,  # ER_NOT_SUPPORTED_AUTH_MODE
+        1698,  # ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+        1820,  # ER_MUST_CHANGE_PASSWORD
+        1862,  # ER_MUST_CHANGE_PASSWORD_LOGIN: the password expired
+        3118,  # MySQL ER_ACCOUNT_HAS_BEEN_LOCKED
+        3955,  # MySQL: locked for a while after FAILED_LOGIN_ATTEMPTS
+        4150,  # MariaDB ER_USER_IS_BLOCKED: max_password_errors reached
+        4151,  # MariaDB ER_ACCOUNT_HAS_BEEN_LOCKED
+    }
+)
+"""The server's answers to a login that a retry does not change (:class:`~canal.errors.SourceAccessDeniedError`)."""
+EXPIRED_PASSWORD = frozenset({1820, 1862})
+"""A password that has expired: refused at the login (1862), or -- MariaDB's default, ``disconnect_on_expired_password``
+OFF -- let in and then every statement refused (1820, ER_MUST_CHANGE_PASSWORD)."""
+_UNKNOWN_NAME = frozenset(
+    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code is not None
+)
+"""getaddrinfo's answers that the name does not exist (not EAI_AGAIN, a temporary failure of the resolver)."""
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 assert set(_VERSIONS) == set(TLS_VERSIONS)
 
 _plain_noted: set[str] = set()
 _plain_lock = threading.Lock()
+_plain_level = logging.WARNING
+
+
+def note_plain_connections(level: int) -> None:
+    """The level of the one note per server and process that a PREFERRED connection went unencrypted (the server
+    offers no TLS): a warning by default, for a long-running process's log; the ``canal`` command line's short
+    commands log it at INFO (``canal check`` reports TLS in a line of its own)."""
+    global _plain_level
+    _plain_level = level
+
 
 _CONTEXTS: dict[tuple[SslConfig, tuple[tuple[str, int, int] | None, ...]], ssl.SSLContext | None] = {}
 _CONTEXTS_LOCK = threading.Lock()
@@ -212,13 +254,24 @@ def open_connection(
             first = address not in _plain_noted
             _plain_noted.add(address)
         if first:
-            log.warning(
+            log.log(
+                _plain_level,
                 "MySQL server %s offers no TLS: connected unencrypted (sslMode PREFERRED); set sslMode REQUIRED or "
                 "stronger to refuse this",
                 address,
             )
     log.debug("connected to %s as %r: %s", address, user, state.describe())
     return conn
+
+
+def expired_password_error(address: str, user: str, code: int, text: str) -> SourceAccessDeniedError:
+    """The typed refusal of a statement by a server that let user ``user`` in with an expired password (1820)."""
+    return SourceAccessDeniedError(
+        f"MySQL server {address} refuses every statement of user {user!r}: its password has expired (errno {code}: "
+        f"{text}); set a new one (as that user: ALTER USER CURRENT_USER() IDENTIFIED BY '...') and give it to the "
+        "destination",
+        errno=code,
+    )
 
 
 def tls_state(conn: Connection, mode: SslMode) -> TlsState:
@@ -283,8 +336,14 @@ def _connect_error(
                 "; the connection was not encrypted although the server offers TLS: if it sets "
                 "require_secure_transport=ON, set sslMode REQUIRED or stronger"
             )
-        return SourceUnreachableError(
+        return SourceAccessDeniedError(
             f"MySQL server {address} refused the login of user {user!r}: {text}{hint}", errno=code
+        )
+    if isinstance(cause, socket.gaierror) and cause.errno in _UNKNOWN_NAME:
+        return SourceHostUnknownError(
+            f"MySQL server {address}: the host name {conn.host!r} does not resolve ({cause.strerror}): check the "
+            "address",
+            errno=code,
         )
     return SourceUnreachableError(f"MySQL server {address} could not be reached as user {user!r}: {text}", errno=code)
 

@@ -13,16 +13,19 @@ from typing import Any
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import split_qualified
 from canal.protocol import TableSchema
 from canal.schema import SchemaCatalog, TableChange, TableColumn, TableDef
 from canal.sql import (
     CreateDatabase,
     DropDatabase,
     DropTable,
+    OtherStatement,
     SqlError,
     Statement,
     read_table_name,
 )
+from canal.sql.objects import read_object
 from canal.sql.types import INTEGER_TYPES, TEXT_TYPES
 from canal.testing.fake.columns import coerce, implicit_default
 from canal.testing.fake.errors import FakeMysqlError
@@ -117,6 +120,10 @@ class Catalog:
         schemas = self.schemas.copy()
         try:
             changes = schemas.apply(stmt, session or None)
+            # a view, trigger or routine: kept as the schema history keeps them (what a statement reaches)
+            made = read_object(text) if isinstance(stmt, OtherStatement) else None
+            if made is not None:
+                schemas.apply_object(made, session or None)
         except SchemaError as exc:
             raise FakeMysqlError(str(exc)) from None
         tables = dict(self.tables)
@@ -143,7 +150,7 @@ class Catalog:
         if change.kind == "rename" and old is not None:
             # one pair of a RENAME TABLE: the name may be a passing one (a TO tmp, b TO a, tmp TO b), so the table
             # is the old one renamed, not whatever the statement's end leaves under that name
-            db, name = change.new.split(".", 1)
+            db, name = split_qualified(change.new)
             tables[change.new] = self._new_table(attrs.evolve(old.definition, db=db, name=name), old.data)
             return
         definition = schemas.tables[change.new]

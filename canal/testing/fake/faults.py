@@ -6,11 +6,19 @@ from typing import Final
 
 import attrs
 
-from canal.errors import BinlogPurgedError, SourceError, SourceUnreachableError
+from canal.errors import (
+    BinlogPurgedError,
+    MissingPrivilegeError,
+    SourceAccessDeniedError,
+    SourceError,
+    SourceUnreachableError,
+)
 
 __all__ = ["Faults"]
 
-_UNREACHABLE_ERRNOS: Final = frozenset({1040, 1045, 1129, 1130, 2002, 2003, 2005, 2006, 2013})
+_UNREACHABLE_ERRNOS: Final = frozenset({1040, 1129, 1130, 2002, 2003, 2005, 2006, 2013})
+_DENIED_ERRNOS: Final = frozenset({1044, 1045, 1698})  # a login refused: as MysqlBinlogSource types it
+_PRIVILEGE_ERRNO: Final = 1227
 
 
 @attrs.define(slots=True)
@@ -38,8 +46,12 @@ class Faults:
             self.refuse_left -= 1
             errno = self.refuse_errno
             message = self.refuse_message or f"{address} refused the connection (FakeMysql.refuse, errno {errno})"
+            if errno == _PRIVILEGE_ERRNO:
+                raise MissingPrivilegeError(message, privilege="REPLICATION SLAVE", errno=errno)
             cls: type[SourceError] = SourceError
-            if errno in _UNREACHABLE_ERRNOS:
+            if errno in _DENIED_ERRNOS:
+                cls = SourceAccessDeniedError
+            elif errno in _UNREACHABLE_ERRNOS:
                 cls = SourceUnreachableError
             elif errno == 1236:
                 cls = BinlogPurgedError

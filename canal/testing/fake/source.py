@@ -137,8 +137,9 @@ class FakeBinlogSource:
         """A fake's statements log no time zone: its system's is UTC."""
         return "UTC"
 
-    def schema_catalog(self) -> SchemaCatalog:
-        """The fake's table layouts now (its catalog is the schema history's)."""
+    def schema_catalog(self, *, objects: bool = False) -> SchemaCatalog:
+        """The fake's table layouts now (its catalog is the schema history's), and its views, triggers and routines
+        (it keeps those its DDL made)."""
         return self.fake.schema_catalog()
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:

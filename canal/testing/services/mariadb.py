@@ -31,7 +31,9 @@ class MariaDBServer(_Service):
     """A private ``mariadbd`` with a ROW binlog (FULL row image and metadata) on a free loopback port.
 
     ``root`` logs in over TCP from 127.0.0.1 without a password; ``user``/``password`` is the capture user (SELECT,
-    REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR); a replication user is kept for replicas. With
+    SHOW VIEW, TRIGGER, REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR: the last three to read the binlog,
+    SHOW VIEW and TRIGGER to see what a statement logged as a statement reaches); a replication user is kept for
+    replicas. With
     ``replica_of`` the server replicates from that (started) master from the start of its first binlog, with
     ``log_slave_updates``. Binlog files are ``mysql-bin.NNNNNN`` in :attr:`datadir`.
 
@@ -241,7 +243,8 @@ class MariaDBServer(_Service):
                 cur.execute("SET SESSION sql_log_bin = 0")
                 cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (self.user, self.password))
                 cur.execute(
-                    "GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR ON *.* TO %s@'%%'",
+                    "GRANT SELECT, SHOW VIEW, TRIGGER, REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR ON *.* "
+                    "TO %s@'%%'",
                     (self.user,),
                 )
                 cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (self.replication_user, self.replication_password))

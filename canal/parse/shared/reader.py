@@ -1,61 +1,6 @@
-"""One binlog read for many destinations: the destinations of one master in one process share a reader.
-
-Every destination used to dump and decode the whole binlog itself, then filter it: N destinations of one server cost
-N dumps on the server and N decodes of every event here. A :class:`SharedReader` dumps the server once for all of
-them, decodes the rows of only the tables some destination captures, and routes each event to the destinations that
-need it, each through its own queue into its own parser thread. Everything after the queue is the destination's
-own, as before: its converter, transaction buffer, snapshot merge, schema history, store, cursor, acks and HA.
-
-**Who shares.** A destination shares when its config allows it (``InstanceConfig.share_reader``, on by default), its
-source can say what a read of it is valid for (``share_key``: a MySQL/MariaDB server and login, or a fake), and
-another destination of that master runs in the process: a destination alone reads alone, as it always did. A reader
-serves the server and login it was made for; a destination that switches to its standby leaves it.
-
-**Routing.** The reader follows the stream's groups of events (:mod:`canal.parse.shared_groups`). An event outside
-every group, and every group that is not plain (DDL, XA, savepoints, statements, rolled-back transactions), goes to
-every destination. A plain transaction goes whole to each destination that captures one of its tables (or the table
-of its snapshot watermarks), from its first event, however late in it that table's first row comes; the others get,
-later, a :class:`~canal.parse.events.PassedEvent` naming it with its GTID, BEGIN and end -- at the next event they
-do get, or within :data:`FLUSH_S` -- from which their parser makes exactly the entries it would have made of the
-whole transaction (:meth:`canal.parse.parser.EventParser`; empty transactions the sink keeps included). A
-destination's entries are therefore the ones it would get reading alone; what differs is only when it learns that
-nothing happened to its tables.
-
-**Decoding.** The reader's rows are named by the binlog (``binlog_row_metadata=FULL``), never by one destination's
-schema history: a table map without column names (or with pre-5.6 temporal columns) has a ``schema_error``, and the
-destinations capturing that table leave the reader for good and read alone, where their own history names the rows.
-The rows of a table no destination captures are not decoded (:attr:`DumpRequest.decode_table
-<canal.parse.source.DumpRequest.decode_table>`). While a destination shares, its schema history follows every DDL
-but is not cross-checked against table maps (reading alone, it is). Rows are decoded column by column when any
-destination of the reader asks for that (:class:`~canal.parse.source.RowsForm`).
-
-**Joining and leaving.** A destination joins at a point between groups. At its start: where the reader stands, or
-where it stood -- the reader keeps its last :data:`RING_EVENTS` events (and :data:`RING_BYTES` bytes of binlog) --, or
-up to :data:`AHEAD_BYTES` ahead of it in the same file (it waits there for the reader); otherwise it reads alone, and
-after each event of its own dump looks whether the reader has reached (or still holds) that point, and joins there.
-With no reader running, a destination that starts while another of the master runs makes one at its own start. A
-destination leaves when it stops (its connection and threads go, the reader's stay for the others), when its source
-closes (a master/standby switch), when the reader cannot name a captured table's rows, and when it is slow: the reader
-never holds more than :data:`QUEUE_EVENTS` events for one destination, and waits at most :data:`SLOW_WAIT_S` for room
-before that destination leaves and reads alone from its last handed-off position (it may join again
-:data:`REJOIN_AFTER_S` later). A reader left alone with one destination keeps it and waits for it, as its own dump
-would. A reader with no destination left ends.
-
-**Errors.** An error of the reader's dump (a lost connection, a purged position, a refused event) ends it and is
-raised in every destination's parser after the events before it, as its own dump would have raised it: each retries
-or stops by its own policy, and comes back alone or to a new reader. A destination's own error (a typed stop, a
-failed hand-off) ends only its subscription.
-
-**Cost.** Per event the reader does the decoding once and a queue append per destination that gets the event. At
-the end of a group it takes the group through the parser's steps itself, on its own thread, for each destination it
-gave the group to whose parser thread waits and whose store has room (:mod:`canal.parse.shared_queue`): no thread is
-woken for it. Other destinations' parsers are woken once per group (at its end, or once
-:data:`~canal.parse.shared_queue.WAKE_EVENTS` wait). A plain transaction a destination does not capture costs it
-nothing until its next delivery, where the run of them since the last is one PassedEvent: a slice of the reader's
-list, the empty-transaction policy over it at once while all lie within its interval, the position moved to the
-last, and in GTID mode one GTID set update per run of one source's consecutive GTIDs -- a few steps per run, not per
-transaction.
-"""
+"""The shared reader: one dump of a server for the destinations of the process that read it
+(:mod:`canal.parse.shared` tells what it does and how a destination joins and leaves it), and the process's readers
+(:data:`READERS`)."""
 
 from __future__ import annotations
 
@@ -69,15 +14,16 @@ from typing import Any, Final
 
 import attrs
 
-from canal.errors import CanalError
-from canal.filter import TableFilters
+from canal.errors import SchemaError
 from canal.gtid import gtid_step
 from canal.parse.events import (
     UNDECODED,
     BinlogEvent,
     FormatDescriptionEvent,
     GtidEvent,
+    HeartbeatEvent,
     IgnoredEvent,
+    LayoutSeen,
     PassedEvent,
     PassedTransaction,
     QueryEvent,
@@ -86,12 +32,13 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
-from canal.parse.shared_groups import GroupTracker, Position
-from canal.parse.shared_queue import PASSED_EVENTS, Subscription
-from canal.parse.shared_routes import Routes
+from canal.parse.schema_tracking import SchemaTracker
+from canal.parse.shared.groups import GroupTracker, Position
+from canal.parse.shared.member import SharedMember, SharedReaderLeft, layout_seen
+from canal.parse.shared.queue import PASSED_EVENTS, Subscription
+from canal.parse.shared.routes import Routes
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm
 from canal.position import journal_number
-from canal.schema.history import SchemaColumn
 
 log = logging.getLogger(__name__)
 
@@ -117,56 +64,6 @@ HEARTBEAT_S: Final = 1.0
 _PASSED_KINDS: Final = (GtidEvent, QueryEvent, XidEvent)
 
 
-class SharedReaderLeft(CanalError):
-    """This destination's subscription to a shared reader ended without an error of the source (it was slow, the
-    reader cannot name a table it captures, or it could not join where it stands): the parser dumps again from its
-    last handed-off position, alone, as after a reconnect."""
-
-
-class BinlogNamesOnly:
-    """The reader's :class:`~canal.schema.history.ColumnSource`: no schema history. Table maps the binlog cannot name
-    alone get a problem (see :meth:`canal.parse.mysql.binlog.EventDecoder`), never names from elsewhere."""
-
-    binlog_names_only = True
-    strict = False
-    version = 0
-
-    def columns(self, schema: str, table: str) -> list[SchemaColumn] | None:
-        return None
-
-    def repair(self, position: Any, table: Any) -> bool:
-        return False
-
-
-BINLOG_NAMES_ONLY: Final = BinlogNamesOnly()
-
-
-@attrs.define(eq=False)
-class SharedMember:
-    """What a reader knows of one destination: its name, which tables it captures and how it decodes rows."""
-
-    destination: str
-    tables: TableFilters | None  # None: every table
-    watermark: tuple[str, str] | None = None  # its snapshot watermark table (canal.snapshot.marks)
-    rows_form: RowsForm = attrs.field(factory=RowsForm)
-    rejoin_at: float = 0.0  # monotonic: it left for being slow, and reads alone until then
-    # its parser's step for one event, and whether a step may run on the reader's thread now and there is room for
-    # what that many entries and bytes make (0, 0: the room is known) -- set while its parser reads through a reader
-    step: Callable[[BinlogEvent], None] | None = None
-    ready: Callable[[int, int], bool] | None = None
-
-    def wants(self, schema: str, table: str) -> bool:
-        tables = self.tables
-        return tables is None or tables.matches(schema, table) or (schema, table) == self.watermark
-
-    def literal_names(self) -> frozenset[str] | None:
-        """The tables it captures as lower-case ``schema.table`` names, when its filter is plain names
-        (:attr:`TableFilters.literal_names <canal.filter.TableFilters.literal_names>`) and it has no watermark
-        table; else None (it is asked, :meth:`wants`)."""
-        tables = self.tables
-        return None if tables is None or self.watermark is not None else tables.literal_names
-
-
 @attrs.define(slots=True)
 class _Group:
     seq: int
@@ -177,28 +74,53 @@ class _Group:
 
 
 class SharedReader:
-    """One dump of a server for the destinations subscribed to it (see the module docstring)."""
+    """One dump of a server for the destinations subscribed to it (:mod:`canal.parse.shared`), made for ``first``:
+    from its request, and -- when it decodes with a schema history -- with a fork of its history."""
 
     def __init__(
-        self, readers: SharedReaders, key: str, source: BinlogSource, request: DumpRequest, start: Position | None
+        self,
+        readers: SharedReaders,
+        key: str,
+        source: BinlogSource,
+        request: DumpRequest,
+        start: Position | None,
+        first: SharedMember,
     ) -> None:
         self.key = key
         self._readers = readers
         self._source = source
+        # its dump is no one destination's: a replica id of its own, not the configured one of the destination whose
+        # source it is (which that destination takes with it when it leaves the process)
+        dump_as = getattr(source, "dump_as", None)
+        if dump_as is not None:
+            dump_as(f"shared reader of {key}")
         self._form = RowsForm()
+        # its own schema history (None: it decodes as a destination without one does): a fork of the first
+        # destination's, which follows every DDL it reads before it decodes the next event (canal.parse.shared.member)
+        self._schemas: SchemaTracker | None = None if first.schemas is None else first.schemas.fork()
+        self._seen: dict[tuple[str, str], tuple[int, LayoutSeen]] = {}  # by table: its history's version, what it held
+        self._gtid_text = request.gtid_set  # the GTID set its dump starts from (None: a file position)
+        # heartbeats as often as the most often any destination of its key asks for them (SharedReaders.open)
+        self.heartbeat_s = min(request.heartbeat_period_s or HEARTBEAT_S, HEARTBEAT_S)
         self._request = attrs.evolve(
             request,
-            schema=BINLOG_NAMES_ONLY,
+            schema=None if self._schemas is None else self._schemas.history,
             rows_form=self._form,
             decode_table=self._decodes,
-            heartbeat_period_s=min(request.heartbeat_period_s or HEARTBEAT_S, HEARTBEAT_S),
+            heartbeat_period_s=self.heartbeat_s,
             blocking=True,
         )
+        # when its dump last received an event (a heartbeat included): a destination's watchdog counts that as its
+        # own dump's reads (canal.parse.parser), since it is the connection it reads through
+        self.last_read = time.monotonic()
         self._cond = threading.Condition()
         self._subs: tuple[Subscription, ...] = ()
         self._ahead: dict[Position, list[Subscription]] = {}
         self._waiting: tuple[Subscription, ...] = ()  # the subscriptions in _ahead
         self._routes: Routes[Subscription] = Routes(())
+        # the subscriptions whose own dump starts otherwise than the reader's (a file position, another GTID set):
+        # a group their dump would leave out, and a jump of the reader's dump past one, make them leave
+        self._other_starts: tuple[Subscription, ...] = ()
         self._tracker = GroupTracker(start)
         self._group: _Group | None = None
         # whether it is inside a group of events (destinations given some of it are woken at its end): _group is not
@@ -207,7 +129,7 @@ class SharedReader:
         # the destinations given events of the open group while their parser waited, woken when it ends
         self.unwoken: set[Subscription] = set()
         self._inline_due: list[Subscription] = []  # given a whole group while parked: converted here
-        self.inlined = 0  # runs of a destination's steps on this thread (canal.parse.shared_queue)
+        self.inlined = 0  # runs of a destination's steps on this thread (canal.parse.shared.queue)
         self.room_at = QUEUE_EVENTS // 2  # a queue the reader waits for has room again at this many events
         self._seq = 0  # groups opened
         # the plain groups no one (or not everyone) got, in binlog order: their sequence numbers, the transactions
@@ -224,13 +146,20 @@ class SharedReader:
         self._ring_bytes = 0
         self._flushed = time.monotonic()
         self._unshared: set[tuple[str, str]] = set()  # tables whose rows need a schema history
+        # the statement being read maps a table some destination captures: its rows of every table are decoded (a
+        # parent's rows tell a destination capturing its child whether a foreign key's action reached it)
+        self._maps_captured = False
+        self._statement_maps: list[tuple[str, str]] = []  # the tables the statement being read maps
         self._fdes: dict[int, BinlogEvent] = {}  # the format description of each recent file, by journal number
         self.waiting_for: Subscription | None = None
         self.ended = False
         self._quiet = False  # it ends because no one is left: its dump's end is no news
         self.error: BaseException | None = None
         self.events_read = 0
-        self._thread = threading.Thread(target=self._run, name=f"canal-shared-reader-{key}", daemon=True)
+        # named by the server and login it reads (the rest of the key: its settings)
+        self._thread = threading.Thread(
+            target=self._run, name=f"canal-shared-reader-{key.split(' ', 1)[0]}", daemon=True
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -243,6 +172,7 @@ class SharedReader:
 
     def _run(self) -> None:
         error: BaseException | None = None
+        ended = False  # the dump ended of itself (a server shutting down sends its end): each stream ends so too
         try:
             self._source.open()
             for event in self._source.dump(self._request):
@@ -254,16 +184,20 @@ class SharedReader:
                 for sub in due:  # outside the lock: a step may call back into the reader (a destination leaving)
                     if not sub.run_inline():
                         sub.wake.set()
+            else:
+                ended = True
         except BaseException as exc:  # every subscriber gets it, as its own dump would have raised it
             error = exc
         finally:
-            self._end(error)
+            self._end(error, ended=ended)
             try:
                 self._source.close()
             except Exception as exc:  # closing a broken connection may fail: it is dropped either way
                 log.debug("shared reader %s: closing its source failed: %s", self.key, exc)
 
-    def _end(self, error: BaseException | None) -> None:
+    def _end(self, error: BaseException | None, *, ended: bool = False) -> None:
+        """No more events: every subscription ends with ``error``, or -- when the dump ``ended`` of itself -- just ends,
+        as a destination's own dump would (its parser takes that for a failed dump); else it leaves the reader."""
         self._readers.forget(self)
         with self._cond:
             self.ended = True
@@ -275,7 +209,7 @@ class SharedReader:
             self._cond.notify_all()
         if error is not None and not self._quiet:
             log.info("shared reader %s ended: %s: %s", self.key, type(error).__name__, error)
-        end = error if error is not None else SharedReaderLeft(f"the shared reader of {self.key} ended")
+        end = error if error is not None or ended else SharedReaderLeft(f"the shared reader of {self.key} ended")
         for sub in subs:
             sub.finish(end)
 
@@ -303,17 +237,30 @@ class SharedReader:
                     del self._ahead[place]
         self._changed()
 
-    def _eject(self, sub: Subscription, why: str) -> None:
+    def _eject(self, sub: Subscription, why: str, *, rejoin_after_s: float = 0.0) -> None:
+        """``sub`` leaves and reads alone (for at least ``rejoin_after_s``) from its last handed-off position."""
         log.info("[%s] leaves the shared reader of %s: %s", sub.member.destination, self.key, why)
+        if rejoin_after_s:
+            sub.member.rejoin_at = time.monotonic() + rejoin_after_s
         self._drop(sub)
         sub.finish(SharedReaderLeft(f"left the shared reader of {self.key}: {why}"))
 
+    def diverged(self, sub: Subscription, why: str) -> None:
+        """``sub``'s destination holds another layout of a table it captures than the reader decoded with (its
+        parser found it, :mod:`canal.parse.shared.queue`): it reads alone, where its own history decodes, and may
+        join again :data:`REJOIN_AFTER_S` later."""
+        with self._cond:
+            if sub.active:
+                self._eject(sub, why, rejoin_after_s=REJOIN_AFTER_S)
+            self._cond.notify_all()
+
     def _changed(self) -> None:
-        """The subscriptions changed: routes (:mod:`canal.parse.shared_routes`: a filter per table and destination
-        once, not again on every join) and the rows form follow."""
+        """The subscriptions changed: routes (:mod:`canal.parse.shared.routes`: a filter per table and destination
+        once, not again on every join), the rows form and the subscriptions whose dump starts otherwise follow."""
         self._waiting = tuple(s for w in self._ahead.values() for s in w)
         self._routes = Routes((*self._subs, *self._waiting), self._routes)
         self._form.columnar = any(s.member.rows_form.columnar for s in (*self._subs, *self._waiting))
+        self._other_starts = tuple(s for s in self._subs if s.member.gtid_text != self._gtid_text)
 
     def room(self) -> None:
         """The subscription the reader waits for has room again (called from its parser thread)."""
@@ -327,14 +274,19 @@ class SharedReader:
         tracker = self._tracker
         return not self.ended and ((tracker.between and tracker.next_start == at) or at in self._ring_index)
 
-    def subscribe(self, member: SharedMember, at: Position | None, *, first: bool = False) -> Subscription | None:
+    def subscribe(
+        self, member: SharedMember, at: Position | None, *, first: bool = False, starts: bool = True
+    ) -> Subscription | None:
         """A subscription for a destination whose next event starts at ``at`` (between groups): from where the reader
-        stands or stood, or from ahead of it; None when it cannot join there (it reads alone)."""
+        stands or stood, or from ahead of it; None when it cannot join there (it reads alone). ``starts``: its dump
+        starts there (it is given what a dump begins with, :meth:`_prelude`); else its own dump went on to there."""
         with self._cond:
             if self.ended:
                 return None
             if member.tables is not None and any(member.wants(*name) for name in self._unshared):
                 return None
+            if 0 < member.heartbeat_s < self.heartbeat_s:
+                return None  # its dump would hear from an idle server more often: alone, it never counts it dead
             sub = Subscription(self, member)
             tracker = self._tracker
             if first:
@@ -342,7 +294,7 @@ class SharedReader:
                 return sub
             if at is None:
                 return None
-            prelude = self._prelude(at)
+            prelude = self._prelude(at) if starts else []
             if prelude is None:
                 return None
             if tracker.between and tracker.next_start == at:
@@ -353,9 +305,15 @@ class SharedReader:
             index = self._ring_index.get(at)
             if index is not None:
                 held = [h[0] for h in list(self._ring)[index - self._ring_base :]]
-                undecoded = (e for e in held if isinstance(e, RowsEvent) and e.rows is UNDECODED)
-                if any(member.wants(e.table.schema, e.table.table) for e in undecoded):
-                    return None  # rows it captures were not decoded then: it joins later
+                undecoded = _undecoded_for(member, held)
+                if undecoded:
+                    return None  # rows it needs were not decoded then: it joins later
+                if member.gtid_text != self._gtid_text and any(
+                    isinstance(e, GtidEvent) and member.skips(e.gtid) for e in held
+                ):
+                    return None  # its own dump leaves out a group held there: it goes on alone past it
+                if undecoded is None:
+                    self._maps_captured = True  # it joins inside a statement mapping a table it captures
                 for event in prelude:
                     sub.push(event)
                 for event in held:
@@ -372,8 +330,9 @@ class SharedReader:
             return None
 
     def _prelude(self, at: Position) -> list[BinlogEvent] | None:
-        """What a dump of the server starting at ``at`` begins with: the artificial rotate naming the place, and the
-        format description event of its file (which gives a configured start its time). None when the reader has
+        """What a dump of the server starting at ``at`` begins with: the artificial rotate naming the place, and --
+        past the file's start, where the dump reads it -- the format description event of its file, sent as a server
+        sends it there (no place of its own; its time gives a configured start its time). None when the reader has
         not read that file's format description (it cannot give the joiner what its own dump would)."""
         fde = self._fdes.get(at[0])
         if fde is None:
@@ -388,11 +347,12 @@ class SharedReader:
             next_position=at[1],
             artificial=True,
         )
-        return [rotate, fde]
+        return [rotate] if at[1] <= 4 else [rotate, attrs.evolve(fde, offset=0, next_offset=0)]
 
     def _attach(self, sub: Subscription) -> None:
         """``sub`` from now on, having been given everything of the stream up to where the reader stands."""
         group = self._group
+        sub.attached = True
         sub.next_seq = self._seq + 1 if group is None else group.seq + 1
         if group is not None:
             # it joined where the reader held the group's start: it has every event of it so far
@@ -404,30 +364,62 @@ class SharedReader:
     # -- routing (the reader thread, under the lock) -------------------------------------------------------------
 
     def _decodes(self, schema: str, table: str) -> bool:
-        """DumpRequest.decode_table: rows of a table some destination captures (or waits to)."""
-        return bool(self._route(schema, table))
+        """DumpRequest.decode_table: rows of a table some destination captures (or waits to), and every row of a
+        statement that maps such a table. A destination reading alone decodes every row: an UPDATE of a parent it
+        leaves out, whose rows change no column a captured child references, reached no child
+        (:func:`canal.parse.cascade.references_unchanged`) -- undecoded, it would heal (or stop) the child."""
+        return self._maps_captured or bool(self._route(schema, table))
 
     def _route(self, schema: str, table: str) -> tuple[Subscription, ...]:
         """The subscriptions capturing a table (those waiting ahead included); also called by the decoder, without
-        the lock (:mod:`canal.parse.shared_routes`)."""
+        the lock (:mod:`canal.parse.shared.routes`)."""
         return self._routes(schema, table)
 
     def _dispatch(self, event: BinlogEvent) -> None:
         self.events_read += 1
-        if event.__class__ is FormatDescriptionEvent:
+        cls = event.__class__
+        ends_statement = False
+        if cls is FormatDescriptionEvent:
             fdes = self._fdes
             fdes[journal_number(event.log_file)] = event
             if len(fdes) > 8:
                 del fdes[min(fdes)]
+        elif cls is TableMapEvent:
+            assert isinstance(event, TableMapEvent)
+            self._statement_maps.append((event.schema, event.table))
+            if not self._maps_captured and self._route(event.schema, event.table):
+                self._maps_captured = True  # the statement's rows, the tables it does not capture included, decode
+            if self._schemas is not None:
+                event = self._stamped(event)
+        elif cls is RowsEvent:
+            assert isinstance(event, RowsEvent)
+            if event.end_of_statement:
+                self._maps_captured = False
+                ends_statement = True
+        elif cls is QueryEvent and self._schemas is not None:
+            assert isinstance(event, QueryEvent)
+            self._follow(event)
         tracker = self._tracker
         before = tracker.next_start if tracker.between else None
         tracker.follow(event)
+        if tracker.jumped:
+            self._jumped(event)
         at = before if tracker.continuous else None
         if self._ahead:
             self._arrive(at, event)
+        if tracker.opened and self._statement_maps:  # a statement that never ended (a group that never did)
+            self._statement_maps.clear()
+            self._maps_captured = False
+        if tracker.opened and self._group is not None:
+            # a group that never ended, before this event is held: a destination joining from the events held
+            # while the reader waits for room here has the group's events, and not this one
+            self._abandon(self._group)
         self._hold(event, at)
         if tracker.opened:
-            self._open(event)
+            if cls is GtidEvent and self._other_starts:
+                assert isinstance(event, GtidEvent)
+                self._skipped_by_some(event)
+            self._open()
         group = self._group
         if group is None:
             self._to_everyone(event)
@@ -435,18 +427,77 @@ class SharedReader:
             self._in_group(group, event)
             if tracker.ended:
                 self._close(group)
-        now = time.monotonic()
+        if ends_statement:  # what a destination is given of the statement was checked against its maps (_give)
+            self._statement_maps.clear()
+        now = self.last_read = time.monotonic()
         if now - self._flushed >= FLUSH_S:
             self._flush_all(now)
         if self._group is None and self.unwoken:
             if group is not None and not group.everyone:
-                # a plain transaction ended: converted on this thread for the parsers that wait (shared_queue).
-                # Any other group (a DDL, XA, a statement) goes to their own threads: what it does there -- a schema
+                # a plain transaction ended: converted on this thread for the parsers that wait (shared.queue). Any
+                # other group (a DDL, XA, a statement) goes to their own threads: what it does there -- a schema
                 # history written, a binlog read back -- may wait on I/O
                 self._inline_due.extend(self.unwoken)
                 self.unwoken.clear()
             else:
                 self._wake_unwoken()
+
+    def _stamped(self, event: TableMapEvent) -> TableMapEvent:
+        """The table map with what the reader's schema history holds of its table -- what the decoder was given for
+        it (:class:`~canal.parse.events.LayoutSeen`): each destination capturing the table checks it against its own
+        history before it takes the map (:mod:`canal.parse.shared.member`)."""
+        schemas = self._schemas
+        assert schemas is not None
+        history = schemas.history
+        key = (event.schema, event.table)
+        known = self._seen.get(key)
+        if known is None or known[0] != history.version:
+            if len(self._seen) >= RING_EVENTS:
+                self._seen.clear()
+            known = self._seen[key] = (history.version, layout_seen(history, *key))
+        return TableMapEvent(
+            log_file=event.log_file,
+            offset=event.offset,
+            next_offset=event.next_offset,
+            timestamp=event.timestamp,
+            server_id=event.server_id,
+            table_id=event.table_id,
+            schema=event.schema,
+            table=event.table,
+            table_schema=event.table_schema,
+            seen=known[1],
+        )
+
+    def _follow(self, event: QueryEvent) -> None:
+        """The reader's history follows a statement before the next event is decoded, as a destination's does alone.
+        One it cannot follow leaves its decode unknown from here: every destination reads alone past it (its own
+        history decides), and may join again :data:`REJOIN_AFTER_S` later."""
+        schemas = self._schemas
+        assert schemas is not None
+        try:
+            schemas.follow(event)
+        except SchemaError as exc:
+            for sub in (*self._subs, *self._waiting):
+                sub.member.rejoin_at = time.monotonic() + REJOIN_AFTER_S
+            raise SharedReaderLeft(
+                f"the shared reader of {self.key} cannot follow the statement at {event.log_file}:{event.offset} "
+                f"in its schema history ({exc})"
+            ) from exc
+
+    def _jumped(self, event: BinlogEvent) -> None:
+        """The dump went on past where it stood: it is one from a GTID set, which left out the groups the set holds.
+        A destination whose own dump starts otherwise may not have left them out: it leaves before this event, and
+        no destination joins at a place before it."""
+        self._ring_index.clear()
+        for sub in self._other_starts:
+            self._eject(sub, f"the reader's dump left out what lies before {event.log_file}:{event.offset}")
+
+    def _skipped_by_some(self, event: GtidEvent) -> None:
+        """A group opens: a destination whose own dump would leave it out (its GTID set holds it) leaves first."""
+        step = gtid_step(event.gtid)  # read once for every destination
+        for sub in self._other_starts:
+            if sub.member.skips(event.gtid, step):
+                self._eject(sub, f"its own dump leaves out the group of GTID {event.gtid}")
 
     def _wake_unwoken(self) -> None:
         for sub in self.unwoken:
@@ -454,10 +505,14 @@ class SharedReader:
         self.unwoken.clear()
 
     def _arrive(self, at: Position | None, event: BinlogEvent) -> None:
-        """Destinations waiting ahead: the ones at ``at`` join; the ones the reader passed read alone."""
-        here = self._tracker.next_start
+        """Destinations waiting ahead: the ones at ``at`` join -- or, at a heartbeat, those where the reader rests
+        (a dump from a GTID set reads on over what it leaves out, and its heartbeats say where it got to) --; the
+        ones the reader passed read alone."""
+        tracker = self._tracker
+        here = tracker.next_start
+        rests = event.__class__ is HeartbeatEvent and tracker.between
         for place in list(self._ahead):
-            if at == place:
+            if at == place or (rests and place == here):
                 for sub in self._ahead.pop(place):
                     self._attach(sub)
             elif here is not None and (place[0] < here[0] or (place[0] == here[0] and place[1] < here[1])):
@@ -480,12 +535,13 @@ class SharedReader:
             if place is not None:
                 self._ring_index.pop(place, None)
 
-    def _open(self, event: BinlogEvent) -> None:
-        group = self._group
-        if group is not None:
-            if not group.everyone:
-                self._give_everyone(group)  # a group that never ended: whoever reads the stream reads it whole
-            self._wake_unwoken()  # and the parsers' own threads take it
+    def _abandon(self, group: _Group) -> None:
+        """A group that never ended (another opens): whoever reads the stream reads it whole."""
+        if not group.everyone:
+            self._give_everyone(group)
+        self._wake_unwoken()  # and the parsers' own threads take it
+
+    def _open(self) -> None:
         self._seq += 1
         self._group = _Group(self._seq, [])
         self.in_group = True
@@ -509,8 +565,10 @@ class SharedReader:
                 if cls is RowsEvent or cls is TableMapEvent:
                     # a table's capturers get the transaction from its first event, this one included
                     self._give_capturers(group, event)
-        subs = group.given
-        for sub in subs if given == len(subs) else subs[:given]:  # not those just given it with their prefix
+        # those given the group before this event (not those just given it with their prefix), as they are now: a
+        # wait for room in one's queue lets a destination join, and one joining from the events the reader holds
+        # gets this event there and is added to the group's list
+        for sub in group.given[:given]:
             self._give(sub, event)
 
     def _give_capturers(self, group: _Group, event: BinlogEvent) -> None:
@@ -521,8 +579,8 @@ class SharedReader:
                 self._eject(sub, f"its rows of {name[0]}.{name[1]} need its schema history")
             self._unshared.add(name)
             return
-        for sub in self._route(*name):
-            if sub.group_seq != group.seq and sub.active:
+        for sub in self._route(*name):  # not those waiting ahead: the group lies before their place
+            if sub.attached and sub.group_seq != group.seq and sub.active:
                 self._start(sub, group, list(group.events))
 
     def _give_everyone(self, group: _Group) -> None:
@@ -546,7 +604,9 @@ class SharedReader:
         self.in_group = False
         if not group.everyone:
             events = tuple(e for e in group.events if e.__class__ in _PASSED_KINDS)
-            assert len(events) <= PASSED_EVENTS  # what a destination's store is asked room for (shared_queue._bound)
+            assert (
+                len(events) <= PASSED_EVENTS
+            )  # what a destination's store is asked room for (canal.parse.shared.queue._bound)
             gtids = [e.gtid for e in events if isinstance(e, GtidEvent)]
             gtid = gtid_step(gtids[0]) if len(gtids) == 1 else None
             passed = self._passed
@@ -609,7 +669,8 @@ class SharedReader:
             return
         if item.__class__ is RowsEvent and item.rows is UNDECODED:
             table = item.table
-            if sub.member.wants(table.schema, table.table):
+            member = sub.member
+            if member.wants(table.schema, table.table) or any(member.wants(*t) for t in self._statement_maps):
                 self._eject(sub, f"it joined after rows of {table.schema}.{table.table} were read undecoded")
                 return
         if sub.pushed - sub.popped >= QUEUE_EVENTS and not self._wait_for(sub):
@@ -632,9 +693,27 @@ class SharedReader:
                         return False
                     left = SLOW_WAIT_S  # the only one: the reader reads for it alone, and waits
                 self._cond.wait(min(left, 0.5))
+                self.last_read = time.monotonic()  # it does not read, on purpose: no dead connection to the others
         finally:
             self.waiting_for = None
         return sub.active
+
+
+def _undecoded_for(member: SharedMember, events: list[BinlogEvent]) -> bool | None:
+    """Whether ``events`` (from a place between groups) hold rows ``member`` needs decoded that were not: rows of a
+    table it captures, or of a statement that maps one (:meth:`SharedReader._decodes`). None: they do not, and end
+    inside a statement that maps one (the rest of its rows must decode)."""
+    maps_captured = False
+    for event in events:
+        if isinstance(event, TableMapEvent):
+            maps_captured = maps_captured or member.wants(event.schema, event.table)
+        elif isinstance(event, RowsEvent):
+            table = event.table
+            if event.rows is UNDECODED and (maps_captured or member.wants(table.schema, table.table)):
+                return True
+            if event.end_of_statement:
+                maps_captured = False
+    return None if maps_captured else False
 
 
 class SharedReaders:
@@ -687,7 +766,11 @@ class SharedReaders:
                 others = [m for m in self._members.get(key, []) if m is not member]
                 if not others:
                     return None
-                reader = SharedReader(self, key, make_source(), request, at)
+                # heartbeats as often as any of them asks (alone, each counts a dump silent for its read timeout dead)
+                periods = [m.heartbeat_s for m in (member, *others) if m.heartbeat_s > 0]
+                if periods:
+                    request = attrs.evolve(request, heartbeat_period_s=min(periods))
+                reader = SharedReader(self, key, make_source(), request, at, member)
                 self._readers[key] = reader
                 sub = reader.subscribe(member, at, first=True)
                 reader.start()
@@ -704,7 +787,7 @@ class SharedReaders:
         reader = self._readers.get(key)
         if reader is None or time.monotonic() < member.rejoin_at or not reader.may_join(at):
             return None
-        sub = reader.subscribe(member, at)
+        sub = reader.subscribe(member, at, starts=False)
         if sub is not None:
             log.info("[%s] joins the shared reader of %s", member.destination, key)
         return sub
@@ -713,12 +796,4 @@ class SharedReaders:
 READERS = SharedReaders()
 
 
-__all__ = [
-    "BINLOG_NAMES_ONLY",
-    "READERS",
-    "SharedMember",
-    "SharedReader",
-    "SharedReaderLeft",
-    "SharedReaders",
-    "Subscription",
-]
+__all__ = ["READERS", "SharedReader", "SharedReaders"]

@@ -1,7 +1,12 @@
 """A destination's dump when it may share its master's binlog (:mod:`canal.parse.shared`): through the process's
 reader of that master, or alone -- from where its cursor rests -- until its own dump reaches a place between
-transactions where it can join one (looking at least every :data:`~canal.parse.shared.HEARTBEAT_S`: an idle server
-sends only heartbeats)."""
+transactions where it can join one (looking at least every :data:`~canal.parse.shared.reader.HEARTBEAT_S`: an idle
+server sends only heartbeats).
+
+A dump from a GTID set leaves out the groups the set holds, wherever they lie (MySQL) or until the set's position in
+each domain (MariaDB): such a dump joins only after it received a group, with nothing left out since -- the reader
+then sends a destination past a group its own dump would leave out only to make it leave there
+(:mod:`canal.parse.shared.member`)."""
 
 from __future__ import annotations
 
@@ -9,10 +14,14 @@ from collections.abc import Callable, Generator, Iterator
 
 import attrs
 
-from canal.parse.events import BinlogEvent
-from canal.parse.shared import HEARTBEAT_S, SharedMember, SharedReaders, Subscription
-from canal.parse.shared_groups import GroupTracker, Position, position_of
+from canal.parse.events import BinlogEvent, GtidEvent
+from canal.parse.shared.groups import GroupTracker, Position, position_of
+from canal.parse.shared.member import SharedMember
+from canal.parse.shared.queue import Subscription
+from canal.parse.shared.reader import HEARTBEAT_S, SharedReaders
 from canal.parse.source import BinlogSource, DumpRequest
+
+__all__ = ["SharedStream", "share_key"]
 
 
 class SharedStream:
@@ -45,6 +54,13 @@ class SharedStream:
         sub = self._sub
         return sub is not None and sub.active and not self._closed
 
+    @property
+    def read_at(self) -> float | None:
+        """While it shares: when (monotonic) the reader's dump last received an event from the server -- the
+        connection this destination reads through, whether or not the event was one for it."""
+        sub = self._sub
+        return sub.reader.last_read if sub is not None and sub.active and not self._closed else None
+
     def close(self) -> None:
         self._closed = True
         sub = self._sub
@@ -53,6 +69,7 @@ class SharedStream:
 
     def __iter__(self) -> Iterator[BinlogEvent]:
         request = self._request
+        self._member.starts_from(request.gtid_set)
         at = None if request.gtid_set is not None else position_of(request.journal_name, request.position)
         sub = self._readers.open(self._key, self._member, at, self._make_source, request)
         if sub is None:
@@ -77,11 +94,19 @@ class SharedStream:
         if not 0 < request.heartbeat_period_s <= HEARTBEAT_S:
             request = attrs.evolve(request, heartbeat_period_s=HEARTBEAT_S)
         dump = self._source.dump(request)
+        # a dump from a file position sends every group after it; one from a GTID set may leave groups out until it
+        # has sent one, and again after each place it left some out (GroupTracker.jumped)
+        settled = request.gtid_set is None
         try:
             for event in dump:
                 yield event
                 tracker.follow(event)
-                if tracker.between:
+                if request.gtid_set is not None:
+                    if tracker.jumped:
+                        settled = False
+                    if event.__class__ is GtidEvent:
+                        settled = True
+                if tracker.between and settled:
                     place = tracker.next_start
                     assert place is not None
                     sub = readers.join(key, member, place)
@@ -98,7 +123,13 @@ class SharedStream:
         return None
 
 
-def share_key(source: BinlogSource) -> str | None:
-    """What a read of ``source`` is valid for in this process (None: it is not shared)."""
+def share_key(source: BinlogSource, request: DumpRequest) -> str | None:
+    """Which reader of the process a dump of ``source`` with ``request`` may read through (None: it reads alone):
+    the source's ``share_key`` -- for a server, everything that decides what its connections are and how they
+    read (:attr:`MysqlBinlogSource.share_key <canal.parse.mysql.source.MysqlBinlogSource.share_key>`) -- and how
+    its rows are decoded: with a schema history (the reader's own, which each destination's is checked against), or
+    by the source alone."""
     key = getattr(source, "share_key", None)
-    return key if isinstance(key, str) else None
+    if not isinstance(key, str):
+        return None
+    return key if request.schema is None else f"{key} with a schema history"

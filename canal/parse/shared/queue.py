@@ -1,17 +1,23 @@
-"""A destination's queue from its master's shared reader (:mod:`canal.parse.shared`), read by its parser thread --
-or, while that thread waits, taken through the parser's steps on the reader's own thread.
+"""A destination's queue from its master's shared reader (:mod:`canal.parse.shared.reader`), read by its parser
+thread -- or, while that thread waits, taken through the parser's steps on the reader's own thread.
 
 Read through its own thread, a destination given a transaction now and then costs a wake of that thread and a
 hand-over of the interpreter to it per transaction: on these machines more than converting the transaction. So when
 the reader ends a transaction it gave to a destination whose parser thread waits, and whose store takes what the
-queued events make without waiting (:attr:`SharedMember.ready <canal.parse.shared.SharedMember.ready>`), it runs the
-parser's step (:attr:`SharedMember.step <canal.parse.shared.SharedMember.step>`) for each of them itself, outside its
-lock. The parser's state belongs to one thread at a time through :attr:`Subscription.turn`, which the parser thread
-holds except while it waits: the steps run one at a time and in order, as on the parser's thread, and what a step
-raises on the reader's thread the parser thread raises in its place. Only plain transactions (rows, and the passed
-transactions told with them) are taken so: a parser woken for anything else -- a DDL, whose schema history may be
-written, an XA COMMIT read back from the server, a heartbeat -- takes what is queued on its own thread, as does one
-whose stream a snapshot merges into, one that stops, or one whose store has no room.
+queued events make without waiting (:attr:`SharedMember.ready <canal.parse.shared.member.SharedMember.ready>`), it
+runs the parser's step (:attr:`SharedMember.step <canal.parse.shared.member.SharedMember.step>`) for each of them
+itself, outside its lock. The parser's state belongs to one thread at a time through :attr:`Subscription.turn`,
+which the parser thread holds except while it waits: the steps run one at a time and in order, as on the parser's
+thread, and what a step raises on the reader's thread the parser thread raises in its place. Only plain transactions
+(rows, and the passed transactions told with them) are taken so: a parser woken for anything else -- a DDL, whose
+schema history may be written, an XA COMMIT read back from the server, a heartbeat -- takes what is queued on its own
+thread, as does one whose stream a snapshot merges into, one that stops, or one whose store has no room.
+
+Either way, before a step takes the table map of a table the destination captures, the layout the reader decoded it
+with is checked against the destination's own schema history (:mod:`canal.parse.shared.member`); where they differ
+the destination leaves the reader and reads alone.
+
+The queue knows of its reader only what :class:`Hub` names: the reader module imports this one, never the reverse.
 """
 
 from __future__ import annotations
@@ -20,29 +26,57 @@ import collections
 import copy
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
-from canal.parse.events import BinlogEvent, PassedEvent
+from canal.parse.events import BinlogEvent, LayoutSeen, PassedEvent, TableMapEvent
+from canal.parse.shared.member import SharedMember, SharedReaderLeft, layout_seen
 
-if TYPE_CHECKING:
-    from canal.parse.shared import SharedMember, SharedReader
+__all__ = ["PASSED_EVENTS", "PASSED_EVENT_BYTES", "WAKE_EVENTS", "Hub", "Subscription"]
 
 WAKE_EVENTS: Final = 256
 """Events queued for a waiting destination inside a transaction before its parser is woken; otherwise it is woken
 (or its events are taken on the reader's thread) once the transaction ends: once per transaction, not per event."""
 PASSED_EVENTS: Final = 3
 """The most events a passed transaction holds: its GTID, BEGIN and end (a plain group's,
-:mod:`canal.parse.shared_groups`: table maps, rows and annotations are not kept)."""
+:mod:`canal.parse.shared.groups`: table maps, rows and annotations are not kept)."""
 PASSED_EVENT_BYTES: Final = 1024
 """Bytes allowed for each of them when the reader asks whether a store has room (their entries carry the event's
 length: a few dozen bytes each)."""
+_LAYOUTS_KEPT: Final = 4096
+"""Tables whose checked layout a subscription remembers."""
+
+
+class Hub(Protocol):
+    """What a subscription asks of its reader (:class:`~canal.parse.shared.reader.SharedReader`)."""
+
+    # the subscription the reader waits for room in (None: it waits for none), and at how many queued events there
+    # is room again
+    waiting_for: Subscription | None
+    room_at: int
+    # whether the reader is inside a group, and the subscriptions given events of it while their parser waited
+    in_group: bool
+    unwoken: set[Subscription]
+    inlined: int  # runs of a destination's steps on the reader's thread
+    last_read: float  # monotonic: when its dump last received an event from the server
+
+    def room(self) -> None:
+        """The subscription the reader waits for has room again."""
+        ...
+
+    def leave(self, sub: Subscription) -> None:
+        """``sub`` leaves (its destination stops or switches)."""
+        ...
+
+    def diverged(self, sub: Subscription, why: str) -> None:
+        """``sub`` leaves: its destination's own history holds another layout than the reader decoded with."""
+        ...
 
 
 class Subscription:
     """One destination's queue from a reader, read by its parser thread (:meth:`events`) or taken on the reader's
     thread (:meth:`run_inline`)."""
 
-    def __init__(self, reader: SharedReader, member: SharedMember) -> None:
+    def __init__(self, reader: Hub, member: SharedMember) -> None:
         self.reader = reader
         self.member = member
         self.items: collections.deque[BinlogEvent | list[BinlogEvent]] = collections.deque()
@@ -56,9 +90,12 @@ class Subscription:
         self.end: BaseException | None = None  # what the stream ends with after the queued events
         self.closed = False
         self.active = True  # the reader routes to it
+        self.attached = False  # it is given the stream (not waiting ahead of the reader for its place)
         # routing state, the reader's (under its lock)
         self.next_seq = 0  # the first group it has neither been given nor told of
         self.group_seq = -1  # the group it is being given
+        # the layouts checked against its history: by table, the reader's LayoutSeen and its history's version then
+        self._layouts: dict[tuple[str, str], tuple[LayoutSeen, int]] = {}
 
     @property
     def queued(self) -> int:
@@ -103,10 +140,15 @@ class Subscription:
                     if item.__class__ is list:
                         assert isinstance(item, list)
                         self.popped += len(item)
-                        yield from item
+                        for event in item:
+                            if event.__class__ is TableMapEvent:
+                                self._check(event)
+                            yield event
                     else:
                         assert isinstance(item, BinlogEvent)
                         self.popped += 1
+                        if item.__class__ is TableMapEvent:
+                            self._check(item)
                         yield item
                     if reader.waiting_for is self and self.queued <= reader.room_at:
                         reader.room()
@@ -155,6 +197,8 @@ class Subscription:
                         self.popped -= len(events) - i
                         return False
                     first = False
+                    if event.__class__ is TableMapEvent:
+                        self._check(event)
                     step(event)
             self.reader.inlined += 1
             return True
@@ -163,6 +207,34 @@ class Subscription:
             return False
         finally:
             self.turn.release()
+
+    def _check(self, event: BinlogEvent) -> None:
+        """Before the step of a table map: for a table the destination captures, its own schema history must hold
+        what the reader's did when it decoded the map (:mod:`canal.parse.shared.member`); else it leaves the reader
+        (SharedReaderLeft) and dumps alone from its last handed-off position. Checked again only when the reader's
+        layout or the history changed."""
+        assert isinstance(event, TableMapEvent)
+        seen = event.seen
+        if seen is None:
+            return  # the reader decodes without a schema history, as the destination does alone
+        key = (event.schema, event.table)
+        tracker = self.member.schemas
+        version = -1 if tracker is None else tracker.history.version
+        known = self._layouts.get(key)
+        if known is not None and known[0] is seen and known[1] == version:
+            return
+        if self.member.wants(*key):
+            mine = None if tracker is None else layout_seen(tracker.history, *key)
+            if mine != seen:
+                why = (
+                    f"its schema history holds another layout of {key[0]}.{key[1]} than the reader decoded its rows "
+                    f"with at {event.log_file}:{event.offset}"
+                )
+                self.reader.diverged(self, why)
+                raise SharedReaderLeft(f"left the shared reader: {why}")
+        if len(self._layouts) >= _LAYOUTS_KEPT:
+            self._layouts.clear()
+        self._layouts[key] = (seen, version)
 
 
 def _bound(items: collections.deque[BinlogEvent | list[BinlogEvent]]) -> tuple[int, int]:

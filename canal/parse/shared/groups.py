@@ -1,5 +1,5 @@
 """Where a binlog stream stands between the groups of events that belong together: what the shared reader
-(:mod:`canal.parse.shared`) routes whole, and where a destination may join or leave it.
+(:mod:`canal.parse.shared.reader`) routes whole, and where a destination may join or leave it.
 
 A *group* is a transaction -- from its GTID event (or its BEGIN when none comes before it) to its end (an XID event, or
 a ``COMMIT`` / ``ROLLBACK`` / ``XA END`` statement) -- or a statement outside any transaction with the GTID event
@@ -52,9 +52,24 @@ class GroupTracker:
     ``follow(event)`` is called for every event in order; afterwards :attr:`between` says whether the stream rests
     between groups and :attr:`next_start` where its next event starts (None when unknown: inside a MySQL compressed
     transaction, before the first positioned event).
+
+    :attr:`continuous` says whether the event started exactly where the stream stood, and :attr:`jumped` whether it
+    started past that place: the bytes between were not sent. A dump from a GTID set does that -- the server leaves out
+    the groups the set holds -- so a place before such a jump is no place a dump from a file position continues from.
     """
 
-    __slots__ = ("begin", "continuous", "ended", "in_txn", "next_start", "open", "opened", "plain", "statement")
+    __slots__ = (
+        "begin",
+        "continuous",
+        "ended",
+        "in_txn",
+        "jumped",
+        "next_start",
+        "open",
+        "opened",
+        "plain",
+        "statement",
+    )
 
     def __init__(self, start: Position | None = None) -> None:
         self.open = False  # a group is open
@@ -65,6 +80,7 @@ class GroupTracker:
         self.opened = False  # the last event opened a group
         self.ended = False  # the last event ended a group
         self.continuous = False  # the last event started where the stream stood (a real event, in order)
+        self.jumped = False  # the last event started past where the stream stood (what lay between was skipped)
         self.next_start = start
 
     @property
@@ -133,14 +149,26 @@ class GroupTracker:
 
     def _place(self, event: BinlogEvent) -> None:
         """Where the next event starts, and whether this one continued the stream where it stood."""
+        self.jumped = False
         cls = event.__class__
         if cls is HeartbeatEvent:
+            # the server's place in the binlog: past where the stream stood (between groups, in its file), the dump
+            # read on without sending what lay between -- a dump from a GTID set over the groups the set holds
             self.continuous = False
+            known = self.next_start
+            if not self.open and known is not None and event.log_file:
+                rests = (journal_number(event.log_file), event.offset)
+                if rests[0] == known[0] and rests[1] > known[1]:
+                    self.jumped = True
+                    self.next_start = rests
             return
         if cls is RotateEvent:
             assert isinstance(event, RotateEvent)
             here = position_of(event.log_file, event.offset)
-            self.continuous = not event.artificial and here is not None and here == self.next_start
+            known = self.next_start
+            self.continuous = not event.artificial and here is not None and here == known
+            # the rotate that ends a file, past where the stream stood: what lay between was left out
+            self.jumped = not event.artificial and here is not None and known is not None and here > known
             self.next_start = position_of(event.next_file, event.next_position)
             return
         here = (journal_number(event.log_file), event.offset)
@@ -150,9 +178,14 @@ class GroupTracker:
             # compressed transaction (at its payload's end, where the stream stands): the place does not move
             self.continuous = event.next_offset == event.offset and here == known
             return
-        if known is None or here >= known:
-            # in order (a dump's first real event may start past the place its start rotate named: a GTID start)
+        if known is None or here == known:
             self.continuous = True
+            self.next_start = (here[0], event.next_offset)
+        elif here > known:
+            # past the place the stream stood: the events between were left out (a dump from a GTID set skips the
+            # groups the set holds, its first sent event included). The place before is no join point
+            self.continuous = False
+            self.jumped = True
             self.next_start = (here[0], event.next_offset)
         else:
             self.continuous = False  # a format description a dump sends again from its file's start

@@ -1,0 +1,397 @@
+"""Differential tests against Debezium: Debezium 3.5.0's embedded engine with its MariaDB connector (``peers/``, run by
+:class:`peer_harness.DebeziumPeer`, one JVM for the module) and a pycanal ``Instance`` read the same workloads of a real
+MariaDB, and Debezium's values -- its default converters, ``decimal.handling.mode=string`` and
+``time.precision.mode=connect``, one engine each -- are compared with pycanal's typed values, row by row, and with
+pycanal's Delta mirror of the same changes.
+
+Every difference is a rule of :mod:`debezium_differences`: a Debezium choice or a Debezium defect, written down in
+``docs/guides/from-debezium.md``; anything else fails. The workloads: a table of every type family, the randomized DDL
+and DML of :mod:`random_schema_workload` (its schema operations), the transaction shapes of
+``test_differential_transactions_mariadb``, and the reference workload of ``benchmarks/bench_decode.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from canal_side_by_side import consume
+from debezium_differences import DIFFERENCES, compare, value_rule
+from debezium_side_by_side import Run, pycanal_changes, side_by_side, streaming
+from hypothesis import given, note
+from hypothesis import strategies as st
+from peer_harness import DebeziumPeer, mariadb_properties, skip_reason
+from random_schema_workload import FUZZ_EXAMPLES, SCHEMA_KINDS, Workload, fuzz_settings
+from random_schema_workload import TYPES as WORKLOAD_TYPES
+from test_differential_transactions_mariadb import _play, _statements, _Tables, _workload
+from test_peers_canal_mariadb import TYPES, VALUES
+
+from canal.config import InstanceConfig, MasterConfig
+from canal.testing.services import MariaDBServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
+
+ROOT = Path(__file__).resolve().parent.parent
+GUIDE = ROOT / "docs" / "guides" / "from-debezium.md"
+EXAMPLES = max(3, FUZZ_EXAMPLES // 5)
+PREFIX = "dbzt"  # the databases the engines capture
+MODES = {"default": {}, "string": {"decimal.handling.mode": "string"}, "connect": {"time.precision.mode": "connect"}}
+_RUNS = itertools.count()
+SEEN: Counter[str] = Counter()
+# MariaDB's INET6 / INET4 stop Debezium's connector (test_debezium_stops_at_a_table_with_an_inet6_column)
+INET = {"i6", "i4"}
+
+
+# Debezium's replica server ids: the module's engines 5400-5402, a pinned test's own engine 7000 and up (a dump with
+# the server id of another is ended by the server)
+@pytest.fixture(scope="module")
+def debezium(mariadb_server: MariaDBServer) -> Iterator[DebeziumPeer]:
+    """One engine per mode, streaming every database named ``dbzt...`` from the moment it starts."""
+    with DebeziumPeer() as peer:
+        for i, (mode, settings) in enumerate(MODES.items()):
+            props = mariadb_properties(mariadb_server.host, mariadb_server.port, "root", "", 5400 + i)
+            props.update({"database.include.list": f"{PREFIX}.*,peers_marks", **settings})
+            peer.start_engine(mode, props)
+        for mode in MODES:
+            streaming(peer, mode, mariadb_server)
+        yield peer
+    print(f"\ndifferences measured against Debezium in this module: {dict(sorted(SEEN.items()))}")
+
+
+# the schema operations but the one-ALTER swap, which stops Debezium (test_debezium_stops_after_a_one_alter_swap)
+DEBEZIUM_KINDS = [kind for kind in SCHEMA_KINDS if kind != "swap"]
+
+
+class _Workload(Workload):
+    """The random workload's types but INET6 / INET4 and COMPRESSED columns, which stop Debezium
+    (:func:`test_debezium_stops_at_mariadb_column_types_it_cannot_parse`)."""
+
+    types = [t for t in WORKLOAD_TYPES if not t[0].startswith("INET") and "COMPRESSED" not in t[0]]
+
+
+def _database(server: MariaDBServer) -> str:
+    name = f"{PREFIX}{next(_RUNS)}"
+    server.execute(f"CREATE DATABASE `{name}`")
+    return name
+
+
+def _assert_same(run: Run, what: str, *, expect: dict[str, set[str]] | None = None) -> None:
+    ours, types = pycanal_changes(run.entries)
+    for mode in MODES:
+        result = compare(mode, run.changes[mode], ours, types)
+        SEEN.update(result.fired)
+        assert not result.unexplained, f"{what}, {mode}: differences no rule explains:\n{result.report()}"
+        missing = (expect or {}).get(mode, set()) - result.fired.keys()
+        assert not missing, f"{what}, {mode}: expected {missing} to be measured; measured {dict(result.fired)}"
+
+
+def _split(values: str) -> list[str]:
+    """The top-level comma-separated parts of a VALUES list."""
+    parts: list[str] = []
+    depth, quoted, current = 0, False, ""
+    for ch in values:
+        quoted = not quoted if ch == "'" else quoted
+        if not quoted and ch in "()":
+            depth += 1 if ch == "(" else -1
+        if ch == "," and depth == 0 and not quoted:
+            parts.append(current.strip())
+            current = ""
+            continue
+        current += ch
+    return [*parts, current.strip()]
+
+
+def test_every_type_family_side_by_side(mariadb_server: MariaDBServer, debezium: DebeziumPeer, tmp_path: Path) -> None:
+    db = _database(mariadb_server)
+    keep = [i for i, (name, _t) in enumerate(TYPES) if name not in INET]
+    columns = ", ".join(f"{TYPES[i][0]} {TYPES[i][1]}" for i in keep)
+    names = ", ".join(TYPES[i][0] for i in keep)
+    values = [", ".join(_split(v)[i] for i in keep) for v in VALUES]
+
+    def play() -> None:
+        conn = mariadb_server.connect()
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = '', time_zone = '+00:00'")
+            cur.execute(f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY AUTO_INCREMENT, {columns})")
+            for row in values:
+                cur.execute(f"INSERT INTO `{db}`.t ({names}) VALUES ({row})")
+            cur.execute(f"UPDATE `{db}`.t SET e = 'b', iu = 2147483648, dt3 = '2024-05-06 07:08:09.5' WHERE id = 2")
+            cur.execute(f"DELETE FROM `{db}`.t WHERE id = 3")
+        conn.close()
+
+    run = side_by_side(mariadb_server, debezium, list(MODES), play, filter_regex=rf"{db}\..*")
+    choices = {"bigint-unsigned-long", "zero-date-null", "geometry-struct", "year-zero", "uuid-trailing-zeros"}
+    _assert_same(
+        run,
+        "every type",
+        expect={
+            "default": choices,
+            "string": choices | {"decimal-string"},
+            "connect": choices | {"connect-precision", "connect-time-range"},
+        },
+    )
+    _mirror_matches_debezium(run, db, tmp_path)
+
+
+def _mirror_matches_debezium(run: Run, db: str, root: Path) -> None:
+    """pycanal's Delta mirror of the same changes holds, row by row, what Debezium's default engine's last image of
+    each row says (by the same rules: zero dates are null in both here, the mirror being told so)."""
+    pytest.importorskip("deltalake")
+    import attrs
+
+    from canal.instance import Instance
+    from canal.lake import DeltaMirror
+    from canal.spark import run_batches
+
+    mirror = DeltaMirror(root / "mirror", zero_dates="null")
+    try:
+        with Instance(attrs.evolve(run.config, destination=f"{run.config.destination}m")) as inst:
+            run_batches(inst, None, mirror, timeout=0.2, until=lambda stats: stats.reached(*run.end))
+        mirrored = {row["id"]: row for row in mirror.read(db, "t").to_pylist()}
+    finally:
+        mirror.close()
+    last: dict[Any, dict[str, Any] | None] = {}
+    for _table, op, before, after in run.changes["default"]:
+        key = (after or before or {}).get("id")
+        last[key] = None if op == "d" else after
+    _ours, types = pycanal_changes(run.entries)
+    assert set(mirrored) == {k for k, v in last.items() if v is not None}
+    unexplained = []
+    for key, row in mirrored.items():
+        image = last[key]
+        assert image is not None
+        for name, value in row.items():
+            mysql_type, fsp = types[-1][name]
+            value = _from_mirror(mysql_type, value)
+            if value_rule("default", mysql_type, fsp, image[name], value) is None:
+                unexplained.append((key, name, mysql_type, image[name], value))
+    assert not unexplained, unexplained
+
+
+def _from_mirror(mysql_type: str, value: Any) -> Any:
+    """A mirrored cell as the entries' typed value: the mirror keeps a TIMESTAMP as its UTC time, a TIME and a SET as
+    SELECT's text, a BIGINT UNSIGNED as a DECIMAL(20,0)."""
+    if value is None:
+        return None
+    if mysql_type.startswith("timestamp"):
+        return value.replace(tzinfo=dt.UTC)
+    if mysql_type.startswith("time"):
+        sign, text = (-1, value[1:]) if value.startswith("-") else (1, value)
+        hours, minutes, seconds = text.split(":")
+        return sign * dt.timedelta(hours=int(hours), minutes=int(minutes), seconds=float(seconds))
+    if mysql_type.startswith("set"):
+        return frozenset(label for label in value.split(",") if label)
+    if mysql_type.startswith("bigint") and "unsigned" in mysql_type:
+        return int(value)
+    return value
+
+
+def test_random_ddl_and_dml_side_by_side(mariadb_server: MariaDBServer, debezium: DebeziumPeer) -> None:
+    @fuzz_settings(EXAMPLES)
+    @given(
+        ops=st.lists(st.tuples(st.sampled_from(DEBEZIUM_KINDS), *[st.integers(0, 99)] * 3), max_size=25),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def check(ops: list[tuple[str, int, int, int]], seed: int) -> None:
+        db = _database(mariadb_server)
+        sql: list[str] = []
+
+        def play() -> None:
+            conn = mariadb_server.connect()
+            try:
+                w = _Workload(conn, db, seed, layer="capture", heal="stop")
+                w.play(ops)
+                sql.extend(w.sql)
+            finally:
+                conn.close()
+
+        run = side_by_side(mariadb_server, debezium, list(MODES), play, filter_regex=rf"{db}\..*")
+        note(";\n".join(sql))
+        _assert_same(run, f"workload {db}")
+
+    check()
+
+
+def test_transaction_shapes_side_by_side(mariadb_server: MariaDBServer, debezium: DebeziumPeer) -> None:
+    @fuzz_settings(EXAMPLES)
+    @given(workload=_workload)
+    def check(workload: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        db = _database(mariadb_server)
+        tables = _Tables(db, next(_RUNS))
+        conn, side = mariadb_server.connect(), mariadb_server.connect()
+        conn.select_db(db)
+        log: list[str] = []
+        _play(
+            conn,
+            [
+                f"CREATE TABLE {tables.inno} (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+                f"CREATE TABLE {tables.myi} (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+                f"CREATE TABLE {tables.xalog} (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+                f"CREATE TABLE {tables.outside} (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+            ],
+            [],
+        )
+        try:
+            run = side_by_side(
+                mariadb_server,
+                debezium,
+                list(MODES),
+                lambda: [
+                    _play(conn, _statements(tables, k, list(o), n), log, side) for n, (k, o) in enumerate(workload)
+                ],
+                filter_regex=rf"{db}\..*",
+            )
+        finally:
+            conn.close()
+            side.close()
+        note("\n".join(log))
+        _assert_same(run, f"transactions in {db}")
+
+    check()
+
+
+def test_reference_workload_side_by_side(mariadb_server: MariaDBServer, debezium: DebeziumPeer) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_decode import build_workload
+
+    db = _database(mariadb_server)
+    run = side_by_side(
+        mariadb_server,
+        debezium,
+        list(MODES),
+        lambda: build_workload(mariadb_server, f"{db}.bench", inserts=2000, updates=1000, deletes=1000),
+        filter_regex=rf"{db}\..*",
+        timeout=120,
+    )
+    _assert_same(run, "the reference workload", expect={"connect": {"connect-precision"}})
+    assert len(run.changes["default"]) == 4000
+
+
+def test_debezium_hands_out_the_rows_of_a_rolled_back_xa_transaction(
+    mariadb_server: MariaDBServer, debezium: DebeziumPeer
+) -> None:
+    """Debezium ignores XA statements (DBZ-168): the row an XA transaction wrote before its PREPARE arrives as an
+    insert, and its XA ROLLBACK as nothing. pycanal hands out the row, then an XAROLLBACK entry that undoes it."""
+    db = _database(mariadb_server)
+    mariadb_server.execute(f"CREATE TABLE `{db}`.x (id INT PRIMARY KEY)")
+
+    def play() -> None:
+        conn = mariadb_server.connect()
+        with conn.cursor() as cur:
+            for sql in ["XA START 'r'", f"INSERT INTO `{db}`.x VALUES (2)", "XA END 'r'", "XA PREPARE 'r'"]:
+                cur.execute(sql)
+            cur.execute("XA ROLLBACK 'r'")
+        conn.close()
+
+    run = side_by_side(mariadb_server, debezium, ["default"], play, filter_regex=rf"{db}\..*")
+    assert mariadb_server.execute(f"SELECT * FROM `{db}`.x") == []
+    assert run.changes["default"] == [(f"{db}.x", "c", None, {"id": 2})]
+    events = [e.header.event_type.name for e in run.entries if e.entry_type.name == "ROWDATA"]
+    assert events == ["INSERT", "XAROLLBACK"]
+
+
+# The tests below stop Debezium's connectors -- every one reading the server: a DDL its parser cannot read stops it
+# whatever database the table is in --, so they run last, each with its own engine.
+
+
+def test_debezium_stops_after_a_one_alter_swap(mariadb_server: MariaDBServer, debezium: DebeziumPeer) -> None:
+    """An ALTER that swaps two columns' names in one statement (``CHANGE a b ..., CHANGE b a ...``, which the server
+    applies as a whole) leaves Debezium's table a column short: its next row stops the connector ("internal schema
+    size 2, but row size 3"). pycanal names the row as SELECT does."""
+    db = f"dbzstop{next(_RUNS)}"
+    mariadb_server.execute(f"CREATE DATABASE `{db}`")
+    journal, position = mariadb_server.execute("SHOW MASTER STATUS")[0][:2]
+    engine = f"swap-{db}"
+    props = mariadb_properties(mariadb_server.host, mariadb_server.port, "root", "", 7000 + next(_RUNS))
+    props["database.include.list"] = f"{db},peers_marks"
+    debezium.start_engine(engine, props)
+    streaming(debezium, engine, mariadb_server)
+    mark = len(debezium.lines)
+    mariadb_server.execute(f"CREATE TABLE `{db}`.n (id INT PRIMARY KEY, a INT, b VARCHAR(5))")
+    mariadb_server.execute(f"ALTER TABLE `{db}`.n CHANGE a b INT, CHANGE b a VARCHAR(5)")
+    mariadb_server.execute(f"INSERT INTO `{db}`.n VALUES (1, 2, 'x')")
+    done = debezium.wait_for(
+        lambda line: line["kind"] == "completed" and line.get("name") == engine, 60, "the engine's end", start=mark
+    )
+    try:
+        config = InstanceConfig(
+            destination=f"swap{next(_RUNS)}",
+            master=MasterConfig(
+                address=mariadb_server.address,
+                username=mariadb_server.user,
+                password=mariadb_server.password,
+                journal_name=str(journal),
+                position=int(position),
+            ),
+            filter_regex=rf"{db}\.n",
+        )
+        entries, error = consume(config, lambda es: any(list(e.iter_rows()) for e in es), 30)
+        assert error is None
+        ours, _types = pycanal_changes(entries)
+        assert [after for _t, _op, _b, after in ours] == [{"id": 1, "b": 2, "a": "x"}]
+    finally:
+        mariadb_server.execute(f"DROP DATABASE `{db}`")
+    assert not done["success"] and "internal schema size" in done.get("trace", "")
+
+
+@pytest.mark.parametrize("column", ["INET6", "INET4", "BLOB COMPRESSED"])
+def test_debezium_stops_at_mariadb_column_types_it_cannot_parse(
+    mariadb_server: MariaDBServer, debezium: DebeziumPeer, column: str
+) -> None:
+    """Debezium's MariaDB DDL parser (3.5.0; 3.6.1's grammar has them neither) knows no INET6 or INET4 type and no
+    COMPRESSED column: the CREATE TABLE stops the connector (``DDL statement couldn't be parsed``) even in a database
+    it does not capture, and nothing after it is captured. pycanal reads the table's rows as SELECT shows them."""
+    db = f"dbzstop{next(_RUNS)}"  # not the module's engines' databases (though the DDL stops them all the same)
+    captured = f"{db}_captured"
+    mariadb_server.execute(f"CREATE DATABASE `{db}`")
+    mariadb_server.execute(f"CREATE DATABASE `{captured}`")
+    journal, position = mariadb_server.execute("SHOW MASTER STATUS")[0][:2]
+    value = {"INET6": "'2001:db8::1'", "INET4": "'192.0.2.1'", "BLOB COMPRESSED": "REPEAT('ab', 200)"}[column]
+    engine = f"ddl-{db}"
+    props = mariadb_properties(mariadb_server.host, mariadb_server.port, "root", "", 7500 + next(_RUNS))
+    props["database.include.list"] = f"{captured},peers_marks"  # the table is in another database
+    debezium.start_engine(engine, props)
+    streaming(debezium, engine, mariadb_server)
+    mark = len(debezium.lines)
+    mariadb_server.execute(f"CREATE TABLE `{db}`.n (id INT PRIMARY KEY, a {column})")
+    mariadb_server.execute(f"INSERT INTO `{db}`.n VALUES (1, {value})")
+    done = debezium.wait_for(
+        lambda line: line["kind"] == "completed" and line.get("name") == engine, 60, "the engine's end", start=mark
+    )
+    try:
+        _read_as_select(mariadb_server, db, str(journal), int(position))
+    finally:
+        mariadb_server.execute(f"DROP DATABASE `{db}`")
+        mariadb_server.execute(f"DROP DATABASE `{captured}`")
+    assert not done["success"] and "couldn't be parsed" in done.get("error", "") + done.get("trace", "")
+
+
+def _read_as_select(mariadb_server: MariaDBServer, db: str, journal: str, position: int) -> None:
+    config = InstanceConfig(
+        destination=f"ddl{next(_RUNS)}",
+        master=MasterConfig(
+            address=mariadb_server.address,
+            username=mariadb_server.user,
+            password=mariadb_server.password,
+            journal_name=journal,
+            position=position,
+        ),
+        filter_regex=rf"{db}\.n",
+    )
+    entries, error = consume(config, lambda es: any(e.header.table == "n" and list(e.iter_rows()) for e in es), 30)
+    assert error is None
+    ours, _types = pycanal_changes(entries)
+    selected = mariadb_server.execute(f"SELECT a FROM `{db}`.n")[0][0]
+    assert [after for _t, _op, _b, after in ours] == [{"id": 1, "a": selected}]
+
+
+def test_every_difference_is_in_the_guide() -> None:
+    text = GUIDE.read_text()
+    missing = [name for name in DIFFERENCES if f"`{name}`" not in text]
+    assert not missing, f"{GUIDE.name} does not describe {missing}"

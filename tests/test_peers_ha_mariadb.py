@@ -1,0 +1,267 @@
+"""canal and pycanal as HA peers of one destination on one ZooKeeper: real processes, a real ZooKeeper and MariaDB.
+
+canal 1.1.7 runs the destination as its deployer does under ZooKeeper (``peers/``: ``CanalServerWithEmbedded`` started
+by canal's ``ServerRunningMonitor`` when it wins ``/otter/canal/destinations/{dest}/running``; canal's default meta,
+``PeriodMixedMetaManager``, which writes the cursor to ZooKeeper once a second), consuming and acking client 1001.
+pycanal runs it through ``EmbeddedServer(zk_hosts=...)`` (``tests.procs.ha_consumer``). Each stands by while the
+other holds the running node; the cursor one acked is where the other resumes; killing the owner hands over.
+
+What is delivered twice is measured against what canal itself redelivers: canal's meta writes its cursor to ZooKeeper
+once a second and not when it stops, so its successor (another canal as much as pycanal) starts from where canal was
+up to a second before; and a cursor names the transaction it ends in, which is read again from its start.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from peer_harness import CanalPeer, skip_reason
+
+from canal.testing.plugin import MariaDBDatabase, ZooKeeperChroot
+from canal.testing.services import free_port
+from tests.procs.ha_harness import Child, ConsumerLog, kill_all
+
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
+
+DEST = "peers_ha"
+CANAL_FLUSH_S = 1.0  # PeriodMixedMetaManager's period: canal's acks reach ZooKeeper this late at most
+SLACK_S = 0.5  # a process's line reaches the test this late at most, on a loaded machine
+
+
+class Writer:
+    """Inserts rows 1, 2, ... one transaction each, into ``table``: in bursts (:meth:`write`) or at a steady pace on a
+    thread (:meth:`start` / :meth:`stop`)."""
+
+    def __init__(self, mariadb: MariaDBDatabase, table: str) -> None:
+        self.conn = mariadb.connect()
+        self.table = table
+        self.written = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def write(self, n: int) -> None:
+        with self.conn.cursor() as cur:
+            for _ in range(n):
+                self.written += 1
+                cur.execute(f"INSERT INTO {self.table} VALUES ({self.written})")
+
+    def start(self, per_s: float = 50.0) -> None:
+        def run() -> None:
+            while not self._stop.wait(1 / per_s):
+                self.write(1)
+
+        self._thread = threading.Thread(target=run, name="writer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.conn.close()
+
+
+class Setup:
+    def __init__(self, mariadb: MariaDBDatabase, zookeeper: ZooKeeperChroot, tmp: Path) -> None:
+        self.mariadb, self.zookeeper, self.tmp = mariadb, zookeeper, tmp
+        self.table = f"`{mariadb.database}`.t"
+        mariadb.execute(f"CREATE TABLE {self.table} (id INT PRIMARY KEY)")
+        journal, position = mariadb.execute("SHOW MASTER STATUS")[0][:2]
+        self.start = (str(journal), int(position))
+        self.regex = rf"{mariadb.database}\.t"
+        self.children: list[Child] = []
+        self.canals: list[CanalPeer] = []
+
+    def canal(self, name: str) -> CanalPeer:
+        """A canal server process embedding the destination under ZooKeeper (its start: ``active`` or ``standby``)."""
+        peer = CanalPeer(name=name, log_dir=self.tmp)
+        self.canals.append(peer)
+        peer.start_destination(
+            DEST,
+            ha=True,
+            zk=self.zookeeper.hosts,
+            zk_session_ms=2000,  # canal's default is ZkClient's 30 s: a killed owner hands over after it
+            server_address=f"127.0.0.1:{free_port()}",
+            delay_s=1,  # ServerRunningMonitor's anti-flapping delay (canal's default 5 s)
+            meta="mixed",
+            index="memory_meta_failback",
+            address=self.mariadb.address,
+            username=self.mariadb.user,
+            password=self.mariadb.password,
+            position={"journalName": self.start[0], "position": self.start[1], "timestamp": int(time.time() * 1000)},
+            filter=self.regex,
+            batch_size=5,
+            batch_mode="ITEMSIZE",
+            timeout_ms=100,
+        )
+        return peer
+
+    def pycanal(self, name: str) -> Child:
+        child = Child(
+            name,
+            {
+                "zk_hosts": self.zookeeper.hosts,
+                "address": f"127.0.0.1:{free_port()}",
+                "mysql": self.mariadb.address,
+                "user": self.mariadb.user,
+                "password": self.mariadb.password,
+                "table_regex": self.regex,
+                "journal": self.start[0],
+                "position": self.start[1],
+                "log": str(self.tmp / f"{name}.log"),
+                "destination": DEST,
+                "mode": "loop",
+                "ha_delay_s": 1.0,
+                "zk_timeout_s": 2.0,
+                "seed": 7,
+            },
+        )
+        self.children.append(child)
+        child.expect(lambda line: line == "W", 60, "standing by or serving")
+        return child
+
+    def close(self) -> None:
+        kill_all(self.children)
+        for peer in self.canals:
+            peer.close()
+
+
+@pytest.fixture
+def ha(mariadb: MariaDBDatabase, zookeeper: ZooKeeperChroot, tmp_path: Path) -> Any:
+    setup = Setup(mariadb, zookeeper, tmp_path)
+    try:
+        yield setup
+    finally:
+        setup.close()
+
+
+def canal_rows(peer: CanalPeer) -> tuple[dict[int, float], list[int]]:
+    """The rows canal acked (row id -> when its ack line arrived) and every row it handed out, in order."""
+    batches: dict[int, list[int]] = {}
+    delivered: list[int] = []
+    acked: dict[int, float] = {}
+    for line in list(peer.lines):
+        if line["kind"] == "entry" and line["header"]["eventType"] == "INSERT":
+            ids = [int(r["afterColumns"][0]["value"]) for r in line["rowChange"]["rowDatas"]]
+            batches.setdefault(line["batch"], []).extend(ids)
+            delivered.extend(ids)
+        elif line["kind"] == "ack":
+            for row in batches.get(line["batch"], []):
+                acked[row] = line["_t"]
+    return acked, delivered
+
+
+def pycanal_rows(child: Child, log: Path) -> tuple[set[int], list[int]]:
+    """The rows a pycanal process acked and every row it handed out, in order (its log)."""
+    parsed = ConsumerLog.parse(child.name, log)
+    acked_batches = {batch for batch, *_rest in parsed.acked}
+    delivered = [row for _b, _t, _at, ids in parsed.delivered for row in ids]
+    acked = {row for batch, _t, _at, ids in parsed.delivered if batch in acked_batches for row in ids}
+    return acked, delivered
+
+
+def wait_until(what: str, check: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} within {timeout}s"
+        time.sleep(0.05)
+
+
+def running_address(zookeeper: ZooKeeperChroot) -> str | None:
+    import json
+
+    client: KazooClient = zookeeper.client(timeout=5.0)
+    try:
+        data, _stat = client.get(f"/otter/canal/destinations/{DEST}/running")
+    except Exception:
+        return None
+    return str(json.loads(data)["address"])
+
+
+def test_pycanal_takes_over_from_canal_without_downtime(ha: Setup) -> None:
+    """The migration: pycanal starts as a standby of canal's destination (it serves nothing while canal runs it),
+    canal stops, and pycanal goes on from canal's cursor: every row arrives, and what pycanal hands out again is
+    only what canal acked in its last cursor period before it stopped."""
+    canal = ha.canal("canal1")
+    assert canal.select("active", destination=DEST), "canal runs the destination"
+    writer = Writer(ha.mariadb, ha.table)
+    try:
+        writer.write(30)
+        wait_until("canal acking rows 1-30", lambda: len(canal_rows(canal)[0]) >= 30)
+        child = ha.pycanal("pycanal1")
+        canal_address = running_address(ha.zookeeper)
+        writer.write(30)
+        wait_until("canal acking rows 31-60", lambda: len(canal_rows(canal)[0]) >= 60)
+        assert running_address(ha.zookeeper) == canal_address
+        assert pycanal_rows(child, ha.tmp / "pycanal1.log") == (set(), []), "the standby served"
+        writer.start()
+        time.sleep(0.5)  # canal stops while rows flow
+        canal.close()
+        stopped = time.monotonic()
+        child.expect(lambda line: line.startswith("S "), 30, "pycanal serving")
+        time.sleep(0.5)
+    finally:
+        writer.stop()
+    total = writer.written
+    log = ha.tmp / "pycanal1.log"
+    wait_until(
+        "pycanal acking every row",
+        lambda: pycanal_rows(child, log)[0] >= set(range(1, total + 1)) - set(canal_rows(canal)[0]),
+    )
+    canal_acked, _canal_delivered = canal_rows(canal)
+    ours_acked, ours_delivered = pycanal_rows(child, log)
+    assert set(canal_acked) | ours_acked == set(range(1, total + 1)), "a row was lost"
+    twice = set(canal_acked) & set(ours_delivered)
+    late = {row for row, t in canal_acked.items() if t >= stopped - CANAL_FLUSH_S - SLACK_S}
+    assert twice <= late, f"handed out again beyond canal's last cursor period: {sorted(twice - late)}"
+    assert len(ours_delivered) == len(set(ours_delivered))
+    assert running_address(ha.zookeeper) != canal_address
+
+
+def test_killing_the_owner_hands_over_both_ways(ha: Setup) -> None:
+    """canal runs the destination, pycanal stands by; canal is SIGKILLed and pycanal goes on from canal's cursor;
+    a new canal stands by, pycanal is SIGKILLed and canal goes on from pycanal's cursor. No row is lost; what is
+    handed out twice is what the killed owner had acked after its last cursor write (canal: within its cursor
+    period; pycanal, which writes the cursor in the ack: only the batch it held unacked)."""
+    canal1 = ha.canal("canal1")
+    assert canal1.select("active", destination=DEST)
+    child = ha.pycanal("pycanal1")
+    writer = Writer(ha.mariadb, ha.table)
+    log = ha.tmp / "pycanal1.log"
+    try:
+        writer.start()
+        wait_until("canal acking 40 rows", lambda: len(canal_rows(canal1)[0]) >= 40)
+        canal1.kill()
+        killed = time.monotonic()
+        child.expect(lambda line: line.startswith("S "), 30, "pycanal serving after canal's death")
+        wait_until("pycanal acking 40 rows", lambda: len(pycanal_rows(child, log)[0]) >= 40)
+        canal2 = ha.canal("canal2")
+        assert canal2.select("standby", destination=DEST), "the new canal stands by while pycanal runs it"
+        time.sleep(1.0)
+        assert not canal_rows(canal2)[1], "the standby canal served"
+        child.proc.send_signal(signal.SIGKILL)
+        child.proc.wait(30)
+        canal2.wait_for(lambda line: line["kind"] == "active", 30, "canal serving after pycanal's death")
+        time.sleep(1.0)
+    finally:
+        writer.stop()
+    total = writer.written
+    wait_until("canal acking the last row", lambda: total in canal_rows(canal2)[0])
+    first_acked, _ = canal_rows(canal1)
+    ours_acked, ours_delivered = pycanal_rows(child, log)
+    second_acked, second_delivered = canal_rows(canal2)
+    assert set(first_acked) | ours_acked | set(second_acked) == set(range(1, total + 1)), "a row was lost"
+    # canal -> pycanal: again only what canal acked within its cursor period before it died
+    late = {row for row, t in first_acked.items() if t >= killed - CANAL_FLUSH_S - SLACK_S}
+    assert set(first_acked) & set(ours_delivered) <= late
+    # pycanal -> canal: pycanal's cursor is written when an ack returns: canal hands out again at most what pycanal
+    # handed out without an ack returning, and the transaction its cursor names (canal reads it from its start)
+    unacked = set(ours_delivered) - ours_acked
+    last_acked = max(ours_acked)
+    assert set(second_delivered) & ours_acked <= {last_acked}, sorted(set(second_delivered) & ours_acked)
+    assert set(second_delivered) >= unacked - set(first_acked)
