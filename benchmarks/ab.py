@@ -206,6 +206,10 @@ def _worktree(commit: str, parent: Path, name: str) -> Iterator[Path]:
         _git("worktree", "remove", "--force", str(where))
 
 
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
 def _server_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
@@ -214,6 +218,8 @@ def _server_cpu_s(pid: int) -> float:
 
 def _measure(side: dict[str, Any], path: str, common: dict[str, Any], server: Any) -> dict[str, Any]:
     spec = {**common, "root": str(side["root"]), "path": path}
+    load = round(os.getloadavg()[0], 2)  # the machine's, as it begins (other work shares the cores)
+    began = time.perf_counter()
     for attempt in (1, 2):
         before = _server_cpu_s(server.pid)
         try:
@@ -233,6 +239,8 @@ def _measure(side: dict[str, Any], path: str, common: dict[str, Any], server: An
         "server_cpu_us_per_row": round(server_s / changes * 1e6, 2),
         "rows_per_s": round(changes / done["seconds"]),
         **({"steady_rows_per_s": done["steady_rows_per_s"]} if "steady_rows_per_s" in done else {}),
+        "load_1m": load,
+        "wall_s": round(time.perf_counter() - began, 1),
     }
 
 
@@ -300,7 +308,8 @@ def _rounds(
                 runs[path][name].append(done)
                 print(
                     f"round {round_ + 1} {path:8s} {sides[name]['name']:22s} {done['cpu_us_per_row']:7.2f} us CPU "
-                    f"a row (server {done['server_cpu_us_per_row']:.2f}), {done['rows_per_s']:,} rows/s",
+                    f"a row (server {done['server_cpu_us_per_row']:.2f}), {done['rows_per_s']:,} rows/s "
+                    f"[{done['wall_s']} s, load {done['load_1m']}]",
                     flush=True,
                 )
     return runs
@@ -363,6 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from canal.testing.services import MariaDBServer
 
     started = time.perf_counter()
+    uptime = {"start": _uptime()}
     with ExitStack() as stack:
         sides = _sides(stack, args.base, args.head)
         with MariaDBServer(server_id=1) as server:
@@ -370,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs = _rounds(sides, paths, args.rounds, common, server)
     result = _report(sides, runs, common)
     result["rounds"] = args.rounds
+    uptime["end"] = _uptime()
+    result["uptime"] = uptime  # the machine's load over the run: CPU per row compares across it, rows/s less so
     result["seconds"] = round(time.perf_counter() - started, 1)
     write_result("ab", result)
     print("RESULT " + " ".join(f"{path}_cpu_ratio={result['paths'][path]['cpu_ratio']}" for path in paths))

@@ -177,7 +177,9 @@ def test_destinations_starting_together_read_the_layouts_once(
     monkeypatch.setattr(schema_tracking, "_SHARED_READS", {})
     reads: list[str] = []
     real = MysqlBinlogSource.schema_catalog
-    monkeypatch.setattr(MysqlBinlogSource, "schema_catalog", lambda self: reads.append(self.address) or real(self))
+    monkeypatch.setattr(
+        MysqlBinlogSource, "schema_catalog", lambda self, **kw: reads.append(self.address) or real(self, **kw)
+    )
 
     def layouts() -> tuple[list[str], Any]:
         with MysqlBinlogSource(mariadb.address, mariadb.user, mariadb.password) as source:

@@ -34,7 +34,14 @@ does, and is followed; the first statement of a table older than the start start
 scan finding it would. So a whole range makes the history a scan makes of it; where a statement of an older table
 comes after statements of tables created in the range, the changes between are named as the history followed them
 (what a scan would have named from the layouts at the read). An entry that asks the history for its tables' layouts
-(a heal's) before the read has the rest of the range scanned first. Once the dump has read the whole range
+(a heal's) before the read has the rest of the range scanned first.
+
+Views, triggers and routines. The layouts' read holds them as they are at the read: one that a statement in the
+range drops, alters or replaces is forgotten at the start (its definition then is gone; the dump follows the
+statement from there), by a scan's bootstrap and by the dump's check alike -- the check forgets it at the statement,
+before the history follows it. What a statement logged as a statement reaches depends on them, so the history
+answers it only once the rest of the range was scanned and its objects forgotten (a question before the read scans
+it first, from the end of the last event the dump took). Once the dump has read the whole range
 (:meth:`SchemaTracker.passed`), the history is persisted; nothing of it is before: a destination that stops first
 bootstraps again at its next start, a dump of another server (a switch) bootstraps from that server's start, and a
 failed scan leaves the history empty.
