@@ -9,6 +9,7 @@ from __future__ import annotations
 import doctest
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -172,7 +173,7 @@ def _catalog(*extra: str) -> SchemaCatalog:
 def _reach(catalog: SchemaCatalog, sql: str, **kw: Any) -> tuple[list[str], str | None]:
     uses = read_uses(sql)
     index = action_index((t.db, t.name, t.foreign_keys) for t in catalog)
-    found = reach(catalog, index, uses.writes, uses.calls, "d", **kw)
+    found = reach(catalog, index, uses.writes, uses.calls, "d", reads=uses.names, **kw)
     return [f"{db}.{table}" for db, table in found.tables], found.unknown
 
 
@@ -193,6 +194,21 @@ def _reach(catalog: SchemaCatalog, sql: str, **kw: Any) -> tuple[list[str], str 
 )
 def test_what_a_statement_reaches(sql: str, reached: list[str]) -> None:
     assert _reach(_catalog(), sql) == (reached, None)
+
+
+def test_a_view_read_runs_the_functions_its_query_calls() -> None:
+    """Reading a view (not writing it) runs the functions its query calls, through views over it too, from a
+    statement or a routine's body; a view whose definition is not known may call one."""
+    catalog = _catalog("CREATE VIEW vf AS SELECT f(id) AS x FROM t", "CREATE VIEW vvf AS SELECT x FROM vf",
+                       "CREATE PROCEDURE copy_out() INSERT INTO keep SELECT x FROM vvf")  # fmt: skip
+    assert _reach(catalog, "INSERT INTO keep SELECT x FROM vf") == (["d.keep", "d.audit"], None)
+    assert _reach(catalog, "DELETE FROM keep WHERE id IN (SELECT x FROM vvf)") == (
+        ["d.keep", "d.audit"],
+        None,
+    )
+    assert _reach(catalog, "INSERT INTO keep SELECT id FROM v") == (["d.keep"], None)
+    catalog.objects.views["d.v"] = attrs.evolve(catalog.objects.views["d.v"], uses=None)
+    assert "whose definition is not known" in str(_reach(catalog, "INSERT INTO keep SELECT id FROM v")[1])
 
 
 def test_what_cannot_be_told_is_said() -> None:

@@ -328,3 +328,45 @@ def test_a_session_whose_temporary_table_predates_the_capture(mariadb: MariaDBDa
     finally:
         session.close()
         conn.close()
+
+
+def _played_alone(
+    mariadb: MariaDBDatabase, tmp_path: Path, schema: list[str], statements: list[str], narrow: str, fmt: str
+) -> tuple[Any, EntryCopy]:
+    """``schema`` made, ``statements`` played in a session logging ``fmt``, and a copy of the tables ``narrow``
+    (with the marks) kept from the entries from before the schema."""
+    conn = mariadb.connect(autocommit=True)
+    before = master_position(conn)
+    _run_sql(conn, mariadb.database, [f"CREATE TABLE {{d}}.{MARKS} (id INT PRIMARY KEY)", *schema])
+    session = mariadb.connect(autocommit=True)
+    try:
+        _run_sql(session, mariadb.database, [f"SET SESSION binlog_format = '{fmt}'", *statements])
+    finally:
+        session.close()
+    config = _config(mariadb, tmp_path, "alone", before, f"{narrow},{MARKS}", "snapshot")
+    return conn, _copy(mariadb, conn, config, 1)
+
+
+@pytest.mark.parametrize("fmt", ["STATEMENT", "MIXED"])
+def test_a_view_read_runs_the_functions_its_query_calls(mariadb: MariaDBDatabase, tmp_path: Path, fmt: str) -> None:
+    """Reading a view whose query calls a stored function runs the function: an INSERT ... SELECT from it (and a
+    DELETE whose subquery reads a view over it) writes what the function writes. The statements name neither the
+    function nor its table: the copy of that table kept its rows as before (none) where SELECT shows them."""
+    db = mariadb.database
+    schema = [
+        "CREATE TABLE {d}.t (id INT PRIMARY KEY)",
+        "INSERT INTO {d}.t VALUES (1), (2)",
+        "CREATE TABLE {d}.audit (id INT PRIMARY KEY, n INT)",
+        "CREATE TABLE {d}.other (x INT)",
+        "CREATE FUNCTION {d}.f(a INT) RETURNS INT DETERMINISTIC MODIFIES SQL DATA "
+        "BEGIN INSERT INTO {d}.audit VALUES (a, 1) ON DUPLICATE KEY UPDATE n = n + 1; RETURN a; END",
+        "CREATE VIEW {d}.v AS SELECT {d}.f(id) AS x FROM {d}.t",
+        "CREATE VIEW {d}.vv AS SELECT x FROM {d}.v",
+    ]
+    statements = [
+        "INSERT INTO {d}.other SELECT x FROM {d}.v",
+        "DELETE FROM {d}.other WHERE x IN (SELECT x FROM {d}.vv)",
+    ]
+    conn, copy = _played_alone(mariadb, tmp_path, schema, statements, "audit", fmt)
+    assert [r["id"] for r in _select(conn, db, "audit")] == [1, 2]
+    assert copy.rows(db, "audit") == _select(conn, db, "audit")
