@@ -334,6 +334,10 @@ def test_a_statement_heals_the_captured_tables_it_reaches() -> None:
     assert cascade is not None and cascade.heal_tables == ("d.gch",)
     function = _verdict("SELECT f(1)", {"d.audit"}).unmodeled
     assert function is not None and function.heal_tables == ("d.audit",) and function.shape.name.startswith("SELECT")
+    # a comment between a function's name and its parenthesis is a blank (the text was searched for "f(" alone)
+    for call in ("f/* c */(1)", "f -- c\n(1)", "f# c\n(1)", "`f` /*!(1)*/", "d.f/*M!100000 (1)*/"):
+        commented = _verdict(f"INSERT INTO keep VALUES ({call}, 1)", {"d.audit"}).unmodeled
+        assert commented is not None and commented.heal_tables == ("d.audit",), call
     # reaching no captured table: left out, like a statement on tables the filter leaves out
     assert _verdict("UPDATE keep SET pid = 1", {"d.t"}).captures_nothing
     # a multi-table UPDATE says which tables it may change: they heal

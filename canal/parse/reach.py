@@ -8,7 +8,8 @@ answer is that it cannot be told (:data:`NO_HISTORY`), and a copy is healed whol
 
 A statement's text is searched for the functions it calls -- and for the views it reads, whose queries may call them
 -- only where a stored function may be called (the history knows one, or could not see a database's routines), and
-then first for their names (a megabyte INSERT is read whole only where it may call one or read a view).
+then first for their names (a megabyte INSERT is read whole only where it may call one or read a view; a comment may
+stand between a function's name and its parenthesis).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = ["NO_HISTORY", "StatementReach", "statement_writes"]
 Temporary = Callable[[str, str], bool]
 """``temporary(db, table)``: whether the statement's session holds a temporary table of that name."""
 
+# what may stand between a function's name and its parenthesis: blanks, comments, an executable comment's opening
+_BETWEEN: Final = r"(?:\s|/\*M?!\d*|/\*.*?\*/|(?:#|--\s)[^\n]*(?:\n|$))*"
 _DUPLICATE: Final = re.compile(r"\bDUPLICATE\b", re.IGNORECASE)
 _SYSTEM: Final = frozenset({"mysql", "information_schema", "performance_schema", "sys"})  # never read by a heal
 _EVENTS: Final = {
@@ -124,7 +127,7 @@ class StatementReach:
                 functions = "|".join(re.escape(name) for name in sorted(known, key=len, reverse=True))
                 views = "|".join(re.escape(name) for name in sorted(history.view_names(), key=len, reverse=True))
                 read = rf"|(?<![\w$])`?(?:{views})`?(?![\w$])" if views else ""
-                pattern = re.compile(rf"(?<![\w$])`?(?:{functions})`?\s*\({read}", re.IGNORECASE)
+                pattern = re.compile(rf"(?<![\w$])`?(?:{functions})`?{_BETWEEN}\({read}", re.IGNORECASE | re.DOTALL)
             self._names = (version, pattern)
         return self._names[1]
 
