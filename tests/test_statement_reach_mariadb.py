@@ -32,8 +32,8 @@ from canal.config import InstanceConfig, SnapshotConfig, StoreConfig
 from canal.errors import NotRunningError, UnmodeledStatementError
 from canal.instance import Instance
 from canal.position import EntryPosition
-from canal.spark import DeltaMirror
-from canal.spark.testing import compare_tables, master_position, run_caught_up
+from canal.spark import DeltaMirror, run_batches
+from canal.spark.testing import compare_tables, healed_by, master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
@@ -370,3 +370,42 @@ def test_a_view_read_runs_the_functions_its_query_calls(mariadb: MariaDBDatabase
     conn, copy = _played_alone(mariadb, tmp_path, schema, statements, "audit", fmt)
     assert [r["id"] for r in _select(conn, db, "audit")] == [1, 2]
     assert copy.rows(db, "audit") == _select(conn, db, "audit")
+
+
+def test_a_statement_inside_a_prepared_xa_transaction_heals_after_its_xa_commit(
+    mariadb: MariaDBDatabase, tmp_path: Path
+) -> None:
+    """MariaDB logs an XA transaction at its XA PREPARE and makes it visible at its XA COMMIT: the heal of a statement
+    logged inside it, read while it was prepared, saw none of its changes, and the mirror, which applies the
+    prepared entries at the XA COMMIT, voided the table there -- it ended with no rows where SELECT shows three. The
+    capture reads the table again after the XA COMMIT; an XA ROLLBACK's heal needs nothing more."""
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    start = master_position(conn)
+    _run_sql(conn, db, [f"CREATE TABLE {{d}}.{MARKS} (id INT PRIMARY KEY)", *SCHEMA[1:4]])
+    sessions = [mariadb.connect(autocommit=True), mariadb.connect(autocommit=True)]  # an XA transaction each
+    mirror = DeltaMirror(tmp_path / "mirror")
+    try:
+        xa = [("x1", "UPDATE {d}.vb SET v = 100 WHERE id = 1", "DELETE FROM {d}.vb WHERE id = 2"),
+              ("x2", "DELETE FROM {d}.vb WHERE id = 3",)]  # fmt: skip
+        for session, (xid, *statements) in zip(sessions, xa, strict=True):
+            _run_sql(session, db, ["SET SESSION binlog_format = 'STATEMENT'", f"XA START '{xid}'", *statements,
+                                   f"XA END '{xid}'", f"XA PREPARE '{xid}'"])  # fmt: skip
+        config = _config(mariadb, tmp_path, "xa", start, f"b,{MARKS}", "snapshot")
+        with Instance(config) as inst:
+            journal = tmp_path / "journal.json"
+            run_batches(inst, None, mirror, timeout=0.5, until=healed_by(inst, master_position(conn)), journal=journal)
+            _run_sql(sessions[0], db, ["XA COMMIT 'x1'"])
+            _run_sql(sessions[1], db, ["XA ROLLBACK 'x2'"])
+            _run_sql(conn, db, [f"INSERT INTO {{d}}.{MARKS} VALUES (1)"])
+            run_batches(inst, None, mirror, timeout=0.5, until=healed_by(inst, master_position(conn)), journal=journal)
+            heals = inst.metrics().heals
+        assert [r["v"] for r in _select(conn, db, "b")] == [100, 3, 4]
+        for comparison in compare_tables(conn, mirror, db, ["b"]):
+            assert comparison.equal, str(comparison)
+        assert heals == 4  # b at each statement, and again at x1's XA COMMIT
+    finally:
+        mirror.close()
+        for session in sessions:
+            session.close()
+        conn.close()

@@ -88,6 +88,7 @@ from canal.parse.start_position import (
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.parse.unmodeled import StatementPolicy, stop
 from canal.parse.watchdog import WATCHDOG
+from canal.parse.xa_heals import XAHeals
 from canal.parse.xa_lookback import XAFollower, prepared_rows, recovered_entries
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
@@ -158,6 +159,7 @@ class EventParser(StartStopContext):
         self._converter.savepoints = self._buffer.savepoint  # rows a ROLLBACK TO undid are never handed off
         self._options = options
         self._xa = XAFollower()  # XA COMMITs whose PREPARE lies before the start: their rows are read back
+        self._xa_heals = XAHeals()  # heals inside a prepared XA transaction: read again at its XA COMMIT
         # the empty-transaction policy of the sink (EntrySink.drops_empty), set by the assembly: transactions a shared
         # reader left out of this stream count against it without being made into entries
         self.empty_transactions: Callable[[Sequence[int], int], int] | None = None
@@ -560,6 +562,7 @@ class EventParser(StartStopContext):
                 self._merge.abort(f"the parser now reads {active.address}")  # chunk positions name the old binlog
             if identity != self._buffer.identity:
                 self._xa.clear()
+                self._xa_heals.clear()
             self._buffer.identity = identity
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
             schemas = self._schemas
@@ -575,6 +578,7 @@ class EventParser(StartStopContext):
             converter = self._converter
             convert = converter.convert
             xa = self._xa
+            xa_heals = self._xa_heals
             # a restart inside an XA COMMIT's read-back rows (a cursor at its anchor with rows_done N) skips N of them
             recovering_at_start = start.rows_done > 0
             add = self._buffer.add
@@ -632,6 +636,8 @@ class EventParser(StartStopContext):
                     history = None if schemas is None else schemas.history
                     healing.reread_rows(entry, history, converter.reading, self.rereads)
                 if entry is not None:
+                    if heal is not None and entry.header.props and (again := xa_heals.follow(entry)) is not None:
+                        heal(again)  # the tables read again after the XA COMMIT (canal.parse.xa_heals); no mark
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
                         skip = start.rows_done if recovering_at_start else 0
