@@ -88,8 +88,8 @@ from canal.parse.start_position import (
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.parse.unmodeled import StatementPolicy, stop
 from canal.parse.watchdog import WATCHDOG
-from canal.parse.xa_heals import XAHeals
-from canal.parse.xa_lookback import XAFollower, prepared_rows, recovered_entries
+from canal.parse.xa_heals import XAHeals, commit_heal
+from canal.parse.xa_lookback import XAFollower, healed, prepared_rows, recovered_entries
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 from canal.schema.history import SchemaHistory
@@ -721,10 +721,15 @@ class EventParser(StartStopContext):
         where = EntryPosition(commit.header.log_file, commit.header.log_offset)
         self._in_sink = True  # the dump waits while the binlog is read back: not a stalled server (_watch)
         try:
-            group = prepared_rows(source, self._options, xid, where, self._log)
+            group = prepared_rows(source, self._options, xid, where, self._log, self._converter.reach)
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()
+        if group.heals:  # statements that heal: at the commit, where their changes become visible
+            if self._heal is None:
+                raise group.heals[0].error()
+            tables = tuple(dict.fromkeys(t for statement in group.heals for t in statement.heal_tables))
+            group = healed(group, self._heal(commit_heal(xid, commit, tables)))
         add = self._buffer.add
         for entry in recovered_entries(group, commit, anchor, skip):
             add(entry)

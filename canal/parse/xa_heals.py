@@ -12,8 +12,9 @@ The XA COMMIT's entry carries no mark of its own (the mark inside the transactio
 read's SNAPSHOT rows follow it.
 
 The xids are kept across reconnects (as :class:`~canal.parse.xa_lookback.XAFollower` keeps them). An XA COMMIT whose
-prepared group lies before the stream's start is read back (:mod:`canal.parse.xa_lookback`), where a statement that
-heals stops typed.
+prepared group lies before the stream's start (a restart between the two) is read back
+(:mod:`canal.parse.xa_lookback`): the statements in it that heal heal at the commit (:func:`commit_heal`), the mark
+on their entries.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from canal.position import EntryPosition
 from canal.protocol import Entry
 from canal.sql.contract import Follow, Shape
 
-__all__ = ["XA_COMMIT_OF_A_HEAL", "XAHeals"]
+__all__ = ["XA_COMMIT_OF_A_HEAL", "XAHeals", "commit_heal"]
 
 XA_COMMIT_OF_A_HEAL: Final = Shape(
     "XA COMMIT of a transaction that healed",
@@ -64,18 +65,7 @@ class XAHeals:
             tables = self._tables.pop(key, None)
             if not tables:
                 return None
-            header = entry.header
-            return UnmodeledStatement(
-                f"XA COMMIT {xid}",
-                header.schema,
-                XA_COMMIT_OF_A_HEAL,
-                tuple(tables),
-                tuple(tables),
-                EntryPosition(header.log_file, header.log_offset, header.execute_time, header.server_id),
-                False,
-                True,
-                tuple(tables),
-            )
+            return commit_heal(xid, entry, tuple(tables))
         mark = heal_mark(props)
         if mark is not None:
             held = self._tables.setdefault(key, {})
@@ -86,3 +76,19 @@ class XAHeals:
     def clear(self) -> None:
         """The parser now reads another server."""
         self._tables.clear()
+
+
+def commit_heal(xid: str, commit: Entry, tables: tuple[str, ...]) -> UnmodeledStatement:
+    """The heal of ``tables`` (``db.table``) at the XA COMMIT ``commit`` of ``xid``."""
+    header = commit.header
+    return UnmodeledStatement(
+        f"XA COMMIT {xid}",
+        header.schema,
+        XA_COMMIT_OF_A_HEAL,
+        tables,
+        tables,
+        EntryPosition(header.log_file, header.log_offset, header.execute_time, header.server_id),
+        False,
+        True,
+        tables,
+    )
