@@ -88,7 +88,8 @@ from canal.parse.start_position import (
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.parse.unmodeled import StatementPolicy, stop
 from canal.parse.watchdog import WATCHDOG
-from canal.parse.xa_heals import XAHeals, commit_heal
+from canal.parse.xa import XA_XID
+from canal.parse.xa_heals import AtCommit, XAHeals, commit_heal
 from canal.parse.xa_lookback import XAFollower, healed, prepared_rows, recovered_entries
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
@@ -634,10 +635,13 @@ class EventParser(StartStopContext):
                 if entry is not None and event.__class__ is RowsEvent:
                     # rows a partial UPDATE leaves a copy unable to make exact are read again (or stop typed)
                     history = None if schemas is None else schemas.history
-                    healing.reread_rows(entry, history, converter.reading, self.rereads)
+                    reread = self.rereads
+                    if reread is not None and (xid := entry.header.props.get(XA_XID)) is not None:
+                        reread = xa_heals.rereads(xid)  # prepared: read at its XA COMMIT (canal.parse.xa_heals)
+                    healing.reread_rows(entry, history, converter.reading, reread)
                 if entry is not None:
                     if heal is not None and entry.header.props and (again := xa_heals.follow(entry)) is not None:
-                        heal(again)  # the tables read again after the XA COMMIT (canal.parse.xa_heals); no mark
+                        self._read_at_commit(heal, again)  # read again after the XA COMMIT (canal.parse.xa_heals)
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
                         skip = start.rows_done if recovering_at_start else 0
@@ -733,6 +737,15 @@ class EventParser(StartStopContext):
         add = self._buffer.add
         for entry in recovered_entries(group, commit, anchor, skip):
             add(entry)
+
+    def _read_at_commit(self, heal: StatementPolicy, again: AtCommit) -> None:
+        """What an XA COMMIT reads again (:class:`~canal.parse.xa_heals.AtCommit`), before its entry goes out."""
+        if again.heal is not None:
+            heal(again.heal)  # no mark: the one inside the transaction voids the tables at the XA COMMIT
+        rereads = self.rereads
+        for table, keys in again.rereads:
+            if rereads is not None:
+                rereads(table, keys)
 
     def _heartbeat_period(self) -> float:
         """Idle dumps get a server heartbeat (and the sink a HEARTBEAT entry) this often: the detecting interval,

@@ -9,7 +9,9 @@ the tables there, where the mark then stands, and the rows read before are void 
 none of the table's rows. So :class:`XAHeals` remembers the tables such marks heal, per xid, and the parser has
 them read again when the XA COMMIT of that xid is read (an XA ROLLBACK forgets them: what was read is what stands).
 The XA COMMIT's entry carries no mark of its own (the mark inside the transaction voids the tables there): the
-read's SNAPSHOT rows follow it.
+read's SNAPSHOT rows follow it. Rows a partial UPDATE inside the transaction leaves inexact (:mod:`canal.parse.rereads`:
+what a VIRTUAL column is computed from) are read again at the XA COMMIT alone (:meth:`XAHeals.rereads`): read while
+prepared, they came without the update, which a copy applies at the XA COMMIT over them.
 
 The xids are kept across reconnects (as :class:`~canal.parse.xa_lookback.XAFollower` keeps them). An XA COMMIT whose
 prepared group lies before the stream's start (a restart between the two) is read back
@@ -19,17 +21,23 @@ on their entries.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
 
 from canal.names import qualified
 from canal.parse.heal_marks import heal_mark
+from canal.parse.rereads import RowRereads
 from canal.parse.unmodeled import UnmodeledStatement
 from canal.parse.xa import XA_TYPE, XA_XID, xid_key
 from canal.position import EntryPosition
 from canal.protocol import Entry
 from canal.sql.contract import Follow, Shape
 
-__all__ = ["XA_COMMIT_OF_A_HEAL", "XAHeals", "commit_heal"]
+__all__ = ["XA_COMMIT_OF_A_HEAL", "AtCommit", "XAHeals", "commit_heal"]
+
+Keys = Sequence[tuple[tuple[str, Any], ...]]
 
 XA_COMMIT_OF_A_HEAL: Final = Shape(
     "XA COMMIT of a transaction that healed",
@@ -41,17 +49,39 @@ XA_COMMIT_OF_A_HEAL: Final = Shape(
 )
 
 
-class XAHeals:
-    """The tables heals marked inside each prepared XA transaction (by xid) until its XA COMMIT or XA ROLLBACK."""
+@attrs.frozen(slots=True)
+class AtCommit:
+    """What an XA COMMIT reads again: the heal of the tables marks inside its transaction healed (None: none), and
+    the rows its partial UPDATEs left inexact (``(table, keys)``, as :data:`~canal.parse.rereads.RowRereads` takes
+    them)."""
 
-    __slots__ = ("_tables",)
+    heal: UnmodeledStatement | None
+    rereads: tuple[tuple[str, Keys], ...] = ()
+
+
+class XAHeals:
+    """The tables heals marked inside each prepared XA transaction (by xid), and the rows to read again, until its
+    XA COMMIT or XA ROLLBACK."""
+
+    __slots__ = ("_rows", "_tables")
 
     def __init__(self) -> None:
         self._tables: dict[str, dict[str, None]] = {}
+        self._rows: dict[str, list[tuple[str, Keys]]] = {}
 
-    def follow(self, entry: Entry) -> UnmodeledStatement | None:
-        """Follow ``entry`` (one handed off); at the XA COMMIT of a transaction that healed, the heal of its tables
-        there."""
+    def rereads(self, xid: str) -> RowRereads:
+        """The :data:`~canal.parse.rereads.RowRereads` of the entries of the prepared transaction ``xid``: kept for
+        its XA COMMIT."""
+        rows = self._rows.setdefault(xid_key(xid), [])
+
+        def later(table: str, keys: Keys) -> None:
+            rows.append((table, tuple(keys)))
+
+        return later
+
+    def follow(self, entry: Entry) -> AtCommit | None:
+        """Follow ``entry`` (one handed off); at the XA COMMIT of a transaction that healed or left rows inexact,
+        what is read again there."""
         props = entry.header.props
         xid = props.get(XA_XID) if props else None
         if xid is None:
@@ -60,12 +90,14 @@ class XAHeals:
         kind = props.get(XA_TYPE)
         if kind == "XA_ROLLBACK":
             self._tables.pop(key, None)
+            self._rows.pop(key, None)
             return None
         if kind == "XA_COMMIT":
             tables = self._tables.pop(key, None)
-            if not tables:
+            rows = self._rows.pop(key, None)
+            if not tables and not rows:
                 return None
-            return commit_heal(xid, entry, tuple(tables))
+            return AtCommit(commit_heal(xid, entry, tuple(tables)) if tables else None, tuple(rows or ()))
         mark = heal_mark(props)
         if mark is not None:
             held = self._tables.setdefault(key, {})
@@ -76,6 +108,7 @@ class XAHeals:
     def clear(self) -> None:
         """The parser now reads another server."""
         self._tables.clear()
+        self._rows.clear()
 
 
 def commit_heal(xid: str, commit: Entry, tables: tuple[str, ...]) -> UnmodeledStatement:
