@@ -101,6 +101,13 @@ everything after its last row free); ``cores_ceiling`` -- the query's busy CPU s
 every moment). The reader types and packs what it decodes, so its CPU exceeds the decode-only baseline's, and what
 Spark's JVM and the mirror's tasks spend meanwhile has only the other core.
 
+``kafka_rows_per_s`` / ``kafka_steady_rows_per_s``: the same workload as canal's FlatMessages into a Kafka broker
+(``messages=canal`` -> ``writeStream.format("kafka")``, AvailableNow, run in the query's session after it), whole and
+after its first micro-batch, in row changes a second; ``kafka_steady_ratio`` = its steady rate over the mirror
+query's (goal >= 0.8). ``delta_current_ratio``: the mirrored table read back whole (a count and a sum, after a fold)
+by Delta Lake's connector (``format("delta")``) over the time ``current_dataframe`` takes (``delta_read_back`` holds
+both). These need the jars (``scripts/setup.sh`` with Maven): without them they are null.
+
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... columnar_decode_rows_per_s=...
 embedded_rows_per_s=... steady_embedded_ratio=... embedded_decode_ratio=... steady_decode_ratio=...
@@ -117,6 +124,7 @@ JSON in ``benchmarks/results/bench_spark.json``.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import subprocess
@@ -478,6 +486,98 @@ def stream(
     }
 
 
+def kafka_stream(
+    spark: Any, server: Any, start: tuple[str, int], work: Path, max_entries: int, buffer_size: int | None, kafka: Any
+) -> dict[str, Any]:
+    """The same workload as canal's FlatMessages into Kafka (``messages=canal`` -> ``writeStream.format("kafka")``,
+    AvailableNow, one topic of one partition): whole and steady rates in row changes a second, counted from the
+    micro-batches' end offsets (a message holds a rows event's rows)."""
+    from canal.spark import micro_batch_changes
+
+    kafka.create_topic("bench", partitions=1)
+    options = {
+        "destination": "bench-kafka",
+        "master.address": server.address,
+        "master.user": server.user,
+        "master.password": server.password,
+        "master.journal.name": start[0],
+        "master.position": str(start[1]),
+        "filter.regex": r"bench\..*",
+        "spool.dir": str(work / "kafka.canal-spool"),
+        "max.entries": str(max_entries),
+        "messages": "canal",
+        "canal.mq.topic": "bench",
+        **({} if buffer_size is None else {"canal.instance.memory.buffer.size": str(buffer_size)}),
+    }
+    began = time.perf_counter()
+    began_wall = time.time()
+    query = (
+        spark.readStream.format("canal")
+        .options(**options)
+        .load()
+        .writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("checkpointLocation", str(work / "kafka.checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    if not query.awaitTermination(900):
+        query.stop()
+        raise RuntimeError("the AvailableNow Kafka query did not end within 900 s")
+    whole_s = time.perf_counter() - began
+    ends, rows = [], []
+    for progress in query.recentProgress:
+        changes = micro_batch_changes(progress)
+        counted = sum(v for k, v in changes.changes.items() if k in ("INSERT", "UPDATE", "DELETE"))
+        if not counted:
+            continue
+        started = dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+        ends.append(started + progress["durationMs"].get("triggerExecution", 0) / 1000)
+        rows.append(counted)
+    steady_s = ends[-1] - ends[0] if len(ends) > 1 else 0.0
+    return {
+        "micro_batches": len(rows),
+        "rows": sum(rows),
+        "whole_s": round(whole_s, 3),
+        "whole_rows_per_s": round(sum(rows) / whole_s),
+        "first_batch_s": round(ends[0] - began_wall, 3) if ends else None,
+        "steady_rows": sum(rows[1:]),
+        "steady_s": round(steady_s, 3),
+        "steady_rows_per_s": round(sum(rows[1:]) / steady_s) if steady_s > 0 else None,
+    }
+
+
+def delta_read_back(spark: Any, mirror: Any) -> dict[str, Any]:
+    """The mirrored table read back whole by Delta Lake's connector (``format("delta")``, after a fold: the current
+    state) and by ``current_dataframe`` (the base and its change log, no Delta jar), each a count and a sum over
+    every row, best of two."""
+    from pyspark.sql import functions as F
+
+    from canal.spark import current_dataframe
+
+    mirror.fold()
+    path = str(mirror.table_location("bench", "t"))
+
+    def timed(make: Any) -> tuple[float, int]:
+        best, rows = float("inf"), 0
+        for _ in range(2):
+            t = time.perf_counter()
+            rows, _qty = make().agg(F.count(F.lit(1)), F.sum("qty")).collect()[0]
+            best = min(best, time.perf_counter() - t)
+        return best, int(rows)
+
+    delta_s, delta_rows = timed(lambda: spark.read.format("delta").load(path))
+    current_s, current_rows = timed(lambda: current_dataframe(spark, path))
+    if delta_rows != current_rows:
+        raise RuntimeError(f"Delta's connector read {delta_rows} rows, current_dataframe {current_rows}")
+    return {
+        "rows": delta_rows,
+        "delta_read_s": round(delta_s, 3),
+        "current_dataframe_s": round(current_s, 3),
+        "delta_current_ratio": round(delta_s / current_s, 3),
+    }
+
+
 def figures(run_: dict[str, Any]) -> dict[str, Any]:
     """A query's headline (from ``start()`` until it ended), its steady micro-batches (the first left out) and each
     micro-batch's costs."""
@@ -592,7 +692,12 @@ def run(
 ) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
-    from canal.testing.services import MariaDBServer
+    from canal.testing import jars
+    from canal.testing.services import KafkaServer, MariaDBServer
+
+    with_jars = jars.skip_reason() is None  # Delta's and Kafka's connectors, a Kafka broker: scripts/setup.sh
+    read_back: dict[str, Any] | None = None
+    into_kafka: dict[str, Any] | None = None
 
     expected = inserts - deletes
     with MariaDBServer(server_id=1) as server, tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
@@ -614,12 +719,28 @@ def run(
         spark.sparkContext.setLogLevel("ERROR")
         # the source's default in a local-mode session is spool.shared=true; --driver-rows turns it off
         local_options = {"images": images} if spool_shared else {"spool.shared": "false", "images": images}
+        kafka = None
         try:
             register(spark)
             with ByProcess() as spark_parts:
                 run_ = stream(spark, server, start, work / "run", max_entries, buffer_size, local_options)
             run_["mirror"].close()  # the folds under way (Spark jobs) end before the session does
+            if with_jars:
+                read_back = delta_read_back(spark, run_["mirror"])
+                print(
+                    f"read back: Delta's connector {read_back['delta_read_s']} s, current_dataframe "
+                    f"{read_back['current_dataframe_s']} s",
+                    flush=True,
+                )
+                kafka = KafkaServer().start()
+                into_kafka = kafka_stream(spark, server, start, work, max_entries, buffer_size, kafka)
+                print(
+                    f"into Kafka: {into_kafka['whole_rows_per_s']:,} rows/s, steady {into_kafka['steady_rows_per_s']}",
+                    flush=True,
+                )
         finally:
+            if kafka is not None:
+                kafka.stop()
             stop_spark(spark)
         spark_cpu = spark_parts.busy
         local = figures(run_)
@@ -736,6 +857,14 @@ def run(
         else None,
         "whole_bound_ceiling": round(transfer["whole_rows_per_s"] / (total_rows / decode_bound_s), 3),
         "mirror_rows": mirrored,
+        "kafka": into_kafka,
+        "kafka_rows_per_s": None if into_kafka is None else into_kafka["whole_rows_per_s"],
+        "kafka_steady_rows_per_s": None if into_kafka is None else into_kafka["steady_rows_per_s"],
+        "kafka_steady_ratio": round(into_kafka["steady_rows_per_s"] / local["steady_rows_per_s"], 3)
+        if into_kafka is not None and into_kafka["steady_rows_per_s"] and local["steady_rows_per_s"]
+        else None,
+        "delta_read_back": read_back,
+        "delta_current_ratio": None if read_back is None else read_back["delta_current_ratio"],
         "batches": local["batches"],
     }
     # the whole machine's CPU per row, every process counted (machine_cpu): what bounds a rate on two cores
@@ -763,6 +892,7 @@ def run(
         "steady_decode_ratio": ">= 0.75",
         "whole_bound_ratio": ">= 0.75",
         "update_row_bytes": "<= 700",
+        "kafka_steady_ratio": ">= 0.8",
     }
     if on_cluster is not None:
         ratio = None
@@ -879,6 +1009,8 @@ def main(argv: list[str] | None = None) -> int:
         f"transfer_steady_rows_per_s={out['transfer_steady_rows_per_s']} "
         f"steady_transfer_ratio={out['steady_transfer_ratio']} steady_decode_ceiling={out['steady_decode_ceiling']} "
         f"whole_bound_ceiling={out['whole_bound_ceiling']} "
+        f"kafka_rows_per_s={out['kafka_rows_per_s']} kafka_steady_rows_per_s={out['kafka_steady_rows_per_s']} "
+        f"kafka_steady_ratio={out['kafka_steady_ratio']} delta_current_ratio={out['delta_current_ratio']} "
         f"cpu_us_per_row_decode={out['cpu_us_per_row_decode']} "
         f"cpu_us_per_row_decode_encode={out['cpu_us_per_row_decode_encode']} "
         f"cpu_us_per_row_embedded={out['cpu_us_per_row_embedded']} cpu_us_per_row_spark={out['cpu_us_per_row_spark']} "

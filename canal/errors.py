@@ -266,6 +266,12 @@ class SnapshotError(CanalError):
     """A snapshot cannot start (another is unfinished) or cannot go on."""
 
 
+class HealError(SnapshotError):
+    """A heal could not read its tables again (one is not on the server though the stream still has it, a read that
+    failed): the destination stops with it, for a copy of those tables can no longer be made exact. Its cursor keeps
+    the heal unfinished: a start after the cause is fixed reads them again."""
+
+
 class ServerError(CanalError):
     """The embedded server refused a call."""
 

@@ -93,6 +93,7 @@ class InstanceMetrics:
     # master cannot be read. None until the parser read an event
     ack_lag_ms: int | None = None
     delay_put_ms: int | None = None  # now minus the execute time of the newest entry the parser put into the store
+    rows_reread: int = 0  # rows read again where a partial UPDATE left a copy unable to make them exact
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -157,6 +158,7 @@ class Instance(StartStopContext):
         zk: Any = None,
         fence: Fence | None = None,
         guard: Callable[[], None] | None = None,
+        hand_out: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.destination = config.destination
@@ -184,6 +186,10 @@ class Instance(StartStopContext):
         # after a get's wait and before an ack or rollback changes anything, so a process that was paused while
         # another took over hands out nothing and writes nothing
         self._guard = guard
+        # whether batches may still be handed out (raises NotRunningError once an HA hand-over began): asked, with
+        # the guard, after a get's wait -- a get that began waiting before the hand-over must not hand out a batch
+        # the hand-over no longer waits for
+        self._hand_out = hand_out
         self.default_client = ClientIdentity(self.destination, DEFAULT_CLIENT_ID)
         self._lock = threading.RLock()  # serialises consumer calls, like canal's synchronized(instance)
         self._client_filters: dict[int, TableFilters] = {}
@@ -195,11 +201,16 @@ class Instance(StartStopContext):
         self._snapshots: list[SnapshotRunner] = []
         self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
         self._followed: dict[int, LogPosition] = {}  # per client id: the last rest its cursor was checked against
+        # told where a client's cursor is about to follow the stream's rest, before it moves there (run_batches
+        # journals how far the stream was read with nothing for its function: canal.lake.forms.ranges)
+        self.following: Callable[[LogPosition], None] | None = None
         self._planning = DestinationSnapshots(config, self.parser, self._log)
         self._heals = 0
+        self._rows_reread = 0  # rows read again where a partial UPDATE left a copy unable to make them exact
         self._heal_lock = threading.Lock()  # a heal (the parser thread) and snapshot() start one snapshot at a time
         if config.heal is HealMode.SNAPSHOT and isinstance(self.parser, EventParser):
             self.parser.heal = Healer(self._read_again, self._count_heals, self._log)
+            self.parser.rereads = self._reread
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -458,10 +469,35 @@ class Instance(StartStopContext):
                 plan = SnapshotCursor(names)
                 passes = {name: i for i, name in enumerate(names)}
             runner = self._snapshot_runner(plan, merge, source, None, None, None)
+            runner.heals = True
             merge.begin(plan)  # the entries handed off from here (the heal's own included) carry it
             self._snapshots.append(runner)
             runner.start()
             return passes
+
+    def _reread(self, table: str, keys: Sequence[tuple[tuple[str, Any], ...]]) -> None:
+        """Rows a partial UPDATE leaves a copy unable to make exact (the parser's step, through
+        :mod:`canal.parse.rereads`): read again in the stream from now on -- a pass of the running snapshot that
+        reads those keys only, or a snapshot started now for them (after the rest of an unfinished one)."""
+        with self._heal_lock:
+            merge, source = self._planning.parts()
+            if merge.stream_ended:
+                raise SnapshotError("the stream ended with its snapshot (snapshot mode initial_only)")
+            running = self._snapshots[-1] if self._snapshots else None
+            if running is not None and running.reread(table, keys) is not None:
+                self._rows_reread += len(keys)
+                return
+            left = merge.progress  # a snapshot of this run that failed or was stopped: it goes on first
+            if left is not None and left.tables:
+                plan = attrs.evolve(left, tables=(*left.tables, table))
+            else:
+                plan = SnapshotCursor((table,))
+            runner = self._snapshot_runner(plan, merge, source, None, None, None)
+            runner.read_only(len(plan.tables) - 1, keys)
+            merge.begin(plan)  # the entries handed off from here (the update's own included) carry it
+            self._snapshots.append(runner)
+            runner.start()
+            self._rows_reread += len(keys)
 
     def _count_heals(self, tables: int) -> None:
         self._heals += tables
@@ -606,9 +642,12 @@ class Instance(StartStopContext):
                     raise self._stopped_on(failed)
                 self._follow_rest(me)
                 return Message(EMPTY_MESSAGE_ID, ())
-            if self._guard is not None:
+            if self._guard is not None or self._hand_out is not None:
                 try:
-                    self._guard()
+                    if self._guard is not None:
+                        self._guard()
+                    if self._hand_out is not None:
+                        self._hand_out()
                 except BaseException:
                     self.store.rollback(events.start_seq - 1)  # not handed out: put back as it was
                     raise
@@ -640,6 +679,8 @@ class Instance(StartStopContext):
                 return
         if self._guard is not None:
             self._guard()
+        if self.following is not None:
+            self.following(rest)
         self.meta.update_cursor(client, rest)
         self._followed[client.client_id] = rest
         self._log.debug("client %s is caught up; its cursor follows the stream to %s", client.client_id, rest.position)
@@ -822,6 +863,7 @@ class Instance(StartStopContext):
             last_error_type=None if error is None else type(error).__name__,
             ack_lag_ms=None if not self._started or ended else self._ack_lag_ms(now_ms),
             delay_put_ms=None if latest is None or not latest.timestamp else now_ms - latest.timestamp,
+            rows_reread=self._rows_reread,
         )
 
     def _ack_lag_ms(self, now_ms: int) -> int | None:

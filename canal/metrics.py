@@ -35,6 +35,7 @@ Series, each labelled ``destination``:
 ``canal_instance_reconnects_total``                  counter  reconnects of the binlog source
 ``canal_instance_errors_total``                      counter  fatal parser errors
 ``canal_instance_heals_total``                       counter  tables read again in the stream (unlogged changes healed)
+``canal_instance_rows_reread_total``                 counter  rows read again (a partial UPDATE a copy cannot complete)
 ``canal_instance_snapshot_rows``                     gauge    rows of the last snapshot in the stream
 ``canal_instance_snapshot_tables_done``              gauge    its tables done
 ``canal_instance_snapshot_tables``                   gauge    its tables (0 until it listed the captured ones)
@@ -301,6 +302,11 @@ class CanalCollector:
         yield counter("errors", "Fatal parser errors", lambda m: m.errors)
         yield counter(
             "heals", "Tables read again in the stream where the server changed rows unlogged", lambda m: m.heals
+        )
+        yield counter(
+            "rows_reread",
+            "Rows read again in the stream where a partial UPDATE left a copy unable to make them exact",
+            lambda m: m.rows_reread,
         )
         yield gauge(
             "stream_ended", "1 once an initial_only copy is complete: no more entries", lambda m: int(m.stream_ended)

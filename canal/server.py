@@ -144,7 +144,7 @@ class EmbeddedServer(StartStopContext):
         self._zk: KazooClient | None = None
         self._registration: ClusterRegistration | None = None
         self._balancer: Balancer | None = None
-        self._callbacks = Callbacks(on_assigned, on_revoked)
+        self._callbacks = Callbacks(on_assigned, on_revoked, stuck_s=self.balance.revoke_timeout_s)
         self._slots: dict[str, _Slot] = {}
         self._lock = threading.RLock()
         self._started = False

@@ -11,6 +11,9 @@
 #  - the peers' harness (peers/: canal's embedded server and Debezium's engine, which the differential tests and
 #    benchmarks/bench_peers.py run beside pycanal), built with Maven when mvn is installed, rebuilt only when its
 #    sources changed; without mvn its tests skip, saying so
+#  - the jars (jars/: Spark's Delta, Kafka and S3A connectors, the tests' Kafka broker, canal's MQ classes), fetched
+#    from Maven Central and built when mvn is installed, again only when their pom files changed; without mvn the
+#    tests that need them skip, saying so
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -42,6 +45,9 @@ have_file_or_cmd mariadb || missing+=(mariadb-client)
 [[ -f /usr/share/zoneinfo/Europe/Berlin ]] || missing+=(tzdata)
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
 have_file_or_cmd java || missing+=(default-jre-headless)
+# peers/ compiles its harness of canal and Debezium, jars/ fetches Spark's connectors (both from Maven Central)
+have_file_or_cmd javac || missing+=(default-jdk-headless)
+have_file_or_cmd mvn || missing+=(maven)
 have_file_or_cmd promtool /usr/bin/promtool || missing+=(prometheus)
 have_file_or_cmd pt-online-schema-change || missing+=(percona-toolkit)
 if [[ -z $PYTHON ]]; then
@@ -120,23 +126,32 @@ fi
 # task rereads the directory entries of (canal.spark.zip_bytecode; a zip already written so is left alone)
 .venv/bin/python -m canal.spark.zip_bytecode > /dev/null || log "pyspark's zips keep their sources only"
 
-# The peers' harness: `mvn compile` of peers/ writes each module's classes and its class path (jars in ~/.m2, from
-# Maven Central the first time: ~120 MB; offline afterwards). The stamp is the digest of peers/'s sources, which
-# tests/peer_harness.py compares before it runs a peer.
-if command -v mvn >/dev/null 2>&1; then
-    peers_want=$(cd peers && find . -name target -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum \
+# The Maven projects: `mvn compile` of peers/ writes each module's classes and its class path (canal's embedded server,
+# Debezium's engine: tests/peer_harness.py); of jars/, copies the Spark connectors into jars/spark/target/jars and
+# writes the class paths of the Kafka broker and of canal's MQ classes (canal.testing.jars). Jars come from Maven
+# Central into ~/.m2 the first time, offline afterwards. The stamp is the digest of the project's sources, which its
+# users compare before they use it.
+build_maven() {  # DIR WHAT-SKIPS
+    local dir=$1 skips=$2 want
+    want=$(cd "$dir" && find . -name target -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum \
         | sha256sum | cut -d' ' -f1)
-    if [[ ! -f peers/target/build-stamp || $(cat peers/target/build-stamp) != "$peers_want" ]]; then
-        log "building the peers' harness (peers/, log: peers/target/build.log)"
-        mkdir -p peers/target
-        # offline first: a second machine state with every jar in ~/.m2 builds without asking Maven Central
-        if (cd peers && { mvn -B -q -o compile || mvn -B -q compile; }) > peers/target/build.log 2>&1; then
-            printf '%s\n' "$peers_want" > peers/target/build-stamp
-        else
-            tail -n 30 peers/target/build.log >&2
-            log "the peers' harness did not build (peers/target/build.log): the tests against canal and Debezium skip"
-        fi
+    if [[ -f $dir/target/build-stamp && $(cat "$dir/target/build-stamp") == "$want" ]]; then
+        return
     fi
+    log "building $dir/ with Maven (log: $dir/target/build.log)"
+    mkdir -p "$dir/target"
+    # offline first: with every jar in ~/.m2 nothing asks Maven Central
+    if (cd "$dir" && { mvn -B -q -o compile || mvn -B -q compile; }) > "$dir/target/build.log" 2>&1; then
+        printf '%s
+' "$want" > "$dir/target/build-stamp"
+    else
+        tail -n 30 "$dir/target/build.log" >&2
+        log "$dir/ did not build ($dir/target/build.log): $skips skip"
+    fi
+}
+if command -v mvn >/dev/null 2>&1; then
+    build_maven peers "the tests against canal and Debezium"
+    build_maven jars "the tests of Delta's, Kafka's and S3A's connectors"
 else
-    log "no mvn: the peers' harness (peers/) is not built, and the tests against canal and Debezium skip"
+    log "no mvn: peers/ and jars/ are not built; the tests against canal and Debezium and of Spark's connectors skip"
 fi

@@ -24,6 +24,9 @@ SLOW_FILES_FIRST = (
     "test_mirror_executors.py",
     "test_spark_connect_service.py",
     "test_spark_connect_secrets.py",
+    "test_spark_delta_connector.py",
+    "test_spark_mq_kafka.py",
+    "test_spark_s3a_checkpoint.py",
     "test_differential_mirror_mariadb.py",
     "test_ha_processes.py",
     "test_hostile_binlog.py",
@@ -62,15 +65,27 @@ def _timeout_s(item: pytest.Item) -> float:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local SparkSession for the whole run (NOTES: start-up costs ~4.5 s), with the ``canal`` source registered."""
+    """One local SparkSession for the whole run (start-up costs ~4.5 s), with the ``canal`` source registered, and the
+    connectors' jars (Delta Lake's, Kafka's, S3A's) when ``scripts/setup.sh`` could fetch them: a test that needs them
+    asks :func:`needs_jars`."""
     pytest.importorskip("pyspark")
     from canal.spark import register
     from canal.spark.testing import local_spark, stop_spark
 
-    session = local_spark("pycanal-tests")
+    session = local_spark("pycanal-tests")  # with the connectors when they are built
     register(session)
     yield session
     stop_spark(session)  # the JVM too: no process outlives the run
+
+
+def needs_jars() -> None:
+    """Skip the calling test, saying why, when the connectors' jars are not there (``scripts/setup.sh`` without
+    Maven)."""
+    from canal.testing import jars
+
+    reason = jars.skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,9 @@ Families of operations beyond those are classes mixed into :class:`Workload` (:d
 kinds and outcomes, drawn by a test of its own (tests/test_differential_reach_mariadb.py draws its family's) and,
 once listed in :data:`SHARED_FAMILIES`, by every workload: :mod:`random_reach_operations` (statements that change
 tables they do not name: views, triggers, routines, foreign keys, temporary tables, odd names, under ROW, STATEMENT
-and MIXED) is the first. A family that needs a session of its own takes one from the workload's ``connect``.
+and MIXED) is the first, :mod:`random_alter_operations` (ALTERs the conversion model follows or heals -- AUTO_INCREMENT
+made, generated columns, BINARY padding, hex and bit defaults -- and DDL under NO_BACKSLASH_ESCAPES and ANSI_QUOTES)
+the second. A family that needs a session of its own takes one from the workload's ``connect``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import attrs
 import pymysql
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from random_alter_operations import AlterOperations
 from random_operations import NAMED_ZONE, OPERATION_KINDS, UTC, Operations, Stopped, base_type, placed
 from random_reach_operations import ReachOperations
 
@@ -119,7 +122,7 @@ HEALED: Final[dict[str, type[Exception]]] = {
 }
 """The cases of :data:`OUTCOMES` that heal under the defaults, each with its typed stop under ``heal="stop"``."""
 
-FAMILIES: Final = (ReachOperations,)
+FAMILIES: Final = (ReachOperations, AlterOperations)
 """The families of operations beside the schema's and production's (:mod:`random_operations`), mixed into
 :class:`Workload`: each a class of the workload's methods (``_`` and the kind) with its ``KINDS``, ``OUTCOMES``,
 ``HEALED`` and ``ENTRY_KINDS`` (:mod:`random_reach_operations` shows one). A family is added here; its kinds are drawn

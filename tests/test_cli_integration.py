@@ -98,6 +98,19 @@ def test_check_wrong_password(mariadb: MariaDBDatabase, capsys: pytest.CaptureFi
     assert wrong not in "\n".join(out) + err
 
 
+def test_check_an_expired_password(mariadb: MariaDBDatabase, capsys: pytest.CaptureFixture[str]) -> None:
+    # MariaDB lets the login in and refuses every statement (1820): check stopped with an error, no FAIL line
+    user = f"exp_{mariadb.database[-8:]}"
+    mariadb.server.execute("CREATE USER %s@'%%' IDENTIFIED BY 'exp-pw' PASSWORD EXPIRE", (user,))
+    try:
+        code, out, err = run(capsys, "check", "--address", mariadb.address, "--user", user, "--password", "exp-pw")
+    finally:
+        mariadb.server.execute("DROP USER %s@'%%'", (user,))
+    assert code == 1
+    assert out[0].startswith("FAIL connect:") and "password has expired (errno 1820)" in out[0], out
+    assert "ALTER USER CURRENT_USER()" in out[0] and "exp-pw" not in "\n".join(out) + err
+
+
 def test_check_a_failure_after_the_login_is_a_clear_error(
     mariadb: MariaDBDatabase, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,15 +27,17 @@ CANAL = Path(sys.executable).parent / "canal"
 class Served:
     """A running ``canal serve``: its stdout and stderr lines, read on threads."""
 
-    def __init__(self, conf: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, conf: Path, env: dict[str, str], argv: list[str] | None = None, out: queue.Queue[str] | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
-            [str(CANAL), "serve", str(conf), "--metrics-port", "0"],
+            [str(CANAL), "serve", str(conf), "--metrics-port", "0", *(argv or [])],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
         )
-        self.out: queue.Queue[str] = queue.Queue()
+        self.out: queue.Queue[str] = queue.Queue() if out is None else out  # (shared by several, given one)
         self.err: queue.Queue[str] = queue.Queue()
         self.err_lines: list[str] = []
         self.readers = [
@@ -61,8 +63,8 @@ class Served:
     def rows(self, n: int, timeout: float = 30.0) -> list[dict[str, object]]:
         return [json.loads(self.out.get(timeout=timeout)) for _ in range(n)]
 
-    def terminate(self, timeout: float = 20.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
+    def terminate(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 20.0) -> int:
+        self.proc.send_signal(sig)
         code = self.proc.wait(timeout)
         for reader in self.readers:  # every line it wrote is read once its pipes close
             reader.join(5)

@@ -280,6 +280,28 @@ def test_filter_flags() -> None:
     assert len(convert_all(grants.all_events())) == 1
 
 
+def test_a_statement_marked_for_a_heal_goes_out_whatever_the_query_filter_flags() -> None:
+    """The flags choose which statements are delivered, not what a copy follows: a statement a heal marks (its
+    tables' rows are void from there) is delivered with them set; one no heal marks is not."""
+    from canal.parse.heal_marks import HEAL
+
+    db = two_transactions()
+    db.transaction([("insert", "shop.users", [(9, "z")])], statements=["UPDATE shop.log SET x = 1"])
+    events = db.all_events()
+
+    def heal(statement: UnmodeledStatement) -> dict[str, str]:
+        return {HEAL: '{"why":"x","at":"","statement":"","tables":[]}'}
+
+    no_dml = ConvertOptions(flags=FilterFlags(query_dml=True))
+    marked = [e for e in convert_all(events, no_dml, policy=heal) if HEAL in e.header.props]
+    assert [e.row_change.sql for e in marked if e.row_change] == ["UPDATE shop.log SET x = 1"]
+    assert HEAL in marked[0].header.props
+    assert not any(
+        e.row_change is not None and e.row_change.sql.startswith("UPDATE")
+        for e in convert_all(events, no_dml, policy=_let_through)
+    )
+
+
 def test_gtid_in_header_and_executed_set_in_gtid_mode() -> None:
     db = MiniMysql(gtid=True)
     db.transaction([("insert", "shop.orders", [(1, 1, "a")])])

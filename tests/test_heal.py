@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canal.config import HealMode, InstanceConfig, MasterConfig
-from canal.errors import ConfigError, UnmodeledStatementError
+from canal.errors import ConfigError, HealError, SnapshotError, UnmodeledStatementError
 from canal.log import destination_logger
 from canal.parse.convert import RETYPED_FROM_PROP, RETYPED_TO_PROP
 from canal.parse.heal_marks import (
@@ -336,6 +336,34 @@ def test_a_table_found_gone_is_left_once_the_stream_passed_where_the_server_was(
         merge.due(Entry(Header(FILE, 500), EntryType.HEARTBEAT), None, lambda entries: None)
         runner.wait(10)
         assert merge.progress is None and not merge.reading()
+    finally:
+        runner.stop()
+
+
+@pytest.mark.parametrize("heals", [True, False])
+def test_a_heal_whose_table_the_server_lacks_but_the_stream_has_stops_the_destination(heals: bool) -> None:
+    """A table the read finds missing while the stream's schema history, past where the server was, still holds it
+    is not skipped in silence: the snapshot fails typed, and a heal's failure stops the stream at its next hand-off
+    (a copy of the table would stay void for good); nothing is handed off."""
+    merge = SnapshotMerge()
+    plan = SnapshotCursor(("`d.x`.t",))
+    merge.begin(plan)
+    runner = SnapshotRunner("d", plan, merge, _StatusConnection, lambda db, t: None, in_stream=lambda db, t: True)
+    runner.heals = heals
+    runner.start()
+    try:
+        merge.due(Entry(Header(FILE, 500), EntryType.HEARTBEAT), None, lambda entries: None)
+        with pytest.raises(SnapshotError, match=r"`d.x`.t is not on the server, but the stream"):
+            runner.wait(10)
+        heartbeat = Entry(Header(FILE, 600), EntryType.HEARTBEAT)
+        if heals:
+            with pytest.raises(HealError, match=r"the heal reading `d\.x`\.t again failed"):
+                merge.tag([heartbeat])
+            assert merge.active
+        else:
+            assert merge.tag([heartbeat])[0].snapshot == plan  # the stream goes on; the cursor keeps the snapshot
+        merge.begin(plan)  # a start clears it
+        assert merge.tag([heartbeat])[0].snapshot == plan
     finally:
         runner.stop()
 

@@ -280,3 +280,17 @@ def test_the_lake_mirror_refuses_a_dataframe_it_would_have_to_hand_to_spark_task
         with pytest.raises(MirrorError, match=r"canal\.spark\.DeltaMirror"):
             mirror(Frame(), 1)
         assert mirror.tables() == [] and mirror.history == []
+
+
+def test_a_comparison_names_its_table_whatever_its_columns() -> None:
+    """A table with a date column was reported under that column's name (a loop over the dated columns reused the
+    name's variable)."""
+    import datetime
+
+    import pyarrow as pa
+
+    from canal.lake import compare
+
+    table = pa.table({"id": [1], "day": pa.array([datetime.date(2024, 1, 1)])})
+    result = compare(table, [{"id": 1, "day": datetime.date(2024, 1, 1)}], ["id"], name="shop.t")
+    assert result.equal and result.table == "shop.t"

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "canal.gtid",
             "canal.files",
             "canal.secrets",
+            "canal.names",
         ),
     ),
     ("sql", ("canal.sql",)),

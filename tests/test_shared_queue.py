@@ -43,6 +43,7 @@ class _Reader:
         self.waiting_for: Subscription | None = None
         self.room_at = 4096
         self.inlined = 0
+        self.last_read = 0.0
         self.left: list[Subscription] = []
 
     def room(self) -> None:

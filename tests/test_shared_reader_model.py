@@ -70,6 +70,16 @@ def config(
 # restarts by GTID set from a boundary the dump then leaves out (it is in the set): a rotate after it -- one the dump
 # reads, or the one that opens a dump beginning in the next file -- moves the anchor as it does for a dump that goes
 # on, without the boundary having been read again
+# restarted by GTID set before a rotate it then reads: the anchor at the next file's start has the rotate's time, as
+# for a dump that went on (it kept the time of the boundary before, which a restarted dump does not know)
+@example(
+    before=[],
+    after=[("sleep", None), ("rotate", None)],
+    filters=[r"a\..*", r"a\..*"],
+    mariadb=False,
+    gtid=True,
+    restart=True,
+)
 @example(
     before=[("txn", ["a.t"]), ("rotate", None)],
     after=[("txn", ["a.t"])],

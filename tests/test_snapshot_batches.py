@@ -18,12 +18,12 @@ from test_snapshot_stream import Writers, _load
 from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.errors import SnapshotError
 from canal.instance import Instance
-from canal.testing.plugin import MariaDBDatabase
+from canal.testing.plugin import MariaDBDatabase, S3Bucket
 
 pytest.importorskip("deltalake")
 
 from canal.spark import DeltaMirror, RunStats, run_batches
-from canal.spark.testing import compare_tables, master_position, no_batch_twice
+from canal.spark.testing import compare_tables, healed_by, master_position, no_batch_twice
 
 pytestmark = pytest.mark.integration
 
@@ -45,6 +45,11 @@ def _config(db: MariaDBDatabase, meta_dir: Path, chunk_rows: int = 250) -> Insta
         flush_period_s=0,
         snapshot=SnapshotConfig(mode="initial", tables=[f"{db.database}.{t}" for t in TABLES], chunk_rows=chunk_rows),
     )
+
+
+def _without_range(record: dict[str, Any]) -> dict[str, Any]:
+    """A journal's record without the binlog range it keeps (canal.lake.forms.ranges)."""
+    return {k: v for k, v in record.items() if k not in ("from", "to", "next", "reach")}
 
 
 def _assert_equal(db: MariaDBDatabase, mirror: DeltaMirror) -> None:
@@ -70,6 +75,31 @@ def test_snapshot_rows_need_a_journal_and_nothing_is_acked_without_one(
     assert called == []
 
 
+def test_the_defaults_heal_with_the_journal_a_mirror_keeps_beside_its_records(
+    mariadb: MariaDBDatabase, tmp_path: Path
+) -> None:
+    """``run_batches(inst, None, mirror)`` as the README shows it, no journal given: the initial snapshot's rows and a
+    heal's (a DELETE logged as a statement: ``heal="snapshot"``, the default) are delivered through the journal the
+    run keeps beside the mirror's records -- it failed with ``SnapshotError: run_batches needs a journal``."""
+    _load(mariadb)
+    mirror = DeltaMirror(tmp_path / "mirror", log_history_s=3600)
+    conn = mariadb.connect(autocommit=True)
+    with Instance(_config(mariadb, tmp_path / "meta")) as inst:
+        run_batches(inst, None, mirror, batch_size=200, timeout=0.2, until=healed_by(inst, master_position(conn)))
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute(f"DELETE FROM `{mariadb.database}`.k WHERE MOD(id, 7) = 0")
+        run_batches(inst, None, mirror, batch_size=200, timeout=0.2, until=healed_by(inst, master_position(conn)))
+        assert inst.metrics().heals == 1
+    conn.close()
+    journal = Path(mirror.root) / f"_pycanal_run.{mirror.app_id.encode().hex()}.json"
+    assert set(_without_range(json.loads(journal.read_text()))) <= {"done", "through", "server"}
+    _assert_equal(mariadb, mirror)
+    # journal=False: none, and snapshot rows are refused as before
+    with Instance(_config(mariadb, tmp_path / "meta2")) as inst, pytest.raises(SnapshotError, match="journal"):
+        run_batches(inst, None, DeltaMirror(tmp_path / "other"), journal=False, idle_stop_s=30)
+
+
 def test_many_batches_at_one_position_get_increasing_ids(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
     """An idle server: every chunk joins the stream at the same boundary, so the batch ids count up from it."""
     _load(mariadb)
@@ -85,7 +115,7 @@ def test_many_batches_at_one_position_get_increasing_ids(mariadb: MariaDBDatabas
     ids = stats.batch_ids
     assert ids == sorted(set(ids)) and len(ids) > 5
     assert any(b == a + 1 for a, b in itertools.pairwise(ids))  # ids that no binlog position gave
-    assert json.loads(journal.read_text()) == {"done": ids[-1]}
+    assert _without_range(json.loads(journal.read_text())) == {"done": ids[-1]}
     assert not list((tmp_path / "journal.json.spool").glob("*.arrow"))
     _assert_equal(mariadb, mirror)
 
@@ -156,7 +186,7 @@ def test_a_crash_after_writing_snapshot_rows_replays_them_identically(
     replayed = mirror.history[applied_before]
     assert replayed.batch_id == crashed and set(replayed.tables.values()) == {"skipped"}
     assert stats.batch_ids[0] == crashed and stats.batch_ids == sorted(set(stats.batch_ids))
-    assert json.loads(journal.read_text()) == {"done": stats.batch_ids[-1]}
+    assert _without_range(json.loads(journal.read_text())) == {"done": stats.batch_ids[-1]}
     _assert_equal(mariadb, mirror)
 
 
@@ -243,3 +273,23 @@ def test_sigkill_at_each_step_of_a_batch_with_snapshot_rows(mariadb: MariaDBData
                 assert before == batch, f"binlog row {event}: in batch {before}, then {batch}"
     assert len({key for table, key in delivered_in if table == "k"}) > 2000
     _assert_equal(mariadb, DeltaMirror(tmp_path / "mirror", log_history_s=3600))
+
+
+def test_the_default_journal_of_a_mirror_in_an_object_store_is_kept_there(
+    mariadb: MariaDBDatabase, s3_bucket: S3Bucket, tmp_path: Path
+) -> None:
+    """A mirror whose root is in an object store: the journal run_batches keeps beside its records, and the spool of
+    a batch holding snapshot rows, are written there through the mirror's store options."""
+    _load(mariadb)
+    root = f"{s3_bucket.url}/mirror"
+    mirror = DeltaMirror(root, storage_options=s3_bucket.storage_options)
+    with Instance(_config(mariadb, tmp_path / "meta")) as inst:
+        conn = mariadb.connect()
+        run_batches(inst, None, mirror, batch_size=500, timeout=0.2, until=healed_by(inst, master_position(conn)))
+        conn.close()
+    name = f"{s3_bucket.name}/mirror/_pycanal_run.{mirror.app_id.encode().hex()}.json"
+    with s3_bucket.filesystem().open_input_stream(name) as stream:
+        record = json.loads(stream.read())
+    assert "done" in record and record.get("next")  # the last batch, and where the next one's range begins
+    _assert_equal(mariadb, mirror)
+    mirror.close()

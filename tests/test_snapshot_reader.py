@@ -137,9 +137,12 @@ def test_a_snapshot_without_a_consistent_position_is_a_typed_error(mariadb: Mari
     assert pymysql  # (the reader takes any DB-API connection factory)
 
 
-def test_a_table_without_a_primary_key_is_chunked_by_its_narrowest_unique_not_null_key(
+def test_a_table_without_a_primary_key_is_chunked_by_the_unique_key_the_server_promotes(
     mariadb: MariaDBDatabase,
 ) -> None:
+    """The server promotes its first UNIQUE key over NOT NULL columns without a prefix (in its order of keys) to the
+    table's primary key: InnoDB clusters by it, a MINIMAL before image carries it, and the table's rows are keyed by
+    it -- c_two here, not the narrower z_one made after it."""
     mariadb.execute(
         "CREATE TABLE u (a INT NULL, code VARCHAR(12) NOT NULL, n INT NOT NULL, body VARCHAR(40) NOT NULL, "
         "UNIQUE KEY a_nullable (a), UNIQUE KEY b_prefix (body(10)), UNIQUE KEY c_two (n, code), "
@@ -150,17 +153,17 @@ def test_a_table_without_a_primary_key_is_chunked_by_its_narrowest_unique_not_nu
         "CONCAT(LPAD(seq, 10, '0'), 'x') FROM seq_1_to_230"
     )
     schema = _table_schema(mariadb, "u")
-    assert schema.key_indexes == ()  # a unique key is not a primary key (though InnoDB clusters by one)
+    assert schema.key_indexes == (1, 2)  # the table's key: c_two (n, code)
     reader = ChunkReader(_connect(mariadb), schema, chunk_rows=50)
-    assert reader.chunk_key() == ("code",)  # not the nullable one, not the prefix one, not the wider one
+    assert reader.chunk_key() == ("n", "code")  # not the nullable one, not the prefix one, in its index's order
     chunks = [reader.read()]
     while chunks[-1].next_key is not None:
         chunks.append(reader.read(chunks[-1].next_key))
     reader.close()
     assert [len(c.rows) for c in chunks] == [50, 50, 50, 50, 30]
-    codes = [row[1] for c in chunks for row in c.rows]
-    assert codes == sorted(codes) and len(set(codes)) == 230  # every row once, in key order
-    assert chunks[0].next_key == (codes[49],)
+    keys = [(row[2], row[1]) for c in chunks for row in c.rows]
+    assert keys == sorted(keys) and len(set(keys)) == 230  # every row once, in key order
+    assert chunks[0].next_key == (str(keys[49][0]), keys[49][1])
 
     mariadb.execute("CREATE TABLE none_ (a INT NULL, b INT NOT NULL, UNIQUE KEY (a), KEY (b))")
     assert ChunkReader(_connect(mariadb), _table_schema(mariadb, "none_")).chunk_key() is None

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canal.position import EntryPosition
+from canal.protocol import ABSENT
 from canal.snapshot.window import ChunkWindow, position_key
 
 KEYS = 6
@@ -229,3 +230,206 @@ def test_snapshot_entries_carry_the_progress_of_what_they_hold(
         last_key = int(entry.snapshot.after[0])
         # everything up to the named key is in this entry or before it; nothing after it is
         assert all(r[0] <= last_key for r in got[: held - 5]) and all(r[0] > last_key for r in got[held - 5 :])
+
+
+# -- partial row images, key moves and rows read again (a heal's read under MINIMAL writers) --------------------------
+
+# a row: (key, a, b); ``v`` is a VIRTUAL column computed from ``a`` (2 * a): SELECT shows it, a partial image never
+# carries it. The copy (a heal voided it) holds (a, b, v) by key.
+Row = tuple[int, int, int]
+PARTIAL_KEYS = 8
+PARTIAL_WRITE = st.tuples(
+    st.just("write"),
+    st.sampled_from(["insert", "delete", "set_a", "set_b", "move", "whole"]),
+    st.integers(0, PARTIAL_KEYS - 1),
+    st.integers(0, 99),
+)
+
+
+class PartialModel:
+    """The capture and a copy kept from its entries while a heal reads the table in chunks and writers change it with
+    whole images and MINIMAL ones (an update of one column; a key moved). The capture's rules under test: the window
+    (:class:`ChunkWindow`: a chunk's row dropped where a whole change overtook it, a partial update's columns written
+    over it) as the merge feeds it; ``SNAPSHOT_PENDING`` while a pass is left (the copy skips a partial update of a row
+    it does not hold); and the rows read again (canal.parse.rereads) -- a partial key move while a pass is left, an
+    update of what the VIRTUAL column is computed from -- in passes of their own, through windows of their own."""
+
+    def __init__(self, initial: dict[int, tuple[int, int]], bounds: list[int]) -> None:
+        self.source = dict(initial)
+        # each change: (before image or None, after image or None), images (key, a, b) with ABSENT cells
+        self.binlog: list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]] = []
+        self.handed = 0
+        self.copy: dict[int, tuple[int, int, int]] = {}
+        self.passes: list[list[tuple[int, int]] | set[int]] = [list(itertools.pairwise(bounds))]  # ranges, or keys
+        self.window: ChunkWindow | None = None
+        self.read_at: int | None = None  # a chunk read, waiting for the parser: its position
+        self.rows: list[Row] = []
+        self.phase = 0  # 0: nothing in flight, 1: window open, 2: read
+        self.reread: set[int] = set()  # keys to read again, in the next pass
+
+    @property
+    def reading(self) -> bool:
+        return bool(self.passes) or bool(self.reread)
+
+    def write(self, kind: str, key: int, value: int) -> None:
+        source = self.source
+        if kind == "insert" and key not in source:
+            source[key] = (value, -value)
+            self.binlog.append((None, (key, *source[key])))
+        elif kind == "delete" and key in source:
+            self.binlog.append(((key, ABSENT, ABSENT), None))  # MINIMAL: the key only
+            del source[key]
+        elif kind in ("set_a", "set_b") and key in source:
+            a, b = source[key]
+            source[key] = (value, b) if kind == "set_a" else (a, value)
+            after = (ABSENT, value, ABSENT) if kind == "set_a" else (ABSENT, ABSENT, value)
+            self.binlog.append(((key, ABSENT, ABSENT), after))
+        elif kind == "move" and key in source:
+            target = (key + 1 + value) % PARTIAL_KEYS
+            if target not in source:
+                source[target] = source.pop(key)
+                self.binlog.append(((key, ABSENT, ABSENT), (target, ABSENT, ABSENT)))
+        elif kind == "whole" and key in source:
+            old = (key, *source[key])
+            source[key] = (value, value + 1)
+            self.binlog.append((old, (key, *source[key])))
+
+    def advance(self) -> None:
+        """The parser converts, judges and hands off the next change, then the boundary after it."""
+        if self.handed >= len(self.binlog):
+            return
+        before, after = self.binlog[self.handed]
+        at = position_key(FILE, self.handed)
+        partial = after is not None and ABSENT in after
+        if partial and before is not None and after is not None:
+            moved = after[0] is not ABSENT and after[0] != before[0]
+            key = after[0] if after[0] is not ABSENT else before[0]
+            if (moved and self.reading) or after[1] is not ABSENT:  # a key moved while read; v's base written
+                self.reread.add(key)
+        pending = self.reading  # the entry carries the progress of the passes asked for at it, its own included
+        self._apply(before, after, pending)
+        window = self.window
+        if window is not None:
+            if partial and before is not None and after is not None and after[0] in (ABSENT, before[0]):
+                window.observe_partial(before, after, at)
+            else:
+                window.observe((before, after), at)
+        self.handed += 1
+        self.boundary()
+
+    def _apply(self, before: tuple[Any, ...] | None, after: tuple[Any, ...] | None, pending: bool) -> None:
+        copy = self.copy
+        if after is None:
+            assert before is not None
+            copy.pop(before[0], None)
+        elif before is None or ABSENT not in after:
+            if before is not None:
+                copy.pop(before[0], None)
+            copy[after[0]] = (after[1], after[2], 2 * after[1])
+        elif before[0] in copy:
+            a, b, v = copy.pop(before[0])
+            a, b = (a if after[1] is ABSENT else after[1]), (b if after[2] is ABSENT else after[2])
+            copy[after[0] if after[0] is not ABSENT else before[0]] = (a, b, v)  # v as held: a partial image lacks it
+        else:
+            assert pending, f"a partial update of {before[0]}, a row the copy does not hold, outside a snapshot"
+
+    def boundary(self) -> None:
+        """A boundary (after a hand-off, or a heartbeat): a read chunk the parser reached joins the stream."""
+        if self.phase != 2 or self.window is None or self.read_at is None or self.handed < self.read_at:
+            return
+        for key, a, b in self.window.reconcile(self.rows, EntryPosition(FILE, self.read_at)):
+            self.copy[key] = (a, b, 2 * a)
+        self.phase, self.window, self.rows, self.read_at = 0, None, [], None
+        current = self.passes[0]
+        if isinstance(current, list):
+            current.pop(0)
+            if current:
+                return
+        self.passes.pop(0)
+        if not self.passes and self.reread:
+            self.passes.append(self.reread)
+            self.reread = set()
+
+    def chunk_step(self) -> None:
+        if self.phase == 0 and (self.passes or self.reread):
+            if not self.passes:
+                self.passes.append(self.reread)
+                self.reread = set()
+            self.window = ChunkWindow("s", "t", [0])
+            self.phase = 1
+        elif self.phase == 1:
+            current = self.passes[0]
+            if isinstance(current, list):
+                lo, hi = current[0]
+                chosen = [k for k in self.source if lo <= k < hi]
+            else:  # a pass of rows read again (the keys asked for before it started)
+                chosen = [k for k in self.source if k in current]
+            self.rows = sorted((k, *self.source[k]) for k in chosen)
+            self.read_at = len(self.binlog)
+            self.phase = 2
+
+    def drain(self) -> None:
+        for _ in range(20 * (PARTIAL_KEYS + 2)):
+            while self.handed < len(self.binlog):
+                self.advance()
+            self.chunk_step()
+            self.boundary()
+            if not self.reading and self.phase == 0:
+                return
+        raise AssertionError("the passes never ended")
+
+    def selected(self) -> dict[int, tuple[int, int, int]]:
+        return {k: (a, b, 2 * a) for k, (a, b) in self.source.items()}
+
+
+partial_actions = st.lists(
+    st.one_of(
+        PARTIAL_WRITE, st.tuples(st.just("advance")), st.tuples(st.just("chunk")), st.tuples(st.just("boundary"))
+    ),
+    max_size=60,
+)
+
+
+def play_partial(model: PartialModel, steps: list[tuple[Any, ...]]) -> None:
+    for name, *args in steps:
+        if name == "write":
+            model.write(*args)
+        elif name == "advance":
+            model.advance()
+        elif name == "chunk":
+            model.chunk_step()
+        else:
+            model.boundary()
+    model.drain()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.integers(0, PARTIAL_KEYS - 1), st.tuples(st.integers(0, 99), st.integers(0, 99))),
+    st.lists(st.integers(1, PARTIAL_KEYS - 1), unique=True, max_size=3).map(
+        lambda cuts: [0, *sorted(cuts), PARTIAL_KEYS]
+    ),
+    partial_actions,
+)
+def test_a_copy_under_partial_images_and_moved_keys_ends_equal_to_select(
+    initial: dict[int, tuple[int, int]], bounds: list[int], steps: list[tuple[Any, ...]]
+) -> None:
+    model = PartialModel(initial, bounds)
+    play_partial(model, steps)
+    assert model.copy == model.selected()
+
+
+def test_a_partial_key_move_into_rows_already_read_is_read_again() -> None:
+    """The issue's case: the read passed key 0, a MINIMAL update moves key 6 (not read yet) to 0; the copy holds
+    neither, skips the update, and the chunk of 6 no longer finds it -- only reading key 0 again brings the row."""
+    model = PartialModel({0: (1, 1), 6: (5, 5)}, [0, 3, PARTIAL_KEYS])
+    model.write("delete", 0, 0)
+    model.advance()
+    model.chunk_step()
+    model.chunk_step()  # [0, 3) read: key 0 is gone
+    model.advance()  # ... and the chunk joins: the copy holds nothing of [0, 3)
+    model.write("move", 6, 1)  # 6 -> 0
+    model.advance()
+    assert model.reread == {0} and 0 not in model.copy
+    model.drain()
+    assert model.copy == model.selected() == {0: (5, 5, 10)}

@@ -119,6 +119,21 @@ def test_what_no_retry_fixes_stops_the_destination_at_its_first_connection(
         assert error.errno == 1227 and "GRANT BINLOG MONITOR ON *.*" in str(error)
 
 
+def test_an_expired_password_stops_the_destination(mariadb: MariaDBDatabase, make_user: Callable[[str], _User]) -> None:
+    # MariaDB logs a user with an expired password in (disconnect_on_expired_password=OFF, its default) and refuses
+    # every statement with 1820: the side connection's first query raised pymysql's OperationalError, retried for
+    # ever ("connecting", last_error_type OperationalError)
+    user = make_user("SELECT, REPLICATION SLAVE, BINLOG MONITOR")
+    mariadb.server.execute(f"ALTER USER '{user.name}'@'%' PASSWORD EXPIRE")
+    master = attrs.evolve(mariadb.master(), username=user.name, password=user.password)
+    with Instance(_config(master)) as instance:
+        error = _stop_reason(instance)
+        assert type(error) is SourceAccessDeniedError, error
+        _assert_failed(instance, error)
+    assert getattr(error, "errno", None) == 1820
+    assert "expired" in str(error) and user.password not in str(error)
+
+
 def _kill_dumps(server: MariaDBServer, user: str) -> None:
     """End the binlog dumps of ``user`` on the server (as a network drop would): the parser reconnects."""
     killed = 0

@@ -13,7 +13,7 @@ import pymysql  # type: ignore[import-untyped]
 
 from canal.cli.common import CliError, add_source_arguments, load_instance_config
 from canal.errors import SourceError, SourceUnreachableError, TlsError
-from canal.parse.mysql.connect import TlsState, open_connection, tls_state
+from canal.parse.mysql.connect import EXPIRED_PASSWORD, TlsState, open_connection, tls_state
 from canal.sql import Grant, read_statements
 
 
@@ -310,6 +310,11 @@ def run(args: argparse.Namespace) -> int:
         state = tls_state(conn, master.ssl.mode)
         facts = read_facts(conn)
     except pymysql.err.MySQLError as exc:  # after the login: a lost connection, a limit, a statement refused
+        if exc.args and exc.args[0] in EXPIRED_PASSWORD:  # let in, and every statement refused
+            fix = "set a new password (as that user: ALTER USER CURRENT_USER() IDENTIFIED BY '...')"
+            detail = f"{master.username}@{master.address}: the password has expired (errno {exc.args[0]})"
+            print(Check("connect", "FAIL", detail, fix).line())
+            return 1
         raise SourceError(f"reading the settings of {master.address} failed: {exc}", errno=exc.args[0]) from None
     finally:
         conn.close()

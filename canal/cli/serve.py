@@ -10,9 +10,10 @@ process stops serving (another took it over, ZooKeeper lost) goes back to waitin
 retry fixes stays stopped -- its metrics say so (``canal_instance_running`` 0, ``canal_instance_last_error_info``)
 -- while the others go on.
 
-SIGTERM or SIGINT stops it cleanly: the consumers end after the batch in hand, the destinations stop (their cursors
-flushed, bounded when ZooKeeper does not answer: ``EmbeddedServer.stop``), the exporter closes, and the command
-exits 0.
+SIGTERM, SIGINT or SIGHUP stops it cleanly: the consumers end after the batch in hand (a slow one is waited for up to
+the server's ``stop_timeout_s``; past it, its batch is delivered again by the next run), the destinations stop (their
+cursors flushed, bounded when ZooKeeper does not answer: ``EmbeddedServer.stop``), the exporter closes, and the
+command exits 0.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import importlib
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -29,6 +31,7 @@ from typing import Any, TextIO
 
 from canal.cli.common import CliError
 from canal.cli.tail import json_line
+from canal.client import ClientIdentity
 from canal.errors import CanalError, NotRunningError
 from canal.log import destination_logger
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType, Message
@@ -38,6 +41,9 @@ DEFAULT_METRICS_PORT = 11112
 """canal's ``canal.metrics.pull.port`` default."""
 BATCH_SIZE = 1000
 POLL_S = 0.5  # a consumer's get waits this long, so it sees a stop within it
+_log = destination_logger(__name__, "-")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Each stops the server cleanly (SIGHUP: its terminal closed; canal's JVM runs its shutdown hook on each)."""
 
 Consumer = Callable[[str, Message], object]
 
@@ -47,8 +53,8 @@ def add_parser(sub: Any) -> None:
         "serve",
         help="run a conf directory as a long-running server with its Prometheus exporter",
         description="Run every destination of a canal conf directory (canal.properties and "
-        "{destination}/instance.properties) until SIGTERM or SIGINT, as canal's startup.sh does, with the Prometheus "
-        "exporter (extra 'prometheus'). Each destination's batches go to the consumer and are acked when it "
+        "{destination}/instance.properties) until SIGTERM, SIGINT or SIGHUP, as canal's startup.sh does, with the "
+        "Prometheus exporter (extra 'prometheus'). Each destination's batches go to the consumer and are acked when it "
         "returns: by default one JSON line per row on stdout (as 'canal tail --json' prints them). A consumer that "
         "raises stops the server (exit status 2). SIGTERM stops it cleanly (exit status 0).",
     )
@@ -129,18 +135,20 @@ class _Consuming:
         while not self.stop.is_set():
             if not self.server.wait_serving(self.destination, POLL_S):
                 continue
+            # through the server's calls, not the instance's: a hand-over to another replica (a balance group)
+            # refuses new batches there while the batch in hand is acked, so that nothing printed is delivered again
+            client = ClientIdentity(self.destination)
             try:
-                instance = self.server.instance(self.destination)
                 while not self.stop.is_set():
-                    message = instance.get_without_ack(BATCH_SIZE, POLL_S)
+                    message = self.server.get_without_ack(client, BATCH_SIZE, POLL_S)
                     if message.id == EMPTY_MESSAGE_ID:
                         continue
                     try:
                         self.consumer(self.destination, message)
                     except BaseException:
-                        instance.rollback(message.id)
+                        self.server.rollback(client, message.id)
                         raise
-                    instance.ack(message.id)
+                    self.server.ack(client, message.id)
             except NotRunningError as exc:
                 cause = exc.__cause__
                 if cause is not None and not isinstance(cause, NotRunningError):
@@ -149,6 +157,9 @@ class _Consuming:
                     self.log.error("stopped on %s: %s; the other destinations go on", type(cause).__name__, cause)
                     return
                 self.log.info("not served here now (%s); waiting", exc)
+                # a hand-over refuses batches before this process stops serving: look again after a while, not in
+                # a loop of refusals meanwhile
+                self.stop.wait(POLL_S)
             except CanalError as exc:
                 self._fail(f"{type(exc).__name__}: {exc}")
                 return
@@ -167,7 +178,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -199,12 +210,12 @@ def run(args: argparse.Namespace) -> int:
             if not args.no_metrics:
                 exporter = start_http_server(port, args.metrics_address, server=server)
                 print(f"canal serve: metrics at {exporter.url}", file=sys.stderr, flush=True)
-            threads = []
+            threads: list[_Consuming] = []
             for name in server.destinations:
                 server.start_destination(name)
                 consuming = _Consuming(server, name, consumer, stop, failed)
                 consuming.thread.start()
-                threads.append(consuming.thread)
+                threads.append(consuming)
             print(
                 f"canal serve: {len(threads)} destinations ({', '.join(server.destinations) or 'none'}); SIGTERM stops",
                 file=sys.stderr,
@@ -212,8 +223,19 @@ def run(args: argparse.Namespace) -> int:
             )
             while not stop.wait(1.0):
                 pass
-            for thread in threads:
-                thread.join(POLL_S * 4)
+            # each consumer finishes the batch in hand and acks it before the server stops: a batch it handled and
+            # could not ack would be handed to the consumer again by the next run. Bounded as the server's stop is
+            deadline = time.monotonic() + server.stop_timeout_s
+            for consuming in threads:
+                consuming.thread.join(max(0.0, deadline - time.monotonic()))
+            busy = [c.destination for c in threads if c.thread.is_alive()]
+            if busy:
+                _log.warning(
+                    "the consumers of %s did not return within %.1fs: their batches in hand are delivered again "
+                    "by the next run",
+                    ", ".join(busy),
+                    server.stop_timeout_s,
+                )
         finally:
             if exporter is not None:
                 exporter.stop()

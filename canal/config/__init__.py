@@ -37,6 +37,7 @@ from canal.config.conf_dir import load_conf_dir
 from canal.config.fields import DEFAULT_FILTER_REGEX, ZK_AUTH_KEY
 from canal.config.instance import InstanceConfig
 from canal.config.keys import SSL_PROPERTY_KEYS, parse_bool
+from canal.config.mq import MqConfig
 from canal.config.properties import format_properties, parse_properties, resolve_placeholders
 from canal.config.server import BalanceConfig, ServerConfig, to_balance_config
 from canal.config.settings import (
@@ -73,6 +74,7 @@ __all__ = [
     "KeylessTables",
     "MasterConfig",
     "MetaMode",
+    "MqConfig",
     "RetryConfig",
     "SchemaHistoryConfig",
     "ServerConfig",

@@ -35,6 +35,7 @@ from canal.config.keys import (
     _CREDENTIAL_SPEC,
     _DETECTING_SPEC,
     _FLAGS_SPEC,
+    _MQ_SPEC,
     _MS,
     _RETRY_SPEC,
     _SCHEMA_HISTORY_SPEC,
@@ -59,6 +60,7 @@ from canal.config.keys import (
     _spec_of,
     _ssl_from_props,
 )
+from canal.config.mq import MqConfig
 from canal.config.properties import format_properties, parse_properties
 from canal.config.server import ServerConfig, _to_tuple
 from canal.config.settings import (
@@ -226,6 +228,10 @@ class InstanceConfig:
         factory=SnapshotConfig, validator=_check(lambda v: isinstance(v, SnapshotConfig), "must be a SnapshotConfig")
     )
     """Snapshots of tables that already hold rows (SnapshotConfig)."""
+    mq: MqConfig = attrs.field(
+        factory=MqConfig, validator=_check(lambda v: isinstance(v, MqConfig), "must be an MqConfig")
+    )
+    """canal's MQ routing (``canal.mq.*``), for the ``canal`` source's messages (MqConfig)."""
     heal: HealMode = attrs.field(
         default=HealMode.SNAPSHOT, converter=to_heal_mode, metadata=canal_key("pycanal.heal", "enum")
     )
@@ -333,6 +339,7 @@ class InstanceConfig:
         values.update(_format_fields(self.retry, _RETRY_SPEC))
         values.update(_format_fields(self.schema_history, _SCHEMA_HISTORY_SPEC))
         values.update(_format_fields(self.snapshot, _SNAPSHOT_SPEC))
+        values.update(_format_fields(self.mq, _MQ_SPEC))
         values["pycanal.meta.mode"] = self.meta_mode.value
         keys = _key_names(InstanceConfig)
         if self.meta_dir is not None:
@@ -397,6 +404,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
     retry = sub(RetryConfig, _RETRY_SPEC)
     schema_history = sub(SchemaHistoryConfig, _SCHEMA_HISTORY_SPEC)
     snapshot = sub(SnapshotConfig, _SNAPSHOT_SPEC)
+    mq = sub(MqConfig, _MQ_SPEC)
 
     keys = _key_names(InstanceConfig)
     kwargs = _read_fields(props, _INSTANCE_SPEC)
@@ -450,6 +458,7 @@ def _instance_from_props(props: _Props, dest: str, base_dir: str | None, conf_di
         retry=retry,
         schema_history=schema_history,
         snapshot=snapshot,
+        mq=mq,
         **kwargs,
     )
     log.debug("loaded instance config %s", config.redacted())

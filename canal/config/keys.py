@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 import attrs
 
 from canal.config.fields import _MASK, KEYED_CLASSES, _FieldError, _warn_once
+from canal.config.mq import MqConfig
 from canal.config.properties import resolve_placeholders
 from canal.config.settings import (
     DetectingConfig,
@@ -188,6 +189,7 @@ _FLAGS_SPEC: Final = _spec_of(FilterFlags)
 _RETRY_SPEC: Final = _spec_of(RetryConfig)
 _SCHEMA_HISTORY_SPEC: Final = _spec_of(SchemaHistoryConfig)
 _SNAPSHOT_SPEC: Final = _spec_of(SnapshotConfig)
+_MQ_SPEC: Final = _spec_of(MqConfig)
 
 
 def _key(cls: type, field: str) -> str:

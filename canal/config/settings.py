@@ -39,6 +39,7 @@ from canal.config.fields import (
     keyed,
 )
 from canal.errors import ConfigError
+from canal.names import split_qualified
 
 _ZK_AUTH_SCHEMES = ("digest",)
 
@@ -699,17 +700,27 @@ def _to_snapshot_tables(value: object) -> tuple[str, ...] | None:
         return None
     names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(cast(Any, value))
     for name in names:
-        db, dot, table = name.partition(".") if isinstance(name, str) else ("", "", "")
-        if not dot or not db or not table:
-            raise _FieldError("SnapshotConfig", "tables", value, f"names tables as db.table, got {name!r}")
+        if not _is_table_name(name):
+            why = f"names tables as db.table (`shop.eu`.t where a name holds a dot), got {name!r}"
+            raise _FieldError("SnapshotConfig", "tables", value, why)
     return tuple(names)
+
+
+def _is_table_name(name: object) -> bool:
+    """Whether ``name`` is ``db.table`` as :func:`canal.names.qualified` writes it, both parts named."""
+    if not isinstance(name, str):
+        return False
+    try:
+        db, table = split_qualified(name)
+    except ValueError:
+        return False
+    return bool(db and table)
 
 
 def _to_watermark_table(value: object) -> str | None:
     if value is None or value == "":
         return None
-    db, dot, table = value.partition(".") if isinstance(value, str) else ("", "", "")
-    if not dot or not db or not table or "." in table:
+    if not _is_table_name(value):
         raise _FieldError("SnapshotConfig", "watermark_table", value, f"names a table as db.table, got {value!r}")
     return str(value)
 
@@ -772,8 +783,7 @@ class SnapshotConfig:
         """``watermark_table`` as (database, table)."""
         if self.watermark_table is None:
             return None
-        db, _, table = self.watermark_table.partition(".")
-        return db, table
+        return split_qualified(self.watermark_table)
 
     def redacted(self) -> dict[str, Any]:
         return _redacted(self)

@@ -167,8 +167,16 @@ class GroupView:
         live = {m.id for m in self.members}
         kept = dict(self.doc.pins) if pins is None and self.doc is not None else dict(pins or {})
         kept = {d: m for d, m in kept.items() if m in live}
-        plan = assign(self.members, {} if self.doc is None else self.doc.owners, foreign=self.foreign, pins=kept)
+        plan = assign(
+            self.members, self.holding() if self.doc is None else self.doc.owners, foreign=self.foreign, pins=kept
+        )
         return AssignmentDoc(self.inputs(), self.foreign, dict(plan.owners), dict(plan.quotas), kept)
+
+    def holding(self) -> dict[str, str | None]:
+        """Each destination's member by the running node its session holds: the previous owners when there is no
+        document to take them from (none yet, deleted, or unreadable), so that what runs stays where it runs."""
+        member_of = {s: m for m, s in self.sessions.items()}
+        return {d: member_of.get(s) for d, s in self.holders.items() if s is not None}
 
     def member(self, member_id: str) -> Member | None:
         return next((m for m in self.members if m.id == member_id), None)
@@ -179,17 +187,38 @@ class GroupView:
         return sorted(d for d, s in self.holders.items() if s is not None and s == session)
 
 
+def newer_format(data: bytes) -> bool:
+    """Whether ``data`` is an assignment document of a format newer than this pycanal's (a later release wrote it)."""
+    try:
+        version = json.loads(data).get("version")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(version, int) and not isinstance(version, bool) and version > DOC_VERSION
+
+
 def read_doc(
     client: KazooClient, group: str, *, timeout: float, watch: Watch | None = None
 ) -> tuple[AssignmentDoc | None, int]:
-    """The group's document and its version (None, -1: none yet), with ``watch`` left on it."""
+    """The group's document and its version (None, -1: none yet), with ``watch`` left on it.
+
+    A document that cannot be read -- corrupt, empty, or of an older format -- is as good as none, but its version
+    is returned, so the next write replaces it (with the version check) instead of every member failing on it for
+    ever, with no destination ever assigned again. One of a newer format (a later pycanal runs the group) raises
+    HAError: overwriting it would undo that release's assignment; this process takes no part until it is upgraded.
+    """
     doc_path = zkpaths.balance_assignment_path(group)
     try:
         raw, stat = client.get_async(doc_path, watch).get(timeout=timeout)
     except NoNodeError:
         client.exists_async(doc_path, watch).get(timeout=timeout)  # a watch for its creation
         return None, -1
-    return AssignmentDoc.from_bytes(raw), int(stat.version)
+    try:
+        return AssignmentDoc.from_bytes(raw), int(stat.version)
+    except HAError as exc:
+        if newer_format(raw):
+            raise HAError(f"{exc}: a newer pycanal runs balance group {group!r}; upgrade this process") from None
+        destination_logger(__name__, f"balance:{group}").warning("%s: the next write replaces it", exc)
+        return None, int(stat.version)
 
 
 def read_group(

@@ -10,7 +10,8 @@ server's call: always without balancing, only while the balance group assigns it
 graceful stop, :meth:`~canal.server.EmbeddedServer.release`), in order:
 
 1. when its ``on_revoked`` is due (callbacks run one at a time: until then the destination serves as before), new
-   batches are refused (a get raises :class:`~canal.errors.NotRunningError`); acks and rollbacks go on;
+   batches are refused (a get raises :class:`~canal.errors.NotRunningError`, also one that was waiting for
+   entries when it began: its batch is put back); acks and rollbacks go on;
 2. ``on_revoked(destination)`` runs: the service finishes the batch in hand, acks it or rolls it back, and stops
    its consumer of the destination;
 3. batches still outstanding get until ``revoke_timeout_s`` (counted from the hand-over's start) to be acked or
@@ -25,14 +26,15 @@ the service: the instance stops at once and ``on_revoked`` is called after the f
 
 **Callbacks** run on one thread of the server (``canal-ha-callbacks``), one at a time, in the order of the events:
 for each destination, ``on_assigned`` and ``on_revoked`` alternate, starting with ``on_assigned``. A callback that
-raises is logged and the hand-over goes on.
+raises is logged and the hand-over goes on; one that has not returned after ``revoke_timeout_s`` is left running,
+and the callbacks after it run on a new thread (:class:`Callbacks`).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from kazoo.client import KazooClient
@@ -49,15 +51,23 @@ DRAIN_CHECK_S = 0.05  # how often a hand-over looks again at batches acked outsi
 
 
 class Callbacks:
-    """The service's ``on_assigned`` / ``on_revoked``, run one at a time on the ``canal-ha-callbacks`` thread."""
+    """The service's ``on_assigned`` / ``on_revoked``, run one at a time on the ``canal-ha-callbacks`` thread.
 
-    def __init__(self, on_assigned: DestinationCallback | None, on_revoked: DestinationCallback | None) -> None:
+    A callback that has not returned after ``stuck_s`` seconds (the hand-over's ``revoke_timeout_s``: a service's
+    bug) is left running on its thread, and the callbacks after it run on a new one: the hand-over it was part of
+    goes on without it, and later ones -- an ``on_assigned`` of a destination given back to this process -- must not
+    wait for it for ever.
+    """
+
+    def __init__(
+        self, on_assigned: DestinationCallback | None, on_revoked: DestinationCallback | None, *, stuck_s: float = 30.0
+    ) -> None:
         self._on = {"assigned": on_assigned, "revoked": on_revoked}
-        self._queue: queue.Queue[
-            tuple[DestinationCallback, str, str, threading.Event, Callable[[], None] | None] | None
-        ] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._stuck_s = stuck_s
+        self._items: deque[tuple[DestinationCallback, str, str, threading.Event, Callable[[], None] | None]] = deque()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None  # the one thread that takes the next callback
+        self._stopping = False
 
     def submit(self, event: str, destination: str, before: Callable[[], None] | None = None) -> threading.Event:
         """Queue the callback of ``event`` (``assigned`` or ``revoked``); the returned event is set once it ran.
@@ -69,19 +79,34 @@ class Callbacks:
                 before()
             done.set()
             return done
-        with self._lock:
+        with self._changed:
+            self._items.append((callback, event, destination, done, before))
+            self._stopping = False
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="canal-ha-callbacks", daemon=True)
-                self._thread.start()
-        self._queue.put((callback, event, destination, done, before))
+                self._start_thread()
+            self._changed.notify_all()
         return done
 
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="canal-ha-callbacks", daemon=True)
+        self._thread.start()
+
     def _run(self) -> None:
+        me = threading.current_thread()
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            callback, event, destination, done, before = item
+            with self._changed:
+                while self._thread is me and not self._items and not self._stopping:
+                    self._changed.wait()
+                if self._thread is not me:
+                    return  # replaced while its callback hung: the new thread has the queue
+                if not self._items:
+                    self._thread = None  # stopped, and nothing left
+                    self._changed.notify_all()
+                    return
+                callback, event, destination, done, before = self._items.popleft()
+            watch = threading.Timer(self._stuck_s, self._stuck, args=(me, event, destination))
+            watch.daemon = True
+            watch.start()
             try:
                 if before is not None:
                     before()
@@ -89,15 +114,28 @@ class Callbacks:
             except Exception:  # the service's error: logged; the hand-over must go on
                 destination_logger(__name__, destination).exception("on_%s(%r) raised", event, destination)
             finally:
+                watch.cancel()
                 done.set()
+
+    def _stuck(self, thread: threading.Thread, event: str, destination: str) -> None:
+        with self._changed:
+            if self._thread is not thread:
+                return
+            destination_logger(__name__, destination).error(
+                "on_%s(%r) has not returned after %.1fs: the callbacks after it run on a new thread",
+                event,
+                destination,
+                self._stuck_s,
+            )
+            self._start_thread()
 
     def stop(self, timeout: float) -> None:
         """Run what is queued (up to ``timeout`` seconds), then end the thread."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self._thread is None, max(0.0, deadline - time.monotonic()))
 
 
 class HaDestination:
@@ -154,7 +192,9 @@ class HaDestination:
         def guard() -> None:
             monitor.confirm_owner(token)
 
-        instance = Instance(self.config, members=self.members, zk=self._zk, fence=fence, guard=guard)
+        instance = Instance(
+            self.config, members=self.members, zk=self._zk, fence=fence, guard=guard, hand_out=self._hand_out
+        )
         try:
             instance.start()
         except BaseException:
@@ -208,6 +248,17 @@ class HaDestination:
                 "batches handed out can still be acked or rolled back until it is"
             )
         return instance
+
+    def _hand_out(self) -> None:
+        # the instance asks after a get's wait: a get that began before the hand-over hands out nothing after it
+        # began (the hand-over's drain does not wait for it, and the meta it persists is from before its batch)
+        with self._lock:
+            draining = self._draining
+        if draining:
+            raise NotRunningError(
+                f"destination {self.destination!r} is being handed over to another process: no new batches here; "
+                "batches handed out can still be acked or rolled back until it is"
+            )
 
     def settled(self) -> None:
         """A batch was acked or rolled back (a hand-over waiting for the outstanding batches looks again)."""
@@ -286,9 +337,17 @@ class HaDestination:
                         "on_revoked did not return within %.1fs: handing over anyway", self._revoke_timeout_s
                     )
                 self._drain(instance, deadline)
-                self.monitor.call(self._hand_over)
-                self.moves_out += 1
-                self._log.info("handed over")
+                handed: list[bool] = []
+                self.monitor.call(lambda: handed.append(self._hand_over(instance)))
+                if handed and handed[0]:
+                    self.moves_out += 1
+                    self._log.info("handed over")
+                else:  # its session was suspended or lost meanwhile: not a hand-over, whatever came after
+                    self.losses += 1
+                    self._log.warning(
+                        "stopped serving before the hand-over ended (ZooKeeper session suspended or lost): the next "
+                        "owner delivers again what was acked since the last flush"
+                    )
             else:
                 self.monitor.release()  # not serving: just stop competing
         finally:
@@ -325,9 +384,11 @@ class HaDestination:
                     return
                 self._settled.wait(min(remaining, DRAIN_CHECK_S))  # acks through the instance itself notify nobody
 
-    def _hand_over(self) -> None:
+    def _hand_over(self, expected: Instance) -> bool:
         # on the monitor's thread: persist the meta while the token is valid, free the node ("released") for the
-        # next owner, then stop the instance -- its parser and store -- elsewhere: the next owner need not wait
+        # next owner, then stop the instance -- its parser and store -- elsewhere: the next owner need not wait.
+        # Whether it handed over ``expected``, the instance whose hand-over began (not: that activation ended
+        # meanwhile, and any activation since is released without one)
         self.serving.clear()
         with self._lock:
             instance, self.instance = self.instance, None
@@ -341,6 +402,7 @@ class HaDestination:
             threading.Thread(
                 target=self._stop_instance, args=(instance, "a hand-over"), kwargs={"follow": False}, daemon=True
             ).start()
+        return instance is expected
 
     def stop(self) -> None:
         """Stop competing and release at once (the server hands over first when it can)."""

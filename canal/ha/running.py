@@ -264,7 +264,10 @@ class RunningMonitor:
             self._timer.start()
 
     def _compete(self) -> None:
-        if not self._running or self._released or self._active.is_set() or not self._client.connected:
+        if self._running and self._released:
+            self._free_own_node()  # released while disconnected: the node may still be this session's
+            return
+        if not self._running or self._active.is_set() or not self._client.connected:
             return
         try:
             self._try_create()
@@ -345,10 +348,15 @@ class RunningMonitor:
             self._released = True
             if self._timer is not None:
                 self._timer.cancel()
-        was_active = self._active.is_set()
         self._standby("released")
-        if not was_active or not self._client.connected:
-            return
+        self._free_own_node()
+
+    def _free_own_node(self) -> None:
+        """Delete the running node if this session holds it (released: this process does not want it). Also when
+        this process had already stopped serving -- its session suspended, then back --: the node outlived that
+        stop, and nobody else could take the destination while it stood."""
+        if not self._client.connected:
+            return  # the CONNECTED that follows comes here again (``_compete``)
         try:
             _raw, stat = self._client.get(self.path)
             if stat.ephemeralOwner != self._session_id():

@@ -108,9 +108,9 @@ def compare(
     units = {f.name: unit for f in mirror_table.schema if (unit := _numpy_unit(f.type)) is not None}
     dated = {name: _dated_column(mirror_table.column(name), unit) for name, unit in units.items()}
     mirror_rows = mirror_table.drop_columns(list(units)).to_pylist()
-    for name, texts in dated.items():
+    for column, texts in dated.items():
         for row, text in zip(mirror_rows, texts, strict=True):
-            row[name] = text  # already text: render_text keeps it
+            row[column] = text  # already text: render_text keeps it
     mirror_cols = set(mirror_table.column_names)
     source_cols = set(rows_from_select[0].keys()) if rows_from_select else mirror_cols
     columns = sorted(mirror_cols & source_cols)

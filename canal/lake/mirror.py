@@ -748,7 +748,10 @@ class DeltaMirror:
             # typed before any step of the batch was applied (apply)
             source, key_names = plan.source if plan.source is not None else source_of(plan, self._settings.zero_dates)
             if not key_names:
-                raise MirrorError(f"{plan.schema}.{plan.table} has no primary key; the mirror needs one")
+                raise MirrorError(
+                    f"{plan.schema}.{plan.table} has no primary key and no UNIQUE key over NOT NULL columns; the "
+                    "mirror needs one"
+                )
             # a partial image after a DDL of the table in this batch: completed from the table's rows as they are now
             source = complete_source(plan, source, key_names, self._rows_now, self._settings.zero_dates)
         if exists and plan.truncate:

@@ -29,6 +29,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from canal.names import qualified
 from canal.parse.events import RowsEvent
 from canal.parse.heal_marks import CASCADE_OUT_OF_CAPTURE
 from canal.parse.unmodeled import UnmodeledStatement
@@ -121,8 +122,8 @@ def out_of_capture_statement(event: RowsEvent, children: Sequence[tuple[str, str
     """A rows event of a table the filter leaves out whose foreign keys' actions may have changed the captured
     ``children`` (:func:`out_of_capture`), as a change to heal (the children), described in words: no statement
     of the server's, none to replay."""
-    parent = f"{event.table.schema}.{event.table.table}"
-    names = tuple(f"{db}.{name}" for db, name in children)
+    parent = qualified(event.table.schema, event.table.table)
+    names = tuple(qualified(db, name) for db, name in children)
     verb = event.event_type.name
     return UnmodeledStatement(
         f"{verb} rows of {parent}: the ON {verb} actions of its foreign keys change {', '.join(names)}",

@@ -63,6 +63,7 @@ from canal.parse.events import (
     TableMapEvent,
     XidEvent,
 )
+from canal.parse.heal_marks import HEAL
 from canal.parse.reach import StatementReach
 from canal.parse.sessions import Scope, SessionTables
 from canal.parse.unmodeled import CaptureVerdict, StatementPolicy, capture_verdict, stop
@@ -90,14 +91,21 @@ IMPLICIT_COLUMNS_PROP = "IMPLICIT_COLUMNS"
 """Header prop of an ALTER TABLE entry of a table with columns the server added itself and keeps last (a
 system-versioned table's implicit ``row_start`` / ``row_end``), added from the schema history: a JSON list of their
 names -- the columns the statement adds without a place go before them."""
+COMPUTED_PROP = "COMPUTED_COLUMNS"
+"""Header prop of an ALTER TABLE entry of a table with columns whose values the server computes, added from the schema
+history: a JSON object of those columns before the statement, by name -- ``{"id": {"auto_increment": true}, "g":
+{"generated": "v * 2"}}`` (:mod:`canal.schema.computed`): whether an ALTER numbers a column anew, or computes a
+generated column's values again, which a copy cannot repeat."""
 SERVER_VERSION_PROP = "SERVER_VERSION"
 """Beside :data:`TIMESTAMP_PROP`: the version of the server that wrote the binlog (its format description's), which
 says TIMESTAMP's range (MariaDB 11.5 made it reach 2106: the ``row_end`` of a current row version)."""
 SQL_MODE_PROP = "SQL_MODE"
-"""Header prop of an ALTER TABLE entry: the statement's ``sql_mode`` as the server logged it, its bit set in decimal (as
-``mysqlbinlog`` prints ``SET @@session.sql_mode``), with :data:`SERVER_VERSION_PROP` beside it (MariaDB's bits are not
-MySQL's): how the statement converted the values it rewrote (MariaDB rounds fractional seconds it narrows under
-``TIME_ROUND_FRACTIONAL``, and truncates them without it)."""
+"""Header prop of an ALTER TABLE entry, and of any DDL entry whose text reads otherwise than under the default mode
+(:mod:`canal.sql.modes`: ``NO_BACKSLASH_ESCAPES``, ``ANSI_QUOTES``, ...): the statement's ``sql_mode`` as the server
+logged it, its bit set in decimal (as ``mysqlbinlog`` prints ``SET @@session.sql_mode``), with
+:data:`SERVER_VERSION_PROP` beside it (MariaDB's bits are not MySQL's): how its text reads, and how the statement
+converted the values it rewrote (MariaDB rounds fractional seconds it narrows under ``TIME_ROUND_FRACTIONAL``, and
+truncates them without it; a 0 made AUTO_INCREMENT stays 0 under ``NO_AUTO_VALUE_ON_ZERO``)."""
 TIMESTAMP_PROP = "TIMESTAMP"
 """Header prop of a DDL entry whose statement used its start time to the microsecond (MariaDB logs it then: ``ADD
 SYSTEM VERSIONING`` makes it the ``row_start`` of the rows it versions): ``seconds.micros`` since the epoch, as
@@ -185,6 +193,9 @@ class EntryConverter:
         # whether the last query event was about them alone (the schema history then leaves it)
         self._sessions = SessionTables()
         self.session_only = False
+        # the entry of the last statement outside a transaction that only a query filter flag dropped (the parser's,
+        # through take_filtered): a copy still needs it where the parser's judgement heals it (an ALTER's conversions)
+        self._filtered: Entry | None = None
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -405,8 +416,9 @@ class EntryConverter:
 
     def _rotate(self, event: RotateEvent) -> Entry | None:
         """A binlog rotate between transactions: the anchor moves to the next file's start (resumed at, nothing there
-        consumed yet), and a HEARTBEAT entry says the stream rests there -- so a caught-up cursor follows the rotate
-        and a purge of the old file strands nothing. A rotate into a later file only: the artificial one that opens
+        consumed yet; stamped with the rotate's time, whether the dump read the boundary before or resumed past it),
+        and a HEARTBEAT entry says the stream rests there -- so a caught-up cursor follows the rotate and a purge of
+        the old file strands nothing. A rotate into a later file only: the artificial one that opens
         every dump names the file the dump starts in, while the one a server sends when a dump passes the end of a
         file closed by a shutdown (no rotate event in it) names the next. Not one met while a resumed dump still
         skips what was handed off before, nor inside a transaction (servers rotate between transactions)."""
@@ -418,7 +430,7 @@ class EntryConverter:
         self._anchor = EntryPosition(
             journal_name=event.next_file,
             position=event.next_position,
-            timestamp=anchor.timestamp if anchor.timestamp is not None else event.timestamp * 1000 or None,
+            timestamp=event.timestamp * 1000 or anchor.timestamp,
             server_id=anchor.server_id if anchor.server_id is not None else self._source_server_id,
             gtid=str(self._executed) if self.options.gtid_mode and self._executed else anchor.gtid,
             included=False,
@@ -653,7 +665,7 @@ class EntryConverter:
 
     def _query(self, event: QueryEvent) -> Entry | None:
         self.session_only = False
-        results = classify_ddl(event.sql, event.schema or None)
+        results = classify_ddl(event.sql, event.schema or None, event.mode)
         if self.lower_case_names:
             results = [
                 attrs.evolve(
@@ -705,7 +717,7 @@ class EntryConverter:
         temporary tables follow it first (``resumed_past``: it was handed off before, and is not judged again)."""
         tables = self.options.tables
         session = self._session(event)
-        statements = read_statements(event.sql, strict=False)
+        statements = read_statements(event.sql, strict=False, mode=event.mode)
         flagged = event.thread_specific
         scope = self._sessions.follow(
             statements, session, event.server_id, event.thread_id, flagged=flagged, lower_case=self.lower_case_names
@@ -729,6 +741,7 @@ class EntryConverter:
             statements=statements,
             scope=scope,
             reach=self.reach,
+            mode=event.mode,
         )
         if verdict.unmodeled is None:
             return verdict
@@ -747,13 +760,16 @@ class EntryConverter:
         resumed_past = self._skip_event == (event.log_file, event.offset)  # handed off before: not judged again
         verdict = self._judged(event, resumed_past)
         props = verdict.props()
-        dropped = (
+        # the query filter flags choose which statements are delivered, not what a copy follows: a statement whose
+        # entry carries a heal's mark goes out whatever they say (its tables' rows are void from there)
+        flagged = (
             (flag == "dml" and flags.query_dml)
             or (flag == "ddl" and flags.query_ddl)
             or (flag == "dcl" and flags.query_dcl)
-            or verdict.captures_nothing  # a session's temporary tables alone, or DML that reaches none captured
-            or not (self._tables_pass(results) or verdict.leaves or verdict.marks)
-        )
+        ) and HEAL not in props
+        # a session's temporary tables alone, or DML that reaches none captured, passes nothing
+        passes = not verdict.captures_nothing and (self._tables_pass(results) or verdict.leaves or verdict.marks)
+        dropped = flagged or not passes
         if self._in_txn:
             # a statement inside a transaction (statement-format DML, ...): a row entry, not a boundary
             self._seen_data = True
@@ -786,7 +802,19 @@ class EntryConverter:
             )
         # outside a transaction: a DDL (or DCL, or other statement) -- a boundary in its own right
         self._seen_data = True
+        if flagged and passes:
+            # only the flag drops it: the parser may still heal it (take_filtered), and it then goes out
+            self._filtered = self._boundary_statement(event, event_type, False, first, props)
+            return None
         return self._boundary_statement(event, event_type, dropped, first, props)
+
+    def take_filtered(self) -> Entry | None:
+        """The entry of the statement just converted (outside a transaction) that only a query filter flag dropped,
+        once: the parser judges it as it judges a delivered one (an ALTER whose conversions a copy cannot repeat) and
+        hands it off only where that marks it ``HEAL`` -- the flags choose what is delivered, not what is
+        followed."""
+        filtered, self._filtered = self._filtered, None
+        return filtered
 
     def _boundary_statement(
         self,
@@ -831,7 +859,7 @@ class EntryConverter:
         = ``"1"``): the names in its SQL text are as typed, the server's are their lower case. A DDL's carries the
         session state the server logged with it that its effect depends on: the time zone (:data:`TIME_ZONE_PROP`)
         and the start time's microseconds (:data:`TIMESTAMP_PROP`); an ALTER TABLE's also its sql_mode
-        (:data:`SQL_MODE_PROP`)."""
+        (:data:`SQL_MODE_PROP`), as does any DDL's whose text reads otherwise under it."""
         props: dict[str, str] = {}
         if self.lower_case_names:
             props[LOWER_CASE_PROP] = "1"
@@ -844,7 +872,7 @@ class EntryConverter:
                 props[TIMESTAMP_PROP] = f"{event.timestamp}.{event.micros:06d}"
                 if self._server_version is not None:
                     props[SERVER_VERSION_PROP] = self._server_version
-            if event.sql_mode is not None and first.event_type is EventType.ALTER:
+            if event.sql_mode is not None and (first.event_type is EventType.ALTER or not event.mode.reads_as_default):
                 props[SQL_MODE_PROP] = str(event.sql_mode)
                 if self._server_version is not None:
                     props[SERVER_VERSION_PROP] = self._server_version

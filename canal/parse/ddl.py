@@ -31,7 +31,7 @@ from typing import Final
 import attrs
 
 from canal.protocol import EventType
-from canal.sql import QueryKind, Statement, TableName, read_statements
+from canal.sql import DEFAULT_MODE, QueryKind, SqlMode, Statement, TableName, read_statements
 from canal.sql import statements as st
 
 __all__ = ["DdlResult", "QueryKind", "classify_ddl", "query_kind", "savepoint_statement", "xa_xid"]
@@ -171,20 +171,21 @@ _CACHE_MAX_SQL: Final = 4096  # longer statements (big INSERTs) are not worth ke
 
 
 @functools.lru_cache(maxsize=1024)
-def _classify_cached(sql: str, default_schema: str | None) -> tuple[DdlResult, ...]:
-    return _classify(sql, default_schema)
+def _classify_cached(sql: str, default_schema: str | None, mode: SqlMode) -> tuple[DdlResult, ...]:
+    return _classify(sql, default_schema, mode)
 
 
-def _classify(sql: str, default_schema: str | None) -> tuple[DdlResult, ...]:
+def _classify(sql: str, default_schema: str | None, mode: SqlMode = DEFAULT_MODE) -> tuple[DdlResult, ...]:
     classifier = _Classifier(default_schema)
-    results = [r for stmt in read_statements(sql, strict=False) for r in classifier.results(stmt)]
+    results = [r for stmt in read_statements(sql, strict=False, mode=mode) for r in classifier.results(stmt)]
     if not results:
         return (DdlResult(EventType.QUERY, default_schema, None, kind=QueryKind.OTHER),)
     return tuple(results)
 
 
-def classify_ddl(sql: str, default_schema: str | None) -> list[DdlResult]:
-    """Classify a query event's statement(s) as canal's DDL parser does; never raises.
+def classify_ddl(sql: str, default_schema: str | None, mode: SqlMode = DEFAULT_MODE) -> list[DdlResult]:
+    """Classify a query event's statement(s), read under its sql_mode ``mode``, as canal's DDL parser does; never
+    raises.
 
     ``default_schema`` is the query event's current database (None or "" when there is none); unqualified names
     take it. Multi-table statements (DROP TABLE a, b / RENAME TABLE a TO b, c TO d) give one result per table; an
@@ -195,8 +196,8 @@ def classify_ddl(sql: str, default_schema: str | None) -> list[DdlResult]:
     """
     default = default_schema or None
     if len(sql) <= _CACHE_MAX_SQL:
-        return list(_classify_cached(sql, default))
-    return list(_classify(sql, default))
+        return list(_classify_cached(sql, default, mode))
+    return list(_classify(sql, default, mode))
 
 
 def query_kind(sql: str) -> QueryKind:

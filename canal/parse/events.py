@@ -22,6 +22,7 @@ from canal.errors import SchemaError
 from canal.gtid import GtidStep
 from canal.protocol import EventType, RowData, TableSchema
 from canal.schema.history import SchemaColumn
+from canal.sql.modes import SqlMode
 
 
 class _Undecoded(tuple):  # type: ignore[type-arg]
@@ -124,6 +125,12 @@ class QueryEvent(BinlogEvent):
     sql_mode: int | None = None  # the statement's sql_mode, the server's bit set (None: not read)
     # the header's LOG_EVENT_THREAD_SPECIFIC_F: the statement used a temporary table of its session (or CONNECTION_ID())
     thread_specific: bool = False
+    mariadb: bool = True  # written by a MariaDB server (sql_mode bits 9 and 32 are MariaDB's own modes there)
+
+    @property
+    def mode(self) -> SqlMode:
+        """How the statement's text reads under its sql_mode (:mod:`canal.sql.modes`; the default when not read)."""
+        return SqlMode.of(self.sql_mode, mariadb=self.mariadb)
 
 
 @attrs.frozen(slots=True, kw_only=True)

@@ -41,6 +41,7 @@ from typing import Final
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified
 from canal.protocol import ColumnarRows, Entry, EventType, Rows
 from canal.schema.catalog import TableDef
 from canal.sql.contract import Follow, Shape
@@ -115,7 +116,7 @@ class HealedTable:
 
     @property
     def full_name(self) -> str:
-        return f"{self.schema}.{self.table}"
+        return qualified(self.schema, self.table)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"schema": self.schema, "table": self.table, "pass": self.pass_}

@@ -9,7 +9,9 @@ statements the contract stops (:mod:`canal.parse.unmodeled`):
   by), asked with the layout and the types before the statement -- those the mirror is given -- so before the
   schema history follows it;
 * :func:`partial` -- a rows entry whose partial images a copy cannot apply
-  (:func:`canal.parse.heal_marks.partial_image`).
+  (:func:`canal.parse.heal_marks.partial_image`);
+* :func:`reread_rows` -- a partial UPDATE that leaves some rows a copy cannot make exact (:mod:`canal.parse.rereads`):
+  not the table, those rows are read again -- under ``heal="stop"`` too, where it is the typed stop instead.
 
 Each gives the change as an :class:`~canal.parse.unmodeled.UnmodeledStatement` of shape
 :data:`~canal.parse.heal_marks.CONVERSION` or :data:`~canal.parse.heal_marks.PARTIAL_IMAGE`, healable, naming its one
@@ -19,18 +21,20 @@ reach a mirror as they are, and it stops typed there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
 
-from canal.errors import SchemaError
+from canal.errors import CanalError, SchemaError
+from canal.names import qualified
 from canal.parse.convert import SERVER_VERSION_PROP, SQL_MODE_PROP, SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
 from canal.parse.events import BinlogEvent, QueryEvent
 from canal.parse.heal_marks import CONVERSION, HEAL, PARTIAL_IMAGE, partial_image, with_layouts
+from canal.parse.rereads import RowRereads, rereads
 from canal.parse.unmodeled import StatementPolicy, UnmodeledStatement
 from canal.position import EntryPosition
-from canal.protocol import Entry, EntryType
+from canal.protocol import ColumnarRows, Entry, EntryType, EventType, Rows
 from canal.schema.conversions import fractions_rule, unrepeatable
 from canal.schema.history import SchemaHistory, layout_statement
 from canal.sql import AlterTable
@@ -38,7 +42,7 @@ from canal.sql import AlterTable
 if TYPE_CHECKING:
     from canal.parse.schema_tracking import SchemaTracker
 
-__all__ = ["conversion", "marked", "partial"]
+__all__ = ["conversion", "marked", "partial", "reread_rows"]
 
 Captured = Callable[[str, str], bool]
 
@@ -52,7 +56,7 @@ def conversion(
     rc = entry.row_change
     if rc is None or not rc.is_ddl or not history.holds_nothing_after(_position(entry)):
         return None
-    stmt = layout_statement(event.sql)
+    stmt = layout_statement(event.sql, event.mode)
     if not isinstance(stmt, AlterTable):
         return None
     header = entry.header
@@ -70,15 +74,16 @@ def conversion(
     why = unrepeatable(
         stmt,
         before,
-        history.retyped(event.schema, event.sql, _position(entry)),  # the types the mirror is given
+        history.retyped(event.schema, event.sql, _position(entry), event.mode),  # the types the mirror is given
         zone=props.get(TIME_ZONE_PROP),
         system_zone=props.get(SYSTEM_TIME_ZONE_PROP),
         fractions=fractions_rule(props.get(SQL_MODE_PROP), props.get(SERVER_VERSION_PROP, "")),
         mariadb=history.mariadb,
+        mode=event.mode,
     )
     if why is None:
         return None
-    table = f"{db}.{name}"
+    table = qualified(db, name)
     return UnmodeledStatement(
         event.sql,
         header.schema,
@@ -100,7 +105,7 @@ def partial(entry: Entry) -> UnmodeledStatement | None:
     if why is None:
         return None
     header = entry.header
-    table = f"{header.schema}.{header.table}"
+    table = qualified(header.schema, header.table)
     rc = entry.row_change
     assert rc is not None
     return UnmodeledStatement(
@@ -114,6 +119,53 @@ def partial(entry: Entry) -> UnmodeledStatement | None:
         True,
         (table,),
     )
+
+
+def reread_rows(
+    entry: Entry,
+    history: SchemaHistory | None,
+    reading: Callable[[], Collection[str]] | None,
+    reread: RowRereads | None,
+) -> None:
+    """Have the rows of a partial UPDATE read again where a copy cannot make them exact from it
+    (:func:`canal.parse.rereads.rereads`; ``reading()``: the tables a snapshot in the stream still reads) through
+    ``reread`` -- before the entry is handed off, so it carries the snapshot's progress with their pass. Without
+    ``reread`` (``heal="stop"``), or when it cannot take a snapshot, the typed stop
+    (:class:`~canal.errors.UnmodeledStatementError` of :data:`~canal.parse.heal_marks.PARTIAL_IMAGE`). An entry whose
+    table heals from it (``HEAL``) needs nothing more."""
+    rc = entry.row_change
+    if rc is None or rc.event_type is not EventType.UPDATE or HEAL in entry.header.props:
+        return
+    rows = rc.rows
+    if not isinstance(rows, Rows | ColumnarRows) or not rows.table.key_indexes or not rows.absent("after"):
+        return  # whole images (the common case): nothing to look up
+    header = entry.header
+    layout = None
+    if history is not None:
+        try:
+            layout = history.table(header.schema, header.table)
+        except SchemaError:
+            layout = None  # its layout unknown since a DDL: no VIRTUAL column known
+    found = rereads(entry, layout, () if reading is None else reading())
+    if found is None:
+        return
+    changed = UnmodeledStatement(
+        f"UPDATE of {found.table}: {found.why}",
+        header.schema,
+        attrs.evolve(PARTIAL_IMAGE, description=found.why),
+        (found.table,),
+        (found.table,),
+        _position(entry),
+        True,
+        True,
+        (found.table,),
+    )
+    if reread is None:
+        raise changed.error()
+    try:
+        reread(found.table, found.keys)
+    except CanalError as exc:
+        raise changed.error(str(exc)) from exc
 
 
 def with_history_layouts(entry: Entry, event: BinlogEvent, history: SchemaHistory | None) -> Entry:

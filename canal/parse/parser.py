@@ -35,6 +35,7 @@ from canal.errors import (
     CanalError,
     ConfigError,
     FencedWriteError,
+    HealError,
     ParseError,
     ReplicaIdConflictError,
     RolledBackHandOffError,
@@ -59,7 +60,9 @@ from canal.parse.events import (
     RotateEvent,
     RowsEvent,
 )
+from canal.parse.heal_marks import HEAL
 from canal.parse.reach import StatementReach
+from canal.parse.rereads import RowRereads
 from canal.parse.retry import (
     CONFLICT_BACKOFF_S,
     CONFLICTS_TO_STOP,
@@ -387,10 +390,16 @@ class EventParser(StartStopContext):
             return
         if isinstance(
             exc,
-            FencedWriteError | ConfigError | StoreBatchTooLargeError | XAPrepareLostError | RolledBackHandOffError,
+            FencedWriteError
+            | ConfigError
+            | StoreBatchTooLargeError
+            | XAPrepareLostError
+            | RolledBackHandOffError
+            | HealError,
         ) or (isinstance(exc, ParseError) and not isinstance(exc, SourceError)):
             # a fenced write, a bad setting (e.g. an unreadable CA file), a hand-off the store can never hold, an XA
-            # PREPARE purged from the server or a rollback of what went out does not heal by retrying; nor does an
+            # PREPARE purged from the server, a rollback of what went out or a heal that could not read its tables
+            # (canal.snapshot.merge.SnapshotMerge.fail) does not heal by retrying; nor does an
             # event the parser refuses (bytes it cannot decode, a schema the history cannot know, a statement the
             # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
             # failures are retried.
@@ -610,11 +619,18 @@ class EventParser(StartStopContext):
                         return  # a snapshot's watermark (canal.snapshot.marks): not a change to hand off
                 before = converter.anchor
                 entry = convert(event)  # a statement the capture cannot follow stops here (canal.parse.unmodeled)
+                filtered = converter.take_filtered() if entry is None else None  # a query filter flag's
                 if heal is not None or (schemas is not None and event.__class__ is QueryEvent):
                     # the history follows a DDL before its entry goes out; a change a copy cannot follow is healed
                     # (not a statement on a session's temporary tables alone: no table of the schema changed)
                     own = converter.session_only and event.__class__ is QueryEvent
-                    entry = healing.followed(entry, event, None if own else schemas, heal, tables.matches)
+                    entry = healing.followed(filtered or entry, event, None if own else schemas, heal, tables.matches)
+                    if filtered is not None and (entry is None or HEAL not in entry.header.props):
+                        entry = None  # the flags choose what is delivered, not what is followed: a heal goes out
+                if entry is not None and event.__class__ is RowsEvent:
+                    # rows a partial UPDATE leaves a copy unable to make exact are read again (or stop typed)
+                    history = None if schemas is None else schemas.history
+                    healing.reread_rows(entry, history, converter.reading, self.rereads)
                 if entry is not None:
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
@@ -667,6 +683,7 @@ class EventParser(StartStopContext):
             self._unshare()
         if member is None or key is None:
             return source.dump(request)
+        member.heartbeat_s = request.heartbeat_period_s  # before it registers: a reader made now hears as often
         if self._shared_key is None:
             READERS.register(key, member)
             self._shared_key = key
@@ -758,6 +775,15 @@ class EventParser(StartStopContext):
         self._converter.reading = None if merge is None else merge.reading  # a RENAME of one it reads heals
         if merge is not None:
             merge.attach(self._hand_off_due)
+
+    rereads: RowRereads | None = None
+    """How the destination reads rows again that a partial UPDATE leaves a copy unable to make exact
+    (:mod:`canal.parse.rereads`); None: such an UPDATE stops typed (``heal="stop"``, or no snapshots)."""
+
+    @property
+    def schema_history(self) -> SchemaHistory | None:
+        """The schema history the parser follows the binlog with (None: none is kept)."""
+        return None if self._schemas is None else self._schemas.history
 
     def _hand_off(self, entries: list[Entry], origin: LogIdentity) -> None:
         self._in_sink = True
@@ -861,7 +887,15 @@ class EventParser(StartStopContext):
         if not self._dumping or self._stop.is_set():
             return
         timeout = self.config.retry.read_timeout_s
-        idle = time.monotonic() - self._last_read
+        last = self._last_read
+        stream = self._stream
+        if stream is not None:
+            # sharing: the reader's connection is the one it reads through, and it is alive while the reader receives
+            # (a transaction of other destinations' tables goes on, or heartbeats come), whatever it passes on here
+            read_at = stream.read_at
+            if read_at is not None and read_at > last:
+                last = read_at
+        idle = time.monotonic() - last
         # the sink may block (a full store): only a dump waiting on the server counts as stalled
         if idle > timeout and not self._in_sink:
             self._log.warning("nothing received from %s for %.1f s: reconnecting", self._active.address, idle)

@@ -36,13 +36,15 @@ from typing import Final
 import attrs
 
 from canal.errors import SchemaError
-from canal.parse.convert import IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
+from canal.names import qualified
+from canal.parse.convert import COMPUTED_PROP, IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
 from canal.parse.events import FormatDescriptionEvent, QueryEvent
 from canal.parse.sessions import SessionTables
 from canal.parse.source import BinlogSource, DumpRequest, SchemaReader
 from canal.parse.start_position import StartPosition
 from canal.position import EntryPosition, journal_number
 from canal.schema import SchemaCatalog
+from canal.schema.computed import computed_columns, to_json
 from canal.schema.followed import history_statement
 from canal.schema.history import RECOVERY, SchemaHistory
 from canal.schema.objects import EVERY_DATABASE
@@ -50,8 +52,10 @@ from canal.sql import (
     AlterDatabase,
     AlterTable,
     CreateDatabase,
+    CreateIndex,
     CreateTable,
     DropDatabase,
+    DropIndexStatement,
     DropTable,
     RenameTable,
     RenameTo,
@@ -103,19 +107,25 @@ class SchemaTracker:
     def observe(self, event: QueryEvent) -> dict[str, str]:
         """A query event the dump read: a DDL is recorded (and persisted) before anything after it is handed off.
         What the history knew before it that its entry carries (:data:`~canal.parse.convert.RETYPED_FROM_PROP`,
-        :data:`~canal.parse.convert.RETYPED_TO_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`)."""
+        :data:`~canal.parse.convert.RETYPED_TO_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`,
+        :data:`~canal.parse.convert.COMPUTED_PROP`)."""
         position = EntryPosition(event.log_file, event.offset, event.timestamp * 1000, event.server_id)
         if self._rewind_at_first_event:
             self._rewind_at_first_event = False
             self.history.rewind(position, origin=self._origin)
-        retyped, retyped_to = self.history.retyped(event.schema, event.sql, position)
-        implicit = self.history.implicit_columns(event.schema, event.sql)
-        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset)
+        mode = event.mode
+        retyped, retyped_to = self.history.retyped(event.schema, event.sql, position, mode)
+        implicit = self.history.implicit_columns(event.schema, event.sql, mode)
+        altered = self.history.altered_table(event.schema, event.sql, mode)
+        computed = None if altered is None else computed_columns(altered)
+        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset, sql_mode=event.sql_mode)
         props = {RETYPED_FROM_PROP: json.dumps(retyped, separators=(",", ":"))} if retyped else {}
         if retyped_to:
             props[RETYPED_TO_PROP] = json.dumps(retyped_to, separators=(",", ":"))
         if implicit:
             props[IMPLICIT_COLUMNS_PROP] = json.dumps(implicit, separators=(",", ":"))
+        if computed:
+            props[COMPUTED_PROP] = to_json(computed)
         return props
 
     def follow(self, event: QueryEvent) -> None:
@@ -124,7 +134,7 @@ class SchemaTracker:
         if self._rewind_at_first_event:
             self._rewind_at_first_event = False
             self.history.rewind(position, origin=self._origin)
-        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset)
+        self.history.apply(position, event.schema, event.sql, next_offset=event.next_offset, sql_mode=event.sql_mode)
 
     def fork(self) -> SchemaTracker:
         """A tracker over an in-memory copy of the history in its state now (a rewind due at the first event
@@ -376,7 +386,7 @@ def layout_ddl_between(
                 sessions.clear()  # the server started: its sessions' temporary tables are gone
             elif isinstance(event, QueryEvent):
                 # (a view's, trigger's or routine's too: what the bootstrap read of them may miss)
-                stmt = history_statement(event.sql)
+                stmt = history_statement(event.sql, event.mode)
                 if stmt is None:
                     continue
                 if not isinstance(stmt, ObjectStatement):
@@ -447,7 +457,7 @@ def _renames(stmt: RenameTable | AlterTable, session: str) -> list[tuple[str, st
     renames nothing."""
 
     def full(name: TableName) -> str:
-        return f"{name.schema if name.schema is not None else session}.{name.name}"
+        return qualified(name.schema if name.schema is not None else session, name.name)
 
     if isinstance(stmt, RenameTable):
         return [(full(old), full(new)) for old, new in stmt.pairs]
@@ -459,7 +469,7 @@ def _touched(stmt: Statement, session: str) -> list[str] | None:
     """The tables a layout statement touches, the one it creates or alters first; None: a whole database."""
 
     def full(name: TableName) -> str:
-        return f"{name.schema if name.schema is not None else session}.{name.name}"
+        return qualified(name.schema if name.schema is not None else session, name.name)
 
     if isinstance(stmt, CreateTable):
         return [full(stmt.table), *([full(stmt.like)] if stmt.like is not None else [])]
@@ -470,6 +480,6 @@ def _touched(stmt: Statement, session: str) -> list[str] | None:
         return [full(t) for t in stmt.tables]
     if isinstance(stmt, RenameTable):
         return [full(n) for pair in stmt.pairs for n in pair]
-    if isinstance(stmt, TruncateTable):
+    if isinstance(stmt, TruncateTable | CreateIndex | DropIndexStatement):
         return [full(stmt.table)]
     return None

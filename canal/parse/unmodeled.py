@@ -33,16 +33,19 @@ from typing import Final, NoReturn, Protocol
 import attrs
 
 from canal.errors import UnmodeledStatementError
+from canal.names import qualified as qualified_name
 from canal.parse.heal_marks import RENAMED_WHILE_READ
 from canal.parse.reach import NO_HISTORY, StatementReach, Temporary
 from canal.parse.sessions import Scope
 from canal.position import EntryPosition
 from canal.sql import (
+    DEFAULT_MODE,
     AlterTable,
     CreateTable,
     DropIndexStatement,
     RenameTable,
     RenameTo,
+    SqlMode,
     Statement,
     TableName,
     TruncateTable,
@@ -188,16 +191,17 @@ def capture_verdict(
     scope: Scope | None = None,
     temporary: Temporary | None = None,
     reach: StatementReach | None = None,
+    mode: SqlMode = DEFAULT_MODE,
 ) -> CaptureVerdict:
     """The verdict on a query event (not transaction control) of database ``session`` at ``position``;
     ``lower_case``: the server folds table names (``lower_case_table_names=1``); ``reading()``: the tables
     (``db.table``) a snapshot in the stream has not read all of yet, asked only of a statement that renames;
-    ``statements``: ``sql`` read (leniently), if it was; ``scope``: where the statement stands among its session's
-    temporary tables, and ``temporary(db, table)`` whether its session holds one of that name
-    (:mod:`canal.parse.sessions`); ``reach``: what a statement logged as a statement may change beyond the tables
+    ``statements``: ``sql`` read (leniently, under its sql_mode ``mode``), if it was; ``scope``: where the statement
+    stands among its session's temporary tables, and ``temporary(db, table)`` whether its session holds one of that
+    name (:mod:`canal.parse.sessions`); ``reach``: what a statement logged as a statement may change beyond the tables
     it names (:mod:`canal.parse.reach`; None: that cannot be told)."""
     if statements is None:
-        statements = read_statements(sql, strict=False)
+        statements = read_statements(sql, strict=False, mode=mode)
     verdict = judge(statements)
 
     def qualified(name: TableName) -> tuple[str, str]:
@@ -231,12 +235,12 @@ def capture_verdict(
         sql,
         session,
         stopping,
-        tuple(f"{db}.{t}" for db, t in named),
-        tuple(f"{db}.{t}" for db, t in (touched if stopping.name != _ONTO_CAPTURED else entering)),
+        tuple(qualified_name(db, t) for db, t in named),
+        tuple(qualified_name(db, t) for db, t in (touched if stopping.name != _ONTO_CAPTURED else entering)),
         position,
         in_transaction,
         healable and bool(touched),
-        tuple(dict.fromkeys(f"{db}.{t}" for db, t in touched)),
+        tuple(dict.fromkeys(qualified_name(db, t) for db, t in touched)),
     )
     return CaptureVerdict(statement, tuple(leaves))
 
@@ -287,12 +291,12 @@ def _statement_verdict(
     if isinstance(found, CaptureVerdict):
         return found
     stopping, touched, healable = found
-    touched_names = tuple(dict.fromkeys(f"{db}.{t}" for db, t in touched))
+    touched_names = tuple(dict.fromkeys(qualified_name(db, t) for db, t in touched))
     statement = UnmodeledStatement(
         sql,
         session,
         stopping,
-        tuple(f"{db}.{t}" for db, t in named),
+        tuple(qualified_name(db, t) for db, t in named),
         touched_names,
         position,
         in_transaction,
@@ -318,7 +322,7 @@ def _reaching(
     """A statement logged as a statement, whose rows are not in the binlog: it stops (or heals) where it can reach a
     captured table, or where what it reaches cannot be told (then every captured table heals)."""
     found = NO_HISTORY if reach is None else reach.of(statements, sql, session, temporary, flagged=flagged)
-    touched = [f"{db}.{t}" for db, t in found.tables if captured(db, t)]
+    touched = [qualified_name(db, t) for db, t in found.tables if captured(db, t)]
     heal_tables: tuple[str, ...] = tuple(dict.fromkeys(touched))
     every: tuple[str, ...] | None = ()
     if found.unknown is not None:
@@ -334,7 +338,7 @@ def _reaching(
         sql,
         session,
         stopping,
-        tuple(f"{db}.{t}" for db, t in named),
+        tuple(qualified_name(db, t) for db, t in named),
         tuple(touched),
         position,
         in_transaction,
@@ -384,7 +388,7 @@ def _renames(
         if captured(*name)
         and holds_captured[name]
         and first_name[name] != name
-        and "{}.{}".format(*first_name[name]) in unread
+        and qualified_name(*first_name[name]) in unread
     ]
     return entering, leaves, moved
 

@@ -21,23 +21,27 @@ maximum); columns added later go before the implicit ones, a primary key added l
 ``DROP SYSTEM VERSIONING`` drops them again.
 The actions of one ALTER name columns of the table as it was before the statement, as the server resolves them
 (``CHANGE a b ..., CHANGE b a ...`` swaps two columns). A layout statement the SQL reader could not read (or an ALTER
-action it could not) is a SchemaError, never a layout left as it was. Defaults,
-indexes other than the primary key, checks and table options do not change a layout and are not kept. CREATE TABLE
+action it could not) is a SchemaError, never a layout left as it was. The other keys (ADD / DROP / RENAME INDEX,
+CREATE UNIQUE INDEX, DROP INDEX, a column's inline UNIQUE) are kept in the server's order of keys, for the key a
+table without a primary key is identified by (:mod:`canal.schema.keys`). Defaults, checks and table options do not
+change a layout and are not kept. CREATE TABLE
 ... SELECT and temporary tables are not modeled: the caller decides (the history ignores temporary tables and takes
 a CREATE ... SELECT's layout from the server).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final, Literal
 
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified, split_qualified
 from canal.protocol import TableSchema
 from canal.schema.columns import TableColumn, column_meta, column_sql, effective_charset, resolve_column
 from canal.schema.foreign_keys import ForeignKey, generated_name, normal_action
+from canal.schema.keys import TableKey, key_name, key_of, placed, row_key
 from canal.schema.objects import ObjectCatalog
 from canal.sql import (
     AddColumn,
@@ -47,6 +51,7 @@ from canal.sql import (
     ChangeColumn,
     ConvertCharset,
     CreateDatabase,
+    CreateIndex,
     CreateTable,
     DropColumn,
     DropDatabase,
@@ -56,6 +61,7 @@ from canal.sql import (
     IndexDef,
     OtherAction,
     RenameColumn,
+    RenameIndex,
     RenameTable,
     RenameTo,
     SetTableOptions,
@@ -147,9 +153,10 @@ def _converted(col: TableColumn, charset: str) -> TableColumn:
 
 @attrs.frozen(slots=True)
 class TableDef:
-    """One table's layout: its columns in order, its primary key (column names), its default charset and its
-    foreign keys (which change no layout, but tell what the server changes unlogged:
-    :mod:`canal.schema.foreign_keys`)."""
+    """One table's layout: its columns in order, its primary key (column names), its default charset, its foreign
+    keys (which change no layout, but tell what the server changes unlogged: :mod:`canal.schema.foreign_keys`) and
+    its other keys in the server's order (:mod:`canal.schema.keys`: a table without a primary key is identified by
+    its first UNIQUE NOT NULL one, :attr:`row_key`)."""
 
     db: str
     name: str
@@ -157,25 +164,38 @@ class TableDef:
     primary: tuple[str, ...]
     charset: str
     foreign_keys: tuple[ForeignKey, ...] = ()
+    keys: tuple[TableKey, ...] = ()
 
     @property
     def full_name(self) -> str:
-        return f"{self.db}.{self.name}"
+        """The catalog's key of the table (:func:`canal.names.qualified`)."""
+        return qualified(self.db, self.name)
+
+    @property
+    def row_key(self) -> tuple[str, ...]:
+        """The columns the table's rows are identified by: its primary key, else the UNIQUE NOT NULL key the server
+        promotes to one (:func:`canal.schema.keys.row_key`); () for a table with neither."""
+        return row_key(self.primary, self.keys, self.columns)
 
     def table_schema(self, *, mariadb: bool) -> TableSchema:
-        """The :class:`~canal.protocol.TableSchema` a decoder reports for rows of this layout."""
-        primary = set(self.primary)
+        """The :class:`~canal.protocol.TableSchema` a decoder reports for rows of this layout: its key is the
+        :attr:`row_key`, as a table map with FULL metadata names it."""
+        keyed = {k.lower() for k in self.row_key}
         metas = tuple(
-            column_meta(c, is_key=c.name in primary, table_charset=self.charset, mariadb=mariadb) for c in self.columns
+            column_meta(c, is_key=c.name.lower() in keyed, table_charset=self.charset, mariadb=mariadb)
+            for c in self.columns
         )
         return TableSchema(self.db, self.name, metas)
 
     def show_create(self, *, mariadb: bool, qualified: bool = False) -> str:
-        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, foreign keys, default charset);
-        ``qualified`` names it with its database."""
+        """The table as ``SHOW CREATE TABLE`` prints it (columns, primary key, unique keys, foreign keys, default
+        charset); ``qualified`` names it with its database."""
         lines = [column_sql(c, self.charset, mariadb) for c in self.columns]
         if self.primary:
             lines.append("PRIMARY KEY (" + ",".join(quote_name(p) for p in self.primary) + ")")
+        for unique in (k for k in self.keys if k.unique):
+            parts = ",".join(quote_name(c) + ("" if n is None else f"({n})") for c, n in unique.parts)
+            lines.append(f"UNIQUE KEY {quote_name(unique.name)} ({parts})")
         for key in self.foreign_keys:
             ref = (
                 quote_name(key.ref_table)
@@ -238,11 +258,11 @@ class SchemaCatalog:
         db = db if db is not None else self.database
         if not db:
             raise SchemaError(f"No database selected for table {name!r}: qualify it (db.table) or USE a database")
-        return f"{db}.{name}"
+        return qualified(db, name)
 
     def get(self, db: str, name: str) -> TableDef | None:
         """The layout of ``db.name``, or None."""
-        return self.tables.get(f"{db}.{name}")
+        return self.tables.get(qualified(db, name))
 
     def __iter__(self) -> Iterator[TableDef]:
         return iter(self.tables.values())
@@ -283,9 +303,16 @@ class SchemaCatalog:
             if key not in self.tables:
                 raise SchemaError(f"Table {key!r} doesn't exist", table=key)
             return [TableChange("truncate", key, key)]
-        if isinstance(stmt, DropIndexStatement) and stmt.name.upper() == "PRIMARY":
-            # DROP INDEX `PRIMARY` ON t drops the primary key
+        if isinstance(stmt, DropIndexStatement):
+            # DROP INDEX name ON t is ALTER TABLE t DROP INDEX name (`PRIMARY`: the primary key)
             alter = AlterTable(stmt.table, (DropKey("INDEX", stmt.name, stmt.if_exists),))
+            return self._alter_table(alter, full)
+        if isinstance(stmt, CreateIndex):
+            # CREATE [UNIQUE] INDEX name ON t (...) is ALTER TABLE t ADD [UNIQUE] INDEX name (...); OR REPLACE drops
+            # the index of that name first
+            index = stmt.index
+            drop = (DropKey("INDEX", index.name, True),) if stmt.or_replace and index.name else ()
+            alter = AlterTable(stmt.table, (*drop, AddKey(index, stmt.if_not_exists)))
             return self._alter_table(alter, full)
         if isinstance(stmt, Unreadable) and stmt.verb in LAYOUT_VERBS:
             table = full(stmt.table) if stmt.table is not None else None
@@ -338,7 +365,7 @@ class SchemaCatalog:
             )
         for p in primary:
             if p.lower() not in names:
-                raise SchemaError(f"Key column {p!r} doesn't exist in table {db}.{name}", table=f"{db}.{name}")
+                raise SchemaError(f"Key column {p!r} doesn't exist in table {db}.{name}", table=qualified(db, name))
 
     @staticmethod
     def _materialize_charset(col: TableColumn, table_charset: str) -> TableColumn:
@@ -347,18 +374,29 @@ class SchemaCatalog:
             return attrs.evolve(col, charset=table_charset)
         return col
 
-    def _table(self, db: str, name: str, columns: list[TableColumn], primary: list[str], cs: str) -> TableDef:
+    def _table(
+        self,
+        db: str,
+        name: str,
+        columns: list[TableColumn],
+        primary: list[str],
+        cs: str,
+        others: Sequence[TableKey] = (),
+    ) -> TableDef:
         keyed = {p.lower() for p in primary}
         cols = tuple(attrs.evolve(c, nullable=False) if c.name.lower() in keyed else c for c in columns)
         names = {c.name.lower(): c.name for c in cols}
         keys = tuple(names.get(p.lower(), p) for p in primary)
         self._check(db, name, cols, keys)
-        return TableDef(db, name, cols, keys, cs)
+        # the keys' parts under the columns' own spelling, in the server's order (canal.schema.keys)
+        others = [
+            attrs.evolve(k, parts=tuple((names.get(c.lower(), c), n) for c, n in k.parts)) for k in others
+        ]
+        return TableDef(db, name, cols, keys, cs, keys=placed(others, cols))
 
     def _create_table(self, stmt: CreateTable, full: Callable[[TableName], str]) -> list[TableChange]:
         key = full(stmt.table)
-        db_name = key.split(".", 1)[0]
-        name = stmt.table.name
+        db_name, name = split_qualified(key)
         if stmt.temporary:
             return []  # a session's own table: never in the binlog's row events as a table of the schema
         exists = key in self.tables
@@ -370,7 +408,8 @@ class SchemaCatalog:
             src = self.tables.get(full(stmt.like))
             if src is None:
                 raise SchemaError(f"Table {full(stmt.like)!r} doesn't exist", table=full(stmt.like))
-            table = TableDef(db_name, name, src.columns, src.primary, src.charset)  # LIKE copies no foreign key
+            # LIKE copies the keys, no foreign key
+            table = TableDef(db_name, name, src.columns, src.primary, src.charset, keys=src.keys)
         else:
             if stmt.as_select is not None:
                 raise SchemaError(
@@ -382,7 +421,7 @@ class SchemaCatalog:
             primary = list(declared[0].column_names) if declared else [c.name for c in columns if c.primary]
             if any(option.name == _VERSIONING for option in stmt.options):
                 columns, primary = versioned(columns, primary)
-            table = self._table(db_name, name, columns, primary, charset)
+            table = self._table(db_name, name, columns, primary, charset, _created_keys(stmt))
             keys: list[ForeignKey] = []
             for fk in stmt.foreign_keys:  # a column's inline REFERENCES makes no key in InnoDB
                 keys.append(self._foreign_key(fk, db_name, name, [k.name for k in keys], key))
@@ -412,7 +451,7 @@ class SchemaCatalog:
             if isinstance(action, RenameTo):
                 # an unqualified new name is in the session's database, as MariaDB and MySQL resolve it (ALTER TABLE
                 # db1.t RENAME TO t2 from db2 makes db2.t2); without one the server refuses the statement
-                new_db, _, new_name = full(action.table).partition(".")
+                new_db, new_name = split_qualified(full(action.table))
             elif isinstance(action, ConvertCharset):
                 charset = convert = action.charset
             elif isinstance(action, SetTableOptions):
@@ -530,10 +569,11 @@ class SchemaCatalog:
                 for c in cols
             ]
         # ALTER COLUMN ... DEFAULT, other indexes, checks, ENGINE=, ALGORITHM=, LOCK=, FORCE, ...: the layout stays
-        new_key = f"{new_db}.{new_name}"
+        new_key = qualified(new_db, new_name)
         if new_key != key and new_key in self.tables:
             raise SchemaError(f"Table {new_key!r} already exists", table=new_key)
-        table = self._table(new_db, new_name, cols, primary, charset)
+        others = _altered_keys(t.keys, stmt.actions, dropped, changed)
+        table = self._table(new_db, new_name, cols, primary, charset, others)
         keys = [
             attrs.evolve(k, columns=tuple(self._renamed_key(c, changed) for c in k.columns)) for k in t.foreign_keys
         ]
@@ -563,11 +603,11 @@ class SchemaCatalog:
             if not isinstance(action, PartitionAction) or action.table is None:
                 continue
             other = full(action.table)
-            db, _, name = other.partition(".")
+            db, name = split_qualified(other)
             if action.verb == "CONVERT PARTITION":
                 if other in self.tables:
                     raise SchemaError(f"Table {other!r} already exists", table=other)
-                made = self._table(db, name, list(table.columns), list(table.primary), table.charset)
+                made = self._table(db, name, list(table.columns), list(table.primary), table.charset, table.keys)
                 self.tables[other] = made
                 changes.append(TableChange("create", None, other))
             elif action.verb == "CONVERT TABLE" and self.tables.pop(other, None) is not None:
@@ -591,8 +631,8 @@ class SchemaCatalog:
     def _retarget(self, old: str, new: str, columns: Mapping[str, str] | None = None) -> None:
         """The foreign keys referencing table ``old`` reference ``new`` (renamed) and its renamed ``columns``
         (lower-case old name -> new name), as InnoDB follows a rename."""
-        old_db, _, old_name = old.partition(".")
-        new_db, _, new_name = new.partition(".")
+        old_db, old_name = split_qualified(old)
+        new_db, new_name = split_qualified(new)
         for name, t in list(self.tables.items()):
             if not any((k.ref_db, k.ref_table) == (old_db, old_name) for k in t.foreign_keys):
                 continue
@@ -635,15 +675,15 @@ class SchemaCatalog:
         changes = []
         for old, new in stmt.pairs:
             src, dst = full(old), full(new)
-            if dst in tables or objects.view(*dst.split(".", 1)) is not None:
+            if dst in tables or objects.view(*split_qualified(dst)) is not None:
                 raise SchemaError(f"Table {dst!r} already exists", table=dst)
             t = tables.pop(src, None)
             if t is None:
                 if objects.rename_view(src, dst):  # RENAME TABLE renames views too
                     continue
                 raise SchemaError(f"Table {src!r} doesn't exist", table=src)
-            ddb = dst.split(".", 1)[0]
-            tables[dst] = attrs.evolve(t, db=ddb, name=new.name)
+            ddb, dname = split_qualified(dst)
+            tables[dst] = attrs.evolve(t, db=ddb, name=dname)
             objects.table_renamed(src, dst)
             changes.append(TableChange("rename", src, dst))
         self.tables = tables
@@ -652,3 +692,54 @@ class SchemaCatalog:
             assert change.old is not None and change.new is not None
             self._retarget(change.old, change.new)
         return changes
+
+
+def _created_keys(stmt: CreateTable) -> list[TableKey]:
+    """The keys (but the primary one) a CREATE TABLE makes, in the order the server makes them: a column's inline
+    UNIQUE (or SERIAL) as its column is read, then the key definitions (a statement writing keys before columns is
+    read as if it did not)."""
+    keys: list[TableKey] = []
+    for column in stmt.columns:
+        if column.unique or column.type.serial:
+            keys.append(TableKey(key_name(None, column.name, [k.name for k in keys]), ((column.name, None),), True))
+    for index in stmt.indexes:
+        made = key_of(index, [k.name for k in keys])
+        if made is not None:
+            keys.append(made)
+    return keys
+
+
+def _altered_keys(
+    keys: Sequence[TableKey],
+    actions: Sequence[object],
+    dropped: set[str],
+    changed: Mapping[str, ChangeColumn | RenameColumn],
+) -> list[TableKey]:
+    """A table's keys (but the primary one) after an ALTER TABLE, as the server does it: its keys in their order,
+    their columns renamed, a dropped column left out of them (a key left with none is dropped), the keys it drops
+    gone and the ones it renames renamed; then the keys it adds, in statement order (a column's inline UNIQUE too)."""
+    out: list[TableKey] = []
+    for key in keys:
+        parts = tuple(
+            (SchemaCatalog._renamed_key(c, changed), n) for c, n in key.parts if c.lower() not in dropped
+        )
+        if parts:
+            out.append(attrs.evolve(key, parts=parts))
+    for action in actions:
+        if isinstance(action, DropKey) and action.name and action.kind in ("INDEX", "CONSTRAINT"):
+            out = [k for k in out if k.name.lower() != action.name.lower()]
+        elif isinstance(action, RenameIndex):
+            old = action.old_name.lower()
+            out = [attrs.evolve(k, name=action.new_name) if k.name.lower() == old else k for k in out]
+    for action in actions:
+        if isinstance(action, AddColumn | ChangeColumn) and (action.column.unique or action.column.type.serial):
+            name = action.column.name
+            out.append(TableKey(key_name(None, name, [k.name for k in out]), ((name, None),), True))
+        elif isinstance(action, AddKey) and isinstance(action.key, IndexDef):
+            named = action.key.name or action.key.constraint
+            if action.if_not_exists and named and any(k.name.lower() == named.lower() for k in out):
+                continue
+            made = key_of(action.key, [k.name for k in out])
+            if made is not None:
+                out.append(made)
+    return out

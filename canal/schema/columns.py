@@ -13,6 +13,7 @@ from canal.errors import SchemaError
 from canal.protocol import ColumnMeta
 from canal.sql import ColumnDef, quote_name
 from canal.sql.charsets import charset_named
+from canal.sql.lexer import END, QUOTED, WORD, TokenStream
 from canal.sql.types import INTEGER_TYPES, KNOWN_TYPES, TEMPORAL_TYPES, TEXT_TYPES, canal_sql_type
 
 __all__ = [
@@ -49,9 +50,27 @@ class TableColumn:
     primary: bool = False  # inline PRIMARY KEY
     period: str | None = None  # "START" / "END": a system-versioned table's row_start / row_end (AS ROW START / END)
     hidden: bool = False  # added by the server itself (WITH SYSTEM VERSIONING's row_start, row_end): kept last
+    # values the server computes (canal.schema.computed): AUTO_INCREMENT numbering; a generated column's expression
+    # (VIRTUAL or STORED / PERSISTENT alike), as written or as information_schema shows it
+    auto_increment: bool = False
+    generated: str | None = None
+    # a VIRTUAL generated column: the names its expression reads (lower case; a superset of the columns it is computed
+    # from). Partial row images never carry its value (canal.parse.rereads); None: a stored column
+    virtual_of: tuple[str, ...] | None = None
 
     def renamed(self, name: str) -> TableColumn:
         return attrs.evolve(self, name=name)
+
+
+_BINARY_OF = {
+    "char": "binary",
+    "varchar": "varbinary",
+    "tinytext": "tinyblob",
+    "text": "blob",
+    "mediumtext": "mediumblob",
+    "longtext": "longblob",
+}
+"""The byte-string type a character type in the binary charset is (the server makes it so)."""
 
 
 def resolve_column(col: ColumnDef) -> TableColumn:
@@ -65,9 +84,12 @@ def resolve_column(col: ColumnDef) -> TableColumn:
     charset = t.charset
     if charset is None and t.collation is not None:
         charset = "binary" if t.collation == "binary" else t.collation.split("_", 1)[0]
+    base = t.base
+    if charset == "binary" and base in _BINARY_OF:
+        base, charset = _BINARY_OF[base], None  # CHAR(3) CHARACTER SET binary is a BINARY(3) (SHOW CREATE TABLE's)
     return TableColumn(
         col.name,
-        t.base,
+        base,
         t.params,
         t.labels,
         t.unsigned,
@@ -76,7 +98,24 @@ def resolve_column(col: ColumnDef) -> TableColumn:
         charset,
         col.primary_key,
         col.row_period,
+        auto_increment=col.auto_increment,
+        generated=None if col.generated is None else col.generated.text,
+        virtual_of=None if col.generated is None or col.stored else expression_names(col.generated.text),
     )
+
+
+def expression_names(text: str) -> tuple[str, ...]:
+    """The names an expression reads (lower case), in order, once each: every identifier but a function's name (a
+    superset of the columns it reads -- keywords are among them, and no column's name is a string)."""
+    stream = TokenStream(text)
+    names: dict[str, None] = {}
+    token = stream.next()
+    while token is not END:
+        following = stream.peek()
+        if token.kind == QUOTED or (token.kind == WORD and not token.text[0].isdigit() and following.up != "("):
+            names[token.text.lower()] = None
+        token = stream.next()
+    return tuple(names)
 
 
 def effective_charset(col: TableColumn, table_charset: str) -> str | None:
@@ -168,5 +207,7 @@ def column_sql(col: TableColumn, table_charset: str, mariadb: bool) -> str:
         text += f" CHARACTER SET {col.charset}"
     if col.period is not None:
         return text + f" GENERATED ALWAYS AS ROW {col.period} INVISIBLE"
+    if col.generated is not None:
+        return text + f" GENERATED ALWAYS AS ({col.generated}) VIRTUAL"
     text += "" if col.nullable and not col.primary else " NOT NULL"
-    return text
+    return text + (" AUTO_INCREMENT" if col.auto_increment else "")

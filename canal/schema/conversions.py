@@ -33,7 +33,8 @@ from typing import Final
 from canal.errors import SchemaError
 from canal.schema.catalog import TableDef
 from canal.schema.columns import mysql_type_text, resolve_column
-from canal.sql import read_column_type
+from canal.schema.computed import recomputed
+from canal.sql import DEFAULT_MODE, SqlMode, read_column_type
 from canal.sql.statements import AddColumn, AlterTable, ChangeColumn
 from canal.sql.types import BLOB_TYPES, GEOMETRY_TYPE_NAMES, INTEGER_TYPES, TEXT_TYPES, ColumnType
 
@@ -220,19 +221,21 @@ def unrepeatable(
     system_zone: str | None,
     fractions: str | None,
     mariadb: bool,
+    mode: SqlMode = DEFAULT_MODE,
 ) -> str | None:
     """Why a copy of ``table`` (its layout before ``stmt``) may not repeat ``stmt``'s conversion of the rows it holds
     exactly (module docstring), or None. ``retyped``: the types before and after it of each column it converts, by
     its name before (:meth:`canal.schema.history.SchemaHistory.retyped`: what the mirror is given); ``zone`` /
-    ``system_zone``: the statement's time zone as the server logged it; ``fractions``: its :func:`fractions_rule`. A
-    table whose layout is not known (None) gives None: a copy does what it can there."""
+    ``system_zone``: the statement's time zone as the server logged it; ``fractions``: its :func:`fractions_rule`;
+    ``mode``: its sql_mode (whether a zero made AUTO_INCREMENT stays: :mod:`canal.schema.computed`). A table whose
+    layout is not known (None) gives None: a copy does what it can there."""
     if table is None:
         return None
     utc, known = zone_known(zone, system_zone)
     columns = {c.name.lower(): c for c in table.columns}
     for action in stmt.actions:
         if isinstance(action, AddColumn):
-            why = _added(action, utc, known)
+            why = _added(action, utc, known) or _default_bytes(action, table)
             if why is not None:
                 return why
         elif isinstance(action, ChangeColumn):
@@ -247,6 +250,10 @@ def unrepeatable(
             if old.nullable and not new.nullable and made not in (*NOT_NULL_ZEROS, *_ZERO_DATED):
                 return f"column {action.old_name!r} made NOT NULL: the server gives a NULL {made.upper()}'s zero value"
     before, after = retyped
+    converted = [name for name, old_text in before.items() if after.get(name) not in (None, old_text)]
+    computed = recomputed(stmt, table, converted, converted, mode)
+    if computed is not None:
+        return computed
     for name, old_text in before.items():
         new_text = after.get(name)
         if new_text is None or new_text == old_text:
@@ -266,6 +273,29 @@ def _zoned(old: ColumnType, new: ColumnType, utc: bool, known: bool) -> str | No
     if "timestamp" in pair and len(pair) == 2 and pair != {"datetime", "timestamp"} and not utc:
         return "a TIMESTAMP converted to or from another type in a time zone that is not UTC"
     return None
+
+
+def _default_bytes(action: AddColumn, table: TableDef) -> str | None:
+    """Why a copy may not read a DEFAULT of an added column as the server stored it, between text and bytes: a
+    hexadecimal or bit literal (bytes) as text in a character set a copy does not know, or bytes beyond ASCII in one
+    the column does not declare (a copy without the table's charset reads only those alike); text beyond ASCII as
+    bytes (its encoding in the connection's character set, which a copy is not told)."""
+    column = action.column
+    default = column.default
+    value = None if default is None else default.value
+    if default is None or not isinstance(value, str | bytes):
+        return None
+    declared = column.type.charset or (None if column.type.collation is None else column.type.collation.split("_")[0])
+    base = column.type.base
+    binary = declared == "binary" or base in BLOB_TYPES or base in ("binary", "varbinary")
+    if isinstance(value, str):
+        return None if value.isascii() or not binary else f"column {column.name!r} is added with text as bytes"
+    if binary or base not in (*TEXT_TYPES, "enum", "set"):
+        return None
+    charset = declared or table.charset
+    if charset in TEXT_CHARSETS and (declared is not None or value.isascii()):
+        return None
+    return f"column {column.name!r} is added with DEFAULT {default.text} in the character set {charset}"
 
 
 def _added(action: AddColumn, utc: bool, known: bool) -> str | None:

@@ -37,6 +37,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import qualified, split_qualified
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema.catalog import SchemaCatalog, TableChange, TableDef
@@ -44,12 +45,15 @@ from canal.schema.columns import TableColumn, effective_charset, mysql_type_text
 from canal.schema.followed import history_statement, layout_statement
 from canal.schema.foreign_keys import ActionIndex, ForeignKey, action_edges, action_index
 from canal.schema.history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
+from canal.schema.keys import TableKey
 from canal.schema.objects import EVERY_DATABASE, ObjectCatalog
 from canal.schema.reach import Reach, reach
 from canal.sql import (
+    DEFAULT_MODE,
     AlterTable,
     ChangeColumn,
     ConvertCharset,
+    SqlMode,
     Statement,
     TableName,
     fold_table_names,
@@ -116,6 +120,7 @@ class _Record:
     after: EntryPosition  # where the next event starts: the state after the DDL applies from here
     schema: str  # the session database it ran in
     sql: str
+    sql_mode: int | None = None  # the statement's, as logged (canal.sql.modes: how its text reads)
     encoded: str = attrs.field(eq=False, init=False)  # its JSON, made once (the document is written on every DDL)
 
     def __attrs_post_init__(self) -> None:
@@ -124,6 +129,7 @@ class _Record:
             "after": self.after.to_dict(),
             "schema": self.schema,
             "sql": self.sql,
+            **({} if self.sql_mode is None else {"sql_mode": self.sql_mode}),
         }
         object.__setattr__(self, "encoded", json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
 
@@ -282,9 +288,11 @@ class SchemaHistory:
         """The current layout of ``db.name`` (None: no such table); SchemaError if it is unknown since a DDL."""
         with self._lock:
             self._ensure_loaded()
-            why = self._unknown.get(f"{db}.{name}")
+            why = self._unknown.get(qualified(db, name))
             if why is not None:
-                raise SchemaError(f"the layout of {db}.{name} is unknown: {why}; {RECOVERY}", table=f"{db}.{name}")
+                raise SchemaError(
+                    f"the layout of {qualified(db, name)} is unknown: {why}; {RECOVERY}", table=qualified(db, name)
+                )
             return self._catalog.get(db, name)
 
     def known_foreign_keys(self, db: str, name: str) -> tuple[ForeignKey, ...] | None:
@@ -292,7 +300,7 @@ class SchemaHistory:
         layout is unknown since a DDL."""
         with self._lock:
             self._ensure_loaded()
-            if f"{db}.{name}" in self._unknown:
+            if qualified(db, name) in self._unknown:
                 return None
             table = self._catalog.get(db, name)
             return None if table is None else table.foreign_keys
@@ -303,10 +311,10 @@ class SchemaHistory:
         table = self.table(db, name)
         if table is None:
             return None
-        key = (table.columns, table.primary, table.charset, self.mariadb)
+        key = (table.columns, table.row_key, table.charset, self.mariadb)
         made = self._columns_made.get(key)
         if made is None:
-            primary = {p.lower() for p in table.primary}
+            primary = {p.lower() for p in table.row_key}
             made = tuple(
                 SchemaColumn(
                     name=c.name,
@@ -335,6 +343,14 @@ class SchemaHistory:
                 names = {c.name.lower() for c in table.columns}
                 kept = tuple(k for k in previous.foreign_keys if all(c.lower() in names for c in k.columns))
                 table = attrs.evolve(table, foreign_keys=kept)
+            if previous is not None and previous.keys and not table.keys:
+                # nor its other keys: those whose columns are still there stay; and the primary key it names may
+                # be the unique key the server promotes to one (canal.schema.keys), no primary key of the table's
+                names = {c.name.lower() for c in table.columns}
+                others = tuple(k for k in previous.keys if all(c.lower() in names for c in k.columns))
+                table = attrs.evolve(table, keys=others)
+                if not previous.primary and table.primary and table.primary == previous.row_key:
+                    table = attrs.evolve(table, primary=())
             sql = table.show_create(mariadb=self.mariadb, qualified=True).replace(
                 "CREATE TABLE", "CREATE OR REPLACE TABLE", 1
             )
@@ -395,10 +411,8 @@ class SchemaHistory:
         with self._lock:
             self._ensure_loaded()
             names = [(t.db, t.name) for t in self._catalog]
-            for lost in self._unknown:
-                db, _, table = lost.partition(".")
-                names.append((db, table))
-        return tuple(sorted(dict.fromkeys(f"{db}.{table}" for db, table in names if captured(db, table))))
+            names.extend(split_qualified(lost) for lost in self._unknown)
+        return tuple(sorted(dict.fromkeys(qualified(db, table) for db, table in names if captured(db, table))))
 
     def foreign_key_actions(self, db: str, name: str) -> list[dict[str, Any]]:
         """The foreign keys whose actions change rows when a row of ``db.name`` is deleted or has its referenced
@@ -419,16 +433,16 @@ class SchemaHistory:
             known_edges[(db, name)] = edges
             return [dict(edge) for edge in edges]
 
-    def implicit_columns(self, session: str, sql: str) -> list[str]:
+    def implicit_columns(self, session: str, sql: str, mode: SqlMode = DEFAULT_MODE) -> list[str]:
         """For an ALTER TABLE of a table with columns the server added itself and keeps last (a system-versioned
         table's implicit ``row_start`` / ``row_end``): their names, in order -- where a holder of the table's columns
         by name needs to place the columns the statement adds. Asked before the statement is applied."""
-        table = self._altered(session, sql)
+        table = self.altered_table(session, sql, mode)
         return [] if table is None else [c.name for c in table.columns if c.hidden]
 
-    def _altered(self, session: str, sql: str) -> TableDef | None:
+    def altered_table(self, session: str, sql: str, mode: SqlMode = DEFAULT_MODE) -> TableDef | None:
         """The table an ALTER TABLE statement changes, as the history holds it now (None: another statement)."""
-        stmt = layout_statement(sql)
+        stmt = layout_statement(sql, mode)
         if not isinstance(stmt, AlterTable):
             return None
         db, name = stmt.table.schema if stmt.table.schema is not None else session, stmt.table.name
@@ -438,7 +452,9 @@ class SchemaHistory:
             self._ensure_loaded()
             return self._catalog.get(db, name)
 
-    def retyped(self, session: str, sql: str, at: EntryPosition | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    def retyped(
+        self, session: str, sql: str, at: EntryPosition | None = None, mode: SqlMode = DEFAULT_MODE
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """For an ALTER TABLE that declares columns anew (MODIFY / CHANGE) or converts the table's text (CONVERT TO
         CHARACTER SET): each such column's type before the statement and after it (the MySQL type, with its charset
         where it holds text: :func:`~canal.schema.columns.type_with_charset`), both by its name before it -- what a
@@ -446,13 +462,13 @@ class SchemaHistory:
         becomes a TIMESTAMP in UTC, text in the table's charset becomes bytes). Asked before the statement is
         applied; empty for any other statement, a table the history does not hold, a statement it cannot follow, or
         a statement at ``at`` that the history's layouts are already past (it started later: it cannot know the
-        types before)."""
-        stmt = layout_statement(sql)
+        types before). ``mode``: the statement's sql_mode."""
+        stmt = layout_statement(sql, mode)
         with self._lock:
             self._ensure_loaded()
             if at is not None and self._position is not None and _k(at) < _k(self._position):
                 return {}, {}
-        table = self._altered(session, sql)
+        table = self.altered_table(session, sql, mode)
         if table is None or not isinstance(stmt, AlterTable):
             return {}, {}
         columns = {c.name.lower(): c for c in table.columns}
@@ -463,7 +479,7 @@ class SchemaHistory:
             columns[k].name: type_with_charset(columns[k], table.charset, self.mariadb) for k in named if k in columns
         }
         scratch = SchemaCatalog(database=table.db, mariadb=self.mariadb)
-        scratch.tables[f"{table.db}.{table.name}"] = table
+        scratch.tables[table.full_name] = table
         try:
             changes = scratch.apply(fold_table_names(stmt) if self.lower_case_names else stmt, table.db)
         except SchemaError:
@@ -599,15 +615,27 @@ class SchemaHistory:
             if dropped:
                 self._save()
 
-    def apply(self, position: EntryPosition, schema: str, sql: str, *, next_offset: int | None = None) -> bool:
+    def apply(
+        self,
+        position: EntryPosition,
+        schema: str,
+        sql: str,
+        *,
+        next_offset: int | None = None,
+        sql_mode: int | None = None,
+    ) -> bool:
         """Apply a query event's statement at ``position`` (its own position; ``next_offset`` where the next event
-        starts) run in session database ``schema``; whether it changed the history. Persisted before it returns."""
-        stmt = history_statement(sql)
+        starts) run in session database ``schema`` under ``sql_mode`` (as logged); whether it changed the history.
+        Persisted before it returns."""
+        stmt = history_statement(sql, self._mode(sql_mode))
         if stmt is None:
             return False
         with self._lock:
             self._ensure_loaded()
-            return self._apply_statement(stmt, position, schema, sql, next_offset)
+            return self._apply_statement(stmt, position, schema, sql, next_offset, sql_mode)
+
+    def _mode(self, sql_mode: int | None) -> SqlMode:
+        return SqlMode.of(sql_mode, mariadb=self.mariadb)
 
     def _apply_statement(
         self,
@@ -616,6 +644,7 @@ class SchemaHistory:
         schema: str,
         sql: str,
         next_offset: int | None,
+        sql_mode: int | None = None,
     ) -> bool:
         with self._all_or_nothing():
             if not self._snapshots:
@@ -624,7 +653,7 @@ class SchemaHistory:
                 return False  # already in the state (a bootstrap or snapshot taken after it)
             self._apply(self._catalog, self._unknown, stmt, schema, position)
             after = _after(position, next_offset)
-            self._records.append(_Record(position, after, schema, sql))
+            self._records.append(_Record(position, after, schema, sql, sql_mode))
             self._position = after
             self.version += 1
             if self._snapshot_due(after):
@@ -733,7 +762,7 @@ class SchemaHistory:
                 continue
             if not record_before(record.position):
                 break
-            stmt = history_statement(record.sql)
+            stmt = history_statement(record.sql, self._mode(record.sql_mode))
             if stmt is not None:
                 self._apply(catalog, unknown, stmt, record.schema, record.position)
         return catalog, unknown
@@ -790,6 +819,7 @@ class SchemaHistory:
                     EntryPosition.from_dict(r["after"]),
                     str(r["schema"]),
                     str(r["sql"]),
+                    r.get("sql_mode"),  # none in older documents: the default mode
                 )
                 for r in doc["records"]
             ]
@@ -801,7 +831,18 @@ class SchemaHistory:
 
 
 def _column_to_dict(c: TableColumn) -> dict[str, Any]:
-    return attrs.asdict(c, recurse=False) | {"params": list(c.params), "labels": list(c.labels)}
+    out = attrs.asdict(c, recurse=False) | {"params": list(c.params), "labels": list(c.labels)}
+    if c.virtual_of is None:
+        del out["virtual_of"]  # documents stay as they were for tables without VIRTUAL columns
+    else:
+        out["virtual_of"] = list(c.virtual_of)
+    return out
+
+
+def _virtual(column: Mapping[str, Any]) -> dict[str, Any]:
+    """A column document's ``virtual_of`` as a tuple (none in older documents)."""
+    names = column.get("virtual_of")
+    return {} if names is None else {"virtual_of": tuple(names)}
 
 
 def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
@@ -817,6 +858,7 @@ def _catalog_to_dict(catalog: SchemaCatalog) -> dict[str, Any]:
                 "columns": [_column_to_dict(c) for c in t.columns],
             }
             | ({"foreign_keys": [k.to_dict() for k in t.foreign_keys]} if t.foreign_keys else {})
+            | ({"keys": [k.to_dict() for k in t.keys]} if t.keys else {})
             for t in catalog
         ],
         "objects": catalog.objects.to_dict(),
@@ -828,10 +870,12 @@ def _catalog_from_dict(doc: Mapping[str, Any], mariadb: bool) -> SchemaCatalog:
     catalog.databases = {str(k): v for k, v in doc["databases"].items()}
     for t in doc["tables"]:
         columns = tuple(
-            TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"])}) for c in t["columns"]
+            TableColumn(**{**c, "params": tuple(c["params"]), "labels": tuple(c["labels"]), **_virtual(c)})
+            for c in t["columns"]
         )
         keys = tuple(ForeignKey.from_dict(k) for k in t.get("foreign_keys", ()))  # none in older documents
-        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys)
+        others = tuple(TableKey.from_dict(k) for k in t.get("keys", ()))  # none in older documents
+        table = TableDef(str(t["db"]), str(t["name"]), columns, tuple(t["primary"]), str(t["charset"]), keys, others)
         catalog.tables[table.full_name] = table
     catalog.objects = ObjectCatalog.from_dict(doc.get("objects"))  # older documents: none known, and none seen
     return catalog

@@ -12,10 +12,12 @@ from typing import Any, Final
 import attrs
 
 from canal.errors import CanalError, SchemaError
+from canal.names import qualified, split_qualified
 from canal.schema.catalog import SchemaCatalog, TableDef
-from canal.schema.columns import TableColumn
+from canal.schema.columns import TableColumn, expression_names
 from canal.schema.foreign_keys import ForeignKey, normal_action
 from canal.schema.history import layout_statement
+from canal.schema.keys import TableKey
 from canal.schema.objects import EVERY_DATABASE, ObjectCatalog, Routine, Trigger, View
 from canal.sql import CreateTable
 from canal.sql.objects import read_uses
@@ -26,7 +28,7 @@ __all__ = [
     "BOOTSTRAP_DATABASES_SQL",
     "BOOTSTRAP_FOREIGN_KEYS_SQL",
     "BOOTSTRAP_GRANTS_SQL",
-    "BOOTSTRAP_PRIMARY_SQL",
+    "BOOTSTRAP_KEYS_SQL",
     "BOOTSTRAP_ROUTINES_SQL",
     "BOOTSTRAP_SCHEMA_GRANTS_SQL",
     "BOOTSTRAP_SQL",
@@ -35,7 +37,7 @@ __all__ = [
     "BOOTSTRAP_VIEWS_SQL",
     "ROUTINES_VISIBLE_SQL",
     "TABLE_COLUMNS_SQL",
-    "TABLE_PRIMARY_SQL",
+    "TABLE_KEYS_SQL",
     "catalog_from_columns",
     "foreign_key_rows",
     "objects_from_rows",
@@ -46,25 +48,28 @@ __all__ = [
 
 def catalog_from_columns(
     rows: Sequence[Sequence[Any]],
-    primary_rows: Sequence[Sequence[Any]],
+    key_rows: Sequence[Sequence[Any]],
     *,
     charset: str,
     mariadb: bool,
     foreign_key_rows: Sequence[Sequence[Any]] = (),
 ) -> SchemaCatalog:
-    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`), primary keys
-    (:data:`BOOTSTRAP_PRIMARY_SQL`) and foreign keys (:data:`BOOTSTRAP_FOREIGN_KEYS_SQL`)."""
+    """A catalog from ``information_schema`` rows: columns (:data:`BOOTSTRAP_SQL`; rows without its last two
+    fields, ``EXTRA`` and ``GENERATION_EXPRESSION``, know no computed columns), keys (:data:`BOOTSTRAP_KEYS_SQL`)
+    and foreign keys (:data:`BOOTSTRAP_FOREIGN_KEYS_SQL`)."""
     from canal.sql import read_column_type
 
     catalog = SchemaCatalog(charset=charset, mariadb=mariadb)
     columns: dict[str, list[TableColumn]] = {}
-    primary: dict[str, list[str]] = {}
-    for db, table, name in primary_rows:
-        primary.setdefault(f"{db}.{table}", []).append(str(name))
+    primary, others = _keys(key_rows)
+    promoted: dict[str, set[str]] = {}  # COLUMN_KEY 'PRI' of a table without a primary key: the key it promotes
     charsets: dict[str, str] = {}
-    for db, table, name, column_type, nullable, _key, column_charset, table_collation in rows:
-        full = f"{db}.{table}"
+    for db, table, name, column_type, nullable, key, column_charset, table_collation, *computed in rows:
+        full = qualified(str(db), str(table))
+        if str(key) == "PRI":
+            promoted.setdefault(full, set()).add(str(name).lower())
         ct = read_column_type(str(column_type), strict=False)
+        extra, expression = (str(computed[0] or ""), computed[1]) if len(computed) == 2 else ("", None)
         columns.setdefault(full, []).append(
             TableColumn(
                 str(name),
@@ -75,6 +80,9 @@ def catalog_from_columns(
                 ct.zerofill,
                 str(nullable) == "YES",
                 None if column_charset is None else str(column_charset),
+                auto_increment="auto_increment" in extra.lower(),
+                generated=str(expression) if expression and "generated" in extra.lower() else None,
+                virtual_of=expression_names(str(expression or "")) if "virtual" in extra.lower() else None,
             )
         )
         if table_collation:
@@ -82,7 +90,7 @@ def catalog_from_columns(
         catalog.databases.setdefault(str(db), None)
     keys: dict[str, dict[str, ForeignKey]] = {}
     for db, table, name, column, ref_db, ref_table, ref_column, on_delete, on_update in foreign_key_rows:
-        of_table = keys.setdefault(f"{db}.{table}", {})
+        of_table = keys.setdefault(qualified(str(db), str(table)), {})
         key = of_table.get(str(name)) or ForeignKey(
             str(name), (), str(ref_db), str(ref_table), (), normal_action(on_delete), normal_action(on_update)
         )
@@ -90,7 +98,11 @@ def catalog_from_columns(
             key, columns=(*key.columns, str(column)), ref_columns=(*key.ref_columns, str(ref_column))
         )
     for full, cols in columns.items():
-        db, _, table = full.partition(".")
+        db, table = split_qualified(full)
+        found = others.get(full, [])
+        if full not in primary and full in promoted:
+            # the key the server promotes first, whatever order information_schema listed the keys in
+            found.sort(key=lambda k: {c.lower() for c in k.columns} != promoted[full])
         catalog.tables[full] = TableDef(
             db,
             table,
@@ -98,23 +110,49 @@ def catalog_from_columns(
             tuple(primary.get(full, ())),
             charsets.get(full, charset),
             tuple(keys.get(full, {}).values()),
+            tuple(found),  # the server's order, as information_schema lists it
         )
     return catalog
 
 
+def _keys(key_rows: Sequence[Sequence[Any]]) -> tuple[dict[str, list[str]], dict[str, list[TableKey]]]:
+    """Each table's primary key and its other keys (in the order information_schema lists them: the server's), from
+    rows of :data:`BOOTSTRAP_KEYS_SQL`, each key's parts in their order."""
+    parts: dict[str, dict[str, list[tuple[int, str, int | None]]]] = {}
+    unique: dict[tuple[str, str], bool] = {}
+    for db, table, index, seq, column, sub_part, non_unique in key_rows:
+        full, name = qualified(str(db), str(table)), str(index)
+        parts.setdefault(full, {}).setdefault(name, []).append(
+            (int(seq), str(column), None if sub_part is None else int(sub_part))
+        )
+        unique[(full, name)] = str(non_unique) == "0"
+    primary: dict[str, list[str]] = {}
+    others: dict[str, list[TableKey]] = {}
+    for full, indexes in parts.items():
+        for name, found in indexes.items():
+            ordered = sorted(found)
+            if name == "PRIMARY":
+                primary[full] = [column for _, column, _ in ordered]
+            else:
+                key = TableKey(name, tuple((column, length) for _, column, length in ordered), unique[(full, name)])
+                others.setdefault(full, []).append(key)
+    return primary, others
+
+
 _COLUMNS_SQL = (
     "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, c.IS_NULLABLE, c.COLUMN_KEY, "
-    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
+    "c.CHARACTER_SET_NAME, t.TABLE_COLLATION, c.EXTRA, c.GENERATION_EXPRESSION "
+    "FROM information_schema.COLUMNS c JOIN information_schema.TABLES t "
     "ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
     "WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_SCHEMA NOT IN "
     "('mysql', 'information_schema', 'performance_schema', 'sys') "
 )
 _COLUMNS_ORDER = "ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION"
-_PRIMARY_SQL = (
-    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE INDEX_NAME = 'PRIMARY' "
+_KEYS_SQL = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART, NON_UNIQUE "
+    "FROM information_schema.STATISTICS WHERE COLUMN_NAME IS NOT NULL "
     "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') "
 )
-_PRIMARY_ORDER = "ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
 
 BOOTSTRAP_SQL: Final = _COLUMNS_SQL + _COLUMNS_ORDER
 """One query for every table's columns (the server's own schemas aside): the history's bootstrap."""
@@ -122,14 +160,13 @@ BOOTSTRAP_SQL: Final = _COLUMNS_SQL + _COLUMNS_ORDER
 TABLE_COLUMNS_SQL: Final = _COLUMNS_SQL + "AND c.TABLE_SCHEMA = %s AND c.TABLE_NAME = %s " + _COLUMNS_ORDER
 """:data:`BOOTSTRAP_SQL` for one table (arguments: database, table)."""
 
-BOOTSTRAP_PRIMARY_SQL: Final = _PRIMARY_SQL + _PRIMARY_ORDER
-"""Every table's primary key, in key order. Not ``COLUMNS.COLUMN_KEY``: it says ``PRI`` also for the columns of a
-table's first unique NOT NULL key when the table has no primary key (InnoDB clusters by it), which a CREATE TABLE
-replayed by the schema history does not make a key -- a table's key would then depend on where its layout came
-from."""
+BOOTSTRAP_KEYS_SQL: Final = _KEYS_SQL
+"""Every table's keys: the primary one (``PRIMARY``) and the others, a row per part. Unordered on purpose: the server
+lists a table's keys in its own order of keys, which decides the UNIQUE key it promotes to a primary key where the
+table has none (:mod:`canal.schema.keys`); ``COLUMNS.COLUMN_KEY`` (``PRI`` for that key's columns) confirms it."""
 
-TABLE_PRIMARY_SQL: Final = _PRIMARY_SQL + "AND TABLE_SCHEMA = %s AND TABLE_NAME = %s " + _PRIMARY_ORDER
-""":data:`BOOTSTRAP_PRIMARY_SQL` for one table (arguments: database, table)."""
+TABLE_KEYS_SQL: Final = _KEYS_SQL + "AND TABLE_SCHEMA = %s AND TABLE_NAME = %s"
+""":data:`BOOTSTRAP_KEYS_SQL` for one table (arguments: database, table)."""
 
 BOOTSTRAP_FOREIGN_KEYS_SQL: Final = (
     "SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import attrs
 
+from canal.names import qualified, split_qualified
 from canal.sql import TableName
 from canal.sql.objects import ObjectStatement, Uses, Write
 
@@ -64,7 +65,7 @@ class Routine:
 
 
 def _routine_key(kind: str, db: str, name: str) -> str:
-    return f"{kind} {db}.{name.lower()}"  # routine names are not case-sensitive
+    return f"{kind} {qualified(db, name.lower())}"  # routine names are not case-sensitive
 
 
 class ObjectCatalog:
@@ -96,7 +97,7 @@ class ObjectCatalog:
     # -- reading ------------------------------------------------------------------------------------------------------
 
     def view(self, db: str, name: str) -> View | None:
-        return self.views.get(f"{db}.{name}")
+        return self.views.get(qualified(db, name))
 
     def routine(self, kind: str, db: str, name: str) -> Routine | None:
         return self.routines.get(_routine_key(kind, db, name))
@@ -133,9 +134,9 @@ class ObjectCatalog:
     def add(self, found: View | Trigger | Routine) -> None:
         """An object as the bootstrap read it (replacing one of its name)."""
         if isinstance(found, View):
-            self.views[f"{found.db}.{found.name}"] = found
+            self.views[qualified(found.db, found.name)] = found
         elif isinstance(found, Trigger):
-            self.triggers[f"{found.db}.{found.name}"] = found
+            self.triggers[qualified(found.db, found.name)] = found
         else:
             self.routines[_routine_key(found.kind, found.db, found.name)] = found
 
@@ -148,9 +149,9 @@ class ObjectCatalog:
             changed = False
             for db, dropped in zip(db_of, stmt.names, strict=True):
                 if kind == "VIEW":
-                    changed |= self.views.pop(f"{db}.{dropped.name}", None) is not None
+                    changed |= self.views.pop(qualified(db, dropped.name), None) is not None
                 elif kind == "TRIGGER":
-                    changed |= self.triggers.pop(f"{db}.{dropped.name}", None) is not None
+                    changed |= self.triggers.pop(qualified(db, dropped.name), None) is not None
                 else:
                     changed |= self.routines.pop(_routine_key(kind, db, dropped.name), None) is not None
             return changed
@@ -162,22 +163,22 @@ class ObjectCatalog:
         if stmt.if_not_exists and self._exists(kind, db, name):
             return False
         if kind == "VIEW":
-            self.views[f"{db}.{name}"] = View(db, name, stmt.uses)
+            self.views[qualified(db, name)] = View(db, name, stmt.uses)
             return True
         # what a body only reads changes nothing: its names are not kept
         uses = None if stmt.uses is None else attrs.evolve(stmt.uses, names=())
         if kind == "TRIGGER":
             table = None if stmt.table is None else stmt.table.name  # a trigger's table is in its database
-            self.triggers[f"{db}.{name}"] = Trigger(db, name, table, stmt.events, uses)
+            self.triggers[qualified(db, name)] = Trigger(db, name, table, stmt.events, uses)
         else:
             self.routines[_routine_key(kind, db, name)] = Routine(db, name, kind, uses)
         return True
 
     def _exists(self, kind: str, db: str, name: str) -> bool:
         if kind == "VIEW":
-            return f"{db}.{name}" in self.views
+            return qualified(db, name) in self.views
         if kind == "TRIGGER":
-            return f"{db}.{name}" in self.triggers
+            return qualified(db, name) in self.triggers
         return _routine_key(kind, db, name) in self.routines
 
     def forget(self, stmt: ObjectStatement, session: str) -> None:
@@ -187,9 +188,9 @@ class ObjectCatalog:
         for name in stmt.names:
             db = name.schema if name.schema is not None else session
             if stmt.kind == "VIEW":
-                self.views[f"{db}.{name.name}"] = View(db, name.name, None)
+                self.views[qualified(db, name.name)] = View(db, name.name, None)
             elif stmt.kind == "TRIGGER":
-                self.triggers[f"{db}.{name.name}"] = Trigger(db, name.name, None, (), None)
+                self.triggers[qualified(db, name.name)] = Trigger(db, name.name, None, (), None)
             else:
                 key = _routine_key(stmt.kind, db, name.name)
                 self.routines[key] = Routine(db, name.name, stmt.kind, None)
@@ -199,22 +200,22 @@ class ObjectCatalog:
         view = self.views.pop(old, None)
         if view is None:
             return False
-        db, _, name = new.partition(".")
+        db, name = split_qualified(new)
         self.views[new] = attrs.evolve(view, db=db, name=name)
         return True
 
     def table_renamed(self, old: str, new: str) -> None:
         """Table ``old`` is now ``new``: its triggers follow it (the server refuses a rename to another database of
         a table with triggers)."""
-        old_db, _, old_name = old.partition(".")
-        new_db, _, new_name = new.partition(".")
+        old_db, old_name = split_qualified(old)
+        new_db, new_name = split_qualified(new)
         for key, trigger in list(self.triggers.items()):
             if trigger.db == old_db and trigger.table == old_name:
                 self.triggers[key] = attrs.evolve(trigger, table=new_name) if new_db == old_db else trigger
 
     def table_dropped(self, name: str) -> None:
         """Table ``db.table`` is gone, and its triggers with it."""
-        db, _, table = name.partition(".")
+        db, table = split_qualified(name)
         for key, trigger in list(self.triggers.items()):
             if trigger.db == db and trigger.table == table:
                 del self.triggers[key]
@@ -250,11 +251,11 @@ class ObjectCatalog:
             objects.unseen_routines.add(EVERY_DATABASE)
             return objects
         for db, name, uses in doc.get("views", ()):
-            objects.views[f"{db}.{name}"] = View(str(db), str(name), _uses_from_list(uses))
+            objects.views[qualified(db, name)] = View(str(db), str(name), _uses_from_list(uses))
         for db, name, table, events, uses in doc.get("triggers", ()):
             table_name = None if table is None else str(table)
             trigger = Trigger(str(db), str(name), table_name, tuple(str(e) for e in events), _uses_from_list(uses))
-            objects.triggers[f"{db}.{name}"] = trigger
+            objects.triggers[qualified(db, name)] = trigger
         for db, name, kind, uses in doc.get("routines", ()):
             objects.routines[_routine_key(str(kind), str(db), str(name))] = Routine(
                 str(db), str(name), str(kind), _uses_from_list(uses)

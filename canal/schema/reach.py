@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
+from canal.names import qualified
 from canal.schema.foreign_keys import ActionIndex
 from canal.sql import TableName
 from canal.sql.objects import Uses, Write
@@ -152,7 +153,7 @@ class _Walk:
     def _written(self, db: str, table: str, event: str) -> None:
         if self.temporary is not None and self.temporary(db, table):
             return  # the session's own table: nothing of the schema (it has no triggers, views or keys)
-        full = f"{db}.{table}"
+        full = qualified(db, table)
         view = self.objects.view(db, table)
         if view is not None:
             self._through_view(view.db, full, view.uses, event)
@@ -182,7 +183,7 @@ class _Walk:
             raise _Unknown(f"the view {full}, whose definition is not known (the capture user lacks SHOW VIEW)")
         for name in uses.names:
             named_db = name.schema if name.schema is not None else db
-            key = f"{named_db}.{name.name}"
+            key = qualified(named_db, name.name)
             if key in self.catalog.tables or key in self.unknown_tables or self.objects.view(named_db, name.name):
                 self.write(TableName(named_db, name.name), frozenset({event}), db)
         for call in uses.calls:

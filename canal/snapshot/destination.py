@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from canal.config import InstanceConfig, KeylessTables, SnapshotMode
-from canal.errors import ConfigError, SnapshotError
+from canal.errors import ConfigError, SchemaError, SnapshotError
 from canal.log import DestinationAdapter
 from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser
@@ -23,6 +23,7 @@ from canal.snapshot.reader import ChunkReader
 from canal.snapshot.runner import SnapshotRunner, split_table_name
 
 _SYSTEM_DBS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+_FEW_TABLES = 16  # a snapshot of no more tables reads each one's layout alone
 
 
 class DestinationSnapshots:
@@ -52,10 +53,11 @@ class DestinationSnapshots:
         return merge, source
 
     @staticmethod
-    def catalog(source: MysqlBinlogSource) -> SchemaCatalog:
+    def catalog(source: MysqlBinlogSource, table: tuple[str, str] | None = None) -> SchemaCatalog:
+        """Every table's layout on the server now; with ``table``, that table's alone."""
         source.open()
         try:
-            return source.schema_catalog()
+            return source.schema_catalog(table)
         finally:
             source.close()
 
@@ -78,20 +80,23 @@ class DestinationSnapshots:
         settings = self.config.snapshot
         known: list[SchemaCatalog] = [] if catalog is None else [catalog]
 
-        def current() -> SchemaCatalog:
+        def table_schema(db: str, table: str) -> TableSchema | None:
+            """The layout ``catalog`` (the one the snapshot was planned with) holds; without one, the server's now --
+            every table's in one read for a snapshot of many (a resumed one), the table's alone for a few (a heal's,
+            a re-read of rows)."""
+            if not known and len(plan.tables) <= _FEW_TABLES:
+                return table_schema_now(db, table)
             if not known:
                 known.append(self.catalog(source))
-            return known[0]
-
-        def table_schema(db: str, table: str) -> TableSchema | None:
-            catalog = current()
-            found = catalog.tables.get(f"{db}.{table}")
-            return None if found is None else found.table_schema(mariadb=catalog.mariadb)
+            found = known[0].get(db, table)
+            return None if found is None else found.table_schema(mariadb=known[0].mariadb)
 
         def table_schema_now(db: str, table: str) -> TableSchema | None:
-            """After a DDL of a table being read: its layout as the server has it now."""
-            known[:] = [self.catalog(source)]
-            return table_schema(db, table)
+            """The table's layout as the server has it now (a table a heal or a re-read of rows added, one whose DDL
+            the stream handed off while it was read): that table's alone, not every table's."""
+            now = self.catalog(source, (db, table))
+            found = now.get(db, table)
+            return None if found is None else found.table_schema(mariadb=now.mariadb)
 
         def estimated_rows(tables: Sequence[TableSchema]) -> int:
             """InnoDB's row estimate of ``tables``, in one query (0 where it has none)."""
@@ -115,6 +120,16 @@ class DestinationSnapshots:
         def unread_rows() -> int:
             return runner.rows_emitted - max(rows_out(), plan.rows)
 
+        def in_stream(db: str, table: str) -> bool | None:
+            """Whether the stream's schema history holds the table (None: no history, or it lost the layout)."""
+            history = self._parser.schema_history if isinstance(self._parser, EventParser) else None
+            if history is None:
+                return None
+            try:
+                return history.table(db, table) is not None
+            except SchemaError:
+                return None
+
         runner = SnapshotRunner(
             self.destination,
             plan,
@@ -131,6 +146,7 @@ class DestinationSnapshots:
             watermarks=self.watermark_writer(),
             table_schema_now=table_schema_now,
             stored=stored,
+            in_stream=in_stream,
         )
         return runner
 
@@ -151,7 +167,7 @@ class DestinationSnapshots:
             name
             for name in catalog.tables
             if filters.includes(*split_table_name(name))
-            and name.partition(".")[0].lower() not in _SYSTEM_DBS
+            and split_table_name(name)[0].lower() not in _SYSTEM_DBS
             and name != marks
         )
 

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from canal.errors import CanalError
 from canal.log import DestinationAdapter
+from canal.names import split_qualified
 from canal.parse.heal_marks import CONVERSION, HEAL, PARTIAL_IMAGE, RENAMED_WHILE_READ, HealedTable, HealMark
 from canal.parse.unmodeled import UnmodeledStatement
 
@@ -89,11 +90,7 @@ class Healer:
             statement.shape.name,
             statement.where,
             statement.shown,
-            tuple(HealedTable(*_split(name), passes.get(name, 0)) for name in statement.heal_tables),
+            tuple(HealedTable(*split_qualified(name), passes.get(name, 0)) for name in statement.heal_tables),
         )
         return {HEAL: mark.prop()}
 
-
-def _split(name: str) -> tuple[str, str]:
-    db, _, table = name.partition(".")
-    return db, table

@@ -36,7 +36,8 @@ from typing import Any
 
 import attrs
 
-from canal.errors import CanalError, SnapshotError
+from canal.errors import CanalError, HealError, SnapshotError
+from canal.names import qualified
 from canal.parse.events import RowsEvent
 from canal.parse.heal_marks import HEAL, SNAPSHOT_PENDING, heal_mark
 from canal.position import EntryPosition, LogPosition, SnapshotCursor
@@ -124,18 +125,25 @@ class SnapshotMerge:
         # DDL handed off per table (lower-case db.table): a chunk read under a layout taken before a DDL of its table
         # that the stream hands off before the chunk joins it would carry the old layout past the DDL
         self._ddl: dict[str, int] = {}
+        self._failed: HealError | None = None  # a heal that could not read its tables: the parser stops with it
 
     def layout_generation(self, schema: str, table: str) -> int:
         """How many DDL statements of the table the stream has handed off: taken before a chunk's layout is read,
         compared when the chunk is placed (a chunk whose table's DDL count moved is read again under the new
         layout)."""
         with self._lock:
-            return self._ddl.get(f"{schema}.{table}".lower(), 0)
+            return self._ddl.get(qualified(schema, table).lower(), 0)
 
     @property
     def active(self) -> bool:
-        """Entries are watched (a window is open) or tagged (a snapshot is unfinished)."""
-        return bool(self._windows) or self._progress is not None
+        """Entries are watched (a window is open) or tagged (a snapshot is unfinished), or a heal failed."""
+        return bool(self._windows) or self._progress is not None or self._failed is not None
+
+    def fail(self, error: HealError) -> None:
+        """A heal could not read its tables again: the parser stops with ``error`` at its next hand-off, before it
+        hands off anything more (a copy of those tables would stay void or stale for good). The next
+        :meth:`begin` (a start) clears it."""
+        self._failed = error
 
     def attach(self, hand_off_now: Callable[[], None]) -> None:
         """The parser's way to hand off due chunks from another thread, at the boundary it rests at."""
@@ -150,6 +158,7 @@ class SnapshotMerge:
         """From now on, entries handed off carry ``progress`` (a snapshot starts or resumes; None: it ended).
         ``end_stream`` True: the stream ends with the snapshot's last entry (with ``progress`` None: at once)."""
         with self._lock:
+            self._failed = None
             self._progress = progress
             self._tables = () if progress is None else progress.tables
             if end_stream is not None:
@@ -191,7 +200,11 @@ class SnapshotMerge:
 
     def tag(self, entries: list[Entry]) -> list[Entry]:
         """``entries`` carrying the unfinished snapshot's progress (the same list when there is none); a partial
-        UPDATE of a table it still reads also carries :data:`~canal.parse.heal_marks.SNAPSHOT_PENDING`."""
+        UPDATE of a table it still reads also carries :data:`~canal.parse.heal_marks.SNAPSHOT_PENDING`. Raises the
+        :class:`~canal.errors.HealError` of a heal that failed (:meth:`fail`): nothing more is handed off."""
+        failed = self._failed
+        if failed is not None:
+            raise failed
         progress = self._progress
         if progress is None:
             return entries
@@ -199,7 +212,8 @@ class SnapshotMerge:
         out = []
         for e in entries:
             header, rc = e.header, e.row_change
-            if rc is not None and rc.event_type is EventType.UPDATE and f"{header.schema}.{header.table}" in reading:
+            updates = rc is not None and rc.event_type is EventType.UPDATE
+            if updates and rc is not None and qualified(header.schema, header.table) in reading:
                 rows = rc.rows
                 if isinstance(rows, Rows | ColumnarRows) and rows.absent("after"):
                     header = attrs.evolve(header, props={**header.props, SNAPSHOT_PENDING: "true"})
@@ -279,7 +293,7 @@ class SnapshotMerge:
         for entry in entries:
             rc = entry.row_change
             if rc is not None and rc.is_ddl and entry.header.table:
-                name = f"{entry.header.schema}.{entry.header.table}".lower()
+                name = qualified(entry.header.schema, entry.header.table).lower()
                 with self._lock:
                     self._ddl[name] = self._ddl.get(name, 0) + 1
             if rc is not None and entry.header.props and HEAL in entry.header.props:
@@ -288,7 +302,7 @@ class SnapshotMerge:
                 mark = heal_mark(entry.header.props)
                 with self._lock:
                     for healed in () if mark is None else mark.tables:
-                        name = f"{healed.schema}.{healed.table}".lower()
+                        name = healed.full_name.lower()
                         self._ddl[name] = self._ddl.get(name, 0) + 1
         if windows:
             for entry in entries:
@@ -336,7 +350,7 @@ class SnapshotMerge:
                 if entry_position_key(pending.due_at) <= self._handed:
                     self._pending.remove(pending)
                     read_under = pending.chunk.table
-                    name = f"{read_under.schema}.{read_under.table}".lower()
+                    name = qualified(read_under.schema, read_under.table).lower()
                     if self._ddl.get(name, 0) != pending.layout_generation:
                         stale.append(pending)
                     else:

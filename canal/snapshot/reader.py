@@ -18,9 +18,11 @@ chunks of wide rows hold fewer rows (the first chunk of a table is small, to mea
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import pymysql  # type: ignore[import-untyped]
@@ -107,6 +109,41 @@ def _key_argument(meta: Any) -> tuple[str, Callable[[Any], Any]]:
 
 
 _AS_NUMBER = "CAST(%s AS UNSIGNED)"
+
+
+def equal_arguments(schema: TableSchema, keys: Sequence[str], values: Sequence[Any]) -> list[tuple[str, Any]] | None:
+    """``(placeholder, argument)`` per key column for ``column = placeholder`` to find the row whose key has
+    ``values`` -- values as the binlog decoder gives them, each compared as its column compares (an integer as one,
+    not as a DOUBLE; a DECIMAL exactly) --, or None for a value of a type it does not find rows by (a TIMESTAMP, a
+    float, a SET, ...): read the table whole then."""
+    out: list[tuple[str, Any]] = []
+    for name, value in zip(keys, values, strict=True):
+        meta = schema.columns[schema.index_of(name)]
+        base = read_column_type(meta.mysql_type, strict=False).base
+        if isinstance(value, bool) or value is None:
+            return None
+        if isinstance(value, int) and base in _INTEGERS:
+            out.append(("CAST(%s AS UNSIGNED)" if meta.unsigned else "CAST(%s AS SIGNED)", str(value)))
+        elif isinstance(value, Decimal) and base == "decimal":
+            out.append(("CAST(%s AS DECIMAL(65,30))", str(value)))
+        elif isinstance(value, str) and base in _TEXTS:
+            out.append(("%s", value))
+        elif isinstance(value, bytes | bytearray) and base in _BYTES:
+            out.append(("%s", bytes(value)))
+        elif isinstance(value, datetime.datetime) and base == "datetime" and value.tzinfo is None:
+            out.append(("CAST(%s AS DATETIME(6))", value.isoformat(sep=" ")))
+        elif isinstance(value, datetime.date) and not isinstance(value, datetime.datetime) and base == "date":
+            out.append(("CAST(%s AS DATE)", value.isoformat()))
+        else:
+            return None
+    return out
+
+
+_INTEGERS: Final = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"})
+_TEXTS: Final = frozenset(
+    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "uuid", "inet4", "inet6"}
+)
+_BYTES: Final = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 
 
 def _unchanged(raw: Any) -> Any:
@@ -197,9 +234,10 @@ class ChunkReader:
     def chunk_key(self) -> tuple[str, ...] | None:
         """The columns chunks follow, in their index's order (which may differ from the table's column order: the
         ORDER BY must be the index's, or every chunk is a full scan and a filesort): the primary key, else the
-        unique key over NOT NULL columns with the fewest columns (then the first by name; prefix indexes do not
-        order whole values), else None (no key: the table is read whole). Chosen from ``information_schema``, the
-        same way on every run, so a resumed snapshot continues after the key it stopped at."""
+        unique key over NOT NULL columns the server promotes to one (``COLUMN_KEY`` ``PRI``: the key InnoDB
+        clusters by, a MINIMAL row image's before image carries and the table's rows are identified by,
+        :mod:`canal.schema.keys`), else None (no key: the table is read whole). Chosen from ``information_schema``,
+        the same way on every run, so a resumed snapshot continues after the key it stopped at."""
         if not self._key_known:
             self._key_indexes = self._unique_key()
             self._key_known = True
@@ -214,7 +252,7 @@ class ChunkReader:
         schema = self.schema
         with self._connection().cursor() as cur:
             cur.execute(
-                "SELECT s.INDEX_NAME, s.COLUMN_NAME, s.SUB_PART, c.IS_NULLABLE "
+                "SELECT s.INDEX_NAME, s.COLUMN_NAME, s.SUB_PART, c.IS_NULLABLE, c.COLUMN_KEY "
                 "FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c "
                 "ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME "
                 "WHERE s.TABLE_SCHEMA = %s AND s.TABLE_NAME = %s AND s.NON_UNIQUE = 0 "
@@ -224,16 +262,22 @@ class ChunkReader:
             found = cur.fetchall()
         position = {c.name.lower(): i for i, c in enumerate(schema.columns)}
         indexes: dict[str, list[int | None]] = {}
-        for index, column, sub_part, nullable in found:
+        promoted: set[int | None] = set()
+        for index, column, sub_part, nullable, key in found:
             usable = sub_part is None and as_text(nullable).upper() == "NO"
             indexes.setdefault(as_text(index), []).append(position.get(as_text(column).lower()) if usable else None)
-        # the primary key first (its name is PRIMARY), then the narrowest unique key
+            if as_text(key) == "PRI":
+                promoted.add(position.get(as_text(column).lower()))
+        # the primary key (named PRIMARY), else the unique key the server promotes to one (its columns say PRI),
+        # else the narrowest unique key (then the first by name)
         candidates = [
-            (name.upper() != "PRIMARY", len(cols), name, cols) for name, cols in indexes.items() if None not in cols
+            (name.upper() != "PRIMARY", set(cols) != promoted, len(cols), name, cols)
+            for name, cols in indexes.items()
+            if None not in cols
         ]
         if not candidates:
             return None
-        _secondary, _n, _name, chosen = min(candidates, key=lambda c: (c[0], c[1], c[2]))
+        chosen = min(candidates, key=lambda c: c[:4])[4]
         return tuple(i for i in chosen if i is not None)
 
     # -- reading ---------------------------------------------------------------------------------------------------
@@ -280,6 +324,32 @@ class ChunkReader:
         next_key = row_keys[-1] if len(raw_rows) == limit else None
         self._measure(raw_rows)
         return Chunk(self.schema, position, rows, next_key, row_keys)
+
+    def read_keys(self, keys: Sequence[Sequence[tuple[str, Any]]]) -> Chunk:
+        """The rows whose chunk key is one of ``keys`` (each key a list of :func:`equal_arguments`, in the chunk
+        key's order), in key order, exact at the position it reports: a key no row has makes no row (no keys: no
+        rows). The chunk names no next key, and no key of its rows to go on after."""
+        names = self.chunk_key()
+        assert names is not None, "a read of rows by their keys needs a chunk key"
+        ors = [
+            "("
+            + " AND ".join(f"{quote_name(n)} = {placeholder}" for n, (placeholder, _) in zip(names, key, strict=True))
+            + ")"
+            for key in keys
+        ]
+        sql = f"{self._select} WHERE {' OR '.join(ors) or '1 = 0'} ORDER BY {', '.join(quote_name(k) for k in names)}"
+        args = [argument for key in keys for _, argument in key]
+        conn = self._connection()
+        try:
+            with conn.cursor() as cur:
+                position = self._begin_read(cur)
+                cur.execute(sql, args)
+                raw_rows = cur.fetchall()
+                cur.execute("COMMIT")
+        except BaseException:
+            self.close()
+            raise
+        return Chunk(self.schema, position, tuple(self._read(raw_rows)), None, None)
 
     def _start_streaming(self) -> Chunk:
         self.close()  # a read of the whole table starts afresh

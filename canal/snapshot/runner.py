@@ -8,27 +8,34 @@ is read again.
 A running snapshot takes more tables (:meth:`SnapshotRunner.extend`: a heal, :mod:`canal.snapshot.heal`): a table
 not read yet is read after the point it was asked at anyway; one being read or done is read again, in a pass of its
 own at the end of the list (rows read before that point may be out of date). A runner that has ended takes none.
+
+It also takes rows (:meth:`SnapshotRunner.reread`: rows a partial row image left a copy unable to make exact,
+:mod:`canal.parse.rereads`): a pass of the table that reads only those keys -- one query, or a few of at most
+``chunk_rows`` keys, each exact at its position and joining the stream through its window like any chunk, the last
+with ``snapshot.table_done``. In the cursor such a pass is the table's name like any other, with no key to go on
+after: a restart reads the whole table in it (the keys live in memory only), which leaves a copy exact too.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
 import pymysql  # type: ignore[import-untyped]
 
 from canal.config.settings import KeylessTables
-from canal.errors import CanalError, ConfigError, SnapshotError
+from canal.errors import CanalError, ConfigError, HealError, SnapshotError
 from canal.log import destination_logger
+from canal.names import split_qualified
 from canal.parse.mysql.source import binlog_status
 from canal.position import SnapshotCursor
 from canal.protocol import TableSchema
 from canal.snapshot.marks import WatermarkWriter
 from canal.snapshot.merge import LayoutChanged, PendingChunk, SnapshotAborted, SnapshotMerge
-from canal.snapshot.reader import Chunk, ChunkReader, begin_consistent_read
+from canal.snapshot.reader import Chunk, ChunkReader, begin_consistent_read, equal_arguments
 from canal.snapshot.window import ChunkWindow, position_key
 
 __all__ = ["AHEAD_CHUNKS", "SnapshotProgress", "SnapshotRunner", "split_table_name"]
@@ -37,8 +44,13 @@ AHEAD_CHUNKS = 4  # chunks of rows a snapshot may keep in the store that the con
 
 
 def split_table_name(name: str) -> tuple[str, str]:
-    db, dot, table = name.partition(".")
-    if not dot or not db or not table:
+    """``(db, table)`` of a snapshot's table name (:func:`canal.names.qualified`: ```shop.eu`.orders`` for a name
+    that holds a dot); ConfigError for one that is not such a name."""
+    try:
+        db, table = split_qualified(name)
+    except ValueError as exc:
+        raise ConfigError(f"snapshot tables are named db.table: {exc}", key="snapshot.tables") from None
+    if not db or not table:
         raise ConfigError(f"snapshot tables are named db.table, got {name!r}", key="snapshot.tables")
     return db, table
 
@@ -70,7 +82,15 @@ class SnapshotRunner:
     chunk key. ``watermarks`` places each read between two watermark writes (:mod:`canal.snapshot.marks`; the
     runner closes it when it ends); without it, reads are placed at MariaDB's consistent snapshot position.
     ``stored()`` gives the stream's store's put sequence: taken when the runner ends done
-    (:attr:`stored_through`), it says where the snapshot's entries end in the store.
+    (:attr:`stored_through`), it says where the snapshot's entries end in the store. ``in_stream(db, table)`` says
+    whether the stream's schema history holds a table (None: it cannot say): a table the server does not have
+    though the stream, past where the server was, still does is not read under that name -- a
+    :class:`~canal.errors.SnapshotError`, never a table skipped in silence.
+
+    A runner that reads a heal's pass (:attr:`heals`: one started or extended by a heal, :mod:`canal.snapshot.heal`)
+    and fails stops the destination: the merge raises a :class:`~canal.errors.HealError` at the stream's next
+    hand-off (:meth:`~canal.snapshot.merge.SnapshotMerge.fail`), for a copy of the healed tables would stay void or
+    stale for good. Other snapshots that fail leave the destination streaming, their progress kept in the cursor.
     """
 
     def __init__(
@@ -91,6 +111,7 @@ class SnapshotRunner:
         watermarks: WatermarkWriter | None = None,
         table_schema_now: Callable[[str, str], TableSchema | None] | None = None,
         stored: Callable[[], int] | None = None,
+        in_stream: Callable[[str, str], bool | None] | None = None,
     ) -> None:
         if chunk_rows < 1:
             raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows}", key="snapshot.chunk_rows")
@@ -125,6 +146,8 @@ class SnapshotRunner:
         self._rows_expected = 0
         self.error: BaseException | None = None
         self._stored = stored
+        self._in_stream = in_stream
+        self.heals = False  # the plan holds a heal's pass (extend, or a runner started for one)
         # once the snapshot ended done: the store's put sequence then, at or after its last entry (a chunk joins the
         # stream only once its entries are in the store), so a consumer that acked that far has every row of it
         self.stored_through: int | None = None
@@ -134,6 +157,9 @@ class SnapshotRunner:
         self._plan_lock = threading.Lock()
         self._index = plan.table
         self._closed = False
+        # passes that read some rows only (reread): pass index -> their keys, ``((column, value), ...)`` in the table's
+        # column order, values as the binlog decoder gives them; taken when the pass starts
+        self._keys: dict[int, dict[tuple[tuple[str, Any], ...], None]] = {}
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -166,14 +192,46 @@ class SnapshotRunner:
                 later = [i for i, listed_name in enumerate(listed) if listed_name == name and i > self._index]
                 if later:
                     passes[name] = later[0]
+                    self._keys.pop(later[0], None)  # a pass of some rows only reads all of them now
                 else:
                     passes[name] = len(listed)
                     listed.append(name)
             first_new = len(self.plan.tables)
+            self.heals = True
             if len(listed) != first_new:
                 self.plan = attrs.evolve(self.plan, tables=tuple(listed))
                 self._merge.extend(self.plan.tables, first_new)
             return passes
+
+    def reread(self, table: str, keys: Iterable[tuple[tuple[str, Any], ...]]) -> int | None:
+        """Read the rows of ``table`` (``db.table``) whose keys are ``keys`` again, in a read that begins after this
+        call: a later pass of the table not started yet takes them (a whole one reads them anyway), else a pass of
+        those rows is appended (module docstring). Each key is ``((column, value), ...)``, the values as the binlog
+        decoder gives them. The pass's index in :attr:`plan` ``.tables``; None when the runner has ended (it took
+        its last table, stopped or failed): start another (:meth:`read_only`)."""
+        split_table_name(table)
+        with self._plan_lock:
+            if self._closed or self._done.is_set():
+                return None
+            self.heals = True
+            listed = self.plan.tables
+            later = [i for i, name in enumerate(listed) if name == table and i > self._index]
+            if later:
+                pending = self._keys.get(later[0])
+                if pending is not None:
+                    pending.update(dict.fromkeys(keys))
+                return later[0]
+            index = len(listed)
+            self._keys[index] = dict.fromkeys(keys)
+            self.plan = attrs.evolve(self.plan, tables=(*listed, table))
+            self._merge.extend(self.plan.tables, index)
+            return index
+
+    def read_only(self, index: int, keys: Iterable[tuple[tuple[str, Any], ...]]) -> None:
+        """Before :meth:`start`: the pass at ``index`` reads the rows with ``keys`` only (:meth:`reread`'s form)."""
+        assert self._thread is None, "a pass's keys are given before the runner starts"
+        self.heals = True
+        self._keys.setdefault(index, {}).update(dict.fromkeys(keys))
 
     def start(self) -> SnapshotRunner:
         self._started_at = time.monotonic()
@@ -237,6 +295,7 @@ class SnapshotRunner:
                         self._closed = True  # extend() now refuses: a later table needs another runner
                         break
                     self._index = index
+                    keys = self._keys.pop(index, None)  # a pass of some rows only: reread() adds none now
                 db, table = split_table_name(tables[index])
                 generation, schema = schemas.pop(index, (-1, None))
                 if generation != self._merge.layout_generation(db, table):
@@ -247,6 +306,8 @@ class SnapshotRunner:
                 if schema is None:  # dropped or renamed since: its DROP or RENAME is in the stream, or will be
                     self._log.warning("%s.%s no longer exists: the snapshot skips it", db, table)
                     self._skip_table(index)
+                elif keys is not None:
+                    self._rows(schema, index, list(keys), generation)
                 else:
                     self._table(schema, index, plan.after if index == plan.table else None, generation)
                 self._tables_done += 1
@@ -261,6 +322,13 @@ class SnapshotRunner:
                 ", ".join(self.tables),
                 exc,
             )
+            if self.heals:
+                failed = HealError(
+                    f"the heal reading {', '.join(self.tables[self._index :])} again failed: {exc}; the destination "
+                    "stops, its cursor keeping the heal unfinished (a start reads the tables again)"
+                )
+                failed.__cause__ = exc
+                self._merge.fail(failed)
         finally:
             with self._plan_lock:
                 self._closed = True
@@ -318,6 +386,76 @@ class SnapshotRunner:
         )
         self._skip_table(index)
 
+    def _rows(self, schema: TableSchema, index: int, keys: list[tuple[tuple[str, Any], ...]], generation: int) -> None:
+        """A pass that reads the rows with ``keys`` only, in reads of at most ``chunk_rows`` keys, each with its window;
+        the last one says the table is done. Its progress names no key to go on after: a restart reads the table
+        whole. A key of a type rows cannot be found by (:func:`~canal.snapshot.reader.equal_arguments`), or a chunk
+        key that is not the keys' columns, reads the whole table instead. A DDL of the table while it reads, or the
+        stream dropping a read, reads the rows again under the layout the server has then."""
+        db, name = schema.schema, schema.table
+        current: TableSchema | None = schema
+        while current is not None:
+            reader = self._reader(current)
+            try:
+                key = reader.chunk_key()
+                found = None if key is None else _key_arguments(current, key, keys)
+                if found is None:
+                    self._log.info("%s: its rows are read again whole (not by their keys)", current.full_name)
+                    after = self._chunks(reader, current, index, None, key, generation)
+                else:
+                    assert key is not None
+                    after = self._key_reads(reader, current, index, key, found, generation)
+                if after is _DONE:
+                    return
+            finally:
+                reader.close()
+            generation = self._merge.layout_generation(db, name)
+            current = self._table_schema_now(db, name)
+        self._skip_table(index)
+
+    def _key_reads(
+        self,
+        reader: ChunkReader,
+        schema: TableSchema,
+        index: int,
+        key: tuple[str, ...],
+        keys: list[list[tuple[str, Any]]],
+        generation: int,
+    ) -> Any:
+        """The rows with ``keys`` into the stream (:meth:`_rows`): ``_DONE``, or ``_LAYOUT`` once the table's layout
+        changed under a read."""
+        step = max(1, reader.chunk_rows)
+        groups = [keys[i : i + step] for i in range(0, len(keys), step)] or [[]]
+        window_key = tuple(schema.index_of(k) for k in key)
+        number = 0
+        while number < len(groups):
+            self._wait_for_consumer(AHEAD_CHUNKS * reader.rows_per_chunk)
+            progress = SnapshotCursor(self.plan.tables, index, None, self._rows_emitted, key)
+            started = time.monotonic()
+            window = self._merge.open_window(schema.schema, schema.table, window_key)
+            try:
+                try:
+                    chunk = reader.read_keys(groups[number])
+                except pymysql.err.MySQLError as exc:
+                    if not _layout_gone(exc):
+                        raise
+                    self._await_ddl(schema, generation, exc)
+                    return _LAYOUT
+                self._rows_read += len(chunk.rows)
+                last = number == len(groups) - 1
+                pending = self._merge.submit(
+                    window, chunk, number, last=last, progress=progress, layout_generation=generation
+                )
+                joined = self._joined(pending, schema)
+            finally:
+                self._merge.close_window(window)
+            if joined is _LAYOUT:
+                return _LAYOUT
+            if joined:
+                self._throttle(len(chunk.rows), started)
+                number += 1
+        return _DONE
+
     def _skip_table(self, index: int) -> None:
         """The table at ``index`` is gone: the snapshot's progress moves to the next one (or ends) -- once the stream
         has handed off what the server had logged when the read found it gone. Whether a DROP or a RENAME took it the
@@ -325,6 +463,13 @@ class SnapshotRunner:
         under its new name (:data:`~canal.parse.heal_marks.RENAMED_WHILE_READ`), where one converted after the
         progress left it would pass as a plain rename, the new name short of the rows not read."""
         self._await_stream(self._server_position())
+        db, name = split_table_name(self.plan.tables[index])
+        if self._in_stream is not None and self._in_stream(db, name):
+            raise SnapshotError(
+                f"{self.plan.tables[index]} is not on the server, but the stream, past where the server was when the "
+                "read found it missing, still has it (no DROP or RENAME of it reached the stream): the snapshot "
+                "cannot read it under that name"
+            )
         with self._plan_lock:  # (the list may grow meanwhile: the merge then takes the longer one)
             tables = self.plan.tables
             following = index + 1
@@ -369,6 +514,9 @@ class SnapshotRunner:
         number = 0
         window: ChunkWindow | None = None
         chunk: Chunk | None = None
+        # the window finds the stream's changes of a chunk's rows by the key the chunk follows (a table without a
+        # primary key: its unique NOT NULL key, which a MINIMAL image's before image carries); no key: whole rows
+        window_key = schema.key_indexes if key is None else tuple(schema.index_of(k) for k in key)
         try:
             while True:
                 self._wait_for_consumer(AHEAD_CHUNKS * reader.rows_per_chunk)
@@ -380,7 +528,7 @@ class SnapshotRunner:
                     else:
                         if window is not None:
                             self._merge.close_window(window)
-                        window = self._merge.open_window(schema.schema, schema.table, schema.key_indexes)
+                        window = self._merge.open_window(schema.schema, schema.table, window_key)
                         chunk = reader.read(after)
                 except pymysql.err.MySQLError as exc:
                     if not _layout_gone(exc):
@@ -522,3 +670,20 @@ _LAYOUT_ERRORS = frozenset({1054, 1146})
 
 def _layout_gone(exc: BaseException) -> bool:
     return bool(exc.args) and exc.args[0] in _LAYOUT_ERRORS
+
+
+def _key_arguments(
+    schema: TableSchema, key: tuple[str, ...], keys: list[tuple[tuple[str, Any], ...]]
+) -> list[list[tuple[str, Any]]] | None:
+    """Each of ``keys`` as the arguments that find its row by the chunk key ``key`` (in the key's order); None when a
+    key does not name the chunk key's columns, or holds a value rows cannot be found by."""
+    out = []
+    for named in keys:
+        values = dict(named)
+        if set(values) != set(key):
+            return None
+        found = equal_arguments(schema, key, [values[k] for k in key])
+        if found is None:
+            return None
+        out.append(found)
+    return out

@@ -10,6 +10,7 @@
   (:meth:`DeltaMirror.read` for pyarrow);
 * :func:`project` -- one table's change rows as typed columns (JSON or VARIANT images);
 * :func:`to_arrow` -- ``df.toArrow()`` that also reads the ``images=variant`` rows (:mod:`canal.lake.forms.frames`);
+* :func:`cdc_rows` -- :func:`project` with a DELETE of each old key an UPDATE moved (for a MERGE by key);
 * :func:`current_rows` -- the rows one table's change rows leave (a batch computation over a change log);
 * :class:`ChangeCountListener` / :func:`micro_batch_changes` -- the changes in each micro-batch of the ``canal``
   source, whatever its images form, read from the query's progress (:mod:`canal.spark.progress`).
@@ -52,7 +53,7 @@ from canal.spark.current import current_dataframe, current_duckdb, current_polar
 from canal.spark.mirror import DeltaMirror
 from canal.spark.offsets import INITIAL_OFFSET
 from canal.spark.progress import MicroBatchChanges, micro_batch_changes
-from canal.spark.project import current_rows, project
+from canal.spark.project import cdc_rows, current_rows, project
 from canal.spark.registration import register
 from canal.spark.sessions import close_sessions
 from canal.spark.source import CanalStreamReader
@@ -95,6 +96,7 @@ __all__ = [
     "StorageError",
     "VariantError",
     "arrow_schema",
+    "cdc_rows",
     "close_sessions",
     "compare",
     "config_from_options",

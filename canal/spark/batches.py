@@ -31,20 +31,22 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 import attrs
 
 from canal.errors import CanalError, SnapshotError
 from canal.instance import Instance
 from canal.lake.forms.changes import CHANGE_SCHEMA_DDL, entries_to_batch, log_server_id, position_id
+from canal.lake.forms.ranges import Cursor, cursor_after, cursor_before, stamped
 from canal.lake.forms.typed_batch import TypedBatch, entries_to_typed
+from canal.lake.identity.applied import run_journal_path
 from canal.lake.mirror import DeltaMirror
 from canal.lake.native_memory import give_back_freed
+from canal.lake.store import fs
 from canal.log import destination_logger
-from canal.meta.persist import write_json_atomic
+from canal.position import LogPosition
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType
 from canal.spark.spool import Spool
 
@@ -260,37 +262,60 @@ class _Journal:
     # lies before some of them, delivers them again (a batch cut inside a message): dropped when they come
     through: int | None = None
     server: int | None = None  # the server whose binlog ``end`` and ``through`` are in (None: unknown, old form)
+    # the binlog range (canal.lake.forms.ranges, cursors' texts) of the last batch handed to fn -- where it began
+    # (``range_from``: the batch in flight's is replayed alike) and ended (``range_to``) --, where the next one's
+    # begins once it is done (``range_next``), and how far the stream was read since with nothing for fn (``reach``);
+    # None in a journal of the old form
+    range_from: str | None = None
+    range_to: str | None = None
+    range_next: str | None = None
+    reach: str | None = None
 
 
 def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _read_journal(path: Path) -> _Journal:
+def _read_journal(path: str) -> _Journal:
     """The journal's record of the last batch; an empty record when there is no journal yet."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = fs.read_text(path)
     except FileNotFoundError:
         return _Journal()
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise JournalError(f"cannot read the run_batches journal {path}: {exc}") from exc
     try:
         document = json.loads(text)
     except ValueError as exc:
         raise JournalError(f"the run_batches journal {path} is not JSON ({exc}): {text[:80]!r}") from None
     server = document.get("server") if isinstance(document, dict) else None  # optional, null: unknown
-    if isinstance(document, dict) and _int(document.get("through", 0)) and (server is None or _int(server)):
+    ranges = {key: document.get(key) for key in _RANGE_KEYS} if isinstance(document, dict) else {}
+    if (
+        isinstance(document, dict)
+        and _int(document.get("through", 0))
+        and (server is None or _int(server))
+        and all(value is None or isinstance(value, str) for value in ranges.values())
+    ):
         through = document.get("through")  # optional
-        if set(document) <= {"done", "through", "server"} and _int(document.get("done")):
-            return _Journal(document["done"], through=through, server=server)
-        if "pending" in document and set(document) <= {"pending", "end", "spooled", "through", "server"}:
+        range_from, range_to, range_next, reach = (ranges[key] for key in _RANGE_KEYS)
+        if set(document) <= {"done", "through", "server", *_RANGE_KEYS} and _int(document.get("done")):
+            return _Journal(
+                document["done"],
+                through=through,
+                server=server,
+                range_from=range_from,
+                range_to=range_to,
+                range_next=range_next,
+                reach=reach,
+            )
+        if "pending" in document and set(document) <= {"pending", "end", "spooled", "through", "server", *_RANGE_KEYS}:
             batch_id, end, spooled = (
                 document["pending"],
                 document.get("end", document["pending"]),
                 document.get("spooled", False),
             )
             if _int(batch_id) and _int(end) and isinstance(spooled, bool):
-                return _Journal(batch_id, True, end, spooled, through, server)
+                return _Journal(batch_id, True, end, spooled, through, server, range_from, range_to, range_next, reach)
     raise JournalError(
         f"the run_batches journal {path} holds {text[:80]!r}; expected "
         '{"pending": id, "end": position, "spooled": bool, "through": position, "server": server_id} or '
@@ -298,16 +323,21 @@ def _read_journal(path: Path) -> _Journal:
     )
 
 
+_RANGE_KEYS = ("from", "to", "next", "reach")  # the journal's keys of the binlog range (optional; cursors' texts)
+
+
 def _spool_key(batch_id: int) -> dict[str, int]:
     return {"batch": batch_id}
 
 
 class _JournalFile:
-    """The journal file and the spool beside it (``<journal>.spool``)."""
+    """The journal file and the spool beside it (``<journal>.spool``): a local path, or a location in an object store
+    (``options``: the store's, as the mirror's root it is kept beside takes them)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.spool = Spool(self.path.with_name(self.path.name + ".spool"))
+    def __init__(self, path: str | os.PathLike[str], options: Mapping[str, str] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.spool = Spool(self.path + ".spool", options or None)
+        self._document: dict[str, Any] | None = None  # the record as last written
 
     def read(self) -> _Journal:
         return _read_journal(self.path)
@@ -323,23 +353,68 @@ class _JournalFile:
         return found[0]
 
     def pending(
-        self, batch_id: int, end: int, server: int | None, spooled_rows: Any = None, through: int | None = None
+        self,
+        batch_id: int,
+        end: int,
+        server: int | None,
+        spooled_rows: Any = None,
+        through: int | None = None,
+        ranged: Mapping[str, str | None] | None = None,
     ) -> None:
         """Record the batch as in flight (``end`` in the binlog of ``server``); with ``spooled_rows``, spool them
         first (the batch is acked before fn). ``through``: the binlog entries up to it came to fn before this batch,
-        and a restart delivers them again."""
-        record: dict[str, Any] = {"pending": batch_id, "end": end, "server": server}
+        and a restart delivers them again. ``ranged``: the binlog range's keys (``from``, ``to``, ``next``,
+        ``reach``)."""
+        record: dict[str, Any] = {"pending": batch_id, "end": end, "server": server, **_present(ranged)}
         if spooled_rows is not None:
             self.spool.write(_spool_key(batch_id), {"batch": batch_id, "end": end}, spooled_rows)
             record["spooled"] = True
-        write_json_atomic(self.path, _through(record, through))
+        self._write(_through(record, through))
 
-    def done(self, batch_id: int, through: int | None = None, server: int | None = None) -> None:
-        record: dict[str, Any] = {"done": batch_id}
+    def done(
+        self,
+        batch_id: int,
+        through: int | None = None,
+        server: int | None = None,
+        ranged: Mapping[str, str | None] | None = None,
+    ) -> None:
+        record: dict[str, Any] = {"done": batch_id, **_present(ranged)}
         if through is not None:
             record["server"] = server
-        write_json_atomic(self.path, _through(record, through))
+        self._write(_through(record, through))
         self.spool.discard(_spool_key(batch_id))
+
+    def reached(self, reach: str, record: _Journal) -> None:
+        """Record that the stream was read to ``reach`` (a cursor's text) with nothing for fn since the last batch
+        fn got (``record``: the journal as read at the run's start, before this run wrote it). Written before the
+        instance's cursor moves there, without an fsync: a machine's crash that loses it only stops the next batch,
+        typed (a restart resumes past where the journal says the stream was read)."""
+        document = self._document
+        if document is None:  # nothing written by this run yet: the record read, as it was
+            document = {"done": record.last_id or 0} if not record.pending else {
+                "pending": record.last_id, "end": record.end, "server": record.server,
+                **({"spooled": True} if record.spooled else {}),
+            }  # fmt: skip
+            if not record.pending and record.through is not None:
+                document["server"] = record.server
+            ranged = _present({"from": record.range_from, "to": record.range_to, "next": record.range_next})
+            document = _through({**document, **ranged}, record.through)
+        self._write({**document, "reach": reach}, synced=False)
+
+    def _write(self, record: Mapping[str, Any], *, synced: bool = True) -> None:
+        """Replace the journal with ``record``, durably (locally: atomically through a rename, fsynced unless
+        ``synced`` is False)."""
+        document = dict(record)
+        text = json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n"
+        try:
+            fs.write_bytes(self.path, text.encode("utf-8"), synced=synced)
+        except OSError as exc:
+            raise JournalError(f"cannot write the run_batches journal {self.path}: {exc}") from exc
+        self._document = document
+
+
+def _present(ranged: Mapping[str, str | None] | None) -> dict[str, str]:
+    return {key: value for key, value in (ranged or {}).items() if value is not None}
 
 
 def _through(record: dict[str, Any], through: int | None) -> dict[str, Any]:
@@ -354,7 +429,7 @@ def run_batches(
     batch_size: int = 16384,
     timeout: float = 1.0,
     linger: float | None = LINGER_S,
-    journal: str | os.PathLike[str] | None = None,
+    journal: str | os.PathLike[str] | Literal[False] | None = None,
     max_batches: int | None = None,
     stop: threading.Event | None = None,
     idle_stop_s: float | None = None,
@@ -373,10 +448,12 @@ def run_batches(
     ``stop`` is set, when ``until(stats)`` is true (``until=lambda s: s.reached(file, offset)`` with the master's
     position runs until everything before it was handled, and every row of the instance's snapshots), or after
     ``idle_stop_s`` seconds without data; a run that stops holds back nothing it took from the instance. ``journal`` (a
-    file path; the spool is the directory beside it, ``<journal>.spool``) makes the first batch after a crash
-    identical to the one that was in flight (see the module docstring). Snapshot rows need it: without one they
-    raise :class:`~canal.errors.SnapshotError` before ``fn`` sees them and nothing is acked, because only the journal
-    keeps their batch ids (which are not binlog positions) across a restart.
+    file path, or a location in an object store; the spool is the directory beside it, ``<journal>.spool``) makes the
+    first batch after a crash identical to the one that was in flight (see the module docstring). Snapshot rows --
+    an initial snapshot's, a heal's -- need it: without one they raise :class:`~canal.errors.SnapshotError` before
+    ``fn`` sees them and nothing is acked, because only the journal keeps their batch ids (which are not binlog
+    positions) across a restart. By default (None) a :class:`~canal.lake.mirror.DeltaMirror` given as ``fn`` gets one
+    beside its records (``_pycanal_run.<app id as hex>.json`` in its root), so the defaults heal; ``False``: none.
 
     ``batch_size`` and ``timeout`` are what each batch asks of the instance (:meth:`Instance.get_without_ack`): in
     the store's default MEMSIZE mode ``batch_size`` units of ``memory_unit`` bytes (16384: 16 MB of binlog events,
@@ -397,11 +474,13 @@ def run_batches(
     if typed_to is not None:
         instance.decode_rows_by_column()  # the rows become typed columns: decoded column by column, half the cost
     puller = _Puller(instance, batch_size, timeout, linger=linger)
-    journal_file = None if journal is None else _JournalFile(journal)
+    journal_file = _journal_of(fn, journal)
     record = _Journal() if journal_file is None else journal_file.read()
     last_id = record.last_id or 0
     cut_at: int | None = None  # the end of the binlog batch in flight before a crash
     destination = instance.destination
+    # where the binlog range of the next batch handed to fn begins (None: its first entry says)
+    chain = _chain_start(instance.get_cursor(), record)
     if record.pending and record.spooled:
         assert journal_file is not None and record.last_id is not None
         rows = journal_file.spooled(record.last_id)
@@ -409,7 +488,8 @@ def run_batches(
             _call(fn, spark, rows, record.last_id, stats)
         puller.lineage = record.server
         puller.redelivers(record.end)  # acked before fn, unless the crash came first
-        journal_file.done(record.last_id, puller.behind, record.server)
+        ranged = {"from": record.range_from, "to": record.range_to, "next": record.range_to, "reach": None}
+        journal_file.done(record.last_id, puller.behind, record.server, ranged)
     else:
         puller.lineage = record.server
         puller.redelivers(record.through)
@@ -417,65 +497,126 @@ def run_batches(
             cut_at = record.end
     if journal_file is not None:
         journal_file.spool.clear()  # a batch spooled but never recorded as pending was not acked: the instance has it
-    idle_since = time.monotonic()
-    while True:
-        if stop is not None and stop.is_set():
-            break
-        _count_snapshots(instance, stats)
-        if until is not None and until(stats):
-            break
-        if max_batches is not None and stats.batches >= max_batches:
-            break
-        began = time.perf_counter()
-        # how far the parser had read before a take that finds nothing: every event before it made no entry or was
-        # handed over -- to the store, and so to an earlier take, handled and acked before this one (the parser
-        # holds back only the transaction it is reading, which starts after any position between transactions).
-        # Not while a snapshot reads: its next chunk, on its way, joins the stream at a position of its own
-        read = None if instance.snapshot_running else instance.read_position
-        entries, ack_ids, replaying = puller.take(cut_at)
-        if not entries:
-            puller.ack(ack_ids)  # entries dropped as already handed to fn, if any
-            if not ack_ids and read is not None and read.journal_name and read.position is not None:
-                stats.drained_file, stats.drained_offset = read.journal_name, read.position
-                stats.drained_server_id = read.server_id
-            stats.decode_s += time.perf_counter() - began
-            if not ack_ids and idle_stop_s is not None and time.monotonic() - idle_since > idle_stop_s:
-                break
-            continue
+        # where the instance's cursor follows the stream's rest, the stream was read with nothing for fn: journaled
+        # first, so a restart from there knows the range goes on from the last batch fn got
+        instance.following = functools.partial(_followed, journal_file, record)
+    try:
         idle_since = time.monotonic()
-        cut_at = None
-        end = position_id(entries[-1])
-        batch_id = last_id if replaying else max(end, last_id + 1)
-        snapshot_rows = any(_is_snapshot(e) for e in entries)
-        if snapshot_rows and journal_file is None:
-            raise SnapshotError(
-                "run_batches needs a journal to deliver snapshot rows: they share their binlog position with the "
-                "batches around them, so their batch ids exist only in the journal (pass journal=...)"
-            )
-        stats.entries += len(entries)
-        rows = _batch(entries, destination, typed_to if not snapshot_rows else None)
-        stats.decode_s += time.perf_counter() - began
-        if rows.num_rows:
-            if journal_file is not None:
-                # a restarted snapshot cannot deliver snapshot rows again as they are: spool them, then ack
-                server = log_server_id(entries[-1])
-                journal_file.pending(batch_id, end, server, rows if snapshot_rows else None, puller.behind)
-            if snapshot_rows:
-                puller.ack(ack_ids)
-                ack_ids = []
-            _call(fn, spark, rows, batch_id, stats)
-            last_id = batch_id
-        puller.ack(ack_ids)
-        if rows.num_rows and journal_file is not None:
-            journal_file.done(batch_id, puller.behind, log_server_id(entries[-1]))
-        last_entry = next((e for e in reversed(entries) if not _is_snapshot(e)), None)
-        if last_entry is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
-            stats.last_file, stats.last_next_offset = last_entry.header.log_file, last_entry.header.next_offset
-            stats.last_server_id = log_server_id(last_entry)
-        if sum(e.header.event_length for e in entries) >= GIVE_BACK_BYTES:
-            del entries, rows, last_entry  # the batch's decoded rows, freed with the ack: given back
-            give_back_freed()
+        while True:
+            if stop is not None and stop.is_set():
+                break
+            _count_snapshots(instance, stats)
+            if until is not None and until(stats):
+                break
+            if max_batches is not None and stats.batches >= max_batches:
+                break
+            began = time.perf_counter()
+            # how far the parser had read before a take that finds nothing: every event before it made no entry or was
+            # handed over -- to the store, and so to an earlier take, handled and acked before this one (the parser
+            # holds back only the transaction it is reading, which starts after any position between transactions).
+            # Not while a snapshot reads: its next chunk, on its way, joins the stream at a position of its own
+            read = None if instance.snapshot_running else instance.read_position
+            entries, ack_ids, replaying = puller.take(cut_at)
+            if not entries:
+                puller.ack(ack_ids)  # entries dropped as already handed to fn, if any
+                if not ack_ids and read is not None and read.journal_name and read.position is not None:
+                    stats.drained_file, stats.drained_offset = read.journal_name, read.position
+                    stats.drained_server_id = read.server_id
+                stats.decode_s += time.perf_counter() - began
+                if not ack_ids and idle_stop_s is not None and time.monotonic() - idle_since > idle_stop_s:
+                    break
+                continue
+            idle_since = time.monotonic()
+            cut_at = None
+            end = position_id(entries[-1])
+            batch_id = last_id if replaying else max(end, last_id + 1)
+            snapshot_rows = any(_is_snapshot(e) for e in entries)
+            if snapshot_rows and journal_file is None:
+                raise SnapshotError(
+                    "run_batches needs a journal to deliver snapshot rows: they share their binlog position with the "
+                    "batches around them, so their batch ids exist only in the journal (pass journal=...)"
+                )
+            stats.entries += len(entries)
+            # the binlog range the batch covers (canal.lake.forms.ranges): from where the last batch fn got ended (or
+            # the batch in flight before a crash began), to the cursor after its last entry
+            start = chain if chain is not None else next(filter(None, map(cursor_before, entries)), None)
+            if replaying and record.range_from is not None:
+                start = Cursor.parse(record.range_from)
+            finish = next(filter(None, map(cursor_after, reversed(entries))), start)
+            entries = stamped(entries, start, finish)
+            rows = _batch(entries, destination, typed_to if not snapshot_rows else None)
+            stats.decode_s += time.perf_counter() - began
+            ranged = {
+                "from": None if start is None else start.text(),
+                "to": None if finish is None else finish.text(),
+                "next": None if finish is None else finish.text(),
+                "reach": None if finish is None else finish.text(),
+            }
+            if rows.num_rows:
+                if journal_file is not None:
+                    # a restarted snapshot cannot deliver snapshot rows again as they are: spool them, then ack
+                    server = log_server_id(entries[-1])
+                    spooled = rows if snapshot_rows else None
+                    in_flight = {**ranged, "next": record.range_next, "reach": None}
+                    journal_file.pending(batch_id, end, server, spooled, puller.behind, in_flight)
+                if snapshot_rows:
+                    puller.ack(ack_ids)
+                    ack_ids = []
+                _call(fn, spark, rows, batch_id, stats)
+                last_id = batch_id
+                chain = finish
+            elif journal_file is not None and finish is not None:
+                journal_file.reached(finish.text(), record)  # nothing for fn: read past, before the instance moves on
+            puller.ack(ack_ids)
+            if rows.num_rows and journal_file is not None:
+                journal_file.done(batch_id, puller.behind, log_server_id(entries[-1]), ranged)
+            last_entry = next((e for e in reversed(entries) if not _is_snapshot(e)), None)
+            if last_entry is not None:  # a snapshot entry's header is the boundary it follows, not an event of its own
+                stats.last_file, stats.last_next_offset = last_entry.header.log_file, last_entry.header.next_offset
+                stats.last_server_id = log_server_id(last_entry)
+            if sum(e.header.event_length for e in entries) >= GIVE_BACK_BYTES:
+                del entries, rows, last_entry  # the batch's decoded rows, freed with the ack: given back
+                give_back_freed()
+    finally:
+        instance.following = None
     return stats
+
+
+def _chain_start(saved: LogPosition | None, record: _Journal) -> Cursor | None:
+    """Where the binlog range of a run's first batch begins: the instance's cursor (``saved``; None: none saved, the
+    batch's first entry says) -- or, when the journal says the stream was read past the end of the last batch fn got
+    with nothing for fn (``reach``) and the cursor lies there, that end: the instance's cursor followed the stream's
+    rest past transactions the filter left out (or acked batches without change rows), which is no gap."""
+    here = Cursor.of_saved(saved)
+    done_to, reach = Cursor.parse(record.range_next), Cursor.parse(record.reach)
+    if record.pending or here is None or done_to is None or here.server_id != done_to.server_id:
+        return here
+    if here.key <= done_to.key:
+        return here
+    if reach is not None and reach.server_id == here.server_id and here.key <= reach.key:
+        return done_to
+    return here
+
+
+def _followed(journal_file: _JournalFile, record: _Journal, rest: LogPosition) -> None:
+    """The instance's cursor is about to follow the stream's rest to ``rest``: journaled as read with nothing for fn."""
+    reached = Cursor.of_saved(rest)
+    if reached is not None:
+        journal_file.reached(reached.text(), record)
+
+
+def _journal_of(fn: Callable[[Any, int], Any], journal: str | os.PathLike[str] | Literal[False] | None) -> Any:
+    """The journal a run keeps: the one given; by default (None), for a :class:`~canal.lake.mirror.DeltaMirror` given
+    as ``fn``, one beside its records (:func:`~canal.lake.identity.applied.run_journal_path`: the mirror's root and
+    app id, its store's options) -- so that the defaults heal, whose snapshot rows need one; none for ``False``, or
+    for another ``fn`` given none."""
+    if journal is False:
+        return None
+    if journal is not None:
+        return _JournalFile(journal)
+    if isinstance(fn, DeltaMirror):
+        return _JournalFile(run_journal_path(fn.root, fn.app_id), fn.storage_options)
+    return None
 
 
 def _count_snapshots(instance: Instance, stats: RunStats) -> None:

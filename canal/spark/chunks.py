@@ -85,7 +85,7 @@ from canal.lake.store.storage import Storage
 from canal.log import destination_logger
 from canal.position import EntryPosition, KeyValue, key_from_json, key_to_json
 from canal.protocol import ColumnMeta, TableSchema
-from canal.schema.information_schema import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
+from canal.schema.information_schema import TABLE_COLUMNS_SQL, TABLE_KEYS_SQL, catalog_from_columns
 from canal.snapshot.marks import begin_read_after_mark
 from canal.snapshot.reader import (
     ChunkReader,
@@ -460,7 +460,7 @@ def _layout_now(cur: Any, planned: TableSchema) -> TableSchema | None:
     args = (planned.schema, planned.table)
     cur.execute(TABLE_COLUMNS_SQL, args)
     columns = cur.fetchall()
-    cur.execute(TABLE_PRIMARY_SQL, args)
+    cur.execute(TABLE_KEYS_SQL, args)
     primary = cur.fetchall()
     found = catalog_from_columns(columns, primary, charset=as_text(charset), mariadb=mariadb).tables
     table = found.get(planned.full_name)

@@ -58,8 +58,10 @@ import attrs
 from canal.gtid import GtidSet
 from canal.lake.apply.partial import MirrorPartialImageError
 from canal.lake.forms.packed import is_packed, unpack_all
+from canal.lake.forms.ranges import RANGE_FROM, RANGE_TO, UNMARKED_PATTERN, Cursor
+from canal.lake.forms.ranges import marked as carries_marks
 from canal.lake.forms.typed_batch import TypedBatch
-from canal.lake.identity.admit import admit, check_interrupted
+from canal.lake.identity.admit import admit, check_interrupted, check_range, range_end
 from canal.lake.identity.applied import (
     Applied,
     Pending,
@@ -248,6 +250,7 @@ def write_partition(
                 "fingerprint": admitted.fingerprint,
                 "skip": admitted.skip,
                 "replay": admitted.replay,
+                "through": admitted.through,
             }
             number, recorded = admitted.number, admitted.recorded
             answer = write_group(kind, settings, epoch, number, batch, recorded, token, outcome, admitted.skip)
@@ -284,7 +287,7 @@ def _for_the_driver(rows: Any) -> bool:
 
     if "sql" in rows.column_names and pc.any(pc.is_valid(rows.column("sql"))).as_py():
         return True
-    return "props" in rows.column_names and bool(pc.any(pc.is_valid(rows.column("props"))).as_py())
+    return "props" in rows.column_names and bool(pc.any(carries_marks(rows.column("props"))).as_py())
 
 
 def _read_spill(path: str) -> Any:
@@ -444,7 +447,8 @@ def _apply_on_executors(mirror: DeltaMirror, df: Any, batch_id: int) -> ApplyRes
     result.newest_time_ms = max(newest_ms) if newest_ms else None
     if answered and not answered.get("replay"):
         mirror.fencing.check()
-        after = advance.recorded(recorded, batch_id, answered.get("fingerprint"), int(answered["number"]))
+        number, through = int(answered["number"]), answered.get("through")
+        after = advance.recorded(recorded, batch_id, answered.get("fingerprint"), number, through)
         write_applied(mirror.root, mirror.app_id, after)  # the batch finished: its lineage, its number
         result.destination = after.destination
     if due:
@@ -463,8 +467,9 @@ def _shape(changes: Any, recorded: Applied | None) -> Any:
         return F.col(name) if name in changes.columns else F.lit(None).cast(sql_type)
 
     driver = F.col("is_ddl") | F.col("sql").isNotNull()
-    if "props" in changes.columns:
-        driver = driver | F.col("props").isNotNull()
+    if "props" in changes.columns:  # (a range's props only say where the batch lies: canal.lake.forms.ranges)
+        marks = F.regexp_replace(F.col("props"), UNMARKED_PATTERN, "").contains('":')
+        driver = driver | F.coalesce(marks, F.lit(False))
     fields = [
         column(name, "bigint" if name in ("log_server_id", "log_offset", "row_index") else "string").alias(name)
         for name in FINGERPRINT_FIELDS
@@ -478,6 +483,10 @@ def _shape(changes: Any, recorded: Applied | None) -> Any:
         F.max(ordered).alias("last"),
         F.collect_set(column("destination", "string")).alias("destinations"),
     ]
+    if "props" in changes.columns:  # the batch's binlog range (canal.lake.forms.ranges): its first and last ends
+        for key, pick in ((RANGE_FROM, F.min), (RANGE_TO, F.max)):
+            stamped = F.col("props").contains(f'"{key}":')
+            measures.append(pick(F.when(stamped, F.struct(F.col("seq"), F.col("props")))).alias(key))
     if recorded is not None and recorded.server_id is not None:
         server, gtid = column("log_server_id", "bigint"), column("gtid", "string")
         other = server.isNotNull() & (server != F.lit(recorded.server_id)) & (F.col("type") != F.lit("SNAPSHOT"))
@@ -516,9 +525,17 @@ def _admit_shape(mirror: DeltaMirror, shape: Any, recorded: Applied | None, batc
 
     mark = fingerprint_of(shape["count"], ends(shape["first"]), ends(shape["last"]))
     decision = decide(recorded, batch_id, mark, lambda: root_number(root, app_id))
-    admission = {"number": decision.number, "fingerprint": mark, "replay": decision.replay}
+    admission: dict[str, Any] = {"number": decision.number, "fingerprint": mark, "replay": decision.replay}
     if decision.replay:
         return admission
+    given = shape.asDict()
+
+    def range_side(key: str) -> Cursor | None:
+        found = given.get(key)
+        return None if found is None else Cursor.parse(json.loads(found["props"]).get(key))
+
+    check_range(recorded, range_side(RANGE_FROM), batch_id, root, app_id)
+    admission["through"] = range_end(recorded, range_side(RANGE_TO))
     check_interrupted(decision, StepJournal(root, app_id).read(), batch_id, root, app_id)
     if not decision.resume:
         write_applied(root, app_id, with_pending(recorded, Pending(batch_id, mark, decision.number)), synced=False)

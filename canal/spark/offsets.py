@@ -4,9 +4,11 @@ the binlog, as Spark's checkpoint keeps it, and the instance cursor it names.
 Offsets (JSON-native dicts, :func:`offset_of`): the consumer cursor after a batch -- the anchor boundary
 (``file``, ``offset``, ``included``, ``timestamp``, ``server_id``, ``gtid``) and ``rows_done`` row entries of the
 transaction after it, and ``snapshot``, an unfinished snapshot's progress (:class:`~canal.position.SnapshotCursor`
-as JSON, or null) -- plus ``batch``, a counter of non-empty batches. The cursor fields are exactly what an
-:class:`~canal.instance.Instance` restarts from (:func:`cursor_of`). SNAPSHOT entries move ``snapshot`` only, so
-offsets are ordered by ``batch`` (:func:`moved` says whether entries moved the cursor at all).
+as JSON, or null) -- plus ``batch``, a counter of non-empty batches, and ``covered``: where the binlog range of the
+micro-batches with change rows ended (:mod:`canal.lake.forms.ranges`; the next one's begins there). The cursor
+fields are exactly what an :class:`~canal.instance.Instance` restarts from (:func:`cursor_of`). SNAPSHOT entries
+move ``snapshot`` only, so offsets are ordered by ``batch`` (:func:`moved` says whether entries moved the cursor at
+all).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from canal.lake.forms.ranges import Cursor
 from canal.position import EntryPosition, LogIdentity, LogPosition, SnapshotCursor, journal_number
 from canal.protocol import Entry, EntryType
 
@@ -99,6 +102,26 @@ def moved(start: Mapping[str, Any], end: Mapping[str, Any]) -> bool:
 def with_changes(end: Offset, changes: Mapping[str, int]) -> Offset:
     """``end`` carrying its micro-batch's change rows by type, field ``changes`` (:mod:`canal.spark.progress`)."""
     return {**end, "changes": {kind: rows for kind, rows in sorted(changes.items()) if rows}}
+
+
+def range_since(start: Mapping[str, Any], saved: LogPosition | None) -> Cursor | None:
+    """Where the binlog range of the micro-batch after ``start`` begins (:mod:`canal.lake.forms.ranges`): where the
+    last one with change rows ended (``covered``), else ``start``'s cursor -- or, for a query's first (a new
+    checkpoint), the instance's cursor it opened at (``saved``; None: the batch's first entry says)."""
+    covered = Cursor.parse(start.get("covered"))
+    if covered is not None:
+        return covered
+    return Cursor.of_offset(start) if has_position(start) else Cursor.of_saved(saved)
+
+
+def with_covered(end: Offset, covered: str | None, start: Mapping[str, Any]) -> Offset:
+    """``end`` with field ``covered``: where the micro-batch's change rows said its range ended (``covered``), else
+    (none) where the last one's with rows did (``start``'s): the next micro-batch's range begins there."""
+    kept = covered or start.get("covered")
+    if kept is None:
+        cursor = Cursor.of_offset(start)
+        kept = None if cursor is None else cursor.text()
+    return end if kept is None else {**end, "covered": kept}
 
 
 def canonical(offset: Mapping[str, Any]) -> str:

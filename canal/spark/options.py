@@ -103,10 +103,21 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "How rows carry their images (`keys`, `old_keys`, `before`, `after`): `json`, JSON objects of canal text "
         "(strings); or `variant`, Spark `VARIANT` values whose cells are typed (`after:qty::int`), built from the "
         "decoded values without text. `variant` refuses a value with no typed form (a zero date) with a typed error; "
-        "PySpark 4.3's `DataFrame.toArrow` fails on its rows (a VARIANT column holding NULLs): read them with "
+        "PySpark 4.2's `DataFrame.toArrow` fails on its rows (a VARIANT column holding NULLs): read them with "
         "`canal.spark.to_arrow(df)`. Or `packed`, for a `DeltaMirror` only: each micro-batch is a few rows of typed "
         "batches packed in Arrow streams (`canal.lake.forms.packed`), not a row per change, so no change row crosses "
         "Spark's JVM -- the mirror's fastest path. Not with `snapshot.partitions`.",
+    ),
+    SourceOption(
+        "messages",
+        None,
+        "Rows as MQ messages instead of change rows, for Spark's Kafka sink (`writeStream.format(\"kafka\")`): "
+        "`canal`, canal's FlatMessage JSON as canal-server writes it with `canal.mq.flatMessage=true` (a message "
+        "per row entry, or per entry and partition); `debezium`, Debezium's change-event envelope (a message per "
+        "row). The rows are `topic`, `partition`, `key`, `value`, routed by canal's `canal.mq.topic`, "
+        "`canal.mq.dynamicTopic`, `canal.mq.partition`, `canal.mq.partitionHash`, `canal.mq.partitionsNum` and "
+        "`canal.mq.dynamicTopicPartitionNum` (given as options, or in the `properties` file). Not with `images` nor "
+        "`snapshot.partitions`.",
     ),
     SourceOption(
         "batch.size",

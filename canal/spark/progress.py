@@ -1,6 +1,6 @@
 """What a Spark user sees of the changes each micro-batch of the ``canal`` source holds, in every images form.
 
-PySpark 4.3's Python data source API has no custom metrics (a Scala source reports them through
+PySpark 4.2's Python data source API has no custom metrics (a Scala source reports them through
 ``ReportsSourceMetrics``, shown as its ``metrics`` in the query's progress): a query's ``numInputRows`` counts the
 rows the source returned -- with ``images=packed``, a few packed rows per micro-batch (74 for 200,003 changes). What a
 Python source does write is its offsets, and Spark shows each micro-batch's start and end offsets in the query's

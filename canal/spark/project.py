@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from canal.lake.types import spark_type_sql
+from canal.names import split_qualified
 from canal.protocol import TableSchema
 from canal.spark.options import IMAGE_FORMS, IMAGES_PACKED
 from canal.sql import CreateTable, SqlError, read_statement
@@ -71,6 +72,42 @@ def _project(df: Any, table_schema_or_ddl: Layout, table: str | None, *, images:
         for (name, mysql_type), a in zip(columns, in_after, strict=True)
     ]
     return df.where(_of_table(schema_name, table_name)).select(*selected)
+
+
+def cdc_rows(
+    df: Any, table_schema_or_ddl: Layout, keys: Sequence[str], table: str | None = None, *, images: str = "json"
+) -> Any:
+    """:func:`project`'s rows of one table, with a ``DELETE`` of the old key before each UPDATE that moved a row to
+    another key (the change row's ``old_keys``): what a merge by key needs that knows no old key -- Delta's MERGE of
+    each key's latest row (by ``seq``) in a ``foreachBatch``, or an AUTO CDC flow (``keys=keys, sequence_by="seq",
+    apply_as_deletes="op = 'DELETE'"``) where its target supports row-level operations. The DELETE has the UPDATE's
+    ``seq``: it is another key's change, ordered with that key's own changes. The table's columns are those of the
+    layout given: a column a later DDL adds is not among them until the layout is."""
+    from pyspark.sql import functions as F
+
+    schema_name, table_name, columns = _layout(table_schema_or_ddl, table)
+    names = [name for name, _ in columns]
+    missing = [k for k in keys if k not in names]
+    if not keys or missing:
+        raise ValueError(f"keys must name columns of the table: {', '.join(missing) or 'none given'}")
+    where = f"{schema_name}.{table_name}" if schema_name else table_name
+    rows = _project(df, columns, where, images=images, diffed=False)
+    _carried, cell = _cells(images)
+    moved = df.where(_of_table(schema_name, table_name) & F.col("old_keys").isNotNull()).select(
+        F.lit("DELETE").alias("op"),
+        F.col("seq"),
+        F.col("execute_time"),
+        F.array().cast("array<string>").alias("absent"),
+        *[
+            (
+                cell(F.col("old_keys"), name, mysql_type)
+                if name in keys
+                else F.lit(None).cast(spark_type_sql(mysql_type))
+            ).alias(name)
+            for name, mysql_type in columns
+        ],
+    )
+    return moved.unionByName(rows)
 
 
 def current_rows(
@@ -187,7 +224,8 @@ def _layout(table_schema_or_ddl: Layout, table: str | None) -> tuple[str | None,
         columns = [(str(n), str(t)) for n, t in table_schema_or_ddl]
         schema_name, table_name = None, table
     if table is not None:
-        schema_name, _, table_name = table.rpartition(".") if "." in table else (schema_name, "", table)
+        # ```shop.eu`.orders`` where a name holds a dot (canal.names)
+        schema_name, table_name = split_qualified(table) if "." in table else (schema_name, table)
     return schema_name, table_name, columns
 
 

@@ -77,7 +77,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -87,16 +86,14 @@ import attrs
 from canal.config import InstanceConfig, SnapshotMode, parse_bool
 from canal.errors import CanalError
 from canal.instance import Instance
-from canal.lake.forms.changes import change_rows, change_type, entries_to_batch
 from canal.lake.forms.variant_changes import (
     IMAGES_VARIANT,
-    entries_to_variant_batch,
     json_rows_to_variant,
 )
 from canal.log import destination_logger
 from canal.parse.parser import EventParser
 from canal.position import EntryPosition
-from canal.protocol import EMPTY_MESSAGE_ID, Entry, EventType, Message
+from canal.protocol import EMPTY_MESSAGE_ID, Message
 from canal.spark.batches import LINGER_S
 from canal.spark.chunks import (
     MAX_PARTITIONS,
@@ -106,9 +103,19 @@ from canal.spark.chunks import (
     discard_chunks_through,
     read_chunk,
 )
-from canal.spark.offsets import INITIAL_OFFSET, Offset, canonical, has_position, moved, offset_of, with_changes
+from canal.spark.micro_batch import MicroBatchCut, at_or_past
+from canal.spark.offsets import (
+    INITIAL_OFFSET,
+    Offset,
+    canonical,
+    has_position,
+    moved,
+    range_since,
+    with_changes,
+    with_covered,
+)
 from canal.spark.options import IMAGES_PACKED, READER_DEFAULTS
-from canal.spark.packed_cut import FIRST_BATCH_BYTES, PACKED_BATCH_BYTES, PackedCut
+from canal.spark.packed_cut import FIRST_BATCH_BYTES, PACKED_BATCH_BYTES
 from canal.spark.progress import handed
 from canal.spark.runner_gc import tune_runner_gc
 from canal.spark.sessions import Prepared, Session, close_sessions, session_of
@@ -121,12 +128,13 @@ from canal.spark.source_options import (
     config_from_options,
     executor_snapshot,
     image_form,
+    message_maker,
     reader_option,
     rows_schema,
     spool_shared,
     storage_options,
 )
-from canal.spark.spool import InlineRows, Spool, SpoolWriter, read_inline, read_spooled
+from canal.spark.spool import InlineRows, Spool, read_inline, read_spooled
 
 # the names moved to canal.spark.source_options and canal.spark.sessions that are imported from here
 __all__ = [
@@ -155,148 +163,6 @@ class VariantRows:
     form as it reads them."""
 
     rows: Any
-
-
-class _Cut:
-    """The entries of one micro-batch as they are taken from the instance, and their change rows, written to the
-    batch's spool file as they come -- or with ``images=packed``, packed as they come and spooled when the batch ends
-    (:class:`~canal.spark.packed_cut.PackedCut`)."""
-
-    def __init__(self, start: Offset, spool: Spool, images: str, packed_bytes: int = PACKED_BATCH_BYTES) -> None:
-        self.start = start
-        self.spool = spool
-        self.variant = images == IMAGES_VARIANT  # the images=variant form (canal.lake.forms.variant_changes)
-        self.packer = PackedCut(packed_bytes) if images == IMAGES_PACKED else None
-        self.count = 0  # entries taken
-        self.fresh: list[Any] = []  # entries taken and not yet turned into change rows
-        self.end: Offset | None = None
-        self.partial = False  # stopped at an AvailableNow target
-        self.full = False  # stopped at a cap
-        self.taken = 0  # entries, a SNAPSHOT entry counting its rows (it holds up to 1,000)
-        self.rows = 0  # change rows (what maxRowsPerTrigger counts)
-        self.nbytes = 0  # binlog bytes (what maxBytesPerTrigger counts)
-        self.changes: Counter[str] = Counter()  # change rows by type: the end offset's (canal.spark.progress)
-        self.chunks: list[Any] = []  # record batches of the change rows
-        self.chunk_rows = 0
-        self.writer: SpoolWriter | None = None  # the spool file being written, from the first change row on
-
-    def done(self, max_entries: int) -> bool:
-        full = self.taken >= max_entries or (self.packer is not None and self.packer.full())
-        return (full and self.advanced()) or self.partial or self.full
-
-    def mark(self, session: Session) -> tuple[Any, ...]:
-        """What :meth:`give_back` restores: the counts before a :meth:`take` (under the session's lock)."""
-        marked = (self.end, self.rows, self.nbytes, self.count, self.taken, self.partial, Counter(self.changes))
-        return (*marked, len(session.outstanding))
-
-    def advanced(self) -> bool:
-        """Whether the entries taken place a cursor past the micro-batch's start. Only then may a cap end it: a
-        transaction's BEGIN places none (a cursor inside a transaction names the boundary before it until a row of
-        it is taken), and a micro-batch ending where it started reads as nothing new -- which ends an AvailableNow
-        run."""
-        return self.end is not None and moved(self.start, self.end)
-
-    def take(
-        self,
-        session: Session,
-        mid: int,
-        pending: list[Any],
-        cap: ReadCap,
-        target: EntryPosition | None,
-        batch_no: int,
-        max_entries: int,
-    ) -> None:
-        """Add the entries of instance batch ``mid`` up to the caps (``max.entries`` among them) or the AvailableNow
-        target; the rest a cap cuts is carried into the next micro-batch (``session.carry``). Called under the
-        session's lock."""
-        kept = 0
-        for entry in pending:
-            if target is not None and _past_target(entry, target):
-                self.partial = True
-                break
-            rc = entry.row_change
-            entry_rows = change_rows(entry)
-            weight = len(rc.rows) if rc is not None and rc.event_type is EventType.SNAPSHOT else 1
-            # an instance batch may hold more entries than were asked for (in the store's MEMSIZE mode a get asks
-            # for bytes), so max.entries is kept here, entry by entry, as the other caps are
-            if self.advanced() and (
-                self.taken + weight > max_entries
-                or cap.exceeded(self.rows + entry_rows, self.nbytes + entry.header.event_length)
-            ):
-                self.full = True
-                break
-            self.rows += entry_rows
-            self.changes[change_type(entry)] += entry_rows
-            self.nbytes += entry.header.event_length
-            self.fresh.append(entry)
-            self.count += 1
-            kept += 1
-            self.taken += weight
-            placed = offset_of(entry, batch_no)
-            if placed is not None:
-                self.end = placed
-        if self.full:
-            # the cap fell inside this instance batch: its rest opens the next micro-batch, and the instance batch
-            # is acked with that one (whose end covers all of it)
-            session.carry, session.carry_id = pending[kept:], mid
-        elif not self.partial:
-            session.outstanding.append(mid)
-
-    def encode(self, destination: str, batch_no: int) -> bool:
-        """Turn the entries taken since the last call into change rows and spool them (``images=packed``: into a
-        packed row, kept until :meth:`publish`). False when the packer refused them (they cannot join this
-        micro-batch's typed rows: :meth:`give_back` them)."""
-        if not self.fresh:
-            return True
-        if self.packer is not None:
-            added = self.packer.add(self.fresh, destination, batch_no, self.chunk_rows)
-            if added is None:
-                return False
-            self.chunk_rows += added
-            self.fresh = []
-            return True
-        make = entries_to_variant_batch if self.variant else entries_to_batch
-        chunk = make(self.fresh, destination, batch_no, self.chunk_rows)
-        self.fresh = []
-        if chunk.num_rows:
-            if self.writer is None:
-                self.writer = self.spool.open(self.start, chunk.schema)
-            self.writer.write(chunk)
-            self.chunks.append(chunk)
-            self.chunk_rows += chunk.num_rows
-        return True
-
-    def give_back(self, session: Session, mark: tuple[Any, ...], mid: int) -> None:
-        """End the micro-batch before the entries of the last :meth:`take` (instance batch ``mid``), which the
-        packer refused: they open the next micro-batch, as the rest of an instance batch a cap cuts does, and the
-        instance batch is acked with that one. Called under the session's lock."""
-        admitted, self.fresh = self.fresh, []
-        self.end, self.rows, self.nbytes, self.count, self.taken, partial, self.changes, outstanding = mark
-        if self.partial and not partial:
-            pass  # the AvailableNow target fell in them: the session reopens at the end (they are read again)
-        elif self.full and session.carry_id == mid:
-            session.carry = admitted + session.carry  # a cap cut them off their instance batch: all of it goes on
-        else:
-            del session.outstanding[outstanding:]
-            session.carry, session.carry_id = admitted, mid
-        self.full = True
-
-    def publish(self, end: Offset) -> None:
-        """Publish the spool file with ``end`` (the chunks go to Spark as they are: joining 40 MB took 0.2 s)."""
-        if self.packer is not None:
-            packed = self.packer.packed()
-            self.writer = self.spool.open(self.start, self.spool.form)
-            self.chunks = packed.combine_chunks().to_batches()  # a packed row is some 70 bytes a change
-            for chunk in self.chunks:
-                self.writer.write(chunk)
-        if self.writer is None:
-            self.writer = self.spool.open(self.start, self.spool.form)
-        self.writer.publish(end)
-
-    def discard(self) -> None:
-        """Drop the spool file unless it was published."""
-        if self.writer is not None:
-            self.writer.discard()
 
 
 # -- the reader logic, independent of pyspark ----------------------------------------------------------------------
@@ -330,17 +196,19 @@ class CanalStreamReader:
         )
         config = config_from_options(self.options)  # validates the options early
         self.destination = config.destination
+        self.messages = message_maker(self.images, config)  # the messages option (None: change rows)
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None
         rows_default = READER_DEFAULTS["snapshot.partition.rows"]
         self.partition_rows = reader_option(lower, "snapshot.partition.rows", rows_default, int)
         if executor_snapshot(self.options):
-            if self.images == IMAGES_PACKED:
+            if self.images == IMAGES_PACKED or self.messages is not None:
                 raise SparkSourceError(
-                    "canal source option images = 'packed' cannot take snapshot.partitions: executors read the "
-                    "snapshot's ranges as change rows (images=json or variant); the reader's own snapshot "
-                    "(pycanal.snapshot.mode=initial without snapshot.partitions) is packed"
+                    f"canal source option {'images = packed' if self.messages is None else 'messages'} cannot take "
+                    "snapshot.partitions: executors read the snapshot's ranges as change rows (images=json or "
+                    "variant); the reader's own snapshot (pycanal.snapshot.mode=initial without snapshot.partitions) "
+                    "is read by the reader"
                 )
             self.partitions_per_batch = reader_option(lower, "snapshot.partitions", "", int)
             if self.partitions_per_batch > MAX_PARTITIONS:
@@ -404,7 +272,9 @@ class CanalStreamReader:
             if session.instance is None or session.pos is None or canonical(session.pos) != canonical(start):
                 session.open_at(start)
         first = until is None and self.prefetch  # packed, a small first micro-batch: the prefetch makes the rest
-        cut = _Cut(start, self.spool, self.images, FIRST_BATCH_BYTES if first else PACKED_BATCH_BYTES)
+        since = range_since(start, None if session.instance is None else session.instance.get_cursor())
+        size = FIRST_BATCH_BYTES if first else PACKED_BATCH_BYTES
+        cut = MicroBatchCut(start, self.spool, self.images, size, since, self.messages)
         try:
             return self._take(session, start, cut, batch_no, wait=wait, until=until)
         finally:
@@ -414,7 +284,7 @@ class CanalStreamReader:
         self,
         session: Session,
         start: Offset,
-        cut: _Cut,
+        cut: MicroBatchCut,
         batch_no: int,
         *,
         wait: bool,
@@ -466,6 +336,8 @@ class CanalStreamReader:
                 break
         with session.lock:
             end = with_changes(cut.end, cut.changes) if cut.end is not None and moved(start, cut.end) else dict(start)
+            if canonical(end) != canonical(start):
+                end = with_covered(end, cut.covered, start)  # where the next micro-batch's range begins
             # entries past an AvailableNow target were handed out but not returned: reopen on the next read
             session.pos = None if cut.partial else end
         if canonical(end) == canonical(start):
@@ -480,7 +352,7 @@ class CanalStreamReader:
         if self.target is None or instance is None or instance.snapshot_running:
             return False
         reached = instance.read_position
-        return reached is not None and _at_or_past(reached, self.target)
+        return reached is not None and at_or_past(reached, self.target)
 
     def _await_target(self, instance: Instance, size: int) -> Message:
         """Trigger.AvailableNow ends at the first empty micro-batch, so an empty wait is not the end while data
@@ -752,22 +624,6 @@ class CanalStreamReader:
 def _binlog_view(offset: Mapping[str, Any]) -> Offset:
     """An offset without the executor snapshot's fields: where the binlog rows stand."""
     return {k: v for k, v in offset.items() if k not in _PARTITION_FIELDS}
-
-
-def _at_or_past(position: EntryPosition, target: EntryPosition) -> bool:
-    return (position.journal_number, position.position or 0) >= (target.journal_number, target.position or 0)
-
-
-def _past_target(entry: Entry, target: EntryPosition) -> bool:
-    """Whether Trigger.AvailableNow stops before ``entry``: a binlog entry at or past the master's position when the
-    trigger began, with no snapshot unfinished. The rows a snapshot reads are data available now: its SNAPSHOT
-    entries sit at the position the stream had reached when each chunk joined it, which can be past the target
-    (an initial snapshot starts at the master's position, the target itself), and the binlog entries between its
-    chunks carry its progress; both are read until the snapshot's last entry."""
-    rc = entry.row_change
-    if entry.snapshot is not None or (rc is not None and rc.event_type is EventType.SNAPSHOT):
-        return False
-    return _at_or_past(entry.position, target)
 
 
 def _parser_running(instance: Instance) -> bool:

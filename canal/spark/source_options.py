@@ -14,7 +14,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, format_properties, parse_bool
+from canal.config import SSL_PROPERTY_KEYS, InstanceConfig, MqConfig, format_properties, parse_bool
 from canal.errors import CanalError
 from canal.secrets import is_secret_key, read_named
 from canal.spark.options import CONNECTION_OPTIONS, IMAGE_FORMS, READER_DEFAULTS, READER_OPTIONS
@@ -57,6 +57,7 @@ _CAMEL_KEYS = {
         "canal.serverMode",
         "canal.withoutNetty",
         "canal.zkServers",
+        *(field.metadata["canal_key"] for field in attrs.fields(MqConfig)),  # canal.mq.dynamicTopic, ...
     )
 }
 _READER_KEYS = frozenset(o.name.lower() for o in READER_OPTIONS)
@@ -140,10 +141,29 @@ def executor_snapshot(options: Mapping[str, str]) -> bool:
     return any(k.lower() == "snapshot.partitions" for k in options)
 
 
+MESSAGES_PREFIX: Final = "messages."
+"""The rows' form with the ``messages`` option: ``messages.canal`` or ``messages.debezium``
+(:mod:`canal.lake.forms.flat_messages`)."""
+
+
 def image_form(options: Mapping[str, str]) -> str:
     """The ``images`` option: ``json``, ``variant`` (:mod:`canal.lake.forms.variant_changes`) or ``packed``
-    (:mod:`canal.lake.forms.packed`)."""
+    (:mod:`canal.lake.forms.packed`); with the ``messages`` option, ``messages.canal`` or ``messages.debezium``
+    (MQ messages, :mod:`canal.lake.forms.flat_messages`)."""
+    from canal.lake.forms.flat_messages import MESSAGE_FORMS
+
     lower = {k.lower(): v for k, v in options.items()}
+    messages = lower.get("messages")
+    if messages is not None:
+        form = messages.strip().lower()
+        if form not in MESSAGE_FORMS:
+            raise SparkSourceError(f"canal source option messages = {messages!r}: expected canal or debezium")
+        if "images" in lower:
+            raise SparkSourceError(
+                "canal source options messages and images exclude each other: messages are rows of their own "
+                "(topic, partition, key, value), not change rows"
+            )
+        return MESSAGES_PREFIX + form
     text = lower.get("images", READER_DEFAULTS["images"]).strip().lower()
     if text not in IMAGE_FORMS:
         raise SparkSourceError(
@@ -152,21 +172,43 @@ def image_form(options: Mapping[str, str]) -> str:
     return text
 
 
+def message_maker(images: str, config: InstanceConfig) -> Any:
+    """The :class:`~canal.lake.forms.flat_messages.MessageMaker` of the form ``images`` names with the ``messages``
+    option, routed by the config's ``canal.mq.*`` keys; None for change rows."""
+    from canal.lake.forms.flat_messages import MessageMaker
+    from canal.lake.forms.mq_routing import Routing
+
+    if not images.startswith(MESSAGES_PREFIX):
+        return None
+    if not config.mq.flat_message:
+        raise SparkSourceError(
+            "canal.mq.flatMessage = false asks for canal's protobuf messages, which the canal source does not make: "
+            "its messages option makes canal's FlatMessage JSON (canal.mq.flatMessage=true)"
+        )
+    return MessageMaker(images.removeprefix(MESSAGES_PREFIX), Routing(config.mq), config.destination)
+
+
 def rows_schema(images: str) -> Any:
     """The Arrow schema of the rows the source gives in the ``images`` form (:func:`image_form`)."""
     from canal.lake.forms.changes import arrow_schema
+    from canal.lake.forms.flat_messages import message_schema
     from canal.lake.forms.packed import packed_schema
     from canal.lake.forms.variant_changes import variant_arrow_schema
 
+    if images.startswith(MESSAGES_PREFIX):
+        return message_schema()
     return {"variant": variant_arrow_schema, "packed": packed_schema}.get(images, arrow_schema)()
 
 
 def rows_schema_ddl(images: str) -> str:
     """:func:`rows_schema` in Spark's DDL (the source's schema)."""
     from canal.lake.forms.changes import CHANGE_SCHEMA_DDL
+    from canal.lake.forms.flat_messages import MESSAGE_SCHEMA_DDL
     from canal.lake.forms.packed import PACKED_SCHEMA_DDL
     from canal.lake.forms.variant_changes import VARIANT_SCHEMA_DDL
 
+    if images.startswith(MESSAGES_PREFIX):
+        return MESSAGE_SCHEMA_DDL
     return {"variant": VARIANT_SCHEMA_DDL, "packed": PACKED_SCHEMA_DDL}.get(images, CHANGE_SCHEMA_DDL)
 
 

@@ -13,12 +13,23 @@ from canal.instance import Instance
 from canal.lake import Comparison, DeltaMirror, compare
 from canal.lake.store import fs
 from canal.spark.batches import RunStats, run_batches
+from canal.sql import quote_name
 from canal.testing.services.spark import TEST_JVM_OPTIONS
 
 
-def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, str] | None = None) -> Any:
+def local_spark(
+    app_name: str = "pycanal",
+    *,
+    cores: int = 2,
+    extra: dict[str, str] | None = None,
+    connectors: bool | None = None,
+) -> Any:
     """A local SparkSession set up for pycanal's tests: this interpreter for Python workers, loopback only, no UI, a
-    JVM tuned for small short jobs (:data:`TEST_JVM_OPTIONS`; ``extra`` can override it)."""
+    JVM tuned for small short jobs (:data:`TEST_JVM_OPTIONS`; ``extra`` can override it). With ``connectors``, the
+    jars of Delta Lake's, Kafka's and S3A's connectors that ``scripts/setup.sh`` fetched, and Delta's SQL
+    (:func:`canal.testing.jars.spark_conf`; a :class:`~canal.errors.ServiceError` says why when they are not there);
+    by default, when they are there (a process has one SparkContext: the first session's jars are every later one's).
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -36,6 +47,13 @@ def local_spark(app_name: str = "pycanal", *, cores: int = 2, extra: dict[str, s
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
     )
+    from canal.testing import jars
+
+    if connectors is None:
+        connectors = jars.skip_reason() is None
+    if connectors:
+        for key, value in jars.spark_conf().items():
+            builder = builder.config(key, value)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -75,16 +93,26 @@ def stop_spark(spark: Any, timeout_s: float = 30.0) -> None:
 def select_all(conn: Any, schema: str, table: str) -> list[dict[str, Any]]:
     """``SELECT *`` of a table as dicts (a pymysql connection)."""
     with conn.cursor() as cur:
-        cur.execute(f"SELECT * FROM `{schema}`.`{table}`")
+        cur.execute(f"SELECT * FROM {quote_name(schema)}.{quote_name(table)}")
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def primary_key(conn: Any, schema: str, table: str) -> list[str]:
+    """The columns a table's rows are identified by: its primary key, else the UNIQUE NOT NULL key the server
+    promotes to one (``COLUMN_KEY`` ``PRI``, :mod:`canal.schema.keys`); [] for a table with neither."""
     with conn.cursor() as cur:
         cur.execute(
             "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
             "AND CONSTRAINT_NAME='PRIMARY' ORDER BY ORDINAL_POSITION",
+            (schema, table),
+        )
+        found = [str(r[0]) for r in cur.fetchall()]
+        if found:
+            return found
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
+            "AND COLUMN_KEY='PRI' ORDER BY ORDINAL_POSITION",
             (schema, table),
         )
         return [str(r[0]) for r in cur.fetchall()]

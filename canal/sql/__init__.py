@@ -16,7 +16,8 @@ mirror's schema evolution and the Spark projection.
 What it reads: see :mod:`canal.sql.reader` (statements; MariaDB's ``SET STATEMENT ... FOR`` reads as its statement,
 :func:`read_settings` gives the settings), :mod:`canal.sql.tables` and :mod:`canal.sql.columns` (definitions),
 :mod:`canal.sql.alter` (ALTER TABLE actions), :mod:`canal.sql.partitions` (partitioning), :mod:`canal.sql.lexer`
-(comments, version comments, quoting). What pycanal does with each statement it reads -- follows it, knows it changes
+(comments, version comments, quoting), :mod:`canal.sql.modes` (what of a statement's sql_mode changes how it
+reads). What pycanal does with each statement it reads -- follows it, knows it changes
 nothing, or stops -- is :mod:`canal.sql.contract`. Why not a general SQL parser such as sqlglot (30.30, measured
 here): it drops ``/*! */`` and ``/*M! */`` version comments (the statement inside is lost), falls back to an opaque
 command for ``ADD COLUMN (a, b)``, ``WAIT n``, ``CONVERT TO CHARACTER SET`` and ``RENAME TABLE``, rejects ``POINT`` /
@@ -32,16 +33,19 @@ from canal.errors import SqlError
 from canal.sql import statements
 from canal.sql.columns import read_type
 from canal.sql.cursor import Cursor
+from canal.sql.modes import DEFAULT_MODE, SqlMode
 from canal.sql.reader import TRACKED, read_settings, read_statements
 from canal.sql.statements import *  # noqa: F403 -- the statement classes are this package's API
 from canal.sql.statements import Statement, TableName
 from canal.sql.types import ColumnType
 
 __all__ = [
+    "DEFAULT_MODE",
     "TRACKED",
     "ColumnType",
     "Cursor",
     "SqlError",
+    "SqlMode",
     "read_column_type",
     "read_settings",
     "read_statement",
@@ -51,9 +55,10 @@ __all__ = [
 __all__ += statements.__all__
 
 
-def read_statement(sql: str, *, strict: bool = True) -> Statement:
-    """The first statement of ``sql`` (see :func:`read_statements`); SqlError when there is none."""
-    statements = read_statements(sql, strict=strict)
+def read_statement(sql: str, *, strict: bool = True, mode: SqlMode = DEFAULT_MODE) -> Statement:
+    """The first statement of ``sql`` (see :func:`read_statements`; ``mode``: the statement's sql_mode,
+    :mod:`canal.sql.modes`); SqlError when there is none."""
+    statements = read_statements(sql, strict=strict, mode=mode)
     if not statements:
         raise SqlError(f"no statement in {sql[:60]!r}", offset=0)
     return statements[0]

@@ -10,6 +10,7 @@ from typing import Final, TypeVar
 from canal.errors import SqlError
 from canal.sql.charsets import CHARSETS
 from canal.sql.lexer import DSTRING, END, NUMBER, PUNCT, QUOTED, STRING, WORD, Token, TokenStream
+from canal.sql.modes import DEFAULT_MODE, SqlMode
 from canal.sql.statements import Expression, Literal, TableName
 
 __all__ = ["Cursor"]
@@ -33,8 +34,8 @@ class Cursor:
 
     __slots__ = ("s",)
 
-    def __init__(self, sql: str) -> None:
-        self.s = TokenStream(sql)
+    def __init__(self, sql: str, mode: SqlMode = DEFAULT_MODE) -> None:
+        self.s = TokenStream(sql, mode)
 
     # -- looking ------------------------------------------------------------------------------------------------------
 
@@ -49,6 +50,11 @@ class Cursor:
     @property
     def sql(self) -> str:
         return self.s.sql
+
+    @property
+    def mode(self) -> SqlMode:
+        """The sql_mode the text is read under (:mod:`canal.sql.modes`)."""
+        return self.s.mode
 
     def peek(self, k: int = 0) -> Token:
         return self.s.peek(k)
@@ -329,7 +335,8 @@ class Cursor:
                 return -inner if signs.count("-") % 2 else inner
             raise self.error("expected an expression")
         if kind in (STRING, DSTRING):
-            return self.string()
+            text = self.string()
+            return None if text == "" and self.s.mode.empty_string_is_null else text
         if kind == NUMBER:
             self.s.pos += 1
             return _number(tok.text)
@@ -347,9 +354,9 @@ class Cursor:
         if nxt.kind == STRING and nxt.start == tok.end:  # X'0f', B'01', N'x', _utf8mb4'x'
             self.s.pos += 1
             if up == "X":
-                return int(nxt.text, 16) if nxt.text else 0
+                return _hex_bytes(nxt.text, odd=False)
             if up == "B":
-                return int(nxt.text, 2) if nxt.text else 0
+                return _bit_bytes(nxt.text)
             if up == "N" or up.startswith("_"):
                 return nxt.text
             return _NOT_LITERAL
@@ -373,12 +380,9 @@ class Cursor:
         if e and mantissa.isdigit() and exponent.isdigit():  # 1e3 (a signed exponent is a NUMBER token)
             return float(tok.text)
         if up.startswith("0X") and len(up) > 2:
-            try:
-                return int(up[2:], 16)
-            except ValueError:
-                return _NOT_LITERAL
-        if up.startswith("0B") and len(up) > 2 and set(up[2:]) <= {"0", "1"}:
-            return int(up[2:], 2)
+            return _hex_bytes(tok.text[2:], odd=True)
+        if up.startswith("0B") and len(up) > 2:
+            return _bit_bytes(up[2:])
         if up == "NULL":
             return None
         if up in ("TRUE", "FALSE"):
@@ -406,12 +410,30 @@ def _introduced_number(word: Token, after: Token) -> bool:
     return (up.startswith("0X") or up.startswith("0B")) and len(up) > 2
 
 
+def _hex_bytes(digits: str, *, odd: bool) -> bytes | object:
+    """The bytes of a hexadecimal literal's digits (``X'0041'``: two bytes, leading zeros kept; ``0x41``'s may be odd
+    in number, a zero before them)."""
+    if odd and len(digits) % 2:
+        digits = "0" + digits
+    try:
+        return bytes.fromhex(digits)
+    except ValueError:
+        return _NOT_LITERAL
+
+
+def _bit_bytes(digits: str) -> bytes | object:
+    """The bytes of a bit literal's digits (``b'000000001'``: two bytes, as many as its digits fill)."""
+    if not set(digits) <= {"0", "1"}:
+        return _NOT_LITERAL
+    return int(digits, 2).to_bytes((len(digits) + 7) // 8, "big") if digits else b""
+
+
 def _introduced_text(charset: str, value: Literal | object) -> Literal | object:
     """A hex or bit literal after ``_charset``: the string its bytes are in that charset (``_binary``: the bytes
     read as latin-1, one character a byte, as the other binary literals are held)."""
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not isinstance(value, bytes):
         return _NOT_LITERAL
-    data = value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big") if value else b""
+    data = value
     if charset.lower() == "binary":
         return data.decode("latin-1")
     known = CHARSETS.get(charset.lower())

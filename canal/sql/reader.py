@@ -25,8 +25,9 @@ import attrs
 from canal.errors import SqlError
 from canal.sql.alter import read_alter_actions
 from canal.sql.cursor import Cursor
-from canal.sql.lexer import DSTRING, END, QUOTED, WORD
+from canal.sql.lexer import DSTRING, END, QUOTED, STRING, WORD, tokens
 from canal.sql.maintenance import MAINTENANCE_OPTIONS, read_setting_list, read_settings
+from canal.sql.modes import DEFAULT_MODE, LEXINGS, SqlMode
 from canal.sql.statements import (
     AlterDatabase,
     AlterTable,
@@ -54,7 +55,7 @@ from canal.sql.statements import (
 )
 from canal.sql.tables import read_create_table, read_key_parts, read_table_options
 
-__all__ = ["READ_WHOLE", "TRACKED", "read_settings", "read_statements"]
+__all__ = ["READ_WHOLE", "TRACKED", "read_settings", "read_statements", "reads_alike"]
 
 TRACKED: Final = (
     CreateTable,
@@ -94,16 +95,40 @@ _XA_VERBS: Final = {
 }
 
 
-def read_statements(sql: str, *, strict: bool = True) -> list[Statement]:
-    """Every statement of ``sql``, in order (none for empty text or text of comments only)."""
-    return _Reader(sql, strict).statements()
+def read_statements(sql: str, *, strict: bool = True, mode: SqlMode = DEFAULT_MODE) -> list[Statement]:
+    """Every statement of ``sql``, in order (none for empty text or text of comments only), read under the
+    statement's sql_mode ``mode`` (:mod:`canal.sql.modes`; the default mode when it is not known)."""
+    return _Reader(sql, strict, mode).statements()
+
+
+# the statements a SET STATEMENT may hold whose text is read only up to their table (canal.sql.reader's docstring)
+_READ_TO_TABLE: Final = frozenset({"INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD", "WITH", "SELECT", "CALL", "DO"})
+
+
+def reads_alike(sql: str) -> bool:
+    """Whether ``sql`` reads the same under every session mode (:data:`canal.sql.modes.LEXINGS`): the same tokens,
+    whether a backslash escapes or not and whether ``"`` quotes a string or a name, and no ``DEFAULT ''`` that
+    EMPTY_STRING_IS_NULL would make NULL."""
+    seen: list[tuple[int, str]] | None = None
+    for lexing in LEXINGS:
+        found: list[tuple[int, str]] = []
+        previous = ""
+        for tok in tokens(sql, lexing):
+            if tok.kind in (STRING, DSTRING) and not tok.text and previous == "DEFAULT":
+                return False
+            found.append((tok.kind, tok.text))
+            previous = tok.up
+        if seen is not None and found != seen:
+            return False
+        seen = found
+    return True
 
 
 class _Reader:
     __slots__ = ("c", "stop", "strict")
 
-    def __init__(self, sql: str, strict: bool) -> None:
-        self.c = Cursor(sql)
+    def __init__(self, sql: str, strict: bool, mode: SqlMode = DEFAULT_MODE) -> None:
+        self.c = Cursor(sql, mode)
         self.strict = strict
         self.stop = False  # the rest of the text belongs to a compound body
 
@@ -120,6 +145,15 @@ class _Reader:
                 break
             if not c.at_end() and isinstance(stmt, READ_WHOLE):
                 error = c.error("unexpected text after the statement")
+                if self.strict:
+                    raise error
+                tables = named_tables(stmt)
+                stmt = out[-1] = Unreadable(
+                    stmt.kind, statement_verb(stmt), tables[0] if tables else None, str(error), tables
+                )
+            if c.mode.oracle and isinstance(stmt, TRACKED):
+                # MariaDB's ORACLE mode reads DDL by another grammar (DATE is a DATETIME, NUMBER a DECIMAL, ...)
+                error = c.error("a statement under sql_mode ORACLE, whose grammar the reader does not model")
                 if self.strict:
                     raise error
                 tables = named_tables(stmt)
@@ -589,13 +623,30 @@ class _Reader:
             # MariaDB's SET STATEMENT var = value [, ...] FOR statement: the statement, run under those settings
             # (read_settings gives them)
             try:
-                read_setting_list(c)
+                settings = read_setting_list(c)
                 c.expect("FOR")
             except SqlError as exc:
                 if self.strict:
                     raise
                 self.stop = True  # what follows is not known to be one statement
                 return Unreadable(QueryKind.OTHER, "SET STATEMENT", None, str(exc))
+            # the server read the text under its session's sql_mode, which the binlog does not hold (it logs the one
+            # SET STATEMENT sets): a text that would read otherwise under another mode cannot be known
+            unknown = any(setting.name == "sql_mode" for setting in settings) and c.up() not in _READ_TO_TABLE
+            if unknown and not reads_alike(c.sql):
+                error = c.error(
+                    "text that reads differently under the sql_modes its session may have had (the binlog logs the "
+                    "sql_mode SET STATEMENT sets, not the session's the server read the text under)"
+                )
+                if self.strict:
+                    raise error
+                try:
+                    stmt = self.statement()
+                except SqlError:
+                    stmt = OtherStatement(QueryKind.OTHER, "SET STATEMENT")
+                self.stop = True
+                tables = named_tables(stmt)
+                return Unreadable(stmt.kind, statement_verb(stmt), tables[0] if tables else None, str(error), tables)
             return self.statement()
         if c.up() in ("PASSWORD", "ROLE") or (c.up() == "DEFAULT" and c.up(1) == "ROLE"):
             return OtherStatement(QueryKind.DCL, "SET")

@@ -140,14 +140,16 @@ def quote_name(name: str) -> str:
 
 # -- parts of definitions ---------------------------------------------------------------------------------------------
 
-Literal: TypeAlias = str | int | Decimal | float | bool | None
+Literal: TypeAlias = str | bytes | int | Decimal | float | bool | None
 
 
 @attrs.frozen(slots=True)
 class Expression:
     """An expression as written (``text``). ``literal`` tells whether it is a plain literal: a string (``value`` is
     its content), a number (int or Decimal; float for an exponent), TRUE/FALSE, or NULL (``value`` None). Hex and bit
-    literals (``X'0f'``, ``b'1'``, ``0x0f``) are literals whose ``value`` is their integer."""
+    literals (``X'0f'``, ``b'1'``, ``0x0f``, ``0b1``) are literals whose ``value`` is their bytes (``X'0041'`` two of
+    them): binary strings, which the server reads as text, bytes or their big-endian number as the column's type
+    takes them."""
 
     text: str
     literal: bool = False

@@ -16,6 +16,9 @@ Fixtures:
 - ``s3_server`` (session): a :class:`~canal.testing.services.S3Server` (moto), an S3-compatible object store.
 - ``s3_bucket`` (function): an :class:`S3Bucket`, a fresh bucket on ``s3_server`` (``.url`` is ``s3://NAME``,
   ``.storage_options`` what ``deltalake`` takes, ``.filesystem()`` a ``pyarrow.fs.S3FileSystem``).
+- ``kafka_server`` (session): a :class:`~canal.testing.services.KafkaServer`, a Kafka broker in KRaft mode from the
+  jars ``scripts/setup.sh`` fetched (``jars/kafka``); ``.bootstrap`` is ``127.0.0.1:PORT``, ``.create_topic(name,
+  partitions)`` makes a topic (skipped, saying why, when the jars are not built).
 - ``spark_cluster`` (session): a :class:`~canal.testing.services.SparkCluster`, a standalone master and two workers
   on 127.0.0.1, each worker in its own mount namespace (it cannot see this machine's temporary directory);
   ``.master_url`` is ``spark://127.0.0.1:PORT``.
@@ -43,6 +46,7 @@ import pytest
 
 from canal.testing.fake import FakeMysql
 from canal.testing.services import (
+    KafkaServer,
     MariaDBServer,
     S3Server,
     SparkCluster,
@@ -325,6 +329,23 @@ def s3_bucket(s3_server: S3Server, request: pytest.FixtureRequest) -> S3Bucket:
     name = _name_for(request).replace("_", "-")[:63]
     s3_server.create_bucket(name)
     return S3Bucket(server=s3_server, name=name)
+
+
+@pytest.fixture(scope="session")
+def kafka_server() -> Iterator[KafkaServer]:
+    """One private Kafka broker (KRaft) for the whole session; the tests that ask for it skip when the jars are not
+    built."""
+    from canal.testing import jars
+
+    reason = jars.skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = KafkaServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

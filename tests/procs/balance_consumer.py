@@ -4,7 +4,8 @@ serves on a thread of its own, started by on_assigned and stopped by on_revoked 
 stops it gracefully (``server.stop_on_signals()``: everything handed over, then the process ends by the signal).
 
 Usage: python -m tests.procs.balance_consumer '{"zk_hosts", "address", "masters": [{"address", "user", "password",
-"database", "journal", "position"}, ...], "destinations": M, "log", "ha_delay_s", "zk_timeout_s", "batch": 20}'
+"database", "journal", "position"}, ...], "destinations": M, "log", "ha_delay_s", "zk_timeout_s", "batch": 20,
+"revoke_pause_s": 0}'
 
 Log lines (one ``os.write`` each, appended; times are ``time.monotonic()``, one clock for every process of a host):
     S <dest> <token> <t>                  serving: the first batch of a serving interval (t: before its get)
@@ -13,7 +14,8 @@ Log lines (one ``os.write`` each, appended; times are ``time.monotonic()``, one 
     F <dest> <batch> <token> <error>       ack raised (nothing acked unless the error leaves it in doubt)
     R <dest> <t>                           on_revoked returned (its consumer acked and ended)
 Its log records (INFO and up) go to ``<log>.err``, each with the same clock.
-stdout: "W" once started, "A <dest> <highest id acked>" after each ack of rows, "R <dest>" after each on_revoked.
+stdout: "W" once started, "A <dest> <highest id acked>" after each ack of rows, "r <dest>" when on_revoked begins
+(it then waits ``revoke_pause_s``) and "R <dest>" when it returns.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class Service:
     def __init__(self, args: dict[str, Any]) -> None:
         self.log = Log(args["log"])
         self.batch = int(args.get("batch", 20))
+        self.revoke_pause_s = float(args.get("revoke_pause_s", 0.0))
         self._consumers: dict[str, tuple[threading.Thread, threading.Event]] = {}
         self.server = EmbeddedServer(
             zk_hosts=args["zk_hosts"],
@@ -101,6 +104,9 @@ class Service:
         thread.start()
 
     def revoked(self, dest: str) -> None:
+        say(f"r {dest}")
+        if self.revoke_pause_s:  # a service that takes its time to let go (a test pauses the process meanwhile)
+            time.sleep(self.revoke_pause_s)
         thread, stop = self._consumers.pop(dest)
         stop.set()
         thread.join()

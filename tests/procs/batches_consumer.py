@@ -62,15 +62,15 @@ def main() -> None:
         if phase == "spooled" and counts["snapshot"] == at:
             park(phase, current[0])
 
-    write_json = batches.write_json_atomic
+    write_json = batches._JournalFile._write
 
-    def journaling(path: Any, data: Any) -> None:
-        write_json(path, data)
+    def journaling(self: Any, data: Any) -> None:
+        write_json(self, data)
         if phase == "journaled" and data.get("spooled") and counts["snapshot"] == at:
             park(phase, int(data["pending"]))
 
     Spool.write = writing  # type: ignore[method-assign]
-    batches.write_json_atomic = journaling
+    batches._JournalFile._write = journaling  # type: ignore[method-assign]
 
     mirror = DeltaMirror(args["mirror"], log_history_s=3600)  # the test reads every batch id committed
 

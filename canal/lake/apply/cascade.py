@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from canal.lake.apply.stops import MirrorCascadeError
+from canal.lake.ddl.ddl_text import statement_mode
 from canal.lake.forms import json_diffs
 from canal.lake.forms.cell_text import encode_value
 from canal.lake.key_identity import is_float_type, key_text
@@ -47,6 +48,7 @@ from canal.mysql_json import JsonDiffError
 from canal.parse.cascade import FOREIGN_KEY_ACTIONS
 from canal.schema.history import layout_statement
 from canal.sql import (
+    DEFAULT_MODE,
     AddKey,
     AlterTable,
     ChangeColumn,
@@ -56,6 +58,7 @@ from canal.sql import (
     DropTable,
     RenameColumn,
     RenameTo,
+    SqlMode,
     TruncateTable,
 )
 
@@ -171,7 +174,7 @@ class _Children:
         elif after is not None:
             image[key] = dict(after)
 
-    def ddl(self, name: Name, sql: str | None) -> None:
+    def ddl(self, name: Name, sql: str | None, mode: SqlMode = DEFAULT_MODE) -> None:
         """A DDL of the batch on ``name``. Keys added or dropped keep its rows; TRUNCATE, CREATE and DROP empty them; an
         ALTER that
         keeps the key and foreign key columns' names and values (ADD / MODIFY / DROP of other columns) keeps the rows
@@ -179,7 +182,7 @@ class _Children:
         there stops); any other change makes the rows unknown here (the layout they were read under is gone)."""
         if name not in self._images and name not in self._layouts:
             return
-        stmt = layout_statement(sql or "")
+        stmt = layout_statement(sql or "", mode)
         if isinstance(stmt, TruncateTable | CreateTable | DropTable):
             # emptied, or made anew (a CREATE ... SELECT's rows follow as the batch's rows): no row of before
             self._images[name] = {}
@@ -352,7 +355,8 @@ def expand_cascades(
         out.append(row)
         name: Name = (row["schema"], row["table"])
         if row.get("is_ddl"):
-            children.ddl(name, row.get("sql"))
+            props = row.get("props")
+            children.ddl(name, row.get("sql"), statement_mode(json.loads(props) if props else None))
             continue
         kind = row["type"]
         if kind not in ("INSERT", "UPDATE", "DELETE"):

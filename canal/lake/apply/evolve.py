@@ -19,7 +19,7 @@ from typing import Any
 
 from canal.lake.apply import step_marks
 from canal.lake.ddl.conversions import check_batch_conversions
-from canal.lake.ddl.ddl_text import ddl_statement
+from canal.lake.ddl.ddl_text import ddl_statement, statement_mode
 from canal.lake.ddl.evolution import Evolution, plan_evolution
 from canal.lake.ddl.versioning import current_rows
 from canal.lake.own_names import log_columns
@@ -95,11 +95,12 @@ class TableDDL:
         if not statements:
             return None
         if path is None and not any(
-            isinstance(ddl_statement(sql, plan.fold_names), CreateTable) for _row, sql in statements
+            isinstance(ddl_statement(sql, plan.fold_names, statement_mode(plan.ddl_props.get(row))), CreateTable)
+            for row, sql in statements
         ):
             return None  # a table the mirror does not hold yet: its first rows create it
         current = None
-        if path is not None and not self._created_by_this_step(path, statements, plan.fold_names):
+        if path is not None and not self._created_by_this_step(path, statements, plan):
             current = [field.name for field in fs.delta_table(path).schema().fields]
         return plan_evolution(
             plan.schema,
@@ -129,12 +130,13 @@ class TableDDL:
             columns += [(f.name, f.type) for f in in_log if f.name not in known]
         return columns
 
-    def _created_by_this_step(self, path: str, statements: list[tuple[int, str]], fold_names: bool) -> bool:
+    def _created_by_this_step(self, path: str, statements: list[tuple[int, str]], plan: TablePlan) -> bool:
         """Whether the table at ``path`` is the one this CREATE TABLE step made before a crash kept the step journal
         from saying so (:mod:`canal.lake.apply.step_marks`): the replay then creates it again, as the step did."""
         if self.step is None or len(statements) != 1:
             return False
-        if not isinstance(ddl_statement(statements[0][1], fold_names), CreateTable):
+        row, sql = statements[0]
+        if not isinstance(ddl_statement(sql, plan.fold_names, statement_mode(plan.ddl_props.get(row))), CreateTable):
             return False
         return step_marks.created_by(path, self._settings.app_id, *self.step)
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from canal.lake.forms.ranges import marked as carries_marks
 from canal.lake.store import fs
 from canal.lake.types import MirrorError
 from canal.parse.xa import XA_PREPARE_TYPE, XA_XID, xid_key
@@ -142,7 +143,7 @@ class HeldTransactions:
             return table, _nothing
         props = table.column(PROPS)
         types = table.column("type")
-        marked = pc.or_(pc.is_valid(props), pc.fill_null(pc.is_in(types, pa.array(_OUTCOMES)), False))
+        marked = pc.or_(carries_marks(props), pc.fill_null(pc.is_in(types, pa.array(_OUTCOMES)), False))
         if not pc.any(marked).as_py():
             return table, _nothing
         state = self._state(batch_id)

@@ -30,11 +30,13 @@ from typing import Any, Final
 import attrs
 
 from canal.lake.ddl import converters as cv
+from canal.lake.ddl.ddl_text import statement_mode
 from canal.lake.ddl.narrowing import fit_declared
 from canal.lake.ddl.time_zones import StatementZone, shift
 from canal.lake.types import MirrorConversionError, MirrorTypeError, ZeroDates, arrow_type
-from canal.parse.convert import RETYPED_FROM_PROP, RETYPED_TO_PROP, SERVER_VERSION_PROP, SQL_MODE_PROP
+from canal.parse.convert import COMPUTED_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP, SERVER_VERSION_PROP, SQL_MODE_PROP
 from canal.schema import TableColumn, TableDef, mysql_type_text, type_with_charset
+from canal.schema.computed import numbering_why, parse_computed, reads_column, regenerated_why
 from canal.schema.conversions import PAIRS, TEXT_CHARSETS, family, unmodeled
 from canal.schema.conversions import fractions_rule as rule_of_fractions
 from canal.sql import AlterTable, ChangeColumn, ConvertCharset, read_column_type
@@ -87,6 +89,11 @@ class Conversion:
     fractions: str | None = None
     recharset: bool = False  # CONVERT TO CHARACTER SET of a column whose type is unknown (``new`` None)
     zero_dates: ZeroDates = "error"  # the mirror's (set by apply): how it holds the zero TIMESTAMP a value becomes
+    # values the server computes again (canal.schema.computed): why, when it does every row's (a generated column);
+    # and AUTO_INCREMENT made, which numbers the NULLs anew -- and the zeros, unless ``keeps_zero``
+    recomputed: str | None = None
+    numbered: bool = False
+    keeps_zero: bool = False
 
     @property
     def identity(self) -> bool:
@@ -131,6 +138,10 @@ class Conversion:
             return attrs.evolve(self, zero_dates=zero_dates).apply(column, zero_dates)
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
+        if self.recomputed is not None and len(column):
+            raise self.stop(self.recomputed)
+        if self.numbered:
+            self._check_numbering(column)
         sourced_nulls = column.null_count
         if self.new is None:  # a column whose type is unknown: converted to another charset, or made NOT NULL
             if self.recharset and (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
@@ -156,6 +167,24 @@ class Conversion:
         if not self.nullable and sourced_nulls:
             converted = self._zero_filled(column, converted, new, zero_dates)
         return converted
+
+    def _check_numbering(self, column: Any) -> None:
+        """AUTO_INCREMENT made: the typed stop where the server numbered values anew -- a NULL, or a zero outside
+        NO_AUTO_VALUE_ON_ZERO (:mod:`canal.schema.computed`); the values stay otherwise."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        held = "NULLs and zeros" if not self.keeps_zero else "NULLs"
+        why = f"made AUTO_INCREMENT, the server numbers its {held} anew (in the order it copies the rows)"
+        if column.null_count:
+            raise self.stop(why, None)
+        if self.keeps_zero or not len(column):
+            return
+        kind = column.type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)):
+            raise self.stop(why)
+        if pc.any(pc.equal(column, pa.scalar(0).cast(column.type))).as_py():
+            raise self.stop(why, 0)
 
     def _known_or_assumed(self, column: Any, new: ColumnType) -> ColumnType:
         """The type before the statement: known, or (no schema history) one of the types stored like ``column`` for
@@ -591,7 +620,10 @@ def statement_conversions(
     them (:data:`~canal.parse.convert.RETYPED_FROM_PROP`, :data:`~canal.parse.convert.RETYPED_TO_PROP`)."""
     known_from = {k.lower(): v for k, v in _json_object(state.get(RETYPED_FROM_PROP)).items()}
     known_to = {k.lower(): v for k, v in _json_object(state.get(RETYPED_TO_PROP)).items()}
-    declared = {a.old_name.lower() for a in stmt.actions if isinstance(a, ChangeColumn)}
+    definitions = {a.old_name.lower(): a.column for a in stmt.actions if isinstance(a, ChangeColumn)}
+    declared = set(definitions)
+    computed = parse_computed(state.get(COMPUTED_PROP))
+    keeps_zero = statement_mode(state).no_auto_value_on_zero
     converts = any(isinstance(a, ConvertCharset) for a in stmt.actions)
     was = {c.name.lower(): c for c in before.columns} if before is not None else {}
     rule = fractions_rule(state)
@@ -621,6 +653,27 @@ def statement_conversions(
             fractions=rule,
             recharset=retyped and k not in declared and new is None,
         )
+        definition = definitions.get(k)
+        if definition is not None:
+            before_computed = computed.get(k)
+            numbered = numbering_why(definition, before_computed, True, statement_mode(state)) is not None
+            again = regenerated_why(definition, before_computed, old is not None and old == new)
+            out[name] = attrs.evolve(out[name], recomputed=again, numbered=numbered, keeps_zero=keeps_zero)
+    converted = {n.lower() for n, c in out.items() if not c.identity}
+    for column in after.columns:  # a generated column reading converted values: computed again
+        name = origin.get(column.name)
+        gen = None if name is None else computed.get(name.lower())
+        if name is None or gen is None or gen.generated is None:
+            continue
+        read = sorted(c for c in converted if reads_column(gen.generated, c))
+        if not read:
+            continue
+        why = f"it is generated from {', '.join(repr(c) for c in read)}, which the statement converts"
+        found = out.get(name)
+        if found is None:
+            text = known_from.get(name.lower()) or _text_of(was.get(name.lower()), before, mariadb)
+            found = Conversion(key, name, column.name, text, text, column.nullable, sql, zone, rule)
+        out[name] = attrs.evolve(found, recomputed=found.recomputed or why)
     return out
 
 

@@ -10,24 +10,28 @@ are folded (column names and literals keep their case), so one server table is o
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from canal.lake.types import MirrorError
 from canal.parse.convert import (
+    COMPUTED_PROP,
     IMPLICIT_COLUMNS_PROP,
     LOWER_CASE_PROP,
     RETYPED_FROM_PROP,
     RETYPED_TO_PROP,
+    SERVER_VERSION_PROP,
     SQL_MODE_PROP,
     TIME_ZONE_PROP,
     TIMESTAMP_PROP,
 )
 from canal.schema.history import layout_statement
-from canal.sql import Statement, fold_table_names
+from canal.sql import DEFAULT_MODE, SqlMode, Statement, fold_table_names
 
-__all__ = ["ddl_props", "ddl_statement", "fold_flags"]
+__all__ = ["ddl_modes", "ddl_props", "ddl_statement", "fold_flags", "statement_mode"]
 
 _STATE_PROPS = (
+    COMPUTED_PROP,
     TIME_ZONE_PROP,
     TIMESTAMP_PROP,
     RETYPED_FROM_PROP,
@@ -37,11 +41,30 @@ _STATE_PROPS = (
 )
 
 
-def ddl_statement(sql: str | None, fold_names: bool) -> Statement | None:
-    """The layout statement of a DDL row's ``sql`` (:func:`canal.schema.history.layout_statement`), its database and
-    table names in lower case when ``fold_names`` (the row's :func:`fold_flags`)."""
-    stmt = layout_statement(sql or "")
+def ddl_statement(sql: str | None, fold_names: bool, mode: SqlMode = DEFAULT_MODE) -> Statement | None:
+    """The layout statement of a DDL row's ``sql`` (:func:`canal.schema.history.layout_statement`) read under its
+    sql_mode ``mode`` (the row's :func:`statement_mode`), its database and table names in lower case when
+    ``fold_names`` (the row's :func:`fold_flags`)."""
+    stmt = layout_statement(sql or "", mode)
     return fold_table_names(stmt) if fold_names and stmt is not None else stmt
+
+
+def statement_mode(props: Mapping[str, str] | None) -> SqlMode:
+    """How the statement of a DDL row whose props are ``props`` reads: under the sql_mode the server logged with it
+    (:data:`~canal.parse.convert.SQL_MODE_PROP`, with :data:`~canal.parse.convert.SERVER_VERSION_PROP` saying whose
+    bits they are); the default mode where none is given."""
+    bits = (props or {}).get(SQL_MODE_PROP)
+    if bits is None or not bits.isdigit():
+        return DEFAULT_MODE
+    version = (props or {}).get(SERVER_VERSION_PROP)
+    return SqlMode.of(int(bits), mariadb=version is None or "mariadb" in version.lower())
+
+
+def ddl_modes(table: Any) -> dict[int, SqlMode]:
+    """The sql_mode of each DDL row of ``table`` (Arrow, rows by position) whose statement reads otherwise than
+    under the default mode (:func:`statement_mode`)."""
+    found = {row: statement_mode(props) for row, props in ddl_props(table).items()}
+    return {row: mode for row, mode in found.items() if not mode.reads_as_default}
 
 
 def ddl_props(table: Any) -> dict[int, dict[str, str]]:

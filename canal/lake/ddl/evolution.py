@@ -28,14 +28,16 @@ from canal.lake.ddl.conversions import KEPT as _KEPT
 from canal.lake.ddl.conversions import UNKNOWN_CHARSET as _UNKNOWN_CHARSET
 from canal.lake.ddl.conversions import Conversion, family, fractions_rule, statement_conversions
 from canal.lake.ddl.converters import time_text
-from canal.lake.ddl.ddl_text import ddl_statement
+from canal.lake.ddl.ddl_text import ddl_statement, statement_mode
 from canal.lake.ddl.time_zones import MirrorTimeZoneError, StatementZone, literal_to_utc
 from canal.lake.ddl.versioning import known_periods, period_fill, versioning_change
 from canal.lake.types import MirrorConversionError, MirrorError, ZeroDates, arrow_type
+from canal.names import qualified
 from canal.parse.convert import RETYPED_FROM_PROP
 from canal.schema import SchemaCatalog, TableColumn, TableDef, mysql_type_text
 from canal.schema.catalog import drops_primary
 from canal.sql import (
+    DEFAULT_MODE,
     AddColumn,
     AlterTable,
     ChangeColumn,
@@ -47,9 +49,12 @@ from canal.sql import (
     RenameColumn,
     RenameTable,
     RenameTo,
+    SqlMode,
     read_column_type,
 )
-from canal.sql.types import INTEGER_TYPES
+from canal.sql.charsets import CHARSETS
+from canal.sql.statements import Literal
+from canal.sql.types import BLOB_TYPES, INTEGER_TYPES, TEXT_TYPES
 from canal.sql.values import FIXED_BINARY_SIZES, canonical_text, fixed_binary_text, float_display, float_stored
 
 __all__ = ["Evolution", "plan_evolution", "renamed_tables"]
@@ -113,7 +118,7 @@ def plan_evolution(
     come from a server with ``lower_case_table_names=1`` (:mod:`canal.lake.ddl.ddl_text`); ``props``: the session state
     each statement's row carries by batch row (its time zone: :mod:`canal.lake.ddl.time_zones`)."""
     catalog = SchemaCatalog(database=schema, mariadb=mariadb)
-    key = f"{schema}.{table}"
+    key = qualified(schema, table)
     if current is not None:
         columns = tuple(TableColumn(name, _KEPT) for name in current)
         catalog.tables[key] = TableDef(schema, table, columns, (), _UNKNOWN_CHARSET)
@@ -127,10 +132,10 @@ def plan_evolution(
     periods: dict[str, str] = {}  # period columns ADD SYSTEM VERSIONING added -> what the rows held read in them
     current_only: str | None = None
     for row, sql in ddl:
-        stmt = ddl_statement(sql, fold_names)
+        state = (props or {}).get(row, {})
+        stmt = ddl_statement(sql, fold_names, statement_mode(state))
         if stmt is None:
             continue
-        state = (props or {}).get(row, {})
         zone = StatementZone.of(state, key, sql)
         if isinstance(stmt, CreateTable) and _names(stmt.table, schema) == key and not stmt.temporary:
             if key in catalog.tables and stmt.if_not_exists and not stmt.or_replace:
@@ -306,9 +311,9 @@ def _fill(
     """The value an added column's existing rows read (:func:`existing_rows_value`) as the column stores it
     (:func:`stored_default`: fractional seconds cut by the statement's ``rule``, ...); a
     TIMESTAMP's DEFAULT names a local time in the statement's zone, which the server stores as the UTC instant."""
-    value = existing_rows_value(key, definition, column, mariadb=mariadb)
+    value = existing_rows_value(key, definition, column, mariadb=mariadb, sql=zone.sql)
     if definition.default is not None and definition.default.literal:
-        literal = definition.default.value
+        literal = _as_column_takes(definition.default.value, column, key, zone.sql)
         value = stored_default(value, literal, mysql_type_text(column, mariadb), rule, key, column.name, zone.sql)
     if column.base != "timestamp" or zone.identity:
         return value
@@ -318,13 +323,16 @@ def _fill(
 _ZERO_TEXT: Final = {"date": "0000-00-00", "datetime": "0000-00-00 00:00:00", "time": "00:00:00", "year": "0"}
 
 
-def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn, *, mariadb: bool = True) -> str | None:
+def existing_rows_value(
+    table: str, definition: ColumnDef, column: TableColumn, *, mariadb: bool = True, sql: str = ""
+) -> str | None:
     """The canal text the rows a table already holds read in a column ``ALTER TABLE ... ADD`` gives them (None:
     NULL): its constant DEFAULT (as the column stores and ``SELECT`` shows it: a FLOAT's rounded, a UUID's or INET's
-    canonical text), else for a NOT NULL column the type's implicit default (0, '', an ENUM's first label, a zero
-    date, the zero UUID or address), else NULL -- what the server writes into them without logging a row. A default
-    the mirror cannot compute (an expression, CURRENT_TIMESTAMP, a sequence, AUTO_INCREMENT numbering, a generated
-    column) is a MirrorError naming the table and column: never a NULL where the source has a value."""
+    canonical text, a hexadecimal or bit literal's bytes as the type takes them -- text, bytes or their number), else
+    for a NOT NULL column the type's implicit default (0, '', an ENUM's first label, a zero date, the zero UUID or
+    address, a BINARY(n)'s n zero bytes), else NULL -- what the server writes into them without logging a row. A
+    default the mirror cannot compute (an expression, CURRENT_TIMESTAMP, a sequence, AUTO_INCREMENT numbering, a
+    generated column) is a MirrorError naming the table and column: never a NULL where the source has a value."""
     default = definition.default
     if (
         definition.generated is not None
@@ -342,7 +350,7 @@ def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn, 
                 f"{table}: column {column.name!r} is added with DEFAULT {default.text}, an expression the mirror "
                 "cannot compute for the rows it already holds"
             )
-        value = default.value
+        value = _as_column_takes(default.value, column, table, sql)
         if value is None:
             return None
         if isinstance(value, bool):
@@ -350,6 +358,8 @@ def existing_rows_value(table: str, definition: ColumnDef, column: TableColumn, 
         return _stored_text(table, column, value, mariadb)
     if column.nullable:
         return None
+    if _fixed_bytes(column):  # BINARY(n): n zero bytes (canal's text of bytes: a character a byte)
+        return "\0" * (column.params[0] if column.params else 1)
     if column.base in FIXED_BINARY_SIZES:  # the value of zero bytes
         text = fixed_binary_text(column.base)
         assert text is not None
@@ -392,6 +402,8 @@ def stored_default(
             if not _TIME.fullmatch(text):
                 raise cv.Unmodeled(text, "a TIME DEFAULT not written as [-]HH:MM:SS[.ffffff]")
             return cv.time_text(cv.narrow_fraction(cv.time_micros(text), cv.fsp(t), rule, signed=True), cv.fsp(t))
+        if kind == "binary" and t.base in ("binary", "char"):  # BINARY(n) pads with zero bytes (a CHAR(n) BINARY)
+            return text.ljust(t.params[0] if t.params else 1, "\0")
         if kind == "text" and t.base == "char":
             return text.rstrip(" ")
         if kind == "set":
@@ -419,6 +431,64 @@ def stored_default(
             statement=sql,
         ) from None
     return text
+
+
+def _fixed_bytes(column: TableColumn) -> bool:
+    """A BINARY(n) (or a CHAR(n) in the binary charset): its values padded with zero bytes to n."""
+    return column.base == "binary" or (column.base == "char" and column.charset == "binary")
+
+
+_NUMERIC_BASES: Final = frozenset({*INTEGER_TYPES, "decimal", "float", "double", "year", "bit"})
+
+
+def _as_column_takes(value: Literal, column: TableColumn, table: str, sql: str) -> Literal:
+    """A DEFAULT's literal as the column takes it: a hexadecimal or bit literal (its bytes) is a binary string, read
+    as its big-endian number by a numeric type, as a UUID's or INET's stored bytes by those types, as text in the
+    column's character set by a text type (a charset it does not declare: ASCII bytes only, which every character
+    set the mirror knows reads alike), as bytes by a binary one (measured); other literals as they are. A value
+    the mirror cannot read so is a MirrorConversionError -- so is a string of characters beyond ASCII for a binary
+    type, whose bytes are the text in the statement's connection character set (not logged to the mirror)."""
+    base = column.base
+    binary = base in BLOB_TYPES or base in ("binary", "varbinary") or column.charset == "binary"
+    if isinstance(value, str) and binary and not value.isascii():
+        raise MirrorConversionError(
+            f"{table}: {sql[:200]!r} adds column {column.name!r} ({base.upper()}) with DEFAULT {value!r}: text beyond "
+            "ASCII as bytes, which are its encoding in the session's connection character set. Nothing of the step "
+            "was written. Mirror the table anew from a snapshot taken after the statement.",
+            table=table,
+            column=column.name,
+            to_type=base,
+            statement=sql,
+        )
+    if not isinstance(value, bytes):
+        return value
+    if base in _NUMERIC_BASES:
+        return int.from_bytes(value, "big")
+    fixed = fixed_binary_text(base)
+    if fixed is not None and len(value) == FIXED_BINARY_SIZES[base]:
+        return fixed(value)
+    if binary:
+        return value.decode("latin-1")  # canal's text of bytes: a character a byte
+    known = None if column.charset is None else CHARSETS.get(column.charset.lower())
+    codec = None if known is None else known.codec
+    if base in TEXT_TYPES or base in ("enum", "set", "json"):
+        try:
+            if codec is not None:
+                return value.decode(codec)
+            if value.isascii():
+                return value.decode("ascii")
+        except (UnicodeDecodeError, LookupError):
+            pass
+    raise MirrorConversionError(
+        f"{table}: {sql[:200]!r} adds column {column.name!r} ({base.upper()}) with DEFAULT of the bytes "
+        f"{value.hex()!r}, which the mirror does not read as that column's value exactly"
+        f"{' (in a character set the statement does not declare)' if codec is None else ''}. "
+        "Nothing of the step was written. Mirror the table anew from a snapshot taken after the statement.",
+        table=table,
+        column=column.name,
+        to_type=base,
+        statement=sql,
+    )
 
 
 def _stored_text(table: str, column: TableColumn, value: object, mariadb: bool) -> str:
@@ -450,13 +520,13 @@ def _follow(
 
 def _names(name: Any, session: str) -> str:
     """The catalog's key of a table name a statement wrote (its schema defaulting to the session's)."""
-    return f"{name.schema if name.schema is not None else session}.{name.name}"
+    return qualified(name.schema if name.schema is not None else session, name.name)
 
 
-def renamed_tables(sql: str, session: str, fold_names: bool) -> list[tuple[str, str]]:
+def renamed_tables(sql: str, session: str, fold_names: bool, mode: SqlMode = DEFAULT_MODE) -> list[tuple[str, str]]:
     """``(schema, table)`` of each table a statement renames (RENAME TABLE, ALTER TABLE ... RENAME TO), old names
-    (``fold_names``: as :func:`canal.lake.ddl.ddl_text.ddl_statement`)."""
-    stmt = ddl_statement(sql, fold_names)
+    (``fold_names``, ``mode``: as :func:`canal.lake.ddl.ddl_text.ddl_statement`)."""
+    stmt = ddl_statement(sql, fold_names, mode)
     if isinstance(stmt, RenameTable):
         pairs = [old for old, _new in stmt.pairs]
     elif isinstance(stmt, AlterTable) and any(isinstance(a, RenameTo) for a in stmt.actions):

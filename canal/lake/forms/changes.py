@@ -33,7 +33,9 @@ props              string      the entry's header props as a JSON object, null w
                                XACOMMIT row of that xid on, never after its XAROLLBACK), ``XA_TYPE`` / ``XA_XID``
                                on XACOMMIT / XAROLLBACK / XAPREPARE rows (:mod:`canal.parse.xa`); also
                                ``XA_RECOVERED`` on the rows an XACOMMIT brings whose XA PREPARE lies before the
-                               start, and on that XACOMMIT (:mod:`canal.parse.xa_lookback`)
+                               start, and on that XACOMMIT (:mod:`canal.parse.xa_lookback`); ``RANGE_FROM`` /
+                               ``RANGE_TO`` on the rows of a batch's first and last entries with change rows: the
+                               binlog range it covers (:mod:`canal.lake.forms.ranges`)
 log_server_id      bigint      the ``server_id`` of the server whose binlog ``log_file`` / ``log_offset`` are in
                                (the one the destination reads; a replica's binlog keeps the id of the server that
                                first wrote each event, canal's ``Header.server_id``, which this is not): positions

@@ -12,7 +12,7 @@ from canal.lake.planning.plan import mirror_columns
 
 def to_arrow(df: Any) -> Any:
     """``df.toArrow()``, also for a DataFrame with VARIANT columns holding NULLs (the ``canal`` source's change rows
-    with ``images=variant``): PySpark 4.3's ``toArrow`` casts its result to a schema whose variant fields are
+    with ``images=variant``): PySpark 4.2's ``toArrow`` casts its result to a schema whose variant fields are
     non-nullable, which pyarrow refuses wherever a NULL variant's fields are null (apache/arrow#37072), so a
     classic DataFrame with variants is collected as the record batches Spark sends, uncast."""
     import pyarrow as pa

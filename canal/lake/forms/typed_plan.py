@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from canal.lake.forms.ranges import marked as carries_marks
 from canal.lake.forms.typed_batch import TypedBatch
 from canal.lake.forms.typed_layout import CellError, Layout, TypedChangeError
 from canal.lake.key_identity import identity_array
@@ -65,7 +66,8 @@ def needs_rows(batch: TypedBatch) -> bool:
         return False
     if holds_partial_images(changes):
         return True
-    marked = pc.and_(pc.is_valid(changes.column("props")), pc.invert(pc.fill_null(changes.column("is_ddl"), False)))
+    # (a range's props only say where the batch lies: canal.lake.forms.ranges)
+    marked = pc.and_(carries_marks(changes.column("props")), pc.invert(pc.fill_null(changes.column("is_ddl"), False)))
     types = changes.column("type").cast(pa.string())
     outcome = pc.fill_null(pc.is_in(types, value_set=pa.array(_XA_TYPES, pa.string())), False)
     return bool(pc.any(pc.or_(marked, outcome)).as_py())

@@ -4,7 +4,8 @@ the batch's rows (:mod:`canal.lake.identity.lineage`) decide, before anything of
 :func:`admit` is the driver's (a mirror applying with its step journal): the same last batch again is skipped whole;
 the batch in flight again goes on after its journaled steps; any other batch keeps the rows the mirror has not
 applied, is numbered past everything before it, and is recorded as in flight before its first write. A batch that
-would have to finish another batch's steps (that batch stopped part-way, its journal says so) is refused with
+would have to finish another batch's steps (that batch stopped part-way, its journal says so), or whose binlog range
+begins after the end of the one applied (a gap: :func:`check_range`), is refused with
 :class:`~canal.lake.types.MirrorCheckpointError`. :func:`admit_rows` is a Spark task's: the rows of its part of a
 batch the driver admitted, filtered by the record as it was before the batch.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from canal.lake.forms.ranges import Cursor, batch_range
 from canal.lake.identity.applied import (
     Applied,
     Decision,
@@ -46,10 +48,11 @@ class Admitted:
     advance: Advance = attrs.field(factory=Advance)
     batch_id: int = 0
     fingerprint: str | None = None
+    through: str | None = None  # the end of the batch's binlog range, when the record moves to it (range_end)
 
     def after(self) -> Applied:
         """The record once the batch is applied."""
-        return self.advance.recorded(self.recorded, self.batch_id, self.fingerprint, self.number)
+        return self.advance.recorded(self.recorded, self.batch_id, self.fingerprint, self.number, self.through)
 
 
 def admit(
@@ -82,6 +85,8 @@ def admit(
             batch_id=batch_id,
             fingerprint=mark,
         )
+    start, end = batch_range(table)
+    check_range(recorded, start, batch_id, root, app_id)
     followed = follow(table, recorded, root, app_id)
     check_interrupted(decision, journal, batch_id, root, app_id)
     legacy = recorded is None or recorded.legacy  # a journal of the old form: its batch id is the batch's number
@@ -96,6 +101,7 @@ def admit(
         advance=followed.advance,
         batch_id=batch_id,
         fingerprint=mark,
+        through=range_end(recorded, end),
     )
     if check is not None and not admitted.skip:
         check(admitted.table)
@@ -120,6 +126,34 @@ def check_interrupted(
         "checkpoint, or run_batches with its journal) until that batch is done, then this one: the changes the "
         "mirror has by then are skipped."
     )
+
+
+def check_range(recorded: Applied | None, start: Cursor | None, batch_id: int, root: str, app_id: str) -> None:
+    """:class:`MirrorCheckpointError` when a batch's binlog range begins (``start``) after the end of the range the
+    mirror applied (``recorded.through``) in the same server's binlog: the stream it comes from skipped what lies
+    between, which the mirror never applied (:mod:`canal.lake.forms.ranges`). A batch or a record without a range, or
+    a range of another server (a failover: the lineage's GTID rules relate the two), is not checked."""
+    through = Cursor.parse(None if recorded is None else recorded.through)
+    if start is None or through is None or start.server_id != through.server_id or start.key <= through.key:
+        return
+    raise MirrorCheckpointError(
+        f"mirror {root} (app id {app_id!r}) applied the binlog up to {through}; batch {batch_id} comes from a stream "
+        f"that begins at {start}, after it: the changes between were never applied, and the mirror would silently "
+        "lack them (a query with a new checkpoint that starts after batches the old one spooled but did not commit, "
+        "or a destination that lost its cursor). Nothing of the batch was written. Run the query or destination "
+        "that wrote the mirror from its checkpoint or cursor, start this one at or before that position, or mirror "
+        "into a new root from a snapshot."
+    )
+
+
+def range_end(recorded: Applied | None, end: Cursor | None) -> str | None:
+    """The record's new ``through`` once a batch whose binlog range ends at ``end`` is applied (its text), or None
+    to keep the one recorded -- a batch without a range, or one ending before it in the same binlog (a replay from
+    an older position)."""
+    through = Cursor.parse(None if recorded is None else recorded.through)
+    if end is None or (through is not None and end.server_id == through.server_id and end.key < through.key):
+        return None
+    return end.text()
 
 
 def admit_rows(

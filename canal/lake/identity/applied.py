@@ -17,7 +17,9 @@ from a backup, promoted -- gives lower ones). A lower id proves nothing. So the 
 * the source lineage up to the last batch (:mod:`canal.lake.identity.lineage`): the destination, the server whose binlog
   the newest change came from and its position, and the GTIDs applied -- by which each row of a batch is known applied
   (skipped) or not (applied), whatever the batch's id -- and, of MariaDB's GTIDs, the numbers applied per domain and
-  writing server (:mod:`canal.lake.identity.forks`).
+  writing server (:mod:`canal.lake.identity.forks`);
+* where the binlog range of the batches applied ends (``through``, :mod:`canal.lake.forms.ranges`): a batch whose range
+  begins after it in the same server's binlog comes from a stream with a gap (:mod:`canal.lake.identity.admit`).
 
 A record written before the lineage was (``{"batch", "log_file", "log_offset"}``) is read with its old rules
 (``legacy``): its position is taken to be in the binlog of the server the next batch comes from, its batch id is its
@@ -42,6 +44,7 @@ ALL_ROWS = 1 << 31
 """The row index a record written before rows were counted gives its position: every row of that event applied."""
 _PREFIX, _SUFFIX = "_pycanal_applied.", ".json"
 _JOURNAL_PREFIX = "_pycanal_steps."
+_RUN_PREFIX = "_pycanal_run."
 
 
 @attrs.frozen(slots=True)
@@ -72,6 +75,9 @@ class Applied:
     # MariaDB: per domain and writing server, the lowest and highest numbers applied (canal.lake.identity.forks: a fork
     # of the servers' histories told from a replay); None: none recorded (a record written before they were)
     origins: str | None = None
+    # where the binlog range of the batches applied ends (canal.lake.forms.ranges: a cursor's text): the next batch's
+    # range must begin there or before, in that server's binlog; None: no batch carried a range yet
+    through: str | None = None
 
     @property
     def lineage(self) -> str:
@@ -85,6 +91,12 @@ class Applied:
 def applied_path(root: str | os.PathLike[str], app_id: str) -> str:
     """The location of the record (``root``: a local path or an object-store URI, :mod:`canal.lake.store.fs`)."""
     return fs.join(os.fspath(root), f"{_PREFIX}{app_id.encode().hex()}{_SUFFIX}")
+
+
+def run_journal_path(root: str | os.PathLike[str], app_id: str) -> str:
+    """Where :func:`canal.spark.run_batches` keeps its journal by default for a mirror of ``root`` / ``app_id`` (its
+    spool beside it, ``<journal>.spool``): with the mirror's records, one per app id."""
+    return fs.join(os.fspath(root), f"{_RUN_PREFIX}{app_id.encode().hex()}{_SUFFIX}")
 
 
 def read_applied(root: str | os.PathLike[str], app_id: str) -> Applied | None:
@@ -121,6 +133,7 @@ def _from_json(data: dict[str, Any]) -> Applied:
         if pending is None
         else Pending(int(pending["batch"]), pending["fingerprint"], int(pending["number"])),
         origins=data.get("origins"),
+        through=data.get("through"),
     )
 
 

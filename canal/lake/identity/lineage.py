@@ -142,10 +142,15 @@ class Advance:
         found = None if newest is None else Newest(**newest)
         return cls(found, tuple(data.get("gtids") or ()), data.get("destination"), tuple(data.get("origins") or ()))
 
-    def recorded(self, applied: Applied | None, batch_id: int, fingerprint: str | None, number: int) -> Applied:
+    def recorded(
+        self, applied: Applied | None, batch_id: int, fingerprint: str | None, number: int, through: str | None = None
+    ) -> Applied:
         """The record once the batch ``batch_id`` (``fingerprint``, numbered ``number``) is applied: the newest
-        change and the GTIDs it adds to ``applied`` (its lineage moving to the newest change's server)."""
+        change and the GTIDs it adds to ``applied`` (its lineage moving to the newest change's server), and the end
+        of its binlog range (``through``: :func:`canal.lake.identity.admit.range_end`)."""
         before = applied if applied is not None else Applied(None, None, -1)
+        if through is not None:
+            before = attrs.evolve(before, through=through)
         gtids = GtidSet(before.gtids) if before.gtids else None
         if self.gtids and gtids is None:
             gtids = GtidSet(",".join(self.gtids))
@@ -171,6 +176,7 @@ class Advance:
             gtids=None if gtids is None else str(gtids),
             open_gtid=newest.gtid if newest.type in DML_TYPES else None,
             origins=origins,
+            through=before.through,
         )
 
 

@@ -19,12 +19,22 @@ from typing import Any
 import attrs
 
 from canal.lake.ddl import drops
-from canal.lake.ddl.ddl_text import ddl_props, ddl_statement, fold_flags
+from canal.lake.ddl.ddl_text import ddl_modes, ddl_props, ddl_statement, fold_flags, statement_mode
 from canal.lake.ddl.evolution import renamed_tables
 from canal.lake.store import names as naming
 from canal.lake.types import MirrorError
 from canal.parse.unmodeled import LEAVES_CAPTURE, leaving_tables
-from canal.sql import AlterTable, CreateDatabase, DropDatabase, DropTable, RenameTable, RenameTo, Statement, TableName
+from canal.sql import (
+    DEFAULT_MODE,
+    AlterTable,
+    CreateDatabase,
+    DropDatabase,
+    DropTable,
+    RenameTable,
+    RenameTo,
+    Statement,
+    TableName,
+)
 
 
 @attrs.define(slots=True)
@@ -151,11 +161,12 @@ def in_order(table: Any) -> Any:
         return table
     schemas = table.column("schema").to_pylist()
     folds = fold_flags(table)
+    modes = ddl_modes(table)
     changed = False
     dropped: dict[int, list[TableName]] = {}  # row of a DROP TABLE of several tables -> them
     left = _left_capture(table, is_ddl)  # row of a RENAME -> the tables it moved out of the capture
     for row in pc.indices_nonzero(is_ddl).to_pylist():
-        stmt = ddl_statement(table.column("sql")[row].as_py(), folds[row])
+        stmt = ddl_statement(table.column("sql")[row].as_py(), folds[row], modes.get(row, DEFAULT_MODE))
         named = getattr(stmt, "table", None) if not isinstance(stmt, RenameTable) else None
         if isinstance(stmt, DropTable) and len(stmt.tables) == 1:
             named = stmt.tables[0]
@@ -268,7 +279,7 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
                 truncated_at[t] = row
                 plan.truncate = True
             # a rename belongs to the table it renames (its rows before the rename merge there, then it moves)
-            olds = renamed_tables(sql or "", plan.schema, folds[row])
+            olds = renamed_tables(sql or "", plan.schema, folds[row], statement_mode(states.get(row)))
             for old_schema, old_table in olds:
                 if only is not None and naming.display(old_schema, old_table) not in only:
                     continue
@@ -302,7 +313,10 @@ def plan_tables(table: Any, only: frozenset[str] | None) -> dict[str, TablePlan]
     keyless = pc.and_(dml, pc.fill_null(pc.equal(keys, no_key), False))
     if any_true(keyless):
         full = full_names[tid[pc.indices_nonzero(keyless)[0].as_py()].as_py()]  # the first such row's table
-        raise MirrorError(f"{full} has no primary key; the mirror needs one to apply updates and deletes")
+        raise MirrorError(
+            f"{full} has no primary key and no UNIQUE key over NOT NULL columns; the mirror needs one to apply updates "
+            "and deletes"
+        )
     rows = pa.table({"tid": tid, "pos": pos, "keys": keys}).filter(dml)
     # the layout is the last DML row's, even one a later TRUNCATE discards
     last_rows = rows.group_by("tid").aggregate([("pos", "max")])
@@ -419,6 +433,7 @@ def batch_steps(table: Any, only: frozenset[str] | None) -> list[Any]:
     sqls = table.column("sql").to_pylist()
     schemas = table.column("schema").to_pylist()
     folds = fold_flags(table)
+    modes = ddl_modes(table)
     # each row's table by its directory name, as plan_tables names its plans
     names = [
         None if not t else naming.directory(db if db is not None else "None", t)
@@ -438,7 +453,7 @@ def batch_steps(table: Any, only: frozenset[str] | None) -> list[Any]:
         if not flags[row]:
             pending.setdefault(name, []).append(row)
             continue
-        stmt = ddl_statement(sqls[row], folds[row])
+        stmt = ddl_statement(sqls[row], folds[row], modes.get(row, DEFAULT_MODE))
         dropped = dropped_schema(stmt)
         if dropped is not None:
             for other in list(pending):
@@ -460,7 +475,12 @@ def batch_steps(table: Any, only: frozenset[str] | None) -> list[Any]:
             continue
         touched = {
             name,
-            *(naming.directory(db, t) for db, t in renamed_tables(sqls[row] or "", schemas[row] or "", folds[row])),
+            *(
+                naming.directory(db, t)
+                for db, t in renamed_tables(
+                    sqls[row] or "", schemas[row] or "", folds[row], modes.get(row, DEFAULT_MODE)
+                )
+            ),
         }
         if isinstance(stmt, AlterTable):
             touched |= {

@@ -477,6 +477,7 @@ class EventDecoder:
             micros=status.micros,
             sql_mode=status.sql_mode,
             thread_specific=bool(flags & LOG_EVENT_THREAD_SPECIFIC_F),
+            mariadb="mariadb" in self.server_version.lower() or not self.server_version,
         )
 
     def _xid(self, b: bytes, p: int, end: int, ts: int, sid: int, off: int, nxt: int, t: int) -> BinlogEvent:

@@ -69,6 +69,9 @@ ACCESS_DENIED = frozenset(
     }
 )
 """The server's answers to a login that a retry does not change (:class:`~canal.errors.SourceAccessDeniedError`)."""
+EXPIRED_PASSWORD = frozenset({1820, 1862})
+"""A password that has expired: refused at the login (1862), or -- MariaDB's default, ``disconnect_on_expired_password``
+OFF -- let in and then every statement refused (1820, ER_MUST_CHANGE_PASSWORD)."""
 _UNKNOWN_NAME = frozenset(
     code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code is not None
 )
@@ -259,6 +262,16 @@ def open_connection(
             )
     log.debug("connected to %s as %r: %s", address, user, state.describe())
     return conn
+
+
+def expired_password_error(address: str, user: str, code: int, text: str) -> SourceAccessDeniedError:
+    """The typed refusal of a statement by a server that let user ``user`` in with an expired password (1820)."""
+    return SourceAccessDeniedError(
+        f"MySQL server {address} refuses every statement of user {user!r}: its password has expired (errno {code}: "
+        f"{text}); set a new one (as that user: ALTER USER CURRENT_USER() IDENTIFIED BY '...') and give it to the "
+        "destination",
+        errno=code,
+    )
 
 
 def tls_state(conn: Connection, mode: SslMode) -> TlsState:

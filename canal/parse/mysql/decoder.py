@@ -1283,10 +1283,13 @@ def binlog_layout(info: TableMapInfo, schema: TableSchema, previous: TableDef | 
     """The layout a table map with names (FULL metadata) describes, as a schema history keeps it: types as the
     decoder names them, column charsets from their collations, the table's default charset from ``previous``."""
     columns = []
+    # what the binlog does not tell -- which columns the server computes -- is kept from the layout before, by name
+    kept = {} if previous is None else {col.name.lower(): col for col in previous.columns}
     for c, meta in zip(info.columns, schema.columns, strict=True):
         declared = read_column_type(meta.mysql_type, strict=False)
         text = c.type in _CHARACTER or c.type in (T_ENUM, T_SET)
         charset = charset_of_collation(c.collation).name if text and c.collation is not None else None
+        before = kept.get(meta.name.lower())
         columns.append(
             TableColumn(
                 meta.name,
@@ -1297,6 +1300,8 @@ def binlog_layout(info: TableMapInfo, schema: TableSchema, previous: TableDef | 
                 False,
                 c.nullable and not meta.is_key,
                 charset,
+                auto_increment=before is not None and before.auto_increment,
+                generated=None if before is None else before.generated,
             )
         )
     primary = tuple(m.name for m in schema.columns if m.is_key)

@@ -65,9 +65,9 @@ class ReplicaIds:
 
     def lease(self, address: str, name: str, *, configured: int | None = None, master_id: int | None = None) -> int:
         """An id for a new dump of destination ``name`` on ``address``: ``configured`` when set (another dump of the
-        same destination while it holds it -- an XA read-back beside its stream, a shared reader made from its
-        source -- takes a derived id), else the derived one, stepping over ids held here and the master's
-        ``master_id``. Release it with :meth:`release`.
+        same destination while it holds it -- an XA read-back beside its stream -- takes a derived id; a shared
+        reader's dump sets none: :meth:`canal.parse.mysql.source.MysqlBinlogSource.dump_as`), else the derived one,
+        stepping over ids held here and the master's ``master_id``. Release it with :meth:`release`.
 
         Raises :class:`ReplicaIdConflictError` when another destination of this process holds ``configured``.
         """

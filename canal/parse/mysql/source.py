@@ -34,7 +34,14 @@ from canal.errors import (
 from canal.parse.events import BinlogEvent, TransactionPayloadEvent
 from canal.parse.mysql import packets as P
 from canal.parse.mysql.binlog import EventDecoder
-from canal.parse.mysql.connect import TlsState, open_connection, shared_ssl_context, tls_state
+from canal.parse.mysql.connect import (
+    EXPIRED_PASSWORD,
+    TlsState,
+    expired_password_error,
+    open_connection,
+    shared_ssl_context,
+    tls_state,
+)
 from canal.parse.mysql.replica_ids import REPLICA_IDS, derive_replica_id
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
@@ -43,9 +50,11 @@ from canal.schema.history import SchemaColumn
 from canal.schema.information_schema import (
     BOOTSTRAP_DATABASES_SQL,
     BOOTSTRAP_FOREIGN_KEYS_SQL,
-    BOOTSTRAP_PRIMARY_SQL,
+    BOOTSTRAP_KEYS_SQL,
     BOOTSTRAP_SQL,
     BOOTSTRAP_VERSIONED_SQL,
+    TABLE_COLUMNS_SQL,
+    TABLE_KEYS_SQL,
     catalog_from_columns,
     foreign_key_rows,
     read_objects,
@@ -55,6 +64,13 @@ from canal.secrets import secret_token
 from canal.sql import quote_name
 
 log = logging.getLogger(__name__)
+
+# one table's type, and whether it has foreign keys (a child): what schema_catalog(table) reads SHOW CREATE TABLE for
+_TABLE_KIND_SQL = (
+    "SELECT t.TABLE_TYPE, EXISTS (SELECT 1 FROM information_schema.KEY_COLUMN_USAGE k WHERE k.TABLE_SCHEMA = "
+    "t.TABLE_SCHEMA AND k.TABLE_NAME = t.TABLE_NAME AND k.REFERENCED_TABLE_NAME IS NOT NULL) "
+    "FROM information_schema.TABLES t WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s"
+)
 
 _T = TypeVar("_T")
 
@@ -218,6 +234,15 @@ class MysqlBinlogSource:
             parts.append("no information_schema names")
         return f"{self._username}@{self._address} ({', '.join(parts)})"
 
+    def dump_as(self, name: str) -> None:
+        """Register this source's dumps as ``name``, with a replica id derived for it, whatever ``slave_id`` is
+        configured: a shared reader's source (:mod:`canal.parse.shared`), made from the source of the destination
+        that started it, reads for every destination of the process and is none of their dumps. A destination that
+        leaves the process (an HA handover) dumps elsewhere with its configured id, and the server would end the
+        reader's dump for it: the destinations still reading through it would get another destination's clash."""
+        self._slave_id = None
+        self._replica_name = name
+
     @property
     def is_mariadb(self) -> bool:
         self._side_connection()
@@ -265,9 +290,16 @@ class MysqlBinlogSource:
             if self._side is None:
                 self._closed = False
                 conn = self._connect()
-                with conn.cursor() as cur:
-                    cur.execute("SELECT VERSION(), @@server_id")
-                    row = cur.fetchone()
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("SELECT VERSION(), @@server_id")
+                        row = cur.fetchone()
+                except pymysql.err.MySQLError as e:  # the first statement of a new login: typed as every other
+                    conn.close()
+                    code, text = _errno(e), str(e.args[1]) if len(e.args) > 1 else str(e)
+                    if code in EXPIRED_PASSWORD:
+                        raise expired_password_error(self._address, self._username, code, text) from None
+                    raise SourceError(f"{self._address}: the first statement failed: {text}", errno=code) from None
                 assert row is not None
                 self._version = str(row[0])
                 self._is_mariadb = "mariadb" in self._version.lower()
@@ -348,9 +380,11 @@ class MysqlBinlogSource:
                 with self._lock:
                     if self._side is conn:
                         self._side = None
+            text = str(e.args[1]) if len(e.args) > 1 else str(e)
             if code in _QUERY_DENIED:
-                text = str(e.args[1]) if len(e.args) > 1 else str(e)
                 raise privilege_error(self._address, self._username, what, code, text, dump=False) from None
+            if code in EXPIRED_PASSWORD:
+                raise expired_password_error(self._address, self._username, code, text) from None
             raise SourceError(f"{self._address}: {what} failed: {e}", errno=code) from None
         except OSError as e:
             with self._lock:
@@ -376,23 +410,34 @@ class MysqlBinlogSource:
         """The server's ``system_time_zone`` (read when the source opened): what a session's ``SYSTEM`` zone is."""
         return self._system_time_zone
 
-    def schema_catalog(self, *, objects: bool = False) -> SchemaCatalog:
-        """Every table's layout now, from information_schema (the server's own schemas aside); with ``objects``, its
-        views, triggers and routines too (:func:`canal.schema.information_schema.read_objects`)."""
+    def schema_catalog(self, table: tuple[str, str] | None = None, *, objects: bool = False) -> SchemaCatalog:
+        """Every table's layout now, from information_schema (the server's own schemas aside); with ``table``
+        (``(db, name)``), that table's alone (none when there is no such table); with ``objects``, its views, triggers
+        and routines too (:func:`canal.schema.information_schema.read_objects`)."""
         conn = self._side_connection()
         charset = str(self._run(conn, "SELECT @@character_set_server")[0][0])
-        rows = self._run(conn, BOOTSTRAP_SQL)
-        primary = self._run(conn, BOOTSTRAP_PRIMARY_SQL)
+        if table is not None:
+            rows = self._run(conn, TABLE_COLUMNS_SQL, table)
+            primary = self._run(conn, TABLE_KEYS_SQL, table)
+            kind = self._run(conn, _TABLE_KIND_SQL, table)
+            children = [table] if kind and kind[0][1] else []
+            versioned = [table] if kind and str(kind[0][0]) == "SYSTEM VERSIONED" else []
+        else:
+            rows = self._run(conn, BOOTSTRAP_SQL)
+            primary = self._run(conn, BOOTSTRAP_KEYS_SQL)
+            children = self._run(conn, BOOTSTRAP_FOREIGN_KEYS_SQL)
+            versioned = self._run(conn, BOOTSTRAP_VERSIONED_SQL)
         keys = []
-        for db, table in self._run(conn, BOOTSTRAP_FOREIGN_KEYS_SQL):
-            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table))}")[0][1])
+        for db, table_name in children:
+            table_text = f"{quote_name(str(db))}.{quote_name(str(table_name))}"
+            text = str(self._run(conn, f"SHOW CREATE TABLE {table_text}")[0][1])
             try:
                 keys.extend(foreign_key_rows(str(db), text))
             except SchemaError as exc:  # its keys unknown: a mirror stops at what they cascade (CASCADE_TABLES)
-                log.warning("%s: the foreign keys of %s.%s are not known: %s", self.address, db, table, exc)
+                log.warning("%s: the foreign keys of %s are not known: %s", self.address, table_text, exc)
         catalog = catalog_from_columns(rows, primary, charset=charset, mariadb=self._is_mariadb, foreign_key_rows=keys)
-        for db, table in self._run(conn, BOOTSTRAP_VERSIONED_SQL):  # their period columns: from SHOW CREATE TABLE
-            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table))}")[0][1])
+        for db, table_name in versioned:  # their period columns: from SHOW CREATE TABLE
+            text = str(self._run(conn, f"SHOW CREATE TABLE {quote_name(str(db))}.{quote_name(str(table_name))}")[0][1])
             layout = versioned_table(str(db), text, mariadb=self._is_mariadb)
             catalog.tables[layout.full_name] = layout
         for name, db_charset in self._run(conn, BOOTSTRAP_DATABASES_SQL):
@@ -743,6 +788,8 @@ class MysqlBinlogSource:
             return self._conflict(slave_id, code, text)
         if code in _DUMP_DENIED and code is not None:
             return privilege_error(self._address, self._username, "the binlog dump", code, text, dump=True)
+        if code in EXPIRED_PASSWORD and code is not None:  # the password expired since the side connection logged in
+            return expired_password_error(self._address, self._username, code, text)
         if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
             return BinlogPurgedError(
                 f"{self._address} cannot send the binlog from {self._where(request)}: {text}", errno=code

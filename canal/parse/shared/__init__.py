@@ -46,8 +46,9 @@ or types a table otherwise never gets the reader's naming. A table map whose tab
 gives its rows a ``schema_error``, and the destinations capturing the table read alone, where their own history
 decides. Destinations without a history share readers that decode as they do (information_schema names unnamed
 columns). The rows of a table no destination captures are not decoded (:attr:`DumpRequest.decode_table
-<canal.parse.source.DumpRequest.decode_table>`). Rows are decoded column by column when any destination of the reader
-asks for that (:class:`~canal.parse.source.RowsForm`).
+<canal.parse.source.DumpRequest.decode_table>`), unless their statement maps one that is: a parent's rows tell a
+destination capturing its child whether a foreign key's action reached it, as they do alone. Rows are decoded
+column by column when any destination of the reader asks for that (:class:`~canal.parse.source.RowsForm`).
 
 **Joining and leaving.** A destination joins at a point between groups. At its start: where the reader stands, or
 where it stood -- the reader keeps its last :data:`~canal.parse.shared.reader.RING_EVENTS` events (and
@@ -65,10 +66,15 @@ table's rows as its own history does, and when it is slow: the reader never hold
 :data:`~canal.parse.shared.reader.QUEUE_EVENTS` events for one destination, and waits at most
 :data:`~canal.parse.shared.reader.SLOW_WAIT_S` for room before that destination leaves and reads alone from its last
 handed-off position (it may join again :data:`~canal.parse.shared.reader.REJOIN_AFTER_S` later). A reader left alone
-with one destination keeps it and waits for it, as its own dump would. A reader with no destination left ends.
+with one destination keeps it and waits for it, as its own dump would. A reader with no destination left ends. A
+reader asks the server for heartbeats as often as the destinations of its key registered when it starts do (at least
+every :data:`~canal.parse.shared.reader.HEARTBEAT_S`); a destination asking more often joins none that asks less
+often, and each destination's watchdog counts the reader's connection dead by its own read timeout when the reader
+received nothing for that long (:attr:`SharedStream.read_at <canal.parse.shared.stream.SharedStream.read_at>`).
 
 **Errors.** An error of the reader's dump (a lost connection, a purged position, a refused event) ends it and is
-raised in every destination's parser after the events before it, as its own dump would have raised it: each retries
+raised in every destination's parser after the events before it, as its own dump would have raised it (a dump the
+server ends, shutting down, ends each destination's stream, which its parser takes for a failed dump): each retries
 or stops by its own policy, and comes back alone or to a new reader. A destination's own error (a typed stop, a
 failed hand-off) ends only its subscription. A statement the reader's history cannot follow ends the reader, and
 every destination reads alone past it, where its own history decides.

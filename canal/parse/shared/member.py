@@ -51,6 +51,9 @@ class SharedMember:
     watermark: tuple[str, str] | None = None  # its snapshot watermark table (canal.snapshot.marks)
     rows_form: RowsForm = attrs.field(factory=RowsForm)
     rejoin_at: float = 0.0  # monotonic: it left (slow, or its history differs), and reads alone until then
+    # how often its own dump asks the server for a heartbeat when idle (0: never): it counts a dump that sends nothing
+    # for its read timeout dead, and a reader it shares must hear from the server as often
+    heartbeat_s: float = 0.0
     # its schema history's tracker (None: it decodes without one); a reader it makes decodes with a fork of it
     schemas: SchemaTracker | None = None
     # the GTID set its dump starts from (None: a file position), as the request's text and as a set

@@ -57,6 +57,7 @@ class Hub(Protocol):
     in_group: bool
     unwoken: set[Subscription]
     inlined: int  # runs of a destination's steps on the reader's thread
+    last_read: float  # monotonic: when its dump last received an event from the server
 
     def room(self) -> None:
         """The subscription the reader waits for has room again."""

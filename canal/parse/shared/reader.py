@@ -89,20 +89,30 @@ class SharedReader:
         self.key = key
         self._readers = readers
         self._source = source
+        # its dump is no one destination's: a replica id of its own, not the configured one of the destination whose
+        # source it is (which that destination takes with it when it leaves the process)
+        dump_as = getattr(source, "dump_as", None)
+        if dump_as is not None:
+            dump_as(f"shared reader of {key}")
         self._form = RowsForm()
         # its own schema history (None: it decodes as a destination without one does): a fork of the first
         # destination's, which follows every DDL it reads before it decodes the next event (canal.parse.shared.member)
         self._schemas: SchemaTracker | None = None if first.schemas is None else first.schemas.fork()
         self._seen: dict[tuple[str, str], tuple[int, LayoutSeen]] = {}  # by table: its history's version, what it held
         self._gtid_text = request.gtid_set  # the GTID set its dump starts from (None: a file position)
+        # heartbeats as often as the most often any destination of its key asks for them (SharedReaders.open)
+        self.heartbeat_s = min(request.heartbeat_period_s or HEARTBEAT_S, HEARTBEAT_S)
         self._request = attrs.evolve(
             request,
             schema=None if self._schemas is None else self._schemas.history,
             rows_form=self._form,
             decode_table=self._decodes,
-            heartbeat_period_s=min(request.heartbeat_period_s or HEARTBEAT_S, HEARTBEAT_S),
+            heartbeat_period_s=self.heartbeat_s,
             blocking=True,
         )
+        # when its dump last received an event (a heartbeat included): a destination's watchdog counts that as its
+        # own dump's reads (canal.parse.parser), since it is the connection it reads through
+        self.last_read = time.monotonic()
         self._cond = threading.Condition()
         self._subs: tuple[Subscription, ...] = ()
         self._ahead: dict[Position, list[Subscription]] = {}
@@ -136,6 +146,10 @@ class SharedReader:
         self._ring_bytes = 0
         self._flushed = time.monotonic()
         self._unshared: set[tuple[str, str]] = set()  # tables whose rows need a schema history
+        # the statement being read maps a table some destination captures: its rows of every table are decoded (a
+        # parent's rows tell a destination capturing its child whether a foreign key's action reached it)
+        self._maps_captured = False
+        self._statement_maps: list[tuple[str, str]] = []  # the tables the statement being read maps
         self._fdes: dict[int, BinlogEvent] = {}  # the format description of each recent file, by journal number
         self.waiting_for: Subscription | None = None
         self.ended = False
@@ -158,6 +172,7 @@ class SharedReader:
 
     def _run(self) -> None:
         error: BaseException | None = None
+        ended = False  # the dump ended of itself (a server shutting down sends its end): each stream ends so too
         try:
             self._source.open()
             for event in self._source.dump(self._request):
@@ -169,16 +184,20 @@ class SharedReader:
                 for sub in due:  # outside the lock: a step may call back into the reader (a destination leaving)
                     if not sub.run_inline():
                         sub.wake.set()
+            else:
+                ended = True
         except BaseException as exc:  # every subscriber gets it, as its own dump would have raised it
             error = exc
         finally:
-            self._end(error)
+            self._end(error, ended=ended)
             try:
                 self._source.close()
             except Exception as exc:  # closing a broken connection may fail: it is dropped either way
                 log.debug("shared reader %s: closing its source failed: %s", self.key, exc)
 
-    def _end(self, error: BaseException | None) -> None:
+    def _end(self, error: BaseException | None, *, ended: bool = False) -> None:
+        """No more events: every subscription ends with ``error``, or -- when the dump ``ended`` of itself -- just ends,
+        as a destination's own dump would (its parser takes that for a failed dump); else it leaves the reader."""
         self._readers.forget(self)
         with self._cond:
             self.ended = True
@@ -190,7 +209,7 @@ class SharedReader:
             self._cond.notify_all()
         if error is not None and not self._quiet:
             log.info("shared reader %s ended: %s: %s", self.key, type(error).__name__, error)
-        end = error if error is not None else SharedReaderLeft(f"the shared reader of {self.key} ended")
+        end = error if error is not None or ended else SharedReaderLeft(f"the shared reader of {self.key} ended")
         for sub in subs:
             sub.finish(end)
 
@@ -266,6 +285,8 @@ class SharedReader:
                 return None
             if member.tables is not None and any(member.wants(*name) for name in self._unshared):
                 return None
+            if 0 < member.heartbeat_s < self.heartbeat_s:
+                return None  # its dump would hear from an idle server more often: alone, it never counts it dead
             sub = Subscription(self, member)
             tracker = self._tracker
             if first:
@@ -284,13 +305,15 @@ class SharedReader:
             index = self._ring_index.get(at)
             if index is not None:
                 held = [h[0] for h in list(self._ring)[index - self._ring_base :]]
-                undecoded = (e for e in held if isinstance(e, RowsEvent) and e.rows is UNDECODED)
-                if any(member.wants(e.table.schema, e.table.table) for e in undecoded):
-                    return None  # rows it captures were not decoded then: it joins later
+                undecoded = _undecoded_for(member, held)
+                if undecoded:
+                    return None  # rows it needs were not decoded then: it joins later
                 if member.gtid_text != self._gtid_text and any(
                     isinstance(e, GtidEvent) and member.skips(e.gtid) for e in held
                 ):
                     return None  # its own dump leaves out a group held there: it goes on alone past it
+                if undecoded is None:
+                    self._maps_captured = True  # it joins inside a statement mapping a table it captures
                 for event in prelude:
                     sub.push(event)
                 for event in held:
@@ -341,8 +364,11 @@ class SharedReader:
     # -- routing (the reader thread, under the lock) -------------------------------------------------------------
 
     def _decodes(self, schema: str, table: str) -> bool:
-        """DumpRequest.decode_table: rows of a table some destination captures (or waits to)."""
-        return bool(self._route(schema, table))
+        """DumpRequest.decode_table: rows of a table some destination captures (or waits to), and every row of a
+        statement that maps such a table. A destination reading alone decodes every row: an UPDATE of a parent it
+        leaves out, whose rows change no column a captured child references, reached no child
+        (:func:`canal.parse.cascade.references_unchanged`) -- undecoded, it would heal (or stop) the child."""
+        return self._maps_captured or bool(self._route(schema, table))
 
     def _route(self, schema: str, table: str) -> tuple[Subscription, ...]:
         """The subscriptions capturing a table (those waiting ahead included); also called by the decoder, without
@@ -352,18 +378,27 @@ class SharedReader:
     def _dispatch(self, event: BinlogEvent) -> None:
         self.events_read += 1
         cls = event.__class__
+        ends_statement = False
         if cls is FormatDescriptionEvent:
             fdes = self._fdes
             fdes[journal_number(event.log_file)] = event
             if len(fdes) > 8:
                 del fdes[min(fdes)]
-        elif self._schemas is not None:
-            if cls is TableMapEvent:
-                assert isinstance(event, TableMapEvent)
+        elif cls is TableMapEvent:
+            assert isinstance(event, TableMapEvent)
+            self._statement_maps.append((event.schema, event.table))
+            if not self._maps_captured and self._route(event.schema, event.table):
+                self._maps_captured = True  # the statement's rows, the tables it does not capture included, decode
+            if self._schemas is not None:
                 event = self._stamped(event)
-            elif cls is QueryEvent:
-                assert isinstance(event, QueryEvent)
-                self._follow(event)
+        elif cls is RowsEvent:
+            assert isinstance(event, RowsEvent)
+            if event.end_of_statement:
+                self._maps_captured = False
+                ends_statement = True
+        elif cls is QueryEvent and self._schemas is not None:
+            assert isinstance(event, QueryEvent)
+            self._follow(event)
         tracker = self._tracker
         before = tracker.next_start if tracker.between else None
         tracker.follow(event)
@@ -372,6 +407,9 @@ class SharedReader:
         at = before if tracker.continuous else None
         if self._ahead:
             self._arrive(at, event)
+        if tracker.opened and self._statement_maps:  # a statement that never ended (a group that never did)
+            self._statement_maps.clear()
+            self._maps_captured = False
         if tracker.opened and self._group is not None:
             # a group that never ended, before this event is held: a destination joining from the events held
             # while the reader waits for room here has the group's events, and not this one
@@ -389,7 +427,9 @@ class SharedReader:
             self._in_group(group, event)
             if tracker.ended:
                 self._close(group)
-        now = time.monotonic()
+        if ends_statement:  # what a destination is given of the statement was checked against its maps (_give)
+            self._statement_maps.clear()
+        now = self.last_read = time.monotonic()
         if now - self._flushed >= FLUSH_S:
             self._flush_all(now)
         if self._group is None and self.unwoken:
@@ -629,7 +669,8 @@ class SharedReader:
             return
         if item.__class__ is RowsEvent and item.rows is UNDECODED:
             table = item.table
-            if sub.member.wants(table.schema, table.table):
+            member = sub.member
+            if member.wants(table.schema, table.table) or any(member.wants(*t) for t in self._statement_maps):
                 self._eject(sub, f"it joined after rows of {table.schema}.{table.table} were read undecoded")
                 return
         if sub.pushed - sub.popped >= QUEUE_EVENTS and not self._wait_for(sub):
@@ -652,9 +693,27 @@ class SharedReader:
                         return False
                     left = SLOW_WAIT_S  # the only one: the reader reads for it alone, and waits
                 self._cond.wait(min(left, 0.5))
+                self.last_read = time.monotonic()  # it does not read, on purpose: no dead connection to the others
         finally:
             self.waiting_for = None
         return sub.active
+
+
+def _undecoded_for(member: SharedMember, events: list[BinlogEvent]) -> bool | None:
+    """Whether ``events`` (from a place between groups) hold rows ``member`` needs decoded that were not: rows of a
+    table it captures, or of a statement that maps one (:meth:`SharedReader._decodes`). None: they do not, and end
+    inside a statement that maps one (the rest of its rows must decode)."""
+    maps_captured = False
+    for event in events:
+        if isinstance(event, TableMapEvent):
+            maps_captured = maps_captured or member.wants(event.schema, event.table)
+        elif isinstance(event, RowsEvent):
+            table = event.table
+            if event.rows is UNDECODED and (maps_captured or member.wants(table.schema, table.table)):
+                return True
+            if event.end_of_statement:
+                maps_captured = False
+    return None if maps_captured else False
 
 
 class SharedReaders:
@@ -707,6 +766,10 @@ class SharedReaders:
                 others = [m for m in self._members.get(key, []) if m is not member]
                 if not others:
                     return None
+                # heartbeats as often as any of them asks (alone, each counts a dump silent for its read timeout dead)
+                periods = [m.heartbeat_s for m in (member, *others) if m.heartbeat_s > 0]
+                if periods:
+                    request = attrs.evolve(request, heartbeat_period_s=min(periods))
                 reader = SharedReader(self, key, make_source(), request, at, member)
                 self._readers[key] = reader
                 sub = reader.subscribe(member, at, first=True)

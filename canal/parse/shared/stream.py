@@ -54,6 +54,13 @@ class SharedStream:
         sub = self._sub
         return sub is not None and sub.active and not self._closed
 
+    @property
+    def read_at(self) -> float | None:
+        """While it shares: when (monotonic) the reader's dump last received an event from the server -- the
+        connection this destination reads through, whether or not the event was one for it."""
+        sub = self._sub
+        return sub.reader.last_read if sub is not None and sub.active and not self._closed else None
+
     def close(self) -> None:
         self._closed = True
         sub = self._sub

@@ -216,17 +216,30 @@ class BinlogWriter:
         )
         return tag
 
-    def _query_event(self, tag: Tag | None, timestamp: int, schema: str, sql: str) -> ev.QueryEvent:
+    def _query_event(
+        self, tag: Tag | None, timestamp: int, schema: str, sql: str, sql_mode: int | None = None
+    ) -> ev.QueryEvent:
         size = _HEADER + 13 + 26 + len(schema.encode()) + 1 + len(sql.encode()) + _CRC
-        return self.emit(ev.QueryEvent, size, tag, timestamp, schema=schema, sql=sql, thread_id=self.thread_id)
+        return self.emit(
+            ev.QueryEvent,
+            size,
+            tag,
+            timestamp,
+            schema=schema,
+            sql=sql,
+            thread_id=self.thread_id,
+            sql_mode=sql_mode,
+            mariadb=self.mariadb,
+        )
 
-    def write_statement(self, schema: str, sql: str) -> list[ev.BinlogEvent]:
-        """A statement outside any transaction: [GTID] query; returns the events written."""
+    def write_statement(self, schema: str, sql: str, sql_mode: int | None = None) -> list[ev.BinlogEvent]:
+        """A statement outside any transaction: [GTID] query (``sql_mode``: its bit set, as the server logs it);
+        returns the events written."""
         log = self.files[-1]
         first = len(log.events)
         ts = self.clock()
         tag = self._gtid_event(ts, standalone=True)
-        self._query_event(tag, ts, schema, sql)
+        self._query_event(tag, ts, schema, sql, sql_mode)
         if tag is not None:
             self._record_gtid(tag)
         events = log.events[first:]

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from canal.errors import SchemaError
+from canal.names import split_qualified
 from canal.protocol import TableSchema
 from canal.schema import SchemaCatalog, TableChange, TableColumn, TableDef
 from canal.sql import (
@@ -149,7 +150,7 @@ class Catalog:
         if change.kind == "rename" and old is not None:
             # one pair of a RENAME TABLE: the name may be a passing one (a TO tmp, b TO a, tmp TO b), so the table
             # is the old one renamed, not whatever the statement's end leaves under that name
-            db, name = change.new.split(".", 1)
+            db, name = split_qualified(change.new)
             tables[change.new] = self._new_table(attrs.evolve(old.definition, db=db, name=name), old.data)
             return
         definition = schemas.tables[change.new]

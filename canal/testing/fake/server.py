@@ -13,7 +13,8 @@ from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
 from canal.protocol import TableSchema
 from canal.schema import SchemaCatalog
-from canal.sql import DmlStatement, OtherStatement, SqlError, TransactionStatement, read_statements
+from canal.sql import DmlStatement, OtherStatement, SqlError, SqlMode, TransactionStatement, read_statements
+from canal.sql.modes import mode_bits
 from canal.testing.fake import source as registry
 from canal.testing.fake.binlog import MARIADB_VERSION, MYSQL_VERSION, BinlogWriter
 from canal.testing.fake.catalog import Catalog
@@ -369,18 +370,21 @@ class FakeMysql:
 
     # -- DDL ----------------------------------------------------------------------------------------------------------
 
-    def execute(self, sql: str, *, schema: str | None = None) -> list[BinlogEvent]:
+    def execute(self, sql: str, *, schema: str | None = None, sql_mode: str | None = None) -> list[BinlogEvent]:
         """Run a DDL (or any other logged statement) and write it as a QueryEvent; returns the events written.
 
         ``schema`` overrides the session database for this statement. ``USE db`` changes the session database
         and writes nothing (as on a real server). Row changes go through :meth:`transaction` / :meth:`insert`.
-        The statement is read by the SQL reader (:mod:`canal.sql`), as pycanal reads every statement.
+        The statement is read by the SQL reader (:mod:`canal.sql`), as pycanal reads every statement, under
+        ``sql_mode`` (names, ``'NO_BACKSLASH_ESCAPES,ANSI_QUOTES'``; None: the default mode), which the event logs
+        as the server does (its bit set).
         """
+        bits = None if sql_mode is None else mode_bits(sql_mode)
         with self._cond:
             self._check_writable()
             session = self._catalog.database if schema is None else schema
             try:
-                statements = read_statements(sql)
+                statements = read_statements(sql, mode=SqlMode.of(bits, mariadb=self._log.mariadb))
             except SqlError as exc:
                 raise FakeMysqlError(f"FakeMysql cannot read {sql!r}: {exc}") from None
             if not statements:
@@ -400,7 +404,7 @@ class FakeMysql:
                 raise FakeMysqlError(f"{sql.split()[0].upper()} writes nothing to the binlog: use query() for reads")
             text = sql.strip().rstrip(";").strip()
             logged_schema, logged_sql = self._catalog.apply(stmt, session, text)
-            events = self._log.write_statement(logged_schema, logged_sql)
+            events = self._log.write_statement(logged_schema, logged_sql, bits)
             self._cond.notify_all()
             return events
 

@@ -1,4 +1,5 @@
-"""Private MariaDB, ZooKeeper, S3 (moto), Spark standalone and Spark Connect servers for tests and the demo.
+"""Private MariaDB, ZooKeeper, S3 (moto), Kafka (KRaft), Spark standalone and Spark Connect servers for tests and
+the demo.
 
 Each server runs as a child process on a free 127.0.0.1 port with its own temporary directory, never touching the
 system services or their configuration. Servers are stopped by pid: explicitly (:meth:`stop`), by leaving a ``with``
@@ -12,6 +13,7 @@ The binaries come from the system packages ``mariadb-server``, ``zookeeper`` and
 a missing binary raises :class:`~canal.errors.ServiceError` naming that script.
 """
 
+from canal.testing.services.kafka import KafkaServer
 from canal.testing.services.mariadb import MariaDBServer
 from canal.testing.services.process import SETUP_COMMAND, free_port, live_services, process_state
 from canal.testing.services.s3 import S3Server
@@ -20,6 +22,7 @@ from canal.testing.services.zookeeper import ZooKeeperServer
 
 __all__ = [
     "SETUP_COMMAND",
+    "KafkaServer",
     "MariaDBServer",
     "S3Server",
     "SparkCluster",

@@ -1,0 +1,342 @@
+"""Entries as MQ messages: canal's FlatMessage JSON (canal-server's ``canal.mq.flatMessage=true``) or Debezium's
+change-event envelope, each with the topic and partition canal's routing gives it (:mod:`canal.lake.forms.mq_routing`)
+-- the rows of the ``canal`` source's ``messages`` option, which Spark's Kafka sink writes as they are (columns
+``topic``, ``partition``, ``key``, ``value``).
+
+**canal's FlatMessage** (canal 1.1.7's ``MQMessageUtils.messageConverter`` and ``messagePartition``): one message per
+row entry (a rows event of one table, or a DDL), or, with ``canal.mq.partitionHash``, per entry and partition, its
+rows in their order. Fields as canal's Kafka producer writes them (fastjson2 with ``WriteNulls``: every field,
+``null`` where unset, in its order): ``data`` the rows' images (the after image; a DELETE's before image) as
+column -> canal text, ``database``, ``es`` (the event's execute time, ms), ``gtid``, ``id`` (the micro-batch's number:
+canal's is its get's batch id), ``isDdl``, ``mysqlType`` and ``sqlType`` (column -> the column's type text and
+JDBC type), ``old`` (an UPDATE's before values of the columns updated -- in this row or, as canal keeps one set per
+entry, an earlier row of the entry), ``pkNames``, ``sql`` (a DDL's text, else ""), ``table``, ``ts`` (when the
+reader made the message, ms), ``type``. Transaction boundaries make no message.
+
+**Debezium's envelope** (a MySQL connector's change event, JSON without schemas): one message per row, keyed by
+the row's primary key (``{"id":1}``), its value ``{"before", "after", "source", "op", "ts_ms", "transaction"}``
+with ``op`` ``c`` / ``u`` / ``d`` / ``r`` (a snapshot's rows) and ``source`` naming the position (``file``,
+``pos``, ``row``, ``gtid``, ``server_id``, ``db``, ``table``, ``snapshot``). Values are typed as the connector types
+them with ``decimal.handling.mode=string``, ``binary.handling.mode=base64`` and the default
+``time.precision.mode=adaptive_time_microseconds``: integers and floating point as numbers, DECIMAL as its text,
+DATE as days since 1970-01-01, DATETIME as milliseconds (precision up to 3) or microseconds since the epoch,
+TIMESTAMP as ISO-8601 UTC text, TIME as microseconds, BIT(1) as a boolean, binary as base64, the rest as text. DDL
+makes no message in this form (Debezium writes schema changes to a topic of their own).
+
+**Keys.** A canal message's key is ``FILE:OFFSET:BATCH:N`` -- its entry's binlog position, the micro-batch and its
+number in the micro-batch --, unique, and equal when Spark writes the micro-batch again (a replay reads the
+micro-batch's messages back from the spool, byte for byte). Kafka's sink is at least once: a consumer drops a
+message whose key it has applied (see the Spark guide's MQ section).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import time
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any, Final
+
+from canal.lake.forms.changes import table_codec
+from canal.lake.forms.mq_routing import Routing
+from canal.lake.types import base_type
+from canal.protocol import Entry, EntryType, EventType, Rows, TableSchema
+
+MESSAGE_FORMS: Final = ("canal", "debezium")
+"""The values of the source's ``messages`` option."""
+
+MESSAGE_SCHEMA_DDL: Final = "topic STRING, partition INT, key BINARY, value BINARY"
+"""The rows of the ``messages`` forms, in Spark's DDL: what Spark's Kafka sink writes."""
+
+
+def message_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("topic", pa.string()),
+            pa.field("partition", pa.int32()),
+            pa.field("key", pa.binary()),
+            pa.field("value", pa.binary()),
+        ]
+    )
+
+
+def _js(text: str | None) -> str:
+    return "null" if text is None else json.dumps(text, ensure_ascii=False)
+
+
+class _Layout:
+    """The per-table-layout parts of a FlatMessage: pkNames, mysqlType, sqlType (JSON text), per columns present."""
+
+    __slots__ = ("_cache", "table")
+
+    def __init__(self, table: TableSchema) -> None:
+        self.table = table
+        self._cache: dict[tuple[int, ...], tuple[str, str, str]] = {}
+
+    def parts(self, absent: tuple[int, ...]) -> tuple[str, str, str]:
+        made = self._cache.get(absent)
+        if made is None:
+            columns = [c for i, c in enumerate(self.table.columns) if i not in absent]
+            keys = [c.name for c in columns if c.is_key]
+            made = self._cache[absent] = (
+                "[" + ",".join(_js(k) for k in keys) + "]" if keys else "null",
+                "{" + ",".join(f"{_js(c.name)}:{_js(c.mysql_type)}" for c in columns) + "}",
+                "{" + ",".join(f"{_js(c.name)}:{int(c.sql_type)}" for c in columns) + "}",
+            )
+        return made
+
+
+_layouts: dict[int, _Layout] = {}
+
+
+def _layout(table: TableSchema) -> _Layout:
+    made = _layouts.get(id(table))
+    if made is None or made.table is not table:
+        if len(_layouts) > 4096:
+            _layouts.clear()
+        made = _layouts[id(table)] = _Layout(table)
+    return made
+
+
+def _updated(before: Sequence[Any] | None, after: Sequence[Any] | None, width: int) -> set[int]:
+    """The columns an UPDATE's row changed (canal's ``updated`` flags: a value not equal to the before image's)."""
+    if before is None or after is None:
+        return set()
+    return {i for i in range(width) if before[i] != after[i] or type(before[i]) is not type(after[i])}
+
+
+class MessageMaker:
+    """Makes the messages of a micro-batch's entries: ``make(entries, batch_no, first)`` gives a pyarrow
+    RecordBatch in :func:`message_schema`. ``form``: ``canal`` or ``debezium``; ``now_ms`` the clock (tests)."""
+
+    def __init__(self, form: str, routing: Routing, destination: str, now_ms: Any = None) -> None:
+        if form not in MESSAGE_FORMS:
+            raise ValueError(f"messages = {form!r}: expected canal or debezium")
+        self.form = form
+        self.routing = routing
+        self.destination = destination
+        self.now_ms = now_ms or (lambda: int(time.time() * 1000))
+
+    def make(self, entries: Iterable[Entry], batch_no: int, first: int = 0) -> Any:
+        import pyarrow as pa
+
+        topics: list[str] = []
+        partitions: list[int] = []
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        out = (topics, partitions, keys, values)
+        made = self._canal if self.form == "canal" else self._debezium
+        for entry in entries:
+            made(entry, batch_no, first + len(values), out)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(topics, pa.string()),
+                pa.array(partitions, pa.int32()),
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+            ],
+            schema=message_schema(),
+        )
+
+    # -- canal's FlatMessage ---------------------------------------------------------------------------------------
+
+    def _canal(self, entry: Entry, batch_no: int, ordinal: int, out: tuple[list[Any], ...]) -> None:
+        rc = entry.row_change
+        if entry.entry_type is not EntryType.ROWDATA or rc is None:
+            return  # transaction boundaries and heartbeats: canal's converter makes no message of them
+        h = entry.header
+        schema, table = (rc.ddl_schema or h.schema) if rc.is_ddl else h.schema, h.table
+        topic = self.routing.topic(schema, table)
+        head = f'{_js(schema)},"es":{h.execute_time},"gtid":{_js(h.gtid or "")},"id":{batch_no}'
+        tail = f',"sql":{_js(rc.sql or "")}'
+        ts = self.now_ms()
+        kind = rc.event_type.name
+        prefix = f"{h.log_file}:{h.log_offset}:{batch_no}:"
+        topics, partitions, keys, values = out
+
+        def emit(partition: int, data: str, is_ddl: bool, layout: tuple[str, str, str], old: str) -> None:
+            pk, mysql, sql_type = layout
+            value = (
+                f'{{"data":{data},"database":{head},"isDdl":{"true" if is_ddl else "false"},'
+                f'"mysqlType":{mysql},"old":{old},"pkNames":{pk}{tail},"sqlType":{sql_type},'
+                f'"table":{_js(table)},"ts":{ts},"type":{_js(kind)}}}'
+            )
+            topics.append(topic)
+            partitions.append(partition)
+            keys.append((prefix + str(ordinal + len(values) - start)).encode())
+            values.append(value.encode())
+
+        start = len(values)
+        none = ("null", "null", "null")
+        if rc.is_ddl or not rc.event_type.is_dml or not rc.rows or kind not in ("INSERT", "UPDATE", "DELETE"):
+            # DDL, statements, snapshot rows (canal has no such event type: they are sent as INSERTs, below)
+            if not (rc.rows and rc.event_type is EventType.SNAPSHOT):
+                emit(self.routing.config.partition if not self.routing.hashed else 0, "null", rc.is_ddl, none, "null")
+                return
+            kind = "INSERT"
+        rows = Rows.of(rc.rows)
+        codec = table_codec(rows.table)
+        width = len(rows.table.columns)
+        deleting = rc.event_type is EventType.DELETE
+        images = rows.before if deleting else rows.after
+        assert images is not None
+        absent = rows.absent("before" if deleting else "after")
+        layout = _layout(rows.table).parts(absent)
+        encode = codec.image_encoder(absent)
+        texts = [encode(image) or "{}" for image in images]
+        olds: list[str] | None = None
+        if kind == "UPDATE" and rows.before is not None and rows.after is not None:
+            olds = []
+            changed: set[int] = set()
+            absent_before = set(rows.absent("before"))
+            for before, after in zip(rows.before, rows.after, strict=True):
+                changed |= _updated(before, after, width) - set(absent)
+                kept = tuple(i for i in range(width) if i not in changed or i in absent_before)
+                olds.append(codec.image_encoder(kept)(before) or "{}")
+        if not self.routing.hashed:
+            old = "[" + ",".join(olds) + "]" if olds else "null"
+            emit(self.routing.config.partition, "[" + ",".join(texts) + "]", False, layout, old)
+            return
+        mode = self.routing.hash_mode(schema, table)
+        n = self.routing.partitions_of(topic)
+        if mode is None:
+            parts = [0] * len(texts)
+        elif mode.table_hash:
+            parts = [self.routing.table_partition(table, n)] * len(texts)
+        else:
+            names = [rows.table.columns[i].name for i in rows.table.key_indexes] if mode.auto_pk else mode.columns
+            at = [rows.table.names.index(c) if c in rows.table.names else -1 for c in names]
+            cells = _text_cells(rows.table, images, at, absent)
+            parts = [self.routing.row_partition(schema, row, n) for row in cells]
+        for partition in sorted(set(parts), key=parts.index) if mode is None or mode.table_hash else range(n):
+            picked = [i for i, p in enumerate(parts) if p == partition]
+            if not picked:
+                continue
+            old = "[" + ",".join(olds[i] for i in picked) + "]" if olds else "null"
+            emit(partition, "[" + ",".join(texts[i] for i in picked) + "]", False, layout, old)
+
+    # -- Debezium's envelope ---------------------------------------------------------------------------------------
+
+    def _debezium(self, entry: Entry, batch_no: int, ordinal: int, out: tuple[list[Any], ...]) -> None:
+        rc = entry.row_change
+        if entry.entry_type is not EntryType.ROWDATA or rc is None or rc.is_ddl or not rc.rows:
+            return
+        op = {"INSERT": "c", "UPDATE": "u", "DELETE": "d", "SNAPSHOT": "r"}.get(rc.event_type.name)
+        if op is None:
+            return
+        h = entry.header
+        rows = Rows.of(rc.rows)
+        table = rows.table
+        typers = [_debezium_typer(c.mysql_type) for c in table.columns]
+        topic = self.routing.topic(h.schema, h.table)
+        ts = self.now_ms()
+        topics, partitions, keys, values = out
+        befores = rows.before or [None] * len(rows)
+        afters = rows.after or [None] * len(rows)
+        for n, (before, after) in enumerate(zip(befores, afters, strict=True)):
+            source = {
+                "version": "pycanal",
+                "connector": "mysql",
+                "name": self.destination,
+                "ts_ms": h.execute_time,
+                "snapshot": "true" if op == "r" else "false",
+                "db": h.schema,
+                "table": h.table,
+                "server_id": h.server_id,
+                "gtid": h.gtid or None,
+                "file": h.log_file,
+                "pos": h.log_offset,
+                "row": n,
+            }
+            image = after if after is not None else before
+            assert image is not None
+            key = {table.names[i]: typers[i](image[i]) for i in table.key_indexes}
+            value = {
+                "before": _typed(table, typers, before),
+                "after": _typed(table, typers, after),
+                "source": source,
+                "op": op,
+                "ts_ms": ts,
+                "transaction": None,
+            }
+            topics.append(topic)
+            partitions.append(self.routing.config.partition)
+            keys.append(json.dumps(key, ensure_ascii=False, separators=(",", ":")).encode())
+            values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _text_cells(
+    table: TableSchema, images: Sequence[Any], at: Sequence[int], absent: tuple[int, ...]
+) -> list[list[str | None]]:
+    """The canal text of the columns ``at`` (-1: not a column) of each image (absent: None)."""
+    from canal.lake.forms.cell_text import encode_any
+
+    out = []
+    for image in images:
+        row: list[str | None] = []
+        for i in at:
+            if i < 0 or i in absent or image[i] is None:
+                row.append(None)
+            else:
+                row.append(json.loads(encode_any(image[i])))
+        out.append(row)
+    return out
+
+
+_EPOCH_DAY = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _debezium_typer(mysql_type: str) -> Any:
+    """A function turning a value of ``mysql_type`` into Debezium's JSON value (see the module docstring)."""
+    from canal.lake.forms.cell_text import encode_any
+    from canal.sql import read_column_type
+
+    base = base_type(mysql_type)
+    column = read_column_type(mysql_type, strict=False)
+    fsp = getattr(column, "fsp", None) or 0
+
+    def text(v: Any) -> Any:
+        return json.loads(encode_any(v))
+
+    if base in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"):
+        return lambda v: v if isinstance(v, int) else text(v)
+    if base in ("float", "double", "real"):
+        return lambda v: v
+    if base in ("decimal", "numeric"):
+        return lambda v: str(v) if isinstance(v, Decimal) else text(v)
+    if base == "date":
+        return lambda v: (v - _EPOCH_DAY).days if isinstance(v, dt.date) else text(v)
+    if base == "datetime":
+        scale = 1000 if fsp <= 3 else 1_000_000
+        return lambda v: (
+            (v - _EPOCH) // dt.timedelta(microseconds=1_000_000 // scale) if isinstance(v, dt.datetime) else text(v)
+        )
+    if base == "timestamp":
+        return lambda v: (
+            (v if v.tzinfo is None else v.astimezone(dt.UTC).replace(tzinfo=None)).isoformat() + "Z"
+            if isinstance(v, dt.datetime)
+            else text(v)
+        )
+    if base == "time":
+        return lambda v: v // dt.timedelta(microseconds=1) if isinstance(v, dt.timedelta) else text(v)
+    if base == "bit":
+        if "(1)" in mysql_type.replace(" ", "") or mysql_type.strip().lower() == "bit":
+            return lambda v: bool(v) if isinstance(v, int) else text(v)
+        return lambda v: v if isinstance(v, int) else text(v)
+    if base in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"):
+        return lambda v: base64.b64encode(v).decode() if isinstance(v, bytes) else text(v)
+    return lambda v: v if isinstance(v, str) else text(v)
+
+
+def _typed(table: TableSchema, typers: Sequence[Any], image: Sequence[Any] | None) -> dict[str, Any] | None:
+    if image is None:
+        return None
+    return {name: (None if v is None else typer(v)) for name, typer, v in zip(table.names, typers, image, strict=True)}
+
+
+__all__ = ["MESSAGE_FORMS", "MESSAGE_SCHEMA_DDL", "MessageMaker", "message_schema"]

@@ -1,0 +1,169 @@
+"""A stream that does not begin where the mirror's applied range ended is refused, on a real MariaDB
+(canal.lake.forms.ranges, canal.lake.identity.admit): a destination restarted without its cursor (memory meta, no
+position: it starts at the master's current position) through run_batches, and a Spark query with a new checkpoint
+that starts after a batch the old query spooled (acking the instance) but never committed -- MirrorCheckpointError,
+nothing written, where the mirror silently lacked those changes. What is no gap goes on: a restart whose cursor
+followed the stream past transactions the filter leaves out, and the query or destination that wrote the mirror."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("deltalake")
+
+from canal import Instance, InstanceConfig, MasterConfig
+from canal.lake.identity.applied import applied_path
+from canal.spark import DeltaMirror, MirrorCheckpointError, run_batches
+from canal.spark.testing import compare_tables, master_position
+from tests.test_spark_units import _mirror_available_now, _source_options
+
+pytestmark = [pytest.mark.integration]
+
+
+def _config(mariadb: Any, start: tuple[str, int] | None, tables: str, meta: Path | None) -> InstanceConfig:
+    master = MasterConfig(
+        address=mariadb.address,
+        username=mariadb.user,
+        password=mariadb.password,
+        journal_name=None if start is None else start[0],
+        position=None if start is None else start[1],
+    )
+    return InstanceConfig(
+        destination="gaps",
+        master=master,
+        filter_regex=rf"{mariadb.database}\.({tables})",
+        meta_mode="memory" if meta is None else "file",
+        meta_dir=None if meta is None else str(meta),
+    )
+
+
+def _run(conn: Any, config: InstanceConfig, mirror: DeltaMirror, idle_s: float | None = None) -> None:
+    until = master_position(conn)
+    with Instance(config) as inst:
+        if idle_s is None:
+            run_batches(inst, None, mirror, timeout=0.3, until=lambda s: s.reached(*until))
+        else:  # on after it, idle: the cursor follows the stream's rest past what the filter leaves out
+            run_batches(inst, None, mirror, timeout=0.3, idle_stop_s=idle_s)
+
+
+def _insert(conn: Any, table: str, first: int, count: int) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", [(i, i) for i in range(first, first + count)])
+    conn.commit()
+
+
+def _exact(conn: Any, mirror: DeltaMirror, db: str) -> None:
+    for c in compare_tables(conn, mirror, db, ["a"]):
+        assert c.equal, str(c)
+
+
+def test_run_batches_refuses_a_destination_that_lost_its_cursor(mariadb: Any, tmp_path: Path) -> None:
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    _insert(conn, "a", 0, 50)
+    mirror = DeltaMirror(tmp_path / "m")
+    _run(conn, _config(mariadb, start, "a", None), mirror)
+    _exact(conn, mirror, db)
+    _insert(conn, "a", 100, 20)  # changes the next destination never reads
+    record = Path(applied_path(mirror.root, mirror.app_id)).read_bytes()
+    rows = mirror.read(db, "a").to_pylist()
+    # memory meta and no position: the destination starts at the master's position now, after those changes
+    config = _config(mariadb, None, "a", None)
+    with Instance(config) as inst:
+        deadline = time.monotonic() + 60
+        while inst.read_position is None:  # its dump began (where the master was then): the next rows come after it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        _insert(conn, "a", 200, 5)
+        with pytest.raises(MirrorCheckpointError, match="never applied"):
+            run_batches(inst, None, mirror, timeout=0.3, idle_stop_s=5)
+        assert inst.list_batch_ids()  # not acked: nothing of it is lost either
+    assert mirror.read(db, "a").to_pylist() == rows
+    assert Path(applied_path(mirror.root, mirror.app_id)).read_bytes() == record
+    mirror.close()
+    conn.close()
+
+
+def test_restarts_over_what_the_filter_leaves_out_are_no_gap(mariadb: Any, tmp_path: Path) -> None:
+    """The destination captures a; b's transactions move its cursor (it follows the stream's rest past them) and the
+    range, not the newest change: restarted from that cursor, its range goes on from where the mirror's ended --
+    the journal says the stream was read there with nothing for the mirror."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+        cur.execute("CREATE TABLE b (id INT PRIMARY KEY, x INT)")
+    _insert(conn, "a", 0, 10)
+    mirror = DeltaMirror(tmp_path / "m")
+    config = _config(mariadb, start, "a", tmp_path / "meta")
+    for round_ in range(3):
+        _run(conn, config, mirror)
+        _insert(conn, "b", 100 * round_, 5)
+        _run(conn, config, mirror, idle_s=1.5)  # idle: the cursor follows the rest past b's transactions
+        _insert(conn, "a", 1000 + 10 * round_, 3)
+    _run(conn, config, mirror)
+    _exact(conn, mirror, db)
+    mirror.close()
+    conn.close()
+
+
+@pytest.mark.spark
+def test_a_new_checkpoint_after_a_batch_the_mirror_never_applied_is_refused(
+    mariadb: Any, spark: Any, tmp_path: Path
+) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    _insert(conn, "a", 0, 50)
+    # the destination's cursor is flushed to its meta file every 50 ms: the ack at the spool is there once the query
+    # that spooled a micro-batch fails
+    extra = {"meta.dir": str(tmp_path / "meta"), "canal.file.flush.period": "50"}
+    options = _source_options(mariadb, start, tmp_path, **extra)
+    mirror = DeltaMirror(tmp_path / "m")
+    caught_up, lose = threading.Event(), threading.Event()
+
+    def old_query(df: Any, batch_id: int) -> None:
+        """The old query: its micro-batches applied, until one is spooled -- the instance acked -- but lost with the
+        driver: never applied."""
+        if lose.is_set() and not df.isEmpty():
+            raise RuntimeError("the driver died before it wrote this micro-batch")
+        mirror(df, batch_id)
+        if mirror.table_path(db, "a").exists() and mirror.read(db, "a").num_rows == 50:
+            caught_up.set()
+
+    old = (
+        spark.readStream.format("canal").options(**options).load().writeStream.foreachBatch(old_query)
+        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="0.2 seconds").start()
+    )  # fmt: skip
+    try:
+        assert caught_up.wait(120), old.exception()
+        lose.set()
+        _insert(conn, "a", 100, 20)
+        with pytest.raises(StreamingQueryException):
+            old.awaitTermination(120)
+    finally:
+        old.stop()
+    _insert(conn, "a", 200, 5)
+    record = Path(applied_path(mirror.root, mirror.app_id)).read_bytes()
+    rows = mirror.read(db, "a").to_pylist()
+    # a new checkpoint (and spool), the destination's cursor: it begins after the 20 rows the mirror never applied
+    fresh = {**options, "spool.dir": str(tmp_path / "ckpt2.canal-spool")}
+    with pytest.raises(StreamingQueryException, match="MirrorCheckpointError"):
+        _mirror_available_now(spark, fresh, mirror, tmp_path / "ckpt2").awaitTermination(120)
+    assert mirror.read(db, "a").to_pylist() == rows
+    assert Path(applied_path(mirror.root, mirror.app_id)).read_bytes() == record
+    mirror.close()
+    conn.close()
