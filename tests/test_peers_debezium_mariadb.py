@@ -29,8 +29,10 @@ from hypothesis import strategies as st
 from peer_harness import DebeziumPeer, mariadb_properties, skip_reason
 from random_schema_workload import FUZZ_EXAMPLES, SCHEMA_KINDS, Workload, fuzz_settings
 from random_schema_workload import TYPES as WORKLOAD_TYPES
+from test_differential_names_mariadb import POOL as NAME_POOL
+from test_differential_names_mariadb import ident
 from test_differential_transactions_mariadb import _play, _statements, _Tables, _workload
-from test_peers_canal_mariadb import TYPES, VALUES
+from test_peers_canal_mariadb import TYPES, VALUES, _regex
 
 from canal.config import InstanceConfig, MasterConfig
 from canal.testing.services import MariaDBServer
@@ -252,6 +254,47 @@ def test_transaction_shapes_side_by_side(mariadb_server: MariaDBServer, debezium
             side.close()
         note("\n".join(log))
         _assert_same(run, f"transactions in {db}")
+
+    check()
+
+
+def test_odd_names_side_by_side(mariadb_server: MariaDBServer, debezium: DebeziumPeer) -> None:
+    """Databases, tables and columns named from ``test_differential_names_mariadb``'s pool (dots, slashes, quotes,
+    backticks, spaces, ``%``, ``#``, non-ASCII letters, case), created, filled, renamed and dropped: Debezium's
+    ``source.db`` / ``source.table`` and column names are pycanal's."""
+
+    @fuzz_settings(EXAMPLES)
+    @given(
+        picks=st.lists(st.tuples(st.sampled_from(NAME_POOL), st.sampled_from(NAME_POOL)), min_size=1, max_size=4),
+        seed=st.integers(0, 2**16),
+    )
+    def check(picks: list[tuple[str, str]], seed: int) -> None:
+        db = f"{PREFIX}{next(_RUNS)} é#`%"  # the engines capture every database named dbzt...
+        statements: list[str] = []
+        for i, (table, column) in enumerate(dict.fromkeys(picks)):
+            t = ident(db) + "." + ident(table)
+            statements += [
+                f"CREATE TABLE {t} (id INT PRIMARY KEY, {ident(column + 'c')} VARCHAR(20))",
+                f"INSERT INTO {t} VALUES ({i + 1}, {seed + i})",
+                f"UPDATE {t} SET {ident(column + 'c')} = 'ü{i}' WHERE id = {i + 1}",
+                f"RENAME TABLE {t} TO {ident(db)}.{ident(table + '2')}",
+                f"DELETE FROM {ident(db)}.{ident(table + '2')}",
+                f"DROP TABLE {ident(db)}.{ident(table + '2')}",
+            ]
+        mariadb_server.execute(f"CREATE DATABASE {ident(db)}")
+        try:
+            run = side_by_side(
+                mariadb_server,
+                debezium,
+                list(MODES),
+                lambda: [mariadb_server.execute(sql) for sql in statements],
+                filter_regex=_regex(db) + r"\..*",
+            )
+            note("\n".join(statements))
+            _assert_same(run, f"names in {db!r}")
+            assert len(run.changes["default"]) == 3 * len(dict.fromkeys(picks))
+        finally:
+            mariadb_server.execute(f"DROP DATABASE IF EXISTS {ident(db)}")
 
     check()
 
