@@ -350,6 +350,42 @@ def test_reference_workload_side_by_side(mariadb: MariaDBDatabase, canal_peer: C
 # --- each of canal's behaviours pycanal does better, pinned ---------------------------------------------------------
 
 
+def test_ddl_and_xa_canal_reads_otherwise(mariadb: MariaDBDatabase, canal_peer: CanalPeer, minimal: None) -> None:
+    """The random workloads' statements canal hands out otherwise, played once each: a database the filter takes
+    nothing of (``database-ddl``), partition maintenance its parser reads as a QUERY of no table (``ddl-kind``) or not
+    at all (``ddl-dropped``), an XA transaction's end (``xa-outcome``). pycanal's entries name the table each DDL
+    changed, and its rows are SELECT's."""
+    db = mariadb.database
+    h = f"`{db}`.h"
+    statements = [
+        f"CREATE DATABASE `{db}_other`",
+        f"DROP DATABASE `{db}_other`",
+        f"CREATE TABLE {h} (id INT PRIMARY KEY) PARTITION BY HASH (id) PARTITIONS 2",
+        f"ALTER TABLE {h} REORGANIZE PARTITION",
+        f"ALTER TABLE {h} REMOVE PARTITIONING",
+        "XA START 'pin'",
+        f"INSERT INTO {h} VALUES (1)",
+        "XA END 'pin'",
+        "XA PREPARE 'pin'",
+        "XA COMMIT 'pin'",
+        f"INSERT INTO {h} VALUES (2)",
+    ]
+
+    def play() -> None:
+        conn = mariadb.connect()
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+        conn.close()
+
+    run = side_by_side(mariadb, canal_peer, f"ddl{next(_RUNS)}", play, filter_regex=rf"{db}\..*")
+    _assert_same(run, "DDL and XA", expect={"database-ddl", "ddl-kind", "ddl-dropped", "xa-outcome"})
+    ddl = [(f["tableName"], f["sql"]) for f in run.ours if f.get("isDdl") and "PARTITION" in f.get("sql", "")]
+    assert ddl == [("h", statements[2]), ("h", statements[3]), ("h", statements[4])]
+    assert [image["id"] for _e, image in rows_of(run.entries, "h")] == [1, 2]
+    assert [row[0] for row in mariadb.execute(f"SELECT id FROM {h} ORDER BY id")] == [1, 2]
+
+
 @pytest.mark.parametrize(
     ("case", "ddl"),
     [
