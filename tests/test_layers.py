@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "canal.start_stop",
             "canal.position",
             "canal.protocol",
+            "canal.value_text",
             "canal.mysql_json",
             "canal.client",
             "canal.filter",
