@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("parse", ("canal.parse",)),
     ("snapshot", ("canal.snapshot",)),
     ("sink", ("canal.sink",)),
-    ("instance", ("canal.assembly", "canal.instance")),
+    ("instance", ("canal.assembly", "canal.instance", "canal.instance_metrics")),
     ("server", ("canal.ha", "canal.server", "canal.metrics")),
     ("lake", ("canal.lake",)),
     ("applications", ("canal.spark", "canal.cli", "canal")),
