@@ -31,23 +31,11 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 
 from canal.config import InstanceConfig, MasterConfig
-from canal.errors import (
-    CanalError,
-    ConfigError,
-    FencedWriteError,
-    HealError,
-    ParseError,
-    ReplicaIdConflictError,
-    RolledBackHandOffError,
-    SourceError,
-    StoreBatchTooLargeError,
-    StoreClosedError,
-    XAPrepareLostError,
-)
+from canal.errors import CanalError, SourceError
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse import healing
-from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
+from canal.parse.convert import ConvertOptions, EntryConverter
 from canal.parse.detecting import detect_master
 from canal.parse.events import (
     BinlogEvent,
@@ -63,18 +51,7 @@ from canal.parse.events import (
 from canal.parse.heal_marks import HEAL
 from canal.parse.reach import StatementReach
 from canal.parse.rereads import RowRereads
-from canal.parse.retry import (
-    CONFLICT_BACKOFF_S,
-    CONFLICTS_TO_STOP,
-    PURGED_ERRNO,
-    ConflictWindow,
-    RetryState,
-    is_permanent,
-    is_purged,
-    position_problem,
-    purged_error,
-    unknown_position_error,
-)
+from canal.parse.retry import ConflictWindow, Restart, RetryState, after_failure, describe_resume, missing_position
 from canal.parse.schema_tracking import SchemaTracker
 from canal.parse.shared import READERS, SharedMember, SharedReaderLeft, SharedStream, share_key
 from canal.parse.source import BinlogSource, DumpRequest, RowsForm, SchemaReader
@@ -377,94 +354,34 @@ class EventParser(StartStopContext):
             self._done.set()
 
     def _failed(self, exc: Exception) -> None:
-        """A failed dump: decide between retrying (after a backoff) and giving up (raise)."""
+        """A failed dump: decide between retrying (after a backoff) and giving up (raise):
+        :func:`~canal.parse.retry.after_failure`."""
         self.last_error = exc
         reason = self._take_interrupt()
         if reason is not None:
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
-        if isinstance(exc, NeedTransactionBeginError):
-            self._log.warning("%s; moving the start back to its transaction", exc)
-            self._need_begin = True
-            return
-        if isinstance(
+        then = after_failure(
             exc,
-            FencedWriteError
-            | ConfigError
-            | StoreBatchTooLargeError
-            | XAPrepareLostError
-            | RolledBackHandOffError
-            | HealError,
-        ) or (isinstance(exc, ParseError) and not isinstance(exc, SourceError)):
-            # a fenced write, a bad setting (e.g. an unreadable CA file), a hand-off the store can never hold, an XA
-            # PREPARE purged from the server, a rollback of what went out or a heal that could not read its tables
-            # (canal.snapshot.merge.SnapshotMerge.fail) does not heal by retrying; nor does an
-            # event the parser refuses (bytes it cannot decode, a schema the history cannot know, a statement the
-            # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
-            # failures are retried.
-            raise exc
-        if is_permanent(exc, connected_before=self._connected_once):
-            # a refused login, a missing grant, a server not set up for capture, an address that names no host:
-            # the same answer comes again, and retrying a wrong password can lock the account
-            raise exc
-        if isinstance(exc, ReplicaIdConflictError):
-            clashes = self._conflicts.note(time.monotonic())
-            if exc.certain or clashes >= CONFLICTS_TO_STOP:
-                raise exc
-            wait = max(CONFLICT_BACKOFF_S, self.config.retry.backoff_s(clashes, self._retry.rng))
-            self._log.warning("%s (clash %d of %d allowed); retrying in %.2f s", exc, clashes, CONFLICTS_TO_STOP, wait)
-            self._backoff(wait)
-            return
-        if isinstance(exc, StoreClosedError):
-            # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
-            self._log.debug("the store was closed under the parser; waiting for stop")
-            self._backoff(self.config.retry.max_backoff_s)
-            return
-        if is_purged(exc):
-            where = self._describe_resume()
-            if self._retry.purge(where):
-                problem = self._position_problem()
-                if problem is not None:  # never on the server: no reset_on_purge skips over it
-                    raise unknown_position_error(where, self._active.address, problem) from exc
-                if self.config.retry.reset_on_purge:
-                    self._log.error(
-                        "BINLOG PURGED: position %s is no longer on %s (errno %d); resetting to the current master "
-                        "position -- the changes in between are LOST",
-                        where,
-                        self._active.address,
-                        PURGED_ERRNO,
-                    )
-                    self._resume = None
-                    self._reset_to_master = True
-                    self._retry.clear_purge()
-                    return
-                switched = bool(self.switches) and self.config.gtid_mode
-                raise purged_error(where, self._active.address, exc, switched=switched) from exc
-            purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
-            self._log.warning(
-                "binlog position %s is not on %s (%s); asking again in %.2f s (attempt %d of %d)",
-                where,
-                self._active.address,
-                exc,
-                purge_delay,
-                self._retry.purged,
-                self.config.retry.purge_threshold,
-            )
-            self._backoff(purge_delay)
-            return
-        delay = self._retry.failure()
-        if delay is None:
-            raise exc
-        self._log.warning(
-            "dump from %s failed (%s: %s); retry %d in %.2f s",
-            self._active.address,
-            type(exc).__name__,
-            exc,
-            self._retry.failures,
-            delay,
+            self._retry,
+            self._conflicts,
+            connected_before=self._connected_once,
+            address=self._active.address,
+            switched=bool(self.switches) and self.config.gtid_mode,
+            resume_at=lambda: describe_resume(self._resume, self._active),
+            not_on_server=lambda: missing_position(
+                self.source_factory, self._resume, self._active, self.config.gtid_mode, self._log
+            ),
+            log=self._log,
         )
-        self._backoff(delay)
+        if then is Restart.AT_BEGIN:
+            self._need_begin = True
+        elif then is Restart.AT_MASTER:
+            self._resume = None
+            self._reset_to_master = True
+        else:
+            self._backoff(then)
 
     def _take_interrupt(self) -> str | None:
         with self._lock:
@@ -488,43 +405,6 @@ class EventParser(StartStopContext):
                 self._log.exception("the on_error callback failed")
 
     _need_begin = False
-
-    def _describe_resume(self) -> str:
-        resume = self._resume
-        if resume is None:
-            active = self._active
-            if active.journal_name:
-                return f"{active.journal_name}:{active.position or 4} (the configured start)"
-            if active.gtid:
-                return f"GTID set {active.gtid} (the configured start)"
-            return "the configured start"
-        return str(resume.position) + (f" +{resume.rows_done} rows" if resume.rows_done else "")
-
-    def _position_problem(self) -> str | None:
-        """Why the position the dumps ask for is not on the server when that is not a purge (a file it never had,
-        an offset past a file's end: :func:`~canal.parse.retry.position_problem`), read from its binlog files on a
-        connection of its own; None when it is purged, or cannot be told."""
-        resume, active = self._resume, self._active
-        journal, offset = (
-            (resume.position.journal_name, resume.position.position)
-            if resume is not None
-            else (active.journal_name, active.position)
-        )
-        if not journal or self.config.gtid_mode:
-            return None
-        source = self.source_factory(active)
-        try:
-            source.open()
-            files = source.binlog_files()
-        except Exception as exc:  # the server cannot be asked now: say purged, as the server did
-            self._log.debug("cannot list the binlog files of %s: %s", active.address, exc)
-            return None
-        finally:
-            try:
-                source.close()
-            except Exception as exc:
-                self._log.debug("closing the source failed: %s", exc)
-        return position_problem([(f.name, f.size) for f in files], journal, offset)
 
     def _dump_once(self) -> None:
         with self._lock:
