@@ -45,8 +45,9 @@ from canal.parse.events import (
     IgnoredEvent,
     PassedEvent,
     QueryEvent,
-    RotateEvent,
     RowsEvent,
+    ends_before,
+    read_end,
 )
 from canal.parse.heal_marks import HEAL
 from canal.parse.reach import StatementReach
@@ -224,15 +225,9 @@ class EventParser(StartStopContext):
         event = self._last_event
         if event is None:
             return self._read_to
-        server = self._read_server_id
-        if isinstance(event, RotateEvent):
-            reached = EntryPosition(journal_name=event.next_file, position=event.next_position, server_id=server)
-        elif isinstance(event, HeartbeatEvent):
-            reached = EntryPosition(journal_name=event.log_file, position=event.offset, server_id=server)
-        else:
-            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset, server_id=server)
+        reached = read_end(event, self._read_server_id)
         known = self._read_to
-        if known is None or _ends_before(known, reached):
+        if known is None or ends_before(known, reached):
             self._read_to = known = reached  # artificial events (offset 0) and re-reads after a reconnect go back
         return known
 
@@ -720,7 +715,7 @@ class EventParser(StartStopContext):
             last = entries[-1].header
             at = EntryPosition(event.log_file, event.next_offset)
             rested = EntryPosition(last.log_file, last.next_offset if entries[-1].is_boundary else last.log_offset)
-            if not last.log_file or not _ends_before(rested, at):
+            if not last.log_file or not ends_before(rested, at):
                 return  # only forward (a dump's artificial events carry offset 0)
             resting = self._converter.resting_at(at)
             self._rest = (origin, [resting])
@@ -786,7 +781,3 @@ class EventParser(StartStopContext):
 
 _HEADER_EVENTS = frozenset({FormatDescriptionEvent, GtidSetEvent, IgnoredEvent})
 """Events that make no entry between transactions: a rest moves past them (:meth:`EventParser._rest_after`)."""
-
-
-def _ends_before(a: EntryPosition, b: EntryPosition) -> bool:
-    return (a.journal_number, a.position or 0) < (b.journal_number, b.position or 0)
