@@ -760,4 +760,3 @@ class MysqlBinlogSource:
             replica_id=slave_id,
             errno=code,
         )
-
