@@ -26,7 +26,7 @@ import functools
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -54,8 +54,8 @@ from canal.parse.reach import StatementReach
 from canal.parse.rereads import RowRereads
 from canal.parse.retry import ConflictWindow, Restart, RetryState, after_failure, describe_resume, missing_position
 from canal.parse.schema_tracking import SchemaTracker
-from canal.parse.shared import READERS, SharedMember, SharedReaderLeft, SharedStream, share_key
-from canal.parse.source import BinlogSource, DumpRequest, RowsForm, SchemaReader
+from canal.parse.shared import SharedMember, SharedReaderLeft, Sharing
+from canal.parse.source import BinlogSource, RowsForm, SchemaReader
 from canal.parse.start_position import (
     StartPosition,
     align_to_transaction,
@@ -142,11 +142,10 @@ class EventParser(StartStopContext):
         # the sink's: whether a hand-off of that many entries and bytes goes in now (None: unknown, and a shared
         # reader never runs this parser's steps on its thread -- it could wait there for room)
         self.room: Callable[[int, int], bool] | None = None
-        # sharing the master's binlog with the process's other destinations of it (canal.parse.shared)
-        self._member = SharedMember(destination, options.tables) if config.share_reader else None
-        self._shared_key: str | None = None
-        self._stream: SharedStream | None = None
         self._lock = threading.Lock()
+        # sharing the master's binlog with the process's other destinations of it (canal.parse.shared)
+        member = SharedMember(destination, options.tables) if config.share_reader else None
+        self._sharing = Sharing(member, self._lock)
         self._stop = threading.Event()
         self._wake = threading.Event()  # cuts a backoff short (a switch)
         self._thread: threading.Thread | None = None
@@ -302,19 +301,12 @@ class EventParser(StartStopContext):
                     )
         self._thread = None
         self._detector = None
-        self._unshare()
-
-    def _unshare(self) -> None:
-        key, member = self._shared_key, self._member
-        self._shared_key = None
-        if key is not None and member is not None:
-            READERS.unregister(key, member)
+        self._sharing.unshare()
 
     @property
     def shared(self) -> bool:
         """Whether the dump reads through the process's shared reader of its master now (:mod:`canal.parse.shared`)."""
-        stream = self._stream
-        return stream is not None and stream.shared
+        return self._sharing.shared
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the parser thread ends (stop or fatal error); True if it did."""
@@ -471,7 +463,9 @@ class EventParser(StartStopContext):
             self._last_read = self._dump_began = clock()
             self._dumping = True
             request = attrs.evolve(request, rows_form=self.rows_form)
-            events = self._events(source, active, request, marks)
+            events = self._sharing.events(
+                source, request, marks, self.rows_form, self._schemas, lambda: self.source_factory(active), self._stop
+            )
 
             def take(event: BinlogEvent) -> None:
                 nonlocal recovering_at_start
@@ -520,7 +514,7 @@ class EventParser(StartStopContext):
                 if stop.is_set():
                     raise _Interrupted("stop")
 
-            member = self._member
+            member = self._sharing.member
             if member is not None:  # a reader may take its events through these steps on its own thread
                 member.step, member.ready = take, self._steps_ready
             try:
@@ -539,38 +533,13 @@ class EventParser(StartStopContext):
             self._dumping = False
             with self._lock:
                 self._source = None
-                stream, self._stream = self._stream, None
+                stream, self._sharing.stream = self._sharing.stream, None
             if stream is not None:
                 stream.close()
             try:
                 source.close()
             except Exception as exc:  # a broken connection may fail to close; it is dropped either way
                 self._log.debug("closing the source failed: %s", exc)
-
-    def _events(
-        self, source: BinlogSource, active: MasterConfig, request: DumpRequest, marks: tuple[str, str] | None
-    ) -> Iterable[BinlogEvent]:
-        """The dump's events: through the process's shared reader of the master when this destination may share one
-        (:mod:`canal.parse.shared`), else the source's own dump."""
-        member = self._member
-        key = share_key(source, request) if member is not None else None
-        if key != self._shared_key:
-            self._unshare()
-        if member is None or key is None:
-            return source.dump(request)
-        member.heartbeat_s = request.heartbeat_period_s  # before it registers: a reader made now hears as often
-        if self._shared_key is None:
-            READERS.register(key, member)
-            self._shared_key = key
-        member.watermark = marks
-        member.rows_form = self.rows_form
-        member.schemas = self._schemas
-        stream = SharedStream(READERS, key, member, source, request, lambda: self.source_factory(active))
-        with self._lock:
-            self._stream = stream
-            if self._stop.is_set():
-                stream.close()
-        return stream
 
     def _steps_ready(self, entries: int, size: int) -> bool:
         """Whether a shared reader may take events through this parser's steps on its own thread now: no snapshot
@@ -731,7 +700,7 @@ class EventParser(StartStopContext):
     def _close_source(self, reason: str) -> None:
         with self._lock:
             source = self._source
-            stream = self._stream
+            stream = self._sharing.stream
         if stream is not None:
             stream.close()
         if source is not None:
@@ -763,7 +732,7 @@ class EventParser(StartStopContext):
             return
         timeout = self.config.retry.read_timeout_s
         last = self._last_read
-        stream = self._stream
+        stream = self._sharing.stream
         if stream is not None:
             # sharing: the reader's connection is the one it reads through, and it is alive while the reader receives
             # (a transaction of other destinations' tables goes on, or heartbeats come), whatever it passes on here
