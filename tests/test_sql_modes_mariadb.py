@@ -22,7 +22,7 @@ from canal.config import InstanceConfig, StoreConfig
 from canal.instance import Instance
 from canal.lake.ddl.evolution import plan_evolution
 from canal.lake.types import MirrorError
-from canal.parse.convert import SERVER_VERSION_PROP, SQL_MODE_PROP
+from canal.parse.statement_props import SERVER_VERSION_PROP, SQL_MODE_PROP
 from canal.schema import SchemaCatalog, mysql_type_text
 from canal.schema.conversions import unrepeatable
 from canal.schema.history import FileHistoryStore, SchemaHistory
