@@ -361,6 +361,11 @@ class HaDestination:
     def _drain_begins(self) -> None:
         with self._lock:
             self._draining = True
+            instance = self.instance
+        if instance is not None:
+            # a get waiting for entries ends now (and hands out nothing): the service's on_revoked, which waits for
+            # its consumer to return from it, need not wait out the get's timeout -- part of every hand-over's gap
+            instance.store.wake_getters()
         self._log.info("handing over: no new batches here")
 
     def _drain(self, instance: Instance, deadline: float) -> None:
