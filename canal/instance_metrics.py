@@ -5,6 +5,7 @@ second its ``rows_per_s`` is read from.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -69,22 +70,26 @@ def state_of(started: bool, failed: bool, ended: bool, connected: bool) -> str:
 
 
 class RateWindow:
-    """Rows handed out per second over a sliding window of whole seconds."""
+    """Rows handed out per second over a sliding window of whole seconds. Thread-safe: gets add while a scrape (a
+    metrics() call, under no lock of the instance) reads."""
 
     def __init__(self, window_s: int = 60) -> None:
         self._window = window_s
         self._buckets: OrderedDict[int, int] = OrderedDict()
+        self._lock = threading.Lock()
 
     def add(self, rows: int, now: float) -> None:
         second = int(now)
-        self._buckets[second] = self._buckets.get(second, 0) + rows
-        while self._buckets and next(iter(self._buckets)) <= second - self._window:
-            self._buckets.popitem(last=False)
+        with self._lock:
+            self._buckets[second] = self._buckets.get(second, 0) + rows
+            while self._buckets and next(iter(self._buckets)) <= second - self._window:
+                self._buckets.popitem(last=False)
 
     def rate(self, now: float) -> float:
         second = int(now)
-        total = sum(n for s, n in self._buckets.items() if s > second - self._window)
-        first = next(iter(self._buckets), second)
+        with self._lock:  # a get adding a second's bucket meanwhile failed the scrape (OrderedDict mutated)
+            total = sum(n for s, n in self._buckets.items() if s > second - self._window)
+            first = next(iter(self._buckets), second)
         span = max(1, min(self._window, second - first + 1))
         return total / span
 

@@ -12,9 +12,10 @@ canal's ``AbstractEventParser`` / ``MysqlEventParser``, with these differences:
   cannot know, a statement the capture cannot follow) is fatal at once: the destination stops, as a reconnect reads
   the same refusal;
 * so is what no retry fixes (:func:`~canal.parse.retry.is_permanent`): a refused login, a missing grant, a server
-  not set up for capture (binlog format or row image), a host name that does not resolve before the first
-  connection. Network failures (a refused or lost connection: a server restarting) are retried, visibly:
-  :attr:`EventParser.connected` is False meanwhile and :attr:`EventParser.last_error` names the failure.
+  not set up for capture (binlog format or row image), a connection that cannot be secured as configured (TLS), a
+  host name that does not resolve before the first connection. Network failures (a refused or lost connection: a
+  server restarting) are retried, visibly: :attr:`EventParser.connected` is False meanwhile and
+  :attr:`EventParser.last_error` names the failure.
 
 Idle dumps yield heartbeats every ``detecting.interval_s`` (entries the sink drops); :mod:`canal.parse.detecting`
 switches to the standby, whose dump starts by time (the last handed-off time minus ``fallback_interval_s``).

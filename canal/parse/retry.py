@@ -36,6 +36,7 @@ from canal.errors import (
     SourceHostUnknownError,
     StoreBatchTooLargeError,
     StoreClosedError,
+    TlsError,
     UnknownBinlogPositionError,
     XAPrepareLostError,
 )
@@ -67,11 +68,16 @@ def is_permanent(exc: BaseException, *, connected_before: bool) -> bool:
       it. A grant revoked or ``binlog_format`` changed with ``SET GLOBAL`` while the destination runs leaves the
       open dump going (the server checks them for new sessions and requests; statement-logged DML on a captured
       table heals or stops as the heal policy says), and stops the destination at its next reconnect;
+    * a connection that cannot be secured as configured (:class:`~canal.errors.TlsError`: a certificate that does
+      not verify, a server offering no TLS where the mode requires it or requiring it where the mode is DISABLED, no
+      TLS version or cipher in common): the TLS settings or the server's must change. A connection cut during the
+      handshake is a :class:`~canal.errors.SourceUnreachableError`, retried; a certificate rotated on the server to
+      one the settings do not trust stops the destination at its next reconnect;
     * a host name that does not resolve (:class:`~canal.errors.SourceHostUnknownError`) before ``connected_before``:
       the address is wrong. Once the parser has connected, a name that stops resolving (a Kubernetes headless
       service while its pod restarts) is retried like a refused connection.
     """
-    if isinstance(exc, ServerNotReadyError | SourceAccessDeniedError):
+    if isinstance(exc, ServerNotReadyError | SourceAccessDeniedError | TlsError):
         return True
     return isinstance(exc, SourceHostUnknownError) and not connected_before
 
