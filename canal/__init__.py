@@ -55,7 +55,8 @@ from canal.errors import (
     UnmodeledStatementError,
     XAPrepareLostError,
 )
-from canal.instance import Instance, InstanceMetrics
+from canal.instance import Instance
+from canal.instance_metrics import InstanceMetrics
 from canal.mysql_json import JsonDiff, JsonDiffOperation
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import (

@@ -145,8 +145,8 @@ class SourceError(ParseError):
 
 class SourceUnreachableError(SourceError):
     """The MySQL/MariaDB server could not be reached or refused the login. Retried with backoff (a server restarting
-    refuses connections for a while), except for its subclasses :class:`SourceAccessDeniedError` and
-    :class:`SourceHostUnknownError`, which no retry fixes."""
+    refuses connections for a while), except for its subclasses :class:`SourceAccessDeniedError`,
+    :class:`SourceHostUnknownError` and :class:`TlsError`, which no retry fixes."""
 
 
 class SourceAccessDeniedError(SourceUnreachableError):
@@ -168,7 +168,8 @@ class TlsError(SourceUnreachableError):
     """A connection to the server could not be secured as configured: the server offers no TLS although the mode
     requires it, the TLS handshake failed, or the server's certificate did not verify (untrusted CA, wrong host name).
     Nothing was sent to the server after the failure; the password never travels over an unverified channel that the
-    mode forbids."""
+    mode forbids. Not retried: the TLS settings or the server's must change (a connection cut inside the handshake
+    is a plain :class:`SourceUnreachableError`, retried)."""
 
 
 class BinlogPurgedError(SourceError):

@@ -16,7 +16,9 @@ One client id consumes a destination at a time (the store has one read cursor, a
 client id while another is subscribed raises :class:`~canal.errors.ServerError`.
 
 Which snapshot a start runs, the checks before a new one and its runner are planned by
-:class:`~canal.snapshot.destination.DestinationSnapshots`; the instance keeps the running snapshots and the cursors.
+:class:`~canal.snapshot.destination.DestinationSnapshots`; the snapshots it runs in the stream (heals and rereads
+included) are kept by :class:`~canal.snapshot.running.RunningSnapshots`, the cursors by the instance. Its counters
+are :class:`~canal.instance_metrics.InstanceMetrics`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,8 @@ import contextlib
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
-
-import attrs
 
 from canal.assembly import ParserGroup, assemble
 from canal.client import DEFAULT_CLIENT_ID, ClientIdentity
@@ -43,6 +42,7 @@ from canal.errors import (
     UnknownBatchError,
 )
 from canal.filter import TableFilters, compile_table_filter
+from canal.instance_metrics import InstanceMetrics, RateWindow, rows_of, state_of
 from canal.log import destination_logger
 from canal.meta import MetaManager
 from canal.meta.core import check_known, check_remove
@@ -53,89 +53,12 @@ from canal.parse.mysql import MysqlBinlogSource
 from canal.parse.parser import EventParser, SourceFactory
 from canal.position import EntryPosition, LogIdentity, LogPosition, PositionRange, SnapshotCursor
 from canal.protocol import EMPTY_MESSAGE_ID, Entry, EntryType, Message, TableSchema
-from canal.schema.catalog import SchemaCatalog
 from canal.snapshot.destination import DestinationSnapshots
 from canal.snapshot.heal import Healer
 from canal.snapshot.merge import SnapshotMerge
-from canal.snapshot.runner import SnapshotProgress, SnapshotRunner, split_table_name
+from canal.snapshot.runner import SnapshotRunner, split_table_name
+from canal.snapshot.running import RunningSnapshots
 from canal.start_stop import StartStopContext
-
-
-@attrs.frozen(slots=True)
-class InstanceMetrics:
-    """A snapshot of one destination's counters (``Instance.metrics()``)."""
-
-    destination: str
-    running: bool
-    put_sequence: int
-    get_sequence: int
-    ack_sequence: int
-    store_entries: int
-    store_bytes: int
-    rows_per_s: float  # row changes handed out per second, over the last minute
-    delay_get_ms: int | None  # now minus the execute time of the last entry handed out
-    delay_ack_ms: int | None  # now minus the execute time of the last entry acked
-    reconnects: int
-    errors: int  # fatal parser errors (each stops the destination)
-    last_error: str | None  # the last error, fatal or retried
-    snapshot: SnapshotProgress | None = None  # the last snapshot started here (None: none)
-    stream_ended: bool = False  # snapshot mode initial_only: the copy is complete and nothing more will come
-    heals: int = 0  # tables read again in the stream where the server changed rows unlogged (canal.snapshot.heal)
-    # the state, one of STATES: "streaming" (a dump reads from the master), "connecting" (the first connection, or a
-    # reconnect backing off after last_error), "failed" (stopped on last_error: no retry fixes it), "ended" (an
-    # initial_only copy is complete), "stopped"
-    state: str = "stopped"
-    connected: bool = False  # a dump reads from the master now (an event or heartbeat came since it opened)
-    last_error_type: str | None = None  # the class of last_error (SourceUnreachableError, MissingPrivilegeError, ...)
-    # now minus the master's time up to which the consumer acked everything: the execute time of the first entry not
-    # acked, or -- with everything acked -- the time up to which the parser read the binlog, which the master's
-    # heartbeats refresh while it writes nothing. It grows while the consumer does not ack what waits, and while the
-    # master cannot be read. None until the parser read an event
-    ack_lag_ms: int | None = None
-    delay_put_ms: int | None = None  # now minus the execute time of the newest entry the parser put into the store
-    rows_reread: int = 0  # rows read again where a partial UPDATE left a copy unable to make them exact
-
-    def as_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-STATES = ("streaming", "connecting", "failed", "ended", "stopped")
-"""The values of :attr:`InstanceMetrics.state`."""
-
-
-def _state(started: bool, failed: bool, ended: bool, connected: bool) -> str:
-    if not started:
-        return "stopped"
-    if failed:
-        return "failed"
-    if ended:
-        return "ended"
-    return "streaming" if connected else "connecting"
-
-
-class _RateWindow:
-    """Rows handed out per second over a sliding window of whole seconds."""
-
-    def __init__(self, window_s: int = 60) -> None:
-        self._window = window_s
-        self._buckets: OrderedDict[int, int] = OrderedDict()
-
-    def add(self, rows: int, now: float) -> None:
-        second = int(now)
-        self._buckets[second] = self._buckets.get(second, 0) + rows
-        while self._buckets and next(iter(self._buckets)) <= second - self._window:
-            self._buckets.popitem(last=False)
-
-    def rate(self, now: float) -> float:
-        second = int(now)
-        total = sum(n for s, n in self._buckets.items() if s > second - self._window)
-        first = next(iter(self._buckets), second)
-        span = max(1, min(self._window, second - first + 1))
-        return total / span
-
-
-def _rows_of(entries: Sequence[Entry]) -> int:
-    return sum(len(e.row_change.rows) for e in entries if e.row_change is not None and not e.row_change.is_ddl)
 
 
 class Instance(StartStopContext):
@@ -195,22 +118,21 @@ class Instance(StartStopContext):
         self._client_filters: dict[int, TableFilters] = {}
         self._started = False
         self._errors = 0
-        self._rates = _RateWindow()
+        self._rates = RateWindow()
         self._last_get_ms: int | None = None
         self._last_ack_ms: int | None = None
-        self._snapshots: list[SnapshotRunner] = []
-        self._snapshot_rows_out = 0  # snapshot rows up to the last entry handed out (its progress says)
         self._followed: dict[int, LogPosition] = {}  # per client id: the last rest its cursor was checked against
         # told where a client's cursor is about to follow the stream's rest, before it moves there (run_batches
         # journals how far the stream was read with nothing for its function: canal.lake.forms.ranges)
         self.following: Callable[[LogPosition], None] | None = None
         self._planning = DestinationSnapshots(config, self.parser, self._log)
-        self._heals = 0
-        self._rows_reread = 0  # rows read again where a partial UPDATE left a copy unable to make them exact
-        self._heal_lock = threading.Lock()  # a heal (the parser thread) and snapshot() start one snapshot at a time
+        # the snapshots run in the stream since the start, heals' and rereads' included
+        self._running = RunningSnapshots(
+            self._planning, self.store.producer_waiting, lambda: self.store.stats().put_sequence
+        )
         if config.heal is HealMode.SNAPSHOT and isinstance(self.parser, EventParser):
-            self.parser.heal = Healer(self._read_again, self._count_heals, self._log)
-            self.parser.rereads = self._reread
+            self.parser.heal = Healer(self._running.read_again, self._running.count_heals, self._log)
+            self.parser.rereads = self._running.reread
 
     # -- construction helpers ------------------------------------------------------------------------------------
 
@@ -296,12 +218,12 @@ class Instance(StartStopContext):
                             self._log.info("snapshot of the captured tables: %s", ", ".join(due.tables) or "none")
                         if fresh:
                             self._planning.check_tables(due.tables, source, catalog)
-                    runner = self._snapshot_runner(due, merge, source, catalog, None, None)
+                    runner = self._running.runner(due, merge, source, catalog, None, None)
                     if fresh:
                         self._begin_initial_snapshot(source, due if due.tables else None)
                     # before the parser hands off anything: every entry carries the snapshot's progress
                     merge.begin(due if due.tables else None, end_stream=ends)
-                    self._snapshots.append(runner)
+                    self._running.runners.append(runner)
                 elif ends:
                     self._planning.parts()[0].begin(None, end_stream=True)
                     self._log.info("snapshot mode initial_only: the snapshot is complete; there is nothing to stream")
@@ -371,7 +293,7 @@ class Instance(StartStopContext):
             raise ConfigError("a snapshot needs at least one table", key="snapshot.tables")
         for name in names:
             split_table_name(name)
-        with self._lock, self._heal_lock:
+        with self._lock, self._running.lock:
             if not self._started:
                 raise NotRunningError(f"destination {self.destination} is not running")
             merge, source = self._planning.parts()
@@ -388,9 +310,9 @@ class Instance(StartStopContext):
             catalog = self._planning.catalog(source)
             self._planning.check_tables(names, source, catalog)
             plan = SnapshotCursor(names)
-            runner = self._snapshot_runner(plan, merge, source, catalog, chunk_rows, max_rows_per_s)
+            runner = self._running.runner(plan, merge, source, catalog, chunk_rows, max_rows_per_s)
             merge.begin(plan)
-            self._snapshots.append(runner)
+            self._running.runners.append(runner)
             return runner.start()
 
     def snapshot_layouts(self, tables: Sequence[str] | None = None) -> list[TableSchema]:
@@ -418,89 +340,13 @@ class Instance(StartStopContext):
     @property
     def snapshots(self) -> tuple[SnapshotRunner, ...]:
         """The snapshots this instance ran since it started (the last one last)."""
-        return tuple(self._snapshots)
+        return tuple(self._running.runners)
 
     @property
     def snapshot_running(self) -> bool:
         """Whether a snapshot is still reading: its chunks join the stream as they are read, so an empty store
         does not mean that all of its rows were handed out."""
-        return any(runner.running for runner in self._snapshots)
-
-    def _snapshot_runner(
-        self,
-        plan: SnapshotCursor,
-        merge: SnapshotMerge,
-        source: MysqlBinlogSource,
-        catalog: SchemaCatalog | None,
-        chunk_rows: int | None,
-        max_rows_per_s: float | None,
-    ) -> SnapshotRunner:
-        return self._planning.runner(
-            plan,
-            merge,
-            source,
-            catalog,
-            chunk_rows,
-            max_rows_per_s,
-            waiting=self.store.producer_waiting,
-            rows_out=lambda: self._snapshot_rows_out,
-            stored=lambda: self.store.stats().put_sequence,
-        )
-
-    def _read_again(self, tables: Sequence[str]) -> dict[str, int]:
-        """A heal (the parser's step -- its thread, or a shared reader's for a plain transaction -- through
-        :mod:`canal.snapshot.heal`): ``tables`` are read again in the stream from now
-        on -- in the running snapshot, or in one started now (after the rest of an unfinished one that failed or was
-        stopped in this run). The index of each one's read in the snapshot's list of tables."""
-        names = tuple(dict.fromkeys(tables))
-        with self._heal_lock:
-            merge, source = self._planning.parts()
-            if merge.stream_ended:
-                raise SnapshotError("the stream ended with its snapshot (snapshot mode initial_only)")
-            running = self._snapshots[-1] if self._snapshots else None
-            passes = None if running is None else running.extend(names)
-            if passes is not None:
-                return passes
-            left = merge.progress  # a snapshot of this run that failed or was stopped: it goes on first
-            if left is not None and left.tables:
-                plan = attrs.evolve(left, tables=(*left.tables, *names))
-                passes = {name: len(left.tables) + i for i, name in enumerate(names)}
-            else:
-                plan = SnapshotCursor(names)
-                passes = {name: i for i, name in enumerate(names)}
-            runner = self._snapshot_runner(plan, merge, source, None, None, None)
-            runner.heals = True
-            merge.begin(plan)  # the entries handed off from here (the heal's own included) carry it
-            self._snapshots.append(runner)
-            runner.start()
-            return passes
-
-    def _reread(self, table: str, keys: Sequence[tuple[tuple[str, Any], ...]]) -> None:
-        """Rows a partial UPDATE leaves a copy unable to make exact (the parser's step, through
-        :mod:`canal.parse.rereads`): read again in the stream from now on -- a pass of the running snapshot that
-        reads those keys only, or a snapshot started now for them (after the rest of an unfinished one)."""
-        with self._heal_lock:
-            merge, source = self._planning.parts()
-            if merge.stream_ended:
-                raise SnapshotError("the stream ended with its snapshot (snapshot mode initial_only)")
-            running = self._snapshots[-1] if self._snapshots else None
-            if running is not None and running.reread(table, keys) is not None:
-                self._rows_reread += len(keys)
-                return
-            left = merge.progress  # a snapshot of this run that failed or was stopped: it goes on first
-            if left is not None and left.tables:
-                plan = attrs.evolve(left, tables=(*left.tables, table))
-            else:
-                plan = SnapshotCursor((table,))
-            runner = self._snapshot_runner(plan, merge, source, None, None, None)
-            runner.read_only(len(plan.tables) - 1, keys)
-            merge.begin(plan)  # the entries handed off from here (the update's own included) carry it
-            self._snapshots.append(runner)
-            runner.start()
-            self._rows_reread += len(keys)
-
-    def _count_heals(self, tables: int) -> None:
-        self._heals += tables
+        return any(runner.running for runner in self._running.runners)
 
     def _begin_initial_snapshot(self, source: MysqlBinlogSource, due: SnapshotCursor | None) -> None:
         """Make the initial snapshot and its start durable before anything is handed out: the server's position now,
@@ -519,9 +365,9 @@ class Instance(StartStopContext):
 
     def _shut_down(self) -> None:
         # every step is a no-op on a component that is not started, so this also undoes a partial start
-        for runner in self._snapshots:
+        for runner in self._running.runners:
             runner.stop()
-        self._snapshots.clear()
+        self._running.runners.clear()
         self.sink.stop()  # release a parser blocked on a full store
         self.parser.stop()
         if self.store.is_started:
@@ -653,13 +499,13 @@ class Instance(StartStopContext):
                     raise
             batch_id = self.meta.add_batch(me, events.range)  # the mark carries the batch's server and sequences
             if events.range.snapshot is not None:
-                self._snapshot_rows_out = events.range.snapshot.rows
-                if self._snapshots:
-                    self._snapshots[-1].consumer_took()  # a reader waiting for the consumer goes on
+                self._running.rows_out = events.range.snapshot.rows
+                if self._running.runners:
+                    self._running.runners[-1].consumer_took()  # a reader waiting for the consumer goes on
             entries = self._client_view(me, events.entries)
             last_ms = events.entries[-1].header.execute_time
             self._last_get_ms = last_ms
-            self._rates.add(_rows_of(entries), time.time())
+            self._rates.add(rows_of(entries), time.time())
             return Message(batch_id, entries)
 
     def _follow_rest(self, client: ClientIdentity) -> None:
@@ -855,15 +701,15 @@ class Instance(StartStopContext):
             reconnects=self.parser.reconnects,
             errors=self._errors,
             last_error=None if error is None else f"{type(error).__name__}: {error}",
-            snapshot=self._snapshots[-1].progress() if self._snapshots else None,
+            snapshot=self._running.runners[-1].progress() if self._running.runners else None,
             stream_ended=ended,
-            heals=self._heals,
-            state=_state(self._started, parser.error is not None, ended, connected),
+            heals=self._running.heals,
+            state=state_of(self._started, parser.error is not None, ended, connected),
             connected=connected,
             last_error_type=None if error is None else type(error).__name__,
             ack_lag_ms=None if not self._started or ended else self._ack_lag_ms(now_ms),
             delay_put_ms=None if latest is None or not latest.timestamp else now_ms - latest.timestamp,
-            rows_reread=self._rows_reread,
+            rows_reread=self._running.rows_reread,
         )
 
     def _ack_lag_ms(self, now_ms: int) -> int | None:

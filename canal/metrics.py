@@ -78,7 +78,8 @@ import attrs
 
 from canal.config import InstanceConfig
 from canal.errors import CanalError, MissingExtraError, require_extra
-from canal.instance import Instance, InstanceMetrics
+from canal.instance import Instance
+from canal.instance_metrics import InstanceMetrics
 from canal.log import destination_logger
 from canal.position import journal_number
 from canal.server import EmbeddedServer

@@ -44,7 +44,8 @@ from canal.ha import ClusterRegistration, ServerRunningMonitor
 from canal.ha.assign import Placement
 from canal.ha.balance import AssignmentDoc, Balancer
 from canal.ha.destination import Callbacks, DestinationCallback, HaDestination
-from canal.instance import Instance, InstanceMetrics
+from canal.instance import Instance
+from canal.instance_metrics import InstanceMetrics
 from canal.log import destination_logger
 from canal.meta.zkclient import make_client, run_or_stop
 from canal.position import LogPosition

@@ -8,7 +8,10 @@ title, queries, legends and unit:
    data directory, scraping every second the two exporters of ``python -m canal.demo --metrics-port P
    --mirror-metrics-port Q``: the Spark source's reader process (capture and source series) and the driver that
    applies the mirror;
-2. runs the demo (its reader SIGKILLed part-way, as always: the gap shows);
+2. runs the demo (its reader SIGKILLed part-way, as always: the gap shows), and beside it a balance group for the
+   HA row: a ZooKeeper and a MariaDB of their own, and ``canal serve`` processes sharing four destinations -- one
+   alone first, a second joining (two destinations handed over), then the first stopped with SIGTERM (its two
+   handed over), each process's exporter scraped too;
 3. asks Prometheus for each panel's queries over the run (``query_range``, ``$destination`` as ``.*`` and
    ``$__rate_interval`` as ``5s``) and plots them with matplotlib, laid out as the dashboard's ``gridPos`` says.
 
@@ -22,9 +25,11 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -80,6 +85,83 @@ def start_prometheus(work: Path, targets: list[str]) -> tuple[subprocess.Popen[b
             time.sleep(0.2)  # polling a server that starts: no event to wait on
     process.kill()
     raise SystemExit(f"prometheus did not start: {(work / 'prometheus.log').read_text()[-2000:]}")
+
+
+class BalanceGroup:
+    """``canal serve`` processes of one balance group on a ZooKeeper and a MariaDB of their own, for the HA row: the
+    first starts at once, the second joins after ``join_s`` seconds, the first leaves (SIGTERM) after ``leave_s``."""
+
+    DESTINATIONS = ("ha0", "ha1", "ha2", "ha3")
+
+    def __init__(self, work: Path, ports: list[int], join_s: float, leave_s: float) -> None:
+        sys.path.insert(0, str(ROOT))
+        from canal.testing.services import MariaDBServer, ZooKeeperServer
+
+        self.work, self.ports, self.join_s, self.leave_s = work, ports, join_s, leave_s
+        self.zk, self.mariadb = ZooKeeperServer(), MariaDBServer(server_id=9)
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> BalanceGroup:
+        self.zk.start()
+        self.mariadb.start()
+        self.mariadb.execute("CREATE DATABASE bal")
+        journal, position = self.mariadb.execute("SHOW MASTER STATUS")[0][:2]
+        conf = self.work / "conf"
+        conf.mkdir()
+        (conf / "canal.properties").write_text(
+            f"canal.destinations = {', '.join(self.DESTINATIONS)}\ncanal.zkServers = {self.zk.hosts}\n"
+        )
+        for dest in self.DESTINATIONS:
+            self.mariadb.execute(f"CREATE TABLE bal.t_{dest} (id INT PRIMARY KEY)")
+            (conf / dest).mkdir()
+            (conf / dest / "instance.properties").write_text(
+                f"canal.instance.master.address = {self.mariadb.address}\n"
+                f"canal.instance.master.journal.name = {journal}\ncanal.instance.master.position = {position}\n"
+                f"canal.instance.dbUsername = {self.mariadb.user}\ncanal.instance.dbPassword = ${{CANAL_PASSWORD}}\n"
+                f"canal.instance.filter.regex = bal\\\\.t_{dest}\n"
+            )
+        self.thread.start()
+        return self
+
+    def _serve(self, name: str, port: int) -> subprocess.Popen[bytes]:
+        canal = Path(sys.executable).parent / "canal"
+        command = [str(canal), "serve", str(self.work / "conf"), "--metrics-port", str(port), "--address", name]
+        env = {**os.environ, "CANAL_PASSWORD": self.mariadb.password}
+        log = (self.work / f"{name}.log").open("wb")
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        self.processes.append(process)
+        return process
+
+    def _run(self) -> None:
+        began = time.monotonic()
+        first = self._serve("first", self.ports[0])
+        rows = 0
+        while not self.stopped.wait(0.2):  # rows for each destination, five a second: pacing, not synchronisation
+            for dest in self.DESTINATIONS:
+                self.mariadb.execute(f"INSERT INTO bal.t_{dest} VALUES ({rows})")
+            rows += 1
+            elapsed = time.monotonic() - began
+            if elapsed >= self.join_s and len(self.processes) == 1:
+                self._serve("second", self.ports[1])
+            if elapsed >= self.leave_s and first.returncode is None and first.poll() is None:
+                first.send_signal(signal.SIGTERM)
+                first.wait(60)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(60)
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.mariadb.stop()
+        self.zk.stop()
 
 
 def query_range(url: str, expr: str, start: float, end: float) -> list[dict[str, Any]]:
@@ -148,8 +230,12 @@ def draw(dashboard: dict[str, Any], url: str, start: float, end: float, out: Pat
                 color = f"C{len(lines) % 10}"
                 if panel["type"] == "stat":
                     lines += on.step(times, values, where="post", label=label, color=color)
-                    on.set_ylim(-0.1, 1.1)
-                    on.set_yticks([0, 1], ["stopped", "running"])
+                    if "canal_instance_running" in target["expr"]:
+                        on.set_ylim(-0.1, 1.1)
+                        on.set_yticks([0, 1], ["stopped", "running"])
+                    else:  # a count
+                        on.set_ylim(-0.1, max(1.0, *values) + 0.5)
+                        on.yaxis.get_major_locator().set_params(integer=True)
                 else:
                     lines += on.plot(times, values, label=label, linewidth=1.2, color=color)
         if defaults.get("unit") not in (None, "", "none", "short") and panel["type"] != "stat":
@@ -194,29 +280,33 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dashboard = json.loads(DASHBOARD.read_text())
     port, mirror_port = free_port(), free_port()
+    ha_ports = [free_port(), free_port()]
     with tempfile.TemporaryDirectory(prefix="pycanal-dashboard-") as tmp:
         work = Path(tmp)
-        prometheus, url = start_prometheus(work, [f"127.0.0.1:{port}", f"127.0.0.1:{mirror_port}"])
+        targets = [f"127.0.0.1:{p}" for p in (port, mirror_port, *ha_ports)]
+        prometheus, url = start_prometheus(work, targets)
         try:
             start = time.time()
-            demo = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "canal.demo",
-                    "--seconds",
-                    str(args.seconds),
-                    "--preload",
-                    str(args.preload),
-                    "--metrics-port",
-                    str(port),
-                    "--mirror-metrics-port",
-                    str(mirror_port),
-                ],
-                cwd=ROOT,
-                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
-                check=False,
-            )
+            group = BalanceGroup(work, ha_ports, join_s=args.seconds * 0.3, leave_s=args.seconds * 0.65)
+            with group:
+                demo = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "canal.demo",
+                        "--seconds",
+                        str(args.seconds),
+                        "--preload",
+                        str(args.preload),
+                        "--metrics-port",
+                        str(port),
+                        "--mirror-metrics-port",
+                        str(mirror_port),
+                    ],
+                    cwd=ROOT,
+                    env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
+                    check=False,
+                )
             end = time.time()
             if demo.returncode != 0:
                 print(f"the demo exited with {demo.returncode}", file=sys.stderr)

@@ -41,12 +41,22 @@ def _marks(forms_table: Callable[[Any], tuple[str, str, str]], items: list[Any],
     return sum(1 for item in items if forms_table(item) == (MARKS, mark, "INSERT"))
 
 
-def _canal_key(line: dict[str, Any]) -> tuple[str, str, str]:
+def through_second_mark(key: Callable[[Any], tuple[str, str, str]], items: list[Any], mark: str) -> list[Any]:
+    """``items`` up to the second marker row's entry (all of them when canal stopped before it)."""
+    seen = 0
+    for i, item in enumerate(items):
+        seen += key(item) == (MARKS, mark, "INSERT")
+        if seen == 2:
+            return items[: i + 1]
+    return items
+
+
+def canal_key(line: dict[str, Any]) -> tuple[str, str, str]:
     h = line["header"]
     return (h["schemaName"], h["tableName"], h["eventType"] if line["entryType"] == "ROWDATA" else "")
 
 
-def _our_key(entry: Entry) -> tuple[str, str, str]:
+def our_key(entry: Entry) -> tuple[str, str, str]:
     h = entry.header
     is_row = entry.entry_type is EntryType.ROWDATA and entry.row_change is not None and not entry.row_change.is_ddl
     return (h.schema, h.table, h.event_type.name if is_row else "")
@@ -83,10 +93,10 @@ def side_by_side(
     peer.start_destination(name, **settings)
     try:
         server.execute(f"INSERT INTO {MARKS}.{mark} VALUES (1)")
-        peer.wait_entries(name, lambda es: _marks(_canal_key, es, mark) >= 1, timeout, stop_on_alarm=True)
+        peer.wait_entries(name, lambda es: _marks(canal_key, es, mark) >= 1, timeout, stop_on_alarm=True)
         play()
         server.execute(f"INSERT INTO {MARKS}.{mark} VALUES (2)")
-        canal = peer.wait_entries(name, lambda es: _marks(_canal_key, es, mark) >= 2, timeout, stop_on_alarm=True)
+        canal = peer.wait_entries(name, lambda es: _marks(canal_key, es, mark) >= 2, timeout, stop_on_alarm=True)
         alarms = peer.alarms(name)
     finally:
         peer.command({"cmd": "stop", "destination": name})
@@ -103,7 +113,11 @@ def side_by_side(
         black_regex=black_regex,
         **(pycanal_settings or {}),
     )
-    entries, error = consume(config, lambda es: _marks(_our_key, es, mark) >= 2, timeout)
+    entries, error = consume(config, lambda es: _marks(our_key, es, mark) >= 2, timeout)
+    # each side's reading ends with the batch that holds the second marker row, and what else that batch holds (the
+    # marker's transaction end, or not) is a matter of timing: both are compared up to that row
+    canal = through_second_mark(canal_key, canal, mark)
+    entries = through_second_mark(our_key, entries, mark)
     return Run(
         [from_canal(line) for line in canal],
         [from_pycanal(e) for e in entries],

@@ -164,6 +164,58 @@ def test_without_callbacks_a_hand_over_waits_for_the_batch_in_hand(
         assert first_rows(second) == [2]
 
 
+@pytest.mark.integration
+def test_a_get_waiting_for_entries_ends_when_the_hand_over_begins(
+    fake_mysql: FakeMysql, zookeeper: ZooKeeperChroot
+) -> None:
+    # a service's consumer waits in a get with a long timeout, and its on_revoked stops it and waits for it to
+    # return: the get waited out its timeout (here 20 s) before the hand-over could go on -- part of every gap
+    fake_mysql.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+    stop = threading.Event()
+    returned: list[object] = []
+
+    def consume() -> None:
+        while not stop.is_set():
+            try:
+                msg = first.get_without_ack(CLIENT, 100, timeout=20.0)
+            except NotRunningError as exc:
+                returned.append(exc)
+                return
+            if msg.id != -1:
+                first.ack(CLIENT, msg.id)
+        returned.append("stopped")
+
+    consumer = threading.Thread(target=consume, daemon=True)
+
+    def revoked(dest: str) -> None:
+        stop.set()
+        consumer.join(30)
+
+    first = EmbeddedServer(zk_hosts=zookeeper.hosts, address="a:1", ha_delay_s=30, on_revoked=revoked)
+    second = EmbeddedServer(zk_hosts=zookeeper.hosts, address="b:1", ha_delay_s=30)
+    with first, second:
+        first.start_destination(config(fake_mysql))
+        assert first.wait_serving("shop", 20)
+        consumer.start()
+        store = first.instance("shop").store
+        deadline = time.monotonic() + 20
+        while store.waiting_consumers == 0:  # the consumer waits in its get (no event to await)
+            assert time.monotonic() < deadline, "the consumer never waited in a get"
+            time.sleep(0.01)
+        second.start_destination(config(fake_mysql))
+        await_members(zookeeper, 2)
+        began = time.monotonic()
+        first.release("shop")
+        took = time.monotonic() - began
+        assert took < 5.0, took  # not the get's 20 s
+        # the get returned: empty, or refusing what the store held (put back for the next owner)
+        assert not consumer.is_alive() and len(returned) == 1
+        assert returned[0] == "stopped" or "being handed over" in str(returned[0]), returned
+        assert second.wait_serving("shop", 20)
+        fake_mysql.insert("shop.t", {"id": 1})
+        assert first_rows(second) == [1]
+
+
 def test_balance_settings_read_from_canal_properties_and_their_checks() -> None:
     server = ServerConfig.from_properties(
         "canal.destinations = shop\n"

@@ -94,6 +94,21 @@ def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--limit" in err
 
 
+
+@pytest.mark.parametrize("action", [["status"], ["move", "d", "--to", "a:1"]])
+def test_ha_waits_for_zookeeper_as_long_as_position_does(capsys: pytest.CaptureFixture[str], action: list[str]) -> None:
+    # a command fails fast rather than hangs: `canal ha` waited 10 s for ZooKeeper (and 10 s for each balance-group
+    # read, whatever --timeout said), `canal position` 5 s
+    from canal.cli import build_parser
+    from canal.cli.common import ZK_TIMEOUT_S
+
+    parse = build_parser().parse_args
+    assert parse(["ha", *action, "--zk", "z:1"]).timeout == ZK_TIMEOUT_S == 5.0
+    assert parse(["ha", *action, "--zk", "z:1", "--zk-timeout", "0.5"]).timeout == 0.5  # position's name for it
+    code, _out, err = run(capsys, "ha", *action, "--zk", "z:1", "--timeout", "0")
+    assert code == 2 and "--timeout" in err
+
+
 # -- tail ------------------------------------------------------------------------------------------------------------
 
 

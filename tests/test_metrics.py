@@ -156,3 +156,36 @@ def test_a_master_that_cannot_be_asked_has_no_horizon_series(fake: FakeMysql, ca
         assert horizon.read() is None
     assert "cannot read the master's binlog files" in caplog.text and "pa55word" not in caplog.text
     assert horizon.files() is None  # and no second read started within every_s
+
+
+def test_the_rows_rate_is_read_while_gets_add_to_it() -> None:
+    # a scrape reads Instance.metrics() under no lock of the instance while its consumer's gets add rows: a get that
+    # opened a second's bucket meanwhile failed the scrape (RuntimeError: OrderedDict mutated during iteration, an
+    # HTTP 500: every series of the process missing from that scrape). Here a get adds right inside the read
+    import threading
+    from collections import OrderedDict
+    from collections.abc import ItemsView
+
+    from canal.instance_metrics import RateWindow
+
+    window = RateWindow()
+    window.add(5, 1e9)
+    window.add(5, 1e9 + 1)
+    adder = threading.Thread(target=window.add, args=(1, 1e9 + 2), daemon=True)
+
+    class AddsWhileRead(OrderedDict[int, int]):
+        def items(self) -> ItemsView[int, int]:
+            def read() -> Iterator[tuple[int, int]]:
+                them = iter(super(AddsWhileRead, self).items())
+                yield next(them)
+                if adder.ident is None:  # the first read only
+                    adder.start()
+                    adder.join(0.2)  # a get in another thread adds now (with the lock: it waits for the read)
+                yield from them
+
+            return read()  # type: ignore[return-value]
+
+    window._buckets = AddsWhileRead(window._buckets)
+    assert window.rate(1e9 + 1) == 5.0  # 10 rows over 2 seconds; the get's row came after the read
+    adder.join(5)
+    assert window.rate(1e9 + 2) == 11 / 3

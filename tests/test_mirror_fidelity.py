@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from canal.config import InstanceConfig, StoreConfig
-from canal.protocol import render_text
 from canal.spark import DeltaMirror, MirrorTypeError
 from canal.spark.testing import master_position, run_caught_up
+from canal.value_text import render_text
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

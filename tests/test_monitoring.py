@@ -176,7 +176,7 @@ def test_every_series_the_dashboard_and_the_rules_name_is_served(tmp_path: Path,
         "canal_mirror_delay_seconds",
         "canal_mirror_stops_total",
         "canal_mirror_fold_failures_total",
-        "canal_ha_owned",
+        "canal_ha_serving",
     ):
         assert any(wanted in names for names in rules.values()), wanted
 

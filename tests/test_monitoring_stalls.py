@@ -28,7 +28,7 @@ pytest.importorskip("deltalake")
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from canal.config import InstanceConfig, MasterConfig, RetryConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, RetryConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.lake import DeltaMirror
 from canal.lake.metrics import MirrorCollector
@@ -36,6 +36,7 @@ from canal.metrics import start_http_server
 from canal.server import EmbeddedServer
 from canal.spark import run_batches
 from canal.testing.fake import FakeMysql
+from canal.testing.plugin import MariaDBDatabase, ZooKeeperChroot
 from canal.testing.services import ZooKeeperServer
 
 RULES = Path(__file__).resolve().parent.parent / "monitoring" / "pycanal-alerts.yml"
@@ -217,3 +218,43 @@ def test_the_rules_on_zookeeper_down(fake: FakeMysql, tmp_path: Path) -> None:
     # (neither alert has a destination: a process's, and absent()'s)
     firing = {("CanalZooKeeperUnreachable", ""), ("CanalNothingCaptured", "")}
     run_promtool(tmp_path, {"zookeeper": promtool_case(down, firing)})
+
+
+@pytest.mark.integration
+def test_the_rule_on_a_destination_held_and_never_served(
+    fake: FakeMysql, mariadb: MariaDBDatabase, zookeeper: ZooKeeperChroot, tmp_path: Path
+) -> None:
+    # a takeover whose instance cannot start -- here its master hangs (SIGSTOPped: a network black hole) while the
+    # initial snapshot reads the catalog: the process holds the running node through each attempt, so the
+    # destination is "owned", and it has no instance series for the other rules to read. Before, every rule stayed
+    # silent (CanalDestinationWithoutOwner read canal_ha_owned, 1 here)
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    hung = attrs.evolve(
+        _config(fake, "hung"),
+        master=attrs.evolve(mariadb.master(), journal_name=None, position=None),  # no start: the snapshot is due
+        filter_regex=rf"{mariadb.database}\.t",
+        snapshot=SnapshotConfig(mode="initial"),
+        retry=RetryConfig(connect_timeout_s=30.0),
+    )
+    fake.set_clock(time.time())
+    with EmbeddedServer(zk_hosts=zookeeper.hosts, address="p:1", ha_delay_s=0.2) as server:
+        server.start_destination(_config(fake, "shop"))  # the control: a healthy one beside it, caught up
+        assert server.wait_serving("shop", 20)
+        shop = server.instance("shop")
+        _drain(shop)
+        _wait("a heartbeat", lambda: (shop.metrics().ack_lag_ms or 10**9) < 1000)
+        mariadb.server.pause()
+        try:
+            server.start_destination(hung)
+            _wait("the takeover to hang", lambda: server.balance_state().owned.get("hung") is True)
+            with start_http_server(0, server=server) as exporter:
+                samples = scrape(exporter.url, "p:1")
+            assert "hung" not in server.balance_state().serving
+        finally:
+            mariadb.server.resume()
+    values = {(s.name, dict(s.labels).get("destination")): s.value for s in samples}
+    assert (values[("canal_ha_owned", "hung")], values[("canal_ha_serving", "hung")]) == (1.0, 0.0)
+    assert ("canal_instance_running", "hung") not in values
+    assert values[("canal_ha_serving", "shop")] == 1.0
+    firing = {("CanalDestinationWithoutOwner", "hung")}
+    run_promtool(tmp_path, {"held": promtool_case(samples, firing, holds_lag=True)})

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from canal_differences import compare
 from canal_form import from_canal, from_pycanal
-from canal_side_by_side import MARKS
+from canal_side_by_side import MARKS, canal_key, our_key, through_second_mark
 from peer_harness import CanalPeer, skip_reason
 
 from canal.client import ClientIdentity
@@ -115,11 +115,12 @@ def test_one_conf_directory_started_by_canal_and_by_pycanal(
             if msg.id != EMPTY_MESSAGE_ID:
                 ours.extend(msg.entries)
                 server.ack(client, msg.id)
+        topic = server.instance(DEST).config.mq.topic
     finally:
         server.stop()
 
-    canal_forms = [from_canal(line) for line in canal_entries]
-    our_forms = [from_pycanal(e) for e in ours]
+    canal_forms = [from_canal(line) for line in through_second_mark(canal_key, canal_entries, "m_conf")]
+    our_forms = [from_pycanal(e) for e in through_second_mark(our_key, ours, "m_conf")]
     result = compare(canal_forms, our_forms)
     assert not result.unexplained, result.report()
     # the same tables, the filter's and the black filter's, from the same start
@@ -129,5 +130,12 @@ def test_one_conf_directory_started_by_canal_and_by_pycanal(
     assert all([c["name"] for c in r["after"] or r["before"]] == ["id", "v"] for f in keep1 for r in f["rows"])
     assert min((f["logfileName"], f["logfileOffset"]) for f in our_forms) >= (str(journal), int(position))
     unread = caplog.text
-    for key in ("canal.instance.parser.parallelThreadSize", "canal.mq.topic", "canal.instance.memory.rawEntry"):
+    for key in (
+        "canal.instance.parser.parallelThreadSize",
+        "canal.instance.parser.parallel",
+        "canal.instance.memory.rawEntry",
+    ):
         assert f"key {key} is not used by pycanal" in unread, key
+    # pycanal reads canal's MQ keys (its MQ mode, MqConfig): the topic is not reported as unread
+    assert "key canal.mq.topic is not used" not in unread
+    assert topic == "shop_topic"

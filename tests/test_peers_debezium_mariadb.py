@@ -1,7 +1,7 @@
 """Differential tests against Debezium: Debezium 3.5.0's embedded engine with its MariaDB connector (``peers/``, run by
 :class:`peer_harness.DebeziumPeer`, one JVM for the module) and a pycanal ``Instance`` read the same workloads of a real
-MariaDB, and Debezium's values -- its default converters, ``decimal.handling.mode=string`` and
-``time.precision.mode=connect``, one engine each -- are compared with pycanal's typed values, row by row, and with
+MariaDB, and Debezium's values -- its default converters in one engine, ``decimal.handling.mode=string`` and
+``time.precision.mode=connect`` in another -- are compared with pycanal's typed values, row by row, and with
 pycanal's Delta mirror of the same changes.
 
 Every difference is a rule of :mod:`debezium_differences`: a Debezium choice or a Debezium defect, written down in
@@ -29,8 +29,10 @@ from hypothesis import strategies as st
 from peer_harness import DebeziumPeer, mariadb_properties, skip_reason
 from random_schema_workload import FUZZ_EXAMPLES, SCHEMA_KINDS, Workload, fuzz_settings
 from random_schema_workload import TYPES as WORKLOAD_TYPES
+from test_differential_names_mariadb import POOL as NAME_POOL
+from test_differential_names_mariadb import ident
 from test_differential_transactions_mariadb import _play, _statements, _Tables, _workload
-from test_peers_canal_mariadb import TYPES, VALUES
+from test_peers_canal_mariadb import TYPES, VALUES, _regex
 
 from canal.config import InstanceConfig, MasterConfig
 from canal.testing.services import MariaDBServer
@@ -39,16 +41,21 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(skip_reason() is not N
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "guides" / "from-debezium.md"
-EXAMPLES = max(3, FUZZ_EXAMPLES // 5)
+EXAMPLES = max(3, FUZZ_EXAMPLES // 7)  # 3 in CI; a failure prints the blob that reproduces it
 PREFIX = "dbzt"  # the databases the engines capture
-MODES = {"default": {}, "string": {"decimal.handling.mode": "string"}, "connect": {"time.precision.mode": "connect"}}
+# the engines: Debezium's defaults, and the two choices a user makes in one engine (they touch different types: a
+# DECIMAL as its text, temporal values to the millisecond): an engine less to start and to feed in every test
+MODES = {
+    "default": {},
+    "string-connect": {"decimal.handling.mode": "string", "time.precision.mode": "connect"},
+}
 _RUNS = itertools.count()
 SEEN: Counter[str] = Counter()
 # MariaDB's INET6 / INET4 stop Debezium's connector (test_debezium_stops_at_a_table_with_an_inet6_column)
 INET = {"i6", "i4"}
 
 
-# Debezium's replica server ids: the module's engines 5400-5402, a pinned test's own engine 7000 and up (a dump with
+# Debezium's replica server ids: the module's engines 5400 and 5401, a pinned test's own engine 7000 and up (a dump with
 # the server id of another is ended by the server)
 @pytest.fixture(scope="module")
 def debezium(mariadb_server: MariaDBServer) -> Iterator[DebeziumPeer]:
@@ -132,8 +139,7 @@ def test_every_type_family_side_by_side(mariadb_server: MariaDBServer, debezium:
         "every type",
         expect={
             "default": choices,
-            "string": choices | {"decimal-string"},
-            "connect": choices | {"connect-precision", "connect-time-range"},
+            "string-connect": choices | {"decimal-string", "connect-precision", "connect-time-range"},
         },
     )
     _mirror_matches_debezium(run, db, tmp_path)
@@ -256,6 +262,47 @@ def test_transaction_shapes_side_by_side(mariadb_server: MariaDBServer, debezium
     check()
 
 
+def test_odd_names_side_by_side(mariadb_server: MariaDBServer, debezium: DebeziumPeer) -> None:
+    """Databases, tables and columns named from ``test_differential_names_mariadb``'s pool (dots, slashes, quotes,
+    backticks, spaces, ``%``, ``#``, non-ASCII letters, case), created, filled, renamed and dropped: Debezium's
+    ``source.db`` / ``source.table`` and column names are pycanal's."""
+
+    @fuzz_settings(EXAMPLES)
+    @given(
+        picks=st.lists(st.tuples(st.sampled_from(NAME_POOL), st.sampled_from(NAME_POOL)), min_size=1, max_size=4),
+        seed=st.integers(0, 2**16),
+    )
+    def check(picks: list[tuple[str, str]], seed: int) -> None:
+        db = f"{PREFIX}{next(_RUNS)} é#`%"  # the engines capture every database named dbzt...
+        statements: list[str] = []
+        for i, (table, column) in enumerate(dict.fromkeys(picks)):
+            t = ident(db) + "." + ident(table)
+            statements += [
+                f"CREATE TABLE {t} (id INT PRIMARY KEY, {ident(column + 'c')} VARCHAR(20))",
+                f"INSERT INTO {t} VALUES ({i + 1}, {seed + i})",
+                f"UPDATE {t} SET {ident(column + 'c')} = 'ü{i}' WHERE id = {i + 1}",
+                f"RENAME TABLE {t} TO {ident(db)}.{ident(table + '2')}",
+                f"DELETE FROM {ident(db)}.{ident(table + '2')}",
+                f"DROP TABLE {ident(db)}.{ident(table + '2')}",
+            ]
+        mariadb_server.execute(f"CREATE DATABASE {ident(db)}")
+        try:
+            run = side_by_side(
+                mariadb_server,
+                debezium,
+                list(MODES),
+                lambda: [mariadb_server.execute(sql) for sql in statements],
+                filter_regex=_regex(db) + r"\..*",
+            )
+            note("\n".join(statements))
+            _assert_same(run, f"names in {db!r}")
+            assert len(run.changes["default"]) == 3 * len(dict.fromkeys(picks))
+        finally:
+            mariadb_server.execute(f"DROP DATABASE IF EXISTS {ident(db)}")
+
+    check()
+
+
 def test_reference_workload_side_by_side(mariadb_server: MariaDBServer, debezium: DebeziumPeer) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_decode import build_workload
@@ -265,12 +312,12 @@ def test_reference_workload_side_by_side(mariadb_server: MariaDBServer, debezium
         mariadb_server,
         debezium,
         list(MODES),
-        lambda: build_workload(mariadb_server, f"{db}.bench", inserts=2000, updates=1000, deletes=1000),
+        lambda: build_workload(mariadb_server, f"{db}.bench", inserts=1000, updates=1000, deletes=1000),
         filter_regex=rf"{db}\..*",
         timeout=120,
     )
-    _assert_same(run, "the reference workload", expect={"connect": {"connect-precision"}})
-    assert len(run.changes["default"]) == 4000
+    _assert_same(run, "the reference workload", expect={"string-connect": {"connect-precision", "decimal-string"}})
+    assert len(run.changes["default"]) == 3000
 
 
 def test_debezium_hands_out_the_rows_of_a_rolled_back_xa_transaction(

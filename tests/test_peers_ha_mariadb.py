@@ -4,7 +4,8 @@ canal 1.1.7 runs the destination as its deployer does under ZooKeeper (``peers/`
 by canal's ``ServerRunningMonitor`` when it wins ``/otter/canal/destinations/{dest}/running``; canal's default meta,
 ``PeriodMixedMetaManager``, which writes the cursor to ZooKeeper once a second), consuming and acking client 1001.
 pycanal runs it through ``EmbeddedServer(zk_hosts=...)`` (``tests.procs.ha_consumer``). Each stands by while the
-other holds the running node; the cursor one acked is where the other resumes; killing the owner hands over.
+other holds the running node; the cursor one acked is where the other resumes; killing the owner hands over; a canal
+owner paused past its session serves on beside pycanal (canal is not fenced).
 
 What is delivered twice is measured against what canal itself redelivers: canal's meta writes its cursor to ZooKeeper
 once a second and not when it stops, so its successor (another canal as much as pycanal) starts from where canal was
@@ -13,6 +14,7 @@ up to a second before; and a cursor names the transaction it ends in, which is r
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -265,3 +267,36 @@ def test_killing_the_owner_hands_over_both_ways(ha: Setup) -> None:
     last_acked = max(ours_acked)
     assert set(second_delivered) & ours_acked <= {last_acked}, sorted(set(second_delivered) & ours_acked)
     assert set(second_delivered) >= unacked - set(first_acked)
+
+
+def test_a_paused_canal_serves_beside_its_successor(ha: Setup) -> None:
+    """canal's HA is not fenced (alibaba/canal #464, #2859): an owner paused past its ZooKeeper session (a long GC
+    pause, a frozen VM: SIGSTOP here) loses the running node to a standby, and when it runs again it goes on serving
+    the destination beside its successor -- nothing stops its instance when the node it held is gone. Both hand out
+    the same rows. pycanal's owner in the same place serves nothing after it resumes and its late ack is fenced
+    (``test_sigstopped_active_serves_nothing_after_sigcont_and_its_late_ack_is_fenced``, in test_ha_processes)."""
+    canal = ha.canal("canal1")
+    assert canal.select("active", destination=DEST)
+    canal_address = running_address(ha.zookeeper)
+    child = ha.pycanal("pycanal1")
+    log = ha.tmp / "pycanal1.log"
+    writer = Writer(ha.mariadb, ha.table)
+    try:
+        writer.write(10)
+        wait_until("canal acking rows 1-10", lambda: len(canal_rows(canal)[0]) >= 10)
+        os.kill(canal.pid, signal.SIGSTOP)
+        try:
+            child.expect(lambda line: line.startswith("S "), 30, "pycanal serving while canal is paused")
+            writer.write(10)
+            wait_until("pycanal acking rows 11-20", lambda: pycanal_rows(child, log)[0] >= set(range(11, 21)))
+        finally:
+            os.kill(canal.pid, signal.SIGCONT)
+        writer.write(10)
+        wait_until("pycanal acking rows 21-30", lambda: pycanal_rows(child, log)[0] >= set(range(21, 31)))
+        wait_until("canal handing out rows 21-30", lambda: set(canal_rows(canal)[1]) >= set(range(21, 31)))
+    finally:
+        writer.stop()
+    # two owners: canal acked rows written after pycanal took the running node from it, and says nothing of it
+    assert set(canal_rows(canal)[0]) & set(range(21, 31))
+    assert not canal.select("inactive", destination=DEST)
+    assert running_address(ha.zookeeper) not in (None, canal_address)

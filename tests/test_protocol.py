@@ -26,8 +26,8 @@ from canal.protocol import (
     Rows,
     SqlType,
     TableSchema,
-    render_text,
 )
+from canal.value_text import render_text
 
 ORDERS = TableSchema(
     "shop",

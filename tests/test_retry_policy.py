@@ -57,11 +57,12 @@ def test_which_failures_are_permanent() -> None:
     assert is_permanent(MissingPrivilegeError("grant", privilege="REPLICATION SLAVE"), connected_before=True)
     assert is_permanent(ServerNotReadyError("binlog_format=STATEMENT"), connected_before=True)
     assert is_permanent(SourceHostUnknownError("no such host"), connected_before=False)
+    assert is_permanent(TlsError("offers no TLS", errno=2026), connected_before=False)
+    assert is_permanent(TlsError("did not verify"), connected_before=True)  # a certificate rotated meanwhile
     # a name that resolved before (a DNS record gone while its server restarts), and network errors: retried
     assert not is_permanent(SourceHostUnknownError("no such host"), connected_before=True)
     assert not is_permanent(SourceUnreachableError("refused", errno=2003), connected_before=False)
     assert not is_permanent(SourceError("lost", errno=2013), connected_before=True)
-    assert not is_permanent(TlsError("handshake", errno=2026), connected_before=False)
 
 
 @pytest.mark.parametrize("errno", [1045, 1227])

@@ -19,7 +19,8 @@ from canal.lake.forms.changes import COLUMN_NAMES, arrow_schema, change_rows, en
 from canal.lake.forms.typed_batch import SEQ_BITS
 from canal.lake.key_identity import is_float_type, key_value
 from canal.position import EntryPosition
-from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema, render_text
+from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, RowData, TableSchema
+from canal.value_text import render_text
 
 # MySQL types whose encoders take a fast branch, and one that does not (bit)
 MYSQL_TYPES = (

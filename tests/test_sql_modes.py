@@ -9,8 +9,9 @@ import pytest
 from canal.errors import SqlError
 from canal.lake.ddl.ddl_text import statement_mode
 from canal.lake.ddl.evolution import plan_evolution
-from canal.parse.convert import SERVER_VERSION_PROP, SQL_MODE_PROP, EntryConverter
+from canal.parse.convert import EntryConverter
 from canal.parse.events import QueryEvent
+from canal.parse.statement_props import SERVER_VERSION_PROP, SQL_MODE_PROP
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog
 from canal.schema.history import SchemaHistory

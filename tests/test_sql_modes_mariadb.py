@@ -22,11 +22,11 @@ from canal.config import InstanceConfig, StoreConfig
 from canal.instance import Instance
 from canal.lake.ddl.evolution import plan_evolution
 from canal.lake.types import MirrorError
-from canal.parse.convert import SERVER_VERSION_PROP, SQL_MODE_PROP
+from canal.parse.statement_props import SERVER_VERSION_PROP, SQL_MODE_PROP
 from canal.schema import SchemaCatalog, mysql_type_text
 from canal.schema.conversions import unrepeatable
 from canal.schema.history import FileHistoryStore, SchemaHistory
-from canal.schema.information_schema import TABLE_COLUMNS_SQL, TABLE_PRIMARY_SQL, catalog_from_columns
+from canal.schema.information_schema import TABLE_COLUMNS_SQL, TABLE_KEYS_SQL, catalog_from_columns
 from canal.spark import DeltaMirror, run_batches
 from canal.spark.testing import compare_tables, healed_by, master_position
 from canal.sql import AlterTable, SqlMode, read_statement
@@ -108,7 +108,7 @@ def test_the_reader_reads_as_the_server_under_each_sql_mode(mariadb: MariaDBData
             cur.execute("SET SESSION sql_mode = DEFAULT")
             cur.execute(TABLE_COLUMNS_SQL, (db, "t"))
             columns_now = cur.fetchall()
-            cur.execute(TABLE_PRIMARY_SQL, (db, "t"))
+            cur.execute(TABLE_KEYS_SQL, (db, "t"))
             server = catalog_from_columns(columns_now, cur.fetchall(), charset="utf8mb4", mariadb=True).get(db, "t")
             cur.execute("SELECT * FROM t")
             (row,) = cur.fetchall()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import doctest
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -172,7 +173,7 @@ def _catalog(*extra: str) -> SchemaCatalog:
 def _reach(catalog: SchemaCatalog, sql: str, **kw: Any) -> tuple[list[str], str | None]:
     uses = read_uses(sql)
     index = action_index((t.db, t.name, t.foreign_keys) for t in catalog)
-    found = reach(catalog, index, uses.writes, uses.calls, "d", **kw)
+    found = reach(catalog, index, uses.writes, uses.calls, "d", reads=uses.names, **kw)
     return [f"{db}.{table}" for db, table in found.tables], found.unknown
 
 
@@ -193,6 +194,21 @@ def _reach(catalog: SchemaCatalog, sql: str, **kw: Any) -> tuple[list[str], str 
 )
 def test_what_a_statement_reaches(sql: str, reached: list[str]) -> None:
     assert _reach(_catalog(), sql) == (reached, None)
+
+
+def test_a_view_read_runs_the_functions_its_query_calls() -> None:
+    """Reading a view (not writing it) runs the functions its query calls, through views over it too, from a
+    statement or a routine's body; a view whose definition is not known may call one."""
+    catalog = _catalog("CREATE VIEW vf AS SELECT f(id) AS x FROM t", "CREATE VIEW vvf AS SELECT x FROM vf",
+                       "CREATE PROCEDURE copy_out() INSERT INTO keep SELECT x FROM vvf")  # fmt: skip
+    assert _reach(catalog, "INSERT INTO keep SELECT x FROM vf") == (["d.keep", "d.audit"], None)
+    assert _reach(catalog, "DELETE FROM keep WHERE id IN (SELECT x FROM vvf)") == (
+        ["d.keep", "d.audit"],
+        None,
+    )
+    assert _reach(catalog, "INSERT INTO keep SELECT id FROM v") == (["d.keep"], None)
+    catalog.objects.views["d.v"] = attrs.evolve(catalog.objects.views["d.v"], uses=None)
+    assert "whose definition is not known" in str(_reach(catalog, "INSERT INTO keep SELECT id FROM v")[1])
 
 
 def test_what_cannot_be_told_is_said() -> None:
@@ -318,6 +334,10 @@ def test_a_statement_heals_the_captured_tables_it_reaches() -> None:
     assert cascade is not None and cascade.heal_tables == ("d.gch",)
     function = _verdict("SELECT f(1)", {"d.audit"}).unmodeled
     assert function is not None and function.heal_tables == ("d.audit",) and function.shape.name.startswith("SELECT")
+    # a comment between a function's name and its parenthesis is a blank (the text was searched for "f(" alone)
+    for call in ("f/* c */(1)", "f -- c\n(1)", "f# c\n(1)", "`f` /*!(1)*/", "d.f/*M!100000 (1)*/"):
+        commented = _verdict(f"INSERT INTO keep VALUES ({call}, 1)", {"d.audit"}).unmodeled
+        assert commented is not None and commented.heal_tables == ("d.audit",), call
     # reaching no captured table: left out, like a statement on tables the filter leaves out
     assert _verdict("UPDATE keep SET pid = 1", {"d.t"}).captures_nothing
     # a multi-table UPDATE says which tables it may change: they heal

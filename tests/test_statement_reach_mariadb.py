@@ -32,8 +32,8 @@ from canal.config import InstanceConfig, SnapshotConfig, StoreConfig
 from canal.errors import NotRunningError, UnmodeledStatementError
 from canal.instance import Instance
 from canal.position import EntryPosition
-from canal.spark import DeltaMirror
-from canal.spark.testing import compare_tables, master_position, run_caught_up
+from canal.spark import DeltaMirror, run_batches
+from canal.spark.testing import compare_tables, healed_by, master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
@@ -327,6 +327,100 @@ def test_a_session_whose_temporary_table_predates_the_capture(mariadb: MariaDBDa
         assert error.statement == f"ALTER TABLE `{db}`.b ADD COLUMN w INT" and error.tables == (f"{db}.b",)
     finally:
         session.close()
+        conn.close()
+
+
+def _played_alone(
+    mariadb: MariaDBDatabase, tmp_path: Path, schema: list[str], statements: list[str], narrow: str, fmt: str
+) -> tuple[Any, EntryCopy]:
+    """``schema`` made, ``statements`` played in a session logging ``fmt``, and a copy of the tables ``narrow``
+    (with the marks) kept from the entries from before the schema."""
+    conn = mariadb.connect(autocommit=True)
+    before = master_position(conn)
+    _run_sql(conn, mariadb.database, [f"CREATE TABLE {{d}}.{MARKS} (id INT PRIMARY KEY)", *schema])
+    session = mariadb.connect(autocommit=True)
+    try:
+        _run_sql(session, mariadb.database, [f"SET SESSION binlog_format = '{fmt}'", *statements])
+    finally:
+        session.close()
+    config = _config(mariadb, tmp_path, "alone", before, f"{narrow},{MARKS}", "snapshot")
+    return conn, _copy(mariadb, conn, config, 1)
+
+
+@pytest.mark.parametrize("fmt", ["STATEMENT", "MIXED"])
+def test_a_view_read_runs_the_functions_its_query_calls(mariadb: MariaDBDatabase, tmp_path: Path, fmt: str) -> None:
+    """Reading a view whose query calls a stored function runs the function: an INSERT ... SELECT from it (and a
+    DELETE whose subquery reads a view over it) writes what the function writes. The statements name neither the
+    function nor its table: the copy of that table kept its rows as before (none) where SELECT shows them."""
+    db = mariadb.database
+    schema = [
+        "CREATE TABLE {d}.t (id INT PRIMARY KEY)",
+        "INSERT INTO {d}.t VALUES (1), (2)",
+        "CREATE TABLE {d}.audit (id INT PRIMARY KEY, n INT)",
+        "CREATE TABLE {d}.other (x INT)",
+        "CREATE FUNCTION {d}.f(a INT) RETURNS INT DETERMINISTIC MODIFIES SQL DATA "
+        "BEGIN INSERT INTO {d}.audit VALUES (a, 1) ON DUPLICATE KEY UPDATE n = n + 1; RETURN a; END",
+        "CREATE VIEW {d}.v AS SELECT {d}.f(id) AS x FROM {d}.t",
+        "CREATE VIEW {d}.vv AS SELECT x FROM {d}.v",
+    ]
+    statements = [
+        "INSERT INTO {d}.other SELECT x FROM {d}.v",
+        "DELETE FROM {d}.other WHERE x IN (SELECT x FROM {d}.vv)",
+    ]
+    conn, copy = _played_alone(mariadb, tmp_path, schema, statements, "audit", fmt)
+    assert [r["id"] for r in _select(conn, db, "audit")] == [1, 2]
+    assert copy.rows(db, "audit") == _select(conn, db, "audit")
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "restarted between"])
+def test_a_statement_inside_a_prepared_xa_transaction_heals_after_its_xa_commit(
+    mariadb: MariaDBDatabase, tmp_path: Path, restart: bool
+) -> None:
+    """MariaDB logs an XA transaction at its XA PREPARE and makes it visible at its XA COMMIT: the heal of a statement
+    logged inside it, read while it was prepared, saw none of its changes, and the mirror, which applies the
+    prepared entries at the XA COMMIT, voided the table there -- it ended with no rows where SELECT shows three. The
+    capture reads the table again after the XA COMMIT; an XA ROLLBACK's heal needs nothing more. A destination
+    restarted between the two reads the prepared group back at the XA COMMIT, and heals there: it stopped, for good,
+    saying it kept no schema history (the read-back judged the statement without it)."""
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    start = master_position(conn)
+    _run_sql(conn, db, [f"CREATE TABLE {{d}}.{MARKS} (id INT PRIMARY KEY)", *SCHEMA[1:4]])
+    sessions = [mariadb.connect(autocommit=True), mariadb.connect(autocommit=True)]  # an XA transaction each
+    mirror = DeltaMirror(tmp_path / "mirror")
+    try:
+        xa = [("x1", "UPDATE {d}.vb SET v = 100 WHERE id = 1", "DELETE FROM {d}.vb WHERE id = 2"),
+              ("x2", "DELETE FROM {d}.vb WHERE id = 3",)]  # fmt: skip
+        for session, (xid, *statements) in zip(sessions, xa, strict=True):
+            _run_sql(session, db, ["SET SESSION binlog_format = 'STATEMENT'", f"XA START '{xid}'", *statements,
+                                   f"XA END '{xid}'", f"XA PREPARE '{xid}'"])  # fmt: skip
+        config = _config(mariadb, tmp_path, "xa", start, f"b,{MARKS}", "snapshot")
+        journal = tmp_path / "journal.json"
+        heals = 0
+        inst = Instance(config)
+        try:
+            inst.start()
+            run_batches(inst, None, mirror, timeout=0.5, until=healed_by(inst, master_position(conn)), journal=journal)
+            if restart:
+                heals += inst.metrics().heals
+                inst.stop()
+                inst = Instance(config)
+                inst.start()
+            _run_sql(sessions[0], db, ["XA COMMIT 'x1'"])
+            _run_sql(sessions[1], db, ["XA ROLLBACK 'x2'"])
+            _run_sql(conn, db, [f"INSERT INTO {{d}}.{MARKS} VALUES (1)"])
+            run_batches(inst, None, mirror, timeout=0.5, until=healed_by(inst, master_position(conn)), journal=journal)
+            heals += inst.metrics().heals
+        finally:
+            inst.stop()
+        assert [r["v"] for r in _select(conn, db, "b")] == [100, 3, 4]
+        for comparison in compare_tables(conn, mirror, db, ["b"]):
+            assert comparison.equal, str(comparison)
+        assert heals == 4  # b at each statement, and again at x1's XA COMMIT
+    finally:
+        mirror.close()
+        for session in sessions:
+            session.close()
         conn.close()
 
 

@@ -396,6 +396,32 @@ def test_a_producer_waiting_outside_the_store_ends_a_wait_for_a_full_batch(maker
         assert isinstance(got, Events) and len(got) == 2
 
 
+
+def test_wake_getters_ends_the_waits_under_way_only(maker: EntryMaker) -> None:
+    """An HA hand-over refuses new batches from its start: a get already waiting (for entries, for a full batch)
+    returns now with what is there, and its service's on_revoked need not wait out the get's timeout."""
+    with MemoryEventStore(16, batch_mode="ITEMSIZE") as store:
+        empty = Runner(lambda: store.get(8, timeout=60.0))
+        full = Runner(lambda: store.get(8, timeout=0))
+        empty.start()
+        wait_until(lambda: store.waiting_consumers == 1, "the first get blocked")
+        store.wake_getters()
+        got = empty.finish()
+        assert isinstance(got, Events) and got.is_empty
+        store.put(maker.stream(2))
+        full.start()
+        wait_until(lambda: store.waiting_consumers == 1, "the second get blocked")
+        store.wake_getters()
+        got = full.finish()
+        assert isinstance(got, Events) and len(got) == 2
+        later = Runner(lambda: store.get(8, timeout=0))  # a get after the wake waits as usual
+        later.start()
+        wait_until(lambda: store.waiting_consumers == 1, "a later get blocked")
+        assert not later.done.wait(0.05)
+        store.wake_getters()
+        assert later.finish() is not None
+
+
 def test_a_quiet_store_ends_a_wait_for_a_full_batch_after_the_linger(maker: EntryMaker) -> None:
     """A parser caught up with its server puts nothing until the server writes again: a get waiting for a full batch
     with a linger hands out what is there once nothing was put for that long -- never sooner."""

@@ -7,6 +7,7 @@ typed errors for a wrong CA, a wrong host name, a plain login and a plain server
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -16,14 +17,16 @@ from typing import Any
 
 import pymysql  # type: ignore[import-untyped]
 import pytest
+from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from canal.cli import main
 from canal.config import InstanceConfig, MasterConfig, RetryConfig, SslConfig, SslMode
-from canal.errors import CanalError, ConfigError, SourceUnreachableError, TlsError
+from canal.errors import CanalError, ConfigError, NotRunningError, SourceUnreachableError, TlsError
 from canal.instance import Instance
 from canal.parse.mysql import connect
 from canal.parse.mysql.connect import open_connection, ssl_context
 from canal.parse.mysql.source import MysqlBinlogSource
+from canal.parse.retry import is_permanent
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType
 from canal.testing.plugin import MariaDBDatabase
 from canal.testing.services import MariaDBServer
@@ -155,6 +158,90 @@ def test_required_refuses_a_server_without_tls(mariadb: MariaDBDatabase) -> None
     with pytest.raises(TlsError, match="offers no TLS, but sslMode is REQUIRED") as info:
         source(server, SslConfig(mode="REQUIRED")).open()
     assert info.value.errno == 2026
+
+
+def _stopped_with(config: InstanceConfig) -> BaseException:
+    """The typed error a destination with the default RetryConfig stops on, within seconds (a consumer's get raises
+    it); its metrics say it failed, and nothing was retried."""
+    with Instance(config) as inst:
+        began = time.monotonic()
+        with pytest.raises(NotRunningError) as raised:
+            inst.get_without_ack(100, timeout=20.0)  # before: empty batches, the TLS failure retried for ever
+        assert time.monotonic() - began < 5.0
+        m = inst.metrics()
+        assert (m.running, m.state, m.connected, m.errors) == (False, "failed", False, 1)
+        assert inst.parser.reconnects == 0
+    cause = raised.value.__cause__
+    assert cause is not None and m.last_error_type == type(cause).__name__
+    return cause
+
+
+@pytest.mark.parametrize("case", ["wrong CA", "plain server"])
+def test_a_tls_failure_stops_the_destination(
+    server: MariaDBServer, other_certs: Certificates, mariadb: MariaDBDatabase, case: str
+) -> None:
+    # the server's answer about TLS does not change by retrying: the TLS settings (or the server's) must
+    srv, ssl_config = (
+        (server, SslConfig(mode="VERIFY_CA", ca=str(other_certs.ca)))
+        if case == "wrong CA"
+        else (mariadb.server, SslConfig(mode="REQUIRED"))  # the session server offers no TLS
+    )
+    journal, position = srv.execute("SHOW MASTER STATUS")[0][:2]
+    master = MasterConfig(
+        address=srv.address,
+        username=srv.user,
+        password=srv.password,
+        journal_name=str(journal),
+        position=int(position),
+        ssl=ssl_config,
+    )
+    error = _stopped_with(InstanceConfig(destination="tls", master=master, filter_regex=rf"{DB}\.t"))
+    assert type(error) is TlsError, error
+    assert ("did not verify" if case == "wrong CA" else "offers no TLS, but sslMode is REQUIRED") in str(error)
+
+
+def test_a_connection_cut_in_the_tls_handshake_is_retried() -> None:
+    # a server (or a proxy before it) that offers TLS and closes the connection at the client's hello, as one
+    # shutting down does: no answer about TLS, a network failure -- retried, not a TlsError
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    accepted: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            with conn:
+                conn.sendall(_handshake_packet())
+                conn.recv(64)  # the client's SSL request, then its hello: closed unanswered
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        src = MysqlBinlogSource(
+            f"127.0.0.1:{port}", "canal", "secret", ssl=SslConfig(mode="REQUIRED"), connect_timeout=5
+        )
+        with pytest.raises(SourceUnreachableError, match="closed during the TLS handshake") as raised:
+            src.open()
+        assert type(raised.value) is SourceUnreachableError
+        assert not is_permanent(raised.value, connected_before=False)
+        assert accepted
+    finally:
+        listener.close()
+
+
+def _handshake_packet() -> bytes:
+    """A MySQL protocol-10 initial handshake offering TLS (CLIENT_SSL) and the native password plugin."""
+    caps = CLIENT.LONG_PASSWORD | CLIENT.PROTOCOL_41 | CLIENT.SECURE_CONNECTION | CLIENT.SSL | CLIENT.PLUGIN_AUTH
+    body = (
+        b"\x0a" + b"10.11.0-fake\x00" + (7).to_bytes(4, "little") + b"12345678\x00"
+        + (caps & 0xFFFF).to_bytes(2, "little") + b"\x2d" + (2).to_bytes(2, "little")
+        + (caps >> 16).to_bytes(2, "little") + b"\x15" + b"\x00" * 10 + b"123456789012\x00"
+        + b"mysql_native_password\x00"
+    )  # fmt: skip
+    return len(body).to_bytes(3, "little") + b"\x00" + body
 
 
 def test_preferred_encrypts_when_offered_and_falls_back_when_not(

@@ -24,6 +24,9 @@ from canal.errors import CanalError, ConfigError, PositionError
 
 PASSWORD_ENV = "CANAL_PASSWORD"
 DEFAULT_DESTINATION = "example"
+ZK_TIMEOUT_S = 5.0
+"""How long a command waits for ZooKeeper by default (``canal position``, ``canal ha``): it fails fast rather than
+hangs."""
 
 
 class CliError(CanalError):

@@ -9,7 +9,7 @@ import json
 import threading
 from typing import Any
 
-from canal.cli.common import parse_hosts
+from canal.cli.common import ZK_TIMEOUT_S, parse_hosts, positive_float
 from canal.client import ClientIdentity
 from canal.errors import HAError
 from canal.ha.balance import GroupView, group_names, read_group, request_move
@@ -32,7 +32,15 @@ def add_parser(sub: Any) -> None:
     status.add_argument("--zk", required=True, metavar="HOSTS", help="ZooKeeper hosts, e.g. 127.0.0.1:2181[/chroot]")
     status.add_argument("--destination", metavar="NAME", help="only this destination")
     status.add_argument("--json", action="store_true", help="one JSON document instead of text")
-    status.add_argument("--timeout", type=float, default=10.0, metavar="S", help="ZooKeeper connect timeout")
+    status.add_argument(
+        "--timeout",
+        "--zk-timeout",
+        dest="timeout",
+        type=positive_float,
+        default=ZK_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for ZooKeeper (its connection, each read) before failing (default {ZK_TIMEOUT_S:g})",
+    )
     status.set_defaults(run=run_status)
     move = hsub.add_parser(
         "move",
@@ -48,7 +56,15 @@ def add_parser(sub: Any) -> None:
     move.add_argument(
         "--wait", type=float, default=0.0, metavar="S", help="wait up to S seconds until that process runs it"
     )
-    move.add_argument("--timeout", type=float, default=10.0, metavar="S", help="ZooKeeper connect timeout")
+    move.add_argument(
+        "--timeout",
+        "--zk-timeout",
+        dest="timeout",
+        type=positive_float,
+        default=ZK_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for ZooKeeper (its connection, each read) before failing (default {ZK_TIMEOUT_S:g})",
+    )
     move.set_defaults(run=run_move)
 
 
@@ -65,7 +81,7 @@ def _node_json(data: bytes | None) -> Any:
         return {"raw": data.decode("utf-8", "replace")}
 
 
-def collect_status(zk: Any, only: str | None) -> dict[str, Any]:
+def collect_status(zk: Any, only: str | None, timeout: float = ZK_TIMEOUT_S) -> dict[str, Any]:
     """The HA state as a JSON-friendly dict (see :func:`run_status`)."""
     from kazoo.exceptions import NoNodeError
 
@@ -106,7 +122,7 @@ def collect_status(zk: Any, only: str | None) -> dict[str, Any]:
                 "clients": clients,
             }
         )
-    groups = [_group_status(read_group(zk, g, timeout=10.0)) for g in group_names(zk, timeout=10.0)]
+    groups = [_group_status(read_group(zk, g, timeout=timeout)) for g in group_names(zk, timeout=timeout)]
     if only is not None:
         for group in groups:
             group["owners"] = {d: o for d, o in group["owners"].items() if d == only}
@@ -199,7 +215,7 @@ def run_status(args: argparse.Namespace) -> int:
         except KazooTimeoutError:
             raise HAError(f"cannot connect to ZooKeeper at {hosts} within {args.timeout:g} s") from None
         try:
-            status = collect_status(zk, args.destination)
+            status = collect_status(zk, args.destination, args.timeout)
         except KazooException as exc:
             raise HAError(f"ZooKeeper failed: {type(exc).__name__} {exc}".rstrip()) from None
     finally:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from canal.cli.common import (
+    ZK_TIMEOUT_S,
     CliError,
     add_source_arguments,
     load_instance_config,
@@ -29,9 +30,6 @@ from canal.parse.source import BinlogSource
 from canal.parse.sources import open_source
 from canal.parse.start_position import StartPosition, align_to_transaction, find_by_timestamp
 from canal.position import EntryPosition, LogIdentity, LogPosition
-
-ZK_TIMEOUT_S = 5.0
-"""How long ``canal position`` waits for ZooKeeper by default: a command fails fast rather than hangs."""
 
 
 def add_parser(sub: Any) -> None:

@@ -29,7 +29,8 @@ from canal.instance import Instance
 from canal.meta import FileMetaManager
 from canal.mysql_json import JsonDiff, JsonDiffOperation, json_text
 from canal.parse.sources import open_source
-from canal.protocol import ABSENT, EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Message, RowData, render_text
+from canal.protocol import ABSENT, EMPTY_MESSAGE_ID, Entry, EntryType, EventType, Message, RowData
+from canal.value_text import render_text
 
 _BATCH = 512  # entries per get when changes are waiting
 _POLL_S = 0.2  # how long one idle get waits for the next entry

@@ -10,8 +10,8 @@ server's call: always without balancing, only while the balance group assigns it
 graceful stop, :meth:`~canal.server.EmbeddedServer.release`), in order:
 
 1. when its ``on_revoked`` is due (callbacks run one at a time: until then the destination serves as before), new
-   batches are refused (a get raises :class:`~canal.errors.NotRunningError`, also one that was waiting for
-   entries when it began: its batch is put back); acks and rollbacks go on;
+   batches are refused (a get raises :class:`~canal.errors.NotRunningError`; one that was waiting for entries when
+   it began ends at once, empty or raising it: what it would have taken is put back); acks and rollbacks go on;
 2. ``on_revoked(destination)`` runs: the service finishes the batch in hand, acks it or rolls it back, and stops
    its consumer of the destination;
 3. batches still outstanding get until ``revoke_timeout_s`` (counted from the hand-over's start) to be acked or
@@ -361,6 +361,11 @@ class HaDestination:
     def _drain_begins(self) -> None:
         with self._lock:
             self._draining = True
+            instance = self.instance
+        if instance is not None:
+            # a get waiting for entries ends now (and hands out nothing): the service's on_revoked, which waits for
+            # its consumer to return from it, need not wait out the get's timeout -- part of every hand-over's gap
+            instance.store.wake_getters()
         self._log.info("handing over: no new batches here")
 
     def _drain(self, instance: Instance, deadline: float) -> None:

@@ -316,10 +316,14 @@ class RunningMonitor:
         self.rejoin()
 
     def _bump_epoch(self, running_stat: ZnodeStat) -> int | None:
-        # the epoch node holds the owner's address (or RELEASED after a clean hand-over); its version is the token
-        self._client.ensure_path(self.epoch_path)
+        # the epoch node holds the owner's address (or RELEASED after a clean hand-over); its version is the token.
+        # Made once per destination: a takeover reads it at once (each round trip is part of a hand-over's gap)
         for _ in range(10):
-            _data, epoch = self._client.get(self.epoch_path)
+            try:
+                _data, epoch = self._client.get(self.epoch_path)
+            except NoNodeError:
+                self._client.ensure_path(self.epoch_path)
+                continue
             tx = self._client.transaction()
             tx.check(self.path, running_stat.version)
             tx.set_data(self.epoch_path, self._address.encode(), version=epoch.version)
@@ -396,12 +400,16 @@ class RunningMonitor:
             self._standby("the running node belongs to another process")
 
     def _on_deleted(self) -> None:
-        stat = self._client.exists(self.path)
-        if stat is not None:  # a late notification: the node exists again
-            if stat.ephemeralOwner != self._session_id():
-                self._standby("the running node belongs to another process")
-            return
-        self._standby("the running node was deleted")
+        if self._active.is_set():
+            # read it again: this process may hold it anew already (a compete that ran before this late notification)
+            stat = self._client.exists(self.path)
+            if stat is not None:
+                if stat.ephemeralOwner != self._session_id():
+                    self._standby("the running node belongs to another process")
+                return
+            self._standby("the running node was deleted")
+        # standing by, the watch's read (just now) is enough: a node created again since makes the create below fail,
+        # and that is handled there -- one round trip less in every takeover's gap
         if not self._running or self._released:
             return
         try:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import attrs
 
 from canal.lake.store import changelog, fs
-from canal.protocol import render_text
+from canal.value_text import render_text
 
 
 @attrs.frozen(slots=True)

@@ -24,10 +24,10 @@ from canal.lake.apply.cascade import ExpandedBatch, expand_cascades
 from canal.lake.apply.evolve import TableDDL
 from canal.lake.apply.heals import HealSetting, heal_resets
 from canal.lake.apply.log_writer import LogWriter
-from canal.lake.apply.partial import chain_step, complete_before_writing, complete_source
+from canal.lake.apply.partial import chain_step, complete_before_writing
 from canal.lake.apply.staging import Staging
 from canal.lake.apply.stops import check_cascades, check_statements
-from canal.lake.apply.table_writes import create_table, merge_into
+from canal.lake.apply.table_steps import TableSteps
 from canal.lake.apply.xa import HeldTransactions, held_directory
 from canal.lake.forms.cell_text import rows_texts
 from canal.lake.forms.frames import batch_table
@@ -43,7 +43,6 @@ from canal.lake.identity.journal import StepJournal
 from canal.lake.identity.lease import MirrorFence
 from canal.lake.identity.lineage import destinations
 from canal.lake.identity.owners import TableOwners, table_pairs
-from canal.lake.planning.images import source as source_of
 from canal.lake.planning.images import type_sources
 from canal.lake.planning.plan import (
     MIRROR_COLUMNS,
@@ -56,17 +55,16 @@ from canal.lake.planning.plan import (
     plan_tables,
     step_names,
     step_rows,
-    true_count,
 )
 from canal.lake.results import ApplyResult, TableStats
 from canal.lake.settings import DEFAULT_FILE_BYTES, DEFAULT_STAGE_BYTES, FOLD_DUTY, MirrorMode, MirrorSettings
-from canal.lake.store import changelog, delta_append, fs
+from canal.lake.store import changelog, fs
 from canal.lake.store import names as naming
-from canal.lake.store.changelog import FoldResult, record_only
+from canal.lake.store.changelog import FoldResult
 from canal.lake.store.errors import typed_storage_errors
 from canal.lake.store.handles import Handles
 from canal.lake.store.locations import local_path
-from canal.lake.types import MirrorError, ZeroDates, check_stored_types
+from canal.lake.types import MirrorError, ZeroDates
 from canal.lake.upkeep import maintenance
 from canal.lake.upkeep.folds import Folds
 from canal.lake.upkeep.health import MirrorCounters, MirrorMetrics, monitored
@@ -219,6 +217,18 @@ class DeltaMirror:
         # what its batches did, for metrics() and the exporter (canal.lake.upkeep.health)
         self.counters = MirrorCounters()
         self._rows_now = lambda db, name: self.read(db, name) if self._holds(db, name) else None  # None: not held
+        self._table_steps = TableSteps(
+            settings,
+            self._handles,
+            self._folding,
+            self._writer,
+            self._ddl,
+            self._versions,
+            self.fencing,
+            self.table_location,
+            self._forget,
+            self._rows_now,
+        )
 
     # -- settings ------------------------------------------------------------------------------------------------
 
@@ -712,93 +722,8 @@ class DeltaMirror:
     def _apply_table(
         self, plan: TablePlan, batch_id: int, stats: TableStats, *, check_version: bool = True, record: bool = True
     ) -> bool:
-        from deltalake import CommitProperties, Transaction
-
-        self.fencing.check()  # the lease still this mirror's (its driver's): no commit after another writer took it
-        path = self.table_location(plan.schema, plan.table)
-        self._ddl.recovered(path)
-        exists = delta_append.is_table(path)
-        evolution = self._ddl.evolution(plan, path if exists else None)
-        merge_on_read = self._settings.mode == "merge_on_read"
-        if exists and merge_on_read and (evolution is not None or plan.truncate):
-            # DDL applies to the base alone: fold the log into it first (its columns may be newer than the base's)
-            self._folding.fold_now(path)
-            evolution = self._ddl.evolution(plan, path)
-        if not exists:
-            self._forget(path)
-        moved_to = None if evolution is None else evolution.moved_to
-        if moved_to is not None and not exists and fs.is_delta_table(self.table_location(*moved_to)):
-            stats.skipped += 1  # renamed already, after its rows of this batch were merged
-            return False
-        if exists and check_version:  # a mirror without a step journal (written before it had one)
-            done = self._batch_version(path, self._handles.table(path))
-            if done is not None and done >= batch_id:
-                stats.skipped += 1
-                return False
-        # a table renamed in this batch commits without the batch id: the rows after the rename (under the new
-        # name) are the batch's, and must not be skipped as already applied
-        commit = (
-            CommitProperties()
-            if moved_to is not None or not record
-            else CommitProperties(app_transactions=[Transaction(self.app_id, version=batch_id)])
-        )
-        source: Any = None
-        key_names: list[str] = []
-        if plan.layout is not None:
-            # typed before any step of the batch was applied (apply)
-            source, key_names = plan.source if plan.source is not None else source_of(plan, self._settings.zero_dates)
-            if not key_names:
-                raise MirrorError(
-                    f"{plan.schema}.{plan.table} has no primary key and no UNIQUE key over NOT NULL columns; the "
-                    "mirror needs one"
-                )
-            # a partial image after a DDL of the table in this batch: completed from the table's rows as they are now
-            source = complete_source(plan, source, key_names, self._rows_now, self._settings.zero_dates)
-        if exists and plan.truncate:
-            self._handles.table(path).delete()
-        if evolution is not None:
-            self._ddl.evolve(path, evolution, exists)
-            self._forget(path)  # rewritten, or dropped and created anew: a handle would not see it
-            self._folding.forget_size(path)
-            log = changelog.log_path(path)
-            if not fs.is_delta_table(path):
-                fs.rmtree(log)  # dropped: its (folded) change log goes too
-            elif delta_append.is_table(log):
-                changelog.clear(log, self._handles.table(path).schema().to_arrow())  # folded: empty, new layout
-            if not evolution.exists:
-                stats.applied += 1
-                return True
-        if source is None:
-            # DDL only: record the batch so a replay skips it
-            if fs.is_delta_table(path) and record:
-                self._folding.settle(path)  # a fold writes the base too: one writer at a time
-                record_only(self._handles.table(path), commit)
-            self._ddl.move(path, moved_to)
-            stats.applied += 1
-            return True
-        held = exists if evolution is None else delta_append.is_table(path)  # only DDL creates or drops it
-        if held:  # the rows' types against the base's: what its DDL declared
-            base = self._handles.get(path) or self._handles.table(path)
-            check_stored_types(f"{plan.schema}.{plan.table}", source.schema, base.schema().to_arrow())
-        deletes = true_count(plan.deletes) if plan.deletes is not None else 0  # the source's ``d`` rows
-        stats.upserts += source.num_rows - deletes
-        stats.deletes += deletes
-        if not held:
-            create_table(path, source, commit, self._settings.file_bytes)
-            self._ddl.move(path, moved_to)
-            stats.applied += 1
-            return True
-        if merge_on_read:
-            records_batch = moved_to is None and record  # as ``commit`` is built
-            self._writer.append(path, plan, batch_id, source, key_names, commit, records_batch)
-            self._ddl.move(path, moved_to)
-            stats.applied += 1
-            return True
-        merge_into(self._handles.table(path), source, key_names, commit, record)
-        self._ddl.move(path, moved_to)
-        stats.applied += 1
-        return True
-
+        """One table's part of a step (:class:`~canal.lake.apply.table_steps.TableSteps`)."""
+        return self._table_steps.apply(plan, batch_id, stats, check_version=check_version, record=record)
 
 def _rebuild(kind: type[DeltaMirror], settings: MirrorSettings) -> DeltaMirror:
     """A mirror of type ``kind`` built from ``settings`` (:meth:`DeltaMirror.__reduce__`)."""

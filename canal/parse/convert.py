@@ -47,7 +47,7 @@ from canal.parse.cascade import (
     out_of_capture_statement,
     references_unchanged,
 )
-from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, savepoint_statement, xa_xid
+from canal.parse.ddl import DdlResult, QueryKind, classify_ddl, lower_cased, savepoint_statement, tables_pass, xa_xid
 from canal.parse.events import (
     UNDECODED,
     BinlogEvent,
@@ -64,21 +64,16 @@ from canal.parse.events import (
     XidEvent,
 )
 from canal.parse.heal_marks import HEAL
+from canal.parse.passing import passed_gtids, take_passed
 from canal.parse.reach import StatementReach
 from canal.parse.sessions import Scope, SessionTables
+from canal.parse.statement_props import statement_props
 from canal.parse.unmodeled import CaptureVerdict, StatementPolicy, capture_verdict, stop
 from canal.parse.xa import xa_props
 from canal.position import EntryPosition, journal_number
 from canal.protocol import Entry, EntryType, EventType, Header, RowChange
 from canal.sql import read_statements
 
-LOWER_CASE_PROP = "lower_case_table_names"
-"""Header prop of statement entries from a server with ``lower_case_table_names=1`` (value ``"1"``)."""
-TIME_ZONE_PROP = "TIME_ZONE"
-"""Header prop of a DDL entry whose statement used its session's time zone (converted DATETIME values to TIMESTAMP,
-evaluated a TIMESTAMP default): the zone as the server logged it (``+05:00``, ``Europe/Berlin``, ``SYSTEM``)."""
-SYSTEM_TIME_ZONE_PROP = "SYSTEM_TIME_ZONE"
-"""Beside :data:`TIME_ZONE_PROP` ``SYSTEM``: the server's ``system_time_zone`` (read at the dump's start), if known."""
 RETYPED_FROM_PROP = "RETYPED_FROM"
 """Header prop of an ALTER TABLE entry that declares columns anew (MODIFY / CHANGE), added from the schema history
 (:meth:`canal.schema.history.SchemaHistory.retyped`): a JSON object of each such column's MySQL type before the
@@ -96,21 +91,6 @@ COMPUTED_PROP = "COMPUTED_COLUMNS"
 history: a JSON object of those columns before the statement, by name -- ``{"id": {"auto_increment": true}, "g":
 {"generated": "v * 2"}}`` (:mod:`canal.schema.computed`): whether an ALTER numbers a column anew, or computes a
 generated column's values again, which a copy cannot repeat."""
-SERVER_VERSION_PROP = "SERVER_VERSION"
-"""Beside :data:`TIMESTAMP_PROP`: the version of the server that wrote the binlog (its format description's), which
-says TIMESTAMP's range (MariaDB 11.5 made it reach 2106: the ``row_end`` of a current row version)."""
-SQL_MODE_PROP = "SQL_MODE"
-"""Header prop of an ALTER TABLE entry, and of any DDL entry whose text reads otherwise than under the default mode
-(:mod:`canal.sql.modes`: ``NO_BACKSLASH_ESCAPES``, ``ANSI_QUOTES``, ...): the statement's ``sql_mode`` as the server
-logged it, its bit set in decimal (as ``mysqlbinlog`` prints ``SET @@session.sql_mode``), with
-:data:`SERVER_VERSION_PROP` beside it (MariaDB's bits are not MySQL's): how its text reads, and how the statement
-converted the values it rewrote (MariaDB rounds fractional seconds it narrows under ``TIME_ROUND_FRACTIONAL``, and
-truncates them without it; a 0 made AUTO_INCREMENT stays 0 under ``NO_AUTO_VALUE_ON_ZERO``)."""
-TIMESTAMP_PROP = "TIMESTAMP"
-"""Header prop of a DDL entry whose statement used its start time to the microsecond (MariaDB logs it then: ``ADD
-SYSTEM VERSIONING`` makes it the ``row_start`` of the rows it versions): ``seconds.micros`` since the epoch, as
-``mysqlbinlog`` prints ``SET TIMESTAMP``."""
-
 SavepointListener = Callable[[str, str, str], None]
 """``listener(verb, name, where)``: a savepoint statement inside a transaction (:attr:`EntryConverter.savepoints`);
 also ``HOLD`` before the BEGIN of a transaction any part of which the server may undo at its end, and ``ROLLBACK``
@@ -346,30 +326,8 @@ class EntryConverter:
         drops: Callable[[Sequence[int], int], int] | None,
         merging: bool,
     ) -> None:
-        """Transactions a shared reader left out of this stream (none of their tables is captured here): ``add``
-        gets the entries converting their GTID, BEGIN and end events makes -- an empty transaction the sink keeps,
-        now and then -- with the state moving as it would. While nothing is left to skip and no snapshot merges into
-        the stream (``merging``), those the sink ``drops`` anyway only move the state (:meth:`pass_over`): no entry
-        is made."""
-        transactions = event.transactions
-        begins = event.begins_ms
-        count = len(transactions)
-        i = 0
-        while i < count:
-            if drops is not None and not merging and self.can_pass_over:
-                dropped = drops(begins, i)
-                if dropped:
-                    self.pass_over(transactions[i : i + dropped])
-                    i += dropped
-                    continue
-            for passed in transactions[i].events:
-                entry = self.convert(passed)
-                if entry is not None:
-                    add(entry)
-            i += 1
-        if event.rests and not self.in_transaction:
-            # the stream rests after them: the restart point and a caught-up cursor move there
-            add(self.resting_at(self.anchor, event.timestamp * 1000))
+        """Transactions a shared reader left out of this stream: :func:`canal.parse.passing.take_passed`."""
+        take_passed(self, event, add, drops, merging)
 
     def pass_over(self, transactions: Sequence[PassedTransaction]) -> None:
         """Whole transactions that make no entry here but empty ones the sink drops (a shared reader left them out of
@@ -380,39 +338,13 @@ class EntryConverter:
         if not self._anchor_filled:
             self._fill_anchor(transactions[0].events[0])
         if self._executed is not None or self.options.gtid_mode:
-            self._add_passed_gtids(transactions)
+            self._executed = passed_gtids(self._executed, transactions)
         self._seen_data = True
         self._pending_gtid = None
         self._pending_xa = None
         self._close_txn()
         self._anchor = self._boundary_position(transactions[-1].events[-1])
         self._anchor_filled = True
-
-    def _add_passed_gtids(self, transactions: Sequence[PassedTransaction]) -> None:
-        """The GTIDs of passed transactions into the GTID state, a run of one source's consecutive GTIDs at once
-        (:attr:`PassedTransaction.run_offset <canal.parse.events.PassedTransaction.run_offset>`): a step per run, not
-        per transaction, in their order."""
-        runs: list[tuple[int, int]] = []  # [start, end) of each run, last first
-        end = len(transactions)
-        while end:
-            last = transactions[end - 1]
-            start = max(0, end - 1 - last.run_offset) if last.gtid is not None else end - 1
-            runs.append((start, end))
-            end = start
-        for start, end in reversed(runs):
-            step = transactions[end - 1].gtid
-            first = transactions[start].gtid
-            if step is not None and first is not None:
-                if self._executed is None:
-                    self._executed = GtidSet(mariadb=step.mariadb)
-                if self._executed.add_span(first.number, step):
-                    continue
-            for transaction in transactions[start:end]:  # one at a time: GtidSet.add reads (or refuses) each
-                for event in transaction.events:
-                    if isinstance(event, GtidEvent):
-                        if self._executed is None:
-                            self._executed = GtidSet(mariadb=event.mariadb)
-                        self._executed.add(event.gtid)
 
     def _rotate(self, event: RotateEvent) -> Entry | None:
         """A binlog rotate between transactions: the anchor moves to the next file's start (resumed at, nothing there
@@ -667,16 +599,7 @@ class EntryConverter:
         self.session_only = False
         results = classify_ddl(event.sql, event.schema or None, event.mode)
         if self.lower_case_names:
-            results = [
-                attrs.evolve(
-                    r,
-                    schema=_lower(r.schema),
-                    table=_lower(r.table),
-                    ori_schema=_lower(r.ori_schema),
-                    ori_table=_lower(r.ori_table),
-                )
-                for r in results
-            ]
+            results = lower_cased(results)
         kind = results[0].kind
         boundary = query_boundary(kind, self._in_txn)
         if boundary is Boundary.BEGIN:
@@ -768,7 +691,9 @@ class EntryConverter:
             or (flag == "dcl" and flags.query_dcl)
         ) and HEAL not in props
         # a session's temporary tables alone, or DML that reaches none captured, passes nothing
-        passes = not verdict.captures_nothing and (self._tables_pass(results) or verdict.leaves or verdict.marks)
+        passes = not verdict.captures_nothing and (
+            tables_pass(results, self.options.tables) or verdict.leaves or verdict.marks
+        )
         dropped = flagged or not passes
         if self._in_txn:
             # a statement inside a transaction (statement-format DML, ...): a row entry, not a boundary
@@ -855,27 +780,8 @@ class EntryConverter:
         )
 
     def _ddl_header(self, header: Header, event: QueryEvent, first: DdlResult | None) -> Header:
-        """A statement entry's header; under ``lower_case_table_names=1`` it says so (prop ``lower_case_table_names``
-        = ``"1"``): the names in its SQL text are as typed, the server's are their lower case. A DDL's carries the
-        session state the server logged with it that its effect depends on: the time zone (:data:`TIME_ZONE_PROP`)
-        and the start time's microseconds (:data:`TIMESTAMP_PROP`); an ALTER TABLE's also its sql_mode
-        (:data:`SQL_MODE_PROP`), as does any DDL's whose text reads otherwise under it."""
-        props: dict[str, str] = {}
-        if self.lower_case_names:
-            props[LOWER_CASE_PROP] = "1"
-        if first is not None and first.kind is QueryKind.DDL:
-            if event.time_zone is not None:
-                props[TIME_ZONE_PROP] = event.time_zone
-                if event.time_zone.upper() == "SYSTEM" and self.system_time_zone is not None:
-                    props[SYSTEM_TIME_ZONE_PROP] = self.system_time_zone
-            if event.micros is not None:
-                props[TIMESTAMP_PROP] = f"{event.timestamp}.{event.micros:06d}"
-                if self._server_version is not None:
-                    props[SERVER_VERSION_PROP] = self._server_version
-            if event.sql_mode is not None and (first.event_type is EventType.ALTER or not event.mode.reads_as_default):
-                props[SQL_MODE_PROP] = str(event.sql_mode)
-                if self._server_version is not None:
-                    props[SERVER_VERSION_PROP] = self._server_version
+        """A statement entry's header, with the props :func:`~canal.parse.statement_props.statement_props` gives it."""
+        props = statement_props(event, first, self.lower_case_names, self.system_time_zone, self._server_version)
         if not props:
             return header
         return attrs.evolve(header, props={**header.props, **props})
@@ -883,19 +789,3 @@ class EntryConverter:
     def _session(self, event: QueryEvent) -> str:
         """The statement's session database, as the server names it."""
         return event.schema.lower() if self.lower_case_names else event.schema
-
-    def _tables_pass(self, results: Sequence[DdlResult]) -> bool:
-        tables = self.options.tables
-        if tables is None:
-            return True
-        named = [r for r in results if r.table and r.kind is not QueryKind.DCL]
-        if not named:
-            # a database's DDL passes when a table of it may pass (canal passes them all, so a pipeline filtered
-            # to one schema saw CREATE/DROP DATABASE of every other one)
-            databases = [r.schema for r in results if r.database_level and r.schema]
-            return not databases or any(tables.may_include_schema(d) for d in databases)
-        return any(tables.matches(r.schema or "", r.table or "") for r in named)
-
-
-def _lower(name: str | None) -> str | None:
-    return None if name is None else name.lower()

@@ -4,7 +4,8 @@
 (CREATE, ALTER, ERASE, TRUNCATE, RENAME, CINDEX, DINDEX, INSERT/UPDATE/DELETE for statement-form DML, QUERY for
 everything else) and the schema and table it is about. :func:`query_kind` says which of canal's query filter flags
 (``filter.query.dml`` / ``ddl`` / ``dcl``) a statement falls under, and recognises transaction control statements
-(BEGIN, COMMIT, ROLLBACK, SAVEPOINT, XA ...).
+(BEGIN, COMMIT, ROLLBACK, SAVEPOINT, XA ...). :func:`tables_pass` says whether a statement's results pass a table
+filter, :func:`lower_cased` gives them the names a server with ``lower_case_table_names=1`` stores.
 
 The statements are read by the one SQL reader (:mod:`canal.sql`) in its lenient mode, so the classifier never
 raises: names are read as MySQL reads them (backtick-quoted identifiers with dots, spaces and doubled backticks
@@ -26,15 +27,26 @@ Semantics follow canal's ``DruidDdlParser``, with these deliberate differences:
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
 
+from canal.filter import TableFilters
 from canal.protocol import EventType
 from canal.sql import DEFAULT_MODE, QueryKind, SqlMode, Statement, TableName, read_statements
 from canal.sql import statements as st
 
-__all__ = ["DdlResult", "QueryKind", "classify_ddl", "query_kind", "savepoint_statement", "xa_xid"]
+__all__ = [
+    "DdlResult",
+    "QueryKind",
+    "classify_ddl",
+    "lower_cased",
+    "query_kind",
+    "savepoint_statement",
+    "tables_pass",
+    "xa_xid",
+]
 
 _DML_TYPES: Final = frozenset({EventType.INSERT, EventType.UPDATE, EventType.DELETE})
 _DML_EVENTS: Final = {"INSERT": EventType.INSERT, "UPDATE": EventType.UPDATE, "DELETE": EventType.DELETE}
@@ -222,3 +234,35 @@ def savepoint_statement(sql: str) -> tuple[str, str] | None:
         if stmt.savepoint_verb is not None and stmt.savepoint is not None:
             return stmt.savepoint_verb, stmt.savepoint
     return None
+
+
+def lower_cased(results: Sequence[DdlResult]) -> list[DdlResult]:
+    """``results`` with their database and table names in lower case, as a server with ``lower_case_table_names=1``
+    stores them (the statement's text keeps the case it was typed in)."""
+    return [
+        attrs.evolve(
+            r,
+            schema=_lower(r.schema),
+            table=_lower(r.table),
+            ori_schema=_lower(r.ori_schema),
+            ori_table=_lower(r.ori_table),
+        )
+        for r in results
+    ]
+
+
+def _lower(name: str | None) -> str | None:
+    return None if name is None else name.lower()
+
+
+def tables_pass(results: Sequence[DdlResult], tables: TableFilters | None) -> bool:
+    """Whether a statement of these ``results`` passes the table filter ``tables`` (None: every table)."""
+    if tables is None:
+        return True
+    named = [r for r in results if r.table and r.kind is not QueryKind.DCL]
+    if not named:
+        # a database's DDL passes when a table of it may pass (canal passes them all, so a pipeline filtered
+        # to one schema saw CREATE/DROP DATABASE of every other one)
+        databases = [r.schema for r in results if r.database_level and r.schema]
+        return not databases or any(tables.may_include_schema(d) for d in databases)
+    return any(tables.matches(r.schema or "", r.table or "") for r in named)

@@ -20,6 +20,7 @@ import attrs
 
 from canal.errors import SchemaError
 from canal.gtid import GtidStep
+from canal.position import EntryPosition
 from canal.protocol import EventType, RowData, TableSchema
 from canal.schema.history import SchemaColumn
 from canal.sql.modes import SqlMode
@@ -233,3 +234,18 @@ class PassedEvent(BinlogEvent):
     # whether the stream rests after them: False when a group given to the destination follows at once (its own
     # entries move the cursor; a resting point in between would only be overwritten)
     rests: bool = True
+
+
+def read_end(event: BinlogEvent, server_id: int | None) -> EntryPosition:
+    """Where a dump of the binlog of server ``server_id`` stands once it read ``event``: a rotate's next file, a
+    heartbeat's coordinates (it holds no bytes of the binlog), else the event's end."""
+    if isinstance(event, RotateEvent):
+        return EntryPosition(journal_name=event.next_file, position=event.next_position, server_id=server_id)
+    if isinstance(event, HeartbeatEvent):
+        return EntryPosition(journal_name=event.log_file, position=event.offset, server_id=server_id)
+    return EntryPosition(journal_name=event.log_file, position=event.next_offset, server_id=server_id)
+
+
+def ends_before(a: EntryPosition, b: EntryPosition) -> bool:
+    """Whether ``a`` lies before ``b`` in a binlog, by file and offset alone."""
+    return (a.journal_number, a.position or 0) < (b.journal_number, b.position or 0)

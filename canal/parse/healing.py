@@ -28,10 +28,10 @@ import attrs
 
 from canal.errors import CanalError, SchemaError
 from canal.names import qualified
-from canal.parse.convert import SERVER_VERSION_PROP, SQL_MODE_PROP, SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
 from canal.parse.events import BinlogEvent, QueryEvent
 from canal.parse.heal_marks import CONVERSION, HEAL, PARTIAL_IMAGE, partial_image, with_layouts
 from canal.parse.rereads import RowRereads, rereads
+from canal.parse.statement_props import SERVER_VERSION_PROP, SQL_MODE_PROP, SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
 from canal.parse.unmodeled import StatementPolicy, UnmodeledStatement
 from canal.position import EntryPosition
 from canal.protocol import ColumnarRows, Entry, EntryType, EventType, Rows

@@ -12,9 +12,10 @@ canal's ``AbstractEventParser`` / ``MysqlEventParser``, with these differences:
   cannot know, a statement the capture cannot follow) is fatal at once: the destination stops, as a reconnect reads
   the same refusal;
 * so is what no retry fixes (:func:`~canal.parse.retry.is_permanent`): a refused login, a missing grant, a server
-  not set up for capture (binlog format or row image), a host name that does not resolve before the first
-  connection. Network failures (a refused or lost connection: a server restarting) are retried, visibly:
-  :attr:`EventParser.connected` is False meanwhile and :attr:`EventParser.last_error` names the failure.
+  not set up for capture (binlog format or row image), a connection that cannot be secured as configured (TLS), a
+  host name that does not resolve before the first connection. Network failures (a refused or lost connection: a
+  server restarting) are retried, visibly: :attr:`EventParser.connected` is False meanwhile and
+  :attr:`EventParser.last_error` names the failure.
 
 Idle dumps yield heartbeats every ``detecting.interval_s`` (entries the sink drops); :mod:`canal.parse.detecting`
 switches to the standby, whose dump starts by time (the last handed-off time minus ``fallback_interval_s``).
@@ -26,28 +27,16 @@ import functools
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
 from canal.config import InstanceConfig, MasterConfig
-from canal.errors import (
-    CanalError,
-    ConfigError,
-    FencedWriteError,
-    HealError,
-    ParseError,
-    ReplicaIdConflictError,
-    RolledBackHandOffError,
-    SourceError,
-    StoreBatchTooLargeError,
-    StoreClosedError,
-    XAPrepareLostError,
-)
+from canal.errors import CanalError, SourceError
 from canal.filter import FieldFilter, TableFilters
 from canal.log import destination_logger
 from canal.parse import healing
-from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
+from canal.parse.convert import ConvertOptions, EntryConverter
 from canal.parse.detecting import detect_master
 from canal.parse.events import (
     BinlogEvent,
@@ -57,27 +46,17 @@ from canal.parse.events import (
     IgnoredEvent,
     PassedEvent,
     QueryEvent,
-    RotateEvent,
     RowsEvent,
+    ends_before,
+    read_end,
 )
 from canal.parse.heal_marks import HEAL
 from canal.parse.reach import StatementReach
 from canal.parse.rereads import RowRereads
-from canal.parse.retry import (
-    CONFLICT_BACKOFF_S,
-    CONFLICTS_TO_STOP,
-    PURGED_ERRNO,
-    ConflictWindow,
-    RetryState,
-    is_permanent,
-    is_purged,
-    position_problem,
-    purged_error,
-    unknown_position_error,
-)
+from canal.parse.retry import ConflictWindow, Restart, RetryState, after_failure, describe_resume, missing_position
 from canal.parse.schema_tracking import SchemaTracker
-from canal.parse.shared import READERS, SharedMember, SharedReaderLeft, SharedStream, share_key
-from canal.parse.source import BinlogSource, DumpRequest, RowsForm, SchemaReader
+from canal.parse.shared import SharedMember, SharedReaderLeft, Sharing
+from canal.parse.source import BinlogSource, RowsForm, SchemaReader
 from canal.parse.start_position import (
     StartPosition,
     align_to_transaction,
@@ -88,7 +67,9 @@ from canal.parse.start_position import (
 from canal.parse.transaction import LogPositionManagerLike, Sink, StreamMerge, TransactionBuffer, restart_position
 from canal.parse.unmodeled import StatementPolicy, stop
 from canal.parse.watchdog import WATCHDOG
-from canal.parse.xa_lookback import XAFollower, prepared_rows, recovered_entries
+from canal.parse.xa import XA_XID
+from canal.parse.xa_heals import AtCommit, XAHeals, commit_heal
+from canal.parse.xa_lookback import XAFollower, healed, prepared_rows, recovered_entries
 from canal.position import EntryPosition, LogIdentity, LogPosition
 from canal.protocol import Entry, EntryType
 from canal.schema.history import SchemaHistory
@@ -158,17 +139,17 @@ class EventParser(StartStopContext):
         self._converter.savepoints = self._buffer.savepoint  # rows a ROLLBACK TO undid are never handed off
         self._options = options
         self._xa = XAFollower()  # XA COMMITs whose PREPARE lies before the start: their rows are read back
+        self._xa_heals = XAHeals()  # heals inside a prepared XA transaction: read again at its XA COMMIT
         # the empty-transaction policy of the sink (EntrySink.drops_empty), set by the assembly: transactions a shared
         # reader left out of this stream count against it without being made into entries
         self.empty_transactions: Callable[[Sequence[int], int], int] | None = None
         # the sink's: whether a hand-off of that many entries and bytes goes in now (None: unknown, and a shared
         # reader never runs this parser's steps on its thread -- it could wait there for room)
         self.room: Callable[[int, int], bool] | None = None
-        # sharing the master's binlog with the process's other destinations of it (canal.parse.shared)
-        self._member = SharedMember(destination, options.tables) if config.share_reader else None
-        self._shared_key: str | None = None
-        self._stream: SharedStream | None = None
         self._lock = threading.Lock()
+        # sharing the master's binlog with the process's other destinations of it (canal.parse.shared)
+        member = SharedMember(destination, options.tables) if config.share_reader else None
+        self._sharing = Sharing(member, self._lock)
         self._stop = threading.Event()
         self._wake = threading.Event()  # cuts a backoff short (a switch)
         self._thread: threading.Thread | None = None
@@ -247,15 +228,9 @@ class EventParser(StartStopContext):
         event = self._last_event
         if event is None:
             return self._read_to
-        server = self._read_server_id
-        if isinstance(event, RotateEvent):
-            reached = EntryPosition(journal_name=event.next_file, position=event.next_position, server_id=server)
-        elif isinstance(event, HeartbeatEvent):
-            reached = EntryPosition(journal_name=event.log_file, position=event.offset, server_id=server)
-        else:
-            reached = EntryPosition(journal_name=event.log_file, position=event.next_offset, server_id=server)
+        reached = read_end(event, self._read_server_id)
         known = self._read_to
-        if known is None or _ends_before(known, reached):
+        if known is None or ends_before(known, reached):
             self._read_to = known = reached  # artificial events (offset 0) and re-reads after a reconnect go back
         return known
 
@@ -330,19 +305,12 @@ class EventParser(StartStopContext):
                     )
         self._thread = None
         self._detector = None
-        self._unshare()
-
-    def _unshare(self) -> None:
-        key, member = self._shared_key, self._member
-        self._shared_key = None
-        if key is not None and member is not None:
-            READERS.unregister(key, member)
+        self._sharing.unshare()
 
     @property
     def shared(self) -> bool:
         """Whether the dump reads through the process's shared reader of its master now (:mod:`canal.parse.shared`)."""
-        stream = self._stream
-        return stream is not None and stream.shared
+        return self._sharing.shared
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the parser thread ends (stop or fatal error); True if it did."""
@@ -377,94 +345,34 @@ class EventParser(StartStopContext):
             self._done.set()
 
     def _failed(self, exc: Exception) -> None:
-        """A failed dump: decide between retrying (after a backoff) and giving up (raise)."""
+        """A failed dump: decide between retrying (after a backoff) and giving up (raise):
+        :func:`~canal.parse.retry.after_failure`."""
         self.last_error = exc
         reason = self._take_interrupt()
         if reason is not None:
             # a switch closed the source under the dump: not a failure
             self._log.info("dump interrupted (%s); reconnecting", reason)
             return
-        if isinstance(exc, NeedTransactionBeginError):
-            self._log.warning("%s; moving the start back to its transaction", exc)
-            self._need_begin = True
-            return
-        if isinstance(
+        then = after_failure(
             exc,
-            FencedWriteError
-            | ConfigError
-            | StoreBatchTooLargeError
-            | XAPrepareLostError
-            | RolledBackHandOffError
-            | HealError,
-        ) or (isinstance(exc, ParseError) and not isinstance(exc, SourceError)):
-            # a fenced write, a bad setting (e.g. an unreadable CA file), a hand-off the store can never hold, an XA
-            # PREPARE purged from the server, a rollback of what went out or a heal that could not read its tables
-            # (canal.snapshot.merge.SnapshotMerge.fail) does not heal by retrying; nor does an
-            # event the parser refuses (bytes it cannot decode, a schema the history cannot know, a statement the
-            # capture cannot follow, an encrypted file on disk): the same bytes come again. Only the source's own
-            # failures are retried.
-            raise exc
-        if is_permanent(exc, connected_before=self._connected_once):
-            # a refused login, a missing grant, a server not set up for capture, an address that names no host:
-            # the same answer comes again, and retrying a wrong password can lock the account
-            raise exc
-        if isinstance(exc, ReplicaIdConflictError):
-            clashes = self._conflicts.note(time.monotonic())
-            if exc.certain or clashes >= CONFLICTS_TO_STOP:
-                raise exc
-            wait = max(CONFLICT_BACKOFF_S, self.config.retry.backoff_s(clashes, self._retry.rng))
-            self._log.warning("%s (clash %d of %d allowed); retrying in %.2f s", exc, clashes, CONFLICTS_TO_STOP, wait)
-            self._backoff(wait)
-            return
-        if isinstance(exc, StoreClosedError):
-            # the owner stopped the store before stopping the parser: wait for stop() without counting a failure
-            self._log.debug("the store was closed under the parser; waiting for stop")
-            self._backoff(self.config.retry.max_backoff_s)
-            return
-        if is_purged(exc):
-            where = self._describe_resume()
-            if self._retry.purge(where):
-                problem = self._position_problem()
-                if problem is not None:  # never on the server: no reset_on_purge skips over it
-                    raise unknown_position_error(where, self._active.address, problem) from exc
-                if self.config.retry.reset_on_purge:
-                    self._log.error(
-                        "BINLOG PURGED: position %s is no longer on %s (errno %d); resetting to the current master "
-                        "position -- the changes in between are LOST",
-                        where,
-                        self._active.address,
-                        PURGED_ERRNO,
-                    )
-                    self._resume = None
-                    self._reset_to_master = True
-                    self._retry.clear_purge()
-                    return
-                switched = bool(self.switches) and self.config.gtid_mode
-                raise purged_error(where, self._active.address, exc, switched=switched) from exc
-            purge_delay = self.config.retry.backoff_s(self._retry.purged, self._retry.rng)
-            self._log.warning(
-                "binlog position %s is not on %s (%s); asking again in %.2f s (attempt %d of %d)",
-                where,
-                self._active.address,
-                exc,
-                purge_delay,
-                self._retry.purged,
-                self.config.retry.purge_threshold,
-            )
-            self._backoff(purge_delay)
-            return
-        delay = self._retry.failure()
-        if delay is None:
-            raise exc
-        self._log.warning(
-            "dump from %s failed (%s: %s); retry %d in %.2f s",
-            self._active.address,
-            type(exc).__name__,
-            exc,
-            self._retry.failures,
-            delay,
+            self._retry,
+            self._conflicts,
+            connected_before=self._connected_once,
+            address=self._active.address,
+            switched=bool(self.switches) and self.config.gtid_mode,
+            resume_at=lambda: describe_resume(self._resume, self._active),
+            not_on_server=lambda: missing_position(
+                self.source_factory, self._resume, self._active, self.config.gtid_mode, self._log
+            ),
+            log=self._log,
         )
-        self._backoff(delay)
+        if then is Restart.AT_BEGIN:
+            self._need_begin = True
+        elif then is Restart.AT_MASTER:
+            self._resume = None
+            self._reset_to_master = True
+        else:
+            self._backoff(then)
 
     def _take_interrupt(self) -> str | None:
         with self._lock:
@@ -488,43 +396,6 @@ class EventParser(StartStopContext):
                 self._log.exception("the on_error callback failed")
 
     _need_begin = False
-
-    def _describe_resume(self) -> str:
-        resume = self._resume
-        if resume is None:
-            active = self._active
-            if active.journal_name:
-                return f"{active.journal_name}:{active.position or 4} (the configured start)"
-            if active.gtid:
-                return f"GTID set {active.gtid} (the configured start)"
-            return "the configured start"
-        return str(resume.position) + (f" +{resume.rows_done} rows" if resume.rows_done else "")
-
-    def _position_problem(self) -> str | None:
-        """Why the position the dumps ask for is not on the server when that is not a purge (a file it never had,
-        an offset past a file's end: :func:`~canal.parse.retry.position_problem`), read from its binlog files on a
-        connection of its own; None when it is purged, or cannot be told."""
-        resume, active = self._resume, self._active
-        journal, offset = (
-            (resume.position.journal_name, resume.position.position)
-            if resume is not None
-            else (active.journal_name, active.position)
-        )
-        if not journal or self.config.gtid_mode:
-            return None
-        source = self.source_factory(active)
-        try:
-            source.open()
-            files = source.binlog_files()
-        except Exception as exc:  # the server cannot be asked now: say purged, as the server did
-            self._log.debug("cannot list the binlog files of %s: %s", active.address, exc)
-            return None
-        finally:
-            try:
-                source.close()
-            except Exception as exc:
-                self._log.debug("closing the source failed: %s", exc)
-        return position_problem([(f.name, f.size) for f in files], journal, offset)
 
     def _dump_once(self) -> None:
         with self._lock:
@@ -560,6 +431,7 @@ class EventParser(StartStopContext):
                 self._merge.abort(f"the parser now reads {active.address}")  # chunk positions name the old binlog
             if identity != self._buffer.identity:
                 self._xa.clear()
+                self._xa_heals.clear()
             self._buffer.identity = identity
             request = start.dump_request(heartbeat_period_s=self._heartbeat_period())
             schemas = self._schemas
@@ -575,6 +447,7 @@ class EventParser(StartStopContext):
             converter = self._converter
             convert = converter.convert
             xa = self._xa
+            xa_heals = self._xa_heals
             # a restart inside an XA COMMIT's read-back rows (a cursor at its anchor with rows_done N) skips N of them
             recovering_at_start = start.rows_done > 0
             add = self._buffer.add
@@ -596,7 +469,9 @@ class EventParser(StartStopContext):
             self._last_read = self._dump_began = clock()
             self._dumping = True
             request = attrs.evolve(request, rows_form=self.rows_form)
-            events = self._events(source, active, request, marks)
+            events = self._sharing.events(
+                source, request, marks, self.rows_form, self._schemas, lambda: self.source_factory(active), self._stop
+            )
 
             checking = schemas is not None and schemas.checking
 
@@ -635,8 +510,13 @@ class EventParser(StartStopContext):
                 if entry is not None and event.__class__ is RowsEvent:
                     # rows a partial UPDATE leaves a copy unable to make exact are read again (or stop typed)
                     history = None if schemas is None else schemas.history
-                    healing.reread_rows(entry, history, converter.reading, self.rereads)
+                    reread = self.rereads
+                    if reread is not None and (xid := entry.header.props.get(XA_XID)) is not None:
+                        reread = xa_heals.rereads(xid)  # prepared: read at its XA COMMIT (canal.parse.xa_heals)
+                    healing.reread_rows(entry, history, converter.reading, reread)
                 if entry is not None:
+                    if heal is not None and entry.header.props and (again := xa_heals.follow(entry)) is not None:
+                        self._read_at_commit(heal, again)  # read again after the XA COMMIT (canal.parse.xa_heals)
                     if entry.header.props and (xid := xa.unseen_commit(entry)) is not None:
                         # an XA COMMIT whose PREPARE lies before the start: its rows, read back, go with it
                         skip = start.rows_done if recovering_at_start else 0
@@ -653,7 +533,7 @@ class EventParser(StartStopContext):
                 if stop.is_set():
                     raise _Interrupted("stop")
 
-            member = self._member
+            member = self._sharing.member
             if member is not None:  # a reader may take its events through these steps on its own thread
                 member.step, member.ready = take, self._steps_ready
             try:
@@ -672,38 +552,13 @@ class EventParser(StartStopContext):
             self._dumping = False
             with self._lock:
                 self._source = None
-                stream, self._stream = self._stream, None
+                stream, self._sharing.stream = self._sharing.stream, None
             if stream is not None:
                 stream.close()
             try:
                 source.close()
             except Exception as exc:  # a broken connection may fail to close; it is dropped either way
                 self._log.debug("closing the source failed: %s", exc)
-
-    def _events(
-        self, source: BinlogSource, active: MasterConfig, request: DumpRequest, marks: tuple[str, str] | None
-    ) -> Iterable[BinlogEvent]:
-        """The dump's events: through the process's shared reader of the master when this destination may share one
-        (:mod:`canal.parse.shared`), else the source's own dump."""
-        member = self._member
-        key = share_key(source, request) if member is not None else None
-        if key != self._shared_key:
-            self._unshare()
-        if member is None or key is None:
-            return source.dump(request)
-        member.heartbeat_s = request.heartbeat_period_s  # before it registers: a reader made now hears as often
-        if self._shared_key is None:
-            READERS.register(key, member)
-            self._shared_key = key
-        member.watermark = marks
-        member.rows_form = self.rows_form
-        member.schemas = self._schemas
-        stream = SharedStream(READERS, key, member, source, request, lambda: self.source_factory(active))
-        with self._lock:
-            self._stream = stream
-            if self._stop.is_set():
-                stream.close()
-        return stream
 
     def _steps_ready(self, entries: int, size: int) -> bool:
         """Whether a shared reader may take events through this parser's steps on its own thread now: no snapshot
@@ -723,13 +578,27 @@ class EventParser(StartStopContext):
         where = EntryPosition(commit.header.log_file, commit.header.log_offset)
         self._in_sink = True  # the dump waits while the binlog is read back: not a stalled server (_watch)
         try:
-            group = prepared_rows(source, self._options, xid, where, self._log)
+            group = prepared_rows(source, self._options, xid, where, self._log, self._converter.reach)
         finally:
             self._in_sink = False
             self._last_read = time.monotonic()
+        if group.heals:  # statements that heal: at the commit, where their changes become visible
+            if self._heal is None:
+                raise group.heals[0].error()
+            tables = tuple(dict.fromkeys(t for statement in group.heals for t in statement.heal_tables))
+            group = healed(group, self._heal(commit_heal(xid, commit, tables)))
         add = self._buffer.add
         for entry in recovered_entries(group, commit, anchor, skip):
             add(entry)
+
+    def _read_at_commit(self, heal: StatementPolicy, again: AtCommit) -> None:
+        """What an XA COMMIT reads again (:class:`~canal.parse.xa_heals.AtCommit`), before its entry goes out."""
+        if again.heal is not None:
+            heal(again.heal)  # no mark: the one inside the transaction voids the tables at the XA COMMIT
+        rereads = self.rereads
+        for table, keys in again.rereads:
+            if rereads is not None:
+                rereads(table, keys)
 
     def _heartbeat_period(self) -> float:
         """Idle dumps get a server heartbeat (and the sink a HEARTBEAT entry) this often: the detecting interval,
@@ -848,7 +717,7 @@ class EventParser(StartStopContext):
             last = entries[-1].header
             at = EntryPosition(event.log_file, event.next_offset)
             rested = EntryPosition(last.log_file, last.next_offset if entries[-1].is_boundary else last.log_offset)
-            if not last.log_file or not _ends_before(rested, at):
+            if not last.log_file or not ends_before(rested, at):
                 return  # only forward (a dump's artificial events carry offset 0)
             resting = self._converter.resting_at(at)
             self._rest = (origin, [resting])
@@ -864,7 +733,7 @@ class EventParser(StartStopContext):
     def _close_source(self, reason: str) -> None:
         with self._lock:
             source = self._source
-            stream = self._stream
+            stream = self._sharing.stream
         if stream is not None:
             stream.close()
         if source is not None:
@@ -896,7 +765,7 @@ class EventParser(StartStopContext):
             return
         timeout = self.config.retry.read_timeout_s
         last = self._last_read
-        stream = self._stream
+        stream = self._sharing.stream
         if stream is not None:
             # sharing: the reader's connection is the one it reads through, and it is alive while the reader receives
             # (a transaction of other destinations' tables goes on, or heartbeats come), whatever it passes on here
@@ -914,7 +783,3 @@ class EventParser(StartStopContext):
 
 _HEADER_EVENTS = frozenset({FormatDescriptionEvent, GtidSetEvent, IgnoredEvent})
 """Events that make no entry between transactions: a rest moves past them (:meth:`EventParser._rest_after`)."""
-
-
-def _ends_before(a: EntryPosition, b: EntryPosition) -> bool:
-    return (a.journal_number, a.position or 0) < (b.journal_number, b.position or 0)

@@ -6,9 +6,10 @@ function it calls writes) for its targets and the functions it calls, and asks t
 place in the binlog. Without a schema history nothing of views, triggers, routines or foreign keys is known: the
 answer is that it cannot be told (:data:`NO_HISTORY`), and a copy is healed whole.
 
-A statement's text is searched for the functions it calls only where a stored function may be called (the history
-knows one, or could not see a database's routines), and then first for their names (a megabyte INSERT is read whole
-only where it may call one).
+A statement's text is searched for the functions it calls -- and for the views it reads, whose queries may call them
+-- only where a stored function may be called (the history knows one, or could not see a database's routines), and
+then first for their names (a megabyte INSERT is read whole only where it may call one or read a view; a comment may
+stand between a function's name and its parenthesis).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = ["NO_HISTORY", "StatementReach", "statement_writes"]
 Temporary = Callable[[str, str], bool]
 """``temporary(db, table)``: whether the statement's session holds a temporary table of that name."""
 
+# what may stand between a function's name and its parenthesis: blanks, comments, an executable comment's opening
+_BETWEEN: Final = r"(?:\s|/\*M?!\d*|/\*.*?\*/|(?:#|--\s)[^\n]*(?:\n|$))*"
 _DUPLICATE: Final = re.compile(r"\bDUPLICATE\b", re.IGNORECASE)
 _SYSTEM: Final = frozenset({"mysql", "information_schema", "performance_schema", "sys"})  # never read by a heal
 _EVENTS: Final = {
@@ -78,7 +81,8 @@ class StatementReach:
         for stmt in statements:
             if isinstance(stmt, DmlStatement):
                 writes.extend(statement_writes(stmt, sql))
-        return history.reach(writes, self._calls(history, statements, sql), session, temporary, flagged=flagged)
+        calls, reads = self._uses(history, statements, sql)
+        return history.reach(writes, calls, session, temporary, flagged=flagged, reads=reads)
 
     def every_captured(self, captured: Callable[[str, str], bool]) -> tuple[str, ...] | None:
         """Every table (``db.table``) the history holds that ``captured`` takes: what a statement whose reach cannot
@@ -92,21 +96,26 @@ class StatementReach:
 
         return self.history.captured_tables(taken)
 
-    def _calls(self, history: SchemaHistory, statements: Sequence[Statement], sql: str) -> Sequence[TableName]:
+    def _uses(
+        self, history: SchemaHistory, statements: Sequence[Statement], sql: str
+    ) -> tuple[Sequence[TableName], Sequence[TableName]]:
+        """The names the statements call as functions, and the other names they mention (views they read)."""
         calling = any(
             isinstance(s, DmlStatement) or (isinstance(s, OtherStatement) and s.verb in ("SELECT", "DO"))
             for s in statements
         )
         if not calling:
-            return ()
+            return (), ()
         names = self._function_names(history)
         if names is None or names.search(sql):
-            return read_uses(sql).calls
-        return ()
+            uses = read_uses(sql)
+            return uses.calls, uses.names
+        return (), ()
 
     def _function_names(self, history: SchemaHistory) -> re.Pattern[str] | None:
-        """A pattern of the stored functions' names a statement may call (None: any name may be one: the text is
-        read); ``(?!)`` (matching nothing) where none is known."""
+        """A pattern of the stored functions' names a statement may call, and of the views it may read (their
+        queries may call one): None -- any name may be one, the text is read; ``(?!)`` (matching nothing) where no
+        function is known."""
         version = history.version
         if self._names[0] != version:
             known = history.function_names()
@@ -115,8 +124,10 @@ class StatementReach:
             elif not known:
                 pattern = re.compile(r"(?!)")
             else:
-                alternatives = "|".join(re.escape(name) for name in sorted(known, key=len, reverse=True))
-                pattern = re.compile(rf"(?<![\w$])`?(?:{alternatives})`?\s*\(", re.IGNORECASE)
+                functions = "|".join(re.escape(name) for name in sorted(known, key=len, reverse=True))
+                views = "|".join(re.escape(name) for name in sorted(history.view_names(), key=len, reverse=True))
+                read = rf"|(?<![\w$])`?(?:{views})`?(?![\w$])" if views else ""
+                pattern = re.compile(rf"(?<![\w$])`?(?:{functions})`?{_BETWEEN}\({read}", re.IGNORECASE | re.DOTALL)
             self._names = (version, pattern)
         return self._names[1]
 

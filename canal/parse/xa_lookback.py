@@ -13,19 +13,24 @@ them, the commit's file and offset), carrying ``XA_XID`` and ``XA_RECOVERED`` = 
 group they come from; the commit entry carries ``XA_RECOVERED`` too. A consumer that already holds the rows of that
 PREPARE (it saw the group before a restart of the parser) ignores them. A PREPARE no longer on the server is an
 :class:`~canal.errors.XAPrepareLostError`, raised before anything of the commit is handed off.
+
+A statement in the group that heals (DML logged as a statement: :mod:`canal.parse.reach` judges it with the schema
+history as it is now) is in :attr:`PreparedGroup.heals`: the parser heals its tables at the commit and puts the heal's
+mark on its entries (:func:`healed`); one that does not heal stops typed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import attrs
 
 from canal.errors import SourceError, XAPrepareLostError
 from canal.parse.convert import ConvertOptions, EntryConverter
 from canal.parse.events import HeartbeatEvent, RotateEvent, RowsEvent, TableMapEvent
+from canal.parse.reach import StatementReach
 from canal.parse.retry import is_purged
 from canal.parse.source import BinlogSource, DumpRequest
 from canal.parse.unmodeled import UnmodeledStatement
@@ -44,6 +49,7 @@ class PreparedGroup:
 
     position: str  # file:offset of the group's first event
     entries: list[Entry]
+    heals: list[UnmodeledStatement] = attrs.field(factory=list)  # its statements that heal (module docstring)
 
 
 class XAFollower:
@@ -81,11 +87,12 @@ def prepared_rows(
     xid: str,
     commit: EntryPosition,
     log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+    reach: StatementReach | None = None,
 ) -> PreparedGroup:
     """The rows of the last PREPARE group of ``xid`` before ``commit`` (file and offset of its XA COMMIT), read over a
     dump of its own from ``source`` (the open source of the parser's dump: a second dump of one source registers
-    under its own replica id, so the server does not end the first). :class:`XAPrepareLostError` when no file on
-    the server holds it."""
+    under its own replica id, so the server does not end the first), its statements judged with ``reach`` (the
+    parser's). :class:`XAPrepareLostError` when no file on the server holds it."""
     on_server = [f for f in source.binlog_files() if journal_number(f.name) <= commit.journal_number]
     files = [f.name for f in on_server]
     key = xid_key(xid)
@@ -102,7 +109,7 @@ def prepared_rows(
     for name in reversed(files):
         limit = commit.position if name == commit.journal_name else None
         try:
-            found = _scan(source, options, name, limit, key)
+            found = _scan(source, options, name, limit, key, reach)
         except SourceError as exc:
             if not is_purged(exc):
                 raise
@@ -124,7 +131,7 @@ def _lost(xid: str, commit: EntryPosition, files: list[str], why: str) -> XAPrep
 
 
 def _scan(
-    source: BinlogSource, options: ConvertOptions, name: str, limit: int | None, key: str
+    source: BinlogSource, options: ConvertOptions, name: str, limit: int | None, key: str, reach: StatementReach | None
 ) -> PreparedGroup | None:
     """The last PREPARE group of the xid ``key`` in the binlog file ``name`` (before offset ``limit``).
 
@@ -134,7 +141,7 @@ def _scan(
     start: int | None = None
     begin: int | None = None
     held = _HeldStops()
-    for offset, entry in _entries(source, options, name, 4, limit, held, decode_rows=False):
+    for offset, entry in _entries(source, options, name, 4, limit, held, reach, decode_rows=False):
         props = entry.header.props
         if entry.entry_type is EntryType.TRANSACTIONBEGIN:
             xid = props.get(XA_XID)
@@ -147,9 +154,11 @@ def _scan(
     if start is None:
         return None
     group = PreparedGroup(f"{name}:{start}", [])
-    for _, entry in _entries(source, options, name, start, limit, held, decode_rows=True):
+    for _, entry in _entries(source, options, name, start, limit, held, reach, decode_rows=True):
         if entry.entry_type is EntryType.ROWDATA:
-            held.check(entry)
+            healing = held.check(entry)
+            if healing is not None:
+                group.heals.append(healing)
             group.entries.append(entry)
         elif entry.entry_type is EntryType.TRANSACTIONEND:
             return group
@@ -174,11 +183,16 @@ class _HeldStops:
         self.found[where] = statement
         return {_UNMODELED: where}
 
-    def check(self, entry: Entry) -> None:
-        """The typed stop of an entry of the group read back that is a statement the capture cannot follow."""
+    def check(self, entry: Entry) -> UnmodeledStatement | None:
+        """Of an entry of the group read back that is a statement the capture cannot follow: the statement where it
+        heals, else its typed stop."""
         where = entry.header.props.get(_UNMODELED)
-        if where is not None:
-            raise self.found[where].error()
+        if where is None:
+            return None
+        statement = self.found[where]
+        if statement.healable and statement.heal_tables:
+            return statement
+        raise statement.error()
 
 
 _UNMODELED = "UNMODELED_READ_BACK"  # a read-back's own mark (never handed off)
@@ -191,12 +205,15 @@ def _entries(
     position: int,
     limit: int | None,
     held: _HeldStops,
+    reach: StatementReach | None,
     *,
     decode_rows: bool,
 ) -> Iterator[tuple[int, Entry]]:
     """The entries of the binlog file ``name`` from ``position`` (an event start) to ``limit``, with their offsets."""
     converter = EntryConverter(options)
     converter.unmodeled = held
+    if reach is not None:
+        converter.reach = reach
     converter.reset(EntryPosition(name, position))
     # non-blocking: the server ends the dump at the end of its binlog. A dump seen to wait there all the same (a
     # full suite's run once did, in the commit's file) gets the server's heartbeat, sent only to a dump waiting for
@@ -222,6 +239,22 @@ def _entries(
             entry = converter.convert(event)
             if entry is not None:
                 yield event.offset, entry
+
+
+def healed(group: PreparedGroup, marks: Mapping[str, str]) -> PreparedGroup:
+    """``group`` with the heal's ``marks`` on the entries of its statements that heal (the read-back's own mark
+    off)."""
+    entries = [
+        attrs.evolve(e, header=attrs.evolve(e.header, props={**_without_mark(e.header.props), **marks}))
+        if _UNMODELED in e.header.props
+        else e
+        for e in group.entries
+    ]
+    return attrs.evolve(group, entries=entries, heals=[])
+
+
+def _without_mark(props: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in props.items() if k != _UNMODELED}
 
 
 def recovered_entries(group: PreparedGroup, commit: Entry, anchor: EntryPosition, skip: int) -> list[Entry]:

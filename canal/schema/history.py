@@ -308,17 +308,19 @@ class SchemaHistory:
         temporary: Callable[[str, str], bool] | None = None,
         *,
         flagged: bool = False,
+        reads: Sequence[TableName] = (),
     ) -> Reach:
         """The tables a statement logged as a statement, run in database ``session``, may change as the current
-        state tells (:func:`canal.schema.reach.reach`): its ``writes``, the functions it ``calls``, and what their
-        views, triggers, routines and foreign keys reach; ``temporary(db, table)``: a name its session holds as a
-        temporary table; ``flagged``: the statement used a temporary table (a name no table of the schema has is
-        that one)."""
+        state tells (:func:`canal.schema.reach.reach`): its ``writes``, the functions it ``calls``, the views among
+        the names it ``reads`` (the functions their queries call), and what their views, triggers, routines and
+        foreign keys reach; ``temporary(db, table)``: a name its session holds as a temporary table; ``flagged``:
+        the statement used a temporary table (a name no table of the schema has is that one)."""
         if self.before_question is not None:
             self.before_question()
         if self.lower_case_names:
             writes = [fold_table_names(w) for w in writes]
             calls = [fold_table_names(c) for c in calls]
+            reads = [fold_table_names(r) for r in reads]
             session = session.lower()
         with self._lock:
             self._ensure_loaded()
@@ -332,6 +334,7 @@ class SchemaHistory:
                 unknown_tables=self._unknown,
                 temporary=temporary,
                 flagged=flagged,
+                reads=reads,
             )
 
     def function_names(self) -> set[str] | None:
@@ -343,6 +346,15 @@ class SchemaHistory:
             self._ensure_loaded()
             objects = self._catalog.objects
             return None if objects.unseen_routines else objects.function_names()
+
+    def view_names(self) -> set[str]:
+        """The views' names the history knows (lower case): a statement reading one runs the functions its query
+        calls."""
+        if self.before_question is not None:
+            self.before_question()
+        with self._lock:
+            self._ensure_loaded()
+            return {view.name.lower() for view in self._catalog.objects.views.values()}
 
     def captured_tables(self, captured: Callable[[str, str], bool]) -> tuple[str, ...]:
         """Every table (``db.table``) the history holds now that ``captured`` takes, those whose layout it lost

@@ -16,7 +16,7 @@ from canal.names import qualified, split_qualified
 from canal.schema.catalog import SchemaCatalog, TableDef
 from canal.schema.columns import TableColumn, expression_names
 from canal.schema.foreign_keys import ForeignKey, normal_action
-from canal.schema.history import layout_statement
+from canal.schema.history import SchemaColumn, layout_statement
 from canal.schema.keys import TableKey
 from canal.schema.objects import EVERY_DATABASE, ObjectCatalog, Routine, Trigger, View
 from canal.sql import CreateTable
@@ -35,6 +35,7 @@ __all__ = [
     "BOOTSTRAP_TRIGGERS_SQL",
     "BOOTSTRAP_VERSIONED_SQL",
     "BOOTSTRAP_VIEWS_SQL",
+    "COLUMN_SOURCE_SQL",
     "ROUTINES_VISIBLE_SQL",
     "TABLE_COLUMNS_SQL",
     "TABLE_KEYS_SQL",
@@ -42,6 +43,7 @@ __all__ = [
     "foreign_key_rows",
     "objects_from_rows",
     "read_objects",
+    "schema_columns",
     "versioned_table",
 ]
 
@@ -159,6 +161,61 @@ BOOTSTRAP_SQL: Final = _COLUMNS_SQL + _COLUMNS_ORDER
 
 TABLE_COLUMNS_SQL: Final = _COLUMNS_SQL + "AND c.TABLE_SCHEMA = %s AND c.TABLE_NAME = %s " + _COLUMNS_ORDER
 """:data:`BOOTSTRAP_SQL` for one table (arguments: database, table)."""
+
+COLUMN_SOURCE_SQL: Final = (
+    "SELECT COLUMN_NAME, COLUMN_KEY, COLUMN_TYPE FROM information_schema.COLUMNS "
+    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
+)
+"""One table's columns (name, key, type) for a table map without names, when no schema history is kept: read as
+:func:`schema_columns`."""
+
+
+def schema_columns(rows: Sequence[Sequence[Any]]) -> list[SchemaColumn]:
+    """The columns of :data:`COLUMN_SOURCE_SQL`'s rows, as a row decoder takes them for a table map without names
+    (:meth:`canal.parse.mysql.source.MysqlBinlogSource.columns`): an ENUM's or SET's labels read from its type."""
+    out = []
+    for name, key, ctype in rows:
+        ctype = str(ctype)
+        labels: tuple[str, ...] = ()
+        if ctype.startswith(("enum(", "set(")):
+            inner = ctype[ctype.index("(") + 1 : -1]
+            labels = tuple(x[1:-1].replace("''", "'") for x in _split_labels(inner))
+        out.append(
+            SchemaColumn(
+                name=str(name),
+                is_key=str(key) == "PRI",
+                labels=labels,
+                unsigned=("unsigned" in ctype) if not ctype.startswith(("enum", "set")) else None,
+                column_type=ctype,
+            )
+        )
+    return out
+
+
+def _split_labels(inner: str) -> list[str]:
+    out: list[str] = []
+    cur = ""
+    quoted = False
+    i = 0
+    while i < len(inner):
+        ch = inner[i]
+        if ch == "'":
+            if quoted and i + 1 < len(inner) and inner[i + 1] == "'":
+                cur += "''"
+                i += 2
+                continue
+            quoted = not quoted
+            cur += ch
+        elif ch == "," and not quoted:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    if cur:
+        out.append(cur)
+    return out
+
 
 BOOTSTRAP_KEYS_SQL: Final = _KEYS_SQL
 """Every table's keys: the primary one (``PRIMARY``) and the others, a row per part. Unordered on purpose: the server

@@ -4,10 +4,11 @@ Under statement-based logging (a session's ``binlog_format`` STATEMENT, or MIXED
 holds a DML statement, not its rows, and the server ran more than the statement says: an UPDATE of a view writes its
 base table, a DELETE of a parent row deletes or updates its children through ``ON DELETE CASCADE`` / ``SET NULL``
 (InnoDB, unlogged under any format), an INSERT fires the table's triggers, a stored function called anywhere in the
-statement runs its body -- and those in turn reach further. :func:`reach` follows all of it from the schema
-catalog's views, triggers, routines and foreign keys (:mod:`canal.schema.objects`), as of the statement's place in
-the binlog (the schema history's state there), and gives the tables it may change. A temporary table a statement
-writes changes no table of the schema (``temporary``: the session's own tables, which shadow a table of that name).
+statement runs its body -- a function a view it reads calls too -- and those in turn reach further. :func:`reach`
+follows all of it from the schema catalog's views, triggers, routines and foreign keys (:mod:`canal.schema.objects`),
+as of the statement's place in the binlog (the schema history's state there), and gives the tables it may change. A
+temporary table a statement writes changes no table of the schema (``temporary``: the session's own tables, which
+shadow a table of that name).
 
 What cannot be told makes the answer :attr:`Reach.unknown` (then any table may have changed), never a narrower set:
 a view, trigger or routine whose definition is not known, triggers the bootstrap could not see, a routine that is not
@@ -75,19 +76,24 @@ def reach(
     unknown_tables: Collection[str] = (),
     temporary: Callable[[str, str], bool] | None = None,
     flagged: bool = False,
+    reads: Sequence[TableName] = (),
 ) -> Reach:
     """The tables a statement run in database ``session`` may change (module docstring): ``writes`` are its own
     targets (as written), ``calls`` the names it calls as functions; ``actions`` the catalog's foreign keys by the
     table they reference (:func:`canal.schema.foreign_keys.action_index`); ``unknown_tables`` the tables whose layout
     the history lost (tables all the same); ``temporary(db, table)`` whether the session holds a temporary table of
     that name; ``flagged``: the statement used a temporary table (the thread-specific flag), so a written name that
-    is no table and no view of the schema is that temporary table."""
+    is no table and no view of the schema is that temporary table; ``reads`` the other names it mentions -- a view
+    among them runs the functions its query calls (``SELECT f(id) AS x FROM t``: reading it writes what ``f``
+    writes)."""
     walk = _Walk(catalog, actions, unknown_tables, temporary, flagged)
     try:
         for write in writes:
             walk.write(write.table, write.events, session)
         for call in calls:
             walk.call(call, "FUNCTION", session)
+        for name in reads:
+            walk.read(name, session)
         walk.run()
     except _Unknown as exc:
         return Reach(tuple(walk.found), exc.why)
@@ -136,6 +142,14 @@ class _Walk:
             self.seen.add(key)
             self.todo.append(functools.partial(self._called, name, kind, db))
 
+    def read(self, name: TableName, default_db: str) -> None:
+        """A name a text mentions: where it is a view, reading it runs the functions its query calls."""
+        db = name.schema if name.schema is not None else default_db
+        key = ("read", db, name.name)
+        if key not in self.seen and self.objects.view(db, name.name) is not None:
+            self.seen.add(key)
+            self.todo.append(functools.partial(self._read_view, db, name.name))
+
     def uses(self, uses: Uses | None, what: str, default_db: str) -> None:
         if uses is None:
             raise _Unknown(f"{what}, whose definition is not known")
@@ -147,6 +161,8 @@ class _Walk:
             self.call(call, "FUNCTION", default_db)
         for procedure in uses.procedures:
             self.call(procedure, "PROCEDURE", default_db)
+        for name in uses.names:
+            self.read(name, default_db)
 
     # -- following one --------------------------------------------------------------------------------------------
 
@@ -188,6 +204,22 @@ class _Walk:
                 self.write(TableName(named_db, name.name), frozenset({event}), db)
         for call in uses.calls:
             self.call(call, "FUNCTION", db)
+
+    def _read_view(self, db: str, name: str) -> None:
+        """A view read (not written): the functions its query calls run, and the views it reads are read."""
+        view = self.objects.view(db, name)
+        assert view is not None
+        if view.uses is None:
+            if self.objects.has_functions():
+                raise _Unknown(
+                    f"it reads the view {qualified(db, name)}, whose definition is not known (the capture user lacks "
+                    "SHOW VIEW): it may call a stored function"
+                )
+            return
+        for call in view.uses.calls:
+            self.call(call, "FUNCTION", view.db)
+        for read in view.uses.names:
+            self.read(read, view.db)
 
     def _called(self, name: TableName, kind: str, db: str) -> None:
         if db.lower() in _SYSTEM_DATABASES:

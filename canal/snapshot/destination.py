@@ -1,8 +1,9 @@
 """The snapshots of one destination, as its instance plans them: which snapshot a start is due, the checks a new one
 passes before anything changes, the tables "the captured tables" names, and the runner that reads one.
 
-:class:`~canal.instance.Instance` keeps the running snapshots and the cursors; this holds what it asks of the source
-and the config to start one. Its records go to the instance's destination logger (passed in).
+:class:`~canal.instance.Instance` keeps the cursors, :class:`~canal.snapshot.running.RunningSnapshots` the running
+snapshots; this holds what they ask of the source and the config to start one. Its records go to the instance's
+destination logger (passed in).
 """
 
 from __future__ import annotations

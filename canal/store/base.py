@@ -119,6 +119,11 @@ class EventStore(Protocol):
         """Nothing more will be put: gets return what is there at once, until the store starts again."""
         ...
 
+    def wake_getters(self) -> None:
+        """End the waits of the gets waiting now: each returns what is there (possibly nothing). Later gets wait as
+        usual."""
+        ...
+
     def get(self, batch_size: int, timeout: float | None = None, linger: float | None = None) -> Events:
         """Hand out the next batch (None: at once; <= 0: wait for a full batch; > 0: wait up to timeout); with
         ``linger``, a wait also ends once nothing was put for that many seconds while entries are there."""

@@ -139,6 +139,7 @@ class MemoryEventStore(StartStopContext):
         self._put_mem = self._get_mem = self._ack_mem = 0
         self._starved = False  # the last put attempt found no room (cleared by the next successful put)
         self._input_ended = False  # nothing more will be put until the store starts again (input_ended)
+        self._wakes = 0  # wake_getters() calls: a wait that sees the count change ends
         self._put_at = time.monotonic()  # when entries were last put (a get with a linger hands out a quiet store's)
         self._latest: EntryPosition | None = None
         # (put sequence, position): the stream rested at position when everything up to that sequence was put
@@ -270,6 +271,15 @@ class MemoryEventStore(StartStopContext):
         until the store starts again, returns what is there at once (possibly nothing) instead of waiting."""
         with self._lock:
             self._input_ended = True
+            if self._get_waiters:
+                self._not_empty.notify_all()
+
+    def wake_getters(self) -> None:
+        """End the waits of the gets waiting now: each returns what is there (possibly nothing), so a consumer
+        waiting in a get sees at once what a caller changed (an HA hand-over refuses new batches: its service's
+        on_revoked need not wait out the get's timeout). Later gets wait as usual."""
+        with self._lock:
+            self._wakes += 1
             if self._get_waiters:
                 self._not_empty.notify_all()
 
@@ -439,10 +449,11 @@ class MemoryEventStore(StartStopContext):
         """Wait (under the lock) until a full batch is there, ``timeout`` ran out (never, for <= 0), or with
         ``linger`` the entries there were put ``linger`` seconds ago or more."""
         deadline = None if timeout <= 0 else time.monotonic() + timeout
+        wakes = self._wakes
         self._get_waiters += 1
         try:
             while True:
-                if self._input_ended:
+                if self._input_ended or self._wakes != wakes:
                     return
                 now = time.monotonic()
                 wait = None if deadline is None else deadline - now

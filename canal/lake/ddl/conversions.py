@@ -34,7 +34,8 @@ from canal.lake.ddl.ddl_text import statement_mode
 from canal.lake.ddl.narrowing import fit_declared
 from canal.lake.ddl.time_zones import StatementZone, shift
 from canal.lake.types import MirrorConversionError, MirrorTypeError, ZeroDates, arrow_type
-from canal.parse.convert import COMPUTED_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP, SERVER_VERSION_PROP, SQL_MODE_PROP
+from canal.parse.convert import COMPUTED_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
+from canal.parse.statement_props import SERVER_VERSION_PROP, SQL_MODE_PROP
 from canal.schema import TableColumn, TableDef, mysql_type_text, type_with_charset
 from canal.schema.computed import numbering_why, parse_computed, reads_column, regenerated_why
 from canal.schema.conversions import PAIRS, TEXT_CHARSETS, family, unmodeled

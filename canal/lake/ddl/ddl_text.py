@@ -2,9 +2,10 @@
 
 A server with ``lower_case_table_names=1`` keeps database and table names in lower case and its row events name them
 so, while a statement's SQL keeps the case it was typed in (``CREATE TABLE `Orders```). Its DDL rows carry the prop
-``lower_case_table_names`` = ``"1"`` (:data:`canal.parse.convert.LOWER_CASE_PROP`, in the ``props`` column). The
-mirror reads every DDL row's statement through :func:`ddl_statement`, with that row's :func:`fold_flags`: the names
-are folded (column names and literals keep their case), so one server table is one mirror table.
+``lower_case_table_names`` = ``"1"`` (:data:`canal.parse.statement_props.LOWER_CASE_PROP`, in the ``props``
+column). The mirror reads every DDL row's statement through :func:`ddl_statement`, with that row's
+:func:`fold_flags`: the names are folded (column names and literals keep their case), so one server table is one
+mirror table.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from canal.lake.types import MirrorError
-from canal.parse.convert import (
-    COMPUTED_PROP,
-    IMPLICIT_COLUMNS_PROP,
+from canal.parse.convert import COMPUTED_PROP, IMPLICIT_COLUMNS_PROP, RETYPED_FROM_PROP, RETYPED_TO_PROP
+from canal.parse.statement_props import (
     LOWER_CASE_PROP,
-    RETYPED_FROM_PROP,
-    RETYPED_TO_PROP,
     SERVER_VERSION_PROP,
     SQL_MODE_PROP,
     TIME_ZONE_PROP,
@@ -51,8 +49,9 @@ def ddl_statement(sql: str | None, fold_names: bool, mode: SqlMode = DEFAULT_MOD
 
 def statement_mode(props: Mapping[str, str] | None) -> SqlMode:
     """How the statement of a DDL row whose props are ``props`` reads: under the sql_mode the server logged with it
-    (:data:`~canal.parse.convert.SQL_MODE_PROP`, with :data:`~canal.parse.convert.SERVER_VERSION_PROP` saying whose
-    bits they are); the default mode where none is given."""
+    (:data:`~canal.parse.statement_props.SQL_MODE_PROP`, with
+    :data:`~canal.parse.statement_props.SERVER_VERSION_PROP` saying whose bits they are); the default mode where none
+    is given."""
     bits = (props or {}).get(SQL_MODE_PROP)
     if bits is None or not bits.isdigit():
         return DEFAULT_MODE
@@ -69,10 +68,11 @@ def ddl_modes(table: Any) -> dict[int, SqlMode]:
 
 def ddl_props(table: Any) -> dict[int, dict[str, str]]:
     """The props of each DDL row of ``table`` (Arrow, rows by position) that carries the session state its effect
-    depends on (:data:`~canal.parse.convert.TIME_ZONE_PROP`, :data:`~canal.parse.convert.TIMESTAMP_PROP`,
-    :data:`~canal.parse.convert.RETYPED_FROM_PROP`, :data:`~canal.parse.convert.RETYPED_TO_PROP`,
-    :data:`~canal.parse.convert.SQL_MODE_PROP`, :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`): what the
-    mirror converts the table's values and places its columns with."""
+    depends on (:data:`~canal.parse.statement_props.TIME_ZONE_PROP`,
+    :data:`~canal.parse.statement_props.TIMESTAMP_PROP`, :data:`~canal.parse.convert.RETYPED_FROM_PROP`,
+    :data:`~canal.parse.convert.RETYPED_TO_PROP`, :data:`~canal.parse.statement_props.SQL_MODE_PROP`,
+    :data:`~canal.parse.convert.IMPLICIT_COLUMNS_PROP`): what the mirror converts the table's values and places its
+    columns with."""
     import pyarrow.compute as pc
 
     if "props" not in table.column_names or "is_ddl" not in table.column_names:

@@ -2,10 +2,10 @@
 
 A TIMESTAMP holds an instant (the mirror keeps it in UTC); a DATETIME holds a local time. A DDL that moves values
 between them converts in its session's ``time_zone``, which the server logs with the statement when it used it
-(:data:`canal.parse.convert.TIME_ZONE_PROP`): ``ALTER ... MODIFY c TIMESTAMP`` of a DATETIME column reads each value
-as a local time of that zone, ``MODIFY c DATETIME`` of a TIMESTAMP column writes each instant as the zone's local
-time, and ``ADD COLUMN c TIMESTAMP DEFAULT '2024-01-01 00:00:00'`` gives the table's rows the instant that local
-time names. A statement logged without a zone converted nothing in one.
+(:data:`canal.parse.statement_props.TIME_ZONE_PROP`): ``ALTER ... MODIFY c TIMESTAMP`` of a DATETIME column reads
+each value as a local time of that zone, ``MODIFY c DATETIME`` of a TIMESTAMP column writes each instant as the
+zone's local time, and ``ADD COLUMN c TIMESTAMP DEFAULT '2024-01-01 00:00:00'`` gives the table's rows the instant
+that local time names. A statement logged without a zone converted nothing in one.
 
 The zone is what the server names it: an offset (``+05:00``), a named zone from its time zone tables
 (``Europe/Berlin``, read here through Python's :mod:`zoneinfo`, the same tz database the tables are loaded from),
@@ -30,7 +30,7 @@ from typing import Any, Final
 import attrs
 
 from canal.lake.types import MirrorConversionError, MirrorTypeError, ZeroDates
-from canal.parse.convert import SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
+from canal.parse.statement_props import SYSTEM_TIME_ZONE_PROP, TIME_ZONE_PROP
 
 __all__ = ["MirrorTimeZoneError", "StatementZone", "literal_to_utc", "shift"]
 
@@ -57,7 +57,7 @@ class StatementZone:
 
     @classmethod
     def of(cls, props: Mapping[str, str] | None, table: str, sql: str) -> StatementZone:
-        """The zone a DDL row's props (:data:`canal.parse.convert.TIME_ZONE_PROP`) name."""
+        """The zone a DDL row's props (:data:`canal.parse.statement_props.TIME_ZONE_PROP`) name."""
         props = props or {}
         return cls(props.get(TIME_ZONE_PROP), props.get(SYSTEM_TIME_ZONE_PROP), table, sql)
 

@@ -8,7 +8,7 @@ those whose ``row_end`` is TIMESTAMP's maximum, and they are what ``SELECT`` sho
 without logging a row:
 
 * ``ADD SYSTEM VERSIONING`` gives every row it holds ``row_start`` = the statement's start time (to the microsecond:
-  its entry's ``TIMESTAMP``, :data:`canal.parse.convert.TIMESTAMP_PROP`) and ``row_end`` = the maximum;
+  its entry's ``TIMESTAMP``, :data:`canal.parse.statement_props.TIMESTAMP_PROP`) and ``row_end`` = the maximum;
 * ``DROP SYSTEM VERSIONING`` drops the history -- every version that is not current -- with the period columns.
 
 The mirror's own tables know their columns by name only (:mod:`canal.lake.ddl.evolution`). An ALTER of a table with
@@ -28,7 +28,8 @@ from typing import Any, Final
 import attrs
 
 from canal.lake.types import MirrorError
-from canal.parse.convert import IMPLICIT_COLUMNS_PROP, SERVER_VERSION_PROP, TIMESTAMP_PROP
+from canal.parse.convert import IMPLICIT_COLUMNS_PROP
+from canal.parse.statement_props import SERVER_VERSION_PROP, TIMESTAMP_PROP
 from canal.schema import TableDef
 from canal.sql import AddColumn, AlterTable, OtherAction, Statement
 

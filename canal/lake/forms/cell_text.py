@@ -14,8 +14,8 @@ from decimal import Decimal
 from json.encoder import encode_basestring as encode_str
 from typing import Any
 
-from canal.protocol import render_text
 from canal.sql import read_column_type
+from canal.value_text import render_text
 
 __all__ = ["column_texts", "encode_any", "encode_float", "encode_str", "encode_value", "rows_texts", "server_text"]
 

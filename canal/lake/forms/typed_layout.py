@@ -26,9 +26,10 @@ from canal.lake.forms.cell_text import server_text
 from canal.lake.forms.typed_columns import raw_array
 from canal.lake.key_identity import key_value
 from canal.lake.types import ColumnZeroDates, MirrorTypeError, ZeroDates, arrow_type, column_zero_dates, typed_array
-from canal.protocol import ColumnForm, ColumnMeta, RawImage, TableSchema, objects, render_text
+from canal.protocol import ColumnForm, ColumnMeta, RawImage, TableSchema, objects
 from canal.sql import read_column_type
 from canal.sql.types import stored_type
+from canal.value_text import render_text
 
 _Made = TypeVar("_Made")
 

@@ -3,7 +3,8 @@ positions, metadata and detecting, and ``canal check`` all come through :func:`o
 
 TLS follows the configured :class:`~canal.config.SslMode` with the MySQL client's meaning, never pymysql's defaults
 (which changed in pymysql 1.2 from "never" to "when offered"). Failures are typed: :class:`~canal.errors.TlsError`
-when the connection cannot be secured as configured, :class:`~canal.errors.SourceAccessDeniedError` when the server
+when the connection cannot be secured as configured (a server's answer: no retry fixes it; a connection cut inside
+the handshake is not one), :class:`~canal.errors.SourceAccessDeniedError` when the server
 refuses the login (:data:`ACCESS_DENIED`), :class:`~canal.errors.SourceHostUnknownError` when the host name does not
 resolve, :class:`~canal.errors.SourceUnreachableError` for anything else that stops the login (a refused or timed-out
 connection: what a retry may fix). No message contains the password.
@@ -309,6 +310,14 @@ def _connect_error(
             fix = "give the CA that signed the server's certificate (SslConfig.ca / trustCertificateKeyStoreUrl)"
         return TlsError(
             f"MySQL server {address}: its TLS certificate did not verify (sslMode {mode}): {detail}; {fix}",
+            errno=code,
+        )
+    if isinstance(cause, ssl.SSLEOFError | ssl.SSLSyscallError | ssl.SSLZeroReturnError):
+        # the connection ended inside the handshake (a server shutting down, a proxy or network cutting it): no
+        # answer about TLS itself, so retried like any connection the network broke
+        return SourceUnreachableError(
+            f"MySQL server {address}: the connection was closed during the TLS handshake (sslMode {mode}): "
+            f"{_reason(cause)}",
             errno=code,
         )
     if isinstance(cause, ssl.SSLError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import socket
 import threading
 import time
@@ -25,7 +24,6 @@ from canal.address import split_address
 from canal.config import SslConfig
 from canal.errors import (
     BinlogPurgedError,
-    MissingPrivilegeError,
     ReplicaIdConflictError,
     SchemaError,
     ServerNotReadyError,
@@ -43,6 +41,19 @@ from canal.parse.mysql.connect import (
     tls_state,
 )
 from canal.parse.mysql.replica_ids import REPLICA_IDS, derive_replica_id
+from canal.parse.mysql.server_errors import (
+    CR_SERVER_LOST,
+    DUMP_DENIED,
+    ER_MASTER_FATAL_ERROR_READING_BINLOG,
+    ER_NO_SUCH_THREAD,
+    ER_PARSE_ERROR,
+    ER_SLAVE_SAME_ID,
+    LOST,
+    QUERY_DENIED,
+    SAME_ID_TEXT,
+    errno_of,
+    privilege_error,
+)
 from canal.parse.source import BinlogFile, DumpRequest
 from canal.position import EntryPosition
 from canal.schema import SchemaCatalog, TableDef
@@ -53,11 +64,13 @@ from canal.schema.information_schema import (
     BOOTSTRAP_KEYS_SQL,
     BOOTSTRAP_SQL,
     BOOTSTRAP_VERSIONED_SQL,
+    COLUMN_SOURCE_SQL,
     TABLE_COLUMNS_SQL,
     TABLE_KEYS_SQL,
     catalog_from_columns,
     foreign_key_rows,
     read_objects,
+    schema_columns,
     versioned_table,
 )
 from canal.secrets import secret_token
@@ -74,52 +87,11 @@ _TABLE_KIND_SQL = (
 
 _T = TypeVar("_T")
 
-CR_SERVER_LOST = 2013
-CR_SERVER_GONE_ERROR = 2006
-CR_CONN_HOST_ERROR = 2003
-ER_PARSE_ERROR = 1064
-ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
-ER_NO_SUCH_THREAD = 1094
 DUMP_END_WAIT_S = 2.0
 """How long :meth:`MysqlBinlogSource.close` waits for the server to end the dump threads it killed."""
-_LOST = frozenset({CR_SERVER_LOST, CR_SERVER_GONE_ERROR, CR_CONN_HOST_ERROR})
 DUMP_READ_BUFFER = 256 * 1024
 """Bytes the binlog dump's socket reads ask for at a time (see ``_prepare_dump``): an embedded mirror consuming a
 1,000,000-change dump in the same process ran 2-9% faster with them than with 8 KB reads (three runs each)."""
-
-
-ER_SLAVE_SAME_ID = 4052  # MariaDB; MySQL reports the same clash as 1236 with this text:
-_SAME_ID_TEXT = "same server_uuid/server_id"
-
-ER_SPECIFIC_ACCESS_DENIED = 1227  # "Access denied; you need (at least one of) the X privilege(s)"
-_QUERY_DENIED = frozenset(
-    {
-        1044,  # ER_DBACCESS_DENIED_ERROR
-        1142,  # ER_TABLEACCESS_DENIED_ERROR: "SELECT command denied to user ..."
-        1143,  # ER_COLUMNACCESS_DENIED_ERROR
-        ER_SPECIFIC_ACCESS_DENIED,
-    }
-)
-"""Refusals of a statement after the login that only a GRANT changes (:class:`~canal.errors.MissingPrivilegeError`)."""
-_DUMP_DENIED = frozenset({1045, ER_SPECIFIC_ACCESS_DENIED})
-"""Refusals of a logged-in user's replica registration or binlog dump (MariaDB answers COM_REGISTER_SLAVE without
-REPLICATION SLAVE with 1045): the user lacks REPLICATION SLAVE."""
-_NEEDED = re.compile(r"you need \(at least one of\) the (.+?) privilege", re.IGNORECASE)
-_COMMAND = re.compile(r"^(\w+) command denied", re.IGNORECASE)
-
-
-def privilege_error(address: str, user: str, what: str, code: int, text: str, *, dump: bool) -> MissingPrivilegeError:
-    """The typed refusal of ``what`` (a statement, or the binlog dump when ``dump``) for a missing privilege: the
-    privilege the server's message names (or REPLICATION SLAVE for the dump), and the GRANT that gives it."""
-    needed = _NEEDED.search(text) or (None if dump else _COMMAND.search(text))
-    privilege = needed.group(1).upper() if needed is not None else "REPLICATION SLAVE" if dump else "SELECT"
-    grant = privilege.split(",")[-1].strip()  # of "SUPER, BINLOG MONITOR": the narrower one, named last
-    return MissingPrivilegeError(
-        f"{address}: {what} failed for user {user!r} (errno {code}: {text}): it needs {privilege}; run GRANT "
-        f"{grant} ON *.* TO the user ('canal check' lists every grant capture needs)",
-        privilege=privilege,
-        errno=code,
-    )
 
 
 def default_slave_id(address: str, server_id: int | None = None, name: str = "") -> int:
@@ -129,20 +101,13 @@ def default_slave_id(address: str, server_id: int | None = None, name: str = "")
     return sid + 1 if sid == server_id else sid
 
 
-def _errno(exc: BaseException) -> int | None:
-    args = getattr(exc, "args", ())
-    if args and isinstance(args[0], int):
-        return args[0]
-    return None
-
-
 def binlog_status(cur: Any) -> tuple[Any, ...] | None:
     """The first row of ``SHOW MASTER STATUS`` on ``cur`` (file, position, ...), or None when binary logging is off.
     A server that no longer parses that statement (MySQL 8.4 removed it) is asked ``SHOW BINARY LOG STATUS``."""
     try:
         cur.execute("SHOW MASTER STATUS")
     except pymysql.err.MySQLError as exc:
-        if _errno(exc) != ER_PARSE_ERROR:  # a lost connection or a missing grant is that error, not a syntax question
+        if errno_of(exc) != ER_PARSE_ERROR:  # a lost connection or a missing grant is that error, not a syntax question
             raise
         cur.execute("SHOW BINARY LOG STATUS")
     row = cur.fetchone()
@@ -296,7 +261,7 @@ class MysqlBinlogSource:
                         row = cur.fetchone()
                 except pymysql.err.MySQLError as e:  # the first statement of a new login: typed as every other
                     conn.close()
-                    code, text = _errno(e), str(e.args[1]) if len(e.args) > 1 else str(e)
+                    code, text = errno_of(e), str(e.args[1]) if len(e.args) > 1 else str(e)
                     if code in EXPIRED_PASSWORD:
                         raise expired_password_error(self._address, self._username, code, text) from None
                     raise SourceError(f"{self._address}: the first statement failed: {text}", errno=code) from None
@@ -374,14 +339,14 @@ class MysqlBinlogSource:
             with self._query_lock, conn.cursor() as cur:
                 return use(cur)
         except pymysql.err.MySQLError as e:
-            code = _errno(e)
-            if code in _LOST or isinstance(e, pymysql.err.InterfaceError):  # InterfaceError: pymysql closed it
-                code = code if code in _LOST else CR_SERVER_LOST
+            code = errno_of(e)
+            if code in LOST or isinstance(e, pymysql.err.InterfaceError):  # InterfaceError: pymysql closed it
+                code = code if code in LOST else CR_SERVER_LOST
                 with self._lock:
                     if self._side is conn:
                         self._side = None
             text = str(e.args[1]) if len(e.args) > 1 else str(e)
-            if code in _QUERY_DENIED:
+            if code in QUERY_DENIED:
                 raise privilege_error(self._address, self._username, what, code, text, dump=False) from None
             if code in EXPIRED_PASSWORD:
                 raise expired_password_error(self._address, self._username, code, text) from None
@@ -508,7 +473,7 @@ class MysqlBinlogSource:
                     try:
                         cur.execute(f"KILL CONNECTION {int(thread)}")
                     except pymysql.err.OperationalError as exc:
-                        if _errno(exc) != ER_NO_SUCH_THREAD:  # already gone: what was wanted
+                        if errno_of(exc) != ER_NO_SUCH_THREAD:  # already gone: what was wanted
                             raise
                 listed = ", ".join(str(int(t)) for t in threads)
                 deadline = time.monotonic() + DUMP_END_WAIT_S
@@ -560,14 +525,11 @@ class MysqlBinlogSource:
         fractional precision) for the table. A side connection the server dropped while the dump ran (wait_timeout)
         is replaced once; any other failure propagates and ends the dump, which the parser retries.
         """
-        sql = (
-            "SELECT COLUMN_NAME, COLUMN_KEY, COLUMN_TYPE FROM information_schema.COLUMNS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
-        )
+        sql = COLUMN_SOURCE_SQL
         try:
             rows = self._run(self._side_connection(), sql, (schema, table))
         except SourceError as e:
-            if e.errno not in _LOST:
+            if e.errno not in LOST:
                 raise
             log.info(
                 "%s: the side connection was lost (%s); reconnecting for %s.%s's columns",
@@ -577,23 +539,7 @@ class MysqlBinlogSource:
                 table,
             )
             rows = self._run(self._side_connection(), sql, (schema, table))
-        out = []
-        for name, key, ctype in rows:
-            ctype = str(ctype)
-            labels: tuple[str, ...] = ()
-            if ctype.startswith(("enum(", "set(")):
-                inner = ctype[ctype.index("(") + 1 : -1]
-                labels = tuple(x[1:-1].replace("''", "'") for x in _split_labels(inner))
-            out.append(
-                SchemaColumn(
-                    name=str(name),
-                    is_key=str(key) == "PRI",
-                    labels=labels,
-                    unsigned=("unsigned" in ctype) if not ctype.startswith(("enum", "set")) else None,
-                    column_type=ctype,
-                )
-            )
-        return out
+        return schema_columns(rows)
 
     # -- dump ---------------------------------------------------------------------------------------------------------
 
@@ -780,13 +726,13 @@ class MysqlBinlogSource:
         parser: EventDecoder | None = None,
         slave_id: int | None = None,
     ) -> SourceError:
-        code = _errno(exc)
+        code = errno_of(exc)
         text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
         if self._closed:
             return SourceError(f"{self._address}: binlog dump stopped: source closed", errno=code or CR_SERVER_LOST)
-        if slave_id is not None and (code == ER_SLAVE_SAME_ID or _SAME_ID_TEXT in text):
+        if slave_id is not None and (code == ER_SLAVE_SAME_ID or SAME_ID_TEXT in text):
             return self._conflict(slave_id, code, text)
-        if code in _DUMP_DENIED and code is not None:
+        if code in DUMP_DENIED and code is not None:
             return privilege_error(self._address, self._username, "the binlog dump", code, text, dump=True)
         if code in EXPIRED_PASSWORD and code is not None:  # the password expired since the side connection logged in
             return expired_password_error(self._address, self._username, code, text)
@@ -814,28 +760,3 @@ class MysqlBinlogSource:
             replica_id=slave_id,
             errno=code,
         )
-
-
-def _split_labels(inner: str) -> list[str]:
-    out: list[str] = []
-    cur = ""
-    quoted = False
-    i = 0
-    while i < len(inner):
-        ch = inner[i]
-        if ch == "'":
-            if quoted and i + 1 < len(inner) and inner[i + 1] == "'":
-                cur += "''"
-                i += 2
-                continue
-            quoted = not quoted
-            cur += ch
-        elif ch == "," and not quoted:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-        i += 1
-    if cur:
-        out.append(cur)
-    return out

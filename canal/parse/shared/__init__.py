@@ -15,6 +15,8 @@ The package's modules import one way, each only those above it here:
 * :mod:`~canal.parse.shared.queue` -- a destination's queue, read by its parser thread or on the reader's;
 * :mod:`~canal.parse.shared.reader` -- the reader and the process's readers (:data:`READERS`);
 * :mod:`~canal.parse.shared.stream` -- a destination's dump: through a reader, or alone until it can join one.
+* :mod:`~canal.parse.shared.sharing` -- a parser's sharing: the key its destination is registered under, its dump's
+  stream.
 
 **Who shares.** A destination shares when its config allows it (``InstanceConfig.share_reader``, on by default), its
 source can say what a read of it is valid for (its ``share_key``), and another destination with the same key runs in
@@ -93,6 +95,16 @@ GTIDs -- a few steps per run, not per transaction.
 
 from canal.parse.shared.member import SharedMember, SharedReaderLeft
 from canal.parse.shared.reader import READERS, SharedReader, SharedReaders
+from canal.parse.shared.sharing import Sharing
 from canal.parse.shared.stream import SharedStream, share_key
 
-__all__ = ["READERS", "SharedMember", "SharedReader", "SharedReaderLeft", "SharedReaders", "SharedStream", "share_key"]
+__all__ = [
+    "READERS",
+    "SharedMember",
+    "SharedReader",
+    "SharedReaderLeft",
+    "SharedReaders",
+    "SharedStream",
+    "Sharing",
+    "share_key",
+]
