@@ -177,9 +177,12 @@ def test_destinations_starting_together_read_the_layouts_once(
     monkeypatch.setattr(schema_tracking, "_SHARED_READS", {})
     reads: list[str] = []
     real = MysqlBinlogSource.schema_catalog
-    monkeypatch.setattr(
-        MysqlBinlogSource, "schema_catalog", lambda self, **kw: reads.append(self.address) or real(self, **kw)
-    )
+
+    def counted(self: MysqlBinlogSource, *args: Any, **kwargs: Any) -> Any:
+        reads.append(self.address)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MysqlBinlogSource, "schema_catalog", counted)
 
     def layouts() -> tuple[list[str], Any]:
         with MysqlBinlogSource(mariadb.address, mariadb.user, mariadb.password) as source:

@@ -381,6 +381,28 @@ def test_a_session_s_temporary_tables_change_nothing_and_what_the_flag_cannot_te
     assert verdict("ALTER TABLE t ADD COLUMN w INT", thread=9, flagged=False).unmodeled is None  # followed
 
 
+def test_a_drop_s_flag_tells_nothing_of_a_session_s_temporary_tables() -> None:
+    """MariaDB flags every statement that drops a table of the schema, whatever its session holds (a DROP TABLE; a
+    CREATE OR REPLACE TABLE of a table that exists): that flag stops nothing. Of a new name the flag says the LIKE's
+    source was a temporary table (made before the capture's start): a stop."""
+    sessions = SessionTables()
+
+    def verdict(sql: str, reach_: StatementReach | None = None) -> Any:
+        statements = read_statements(sql, strict=False)
+        scope = sessions.follow(statements, "d", 1, 9, flagged=True)
+        return _verdict(sql, {"d.t", "d.new"}, reach_, statements=statements, scope=scope,
+                        temporary=lambda db, t: sessions.holds(1, 9, db, t)).unmodeled  # fmt: skip
+
+    assert verdict("CREATE OR REPLACE TABLE t LIKE keep") is None
+    for stopping in (
+        verdict("CREATE OR REPLACE TABLE new LIKE keep"),
+        verdict("CREATE TABLE new LIKE keep"),
+        # without a schema history whether t exists is not known: the flag may be the LIKE's
+        verdict("CREATE OR REPLACE TABLE t LIKE keep", StatementReach(None)),
+    ):
+        assert stopping is not None and stopping.shape.name.startswith("a layout change"), stopping
+
+
 def test_an_object_catalog_document_reads_back() -> None:
     objects = _catalog().objects
     objects.unseen_triggers.add("x")

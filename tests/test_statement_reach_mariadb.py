@@ -32,6 +32,7 @@ from canal.config import InstanceConfig, SnapshotConfig, StoreConfig
 from canal.errors import NotRunningError, UnmodeledStatementError
 from canal.instance import Instance
 from canal.position import EntryPosition
+from canal.protocol import EntryType
 from canal.spark import DeltaMirror, run_batches
 from canal.spark.testing import compare_tables, healed_by, master_position, run_caught_up
 from canal.testing.plugin import MariaDBDatabase
@@ -421,6 +422,46 @@ def test_a_statement_inside_a_prepared_xa_transaction_heals_after_its_xa_commit(
         mirror.close()
         for session in sessions:
             session.close()
+
+
+def test_a_drop_flags_its_statement_whatever_the_session_holds(mariadb: MariaDBDatabase, tmp_path: Path) -> None:
+    """MariaDB sets the thread-specific flag on every statement that drops a table of the schema, a CREATE OR REPLACE
+    TABLE of an existing table included, whatever the session holds: such a ``CREATE OR REPLACE TABLE c0 LIKE a`` is
+    followed (c0's rows have a's layout from there). Of a new name the flag says the source was a temporary table
+    (here one made before the capture's start): that still stops typed."""
+    db = mariadb.database
+    conn = mariadb.connect(autocommit=True)
+    session = mariadb.connect(autocommit=True)
+    schema = [SCHEMA[0], "CREATE TABLE {d}.a (id INT PRIMARY KEY, x INT)", "CREATE TABLE {d}.c0 (id INT)"]
+    rows: list[dict[str, Any]] = []
+
+    def take(inst: Instance) -> None:
+        entries = inst.get(500, timeout=0.2).entries
+        rows.extend(r.after_dict() for e in entries if e.entry_type is EntryType.ROWDATA for r in e.iter_rows())
+
+    try:
+        _run_sql(conn, db, schema)
+        _run_sql(session, db, ["SET SESSION binlog_format = 'STATEMENT'", "CREATE TEMPORARY TABLE {d}.tmp (t INT)"])
+        config = _config(mariadb, tmp_path, "drops", master_position(conn), f"{MARKS},a,c0,c1", "snapshot")
+        with Instance(config) as inst, pytest.raises(NotRunningError) as caught:
+            _run_sql(conn, db, [f"INSERT INTO {{d}}.{MARKS} VALUES (1)"])
+            for _ in range(200):  # the capture runs, its schema history from the start on
+                if rows:
+                    break
+                take(inst)
+            assert rows == [{"id": 1}]
+            _run_sql(session, db, ["CREATE OR REPLACE TABLE {d}.c0 LIKE {d}.a"])
+            _run_sql(conn, db, ["INSERT INTO {d}.c0 VALUES (1, 10)"])  # a row event: its table map has a's columns
+            _run_sql(session, db, ["CREATE OR REPLACE TABLE {d}.c1 LIKE {d}.tmp"])
+            for _ in range(200):
+                take(inst)
+        assert rows == [{"id": 1}, {"id": 1, "x": 10}]
+        error = caught.value.__cause__
+        assert isinstance(error, UnmodeledStatementError)
+        assert error.shape == "a layout change of a name a session may hold as temporary"
+        assert error.statement == f"CREATE OR REPLACE TABLE `{db}`.c1 LIKE `{db}`.tmp"
+    finally:
+        session.close()
         conn.close()
 
 

@@ -258,6 +258,27 @@ def test_preferred_encrypts_when_offered_and_falls_back_when_not(
     assert f"{mariadb.server.address} offers no TLS: connected unencrypted" in caplog.text
 
 
+def test_a_short_command_notes_plain_connections_at_info_only_while_it_runs(
+    mariadb: MariaDBDatabase,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(connect, "_plain_noted", set())
+    monkeypatch.setenv("CANAL_PASSWORD", mariadb.server.password)
+    caplog.set_level(logging.INFO, logger="canal.parse.mysql.connect")
+    note = f"{mariadb.server.address} offers no TLS: connected unencrypted"
+    code = main(["check", "--address", mariadb.server.address, "--user", mariadb.server.user, "--connect-timeout", "5"])
+    assert code == 0, capsys.readouterr()
+    assert [r.levelno for r in caplog.records if note in r.getMessage()] == [logging.INFO]
+    # the process goes on (an embedder that ran a command): a later first plain connection warns again
+    caplog.clear()
+    connect._plain_noted.clear()
+    with source(mariadb.server, SslConfig()) as src:
+        assert not src.tls.encrypted
+    assert [r.levelno for r in caplog.records if note in r.getMessage()] == [logging.WARNING]
+
+
 @pytest.mark.parametrize("version", ["TLSv1.2", "TLSv1.3"])
 def test_tls_versions_are_honoured(server: MariaDBServer, version: str) -> None:
     with source(server, SslConfig(mode="REQUIRED", tls_versions=(version,))) as src:

@@ -29,7 +29,7 @@ from canal.cli import serve as serve
 from canal.cli import snapshot as snapshot
 from canal.cli import tail as tail
 from canal.errors import CanalError
-from canal.parse.mysql.connect import note_plain_connections
+from canal.parse.mysql.connect import plain_connections_noted_at
 
 __all__ = ["build_parser", "main"]
 
@@ -90,10 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_ERROR)
     _setup_logging(args.verbose)
-    if args.command != "serve":  # a short command: its user chose the mode (check reports TLS in a line)
-        note_plain_connections(logging.INFO)
+    # a short command: its user chose the mode (check reports TLS in a line); serve keeps the warning
+    plain_level = logging.WARNING if args.command == "serve" else logging.INFO
     try:
-        status: int = args.run(args)
+        with plain_connections_noted_at(plain_level):
+            status: int = args.run(args)
         return status
     except CanalError as exc:
         message = " ".join(str(exc).split()) or type(exc).__name__

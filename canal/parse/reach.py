@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
+from canal.errors import SchemaError
+from canal.position import EntryPosition
 from canal.schema.reach import Reach
 from canal.sql import DmlStatement, OtherStatement, Statement, TableName
 from canal.sql.objects import Write, read_uses
@@ -83,6 +85,18 @@ class StatementReach:
                 writes.extend(statement_writes(stmt, sql))
         calls, reads = self._uses(history, statements, sql)
         return history.reach(writes, calls, session, temporary, flagged=flagged, reads=reads)
+
+    def holds(self, db: str, table: str, position: EntryPosition) -> bool:
+        """Whether the schema history holds a table ``db.table`` for the statement at ``position``; False where that
+        is not known (no history, a layout it lost, or a state that holds DDL after ``position``: a first start's
+        bootstrap taken later)."""
+        history = self.history
+        if history is None or not history.holds_nothing_after(position):
+            return False
+        try:
+            return history.table(db, table) is not None
+        except SchemaError:  # unknown since a DDL: not known to be there
+            return False
 
     def every_captured(self, captured: Callable[[str, str], bool]) -> tuple[str, ...] | None:
         """Every table (``db.table``) the history holds that ``captured`` takes: what a statement whose reach cannot

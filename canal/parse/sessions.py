@@ -5,11 +5,25 @@ their names.
 session naming ``t`` -- DML, ``TRUNCATE``, ``ALTER TABLE t RENAME ...``, ``RENAME TABLE``, ``DROP TABLE`` -- is about
 it, not about the table ``t`` of the schema. Under statement-based logging (a session's ``binlog_format`` STATEMENT or
 MIXED) the server logs those statements, each query event carrying the session's thread id and the thread-specific
-flag (``LOG_EVENT_THREAD_SPECIFIC_F``: the statement used a temporary table, or ``CONNECTION_ID()``); the DROP of a
-temporary table it logs as ``DROP TEMPORARY TABLE``, also when the session ends. :class:`SessionTables` follows them
-per session (the event's server id and thread id), so a statement on a session's temporary table changes nothing of
-the schema (:class:`Scope`), and what it cannot know it says: a flagged statement naming a table the model holds no
-temporary table of -- a session that created it before the dump's start -- may be about either (:attr:`Scope.flagged`).
+flag (``LOG_EVENT_THREAD_SPECIFIC_F``); the DROP of a temporary table it logs as ``DROP TEMPORARY TABLE``, also when
+the session ends. :class:`SessionTables` follows them per session (the event's server id and thread id), so a
+statement on a session's temporary table changes nothing of the schema (:class:`Scope`), and what it cannot know it
+says: a flagged statement naming a table the model holds no temporary table of -- a session that created it before
+the dump's start -- may be about either (:attr:`Scope.flagged`).
+
+What sets the flag (MariaDB 10.11, measured under ROW, STATEMENT and MIXED alike: the flag is the statement's own,
+not the session's, and does not depend on the format): a statement that opens, creates, truncates or drops a
+temporary table, or evaluates ``CONNECTION_ID()`` (a column's ``DEFAULT (CONNECTION_ID())`` too, for any statement
+opening its table, an ALTER included) -- and every statement that drops a table of the schema: each ``DROP TABLE``
+(``IF EXISTS`` of no table too), and a ``CREATE OR REPLACE TABLE`` whose table exists (its implicit drop; of a new
+name it is unflagged). Such a drop's flag says nothing of the temporary tables of the names (:func:`flagged_anyway`).
+A plain ``CREATE TABLE ... LIKE`` of a table of the schema, a TRUNCATE or ALTER of one, and ``RENAME TABLE`` (of a
+temporary table too) carry no flag. A session holding a temporary table cannot switch out of ROW logging, and under
+ROW a ``CREATE TABLE ... LIKE`` of a temporary table is logged as a ``CREATE TABLE`` of its columns: the text ``LIKE
+t`` of a temporary ``t`` comes from a session logging statements, whose ``CREATE TEMPORARY TABLE t`` is in the binlog
+too (unless it turned its binlog off), perhaps before the dump's start. So where a drop's flag hides what the
+statement used, the model alone answers: a ``CREATE OR REPLACE TABLE x LIKE t`` of an existing ``x`` is of the
+temporary ``t`` only if the model holds one, which it does not for a session that made it before the dump's start.
 
 The converter uses the model for statements between transactions (TRUNCATE, ALTER, RENAME, DROP of a temporary
 table); a statement inside a transaction (DML) it judges by the event's flag alone, as a restart inside that
@@ -30,7 +44,7 @@ import attrs
 
 from canal.sql import AlterTable, CreateTable, DropTable, RenameTable, RenameTo, Statement, TableName, named_tables
 
-__all__ = ["Scope", "SessionTables"]
+__all__ = ["Scope", "SessionTables", "flagged_anyway"]
 
 Name = tuple[str, str]
 
@@ -110,6 +124,16 @@ class SessionTables:
         if not temporary and not flagged:
             return _NOTHING
         return Scope(frozenset(temporary), flagged, every and bool(temporary))
+
+
+def flagged_anyway(stmt: Statement, exists: Callable[[TableName], bool]) -> bool:
+    """Whether the server sets the thread-specific flag on ``stmt`` whatever temporary tables its session holds, as it
+    does on every statement that drops a table of the schema (``exists(name)``: the schema holds a table of that
+    name before the statement): a ``DROP TABLE`` and a ``CREATE OR REPLACE TABLE`` of a table that exists. The
+    flag of such a statement tells nothing of the temporary tables of the names it holds."""
+    if isinstance(stmt, DropTable):
+        return not stmt.temporary
+    return isinstance(stmt, CreateTable) and stmt.or_replace and not stmt.temporary and exists(stmt.table)
 
 
 def _creates_temporary(statements: Sequence[Statement]) -> bool:

@@ -36,7 +36,7 @@ from canal.errors import UnmodeledStatementError
 from canal.names import qualified as qualified_name
 from canal.parse.heal_marks import RENAMED_WHILE_READ
 from canal.parse.reach import NO_HISTORY, StatementReach, Temporary
-from canal.parse.sessions import Scope
+from canal.parse.sessions import Scope, flagged_anyway
 from canal.position import EntryPosition
 from canal.sql import (
     DEFAULT_MODE,
@@ -211,7 +211,11 @@ def capture_verdict(
     named = [qualified(t) for t in verdict.tables]
     reaching = any(s.name in REACHING for s in verdict.shapes)
     if scope is not None and not reaching:
-        session_verdict = _session_tables(verdict, statements, scope, named, captured)
+
+        def exists(name: TableName) -> bool:
+            return reach is not None and reach.holds(*qualified(name), position)
+
+        session_verdict = _session_tables(verdict, statements, scope, named, captured, exists)
         if session_verdict is not None:
             return _statement_verdict(session_verdict, sql, session, named, position, in_transaction)
     if reaching:
@@ -254,10 +258,13 @@ def _session_tables(
     scope: Scope,
     named: list[tuple[str, str]],
     captured: Captured,
+    exists: Callable[[TableName], bool],
 ) -> CaptureVerdict | tuple[Shape, list[tuple[str, str]], bool] | None:
     """A statement (not DML) among its session's temporary tables: on them alone it changes nothing of the schema;
     beside tables of the schema it stops; with the thread-specific flag and no temporary table known under the
-    names it touches, whether it changed the tables of those names cannot be told. None: none of that."""
+    names it touches, whether it changed the tables of those names cannot be told -- unless the flag is one the
+    server sets whatever the session holds (a drop's: ``exists(name)``, the schema holds that table before the
+    statement). None: none of that."""
     temporary = scope.temporary
     if temporary and scope.session_only:
         return _CAPTURES_NOTHING
@@ -266,7 +273,7 @@ def _session_tables(
         if real and verdict.follow is not Follow.NO_CHANGE:
             return shape("a statement on a session's temporary tables and others"), real, False
         return None
-    if not (scope.flagged and real):
+    if not (scope.flagged and real) or any(flagged_anyway(stmt, exists) for stmt in statements):
         return None
     for stmt in statements:
         if isinstance(stmt, TruncateTable):

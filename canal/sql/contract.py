@@ -148,7 +148,9 @@ SHAPES: Final[tuple[Shape, ...]] = (
           "dump's start): the table of the schema is read again, whichever it was", _TABLES, heals=True),
     Shape("a layout change of a name a session may hold as temporary", _S, "ALTER TABLE, RENAME TABLE, DROP INDEX "
           "`PRIMARY` or CREATE TABLE ... LIKE with the thread-specific flag, naming a table the capture did not see "
-          "a session create a temporary table of: whether the table of the schema changed cannot be told", _TABLES),
+          "a session create a temporary table of: whether the table of the schema changed cannot be told (a CREATE OR "
+          "REPLACE of an existing table is flagged by its drop, whatever the session holds: it is followed)",
+          _TABLES),
     Shape("a statement on a session's temporary tables and others", _S, "CREATE TABLE ... LIKE a temporary table, "
           "or a RENAME TABLE moving both kinds: a temporary table's layout is not kept", _TABLES),
     Shape("RENAME TABLE", _M, "each pair moves a table with its rows, in order; a captured table renamed to a name "

@@ -26,11 +26,13 @@ whole process. An ``SSLContext`` is safe to use from several threads at once; it
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import ssl
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -86,12 +88,19 @@ _plain_lock = threading.Lock()
 _plain_level = logging.WARNING
 
 
-def note_plain_connections(level: int) -> None:
+@contextlib.contextmanager
+def plain_connections_noted_at(level: int) -> Iterator[None]:
     """The level of the one note per server and process that a PREFERRED connection went unencrypted (the server
-    offers no TLS): a warning by default, for a long-running process's log; the ``canal`` command line's short
-    commands log it at INFO (``canal check`` reports TLS in a line of its own)."""
+    offers no TLS), inside the ``with`` block: a warning by default, for a long-running process's log; the ``canal``
+    command line's short commands log it at INFO (``canal check`` reports TLS in a line of its own). The level
+    before comes back when the block ends: a process that ran a short command (an embedder calling
+    :func:`canal.cli.main`) still warns afterwards."""
     global _plain_level
-    _plain_level = level
+    before, _plain_level = _plain_level, level
+    try:
+        yield
+    finally:
+        _plain_level = before
 
 
 _CONTEXTS: dict[tuple[SslConfig, tuple[tuple[str, int, int] | None, ...]], ssl.SSLContext | None] = {}
