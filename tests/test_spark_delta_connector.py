@@ -36,12 +36,19 @@ def _workload(mariadb: Any) -> None:
     mariadb.execute("UPDATE kinds SET extra = id WHERE id < 10")
 
 
-def _mirror(mariadb: Any, root: Path, **settings: Any) -> Any:
+def _mirror(mariadb: Any, root: Path, start: Any, meta: Path | None = None, **settings: Any) -> Any:
+    """The mirror of ``root`` after a run from ``start`` to the end of the binlog; with ``meta``, the instance keeps
+    its cursor there and a later run resumes from it (a run from a position after the mirror's last range would be a
+    gap: :class:`~canal.lake.types.MirrorCheckpointError`)."""
     from canal import Instance, InstanceConfig
     from canal.spark import DeltaMirror, run_batches
 
     config = InstanceConfig(
-        destination="delta-connector", master=mariadb.master(_mirror.start), filter_regex=rf"{mariadb.database}\..*"
+        destination="delta-connector",
+        master=mariadb.master(start),
+        filter_regex=rf"{mariadb.database}\..*",
+        meta_mode="memory" if meta is None else "file",
+        meta_dir=None if meta is None else str(meta),
     )
     mirror = DeltaMirror(root, background_folds=False, **settings)
     with Instance(config) as inst:
@@ -89,9 +96,9 @@ def test_copy_on_write_reads_as_select_with_its_history(spark: Any, mariadb: Any
     needs_jars()
     from deltalake import DeltaTable
 
-    _mirror.start = mariadb.execute("SHOW MASTER STATUS")[0][:2]
+    start = mariadb.execute("SHOW MASTER STATUS")[0][:2]
     _workload(mariadb)
-    mirror = _mirror(mariadb, tmp_path / "mirror", mode="copy_on_write")
+    mirror = _mirror(mariadb, tmp_path / "mirror", start, mode="copy_on_write")
     path = mirror.table_path(mariadb.database, "kinds")
     mirror.close()
     _equal(_delta(spark, path), mariadb, "format('delta'), copy-on-write")
@@ -105,15 +112,22 @@ def test_copy_on_write_reads_as_select_with_its_history(spark: Any, mariadb: Any
         assert sorted(theirs.column("id").to_pylist()) == sorted(ours.column("id").to_pylist())
 
 
-def test_merge_on_read_base_reads_as_of_its_last_fold(spark: Any, mariadb: Any, tmp_path: Path) -> None:
+def test_merge_on_read_reads_as_of_its_last_fold_and_delta_upkeep_leaves_it_exact(
+    spark: Any, mariadb: Any, tmp_path: Path
+) -> None:
+    """A merge-on-read table read by Delta's connector as of its last fold; Delta's OPTIMIZE (ZORDER: it rewrites
+    the base whatever its files) and VACUUM of the base; the mirror goes on over what Delta rewrote, exact before
+    and after its next fold."""
     needs_jars()
     from deltalake import DeltaTable
 
     from canal.spark import current_dataframe, to_arrow
 
-    _mirror.start = mariadb.execute("SHOW MASTER STATUS")[0][:2]
+    start = mariadb.execute("SHOW MASTER STATUS")[0][:2]
     _workload(mariadb)
-    mirror = _mirror(mariadb, tmp_path / "mirror", fold_ratio=100.0, fold_files=10_000)  # nothing folds yet
+    root, meta = tmp_path / "mirror", tmp_path / "meta"
+    unfolded = {"fold_ratio": 100.0, "fold_files": 10_000}  # nothing folds until fold() is called
+    mirror = _mirror(mariadb, root, start, meta, **unfolded)
     path = mirror.table_path(mariadb.database, "kinds")
     base = DeltaTable(str(path)).to_pyarrow_table()
     # not folded: Delta's connector sees the base as of its last fold (here its creation), the mirror's readers see
@@ -124,53 +138,72 @@ def test_merge_on_read_base_reads_as_of_its_last_fold(spark: Any, mariadb: Any, 
     mirror.fold()
     mirror.close()
     _equal(_delta(spark, path), mariadb, "format('delta') after the fold")
-    history = _history(spark, path)
-    assert history[-1][1] == "MERGE" and len(history) == DeltaTable(str(path)).version() + 1
+    assert _history(spark, path)[-1][1] == "MERGE"
 
-
-def test_optimize_and_vacuum_of_the_base_leave_the_mirror_exact(spark: Any, mariadb: Any, tmp_path: Path) -> None:
-    needs_jars()
-    from canal.spark import current_dataframe, to_arrow
-
-    _mirror.start = mariadb.execute("SHOW MASTER STATUS")[0][:2]
-    _workload(mariadb)
-    root = tmp_path / "mirror"
-    mirror = _mirror(mariadb, root, fold_ratio=0.01, retention_hours=0, file_bytes=4096)  # folds often, small files
-    path = mirror.table_path(mariadb.database, "kinds")
-    mirror.close()
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     try:
-        # ZORDER rewrites the base whatever its files (a plain OPTIMIZE leaves a one-file table as it is)
         assert spark.sql(f"OPTIMIZE delta.`{path}` ZORDER BY (name)").collect()
-        spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
+        spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()  # the files the fold and OPTIMIZE replaced
     finally:
         spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
     _equal(_delta(spark, path), mariadb, "format('delta') after OPTIMIZE and VACUUM")
-    # the mirror goes on over what Delta rewrote: more changes, folded and not
-    _mirror.start = mariadb.execute("SHOW MASTER STATUS")[0][:2]
+    # the mirror goes on over what Delta rewrote, from its cursor: more changes, folded and not
     mariadb.execute("UPDATE kinds SET name = 'again' WHERE id < 20")
     mariadb.execute("DELETE FROM kinds WHERE id = 2000")
     mariadb.execute("INSERT INTO kinds (id, name) VALUES (3000, 'later')")
-    mirror = _mirror(mariadb, root, fold_ratio=100.0, fold_files=10_000)
+    mirror = _mirror(mariadb, root, start, meta, **unfolded)
     _equal(mirror.read(mariadb.database, "kinds"), mariadb, "mirror.read after OPTIMIZE and VACUUM")
     _equal(to_arrow(current_dataframe(spark, path)), mariadb, "current_dataframe after OPTIMIZE and VACUUM")
     mirror.fold()
     mirror.close()
     _equal(_delta(spark, path), mariadb, "format('delta') after the next fold")
-    operations = [operation for _v, operation in _history(spark, path)]
-    assert "OPTIMIZE" in operations and "VACUUM END" in operations
+    history = _history(spark, path)
+    operations = [operation for _v, operation in history]
+    assert "OPTIMIZE" in operations and "VACUUM END" in operations and operations[-1] == "MERGE"
+    assert len(history) == DeltaTable(str(path)).version() + 1
 
 
-def test_auto_cdc_cannot_target_delta_tables(spark: Any) -> None:
-    """Where a Declarative Pipeline's AUTO CDC flow stops (the Spark guide says so): Spark 4.2's flow needs a target
-    table that supports row-level operations (``SupportsRowLevelOperations``), and neither of Delta Lake 4.4.0's
-    tables does -- a run fails with ``AUTOCDC_TARGET_DOES_NOT_SUPPORT_MERGE`` naming the Delta target. A Delta Lake
-    whose table does fails this test: then the guide's recipe can become a flow."""
+def test_auto_cdc_cannot_target_delta_tables(spark: Any, tmp_path: Path) -> None:
+    """Where a Declarative Pipeline's AUTO CDC flow stops (the Spark guide says so): Spark 4.2's flow loads its target
+    from the catalog and needs a table that supports row-level operations (``SupportsRowLevelOperations``); Delta
+    Lake 4.4.0's catalog gives none -- not its table (``DeltaTableV2``), nor its Kernel-based one
+    (``spark.databricks.delta.v2.enableMode=STRICT``: ``DeltaV2Table``, which has a row-level operation builder but
+    does not declare the interface), whatever the table's features (row tracking, deletion vectors, the change data
+    feed) -- so a run fails with ``AUTOCDC_TARGET_DOES_NOT_SUPPORT_MERGE`` naming the Delta target. A Delta Lake whose
+    table does fails this test: then the guide's recipe can become a flow."""
     needs_jars()
-    loader = spark.sparkContext._jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()  # spark.jars' too
+    jvm = spark.sparkContext._jvm
+    loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()  # spark.jars' too
     row_level = loader.loadClass("org.apache.spark.sql.connector.catalog.SupportsRowLevelOperations")
     for name in ("org.apache.spark.sql.delta.catalog.DeltaTableV2", "io.delta.spark.internal.v2.catalog.DeltaV2Table"):
         assert not row_level.isAssignableFrom(loader.loadClass(name)), name
+    # the tables the session catalog (Delta's DeltaCatalog) loads, as the flow loads its target
+    path = str(tmp_path / "target")
+    features = {
+        "delta.enableRowTracking": "true",
+        "delta.enableDeletionVectors": "true",
+        "delta.enableChangeDataFeed": "true",
+    }
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in features.items())
+    spark.sql(f"CREATE TABLE delta.`{path}` (id INT, name STRING) USING delta TBLPROPERTIES ({props})")
+    catalog = spark._jsparkSession.sessionState().catalogManager().catalog("spark_catalog")
+    namespace = spark.sparkContext._gateway.new_array(jvm.java.lang.String, 1)
+    namespace[0] = "delta"
+    ident = jvm.org.apache.spark.sql.connector.catalog.Identifier.of(namespace, path)
+    loaded = {}
+    for mode in ("AUTO", "STRICT"):
+        spark.conf.set("spark.databricks.delta.v2.enableMode", mode)
+        try:
+            table = catalog.loadTable(ident)
+        finally:
+            spark.conf.unset("spark.databricks.delta.v2.enableMode")
+        loaded[mode] = table.getClass().getName()
+        assert {k: table.properties().get(k) for k in features} == features
+        assert not row_level.isInstance(table), loaded
+    assert set(loaded.values()) == {
+        "org.apache.spark.sql.delta.catalog.DeltaTableV2",
+        "io.delta.spark.internal.v2.catalog.DeltaV2Table",
+    }, loaded
 
 
 def test_cdc_rows_kept_by_key_in_a_delta_table_with_merge(spark: Any, mariadb: Any, tmp_path: Path) -> None:

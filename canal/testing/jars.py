@@ -31,6 +31,9 @@ CANAL_VERSION = "1.1.7"
 DELTA_SQL_CONF = {
     # a Delta log's state is rebuilt in this many tasks (Delta's default is 50: a test's table has a few files)
     "spark.databricks.delta.snapshotPartitions": "2",
+    # VACUUM lists a table's directories in a job of this many tasks (Spark's default is 10,000: minutes of empty
+    # tasks on 2 cores)
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     # Delta's SQL (DESCRIBE HISTORY, VACUUM, OPTIMIZE, time travel in SQL) and its catalog (CREATE TABLE ... USING
     # delta, a Declarative Pipeline's Delta tables)
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
