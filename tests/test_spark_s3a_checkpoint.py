@@ -2,7 +2,8 @@
 modules), against the suite's S3-compatible server: a ``canal`` -> ``foreachBatch(DeltaMirror)`` query whose
 checkpoint is ``s3a://``, whose spool and mirror are in the same bucket, killed (SIGKILL of its driver process) after
 writing a micro-batch it had not committed, then restarted from the checkpoint in another process (the suite's
-session): the mirror ends equal to ``SELECT``."""
+session): the mirror ends equal to ``SELECT``, and Spark reads it in the bucket through S3A (``current_dataframe``,
+and Delta Lake's connector after a fold)."""
 
 from __future__ import annotations
 
@@ -70,8 +71,8 @@ def test_a_query_killed_and_restarted_from_an_s3a_checkpoint_ends_exact(
     needs_jars()
     import json
 
-    from canal.spark import DeltaMirror
-    from canal.spark.testing import compare_tables
+    from canal.spark import DeltaMirror, current_dataframe
+    from canal.spark.testing import compare_tables, select_all
 
     start = mariadb.execute("SHOW MASTER STATUS")[0][:2]
     mariadb.execute("CREATE TABLE orders (id INT PRIMARY KEY, qty INT, note VARCHAR(20))")
@@ -107,7 +108,7 @@ def test_a_query_killed_and_restarted_from_an_s3a_checkpoint_ends_exact(
     mariadb.execute("DELETE FROM orders WHERE id <= 10")
 
     # the restart: this process, from the checkpoint the killed one left
-    conf = s3a_conf(s3_bucket, prefix="")
+    conf = {**s3a_conf(s3_bucket, prefix=""), "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
     for key, value in conf.items():
         spark.conf.set(key, value)
     mirror = DeltaMirror(settings["mirror"], storage_options=store)
@@ -126,13 +127,22 @@ def test_a_query_killed_and_restarted_from_an_s3a_checkpoint_ends_exact(
             .start()
         )
         query.awaitTermination()
+        keys = [o["Key"] for o in s3_bucket.server.client().list_objects_v2(Bucket=s3_bucket.name)["Contents"]]
+        assert "checkpoint/commits/0" in keys
+        with mariadb.connect() as conn:
+            (result,) = compare_tables(conn, mirror, mariadb.database, ["orders"])
+            assert result.equal, result
+            want = sorted(tuple(r.values()) for r in select_all(conn, mariadb.database, "orders"))
+        # Spark reads the mirror in the bucket through S3A too: the current state (current_dataframe, s3:// data
+        # files), and Delta Lake's connector after a fold
+        location = mirror.table_location(mariadb.database, "orders")
+        assert location.startswith("s3://")
+        current = current_dataframe(spark, location).select("id", "qty", "note").collect()
+        assert sorted(tuple(r) for r in current) == want
+        mirror.fold()
+        folded = spark.read.format("delta").load("s3a://" + location.removeprefix("s3://"))
+        assert sorted(tuple(r) for r in folded.select("id", "qty", "note").collect()) == want
     finally:
         mirror.close()
         for key in conf:
             spark.conf.unset(key)
-    keys = [o["Key"] for o in s3_bucket.server.client().list_objects_v2(Bucket=s3_bucket.name)["Contents"]]
-    assert "checkpoint/commits/0" in keys
-    mirror = DeltaMirror(settings["mirror"], storage_options=store)
-    with mariadb.connect() as conn:
-        (result,) = compare_tables(conn, mirror, mariadb.database, ["orders"])
-    assert result.equal, result
