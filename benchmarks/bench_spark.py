@@ -527,8 +527,12 @@ def kafka_stream(
     whole_s = time.perf_counter() - began
     ends, rows = [], []
     for progress in query.recentProgress:
-        changes = micro_batch_changes(progress)
-        counted = sum(v for k, v in changes.changes.items() if k in ("INSERT", "UPDATE", "DELETE"))
+        counted = sum(
+            v
+            for changes in micro_batch_changes(progress)  # one per canal source: this query has one
+            for k, v in changes.changes.items()
+            if k in ("INSERT", "UPDATE", "DELETE")
+        )
         if not counted:
             continue
         started = dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
