@@ -177,10 +177,9 @@ def wait_until(what: str, check: Any, timeout: float = 60.0) -> None:
 
 
 class CursorHistory:
-    """Every version of client 1001's cursor node, as (version, mzxid, position), from a watch set before any write.
-
-    A watch sees the node's data at each trigger, so a version written before the watch re-read it is not seen:
-    :meth:`read_before` says so when that happened to the version it answers with."""
+    """The versions of client 1001's cursor node, as (version, mzxid, position, slaveId), from a watch set before any
+    write. A watch sees the node's data at each trigger, so a version written before the watch re-read it is not
+    seen (:meth:`read_before` says which can be missed)."""
 
     def __init__(self, zookeeper: ZooKeeperChroot) -> None:
         import json
@@ -217,20 +216,17 @@ class CursorHistory:
         return int(stat.czxid)
 
     def read_before(self, zxid: int) -> dict[str, Any] | None:
-        """The position the node held just before ``zxid`` (None: not written yet). The version after it must have
-        been seen too (or none written since the watch's last trigger), else the answer is not certain."""
+        """The position the node held just before ``zxid`` (None: not written yet). The versions seen before it must
+        run 0, 1, ... with none missed; the one after the last of them cannot be missed either, as canal writes once
+        a second and its successor only once it took over (its acks, which can follow each other faster than the
+        watch: those are missed, and do not matter here)."""
         stat = self.client.exists(self.path)
         if stat is not None:
             wait_until("the cursor watch catching up", lambda: any(v[0] >= stat.version for v in self.versions))
         with self._lock:
-            versions = sorted(self.versions)
-        before = [v for v in versions if v[1] < zxid]
-        if not before:
-            return None
-        version = before[-1][0]
-        later = [v[0] for v in versions if v[0] > version]
-        assert not later or later[0] == version + 1, f"the cursor watch missed version {version + 1} of {versions}"
-        return before[-1][2]
+            before = sorted(v for v in self.versions if v[1] < zxid)
+        assert [v[0] for v in before] == list(range(len(before))), f"the cursor watch missed a version: {before}"
+        return before[-1][2] if before else None
 
 
 def rows_from(peer: CanalPeer, position: dict[str, Any] | None) -> set[int]:
