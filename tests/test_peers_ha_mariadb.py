@@ -7,9 +7,11 @@ pycanal runs it through ``EmbeddedServer(zk_hosts=...)`` (``tests.procs.ha_consu
 other holds the running node; the cursor one acked is where the other resumes; killing the owner hands over; a canal
 owner paused past its session serves on beside pycanal (canal is not fenced).
 
-What is delivered twice is measured against what canal itself redelivers: canal's meta writes its cursor to ZooKeeper
+What is delivered twice is measured against what canal itself persisted: canal's meta writes its cursor to ZooKeeper
 once a second and not when it stops, so its successor (another canal as much as pycanal) starts from where canal was
-up to a second before; and a cursor names the transaction it ends in, which is read again from its start.
+up to a second before; and a cursor names the transaction it ends in, which is read again from its start. Which rows
+that is depends on when canal's last write fell, so the tests watch canal's cursor node (:class:`CursorHistory`) and
+take the version the successor read: the last one written before the successor created its running node.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 from kazoo.client import KazooClient
 from peer_harness import CanalPeer, skip_reason
 
+from canal.position import journal_number
 from canal.testing.plugin import MariaDBDatabase, ZooKeeperChroot
 from canal.testing.services import free_port
 from tests.procs.ha_harness import Child, ConsumerLog, kill_all
@@ -32,8 +35,7 @@ from tests.procs.ha_harness import Child, ConsumerLog, kill_all
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
 
 DEST = "peers_ha"
-CANAL_FLUSH_S = 1.0  # PeriodMixedMetaManager's period: canal's acks reach ZooKeeper this late at most
-SLACK_S = 0.5  # a process's line reaches the test this late at most, on a loaded machine
+CLIENT_ID = 1001  # the client canal's harness consumes as
 
 
 class Writer:
@@ -174,6 +176,102 @@ def wait_until(what: str, check: Any, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+class CursorHistory:
+    """The versions of client 1001's cursor node, as (version, mzxid, position, slaveId), from a watch set before any
+    write. A watch sees the node's data at each trigger, so a version written before the watch re-read it is not
+    seen (:meth:`read_before` says which can be missed)."""
+
+    def __init__(self, zookeeper: ZooKeeperChroot) -> None:
+        import json
+
+        self.path = f"/otter/canal/destinations/{DEST}/{CLIENT_ID}/cursor"
+        self.client: KazooClient = zookeeper.client(timeout=5.0)
+        self.versions: list[tuple[int, int, dict[str, Any], int]] = []
+        self._lock = threading.Lock()
+
+        def seen(data: bytes | None, stat: Any) -> None:
+            if data is not None and stat is not None:
+                with self._lock:
+                    cursor = json.loads(data)
+                    self.versions.append((stat.version, stat.mzxid, cursor["postion"], cursor["identity"]["slaveId"]))
+
+        self.client.DataWatch(self.path, seen)
+
+    def furthest_before(self, zxid: int) -> dict[str, Any] | None:
+        """The furthest position written before ``zxid``: with ``zxid`` taken once canal's process is gone, at least
+        as far as canal's last write (canal's cursor only moves on; a write its stopping instance made after its
+        successor took over counts; a successor's own writes can only make it further)."""
+        with self._lock:
+            written = [v[2] for v in self.versions if v[1] < zxid]
+        return max(written, key=lambda p: (journal_number(p["journalName"]), int(p["position"])), default=None)
+
+    def now(self) -> int:
+        """A zxid after every write ZooKeeper has made so far (a sequential node's creation)."""
+        path = self.client.create("/test-marks/mark", sequence=True, makepath=True)
+        return int(self.client.exists(path).czxid)
+
+    def owner_since(self) -> int:
+        """The zxid that created the running node (its owner's take-over)."""
+        _data, stat = self.client.get(f"/otter/canal/destinations/{DEST}/running")
+        return int(stat.czxid)
+
+    def read_before(self, zxid: int) -> dict[str, Any] | None:
+        """The position the node held just before ``zxid`` (None: not written yet). The versions seen before it must
+        run 0, 1, ... with none missed; the one after the last of them cannot be missed either, as canal writes once
+        a second and its successor only once it took over (its acks, which can follow each other faster than the
+        watch: those are missed, and do not matter here)."""
+        stat = self.client.exists(self.path)
+        if stat is not None:
+            wait_until("the cursor watch catching up", lambda: any(v[0] >= stat.version for v in self.versions))
+        with self._lock:
+            before = sorted(v for v in self.versions if v[1] < zxid)
+        assert [v[0] for v in before] == list(range(len(before))), f"the cursor watch missed a version: {before}"
+        return before[-1][2] if before else None
+
+
+def rows_from(peer: CanalPeer, position: dict[str, Any] | None) -> set[int]:
+    """The rows canal handed out in the transaction ``position`` names and after it: what a successor resuming there
+    reads again (all of them when no position was persisted). A row's transaction is placed by its end (the
+    TRANSACTIONEND entry after it, the cursor canal persists at an ack); a row whose end canal never handed out lies
+    after every cursor it persisted."""
+    at = None if position is None else (journal_number(position["journalName"]), int(position["position"]))
+    included = position is not None and bool(position["included"])
+    rows: set[int] = set()
+    pending: list[int] = []
+    for line in list(peer.lines):
+        if line["kind"] != "entry":
+            continue
+        if line["header"]["eventType"] == "INSERT":
+            pending.extend(int(r["afterColumns"][0]["value"]) for r in line["rowChange"]["rowDatas"])
+        elif line["entryType"] == "TRANSACTIONEND":
+            end = (journal_number(line["header"]["logfileName"]), int(line["header"]["logfileOffset"]))
+            if at is None or end > at or (end == at and not included):
+                rows.update(pending)
+            pending = []
+    return rows | set(pending)
+
+
+def assert_redelivered_from_cursor(
+    canal: CanalPeer,
+    canal_acked: set[int],
+    successor_delivered: set[int],
+    cursors: CursorHistory,
+    took_over: int,
+    canal_gone: int,
+) -> None:
+    """What canal's successor handed out again is what canal acked from the cursor the successor read on: at most
+    from the version written before the successor took over (zxid ``took_over``), at least from canal's last write
+    (before zxid ``canal_gone``, taken when canal's process was gone): the same one unless a write of canal's
+    stopping instance landed after the take-over."""
+    read = cursors.read_before(took_over)
+    twice = canal_acked & successor_delivered
+    most = canal_acked & rows_from(canal, read)
+    assert twice <= most, f"handed out again before canal's persisted cursor {read}: {sorted(twice - most)}"
+    last = cursors.furthest_before(canal_gone)
+    least = canal_acked & rows_from(canal, last)
+    assert twice >= least, f"not handed out again after canal's persisted cursor {last}: {sorted(least - twice)}"
+
+
 def running_address(zookeeper: ZooKeeperChroot) -> str | None:
     import json
 
@@ -188,7 +286,8 @@ def running_address(zookeeper: ZooKeeperChroot) -> str | None:
 def test_pycanal_takes_over_from_canal_without_downtime(ha: Setup) -> None:
     """The migration: pycanal starts as a standby of canal's destination (it serves nothing while canal runs it),
     canal stops, and pycanal goes on from canal's cursor: every row arrives, and what pycanal hands out again is
-    only what canal acked in its last cursor period before it stopped."""
+    exactly what canal acked from the cursor it last persisted on."""
+    cursors = CursorHistory(ha.zookeeper)
     canal = ha.canal("canal1")
     assert canal.select("active", destination=DEST), "canal runs the destination"
     writer = Writer(ha.mariadb, ha.table)
@@ -204,9 +303,10 @@ def test_pycanal_takes_over_from_canal_without_downtime(ha: Setup) -> None:
         writer.start()
         time.sleep(0.5)  # canal stops while rows flow
         canal.close()
-        stopped = time.monotonic()
+        canal_gone = cursors.now()
         child.expect(lambda line: line.startswith("S "), 30, "pycanal serving")
-        time.sleep(0.5)
+        took_over = cursors.owner_since()
+        time.sleep(0.5)  # pycanal serves while rows flow
     finally:
         writer.stop()
     total = writer.written
@@ -218,9 +318,7 @@ def test_pycanal_takes_over_from_canal_without_downtime(ha: Setup) -> None:
     canal_acked, _canal_delivered = canal_rows(canal)
     ours_acked, ours_delivered = pycanal_rows(child, log)
     assert set(canal_acked) | ours_acked == set(range(1, total + 1)), "a row was lost"
-    twice = set(canal_acked) & set(ours_delivered)
-    late = {row for row, t in canal_acked.items() if t >= stopped - CANAL_FLUSH_S - SLACK_S}
-    assert twice <= late, f"handed out again beyond canal's last cursor period: {sorted(twice - late)}"
+    assert_redelivered_from_cursor(canal, set(canal_acked), set(ours_delivered), cursors, took_over, canal_gone)
     assert len(ours_delivered) == len(set(ours_delivered))
     assert running_address(ha.zookeeper) != canal_address
 
@@ -228,8 +326,9 @@ def test_pycanal_takes_over_from_canal_without_downtime(ha: Setup) -> None:
 def test_killing_the_owner_hands_over_both_ways(ha: Setup) -> None:
     """canal runs the destination, pycanal stands by; canal is SIGKILLed and pycanal goes on from canal's cursor;
     a new canal stands by, pycanal is SIGKILLed and canal goes on from pycanal's cursor. No row is lost; what is
-    handed out twice is what the killed owner had acked after its last cursor write (canal: within its cursor
-    period; pycanal, which writes the cursor in the ack: only the batch it held unacked)."""
+    handed out twice is what the killed owner had acked from its last cursor write on (canal: what it acked after
+    the cursor it last persisted; pycanal, which writes the cursor in the ack: only the batch it held unacked)."""
+    cursors = CursorHistory(ha.zookeeper)
     canal1 = ha.canal("canal1")
     assert canal1.select("active", destination=DEST)
     child = ha.pycanal("pycanal1")
@@ -239,8 +338,9 @@ def test_killing_the_owner_hands_over_both_ways(ha: Setup) -> None:
         writer.start()
         wait_until("canal acking 40 rows", lambda: len(canal_rows(canal1)[0]) >= 40)
         canal1.kill()
-        killed = time.monotonic()
+        canal_gone = cursors.now()
         child.expect(lambda line: line.startswith("S "), 30, "pycanal serving after canal's death")
+        took_over = cursors.owner_since()
         wait_until("pycanal acking 40 rows", lambda: len(pycanal_rows(child, log)[0]) >= 40)
         canal2 = ha.canal("canal2")
         assert canal2.select("standby", destination=DEST), "the new canal stands by while pycanal runs it"
@@ -258,9 +358,8 @@ def test_killing_the_owner_hands_over_both_ways(ha: Setup) -> None:
     ours_acked, ours_delivered = pycanal_rows(child, log)
     second_acked, second_delivered = canal_rows(canal2)
     assert set(first_acked) | ours_acked | set(second_acked) == set(range(1, total + 1)), "a row was lost"
-    # canal -> pycanal: again only what canal acked within its cursor period before it died
-    late = {row for row, t in first_acked.items() if t >= killed - CANAL_FLUSH_S - SLACK_S}
-    assert set(first_acked) & set(ours_delivered) <= late
+    # canal -> pycanal: again exactly what canal acked from the cursor it last persisted on
+    assert_redelivered_from_cursor(canal1, set(first_acked), set(ours_delivered), cursors, took_over, canal_gone)
     # pycanal -> canal: pycanal's cursor is written when an ack returns: canal hands out again at most what pycanal
     # handed out without an ack returning, and the transaction its cursor names (canal reads it from its start)
     unacked = set(ours_delivered) - ours_acked
