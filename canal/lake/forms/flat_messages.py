@@ -70,9 +70,8 @@ def _js(text: str | None) -> str:
 
 
 class _Layout:
-    """The per-table-layout parts of a FlatMessage, per columns present: the JSON text between ``"isDdl":false,``
-    and ``"old":`` (``"mysqlType":{...},``) and between ``"pkNames":`` and ``"sql":`` (pkNames), and the sqlType
-    object."""
+    """The per-table-layout parts of a FlatMessage: pkNames, mysqlType, sqlType (JSON text), per columns present
+    (the same for every message of the layout: made once)."""
 
     __slots__ = ("_cache", "table")
 
@@ -112,13 +111,13 @@ def _olds(
     absent: tuple[int, ...],
     absent_before: set[int],
 ) -> list[str]:
-    """The ``old`` objects of an UPDATE's rows: each row's before values of the columns updated in it or an earlier
-    row of the entry (canal keeps one set of ``updated`` flags per entry), less the columns its after images lack;
-    a column the before images lack is left out of neither (it is absent from the image, so from the object).
+    """The ``old`` objects of an UPDATE's rows: each row's before values of the columns updated in it or in an
+    earlier row of the entry (canal keeps one set of ``updated`` flags per entry), those the before images carry. A
+    column is updated where its after value is not equal to its before value or not of its type; a column the after
+    images lack never is.
 
-    A column is updated where the after value is not equal to the before value or not of its type. The set only
-    grows, so the columns left to compare shrink and the encoder of the kept columns is made again only when it
-    grows."""
+    The set only grows: a row compares only the columns not yet updated, and the encoder of the set is made again
+    only when it grows (once or twice an entry), not a row."""
     width = len(codec.table.columns)
     open_ = [i for i in range(width) if i not in absent]  # columns not yet updated (absent ones never are)
     changed: set[int] = set()
@@ -184,7 +183,8 @@ class MessageMaker:
         routing = self.routing
         topic = routing.topic(schema, table)
         kind = rc.event_type.name
-        # the message is '{"data":' DATA HEAD MIDDLE OLD PK TAIL SQLTYPE END: only DATA and OLD vary by message
+        # a message is '{"data":[' DATA ']' HEAD MIDDLE OLD PK_PART TAIL_END, joined once: the parts but DATA and OLD
+        # are the entry's (HEAD, TAIL, END) or its layout's (MIDDLE, PK_PART, sqlType in TAIL_END)
         head = f',"database":{_js(schema)},"es":{h.execute_time},"gtid":{_js(h.gtid or "")},"id":{batch_no},"isDdl":'
         tail = f',"sql":{_js(rc.sql or "")},"sqlType":'
         prefix = f"{h.log_file}:{h.log_offset}:{batch_no}:"
