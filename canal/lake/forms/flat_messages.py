@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, Final
 
+from canal.lake.forms.cell_text import encode_str
 from canal.lake.forms.changes import table_codec
 from canal.lake.forms.mq_routing import Routing
 from canal.lake.types import base_type
@@ -65,11 +66,12 @@ def message_schema() -> Any:
 
 
 def _js(text: str | None) -> str:
-    return "null" if text is None else json.dumps(text, ensure_ascii=False)
+    return "null" if text is None else encode_str(text)  # json.dumps(text, ensure_ascii=False), without its checks
 
 
 class _Layout:
-    """The per-table-layout parts of a FlatMessage: pkNames, mysqlType, sqlType (JSON text), per columns present."""
+    """The per-table-layout parts of a FlatMessage: pkNames, mysqlType, sqlType (JSON text), per columns present
+    (the same for every message of the layout: made once)."""
 
     __slots__ = ("_cache", "table")
 
@@ -102,11 +104,38 @@ def _layout(table: TableSchema) -> _Layout:
     return made
 
 
-def _updated(before: Sequence[Any] | None, after: Sequence[Any] | None, width: int) -> set[int]:
-    """The columns an UPDATE's row changed (canal's ``updated`` flags: a value not equal to the before image's)."""
-    if before is None or after is None:
-        return set()
-    return {i for i in range(width) if before[i] != after[i] or type(before[i]) is not type(after[i])}
+def _olds(
+    codec: Any,
+    before_images: Sequence[Any],
+    after_images: Sequence[Any],
+    absent: tuple[int, ...],
+    absent_before: set[int],
+) -> list[str]:
+    """The ``old`` objects of an UPDATE's rows: each row's before values of the columns updated in it or in an
+    earlier row of the entry (canal keeps one set of ``updated`` flags per entry), those the before images carry. A
+    column is updated where its after value is not equal to its before value or not of its type; a column the after
+    images lack never is.
+
+    The set only grows: a row compares only the columns not yet updated, and the encoder of the set is made again
+    only when it grows (once or twice an entry), not a row."""
+    width = len(codec.table.columns)
+    open_ = [i for i in range(width) if i not in absent]  # columns not yet updated (absent ones never are)
+    changed: set[int] = set()
+    encode: Any = None  # the encoder of the columns updated so far (made on the first row, again when they grow)
+    olds: list[str] = []
+    append = olds.append
+    for before, after in zip(before_images, after_images, strict=True):
+        if before is not None and after is not None and open_:
+            grew = [i for i in open_ if before[i] != after[i] or type(before[i]) is not type(after[i])]
+            if grew:
+                changed.update(grew)
+                open_ = [i for i in open_ if i not in changed]
+                encode = None
+        if encode is None:
+            # image_encoder leaves out the columns it is given: those not updated (and those the image lacks)
+            encode = codec.image_encoder(tuple(i for i in range(width) if i not in changed or i in absent_before))
+        append(encode(before) or "{}")
+    return olds
 
 
 class MessageMaker:
@@ -126,18 +155,19 @@ class MessageMaker:
 
         topics: list[str] = []
         partitions: list[int] = []
-        keys: list[bytes] = []
-        values: list[bytes] = []
+        keys: list[str] = []
+        values: list[str] = []
         out = (topics, partitions, keys, values)
         made = self._canal if self.form == "canal" else self._debezium
         for entry in entries:
             made(entry, batch_no, first + len(values), out)
+        # keys and values are built as text and viewed as UTF-8 bytes in one go (no bytes object a message)
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(topics, pa.string()),
                 pa.array(partitions, pa.int32()),
-                pa.array(keys, pa.binary()),
-                pa.array(values, pa.binary()),
+                pa.array(keys, pa.string()).view(pa.binary()),
+                pa.array(values, pa.string()).view(pa.binary()),
             ],
             schema=message_schema(),
         )
@@ -150,74 +180,73 @@ class MessageMaker:
             return  # transaction boundaries and heartbeats: canal's converter makes no message of them
         h = entry.header
         schema, table = (rc.ddl_schema or h.schema) if rc.is_ddl else h.schema, h.table
-        topic = self.routing.topic(schema, table)
-        head = f'{_js(schema)},"es":{h.execute_time},"gtid":{_js(h.gtid or "")},"id":{batch_no}'
-        tail = f',"sql":{_js(rc.sql or "")}'
-        ts = self.now_ms()
+        routing = self.routing
+        topic = routing.topic(schema, table)
         kind = rc.event_type.name
+        # a message is '{"data":[' DATA ']' HEAD MIDDLE OLD PK_PART TAIL_END, joined once: the parts but DATA and OLD
+        # are the entry's (HEAD, TAIL, END) or its layout's (MIDDLE, PK_PART, sqlType in TAIL_END)
+        head = f',"database":{_js(schema)},"es":{h.execute_time},"gtid":{_js(h.gtid or "")},"id":{batch_no},"isDdl":'
+        tail = f',"sql":{_js(rc.sql or "")},"sqlType":'
         prefix = f"{h.log_file}:{h.log_offset}:{batch_no}:"
         topics, partitions, keys, values = out
 
-        def emit(partition: int, data: str, is_ddl: bool, layout: tuple[str, str, str], old: str) -> None:
-            pk, mysql, sql_type = layout
-            value = (
-                f'{{"data":{data},"database":{head},"isDdl":{"true" if is_ddl else "false"},'
-                f'"mysqlType":{mysql},"old":{old},"pkNames":{pk}{tail},"sqlType":{sql_type},'
-                f'"table":{_js(table)},"ts":{ts},"type":{_js(kind)}}}'
-            )
-            topics.append(topic)
-            partitions.append(partition)
-            keys.append((prefix + str(ordinal + len(values) - start)).encode())
-            values.append(value.encode())
-
-        start = len(values)
-        none = ("null", "null", "null")
-        if rc.is_ddl or not rc.event_type.is_dml or not rc.rows or kind not in ("INSERT", "UPDATE", "DELETE"):
+        rows_kind = kind in ("INSERT", "UPDATE", "DELETE")
+        if rc.is_ddl or not rc.event_type.is_dml or not rc.rows or not rows_kind:
             # DDL, statements, snapshot rows (canal has no such event type: they are sent as INSERTs, below)
             if not (rc.rows and rc.event_type is EventType.SNAPSHOT):
-                emit(self.routing.config.partition if not self.routing.hashed else 0, "null", rc.is_ddl, none, "null")
+                end = f',"table":{_js(table)},"ts":{self.now_ms()},"type":{_js(kind)}}}'
+                topics.append(topic)
+                partitions.append(routing.config.partition if not routing.hashed else 0)
+                keys.append(prefix + str(ordinal))
+                ddl = "true" if rc.is_ddl else "false"
+                values.append(f'{{"data":null{head}{ddl},"mysqlType":null,"old":null,"pkNames":null{tail}null{end}')
                 return
             kind = "INSERT"
+        end = f',"table":{_js(table)},"ts":{self.now_ms()},"type":{_js(kind)}}}'
         rows = Rows.of(rc.rows)
         codec = table_codec(rows.table)
-        width = len(rows.table.columns)
         deleting = rc.event_type is EventType.DELETE
         images = rows.before if deleting else rows.after
         assert images is not None
         absent = rows.absent("before" if deleting else "after")
-        layout = _layout(rows.table).parts(absent)
+        pk, mysql, sql_type = _layout(rows.table).parts(absent)
+        middle = f'false,"mysqlType":{mysql},"old":'
+        pk_part = f',"pkNames":{pk}'
+        tail_end = tail + sql_type + end
         encode = codec.image_encoder(absent)
         texts = [encode(image) or "{}" for image in images]
         olds: list[str] | None = None
         if kind == "UPDATE" and rows.before is not None and rows.after is not None:
-            olds = []
-            changed: set[int] = set()
-            absent_before = set(rows.absent("before"))
-            for before, after in zip(rows.before, rows.after, strict=True):
-                changed |= _updated(before, after, width) - set(absent)
-                kept = tuple(i for i in range(width) if i not in changed or i in absent_before)
-                olds.append(codec.image_encoder(kept)(before) or "{}")
-        if not self.routing.hashed:
+            olds = _olds(codec, rows.before, rows.after, absent, set(rows.absent("before")))
+        if not routing.hashed:
+            topics.append(topic)
+            partitions.append(routing.config.partition)
+            keys.append(prefix + str(ordinal))
             old = "[" + ",".join(olds) + "]" if olds else "null"
-            emit(self.routing.config.partition, "[" + ",".join(texts) + "]", False, layout, old)
+            values.append("".join(('{"data":[', ",".join(texts), "]", head, middle, old, pk_part, tail_end)))
             return
-        mode = self.routing.hash_mode(schema, table)
-        n = self.routing.partitions_of(topic)
+        mode = routing.hash_mode(schema, table)
+        n = routing.partitions_of(topic)
         if mode is None:
             parts = [0] * len(texts)
         elif mode.table_hash:
-            parts = [self.routing.table_partition(table, n)] * len(texts)
+            parts = [routing.table_partition(table, n)] * len(texts)
         else:
             names = [rows.table.columns[i].name for i in rows.table.key_indexes] if mode.auto_pk else mode.columns
             at = [rows.table.names.index(c) if c in rows.table.names else -1 for c in names]
             cells = _text_cells(rows.table, images, at, absent)
-            parts = [self.routing.row_partition(schema, row, n) for row in cells]
+            parts = [routing.row_partition(schema, row, n) for row in cells]
+        start = len(values)
         for partition in sorted(set(parts), key=parts.index) if mode is None or mode.table_hash else range(n):
             picked = [i for i, p in enumerate(parts) if p == partition]
             if not picked:
                 continue
             old = "[" + ",".join(olds[i] for i in picked) + "]" if olds else "null"
-            emit(partition, "[" + ",".join(texts[i] for i in picked) + "]", False, layout, old)
+            data = ",".join(texts[i] for i in picked)
+            topics.append(topic)
+            partitions.append(partition)
+            keys.append(prefix + str(ordinal + len(values) - start))
+            values.append("".join(('{"data":[', data, "]", head, middle, old, pk_part, tail_end)))
 
     # -- Debezium's envelope ---------------------------------------------------------------------------------------
 
@@ -265,8 +294,8 @@ class MessageMaker:
             }
             topics.append(topic)
             partitions.append(self.routing.config.partition)
-            keys.append(json.dumps(key, ensure_ascii=False, separators=(",", ":")).encode())
-            values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+            keys.append(json.dumps(key, ensure_ascii=False, separators=(",", ":")))
+            values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _text_cells(

@@ -1,0 +1,194 @@
+"""The ``messages`` option's canal maker against a simple model of canal's FlatMessage: each message a dict in
+canal's field order, its cells as canal text (:func:`~canal.lake.forms.cell_text.encode_value`), dumped by ``json``
+-- the maker builds the same bytes from per-layout parts. What lands on Kafka is checked with canal's own classes in
+tests/test_spark_mq_kafka.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from canal.config.mq import MqConfig
+from canal.lake.forms.cell_text import encode_value
+from canal.lake.forms.flat_messages import MessageMaker
+from canal.lake.forms.mq_routing import Routing
+from canal.protocol import (
+    ABSENT,
+    ColumnMeta,
+    Entry,
+    EntryType,
+    EventType,
+    Header,
+    RowChange,
+    Rows,
+    SqlType,
+    TableSchema,
+)
+
+_TYPES = (
+    ("bigint(20)", SqlType.BIGINT, st.integers(-3, 3)),
+    ("varchar(8)", SqlType.VARCHAR, st.sampled_from(["", "a", 'q"\\', "é\n\x01", "\u2028"])),
+    # 1 and 1.0 are equal and of other types: an update from one to the other updates the column
+    ("double", SqlType.DOUBLE, st.sampled_from([0.5, -0.0, 1e-5, 1.0, 1, 1e22, float("nan")])),
+)
+_ROUTINGS = (
+    MqConfig(topic="t"),
+    MqConfig(topic="t", partition=2),
+    MqConfig(topic="t", partition_hash="s.tb:$pk$", partitions_num=3),
+    MqConfig(topic="t", partition_hash="s.tb:c1", partitions_num=2),
+    MqConfig(topic="t", partition_hash="s.tb", partitions_num=4),
+)
+
+
+@st.composite
+def tables(draw: Any) -> TableSchema:
+    names = draw(
+        st.lists(st.text(st.sampled_from('ab"é\\.'), min_size=1, max_size=3), min_size=1, max_size=4, unique=True)
+    )
+    names = ["c" + str(i) if i < 2 else name for i, name in enumerate(names)]  # c0, c1: named by the routings
+    kinds = [draw(st.integers(0, len(_TYPES) - 1)) for _ in names]
+    keys = draw(st.sets(st.integers(0, len(names) - 1)))
+    columns = tuple(
+        ColumnMeta(name, sql_type=_TYPES[k][1], mysql_type=_TYPES[k][0], is_key=i in keys)
+        for i, (name, k) in enumerate(zip(names, kinds, strict=True))
+    )
+    return TableSchema("s", "tb", columns)
+
+
+def _value(kind: int) -> Any:
+    return st.one_of(st.none(), _TYPES[kind][2])
+
+
+@st.composite
+def row_entries(draw: Any, table: TableSchema, offset: int) -> Entry:
+    kinds = [next(k for k, t in enumerate(_TYPES) if t[0] == c.mysql_type) for c in table.columns]
+    event = draw(st.sampled_from([EventType.INSERT, EventType.UPDATE, EventType.DELETE, EventType.SNAPSHOT]))
+    width = len(table.columns)
+    absent = draw(st.sets(st.integers(0, width - 1), max_size=width - 1))
+    absent_before = draw(st.sets(st.integers(0, width - 1), max_size=width - 1))
+    n = draw(st.integers(1, 4))
+
+    def images(lacking: set[int]) -> list[tuple[Any, ...]]:
+        return [tuple(ABSENT if i in lacking else draw(_value(kinds[i])) for i in range(width)) for _ in range(n)]
+
+    before = (
+        images(absent_before if event is EventType.UPDATE else set())
+        if event
+        in (
+            EventType.UPDATE,
+            EventType.DELETE,
+        )
+        else None
+    )
+    after = images(absent) if event is not EventType.DELETE else None
+    if event is EventType.UPDATE and draw(st.booleans()):
+        assert before is not None and after is not None  # some rows the same as before where both carry a column
+        after = [
+            tuple(ABSENT if i in absent else a[i] if b[i] is ABSENT else b[i] for i in range(width))
+            if draw(st.booleans())
+            else a
+            for b, a in zip(before, after, strict=True)
+        ]
+    header = Header(
+        "mysql-bin.000007",
+        offset,
+        1,
+        1700000000000 + offset,
+        "s",
+        "tb",
+        event,
+        100,
+        draw(st.sampled_from([None, "0-1-5"])),
+    )
+    change = RowChange(event, Rows(table, before, after), table=table)
+    return Entry(header, EntryType.ROWDATA, change)
+
+
+def _ddl(offset: int) -> Entry:
+    header = Header("mysql-bin.000007", offset, 1, 1700000000000, "s", "tb", EventType.ALTER, 50)
+    change = RowChange(EventType.ALTER, is_ddl=True, sql='ALTER TABLE tb ADD x INT -- "é"', ddl_schema="s")
+    return Entry(header, EntryType.ROWDATA, change)
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None else encode_value(v)
+
+
+def model(entries: list[Entry], config: MqConfig, batch_no: int, first: int) -> list[tuple[int, bytes, bytes]]:
+    """(partition, key, value) of each message: the key ``FILE:OFFSET:BATCH:N``, the value a dict in canal's field
+    order dumped by json."""
+    routing = Routing(config)
+    out: list[tuple[int, Header, dict[str, Any]]] = []
+    for entry in entries:
+        rc, h = entry.row_change, entry.header
+        if entry.entry_type is not EntryType.ROWDATA or rc is None:
+            continue
+        message: dict[str, Any] = {"data": None, "database": h.schema, "es": h.execute_time, "gtid": h.gtid or ""}
+        message |= {"id": batch_no, "isDdl": rc.is_ddl, "mysqlType": None, "old": None, "pkNames": None}
+        message |= {"sql": rc.sql, "sqlType": None, "table": h.table, "ts": 0, "type": rc.event_type.name}
+        if rc.is_ddl:
+            message["database"] = rc.ddl_schema
+            out.append((0 if config.partition_hash else config.partition, h, message))
+            continue
+        rows = Rows.of(rc.rows)
+        table = rows.table
+        deleting = rc.event_type is EventType.DELETE
+        images = rows.before if deleting else rows.after
+        assert images is not None
+        absent = set(rows.absent("before" if deleting else "after"))
+        present = [i for i in range(len(table.columns)) if i not in absent]
+        data = [{table.names[i]: _text(image[i]) for i in present} for image in images]
+        olds: list[Any] = []
+        if rc.event_type is EventType.UPDATE:
+            assert rows.before is not None and rows.after is not None
+            changed: set[int] = set()
+            for before, after in zip(rows.before, rows.after, strict=True):
+                changed |= {i for i in present if before[i] != after[i] or type(before[i]) is not type(after[i])}
+                olds.append(
+                    {table.names[i]: _text(before[i]) for i in present if i in changed and before[i] is not ABSENT}
+                )
+        keys = [table.names[i] for i in present if table.columns[i].is_key]
+        message |= {
+            "mysqlType": {table.names[i]: table.columns[i].mysql_type for i in present},
+            "pkNames": keys or None,
+            "sqlType": {table.names[i]: int(table.columns[i].sql_type) for i in present},
+            "type": "INSERT" if rc.event_type is EventType.SNAPSHOT else rc.event_type.name,
+        }
+        if config.partition_hash == "s.tb":  # the table's name: every row to one partition
+            parts = [routing.table_partition("tb", 4)] * len(data)
+        elif config.partition_hash:
+            hashed = [table.names[i] for i in table.key_indexes] if config.partition_hash.endswith("$pk$") else ["c1"]
+            parts = [
+                routing.row_partition("s", [row.get(c) for c in hashed], config.partitions_num or 1) for row in data
+            ]
+        else:
+            parts = [config.partition] * len(data)
+        for partition in sorted(set(parts)):
+            picked = [i for i, p in enumerate(parts) if p == partition]
+            old = [olds[i] for i in picked] if olds else None
+            out.append((partition, h, message | {"data": [data[i] for i in picked], "old": old}))
+    return [
+        (
+            partition,
+            f"{h.log_file}:{h.log_offset}:{batch_no}:{first + n}".encode(),
+            json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode(),
+        )
+        for n, (partition, h, message) in enumerate(out)
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), tables(), st.sampled_from(_ROUTINGS), st.integers(0, 3), st.integers(0, 5))
+def test_canal_messages_are_canals_flat_message_as_a_model_dumps_it(
+    data: Any, table: TableSchema, config: MqConfig, batch_no: int, first: int
+) -> None:
+    entries: list[Entry] = []
+    for offset in range(4, 4 + 100 * data.draw(st.integers(1, 5)), 100):
+        entries.append(_ddl(offset) if data.draw(st.integers(0, 5)) == 0 else data.draw(row_entries(table, offset)))
+    made = MessageMaker("canal", Routing(config), "d", now_ms=lambda: 0).make(entries, batch_no, first)
+    columns = (made.column(name).to_pylist() for name in ("partition", "key", "value"))
+    assert list(zip(*columns, strict=True)) == model(entries, config, batch_no, first)
+    assert set(made.column("topic").to_pylist()) <= {"t"}
