@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 import pytest
+from failed_metrics import failed_metrics
 
 from canal.config import InstanceConfig, MasterConfig, RetryConfig
 from canal.errors import (
@@ -54,7 +55,7 @@ def _stop_reason(instance: Instance) -> BaseException:
 
 
 def _assert_failed(instance: Instance, error: BaseException, *, retried: bool = False) -> None:
-    m = instance.metrics()
+    m = failed_metrics(instance)
     assert (m.running, m.state, m.connected, m.errors) == (False, "failed", False, 1)
     assert m.last_error_type == type(error).__name__
     if not retried:
