@@ -102,7 +102,13 @@ def _play(mariadb: MariaDBDatabase, tmp: Path, db: str, ops: list[Op], heal: str
             config = attrs.evolve(config, meta_dir=str(tmp / "mirror-meta"))
             _mark(conn, db, 2)
             run_caught_up(conn, config, None, mirror, journal=tmp / "journal.json")
+            held = {t for d, t in mirror.tables() if d == db}
             for table, selected in state.items():
+                if table not in held:
+                    # a table healed at a mark that knew no layout has no mirror table until its next rows make it
+                    # (canal.lake.apply.heals): a reader finds none, which is only right for a table with no rows
+                    assert not selected.rows, f"the mirror has no table {table}\nSQL: {';'.join(workload.sql)}"
+                    continue
                 result = compare(mirror.read(db, table), selected.rows, selected.key, name=table)
                 assert result.equal, f"the mirror of {table}: {result}\nSQL: {';'.join(workload.sql)}"
             assert not any(t.startswith(("v_", "vv_")) for _d, t in mirror.tables()), "a view is no table"
