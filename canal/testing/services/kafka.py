@@ -110,7 +110,10 @@ class KafkaServer(_Service):
         (workdir / "data").mkdir()
         properties = self._properties()
         done = subprocess.run(
-            self._java_command("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(properties)),
+            # --option=value: a cluster id is base64url and may begin with "-", which argparse takes for an option
+            self._java_command(
+                "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", f"--config={properties}"
+            ),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
