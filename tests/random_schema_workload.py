@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import random
 import subprocess
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -673,3 +674,33 @@ def load_time_zone(server: Any, zone: str = NAMED_ZONE) -> None:
         text=True,
         check=True,
     )
+
+
+SEED: Final = int(os.environ.get("PYCANAL_SEED") or random.SystemRandom().randrange(2**32))
+"""The seed of this run's seeded workloads (:func:`play_seeded`): ``PYCANAL_SEED`` replays a run."""
+
+
+def play_seeded(
+    play: Callable[[int, list[Op], str, int], None],
+    kinds: list[str],
+    examples: int,
+    lengths: tuple[int, int],
+    stop_every: int,
+) -> None:
+    """Play ``examples`` workloads drawn from :data:`SEED`: each ``play(example, ops, heal, seed)`` with ops of
+    ``kinds`` (as many as ``lengths`` allows), every ``stop_every``-th under ``heal="stop"``. The seed is printed
+    first, and a failure names it with the workload's ops; the cases played are printed at the end."""
+    print(f"\nPYCANAL_SEED={SEED}", file=sys.stderr)
+    rng = random.Random(SEED)
+    seen = Counter(CASES_SEEN)
+    for example in range(examples):
+        ops: list[Op] = [
+            (rng.choice(kinds), rng.randrange(100), rng.randrange(100), rng.randrange(100))
+            for _ in range(rng.randint(*lengths))
+        ]
+        heal = "stop" if example % stop_every == stop_every - 1 else "snapshot"
+        try:
+            play(example, ops, heal, rng.randrange(2**32))
+        except BaseException as exc:
+            raise AssertionError(f"PYCANAL_SEED={SEED}, workload {example} ({heal}), ops {ops}: {exc}") from exc
+    print(f"workloads per case: {dict(sorted((CASES_SEEN - seen).items()))}")

@@ -15,14 +15,11 @@ A seed per run, printed (``-s``; and in a failure's message): ``PYCANAL_SEED`` r
 
 from __future__ import annotations
 
-import os
-import random
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from random_schema_workload import CASES_SEEN, FUZZ_EXAMPLES, Op, Workload
+from random_schema_workload import FUZZ_EXAMPLES, Op, Workload, play_seeded
 
 pytest.importorskip("deltalake")
 
@@ -37,28 +34,16 @@ from canal.testing.plugin import MariaDBDatabase
 pytestmark = pytest.mark.integration
 
 EXAMPLES = max(2, FUZZ_EXAMPLES // 10)
-SEED = int(os.environ.get("PYCANAL_SEED") or random.SystemRandom().randrange(2**32))
 BESIDE = ["insert", "insert", "update", "delete"]  # the workload's kinds drawn beside the family's
 
 
 def test_random_alters_and_sql_modes_are_mirrored_healed_or_stop_typed(
     mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    print(f"\nPYCANAL_SEED={SEED}", file=sys.stderr)
-    rng = random.Random(SEED)
-    seen = dict(CASES_SEEN)
-    for example in range(EXAMPLES):
-        kinds = [*AlterOperations.KINDS, *BESIDE]
-        ops: list[Op] = [
-            (rng.choice(kinds), rng.randrange(100), rng.randrange(100), rng.randrange(100))
-            for _ in range(rng.randint(6, 16))
-        ]
-        heal = "stop" if example % 3 == 2 else "snapshot"
-        try:
-            _play(mariadb, tmp_path_factory.mktemp("alters"), f"aw{example}", ops, heal, rng.randrange(2**32))
-        except BaseException as exc:
-            raise AssertionError(f"PYCANAL_SEED={SEED}, workload {example} ({heal}), ops {ops}: {exc}") from exc
-    print(f"workloads per case: { ({k: v - seen.get(k, 0) for k, v in CASES_SEEN.items() if v != seen.get(k, 0)}) }")
+    def play(example: int, ops: list[Op], heal: str, seed: int) -> None:
+        _play(mariadb, tmp_path_factory.mktemp("alters"), f"aw{example}", ops, heal, seed)
+
+    play_seeded(play, [*AlterOperations.KINDS, *BESIDE], EXAMPLES, (6, 16), 3)
 
 
 def _play(mariadb: MariaDBDatabase, tmp: Path, db: str, ops: list[Op], heal: str, seed: int) -> None:

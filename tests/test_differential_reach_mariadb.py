@@ -16,9 +16,6 @@ A seed per run, printed (``-s``; and in a failure's message): ``PYCANAL_SEED`` r
 
 from __future__ import annotations
 
-import os
-import random
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +23,7 @@ import attrs
 import pytest
 from entry_copies import EntryCopy, copy_until_healed, keyed_rows
 from random_operations import OUTSIDE
-from random_schema_workload import CASES_SEEN, FUZZ_EXAMPLES, Op, Stop, Workload
+from random_schema_workload import FUZZ_EXAMPLES, Op, Stop, Workload, play_seeded
 
 pytest.importorskip("deltalake")
 
@@ -42,7 +39,6 @@ from canal.testing.plugin import MariaDBDatabase
 pytestmark = pytest.mark.integration
 
 EXAMPLES = max(2, FUZZ_EXAMPLES // 5)
-SEED = int(os.environ.get("PYCANAL_SEED") or random.SystemRandom().randrange(2**32))
 BESIDE = ["insert", "insert", "update", "delete", "rotate"]  # the workload's kinds drawn beside the family's
 MARK = "mark"
 
@@ -50,21 +46,10 @@ MARK = "mark"
 def test_random_statements_reaching_tables_they_do_not_name(
     mariadb: MariaDBDatabase, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    print(f"\nPYCANAL_SEED={SEED}", file=sys.stderr)
-    rng = random.Random(SEED)
-    seen = dict(CASES_SEEN)
-    for example in range(EXAMPLES):
-        kinds = [*ReachOperations.KINDS, *BESIDE]
-        ops: list[Op] = [
-            (rng.choice(kinds), rng.randrange(100), rng.randrange(100), rng.randrange(100))
-            for _ in range(rng.randint(8, 24))
-        ]
-        heal = "stop" if example % 4 == 3 else "snapshot"
-        try:
-            _play(mariadb, tmp_path_factory.mktemp("reach"), f"rw{example}", ops, heal, rng.randrange(2**32))
-        except BaseException as exc:
-            raise AssertionError(f"PYCANAL_SEED={SEED}, workload {example} ({heal}), ops {ops}: {exc}") from exc
-    print(f"workloads per case: { ({k: v - seen.get(k, 0) for k, v in CASES_SEEN.items() if v != seen.get(k, 0)}) }")
+    def play(example: int, ops: list[Op], heal: str, seed: int) -> None:
+        _play(mariadb, tmp_path_factory.mktemp("reach"), f"rw{example}", ops, heal, seed)
+
+    play_seeded(play, [*ReachOperations.KINDS, *BESIDE], EXAMPLES, (8, 24), 4)
 
 
 def _play(mariadb: MariaDBDatabase, tmp: Path, db: str, ops: list[Op], heal: str, seed: int) -> None:
