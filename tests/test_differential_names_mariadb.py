@@ -50,6 +50,24 @@ def ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def odd_name_statements(db: str, picks: list[tuple[str, str]], seed: int) -> list[str]:
+    """A table per distinct (table, column) pick of :data:`POOL` names in database ``db``: made, written, renamed,
+    emptied and dropped -- the peers' side-by-side workload of odd names."""
+    statements: list[str] = []
+    for i, (table, column) in enumerate(dict.fromkeys(picks)):
+        t = ident(db) + "." + ident(table)
+        moved = ident(db) + "." + ident(table + "2")
+        statements += [
+            f"CREATE TABLE {t} (id INT PRIMARY KEY, {ident(column + 'c')} VARCHAR(20))",
+            f"INSERT INTO {t} VALUES ({i + 1}, {seed + i})",
+            f"UPDATE {t} SET {ident(column + 'c')} = 'ü{i}' WHERE id = {i + 1}",
+            f"RENAME TABLE {t} TO {moved}",
+            f"DELETE FROM {moved}",
+            f"DROP TABLE {moved}",
+        ]
+    return statements
+
+
 @pytest.mark.parametrize("lower_case", [False, True], ids=["as-typed", "lower_case_table_names=1"])
 def test_mirror_equals_select_through_random_names_and_multi_table_ddl(
     mariadb: MariaDBDatabase,

@@ -35,7 +35,7 @@ from peer_harness import CanalPeer, skip_reason
 from random_operations import OUTSIDE
 from random_schema_workload import CAPTURE_KINDS, FUZZ_EXAMPLES, Workload, fuzz_settings
 from test_differential_names_mariadb import POOL as NAME_POOL
-from test_differential_names_mariadb import ident
+from test_differential_names_mariadb import ident, odd_name_statements
 from test_differential_transactions_mariadb import _play, _statements, _Tables, _workload
 
 from canal.config import InstanceConfig, StoreConfig
@@ -295,17 +295,7 @@ def test_odd_names_side_by_side(mariadb: MariaDBDatabase, canal_peer: CanalPeer,
     )
     def check(picks: list[tuple[str, str]], seed: int) -> None:
         db = f"n{next(_RUNS)} é#`%"
-        statements: list[str] = []
-        for i, (table, column) in enumerate(dict.fromkeys(picks)):
-            t = ident(db) + "." + ident(table)
-            statements += [
-                f"CREATE TABLE {t} (id INT PRIMARY KEY, {ident(column + 'c')} VARCHAR(20))",
-                f"INSERT INTO {t} VALUES ({i + 1}, {seed + i})",
-                f"UPDATE {t} SET {ident(column + 'c')} = 'ü{i}' WHERE id = {i + 1}",
-                f"RENAME TABLE {t} TO {ident(db)}.{ident(table + '2')}",
-                f"DELETE FROM {ident(db)}.{ident(table + '2')}",
-                f"DROP TABLE {ident(db)}.{ident(table + '2')}",
-            ]
+        statements = odd_name_statements(db, picks, seed)
         mariadb.execute(f"CREATE DATABASE {ident(db)}")
 
         def play() -> None:

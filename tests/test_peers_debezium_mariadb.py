@@ -30,7 +30,7 @@ from peer_harness import DebeziumPeer, mariadb_properties, skip_reason
 from random_schema_workload import FUZZ_EXAMPLES, SCHEMA_KINDS, Workload, fuzz_settings
 from random_schema_workload import TYPES as WORKLOAD_TYPES
 from test_differential_names_mariadb import POOL as NAME_POOL
-from test_differential_names_mariadb import ident
+from test_differential_names_mariadb import ident, odd_name_statements
 from test_differential_transactions_mariadb import _play, _statements, _Tables, _workload
 from test_peers_canal_mariadb import TYPES, VALUES, _regex
 
@@ -274,17 +274,7 @@ def test_odd_names_side_by_side(mariadb_server: MariaDBServer, debezium: Debeziu
     )
     def check(picks: list[tuple[str, str]], seed: int) -> None:
         db = f"{PREFIX}{next(_RUNS)} é#`%"  # the engines capture every database named dbzt...
-        statements: list[str] = []
-        for i, (table, column) in enumerate(dict.fromkeys(picks)):
-            t = ident(db) + "." + ident(table)
-            statements += [
-                f"CREATE TABLE {t} (id INT PRIMARY KEY, {ident(column + 'c')} VARCHAR(20))",
-                f"INSERT INTO {t} VALUES ({i + 1}, {seed + i})",
-                f"UPDATE {t} SET {ident(column + 'c')} = 'ü{i}' WHERE id = {i + 1}",
-                f"RENAME TABLE {t} TO {ident(db)}.{ident(table + '2')}",
-                f"DELETE FROM {ident(db)}.{ident(table + '2')}",
-                f"DROP TABLE {ident(db)}.{ident(table + '2')}",
-            ]
+        statements = odd_name_statements(db, picks, seed)
         mariadb_server.execute(f"CREATE DATABASE {ident(db)}")
         try:
             run = side_by_side(
