@@ -84,18 +84,24 @@ def run_canal(server: MariaDBServer, start: tuple[str, int], run: int) -> dict[s
         )
         count = peer.wait_for(lambda line: line["kind"] == "count", 900, "canal's last row")
         cpu = peer.cpu_seconds() - cpu0
-        seconds = count["last_row_ms"] / 1000
-        return {
-            "rows": count["rows"],
-            "seconds": seconds,
-            "rows_per_s": count["rows"] / seconds,
-            "cpu_s": cpu,
-            "cpu_us_per_row": cpu / count["rows"] * 1e6,
-            "jvm_start_s": peer.ready_s,
-            "first_row_s": count["first_row_ms"] / 1000,
-        }
+        return _peer_figures(count["rows"], count["last_row_ms"], count["first_row_ms"], cpu, peer.ready_s)
     finally:
         peer.close()
+
+
+def _peer_figures(rows: int, last_ms: float, first_ms: float, cpu: float, ready_s: float) -> dict[str, Any]:
+    """A peer's run: ``rows`` by its last one ``last_ms`` after the engine began (the whole run, its first rows'
+    wait included), and the process's ``cpu`` seconds."""
+    seconds = last_ms / 1000
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rows_per_s": rows / seconds,
+        "cpu_s": cpu,
+        "cpu_us_per_row": cpu / rows * 1e6,
+        "jvm_start_s": ready_s,
+        "first_row_s": first_ms / 1000,
+    }
 
 
 def run_debezium(server: MariaDBServer, start: tuple[str, int], run: int) -> dict[str, Any]:
@@ -118,16 +124,7 @@ def run_debezium(server: MariaDBServer, start: tuple[str, int], run: int) -> dic
         if count["kind"] == "completed":
             raise RuntimeError(f"Debezium's engine stopped: {count.get('error')}\n{count.get('trace', '')[:2000]}")
         cpu = peer.cpu_seconds() - cpu0
-        seconds = count["last_record_ms"] / 1000
-        return {
-            "rows": count["records"],
-            "seconds": seconds,
-            "rows_per_s": count["records"] / seconds,
-            "cpu_s": cpu,
-            "cpu_us_per_row": cpu / count["records"] * 1e6,
-            "jvm_start_s": peer.ready_s,
-            "first_row_s": count["first_record_ms"] / 1000,
-        }
+        return _peer_figures(count["records"], count["last_record_ms"], count["first_record_ms"], cpu, peer.ready_s)
     finally:
         peer.close()
 
