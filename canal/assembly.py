@@ -157,6 +157,10 @@ class ParserGroup:
         return sum(p.reconnects for p in self.parsers)
 
     @property
+    def fatal_errors(self) -> int:
+        return sum(p.fatal_errors for p in self.parsers)
+
+    @property
     def connected(self) -> bool:
         """Whether every member's dump reads from its server: the merge waits for a member that does not."""
         return all(p.connected for p in self.parsers)

@@ -117,7 +117,6 @@ class Instance(StartStopContext):
         self._lock = threading.RLock()  # serialises consumer calls, like canal's synchronized(instance)
         self._client_filters: dict[int, TableFilters] = {}
         self._started = False
-        self._errors = 0
         self._rates = RateWindow()
         self._last_get_ms: int | None = None
         self._last_ack_ms: int | None = None
@@ -377,7 +376,6 @@ class Instance(StartStopContext):
             self.meta.stop()
 
     def _parser_failed(self, error: BaseException) -> None:
-        self._errors += 1
         self._log.error("parser stopped on a fatal error: %s", error)
         self.store.input_ended()  # a get waiting for entries returns now, and raises the error
         if self._on_error is not None:
@@ -699,7 +697,7 @@ class Instance(StartStopContext):
             delay_get_ms=None if self._last_get_ms is None else now_ms - self._last_get_ms,
             delay_ack_ms=None if self._last_ack_ms is None else now_ms - self._last_ack_ms,
             reconnects=self.parser.reconnects,
-            errors=self._errors,
+            errors=parser.fatal_errors,
             last_error=None if error is None else f"{type(error).__name__}: {error}",
             snapshot=self._running.runners[-1].progress() if self._running.runners else None,
             stream_ended=ended,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -88,6 +89,35 @@ def test_a_get_blocked_for_a_full_batch_raises_the_refusal_at_once(fake_mysql: F
     assert (m.state, m.running, m.connected, m.errors, m.reconnects) == ("failed", False, False, 1, 0)
     assert m.last_error_type == expected.__name__
     assert fake_mysql.connect_attempts + fake_mysql.dump_attempts == 1  # no retry
+
+
+def test_a_refusal_a_get_raised_is_already_counted(fake_mysql: FakeMysql) -> None:
+    """The parser thread is held on its "fatal error" log record -- after the error is published, before anything
+    after it runs: the get that raised it and the metrics read then agree (once counted the error only after
+    publishing it, so a consumer that saw the error could read ``errors == 0``)."""
+    fake_mysql.refuse(errno=1045, times=100)
+    held, release = threading.Event(), threading.Event()
+
+    class Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "fatal error" in record.getMessage() and threading.current_thread() is not threading.main_thread():
+                held.set()
+                release.wait(10)
+
+    hold = Hold()
+    parser_log = logging.getLogger("canal.parse.parser")
+    parser_log.addHandler(hold)
+    try:
+        with Instance(_config(fake_mysql)) as instance:
+            assert held.wait(10), "the parser did not stop on the refusal"
+            with pytest.raises(NotRunningError):
+                instance.get(10, timeout=0)
+            m = instance.metrics()
+            release.set()
+    finally:
+        release.set()
+        parser_log.removeHandler(hold)
+    assert (m.errors, m.running, m.last_error_type) == (1, False, "SourceAccessDeniedError")
 
 
 def test_connection_errors_are_retried_and_the_metrics_show_it(fake_mysql: FakeMysql) -> None:

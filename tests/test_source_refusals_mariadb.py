@@ -16,7 +16,6 @@ from typing import Any
 
 import attrs
 import pytest
-from failed_metrics import failed_metrics
 
 from canal.config import InstanceConfig, MasterConfig, RetryConfig
 from canal.errors import (
@@ -55,7 +54,7 @@ def _stop_reason(instance: Instance) -> BaseException:
 
 
 def _assert_failed(instance: Instance, error: BaseException, *, retried: bool = False) -> None:
-    m = failed_metrics(instance)
+    m = instance.metrics()
     assert (m.running, m.state, m.connected, m.errors) == (False, "failed", False, 1)
     assert m.last_error_type == type(error).__name__
     if not retried:

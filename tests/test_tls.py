@@ -17,7 +17,6 @@ from typing import Any
 
 import pymysql  # type: ignore[import-untyped]
 import pytest
-from failed_metrics import failed_metrics
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from canal.cli import main
@@ -169,7 +168,7 @@ def _stopped_with(config: InstanceConfig) -> BaseException:
         with pytest.raises(NotRunningError) as raised:
             inst.get_without_ack(100, timeout=20.0)  # before: empty batches, the TLS failure retried for ever
         assert time.monotonic() - began < 5.0
-        m = failed_metrics(inst)
+        m = inst.metrics()
         assert (m.running, m.state, m.connected, m.errors) == (False, "failed", False, 1)
         assert inst.parser.reconnects == 0
     cause = raised.value.__cause__

@@ -171,6 +171,7 @@ class EventParser(StartStopContext):
         self.switches = 0
         self.last_error: BaseException | None = None
         self.error: BaseException | None = None
+        self.fatal_errors = 0  # counted before `error` is published: a get that raised it sees it counted
         self.handed_off = 0
         # what joins the stream at boundaries (snapshot chunks: canal.snapshot.merge), set by the assembly
         self._merge: StreamMerge | None = None
@@ -386,6 +387,7 @@ class EventParser(StartStopContext):
         self._wake.wait(delay)  # set by stop() and by a switch
 
     def _fatal(self, exc: BaseException) -> None:
+        self.fatal_errors += 1
         self.error = exc
         self.last_error = exc
         self._log.error("parser stopped by a fatal error: %s: %s", type(exc).__name__, exc)
