@@ -10,8 +10,9 @@ the mark's change rows (a statement, or the rows of an entry whose partial image
 * and ``CREATE TABLE`` of each table that exists after the point, in the layout the mark gives (the schema
   history's: a table renamed onto the name, or converted by an ALTER, has its new one). Where the mark knows no
   layout (no schema history, or one that holds later DDL already) the table's next rows make it, in the layout they
-  carry, as the rows of a table the mirror does not hold do: until then the mirror has no such table (a reader
-  that finds none reads an empty one).
+  carry, as the rows of a table the mirror does not hold do: until then the mirror has no such table
+  (``DeltaMirror.tables()`` does not list it, and ``read`` raises a ``MirrorStorageError`` naming it) -- which only
+  a table with no rows can stay, as the heal's read of the table brings each of its rows.
 
 These are ordinary DDL rows at the mark's place in the batch, so they are planned, applied and journaled as any DDL
 is (:mod:`canal.lake.planning.plan`, the step journal): exact through crashes and replays, in every form of batch (a
