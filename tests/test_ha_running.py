@@ -130,6 +130,80 @@ def test_release_hands_over_at_once_and_old_token_is_fenced(
     assert client.get(cursor)[0] == b"from-second"
 
 
+class ReadRecorder:
+    """A real kazoo client that notes the thread of every read made through it."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self.threads: list[threading.Thread] = []
+
+    def _noted(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def read(*args: Any, **kwargs: Any) -> Any:
+            self.threads.append(threading.current_thread())
+            return method(*args, **kwargs)
+
+        return read
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("get", "exists", "get_async", "exists_async"):
+            return self._noted(name)
+        return getattr(self._client, name)
+
+
+def test_a_takeover_reads_nothing_on_kazoos_event_thread(zookeeper: ZooKeeperChroot) -> None:
+    """kazoo runs every watch callback of a client on one thread, in turn. Its DataWatch read the node there (two
+    round trips per event): when ten destinations were released at once, the tenth next owner heard of its release
+    only after the other watches' reads -- the longest part of a hand-over's gap on a loaded machine."""
+    rec_a, rec_b = Recorder(), Recorder()
+    a = server_monitor(zookeeper.client(timeout=2.0), "127.0.0.1:21", rec_a, delay=30.0)
+    a.start()
+    rec_a.wait_for("active")
+    client = zookeeper.client(timeout=2.0)
+    event_threads: list[threading.Thread] = []
+    fired = threading.Event()
+
+    def note(_event: Any) -> None:
+        event_threads.append(threading.current_thread())
+        fired.set()
+
+    client.exists("/watched", watch=note)
+    client.create("/watched")
+    assert fired.wait(10)
+    reads = ReadRecorder(client)
+    b = server_monitor(reads, "127.0.0.1:22", rec_b, delay=30.0)  # type: ignore[arg-type]
+    b.start()
+    try:
+        poll_until(lambda: b.attempts >= 1)  # it found the node taken and stands by, watching it
+        a.release()  # a clean release: b takes over at once (not after its 30 s delay)
+        token = rec_b.wait_for("active", timeout=10.0)
+        assert token > 0 and b.is_active
+        assert reads.threads, "the monitor read nothing through its client"
+        assert event_threads[0] not in reads.threads
+    finally:
+        b.stop()
+        a.stop()
+
+
+def test_the_creation_of_the_running_node_is_the_activation(zookeeper: ZooKeeperChroot) -> None:
+    """The running node's creation and the fencing epoch's bump are one transaction (one round trip, where a
+    takeover used to take four), from the destination's first activation on: the epoch's version is the token."""
+    client = zookeeper.client(timeout=2.0)
+    running, epoch = zkpaths.destination_running_path("example"), zkpaths.destination_epoch_path("example")
+    for address, rec in (("127.0.0.1:31", Recorder()), ("127.0.0.1:32", Recorder())):
+        mon = server_monitor(zookeeper.client(timeout=2.0), address, rec)
+        mon.start()
+        try:
+            token = rec.wait_for("active")
+            node = client.exists(running)
+            data, stat = client.get(epoch)
+            assert node is not None and stat.mzxid == node.czxid  # one transaction: one zxid
+            assert stat.version == token and data == address.encode()
+        finally:
+            mon.stop()  # a clean release: the next one competes at once
+
+
 def test_crash_of_the_active_is_taken_over_after_the_delay(zookeeper: ZooKeeperChroot) -> None:
     doomed_client = zookeeper.client(timeout=2.0)
     survivor_client = zookeeper.client(timeout=2.0)
@@ -290,20 +364,44 @@ def test_a_failed_activation_is_retried_after_the_delay(zookeeper: ZooKeeperChro
 
 
 class FlakyClient:
-    """A real kazoo client whose first ``failures`` creates raise ConnectionLoss (as a flaky network does)."""
+    """A real kazoo client whose first ``failures`` attempts to create a node raise ConnectionLoss (as a flaky
+    network does): a create, or the commit of a transaction that creates one (the monitor's compete)."""
 
     def __init__(self, client: KazooClient, failures: int) -> None:
         self._client = client
         self.failures = failures
         self.creates = 0
 
-    def create(self, *args: Any, **kwargs: Any) -> Any:
+    def _attempt(self) -> None:
         from kazoo.exceptions import ConnectionLoss
 
         self.creates += 1
         if self.creates <= self.failures:
             raise ConnectionLoss("injected connection loss")
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        self._attempt()
         return self._client.create(*args, **kwargs)
+
+    def transaction(self) -> Any:
+        flaky, tx = self, self._client.transaction()
+
+        class Transaction:
+            creates = False
+
+            def create(self, *args: Any, **kwargs: Any) -> None:
+                self.creates = True
+                tx.create(*args, **kwargs)
+
+            def commit(self) -> Any:
+                if self.creates:
+                    flaky._attempt()
+                return tx.commit()
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(tx, name)
+
+        return Transaction()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -333,7 +431,7 @@ def test_a_standby_whose_compete_fails_still_takes_over(zookeeper: ZooKeeperChro
     b = server_monitor(flaky, "127.0.0.1:4", rec_b)  # type: ignore[arg-type]
     b.start()
     try:
-        wait_until(lambda: b.attempts >= 1)  # b found the node taken and stands by
+        poll_until(lambda: b.attempts >= 1)  # b found the node taken and stands by (no callback says so)
         flaky.failures = flaky.creates + 2  # its next two creates fail
         a.release()
         token = rec_b.wait_for("active", timeout=10.0)

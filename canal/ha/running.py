@@ -4,7 +4,8 @@
 ClientRunningMonitor (who consumes a destination's client id). Several processes create the same ephemeral node; the
 one whose create succeeds is active, the others stand by and watch it. When it disappears, its former owner competes
 again at once and the others after ``delay_s`` (canal's anti-flapping delay). A clean :meth:`RunningMonitor.release`
-first marks the node ``active: false``, so watchers compete at once instead of waiting out the delay.
+deletes the node in a transaction that writes ``<released>`` into the epoch node (below), so watchers compete at once
+instead of waiting out the delay.
 
 What canal does not do, and this does:
 
@@ -18,7 +19,10 @@ What canal does not do, and this does:
   ``ZkFence(epoch_path, token)`` (:mod:`canal.meta.fence`) fail once anyone else has been activated since, so a
   paused or partitioned former owner cannot move a cursor.
 
-All ZooKeeper work runs on one worker thread per monitor, in order; kazoo's own threads only enqueue.
+All ZooKeeper work runs on one worker thread per monitor, in order; kazoo's own threads only enqueue (its one event
+thread serves every watch of the process: a read there would make each monitor's takeover wait for the others').
+A takeover is two round trips after the release's notification: the node and the epoch read at once, then the node
+created and the epoch bumped in one transaction.
 """
 
 from __future__ import annotations
@@ -32,8 +36,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState, ZnodeStat
-from kazoo.recipe.watchers import DataWatch
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
 from canal.errors import HAError, NotRunningError, OwnershipLostError
 from canal.log import destination_logger
@@ -84,7 +87,6 @@ class RunningMonitor:
         self._running = False
         self._released = False
         self._retry_pending = False  # a failed activation released the node; compete again after the delay
-        self._watch: DataWatch | None = None
         self.attempts = 0  # finished attempts to create the node (tests await the first one)
         self.held: bool | None = None  # whether anyone holds the node, as last seen (None: not read yet)
 
@@ -157,7 +159,7 @@ class RunningMonitor:
         self._worker = threading.Thread(target=self._work, name=f"running-monitor:{self.path}", daemon=True)
         self._worker.start()
         self._client.add_listener(self._on_state)
-        self._watch = DataWatch(self._client, self.path, self._on_data)
+        self._tasks.put(self._look)  # sets the watch, and acts on the node as it is
         if compete:
             self._tasks.put(self._compete)
 
@@ -275,25 +277,41 @@ class RunningMonitor:
             self.attempts += 1
 
     def _try_create(self) -> None:
+        # one round trip: the node's creation and the epoch's bump in one transaction, so the creation is the
+        # activation (the epoch's new version its token) -- each round trip is part of a hand-over's gap, and
+        # waits for a core and the GIL twice on a loaded machine. Only the holder of the node writes the epoch (here,
+        # and in a transaction that checks the node: _bump_epoch, _free_own_node), so the bump needs no version
+        # check: it is ordered after every earlier activation's and before every later one's
         body = json.dumps({**self._data, "active": True}, separators=(",", ":")).encode()
-        try:
-            self._client.create(self.path, body, ephemeral=True, makepath=True)
-        except NodeExistsError:
+        tx = self._client.transaction()
+        tx.create(self.path, body, ephemeral=True)
+        tx.set_data(self.epoch_path, self._address.encode())
+        created, bumped = tx.commit()
+        if not isinstance(created, Exception) and isinstance(bumped, ZnodeStat):
+            self._activated(int(bumped.version))
+            return
+        if isinstance(created, NodeExistsError):
             stat = self._client.exists(self.path)
-            if stat is None:  # vanished between create and the read: try again now
+            if stat is None:  # vanished between the create and the read: try again now
                 self._tasks.put(self._compete)
                 return
-            if stat.ephemeralOwner == self._session_id():
+            if stat.ephemeralOwner == self._session_id():  # ours from before a reconnection: a new activation
                 self._activate(stat)
             return
-        stat = self._client.exists(self.path)
-        if stat is not None:  # else it vanished already (session trouble): the next CONNECTED competes again
-            self._activate(stat)
+        if isinstance(created, NoNodeError) or isinstance(bumped, NoNodeError):
+            # the destination's first activation: make its node and the epoch node, then compete again
+            self._client.ensure_path(self.epoch_path)
+            self._tasks.put(self._compete)
+            return
+        failed = created if isinstance(created, Exception) else bumped
+        raise failed if isinstance(failed, Exception) else HAError(f"unexpected result competing for {self.path}")
 
     def _activate(self, running_stat: ZnodeStat) -> None:
         token = self._bump_epoch(running_stat)
-        if token is None:
-            return
+        if token is not None:
+            self._activated(token)
+
+    def _activated(self, token: int) -> None:
         self._token = token
         self._active.set()
         self._log.info("became active for %s (fencing token %d)", self.path, token)
@@ -382,39 +400,43 @@ class RunningMonitor:
         elif state == KazooState.LOST:
             self._standby("ZooKeeper session lost")
         elif state == KazooState.CONNECTED:
-            # after LOST this is a new session: the node died with the old one; otherwise check it is still ours
+            # after LOST this is a new session: the node died with the old one (and kazoo dropped the watch: set it
+            # again); otherwise check it is still ours
+            self._tasks.put(self._look)
             self._tasks.put(self._compete)
 
-    def _on_data(self, data: bytes | None, stat: ZnodeStat | None, *_event: Any) -> None:
+    def _on_watch(self, event: WatchedEvent) -> None:
+        # kazoo's one event thread, shared by every watch of the process: only enqueue. (kazoo's DataWatch reads the
+        # node there, two round trips per event in turn: a hand-over of ten destinations made the tenth next owner
+        # wait for the other watches' forty reads.) A session lost fires it too (EventType.NONE): CONNECTED looks
+        if event.type != EventType.NONE:
+            self._tasks.put(self._look)
+
+    def _look(self) -> None:
+        """Read the node, leaving the watch on it, and act on it: stand by when another session holds it (or
+        nobody, while this process was active); compete when it is free. In order with the steps, on the worker."""
+        if not self._running or not self._client.connected:
+            return  # stopped, or the CONNECTED that follows looks again
+        node = self._client.exists_async(self.path, watch=self._on_watch)
+        # a standby that may compete reads the epoch in the same round trip: whom it names decides when to compete
+        may_compete = not self._released and not self._active.is_set()
+        epoch = self._client.get_async(self.epoch_path) if may_compete else None
+        stat = node.get()
         self.held = stat is not None
-        if stat is None:
-            self._tasks.put(self._on_deleted)
+        if stat is not None:
+            if self._active.is_set() and stat.ephemeralOwner != self._session_id():
+                self._standby("the running node belongs to another process")
             return
-        if self._active.is_set() and stat.ephemeralOwner != self._session_id():
-            self._tasks.put(self._verify_owner)
-
-    def _verify_owner(self) -> None:
-        """Stand by unless the node, read now, is this session's (watch notifications can arrive late)."""
-        stat = self._client.exists(self.path)
-        if stat is None or stat.ephemeralOwner != self._session_id():
-            self._standby("the running node belongs to another process")
-
-    def _on_deleted(self) -> None:
         if self._active.is_set():
-            # read it again: this process may hold it anew already (a compete that ran before this late notification)
-            stat = self._client.exists(self.path)
-            if stat is not None:
-                if stat.ephemeralOwner != self._session_id():
-                    self._standby("the running node belongs to another process")
-                return
             self._standby("the running node was deleted")
-        # standing by, the watch's read (just now) is enough: a node created again since makes the create below fail,
-        # and that is handled there -- one round trip less in every takeover's gap
         if not self._running or self._released:
             return
+        if epoch is None:  # active until just now
+            epoch = self._client.get_async(self.epoch_path)
         try:
-            last_owner, _ = self._client.get(self.epoch_path)
-        except NoNodeError:
+            last_owner, _ = epoch.get()
+        except NoNodeError:  # the destination's first activation: the epoch node is made once, here
+            self._client.ensure_path(self.epoch_path)
             last_owner = b""
         # canal: the former owner competes at once, others wait out the delay; a clean hand-over needs no delay
         if last_owner in (RELEASED, self._address.encode()):
