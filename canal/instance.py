@@ -193,16 +193,20 @@ class Instance(StartStopContext):
                 self.log_positions.start()
                 self.store.start()
                 self.sink.reset()
-                if not self.meta.has_subscribe(self.default_client) and not self._subscribed_clients():
+                # the subscriptions read once (in ZooKeeper each read is a round trip, and an HA takeover's gap waits
+                # for this start): with none, the default client subscribes
+                clients = self._subscribed_clients()
+                if not clients:
                     self.meta.subscribe(self.default_client)
-                for client in self._subscribed_clients():
+                    clients = self._subscribed_clients()
+                for client in clients:
                     self._client_filters[client.client_id] = self._narrowed(client.filter)
                     if self.meta.batch_ids(client):
                         self._log.info("rolling back batches of client %s left by an earlier run", client.client_id)
                         self.meta.clear_all_batchs(client)
                 if self._start_cursor is not None:
                     self.meta.update_cursor(self.default_client, self._start_cursor)
-                cursors = [self.meta.get_cursor(c) for c in self._subscribed_clients()]
+                cursors = [self.meta.get_cursor(c) for c in clients]
                 due = self._planning.due(cursors)
                 ends = self.config.snapshot.mode is SnapshotMode.INITIAL_ONLY  # the stream ends with the snapshot
                 runner = None

@@ -12,10 +12,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from canal.client import ClientIdentity
+from canal.config import InstanceConfig, MasterConfig
 from canal.errors import FencedWriteError, NotRunningError
 from canal.ha import ClientRunningMonitor, ClusterRegistration, ServerRunningMonitor
+from canal.instance import Instance
 from canal.meta import zkpaths
 from canal.meta.fence import ZkFence, fenced_commit
+from canal.testing.fake import FakeMysql
 from canal.testing.plugin import ZooKeeperChroot
 from canal.testing.services import ZooKeeperServer
 
@@ -131,23 +134,27 @@ def test_release_hands_over_at_once_and_old_token_is_fenced(
 
 
 class ReadRecorder:
-    """A real kazoo client that notes the thread of every read made through it."""
+    """A real kazoo client that notes every read made through it: (what, path, thread)."""
 
     def __init__(self, client: KazooClient) -> None:
         self._client = client
-        self.threads: list[threading.Thread] = []
+        self.reads: list[tuple[str, str, threading.Thread]] = []
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return [thread for _, _, thread in self.reads]
 
     def _noted(self, name: str) -> Any:
         method = getattr(self._client, name)
 
-        def read(*args: Any, **kwargs: Any) -> Any:
-            self.threads.append(threading.current_thread())
-            return method(*args, **kwargs)
+        def read(path: str, *args: Any, **kwargs: Any) -> Any:
+            self.reads.append((name.removesuffix("_async"), path, threading.current_thread()))
+            return method(path, *args, **kwargs)
 
         return read
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("get", "exists", "get_async", "exists_async"):
+        if name in ("get", "exists", "get_children", "get_async", "exists_async", "get_children_async"):
             return self._noted(name)
         return getattr(self._client, name)
 
@@ -202,6 +209,30 @@ def test_the_creation_of_the_running_node_is_the_activation(zookeeper: ZooKeeper
             assert stat.version == token and data == address.encode()
         finally:
             mon.stop()  # a clean release: the next one competes at once
+
+
+def test_an_instance_start_reads_the_subscriptions_once(zookeeper: ZooKeeperChroot, fake_mysql: FakeMysql) -> None:
+    """An HA takeover serves once its instance started, and with the meta in ZooKeeper each read of that start is a
+    round trip of the hand-over's gap: it asked whether the default client had subscribed, then listed the
+    subscriptions (and read each one's filter) twice."""
+    fake_mysql.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+    master = MasterConfig(address=fake_mysql.address, journal_name="mysql-bin.000001", position=4)
+    config = InstanceConfig(
+        destination="shop", master=master, meta_mode="zookeeper", zk_hosts=zookeeper.hosts, flush_period_s=0
+    )
+    reads = ReadRecorder(zookeeper.client(timeout=2.0))
+    for start in ("first", "again"):  # the first subscribes the default client; the second finds it
+        instance = Instance(config, zk=reads)
+        reads.reads.clear()
+        instance.start()
+        try:
+            here = [(what, path) for what, path, thread in reads.reads if thread is threading.current_thread()]
+            subscriptions = [r for r in here if r == ("get_children", zkpaths.destination_path("shop"))]
+            # the start's own (twice for the first: again after it subscribed), and its restart position's
+            assert len(subscriptions) == (3 if start == "first" else 2), here
+            assert ("exists", zkpaths.client_path(ClientIdentity("shop", 1001))) not in here
+        finally:
+            instance.stop()
 
 
 def test_crash_of_the_active_is_taken_over_after_the_delay(zookeeper: ZooKeeperChroot) -> None:

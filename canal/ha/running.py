@@ -119,8 +119,12 @@ class RunningMonitor:
             )
         token = current
         try:
-            _data, epoch = self._client.get(self.epoch_path)
-            running = self._client.exists(self.path)
+            # both reads sent at once, in this order (ZooKeeper answers a session's requests in order): one round
+            # trip, made before every batch handed out and every ack
+            epoch_read = self._client.get_async(self.epoch_path)
+            running_read = self._client.exists_async(self.path)
+            _data, epoch = epoch_read.get()
+            running = running_read.get()
         except (KazooException, KazooTimeoutError) as exc:
             raise OwnershipLostError(
                 f"cannot confirm that this process still owns {self.path} ({type(exc).__name__}: {exc}); "
