@@ -358,3 +358,101 @@ def test_schema_history_lives_beside_the_cursors_compressed_and_fenced(
     kz.set(f"{DEST}/schema_history", b"not zlib")
     with pytest.raises(MetaError, match="schema history"):
         _ = SchemaHistory(zk_meta.schema_history_store("example")).is_empty
+
+
+class Calls:
+    """A real kazoo client that notes, in order, each read sent (``send``), each wait for an answer (``wait``) and
+    each transaction committed (``commit``), with the path read."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self.log: list[tuple[str, str]] = []
+
+    def _sync(self, name: str) -> Any:
+        def read(path: str, *args: Any, **kwargs: Any) -> Any:
+            self.log.append(("send", path))
+            self.log.append(("wait", path))
+            return getattr(self._client, name)(path, *args, **kwargs)
+
+        return read
+
+    def _async(self, name: str) -> Any:
+        calls = self
+
+        def send(path: str, *args: Any, **kwargs: Any) -> Any:
+            calls.log.append(("send", path))
+            result = getattr(calls._client, name)(path, *args, **kwargs)
+
+            class Result:
+                def get(self, *a: Any, **k: Any) -> Any:
+                    calls.log.append(("wait", path))
+                    return result.get(*a, **k)
+
+            return Result()
+
+        return send
+
+    def transaction(self) -> Any:
+        tx, calls = self._client.transaction(), self
+
+        class Transaction:
+            def commit(self) -> Any:
+                calls.log.append(("commit", ""))
+                return tx.commit()
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(tx, name)
+
+        return Transaction()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("get", "exists", "get_children"):
+            return self._sync(name)
+        if name in ("get_async", "exists_async", "get_children_async"):
+            return self._async(name)
+        return getattr(self._client, name)
+
+
+def test_a_cursor_overwrite_is_one_round_trip(kz: KazooClient) -> None:
+    """A write-through cursor is written at every ack (and an ack in flight is part of every hand-over's gap): it
+    looked whether the subscription and the cursor existed first, three round trips where one does."""
+    calls = Calls(kz)
+    client = ClientIdentity("example", 1001)
+    fence = ZkFence(f"{DEST}/epoch", 0)
+    kz.ensure_path(fence.path)
+    with ZooKeeperMetaManager(calls, fence=fence) as mgr:  # type: ignore[arg-type]
+        mgr.subscribe(client)
+        mgr.update_cursor(client, cursor(100))  # the first write creates the node
+        calls.log.clear()
+        mgr.update_cursor(client, cursor(200))
+        assert calls.log == [("commit", "")]
+        assert mgr.get_cursor(client) == cursor(200)
+        kz.set(fence.path, b"another owner")  # the fence moves: the overwrite is refused, nothing written
+        with pytest.raises(FencedWriteError):
+            mgr.update_cursor(client, cursor(300))
+        mgr.unsubscribe(client)
+    with ZooKeeperMetaManager(kz, fence=(fence.path, 1)) as mgr:  # an unsubscribed client's cursor is not made
+        with pytest.raises(ClientNotSubscribedError):
+            mgr.update_cursor(client, cursor(400))
+        assert kz.exists(f"{DEST}/1001") is None
+
+
+def test_a_destination_loads_in_two_round_trips(kz: KazooClient) -> None:
+    """An HA takeover's start loads the destination (period-mixed meta): the list of subscriptions, then every filter
+    and cursor read at once -- they were read one after the other."""
+    with ZooKeeperMetaManager(kz) as mgr:
+        for client_id, client_filter in ((1001, ""), (1002, r"shop\..*"), (1003, "")):
+            mgr.subscribe(ClientIdentity("example", client_id, client_filter))
+        mgr.update_cursor(ClientIdentity("example", 1001), cursor(100))
+        mgr.update_cursor(ClientIdentity("example", 1002), cursor(200))
+    calls = Calls(kz)
+    with PeriodMixedMetaManager(ZooKeeperMetaManager(calls), flush_period_s=0) as meta:  # type: ignore[arg-type]
+        clients = meta.list_all_subscribe_info("example")
+        assert [(c.client_id, c.filter) for c in clients] == [(1001, ""), (1002, r"shop\..*"), (1003, "")]
+        cursors = [meta.get_cursor(c) for c in clients]
+        assert cursors == [cursor(100), cursor(200), None]
+    sends = [i for i, (what, _path) in enumerate(calls.log) if what == "send"]
+    waits = [i for i, (what, _path) in enumerate(calls.log) if what == "wait"]
+    assert len(sends) == 7 and len(waits) == 7, calls.log  # the list, three filters and three cursors
+    assert calls.log[0:2] == [("send", DEST), ("wait", DEST)]
+    assert max(sends[1:]) < min(waits[1:]), calls.log  # all six sent before the first answer is awaited

@@ -54,13 +54,8 @@ class PeriodMixedMetaManager(BufferedMetaManager):
             self._zk_manager.stop()
 
     def _load(self, destination: str) -> DestinationSnapshot:
-        clients = tuple(self._zk_manager.list_all_subscribe_info(destination))
-        cursors = {}
-        for client in clients:
-            cursor = self._zk_manager.get_cursor(client)
-            if cursor is not None:
-                cursors[client.client_id] = cursor
-        return DestinationSnapshot(destination, clients, cursors)
+        clients, cursors = self._zk_manager.load_destination(destination)
+        return DestinationSnapshot(destination, tuple(clients), cursors)
 
     def _write(self, snapshot: DestinationSnapshot, previous: DestinationSnapshot | None) -> None:
         for client in snapshot.clients:

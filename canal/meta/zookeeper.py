@@ -106,6 +106,20 @@ class ZooKeeperClientOwner(Lifecycle):
                 return None
         return bytes(data) if data is not None else b""
 
+    def _read_all(self, paths: list[str]) -> list[bytes | None]:
+        """The nodes' data (None: no such node), every read sent at once: one round trip."""
+        with zk_errors(f"read {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''}"):
+            pending = [self.zk.get_async(path) for path in paths]
+            out: list[bytes | None] = []
+            for result in pending:
+                try:
+                    data, _stat = result.get()
+                except NoNodeError:
+                    out.append(None)
+                    continue
+                out.append(bytes(data) if data is not None else b"")
+            return out
+
     def _write_fenced(self, path: str, data: bytes, fence: Fence | None, *, parent_must_exist: str | None) -> None:
         """Create or overwrite ``path`` with ``data`` in a transaction guarded by ``fence``.
 
@@ -114,6 +128,17 @@ class ZooKeeperClientOwner(Lifecycle):
         """
         zk = self.zk
         with zk_errors(f"write {path}"):
+            # the usual case first, in one round trip (a write-through cursor writes at every ack): the node is there
+            # to overwrite, and the parent it must not create (-1: any version) too
+            ops: list[TxnOp] = []
+            if parent_must_exist is not None:
+                ops.append(lambda txn: txn.check(parent_must_exist, -1))
+            ops.append(lambda txn: txn.set_data(path, data))
+            try:
+                fenced_commit(zk, fence, ops)
+                return
+            except NoNodeError:
+                pass  # the node or its parent is missing: look, as below
             for attempt in range(_RETRIES):
                 _contention_backoff(attempt)
                 if parent_must_exist is not None:
@@ -263,14 +288,30 @@ class ZooKeeperMetaManager(ZooKeeperClientOwner):
                 children = self.zk.get_children(zkpaths.destination_path(destination))
             except NoNodeError:
                 return []
-        result: list[ClientIdentity] = []
-        for client_id in sorted_ids(children):
-            if client_id > 32767:
-                continue
-            client = ClientIdentity(destination, client_id)
-            data = self._read(zkpaths.filter_path(client))
-            result.append(client.with_filter(data.decode("utf-8")) if data else client)
-        return result
+        clients = [ClientIdentity(destination, i) for i in sorted_ids(children) if i <= 32767]
+        filters = self._read_all([zkpaths.filter_path(c) for c in clients])
+        return [c.with_filter(data.decode("utf-8")) if data else c for c, data in zip(clients, filters, strict=True)]
+
+    def load_destination(self, destination: str) -> tuple[list[ClientIdentity], dict[int, LogPosition]]:
+        """The subscribed clients of ``destination`` (with their filters) and their cursors, in two round trips (the
+        list, then every filter and cursor at once): what an HA takeover's start reads."""
+        self._require_started()
+        with zk_errors(f"list subscriptions of {destination}"):
+            try:
+                children = self.zk.get_children(zkpaths.destination_path(destination))
+            except NoNodeError:
+                return [], {}
+        clients = [ClientIdentity(destination, i) for i in sorted_ids(children) if i <= 32767]
+        paths = [p for c in clients for p in (zkpaths.filter_path(c), zkpaths.cursor_path(c))]
+        read = self._read_all(paths)
+        out, cursors = [], {}
+        for client, filter_data, cursor_data, cursor_path in zip(
+            clients, read[0::2], read[1::2], paths[1::2], strict=True
+        ):
+            out.append(client.with_filter(filter_data.decode("utf-8")) if filter_data else client)
+            if cursor_data:
+                cursors[client.client_id] = _decode(cursor_data, cursor_path, LogPosition.from_json)
+        return out, cursors
 
     # -- cursors
 
