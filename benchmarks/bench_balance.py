@@ -24,8 +24,13 @@ watches the running nodes and the assignment document (``tests.procs.balance_har
 
 ``max_gap_s`` is the longest a destination went unserved in a graceful hand-over (the join's and the graceful
 leave's): from its old owner refusing new batches ("handing over" in that process's log) until its new owner serves
-it ("serving with fencing token"), both logged with the same monotonic clock; the goal is under 1 s. Counted per
-process from ``/proc/<pid>/stat`` (user + system): every thread of the service, its parsers and readers included.
+it ("serving with fencing token"), both logged with the same monotonic clock; the goal is under 1 s.
+``gap_phases_s`` splits each gap at the old owner's release of the running node ("stopped serving ...: released") and
+the new owner's activation ("became active"): ``releasing`` (its consumer finishing the batch in hand, the meta
+persisted), ``taking`` (the release's transaction, the watch, the node's creation with the epoch's bump) and
+``starting`` (the instance's start: the meta loaded, the parser started); the median and maximum of each.
+CPU is counted per process from ``/proc/<pid>/stat`` (user + system): every thread of the service, its parsers and
+readers included.
 
 Writes ``benchmarks/results/bench_balance.json``; the last line is ``RESULT settle_join_s=... settle_leave_s=...
 moves_per_join=... max_gap_s=... cpu_per_row_ratio=...``.
@@ -45,7 +50,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -61,7 +66,19 @@ from tests.procs.ha_harness import Child, kill_all  # noqa: E402
 
 SESSION_S = 4.0
 HA_DELAY_S = 0.5
-_RECORD = re.compile(r"^(\d+\.\d+) \S+ INFO \S+ \[(\w+)\] (handing over|serving with fencing token)")
+_RECORD = re.compile(
+    r"^(\d+\.\d+) \S+ INFO \S+ \[(\w+)\] "
+    r"(handing over|stopped serving \S+: released|became active|serving with fencing token)"
+)
+
+
+class HandOver(NamedTuple):
+    """One graceful hand-over from the logs: its gap, and the gap's three phases (seconds)."""
+
+    gap: float
+    releasing: float  # the old owner: "handing over" (refusing new batches) until it released the running node
+    taking: float  # the release until the new owner became active (its watch, its node created, the epoch bumped)
+    starting: float  # active until serving (its instance started: the meta loaded, the parser started)
 
 
 def cpu_s(pid: int) -> float:
@@ -232,9 +249,10 @@ class Bench:
         print(f"{label}: {out}", flush=True)
         return out
 
-    def gaps(self, since: float) -> dict[str, float]:
-        """Per destination, the longest hand-over gap after ``since``: a "handing over" record of one process to the
-        next "serving with fencing token" record of another, from the processes' logs."""
+    def gaps(self, since: float) -> dict[str, HandOver]:
+        """Per destination, the longest hand-over after ``since``: a "handing over" record of one process to the next
+        "serving with fencing token" record of another, from the processes' logs; its phases from the old owner's
+        "stopped serving ...: released" and the new one's "became active" between them."""
         records: list[tuple[float, str, str, str]] = []
         for name, child in self.children.items():
             path = Path(child.args["log"] + ".err")
@@ -245,14 +263,28 @@ class Bench:
                 if found and float(found.group(1)) >= since:
                     records.append((float(found.group(1)), found.group(2), found.group(3), name))
         records.sort()
-        out: dict[str, float] = {}
-        pending: dict[str, tuple[float, str]] = {}
+        out: dict[str, HandOver] = {}
+        pending: dict[str, tuple[str, dict[str, float]]] = {}  # dest -> (old owner, its records' times by kind)
         for t, dest, what, name in records:
-            if what == "handing over":
-                pending[dest] = (t, name)
-            elif dest in pending and pending[dest][1] != name:
-                began, _ = pending.pop(dest)
-                out[dest] = max(out.get(dest, 0.0), t - began)
+            kind = what.split()[0]  # handing, stopped, became, serving
+            if kind == "handing":
+                pending[dest] = (name, {"handing": t})
+            elif dest not in pending:
+                continue
+            elif kind == "stopped":
+                if name == pending[dest][0]:
+                    pending[dest][1].setdefault(kind, t)  # the old owner's release
+            elif name == pending[dest][0]:
+                continue  # only the new owner's activation and serving count
+            elif kind == "serving":
+                _old, times = pending.pop(dest)
+                began = times["handing"]
+                released = times.get("stopped", began)
+                active = times.get("became", released)
+                if t - began > out.get(dest, HandOver(-1.0, 0.0, 0.0, 0.0)).gap:
+                    out[dest] = HandOver(t - began, released - began, active - released, t - active)
+            else:
+                pending[dest][1][kind] = t  # its last activation before it serves
         return out
 
     def close(self) -> None:
@@ -316,7 +348,8 @@ def main() -> None:
         finally:
             bench.close()
 
-    gaps = list(join_gaps.values()) + list(leave_gaps.values())
+    hand_overs = list(join_gaps.values()) + list(leave_gaps.values())
+    gaps = [h.gap for h in hand_overs]
     max_gap_s = max(gaps) if gaps else float("nan")
     ratio = balanced["cpu_per_row_us"] / baseline["cpu_per_row_us"]
     doc: dict[str, Any] = {
@@ -339,8 +372,18 @@ def main() -> None:
         "median_gap_s": round(statistics.median(gaps), 3) if gaps else None,
         "gap_goal_s": 1.0,
         "hand_overs": len(gaps),
-        "join_gaps_s": {d: round(g, 3) for d, g in sorted(join_gaps.items())},
-        "leave_gaps_s": {d: round(g, 3) for d, g in sorted(leave_gaps.items())},
+        "join_gaps_s": {d: round(h.gap, 3) for d, h in sorted(join_gaps.items())},
+        "leave_gaps_s": {d: round(h.gap, 3) for d, h in sorted(leave_gaps.items())},
+        # where the gaps went: the median and the maximum of each phase over the hand-overs counted
+        "gap_phases_s": {
+            phase: {
+                "median": round(statistics.median(getattr(h, phase) for h in hand_overs), 3),
+                "max": round(max(getattr(h, phase) for h in hand_overs), 3),
+            }
+            for phase in ("releasing", "taking", "starting")
+        }
+        if hand_overs
+        else None,
         "baseline_one_process": baseline,
         "balanced": balanced,
         "cpu_per_row_ratio": round(ratio, 3),
