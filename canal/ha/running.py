@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
@@ -307,8 +307,9 @@ class RunningMonitor:
             self._client.ensure_path(self.epoch_path)
             self._tasks.put(self._compete)
             return
-        failed = created if isinstance(created, Exception) else bumped
-        raise failed if isinstance(failed, Exception) else HAError(f"unexpected result competing for {self.path}")
+        # the operation that failed (the other one reads as rolled back): the worker tries the step again
+        failed = [r for r in (created, bumped) if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        raise failed[0] if failed else HAError(f"unexpected result competing for {self.path}: {created}, {bumped}")
 
     def _activate(self, running_stat: ZnodeStat) -> None:
         token = self._bump_epoch(running_stat)
