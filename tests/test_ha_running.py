@@ -211,6 +211,60 @@ def test_the_creation_of_the_running_node_is_the_activation(zookeeper: ZooKeeper
             mon.stop()  # a clean release: the next one competes at once
 
 
+def test_a_release_is_one_round_trip(zookeeper: ZooKeeperChroot) -> None:
+    """A graceful release deletes the node its activation made without reading it first (the read was one round
+    trip of every hand-over's gap, on the old owner)."""
+    rec = Recorder()
+    reads = ReadRecorder(zookeeper.client(timeout=2.0))
+    mon = server_monitor(reads, "127.0.0.1:41", rec)  # type: ignore[arg-type]
+    mon.start()
+    try:
+        rec.wait_for("active")
+        reads.reads.clear()
+        mon.release()
+        # (the watch looks at the node again once it is gone: an exists, after the release)
+        assert not [r for r in reads.reads if r[:2] == ("get", mon.path)], reads.reads
+        client = zookeeper.client(timeout=2.0)
+        assert client.exists(mon.path) is None
+        assert client.get(mon.epoch_path)[0] == b"<released>"
+    finally:
+        mon.stop()
+
+
+def test_a_release_leaves_alone_a_node_made_anew_at_the_path(zookeeper: ZooKeeperChroot) -> None:
+    """The release's one round trip deletes only the node its activation made: one deleted by hand and created again
+    by a process that knows no epoch (canal's server) before this process heard of it survives the release."""
+    rec = Recorder()
+    mon = server_monitor(zookeeper.client(timeout=2.0), "127.0.0.1:42", rec)
+    mon.start()
+    other = zookeeper.client(timeout=2.0)
+    try:
+        rec.wait_for("active")
+        held, go_on = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            held.set()
+            go_on.wait(10)
+
+        holding = threading.Thread(target=mon.call, args=(hold,))
+        holding.start()
+        assert held.wait(10)  # the monitor's worker waits here: the release and the watch's look queue behind it
+        releasing = threading.Thread(target=mon.release)
+        releasing.start()
+        poll_until(lambda: mon._tasks.qsize() >= 1)  # the release is queued first
+        other.delete(mon.path)
+        other.create(mon.path, b'{"active":true,"address":"127.0.0.1:11111","cid":1}', ephemeral=True)
+        go_on.set()
+        releasing.join(10)
+        holding.join(10)
+        assert not releasing.is_alive() and not mon.is_active
+        node = other.exists(mon.path)
+        assert node is not None and node.ephemeralOwner == other.client_id[0]
+    finally:
+        go_on.set()
+        mon.stop()
+
+
 def test_an_instance_start_reads_the_subscriptions_once(zookeeper: ZooKeeperChroot, fake_mysql: FakeMysql) -> None:
     """An HA takeover serves once its instance started, and with the meta in ZooKeeper each read of that start is a
     round trip of the hand-over's gap: it asked whether the default client had subscribed, then listed the

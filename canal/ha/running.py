@@ -22,7 +22,8 @@ What canal does not do, and this does:
 All ZooKeeper work runs on one worker thread per monitor, in order; kazoo's own threads only enqueue (its one event
 thread serves every watch of the process: a read there would make each monitor's takeover wait for the others').
 A takeover is two round trips after the release's notification: the node and the epoch read at once, then the node
-created and the epoch bumped in one transaction.
+created (and marked: its data set once more, version 1) and the epoch bumped in one transaction. The release is one:
+a transaction that checks the epoch is still at the token and the node still at its mark, and deletes it.
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ class RunningMonitor:
         self._running = False
         self._released = False
         self._retry_pending = False  # a failed activation released the node; compete again after the delay
+        # the running node of the current activation as it made it: (session, data version). A version of 1 or more
+        # is this process's mark (its creation sets the data once more; no other writer of running nodes does):
+        # the release checks it instead of reading the node first
+        self._held: tuple[int, int] | None = None
         self.attempts = 0  # finished attempts to create the node (tests await the first one)
         self.held: bool | None = None  # whether anyone holds the node, as last seen (None: not read yet)
 
@@ -287,11 +292,15 @@ class RunningMonitor:
         # and in a transaction that checks the node: _bump_epoch, _free_own_node), so the bump needs no version
         # check: it is ordered after every earlier activation's and before every later one's
         body = json.dumps({**self._data, "active": True}, separators=(",", ":")).encode()
+        session = self._session_id()
         tx = self._client.transaction()
         tx.create(self.path, body, ephemeral=True)
+        tx.set_data(self.path, body)  # version 1: this activation's node, whoever creates one at the path later
         tx.set_data(self.epoch_path, self._address.encode())
-        created, bumped = tx.commit()
-        if not isinstance(created, Exception) and isinstance(bumped, ZnodeStat):
+        created, marked, bumped = tx.commit()
+        if not isinstance(created, Exception) and isinstance(marked, ZnodeStat) and isinstance(bumped, ZnodeStat):
+            # the session the transaction ran in, unless it changed meanwhile (then the release reads the node)
+            self._held = (session, int(marked.version)) if self._session_id() == session else None
             self._activated(int(bumped.version))
             return
         if isinstance(created, NodeExistsError):
@@ -307,13 +316,15 @@ class RunningMonitor:
             self._client.ensure_path(self.epoch_path)
             self._tasks.put(self._compete)
             return
-        # the operation that failed (the other one reads as rolled back): the worker tries the step again
-        failed = [r for r in (created, bumped) if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
-        raise failed[0] if failed else HAError(f"unexpected result competing for {self.path}: {created}, {bumped}")
+        # the operation that failed (the others read as rolled back): the worker tries the step again
+        results = (created, marked, bumped)
+        failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        raise failed[0] if failed else HAError(f"unexpected result competing for {self.path}: {results}")
 
     def _activate(self, running_stat: ZnodeStat) -> None:
         token = self._bump_epoch(running_stat)
         if token is not None:
+            self._held = (int(running_stat.ephemeralOwner), int(running_stat.version))
             self._activated(token)
 
     def _activated(self, token: int) -> None:
@@ -375,15 +386,20 @@ class RunningMonitor:
             self._released = True
             if self._timer is not None:
                 self._timer.cancel()
+        token, held = self._token if self._active.is_set() else None, self._held
         self._standby("released")
-        self._free_own_node()
+        self._free_own_node(None if token is None or held is None else (*held, token))
 
-    def _free_own_node(self) -> None:
+    def _free_own_node(self, claim: tuple[int, int, int] | None = None) -> None:
         """Delete the running node if this session holds it (released: this process does not want it). Also when
         this process had already stopped serving -- its session suspended, then back --: the node outlived that
-        stop, and nobody else could take the destination while it stood."""
+        stop, and nobody else could take the destination while it stood.
+
+        ``claim`` (session, node version, token): the activation that ends, to release in one round trip."""
         if not self._client.connected:
             return  # the CONNECTED that follows comes here again (``_compete``)
+        if claim is not None and claim[0] == self._session_id() and claim[1] > 0 and self._free_claimed(*claim[1:]):
+            return
         try:
             _raw, stat = self._client.get(self.path)
             if stat.ephemeralOwner != self._session_id():
@@ -397,6 +413,19 @@ class RunningMonitor:
             tx.commit()
         except NoNodeError:
             pass
+
+    def _free_claimed(self, version: int, token: int) -> bool:
+        """Release the node this activation made, without reading it first: whether it did. No one was activated
+        since (the epoch's version is still the token), and the node is the one this session marked (a node made
+        anew at the path -- deleted by hand, created by canal or another process -- has version 0); this session is
+        the one that made it, and a session that expired cannot commit. Otherwise nothing is written, and the node
+        is read as before."""
+        tx = self._client.transaction()
+        tx.check(self.epoch_path, token)
+        tx.check(self.path, version)
+        tx.set_data(self.epoch_path, RELEASED)
+        tx.delete(self.path, version=version)
+        return not any(isinstance(r, Exception) for r in tx.commit())
 
     # -- kazoo callbacks (kazoo threads: flip flags, enqueue, return)
     def _on_state(self, state: str) -> None:
