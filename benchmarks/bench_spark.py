@@ -106,7 +106,10 @@ Spark's JVM and the mirror's tasks spend meanwhile has only the other core.
 after its first micro-batch, in row changes a second; ``kafka_steady_ratio`` = its steady rate over the mirror
 query's (goal >= 0.8). ``delta_current_ratio``: the mirrored table read back whole (a count and a sum, after a fold)
 by Delta Lake's connector (``format("delta")``) over the time ``current_dataframe`` takes (``delta_read_back`` holds
-both). These need the jars (``scripts/setup.sh`` with Maven): without them they are null.
+both). These need the jars (``scripts/setup.sh`` with Maven): without them they are null. The Kafka query's CPU by
+process (as ``spark_cpu_s``; the broker is a JVM) is under ``kafka`` in the JSON. ``--kafka-only`` runs the mirror's
+query and the Kafka query alone (with ``--changes``, a quicker comparison of the two in one run): it prints their
+figures and ``RESULT kafka_steady_ratio=...`` and writes no result file.
 
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... columnar_decode_rows_per_s=...
@@ -693,6 +696,7 @@ def run(
     spool_shared: bool,
     cluster: bool,
     images: str = "json",
+    kafka_only: bool = False,
 ) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
@@ -700,6 +704,8 @@ def run(
     from canal.testing.services import KafkaServer, MariaDBServer
 
     with_jars = jars.skip_reason() is None  # Delta's and Kafka's connectors, a Kafka broker: scripts/setup.sh
+    if kafka_only and not with_jars:
+        raise RuntimeError(f"--kafka-only needs the Kafka jars: {jars.skip_reason()}")
     read_back: dict[str, Any] | None = None
     into_kafka: dict[str, Any] | None = None
 
@@ -729,15 +735,18 @@ def run(
             with ByProcess() as spark_parts:
                 run_ = stream(spark, server, start, work / "run", max_entries, buffer_size, local_options)
             run_["mirror"].close()  # the folds under way (Spark jobs) end before the session does
-            if with_jars:
+            if with_jars and not kafka_only:
                 read_back = delta_read_back(spark, run_["mirror"])
                 print(
                     f"read back: Delta's connector {read_back['delta_read_s']} s, current_dataframe "
                     f"{read_back['current_dataframe_s']} s",
                     flush=True,
                 )
+            if with_jars:
                 kafka = KafkaServer().start()
-                into_kafka = kafka_stream(spark, server, start, work, max_entries, buffer_size, kafka)
+                with ByProcess() as kafka_parts:
+                    into_kafka = kafka_stream(spark, server, start, work, max_entries, buffer_size, kafka)
+                into_kafka["cpu_s"] = kafka_parts.cpu_s
                 print(
                     f"into Kafka: {into_kafka['whole_rows_per_s']:,} rows/s, steady {into_kafka['steady_rows_per_s']}",
                     flush=True,
@@ -749,6 +758,9 @@ def run(
         spark_cpu = spark_parts.busy
         local = figures(run_)
         print(f"local mode: {local['whole_rows_per_s']:,} rows/s, steady {local['steady_rows_per_s']}", flush=True)
+        if kafka_only:
+            assert into_kafka is not None
+            return kafka_figures(local, into_kafka, spark_parts.cpu_s)
         on_cluster = None
         if cluster:
             on_cluster = cluster_stream(server, start, work / "cluster", max_entries, buffer_size, expected, images)
@@ -911,6 +923,23 @@ def run(
     return out
 
 
+def kafka_figures(local: dict[str, Any], into_kafka: dict[str, Any], mirror_cpu_s: dict[str, float]) -> dict[str, Any]:
+    """``--kafka-only``'s figures: the mirror query's and the Kafka query's rates, their ratio and each query's CPU
+    by process (:class:`machine_cpu.ByProcess`; the Kafka broker is a JVM)."""
+    steady, kafka_steady = local["steady_rows_per_s"], into_kafka["steady_rows_per_s"]
+    return {
+        "benchmark": "bench_spark --kafka-only",
+        "rows": local["rows"],
+        "whole_rows_per_s": local["whole_rows_per_s"],
+        "steady_rows_per_s": steady,
+        "mirror_cpu_s": mirror_cpu_s,
+        "kafka": into_kafka,
+        "kafka_rows_per_s": into_kafka["whole_rows_per_s"],
+        "kafka_steady_rows_per_s": kafka_steady,
+        "kafka_steady_ratio": round(kafka_steady / steady, 3) if steady and kafka_steady else None,
+    }
+
+
 def spark_conf(driver_memory: str | None) -> dict[str, str]:
     # the JVMs' own defaults, as a user's job has them (the test helpers' sessions and cluster trade the optimizing
     # compiler for less CPU on short test jobs)
@@ -970,6 +999,11 @@ def main(argv: list[str] | None = None) -> int:
         default="packed",
         help="the source's images option (the rows' form)",
     )
+    parser.add_argument(
+        "--kafka-only",
+        action="store_true",
+        help="run only the mirror's query and the Kafka query after it (kafka_steady_ratio); no result file",
+    )
     parser.add_argument("--decode-baseline", action="store_true", help=argparse.SUPPRESS)  # decode_elsewhere's
     args = parser.parse_args(argv)
     if args.decode_baseline:
@@ -988,8 +1022,16 @@ def main(argv: list[str] | None = None) -> int:
         spool_shared=not args.driver_rows,
         cluster=args.cluster,
         images=args.images,
+        kafka_only=args.kafka_only,
     )
     print(json.dumps(out, indent=2))
+    if args.kafka_only:
+        print(
+            f"RESULT kafka_steady_ratio={out['kafka_steady_ratio']} kafka_rows_per_s={out['kafka_rows_per_s']} "
+            f"kafka_steady_rows_per_s={out['kafka_steady_rows_per_s']} whole_rows_per_s={out['whole_rows_per_s']} "
+            f"steady_rows_per_s={out['steady_rows_per_s']}"
+        )
+        return 0
     write_result("bench_spark", out)
     cluster = ""
     if "cluster" in out:
