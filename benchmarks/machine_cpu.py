@@ -48,18 +48,19 @@ class Busy:
         }
 
 
-PROCESS_KINDS = ("jvm", "reader", "python_workers", "driver", "database")
+PROCESS_KINDS = ("jvm", "reader", "python_workers", "driver", "database", "kafka_broker")
 """The parts :class:`ByProcess` splits the machine's CPU into (plus ``unattributed``)."""
 
 
 def process_kind(pid: int, comm: str, cmdline: str) -> str | None:
     """Which part of a Spark pipeline a process is: Spark's JVMs, the ``canal`` source's reader (the process Spark
     runs a Python streaming source in), PySpark's Python workers (the daemon and the workers it forks: the mirror's
-    tasks and the source's read tasks), this benchmark's process (the driver's Python) or the database server."""
+    tasks and the source's read tasks), this benchmark's process (the driver's Python), the database server or a
+    Kafka broker (:class:`canal.testing.services.KafkaServer`'s JVM)."""
     if pid == os.getpid():
         return "driver"
     if comm == "java":
-        return "jvm"
+        return "kafka_broker" if " kafka.Kafka " in cmdline else "jvm"
     if comm in ("mariadbd", "mysqld"):
         return "database"
     if "python_streaming_source_runner" in cmdline:
@@ -75,6 +76,7 @@ def _process_cpu(hz: int, kinds: dict[tuple[int, int, str], str]) -> dict[tuple[
     process the JVM forks is named as the JVM until it runs the program it starts; an ended one, a zombie until
     reaped, keeps its name but has no command line left)."""
     found: dict[tuple[int, int], tuple[str, float]] = {}
+    parents: dict[tuple[int, int], int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -92,13 +94,29 @@ def _process_cpu(hz: int, kinds: dict[tuple[int, int, str], str]) -> dict[tuple[
         except OSError:  # gone meanwhile
             continue
         found[process] = (kind, (int(fields[11]) + int(fields[12])) / hz)  # utime + stime
-    return found
+        parents[process] = int(fields[1])
+    # only this process and those under it: the machine may run other work (its CPU is unattributed)
+    by_pid = {process[0]: process for process in found}
+    mine: dict[int, bool] = {os.getpid(): True}
+
+    def under_me(pid: int) -> bool:
+        chain = []
+        while pid not in mine and pid in by_pid and len(chain) < 64:
+            chain.append(pid)
+            pid = parents[by_pid[pid]]
+        verdict = mine.get(pid, False)
+        for link in chain:
+            mine[link] = verdict
+        return verdict
+
+    return {process: value for process, value in found.items() if under_me(process[0])}
 
 
 class ByProcess:
     """``with ByProcess() as parts: ...``: the machine's busy CPU seconds of the block split by
-    :data:`PROCESS_KINDS`, sampled from ``/proc`` every ``interval_s`` in a thread; the busy time no sample could
-    attribute (a process that ended between two samples, kernel threads, anything else) is ``unattributed``."""
+    :data:`PROCESS_KINDS` -- of this process and the processes under it --, sampled from ``/proc`` every
+    ``interval_s`` in a thread; the busy time no sample could attribute (a process that ended between two samples,
+    kernel threads, other work on the machine) is ``unattributed``."""
 
     def __init__(self, interval_s: float = 0.2) -> None:
         import threading

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canal.config.mq import MqConfig
 from canal.lake.forms.cell_text import encode_value
-from canal.lake.forms.flat_messages import MessageMaker
+from canal.lake.forms.flat_messages import MessageError, MessageMaker
 from canal.lake.forms.mq_routing import Routing
 from canal.protocol import (
     ABSENT,
@@ -22,6 +23,8 @@ from canal.protocol import (
     EntryType,
     EventType,
     Header,
+    JsonDiff,
+    JsonDiffOperation,
     RowChange,
     Rows,
     SqlType,
@@ -192,3 +195,50 @@ def test_canal_messages_are_canals_flat_message_as_a_model_dumps_it(
     columns = (made.column(name).to_pylist() for name in ("partition", "key", "value"))
     assert list(zip(*columns, strict=True)) == model(entries, config, batch_no, first)
     assert set(made.column("topic").to_pylist()) <= {"t"}
+
+
+def _doc_table() -> TableSchema:
+    columns = (
+        ColumnMeta("id", sql_type=SqlType.BIGINT, mysql_type="bigint(20)", is_key=True),
+        ColumnMeta("doc", sql_type=SqlType.LONGVARCHAR, mysql_type="json"),
+    )
+    return TableSchema("s", "tb", columns)
+
+
+def _update(table: TableSchema, before: list[Any], after: list[Any], diffs: list[Any] | None) -> Entry:
+    header = Header("mysql-bin.000007", 4, 1, 1700000000000, "s", "tb", EventType.UPDATE, 100)
+    return Entry(header, EntryType.ROWDATA, RowChange(EventType.UPDATE, Rows(table, before, after, diffs), table=table))
+
+
+@pytest.mark.parametrize("diffed_first", [True, False])
+@pytest.mark.parametrize("form", ["canal", "debezium"])
+def test_a_partial_json_update_is_refused_naming_its_column(diffed_first: bool, form: str) -> None:
+    """A partial JSON update (MySQL's PARTIAL_JSON under a MINIMAL before image) logs how the statement changed a
+    document, not its value, and one event may log one row's document whole and another's as a diff: neither form
+    carries a diff, so the maker stops naming the column -- never the document left out of a row that has it, nor
+    the absent one written as a value (the first row's columns used to decide every row's)."""
+    table = _doc_table()
+    diff = {1: (JsonDiff(JsonDiffOperation.REPLACE, "$.a", 2),)}
+    rows = [((1, ABSENT), (1, ABSENT), diff), ((2, ABSENT), (2, '{"a": 3}'), None)]
+    rows = rows if diffed_first else rows[::-1]
+    entry = _update(table, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+    maker = MessageMaker(form, Routing(MqConfig(topic="t")), "d", now_ms=lambda: 0)
+    with pytest.raises(MessageError, match=r"s\.tb: a partial JSON update.*'doc'"):
+        maker.make([entry], 1)
+    # the maker keeps nothing of the refused entry: the next batch's messages are whole
+    whole = _update(table, [(3, '{"a": 1}')], [(3, '{"a": 2}')], None)
+    value = json.loads(maker.make([whole], 2).column("value")[0].as_py())
+    if form == "canal":
+        assert (value["data"], value["old"]) == ([{"id": "3", "doc": '{"a": 2}'}], [{"doc": '{"a": 1}'}])
+    else:
+        assert value["after"] == {"id": 3, "doc": '{"a": 2}'}
+
+
+def test_debezium_refuses_a_partial_row_image_naming_its_columns() -> None:
+    """Debezium's envelope holds whole row images (its MySQL connector requires binlog_row_image=FULL): a MINIMAL
+    image's absent columns stop the maker, named -- they used to be written as the text "ABSENT"."""
+    table = _doc_table()
+    entry = _update(table, [(1, ABSENT)], [(ABSENT, '{"a": 2}')], None)
+    maker = MessageMaker("debezium", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 0)
+    with pytest.raises(MessageError, match=r"s\.tb.*before image.*'doc'.*binlog_row_image=FULL"):
+        maker.make([entry], 1)

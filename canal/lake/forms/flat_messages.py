@@ -39,11 +39,19 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, Final
 
+from canal.errors import CanalError
 from canal.lake.forms.cell_text import encode_str
 from canal.lake.forms.changes import table_codec
 from canal.lake.forms.mq_routing import Routing
 from canal.lake.types import base_type
 from canal.protocol import Entry, EntryType, EventType, Rows, TableSchema
+
+
+class MessageError(CanalError, ValueError):
+    """An entry the form cannot carry faithfully: a partial JSON update's diffs (both forms hold values, not how a
+    statement changed a document), or, in Debezium's envelope, a partial row image (the envelope holds whole images:
+    Debezium's MySQL connector requires ``binlog_row_image=FULL``). Nothing of the batch is made."""
+
 
 MESSAGE_FORMS: Final = ("canal", "debezium")
 """The values of the source's ``messages`` option."""
@@ -204,6 +212,7 @@ class MessageMaker:
             kind = "INSERT"
         end = f',"table":{_js(table)},"ts":{self.now_ms()},"type":{_js(kind)}}}'
         rows = Rows.of(rc.rows)
+        _refuse_json_diffs(rows)
         codec = table_codec(rows.table)
         deleting = rc.event_type is EventType.DELETE
         images = rows.before if deleting else rows.after
@@ -259,6 +268,8 @@ class MessageMaker:
             return
         h = entry.header
         rows = Rows.of(rc.rows)
+        _refuse_json_diffs(rows)
+        _refuse_partial_images(rows)
         table = rows.table
         typers = [_debezium_typer(c.mysql_type) for c in table.columns]
         topic = self.routing.topic(h.schema, h.table)
@@ -296,6 +307,33 @@ class MessageMaker:
             partitions.append(self.routing.config.partition)
             keys.append(json.dumps(key, ensure_ascii=False, separators=(",", ":")))
             values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def _refuse_json_diffs(rows: Rows) -> None:
+    """Stop at a partial JSON update's rows: their after images lack the documents the statement changed (logged as
+    diffs, row by row), and neither form can carry a diff as a value."""
+    if rows.diffs is None or not any(rows.diffs):
+        return
+    names = sorted({rows.table.names[i] for diffs in rows.diffs if diffs for i in diffs})
+    raise MessageError(
+        f"{rows.table.full_name}: a partial JSON update (binlog_row_value_options=PARTIAL_JSON without the "
+        f"documents in the before image) logs how the statement changed {', '.join(map(repr, names))}, not the "
+        "value, and MQ messages carry values: log whole documents (binlog_row_image=FULL, where the diffs are "
+        "applied as they are read, or binlog_row_value_options='')"
+    )
+
+
+def _refuse_partial_images(rows: Rows) -> None:
+    """Stop at partial row images (``binlog_row_image`` MINIMAL or NOBLOB), which Debezium's envelope cannot hold."""
+    for side in ("before", "after"):
+        absent = rows.absent(side)
+        if absent:
+            names = ", ".join(repr(rows.table.names[i]) for i in absent)
+            raise MessageError(
+                f"{rows.table.full_name}: a partial row image (binlog_row_image MINIMAL or NOBLOB): its {side} image "
+                f"lacks {names}, and Debezium's envelope holds whole images (its MySQL connector requires "
+                "binlog_row_image=FULL)"
+            )
 
 
 def _text_cells(
@@ -368,4 +406,4 @@ def _typed(table: TableSchema, typers: Sequence[Any], image: Sequence[Any] | Non
     return {name: (None if v is None else typer(v)) for name, typer, v in zip(table.names, typers, image, strict=True)}
 
 
-__all__ = ["MESSAGE_FORMS", "MESSAGE_SCHEMA_DDL", "MessageMaker", "message_schema"]
+__all__ = ["MESSAGE_FORMS", "MESSAGE_SCHEMA_DDL", "MessageError", "MessageMaker", "message_schema"]
