@@ -5,7 +5,9 @@ tests/test_spark_mq_kafka.py."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -36,6 +38,10 @@ _TYPES = (
     ("varchar(8)", SqlType.VARCHAR, st.sampled_from(["", "a", 'q"\\', "é\n\x01", "\u2028"])),
     # 1 and 1.0 are equal and of other types: an update from one to the other updates the column
     ("double", SqlType.DOUBLE, st.sampled_from([0.5, -0.0, 1e-5, 1.0, 1, 1e22, float("nan")])),
+    # the rest of bench_spark's column mix
+    ("blob", SqlType.LONGVARBINARY, st.sampled_from([b"", b'\x00\xff"', b"ab"])),
+    ("datetime(6)", SqlType.TIMESTAMP, st.sampled_from([dt.datetime(2024, 5, 6, 7, 8, 9, 10), dt.datetime(1, 1, 1)])),
+    ("decimal(12,2)", SqlType.DECIMAL, st.sampled_from([Decimal("-1.50"), Decimal("0.00"), Decimal("1E-7")])),
 )
 _ROUTINGS = (
     MqConfig(topic="t"),
@@ -241,4 +247,24 @@ def test_debezium_refuses_a_partial_row_image_naming_its_columns() -> None:
     entry = _update(table, [(1, ABSENT)], [(ABSENT, '{"a": 2}')], None)
     maker = MessageMaker("debezium", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 0)
     with pytest.raises(MessageError, match=r"s\.tb.*before image.*'doc'.*binlog_row_image=FULL"):
+        maker.make([entry], 1)
+
+
+@pytest.mark.parametrize(
+    ("after", "column"),
+    [
+        ([(1, '{"a": 1}'), (2, ABSENT)], "doc"),  # a whole first image, then one lacking a column
+        ([(1, ABSENT), (2, '{"a": 1}')], "doc"),  # a first image lacking a column another carries
+        ([(1, '{"a": 1}'), (ABSENT, '{"a": 1}')], "id"),
+    ],
+)
+def test_rows_whose_images_carry_other_columns_are_refused(after: list[Any], column: str) -> None:
+    """One rows event's images carry the same columns (its columns-present bitmap), and the maker reads them from
+    the first image: rows built otherwise stop it, naming the column -- never one written as the text ABSENT, nor a
+    value a row has left out."""
+    table = _doc_table()
+    header = Header("mysql-bin.000007", 4, 1, 1700000000000, "s", "tb", EventType.INSERT, 100)
+    entry = Entry(header, EntryType.ROWDATA, RowChange(EventType.INSERT, Rows(table, None, after), table=table))
+    maker = MessageMaker("canal", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 0)
+    with pytest.raises(MessageError, match=rf"s\.tb: .*{column!r}"):
         maker.make([entry], 1)

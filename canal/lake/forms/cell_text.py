@@ -14,10 +14,30 @@ from decimal import Decimal
 from json.encoder import encode_basestring as encode_str
 from typing import Any
 
+from canal.errors import CanalError
+from canal.protocol import ABSENT, Absent
 from canal.sql import read_column_type
 from canal.value_text import render_text
 
-__all__ = ["column_texts", "encode_any", "encode_float", "encode_str", "encode_value", "rows_texts", "server_text"]
+__all__ = [
+    "AbsentCellError",
+    "column_texts",
+    "encode_any",
+    "encode_float",
+    "encode_str",
+    "encode_value",
+    "rows_texts",
+    "server_text",
+]
+
+
+class AbsentCellError(CanalError, ValueError):
+    """A cell of a column the row image does not carry (:data:`~canal.protocol.ABSENT`) was to be written: it has
+    no text (an image's encoder leaves such columns out)."""
+
+
+def _refuse_absent(v: Any) -> str:
+    raise AbsentCellError("a column the row image does not carry (ABSENT) has no canal text")
 
 
 def _enc_int(v: Any) -> str:
@@ -64,6 +84,7 @@ _ENCODERS: dict[type, Callable[[Any], str]] = {
     dt.datetime: _enc_datetime,
     dt.date: _enc_date,
     bytes: _enc_bytes,
+    Absent: _refuse_absent,
 }
 
 
@@ -120,7 +141,7 @@ def server_text(mysql_type: str) -> Callable[[Any], str] | None:
 
 def _time_text(value: Any, fsp: int) -> str:
     if not isinstance(value, dt.timedelta):
-        return render_text(value)
+        return _refuse_absent(value) if value is ABSENT else render_text(value)
     text = render_text(value)
     whole, _, fraction = text.partition(".")
     return whole + ("." + fraction.ljust(6, "0")[:fsp] if fsp else "")
