@@ -109,7 +109,9 @@ by Delta Lake's connector (``format("delta")``) over the time ``current_datafram
 both). These need the jars (``scripts/setup.sh`` with Maven): without them they are null. The Kafka query's CPU by
 process (as ``spark_cpu_s``; the broker is a JVM) is under ``kafka`` in the JSON. ``--kafka-only`` runs the mirror's
 query and the Kafka query alone (with ``--changes``, a quicker comparison of the two in one run): it prints their
-figures and ``RESULT kafka_steady_ratio=...`` and writes no result file.
+figures and ``RESULT kafka_steady_ratio=...`` and writes no result file; with ``--kafka-option KEY=VALUE`` (Spark's
+Kafka sink's options, such as the producer's ``kafka.batch.size``) a second Kafka query follows the first, in the
+same session, with them: ``tuned_kafka_steady_ratio``.
 
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... columnar_decode_rows_per_s=...
@@ -490,26 +492,36 @@ def stream(
 
 
 def kafka_stream(
-    spark: Any, server: Any, start: tuple[str, int], work: Path, max_entries: int, buffer_size: int | None, kafka: Any
+    spark: Any,
+    server: Any,
+    start: tuple[str, int],
+    work: Path,
+    max_entries: int,
+    buffer_size: int | None,
+    kafka: Any,
+    sink_options: dict[str, str] | None = None,
+    name: str = "kafka",
 ) -> dict[str, Any]:
     """The same workload as canal's FlatMessages into Kafka (``messages=canal`` -> ``writeStream.format("kafka")``,
-    AvailableNow, one topic of one partition): whole and steady rates in row changes a second, counted from the
-    micro-batches' end offsets (a message holds a rows event's rows)."""
+    AvailableNow, one topic of one partition; ``sink_options`` the sink's, Spark's defaults but for them): whole and
+    steady rates in row changes a second, counted from the micro-batches' end offsets (a message holds a rows
+    event's rows). ``name``: its topic's, spool's and checkpoint's."""
     from canal.spark import micro_batch_changes
 
-    kafka.create_topic("bench", partitions=1)
+    topic = "bench" if name == "kafka" else f"bench-{name}"
+    kafka.create_topic(topic, partitions=1)
     options = {
-        "destination": "bench-kafka",
+        "destination": f"bench-{name}",
         "master.address": server.address,
         "master.user": server.user,
         "master.password": server.password,
         "master.journal.name": start[0],
         "master.position": str(start[1]),
         "filter.regex": r"bench\..*",
-        "spool.dir": str(work / "kafka.canal-spool"),
+        "spool.dir": str(work / f"{name}.canal-spool"),
         "max.entries": str(max_entries),
         "messages": "canal",
-        "canal.mq.topic": "bench",
+        "canal.mq.topic": topic,
         **({} if buffer_size is None else {"canal.instance.memory.buffer.size": str(buffer_size)}),
     }
     began = time.perf_counter()
@@ -519,8 +531,9 @@ def kafka_stream(
         .options(**options)
         .load()
         .writeStream.format("kafka")
+        .options(**(sink_options or {}))
         .option("kafka.bootstrap.servers", kafka.bootstrap)
-        .option("checkpointLocation", str(work / "kafka.checkpoint"))
+        .option("checkpointLocation", str(work / f"{name}.checkpoint"))
         .trigger(availableNow=True)
         .start()
     )
@@ -543,6 +556,7 @@ def kafka_stream(
         rows.append(counted)
     steady_s = ends[-1] - ends[0] if len(ends) > 1 else 0.0
     return {
+        "sink_options": sink_options or {},
         "micro_batches": len(rows),
         "rows": sum(rows),
         "whole_s": round(whole_s, 3),
@@ -697,6 +711,7 @@ def run(
     cluster: bool,
     images: str = "json",
     kafka_only: bool = False,
+    kafka_options: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
@@ -748,6 +763,13 @@ def run(
                 with ByProcess() as kafka_parts:
                     into_kafka = kafka_stream(spark, server, start, work, max_entries, buffer_size, kafka)
                 into_kafka["cpu_s"] = kafka_parts.cpu_s
+                if kafka_only and kafka_options:  # the same again with these sink options, in this session
+                    with ByProcess() as kafka_parts:
+                        tuned = kafka_stream(
+                            spark, server, start, work, max_entries, buffer_size, kafka, kafka_options, "tuned"
+                        )
+                    into_kafka["tuned"] = {**tuned, "cpu_s": kafka_parts.cpu_s}
+                    print(f"into Kafka with {kafka_options}: steady {tuned['steady_rows_per_s']}", flush=True)
                 print(
                     f"into Kafka: {into_kafka['whole_rows_per_s']:,} rows/s, steady {into_kafka['steady_rows_per_s']}",
                     flush=True,
@@ -928,7 +950,9 @@ def kafka_figures(local: dict[str, Any], into_kafka: dict[str, Any], mirror_cpu_
     """``--kafka-only``'s figures: the mirror query's and the Kafka query's rates, their ratio and each query's CPU
     by process (:class:`machine_cpu.ByProcess`; the Kafka broker is a JVM)."""
     steady, kafka_steady = local["steady_rows_per_s"], into_kafka["steady_rows_per_s"]
+    tuned = into_kafka.get("tuned", {}).get("steady_rows_per_s")
     return {
+        "tuned_kafka_steady_ratio": round(tuned / steady, 3) if steady and tuned else None,
         "benchmark": "bench_spark --kafka-only",
         "rows": local["rows"],
         "whole_rows_per_s": local["whole_rows_per_s"],
@@ -1005,6 +1029,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run only the mirror's query and the Kafka query after it (kafka_steady_ratio); no result file",
     )
+    parser.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --kafka-only: a second Kafka query after the first, with this option of Spark's Kafka sink "
+        "(kafka.batch.size=1048576, ...; repeatable): tuned_kafka_steady_ratio",
+    )
     parser.add_argument("--decode-baseline", action="store_true", help=argparse.SUPPRESS)  # decode_elsewhere's
     args = parser.parse_args(argv)
     if args.decode_baseline:
@@ -1024,11 +1056,13 @@ def main(argv: list[str] | None = None) -> int:
         cluster=args.cluster,
         images=args.images,
         kafka_only=args.kafka_only,
+        kafka_options=dict(option.split("=", 1) for option in args.kafka_option),
     )
     print(json.dumps(out, indent=2))
     if args.kafka_only:
         print(
             f"RESULT kafka_steady_ratio={out['kafka_steady_ratio']} kafka_rows_per_s={out['kafka_rows_per_s']} "
+            f"tuned_kafka_steady_ratio={out['tuned_kafka_steady_ratio']} "
             f"kafka_steady_rows_per_s={out['kafka_steady_rows_per_s']} whole_rows_per_s={out['whole_rows_per_s']} "
             f"steady_rows_per_s={out['steady_rows_per_s']}"
         )
