@@ -104,14 +104,16 @@ Spark's JVM and the mirror's tasks spend meanwhile has only the other core.
 ``kafka_rows_per_s`` / ``kafka_steady_rows_per_s``: the same workload as canal's FlatMessages into a Kafka broker
 (``messages=canal`` -> ``writeStream.format("kafka")``, AvailableNow, run in the query's session after it), whole and
 after its first micro-batch, in row changes a second; ``kafka_steady_ratio`` = its steady rate over the mirror
-query's (goal >= 0.8). ``delta_current_ratio``: the mirrored table read back whole (a count and a sum, after a fold)
+query's (goal >= 0.8). That query's sink has the producer's defaults: batches of 16 KiB, less than most of the
+workload's messages (a FlatMessage is a rows event's rows: some 12 KB here), so each goes alone in a produce request.
+``kafka_batched_steady_ratio``: the same again, after it (``--kafka-batched-first``: before it), with the Spark guide's
+producer settings for canal's messages (``kafka.batch.size`` 512 KiB, ``kafka.linger.ms`` 20: :data:`KAFKA_BATCHED`).
+``delta_current_ratio``: the mirrored table read back whole (a count and a sum, after a fold)
 by Delta Lake's connector (``format("delta")``) over the time ``current_dataframe`` takes (``delta_read_back`` holds
-both). These need the jars (``scripts/setup.sh`` with Maven): without them they are null. The Kafka query's CPU by
-process (as ``spark_cpu_s``; the broker is a JVM) is under ``kafka`` in the JSON. ``--kafka-only`` runs the mirror's
-query and the Kafka query alone (with ``--changes``, a quicker comparison of the two in one run): it prints their
-figures and ``RESULT kafka_steady_ratio=...`` and writes no result file; with ``--kafka-option KEY=VALUE`` (Spark's
-Kafka sink's options, such as the producer's ``kafka.batch.size``) a second Kafka query follows the first, in the
-same session, with them: ``tuned_kafka_steady_ratio``.
+both). These need the jars (``scripts/setup.sh`` with Maven): without them they are null. Each Kafka query's CPU by
+process (as ``spark_cpu_s``, the broker apart) is under ``kafka`` and ``kafka_batched`` in the JSON. ``--kafka-only``
+runs the mirror's query and the Kafka queries alone (with ``--changes``, a quicker comparison in one run): it prints
+their figures and ``RESULT kafka_steady_ratio=... kafka_batched_steady_ratio=...`` and writes no result file.
 
 Ends with ``RESULT whole_rows_per_s=... steady_rows_per_s=... encode_ratio=... spark_floor_s=...
 whole_ceiling_rows_per_s=... reader_start_s=... decode_bound_rows_per_s=... columnar_decode_rows_per_s=...
@@ -138,7 +140,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from machine_cpu import Busy, ByProcess
 from result_file import write_result
@@ -491,6 +493,10 @@ def stream(
     }
 
 
+KAFKA_BATCHED: Final = {"kafka.batch.size": "524288", "kafka.linger.ms": "20"}
+"""The producer's settings the Spark guide gives canal's messages (its MQ section): batches of up to 512 KiB."""
+
+
 def kafka_stream(
     spark: Any,
     server: Any,
@@ -711,7 +717,7 @@ def run(
     cluster: bool,
     images: str = "json",
     kafka_only: bool = False,
-    kafka_options: dict[str, str] | None = None,
+    kafka_batched_first: bool = False,
 ) -> dict[str, Any]:
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
@@ -723,6 +729,7 @@ def run(
         raise RuntimeError(f"--kafka-only needs the Kafka jars: {jars.skip_reason()}")
     read_back: dict[str, Any] | None = None
     into_kafka: dict[str, Any] | None = None
+    kafkas: dict[str, dict[str, Any]] = {}
 
     expected = inserts - deletes
     with MariaDBServer(server_id=1) as server, tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
@@ -760,20 +767,19 @@ def run(
                 )
             if with_jars:
                 kafka = KafkaServer().start()
-                with ByProcess() as kafka_parts:
-                    into_kafka = kafka_stream(spark, server, start, work, max_entries, buffer_size, kafka)
-                into_kafka["cpu_s"] = kafka_parts.cpu_s
-                if kafka_only and kafka_options:  # the same again with these sink options, in this session
+                # Spark's sink with the producer's defaults, and with the guide's batches (KAFKA_BATCHED)
+                queries = [("kafka", None), ("batched", KAFKA_BATCHED)]
+                for name, sink_options in queries[::-1] if kafka_batched_first else queries:
                     with ByProcess() as kafka_parts:
-                        tuned = kafka_stream(
-                            spark, server, start, work, max_entries, buffer_size, kafka, kafka_options, "tuned"
+                        made = kafka_stream(
+                            spark, server, start, work, max_entries, buffer_size, kafka, sink_options, name
                         )
-                    into_kafka["tuned"] = {**tuned, "cpu_s": kafka_parts.cpu_s}
-                    print(f"into Kafka with {kafka_options}: steady {tuned['steady_rows_per_s']}", flush=True)
-                print(
-                    f"into Kafka: {into_kafka['whole_rows_per_s']:,} rows/s, steady {into_kafka['steady_rows_per_s']}",
-                    flush=True,
-                )
+                    kafkas[name] = {**made, "cpu_s": kafka_parts.cpu_s}
+                    print(
+                        f"into Kafka ({name}): {made['whole_rows_per_s']:,} rows/s, steady {made['steady_rows_per_s']}",
+                        flush=True,
+                    )
+                into_kafka = kafkas["kafka"]
         finally:
             if kafka is not None:
                 kafka.stop()
@@ -783,7 +789,7 @@ def run(
         print(f"local mode: {local['whole_rows_per_s']:,} rows/s, steady {local['steady_rows_per_s']}", flush=True)
         if kafka_only:
             assert into_kafka is not None
-            return kafka_figures(local, into_kafka, spark_parts.cpu_s)
+            return kafka_figures(local, kafkas, spark_parts.cpu_s)
         on_cluster = None
         if cluster:
             on_cluster = cluster_stream(server, start, work / "cluster", max_entries, buffer_size, expected, images)
@@ -902,6 +908,7 @@ def run(
         "kafka_steady_ratio": round(into_kafka["steady_rows_per_s"] / local["steady_rows_per_s"], 3)
         if into_kafka is not None and into_kafka["steady_rows_per_s"] and local["steady_rows_per_s"]
         else None,
+        **kafka_batched_figures(local, kafkas),
         "delta_read_back": read_back,
         "delta_current_ratio": None if read_back is None else read_back["delta_current_ratio"],
         "batches": local["batches"],
@@ -946,13 +953,27 @@ def run(
     return out
 
 
-def kafka_figures(local: dict[str, Any], into_kafka: dict[str, Any], mirror_cpu_s: dict[str, float]) -> dict[str, Any]:
-    """``--kafka-only``'s figures: the mirror query's and the Kafka query's rates, their ratio and each query's CPU
-    by process (:class:`machine_cpu.ByProcess`; the Kafka broker is a JVM)."""
-    steady, kafka_steady = local["steady_rows_per_s"], into_kafka["steady_rows_per_s"]
-    tuned = into_kafka.get("tuned", {}).get("steady_rows_per_s")
+def kafka_batched_figures(local: dict[str, Any], kafkas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The Kafka query with the guide's batches (:data:`KAFKA_BATCHED`): its run, steady rate and ratio."""
+    batched = kafkas.get("batched")
+    steady = None if batched is None else batched["steady_rows_per_s"]
     return {
-        "tuned_kafka_steady_ratio": round(tuned / steady, 3) if steady and tuned else None,
+        "kafka_batched": batched,
+        "kafka_batched_steady_rows_per_s": steady,
+        "kafka_batched_steady_ratio": round(steady / local["steady_rows_per_s"], 3)
+        if steady and local["steady_rows_per_s"]
+        else None,
+    }
+
+
+def kafka_figures(
+    local: dict[str, Any], kafkas: dict[str, dict[str, Any]], mirror_cpu_s: dict[str, float]
+) -> dict[str, Any]:
+    """``--kafka-only``'s figures: the mirror query's and the Kafka queries' rates, their ratios and each query's
+    CPU by process (:class:`machine_cpu.ByProcess`)."""
+    steady, into_kafka = local["steady_rows_per_s"], kafkas["kafka"]
+    kafka_steady = into_kafka["steady_rows_per_s"]
+    return {
         "benchmark": "bench_spark --kafka-only",
         "rows": local["rows"],
         "whole_rows_per_s": local["whole_rows_per_s"],
@@ -962,6 +983,7 @@ def kafka_figures(local: dict[str, Any], into_kafka: dict[str, Any], mirror_cpu_
         "kafka_rows_per_s": into_kafka["whole_rows_per_s"],
         "kafka_steady_rows_per_s": kafka_steady,
         "kafka_steady_ratio": round(kafka_steady / steady, 3) if steady and kafka_steady else None,
+        **kafka_batched_figures(local, kafkas),
     }
 
 
@@ -1030,12 +1052,9 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the mirror's query and the Kafka query after it (kafka_steady_ratio); no result file",
     )
     parser.add_argument(
-        "--kafka-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="with --kafka-only: a second Kafka query after the first, with this option of Spark's Kafka sink "
-        "(kafka.batch.size=1048576, ...; repeatable): tuned_kafka_steady_ratio",
+        "--kafka-batched-first",
+        action="store_true",
+        help="run the Kafka query with the guide's batches before the one with the producer's defaults",
     )
     parser.add_argument("--decode-baseline", action="store_true", help=argparse.SUPPRESS)  # decode_elsewhere's
     args = parser.parse_args(argv)
@@ -1056,13 +1075,13 @@ def main(argv: list[str] | None = None) -> int:
         cluster=args.cluster,
         images=args.images,
         kafka_only=args.kafka_only,
-        kafka_options=dict(option.split("=", 1) for option in args.kafka_option),
+        kafka_batched_first=args.kafka_batched_first,
     )
     print(json.dumps(out, indent=2))
     if args.kafka_only:
         print(
             f"RESULT kafka_steady_ratio={out['kafka_steady_ratio']} kafka_rows_per_s={out['kafka_rows_per_s']} "
-            f"tuned_kafka_steady_ratio={out['tuned_kafka_steady_ratio']} "
+            f"kafka_batched_steady_ratio={out['kafka_batched_steady_ratio']} "
             f"kafka_steady_rows_per_s={out['kafka_steady_rows_per_s']} whole_rows_per_s={out['whole_rows_per_s']} "
             f"steady_rows_per_s={out['steady_rows_per_s']}"
         )
@@ -1091,7 +1110,9 @@ def main(argv: list[str] | None = None) -> int:
         f"steady_transfer_ratio={out['steady_transfer_ratio']} steady_decode_ceiling={out['steady_decode_ceiling']} "
         f"whole_bound_ceiling={out['whole_bound_ceiling']} "
         f"kafka_rows_per_s={out['kafka_rows_per_s']} kafka_steady_rows_per_s={out['kafka_steady_rows_per_s']} "
-        f"kafka_steady_ratio={out['kafka_steady_ratio']} delta_current_ratio={out['delta_current_ratio']} "
+        f"kafka_steady_ratio={out['kafka_steady_ratio']} "
+        f"kafka_batched_steady_ratio={out['kafka_batched_steady_ratio']} "
+        f"delta_current_ratio={out['delta_current_ratio']} "
         f"cpu_us_per_row_decode={out['cpu_us_per_row_decode']} "
         f"cpu_us_per_row_decode_encode={out['cpu_us_per_row_decode_encode']} "
         f"cpu_us_per_row_embedded={out['cpu_us_per_row_embedded']} cpu_us_per_row_spark={out['cpu_us_per_row_spark']} "
