@@ -31,7 +31,7 @@ KNOWN_CLIENT_ERROR = "Unknown response: Plan observed(__python_accumulator__"
 def run_pipeline(work: Path, mariadb: Any) -> str:
     import pyspark
 
-    from canal.testing.services.spark import TEST_JVM_OPTIONS
+    from canal.testing.services.spark_archive import TEST_JVM_OPTIONS
 
     spark_home = Path(pyspark.__file__).resolve().parent
     env = {

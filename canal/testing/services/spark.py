@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
@@ -14,28 +13,14 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from canal.errors import ServiceError
-from canal.testing.services.process import SETUP_COMMAND, _find_executable, _Service, free_port, listens_on
-
-TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-"""The JVM options of every Spark JVM the tests start (these services', ``canal.spark.testing.local_spark``'s): a
-test's jobs are small and its JVMs short-lived, and the client compiler only with the serial collector take about a
-third less CPU than the JVM's defaults (C2 compiling hot code, parallel GC threads), measured on 2 cores."""
+from canal.testing.services.process import _find_executable, _Service, free_port, listens_on
+from canal.testing.services.spark_archive import driver_java_options, spark_home
 
 
 def _daemon_java_opts() -> str:
     """The options of the daemons' JVMs and their executors': the drivers' (with the setup's class archive when there
     is one, :mod:`canal.testing.services.spark_archive`), IPv4 only."""
-    from canal.testing.services.spark_archive import driver_java_options
-
     return f"{driver_java_options()} -Djava.net.preferIPv4Stack=true"
-
-
-def spark_home() -> Path:
-    """The pip ``pyspark`` package directory, which is a whole Spark distribution (``bin``, ``sbin``, ``jars``)."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        raise ServiceError(f"the Spark services need pyspark (pycanal's spark extra): run {SETUP_COMMAND}")
-    return Path(spec.origin).parent
 
 
 def _q(path: Path) -> str:

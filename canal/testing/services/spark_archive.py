@@ -15,13 +15,29 @@ are the plain :data:`~canal.testing.services.spark.TEST_JVM_OPTIONS`.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from canal.testing.services.spark import TEST_JVM_OPTIONS, spark_home
+from canal.errors import ServiceError
+from canal.testing.services.process import SETUP_COMMAND
+
+TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+"""The JVM options of every Spark JVM the tests start (:mod:`canal.testing.services.spark`'s,
+``canal.spark.testing.local_spark``'s), before the archive's: a test's jobs are small and its JVMs short-lived, and
+the client compiler only with the serial collector take about a third less CPU than the JVM's defaults (C2 compiling
+hot code, parallel GC threads), measured on 2 cores."""
+
+
+def spark_home() -> Path:
+    """The pip ``pyspark`` package directory, which is a whole Spark distribution (``bin``, ``sbin``, ``jars``)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise ServiceError(f"the Spark services need pyspark (pycanal's spark extra): run {SETUP_COMMAND}")
+    return Path(spec.origin).parent
 
 # Run in a process of its own with the archive's dump option: a session like the tests' (the connectors' jars when
 # built, the canal source registered), a job with a shuffle, Arrow both ways, and a streaming query through
