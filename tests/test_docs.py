@@ -60,11 +60,16 @@ def test_file_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, l
     session for them all, as in a user's suite): each file's test outcomes (``passed``, ``failed``, ...) and the
     run's output."""
     work = tmp_path_factory.mktemp("doc-test-files")
+    files = []
     for index, (_, code) in enumerate(TEST_FILES):
-        (work / f"test_doc_example_{index}.py").write_text(code)
+        files.append(work / f"test_doc_example_{index}.py")
+        files[-1].write_text(code)
+    # pytest runs the files in the order given: those that end the process's Spark JVM (stop_spark) last, so that
+    # every other example's SparkSession starts in the JVM the first one started (a JVM's start is most of a session's)
+    files.sort(key=lambda file: "stop_spark(" in file.read_text())
     report = work / "report.xml"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", str(work)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *map(str, files)],
         capture_output=True,
         text=True,
         cwd=work,

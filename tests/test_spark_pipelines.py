@@ -5,8 +5,10 @@ view equals ``SELECT *``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +31,7 @@ KNOWN_CLIENT_ERROR = "Unknown response: Plan observed(__python_accumulator__"
 def run_pipeline(work: Path, mariadb: Any) -> str:
     import pyspark
 
-    from canal.testing.services.spark import TEST_JVM_OPTIONS
+    from canal.testing.services.spark_archive import TEST_JVM_OPTIONS
 
     spark_home = Path(pyspark.__file__).resolve().parent
     env = {
@@ -46,17 +48,25 @@ def run_pipeline(work: Path, mariadb: Any) -> str:
         # other Spark JVMs are
         "JDK_JAVA_OPTIONS": TEST_JVM_OPTIONS,
     }
-    done = subprocess.run(
+    # a process group of its own: the CLI, its launcher and its Connect server's JVM are killed together however this
+    # function ends (a test timeout raises here and would leave them running, holding the CPU and their ports)
+    cli = subprocess.Popen(
         [str(spark_home / "bin" / "spark-pipelines"), "run", "--spec", "spark-pipeline.yml"],
         cwd=work,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=600,
+        start_new_session=True,
     )
-    out = done.stdout + done.stderr
+    try:
+        out, _ = cli.communicate(timeout=600)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(cli.pid, signal.SIGKILL)
+        cli.wait()
     assert "Run is COMPLETED" in out, out[-4000:]
-    assert done.returncode == 0 or KNOWN_CLIENT_ERROR in out, out[-4000:]
+    assert cli.returncode == 0 or KNOWN_CLIENT_ERROR in out, out[-4000:]
     assert mariadb.password not in out  # the credentials stay out of Spark's logs
     return out
 

@@ -14,7 +14,7 @@ from canal.lake import Comparison, DeltaMirror, compare
 from canal.lake.store import fs
 from canal.spark.batches import RunStats, run_batches
 from canal.sql import quote_name
-from canal.testing.services.spark import TEST_JVM_OPTIONS
+from canal.testing.services.spark_archive import driver_java_options
 
 
 def local_spark(
@@ -25,8 +25,10 @@ def local_spark(
     connectors: bool | None = None,
 ) -> Any:
     """A local SparkSession set up for pycanal's tests: this interpreter for Python workers, loopback only, no UI, a
-    JVM tuned for small short jobs (:data:`TEST_JVM_OPTIONS`; ``extra`` can override it). With ``connectors``, the
-    jars of Delta Lake's, Kafka's and S3A's connectors that ``scripts/setup.sh`` fetched, and Delta's SQL
+    JVM tuned for small short jobs that maps the setup's class archive when there is one
+    (:func:`~canal.testing.services.spark_archive.driver_java_options`; ``extra`` can override it). With
+    ``connectors``, the jars of Delta Lake's, Kafka's and S3A's connectors that ``scripts/setup.sh`` fetched, and
+    Delta's SQL
     (:func:`canal.testing.jars.spark_conf`; a :class:`~canal.errors.ServiceError` says why when they are not there);
     by default, when they are there (a process has one SparkContext: the first session's jars are every later one's).
     """
@@ -45,7 +47,7 @@ def local_spark(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
+        .config("spark.driver.extraJavaOptions", driver_java_options())
     )
     from canal.testing import jars
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
@@ -14,21 +13,14 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from canal.errors import ServiceError
-from canal.testing.services.process import SETUP_COMMAND, _find_executable, _Service, free_port, listens_on
-
-TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-"""The JVM options of every Spark JVM the tests start (these services', ``canal.spark.testing.local_spark``'s): a
-test's jobs are small and its JVMs short-lived, and the client compiler only with the serial collector take about a
-third less CPU than the JVM's defaults (C2 compiling hot code, parallel GC threads), measured on 2 cores."""
-_DAEMON_JAVA_OPTS = f"{TEST_JVM_OPTIONS} -Djava.net.preferIPv4Stack=true"
+from canal.testing.services.process import _find_executable, _Service, free_port, listens_on
+from canal.testing.services.spark_archive import driver_java_options, spark_home
 
 
-def spark_home() -> Path:
-    """The pip ``pyspark`` package directory, which is a whole Spark distribution (``bin``, ``sbin``, ``jars``)."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        raise ServiceError(f"the Spark services need pyspark (pycanal's spark extra): run {SETUP_COMMAND}")
-    return Path(spec.origin).parent
+def _daemon_java_opts() -> str:
+    """The options of the daemons' JVMs and their executors': the drivers' (with the setup's class archive when there
+    is one, :mod:`canal.testing.services.spark_archive`), IPv4 only."""
+    return f"{driver_java_options()} -Djava.net.preferIPv4Stack=true"
 
 
 def _q(path: Path) -> str:
@@ -54,19 +46,27 @@ class _SparkDaemon(_Service):
         self.spark_home = spark_home()
 
     def _initialize(self, workdir: Path) -> None:
-        (workdir / "conf").mkdir()  # an empty configuration directory: no spark-defaults from anywhere else
+        (workdir / "conf").mkdir()
+
+    def _conf_dir(self) -> Path:
+        """An empty configuration directory, never spark-defaults from anywhere else: pyspark's own ``conf``, which
+        the pip package does not have -- the class path the drivers' class archive was written with, so this JVM
+        maps it too -- else the empty one in the run directory."""
+        assert self.workdir is not None
+        shipped = self.spark_home / "conf"
+        return self.workdir / "conf" if shipped.exists() else shipped
 
     def _environment(self) -> dict[str, str]:
         assert self.workdir is not None
         env = dict(os.environ)
         env.update(
             SPARK_HOME=str(self.spark_home),
-            SPARK_CONF_DIR=str(self.workdir / "conf"),
+            SPARK_CONF_DIR=str(self._conf_dir()),
             SPARK_LOG_DIR=str(self.workdir),
             SPARK_PID_DIR=str(self.workdir),
             SPARK_LOCAL_IP=self.host,
             SPARK_DAEMON_MEMORY=self.daemon_memory,
-            SPARK_DAEMON_JAVA_OPTS=_DAEMON_JAVA_OPTS,
+            SPARK_DAEMON_JAVA_OPTS=_daemon_java_opts(),
             PYSPARK_PYTHON=sys.executable,
             PYSPARK_DRIVER_PYTHON=sys.executable,
         )
@@ -246,15 +246,16 @@ class SparkCluster:
 
     def driver_conf(self, executor_memory: str = "512m") -> dict[str, str]:
         """SparkSession settings for a driver on this cluster: one executor per worker, one core each, small heaps,
-        loopback addresses, this interpreter for the Python workers."""
+        loopback addresses, this interpreter for the Python workers; the driver maps the setup's class archive when
+        there is one (:mod:`canal.testing.services.spark_archive`)."""
         return {
             "spark.master": self.master_url,
             "spark.executor.instances": str(len(self.workers)),
             "spark.executor.cores": "1",
             "spark.cores.max": str(len(self.workers)),
             "spark.executor.memory": executor_memory,
-            "spark.driver.extraJavaOptions": _DAEMON_JAVA_OPTS,
-            "spark.executor.extraJavaOptions": _DAEMON_JAVA_OPTS,
+            "spark.driver.extraJavaOptions": _daemon_java_opts(),
+            "spark.executor.extraJavaOptions": _daemon_java_opts(),
             "spark.driver.host": self.master.host,
             "spark.driver.bindAddress": self.master.host,
             "spark.ui.enabled": "false",
@@ -353,7 +354,7 @@ class SparkConnectServer(_SparkDaemon):
             "spark.driver.host": self.host,
             "spark.driver.bindAddress": self.host,
             "spark.driver.memory": self.daemon_memory,
-            "spark.driver.extraJavaOptions": _DAEMON_JAVA_OPTS,
+            "spark.driver.extraJavaOptions": _daemon_java_opts(),
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.session.timeZone": "UTC",
