@@ -141,8 +141,10 @@ def test_a_part_above_stage_rows_goes_to_its_log_after_the_parts_staged_before_i
         parts = mirror._staging.parts()
         for table in TABLES:
             path = str(mirror.table_path("shop", table.table))
+            if path not in parts.tables:
+                continue
             logged = delta_append_txn(changelog.log_path(path), mirror.app_id)
-            if path in parts.tables and logged is not None:
+            if logged is not None:
                 # the log recorded only batches older than every staged one: its batches stay in order
                 assert logged < parts.tables[path].batches[0]
                 checked += 1
