@@ -35,6 +35,9 @@ pytestmark = pytest.mark.integration
 DEST = "ha"
 SESSION_TIMEOUT_S = 2.0
 CLIENT = ClientIdentity(DEST, 1001)
+# a get asking for more entries than are left ends this long after the last came, not after its whole timeout (a
+# small transaction goes to the store whole: never cut by it)
+LINGER_S = 0.2
 # the ack certainly wrote nothing
 NOT_ACKED_ERRORS = {"FencedWriteError", "NotRunningError", "OwnershipLostError", "UnknownBatchError"}
 
@@ -376,7 +379,7 @@ def test_sigstopped_active_serves_nothing_after_sigcont_and_its_late_ack_is_fenc
         assert first.command("get 3 1.0").split()[:2] == ["ERR", "NotRunningError"]
         assert first.command("token") == "TOKEN None"
         assert second.command("token") == f"TOKEN {token2}"  # the new owner kept serving throughout
-        _batch3, ids3 = got_ids(second.command("get 100 5.0"))
+        _batch3, ids3 = got_ids(second.command(f"get 100 5.0 {LINGER_S}"))
         assert ids3[0] == ids2[-1] + 1
     finally:
         kill_all(children)
@@ -420,7 +423,7 @@ def test_clean_release_hands_over_at_once_without_redelivery(
 
         rest: list[int] = []
         while len(consumed) + len(rest) < total:
-            batch, ids = got_ids(b.command("get 10 5.0"))
+            batch, ids = got_ids(b.command(f"get 10 5.0 {LINGER_S}"))
             assert b.command(f"ack {batch}") == "ACKED"
             rest += ids
         assert rest == list(range(len(consumed), total))  # starts right after a's last ack; nothing twice
@@ -447,7 +450,8 @@ def test_a_get_waiting_when_the_active_froze_hands_out_nothing_after_sigcont(
         second = Child("second", {**args, "mode": "script", "address": "127.0.0.1:21012"})
         children.append(second)
         second.expect(lambda line: line == "W", 30, "W")
-        while (answer := first.command("get 100 0.5")) != "EMPTY":  # the CREATE TABLE; then nothing: the get waits
+        # the CREATE TABLE; then nothing: the get below waits
+        while (answer := first.command(f"get 100 0.5 {LINGER_S}")) != "EMPTY":
             assert first.command(f"ack {got_ids(answer)[0]}") == "ACKED"
 
         first.send("get 3 120")  # waits for a full batch of three entries
@@ -457,7 +461,7 @@ def test_a_get_waiting_when_the_active_froze_hands_out_nothing_after_sigcont(
         with mariadb.connect() as conn, conn.cursor() as cur:
             cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, f"v{i}") for i in range(6)])
             conn.commit()
-        batch, ids = got_ids(second.command("get 100 5.0"))
+        batch, ids = got_ids(second.command(f"get 100 5.0 {LINGER_S}"))
         assert ids == list(range(6))
         assert second.command(f"ack {batch}") == "ACKED"
         acked_cursor = zk_cursor(zookeeper)

@@ -71,7 +71,7 @@ def test_a_consumer_killed_anywhere_in_a_heal_ends_equal(mariadb: MariaDBDatabas
         "journal": str(tmp_path / "journal.json"),
         "statement": str(statement),
         "target": str(target),
-        "chunk_rows": 40,
+        "chunk_rows": 100,  # 30 chunks of k: the heal outlasts the four kills, each 0.1-1.5 s into a run
     }
     processes = Runs("tests.procs.heal_consumer", base, tmp_path, events)
     kills = 0
@@ -141,7 +141,7 @@ def test_a_heal_under_writers_with_partial_row_images_ends_equal(mariadb: MariaD
                     cur.execute("REPLACE INTO k VALUES (%s, %s, %s)", (key, rng.randint(0, 9), "whole"))
                 if rng.random() < 0.05:  # the consumer keeps pace now and then, so the writes meet the read
                     journal = tmp_path / "j"
-                    run_batches(inst, None, mirror, timeout=0.2, journal=journal, max_batches=2, idle_stop_s=0.5)
+                    run_batches(inst, None, mirror, timeout=0.2, journal=journal, max_batches=2, idle_stop_s=0.1)
         writer.close()
         end = master_position(conn)
         run_batches(inst, None, mirror, batch_size=64, timeout=0.2, journal=tmp_path / "j", until=healed_by(inst, end))

@@ -1,5 +1,5 @@
 """The Delta mirror equals ``SELECT *`` through DDL production schemas have, each case in ONE batch (the hard way:
-rows under one layout, the DDL, rows under the next), on a private MariaDB through ``run_batches`` (no JVM):
+rows under one layout, the DDL, rows under the next), on MariaDB through ``run_batches`` (no JVM):
 
 * a key column renamed or reordered between changes of one row (one row, one key: the deleted row goes);
 * DDL in the batch that first creates a mirror table; rows and DROP TABLE in one batch;
@@ -15,6 +15,8 @@ rows under one layout, the DDL, rows under the next), on a private MariaDB throu
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -31,40 +33,46 @@ from canal.lake.planning.plan import batch_steps, in_order
 from canal.lake.settings import MODES
 from canal.spark import DeltaMirror, MirrorError, MirrorMode, run_batches
 from canal.spark.testing import healed_by, master_position, run_caught_up
-from canal.testing.plugin import MariaDBFactory
+from canal.testing.plugin import MariaDBDatabase
 
 pytestmark = pytest.mark.integration
 
 
 class Source:
-    def __init__(self, server: Any, tmp_path: Path, mode: MirrorMode) -> None:
+    """The test's database (``app``: its name in the statements, ``{app}``) and a mirror of it."""
+
+    def __init__(self, db: MariaDBDatabase, tmp_path: Path, mode: MirrorMode) -> None:
         self.mode: MirrorMode = mode
+        self.app = db.database
         self.journal = tmp_path / "journal"  # run_batches keeps the batch ids of a heal's snapshot rows there
-        server.execute("CREATE DATABASE app")
-        journal, position = server.execute("SHOW MASTER STATUS")[0][:2]
+        journal, position = db.execute("SHOW MASTER STATUS")[0][:2]
         self.config = InstanceConfig(
             destination="ddl",
             master=MasterConfig(
-                address=server.address,
-                username=server.user,
-                password=server.password,
+                address=db.address,
+                username=db.user,
+                password=db.password,
                 journal_name=str(journal),
                 position=int(position),
             ),
-            filter_regex=r"app\..*",
+            filter_regex=rf"{re.escape(self.app)}\..*",
             store=StoreConfig(batch_mode="ITEMSIZE"),
             meta_mode="file",
             meta_dir=str(tmp_path / "meta"),
         )
-        self.conn = server.connect("app")
+        self.conn = db.connect()
         self.mirror = DeltaMirror(tmp_path / "mirror", mode=mode)
+
+    def run(self, *statements: str) -> None:
+        """The statements (``{app}`` is the database's name, ``{other}`` another one's), committed."""
+        with self.conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql.format(app=self.app, other=f"{self.app}_other"))
+        self.conn.commit()
 
     def batch(self, *statements: str) -> None:
         """The statements, then the mirror caught up in one batch."""
-        with self.conn.cursor() as cur:
-            for sql in statements:
-                cur.execute(sql)
-        self.conn.commit()
+        self.run(*statements)
         end = master_position(self.conn)
         with Instance(self.config) as inst:
             until = healed_by(inst, end)  # (and a heal's rows, where the capture heals)
@@ -72,18 +80,18 @@ class Source:
 
     def select(self, table: str) -> tuple[list[str], list[dict[str, Any]]]:
         with self.conn.cursor(pymysql.cursors.DictCursor) as cur:
-            cur.execute(f"SELECT * FROM app.{table}")
+            cur.execute(f"SELECT * FROM `{self.app}`.{table}")
             return [d[0] for d in cur.description], list(cur.fetchall())
 
     def assert_equal(self, table: str, key: str) -> None:
         names, rows = self.select(table)
-        mirrored = self.mirror.read("app", table)
+        mirrored = self.mirror.read(self.app, table)
         assert mirrored.column_names == names, table  # the source's column order
         got = sorted(mirrored.to_pylist(), key=lambda r: r[key])
         assert got == sorted((_as_mirrored(r) for r in rows), key=lambda r: r[key]), table
 
     def assert_gone(self, table: str) -> None:
-        assert not self.mirror.table_path("app", table).exists(), f"app.{table} should not be mirrored"
+        assert not self.mirror.table_path(self.app, table).exists(), f"{self.app}.{table} should not be mirrored"
 
 
 def _as_mirrored(row: dict[str, Any]) -> dict[str, Any]:
@@ -97,9 +105,12 @@ def _as_mirrored(row: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(params=MODES)
-def source(mariadb_factory: MariaDBFactory, tmp_path: Path, request: pytest.FixtureRequest) -> Source:
-    """A private MariaDB and a mirror of its database ``app``, in each of the mirror's modes."""
-    return Source(mariadb_factory(extra_args=["--binlog-row-metadata=FULL"]), tmp_path, request.param)
+def source(mariadb: MariaDBDatabase, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Source]:
+    """The test's database and a mirror of it, in each of the mirror's modes."""
+    source = Source(mariadb, tmp_path, request.param)
+    yield source
+    source.conn.close()
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{source.app}_other`")
 
 
 def test_a_key_renamed_or_reordered_within_a_batch_stays_one_row(source: Source) -> None:
@@ -157,10 +168,7 @@ def test_a_replayed_batch_with_renames_and_drops_changes_nothing(source: Source,
         "ALTER TABLE t2 RENAME TO t3, ADD COLUMN w INT",
         "INSERT INTO t3 VALUES (3, 3, 3)",
     )
-    with source.conn.cursor() as cur:
-        for sql in statements:
-            cur.execute(sql)
-    source.conn.commit()
+    source.run(*statements)
     batches: list[tuple[Any, int]] = []
     run_caught_up(source.conn, source.config, None, lambda rows, batch_id: batches.append((rows, batch_id)))
     rows, batch_id = _one_batch(batches)
@@ -176,13 +184,13 @@ def test_a_replayed_batch_with_renames_and_drops_changes_nothing(source: Source,
         _apply_steps(mirror, rows, batch_id, crash_after)
         mirror.apply(rows, batch_id)
         mirror.apply(rows, batch_id)  # and again: a replay of a finished batch changes nothing
-        assert sorted(mirror.read("app", "t3").to_pylist(), key=lambda r: r["id"]) == [
+        assert sorted(mirror.read(source.app, "t3").to_pylist(), key=lambda r: r["id"]) == [
             {"id": 1, "v": 1, "w": None},
             {"id": 2, "v": 2, "w": None},
             {"id": 3, "v": 3, "w": 3},
         ], crash_after
         for gone in ("t", "t2", "d"):
-            assert not mirror.table_path("app", gone).exists(), (crash_after, gone)
+            assert not mirror.table_path(source.app, gone).exists(), (crash_after, gone)
 
 
 def _apply_steps(mirror: DeltaMirror, rows: Any, batch_id: int, steps: int) -> None:
@@ -229,10 +237,10 @@ def test_set_labels_column_moves_and_time_text_are_the_servers(source: Source) -
         "INSERT INTO t VALUES (1, 'alpha,zeta', '12:34:56.5', 1), (2, 'mid,alpha', '-01:00:00', 2)",
     )
     source.batch("ALTER TABLE t MODIFY v INT FIRST")  # a pure move
-    mirrored = source.mirror.read("app", "t")
+    mirrored = source.mirror.read(source.app, "t")
     assert mirrored.column_names == ["v", "id", "s", "tm"]
     with source.conn.cursor() as cur:
-        cur.execute("SELECT v, id, CAST(s AS CHAR), CAST(tm AS CHAR) FROM app.t ORDER BY id")
+        cur.execute(f"SELECT v, id, CAST(s AS CHAR), CAST(tm AS CHAR) FROM `{source.app}`.t ORDER BY id")
         server = [dict(zip(["v", "id", "s", "tm"], row, strict=True)) for row in cur.fetchall()]
     # 'zeta,alpha': the labels in the definition's order; '12:34:56.500': TIME(3)'s three fraction digits
     assert sorted(mirrored.to_pylist(), key=lambda r: r["id"]) == server
@@ -261,19 +269,19 @@ def test_an_expression_default_the_mirror_cannot_compute_heals_or_is_a_typed_err
         source.assert_equal("t", "id")
         assert source.mirror.metrics().heals == 1
         return
-    with pytest.raises(MirrorError, match=r"app\.t.*created.*DEFAULT.*(?i:current_timestamp)"):
+    with pytest.raises(MirrorError, match=rf"{re.escape(source.app)}\.t.*created.*DEFAULT.*(?i:current_timestamp)"):
         source.batch("ALTER TABLE t ADD COLUMN created DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP")
-    assert source.mirror.read("app", "t").column_names == ["id"]  # nothing changed
+    assert source.mirror.read(source.app, "t").column_names == ["id"]  # nothing changed
 
 
 def test_ddl_of_a_qualified_table_from_another_database_changes_that_table(source: Source) -> None:
     source.batch("CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)")
     source.batch(
-        "CREATE DATABASE other",
-        "USE other",  # the statements' session database is not the table's
-        "ALTER TABLE app.t ADD COLUMN e INT NOT NULL DEFAULT 5",
-        "INSERT INTO app.t VALUES (2, 6)",
-        "USE app",
+        "CREATE DATABASE {other}",
+        "USE {other}",  # the statements' session database is not the table's
+        "ALTER TABLE {app}.t ADD COLUMN e INT NOT NULL DEFAULT 5",
+        "INSERT INTO {app}.t VALUES (2, 6)",
+        "USE {app}",
     )
     source.assert_equal("t", "id")
 
@@ -296,32 +304,29 @@ def _drop_database_batch(source: Source) -> None:
         "INSERT INTO t VALUES (1, 1), (2, 2)",
         "INSERT INTO u VALUES (1)",
     )
-    with source.conn.cursor() as cur:
-        for sql in (
-            "INSERT INTO app.t VALUES (3, 3)",
-            "CREATE TABLE app.made (id INT PRIMARY KEY)",  # made in the batch, before the drop
-            "INSERT INTO app.made VALUES (1)",
-            "RENAME TABLE app.u TO app.u2",
-            "DROP DATABASE app",
-            "CREATE DATABASE app",
-            "CREATE TABLE IF NOT EXISTS app.t (id INT PRIMARY KEY, note VARCHAR(5))",
-            "INSERT INTO app.t VALUES (9, 'new')",
-            "USE app",
-        ):
-            cur.execute(sql)
-    source.conn.commit()
+    source.run(
+        "INSERT INTO {app}.t VALUES (3, 3)",
+        "CREATE TABLE {app}.made (id INT PRIMARY KEY)",  # made in the batch, before the drop
+        "INSERT INTO {app}.made VALUES (1)",
+        "RENAME TABLE {app}.u TO {app}.u2",
+        "DROP DATABASE {app}",
+        "CREATE DATABASE {app}",
+        "CREATE TABLE IF NOT EXISTS {app}.t (id INT PRIMARY KEY, note VARCHAR(5))",
+        "INSERT INTO {app}.t VALUES (9, 'new')",
+        "USE {app}",
+    )
 
 
 def _assert_only_the_new_t(source: Source, mirror: DeltaMirror) -> None:
-    assert mirror.tables() == [("app", "t")]
-    assert mirror.read("app", "t").to_pylist() == source.select("t")[1] == [{"id": 9, "note": "new"}]
+    assert mirror.tables() == [(source.app, "t")]
+    assert mirror.read(source.app, "t").to_pylist() == source.select("t")[1] == [{"id": 9, "note": "new"}]
 
 
 def test_drop_database_drops_every_mirrored_table_in_order(source: Source) -> None:
     _drop_database_batch(source)
     run_caught_up(source.conn, source.config, None, source.mirror, batch_size=100_000)
     _assert_only_the_new_t(source, source.mirror)
-    source.batch("DROP SCHEMA IF EXISTS app", "DROP DATABASE IF EXISTS app", "CREATE SCHEMA app", "USE app")
+    source.batch("DROP SCHEMA IF EXISTS {app}", "DROP DATABASE IF EXISTS {app}", "CREATE SCHEMA {app}", "USE {app}")
     assert source.mirror.tables() == []
 
 

@@ -96,7 +96,10 @@ def _staged_files(root: Path) -> list[str]:
 
 
 def _mirror(root: Path, **options: Any) -> DeltaMirror:
-    return DeltaMirror(root, background_folds=False, **{"fold_ratio": 0.3, "stage_spread": 4, **options})
+    # the tests read every batch id committed: a change log keeps its commits behind a checkpoint log_history_s (a
+    # second by default), so on a loaded machine the first ones were gone before committed_batch_ids read them
+    options = {"fold_ratio": 0.3, "stage_spread": 4, "log_history_s": 3600.0, **options}
+    return DeltaMirror(root, background_folds=False, **options)
 
 
 def test_small_parts_are_staged_read_exactly_and_flushed_a_few_tables_a_batch(tmp_path: Path) -> None:
@@ -141,8 +144,10 @@ def test_a_part_above_stage_rows_goes_to_its_log_after_the_parts_staged_before_i
         parts = mirror._staging.parts()
         for table in TABLES:
             path = str(mirror.table_path("shop", table.table))
+            if path not in parts.tables:
+                continue
             logged = delta_append_txn(changelog.log_path(path), mirror.app_id)
-            if path in parts.tables and logged is not None:
+            if logged is not None:
                 # the log recorded only batches older than every staged one: its batches stay in order
                 assert logged < parts.tables[path].batches[0]
                 checked += 1

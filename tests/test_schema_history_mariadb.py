@@ -74,7 +74,7 @@ def _consume(inst: Instance, want: int, limit_s: float = 60.0) -> list[Row]:
         error = inst.parser.error
         if error is not None:
             raise error
-        msg = inst.get_without_ack(100, timeout=1.0)
+        msg = inst.get_without_ack(100, timeout=1.0, linger=0.1)  # fewer than 100 go once the stream is quiet
         if msg.id != EMPTY_MESSAGE_ID:
             entries.extend(msg.entries)
             inst.ack(msg.id)
@@ -416,7 +416,7 @@ def test_with_full_metadata_a_first_start_in_the_past_names_the_foreign_keys_act
         deadline = time.monotonic() + 60
         while not any(e.header.event_type is EventType.DELETE for e in entries if e.row_change is not None):
             assert time.monotonic() < deadline and inst.parser.error is None, inst.parser.error
-            msg = inst.get_without_ack(100, timeout=0.5)
+            msg = inst.get_without_ack(100, timeout=0.5, linger=0.1)
             if msg.id != EMPTY_MESSAGE_ID:
                 entries.extend(msg.entries)
                 inst.ack(msg.id)

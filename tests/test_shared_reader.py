@@ -23,7 +23,7 @@ from procs.ha_harness import Child, kill_all
 from shared_entries import END_ID, canonical, ended, through_marker
 
 from canal.client import ClientIdentity
-from canal.config import DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
+from canal.config import BalanceConfig, DetectingConfig, InstanceConfig, MasterConfig, RetryConfig, StoreConfig
 from canal.instance import Instance
 from canal.protocol import EMPTY_MESSAGE_ID, EntryType
 from canal.server import EmbeddedServer
@@ -198,9 +198,11 @@ def test_a_destination_handed_over_under_ha_shares_again(
     names = ("one", "two", "all")
     shared = {n: c for n, c in configs(master, db, tmp_path / "shared", shared=True).items() if n in names}
     # canal's cluster mode (balancing off): the second process stands by for every destination and takes "two"
-    # only when the first releases it; with balancing (the default) the group would move some of them at once
+    # only when the first releases it; with balancing (the default) the group would move some of them at once. The
+    # release waits revoke_timeout_s for the batch left outstanding below (30 s by default), then hands over anyway
+    balance = BalanceConfig(enabled=False, revoke_timeout_s=2.0)
     first, second = (
-        EmbeddedServer(zk_hosts=zookeeper.hosts, address=address, ha_delay_s=0.1, zk_timeout_s=5, balance=False)
+        EmbeddedServer(zk_hosts=zookeeper.hosts, address=address, ha_delay_s=0.1, zk_timeout_s=5, balance=balance)
         for address in ("127.0.0.1:1", "127.0.0.1:2")
     )
     owner = dict.fromkeys(names, first)
@@ -250,7 +252,10 @@ def test_a_destination_handed_over_under_ha_shares_again(
             while not ended(alone.entries, db):
                 assert time.monotonic() < deadline, f"{name}: {len(alone.entries)} entries alone"
                 alone.step()
-        assert through_marker(consumers[name].entries) == through_marker(alone.entries), name
+        # "two" went on in another server's instance, which counts canal's one-empty-transaction-every-5-s afresh
+        # (see the kill test below): which empty transactions it lets through depends on the hand-over's moment
+        got = without_empty_transactions([repr(e) for e in through_marker(consumers[name].entries)])
+        assert got == without_empty_transactions([repr(e) for e in through_marker(alone.entries)]), name
 
 
 _BEGIN = repr(EntryType.TRANSACTIONBEGIN)

@@ -22,7 +22,9 @@ never acks (it blocks until killed), so a test can kill it exactly between a get
 
 mode "script" (the SIGSTOP and release tests) -- one command per stdin line, one answer per stdout line:
     wait_active            -> "ACTIVE <token>" (blocks until this process is active and its instance serves)
-    get <n> <timeout>      -> "GOT <batch> <id> ..." | "EMPTY" | "ERR <error class>"
+    get <n> <timeout> [<linger>]
+                           -> "GOT <batch> <id> ..." | "EMPTY" | "ERR <error class>" (linger: the batch goes once
+                              nothing new came for that long, fewer than n entries, not after the whole timeout)
     ack <batch>            -> "ACKED" | "ERR <error class>"
     release                -> "RELEASED"
     token                  -> "TOKEN <token or None>"
@@ -149,7 +151,8 @@ def script(server: EmbeddedServer, client: ClientIdentity) -> None:
                 server.wait_serving(client.destination)
                 say(f"ACTIVE {monitor.token}")
             elif cmd == "get":
-                msg = server.get_without_ack(client, int(args[0]), timeout=float(args[1]))
+                linger = float(args[2]) if len(args) > 2 else None
+                msg = server.get_without_ack(client, int(args[0]), timeout=float(args[1]), linger=linger)
                 say("EMPTY" if msg.id == -1 else f"GOT {msg.id} " + " ".join(map(str, row_ids(msg))))
             elif cmd == "ack":
                 server.ack(client, int(args[0]))
