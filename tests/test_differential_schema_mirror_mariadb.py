@@ -242,7 +242,9 @@ class _Runs:
             mirror.apply(batch, batch_id)  # not a DeltaMirror: run_batches hands it change rows
 
         target = apply if self.path == "rows" else mirror  # typed batches, or Spark's change rows
-        size = self.rng.choice([1, 7, 500])
+        # a batch an entry on the paths without Spark only: there each costs microseconds, through Spark a job each
+        # (a workload's hundreds of entries took minutes); Spark's batches hold a few entries, or the whole run
+        size = self.rng.choice([7, 500] if self.spark is not None else [1, 7, 500])
         run_caught_up(self.conn, self.config, self.spark, target, batch_size=size, journal=self.root.parent / "journal")
 
     def caught_up(self, workload: Workload) -> None:

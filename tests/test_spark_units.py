@@ -591,7 +591,7 @@ def test_trigger_available_now_reads_everything_through_a_store_smaller_than_a_m
     start = master_position(conn)
     with conn.cursor() as cur:
         cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, x INT)")
-        for i in range(200):  # one event, and one transaction, per row
+        for i in range(100):  # one event, and one transaction, per row: five stores full
             cur.execute(f"INSERT INTO `{db}`.a VALUES (%s, %s)", (i, i))
     store = {"canal.instance.memory.buffer.size": "64", "canal.instance.memory.batch.mode": "ITEMSIZE"}
     options = _source_options(mariadb, start, tmp_path, **store, **{"batch.size": "16", "read.timeout": "0.5"})
@@ -599,7 +599,7 @@ def test_trigger_available_now_reads_everything_through_a_store_smaller_than_a_m
     query = _mirror_available_now(spark, options, mirror, tmp_path / "ckpt")
     assert query.awaitTermination(180)
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    assert sum(sizes) == 1 + 200 and len(sizes) > 3, sizes  # 3 entries a row (begin, row, commit): 64 hold 21
+    assert sum(sizes) == 1 + 100 and len(sizes) > 3, sizes  # 3 entries a row (begin, row, commit): 64 hold 21
     for c in compare_tables(conn, mirror, db, ["a"]):
         assert c.equal, str(c)
     conn.close()
