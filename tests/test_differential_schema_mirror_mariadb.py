@@ -272,10 +272,20 @@ class _Runs:
 
 
 def _assert_mirrors(mirror: DeltaMirror, db: str, marks: str, state: dict[str, TableState]) -> None:
+    unmade = set()
     for table, selected in state.items():
-        assert mirror.table_path(db, table).exists(), f"{db}.{table} is not mirrored"
+        if not mirror.table_path(db, table).exists():
+            # a table healed at a mark that knew no layout has no mirror table until its next rows make it
+            # (canal.lake.apply.heals): only right for a table with no rows (a pt-online-schema-change cut-over
+            # onto an emptied copy met it: the heal's read brought no row to make it)
+            assert not selected.rows, f"{db}.{table} is not mirrored"
+            unmade.add(table)
+            continue
         mirrored = mirror.read(db, table)
         result = compare(mirrored, selected.rows, selected.key, name=table)
         assert result.equal, str(result)
         assert mirrored.column_names == selected.names, table  # the source's column order
-    assert {(schema, table) for schema, table in mirror.tables()} == {*((db, t) for t in state), (marks, MARK)}
+    assert {(schema, table) for schema, table in mirror.tables()} == {
+        *((db, t) for t in state if t not in unmade),
+        (marks, MARK),
+    }
