@@ -198,11 +198,17 @@ def _play(
 
     crashes = 0
     while True:
+        catching_up = not pending  # the workload is played: this run goes on to the master's position
         with Instance(config) as inst:
-            end = master_position(conn) if not pending else None
+            end = master_position(conn) if catching_up else None
 
             def done(stats: Any, end: Any = end) -> bool:
-                return end is not None and stats.reached(*end)  # and every row of the snapshot handled
+                if end is None:
+                    # the workload plays (a step after each batch): until it is played, or until the mirror caught
+                    # up with it, nothing more to come before the next step (the rest is then played at once). A
+                    # new run catches up with what the last steps wrote
+                    return not pending or stats.reached(*master_position(conn))
+                return stats.reached(*end)  # and every row of the snapshot handled
 
             try:
                 run_batches(
@@ -219,10 +225,10 @@ def _play(
                 crashes += 1
                 assert crashes < 200
                 continue
-        if not pending:
+        if catching_up:
             break
         while pending:
-            step()  # a run that ended idle: the rest of the workload, then a run to catch up
+            step()  # a run that caught up: the rest of the workload, then a run to catch up
     note(f"{crashes} crashes; SQL:\n" + ";\n".join(sql))
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
         cur.execute(f"SELECT id, v{''.join(', ' + c for c in extra)} FROM `{db}`.t")
