@@ -329,6 +329,9 @@ class RunningMonitor:
 
     def _activated(self, token: int) -> None:
         self._token = token
+        # held, as this process saw it make or keep the node: the watch's own look is queued behind this activation
+        # on the worker, and an instance start that hangs must not leave the destination reported as unowned
+        self.held = True
         self._active.set()
         self._log.info("became active for %s (fencing token %d)", self.path, token)
         try:
