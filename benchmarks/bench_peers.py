@@ -89,19 +89,22 @@ def run_canal(server: MariaDBServer, start: tuple[str, int], run: int) -> dict[s
         peer.close()
 
 
-def _peer_figures(rows: int, last_ms: float, first_ms: float, cpu: float, ready_s: float) -> dict[str, Any]:
-    """A peer's run: ``rows`` by its last one ``last_ms`` after the engine began (the whole run, its first rows'
-    wait included), and the process's ``cpu`` seconds."""
-    seconds = last_ms / 1000
+def _figures(rows: int, seconds: float, cpu: float, first_s: float | None) -> dict[str, Any]:
+    """A reader's run: ``rows`` in ``seconds`` (the whole run, its first rows' wait included), ``cpu`` seconds of
+    its process, its first row ``first_s`` after it began."""
     return {
         "rows": rows,
         "seconds": seconds,
         "rows_per_s": rows / seconds,
         "cpu_s": cpu,
         "cpu_us_per_row": cpu / rows * 1e6,
-        "jvm_start_s": ready_s,
-        "first_row_s": first_ms / 1000,
+        "first_row_s": first_s,
     }
+
+
+def _peer_figures(rows: int, last_ms: float, first_ms: float, cpu: float, ready_s: float) -> dict[str, Any]:
+    """A peer's run: ``rows`` by its last one ``last_ms`` after the engine began, and the JVM's start apart."""
+    return {**_figures(rows, last_ms / 1000, cpu, first_ms / 1000), "jvm_start_s": ready_s}
 
 
 def run_debezium(server: MariaDBServer, start: tuple[str, int], run: int) -> dict[str, Any]:
@@ -171,14 +174,7 @@ def run_pycanal(server: MariaDBServer, start: tuple[str, int], run: int) -> dict
         cpu = time.process_time() - cpu0
     finally:
         inst.stop()
-    return {
-        "rows": rows,
-        "seconds": seconds,
-        "rows_per_s": rows / seconds,
-        "cpu_s": cpu,
-        "cpu_us_per_row": cpu / rows * 1e6,
-        "first_row_s": first,
-    }
+    return _figures(rows, seconds, cpu, first)
 
 
 def main() -> None:

@@ -281,27 +281,25 @@ class ZooKeeperMetaManager(ZooKeeperClientOwner):
         with zk_errors(f"check subscription of {client}"):
             return self.zk.exists(zkpaths.client_path(client)) is not None
 
-    def list_all_subscribe_info(self, destination: str) -> list[ClientIdentity]:
+    def _subscribed(self, destination: str) -> list[ClientIdentity]:
+        """The clients with a node under ``destination`` (without their filters): one round trip."""
         self._require_started()
         with zk_errors(f"list subscriptions of {destination}"):
             try:
                 children = self.zk.get_children(zkpaths.destination_path(destination))
             except NoNodeError:
                 return []
-        clients = [ClientIdentity(destination, i) for i in sorted_ids(children) if i <= 32767]
+        return [ClientIdentity(destination, i) for i in sorted_ids(children) if i <= 32767]
+
+    def list_all_subscribe_info(self, destination: str) -> list[ClientIdentity]:
+        clients = self._subscribed(destination)
         filters = self._read_all([zkpaths.filter_path(c) for c in clients])
         return [c.with_filter(data.decode("utf-8")) if data else c for c, data in zip(clients, filters, strict=True)]
 
     def load_destination(self, destination: str) -> tuple[list[ClientIdentity], dict[int, LogPosition]]:
         """The subscribed clients of ``destination`` (with their filters) and their cursors, in two round trips (the
         list, then every filter and cursor at once): what an HA takeover's start reads."""
-        self._require_started()
-        with zk_errors(f"list subscriptions of {destination}"):
-            try:
-                children = self.zk.get_children(zkpaths.destination_path(destination))
-            except NoNodeError:
-                return [], {}
-        clients = [ClientIdentity(destination, i) for i in sorted_ids(children) if i <= 32767]
+        clients = self._subscribed(destination)
         paths = [p for c in clients for p in (zkpaths.filter_path(c), zkpaths.cursor_path(c))]
         read = self._read_all(paths)
         out, cursors = [], {}
