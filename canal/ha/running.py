@@ -91,7 +91,7 @@ class RunningMonitor:
         # the running node of the current activation as it made it: (session, data version). A version of 1 or more
         # is this process's mark (its creation sets the data once more; no other writer of running nodes does):
         # the release checks it instead of reading the node first
-        self._held: tuple[int, int] | None = None
+        self._made: tuple[int, int] | None = None
         self.attempts = 0  # finished attempts to create the node (tests await the first one)
         self.held: bool | None = None  # whether anyone holds the node, as last seen (None: not read yet)
 
@@ -300,7 +300,7 @@ class RunningMonitor:
         created, marked, bumped = tx.commit()
         if not isinstance(created, Exception) and isinstance(marked, ZnodeStat) and isinstance(bumped, ZnodeStat):
             # the session the transaction ran in, unless it changed meanwhile (then the release reads the node)
-            self._held = (session, int(marked.version)) if self._session_id() == session else None
+            self._made = (session, int(marked.version)) if self._session_id() == session else None
             self._activated(int(bumped.version))
             return
         if isinstance(created, NodeExistsError):
@@ -324,7 +324,7 @@ class RunningMonitor:
     def _activate(self, running_stat: ZnodeStat) -> None:
         token = self._bump_epoch(running_stat)
         if token is not None:
-            self._held = (int(running_stat.ephemeralOwner), int(running_stat.version))
+            self._made = (int(running_stat.ephemeralOwner), int(running_stat.version))
             self._activated(token)
 
     def _activated(self, token: int) -> None:
@@ -389,9 +389,9 @@ class RunningMonitor:
             self._released = True
             if self._timer is not None:
                 self._timer.cancel()
-        token, held = self._token if self._active.is_set() else None, self._held
+        token, made = self._token if self._active.is_set() else None, self._made
         self._standby("released")
-        self._free_own_node(None if token is None or held is None else (*held, token))
+        self._free_own_node(None if token is None or made is None else (*made, token))
 
     def _free_own_node(self, claim: tuple[int, int, int] | None = None) -> None:
         """Delete the running node if this session holds it (released: this process does not want it). Also when

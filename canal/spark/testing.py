@@ -28,9 +28,9 @@ def local_spark(
     JVM tuned for small short jobs that maps the setup's class archive when there is one
     (:func:`~canal.testing.services.spark_archive.driver_java_options`; ``extra`` can override it). With
     ``connectors``, the jars of Delta Lake's, Kafka's and S3A's connectors that ``scripts/setup.sh`` fetched, and
-    Delta's SQL
-    (:func:`canal.testing.jars.spark_conf`; a :class:`~canal.errors.ServiceError` says why when they are not there);
-    by default, when they are there (a process has one SparkContext: the first session's jars are every later one's).
+    Delta's SQL (:func:`canal.testing.jars.spark_conf`; a :class:`~canal.errors.ServiceError` says why when they are
+    not there); by default, when they are there (a process has one SparkContext: the first session's jars are every
+    later one's).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
