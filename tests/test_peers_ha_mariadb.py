@@ -64,6 +64,11 @@ class Writer:
         self._thread = threading.Thread(target=run, name="writer", daemon=True)
         self._thread.start()
 
+    def flow(self, rows: int) -> None:
+        """Wait until the steady writer wrote ``rows`` more: what a peer reads while rows flow."""
+        until = self.written + rows
+        wait_until(f"{rows} more rows written", lambda: self.written >= until)
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
@@ -339,12 +344,12 @@ def test_pycanal_takes_over_from_canal_without_downtime(ha: Setup) -> None:
         assert running_address(ha.zookeeper) == canal_address
         assert pycanal_rows(child, ha.tmp / "pycanal1.log") == (set(), []), "the standby served"
         writer.start()
-        time.sleep(0.5)  # canal stops while rows flow
+        writer.flow(25)  # canal stops while rows flow
         canal.close()
         canal_gone = cursors.now()
         child.expect(lambda line: line.startswith("S "), 30, "pycanal serving")
         took_over = cursors.owner_since()
-        time.sleep(0.5)  # pycanal serves while rows flow
+        writer.flow(25)  # pycanal serves while rows flow
     finally:
         writer.stop()
     total = writer.written
@@ -408,7 +413,7 @@ def test_killing_the_owner_hands_over_both_ways(ha: Setup) -> None:
         assert ours_cursor_zxid < cursors.owner_since(), "the cursor read at pycanal's kill was written after " + (
             f"canal2 ran\n{ownership_story(ha, cursors, [canal1, canal2], log, killed_at)}"
         )
-        time.sleep(1.0)
+        writer.flow(50)  # canal2 serves while rows flow
     finally:
         writer.stop()
     total = writer.written
