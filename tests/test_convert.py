@@ -11,7 +11,7 @@ from canal.errors import UnmodeledStatementError
 from canal.filter import FieldFilter, TableFilters
 from canal.gtid import GtidSet
 from canal.parse.convert import ConvertOptions, EntryConverter, NeedTransactionBeginError
-from canal.parse.events import BinlogEvent, QueryEvent, RowsEvent, XidEvent
+from canal.parse.events import BinlogEvent, FormatDescriptionEvent, GtidSetEvent, QueryEvent, RowsEvent, XidEvent
 from canal.parse.reach import StatementReach
 from canal.parse.unmodeled import StatementPolicy, UnmodeledStatement
 from canal.position import EntryPosition
@@ -102,10 +102,28 @@ def test_entries_headers_and_cursor_stamps() -> None:
 
 def test_dump_start_anchor_gets_time_and_server_of_first_event() -> None:
     db = two_transactions()
-    entries = convert_all(db.all_events())
+    events = db.all_events()
+    entries = convert_all(events)
     anchor = entries[0].anchor
     assert anchor is not None
-    assert anchor.timestamp == db.all_events()[0].timestamp * 1000 and anchor.server_id == 1
+    first = next(e for e in events if not isinstance(e, FormatDescriptionEvent | GtidSetEvent))
+    assert anchor.timestamp == first.timestamp * 1000 and anchor.server_id == 1
+
+
+def test_dump_start_anchor_is_not_stamped_by_the_files_preamble() -> None:
+    """A dump read alone opens with the file's format description and GTID list, stamped when the file was made; a
+    destination joining a shared reader at the same start sees neither. Both stamp the start with the time of its
+    first transaction (a shared and a lone destination hand out the same entries)."""
+    db = MiniMysql()
+    db.advance_clock(7)
+    db.transaction([("insert", "shop.users", [(1, "x")])])
+    events = db.all_events()
+    preamble = [e for e in events if isinstance(e, FormatDescriptionEvent | GtidSetEvent)]
+    stream = [e for e in events if not isinstance(e, FormatDescriptionEvent | GtidSetEvent)]
+    assert preamble and all(e.timestamp < stream[0].timestamp for e in preamble)
+    alone, joined = convert_all(events), convert_all(stream)
+    assert alone[0].anchor is not None and alone[0].anchor.timestamp == stream[0].timestamp * 1000
+    assert alone == joined
 
 
 def test_ddl_entry() -> None:

@@ -93,6 +93,9 @@ def test_snapshot_and_mirror_through_random_ddl_dml_and_crashes_equal_select(
         ops=[("upd", 1), ("rotate", 0), ("ins", 2), ("add", 3), ("rotate", 0), ("del", 3), ("upd", 4), ("rotate", 0)],
         seed=1,
     )
+    # a rotation just before a run ends: the next run's batches begin in the new file, after the end the mirror
+    # recorded in the old one (a false gap: the mirror refused a healthy stream)
+    @example(key=0, composite=False, rows=36, ops=[("add", 0), ("ins", 0), ("rotate", 0), ("ins", 0)], seed=0)
     def check(key: int, composite: bool, rows: int, ops: list[tuple[str, int]], seed: int) -> None:
         db = f"mz{next(runs)}"
         mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")

@@ -91,6 +91,9 @@ COMPUTED_PROP = "COMPUTED_COLUMNS"
 history: a JSON object of those columns before the statement, by name -- ``{"id": {"auto_increment": true}, "g":
 {"generated": "v * 2"}}`` (:mod:`canal.schema.computed`): whether an ALTER numbers a column anew, or computes a
 generated column's values again, which a copy cannot repeat."""
+_NOT_AT_A_POSITION = (HeartbeatEvent, RotateEvent, FormatDescriptionEvent, GtidSetEvent)
+"""Events a dump sends that are not the stream at its start: the server's idle beats and rotates, and a file's
+preamble (its format description and GTID set), stamped when the file was made."""
 SavepointListener = Callable[[str, str, str], None]
 """``listener(verb, name, where)``: a savepoint statement inside a transaction (:attr:`EntryConverter.savepoints`);
 also ``HOLD`` before the BEGIN of a transaction any part of which the server may undo at its end, and ``ROLLBACK``
@@ -233,7 +236,10 @@ class EntryConverter:
         self._seen_data = False
 
     def _fill_anchor(self, event: BinlogEvent) -> None:
-        # the first real event gives a dump start its time and server (used by timestamp fallbacks after a switch)
+        # the first event of the stream gives a dump start its time and server (used by timestamp fallbacks after a
+        # switch): the first one at or after the start, so a dump read alone (which the server opens with the file's
+        # format description and GTID list, stamped when the file was made) and a destination joining a shared reader
+        # at the same start (which sees neither) stamp it alike
         self._anchor_filled = True
         if event.timestamp <= 0:
             self._anchor_filled = False
@@ -285,7 +291,7 @@ class EntryConverter:
 
     def convert(self, event: BinlogEvent) -> Entry | None:
         """The entry for one event, or None (filtered out, already handed off, or nothing to emit)."""
-        if not self._anchor_filled and not isinstance(event, HeartbeatEvent | RotateEvent):
+        if not self._anchor_filled and not isinstance(event, _NOT_AT_A_POSITION):
             self._fill_anchor(event)
         if self._skip_event is not None:
             self._passed_skipped_boundary(event)

@@ -479,8 +479,6 @@ def run_batches(
     last_id = record.last_id or 0
     cut_at: int | None = None  # the end of the binlog batch in flight before a crash
     destination = instance.destination
-    # where the binlog range of the next batch handed to fn begins (None: its first entry says)
-    chain = _chain_start(instance.get_cursor(), record)
     if record.pending and record.spooled:
         assert journal_file is not None and record.last_id is not None
         rows = journal_file.spooled(record.last_id)
@@ -488,13 +486,18 @@ def run_batches(
             _call(fn, spark, rows, record.last_id, stats)
         puller.lineage = record.server
         puller.redelivers(record.end)  # acked before fn, unless the crash came first
-        ranged = {"from": record.range_from, "to": record.range_to, "next": record.range_to, "reach": None}
+        # acked before fn, the batch let the cursor follow the stream past it while it was in flight (``reach``):
+        # fn has it whole now, so the next batch's range goes on from its end through what was read since
+        ranged = {"from": record.range_from, "to": record.range_to, "next": record.range_to, "reach": record.reach}
         journal_file.done(record.last_id, puller.behind, record.server, ranged)
+        record = attrs.evolve(record, pending=False, spooled=False, range_next=record.range_to)
     else:
         puller.lineage = record.server
         puller.redelivers(record.through)
         if record.pending:
             cut_at = record.end
+    # where the binlog range of the next batch handed to fn begins (None: its first entry says)
+    chain = _chain_start(instance.get_cursor(), record)
     if journal_file is not None:
         journal_file.spool.clear()  # a batch spooled but never recorded as pending was not acked: the instance has it
         # where the instance's cursor follows the stream's rest, the stream was read with nothing for fn: journaled
@@ -578,7 +581,14 @@ def run_batches(
                 del entries, rows, last_entry  # the batch's decoded rows, freed with the ack: given back
                 give_back_freed()
     finally:
-        instance.following = None
+        # the cursor may follow the stream's rest after the run too (the instance's stop does: a restart right after
+        # a rotate starts in the new file), past nothing for fn as long as nothing was acked since: journaled alike,
+        # or the next run would see a gap where there is none
+        instance.following = (
+            None
+            if journal_file is None
+            else functools.partial(_followed_since, instance, instance.store.stats().ack_sequence, journal_file, record)
+        )
     return stats
 
 
@@ -603,6 +613,16 @@ def _followed(journal_file: _JournalFile, record: _Journal, rest: LogPosition) -
     reached = Cursor.of_saved(rest)
     if reached is not None:
         journal_file.reached(reached.text(), record)
+
+
+def _followed_since(
+    instance: Instance, acked: int, journal_file: _JournalFile, record: _Journal, rest: LogPosition
+) -> None:
+    """After a run: the cursor follows the stream's rest to ``rest``, journaled as by :func:`_followed` while the
+    instance acked nothing since the run ended (``acked``: its store's ack sequence then) -- entries another consumer
+    took and acked were never fn's, and the next run must find the gap they leave."""
+    if instance.store.stats().ack_sequence == acked:
+        _followed(journal_file, record, rest)
 
 
 def _journal_of(fn: Callable[[Any, int], Any], journal: str | os.PathLike[str] | Literal[False] | None) -> Any:
