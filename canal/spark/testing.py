@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -287,22 +288,38 @@ def master_position(conn: Any) -> tuple[str, int]:
         return str(row[0]), int(row[1])
 
 
-def healed_by(instance: Instance, end: tuple[str, int]) -> Callable[[RunStats], bool]:
+def healed_by(instance: Instance, end: tuple[str, int], within_s: float = 180.0) -> Callable[[RunStats], bool]:
     """An ``until`` for :func:`~canal.spark.run_batches`: true once everything before ``end`` (a master position) was
     handled and no snapshot is left -- a heal's (:mod:`canal.snapshot.heal`) included: none reading, none unfinished
-    in the cursor."""
+    in the cursor. Not so ``within_s`` seconds after the first call: a TimeoutError that says what was still waited
+    for (a run that would otherwise wait for ever)."""
+    deadline: float | None = None
 
     def done(stats: RunStats) -> bool:
-        if not stats.reached(*end) or instance.snapshot_running:
-            return False
-        cursor = instance.get_cursor()
-        if cursor is None or cursor.snapshot is None:
-            return True
-        # a read whose last table was dropped before it came to it ends with no entry of its own (the runner skips
-        # the table): the acked cursor keeps its progress until the stream's next entry. Over all the same once the
-        # merge holds no progress and every entry handed out was acked
+        nonlocal deadline
+        now = time.monotonic()
+        deadline = now + within_s if deadline is None else deadline
+        reached, reading = stats.reached(*end), instance.snapshot_running
+        cursor = instance.get_cursor() if reached and not reading else None
         merge = getattr(instance.parser, "merge", None)
-        return merge is not None and merge.progress is None and instance.store.size == 0
+        if reached and not reading:
+            if cursor is None or cursor.snapshot is None:
+                return True
+            # a read whose last table was dropped before it came to it ends with no entry of its own (the runner
+            # skips the table): the acked cursor keeps its progress until the stream's next entry. Over all the same
+            # once the merge holds no progress and every entry handed out was acked
+            if merge is not None and merge.progress is None and instance.store.size == 0:
+                return True
+        if now > deadline:
+            raise TimeoutError(
+                f"destination {instance.destination}: not caught up with {end[0]}:{end[1]} and its heals within "
+                f"{within_s:g} s: handled through {stats.last_file}:{stats.last_next_offset}, drained at "
+                f"{stats.drained_file}:{stats.drained_offset}, snapshots {stats.snapshots_handled}/{stats.snapshots} "
+                f"handled, one reading: {reading}, cursor {instance.get_cursor()}, merge progress "
+                f"{None if merge is None else merge.progress}, store holding {instance.store.size}, parser error "
+                f"{instance.parser.error!r}"
+            )
+        return False
 
     return done
 
