@@ -139,7 +139,7 @@ def model(entries: list[Entry], config: MqConfig, batch_no: int, first: int) -> 
         message |= {"id": batch_no, "isDdl": rc.is_ddl, "mysqlType": None, "old": None, "pkNames": None}
         message |= {"sql": rc.sql, "sqlType": None, "table": h.table, "ts": 0, "type": rc.event_type.name}
         if rc.is_ddl:
-            message["database"] = rc.ddl_schema
+            message["database"] = h.schema or rc.ddl_schema
             out.append((0 if config.partition_hash else config.partition, h, message))
             continue
         rows = Rows.of(rc.rows)

@@ -189,7 +189,9 @@ class MessageMaker:
         if entry.entry_type is not EntryType.ROWDATA or rc is None:
             return  # transaction boundaries and heartbeats: canal's converter makes no message of them
         h = entry.header
-        schema, table = (rc.ddl_schema or h.schema) if rc.is_ddl else h.schema, h.table
+        # a DDL's database is the header's, the one the statement changes (canal's FlatMessage has no ddlSchemaName,
+        # the session's): USE app; ALTER TABLE audit.log ... is audit's
+        schema, table = (h.schema or rc.ddl_schema) if rc.is_ddl else h.schema, h.table
         routing = self.routing
         topic = routing.topic(schema, table)
         kind = rc.event_type.name

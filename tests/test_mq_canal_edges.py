@@ -1,0 +1,43 @@
+"""The ``messages`` option's canal form at the edges production meets, against what canal 1.1.7 puts on a topic
+(``MQMessageUtils.messageTopics`` / ``messageConverter`` / ``messagePartition``, ``LogEventConvert``): a DDL naming
+another database than the session's, XA outcomes, a snapshot's rowless markers, hash columns whose canal text is not
+``render_text``'s, identifiers holding a line break, and routing rules canal cannot use (refused at start, typed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from canal.config import MqConfig
+from canal.lake.forms.flat_messages import MessageMaker
+from canal.lake.forms.mq_routing import Routing
+from canal.protocol import Entry, EntryType, EventType, Header, RowChange
+
+
+def _messages(config: MqConfig, entries: list[Entry]) -> list[tuple[str, int, dict[str, Any]]]:
+    made = MessageMaker("canal", Routing(config), "d", now_ms=lambda: 0).make(entries, 1)
+    return [
+        (topic, partition, json.loads(value))
+        for topic, partition, value in zip(
+            made.column("topic").to_pylist(),
+            made.column("partition").to_pylist(),
+            made.column("value").to_pylist(),
+            strict=True,
+        )
+    ]
+
+
+def _statement(event: EventType, schema: str, table: str, session: str, sql: str) -> Entry:
+    header = Header("mysql-bin.000003", 400, 1, 1700000000000, schema, table, event, 80)
+    return Entry(header, EntryType.ROWDATA, RowChange(event, is_ddl=True, sql=sql, ddl_schema=session))
+
+
+def test_a_ddl_is_routed_and_named_by_the_database_it_changes_not_the_sessions() -> None:
+    """canal's FlatMessage of a DDL names the database of the header (the statement's table's, the session's only
+    when the statement names none), and routes it by that: ``USE app; ALTER TABLE audit.log ...`` is audit's. The
+    session's database is the RowChange's ``ddlSchemaName``, which the FlatMessage does not carry."""
+    config = MqConfig(topic="rest", dynamic_topic="app_topic:app,audit_topic:audit")
+    entry = _statement(EventType.ALTER, "audit", "log", "app", "ALTER TABLE audit.log ADD c INT")
+    [(topic, partition, message)] = _messages(config, [entry])
+    assert (topic, partition) == ("audit_topic", 0)
+    assert (message["database"], message["table"], message["isDdl"], message["type"]) == ("audit", "log", True, "ALTER")
