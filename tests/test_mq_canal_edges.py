@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from canal.config import MqConfig
 from canal.lake.forms.flat_messages import MessageMaker
 from canal.lake.forms.mq_routing import Routing
@@ -41,3 +43,17 @@ def test_a_ddl_is_routed_and_named_by_the_database_it_changes_not_the_sessions()
     [(topic, partition, message)] = _messages(config, [entry])
     assert (topic, partition) == ("audit_topic", 0)
     assert (message["database"], message["table"], message["isDdl"], message["type"]) == ("audit", "log", True, "ALTER")
+
+
+@pytest.mark.parametrize("event", [EventType.XACOMMIT, EventType.XAROLLBACK])
+def test_an_xa_outcome_is_not_a_ddl_message(event: EventType) -> None:
+    """canal makes ``XA COMMIT`` / ``XA ROLLBACK`` a ROWDATA entry of no database or table, not a DDL: its
+    FlatMessage has ``isDdl`` false and database "" (to the default topic, partition 0). pycanal's entry is flagged
+    DDL (a boundary a cursor can name): written as such, canal-adapter's mirror-database sync would run
+    ``XA COMMIT 'x'`` on its target as the database's DDL."""
+    sql = f"XA {'COMMIT' if event is EventType.XACOMMIT else 'ROLLBACK'} 'x1'"
+    config = MqConfig(topic="rest", dynamic_topic="app", partition_hash="app\\..*", partitions_num=3)
+    [(topic, partition, message)] = _messages(config, [_statement(event, "app", "", "app", sql)])
+    assert (topic, partition) == ("rest", 0)
+    assert (message["database"], message["table"], message["isDdl"]) == ("", "", False)
+    assert (message["type"], message["sql"], message["data"]) == (event.name, sql, None)

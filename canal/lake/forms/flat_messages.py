@@ -192,6 +192,11 @@ class MessageMaker:
         # a DDL's database is the header's, the one the statement changes (canal's FlatMessage has no ddlSchemaName,
         # the session's): USE app; ALTER TABLE audit.log ... is audit's
         schema, table = (h.schema or rc.ddl_schema) if rc.is_ddl else h.schema, h.table
+        # canal's XA COMMIT / XA ROLLBACK is a ROWDATA entry of no database or table, and not a DDL (pycanal's is
+        # flagged DDL, a boundary a cursor names): as a DDL message, canal-adapter's mirror sync would run it
+        xa = rc.event_type in (EventType.XACOMMIT, EventType.XAROLLBACK)
+        if xa:
+            schema = table = ""
         routing = self.routing
         topic = routing.topic(schema, table)
         kind = rc.event_type.name
@@ -210,7 +215,7 @@ class MessageMaker:
                 topics.append(topic)
                 partitions.append(routing.config.partition if not routing.hashed else 0)
                 keys.append(prefix + str(ordinal))
-                ddl = "true" if rc.is_ddl else "false"
+                ddl = "true" if rc.is_ddl and not xa else "false"
                 values.append(f'{{"data":null{head}{ddl},"mysqlType":null,"old":null,"pkNames":null{tail}null{end}')
                 return
             kind = "INSERT"
