@@ -210,6 +210,8 @@ class MessageMaker:
         rows_kind = kind in ("INSERT", "UPDATE", "DELETE")
         if rc.is_ddl or not rc.event_type.is_dml or not rc.rows or not rows_kind:
             # DDL, statements, snapshot rows (canal has no such event type: they are sent as INSERTs, below)
+            if rc.event_type is EventType.SNAPSHOT and not rc.rows:
+                return  # a snapshot's rowless marker (a table's end): canal has no such entry, nor a SNAPSHOT type
             if not (rc.rows and rc.event_type is EventType.SNAPSHOT):
                 end = f',"table":{_js(table)},"ts":{self.now_ms()},"type":{_js(kind)}}}'
                 topics.append(topic)
