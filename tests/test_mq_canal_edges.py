@@ -5,6 +5,7 @@ another database than the session's, XA outcomes, a snapshot's rowless markers, 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from canal.config import MqConfig
 from canal.lake.forms.flat_messages import MessageMaker
-from canal.lake.forms.mq_routing import Routing
+from canal.lake.forms.mq_routing import Routing, java_hash
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, Rows, SqlType, TableSchema
 
 
@@ -73,3 +74,36 @@ def test_a_snapshots_rowless_marker_makes_no_message() -> None:
     rows = Entry(header, EntryType.ROWDATA, RowChange(EventType.SNAPSHOT, Rows(table, None, [(1,)]), table=table))
     made = _messages(MqConfig(topic="t"), [rows, marker])
     assert [(m["type"], m["data"]) for _, _, m in made] == [("INSERT", [{"id": "1"}])]
+
+
+def _partition_as_canal(database: str, row: dict[str, str | None], names: list[str], n: int) -> int:
+    """canal's ``messagePartition`` of one FlatMessage row: its database's and its columns' texts' hashes XORed."""
+    h = java_hash(database)
+    for name in names:
+        h ^= java_hash(row.get(name) or "")
+    return abs(h) % n  # Math.abs(Math.abs(h) % n): Integer.MIN_VALUE's remainder is negative, then made positive
+
+
+def test_rows_are_hashed_by_the_text_their_message_carries() -> None:
+    """canal hashes a row's ``data`` texts: a TIME(3) column's ``12:00:00.500``, a SET's labels in definition
+    order. The partition is the one a consumer recomputes from the message (rows of one key in one partition,
+    co-partitioned topics), never that of another spelling of the value."""
+    columns = (
+        ColumnMeta("t", SqlType.TIME, "time(3)", is_key=True, fsp=3),
+        ColumnMeta("s", SqlType.CHAR, "set('b','a','c')", is_key=True, labels=("b", "a", "c")),
+    )
+    table = TableSchema("s", "tb", columns)
+    images = [
+        (dt.timedelta(hours=h, microseconds=500_000 * (h % 2)), frozenset(labels))
+        for h in range(12)
+        for labels in (("a", "b"), ("c", "a"), ("b",))
+    ]
+    header = Header("mysql-bin.000003", 4, 1, 1700000000000, "s", "tb", EventType.INSERT, 64)
+    entry = Entry(header, EntryType.ROWDATA, RowChange(EventType.INSERT, Rows(table, None, images), table=table))
+    for rule in ("s.tb:$pk$", "s.tb:t^s"):
+        made = _messages(MqConfig(topic="t", partition_hash=rule, partitions_num=5), [entry])
+        rows = [(partition, row) for _, partition, message in made for row in message["data"]]
+        assert len(rows) == len(images)
+        assert {row["s"] for _, row in rows} == {"b,a", "a,c", "b"}  # the server's order, as the data says
+        assert [p for p, _ in rows] == [_partition_as_canal("s", row, ["t", "s"], 5) for _, row in rows]
+        assert len({p for p, _ in rows}) > 1

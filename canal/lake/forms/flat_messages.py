@@ -395,17 +395,19 @@ def _refuse_partial_images(rows: Rows) -> None:
 def _text_cells(
     table: TableSchema, images: Sequence[Any], at: Sequence[int], absent: tuple[int, ...]
 ) -> list[list[str | None]]:
-    """The canal text of the columns ``at`` (-1: not a column) of each image (absent: None)."""
-    from canal.lake.forms.cell_text import encode_any
+    """The canal text of the columns ``at`` (-1: not a column) of each image (absent: None): the text its message's
+    ``data`` holds, which canal hashes (a SET's labels in definition order, a TIME with its declared digits)."""
+    from canal.lake.forms.cell_text import encode_any, server_text
 
+    as_server = [None if i < 0 else server_text(table.columns[i].mysql_type) for i in at]
     out = []
     for image in images:
         row: list[str | None] = []
-        for i in at:
+        for i, text in zip(at, as_server, strict=True):
             if i < 0 or i in absent or image[i] is None:
                 row.append(None)
             else:
-                row.append(json.loads(encode_any(image[i])))
+                row.append(json.loads(encode_any(image[i])) if text is None else text(image[i]))
         out.append(row)
     return out
 
