@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from canal.config import MqConfig
+from canal.config import InstanceConfig, MqConfig
+from canal.errors import ConfigError
 from canal.lake.forms.flat_messages import MessageMaker
 from canal.lake.forms.mq_routing import Routing, java_hash
 from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, Rows, SqlType, TableSchema
@@ -107,3 +108,46 @@ def test_rows_are_hashed_by_the_text_their_message_carries() -> None:
         assert {row["s"] for _, row in rows} == {"b,a", "a,c", "b"}  # the server's order, as the data says
         assert [p for p, _ in rows] == [_partition_as_canal("s", row, ["t", "s"], 5) for _, row in rows]
         assert len({p for p, _ in rows}) > 1
+
+
+def test_patterns_match_names_holding_a_line_break_as_canals_do() -> None:
+    """canal compiles routing patterns with ORO's SINGLELINE_MASK: ``.`` matches a line break too, which a quoted
+    MySQL identifier may hold."""
+    routing = Routing(MqConfig(topic="rest", dynamic_topic="t:app\\..*", partition_hash="app\\.a.b:id"))
+    assert routing.topic("app", "a\nb") == "t"
+    mode = routing.hash_mode("app", "a\nb")
+    assert mode is not None and mode.columns == ("id",)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("canal.mq.dynamicTopic", "t:app\\.(orders", "canal.mq.dynamicTopic"),
+        ("canal.mq.dynamicTopic", "app\\.[x", "canal.mq.dynamicTopic"),
+        ("canal.mq.partitionHash", "app\\.(x:id", "canal.mq.partitionHash"),
+        ("canal.mq.dynamicTopicPartitionNum", "t(:4", "canal.mq.dynamicTopicPartitionNum"),
+        ("canal.mq.dynamicTopicPartitionNum", "orders:0", "canal.mq.dynamicTopicPartitionNum"),
+        ("canal.mq.dynamicTopicPartitionNum", "orders:-2", "canal.mq.dynamicTopicPartitionNum"),
+        ("canal.mq.dynamicTopicPartitionNum", "orders:x", "canal.mq.dynamicTopicPartitionNum"),
+        ("canal.mq.dynamicTopicPartitionNum", "orders:\u00b2", "canal.mq.dynamicTopicPartitionNum"),
+        ("canal.mq.dynamicTopicPartitionNum", "orders:99999999999", "canal.mq.dynamicTopicPartitionNum"),
+    ],
+)
+def test_a_routing_rule_canal_cannot_use_is_refused_at_start(key: str, value: str, message: str) -> None:
+    """canal compiles its rules at the first message and stops there for ever (a bad pattern, a count of 0: an
+    exception, the batch rolled back and sent again); a count that is not a number it drops silently, taking
+    ``canal.mq.partitionsNum``. pycanal refuses each when it reads the config, naming the key and the rule --
+    before a message is made, not at the first row of the table mid-stream."""
+    text = f"canal.instance.master.address=fake://mq\ncanal.mq.topic=t\n{key}={value}\n"
+    with pytest.raises(ConfigError, match=message):
+        InstanceConfig.from_properties(text, destination="mq")
+    with pytest.raises(ConfigError):
+        MqConfig(
+            **{
+                {
+                    "canal.mq.dynamicTopic": "dynamic_topic",
+                    "canal.mq.partitionHash": "partition_hash",
+                    "canal.mq.dynamicTopicPartitionNum": "dynamic_topic_partition_num",
+                }[key]: value
+            }
+        )

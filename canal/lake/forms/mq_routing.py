@@ -6,7 +6,8 @@ against canal's own classes.
 - **Topic** (``canal.mq.dynamicTopic``): the rules, separated by ``,`` or ``;``, are tried in order, first against
   ``schema.table``, then against ``schema``; the first that matches names the topic: ``topic:pattern`` that topic,
   a bare ``pattern`` the matched name itself in lower case. A pattern holding none of ``*?+|(){}[]\\$^`` is a name,
-  compared without case; otherwise a regular expression matched whole without case -- one with ``\\.`` only against
+  compared without case; otherwise a regular expression matched whole without case, ``.`` matching a line break too
+  (:data:`~canal.config.mq.PATTERN_FLAGS`) -- one with ``\\.`` only against
   ``schema.table``, one without only against ``schema``. No match, or an entry without schema or table: the default
   topic (``canal.mq.topic``). Dots in a topic become ``_``. Without dynamic topics every message goes to
   ``canal.mq.topic`` as written.
@@ -16,8 +17,8 @@ against canal's own classes.
   partition); a row's hash starts from its database name's (``canal.mq.database.hash``, on by default) and XORs in
   each column's, with Java's ``String.hashCode``; the partition is ``abs(abs(hash) % n)`` -- Java's ``abs``, so the
   hash of ``Integer.MIN_VALUE`` stays negative until the second. ``n`` is the topic's count in
-  ``canal.mq.dynamicTopicPartitionNum`` (``topic:n``, by name or pattern), else ``canal.mq.partitionsNum``, else 1.
-  DDL, statements and tables no rule matches go to partition 0.
+  ``canal.mq.dynamicTopicPartitionNum`` (``topic:n``, by name or pattern: the first rule naming it), else
+  ``canal.mq.partitionsNum``, else 1. DDL, statements and tables no rule matches go to partition 0.
 """
 
 from __future__ import annotations
@@ -28,22 +29,14 @@ from collections.abc import Sequence
 
 import attrs
 
-from canal.config.mq import MqConfig
-
-_WILD = frozenset("*?+|(){}[]\\$^")
-
-
-def _rules(text: str) -> list[str]:
-    return [part for part in re.split(r"[,;]", text) if part]
-
-
-def _is_wild(pattern: str) -> bool:
-    return any(ch in _WILD for ch in pattern)
+from canal.config.mq import PATTERN_FLAGS, MqConfig
+from canal.config.mq import is_pattern as _is_wild
+from canal.config.mq import routing_rules as _rules
 
 
 @functools.lru_cache(maxsize=1024)
 def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+    return re.compile(pattern, PATTERN_FLAGS)  # MqConfig refused a pattern that does not compile
 
 
 def _matches(pattern: str, name: str) -> bool:
@@ -128,7 +121,7 @@ class Routing:
             i = item.rfind(":")
             if i > 0:
                 name, number = item[:i], item[i + 1 :]
-                if _matches(name, topic) and number.isdigit():
+                if _matches(name, topic):  # the first rule naming the topic (MqConfig checked its count)
                     return int(number)
         return self.config.partitions_num or 1
 
