@@ -56,6 +56,7 @@ def test_a_bad_mq_value_is_a_config_error_naming_its_key() -> None:
         ({"messages": "avro"}, "expected canal or debezium"),
         ({"messages": "canal", "images": "json"}, "exclude each other"),
         ({"messages": "canal", "canal.mq.flatmessage": "false"}, "protobuf"),
+        ({"messages": "debezium", "canal.mq.partitionHash": r".*\..*:$pk$"}, "partitionHash"),
         ({"messages": "canal", "snapshot.partitions": "2", "pycanal.snapshot.mode": "initial"}, "messages cannot"),
     ],
 )

@@ -185,7 +185,13 @@ def message_maker(images: str, config: InstanceConfig) -> Any:
             "canal.mq.flatMessage = false asks for canal's protobuf messages, which the canal source does not make: "
             "its messages option makes canal's FlatMessage JSON (canal.mq.flatMessage=true)"
         )
-    return MessageMaker(images.removeprefix(MESSAGES_PREFIX), Routing(config.mq), config.destination)
+    form = images.removeprefix(MESSAGES_PREFIX)
+    if form == "debezium" and config.mq.partition_hash:
+        raise SparkSourceError(
+            "canal.mq.partitionHash spreads canal's FlatMessages over partitions; Debezium's envelopes go to "
+            "canal.mq.partition, each: leave canal.mq.partitionHash out with messages = debezium"
+        )
+    return MessageMaker(form, Routing(config.mq), config.destination)
 
 
 def rows_schema(images: str) -> Any:
