@@ -151,3 +151,14 @@ def test_a_routing_rule_canal_cannot_use_is_refused_at_start(key: str, value: st
                 }[key]: value
             }
         )
+
+
+def test_a_debezium_envelope_of_a_table_without_a_primary_key_has_a_null_key() -> None:
+    """Debezium keys a change event by the row's primary key, and a table without one by null (Kafka's partitioner
+    then spreads them): never the empty object ``{}``, which keys every row of the table alike."""
+    table = TableSchema("s", "log", (ColumnMeta("msg", SqlType.VARCHAR, "varchar(8)"),))
+    header = Header("mysql-bin.000003", 4, 1, 1700000000000, "s", "log", EventType.INSERT, 64)
+    entry = Entry(header, EntryType.ROWDATA, RowChange(EventType.INSERT, Rows(table, None, [("a",)]), table=table))
+    made = MessageMaker("debezium", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 0).make([entry], 1)
+    assert made.column("key").to_pylist() == [None]
+    assert json.loads(made.column("value")[0].as_py())["after"] == {"msg": "a"}

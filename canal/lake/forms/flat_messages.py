@@ -319,7 +319,8 @@ class MessageMaker:
             }
             topics.append(topic)
             partitions.append(self.routing.config.partition)
-            keys.append(json.dumps(key, ensure_ascii=False, separators=(",", ":")))
+            # a table without a primary key: Debezium's key is null (not {})
+            keys.append(json.dumps(key, ensure_ascii=False, separators=(",", ":")) if key else None)
             values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
