@@ -1,5 +1,5 @@
 """The ``messages`` option's canal maker against a simple model of canal's FlatMessage: each message a dict in
-canal's field order, its cells as canal text (:func:`~canal.lake.forms.cell_text.encode_value`), dumped by ``json``
+canal's field order, its cells as canal text (:attr:`canal.protocol.Column.text`), dumped by ``json``
 -- the maker builds the same bytes from per-layout parts. What lands on Kafka is checked with canal's own classes in
 tests/test_spark_mq_kafka.py."""
 
@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canal.config.mq import MqConfig
-from canal.lake.forms.cell_text import encode_value
 from canal.lake.forms.flat_messages import MessageError, MessageMaker
 from canal.lake.forms.mq_routing import Routing
 from canal.protocol import (
     ABSENT,
+    Column,
     ColumnMeta,
     Entry,
     EntryType,
@@ -122,8 +122,14 @@ def _ddl(offset: int) -> Entry:
     return Entry(header, EntryType.ROWDATA, change)
 
 
-def _text(v: Any) -> str | None:
-    return None if v is None else encode_value(v)
+def _text(v: Any, column: ColumnMeta) -> str | None:
+    """canal's ``Column.getValue()`` of a cell (None: NULL), as the peers' test holds pycanal's equal to canal's."""
+    return None if v is None else Column(0, "", 0, column.mysql_type, False, False, False, v, _fsp(column)).text
+
+
+def _fsp(column: ColumnMeta) -> int:
+    digits = column.mysql_type.partition("(")[2].rstrip(")")
+    return int(digits) if column.mysql_type.startswith(("datetime", "timestamp", "time")) and digits else 0
 
 
 def model(entries: list[Entry], config: MqConfig, batch_no: int, first: int) -> list[tuple[int, bytes, bytes]]:
@@ -149,7 +155,7 @@ def model(entries: list[Entry], config: MqConfig, batch_no: int, first: int) -> 
         assert images is not None
         absent = set(rows.absent("before" if deleting else "after"))
         present = [i for i in range(len(table.columns)) if i not in absent]
-        data = [{table.names[i]: _text(image[i]) for i in present} for image in images]
+        data = [{table.names[i]: _text(image[i], table.columns[i]) for i in present} for image in images]
         olds: list[Any] = []
         if rc.event_type is EventType.UPDATE:
             assert rows.before is not None and rows.after is not None
@@ -157,7 +163,11 @@ def model(entries: list[Entry], config: MqConfig, batch_no: int, first: int) -> 
             for before, after in zip(rows.before, rows.after, strict=True):
                 changed |= {i for i in present if before[i] != after[i] or type(before[i]) is not type(after[i])}
                 olds.append(
-                    {table.names[i]: _text(before[i]) for i in present if i in changed and before[i] is not ABSENT}
+                    {
+                        table.names[i]: _text(before[i], table.columns[i])
+                        for i in present
+                        if i in changed and before[i] is not ABSENT
+                    }
                 )
         keys = [table.names[i] for i in present if table.columns[i].is_key]
         message |= {

@@ -15,7 +15,18 @@ from canal.config import InstanceConfig, MqConfig
 from canal.errors import ConfigError
 from canal.lake.forms.flat_messages import MessageMaker
 from canal.lake.forms.mq_routing import Routing, java_hash
-from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, Rows, SqlType, TableSchema
+from canal.protocol import (
+    ColumnMeta,
+    Entry,
+    EntryType,
+    EventType,
+    Header,
+    RowChange,
+    RowData,
+    Rows,
+    SqlType,
+    TableSchema,
+)
 
 
 def _messages(config: MqConfig, entries: list[Entry]) -> list[tuple[str, int, dict[str, Any]]]:
@@ -162,3 +173,39 @@ def test_a_debezium_envelope_of_a_table_without_a_primary_key_has_a_null_key() -
     made = MessageMaker("debezium", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 0).make([entry], 1)
     assert made.column("key").to_pylist() == [None]
     assert json.loads(made.column("value")[0].as_py())["after"] == {"msg": "a"}
+
+
+def test_a_flat_messages_data_is_canals_column_text() -> None:
+    """canal's FlatMessage ``data`` holds each column's ``Column.getValue()``: a DATETIME(3)'s fraction with three
+    digits, a DATETIME(6)'s zero fraction as ``.000000``, a YEAR 0 as ``0000`` -- :attr:`canal.protocol.Column.text`,
+    which tests/test_peers_canal_mariadb.py holds equal to canal's. Rows hashed by such a column go where canal's do."""
+    columns = (
+        ColumnMeta("id", SqlType.INTEGER, "int(11)", is_key=True),
+        ColumnMeta("d0", SqlType.TIMESTAMP, "datetime"),
+        ColumnMeta("d2", SqlType.TIMESTAMP, "datetime(2)", fsp=2),
+        ColumnMeta("d3", SqlType.TIMESTAMP, "datetime(3)", fsp=3),
+        ColumnMeta("d6", SqlType.TIMESTAMP, "datetime(6)", fsp=6),
+        ColumnMeta("ts3", SqlType.TIMESTAMP, "timestamp(3)", fsp=3),
+        ColumnMeta("t2", SqlType.TIME, "time(2)", fsp=2),
+        ColumnMeta("y", SqlType.DATE, "year(4)"),
+    )
+    table = TableSchema("s", "tb", columns)
+    half = dt.datetime(2024, 2, 29, 23, 59, 58, 500_000)
+    whole = dt.datetime(1000, 1, 1)
+    images = [
+        (1, whole, half, half, half, half.replace(tzinfo=dt.UTC), dt.timedelta(seconds=-1.5), 0),
+        (2, half.replace(microsecond=0), whole, whole, whole, whole, dt.timedelta(hours=838), 2155),
+        (3, None, None, None, None, None, None, None),
+    ]
+    header = Header("mysql-bin.000003", 4, 1, 1700000000000, "s", "tb", EventType.INSERT, 64)
+    entry = Entry(header, EntryType.ROWDATA, RowChange(EventType.INSERT, Rows(table, None, images), table=table))
+    want = [
+        {c.name: None if c.is_null else c.text for c in RowData(table, None, image).after_columns} for image in images
+    ]
+    [(_, _, message)] = _messages(MqConfig(topic="t"), [entry])
+    assert message["data"] == want
+    assert want[0]["d3"] == "2024-02-29 23:59:58.500" and want[1]["d6"] == "1000-01-01 00:00:00.000000"
+    made = _messages(MqConfig(topic="t", partition_hash="s.tb:d3^y", partitions_num=7), [entry])
+    assert [(p, row) for _, p, m in made for row in m["data"]] == sorted(
+        ((_partition_as_canal("s", row, ["d3", "y"], 7), row) for row in want), key=lambda pair: pair[0]
+    )

@@ -17,7 +17,7 @@ from typing import Any
 from canal.errors import CanalError
 from canal.protocol import ABSENT, Absent
 from canal.sql import read_column_type
-from canal.value_text import render_text
+from canal.value_text import render_fraction, render_text
 
 __all__ = [
     "AbsentCellError",
@@ -26,6 +26,7 @@ __all__ = [
     "encode_float",
     "encode_str",
     "encode_value",
+    "message_text",
     "rows_texts",
     "server_text",
 ]
@@ -136,6 +137,23 @@ def server_text(mysql_type: str) -> Callable[[Any], str] | None:
     if column_type.base == "time":
         fsp = column_type.params[0] if column_type.params else 0
         return lambda value: _time_text(value, fsp)
+    return None
+
+
+def message_text(mysql_type: str) -> Callable[[Any], str] | None:
+    """:func:`server_text`, and for the other types whose text in canal's FlatMessage (canal's
+    ``Column.getValue()``, :attr:`canal.protocol.Column.text`) is not :func:`encode_any`'s: a DATETIME / TIMESTAMP
+    with exactly its declared fraction digits (``.500`` for DATETIME(3), ``.000000`` for a whole DATETIME(6)), a YEAR
+    0 as ``0000``. None for the other types. Change rows keep :func:`encode_any`'s text: the mirror reads it."""
+    as_server = server_text(mysql_type)
+    if as_server is not None:
+        return as_server
+    column_type = read_column_type(mysql_type, strict=False)
+    if column_type.base in ("datetime", "timestamp") and column_type.params and column_type.params[0]:
+        fsp = column_type.params[0]
+        return lambda value: render_fraction(value, fsp) if isinstance(value, dt.datetime) else render_text(value)
+    if column_type.base == "year":
+        return lambda value: "0000" if value == 0 and type(value) is int else render_text(value)
     return None
 
 

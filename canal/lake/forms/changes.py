@@ -68,9 +68,9 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from canal.lake.forms.cell_text import encode_any, encode_float, encode_str, server_text
+from canal.lake.forms.cell_text import encode_any, encode_float, encode_str, message_text, server_text
 from canal.lake.forms.json_diffs import diffs_json
 from canal.lake.forms.typed_batch import SEQ_BITS
 from canal.lake.forms.typed_layout import PerTableSchema
@@ -79,6 +79,7 @@ from canal.lake.types import base_type
 from canal.parse.xa import XA_PREPARE_TYPE
 from canal.position import journal_number
 from canal.protocol import Entry, EntryType, Rows, TableSchema
+from canal.sql import read_column_type
 
 _COLUMNS: tuple[tuple[str, str], ...] = (  # name, Spark SQL type; see the table in the module docstring
     ("destination", "STRING"),
@@ -183,6 +184,12 @@ _FAST_CELLS: dict[str, tuple[str, str]] = {
     "timestamp": _DATETIME_CELL,
     "date": ("type({v}) is DA", "'\"' + {v}.isoformat() + '\"'"),
 }
+# canal's FlatMessage text of the DATETIME / TIMESTAMP precisions isoformat spells exactly (timespec): a whole
+# DATETIME(6) as .000000, a DATETIME(3) with three digits (its value holds no more); the others take message_text
+_MESSAGE_DATETIME_CELLS: dict[int, tuple[str, str]] = {
+    fsp: ("type({v}) is DT and {v}.tzinfo is None", f"'\"' + {{v}}.isoformat(' ', '{spec}') + '\"'")
+    for fsp, spec in ((3, "milliseconds"), (6, "microseconds"))
+}
 _GENERATED_GLOBALS = {
     "E": encode_str,
     "F": encode_float,
@@ -194,11 +201,18 @@ _GENERATED_GLOBALS = {
 
 
 def _object_encoder(
-    names: Sequence[str], mysql_types: Sequence[str], indexes: Sequence[int], width: int, *, keys: bool = False
+    names: Sequence[str],
+    mysql_types: Sequence[str],
+    indexes: Sequence[int],
+    width: int,
+    *,
+    keys: bool = False,
+    message: bool = False,
 ) -> Callable[[Sequence[Any]], str]:
     """A function rendering the cells at ``indexes`` of a ``width``-long image as a JSON object keyed by ``names``
     (a ``ValueError`` for an image of another width); with ``keys``, a float cell as its key identity (-0.0 spelt
-    0.0, :mod:`canal.lake.key_identity`)."""
+    0.0, :mod:`canal.lake.key_identity`); with ``message``, each cell as canal's FlatMessage holds it
+    (:func:`~canal.lake.forms.cell_text.message_text`)."""
     template = "{" + ",".join(encode_str(n).replace("%", "%%") + ":%s" for n in names) + "}"
     cells = []
     namespace: dict[str, Any] = dict(_GENERATED_GLOBALS)
@@ -207,10 +221,19 @@ def _object_encoder(
         fast = _FAST_CELLS.get(base_type(mysql_type))
         if keys and fast is not None and is_float_type(mysql_type):
             fast = (fast[0], "F({v} + 0.0)")  # -0.0 + 0.0 is 0.0: the key MySQL compares
-        as_server = server_text(mysql_type)
+        as_server = (message_text if message else server_text)(mysql_type)
+        if message and as_server is not None and base_type(mysql_type) in ("datetime", "timestamp"):
+            # a naive value of a precision isoformat spells inline; any other through message_text
+            fast = _MESSAGE_DATETIME_CELLS.get(read_column_type(mysql_type, strict=False).params[0])
+        else:
+            fast = None if as_server is not None else fast
         if as_server is not None:
             namespace[f"T{i}"] = as_server
-            cells.append(f"('null' if {var} is None else E(T{i}({var})))")
+            if fast is None:
+                cells.append(f"('null' if {var} is None else E(T{i}({var})))")
+            else:
+                guard, expr = (part.format(v=var, s=f"s{i}") for part in fast)
+                cells.append(f"('null' if {var} is None else {expr} if {guard} else E(T{i}({var})))")
         elif fast is None:
             cells.append(f"('null' if {var} is None else G({var}))")
         else:
@@ -231,12 +254,13 @@ class _TableCodec:
     images, and (made when first met) of partial ones by the columns they lack."""
 
     __slots__ = ("_image", "_keys", "_partial", "columns_json", "table")
+    message: ClassVar[bool] = False  # images as canal's FlatMessage holds them (_MessageCodec)
 
     def __init__(self, table: TableSchema) -> None:
         self.table = table
         types = [c.mysql_type for c in table.columns]
         width = len(table.columns)
-        self._image = _object_encoder(table.names, types, range(width), width)
+        self._image = _object_encoder(table.names, types, range(width), width, message=self.message)
         keys = table.key_indexes
         self._keys = _object_encoder([table.names[i] for i in keys], [types[i] for i in keys], keys, width, keys=True)
         self._partial: dict[tuple[str, tuple[int, ...]], Callable[[Sequence[Any]], str]] = {}
@@ -278,6 +302,7 @@ class _TableCodec:
                 kept,
                 len(table.columns),
                 keys=kind == "keys",
+                message=self.message,
             )
         return made
 
@@ -291,6 +316,18 @@ class _TableCodec:
 
 table_codec: Final = PerTableSchema(_TableCodec)
 """The encoders of ``table``'s layout (made once per layout, kept for the next rows)."""
+
+
+class _MessageCodec(_TableCodec):
+    """A :class:`_TableCodec` whose images hold each cell as canal's FlatMessage does (a DATETIME(3)'s fraction with
+    three digits): the ``messages`` option's (:mod:`canal.lake.forms.flat_messages`)."""
+
+    __slots__ = ()
+    message = True
+
+
+message_codec: Final = PerTableSchema(_MessageCodec)
+"""The encoders of ``table``'s layout for canal's FlatMessage (made once per layout, kept for the next rows)."""
 
 
 # Entry-level fields (one value per binlog event) are collected once per entry and spread over the entry's rows

@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from canal.errors import CanalError
 from canal.lake.forms.cell_text import AbsentCellError, encode_str
-from canal.lake.forms.changes import table_codec
+from canal.lake.forms.changes import message_codec
 from canal.lake.forms.mq_routing import Routing
 from canal.lake.types import base_type
 from canal.protocol import ABSENT, Entry, EntryType, EventType, Rows, TableSchema
@@ -224,7 +224,7 @@ class MessageMaker:
         end = f',"table":{_js(table)},"ts":{self.now_ms()},"type":{_js(kind)}}}'
         rows = Rows.of(rc.rows)
         _refuse_json_diffs(rows)
-        codec = table_codec(rows.table)
+        codec = message_codec(rows.table)  # cells as canal's Column.getValue() (a DATETIME(3)'s fraction: 3 digits)
         deleting = rc.event_type is EventType.DELETE
         images = rows.before if deleting else rows.after
         assert images is not None
@@ -397,10 +397,10 @@ def _text_cells(
     table: TableSchema, images: Sequence[Any], at: Sequence[int], absent: tuple[int, ...]
 ) -> list[list[str | None]]:
     """The canal text of the columns ``at`` (-1: not a column) of each image (absent: None): the text its message's
-    ``data`` holds, which canal hashes (a SET's labels in definition order, a TIME with its declared digits)."""
-    from canal.lake.forms.cell_text import encode_any, server_text
+    ``data`` holds, which canal hashes (a SET's labels in definition order, a DATETIME(3) with three digits)."""
+    from canal.lake.forms.cell_text import encode_any, message_text
 
-    as_server = [None if i < 0 else server_text(table.columns[i].mysql_type) for i in at]
+    as_server = [None if i < 0 else message_text(table.columns[i].mysql_type) for i in at]
     out = []
     for image in images:
         row: list[str | None] = []
