@@ -1,7 +1,8 @@
 """The ``messages`` option's canal form at the edges production meets, against what canal 1.1.7 puts on a topic
 (``MQMessageUtils.messageTopics`` / ``messageConverter`` / ``messagePartition``, ``LogEventConvert``): a DDL naming
-another database than the session's, XA outcomes, a snapshot's rowless markers, hash columns whose canal text is not
-``render_text``'s, identifiers holding a line break, and routing rules canal cannot use (refused at start, typed)."""
+another database than the session's, XA outcomes, a snapshot's rowless markers, cells whose canal text is not
+``render_text``'s (and rows hashed by them), identifiers holding a line break, routing rules canal cannot use (refused
+at start, typed), and Debezium's key of a table without a primary key."""
 
 from __future__ import annotations
 
