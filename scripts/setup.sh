@@ -92,22 +92,10 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     log "installing pycanal (editable, extras dev, spark, pipelines, query and docs) into .venv (log: .venv/pip-install.log)"
     # uv (from PyPI, into the venv) installs the same requirements in a third of pip's time on a fresh machine
     # (parallel downloads; pyspark's 400 MB unpacked once); pip does it where uv cannot be had or fails
-    # A download the registry cuts short (seen: a 54 MB wheel stopping at 51 MB six times running, whole a minute
-    # later) is tried again: uv's own retries, then the whole install twice more (what uv fetched stays in its cache)
     extras='.[dev,spark,pipelines,query,docs]'
-    : > .venv/pip-install.log
-    installed=
-    for attempt in 1 2 3; do
-        if { .venv/bin/python -m pip install uv && VIRTUAL_ENV="$PWD/.venv" UV_HTTP_RETRIES=10 \
-            .venv/bin/uv pip install -e "$extras"; } >> .venv/pip-install.log 2>&1; then
-            installed=1
-            break
-        fi
-        log "uv could not install pycanal (attempt $attempt of 3; log: .venv/pip-install.log)"
-        sleep $((attempt * 10))
-    done
-    if [[ -z $installed ]]; then
-        log "pip installs pycanal (log: .venv/pip-install.log)"
+    if ! { .venv/bin/python -m pip install uv && VIRTUAL_ENV="$PWD/.venv" .venv/bin/uv pip install -e "$extras"; } \
+        > .venv/pip-install.log 2>&1; then
+        log "uv could not install pycanal; pip does (log: .venv/pip-install.log)"
         if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e "$extras"; } \
             >> .venv/pip-install.log 2>&1; then
             tail -n 40 .venv/pip-install.log >&2
