@@ -7,7 +7,8 @@
 #    schema change in the tests)
 #  - .venv (Python >= 3.11) with pycanal installed editable with the dev, spark, pipelines, query and docs extras, reinstalled
 #    only when pyproject.toml changed since the last install
-#  - its bytecode (.pyc), and the project's: nothing else writes it where PYTHONDONTWRITEBYTECODE is set
+#  - its bytecode (.pyc), and the project's and its tests' (pytest's rewritten modules too: scripts/test_bytecode.py):
+#    nothing else writes it where PYTHONDONTWRITEBYTECODE is set
 #  - the peers' harness (peers/: canal's embedded server and Debezium's engine, which the differential tests and
 #    benchmarks/bench_peers.py run beside pycanal), built with Maven when mvn is installed, rebuilt only when its
 #    sources changed; without mvn its tests skip, saying so
@@ -119,7 +120,11 @@ if [[ ! -f $bytecode_stamp || $(cat "$bytecode_stamp") != "$want" ]]; then
     fi
     printf '%s\n' "$want" > "$bytecode_stamp"
 fi
-.venv/bin/python -m compileall -q -j 0 canal > /dev/null  # the project's own, as it is now
+.venv/bin/python -m compileall -q -j 0 canal tests > /dev/null  # the project's own and the tests', as they are now
+# and what pytest compiles for the modules whose asserts it rewrites (the tests', and canal's: canal registers pytest's
+# plugin), which it caches only where PYTHONDONTWRITEBYTECODE is not set: each xdist worker spent some 11 s of CPU
+# rewriting them from source before its first test (scripts/test_bytecode.py; 0.5 s when they are up to date)
+.venv/bin/python scripts/test_bytecode.py > /dev/null || log "pytest rewrites the tests' modules itself at each run"
 # pyspark's zip, which Spark puts first on every Python worker's path and whose modules no import can cache: each
 # worker (the data source planners, the streaming source's runner, the daemon) compiled pyspark again, 1.7 s of CPU
 # against 0.6 with the bytecode beside the sources; and pyspark's test suites out of it, which each new worker's first

@@ -143,7 +143,7 @@ def consume(
             if error is not None:
                 return entries, error
             assert time.monotonic() < deadline, f"pycanal: {len(entries)} entries and no end marker in {timeout}s"
-            msg = inst.get_without_ack(1000, timeout=0.2)
+            msg = inst.get_without_ack(1000, timeout=0.2, linger=0.05)
             if msg.id != EMPTY_MESSAGE_ID:
                 entries.extend(msg.entries)
                 inst.ack(msg.id)

@@ -199,7 +199,7 @@ def copy_until_reached(instance: Any, copy: EntryCopy, end: tuple[str, int], lim
     deadline = time.monotonic() + limit_s
     target = position_key(*end)
     while time.monotonic() < deadline:
-        message = instance.get(1000, timeout=0.2)
+        message = instance.get(1000, timeout=0.2, linger=0.05)  # an empty one still waits its 0.2 s
         copy.apply(message.entries)
         read = instance.read_position
         merge = instance.parser.merge
@@ -223,7 +223,7 @@ def copy_until_healed(instance: Any, copy: EntryCopy, marker: Name, marker_id: i
     deadline = time.monotonic() + limit_s
     seen = False
     while time.monotonic() < deadline:
-        message = instance.get(500, timeout=0.3)
+        message = instance.get(500, timeout=0.3, linger=0.05)  # an empty one still waits its 0.3 s
         copy.apply(message.entries)
         for entry in message.entries:
             rc = entry.row_change

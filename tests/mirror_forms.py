@@ -121,7 +121,7 @@ def _phase_entries(inst: Instance) -> list[Entry]:
         if inst.parser.error is not None:
             raise inst.parser.error
         assert time.monotonic() < deadline, f"the phase's entries did not come: {len(entries)}"
-        entries.extend(inst.get(1000, timeout=0.2).entries)
+        entries.extend(inst.get(1000, timeout=0.2, linger=0.05).entries)
     return [e for e in entries if e.header.table != "mark"]
 
 

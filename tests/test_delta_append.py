@@ -254,7 +254,9 @@ def test_batches_land_while_a_background_compaction_rewrites_the_log(
     monkeypatch.setattr(changelog, "COMPACT_FILES", 3)  # compacted once they hold 3 files, never folded
     monkeypatch.setattr(TableOptimizer, "compact", _holding(TableOptimizer.compact, rewriting, landed, waited))
     source = _Source(DeltaMirror(tmp_path, stage_rows=0, fold_ratio=1000.0, fold_files=1000))
-    source.land_while_held(rewriting, due=3)  # the third batch's logs hold 3 files
+    # the first batch makes the tables (their rows in the base), the next three append a log file each: the fourth
+    # batch's logs hold 3 files (due after the third, it waited its 10 s for nothing on every run)
+    source.land_while_held(rewriting, due=4)
     landed.set()
     source.mirror.wait_for_folds()
     assert waited and all(waited), "a batch waited for the compaction"

@@ -175,7 +175,7 @@ def _entries(config: InstanceConfig, done: Callable[[list[Entry]], bool]) -> lis
     try:
         seen: list[Entry] = []
         while not done(seen):
-            msg = inst.get(1000, timeout=10.0)
+            msg = inst.get(1000, timeout=10.0, linger=0.05)  # not a full batch: the rest once the stream went quiet
             assert msg.id != EMPTY_MESSAGE_ID, f"timed out after {len(seen)} entries"
             seen.extend(msg.entries)
         return seen

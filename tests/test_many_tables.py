@@ -53,7 +53,7 @@ def _parser_calls(tables: int) -> int:
             with Instance(cfg) as inst:
                 changes = 0
                 while changes < 3 * tables:
-                    msg = inst.get(1024, timeout=1.0)
+                    msg = inst.get(1024, timeout=1.0, linger=0.05)
                     changes += sum(len(e.row_change.rows) for e in msg.entries if e.row_change is not None)
         finally:
             threading.setprofile(None)  # type: ignore[arg-type]

@@ -74,7 +74,7 @@ class Reader:
         deadline = time.monotonic() + 30
         while not entries or (entries[-1].header.log_file, entries[-1].header.next_offset) < end:
             assert time.monotonic() < deadline, f"the instance did not reach {end}"
-            entries.extend(self.inst.get(100_000, timeout=0.2).entries)
+            entries.extend(self.inst.get(100_000, timeout=0.2, linger=0.05).entries)
         part: list[Entry] = []
         for entry in entries:
             part.append(entry)

@@ -128,7 +128,7 @@ def served_names(tmp_path: Path, zookeeper: ZooKeeperChroot) -> set[str]:
             server.start_destination(config)
             assert server.wait_serving("mon", 20)
             inst = server.instance("mon")
-            msg = inst.get_without_ack(100, timeout=2.0)
+            msg = inst.get_without_ack(100, timeout=2.0, linger=0.05)  # what came, once the stream went quiet
             inst.ack(msg.id)
             rows = [
                 {"seq": 1, "schema": "s", "table": "t", "type": "INSERT", "is_ddl": False, "sql": None,

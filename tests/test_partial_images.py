@@ -132,8 +132,16 @@ def _fake_rows(fake: FakeMysql) -> list[tuple[EventType, RowData]]:
     config = InstanceConfig(
         destination="partial", master=MasterConfig(address=fake.address, journal_name="mysql-bin.000001", position=4)
     )
-    with Instance(config) as inst:
-        entries: list[Entry] = list(inst.get(1000, timeout=2.0).entries)
+    end = fake.master_status()
+    entries: list[Entry] = []
+    with Instance(config) as inst:  # every entry up to the binlog's end, each get over once the stream went quiet
+        while not entries or (entries[-1].header.log_file, entries[-1].header.next_offset) < (
+            end.journal_name,
+            end.position,
+        ):
+            got = inst.get(1000, timeout=2.0, linger=0.05).entries
+            assert got, f"nothing more before {end}"
+            entries.extend(got)
     return [(e.header.event_type, row) for e in entries for row in e.iter_rows()]
 
 

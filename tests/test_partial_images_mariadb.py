@@ -78,7 +78,7 @@ STATEMENTS: list[tuple[str, str, str, tuple[str, ...] | None, tuple[str, ...] | 
 def _entries(inst: Instance, until: tuple[str, int]) -> list[Entry]:
     entries: list[Entry] = []
     while not entries or (entries[-1].header.log_file, entries[-1].header.next_offset) < until:
-        got = inst.get(10_000, timeout=1.0).entries
+        got = inst.get(10_000, timeout=1.0, linger=0.05).entries  # not the whole second: the stream went quiet
         assert got, f"nothing more before {until}"
         entries.extend(got)
     return entries

@@ -97,7 +97,7 @@ def _serve_and_fail_over(
         # the authenticated standby takes over when the owner stops, and resumes from the cursor
         first.stop()
         assert second.wait_serving(DEST, 15)
-        rest = second.get(CLIENT, 100, timeout=5)
+        rest = second.get(CLIENT, 100, timeout=5, linger=0.05)  # what is left, once the stream went quiet
         assert rest.id != -1
 
 

@@ -29,7 +29,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from canal.files import write_bytes_atomic, write_new
 from canal.lake.store.storage import Storage, in_object_store, local_text
@@ -141,10 +141,19 @@ def _fragments(table: Any) -> tuple[list[Any], Any, Any, Any]:
 
     actions = pa.table(table.get_add_actions(flatten=True))
     paths: list[str] = actions.column("path").to_pylist()
-    sizes = dict(zip(paths, actions.column("size_bytes").to_pylist(), strict=True))
-    store = pa_fs.PyFileSystem(DeltaStorageHandler(table.table_uri, delta_options(table.table_uri), sizes))
     parquet = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
     schema = pa.schema(table.schema().to_arrow())
+    root = local(table.table_uri)
+    if root is not None and not any("://" in path or os.path.isabs(path) for path in paths):
+        # a local table is read through Arrow's own file system, not a Python one (PyFileSystem): the scan's
+        # read-ahead can still be finishing on Arrow's threads after to_table returned, and the thread that drops the
+        # last reference to a Python file system takes the GIL to release it -- during the interpreter's exit that
+        # thread is ended inside C++ and the process aborts ("terminate called without an active exception")
+        store = pa_fs.LocalFileSystem()
+        files = [os.path.join(root, unquote(path)) for path in paths]  # the log's paths are relative URIs
+        return [parquet.make_fragment(file, filesystem=store) for file in files], schema, parquet, store
+    sizes = dict(zip(paths, actions.column("size_bytes").to_pylist(), strict=True))
+    store = pa_fs.PyFileSystem(DeltaStorageHandler(table.table_uri, delta_options(table.table_uri), sizes))
     return [parquet.make_fragment(path, filesystem=store) for path in paths], schema, parquet, store
 
 
