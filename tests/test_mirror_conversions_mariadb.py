@@ -149,6 +149,10 @@ def test_every_conversion_an_alter_makes_is_mirrored_or_a_typed_stop(
         columns=[("ENUM('b','a','c','2')", "ENUM('c','a','x')", ""), ("VARCHAR(20)", "TEXT CHARACTER SET latin1", "")],
         rows=[[0, 9, 0], [1, 8, 0], [3, 14, 0], [4, 4, 0]],
     )
+    # a DATETIME outside TIMESTAMP's range becomes the zero TIMESTAMP's seconds with its fraction kept: 1970-01-01
+    # 00:00:00.7 stays (epoch 0.7 s), 9999-12-31 23:59:59.9 becomes 1970-01-01 00:00:00.9; only a whole second is
+    # the zero (the mirror made every one of them the zero)
+    @example(columns=[("DATETIME(6)", "TIMESTAMP(6) NULL", "")], rows=[[5, 0, 0], [6, 0, 0], [7, 0, 0], [4, 0, 0]])
     # strings read as numbers under sql_mode='' ('12abc' -> 12, '1.5' -> 1, ' 42 ' -> 42), FLOAT to DOUBLE (a stop)
     @example(columns=[("TEXT", "INT", ""), ("FLOAT", "DOUBLE", "")], rows=[[4, 0, 0], [5, 1, 0], [6, 2, 0]])
     def check(columns: list[tuple[str, str, str]], rows: list[list[int]]) -> None:

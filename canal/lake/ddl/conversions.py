@@ -490,6 +490,8 @@ def _dated(old: ColumnType, new: ColumnType, conv: Conversion) -> cv.Values | st
     def in_range(us: int) -> int | None:
         if cv.timestamp_in_range(us):
             return us
+        if us % 10**6:  # the server makes the seconds 0 and keeps the fraction (canal.lake.ddl.time_zones.shift)
+            return us % 10**6
         if conv.zero_dates == "null":
             return None
         raise MirrorTypeError(

@@ -143,7 +143,8 @@ def _converted(column: Any, convert: Callable[[int], int | None]) -> Any:
 def shift(column: Any, zone: StatementZone, to_utc: bool, zero_dates: ZeroDates, what: str) -> Any:
     """``column`` (the mirror's timestamp[us] values) converted from local time in ``zone`` to UTC (``to_utc``: a
     DATETIME becomes a TIMESTAMP) or back; an instant outside TIMESTAMP's range is the zero TIMESTAMP
-    (``zero_dates``: null, or a :class:`MirrorTypeError` naming ``what``)."""
+    (``zero_dates``: null, or a :class:`MirrorTypeError` naming ``what``) -- its whole seconds, that is: MariaDB
+    keeps the fraction, so '2038-01-19 03:14:08.5' UTC becomes 1970-01-01 00:00:00.5 UTC (measured on 10.11)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -165,6 +166,8 @@ def shift(column: Any, zone: StatementZone, to_utc: bool, zero_dates: ZeroDates,
         local = _EPOCH + dt.timedelta(seconds=seconds) if -62_000_000_000 < seconds < 253_000_000_000 else None
         instant = None if local is None else _to_utc_seconds(local, tz)
         if instant is None or not 1 <= instant <= _TIMESTAMP_MAX_S:
+            if fraction:  # the server makes the seconds 0 and keeps the fraction: 1970-01-01 00:00:00.f UTC
+                return fraction
             if zero_dates == "null":
                 return None
             shown = (_EPOCH + dt.timedelta(microseconds=micros)).isoformat(" ") if local is not None else str(micros)
