@@ -12,8 +12,10 @@ With a ``journal`` file, a crash between ``fn``'s write and the ack loses nothin
 sink (e.g. :class:`~canal.lake.mirror.DeltaMirror`, which skips ids it has committed) has seen:
 
 * a batch of binlog entries: its id and end position are recorded before ``fn`` runs and marked done after the ack;
-  the instance redelivers from its acked cursor and the first batch is cut to end exactly at the recorded position --
-  the same entries under the same id. A message the cut splits goes back to the instance, and its entries that the
+  the instance redelivers from its acked cursor and the first batch is cut to end exactly at the recorded position,
+  and begins where it began (a cursor saved before the acks of batches before it -- file meta is flushed every second,
+  and a process killed before the flush restarts from an older one -- delivers those again: they are dropped) -- the
+  same entries under the same id. A message the cut splits goes back to the instance, and its entries that the
   batch held are dropped when they come again -- after a restart too: while the instance's acked cursor lies before
   them, the journal's records say ``through`` where they end.
 * a batch that holds snapshot rows cannot come back that way: a restarted snapshot reads its chunks again, at a
@@ -561,7 +563,10 @@ def run_batches(
                     server = log_server_id(entries[-1])
                     spooled = rows if snapshot_rows else None
                     in_flight = {**ranged, "next": record.range_next, "reach": None}
-                    journal_file.pending(batch_id, end, server, spooled, puller.behind, in_flight)
+                    # a binlog batch comes back through the instance, which may deliver batches before it again (a
+                    # cursor saved before acks it has not flushed): they are dropped, so it comes back alike
+                    through = puller.behind if snapshot_rows else _redelivered_through(entries, puller.behind)
+                    journal_file.pending(batch_id, end, server, spooled, through, in_flight)
                 if snapshot_rows:
                     puller.ack(ack_ids)
                     ack_ids = []
@@ -590,6 +595,19 @@ def run_batches(
             else functools.partial(_followed_since, instance, instance.store.stats().ack_sequence, journal_file, record)
         )
     return stats
+
+
+def _redelivered_through(entries: list[Entry], behind: int | None) -> int | None:
+    """The ``through`` the journal keeps for a batch of binlog ``entries`` in flight: everything before its first
+    entry -- batches fn got before it, whose acks the instance's saved cursor may not hold yet (file meta is flushed
+    every ``flush_period_s``; a process killed before the flush restarts from an older cursor) -- and what ``behind``
+    already names. A restart then drops those when they come again, and the batch in flight is replayed alike: the
+    same entries, not the batches before it under its id, which a mirror stopped part-way through it refuses."""
+    first = next((entry for entry in entries if not _is_snapshot(entry)), None)
+    if first is None:
+        return behind
+    before = position_id(first) - 1
+    return before if behind is None else max(behind, before)
 
 
 def _chain_start(saved: LogPosition | None, record: _Journal) -> Cursor | None:

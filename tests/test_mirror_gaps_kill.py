@@ -1,0 +1,68 @@
+"""run_batches into a DeltaMirror through a real process killed with SIGKILL part-way through a batch, on a real
+MariaDB: the destination's file meta is flushed every ``flush_period_s`` (a second by default), so after the kill its
+cursor may lie before batches fn already got and the instance acked -- the restart delivers them again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("deltalake")
+
+from canal.spark import DeltaMirror
+from canal.spark.testing import compare_tables, master_position
+from tests.test_mirror_gaps_mariadb import _insert
+
+pytestmark = [pytest.mark.integration]
+
+
+def _consumer(args: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.procs.gap_consumer", json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_batch_killed_part_way_is_replayed_alike_after_the_cursor_lagged(mariadb: Any, tmp_path: Path) -> None:
+    """Batch 1 (a transaction) is applied and acked, then the process is killed after the mirror journaled batch 2's
+    step, before it recorded batch 2 done; the meta file still holds the cursor before batch 1 (its flush had not come).
+    The restart must hand the mirror batch 2 as it was -- not batch 1 and 2 under batch 2's id, which the mirror
+    refused for ever (MirrorCheckpointError: another batch than the one it stopped part-way through)."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    start = master_position(conn)
+    _insert(conn, "a", 0, 1)  # BEGIN, a row, COMMIT: the first batch of 3 entries
+    _insert(conn, "a", 10, 1)  # the second
+    args = {
+        "address": mariadb.address,
+        "user": mariadb.user,
+        "password": mariadb.password,
+        "start": list(start),
+        "filter": rf"{db}\.a",
+        "meta_dir": str(tmp_path / "meta"),
+        "flush_period_s": 60,  # (a second by default: the same window, only shorter)
+        "mirror": str(tmp_path / "m"),
+        "journal": str(tmp_path / "journal.json"),
+        "batch_size": 3,
+    }
+    killed = _consumer({**args, "kill_call": 2, "kill_steps": 1})
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert json.loads((tmp_path / "journal.json").read_text()).get("pending")  # batch 2 in flight
+    _insert(conn, "a", 20, 1)
+    done = _consumer({**args, "until": list(master_position(conn))})
+    assert done.returncode == 0, done.stdout + done.stderr
+    mirror = DeltaMirror(tmp_path / "m")
+    for c in compare_tables(conn, mirror, db, ["a"]):
+        assert c.equal, str(c)
+    mirror.close()
+    conn.close()
