@@ -66,3 +66,39 @@ def test_a_batch_killed_part_way_is_replayed_alike_after_the_cursor_lagged(maria
         assert c.equal, str(c)
     mirror.close()
     conn.close()
+
+
+def test_a_replay_cut_inside_a_message_and_killed_again_is_replayed_again(mariadb: Any, tmp_path: Path) -> None:
+    """The batch in flight (a transaction) is killed before the mirror saw it; the restart hands out other messages
+    (a smaller batch size), so the replay's cut splits one -- and is killed too, before the mirror saw it. The next
+    restart must replay that batch again: it had journaled the batch in flight as delivered already (``through`` its
+    own end), and dropped it -- the mirror silently lacked its rows, with no error."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    start = master_position(conn)
+    _insert(conn, "a", 0, 1)  # BEGIN, a row, COMMIT
+    _insert(conn, "a", 10, 1)
+    args = {
+        "address": mariadb.address,
+        "user": mariadb.user,
+        "password": mariadb.password,
+        "start": list(start),
+        "filter": rf"{db}\.a",
+        "meta_dir": str(tmp_path / "meta"),
+        "flush_period_s": 60,
+        "mirror": str(tmp_path / "m"),
+        "journal": str(tmp_path / "journal.json"),
+    }
+    for batch_size in (2, 3):  # 2: the first transaction's BEGIN and row; 3: the whole transaction
+        killed = _consumer({**args, "batch_size": batch_size, "kill_call": 1, "kill_steps": 0})
+        assert killed.returncode == -9, killed.stdout + killed.stderr
+        assert json.loads((tmp_path / "journal.json").read_text()).get("pending")
+    done = _consumer({**args, "batch_size": 3, "until": list(master_position(conn))})
+    assert done.returncode == 0, done.stdout + done.stderr
+    mirror = DeltaMirror(tmp_path / "m")
+    for c in compare_tables(conn, mirror, db, ["a"]):
+        assert c.equal, str(c)
+    mirror.close()
+    conn.close()

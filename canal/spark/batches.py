@@ -565,7 +565,7 @@ def run_batches(
                     in_flight = {**ranged, "next": record.range_next, "reach": None}
                     # a binlog batch comes back through the instance, which may deliver batches before it again (a
                     # cursor saved before acks it has not flushed): they are dropped, so it comes back alike
-                    through = puller.behind if snapshot_rows else _redelivered_through(entries, puller.behind)
+                    through = puller.behind if snapshot_rows else _redelivered_through(entries, server)
                     journal_file.pending(batch_id, end, server, spooled, through, in_flight)
                 if snapshot_rows:
                     puller.ack(ack_ids)
@@ -597,17 +597,18 @@ def run_batches(
     return stats
 
 
-def _redelivered_through(entries: list[Entry], behind: int | None) -> int | None:
-    """The ``through`` the journal keeps for a batch of binlog ``entries`` in flight: everything before its first
-    entry -- batches fn got before it, whose acks the instance's saved cursor may not hold yet (file meta is flushed
-    every ``flush_period_s``; a process killed before the flush restarts from an older cursor) -- and what ``behind``
-    already names. A restart then drops those when they come again, and the batch in flight is replayed alike: the
-    same entries, not the batches before it under its id, which a mirror stopped part-way through it refuses."""
-    first = next((entry for entry in entries if not _is_snapshot(entry)), None)
-    if first is None:
-        return behind
-    before = position_id(first) - 1
-    return before if behind is None else max(behind, before)
+def _redelivered_through(entries: list[Entry], server: int | None) -> int | None:
+    """The ``through`` the journal keeps for a batch of binlog ``entries`` in flight, whose end is in the binlog of
+    ``server``: the position id just before its first entry of that binlog. The batches fn got before it -- whose
+    acks the instance's saved cursor may not hold yet (file meta is flushed every ``flush_period_s``: a process killed
+    before the flush restarts from an older cursor) -- are dropped when they come again, and none of its own entries
+    is: it is replayed alike. (Not the puller's ``behind``: a replay whose cut split a message puts it at the batch's
+    own end, which would drop the whole batch should it crash again before fn is done with it.)"""
+    first = next(
+        (e for e in entries if not _is_snapshot(e) and server in (None, log_server_id(e))),
+        None,
+    )
+    return None if first is None else position_id(first) - 1
 
 
 def _chain_start(saved: LogPosition | None, record: _Journal) -> Cursor | None:

@@ -6,8 +6,9 @@ Usage: python -m tests.procs.gap_consumer '{"address": ..., "user": ..., "passwo
 "kill_call": 2, "kill_steps": 1, "until": [file, offset] | null}'
 
 The store hands out ``batch_size`` entries at a time (ITEMSIZE). With ``kill_call``, the process SIGKILLs itself once
-the mirror journaled ``kill_steps`` steps of the batch of fn's ``kill_call``-th call: the meta file holds the cursor
-of its last flush, the mirror and the journal what they held then. Without it, the run goes on until every event
+the mirror journaled ``kill_steps`` steps of the batch of fn's ``kill_call``-th call (0: as fn is called, before the
+mirror sees the batch): the meta file holds the cursor of its last flush, the mirror and the journal what they held
+then. Without it, the run goes on until every event
 before ``until`` was handed to fn, prints "done", and exits 0 (MirrorCheckpointError: "refused", exit 3).
 """
 
@@ -56,6 +57,8 @@ def main() -> None:
 
     def fn(batch: Any, batch_id: int) -> None:
         calls[0] += 1
+        if calls[0] == args.get("kill_call") and args.get("kill_steps") == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
         mirror.apply(batch, batch_id)
 
     until = args.get("until")
