@@ -239,3 +239,38 @@ def test_a_new_checkpoint_after_a_batch_the_mirror_never_applied_is_refused(
     assert Path(applied_path(mirror.root, mirror.app_id)).read_bytes() == record
     mirror.close()
     conn.close()
+
+
+def test_a_run_after_one_whose_fn_raised_begins_with_that_batch(mariadb: Any, tmp_path: Path) -> None:
+    """fn raises (a transient error): the batch stays outstanding on the instance, and a retry -- run_batches again on
+    the same instance -- must begin with it. The instance hands out what follows outstanding batches: the retry gave
+    fn the next changes first, then failed to ack them (BatchOrderError), and after a restart the mirror, which had
+    applied the later changes, took the earlier ones for applied -- it silently lacked them."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    _insert(conn, "a", 0, 10)
+    mirror = DeltaMirror(tmp_path / "m")
+    config = _config(mariadb, start, "a", tmp_path / "meta")
+    _run(conn, config, mirror)
+    calls: list[int] = []
+
+    def fn(batch: Any, batch_id: int) -> None:
+        calls.append(batch_id)
+        if len(calls) == 1:
+            raise RuntimeError("a transient error")
+        mirror(batch, batch_id)
+
+    with Instance(config) as inst:
+        _insert(conn, "a", 100, 3)
+        with pytest.raises(RuntimeError):
+            run_batches(inst, None, fn, timeout=0.3, journal=tmp_path / "j.json", idle_stop_s=5)
+        assert inst.list_batch_ids()  # the batch fn raised on is outstanding
+        _insert(conn, "a", 200, 3)
+        until = master_position(conn)
+        run_batches(inst, None, fn, timeout=0.3, journal=tmp_path / "j.json", until=lambda s: s.reached(*until))
+    _exact(conn, mirror, db)
+    mirror.close()
+    conn.close()

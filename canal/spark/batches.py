@@ -445,7 +445,8 @@ def run_batches(
     holding snapshot rows, which are spooled as change rows, stay change rows). Batches
     without change rows (only transaction boundaries or heartbeats) are acked without calling ``fn``. An exception
     from ``fn`` leaves the batch unacked and propagates (the instance redelivers it after
-    :meth:`Instance.rollback` or a restart) -- except a batch holding snapshot rows, which is acked once spooled:
+    :meth:`Instance.rollback` or a restart; the next ``run_batches`` on the instance rolls back what is outstanding
+    first) -- except a batch holding snapshot rows, which is acked once spooled:
     the next ``run_batches`` with the same journal hands it to ``fn`` again. Stops after ``max_batches`` calls, when
     ``stop`` is set, when ``until(stats)`` is true (``until=lambda s: s.reached(file, offset)`` with the master's
     position runs until everything before it was handled, and every row of the instance's snapshots), or after
@@ -476,6 +477,11 @@ def run_batches(
     if typed_to is not None:
         instance.decode_rows_by_column()  # the rows become typed columns: decoded column by column, half the cost
     puller = _Puller(instance, batch_size, timeout, linger=linger)
+    if instance.list_batch_ids():
+        # batches taken before and never acked -- an earlier run's, whose fn raised: the instance hands out what follows
+        # them, and fn would get later changes first (applied before those, which the mirror then takes for applied);
+        # handed out again, in order
+        instance.rollback()
     journal_file = _journal_of(fn, journal)
     record = _Journal() if journal_file is None else journal_file.read()
     last_id = record.last_id or 0
