@@ -364,6 +364,9 @@ class Instance(StartStopContext):
         start = LogPosition(LogIdentity(source.address, -1), now, 0, due)
         for client in self._subscribed_clients():
             self.meta.update_cursor(client, start)
+        # durable now: a meta that flushes every flush_period_s (file, period-mixed) holds cursors in memory until
+        # then, and a process killed before that first flush snapshotted again from a later "now"
+        self.meta.flush()
         self._log.info("initial snapshot: streaming from %s", now)
 
     def _shut_down(self) -> None:

@@ -102,3 +102,42 @@ def test_a_replay_cut_inside_a_message_and_killed_again_is_replayed_again(mariad
         assert c.equal, str(c)
     mirror.close()
     conn.close()
+
+
+def test_a_kill_before_the_meta_flush_resumes_the_initial_snapshot_where_it_began(mariadb: Any, tmp_path: Path) -> None:
+    """An initial snapshot's start (the server's position then, the snapshot pending) is made the cursor before
+    anything is handed out, so that a crash before the first ack restarts there. The process is killed while the
+    mirror writes the snapshot's first batch, before the file meta's first flush: the restart must snapshot again
+    from that start, not from a later "now" -- whose stream skips what came between (a DELETE of a row the mirror has
+    here), and which the mirror, holding the first batch's rows, refused for ever (MirrorCheckpointError)."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    _insert(conn, "a", 0, 5)
+    args = {
+        "address": mariadb.address,
+        "user": mariadb.user,
+        "password": mariadb.password,
+        "start": None,
+        "snapshot": True,
+        "filter": rf"{db}\.a",
+        "meta_dir": str(tmp_path / "meta"),
+        "flush_period_s": 60,
+        "mirror": str(tmp_path / "m"),
+        "journal": str(tmp_path / "journal.json"),
+        "batch_size": 100,
+    }
+    killed = _consumer({**args, "kill_call": 1, "kill_steps": 1})
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert json.loads((tmp_path / "journal.json").read_text()).get("spooled")  # the snapshot's batch in flight
+    with conn.cursor() as cur:
+        cur.execute("DELETE FROM a WHERE id = 3")
+    conn.commit()
+    done = _consumer({**args, "until": list(master_position(conn))})
+    assert done.returncode == 0, done.stdout + done.stderr
+    mirror = DeltaMirror(tmp_path / "m")
+    for c in compare_tables(conn, mirror, db, ["a"]):
+        assert c.equal, str(c)
+    mirror.close()
+    conn.close()

@@ -1,15 +1,15 @@
 """A process that mirrors one destination through :func:`~canal.spark.run_batches` (file meta, a journal) and may
 SIGKILL itself part-way through a batch, for the kill tests of :mod:`tests.test_mirror_gaps_kill`.
 
-Usage: python -m tests.procs.gap_consumer '{"address": ..., "user": ..., "password": ..., "start": [file, offset],
-"filter": ..., "meta_dir": ..., "flush_period_s": 60, "mirror": ..., "journal": ..., "batch_size": 3,
-"kill_call": 2, "kill_steps": 1, "until": [file, offset] | null}'
+Usage: python -m tests.procs.gap_consumer '{"address": ..., "user": ..., "password": ...,
+"start": [file, offset] | null, "snapshot": false, "filter": ..., "meta_dir": ..., "flush_period_s": 60,
+"mirror": ..., "journal": ..., "batch_size": 3, "kill_call": 2, "kill_steps": 1, "until": [file, offset] | null}'
 
-The store hands out ``batch_size`` entries at a time (ITEMSIZE). With ``kill_call``, the process SIGKILLs itself once
-the mirror journaled ``kill_steps`` steps of the batch of fn's ``kill_call``-th call (0: as fn is called, before the
-mirror sees the batch): the meta file holds the cursor of its last flush, the mirror and the journal what they held
-then. Without it, the run goes on until every event
-before ``until`` was handed to fn, prints "done", and exits 0 (MirrorCheckpointError: "refused", exit 3).
+The store hands out ``batch_size`` entries at a time (ITEMSIZE); ``snapshot``: an initial snapshot (without
+``start``). With ``kill_call``, the process SIGKILLs itself once the mirror journaled ``kill_steps`` steps of the
+batch of fn's ``kill_call``-th call (0: as fn is called, before the mirror sees the batch): the meta file holds the
+cursor of its last flush, the mirror and the journal what they held then. Without it, the run goes on until every
+event before ``until`` was handed to fn, prints "done", and exits 0 (MirrorCheckpointError: "refused", exit 3).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import signal
 import sys
 from typing import Any
 
-from canal.config import InstanceConfig, MasterConfig, StoreConfig
+from canal.config import InstanceConfig, MasterConfig, SnapshotConfig, StoreConfig
 from canal.instance import Instance
 from canal.lake.types import MirrorCheckpointError
 from canal.spark import DeltaMirror, run_batches
@@ -32,8 +32,8 @@ def main() -> None:
         address=args["address"],
         username=args["user"],
         password=args["password"],
-        journal_name=args["start"][0],
-        position=args["start"][1],
+        journal_name=None if args.get("start") is None else args["start"][0],
+        position=None if args.get("start") is None else args["start"][1],
     )
     config = InstanceConfig(
         destination="gapkill",
@@ -43,6 +43,7 @@ def main() -> None:
         meta_dir=args["meta_dir"],
         flush_period_s=args["flush_period_s"],
         store=StoreConfig(batch_mode="ITEMSIZE", buffer_size=1024),
+        snapshot=SnapshotConfig(mode="initial" if args.get("snapshot") else "never"),
     )
     mirror = DeltaMirror(args["mirror"])
     calls = [0]
