@@ -141,3 +141,38 @@ def test_a_kill_before_the_meta_flush_resumes_the_initial_snapshot_where_it_bega
         assert c.equal, str(c)
     mirror.close()
     conn.close()
+
+
+def test_a_journal_whose_through_names_the_batch_in_flight_replays_it(mariadb: Any, tmp_path: Path) -> None:
+    """A journal written by an older version names the batch in flight itself as delivered already (``through`` at
+    its end, after a replay's cut split a message): the restart replays it from the cursor rather than drop it."""
+    conn = mariadb.connect()
+    db = mariadb.database
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    start = master_position(conn)
+    _insert(conn, "a", 0, 1)
+    _insert(conn, "a", 10, 1)
+    args = {
+        "address": mariadb.address,
+        "user": mariadb.user,
+        "password": mariadb.password,
+        "start": list(start),
+        "filter": rf"{db}\.a",
+        "meta_dir": str(tmp_path / "meta"),
+        "flush_period_s": 60,
+        "mirror": str(tmp_path / "m"),
+        "journal": str(tmp_path / "journal.json"),
+        "batch_size": 3,
+    }
+    killed = _consumer({**args, "kill_call": 1, "kill_steps": 0})
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    journal = json.loads((tmp_path / "journal.json").read_text())
+    (tmp_path / "journal.json").write_text(json.dumps({**journal, "through": journal["end"]}))
+    done = _consumer({**args, "until": list(master_position(conn))})
+    assert done.returncode == 0, done.stdout + done.stderr
+    mirror = DeltaMirror(tmp_path / "m")
+    for c in compare_tables(conn, mirror, db, ["a"]):
+        assert c.equal, str(c)
+    mirror.close()
+    conn.close()

@@ -501,7 +501,12 @@ def run_batches(
         record = attrs.evolve(record, pending=False, spooled=False, range_next=record.range_to)
     else:
         puller.lineage = record.server
-        puller.redelivers(record.through)
+        through, ended = record.through, record.end
+        if record.pending and through is not None and ended is not None and through >= ended:
+            # a journal of an older version, whose through named the batch in flight itself (a replay's cut had
+            # split a message): fn may not have had it whole -- it is replayed from the cursor, not dropped
+            through = None
+        puller.redelivers(through)
         if record.pending:
             cut_at = record.end
     # where the binlog range of the next batch handed to fn begins (None: its first entry says)
