@@ -9,8 +9,6 @@ Against a real server: tests/test_columnar_rows_mariadb.py.
 
 from __future__ import annotations
 
-import datetime as dt
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -20,105 +18,13 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyarrow")
 
+from columnar_cells import column
+
 from canal.errors import ParseError
 from canal.lake.forms.typed_batch import entries_to_typed
 from canal.lake.forms.typed_layout import TypedChangeError
 from canal.parse.mysql.decoder import BinlogColumn, TableDecoder, TableMapInfo
-from canal.parse.mysql.packed_decimal import decimal_size
 from canal.protocol import ColumnarRows, Entry, EntryType, EventType, Header, RowChange, Rows
-
-T_LONG, T_DOUBLE, T_LONGLONG, T_VARCHAR, T_DATETIME2, T_NEWDECIMAL, T_ENUM, T_BLOB, T_STRING = (
-    3, 5, 8, 15, 18, 246, 247, 252, 254,
-)  # fmt: skip
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
-
-
-def _lenenc_text(prefix: int) -> Callable[[bytes], bytes]:
-    return lambda raw: len(raw).to_bytes(prefix, "little") + raw
-
-
-def _datetime2(fsp: int, parts: tuple[int, int, int, int, int, int, int]) -> bytes:
-    y, mo, d, h, mi, s, us = parts
-    fbytes = (fsp + 1) // 2
-    ip = ((y * 13 + mo) << 22) | (d << 17) | (h << 12) | (mi << 6) | s
-    frac = us // (0, 10_000, 100, 1)[fbytes] if fbytes else 0
-    return (((ip + 0x80_0000_0000) << (8 * fbytes)) | frac).to_bytes(5 + fbytes, "big")
-
-
-def _decimal(precision: int, scale: int, unscaled: int) -> bytes:
-    """MySQL's packed DECIMAL of ``unscaled`` / 10**scale."""
-    digits = str(abs(unscaled)).rjust(precision, "0")
-    intg = precision - scale
-    out = b""
-    whole, frac = digits[:intg], digits[intg:]
-    lead = intg % 9
-    if lead:
-        out += int(whole[:lead]).to_bytes(_DIG2BYTES[lead], "big")
-    for i in range(lead, intg, 9):
-        out += int(whole[i : i + 9]).to_bytes(4, "big")
-    for i in range(0, scale - scale % 9, 9):
-        out += int(frac[i : i + 9]).to_bytes(4, "big")
-    if scale % 9:
-        out += int(frac[scale - scale % 9 :]).to_bytes(_DIG2BYTES[scale % 9], "big")
-    packed = bytes([out[0] ^ 0x80]) + out[1:]
-    return bytes(b ^ 0xFF for b in packed) if unscaled < 0 else packed
-
-
-# a date's parts, mostly real ones, with zero, invalid (Feb 30) and impossible (month 13, hour 24) ones among them
-_DATE_PARTS = st.one_of(
-    st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)).map(
-        lambda t: (t.year, t.month, t.day, t.hour, t.minute, t.second, t.microsecond)
-    ),
-    st.tuples(
-        st.integers(0, 9999),
-        st.integers(0, 13),
-        st.integers(0, 31),
-        st.integers(0, 24),
-        st.integers(0, 60),
-        st.integers(0, 59),
-        st.integers(0, 999_999),
-    ),
-)
-_TEXT_BYTES = st.one_of(
-    st.text(st.characters(codec="ascii"), max_size=12).map(str.encode),
-    st.text(max_size=8).map(lambda s: s.encode("utf-8", "surrogatepass")),
-    st.binary(max_size=8),
-)
-
-
-@st.composite
-def _column(draw: st.DrawFn, index: int) -> tuple[BinlogColumn, st.SearchStrategy[bytes]]:
-    """A column of a random form and a strategy of its non-NULL cells' bytes in a row image."""
-    nullable = draw(st.booleans())
-
-    def col(type_: int, **kw: Any) -> BinlogColumn:
-        return BinlogColumn(index=index, type=type_, nullable=nullable, name=f"c{index}", **kw)
-
-    kind = draw(st.sampled_from(["int", "bigint", "double", "varchar", "text", "blob", "datetime", "decimal", "enum"]))
-    if kind == "int":
-        return col(T_LONG), st.integers(-(2**31), 2**31 - 1).map(lambda v: struct.pack("<i", v))
-    if kind == "bigint":
-        return col(T_LONGLONG), st.integers(-(2**63), 2**63 - 1).map(lambda v: struct.pack("<q", v))
-    if kind == "double":
-        return col(T_DOUBLE), st.floats(allow_nan=False).map(lambda v: struct.pack("<d", v))
-    if kind in ("varchar", "text"):
-        collation = draw(st.sampled_from([8, 33, 45, 46, 224]))  # latin1, utf8mb3, utf8mb4 (and their _bin)
-        if kind == "varchar":
-            length = draw(st.sampled_from([40, 300]))
-            return col(T_VARCHAR, length=length, collation=collation), _TEXT_BYTES.map(_lenenc_text(length // 256 + 1))
-        return col(T_BLOB, length=2, collation=collation), _TEXT_BYTES.map(_lenenc_text(2))
-    if kind == "blob":
-        return col(T_BLOB, length=2, collation=63), st.binary(max_size=10).map(_lenenc_text(2))
-    if kind == "datetime":
-        fsp = draw(st.integers(0, 6))
-        return col(T_DATETIME2, fsp=fsp), _DATE_PARTS.map(lambda parts: _datetime2(fsp, parts))
-    if kind == "decimal":
-        precision, scale = draw(st.sampled_from([(12, 2), (5, 0), (18, 9), (10, 10), (9, 4), (30, 5)]))
-        size = decimal_size(precision, scale)
-        good = st.integers(-(10**precision) + 1, 10**precision - 1).map(lambda v: _decimal(precision, scale, v))
-        return col(T_NEWDECIMAL, precision=precision, scale=scale), good | st.binary(min_size=size, max_size=size)
-    labels = ("new", "paid", "shipped")
-    return col(T_ENUM, length=1, collation=8, labels=labels), st.integers(0, 4).map(lambda v: bytes([v]))
 
 
 @st.composite
@@ -128,7 +34,7 @@ def _events(draw: st.DrawFn) -> list[tuple[list[BinlogColumn], str, bytes, int]]
     are typed together, the images an event has not (an INSERT's before) spread among those it has."""
     out = []
     for _table in range(draw(st.integers(1, 2))):
-        drawn = [draw(_column(i)) for i in range(draw(st.integers(1, 6)))]
+        drawn = [draw(column(i)) for i in range(draw(st.integers(1, 6)))]
         columns = [c for c, _ in drawn]
         columns[0].is_key = True
 

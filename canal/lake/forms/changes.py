@@ -190,7 +190,7 @@ _MESSAGE_DATETIME_CELLS: dict[int, tuple[str, str]] = {
     fsp: ("type({v}) is DT and {v}.tzinfo is None", f"'\"' + {{v}}.isoformat(' ', '{spec}') + '\"'")
     for fsp, spec in ((3, "milliseconds"), (6, "microseconds"))
 }
-_GENERATED_GLOBALS = {
+GENERATED_GLOBALS: Final = {
     "E": encode_str,
     "F": encode_float,
     "G": encode_any,
@@ -198,6 +198,35 @@ _GENERATED_GLOBALS = {
     "DT": dt.datetime,
     "DA": dt.date,
 }
+"""The names the generated cell expressions (:func:`cell_code`) read."""
+
+
+def cell_code(mysql_type: str, i: int, namespace: dict[str, Any], *, keys: bool = False, message: bool = False) -> str:
+    """The generated expression giving the JSON text of the cell ``v{i}`` of a column of ``mysql_type`` (``null`` for
+    SQL NULL), in a namespace holding :data:`GENERATED_GLOBALS` (what else it uses is added to ``namespace``); with
+    ``keys``, a float cell as its key identity (-0.0 spelt 0.0, :mod:`canal.lake.key_identity`); with ``message``,
+    the cell as canal's FlatMessage holds it (:func:`~canal.lake.forms.cell_text.message_text`). The one spelling
+    of a cell: the row encoders here and the column encoders of :mod:`canal.lake.forms.message_columns` use it."""
+    var = f"v{i}"
+    fast = _FAST_CELLS.get(base_type(mysql_type))
+    if keys and fast is not None and is_float_type(mysql_type):
+        fast = (fast[0], "F({v} + 0.0)")  # -0.0 + 0.0 is 0.0: the key MySQL compares
+    as_server = (message_text if message else server_text)(mysql_type)
+    if message and as_server is not None and base_type(mysql_type) in ("datetime", "timestamp"):
+        # a naive value of a precision isoformat spells inline; any other through message_text
+        fast = _MESSAGE_DATETIME_CELLS.get(read_column_type(mysql_type, strict=False).params[0])
+    else:
+        fast = None if as_server is not None else fast
+    if as_server is not None:
+        namespace[f"T{i}"] = as_server
+        if fast is None:
+            return f"('null' if {var} is None else E(T{i}({var})))"
+        guard, expr = (part.format(v=var, s=f"s{i}") for part in fast)
+        return f"('null' if {var} is None else {expr} if {guard} else E(T{i}({var})))"
+    if fast is None:
+        return f"('null' if {var} is None else G({var}))"
+    guard, expr = (part.format(v=var, s=f"s{i}") for part in fast)
+    return f"('null' if {var} is None else {expr} if {guard} else G({var}))"
 
 
 def _object_encoder(
@@ -214,31 +243,11 @@ def _object_encoder(
     0.0, :mod:`canal.lake.key_identity`); with ``message``, each cell as canal's FlatMessage holds it
     (:func:`~canal.lake.forms.cell_text.message_text`)."""
     template = "{" + ",".join(encode_str(n).replace("%", "%%") + ":%s" for n in names) + "}"
-    cells = []
-    namespace: dict[str, Any] = dict(_GENERATED_GLOBALS)
-    for i, mysql_type in zip(indexes, mysql_types, strict=True):
-        var = f"v{i}"
-        fast = _FAST_CELLS.get(base_type(mysql_type))
-        if keys and fast is not None and is_float_type(mysql_type):
-            fast = (fast[0], "F({v} + 0.0)")  # -0.0 + 0.0 is 0.0: the key MySQL compares
-        as_server = (message_text if message else server_text)(mysql_type)
-        if message and as_server is not None and base_type(mysql_type) in ("datetime", "timestamp"):
-            # a naive value of a precision isoformat spells inline; any other through message_text
-            fast = _MESSAGE_DATETIME_CELLS.get(read_column_type(mysql_type, strict=False).params[0])
-        else:
-            fast = None if as_server is not None else fast
-        if as_server is not None:
-            namespace[f"T{i}"] = as_server
-            if fast is None:
-                cells.append(f"('null' if {var} is None else E(T{i}({var})))")
-            else:
-                guard, expr = (part.format(v=var, s=f"s{i}") for part in fast)
-                cells.append(f"('null' if {var} is None else {expr} if {guard} else E(T{i}({var})))")
-        elif fast is None:
-            cells.append(f"('null' if {var} is None else G({var}))")
-        else:
-            guard, expr = (part.format(v=var, s=f"s{i}") for part in fast)
-            cells.append(f"('null' if {var} is None else {expr} if {guard} else G({var}))")
+    namespace: dict[str, Any] = dict(GENERATED_GLOBALS)
+    cells = [
+        cell_code(mysql_type, i, namespace, keys=keys, message=message)
+        for i, mysql_type in zip(indexes, mysql_types, strict=True)
+    ]
     used = set(indexes)
     unpack = ", ".join(f"v{i}" if i in used else "_" for i in range(width))
     source = (

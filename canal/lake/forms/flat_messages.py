@@ -44,9 +44,10 @@ from typing import Any, Final
 from canal.errors import CanalError
 from canal.lake.forms.cell_text import AbsentCellError, encode_str
 from canal.lake.forms.changes import message_codec
+from canal.lake.forms.message_columns import batch_images, column_texts_of
 from canal.lake.forms.mq_routing import Routing
 from canal.lake.types import base_type
-from canal.protocol import ABSENT, Entry, EntryType, EventType, Rows, TableSchema
+from canal.protocol import ABSENT, ColumnarRows, Entry, EntryType, EventType, Rows, TableSchema
 
 
 class MessageError(CanalError, ValueError):
@@ -169,8 +170,10 @@ class MessageMaker:
         values: list[str] = []
         out = (topics, partitions, keys, values)
         made = self._canal if self.form == "canal" else self._debezium
+        entries = list(entries)
+        encoded = _columnar_images(entries) if self.form == "canal" else {}  # images encoded together, by rows id
         for entry in entries:
-            made(entry, batch_no, first + len(values), out)
+            made(entry, batch_no, first + len(values), out, encoded)
         # keys (ASCII) are built as text and viewed as bytes in one go
         return pa.RecordBatch.from_arrays(
             [
@@ -184,7 +187,9 @@ class MessageMaker:
 
     # -- canal's FlatMessage ---------------------------------------------------------------------------------------
 
-    def _canal(self, entry: Entry, batch_no: int, ordinal: int, out: tuple[list[Any], ...]) -> None:
+    def _canal(
+        self, entry: Entry, batch_no: int, ordinal: int, out: tuple[list[Any], ...], encoded: dict[int, list[str]]
+    ) -> None:
         rc = entry.row_change
         if entry.entry_type is not EntryType.ROWDATA or rc is None:
             return  # transaction boundaries and heartbeats: canal's converter makes no message of them
@@ -224,23 +229,13 @@ class MessageMaker:
         end = f',"table":{_js(table)},"ts":{self.now_ms()},"type":{_js(kind)}}}'
         rows = Rows.of(rc.rows)
         _refuse_json_diffs(rows)
-        codec = message_codec(rows.table)  # cells as canal's Column.getValue() (a DATETIME(3)'s fraction: 3 digits)
-        deleting = rc.event_type is EventType.DELETE
-        images = rows.before if deleting else rows.after
-        assert images is not None
-        absent = rows.absent("before" if deleting else "after")
+        side = "before" if rc.event_type is EventType.DELETE else "after"
+        absent = rows.absent(side)
         pk, mysql, sql_type = _layout(rows.table).parts(absent)
         middle = f'false,"mysqlType":{mysql},"old":'
         pk_part = f',"pkNames":{pk}'
         tail_end = tail + sql_type + end
-        encode = codec.image_encoder(absent)
-        texts = _carried(rows.table, images, absent, lambda: [encode(image) or "{}" for image in images])
-        olds: list[str] | None = None
-        if kind == "UPDATE" and rows.before is not None and rows.after is not None:
-            before, absent_before = rows.before, rows.absent("before")
-            olds = _carried(
-                rows.table, before, absent_before, lambda: _olds(codec, before, images, absent, set(absent_before))
-            )
+        texts, olds = _data_and_olds(rows, side, absent, kind == "UPDATE", encoded)
         if not routing.hashed:
             topics.append(topic)
             partitions.append(routing.config.partition)
@@ -257,6 +252,8 @@ class MessageMaker:
         else:
             names = [rows.table.columns[i].name for i in rows.table.key_indexes] if mode.auto_pk else mode.columns
             at = [rows.table.names.index(c) if c in rows.table.names else -1 for c in names]
+            images = rows.before if side == "before" else rows.after
+            assert images is not None
             cells = _text_cells(rows.table, images, at, absent)
             parts = [routing.row_partition(schema, row, n) for row in cells]
         start = len(values)
@@ -273,7 +270,9 @@ class MessageMaker:
 
     # -- Debezium's envelope ---------------------------------------------------------------------------------------
 
-    def _debezium(self, entry: Entry, batch_no: int, ordinal: int, out: tuple[list[Any], ...]) -> None:
+    def _debezium(
+        self, entry: Entry, batch_no: int, ordinal: int, out: tuple[list[Any], ...], _encoded: dict[int, list[str]]
+    ) -> None:
         rc = entry.row_change
         if entry.entry_type is not EntryType.ROWDATA or rc is None or rc.is_ddl or not rc.rows:
             return
@@ -322,6 +321,43 @@ class MessageMaker:
             # a table without a primary key: Debezium's key is null (not {})
             keys.append(json.dumps(key, ensure_ascii=False, separators=(",", ":")) if key else None)
             values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def _columnar_images(entries: list[Entry]) -> dict[int, list[str]]:
+    """The ``data`` objects of the rows events of ``entries`` decoded column by column, encoded together
+    (:func:`~canal.lake.forms.message_columns.batch_images`), by the id of their rows."""
+    picked = []
+    for entry in entries:
+        rc = entry.row_change
+        if rc is not None and isinstance(rc.rows, ColumnarRows) and not rc.is_ddl:
+            picked.append((rc.rows, "before" if rc.event_type is EventType.DELETE else "after"))
+    return batch_images(picked) if picked else {}
+
+
+def _data_and_olds(
+    rows: Rows, side: str, absent: tuple[int, ...], update: bool, encoded: dict[int, list[str]]
+) -> tuple[list[str], list[str] | None]:
+    """The ``data`` objects of ``rows`` (their ``side`` images, which lack the columns ``absent``) and, of an
+    ``update``, their ``old`` objects (None: none). Rows decoded column by column are encoded column by column
+    (:mod:`canal.lake.forms.message_columns`: the same text), without the image tuples the row path reads; their
+    ``data`` objects are taken from ``encoded`` (the batch's, made together) when they are there."""
+    if isinstance(rows, ColumnarRows):
+        columns = column_texts_of(rows.table)
+        texts = encoded.get(id(rows))
+        if texts is None:
+            texts = columns.images([rows], side)
+        has_both = rows.columns_before is not None and rows.columns_after is not None
+        return texts, columns.olds(rows) if update and has_both else None
+    codec = message_codec(rows.table)  # cells as canal's Column.getValue() (a DATETIME(3)'s fraction: 3 digits)
+    images = rows.before if side == "before" else rows.after
+    assert images is not None
+    encode = codec.image_encoder(absent)
+    texts = _carried(rows.table, images, absent, lambda: [encode(image) or "{}" for image in images])
+    if not (update and rows.before is not None and rows.after is not None):
+        return texts, None
+    before, after, absent_before = rows.before, rows.after, rows.absent("before")
+    olds = _carried(rows.table, before, absent_before, lambda: _olds(codec, before, after, absent, set(absent_before)))
+    return texts, olds
 
 
 def _utf8_array(texts: list[str]) -> Any:
