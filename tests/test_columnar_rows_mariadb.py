@@ -5,7 +5,8 @@ the characters cp1252 adds), DATETIME of each precision (zero and invalid dates 
 DECIMALs up to 18 digits and beyond -- and of the forms it leaves to the object decoder are inserted, updated (the
 key moved too) and deleted. Two instances read the binlog: one decoding column by column
 (:meth:`Instance.decode_rows_by_column`), one not. Their entries hold the same images, and the typed batches built of
-them are equal, value for value and error for error, in both zero-date modes.
+them are equal, value for value and error for error, in both zero-date modes; so are their canal FlatMessages
+(:mod:`canal.lake.forms.message_columns`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from hypothesis import strategies as st
 pytest.importorskip("pyarrow")
 
 from canal.config import InstanceConfig, StoreConfig
+from canal.config.mq import MqConfig
 from canal.instance import Instance
+from canal.lake.forms.flat_messages import MessageMaker
+from canal.lake.forms.mq_routing import Routing
 from canal.lake.forms.typed_batch import entries_to_typed
 from canal.lake.forms.typed_layout import TypedChangeError
 from canal.parse.mysql import binlog
@@ -173,6 +177,9 @@ def test_columns_read_from_mariadb_give_the_object_decoders_rows(
         assert got[1].keys() == expected[1].keys()
         assert all(got[1][key].equals(images) for key, images in expected[1].items())
         assert got[2] == expected[2]
+    # canal's FlatMessages of the columns (canal.lake.forms.message_columns), before their tuples are made below
+    maker = MessageMaker("canal", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 1)
+    assert maker.make(by_column, 1).to_pydict() == maker.make(by_object, 1).to_pydict()
     assert len(by_column) == len(by_object)
     for a, b in zip(by_column, by_object, strict=True):
         assert a.header == b.header
