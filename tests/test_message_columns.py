@@ -69,7 +69,7 @@ def _events(draw: st.DrawFn) -> list[tuple[TableDecoder, str, list[int], list[in
             first = [0, *(i for i in every[1:] if draw(st.booleans()))] if partial else every
             second = sorted(draw(st.sets(st.sampled_from(every), min_size=1))) if partial and kind == "u" else every
             body = b""
-            for _row in range(draw(st.integers(1, 40))):
+            for _row in range(draw(st.integers(1, 20))):
                 raw, cells = image(first)
                 body += raw + (image(second, cells)[0] if kind == "u" else b"")
             out.append((table, kind, first, second, body))
@@ -82,7 +82,7 @@ def _entry(rows: Rows, kind: str, offset: int) -> Entry:
     return Entry(header, EntryType.ROWDATA, RowChange(et, rows, table=rows.table))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(_events(), st.sampled_from(_ROUTINGS), st.sampled_from([1, message_columns.ARROW_CELLS]))
 def test_columns_make_the_messages_rows_make(
     events: list[tuple[TableDecoder, str, list[int], list[int], bytes]], mq: MqConfig, arrow_cells: int
