@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -42,11 +43,35 @@ _live_lock = threading.Lock()
 
 
 def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port on ``host`` that was free a moment ago (bind to port 0, read it back, close)."""
+    """A TCP port on ``host`` that was free a moment ago, below the kernel's ephemeral range where one is: every
+    outgoing connection takes its local port from that range, so a port picked there (bind to port 0) may be taken by
+    any client's connect before the server binds it (seen: a Spark source's metrics port taken so in a full run).
+    Drawn at random (two processes picking at once rarely meet) and tried with a bind."""
+    low = _ephemeral_low()
+    draw = random.SystemRandom()
+    for _ in range(64) if low > _PRIVATE_FIRST + 1024 else ():
+        port = draw.randrange(_PRIVATE_FIRST, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:  # in use (or lingering): another
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        picked: int = sock.getsockname()[1]
+        return picked
+
+
+_PRIVATE_FIRST = 10_000  # below it, the well-known services' registered ports
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768, its default, elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def process_state(pid: int) -> str | None:
