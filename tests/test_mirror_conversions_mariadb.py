@@ -153,6 +153,11 @@ def test_every_conversion_an_alter_makes_is_mirrored_or_a_typed_stop(
     # 00:00:00.7 stays (epoch 0.7 s), 9999-12-31 23:59:59.9 becomes 1970-01-01 00:00:00.9; only a whole second is
     # the zero (the mirror made every one of them the zero)
     @example(columns=[("DATETIME(6)", "TIMESTAMP(6) NULL", "")], rows=[[5, 0, 0], [6, 0, 0], [7, 0, 0], [4, 0, 0]])
+    # a negative integer into a BIT(64) is its 64-bit two's complement (-1 -> 2**64 - 1), into a narrower BIT the
+    # largest value (the mirror made the BIT(64)'s the largest too)
+    @example(
+        columns=[("BIGINT", "BIT(64)", ""), ("INT", "BIT(64)", ""), ("INT", "BIT(8)", "")], rows=[[1, 2, 2], [0, 7, 7]]
+    )
     # strings read as numbers under sql_mode='' ('12abc' -> 12, '1.5' -> 1, ' 42 ' -> 42), FLOAT to DOUBLE (a stop)
     @example(columns=[("TEXT", "INT", ""), ("FLOAT", "DOUBLE", "")], rows=[[4, 0, 0], [5, 1, 0], [6, 2, 0]])
     def check(columns: list[tuple[str, str, str]], rows: list[list[int]]) -> None:

@@ -280,8 +280,13 @@ def to_year(value: int) -> int:
 
 
 def to_bit(value: int, t: ColumnType) -> int:
-    """An integer in a BIT(n) column: its bits; negative or beyond the width, the largest value."""
-    largest = 2 ** (t.params[0] if t.params else 1) - 1
+    """An integer in a BIT(n) column: its bits; negative or beyond the width, the largest value -- but a BIT(64) takes
+    a negative one's 64-bit two's complement (measured on 10.11: BIGINT -5 becomes 2**64 - 5, -2**63 becomes 2**63,
+    where a BIT(63) or BIT(8) takes its largest value)."""
+    bits = t.params[0] if t.params else 1
+    if bits == 64 and -(2**63) <= value < 0:
+        return value + 2**64
+    largest = 2**bits - 1
     return largest if value < 0 or value > largest else value
 
 
