@@ -31,6 +31,42 @@ def _consumer(args: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _args(mariadb: Any, tmp_path: Path, start: Any, **more: Any) -> dict[str, Any]:
+    """The consumer's arguments: the table a, from ``start`` (None: an initial snapshot's), file meta flushed every
+    60 s (a second by default: the same window, only shorter), a mirror and journal in ``tmp_path``."""
+    return {
+        "address": mariadb.address,
+        "user": mariadb.user,
+        "password": mariadb.password,
+        "start": None if start is None else list(start),
+        "filter": rf"{mariadb.database}\.a",
+        "meta_dir": str(tmp_path / "meta"),
+        "flush_period_s": 60,
+        "mirror": str(tmp_path / "m"),
+        "journal": str(tmp_path / "journal.json"),
+        **more,
+    }
+
+
+def _killed(args: dict[str, Any]) -> dict[str, Any]:
+    """The consumer run until it killed itself (``kill_call``, ``kill_steps`` in ``args``); the journal it left."""
+    killed = _consumer(args)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    journal: dict[str, Any] = json.loads(Path(args["journal"]).read_text())
+    return journal
+
+
+def _exact_after_restart(conn: Any, db: str, args: dict[str, Any]) -> None:
+    """The consumer restarted and run until the master's position now: the mirror equals SELECT."""
+    done = _consumer({**args, "until": list(master_position(conn))})
+    assert done.returncode == 0, done.stdout + done.stderr
+    mirror = DeltaMirror(args["mirror"])
+    for c in compare_tables(conn, mirror, db, ["a"]):
+        assert c.equal, str(c)
+    mirror.close()
+    conn.close()
+
+
 def test_a_batch_killed_part_way_is_replayed_alike_after_the_cursor_lagged(mariadb: Any, tmp_path: Path) -> None:
     """Batch 1 (a transaction) is applied and acked, then the process is killed after the mirror journaled batch 2's
     step, before it recorded batch 2 done; the meta file still holds the cursor before batch 1 (its flush had not come).
@@ -43,29 +79,10 @@ def test_a_batch_killed_part_way_is_replayed_alike_after_the_cursor_lagged(maria
     start = master_position(conn)
     _insert(conn, "a", 0, 1)  # BEGIN, a row, COMMIT: the first batch of 3 entries
     _insert(conn, "a", 10, 1)  # the second
-    args = {
-        "address": mariadb.address,
-        "user": mariadb.user,
-        "password": mariadb.password,
-        "start": list(start),
-        "filter": rf"{db}\.a",
-        "meta_dir": str(tmp_path / "meta"),
-        "flush_period_s": 60,  # (a second by default: the same window, only shorter)
-        "mirror": str(tmp_path / "m"),
-        "journal": str(tmp_path / "journal.json"),
-        "batch_size": 3,
-    }
-    killed = _consumer({**args, "kill_call": 2, "kill_steps": 1})
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    assert json.loads((tmp_path / "journal.json").read_text()).get("pending")  # batch 2 in flight
+    args = _args(mariadb, tmp_path, start, batch_size=3)
+    assert _killed({**args, "kill_call": 2, "kill_steps": 1}).get("pending")  # batch 2 in flight
     _insert(conn, "a", 20, 1)
-    done = _consumer({**args, "until": list(master_position(conn))})
-    assert done.returncode == 0, done.stdout + done.stderr
-    mirror = DeltaMirror(tmp_path / "m")
-    for c in compare_tables(conn, mirror, db, ["a"]):
-        assert c.equal, str(c)
-    mirror.close()
-    conn.close()
+    _exact_after_restart(conn, db, args)
 
 
 def test_a_replay_cut_inside_a_message_and_killed_again_is_replayed_again(mariadb: Any, tmp_path: Path) -> None:
@@ -80,28 +97,10 @@ def test_a_replay_cut_inside_a_message_and_killed_again_is_replayed_again(mariad
     start = master_position(conn)
     _insert(conn, "a", 0, 1)  # BEGIN, a row, COMMIT
     _insert(conn, "a", 10, 1)
-    args = {
-        "address": mariadb.address,
-        "user": mariadb.user,
-        "password": mariadb.password,
-        "start": list(start),
-        "filter": rf"{db}\.a",
-        "meta_dir": str(tmp_path / "meta"),
-        "flush_period_s": 60,
-        "mirror": str(tmp_path / "m"),
-        "journal": str(tmp_path / "journal.json"),
-    }
+    args = _args(mariadb, tmp_path, start)
     for batch_size in (2, 3):  # 2: the first transaction's BEGIN and row; 3: the whole transaction
-        killed = _consumer({**args, "batch_size": batch_size, "kill_call": 1, "kill_steps": 0})
-        assert killed.returncode == -9, killed.stdout + killed.stderr
-        assert json.loads((tmp_path / "journal.json").read_text()).get("pending")
-    done = _consumer({**args, "batch_size": 3, "until": list(master_position(conn))})
-    assert done.returncode == 0, done.stdout + done.stderr
-    mirror = DeltaMirror(tmp_path / "m")
-    for c in compare_tables(conn, mirror, db, ["a"]):
-        assert c.equal, str(c)
-    mirror.close()
-    conn.close()
+        assert _killed({**args, "batch_size": batch_size, "kill_call": 1, "kill_steps": 0}).get("pending")
+    _exact_after_restart(conn, db, {**args, "batch_size": 3})
 
 
 def test_a_kill_before_the_meta_flush_resumes_the_initial_snapshot_where_it_began(mariadb: Any, tmp_path: Path) -> None:
@@ -115,32 +114,12 @@ def test_a_kill_before_the_meta_flush_resumes_the_initial_snapshot_where_it_bega
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
     _insert(conn, "a", 0, 5)
-    args = {
-        "address": mariadb.address,
-        "user": mariadb.user,
-        "password": mariadb.password,
-        "start": None,
-        "snapshot": True,
-        "filter": rf"{db}\.a",
-        "meta_dir": str(tmp_path / "meta"),
-        "flush_period_s": 60,
-        "mirror": str(tmp_path / "m"),
-        "journal": str(tmp_path / "journal.json"),
-        "batch_size": 100,
-    }
-    killed = _consumer({**args, "kill_call": 1, "kill_steps": 1})
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    assert json.loads((tmp_path / "journal.json").read_text()).get("spooled")  # the snapshot's batch in flight
+    args = _args(mariadb, tmp_path, None, snapshot=True, batch_size=100)
+    assert _killed({**args, "kill_call": 1, "kill_steps": 1}).get("spooled")  # the snapshot's batch in flight
     with conn.cursor() as cur:
         cur.execute("DELETE FROM a WHERE id = 3")
     conn.commit()
-    done = _consumer({**args, "until": list(master_position(conn))})
-    assert done.returncode == 0, done.stdout + done.stderr
-    mirror = DeltaMirror(tmp_path / "m")
-    for c in compare_tables(conn, mirror, db, ["a"]):
-        assert c.equal, str(c)
-    mirror.close()
-    conn.close()
+    _exact_after_restart(conn, db, args)
 
 
 def test_a_journal_whose_through_names_the_batch_in_flight_replays_it(mariadb: Any, tmp_path: Path) -> None:
@@ -153,26 +132,7 @@ def test_a_journal_whose_through_names_the_batch_in_flight_replays_it(mariadb: A
     start = master_position(conn)
     _insert(conn, "a", 0, 1)
     _insert(conn, "a", 10, 1)
-    args = {
-        "address": mariadb.address,
-        "user": mariadb.user,
-        "password": mariadb.password,
-        "start": list(start),
-        "filter": rf"{db}\.a",
-        "meta_dir": str(tmp_path / "meta"),
-        "flush_period_s": 60,
-        "mirror": str(tmp_path / "m"),
-        "journal": str(tmp_path / "journal.json"),
-        "batch_size": 3,
-    }
-    killed = _consumer({**args, "kill_call": 1, "kill_steps": 0})
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    journal = json.loads((tmp_path / "journal.json").read_text())
+    args = _args(mariadb, tmp_path, start, batch_size=3)
+    journal = _killed({**args, "kill_call": 1, "kill_steps": 0})
     (tmp_path / "journal.json").write_text(json.dumps({**journal, "through": journal["end"]}))
-    done = _consumer({**args, "until": list(master_position(conn))})
-    assert done.returncode == 0, done.stdout + done.stderr
-    mirror = DeltaMirror(tmp_path / "m")
-    for c in compare_tables(conn, mirror, db, ["a"]):
-        assert c.equal, str(c)
-    mirror.close()
-    conn.close()
+    _exact_after_restart(conn, db, args)

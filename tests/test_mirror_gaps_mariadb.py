@@ -42,11 +42,16 @@ def _config(mariadb: Any, start: tuple[str, int] | None, tables: str, meta: Path
     )
 
 
-def _run(conn: Any, config: InstanceConfig, mirror: DeltaMirror, idle_s: float | None = None) -> None:
+def _caught_up(conn: Any, inst: Instance, mirror: DeltaMirror) -> None:
+    """Run ``inst`` into ``mirror`` until it handled everything the master had written when called."""
     until = master_position(conn)
+    run_batches(inst, None, mirror, timeout=0.3, until=lambda s: s.reached(*until))
+
+
+def _run(conn: Any, config: InstanceConfig, mirror: DeltaMirror, idle_s: float | None = None) -> None:
     with Instance(config) as inst:
         if idle_s is None:
-            run_batches(inst, None, mirror, timeout=0.3, until=lambda s: s.reached(*until))
+            _caught_up(conn, inst, mirror)
         else:  # on after it, idle: the cursor follows the stream's rest past what the filter leaves out
             run_batches(inst, None, mirror, timeout=0.3, idle_stop_s=idle_s)
 
@@ -116,6 +121,15 @@ def test_restarts_over_what_the_filter_leaves_out_are_no_gap(mariadb: Any, tmp_p
     conn.close()
 
 
+def _ten_rows(conn: Any, mariadb: Any, tmp_path: Path) -> tuple[DeltaMirror, InstanceConfig]:
+    """Table a made with ten rows; a mirror, and a destination with file meta that captures a from before it."""
+    start = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
+    _insert(conn, "a", 0, 10)
+    return DeltaMirror(tmp_path / "m"), _config(mariadb, start, "a", tmp_path / "meta")
+
+
 def _rotated_and_resting(conn: Any, inst: Instance) -> str:
     """FLUSH BINARY LOGS, and the instance's stream resting in the new file (its cursor may follow it there)."""
     with conn.cursor() as cur:
@@ -133,17 +147,10 @@ def test_a_rotation_after_the_last_batch_is_no_gap(mariadb: Any, tmp_path: Path)
     after a rotate starts there): the journal says the stream was read there with nothing for the mirror, and the next
     run's range goes on from the mirror's end. Found by the randomized mirror test: the next run was refused as a gap
     (MirrorCheckpointError) -- a false stop of a healthy mirror after every FLUSH BINARY LOGS at a run's end."""
-    conn = mariadb.connect()
-    db = mariadb.database
-    start = master_position(conn)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
-    _insert(conn, "a", 0, 10)
-    mirror = DeltaMirror(tmp_path / "m")
-    config = _config(mariadb, start, "a", tmp_path / "meta")
+    conn, db = mariadb.connect(), mariadb.database
+    mirror, config = _ten_rows(conn, mariadb, tmp_path)
     with Instance(config) as inst:
-        until = master_position(conn)
-        run_batches(inst, None, mirror, timeout=0.3, until=lambda s: s.reached(*until))
+        _caught_up(conn, inst, mirror)
         new_file = _rotated_and_resting(conn, inst)
     with Instance(config) as inst:
         cursor = inst.get_cursor()
@@ -158,17 +165,10 @@ def test_a_rotation_after_the_last_batch_is_no_gap(mariadb: Any, tmp_path: Path)
 def test_what_another_consumer_acked_after_a_run_is_a_gap(mariadb: Any, tmp_path: Path) -> None:
     """After a run, entries another consumer of the instance took and acked were never the mirror's: the stream's
     rest the stop then follows is not journaled as read with nothing for it, and the next run is refused."""
-    conn = mariadb.connect()
-    db = mariadb.database
-    start = master_position(conn)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
-    _insert(conn, "a", 0, 10)
-    mirror = DeltaMirror(tmp_path / "m")
-    config = _config(mariadb, start, "a", tmp_path / "meta")
+    conn, db = mariadb.connect(), mariadb.database
+    mirror, config = _ten_rows(conn, mariadb, tmp_path)
     with Instance(config) as inst:
-        until = master_position(conn)
-        run_batches(inst, None, mirror, timeout=0.3, until=lambda s: s.reached(*until))
+        _caught_up(conn, inst, mirror)
         _insert(conn, "a", 100, 5)
         taken = 0
         deadline = time.monotonic() + 30

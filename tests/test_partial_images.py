@@ -128,21 +128,26 @@ def test_a_field_filter_keeps_absence() -> None:
     assert projected[0].after_dict() == {"b": "n"}
 
 
-def _fake_rows(fake: FakeMysql) -> list[tuple[EventType, RowData]]:
+def fake_entries(fake: FakeMysql, batch_size: int = 1000) -> list[Entry]:
+    """Every entry of ``fake``'s binlog from its start to its end, each get over once the stream went quiet."""
     config = InstanceConfig(
         destination="partial", master=MasterConfig(address=fake.address, journal_name="mysql-bin.000001", position=4)
     )
     end = fake.master_status()
     entries: list[Entry] = []
-    with Instance(config) as inst:  # every entry up to the binlog's end, each get over once the stream went quiet
+    with Instance(config) as inst:
         while not entries or (entries[-1].header.log_file, entries[-1].header.next_offset) < (
             end.journal_name,
             end.position,
         ):
-            got = inst.get(1000, timeout=2.0, linger=0.05).entries
+            got = inst.get(batch_size, timeout=2.0, linger=0.05).entries
             assert got, f"nothing more before {end}"
             entries.extend(got)
-    return [(e.header.event_type, row) for e in entries for row in e.iter_rows()]
+    return entries
+
+
+def _fake_rows(fake: FakeMysql) -> list[tuple[EventType, RowData]]:
+    return [(e.header.event_type, row) for e in fake_entries(fake) for row in e.iter_rows()]
 
 
 def test_the_fake_writes_minimal_and_noblob_images_as_mariadb_does(fake_mysql: FakeMysql) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import mysql8_events as M
 import partial_json_binlog as B
 import pytest
+from test_partial_images import fake_entries
 
 pytest.importorskip("pyspark")
 
@@ -31,19 +32,7 @@ COLUMNS = [("id", "int"), ("a", "int"), ("b", "varchar(20)"), ("doc", "text")]
 
 
 def _changes(spark: Any, fake: FakeMysql, images: str) -> Any:
-    config = InstanceConfig(
-        destination="partial", master=MasterConfig(address=fake.address, journal_name="mysql-bin.000001", position=4)
-    )
-    end = fake.master_status()
-    entries: list[Any] = []
-    with Instance(config) as inst:  # every entry up to the binlog's end, each get over once the stream went quiet
-        while not entries or (entries[-1].header.log_file, entries[-1].header.next_offset) < (
-            end.journal_name,
-            end.position,
-        ):
-            got = inst.get(10_000, timeout=2.0, linger=0.05).entries
-            assert got, f"nothing more before {end}"
-            entries.extend(got)
+    entries = fake_entries(fake, 10_000)
     make = entries_to_batch if images == "json" else entries_to_variant_batch
     return spark.createDataFrame(pa.Table.from_batches([make(entries, "d", 1)]))
 
