@@ -19,9 +19,10 @@ class Record:
     partition: int
     offset: int
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone (Debezium's, after a delete)
 
     def json(self) -> Any:
+        assert self.value is not None, f"a tombstone at {self.topic}:{self.partition}:{self.offset}"
         return json.loads(self.value)
 
 
@@ -106,23 +107,25 @@ def replay_flat(records: Iterable[Record]) -> dict[str, dict[tuple[str | None, .
 
 
 def replay_debezium(records: Iterable[Record]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Debezium change events applied in order: ``{"db.table": {key JSON: after}}``."""
+    """Debezium change events applied in order as a JDBC sink (upsert and delete by key) or a compacted topic keeps
+    them: by topic and message KEY only -- ``op: d`` deletes its key, a tombstone (a null value) deletes its key,
+    anything else upserts its key with its ``after`` image. ``{topic: {key JSON, sorted: after}}``. The images'
+    own key columns are not read: a consumer that gets an update keyed by the new key alone keeps the old key's
+    row."""
     tables: dict[str, dict[str, dict[str, Any]]] = {}
     for record in records:
+        assert record.key is not None, f"a record without a key (a table without a primary key): {record}"
+        key = json.dumps(json.loads(record.key), sort_keys=True)
+        rows = tables.setdefault(record.topic, {})
+        if record.value is None:
+            rows.pop(key, None)
+            continue
         event = record.json()
-        name = f"{event['source']['db']}.{event['source']['table']}"
-        rows = tables.setdefault(name, {})
-        if event["before"] is not None:
-            rows.pop(_key_of(event["before"], record), None)
-        if event["after"] is not None:
-            rows[_key_of(event["after"], record)] = event["after"]
+        if event["op"] == "d":
+            rows.pop(key, None)
+        else:
+            rows[key] = event["after"]
     return tables
-
-
-def _key_of(image: dict[str, Any], record: Record) -> str:
-    assert record.key is not None
-    names = list(json.loads(record.key))
-    return json.dumps({k: image[k] for k in names}, sort_keys=True)
 
 
 def canal_check(bootstrap: str, topics: Sequence[str], **routing: Any) -> list[dict[str, Any]]:

@@ -333,6 +333,78 @@ def test_debezium_hands_out_the_rows_of_a_rolled_back_xa_transaction(
     assert events == ["INSERT", "XAROLLBACK"]
 
 
+def test_deletes_and_key_changes_make_debeziums_records(mariadb_server: MariaDBServer, debezium: DebeziumPeer) -> None:
+    """The ``messages=debezium`` form's records are the engine's, in its order (its default
+    ``tombstones.on.delete=true``): a delete is followed by a tombstone (the delete's key, a null value) -- a keyless
+    table's too, its key null --, and an update that changes a row's primary key is a delete of the old key, its
+    tombstone, and a create of the new key, row by row of a multi-row event. Compared per record: topic, key, op (or
+    tombstone), before and after (the workload's INT and VARCHAR values, which both give as JSON numbers and text)."""
+    import json
+
+    from canal.config.mq import MqConfig
+    from canal.lake.forms.flat_messages import MessageMaker
+    from canal.lake.forms.mq_routing import Routing
+
+    db = _database(mariadb_server)
+    statements = [
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(8))",
+        f"CREATE TABLE `{db}`.c (a INT, b INT, v INT, PRIMARY KEY (a, b))",
+        f"CREATE TABLE `{db}`.n (a INT, v VARCHAR(8))",
+        f"INSERT INTO `{db}`.t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
+        f"INSERT INTO `{db}`.c VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0)",
+        f"INSERT INTO `{db}`.n VALUES (1, 'x'), (1, 'x'), (2, 'y')",
+        f"UPDATE `{db}`.t SET v = 'z' WHERE id = 1",  # not the key
+        f"UPDATE `{db}`.t SET id = 40, v = 'k' WHERE id = 4",  # one row's key
+        f"UPDATE `{db}`.t SET id = id + 100 WHERE id <= 2",  # a multi-row event of key changes
+        f"UPDATE `{db}`.t SET id = id, v = 'same' WHERE id = 3",  # the key set to itself: an update
+        f"UPDATE `{db}`.c SET b = b + 10, v = 1 WHERE a = 1",  # one column of a compound key
+        f"DELETE FROM `{db}`.t WHERE id IN (3, 101)",
+        f"DELETE FROM `{db}`.c WHERE a = 2",
+        f"UPDATE `{db}`.n SET a = 3 WHERE v = 'y'",  # no key: an update
+        f"DELETE FROM `{db}`.n WHERE v = 'x'",
+    ]
+    run = side_by_side(
+        mariadb_server,
+        debezium,
+        ["default"],
+        lambda: [mariadb_server.execute(sql) for sql in statements],
+        filter_regex=rf"{db}\..*",
+    )
+
+    def payload(part: Any) -> Any:
+        return part.get("payload") if isinstance(part, dict) else part
+
+    def record(topic: str, key: Any, value: Any) -> tuple[Any, ...]:
+        if value is None:
+            return (topic, key, "tombstone", None, None)
+        return (topic, key, value["op"], value["before"], value["after"])
+
+    theirs = [
+        record(line["topic"].removeprefix("default."), payload(line["key"]), payload(line["value"]))
+        for line in run.records["default"]
+        if line["topic"].startswith(f"default.{db}.")
+    ]
+    routing = Routing(MqConfig(topic="unused", dynamic_topic=r".*\..*"))  # a topic per table: db_table
+    made = MessageMaker("debezium", routing, "dbz", now_ms=lambda: 0).make(run.entries, 1)
+    ours = [
+        record(
+            topic.replace("_", ".", 1),
+            None if key is None else json.loads(key),
+            None if value is None else json.loads(value),
+        )
+        for topic, key, value in zip(
+            made.column("topic").to_pylist(),
+            made.column("key").to_pylist(),
+            made.column("value").to_pylist(),
+            strict=True,
+        )
+    ]
+    assert ours == theirs
+    kinds = [(topic.rsplit(".", 1)[1], kind) for topic, _k, kind, _b, _a in theirs]
+    assert kinds.count(("t", "tombstone")) == 5 and kinds.count(("n", "tombstone")) == 2  # 3 changed keys, 2 deletes
+    assert [key for topic, key, kind, _b, _a in theirs if topic.endswith(".n") and kind == "tombstone"] == [None] * 2
+
+
 # The tests below stop Debezium's connectors -- every one reading the server: a DDL its parser cannot read stops it
 # whatever database the table is in --, so they run last, each with its own engine.
 

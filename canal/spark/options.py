@@ -120,6 +120,14 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "`snapshot.partitions`.",
     ),
     SourceOption(
+        "tombstones.on.delete",
+        "true",
+        "With `messages=debezium`, as Debezium's property of that name: each delete's envelope is followed by a "
+        "tombstone, a message of the same key and a null value, with which Kafka's log compaction drops the key "
+        "(an update that changes a primary key is a delete of the old key, its tombstone, and a create of the new "
+        "one, either way). `false`: no tombstones. Not with `messages=canal` nor without `messages`.",
+    ),
+    SourceOption(
         "batch.size",
         "4096",
         "What the reader asks the instance for at a time: in the store's MEMSIZE mode (the default) units of "

@@ -196,7 +196,7 @@ class CanalStreamReader:
         )
         config = config_from_options(self.options)  # validates the options early
         self.destination = config.destination
-        self.messages = message_maker(self.images, config)  # the messages option (None: change rows)
+        self.messages = message_maker(self.images, config, lower)  # the messages option (None: change rows)
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None

@@ -146,6 +146,10 @@ MESSAGES_PREFIX: Final = "messages."
 (:mod:`canal.lake.forms.flat_messages`)."""
 
 
+TOMBSTONES: Final = "tombstones.on.delete"
+"""Debezium's property of that name, a source option with ``messages = debezium``: a tombstone after each delete."""
+
+
 def image_form(options: Mapping[str, str]) -> str:
     """The ``images`` option: ``json``, ``variant`` (:mod:`canal.lake.forms.variant_changes`) or ``packed``
     (:mod:`canal.lake.forms.packed`); with the ``messages`` option, ``messages.canal`` or ``messages.debezium``
@@ -172,12 +176,20 @@ def image_form(options: Mapping[str, str]) -> str:
     return text
 
 
-def message_maker(images: str, config: InstanceConfig) -> Any:
+def message_maker(images: str, config: InstanceConfig, options: Mapping[str, str] | None = None) -> Any:
     """The :class:`~canal.lake.forms.flat_messages.MessageMaker` of the form ``images`` names with the ``messages``
-    option, routed by the config's ``canal.mq.*`` keys; None for change rows."""
+    option, routed by the config's ``canal.mq.*`` keys, with Debezium's tombstones as the source ``options`` say
+    (``tombstones.on.delete``, names lower-cased); None for change rows."""
     from canal.lake.forms.flat_messages import MessageMaker
     from canal.lake.forms.mq_routing import Routing
 
+    lower = {k.lower(): v for k, v in (options or {}).items()}
+    if TOMBSTONES in lower and images != MESSAGES_PREFIX + "debezium":
+        made = "canal's FlatMessages" if images.startswith(MESSAGES_PREFIX) else "change rows"
+        raise SparkSourceError(
+            f"canal source option {TOMBSTONES} is Debezium's and takes messages = debezium: {made} have no "
+            "tombstones (a delete is a message or row of its own)"
+        )
     if not images.startswith(MESSAGES_PREFIX):
         return None
     if not config.mq.flat_message:
@@ -191,7 +203,8 @@ def message_maker(images: str, config: InstanceConfig) -> Any:
             "canal.mq.partitionHash spreads canal's FlatMessages over partitions; Debezium's envelopes go to "
             "canal.mq.partition, each: leave canal.mq.partitionHash out with messages = debezium"
         )
-    return MessageMaker(form, Routing(config.mq), config.destination)
+    tombstones = reader_option(lower, TOMBSTONES, READER_DEFAULTS[TOMBSTONES], parse_bool)
+    return MessageMaker(form, Routing(config.mq), config.destination, tombstones=tombstones)
 
 
 def rows_schema(images: str) -> Any:

@@ -153,13 +153,18 @@ class MessageMaker:
     """Makes the messages of a micro-batch's entries: ``make(entries, batch_no, first)`` gives a pyarrow
     RecordBatch in :func:`message_schema`. ``form``: ``canal`` or ``debezium``; ``now_ms`` the clock (tests)."""
 
-    def __init__(self, form: str, routing: Routing, destination: str, now_ms: Any = None) -> None:
+    def __init__(
+        self, form: str, routing: Routing, destination: str, now_ms: Any = None, *, tombstones: bool = True
+    ) -> None:
         if form not in MESSAGE_FORMS:
             raise ValueError(f"messages = {form!r}: expected canal or debezium")
+        if not tombstones and form != "debezium":
+            raise ValueError("tombstones are Debezium's (tombstones.on.delete): canal's FlatMessages have none")
         self.form = form
         self.routing = routing
         self.destination = destination
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self.tombstones = tombstones  # Debezium's tombstones.on.delete: a null value after each delete
 
     def make(self, entries: Iterable[Entry], batch_no: int, first: int = 0) -> Any:
         import pyarrow as pa
@@ -180,7 +185,7 @@ class MessageMaker:
                 pa.array(topics, pa.string()),
                 pa.array(partitions, pa.int32()),
                 pa.array(keys, pa.string()).view(pa.binary()),
-                _utf8_array(values),
+                _utf8_array(values) if self.form == "canal" else _nullable_utf8(values),
             ],
             schema=message_schema(),
         )
@@ -288,6 +293,24 @@ class MessageMaker:
         topic = self.routing.topic(h.schema, h.table)
         ts = self.now_ms()
         topics, partitions, keys, values = out
+        partition = self.routing.config.partition
+        key_indexes = table.key_indexes
+
+        def emit(key: dict[str, Any], value: dict[str, Any]) -> None:
+            # a table without a primary key: Debezium's key is null (not {})
+            text = json.dumps(key, ensure_ascii=False, separators=(",", ":")) if key else None
+            topics.append(topic)
+            partitions.append(partition)
+            keys.append(text)
+            values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+            if value["op"] == "d" and self.tombstones:
+                # Debezium's tombstone (tombstones.on.delete): the delete's key and a null value, which lets Kafka's
+                # log compaction drop the key -- made for a keyless table's delete too, its key null, as Debezium does
+                topics.append(topic)
+                partitions.append(partition)
+                keys.append(text)
+                values.append(None)
+
         befores = rows.before or [None] * len(rows)
         afters = rows.after or [None] * len(rows)
         for n, (before, after) in enumerate(zip(befores, afters, strict=True)):
@@ -307,20 +330,37 @@ class MessageMaker:
             }
             image = after if after is not None else before
             assert image is not None
-            key = {table.names[i]: typers[i](image[i]) for i in table.key_indexes}
-            value = {
-                "before": _typed(table, typers, before),
-                "after": _typed(table, typers, after),
-                "source": source,
-                "op": op,
-                "ts_ms": ts,
-                "transaction": None,
-            }
-            topics.append(topic)
-            partitions.append(self.routing.config.partition)
-            # a table without a primary key: Debezium's key is null (not {})
-            keys.append(json.dumps(key, ensure_ascii=False, separators=(",", ":")) if key else None)
-            values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+            key = {table.names[i]: typers[i](image[i]) for i in key_indexes}
+            typed_before, typed_after = _typed(table, typers, before), _typed(table, typers, after)
+            if op == "u" and key and before is not None:
+                old_key = {table.names[i]: typers[i](before[i]) for i in key_indexes}
+                if old_key != key:
+                    # a primary key changed: Debezium's RelationalChangeRecordEmitter makes a delete of the old key
+                    # (with its tombstone) and a create of the new one, so that a consumer applying by key drops the
+                    # old row (Debezium's Kafka headers __debezium.newkey / oldkey are not made)
+                    emit(old_key, _envelope(typed_before, None, source, "d", ts))
+                    emit(key, _envelope(None, typed_after, source, "c", ts))
+                    continue
+            emit(key, _envelope(typed_before, typed_after, source, op, ts))
+
+
+def _envelope(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, source: dict[str, Any], op: str, ts: int
+) -> dict[str, Any]:
+    return {"before": before, "after": after, "source": source, "op": op, "ts_ms": ts, "transaction": None}
+
+
+def _nullable_utf8(texts: Sequence[str | None]) -> Any:
+    """``texts`` as an Arrow binary array of their UTF-8 bytes, None as null (a Debezium tombstone's value, which
+    Spark's Kafka sink writes as a record of null value)."""
+    import pyarrow as pa
+
+    nulls = texts.count(None)
+    plain = _utf8_array([text or "" for text in texts])
+    if not nulls:
+        return plain
+    valid = pa.array([text is not None for text in texts], pa.bool_()).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), len(texts), [valid, *plain.buffers()[1:]], null_count=nulls)
 
 
 def _columnar_images(entries: list[Entry]) -> dict[int, list[str]]:
