@@ -21,7 +21,12 @@ them with ``decimal.handling.mode=string``, ``binary.handling.mode=base64`` and 
 ``time.precision.mode=adaptive_time_microseconds``: integers and floating point as numbers, DECIMAL as its text,
 DATE as days since 1970-01-01, DATETIME as milliseconds (precision up to 3) or microseconds since the epoch,
 TIMESTAMP as ISO-8601 UTC text, TIME as microseconds, BIT(1) as a boolean, binary as base64, the rest as text. DDL
-makes no message in this form (Debezium writes schema changes to a topic of their own).
+makes no message in this form (Debezium writes schema changes to a topic of their own). As Debezium's connector with
+its defaults: a delete (``op`` ``d``) is followed by a tombstone, a message of its key and a null value, with which
+Kafka's log compaction drops the key (``tombstones.on.delete``; a keyless table's too, its key null); an update that
+changes a row's primary key is a delete of the old key (and its tombstone), then a create (``c``) of the new key --
+a consumer applying by key would otherwise keep the old key's row. Debezium's headers of a key change
+(``__debezium.oldkey`` / ``newkey``) are not made: the rows have no headers column.
 
 **Keys.** A canal message's key is ``FILE:OFFSET:BATCH:N`` -- its entry's binlog position, the micro-batch and its
 number in the micro-batch --, unique, and equal when Spark writes the micro-batch again (a replay reads the
