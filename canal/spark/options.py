@@ -114,7 +114,8 @@ READER_OPTIONS: Final[tuple[SourceOption, ...]] = (
         "Rows as MQ messages instead of change rows, for Spark's Kafka sink (`writeStream.format(\"kafka\")`): "
         "`canal`, canal's FlatMessage JSON as canal-server writes it with `canal.mq.flatMessage=true` (a message "
         "per row entry, or per entry and partition); `debezium`, Debezium's change-event envelope (a message per "
-        "row). The rows are `topic`, `partition`, `key`, `value`, routed by canal's `canal.mq.topic`, "
+        "row; a key change is a delete and a create, a delete is followed by a tombstone: `tombstones.on.delete`). "
+        "The rows are `topic`, `partition`, `key`, `value`, routed by canal's `canal.mq.topic`, "
         "`canal.mq.dynamicTopic`, `canal.mq.partition`, `canal.mq.partitionHash`, `canal.mq.partitionsNum` and "
         "`canal.mq.dynamicTopicPartitionNum` (given as options, or in the `properties` file). Not with `images` nor "
         "`snapshot.partitions`.",
