@@ -133,3 +133,42 @@ def test_a_spooled_tombstone_stays_null(tmp_path: Path) -> None:
     assert pieces is not None
     assert [v for piece in pieces for b in read_inline(piece) for v in b.column("value").to_pylist()] == want
     assert [v for b in read_spooled(spool.shared(start)) for v in b.column("value").to_pylist()] == want
+
+
+TYPED = TableSchema(
+    "s",
+    "k",
+    (
+        ColumnMeta("d", SqlType.DECIMAL, "decimal(12,8)", is_key=True),
+        ColumnMeta("ts", SqlType.TIMESTAMP, "timestamp(3)", is_key=True),
+        ColumnMeta("t0", SqlType.TIMESTAMP, "timestamp"),
+        ColumnMeta("t6", SqlType.TIMESTAMP, "timestamp(6)"),
+        ColumnMeta("b", SqlType.BIT, "bit(12)"),
+        ColumnMeta("b1", SqlType.BIT, "bit(1)"),
+    ),
+)
+
+
+def test_key_and_value_texts_are_debeziums() -> None:
+    """The texts Debezium's engine gives these types (tests/test_peers_debezium_mariadb.py holds them equal on a real
+    MariaDB), as keys too: a DECIMAL's plain text, a TIMESTAMP with its column's digits of fraction, a wide BIT's
+    bytes least significant first. A key change between two texts of one number is still a key change."""
+    import datetime as dt
+    from decimal import Decimal
+
+    utc = dt.UTC
+    old = (Decimal("0E-8"), dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=utc), dt.datetime(2024, 1, 2, tzinfo=utc))
+    row = (*old, dt.datetime(2024, 1, 2, 3, 4, 5, 10, tzinfo=utc), 2049, 1)
+    new = (Decimal("1.0E-7"), dt.datetime(2024, 1, 2, 3, 4, 5, 100000, tzinfo=utc), *row[2:])
+    made = _records([_entry(EventType.UPDATE, TYPED, [row], [new])])
+    assert made[0][0] == {"d": "0.00000000", "ts": "2024-01-02T03:04:05.000Z"}
+    assert made[1] == (made[0][0], "tombstone", None, None)
+    assert made[2][0] == {"d": "0.00000010", "ts": "2024-01-02T03:04:05.100Z"}
+    assert made[0][2] == {
+        "d": "0.00000000",
+        "ts": "2024-01-02T03:04:05.000Z",
+        "t0": "2024-01-02T00:00:00Z",
+        "t6": "2024-01-02T03:04:05.000010Z",
+        "b": "AQg=",  # 0x801: bytes 01 08
+        "b1": True,
+    }

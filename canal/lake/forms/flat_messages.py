@@ -18,10 +18,15 @@ the row's primary key (``{"id":1}``), its value ``{"before", "after", "source", 
 with ``op`` ``c`` / ``u`` / ``d`` / ``r`` (a snapshot's rows) and ``source`` naming the position (``file``,
 ``pos``, ``row``, ``gtid``, ``server_id``, ``db``, ``table``, ``snapshot``). Values are typed as the connector types
 them with ``decimal.handling.mode=string``, ``binary.handling.mode=base64`` and the default
-``time.precision.mode=adaptive_time_microseconds``: integers and floating point as numbers, DECIMAL as its text,
-DATE as days since 1970-01-01, DATETIME as milliseconds (precision up to 3) or microseconds since the epoch,
-TIMESTAMP as ISO-8601 UTC text, TIME as microseconds, BIT(1) as a boolean, binary as base64, the rest as text. DDL
-makes no message in this form (Debezium writes schema changes to a topic of their own). As Debezium's connector with
+``time.precision.mode=adaptive_time_microseconds``: integers and floating point as numbers (a BIGINT UNSIGNED
+above 2^63-1 as its value, where Debezium's default ``bigint.unsigned.handling.mode=long`` wraps it negative),
+DECIMAL as its plain text (``0.00000010``, never ``1.0E-7``), DATE as days since 1970-01-01, DATETIME as
+milliseconds (precision up to 3) or microseconds since the epoch, TIMESTAMP as ISO-8601 UTC text with the column's
+digits of fraction, TIME as microseconds, BIT(1) as a boolean and a wider BIT as its bytes, least significant first,
+in base64 (Debezium's ``Bits``), binary as base64, the rest as text. A key's fields are the key's columns in the
+table's column order (Debezium's follow the PRIMARY KEY clause's order: ``PRIMARY KEY (b, a)`` keys
+``{"b":..,"a":..}``, a test marks the difference). DDL makes no message in this form (Debezium writes schema
+changes to a topic of their own). As Debezium's connector with
 its defaults: a delete (``op`` ``d``) is followed by a tombstone, a message of its key and a null value, with which
 Kafka's log compaction drops the key (``tombstones.on.delete``; a keyless table's too, its key null); an update that
 changes a row's primary key is a delete of the old key (and its tombstone), then a create (``c``) of the new key --
@@ -515,7 +520,9 @@ def _debezium_typer(mysql_type: str) -> Any:
     if base in ("float", "double", "real"):
         return lambda v: v
     if base in ("decimal", "numeric"):
-        return lambda v: str(v) if isinstance(v, Decimal) else text(v)
+        # the plain text, as Debezium's BigDecimal.toPlainString(): str() writes 0.00000000 as 0E-8, 0.0000001 as
+        # 1E-7 -- another key's bytes to a consumer keyed on them
+        return lambda v: format(v, "f") if isinstance(v, Decimal) else text(v)
     if base == "date":
         return lambda v: (v - _EPOCH_DAY).days if isinstance(v, dt.date) else text(v)
     if base == "datetime":
@@ -524,20 +531,27 @@ def _debezium_typer(mysql_type: str) -> Any:
             (v - _EPOCH) // dt.timedelta(microseconds=1_000_000 // scale) if isinstance(v, dt.datetime) else text(v)
         )
     if base == "timestamp":
-        return lambda v: (
-            (v if v.tzinfo is None else v.astimezone(dt.UTC).replace(tzinfo=None)).isoformat() + "Z"
-            if isinstance(v, dt.datetime)
-            else text(v)
-        )
+        return lambda v: _zoned_text(v, fsp) if isinstance(v, dt.datetime) else text(v)
     if base == "time":
         return lambda v: v // dt.timedelta(microseconds=1) if isinstance(v, dt.timedelta) else text(v)
     if base == "bit":
-        if "(1)" in mysql_type.replace(" ", "") or mysql_type.strip().lower() == "bit":
+        width = getattr(column, "length", None) or 1
+        if width == 1:
             return lambda v: bool(v) if isinstance(v, int) else text(v)
-        return lambda v: v if isinstance(v, int) else text(v)
+        # Debezium's io.debezium.data.Bits: the value's bytes, least significant first, (width + 7) // 8 of them
+        size = (width + 7) // 8
+        return lambda v: base64.b64encode(v.to_bytes(size, "little")).decode() if isinstance(v, int) else text(v)
     if base in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"):
         return lambda v: base64.b64encode(v).decode() if isinstance(v, bytes) else text(v)
     return lambda v: v if isinstance(v, str) else text(v)
+
+
+def _zoned_text(value: dt.datetime, fsp: int) -> str:
+    """A TIMESTAMP as Debezium's ``ZonedTimestamp``: ISO-8601 in UTC with the column's ``fsp`` digits of fraction
+    (``.100`` of a TIMESTAMP(3), ``.000000`` of a TIMESTAMP(6)'s whole second), none for a TIMESTAMP(0)."""
+    utc = value if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
+    text = utc.isoformat(timespec="seconds")
+    return (text + "." + f"{utc.microsecond:06d}"[:fsp] if fsp else text) + "Z"
 
 
 def _typed(table: TableSchema, typers: Sequence[Any], image: Sequence[Any] | None) -> dict[str, Any] | None:
