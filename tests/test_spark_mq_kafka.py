@@ -167,6 +167,13 @@ def test_debezium_envelopes_replay_to_select(spark: Any, mariadb: Any, kafka_ser
     _workload(mariadb)
     mariadb.execute("UPDATE orders SET id = id + 1000 WHERE id BETWEEN 20 AND 22")  # a multi-row key change
     mariadb.execute("DELETE FROM orders WHERE id = 1021")  # a moved row deleted
+    with mariadb.connect() as conn, conn.cursor() as cur:  # a key change and a delete of the moved row, one transaction
+        cur.execute("UPDATE orders SET id = 300 WHERE id = 5")
+        cur.execute("DELETE FROM orders WHERE id = 300")
+        conn.commit()
+    mariadb.execute("UPDATE orders SET id = id - 1 WHERE id BETWEEN 23 AND 25 ORDER BY id")  # each onto a vacated key
+    mariadb.execute("INSERT INTO orders (id, status) VALUES (6, 'dup') ON DUPLICATE KEY UPDATE id = 600")
+    mariadb.execute("REPLACE INTO orders (id, status, total) VALUES (12, 'replaced', 2)")
     topics = {table: f"{db}-dbz-{table}" for table in ("orders", "items")}
     for topic in topics.values():
         kafka_server.create_topic(topic, 1)
@@ -183,8 +190,9 @@ def test_debezium_envelopes_replay_to_select(spark: Any, mariadb: Any, kafka_ser
         deleted = [n for n, r in enumerate(mine) if r.value is not None and r.json()["op"] == "d"]
         assert [n for n, r in enumerate(mine) if r.value is None] == [n + 1 for n in deleted] and deleted
         assert all(mine[n + 1].key == mine[n].key for n in deleted)
-    # key changes: 3 -> 100, 20..22 -> 1020..1022, and items' lines of order 2: a delete of the old key, a create
-    assert sum(e["op"] == "d" and e["source"]["table"] == "orders" for e in events) == 4 + 1
+    # key changes: 3 -> 100, 20..22 -> 1020..1022, 5 -> 300, 23 -> 22, 24 -> 23, 25 -> 24, 6 -> 600, and items' lines of
+    # order 2: a delete of the old key, a create; and the deletes of 1021 and 300
+    assert sum(e["op"] == "d" and e["source"]["table"] == "orders" for e in events) == 9 + 2
     replayed = replay_debezium(records)
     for table, topic in topics.items():
         want = {
