@@ -357,19 +357,21 @@ def test_deletes_and_key_changes_make_debeziums_records(mariadb_server: MariaDBS
         f"UPDATE `{db}`.n SET a = 3 WHERE v = 'y'",  # no key: an update
         f"DELETE FROM `{db}`.n WHERE v = 'x'",
     ]
-    run = side_by_side(
-        mariadb_server,
-        debezium,
-        ["default"],
-        lambda: [mariadb_server.execute(sql) for sql in statements],
-        filter_regex=rf"{db}\..*",
-    )
+    run = _played(mariadb_server, debezium, db, statements)
     theirs = _engine_records(run, "default", db)
-    ours = _form_records(run)
-    assert ours == theirs
+    assert _form_records(run) == theirs
     kinds = [(topic.rsplit(".", 1)[1], kind) for topic, _k, kind, _b, _a in theirs]
     assert kinds.count(("t", "tombstone")) == 5 and kinds.count(("n", "tombstone")) == 2  # 3 changed keys, 2 deletes
     assert [key for topic, key, kind, _b, _a in theirs if topic.endswith(".n") and kind == "tombstone"] == ["null"] * 2
+
+
+def _played(
+    server: MariaDBServer, debezium: DebeziumPeer, db: str, statements: list[str], engines: Any = ("default",)
+) -> Run:
+    """``statements`` run on the server, read by Debezium's ``engines`` and by pycanal, of database ``db``."""
+    return side_by_side(
+        server, debezium, list(engines), lambda: [server.execute(sql) for sql in statements], filter_regex=rf"{db}\..*"
+    )
 
 
 def _engine_records(run: Run, engine: str, db: str) -> list[tuple[Any, ...]]:
@@ -445,13 +447,7 @@ def test_debeziums_key_and_value_texts_of_decimals_timestamps_and_bits(
         f"UPDATE `{db}`.bt SET id = b'111' WHERE id = b'101'",
         f"DELETE FROM `{db}`.bt WHERE id = b'1'",
     ]
-    run = side_by_side(
-        mariadb_server,
-        debezium,
-        list(MODES),
-        lambda: [mariadb_server.execute(s) for s in statements],
-        filter_regex=rf"{db}\..*",
-    )
+    run = _played(mariadb_server, debezium, db, statements, list(MODES))
     decimals = rf"{db}\.dc"
     string_engine = [r for r in _engine_records(run, "string-connect", db) if r[0] == f"{db}.dc"]
     assert _form_records(run, decimals) == string_engine
@@ -476,13 +472,7 @@ def test_a_compound_keys_fields_in_the_primary_keys_order(
         f"INSERT INTO `{db}`.c VALUES (1, 2, 0)",
         f"UPDATE `{db}`.c SET a = 5 WHERE a = 1",
     ]
-    run = side_by_side(
-        mariadb_server,
-        debezium,
-        ["default"],
-        lambda: [mariadb_server.execute(s) for s in statements],
-        filter_regex=rf"{db}\..*",
-    )
+    run = _played(mariadb_server, debezium, db, statements)
     theirs = _engine_records(run, "default", db)
     assert theirs[0][1] == '{"b": 2, "a": 1}'
     assert _form_records(run) == theirs
