@@ -103,23 +103,22 @@ Spark's JVM and the mirror's tasks spend meanwhile has only the other core.
 
 Into Kafka (``--kafka-only``: its own run, ``benchmarks/results/bench_spark_kafka.json``): the mirror's query as
 above, then the same workload as canal's FlatMessages into a Kafka broker (``messages=canal`` ->
-``writeStream.format("kafka")``, AvailableNow, in the same session), on 3,000,000 changes by default (``--changes``).
-Steady rates need a steady state: the source prepares up to two micro-batches ahead while one runs, and with 1,000,000
-changes the mirror's first micro-batch (7 s: the table made, the JVMs' code compiled) left two of its four steady ones
-prepared -- its "steady" rate, 92,000 rows/s on a quiet machine, was more than its own CPU (36 us of the machine's CPU
-a change) allows on two cores; with three times the changes the prepared micro-batches are a small part of 24.
-``kafka_rows_per_s`` / ``kafka_steady_rows_per_s``: the query with the producer's settings the Spark guide gives
-canal's messages (``kafka.batch.size`` 512 KiB, ``kafka.linger.ms`` 20: :data:`KAFKA_BATCHED`; canal-server takes
-them from canal.properties), whole and after its first micro-batch, in row changes a second;
-``kafka_steady_ratio`` = its steady rate over the mirror query's (goal >= 0.8), ``kafka_whole_ratio`` its whole rate
-over the mirror query's (which ran first in the session: its first micro-batch warmed the JVM for the Kafka queries).
-``kafka_defaults_*``: the same with the producer's defaults (run second; ``--kafka-defaults-first`` runs it first):
-batches of 16 KiB, less than most of the workload's messages (a FlatMessage is a rows event's rows: some 12 KB here),
-so each goes alone in a produce request, which costs Spark's JVM and the broker a request each. Each query's CPU by
-process (as ``spark_cpu_s``, the broker apart) is in the JSON (``mirror_cpu_s``, ``kafka.cpu_s``,
-``kafka_defaults.cpu_s``). It ends with ``RESULT kafka_rows_per_s=... kafka_steady_rows_per_s=...
-kafka_steady_ratio=... kafka_whole_ratio=... kafka_defaults_steady_ratio=... kafka_defaults_whole_ratio=...
-whole_rows_per_s=... steady_rows_per_s=...``.
+``writeStream.format("kafka")``, AvailableNow, each query in a Spark session of its own, started for it as the mirror
+query's was), on 3,000,000 changes by default (``--changes``). Steady rates need a steady state: the source prepares
+up to two micro-batches ahead while one runs, and with 1,000,000 changes the mirror's first micro-batch (7 s: the
+table made, the JVMs' code compiled) left two of its four steady ones prepared -- its "steady" rate, 92,000 rows/s on
+a quiet machine, was more than its own CPU (36 us of the machine's CPU a change) allows on two cores; with three times
+the changes the prepared micro-batches are a small part of 24. ``kafka_rows_per_s`` / ``kafka_steady_rows_per_s``: the
+query with the producer's settings the Spark guide gives canal's messages (``kafka.batch.size`` 512 KiB,
+``kafka.linger.ms`` 20: :data:`KAFKA_BATCHED`; canal-server takes them from canal.properties), whole and after its
+first micro-batch, in row changes a second; ``kafka_steady_ratio`` = its steady rate over the mirror query's (goal >=
+0.8), ``kafka_whole_ratio`` its whole rate over the mirror query's. ``kafka_defaults_*``: the same with the producer's
+defaults (run second; ``--kafka-defaults-first`` runs it first): batches of 16 KiB, less than most of the workload's
+messages (a FlatMessage is a rows event's rows: some 12 KB here), so each goes alone in a produce request, which costs
+Spark's JVM and the broker a request each. Each query's CPU by process (as ``spark_cpu_s``, the broker apart) is in
+the JSON (``mirror_cpu_s``, ``kafka.cpu_s``, ``kafka_defaults.cpu_s``). It ends with ``RESULT kafka_rows_per_s=...
+kafka_steady_rows_per_s=... kafka_steady_ratio=... kafka_whole_ratio=... kafka_defaults_steady_ratio=...
+kafka_defaults_whole_ratio=... whole_rows_per_s=... steady_rows_per_s=...``.
 ``delta_current_ratio``: the mirrored table read back whole (a count and a sum, after a fold)
 by Delta Lake's connector (``format("delta")``) over the time ``current_dataframe`` takes (``delta_read_back`` holds
 both). These need the jars (``scripts/setup.sh`` with Maven): without them they are null, and ``--kafka-only`` stops.
@@ -734,13 +733,12 @@ def run(
     from canal.spark import register
     from canal.spark.testing import local_spark, master_position, stop_spark
     from canal.testing import jars
-    from canal.testing.services import KafkaServer, MariaDBServer
+    from canal.testing.services import MariaDBServer
 
     with_jars = jars.skip_reason() is None  # Delta's and Kafka's connectors, a Kafka broker: scripts/setup.sh
     if kafka_only and not with_jars:
         raise RuntimeError(f"--kafka-only needs the Kafka jars: {jars.skip_reason()}")
     read_back: dict[str, Any] | None = None
-    kafkas: dict[str, dict[str, Any]] = {}
 
     expected = inserts - deletes
     with MariaDBServer(server_id=1) as server, tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
@@ -763,7 +761,6 @@ def run(
         spark.sparkContext.setLogLevel("ERROR")
         # the source's default in a local-mode session is spool.shared=true; --driver-rows turns it off
         local_options = {"images": images} if spool_shared else {"spool.shared": "false", "images": images}
-        kafka = None
         try:
             register(spark)
             with ByProcess() as spark_parts:
@@ -776,28 +773,13 @@ def run(
                     f"{read_back['current_dataframe_s']} s",
                     flush=True,
                 )
-            if kafka_only:
-                kafka = KafkaServer().start()
-                # the guide's producer settings (KAFKA_BATCHED), then the producer's defaults
-                queries = [("kafka", KAFKA_BATCHED), ("defaults", None)]
-                for name, sink_options in queries[::-1] if kafka_defaults_first else queries:
-                    with ByProcess() as kafka_parts:
-                        made = kafka_stream(
-                            spark, server, start, work, max_entries, buffer_size, kafka, sink_options, name
-                        )
-                    kafkas[name] = {**made, "cpu_s": kafka_parts.cpu_s}
-                    print(
-                        f"into Kafka ({name}): {made['whole_rows_per_s']:,} rows/s, steady {made['steady_rows_per_s']}",
-                        flush=True,
-                    )
         finally:
-            if kafka is not None:
-                kafka.stop()
             stop_spark(spark)
         spark_cpu = spark_parts.busy
         local = figures(run_)
         print(f"local mode: {local['whole_rows_per_s']:,} rows/s, steady {local['steady_rows_per_s']}", flush=True)
         if kafka_only:
+            kafkas = kafka_queries(server, start, work, max_entries, buffer_size, driver_memory, kafka_defaults_first)
             return kafka_figures(local, kafkas, spark_parts.cpu_s)
         on_cluster = None
         if cluster:
@@ -952,6 +934,42 @@ def run(
         goals["cluster_local_ratio"] = ">= 0.7"
     out["goals"] = goals
     return out
+
+
+def kafka_queries(
+    server: Any,
+    start: tuple[str, int],
+    work: Path,
+    max_entries: int,
+    buffer_size: int | None,
+    driver_memory: str | None,
+    defaults_first: bool,
+) -> dict[str, dict[str, Any]]:
+    """The Kafka queries (:func:`kafka_stream`) into one broker: the guide's producer settings (``kafka``), then the
+    producer's defaults (``defaults``), each in a Spark session of its own, started for it as the mirror query's was
+    (its JVM and reader have run nothing before), with its CPU by process."""
+    from canal.spark import register
+    from canal.spark.testing import local_spark, stop_spark
+    from canal.testing.services import KafkaServer
+
+    queries = [("kafka", KAFKA_BATCHED), ("defaults", None)]
+    kafkas: dict[str, dict[str, Any]] = {}
+    kafka = KafkaServer().start()
+    try:
+        for name, sink_options in queries[::-1] if defaults_first else queries:
+            spark = local_spark(f"pycanal-bench-{name}", extra=spark_conf(driver_memory))
+            spark.sparkContext.setLogLevel("ERROR")
+            try:
+                register(spark)
+                with ByProcess() as parts:
+                    made = kafka_stream(spark, server, start, work, max_entries, buffer_size, kafka, sink_options, name)
+            finally:
+                stop_spark(spark)
+            kafkas[name] = {**made, "cpu_s": parts.cpu_s}
+            print(f"into Kafka ({name}): {made['whole_rows_per_s']:,} rows/s, steady {made['steady_rows_per_s']}")
+    finally:
+        kafka.stop()
+    return kafkas
 
 
 def kafka_figures(

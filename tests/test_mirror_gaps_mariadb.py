@@ -248,12 +248,7 @@ def test_a_run_after_one_whose_fn_raised_begins_with_that_batch(mariadb: Any, tm
     applied the later changes, took the earlier ones for applied -- it silently lacked them."""
     conn = mariadb.connect()
     db = mariadb.database
-    start = master_position(conn)
-    with conn.cursor() as cur:
-        cur.execute("CREATE TABLE a (id INT PRIMARY KEY, x INT)")
-    _insert(conn, "a", 0, 10)
-    mirror = DeltaMirror(tmp_path / "m")
-    config = _config(mariadb, start, "a", tmp_path / "meta")
+    mirror, config = _ten_rows(conn, mariadb, tmp_path)
     _run(conn, config, mirror)
     calls: list[int] = []
 

@@ -176,14 +176,13 @@ def image_form(options: Mapping[str, str]) -> str:
     return text
 
 
-def message_maker(images: str, config: InstanceConfig, options: Mapping[str, str] | None = None) -> Any:
+def message_maker(images: str, config: InstanceConfig, lower: Mapping[str, str]) -> Any:
     """The :class:`~canal.lake.forms.flat_messages.MessageMaker` of the form ``images`` names with the ``messages``
-    option, routed by the config's ``canal.mq.*`` keys, with Debezium's tombstones as the source ``options`` say
-    (``tombstones.on.delete``, names lower-cased); None for change rows."""
+    option, routed by the config's ``canal.mq.*`` keys, with Debezium's tombstones as the source's options ``lower``
+    (names lower-cased) say (``tombstones.on.delete``); None for change rows."""
     from canal.lake.forms.flat_messages import MessageMaker
     from canal.lake.forms.mq_routing import Routing
 
-    lower = {k.lower(): v for k, v in (options or {}).items()}
     if TOMBSTONES in lower and images != MESSAGES_PREFIX + "debezium":
         made = "canal's FlatMessages" if images.startswith(MESSAGES_PREFIX) else "change rows"
         raise SparkSourceError(
