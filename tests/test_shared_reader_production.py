@@ -250,8 +250,16 @@ def test_a_server_shutdown_ends_each_shared_dump_as_it_ends_a_dump_alone(
         while not all(embedded.instance(n).parser.shared for n in names):
             assert time.monotonic() < deadline, "the destinations did not share"
             time.sleep(0.01)
+        # a destination shares once subscribed, before the reader's dump has even connected: a shutdown then fails
+        # its connect, not its dump. Every dump is streaming once each destination has had a row through it.
+        server.execute(f"INSERT INTO d.marks VALUES ({END_ID})")
+        for name in names:
+            for twin in (name, f"{name}_alone"):
+                _shared(embedded, twin)
+        assert all(embedded.instance(n).parser.shared for n in names)
         with caplog.at_level(logging.INFO, logger="canal.parse.parser"):
             server.restart()
+            server.execute(f"DELETE FROM d.marks WHERE id = {END_ID}")
             server.execute(f"INSERT INTO d.marks VALUES ({END_ID})")
             for name in names:
                 for twin in (name, f"{name}_alone"):
