@@ -6,7 +6,8 @@ DECIMALs up to 18 digits and beyond -- and of the forms it leaves to the object 
 key moved too) and deleted. Two instances read the binlog: one decoding column by column
 (:meth:`Instance.decode_rows_by_column`), one not. Their entries hold the same images, and the typed batches built of
 them are equal, value for value and error for error, in both zero-date modes; so are their canal FlatMessages
-(:mod:`canal.lake.forms.message_columns`).
+(:mod:`canal.lake.forms.message_columns`), and so are both forms' messages of the columns sent as a Spark task gets
+them (:mod:`canal.lake.forms.entry_wire`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ pytest.importorskip("pyarrow")
 from canal.config import InstanceConfig, StoreConfig
 from canal.config.mq import MqConfig
 from canal.instance import Instance
+from canal.lake.forms import entry_wire
 from canal.lake.forms.flat_messages import MessageMaker
 from canal.lake.forms.mq_routing import Routing
 from canal.lake.forms.typed_batch import entries_to_typed
@@ -180,6 +182,13 @@ def test_columns_read_from_mariadb_give_the_object_decoders_rows(
     # canal's FlatMessages of the columns (canal.lake.forms.message_columns), before their tuples are made below
     maker = MessageMaker("canal", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 1)
     assert maker.make(by_column, 1).to_pydict() == maker.make(by_object, 1).to_pydict()
+    # and planned, sent as a Spark task gets them (the columns, their forms made again) and made there, in both forms
+    for form in ("canal", "debezium"):
+        maker = MessageMaker(form, Routing(MqConfig(topic="t")), "d", now_ms=lambda: 1)
+        sent = entry_wire.loads(entry_wire.dumps(maker.plan(by_column, 1)))
+        sent_rows = [e.row_change.rows for e in sent.entries if e.row_change and e.row_change.rows]
+        assert sent_rows and all(isinstance(rows, ColumnarRows) for rows in sent_rows)
+        assert maker.render(sent).to_pydict() == maker.make(by_object, 1).to_pydict(), form
     assert len(by_column) == len(by_object)
     for a, b in zip(by_column, by_object, strict=True):
         assert a.header == b.header

@@ -117,22 +117,28 @@ def test_the_tombstones_option_as_read(text: str | None, want: bool, tmp_path: P
 
 def test_a_spooled_tombstone_stays_null(tmp_path: Path) -> None:
     """A micro-batch replayed after a restart is read back from the spool -- whole, or as the inline pieces a task
-    gets, or by the task from the spool file --: its tombstones' values are still null, not empty bytes."""
-    from canal.lake.forms.flat_messages import message_schema
+    gets, or by the task from the spool file -- and its plans made into messages: its tombstones' values are still
+    null, not empty bytes."""
+    from canal.spark.message_rows import plan_rows, plan_schema, rendered
     from canal.spark.spool import Spool, read_inline, read_spooled
 
-    batch = MessageMaker("debezium", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 0).make(ENTRIES, 1)
-    want = batch.column("value").to_pylist()
+    maker = MessageMaker("debezium", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 0)
+    want = maker.make(ENTRIES, 1).column("value").to_pylist()
     assert want.count(None) == 3 and b"" not in want
-    spool = Spool(tmp_path / "spool", form=message_schema())
+    plans, _ = plan_rows(maker, ENTRIES, 1, 0)
+    spool = Spool(tmp_path / "spool", form=plan_schema())
     start, end = {"batch": 0}, {"batch": 1}
-    spool.write(start, end, batch)
+    spool.write(start, end, plans)
+
+    def values(batches: Any) -> list[Any]:
+        return [v for b in rendered(batches, maker) for v in b.column("value").to_pylist()]
+
     read = spool.read(start)
-    assert read is not None and read[0].column("value").to_pylist() == want
+    assert read is not None and values([read[0]]) == want
     pieces = spool.inline(start)
     assert pieces is not None
-    assert [v for piece in pieces for b in read_inline(piece) for v in b.column("value").to_pylist()] == want
-    assert [v for b in read_spooled(spool.shared(start)) for v in b.column("value").to_pylist()] == want
+    assert values(b for piece in pieces for b in read_inline(piece)) == want
+    assert values(read_spooled(spool.shared(start))) == want
 
 
 TYPED = TableSchema(

@@ -34,7 +34,7 @@ class CanalPartitionedStreamReader(CanalStreamReader, DataSourceStreamReader, _A
         return [InputPartition(value) for value in self.partition_values(start, end)]
 
     def read(self, partition: InputPartition) -> Any:  # type: ignore[override]
-        return self.read_value(partition.value)
+        return self.rows_of(partition.value)
 
 
 class CanalDataSource(DataSource):

@@ -12,6 +12,7 @@ from canal.lake.forms.ranges import Cursor, cursor_before, stamped
 from canal.lake.forms.variant_changes import IMAGES_VARIANT, entries_to_variant_batch
 from canal.position import EntryPosition
 from canal.protocol import Entry, EventType
+from canal.spark.message_rows import plan_rows
 from canal.spark.offsets import Offset, moved, offset_of
 from canal.spark.options import IMAGES_PACKED
 from canal.spark.packed_cut import PACKED_BATCH_BYTES, PackedCut
@@ -136,17 +137,19 @@ class MicroBatchCut:
             self.fresh, self.covered = [], covered
             return True
         if self.messages is not None:
-            chunk = self.messages.make(fresh, batch_no, self.chunk_rows)
+            # planned here, made into messages by the micro-batch's task (canal.spark.message_rows)
+            chunk, after = plan_rows(self.messages, fresh, batch_no, self.chunk_rows)
         else:
             make = entries_to_variant_batch if self.variant else entries_to_batch
             chunk = make(fresh, destination, batch_no, self.chunk_rows)
+            after = self.chunk_rows + chunk.num_rows
         self.fresh, self.covered = [], covered
         if chunk.num_rows:
             if self.writer is None:
                 self.writer = self.spool.open(self.start, chunk.schema)
             self.writer.write(chunk)
             self.chunks.append(chunk)
-            self.chunk_rows += chunk.num_rows
+            self.chunk_rows = after
         return True
 
     def _stamped(self) -> tuple[list[Any], str | None]:

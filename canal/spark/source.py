@@ -77,7 +77,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,7 @@ from canal.spark.chunks import (
     discard_chunks_through,
     read_chunk,
 )
+from canal.spark.message_rows import rendered
 from canal.spark.micro_batch import MicroBatchCut, at_or_past
 from canal.spark.offsets import (
     INITIAL_OFFSET,
@@ -130,8 +131,8 @@ from canal.spark.source_options import (
     image_form,
     message_maker,
     reader_option,
-    rows_schema,
     spool_shared,
+    spooled_schema,
     storage_options,
 )
 from canal.spark.spool import InlineRows, Spool, read_inline, read_spooled
@@ -182,7 +183,7 @@ class CanalStreamReader:
             spool_dir = str(Path(meta_dir) / "spark-spool")
         # json, variant (canal.lake.forms.variant_changes) or packed (canal.lake.forms.packed)
         self.images = image_form(lower)
-        self.spool = Spool(spool_dir, storage_options(lower), rows_schema(self.images))
+        self.spool = Spool(spool_dir, storage_options(lower), spooled_schema(self.images))
         self.batch_size = reader_option(lower, "batch.size", READER_DEFAULTS["batch.size"], int)
         self.max_entries = reader_option(lower, "max.entries", READER_DEFAULTS["max.entries"], int)
         self.read_timeout = reader_option(lower, "read.timeout", READER_DEFAULTS["read.timeout"], float)
@@ -236,7 +237,7 @@ class CanalStreamReader:
         if prepared is None:
             return iter([]), start
         self._prefetch(session, prepared.end)
-        return iter(prepared.batches), prepared.end
+        return self._rendered(prepared.batches), prepared.end
 
     def _batch_after(self, session: Session, start: Offset, *, wait: bool) -> Prepared | None:
         """The batch after ``start``: prepared ahead, spooled (a replay), else prepared now; None if none came."""
@@ -576,6 +577,14 @@ class CanalStreamReader:
         if self.prefetch and ranges:
             session_of(self.options).read_ranges_ahead(int(end.get("batch", 0)), ranges, self.destination)
 
+    def rows_of(self, value: Any) -> Iterator[Any]:
+        """The rows of one value of :meth:`partition_values`, on the executor whose task reads it: the ``messages``
+        option's plans made into messages there (:mod:`canal.spark.message_rows`)."""
+        return self._rendered(self.read_value(value))
+
+    def _rendered(self, batches: Iterable[Any]) -> Iterator[Any]:
+        return iter(batches) if self.messages is None else rendered(batches, self.messages)
+
     @staticmethod
     def read_value(value: Any) -> Iterator[Any]:
         """The rows of one value of :meth:`partition_values` (on an executor)."""
@@ -605,7 +614,7 @@ class CanalStreamReader:
             batch, current = spooled
             if batch.num_rows:
                 batches.append(batch)
-        return iter(batches)
+        return self._rendered(batches)
 
     def commit(self, end: Offset) -> None:
         """Drop the spool files of the batches up to ``end``: Spark has written them and never reads them again.

@@ -34,6 +34,7 @@ __all__ = [
     "rows_schema",
     "rows_schema_ddl",
     "spool_shared",
+    "spooled_schema",
     "storage_options",
 ]
 
@@ -216,6 +217,14 @@ def rows_schema(images: str) -> Any:
     if images.startswith(MESSAGES_PREFIX):
         return message_schema()
     return {"variant": variant_arrow_schema, "packed": packed_schema}.get(images, arrow_schema)()
+
+
+def spooled_schema(images: str) -> Any:
+    """The Arrow schema of the rows the source spools in the ``images`` form: :func:`rows_schema`, but for the
+    ``messages`` option's plans, which its tasks make into messages (:mod:`canal.spark.message_rows`)."""
+    from canal.spark.message_rows import plan_schema
+
+    return plan_schema() if images.startswith(MESSAGES_PREFIX) else rows_schema(images)
 
 
 def rows_schema_ddl(images: str) -> str:

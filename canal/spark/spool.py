@@ -193,8 +193,12 @@ def _of_form(schema: Any, form: Any) -> bool:
     it, without some of :data:`~canal.lake.forms.changes.LATER_COLUMNS` (:func:`~canal.lake.forms.changes.conform` adds
     them as it reads them)."""
     from canal.lake.forms.changes import LATER_COLUMNS
+    from canal.lake.forms.flat_messages import message_schema
+    from canal.spark.message_rows import is_plans
 
     written, wanted = schema.remove_metadata(), form.remove_metadata()
+    if is_plans(wanted) and written.equals(message_schema()):
+        return True  # the messages themselves, as an older pycanal spooled them: they pass as they are
     for name in LATER_COLUMNS:
         if name in wanted.names and name not in written.names:
             wanted = wanted.remove(wanted.get_field_index(name))
@@ -264,11 +268,13 @@ class SpoolWriter:
 
 
 def _form_name(schema: Any) -> str:
-    """``json``, ``variant`` or ``packed``: the ``images`` form of the rows of ``schema``."""
+    """``json``, ``variant``, ``packed`` or ``messages``: the form of the rows of ``schema``."""
     import pyarrow as pa
 
     if is_packed(schema.names):
         return "packed"
+    if "after" not in schema.names:
+        return "messages"  # the messages option's (its plans, or the messages an older pycanal spooled)
     return "variant" if pa.types.is_struct(schema.field("after").type) else "json"
 
 

@@ -51,6 +51,8 @@ from decimal import Decimal
 from itertools import accumulate
 from typing import Any, Final
 
+import attrs
+
 from canal.errors import CanalError
 from canal.lake.forms.cell_text import AbsentCellError, encode_str
 from canal.lake.forms.changes import message_codec
@@ -159,9 +161,28 @@ def _olds(
     return olds
 
 
+@attrs.frozen(slots=True)
+class MessagePlan:
+    """What the reader decides of a chunk's messages (:meth:`MessageMaker.plan`), for a task to make them
+    (:meth:`MessageMaker.render`): the ``entries`` that make messages, the micro-batch ``batch_no``, the ordinal of the
+    first message ``first``, the clock's ``made_ms`` (a plan rendered again makes the same bytes), and of each entry
+    canal's row partitions with ``canal.mq.partitionHash`` (None: one message of the routing's partition). ``count``:
+    canal's messages (the next plan's ``first``); Debezium's keys are the rows' keys, and its count the rows."""
+
+    entries: tuple[Entry, ...]
+    batch_no: int
+    first: int
+    made_ms: int
+    parts: tuple[tuple[int, ...] | None, ...]
+    count: int
+
+
 class MessageMaker:
     """Makes the messages of a micro-batch's entries: ``make(entries, batch_no, first)`` gives a pyarrow
-    RecordBatch in :func:`message_schema`. ``form``: ``canal`` or ``debezium``; ``now_ms`` the clock (tests)."""
+    RecordBatch in :func:`message_schema`, in two steps: :meth:`plan` -- on the reader: the refusals, the routing of
+    canal's rows over partitions, the count and the clock -- and :meth:`render` -- the texts, on the task that reads
+    the plan (:mod:`canal.lake.forms.entry_wire` carries it). ``form``: ``canal`` or ``debezium``; ``now_ms`` the
+    clock (tests)."""
 
     def __init__(
         self, form: str, routing: Routing, destination: str, now_ms: Any = None, *, tombstones: bool = True
@@ -177,6 +198,36 @@ class MessageMaker:
         self.tombstones = tombstones  # Debezium's tombstones.on.delete: a null value after each delete
 
     def make(self, entries: Iterable[Entry], batch_no: int, first: int = 0) -> Any:
+        return self.render(self.plan(entries, batch_no, first))
+
+    def plan(self, entries: Iterable[Entry], batch_no: int, first: int = 0) -> MessagePlan:
+        """The :class:`MessagePlan` of ``entries``; a :class:`MessageError` for what neither form carries, here, on
+        the reader, as the stream's other refusals."""
+        kept: list[Entry] = []
+        parts: list[tuple[int, ...] | None] = []
+        count = 0
+        for entry in entries:
+            if self.form == "canal":
+                shape = _canal_shape(entry)
+                if shape is None:
+                    continue
+                rows = shape[4]
+                routed = None if rows is None else self._canal_parts(entry, rows)
+                count += 1 if routed is None else len(set(routed))
+                parts.append(routed)
+            else:
+                rows = _debezium_rows(entry)
+                if rows is None:
+                    continue
+                _refuse_json_diffs(rows)
+                _refuse_partial_images(rows)
+                count += len(rows)
+                parts.append(None)
+            kept.append(_slim(entry))
+        return MessagePlan(tuple(kept), batch_no, first, self.now_ms(), tuple(parts), count)
+
+    def render(self, plan: MessagePlan) -> Any:
+        """The messages of ``plan``, a RecordBatch in :func:`message_schema`."""
         import pyarrow as pa
 
         topics: list[str] = []
@@ -184,11 +235,14 @@ class MessageMaker:
         keys: list[str] = []
         values: list[str] = []
         out = (topics, partitions, keys, values)
-        made = self._canal if self.form == "canal" else self._debezium
-        entries = list(entries)
-        encoded = _columnar_images(entries) if self.form == "canal" else {}  # images encoded together, by rows id
-        for entry in entries:
-            made(entry, batch_no, first + len(values), out, encoded)
+        entries = list(plan.entries)
+        if self.form == "canal":
+            encoded = _columnar_images(entries)  # images encoded together, by rows id
+            for entry, routed in zip(entries, plan.parts, strict=True):
+                self._canal(entry, routed, plan, plan.first + len(values), out, encoded)
+        else:
+            for entry in entries:
+                self._debezium(entry, plan.made_ms, out)
         # keys (ASCII) are built as text and viewed as bytes in one go
         return pa.RecordBatch.from_arrays(
             [
@@ -202,80 +256,78 @@ class MessageMaker:
 
     # -- canal's FlatMessage ---------------------------------------------------------------------------------------
 
-    def _canal(
-        self, entry: Entry, batch_no: int, ordinal: int, out: tuple[list[Any], ...], encoded: dict[int, list[str]]
-    ) -> None:
-        rc = entry.row_change
-        if entry.entry_type is not EntryType.ROWDATA or rc is None:
-            return  # transaction boundaries and heartbeats: canal's converter makes no message of them
+    def _canal_parts(self, entry: Entry, rows: Rows) -> tuple[int, ...] | None:
+        """The partition of each row of ``entry`` with ``canal.mq.partitionHash`` (None without): canal's
+        ``messagePartition`` hashes the text its message's ``data`` holds."""
+        _refuse_json_diffs(rows)
+        routing = self.routing
+        if not routing.hashed:
+            return None
         h = entry.header
-        # a DDL's database is the header's, the one the statement changes (canal's FlatMessage has no ddlSchemaName,
-        # the session's): USE app; ALTER TABLE audit.log ... is audit's
-        schema, table = (h.schema or rc.ddl_schema) if rc.is_ddl else h.schema, h.table
-        # canal's XA COMMIT / XA ROLLBACK is a ROWDATA entry of no database or table, and not a DDL (pycanal's is
-        # flagged DDL, a boundary a cursor names): as a DDL message, canal-adapter's mirror sync would run it
-        xa = rc.event_type in (EventType.XACOMMIT, EventType.XAROLLBACK)
-        if xa:
-            schema = table = ""
+        mode = routing.hash_mode(h.schema, h.table)
+        if mode is None:
+            return (0,) * len(rows)
+        n = routing.partitions_of(routing.topic(h.schema, h.table))
+        if mode.table_hash:
+            return (routing.table_partition(h.table, n),) * len(rows)
+        side = _side(entry)
+        absent = rows.absent(side)
+        names = [rows.table.columns[i].name for i in rows.table.key_indexes] if mode.auto_pk else mode.columns
+        at = [rows.table.names.index(c) if c in rows.table.names else -1 for c in names]
+        images = rows.before if side == "before" else rows.after
+        assert images is not None
+        cells = _text_cells(rows.table, images, at, absent)
+        return tuple(routing.row_partition(h.schema, row, n) for row in cells)
+
+    def _canal(
+        self,
+        entry: Entry,
+        routed: tuple[int, ...] | None,
+        plan: MessagePlan,
+        ordinal: int,
+        out: tuple[list[Any], ...],
+        encoded: dict[int, list[str]],
+    ) -> None:
+        shape = _canal_shape(entry)
+        assert shape is not None  # the plan kept the entries that make messages
+        schema, table, kind, xa, rows = shape
+        h = entry.header
+        rc = entry.row_change
+        assert rc is not None
         routing = self.routing
         topic = routing.topic(schema, table)
-        kind = rc.event_type.name
+        batch_no = plan.batch_no
         # a message is '{"data":[' DATA ']' HEAD MIDDLE OLD PK_PART TAIL_END, joined once: the parts but DATA and OLD
         # are the entry's (HEAD, TAIL, END) or its layout's (MIDDLE, PK_PART, sqlType in TAIL_END)
         head = f',"database":{_js(schema)},"es":{h.execute_time},"gtid":{_js(h.gtid or "")},"id":{batch_no},"isDdl":'
         tail = f',"sql":{_js(rc.sql or "")},"sqlType":'
+        end = f',"table":{_js(table)},"ts":{plan.made_ms},"type":{_js(kind)}}}'
         prefix = f"{h.log_file}:{h.log_offset}:{batch_no}:"
         topics, partitions, keys, values = out
-
-        rows_kind = kind in ("INSERT", "UPDATE", "DELETE")
-        if rc.is_ddl or not rc.event_type.is_dml or not rc.rows or not rows_kind:
-            # DDL, statements, snapshot rows (canal has no such event type: they are sent as INSERTs, below)
-            if rc.event_type is EventType.SNAPSHOT and not rc.rows:
-                return  # a snapshot's rowless marker (a table's end): canal has no such entry, nor a SNAPSHOT type
-            if not (rc.rows and rc.event_type is EventType.SNAPSHOT):
-                end = f',"table":{_js(table)},"ts":{self.now_ms()},"type":{_js(kind)}}}'
-                topics.append(topic)
-                partitions.append(routing.config.partition if not routing.hashed else 0)
-                keys.append(prefix + str(ordinal))
-                ddl = "true" if rc.is_ddl and not xa else "false"
-                values.append(f'{{"data":null{head}{ddl},"mysqlType":null,"old":null,"pkNames":null{tail}null{end}')
-                return
-            kind = "INSERT"
-        end = f',"table":{_js(table)},"ts":{self.now_ms()},"type":{_js(kind)}}}'
-        rows = Rows.of(rc.rows)
-        _refuse_json_diffs(rows)
-        side = "before" if rc.event_type is EventType.DELETE else "after"
+        if rows is None:  # DDL, statements: a message without data
+            topics.append(topic)
+            partitions.append(routing.config.partition if not routing.hashed else 0)
+            keys.append(prefix + str(ordinal))
+            ddl = "true" if rc.is_ddl and not xa else "false"
+            values.append(f'{{"data":null{head}{ddl},"mysqlType":null,"old":null,"pkNames":null{tail}null{end}')
+            return
+        side = _side(entry)
         absent = rows.absent(side)
         pk, mysql, sql_type = _layout(rows.table).parts(absent)
         middle = f'false,"mysqlType":{mysql},"old":'
         pk_part = f',"pkNames":{pk}'
         tail_end = tail + sql_type + end
         texts, olds = _data_and_olds(rows, side, absent, kind == "UPDATE", encoded)
-        if not routing.hashed:
+        if routed is None:
             topics.append(topic)
             partitions.append(routing.config.partition)
             keys.append(prefix + str(ordinal))
             old = "[" + ",".join(olds) + "]" if olds else "null"
             values.append("".join(('{"data":[', ",".join(texts), "]", head, middle, old, pk_part, tail_end)))
             return
-        mode = routing.hash_mode(schema, table)
-        n = routing.partitions_of(topic)
-        if mode is None:
-            parts = [0] * len(texts)
-        elif mode.table_hash:
-            parts = [routing.table_partition(table, n)] * len(texts)
-        else:
-            names = [rows.table.columns[i].name for i in rows.table.key_indexes] if mode.auto_pk else mode.columns
-            at = [rows.table.names.index(c) if c in rows.table.names else -1 for c in names]
-            images = rows.before if side == "before" else rows.after
-            assert images is not None
-            cells = _text_cells(rows.table, images, at, absent)
-            parts = [routing.row_partition(schema, row, n) for row in cells]
         start = len(values)
-        for partition in sorted(set(parts), key=parts.index) if mode is None or mode.table_hash else range(n):
-            picked = [i for i, p in enumerate(parts) if p == partition]
-            if not picked:
-                continue
+        for partition in sorted(set(routed)):  # canal's order: by partition
+            picked = [i for i, p in enumerate(routed) if p == partition]
             old = "[" + ",".join(olds[i] for i in picked) + "]" if olds else "null"
             data = ",".join(texts[i] for i in picked)
             topics.append(topic)
@@ -285,23 +337,16 @@ class MessageMaker:
 
     # -- Debezium's envelope ---------------------------------------------------------------------------------------
 
-    def _debezium(
-        self, entry: Entry, batch_no: int, ordinal: int, out: tuple[list[Any], ...], _encoded: dict[int, list[str]]
-    ) -> None:
+    def _debezium(self, entry: Entry, ts: int, out: tuple[list[Any], ...]) -> None:
+        rows = _debezium_rows(entry)
+        assert rows is not None  # the plan kept the entries that make messages
         rc = entry.row_change
-        if entry.entry_type is not EntryType.ROWDATA or rc is None or rc.is_ddl or not rc.rows:
-            return
-        op = {"INSERT": "c", "UPDATE": "u", "DELETE": "d", "SNAPSHOT": "r"}.get(rc.event_type.name)
-        if op is None:
-            return
+        assert rc is not None
+        op = _DEBEZIUM_OPS[rc.event_type.name]
         h = entry.header
-        rows = Rows.of(rc.rows)
-        _refuse_json_diffs(rows)
-        _refuse_partial_images(rows)
         table = rows.table
         typers = [_debezium_typer(c.mysql_type) for c in table.columns]
         topic = self.routing.topic(h.schema, h.table)
-        ts = self.now_ms()
         topics, partitions, keys, values = out
         partition = self.routing.config.partition
         key_indexes = table.key_indexes
@@ -352,6 +397,56 @@ class MessageMaker:
                     emit(key, _envelope(None, typed_after, source, "c", ts))
                     continue
             emit(key, _envelope(typed_before, typed_after, source, op, ts))
+
+
+_DEBEZIUM_OPS: Final = {"INSERT": "c", "UPDATE": "u", "DELETE": "d", "SNAPSHOT": "r"}
+
+
+def _canal_shape(entry: Entry) -> tuple[str, str, str, bool, Rows | None] | None:
+    """Of an entry that makes canal messages: its database and table as the message names them, its type, whether it
+    is an XA COMMIT / ROLLBACK, and its rows (None: a message without data -- a DDL, a statement); None for an
+    entry that makes none."""
+    rc = entry.row_change
+    if entry.entry_type is not EntryType.ROWDATA or rc is None:
+        return None  # transaction boundaries and heartbeats: canal's converter makes no message of them
+    h = entry.header
+    # a DDL's database is the header's, the one the statement changes (canal's FlatMessage has no ddlSchemaName,
+    # the session's): USE app; ALTER TABLE audit.log ... is audit's
+    schema, table = (h.schema or rc.ddl_schema) if rc.is_ddl else h.schema, h.table
+    # canal's XA COMMIT / XA ROLLBACK is a ROWDATA entry of no database or table, and not a DDL (pycanal's is
+    # flagged DDL, a boundary a cursor names): as a DDL message, canal-adapter's mirror sync would run it
+    xa = rc.event_type in (EventType.XACOMMIT, EventType.XAROLLBACK)
+    if xa:
+        schema = table = ""
+    kind = rc.event_type.name
+    if rc.is_ddl or not rc.event_type.is_dml or not rc.rows or kind not in ("INSERT", "UPDATE", "DELETE"):
+        # DDL, statements, snapshot rows (canal has no such event type: they are sent as INSERTs)
+        if rc.event_type is EventType.SNAPSHOT and not rc.rows:
+            return None  # a snapshot's rowless marker (a table's end): canal has no such entry, nor a SNAPSHOT type
+        if not (rc.rows and rc.event_type is EventType.SNAPSHOT):
+            return schema, table, kind, xa, None
+        kind = "INSERT"
+    return schema, table, kind, xa, Rows.of(rc.rows)
+
+
+def _debezium_rows(entry: Entry) -> Rows | None:
+    """The rows of an entry that makes Debezium envelopes (DDL makes none in this form); None: it makes none."""
+    rc = entry.row_change
+    if entry.entry_type is not EntryType.ROWDATA or rc is None or rc.is_ddl or not rc.rows:
+        return None
+    return Rows.of(rc.rows) if rc.event_type.name in _DEBEZIUM_OPS else None
+
+
+def _side(entry: Entry) -> str:
+    """The image a message's ``data`` holds: a DELETE's before image, else the after image."""
+    rc = entry.row_change
+    return "before" if rc is not None and rc.event_type is EventType.DELETE else "after"
+
+
+def _slim(entry: Entry) -> Entry:
+    """``entry`` with what its messages are made of: not its cursor's anchor nor a snapshot's progress, which a task
+    would be sent for nothing."""
+    return Entry(entry.header, entry.entry_type, entry.row_change)
 
 
 def _envelope(
@@ -560,4 +655,4 @@ def _typed(table: TableSchema, typers: Sequence[Any], image: Sequence[Any] | Non
     return {name: (None if v is None else typer(v)) for name, typer, v in zip(table.names, typers, image, strict=True)}
 
 
-__all__ = ["MESSAGE_FORMS", "MESSAGE_SCHEMA_DDL", "MessageError", "MessageMaker", "message_schema"]
+__all__ = ["MESSAGE_FORMS", "MESSAGE_SCHEMA_DDL", "MessageError", "MessageMaker", "MessagePlan", "message_schema"]

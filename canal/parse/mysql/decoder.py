@@ -1137,6 +1137,23 @@ def column_form(c: BinlogColumn) -> ColumnForm:
     return _VALUE
 
 
+def raw_form(kind: str, fsp: int = 0, precision: int = 0, scale: int = 0) -> ColumnForm:
+    """The :class:`ColumnForm` :func:`column_form` makes of a column kept as ``kind``, rebuilt from its fields (its
+    ``to_object`` is generated: a form sent to another process travels as its fields)."""
+    if kind == "value":
+        return _VALUE
+    if kind == "utf8":
+        return ColumnForm("utf8", to_object=_utf8)
+    if kind == "latin1":
+        return ColumnForm("latin1", to_object=_latin1)
+    if kind == "datetime2":
+        return ColumnForm("datetime2", fsp=fsp, to_object=make_datetime2_reader(fsp))
+    if kind == "decimal":
+        reader = make_decimal_reader(precision, scale)
+        return ColumnForm("decimal", precision=precision, scale=scale, to_object=reader)
+    raise ValueError(f"no column form {kind!r}")
+
+
 class ColumnarGen(_CodeGen):
     """The object decoder's code generator with the raw forms of :func:`column_form`: the same reading of every
     row image (bitmap, runs of fixed widths, the end check), each cell appended to its column's list."""

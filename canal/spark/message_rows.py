@@ -1,0 +1,81 @@
+"""The ``messages`` option's micro-batches: planned on the reader, made into messages by the tasks.
+
+The reader's one thread bounds a streaming query (it reads the server, decodes and spools every change; Spark's
+tasks and JVM run beside it on the other cores). Making canal's FlatMessage or Debezium's JSON text is as much work
+a change as decoding it, so the reader does not: it spools each chunk of entries as :class:`~canal.lake.forms.
+flat_messages.MessagePlan` rows (:func:`plan_rows`: what needs the stream -- the refusals, the routing over
+partitions, the ordinals, the clock), pickled with their rows kept as decoded columns (:mod:`canal.lake.forms.
+entry_wire`), and the micro-batch's task renders them (:func:`rendered`) into the rows of ``topic, partition, key,
+value`` Spark's Kafka sink writes. A replayed micro-batch renders the same plans again: the same bytes, its clock
+included. A spool file an older pycanal wrote holds the messages themselves, which pass as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Final
+
+from canal.lake.forms import entry_wire
+from canal.lake.forms.flat_messages import MessageMaker
+from canal.protocol import Entry
+
+PLAN_COLUMN: Final = "message_plan"
+"""The one column of a spooled micro-batch of the ``messages`` option: a pickled plan a row."""
+
+PLAN_BYTES: Final = 8 << 20
+"""The most binlog bytes (the entries' event lengths) one plan takes: a plan is one task's input and one pickle, and
+an instance batch of large rows would otherwise make one of hundreds of MB (Spark refuses a task over
+``spark.rpc.message.maxSize``, 128 MB). A plan holds whole entries: one larger entry is a plan of its own."""
+
+
+def plan_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([pa.field(PLAN_COLUMN, pa.binary(), nullable=False)])
+
+
+def plan_rows(maker: MessageMaker, entries: Sequence[Entry], batch_no: int, first: int) -> tuple[Any, int]:
+    """The plan rows of ``entries`` (a RecordBatch in :func:`plan_schema`: one a group of up to :data:`PLAN_BYTES`)
+    and the ordinal after their messages. Raises what :meth:`MessageMaker.plan` refuses, nothing planned."""
+    import pyarrow as pa
+
+    blobs = []
+    for group in _groups(entries):
+        plan = maker.plan(group, batch_no, first)
+        if plan.entries:
+            blobs.append(entry_wire.dumps(plan))
+            first += plan.count
+    return pa.RecordBatch.from_arrays([pa.array(blobs, pa.binary())], schema=plan_schema()), first
+
+
+def _groups(entries: Sequence[Entry]) -> Iterator[Sequence[Entry]]:
+    start, size = 0, 0
+    for i, entry in enumerate(entries):
+        length = entry.header.event_length
+        if i > start and size + length > PLAN_BYTES:
+            yield entries[start:i]
+            start, size = i, 0
+        size += length
+    if start < len(entries):
+        yield entries[start:]
+
+
+def rendered(batches: Iterable[Any], maker: MessageMaker) -> Iterator[Any]:
+    """The message rows of spooled ``batches``: each plan row rendered; rows of messages (an older spool) as they
+    are."""
+    for batch in batches:
+        if batch.schema.names != [PLAN_COLUMN]:
+            yield batch
+            continue
+        for blob in batch.column(0).to_pylist():
+            made = maker.render(entry_wire.loads(blob))
+            if made.num_rows:
+                yield made
+
+
+def is_plans(schema: Any) -> bool:
+    """Whether rows of ``schema`` are plan rows."""
+    return list(schema.names) == [PLAN_COLUMN]
+
+
+__all__ = ["PLAN_BYTES", "PLAN_COLUMN", "is_plans", "plan_rows", "plan_schema", "rendered"]

@@ -1,0 +1,137 @@
+"""The ``messages`` option's plans (canal.spark.message_rows) and the bytes they travel as
+(canal.lake.forms.entry_wire), without services: plans cut by bytes number their messages as one plan does, a plan
+made again makes the same bytes (its clock included), a spool file of messages an older pycanal wrote passes as it
+is, and the unpickler builds the entry classes only -- a pickle naming anything else is refused before it runs. Rows
+decoded column by column from a real MariaDB through the same bytes: tests/test_columnar_rows_mariadb.py; random rows
+events: tests/test_message_columns.py; on Spark and a real Kafka broker: tests/test_spark_mq_kafka.py."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from canal.config import MqConfig
+from canal.lake.forms import entry_wire
+from canal.lake.forms.entry_wire import EntryWireError
+from canal.lake.forms.flat_messages import MessageMaker
+from canal.lake.forms.mq_routing import Routing
+from canal.protocol import ColumnMeta, Entry, EntryType, EventType, Header, RowChange, Rows, SqlType, TableSchema
+from canal.spark import message_rows
+from canal.spark.message_rows import plan_rows, plan_schema, rendered
+
+TABLE = TableSchema(
+    "s", "t", (ColumnMeta("id", SqlType.INTEGER, "int(11)", is_key=True), ColumnMeta("v", SqlType.VARCHAR, "text"))
+)
+
+
+def _entries(count: int) -> list[Entry]:
+    """``count`` rows entries of three rows each, every one 100 bytes of binlog, with transaction ends between."""
+    out = []
+    for n in range(count):
+        kind = (EventType.INSERT, EventType.UPDATE, EventType.DELETE)[n % 3]
+        rows = [(3 * n + i, f"v{n}-{i}") for i in range(3)]
+        header = Header("mysql-bin.000002", 4 + 200 * n, 1, 1_700_000_000_000 + n, "s", "t", kind, 100)
+        before = rows if kind is not EventType.INSERT else None
+        after = rows if kind is not EventType.DELETE else None
+        out.append(Entry(header, EntryType.ROWDATA, RowChange(kind, Rows(TABLE, before, after), table=TABLE)))
+        end = Header("mysql-bin.000002", 104 + 200 * n, 1, 1_700_000_000_000 + n, event_type=EventType.QUERY)
+        out.append(Entry(end, EntryType.TRANSACTIONEND, xid=n))
+    return out
+
+
+def _pairs(batches: Any) -> list[tuple[Any, ...]]:
+    return [
+        row
+        for b in batches
+        for row in zip(*(b.column(c).to_pylist() for c in ("topic", "partition", "key", "value")), strict=True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("form", "mq"),
+    [
+        ("canal", MqConfig(topic="t")),
+        ("canal", MqConfig(topic="t", partition_hash="s.t:$pk$", partitions_num=3)),
+        ("debezium", MqConfig(topic="t")),
+    ],
+)
+def test_plans_cut_by_bytes_number_their_messages_as_one_plan(
+    form: str, mq: MqConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instance batch of large rows is planned in several plans (each a task's input and one pickle); their
+    messages, keys and ordinals included, are those one plan makes, and the ordinal after them the next one's."""
+    entries = _entries(7)
+    maker = MessageMaker(form, Routing(mq), "d", now_ms=lambda: 5)
+    whole = maker.make(entries, 3, 11)
+    monkeypatch.setattr(message_rows, "PLAN_BYTES", 250)  # two rows entries (and their ends) a plan
+    plans, after = plan_rows(maker, entries, 3, 11)
+    assert plans.schema == plan_schema() and plans.num_rows == 4
+    assert _pairs(rendered([plans], maker)) == _pairs([whole])
+    if form == "canal":
+        assert after == 11 + whole.num_rows
+        assert [k.decode().rsplit(":", 1)[1] for k in whole.column("key").to_pylist()] == [
+            str(n) for n in range(11, after)
+        ]
+    else:  # Debezium's keys are the rows': the count is the rows'
+        assert after == 11 + 3 * 7
+
+
+def test_a_plan_made_again_makes_the_same_bytes() -> None:
+    """A replayed micro-batch renders its spooled plans again: the same messages byte for byte, ``ts`` included (the
+    clock is read once, planning), however late the task runs."""
+    clock = itertools.count(1_700_000_000_000, 1000)
+    for form in ("canal", "debezium"):
+        maker = MessageMaker(form, Routing(MqConfig(topic="t")), "d", now_ms=lambda: next(clock))
+        plans, _ = plan_rows(maker, _entries(4), 1, 0)
+        first = _pairs(rendered([plans], maker))
+        assert _pairs(rendered([plans], maker)) == first
+        stamps = {b'"ts":' in value for *_, value in first if value is not None}
+        assert stamps == {form == "canal"}
+
+
+def test_a_spool_of_messages_an_older_pycanal_wrote_passes_as_it_is(tmp_path: Path) -> None:
+    """A query upgraded across this change replays its last micro-batch from a spool file of messages: the spool
+    reads it under the plans' form, and the messages pass unchanged."""
+    from canal.lake.forms.flat_messages import message_schema
+    from canal.spark.spool import Spool
+
+    maker = MessageMaker("canal", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 5)
+    messages = maker.make(_entries(3), 1)
+    Spool(tmp_path, form=message_schema()).write({"batch": 0}, {"batch": 1}, messages)
+    read = Spool(tmp_path, form=plan_schema()).read({"batch": 0})
+    assert read is not None
+    assert _pairs(rendered([read[0]], maker)) == _pairs([messages])
+
+
+class _Mkdir:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.mkdir, (str(self.path),))
+
+
+def test_bytes_not_a_plan_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    """A spool file is data: a pickle naming a global beyond the entry classes and cells' value types is refused
+    (what it names said), not run; bytes cut short or of no pickle are the same typed error."""
+    target = tmp_path / "made"
+    for blob, named in (
+        (pickle.dumps(_Mkdir(target)), f"{os.mkdir.__module__}.mkdir"),
+        (pickle.dumps(eval), "builtins.eval"),
+        (pickle.dumps([Path("x")]), "pathlib."),
+    ):
+        with pytest.raises(EntryWireError, match=rf"not a message plan: it names {named}"):
+            entry_wire.loads(blob)
+    assert not target.exists()
+    good = entry_wire.dumps(MessageMaker("canal", Routing(MqConfig()), "d").plan(_entries(2), 1))
+    for blob in (good[: len(good) // 2], b"not a pickle", b""):
+        with pytest.raises(EntryWireError, match="not a message plan: "):
+            entry_wire.loads(blob)
+    assert entry_wire.loads(good).count == 2  # the whole bytes still read
