@@ -11,7 +11,7 @@ column -> canal text, ``database``, ``es`` (the event's execute time, ms), ``gti
 canal's is its get's batch id), ``isDdl``, ``mysqlType`` and ``sqlType`` (column -> the column's type text and
 JDBC type), ``old`` (an UPDATE's before values of the columns updated -- in this row or, as canal keeps one set per
 entry, an earlier row of the entry), ``pkNames``, ``sql`` (a DDL's text, else ""), ``table``, ``ts`` (when the
-reader made the message, ms), ``type``. Transaction boundaries make no message.
+reader planned the message, ms: one reading of the clock a plan), ``type``. Transaction boundaries make no message.
 
 **Debezium's envelope** (a MySQL connector's change event, JSON without schemas): one message per row, keyed by
 the row's primary key (``{"id":1}``), its value ``{"before", "after", "source", "op", "ts_ms", "transaction"}``
