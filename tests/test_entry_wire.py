@@ -135,3 +135,28 @@ def test_bytes_not_a_plan_are_refused_before_anything_runs(tmp_path: Path) -> No
         with pytest.raises(EntryWireError, match="not a message plan: "):
             entry_wire.loads(blob)
     assert entry_wire.loads(good).count == 2  # the whole bytes still read
+
+
+def test_plans_of_one_layout_share_its_encoders_where_they_are_rendered() -> None:
+    """A Python worker renders plan after plan, each unpickled afresh: the encoders made once per table layout and
+    kept by identity (canal's column texts, pkNames and types) are made once for all its plans -- with a new table
+    object a plan, a 1,000-column table's were compiled again for each (50 ms a plan) and kept, up to 4,096 copies
+    (3 GB)."""
+    from canal.lake.forms.message_columns import column_texts_of
+    from canal.protocol import ColumnarRows, ColumnForm
+
+    columns = tuple(ColumnMeta(f"c{i}", SqlType.VARCHAR, "varchar(9)") for i in range(40))
+    wide = TableSchema("s", "wide", (ColumnMeta("id", SqlType.INTEGER, "int(11)", is_key=True), *columns))
+    forms = (ColumnForm("value"),) * len(wide.columns)
+    cells = ((1, 2), *((f"a{i}", None) for i in range(40)))
+    header = Header("mysql-bin.000002", 4, 1, 1, "s", "wide", EventType.INSERT, 100)
+    rows = ColumnarRows(wide, None, cells, forms, 2)
+    entry = Entry(header, EntryType.ROWDATA, RowChange(EventType.INSERT, rows, table=wide))
+    maker = MessageMaker("canal", Routing(MqConfig(topic="t")), "d", now_ms=lambda: 5)
+    blobs = [entry_wire.dumps(maker.plan([entry], n)) for n in range(6)]
+    made = len(column_texts_of._made)
+    plans = [entry_wire.loads(blob) for blob in blobs]
+    rendered_values = [maker.render(plan).column("value").to_pylist() for plan in plans]
+    assert len({value for values in rendered_values for value in values}) == 6  # each plan its id
+    assert len({id(plan.entries[0].row_change.table) for plan in plans}) == 1
+    assert len(column_texts_of._made) - made <= 1
