@@ -160,3 +160,22 @@ def test_plans_of_one_layout_share_its_encoders_where_they_are_rendered() -> Non
     assert len({value for values in rendered_values for value in values}) == 6  # each plan its id
     assert len({id(plan.entries[0].row_change.table) for plan in plans}) == 1
     assert len(column_texts_of._made) - made <= 1
+
+
+def test_a_snapshots_rows_are_planned_by_what_they_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot's entries have no binlog event (their length is 64 bytes a row): planned by it, a micro-batch of
+    snapshot rows of 20 KB was one plan of any size -- 50,000 rows (max.entries), 1 GB: a task over Spark's limit,
+    its inline partition not cut. They weigh their values, and their messages are one plan's."""
+    big = "x" * 2000
+    entries = []
+    for n in range(10):
+        header = Header("mysql-bin.000002", 4, 1, 1, "s", "t", EventType.SNAPSHOT, 64 * 5)
+        rows = Rows(TABLE, None, [(5 * n + i, big) for i in range(5)])
+        entries.append(Entry(header, EntryType.ROWDATA, RowChange(EventType.SNAPSHOT, rows, table=TABLE)))
+    monkeypatch.setattr(message_rows, "PLAN_BYTES", 25_000)  # two entries of 10 KB a plan
+    for form in ("canal", "debezium"):
+        maker = MessageMaker(form, Routing(MqConfig(topic="t")), "d", now_ms=lambda: 5)
+        plans, _ = plan_rows(maker, entries, 1, 0)
+        assert plans.num_rows == 5
+        assert max(len(blob) for blob in plans.column(0).to_pylist()) < 25_000
+        assert _pairs(rendered([plans], maker)) == _pairs([maker.make(entries, 1)])
