@@ -135,6 +135,13 @@ def test_bytes_not_a_plan_are_refused_before_anything_runs(tmp_path: Path) -> No
         with pytest.raises(EntryWireError, match="not a message plan: "):
             entry_wire.loads(blob)
     assert entry_wire.loads(good).count == 2  # the whole bytes still read
+    import pyarrow as pa
+
+    maker = MessageMaker("canal", Routing(MqConfig()), "d")
+    for value in ([1, 2], {"entries": ()}, None):  # plain values need no global: the unpickler builds them
+        plans = pa.RecordBatch.from_arrays([pa.array([pickle.dumps(value)], pa.binary())], schema=plan_schema())
+        with pytest.raises(EntryWireError, match=f"not a message plan: a {type(value).__name__}"):
+            list(rendered([plans], maker))
 
 
 def test_plans_of_one_layout_share_its_encoders_where_they_are_rendered() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from canal.lake.forms import entry_wire
-from canal.lake.forms.flat_messages import MessageMaker
+from canal.lake.forms.flat_messages import MessageMaker, MessagePlan
 from canal.protocol import Entry, EventType, Rows
 
 PLAN_COLUMN: Final = "message_plan"
@@ -89,7 +89,10 @@ def rendered(batches: Iterable[Any], maker: MessageMaker) -> Iterator[Any]:
             yield batch
             continue
         for blob in batch.column(0).to_pylist():
-            made = maker.render(entry_wire.loads(blob))
+            plan = entry_wire.loads(blob)
+            if not isinstance(plan, MessagePlan):  # a pickle of plain values names no global: loads takes it
+                raise entry_wire.EntryWireError(f"not a message plan: a {type(plan).__name__}")
+            made = maker.render(plan)
             if made.num_rows:
                 yield made
 
