@@ -186,3 +186,25 @@ def test_a_snapshots_rows_are_planned_by_what_they_hold(monkeypatch: pytest.Monk
         assert plans.num_rows == 5
         assert max(len(blob) for blob in plans.column(0).to_pylist()) < 25_000
         assert _pairs(rendered([plans], maker)) == _pairs([maker.make(entries, 1)])
+
+
+def test_a_plan_replayed_under_other_options_is_made_as_it_was_planned() -> None:
+    """A query restarted from its checkpoint with other options (a topic, canal.mq.partitionHash, the form,
+    Debezium's tombstones) replays its last micro-batch from the spool: its messages are those the first run made, where
+    it sent them -- rendered with the new options, they went to the new topic at the old hash's partitions, and a
+    canal plan rendered as Debezium's failed an assertion in the task."""
+    entries = _entries(3)
+    ddl = Header("mysql-bin.000002", 9000, 1, 1, "s", "t", EventType.ALTER, 50)
+    entries.append(Entry(ddl, EntryType.ROWDATA, RowChange(EventType.ALTER, (), True, "ALTER TABLE t ADD c INT", "s")))
+    hashed = MqConfig(topic="a", partition=1, partition_hash="s.t:$pk$", partitions_num=3)
+    makers = [
+        MessageMaker("canal", Routing(hashed), "d", now_ms=lambda: 5),
+        MessageMaker("canal", Routing(MqConfig(topic="b", partition=2)), "d", now_ms=lambda: 6),
+        MessageMaker("debezium", Routing(MqConfig(topic="c")), "d", now_ms=lambda: 7),
+        MessageMaker("debezium", Routing(MqConfig(topic="e")), "e", now_ms=lambda: 8, tombstones=False),
+    ]
+    for planned in makers:
+        plans, _ = plan_rows(planned, entries, 1, 0)
+        made = _pairs([planned.make(entries, 1)])
+        for replaying in makers:
+            assert _pairs(rendered([plans], replaying)) == made

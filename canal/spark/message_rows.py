@@ -3,11 +3,12 @@
 The reader's one thread bounds a streaming query (it reads the server, decodes and spools every change; Spark's
 tasks and JVM run beside it on the other cores). Making canal's FlatMessage or Debezium's JSON text is as much work
 a change as decoding it, so the reader does not: it spools each chunk of entries as :class:`~canal.lake.forms.
-flat_messages.MessagePlan` rows (:func:`plan_rows`: what needs the stream -- the refusals, the routing over
-partitions, the ordinals, the clock), pickled with their rows kept as decoded columns (:mod:`canal.lake.forms.
+flat_messages.MessagePlan` rows (:func:`plan_rows`: what needs the stream -- the refusals, the routing over topics
+and partitions, the ordinals, the clock), pickled with their rows kept as decoded columns (:mod:`canal.lake.forms.
 entry_wire`), and the micro-batch's task renders them (:func:`rendered`) into the rows of ``topic, partition, key,
 value`` Spark's Kafka sink writes. A replayed micro-batch renders the same plans again: the same bytes, its clock
-included. A spool file an older pycanal wrote holds the messages themselves, which pass as they are.
+included, to the same topics and partitions, whatever options a restarted query was given (a plan holds its form and
+routing). A spool file an older pycanal wrote holds the messages themselves, which pass as they are.
 """
 
 from __future__ import annotations

@@ -166,8 +166,10 @@ class MessagePlan:
     """What the reader decides of a chunk's messages (:meth:`MessageMaker.plan`), for a task to make them
     (:meth:`MessageMaker.render`): the ``entries`` that make messages, the micro-batch ``batch_no``, the ordinal of the
     first message ``first``, the clock's ``made_ms`` (a plan rendered again makes the same bytes), and of each entry
-    canal's row partitions with ``canal.mq.partitionHash`` (None: one message of the routing's partition). ``count``:
-    canal's messages (the next plan's ``first``); Debezium's keys are the rows' keys, and its count the rows."""
+    canal's row partitions with ``canal.mq.partitionHash`` (None: one message of ``partition``) and its topic
+    (``topics``). ``count``: canal's messages (the next plan's ``first``); Debezium's keys are the rows' keys, and its
+    count the rows. The ``form``, the ``destination`` and Debezium's ``tombstones`` are the plan's too: a micro-batch
+    replayed by a query restarted with other options is made as it was first, its messages where they first went."""
 
     entries: tuple[Entry, ...]
     batch_no: int
@@ -175,6 +177,11 @@ class MessagePlan:
     made_ms: int
     parts: tuple[tuple[int, ...] | None, ...]
     count: int
+    form: str
+    topics: tuple[str, ...]
+    partition: int
+    destination: str
+    tombstones: bool
 
 
 class MessageMaker:
@@ -205,7 +212,9 @@ class MessageMaker:
         the reader, as the stream's other refusals."""
         kept: list[Entry] = []
         parts: list[tuple[int, ...] | None] = []
+        topics: list[str] = []
         count = 0
+        routing = self.routing
         for entry in entries:
             if self.form == "canal":
                 shape = _canal_shape(entry)
@@ -215,6 +224,7 @@ class MessageMaker:
                 routed = None if rows is None else self._canal_parts(entry, rows)
                 count += 1 if routed is None else len(set(routed))
                 parts.append(routed)
+                topics.append(routing.topic(shape[0], shape[1]))
             else:
                 rows = _debezium_rows(entry)
                 if rows is None:
@@ -223,11 +233,27 @@ class MessageMaker:
                 _refuse_partial_images(rows)
                 count += len(rows)
                 parts.append(None)
+                topics.append(routing.topic(entry.header.schema, entry.header.table))
             kept.append(_slim(entry))
-        return MessagePlan(tuple(kept), batch_no, first, self.now_ms(), tuple(parts), count)
+        # hashed, only a DDL's message has no row partitions: canal sends it to partition 0
+        partition = 0 if routing.hashed else routing.config.partition
+        return MessagePlan(
+            tuple(kept),
+            batch_no,
+            first,
+            self.now_ms(),
+            tuple(parts),
+            count,
+            self.form,
+            tuple(topics),
+            partition,
+            self.destination,
+            self.tombstones,
+        )
 
     def render(self, plan: MessagePlan) -> Any:
-        """The messages of ``plan``, a RecordBatch in :func:`message_schema`."""
+        """The messages of ``plan``, a RecordBatch in :func:`message_schema`: as the maker that planned it makes them
+        (its form, routing and destination are the plan's)."""
         import pyarrow as pa
 
         topics: list[str] = []
@@ -236,20 +262,20 @@ class MessageMaker:
         values: list[str] = []
         out = (topics, partitions, keys, values)
         entries = list(plan.entries)
-        if self.form == "canal":
+        if plan.form == "canal":
             encoded = _columnar_images(entries)  # images encoded together, by rows id
-            for entry, routed in zip(entries, plan.parts, strict=True):
-                self._canal(entry, routed, plan, plan.first + len(values), out, encoded)
+            for entry, routed, topic in zip(entries, plan.parts, plan.topics, strict=True):
+                self._canal(entry, routed, topic, plan, plan.first + len(values), out, encoded)
         else:
-            for entry in entries:
-                self._debezium(entry, plan.made_ms, out)
+            for entry, topic in zip(entries, plan.topics, strict=True):
+                self._debezium(entry, topic, plan, out)
         # keys (ASCII) are built as text and viewed as bytes in one go
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(topics, pa.string()),
                 pa.array(partitions, pa.int32()),
                 pa.array(keys, pa.string()).view(pa.binary()),
-                _utf8_array(values) if self.form == "canal" else _nullable_utf8(values),
+                _utf8_array(values) if plan.form == "canal" else _nullable_utf8(values),
             ],
             schema=message_schema(),
         )
@@ -283,6 +309,7 @@ class MessageMaker:
         self,
         entry: Entry,
         routed: tuple[int, ...] | None,
+        topic: str,
         plan: MessagePlan,
         ordinal: int,
         out: tuple[list[Any], ...],
@@ -294,8 +321,6 @@ class MessageMaker:
         h = entry.header
         rc = entry.row_change
         assert rc is not None
-        routing = self.routing
-        topic = routing.topic(schema, table)
         batch_no = plan.batch_no
         # a message is '{"data":[' DATA ']' HEAD MIDDLE OLD PK_PART TAIL_END, joined once: the parts but DATA and OLD
         # are the entry's (HEAD, TAIL, END) or its layout's (MIDDLE, PK_PART, sqlType in TAIL_END)
@@ -306,7 +331,7 @@ class MessageMaker:
         topics, partitions, keys, values = out
         if rows is None:  # DDL, statements: a message without data
             topics.append(topic)
-            partitions.append(routing.config.partition if not routing.hashed else 0)
+            partitions.append(plan.partition)
             keys.append(prefix + str(ordinal))
             ddl = "true" if rc.is_ddl and not xa else "false"
             values.append(f'{{"data":null{head}{ddl},"mysqlType":null,"old":null,"pkNames":null{tail}null{end}')
@@ -320,7 +345,7 @@ class MessageMaker:
         texts, olds = _data_and_olds(rows, side, absent, kind == "UPDATE", encoded)
         if routed is None:
             topics.append(topic)
-            partitions.append(routing.config.partition)
+            partitions.append(plan.partition)
             keys.append(prefix + str(ordinal))
             old = "[" + ",".join(olds) + "]" if olds else "null"
             values.append("".join(('{"data":[', ",".join(texts), "]", head, middle, old, pk_part, tail_end)))
@@ -337,7 +362,7 @@ class MessageMaker:
 
     # -- Debezium's envelope ---------------------------------------------------------------------------------------
 
-    def _debezium(self, entry: Entry, ts: int, out: tuple[list[Any], ...]) -> None:
+    def _debezium(self, entry: Entry, topic: str, plan: MessagePlan, out: tuple[list[Any], ...]) -> None:
         rows = _debezium_rows(entry)
         assert rows is not None  # the plan kept the entries that make messages
         rc = entry.row_change
@@ -346,9 +371,8 @@ class MessageMaker:
         h = entry.header
         table = rows.table
         typers = [_debezium_typer(c.mysql_type) for c in table.columns]
-        topic = self.routing.topic(h.schema, h.table)
         topics, partitions, keys, values = out
-        partition = self.routing.config.partition
+        partition, ts, tombstones = plan.partition, plan.made_ms, plan.tombstones
         key_indexes = table.key_indexes
 
         def emit(key: dict[str, Any], value: dict[str, Any]) -> None:
@@ -358,7 +382,7 @@ class MessageMaker:
             partitions.append(partition)
             keys.append(text)
             values.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
-            if value["op"] == "d" and self.tombstones:
+            if value["op"] == "d" and tombstones:
                 # Debezium's tombstone (tombstones.on.delete): the delete's key and a null value, which lets Kafka's
                 # log compaction drop the key -- made for a keyless table's delete too, its key null, as Debezium does
                 topics.append(topic)
@@ -372,7 +396,7 @@ class MessageMaker:
             source = {
                 "version": "pycanal",
                 "connector": "mysql",
-                "name": self.destination,
+                "name": plan.destination,
                 "ts_ms": h.execute_time,
                 "snapshot": "true" if op == "r" else "false",
                 "db": h.schema,
