@@ -215,6 +215,14 @@ class MessageMaker:
         topics: list[str] = []
         count = 0
         routing = self.routing
+        named: dict[tuple[str, str], str] = {}  # topics by table: one string each, which the pickle writes once
+
+        def topic(schema: str, table: str) -> str:
+            made = named.get((schema, table))
+            if made is None:
+                made = named[schema, table] = routing.topic(schema, table)
+            return made
+
         for entry in entries:
             if self.form == "canal":
                 shape = _canal_shape(entry)
@@ -224,7 +232,7 @@ class MessageMaker:
                 routed = None if rows is None else self._canal_parts(entry, rows)
                 count += 1 if routed is None else len(set(routed))
                 parts.append(routed)
-                topics.append(routing.topic(shape[0], shape[1]))
+                topics.append(topic(shape[0], shape[1]))
             else:
                 rows = _debezium_rows(entry)
                 if rows is None:
@@ -233,7 +241,7 @@ class MessageMaker:
                 _refuse_partial_images(rows)
                 count += len(rows)
                 parts.append(None)
-                topics.append(routing.topic(entry.header.schema, entry.header.table))
+                topics.append(topic(entry.header.schema, entry.header.table))
             kept.append(_slim(entry))
         # hashed, only a DDL's message has no row partitions: canal sends it to partition 0
         partition = 0 if routing.hashed else routing.config.partition
