@@ -208,3 +208,21 @@ def test_a_plan_replayed_under_other_options_is_made_as_it_was_planned() -> None
         made = _pairs([planned.make(entries, 1)])
         for replaying in makers:
             assert _pairs(rendered([plans], replaying)) == made
+
+
+def test_entries_holding_more_than_their_length_are_planned_in_halves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events the server compressed (MariaDB's log_bin_compress: 300 rows of 220 KB text in 121 KB of binlog) hold
+    more than their length says: a plan whose bytes pass PLAN_INFLATION x PLAN_BYTES is planned again in halves (it was
+    one plan of 64 MB), its messages and ordinals those of one plan."""
+    entries = []
+    for n in range(16):
+        header = Header("mysql-bin.000002", 4 + 100 * n, 1, 1, "s", "t", EventType.INSERT, 100)
+        rows = Rows(TABLE, None, [(n, "x" * 5000)])
+        entries.append(Entry(header, EntryType.ROWDATA, RowChange(EventType.INSERT, rows, table=TABLE)))
+    monkeypatch.setattr(message_rows, "PLAN_BYTES", 5_000)  # every entry in one group; a plan up to 20 KB
+    for form in ("canal", "debezium"):
+        maker = MessageMaker(form, Routing(MqConfig(topic="t")), "d", now_ms=lambda: 5)
+        plans, after = plan_rows(maker, entries, 1, 7)
+        assert plans.num_rows == 8 and max(len(b) for b in plans.column(0).to_pylist()) < 20_000
+        assert _pairs(rendered([plans], maker)) == _pairs([maker.make(entries, 1, 7)])
+        assert after == 7 + 16

@@ -28,7 +28,14 @@ PLAN_BYTES: Final = 8 << 20
 an instance batch of large rows would otherwise make one of hundreds of MB (Spark refuses a task over
 ``spark.rpc.message.maxSize``, 128 MB). A plan holds whole entries: one larger entry is a plan of its own. A
 snapshot's entries have no binlog event (their length is 64 bytes a row, what a MEMSIZE store counts): they weigh
-what their values hold (:func:`_weight`)."""
+what their values hold (:func:`_weight`). Events compressed by the server (MariaDB's ``log_bin_compress``, its
+``COMPRESSED`` columns) hold more than their length says: a plan whose bytes pass :data:`PLAN_INFLATION` times this is
+planned again in halves."""
+
+PLAN_INFLATION: Final = 4
+"""How many times :data:`PLAN_BYTES` a plan's pickle may hold before it is cut: a plan's values take about their
+binlog bytes, a compressed event's many times them (300 rows of 220 KB text under ``log_bin_compress``: 121 KB of
+binlog, a plan of 64 MB)."""
 
 
 def plan_schema() -> Any:
@@ -42,13 +49,25 @@ def plan_rows(maker: MessageMaker, entries: Sequence[Entry], batch_no: int, firs
     and the ordinal after their messages. Raises what :meth:`MessageMaker.plan` refuses, nothing planned."""
     import pyarrow as pa
 
-    blobs = []
+    blobs: list[bytes] = []
     for group in _groups(entries):
-        plan = maker.plan(group, batch_no, first)
-        if plan.entries:
-            blobs.append(entry_wire.dumps(plan))
-            first += plan.count
+        first = _planned(maker, group, batch_no, first, blobs)
     return pa.RecordBatch.from_arrays([pa.array(blobs, pa.binary())], schema=plan_schema()), first
+
+
+def _planned(maker: MessageMaker, group: Sequence[Entry], batch_no: int, first: int, blobs: list[bytes]) -> int:
+    """Add the pickled plan of ``group`` to ``blobs`` -- the plans of its halves where its bytes pass the bound
+    (:data:`PLAN_INFLATION`) -- and return the ordinal after its messages."""
+    plan = maker.plan(group, batch_no, first)
+    if not plan.entries:
+        return first
+    blob = entry_wire.dumps(plan)
+    if len(blob) > PLAN_INFLATION * PLAN_BYTES and len(group) > 1:
+        half = len(group) // 2
+        after = _planned(maker, group[:half], batch_no, first, blobs)
+        return _planned(maker, group[half:], batch_no, after, blobs)
+    blobs.append(blob)
+    return first + plan.count
 
 
 def _groups(entries: Sequence[Entry]) -> Iterator[Sequence[Entry]]:
@@ -103,4 +122,4 @@ def is_plans(schema: Any) -> bool:
     return list(schema.names) == [PLAN_COLUMN]
 
 
-__all__ = ["PLAN_BYTES", "PLAN_COLUMN", "is_plans", "plan_rows", "plan_schema", "rendered"]
+__all__ = ["PLAN_BYTES", "PLAN_COLUMN", "PLAN_INFLATION", "is_plans", "plan_rows", "plan_schema", "rendered"]
