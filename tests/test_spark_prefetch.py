@@ -312,3 +312,40 @@ def test_an_available_now_run_ends_at_once_when_all_up_to_its_target_was_taken(
     assert canonical(end) == canonical(start)  # the empty read: the run's end
     assert timed and all(timeout is None for timeout in timed)  # it looked, and waited for nothing
     assert (packed_ids(got) if images == "packed" else ids(got)) == list(range(ROWS))
+
+
+def test_a_messages_micro_batch_is_bounded_by_its_plans_bytes_not_by_the_store(
+    fake: FakeMysql, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``messages``: a micro-batch's entries are acked as they are planned (the plans hold what their messages need),
+    so the micro-batch prepared ahead is bounded by its plans' bytes -- as a packed one by its packed rows' --, not by
+    the instance's store: with a store of 4 entries (one transaction and a bit) and ``max.entries`` above the whole
+    stream, micro-batches take many transactions each and end once their plans pass the cap; every row's message
+    comes, in order, once."""
+    import canal.spark.source as source_module
+
+    for cap in ("FIRST_BATCH_BYTES", "PACKED_BATCH_BYTES"):
+        monkeypatch.setattr(source_module, cap, 8000)
+    r = CanalStreamReader(
+        {
+            **reader(fake, tmp_path / "spool", prefetch=True).options,
+            "messages": "canal",
+            "max.entries": "1000",
+            "canal.instance.memory.buffer.size": "4",
+            "canal.instance.memory.batch.mode": "ITEMSIZE",
+            "read.timeout": "0.2",
+        }
+    )
+    start: Offset = dict(INITIAL_OFFSET)
+    per_batch: list[list[int]] = []
+    for _ in range(200):
+        if sum(map(len, per_batch)) >= ROWS:
+            break
+        it, start = r.read(start)
+        batch = one_batch(it)
+        if batch is not None:
+            values = [json.loads(v) for v in batch.column("value").to_pylist()]
+            per_batch.append([int(row["id"]) for v in values if v["type"] == "INSERT" for row in v["data"]])
+    assert [i for ids_ in per_batch for i in ids_] == list(range(ROWS))
+    assert max(map(len, per_batch)) > 4  # more transactions than the store holds
+    assert len(per_batch) >= 3  # and ended by the plans' bytes: max.entries alone would have taken all 60

@@ -47,6 +47,8 @@ class MicroBatchCut:
         self.spool = spool
         self.variant = images == IMAGES_VARIANT  # the images=variant form (canal.lake.forms.variant_changes)
         self.packer = PackedCut(packed_bytes) if images == IMAGES_PACKED else None
+        self.plan_bytes = 0  # the messages option's: the bytes of the plans made (a micro-batch ends past packed_bytes)
+        self.most_bytes = packed_bytes
         self.count = 0  # entries taken
         self.fresh: list[Any] = []  # entries taken and not yet turned into change rows
         self.end: Offset | None = None
@@ -61,7 +63,11 @@ class MicroBatchCut:
         self.writer: SpoolWriter | None = None  # the spool file being written, from the first change row on
 
     def done(self, max_entries: int) -> bool:
-        full = self.taken >= max_entries or (self.packer is not None and self.packer.full())
+        full = (
+            self.taken >= max_entries
+            or (self.packer is not None and self.packer.full())
+            or (self.messages is not None and self.plan_bytes >= self.most_bytes)
+        )
         return (full and self.advanced()) or self.partial or self.full
 
     def mark(self, session: Session) -> tuple[Any, ...]:
@@ -139,6 +145,7 @@ class MicroBatchCut:
         if self.messages is not None:
             # planned here, made into messages by the micro-batch's task (canal.spark.message_rows)
             chunk, after = plan_rows(self.messages, fresh, batch_no, self.chunk_rows)
+            self.plan_bytes += chunk.nbytes
         else:
             make = entries_to_variant_batch if self.variant else entries_to_batch
             chunk = make(fresh, destination, batch_no, self.chunk_rows)

@@ -198,6 +198,9 @@ class CanalStreamReader:
         config = config_from_options(self.options)  # validates the options early
         self.destination = config.destination
         self.messages = message_maker(self.images, config, lower)  # the messages option (None: change rows)
+        # packed batches and message plans hold what they need of the entries: a micro-batch of them is bounded by
+        # their bytes (PACKED_BATCH_BYTES), its entries acked as they are spooled, not by the instance's store
+        self.by_bytes = self.images == IMAGES_PACKED or self.messages is not None
         self.target: EntryPosition | None = None  # Trigger.AvailableNow
         # executor snapshot partitions (canal.spark.chunks): ranges per micro-batch, rows per range; None: off
         self.partitions_per_batch: int | None = None
@@ -243,7 +246,7 @@ class CanalStreamReader:
         """The batch after ``start``: prepared ahead, spooled (a replay), else prepared now; None if none came."""
         prepared = session.take_prefetched(start)  # prepared ahead: the prefetch goes on with the next, if packed
         last = session.prefetch_rows == 0 and self._target_read(session.instance)  # AvailableNow: nothing to fill
-        if prepared is None and self.images == IMAGES_PACKED and not last:
+        if prepared is None and self.by_bytes and not last:
             # while behind the server, let it fill: Spark's cost is per micro-batch
             session.let_prefetch_fill(start, _FILL_QUIET_S, _FILL_MOST_S)
             prepared = session.take_prefetched(start)
@@ -324,9 +327,9 @@ class CanalStreamReader:
                 if not cut.encode(self.destination, batch_no):  # outside the lock
                     with session.lock:
                         cut.give_back(session, mark, mid)
-                elif cut.packer is not None:
-                    # packed: nothing needs the entries again, so the store's room is freed now and a micro-batch is
-                    # bounded by its packed rows' bytes (PACKED_BATCH_BYTES), not by the store
+                elif self.by_bytes:
+                    # packed or planned: nothing needs the entries again, so the store's room is freed now and a
+                    # micro-batch is bounded by its packed rows' or plans' bytes (PACKED_BATCH_BYTES), not by the store
                     self._ack_spooled(session, start)
                 if until is not None:
                     with session.prefetch_progress:
@@ -431,7 +434,7 @@ class CanalStreamReader:
         session.start_prefetch(
             start,
             lambda at, stop: self._prepare(session, at, wait=False, until=stop),
-            chained=self.images == IMAGES_PACKED,
+            chained=self.by_bytes,
             log=destination_logger(__name__, self.destination),
         )
 
