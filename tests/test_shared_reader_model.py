@@ -72,6 +72,16 @@ def config(
 # on, without the boundary having been read again
 # restarted by GTID set before a rotate it then reads: the anchor at the next file's start has the rotate's time, as
 # for a dump that went on (it kept the time of the boundary before, which a restarted dump does not know)
+# MariaDB's GTIDs, restarted by GTID set after an idle spell: the anchor of the next transaction's BEGIN has the time
+# of the boundary before where a destination that went on has the spell's end (found by chance; not fixed yet)
+@example(
+    before=[],
+    after=[("sleep", None)],
+    filters=[r"a\..*", r"a\..*"],
+    mariadb=True,
+    gtid=True,
+    restart=True,
+).xfail(raises=AssertionError, reason="a restarted MariaDB GTID dump's anchor time after an idle spell")
 @example(
     before=[],
     after=[("sleep", None), ("rotate", None)],
