@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator, Iterator
 
 import attrs
 
-from canal.parse.events import BinlogEvent, GtidEvent
+from canal.parse.events import BinlogEvent, GtidEvent, RotateEvent
 from canal.parse.shared.groups import GroupTracker, Position, position_of
 from canal.parse.shared.member import SharedMember
 from canal.parse.shared.queue import Subscription
@@ -101,12 +101,16 @@ class SharedStream:
             for event in dump:
                 yield event
                 tracker.follow(event)
+                # after the rotate that opens a dump comes the file's format description, which the destination must
+                # read (its converter takes the server's version from it, which its DDL entries name) before it joins
+                # a reader: a joiner going on from its own dump is given none
+                opening = event.__class__ is RotateEvent and event.artificial
                 if request.gtid_set is not None:
                     if tracker.jumped:
                         settled = False
                     if event.__class__ is GtidEvent:
                         settled = True
-                if tracker.between and settled:
+                if tracker.between and settled and not opening:
                     place = tracker.next_start
                     assert place is not None
                     sub = readers.join(key, member, place)
