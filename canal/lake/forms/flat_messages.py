@@ -228,11 +228,13 @@ class MessageMaker:
                 shape = _canal_shape(entry)
                 if shape is None:
                     continue
-                rows = shape[4]
-                routed = None if rows is None else self._canal_parts(entry, rows)
+                rows, named_topic = shape[4], topic(shape[0], shape[1])
+                if rows is not None:
+                    _refuse_json_diffs(rows)
+                routed = None if rows is None else self._canal_parts(entry, rows, named_topic)
                 count += 1 if routed is None else len(set(routed))
                 parts.append(routed)
-                topics.append(topic(shape[0], shape[1]))
+                topics.append(named_topic)
             else:
                 rows = _debezium_rows(entry)
                 if rows is None:
@@ -290,10 +292,9 @@ class MessageMaker:
 
     # -- canal's FlatMessage ---------------------------------------------------------------------------------------
 
-    def _canal_parts(self, entry: Entry, rows: Rows) -> tuple[int, ...] | None:
-        """The partition of each row of ``entry`` with ``canal.mq.partitionHash`` (None without): canal's
-        ``messagePartition`` hashes the text its message's ``data`` holds."""
-        _refuse_json_diffs(rows)
+    def _canal_parts(self, entry: Entry, rows: Rows, topic: str) -> tuple[int, ...] | None:
+        """The partition of each row of ``entry`` (routed to ``topic``) with ``canal.mq.partitionHash`` (None
+        without): canal's ``messagePartition`` hashes the text its message's ``data`` holds."""
         routing = self.routing
         if not routing.hashed:
             return None
@@ -301,7 +302,7 @@ class MessageMaker:
         mode = routing.hash_mode(h.schema, h.table)
         if mode is None:
             return (0,) * len(rows)
-        n = routing.partitions_of(routing.topic(h.schema, h.table))
+        n = routing.partitions_of(topic)
         if mode.table_hash:
             return (routing.table_partition(h.table, n),) * len(rows)
         side = _side(entry)
