@@ -1119,27 +1119,25 @@ def _utf8(raw: bytes) -> str:
 _VALUE: Final = ColumnForm("value")
 
 
+_RAW_TEXT: Final = {"utf-8": "utf8", "cp1252": "latin1"}  # the text codecs kept as bytes, by their form's kind
+
+
 def column_form(c: BinlogColumn) -> ColumnForm:
     """The form the columnar decoder keeps column ``c`` in."""
     t = c.type
     if t in (T_VARCHAR, T_VAR_STRING) or t in _BLOBS:  # not CHAR: its trailing spaces are stripped
         codec = charset_of_collation(c.collation).codec
-        if codec == "utf-8":
-            return ColumnForm("utf8", to_object=_utf8)
-        if codec == "cp1252":
-            return ColumnForm("latin1", to_object=_latin1)
-        return _VALUE
+        return raw_form(_RAW_TEXT.get(codec or "", "value"))
     if t == T_DATETIME2 and not c.hires:
-        return ColumnForm("datetime2", fsp=c.fsp, to_object=make_datetime2_reader(c.fsp))
+        return raw_form("datetime2", fsp=c.fsp)
     if t == T_NEWDECIMAL and 0 < c.precision <= RAW_DECIMAL_DIGITS:
-        reader = make_decimal_reader(c.precision, c.scale)
-        return ColumnForm("decimal", precision=c.precision, scale=c.scale, to_object=reader)
+        return raw_form("decimal", precision=c.precision, scale=c.scale)
     return _VALUE
 
 
 def raw_form(kind: str, fsp: int = 0, precision: int = 0, scale: int = 0) -> ColumnForm:
-    """The :class:`ColumnForm` :func:`column_form` makes of a column kept as ``kind``, rebuilt from its fields (its
-    ``to_object`` is generated: a form sent to another process travels as its fields)."""
+    """The :class:`ColumnForm` of a column kept as ``kind``, made of its fields -- by :func:`column_form`, and again
+    where a form sent to another process arrives (its ``to_object`` is generated: it travels as its fields)."""
     if kind == "value":
         return _VALUE
     if kind == "utf8":
